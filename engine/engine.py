@@ -1,0 +1,449 @@
+"""The serving loop: one engine thread steps scheduler -> allocator -> model -> sampler -> detokenizer while clients submit."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+from engine.config import EngineConfig
+from engine.errors import EngineShutdownError, PromptTooLongError, RequestError
+from engine.model_runner import build_model_input
+from engine.sampler import splitmix64
+from engine.sequence import Request, RequestHandle, RequestOutput, StepRecord
+from engine.tokenizer import IncrementalDetokenizer
+from engine.trace import NULL_TRACER, Tracer
+from engine.types import BlockAllocator, Model, NewSequence, Sampler, SamplingParams, Scheduler, StepPlan
+
+ENGINE_THREAD_NAME = "infer-prof-engine"
+
+
+class Engine:
+    """Continuous-batching inference over injected components; submit() from any number of threads."""
+
+    def __init__(
+        self,
+        model: Model,
+        tokenizer,  # engine.tokenizer.Tokenizer or anything with its encode/decode/stop_token_ids
+        *,
+        scheduler: Scheduler,
+        allocator: BlockAllocator,
+        sampler: Sampler,
+        config: EngineConfig,
+        tracer: Tracer = NULL_TRACER,
+        clock: Callable[[], int] = time.perf_counter_ns,
+        on_step: Callable[[StepRecord], None] | None = None,
+    ) -> None:
+        if scheduler.block_size != allocator.block_size:
+            raise ValueError(
+                f"scheduler block_size {scheduler.block_size} != allocator block_size {allocator.block_size}"
+            )
+        self.model = model
+        self.tokenizer = tokenizer
+        self.scheduler = scheduler
+        self.allocator = allocator
+        self.sampler = sampler
+        self.config = config
+        self.tracer = tracer
+        self.clock = clock
+        self.on_step = on_step
+        self.block_size = allocator.block_size
+        self.num_blocks = allocator.num_blocks
+        self.max_model_len = config.resolve_max_model_len(model.config.context_length)
+        self.vocab_size = model.config.vocab_size
+        self._stop_token_ids = frozenset(tokenizer.stop_token_ids)
+        model.allocate_kv_cache(self.num_blocks, self.block_size)
+
+        # Shared with client threads, under _lock.
+        self._lock = threading.Lock()
+        self._wakeup = threading.Condition(self._lock)
+        self._submitted: list[Request] = []
+        self._cancelled: list[int] = []
+        self._known: dict[int, Request] = {}  # every unfinished request, for cancel()
+        self._next_request_id = 0
+        self._shutdown = False
+        self._abort = False
+        self._thread: threading.Thread | None = None
+
+        # Engine thread only.
+        self._running: dict[int, Request] = {}  # registered with the scheduler and the sampler
+        self._finished_ids: list[int] = []  # to report to the scheduler at the next step
+        self._cached_tokens: dict[int, int] = {}  # tokens in the KV cache of every sequence holding blocks
+        self._num_cached_total = 0
+        self.step_records: list[StepRecord] = []
+        self._num_steps = 0
+        self._num_preemptions = 0
+        self._num_finished = 0
+        self._num_generated = 0
+
+    # -- client side ----------------------------------------------------------------------------
+
+    def start(self) -> Engine:
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name=ENGINE_THREAD_NAME, daemon=True)
+                self._thread.start()
+        return self
+
+    def __enter__(self) -> Engine:  # noqa: PYI034 - typing.Self needs Python 3.11
+        return self.start()
+
+    def __exit__(self, exc_type, exc, tb) -> None:  # type: ignore[no-untyped-def]
+        self.shutdown(abort=exc_type is not None)
+
+    def submit(
+        self,
+        prompt: str | Sequence[int],
+        params: SamplingParams | None = None,
+        *,
+        chat: bool = False,
+        priority: int = 0,
+        on_token: Callable[[str], None] | None = None,
+    ) -> RequestHandle:
+        """Queue a request; raises a RequestError subclass (and serves on) if it can never be served."""
+        arrival_ns = self.clock()
+        if self._shutdown:
+            raise EngineShutdownError("the engine has been shut down: it takes no new requests")
+        params = SamplingParams() if params is None else params
+        if not isinstance(params, SamplingParams):
+            raise RequestError(f"params must be engine.types.SamplingParams, got {type(params).__name__}")
+        text, prompt_ids = self._encode(prompt, chat)
+        max_tokens = self._check_fits(prompt_ids, params)
+        request = Request(
+            request_id=-1, prompt=text, prompt_token_ids=prompt_ids, params=params, max_tokens=max_tokens,
+            priority=priority, arrival_ns=arrival_ns, on_token=on_token,
+        )  # fmt: skip
+        with self.tracer.lock(self._lock, "submit"):
+            if self._shutdown:
+                raise EngineShutdownError("the engine has been shut down: it takes no new requests")
+            request.request_id = self._next_request_id
+            self._next_request_id += 1
+            if params.seed is None:
+                request.params = replace(params, seed=derive_seed(self.config.seed, request.request_id))
+            self._known[request.request_id] = request
+            self._submitted.append(request)
+            self._wakeup.notify()
+        return RequestHandle(request, self.cancel)
+
+    def _encode(self, prompt: str | Sequence[int], chat: bool) -> tuple[str | None, list[int]]:
+        if isinstance(prompt, str):
+            if not prompt:
+                raise RequestError("the prompt is empty: give at least one character or token id")
+            with self.tracer.span("tokenize"):
+                if chat:
+                    ids = list(self.tokenizer.encode_chat(prompt))
+                else:
+                    ids = list(self.tokenizer.encode(prompt, add_special_tokens=True))
+            if not ids:
+                raise RequestError(f"the prompt {prompt[:40]!r} encodes to no tokens")
+            return prompt, ids
+        if chat:
+            raise RequestError("chat=True needs the prompt as text (the chat template renders text)")
+        ids = list(prompt)
+        if not ids:
+            raise RequestError("the prompt is empty: give at least one character or token id")
+        if not all(isinstance(t, int) and 0 <= t < self.vocab_size for t in ids):
+            raise RequestError(f"prompt token ids must be integers in [0, {self.vocab_size})")
+        return None, ids
+
+    def _check_fits(self, prompt_ids: list[int], params: SamplingParams) -> int:
+        """The request's max_tokens after the context cap; raise if it cannot fit the context or the pool."""
+        num_prompt = len(prompt_ids)
+        if num_prompt >= self.max_model_len:
+            raise PromptTooLongError(
+                f"the prompt has {num_prompt} tokens; max_model_len is {self.max_model_len}, which must leave "
+                "room for at least one generated token: shorten the prompt"
+            )
+        max_tokens = min(params.max_tokens, self.max_model_len - num_prompt)
+        capacity = self.num_blocks * self.block_size
+        if num_prompt + max_tokens > capacity:
+            raise PromptTooLongError(
+                f"prompt ({num_prompt} tokens) + max_tokens ({max_tokens}) = {num_prompt + max_tokens} tokens "
+                f"cannot fit the KV pool even alone ({self.num_blocks} blocks x {self.block_size} = {capacity} "
+                "slots): enlarge it with --kv-blocks/--kv-memory, or lower max_tokens"
+            )
+        return max_tokens
+
+    def cancel(self, request_id: int) -> bool:
+        """Abort a request (finish_reason "abort"); False if it is unknown or already finished."""
+        with self.tracer.lock(self._lock, "submit"):
+            if request_id not in self._known:
+                return False
+            self._cancelled.append(request_id)
+            self._wakeup.notify()
+            return True
+
+    def shutdown(self, abort: bool = False, timeout: float | None = None) -> None:
+        """Stop taking requests, finish (or abort) those in flight, and join the engine thread.
+
+        After `timeout` seconds the rest is aborted. Every KV block is back in the pool afterwards.
+        """
+        with self._lock:
+            self._shutdown = True
+            self._abort = self._abort or abort
+            self._wakeup.notify()
+            pending = bool(self._known)
+        if self._thread is None:
+            if not pending:
+                return
+            self.start()  # requests submitted before start(): serve (or abort) them now
+        assert self._thread is not None
+        if self._thread is threading.current_thread():
+            return  # called from an on_token/on_step callback: the loop ends by itself
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            with self._lock:
+                self._abort = True
+                self._wakeup.notify()
+            self._thread.join()
+
+    @property
+    def num_unfinished(self) -> int:
+        with self._lock:
+            return len(self._known)
+
+    def stats(self) -> dict[str, int | float]:
+        """Counters so far: steps, preemptions, KV pool use, requests and tokens."""
+        return {
+            "steps": len(self.step_records),
+            "preemptions": self._num_preemptions,
+            "blocks_total": self.num_blocks,
+            "blocks_free": self.allocator.num_free_blocks,
+            "requests_finished": self._num_finished,
+            "tokens_generated": self._num_generated,
+            "waiting": self.scheduler.num_waiting,
+            "running": self.scheduler.num_running,
+        }
+
+    # -- engine thread --------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            while True:
+                with self.tracer.lock(self._lock, "engine"):
+                    # Sleep until there is something to do: no busy loop when idle.
+                    while not (
+                        self._submitted
+                        or self._cancelled
+                        or self._running
+                        or self._finished_ids
+                        or self._shutdown
+                    ):
+                        self._wakeup.wait()
+                    arrivals, self._submitted = self._submitted, []
+                    cancelled, self._cancelled = self._cancelled, []
+                    shutting_down, abort = self._shutdown, self._abort
+                if abort:
+                    cancelled = [r.request_id for r in arrivals] + list(self._running)
+                if shutting_down and not (arrivals or self._running or self._finished_ids):
+                    return
+                try:
+                    self._step(arrivals, cancelled)
+                except Exception as exc:  # noqa: BLE001 - e.g. an on_step hook or sampler.add raised: fail, keep serving
+                    self._fail(list(self._running.values()), "engine step failed", exc)
+        finally:
+            # Whatever happened, no client waits forever.
+            with self._lock:
+                self._shutdown = True
+                left = list(self._known.values())
+            for request in left:
+                self._finish(request, "error", "the engine thread stopped", report=False)
+
+    def _step(self, arrivals: list[Request], cancelled: list[int]) -> None:
+        tracer, clock = self.tracer, self.clock
+        with tracer.span("step"):
+            start_ns = clock()
+            # Numbered like the tracer's "step" spans, even if a step ever fails before its record.
+            step, self._num_steps = self._num_steps, self._num_steps + 1
+            prefill = decode = 0
+            with tracer.span("queue"):
+                new_sequences = self._admit(arrivals, set(cancelled))
+            plan = StepPlan()
+            try:
+                finished, self._finished_ids = self._finished_ids, []
+                with tracer.span("scheduler"):
+                    plan = self.scheduler.schedule(new_sequences, finished, self.allocator.num_free_blocks)
+                with tracer.span("kv_alloc"):
+                    block_tables = self.allocator.step(
+                        plan.frees, plan.grow_seq_ids, plan.grow_num_blocks, plan.seq_ids
+                    )
+                prefill, decode = self._account_cache(plan)
+                if (
+                    not plan.seq_ids
+                    and not plan.frees
+                    and self.scheduler.num_waiting + self.scheduler.num_running
+                ):
+                    raise RuntimeError("the scheduler planned nothing although requests are waiting")
+            except Exception as exc:  # noqa: BLE001 - the scheduler or allocator state cannot be trusted: fail everything
+                self._fail(list(self._running.values()), "scheduling failed", exc)
+                plan = StepPlan()
+            if plan.seq_ids:
+                try:
+                    self._run_batch(plan, block_tables)
+                except Exception as exc:  # noqa: BLE001 - a model/sampler error fails its batch only
+                    batch = [self._running[s] for s in plan.seq_ids if s in self._running]
+                    self._fail(batch, "the step failed", exc)
+            self._record(step, plan, start_ns, prefill, decode)
+
+    def _admit(self, arrivals: list[Request], cancelled: set[int]) -> list[NewSequence]:
+        """Register arrivals with the sampler; abort cancelled requests (cancels count as finished now)."""
+        new_sequences = []
+        for request in arrivals:
+            if request.request_id in cancelled:
+                self._finish(request, "abort", None, report=False)  # the scheduler never saw it
+                continue
+            request.token_ids = list(request.prompt_token_ids)
+            request.detokenizer = IncrementalDetokenizer(self.tokenizer)
+            try:
+                self.sampler.add(request.request_id, request.params, request.prompt_token_ids)
+            except Exception as exc:  # noqa: BLE001 - e.g. a native sampler refusing it: fail this one only
+                self._fail([request], "the sampler refused the request", exc, report=False)
+                continue
+            self._running[request.request_id] = request
+            new_sequences.append(
+                NewSequence(
+                    request.request_id, request.num_prompt_tokens, request.max_tokens, request.priority
+                )
+            )
+        for request_id in cancelled:
+            running = self._running.get(request_id)
+            if running is not None and running.output is None:
+                self._finish(running, "abort", None)
+        return new_sequences
+
+    def _account_cache(self, plan: StepPlan) -> tuple[int, int]:
+        """Track cached tokens (for fragmentation), preemptions and first-scheduled times; return the
+        step's prefill tokens and decode tokens (a decode: one token past the prompt)."""
+        for seq_id in plan.frees:
+            self._num_cached_total -= self._cached_tokens.pop(seq_id, 0)
+        for seq_id in plan.preempted:
+            if seq_id in self._running:
+                self._running[seq_id].num_preemptions += 1
+        self._num_preemptions += len(plan.preempted)
+        now = None
+        prefill = decode = 0
+        for seq_id, num_tokens, start in zip(plan.seq_ids, plan.num_tokens, plan.start_positions):
+            self._num_cached_total += start + num_tokens - self._cached_tokens.get(seq_id, 0)
+            self._cached_tokens[seq_id] = start + num_tokens
+            request = self._running[seq_id]
+            if num_tokens == 1 and start >= request.num_prompt_tokens:
+                decode += 1
+            else:
+                prefill += num_tokens
+            if request.scheduled_ns is None:
+                now = self.clock() if now is None else now
+                request.scheduled_ns = now
+        return prefill, decode
+
+    def _run_batch(self, plan: StepPlan, block_tables) -> None:  # type: ignore[no-untyped-def]
+        requests = [self._running[seq_id] for seq_id in plan.seq_ids]
+        with self.tracer.span("model"):
+            step_token_ids = [
+                r.token_ids[start : start + n]
+                for r, start, n in zip(requests, plan.start_positions, plan.num_tokens)
+            ]
+            model_input = build_model_input(
+                step_token_ids, plan.start_positions, plan.samples, block_tables, self.block_size
+            )
+            logits = self.model.forward(model_input)
+        sampled = [r for r, sample in zip(requests, plan.samples) if sample]
+        if not sampled:
+            return
+        with self.tracer.span("sampler"):
+            tokens = self.sampler.sample(logits, [r.request_id for r in sampled])
+        now = self.clock()
+        self._num_generated += len(sampled)
+        with self.tracer.span("detokenize"):
+            updates = [self._append_token(request, token, now) for request, token in zip(sampled, tokens)]
+        for request, (delta, reason) in zip(sampled, updates):
+            self._deliver(request, delta)
+            if reason is not None:
+                self._finish(request, reason, None)
+
+    def _append_token(self, request: Request, token: int, now: int) -> tuple[str, str | None]:
+        """Add one sampled token; return the text to stream now and the finish reason, if it finished."""
+        request.token_ids.append(token)
+        request.token_ns.append(now)
+        params = request.params
+        reason = None
+        if token in self._stop_token_ids and not params.ignore_eos:
+            reason = "stop"
+        elif len(request.token_ids) - request.num_prompt_tokens >= request.max_tokens:
+            reason = "length"  # max_tokens, or max_model_len (max_tokens is capped to it)
+        assert request.detokenizer is not None
+        request.text += request.detokenizer.push([token])
+        if reason is not None:
+            request.text += request.detokenizer.flush()
+        if params.stop:
+            cut = _find_stop(request.text, params.stop, request.stop_checked)
+            if cut is not None:
+                request.text = request.text[:cut]
+                reason = "stop"
+            elif reason is None:
+                # A stop string may still be completed by the next tokens: hold its possible start back.
+                request.stop_checked = max(
+                    request.stop_checked, len(request.text) - max(map(len, params.stop)) + 1
+                )
+        ready = len(request.text) if reason is not None or not params.stop else request.stop_checked
+        delta = request.text[request.num_emitted : ready]
+        request.num_emitted = max(request.num_emitted, ready)
+        return delta, reason
+
+    def _deliver(self, request: Request, delta: str) -> None:
+        if delta:
+            request.publish(delta)
+        if request.on_token is not None:
+            try:
+                request.on_token(delta)
+            except Exception as exc:  # noqa: BLE001 - a client's bug fails its own request, not the engine
+                self._fail([request], "the on_token callback raised", exc)
+
+    def _fail(self, requests: list[Request], what: str, exc: BaseException, report: bool = True) -> None:
+        message = f"{what}: {type(exc).__name__}: {exc}"
+        for request in requests:
+            if request.output is None:
+                self._finish(request, "error", message, report)
+
+    def _finish(self, request: Request, reason: str, error: str | None, report: bool = True) -> None:
+        """Close a request: result out, stream closed; with `report`, the scheduler hears of it next step."""
+        if request.output is not None:
+            return
+        if request.num_emitted < len(request.text):
+            request.publish(request.text[request.num_emitted :])
+            request.num_emitted = len(request.text)
+        request.finish(reason, error, self.clock())
+        if report and self._running.pop(request.request_id, None) is not None:
+            self._finished_ids.append(request.request_id)
+            self.sampler.remove(request.request_id)
+        with self._lock:
+            self._known.pop(request.request_id, None)
+        self._num_finished += 1
+
+    def _record(self, step: int, plan: StepPlan, start_ns: int, prefill: int, decode: int) -> None:
+        used = self.num_blocks - self.allocator.num_free_blocks
+        record = StepRecord(
+            step=step, start_ns=start_ns, end_ns=self.clock(), batch_size=len(plan.seq_ids),
+            prefill_tokens=prefill, decode_tokens=decode, blocks_used=used, blocks_free=self.num_blocks - used,
+            kv_utilization=used / self.num_blocks, fragmentation_slots=used * self.block_size - self._num_cached_total,
+            preemptions=len(plan.preempted), waiting=self.scheduler.num_waiting, running=self.scheduler.num_running,
+        )  # fmt: skip
+        self.step_records.append(record)
+        self.tracer.counter("batch_size", record.batch_size)
+        self.tracer.counter("kv_utilization", record.kv_utilization)
+        if self.on_step is not None:
+            self.on_step(record)
+
+
+def derive_seed(engine_seed: int, request_id: int) -> int:
+    """A request's sampling seed when it gives none: a SplitMix64 mix of the engine seed and its id."""
+    return splitmix64(engine_seed, request_id)
+
+
+def _find_stop(text: str, stops: tuple[str, ...], checked: int) -> int | None:
+    """Where the earliest stop string starts in `text`, searching from `checked` on."""
+    found = [i for i in (text.find(stop, checked) for stop in stops) if i >= 0]
+    return min(found) if found else None
+
+
+__all__ = ["ENGINE_THREAD_NAME", "Engine", "RequestHandle", "RequestOutput", "StepRecord", "derive_seed"]

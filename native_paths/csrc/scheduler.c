@@ -1,0 +1,367 @@
+/* The C twin of engine/scheduler.py: the same StepPlan, step by step, from counters in C arrays.
+ *
+ * Sequences live in slots (reused after they finish). `running` is an array of slots in the order
+ * they entered running; `waiting` is a binary min-heap of slots with their positions indexed, keyed
+ * FCFS by a double-ended counter (tail arrivals count up, preempted sequences pushed to the head
+ * count down) and by (priority, arrival) under the priority policy: one structure for both orders.
+ */
+#include "native_paths.h"
+
+#include <string.h>
+
+typedef struct {
+    int64_t seq_id;
+    int64_t priority;
+    int64_t arrival; /* admission counter: FCFS order and the priority tie-break */
+    int64_t total;   /* prompt tokens + tokens generated so far */
+    int64_t computed;
+    int64_t held;
+    int64_t order_major; /* waiting-heap key */
+    int64_t order_minor;
+    int32_t heap_at; /* index in the waiting heap, -1 when running */
+    int32_t running;
+} seq_state;
+
+struct np_scheduler {
+    int64_t block_size;
+    int block_shift; /* log2(block_size) when it is a power of two (a shift beats a division), else -1 */
+    int64_t max_num_seqs;
+    int64_t max_batched_tokens;
+    int policy;
+    int64_t next_arrival;
+    int64_t fcfs_head; /* next key for a push at the head (counts down) */
+    int64_t fcfs_tail; /* next key for a push at the tail (counts up) */
+    np_idmap slots;
+    seq_state *seqs;
+    int64_t seqs_capacity, seqs_used;
+    int32_t *spare;
+    int64_t spare_capacity, num_spare;
+    int32_t *running;
+    int64_t running_capacity, num_running;
+    int32_t *heap;
+    int64_t heap_capacity, num_waiting;
+    /* the plan, owned here until the next call */
+    int32_t *scheduled;
+    int64_t *scheduled_start;
+    int64_t *seq_ids, *num_tokens, *start_positions, *frees, *preempted, *grow_ids, *grow_counts;
+    _Bool *samples;
+    int64_t *previous_ids, *previous_tokens; /* the previous plan's batch, to report batch_unchanged */
+    _Bool *previous_samples;
+    int64_t previous_batch;
+    int64_t previous_ids_capacity, previous_tokens_capacity, previous_samples_capacity;
+    int64_t batch_capacity, scheduled_start_capacity, scheduled_capacity, seq_ids_capacity, num_tokens_capacity,
+        start_capacity, samples_capacity, frees_capacity, preempted_capacity, grow_ids_capacity, grow_counts_capacity;
+};
+
+np_scheduler *np_scheduler_create(int64_t block_size, int64_t max_num_seqs, int64_t max_batched_tokens, int policy) {
+    np_scheduler *s;
+    if (block_size < 1 || max_num_seqs < 1 || max_batched_tokens < 1) return NULL;
+    if (policy != NP_POLICY_FCFS && policy != NP_POLICY_PRIORITY) return NULL;
+    s = np_calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->block_size = block_size;
+    s->block_shift = -1;
+    if ((block_size & (block_size - 1)) == 0) {
+        for (s->block_shift = 0; ((int64_t)1 << s->block_shift) < block_size; s->block_shift++) {
+        }
+    }
+    s->max_num_seqs = max_num_seqs;
+    s->max_batched_tokens = max_batched_tokens;
+    s->policy = policy;
+    s->fcfs_head = -1;
+    return s;
+}
+
+void np_scheduler_destroy(np_scheduler *s) {
+    if (!s) return;
+    np_idmap_release(&s->slots);
+    np_free(s->seqs);
+    np_free(s->spare);
+    np_free(s->running);
+    np_free(s->heap);
+    np_free(s->scheduled);
+    np_free(s->scheduled_start);
+    np_free(s->seq_ids);
+    np_free(s->num_tokens);
+    np_free(s->start_positions);
+    np_free(s->samples);
+    np_free(s->frees);
+    np_free(s->preempted);
+    np_free(s->grow_ids);
+    np_free(s->grow_counts);
+    np_free(s->previous_ids);
+    np_free(s->previous_tokens);
+    np_free(s->previous_samples);
+    np_free(s);
+}
+
+int64_t np_scheduler_num_waiting(const np_scheduler *s) { return s->num_waiting; }
+
+int64_t np_scheduler_num_running(const np_scheduler *s) { return s->num_running; }
+
+/* ---- The waiting heap ---- */
+
+static int heap_before(const np_scheduler *s, int32_t a, int32_t b) {
+    const seq_state *x = &s->seqs[a], *y = &s->seqs[b];
+    return x->order_major < y->order_major || (x->order_major == y->order_major && x->order_minor < y->order_minor);
+}
+
+static void heap_place(np_scheduler *s, int64_t at, int32_t slot) {
+    s->heap[at] = slot;
+    s->seqs[slot].heap_at = (int32_t)at;
+}
+
+static void heap_up(np_scheduler *s, int64_t at) {
+    int32_t slot = s->heap[at];
+    while (at > 0) {
+        int64_t parent = (at - 1) / 2;
+        if (!heap_before(s, slot, s->heap[parent])) break;
+        heap_place(s, at, s->heap[parent]);
+        at = parent;
+    }
+    heap_place(s, at, slot);
+}
+
+static void heap_down(np_scheduler *s, int64_t at) {
+    int32_t slot = s->heap[at];
+    for (;;) {
+        int64_t child = 2 * at + 1;
+        if (child >= s->num_waiting) break;
+        if (child + 1 < s->num_waiting && heap_before(s, s->heap[child + 1], s->heap[child])) child++;
+        if (!heap_before(s, s->heap[child], slot)) break;
+        heap_place(s, at, s->heap[child]);
+        at = child;
+    }
+    heap_place(s, at, slot);
+}
+
+/* Room for every sequence is reserved before a step changes anything, so pushes cannot fail. */
+static void push_waiting(np_scheduler *s, int32_t slot, int at_head) {
+    seq_state *q = &s->seqs[slot];
+    q->running = 0;
+    if (s->policy == NP_POLICY_FCFS) {
+        q->order_major = 0;
+        q->order_minor = at_head ? s->fcfs_head-- : s->fcfs_tail++;
+    } else {
+        q->order_major = q->priority;
+        q->order_minor = q->arrival;
+    }
+    s->heap[s->num_waiting] = slot;
+    q->heap_at = (int32_t)s->num_waiting++;
+    heap_up(s, s->num_waiting - 1);
+}
+
+static void remove_waiting(np_scheduler *s, int32_t slot) {
+    int64_t at = s->seqs[slot].heap_at;
+    int32_t last = s->heap[--s->num_waiting];
+    s->seqs[slot].heap_at = -1;
+    if (at == s->num_waiting) return;
+    heap_place(s, at, last);
+    heap_up(s, at);
+    heap_down(s, s->seqs[last].heap_at);
+}
+
+/* ---- The running array ---- */
+
+static void remove_running_at(np_scheduler *s, int64_t at) {
+    memmove(&s->running[at], &s->running[at + 1], (size_t)(s->num_running - at - 1) * sizeof(int32_t));
+    s->num_running--;
+}
+
+static void remove_running(np_scheduler *s, int32_t slot) {
+    int64_t at;
+    for (at = 0; s->running[at] != slot; at++) {
+    }
+    remove_running_at(s, at);
+}
+
+/* ---- One step ---- */
+
+static int64_t blocks_needed(const np_scheduler *s, const seq_state *q, int64_t num_tokens) {
+    int64_t slots = q->computed + num_tokens + s->block_size - 1;
+    return (s->block_shift >= 0 ? slots >> s->block_shift : slots / s->block_size) - q->held;
+}
+
+static void forget(np_scheduler *s, int32_t slot) {
+    np_idmap_remove(&s->slots, s->seqs[slot].seq_id);
+    s->spare[s->num_spare++] = slot;
+}
+
+/* The victim: FCFS the newest running sequence; priority the largest (priority, arrival) among
+ * running[index:], so that nothing already scheduled this step is taken back (as in Python). */
+static int64_t pick_victim(const np_scheduler *s, int64_t index) {
+    int64_t best = s->num_running - 1, at;
+    if (s->policy == NP_POLICY_FCFS) return best;
+    for (at = index; at < s->num_running; at++) {
+        const seq_state *q = &s->seqs[s->running[at]], *b = &s->seqs[s->running[best]];
+        if (q->priority > b->priority || (q->priority == b->priority && q->arrival > b->arrival)) best = at;
+    }
+    return best;
+}
+
+static void admit(np_scheduler *s, np_plan *plan, int32_t slot, int64_t num_tokens, int64_t need) {
+    seq_state *q = &s->seqs[slot];
+    int64_t k = plan->n_batch++;
+    q->held += need;
+    s->scheduled[k] = slot;
+    s->seq_ids[k] = q->seq_id;
+    s->num_tokens[k] = num_tokens;
+    s->start_positions[k] = q->computed;
+    if (need > 0) {
+        s->grow_ids[plan->n_grows] = q->seq_id;
+        s->grow_counts[plan->n_grows++] = need;
+    }
+}
+
+/* Reserves every array a step can fill, before the step changes anything. */
+static int reserve_step(np_scheduler *s, int64_t n_arrivals, int64_t n_finished) {
+    int64_t live = s->slots.size + n_arrivals + 1, slots = s->seqs_used + n_arrivals + 1;
+    if (np_idmap_reserve(&s->slots, n_arrivals) || np_reserve(&s->seqs, &s->seqs_capacity, slots, sizeof(seq_state)) ||
+        np_reserve(&s->spare, &s->spare_capacity, slots, sizeof(int32_t)) ||
+        np_reserve(&s->running, &s->running_capacity, live, sizeof(int32_t)) ||
+        np_reserve(&s->heap, &s->heap_capacity, live, sizeof(int32_t)) ||
+        np_reserve(&s->scheduled, &s->scheduled_capacity, live, sizeof(int32_t)) ||
+        np_reserve(&s->seq_ids, &s->seq_ids_capacity, live, sizeof(int64_t)) ||
+        np_reserve(&s->num_tokens, &s->num_tokens_capacity, live, sizeof(int64_t)) ||
+        np_reserve(&s->start_positions, &s->start_capacity, live, sizeof(int64_t)) ||
+        np_reserve(&s->samples, &s->samples_capacity, live, sizeof(_Bool)) ||
+        np_reserve(&s->frees, &s->frees_capacity, live + n_finished, sizeof(int64_t)) ||
+        np_reserve(&s->preempted, &s->preempted_capacity, live, sizeof(int64_t)) ||
+        np_reserve(&s->grow_ids, &s->grow_ids_capacity, live, sizeof(int64_t)) ||
+        np_reserve(&s->grow_counts, &s->grow_counts_capacity, live, sizeof(int64_t)) ||
+        np_reserve(&s->previous_ids, &s->previous_ids_capacity, live, sizeof(int64_t)) ||
+        np_reserve(&s->previous_tokens, &s->previous_tokens_capacity, live, sizeof(int64_t)) ||
+        np_reserve(&s->previous_samples, &s->previous_samples_capacity, live, sizeof(_Bool)))
+        return NP_ERR_NOMEM;
+    return NP_OK;
+}
+
+static void remember_batch(np_scheduler *s, np_plan *plan) {
+    int64_t n = plan->n_batch;
+    size_t ids = (size_t)n * sizeof(int64_t);
+    plan->batch_unchanged = n == s->previous_batch && !memcmp(s->seq_ids, s->previous_ids, ids) &&
+                            !memcmp(s->num_tokens, s->previous_tokens, ids) &&
+                            !memcmp(s->samples, s->previous_samples, (size_t)n * sizeof(_Bool));
+    if (plan->batch_unchanged) return;
+    memcpy(s->previous_ids, s->seq_ids, ids);
+    memcpy(s->previous_tokens, s->num_tokens, ids);
+    memcpy(s->previous_samples, s->samples, (size_t)n * sizeof(_Bool));
+    s->previous_batch = n;
+}
+
+static void publish(const np_scheduler *s, np_plan *plan) {
+    plan->seq_ids = s->seq_ids;
+    plan->num_tokens = s->num_tokens;
+    plan->start_positions = s->start_positions;
+    plan->samples = s->samples;
+    plan->frees = s->frees;
+    plan->preempted = s->preempted;
+    plan->grow_seq_ids = s->grow_ids;
+    plan->grow_num_blocks = s->grow_counts;
+    plan->num_waiting = s->num_waiting;
+    plan->num_running = s->num_running;
+}
+
+int np_scheduler_schedule(np_scheduler *s, const int64_t *arrival_ids, const int64_t *arrival_prompt_tokens,
+                          const int64_t *arrival_priorities, int64_t n_arrivals, const int64_t *finished,
+                          int64_t n_finished, int64_t num_free_blocks, np_plan *plan) {
+    int64_t free = num_free_blocks, budget = s->max_batched_tokens, index, i;
+    int preempted = 0;
+    memset(plan, 0, sizeof *plan);
+    plan->bad_index = -1;
+    if (n_arrivals < 0 || n_finished < 0) return NP_ERR_ARG;
+    for (i = 0; i < n_arrivals; i++) {
+        /* Keeps every count far from int64 overflow; the adapter says the same in its own words. */
+        if (arrival_prompt_tokens[i] < 0 || arrival_prompt_tokens[i] > ((int64_t)1 << 60)) {
+            plan->bad_index = i;
+            return NP_ERR_ARG;
+        }
+    }
+    if (reserve_step(s, n_arrivals, n_finished) != NP_OK) return NP_ERR_NOMEM;
+    publish(s, plan);
+
+    for (i = 0; i < n_finished; i++) {
+        int32_t slot = np_idmap_get(&s->slots, finished[i]);
+        if (slot < 0) continue; /* unknown ids are ignored */
+        if (s->seqs[slot].running) {
+            remove_running(s, slot);
+            s->frees[plan->n_frees++] = finished[i];
+            free += s->seqs[slot].held;
+        } else {
+            remove_waiting(s, slot);
+        }
+        forget(s, slot);
+    }
+    for (i = 0; i < n_arrivals; i++) {
+        int32_t slot;
+        seq_state *q;
+        if (np_idmap_get(&s->slots, arrival_ids[i]) >= 0) {
+            /* As in Python: the finished and earlier arrivals stay applied. */
+            plan->bad_index = i;
+            publish(s, plan);
+            return NP_ERR_DUPLICATE;
+        }
+        slot = s->num_spare > 0 ? s->spare[--s->num_spare] : (int32_t)s->seqs_used++;
+        np_idmap_put(&s->slots, arrival_ids[i], slot); /* room reserved above */
+        q = &s->seqs[slot];
+        memset(q, 0, sizeof *q);
+        q->seq_id = arrival_ids[i];
+        q->priority = arrival_priorities[i];
+        q->arrival = s->next_arrival++;
+        q->total = arrival_prompt_tokens[i];
+        push_waiting(s, slot, 0);
+    }
+
+    /* Running phase: oldest to newest, preempting the newest (or worst priority) when blocks run out. */
+    for (index = 0; index < s->num_running; index++) {
+        int32_t slot = s->running[index];
+        seq_state *q = &s->seqs[slot];
+        int64_t num_tokens = q->total - q->computed < budget ? q->total - q->computed : budget;
+        int64_t need;
+        if (num_tokens == 0) break;
+        need = blocks_needed(s, q, num_tokens);
+        while (need > free) {
+            int64_t at = pick_victim(s, index);
+            int32_t victim = s->running[at];
+            seq_state *v = &s->seqs[victim];
+            remove_running_at(s, at);
+            free += v->held;
+            v->held = v->computed = 0;
+            s->frees[plan->n_frees++] = v->seq_id;
+            s->preempted[plan->n_preempted++] = v->seq_id;
+            push_waiting(s, victim, 1);
+            preempted = 1;
+            if (victim == slot) break;
+        }
+        if (!q->running) break;
+        free -= need;
+        admit(s, plan, slot, num_tokens, need);
+        budget -= num_tokens;
+    }
+
+    /* Waiting phase, only when nothing was preempted: admit from the head while it fits. */
+    while (!preempted && s->num_running < s->max_num_seqs && budget > 0 && s->num_waiting > 0) {
+        int32_t slot = s->heap[0];
+        seq_state *q = &s->seqs[slot];
+        int64_t num_tokens = q->total - q->computed < budget ? q->total - q->computed : budget;
+        int64_t need = blocks_needed(s, q, num_tokens);
+        if (need > free) break; /* head-of-line: nothing behind it is admitted */
+        remove_waiting(s, slot);
+        q->running = 1;
+        s->running[s->num_running++] = slot;
+        free -= need;
+        admit(s, plan, slot, num_tokens, need);
+        budget -= num_tokens;
+    }
+
+    for (i = 0; i < plan->n_batch; i++) {
+        seq_state *q = &s->seqs[s->scheduled[i]];
+        _Bool sample = s->start_positions[i] + s->num_tokens[i] == q->total;
+        s->samples[i] = sample;
+        q->computed += s->num_tokens[i];
+        if (sample) q->total += 1;
+    }
+    remember_batch(s, plan);
+    publish(s, plan);
+    return NP_OK;
+}

@@ -1,0 +1,89 @@
+"""Loads the compiled C twins (`native_paths._native`) if they were built, and says what is available or why not."""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import os
+import sys
+from types import ModuleType
+from typing import Any
+
+# Point this at another build of the library (e.g. the sanitizer build, docs/native-dev.md).
+LIBRARY_PATH_VARIABLE = "INFER_PROF_NATIVE_PATH"
+MODULE_NAME = "native_paths._native"
+
+# The C entry points each component needs; a library missing one is treated as not built.
+COMPONENT_SYMBOLS = {
+    "sampler": ("np_sampler_create", "np_sampler_step", "np_sampler_destroy"),
+    "kv": ("np_kv_create", "np_kv_step", "np_kv_destroy"),
+    "scheduler": ("np_scheduler_create", "np_scheduler_schedule", "np_scheduler_destroy"),
+}
+
+BUILD_HINT = "build it with `python native_paths/build.py` or `pip install -e .` (needs a C compiler)"
+
+
+class NativeUnavailableError(ImportError):
+    """The C extension is not built (or failed to load); the message says why and how to build it."""
+
+
+_module: ModuleType | None = None
+_failure: str | None = None
+
+
+def _import_extension() -> ModuleType:
+    path = os.environ.get(LIBRARY_PATH_VARIABLE)
+    if not path:
+        from native_paths import _native  # type: ignore[attr-defined]
+
+        return _native
+    if not os.path.isfile(path):
+        raise ImportError(f"{LIBRARY_PATH_VARIABLE}={path} is not a file")
+    loader = importlib.machinery.ExtensionFileLoader(MODULE_NAME, path)
+    spec = importlib.util.spec_from_file_location(MODULE_NAME, path, loader=loader)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    sys.modules[MODULE_NAME] = module
+    return module
+
+
+def extension() -> ModuleType | None:
+    """The loaded extension module (with `.ffi` and `.lib`), or None when it is not available."""
+    global _module, _failure
+    if _module is None and _failure is None:
+        try:
+            _module = _import_extension()
+        except ImportError as error:
+            _failure = f"native_paths._native is not built or cannot be loaded ({error}); {BUILD_HINT}"
+    return _module
+
+
+def require() -> tuple[Any, Any]:
+    """(ffi, lib) of the extension, or NativeUnavailableError saying why not."""
+    module = extension()
+    if module is None:
+        raise NativeUnavailableError(_failure or f"native_paths._native is not built; {BUILD_HINT}")
+    return module.ffi, module.lib
+
+
+def available() -> dict[str, bool | str]:
+    """Which C twins can be used: one bool per component ("sampler", "kv", "scheduler"), plus
+    "built" (bool), "path" (the library file) and "reason" (why not, or "" when all are there)."""
+    module = extension()
+    status: dict[str, bool | str] = {"built": module is not None, "path": "", "reason": ""}
+    if module is None:
+        for component in COMPONENT_SYMBOLS:
+            status[component] = False
+        status["reason"] = _failure or "not built"
+        return status
+    status["path"] = str(getattr(module, "__file__", ""))
+    missing = []
+    for component, symbols in COMPONENT_SYMBOLS.items():
+        present = all(hasattr(module.lib, symbol) for symbol in symbols)
+        status[component] = present
+        if not present:
+            missing.append(component)
+    if missing:
+        status["reason"] = f"the library at {status['path']} lacks {', '.join(missing)}; rebuild it ({BUILD_HINT})"
+    return status

@@ -1,0 +1,117 @@
+"""The native scheduler: engine.types.Scheduler backed by csrc/scheduler.c, one C call per step."""
+
+from __future__ import annotations
+
+import struct
+import weakref
+from typing import Any, Sequence
+
+from engine.types import NewSequence, StepPlan
+from native_paths.loader import require
+
+POLICIES = {"fcfs": 0, "priority": 1}
+MAX_PROMPT_TOKENS = 2**60  # far from int64 overflow in C's counters
+_ffi: Any = None  # the extension's ffi, set by the first NativeScheduler
+
+
+def _int64_list(pointer: object, count: int) -> list[int]:
+    """A list of `count` int64 from C memory (memoryview.tolist is faster than ffi.unpack)."""
+    if not count:
+        return []
+    return memoryview(_ffi.buffer(pointer, 8 * count)).cast("q").tolist()
+
+
+class NativeScheduler:
+    """Plans the same steps as engine.scheduler.PythonScheduler, from queues and counters kept in C arrays."""
+
+    def __init__(self, block_size: int, max_num_seqs: int, max_batched_tokens: int, policy: str = "fcfs") -> None:
+        for name, value in (("block_size", block_size), ("max_num_seqs", max_num_seqs),
+                            ("max_batched_tokens", max_batched_tokens)):  # fmt: skip
+            if not isinstance(value, int) or not 1 <= value <= 2**62:
+                raise ValueError(
+                    f"block_size={block_size}, max_num_seqs={max_num_seqs} and "
+                    f"max_batched_tokens={max_batched_tokens} must all be >= 1 ({name} is not)"
+                )
+        if policy not in POLICIES:
+            raise ValueError(f"unknown scheduling policy {policy!r}: use one of {', '.join(POLICIES)}")
+        global _ffi
+        self._ffi, self._lib = _ffi, _ = require()
+        self.block_size = block_size
+        self.max_num_seqs = max_num_seqs
+        self.max_batched_tokens = max_batched_tokens
+        self.policy = policy
+        self._scheduler = self._lib.np_scheduler_create(block_size, max_num_seqs, max_batched_tokens, POLICIES[policy])
+        if self._scheduler == self._ffi.NULL:
+            raise MemoryError("cannot allocate the native scheduler")
+        self._finalizer = weakref.finalize(self, self._lib.np_scheduler_destroy, self._scheduler)
+        self._plan = self._ffi.new("np_plan *")
+        self._schedule = self._lib.np_scheduler_schedule
+        self._batch: tuple[list[int], list[int], list[bool]] | None = None  # the last plan's batch lists
+
+    def close(self) -> None:
+        """Free the C state now (otherwise it goes when the object is collected)."""
+        self._finalizer()
+
+    @property
+    def num_waiting(self) -> int:
+        return self._lib.np_scheduler_num_waiting(self._scheduler)
+
+    @property
+    def num_running(self) -> int:
+        return self._lib.np_scheduler_num_running(self._scheduler)
+
+    def schedule(self, arrivals: Sequence[NewSequence], finished: Sequence[int], num_free_blocks: int) -> StepPlan:
+        """Admit `arrivals`, forget `finished` (their blocks go into plan.frees), and plan one step."""
+        n_arrivals, n_finished = len(arrivals), len(finished)
+        try:
+            packed = struct.pack(
+                f"{3 * n_arrivals + n_finished + 1}q",
+                *[new.seq_id for new in arrivals],
+                *[new.num_prompt_tokens for new in arrivals],
+                *[new.priority for new in arrivals],
+                *finished,
+                num_free_blocks,
+            )
+        except struct.error as error:
+            raise ValueError(f"sequence ids, token counts and priorities must be int64 ints ({error})") from None
+        ffi, plan = self._ffi, self._plan
+        ints = ffi.from_buffer("int64_t[]", packed)
+        status = self._schedule(
+            self._scheduler, ints, ints + n_arrivals, ints + 2 * n_arrivals, n_arrivals,
+            ints + 3 * n_arrivals, n_finished, ints[3 * n_arrivals + n_finished], plan,
+        )  # fmt: skip
+        if status:
+            self._batch = None
+            self._raise(status, arrivals)
+        n_batch, n_grows = plan.n_batch, plan.n_grows
+        if plan.batch_unchanged and self._batch is not None:
+            # A steady decode step: reuse the lists of the previous one (copied, the caller owns them).
+            seq_ids, num_tokens, samples = (list(values) for values in self._batch)
+        else:
+            seq_ids = _int64_list(plan.seq_ids, n_batch)
+            num_tokens = _int64_list(plan.num_tokens, n_batch)
+            samples = memoryview(ffi.buffer(plan.samples, n_batch)).cast("?").tolist() if n_batch else []
+            self._batch = (list(seq_ids), list(num_tokens), list(samples))
+        return StepPlan(
+            seq_ids=seq_ids,
+            num_tokens=num_tokens,
+            start_positions=_int64_list(plan.start_positions, n_batch),
+            samples=samples,
+            frees=_int64_list(plan.frees, plan.n_frees),
+            preempted=_int64_list(plan.preempted, plan.n_preempted),
+            grow_seq_ids=_int64_list(plan.grow_seq_ids, n_grows),
+            grow_num_blocks=_int64_list(plan.grow_num_blocks, n_grows),
+        )
+
+    def _raise(self, status: int, arrivals: Sequence[NewSequence]) -> None:
+        lib, index = self._lib, self._plan.bad_index
+        if status == lib.NP_ERR_DUPLICATE:
+            raise ValueError(f"sequence {arrivals[index].seq_id} is already scheduled")
+        if status == lib.NP_ERR_ARG and 0 <= index < len(arrivals):
+            raise ValueError(
+                f"sequence {arrivals[index].seq_id}: num_prompt_tokens={arrivals[index].num_prompt_tokens} "
+                f"must be in [0, {MAX_PROMPT_TOKENS}]"
+            )
+        if status == lib.NP_ERR_NOMEM:
+            raise MemoryError("the native scheduler ran out of memory")
+        raise RuntimeError(f"np_scheduler_schedule failed with status {status}")

@@ -1,0 +1,99 @@
+"""Parses `--native` and builds the engine's sampler, allocator and scheduler, native where asked and possible."""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from engine.errors import InferProfError
+from native_paths import loader
+
+COMPONENTS = ("sampler", "kv", "scheduler")
+ALLOWED = ("none", "all", *COMPONENTS)
+
+
+class InvalidNativeSelection(InferProfError, ValueError):
+    """A `--native` value that names no known component; the message lists the allowed values."""
+
+
+class NativeFallbackWarning(RuntimeWarning):
+    """A native component was asked for but the extension is missing: the Python twin runs instead."""
+
+
+def parse_native(value: str | Iterable[str] | None) -> frozenset[str]:
+    """`"none"`, `"all"` or a comma list of sampler,kv,scheduler -> the set of components to run natively."""
+    if value is None:
+        return frozenset()
+    parts = value.split(",") if isinstance(value, str) else list(value)
+    names = [str(part).strip().lower() for part in parts]
+    names = [name for name in names if name]
+    hint = f"use one of {', '.join(ALLOWED)}, or a comma list of {','.join(COMPONENTS)}"
+    if not names:
+        raise InvalidNativeSelection(f"--native {value!r} is empty: {hint}")
+    unknown = [name for name in names if name not in ALLOWED]
+    if unknown:
+        raise InvalidNativeSelection(f"--native {value!r}: unknown component {unknown[0]!r}; {hint}")
+    if ("none" in names or "all" in names) and len(set(names)) > 1:
+        raise InvalidNativeSelection(f"--native {value!r}: 'none' and 'all' stand alone; {hint}")
+    if names == ["none"] or set(names) == {"none"}:
+        return frozenset()
+    if "all" in names:
+        return frozenset(COMPONENTS)
+    return frozenset(names)
+
+
+@dataclass(frozen=True, slots=True)
+class Components:
+    """The three components for one engine, and which of them really run natively."""
+
+    sampler: Any
+    allocator: Any
+    scheduler: Any
+    native: frozenset[str]  # components whose C twin is in use
+    fallbacks: tuple[str, ...] = ()  # components asked for natively that fell back to Python
+
+
+def make_components(
+    native: str | Iterable[str] | None,
+    *,
+    num_blocks: int,
+    block_size: int,
+    max_num_seqs: int,
+    max_batched_tokens: int,
+    policy: str = "fcfs",
+) -> Components:
+    """Instances for `native` (parsed like --native); a component whose C twin is unavailable falls
+    back to its Python twin with a NativeFallbackWarning saying why and how to build the extension."""
+    wanted = native if isinstance(native, frozenset) else parse_native(native)
+    status = loader.available() if wanted else {}
+    usable = frozenset(name for name in wanted if status.get(name) is True)
+    fallbacks = tuple(sorted(wanted - usable))
+    if fallbacks:
+        warnings.warn(
+            f"native {', '.join(fallbacks)} requested but not available ({status.get('reason') or 'not built'}); "
+            "running the Python twin instead",
+            NativeFallbackWarning,
+            stacklevel=2,
+        )
+    # The Python twins are imported here, not at module level: native_paths otherwise needs only
+    # engine's types, and this is the one place that chooses between the two implementations.
+    if "sampler" in usable:
+        from native_paths.sampler import NativeSampler as sampler_class
+    else:
+        from engine.sampler import PythonSampler as sampler_class  # type: ignore[assignment]
+    if "kv" in usable:
+        from native_paths.kv_alloc import NativeBlockAllocator as allocator_class
+    else:
+        from engine.kv_cache import BlockPool as allocator_class  # type: ignore[assignment]
+    if "scheduler" in usable:
+        from native_paths.scheduler import NativeScheduler as scheduler_class
+    else:
+        from engine.scheduler import PythonScheduler as scheduler_class  # type: ignore[assignment]
+    return Components(
+        sampler=sampler_class(),
+        allocator=allocator_class(num_blocks, block_size),
+        scheduler=scheduler_class(block_size, max_num_seqs, max_batched_tokens, policy),
+        native=usable,
+        fallbacks=fallbacks,
+    )

@@ -1,0 +1,1 @@
+"""The composition root: CLI, profiled sessions, collectors, breakdown, verdict, comparison and budgets."""

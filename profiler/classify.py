@@ -1,0 +1,335 @@
+"""Classify one py-spy stack by what its innermost frames are doing (category) and whose code it is in (component).
+
+py-spy's raw format (seen with py-spy 0.4.3 here) is one line per distinct stack, outermost frame
+first, then a space and the sample count:
+
+    thread (8956): infer-prof-engine;Thread.run (threading.py:982);engine_loop (work.py:14);
+    torch::autograd::THPVariable_softmax (libtorch_python.so);at::_ops::softmax_int::call (libtorch_cpu.so);
+    ...;at::native::(anonymous namespace)::softmax_lastdim_kernel_impl (libtorch_cpu.so);
+    0x7fa4e5a1ca9d (libgomp.so.1) 3
+
+Python frames are `qualname (file:line)`; with --native, native frames are `symbol (library)` or an
+unresolved `0xADDR (library)` (libc and libgomp are stripped here, so futex waits show as libc
+addresses under PyThread_acquire_lock_timed, OpenMP work as libgomp addresses). `thread (TID): NAME`
+comes first with --threads; TID is the OS thread id (threading.get_native_id()).
+
+Category rules, innermost frame first:
+  1. a GC collection anywhere between the innermost frame and the nearest Python frame -> allocation
+  2. walking outward, the first decisive frame decides:
+       Python frame: a threading/queue wait -> lock, else interpreter (the eval loop running it)
+       native frame in an OpenMP/BLAS/oneDNN/CUDA library, or at::native/mkl/gemm/omp/dnnl names -> kernel
+       malloc/free/PyObject_Malloc/_PyObject_GC_*/mmap/*_dealloc/c10 allocator -> allocation
+       futex/pthread_cond_wait/sem_wait/take_gil/PyThread_acquire_lock -> lock
+       sleep/select/poll/epoll -> idle (waiting on time or I/O, not on other code)
+       THPVariable_*, torch::autograd python bindings, c10::Dispatcher, at::_ops, argument parsing,
+         tensor creation -> interpreter with dispatch=True (the control side of a torch call)
+       the project's native twins (library name containing "_native") -> other (native control code)
+       libpython -> interpreter; libtorch_python/libc10/libtorch_cpu with other names -> dispatch
+       unresolved libc/unknown frames are transparent: the caller decides
+  3. lock whose innermost Python caller outside threading/queue is an idle marker (a name or qualname in
+     `idle_marker`, by default the engine's Engine._run and `_wait_for_work`) -> idle
+  4. nothing decisive -> other
+Without --native every innermost frame is a Python frame, so "interpreter" then means "this Python
+line, or native code it called": the breakdown treats such samples as unresolved between the two.
+
+Components come from the innermost Python frame whose file/function matches COMPONENT_RULES; engine
+model frames become model_kernels when the category is kernel, else model_glue.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import NamedTuple
+
+# Functions whose own waits mean "no work": the engine's loop waits on its Condition directly in
+# Engine._run (engine/engine.py); `_wait_for_work` is the conventional name for a factored-out wait.
+IDLE_MARKER: tuple[str, ...] = ("_wait_for_work", "Engine._run")
+
+
+class Frame(NamedTuple):
+    """One frame: `function` is a Python qualname or a native symbol; `where` the file or library."""
+
+    function: str
+    where: str
+    python: bool
+
+    @property
+    def unresolved(self) -> bool:
+        return not self.python and self.function.startswith("0x")
+
+
+@dataclass(frozen=True, slots=True)
+class Stack:
+    """One line of py-spy raw output."""
+
+    thread_id: int | None
+    thread_name: str | None
+    frames: tuple[Frame, ...]  # outermost first, as py-spy writes them
+    count: int
+
+    @property
+    def native(self) -> bool:
+        return any(not frame.python for frame in self.frames)
+
+
+class Classification(NamedTuple):
+    category: str
+    component: str | None
+    dispatch: bool
+
+
+_THREAD = re.compile(r"^thread \((?P<tid>[^)]*)\)(?::\s?(?P<name>.*))?$")
+
+
+def parse_frame(text: str) -> Frame:
+    head, sep, tail = text.rpartition(" (")
+    if not sep or not tail.endswith(")"):
+        return Frame(text, "", False)
+    where = tail[:-1]
+    file, colon, line = where.rpartition(":")
+    if colon and line.isdigit():
+        return Frame(head, file, True)
+    if where.endswith(".py") or where.startswith("<"):
+        return Frame(head, where, True)  # --nolineno output
+    return Frame(head, where, False)
+
+
+def parse_line(line: str) -> Stack | None:
+    """Parse one raw line; None for blank or malformed lines."""
+    line = line.rstrip("\n")
+    stack_text, sep, count_text = line.rpartition(" ")
+    if not sep or not count_text.isdigit():
+        return None
+    parts = stack_text.split(";")
+    thread_id: int | None = None
+    thread_name: str | None = None
+    if parts and parts[0].startswith("process "):
+        parts = parts[1:]  # --subprocesses prefix
+    if parts:
+        match = _THREAD.match(parts[0])
+        if match:
+            parts = parts[1:]
+            tid = match.group("tid")
+            thread_id = int(tid, 16) if tid.startswith("0x") else int(tid) if tid.isdigit() else None
+            thread_name = match.group("name")
+    return Stack(thread_id, thread_name, tuple(parse_frame(part) for part in parts if part), int(count_text))
+
+
+def parse_raw(text: str | Iterable[str]) -> list[Stack]:
+    lines = text.splitlines() if isinstance(text, str) else text
+    return [stack for stack in (parse_line(line) for line in lines) if stack is not None]
+
+
+# ------------------------------------------------------------------------------------------------
+# Category rules
+# ------------------------------------------------------------------------------------------------
+
+_KERNEL_LIBS = re.compile(
+    r"libgomp|libiomp|libomp\b|libmkl|libopenblas|libblas|libdnnl|libmkldnn|libcudnn|libcublas|libcudart|"
+    r"libcuda\.|libnvrtc|libtorch_cuda|libsleef|libnccl"
+)
+_KERNEL_NAMES = re.compile(
+    r"at::native::|at::vec::|at::internal::|at::cpublas|at::parallel_for|invoke_parallel|for_each|mkl_|MKL|gemm|"
+    r"cblas_|\bomp_|__kmp|GOMP_|gomp_|dnnl|mkldnn|ideep|fbgemm|xnnpack|Sleef_|cpu_kernel|cpu_serial_kernel|"
+    r"Vectorized|VectorizedLoop|basic_loop|cuda[A-Z]|cu[A-Z][a-z]+Launch"
+)
+_GC_NAMES = re.compile(r"gc_collect|collect_with_callback|collect_generations")
+_ALLOC_NAMES = re.compile(
+    r"^(?:__libc_)?(?:malloc|free|calloc|realloc|cfree|posix_memalign|aligned_alloc|memalign)\b|_int_malloc|"
+    r"_int_free|operator new|operator delete|PyObject_(?:Malloc|Free|Realloc|Calloc)|_PyObject_(?:Malloc|Free)|"
+    r"pymalloc|PyMem_|_PyObject_GC_|PyObject_GC_|_dealloc\b|^(?:__)?(?:mmap|munmap|brk|sbrk|madvise)|"
+    r"c10::alloc_cpu|c10::free_cpu|CPUAllocator|CPUCachingAllocator|new_arena"
+)
+# The GIL's take/drop are inlined into the eval loop here: a GIL wait shows as pthread_cond_timedwait
+# right under a Python frame, or under pybind11::gil_scoped_acquire inside torch.
+_LOCK_NAMES = re.compile(
+    r"futex|__lll_lock_wait|pthread_cond_(?:timed|clock)?wait|pthread_cond_(?:signal|broadcast)|pthread_mutex_lock|"
+    r"pthread_rwlock|sem_(?:timed|clock)?wait|take_gil|drop_gil|PyThread_acquire_lock|rlock_acquire|acquire_timed|"
+    r"PyCOND_|PyMUTEX_|PyEval_RestoreThread|PyEval_AcquireThread|PyGILState_Ensure|gil_scoped_acquire|"
+    r"gil_scoped_release|std::mutex|std::condition_variable"
+)
+_SLEEP_NAMES = re.compile(
+    r"time_sleep|pysleep|^(?:__)?(?:clock_)?nanosleep|^(?:__)?select\b|^(?:__)?poll\b|epoll_wait"
+)
+# Strong markers of the path from Python into an aten op: bindings, argument parsing, the dispatcher's
+# entry points, tensor creation. Other libtorch frames are weak: the nearest strong frame outward decides.
+_DISPATCH_NAMES = re.compile(
+    r"THPVariable_|THP[A-Z]|torch::autograd::|torch::PythonArgParser|torch::FunctionSignature|torch::utils::|"
+    r"torch::jit::|torch::tensors::|pybind11::|c10::Dispatcher|c10::impl::|c10::OperatorHandle|c10::KernelFunction|"
+    r"at::_ops::|at::empty|at::detail::empty|internal_new_from_data|tensor_new|at::RecordFunction"
+)
+_PY_WAIT_FILES = ("threading.py", "queue.py", "multiprocessing/synchronize.py", "concurrent/futures/_base.py")
+_PY_WAIT_FUNCS = frozenset({"wait", "acquire", "_wait_for_tstate_lock", "join", "get", "put", "result"})
+_TORCH_LIBS = ("libtorch_python", "libc10", "libtorch_cpu", "libtorch.so", "libshm")
+
+
+def base_symbol(name: str) -> str:
+    """A C++ symbol without its template arguments, which name unrelated functions (e.g. the kernel a
+    dispatcher wrapper forwards to)."""
+    if "<" not in name:
+        return name
+    out = []
+    depth = 0
+    for char in name:
+        if char == "<":
+            depth += 1
+        elif char == ">" and depth:
+            depth -= 1
+        elif depth == 0:
+            out.append(char)
+    return "".join(out)
+
+
+def _leaf_name(qualname: str) -> str:
+    return qualname.rpartition(".")[2]
+
+
+def _python_wait(frame: Frame) -> bool:
+    return frame.where.endswith(_PY_WAIT_FILES) and _leaf_name(frame.function) in _PY_WAIT_FUNCS
+
+
+Verdict = tuple[str, bool, bool]  # (category, dispatch, strong)
+
+
+def _native_verdict(frame: Frame, native_libs: tuple[str, ...]) -> Verdict | None:
+    """What one native frame says; None when it says nothing (libc helpers, unknown libraries)."""
+    lib = frame.where
+    if _KERNEL_LIBS.search(lib):
+        return "kernel", False, True
+    if any(marker in lib for marker in native_libs):
+        return "other", False, True
+    if frame.unresolved:
+        # Stripped code inside libtorch_cpu is mostly inlined kernel loops; libc addresses say nothing.
+        return ("kernel", False, False) if "libtorch_cpu" in lib else None
+    name = base_symbol(frame.function)
+    if _ALLOC_NAMES.search(name):
+        return "allocation", False, True
+    if _LOCK_NAMES.search(name):
+        return "lock", False, True
+    if _SLEEP_NAMES.search(name):
+        return "idle", False, True
+    if _KERNEL_NAMES.search(name):
+        return "kernel", False, True
+    if _DISPATCH_NAMES.search(name):
+        return "interpreter", True, True
+    if "libpython" in lib or lib.startswith("python"):
+        return "interpreter", False, False
+    if lib.startswith(_TORCH_LIBS):
+        return "interpreter", True, False
+    return None
+
+
+def _markers(idle_marker: str | tuple[str, ...]) -> tuple[str, ...]:
+    return (idle_marker,) if isinstance(idle_marker, str) else tuple(idle_marker)
+
+
+def _idle_wait(frames: tuple[Frame, ...], markers: tuple[str, ...]) -> bool:
+    """The wait was called directly by a marker function (not by code the marker function called)."""
+    for frame in reversed(frames):
+        if not frame.python or frame.where.endswith(_PY_WAIT_FILES):
+            continue
+        return frame.function in markers or _leaf_name(frame.function) in markers
+    return False
+
+
+def classify_category(
+    frames: tuple[Frame, ...],
+    *,
+    idle_marker: str | tuple[str, ...] = IDLE_MARKER,
+    native_libs: tuple[str, ...] = ("_native",),
+) -> tuple[str, bool]:
+    """(category, dispatch) of a stack given outermost-first frames."""
+    category: str | None = None
+    dispatch = False
+    # Rule 1: a GC collection in the innermost native run is allocation, whatever it is freeing.
+    for frame in reversed(frames):
+        if frame.python:
+            break
+        if _GC_NAMES.search(frame.function):
+            category = "allocation"
+            break
+    if category is None:
+        weak: Verdict | None = None
+        for frame in reversed(frames):
+            if frame.python:
+                if weak is not None:
+                    category, dispatch = weak[0], weak[1]
+                else:
+                    category = "lock" if _python_wait(frame) else "interpreter"
+                break
+            verdict = _native_verdict(frame, native_libs)
+            if verdict is None:
+                continue
+            if verdict[2]:
+                category, dispatch = verdict[0], verdict[1]
+                break
+            weak = weak or verdict
+        else:
+            if weak is not None:
+                category, dispatch = weak[0], weak[1]
+    if category is None:
+        return "other", False
+    if category == "lock" and _idle_wait(frames, _markers(idle_marker)):
+        return "idle", False
+    return category, dispatch
+
+
+# ------------------------------------------------------------------------------------------------
+# Component rules: (component, file pattern, function pattern or None), innermost Python frame first.
+# ------------------------------------------------------------------------------------------------
+
+COMPONENT_RULES: tuple[tuple[str, str, str | None], ...] = (
+    ("detokenizer", r"(^|/)engine/tokenizer\.py$", r"^IncrementalDetokenizer\b|detok"),
+    ("detokenizer", r"(^|/)engine/detokeniz\w*\.py$", None),
+    ("tokenizer", r"(^|/)engine/tokenizer\.py$", None),
+    ("tokenizer", r"(^|/)tokenizers/", None),
+    ("sampler", r"(^|/)engine/sampler\.py$", None),
+    ("sampler", r"(^|/)native_paths/\w*sampler\w*\.py$", None),
+    ("scheduler", r"(^|/)engine/scheduler\.py$", None),
+    ("scheduler", r"(^|/)native_paths/\w*scheduler\w*\.py$", None),
+    ("kv_alloc", r"(^|/)engine/kv_cache\.py$", None),
+    ("kv_alloc", r"(^|/)native_paths/\w*kv_alloc\w*\.py$", None),
+    ("model", r"(^|/)engine/model\.py$", None),
+    ("queue", r"(^|/)engine/engine\.py$", r"submit|queue|_drain|_take|_wait_for_work|arrival"),
+    ("queue", r"(^|/)queue\.py$", None),
+)
+
+
+class ComponentRules:
+    """Compiled component rules; pass your own table to follow a different engine layout."""
+
+    def __init__(self, rules: Iterable[tuple[str, str, str | None]] = COMPONENT_RULES) -> None:
+        self._rules = [
+            (component, re.compile(file_pattern), re.compile(func_pattern) if func_pattern else None)
+            for component, file_pattern, func_pattern in rules
+        ]
+
+    def component(self, frames: tuple[Frame, ...]) -> str | None:
+        for frame in reversed(frames):
+            if not frame.python:
+                continue
+            for component, file_re, func_re in self._rules:
+                if file_re.search(frame.where) and (func_re is None or func_re.search(frame.function)):
+                    return component
+        return None
+
+
+_DEFAULT_RULES = ComponentRules()
+
+
+def classify(
+    stack: Stack | tuple[Frame, ...],
+    *,
+    idle_marker: str | tuple[str, ...] = IDLE_MARKER,
+    rules: ComponentRules = _DEFAULT_RULES,
+    native_libs: tuple[str, ...] = ("_native",),
+) -> Classification:
+    """Category, component and dispatch flag of one stack."""
+    frames = stack.frames if isinstance(stack, Stack) else stack
+    category, dispatch = classify_category(frames, idle_marker=idle_marker, native_libs=native_libs)
+    component = rules.component(frames)
+    if component == "model":
+        component = "model_kernels" if category == "kernel" else "model_glue"
+    return Classification(category, component, dispatch)

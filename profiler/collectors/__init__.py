@@ -1,0 +1,33 @@
+"""Collectors of one profiled run: spans, GC pauses, py-spy samples, torch.profiler kernels, NVML."""
+
+from profiler.collectors.base import FAILED, OK, SKIPPED, Collector
+from profiler.collectors.registry import (
+    PROFILES,
+    ProfileError,
+    collectors_section,
+    default_collectors,
+    find_tracer,
+    recorded_wall_ns,
+    results,
+    start_all,
+    stop_all,
+)
+from profiler.collectors.spans import RecordingTracer, SpanCollector
+
+__all__ = [
+    "FAILED",
+    "OK",
+    "PROFILES",
+    "SKIPPED",
+    "Collector",
+    "ProfileError",
+    "RecordingTracer",
+    "SpanCollector",
+    "collectors_section",
+    "default_collectors",
+    "find_tracer",
+    "recorded_wall_ns",
+    "results",
+    "start_all",
+    "stop_all",
+]

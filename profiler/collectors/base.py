@@ -1,0 +1,88 @@
+"""The small interface every collector shares: a name, start/stop, a JSON-ready result and an honest status."""
+
+from __future__ import annotations
+
+from typing import Any
+
+OK = "ok"
+SKIPPED = "skipped"
+FAILED = "failed"
+NOT_STARTED = "not started"
+# The engine names its loop thread so (engine.engine.ENGINE_THREAD_NAME); profilers find it by this name.
+ENGINE_THREAD_NAME = "infer-prof-engine"
+
+
+class Collector:
+    """Base of all collectors; a collector that cannot run says so (skipped/failed + reason) and never raises.
+
+    Subclasses override `_start`, `_stop` and `_result`; the public methods keep the status honest:
+    a failure inside a collector must never stop a profiled run, so it becomes status "failed".
+    Step hooks are no-ops unless a collector needs them (the spans tracer calls them on the engine thread).
+    """
+
+    name: str = "collector"
+
+    def __init__(self) -> None:
+        self.status: str = NOT_STARTED
+        self.reason: str | None = None
+
+    # -- public API -------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self.status in (SKIPPED, FAILED):
+            return  # decided unavailable at construction (e.g. missing binary): nothing to start
+        try:
+            self._start()
+        except Exception as exc:  # noqa: BLE001 - a collector must not break the run
+            self.fail(f"could not start: {type(exc).__name__}: {exc}")
+            return
+        if self.status == NOT_STARTED:
+            self.status = OK
+
+    def stop(self) -> None:
+        if self.status != OK:
+            return
+        try:
+            self._stop()
+        except Exception as exc:  # noqa: BLE001
+            self.fail(f"could not stop cleanly: {type(exc).__name__}: {exc}")
+
+    def result(self) -> dict[str, Any]:
+        """{status, reason, ...collector data}; data keys are present only when status is "ok"."""
+        out: dict[str, Any] = {"status": self.status, "reason": self.reason}
+        if self.status == OK:
+            try:
+                out.update(self._result())
+            except Exception as exc:  # noqa: BLE001
+                self.fail(f"could not summarize: {type(exc).__name__}: {exc}")
+                out = {"status": self.status, "reason": self.reason}
+        return out
+
+    def status_entry(self) -> dict[str, Any]:
+        """The `collectors` section entry of the run result."""
+        return {"status": self.status, "reason": self.reason}
+
+    def skip(self, reason: str) -> None:
+        self.status, self.reason = SKIPPED, reason
+
+    def fail(self, reason: str) -> None:
+        self.status, self.reason = FAILED, reason
+
+    # -- step hooks (engine thread) -----------------------------------------------------------------
+
+    def on_step(self, step: int, begin: bool) -> None:
+        """Called at the start (begin=True) and end of every engine step, on the engine thread."""
+
+    # -- for subclasses -----------------------------------------------------------------------------
+
+    def _start(self) -> None:
+        """Begin collecting."""
+
+    def _stop(self) -> None:
+        """Stop collecting; keep what was collected."""
+
+    def _result(self) -> dict[str, Any]:
+        return {}
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name} {self.status}{': ' + self.reason if self.reason else ''}>"

@@ -1,0 +1,122 @@
+"""Which collectors a profile runs, wired together, so the session only starts, stops and reads them."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from engine.errors import InferProfError
+from profiler.classify import IDLE_MARKER
+from profiler.collectors.base import ENGINE_THREAD_NAME, Collector
+from profiler.collectors.gc import GcCollector
+from profiler.collectors.gpu import GpuCollector
+from profiler.collectors.kernels import KernelCollector
+from profiler.collectors.sampling import SamplingCollector
+from profiler.collectors.spans import RecordingTracer, SpanCollector
+
+PROFILES = ("off", "default", "deep")
+# An odd rate so samples do not fall in lockstep with periodic engine work (10 ms ticks, 60 Hz clocks).
+DEFAULT_RATE_HZ = 59
+DEEP_RATE_HZ = 97
+
+
+class ProfileError(InferProfError):
+    """An unknown --profile value."""
+
+
+def default_collectors(
+    profile: str,
+    *,
+    pid: int | None = None,
+    engine_thread_id_getter: Callable[[], int | None] | None = None,
+    output_dir: str | Path | None = None,
+    sampling_rate: int | None = None,
+    kernel_window: tuple[int, int] = (20, 10),
+    span_cpu_time: bool = True,
+    py_spy: str | None = None,
+    idle_marker: str | tuple[str, ...] = IDLE_MARKER,
+    tracer: RecordingTracer | None = None,
+    engine_thread_name: str = ENGINE_THREAD_NAME,
+) -> list[Collector]:
+    """The collectors of a profile, in start order (stop them in reverse).
+
+    off:     none (the engine keeps engine.trace.NULL_TRACER)
+    default: spans (+CPU time per span), GC, py-spy --nonblocking at 59 Hz, NVML when a GPU exists:
+             the cheap ones, always on
+    deep:    the same, plus py-spy --native at 97 Hz (pauses the process per sample: x1.4-1.6) and
+             torch.profiler over `kernel_window` = (first step, number of steps)
+    tracer: the RecordingTracer already injected into the engine (one is made when None).
+    engine_thread_id_getter returns the engine thread's native id (Thread.native_id) once it runs;
+    py-spy reports threads by that id, so the engine's samples are found even if renamed. Without
+    it, the live thread named `engine_thread_name` is looked up when sampling stops.
+    """
+    if profile not in PROFILES:
+        raise ProfileError(f"--profile={profile!r} is not a profile; use one of {', '.join(PROFILES)}")
+    if profile == "off":
+        return []
+    deep = profile == "deep"
+    spans = SpanCollector(cpu_time=span_cpu_time, tracer=tracer)
+    collectors: list[Collector] = [spans, GcCollector(tracer=spans.tracer)]
+    if deep:
+        first_step, steps = kernel_window
+        collectors.append(KernelCollector(tracer=spans.tracer, first_step=first_step, steps=steps))
+    collectors.append(GpuCollector())
+    collectors.append(
+        SamplingCollector(
+            pid=pid if pid is not None else os.getpid(),
+            rate=sampling_rate or (DEEP_RATE_HZ if deep else DEFAULT_RATE_HZ),
+            native=deep,
+            py_spy=py_spy,
+            output_dir=output_dir,
+            idle_marker=idle_marker,
+            engine_thread_id_getter=engine_thread_id_getter or _thread_id_by_name(engine_thread_name),
+        )
+    )
+    return collectors
+
+
+def _thread_id_by_name(name: str) -> Callable[[], int | None]:
+    def native_id() -> int | None:
+        return next((thread.native_id for thread in threading.enumerate() if thread.name == name), None)
+
+    return native_id
+
+
+def find_tracer(collectors: list[Collector]) -> RecordingTracer | None:
+    """The tracer to inject into the engine (None: use engine.trace.NULL_TRACER)."""
+    for collector in collectors:
+        if isinstance(collector, SpanCollector):
+            return collector.tracer
+    return None
+
+
+def start_all(collectors: list[Collector]) -> None:
+    for collector in collectors:
+        collector.start()
+
+
+def stop_all(collectors: list[Collector]) -> None:
+    for collector in reversed(collectors):
+        collector.stop()
+
+
+def results(collectors: list[Collector]) -> dict[str, dict[str, Any]]:
+    """{name: result} for build_breakdown and overhead_section."""
+    return {collector.name: collector.result() for collector in collectors}
+
+
+def collectors_section(collectors: list[Collector]) -> dict[str, dict[str, Any]]:
+    """The result's `collectors` section: {name: {status, reason}}."""
+    return {collector.name: collector.status_entry() for collector in collectors}
+
+
+def recorded_wall_ns(collectors: list[Collector]) -> int | None:
+    """The spans tracer's recorded window: the wall time the breakdown splits."""
+    tracer = find_tracer(collectors)
+    if tracer is None or tracer.first_ns is None:
+        return None
+    end = tracer.last_ns if tracer.last_ns is not None else tracer.clock()
+    return end - tracer.first_ns

@@ -1,0 +1,468 @@
+"""The recording tracer: exact per-thread span, lock-wait and pause times the engine reports through engine.trace."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from contextlib import nullcontext
+from typing import Any
+
+from profiler.collectors.base import Collector
+
+Clock = Callable[[], int]
+StepListener = Callable[[int, bool], None]  # (step index, begin?)
+SpanHook = Callable[[str, bool], None]  # (span name, enter?)
+
+STEP_SPAN = "step"
+OUTSIDE = ""  # the parent name of a lock wait or pause that happened outside every span
+
+_NULL = nullcontext()
+
+
+class _ThreadState:
+    """One thread's open spans and finished events; only its own thread writes to it."""
+
+    __slots__ = ("events", "ident", "locks", "native_id", "pauses", "stack", "step", "thread")
+
+    def __init__(self) -> None:
+        self.thread = threading.current_thread()
+        self.ident = threading.get_ident()
+        self.native_id = threading.get_native_id()
+        # Open spans, innermost last: [name, start_ns, child_ns, cpu_start_ns].
+        self.stack: list[list[Any]] = []
+        # Finished spans: (name, start_ns, end_ns, self_ns, cpu_ns, depth, step).
+        self.events: list[tuple[str, int, int, int, int, int, int]] = []
+        # Lock uses: (lock name, parent span, step, asked_ns, got_ns, released_ns).
+        self.locks: list[tuple[str, str, int, int, int, int]] = []
+        # Pauses reported by other collectors (GC): (kind, parent span, step, start_ns, end_ns).
+        self.pauses: list[tuple[str, str, int, int, int]] = []
+        self.step = -1
+
+
+class _Span:
+    """The context manager of one span; small and slotted because one is made per span."""
+
+    __slots__ = ("name", "state", "tracer")
+
+    def __init__(self, tracer: RecordingTracer, state: _ThreadState, name: str) -> None:
+        self.tracer = tracer
+        self.state = state
+        self.name = name
+
+    def __enter__(self) -> None:
+        tracer = self.tracer
+        name = self.name
+        state = self.state
+        if name == STEP_SPAN:
+            state.step = tracer._begin_step()
+        if tracer._span_hook is not None:
+            tracer._span_hook(name, True)
+        cpu_clock = tracer._cpu_clock
+        state.stack.append([name, tracer._clock(), 0, cpu_clock() if cpu_clock is not None else 0])
+
+    def __exit__(self, *exc: object) -> None:
+        tracer = self.tracer
+        end = tracer._clock()
+        cpu_clock = tracer._cpu_clock
+        cpu_end = cpu_clock() if cpu_clock is not None else 0
+        state = self.state
+        stack = state.stack
+        name, start, child_ns, cpu_start = stack.pop()
+        duration = end - start
+        if stack:
+            stack[-1][2] += duration
+        state.events.append(
+            (name, start, end, duration - child_ns, cpu_end - cpu_start, len(stack), state.step)
+        )
+        if tracer._span_hook is not None:
+            tracer._span_hook(name, False)
+        if name == STEP_SPAN:
+            tracer._end_step(state.step)
+            state.step = -1
+
+
+class _LockUse:
+    """Acquire a lock timing the wait; the wait counts as a child of the enclosing span (lock, not its self time)."""
+
+    __slots__ = ("asked", "got", "lock", "name", "parent", "state", "tracer")
+
+    def __init__(self, tracer: RecordingTracer, state: _ThreadState, lock: Any, name: str) -> None:
+        self.tracer = tracer
+        self.state = state
+        self.lock = lock
+        self.name = name
+
+    def __enter__(self) -> None:
+        clock = self.tracer._clock
+        asked = clock()
+        self.lock.acquire()
+        got = clock()
+        stack = self.state.stack
+        if stack:
+            stack[-1][2] += got - asked
+            self.parent = stack[-1][0]
+        else:
+            self.parent = OUTSIDE
+        self.asked = asked
+        self.got = got
+
+    def __exit__(self, *exc: object) -> None:
+        released = self.tracer._clock()
+        self.lock.release()
+        state = self.state
+        state.locks.append((self.name, self.parent, state.step, self.asked, self.got, released))
+
+
+class RecordingTracer:
+    """An engine.trace.Tracer that records spans, lock waits and counters with little cost per event.
+
+    Each thread appends plain tuples to its own lists (no dict per event, no lock on the hot path);
+    everything is summarized after the run by `summary()`. Exclusive ("self") time of a span is its
+    duration minus its child spans, its lock waits and the pauses (GC) that other collectors report
+    through `record_pause`, so self times, lock waits and pauses of one thread never overlap.
+
+    clock: wall clock in ns (perf_counter_ns); cpu_clock: the thread's CPU clock in ns
+    (thread_time_ns, a real system call of ~0.45 us here, so it can be switched off with None).
+    Steps are numbered 0, 1, 2... in the order "step" spans are entered.
+    """
+
+    def __init__(
+        self, *, clock: Clock = time.perf_counter_ns, cpu_clock: Clock | None = time.thread_time_ns
+    ) -> None:
+        self._clock = clock
+        self._cpu_clock = cpu_clock
+        self._local = threading.local()
+        self._states: list[_ThreadState] = []
+        self._states_lock = threading.Lock()
+        self._counters: list[tuple[str, int, float]] = []
+        self._recording = True
+        self._next_step = 0
+        self._step_listeners: list[StepListener] = []
+        self._span_hook: SpanHook | None = None
+        self.first_ns: int | None = None  # set by enable(); the start of the recorded window
+        self.last_ns: int | None = None  # set by disable()
+
+    # -- engine.trace.Tracer ----------------------------------------------------------------------
+
+    def span(self, name: str) -> Any:
+        if not self._recording:
+            return _NULL
+        try:
+            state = self._local.state
+        except AttributeError:
+            state = self._new_state()
+        return _Span(self, state, name)
+
+    def lock(self, lock: Any, name: str) -> Any:
+        if not self._recording:
+            return lock  # a Lock/Condition is its own context manager, as in NullTracer
+        try:
+            state = self._local.state
+        except AttributeError:
+            state = self._new_state()
+        return _LockUse(self, state, lock, name)
+
+    def counter(self, name: str, value: float) -> None:
+        if self._recording:
+            self._counters.append((name, self._clock(), value))
+
+    # -- control ----------------------------------------------------------------------------------
+
+    def enable(self) -> None:
+        self._recording = True
+        self.first_ns = self._clock()
+
+    def disable(self) -> None:
+        self._recording = False
+        self.last_ns = self._clock()
+
+    @property
+    def clock(self) -> Clock:
+        return self._clock
+
+    @property
+    def steps_begun(self) -> int:
+        return self._next_step
+
+    def add_step_listener(self, listener: StepListener) -> None:
+        """Call `listener(step, begin)` on the engine thread when a "step" span begins and ends."""
+        self._step_listeners.append(listener)
+
+    def set_span_hook(self, hook: SpanHook | None) -> None:
+        """Call `hook(name, enter)` on every span enter/exit (the kernel window marks spans for torch.profiler)."""
+        self._span_hook = hook
+
+    def record_pause(self, kind: str, start_ns: int, end_ns: int) -> None:
+        """A pause of the calling thread (a GC collection) that is not its enclosing span's own work."""
+        try:
+            state = self._local.state
+        except AttributeError:
+            state = self._new_state()
+        stack = state.stack
+        if stack:
+            stack[-1][2] += end_ns - start_ns
+            parent = stack[-1][0]
+        else:
+            parent = OUTSIDE
+        state.pauses.append((kind, parent, state.step, start_ns, end_ns))
+
+    def current_span(self) -> str | None:
+        """The innermost open span of the calling thread, if any."""
+        state = getattr(self._local, "state", None)
+        return state.stack[-1][0] if state is not None and state.stack else None
+
+    # -- results ----------------------------------------------------------------------------------
+
+    def thread_states(self) -> list[_ThreadState]:
+        with self._states_lock:
+            return list(self._states)
+
+    def counters(self) -> list[tuple[str, int, float]]:
+        return list(self._counters)
+
+    def step_phase_table(self) -> dict[int, dict[str, int]]:
+        """{step index: {span name: self ns}} (plus "lock_wait" and pause kinds) for steps.csv's phase columns."""
+        return phase_table(self.thread_states())
+
+    def summary(self) -> dict[str, Any]:
+        """Per-thread totals, per-step rows and counters, JSON-ready (see SpanCollector for the shape)."""
+        return {
+            "threads": {name: data for name, data in _per_thread(self.thread_states()).items()},
+            "steps": step_rows(self.thread_states()),
+            "counters": _counter_summary(self._counters),
+            "window_ns": _window(self),
+        }
+
+    # -- internals --------------------------------------------------------------------------------
+
+    def _new_state(self) -> _ThreadState:
+        state = _ThreadState()
+        self._local.state = state
+        with self._states_lock:
+            self._states.append(state)
+        return state
+
+    def _begin_step(self) -> int:
+        step = self._next_step
+        self._next_step = step + 1
+        for listener in self._step_listeners:
+            listener(step, True)
+        return step
+
+    def _end_step(self, step: int) -> None:
+        for listener in self._step_listeners:
+            listener(step, False)
+
+
+def _window(tracer: RecordingTracer) -> int | None:
+    if tracer.first_ns is None:
+        return None
+    end = tracer.last_ns if tracer.last_ns is not None else tracer._clock()
+    return end - tracer.first_ns
+
+
+def _per_thread(states: list[_ThreadState]) -> dict[str, dict[str, Any]]:
+    """Totals by thread name (threads of the same name are merged: a restarted engine is one engine)."""
+    threads: dict[str, dict[str, Any]] = {}
+    for state in states:
+        name = state.thread.name
+        data = threads.setdefault(
+            name,
+            {"native_ids": [], "spans": {}, "locks": {}, "pauses": {}, "covered_ns": 0, "spans_recorded": 0},
+        )
+        data["native_ids"].append(state.native_id)
+        spans = data["spans"]
+        for span_name, start, end, self_ns, cpu_ns, depth, _step in state.events:
+            entry = spans.get(span_name)
+            if entry is None:
+                entry = spans[span_name] = {"count": 0, "total_ns": 0, "self_ns": 0, "cpu_ns": 0}
+            entry["count"] += 1
+            entry["total_ns"] += end - start
+            entry["self_ns"] += self_ns
+            entry["cpu_ns"] += cpu_ns
+            if depth == 0:
+                data["covered_ns"] += end - start
+        data["spans_recorded"] += len(state.events) + len(state.locks)
+        locks = data["locks"]
+        for lock_name, parent, _step, asked, got, released in state.locks:
+            entry = locks.get(lock_name)
+            if entry is None:
+                entry = locks[lock_name] = {
+                    "count": 0,
+                    "wait_ns": 0,
+                    "hold_ns": 0,
+                    "max_wait_ns": 0,
+                    "by_parent": {},
+                }
+            wait = got - asked
+            entry["count"] += 1
+            entry["wait_ns"] += wait
+            entry["hold_ns"] += released - got
+            entry["max_wait_ns"] = max(entry["max_wait_ns"], wait)
+            entry["by_parent"][parent] = entry["by_parent"].get(parent, 0) + wait
+        pauses = data["pauses"]
+        for kind, parent, _step, start, end in state.pauses:
+            entry = pauses.get(kind)
+            if entry is None:
+                entry = pauses[kind] = {"count": 0, "total_ns": 0, "by_parent": {}}
+            entry["count"] += 1
+            entry["total_ns"] += end - start
+            entry["by_parent"][parent] = entry["by_parent"].get(parent, 0) + (end - start)
+    return threads
+
+
+def phase_table(states: list[_ThreadState]) -> dict[int, dict[str, int]]:
+    """{step index: {span name | "lock_wait" | pause kind: ns}}: exclusive times inside each step."""
+    table: dict[int, dict[str, int]] = {}
+
+    def add(step: int, key: str, ns: int) -> None:
+        phases = table.setdefault(step, {})
+        phases[key] = phases.get(key, 0) + ns
+
+    for state in states:
+        for name, _start, _end, self_ns, _cpu, _depth, step in state.events:
+            if step >= 0:
+                add(step, name, self_ns)
+        for _lock, _parent, step, asked, got, _released in state.locks:
+            if step >= 0:
+                add(step, "lock_wait", got - asked)
+        for kind, _parent, step, start, end in state.pauses:
+            if step >= 0:
+                add(step, kind, end - start)
+    return table
+
+
+def step_rows(states: list[_ThreadState]) -> list[dict[str, Any]]:
+    """One row per step: {step, start_ns, end_ns, <span>_ms (self time), lock_wait_ms, gc_ms}.
+
+    `<span>_ms` is exclusive time, so a row's phase columns, lock_wait_ms and gc_ms add up to the
+    step's duration; `step_ms` is then the loop's own code between phases. Rows are keyed by the
+    step index (0-based, in the order steps began), the engine's StepRecord.step.
+    """
+    bounds = {
+        step: (start, end)
+        for state in states
+        for name, start, end, _s, _c, _d, step in state.events
+        if name == STEP_SPAN and step >= 0
+    }
+    rows = []
+    for step, phases in sorted(phase_table(states).items()):
+        start, end = bounds.get(step, (None, None))
+        row: dict[str, Any] = {
+            "step": step,
+            "start_ns": start,
+            "end_ns": end,
+            "lock_wait_ms": 0.0,
+            "gc_ms": 0.0,
+        }
+        row.update({f"{name}_ms": ns / 1e6 for name, ns in phases.items()})
+        rows.append(row)
+    return rows
+
+
+def _counter_summary(counters: list[tuple[str, int, float]]) -> dict[str, dict[str, float]]:
+    grouped: dict[str, list[float]] = defaultdict(list)
+    for name, _t, value in counters:
+        grouped[name].append(value)
+    return {
+        name: {
+            "count": len(values),
+            "mean": sum(values) / len(values),
+            "min": min(values),
+            "max": max(values),
+            "last": values[-1],
+        }
+        for name, values in grouped.items()
+    }
+
+
+def measure_span_cost(tracer_factory: Callable[[], RecordingTracer], repeats: int = 2000) -> dict[str, float]:
+    """Cost in ns of one nested-free span and one lock use, net of the bare loop (timed on this thread)."""
+    tracer = tracer_factory()
+    lock = threading.Lock()
+    clock = time.perf_counter_ns
+
+    def loop_bare() -> int:
+        start = clock()
+        for _ in range(repeats):
+            pass
+        return clock() - start
+
+    def loop_spans() -> int:
+        start = clock()
+        for _ in range(repeats):
+            with tracer.span("calibrate"):
+                pass
+        return clock() - start
+
+    def loop_locks() -> int:
+        start = clock()
+        for _ in range(repeats):
+            with tracer.lock(lock, "calibrate"):
+                pass
+        return clock() - start
+
+    bare = min(loop_bare() for _ in range(3))
+    spans = min(loop_spans() for _ in range(3))
+    locks = min(loop_locks() for _ in range(3))
+    return {
+        "per_span_ns": max(0.0, (spans - bare) / repeats),
+        "per_lock_ns": max(0.0, (locks - bare) / repeats),
+    }
+
+
+class SpanCollector(Collector):
+    """Owns the RecordingTracer the session injects into the engine; its result is the tracer's summary.
+
+    result() = {status, reason, threads: {thread name: {native_ids, spans: {name: {count, total_ns,
+    self_ns, cpu_ns}}, locks: {name: {count, wait_ns, hold_ns, max_wait_ns, by_parent}}, pauses:
+    {kind: {count, total_ns, by_parent}}, covered_ns, spans_recorded}}, steps: [row], counters,
+    window_ns, overhead: {per_span_ns, per_lock_ns, cpu_time, estimated_ns, fraction}}
+    """
+
+    name = "spans"
+
+    def __init__(
+        self,
+        *,
+        cpu_time: bool = True,
+        clock: Clock = time.perf_counter_ns,
+        cpu_clock: Clock | None = time.thread_time_ns,
+        tracer: RecordingTracer | None = None,
+    ) -> None:
+        super().__init__()
+        if tracer is not None:
+            # The session made the tracer (and injected it) before the collectors: keep what it records.
+            self.tracer = tracer
+            self._clock, self._cpu_clock = tracer._clock, tracer._cpu_clock
+        else:
+            self._cpu_clock = cpu_clock if cpu_time else None
+            self._clock = clock
+            self.tracer = RecordingTracer(clock=clock, cpu_clock=self._cpu_clock)
+            self.tracer._recording = False  # records between start() and stop()
+        self._cost: dict[str, float] | None = None
+
+    def _start(self) -> None:
+        # Calibrate on a scratch tracer so the calibration spans never reach the results.
+        self._cost = measure_span_cost(lambda: RecordingTracer(clock=self._clock, cpu_clock=self._cpu_clock))
+        self.tracer.enable()
+
+    def _stop(self) -> None:
+        self.tracer.disable()
+
+    def _result(self) -> dict[str, Any]:
+        summary = self.tracer.summary()
+        cost = self._cost or {"per_span_ns": 0.0, "per_lock_ns": 0.0}
+        recorded = sum(thread["spans_recorded"] for thread in summary["threads"].values())
+        estimated = recorded * cost["per_span_ns"]
+        window = summary["window_ns"] or 0
+        summary["overhead"] = {
+            **cost,
+            "cpu_time": self._cpu_clock is not None,
+            "estimated_ns": estimated,
+            # Spans of all threads share two cores here; the engine thread's share is what slows steps.
+            "fraction": estimated / window if window else None,
+        }
+        return summary

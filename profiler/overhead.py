@@ -1,0 +1,117 @@
+"""What profiling costs: an interleaved A/B of throughputs, and the collectors' own self-measured costs."""
+
+from __future__ import annotations
+
+import os
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(slots=True)
+class ABResult:
+    """Throughputs of interleaved runs: a = baseline (unprofiled), b = treatment (profiled)."""
+
+    a: list[float] = field(default_factory=list)
+    b: list[float] = field(default_factory=list)
+    order: list[str] = field(default_factory=list)  # e.g. ["a", "b", "b", "a", ...] as run
+
+    @property
+    def pair_ratios(self) -> list[float]:
+        return [b / a for a, b in zip(self.a, self.b) if a > 0]
+
+    @property
+    def ratio(self) -> float | None:
+        """Median over pairs of b/a: below 1 means the treatment is slower (throughput)."""
+        ratios = self.pair_ratios
+        return statistics.median(ratios) if ratios else None
+
+
+def throughput_ratio(profiled: list[float], baseline: list[float]) -> float:
+    """Median profiled throughput / median baseline throughput (1.0 = free; 0.9 = 10% slower)."""
+    if not profiled or not baseline:
+        raise ValueError("throughput_ratio needs at least one profiled and one baseline throughput")
+    return statistics.median(profiled) / statistics.median(baseline)
+
+
+def slowdown(ratio: float) -> float:
+    """Throughput ratio -> the x-times slowdown people quote (0.8 -> x1.25)."""
+    return 1.0 / ratio
+
+
+def interleave_ab(
+    run_a: Callable[[], float], run_b: Callable[[], float], *, pairs: int = 5, warmup: int = 1
+) -> ABResult:
+    """Run A and B alternately, each returning a throughput; ABBA order so slow drift cancels out.
+
+    `warmup` runs of each are made first and discarded (cold caches, lazy imports, JIT-free warm-up).
+    """
+    if pairs < 1:
+        raise ValueError("interleave_ab needs pairs >= 1")
+    for _ in range(warmup):
+        run_a()
+        run_b()
+    result = ABResult()
+    for index in range(pairs):
+        first_a = index % 2 == 0
+        for label in ("a", "b") if first_a else ("b", "a"):
+            value = run_a() if label == "a" else run_b()
+            (result.a if label == "a" else result.b).append(value)
+            result.order.append(label)
+    return result
+
+
+def collector_costs(
+    collector_results: dict[str, Any], *, wall_ns: int, cpu_count: int | None = None
+) -> dict[str, float | None]:
+    """Each collector's self-measured cost as a fraction of the run's wall time.
+
+    spans/gc: recorded events x calibrated cost per event; kernels: the window's extra step time plus
+    the engine pauses to start/stop it; sampling: py-spy's CPU time as a share of the machine's cores
+    (in --native mode the process is also paused per sample, which only an A/B run shows); gpu: its
+    sampling thread's CPU time.
+    """
+    cores = cpu_count or os.cpu_count() or 1
+    costs: dict[str, float | None] = {}
+    for name, result in collector_results.items():
+        if not result or result.get("status") != "ok":
+            continue
+        overhead = result.get("overhead") or {}
+        if name == "spans" or name == "gc":
+            costs[name] = overhead.get("estimated_ns", 0) / wall_ns if wall_ns else None
+        elif name == "kernels":
+            window_ms, steps = overhead.get("window_step_ms"), result.get("window", {}).get("steps", 0)
+            ratio = overhead.get("slowdown")
+            extra = window_ms * steps * 1e6 * (1 - 1 / ratio) if window_ms and ratio and ratio > 1 else 0.0
+            costs[name] = (extra + overhead.get("engine_pause_ns", 0)) / wall_ns if wall_ns else None
+        elif name == "sampling":
+            fraction = overhead.get("py_spy_cpu_fraction")
+            costs[name] = fraction / cores if fraction is not None else None
+        elif name == "gpu":
+            costs[name] = overhead.get("sampler_cpu_s", 0) * 1e9 / wall_ns if wall_ns else None
+    return costs
+
+
+def overhead_section(
+    collector_results: dict[str, Any],
+    *,
+    wall_ns: int,
+    ab: ABResult | None = None,
+    cpu_count: int | None = None,
+) -> dict[str, Any]:
+    """The result's `overhead` section: a measured A/B ratio when there is one, else an estimate from costs."""
+    costs = collector_costs(collector_results, wall_ns=wall_ns, cpu_count=cpu_count)
+    if ab is not None and ab.ratio is not None:
+        return {
+            "throughput_ratio": ab.ratio,
+            "method": f"interleaved A/B: {len(ab.pair_ratios)} pairs of profiled vs unprofiled runs (ABBA order), "
+            "median of per-pair throughput ratios",
+            "collectors": costs,
+        }
+    total = sum(value for value in costs.values() if value is not None)
+    return {
+        "throughput_ratio": 1.0 / (1.0 + total),
+        "method": "estimated: 1 / (1 + sum of the collectors' self-measured costs); no A/B run",
+        "collectors": costs,
+    }

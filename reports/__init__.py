@@ -1,0 +1,42 @@
+"""Turns a finished run (profiler.results) into terminal tables, charts, HTML, PDF and trace files.
+
+Public API (imported lazily, so `import reports` does not pull in matplotlib):
+
+    generate_reports(run_dir, *, html=True, pdf=True, traces=True) -> {name: relative path}
+    render_summary(result_or_rundata, console)            terminal summary of one run
+    write_html_report(run_dir) / write_pdf_report(run_dir) / write_chrome_trace(run_dir) / write_speedscope(run_dir)
+    compare_runs(before_dirs, after_dirs) -> ComparisonResult
+    write_comparison_report(result, out_dir) / render_comparison(result, console)
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "generate_reports": "reports.generate",
+    "render_summary": "reports.terminal",
+    "write_html_report": "reports.html",
+    "write_pdf_report": "reports.pdf",
+    "write_chrome_trace": "reports.trace_export",
+    "write_speedscope": "reports.speedscope",
+    "compare_runs": "reports.compare",
+    "ComparisonResult": "reports.compare",
+    "MetricComparison": "reports.compare",
+    "write_comparison_report": "reports.compare_report",
+    "render_comparison": "reports.compare_terminal",
+    "ReportError": "reports.errors",
+    "CompareError": "reports.errors",
+}
+__all__ = [
+    "CompareError", "ComparisonResult", "MetricComparison", "ReportError", "compare_runs", "generate_reports",
+    "render_comparison", "render_summary", "write_chrome_trace", "write_comparison_report", "write_html_report",
+    "write_pdf_report", "write_speedscope",
+]  # fmt: skip
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'reports' has no attribute {name!r}")

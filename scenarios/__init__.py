@@ -1,0 +1,1 @@
+"""Load scenarios as data, and the load generator that turns them into timed request specs."""

@@ -1,0 +1,267 @@
+"""The load generator: client threads that submit a request stream on schedule (open loop) or N at a time (closed loop).
+
+    records = run_load(generate_requests(spec, ctx), engine_submit, mode=spec.mode, clients=spec.clients,
+                       duration_s=spec.duration_s, stop_event=ctrl_c).records
+
+`submit(request)` is the caller's: it returns a ticket whose `.wait()` returns when the request has
+finished. Warmup requests run to completion first (like vLLM's initial test run), then the measured
+load starts. Time comes from `clock` (perf_counter_ns) and `sleep`, both injectable for fake-clock tests.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from scenarios.requests import RequestSpec, generate_requests, prompt_text_for
+
+__all__ = ["LoadRecord", "LoadResult", "RequestSpec", "generate_requests", "prompt_text_for", "run_load"]
+
+CLIENT_THREAD_PREFIX = "loadgen-client"  # thread names, so the profiler can tell client threads apart
+DEFAULT_OPEN_LOOP_CLIENTS = 8  # threads started up front; the pool grows when all are busy
+_MAX_PAUSE_S = 0.1  # sleep in slices so a stop is noticed within this time
+
+
+class Ticket(Protocol):
+    def wait(self, timeout: float | None = None) -> object: ...
+
+
+@dataclass(slots=True)
+class LoadRecord:
+    """What happened to one request, in clock() nanoseconds; filled in by the client thread that served it."""
+
+    request: RequestSpec
+    scheduled_ns: int | None = (
+        None  # when the schedule wanted it submitted (closed loop: when a client took it)
+    )
+    dispatched_ns: int | None = None  # open loop: when the dispatcher handed it to a client thread
+    submit_ns: int | None = None  # when the client called submit()
+    accepted_ns: int | None = None  # when submit() returned its ticket
+    done_ns: int | None = None  # when ticket.wait() returned, or submit()/wait() raised
+    error: str | None = None  # "ExceptionType: message" from submit() or wait()
+    ticket: Any = None
+    client: int = -1
+
+    @property
+    def status(self) -> str:
+        if self.submit_ns is None:
+            return "not_submitted"
+        if self.error is not None:
+            return "failed"
+        return "done" if self.done_ns is not None else "in_flight"
+
+
+@dataclass(slots=True)
+class LoadResult:
+    """The records of a load (in request order) and how the load went."""
+
+    records: list[LoadRecord]
+    mode: str
+    start_ns: int  # start of the measured load, after warmup
+    end_ns: int
+    warmup_ns: int  # how long the warmup requests took
+    stopped_early: bool  # stop_event ended the load before every request was submitted
+    peak_in_flight: int
+    client_threads: int
+
+    def count(self, status: str) -> int:
+        return sum(record.status == status for record in self.records)
+
+    def schedule_lag_ms(self) -> dict[str, float | None]:
+        """How late measured requests reached submit() after their scheduled time (the generator keeping up)."""
+        lags = [
+            (record.submit_ns - record.scheduled_ns) / 1e6
+            for record in self.records
+            if not record.request.warmup and record.submit_ns is not None and record.scheduled_ns is not None
+        ]
+        if not lags:
+            return {"mean": None, "p99": None, "max": None}
+        return {"mean": float(np.mean(lags)), "p99": float(np.percentile(lags, 99)), "max": float(max(lags))}
+
+
+def run_load(
+    requests: Sequence[RequestSpec],
+    submit: Callable[[RequestSpec], Ticket],
+    *,
+    mode: str,
+    clients: int | None = None,
+    duration_s: float | None = None,
+    stop_event: threading.Event | None = None,
+    on_done: Callable[[LoadRecord], None] | None = None,
+    clock: Callable[[], int] = time.perf_counter_ns,
+    sleep: Callable[[float], object] | None = None,
+    wait_on_stop: bool = True,
+) -> LoadResult:
+    """Drive `submit` with the requests and return when the load is over.
+
+    open-loop: a dispatcher (the calling thread) sleeps until each arrival time and hands the request
+    to an idle client thread, starting a new one when none is idle, so a slow request never delays
+    the schedule; `clients` is the number started up front. closed-loop: `clients` threads, each
+    submitting its next request when its previous one finished. Submissions stop at `duration_s`
+    after the measured start or when `stop_event` is set; in-flight requests are then awaited, unless
+    `wait_on_stop` is False and the stop came from `stop_event` (they are left to the caller).
+    A failed submit() or wait() marks that request failed and the load continues. `sleep=None` waits
+    on the stop event (real time); pass a fake to test the schedule without sleeping.
+    A KeyboardInterrupt inside run_load sets stop_event (no new submissions) and propagates.
+    """
+    if mode not in ("open-loop", "closed-loop"):
+        raise ValueError(f"mode {mode!r} is unknown; allowed: open-loop, closed-loop")
+    if mode == "closed-loop" and (clients is None or clients < 1):
+        raise ValueError(f"clients={clients!r}: a closed-loop load needs clients >= 1")
+    load = _Load(submit, stop_event or threading.Event(), on_done, clock, sleep, wait_on_stop)
+    records = [LoadRecord(request) for request in requests]
+    warmups = [record for record in records if record.request.warmup]
+    measured = [record for record in records if not record.request.warmup]
+    try:
+        warmup_start = clock()
+        if warmups:
+            load.closed_loop(warmups, clients if mode == "closed-loop" else len(warmups), None)  # type: ignore[arg-type]
+        start = clock()
+        deadline = start + round(duration_s * 1e9) if duration_s is not None else None
+        if mode == "open-loop":
+            load.open_loop(measured, start, deadline, clients or DEFAULT_OPEN_LOOP_CLIENTS)
+        else:
+            load.closed_loop(measured, clients, deadline)  # type: ignore[arg-type]
+    except BaseException:
+        load.stop.set()  # no new submissions from any client thread
+        raise
+    if load.callback_error is not None:
+        raise load.callback_error
+    return LoadResult(
+        records=records,
+        mode=mode,
+        start_ns=start,
+        end_ns=clock(),
+        warmup_ns=start - warmup_start,
+        stopped_early=load.stop.is_set() and any(record.submit_ns is None for record in measured),
+        peak_in_flight=load.peak_in_flight,
+        client_threads=load.threads_started,
+    )
+
+
+class _Load:
+    """The shared state of one run_load call: stop flags, in-flight counting, the client threads."""
+
+    def __init__(self, submit, stop, on_done, clock, sleep, wait_on_stop) -> None:  # type: ignore[no-untyped-def]
+        self.submit = submit
+        self.stop: threading.Event = stop
+        self.on_done = on_done
+        self.clock = clock
+        self.sleep = sleep
+        self.wait_on_stop = wait_on_stop
+        self.lock = threading.Lock()
+        self.in_flight = 0
+        self.peak_in_flight = 0
+        self.threads_started = 0
+        self.callback_error: BaseException | None = None
+
+    def halted(self) -> bool:
+        return self.stop.is_set() or self.callback_error is not None
+
+    def serve(self, record: LoadRecord, client: int) -> None:
+        """Submit one request and wait for it, on the calling client thread."""
+        record.client = client
+        with self.lock:
+            self.in_flight += 1
+            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+        record.submit_ns = self.clock()
+        try:
+            ticket = self.submit(record.request)
+            record.accepted_ns = self.clock()
+            record.ticket = ticket
+            ticket.wait()
+        except Exception as err:  # noqa: BLE001  (the engine refused or failed this request; the load goes on)
+            record.error = f"{type(err).__name__}: {err}"
+        record.done_ns = self.clock()
+        with self.lock:
+            self.in_flight -= 1
+        if self.on_done is not None:
+            try:
+                self.on_done(record)
+            except BaseException as err:  # noqa: BLE001  (a caller bug: stop the load, re-raise it from run_load)
+                self.callback_error = self.callback_error or err
+
+    def start_thread(self, target: Callable[[int], None], threads: list[threading.Thread]) -> None:
+        number = self.threads_started
+        self.threads_started += 1
+        thread = threading.Thread(
+            target=target, args=(number,), name=f"{CLIENT_THREAD_PREFIX}-{number}", daemon=True
+        )
+        threads.append(thread)
+        thread.start()
+
+    def join(self, threads: list[threading.Thread]) -> None:
+        for thread in threads:
+            while thread.is_alive():
+                thread.join(_MAX_PAUSE_S)
+                if self.stop.is_set() and not self.wait_on_stop:
+                    return
+
+    def closed_loop(self, records: list[LoadRecord], clients: int, deadline: int | None) -> None:
+        pending = iter(records)
+
+        def client(number: int) -> None:
+            while True:
+                with self.lock:
+                    past_deadline = deadline is not None and self.clock() >= deadline
+                    record = None if self.halted() or past_deadline else next(pending, None)
+                if record is None:
+                    return
+                record.scheduled_ns = self.clock()
+                self.serve(record, number)
+
+        threads: list[threading.Thread] = []
+        for _ in range(min(clients, len(records))):
+            self.start_thread(client, threads)
+        self.join(threads)
+
+    def open_loop(self, records: list[LoadRecord], start: int, deadline: int | None, clients: int) -> None:
+        work: queue.SimpleQueue[LoadRecord | None] = queue.SimpleQueue()
+        idle = [0]  # threads free to take work; a dispatch reserves one, a finished request frees one
+
+        def client(number: int) -> None:
+            while (record := work.get()) is not None:
+                self.serve(record, number)
+                with self.lock:
+                    idle[0] += 1
+
+        threads: list[threading.Thread] = []
+        for _ in range(min(clients, len(records))):
+            self.start_thread(client, threads)
+            idle[0] += 1
+        for record in records:
+            record.scheduled_ns = start + round(record.request.arrival_s * 1e9)
+        for record in records:
+            if deadline is not None and record.scheduled_ns >= deadline:  # type: ignore[operator]
+                break
+            if not self.pause_until(record.scheduled_ns):  # type: ignore[arg-type]
+                break
+            with self.lock:
+                have_idle = idle[0] > 0
+                if have_idle:
+                    idle[0] -= 1
+            if not have_idle:
+                self.start_thread(client, threads)  # the new thread takes this request
+            record.dispatched_ns = self.clock()
+            work.put(record)
+        for _ in threads:
+            work.put(None)  # after every request: each thread exits once the queue has drained
+        self.join(threads)
+
+    def pause_until(self, target_ns: int) -> bool:
+        """Sleep until clock() reaches target_ns; False if the load was stopped meanwhile."""
+        while not self.halted():
+            remaining_s = (target_ns - self.clock()) / 1e9
+            if remaining_s <= 0:
+                return True
+            if self.sleep is None:
+                self.stop.wait(min(remaining_s, _MAX_PAUSE_S))
+            else:
+                self.sleep(min(remaining_s, _MAX_PAUSE_S))
+        return False

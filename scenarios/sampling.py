@@ -1,0 +1,93 @@
+"""Sampling settings of a scenario and the weighted request classes of a `[[sampling_mix]]`."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, fields
+
+from scenarios.lengths import LengthDist
+
+# Allowed ranges, mirroring engine.types.SamplingParams (scenarios may not import the engine), so that a
+# bad value is reported with its file and key when the scenario loads, not later by the engine.
+_RANGES: dict[str, tuple[str, object]] = {
+    "temperature": ("a number >= 0 (0 = greedy)", lambda v: v >= 0),
+    "top_k": ("an integer >= 0 (0 = off)", lambda v: isinstance(v, int) and v >= 0),
+    "top_p": ("a number in (0, 1] (1 = off)", lambda v: 0 < v <= 1),
+    "min_p": ("a number in [0, 1] (0 = off)", lambda v: 0 <= v <= 1),
+    "repetition_penalty": ("a number > 0 (1 = off)", lambda v: v > 0),
+    "frequency_penalty": ("a number in [-2, 2] (0 = off)", lambda v: -2 <= v <= 2),
+    "presence_penalty": ("a number in [-2, 2] (0 = off)", lambda v: -2 <= v <= 2),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class SamplingSettings:
+    """Sampling parameters a scenario sets; None means "not set here" (inherit, or the engine default)."""
+
+    temperature: float | None = None
+    top_k: int | None = None
+    top_p: float | None = None
+    min_p: float | None = None
+    repetition_penalty: float | None = None
+    frequency_penalty: float | None = None
+    presence_penalty: float | None = None
+    # Benchmark convention (vLLM's benchmark_serving): ignore EOS so that each request produces the
+    # output length the scenario drew, not whatever length the model happens to stop at.
+    ignore_eos: bool | None = None
+
+    def __post_init__(self) -> None:
+        for name, (allowed, check) in _RANGES.items():
+            value = getattr(self, name)
+            if value is None:
+                continue
+            is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
+            if not (is_number and math.isfinite(value) and check(value)):  # type: ignore[operator]
+                raise ValueError(f"{name}: {value!r} is impossible; allowed: {allowed}")
+        if self.ignore_eos is not None and not isinstance(self.ignore_eos, bool):
+            raise ValueError(f"ignore_eos: {self.ignore_eos!r} is not a boolean; allowed: true, false")
+
+    @staticmethod
+    def keys() -> list[str]:
+        return [field.name for field in fields(SamplingSettings)]
+
+    def over(self, base: SamplingSettings) -> SamplingSettings:
+        """These settings, with every unset one taken from `base`."""
+        mine = self.to_dict()
+        return SamplingSettings(**{**base.to_dict(), **mine})
+
+    def to_dict(self) -> dict[str, object]:
+        """Only the parameters that are set."""
+        return {name: value for name, value in asdict(self).items() if value is not None}
+
+
+@dataclass(frozen=True, slots=True)
+class RequestClass:
+    """One weighted entry of `[[sampling_mix]]`: a share of the requests with its own priority and settings.
+
+    Its length distributions, when set, replace the scenario's for the requests of this class
+    (an interactive class with short outputs next to a batch class with long ones).
+    """
+
+    weight: float
+    name: str = ""
+    priority: int = 0  # lower is served first (vLLM's convention)
+    sampling: SamplingSettings = field(default_factory=SamplingSettings)
+    prompt_tokens: LengthDist | None = None
+    output_tokens: LengthDist | None = None
+
+    def __post_init__(self) -> None:
+        weight_ok = isinstance(self.weight, (int, float)) and not isinstance(self.weight, bool)
+        if not (weight_ok and math.isfinite(self.weight) and self.weight > 0):
+            raise ValueError(f"weight: {self.weight!r} is impossible; allowed: a number > 0")
+        if isinstance(self.priority, bool) or not isinstance(self.priority, int):
+            # ValueError like every other check here: the scenario parser turns it into a ScenarioError.
+            raise ValueError(f"priority: {self.priority!r} is not an integer; allowed: an integer")  # noqa: TRY004
+
+    def to_dict(self) -> dict[str, object]:
+        table: dict[str, object] = {"name": self.name, "weight": self.weight, "priority": self.priority}
+        table.update(self.sampling.to_dict())
+        if self.prompt_tokens is not None:
+            table["prompt_tokens"] = self.prompt_tokens.to_dict()
+        if self.output_tokens is not None:
+            table["output_tokens"] = self.output_tokens.to_dict()
+        return table

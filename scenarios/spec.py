@@ -1,0 +1,525 @@
+"""The one scenario schema: TOML files (built-in or the user's) parsed and validated into a frozen ScenarioSpec.
+
+A scenario file, every key at the top level except the tables; `*_tokens` tables accept `<param>_fraction`
+(a fraction of the model context, resolved when the model is known) for any number:
+
+    description = "..."                      # required, one line: the real situation it models
+    seed = 0                                 # the same seed gives the same request stream
+    chat = true                              # wrap each prompt in the model's chat template
+    num_requests = 48                        # measured requests; and/or duration_s (stop submitting after)
+    warmup_requests = 4                      # run to completion before the measured load starts
+    prompt_tokens = {dist = "normal", mean = 60, std = 20, min = 16, max = 128}
+    output_tokens = {dist = "fixed", value = 64}
+    prompt_file = "prompts.txt"              # optional, relative to the TOML: one prompt per line
+    [load]      mode = "open-loop", rate = 2.0 (req/s, or "inf" = all at once), burstiness = 1.0
+                mode = "closed-loop", clients = 30
+    [sampling]  temperature, top_k, top_p, min_p, repetition_penalty, frequency_penalty,
+                presence_penalty, ignore_eos
+    [[sampling_mix]]  weight, name, priority, any [sampling] key, prompt_tokens, output_tokens
+    [slo]       ttft_ms, tpot_ms, e2e_ms (any subset; a request is "good" when it meets all of them)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import tomllib
+
+from scenarios.lengths import DISTRIBUTIONS, PARAMETERS, LengthDist, allowed_keys
+from scenarios.prompts import read_prompt_file
+from scenarios.sampling import RequestClass, SamplingSettings
+
+BUILTIN_DIR = Path(__file__).parent / "builtin"
+MODES = ("open-loop", "closed-loop")
+TOP_KEYS = (
+    "description", "seed", "chat", "num_requests", "duration_s", "warmup_requests",
+    "prompt_tokens", "output_tokens", "prompt_file", "load", "sampling", "sampling_mix", "slo",
+)  # fmt: skip
+LOAD_KEYS = {"open-loop": ("mode", "rate", "burstiness"), "closed-loop": ("mode", "clients")}
+SLO_KEYS = ("ttft_ms", "tpot_ms", "e2e_ms")
+MIX_KEYS = ("weight", "name", "priority", *SamplingSettings.keys(), "prompt_tokens", "output_tokens")
+
+
+class ScenarioError(Exception):
+    """A scenario that cannot be used; the one-line message names the file, the key and the allowed values."""
+
+
+@dataclass(frozen=True, slots=True)
+class SLO:
+    """Service-level objectives for goodput, in milliseconds; None means no objective on that metric."""
+
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    e2e_ms: float | None = None
+
+    def as_dict(self) -> dict[str, float]:
+        """Only the objectives that are set: the `slos` argument of profiler.metrics.compute_metrics."""
+        return {name: value for name, value in asdict(self).items() if value is not None}
+
+
+@dataclass(frozen=True, slots=True)
+class ScenarioSpec:
+    """A validated load scenario; `source` is the TOML it came from, named in every error."""
+
+    name: str
+    description: str
+    output_tokens: LengthDist
+    prompt_tokens: LengthDist | None = None  # None only with a prompt_file: prompts keep their length
+    mode: str = "open-loop"
+    rate: float | None = 1.0  # requests per second, math.inf = all at once; open loop only
+    burstiness: float = 1.0  # gamma shape of the inter-arrival times: 1 = Poisson, < 1 = burstier
+    clients: int | None = None  # concurrent clients; closed loop only
+    num_requests: int | None = None
+    duration_s: float | None = None
+    warmup_requests: int = 0
+    prompt_file: str | None = None  # absolute path
+    chat: bool = False
+    sampling: SamplingSettings = field(default_factory=SamplingSettings)
+    sampling_mix: tuple[RequestClass, ...] = ()
+    slo: SLO = field(default_factory=SLO)
+    seed: int = 0
+    source: str = "<memory>"
+
+    def __post_init__(self) -> None:
+        def check(ok: bool, key: str, problem: str, allowed: str) -> None:
+            if not ok:
+                raise ScenarioError(f"{self.source}: {key}: {problem}; allowed: {allowed}")
+
+        check(
+            isinstance(self.description, str)
+            and bool(self.description.strip())
+            and "\n" not in self.description,
+            "description",
+            "missing or not one line",
+            "one line of text",
+        )
+        check(self.mode in MODES, "load.mode", f"unknown mode {self.mode!r}", ", ".join(MODES))
+        if self.mode == "open-loop":
+            check(
+                _is_number(self.rate) and self.rate > 0,  # type: ignore[operator]
+                "load.rate",
+                f"{self.rate!r} is not a positive rate",
+                'requests per second > 0, or "inf"',
+            )
+            check(
+                _is_number(self.burstiness) and math.isfinite(self.burstiness) and self.burstiness > 0,
+                "load.burstiness",
+                f"{self.burstiness!r} is impossible",
+                "a number > 0 (1 = Poisson)",
+            )
+            check(self.clients is None, "load.clients", "set on an open-loop load", "rate and burstiness")
+            check(
+                math.isfinite(self.rate) or self.num_requests is not None,  # type: ignore[arg-type]
+                "num_requests",
+                'missing with rate = "inf"',
+                "a request count (duration cannot bound it)",
+            )
+        else:
+            problem = (
+                "missing on a closed-loop load" if self.clients is None else f"{self.clients!r} is impossible"
+            )
+            check(
+                _is_int(self.clients) and self.clients >= 1,  # type: ignore[operator]
+                "load.clients",
+                problem,
+                "an integer >= 1 (concurrent clients)",
+            )
+            check(
+                self.num_requests is not None,
+                "num_requests",
+                "missing on a closed-loop load",
+                "a request count (duration_s then stops it early)",
+            )
+        check(
+            self.num_requests is None or (_is_int(self.num_requests) and self.num_requests >= 1),
+            "num_requests",
+            f"{self.num_requests!r} is impossible",
+            "an integer >= 1",
+        )
+        check(
+            self.duration_s is None
+            or (_is_number(self.duration_s) and math.isfinite(self.duration_s) and self.duration_s > 0),
+            "duration_s",
+            f"{self.duration_s!r} is impossible",
+            "seconds > 0",
+        )
+        check(
+            self.num_requests is not None or self.duration_s is not None,
+            "num_requests",
+            "neither num_requests nor duration_s is set",
+            "num_requests and/or duration_s",
+        )
+        check(
+            _is_int(self.warmup_requests) and self.warmup_requests >= 0,
+            "warmup_requests",
+            f"{self.warmup_requests!r} is impossible",
+            "an integer >= 0",
+        )
+        check(
+            self.prompt_tokens is not None or self.prompt_file is not None,
+            "prompt_tokens",
+            "missing",
+            "a length table, or a prompt_file",
+        )
+        check(
+            _is_int(self.seed) and self.seed >= 0, "seed", f"{self.seed!r} is impossible", "an integer >= 0"
+        )
+        check(isinstance(self.chat, bool), "chat", f"{self.chat!r} is not a boolean", "true, false")
+
+    @property
+    def open_loop(self) -> bool:
+        return self.mode == "open-loop"
+
+    def classes(self) -> tuple[RequestClass, ...]:
+        """The request classes the load draws from: the sampling mix, or one class of everything."""
+        return self.sampling_mix or (RequestClass(weight=1.0, name="default"),)
+
+    def with_overrides(
+        self, num_requests: int | None = None, duration_s: float | None = None, seed: int | None = None
+    ) -> ScenarioSpec:
+        """A copy with the given settings replaced (None keeps the scenario's), validated again."""
+        changes = {"num_requests": num_requests, "duration_s": duration_s, "seed": seed}
+        return replace(self, **{key: value for key, value in changes.items() if value is not None})
+
+    def validate_against_context(self, context_length: int) -> None:
+        """Raise ScenarioError if the longest prompt plus the longest output can exceed the context.
+
+        prompt_tokens count the user's text; a chat template adds a few tokens the session allows for.
+        """
+        if not _is_int(context_length) or context_length < 2:
+            raise ScenarioError(f"{self.source}: context_length {context_length!r} is impossible")
+        for index, request_class in enumerate(self.classes()):
+            prefix = f"sampling_mix[{index}]." if self.sampling_mix else ""
+            prompt_key = prefix if request_class.prompt_tokens else ""
+            output_key = prefix if request_class.output_tokens else ""
+            prompt, output = self.resolved_lengths(request_class, context_length)
+            longest_output = output.bounds()[1]
+            # A file prompt keeps its own length, cut where it would not fit: it needs room for 1 token.
+            longest_prompt = prompt.bounds()[1] if prompt is not None else 1
+            if longest_prompt + longest_output > context_length:
+                raise ScenarioError(
+                    f"{self.source}: {prompt_key}prompt_tokens + {output_key}output_tokens: up to "
+                    f"{longest_prompt} + {longest_output} tokens exceed the model context of {context_length}; "
+                    f"allowed: max clamps (or *_fraction) with prompt + output <= {context_length}"
+                )
+
+    def resolved_lengths(
+        self, request_class: RequestClass, context_length: int
+    ) -> tuple[LengthDist | None, LengthDist]:
+        """The class's (prompt, output) distributions in absolute tokens for this model context."""
+        prompt = request_class.prompt_tokens or self.prompt_tokens
+        output = request_class.output_tokens or self.output_tokens
+        try:
+            return (prompt.resolve(context_length) if prompt else None), output.resolve(context_length)
+        except ValueError as err:
+            raise ScenarioError(f"{self.source}: at context {context_length}: {err}") from None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe settings for result.json (rate "inf" as a string)."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "source": self.source,
+            "load": {
+                "mode": self.mode,
+                "rate": _json_rate(self.rate),
+                "burstiness": self.burstiness,
+                "clients": self.clients,
+            },
+            "num_requests": self.num_requests,
+            "duration_s": self.duration_s,
+            "warmup_requests": self.warmup_requests,
+            "prompt_tokens": self.prompt_tokens.to_dict() if self.prompt_tokens else None,
+            "output_tokens": self.output_tokens.to_dict(),
+            "prompt_file": self.prompt_file,
+            "chat": self.chat,
+            "sampling": self.sampling.to_dict(),
+            "sampling_mix": [request_class.to_dict() for request_class in self.sampling_mix],
+            "slo": self.slo.as_dict(),
+            "seed": self.seed,
+        }
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _json_rate(rate: float | None) -> float | str | None:
+    return "inf" if rate is not None and math.isinf(rate) else rate
+
+
+# ----------------------------------------------------------------------------------------------
+# Finding and parsing files
+# ----------------------------------------------------------------------------------------------
+
+
+def builtin_names() -> list[str]:
+    return sorted(path.stem for path in BUILTIN_DIR.glob("*.toml"))
+
+
+def load_scenario(name_or_path: str) -> ScenarioSpec:
+    """A built-in scenario by name (see list_scenarios) or a scenario TOML file by path."""
+    path = _locate(str(name_or_path))
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as err:
+        raise ScenarioError(f"{path}: malformed TOML: {err}") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise ScenarioError(f"{path}: cannot read the scenario file: {err}") from None
+    return _Parser(path).scenario(data)
+
+
+def list_scenarios() -> list[ScenarioSpec]:
+    """Every built-in scenario, by name."""
+    return [load_scenario(name) for name in builtin_names()]
+
+
+def _locate(name_or_path: str) -> Path:
+    names = builtin_names()
+    if name_or_path in names:
+        return BUILTIN_DIR / f"{name_or_path}.toml"
+    path = Path(name_or_path)
+    looks_like_path = path.suffix == ".toml" or len(path.parts) > 1 or path.exists()
+    if not looks_like_path:
+        raise ScenarioError(
+            f"unknown scenario {name_or_path!r}; allowed: a built-in ({', '.join(names)}) or a path to a .toml file"
+        )
+    if not path.is_file():
+        raise ScenarioError(
+            f"{path}: no such scenario file; allowed: a built-in ({', '.join(names)}) or an existing .toml file"
+        )
+    return path
+
+
+class _Parser:
+    """Checks keys and types of one file's TOML data; range checks live in the dataclasses."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def fail(self, key: str, problem: str, allowed: str) -> ScenarioError:
+        return ScenarioError(f"{self.path}: {key}: {problem}; allowed: {allowed}")
+
+    def keys(self, table: dict[str, Any], allowed: tuple[str, ...] | list[str], where: str) -> None:
+        for key in table:
+            if key not in allowed:
+                place = f"in [{where}]" if where else "at the top level"
+                raise self.fail(
+                    f"{where + '.' if where else ''}{key}",
+                    f"unknown key {place}",
+                    f"keys {', '.join(allowed)}",
+                )
+
+    def typed(self, value: Any, key: str, kind: str) -> Any:
+        checks = {
+            "number": (_is_number, "a number"),
+            "integer": (_is_int, "an integer"),
+            "string": (lambda v: isinstance(v, str), "a string"),
+            "boolean": (lambda v: isinstance(v, bool), "true or false"),
+            "table": (lambda v: isinstance(v, dict), "a table"),
+        }
+        check, allowed = checks[kind]
+        if not check(value):
+            raise self.fail(key, f"{value!r} has the wrong type ({type(value).__name__})", allowed)
+        return value
+
+    def scenario(self, data: dict[str, Any]) -> ScenarioSpec:
+        self.keys(data, TOP_KEYS, "")
+        get = data.get
+        load = self.typed(get("load", {}), "load", "table")
+        mode = self.typed(load.get("mode", "open-loop"), "load.mode", "string")
+        if mode not in MODES:
+            raise self.fail("load.mode", f"unknown mode {mode!r}", ", ".join(MODES))
+        self.keys(load, LOAD_KEYS[mode], "load")
+        rate = self.rate(load.get("rate")) if mode == "open-loop" else None
+        if mode == "open-loop" and rate is None:
+            raise self.fail("load.rate", "missing on an open-loop load", 'requests per second > 0, or "inf"')
+        fields: dict[str, Any] = {
+            "mode": mode,
+            "rate": rate,
+            "burstiness": self.typed(load.get("burstiness", 1.0), "load.burstiness", "number"),
+            "clients": self.typed(load["clients"], "load.clients", "integer") if "clients" in load else None,
+            "description": self.typed(get("description", ""), "description", "string"),
+            "seed": self.typed(get("seed", 0), "seed", "integer"),
+            "chat": self.typed(get("chat", False), "chat", "boolean"),
+            "warmup_requests": self.typed(get("warmup_requests", 0), "warmup_requests", "integer"),
+            "num_requests": self.optional(get("num_requests"), "num_requests", "integer"),
+            "duration_s": self.optional(get("duration_s"), "duration_s", "number"),
+            "prompt_tokens": self.length(get("prompt_tokens"), "prompt_tokens"),
+            "output_tokens": self.length(get("output_tokens"), "output_tokens"),
+            "prompt_file": self.prompt_file(get("prompt_file")),
+            "sampling": self.sampling(
+                self.keys_of(get("sampling", {}), SamplingSettings.keys(), "sampling"), "sampling"
+            ),
+            "sampling_mix": self.mix(get("sampling_mix", [])),
+            "slo": self.slo(self.keys_of(get("slo", {}), list(SLO_KEYS), "slo")),
+        }
+        if fields["output_tokens"] is None:
+            raise self.fail(
+                "output_tokens", "missing", f"a length table with dist = {' | '.join(DISTRIBUTIONS)}"
+            )
+        return ScenarioSpec(name=self.path.stem, source=str(self.path), **fields)
+
+    def keys_of(self, value: Any, allowed: list[str], key: str) -> dict[str, Any]:
+        table = self.typed(value, key, "table")
+        self.keys(table, allowed, key)
+        return table
+
+    def optional(self, value: Any, key: str, kind: str) -> Any:
+        return None if value is None else self.typed(value, key, kind)
+
+    def rate(self, value: Any) -> float | None:
+        if value is None:
+            return None
+        if value == "inf":
+            return math.inf
+        if not _is_number(value) or math.isnan(value) or value <= 0:
+            raise self.fail(
+                "load.rate", f"{value!r} is not a positive rate", 'requests per second > 0, or "inf"'
+            )
+        return float(value)
+
+    def length(self, value: Any, key: str) -> LengthDist | None:
+        if value is None:
+            return None
+        table = self.typed(value, key, "table")
+        dist = table.get("dist")
+        if dist not in DISTRIBUTIONS:
+            raise self.fail(f"{key}.dist", f"unknown distribution {dist!r}", ", ".join(DISTRIBUTIONS))
+        self.keys(table, allowed_keys(dist), key)
+        numbers: dict[str, Any] = {}
+        relative = set()
+        for name in PARAMETERS:
+            for toml_key, is_fraction in ((name, False), (f"{name}_fraction", True)):
+                if toml_key in table:
+                    if name in numbers:
+                        raise self.fail(
+                            f"{key}.{toml_key}", f"{name} is given twice", f"{name} or {name}_fraction"
+                        )
+                    numbers[name] = self.typed(table[toml_key], f"{key}.{toml_key}", "number")
+                    if is_fraction:
+                        relative.add(name)
+        try:
+            return LengthDist(dist=dist, relative=frozenset(relative), **numbers)
+        except ValueError as err:
+            raise ScenarioError(f"{self.path}: {key}.{err}") from None
+
+    def prompt_file(self, value: Any) -> str | None:
+        if value is None:
+            return None
+        path = self.path.parent / self.typed(value, "prompt_file", "string")
+        try:
+            read_prompt_file(path)
+        except FileNotFoundError:
+            raise self.fail(
+                "prompt_file", f"{path}: no such file", "a text file, relative to the TOML"
+            ) from None
+        except (OSError, ValueError) as err:
+            raise self.fail(
+                "prompt_file", f"{path}: {err}", "a readable text file, one prompt per line"
+            ) from None
+        return str(path.resolve())
+
+    def sampling(self, table: dict[str, Any], key: str) -> SamplingSettings:
+        values = {name: table[name] for name in SamplingSettings.keys() if name in table}  # noqa: SIM118
+        try:
+            return SamplingSettings(**values)
+        except ValueError as err:
+            raise ScenarioError(f"{self.path}: {key}.{err}") from None
+
+    def mix(self, entries: Any) -> tuple[RequestClass, ...]:
+        if not isinstance(entries, list):
+            raise self.fail("sampling_mix", "not an array of tables", "[[sampling_mix]] entries")
+        classes = []
+        for index, entry in enumerate(entries):
+            key = f"sampling_mix[{index}]"
+            table = self.typed(entry, key, "table")
+            self.keys(table, MIX_KEYS, key)
+            if "weight" not in table:
+                raise self.fail(f"{key}.weight", "missing", "a number > 0 (shares are weight / total weight)")
+            try:
+                classes.append(
+                    RequestClass(
+                        weight=table["weight"],
+                        name=self.typed(table.get("name", f"class{index}"), f"{key}.name", "string"),
+                        priority=table.get("priority", 0),
+                        sampling=self.sampling(table, key),
+                        prompt_tokens=self.length(table.get("prompt_tokens"), f"{key}.prompt_tokens"),
+                        output_tokens=self.length(table.get("output_tokens"), f"{key}.output_tokens"),
+                    )
+                )
+            except ValueError as err:
+                raise ScenarioError(f"{self.path}: {key}.{err}") from None
+        return tuple(classes)
+
+    def slo(self, table: dict[str, Any]) -> SLO:
+        for name, value in table.items():
+            if not _is_number(value) or not math.isfinite(value) or value <= 0:
+                raise self.fail(f"slo.{name}", f"{value!r} is impossible", "milliseconds > 0")
+        return SLO(**table)
+
+
+# ----------------------------------------------------------------------------------------------
+# Human-readable rows for `infer-prof scenarios show`
+# ----------------------------------------------------------------------------------------------
+
+
+def describe(spec: ScenarioSpec) -> list[tuple[str, str]]:
+    """(setting, value) rows that say what the scenario does, in words."""
+    if spec.mode == "closed-loop":
+        load = (
+            f"closed loop, {spec.clients} client{'s' if spec.clients != 1 else ''} (each waits for its reply)"
+        )
+    elif math.isinf(spec.rate):  # type: ignore[arg-type]
+        load = "open loop, every request at once"
+    else:
+        process = "Poisson" if spec.burstiness == 1 else f"gamma, burstiness {spec.burstiness:g}"
+        load = f"open loop, {spec.rate:g} req/s, {process} arrivals"
+    measured = f"{spec.num_requests}" if spec.num_requests else f"as many as arrive in {spec.duration_s:g} s"
+    stop = (
+        f"submissions stop after {spec.duration_s:g} s"
+        if spec.duration_s
+        else "until every request is served"
+    )
+    prompt_source = f"lines of {spec.prompt_file}" if spec.prompt_file else "synthetic text"
+    prompt_length = spec.prompt_tokens.describe() if spec.prompt_tokens else "each line's own length"
+    rows = [
+        ("name", spec.name),
+        ("description", spec.description),
+        ("source", spec.source),
+        ("load", load),
+        ("requests", f"{measured} measured + {spec.warmup_requests} warmup"),
+        ("duration", stop),
+        ("prompt", f"{prompt_source}, {prompt_length}" + (", chat template" if spec.chat else "")),
+        ("output", spec.output_tokens.describe()),
+        ("sampling", _settings_text(spec.sampling) or "engine defaults"),
+    ]
+    total_weight = sum(request_class.weight for request_class in spec.sampling_mix)
+    for request_class in spec.sampling_mix:
+        parts = [f"{request_class.weight / total_weight:.0%}", f"priority {request_class.priority}"]
+        if settings := _settings_text(request_class.sampling):
+            parts.append(settings)
+        if request_class.prompt_tokens:
+            parts.append(f"prompt {request_class.prompt_tokens.describe()}")
+        if request_class.output_tokens:
+            parts.append(f"output {request_class.output_tokens.describe()}")
+        rows.append((f"class {request_class.name}", ", ".join(parts)))
+    slo = spec.slo.as_dict()
+    slo_text = ", ".join(f"{name.removesuffix('_ms').upper()} <= {value:g} ms" for name, value in slo.items())
+    rows.append(("SLO", slo_text or "none (goodput = request throughput)"))
+    rows.append(("seed", str(spec.seed)))
+    return rows
+
+
+def _settings_text(settings: SamplingSettings) -> str:
+    return ", ".join(
+        f"{name}={str(value).lower() if isinstance(value, bool) else value}"
+        for name, value in settings.to_dict().items()
+    )

@@ -1,0 +1,106 @@
+"""Random, often invalid, calls into the native adapters: each must answer or raise a Python error, never crash.
+
+Run under the sanitizer build (docs/native-dev.md) this is the fuzz test: any out-of-bounds access,
+use after free or undefined behaviour in C aborts the process with a report.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from engine.errors import InvalidSamplingParams
+from engine.types import NewSequence, SamplingParams
+from tests.native_paths.support import FUZZ_EXAMPLES, requires_native
+
+EXPECTED = (ValueError, KeyError, RuntimeError, TypeError, OverflowError, InvalidSamplingParams)
+ids = st.one_of(st.integers(-3, 12), st.integers(-(2**63), 2**63 - 1), st.integers(2**63, 2**65))
+counts = st.one_of(st.integers(-2, 6), st.integers(-(2**63), 2**63 - 1))
+
+
+@requires_native
+@settings(max_examples=FUZZ_EXAMPLES, deadline=None)
+@given(num_blocks=st.integers(1, 16), steps=st.lists(
+    st.tuples(st.lists(ids, max_size=4), st.lists(st.tuples(ids, counts), max_size=4), st.lists(ids, max_size=5)),
+    max_size=12))  # fmt: skip
+def test_allocator_survives_any_steps(num_blocks: int, steps: list) -> None:  # type: ignore[type-arg]
+    from native_paths.kv_alloc import NativeBlockAllocator
+
+    pool = NativeBlockAllocator(num_blocks, 4)
+    for frees, grows, batch in steps:
+        try:
+            tables = pool.step(frees, [g[0] for g in grows], [g[1] for g in grows], batch)
+        except EXPECTED:
+            continue
+        assert tables.shape[0] == len(batch) and tables.dtype == np.int32
+        assert ((tables >= -1) & (tables < num_blocks)).all()
+    free = pool.free_block_ids()
+    assert len(free) == len(set(free)) == pool.num_free_blocks
+
+
+@requires_native
+@settings(max_examples=FUZZ_EXAMPLES, deadline=None)
+@given(policy=st.sampled_from(["fcfs", "priority"]), calls=st.lists(st.tuples(
+    st.lists(st.tuples(ids, st.one_of(st.integers(-2, 40), st.integers(2**60, 2**64)), ids), max_size=4),
+    st.lists(ids, max_size=4), st.one_of(st.integers(-5, 30), st.integers(-(2**63), 2**63 - 1))), max_size=15))  # fmt: skip
+def test_scheduler_survives_any_calls(policy: str, calls: list) -> None:  # type: ignore[type-arg]
+    from native_paths.scheduler import NativeScheduler
+
+    scheduler = NativeScheduler(4, 3, 16, policy)
+    for arrivals, finished, free_blocks in calls:
+        try:
+            plan = scheduler.schedule(
+                [NewSequence(seq_id, tokens, 4, priority) for seq_id, tokens, priority in arrivals], finished, free_blocks
+            )
+        except EXPECTED:
+            continue
+        assert len(plan.seq_ids) == len(plan.num_tokens) == len(plan.start_positions) == len(plan.samples)
+        assert len(plan) <= 3 and sum(plan.num_tokens) <= 16
+        assert scheduler.num_running <= 3 and scheduler.num_waiting >= 0
+
+
+@st.composite
+def sampler_call(draw: st.DrawFn) -> tuple:  # type: ignore[type-arg]
+    kind = draw(st.sampled_from(["add", "add", "remove", "sample", "sample", "sample"]))
+    if kind == "add":
+        params = draw(st.builds(
+            SamplingParams, temperature=st.sampled_from([0.0, 1e-30, 0.5, 1.0, 1e30]),
+            top_k=st.integers(0, 70), top_p=st.sampled_from([1e-9, 0.5, 1.0]), min_p=st.sampled_from([0.0, 0.5, 1.0]),
+            repetition_penalty=st.sampled_from([1.0, 1e-30, 3.0]), frequency_penalty=st.sampled_from([0.0, 2.0]),
+            presence_penalty=st.sampled_from([0.0, -2.0]), seed=st.integers(-(2**70), 2**70)))  # fmt: skip
+        prompt = draw(st.lists(st.one_of(st.integers(0, 80), st.integers(-5, 2**40)), max_size=6))
+        return ("add", draw(ids), params, prompt)
+    if kind == "remove":
+        return ("remove", draw(ids))
+    rows = draw(st.integers(0, 4))
+    vocab = draw(st.integers(0, 70))
+    special = draw(st.sampled_from([None, np.nan, np.inf, -np.inf]))
+    return ("sample", draw(st.lists(ids, min_size=rows, max_size=rows)), vocab, special,
+            draw(st.sampled_from(["float32", "float32", "float64"])), draw(st.integers(0, 2**32 - 1)))  # fmt: skip
+
+
+@requires_native
+@settings(max_examples=FUZZ_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(calls=st.lists(sampler_call(), max_size=14))
+def test_sampler_survives_any_calls(calls: list) -> None:  # type: ignore[type-arg]
+    from native_paths.sampler import NativeSampler
+
+    sampler = NativeSampler()
+    for call in calls:
+        try:
+            if call[0] == "add":
+                sampler.add(call[1], call[2], call[3])
+            elif call[0] == "remove":
+                sampler.remove(call[1])
+            else:
+                _, seq_ids, vocab, special, dtype, seed = call
+                rng = np.random.default_rng(seed)
+                logits = (rng.standard_normal((len(seq_ids), vocab)) * 5).astype(dtype)
+                if special is not None and logits.size:
+                    logits[rng.random(logits.shape) < 0.3] = special
+                tokens = sampler.sample(torch.from_numpy(logits), seq_ids)
+                assert len(tokens) == len(seq_ids) and all(0 <= t < max(vocab, 1) for t in tokens)
+        except EXPECTED:
+            continue

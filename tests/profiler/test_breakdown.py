@@ -1,0 +1,321 @@
+"""The time split on synthetic collector results whose answers are worked out by hand."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from profiler.breakdown import build_breakdown
+from profiler.results import CATEGORIES, COMPONENTS
+
+ENGINE = "infer-prof-engine"
+WALL = 1000  # ns; every number below is a share of it
+
+
+def span(self_ns: int) -> dict[str, int]:
+    return {"count": 1, "total_ns": self_ns, "self_ns": self_ns, "cpu_ns": self_ns}
+
+
+def spans_result() -> dict[str, Any]:
+    """Engine thread: spans' self times 680, lock waits 40 in the scheduler + 10 outside spans,
+    GC 20 in the sampler + 10 outside; covered = 680 + 40 + 20 = 740; window = steps 0-1."""
+    return {
+        "status": "ok",
+        "reason": None,
+        "threads": {
+            ENGINE: {
+                "native_ids": [11],
+                "spans": {
+                    "step": span(50),
+                    "scheduler": span(100),
+                    "kv_alloc": span(20),
+                    "model": span(400),
+                    "sampler": span(80),
+                    "detokenize": span(30),
+                },
+                "locks": {
+                    "queue": {
+                        "count": 2,
+                        "wait_ns": 50,
+                        "hold_ns": 5,
+                        "max_wait_ns": 40,
+                        "by_parent": {"scheduler": 40, "": 10},
+                    }
+                },
+                "pauses": {"gc": {"count": 2, "total_ns": 30, "by_parent": {"sampler": 20, "": 10}}},
+                "covered_ns": 740,
+                "spans_recorded": 8,
+            },
+            "client-0": {
+                "native_ids": [12],
+                "spans": {"tokenize": span(300)},
+                "locks": {},
+                "pauses": {},
+                "covered_ns": 300,
+                "spans_recorded": 1,
+            },
+        },
+        # Kernel window steps 0..1: model self 200 ns, sampler self 80 ns in those steps (ms units).
+        "steps": [
+            {"step": 0, "model_ms": 1e-4, "sampler_ms": 4e-5},
+            {"step": 1, "model_ms": 1e-4, "sampler_ms": 4e-5},
+            {"step": 2, "model_ms": 2e-4, "sampler_ms": 0.0},
+        ],
+        "counters": {},
+        "window_ns": WALL,
+    }
+
+
+def kernels_result() -> dict[str, Any]:
+    """aten self time in the window: model 150 of 200 (75%), sampler 40 of 80 (50%); 40 ns engine pause."""
+    return {
+        "status": "ok",
+        "reason": None,
+        "window": {"first_step": 0, "steps": 2, "completed": True},
+        "aten_self_ns": 190,
+        "by_span": {
+            "model": {"aten_self_ns": 150, "ops": 10, "device_ns": 0},
+            "sampler": {"aten_self_ns": 40, "ops": 4, "device_ns": 0},
+            "": {"aten_self_ns": 5, "ops": 1, "device_ns": 0},
+        },
+        "overhead": {"engine_pause_ns": 40},
+    }
+
+
+def sampling_result(*, native: bool = True) -> dict[str, Any]:
+    engine = {
+        "thread_ids": [11],
+        "samples": 100,
+        "native_samples": 100 if native else 0,
+        "categories": {"interpreter": 30, "kernel": 40, "lock": 5, "allocation": 5, "idle": 20},
+        "components": {"model_kernels": 40, "model_glue": 10, "scheduler": 15, "sampler": 10, "none": 25},
+        "dispatch": 8,
+    }
+    return {
+        "status": "ok",
+        "reason": None,
+        "mode": "native" if native else "nonblocking",
+        "engine_thread_id": 11,
+        "threads": {
+            ENGINE: engine,
+            "client-0": {
+                "thread_ids": [12],
+                "samples": 50,
+                "native_samples": 0,
+                "categories": {"interpreter": 30, "lock": 20},
+                "components": {"none": 50},
+                "dispatch": 0,
+            },
+            "infer-prof-nvml": {
+                "thread_ids": [13],
+                "samples": 50,
+                "native_samples": 50,
+                "categories": {"idle": 50},
+                "components": {"none": 50},
+                "dispatch": 0,
+            },
+        },
+    }
+
+
+def all_results(**overrides: Any) -> dict[str, Any]:
+    results = {
+        "spans": spans_result(),
+        "kernels": kernels_result(),
+        "sampling": sampling_result(),
+        "gc": {"status": "ok", "reason": None, "by_thread": {ENGINE: {"count": 2, "total_ns": 30}}},
+    }
+    results.update(overrides)
+    return results
+
+
+def test_spans_split_matches_the_hand_computed_answer() -> None:
+    breakdown = build_breakdown(all_results(), wall_ns=WALL)
+    spans = breakdown["methods"]["spans"]
+    # kernel = 400 x 0.75 + 80 x 0.5 = 340; interpreter = 680 - 340 = 340; lock = 50; allocation = 30;
+    # idle = (1000 - 740) - 10 (GC outside) - 10 (lock outside) - 40 (profiler pause) = 200; other = 40.
+    assert spans["categories"] == pytest.approx(
+        {"interpreter": 0.34, "lock": 0.05, "allocation": 0.03, "kernel": 0.34, "idle": 0.20, "other": 0.04}
+    )
+    assert sum(spans["categories"].values()) == pytest.approx(1.0)
+    assert spans["components"] == pytest.approx(
+        {
+            "scheduler": 0.14,
+            "sampler": 0.10,
+            "kv_alloc": 0.02,
+            "tokenizer": 0.0,
+            "detokenizer": 0.03,
+            "model_glue": 0.10,
+            "model_kernels": 0.30,
+            "queue": 0.0,
+        }
+    )
+    assert spans["lock_by_component"] == pytest.approx({"scheduler": 0.04})
+    assert spans["allocation_by_component"] == pytest.approx({"sampler": 0.02})
+    assert spans["kernel_fraction_by_span"] == pytest.approx({"model": 0.75, "sampler": 0.5})
+    assert spans["dispatch"] is None
+    assert breakdown["wall_s"] == pytest.approx(1e-6)
+    assert any("torch.profiler over steps 0..1" in note for note in breakdown["notes"])
+
+
+def test_kernel_fraction_is_corrected_for_the_profilers_slowdown() -> None:
+    spans = spans_result()
+    # Steps 0-1 before the window: model 100 ns each; window steps 2-3: 150 ns each (x1.5 slower).
+    spans["steps"] = [
+        {"step": 0, "model_ms": 1e-4},
+        {"step": 1, "model_ms": 1e-4},
+        {"step": 2, "model_ms": 1.5e-4},
+        {"step": 3, "model_ms": 1.5e-4},
+    ]
+    kernels = kernels_result()
+    kernels["window"] = {"first_step": 2, "steps": 2, "completed": True}
+    kernels["by_span"] = {"model": {"aten_self_ns": 150, "ops": 10, "device_ns": 0, "runtime_ns": 0}}
+    breakdown = build_breakdown(all_results(spans=spans, kernels=kernels), wall_ns=WALL)
+    # raw 150 / 300 = 50%; x1.5 for the profiler's slowdown = 75% of the model span's 400 ns.
+    assert breakdown["methods"]["spans"]["kernel_fraction_by_span"] == pytest.approx({"model": 0.75})
+    assert breakdown["methods"]["spans"]["categories"]["kernel"] == pytest.approx(0.30)
+    assert any("model 75% (raw 50%, window x1.50 slower)" in note for note in breakdown["notes"])
+    assert any("native samples put 80% of the model span in kernels" in note for note in breakdown["notes"])
+
+
+def test_samples_split_disagreement_and_client_threads() -> None:
+    breakdown = build_breakdown(all_results(), wall_ns=WALL)
+    samples = breakdown["methods"]["samples"]
+    assert samples["resolution"] == "native" and samples["samples"] == 100
+    assert samples["categories"] == pytest.approx(
+        {"interpreter": 0.30, "lock": 0.05, "allocation": 0.05, "kernel": 0.40, "idle": 0.20, "other": 0.0}
+    )
+    assert samples["dispatch"] == pytest.approx(0.08)
+    assert samples["components"]["model_kernels"] == pytest.approx(0.40)
+    assert breakdown["disagreement"] == pytest.approx(
+        {"interpreter": -4.0, "lock": 0.0, "allocation": 2.0, "kernel": 6.0, "idle": 0.0, "other": -4.0}
+    )
+    assert breakdown["component_disagreement"]["scheduler"] == pytest.approx(1.0)  # 15% vs 14%
+    clients = breakdown["client_threads"]  # the NVML thread is the profiler's own, not a client
+    assert clients["samples"] == 50 and clients["resolution"] == "python"
+    assert clients["categories"]["lock"] == pytest.approx(0.4) and clients["python_leaf"] == pytest.approx(
+        0.6
+    )
+
+
+def test_python_only_samples_leave_unresolvable_categories_null() -> None:
+    breakdown = build_breakdown(all_results(sampling=sampling_result(native=False)), wall_ns=WALL)
+    samples = breakdown["methods"]["samples"]
+    assert samples["resolution"] == "python"
+    assert samples["categories"]["interpreter"] is None and samples["categories"]["kernel"] is None
+    assert samples["python_leaf"] == pytest.approx(0.30) and samples["dispatch"] is None
+    assert (
+        samples["components"]["model"] == pytest.approx(0.50) and samples["components"]["model_glue"] is None
+    )
+    assert set(breakdown["disagreement"]) == {"lock", "idle", "other"}
+
+
+def test_without_a_kernel_window_native_samples_give_the_model_split() -> None:
+    results = all_results()
+    del results["kernels"]
+    breakdown = build_breakdown(results, wall_ns=WALL)
+    spans = breakdown["methods"]["spans"]
+    # model kernel share from samples: 40 / (40 + 10) = 0.8 -> kernel 320, interpreter 680 - 320 = 360,
+    # idle 260 - 10 - 10 = 240 (no profiler pause), other 0.
+    assert spans["categories"] == pytest.approx(
+        {"interpreter": 0.36, "lock": 0.05, "allocation": 0.03, "kernel": 0.32, "idle": 0.24, "other": 0.0}
+    )
+    assert any("native stack samples" in note for note in breakdown["notes"])
+
+
+def test_without_kernels_or_samples_the_model_span_counts_as_kernel() -> None:
+    results = all_results(sampling={"status": "skipped", "reason": "py-spy is not installed"})
+    del results["kernels"]
+    breakdown = build_breakdown(results, wall_ns=WALL)
+    spans = breakdown["methods"]["spans"]
+    assert spans["categories"]["kernel"] == pytest.approx(0.40)
+    assert spans["categories"]["interpreter"] == pytest.approx(0.28)
+    assert breakdown["methods"]["samples"] is None and breakdown["disagreement"] == {}
+    assert breakdown["client_threads"] is None
+    assert any("lower bound" in note for note in breakdown["notes"])
+
+
+def test_native_components_count_as_other() -> None:
+    breakdown = build_breakdown(all_results(), wall_ns=WALL, native_components=("scheduler",))
+    categories = breakdown["methods"]["spans"]["categories"]
+    assert categories["interpreter"] == pytest.approx(0.24)  # 340 - 100 of scheduler self time
+    assert categories["other"] == pytest.approx(0.14)  # 100 + the 40 ns profiler pause
+    assert breakdown["methods"]["spans"]["components"]["scheduler"] == pytest.approx(
+        0.14
+    )  # still its component
+
+
+def test_engine_samples_are_found_by_native_thread_id() -> None:
+    sampling = sampling_result()
+    sampling["threads"]["Thread-7"] = sampling["threads"].pop(ENGINE)
+    breakdown = build_breakdown(all_results(sampling=sampling), wall_ns=WALL)
+    assert breakdown["methods"]["samples"]["samples"] == 100
+
+
+def test_missing_engine_thread_gives_no_spans_split_and_says_why() -> None:
+    spans = spans_result()
+    spans["threads"]["engine-renamed"] = spans["threads"].pop(ENGINE)
+    breakdown = build_breakdown(all_results(spans=spans), wall_ns=WALL)
+    assert breakdown["methods"]["spans"] is None
+    assert any("infer-prof-engine" in note for note in breakdown["notes"])
+
+
+def test_gc_without_tracer_attribution_is_taken_from_the_step_loop() -> None:
+    spans = spans_result()
+    thread = spans["threads"][ENGINE]
+    thread["pauses"] = {}
+    thread["spans"]["step"] = span(80)  # the 30 ns of GC now hide in the step loop's self time
+    thread["covered_ns"] = 750  # self times 710 + lock waits 40
+    breakdown = build_breakdown(all_results(spans=spans), wall_ns=WALL)
+    categories = breakdown["methods"]["spans"]["categories"]
+    # The GC collector's 30 ns on the engine thread move from the step loop to allocation.
+    assert categories == pytest.approx(
+        {"interpreter": 0.34, "lock": 0.05, "allocation": 0.03, "kernel": 0.34, "idle": 0.20, "other": 0.04}
+    )
+    assert any("GC pauses were not attributed" in note for note in breakdown["notes"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    self_times=st.dictionaries(
+        st.sampled_from(["step", "scheduler", "model", "sampler", "kv_alloc", "queue"]),
+        st.integers(0, 10_000),
+        min_size=1,
+    ),
+    lock_in=st.integers(0, 1000),
+    gc_in=st.integers(0, 1000),
+    outside=st.integers(0, 10_000),
+    kernel_share=st.floats(0, 1.5),
+)
+def test_spans_categories_always_add_up_to_the_wall(
+    self_times: dict[str, int], lock_in: int, gc_in: int, outside: int, kernel_share: float
+) -> None:
+    spans = spans_result()
+    parent = next(iter(self_times))
+    spans["threads"][ENGINE].update(
+        spans={name: span(value) for name, value in self_times.items()},
+        locks={
+            "queue": {
+                "count": 1,
+                "wait_ns": lock_in,
+                "hold_ns": 0,
+                "max_wait_ns": lock_in,
+                "by_parent": {parent: lock_in},
+            }
+        },
+        pauses={"gc": {"count": 1, "total_ns": gc_in, "by_parent": {parent: gc_in}}},
+        covered_ns=sum(self_times.values()) + lock_in + gc_in,
+    )
+    kernels = copy.deepcopy(kernels_result())
+    kernels["by_span"]["model"]["aten_self_ns"] = kernel_share * 200
+    wall = sum(self_times.values()) + lock_in + gc_in + outside + 40
+    breakdown = build_breakdown(all_results(spans=spans, kernels=kernels), wall_ns=max(wall, 1))
+    split = breakdown["methods"]["spans"]
+    assert set(split["categories"]) == set(CATEGORIES) and set(split["components"]) == set(COMPONENTS)
+    if wall > 0:
+        assert sum(split["categories"].values()) == pytest.approx(1.0)
+        assert all(value >= -1e-12 for value in split["categories"].values())

@@ -1,0 +1,194 @@
+"""A tiny Chrome DevTools Protocol client over --remote-debugging-pipe, for looking at reports in headless Chromium."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import fcntl
+import json
+import os
+import select
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Any, Self
+
+CHROMIUM_FLAGS = (
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--disable-extensions", "--disable-default-apps", "--mute-audio", "--remote-debugging-pipe",
+)  # fmt: skip
+
+
+def find_chromium() -> str | None:
+    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+class Browser:
+    """One headless Chromium speaking CDP over fds 3 (commands in) and 4 (replies and events out).
+
+    The pipe avoids ports and websockets: nothing listens on the network, and the browser dies
+    with the test.
+    """
+
+    def __init__(self, executable: str, user_data_dir: Path, timeout_s: float = 30.0) -> None:
+        self.timeout_s = timeout_s
+        to_browser_read, self._to_browser = (_above_four(fd) for fd in os.pipe())
+        self._from_browser, from_browser_write = (_above_four(fd) for fd in os.pipe())
+
+        def map_protocol_fds() -> None:
+            # In the child, before exec: the protocol fixes fd 3 (commands in) and fd 4 (messages out).
+            os.dup2(to_browser_read, 3)
+            os.dup2(from_browser_write, 4)
+
+        # close_fds=False is safe: Python's own fds are close-on-exec; only 0-4 reach Chromium.
+        self.process = subprocess.Popen(
+            [executable, *CHROMIUM_FLAGS, f"--user-data-dir={user_data_dir}", "about:blank"],
+            preexec_fn=map_protocol_fds, close_fds=False,  # noqa: PLW1509 - the test process forks no threads here
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        os.close(to_browser_read)
+        os.close(from_browser_write)
+        self._buffer = b""
+        self._next_id = 0
+        self.events: list[dict[str, Any]] = []
+
+    def close(self) -> None:
+        # The browser may already be gone; it is killed below either way.
+        with contextlib.suppress(OSError, TimeoutError, ConnectionError, RuntimeError):
+            self.send("Browser.close")
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=5)
+        for fd in (self._to_browser, self._from_browser):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def send(
+        self, method: str, params: dict[str, Any] | None = None, session: str | None = None
+    ) -> dict[str, Any]:
+        """Send one command and wait for its reply (events that arrive meanwhile are kept)."""
+        self._next_id += 1
+        message: dict[str, Any] = {"id": self._next_id, "method": method, "params": params or {}}
+        if session:
+            message["sessionId"] = session
+        os.write(self._to_browser, json.dumps(message).encode() + b"\0")
+        while True:
+            reply = self._read()
+            if reply.get("id") == self._next_id:
+                if "error" in reply:
+                    raise RuntimeError(f"{method}: {reply['error']}")
+                return reply.get("result", {})
+            if "method" in reply:
+                self.events.append(reply)
+
+    def wait_for(self, method: str) -> dict[str, Any]:
+        for event in self.events:
+            if event.get("method") == method:
+                return event
+        while True:
+            message = self._read()
+            if "method" in message:
+                self.events.append(message)
+                if message["method"] == method:
+                    return message
+
+    def _read(self) -> dict[str, Any]:
+        deadline = time.monotonic() + self.timeout_s
+        while b"\0" not in self._buffer:
+            remaining = deadline - time.monotonic()
+            ready, _, _ = select.select([self._from_browser], [], [], max(0.0, remaining))
+            if not ready:
+                raise TimeoutError(f"no message from Chromium within {self.timeout_s:.0f} s")
+            chunk = os.read(self._from_browser, 1 << 20)
+            if not chunk:
+                raise ConnectionError(f"Chromium closed the pipe (exit code {self.process.poll()})")
+            self._buffer += chunk
+        raw, _, self._buffer = self._buffer.partition(b"\0")
+        return json.loads(raw)
+
+
+def _above_four(fd: int) -> int:
+    """Move a pipe end above fd 4, so mapping our ends onto 3 and 4 in the child cannot clobber one."""
+    if fd > 4:
+        return fd
+    moved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10)
+    os.close(fd)
+    return moved
+
+
+def inspect_page(
+    executable: str, url: str, user_data_dir: Path, screenshot: Path, width: int = 1280
+) -> dict[str, Any]:
+    """Load `url`, wait for load, and return what a reviewer checks: errors, requests, charts, a screenshot."""
+    with Browser(executable, user_data_dir) as browser:
+        target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+        session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+        for domain in ("Page", "Runtime", "Log", "Network"):
+            browser.send(f"{domain}.enable", session=session)
+        browser.send("Emulation.setDeviceMetricsOverride",
+                     {"width": width, "height": 1000, "deviceScaleFactor": 1, "mobile": False}, session)  # fmt: skip
+        browser.send("Page.navigate", {"url": url}, session)
+        browser.wait_for("Page.loadEventFired")
+        charts = browser.send(
+            "Runtime.evaluate", {"expression": _CHART_PROBE, "returnByValue": True}, session
+        )
+        metrics = browser.send("Page.getLayoutMetrics", session=session)
+        height = int(min(metrics["cssContentSize"]["height"], 12000))
+        shot = browser.send("Page.captureScreenshot", {
+            "format": "png", "captureBeyondViewport": True,
+            "clip": {"x": 0, "y": 0, "width": width, "height": height, "scale": 1},
+        }, session)  # fmt: skip
+        screenshot.write_bytes(base64.b64decode(shot["data"]))
+        events = list(browser.events)
+    return {
+        "charts": charts["result"]["value"],
+        "requests": [
+            e["params"]["request"]["url"] for e in events if e["method"] == "Network.requestWillBeSent"
+        ],
+        "errors": _errors(events),
+        "height": height,
+    }
+
+
+def _errors(events: list[dict[str, Any]]) -> list[str]:
+    errors = []
+    for event in events:
+        params = event.get("params", {})
+        if event["method"] == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
+            errors.append(
+                "console: "
+                + " ".join(str(arg.get("value", arg.get("description"))) for arg in params.get("args", []))
+            )
+        elif event["method"] == "Runtime.exceptionThrown":
+            errors.append("exception: " + str(params.get("exceptionDetails", {}).get("text")))
+        elif event["method"] == "Log.entryAdded" and params.get("entry", {}).get("level") == "error":
+            errors.append("log: " + str(params["entry"].get("text")))
+    return errors
+
+
+# Every chart container, the size its SVG or image actually got, and how many shapes it drew.
+_CHART_PROBE = """
+JSON.parse(JSON.stringify(Array.from(document.querySelectorAll('.chart')).map(chart => {
+  const graphic = chart.querySelector('svg, img');
+  const box = graphic ? graphic.getBoundingClientRect() : {width: 0, height: 0};
+  return {tag: graphic ? graphic.tagName.toLowerCase() : null, width: box.width, height: box.height,
+          shapes: graphic ? graphic.querySelectorAll('path, use, rect').length : 0,
+          label: graphic ? graphic.getAttribute('aria-label') : null};
+})))
+"""

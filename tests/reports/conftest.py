@@ -1,0 +1,34 @@
+"""Run directories for the report tests, written with reports.testing.make_run_dir (shared with budget tests)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from reports.testing import make_run_dir
+
+
+@pytest.fixture(scope="session")
+def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A complete run: breakdown, verdict with measured gains, py-spy samples."""
+    return make_run_dir(tmp_path_factory.mktemp("runs") / "full", seed=11, n_requests=90, n_steps=300)
+
+
+@pytest.fixture(scope="session")
+def bare_run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run recorded with --profile off: no breakdown, no verdict, no samples."""
+    return make_run_dir(
+        tmp_path_factory.mktemp("runs") / "bare", seed=12, n_requests=40, n_steps=120,
+        with_breakdown=False, with_samples=False,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def reported_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run with every report generated once (the browser and PDF tests look at these files)."""
+    from reports.generate import generate_reports
+
+    path = make_run_dir(tmp_path_factory.mktemp("runs") / "reported", seed=13, n_requests=120, n_steps=400)
+    generate_reports(path)
+    return path

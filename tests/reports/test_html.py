@@ -1,0 +1,71 @@
+"""report.html: one self-contained file with every chart inline and honest gaps."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from profiler.results import read_run
+from reports.html import write_html_report
+from reports.testing import make_run_dir
+
+# Anything that would make a browser fetch: scripts, stylesheets, fonts, remote images or frames.
+# (SVG's own url(#id) and href="#id" point inside the document and are fine.)
+FETCHES = re.compile(
+    r"<script|<link|<iframe|@import|@font-face|url\((?!#)|src=\"(?!data:)|href=\"(?:https?:)?//",
+    re.IGNORECASE,
+)
+
+
+@pytest.fixture(scope="module")
+def html(run_dir) -> str:
+    return write_html_report(run_dir).read_text(encoding="utf-8")
+
+
+def test_self_contained_with_four_inline_charts(html):
+    assert not FETCHES.search(html)
+    assert len(re.findall(r"<svg\b", html)) == 4
+    assert "default-src 'none'" in html  # the CSP makes any stray fetch a console error, not a silent load
+    for href in ("steps.csv", "requests.csv"):
+        assert f'<a href="{href}">' in html
+    # Traces are not written yet: listed, not linked (a dead link is worse than none).
+    assert '<a href="trace.json">' not in html and "trace.json" in html
+
+
+def test_links_to_traces_after_generate_reports(reported_run):
+    html = (reported_run / "report.html").read_text(encoding="utf-8")
+    for href in ("trace.json", "speedscope.json", "steps.csv", "requests.csv", "result.json"):
+        assert f'<a href="{href}">' in html
+
+
+def test_headline_reasons_and_numbers(html, run_dir):
+    result = read_run(run_dir).result
+    for reason in result.verdict["reasons"]:
+        assert reason in html
+    assert f"{result.metrics['ttft_ms']['p50']:.2f} ms" in html
+    assert "synthetic:tiny" in html and "chat-poisson" in html
+    assert "git_revision" in html and "engine.block_size" in html
+
+
+def test_links_only_to_files_that_exist(html, run_dir):
+    for href in re.findall(r'<a href="([^"]+)"', html):
+        assert "://" not in href and not href.startswith("/")
+        assert (run_dir / href).exists(), href
+
+
+def test_missing_sections_say_not_measured_and_why(bare_run_dir):
+    html = write_html_report(bare_run_dir).read_text(encoding="utf-8")
+    assert "Time split: not measured (profiling was off: --profile off)." in html
+    assert "No verdict" in html
+    assert len(re.findall(r"<svg\b", html)) == 2  # timeline and latency still drawn
+
+
+def test_run_text_is_escaped(tmp_path):
+    path = make_run_dir(tmp_path / "run", seed=5, n_requests=20, n_steps=40)
+    data = json.loads((path / "result.json").read_text())
+    data["verdict"]["reasons"].append("<script>alert(1)</script>")
+    (path / "result.json").write_text(json.dumps(data))
+    html = write_html_report(path).read_text(encoding="utf-8")
+    assert "<script>alert(1)</script>" not in html and "&lt;script&gt;" in html
