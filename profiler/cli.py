@@ -249,6 +249,17 @@ def budget_baseline(
     raise typer.Exit(budget_baseline_command(budget_file, out=out))
 
 
+@app.command()
+def selftest(
+    quick: Annotated[bool, typer.Option("--quick/--full", help="Short versions of each planted case (the test suite uses --quick).")] = False,
+    only: Annotated[Optional[str], typer.Option("--only", help="Comma list of case names to run.")] = None,
+) -> None:
+    """Run planted bottlenecks whose answer is known by construction; exit 1 if any verdict is wrong."""
+    from profiler.selftest import run_selftest
+
+    raise typer.Exit(run_selftest(quick=quick, only=only))
+
+
 def main() -> None:
     """Console-script entry: run the app, turning user errors into one line and exit code 2."""
     try:

@@ -51,10 +51,21 @@ def build_engine(
     loaded, options: EngineOptions, *, tracer: Tracer | None = None, injections: dict[str, Any] | None = None  # type: ignore[no-untyped-def]
 ) -> BuiltEngine:
     """A fresh engine over an already loaded model; components per options.native, wrapped by any injections."""
-    from native_paths.toggles import build_components
+    import warnings
+
+    from native_paths.toggles import make_components
 
     config = engine_config(options)
-    components = build_components(options.native, config, loaded.model)
+    model = loaded.model
+    max_model_len = config.resolve_max_model_len(model.config.context_length)
+    num_blocks = config.resolve_num_blocks(model.kv_bytes_per_block(config.block_size), max_model_len)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        components = make_components(
+            options.native, num_blocks=num_blocks, block_size=config.block_size, max_num_seqs=config.max_num_seqs,
+            max_batched_tokens=config.max_batched_tokens, policy=config.policy,
+        )  # fmt: skip
+    notes = [str(warning.message) for warning in caught]
     scheduler, allocator, sampler = components.scheduler, components.allocator, components.sampler
     if injections:
         from profiler.injections import apply_injections
@@ -65,6 +76,6 @@ def build_engine(
         tracer=tracer or NULL_TRACER,
     )  # fmt: skip
     return BuiltEngine(
-        engine=engine, config=config, native_active=components.active, warnings=list(components.warnings),
+        engine=engine, config=config, native_active=components.native, warnings=notes,
         components={"scheduler": scheduler, "allocator": allocator, "sampler": sampler},
     )  # fmt: skip

@@ -31,7 +31,8 @@ def run_generate(
     if as_json:
         for output in outputs:
             print(json.dumps(_output_json(output)), flush=True)
-        print(json.dumps({"engine": {**stats, "native": sorted(built.native_active)}}), flush=True)
+        engine_line = {**stats, "blocks_free_at_end": stats["blocks_free"], "native": sorted(built.native_active)}
+        print(json.dumps({"engine": engine_line}), flush=True)
         return
     if stream_one:
         sys.stdout.write("\n")

@@ -379,7 +379,7 @@ def _counter_summary(counters: list[tuple[str, int, float]]) -> dict[str, dict[s
 
 
 def measure_span_cost(tracer_factory: Callable[[], RecordingTracer], repeats: int = 2000) -> dict[str, float]:
-    """Cost in ns of one nested-free span and one lock use, net of the bare loop (timed on this thread)."""
+    """Cost in ns of one unnested span and one lock use, net of the bare loop (timed on this thread)."""
     tracer = tracer_factory()
     lock = threading.Lock()
     clock = time.perf_counter_ns
