@@ -101,25 +101,63 @@ static inline double exp_nonpositive(double d) {
     return d < -708.0 ? 0.0 : p * scale;
 }
 
-/* Pass B over whole blocks: e = exp(x / temperature - m) for every float, and each block's sum
- * (accumulated in 16 fixed lanes, so the result does not depend on the vector width). */
-NP_CLONES static void exp_blocks(const float *values, int64_t num_blocks, double temperature, double m,
-                                 double *e, double *block_sums) {
+/* Pass B over whole blocks (exact, float64): each block's sum of exp(x / temperature - m),
+ * accumulated in 16 fixed lanes so that the result does not depend on the vector width. */
+NP_CLONES static void exp_block_sums(const float *values, int64_t num_blocks, double temperature, double m,
+                                     double *block_sums) {
     int64_t b;
     int i, j;
     for (b = 0; b < num_blocks; b++) {
         const float *block = values + b * BLOCK;
-        double *out = e + b * BLOCK;
         double lanes[16] = {0}, sum = 0.0;
         for (j = 0; j < BLOCK; j += 16) {
-            for (i = 0; i < 16; i++) {
-                double v = exp_nonpositive((double)block[j + i] / temperature - m);
-                out[j + i] = v;
-                lanes[i] += v;
-            }
+            for (i = 0; i < 16; i++) lanes[i] += exp_nonpositive((double)block[j + i] / temperature - m);
         }
         for (i = 0; i < 16; i++) sum += lanes[i];
         block_sums[b] = sum;
+    }
+}
+
+/* Pass F over whole blocks (approximate, float32, about twice as fast as pass B): each block's sum
+ * of 2^a with a = (x - top) * scale <= 0 (scale = log2(e) / temperature), and the sum of 2^a * |a|.
+ * Per element, 2^a is within 5e-7 + 1.25e-7 * |a| of exp((x - top) / temperature) relatively (a
+ * carries three float roundings, the degree-6 polynomial for 2^f on [-1/2, 1/2] 1.2e-7 plus its
+ * roundings), and the 8 float additions per lane add 5e-7: softmax_sums turns this into a bound. */
+NP_CLONES static void approx_block_sums(const float *values, int64_t num_blocks, float top, float scale,
+                                        double *block_sums, double *block_weights) {
+    int64_t b;
+    int i, j;
+    for (b = 0; b < num_blocks; b++) {
+        const float *block = values + b * BLOCK;
+        float sums[16] = {0}, weights[16] = {0};
+        double sum = 0.0, weight = 0.0;
+        for (j = 0; j < BLOCK; j += 16) {
+            for (i = 0; i < 16; i++) {
+                float a = (block[j + i] - top) * scale;
+                float clamped = a < -125.0f ? -125.0f : a;
+                float t = clamped + 12582912.0f; /* 1.5 * 2^23: rounds to the nearest integer n */
+                float n = t - 12582912.0f, f = clamped - n, p = 1.5403530e-4f, power, v;
+                uint32_t bits;
+                p = p * f + 1.3333558e-3f;
+                p = p * f + 9.6181291e-3f;
+                p = p * f + 5.5504109e-2f;
+                p = p * f + 2.4022651e-1f;
+                p = p * f + 6.9314718e-1f;
+                p = p * f + 1.0f;
+                memcpy(&bits, &t, sizeof bits);
+                bits = (bits + 127u) << 23; /* 2^n: the low bits of t hold n */
+                memcpy(&power, &bits, sizeof power);
+                v = a < -125.0f ? 0.0f : p * power;
+                sums[i] += v;
+                weights[i] += v * -clamped;
+            }
+        }
+        for (i = 0; i < 16; i++) {
+            sum += sums[i];
+            weight += weights[i];
+        }
+        block_sums[b] = sum;
+        block_weights[b] = weight;
     }
 }
 
@@ -281,12 +319,16 @@ struct np_sampler {
     int64_t copies_capacity;
     override *overrides;
     int64_t overrides_capacity;
-    double *e;
-    int64_t e_capacity;
-    double *block_sum;
+    int32_t *copy_key;
+    int64_t copy_key_capacity;
+    double *block_sum; /* per block: sum of e = exp(x / temperature - m), exact or approximate */
     int64_t block_sum_capacity;
-    double *block_max_e;
-    int64_t block_max_e_capacity;
+    double *block_weight; /* per block: the approximation's error weight */
+    int64_t block_weight_capacity;
+    double *copy_sum;
+    int64_t copy_sum_capacity;
+    double *copy_weight;
+    int64_t copy_weight_capacity;
     candidate *cands;
     int64_t cands_capacity;
 };
@@ -314,9 +356,11 @@ void np_sampler_destroy(np_sampler *s) {
     np_free(s->dirty_blocks);
     np_free(s->copies);
     np_free(s->overrides);
-    np_free(s->e);
+    np_free(s->copy_key);
     np_free(s->block_sum);
-    np_free(s->block_max_e);
+    np_free(s->block_weight);
+    np_free(s->copy_sum);
+    np_free(s->copy_weight);
     np_free(s->cands);
     np_free(s);
 }
@@ -498,17 +542,10 @@ static void prepare_row(row_view *v) {
         block_copy(v, entry->token / BLOCK)[entry->token % BLOCK] = -INFINITY;
     }
     v->nan_seen = block_keys(v->row, v->full_blocks, s->block_key);
-    for (i = 0; i < v->num_copies; i++) {
-        int64_t b = s->dirty_blocks[i];
-        const float *copy = s->copies + i * BLOCK;
-        int32_t best = INT32_MIN;
-        int k;
-        for (k = 0; k < BLOCK; k++) {
-            int32_t key = float_key(copy[k]);
-            best = key > best ? key : best;
-            if (copy[k] != copy[k]) v->nan_seen = 1;
-        }
-        s->block_key[b] = best;
+    if (v->num_copies > 0) {
+        /* The copies sit side by side: one vectorized pass, then each key to its block. */
+        v->nan_seen |= block_keys(s->copies, v->num_copies, s->copy_key);
+        for (i = 0; i < v->num_copies; i++) s->block_key[s->dirty_blocks[i]] = s->copy_key[i];
     }
     for (i = 0; i < v->num_overrides; i++) {
         if (s->overrides[i].value != s->overrides[i].value) v->nan_seen = 1;
@@ -568,23 +605,31 @@ static int64_t draw(const candidate *kept, int64_t n, double u) {
 }
 
 #define NEED_MORE (-100) /* internal: the candidates do not reach the top-p cut */
+#define AMBIGUOUS (-101) /* internal: the approximate softmax sum cannot settle the top-p cut or the draw */
 
 /* Stages 6-8 on candidates (any order) whose `value` is p; pmax is the largest p of the softmax.
  * `complete` says the candidates are every token that could be kept; when they are not, and the
- * top-p walk runs out of them before the cut, NEED_MORE asks the caller for more. */
-static int64_t top_p_min_p_draw(const row_view *v, candidate *c, int64_t n, double pmax, int complete) {
+ * top-p walk runs out of them before the cut, NEED_MORE asks the caller for more. The p may carry
+ * a common relative error up to `error` (an approximate softmax sum): only the top-p cut depends
+ * on it (min-p and the draw compare p with p), and AMBIGUOUS says when it could flip the cut. */
+static int64_t top_p_min_p_draw(const row_view *v, candidate *c, int64_t n, double pmax, int complete,
+                                double error) {
     const np_sampling_params *p = &v->r->params;
     double u = splitmix64_uniform(p->seed, v->r->position);
     int64_t i, kept = n;
     if (p->top_p < 1.0) {
-        double sum_before = 0.0;
+        double sum_before = 0.0, last_kept_before = 0.0;
         for (i = 0; i < n; i++) c[i].key = c[i].value;
         sort_candidates(c, n); /* p descending, id ascending */
         for (i = 0; i < n; i++) {
             if (!(sum_before < p->top_p)) break;
+            last_kept_before = sum_before;
             sum_before += c[i].value;
         }
         if (i == n && !complete && sum_before < p->top_p) return NEED_MORE;
+        if (error > 0.0 && (last_kept_before * (1.0 + error) >= p->top_p ||
+                            (i < n && sum_before * (1.0 - error) < p->top_p)))
+            return AMBIGUOUS;
         kept = i;
     }
     if (p->min_p > 0.0) {
@@ -661,88 +706,168 @@ static int64_t sample_top_k(const row_view *v, double m) {
         c[i].value /= z;
         pmax = c[i].value > pmax ? c[i].value : pmax;
     }
-    return top_p_min_p_draw(v, c, n, pmax, 1);
+    return top_p_min_p_draw(v, c, n, pmax, 1, 0.0);
 }
 
-/* Tokens of the softmax row with e >= floor, as candidates whose `value` is e; returns how many and
- * their summed e in *mass. */
-static int64_t collect_above(const row_view *v, double floor, double *mass) {
+/* Tokens whose e = exp(x / temperature - m) is at least `floor`, as candidates whose `value` is e
+ * (exact float64); returns how many, and their summed e in *mass. Found from the raw floats: only
+ * blocks whose maximum clears the matching logit threshold (less two floats, for rounding) are read. */
+static int64_t collect_above(const row_view *v, double m, double floor, double *mass) {
     const np_sampler *s = v->s;
+    double temperature = v->r->params.temperature, sum = 0.0;
     candidate *c = s->cands;
     int64_t n = 0, b, i;
-    double sum = 0.0;
-    for (b = 0; b < v->num_blocks; b++) {
-        const double *e = s->e + b * BLOCK;
-        int64_t count = v->vocab - b * BLOCK < BLOCK ? v->vocab - b * BLOCK : BLOCK;
-        if (s->block_max_e[b] < floor) continue;
-        for (i = 0; i < count; i++) {
-            if (e[i] < floor) continue;
-            c[n].value = e[i];
-            c[n++].id = (int32_t)(b * BLOCK + i);
-            sum += e[i];
+    if (floor <= 0.0) {
+        /* Every token (overridden ones take their stage-1 value): their ids are their places. */
+        for (i = 0; i < v->vocab; i++) {
+            c[i].value = exp_nonpositive((double)v->row[i] / temperature - m);
+            c[i].id = (int32_t)i;
         }
+        for (i = 0; i < v->num_overrides; i++) {
+            c[s->overrides[i].token].value = exp_nonpositive(s->overrides[i].value / temperature - m);
+        }
+        for (i = 0; i < v->vocab; i++) sum += c[i].value;
+        *mass = sum;
+        return v->vocab;
+    }
+    {
+        float raw = (float)(temperature * (m + log(floor)));
+        int32_t threshold = float_key(nextafterf(nextafterf(raw, -INFINITY), -INFINITY));
+        for (b = 0; b < v->num_blocks; b++) {
+            const float *data;
+            if (s->block_key[b] < threshold) continue;
+            data = block_data(v, b);
+            for (i = 0; i < BLOCK; i++) {
+                double e;
+                if (float_key(data[i]) < threshold) continue;
+                e = exp_nonpositive((double)data[i] / temperature - m);
+                if (e < floor) continue;
+                c[n].value = e;
+                c[n++].id = (int32_t)(b * BLOCK + i);
+                sum += e;
+            }
+        }
+    }
+    for (i = 0; i < v->num_overrides; i++) {
+        double e = exp_nonpositive(s->overrides[i].value / temperature - m);
+        if (e < floor) continue;
+        c[n].value = e;
+        c[n++].id = s->overrides[i].token;
+        sum += e;
     }
     *mass = sum;
     return n;
 }
 
-/* Rows without top-k: stages 3 and 5-8 over the whole vocabulary. */
-static int64_t sample_full(const row_view *v, double m) {
-    /* Top-p thresholds on e = exp(x - m), falling until the tokens above carry top_p of the mass. */
-    static const double floors[] = {0.5, 0.25, 0x1p-4, 0x1p-8, 0x1p-16, 0x1p-32, 0x1p-64, 0.0};
+/* The softmax sum Z = sum of exp(x / temperature - m) with its per-block parts in block_sum: exact
+ * (pass B), or approximate (pass F) with *error bounding |result - Z|. */
+static double softmax_sums(const row_view *v, double m, int exact, double *error) {
     np_sampler *s = v->s;
-    const np_sampling_params *p = &v->r->params;
-    double temperature = p->temperature, z = 0.0, cum = 0.0, target;
+    double temperature = v->r->params.temperature, z = 0.0, weight = 0.0, factor = 0.0;
+    int32_t top_key = max_block_key(v);
+    float top = key_float(top_key);
     int64_t b, i;
-    exp_blocks(v->row, v->full_blocks, temperature, m, s->e, s->block_sum);
-    for (i = 0; i < v->num_copies; i++) {
-        b = s->dirty_blocks[i];
-        exp_blocks(s->copies + i * BLOCK, 1, temperature, m, s->e + b * BLOCK, s->block_sum + b);
+    if (exact) {
+        exp_block_sums(v->row, v->full_blocks, temperature, m, s->block_sum);
+        exp_block_sums(s->copies, v->num_copies, temperature, m, s->copy_sum);
+        for (i = 0; i < v->num_copies; i++) s->block_sum[s->dirty_blocks[i]] = s->copy_sum[i];
+    } else if (top_key > KEY_NEG_INF) {
+        /* Relative to the largest float, then scaled to m (which an override may exceed). */
+        float scale = (float)(1.4426950408889634 / temperature);
+        approx_block_sums(v->row, v->full_blocks, top, scale, s->block_sum, s->block_weight);
+        approx_block_sums(s->copies, v->num_copies, top, scale, s->copy_sum, s->copy_weight);
+        for (i = 0; i < v->num_copies; i++) {
+            s->block_sum[s->dirty_blocks[i]] = s->copy_sum[i];
+            s->block_weight[s->dirty_blocks[i]] = s->copy_weight[i];
+        }
+        factor = exp_nonpositive((double)top / temperature - m);
+        for (b = 0; b < v->num_blocks; b++) {
+            s->block_sum[b] *= factor;
+            weight += s->block_weight[b];
+        }
+    } else {
+        for (b = 0; b < v->num_blocks; b++) s->block_sum[b] = 0.0; /* every float is -inf */
     }
     for (i = 0; i < v->num_overrides; i++) {
         const override *o = &s->overrides[i];
-        double e = exp_nonpositive(o->value / temperature - m);
-        s->e[o->token] = e;
-        s->block_sum[o->token / BLOCK] += e;
+        s->block_sum[o->token / BLOCK] += exp_nonpositive(o->value / temperature - m);
     }
     for (b = 0; b < v->num_blocks; b++) z += s->block_sum[b];
-    if (p->top_p < 1.0 || p->min_p > 0.0) {
-        /* Every token min-p could keep, and a few more: the exact test is p >= min_p * max p. */
-        double min_floor = p->min_p * (1.0 - 0x1p-40);
-        size_t step;
-        for (b = 0; b < v->num_blocks; b++) {
-            s->block_max_e[b] = exp_nonpositive((double)key_float(s->block_key[b]) / temperature - m);
-        }
-        for (i = 0; i < v->num_overrides; i++) {
-            const override *o = &s->overrides[i];
-            double *best = &s->block_max_e[o->token / BLOCK];
-            *best = s->e[o->token] > *best ? s->e[o->token] : *best;
-        }
-        for (step = 0; step < sizeof floors / sizeof floors[0]; step++) {
-            /* Below min_floor nothing survives min-p, so a floor there loses no kept token. */
-            double floor = floors[step] > min_floor ? floors[step] : min_floor, mass;
-            int complete = floor == 0.0 || floor == min_floor || p->top_p == 1.0;
-            int64_t n, picked;
-            if (p->top_p == 1.0) floor = min_floor;
-            n = collect_above(v, floor, &mass);
-            if (!complete && mass < p->top_p * z * (1.0 + 1e-9)) continue; /* the cut lies below */
-            for (i = 0; i < n; i++) s->cands[i].value /= z;
-            picked = top_p_min_p_draw(v, s->cands, n, 1.0 / z, complete);
-            if (picked != NEED_MORE) return picked;
-        }
-        return v->vocab - 1; /* unreachable: the last floor takes every token */
-    }
-    /* Every token is kept: find the block where the draw lands, then the token within it. */
-    target = splitmix64_uniform(p->seed, v->r->position) * z;
+    /* Twice the worst case of pass F's error terms, plus room for any float64 summation order. */
+    *error = exact ? 0.0 : 2.0 * (1e-6 * z + 1.25e-7 * factor * weight) + 1e-12 * z + 1e-300;
+    return z;
+}
+
+/* Stage 8 over the whole vocabulary (no top-p, no min-p): the block where u * Z lands, then the token. */
+static int64_t draw_from_all(const row_view *v, double m, double z, double error) {
+    const np_sampler *s = v->s;
+    double temperature = v->r->params.temperature;
+    double target = splitmix64_uniform(v->r->params.seed, v->r->position) * z, cum = 0.0, before;
+    double e[BLOCK];
+    int64_t b, i, k;
     for (b = 0; b < v->num_blocks - 1; b++) {
         if (cum + s->block_sum[b] > target) break;
         cum += s->block_sum[b];
     }
-    for (i = b * BLOCK; i < v->vocab; i++) {
-        cum += s->e[i];
-        if (cum > target) return i;
+    for (; b < v->num_blocks; b++) {
+        const float *data = block_data(v, b);
+        for (i = 0; i < BLOCK; i++) e[i] = exp_nonpositive((double)data[i] / temperature - m);
+        for (k = 0; k < v->num_overrides; k++) {
+            const override *o = &s->overrides[k];
+            if (o->token / BLOCK == b) e[o->token % BLOCK] = exp_nonpositive(o->value / temperature - m);
+        }
+        for (i = 0; i < BLOCK && b * BLOCK + i < v->vocab; i++) {
+            before = cum;
+            cum += e[i];
+            if (cum > target) {
+                /* Both comparisons that chose this token must hold whatever the error of z. */
+                if (cum - target <= 2.0 * error || target - before < 2.0 * error) return AMBIGUOUS;
+                return b * BLOCK + i;
+            }
+        }
     }
-    return v->vocab - 1;
+    return target - cum < 2.0 * error ? AMBIGUOUS : v->vocab - 1;
+}
+
+/* Stages 6-8 with top-p over the whole vocabulary: collect tokens above a falling floor until they
+ * carry top_p of the mass, then cut, min-p and draw on those. */
+static int64_t draw_nucleus(const row_view *v, double m, double z, double error) {
+    static const double floors[] = {0.5, 0.25, 0x1p-4, 0x1p-8, 0x1p-16, 0x1p-32, 0x1p-64, 0.0};
+    np_sampler *s = v->s;
+    const np_sampling_params *p = &v->r->params;
+    /* Below min_floor nothing survives min-p (p >= min_p * max p, and max p is 1 / Z), so a floor
+     * there loses no kept token; the exact test is made on p afterwards. */
+    double min_floor = p->min_p > 0.0 ? p->min_p * (1.0 - 0x1p-40) : 0.0;
+    size_t step;
+    for (step = 0; step < sizeof floors / sizeof floors[0]; step++) {
+        double floor = floors[step] > min_floor ? floors[step] : min_floor, mass;
+        int complete = floor == 0.0 || floor == min_floor;
+        int64_t n = collect_above(v, m, floor, &mass), i, picked;
+        if (!complete && mass < p->top_p * (z + error) * (1.0 + 1e-9)) continue; /* the cut lies below */
+        for (i = 0; i < n; i++) s->cands[i].value /= z;
+        picked = top_p_min_p_draw(v, s->cands, n, 1.0 / z, complete, error / z);
+        if (picked != NEED_MORE) return picked;
+    }
+    return NEED_MORE; /* unreachable: the last floor takes every token */
+}
+
+/* Rows without top-k: stages 3 and 5-8 over the whole vocabulary. */
+static int64_t sample_full(const row_view *v, double m) {
+    const np_sampling_params *p = &v->r->params;
+    int exact;
+    if (p->top_p == 1.0 && p->min_p > 0.0) {
+        /* Min-p alone never needs Z: p >= min_p * max p is e >= min_p, and the draw is scale-free. */
+        double mass;
+        int64_t n = collect_above(v, m, p->min_p * (1.0 - 0x1p-40), &mass);
+        return top_p_min_p_draw(v, v->s->cands, n, 1.0, 1, 0.0);
+    }
+    /* First with the fast approximate Z; only when that could flip a decision, again exactly. */
+    for (exact = 0; exact <= 1; exact++) {
+        double error, z = softmax_sums(v, m, exact, &error);
+        int64_t picked = p->top_p < 1.0 ? draw_nucleus(v, m, z, error) : draw_from_all(v, m, z, error);
+        if (picked >= 0) return picked;
+    }
+    return v->vocab - 1; /* unreachable: the exact pass is never ambiguous */
 }
 
 /* Stages 1-8 for one row; NP_OK with *token, or NP_ERR_NONFINITE. */
@@ -792,9 +917,11 @@ static int reserve_scratch(np_sampler *s, int64_t vocab, int64_t max_overrides) 
         np_reserve(&s->dirty_blocks, &s->dirty_blocks_capacity, blocks, sizeof(int32_t)) ||
         np_reserve(&s->copies, &s->copies_capacity, blocks * BLOCK, sizeof(float)) ||
         np_reserve(&s->overrides, &s->overrides_capacity, max_overrides, sizeof(override)) ||
-        np_reserve(&s->e, &s->e_capacity, blocks * BLOCK, sizeof(double)) ||
+        np_reserve(&s->copy_key, &s->copy_key_capacity, blocks, sizeof(int32_t)) ||
         np_reserve(&s->block_sum, &s->block_sum_capacity, blocks, sizeof(double)) ||
-        np_reserve(&s->block_max_e, &s->block_max_e_capacity, blocks, sizeof(double)) ||
+        np_reserve(&s->block_weight, &s->block_weight_capacity, blocks, sizeof(double)) ||
+        np_reserve(&s->copy_sum, &s->copy_sum_capacity, blocks, sizeof(double)) ||
+        np_reserve(&s->copy_weight, &s->copy_weight_capacity, blocks, sizeof(double)) ||
         np_reserve(&s->cands, &s->cands_capacity, cands, sizeof(candidate)))
         return NP_ERR_NOMEM;
     for (i = old; i < s->dirty_capacity; i++) s->dirty[i] = -1;
