@@ -12,7 +12,8 @@ import gc
 import random
 import statistics
 import time
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -26,20 +27,32 @@ SAMPLER_MIX_BATCH = 32  # the batch at which every sampler mix is timed (others:
 BLOCK_SIZE = 16
 
 
-def _median_pair(python_call: Callable[[], Any], native_call: Callable[[], Any], repeats: int) -> tuple[float, float]:
-    """Median seconds of each call over `repeats` rounds, alternating which goes first."""
+def _median_pair(python_call: Callable[[], Any], native_call: Callable[[], Any], repeats: int,
+                 prepare: Callable[[], Any] = lambda: None) -> tuple[float, float]:  # fmt: skip
+    """Median seconds of each call over `repeats` rounds, alternating which goes first; `prepare`
+    runs untimed right before each call (e.g. to bring the logits into cache, as a model leaves them)."""
     python_times, native_times = [], []
     for round_index in range(repeats):
         order = [(python_call, python_times), (native_call, native_times)]
         for call, times in order if round_index % 2 == 0 else order[::-1]:
-            gc.collect()
-            start = time.perf_counter()
-            call()
-            times.append(time.perf_counter() - start)
+            times.append(_timed(call, prepare))
     return statistics.median(python_times), statistics.median(native_times)
 
 
-def _row(component: str, batch: int, mix: str, python_s: float, native_s: float, **extra: Any) -> dict[str, Any]:
+def _timed(call: Callable[[], Any], prepare: Callable[[], Any] = lambda: None) -> float:
+    gc.collect()
+    # torch's OpenMP workers spin for a while after a parallel region: let them go idle, so that
+    # they do not steal the cores from whichever twin runs next.
+    time.sleep(0.01)
+    prepare()
+    start = time.perf_counter()
+    call()
+    return time.perf_counter() - start
+
+
+def _row(
+    component: str, batch: int, mix: str, python_s: float, native_s: float, **extra: Any
+) -> dict[str, Any]:
     return {
         "component": component,
         "batch": batch,
@@ -105,25 +118,35 @@ def bench_sampler(batch: int, vocab: int, mix: str, repeats: int, seed: int) -> 
         for sampler in twins:
             sampler.add(seq_id, sampler_params(mix, seq_id), prompt)
     results: list[list[list[int]]] = [[], []]
+    timings: list[list[float]] = [[], []]
+    flat = logits.numpy()
+
+    def warm() -> None:  # the logits in cache, as the model leaves them
+        float(flat.sum())
 
     def call(which: int) -> Callable[[], None]:
-        return lambda: results[which].append(twins[which].sample(logits, seq_ids))
+        def run() -> None:
+            # An untimed call first (same for both twins) brings code and buffers back into cache
+            # after the pause that _timed makes; then the timed one.
+            results[which].append(twins[which].sample(logits, seq_ids))
+            warm()
+            start = time.perf_counter()
+            results[which].append(twins[which].sample(logits, seq_ids))
+            timings[which].append(time.perf_counter() - start)
+
+        return run
 
     call(0)(), call(1)()  # warm-up: first registrations, buffers, caches
-    python_s, native_s = _median_pair(call(0), call(1), repeats)
-    flat = logits.numpy()
-    floor_s = statistics.median(_time(lambda: float(flat.sum())) for _ in range(max(repeats, 5)))
+    for times in timings:
+        times.clear()
+    _median_pair(call(0), call(1), repeats)
+    python_s, native_s = statistics.median(timings[0]), statistics.median(timings[1])
+    floor_s = statistics.median(_timed(warm, warm) for _ in range(max(repeats, 5)))
     return _row(
         "sampler", batch, mix, python_s, native_s,
         floor_us=round(floor_s * 1e6, 1), native_floor_ratio=round(native_s / floor_s, 2),
         tokens_match=results[0] == results[1],
     )  # fmt: skip
-
-
-def _time(call: Callable[[], Any]) -> float:
-    start = time.perf_counter()
-    call()
-    return time.perf_counter() - start
 
 
 # -- KV allocator -------------------------------------------------------------------------------
@@ -134,7 +157,9 @@ def decode_workload(batch: int, steps: int, rng: random.Random) -> tuple[int, li
     probability 1/200 per step and replaced by a new one with a 100-1000-token prompt."""
     lengths = {seq_id: rng.randint(100, 1000) for seq_id in range(batch)}
     next_id = batch
-    plan: list[tuple[list[int], ...]] = [([], list(lengths), [-(-n // BLOCK_SIZE) for n in lengths.values()], list(lengths))]
+    plan: list[tuple[list[int], ...]] = [
+        ([], list(lengths), [-(-n // BLOCK_SIZE) for n in lengths.values()], list(lengths))
+    ]
     for _ in range(steps):
         frees, grow_ids, grow_counts = [], [], []
         for seq_id in list(lengths):
@@ -184,7 +209,9 @@ def bench_kv(batch: int, repeats: int, seed: int, steps: int = 200) -> dict[str,
 # -- scheduler ----------------------------------------------------------------------------------
 
 
-def drive_scheduler(scheduler: Any, batch: int, steps: int, rng: random.Random) -> tuple[list[float], list[Any]]:
+def drive_scheduler(
+    scheduler: Any, batch: int, steps: int, rng: random.Random
+) -> tuple[list[float], list[Any]]:
     """Fill `batch` running sequences, then time `steps` schedule() calls of a steady decode load
     (1/200 finish per step, replaced by arrivals whose prompts take chunked prefill)."""
     free = batch * 200

@@ -28,13 +28,19 @@ SOURCES = ("kv_alloc.c", "sampler.c", "scheduler.c")
 # arithmetic differ from the Python twin's; -ffp-contract=off says so explicitly.
 BASE_FLAGS = ["-std=c99", "-Wall", "-Wextra", "-ffp-contract=off", "-fno-strict-aliasing"]
 RELEASE_FLAGS = ["-O3"]
-SANITIZE_FLAGS = ["-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined", "-fno-sanitize-recover=all"]
+SANITIZE_FLAGS = [
+    "-O1",
+    "-g",
+    "-fno-omit-frame-pointer",
+    "-fsanitize=address,undefined",
+    "-fno-sanitize-recover=all",
+]
 
 
 def read_cdef(header: Path = HEADER) -> str:
     """The part of the header between the cdef markers: the module's whole interface."""
     text = header.read_text()
-    match = re.search(r"/\* cdef-begin \*/(.*?)/\* cdef-end \*/", text, re.S)
+    match = re.search(r"/\* cdef-begin \*/(.*?)/\* cdef-end \*/", text, re.DOTALL)
     if match is None:
         raise RuntimeError(f"{header} has no /* cdef-begin */ ... /* cdef-end */ section")
     return match.group(1)
@@ -75,13 +81,25 @@ def build(sanitize: bool = False, out_dir: Path | None = None, verbose: bool = F
         temporary = destination.with_name(destination.name + ".tmp")
         shutil.copyfile(library, temporary)
         os.replace(temporary, destination)  # atomic: a running import never sees half a library
+    remove_stale_libraries(destination)
     return destination
+
+
+def remove_stale_libraries(kept: Path) -> None:
+    """Delete other builds of the module next to `kept` (say `_native.abi3.so` from `pip install -e .`
+    beside `_native.cpython-311-....so` from this script): Python would import whichever suffix it
+    tries first, perhaps an outdated one."""
+    for other in kept.parent.glob("_native*.so"):
+        if other != kept:
+            other.unlink(missing_ok=True)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Build native_paths._native in place.")
     parser.add_argument("--sanitize", action="store_true", help="build with -fsanitize=address,undefined")
-    parser.add_argument("--out", type=Path, default=None, help="folder for the library (default: the package)")
+    parser.add_argument(
+        "--out", type=Path, default=None, help="folder for the library (default: the package)"
+    )
     parser.add_argument("--verbose", action="store_true", help="show the compiler command lines")
     args = parser.parse_args(argv)
     print(build(sanitize=args.sanitize, out_dir=args.out, verbose=args.verbose))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import struct
 import weakref
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -28,6 +28,9 @@ class NativeBlockAllocator:
         self._finalizer = weakref.finalize(self, self._lib.np_kv_destroy, self._kv)
         self._result = self._ffi.new("np_kv_result *")
         self._step = self._lib.np_kv_step
+        self._batch_ids: list[int] = []  # the last batch, and its int64 buffer
+        self._batch = b"\0" * 8
+        self._num_free = num_blocks
 
     def close(self) -> None:
         """Free the C state now (otherwise it goes when the object is collected)."""
@@ -37,7 +40,7 @@ class NativeBlockAllocator:
 
     @property
     def num_free_blocks(self) -> int:
-        return self._lib.np_kv_num_free(self._kv)
+        return self._num_free  # kept from the last step: no second C call per engine step
 
     @property
     def num_used_blocks(self) -> int:
@@ -63,7 +66,7 @@ class NativeBlockAllocator:
 
     def free_block_ids(self) -> list[int]:
         """The free list from head to tail (O(N); for tests and debugging)."""
-        capacity = self.num_free_blocks
+        capacity = self._lib.np_kv_num_free(self._kv)
         out = self._ffi.new("int32_t[]", max(capacity, 1))
         count = self._lib.np_kv_free_list(self._kv, out, capacity)
         return self._ffi.unpack(out, min(count, capacity))
@@ -83,30 +86,39 @@ class NativeBlockAllocator:
             raise ValueError(
                 f"grow_seq_ids has {n_grows} entries but grow_num_blocks has {len(grow_num_blocks)}"
             )
-        # One buffer for all four lists: struct converts a list of ints several times faster than
-        # ffi.new, and raises struct.error for anything that is not an int fitting int64.
+        # struct converts a list of ints several times faster than ffi.new, and raises struct.error
+        # for anything that is not an int fitting int64. Decode steps repeat the batch of the step
+        # before: comparing lists (mostly the very same int objects) is cheaper than converting.
         try:
-            packed = struct.pack(
-                f"{n_frees + 2 * n_grows + n_batch}q", *frees, *grow_seq_ids, *grow_num_blocks, *batch_seq_ids
-            )
+            packed = struct.pack(f"{n_frees + 2 * n_grows}q", *frees, *grow_seq_ids, *grow_num_blocks)
+            if type(batch_seq_ids) is not list or batch_seq_ids != self._batch_ids:
+                self._batch = struct.pack(f"{n_batch}q", *batch_seq_ids)
+                self._batch_ids = list(batch_seq_ids)
         except struct.error as error:
-            raise ValueError(f"sequence ids and block counts must be ints that fit in int64 ({error})") from None
+            raise ValueError(
+                f"sequence ids and block counts must be ints that fit in int64 ({error})"
+            ) from None
         ffi, result = self._ffi, self._result
         ids = ffi.from_buffer("int64_t[]", packed)
+        batch = ffi.from_buffer("int64_t[]", self._batch)
         grows = ids + n_frees
-        status = self._step(self._kv, ids, n_frees, grows, grows + n_grows, n_grows, grows + 2 * n_grows, n_batch, result)
+        status = self._step(self._kv, ids, n_frees, grows, grows + n_grows, n_grows, batch, n_batch, result)
+        self._num_free = result.num_free
         if status:
             self._raise(status, grow_seq_ids, grow_num_blocks)
         width = result.width
         if n_batch == 0 or width == 0:
             return np.full((n_batch, width), -1, dtype=np.int32)
-        tables = np.frombuffer(ffi.buffer(result.tables, n_batch * width * 4), dtype=np.int32)
-        return tables.reshape(n_batch, width).copy()  # the C buffer is reused by the next step
+        tables = np.empty((n_batch, width), dtype=np.int32)  # a copy: the C buffer is reused next step
+        ffi.memmove(ffi.from_buffer(tables), result.tables, n_batch * width * 4)
+        return tables
 
     def _raise(self, status: int, grow_seq_ids: Sequence[int], grow_num_blocks: Sequence[int]) -> None:
         lib, index = self._lib, self._result.bad_index
         if status == lib.NP_ERR_ARG and index >= 0:
-            raise ValueError(f"cannot allocate {grow_num_blocks[index]} blocks to sequence {grow_seq_ids[index]}")
+            raise ValueError(
+                f"cannot allocate {grow_num_blocks[index]} blocks to sequence {grow_seq_ids[index]}"
+            )
         if status == lib.NP_ERR_EXHAUSTED:
             raise RuntimeError(
                 f"KV block pool exhausted: the step plan grows {sum(grow_num_blocks)} blocks, "

@@ -85,5 +85,7 @@ def available() -> dict[str, bool | str]:
         if not present:
             missing.append(component)
     if missing:
-        status["reason"] = f"the library at {status['path']} lacks {', '.join(missing)}; rebuild it ({BUILD_HINT})"
+        status["reason"] = (
+            f"the library at {status['path']} lacks {', '.join(missing)}; rebuild it ({BUILD_HINT})"
+        )
     return status

@@ -5,7 +5,8 @@ from __future__ import annotations
 import struct
 import weakref
 from array import array
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -82,6 +83,11 @@ class NativeSampler:
         self._call(None, 0, 0, b"")
         return self._lib.np_sampler_position(self._sampler, seq_id)
 
+    @property
+    def exact_passes(self) -> int:
+        """Rows so far whose fast approximate softmax sum could not settle a decision (then done exactly)."""
+        return self._lib.np_sampler_exact_passes(self._sampler)
+
     def sample(self, logits: torch.Tensor | np.ndarray, seq_ids: Sequence[int]) -> list[int]:
         """logits: float32 [len(seq_ids), vocab], C-contiguous, on the CPU (a CUDA tensor is copied over)."""
         pointer, rows, vocab, keep_alive = self._logits_pointer(logits, len(seq_ids))
@@ -115,7 +121,7 @@ class NativeSampler:
             shape = logits.shape
             pointer = self._ffi.from_buffer("float[]", logits) if logits.size else self._ffi.NULL
         else:
-            raise ValueError(f"logits must be a torch.Tensor or numpy.ndarray, got {type(logits).__name__}")
+            raise TypeError(f"logits must be a torch.Tensor or numpy.ndarray, got {type(logits).__name__}")
         if len(shape) != 2 or shape[0] != rows:
             raise ValueError(f"logits of shape {shape} for {rows} sequences")
         vocab = shape[1]

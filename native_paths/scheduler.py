@@ -4,27 +4,21 @@ from __future__ import annotations
 
 import struct
 import weakref
-from typing import Any, Sequence
+from collections.abc import Sequence
 
 from engine.types import NewSequence, StepPlan
 from native_paths.loader import require
 
 POLICIES = {"fcfs": 0, "priority": 1}
 MAX_PROMPT_TOKENS = 2**60  # far from int64 overflow in C's counters
-_ffi: Any = None  # the extension's ffi, set by the first NativeScheduler
-
-
-def _int64_list(pointer: object, count: int) -> list[int]:
-    """A list of `count` int64 from C memory (memoryview.tolist is faster than ffi.unpack)."""
-    if not count:
-        return []
-    return memoryview(_ffi.buffer(pointer, 8 * count)).cast("q").tolist()
 
 
 class NativeScheduler:
     """Plans the same steps as engine.scheduler.PythonScheduler, from queues and counters kept in C arrays."""
 
-    def __init__(self, block_size: int, max_num_seqs: int, max_batched_tokens: int, policy: str = "fcfs") -> None:
+    def __init__(
+        self, block_size: int, max_num_seqs: int, max_batched_tokens: int, policy: str = "fcfs"
+    ) -> None:
         for name, value in (("block_size", block_size), ("max_num_seqs", max_num_seqs),
                             ("max_batched_tokens", max_batched_tokens)):  # fmt: skip
             if not isinstance(value, int) or not 1 <= value <= 2**62:
@@ -34,13 +28,14 @@ class NativeScheduler:
                 )
         if policy not in POLICIES:
             raise ValueError(f"unknown scheduling policy {policy!r}: use one of {', '.join(POLICIES)}")
-        global _ffi
-        self._ffi, self._lib = _ffi, _ = require()
+        self._ffi, self._lib = require()
         self.block_size = block_size
         self.max_num_seqs = max_num_seqs
         self.max_batched_tokens = max_batched_tokens
         self.policy = policy
-        self._scheduler = self._lib.np_scheduler_create(block_size, max_num_seqs, max_batched_tokens, POLICIES[policy])
+        self._scheduler = self._lib.np_scheduler_create(
+            block_size, max_num_seqs, max_batched_tokens, POLICIES[policy]
+        )
         if self._scheduler == self._ffi.NULL:
             raise MemoryError("cannot allocate the native scheduler")
         self._finalizer = weakref.finalize(self, self._lib.np_scheduler_destroy, self._scheduler)
@@ -52,15 +47,18 @@ class NativeScheduler:
         """Free the C state now (otherwise it goes when the object is collected)."""
         self._finalizer()
 
+    # Both counts come with each plan, so that reading them costs no second C call per step.
     @property
     def num_waiting(self) -> int:
-        return self._lib.np_scheduler_num_waiting(self._scheduler)
+        return self._plan.num_waiting
 
     @property
     def num_running(self) -> int:
-        return self._lib.np_scheduler_num_running(self._scheduler)
+        return self._plan.num_running
 
-    def schedule(self, arrivals: Sequence[NewSequence], finished: Sequence[int], num_free_blocks: int) -> StepPlan:
+    def schedule(
+        self, arrivals: Sequence[NewSequence], finished: Sequence[int], num_free_blocks: int
+    ) -> StepPlan:
         """Admit `arrivals`, forget `finished` (their blocks go into plan.frees), and plan one step."""
         n_arrivals, n_finished = len(arrivals), len(finished)
         try:
@@ -73,7 +71,9 @@ class NativeScheduler:
                 num_free_blocks,
             )
         except struct.error as error:
-            raise ValueError(f"sequence ids, token counts and priorities must be int64 ints ({error})") from None
+            raise ValueError(
+                f"sequence ids, token counts and priorities must be int64 ints ({error})"
+            ) from None
         ffi, plan = self._ffi, self._plan
         ints = ffi.from_buffer("int64_t[]", packed)
         status = self._schedule(
@@ -83,24 +83,29 @@ class NativeScheduler:
         if status:
             self._batch = None
             self._raise(status, arrivals)
-        n_batch, n_grows = plan.n_batch, plan.n_grows
-        if plan.batch_unchanged and self._batch is not None:
-            # A steady decode step: reuse the lists of the previous one (copied, the caller owns them).
-            seq_ids, num_tokens, samples = (list(values) for values in self._batch)
+        n_batch, n_frees, n_preempted, n_grows = plan.n_batch, plan.n_frees, plan.n_preempted, plan.n_grows
+        reuse = plan.batch_unchanged and self._batch is not None
+        # One conversion for every int64 list (see np_plan.ints); a steady decode step stops short of
+        # seq_ids and num_tokens and reuses the previous step's lists instead.
+        tail = n_batch + n_frees + n_preempted + 2 * n_grows
+        count = tail if reuse else plan.n_ints
+        ints = memoryview(ffi.buffer(plan.ints, 8 * count)).cast("q").tolist() if count else []
+        if reuse:
+            seq_ids, num_tokens, samples = (list(values) for values in self._batch)  # type: ignore[union-attr]
         else:
-            seq_ids = _int64_list(plan.seq_ids, n_batch)
-            num_tokens = _int64_list(plan.num_tokens, n_batch)
+            seq_ids, num_tokens = ints[tail : tail + n_batch], ints[tail + n_batch :]
             samples = memoryview(ffi.buffer(plan.samples, n_batch)).cast("?").tolist() if n_batch else []
             self._batch = (list(seq_ids), list(num_tokens), list(samples))
+        at = n_batch + n_frees + n_preempted
         return StepPlan(
             seq_ids=seq_ids,
             num_tokens=num_tokens,
-            start_positions=_int64_list(plan.start_positions, n_batch),
+            start_positions=ints[:n_batch],
             samples=samples,
-            frees=_int64_list(plan.frees, plan.n_frees),
-            preempted=_int64_list(plan.preempted, plan.n_preempted),
-            grow_seq_ids=_int64_list(plan.grow_seq_ids, n_grows),
-            grow_num_blocks=_int64_list(plan.grow_num_blocks, n_grows),
+            frees=ints[n_batch : n_batch + n_frees],
+            preempted=ints[n_batch + n_frees : at],
+            grow_seq_ids=ints[at : at + n_grows],
+            grow_num_blocks=ints[at + n_grows : tail],
         )
 
     def _raise(self, status: int, arrivals: Sequence[NewSequence]) -> None:

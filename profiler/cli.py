@@ -135,6 +135,44 @@ def run(
 
 
 @app.command()
+def golden(
+    requests: Annotated[int, typer.Option("--requests", "-r", help="Requests in the seeded workload.")] = 200,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", "-n", help="Tokens generated per request.")] = 64,
+    kv_blocks: Annotated[Optional[int], typer.Option("--kv-blocks", help="KV pool (default: a third of what the batch needs, so preemption happens).")] = None,
+    max_batch: MaxBatchOpt = 32,
+    model: ModelOpt = "smollm2-135m", dtype: DtypeOpt = "float32", seed: SeedOpt = 0, threads: ThreadsOpt = None,
+) -> None:
+    """Run one seeded workload with the Python twins and the C twins and compare token by token (exit 1 on a logic error)."""
+    from rich.console import Console
+
+    from profiler.golden import render_golden, run_golden
+    from profiler.options import OptionError
+
+    if requests < 1 or max_tokens < 1:
+        raise OptionError("--requests and --max-tokens must be at least 1")
+    options = _engine_options(model, dtype, "none", None, None, 16, max_batch, 512, "fcfs", seed, threads)
+    err = Console(stderr=True)
+    from profiler.engine_builder import load_for_options
+
+    loaded = load_for_options(options, progress=lambda message: err.print(f"[dim]{message}[/dim]"))
+    report = run_golden(loaded, requests=requests, seed=seed, max_tokens=max_tokens, max_batch=max_batch,
+                        kv_blocks=kv_blocks, progress=lambda message: err.print(f"[dim]{message}[/dim]"))  # fmt: skip
+    render_golden(report, Console())
+    raise typer.Exit(report.exit_code)
+
+
+@bench_app.command("native")
+def bench_native(
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list of rows instead of a table.")] = False,
+    repeats: Annotated[int, typer.Option("--repeats", help="Interleaved repeats per row (medians are reported).")] = 5,
+) -> None:
+    """Per-step time of each Python/C twin pair at batch 1, 32 and 256 (vocab 49,152), with the speedup."""
+    from profiler.bench_command import bench_native_command
+
+    raise typer.Exit(bench_native_command(as_json=as_json, repeats=repeats))
+
+
+@app.command()
 def doctor() -> None:
     """Print what this installation can do: native paths built, py-spy, GPU, default model."""
     from profiler.doctor import run_doctor

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 INJECTIONS = ("slow_sampler", "contended_lock", "allocation_heavy")
 
@@ -99,3 +100,12 @@ def apply_injections(injections: dict[str, Any], scheduler: Any, allocator: Any,
     if "allocation_heavy" in injections:
         sampler = AllocatingSampler(sampler, int(injections["allocation_heavy"]) if injections["allocation_heavy"] is not True else 60_000)
     return scheduler, allocator, sampler
+
+
+def close_injections(components: dict[str, Any]) -> None:
+    """Stop what injections started (the lock hog thread) once the run is over; twins are left alone."""
+    for component in components.values():
+        while isinstance(component, SlowSampler):
+            if isinstance(component, ContendedSampler):
+                component.close()
+            component = component.inner

@@ -75,6 +75,8 @@ int np_sampler_step(np_sampler *sampler, const int64_t *remove_ids, int64_t n_re
 int64_t np_sampler_num_requests(const np_sampler *sampler);
 /* Tokens drawn so far for seq_id, or -1 when it is not registered. */
 int64_t np_sampler_position(const np_sampler *sampler, int64_t seq_id);
+/* Rows so far whose approximate softmax sum was too close to a decision, so that the exact pass ran. */
+int64_t np_sampler_exact_passes(const np_sampler *sampler);
 
 /* ---- Scheduler (scheduler.c) ---- */
 typedef struct np_scheduler np_scheduler;
@@ -100,6 +102,11 @@ typedef struct {
     /* seq_ids, num_tokens and samples equal the previous plan's (a steady decode step), so that
      * the adapter may reuse the Python lists it made then. */
     int64_t batch_unchanged;
+    /* Every int64 list above, side by side, so that Python converts them in one go: start_positions,
+     * frees, preempted, grow_seq_ids, grow_num_blocks, then seq_ids and num_tokens (last, so that a
+     * steady step can convert only the part before them). The pointers above point into it. */
+    const int64_t *ints;
+    int64_t n_ints;
 } np_plan;
 
 np_scheduler *np_scheduler_create(int64_t block_size, int64_t max_num_seqs, int64_t max_batched_tokens,

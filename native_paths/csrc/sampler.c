@@ -118,19 +118,23 @@ NP_CLONES static void exp_block_sums(const float *values, int64_t num_blocks, do
     }
 }
 
-/* Pass F over whole blocks (approximate, float32, about twice as fast as pass B): each block's sum
- * of 2^a with a = (x - top) * scale <= 0 (scale = log2(e) / temperature), and the sum of 2^a * |a|.
+/* Pass F over whole blocks (approximate, float32, about twice as fast as pass B): the sum of 2^a
+ * with a = (x - top) * scale <= 0 (scale = log2(e) / temperature), and the sum of 2^a * |a|.
  * Per element, 2^a is within 5e-7 + 1.25e-7 * |a| of exp((x - top) / temperature) relatively (a
  * carries three float roundings, the degree-6 polynomial for 2^f on [-1/2, 1/2] 1.2e-7 plus its
  * roundings), and the 8 float additions per lane add 5e-7: softmax_sums turns this into a bound. */
 NP_CLONES static void approx_block_sums(const float *values, int64_t num_blocks, float top, float scale,
-                                        double *block_sums, double *block_weights) {
+                                        const int32_t *skip, double *block_sums, double totals[2]) {
+    /* Block sums go to block_sums when it is given; the row's totals (sum, weight) gather in 16
+     * float64 lanes, so that a caller that needs only Z pays no per-block reduction. Blocks with
+     * skip[b] >= 0 (those with a masked copy) are left out. */
+    double sum_lanes[16] = {0}, weight_lanes[16] = {0};
     int64_t b;
     int i, j;
     for (b = 0; b < num_blocks; b++) {
         const float *block = values + b * BLOCK;
         float sums[16] = {0}, weights[16] = {0};
-        double sum = 0.0, weight = 0.0;
+        if (skip && skip[b] >= 0) continue;
         for (j = 0; j < BLOCK; j += 16) {
             for (i = 0; i < 16; i++) {
                 float a = (block[j + i] - top) * scale;
@@ -152,12 +156,20 @@ NP_CLONES static void approx_block_sums(const float *values, int64_t num_blocks,
                 weights[i] += v * -clamped;
             }
         }
-        for (i = 0; i < 16; i++) {
-            sum += sums[i];
-            weight += weights[i];
+        if (block_sums) {
+            double sum = 0.0;
+            for (i = 0; i < 16; i++) sum += sums[i];
+            block_sums[b] = sum;
         }
-        block_sums[b] = sum;
-        block_weights[b] = weight;
+        for (i = 0; i < 16; i++) {
+            sum_lanes[i] += (double)sums[i];
+            weight_lanes[i] += (double)weights[i];
+        }
+    }
+    totals[0] = totals[1] = 0.0;
+    for (i = 0; i < 16; i++) {
+        totals[0] += sum_lanes[i];
+        totals[1] += weight_lanes[i];
     }
 }
 
@@ -263,6 +275,33 @@ static void select_first(candidate *c, int64_t n, int64_t k) {
     sort_candidates(c + lo, hi - lo + 1);
 }
 
+/* The k-th largest of n keys (1 <= k <= n), reordering them: quickselect on plain int32, cheaper
+ * than candidates for the few hundred block maxima of a row. */
+static int32_t kth_largest(int32_t *keys, int64_t n, int64_t k) {
+    int64_t lo = 0, hi = n - 1, target = k - 1;
+    while (lo < hi) {
+        int32_t pivot = keys[lo + (hi - lo) / 2];
+        int64_t i = lo, j = hi;
+        while (i <= j) {
+            while (keys[i] > pivot) i++;
+            while (keys[j] < pivot) j--;
+            if (i <= j) {
+                int32_t t = keys[i];
+                keys[i++] = keys[j];
+                keys[j--] = t;
+            }
+        }
+        if (target <= j) {
+            hi = j;
+        } else if (target >= i) {
+            lo = i;
+        } else {
+            return keys[target]; /* between the two halves: equal to the pivot */
+        }
+    }
+    return keys[target];
+}
+
 /* Sorts by id ascending (the draw walks tokens in id order). */
 static void sort_by_id(candidate *c, int64_t n) {
     int64_t i;
@@ -323,14 +362,11 @@ struct np_sampler {
     int64_t copy_key_capacity;
     double *block_sum; /* per block: sum of e = exp(x / temperature - m), exact or approximate */
     int64_t block_sum_capacity;
-    double *block_weight; /* per block: the approximation's error weight */
-    int64_t block_weight_capacity;
     double *copy_sum;
     int64_t copy_sum_capacity;
-    double *copy_weight;
-    int64_t copy_weight_capacity;
     candidate *cands;
     int64_t cands_capacity;
+    int64_t exact_passes;
 };
 
 np_sampler *np_sampler_create(void) { return np_calloc(1, sizeof(np_sampler)); }
@@ -358,14 +394,14 @@ void np_sampler_destroy(np_sampler *s) {
     np_free(s->overrides);
     np_free(s->copy_key);
     np_free(s->block_sum);
-    np_free(s->block_weight);
     np_free(s->copy_sum);
-    np_free(s->copy_weight);
     np_free(s->cands);
     np_free(s);
 }
 
 int64_t np_sampler_num_requests(const np_sampler *s) { return s->slots.size; }
+
+int64_t np_sampler_exact_passes(const np_sampler *s) { return s->exact_passes; }
 
 int64_t np_sampler_position(const np_sampler *s, int64_t seq_id) {
     int32_t slot = np_idmap_get(&s->slots, seq_id);
@@ -523,6 +559,8 @@ static void prepare_row(row_view *v) {
     int64_t i;
     v->num_copies = 0;
     v->num_overrides = 0;
+    /* Pass A first: it streams the row into cache, where the penalties' scattered reads then hit. */
+    v->nan_seen = block_keys(v->row, v->full_blocks, s->block_key);
     if (v->full_blocks < v->num_blocks) block_copy(v, v->full_blocks); /* the ragged tail */
     for (i = 0; i < r->num_entries; i++) {
         const penalty_entry *entry = &r->entries[i];
@@ -541,7 +579,6 @@ static void prepare_row(row_view *v) {
         s->overrides[v->num_overrides++].value = x;
         block_copy(v, entry->token / BLOCK)[entry->token % BLOCK] = -INFINITY;
     }
-    v->nan_seen = block_keys(v->row, v->full_blocks, s->block_key);
     if (v->num_copies > 0) {
         /* The copies sit side by side: one vectorized pass, then each key to its block. */
         v->nan_seen |= block_keys(s->copies, v->num_copies, s->copy_key);
@@ -657,12 +694,8 @@ static int64_t sample_top_k(const row_view *v, double m) {
     collect_all = k > finite_blocks;
     if (!collect_all) {
         /* At least k tokens reach the k-th largest block maximum, so the k best are all at or above it. */
-        for (b = 0; b < v->num_blocks; b++) {
-            c[b].key = (double)s->block_key[b];
-            c[b].id = (int32_t)b;
-        }
-        select_first(c, v->num_blocks, k);
-        for (b = 0; b < k; b++) threshold = (int32_t)c[b].key < threshold ? (int32_t)c[b].key : threshold;
+        memcpy(s->copy_key, s->block_key, (size_t)v->num_blocks * sizeof(int32_t));
+        threshold = kth_largest(s->copy_key, v->num_blocks, k);
         {
             /* Dividing by the temperature could merge a float just below the threshold with it (only
              * when x / t underflows or overflows); then take every token instead. */
@@ -688,9 +721,15 @@ static int64_t sample_top_k(const row_view *v, double m) {
                 c[n++].id = (int32_t)(b * BLOCK + i);
             }
         }
-        for (i = 0; i < v->num_overrides; i++) {
-            c[n].key = s->overrides[i].value / temperature;
-            c[n++].id = s->overrides[i].token;
+        {
+            /* k tokens reach the threshold already, so an override below it cannot make the k best. */
+            double floor = (double)key_float(threshold) / temperature;
+            for (i = 0; i < v->num_overrides; i++) {
+                double y = s->overrides[i].value / temperature;
+                if (y < floor) continue;
+                c[n].key = y;
+                c[n++].id = s->overrides[i].token;
+            }
         }
     }
     select_first(c, n, k);
@@ -759,40 +798,43 @@ static int64_t collect_above(const row_view *v, double m, double floor, double *
     return n;
 }
 
-/* The softmax sum Z = sum of exp(x / temperature - m) with its per-block parts in block_sum: exact
- * (pass B), or approximate (pass F) with *error bounding |result - Z|. */
-static double softmax_sums(const row_view *v, double m, int exact, double *error) {
+/* The softmax sum Z = sum of exp(x / temperature - m), exact (pass B) or approximate (pass F) with
+ * *error bounding |result - Z|; with `per_block`, its parts per block in block_sum as well. */
+static double softmax_sums(const row_view *v, double m, int exact, int per_block, double *error) {
     np_sampler *s = v->s;
     double temperature = v->r->params.temperature, z = 0.0, weight = 0.0, factor = 0.0;
     int32_t top_key = max_block_key(v);
-    float top = key_float(top_key);
     int64_t b, i;
+    per_block |= exact;
     if (exact) {
         exp_block_sums(v->row, v->full_blocks, temperature, m, s->block_sum);
         exp_block_sums(s->copies, v->num_copies, temperature, m, s->copy_sum);
         for (i = 0; i < v->num_copies; i++) s->block_sum[s->dirty_blocks[i]] = s->copy_sum[i];
     } else if (top_key > KEY_NEG_INF) {
         /* Relative to the largest float, then scaled to m (which an override may exceed). */
-        float scale = (float)(1.4426950408889634 / temperature);
-        approx_block_sums(v->row, v->full_blocks, top, scale, s->block_sum, s->block_weight);
-        approx_block_sums(s->copies, v->num_copies, top, scale, s->copy_sum, s->copy_weight);
-        for (i = 0; i < v->num_copies; i++) {
-            s->block_sum[s->dirty_blocks[i]] = s->copy_sum[i];
-            s->block_weight[s->dirty_blocks[i]] = s->copy_weight[i];
-        }
+        float top = key_float(top_key), scale = (float)(1.4426950408889634 / temperature);
+        double row_totals[2], copy_totals[2];
+        approx_block_sums(v->row, v->full_blocks, top, scale, s->dirty, per_block ? s->block_sum : NULL, row_totals);
+        approx_block_sums(s->copies, v->num_copies, top, scale, NULL, per_block ? s->copy_sum : NULL, copy_totals);
         factor = exp_nonpositive((double)top / temperature - m);
-        for (b = 0; b < v->num_blocks; b++) {
-            s->block_sum[b] *= factor;
-            weight += s->block_weight[b];
+        z = factor * (row_totals[0] + copy_totals[0]);
+        weight = row_totals[1] + copy_totals[1];
+        if (per_block) {
+            for (i = 0; i < v->num_copies; i++) s->block_sum[s->dirty_blocks[i]] = s->copy_sum[i];
+            for (b = 0; b < v->num_blocks; b++) s->block_sum[b] *= factor;
         }
-    } else {
+    } else if (per_block) {
         for (b = 0; b < v->num_blocks; b++) s->block_sum[b] = 0.0; /* every float is -inf */
     }
     for (i = 0; i < v->num_overrides; i++) {
         const override *o = &s->overrides[i];
-        s->block_sum[o->token / BLOCK] += exp_nonpositive(o->value / temperature - m);
+        double e = exp_nonpositive(o->value / temperature - m);
+        if (per_block) s->block_sum[o->token / BLOCK] += e;
+        if (!exact) z += e;
     }
-    for (b = 0; b < v->num_blocks; b++) z += s->block_sum[b];
+    if (exact) {
+        for (b = 0; b < v->num_blocks; b++) z += s->block_sum[b];
+    }
     /* Twice the worst case of pass F's error terms, plus room for any float64 summation order. */
     *error = exact ? 0.0 : 2.0 * (1e-6 * z + 1.25e-7 * factor * weight) + 1e-12 * z + 1e-300;
     return z;
@@ -863,7 +905,8 @@ static int64_t sample_full(const row_view *v, double m) {
     }
     /* First with the fast approximate Z; only when that could flip a decision, again exactly. */
     for (exact = 0; exact <= 1; exact++) {
-        double error, z = softmax_sums(v, m, exact, &error);
+        double error, z = softmax_sums(v, m, exact, p->top_p == 1.0, &error);
+        v->s->exact_passes += exact;
         int64_t picked = p->top_p < 1.0 ? draw_nucleus(v, m, z, error) : draw_from_all(v, m, z, error);
         if (picked >= 0) return picked;
     }
@@ -919,9 +962,7 @@ static int reserve_scratch(np_sampler *s, int64_t vocab, int64_t max_overrides) 
         np_reserve(&s->overrides, &s->overrides_capacity, max_overrides, sizeof(override)) ||
         np_reserve(&s->copy_key, &s->copy_key_capacity, blocks, sizeof(int32_t)) ||
         np_reserve(&s->block_sum, &s->block_sum_capacity, blocks, sizeof(double)) ||
-        np_reserve(&s->block_weight, &s->block_weight_capacity, blocks, sizeof(double)) ||
         np_reserve(&s->copy_sum, &s->copy_sum_capacity, blocks, sizeof(double)) ||
-        np_reserve(&s->copy_weight, &s->copy_weight_capacity, blocks, sizeof(double)) ||
         np_reserve(&s->cands, &s->cands_capacity, cands, sizeof(candidate)))
         return NP_ERR_NOMEM;
     for (i = old; i < s->dirty_capacity; i++) s->dirty[i] = -1;

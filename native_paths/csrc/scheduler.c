@@ -45,6 +45,8 @@ struct np_scheduler {
     int64_t *scheduled_start;
     int64_t *seq_ids, *num_tokens, *start_positions, *frees, *preempted, *grow_ids, *grow_counts;
     _Bool *samples;
+    int64_t *ints; /* the plan's int64 lists side by side (np_plan.ints) */
+    int64_t ints_capacity;
     int64_t *previous_ids, *previous_tokens; /* the previous plan's batch, to report batch_unchanged */
     _Bool *previous_samples;
     int64_t previous_batch;
@@ -89,6 +91,7 @@ void np_scheduler_destroy(np_scheduler *s) {
     np_free(s->preempted);
     np_free(s->grow_ids);
     np_free(s->grow_counts);
+    np_free(s->ints);
     np_free(s->previous_ids);
     np_free(s->previous_tokens);
     np_free(s->previous_samples);
@@ -229,6 +232,7 @@ static int reserve_step(np_scheduler *s, int64_t n_arrivals, int64_t n_finished)
         np_reserve(&s->preempted, &s->preempted_capacity, live, sizeof(int64_t)) ||
         np_reserve(&s->grow_ids, &s->grow_ids_capacity, live, sizeof(int64_t)) ||
         np_reserve(&s->grow_counts, &s->grow_counts_capacity, live, sizeof(int64_t)) ||
+        np_reserve(&s->ints, &s->ints_capacity, 7 * live + n_finished, sizeof(int64_t)) ||
         np_reserve(&s->previous_ids, &s->previous_ids_capacity, live, sizeof(int64_t)) ||
         np_reserve(&s->previous_tokens, &s->previous_tokens_capacity, live, sizeof(int64_t)) ||
         np_reserve(&s->previous_samples, &s->previous_samples_capacity, live, sizeof(_Bool)))
@@ -249,15 +253,32 @@ static void remember_batch(np_scheduler *s, np_plan *plan) {
     s->previous_batch = n;
 }
 
+/* Points the plan at this step's lists, packed side by side in s->ints (see np_plan.ints). */
 static void publish(const np_scheduler *s, np_plan *plan) {
-    plan->seq_ids = s->seq_ids;
-    plan->num_tokens = s->num_tokens;
-    plan->start_positions = s->start_positions;
+    const int64_t *parts[7];
+    int64_t counts[7], at = 0;
+    int k;
+    parts[0] = s->start_positions, counts[0] = plan->n_batch;
+    parts[1] = s->frees, counts[1] = plan->n_frees;
+    parts[2] = s->preempted, counts[2] = plan->n_preempted;
+    parts[3] = s->grow_ids, counts[3] = plan->n_grows;
+    parts[4] = s->grow_counts, counts[4] = plan->n_grows;
+    parts[5] = s->seq_ids, counts[5] = plan->n_batch;
+    parts[6] = s->num_tokens, counts[6] = plan->n_batch;
+    for (k = 0; k < 7; k++) {
+        if (counts[k]) memcpy(s->ints + at, parts[k], (size_t)counts[k] * sizeof(int64_t));
+        at += counts[k];
+    }
+    plan->ints = s->ints;
+    plan->n_ints = at;
+    plan->start_positions = s->ints;
+    plan->frees = plan->start_positions + counts[0];
+    plan->preempted = plan->frees + counts[1];
+    plan->grow_seq_ids = plan->preempted + counts[2];
+    plan->grow_num_blocks = plan->grow_seq_ids + counts[3];
+    plan->seq_ids = plan->grow_num_blocks + counts[4];
+    plan->num_tokens = plan->seq_ids + counts[5];
     plan->samples = s->samples;
-    plan->frees = s->frees;
-    plan->preempted = s->preempted;
-    plan->grow_seq_ids = s->grow_ids;
-    plan->grow_num_blocks = s->grow_counts;
     plan->num_waiting = s->num_waiting;
     plan->num_running = s->num_running;
 }
@@ -269,6 +290,8 @@ int np_scheduler_schedule(np_scheduler *s, const int64_t *arrival_ids, const int
     int preempted = 0;
     memset(plan, 0, sizeof *plan);
     plan->bad_index = -1;
+    plan->num_waiting = s->num_waiting; /* valid on every return: the adapter reads them from here */
+    plan->num_running = s->num_running;
     if (n_arrivals < 0 || n_finished < 0) return NP_ERR_ARG;
     for (i = 0; i < n_arrivals; i++) {
         /* Keeps every count far from int64 overflow; the adapter says the same in its own words. */

@@ -55,7 +55,10 @@ def run(rounds: int, steps: int, vocab: int) -> int:
         del scheduler, allocator, sampler  # dropped, not closed: weakref.finalize must free them
         gc.collect()
         if lib.np_live_allocations() != 0:
-            print(f"round {round_index}: {lib.np_live_allocations()} native blocks still allocated", file=sys.stderr)
+            print(
+                f"round {round_index}: {lib.np_live_allocations()} native blocks still allocated",
+                file=sys.stderr,
+            )
             return 1
     print(f"{rounds} rounds of {steps} steps: every native allocation was freed")
     return 0

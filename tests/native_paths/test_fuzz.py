@@ -52,7 +52,9 @@ def test_scheduler_survives_any_calls(policy: str, calls: list) -> None:  # type
     for arrivals, finished, free_blocks in calls:
         try:
             plan = scheduler.schedule(
-                [NewSequence(seq_id, tokens, 4, priority) for seq_id, tokens, priority in arrivals], finished, free_blocks
+                [NewSequence(seq_id, tokens, 4, priority) for seq_id, tokens, priority in arrivals],
+                finished,
+                free_blocks,
             )
         except EXPECTED:
             continue

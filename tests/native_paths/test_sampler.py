@@ -93,6 +93,26 @@ def test_frequency_and_presence_penalties_follow_the_output(make_sampler) -> Non
     assert [sampler.sample(logits, [1])[0] for _ in range(4)] == [0, 1, 0, 2]
 
 
+@parametrize_sampler
+def test_a_top_p_cut_exactly_on_the_boundary(make_sampler) -> None:  # type: ignore[no-untyped-def]
+    # p = 1/4 each: the sum before rank 2 is exactly 0.5, so rank 2 is dropped; only 0 and 1 remain.
+    sampler = make_sampler()
+    for seq_id in range(40):
+        sampler.add(seq_id, SamplingParams(temperature=1.0, top_p=0.5, seed=seq_id), [])
+    assert set(sampler.sample(torch.zeros(40, 4), list(range(40)))) == {0, 1}
+
+
+@requires_native
+def test_decisions_too_close_for_the_fast_sum_are_redone_exactly() -> None:
+    sampler = make_native()
+    sampler.add(1, SamplingParams(temperature=1.0, top_p=0.5, seed=3), [])  # the cut on a boundary
+    sampler.add(2, SamplingParams(temperature=1.0, seed=seed_for(0.5)), [])  # the draw on a boundary
+    sampler.add(3, SamplingParams(temperature=1.0, top_p=0.9, seed=3), [])  # far from any boundary
+    logits = torch.tensor([[0.0] * 4, [0.0, 0.0, -INF, -INF], [5.0, 0.0, -1.0, -2.0]])
+    assert sampler.sample(logits, [1, 2, 3])[1:] == [1, 0]
+    assert sampler.exact_passes == 2
+
+
 # -- twin against twin ---------------------------------------------------------------------------
 
 params_strategy = st.builds(
@@ -144,7 +164,9 @@ def compare_step(python: PythonSampler, native: Sampler, logits: np.ndarray, seq
 
 
 @requires_native
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 @given(data=st.data())
 def test_twins_draw_the_same_tokens(data: st.DataObject) -> None:
     # Not 1: the Python twin's top-p (numpy sort) fails on one-column rows (docs/twin-spec.md, Questions).
@@ -171,12 +193,25 @@ def test_twins_agree_on_a_real_vocabulary(mix: str) -> None:
     rows, vocab = 6, 49152
     choices = {
         "greedy": [SamplingParams()],
-        "top_k": [SamplingParams(temperature=0.8, top_k=50, top_p=0.9), SamplingParams(temperature=1.0, top_k=2000)],
+        "top_k": [
+            SamplingParams(temperature=0.8, top_k=50, top_p=0.9),
+            SamplingParams(temperature=1.0, top_k=2000),
+        ],
         "top_p": [SamplingParams(temperature=1.0, top_p=0.9), SamplingParams(temperature=2.0, top_p=0.5)],
-        "min_p": [SamplingParams(temperature=1.0, min_p=0.05), SamplingParams(temperature=0.7, top_p=0.95, min_p=0.01)],
+        "min_p": [
+            SamplingParams(temperature=1.0, min_p=0.05),
+            SamplingParams(temperature=0.7, top_p=0.95, min_p=0.01),
+        ],
         "full": [SamplingParams(temperature=1.0), SamplingParams(temperature=0.5)],
-        "penalties": [SamplingParams(temperature=0.9, top_p=0.9, repetition_penalty=1.2, frequency_penalty=0.4,
-                                     presence_penalty=0.3)],  # fmt: skip
+        "penalties": [
+            SamplingParams(
+                temperature=0.9,
+                top_p=0.9,
+                repetition_penalty=1.2,
+                frequency_penalty=0.4,
+                presence_penalty=0.3,
+            )
+        ],
     }
     everything = [p for options in choices.values() for p in options]
     python, native = PythonSampler(), make_native()
@@ -241,7 +276,9 @@ def test_native_memory_is_freed() -> None:
     baseline = lib.np_live_allocations()
     sampler = make_native()
     for seq_id in range(20):
-        sampler.add(seq_id, SamplingParams(temperature=1.0, repetition_penalty=1.2, frequency_penalty=0.1), [1, 2, 3])
+        sampler.add(
+            seq_id, SamplingParams(temperature=1.0, repetition_penalty=1.2, frequency_penalty=0.1), [1, 2, 3]
+        )
     for step in range(5):
         sampler.sample(torch.randn(20 - step, 1000), list(range(step, 20)))
         sampler.remove(step)

@@ -15,7 +15,9 @@ from engine.types import NewSequence, Scheduler, StepPlan
 from tests.native_paths.support import requires_native, twin_params
 
 
-def make_native(block_size: int, max_num_seqs: int, max_batched_tokens: int, policy: str = "fcfs") -> Scheduler:
+def make_native(
+    block_size: int, max_num_seqs: int, max_batched_tokens: int, policy: str = "fcfs"
+) -> Scheduler:
     from native_paths.scheduler import NativeScheduler
 
     return NativeScheduler(block_size, max_num_seqs, max_batched_tokens, policy)
@@ -89,12 +91,13 @@ def test_adapter_refuses_bad_arguments() -> None:
         make_native(4, 4, 100, "lifo")
     with pytest.raises(ValueError, match="max_num_seqs"):
         make_native(4, 0, 100)
-    scheduler = make_native(4, 4, 100)
+    scheduler = make_native(4, 1, 100)
+    scheduler.schedule([NewSequence(7, 3, 4), NewSequence(8, 3, 4)], [], 10)
     with pytest.raises(ValueError, match="num_prompt_tokens"):
         scheduler.schedule([NewSequence(1, -3, 4)], [], 10)
     with pytest.raises(ValueError, match="int64"):
         scheduler.schedule([], [2**64], 10)
-    assert scheduler.num_waiting == 0
+    assert scheduler.num_waiting == 1 and scheduler.num_running == 1  # refused calls changed nothing
 
 
 @requires_native
@@ -129,7 +132,9 @@ def drive(scheduler: Scheduler, pool: BlockPool, rng: random.Random, steps: int,
         plan = scheduler.schedule(arrivals, finished, pool.num_free_blocks)
         pool.step(plan.frees, plan.grow_seq_ids, plan.grow_num_blocks, plan.seq_ids)
         trace.append((plan, scheduler.num_waiting, scheduler.num_running))
-        finished = [seq_id for seq_id in sorted(live) if rng.random() < finish_chance] + [rng.randrange(-3, id_space + 3)]
+        finished = [seq_id for seq_id in sorted(live) if rng.random() < finish_chance] + [
+            rng.randrange(-3, id_space + 3)
+        ]
         live -= set(finished)
     return trace
 

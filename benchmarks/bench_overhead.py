@@ -1,0 +1,56 @@
+"""What profiling costs a whole run: one scenario on synthetic:tiny with collectors off vs default (and deep), ABBA.
+
+Run: python benchmarks/bench_overhead.py [--pairs 6] [--requests 90] [--scenario concurrency-30] [--deep]
+What it measures: output tokens/s of the measured requests (warm-up excluded, collector start/stop
+outside the window) of runs alternating profile "off" (A) and the profile under test (B) in ABBA
+order after one discarded warm-up pair; the ratio is the median over pairs of B/A, so 0.98 means the
+profile made the engine 2% slower. The profiled runs' own estimate (1 / (1 + the collectors'
+self-measured costs), result.json `overhead`) is printed beside it. The machine is shared: read the
+spread of the per-pair ratios before trusting a difference of a few percent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from profiler.engine_builder import load_for_options
+from profiler.options import EngineOptions
+from profiler.overhead import slowdown
+from profiler.overhead_ab import measure_overhead
+from scenarios.spec import load_scenario
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pairs", type=int, default=6, help="A/B pairs after the warm-up pair")
+    parser.add_argument("--requests", type=int, default=90, help="measured requests per run")
+    parser.add_argument("--scenario", default="concurrency-30", help="a saturating (closed-loop) scenario")
+    parser.add_argument("--model", default="synthetic:tiny")
+    parser.add_argument("--deep", action="store_true", help="also measure the deep profile")
+    args = parser.parse_args()
+
+    options = EngineOptions(model=args.model)
+    loaded = load_for_options(options)
+    spec = load_scenario(args.scenario).with_overrides(num_requests=args.requests)
+    print(f"{args.model}, scenario {spec.name} ({args.requests} requests), {args.pairs} ABBA pairs per profile")
+    print(f"{'profile':8s} {'ratio B/A':>9s} {'slowdown':>9s} {'overhead':>9s} {'pair ratios min..max':>21s} "
+          f"{'off tok/s':>10s} {'on tok/s':>10s} {'self-estimate':>14s}")  # fmt: skip
+    for profile in ("default", "deep") if args.deep else ("default",):
+        ab, estimates = measure_overhead(options, spec, loaded, profile=profile, pairs=args.pairs)
+        ratios = ab.pair_ratios
+        assert ab.ratio is not None
+        estimate = statistics.median(entry["throughput_ratio"] for entry in estimates) if estimates else float("nan")
+        print(f"{profile:8s} {ab.ratio:9.3f} {slowdown(ab.ratio):8.3f}x {1 - ab.ratio:9.1%} "
+              f"{min(ratios):10.3f}..{max(ratios):.3f} {statistics.median(ab.a):10.0f} {statistics.median(ab.b):10.0f} "
+              f"{estimate:14.3f}")  # fmt: skip
+        print(f"         per-pair ratios: {' '.join(f'{r:.3f}' for r in ratios)}; order {''.join(ab.order)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

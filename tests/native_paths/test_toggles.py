@@ -1,0 +1,86 @@
+"""--native parsing, the loader's report, and building components with a fallback to Python."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+from engine.errors import InferProfError
+from engine.kv_cache import BlockPool
+from engine.sampler import PythonSampler
+from engine.scheduler import PythonScheduler
+from native_paths import loader, toggles
+from tests.native_paths.support import requires_native
+
+SIZES = {"num_blocks": 16, "block_size": 4, "max_num_seqs": 4, "max_batched_tokens": 32}
+
+
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        ("none", set()),
+        ("all", {"sampler", "kv", "scheduler"}),
+        ("sampler", {"sampler"}),
+        (" Sampler , kv ", {"sampler", "kv"}),
+        ("kv,kv", {"kv"}),
+        (["scheduler", "kv"], {"scheduler", "kv"}),
+        (None, set()),
+    ],
+)
+def test_parse_native(value: object, expected: set[str]) -> None:
+    assert toggles.parse_native(value) == frozenset(expected)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("value", ["", "gpu", "sampler,allocator", "none,kv", "all,sampler", ","])
+def test_parse_native_names_the_allowed_values(value: str) -> None:
+    with pytest.raises(toggles.InvalidNativeSelection, match="none, all, sampler, kv, scheduler") as caught:
+        toggles.parse_native(value)
+    assert isinstance(caught.value, InferProfError) and isinstance(caught.value, ValueError)
+
+
+def test_available_reports_every_component() -> None:
+    status = loader.available()
+    assert {"built", "path", "reason", "sampler", "kv", "scheduler"} <= set(status)
+    assert status["built"] or status["reason"]
+
+
+def test_missing_extension_falls_back_to_python_with_a_warning(monkeypatch: pytest.MonkeyPatch) -> None:
+    missing = {"built": False, "path": "", "reason": "no compiler here", "sampler": False, "kv": False,
+               "scheduler": False}  # fmt: skip
+    monkeypatch.setattr(loader, "available", lambda: missing)
+    with pytest.warns(toggles.NativeFallbackWarning, match="no compiler here"):
+        parts = toggles.make_components("all", **SIZES)
+    assert isinstance(parts.sampler, PythonSampler) and isinstance(parts.allocator, BlockPool)
+    assert isinstance(parts.scheduler, PythonScheduler)
+    assert parts.native == frozenset() and parts.fallbacks == ("kv", "sampler", "scheduler")
+
+
+def test_python_everywhere_needs_no_extension(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(loader, "available", lambda: pytest.fail("must not be asked"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        parts = toggles.make_components("none", **SIZES)
+    assert isinstance(parts.sampler, PythonSampler) and parts.native == frozenset()
+
+
+@requires_native
+def test_native_components_when_built() -> None:
+    from native_paths.kv_alloc import NativeBlockAllocator
+    from native_paths.sampler import NativeSampler
+    from native_paths.scheduler import NativeScheduler
+
+    parts = toggles.make_components("sampler,scheduler", policy="priority", **SIZES)
+    assert isinstance(parts.sampler, NativeSampler) and isinstance(parts.scheduler, NativeScheduler)
+    assert isinstance(parts.allocator, BlockPool) and not isinstance(parts.allocator, NativeBlockAllocator)
+    assert parts.native == {"sampler", "scheduler"} and parts.scheduler.policy == "priority"
+
+
+def test_a_missing_library_path_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(loader.LIBRARY_PATH_VARIABLE, "/nonexistent/_native.so")
+    monkeypatch.setattr(loader, "_module", None)
+    monkeypatch.setattr(loader, "_failure", None)
+    status = loader.available()
+    assert status["built"] is False and "/nonexistent/_native.so" in str(status["reason"])
+    with pytest.raises(loader.NativeUnavailableError, match="build it with"):
+        loader.require()

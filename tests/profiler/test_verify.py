@@ -1,0 +1,94 @@
+"""--verify: the measured-gain unit matches the Amdahl prediction's, and a verify pass rewrites result.json."""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+from profiler.diagnose import amdahl_gain
+from profiler.verify import busy_ns_per_token, compare_runs, component_ns_per_token, python_spread
+
+
+def fake_result(wall_s: float, idle: float, sampler: float, tokens: int) -> Any:
+    """Just what verify reads from a RunResult: the spans split (fractions of wall) and tokens generated."""
+    spans = {"categories": {"idle": idle}, "components": {"sampler": sampler}}
+    return SimpleNamespace(breakdown={"wall_s": wall_s, "methods": {"spans": spans}}, engine={"tokens_generated": tokens})
+
+
+def test_busy_time_per_token_leaves_idle_out() -> None:
+    # 2 s of wall, half of it waiting for work, 1,000 tokens: 1 ms of busy time per token.
+    result = fake_result(2.0, 0.5, 0.25, 1000)
+    assert busy_ns_per_token(result) == pytest.approx(1e6)
+    assert component_ns_per_token(result, "sampler") == pytest.approx(0.5e6)
+    assert busy_ns_per_token(fake_result(2.0, 0.5, 0.25, 0)) is None
+
+
+def test_measured_and_predicted_gain_share_one_unit() -> None:
+    python = fake_result(2.0, 0.5, 0.25, 1000)  # busy 1 ms/token, sampler 0.5 ms/token: share 50%
+    native = fake_result(1.5, 0.6, 0.05, 1000)  # busy 0.6 ms/token, sampler 0.075 ms/token
+    entry = compare_runs([python], native, "sampler", share=0.5, bench_speedup=None)
+    assert entry["span_speedup"] == pytest.approx(0.5 / 0.075)
+    assert entry["speedup_source"] == "verify-run spans"
+    assert entry["predicted_gain"] == pytest.approx(amdahl_gain(0.5, 0.5 / 0.075)) == pytest.approx(0.425)
+    assert entry["measured_gain"] == pytest.approx(1 - 0.6 / 1.0)
+    assert entry["agreement"] == pytest.approx(0.4 / 0.425)
+
+
+def test_a_microbenchmark_speedup_takes_precedence_and_python_runs_average() -> None:
+    first, second = fake_result(2.0, 0.0, 0.5, 1000), fake_result(2.4, 0.0, 0.5, 1000)  # busy 2.0 and 2.4 ms/token
+    native = fake_result(1.1, 0.0, 0.1, 1000)
+    entry = compare_runs([first, second], native, "sampler", share=0.5, bench_speedup=4.0)
+    assert entry["native_speedup"] == 4.0 and entry["speedup_source"] == "microbenchmark"
+    assert entry["predicted_gain"] == pytest.approx(0.5 * 0.75)
+    assert entry["python_busy_us_per_token"] == pytest.approx(2200.0)
+    assert entry["measured_gain"] == pytest.approx(1 - 1.1 / 2.2)
+    assert python_spread([first, second]) == pytest.approx(0.2)
+    assert python_spread([first]) is None
+
+
+def test_verify_rewrites_result_json_with_both_gains(tmp_path: Path) -> None:
+    from native_paths.loader import available
+    from profiler.engine_builder import load_for_options
+    from profiler.options import EngineOptions
+    from profiler.session import run_session
+    from profiler.verify import verify_predictions
+    from scenarios.spec import load_scenario
+
+    if available().get("sampler") is not True:
+        pytest.skip("the C twins are not built (python native_paths/build.py)")
+    # kv is already native in the main run: verify must skip it and run the sampler and scheduler.
+    options = EngineOptions(model="synthetic:tiny", native=frozenset({"kv"}))
+    loaded = load_for_options(options)
+    spec = load_scenario("concurrency-30").with_overrides(num_requests=8)
+    calls: list[tuple[frozenset[str], str]] = []
+
+    def run_profiled(options, *, scenario, loaded, out, profile, console, stop_event, native_speedups=None,  # type: ignore[no-untyped-def]
+                     measured_gains=None, label="requests", injections=None):  # fmt: skip
+        calls.append((options.native, label))
+        return run_session(options, scenario, out, loaded=loaded, profile=profile, stop_event=stop_event,
+                           native_speedups=native_speedups)  # fmt: skip
+
+    main = run_session(options, spec, tmp_path / "run", loaded=loaded)
+    verify_predictions(main, options, spec, loaded, console=Console(file=io.StringIO()), stop_event=threading.Event(),
+                       native_speedups=None, run_profiled=run_profiled)  # fmt: skip
+
+    assert [native for native, _ in calls] == [
+        frozenset({"kv", "scheduler"}), frozenset({"kv", "sampler"}), frozenset({"kv"}),  # last: Python again
+    ]
+    data = json.loads((tmp_path / "run" / "result.json").read_text())
+    assert data["config"]["verify"] is True
+    sampler = data["verdict"]["predictions"]["sampler"]
+    assert isinstance(sampler["predicted_gain"], float) and isinstance(sampler["measured_gain"], float)
+    assert sampler["native_speedup"] > 0
+    details = data["verdict"]["verify"]
+    assert set(details["components"]) == {"sampler", "scheduler"} and "kv_alloc" in details["skipped"]
+    assert details["components"]["sampler"]["measured_gain"] == sampler["measured_gain"]
+    assert (tmp_path / "run" / details["components"]["sampler"]["run_dir"] / "result.json").exists()
+    assert details["python_runs"] == 2
