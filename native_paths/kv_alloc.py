@@ -22,6 +22,7 @@ class NativeBlockAllocator:
         self._ffi, self._lib = require()
         self.num_blocks = num_blocks
         self.block_size = block_size
+        self.calls = 0
         self._kv = self._lib.np_kv_create(num_blocks, block_size)
         if self._kv == self._ffi.NULL:
             raise MemoryError(f"cannot allocate a native KV pool of {num_blocks} blocks")
@@ -81,6 +82,7 @@ class NativeBlockAllocator:
         batch_seq_ids: Sequence[int],
     ) -> np.ndarray:
         """Apply one step's frees, then its grows; return the batch's block tables (int32, padded with -1)."""
+        self.calls += 1  # foreign calls made, for the budget counters (one per engine step)
         n_frees, n_grows, n_batch = len(frees), len(grow_seq_ids), len(batch_seq_ids)
         if len(grow_num_blocks) != n_grows:
             raise ValueError(

@@ -44,6 +44,7 @@ class NativeSampler:
 
     def __init__(self) -> None:
         self._ffi, self._lib = require()
+        self.calls = 0
         self._sampler = self._lib.np_sampler_create()
         if self._sampler == self._ffi.NULL:
             raise MemoryError("cannot allocate the native sampler")
@@ -90,6 +91,7 @@ class NativeSampler:
 
     def sample(self, logits: torch.Tensor | np.ndarray, seq_ids: Sequence[int]) -> list[int]:
         """logits: float32 [len(seq_ids), vocab], C-contiguous, on the CPU (a CUDA tensor is copied over)."""
+        self.calls += 1  # foreign calls made, for the budget counters (one per engine step)
         pointer, rows, vocab, keep_alive = self._logits_pointer(logits, len(seq_ids))
         try:
             ids = struct.pack(f"{rows}q", *seq_ids)
@@ -132,7 +134,10 @@ class NativeSampler:
     def _call(self, pointer: Any, rows: int, vocab: int, ids: bytes, out: Any = None,
               seq_ids: Sequence[int] = ()) -> None:  # fmt: skip
         ffi = self._ffi
+        # Take the pending work as it is now: an add() from another thread during the call goes to
+        # the fresh containers and waits for the next call instead of being lost.
         adds, removes = self._adds, self._removes
+        self._adds, self._removes = {}, []
         n_add, n_remove = len(adds), len(removes)
         add_ids = add_params = offsets = tokens = ffi.NULL
         if n_add:
@@ -153,9 +158,9 @@ class NativeSampler:
             pointer if pointer is not None else ffi.NULL, rows, vocab, row_ids,
             out if out is not None else ffi.NULL, self._bad_index,
         )  # fmt: skip
-        if status != self._lib.NP_ERR_ARG:  # C applied the registrations before looking at any row
-            adds.clear()
-            removes.clear()
+        if status == self._lib.NP_ERR_ARG:  # refused before applying anything: keep it pending
+            self._removes[:0] = removes
+            self._adds = {**adds, **self._adds}
         if status:
             self._raise(status, seq_ids, vocab)
 

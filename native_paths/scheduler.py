@@ -33,6 +33,7 @@ class NativeScheduler:
         self.max_num_seqs = max_num_seqs
         self.max_batched_tokens = max_batched_tokens
         self.policy = policy
+        self.calls = 0
         self._scheduler = self._lib.np_scheduler_create(
             block_size, max_num_seqs, max_batched_tokens, POLICIES[policy]
         )
@@ -60,6 +61,7 @@ class NativeScheduler:
         self, arrivals: Sequence[NewSequence], finished: Sequence[int], num_free_blocks: int
     ) -> StepPlan:
         """Admit `arrivals`, forget `finished` (their blocks go into plan.frees), and plan one step."""
+        self.calls += 1  # foreign calls made, for the budget counters (one per engine step)
         n_arrivals, n_finished = len(arrivals), len(finished)
         try:
             packed = struct.pack(

@@ -11,26 +11,36 @@ Every file is written atomically, result.json last, so a directory with a result
 
 Section shapes (fractions are of the engine thread's wall time unless said otherwise):
 
-    config       {model, model_source, dtype, native: [..], scenario, seed, requests, duration_s,
-                  engine: {block_size, num_kv_blocks, max_num_seqs, max_batched_tokens, policy},
-                  collectors: [..], verify: bool, profile: "default"|"deep"|"off"}
+    config       {model, model_source, dtype, native: [..], native_requested: [..], scenario, seed,
+                  requests, duration_s, engine: {block_size, num_kv_blocks, max_num_seqs,
+                  max_batched_tokens, policy, max_model_len, ...}, collectors: [..],
+                  profile: "default"|"deep"|"off"|"counters", injections: [..] (test instruments)}
     environment  {python, platform, cpu_model, cpu_count, torch_version, torch_threads,
                   gpu: null | {name, driver, memory_mib}, git_revision, infer_prof_version}
     metrics      {completed, failed, request_throughput, output_token_throughput,
-                  total_token_throughput, goodput, ttft_ms, tpot_ms, itl_ms, e2e_ms, queue_ms,
+                  total_token_throughput, goodput, slo, ttft_ms, tpot_ms, itl_ms, e2e_ms, queue_ms,
                   duration_s}   latency metrics are {mean, p50, p90, p99} in ms (null when empty)
     engine       {steps, preemptions, blocks_total, blocks_free_at_end, batch_size: {mean, max},
                   kv_utilization: {mean, max}, fragmentation_slots: {mean, max}}
-    counters     {name: number} noise-free counts, e.g. python_calls_per_token,
-                  native_calls_per_step, torch_ops_per_step, allocations_per_step
+    counters     {name: number} noise-free counts from a counting run (config.profile "counters"):
+                  steps, generated_tokens, python_calls_per_token, python_calls_per_step,
+                  torch_ops_per_step, allocations_per_step, native_calls_per_step,
+                  bytes_copied_per_step (see profiler/counters.py)
     breakdown    {wall_s, methods: {spans: SPLIT, samples: SPLIT | null}, disagreement:
-                  {category: percentage points}, client_threads: SPLIT | null}
+                  {category: percentage points}, component_disagreement: {component: pp},
+                  client_threads: SPLIT | null, notes: [str]}
                   SPLIT = {categories: {interpreter, lock, allocation, kernel, idle, other},
                            components: {scheduler, sampler, kv_alloc, tokenizer, detokenizer,
-                                        model_glue, model_kernels, queue}, dispatch: fraction}
+                                        model_glue, model_kernels, queue}, dispatch: fraction,
+                           plus method details: samples, resolution ("python" | "native"),
+                           python_leaf, lock_by_component, allocation_by_component,
+                           kernel_fraction_by_span, steps}
+                  a samples SPLIT without native stacks has null interpreter/kernel/allocation
+                  (py-spy cannot tell them apart) and one merged `model` component
     verdict      {category, component, share, interpreter_share, rule, reasons: [str],
                   predictions: {component: {share, native_speedup, predicted_gain,
-                                            measured_gain | null}}, blind_spots: [str]}
+                                            measured_gain | null}}, blind_spots: [str],
+                  source: "spans" | "samples"}
     overhead     {throughput_ratio, method, collectors: {name: fraction}} (profiling cost)
     collectors   {name: {status: "ok"|"skipped"|"failed", reason: str | null}}
     files        {name: relative path} e.g. requests, steps, trace, speedscope, report_html

@@ -43,6 +43,8 @@ def run_once(
 
     spec = load_scenario(scenario).with_overrides(num_requests=requests, duration_s=duration_s, seed=seed)
     models = models or ModelCache()
+    if native_speedups is None and profile not in ("off", "counters"):
+        native_speedups = measured_native_speedups()
     loaded = models.get(options)
     if profile == "counters":
         from profiler.counting import run_counting
@@ -59,6 +61,21 @@ def run_once(
 
     return run_session(options, spec, out_dir, loaded=loaded, profile=profile,
                        native_speedups=native_speedups, injections=injections).run_dir  # fmt: skip
+
+
+_SPEEDUPS: list[dict[str, float] | None] = []
+
+
+def measured_native_speedups() -> dict[str, float] | None:
+    """The C twins' per-step speedups (native_paths.bench.quick_speedups), measured once per process."""
+    if not _SPEEDUPS:
+        try:
+            from native_paths.bench import quick_speedups
+
+            _SPEEDUPS.append(quick_speedups())
+        except ImportError:
+            _SPEEDUPS.append(None)
+    return _SPEEDUPS[0]
 
 
 def options_with(options: EngineOptions, **changes: Any) -> EngineOptions:

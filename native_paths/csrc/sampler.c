@@ -121,8 +121,9 @@ NP_CLONES static void exp_block_sums(const float *values, int64_t num_blocks, do
 /* Pass F over whole blocks (approximate, float32, about twice as fast as pass B): the sum of 2^a
  * with a = (x - top) * scale <= 0 (scale = log2(e) / temperature), and the sum of 2^a * |a|.
  * Per element, 2^a is within 5e-7 + 1.25e-7 * |a| of exp((x - top) / temperature) relatively (a
- * carries three float roundings, the degree-6 polynomial for 2^f on [-1/2, 1/2] 1.2e-7 plus its
- * roundings), and the 8 float additions per lane add 5e-7: softmax_sums turns this into a bound. */
+ * carries three float roundings; the degree-5 fit of 2^f on [-1/2, 1/2] is within 2.7e-7, 3.5e-7
+ * evaluated in float32), and the 8 float additions per lane add 5e-7: softmax_sums turns this into
+ * a bound. */
 NP_CLONES static void approx_block_sums(const float *values, int64_t num_blocks, float top, float scale,
                                         const int32_t *skip, double *block_sums, double totals[2]) {
     /* Block sums go to block_sums when it is given; the row's totals (sum, weight) gather in 16
@@ -140,13 +141,12 @@ NP_CLONES static void approx_block_sums(const float *values, int64_t num_blocks,
                 float a = (block[j + i] - top) * scale;
                 float clamped = a < -125.0f ? -125.0f : a;
                 float t = clamped + 12582912.0f; /* 1.5 * 2^23: rounds to the nearest integer n */
-                float n = t - 12582912.0f, f = clamped - n, p = 1.5403530e-4f, power, v;
+                float n = t - 12582912.0f, f = clamped - n, p = 1.29156699e-3f, power, v;
                 uint32_t bits;
-                p = p * f + 1.3333558e-3f;
-                p = p * f + 9.6181291e-3f;
-                p = p * f + 5.5504109e-2f;
-                p = p * f + 2.4022651e-1f;
-                p = p * f + 6.9314718e-1f;
+                p = p * f + 9.66853090e-3f;
+                p = p * f + 5.55168875e-2f;
+                p = p * f + 2.40222648e-1f;
+                p = p * f + 6.93146467e-1f;
                 p = p * f + 1.0f;
                 memcpy(&bits, &t, sizeof bits);
                 bits = (bits + 127u) << 23; /* 2^n: the low bits of t hold n */

@@ -60,10 +60,10 @@ def summarize_events(events: list[Any], steps: int) -> dict[str, Any]:
         window_start = start if window_start is None else min(window_start, start)
         window_end = end if window_end is None else max(window_end, end)
         runtime = _RUNTIME.match(name) is not None
-        if not (runtime or name.startswith("aten::")):
+        if not (runtime or _is_op(name)):
             continue
         parent = event.cpu_parent
-        top_level = parent is None or not parent.name.startswith("aten::")
+        top_level = parent is None or not _is_op(parent.name)
         span = OUTSIDE_SPANS
         while parent is not None:
             if parent.name.startswith(SPAN_PREFIX):
@@ -277,3 +277,9 @@ class KernelCollector(Collector):
             "engine_pause_ns": self._engine_pause_ns,
         }
         return summary
+
+
+def _is_op(name: str) -> bool:
+    """A dispatched torch op of any namespace: aten::mm, but also mkldnn::_linear_pointwise (the model's
+    linears on CPU), quantized::..., and custom ops; span markers are `span:<name>` (one colon)."""
+    return "::" in name and not name.startswith(SPAN_PREFIX)

@@ -12,6 +12,7 @@ import torch
 
 from engine.trace import Tracer
 from profiler.collectors import ProfileError, default_collectors, find_tracer, start_all, stop_all
+from profiler.collectors.registry import DEFAULT_RATE_HZ
 from profiler.collectors.base import Collector
 from profiler.collectors.gc import GcCollector
 from profiler.collectors.gpu import GpuCollector
@@ -407,7 +408,7 @@ def test_registry_profiles() -> None:
     default = default_collectors("default")
     assert [c.name for c in default] == ["spans", "gc", "gpu", "sampling"]
     sampling = default[-1]
-    assert isinstance(sampling, SamplingCollector) and not sampling.native and sampling.rate == 59
+    assert isinstance(sampling, SamplingCollector) and not sampling.native and sampling.rate == DEFAULT_RATE_HZ
     deep = default_collectors("deep", kernel_window=(3, 2))
     assert [c.name for c in deep] == ["spans", "gc", "kernels", "gpu", "sampling"]
     assert deep[-1].native  # type: ignore[attr-defined]
