@@ -122,15 +122,16 @@ def run(
     verify: Annotated[bool, typer.Option("--verify", help="Also run with each predicted native path on and report predicted vs measured gain.")] = False,
     model: ModelOpt = "smollm2-135m", dtype: DtypeOpt = "float32", native: NativeOpt = "none",
     kv_blocks: KvBlocksOpt = None, kv_memory: KvMemoryOpt = None, block_size: BlockSizeOpt = 16,
-    max_batch: MaxBatchOpt = 32, max_batched_tokens: MaxTokensBudgetOpt = 512, policy: PolicyOpt = "fcfs",
+    max_batch: MaxBatchOpt = 32, max_batched_tokens: MaxTokensBudgetOpt = 512,
+    policy: Annotated[Optional[str], typer.Option("--policy", help="Scheduling policy: fcfs or priority (default: priority when the scenario has priority classes, else fcfs).")] = None,
     seed: SeedOpt = 0, threads: ThreadsOpt = None,
 ) -> None:
     """Run the engine under a load scenario, measure where the time goes, and write a run directory."""
     from profiler.run_command import run_command
 
-    options = _engine_options(model, dtype, native, kv_blocks, kv_memory, block_size, max_batch, max_batched_tokens, policy, seed, threads)
+    options = _engine_options(model, dtype, native, kv_blocks, kv_memory, block_size, max_batch, max_batched_tokens, policy or "fcfs", seed, threads)
     code = run_command(options, scenario=scenario, requests=requests, duration=duration, out=out,
-                       report=report, profile=profile, verify=verify)  # fmt: skip
+                       report=report, profile=profile, verify=verify, policy_given=policy is not None)  # fmt: skip
     raise typer.Exit(code)
 
 

@@ -67,7 +67,7 @@ def run_profiled(
 
 def run_command(
     options: EngineOptions, *, scenario: str, requests: int | None, duration: float | None, out: Path | None,
-    report: bool, profile: str, verify: bool,
+    report: bool, profile: str, verify: bool, policy_given: bool = True,
 ) -> int:  # fmt: skip
     from scenarios.spec import load_scenario
 
@@ -77,6 +77,11 @@ def run_command(
     if duration is not None and duration <= 0:
         raise OptionError(f"--duration={duration} must be positive")
     spec = load_scenario(scenario).with_overrides(num_requests=requests, duration_s=duration, seed=None)
+    if not policy_given and len({request_class.priority for request_class in spec.classes()}) > 1:
+        import dataclasses
+
+        options = dataclasses.replace(options, policy="priority")
+        console.print("[dim]the scenario has priority classes: using --policy priority[/dim]")
     out_dir = out or default_run_dir(spec.name)
     if (out_dir / "result.json").exists():
         raise OptionError(f"--out {out_dir} already holds a run; choose another directory or remove it")

@@ -160,6 +160,7 @@ def run_session(
     duration_s = max(1e-9, (measure_end - measure_start) / 1e9)
     metrics = compute_metrics(timings, duration_s=duration_s, slos=scenario.slo.as_dict())
     metrics["duration_s"] = duration_s
+    metrics["slo"] = scenario.slo.as_dict()  # goodput's definition travels with its value
     if load is not None:
         metrics["loadgen_schedule_lag_ms"] = load.schedule_lag_ms()
 

@@ -26,15 +26,25 @@ def headline(result: RunResult) -> str:
     verdict = result.verdict
     if not verdict:
         return f"No verdict: the time split was not measured ({why_not_measured(result, 'verdict')})."
-    categories = _spans(result).get("categories", {})
+    spans = _spans(result)
+    categories = spans.get("categories", {})
     category = verdict.get("category")
-    category_share = f" ({fmt_pct(categories[category])})" if category in categories else ""
+    category_share = f" ({fmt_pct(categories[category])} of the engine thread)" if category in categories else ""
     rule = str(verdict.get("rule") or "no rule recorded")
-    return (
-        f"{rule[:1].upper()}{rule[1:]}: interpreter time is {fmt_pct(verdict.get('interpreter_share'))} of the "
-        f"engine thread, most time goes to {category}{category_share}, and the biggest control path is "
-        f"{verdict.get('component')} ({fmt_pct(verdict.get('share'))})."
+    sentence = (
+        f"{rule[:1].upper()}{rule[1:]}: interpreter (Python) time is {fmt_pct(verdict.get('interpreter_share'))} "
+        f"of the engine's busy time; most time goes to {category}{category_share}, mostly in {verdict.get('component')}"
     )
+    control = {name: share for name, share in (spans.get("components") or {}).items()
+               if name in CONTROL_PATHS and isinstance(share, (int, float))}  # fmt: skip
+    if control:
+        biggest = max(control, key=lambda name: control[name])
+        sentence += f"; the largest control path is the {biggest} ({fmt_pct(control[biggest])})"
+    return sentence + "."
+
+
+# Components that are per-token control flow (what a native rewrite could speed up), not compute or waiting.
+CONTROL_PATHS = ("scheduler", "sampler", "kv_alloc", "tokenizer", "detokenizer", "model_glue")
 
 
 def reasons(result: RunResult) -> list[str]:

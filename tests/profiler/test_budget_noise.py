@@ -1,0 +1,55 @@
+"""Real runs against budgets/noise.toml: same-config pairs pass the 5% baseline budget, a 20% slower sampler fails it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from profiler.budget import load_budget
+from profiler.budget_check import BudgetReport, check_budget
+from profiler.options import EngineOptions
+from profiler.run_api import ModelCache, run_once
+
+ROOT = Path(__file__).resolve().parents[2]
+BUDGET = load_budget(ROOT / "budgets" / "noise.toml")
+
+
+def test_noise_budget_loads_with_5_percent_baseline_bounds() -> None:
+    bounds = {a.name: (a.min_ratio, a.max_ratio, a.level) for a in BUDGET.assertions}
+    assert bounds == {
+        "throughput vs baseline": (0.95, None, "error"),
+        "sampler share vs baseline": (None, 1.05, "error"),
+    }
+    assert (BUDGET.scenario, BUDGET.model) == ("concurrency-30", "synthetic:tiny")
+
+
+@pytest.mark.slow
+def test_same_config_pairs_pass_and_a_slower_sampler_fails(tmp_path: Path) -> None:
+    models = ModelCache()
+    options = EngineOptions(model=BUDGET.model or "synthetic:tiny", seed=BUDGET.seed or 0)
+    counter = iter(range(1000))
+
+    def run(injections: dict[str, Any] | None = None) -> Path:
+        assert BUDGET.scenario is not None
+        return run_once(options, BUDGET.scenario, tmp_path / f"run-{next(counter)}", requests=BUDGET.requests,
+                        seed=BUDGET.seed, models=models, injections=injections)  # fmt: skip
+
+    def pair(index: int, injections: dict[str, Any] | None = None) -> BudgetReport:
+        # ABBA across pairs, as the benchmark and check_budget_with_runner do.
+        if index % 2 == 0:
+            baseline, candidate = run(), run(injections)
+        else:
+            candidate, baseline = run(injections), run()
+        return check_budget(BUDGET, [candidate], [baseline])
+
+    run()  # the first run of a process is ~10% slower (warm-up): never a baseline
+    for index in range(2):
+        report = pair(index)
+        assert report.exit_code == 0, [(r.name, r.ratio, r.reason) for r in report.results]
+    report = pair(0, {"slow_sampler": 1.2})
+    assert report.exit_code == 1
+    failed = {r.name: r for r in report.failed_errors}
+    assert "sampler share vs baseline" in failed, [(r.name, r.ratio, r.reason) for r in report.results]
+    assert failed["sampler share vs baseline"].ratio > 1.05
