@@ -286,3 +286,14 @@ def test_component_rules_are_replaceable() -> None:
     rules = ComponentRules([("sampler", r"(^|/)mysampler\.py$", None)])
     assert label(stack("pick (mysampler.py:3)"), rules=rules).component == "sampler"
     assert label(stack("Sampler.sample (engine/sampler.py:90)"), rules=rules).component is None
+
+
+def test_jit_code_in_no_library_is_kernel_time() -> None:
+    # Seen in a real `py-spy --native` run of the engine: oneDNN's JIT kernels live in anonymous memory.
+    stack = parse_line(
+        "thread (0x1): infer-prof-engine;Engine._step (engine/engine.py:270);"
+        "_select_linear.<locals>.fast (engine/model.py:77);OpOverloadPacket.__call__ (torch/_ops.py:1255);"
+        "0x7eff93ffe1ec (?) 3"
+    )
+    assert stack is not None
+    assert classify(stack).category == "kernel"
