@@ -306,7 +306,9 @@ def main() -> None:
     except Exception:  # a broken install should still show its real error below
         errors = ()
     try:
-        app(standalone_mode=False)
+        # Without standalone mode click returns a command's typer.Exit code instead of exiting: pass it on.
+        code = app(standalone_mode=False)
+        sys.exit(code if isinstance(code, int) else 0)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except errors as exc:  # type: ignore[misc]

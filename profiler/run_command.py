@@ -110,7 +110,10 @@ def run_command(
             files = generate_reports(outcome.run_dir)
         console.print("reports: " + ", ".join(str(outcome.run_dir / name) for name in files.values()))
     console.print(f"run directory: [bold]{outcome.run_dir}[/bold]" + (" [yellow](partial)[/yellow]" if outcome.interrupted else ""))
-    return 0
+    return INTERRUPTED_EXIT_CODE if outcome.interrupted else 0
+
+
+INTERRUPTED_EXIT_CODE = 130  # the shell's convention for SIGINT; the partial result is still written
 
 
 def _native_speedups(console: Console) -> dict[str, float] | None:

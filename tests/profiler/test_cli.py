@@ -108,3 +108,55 @@ def test_run_writes_a_complete_run_directory(tmp_path: Path):
     assert again.returncode == 0, again.stderr
     for name in ("report.html", "report.pdf", "trace.json", "speedscope.json"):
         assert (out / name).stat().st_size > 0
+
+
+def test_ctrl_c_writes_a_partial_result(tmp_path: Path):
+    import signal
+    import threading
+    import time
+
+    out = tmp_path / "run"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "profiler.cli", "run", "--model", "synthetic:tiny", "--scenario", "chat",
+         "--requests", "40", "--out", str(out), "--no-report"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    lines: list[str] = []
+    ready = threading.Event()
+
+    def read() -> None:
+        for line in process.stderr:  # type: ignore[union-attr]
+            lines.append(line)
+            if "scenario chat" in line:  # printed once the model is loaded, just before the load starts
+                ready.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    assert ready.wait(timeout=120), "".join(lines)
+    time.sleep(6)  # chat submits 2 requests/s: 40 requests take ~20 s, so this lands mid-load
+    process.send_signal(signal.SIGINT)
+    assert process.wait(timeout=120) == 130, "".join(lines)
+    reader.join(timeout=10)
+    assert "Traceback" not in "".join(lines)
+    data = json.loads((out / "result.json").read_text())
+    assert data["partial"] is True and "Ctrl-C" in data["partial_reason"]
+    assert 0 < data["metrics"]["completed"] < 40
+
+
+def test_budget_exit_codes_reach_the_shell(tmp_path: Path):
+    from reports.testing import make_run_dir
+
+    run = tmp_path / "run"
+    make_run_dir(run, seed=1)
+    failing = tmp_path / "fail.toml"
+    failing.write_text('[[budget]]\nmetric = "metrics.completed"\nmin = 1000000\nlevel = "error"\n')
+    warning = tmp_path / "warn.toml"
+    warning.write_text('[[budget]]\nmetric = "metrics.completed"\nmin = 1000000\nlevel = "warn"\n')
+    junit = tmp_path / "junit.xml"
+    result = cli("budget", "check", str(failing), "--run", str(run), "--junit", str(junit))
+    assert result.returncode == 1, result.stderr
+    assert "metrics.completed" in result.stdout and junit.exists()
+    assert cli("budget", "check", str(warning), "--run", str(run)).returncode == 0
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[[budget]]\nmetric = "metrics.completed"\nmin = 1\nlevel = "fatal"\n')
+    assert_user_error(cli("budget", "check", str(bad), "--run", str(run)), "level")
