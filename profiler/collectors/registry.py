@@ -46,7 +46,7 @@ def default_collectors(
 
     off:     none (the engine keeps engine.trace.NULL_TRACER)
     default: spans (+CPU time per span), GC, py-spy --nonblocking at 9 Hz, NVML when a GPU exists:
-             the cheap ones, always on (measured 1.6-3.4% throughput cost on a 30-client run, where
+             the cheap ones, always on (measured 0.7-3.4% throughput cost on a 30-client run, where
              py-spy reads 40 thread stacks per sample; spans and GC alone were within noise)
     deep:    the same, plus py-spy --native at 29 Hz (pauses the process and unwinds every thread
              per sample: x1.4-1.6 on a single-threaded torch loop, but x20 at 97 Hz with 30 client
