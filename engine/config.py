@@ -96,10 +96,15 @@ class EngineConfig:
         return max(1, min(num_blocks_for_memory(DEFAULT_KV_MEMORY_BYTES, bytes_per_block), needed))
 
 
+def pool_blocks_for(config: EngineConfig, model: Model) -> int:
+    """The KV pool size in blocks that `config` gives `model` (its context and bytes per block)."""
+    max_model_len = config.resolve_max_model_len(model.config.context_length)
+    return config.resolve_num_blocks(model.kv_bytes_per_block(config.block_size), max_model_len)
+
+
 def python_components(config: EngineConfig, model: Model) -> tuple[PythonScheduler, BlockPool, PythonSampler]:
     """The Python scheduler, KV block pool and sampler that `config` describes, sized for `model`."""
-    max_model_len = config.resolve_max_model_len(model.config.context_length)
-    num_blocks = config.resolve_num_blocks(model.kv_bytes_per_block(config.block_size), max_model_len)
+    num_blocks = pool_blocks_for(config, model)
     scheduler = PythonScheduler(
         config.block_size, config.max_num_seqs, config.max_batched_tokens, config.policy
     )

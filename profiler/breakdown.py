@@ -124,7 +124,7 @@ def kernel_fractions(
                 continue
             # Each op's self time includes the framework's per-op fee (dispatcher, tensor creation,
             # profiler bookkeeping), which is control-side work: subtract it once per recorded op.
-            fee_ns = entry["fee_ns"] if "fee_ns" in entry else (kernels.get("op_fee_ns") or 0.0) * entry.get("ops", 0)
+            fee_ns = entry.get("fee_ns", 0.0)
             inside_torch = max(0.0, entry["aten_self_ns"] - fee_ns) + entry.get("runtime_ns", 0.0)
             inflation = _window_inflation(rows, span, first, count)
             # The raw ratio, uncorrected: scaling by the window's slowdown assumed the profiler's cost

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
-from engine.config import EngineConfig
+from engine.config import EngineConfig, pool_blocks_for
 from engine.engine import Engine
 from engine.trace import NULL_TRACER, Tracer
 from profiler.options import EngineOptions
@@ -56,9 +56,7 @@ def build_engine(
     from native_paths.toggles import make_components
 
     config = engine_config(options)
-    model = loaded.model
-    max_model_len = config.resolve_max_model_len(model.config.context_length)
-    num_blocks = config.resolve_num_blocks(model.kv_bytes_per_block(config.block_size), max_model_len)
+    num_blocks = pool_blocks_for(config, loaded.model)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         components = make_components(

@@ -142,14 +142,15 @@ class ShadowSampler:
         self.native.remove(seq_id)
 
     def sample(self, logits, seq_ids):  # type: ignore[no-untyped-def]
-        rows = logits.detach().cpu().numpy().copy()  # what both twins saw, kept for the explanation
         tokens = self.python.sample(logits, seq_ids)
         others = self.native.sample(logits, seq_ids)
-        for row, seq_id, token, other in zip(rows, seq_ids, tokens, others):
+        for index, (seq_id, token, other) in enumerate(zip(seq_ids, tokens, others)):
             params, prompt, output = self.requests[seq_id]
             if token != other and seq_id not in self.shadow.diverged_requests:
                 # After a difference the twins' histories part; only the first one per request is meaningful.
                 self.shadow.diverged_requests.add(seq_id)
+                # Both twins only read the logits (the spec's contract), so the row is still what they saw.
+                row = logits[index].detach().cpu().numpy()
                 why = explain(row, params, prompt, output, len(output), token, other)
                 self.shadow.divergences.append(Divergence("sampler", self.shadow.step, seq_id, len(output), token, other, why))
             output.append(token)
@@ -184,13 +185,8 @@ def _run(loaded, config: EngineConfig, components, requests):  # type: ignore[no
 def run_golden(loaded, *, requests: int = 200, seed: int = 0, max_tokens: int = 64, max_batch: int = 32,
                kv_blocks: int | None = None, progress=None) -> GoldenReport:  # type: ignore[no-untyped-def]  # fmt: skip
     """Run the workload in shadow mode and natively end to end; see the module docstring."""
-    from engine.kv_cache import BlockPool
-    from engine.sampler import PythonSampler
-    from engine.scheduler import PythonScheduler
     from native_paths.loader import require
-    from native_paths.kv_alloc import NativeBlockAllocator
-    from native_paths.sampler import NativeSampler
-    from native_paths.scheduler import NativeScheduler
+    from native_paths.toggles import make_components
 
     require()  # a clear NativeUnavailableError when the extension is not built
     workload = golden_requests(loaded.tokenizer, requests, seed, max_tokens)
@@ -201,21 +197,20 @@ def run_golden(loaded, *, requests: int = 200, seed: int = 0, max_tokens: int = 
         kv_blocks = max(per_request + 1, max_batch * per_request // 3)
     config = EngineConfig(block_size=block_size, num_kv_blocks=kv_blocks, max_num_seqs=max_batch, max_batched_tokens=512, seed=seed)
 
-    def python_twins():  # type: ignore[no-untyped-def]
-        return (PythonScheduler(block_size, max_batch, 512, "fcfs"), BlockPool(kv_blocks, block_size), PythonSampler())
-
-    def native_twins():  # type: ignore[no-untyped-def]
-        return (NativeScheduler(block_size, max_batch, 512, "fcfs"), NativeBlockAllocator(kv_blocks, block_size), NativeSampler())
+    def twins(native: str):  # type: ignore[no-untyped-def]
+        made = make_components(native, num_blocks=kv_blocks, block_size=block_size, max_num_seqs=max_batch,
+                               max_batched_tokens=config.max_batched_tokens, policy=config.policy)  # fmt: skip
+        return made.scheduler, made.allocator, made.sampler
 
     shadow = _Shadow()
-    py, nat = python_twins(), native_twins()
+    py, nat = twins("none"), twins("all")
     components = (ShadowScheduler(py[0], nat[0], shadow), ShadowAllocator(py[1], nat[1], shadow), ShadowSampler(py[2], nat[2], shadow))
     if progress:
         progress("shadow run: Python twins drive, C twins shadow every call")
     engine, python_outputs = _run(loaded, config, components, workload)
     if progress:
         progress("end-to-end run: C twins drive")
-    _, native_outputs = _run(loaded, config, native_twins(), workload)
+    _, native_outputs = _run(loaded, config, twins("all"), workload)
 
     report = GoldenReport(requests=len(workload), tokens=sum(len(o.token_ids) for o in python_outputs),
                           steps=engine.stats()["steps"], preemptions=engine.stats()["preemptions"],

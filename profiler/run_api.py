@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import threading
 from pathlib import Path
 from typing import Any
@@ -63,19 +64,14 @@ def run_once(
                        native_speedups=native_speedups, injections=injections).run_dir  # fmt: skip
 
 
-_SPEEDUPS: list[dict[str, float] | None] = []
-
-
+@functools.cache
 def measured_native_speedups() -> dict[str, float] | None:
     """The C twins' per-step speedups (native_paths.bench.quick_speedups), measured once per process."""
-    if not _SPEEDUPS:
-        try:
-            from native_paths.bench import quick_speedups
-
-            _SPEEDUPS.append(quick_speedups())
-        except ImportError:
-            _SPEEDUPS.append(None)
-    return _SPEEDUPS[0]
+    try:
+        from native_paths.bench import quick_speedups
+    except ImportError:
+        return None
+    return quick_speedups()
 
 
 def options_with(options: EngineOptions, **changes: Any) -> EngineOptions:

@@ -118,9 +118,7 @@ INTERRUPTED_EXIT_CODE = 130  # the shell's convention for SIGINT; the partial re
 
 def _native_speedups(console: Console) -> dict[str, float] | None:
     """Measured per-step speedups of each C twin over its Python twin (a few seconds), for the predictions."""
-    try:
-        from native_paths.bench import quick_speedups
-    except ImportError:
-        return None
+    from profiler.run_api import measured_native_speedups
+
     with console.status("measuring native speedups (microbenchmark)"):
-        return quick_speedups()
+        return measured_native_speedups()

@@ -37,23 +37,23 @@ TOGGLE_FOR = {component: toggle for toggle, component in NATIVE_COMPONENT_NAMES.
 VERIFY_DIR = "verify"
 
 
-def busy_ns_per_token(result: Any) -> float | None:
-    """Engine-thread busy time per generated token (ns) from a RunResult's spans split, or None."""
+def _per_token_ns(result: Any, fraction: Callable[[dict[str, Any]], float]) -> float | None:
+    """fraction(spans split) of the engine thread's wall time, per generated token (ns), or None."""
     spans = ((result.breakdown or {}).get("methods") or {}).get("spans")
     tokens = (result.engine or {}).get("tokens_generated") or 0
     if not spans or tokens <= 0:
         return None
-    idle = spans["categories"].get("idle") or 0.0
-    return (1.0 - idle) * result.breakdown["wall_s"] * 1e9 / tokens
+    return fraction(spans) * result.breakdown["wall_s"] * 1e9 / tokens
+
+
+def busy_ns_per_token(result: Any) -> float | None:
+    """Engine-thread busy time (wall minus idle) per generated token (ns) from a RunResult's spans split."""
+    return _per_token_ns(result, lambda spans: 1.0 - (spans["categories"].get("idle") or 0.0))
 
 
 def component_ns_per_token(result: Any, component: str) -> float | None:
     """A component's span time (self + its lock waits and GC pauses) per generated token (ns)."""
-    spans = ((result.breakdown or {}).get("methods") or {}).get("spans")
-    tokens = (result.engine or {}).get("tokens_generated") or 0
-    if not spans or tokens <= 0:
-        return None
-    return (spans["components"].get(component) or 0.0) * result.breakdown["wall_s"] * 1e9 / tokens
+    return _per_token_ns(result, lambda spans: spans["components"].get(component) or 0.0)
 
 
 def _mean(values: list[float | None]) -> float | None:
@@ -61,7 +61,7 @@ def _mean(values: list[float | None]) -> float | None:
     return sum(present) / len(present) if present else None
 
 
-def compare_runs(python_results: list[Any], native_result: Any, component: str, share: float,
+def compare_component(python_results: list[Any], native_result: Any, component: str, share: float,
                  bench_speedup: float | None) -> dict[str, Any]:  # fmt: skip
     """Predicted vs measured gain of one component: its Python runs (averaged) against its native run."""
     python_busy = _mean([busy_ns_per_token(result) for result in python_results])
@@ -150,7 +150,7 @@ def verify_predictions(
             python_results.append(rerun.result)
     details: dict[str, Any] = {}
     for component, run in native_runs.items():
-        entry = compare_runs(python_results, run.result, component, predictions[component]["share"],
+        entry = compare_component(python_results, run.result, component, predictions[component]["share"],
                              (native_speedups or {}).get(component))  # fmt: skip
         entry["run_dir"] = str(Path(run.run_dir).relative_to(outcome.run_dir))
         details[component] = entry

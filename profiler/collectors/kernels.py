@@ -10,6 +10,7 @@ callbacks on the engine thread. While it runs, every engine span is also marked 
 from __future__ import annotations
 
 import re
+import statistics
 import threading
 import time
 from collections import defaultdict
@@ -157,7 +158,6 @@ class KernelCollector(Collector):
         self._engine_pause_ns = 0
         self._marks = threading.local()
         self._cuda = False
-        self._op_fee_ns: float | None = None  # see _measure_op_fee_ns
         self._fee_probe = fee_probe
         self._fees_ns: dict[str, float] = {}  # see measure_op_fees
         self._lock = threading.Lock()  # stop() (session thread) vs the window's end (engine thread)
@@ -170,16 +170,12 @@ class KernelCollector(Collector):
             self._warm_up()
 
     def _warm_up(self) -> None:
-        """Start and stop torch.profiler once now: its first start costs ~0.9 s here (one-time init), which
-        would otherwise pause the engine thread in the middle of the run."""
-        import torch
-        import torch.profiler as torch_profiler
-
+        """Start torch.profiler now, measuring the per-op fees: its first start costs ~0.9 s here (one-time
+        init), which would otherwise pause the engine thread in the middle of the run."""
         try:
-            with torch_profiler.profile(activities=[torch_profiler.ProfilerActivity.CPU]):
-                torch.zeros(1).add_(1)
-            self._op_fee_ns = _measure_op_fee_ns()
-            self._fees_ns = {DEFAULT_FEE: self._op_fee_ns}
+            # Ops the probe does not run (or every op, without a probe) pay a small elementwise op's fee.
+            elementwise = measure_op_fees(_elementwise_probe, repeats=300)
+            self._fees_ns = {DEFAULT_FEE: statistics.median(elementwise.values()) if elementwise else 0.0}
             if self._fee_probe is not None:
                 self._fees_ns.update(measure_op_fees(self._fee_probe))
         except Exception as exc:  # noqa: BLE001
@@ -283,7 +279,6 @@ class KernelCollector(Collector):
         inside_mean = sum(inside) / len(inside) if inside else None
         before_mean = sum(before) / len(before) if before else None
         summary["window"] = window
-        summary["op_fee_ns"] = self._op_fee_ns
         summary["fee_source"] = "probe" if len(self._fees_ns) > 1 else "elementwise calibration"
         summary["overhead"] = {
             "window_step_ms": inside_mean,
@@ -301,24 +296,12 @@ def _is_op(name: str) -> bool:
     return "::" in name and not name.startswith(SPAN_PREFIX)
 
 
-def _measure_op_fee_ns(repeats: int = 300) -> float:
-    """The self time torch.profiler records for an op that does next to no work: the dispatcher, tensor
-    creation and the profiler's own bookkeeping inside every op. Median over small elementwise ops.
-
-    An op's self time includes this fee, which the issue's definition puts on the control side
-    (interpreter/dispatch), not in kernel time; the breakdown subtracts it once per recorded op.
-    """
-    import statistics
-
+def _elementwise_probe() -> None:
+    """Three elementwise ops on 4-element tensors: what an op costs when it does next to no work."""
     import torch
-    import torch.profiler as torch_profiler
 
-    x, y = torch.ones(4), torch.ones(4)
-    with torch_profiler.profile(activities=[torch_profiler.ProfilerActivity.CPU]) as profile:
-        for _ in range(repeats):
-            torch.relu(torch.mul(torch.add(x, y), y))
-    fees = [event.self_cpu_time_total for event in profile.events() if _is_op(event.name)]
-    return statistics.median(fees) * 1e3 if fees else 0.0
+    x = torch.ones(4)
+    torch.relu(torch.mul(torch.add(x, x), x))
 
 
 DEFAULT_FEE = "*"  # key of the fee for ops the probe did not run
@@ -333,8 +316,6 @@ def measure_op_fees(probe: Callable[[], None], repeats: int = 5) -> dict[str, fl
     bookkeeping. Measured here: a 30-layer decode step spends 3.6 ms of op self time on tiny tensors
     (12.5 us per oneDNN linear), 72% of its wall time: the management fee the issue counts as control.
     """
-    import statistics
-
     import torch
     import torch.profiler as torch_profiler
 
