@@ -122,10 +122,7 @@ def kernel_fractions(
             window_self = _window_self_ns(rows, span, first, count)
             if window_self <= 0:
                 continue
-            # Each op's self time includes the framework's per-op fee (dispatcher, tensor creation,
-            # profiler bookkeeping), which is control-side work: subtract it once per recorded op.
-            fee_ns = entry.get("fee_ns", 0.0)
-            inside_torch = max(0.0, entry["aten_self_ns"] - fee_ns) + entry.get("runtime_ns", 0.0)
+            inside_torch = entry["aten_self_ns"] + entry.get("runtime_ns", 0.0)
             inflation = _window_inflation(rows, span, first, count)
             # The raw ratio, uncorrected: scaling by the window's slowdown assumed the profiler's cost
             # fell on the Python side only, but in deep mode py-spy --native pauses the whole process
@@ -134,9 +131,8 @@ def kernel_fractions(
             fractions[span] = min(1.0, max(0.0, inside_torch / window_self))
             described.append(f"{span} {fractions[span]:.0%} (window x{inflation:.2f} slower than the steps before)")
         notes.append(
-            f"kernel time per span from torch.profiler over steps {first}..{first + count - 1}: (torch op self "
-            f"time - each op's fixed framework fee, from {kernels.get('fee_source') or 'no calibration'}) / span "
-            f"self time in the window: " + ", ".join(sorted(described))
+            f"kernel time per span from torch.profiler over steps {first}..{first + count - 1}: torch op self "
+            f"time / span self time in the window: " + ", ".join(sorted(described))
         )
         if samples_fraction is not None and "model" in fractions:
             notes.append(

@@ -101,16 +101,7 @@ def run_session(
     tracer = RecordingTracer() if profile != "off" else None
     built = build_engine(loaded, options, tracer=tracer, injections=injections)
     engine = built.engine
-    fee_probe = None
-    if profile == "deep":
-        from profiler.fee_probe import make_fee_probe
-
-        fee_probe = make_fee_probe(loaded)
-    collectors = (
-        default_collectors(profile, pid=os.getpid(), tracer=tracer, engine_thread_name=ENGINE_THREAD_NAME, fee_probe=fee_probe)
-        if tracer
-        else []
-    )
+    collectors = default_collectors(profile, pid=os.getpid(), tracer=tracer, engine_thread_name=ENGINE_THREAD_NAME) if tracer else []
 
     done = {"requests": 0, "tokens": 0}
     done_lock = threading.Lock()

@@ -10,11 +10,10 @@ callbacks on the engine thread. While it runs, every engine span is also marked 
 from __future__ import annotations
 
 import re
-import statistics
 import threading
 import time
 from collections import defaultdict
-from typing import Any, Callable
+from typing import Any
 
 from profiler.collectors.base import Collector
 from profiler.collectors.spans import RecordingTracer
@@ -41,15 +40,10 @@ def _interval_union(intervals: list[tuple[float, float]]) -> float:
     return covered + current_end - current_start
 
 
-def summarize_events(events: list[Any], steps: int, fees_ns: dict[str, float] | None = None) -> dict[str, Any]:
-    """Summarize torch.profiler FunctionEvents (times in us) of a window of `steps` steps.
-
-    `fees_ns` maps op names to their fixed per-call framework fee (see measure_op_fees); each span's
-    `fee_ns` sums, per recorded op, the smaller of that fee and the op's self time."""
-    fees_ns = fees_ns or {}
-    default_fee_ns = fees_ns.get(DEFAULT_FEE, 0.0)
+def summarize_events(events: list[Any], steps: int) -> dict[str, Any]:
+    """Summarize torch.profiler FunctionEvents (times in us) of a window of `steps` steps."""
     by_span: dict[str, dict[str, float]] = defaultdict(
-        lambda: {"aten_self_ns": 0.0, "ops": 0, "device_ns": 0.0, "runtime_ns": 0.0, "fee_ns": 0.0}
+        lambda: {"aten_self_ns": 0.0, "ops": 0, "device_ns": 0.0, "runtime_ns": 0.0}
     )
     by_op: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
     total_self_us = 0.0
@@ -85,7 +79,6 @@ def summarize_events(events: list[Any], steps: int, fees_ns: dict[str, float] | 
         device_us = getattr(event, "self_device_time_total", 0.0) or 0.0
         entry = by_span[span]
         entry["aten_self_ns"] += self_us * 1e3
-        entry["fee_ns"] += min(self_us * 1e3, fees_ns.get(name, default_fee_ns))
         entry["ops"] += 1
         entry["device_ns"] += device_us * 1e3
         by_op[name][0] += self_us * 1e3
@@ -139,7 +132,6 @@ class KernelCollector(Collector):
         steps: int = 10,
         mark_spans: bool = True,
         warm_up: bool = True,
-        fee_probe: Callable[[], None] | None = None,
     ) -> None:
         super().__init__()
         if steps < 1 or first_step < 0:
@@ -158,8 +150,6 @@ class KernelCollector(Collector):
         self._engine_pause_ns = 0
         self._marks = threading.local()
         self._cuda = False
-        self._fee_probe = fee_probe
-        self._fees_ns: dict[str, float] = {}  # see measure_op_fees
         self._lock = threading.Lock()  # stop() (session thread) vs the window's end (engine thread)
         try:
             import torch  # noqa: F401
@@ -170,14 +160,14 @@ class KernelCollector(Collector):
             self._warm_up()
 
     def _warm_up(self) -> None:
-        """Start torch.profiler now, measuring the per-op fees: its first start costs ~0.9 s here (one-time
-        init), which would otherwise pause the engine thread in the middle of the run."""
+        """Start and stop torch.profiler once now: its first start costs ~0.9 s here (one-time init), which
+        would otherwise pause the engine thread in the middle of the run."""
+        import torch
+        import torch.profiler as torch_profiler
+
         try:
-            # Ops the probe does not run (or every op, without a probe) pay a small elementwise op's fee.
-            elementwise = measure_op_fees(_elementwise_probe, repeats=300)
-            self._fees_ns = {DEFAULT_FEE: statistics.median(elementwise.values()) if elementwise else 0.0}
-            if self._fee_probe is not None:
-                self._fees_ns.update(measure_op_fees(self._fee_probe))
+            with torch_profiler.profile(activities=[torch_profiler.ProfilerActivity.CPU]):
+                torch.zeros(1).add_(1)
         except Exception as exc:  # noqa: BLE001
             self.skip(f"torch.profiler does not work here: {type(exc).__name__}: {exc}")
 
@@ -273,13 +263,12 @@ class KernelCollector(Collector):
                 "overhead": {"engine_pause_ns": self._engine_pause_ns},
                 "note": f"the run ended before step {self.first_step}: no kernel window",
             }
-        summary = summarize_events(list(self._finished.events()), self._profiled_steps, self._fees_ns)
+        summary = summarize_events(list(self._finished.events()), self._profiled_steps)
         inside = [ms for step, ms in self._step_ms.items() if step >= self.first_step]
         before = [ms for step, ms in self._step_ms.items() if step < self.first_step]
         inside_mean = sum(inside) / len(inside) if inside else None
         before_mean = sum(before) / len(before) if before else None
         summary["window"] = window
-        summary["fee_source"] = "probe" if len(self._fees_ns) > 1 else "elementwise calibration"
         summary["overhead"] = {
             "window_step_ms": inside_mean,
             "before_step_ms": before_mean,
@@ -294,37 +283,3 @@ def _is_op(name: str) -> bool:
     """A dispatched torch op of any namespace: aten::mm, but also mkldnn::_linear_pointwise (the model's
     linears on CPU), quantized::..., and custom ops; span markers are `span:<name>` (one colon)."""
     return "::" in name and not name.startswith(SPAN_PREFIX)
-
-
-def _elementwise_probe() -> None:
-    """Three elementwise ops on 4-element tensors: what an op costs when it does next to no work."""
-    import torch
-
-    x = torch.ones(4)
-    torch.relu(torch.mul(torch.add(x, x), x))
-
-
-DEFAULT_FEE = "*"  # key of the fee for ops the probe did not run
-
-
-def measure_op_fees(probe: Callable[[], None], repeats: int = 5) -> dict[str, float]:
-    """Median self time per call of every op that `probe` runs, in ns.
-
-    The probe runs the engine's own op sequence on tiny tensors (a thin clone of the model: same
-    layers, heads and ops, next to no arithmetic), so an op's self time there is its fixed framework
-    fee: dispatcher, argument checks, output allocation, oneDNN primitive lookup, profiler
-    bookkeeping. Measured here: a 30-layer decode step spends 3.6 ms of op self time on tiny tensors
-    (12.5 us per oneDNN linear), 72% of its wall time: the management fee the issue counts as control.
-    """
-    import torch
-    import torch.profiler as torch_profiler
-
-    probe()  # warm caches (oneDNN primitives) so the fee is the steady-state one
-    with torch.inference_mode(), torch_profiler.profile(activities=[torch_profiler.ProfilerActivity.CPU]) as profile:
-        for _ in range(repeats):
-            probe()
-    per_name: dict[str, list[float]] = defaultdict(list)
-    for event in profile.events():
-        if _is_op(event.name):
-            per_name[event.name].append(event.self_cpu_time_total * 1e3)
-    return {name: statistics.median(values) for name, values in per_name.items()}

@@ -40,7 +40,6 @@ def default_collectors(
     idle_marker: str | tuple[str, ...] = IDLE_MARKER,
     tracer: RecordingTracer | None = None,
     engine_thread_name: str = ENGINE_THREAD_NAME,
-    fee_probe: Callable[[], None] | None = None,
 ) -> list[Collector]:
     """The collectors of a profile, in start order (stop them in reverse).
 
@@ -55,8 +54,6 @@ def default_collectors(
     engine_thread_id_getter returns the engine thread's native id (Thread.native_id) once it runs;
     py-spy reports threads by that id, so the engine's samples are found even if renamed. Without
     it, the live thread named `engine_thread_name` is looked up when sampling stops.
-    fee_probe (deep only) runs the model's op sequence on tiny tensors, so that each op's fixed
-    framework fee can be told apart from kernel time (profiler.collectors.kernels.measure_op_fees).
     """
     if profile not in PROFILES:
         raise ProfileError(f"--profile={profile!r} is not a profile; use one of {', '.join(PROFILES)}")
@@ -67,7 +64,7 @@ def default_collectors(
     collectors: list[Collector] = [spans, GcCollector(tracer=spans.tracer)]
     if deep:
         first_step, steps = kernel_window
-        collectors.append(KernelCollector(tracer=spans.tracer, first_step=first_step, steps=steps, fee_probe=fee_probe))
+        collectors.append(KernelCollector(tracer=spans.tracer, first_step=first_step, steps=steps))
     collectors.append(GpuCollector())
     collectors.append(
         SamplingCollector(
