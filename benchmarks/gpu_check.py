@@ -28,7 +28,7 @@ def main() -> int:
         print(json.dumps({"cuda": False, "note": "no CUDA device: nothing to check"}))
         return 0
     tracer = RecordingTracer()
-    collectors = [SpanCollector(tracer), KernelCollector(tracer=tracer, first_step=5, steps=5), GpuCollector(interval_s=0.05)]
+    collectors = [SpanCollector(tracer), KernelCollector(tracer=tracer, first_step=5, steps=5, every=10), GpuCollector(interval_s=0.05)]
     for collector in collectors:
         collector.start()
     a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
@@ -48,7 +48,7 @@ def main() -> int:
     print(json.dumps({
         "environment_gpu": describe_environment()["gpu"],
         "wall_s": wall_s,
-        "kernels": {key: kernels.get(key) for key in ("status", "reason", "window", "cuda", "ops_per_step", "by_span")},
+        "kernels": {key: kernels.get(key) for key in ("status", "reason", "windows", "op_fee_ns", "cuda", "ops_per_step", "by_span")},
         "gpu": collectors[2].result(),
     }, indent=1, default=str))  # fmt: skip
     return 0

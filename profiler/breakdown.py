@@ -9,14 +9,16 @@ How each category is computed
   interpreter    self time of every span (step loop, scheduler,    innermost frame is a Python frame or the
                  sampler, model...) minus its kernel part; the     eval loop; torch dispatch frames counted
                  spans' own lock waits and GC pauses are children  here too (also reported as `dispatch`)
-                 and so not in it
-  kernel         per span s: self(s) x torch(s) x r(s) / self(s)  innermost frame in torch kernels, BLAS,
-                 in the torch.profiler window; torch(s) = aten     OpenMP, oneDNN, CUDA runtime
-                 ops' self time + CUDA runtime calls (syncs wait
-                 for the GPU); r(s) = 1 (the window's slowdown is
-                 reported, not divided out: see kernel_fractions);
-                 clamped to [0, 1].
-                 Without the window:
+                 and so not in it. Includes torch's per-op fee
+                 (`dispatch`: view/creation ops, the fee priced
+                 on every other op; see collectors.kernels)
+  kernel         per span s: self(s) x k(s), k(s) = (op self     innermost frame in torch kernels, BLAS,
+                 time - fee + CUDA runtime calls) / self(s),       OpenMP, oneDNN, CUDA runtime
+                 in torch.profiler windows spread over the run,
+                 each applied to the steps nearest to it (syncs
+                 wait for the GPU); the
+                 windows' slowdown is reported, not divided out;
+                 clamped to [0, 1]. Without windows:
                  the native samples' model_kernels / model ratio,
                  else the whole model span (an assumption, noted)
   lock           waits inside tracer.lock(): asking -> getting     futex/condvar/semaphore waits, take_gil,
@@ -42,8 +44,9 @@ a component, not a category). Samples give them from the innermost Python frame 
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable, Mapping
-from typing import Any, TypeGuard
+from typing import Any, NamedTuple, TypeGuard
 
 from profiler.collectors.base import ENGINE_THREAD_NAME
 from profiler.collectors.spans import OUTSIDE
@@ -73,9 +76,15 @@ def _fractions(values: Mapping[str, float | None], wall: float) -> dict[str, flo
     return {key: (value / wall if value is not None and wall > 0 else None) for key, value in values.items()}
 
 
-def _window_self_ns(steps: list[dict[str, Any]], span: str, first: int, count: int) -> float:
+def _window_steps(kernels: dict[str, Any]) -> set[int]:
+    return {
+        window["first_step"] + offset for window in kernels.get("windows", []) for offset in range(window["steps"])
+    }
+
+
+def _self_ns_in(steps: list[dict[str, Any]], span: str, chosen: set[int]) -> float:
     column = f"{span}_ms"
-    return sum(row.get(column, 0.0) for row in steps if first <= row["step"] < first + count) * 1e6
+    return sum(row.get(column, 0.0) for row in steps if row["step"] in chosen) * 1e6
 
 
 def _samples_model_fraction(samples_engine: dict[str, Any] | None) -> float | None:
@@ -87,15 +96,69 @@ def _samples_model_fraction(samples_engine: dict[str, Any] | None) -> float | No
     return kernel / (kernel + glue) if kernel + glue > 0 else None
 
 
-def _window_inflation(steps: list[dict[str, Any]], span: str, first: int, count: int) -> float:
-    """How much the profiler window slowed `span`: its mean self time per step in the window over the
-    same mean in the `count` steps just before it (>= 1; 1 when there is nothing to compare)."""
+def _window_inflation(steps: list[dict[str, Any]], span: str, kernels: dict[str, Any]) -> float:
+    """How much the profiler windows slowed `span`: its mean self time per step inside the windows over
+    the same mean in the steps just before each window (>= 1; 1 when there is nothing to compare)."""
+    inside = _window_steps(kernels)
+    before = {
+        window["first_step"] - offset
+        for window in kernels.get("windows", [])
+        for offset in range(1, window["steps"] + 1)
+    } - inside
     column = f"{span}_ms"
-    inside = [row.get(column, 0.0) for row in steps if first <= row["step"] < first + count]
-    before = [row.get(column, 0.0) for row in steps if first - count <= row["step"] < first]
-    if not inside or not before or sum(before) <= 0:
+    inside_rows = [row.get(column, 0.0) for row in steps if row["step"] in inside]
+    before_rows = [row.get(column, 0.0) for row in steps if row["step"] in before]
+    if not inside_rows or not before_rows or sum(before_rows) <= 0:
         return 1.0
-    return max(1.0, (sum(inside) / len(inside)) / (sum(before) / len(before)))
+    return max(1.0, (sum(inside_rows) / len(inside_rows)) / (sum(before_rows) / len(before_rows)))
+
+
+def _split(entry: dict[str, float], self_ns: float) -> tuple[float, float]:
+    """(kernel, fee) fractions of a span's self time from its op times in the same steps.
+
+    The raw ratio, uncorrected for the windows' slowdown: scaling by it assumed the profiler's cost
+    fell on the Python side only, and overshot the native samples by 30+ points on a control-bound
+    run; the raw ratio agreed within a few."""
+    fee_ns = min(entry.get("fee_ns", 0.0), entry["aten_self_ns"])
+    kernel = min(1.0, max(0.0, (entry["aten_self_ns"] - fee_ns + entry.get("runtime_ns", 0.0)) / self_ns))
+    return kernel, min(1.0 - kernel, max(0.0, fee_ns / self_ns))
+
+
+def _follow_windows(
+    rows: list[dict[str, Any]], span: str, windows: list[dict[str, Any]]
+) -> tuple[float, float] | None:
+    """(kernel, fee) fractions of `span` over the whole run: each window's own split applied to the
+    steps nearest to it, weighted by the span's time in those steps (a run's phases differ: ramp-up,
+    steady state, drain). None when the windows carry no split of their own."""
+    usable = []
+    for window in windows:
+        entry = window.get("by_span", {}).get(span)
+        steps = set(range(window["first_step"], window["first_step"] + window["steps"]))
+        self_ns = _self_ns_in(rows, span, steps)
+        if entry is not None and self_ns > 0:
+            usable.append((window["first_step"] + (window["steps"] - 1) / 2, _split(entry, self_ns)))
+    if not usable:
+        return None
+    column = f"{span}_ms"
+    usable.sort(key=lambda item: item[0])
+    # Steps past the midpoint between two window centres belong to the later window.
+    bounds = [(left[0] + right[0]) / 2 for left, right in zip(usable, usable[1:])]
+    weight = [0.0] * len(usable)
+    for row in rows:
+        weight[bisect.bisect_left(bounds, row["step"])] += row.get(column, 0.0)
+    total = sum(weight)
+    if total <= 0:
+        return None
+    kernel = sum(w * split[0] for w, (_, split) in zip(weight, usable)) / total
+    fee = sum(w * split[1] for w, (_, split) in zip(weight, usable)) / total
+    return kernel, fee
+
+
+class SpanFractions(NamedTuple):
+    """Per span name, the fractions of its self time spent in torch kernels and in torch's fee."""
+
+    kernel: dict[str, float]
+    fee: dict[str, float]
 
 
 def kernel_fractions(
@@ -103,54 +166,62 @@ def kernel_fractions(
     kernels: dict[str, Any] | None,
     samples_engine: dict[str, Any] | None,
     notes: list[str],
-) -> dict[str, float]:
-    """Per span name, the fraction of its self time spent inside torch (the kernel model above).
+) -> SpanFractions:
+    """Per span name, the fraction of its self time spent in torch kernels (the kernel model above), and
+    the fraction that is torch's per-op fee (inside ops but not compute: counted as interpreter).
 
-    The fraction is torch op self time over span self time inside the window, as measured; how much
-    slower the window ran than the steps before it is reported in the notes, not divided out.
+    Each window's ratios apply to the steps nearest to it (pooled over all windows when they carry no
+    split of their own), as measured; how much slower the windows ran than the steps before them is
+    reported in the notes, not divided out.
     """
     samples_fraction = _samples_model_fraction(samples_engine)
-    if _ok(kernels) and kernels.get("by_span") and kernels.get("window", {}).get("steps"):
-        window = kernels["window"]
-        first, count = window["first_step"], window["steps"]
+    profiled = _window_steps(kernels) if _ok(kernels) else set()
+    if _ok(kernels) and kernels.get("by_span") and profiled:
         rows = spans.get("steps", [])
-        fractions: dict[str, float] = {}
+        kernel: dict[str, float] = {}
+        fee: dict[str, float] = {}
         described = []
         for span, entry in kernels["by_span"].items():
             if span == OUTSIDE:
                 continue
-            window_self = _window_self_ns(rows, span, first, count)
+            window_self = _self_ns_in(rows, span, profiled)
             if window_self <= 0:
                 continue
-            inside_torch = entry["aten_self_ns"] + entry.get("runtime_ns", 0.0)
-            inflation = _window_inflation(rows, span, first, count)
-            # The raw ratio, uncorrected: scaling by the window's slowdown assumed the profiler's cost
-            # fell on the Python side only, but in deep mode py-spy --native pauses the whole process
-            # too and batches ramp between windows, and the "corrected" kernel share overshot the
-            # native samples by 30+ points on a control-bound run; the raw ratio agreed within a few.
-            fractions[span] = min(1.0, max(0.0, inside_torch / window_self))
-            described.append(f"{span} {fractions[span]:.0%} (window x{inflation:.2f} slower than the steps before)")
+            pooled = _split(entry, window_self)
+            kernel[span], fee[span] = _follow_windows(rows, span, kernels.get("windows", [])) or pooled
+            inflation = _window_inflation(rows, span, kernels)
+            described.append(
+                f"{span} {kernel[span]:.0%} kernel + {fee[span]:.0%} fee (windows x{inflation:.2f} slower than "
+                "the steps before)"
+            )
+        windows = kernels.get("windows", [])
+        fee_each = kernels.get("op_fee_ns")
+        source = kernels.get("fee_source", "the windows")
+        priced = f"others their fee priced by the {source} ({fee_each / 1e3:.2f} us generic)" if fee_each else "others not priced"
         notes.append(
-            f"kernel time per span from torch.profiler over steps {first}..{first + count - 1}: torch op self "
-            f"time / span self time in the window: " + ", ".join(sorted(described))
+            f"kernel time per span from torch.profiler over {len(profiled)} steps in {len(windows)} windows "
+            f"(steps {windows[0]['first_step']}..{windows[-1]['first_step'] + windows[-1]['steps'] - 1}): op self "
+            f"time minus the framework fee (view/creation ops whole, {priced}) / span self time: "
+            + ", ".join(sorted(described))
         )
-        if samples_fraction is not None and "model" in fractions:
+        if samples_fraction is not None and "model" in kernel:
             notes.append(
                 f"native samples put {samples_fraction:.0%} of the model span in kernels "
-                f"(torch.profiler: {fractions['model']:.0%})"
+                f"(torch.profiler: {kernel['model']:.0%})"
             )
-        return fractions
+        # Results without a priced fee (older runs, hand-made tests) say nothing about dispatch.
+        return SpanFractions(kernel, fee if "op_fee_ns" in kernels else {})
     if samples_fraction is not None:
         notes.append(
             f"no kernel window: the model span's kernel share ({samples_fraction:.0%}) comes from native "
             "stack samples"
         )
-        return {"model": samples_fraction}
+        return SpanFractions({"model": samples_fraction}, {})
     notes.append(
         "no kernel window and no native samples: the whole model span is counted as kernel time, so "
         "interpreter time is a lower bound (model glue unseen)"
     )
-    return {"model": 1.0}
+    return SpanFractions({"model": 1.0}, {})
 
 
 def spans_split(
@@ -190,10 +261,14 @@ def spans_split(
         float((kernels or {}).get("overhead", {}).get("engine_pause_ns", 0) or 0) if _ok(kernels) else 0.0
     )
 
-    kernel_fraction = kernel_fractions(spans, kernels, samples_engine, notes)
+    fractions = kernel_fractions(spans, kernels, samples_engine, notes)
+    kernel_fraction = fractions.kernel
     native = {span for span, component in SPAN_COMPONENTS.items() if component in set(native_components)}
     kernel_ns = {
         name: value * kernel_fraction.get(name, 0.0) for name, value in self_ns.items() if name not in native
+    }
+    fee_ns = {
+        name: value * fractions.fee.get(name, 0.0) for name, value in self_ns.items() if name not in native
     }
     covered = float(thread["covered_ns"])
     outside = max(0.0, wall - covered)
@@ -238,10 +313,12 @@ def spans_split(
     return {
         "categories": _fractions(categories, wall),
         "components": _fractions(components, wall),
-        "dispatch": None,
+        # Only the fee inside ops: argument parsing on the Python side is in interpreter, not separable.
+        "dispatch": sum(fee_ns.values()) / wall if fractions.fee and wall > 0 else None,
         "lock_by_component": _fractions(lock_by_component, wall),
         "allocation_by_component": _fractions(allocation_by_component, wall),
         "kernel_fraction_by_span": kernel_fraction,
+        "fee_fraction_by_span": fractions.fee,
         "steps": len(spans.get("steps", [])),
     }
 
@@ -334,6 +411,12 @@ def build_breakdown(
         )
         if engine_counts is None:
             notes.append(f"py-spy saw no thread named {engine_thread_name!r}")
+        if sampling.get("native_stacks") and sampling.get("scheduling") == "normal":
+            notes.append(
+                "py-spy could not run under SCHED_FIFO (needs root or CAP_SYS_NICE): with every core busy its "
+                "samples wait for a core and land after parallel kernels end, so they under-count kernel "
+                "time (by 18 points on a 2-core decode loop, see profiler.collectors.sampling)"
+            )
     samples = samples_split(engine_counts)
     spans_result = collector_results.get("spans")
     spans = None

@@ -29,6 +29,8 @@ Category rules, innermost frame first:
   3. lock whose innermost Python caller outside threading/queue is an idle marker (a name or qualname in
      `idle_marker`, by default the engine's Engine._run and `_wait_for_work`) -> idle
   4. nothing decisive -> other
+  5. anywhere under one of the profiler's own pauses (`own_marker`: starting and stopping a
+     torch.profiler window between steps) -> other, as the spans method counts that time
 Without --native every innermost frame is a Python frame, so "interpreter" then means "this Python
 line, or native code it called": the breakdown treats such samples as unresolved between the two.
 
@@ -46,6 +48,8 @@ from typing import NamedTuple
 # Functions whose own waits mean "no work": the engine's loop waits on its Condition directly in
 # Engine._run (engine/engine.py); `_wait_for_work` is the conventional name for a factored-out wait.
 IDLE_MARKER: tuple[str, ...] = ("_wait_for_work", "Engine._run")
+# Functions whose callees are the profiler's own work, not the engine's (profiler.collectors.kernels).
+OWN_MARKER: tuple[str, ...] = ("KernelCollector._open_window", "KernelCollector._close_window")
 
 
 class Frame(NamedTuple):
@@ -327,9 +331,12 @@ def classify(
     idle_marker: str | tuple[str, ...] = IDLE_MARKER,
     rules: ComponentRules = _DEFAULT_RULES,
     native_libs: tuple[str, ...] = ("_native",),
+    own_marker: tuple[str, ...] = OWN_MARKER,
 ) -> Classification:
     """Category, component and dispatch flag of one stack."""
     frames = stack.frames if isinstance(stack, Stack) else stack
+    if any(frame.python and frame.function in own_marker for frame in frames):
+        return Classification("other", rules.component(frames), False)
     category, dispatch = classify_category(frames, idle_marker=idle_marker, native_libs=native_libs)
     component = rules.component(frames)
     if component == "model":

@@ -23,11 +23,24 @@ def run_doctor() -> int:
         table.add_row(f"native {component}", "built" if ok else "missing", "C twin loaded" if ok else f"{status}; the Python twin runs instead")
     py_spy = shutil.which("py-spy")
     table.add_row("py-spy", "ok" if py_spy else "missing", py_spy or "pip install py-spy (sampling collector is skipped without it)")
+    table.add_row("realtime sampling", *_realtime_status())
     gpu = env["gpu"]
     table.add_row("gpu (NVML)", "ok" if gpu else "none", f"{gpu['name']}, driver {gpu['driver']}" if gpu else "no NVIDIA GPU/driver: CPU kernels are measured instead")
     table.add_row("default model", *_default_model_status())
     console.print(table)
     return 0
+
+
+def _realtime_status() -> tuple[str, str]:
+    """Whether a child process may take SCHED_FIFO, which deep mode's sampler needs to sample on time."""
+    import subprocess
+    import sys
+
+    probe = "import os; os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(10))"
+    allowed = subprocess.run([sys.executable, "-c", probe], capture_output=True).returncode == 0
+    if allowed:
+        return ("ok", "deep mode's py-spy runs under SCHED_FIFO and samples when due")
+    return ("no", "needs root or CAP_SYS_NICE: deep-mode samples land late on a busy machine and under-count kernels")
 
 
 def _default_model_status() -> tuple[str, str]:

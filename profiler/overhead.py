@@ -81,7 +81,7 @@ def collector_costs(
         if name == "spans" or name == "gc":
             costs[name] = overhead.get("estimated_ns", 0) / wall_ns if wall_ns else None
         elif name == "kernels":
-            window_ms, steps = overhead.get("window_step_ms"), result.get("window", {}).get("steps", 0)
+            window_ms, steps = overhead.get("window_step_ms"), result.get("profiled_steps", 0)
             ratio = overhead.get("slowdown")
             extra = window_ms * steps * 1e6 * (1 - 1 / ratio) if window_ms and ratio and ratio > 1 else 0.0
             costs[name] = (extra + overhead.get("engine_pause_ns", 0)) / wall_ns if wall_ns else None

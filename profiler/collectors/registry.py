@@ -34,7 +34,7 @@ def default_collectors(
     engine_thread_id_getter: Callable[[], int | None] | None = None,
     output_dir: str | Path | None = None,
     sampling_rate: int | None = None,
-    kernel_window: tuple[int, int] = (20, 10),
+    kernel_windows: tuple[int, int, int] = (20, 5, 40),
     span_cpu_time: bool = True,
     py_spy: str | None = None,
     idle_marker: str | tuple[str, ...] = IDLE_MARKER,
@@ -49,7 +49,8 @@ def default_collectors(
              py-spy reads 40 thread stacks per sample; spans and GC alone were within noise)
     deep:    the same, plus py-spy --native at 29 Hz (pauses the process and unwinds every thread
              per sample: x1.4-1.6 on a single-threaded torch loop, but x20 at 97 Hz with 30 client
-             threads) and torch.profiler over `kernel_window` = (first step, number of steps)
+             threads) and torch.profiler over `kernel_windows` = (first step, steps per window, period in
+             steps): short windows spread over the run (collectors.kernels)
     tracer: the RecordingTracer already injected into the engine (one is made when None).
     engine_thread_id_getter returns the engine thread's native id (Thread.native_id) once it runs;
     py-spy reports threads by that id, so the engine's samples are found even if renamed. Without
@@ -63,20 +64,18 @@ def default_collectors(
     spans = SpanCollector(cpu_time=span_cpu_time, tracer=tracer)
     collectors: list[Collector] = [spans, GcCollector(tracer=spans.tracer)]
     if deep:
-        first_step, steps = kernel_window
-        collectors.append(KernelCollector(tracer=spans.tracer, first_step=first_step, steps=steps))
+        first_step, steps, every = kernel_windows
+        collectors.append(KernelCollector(tracer=spans.tracer, first_step=first_step, steps=steps, every=every))
     collectors.append(GpuCollector())
     collectors.append(
         SamplingCollector(
             pid=pid if pid is not None else os.getpid(),
             rate=sampling_rate or (DEEP_RATE_HZ if deep else DEFAULT_RATE_HZ),
             native=deep,
-            # A low-priority sampler gets a core only when one is free, i.e. in the engine's serial
-            # (Python) stretches, not while both cores run a parallel kernel: its samples would be
-            # biased toward Python. The cheap default mode stays nice (its samples carry no native
-            # frames to bias); the deep mode samples at normal priority (interpreter share of a
-            # synthetic:base decode run by samples: 37.7% niced, 28.0% and 34.0% not; spans 19-22%).
-            nice=not deep,
+            # Deep mode resolves kernels, so its samples must land when they are due: py-spy runs
+            # under SCHED_FIFO where allowed (see sampling.PRIORITIES for the measured bias). The
+            # cheap default mode, Python stacks only, stays nice so that it costs the engine least.
+            priority="realtime" if deep else "low",
             py_spy=py_spy,
             output_dir=output_dir,
             idle_marker=idle_marker,

@@ -75,7 +75,8 @@ def kernels_result() -> dict[str, Any]:
     return {
         "status": "ok",
         "reason": None,
-        "window": {"first_step": 0, "steps": 2, "completed": True},
+        "windows": [{"first_step": 0, "steps": 2}],
+        "profiled_steps": 2,
         "aten_self_ns": 190,
         "by_span": {
             "model": {"aten_self_ns": 150, "ops": 10, "device_ns": 0},
@@ -157,9 +158,54 @@ def test_spans_split_matches_the_hand_computed_answer() -> None:
     assert spans["lock_by_component"] == pytest.approx({"scheduler": 0.04})
     assert spans["allocation_by_component"] == pytest.approx({"sampler": 0.02})
     assert spans["kernel_fraction_by_span"] == pytest.approx({"model": 0.75, "sampler": 0.5})
-    assert spans["dispatch"] is None
+    assert spans["dispatch"] is None  # no fee was priced
     assert breakdown["wall_s"] == pytest.approx(1e-6)
-    assert any("torch.profiler over steps 0..1" in note for note in breakdown["notes"])
+    assert any("torch.profiler over 2 steps in 1 windows (steps 0..1)" in note for note in breakdown["notes"])
+
+
+def test_torch_fee_inside_ops_counts_as_interpreter_and_dispatch() -> None:
+    kernels = kernels_result()
+    kernels["by_span"]["model"]["fee_ns"] = 50  # of the model's 150 ns of op time in the window
+    kernels["op_fee_ns"] = 5
+    spans = build_breakdown(all_results(kernels=kernels), wall_ns=WALL)["methods"]["spans"]
+    # model: kernel (150 - 50) / 200 = 50%, fee 25% of its 400 ns: kernel 200 + 40 (sampler) = 240,
+    # interpreter 680 - 240 = 440, of which the fee inside ops is 100.
+    assert spans["kernel_fraction_by_span"] == pytest.approx({"model": 0.5, "sampler": 0.5})
+    assert spans["fee_fraction_by_span"] == pytest.approx({"model": 0.25, "sampler": 0.0})
+    assert spans["categories"]["kernel"] == pytest.approx(0.24)
+    assert spans["categories"]["interpreter"] == pytest.approx(0.44)
+    assert spans["dispatch"] == pytest.approx(0.10)
+
+
+def test_kernel_fraction_pools_every_window() -> None:
+    spans = spans_result()
+    spans["steps"] = [{"step": step, "model_ms": 1e-4} for step in range(6)]  # 100 ns of model per step
+    kernels = kernels_result()
+    kernels["windows"] = [{"first_step": 1, "steps": 1}, {"first_step": 4, "steps": 2}]
+    kernels["by_span"] = {"model": {"aten_self_ns": 240, "fee_ns": 0, "ops": 3, "device_ns": 0, "runtime_ns": 0}}
+    breakdown = build_breakdown(all_results(spans=spans, kernels=kernels), wall_ns=WALL)
+    # 240 ns of op time over 3 profiled steps x 100 ns: 80%.
+    assert breakdown["methods"]["spans"]["kernel_fraction_by_span"] == pytest.approx({"model": 0.8})
+    assert any("over 3 steps in 2 windows (steps 1..5)" in note for note in breakdown["notes"])
+
+
+def test_each_window_speaks_for_the_steps_nearest_to_it() -> None:
+    spans = spans_result()
+    # Steps 0-2 (ramp-up) hold 100 ns of model each, steps 3-9 (steady state) 300 ns each.
+    spans["steps"] = [{"step": step, "model_ms": (1e-4 if step < 3 else 3e-4)} for step in range(10)]
+    kernels = kernels_result()
+    kernels["windows"] = [
+        {"first_step": 1, "steps": 1, "by_span": {"model": {"aten_self_ns": 20, "fee_ns": 0, "runtime_ns": 0}}},
+        {"first_step": 8, "steps": 1, "by_span": {"model": {"aten_self_ns": 270, "fee_ns": 30, "runtime_ns": 0}}},
+    ]
+    kernels["by_span"] = {"model": {"aten_self_ns": 290, "fee_ns": 30, "ops": 4, "device_ns": 0, "runtime_ns": 0}}
+    kernels["op_fee_ns"] = 5
+    fractions = build_breakdown(all_results(spans=spans, kernels=kernels), wall_ns=WALL)["methods"]["spans"]
+    # Window 1 (20% kernel) speaks for steps 0-4 (100 x 3 + 300 x 2 = 900 ns), window 8 (80% kernel,
+    # 10% fee) for steps 5-9 (1500 ns): kernel (0.2 x 900 + 0.8 x 1500) / 2400 = 57.5%, fee 6.25%;
+    # pooling the two windows would have said (290 - 30) / 400 = 65%.
+    assert fractions["kernel_fraction_by_span"]["model"] == pytest.approx(0.575)
+    assert fractions["fee_fraction_by_span"]["model"] == pytest.approx(0.0625)
 
 
 def test_kernel_fraction_is_the_raw_window_ratio_and_the_slowdown_is_reported() -> None:
@@ -172,13 +218,13 @@ def test_kernel_fraction_is_the_raw_window_ratio_and_the_slowdown_is_reported() 
         {"step": 3, "model_ms": 1.5e-4},
     ]
     kernels = kernels_result()
-    kernels["window"] = {"first_step": 2, "steps": 2, "completed": True}
+    kernels["windows"] = [{"first_step": 2, "steps": 2}]
     kernels["by_span"] = {"model": {"aten_self_ns": 150, "ops": 10, "device_ns": 0, "runtime_ns": 0}}
     breakdown = build_breakdown(all_results(spans=spans, kernels=kernels), wall_ns=WALL)
     # 150 / 300 = 50% of the model span's 400 ns; the window's x1.5 slowdown is reported, not divided out.
     assert breakdown["methods"]["spans"]["kernel_fraction_by_span"] == pytest.approx({"model": 0.5})
     assert breakdown["methods"]["spans"]["categories"]["kernel"] == pytest.approx(0.20)
-    assert any("model 50% (window x1.50 slower than the steps before)" in note for note in breakdown["notes"])
+    assert any("model 50% kernel + 0% fee (windows x1.50 slower than the steps before)" in note for note in breakdown["notes"])
     assert any("native samples put 80% of the model span in kernels" in note for note in breakdown["notes"])
 
 

@@ -158,6 +158,19 @@ def test_the_engines_own_wait_in_engine_run_is_idle_but_its_other_waits_are_not(
     assert label(traced_lock).category == "lock"
 
 
+def test_the_profilers_own_window_start_and_stop_is_other() -> None:
+    run = "thread (4242): infer-prof-engine;Thread.run (threading.py:982);Engine._step (engine/engine.py:283)"
+    stop = (
+        f"{run};RecordingTracer._end_step (profiler/collectors/spans.py:250);KernelCollector.on_step "
+        "(profiler/collectors/kernels.py:337);KernelCollector._close_window (profiler/collectors/kernels.py:380);"
+        "profile.__exit__ (torch/profiler/profiler.py:829);torch::autograd::profiler::disableProfiler "
+        "(libtorch_cpu.so);malloc (libc.so.6) 2"
+    )
+    assert label(stop) == ("other", None, False)
+    # The same frames without the window's pause are the engine's own allocation.
+    assert label(stop.replace("KernelCollector._close_window", "KernelCollector.summary")).category == "allocation"
+
+
 # -- hand-written stacks in the same format -----------------------------------------------------------
 
 

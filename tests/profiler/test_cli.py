@@ -160,3 +160,10 @@ def test_budget_exit_codes_reach_the_shell(tmp_path: Path):
     bad = tmp_path / "bad.toml"
     bad.write_text('[[budget]]\nmetric = "metrics.completed"\nmin = 1\nlevel = "fatal"\n')
     assert_user_error(cli("budget", "check", str(bad), "--run", str(run)), "level")
+
+
+def test_doctor_says_whether_deep_sampling_can_run_on_time():
+    result = cli("doctor")
+    assert result.returncode == 0, result.stderr
+    for row in ("py-spy", "realtime sampling", "native sampler", "default model"):
+        assert row in result.stdout, result.stdout

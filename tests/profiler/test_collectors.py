@@ -212,11 +212,11 @@ def test_gc_pause_is_timed_and_attributed_to_the_open_span() -> None:
 
 def test_kernel_window_attributes_aten_time_to_spans() -> None:
     spans = SpanCollector(cpu_time=False)
-    kernels = KernelCollector(tracer=spans.tracer, first_step=1, steps=2)
+    kernels = KernelCollector(tracer=spans.tracer, first_step=1, steps=2, every=3)
     spans.start()
     kernels.start()
     weights = torch.randn(32, 32)
-    for _ in range(4):
+    for _ in range(6):
         with spans.tracer.span("step"):
             with spans.tracer.span("model"):
                 hidden = torch.relu(weights @ weights)
@@ -226,12 +226,37 @@ def test_kernel_window_attributes_aten_time_to_spans() -> None:
     spans.stop()
     result = kernels.result()
     assert result["status"] == "ok"
-    assert result["window"] == {"first_step": 1, "steps": 2, "completed": True}
+    assert [(w["first_step"], w["steps"]) for w in result["windows"]] == [(1, 2), (4, 2)]
+    assert result["profiled_steps"] == 4
+    # Each window carries its own split; together they make up the pooled one.
+    for key in ("aten_self_ns", "fee_ns"):
+        pooled = result["by_span"]["model"][key]
+        assert sum(w["by_span"]["model"][key] for w in result["windows"]) == pytest.approx(pooled)
+    assert 0 < result["by_span"]["model"]["fee_ns"] < result["by_span"]["model"]["aten_self_ns"]
     assert result["by_span"]["model"]["ops"] >= 4 and result["by_span"]["model"]["aten_self_ns"] > 0
     assert result["by_span"]["sampler"]["ops"] >= 2
     assert result["top_level_ops_per_step"] == pytest.approx(3.0)  # matmul, relu, argmax
     assert result["cuda"] is None or torch.cuda.is_available()
     assert spans.tracer._span_hook is None  # the hook is removed when the window closes
+
+
+def test_kernel_windows_thin_out_evenly_when_the_cap_is_reached() -> None:
+    spans = SpanCollector(cpu_time=False)
+    kernels = KernelCollector(tracer=spans.tracer, first_step=0, steps=1, every=1, max_windows=4, mark_spans=False)
+    spans.start()
+    kernels.start()
+    for _ in range(10):
+        with spans.tracer.span("step"):
+            torch.ones(2).add_(1)
+    kernels.stop()
+    spans.stop()
+    # Windows at 0-3 reach the cap: period 2 keeps 0, 2 and adds 4, 6; period 4 keeps 0, 4 and adds 8.
+    assert [window["first_step"] for window in kernels.result()["windows"]] == [0, 4, 8]
+
+
+def test_kernel_windows_refuse_an_impossible_schedule() -> None:
+    with pytest.raises(ValueError, match="every >= steps"):
+        KernelCollector(first_step=0, steps=5, every=2, warm_up=False)
 
 
 def test_kernel_window_not_reached_reports_so() -> None:
@@ -282,6 +307,7 @@ def test_summarize_events_counts_cuda_runtime_as_torch_time_and_finds_gpu_gaps()
     summary = summarize_events([model, mm, launch, sampler, copy, sync, outside, *kernels], steps=1)
     assert summary["by_span"]["model"] == {
         "aten_self_ns": 20_000,
+        "fee_ns": 0.0,
         "ops": 1,
         "device_ns": 30_000,
         "runtime_ns": 5_000,
@@ -307,6 +333,22 @@ def test_summarize_events_counts_cuda_runtime_as_torch_time_and_finds_gpu_gaps()
             "gpu_idle_fraction": 140 / 210,
         }
     )
+
+
+def test_summarize_events_prices_the_framework_fee_with_the_do_nothing_ops() -> None:
+    model = fake_event("span:model", 0, 100, 10)
+    view = fake_event("aten::view", 1, 3, 2, model)
+    select = fake_event("aten::select", 4, 10, 3, model)  # calls as_strided: not a leaf, not priced
+    strided = fake_event("aten::as_strided", 5, 9, 4, select)
+    mm = fake_event("aten::mm", 10, 60, 50, model)
+    tiny = fake_event("aten::add", 60, 61, 1, model)  # cheaper than the fee: all of it is fee
+    summary = summarize_events([model, view, select, strided, mm, tiny], steps=1)
+    # Leaf do-nothing ops: view 2 us, as_strided 4 us -> median (upper) 4 us per op.
+    assert summary["op_fee_ns"] == 4_000
+    # Fee: view 2 + select 3 + as_strided 4 (whole) + mm 4 + add 1 (capped at its self time) = 14 us.
+    assert summary["by_span"]["model"]["fee_ns"] == 14_000
+    assert summary["by_span"]["model"]["aten_self_ns"] == 60_000
+    assert {op["name"]: op["fee_op"] for op in summary["top_ops"]}["aten::view"] is True
 
 
 class _FakeRates:
@@ -409,7 +451,7 @@ def test_registry_profiles() -> None:
     assert [c.name for c in default] == ["spans", "gc", "gpu", "sampling"]
     sampling = default[-1]
     assert isinstance(sampling, SamplingCollector) and not sampling.native and sampling.rate == DEFAULT_RATE_HZ
-    deep = default_collectors("deep", kernel_window=(3, 2))
+    deep = default_collectors("deep", kernel_windows=(3, 2, 10))
     assert [c.name for c in deep] == ["spans", "gc", "kernels", "gpu", "sampling"]
     assert deep[-1].native  # type: ignore[attr-defined]
     assert find_tracer(deep) is deep[0].tracer  # type: ignore[attr-defined]

@@ -243,7 +243,7 @@ def test_overhead_section_measured_or_estimated() -> None:
         "gc": {"status": "ok", "overhead": {"estimated_ns": 10_000_000}},
         "kernels": {
             "status": "ok",
-            "window": {"steps": 10},
+            "profiled_steps": 10,
             "overhead": {"window_step_ms": 15.0, "slowdown": 1.5, "engine_pause_ns": 50_000_000},
         },
         "sampling": {"status": "ok", "overhead": {"py_spy_cpu_fraction": 0.1}},

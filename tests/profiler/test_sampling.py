@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -45,9 +48,9 @@ def engine() -> Iterator[BusyEngine]:
     busy.thread.join(timeout=5)
 
 
-def sample(engine: BusyEngine, *, native: bool, seconds: float) -> dict:  # type: ignore[type-arg]
+def sample(engine: BusyEngine, *, native: bool, seconds: float, priority: str = "low") -> dict:  # type: ignore[type-arg]
     collector = SamplingCollector(
-        rate=100, native=native, engine_thread_id_getter=lambda: engine.thread.native_id
+        rate=100, native=native, engine_thread_id_getter=lambda: engine.thread.native_id, priority=priority
     )
     collector.start()
     if collector.status == "skipped":
@@ -79,6 +82,28 @@ def test_native_sampling_resolves_kernels(engine: BusyEngine) -> None:
     assert engine_samples["native_samples"] == engine_samples["samples"] > 0
     categories = engine_samples["categories"]
     assert categories.get("kernel", 0) > 0, categories  # mkl sgemm / libgomp frames under the matmul
+
+
+def _fifo_allowed() -> bool:
+    probe = "import os; os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(10))"
+    return subprocess.run([sys.executable, "-c", probe], capture_output=True).returncode == 0
+
+
+def test_realtime_sampling_reports_what_it_got_and_leaves_no_files(engine: BusyEngine) -> None:
+    before = {entry for entry in os.listdir("/tmp") if entry.startswith("infer-prof-pyspy-")}
+    result = sample(engine, native=True, seconds=1.0, priority="realtime")
+    assert result["status"] == "ok", result["reason"]
+    # SCHED_FIFO where this process may grant it, else the normal priority, said so.
+    assert result["scheduling"] == ("realtime" if _fifo_allowed() else "normal")
+    assert result["threads"][ENGINE]["categories"].get("kernel", 0) > 0
+    assert result["raw_text"] and result["raw_path"] is None
+    after = {entry for entry in os.listdir("/tmp") if entry.startswith("infer-prof-pyspy-")}
+    assert after <= before  # py-spy's temporary folder is read back and removed
+
+
+def test_unknown_priority_is_refused() -> None:
+    with pytest.raises(ValueError, match="priority='urgent'"):
+        SamplingCollector(priority="urgent")
 
 
 def test_attach_failure_is_skipped_with_reason() -> None:
