@@ -1,6 +1,6 @@
 """What profiling costs a whole run: one scenario on synthetic:tiny with collectors off vs default (and deep), ABBA.
 
-Run: python benchmarks/bench_overhead.py [--pairs 6] [--requests 90] [--scenario concurrency-30] [--deep]
+Run: python benchmarks/bench_overhead.py [--pairs 6] [--requests 90] [--scenario concurrency-30] [--deep] [--without sampling]
 What it measures: output tokens/s of the measured requests (warm-up excluded, collector start/stop
 outside the window) of runs alternating profile "off" (A) and the profile under test (B) in ABBA
 order after one discarded warm-up pair; the ratio is the median over pairs of B/A, so 0.98 means the
@@ -32,12 +32,17 @@ def main() -> int:
     parser.add_argument("--scenario", default="concurrency-30", help="a saturating (closed-loop) scenario")
     parser.add_argument("--model", default="synthetic:tiny")
     parser.add_argument("--deep", action="store_true", help="also measure the deep profile")
+    parser.add_argument("--without", default="", help="collectors to leave out of the profile under test, "
+                        "comma-separated (e.g. sampling, or spans,gc), to see what each one costs")  # fmt: skip
     args = parser.parse_args()
+    if args.without:
+        _leave_out(set(args.without.split(",")))
 
     options = EngineOptions(model=args.model)
     loaded = load_for_options(options)
     spec = load_scenario(args.scenario).with_overrides(num_requests=args.requests)
-    print(f"{args.model}, scenario {spec.name} ({args.requests} requests), {args.pairs} ABBA pairs per profile")
+    left_out = f", profiles without {args.without}" if args.without else ""
+    print(f"{args.model}, scenario {spec.name} ({args.requests} requests), {args.pairs} ABBA pairs per profile{left_out}")
     print(f"{'profile':8s} {'ratio B/A':>9s} {'slowdown':>9s} {'overhead':>9s} {'pair ratios min..max':>21s} "
           f"{'off tok/s':>10s} {'on tok/s':>10s} {'self-estimate':>14s}")  # fmt: skip
     for profile in ("default", "deep") if args.deep else ("default",):
@@ -50,6 +55,19 @@ def main() -> int:
               f"{estimate:14.3f}")  # fmt: skip
         print(f"         per-pair ratios: {' '.join(f'{r:.3f}' for r in ratios)}; order {''.join(ab.order)}")
     return 0
+
+
+def _leave_out(names: set[str]) -> None:
+    """Make every profile's collector list skip `names` (a measuring aid, not a product option). With
+    spans left out, the session still injects its tracer, which then records nothing."""
+    from profiler.collectors import registry
+
+    full = registry.default_collectors
+
+    def without(profile: str, **kwargs):  # type: ignore[no-untyped-def]
+        return [collector for collector in full(profile, **kwargs) if collector.name not in names]
+
+    registry.default_collectors = without  # type: ignore[assignment]
 
 
 if __name__ == "__main__":

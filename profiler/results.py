@@ -34,7 +34,8 @@ Section shapes (fractions are of the engine thread's wall time unless said other
                                         model_glue, model_kernels, queue}, dispatch: fraction,
                            plus method details: samples, resolution ("python" | "native"),
                            python_leaf, lock_by_component, allocation_by_component,
-                           kernel_fraction_by_span, steps}
+                           kernel_fraction_by_span, fee_fraction_by_span, steps}
+                  spans `dispatch` is torch's fee inside ops (deep profile only; null otherwise)
                   a samples SPLIT without native stacks has null interpreter/kernel/allocation
                   (py-spy cannot tell them apart) and one merged `model` component
     verdict      {category, component, share, interpreter_share, rule, reasons: [str],
