@@ -118,7 +118,7 @@ def run(
     duration: Annotated[Optional[float], typer.Option("--duration", help="Stop submitting after this many seconds.")] = None,
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Run directory (default runs/<timestamp>-<scenario>).")] = None,
     report: Annotated[bool, typer.Option("--report/--no-report", help="Write report.html, report.pdf and trace files.")] = True,
-    profile: Annotated[str, typer.Option("--profile", help="Collectors: default (cheap, always-on), deep (native stacks + torch.profiler window), off.")] = "default",
+    profile: Annotated[str, typer.Option("--profile", help="Collectors: default (cheap, always-on), deep (native stacks sampled under SCHED_FIFO + torch.profiler windows that split kernel from torch's per-op fee; slow, for short runs), off.")] = "default",
     verify: Annotated[bool, typer.Option("--verify", help="Also run with each predicted native path on and report predicted vs measured gain.")] = False,
     model: ModelOpt = "smollm2-135m", dtype: DtypeOpt = "float32", native: NativeOpt = "none",
     kv_blocks: KvBlocksOpt = None, kv_memory: KvMemoryOpt = None, block_size: BlockSizeOpt = 16,
