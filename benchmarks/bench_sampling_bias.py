@@ -4,7 +4,7 @@ Run: python benchmarks/bench_sampling_bias.py [--model synthetic:base] [--steps 
 A thread named like the engine's decodes at batch 1 while every linear call is timed with
 perf_counter (direct timing, the truth for "inside a linear"); py-spy --native samples the process
 at the deep mode's rate, once per sampler priority (profiler.collectors.sampling.PRIORITIES). For
-each priority it prints the linears' share of the forward by timing and by samples (stacks under
+each priority (and once with no sampler) it prints the linears' share of the forward by timing and by samples (stacks under
 the timing wrapper), the samples' 95% interval, and the difference in percentage points. On a
 machine whose cores the decode keeps busy, a sampler that must wait for a core lands late, after
 parallel kernels end, and under-counts the linears.
@@ -89,6 +89,10 @@ def main() -> int:
     args = parser.parse_args()
     loaded = load_model(args.model)
     timer = TimedLinears(loaded.model)
+    decode_ms_per_step(loaded, 1, 5)  # warm
+    timer.linear_ns = timer.forward_ns = 0
+    decode_ms_per_step(loaded, 1, args.steps)
+    print(f"unsampled: linears {timer.linear_ns / timer.forward_ns:.1%} of the forward by timing", flush=True)
     for priority in args.priorities.split(","):
         timed, sampled, count, scheduling = measure(loaded, timer, priority, args.steps)
         interval = 1.96 * math.sqrt(sampled * (1 - sampled) / max(1, count))
