@@ -64,6 +64,8 @@ SPAN_COMPONENTS = {
 }
 # Threads the profiler itself runs in the process: not the engine's clients.
 PROFILER_THREADS = frozenset({"infer-prof-nvml"})
+# Lock waits samples see beyond the spans' traced locks, in points, worth a note (GIL waits).
+UNSEEN_WAIT_PP = 3.0
 # A samples split resolves interpreter vs kernel only when most of its stacks carry native frames.
 NATIVE_RESOLUTION_MIN = 0.5
 
@@ -431,10 +433,17 @@ def build_breakdown(
             native_components=native_components,
             notes=notes,
         )
+    disagreement = _difference_pp(samples, spans, "categories")
+    if disagreement.get("lock", 0.0) >= UNSEEN_WAIT_PP:
+        notes.append(
+            f"samples saw the engine thread waiting {disagreement['lock']:.1f} points more than its traced locks "
+            "account for (mostly the GIL, taken back after each torch call): the spans method cannot see those "
+            "waits and counts them in the span they happen in, mostly as interpreter"
+        )
     return {
         "wall_s": wall_ns / 1e9,
         "methods": {"spans": spans, "samples": samples},
-        "disagreement": _difference_pp(samples, spans, "categories"),
+        "disagreement": disagreement,
         "component_disagreement": _difference_pp(samples, spans, "components"),
         "client_threads": samples_split(client_counts),
         "notes": notes,

@@ -248,6 +248,17 @@ def test_samples_split_disagreement_and_client_threads() -> None:
     )
 
 
+def test_waits_only_samples_see_are_named_in_the_notes() -> None:
+    sampling = sampling_result()
+    engine = sampling["threads"][ENGINE]
+    engine["categories"] = {"interpreter": 25, "kernel": 40, "lock": 10, "allocation": 5, "idle": 20}
+    notes = build_breakdown(all_results(sampling=sampling), wall_ns=WALL)["notes"]
+    # Spans traced 5% of lock waits; samples saw 10%: 5 points the spans method cannot see.
+    assert any(note.startswith("samples saw the engine thread waiting 5.0 points more") for note in notes)
+    quiet = build_breakdown(all_results(), wall_ns=WALL)["notes"]  # 5% vs 5%
+    assert not any(note.startswith("samples saw the engine thread waiting") for note in quiet)
+
+
 def test_python_only_samples_leave_unresolvable_categories_null() -> None:
     breakdown = build_breakdown(all_results(sampling=sampling_result(native=False)), wall_ns=WALL)
     samples = breakdown["methods"]["samples"]
