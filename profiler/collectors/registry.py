@@ -19,7 +19,9 @@ from profiler.collectors.spans import RecordingTracer, SpanCollector
 
 PROFILES = ("off", "default", "deep")
 # An odd rate so samples do not fall in lockstep with periodic engine work (10 ms ticks, 60 Hz clocks).
-DEFAULT_RATE_HZ = 9  # measured on synthetic:tiny concurrency-30 (30 client threads, 2 cores): 59 Hz cost 11-12% throughput, 19 Hz 6.5-6.8%
+# Measured on synthetic:tiny concurrency-30 (30 client threads, 2 cores): 59 Hz cost 11-12% of throughput,
+# 19 Hz 6.5-6.8%, 9 Hz 4.2-5.8%; 3 Hz ran 4.1% faster than 9 Hz in one interleaved A/B (7 of 8 pairs).
+DEFAULT_RATE_HZ = 3
 DEEP_RATE_HZ = 29  # --native pauses the process to unwind every thread: 97 Hz cost x20 with 30 client threads
 
 
@@ -44,9 +46,9 @@ def default_collectors(
     """The collectors of a profile, in start order (stop them in reverse).
 
     off:     none (the engine keeps engine.trace.NULL_TRACER)
-    default: spans (+CPU time per span), GC, py-spy --nonblocking at 9 Hz, NVML when a GPU exists:
-             the cheap ones, always on (measured 0.7-3.4% throughput cost on a 30-client run, where
-             py-spy reads 40 thread stacks per sample; spans and GC alone were within noise)
+    default: spans (+CPU time per span), GC, py-spy --nonblocking at 3 Hz, NVML when a GPU exists:
+             the cheap ones, always on (py-spy reads every thread's stack per sample, so on a
+             30-client run its cost dominates: see DEFAULT_RATE_HZ; spans and GC cost 0.6%)
     deep:    the same, plus py-spy --native at 29 Hz (pauses the process and unwinds every thread
              per sample: x1.4-1.6 on a single-threaded torch loop, but x20 at 97 Hz with 30 client
              threads) and torch.profiler over `kernel_windows` = (first step, steps per window, period in
