@@ -98,10 +98,10 @@ def _samples_model_fraction(samples_engine: dict[str, Any] | None) -> float | No
     return kernel / (kernel + glue) if kernel + glue > 0 else None
 
 
-def _window_inflation(steps: list[dict[str, Any]], span: str, kernels: dict[str, Any]) -> float:
-    """How much the profiler windows slowed `span`: its mean self time per step inside the windows over
-    the same mean in the steps just before each window (>= 1; 1 when there is nothing to compare)."""
-    inside = _window_steps(kernels)
+def _window_inflation(steps: list[dict[str, Any]], span: str, kernels: dict[str, Any], inside: set[int]) -> float:
+    """How much the profiler windows (`inside`: their steps) slowed `span`: its mean self time per step
+    inside the windows over the same mean in the steps just before each window (>= 1; 1 when there is
+    nothing to compare)."""
     before = {
         window["first_step"] - offset
         for window in kernels.get("windows", [])
@@ -132,22 +132,23 @@ def _follow_windows(
     """(kernel, fee) fractions of `span` over the whole run: each window's own split applied to the
     steps nearest to it, weighted by the span's time in those steps (a run's phases differ: ramp-up,
     steady state, drain). None when the windows carry no split of their own."""
+    column = f"{span}_ms"
+    by_step = {row["step"]: row.get(column, 0.0) * 1e6 for row in rows}
     usable = []
     for window in windows:
         entry = window.get("by_span", {}).get(span)
-        steps = set(range(window["first_step"], window["first_step"] + window["steps"]))
-        self_ns = _self_ns_in(rows, span, steps)
+        first, count = window["first_step"], window["steps"]
+        self_ns = sum(by_step.get(step, 0.0) for step in range(first, first + count))
         if entry is not None and self_ns > 0:
-            usable.append((window["first_step"] + (window["steps"] - 1) / 2, _split(entry, self_ns)))
+            usable.append((first + (count - 1) / 2, _split(entry, self_ns)))
     if not usable:
         return None
-    column = f"{span}_ms"
     usable.sort(key=lambda item: item[0])
     # Steps past the midpoint between two window centres belong to the later window.
     bounds = [(left[0] + right[0]) / 2 for left, right in zip(usable, usable[1:])]
     weight = [0.0] * len(usable)
-    for row in rows:
-        weight[bisect.bisect_left(bounds, row["step"])] += row.get(column, 0.0)
+    for step, self_ns in by_step.items():
+        weight[bisect.bisect_left(bounds, step)] += self_ns
     total = sum(weight)
     if total <= 0:
         return None
@@ -189,9 +190,10 @@ def kernel_fractions(
             window_self = _self_ns_in(rows, span, profiled)
             if window_self <= 0:
                 continue
-            pooled = _split(entry, window_self)
-            kernel[span], fee[span] = _follow_windows(rows, span, kernels.get("windows", [])) or pooled
-            inflation = _window_inflation(rows, span, kernels)
+            kernel[span], fee[span] = _follow_windows(rows, span, kernels.get("windows", [])) or _split(
+                entry, window_self
+            )
+            inflation = _window_inflation(rows, span, kernels, profiled)
             described.append(
                 f"{span} {kernel[span]:.0%} kernel + {fee[span]:.0%} fee (windows x{inflation:.2f} slower than "
                 "the steps before)"

@@ -32,13 +32,10 @@ def run_doctor() -> int:
 
 
 def _realtime_status() -> tuple[str, str]:
-    """Whether a child process may take SCHED_FIFO, which deep mode's sampler needs to sample on time."""
-    import subprocess
-    import sys
+    """Whether deep mode's sampler may take SCHED_FIFO, which it needs to sample on time."""
+    from profiler.collectors.sampling import realtime_allowed
 
-    probe = "import os; os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(10))"
-    allowed = subprocess.run([sys.executable, "-c", probe], capture_output=True).returncode == 0
-    if allowed:
+    if realtime_allowed():
         return ("ok", "deep mode's py-spy runs under SCHED_FIFO and samples when due")
     return ("no", "needs root or CAP_SYS_NICE: deep-mode samples land late on a busy machine and under-count kernels")
 

@@ -121,48 +121,59 @@ def summarize_events(
 ) -> dict[str, Any]:
     """Summarize torch.profiler FunctionEvents (times in us) of `steps` profiled steps.
 
-    `events` may pool several windows; pass them separately in `windows` too so that GPU idle gaps are
-    measured inside each window, not across the time between windows.
+    `events` may pool several windows; pass them separately in `windows` instead (events is then
+    ignored) to also get each window's own by_span (`by_window`, in order) and GPU idle gaps measured
+    inside each window, not across the time between windows.
     by_span[span] = {aten_self_ns, fee_ns, ops, device_ns, runtime_ns}: fee_ns is the part of
     aten_self_ns that is framework fee (all of a FEE_OPS op; the priced fee, at most its self time, of
     any other op). `fees_us` maps op names to their priced fee, GENERIC_FEE to the fee of the others;
     without it the fee of every op is the median self time of the window's do-nothing ops (a floor).
     """
-    fees_us = dict(fees_us) if fees_us else {GENERIC_FEE: op_fee_us(events) or 0.0}
+    per_window = windows if windows is not None else [events]
+    if not fees_us:
+        fees_us = {GENERIC_FEE: op_fee_us([event for part in per_window for event in part]) or 0.0}
     fee_us = fees_us.get(GENERIC_FEE, 0.0)
-    by_span: dict[str, dict[str, float]] = defaultdict(
-        lambda: {"aten_self_ns": 0.0, "fee_ns": 0.0, "ops": 0, "device_ns": 0.0, "runtime_ns": 0.0}
-    )
+
+    def new_span() -> dict[str, float]:
+        return {"aten_self_ns": 0.0, "fee_ns": 0.0, "ops": 0, "device_ns": 0.0, "runtime_ns": 0.0}
+
+    by_span: dict[str, dict[str, float]] = defaultdict(new_span)
+    by_window: list[dict[str, dict[str, float]]] = []
     by_op: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
     total_self_us = 0.0
     ops = top_level_ops = 0
-    for event in events:
-        if _device(event):
-            continue
-        name = event.name
-        runtime = _RUNTIME.match(name) is not None
-        if not (runtime or _is_op(name)):
-            continue
-        parent = event.cpu_parent
-        top_level = parent is None or not _is_op(parent.name)
-        span = _span_of(event)
-        self_us = event.self_cpu_time_total
-        if runtime:
-            # CUDA runtime calls (launches, copies, synchronizations) sit under aten ops, outside their
-            # self time: waiting for the GPU at a sync is kernel time, not the span's Python.
-            by_span[span]["runtime_ns"] += self_us * 1e3
-            continue
-        device_us = getattr(event, "self_device_time_total", 0.0) or 0.0
-        entry = by_span[span]
-        entry["aten_self_ns"] += self_us * 1e3
-        entry["fee_ns"] += (self_us if FEE_OPS.match(name) else min(self_us, fees_us.get(name, fee_us))) * 1e3
-        entry["ops"] += 1
-        entry["device_ns"] += device_us * 1e3
-        by_op[name][0] += self_us * 1e3
-        by_op[name][1] += 1
-        total_self_us += self_us
-        ops += 1
-        top_level_ops += top_level
+    for part in per_window:
+        window_spans: dict[str, dict[str, float]] = defaultdict(new_span)
+        by_window.append(window_spans)
+        for event in part:
+            if _device(event):
+                continue
+            name = event.name
+            runtime = _RUNTIME.match(name) is not None
+            if not (runtime or _is_op(name)):
+                continue
+            parent = event.cpu_parent
+            top_level = parent is None or not _is_op(parent.name)
+            span = _span_of(event)
+            self_us = event.self_cpu_time_total
+            if runtime:
+                # CUDA runtime calls (launches, copies, synchronizations) sit under aten ops, outside their
+                # self time: waiting for the GPU at a sync is kernel time, not the span's Python.
+                for entry in (by_span[span], window_spans[span]):
+                    entry["runtime_ns"] += self_us * 1e3
+                continue
+            device_us = getattr(event, "self_device_time_total", 0.0) or 0.0
+            fee = self_us if FEE_OPS.match(name) else min(self_us, fees_us.get(name, fee_us))
+            for entry in (by_span[span], window_spans[span]):
+                entry["aten_self_ns"] += self_us * 1e3
+                entry["fee_ns"] += fee * 1e3
+                entry["ops"] += 1
+                entry["device_ns"] += device_us * 1e3
+            by_op[name][0] += self_us * 1e3
+            by_op[name][1] += 1
+            total_self_us += self_us
+            ops += 1
+            top_level_ops += top_level
     top_ops = sorted(by_op.items(), key=lambda item: -item[1][0])[:15]
     return {
         "aten_self_ns": total_self_us * 1e3,
@@ -174,7 +185,8 @@ def summarize_events(
             {"name": name, "self_ns": values[0], "count": int(values[1]), "fee_op": bool(FEE_OPS.match(name))}
             for name, values in top_ops
         ],
-        "cuda": _cuda_summary(windows if windows is not None else [events]),
+        "cuda": _cuda_summary(per_window),
+        "by_window": [{span: dict(values) for span, values in spans.items()} for spans in by_window],
     }
 
 
@@ -410,17 +422,14 @@ class KernelCollector(Collector):
                 "note": f"the run ended before step {self.first_step}: no kernel window",
             }
         per_window = [list(profile.events()) for _, _, profile in self._windows]
-        pooled = [event for events in per_window for event in events]
-        fees = self._fees_us or None
-        summary = summarize_events(pooled, profiled, windows=per_window, fees_us=fees)
-        for window, events in zip(windows, per_window):
+        summary = summarize_events([], profiled, windows=per_window, fees_us=self._fees_us or None)
+        summary["fee_source"] = "tiny-op probe" if self._fees_us else "median do-nothing op in the windows"
+        for window, by_span in zip(windows, summary.pop("by_window")):
             # Each window's own split, so the breakdown can follow a run whose phases differ.
-            by_span = summarize_events(events, window["steps"], fees_us=fees)["by_span"]
             window["by_span"] = {
                 span: {key: entry[key] for key in ("aten_self_ns", "fee_ns", "runtime_ns")}
                 for span, entry in by_span.items()
             }
-        summary["fee_source"] = "tiny-op probe" if self._fees_us else "median do-nothing op in the windows"
         inside_steps = {first + offset for first, steps, _ in self._windows for offset in range(steps)}
         before_steps = {first - offset for first, steps, _ in self._windows for offset in range(1, steps + 1)}
         inside = [ms for step, ms in self._step_ms.items() if step in inside_steps]

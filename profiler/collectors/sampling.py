@@ -343,6 +343,12 @@ PRIORITIES = ("low", "normal", "realtime")
 REALTIME_PRIORITY = 10  # any SCHED_FIFO priority preempts normal threads; py-spy sleeps between samples
 
 
+def realtime_allowed() -> bool:
+    """Whether a child process of this one may take SCHED_FIFO (what the deep mode's sampler asks for)."""
+    probe = f"import os; os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param({REALTIME_PRIORITY}))"
+    return subprocess.run([sys.executable, "-c", probe], capture_output=True).returncode == 0
+
+
 def _scheduling_of(pid: int, wanted: str) -> str:
     """What the started sampler actually got (a realtime request may have been refused)."""
     if wanted != "realtime":

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -12,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 import torch
 
-from profiler.collectors.sampling import SamplingCollector, py_spy_command
+from profiler.collectors.sampling import SamplingCollector, py_spy_command, realtime_allowed
 
 ENGINE = "infer-prof-engine"
 
@@ -84,17 +82,12 @@ def test_native_sampling_resolves_kernels(engine: BusyEngine) -> None:
     assert categories.get("kernel", 0) > 0, categories  # mkl sgemm / libgomp frames under the matmul
 
 
-def _fifo_allowed() -> bool:
-    probe = "import os; os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(10))"
-    return subprocess.run([sys.executable, "-c", probe], capture_output=True).returncode == 0
-
-
 def test_realtime_sampling_reports_what_it_got_and_leaves_no_files(engine: BusyEngine) -> None:
     before = {entry for entry in os.listdir("/tmp") if entry.startswith("infer-prof-pyspy-")}
     result = sample(engine, native=True, seconds=1.0, priority="realtime")
     assert result["status"] == "ok", result["reason"]
     # SCHED_FIFO where this process may grant it, else the normal priority, said so.
-    assert result["scheduling"] == ("realtime" if _fifo_allowed() else "normal")
+    assert result["scheduling"] == ("realtime" if realtime_allowed() else "normal")
     assert result["threads"][ENGINE]["categories"].get("kernel", 0) > 0
     assert result["raw_text"] and result["raw_path"] is None
     after = {entry for entry in os.listdir("/tmp") if entry.startswith("infer-prof-pyspy-")}
