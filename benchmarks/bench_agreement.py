@@ -1,9 +1,10 @@
 """Do spans and samples agree on the interpreter share? Runs a control-bound and a kernel-bound case with --profile deep.
 
-Run: python benchmarks/bench_agreement.py [--runs 3] [--cases control,kernel] [--out runs/agreement]
+Run: python benchmarks/bench_agreement.py [--runs 3] [--cases control,kernel] [--scale 1] [--out runs/agreement]
 Cases (the ones issue #6 names):
   control: synthetic:tiny, scenario concurrency-30, 300 requests (30 clients, small model: control flow)
   kernel:  synthetic:base, scenario edge, 8 requests (one user, SmolLM2-sized model: linears)
+`--scale N` multiplies each case's requests: N times the engine samples, so about 1/sqrt(N) the noise.
 Each run is a separate `infer-prof run` process; the script prints, per run, the engine thread's
 interpreter share by each method, the samples' 95% binomial interval (py-spy takes ~300-500 engine
 samples per run here, so one run cannot resolve much better than +-4 points), and the gap (samples
@@ -26,8 +27,10 @@ CASES = {
 }
 
 
-def one_run(case: str, out: Path) -> dict[str, float]:
-    command = [sys.executable, "-m", "profiler.cli", "run", *CASES[case], "--profile", "deep", "-o", str(out)]
+def one_run(case: str, out: Path, scale: int = 1) -> dict[str, float]:
+    arguments = list(CASES[case])
+    arguments[arguments.index("-r") + 1] = str(int(arguments[arguments.index("-r") + 1]) * scale)
+    command = [sys.executable, "-m", "profiler.cli", "run", *arguments, "--profile", "deep", "-o", str(out)]
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     breakdown = json.loads((out / "result.json").read_text())["breakdown"]
     spans, samples = breakdown["methods"]["spans"], breakdown["methods"]["samples"]
@@ -45,12 +48,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--cases", default="control,kernel")
+    parser.add_argument("--scale", type=int, default=1, help="multiply each case's requests")
     parser.add_argument("--out", type=Path, default=Path("runs/agreement"))
     args = parser.parse_args()
     for case in args.cases.split(","):
         gaps = []
         for index in range(args.runs):
-            row = one_run(case, args.out / f"{case}-{index}")
+            row = one_run(case, args.out / f"{case}-{index}", args.scale)
             gaps.append(row["gap_pp"])
             print(
                 f"{case:8s} run {index}: interpreter share spans {row['spans']:.1%}, samples {row['samples']:.1%} "

@@ -54,6 +54,7 @@ def main() -> int:
               f"{min(ratios):10.3f}..{max(ratios):.3f} {statistics.median(ab.a):10.0f} {statistics.median(ab.b):10.0f} "
               f"{estimate:14.3f}")  # fmt: skip
         print(f"         per-pair ratios: {' '.join(f'{r:.3f}' for r in ratios)}; order {''.join(ab.order)}")
+        print(f"         tok/s off: {' '.join(f'{v:.0f}' for v in ab.a)}; on: {' '.join(f'{v:.0f}' for v in ab.b)}")
     return 0
 
 

@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_model import decode_ms_per_step  # noqa: E402
 
 from engine.models import load_model  # noqa: E402
+from engine.setup_thread import run_on_setup_thread  # noqa: E402
 from profiler.collectors.base import ENGINE_THREAD_NAME  # noqa: E402
 from profiler.collectors.registry import DEEP_RATE_HZ  # noqa: E402
 from profiler.collectors.sampling import PRIORITIES, SamplingCollector  # noqa: E402
@@ -59,7 +60,7 @@ def measure(loaded, timer: TimedLinears, priority: str, steps: int) -> tuple[flo
     thread = threading.Thread(target=decode_ms_per_step, args=(loaded, 1, steps), name=ENGINE_THREAD_NAME)
     collector = SamplingCollector(pid=os.getpid(), rate=DEEP_RATE_HZ, native=True, priority=priority,
                                   engine_thread_id_getter=lambda: thread.native_id)  # fmt: skip
-    decode_ms_per_step(loaded, 1, 5)  # warm
+    run_on_setup_thread(lambda: decode_ms_per_step(loaded, 1, 5))  # warm, leaving no OpenMP pool here
     timer.linear_ns = timer.forward_ns = 0
     thread.start()
     collector.start()
@@ -89,9 +90,11 @@ def main() -> int:
     args = parser.parse_args()
     loaded = load_model(args.model)
     timer = TimedLinears(loaded.model)
-    decode_ms_per_step(loaded, 1, 5)  # warm
+    # On set-up threads, as the engine's own decode: an OpenMP pool left on this thread would slow the
+    # measured thread's and change what the sampler sees (engine.setup_thread).
+    run_on_setup_thread(lambda: decode_ms_per_step(loaded, 1, 5))  # warm
     timer.linear_ns = timer.forward_ns = 0
-    decode_ms_per_step(loaded, 1, args.steps)
+    run_on_setup_thread(lambda: decode_ms_per_step(loaded, 1, args.steps))
     print(f"unsampled: linears {timer.linear_ns / timer.forward_ns:.1%} of the forward by timing", flush=True)
     for priority in args.priorities.split(","):
         timed, sampled, count, scheduling = measure(loaded, timer, priority, args.steps)

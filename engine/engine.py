@@ -12,6 +12,7 @@ from engine.errors import EngineShutdownError, PromptTooLongError, RequestError
 from engine.model_runner import build_model_input
 from engine.sampler import splitmix64
 from engine.sequence import Request, RequestHandle, RequestOutput, StepRecord
+from engine.setup_thread import run_on_setup_thread
 from engine.tokenizer import IncrementalDetokenizer
 from engine.trace import NULL_TRACER, Tracer
 from engine.types import BlockAllocator, Model, NewSequence, Sampler, SamplingParams, Scheduler, StepPlan
@@ -53,7 +54,10 @@ class Engine:
         self.max_model_len = config.resolve_max_model_len(model.config.context_length)
         self.vocab_size = model.config.vocab_size
         self._stop_token_ids = frozenset(tokenizer.stop_token_ids)
-        model.allocate_kv_cache(self.num_blocks, self.block_size)
+        # Filling the cache runs parallel ops: off this thread, whose OpenMP pool would slow the engine's.
+        run_on_setup_thread(
+            lambda: model.allocate_kv_cache(self.num_blocks, self.block_size), "infer-prof-kv-init"
+        )
 
         # Shared with client threads, under _lock.
         self._lock = threading.Lock()

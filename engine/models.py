@@ -18,6 +18,7 @@ import torch
 from engine.errors import GGUFFormatError, ModelNotFoundError
 from engine.gguf_loader import load_weights, open_gguf, read_config
 from engine.model import LayerWeights, LlamaModel, LlamaWeights, resolve_dtype
+from engine.setup_thread import run_on_setup_thread
 from engine.tokenizer import Tokenizer
 from engine.types import ModelConfig
 
@@ -93,6 +94,11 @@ def load_model(
     """Resolve a model name (see list_models()) and load it on the CPU in `dtype`."""
     resolve_dtype(dtype)  # reject a bad dtype before any slow work
     say = progress or (lambda message: None)
+    # Off the calling thread: its OpenMP pool would outlive the load and slow the engine thread's.
+    return run_on_setup_thread(lambda: _load(spec, dtype, seed, say), "infer-prof-load")
+
+
+def _load(spec: str, dtype: str, seed: int, say: Progress) -> LoadedModel:
     if spec == DEFAULT_MODEL:
         path, where = find_smollm2(say)
         return _load_gguf(path, DEFAULT_MODEL, f"{DEFAULT_MODEL} from {where} ({path})", dtype, say)

@@ -8,6 +8,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from engine.setup_thread import run_on_setup_thread
 from profiler.engine_builder import load_for_options
 from profiler.options import EngineOptions
 
@@ -71,7 +72,8 @@ def measured_native_speedups() -> dict[str, float] | None:
         from native_paths.bench import quick_speedups
     except ImportError:
         return None
-    return quick_speedups()
+    # Its torch ops would leave an OpenMP pool on this thread, which slows the engine thread's (see there).
+    return run_on_setup_thread(quick_speedups, "infer-prof-bench")
 
 
 def options_with(options: EngineOptions, **changes: Any) -> EngineOptions:
