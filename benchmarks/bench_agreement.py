@@ -6,8 +6,8 @@ Cases (the ones issue #6 names):
   kernel:  synthetic:base, scenario edge, 8 requests (one user, SmolLM2-sized model: linears)
 `--scale N` multiplies each case's requests: N times the engine samples, so about 1/sqrt(N) the noise.
 Each run is a separate `infer-prof run` process; the script prints, per run, the engine thread's
-interpreter share by each method, the samples' 95% binomial interval (py-spy takes ~300-500 engine
-samples per run here, so one run cannot resolve much better than +-4 points), and the gap (samples
+interpreter share by each method, the samples' 95% binomial interval (py-spy took 175-730 engine
+samples per run here, so one run cannot resolve much better than +-3 to +-7 points), and the gap (samples
 minus spans, percentage points); then each case's mean gap over its runs.
 """
 

@@ -1,12 +1,13 @@
 """What profiling costs a whole run: one scenario on synthetic:tiny with collectors off vs default (and deep), ABBA.
 
-Run: python benchmarks/bench_overhead.py [--pairs 6] [--requests 90] [--scenario concurrency-30] [--deep] [--without sampling]
+Run: python benchmarks/bench_overhead.py [--pairs 6] [--requests 90] [--scenario concurrency-30] [--deep] [--without sampling] [--aa]
 What it measures: output tokens/s of the measured requests (warm-up excluded, collector start/stop
 outside the window) of runs alternating profile "off" (A) and the profile under test (B) in ABBA
 order after one discarded warm-up pair; the ratio is the median over pairs of B/A, so 0.98 means the
 profile made the engine 2% slower. The profiled runs' own estimate (1 / (1 + the collectors'
 self-measured costs), result.json `overhead`) is printed beside it. The machine is shared: read the
-spread of the per-pair ratios before trusting a difference of a few percent.
+spread of the per-pair ratios before trusting a difference of a few percent; `--aa` runs "off" against
+itself, which shows how far apart two identical profiles come out.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ def main() -> int:
     parser.add_argument("--scenario", default="concurrency-30", help="a saturating (closed-loop) scenario")
     parser.add_argument("--model", default="synthetic:tiny")
     parser.add_argument("--deep", action="store_true", help="also measure the deep profile")
+    parser.add_argument("--aa", action="store_true", help="measure profile off against itself: the noise floor")
     parser.add_argument("--without", default="", help="collectors to leave out of the profile under test, "
                         "comma-separated (e.g. sampling, or spans,gc), to see what each one costs")  # fmt: skip
     args = parser.parse_args()
@@ -45,7 +47,8 @@ def main() -> int:
     print(f"{args.model}, scenario {spec.name} ({args.requests} requests), {args.pairs} ABBA pairs per profile{left_out}")
     print(f"{'profile':8s} {'ratio B/A':>9s} {'slowdown':>9s} {'overhead':>9s} {'pair ratios min..max':>21s} "
           f"{'off tok/s':>10s} {'on tok/s':>10s} {'self-estimate':>14s}")  # fmt: skip
-    for profile in ("default", "deep") if args.deep else ("default",):
+    profiles = ("off",) if args.aa else ("default", "deep") if args.deep else ("default",)
+    for profile in profiles:
         ab, estimates = measure_overhead(options, spec, loaded, profile=profile, pairs=args.pairs)
         ratios = ab.pair_ratios
         assert ab.ratio is not None
