@@ -1,6 +1,7 @@
 """What profiling costs a whole run: one scenario on synthetic:tiny with collectors off vs default (and deep), ABBA.
 
 Run: python benchmarks/bench_overhead.py [--pairs 6] [--requests 90] [--scenario concurrency-30] [--deep] [--without sampling] [--aa]
+     python benchmarks/bench_overhead.py --in-run [--requests 24000] [--only spans,gc] [--aa]
 What it measures: output tokens/s of the measured requests (warm-up excluded, collector start/stop
 outside the window) of runs alternating profile "off" (A) and the profile under test (B) in ABBA
 order after one discarded warm-up pair; the ratio is the median over pairs of B/A, so 0.98 means the
@@ -8,6 +9,13 @@ profile made the engine 2% slower. The profiled runs' own estimate (1 / (1 + the
 self-measured costs), result.json `overhead`) is printed beside it. The machine is shared: read the
 spread of the per-pair ratios before trusting a difference of a few percent; `--aa` runs "off" against
 itself, which shows how far apart two identical profiles come out.
+
+`--in-run` measures the default profile inside one long run instead (profiler.overhead_inrun): its
+collectors are paused and resumed in ABBA blocks (0.2 s on, 0.4 s off, py-spy at a third of its
+rate so that "on" blocks sample at its usual rate) and the blocks' throughputs compared, with a 95%
+bootstrap interval over pairs. Neighbouring blocks share the machine's drift, which whole runs do
+not, so the interval is what tells whether the cost is under a threshold. `--only` toggles some
+collectors (the rest stay on), `--aa` toggles none: the same bookkeeping with nothing switched.
 """
 
 from __future__ import annotations
@@ -34,6 +42,9 @@ def main() -> int:
     parser.add_argument("--model", default="synthetic:tiny")
     parser.add_argument("--deep", action="store_true", help="also measure the deep profile")
     parser.add_argument("--aa", action="store_true", help="measure profile off against itself: the noise floor")
+    parser.add_argument("--in-run", action="store_true", help="toggle the default collectors inside one run")
+    parser.add_argument("--only", default="", help="--in-run: the collectors to toggle (default: all)")
+    parser.add_argument("--on-s", type=float, default=0.2, help="--in-run: seconds per 'on' block")
     parser.add_argument("--without", default="", help="collectors to leave out of the profile under test, "
                         "comma-separated (e.g. sampling, or spans,gc), to see what each one costs")  # fmt: skip
     args = parser.parse_args()
@@ -43,6 +54,8 @@ def main() -> int:
     options = EngineOptions(model=args.model)
     loaded = load_for_options(options)
     spec = load_scenario(args.scenario).with_overrides(num_requests=args.requests)
+    if args.in_run:
+        return _in_run(args, options, spec, loaded)
     left_out = f", profiles without {args.without}" if args.without else ""
     print(f"{args.model}, scenario {spec.name} ({args.requests} requests), {args.pairs} ABBA pairs per profile{left_out}")
     print(f"{'profile':8s} {'ratio B/A':>9s} {'slowdown':>9s} {'overhead':>9s} {'pair ratios min..max':>21s} "
@@ -58,6 +71,21 @@ def main() -> int:
               f"{estimate:14.3f}")  # fmt: skip
         print(f"         per-pair ratios: {' '.join(f'{r:.3f}' for r in ratios)}; order {''.join(ab.order)}")
         print(f"         tok/s off: {' '.join(f'{v:.0f}' for v in ab.a)}; on: {' '.join(f'{v:.0f}' for v in ab.b)}")
+    return 0
+
+
+def _in_run(args: argparse.Namespace, options: EngineOptions, spec, loaded) -> int:  # type: ignore[no-untyped-def]
+    from profiler.overhead_inrun import measure_inrun_overhead, summarize
+
+    only: list[str] | None = [] if args.aa else (args.only.split(",") if args.only else None)
+    what = "nothing (A/A)" if args.aa else (args.only or "all default collectors")
+    print(f"{args.model}, scenario {spec.name} ({spec.num_requests} requests), default profile, toggling {what}")
+    result = measure_inrun_overhead(options, spec, loaded, on_s=args.on_s, only=only)
+    on_ns = sum(block.end_ns - block.start_ns for block in result.blocks if block.on)
+    off_ns = sum(block.end_ns - block.start_ns for block in result.blocks if not block.on)
+    print(f"blocks: {result.on_s:.2f} s on / {result.off_s:.2f} s off, {on_ns / 1e9:.0f} s on and {off_ns / 1e9:.0f} s off "
+          f"in all; py-spy configured at {result.sampling_rate_hz} Hz; paused: {', '.join(result.paused) or 'none'}")  # fmt: skip
+    print(summarize(result))
     return 0
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 OK = "ok"
@@ -18,6 +19,8 @@ class Collector:
     Subclasses override `_start`, `_stop` and `_result`; the public methods keep the status honest:
     a failure inside a collector must never stop a profiled run, so it becomes status "failed".
     Step hooks are no-ops unless a collector needs them (the spans tracer calls them on the engine thread).
+    A collector that can stop measuring for a while at almost no cost overrides `_can_pause`,
+    `_pause` and `_resume`: the in-run overhead A/B switches it off and on in short blocks.
     """
 
     name: str = "collector"
@@ -25,6 +28,9 @@ class Collector:
     def __init__(self) -> None:
         self.status: str = NOT_STARTED
         self.reason: str | None = None
+        self.paused = False
+        self._stopping = False
+        self._pause_lock = threading.Lock()  # pause/resume come from another thread than stop
 
     # -- public API -------------------------------------------------------------------------------
 
@@ -42,10 +48,36 @@ class Collector:
     def stop(self) -> None:
         if self.status != OK:
             return
+        with self._pause_lock:
+            self._stopping = True  # a late pause() from another thread must not touch a stopped collector
+        self.resume()
         try:
             self._stop()
         except Exception as exc:  # noqa: BLE001
             self.fail(f"could not stop cleanly: {type(exc).__name__}: {exc}")
+
+    def pause(self) -> bool:
+        """Stop measuring for a while and cost (almost) nothing, keeping what was recorded.
+
+        The in-run overhead A/B (profiler.overhead_inrun) alternates pause and resume. Returns False
+        when this collector is not running or cannot pause (then it keeps measuring).
+        """
+        with self._pause_lock:
+            if self.status != OK or self._stopping or self.paused or not self._can_pause():
+                return False
+            try:
+                self._pause()
+            except Exception:  # noqa: BLE001 - a measuring aid; the collector just keeps measuring
+                return False
+            self.paused = True
+            return True
+
+    def resume(self) -> None:
+        """Measure again after pause(); a no-op when not paused."""
+        with self._pause_lock:
+            if self.paused:
+                self.paused = False
+                self._resume()
 
     def result(self) -> dict[str, Any]:
         """{status, reason, ...collector data}; data keys are present only when status is "ok"."""
@@ -83,6 +115,15 @@ class Collector:
 
     def _result(self) -> dict[str, Any]:
         return {}
+
+    def _can_pause(self) -> bool:
+        return False
+
+    def _pause(self) -> None:
+        """Stop measuring until _resume (called only when _can_pause() is True)."""
+
+    def _resume(self) -> None:
+        """Measure again."""
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name} {self.status}{': ' + self.reason if self.reason else ''}>"

@@ -44,6 +44,15 @@ class GcCollector(Collector):
         if self._on_gc in gc.callbacks:
             gc.callbacks.remove(self._on_gc)
 
+    def _can_pause(self) -> bool:
+        return True
+
+    def _pause(self) -> None:
+        self._stop()
+
+    def _resume(self) -> None:
+        gc.callbacks.append(self._on_gc)
+
     def _on_gc(self, phase: str, info: dict[str, int]) -> None:
         now = self._clock()
         ident = threading.get_ident()

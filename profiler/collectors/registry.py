@@ -37,7 +37,7 @@ def default_collectors(
     output_dir: str | Path | None = None,
     sampling_rate: int | None = None,
     kernel_windows: tuple[int, int, int] = (20, 5, 40),
-    span_cpu_time: bool = True,
+    span_cpu_time: bool | None = None,
     py_spy: str | None = None,
     idle_marker: str | tuple[str, ...] = IDLE_MARKER,
     tracer: RecordingTracer | None = None,
@@ -46,13 +46,15 @@ def default_collectors(
     """The collectors of a profile, in start order (stop them in reverse).
 
     off:     none (the engine keeps engine.trace.NULL_TRACER)
-    default: spans (+CPU time per span), GC, py-spy --nonblocking at 3 Hz, NVML when a GPU exists:
-             the cheap ones, always on (py-spy reads every thread's stack per sample, so on a
-             30-client run its cost dominates: see DEFAULT_RATE_HZ; spans and GC cost 0.6%)
+    default: spans (wall clock only), GC, py-spy --nonblocking at 3 Hz, NVML when a GPU exists:
+             the cheap ones, always on (py-spy reads every thread's stack per sample, so its rate
+             stays low: see DEFAULT_RATE_HZ; the whole profile cost 1.6% on a 30-client run,
+             benchmarks/bench_overhead.py --in-run)
     deep:    the same, plus py-spy --native at 29 Hz (pauses the process and unwinds every thread
              per sample: x1.4-1.6 on a single-threaded torch loop, but x20 at 97 Hz with 30 client
              threads) and torch.profiler over `kernel_windows` = (first step, steps per window, period in
              steps): short windows spread over the run (collectors.kernels)
+    span_cpu_time: record each span's thread CPU time too (default: in deep only; two system calls a span).
     tracer: the RecordingTracer already injected into the engine (one is made when None).
     engine_thread_id_getter returns the engine thread's native id (Thread.native_id) once it runs;
     py-spy reports threads by that id, so the engine's samples are found even if renamed. Without
@@ -63,7 +65,7 @@ def default_collectors(
     if profile == "off":
         return []
     deep = profile == "deep"
-    spans = SpanCollector(cpu_time=span_cpu_time, tracer=tracer)
+    spans = SpanCollector(cpu_time=deep if span_cpu_time is None else span_cpu_time, tracer=tracer)
     collectors: list[Collector] = [spans, GcCollector(tracer=spans.tracer)]
     if deep:
         first_step, steps, every = kernel_windows

@@ -274,6 +274,19 @@ class SamplingCollector(Collector):
             shutil.rmtree(self._temp_dir, ignore_errors=True)
             self._temp_dir = None
 
+    def _can_pause(self) -> bool:
+        # A native-mode py-spy holds the process under ptrace while it samples: stopping it then
+        # could leave the engine stopped too. A non-blocking one only reads memory, so it can pause.
+        return not self.native and self._process is not None and self._process.poll() is None
+
+    def _pause(self) -> None:
+        assert self._process is not None
+        self._process.send_signal(signal.SIGSTOP)
+
+    def _resume(self) -> None:
+        if self._process is not None and self._process.poll() is None:
+            self._process.send_signal(signal.SIGCONT)
+
     def _stop(self) -> None:
         process = self._process
         if process is None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import nullcontext
 from typing import Any
 
@@ -19,6 +19,13 @@ STEP_SPAN = "step"
 OUTSIDE = ""  # the parent name of a lock wait or pause that happened outside every span
 
 _NULL = nullcontext()
+EVENT_FIELDS, LOCK_FIELDS, PAUSE_FIELDS, COUNTER_FIELDS = 7, 6, 5, 3
+
+
+def records(flat: list[Any], width: int) -> Iterator[tuple[Any, ...]]:
+    """The records of a flat list, `width` values each, as tuples."""
+    values = iter(flat)
+    return zip(*([values] * width), strict=False)
 
 
 class _ThreadState:
@@ -32,13 +39,25 @@ class _ThreadState:
         self.native_id = threading.get_native_id()
         # Open spans, innermost last: [name, start_ns, child_ns, cpu_start_ns].
         self.stack: list[list[Any]] = []
-        # Finished spans: (name, start_ns, end_ns, self_ns, cpu_ns, depth, step).
-        self.events: list[tuple[str, int, int, int, int, int, int]] = []
-        # Lock uses: (lock name, parent span, step, asked_ns, got_ns, released_ns).
-        self.locks: list[tuple[str, str, int, int, int, int]] = []
-        # Pauses reported by other collectors (GC): (kind, parent span, step, start_ns, end_ns).
-        self.pauses: list[tuple[str, str, int, int, int]] = []
+        # Records are flat lists, EVENT/LOCK/PAUSE_FIELDS values each (read with `records`). A tuple kept
+        # per record is a live container that counts towards the garbage collector's next collection:
+        # with tuples the default profile made the engine collect generations 0 and 1 twice as often
+        # (320 against 157 gen-0 collections in 3,000 requests with 30 clients; 218 with flat lists).
+        # Finished spans: name, start_ns, end_ns, self_ns, cpu_ns, depth, step.
+        self.events: list[Any] = []
+        # Lock uses: lock name, parent span, step, asked_ns, got_ns, released_ns.
+        self.locks: list[Any] = []
+        # Pauses reported by other collectors (GC): kind, parent span, step, start_ns, end_ns.
+        self.pauses: list[Any] = []
         self.step = -1
+
+    def add_to_parent(self, ns: int) -> str:
+        """Count `ns` (a lock wait, a pause) against the innermost open span; return its name."""
+        stack = self.stack
+        if stack:
+            stack[-1][2] += ns
+            return stack[-1][0]
+        return OUTSIDE
 
 
 class _Span:
@@ -73,7 +92,7 @@ class _Span:
         duration = end - start
         if stack:
             stack[-1][2] += duration
-        state.events.append(
+        state.events.extend(
             (name, start, end, duration - child_ns, cpu_end - cpu_start, len(stack), state.step)
         )
         if tracer._span_hook is not None:
@@ -99,12 +118,7 @@ class _LockUse:
         asked = clock()
         self.lock.acquire()
         got = clock()
-        stack = self.state.stack
-        if stack:
-            stack[-1][2] += got - asked
-            self.parent = stack[-1][0]
-        else:
-            self.parent = OUTSIDE
+        self.parent = self.state.add_to_parent(got - asked)
         self.asked = asked
         self.got = got
 
@@ -112,7 +126,7 @@ class _LockUse:
         released = self.tracer._clock()
         self.lock.release()
         state = self.state
-        state.locks.append((self.name, self.parent, state.step, self.asked, self.got, released))
+        state.locks.extend((self.name, self.parent, state.step, self.asked, self.got, released))
 
 
 class RecordingTracer:
@@ -136,8 +150,9 @@ class RecordingTracer:
         self._local = threading.local()
         self._states: list[_ThreadState] = []
         self._states_lock = threading.Lock()
-        self._counters: list[tuple[str, int, float]] = []
+        self._counters: list[Any] = []  # flat: name, time_ns, value (see _ThreadState)
         self._recording = True
+        self._paused = False
         self._next_step = 0
         self._step_listeners: list[StepListener] = []
         self._span_hook: SpanHook | None = None
@@ -148,6 +163,8 @@ class RecordingTracer:
 
     def span(self, name: str) -> Any:
         if not self._recording:
+            if self._paused and name == STEP_SPAN:
+                self._next_step += 1  # paused, steps keep their numbers (the engine's StepRecord.step)
             return _NULL
         try:
             state = self._local.state
@@ -166,7 +183,7 @@ class RecordingTracer:
 
     def counter(self, name: str, value: float) -> None:
         if self._recording:
-            self._counters.append((name, self._clock(), value))
+            self._counters.extend((name, self._clock(), value))
 
     # -- control ----------------------------------------------------------------------------------
 
@@ -177,6 +194,15 @@ class RecordingTracer:
     def disable(self) -> None:
         self._recording = False
         self.last_ns = self._clock()
+
+    def pause(self) -> None:
+        """Record nothing until resume() (the in-run overhead A/B), but keep numbering steps."""
+        self._paused = True
+        self._recording = False
+
+    def resume(self) -> None:
+        self._paused = False
+        self._recording = True
 
     @property
     def clock(self) -> Clock:
@@ -200,13 +226,8 @@ class RecordingTracer:
             state = self._local.state
         except AttributeError:
             state = self._new_state()
-        stack = state.stack
-        if stack:
-            stack[-1][2] += end_ns - start_ns
-            parent = stack[-1][0]
-        else:
-            parent = OUTSIDE
-        state.pauses.append((kind, parent, state.step, start_ns, end_ns))
+        parent = state.add_to_parent(end_ns - start_ns)
+        state.pauses.extend((kind, parent, state.step, start_ns, end_ns))
 
     def current_span(self) -> str | None:
         """The innermost open span of the calling thread, if any."""
@@ -220,7 +241,7 @@ class RecordingTracer:
             return list(self._states)
 
     def counters(self) -> list[tuple[str, int, float]]:
-        return list(self._counters)
+        return list(records(self._counters, COUNTER_FIELDS))  # type: ignore[arg-type]
 
     def step_phase_table(self) -> dict[int, dict[str, int]]:
         """{step index: {span name: self ns}} (plus "lock_wait" and pause kinds) for steps.csv's phase columns."""
@@ -231,7 +252,7 @@ class RecordingTracer:
         return {
             "threads": {name: data for name, data in _per_thread(self.thread_states()).items()},
             "steps": step_rows(self.thread_states()),
-            "counters": _counter_summary(self._counters),
+            "counters": _counter_summary(self.counters()),
             "window_ns": _window(self),
         }
 
@@ -274,7 +295,7 @@ def _per_thread(states: list[_ThreadState]) -> dict[str, dict[str, Any]]:
         )
         data["native_ids"].append(state.native_id)
         spans = data["spans"]
-        for span_name, start, end, self_ns, cpu_ns, depth, _step in state.events:
+        for span_name, start, end, self_ns, cpu_ns, depth, _step in records(state.events, EVENT_FIELDS):
             entry = spans.get(span_name)
             if entry is None:
                 entry = spans[span_name] = {"count": 0, "total_ns": 0, "self_ns": 0, "cpu_ns": 0}
@@ -284,9 +305,9 @@ def _per_thread(states: list[_ThreadState]) -> dict[str, dict[str, Any]]:
             entry["cpu_ns"] += cpu_ns
             if depth == 0:
                 data["covered_ns"] += end - start
-        data["spans_recorded"] += len(state.events) + len(state.locks)
+        data["spans_recorded"] += len(state.events) // EVENT_FIELDS + len(state.locks) // LOCK_FIELDS
         locks = data["locks"]
-        for lock_name, parent, _step, asked, got, released in state.locks:
+        for lock_name, parent, _step, asked, got, released in records(state.locks, LOCK_FIELDS):
             entry = locks.get(lock_name)
             if entry is None:
                 entry = locks[lock_name] = {
@@ -303,7 +324,7 @@ def _per_thread(states: list[_ThreadState]) -> dict[str, dict[str, Any]]:
             entry["max_wait_ns"] = max(entry["max_wait_ns"], wait)
             entry["by_parent"][parent] = entry["by_parent"].get(parent, 0) + wait
         pauses = data["pauses"]
-        for kind, parent, _step, start, end in state.pauses:
+        for kind, parent, _step, start, end in records(state.pauses, PAUSE_FIELDS):
             entry = pauses.get(kind)
             if entry is None:
                 entry = pauses[kind] = {"count": 0, "total_ns": 0, "by_parent": {}}
@@ -322,13 +343,13 @@ def phase_table(states: list[_ThreadState]) -> dict[int, dict[str, int]]:
         phases[key] = phases.get(key, 0) + ns
 
     for state in states:
-        for name, _start, _end, self_ns, _cpu, _depth, step in state.events:
+        for name, _start, _end, self_ns, _cpu, _depth, step in records(state.events, EVENT_FIELDS):
             if step >= 0:
                 add(step, name, self_ns)
-        for _lock, _parent, step, asked, got, _released in state.locks:
+        for _lock, _parent, step, asked, got, _released in records(state.locks, LOCK_FIELDS):
             if step >= 0:
                 add(step, "lock_wait", got - asked)
-        for kind, _parent, step, start, end in state.pauses:
+        for kind, _parent, step, start, end in records(state.pauses, PAUSE_FIELDS):
             if step >= 0:
                 add(step, kind, end - start)
     return table
@@ -344,7 +365,7 @@ def step_rows(states: list[_ThreadState]) -> list[dict[str, Any]]:
     bounds = {
         step: (start, end)
         for state in states
-        for name, start, end, _s, _c, _d, step in state.events
+        for name, start, end, _s, _c, _d, step in records(state.events, EVENT_FIELDS)
         if name == STEP_SPAN and step >= 0
     }
     rows = []
@@ -451,6 +472,15 @@ class SpanCollector(Collector):
 
     def _stop(self) -> None:
         self.tracer.disable()
+
+    def _can_pause(self) -> bool:
+        return True
+
+    def _pause(self) -> None:
+        self.tracer.pause()
+
+    def _resume(self) -> None:
+        self.tracer.resume()
 
     def _result(self) -> dict[str, Any]:
         summary = self.tracer.summary()

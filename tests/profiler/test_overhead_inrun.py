@@ -1,0 +1,218 @@
+"""The in-run overhead A/B: collectors pause and resume on cue, blocks are paired ABBA, and the ratio recovers a known cost."""
+
+from __future__ import annotations
+
+import gc
+import random
+import time
+
+import pytest
+
+from profiler.collectors.base import Collector
+from profiler.collectors.gc import GcCollector
+from profiler.collectors.sampling import SamplingCollector
+from profiler.collectors.spans import SpanCollector
+from profiler.engine_builder import load_for_options
+from profiler.options import EngineOptions
+from profiler.overhead_inrun import (
+    Block,
+    BlockToggler,
+    abba_state,
+    blocks_from_steps,
+    measure_inrun_overhead,
+    paired_ratio,
+)
+from scenarios.spec import load_scenario
+
+
+class Switch(Collector):
+    """A collector that only records when it was paused and resumed."""
+
+    def __init__(self, name: str, *, can_pause: bool = True) -> None:
+        super().__init__()
+        self.name = name
+        self.can_pause = can_pause
+        self.events: list[str] = []
+
+    def _can_pause(self) -> bool:
+        return self.can_pause
+
+    def _pause(self) -> None:
+        self.events.append("pause")
+
+    def _resume(self) -> None:
+        self.events.append("resume")
+
+
+def test_abba_order_gives_every_pair_one_block_of_each() -> None:
+    assert [abba_state(index) for index in range(8)] == [True, False, False, True, True, False, False, True]
+
+
+def test_steps_are_credited_to_the_block_they_ended_in() -> None:
+    boundaries = [(100, True), (200, False), (400, False), (600, True)]
+    ends = [50, 150, 199, 200, 350, 599, 700]  # before the first block, ..., after the last: dropped
+    starts = [end - 10 for end in ends]
+    tokens = [1000, 1, 2, 4, 8, 16, 1000]
+    blocks = blocks_from_steps(boundaries, starts, ends, tokens)
+    assert [(block.start_ns, block.end_ns, block.on, block.tokens) for block in blocks] == [
+        (100, 200, True, 3),
+        (200, 400, False, 12),
+        (400, 600, False, 16),
+    ]
+    assert blocks[0].throughput == pytest.approx(3e9 / 100)
+    assert not any(block.stalled for block in blocks)
+
+
+def test_a_stall_marks_every_block_it_overlapped() -> None:
+    boundaries = [(0, True), (100, False), (300, False), (500, True), (600, True)]
+    starts = [0, 10, 20, 30, 40, 140]
+    ends = [10, 20, 30, 40, 140, 560]  # the last step lasts 420 ns, 42 times the usual 10
+    blocks = blocks_from_steps(boundaries, starts, ends, [1] * 6)
+    assert [block.stalled for block in blocks] == [False, True, True, True]
+    assert [block.tokens for block in blocks] == [4, 1, 0, 1]
+
+
+def drifting_blocks(cost: float, pairs: int, seed: int = 1) -> list[Block]:
+    """Blocks whose throughput drifts slowly and jitters, the "on" ones `cost` slower."""
+    rng = random.Random(seed)
+    blocks, now, level = [], 0, 1000.0
+    for index in range(2 * pairs):
+        if index % 2 == 0:
+            level *= rng.uniform(0.8, 1.25)  # drift between pairs, shared inside one
+        on = abba_state(index)
+        length = 200_000_000 if on else 400_000_000
+        rate = level * (1 - cost if on else 1.0) * rng.uniform(0.97, 1.03)
+        blocks.append(Block(now, now + length, on, round(rate * length / 1e9)))
+        now += length
+    return blocks
+
+
+def test_paired_ratio_recovers_a_known_cost_despite_drift() -> None:
+    result = paired_ratio(drifting_blocks(0.05, pairs=200)).all
+    assert result.pairs == 200
+    assert result.ratio == pytest.approx(0.95, abs=0.01)
+    assert result.low <= 0.95 <= result.high and result.high < 1.0
+    assert result.overhead == pytest.approx(0.05, abs=0.01)
+
+
+def test_paired_ratio_of_a_free_profile_brackets_one() -> None:
+    result = paired_ratio(drifting_blocks(0.0, pairs=200)).all
+    assert result.low <= 1.0 <= result.high
+
+
+def test_steady_estimate_leaves_out_stalled_pairs() -> None:
+    blocks = drifting_blocks(0.05, pairs=200)
+    stalled = (10, 51, 300)
+    for index in stalled:  # a block loses nearly all its tokens to a stall
+        blocks[index].tokens //= 50
+        blocks[index].stalled = True
+    result = paired_ratio(blocks)
+    stalled_on = sum(blocks[index].on for index in stalled)
+    assert (result.stalls_on, result.stalls_off) == (stalled_on, len(stalled) - stalled_on)
+    assert result.steady is not None and result.steady.pairs == 197
+    assert result.steady.ratio == pytest.approx(0.95, abs=0.01)
+    assert result.steady.high - result.steady.low < result.all.high - result.all.low
+
+
+def test_paired_ratio_needs_a_complete_pair() -> None:
+    with pytest.raises(ValueError, match="no complete on/off pair"):
+        paired_ratio([Block(0, 10, True, 5)])
+
+
+def test_toggler_alternates_and_leaves_collectors_measuring() -> None:
+    pausable, fixed = Switch("spans"), Switch("sampling", can_pause=False)
+    for collector in (pausable, fixed):
+        collector.start()
+    toggler = BlockToggler([pausable, fixed], on_s=0.01, off_s=0.02)
+    toggler.start()
+    time.sleep(0.25)
+    toggler.stop()
+    states = [on for _time, on in toggler.boundaries[:-1]]
+    assert len(states) >= 4 and states == [abba_state(index) for index in range(len(states))]
+    times = [time_ns for time_ns, _on in toggler.boundaries]
+    assert times == sorted(times)
+    assert toggler.paused_names == {"spans"}
+    assert not pausable.paused and pausable.events[0] == "pause" and pausable.events[-1] == "resume"
+    assert fixed.events == []
+
+
+def test_a_stopped_collector_cannot_be_paused_again() -> None:
+    switch = Switch("spans")
+    switch.start()
+    assert switch.pause()
+    switch.stop()  # resumes first
+    assert switch.events == ["pause", "resume"]
+    assert not switch.pause() and switch.events == ["pause", "resume"]
+
+
+def test_paused_spans_record_nothing_but_keep_step_numbers() -> None:
+    spans = SpanCollector()
+    spans.start()
+    tracer = spans.tracer
+    with tracer.span("step"), tracer.span("model"):
+        pass
+    assert spans.pause()
+    for _ in range(3):
+        with tracer.span("step"), tracer.span("model"):
+            pass
+    spans.resume()
+    with tracer.span("step"), tracer.span("sampler"):
+        pass
+    spans.stop()
+    steps = [row["step"] for row in spans.result()["steps"]]
+    assert steps == [0, 4]  # the three paused steps are skipped, not renumbered
+
+
+def test_paused_gc_collector_takes_its_callback_out() -> None:
+    collector = GcCollector()
+    collector.start()
+    assert collector.pause()
+    assert collector._on_gc not in gc.callbacks
+    gc.collect()
+    collector.resume()
+    assert collector._on_gc in gc.callbacks
+    gc.collect()
+    collector.stop()
+    assert collector._on_gc not in gc.callbacks
+    assert collector.result()["collections"] == 1
+
+
+def test_native_sampling_refuses_to_pause() -> None:
+    # Stopping a py-spy that holds the process under ptrace could stop the engine with it.
+    collector = SamplingCollector(native=True)
+    collector.status = "ok"
+    assert collector.pause() is False
+
+
+def _process_state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as handle:
+        return handle.read().rsplit(")", 1)[1].split()[0]
+
+
+def test_nonblocking_sampling_pauses_py_spy_and_still_stops_cleanly() -> None:
+    collector = SamplingCollector(rate=50)
+    collector.start()
+    if collector.status != "ok":
+        pytest.skip(f"py-spy cannot attach here: {collector.reason}")
+    process = collector._process
+    assert process is not None
+    assert collector.pause()
+    deadline = time.monotonic() + 5
+    while _process_state(process.pid) != "T" and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert _process_state(process.pid) == "T"
+    collector.stop()  # while paused: resumed, then asked to write its samples
+    assert collector.result()["status"] == "ok"
+
+
+def test_measure_inrun_overhead_on_a_short_run() -> None:
+    options = EngineOptions(model="synthetic:tiny")
+    spec = load_scenario("concurrency-30").with_overrides(num_requests=240)
+    result = measure_inrun_overhead(options, spec, load_for_options(options), on_s=0.05, settle_s=0.3)
+    assert {"spans", "gc"} <= set(result.paused)
+    estimate = result.all
+    assert estimate.pairs >= 3 and sum(block.tokens for block in result.blocks) > 0
+    assert estimate.low <= estimate.ratio <= estimate.high
+    assert 0.5 < estimate.ratio < 1.5  # a sanity bound only: the cost itself is measured by the benchmark
+    if "sampling" in result.paused:
+        assert result.sampling_rate_hz == 1 and result.off_s == pytest.approx(2 * result.on_s)
