@@ -73,12 +73,10 @@ class InRunResult:
     stalls_on: int = 0  # stalled blocks, by state
     stalls_off: int = 0
     paused: list[str] = field(default_factory=list)  # collectors that were switched off in "off" blocks
-    not_paused: list[str] = field(default_factory=list)  # running but unable to pause: measured in both
     blocks: list[Block] = field(default_factory=list)
     sampling_rate_hz: int | None = None  # py-spy's configured rate in this run (see measure_inrun_overhead)
     on_s: float = 0.0
     off_s: float = 0.0
-    steps: Any = None  # the run's step table (engine StepRecords), for a closer look
 
 
 def abba_state(index: int) -> bool:
@@ -247,7 +245,6 @@ def measure_inrun_overhead(
     on_s: float = 0.2,
     settle_s: float = 2.0,
     only: Sequence[str] | None = None,
-    message: Callable[[str], None] | None = None,
 ) -> InRunResult:
     """One run of `spec` under `profile` with its collectors toggled in ABBA blocks.
 
@@ -281,7 +278,7 @@ def measure_inrun_overhead(
         if stop_after is not None and done >= stop_after and "toggler" in holder:
             holder["toggler"].request_stop()  # a client thread: joined after the run, not here
 
-    hooks = SessionHooks(on_collectors=on_collectors, on_request_done=on_request_done, message=message)
+    hooks = SessionHooks(on_collectors=on_collectors, on_request_done=on_request_done)
     with tempfile.TemporaryDirectory(prefix="infer-prof-inrun-") as scratch:
         outcome = run_session(options, spec, Path(scratch), loaded=loaded, profile=profile,
                               stop_event=threading.Event(), hooks=hooks, write=False,
@@ -295,9 +292,8 @@ def measure_inrun_overhead(
         toggler.boundaries, list(steps["start_ns"]), list(steps["end_ns"]), list(steps["batch_size"])
     )
     result = paired_ratio(blocks)
-    result.blocks, result.steps = blocks, steps
+    result.blocks = blocks
     result.paused = sorted(toggler.paused_names)
-    result.not_paused = sorted(c.name for c in toggler.collectors if c.name not in toggler.paused_names)
     result.sampling_rate_hz = run_rate
     result.on_s, result.off_s = on_s, off_s
     return result

@@ -86,7 +86,7 @@ def run_session(
     sampling_rate: int | None = None,
 ) -> SessionOutcome:
     """Run one scenario through a freshly built engine and write its run directory (result.json last)."""
-    from profiler.collectors.registry import default_collectors
+    from profiler.collectors.registry import default_collectors, spans_record_cpu_time
     from profiler.collectors.spans import RecordingTracer
     from profiler.metrics import compute_metrics, engine_timeline_summary
 
@@ -100,9 +100,8 @@ def run_session(
     requests = generate_requests(scenario, context)
     prompts = prepare_prompts(requests, loaded.tokenizer)
 
-    # Each span's thread CPU time costs two system calls (1.9 against 0.8 us a span, bench_tracer.py)
-    # and nothing the default profile reports reads it: only the deep profile pays for it.
-    tracer = None if profile == "off" else RecordingTracer(cpu_clock=time.thread_time_ns if profile == "deep" else None)
+    cpu_clock = time.thread_time_ns if spans_record_cpu_time(profile) else None
+    tracer = None if profile == "off" else RecordingTracer(cpu_clock=cpu_clock)
     built = build_engine(loaded, options, tracer=tracer, injections=injections)
     engine = built.engine
     collectors = default_collectors(profile, pid=os.getpid(), tracer=tracer, engine_thread_name=ENGINE_THREAD_NAME,

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from profiler.collectors.base import Collector
-from profiler.collectors.kineto_chatter import without_kineto_chatter
+from profiler.collectors.kineto_chatter import quietly_profiling, without_kineto_chatter
 from profiler.collectors.spans import RecordingTracer
 
 SPAN_PREFIX = "span:"
@@ -78,9 +78,7 @@ def _span_of(event: Any) -> str:
 def op_fee_us(events: list[Any]) -> float | None:
     """The framework's fee for one op call (us): the median self time of the do-nothing ops (FEE_OPS)
     that call no other op, or None when the events hold none."""
-    op_parents = {
-        id(event.cpu_parent) for event in events if event.cpu_parent is not None and _is_op(event.name)
-    }
+    op_parents = {id(event.cpu_parent) for event in events if event.cpu_parent is not None and _is_op(event.name)}
     fees = sorted(
         event.self_cpu_time_total
         for event in events
@@ -238,15 +236,9 @@ def price_op_fees(probe: Callable[[], None] = _tiny_ops_probe, repeats: int = 20
     try:
         for _ in range(3):
             probe()
-        profile = torch_profiler.profile(activities=[torch_profiler.ProfilerActivity.CPU])
-        with without_kineto_chatter():
-            profile.__enter__()
-        try:
+        with quietly_profiling(torch_profiler.profile(activities=[torch_profiler.ProfilerActivity.CPU])) as profile:
             for _ in range(repeats):
                 probe()
-        finally:
-            with without_kineto_chatter():
-                profile.__exit__(None, None, None)
         events = list(profile.events())
     finally:
         torch.set_num_threads(threads)
@@ -287,9 +279,7 @@ class KernelCollector(Collector):
     ) -> None:
         super().__init__()
         if steps < 1 or first_step < 0 or every < steps or max_windows < 2:
-            raise ValueError(
-                "kernel windows need first_step >= 0, steps >= 1, every >= steps and max_windows >= 2"
-            )
+            raise ValueError("kernel windows need first_step >= 0, steps >= 1, every >= steps and max_windows >= 2")
         self.first_step = first_step
         self.steps = steps
         self.every = every
@@ -337,9 +327,7 @@ class KernelCollector(Collector):
     def _near_window(self, step: int) -> bool:
         """Inside a window or among the `steps` steps before one (the comparison for the slowdown)."""
         offset = (step - self.first_step) % self.every
-        return step >= self.first_step - self.steps and (
-            offset < self.steps or offset >= self.every - self.steps
-        )
+        return step >= self.first_step - self.steps and (offset < self.steps or offset >= self.every - self.steps)
 
     def on_step(self, step: int, begin: bool) -> None:
         """Step callback (engine thread): open a window at its first step, close it after its last."""
@@ -370,7 +358,7 @@ class KernelCollector(Collector):
             if self._cuda:
                 activities.append(torch_profiler.ProfilerActivity.CUDA)
             profile = torch_profiler.profile(activities=activities, record_shapes=False, with_stack=False)
-            with without_kineto_chatter():
+            with without_kineto_chatter():  # a window spans steps, so it is opened and closed by hand
                 profile.__enter__()
             self._profile, self._open_at, self._open_steps = profile, step, 0
             if self._mark_spans and self._tracer is not None:
@@ -420,9 +408,7 @@ class KernelCollector(Collector):
         self._close_window()
 
     def _result(self) -> dict[str, Any]:
-        windows: list[dict[str, Any]] = [
-            {"first_step": first, "steps": steps} for first, steps, _ in self._windows
-        ]
+        windows: list[dict[str, Any]] = [{"first_step": first, "steps": steps} for first, steps, _ in self._windows]
         profiled = sum(window["steps"] for window in windows)
         if not self._windows:
             return {
@@ -450,9 +436,7 @@ class KernelCollector(Collector):
         inside_steps = {first + offset for first, steps, _ in self._windows for offset in range(steps)}
         before_steps = {first - offset for first, steps, _ in self._windows for offset in range(1, steps + 1)}
         inside = [ms for step, ms in self._step_ms.items() if step in inside_steps]
-        before = [
-            ms for step, ms in self._step_ms.items() if step in before_steps and step not in inside_steps
-        ]
+        before = [ms for step, ms in self._step_ms.items() if step in before_steps and step not in inside_steps]
         inside_mean = sum(inside) / len(inside) if inside else None
         before_mean = sum(before) / len(before) if before else None
         summary["windows"] = windows

@@ -7,6 +7,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 CHATTER_PREFIX = b"USDT:"
 
@@ -40,3 +41,15 @@ def without_kineto_chatter() -> Iterator[None]:
             ]
             if kept:
                 os.write(2, b"".join(kept))
+
+
+@contextmanager
+def quietly_profiling(profile: Any) -> Iterator[Any]:
+    """`with torch.profiler.profile(...)`, its start and stop without the chatter."""
+    with without_kineto_chatter():
+        profile.__enter__()
+    try:
+        yield profile
+    finally:
+        with without_kineto_chatter():
+            profile.__exit__(None, None, None)

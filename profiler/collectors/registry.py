@@ -25,6 +25,12 @@ DEFAULT_RATE_HZ = 3
 DEEP_RATE_HZ = 29  # --native pauses the process to unwind every thread: 97 Hz cost x20 with 30 client threads
 
 
+def spans_record_cpu_time(profile: str) -> bool:
+    """Whether spans also record the thread's CPU time: two system calls a span (1.8 against 0.7 us,
+    benchmarks/bench_tracer.py) that nothing the default profile reports reads, so deep only."""
+    return profile == "deep"
+
+
 class ProfileError(InferProfError):
     """An unknown --profile value."""
 
@@ -37,7 +43,6 @@ def default_collectors(
     output_dir: str | Path | None = None,
     sampling_rate: int | None = None,
     kernel_windows: tuple[int, int, int] = (20, 5, 40),
-    span_cpu_time: bool | None = None,
     py_spy: str | None = None,
     idle_marker: str | tuple[str, ...] = IDLE_MARKER,
     tracer: RecordingTracer | None = None,
@@ -54,7 +59,6 @@ def default_collectors(
              per sample: x1.4-1.6 on a single-threaded torch loop, but x20 at 97 Hz with 30 client
              threads) and torch.profiler over `kernel_windows` = (first step, steps per window, period in
              steps): short windows spread over the run (collectors.kernels)
-    span_cpu_time: record each span's thread CPU time too (default: in deep only; two system calls a span).
     tracer: the RecordingTracer already injected into the engine (one is made when None).
     engine_thread_id_getter returns the engine thread's native id (Thread.native_id) once it runs;
     py-spy reports threads by that id, so the engine's samples are found even if renamed. Without
@@ -65,7 +69,7 @@ def default_collectors(
     if profile == "off":
         return []
     deep = profile == "deep"
-    spans = SpanCollector(cpu_time=deep if span_cpu_time is None else span_cpu_time, tracer=tracer)
+    spans = SpanCollector(cpu_time=spans_record_cpu_time(profile), tracer=tracer)
     collectors: list[Collector] = [spans, GcCollector(tracer=spans.tracer)]
     if deep:
         first_step, steps, every = kernel_windows
