@@ -10,7 +10,7 @@ self-measured costs), result.json `overhead`) is printed beside it. The machine 
 spread of the per-pair ratios before trusting a difference of a few percent; `--aa` runs "off" against
 itself, which shows how far apart two identical profiles come out.
 
-`--in-run` measures the default profile inside one long run instead (profiler.overhead_inrun): its
+`--in-run` measures the default profile inside one long run instead (profiler.overhead.inrun): its
 collectors are paused and resumed in ABBA blocks (0.2 s on, 0.4 s off, py-spy at a third of its
 rate so that "on" blocks sample at its usual rate) and the blocks' throughputs compared, with a 95%
 bootstrap interval over pairs. Neighbouring blocks share the machine's drift, which whole runs do
@@ -27,10 +27,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from profiler.engine_builder import load_for_options
-from profiler.options import EngineOptions
-from profiler.overhead import slowdown
-from profiler.overhead_ab import measure_overhead
+from profiler.overhead.ab import measure_overhead
+from profiler.overhead.costs import slowdown
+from profiler.session.builder import load_for_options
+from profiler.session.options import EngineOptions
 from scenarios.spec import load_scenario
 
 
@@ -75,7 +75,7 @@ def main() -> int:
 
 
 def _in_run(args: argparse.Namespace, options: EngineOptions, spec, loaded) -> int:  # type: ignore[no-untyped-def]
-    from profiler.overhead_inrun import measure_inrun_overhead, summarize
+    from profiler.overhead.inrun import measure_inrun_overhead, summarize
 
     only: list[str] | None = [] if args.aa else (args.only.split(",") if args.only else None)
     what = "nothing (A/A)" if args.aa else (args.only or "all default collectors")

@@ -69,7 +69,7 @@ def measure(loaded, timer: TimedLinears, priority: str, steps: int) -> tuple[flo
     result = collector.result()
     if result["status"] != "ok":
         raise SystemExit(f"py-spy: {result['reason']}")
-    from profiler.classify import parse_raw
+    from profiler.analysis.classify import parse_raw
 
     in_forward = in_linear = 0
     for stack in parse_raw(result["raw_text"]):

@@ -24,7 +24,7 @@ import torch
 from engine.trace import NULL_TRACER
 from profiler.collectors.sampling import SamplingCollector
 from profiler.collectors.spans import RecordingTracer
-from profiler.overhead import interleave_ab, slowdown
+from profiler.overhead.costs import interleave_ab, slowdown
 
 PHASES = ("queue", "scheduler", "kv_alloc", "model", "sampler", "detokenize")
 EVENTS_PER_STEP = 1 + len(PHASES) + 1  # step span, phase spans, one lock use

@@ -20,7 +20,7 @@ import torch
 from profiler.collectors.gpu import GpuCollector
 from profiler.collectors.kernels import KernelCollector
 from profiler.collectors.spans import RecordingTracer, SpanCollector
-from profiler.environment import describe_environment
+from profiler.rundir.environment import describe_environment
 
 
 def main() -> int:

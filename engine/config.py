@@ -4,19 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.errors import InferProfError
 from engine.kv_cache import BlockPool, blocks_for_tokens, num_blocks_for_memory
 from engine.sampler import PythonSampler
 from engine.scheduler import POLICIES, PythonScheduler
 from engine.types import Model
+from errors import EngineConfigError
 
 # KV memory used when neither num_kv_blocks nor kv_memory_bytes is given (then capped to what
 # max_num_seqs full-length sequences could ever use).
 DEFAULT_KV_MEMORY_BYTES = 256 * 2**20
-
-
-class EngineConfigError(InferProfError):
-    """An impossible engine option; the message names it (and its CLI flag) and the allowed values."""
 
 
 def _bad(name: str, flag: str, value: object, allowed: str) -> EngineConfigError:

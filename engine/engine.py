@@ -8,7 +8,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from engine.config import EngineConfig
-from engine.errors import EngineShutdownError, PromptTooLongError, RequestError
 from engine.model_runner import build_model_input
 from engine.sampler import splitmix64
 from engine.sequence import Request, RequestHandle, RequestOutput, StepRecord
@@ -16,6 +15,7 @@ from engine.setup_thread import run_on_setup_thread
 from engine.tokenizer import IncrementalDetokenizer
 from engine.trace import NULL_TRACER, Tracer
 from engine.types import BlockAllocator, Model, NewSequence, Sampler, SamplingParams, Scheduler, StepPlan
+from errors import EngineShutdownError, PromptTooLongError, RequestError
 
 ENGINE_THREAD_NAME = "infer-prof-engine"
 

@@ -11,9 +11,9 @@ import gguf
 import numpy as np
 import torch
 
-from engine.errors import GGUFFormatError, ModelNotFoundError, UnsupportedModelError
 from engine.model import LayerWeights, LlamaWeights, resolve_dtype
 from engine.types import ModelConfig
+from errors import GGUFFormatError, ModelNotFoundError, UnsupportedModelError
 
 SUPPORTED_ARCHITECTURES = ("llama",)
 

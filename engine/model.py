@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from engine.errors import UnsupportedModelError
 from engine.types import ModelConfig, ModelInput
+from errors import UnsupportedModelError
 
 _DTYPES = {
     "float32": torch.float32,

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import torch
 
-from engine.errors import GGUFFormatError, ModelNotFoundError
 from engine.gguf_loader import load_weights, open_gguf, read_config
 from engine.model import LayerWeights, LlamaModel, LlamaWeights, resolve_dtype
 from engine.setup_thread import run_on_setup_thread
 from engine.tokenizer import Tokenizer
 from engine.types import ModelConfig
+from errors import GGUFFormatError, ModelNotFoundError
 
 Progress = Callable[[str], None]
 DEFAULT_MODEL = "smollm2-135m"

@@ -16,7 +16,7 @@ from typing import Protocol, Sequence, runtime_checkable
 import numpy as np
 import torch
 
-from engine.errors import InvalidSamplingParams
+from errors import InvalidSamplingParams
 
 
 @dataclass(slots=True, frozen=True)

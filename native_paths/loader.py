@@ -9,6 +9,8 @@ import sys
 from types import ModuleType
 from typing import Any
 
+from errors import NativeUnavailableError
+
 # Point this at another build of the library (e.g. the sanitizer build, docs/native-dev.md).
 LIBRARY_PATH_VARIABLE = "INFER_PROF_NATIVE_PATH"
 MODULE_NAME = "native_paths._native"
@@ -21,10 +23,6 @@ COMPONENT_SYMBOLS = {
 }
 
 BUILD_HINT = "build it with `python native_paths/build.py` or `pip install -e .` (needs a C compiler)"
-
-
-class NativeUnavailableError(ImportError):
-    """The C extension is not built (or failed to load); the message says why and how to build it."""
 
 
 _module: ModuleType | None = None

@@ -7,15 +7,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from engine.errors import InferProfError
+from errors import InvalidNativeSelection
 from native_paths import loader
 
 COMPONENTS = ("sampler", "kv", "scheduler")
 ALLOWED = ("none", "all", *COMPONENTS)
-
-
-class InvalidNativeSelection(InferProfError, ValueError):
-    """A `--native` value that names no known component; the message lists the allowed values."""
 
 
 class NativeFallbackWarning(RuntimeWarning):

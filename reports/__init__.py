@@ -1,4 +1,4 @@
-"""Turns a finished run (profiler.results) into terminal tables, charts, HTML, PDF and trace files.
+"""Turns a finished run (profiler.rundir.results) into terminal tables, charts, HTML, PDF and trace files.
 
 Public API (imported lazily, so `import reports` does not pull in matplotlib):
 
@@ -15,19 +15,19 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "generate_reports": "reports.generate",
-    "render_summary": "reports.terminal",
-    "write_html_report": "reports.html",
-    "write_pdf_report": "reports.pdf",
-    "write_chrome_trace": "reports.trace_export",
-    "write_speedscope": "reports.speedscope",
-    "compare_runs": "reports.compare",
-    "ComparisonResult": "reports.compare",
-    "MetricComparison": "reports.compare",
-    "write_comparison_report": "reports.compare_report",
-    "render_comparison": "reports.compare_terminal",
-    "ReportError": "reports.errors",
-    "CompareError": "reports.errors",
+    "generate_reports": "reports.run.generate",
+    "render_summary": "reports.run.terminal",
+    "write_html_report": "reports.run.html",
+    "write_pdf_report": "reports.run.pdf",
+    "write_chrome_trace": "reports.exports.trace",
+    "write_speedscope": "reports.exports.speedscope",
+    "compare_runs": "reports.compare.analysis",
+    "ComparisonResult": "reports.compare.analysis",
+    "MetricComparison": "reports.compare.analysis",
+    "write_comparison_report": "reports.compare.report",
+    "render_comparison": "reports.compare.terminal",
+    "ReportError": "errors",
+    "CompareError": "errors",
 }
 __all__ = [
     "CompareError", "ComparisonResult", "MetricComparison", "ReportError", "compare_runs", "generate_reports",

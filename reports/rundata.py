@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from profiler.results import STEP_COLUMNS, RunData, RunResult, parse_token_ns, read_run
+from profiler.rundir.results import STEP_COLUMNS, RunData, RunResult, parse_token_ns, read_run
 
 # The order phases run in within a step (engine/trace.py SPAN_NAMES; reports may not import engine).
 PHASE_ORDER = ("queue", "scheduler", "kv_alloc", "model", "sampler", "detokenize", "tokenize")

@@ -22,12 +22,12 @@ A scenario file, every key at the top level except the tables; `*_tokens` tables
 from __future__ import annotations
 
 import math
+import tomllib
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import tomllib
-
+from errors import ScenarioError
 from scenarios.lengths import DISTRIBUTIONS, PARAMETERS, LengthDist, allowed_keys
 from scenarios.prompts import read_prompt_file
 from scenarios.sampling import RequestClass, SamplingSettings
@@ -43,10 +43,6 @@ SLO_KEYS = ("ttft_ms", "tpot_ms", "e2e_ms")
 MIX_KEYS = ("weight", "name", "priority", *SamplingSettings.keys(), "prompt_tokens", "output_tokens")
 
 
-class ScenarioError(Exception):
-    """A scenario that cannot be used; the one-line message names the file, the key and the allowed values."""
-
-
 @dataclass(frozen=True, slots=True)
 class SLO:
     """Service-level objectives for goodput, in milliseconds; None means no objective on that metric."""
@@ -56,7 +52,7 @@ class SLO:
     e2e_ms: float | None = None
 
     def as_dict(self) -> dict[str, float]:
-        """Only the objectives that are set: the `slos` argument of profiler.metrics.compute_metrics."""
+        """Only the objectives that are set: the `slos` argument of profiler.analysis.metrics.compute_metrics."""
         return {name: value for name, value in asdict(self).items() if value is not None}
 
 

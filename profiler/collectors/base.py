@@ -59,7 +59,7 @@ class Collector:
     def pause(self) -> bool:
         """Stop measuring for a while and cost (almost) nothing, keeping what was recorded.
 
-        The in-run overhead A/B (profiler.overhead_inrun) alternates pause and resume. Returns False
+        The in-run overhead A/B (profiler.overhead.inrun) alternates pause and resume. Returns False
         when this collector is not running or cannot pause (then it keeps measuring).
         """
         with self._pause_lock:

@@ -8,8 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from engine.errors import InferProfError
-from profiler.classify import IDLE_MARKER
+from errors import ProfileError
+from profiler.analysis.classify import IDLE_MARKER
 from profiler.collectors.base import ENGINE_THREAD_NAME, Collector
 from profiler.collectors.gc import GcCollector
 from profiler.collectors.gpu import GpuCollector
@@ -29,10 +29,6 @@ def spans_record_cpu_time(profile: str) -> bool:
     """Whether spans also record the thread's CPU time: two system calls a span (1.8 against 0.7 us,
     benchmarks/bench_tracer.py) that nothing the default profile reports reads, so deep only."""
     return profile == "deep"
-
-
-class ProfileError(InferProfError):
-    """An unknown --profile value."""
 
 
 def default_collectors(

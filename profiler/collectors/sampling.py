@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from profiler.classify import IDLE_MARKER, ComponentRules, Stack, classify, parse_raw
+from profiler.analysis.classify import IDLE_MARKER, ComponentRules, Stack, classify, parse_raw
 from profiler.collectors.base import Collector
 
 _ATTACHED = "Sampling process"
@@ -86,7 +86,7 @@ def summarize_stacks(
     """Sample counts per thread name: {name: {thread_ids, samples, native_samples, categories, components, dispatch}}.
 
     `native_samples` counts stacks that hold at least one native frame: only those resolve
-    interpreter vs kernel vs allocation (see profiler.classify).
+    interpreter vs kernel vs allocation (see profiler.analysis.classify).
     """
     rules = rules or ComponentRules()
     threads: dict[str, dict[str, Any]] = {}

@@ -11,10 +11,10 @@ import pytest
 
 from engine.config import EngineConfig, EngineConfigError, python_components
 from engine.engine import Engine, derive_seed
-from engine.errors import EngineShutdownError, InvalidSamplingParams, PromptTooLongError, RequestError
 from engine.sequence import RequestOutput, StepRecord
 from engine.trace import SPAN_NAMES
 from engine.types import SamplingParams
+from errors import EngineShutdownError, InvalidSamplingParams, PromptTooLongError, RequestError
 from tests.engine.fakes import EOS, FakeModel, FakeTokenizer
 
 GREEDY = SamplingParams(max_tokens=12)

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from engine.errors import GGUFFormatError, ModelNotFoundError, UnsupportedModelError
 from engine.gguf_loader import load_weights, open_gguf, read_config
+from errors import GGUFFormatError, ModelNotFoundError, UnsupportedModelError
 from tests.engine.conftest import tiny_vocab, write_tiny_gguf
 
 Q = gguf.GGMLQuantizationType

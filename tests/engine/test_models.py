@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from engine import models
-from engine.errors import ModelNotFoundError, UnsupportedModelError
 from engine.model_runner import build_model_input
 from engine.models import SYNTHETIC_PRESETS, list_models, load_model
+from errors import ModelNotFoundError, UnsupportedModelError
 from tests.engine.conftest import write_tiny_gguf
 
 TINY_TENSOR_COUNT = 2 + 9 * 2  # embedding, output norm, nine tensors per layer, two layers

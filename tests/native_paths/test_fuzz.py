@@ -11,8 +11,8 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.errors import InvalidSamplingParams
 from engine.types import NewSequence, SamplingParams
+from errors import InvalidSamplingParams
 from tests.native_paths.support import FUZZ_EXAMPLES, requires_native
 
 EXPECTED = (ValueError, KeyError, RuntimeError, TypeError, OverflowError, InvalidSamplingParams)

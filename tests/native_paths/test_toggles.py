@@ -6,10 +6,10 @@ import warnings
 
 import pytest
 
-from engine.errors import InferProfError
 from engine.kv_cache import BlockPool
 from engine.sampler import PythonSampler
 from engine.scheduler import PythonScheduler
+from errors import InferProfError
 from native_paths import loader, toggles
 from tests.native_paths.support import requires_native
 

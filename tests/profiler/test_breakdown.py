@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from profiler.breakdown import build_breakdown
-from profiler.results import CATEGORIES, COMPONENTS
+from profiler.analysis.breakdown import build_breakdown
+from profiler.rundir.results import CATEGORIES, COMPONENTS
 
 ENGINE = "infer-prof-engine"
 WALL = 1000  # ns; every number below is a share of it

@@ -12,17 +12,17 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from profiler.budget import ALIASES, BudgetError, load_budget, parse_budget
-from profiler.budget_check import (
+from profiler.budget.check import (
     COUNTING_PROFILE,
     check_budget,
     check_budget_with_runner,
     expand_run_dirs,
     record_runs,
 )  # fmt: skip
-from profiler.budget_output import bmf_document, render_budget_report, write_bmf, write_junit
-from profiler.results import read_result
-from reports.testing import make_run_dir
+from profiler.budget.output import bmf_document, render_budget_report, write_bmf, write_junit
+from profiler.budget.spec import ALIASES, BudgetError, load_budget, parse_budget
+from profiler.rundir.results import read_result
+from tests.support.run_dirs import make_run_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from profiler.budget import load_budget
-from profiler.budget_check import BudgetReport, check_budget
-from profiler.options import EngineOptions
-from profiler.run_api import ModelCache, run_once
+from profiler.budget.check import BudgetReport, check_budget
+from profiler.budget.spec import load_budget
+from profiler.session.options import EngineOptions
+from profiler.session.runner import ModelCache, run_once
 
 ROOT = Path(__file__).resolve().parents[2]
 BUDGET = load_budget(ROOT / "budgets" / "noise.toml")

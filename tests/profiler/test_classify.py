@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from profiler.classify import ComponentRules, Frame, base_symbol, classify, parse_frame, parse_line, parse_raw
+from profiler.analysis.classify import (
+    ComponentRules,
+    Frame,
+    base_symbol,
+    classify,
+    parse_frame,
+    parse_line,
+    parse_raw,
+)
 
 # Verbatim lines from `py-spy record --native --threads --idle --format raw` runs of small torch scripts
 # on this machine: a matmul/softmax loop waiting on a Condition in `_wait_for_work`, a client thread

@@ -144,7 +144,7 @@ def test_ctrl_c_writes_a_partial_result(tmp_path: Path):
 
 
 def test_budget_exit_codes_reach_the_shell(tmp_path: Path):
-    from reports.testing import make_run_dir
+    from tests.support.run_dirs import make_run_dir
 
     run = tmp_path / "run"
     make_run_dir(run, seed=1)

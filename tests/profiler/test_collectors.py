@@ -12,11 +12,11 @@ import torch
 
 from engine.trace import Tracer
 from profiler.collectors import ProfileError, default_collectors, find_tracer, start_all, stop_all
-from profiler.collectors.registry import DEFAULT_RATE_HZ
 from profiler.collectors.base import Collector
 from profiler.collectors.gc import GcCollector
 from profiler.collectors.gpu import GpuCollector
 from profiler.collectors.kernels import KernelCollector, summarize_events
+from profiler.collectors.registry import DEFAULT_RATE_HZ
 from profiler.collectors.sampling import SamplingCollector
 from profiler.collectors.spans import RecordingTracer, SpanCollector
 

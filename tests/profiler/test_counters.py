@@ -7,7 +7,7 @@ import threading
 import pytest
 import torch
 
-from profiler.counters import CounterCollector
+from profiler.collectors.counters import CounterCollector
 
 
 def _double(value: int) -> int:

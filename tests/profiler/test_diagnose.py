@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from profiler.diagnose import (
+from profiler.analysis.diagnose import (
     RULE_REWRITE,
     RULE_STAY,
     RULE_TARGETED,
@@ -16,7 +16,7 @@ from profiler.diagnose import (
     rule_for,
     speedups_from_bench,
 )
-from profiler.overhead import (
+from profiler.overhead.costs import (
     ABResult,
     collector_costs,
     interleave_ab,

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from engine.types import SamplingParams
-from profiler.golden_explain import explain
+from profiler.checks.golden_explain import explain
 
 native = pytest.importorskip("native_paths.loader")
 if native.extension() is None:  # pragma: no cover - the suite builds the extension
@@ -21,7 +21,7 @@ def tiny():
 
 
 def test_twins_agree_on_a_workload_with_preemption(tiny):
-    from profiler.golden import run_golden
+    from profiler.checks.golden import run_golden
 
     report = run_golden(tiny, requests=24, max_tokens=16, max_batch=16)
     assert report.preemptions > 0, "the default pool must be small enough to force preemption"
@@ -32,7 +32,7 @@ def test_twins_agree_on_a_workload_with_preemption(tiny):
 
 def test_a_planted_sampler_bug_is_a_logic_error(tiny, monkeypatch):
     from native_paths.sampler import NativeSampler
-    from profiler import golden
+    from profiler.checks import golden
 
     real = NativeSampler.sample
 
@@ -49,7 +49,7 @@ def test_a_planted_sampler_bug_is_a_logic_error(tiny, monkeypatch):
 
 def test_a_planted_scheduler_bug_is_reported(tiny, monkeypatch):
     from native_paths.scheduler import NativeScheduler
-    from profiler import golden
+    from profiler.checks import golden
 
     real = NativeScheduler.schedule
 

@@ -12,9 +12,7 @@ from profiler.collectors.base import Collector
 from profiler.collectors.gc import GcCollector
 from profiler.collectors.sampling import SamplingCollector
 from profiler.collectors.spans import SpanCollector
-from profiler.engine_builder import load_for_options
-from profiler.options import EngineOptions
-from profiler.overhead_inrun import (
+from profiler.overhead.inrun import (
     Block,
     BlockToggler,
     abba_state,
@@ -22,6 +20,8 @@ from profiler.overhead_inrun import (
     measure_inrun_overhead,
     paired_ratio,
 )
+from profiler.session.builder import load_for_options
+from profiler.session.options import EngineOptions
 from scenarios.spec import load_scenario
 
 

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from profiler import selftest
-from profiler.injections import ContendedSampler, apply_injections, close_injections
-from profiler.options import OptionError
-from profiler.results import read_result
-from profiler.run_api import ModelCache
-from profiler.selftest import CASES, CaseResult, run_case, run_selftest, select_cases
+from profiler.checks import selftest
+from profiler.checks.injections import ContendedSampler, apply_injections, close_injections
+from profiler.checks.selftest import CASES, CaseResult, run_case, run_selftest, select_cases
+from profiler.rundir.results import read_result
+from profiler.session.options import OptionError
+from profiler.session.runner import ModelCache
 
 
 @pytest.fixture(scope="module")

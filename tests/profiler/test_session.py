@@ -10,10 +10,17 @@ import pandas as pd
 import pytest
 
 from engine.models import LoadedModel
-from profiler.engine_builder import load_for_options
-from profiler.options import EngineOptions
-from profiler.results import CATEGORIES, COMPONENTS, LATENCY_METRICS, SCHEMA_VERSION, read_result, read_run
-from profiler.session import SessionHooks, SessionOutcome, run_session
+from profiler.rundir.results import (
+    CATEGORIES,
+    COMPONENTS,
+    LATENCY_METRICS,
+    SCHEMA_VERSION,
+    read_result,
+    read_run,
+)
+from profiler.session.builder import load_for_options
+from profiler.session.options import EngineOptions
+from profiler.session.session import SessionHooks, SessionOutcome, run_session
 from scenarios.spec import builtin_names, load_scenario
 
 TINY = EngineOptions(model="synthetic:tiny")

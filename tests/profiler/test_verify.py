@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from profiler.diagnose import amdahl_gain
-from profiler.verify import busy_ns_per_token, compare_component, component_ns_per_token, python_spread
+from profiler.analysis.diagnose import amdahl_gain
+from profiler.checks.verify import busy_ns_per_token, compare_component, component_ns_per_token, python_spread
 
 
 def fake_result(wall_s: float, idle: float, sampler: float, tokens: int) -> Any:
@@ -55,10 +55,10 @@ def test_a_microbenchmark_speedup_takes_precedence_and_python_runs_average() -> 
 
 def test_verify_rewrites_result_json_with_both_gains(tmp_path: Path) -> None:
     from native_paths.loader import available
-    from profiler.engine_builder import load_for_options
-    from profiler.options import EngineOptions
-    from profiler.session import run_session
-    from profiler.verify import verify_predictions
+    from profiler.checks.verify import verify_predictions
+    from profiler.session.builder import load_for_options
+    from profiler.session.options import EngineOptions
+    from profiler.session.session import run_session
     from scenarios.spec import load_scenario
 
     if available().get("sampler") is not True:

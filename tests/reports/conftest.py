@@ -1,4 +1,4 @@
-"""Run directories for the report tests, written with reports.testing.make_run_dir (shared with budget tests)."""
+"""Run directories for the report tests, written with tests.support.run_dirs.make_run_dir (shared with budget tests)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from reports.testing import make_run_dir
+from tests.support.run_dirs import make_run_dir
 
 
 @pytest.fixture(scope="session")
@@ -27,7 +27,7 @@ def bare_run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def reported_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A run with every report generated once (the browser and PDF tests look at these files)."""
-    from reports.generate import generate_reports
+    from reports.run.generate import generate_reports
 
     path = make_run_dir(tmp_path_factory.mktemp("runs") / "reported", seed=13, n_requests=120, n_steps=400)
     generate_reports(path)

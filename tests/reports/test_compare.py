@@ -9,12 +9,12 @@ import re
 import pytest
 from rich.console import Console
 
-from reports.compare import FASTER, NO_CHANGE, compare_runs, verdict
-from reports.compare_report import write_comparison_report
-from reports.compare_terminal import render_comparison
-from reports.errors import CompareError
+from errors import CompareError
+from reports.compare.analysis import FASTER, NO_CHANGE, compare_runs, verdict
+from reports.compare.report import write_comparison_report
+from reports.compare.terminal import render_comparison
 from reports.stats import Interval
-from reports.testing import make_run_dir
+from tests.support.run_dirs import make_run_dir
 
 THROUGHPUT = ("request_throughput", "output_token_throughput", "goodput")
 # E2E is left out: it follows each request's output length, which differs more between seeds than 1.5x hides.

@@ -7,9 +7,9 @@ import re
 
 import pytest
 
-from profiler.results import read_run
-from reports.html import write_html_report
-from reports.testing import make_run_dir
+from profiler.rundir.results import read_run
+from reports.run.html import write_html_report
+from tests.support.run_dirs import make_run_dir
 
 # Anything that would make a browser fetch: scripts, stylesheets, fonts, remote images or frames.
 # (SVG's own url(#id) and href="#id" point inside the document and are fine.)

@@ -8,7 +8,7 @@ import subprocess
 import pytest
 from matplotlib.image import imread
 
-from reports.pdf import write_pdf_report
+from reports.run.pdf import write_pdf_report
 
 # Title page, two chart pages, two table pages (engine/collectors, config/environment).
 FULL_REPORT_PAGES = 5

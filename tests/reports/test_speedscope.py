@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from reports.errors import ReportError
-from reports.speedscope import SCHEMA_URL, parse_frame, write_speedscope
+from errors import ReportError
+from reports.exports.speedscope import SCHEMA_URL, parse_frame, write_speedscope
 
 UNITS = {"none", "nanoseconds", "microseconds", "milliseconds", "seconds", "bytes"}
 

@@ -7,8 +7,8 @@ import re
 
 from rich.console import Console
 
-from profiler.results import CATEGORIES, COMPONENTS, read_run
-from reports.terminal import render_summary
+from profiler.rundir.results import CATEGORIES, COMPONENTS, read_run
+from reports.run.terminal import render_summary
 
 ANSI = re.compile(r"\x1b\[")
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from profiler.results import CATEGORIES, COMPONENTS, REQUEST_COLUMNS, STEP_COLUMNS, read_run
-from reports.testing import make_run_dir
+from profiler.rundir.results import CATEGORIES, COMPONENTS, REQUEST_COLUMNS, STEP_COLUMNS, read_run
+from tests.support.run_dirs import make_run_dir
 
 
 def test_tables_have_schema_columns_and_requested_sizes(tmp_path):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 
-from profiler.results import read_run
-from reports.trace_export import write_chrome_trace
+from profiler.rundir.results import read_run
+from reports.exports.trace import write_chrome_trace
 
 EPSILON_US = 1e-3  # one nanosecond: timestamps carry ns precision as fractional microseconds
 
@@ -117,7 +117,7 @@ def test_validator_catches_broken_traces():
 
 
 def test_phases_are_clamped_inside_their_step(tmp_path):
-    from reports.testing import make_run_dir
+    from tests.support.run_dirs import make_run_dir
 
     path = make_run_dir(tmp_path / "run", seed=8, n_requests=20, n_steps=30)
     steps_csv = path / "steps.csv"

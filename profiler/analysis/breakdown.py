@@ -1,0 +1,453 @@
+"""Split the engine thread's wall time into categories and components, by spans and by samples, and compare.
+
+Both methods describe the engine thread (named "infer-prof-engine") over the run's wall time W;
+every number in a SPLIT is a fraction of W.
+
+How each category is computed
+-----------------------------
+                 spans (exact times, a model for kernel)          samples (py-spy stack counts / all samples)
+  interpreter    self time of every span (step loop, scheduler,    innermost frame is a Python frame or the
+                 sampler, model...) minus its kernel part; the     eval loop; torch dispatch frames counted
+                 spans' own lock waits and GC pauses are children  here too (also reported as `dispatch`)
+                 and so not in it. Includes torch's per-op fee
+                 (`dispatch`: view/creation ops, the fee priced
+                 on every other op; see collectors.kernels)
+  kernel         per span s: self(s) x k(s), k(s) = (op self     innermost frame in torch kernels, BLAS,
+                 time - fee + CUDA runtime calls) / self(s),       OpenMP, oneDNN, CUDA runtime
+                 in torch.profiler windows spread over the run,
+                 each applied to the steps nearest to it (syncs
+                 wait for the GPU); the
+                 windows' slowdown is reported, not divided out;
+                 clamped to [0, 1]. Without windows:
+                 the native samples' model_kernels / model ratio,
+                 else the whole model span (an assumption, noted)
+  lock           waits inside tracer.lock(): asking -> getting     futex/condvar/semaphore waits, take_gil,
+                                                                   threading waits (not inside the idle marker)
+  allocation     GC pauses (gc.callbacks) on the engine thread     malloc/free/PyObject_Malloc/GC frames
+  idle           engine-thread time outside every span (the loop   a wait inside the engine's `_wait_for_work`,
+                 waiting for work), minus GC, lock waits and       sleeps, select/poll
+                 profiler pauses that happened there
+  other          spans of components running native (C twins),     native control code of the twins,
+                 and time the kernel window's start/stop paused     frames with nothing decisive
+                 the engine between steps
+Spans categories add up to W exactly. Without --native, samples cannot tell a Python line from the
+native call it makes, so interpreter/kernel/allocation/dispatch are null there (`python_leaf` gives
+the share whose innermost frame was Python: an upper bound on interpreter).
+
+Components: spans give them exactly (a span's self time + its lock waits + its GC pauses; the model
+span is split into model_kernels and model_glue with the kernel model above; kv_alloc bookkeeping is
+a component, not a category). Samples give them from the innermost Python frame (profiler.analysis.classify).
+
+`disagreement` is samples minus spans in percentage points, per category both methods resolve.
+`client_threads` is the samples split of every other thread of the process, pooled.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable, Mapping
+from typing import Any, NamedTuple, TypeGuard
+
+from profiler.collectors.base import ENGINE_THREAD_NAME
+from profiler.collectors.spans import OUTSIDE
+from profiler.rundir.results import CATEGORIES, COMPONENTS
+
+# Engine span names (engine.trace.SPAN_NAMES) -> breakdown components; "step" is the loop itself.
+SPAN_COMPONENTS = {
+    "scheduler": "scheduler",
+    "sampler": "sampler",
+    "kv_alloc": "kv_alloc",
+    "tokenize": "tokenizer",
+    "detokenize": "detokenizer",
+    "queue": "queue",
+    "model": "model",
+}
+# Threads the profiler itself runs in the process: not the engine's clients.
+PROFILER_THREADS = frozenset({"infer-prof-nvml"})
+# Lock waits samples see beyond the spans' traced locks, in points, worth a note (GIL waits).
+UNSEEN_WAIT_PP = 3.0
+# A samples split resolves interpreter vs kernel only when most of its stacks carry native frames.
+NATIVE_RESOLUTION_MIN = 0.5
+
+
+def _ok(result: dict[str, Any] | None) -> TypeGuard[dict[str, Any]]:
+    return bool(result) and result is not None and result.get("status") == "ok"
+
+
+def _fractions(values: Mapping[str, float | None], wall: float) -> dict[str, float | None]:
+    return {key: (value / wall if value is not None and wall > 0 else None) for key, value in values.items()}
+
+
+def _window_steps(kernels: dict[str, Any]) -> set[int]:
+    return {
+        window["first_step"] + offset for window in kernels.get("windows", []) for offset in range(window["steps"])
+    }
+
+
+def _self_ns_in(steps: list[dict[str, Any]], span: str, chosen: set[int]) -> float:
+    column = f"{span}_ms"
+    return sum(row.get(column, 0.0) for row in steps if row["step"] in chosen) * 1e6
+
+
+def _samples_model_fraction(samples_engine: dict[str, Any] | None) -> float | None:
+    if not samples_engine or samples_engine.get("resolution") != "native":
+        return None
+    components = samples_engine.get("components", {})
+    kernel = components.get("model_kernels") or 0.0
+    glue = components.get("model_glue") or 0.0
+    return kernel / (kernel + glue) if kernel + glue > 0 else None
+
+
+def _window_inflation(steps: list[dict[str, Any]], span: str, kernels: dict[str, Any], inside: set[int]) -> float:
+    """How much the profiler windows (`inside`: their steps) slowed `span`: its mean self time per step
+    inside the windows over the same mean in the steps just before each window (>= 1; 1 when there is
+    nothing to compare)."""
+    before = {
+        window["first_step"] - offset
+        for window in kernels.get("windows", [])
+        for offset in range(1, window["steps"] + 1)
+    } - inside
+    column = f"{span}_ms"
+    inside_rows = [row.get(column, 0.0) for row in steps if row["step"] in inside]
+    before_rows = [row.get(column, 0.0) for row in steps if row["step"] in before]
+    if not inside_rows or not before_rows or sum(before_rows) <= 0:
+        return 1.0
+    return max(1.0, (sum(inside_rows) / len(inside_rows)) / (sum(before_rows) / len(before_rows)))
+
+
+def _split(entry: dict[str, float], self_ns: float) -> tuple[float, float]:
+    """(kernel, fee) fractions of a span's self time from its op times in the same steps.
+
+    The raw ratio, uncorrected for the windows' slowdown: scaling by it assumed the profiler's cost
+    fell on the Python side only, and overshot the native samples by 30+ points on a control-bound
+    run; the raw ratio agreed within a few."""
+    fee_ns = min(entry.get("fee_ns", 0.0), entry["aten_self_ns"])
+    kernel = min(1.0, max(0.0, (entry["aten_self_ns"] - fee_ns + entry.get("runtime_ns", 0.0)) / self_ns))
+    return kernel, min(1.0 - kernel, max(0.0, fee_ns / self_ns))
+
+
+def _follow_windows(
+    rows: list[dict[str, Any]], span: str, windows: list[dict[str, Any]]
+) -> tuple[float, float] | None:
+    """(kernel, fee) fractions of `span` over the whole run: each window's own split applied to the
+    steps nearest to it, weighted by the span's time in those steps (a run's phases differ: ramp-up,
+    steady state, drain). None when the windows carry no split of their own."""
+    column = f"{span}_ms"
+    by_step = {row["step"]: row.get(column, 0.0) * 1e6 for row in rows}
+    usable = []
+    for window in windows:
+        entry = window.get("by_span", {}).get(span)
+        first, count = window["first_step"], window["steps"]
+        self_ns = sum(by_step.get(step, 0.0) for step in range(first, first + count))
+        if entry is not None and self_ns > 0:
+            usable.append((first + (count - 1) / 2, _split(entry, self_ns)))
+    if not usable:
+        return None
+    usable.sort(key=lambda item: item[0])
+    # Steps past the midpoint between two window centres belong to the later window.
+    bounds = [(left[0] + right[0]) / 2 for left, right in zip(usable, usable[1:])]
+    weight = [0.0] * len(usable)
+    for step, self_ns in by_step.items():
+        weight[bisect.bisect_left(bounds, step)] += self_ns
+    total = sum(weight)
+    if total <= 0:
+        return None
+    kernel = sum(w * split[0] for w, (_, split) in zip(weight, usable)) / total
+    fee = sum(w * split[1] for w, (_, split) in zip(weight, usable)) / total
+    return kernel, fee
+
+
+class SpanFractions(NamedTuple):
+    """Per span name, the fractions of its self time spent in torch kernels and in torch's fee."""
+
+    kernel: dict[str, float]
+    fee: dict[str, float]
+
+
+def kernel_fractions(
+    spans: dict[str, Any],
+    kernels: dict[str, Any] | None,
+    samples_engine: dict[str, Any] | None,
+    notes: list[str],
+) -> SpanFractions:
+    """Per span name, the fraction of its self time spent in torch kernels (the kernel model above), and
+    the fraction that is torch's per-op fee (inside ops but not compute: counted as interpreter).
+
+    Each window's ratios apply to the steps nearest to it (pooled over all windows when they carry no
+    split of their own), as measured; how much slower the windows ran than the steps before them is
+    reported in the notes, not divided out.
+    """
+    samples_fraction = _samples_model_fraction(samples_engine)
+    profiled = _window_steps(kernels) if _ok(kernels) else set()
+    if _ok(kernels) and kernels.get("by_span") and profiled:
+        rows = spans.get("steps", [])
+        kernel: dict[str, float] = {}
+        fee: dict[str, float] = {}
+        described = []
+        for span, entry in kernels["by_span"].items():
+            if span == OUTSIDE:
+                continue
+            window_self = _self_ns_in(rows, span, profiled)
+            if window_self <= 0:
+                continue
+            kernel[span], fee[span] = _follow_windows(rows, span, kernels.get("windows", [])) or _split(
+                entry, window_self
+            )
+            inflation = _window_inflation(rows, span, kernels, profiled)
+            described.append(
+                f"{span} {kernel[span]:.0%} kernel + {fee[span]:.0%} fee (windows x{inflation:.2f} slower than "
+                "the steps before)"
+            )
+        windows = kernels.get("windows", [])
+        fee_each = kernels.get("op_fee_ns")
+        source = kernels.get("fee_source", "the windows")
+        priced = f"others their fee priced by the {source} ({fee_each / 1e3:.2f} us generic)" if fee_each else "others not priced"
+        notes.append(
+            f"kernel time per span from torch.profiler over {len(profiled)} steps in {len(windows)} windows "
+            f"(steps {windows[0]['first_step']}..{windows[-1]['first_step'] + windows[-1]['steps'] - 1}): op self "
+            f"time minus the framework fee (view/creation ops whole, {priced}) / span self time: "
+            + ", ".join(sorted(described))
+        )
+        if samples_fraction is not None and "model" in kernel:
+            notes.append(
+                f"native samples put {samples_fraction:.0%} of the model span in kernels "
+                f"(torch.profiler: {kernel['model']:.0%})"
+            )
+        # Results without a priced fee (older runs, hand-made tests) say nothing about dispatch.
+        return SpanFractions(kernel, fee if "op_fee_ns" in kernels else {})
+    if samples_fraction is not None:
+        notes.append(
+            f"no kernel window: the model span's kernel share ({samples_fraction:.0%}) comes from native "
+            "stack samples"
+        )
+        return SpanFractions({"model": samples_fraction}, {})
+    notes.append(
+        "no kernel window and no native samples: the whole model span is counted as kernel time, so "
+        "interpreter time is a lower bound (model glue unseen)"
+    )
+    return SpanFractions({"model": 1.0}, {})
+
+
+def spans_split(
+    spans: dict[str, Any],
+    *,
+    engine_thread_name: str,
+    wall_ns: int,
+    kernels: dict[str, Any] | None,
+    gc: dict[str, Any] | None,
+    samples_engine: dict[str, Any] | None,
+    native_components: Iterable[str],
+    notes: list[str],
+) -> dict[str, Any] | None:
+    """The spans SPLIT of the engine thread (see the module docstring), or None without its spans."""
+    thread = spans.get("threads", {}).get(engine_thread_name)
+    if thread is None:
+        notes.append(f"no spans were recorded on a thread named {engine_thread_name!r}")
+        return None
+    wall = float(wall_ns)
+    self_ns = {name: float(entry["self_ns"]) for name, entry in thread["spans"].items()}
+    lock_by_parent: dict[str, float] = {}
+    for entry in thread["locks"].values():
+        for parent, wait in entry["by_parent"].items():
+            lock_by_parent[parent] = lock_by_parent.get(parent, 0.0) + wait
+    pause_by_parent: dict[str, float] = {}
+    for entry in thread["pauses"].values():
+        for parent, duration in entry["by_parent"].items():
+            pause_by_parent[parent] = pause_by_parent.get(parent, 0.0) + duration
+    if not thread["pauses"] and _ok(gc):
+        # GC was timed but not reported to the tracer: assume it interrupted Python code (interpreter).
+        engine_gc = gc.get("by_thread", {}).get(engine_thread_name, {}).get("total_ns", 0)
+        if engine_gc:
+            pause_by_parent["step"] = float(engine_gc)
+            self_ns["step"] = self_ns.get("step", 0.0) - engine_gc
+            notes.append("GC pauses were not attributed to spans; they are taken out of the step loop's time")
+    engine_pause = (
+        float((kernels or {}).get("overhead", {}).get("engine_pause_ns", 0) or 0) if _ok(kernels) else 0.0
+    )
+
+    fractions = kernel_fractions(spans, kernels, samples_engine, notes)
+    kernel_fraction = fractions.kernel
+    native = {span for span, component in SPAN_COMPONENTS.items() if component in set(native_components)}
+    kernel_ns = {
+        name: value * kernel_fraction.get(name, 0.0) for name, value in self_ns.items() if name not in native
+    }
+    fee_ns = {
+        name: value * fractions.fee.get(name, 0.0) for name, value in self_ns.items() if name not in native
+    }
+    covered = float(thread["covered_ns"])
+    outside = max(0.0, wall - covered)
+    idle = max(
+        0.0, outside - pause_by_parent.get(OUTSIDE, 0.0) - lock_by_parent.get(OUTSIDE, 0.0) - engine_pause
+    )
+    categories = {
+        "interpreter": sum(
+            value - kernel_ns.get(name, 0.0) for name, value in self_ns.items() if name not in native
+        ),
+        "lock": sum(lock_by_parent.values()),
+        "allocation": sum(pause_by_parent.values()),
+        "kernel": sum(kernel_ns.values()),
+        "idle": idle,
+        "other": sum(self_ns.get(name, 0.0) for name in native) + engine_pause,
+    }
+
+    def attributed(span: str) -> float:
+        return self_ns.get(span, 0.0) + lock_by_parent.get(span, 0.0) + pause_by_parent.get(span, 0.0)
+
+    components: dict[str, float] = dict.fromkeys(COMPONENTS, 0.0)
+    lock_by_component: dict[str, float] = {}
+    allocation_by_component: dict[str, float] = {}
+    for span, component in SPAN_COMPONENTS.items():
+        if component == "model":
+            components["model_kernels"] = kernel_ns.get("model", 0.0)
+            components["model_glue"] = attributed("model") - components["model_kernels"]
+            component = "model_glue"  # waits and pauses inside the model span are glue-side
+        else:
+            components[component] += attributed(span)
+        if lock_by_parent.get(span):
+            lock_by_component[component] = lock_by_component.get(component, 0.0) + lock_by_parent[span]
+        if pause_by_parent.get(span):
+            allocation_by_component[component] = (
+                allocation_by_component.get(component, 0.0) + pause_by_parent[span]
+            )
+    if covered > wall * 1.001:
+        notes.append(
+            f"spans cover {covered / 1e9:.3f} s, more than the run's wall time {wall / 1e9:.3f} s: "
+            "pass the window the tracer recorded"
+        )
+    return {
+        "categories": _fractions(categories, wall),
+        "components": _fractions(components, wall),
+        # Only the fee inside ops: argument parsing on the Python side is in interpreter, not separable.
+        "dispatch": sum(fee_ns.values()) / wall if fractions.fee and wall > 0 else None,
+        "lock_by_component": _fractions(lock_by_component, wall),
+        "allocation_by_component": _fractions(allocation_by_component, wall),
+        "kernel_fraction_by_span": kernel_fraction,
+        "fee_fraction_by_span": fractions.fee,
+        "steps": len(spans.get("steps", [])),
+    }
+
+
+def _pool(threads: Iterable[dict[str, Any]]) -> dict[str, Any] | None:
+    pooled: dict[str, Any] = {
+        "samples": 0,
+        "native_samples": 0,
+        "categories": {},
+        "components": {},
+        "dispatch": 0,
+    }
+    for thread in threads:
+        pooled["samples"] += thread["samples"]
+        pooled["native_samples"] += thread.get("native_samples", 0)
+        pooled["dispatch"] += thread.get("dispatch", 0)
+        for key in ("categories", "components"):
+            for name, count in thread[key].items():
+                pooled[key][name] = pooled[key].get(name, 0) + count
+    return pooled if pooled["samples"] else None
+
+
+def samples_split(counts: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A SPLIT from pooled sample counts; categories a Python-only sample cannot resolve are null."""
+    if not counts:
+        return None
+    total = counts["samples"]
+    resolution = "native" if counts["native_samples"] >= NATIVE_RESOLUTION_MIN * total else "python"
+    categories: dict[str, float | None] = {
+        name: counts["categories"].get(name, 0) / total for name in CATEGORIES
+    }
+    components: dict[str, float | None] = {
+        name: counts["components"].get(name, 0) / total for name in COMPONENTS
+    }
+    split: dict[str, Any] = {"samples": total, "resolution": resolution}
+    if resolution == "python":
+        split["python_leaf"] = categories["interpreter"]
+        for name in ("interpreter", "kernel", "allocation"):
+            categories[name] = None
+        components["model"] = (components.pop("model_glue") or 0.0) + (components.pop("model_kernels") or 0.0)
+        components["model_glue"] = components["model_kernels"] = None
+    split["categories"] = categories
+    split["components"] = components
+    split["dispatch"] = counts["dispatch"] / total if resolution == "native" else None
+    return split
+
+
+def _difference_pp(
+    samples: dict[str, Any] | None, spans: dict[str, Any] | None, key: str
+) -> dict[str, float]:
+    if not samples or not spans:
+        return {}
+    out = {}
+    for name, value in samples[key].items():
+        other = spans[key].get(name)
+        if value is not None and other is not None:
+            out[name] = round((value - other) * 100, 2)
+    return out
+
+
+def build_breakdown(
+    collector_results: dict[str, Any],
+    *,
+    engine_thread_name: str = ENGINE_THREAD_NAME,
+    wall_ns: int,
+    native_components: Iterable[str] = (),
+) -> dict[str, Any]:
+    """The result's `breakdown` section from {collector name: collector result} (see the module docstring).
+
+    wall_ns: the engine thread's observed wall time (normally the spans tracer's recorded window).
+    native_components: components running as C twins in this run (their spans count as "other").
+    """
+    notes: list[str] = []
+    sampling = collector_results.get("sampling")
+    engine_counts = None
+    client_counts = None
+    if _ok(sampling):
+        threads = sampling.get("threads", {})
+        engine_id = sampling.get("engine_thread_id")
+        engine_names = {
+            name
+            for name, data in threads.items()
+            if name == engine_thread_name or (engine_id is not None and engine_id in data["thread_ids"])
+        }
+        engine_counts = _pool(data for name, data in threads.items() if name in engine_names)
+        client_counts = _pool(
+            data
+            for name, data in threads.items()
+            if name not in engine_names and name not in PROFILER_THREADS
+        )
+        if engine_counts is None:
+            notes.append(f"py-spy saw no thread named {engine_thread_name!r}")
+        if sampling.get("native_stacks") and sampling.get("scheduling") == "normal":
+            notes.append(
+                "py-spy could not run under SCHED_FIFO (needs root or CAP_SYS_NICE): with every core busy its "
+                "samples can wait for a core and land after parallel kernels end (on a 2-core decode loop, "
+                "4.4 points fewer in the linears than direct timing, 0.5 under SCHED_FIFO; see "
+                "profiler.collectors.sampling)"
+            )
+    samples = samples_split(engine_counts)
+    spans_result = collector_results.get("spans")
+    spans = None
+    if _ok(spans_result):
+        spans = spans_split(
+            spans_result,
+            engine_thread_name=engine_thread_name,
+            wall_ns=wall_ns,
+            kernels=collector_results.get("kernels"),
+            gc=collector_results.get("gc"),
+            samples_engine=samples,
+            native_components=native_components,
+            notes=notes,
+        )
+    disagreement = _difference_pp(samples, spans, "categories")
+    if disagreement.get("lock", 0.0) >= UNSEEN_WAIT_PP:
+        notes.append(
+            f"samples saw the engine thread waiting {disagreement['lock']:.1f} points more than its traced locks "
+            "account for (mostly the GIL, taken back after each torch call): the spans method cannot see those "
+            "waits and counts them in the span they happen in, mostly as interpreter"
+        )
+    return {
+        "wall_s": wall_ns / 1e9,
+        "methods": {"spans": spans, "samples": samples},
+        "disagreement": disagreement,
+        "component_disagreement": _difference_pp(samples, spans, "components"),
+        "client_threads": samples_split(client_counts),
+        "notes": notes,
+    }

@@ -1,0 +1,241 @@
+"""The verdict: the bottleneck, the field's rule of thumb on interpreter share, and Amdahl predictions per native path.
+
+Rule of thumb (interpreter share of a step, i.e. of the engine's busy time, idle excluded):
+    < 5%   "stay in Python"          (the field says "near 1%": a rewrite cannot pay for its cost)
+    >= 30% "a native rewrite pays"   (Python is the step's bottleneck)
+    else   "targeted native paths"   (move the biggest control components only)
+Prediction per native-capable component c (scheduler, sampler, kv_alloc), Amdahl's law:
+    predicted_gain = share(c) x (1 - 1 / native_speedup(c))
+share(c) is c's share of busy step time (spans), native_speedup(c) the C twin's speedup measured by a
+microbenchmark; predicted_gain is the fraction of step time saved. measured_gain (same unit) is
+1 - native step time / Python step time from a verify run (see `measured_gain`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from profiler.rundir.results import CATEGORIES
+
+STAY_BELOW = 0.05
+REWRITE_FROM = 0.30
+RULE_STAY = "stay in Python"
+RULE_TARGETED = "targeted native paths"
+RULE_REWRITE = "a native rewrite pays"
+NATIVE_CAPABLE = ("scheduler", "sampler", "kv_alloc")
+CONTROL_COMPONENTS = ("scheduler", "sampler", "kv_alloc", "tokenizer", "detokenizer", "queue", "model_glue")
+DISAGREEMENT_NOTE_PP = 10.0
+IDLE_NOTE = 0.30
+
+
+def rule_for(interpreter_share: float) -> str:
+    if interpreter_share < STAY_BELOW:
+        return RULE_STAY
+    if interpreter_share >= REWRITE_FROM:
+        return RULE_REWRITE
+    return RULE_TARGETED
+
+
+def amdahl_gain(share: float, native_speedup: float) -> float:
+    """Fraction of total time saved when a part taking `share` of it runs `native_speedup` times faster."""
+    if native_speedup <= 0:
+        raise ValueError(f"native_speedup must be positive, got {native_speedup}")
+    return share * (1.0 - 1.0 / native_speedup)
+
+
+def measured_gain(python_step_ms: float, native_step_ms: float) -> float:
+    """The verify run's gain in predicted_gain's unit: the fraction of step time the native run saved."""
+    return 1.0 - native_step_ms / python_step_ms
+
+
+def speedups_from_bench(rows: Iterable[dict[str, Any]], *, batch: float | None = None) -> dict[str, float]:
+    """{component: speedup} from native_paths.bench rows {component, batch, python_us, native_us, speedup}.
+
+    Per component the row whose batch is closest to `batch` (the run's mean batch size) is used;
+    without a batch, the median speedup over all rows of that component.
+    """
+    by_component: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        by_component.setdefault(row["component"], []).append(row)
+    speedups = {}
+    for component, component_rows in by_component.items():
+        if batch is not None:
+            speedups[component] = float(
+                min(component_rows, key=lambda row: abs(row["batch"] - batch))["speedup"]
+            )
+        else:
+            values = sorted(float(row["speedup"]) for row in component_rows)
+            middle = len(values) // 2
+            speedups[component] = (
+                values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2
+            )
+    return speedups
+
+
+def _largest(values: dict[str, float | None], names: Iterable[str] | None = None) -> tuple[str | None, float]:
+    candidates = [
+        (name, value)
+        for name, value in values.items()
+        if value is not None and (names is None or name in names)
+    ]
+    if not candidates:
+        return None, 0.0
+    return max(candidates, key=lambda item: item[1])
+
+
+def _pick_split(breakdown: dict[str, Any]) -> tuple[str | None, dict[str, Any] | None]:
+    methods = breakdown.get("methods", {})
+    if methods.get("spans"):
+        return "spans", methods["spans"]
+    samples = methods.get("samples")
+    if samples and samples.get("resolution") == "native":
+        return "samples", samples
+    return None, None
+
+
+def _component_for(category: str, split: dict[str, Any]) -> str | None:
+    components = split["components"]
+    if category == "kernel":
+        return "model_kernels" if components.get("model_kernels") else _largest(components)[0]
+    if category == "lock" and split.get("lock_by_component"):
+        return _largest(split["lock_by_component"])[0]
+    if category == "allocation" and split.get("allocation_by_component"):
+        return _largest(split["allocation_by_component"])[0]
+    if category == "idle":
+        return "queue"
+    name, value = _largest(components, CONTROL_COMPONENTS)
+    return name if value > 0 else None
+
+
+def blind_spots(breakdown: dict[str, Any], collectors: dict[str, Any]) -> list[str]:
+    """What this run could not see, as sentences, from the collectors' statuses and the breakdown."""
+    spots = []
+
+    def status(name: str) -> tuple[str | None, str]:
+        entry = collectors.get(name) or {}
+        return entry.get("status"), entry.get("reason") or "not configured"
+
+    sampling_status, sampling_reason = status("sampling")
+    samples = breakdown.get("methods", {}).get("samples")
+    if sampling_status != "ok":
+        spots.append(
+            f"No stack samples ({sampling_reason}): nothing cross-checks the spans, and torch dispatch "
+            "cost and GIL waits are unseen."
+        )
+    elif samples is None:
+        spots.append("py-spy ran but saw no engine thread samples: nothing cross-checks the spans.")
+    elif samples.get("resolution") == "python":
+        spots.append(
+            "py-spy ran without --native: samples cannot tell a Python line from the native code it calls, "
+            "and GIL waits are unseen (use --profile deep for native stacks)."
+        )
+    kernels_status, kernels_reason = status("kernels")
+    if kernels_status != "ok":
+        spots.append(
+            f"torch.profiler did not run ({kernels_reason}): the kernel share of each span is estimated "
+            "(see the breakdown notes), not measured."
+        )
+    gpu_status, gpu_reason = status("gpu")
+    if gpu_status != "ok":
+        spots.append(f"No GPU utilization ({gpu_reason}).")
+    spans_status, spans_reason = status("spans")
+    if spans_status != "ok":
+        spots.append(f"No spans ({spans_reason}): components and lock waits are not measured exactly.")
+    gc_status, gc_reason = status("gc")
+    if gc_status != "ok":
+        spots.append(f"GC pauses were not timed ({gc_reason}).")
+    return spots
+
+
+def diagnose(
+    breakdown: dict[str, Any],
+    *,
+    native_speedups: dict[str, float] | None,
+    measured_gains: dict[str, float] | None,
+    collectors: dict[str, Any],
+) -> dict[str, Any]:
+    """The result's `verdict` section (shape in profiler/rundir/results.py) from a breakdown and the collectors section."""
+    source, split = _pick_split(breakdown)
+    spots = blind_spots(breakdown, collectors)
+    if split is None:
+        return {
+            "category": None,
+            "component": None,
+            "share": None,
+            "interpreter_share": None,
+            "rule": None,
+            "reasons": ["Neither spans nor native stack samples are available: no verdict."],
+            "predictions": {},
+            "blind_spots": spots,
+            "source": None,
+        }
+    categories = split["categories"]
+    idle = categories.get("idle") or 0.0
+    busy = max(0.0, 1.0 - idle)
+    interpreter = categories.get("interpreter") or 0.0
+    interpreter_share = interpreter / busy if busy > 0 else 0.0
+    rule = rule_for(interpreter_share)
+    category, share = _largest({name: categories.get(name) for name in CATEGORIES})
+    component = _component_for(category, split) if category else None
+
+    reasons = [
+        (
+            f"Interpreter (Python) time is {interpreter_share:.1%} of the engine's busy time ({source}); below "
+            f"{STAY_BELOW:.0%} the rule is '{RULE_STAY}', from {REWRITE_FROM:.0%} '{RULE_REWRITE}', so: {rule}."
+        ),
+        (
+            f"The largest category is {category} at {share:.1%} of the engine thread's wall time"
+            + (f", mostly in {component}." if component else ".")
+        ),
+    ]
+    if idle >= IDLE_NOTE:
+        reasons.append(
+            f"The engine thread waited for work {idle:.1%} of the time: the offered load, not the engine, "
+            "limits throughput; the shares of busy time above are what a faster engine would change."
+        )
+    dispatch = breakdown.get("methods", {}).get("samples", {}) or {}
+    if dispatch.get("dispatch"):
+        reasons.append(
+            f"Python-to-torch dispatch (argument parsing, dispatcher, tensor creation) is "
+            f"{dispatch['dispatch']:.1%} of engine samples; it is counted as interpreter."
+        )
+    for name, points in sorted(breakdown.get("disagreement", {}).items()):
+        if abs(points) >= DISAGREEMENT_NOTE_PP:
+            reasons.append(
+                f"Spans and samples disagree on {name} by {points:+.1f} percentage points; "
+                "trust the spans for components and the samples for what native code does."
+            )
+
+    predictions = {}
+    for name in NATIVE_CAPABLE:
+        component_share = (split["components"].get(name) or 0.0) / busy if busy > 0 else 0.0
+        speedup = (native_speedups or {}).get(name)
+        gain = amdahl_gain(component_share, speedup) if speedup else None
+        predictions[name] = {
+            "share": component_share,
+            "native_speedup": speedup,
+            "predicted_gain": gain,
+            "measured_gain": (measured_gains or {}).get(name),
+        }
+        if gain is not None:
+            reasons.append(
+                f"A native {name} ({speedup:.1f}x faster in its microbenchmark) takes {component_share:.1%} "
+                f"of step time and would save about {gain:.1%} of it (Amdahl)."
+            )
+        measured = predictions[name]["measured_gain"]
+        if measured is not None and gain is not None:
+            reasons.append(
+                f"The verify run with a native {name} measured {measured:.1%} against {gain:.1%} predicted."
+            )
+    return {
+        "category": category,
+        "component": component,
+        "share": share,
+        "interpreter_share": interpreter_share,
+        "rule": rule,
+        "reasons": reasons,
+        "predictions": predictions,
+        "blind_spots": spots,
+        "source": source,
+    }

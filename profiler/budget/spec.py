@@ -1,0 +1,397 @@
+"""Read and validate a performance budget file (TOML) into dataclasses; see docs/budgets.md."""
+
+from __future__ import annotations
+
+import difflib
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from errors import BudgetError
+from profiler.rundir.results import CATEGORIES, COMPONENTS, LATENCY_METRICS, RunResult
+
+LEVELS = ("error", "warn")
+AGGREGATES = ("median", "mean", "min", "max")
+RUN_KEYS = ("scenario", "model", "requests", "repeats", "seed", "duration_s", "native")
+TOP_KEYS = ("name", "description", *RUN_KEYS, "alpha", "baseline", "budget")
+ENTRY_KEYS = (
+    "name",
+    "description",
+    "metric",
+    "ratio",
+    "min",
+    "max",
+    "min_ratio",
+    "max_ratio",
+    "level",
+    "aggregate",
+)
+BASELINE_KEYS = ("model", "requests", "seed", "duration_s", "native")
+SECTIONS = tuple(name for name in RunResult.__dataclass_fields__ if name != "schema_version")
+
+# Counters recorded by profiler.collectors.counters; a bare counter name means `counters.<name>`.
+KNOWN_COUNTERS = (
+    "python_calls_per_token", "python_calls_per_step", "torch_ops_per_step", "native_calls_per_step",
+    "allocations_per_step", "bytes_copied_per_step",
+)  # fmt: skip
+
+
+def _build_aliases() -> dict[str, str]:
+    spans = "breakdown.methods.spans"
+    aliases = {
+        "throughput": "metrics.output_token_throughput",
+        "output_token_throughput": "metrics.output_token_throughput",
+        "total_token_throughput": "metrics.total_token_throughput",
+        "request_throughput": "metrics.request_throughput",
+        "goodput": "metrics.goodput",
+        "completed": "metrics.completed",
+        "failed": "metrics.failed",
+        "steps": "engine.steps",
+        "preemptions": "engine.preemptions",
+        "mean_batch_size": "engine.batch_size.mean",
+        "kv_utilization": "engine.kv_utilization.mean",
+        "dispatch_share": f"{spans}.dispatch",
+        "profiling_overhead": "overhead.throughput_ratio",
+    }
+    for latency in LATENCY_METRICS:  # p99_ttft_ms, mean_tpot_ms, ...
+        for stat in ("mean", "p50", "p90", "p99"):
+            aliases[f"{stat}_{latency}"] = f"metrics.{latency}.{stat}"
+    for category in CATEGORIES:  # interpreter_share, lock_share, ...
+        aliases[f"{category}_share"] = f"{spans}.categories.{category}"
+    for component in COMPONENTS:  # sampler_share, scheduler_share, ...
+        aliases[f"{component}_share"] = f"{spans}.components.{component}"
+    for counter in KNOWN_COUNTERS:
+        aliases[counter] = f"counters.{counter}"
+    return aliases
+
+
+ALIASES: dict[str, str] = _build_aliases()
+# `native_speedup.<component>` is the measured native speedup the verdict records for a component.
+NATIVE_SPEEDUP_PREFIX = "native_speedup."
+
+
+@dataclass(frozen=True, slots=True)
+class Assertion:
+    """One [[budget]] entry: a metric (or a ratio of two) and its bounds."""
+
+    name: str
+    metric: str  # as written in the file, for messages
+    paths: tuple[str, ...]  # one resolved dotted path, or two for an in-run ratio (numerator, denominator)
+    min: float | None = None
+    max: float | None = None
+    min_ratio: float | None = None  # vs the baseline's value of the same metric
+    max_ratio: float | None = None
+    level: str = "error"
+    aggregate: str = "median"
+    description: str = ""
+    line: int | None = None
+
+    @property
+    def is_ratio(self) -> bool:
+        return len(self.paths) == 2
+
+    @property
+    def is_counter(self) -> bool:
+        """Counters are exact: compared without any noise handling."""
+        return all(path.startswith("counters.") for path in self.paths)
+
+    @property
+    def needs_baseline(self) -> bool:
+        return self.min_ratio is not None or self.max_ratio is not None
+
+    def bound_text(self) -> str:
+        parts = []
+        if self.min is not None:
+            parts.append(f">= {self.min:g}")
+        if self.max is not None:
+            parts.append(f"<= {self.max:g}")
+        if self.min_ratio is not None:
+            parts.append(f">= {self.min_ratio:g} x baseline")
+        if self.max_ratio is not None:
+            parts.append(f"<= {self.max_ratio:g} x baseline")
+        return ", ".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetFile:
+    """A whole budget: what to run (scenario and overrides) and what must hold."""
+
+    path: Path | None
+    assertions: tuple[Assertion, ...]
+    name: str = ""
+    description: str = ""
+    scenario: str | None = None
+    model: str | None = None
+    requests: int | None = None
+    repeats: int = 1
+    seed: int | None = None
+    duration_s: float | None = None
+    native: tuple[str, ...] | None = None
+    alpha: float = 0.01  # one-sided significance level of a baseline regression
+    baseline: dict[str, Any] = field(default_factory=dict)  # overrides that make the baseline config
+
+    def run_overrides(self) -> dict[str, Any]:
+        """The run options this budget sets (only those given), as the runner receives them."""
+        overrides: dict[str, Any] = {}
+        for key in ("scenario", "model", "requests", "seed", "duration_s"):
+            value = getattr(self, key)
+            if value is not None:
+                overrides[key] = value
+        if self.native is not None:
+            overrides["native"] = list(self.native)
+        return overrides
+
+    @property
+    def needs_counters(self) -> bool:
+        return any(path.startswith("counters.") for a in self.assertions for path in a.paths)
+
+    @property
+    def needs_timed_runs(self) -> bool:
+        return any(not path.startswith("counters.") for a in self.assertions for path in a.paths)
+
+
+def resolve_metric(metric: str) -> str:
+    """Map an alias, a counter name or `native_speedup.<component>` to a dotted result path."""
+    if metric in ALIASES:
+        return ALIASES[metric]
+    if metric.startswith(NATIVE_SPEEDUP_PREFIX):
+        component = metric[len(NATIVE_SPEEDUP_PREFIX) :]
+        if component:
+            return f"verdict.predictions.{component}.native_speedup"
+    if "." in metric and metric.split(".", 1)[0] in SECTIONS:
+        return metric
+    raise KeyError(metric)
+
+
+def metric_suggestions(metric: str, candidates: list[str] | None = None) -> str:
+    """`; did you mean a, b?` for the closest known names, or an empty string."""
+    pool = candidates if candidates is not None else [*ALIASES, *(f"{s}." for s in SECTIONS)]
+    close = difflib.get_close_matches(metric, pool, n=3, cutoff=0.5)
+    return f"; did you mean {', '.join(close)}?" if close else ""
+
+
+def load_budget(path: str | Path) -> BudgetFile:
+    """Read a budget file; BudgetError names the line or key of any problem and how to fix it."""
+    budget_path = Path(path)
+    try:
+        text = budget_path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise BudgetError(f"{budget_path}: cannot read the budget file ({exc.strerror or exc})") from None
+    return parse_budget(text, source=budget_path)
+
+
+def parse_budget(text: str, *, source: str | Path = "<budget>") -> BudgetFile:
+    """Parse budget TOML text (see load_budget)."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        # tomllib's message already carries "(at line N, column M)".
+        raise BudgetError(f"{source}: not valid TOML: {exc}") from None
+    lines = _LineFinder(text)
+    where = lambda line: f"{source}:{line}" if line else f"{source}"
+
+    _reject_unknown(data, TOP_KEYS, "top level", lambda key: where(lines.top_key(key)))
+    entries = data.get("budget")
+    if not isinstance(entries, list) or not entries:
+        raise BudgetError(
+            f'{source}: no [[budget]] entries; add at least one, e.g. [[budget]] metric = "throughput" min = 1'
+        )
+    assertions = []
+    for index, entry in enumerate(entries):
+        if not isinstance(entry, dict):
+            raise BudgetError(
+                f"{source}: `budget` must be an array of tables ([[budget]]), not {type(entry).__name__}"
+            )
+        assertions.append(_parse_entry(entry, index, lines, where))
+    names = [a.name for a in assertions]
+    for name in names:
+        if names.count(name) > 1:
+            raise BudgetError(
+                f"{source}: two [[budget]] entries are named {name!r}; give each a unique `name`"
+            )
+
+    run = {key: data[key] for key in RUN_KEYS if key in data}
+    for key, value in run.items():
+        _check_run_value(key, value, where(lines.top_key(key)))
+    baseline = data.get("baseline", {})
+    if not isinstance(baseline, dict):
+        raise BudgetError(
+            f"{where(lines.top_key('baseline'))}: `baseline` must be a table ([baseline]) of run overrides"
+        )
+    _reject_unknown(
+        baseline, BASELINE_KEYS, "[baseline]", lambda key: where(lines.table_key("baseline", key))
+    )
+    for key, value in baseline.items():
+        _check_run_value(key, value, where(lines.table_key("baseline", key)))
+    alpha = data.get("alpha", 0.01)
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 0.5:
+        raise BudgetError(
+            f"{where(lines.top_key('alpha'))}: alpha = {alpha!r}; use a significance level in (0, 0.5), e.g. 0.01"
+        )
+    for key in ("name", "description"):
+        if key in data and not isinstance(data[key], str):
+            raise BudgetError(f"{where(lines.top_key(key))}: `{key}` must be a string")
+    native = run.get("native")
+    return BudgetFile(
+        path=Path(source) if not str(source).startswith("<") else None,
+        assertions=tuple(assertions),
+        name=data.get("name", "") or (Path(source).stem if not str(source).startswith("<") else "budget"),
+        description=data.get("description", ""),
+        scenario=run.get("scenario"),
+        model=run.get("model"),
+        requests=run.get("requests"),
+        repeats=run.get("repeats", 1),
+        seed=run.get("seed"),
+        duration_s=run.get("duration_s"),
+        native=None if native is None else tuple([native] if isinstance(native, str) else native),
+        alpha=float(alpha),
+        baseline=dict(baseline),
+    )
+
+
+def _parse_entry(entry: dict[str, Any], index: int, lines: _LineFinder, where: Any) -> Assertion:
+    line = lines.entry(index)
+    here = where(line)
+    label = f"[[budget]] #{index + 1}"
+    _reject_unknown(entry, ENTRY_KEYS, label, lambda key: where(lines.entry_key(index, key) or line))
+    metric = entry.get("metric")
+    ratio = entry.get("ratio")
+    if metric is None and ratio is None:
+        raise BudgetError(f'{here}: {label} has no `metric`; name one, e.g. metric = "metrics.ttft_ms.p99"')
+    if metric is not None and not isinstance(metric, str):
+        raise BudgetError(f"{here}: {label} `metric` must be a string, not {metric!r}")
+    if ratio is not None:
+        if not (isinstance(ratio, list) and len(ratio) == 2 and all(isinstance(r, str) for r in ratio)):
+            raise BudgetError(
+                f"{here}: {label} `ratio` must be two metric names [numerator, denominator], not {ratio!r}"
+            )
+        paths = tuple(_resolve_or_fail(r, here, label) for r in ratio)
+    else:
+        paths = (_resolve_or_fail(metric, here, label),)
+    bounds: dict[str, float | None] = {}
+    for key in ("min", "max", "min_ratio", "max_ratio"):
+        value = entry.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise BudgetError(
+                f"{where(lines.entry_key(index, key) or line)}: {label} `{key}` must be a number, not {value!r}"
+            )
+        if key.endswith("_ratio") and value is not None and value <= 0:
+            raise BudgetError(
+                f"{where(lines.entry_key(index, key) or line)}: {label} `{key}` = {value} must be > 0"
+            )
+        bounds[key] = None if value is None else float(value)
+    if all(value is None for value in bounds.values()):
+        raise BudgetError(
+            f"{here}: {label} ({metric or ratio}) has no bound; add min, max, min_ratio or max_ratio"
+        )
+    for low, high in (("min", "max"), ("min_ratio", "max_ratio")):
+        if bounds[low] is not None and bounds[high] is not None and bounds[low] > bounds[high]:
+            raise BudgetError(
+                f"{here}: {label} {low} = {bounds[low]:g} is above {high} = {bounds[high]:g}; nothing can pass"
+            )
+    level = entry.get("level", "error")
+    if level not in LEVELS:
+        raise BudgetError(
+            f"{where(lines.entry_key(index, 'level') or line)}: {label} level = {level!r} is unknown; use one of {', '.join(LEVELS)}"
+        )
+    aggregate = entry.get("aggregate", "median")
+    if aggregate not in AGGREGATES:
+        raise BudgetError(
+            f"{where(lines.entry_key(index, 'aggregate') or line)}: {label} aggregate = {aggregate!r} is unknown; use one of {', '.join(AGGREGATES)}"
+        )
+    name = entry.get("name") or (metric if metric is not None else f"{ratio[0]} / {ratio[1]}")
+    if not isinstance(name, str):
+        raise BudgetError(f"{here}: {label} `name` must be a string")
+    return Assertion(
+        name=name, metric=metric if metric is not None else f"{ratio[0]} / {ratio[1]}", paths=paths,
+        level=level, aggregate=aggregate, description=str(entry.get("description", "")), line=line, **bounds,
+    )  # fmt: skip
+
+
+def _resolve_or_fail(metric: str, here: str, label: str) -> str:
+    try:
+        return resolve_metric(metric)
+    except KeyError:
+        raise BudgetError(
+            f"{here}: {label} metric {metric!r} is unknown{metric_suggestions(metric)} "
+            f"(use an alias from docs/budgets.md, a counter name, or a dotted path starting with one of {', '.join(SECTIONS)})"
+        ) from None
+
+
+def _check_run_value(key: str, value: Any, here: str) -> None:
+    ok = {
+        "scenario": isinstance(value, str) and bool(value),
+        "model": isinstance(value, str) and bool(value),
+        "requests": isinstance(value, int) and not isinstance(value, bool) and value >= 1,
+        "repeats": isinstance(value, int) and not isinstance(value, bool) and value >= 1,
+        "seed": isinstance(value, int) and not isinstance(value, bool),
+        "duration_s": isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0,
+        "native": isinstance(value, str)
+        or (isinstance(value, list) and all(isinstance(v, str) for v in value)),
+    }[key]
+    if not ok:
+        wanted = {
+            "scenario": "a scenario name", "model": "a model name", "requests": "an integer >= 1",
+            "repeats": "an integer >= 1", "seed": "an integer", "duration_s": "a number of seconds > 0",
+            "native": "a list of component names, e.g. [\"sampler\"]",
+        }[key]  # fmt: skip
+        raise BudgetError(f"{here}: {key} = {value!r}; use {wanted}")
+
+
+def _reject_unknown(table: dict[str, Any], allowed: tuple[str, ...], label: str, where_key: Any) -> None:
+    for key in table:
+        if key not in allowed:
+            close = difflib.get_close_matches(key, allowed, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise BudgetError(
+                f"{where_key(key)}: unknown key {key!r} in {label}{hint}; allowed keys: {', '.join(allowed)}"
+            )
+
+
+class _LineFinder:
+    """Line numbers for keys: tomllib reports none once the text has parsed, and users need them."""
+
+    _header = re.compile(r"^\s*\[\[?\s*([A-Za-z0-9_.\-\"' ]+?)\s*\]\]?\s*(#.*)?$")
+
+    def __init__(self, text: str) -> None:
+        self._lines = text.splitlines()
+        # (table name or "" for top level, array index, first line, last line)
+        self._regions: list[tuple[str, int, int, int]] = []
+        current, start, counts = "", 1, {}
+        for number, line in enumerate(self._lines, start=1):
+            match = self._header.match(line)
+            if match:
+                self._close(current, counts, start, number - 1)
+                current, start = match.group(1).strip(), number
+        self._close(current, counts, start, len(self._lines))
+
+    def _close(self, table: str, counts: dict[str, int], first: int, last: int) -> None:
+        index = counts.get(table, 0)
+        counts[table] = index + 1
+        self._regions.append((table, index, first, last))
+
+    def _find(self, table: str, index: int, key: str | None) -> int | None:
+        for name, i, first, last in self._regions:
+            if name == table and i == index:
+                if key is None:
+                    return first
+                pattern = re.compile(rf"^\s*[\"']?{re.escape(key)}[\"']?\s*=")
+                for number in range(first, last + 1):
+                    if pattern.match(self._lines[number - 1]):
+                        return number
+                return None
+        return None
+
+    def top_key(self, key: str) -> int | None:
+        return self._find("", 0, key) or self._find(key, 0, None)
+
+    def table_key(self, table: str, key: str) -> int | None:
+        return self._find(table, 0, key)
+
+    def entry(self, index: int) -> int | None:
+        return self._find("budget", index, None)
+
+    def entry_key(self, index: int, key: str) -> int | None:
+        return self._find("budget", index, key)

@@ -1,0 +1,182 @@
+"""`infer-prof selftest`: planted bottlenecks whose verdict is known by construction, each run and checked.
+
+Each case is one short profiled session on a synthetic model with a load (and, for lock and
+allocation, an explicit injection from profiler.checks.injections) that makes one category dominate by
+construction. The verdict's category must name it; a wrong name is a defect of the profiler.
+
+    interpreter  synthetic:tiny, 32 closed-loop clients, top-p sampling: the Python sampler over a
+                 49,152-token vocabulary at batch 32 dwarfs a 2-layer, 64-wide model
+    kernel       synthetic:base (SmolLM2-135M's shape, 30 layers), one client, greedy: each step
+                 streams ~0.5 GB of weights through matmuls while the control path handles one sequence.
+                 The default profile has no torch.profiler window, so the model span counts as kernel
+                 time (a noted assumption): this case checks spans and verdict, not the kernel split
+    lock         synthetic:tiny + contended_lock: the sampler first takes a lock a hog thread holds
+                 20 ms of every 22 ms
+    allocation   synthetic:tiny + allocation_heavy: every sampler call builds 60,000 small objects in
+                 reference cycles, alive until the call ends, so the cyclic GC runs (and finds them
+                 still alive) over and over; the pauses must land in allocation, under the sampler
+    idle         synthetic:tiny under the `trickle` scenario: a short request every few seconds
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from profiler.session.options import EngineOptions, OptionError
+from scenarios.lengths import LengthDist
+from scenarios.sampling import SamplingSettings
+from scenarios.spec import ScenarioSpec, load_scenario
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    """One planted bottleneck: what to run, and the verdict category it must produce."""
+
+    name: str
+    expected: str  # the verdict's category
+    component: str  # the verdict's component: where the planted cost sits
+    model: str
+    planted: str  # one line: how the bottleneck is made
+    scenario: Callable[[bool], ScenarioSpec]  # quick -> the load
+    injections: dict[str, Any] | None = None
+    profile: str = "default"
+
+
+@dataclass(slots=True)
+class CaseResult:
+    case: Case
+    category: str | None
+    share: float | None
+    component: str | None
+    seconds: float
+    injections: list[str]
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.category == self.case.expected and self.component == self.case.component
+
+
+def _closed_loop(name: str, clients: int, requests: int, output: int, sampling: SamplingSettings) -> ScenarioSpec:
+    """A closed-loop load of short prompts and fixed-length outputs (every request costs the same)."""
+    return ScenarioSpec(
+        name=f"selftest-{name}",
+        description=f"selftest case {name}: {clients} closed-loop client(s), {requests} requests of {output} tokens",
+        prompt_tokens=LengthDist(dist="uniform", low=16, high=32),
+        output_tokens=LengthDist(dist="fixed", value=output),
+        mode="closed-loop",
+        rate=None,
+        clients=clients,
+        num_requests=requests,
+        warmup_requests=1,
+        sampling=sampling,
+        seed=0,
+    )
+
+
+TOP_P = SamplingSettings(temperature=1.0, top_p=0.9)
+GREEDY = SamplingSettings(temperature=0.0)
+
+
+def _trickle(quick: bool) -> ScenarioSpec:
+    spec = load_scenario("trickle")
+    return spec.with_overrides(num_requests=4) if quick else spec
+
+
+CASES: tuple[Case, ...] = (
+    Case("interpreter", "interpreter", "sampler", "synthetic:tiny",
+         "32 closed-loop clients with top-p sampling on a 2-layer model: the Python sampler dominates",
+         lambda quick: _closed_loop("interpreter", 32, 32 if quick else 96, 16 if quick else 32, TOP_P)),
+    Case("kernel", "kernel", "model_kernels", "synthetic:base",
+         "a 30-layer model at concurrency 1, greedy: matmuls over ~0.5 GB of weights per step",
+         lambda quick: _closed_loop("kernel", 1, 1 if quick else 3, 12 if quick else 32, GREEDY)),
+    Case("lock", "lock", "sampler", "synthetic:tiny",
+         "injection contended_lock: the sampler waits for a lock a hog thread holds 20 of every 22 ms",
+         lambda quick: _closed_loop("lock", 4, 8 if quick else 16, 12 if quick else 24, GREEDY),
+         injections={"contended_lock": True}),
+    Case("allocation", "allocation", "sampler", "synthetic:tiny",
+         "injection allocation_heavy: each sampler call builds 60,000 objects in reference cycles (GC pauses)",
+         lambda quick: _closed_loop("allocation", 4, 4 if quick else 12, 12 if quick else 24, GREEDY),
+         injections={"allocation_heavy": True}),
+    Case("idle", "idle", "queue", "synthetic:tiny",
+         "the trickle scenario: a short request every ~2 s, served in a fraction of a second",
+         _trickle),
+)  # fmt: skip
+
+
+def select_cases(only: str | None) -> list[Case]:
+    """The cases named in a comma list (all when None); an unknown name is the user's error."""
+    if not only:
+        return list(CASES)
+    names = [name.strip() for name in only.split(",") if name.strip()]
+    known = {case.name: case for case in CASES}
+    unknown = [name for name in names if name not in known]
+    if unknown or not names:
+        raise OptionError(f"--only {only!r}: unknown case {unknown[0] if unknown else ''!r}; use a comma list of {', '.join(known)}")
+    return [known[name] for name in names]
+
+
+def run_case(case: Case, *, quick: bool, out_dir: Path, models: Any = None) -> CaseResult:
+    """Run one case and read its verdict; an exception is recorded as the case's error, not raised."""
+    from profiler.session.runner import ModelCache
+    from profiler.session.session import run_session
+
+    models = models or ModelCache()
+    options = EngineOptions(model=case.model, seed=0)
+    started = time.perf_counter()
+    try:
+        loaded = models.get(options)
+        spec = case.scenario(quick)
+        outcome = run_session(options, spec, out_dir / case.name, loaded=loaded, profile=case.profile,
+                              injections=case.injections)  # fmt: skip
+    except Exception as exc:  # noqa: BLE001 - one broken case must not hide the others' answers
+        return CaseResult(case, None, None, None, time.perf_counter() - started, [], f"{type(exc).__name__}: {exc}")
+    verdict = outcome.result.verdict or {}
+    return CaseResult(
+        case, verdict.get("category"), verdict.get("share"), verdict.get("component"),
+        time.perf_counter() - started, list(outcome.result.config.get("injections", [])),
+    )  # fmt: skip
+
+
+def run_selftest(quick: bool = False, only: str | None = None, out_dir: Path | None = None) -> int:
+    """Run the cases, print expected vs measured verdicts; 0 if every category and component is right, else 1."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from profiler.session.runner import ModelCache
+
+    cases = select_cases(only)
+    console = Console(stderr=True)
+    models = ModelCache()
+    results = []
+    with tempfile.TemporaryDirectory(prefix="infer-prof-selftest-") as scratch:
+        root = out_dir or Path(scratch)
+        for case in cases:
+            with console.status(f"selftest {case.name}: {case.planted}"):
+                results.append(run_case(case, quick=quick, out_dir=root, models=models))
+    table = Table("case", "expected (component)", "measured (component)", "share", "seconds", "",
+                  title=f"infer-prof selftest ({'quick' if quick else 'full'})")  # fmt: skip
+    for result in results:
+        share = f"{result.share:.1%}" if result.share is not None else "-"
+        mark = "[green]ok[/green]" if result.ok else "[red]WRONG[/red]"
+        measured = result.category or f"error: {result.error}"
+        table.add_row(result.case.name, f"{result.case.expected} ({result.case.component})",
+                      f"{measured} ({result.component or '-'})", share, f"{result.seconds:.1f}", mark)  # fmt: skip
+    out = Console()
+    out.print(table)
+    for result in results:
+        out.print(f"  {result.case.name}: {result.case.planted}", style="dim", highlight=False)
+    wrong = [result.case.name for result in results if not result.ok]
+    if wrong:
+        console.print(f"[red]selftest: {len(wrong)} of {len(results)} case(s) named wrongly: {', '.join(wrong)}[/red]")
+        return 1
+    console.print(f"selftest: all {len(results)} case(s) named correctly")
+    return 0
+
+
+__all__ = ["CASES", "Case", "CaseResult", "run_case", "run_selftest", "select_cases"]

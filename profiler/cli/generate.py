@@ -1,0 +1,76 @@
+"""`infer-prof generate`: serve a handful of prompts together and print text, or token ids and timings."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Sequence
+
+from engine.types import SamplingParams
+from profiler.session.builder import build_engine, load_for_options
+from profiler.session.options import EngineOptions
+
+
+def run_generate(
+    options: EngineOptions, prompts: Sequence[str], params: SamplingParams, *, chat: bool, as_json: bool
+) -> None:
+    from rich.console import Console
+
+    err = Console(stderr=True)
+    loaded = load_for_options(options, progress=lambda message: err.print(f"[dim]{message}[/dim]"))
+    built = build_engine(loaded, options)
+    engine = built.engine
+    stream_one = len(prompts) == 1 and not as_json
+    with engine:
+        handles = [
+            engine.submit(prompt, params, chat=chat, on_token=_printer() if stream_one and i == 0 else None)
+            for i, prompt in enumerate(prompts)
+        ]
+        outputs = [handle.result() for handle in handles]
+    stats = engine.stats()
+    if as_json:
+        for output in outputs:
+            print(json.dumps(_output_json(output)), flush=True)
+        engine_line = {**stats, "blocks_free_at_end": stats["blocks_free"], "native": sorted(built.native_active)}
+        print(json.dumps({"engine": engine_line}), flush=True)
+        return
+    if stream_one:
+        sys.stdout.write("\n")
+    else:
+        for output in outputs:
+            print(f"--- {output.prompt!r}")
+            print(output.text)
+    for output in outputs:
+        if output.finish_reason == "error":
+            err.print(f"[red]request {output.request_id} failed:[/red] {output.error}")
+
+
+def _printer():  # type: ignore[no-untyped-def]
+    def on_token(delta: str) -> None:
+        sys.stdout.write(delta)
+        sys.stdout.flush()
+
+    return on_token
+
+
+def _output_json(output) -> dict:  # type: ignore[no-untyped-def]
+    ms = 1e-6
+    first = output.first_token_ns
+    ttft = (first - output.arrival_ns) * ms if first else None
+    e2e = (output.finish_ns - output.arrival_ns) * ms if output.finish_ns else None
+    n = len(output.token_ids)
+    tpot = (e2e - ttft) / (n - 1) if (ttft is not None and e2e is not None and n > 1) else None
+    return {
+        "request_id": output.request_id,
+        "prompt": output.prompt,
+        "prompt_token_ids": list(output.prompt_token_ids),
+        "token_ids": list(output.token_ids),
+        "text": output.text,
+        "finish_reason": output.finish_reason,
+        "error": output.error,
+        "num_preemptions": output.num_preemptions,
+        "timings": {"ttft_ms": ttft, "tpot_ms": tpot, "e2e_ms": e2e, "output_tokens": n,
+                    "tokens_per_s": (n / (e2e / 1000)) if e2e else None},  # fmt: skip
+    }
+
+

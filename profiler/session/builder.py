@@ -1,0 +1,79 @@
+"""Assemble an Engine from options: load the model, pick each component's twin (Python or C), inject the tracer."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+from engine.config import EngineConfig, pool_blocks_for
+from engine.engine import Engine
+from engine.trace import NULL_TRACER, Tracer
+from profiler.session.options import EngineOptions
+
+
+@dataclass
+class BuiltEngine:
+    """An engine plus what was decided while building it (which native twins are really on)."""
+
+    engine: Engine
+    config: EngineConfig
+    native_active: frozenset[str]
+    warnings: list[str] = field(default_factory=list)
+    components: dict[str, Any] = field(default_factory=dict)
+
+    def engine_config_dict(self) -> dict[str, Any]:
+        data = asdict(self.config)
+        data["num_kv_blocks"] = self.engine.num_blocks
+        data["max_model_len"] = self.engine.max_model_len
+        return data
+
+
+def load_for_options(options: EngineOptions, progress: Callable[[str], None] | None = None):  # type: ignore[no-untyped-def]
+    """Load (or build, for synthetic:) the model the options name; torch threads are set first."""
+    import torch
+
+    from engine.models import load_model
+
+    if options.threads:
+        torch.set_num_threads(options.threads)
+    return load_model(options.model, dtype=options.dtype, seed=options.seed, progress=progress)
+
+
+def engine_config(options: EngineOptions) -> EngineConfig:
+    return EngineConfig(
+        block_size=options.block_size, num_kv_blocks=options.kv_blocks, kv_memory_bytes=options.kv_memory_bytes,
+        max_num_seqs=options.max_batch, max_batched_tokens=options.max_batched_tokens, policy=options.policy,
+        seed=options.seed,
+    )  # fmt: skip
+
+
+def build_engine(
+    loaded, options: EngineOptions, *, tracer: Tracer | None = None, injections: dict[str, Any] | None = None  # type: ignore[no-untyped-def]
+) -> BuiltEngine:
+    """A fresh engine over an already loaded model; components per options.native, wrapped by any injections."""
+    import warnings
+
+    from native_paths.toggles import make_components
+
+    config = engine_config(options)
+    num_blocks = pool_blocks_for(config, loaded.model)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        components = make_components(
+            options.native, num_blocks=num_blocks, block_size=config.block_size, max_num_seqs=config.max_num_seqs,
+            max_batched_tokens=config.max_batched_tokens, policy=config.policy,
+        )  # fmt: skip
+    notes = [str(warning.message) for warning in caught]
+    scheduler, allocator, sampler = components.scheduler, components.allocator, components.sampler
+    if injections:
+        from profiler.checks.injections import apply_injections
+
+        scheduler, allocator, sampler = apply_injections(injections, scheduler, allocator, sampler, tracer)
+    engine = Engine(
+        loaded.model, loaded.tokenizer, scheduler=scheduler, allocator=allocator, sampler=sampler, config=config,
+        tracer=tracer or NULL_TRACER,
+    )  # fmt: skip
+    return BuiltEngine(
+        engine=engine, config=config, native_active=components.native, warnings=notes,
+        components={"scheduler": scheduler, "allocator": allocator, "sampler": sampler},
+    )  # fmt: skip

@@ -1,0 +1,85 @@
+"""The counting run (`--profile counters`): deterministic event counts per step and per token, for CI budgets.
+
+Timing is noisy on shared machines; counts are not. To make the engine see the same batches every
+time, all measured requests are submitted before its thread starts (a second engine after a warm-up
+engine has absorbed first-time work), sampling is seeded, and the count hooks wrap every step.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from engine.types import SamplingParams
+from profiler.rundir.environment import describe_environment
+from profiler.rundir.results import RunResult, write_run
+from profiler.session.builder import build_engine
+from profiler.session.options import EngineOptions
+from profiler.session.session import SessionOutcome, _request_tables, _step_table, prepare_prompts
+from scenarios.loadgen import generate_requests
+from scenarios.spec import ScenarioSpec
+
+
+def run_counting(
+    options: EngineOptions, scenario: ScenarioSpec, out_dir: Path, *, loaded, native_speedups=None  # type: ignore[no-untyped-def]
+) -> SessionOutcome:
+    from profiler.analysis.metrics import compute_metrics, engine_timeline_summary
+    from profiler.collectors.counters import CounterCollector
+
+    requests = generate_requests(scenario, loaded.config.context_length)
+    prompts = prepare_prompts(requests, loaded.tokenizer)
+    warmups = [request for request in requests if request.warmup] or requests[:1]
+    measured = [request for request in requests if not request.warmup]
+
+    def submit_all(engine, batch):  # type: ignore[no-untyped-def]
+        return {
+            request.index: engine.submit(prompts[request.index], SamplingParams(**request.sampling),
+                                         chat=request.chat, priority=request.priority)  # fmt: skip
+            for request in batch
+        }
+
+    collector = None
+    for phase in ("warmup", "measured"):
+        built = build_engine(loaded, options)
+        engine = built.engine
+        if collector is None:
+            natives = [component for component in built.components.values() if hasattr(component, "calls")]
+            collector = CounterCollector(native_counters=natives)
+        engine._step = collector.wrap_step(engine._step)  # the counting hook sees exactly the engine's steps
+        batch = warmups if phase == "warmup" else measured
+        handles = submit_all(engine, batch)  # before start(): the first step sees every request
+        if phase == "measured":
+            collector.native_counters = [c for c in built.components.values() if hasattr(c, "calls")]
+            collector.start()
+        started = time.perf_counter_ns()
+        engine.start()
+        outputs = {index: handle.result() for index, handle in handles.items()}
+        engine.shutdown()
+        finished = time.perf_counter_ns()
+    assert collector is not None
+    collector.stop()
+    generated = sum(len(output.token_ids) for output in outputs.values())
+    counters = collector.result(generated_tokens=generated)
+
+    timings, rows = _request_tables(measured, outputs)
+    metrics = compute_metrics(timings, duration_s=max(1e-9, (finished - started) / 1e9), slos=scenario.slo.as_dict())
+    steps = _step_table(engine, None)
+    result = RunResult(
+        config={
+            "model": options.model, "model_source": loaded.source, "dtype": options.dtype,
+            "native": sorted(built.native_active), "native_requested": sorted(options.native),
+            "scenario": scenario.name, "seed": options.seed, "requests": len(measured), "duration_s": None,
+            "profile": "counters", "collectors": ["counters"], "engine": built.engine_config_dict(),
+        },  # fmt: skip
+        environment=describe_environment(),
+        scenario=scenario.to_dict(),
+        metrics=metrics,
+        engine={**engine.stats(), **engine_timeline_summary(steps.to_dict("records"))},
+        counters=counters,
+        collectors={"counters": {"status": "ok", "reason": None}},
+    )
+    requests_df = pd.DataFrame(rows)
+    write_run(out_dir, result, requests_df, steps)
+    return SessionOutcome(out_dir, result, requests_df, steps)

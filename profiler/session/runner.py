@@ -1,0 +1,81 @@
+"""Run a scenario from code (budgets, compare --repeat, selftest): options in, a run directory out."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import threading
+from pathlib import Path
+from typing import Any
+
+from engine.setup_thread import run_on_setup_thread
+from profiler.session.builder import load_for_options
+from profiler.session.options import EngineOptions
+
+
+class ModelCache:
+    """Loads each (model, dtype, seed) once per process: repeats must not pay the load again."""
+
+    def __init__(self) -> None:
+        self._loaded: dict[tuple[str, str, int], Any] = {}
+
+    def get(self, options: EngineOptions, progress=None):  # type: ignore[no-untyped-def]
+        key = (options.model, options.dtype, options.seed)
+        if key not in self._loaded:
+            self._loaded[key] = load_for_options(options, progress=progress)
+        return self._loaded[key]
+
+
+def run_once(
+    options: EngineOptions,
+    scenario: str,
+    out_dir: Path,
+    *,
+    requests: int | None = None,
+    duration_s: float | None = None,
+    seed: int | None = None,
+    profile: str = "default",
+    models: ModelCache | None = None,
+    native_speedups: dict[str, float] | None = None,
+    injections: dict[str, Any] | None = None,
+    progress_console=None,  # type: ignore[no-untyped-def]
+) -> Path:
+    """One run of `scenario` with `options`; profile "counters" makes a deterministic counting run."""
+    from scenarios.spec import load_scenario
+
+    spec = load_scenario(scenario).with_overrides(num_requests=requests, duration_s=duration_s, seed=seed)
+    models = models or ModelCache()
+    if native_speedups is None and profile not in ("off", "counters"):
+        native_speedups = measured_native_speedups()
+    loaded = models.get(options)
+    if profile == "counters":
+        from profiler.session.counting import run_counting
+
+        return run_counting(options, spec, out_dir, loaded=loaded, native_speedups=native_speedups).run_dir
+    if progress_console is not None:
+        from profiler.cli.run import run_profiled
+
+        outcome = run_profiled(options, scenario=spec, loaded=loaded, out=out_dir, profile=profile,
+                               console=progress_console, stop_event=threading.Event(),
+                               native_speedups=native_speedups, injections=injections)  # fmt: skip
+        return outcome.run_dir
+    from profiler.session.session import run_session
+
+    return run_session(options, spec, out_dir, loaded=loaded, profile=profile,
+                       native_speedups=native_speedups, injections=injections).run_dir  # fmt: skip
+
+
+@functools.cache
+def measured_native_speedups() -> dict[str, float] | None:
+    """The C twins' per-step speedups (native_paths.bench.quick_speedups), measured once per process."""
+    try:
+        from native_paths.bench import quick_speedups
+    except ImportError:
+        return None
+    # Its torch ops would leave an OpenMP pool on this thread, which slows the engine thread's (see there).
+    return run_on_setup_thread(quick_speedups, "infer-prof-bench")
+
+
+def options_with(options: EngineOptions, **changes: Any) -> EngineOptions:
+    """A copy of options with some fields changed (validated again)."""
+    return dataclasses.replace(options, **changes)

@@ -1,0 +1,372 @@
+"""Compares runs before and after a change: per metric, the ratio after/before, its interval and a verdict.
+
+One run per side: each run's own samples are resampled (seeded bootstrap): throughput from equal
+time windows of completions and output tokens, latency percentiles from per-request (ITL:
+per-token) samples, phase shares from contiguous blocks of steps. Several runs per side (repeats):
+each run contributes one value per metric; the interval resamples runs and a Mann-Whitney U test
+gives the p-value. A change is called only when the interval excludes 1 (and, with repeats,
+p < 1 - confidence) and the ratio moves by at least `min_effect`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from errors import CompareError
+from profiler.rundir.results import CATEGORIES, COMPONENTS, RunData, read_run
+from reports.compare import samples
+from reports.rundata import phase_columns
+from reports.stats import Interval, block_bootstrap_ratio, bootstrap_ratio, mann_whitney_u
+
+FASTER, SLOWER, NO_CHANGE = "faster", "slower", "no significant change"
+HIGHER, LOWER, NOT_COMPARABLE = "higher", "lower", "not comparable"
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    name: str
+    label: str
+    unit: str
+    better: str | None  # "higher", "lower", or None for shares (a share moving is not good or bad)
+
+
+THROUGHPUT_METRICS = (
+    MetricSpec("request_throughput", "request throughput", "req/s", "higher"),
+    MetricSpec("output_token_throughput", "output token throughput", "tok/s", "higher"),
+    MetricSpec("goodput", "goodput", "req/s", "higher"),
+)
+LATENCY_METRICS = tuple(
+    MetricSpec(f"{name}.{stat}", f"{label} {stat}", "ms", "lower")
+    for name, label in (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT"), ("itl_ms", "ITL"), ("e2e_ms", "E2E"))
+    for stat in ("p50", "p99")
+)
+
+
+@dataclass
+class MetricComparison:
+    """One metric before and after: values, ratio after/before with its interval, and the verdict."""
+
+    name: str
+    label: str
+    unit: str
+    better: str | None
+    before: float | None
+    after: float | None
+    ratio: float | None
+    ci_low: float | None
+    ci_high: float | None
+    p_value: float | None
+    verdict: str
+    method: str
+
+
+@dataclass
+class ComparisonResult:
+    before: list[str]
+    after: list[str]
+    mode: str  # "samples" (one run per side) or "repeats" (several runs per side)
+    confidence: float
+    min_effect: float
+    seed: int
+    metrics: list[MetricComparison]
+    # Percentage points after - before of the spans' time split, {"components": {...}, "categories": {...}}.
+    time_split_shift: dict[str, dict[str, float]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def metric(self, name: str) -> MetricComparison:
+        for metric in self.metrics:
+            if metric.name == name:
+                return metric
+        raise KeyError(f"no metric {name!r}; have {', '.join(m.name for m in self.metrics)}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+MIN_REPEATS = 4  # runs a side before per-run statistics are used
+
+
+def compare_runs(
+    before_dirs: list[Path],
+    after_dirs: list[Path],
+    *,
+    confidence: float = 0.95,
+    n_boot: int = 2000,
+    seed: int = 0,
+    min_effect: float = 0.02,
+) -> ComparisonResult:
+    """Compare the runs in `before_dirs` with those in `after_dirs` (see the module docstring)."""
+    if not before_dirs or not after_dirs:
+        raise CompareError("compare needs at least one run directory before and one after")
+    before = [read_run(path) for path in before_dirs]
+    after = [read_run(path) for path in after_dirs]
+    # Mann-Whitney over per-run values needs 4+ runs a side to reach p < 0.05; with fewer, the runs'
+    # own samples are pooled and bootstrapped in blocks, which can give a verdict (with the caveat noted).
+    repeats = len(before) >= MIN_REPEATS and len(after) >= MIN_REPEATS
+    settings = _Settings(confidence, n_boot, seed, min_effect)
+    metrics = (
+        _compare_repeats(before, after, settings) if repeats else _compare_samples(before, after, settings)
+    )
+    notes = []
+    if repeats:
+        notes.append(
+            f"{len(before)} vs {len(after)} runs: per-run values, bootstrap over runs, Mann-Whitney U."
+        )
+    else:
+        notes.append(
+            f"{len(before)} vs {len(after)} run(s): each side's samples pooled, bootstrap over blocks of them, "
+            f"seeded (per-run Mann-Whitney U needs {MIN_REPEATS}+ runs a side)."
+        )
+        notes.append(
+            "A single run per side shows within-run noise only; run-to-run variation is invisible. "
+            "Repeat runs (several directories a side) before trusting a small change."
+        )
+        notes.append(
+            "p99 from a few hundred samples rests on a handful of requests: read its interval as optimistic."
+        )
+    return ComparisonResult(
+        before=[str(path) for path in before_dirs], after=[str(path) for path in after_dirs],
+        mode="repeats" if repeats else "samples", confidence=confidence, min_effect=min_effect, seed=seed,
+        metrics=metrics, time_split_shift=_time_split_shift(before, after), notes=notes,
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _Settings:
+    confidence: float
+    n_boot: int
+    seed: int
+    min_effect: float
+
+
+def verdict(ratio: float | None, interval: Interval | None, better: str | None, min_effect: float,
+            p_value: float | None = None, alpha: float = 0.05) -> str:  # fmt: skip
+    """faster / slower / no significant change (or higher / lower for metrics without a direction)."""
+    if ratio is None or interval is None or not np.isfinite(ratio) or not np.isfinite(interval.low):
+        return NOT_COMPARABLE
+    significant = interval.excludes(1.0) and abs(ratio - 1.0) >= min_effect
+    if p_value is not None:
+        significant = significant and p_value < alpha
+    if not significant:
+        return NO_CHANGE
+    if better is None:
+        return HIGHER if ratio > 1 else LOWER
+    return FASTER if (ratio > 1) == (better == "higher") else SLOWER
+
+
+def metric_group(metric: MetricComparison) -> str:
+    """throughput, latency or share: the groups reports separate metrics into."""
+    if metric.name.startswith("share."):
+        return "share"
+    return "latency" if metric.unit == "ms" else "throughput"
+
+
+def _pooled(runs: list[RunData], extract: Callable[[RunData], np.ndarray]) -> np.ndarray:
+    parts = [extract(run) for run in runs]
+    parts = [part for part in parts if len(part)]
+    return np.concatenate(parts) if parts else np.empty(0)
+
+
+def _good_fraction(runs: list[RunData]) -> float | None:
+    fractions = []
+    for run in runs:
+        goodput, throughput = run.result.metrics.get("goodput"), run.result.metrics.get("request_throughput")
+        if goodput is None or not throughput:
+            return None
+        fractions.append(goodput / throughput)
+    return float(np.mean(fractions))
+
+
+@dataclass
+class _SampleJob:
+    """A metric whose samples are rows resampled one by one (windows, step blocks)."""
+
+    spec: MetricSpec
+    before: np.ndarray
+    after: np.ndarray
+    statistic: Callable[[np.ndarray], np.ndarray]
+    method: str
+
+
+@dataclass
+class _BlockJob:
+    """A latency percentile whose samples are resampled in blocks of requests."""
+
+    spec: MetricSpec
+    before: list[np.ndarray]
+    after: list[np.ndarray]
+    percentile: float
+    method: str
+
+
+def _mean_rows(resampled: np.ndarray) -> np.ndarray:
+    return resampled.mean(axis=1)
+
+
+def _throughput_jobs(before: list[RunData], after: list[RunData]) -> list[_SampleJob]:
+    windows = f"mean of {samples.THROUGHPUT_WINDOWS} equal time windows per run, bootstrap over windows"
+    requests = [
+        _pooled(side, lambda run: samples.windowed_rates(run, "requests")) for side in (before, after)
+    ]
+    tokens = [_pooled(side, lambda run: samples.windowed_rates(run, "tokens")) for side in (before, after)]
+    jobs = [
+        _SampleJob(THROUGHPUT_METRICS[0], requests[0], requests[1], _mean_rows, f"completions/s: {windows}"),
+        _SampleJob(THROUGHPUT_METRICS[1], tokens[0], tokens[1], _mean_rows, f"output tokens/s: {windows}"),
+    ]
+    good_before, good_after = _good_fraction(before), _good_fraction(after)
+    if good_before is not None and good_after is not None:
+        # Without the SLO in the result, goodput is windowed completions times the run's good fraction.
+        jobs.append(_SampleJob(THROUGHPUT_METRICS[2], requests[0] * good_before, requests[1] * good_after,
+                               _mean_rows, "windowed completions/s x the run's recorded good fraction"))  # fmt: skip
+    return jobs
+
+
+def _share_jobs(before: list[RunData], after: list[RunData]) -> list[_SampleJob]:
+    old, new = _merge_blocks(before), _merge_blocks(after)
+    method = f"phase ms / step ms over {samples.STEP_BLOCKS} contiguous step blocks, bootstrap"
+    return [
+        _SampleJob(MetricSpec(f"share.{phase}", f"share: {phase}", "%", None), old[phase], new[phase],
+                   samples.ratio_of_sums, method)
+        for phase in old if phase in new
+    ]  # fmt: skip
+
+
+def _latency_jobs(before: list[RunData], after: list[RunData], rng: np.random.Generator) -> list[_BlockJob]:
+    jobs = []
+    for spec in LATENCY_METRICS:
+        name, stat = spec.name.split(".")
+        sides = [
+            [block for run in side for block in samples.latency_blocks(run, name, rng)]
+            for side in (before, after)
+        ]
+        per = "per-token" if name == "itl_ms" else "per-request"
+        method = (
+            f"{stat} of {per} samples; bootstrap over {samples.LATENCY_BLOCKS} blocks of requests by arrival"
+        )
+        jobs.append(_BlockJob(spec, sides[0], sides[1], float(stat[1:]), method))
+    return jobs
+
+
+def _compare_samples(
+    before: list[RunData], after: list[RunData], settings: _Settings
+) -> list[MetricComparison]:
+    rng = np.random.default_rng(settings.seed)
+    sample_jobs = _throughput_jobs(before, after) + _share_jobs(before, after)
+    comparisons = []
+    for index, job in enumerate(sample_jobs):
+        if len(job.before) == 0 or len(job.after) == 0:
+            comparisons.append(_not_comparable(job.spec, job.method))
+            continue
+        interval = bootstrap_ratio(job.before, job.after, job.statistic, n_boot=settings.n_boot,
+                                   confidence=settings.confidence, seed=settings.seed + index)  # fmt: skip
+        scale = 100.0 if job.spec.unit == "%" else 1.0
+        values = [
+            float(job.statistic(np.asarray(side, dtype=float)[None])[0]) * scale
+            for side in (job.before, job.after)
+        ]
+        comparisons.append(_comparison(job.spec, values, interval, None, settings, job.method))
+    for index, block_job in enumerate(_latency_jobs(before, after, rng), start=len(sample_jobs)):
+        if not block_job.before or not block_job.after:
+            comparisons.append(_not_comparable(block_job.spec, block_job.method))
+            continue
+
+        def percentile(values: np.ndarray, q: float = block_job.percentile) -> float:
+            return float(np.percentile(values, q))
+
+        interval = block_bootstrap_ratio(block_job.before, block_job.after, percentile, n_boot=settings.n_boot,
+                                         confidence=settings.confidence, seed=settings.seed + index)  # fmt: skip
+        values = [percentile(np.concatenate(blocks)) for blocks in (block_job.before, block_job.after)]
+        comparisons.append(_comparison(block_job.spec, values, interval, None, settings, block_job.method))
+    order = {spec.name: rank for rank, spec in enumerate([*THROUGHPUT_METRICS, *LATENCY_METRICS])}
+    return sorted(comparisons, key=lambda metric: order.get(metric.name, len(order)))
+
+
+def _comparison(
+    spec: MetricSpec,
+    values: list[float],
+    interval: Interval,
+    p_value: float | None,
+    settings: _Settings,
+    method: str,
+) -> MetricComparison:
+    alpha = 1 - settings.confidence
+    call = verdict(interval.point, interval, spec.better, settings.min_effect, p_value, alpha)
+    return MetricComparison(spec.name, spec.label, spec.unit, spec.better, values[0], values[1], interval.point,
+                            interval.low, interval.high, p_value, call, method)  # fmt: skip
+
+
+def _merge_blocks(runs: list[RunData]) -> dict[str, np.ndarray]:
+    merged: dict[str, list[np.ndarray]] = {}
+    for run in runs:
+        for phase, rows in samples.phase_blocks(run).items():
+            merged.setdefault(phase, []).append(rows)
+    return {phase: np.concatenate(parts) for phase, parts in merged.items()}
+
+
+def _run_value(run: RunData, spec: MetricSpec) -> float | None:
+    if spec.name.startswith("share."):
+        column = f"{spec.name.removeprefix('share.')}_ms"
+        if column not in run.steps or "duration_ms" not in run.steps or run.steps.empty:
+            return None
+        return float(run.steps[column].sum() / run.steps["duration_ms"].sum()) * 100
+    try:
+        value = run.result.get(f"metrics.{spec.name}")
+    except KeyError:
+        return None
+    return None if value is None else float(value)
+
+
+def _compare_repeats(
+    before: list[RunData], after: list[RunData], settings: _Settings
+) -> list[MetricComparison]:
+    phases = [
+        c.removesuffix("_ms")
+        for c in phase_columns(before[0].steps)
+        if c in set(phase_columns(after[0].steps))
+    ]
+    specs = [*THROUGHPUT_METRICS, *LATENCY_METRICS,
+             *(MetricSpec(f"share.{phase}", f"share: {phase}", "%", None) for phase in phases)]  # fmt: skip
+    method = "mean of per-run values; bootstrap over runs; Mann-Whitney U p-value"
+    comparisons = []
+    for index, spec in enumerate(specs):
+        per_run = [[_run_value(run, spec) for run in side] for side in (before, after)]
+        if any(value is None for side in per_run for value in side):
+            comparisons.append(_not_comparable(spec, method))
+            continue
+        before_values, after_values = (np.asarray(side, dtype=float) for side in per_run)
+        interval = bootstrap_ratio(before_values, after_values, lambda resampled: resampled.mean(axis=1),
+                                   n_boot=settings.n_boot, confidence=settings.confidence, seed=settings.seed + index)  # fmt: skip
+        _, p_value = mann_whitney_u(after_values, before_values)
+        values = [float(before_values.mean()), float(after_values.mean())]
+        comparisons.append(_comparison(spec, values, interval, p_value, settings, method))
+    return comparisons
+
+
+def _not_comparable(spec: MetricSpec, method: str) -> MetricComparison:
+    return MetricComparison(spec.name, spec.label, spec.unit, spec.better, None, None, None, None, None, None,
+                            NOT_COMPARABLE, f"{method} (missing on one side)")  # fmt: skip
+
+
+def _time_split_shift(before: list[RunData], after: list[RunData]) -> dict[str, dict[str, float]]:
+    """Mean spans share after minus before, in percentage points, per component and category."""
+
+    def mean_split(runs: list[RunData], group: str, names: tuple[str, ...]) -> dict[str, float] | None:
+        splits = [((run.result.breakdown or {}).get("methods") or {}).get("spans") or {} for run in runs]
+        if not all(splits):
+            return None
+        return {
+            name: float(np.mean([(split.get(group) or {}).get(name) or 0.0 for split in splits]))
+            for name in names
+        }
+
+    shift: dict[str, dict[str, float]] = {}
+    for group, names in (("components", COMPONENTS), ("categories", CATEGORIES)):
+        old, new = mean_split(before, group, names), mean_split(after, group, names)
+        if old is not None and new is not None:
+            shift[group] = {name: (new[name] - old[name]) * 100 for name in names}
+    return shift

@@ -1,0 +1,97 @@
+"""Writes a comparison as compare.json, a self-contained compare.html and a printable compare.pdf."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from matplotlib.backends.backend_pdf import PdfPages
+from matplotlib.figure import Figure
+
+from profiler.rundir.atomic import write_atomic, write_json_atomic, write_text_atomic
+from reports.compare import summary as compare_summary
+from reports.compare.analysis import FASTER, SLOWER, ComparisonResult
+from reports.compare.charts import draw_improvements, draw_shift
+from reports.run import charts
+from reports.run.pdf_text import A4_INCHES, CHART_AREA, TextPages
+from reports.templating import render
+
+
+def write_comparison_report(result: ComparisonResult, out_dir: str | Path) -> dict[str, Path]:
+    """Write compare.json, compare.html and compare.pdf into out_dir; return {name: path relative to it}."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written = {
+        "compare_json": write_json_atomic(out / "compare.json", result.to_dict()),
+        "compare_html": write_text_atomic(out / "compare.html", render_comparison_html(result)),
+        "compare_pdf": write_atomic(
+            out / "compare.pdf", lambda handle: _write_pdf(handle, result), binary=True
+        ),
+    }
+    return {name: path.relative_to(out) for name, path in written.items()}
+
+
+def _improvement_height(result: ComparisonResult) -> float:
+    return 1.0 + 0.3 * sum(1 for m in result.metrics if m.better is not None)
+
+
+def _shift_height(result: ComparisonResult) -> float:
+    rows = len(result.time_split_shift.get("components") or {}) or sum(
+        m.name.startswith("share.") for m in result.metrics
+    )
+    return 1.0 + 0.3 * max(rows, 1)
+
+
+def render_comparison_html(result: ComparisonResult) -> str:
+    verdicts = {m.verdict for m in result.metrics if m.better is not None}
+    verdict_class = "rewrite" if SLOWER in verdicts else ("stay" if FASTER in verdicts else "none")
+    methods = list(dict.fromkeys((m.label, m.method) for m in result.metrics))
+    return render(
+        "compare.html.j2",
+        headline=compare_summary.headline(result),
+        verdict_class=verdict_class,
+        before=result.before,
+        after=result.after,
+        repeats=result.mode == "repeats",
+        mode_text="per-run values (repeats)" if result.mode == "repeats" else "bootstrap over each run's samples",
+        seed=result.seed,
+        confidence=f"{result.confidence:.0%}",
+        alpha=f"{1 - result.confidence:.2f}",
+        min_effect=f"{result.min_effect:.0%}",
+        metrics=compare_summary.metrics_table(result),
+        shift=compare_summary.shift_table(result),
+        methods=methods,
+        notes=result.notes,
+        charts={
+            "improvements": charts.draw_with(draw_improvements, result, width=10, height=_improvement_height(result),
+                                             label="improvement factors with confidence intervals"),
+            "shift": charts.draw_with(draw_shift, result, width=10, height=_shift_height(result),
+                                      label="time split shift in percentage points"),
+        },
+    )  # fmt: skip
+
+
+def _write_pdf(handle: object, result: ComparisonResult) -> None:
+    with (
+        charts.chart_style(),
+        PdfPages(handle, metadata={"Title": "infer-prof comparison", "CreationDate": None}) as pdf,
+    ):
+        pages = TextPages(new_page=lambda: Figure(figsize=A4_INCHES), finish_page=pdf.savefig)
+        pages.line("infer-prof: before vs after", "title")
+        pages.space(6)
+        pages.line(compare_summary.headline(result), "verdict")
+        pages.line(f"before: {', '.join(result.before)}", "muted")
+        pages.line(f"after: {', '.join(result.after)}", "muted")
+        pages.space(10)
+        pages.table(compare_summary.metrics_table(result), text_columns=(5, 6))
+        pages.table(compare_summary.shift_table(result))
+        for note in result.notes:
+            pages.line(f"Note: {note}", "muted", colour="#5b6475")
+        pages.close()
+        page = charts.page(*A4_INCHES, CHART_AREA)
+        heights = [_improvement_height(result), _shift_height(result)]
+        areas = page.subfigures(3, 1, height_ratios=[*heights, max(0.5, 10.2 - sum(heights))], squeeze=False)[
+            :, 0
+        ]
+        draw_improvements(areas[0], result)
+        draw_shift(areas[1], result)
+        pdf.savefig(page)

@@ -1,0 +1,98 @@
+"""What compare resamples from one run: windowed throughputs, per-request latencies, step-window phase shares."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from profiler.rundir.results import RunData, parse_token_ns
+from reports.rundata import inter_token_latencies_ms, measured_requests, phase_columns
+
+# Equal time windows per run for throughput: long enough to hold several completions, many enough
+# to resample; contiguous windows keep the load's slow swings inside one sample (a block bootstrap).
+THROUGHPUT_WINDOWS = 20
+STEP_BLOCKS = 40
+LATENCY_BLOCKS = 20
+# Per-token ITL samples are capped (seeded subsample): the interval barely changes, the time does.
+MAX_ITL_SAMPLES = 5000
+
+
+def _span_ns(run: RunData, measured: pd.DataFrame) -> tuple[int, int] | None:
+    if "finish_ns" not in measured or "arrival_ns" not in run.requests:
+        return None
+    finish = pd.to_numeric(measured["finish_ns"], errors="coerce").dropna()
+    arrival = pd.to_numeric(run.requests["arrival_ns"], errors="coerce").dropna()
+    if finish.empty or arrival.empty:
+        return None
+    start, end = int(arrival.min()), int(finish.max())
+    return (start, end) if end > start else None
+
+
+def windowed_rates(run: RunData, kind: str) -> np.ndarray:
+    """Per-window rate (per second) of completions ("requests") or output tokens ("tokens")."""
+    measured = measured_requests(run.requests)
+    span = _span_ns(run, measured)
+    if span is None:
+        return np.empty(0)
+    if kind == "requests":
+        times = pd.to_numeric(measured["finish_ns"], errors="coerce").dropna().to_numpy(dtype=np.int64)
+    else:
+        times = np.concatenate(
+            [np.asarray(parse_token_ns(cell), dtype=np.int64) for cell in measured["token_ns"]]
+            or [np.empty(0, dtype=np.int64)]
+        )
+    edges = np.linspace(span[0], span[1], THROUGHPUT_WINDOWS + 1)
+    counts, _ = np.histogram(times, bins=edges)
+    return counts / (np.diff(edges) / 1e9)
+
+
+def latency_blocks(run: RunData, name: str, rng: np.random.Generator) -> list[np.ndarray]:
+    """TTFT/TPOT/E2E (per request) or ITL (per token) samples in ms, in blocks of requests by arrival.
+
+    Requests that overlap in time share batches and step times; resampling whole blocks keeps that
+    shared fate inside a sample instead of mistaking it for independent evidence.
+    """
+    measured = measured_requests(run.requests)
+    if measured.empty or "arrival_ns" not in measured:
+        return []
+    measured = measured.sort_values("arrival_ns")
+    groups = np.array_split(np.arange(len(measured)), min(LATENCY_BLOCKS, len(measured)))
+    tokens = measured["output_tokens"] if "output_tokens" in measured else pd.Series(dtype=float)
+    total_tokens = max(1, int(pd.to_numeric(tokens, errors="coerce").fillna(0).sum()))
+    keep_fraction = min(1.0, MAX_ITL_SAMPLES / total_tokens)
+    blocks = []
+    for group in groups:
+        requests = measured.iloc[group]
+        if name == "itl_ms":
+            values = inter_token_latencies_ms(requests)
+            if keep_fraction < 1.0 and values.size:
+                values = rng.choice(values, size=max(1, int(values.size * keep_fraction)), replace=False)
+        elif name in requests:
+            values = pd.to_numeric(requests[name], errors="coerce").dropna().to_numpy(dtype=float)
+        else:
+            values = np.empty(0)
+        if values.size:
+            blocks.append(values)
+    return blocks
+
+
+def phase_blocks(run: RunData) -> dict[str, np.ndarray]:
+    """For each phase, rows of (phase ms, step ms) summed over contiguous blocks of steps."""
+    steps = run.steps
+    if steps.empty or "duration_ms" not in steps:
+        return {}
+    blocks = np.array_split(np.arange(len(steps)), min(STEP_BLOCKS, len(steps)))
+    duration = steps["duration_ms"].to_numpy(dtype=float)
+    totals = np.array([duration[block].sum() for block in blocks])
+    shares = {}
+    for column in phase_columns(steps):
+        values = steps[column].fillna(0).to_numpy(dtype=float)
+        shares[column.removesuffix("_ms")] = np.column_stack(
+            [[values[block].sum() for block in blocks], totals]
+        )
+    return shares
+
+
+def ratio_of_sums(resampled: np.ndarray) -> np.ndarray:
+    """(B, n, 2) rows of (part, whole) -> sum(part) / sum(whole) per resample."""
+    return resampled[..., 0].sum(axis=1) / resampled[..., 1].sum(axis=1)

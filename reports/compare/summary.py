@@ -1,0 +1,85 @@
+"""The words and tables of a comparison, shared by the terminal, HTML and PDF comparison reports."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from reports.compare.analysis import (
+    FASTER,
+    NOT_COMPARABLE,
+    SLOWER,
+    ComparisonResult,
+    MetricComparison,
+    metric_group,
+)
+from reports.format import NOT_RECORDED, fmt_ms, fmt_number, fmt_pp, fmt_ratio
+from reports.run.summary import Table
+
+
+def headline(result: ComparisonResult) -> str:
+    """One sentence: how many directional metrics got faster, slower, or did not move."""
+    directional = [m for m in result.metrics if m.better is not None and m.verdict != NOT_COMPARABLE]
+    counts = Counter(m.verdict for m in directional)
+    if counts[SLOWER] and not counts[FASTER]:
+        lead = "After is slower"
+    elif counts[FASTER] and not counts[SLOWER]:
+        lead = "After is faster"
+    elif counts[FASTER] and counts[SLOWER]:
+        lead = "Mixed result"
+    else:
+        lead = "No significant change"
+    unchanged = len(directional) - counts[FASTER] - counts[SLOWER]
+    return (
+        f"{lead}: {_count(counts[FASTER], 'metric')} faster, {counts[SLOWER]} slower, {unchanged} without a "
+        f"significant change ({result.confidence:.0%} intervals; {_count(len(result.before), 'run')} before, "
+        f"{_count(len(result.after), 'run')} after)."
+    )
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
+
+
+def _value(metric: MetricComparison, which: float | None) -> str:
+    if which is None:
+        return NOT_RECORDED
+    if metric.unit == "%":
+        return f"{which:.2f}%"
+    return fmt_ms(which) if metric.unit == "ms" else fmt_number(which, metric.unit)
+
+
+def metrics_table(result: ComparisonResult) -> Table:
+    columns = ["metric", "before", "after", "ratio", f"{result.confidence:.0%} interval", "verdict"]
+    if result.mode == "repeats":
+        columns.insert(5, "p")
+    table = Table("Metrics (ratio = after / before; shares are % of step time)", columns)
+    group = None
+    for metric in result.metrics:
+        kind = metric_group(metric)
+        if group is not None and kind != group:
+            table.sections.append(len(table.rows))
+        group = kind
+        interval = (
+            f"{metric.ci_low:.3f} to {metric.ci_high:.3f}" if metric.ci_low is not None and metric.ci_high is not None
+            else NOT_RECORDED
+        )  # fmt: skip
+        row = [metric.label, _value(metric, metric.before), _value(metric, metric.after), fmt_ratio(metric.ratio),
+               interval, metric.verdict]  # fmt: skip
+        if result.mode == "repeats":
+            row.insert(5, NOT_RECORDED if metric.p_value is None else f"{metric.p_value:.3f}")
+        table.rows.append(row)
+    return table
+
+
+def shift_table(result: ComparisonResult) -> Table:
+    """Time-split shift after - before in percentage points (spans method)."""
+    table = Table("Time split shift (spans, after - before)", ["", "shift"])
+    for group in ("categories", "components"):
+        values = result.time_split_shift.get(group)
+        if not values:
+            continue
+        table.sections.append(len(table.rows))
+        table.rows.extend([name, fmt_pp(value, 2)] for name, value in values.items())
+    if not table.rows:
+        table.note = "not available: a run on one side has no time split (profiling off)"
+    return table

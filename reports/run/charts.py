@@ -1,0 +1,230 @@
+"""Matplotlib charts of a run, each drawn into a figure or subfigure so HTML and PDF share one drawing."""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, cast
+
+import matplotlib
+
+# Reports render files, never windows: Agg works headless and in CI, whatever MPLBACKEND says.
+matplotlib.use("Agg")
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure, SubFigure
+from matplotlib.layout_engine import ConstrainedLayoutEngine
+
+from profiler.rundir.results import CATEGORIES, COMPONENTS
+from reports.format import fmt_gain, fmt_ms
+from reports.rundata import LATENCY_LABELS
+
+Target = Figure | SubFigure
+
+# Colour-blind-safe (Okabe-Ito based) and stable across charts: a component keeps its colour everywhere.
+COMPONENT_COLOURS = {
+    "scheduler": "#E69F00", "sampler": "#D55E00", "kv_alloc": "#CC79A7", "tokenizer": "#F0E442",
+    "detokenizer": "#8C6D31", "model_glue": "#56B4E9", "model_kernels": "#0072B2", "queue": "#009E73",
+    "unattributed": "#DDDDDD",
+}  # fmt: skip
+CATEGORY_COLOURS = {
+    "interpreter": "#E69F00", "lock": "#D55E00", "allocation": "#CC79A7", "kernel": "#0072B2",
+    "idle": "#BBBBBB", "other": "#888888",
+}  # fmt: skip
+PHASE_COLOURS = {
+    "queue_ms": "#009E73", "scheduler_ms": "#E69F00", "kv_alloc_ms": "#CC79A7", "model_ms": "#0072B2",
+    "sampler_ms": "#D55E00", "detokenize_ms": "#8C6D31", "tokenize_ms": "#F0E442", "other_ms": "#BBBBBB",
+}  # fmt: skip
+PERCENTILE_STYLES = {"p50": ("#009E73", "--"), "p90": ("#E69F00", "-."), "p99": ("#D55E00", ":")}
+
+STYLE: dict[str, Any] = {
+    "font.family": "DejaVu Sans",
+    "font.size": 9,
+    "axes.titlesize": 10,
+    "axes.titleweight": "bold",
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "legend.frameon": False,
+    "svg.fonttype": "path",  # glyphs as paths: the SVG needs no font, local or remote
+    "pdf.fonttype": 42,  # embed TrueType so the PDF's text stays selectable
+}
+
+
+@contextmanager
+def chart_style() -> Iterator[None]:
+    with matplotlib.rc_context(cast(Any, STYLE)):  # the stubs want literal keys; these are all valid
+        yield
+
+
+def figure(width: float, height: float) -> Figure:
+    return Figure(figsize=(width, height), layout="constrained")
+
+
+def page(width: float, height: float, margin: tuple[float, float, float, float]) -> Figure:
+    """A figure laid out inside `margin` (left, bottom, width, height in figure fractions): paper has edges."""
+    return Figure(figsize=(width, height), layout=ConstrainedLayoutEngine(rect=margin))
+
+
+def to_svg(fig: Figure, label: str) -> str:
+    """The figure as an inline <svg> element that scales to its container."""
+    buffer = io.StringIO()
+    fig.savefig(buffer, format="svg", metadata={"Date": None})
+    text = buffer.getvalue()
+    text = text[text.index("<svg") :]
+    # Drop the fixed pt size (keep viewBox) so the chart fits the page width.
+    text = re.sub(r'<svg([^>]*?) width="[^"]*" height="[^"]*"', r'<svg\1 width="100%"', text, count=1)
+    return text.replace("<svg", f'<svg role="img" aria-label="{label}"', 1)
+
+
+def draw_with(draw: Callable[..., None], *args: Any, width: float, height: float, label: str) -> str:
+    """Draw one chart in the house style and return it as inline SVG."""
+    with chart_style():
+        fig = figure(width, height)
+        draw(fig, *args)
+        return to_svg(fig, label)
+
+
+def draw_time_split(target: Target, breakdown: dict[str, Any]) -> None:
+    """Stacked bars of components per method (left) and a donut of the spans' categories (right)."""
+    bars_area, donut_area = target.subfigures(1, 2, width_ratios=[1.7, 1], squeeze=False)[0]
+    _draw_component_bars(bars_area.subplots(), breakdown)
+    _draw_category_donut(donut_area.subplots(), breakdown)
+
+
+def _draw_component_bars(ax: Any, breakdown: dict[str, Any]) -> None:
+    methods = breakdown.get("methods") or {}
+    rows = [(label, split) for label, split in (
+        ("spans", methods.get("spans")), ("samples", methods.get("samples")),
+        ("client threads", breakdown.get("client_threads")),
+    ) if split]  # fmt: skip
+    for position, (label, split) in enumerate(rows):
+        left = 0.0
+        shares = {name: float((split.get("components") or {}).get(name) or 0.0) for name in COMPONENTS}
+        shares["unattributed"] = max(0.0, 1.0 - sum(shares.values()))
+        for name, share in shares.items():
+            if share <= 0:
+                continue
+            ax.barh(position, share * 100, left=left * 100, color=COMPONENT_COLOURS[name],
+                    label=name if position == 0 or name == "unattributed" else None, edgecolor="white", linewidth=0.5)  # fmt: skip
+            if share >= 0.075:  # narrower segments cannot fit a label without colliding
+                ax.text((left + share / 2) * 100, position, f"{share:.0%}", ha="center", va="center", fontsize=8,
+                        color="white" if name in ("model_kernels", "sampler") else "black")  # fmt: skip
+            left += share
+    ax.set_yticks(range(len(rows)), [label for label, _ in rows])
+    ax.invert_yaxis()
+    ax.set_xlim(0, 100)
+    ax.set_xlabel("% of thread wall time")
+    ax.set_title("Time by component, per method")
+    ax.grid(axis="y", visible=False)
+    handles, labels = ax.get_legend_handles_labels()
+    unique = dict(zip(labels, handles))
+    # An "outside" legend is laid out by constrained layout, so it hugs the axes at any figure height.
+    width_in = ax.figure.bbox.width / ax.figure.dpi
+    ax.figure.legend(
+        unique.values(),
+        unique.keys(),
+        loc="outside lower center",
+        ncol=5 if width_in > 5.5 else 3,
+        fontsize=8,
+    )
+
+
+def _draw_category_donut(ax: Any, breakdown: dict[str, Any]) -> None:
+    categories = (((breakdown.get("methods") or {}).get("spans") or {}).get("categories")) or {}
+    shares = [(name, float(categories.get(name) or 0.0)) for name in CATEGORIES]
+    shares = [(name, share) for name, share in shares if share > 0]
+    wedges, _ = ax.pie(
+        [share for _, share in shares], colors=[CATEGORY_COLOURS[name] for name, _ in shares],
+        startangle=90, counterclock=False, wedgeprops={"width": 0.3, "edgecolor": "white"},
+    )  # fmt: skip
+    ax.legend(wedges, [f"{name} {share:.1%}" for name, share in shares], loc="center left",
+              bbox_to_anchor=(0.92, 0.5), fontsize=8)  # fmt: skip
+    interpreter = categories.get("interpreter")
+    if interpreter is not None:
+        ax.text(
+            0, 0, f"{interpreter:.0%}\ninterpreter", ha="center", va="center", fontsize=8, fontweight="bold"
+        )
+    ax.set_title("Categories (spans)")
+    ax.axis("equal")
+
+
+def draw_timeline(target: Target, timeline: pd.DataFrame) -> None:
+    """Step time stacked by phase, batch size and KV utilization over the run (binned means)."""
+    step_ax, batch_ax, kv_ax = target.subplots(3, 1, sharex=True, height_ratios=[2.2, 1, 1])
+    phases = [c for c in timeline.columns if c.endswith("_ms")]
+    if phases:
+        step_ax.stackplot(timeline["t_s"], *[timeline[c] for c in phases],
+                          labels=[c.removesuffix("_ms").replace("other", "outside spans") for c in phases],
+                          colors=[PHASE_COLOURS.get(c, "#999999") for c in phases], linewidth=0)  # fmt: skip
+        step_ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
+    per_bin = float(timeline["steps"].mean()) if "steps" in timeline else 1.0
+    step_ax.set_ylabel("ms per step")
+    step_ax.set_title(
+        f"Step time by phase (mean of ~{per_bin:.0f} steps per point)"
+        if per_bin > 1.5
+        else "Step time by phase"
+    )
+    if "batch_size" in timeline:
+        batch_ax.plot(timeline["t_s"], timeline["batch_size"], color="#0072B2", linewidth=1)
+    batch_ax.set_ylabel("batch size")
+    if "kv_utilization" in timeline:
+        kv_ax.fill_between(
+            timeline["t_s"], timeline["kv_utilization"] * 100, color="#CC79A7", alpha=0.6, linewidth=0
+        )
+    kv_ax.set_ylim(0, 100)
+    kv_ax.set_ylabel("KV used %")
+    kv_ax.set_xlabel("seconds since the run started")
+
+
+def draw_latency_cdfs(target: Target, samples: dict[str, np.ndarray]) -> None:
+    """One CDF per latency (TTFT, TPOT, ITL, E2E) with p50/p90/p99 marked."""
+    axes = target.subplots(2, 2).ravel()
+    for ax, (name, values) in zip(axes, samples.items()):
+        label = LATENCY_LABELS.get(name, name)
+        ax.set_title(f"{label} ({values.size:,} samples)")
+        ax.set_xlabel("ms")
+        ax.set_ylim(0, 1.02)
+        if values.size == 0:
+            ax.text(0.5, 0.5, "no samples", ha="center", va="center", transform=ax.transAxes)
+            continue
+        # A CDF drawn through 1,000 quantiles looks the same as one through 30,000 points.
+        probabilities = np.linspace(0, 1, min(values.size, 1000))
+        ax.plot(np.quantile(values, probabilities), probabilities, color="#0072B2", linewidth=1.4)
+        for stat, (colour, dash) in PERCENTILE_STYLES.items():
+            value = float(np.percentile(values, float(stat[1:])))
+            ax.axvline(value, color=colour, linestyle=dash, linewidth=1, label=f"{stat} {fmt_ms(value)}")
+        ax.legend(loc="lower right", fontsize=7.5)
+    axes[0].set_ylabel("fraction of samples")
+    axes[2].set_ylabel("fraction of samples")
+
+
+def draw_predictions(target: Target, predictions: dict[str, dict[str, Any]]) -> None:
+    """Predicted (Amdahl) vs measured end-to-end gain of each native path."""
+    ax = target.subplots()
+    names = list(predictions)
+    positions = np.arange(len(names))
+    predicted = [100 * float(predictions[n].get("predicted_gain") or 0.0) for n in names]
+    measured = [predictions[n].get("measured_gain") for n in names]
+    bars = ax.barh(positions - 0.2, predicted, height=0.38, color="#56B4E9", label="predicted")
+    ax.bar_label(bars, [fmt_gain(v / 100) for v in predicted], padding=3, fontsize=8)
+    if any(value is not None for value in measured):
+        bars = ax.barh(positions + 0.2, [100 * float(v) if v is not None else 0.0 for v in measured], height=0.38,
+                       color="#0072B2", label="measured")  # fmt: skip
+        ax.bar_label(
+            bars, [fmt_gain(v) if v is not None else "not measured" for v in measured], padding=3, fontsize=8
+        )
+    else:
+        for position in positions:
+            ax.text(0.1, position + 0.2, "not measured", va="center", fontsize=8, color="#555555")
+    ax.margins(x=0.12)
+    ax.set_yticks(positions, names)
+    ax.invert_yaxis()
+    ax.set_xlabel("end-to-end throughput gain, %")
+    ax.set_title("Native path gains: predicted vs measured")
+    ax.grid(axis="y", visible=False)
+    ax.legend(loc="lower right")

@@ -1,0 +1,103 @@
+"""The HTML report of one run: a single self-contained file with inline SVG charts and inline CSS."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from profiler.rundir.atomic import write_text_atomic
+from profiler.rundir.results import RunData
+from reports.format import flatten
+from reports.run import charts, summary
+from reports.run.summary import Table
+from reports.rundata import ReportData, prepare, why_not_measured
+from reports.templating import render
+
+REPORT_NAME = "report.html"
+# Files a reader may want next to the report, with what each one is for.
+LINKED_FILES = (
+    ("trace", "trace.json", "Chrome/Perfetto trace: open in ui.perfetto.dev"),
+    ("speedscope", "speedscope.json", "flame graph: open in speedscope.app"),
+    ("steps", "steps.csv", "one row per engine step"),
+    ("requests", "requests.csv", "one row per request"),
+    ("result", "result.json", "the run's result (schema v1)"),
+)
+_VERDICT_CLASSES = {
+    "stay in python": "stay",
+    "targeted native paths": "targeted",
+    "native rewrite pays": "rewrite",
+}
+
+
+def write_html_report(run_dir: str | Path | RunData | ReportData) -> Path:
+    """Write report.html into the run directory and return its path."""
+    data = prepare(run_dir)
+    html = render_html(data)
+    return write_text_atomic(data.path / REPORT_NAME, html)
+
+
+def render_html(data: ReportData) -> str:
+    result = data.result
+    config = result.config
+    rule = str((result.verdict or {}).get("rule", "")).lower()
+    return render(
+        "report.html.j2",
+        title=f"{config.get('model', 'unknown model')} · {config.get('scenario') or result.scenario.get('name', 'scenario')}",
+        created_at=result.created_at,
+        run_name=data.path.name or str(data.path),
+        schema_version=result.schema_version,
+        version=result.environment.get("infer_prof_version", ""),
+        verdict_class=_VERDICT_CLASSES.get(rule, "none"),
+        headline=summary.headline(result),
+        reasons=summary.reasons(result),
+        blind_spots=summary.blind_spots(result),
+        partial=(result.partial_reason or "no reason recorded") if result.partial else None,
+        skipped=summary.skipped_collectors(result),
+        figures=summary.key_figures(result),
+        charts=_charts(data),
+        why_breakdown=why_not_measured(result, "breakdown"),
+        time_split=summary.time_split_table(result),
+        latency=summary.latency_table(result),
+        throughput=summary.throughput_table(result),
+        predictions=summary.predictions_table(result),
+        engine=summary.engine_table(result),
+        collectors=summary.collectors_table(result),
+        config=_key_value_table("Configuration", config),
+        environment=_key_value_table("Environment", result.environment),
+        scenario=_key_value_table("Scenario", result.scenario),
+        files=_files(data),
+    )
+
+
+def _charts(data: ReportData) -> dict[str, str | None]:
+    """Each chart as inline SVG, or None when its data is missing (the template says why)."""
+    result = data.result
+    predictions = (result.verdict or {}).get("predictions") or {}
+    has_latency = any(values.size for values in data.latencies.values())
+    return {
+        "time_split": charts.draw_with(charts.draw_time_split, result.breakdown, width=10, height=3.4,
+                                       label="time split by component and category") if result.breakdown else None,
+        "timeline": charts.draw_with(charts.draw_timeline, data.timeline, width=10, height=5.6,
+                                     label="per-step timeline") if not data.timeline.empty else None,
+        "latency": charts.draw_with(charts.draw_latency_cdfs, data.latencies, width=10, height=5.6,
+                                    label="latency distributions") if has_latency else None,
+        "predictions": charts.draw_with(charts.draw_predictions, predictions, width=10, height=0.8 + 0.42 * len(predictions),
+                                        label="predicted versus measured native gains") if predictions else None,
+    }  # fmt: skip
+
+
+def _key_value_table(title: str, section: dict | None) -> Table:
+    table = Table(title, ["key", "value"], rows=[list(row) for row in flatten(section)])
+    if not table.rows:
+        table.note = "not recorded"
+    return table
+
+
+def _files(data: ReportData) -> list[tuple[str, str | None, str]]:
+    """(label, relative href or None, note) for each file; missing ones are listed, not linked."""
+    recorded = data.result.files or {}
+    entries = []
+    for key, default, note in LINKED_FILES:
+        name = recorded.get(key, default)
+        exists = (data.path / name).exists()
+        entries.append((name, name if exists else None, note if exists else "not written for this run"))
+    return entries

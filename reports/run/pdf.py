@@ -1,0 +1,148 @@
+"""The PDF report of one run: the HTML report's content paginated on A4 for printing."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from matplotlib.backends.backend_pdf import PdfPages
+from matplotlib.figure import Figure, SubFigure
+from matplotlib.transforms import offset_copy
+
+from profiler.rundir.atomic import write_atomic
+from profiler.rundir.results import RunData
+from reports.format import flatten
+from reports.run import charts, summary
+from reports.run.pdf_text import A4_INCHES, CHART_AREA, STYLES, TextPages, table_lines
+from reports.run.summary import Table
+from reports.rundata import ReportData, prepare, why_not_measured
+
+REPORT_NAME = "report.pdf"
+
+
+def write_pdf_report(run_dir: str | Path | RunData | ReportData) -> Path:
+    """Write report.pdf into the run directory and return its path."""
+    data = prepare(run_dir)
+    return write_atomic(data.path / REPORT_NAME, lambda handle: _write(handle, data), binary=True)
+
+
+def _write(handle: object, data: ReportData) -> None:
+    result = data.result
+    title = f"{result.config.get('model', 'unknown model')} · {result.config.get('scenario', '')}"
+    metadata = {"Title": f"infer-prof: {title}", "Creator": "infer-prof", "CreationDate": None}
+    with charts.chart_style(), PdfPages(handle, metadata=metadata) as pdf:
+        pages = TextPages(new_page=lambda: Figure(figsize=A4_INCHES), finish_page=pdf.savefig)
+        chart_pages, missing = _chart_plan(data)
+        _title_page(pages, data, title, missing)
+        pages.close()
+        _chart_pages(pdf, chart_pages)
+        _table_pages(pages, data)
+        pages.close()
+
+
+def _title_page(pages: TextPages, data: ReportData, title: str, missing: list[str]) -> None:
+    result = data.result
+    pages.line("infer-prof report", "title")
+    pages.line(title, "heading", colour="#5b6475")
+    pages.line(
+        f"recorded {result.created_at} · run directory {data.path.name} · schema v{result.schema_version}",
+        "muted",
+    )
+    pages.space(14)
+    pages.line(summary.headline(result), "verdict")
+    pages.space(4)
+    for reason in summary.reasons(result):
+        pages.line(f"- {reason}", indent=2)
+    for spot in summary.blind_spots(result):
+        pages.line(f"Blind spot: {spot}", "muted", colour="#5b6475")
+    if result.partial:
+        pages.line(f"Partial run: {result.partial_reason or 'no reason recorded'}", colour="#c0392b")
+    for name, status, reason in summary.skipped_collectors(result):
+        pages.line(f"Collector {name} {status}: {reason}", "muted", colour="#9a6700")
+    for note in missing:
+        pages.line(f"Not in this report: {note}", "muted", colour="#5b6475")
+    pages.space(12)
+    pages.table(
+        Table("Key figures", ["figure", "value"], rows=[list(row) for row in summary.key_figures(result)])
+    )
+    pages.table(summary.latency_table(result))
+    pages.table(summary.throughput_table(result))
+
+
+@dataclass
+class PlannedChart:
+    """One chart on a PDF page: its heading, how to draw it, its data, its height in inches."""
+
+    heading: str
+    draw: Callable[[SubFigure, Any], None]
+    payload: Any
+    height: float
+    missing: str | None = None  # why it cannot be drawn (then it is listed on the title page instead)
+
+
+def _chart_plan(data: ReportData) -> tuple[list[list[PlannedChart]], list[str]]:
+    """The chart pages and a note for every chart left out, and why."""
+    result = data.result
+    predictions = (result.verdict or {}).get("predictions") or {}
+    has_latency = any(values.size for values in data.latencies.values())
+    time_split = summary.time_split_table(result)
+    planned = [
+        [
+            PlannedChart("Where the engine thread's time goes", charts.draw_time_split, result.breakdown, 3.6,
+                         None if result.breakdown else f"time split not measured ({why_not_measured(result, 'breakdown')})"),
+            PlannedChart("", _draw_table_text, time_split, 3.2, None if time_split.rows else "time split table: no data"),
+            PlannedChart("Native paths", charts.draw_predictions, predictions, 1.3 + 0.45 * len(predictions),
+                         None if predictions else f"native path predictions ({why_not_measured(result, 'verdict')})"),
+        ],
+        [
+            PlannedChart("Over the run", charts.draw_timeline, data.timeline, 5.0,
+                         None if not data.timeline.empty else "timeline: the run recorded no steps"),
+            PlannedChart("Latency distributions (finished, non-warm-up requests)", charts.draw_latency_cdfs,
+                         data.latencies, 5.0, None if has_latency else "latency distributions: no finished requests"),
+        ],
+    ]  # fmt: skip
+    pages = [[chart for chart in page if chart.missing is None] for page in planned]
+    # The table under the time-split chart goes with it; its absence needs no second note.
+    missing = [
+        chart.missing for page in planned for chart in page if chart.missing is not None and chart.heading
+    ]
+    return [page for page in pages if page], missing
+
+
+def _chart_pages(pdf: PdfPages, pages: list[list[PlannedChart]]) -> None:
+    for page_charts in pages:
+        page = charts.page(*A4_INCHES, CHART_AREA)
+        # A page with one short chart keeps its proportions instead of stretching to the full sheet.
+        heights = [chart.height for chart in page_charts]
+        spare = max(0.0, 10.2 - sum(heights))
+        ratios = heights + ([spare] if spare else [])
+        areas = page.subfigures(len(ratios), 1, height_ratios=ratios, squeeze=False)[:, 0]
+        for area, chart in zip(areas, page_charts):
+            if chart.heading:
+                area.suptitle(chart.heading, fontsize=12, fontweight="bold", x=0.0, ha="left")
+            chart.draw(area, chart.payload)
+        pdf.savefig(page)
+
+
+def _draw_table_text(area: SubFigure, table: Table) -> None:
+    """A summary table as monospaced lines inside a chart page."""
+    size, height_pt, *_ = STYLES["mono"]
+    for index, text in enumerate([table.title, *table_lines(table)]):
+        # Offsets in points from the area's top-left corner: exact whatever size the layout gives it.
+        at = offset_copy(area.transSubfigure, fig=area.figure, y=-(index + 1) * height_pt, units="points")
+        area.text(0.0, 1.0, text, transform=at, fontsize=size, family="DejaVu Sans Mono",
+                  weight="bold" if index == 0 else "normal", va="baseline")  # fmt: skip
+
+
+def _table_pages(pages: TextPages, data: ReportData) -> None:
+    result = data.result
+    pages.table(summary.predictions_table(result))
+    pages.table(summary.engine_table(result))
+    pages.table(summary.collectors_table(result), text_columns=(1, 2))
+    for title, section in (("Configuration", result.config), ("Environment", result.environment),
+                           ("Scenario", result.scenario)):  # fmt: skip
+        table = Table(title, ["key", "value"], rows=[list(row) for row in flatten(section)])
+        table.note = None if table.rows else "not recorded"
+        pages.table(table, text_columns=(1,))
