@@ -5,7 +5,7 @@ Run: python benchmarks/bench_serving_core.py [--threads 1] [--quick] [--json out
 Measured in one run, each as the median wall time of repeated calls after one warm-up call:
   * scheduler.schedule() per step with 32 and 256 running sequences (steady decode, and with churn:
     one request finishing and one 64-token prompt arriving every step);
-  * BlockPool.step() per step, replaying the plans the scheduler made in those runs;
+  * PythonKVAllocator.step() per step, replaying the plans the scheduler made in those runs;
   * PythonSampler.sample() per step over a 49,152-token vocabulary, batch 32 and 256, for several
     parameter mixes (logits ~ N(0, 4^2): as peaked as a real LM's, so a 0.9 nucleus mostly fits the
     256 best tokens; "flat" rows, N(0, 1), force the full-vocabulary sort);
@@ -30,7 +30,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine.kv_cache import BlockPool
+from engine.kv_alloc import PythonKVAllocator
 from engine.sampler import PythonSampler
 from engine.scheduler import PythonScheduler
 from engine.trace import NULL_TRACER
@@ -94,7 +94,7 @@ def scheduler_run(num_seqs: int, churn: bool, steps: int) -> tuple[list[float], 
 
 
 def bench_scheduler_and_allocator(quick: bool) -> None:
-    print("scheduler.schedule() and BlockPool.step() per engine step (block_size 16):")
+    print("scheduler.schedule() and PythonKVAllocator.step() per engine step (block_size 16):")
     steps = 300 if quick else 1500
     for num_seqs in (32, 256):
         for churn in (False, True):
@@ -106,14 +106,14 @@ def bench_scheduler_and_allocator(quick: bool) -> None:
             )  # fmt: skip
 
             def replay(num_seqs: int = num_seqs, plans: list[StepPlan] = plans) -> None:
-                pool = BlockPool(num_seqs * 64 + 64, BLOCK_SIZE)
+                pool = PythonKVAllocator(num_seqs * 64 + 64, BLOCK_SIZE)
                 for plan in plans:
                     pool.step(plan.frees, plan.grow_seq_ids, plan.grow_num_blocks, plan.seq_ids)
 
             per_step = median_us(replay, min_reps=3, budget_s=1.0) / len(plans)
             report(
                 f"allocator_us_{num_seqs}_{'churn' if churn else 'decode'}", per_step, "µs/step",
-                f"BlockPool.step() incl. block tables, {num_seqs} running, {label} (replayed plans)",
+                f"PythonKVAllocator.step() incl. block tables, {num_seqs} running, {label} (replayed plans)",
             )  # fmt: skip
 
 
@@ -178,11 +178,11 @@ def bench_sampler(quick: bool) -> None:
 
 
 def bench_allocator_scaling(quick: bool) -> None:
-    print("BlockPool free-list operations vs pool size (half the pool held; flat = O(1)):")
+    print("PythonKVAllocator free-list operations vs pool size (half the pool held; flat = O(1)):")
     ops = 50_000 if quick else 200_000
     first = None
     for num_blocks in (1_000, 10_000, 100_000, 1_000_000):
-        pool = BlockPool(num_blocks, BLOCK_SIZE)
+        pool = PythonKVAllocator(num_blocks, BLOCK_SIZE)
         pool.allocate(0, num_blocks // 2)
         middle = pool.free_block_ids()[len(pool.free_block_ids()) // 2]
 
@@ -192,7 +192,7 @@ def bench_allocator_scaling(quick: bool) -> None:
             for _ in range(ops):
                 release(pop())
 
-        def remove_release(pool: BlockPool = pool, middle: int = middle) -> None:
+        def remove_release(pool: PythonKVAllocator = pool, middle: int = middle) -> None:
             remove, release = pool.remove, pool.release
             for _ in range(ops):
                 remove(middle)

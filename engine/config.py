@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.kv_cache import BlockPool, blocks_for_tokens, num_blocks_for_memory
+from engine.kv_alloc import PythonKVAllocator, blocks_for_tokens, num_blocks_for_memory
 from engine.sampler import PythonSampler
 from engine.scheduler import POLICIES, PythonScheduler
 from engine.types import Model
@@ -98,10 +98,10 @@ def pool_blocks_for(config: EngineConfig, model: Model) -> int:
     return config.resolve_num_blocks(model.kv_bytes_per_block(config.block_size), max_model_len)
 
 
-def python_components(config: EngineConfig, model: Model) -> tuple[PythonScheduler, BlockPool, PythonSampler]:
+def python_components(config: EngineConfig, model: Model) -> tuple[PythonScheduler, PythonKVAllocator, PythonSampler]:
     """The Python scheduler, KV block pool and sampler that `config` describes, sized for `model`."""
     num_blocks = pool_blocks_for(config, model)
     scheduler = PythonScheduler(
         config.block_size, config.max_num_seqs, config.max_batched_tokens, config.policy
     )
-    return scheduler, BlockPool(num_blocks, config.block_size), PythonSampler()
+    return scheduler, PythonKVAllocator(num_blocks, config.block_size), PythonSampler()

@@ -1,4 +1,4 @@
-"""The serving loop: one engine thread steps scheduler -> allocator -> model -> sampler -> detokenizer while clients submit."""
+"""The serving loop: one engine thread steps scheduler -> kv_alloc -> model -> sampler -> detokenizer while clients submit."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from engine.sequence import Request, RequestHandle, RequestOutput, StepRecord
 from engine.setup_thread import run_on_setup_thread
 from engine.tokenizer import IncrementalDetokenizer
 from engine.trace import NULL_TRACER, Tracer
-from engine.types import BlockAllocator, Model, NewSequence, Sampler, SamplingParams, Scheduler, StepPlan
+from engine.types import KVAllocator, Model, NewSequence, Sampler, SamplingParams, Scheduler, StepPlan
 from errors import EngineShutdownError, PromptTooLongError, RequestError
 
 ENGINE_THREAD_NAME = "infer-prof-engine"
@@ -29,28 +29,28 @@ class Engine:
         tokenizer,  # engine.tokenizer.Tokenizer or anything with its encode/decode/stop_token_ids
         *,
         scheduler: Scheduler,
-        allocator: BlockAllocator,
+        kv_alloc: KVAllocator,
         sampler: Sampler,
         config: EngineConfig,
         tracer: Tracer = NULL_TRACER,
         clock: Callable[[], int] = time.perf_counter_ns,
         on_step: Callable[[StepRecord], None] | None = None,
     ) -> None:
-        if scheduler.block_size != allocator.block_size:
+        if scheduler.block_size != kv_alloc.block_size:
             raise ValueError(
-                f"scheduler block_size {scheduler.block_size} != allocator block_size {allocator.block_size}"
+                f"scheduler block_size {scheduler.block_size} != kv_alloc block_size {kv_alloc.block_size}"
             )
         self.model = model
         self.tokenizer = tokenizer
         self.scheduler = scheduler
-        self.allocator = allocator
+        self.kv_alloc = kv_alloc
         self.sampler = sampler
         self.config = config
         self.tracer = tracer
         self.clock = clock
         self.on_step = on_step
-        self.block_size = allocator.block_size
-        self.num_blocks = allocator.num_blocks
+        self.block_size = kv_alloc.block_size
+        self.num_blocks = kv_alloc.num_blocks
         self.max_model_len = config.resolve_max_model_len(model.config.context_length)
         self.vocab_size = model.config.vocab_size
         self._stop_token_ids = frozenset(tokenizer.stop_token_ids)
@@ -213,7 +213,7 @@ class Engine:
             "steps": len(self.step_records),
             "preemptions": self._num_preemptions,
             "blocks_total": self.num_blocks,
-            "blocks_free": self.allocator.num_free_blocks,
+            "blocks_free": self.kv_alloc.num_free_blocks,
             "requests_finished": self._num_finished,
             "tokens_generated": self._num_generated,
             "waiting": self.scheduler.num_waiting,
@@ -267,9 +267,9 @@ class Engine:
             try:
                 finished, self._finished_ids = self._finished_ids, []
                 with tracer.span("scheduler"):
-                    plan = self.scheduler.schedule(new_sequences, finished, self.allocator.num_free_blocks)
+                    plan = self.scheduler.schedule(new_sequences, finished, self.kv_alloc.num_free_blocks)
                 with tracer.span("kv_alloc"):
-                    block_tables = self.allocator.step(
+                    block_tables = self.kv_alloc.step(
                         plan.frees, plan.grow_seq_ids, plan.grow_num_blocks, plan.seq_ids
                     )
                 prefill, decode = self._account_cache(plan)
@@ -425,7 +425,7 @@ class Engine:
         self._num_finished += 1
 
     def _record(self, step: int, plan: StepPlan, start_ns: int, prefill: int, decode: int) -> None:
-        used = self.num_blocks - self.allocator.num_free_blocks
+        used = self.num_blocks - self.kv_alloc.num_free_blocks
         record = StepRecord(
             step=step, start_ns=start_ns, end_ns=self.clock(), batch_size=len(plan.seq_ids),
             prefill_tokens=prefill, decode_tokens=decode, blocks_used=used, blocks_free=self.num_blocks - used,

@@ -1,7 +1,7 @@
 """Plain data and component protocols shared by the engine and every twin (Python or native) of its parts.
 
 The engine is assembled from components passed in by the caller (dependency injection):
-a `Model`, a `Tokenizer`, a `Scheduler`, a `BlockAllocator`, a `Sampler` and a `Tracer`.
+a `Model`, a `Tokenizer`, a `Scheduler`, a `KVAllocator`, a `Sampler` and a `Tracer`.
 Each protocol below is shaped so that a native twin can serve it with ONE foreign call per engine
 step: scheduler and allocator decisions are pure integer bookkeeping (no Python objects cross),
 per-request registrations are buffered and handed over inside the step's call.
@@ -138,8 +138,8 @@ class Scheduler(Protocol):
 
 
 @runtime_checkable
-class BlockAllocator(Protocol):
-    """A pool of `num_blocks` blocks of `block_size` token slots; see engine/kv_cache.py."""
+class KVAllocator(Protocol):
+    """A pool of `num_blocks` blocks of `block_size` token slots; see engine/kv_alloc.py."""
 
     num_blocks: int
     block_size: int

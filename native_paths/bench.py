@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from engine.kv_cache import BlockPool
+from engine.kv_alloc import PythonKVAllocator
 from engine.sampler import PythonSampler
 from engine.scheduler import PythonScheduler
 from engine.types import NewSequence, SamplingParams
@@ -181,14 +181,14 @@ def decode_workload(batch: int, steps: int, rng: random.Random) -> tuple[int, li
 
 
 def bench_kv(batch: int, repeats: int, seed: int, steps: int = 200) -> dict[str, Any]:
-    from native_paths.kv_alloc import NativeBlockAllocator
+    from native_paths.kv_alloc import NativeKVAllocator
 
     num_blocks, plan = decode_workload(batch, steps, random.Random(seed))
     outputs: list[list[np.ndarray]] = [[], []]
 
     def replay(which: int) -> Callable[[], None]:
         def run() -> None:
-            pool = (BlockPool, NativeBlockAllocator)[which](num_blocks, BLOCK_SIZE)
+            pool = (PythonKVAllocator, NativeKVAllocator)[which](num_blocks, BLOCK_SIZE)
             pool.step(*plan[0])  # the initial prompts: not a decode step
             start = time.perf_counter()
             last = None

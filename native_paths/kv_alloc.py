@@ -1,4 +1,4 @@
-"""The native KV block allocator: engine.types.BlockAllocator backed by csrc/kv_alloc.c, one C call per step."""
+"""The native KV block allocator: engine.types.KVAllocator backed by csrc/kv_alloc.c, one C call per step."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import numpy as np
 from native_paths.loader import require
 
 
-class NativeBlockAllocator:
-    """Makes the same decisions as engine.kv_cache.BlockPool (same free-list order, same block ids)."""
+class NativeKVAllocator:
+    """Makes the same decisions as engine.kv_alloc.PythonKVAllocator (same free-list order, same block ids)."""
 
     def __init__(self, num_blocks: int, block_size: int) -> None:
         if not isinstance(num_blocks, int) or not 1 <= num_blocks <= 2**31 - 3:
@@ -23,12 +23,12 @@ class NativeBlockAllocator:
         self.num_blocks = num_blocks
         self.block_size = block_size
         self.calls = 0
-        self._kv = self._lib.np_kv_create(num_blocks, block_size)
+        self._kv = self._lib.np_kv_alloc_create(num_blocks, block_size)
         if self._kv == self._ffi.NULL:
             raise MemoryError(f"cannot allocate a native KV pool of {num_blocks} blocks")
-        self._finalizer = weakref.finalize(self, self._lib.np_kv_destroy, self._kv)
-        self._result = self._ffi.new("np_kv_result *")
-        self._step = self._lib.np_kv_step
+        self._finalizer = weakref.finalize(self, self._lib.np_kv_alloc_destroy, self._kv)
+        self._result = self._ffi.new("np_kv_alloc_result *")
+        self._step = self._lib.np_kv_alloc_step
         self._batch_ids: list[int] = []  # the last batch, and its int64 buffer
         self._batch = b"\0" * 8
         self._num_free = num_blocks
@@ -37,7 +37,7 @@ class NativeBlockAllocator:
         """Free the C state now (otherwise it goes when the object is collected)."""
         self._finalizer()
 
-    # -- reporting, as BlockPool ----------------------------------------------------------------
+    # -- reporting, as PythonKVAllocator ----------------------------------------------------------------
 
     @property
     def num_free_blocks(self) -> int:
@@ -53,23 +53,23 @@ class NativeBlockAllocator:
 
     @property
     def num_sequences(self) -> int:
-        return self._lib.np_kv_num_sequences(self._kv)
+        return self._lib.np_kv_alloc_num_sequences(self._kv)
 
     def block_table(self, seq_id: int) -> list[int]:
         blocks = self._ffi.new("int32_t **")
-        length = self._lib.np_kv_table(self._kv, seq_id, blocks)
+        length = self._lib.np_kv_alloc_table(self._kv, seq_id, blocks)
         return self._ffi.unpack(blocks[0], length) if length else []
 
     def ref_count(self, block: int) -> int:
         if not 0 <= block < self.num_blocks:
             raise IndexError(f"block {block} is outside the pool [0, {self.num_blocks})")
-        return self._lib.np_kv_ref_count(self._kv, block)
+        return self._lib.np_kv_alloc_ref_count(self._kv, block)
 
     def free_block_ids(self) -> list[int]:
         """The free list from head to tail (O(N); for tests and debugging)."""
-        capacity = self._lib.np_kv_num_free(self._kv)
+        capacity = self._lib.np_kv_alloc_num_free(self._kv)
         out = self._ffi.new("int32_t[]", max(capacity, 1))
-        count = self._lib.np_kv_free_list(self._kv, out, capacity)
+        count = self._lib.np_kv_alloc_free_list(self._kv, out, capacity)
         return self._ffi.unpack(out, min(count, capacity))
 
     # -- the step -------------------------------------------------------------------------------
@@ -128,4 +128,4 @@ class NativeBlockAllocator:
             )
         if status == lib.NP_ERR_NOMEM:
             raise MemoryError("the native KV allocator ran out of memory")
-        raise RuntimeError(f"np_kv_step failed with status {status}")
+        raise RuntimeError(f"np_kv_alloc_step failed with status {status}")

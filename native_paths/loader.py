@@ -18,7 +18,7 @@ MODULE_NAME = "native_paths._native"
 # The C entry points each component needs; a library missing one is treated as not built.
 COMPONENT_SYMBOLS = {
     "sampler": ("np_sampler_create", "np_sampler_step", "np_sampler_destroy"),
-    "kv": ("np_kv_create", "np_kv_step", "np_kv_destroy"),
+    "kv_alloc": ("np_kv_alloc_create", "np_kv_alloc_step", "np_kv_alloc_destroy"),
     "scheduler": ("np_scheduler_create", "np_scheduler_schedule", "np_scheduler_destroy"),
 }
 
@@ -66,7 +66,7 @@ def require() -> tuple[Any, Any]:
 
 
 def available() -> dict[str, bool | str]:
-    """Which C twins can be used: one bool per component ("sampler", "kv", "scheduler"), plus
+    """Which C twins can be used: one bool per component ("sampler", "kv_alloc", "scheduler"), plus
     "built" (bool), "path" (the library file) and "reason" (why not, or "" when all are there)."""
     module = extension()
     status: dict[str, bool | str] = {"built": module is not None, "path": "", "reason": ""}

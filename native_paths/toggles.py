@@ -1,4 +1,4 @@
-"""Parses `--native` and builds the engine's sampler, allocator and scheduler, native where asked and possible."""
+"""Parses `--native` and builds the engine's sampler, kv_alloc and scheduler, native where asked and possible."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ from typing import Any
 from errors import InvalidNativeSelection
 from native_paths import loader
 
-COMPONENTS = ("sampler", "kv", "scheduler")
+COMPONENTS = ("sampler", "kv_alloc", "scheduler")
+# Older spellings still accepted on the command line and in budget files.
+ALIASES = {"kv": "kv_alloc"}
 ALLOWED = ("none", "all", *COMPONENTS)
 
 
@@ -19,12 +21,12 @@ class NativeFallbackWarning(RuntimeWarning):
 
 
 def parse_native(value: str | Iterable[str] | None) -> frozenset[str]:
-    """`"none"`, `"all"` or a comma list of sampler,kv,scheduler -> the set of components to run natively."""
+    """`"none"`, `"all"` or a comma list of sampler,kv_alloc,scheduler (kv is kv_alloc) -> the set of components to run natively."""
     if value is None:
         return frozenset()
     parts = value.split(",") if isinstance(value, str) else list(value)
     names = [str(part).strip().lower() for part in parts]
-    names = [name for name in names if name]
+    names = [ALIASES.get(name, name) for name in names if name]
     hint = f"use one of {', '.join(ALLOWED)}, or a comma list of {','.join(COMPONENTS)}"
     if not names:
         raise InvalidNativeSelection(f"--native {value!r} is empty: {hint}")
@@ -45,7 +47,7 @@ class Components:
     """The three components for one engine, and which of them really run natively."""
 
     sampler: Any
-    allocator: Any
+    kv_alloc: Any
     scheduler: Any
     native: frozenset[str]  # components whose C twin is in use
     fallbacks: tuple[str, ...] = ()  # components asked for natively that fell back to Python
@@ -79,17 +81,17 @@ def make_components(
         from native_paths.sampler import NativeSampler as sampler_class
     else:
         from engine.sampler import PythonSampler as sampler_class  # type: ignore[assignment]
-    if "kv" in usable:
-        from native_paths.kv_alloc import NativeBlockAllocator as allocator_class
+    if "kv_alloc" in usable:
+        from native_paths.kv_alloc import NativeKVAllocator as kv_alloc_class
     else:
-        from engine.kv_cache import BlockPool as allocator_class  # type: ignore[assignment]
+        from engine.kv_alloc import PythonKVAllocator as kv_alloc_class  # type: ignore[assignment]
     if "scheduler" in usable:
         from native_paths.scheduler import NativeScheduler as scheduler_class
     else:
         from engine.scheduler import PythonScheduler as scheduler_class  # type: ignore[assignment]
     return Components(
         sampler=sampler_class(),
-        allocator=allocator_class(num_blocks, block_size),
+        kv_alloc=kv_alloc_class(num_blocks, block_size),
         scheduler=scheduler_class(block_size, max_num_seqs, max_batched_tokens, policy),
         native=usable,
         fallbacks=fallbacks,

@@ -1,84 +1,53 @@
-"""Small, seeded statistics for noise-aware budgets: Mann-Whitney U and a bootstrap interval of a ratio."""
+"""The one statistics module: Mann-Whitney U and seeded bootstrap intervals, for compare, budgets and the overhead A/B.
+
+Mann-Whitney U is scipy's (`scipy.stats.mannwhitneyu`, exact for small samples without ties, else
+the tie-corrected normal approximation with continuity correction). Bootstrap intervals are
+percentile intervals; independent rows are resampled by `scipy.stats.bootstrap`, and rows in time
+order that are not independent (requests in flight together share every step, the tokens of one
+step share its duration) by a circular moving-block bootstrap, the one thing scipy does not do,
+kept here small and tested against scipy's at block length 1.
+
+A statistic maps resampled data of shape (resamples, n, ...) to one value per resample (shape
+(resamples,)); rows of a 2-D sample move as a whole, so paired columns (tokens, seconds) stay paired.
+"""
 
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+import scipy.stats
 
 Alternative = Literal["two-sided", "less", "greater"]
-# A statistic maps resampled data of shape (resamples, n, ...) to one value per resample.
-Statistic = Callable[[np.ndarray], np.ndarray]
+Statistic = Callable[..., np.ndarray]
+# Bounds the resampled values held in memory at once (resamples x n x columns).
+CHUNK_VALUES = 2_000_000
 
 
 @dataclass(frozen=True, slots=True)
 class MannWhitneyResult:
-    """U of the first sample (pairs x > y, ties counting half) and its normal-approximation p-value."""
+    """U of the first sample (pairs x > y, ties counting half) and its p-value."""
 
     u: float
     p_value: float
-    z: float
 
 
-def _normal_cdf(z: float) -> float:
-    return 0.5 * math.erfc(-z / math.sqrt(2.0))
-
-
-def _rank_with_ties(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Average ranks (1-based) and the size of every tie group."""
-    order = np.argsort(values, kind="mergesort")
-    sorted_values = values[order]
-    # Group boundaries: where the sorted value changes.
-    starts = np.flatnonzero(np.r_[True, sorted_values[1:] != sorted_values[:-1]])
-    sizes = np.diff(np.r_[starts, len(values)])
-    average_rank = starts + (sizes + 1) / 2.0  # 1-based mean rank of each group
-    ranks = np.empty(len(values), dtype=float)
-    ranks[order] = np.repeat(average_rank, sizes)
-    return ranks, sizes
-
-
-def mann_whitney_u(
-    x: Sequence[float], y: Sequence[float], *, alternative: Alternative = "two-sided", continuity: bool = True
-) -> MannWhitneyResult:
-    """Mann-Whitney U test of x against y; "less" asks whether x tends to be smaller than y.
-
-    The p-value uses the normal approximation with the tie-corrected variance
-    n1*n2/12 * ((n+1) - sum(t^3 - t) / (n(n-1))) and, by default, a continuity correction of 1/2.
-    """
-    a = np.asarray(x, dtype=float)
-    b = np.asarray(y, dtype=float)
+def mann_whitney_u(x: Sequence[float], y: Sequence[float], *, alternative: Alternative = "two-sided") -> MannWhitneyResult:
+    """Mann-Whitney U test of x against y; "less" asks whether x tends to be smaller than y."""
+    a, b = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     if a.size == 0 or b.size == 0:
         raise ValueError("mann_whitney_u needs at least one value in each sample")
     if np.isnan(a).any() or np.isnan(b).any():
         raise ValueError("mann_whitney_u got NaN; drop missing values first")
-    n1, n2 = a.size, b.size
-    n = n1 + n2
-    ranks, tie_sizes = _rank_with_ties(np.concatenate([a, b]))
-    u = float(ranks[:n1].sum() - n1 * (n1 + 1) / 2.0)
-    mean_u = n1 * n2 / 2.0
-    tie_term = float((tie_sizes.astype(float) ** 3 - tie_sizes).sum())
-    variance = n1 * n2 / 12.0 * ((n + 1) - (tie_term / (n * (n - 1)) if n > 1 else 0.0))
-    if variance <= 0:
-        # Every value is tied: there is no evidence of any difference.
-        return MannWhitneyResult(u=u, p_value=1.0, z=0.0)
-    sd = math.sqrt(variance)
-    correction = 0.5 if continuity else 0.0
-    if alternative == "two-sided":
-        z = (abs(u - mean_u) - correction) / sd
-        z = max(z, 0.0)
-        p = 2.0 * (1.0 - _normal_cdf(z))
-    elif alternative == "greater":
-        z = (u - mean_u - correction) / sd
-        p = 1.0 - _normal_cdf(z)
-    elif alternative == "less":
-        z = (u - mean_u + correction) / sd
-        p = _normal_cdf(z)
-    else:
-        raise ValueError(f"alternative must be 'two-sided', 'less' or 'greater', not {alternative!r}")
-    return MannWhitneyResult(u=u, p_value=min(1.0, max(0.0, p)), z=z)
+    if np.ptp(np.concatenate([a, b])) == 0:
+        # Every value tied: no evidence of any difference (scipy would divide by a zero variance).
+        return MannWhitneyResult(u=a.size * b.size / 2.0, p_value=1.0)
+    test = scipy.stats.mannwhitneyu(a, b, alternative=alternative, use_continuity=True, method="auto")
+    return MannWhitneyResult(u=float(test.statistic), p_value=float(min(1.0, max(0.0, test.pvalue))))
 
 
 def smallest_p_value(n1: int, n2: int, *, alternative: Alternative = "two-sided") -> float:
@@ -93,23 +62,26 @@ def smallest_p_value(n1: int, n2: int, *, alternative: Alternative = "two-sided"
 
 
 @dataclass(frozen=True, slots=True)
-class RatioInterval:
-    """A percentile bootstrap interval of statistic(numerator) / statistic(denominator)."""
+class Interval:
+    """A point estimate with a two-sided percentile bootstrap interval."""
 
-    ratio: float
+    point: float
     low: float
     high: float
-    confidence: float
-    resamples: int
+    confidence: float = 0.95
+    resamples: int = 0
+
+    def excludes(self, value: float) -> bool:
+        return value < self.low or value > self.high
+
+
+def mean_statistic(resampled: np.ndarray) -> np.ndarray:
+    return resampled.mean(axis=1)
 
 
 def quantile_statistic(q: float) -> Statistic:
     """The q-quantile (0..1, linear interpolation) of each resample of a 1-D sample."""
     return lambda resampled: np.quantile(resampled, q, axis=1)
-
-
-def mean_statistic(resampled: np.ndarray) -> np.ndarray:
-    return resampled.mean(axis=1)
 
 
 def rate_statistic(resampled: np.ndarray) -> np.ndarray:
@@ -119,26 +91,14 @@ def rate_statistic(resampled: np.ndarray) -> np.ndarray:
         return totals[:, 0] / totals[:, 1]
 
 
-def _resample_indices(n: int, count: int, block: int, rng: np.random.Generator) -> np.ndarray:
-    """`count` rows of n indices: iid when block is 1, else circular blocks of `block` neighbours."""
-    if block <= 1:
-        return rng.integers(0, n, size=(count, n))
-    blocks = -(-n // block)
-    starts = rng.integers(0, n, size=(count, blocks, 1))
-    return ((starts + np.arange(block)) % n).reshape(count, blocks * block)[:, :n]
+def ratio_of(statistic: Statistic) -> Statistic:
+    """statistic(first sample) / statistic(second sample), for bootstrap() over two samples."""
 
+    def ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return statistic(numerator) / statistic(denominator)
 
-def _resampled_statistic(
-    sample: np.ndarray, statistic: Statistic, resamples: int, block: int, rng: np.random.Generator
-) -> np.ndarray:
-    n = len(sample)
-    # Chunk the resamples so that a long steps table never needs a huge index matrix.
-    chunk = max(1, min(resamples, 2_000_000 // max(1, n * max(1, sample[0].size))))
-    out = np.empty(resamples, dtype=float)
-    for begin in range(0, resamples, chunk):
-        end = min(resamples, begin + chunk)
-        out[begin:end] = statistic(sample[_resample_indices(n, end - begin, block, rng)])
-    return out
+    return ratio
 
 
 def block_length(n: int) -> int:
@@ -146,38 +106,91 @@ def block_length(n: int) -> int:
     return max(1, round(math.sqrt(n)))
 
 
-def bootstrap_ratio_ci(
-    numerator: Sequence[float] | np.ndarray,
-    denominator: Sequence[float] | np.ndarray,
+def bootstrap(
+    samples: Sequence[np.ndarray | Sequence[float]],
+    statistic: Statistic,
     *,
-    statistic: Statistic = mean_statistic,
     confidence: float = 0.95,
     resamples: int = 2000,
     seed: int = 0,
     block: int | None = 1,
-) -> RatioInterval:
-    """Percentile bootstrap interval of statistic(numerator) / statistic(denominator), seeded.
+) -> Interval:
+    """Percentile bootstrap interval of statistic(*samples), the samples resampled independently, seeded.
 
-    The two samples are resampled independently (they are different runs). Rows of a 2-D sample
-    are resampled as a whole, so paired columns (tokens, seconds) stay paired. Rows in time order
-    are correlated (requests that share steps, steps that share a batch): `block` > 1 resamples
-    circular blocks of that many neighbours (a moving-block bootstrap); None picks block_length(n).
+    block 1: rows are independent, resampled by scipy.stats.bootstrap. block > 1: rows are in time
+    order and resampled as circular blocks of that many neighbours (a moving-block bootstrap); None
+    picks block_length(n) per sample. Resamples whose statistic is not finite (a side with no tokens)
+    are left out of the interval; when none is finite the interval is NaN.
     """
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), not {confidence}")
-    a = np.asarray(numerator, dtype=float)
-    b = np.asarray(denominator, dtype=float)
-    if len(a) == 0 or len(b) == 0:
-        raise ValueError("bootstrap_ratio_ci needs at least one value in each sample")
+    data = [np.asarray(sample, dtype=float) for sample in samples]
+    if not data or any(len(sample) == 0 for sample in data):
+        raise ValueError("bootstrap needs at least one value in each sample")
     rng = np.random.default_rng(seed)
-    point = float(statistic(a[None, ...])[0] / statistic(b[None, ...])[0])
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratios = _resampled_statistic(
-            a, statistic, resamples, block or block_length(len(a)), rng
-        ) / _resampled_statistic(b, statistic, resamples, block or block_length(len(b)), rng)
-    ratios = ratios[np.isfinite(ratios)]
-    if ratios.size == 0:
-        return RatioInterval(point, float("nan"), float("nan"), confidence, resamples)
+    point = float(statistic(*(sample[None, ...] for sample in data))[0])
+    if block == 1:
+        distribution = _scipy_distribution(data, statistic, resamples, rng)
+    else:
+        blocks = [block or block_length(len(sample)) for sample in data]
+        distribution = _moving_block_distribution(data, statistic, resamples, blocks, rng)
+    finite = distribution[np.isfinite(distribution)]
+    if finite.size == 0:
+        return Interval(point, math.nan, math.nan, confidence, resamples)
     tail = (1.0 - confidence) / 2.0
-    low, high = np.quantile(ratios, [tail, 1.0 - tail])
-    return RatioInterval(point, float(low), float(high), confidence, resamples)
+    low, high = np.quantile(finite, [tail, 1.0 - tail])
+    return Interval(point, float(low), float(high), confidence, resamples)
+
+
+def bootstrap_ratio(
+    numerator: np.ndarray | Sequence[float],
+    denominator: np.ndarray | Sequence[float],
+    statistic: Statistic = mean_statistic,
+    **options: object,
+) -> Interval:
+    """statistic(numerator) / statistic(denominator) of two independent samples (e.g. two runs), with its interval."""
+    return bootstrap([numerator, denominator], ratio_of(statistic), **options)  # type: ignore[arg-type]
+
+
+def _chunk(data: list[np.ndarray], resamples: int) -> int:
+    widest = max(sample.size for sample in data)
+    return max(1, min(resamples, CHUNK_VALUES // max(1, widest)))
+
+
+def _scipy_distribution(data: list[np.ndarray], statistic: Statistic, resamples: int, rng: np.random.Generator) -> np.ndarray:
+    """scipy resamples row indices (so rows of any width stay whole); the statistic sees the rows."""
+
+    def on_indices(*picked: np.ndarray, axis: int = -1) -> np.ndarray:
+        rows = [sample[indices.astype(np.intp)] for sample, indices in zip(data, picked)]
+        if picked[0].ndim == 1:  # scipy's own call on the unresampled data
+            return statistic(*(row[None, ...] for row in rows))[0]
+        return statistic(*rows)
+
+    indices = tuple(np.arange(len(sample)) for sample in data)
+    with warnings.catch_warnings(), np.errstate(divide="ignore", invalid="ignore"):
+        warnings.simplefilter("ignore")  # a degenerate distribution is reported as such below, not warned
+        result = scipy.stats.bootstrap(
+            indices, on_indices, n_resamples=resamples, batch=_chunk(data, resamples), vectorized=True,
+            paired=False, method="percentile", random_state=rng,
+        )  # fmt: skip
+    return np.asarray(result.bootstrap_distribution, dtype=float)
+
+
+def moving_block_indices(n: int, count: int, block: int, rng: np.random.Generator) -> np.ndarray:
+    """`count` rows of n indices, each made of circular runs of `block` consecutive indices."""
+    blocks = -(-n // block)
+    starts = rng.integers(0, n, size=(count, blocks, 1))
+    return ((starts + np.arange(block)) % n).reshape(count, blocks * block)[:, :n]
+
+
+def _moving_block_distribution(
+    data: list[np.ndarray], statistic: Statistic, resamples: int, blocks: list[int], rng: np.random.Generator
+) -> np.ndarray:
+    chunk = _chunk(data, resamples)
+    out = np.empty(resamples, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for begin in range(0, resamples, chunk):
+            count = min(resamples, begin + chunk) - begin
+            rows = [sample[moving_block_indices(len(sample), count, block, rng)] for sample, block in zip(data, blocks)]
+            out[begin : begin + count] = statistic(*rows)
+    return out

@@ -9,7 +9,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from profiler.rundir.results import STEP_COLUMNS, RunData, RunResult, parse_token_ns, read_run
+from profiler.rundir.results import STEP_COLUMNS, RunData, RunResult, read_run
+from profiler.rundir.samples import measured_requests, token_gaps_ms
 
 # The order phases run in within a step (engine/trace.py SPAN_NAMES; reports may not import engine).
 PHASE_ORDER = ("queue", "scheduler", "kv_alloc", "model", "sampler", "detokenize", "tokenize")
@@ -22,36 +23,6 @@ def load_run(source: RunData | str | Path) -> RunData:
     return source if isinstance(source, RunData) else read_run(source)
 
 
-def _flag(series: pd.Series, default: bool) -> pd.Series:
-    # CSV round trips give bools, or objects when a cell was empty; treat blanks as the default.
-    if series.dtype == bool:
-        return series
-    return series.map(
-        lambda value: default if pd.isna(value) else str(value).strip().lower() in ("true", "1")
-    )
-
-
-def measured_requests(requests: pd.DataFrame) -> pd.DataFrame:
-    """Requests that count toward latency: finished ok and not warm-up (as the metrics section counts)."""
-    if requests.empty:
-        return requests
-    keep = pd.Series(True, index=requests.index)
-    if "ok" in requests:
-        keep &= _flag(requests["ok"], True)
-    if "warmup" in requests:
-        keep &= ~_flag(requests["warmup"], False)
-    return requests[keep]
-
-
-def inter_token_latencies_ms(requests: pd.DataFrame) -> np.ndarray:
-    """Gaps between consecutive tokens of each request, pooled, in milliseconds."""
-    if "token_ns" not in requests:
-        return np.empty(0)
-    gaps = [np.diff(np.asarray(parse_token_ns(cell), dtype=np.int64)) for cell in requests["token_ns"]]
-    gaps = [gap for gap in gaps if gap.size]
-    return np.concatenate(gaps) / 1e6 if gaps else np.empty(0)
-
-
 def latency_samples(requests: pd.DataFrame) -> dict[str, np.ndarray]:
     """Per-request TTFT/TPOT/E2E and per-token ITL samples in ms, from the measured requests."""
     measured = measured_requests(requests)
@@ -59,7 +30,7 @@ def latency_samples(requests: pd.DataFrame) -> dict[str, np.ndarray]:
     for name in ("ttft_ms", "tpot_ms", "e2e_ms"):
         column = measured[name] if name in measured else pd.Series(dtype=float)
         samples[name] = pd.to_numeric(column, errors="coerce").dropna().to_numpy(dtype=float)
-    samples["itl_ms"] = inter_token_latencies_ms(measured)
+    samples["itl_ms"] = token_gaps_ms(measured)
     return {name: samples[name] for name in LATENCY_NAMES}
 
 

@@ -1,4 +1,4 @@
-/* The C twin of engine/kv_cache.py: the same free list, the same block ids, one call per step. */
+/* The C twin of engine/kv_alloc.py: the same free list, the same block ids, one call per step. */
 #include "native_paths.h"
 
 #include <stdlib.h>
@@ -175,7 +175,7 @@ typedef struct {
     int64_t pending; /* blocks this step will append (a sequence may grow twice in one step) */
 } block_table;
 
-struct np_kv {
+struct np_kv_alloc {
     int32_t num_blocks;
     int32_t block_size;
     int32_t head; /* sentinel ids: num_blocks and num_blocks + 1 */
@@ -197,8 +197,8 @@ struct np_kv {
     int64_t slot_scratch_capacity;
 };
 
-np_kv *np_kv_create(int32_t num_blocks, int32_t block_size) {
-    np_kv *kv;
+np_kv_alloc *np_kv_alloc_create(int32_t num_blocks, int32_t block_size) {
+    np_kv_alloc *kv;
     int32_t i;
     if (num_blocks < 1 || num_blocks > INT32_MAX - 2 || block_size < 1) return NULL;
     kv = np_calloc(1, sizeof *kv);
@@ -211,7 +211,7 @@ np_kv *np_kv_create(int32_t num_blocks, int32_t block_size) {
     kv->prev = np_malloc(((size_t)num_blocks + 2) * sizeof(int32_t));
     kv->ref_count = np_calloc((size_t)num_blocks, sizeof(int32_t));
     if (!kv->next || !kv->prev || !kv->ref_count) {
-        np_kv_destroy(kv);
+        np_kv_alloc_destroy(kv);
         return NULL;
     }
     /* head -> 0 -> 1 -> ... -> N-1 -> tail, as in the Python pool. */
@@ -227,7 +227,7 @@ np_kv *np_kv_create(int32_t num_blocks, int32_t block_size) {
     return kv;
 }
 
-void np_kv_destroy(np_kv *kv) {
+void np_kv_alloc_destroy(np_kv_alloc *kv) {
     int64_t i;
     if (!kv) return;
     for (i = 0; i < kv->tables_used; i++) np_free(kv->tables[i].blocks);
@@ -242,7 +242,7 @@ void np_kv_destroy(np_kv *kv) {
     np_free(kv);
 }
 
-static int32_t pop_block(np_kv *kv) {
+static int32_t pop_block(np_kv_alloc *kv) {
     int32_t block = kv->next[kv->head];
     int32_t after = kv->next[block];
     kv->next[kv->head] = after;
@@ -252,7 +252,7 @@ static int32_t pop_block(np_kv *kv) {
     return block;
 }
 
-static void release_block(np_kv *kv, int32_t block) {
+static void release_block(np_kv_alloc *kv, int32_t block) {
     int32_t last;
     if (kv->ref_count[block] <= 0) return; /* cannot happen: every table owns its blocks alone */
     if (--kv->ref_count[block] > 0) return;
@@ -264,7 +264,7 @@ static void release_block(np_kv *kv, int32_t block) {
     kv->num_free++;
 }
 
-static void free_sequence(np_kv *kv, int64_t seq_id) {
+static void free_sequence(np_kv_alloc *kv, int64_t seq_id) {
     int32_t slot = np_idmap_get(&kv->seq_slots, seq_id);
     block_table *table;
     int64_t i;
@@ -277,7 +277,7 @@ static void free_sequence(np_kv *kv, int64_t seq_id) {
 }
 
 /* The slot of seq_id's table, made (empty) if the sequence is new; -1 when out of memory. */
-static int32_t table_slot(np_kv *kv, int64_t seq_id) {
+static int32_t table_slot(np_kv_alloc *kv, int64_t seq_id) {
     int32_t slot = np_idmap_get(&kv->seq_slots, seq_id);
     int reuse = kv->num_spare > 0;
     if (slot >= 0) return slot;
@@ -300,9 +300,9 @@ static int32_t table_slot(np_kv *kv, int64_t seq_id) {
     return slot;
 }
 
-int np_kv_step(np_kv *kv, const int64_t *frees, int64_t n_frees, const int64_t *grow_seq_ids,
+int np_kv_alloc_step(np_kv_alloc *kv, const int64_t *frees, int64_t n_frees, const int64_t *grow_seq_ids,
                const int64_t *grow_num_blocks, int64_t n_grows, const int64_t *batch_seq_ids,
-               int64_t n_batch, np_kv_result *result) {
+               int64_t n_batch, np_kv_alloc_result *result) {
     int64_t i, total = 0, width = 0, cells;
     result->bad_index = -1;
     result->rows = 0;
@@ -369,7 +369,7 @@ int np_kv_step(np_kv *kv, const int64_t *frees, int64_t n_frees, const int64_t *
     return NP_OK;
 }
 
-int64_t np_kv_table(const np_kv *kv, int64_t seq_id, const int32_t **blocks) {
+int64_t np_kv_alloc_table(const np_kv_alloc *kv, int64_t seq_id, const int32_t **blocks) {
     int32_t slot = np_idmap_get(&kv->seq_slots, seq_id);
     if (slot < 0) {
         *blocks = NULL;
@@ -379,7 +379,7 @@ int64_t np_kv_table(const np_kv *kv, int64_t seq_id, const int32_t **blocks) {
     return kv->tables[slot].length;
 }
 
-int64_t np_kv_free_list(const np_kv *kv, int32_t *out, int64_t capacity) {
+int64_t np_kv_alloc_free_list(const np_kv_alloc *kv, int32_t *out, int64_t capacity) {
     int64_t count = 0;
     int32_t block;
     for (block = kv->next[kv->head]; block != kv->tail; block = kv->next[block]) {
@@ -389,11 +389,11 @@ int64_t np_kv_free_list(const np_kv *kv, int32_t *out, int64_t capacity) {
     return count;
 }
 
-int32_t np_kv_ref_count(const np_kv *kv, int32_t block) {
+int32_t np_kv_alloc_ref_count(const np_kv_alloc *kv, int32_t block) {
     if (block < 0 || block >= kv->num_blocks) return -1;
     return kv->ref_count[block];
 }
 
-int64_t np_kv_num_free(const np_kv *kv) { return kv->num_free; }
+int64_t np_kv_alloc_num_free(const np_kv_alloc *kv) { return kv->num_free; }
 
-int64_t np_kv_num_sequences(const np_kv *kv) { return kv->seq_slots.size; }
+int64_t np_kv_alloc_num_sequences(const np_kv_alloc *kv) { return kv->seq_slots.size; }

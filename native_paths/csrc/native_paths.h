@@ -27,7 +27,7 @@ enum {
 int64_t np_live_allocations(void);
 
 /* ---- KV block allocator (kv_alloc.c) ---- */
-typedef struct np_kv np_kv;
+typedef struct np_kv_alloc np_kv_alloc;
 
 typedef struct {
     const int32_t *tables; /* rows x width, row-major, padded with -1; owned by the allocator */
@@ -35,18 +35,18 @@ typedef struct {
     int64_t width;
     int64_t num_free;
     int64_t bad_index;
-} np_kv_result;
+} np_kv_alloc_result;
 
-np_kv *np_kv_create(int32_t num_blocks, int32_t block_size);
-void np_kv_destroy(np_kv *kv);
-int np_kv_step(np_kv *kv, const int64_t *frees, int64_t n_frees, const int64_t *grow_seq_ids,
+np_kv_alloc *np_kv_alloc_create(int32_t num_blocks, int32_t block_size);
+void np_kv_alloc_destroy(np_kv_alloc *kv);
+int np_kv_alloc_step(np_kv_alloc *kv, const int64_t *frees, int64_t n_frees, const int64_t *grow_seq_ids,
                const int64_t *grow_num_blocks, int64_t n_grows, const int64_t *batch_seq_ids,
-               int64_t n_batch, np_kv_result *result);
-int64_t np_kv_table(const np_kv *kv, int64_t seq_id, const int32_t **blocks);
-int64_t np_kv_free_list(const np_kv *kv, int32_t *out, int64_t capacity);
-int32_t np_kv_ref_count(const np_kv *kv, int32_t block);
-int64_t np_kv_num_free(const np_kv *kv);
-int64_t np_kv_num_sequences(const np_kv *kv);
+               int64_t n_batch, np_kv_alloc_result *result);
+int64_t np_kv_alloc_table(const np_kv_alloc *kv, int64_t seq_id, const int32_t **blocks);
+int64_t np_kv_alloc_free_list(const np_kv_alloc *kv, int32_t *out, int64_t capacity);
+int32_t np_kv_alloc_ref_count(const np_kv_alloc *kv, int32_t block);
+int64_t np_kv_alloc_num_free(const np_kv_alloc *kv);
+int64_t np_kv_alloc_num_sequences(const np_kv_alloc *kv);
 
 /* ---- Sampler (sampler.c) ---- */
 typedef struct np_sampler np_sampler;

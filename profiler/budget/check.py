@@ -16,10 +16,11 @@ from typing import Any
 import numpy as np
 
 from profiler.budget.spec import ALIASES, Assertion, BudgetError, BudgetFile
-from profiler.rundir.results import ResultError, RunData, RunResult, parse_token_ns, read_result, read_run
+from profiler.rundir.results import ResultError, RunData, RunResult, read_result, read_run
+from profiler.rundir.samples import measured_requests, token_gaps_ms
 from profiler.stats import (
     Statistic,
-    bootstrap_ratio_ci,
+    bootstrap_ratio,
     mann_whitney_u,
     mean_statistic,
     quantile_statistic,
@@ -311,10 +312,9 @@ def _significant(
     if candidate is not None and reference is not None:
         outcome.test = "bootstrap"
         seed = zlib.crc32(assertion.name.encode())  # the same check gives the same answer twice
-        # Each side is resampled in its own blocks; bootstrap_ratio_ci takes one block length, so
-        # use the larger (the more cautious) of the two.
-        interval = bootstrap_ratio_ci(
-            candidate.rows, reference.rows, statistic=candidate.statistic, confidence=1 - 2 * alpha,
+        # Both sides are resampled in blocks of one length: the larger (the more cautious) of the two.
+        interval = bootstrap_ratio(
+            candidate.rows, reference.rows, candidate.statistic, confidence=1 - 2 * alpha,
             resamples=BOOTSTRAP_RESAMPLES, seed=seed, block=max(candidate.block, reference.block),
         )  # fmt: skip
         outcome.interval = (interval.low, interval.high)
@@ -430,9 +430,9 @@ def _samples(path: str, runs: list[_Run]) -> _Samples | None:
         statistic = mean_statistic if stat == "mean" else quantile_statistic(int(stat[1:]) / 100)
         unit = "token gaps" if column == "itl_ms" else "requests"
         for data in datas:
-            requests = _measured_requests(data.requests)  # type: ignore[union-attr]
+            requests = measured_requests(data.requests, by_arrival=True)  # type: ignore[union-attr]
             if column == "itl_ms":
-                values = _token_gaps_ms(requests)
+                values = token_gaps_ms(requests, in_time_order=True)
                 blocks.append(len(values) / math.sqrt(max(1, len(data.steps))))  # type: ignore[union-attr]
             else:
                 values = requests[column].to_numpy(float) if column in requests.columns else np.empty(0)
@@ -468,36 +468,6 @@ def _samples(path: str, runs: list[_Run]) -> _Samples | None:
 def _runs_for_samples(runs: list[_Run]) -> list[_Run]:
     timed = [run for run in runs if not run.is_counting]
     return timed or runs
-
-
-def _truthy(column: Any) -> np.ndarray:
-    return column.map(lambda v: str(v).lower() in ("true", "1", "1.0")).to_numpy(dtype=bool)
-
-
-def _measured_requests(requests: Any) -> Any:
-    """Completed, non-warm-up requests in arrival order: the ones the metrics are computed from."""
-    if requests.empty:
-        return requests
-    keep = np.ones(len(requests), dtype=bool)
-    if "ok" in requests.columns:
-        keep &= _truthy(requests["ok"])
-    if "warmup" in requests.columns:
-        keep &= ~_truthy(requests["warmup"])
-    chosen = requests[keep]
-    return chosen.sort_values("arrival_ns", kind="stable") if "arrival_ns" in chosen.columns else chosen
-
-
-def _token_gaps_ms(requests: Any) -> np.ndarray:
-    """Every inter-token gap, ordered by when its token arrived (tokens of one step sit together)."""
-    if "token_ns" not in requests.columns or requests.empty:
-        return np.empty(0)
-    times, gaps = [], []
-    for cell in requests["token_ns"]:
-        stamps = np.asarray(parse_token_ns(cell), dtype=float)
-        times.append(stamps[1:])
-        gaps.append(np.diff(stamps) / 1e6)
-    order = np.argsort(np.concatenate(times), kind="stable")
-    return np.concatenate(gaps)[order]
 
 
 def _mean_concurrency(requests: Any) -> float:

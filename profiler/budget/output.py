@@ -1,4 +1,4 @@
-"""Faces of a budget report: a Rich table, a JUnit XML file for CI, and Bencher Metric Format JSON."""
+"""A budget report as files for CI: a JUnit XML file and Bencher Metric Format JSON."""
 
 from __future__ import annotations
 
@@ -8,10 +8,6 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
 from profiler.budget.check import (
     AssertionResult,
@@ -25,46 +21,11 @@ from profiler.budget.spec import ALIASES, KNOWN_COUNTERS
 from profiler.rundir.atomic import write_bytes_atomic, write_json_atomic
 from profiler.rundir.results import RunResult
 
-_STYLES = {"PASS": "green", "FAIL": "bold red", "WARN": "yellow", "SKIP": "dim"}
 # What `write_bmf(runs)` reports when there is no budget to say which metrics matter.
 BMF_DEFAULT_METRICS = (
     "throughput", "request_throughput", "p50_ttft_ms", "p99_ttft_ms", "p99_tpot_ms", "p99_itl_ms",
     "interpreter_share", *KNOWN_COUNTERS,
 )  # fmt: skip
-
-
-def render_budget_report(report: BudgetReport, console: Console) -> None:
-    """Print one row per assertion and a one-line verdict that states the exit code."""
-    title = f"budget {escape(report.budget.name)}: {len(report.runs)} run(s)"
-    if report.baseline_runs:
-        title += f" vs {len(report.baseline_runs)} baseline run(s)"
-    table = Table(title=title, title_justify="left", show_lines=False)
-    for column, justify in (("status", "left"), ("assertion", "left"), ("measured", "right"),
-                            ("bound", "left"), ("vs baseline", "right"), ("why", "left")):  # fmt: skip
-        table.add_column(column, justify=justify, overflow="fold")
-    for result in report.results:
-        status = result.status
-        measured = "-" if result.measured is None else format_value(result.measured)
-        if len(result.values) > 1 and result.measured is not None:
-            measured += f" ({result.assertion.aggregate} of {len(result.values)})"
-        versus = "-" if result.ratio is None else f"{format_value(result.ratio)}x"
-        table.add_row(
-            # Names and reasons are user text: escape them so "[...]" is not read as Rich markup.
-            f"[{_STYLES[status]}]{status}[/]", escape(f"{result.name} [{result.level}]"), measured,
-            escape(result.bound), versus, escape(result.reason),
-        )  # fmt: skip
-    console.print(table)
-    errors, warnings = len(report.failed_errors), len(report.failed_warnings)
-    passed = sum(1 for r in report.results if r.status == "PASS")
-    skipped = sum(1 for r in report.results if r.status == "SKIP")
-    summary = f"{passed} passed, {errors} failed, {warnings} warning(s), {skipped} skipped"
-    if errors:
-        names = escape(", ".join(r.name for r in report.failed_errors))
-        console.print(f"[bold red]budget failed[/]: {summary} ({names}) -> exit 1")
-    elif warnings:
-        console.print(f"[yellow]budget passed with warnings[/]: {summary} -> exit 0")
-    else:
-        console.print(f"[green]budget passed[/]: {summary} -> exit 0")
 
 
 def write_junit(report: BudgetReport, path: str | Path) -> Path:

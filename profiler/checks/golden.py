@@ -22,7 +22,7 @@ import numpy as np
 
 from engine.config import EngineConfig
 from engine.engine import Engine
-from engine.kv_cache import blocks_for_tokens
+from engine.kv_alloc import blocks_for_tokens
 from engine.types import SamplingParams
 from profiler.checks.golden_explain import Explanation, explain
 
@@ -173,8 +173,8 @@ def golden_requests(tokenizer, count: int, seed: int, max_tokens: int) -> list[t
 
 
 def _run(loaded, config: EngineConfig, components, requests):  # type: ignore[no-untyped-def]
-    scheduler, allocator, sampler = components
-    engine = Engine(loaded.model, loaded.tokenizer, scheduler=scheduler, allocator=allocator, sampler=sampler, config=config)
+    scheduler, kv_alloc, sampler = components
+    engine = Engine(loaded.model, loaded.tokenizer, scheduler=scheduler, kv_alloc=kv_alloc, sampler=sampler, config=config)
     handles = [engine.submit(ids, params) for ids, params in requests]  # before start(): reproducible batches
     engine.start()
     outputs = [handle.result() for handle in handles]
@@ -200,7 +200,7 @@ def run_golden(loaded, *, requests: int = 200, seed: int = 0, max_tokens: int = 
     def twins(native: str):  # type: ignore[no-untyped-def]
         made = make_components(native, num_blocks=kv_blocks, block_size=block_size, max_num_seqs=max_batch,
                                max_batched_tokens=config.max_batched_tokens, policy=config.policy)  # fmt: skip
-        return made.scheduler, made.allocator, made.sampler
+        return made.scheduler, made.kv_alloc, made.sampler
 
     shadow = _Shadow()
     py, nat = twins("none"), twins("all")
@@ -222,33 +222,3 @@ def run_golden(loaded, *, requests: int = 200, seed: int = 0, max_tokens: int = 
             if py_out.request_id not in near_tie_requests:
                 report.unexplained_end_to_end.append(py_out.request_id)
     return report
-
-
-def render_golden(report: GoldenReport, console) -> None:  # type: ignore[no-untyped-def]
-    verdict = "[green]PASS[/green]" if report.exit_code == 0 else "[red]FAIL[/red]"
-    console.print(
-        f"{verdict}: {report.requests} requests, {report.tokens} tokens, {report.steps} steps, "
-        f"{report.preemptions} preemptions; {len(report.logic_errors)} logic error(s), "
-        f"{len(report.near_ties)} near-tie(s); end to end {len(report.end_to_end_mismatches)} request(s) differ "
-        f"({len(report.unexplained_end_to_end)} unexplained)"
-    )
-    if report.preemptions == 0:
-        console.print("[yellow]note: no preemption happened; lower --kv-blocks to exercise it[/yellow]")
-    for divergence in report.divergences[:1] + report.logic_errors[:3]:
-        _render_divergence(divergence, console)
-    if report.unexplained_end_to_end:
-        console.print(f"requests that differ end to end with no near-tie to explain them: {report.unexplained_end_to_end[:10]}")
-
-
-def _render_divergence(d: Divergence, console) -> None:  # type: ignore[no-untyped-def]
-    if d.component != "sampler" or d.explanation is None:
-        console.print(f"first {d.component} difference at step {d.step}: python {d.python!r} vs native {d.native!r}")
-        return
-    e = d.explanation
-    console.print(f"first divergence: step {d.step}, request {d.request}, output position {d.position}: "
-                  f"python picked {d.python}, native picked {d.native} -> [bold]{e.kind}[/bold] at {e.stage}")  # fmt: skip
-    for token, info in e.candidates.items():
-        p = "-" if info["p"] is None else f"{info['p']:.6g}"
-        console.print(f"  token {token}: logit {info['logit']:.9g}, p {p}, kept {info['kept']}")
-    draw = "-" if e.draw is None else f"{e.draw:.17g}"
-    console.print(f"  random draw u = {draw}; margin {e.margin:.3g}; {e.detail}")

@@ -86,7 +86,7 @@ class AllocatingSampler(SlowSampler):
         return self.inner.sample(logits, seq_ids)
 
 
-def apply_injections(injections: dict[str, Any], scheduler: Any, allocator: Any, sampler: Any, tracer: Any = None):  # type: ignore[no-untyped-def]
+def apply_injections(injections: dict[str, Any], scheduler: Any, kv_alloc: Any, sampler: Any, tracer: Any = None):  # type: ignore[no-untyped-def]
     """Wrap components per `injections` ({name: setting}); unknown names are a programming error."""
     unknown = set(injections) - set(INJECTIONS)
     if unknown:
@@ -99,7 +99,7 @@ def apply_injections(injections: dict[str, Any], scheduler: Any, allocator: Any,
         sampler = ContendedSampler(sampler, tracer or NULL_TRACER)
     if "allocation_heavy" in injections:
         sampler = AllocatingSampler(sampler, int(injections["allocation_heavy"]) if injections["allocation_heavy"] is not True else 60_000)
-    return scheduler, allocator, sampler
+    return scheduler, kv_alloc, sampler
 
 
 def close_injections(components: dict[str, Any]) -> None:

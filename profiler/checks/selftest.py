@@ -143,40 +143,23 @@ def run_case(case: Case, *, quick: bool, out_dir: Path, models: Any = None) -> C
     )  # fmt: skip
 
 
-def run_selftest(quick: bool = False, only: str | None = None, out_dir: Path | None = None) -> int:
-    """Run the cases, print expected vs measured verdicts; 0 if every category and component is right, else 1."""
-    from rich.console import Console
-    from rich.table import Table
-
+def run_selftest(
+    quick: bool = False, only: str | None = None, out_dir: Path | None = None,
+    on_case: Callable[[Case], None] | None = None,
+) -> list[CaseResult]:  # fmt: skip
+    """Run the selected cases (on_case is told which one starts) and return their results, in order."""
     from profiler.session.runner import ModelCache
 
     cases = select_cases(only)
-    console = Console(stderr=True)
     models = ModelCache()
     results = []
     with tempfile.TemporaryDirectory(prefix="infer-prof-selftest-") as scratch:
         root = out_dir or Path(scratch)
         for case in cases:
-            with console.status(f"selftest {case.name}: {case.planted}"):
-                results.append(run_case(case, quick=quick, out_dir=root, models=models))
-    table = Table("case", "expected (component)", "measured (component)", "share", "seconds", "",
-                  title=f"infer-prof selftest ({'quick' if quick else 'full'})")  # fmt: skip
-    for result in results:
-        share = f"{result.share:.1%}" if result.share is not None else "-"
-        mark = "[green]ok[/green]" if result.ok else "[red]WRONG[/red]"
-        measured = result.category or f"error: {result.error}"
-        table.add_row(result.case.name, f"{result.case.expected} ({result.case.component})",
-                      f"{measured} ({result.component or '-'})", share, f"{result.seconds:.1f}", mark)  # fmt: skip
-    out = Console()
-    out.print(table)
-    for result in results:
-        out.print(f"  {result.case.name}: {result.case.planted}", style="dim", highlight=False)
-    wrong = [result.case.name for result in results if not result.ok]
-    if wrong:
-        console.print(f"[red]selftest: {len(wrong)} of {len(results)} case(s) named wrongly: {', '.join(wrong)}[/red]")
-        return 1
-    console.print(f"selftest: all {len(results)} case(s) named correctly")
-    return 0
+            if on_case:
+                on_case(case)
+            results.append(run_case(case, quick=quick, out_dir=root, models=models))
+    return results
 
 
 __all__ = ["CASES", "Case", "CaseResult", "run_case", "run_selftest", "select_cases"]

@@ -22,7 +22,6 @@ per token, which is exactly Amdahl's assumption.
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -30,10 +29,8 @@ from typing import Any
 
 from profiler.analysis.diagnose import NATIVE_CAPABLE, amdahl_gain, diagnose, measured_gain
 from profiler.rundir.atomic import write_json_atomic
-from profiler.session.session import NATIVE_COMPONENT_NAMES, SessionOutcome
+from profiler.session.session import SessionOutcome
 
-# The breakdown's component name -> its --native name.
-TOGGLE_FOR = {component: toggle for toggle, component in NATIVE_COMPONENT_NAMES.items()}
 VERIFY_DIR = "verify"
 
 
@@ -94,50 +91,40 @@ def python_spread(python_results: list[Any]) -> float | None:
     return max(values) / min(values) - 1.0 if len(values) > 1 else None
 
 
+RunAgain = Callable[[frozenset[str], Path, str], SessionOutcome]  # (native twins, run dir, label) -> outcome
+
+
 def verify_predictions(
-    outcome: SessionOutcome,
-    options: Any,  # profiler.session.options.EngineOptions
-    spec: Any,  # scenarios.spec.ScenarioSpec
-    loaded: Any,
-    *,
-    console: Any,
-    stop_event: threading.Event,
-    native_speedups: dict[str, float] | None,
-    run_profiled: Callable[..., SessionOutcome],
-) -> SessionOutcome:
-    """Run `spec` again per native-capable component with its C twin on; rewrite result.json with measured gains."""
+    outcome: SessionOutcome, options: Any, *, stop_event: threading.Event, native_speedups: dict[str, float] | None,
+    run_again: RunAgain,
+) -> dict[str, Any] | None:  # fmt: skip
+    """Run again per native-capable component with its C twin on (`run_again`, a face's session with its
+    progress display); rewrite result.json with the measured gains and return the verdict's `verify`
+    section, or None when the main run has nothing to compare."""
     from native_paths.loader import available
 
     result = outcome.result
     predictions = (result.verdict or {}).get("predictions") or {}
     if busy_ns_per_token(result) is None:
-        console.print("[yellow]--verify: the main run has no spans split or no tokens; nothing to compare[/yellow]")
-        return outcome
+        return None
     twins = available()
-    profile = result.config.get("profile", "default")
-
-    def again(native: frozenset[str], name: str, label: str) -> SessionOutcome:
-        return run_profiled(dataclasses.replace(options, native=native), scenario=spec, loaded=loaded,
-                            out=Path(outcome.run_dir) / VERIFY_DIR / name, profile=profile, console=console,
-                            stop_event=stop_event, native_speedups=native_speedups, label=label)  # fmt: skip
-
     native_runs: dict[str, SessionOutcome] = {}
     skipped: dict[str, str] = {}
     for component in NATIVE_CAPABLE:
-        toggle = TOGGLE_FOR[component]
         if component not in predictions:
             continue
-        if toggle in options.native:
+        if component in options.native:
             skipped[component] = "already native in the main run"
-        elif twins.get(toggle) is not True:
+        elif twins.get(component) is not True:
             skipped[component] = f"C twin not available ({twins.get('reason') or 'not built'})"
         elif stop_event.is_set():
             skipped[component] = "stopped (Ctrl-C) before its verify run"
         else:
-            run = again(frozenset(options.native | {toggle}), f"native-{toggle}", f"verify: native {toggle}")
+            run = run_again(frozenset(options.native | {component}), _verify_dir(outcome, f"native-{component}"),
+                            f"verify: native {component}")  # fmt: skip
             if run.interrupted:
                 skipped[component] = "its verify run was interrupted: a partial run is not comparable"
-            elif toggle not in run.result.config.get("native", []):
+            elif component not in run.result.config.get("native", []):
                 skipped[component] = "the C twin fell back to Python in the verify run"
             else:
                 native_runs[component] = run
@@ -145,16 +132,27 @@ def verify_predictions(
     # run after the native ones brackets them, and the reference is the mean of the two.
     python_results = [result]
     if native_runs and not stop_event.is_set():
-        rerun = again(frozenset(options.native), "python", "verify: Python again")
+        rerun = run_again(frozenset(options.native), _verify_dir(outcome, "python"), "verify: Python again")
         if not rerun.interrupted:
             python_results.append(rerun.result)
     details: dict[str, Any] = {}
     for component, run in native_runs.items():
         entry = compare_component(python_results, run.result, component, predictions[component]["share"],
-                             (native_speedups or {}).get(component))  # fmt: skip
+                                  (native_speedups or {}).get(component))  # fmt: skip
         entry["run_dir"] = str(Path(run.run_dir).relative_to(outcome.run_dir))
         details[component] = entry
+    _record(outcome, native_speedups, details, skipped, python_results)
+    return result.verdict["verify"]
 
+
+def _verify_dir(outcome: SessionOutcome, name: str) -> Path:
+    return Path(outcome.run_dir) / VERIFY_DIR / name
+
+
+def _record(outcome: SessionOutcome, native_speedups: dict[str, float] | None, details: dict[str, Any],
+            skipped: dict[str, str], python_results: list[Any]) -> None:  # fmt: skip
+    """The verdict again with the measured gains, and its `verify` section; result.json rewritten."""
+    result = outcome.result
     speedups = dict(native_speedups or {})
     speedups.update({name: entry["native_speedup"] for name, entry in details.items() if entry["native_speedup"]})
     measured = {name: entry["measured_gain"] for name, entry in details.items() if entry["measured_gain"] is not None}
@@ -172,24 +170,3 @@ def verify_predictions(
     result.verdict = verdict
     result.config["verify"] = True
     write_json_atomic(Path(outcome.run_dir) / "result.json", result.to_dict())
-    _print_table(console, details, skipped, verdict["verify"]["python_spread"])
-    return outcome
-
-
-def _print_table(console: Any, details: dict[str, Any], skipped: dict[str, str], spread: float | None) -> None:
-    from rich.table import Table
-
-    def pct(value: float | None) -> str:
-        return f"{value:.1%}" if value is not None else "-"
-
-    table = Table("component", "share", "native speedup", "predicted gain", "measured gain", "measured/predicted",
-                  title="--verify: predicted vs measured end-to-end gain (busy time per token)")  # fmt: skip
-    for name, entry in details.items():
-        speedup = f"{entry['native_speedup']:.1f}x ({entry['speedup_source']})" if entry["native_speedup"] else "-"
-        agreement = f"{entry['agreement']:.2f}" if entry["agreement"] is not None else "-"
-        table.add_row(name, pct(entry["share"]), speedup, pct(entry["predicted_gain"]), pct(entry["measured_gain"]), agreement)
-    for name, reason in skipped.items():
-        table.add_row(name, "-", "-", "-", "-", f"skipped: {reason}")
-    console.print(table)
-    if spread is not None:
-        console.print(f"the two Python runs differ by {spread:.1%} in busy time per token: gains below that are noise")

@@ -3,9 +3,22 @@
 from __future__ import annotations
 
 import json
+from typing import Annotated
 
+import typer
 from rich.console import Console
 from rich.table import Table
+
+from profiler.cli.app import bench_app
+
+
+@bench_app.command("native")
+def bench_native(
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list of rows instead of a table.")] = False,
+    repeats: Annotated[int, typer.Option("--repeats", help="Interleaved repeats per row (medians are reported).")] = 5,
+) -> None:
+    """Per-step time of each Python/C twin pair at batch 1, 32 and 256 (vocab 49,152), with the speedup."""
+    raise typer.Exit(bench_native_command(as_json=as_json, repeats=repeats))
 
 
 def bench_native_command(*, as_json: bool, repeats: int) -> int:

@@ -5,12 +5,41 @@ from __future__ import annotations
 import datetime as _dt
 import itertools
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Optional
 
+import typer
 from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
 
+from profiler.budget.check import BudgetReport, format_value
+from profiler.cli.app import budget_app
 from profiler.session.options import EngineOptions
 from profiler.session.runner import ModelCache, run_once
+
+_STYLES = {"PASS": "green", "FAIL": "bold red", "WARN": "yellow", "SKIP": "dim"}
+
+
+@budget_app.command("check")
+def budget_check(
+    budget_file: Annotated[Path, typer.Argument(help="A budget TOML file (see docs/budgets.md).")],
+    run: Annotated[Optional[list[Path]], typer.Option("--run", help="Check these run directories instead of running the budget's scenario.")] = None,
+    baseline: Annotated[Optional[list[Path]], typer.Option("--baseline", help="Baseline run directories (or a folder of them) for ratio assertions.")] = None,
+    junit: Annotated[Optional[Path], typer.Option("--junit", help="Also write a JUnit XML file for CI dashboards.")] = None,
+    bmf: Annotated[Optional[Path], typer.Option("--bmf", help="Also write Bencher Metric Format JSON.")] = None,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Where runs made by this check go.")] = Path("runs/budget"),
+) -> None:
+    """Check runs against a budget: exit 0 pass (warnings allowed), 1 an error assertion failed, 2 bad input."""
+    raise typer.Exit(budget_check_command(budget_file, runs=run or [], baselines=baseline or [], junit=junit, bmf=bmf, out=out))
+
+
+@budget_app.command("baseline")
+def budget_baseline(
+    budget_file: Annotated[Path, typer.Argument(help="The budget TOML whose scenario (and [baseline] settings) to record.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for the baseline runs (pass it to `budget check --baseline`).")] = Path("runs/baseline"),
+) -> None:
+    """Record baseline runs for later `budget check --baseline DIR`."""
+    raise typer.Exit(budget_baseline_command(budget_file, out=out))
 
 
 def make_run_fn(out_root: Path, console: Console):  # type: ignore[no-untyped-def]
@@ -39,7 +68,7 @@ def budget_check_command(
     budget_file: Path, *, runs: list[Path], baselines: list[Path], junit: Path | None, bmf: Path | None, out: Path
 ) -> int:
     from profiler.budget.check import check_budget, check_budget_with_runner
-    from profiler.budget.output import render_budget_report, write_bmf, write_junit
+    from profiler.budget.output import write_bmf, write_junit
     from profiler.budget.spec import load_budget
 
     console = Console(stderr=True)
@@ -69,3 +98,35 @@ def budget_baseline_command(budget_file: Path, *, out: Path) -> int:
     return 0
 
 
+def render_budget_report(report: BudgetReport, console: Console) -> None:
+    """Print one row per assertion and a one-line verdict that states the exit code."""
+    title = f"budget {escape(report.budget.name)}: {len(report.runs)} run(s)"
+    if report.baseline_runs:
+        title += f" vs {len(report.baseline_runs)} baseline run(s)"
+    table = Table(title=title, title_justify="left", show_lines=False)
+    for column, justify in (("status", "left"), ("assertion", "left"), ("measured", "right"),
+                            ("bound", "left"), ("vs baseline", "right"), ("why", "left")):  # fmt: skip
+        table.add_column(column, justify=justify, overflow="fold")
+    for result in report.results:
+        status = result.status
+        measured = "-" if result.measured is None else format_value(result.measured)
+        if len(result.values) > 1 and result.measured is not None:
+            measured += f" ({result.assertion.aggregate} of {len(result.values)})"
+        versus = "-" if result.ratio is None else f"{format_value(result.ratio)}x"
+        table.add_row(
+            # Names and reasons are user text: escape them so "[...]" is not read as Rich markup.
+            f"[{_STYLES[status]}]{status}[/]", escape(f"{result.name} [{result.level}]"), measured,
+            escape(result.bound), versus, escape(result.reason),
+        )  # fmt: skip
+    console.print(table)
+    errors, warnings = len(report.failed_errors), len(report.failed_warnings)
+    passed = sum(1 for r in report.results if r.status == "PASS")
+    skipped = sum(1 for r in report.results if r.status == "SKIP")
+    summary = f"{passed} passed, {errors} failed, {warnings} warning(s), {skipped} skipped"
+    if errors:
+        names = escape(", ".join(r.name for r in report.failed_errors))
+        console.print(f"[bold red]budget failed[/]: {summary} ({names}) -> exit 1")
+    elif warnings:
+        console.print(f"[yellow]budget passed with warnings[/]: {summary} -> exit 0")
+    else:
+        console.print(f"[green]budget passed[/]: {summary} -> exit 0")

@@ -4,50 +4,95 @@ from __future__ import annotations
 
 import datetime as _dt
 from pathlib import Path
+from typing import Annotated, Optional
 
+import typer
 from rich.console import Console
 
+from profiler.cli.app import app
+from profiler.cli.options import (
+    BlockSizeOpt,
+    DtypeOpt,
+    KvBlocksOpt,
+    KvMemoryOpt,
+    MaxBatchOpt,
+    MaxTokensBudgetOpt,
+    ModelOpt,
+    PolicyOpt,
+    SeedOpt,
+    ThreadsOpt,
+    dim_printer,
+    engine_options,
+)  # fmt: skip
+from profiler.cli.progress import session_progress
 from profiler.session.options import EngineOptions, OptionError
 from profiler.session.runner import ModelCache, options_with, run_once
+
+
+@app.command()
+def compare(
+    before: Annotated[Optional[list[Path]], typer.Argument(help="BEFORE and AFTER run directories (omit with --repeat).", show_default=False)] = None,
+    repeat: Annotated[Optional[int], typer.Option("--repeat", help="Run both configurations N times each, interleaved (A B B A ...), instead of reading run directories.")] = None,
+    before_native: Annotated[str, typer.Option("--before-native", help="With --repeat: the BEFORE configuration's --native.")] = "none",
+    after_native: Annotated[str, typer.Option("--after-native", help="With --repeat: the AFTER configuration's --native.")] = "all",
+    scenario: Annotated[str, typer.Option("--scenario", "-s", help="With --repeat: the scenario both configurations run.")] = "chat",
+    requests: Annotated[Optional[int], typer.Option("--requests", "-r", help="With --repeat: override the scenario's request count.")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Where compare.html, compare.pdf and compare.json go.")] = None,
+    model: ModelOpt = "smollm2-135m", dtype: DtypeOpt = "float32",
+    kv_blocks: KvBlocksOpt = None, kv_memory: KvMemoryOpt = None, block_size: BlockSizeOpt = 16,
+    max_batch: MaxBatchOpt = 32, max_batched_tokens: MaxTokensBudgetOpt = 512, policy: PolicyOpt = "fcfs",
+    seed: SeedOpt = 0, threads: ThreadsOpt = None,
+) -> None:
+    """Before/after comparison: per metric the ratio, its confidence interval and a verdict."""
+    options = engine_options(model, dtype, "none", kv_blocks, kv_memory, block_size, max_batch, max_batched_tokens, policy, seed, threads)
+    raise typer.Exit(compare_command(before or [], repeat=repeat, options=options, before_native=before_native,
+                                     after_native=after_native, scenario=scenario, requests=requests, out=out))  # fmt: skip
 
 
 def compare_command(
     dirs: list[Path], *, repeat: int | None, options: EngineOptions, before_native: str, after_native: str,
     scenario: str, requests: int | None, out: Path | None,
 ) -> int:  # fmt: skip
-    from native_paths.toggles import parse_native
     from reports import compare_runs, render_comparison, write_comparison_report
 
     console = Console(stderr=True)
-    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    out_dir = out or Path("runs") / f"compare-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
     if repeat is None:
         if len(dirs) != 2:
             raise OptionError("compare needs BEFORE and AFTER run directories, or --repeat N to run both configurations")
         before_dirs, after_dirs = [dirs[0]], [dirs[1]]
-        out_dir = out or Path("runs") / f"compare-{stamp}"
     else:
         if dirs:
             raise OptionError("give run directories or --repeat, not both")
         if repeat < 1:
             raise OptionError(f"--repeat={repeat} must be at least 1")
-        out_dir = out or Path("runs") / f"compare-{stamp}"
-        before_options = options_with(options, native=parse_native(before_native))
-        after_options = options_with(options, native=parse_native(after_native))
-        models = ModelCache()
-        models.get(options, progress=lambda message: console.print(f"[dim]{message}[/dim]"))
-        before_dirs, after_dirs = [], []
-        # ABBA interleaving: slow drift of a shared machine hits both configurations alike.
-        for index in range(repeat):
-            order = [("before", before_options), ("after", after_options)]
-            if index % 2 == 1:
-                order.reverse()
-            for side, side_options in order:
-                run_dir = out_dir / f"{side}-{index + 1}"
-                console.print(f"[dim]compare: {side} run {index + 1}/{repeat} (native {sorted(side_options.native) or 'none'})[/dim]")
-                run_once(side_options, scenario, run_dir, requests=requests, models=models, progress_console=console)
-                (before_dirs if side == "before" else after_dirs).append(run_dir)
+        before_dirs, after_dirs = _run_interleaved(options, before_native, after_native, scenario, requests, repeat,
+                                                   out_dir, console)  # fmt: skip
     result = compare_runs(before_dirs, after_dirs)
     render_comparison(result, Console())
     files = write_comparison_report(result, out_dir)
     console.print("comparison: " + ", ".join(str(path) for path in files.values()))
     return 0
+
+
+def _run_interleaved(
+    options: EngineOptions, before_native: str, after_native: str, scenario: str, requests: int | None,
+    repeat: int, out_dir: Path, console: Console,
+) -> tuple[list[Path], list[Path]]:  # fmt: skip
+    """Both configurations `repeat` times in ABBA order, so slow drift of a shared machine hits both alike."""
+    from native_paths.toggles import parse_native
+
+    sides = {"before": options_with(options, native=parse_native(before_native)),
+             "after": options_with(options, native=parse_native(after_native))}  # fmt: skip
+    models = ModelCache()
+    models.get(options, progress=dim_printer(console))
+    dirs: dict[str, list[Path]] = {"before": [], "after": []}
+    for index in range(repeat):
+        order = ["before", "after"] if index % 2 == 0 else ["after", "before"]
+        for side in order:
+            run_dir = out_dir / f"{side}-{index + 1}"
+            console.print(f"[dim]compare: {side} run {index + 1}/{repeat} (native {sorted(sides[side].native) or 'none'})[/dim]")
+            with session_progress(console) as hooks:
+                run_once(sides[side], scenario, run_dir, requests=requests, models=models, hooks=hooks)
+            dirs[side].append(run_dir)
+    return dirs["before"], dirs["after"]

@@ -4,8 +4,17 @@ from __future__ import annotations
 
 import shutil
 
+import typer
 from rich.console import Console
 from rich.table import Table
+
+from profiler.cli.app import app
+
+
+@app.command()
+def doctor() -> None:
+    """Print what this installation can do: native paths built, py-spy, GPU, default model."""
+    raise typer.Exit(run_doctor())
 
 
 def run_doctor() -> int:

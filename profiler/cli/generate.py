@@ -4,11 +4,52 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Sequence
+from typing import Annotated, Sequence
+
+import typer
 
 from engine.types import SamplingParams
+from profiler.cli.app import app
+from profiler.cli.options import (
+    BlockSizeOpt,
+    DtypeOpt,
+    KvBlocksOpt,
+    KvMemoryOpt,
+    MaxBatchOpt,
+    MaxTokensBudgetOpt,
+    ModelOpt,
+    NativeOpt,
+    PolicyOpt,
+    SeedOpt,
+    ThreadsOpt,
+    dim_printer,
+    engine_options,
+)  # fmt: skip
 from profiler.session.builder import build_engine, load_for_options
 from profiler.session.options import EngineOptions
+
+
+@app.command()
+def generate(
+    prompts: Annotated[list[str], typer.Argument(help="One or more prompts; all are served together (continuous batching).")],
+    max_tokens: Annotated[int, typer.Option("--max-tokens", "-n", help="Most tokens to generate per prompt.")] = 64,
+    temperature: Annotated[float, typer.Option("--temperature", "-t", help="0 = greedy.")] = 0.0,
+    top_k: Annotated[int, typer.Option("--top-k", help="0 = off.")] = 0,
+    top_p: Annotated[float, typer.Option("--top-p", help="1 = off.")] = 1.0,
+    min_p: Annotated[float, typer.Option("--min-p", help="0 = off.")] = 0.0,
+    repetition_penalty: Annotated[float, typer.Option("--repetition-penalty", help="1 = off.")] = 1.0,
+    chat: Annotated[bool, typer.Option("--chat/--no-chat", help="Apply the model's chat template (default on).")] = True,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per prompt, then one {\"engine\": ...} line.")] = False,
+    model: ModelOpt = "smollm2-135m", dtype: DtypeOpt = "float32", native: NativeOpt = "none",
+    kv_blocks: KvBlocksOpt = None, kv_memory: KvMemoryOpt = None, block_size: BlockSizeOpt = 16,
+    max_batch: MaxBatchOpt = 32, max_batched_tokens: MaxTokensBudgetOpt = 512, policy: PolicyOpt = "fcfs",
+    seed: SeedOpt = 0, threads: ThreadsOpt = None,
+) -> None:
+    """Generate text for PROMPTS (streams a single prompt to the terminal; --json for token ids and timings)."""
+    options = engine_options(model, dtype, native, kv_blocks, kv_memory, block_size, max_batch, max_batched_tokens, policy, seed, threads)
+    params = SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
+                            repetition_penalty=repetition_penalty, max_tokens=max_tokens, seed=seed)  # fmt: skip
+    run_generate(options, prompts, params, chat=chat, as_json=as_json)
 
 
 def run_generate(
@@ -17,7 +58,7 @@ def run_generate(
     from rich.console import Console
 
     err = Console(stderr=True)
-    loaded = load_for_options(options, progress=lambda message: err.print(f"[dim]{message}[/dim]"))
+    loaded = load_for_options(options, progress=dim_printer(err))
     built = build_engine(loaded, options)
     engine = built.engine
     stream_one = len(prompts) == 1 and not as_json

@@ -1,74 +1,76 @@
-"""`infer-prof run`: the product's main command, a face over profiler.session.session with progress, summary and reports."""
+"""`infer-prof run`: the product's main command, a face over profiler.session with progress, summary and reports."""
 
 from __future__ import annotations
 
-import signal
+import dataclasses
 import threading
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Annotated, Any, Optional
 
+import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from profiler.session.builder import load_for_options
+from profiler.cli.app import app
+from profiler.cli.options import (
+    BlockSizeOpt,
+    DtypeOpt,
+    KvBlocksOpt,
+    KvMemoryOpt,
+    MaxBatchOpt,
+    MaxTokensBudgetOpt,
+    ModelOpt,
+    NativeOpt,
+    SeedOpt,
+    ThreadsOpt,
+    dim_printer,
+    engine_options,
+)  # fmt: skip
+from profiler.cli.progress import ctrl_c_stops, session_progress
 from profiler.session.options import EngineOptions, OptionError
-from profiler.session.session import SessionHooks, SessionOutcome, default_run_dir, run_session
+
+INTERRUPTED_EXIT_CODE = 130  # the shell's convention for SIGINT; the partial result is still written
 
 
-@contextmanager
-def ctrl_c_stops(stop_event: threading.Event, console: Console) -> Iterator[None]:
-    """First Ctrl-C: stop submitting and record a partial run; a second one interrupts for real."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.getsignal(signal.SIGINT)
-
-    def handler(signum, frame):  # type: ignore[no-untyped-def]
-        if stop_event.is_set():
-            signal.signal(signal.SIGINT, previous)
-            raise KeyboardInterrupt
-        stop_event.set()
-        console.print("[yellow]Ctrl-C: stopping the load; in-flight requests are aborted and a partial result is written (Ctrl-C again to quit now)[/yellow]")
-
-    signal.signal(signal.SIGINT, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
+@app.command()
+def run(
+    scenario: Annotated[str, typer.Option("--scenario", "-s", help="A built-in scenario name (see `infer-prof scenarios list`) or a path to a TOML file.")] = "chat",
+    requests: Annotated[Optional[int], typer.Option("--requests", "-r", help="Override the scenario's request count.")] = None,
+    duration: Annotated[Optional[float], typer.Option("--duration", help="Stop submitting after this many seconds.")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Run directory (default runs/<timestamp>-<scenario>).")] = None,
+    report: Annotated[bool, typer.Option("--report/--no-report", help="Write report.html, report.pdf and trace files.")] = True,
+    profile: Annotated[str, typer.Option("--profile", help="Collectors: default (cheap, always-on), deep (native stacks sampled under SCHED_FIFO + torch.profiler windows that split kernel from torch's per-op fee; slow, for short runs), off.")] = "default",
+    verify: Annotated[bool, typer.Option("--verify", help="Also run with each predicted native path on and report predicted vs measured gain.")] = False,
+    model: ModelOpt = "smollm2-135m", dtype: DtypeOpt = "float32", native: NativeOpt = "none",
+    kv_blocks: KvBlocksOpt = None, kv_memory: KvMemoryOpt = None, block_size: BlockSizeOpt = 16,
+    max_batch: MaxBatchOpt = 32, max_batched_tokens: MaxTokensBudgetOpt = 512,
+    policy: Annotated[Optional[str], typer.Option("--policy", help="Scheduling policy: fcfs or priority (default: priority when the scenario has priority classes, else fcfs).")] = None,
+    seed: SeedOpt = 0, threads: ThreadsOpt = None,
+) -> None:
+    """Run the engine under a load scenario, measure where the time goes, and write a run directory."""
+    options = engine_options(model, dtype, native, kv_blocks, kv_memory, block_size, max_batch, max_batched_tokens, policy or "fcfs", seed, threads)
+    code = run_command(options, scenario=scenario, requests=requests, duration=duration, out=out,
+                       report=report, profile=profile, verify=verify, policy_given=policy is not None)  # fmt: skip
+    raise typer.Exit(code)
 
 
 def run_profiled(
     options: EngineOptions, *, scenario, loaded, out: Path, profile: str, console: Console,  # type: ignore[no-untyped-def]
-    stop_event: threading.Event, native_speedups=None, measured_gains=None, label: str = "requests", injections=None,  # type: ignore[no-untyped-def]
-) -> SessionOutcome:
-    """One session with a Rich progress bar (requests done / total, output tokens/s)."""
-    import time
+    stop_event: threading.Event, native_speedups=None, label: str = "requests",  # type: ignore[no-untyped-def]
+):  # type: ignore[no-untyped-def]
+    """One session with a progress bar (requests done / total, output tokens/s)."""
+    from profiler.session.session import run_session
 
-    with Progress(
-        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-        TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), console=console, transient=False,
-    ) as progress:  # fmt: skip
-        task = progress.add_task(label, total=None, rate="")
-        started = [time.perf_counter()]
-
-        def on_start(total: int) -> None:
-            started[0] = time.perf_counter()
-            progress.update(task, total=total)
-
-        def on_done(requests_done: int, tokens: int) -> None:
-            elapsed = max(1e-9, time.perf_counter() - started[0])
-            progress.update(task, completed=requests_done, rate=f"{tokens / elapsed:6.1f} tok/s")
-
-        hooks = SessionHooks(on_start=on_start, on_request_done=on_done)
-        return run_session(options, scenario, out, loaded=loaded, profile=profile, stop_event=stop_event, hooks=hooks,
-                           native_speedups=native_speedups, measured_gains=measured_gains, injections=injections)  # fmt: skip
+    with session_progress(console, label) as hooks:
+        return run_session(options, scenario, out, loaded=loaded, profile=profile, stop_event=stop_event,
+                           hooks=hooks, native_speedups=native_speedups)  # fmt: skip
 
 
 def run_command(
     options: EngineOptions, *, scenario: str, requests: int | None, duration: float | None, out: Path | None,
     report: bool, profile: str, verify: bool, policy_given: bool = True,
 ) -> int:  # fmt: skip
+    from profiler.session.builder import load_for_options
+    from profiler.session.session import default_run_dir
     from scenarios.spec import load_scenario
 
     console = Console(stderr=True)
@@ -78,14 +80,12 @@ def run_command(
         raise OptionError(f"--duration={duration} must be positive")
     spec = load_scenario(scenario).with_overrides(num_requests=requests, duration_s=duration, seed=None)
     if not policy_given and len({request_class.priority for request_class in spec.classes()}) > 1:
-        import dataclasses
-
         options = dataclasses.replace(options, policy="priority")
         console.print("[dim]the scenario has priority classes: using --policy priority[/dim]")
     out_dir = out or default_run_dir(spec.name)
     if (out_dir / "result.json").exists():
         raise OptionError(f"--out {out_dir} already holds a run; choose another directory or remove it")
-    loaded = load_for_options(options, progress=lambda message: console.print(f"[dim]{message}[/dim]"))
+    loaded = load_for_options(options, progress=dim_printer(console))
     spec.validate_against_context(loaded.config.context_length)
     console.print(f"model [bold]{options.model}[/bold] ({loaded.source}); scenario [bold]{spec.name}[/bold]: {spec.description}")
 
@@ -95,25 +95,57 @@ def run_command(
         outcome = run_profiled(options, scenario=spec, loaded=loaded, out=out_dir, profile=profile, console=console,
                                stop_event=stop_event, native_speedups=native_speedups)  # fmt: skip
         if verify and not outcome.interrupted and profile != "off":
-            from profiler.checks.verify import verify_predictions
+            _verify(outcome, options, spec, loaded, console, stop_event, native_speedups, profile)
+    _write_reports(outcome, report, console)
+    return INTERRUPTED_EXIT_CODE if outcome.interrupted else 0
 
-            outcome = verify_predictions(outcome, options, spec, loaded, console=console, stop_event=stop_event,
-                                         native_speedups=native_speedups, run_profiled=run_profiled)  # fmt: skip
 
-    from reports.run.terminal import render_summary
+def _verify(outcome, options, spec, loaded, console, stop_event, native_speedups, profile) -> None:  # type: ignore[no-untyped-def]
+    from profiler.checks.verify import verify_predictions
+
+    def run_again(native: frozenset[str], out_dir: Path, label: str):  # type: ignore[no-untyped-def]
+        return run_profiled(dataclasses.replace(options, native=native), scenario=spec, loaded=loaded, out=out_dir,
+                            profile=profile, console=console, stop_event=stop_event,
+                            native_speedups=native_speedups, label=label)  # fmt: skip
+
+    section = verify_predictions(outcome, options, stop_event=stop_event, native_speedups=native_speedups,
+                                 run_again=run_again)  # fmt: skip
+    if section is None:
+        console.print("[yellow]--verify: the main run has no spans split or no tokens; nothing to compare[/yellow]")
+    else:
+        render_verify(section, console)
+
+
+def _write_reports(outcome, report: bool, console: Console) -> None:  # type: ignore[no-untyped-def]
+    from reports import generate_reports, render_summary
 
     render_summary(outcome.run_dir, Console())
     if report:
-        from reports import generate_reports
-
         with console.status("writing reports"):
             files = generate_reports(outcome.run_dir)
         console.print("reports: " + ", ".join(str(outcome.run_dir / name) for name in files.values()))
     console.print(f"run directory: [bold]{outcome.run_dir}[/bold]" + (" [yellow](partial)[/yellow]" if outcome.interrupted else ""))
-    return INTERRUPTED_EXIT_CODE if outcome.interrupted else 0
 
 
-INTERRUPTED_EXIT_CODE = 130  # the shell's convention for SIGINT; the partial result is still written
+def render_verify(section: dict[str, Any], console: Console) -> None:
+    """The --verify table: per component its share, speedup, predicted and measured gains."""
+    from rich.table import Table
+
+    def pct(value: float | None) -> str:
+        return f"{value:.1%}" if value is not None else "-"
+
+    table = Table("component", "share", "native speedup", "predicted gain", "measured gain", "measured/predicted",
+                  title="--verify: predicted vs measured end-to-end gain (busy time per token)")  # fmt: skip
+    for name, entry in section["components"].items():
+        speedup = f"{entry['native_speedup']:.1f}x ({entry['speedup_source']})" if entry["native_speedup"] else "-"
+        agreement = f"{entry['agreement']:.2f}" if entry["agreement"] is not None else "-"
+        table.add_row(name, pct(entry["share"]), speedup, pct(entry["predicted_gain"]), pct(entry["measured_gain"]), agreement)
+    for name, reason in section["skipped"].items():
+        table.add_row(name, "-", "-", "-", "-", f"skipped: {reason}")
+    console.print(table)
+    spread = section.get("python_spread")
+    if spread is not None:
+        console.print(f"the two Python runs differ by {spread:.1%} in busy time per token: gains below that are noise")
 
 
 def _native_speedups(console: Console) -> dict[str, float] | None:

@@ -13,8 +13,6 @@ after a collector pauses (memory its records take), which both kinds of block th
 from __future__ import annotations
 
 import itertools
-import math
-import random
 import statistics
 import tempfile
 import threading
@@ -24,7 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from profiler.collectors.base import Collector
+from profiler.stats import bootstrap
 
 
 @dataclass(slots=True)
@@ -197,14 +198,18 @@ def _pairs(blocks: Sequence[Block]) -> list[tuple[Block, Block]]:
     ]
 
 
-def _ratio_of(pairs: Sequence[tuple[Block, Block]]) -> float:
-    on_tokens = sum(on.tokens for on, _off in pairs)
-    off_tokens = sum(off.tokens for _on, off in pairs)
-    on_ns = sum(on.end_ns - on.start_ns for on, _off in pairs)
-    off_ns = sum(off.end_ns - off.start_ns for _on, off in pairs)
-    if off_tokens == 0 or on_ns == 0:
-        return float("nan")
-    return (on_tokens / on_ns) / (off_tokens / off_ns)
+def _pair_rows(pairs: Sequence[tuple[Block, Block]]) -> np.ndarray:
+    """One row per pair: (on tokens, on ns, off tokens, off ns)."""
+    return np.array([(on.tokens, on.end_ns - on.start_ns, off.tokens, off.end_ns - off.start_ns) for on, off in pairs],
+                    dtype=float).reshape(-1, 4)  # fmt: skip
+
+
+def ratio_of_totals(resampled: np.ndarray) -> np.ndarray:
+    """(on tokens / on time) / (off tokens / off time) of each resample of pair rows; NaN with no off tokens."""
+    on_tokens, on_ns, off_tokens, off_ns = (resampled[..., column].sum(axis=1) for column in range(4))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = (on_tokens / on_ns) / (off_tokens / off_ns)
+    return np.where((off_tokens == 0) | (on_ns == 0), np.nan, ratio)
 
 
 def estimate(pairs: Sequence[tuple[Block, Block]], *, resamples: int = 2000, seed: int = 0) -> Estimate:
@@ -215,13 +220,9 @@ def estimate(pairs: Sequence[tuple[Block, Block]], *, resamples: int = 2000, see
     """
     if not pairs:
         raise ValueError("no complete on/off pair of blocks: the run was shorter than two blocks")
-    rng = random.Random(seed)
-    draws = sorted(_ratio_of([rng.choice(pairs) for _ in pairs]) for _ in range(resamples))
-    draws = [value for value in draws if not math.isnan(value)]  # a draw with no tokens on a side
-    low = draws[int(0.025 * (len(draws) - 1))] if draws else float("nan")
-    high = draws[int(0.975 * (len(draws) - 1))] if draws else float("nan")
+    interval = bootstrap([_pair_rows(pairs)], ratio_of_totals, resamples=resamples, seed=seed)
     pair_ratios = [on.throughput / off.throughput for on, off in pairs if off.throughput > 0]
-    return Estimate(ratio=_ratio_of(pairs), low=low, high=high, pairs=len(pairs), pair_ratios=pair_ratios)
+    return Estimate(ratio=interval.point, low=interval.low, high=interval.high, pairs=len(pairs), pair_ratios=pair_ratios)
 
 
 def paired_ratio(blocks: Sequence[Block], *, resamples: int = 2000, seed: int = 0) -> InRunResult:

@@ -182,10 +182,3 @@ def read_run(run_dir: str | Path) -> RunData:
         else:
             tables[name] = pd.DataFrame(columns=list(columns))
     return RunData(path=path, result=result, requests=tables["requests"], steps=tables["steps"])
-
-
-def parse_token_ns(cell: Any) -> list[int]:
-    """requests.csv stores every token's timestamp as a space-separated string."""
-    if not isinstance(cell, str) or not cell.strip():
-        return []
-    return [int(part) for part in cell.split()]

@@ -64,16 +64,16 @@ def build_engine(
             max_batched_tokens=config.max_batched_tokens, policy=config.policy,
         )  # fmt: skip
     notes = [str(warning.message) for warning in caught]
-    scheduler, allocator, sampler = components.scheduler, components.allocator, components.sampler
+    scheduler, kv_alloc, sampler = components.scheduler, components.kv_alloc, components.sampler
     if injections:
         from profiler.checks.injections import apply_injections
 
-        scheduler, allocator, sampler = apply_injections(injections, scheduler, allocator, sampler, tracer)
+        scheduler, kv_alloc, sampler = apply_injections(injections, scheduler, kv_alloc, sampler, tracer)
     engine = Engine(
-        loaded.model, loaded.tokenizer, scheduler=scheduler, allocator=allocator, sampler=sampler, config=config,
+        loaded.model, loaded.tokenizer, scheduler=scheduler, kv_alloc=kv_alloc, sampler=sampler, config=config,
         tracer=tracer or NULL_TRACER,
     )  # fmt: skip
     return BuiltEngine(
         engine=engine, config=config, native_active=components.native, warnings=notes,
-        components={"scheduler": scheduler, "allocator": allocator, "sampler": sampler},
+        components={"scheduler": scheduler, "kv_alloc": kv_alloc, "sampler": sampler},
     )  # fmt: skip

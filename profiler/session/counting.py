@@ -17,7 +17,8 @@ from profiler.rundir.environment import describe_environment
 from profiler.rundir.results import RunResult, write_run
 from profiler.session.builder import build_engine
 from profiler.session.options import EngineOptions
-from profiler.session.session import SessionOutcome, _request_tables, _step_table, prepare_prompts
+from profiler.session.record import request_tables, run_config, step_table
+from profiler.session.session import SessionOutcome, prepare_prompts
 from scenarios.loadgen import generate_requests
 from scenarios.spec import ScenarioSpec
 
@@ -63,16 +64,12 @@ def run_counting(
     generated = sum(len(output.token_ids) for output in outputs.values())
     counters = collector.result(generated_tokens=generated)
 
-    timings, rows = _request_tables(measured, outputs)
+    timings, rows = request_tables(measured, outputs)
     metrics = compute_metrics(timings, duration_s=max(1e-9, (finished - started) / 1e9), slos=scenario.slo.as_dict())
-    steps = _step_table(engine, None)
+    steps = step_table(engine, None)
     result = RunResult(
-        config={
-            "model": options.model, "model_source": loaded.source, "dtype": options.dtype,
-            "native": sorted(built.native_active), "native_requested": sorted(options.native),
-            "scenario": scenario.name, "seed": options.seed, "requests": len(measured), "duration_s": None,
-            "profile": "counters", "collectors": ["counters"], "engine": built.engine_config_dict(),
-        },  # fmt: skip
+        config=run_config(options, loaded, built, scenario, profile="counters", requests=len(measured),
+                          collectors=["counters"], duration_s=None),
         environment=describe_environment(),
         scenario=scenario.to_dict(),
         metrics=metrics,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +37,7 @@ def run_once(
     models: ModelCache | None = None,
     native_speedups: dict[str, float] | None = None,
     injections: dict[str, Any] | None = None,
-    progress_console=None,  # type: ignore[no-untyped-def]
+    hooks: Any = None,  # profiler.session.session.SessionHooks, e.g. a face's progress bar
 ) -> Path:
     """One run of `scenario` with `options`; profile "counters" makes a deterministic counting run."""
     from scenarios.spec import load_scenario
@@ -52,16 +51,9 @@ def run_once(
         from profiler.session.counting import run_counting
 
         return run_counting(options, spec, out_dir, loaded=loaded, native_speedups=native_speedups).run_dir
-    if progress_console is not None:
-        from profiler.cli.run import run_profiled
-
-        outcome = run_profiled(options, scenario=spec, loaded=loaded, out=out_dir, profile=profile,
-                               console=progress_console, stop_event=threading.Event(),
-                               native_speedups=native_speedups, injections=injections)  # fmt: skip
-        return outcome.run_dir
     from profiler.session.session import run_session
 
-    return run_session(options, spec, out_dir, loaded=loaded, profile=profile,
+    return run_session(options, spec, out_dir, loaded=loaded, profile=profile, hooks=hooks,
                        native_speedups=native_speedups, injections=injections).run_dir  # fmt: skip
 
 

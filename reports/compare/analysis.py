@@ -19,9 +19,9 @@ import numpy as np
 
 from errors import CompareError
 from profiler.rundir.results import CATEGORIES, COMPONENTS, RunData, read_run
+from profiler.stats import Interval, bootstrap_ratio, mann_whitney_u, mean_statistic, quantile_statistic
 from reports.compare import samples
 from reports.rundata import phase_columns
-from reports.stats import Interval, block_bootstrap_ratio, bootstrap_ratio, mann_whitney_u
 
 FASTER, SLOWER, NO_CHANGE = "faster", "slower", "no significant change"
 HIGHER, LOWER, NOT_COMPARABLE = "higher", "lower", "not comparable"
@@ -194,18 +194,15 @@ class _SampleJob:
 
 
 @dataclass
-class _BlockJob:
-    """A latency percentile whose samples are resampled in blocks of requests."""
+class _SeriesJob:
+    """A latency percentile whose samples are in time order, resampled in blocks of neighbours."""
 
     spec: MetricSpec
-    before: list[np.ndarray]
-    after: list[np.ndarray]
+    before: np.ndarray
+    after: np.ndarray
     percentile: float
+    block: int
     method: str
-
-
-def _mean_rows(resampled: np.ndarray) -> np.ndarray:
-    return resampled.mean(axis=1)
 
 
 def _throughput_jobs(before: list[RunData], after: list[RunData]) -> list[_SampleJob]:
@@ -215,14 +212,14 @@ def _throughput_jobs(before: list[RunData], after: list[RunData]) -> list[_Sampl
     ]
     tokens = [_pooled(side, lambda run: samples.windowed_rates(run, "tokens")) for side in (before, after)]
     jobs = [
-        _SampleJob(THROUGHPUT_METRICS[0], requests[0], requests[1], _mean_rows, f"completions/s: {windows}"),
-        _SampleJob(THROUGHPUT_METRICS[1], tokens[0], tokens[1], _mean_rows, f"output tokens/s: {windows}"),
+        _SampleJob(THROUGHPUT_METRICS[0], requests[0], requests[1], mean_statistic, f"completions/s: {windows}"),
+        _SampleJob(THROUGHPUT_METRICS[1], tokens[0], tokens[1], mean_statistic, f"output tokens/s: {windows}"),
     ]
     good_before, good_after = _good_fraction(before), _good_fraction(after)
     if good_before is not None and good_after is not None:
         # Without the SLO in the result, goodput is windowed completions times the run's good fraction.
         jobs.append(_SampleJob(THROUGHPUT_METRICS[2], requests[0] * good_before, requests[1] * good_after,
-                               _mean_rows, "windowed completions/s x the run's recorded good fraction"))  # fmt: skip
+                               mean_statistic, "windowed completions/s x the run's recorded good fraction"))  # fmt: skip
     return jobs
 
 
@@ -236,52 +233,37 @@ def _share_jobs(before: list[RunData], after: list[RunData]) -> list[_SampleJob]
     ]  # fmt: skip
 
 
-def _latency_jobs(before: list[RunData], after: list[RunData], rng: np.random.Generator) -> list[_BlockJob]:
+def _latency_jobs(before: list[RunData], after: list[RunData]) -> list[_SeriesJob]:
     jobs = []
     for spec in LATENCY_METRICS:
         name, stat = spec.name.split(".")
-        sides = [
-            [block for run in side for block in samples.latency_blocks(run, name, rng)]
-            for side in (before, after)
-        ]
-        per = "per-token" if name == "itl_ms" else "per-request"
-        method = (
-            f"{stat} of {per} samples; bootstrap over {samples.LATENCY_BLOCKS} blocks of requests by arrival"
-        )
-        jobs.append(_BlockJob(spec, sides[0], sides[1], float(stat[1:]), method))
+        sides = [_pooled(side, lambda run: samples.latency_series(run, name)) for side in (before, after)]
+        # About LATENCY_BLOCKS blocks a run, as many neighbours in a block as that makes.
+        block = max(1, round(max(len(sides[0]) / len(before), len(sides[1]) / len(after)) / samples.LATENCY_BLOCKS))
+        per = "per-token, in time order" if name == "itl_ms" else "per-request, by arrival"
+        method = f"{stat} of {per} samples; bootstrap over blocks of {block} neighbours (~{samples.LATENCY_BLOCKS} a run)"
+        jobs.append(_SeriesJob(spec, sides[0], sides[1], float(stat[1:]), block, method))
     return jobs
 
 
 def _compare_samples(
     before: list[RunData], after: list[RunData], settings: _Settings
 ) -> list[MetricComparison]:
-    rng = np.random.default_rng(settings.seed)
-    sample_jobs = _throughput_jobs(before, after) + _share_jobs(before, after)
+    jobs: list[_SampleJob | _SeriesJob] = [*_throughput_jobs(before, after), *_share_jobs(before, after),
+                                           *_latency_jobs(before, after)]  # fmt: skip
     comparisons = []
-    for index, job in enumerate(sample_jobs):
+    for index, job in enumerate(jobs):
         if len(job.before) == 0 or len(job.after) == 0:
             comparisons.append(_not_comparable(job.spec, job.method))
             continue
-        interval = bootstrap_ratio(job.before, job.after, job.statistic, n_boot=settings.n_boot,
-                                   confidence=settings.confidence, seed=settings.seed + index)  # fmt: skip
-        scale = 100.0 if job.spec.unit == "%" else 1.0
-        values = [
-            float(job.statistic(np.asarray(side, dtype=float)[None])[0]) * scale
-            for side in (job.before, job.after)
-        ]
+        if isinstance(job, _SeriesJob):
+            statistic, block, scale = quantile_statistic(job.percentile / 100), job.block, 1.0
+        else:
+            statistic, block, scale = job.statistic, 1, 100.0 if job.spec.unit == "%" else 1.0
+        interval = bootstrap_ratio(job.after, job.before, statistic, resamples=settings.n_boot,
+                                   confidence=settings.confidence, seed=settings.seed + index, block=block)  # fmt: skip
+        values = [float(statistic(np.asarray(side, dtype=float)[None])[0]) * scale for side in (job.before, job.after)]
         comparisons.append(_comparison(job.spec, values, interval, None, settings, job.method))
-    for index, block_job in enumerate(_latency_jobs(before, after, rng), start=len(sample_jobs)):
-        if not block_job.before or not block_job.after:
-            comparisons.append(_not_comparable(block_job.spec, block_job.method))
-            continue
-
-        def percentile(values: np.ndarray, q: float = block_job.percentile) -> float:
-            return float(np.percentile(values, q))
-
-        interval = block_bootstrap_ratio(block_job.before, block_job.after, percentile, n_boot=settings.n_boot,
-                                         confidence=settings.confidence, seed=settings.seed + index)  # fmt: skip
-        values = [percentile(np.concatenate(blocks)) for blocks in (block_job.before, block_job.after)]
-        comparisons.append(_comparison(block_job.spec, values, interval, None, settings, block_job.method))
     order = {spec.name: rank for rank, spec in enumerate([*THROUGHPUT_METRICS, *LATENCY_METRICS])}
     return sorted(comparisons, key=lambda metric: order.get(metric.name, len(order)))
 
@@ -339,9 +321,9 @@ def _compare_repeats(
             comparisons.append(_not_comparable(spec, method))
             continue
         before_values, after_values = (np.asarray(side, dtype=float) for side in per_run)
-        interval = bootstrap_ratio(before_values, after_values, lambda resampled: resampled.mean(axis=1),
-                                   n_boot=settings.n_boot, confidence=settings.confidence, seed=settings.seed + index)  # fmt: skip
-        _, p_value = mann_whitney_u(after_values, before_values)
+        interval = bootstrap_ratio(after_values, before_values, mean_statistic, resamples=settings.n_boot,
+                                   confidence=settings.confidence, seed=settings.seed + index)  # fmt: skip
+        p_value = mann_whitney_u(after_values, before_values).p_value
         values = [float(before_values.mean()), float(after_values.mean())]
         comparisons.append(_comparison(spec, values, interval, p_value, settings, method))
     return comparisons

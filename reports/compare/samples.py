@@ -5,15 +5,16 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from profiler.rundir.results import RunData, parse_token_ns
-from reports.rundata import inter_token_latencies_ms, measured_requests, phase_columns
+from profiler.rundir.results import RunData
+from profiler.rundir.samples import measured_requests, parse_token_ns, token_gaps_ms
+from reports.rundata import phase_columns
 
 # Equal time windows per run for throughput: long enough to hold several completions, many enough
 # to resample; contiguous windows keep the load's slow swings inside one sample (a block bootstrap).
 THROUGHPUT_WINDOWS = 20
 STEP_BLOCKS = 40
 LATENCY_BLOCKS = 20
-# Per-token ITL samples are capped (seeded subsample): the interval barely changes, the time does.
+# Per-token ITL samples are capped (thinned in time order): the interval barely changes, the time does.
 MAX_ITL_SAMPLES = 5000
 
 
@@ -46,34 +47,22 @@ def windowed_rates(run: RunData, kind: str) -> np.ndarray:
     return counts / (np.diff(edges) / 1e9)
 
 
-def latency_blocks(run: RunData, name: str, rng: np.random.Generator) -> list[np.ndarray]:
-    """TTFT/TPOT/E2E (per request) or ITL (per token) samples in ms, in blocks of requests by arrival.
+def latency_series(run: RunData, name: str) -> np.ndarray:
+    """TTFT/TPOT/E2E per request by arrival, or ITL per token by when it arrived, in ms, in time order.
 
-    Requests that overlap in time share batches and step times; resampling whole blocks keeps that
-    shared fate inside a sample instead of mistaking it for independent evidence.
+    Requests that overlap in time share batches and step times, so neighbours in this order are not
+    independent evidence: compare resamples them in blocks. ITL series longer than MAX_ITL_SAMPLES are
+    thinned by a stride, which keeps their time order.
     """
-    measured = measured_requests(run.requests)
-    if measured.empty or "arrival_ns" not in measured:
-        return []
-    measured = measured.sort_values("arrival_ns")
-    groups = np.array_split(np.arange(len(measured)), min(LATENCY_BLOCKS, len(measured)))
-    tokens = measured["output_tokens"] if "output_tokens" in measured else pd.Series(dtype=float)
-    total_tokens = max(1, int(pd.to_numeric(tokens, errors="coerce").fillna(0).sum()))
-    keep_fraction = min(1.0, MAX_ITL_SAMPLES / total_tokens)
-    blocks = []
-    for group in groups:
-        requests = measured.iloc[group]
-        if name == "itl_ms":
-            values = inter_token_latencies_ms(requests)
-            if keep_fraction < 1.0 and values.size:
-                values = rng.choice(values, size=max(1, int(values.size * keep_fraction)), replace=False)
-        elif name in requests:
-            values = pd.to_numeric(requests[name], errors="coerce").dropna().to_numpy(dtype=float)
-        else:
-            values = np.empty(0)
-        if values.size:
-            blocks.append(values)
-    return blocks
+    measured = measured_requests(run.requests, by_arrival=True)
+    if measured.empty:
+        return np.empty(0)
+    if name == "itl_ms":
+        values = token_gaps_ms(measured, in_time_order=True)
+        return values[:: -(-len(values) // MAX_ITL_SAMPLES)] if len(values) > MAX_ITL_SAMPLES else values
+    if name not in measured:
+        return np.empty(0)
+    return pd.to_numeric(measured[name], errors="coerce").dropna().to_numpy(dtype=float)
 
 
 def phase_blocks(run: RunData) -> dict[str, np.ndarray]:

@@ -25,10 +25,10 @@ def make_engine(model: FakeModel | None = None, **options) -> Engine:  # type: i
     tracer = options.pop("tracer", None)
     on_step = options.pop("on_step", None)
     config = EngineConfig(**options)
-    scheduler, allocator, sampler = python_components(config, model)
+    scheduler, kv_alloc, sampler = python_components(config, model)
     extra = {"tracer": tracer} if tracer is not None else {}
     return Engine(
-        model, FakeTokenizer(model.config.vocab_size), scheduler=scheduler, allocator=allocator,
+        model, FakeTokenizer(model.config.vocab_size), scheduler=scheduler, kv_alloc=kv_alloc,
         sampler=sampler, config=config, on_step=on_step, **extra,
     )  # fmt: skip
 
@@ -38,7 +38,7 @@ def serving(engine: Engine):  # type: ignore[no-untyped-def]
     """Start, yield, shut down, and check that every KV block came back."""
     with engine:
         yield engine
-    assert engine.allocator.num_free_blocks == engine.num_blocks
+    assert engine.kv_alloc.num_free_blocks == engine.num_blocks
     assert engine.num_unfinished == 0
 
 
@@ -305,7 +305,7 @@ def test_shutdown_with_abort_returns_every_block_and_fails_nobody_silently() -> 
     engine.shutdown(abort=True, timeout=30)
     outputs = [h.result(timeout=1) for h in handles]
     assert {o.finish_reason for o in outputs} == {"abort"}
-    assert engine.allocator.num_free_blocks == engine.num_blocks
+    assert engine.kv_alloc.num_free_blocks == engine.num_blocks
     assert engine.stats()["blocks_free"] == engine.stats()["blocks_total"]
     with pytest.raises(EngineShutdownError):
         engine.submit([5], GREEDY)
@@ -316,7 +316,7 @@ def test_shutdown_without_abort_finishes_in_flight_requests() -> None:
     handles = [engine.submit(p, SamplingParams(max_tokens=8, ignore_eos=True)) for p in random_prompts(5, 7)]
     engine.shutdown()  # never started: shutdown serves what was queued, then stops
     assert all(h.result(timeout=1).ok for h in handles)
-    assert engine.allocator.num_free_blocks == engine.num_blocks
+    assert engine.kv_alloc.num_free_blocks == engine.num_blocks
 
 
 class RecordingTracer:
@@ -348,7 +348,7 @@ def test_spans_locks_counters_step_records_and_on_step() -> None:
         for handle in [engine.submit(p, SamplingParams(max_tokens=6)) for p in random_prompts(6, 8)]:
             handle.result(timeout=30)
         deadline = time.monotonic() + 10
-        while engine.allocator.num_free_blocks < engine.num_blocks and time.monotonic() < deadline:
+        while engine.kv_alloc.num_free_blocks < engine.num_blocks and time.monotonic() < deadline:
             time.sleep(0.005)  # the step after the last result hands its blocks back
         steps_when_idle = len(engine.step_records)
         time.sleep(0.1)
@@ -414,12 +414,12 @@ def test_real_model_greedy_together_equals_alone_up_to_near_ties(tiny, num_kv_bl
     config = EngineConfig(block_size=16, num_kv_blocks=num_kv_blocks, max_num_seqs=16, max_batched_tokens=128)
 
     def build() -> Engine:
-        scheduler, allocator, sampler = python_components(config, tiny.model)
+        scheduler, kv_alloc, sampler = python_components(config, tiny.model)
         return Engine(
             tiny.model,
             tiny.tokenizer,
             scheduler=scheduler,
-            allocator=allocator,
+            kv_alloc=kv_alloc,
             sampler=sampler,
             config=config,
         )

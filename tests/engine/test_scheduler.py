@@ -6,7 +6,7 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from engine.kv_cache import BlockPool
+from engine.kv_alloc import PythonKVAllocator
 from engine.scheduler import PythonScheduler
 from engine.types import NewSequence, Scheduler, StepPlan
 
@@ -81,7 +81,7 @@ def test_finished_running_frees_blocks_finished_waiting_is_dropped_unknown_ignor
 
 def test_preemption_of_the_newest_when_blocks_run_out_and_it_waits_at_the_head() -> None:
     scheduler = PythonScheduler(block_size=4, max_num_seqs=4, max_batched_tokens=100)
-    pool = BlockPool(4, 4)
+    pool = PythonKVAllocator(4, 4)
 
     def step(arrivals: list[NewSequence], finished: list[int]) -> StepPlan:
         plan = scheduler.schedule(arrivals, finished, pool.num_free_blocks)
@@ -185,7 +185,7 @@ def test_random_workload_never_overallocates_respects_budgets_and_completes(
 ) -> None:
     capacity = num_blocks * block_size
     scheduler = PythonScheduler(block_size, max_num_seqs, max_batched_tokens, policy)
-    pool = BlockPool(num_blocks, block_size)
+    pool = PythonKVAllocator(num_blocks, block_size)
     # (arrival step, prompt, max_tokens, priority), trimmed so that each request fits the pool alone.
     pending = []
     for seq_id, (arrive, prompt, max_tokens, priority) in enumerate(requests):

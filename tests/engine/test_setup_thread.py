@@ -55,8 +55,8 @@ _PROBE = textwrap.dedent(
         loaded = models.load_model("synthetic:tiny")
         if case == "engine":
             config = EngineConfig(num_kv_blocks=4096)  # a cache big enough for a parallel fill
-            scheduler, allocator, sampler = python_components(config, loaded.model)
-            Engine(loaded.model, loaded.tokenizer, scheduler=scheduler, allocator=allocator,
+            scheduler, kv_alloc, sampler = python_components(config, loaded.model)
+            Engine(loaded.model, loaded.tokenizer, scheduler=scheduler, kv_alloc=kv_alloc,
                    sampler=sampler, config=config)
     print(settled_count(baseline) - baseline)
     """

@@ -14,12 +14,12 @@ import sys
 
 import numpy as np
 
-from engine.kv_cache import BlockPool
+from engine.kv_alloc import PythonKVAllocator
 from engine.types import NewSequence, SamplingParams
 
 
 def run(rounds: int, steps: int, vocab: int) -> int:
-    from native_paths.kv_alloc import NativeBlockAllocator
+    from native_paths.kv_alloc import NativeKVAllocator
     from native_paths.loader import require
     from native_paths.sampler import NativeSampler
     from native_paths.scheduler import NativeScheduler
@@ -29,8 +29,8 @@ def run(rounds: int, steps: int, vocab: int) -> int:
     logits_rng = np.random.default_rng(0)
     for round_index in range(rounds):
         scheduler = NativeScheduler(4, 16, 64, "priority" if round_index % 2 else "fcfs")
-        allocator = NativeBlockAllocator(64, 4)
-        mirror = BlockPool(64, 4)  # the free-block count the scheduler plans against
+        allocator = NativeKVAllocator(64, 4)
+        mirror = PythonKVAllocator(64, 4)  # the free-block count the scheduler plans against
         sampler = NativeSampler()
         finished: list[int] = []
         next_id = round_index * 10_000

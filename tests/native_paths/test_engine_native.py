@@ -21,19 +21,19 @@ def serve(
     config = EngineConfig(
         block_size=4, num_kv_blocks=40, max_num_seqs=6, max_batched_tokens=48, policy=policy
     )
-    scheduler, allocator, sampler = python_components(config, model)
+    scheduler, kv_alloc, sampler = python_components(config, model)
     if native != "none":
-        parts = make_components(native, num_blocks=allocator.num_blocks, block_size=config.block_size,
+        parts = make_components(native, num_blocks=kv_alloc.num_blocks, block_size=config.block_size,
                                 max_num_seqs=config.max_num_seqs, max_batched_tokens=config.max_batched_tokens,
                                 policy=policy)  # fmt: skip
-        assert parts.native == {"sampler", "kv", "scheduler"}
-        scheduler, allocator, sampler = parts.scheduler, parts.allocator, parts.sampler
-    engine = Engine(model, FakeTokenizer(model.config.vocab_size), scheduler=scheduler, allocator=allocator,
+        assert parts.native == {"sampler", "kv_alloc", "scheduler"}
+        scheduler, kv_alloc, sampler = parts.scheduler, parts.kv_alloc, parts.sampler
+    engine = Engine(model, FakeTokenizer(model.config.vocab_size), scheduler=scheduler, kv_alloc=kv_alloc,
                     sampler=sampler, config=config)  # fmt: skip
     with engine:
         handles = [engine.submit(prompt, p) for prompt, p in zip(prompts, params)]
         outputs = [handle.result(timeout=60).token_ids for handle in handles]
-    assert engine.allocator.num_free_blocks == allocator.num_blocks
+    assert engine.kv_alloc.num_free_blocks == kv_alloc.num_blocks
     return outputs, sum(record.preemptions for record in engine.step_records)
 
 

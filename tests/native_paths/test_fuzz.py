@@ -26,9 +26,9 @@ counts = st.one_of(st.integers(-2, 6), st.integers(-(2**63), 2**63 - 1))
     st.tuples(st.lists(ids, max_size=4), st.lists(st.tuples(ids, counts), max_size=4), st.lists(ids, max_size=5)),
     max_size=12))  # fmt: skip
 def test_allocator_survives_any_steps(num_blocks: int, steps: list) -> None:  # type: ignore[type-arg]
-    from native_paths.kv_alloc import NativeBlockAllocator
+    from native_paths.kv_alloc import NativeKVAllocator
 
-    pool = NativeBlockAllocator(num_blocks, 4)
+    pool = NativeKVAllocator(num_blocks, 4)
     for frees, grows, batch in steps:
         try:
             tables = pool.step(frees, [g[0] for g in grows], [g[1] for g in grows], batch)

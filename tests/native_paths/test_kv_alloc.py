@@ -9,18 +9,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.kv_cache import BlockPool
-from engine.types import BlockAllocator
+from engine.kv_alloc import PythonKVAllocator
+from engine.types import KVAllocator
 from tests.native_paths.support import requires_native, twin_params
 
 
-def make_native(num_blocks: int, block_size: int) -> BlockAllocator:
-    from native_paths.kv_alloc import NativeBlockAllocator
+def make_native(num_blocks: int, block_size: int) -> KVAllocator:
+    from native_paths.kv_alloc import NativeKVAllocator
 
-    return NativeBlockAllocator(num_blocks, block_size)
+    return NativeKVAllocator(num_blocks, block_size)
 
 
-parametrize_allocator = pytest.mark.parametrize("make_allocator", twin_params(BlockPool, make_native))
+parametrize_allocator = pytest.mark.parametrize("make_allocator", twin_params(PythonKVAllocator, make_native))
 
 
 def check_invariants(pool) -> None:  # type: ignore[no-untyped-def]
@@ -34,7 +34,7 @@ def check_invariants(pool) -> None:  # type: ignore[no-untyped-def]
 @parametrize_allocator
 def test_step_frees_then_grows_and_pads_tables(make_allocator) -> None:  # type: ignore[no-untyped-def]
     pool = make_allocator(8, 4)
-    assert isinstance(pool, BlockAllocator)
+    assert isinstance(pool, KVAllocator)
     tables = pool.step([], [1, 2], [2, 1], [1, 2])
     assert tables.dtype == np.int32
     assert tables.tolist() == [[0, 1], [2, -1]]
@@ -121,7 +121,7 @@ step_strategy = st.tuples(
 @settings(max_examples=150, deadline=None)
 @given(num_blocks=st.integers(1, 24), steps=st.lists(step_strategy, max_size=25))
 def test_twins_hand_out_identical_blocks(num_blocks: int, steps: list) -> None:  # type: ignore[type-arg]
-    python_pool, native_pool = BlockPool(num_blocks, 4), make_native(num_blocks, 4)
+    python_pool, native_pool = PythonKVAllocator(num_blocks, 4), make_native(num_blocks, 4)
     for frees, grows, batch in steps:
         grow_ids, grow_counts = [g[0] for g in grows], [g[1] for g in grows]
         outcomes = []

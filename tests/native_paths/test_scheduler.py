@@ -9,7 +9,7 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from engine.kv_cache import BlockPool
+from engine.kv_alloc import PythonKVAllocator
 from engine.scheduler import PythonScheduler
 from engine.types import NewSequence, Scheduler, StepPlan
 from tests.native_paths.support import requires_native, twin_params
@@ -45,7 +45,7 @@ def test_chunked_prefill_then_decode(make_scheduler) -> None:  # type: ignore[no
 
 @parametrize_scheduler
 def test_preemption_frees_the_newest_which_then_waits_at_the_head(make_scheduler) -> None:  # type: ignore[no-untyped-def]
-    scheduler, pool = make_scheduler(4, 4, 100), BlockPool(4, 4)
+    scheduler, pool = make_scheduler(4, 4, 100), PythonKVAllocator(4, 4)
 
     def step(arrivals: list[NewSequence], finished: list[int]) -> StepPlan:
         plan = scheduler.schedule(arrivals, finished, pool.num_free_blocks)
@@ -114,7 +114,7 @@ def test_native_memory_is_freed() -> None:
     assert lib.np_live_allocations() == baseline
 
 
-def drive(scheduler: Scheduler, pool: BlockPool, rng: random.Random, steps: int, id_space: int,
+def drive(scheduler: Scheduler, pool: PythonKVAllocator, rng: random.Random, steps: int, id_space: int,
           max_prompt: int = 30, finish_chance: float = 0.08) -> list[tuple[StepPlan, int, int]]:  # fmt: skip
     """A random workload: arrivals (ids reused after they finish), finishes of running, waiting and
     unknown ids, with the real allocator giving the free blocks (so that preemption happens)."""
@@ -153,9 +153,9 @@ def test_twins_plan_identical_steps(
     policy: str, block_size: int, num_blocks: int, max_num_seqs: int, max_batched_tokens: int, seed: int
 ) -> None:
     python = drive(PythonScheduler(block_size, max_num_seqs, max_batched_tokens, policy),
-                   BlockPool(num_blocks, block_size), random.Random(seed), 60, 24)  # fmt: skip
+                   PythonKVAllocator(num_blocks, block_size), random.Random(seed), 60, 24)  # fmt: skip
     native = drive(make_native(block_size, max_num_seqs, max_batched_tokens, policy),
-                   BlockPool(num_blocks, block_size), random.Random(seed), 60, 24)  # fmt: skip
+                   PythonKVAllocator(num_blocks, block_size), random.Random(seed), 60, 24)  # fmt: skip
     for step, (expected, got) in enumerate(zip(python, native)):
         assert got == expected, f"step {step} differs"
     if any(plan.preempted for plan, _, _ in python):
@@ -166,7 +166,7 @@ def test_twins_plan_identical_steps(
 @pytest.mark.parametrize("policy", ["fcfs", "priority"])
 def test_twins_agree_under_heavy_preemption(policy: str) -> None:
     """A pool far too small for the load: many preemptions per step (the random test may see few)."""
-    python = drive(PythonScheduler(2, 16, 48, policy), BlockPool(12, 2), random.Random(7), 300, 40, 6, 0.03)
-    native = drive(make_native(2, 16, 48, policy), BlockPool(12, 2), random.Random(7), 300, 40, 6, 0.03)
+    python = drive(PythonScheduler(2, 16, 48, policy), PythonKVAllocator(12, 2), random.Random(7), 300, 40, 6, 0.03)
+    native = drive(make_native(2, 16, 48, policy), PythonKVAllocator(12, 2), random.Random(7), 300, 40, 6, 0.03)
     assert sum(len(plan.preempted) for plan, _, _ in python) > 30
     assert native == python

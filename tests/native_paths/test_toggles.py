@@ -6,7 +6,7 @@ import warnings
 
 import pytest
 
-from engine.kv_cache import BlockPool
+from engine.kv_alloc import PythonKVAllocator
 from engine.sampler import PythonSampler
 from engine.scheduler import PythonScheduler
 from errors import InferProfError
@@ -20,11 +20,11 @@ SIZES = {"num_blocks": 16, "block_size": 4, "max_num_seqs": 4, "max_batched_toke
     "value, expected",
     [
         ("none", set()),
-        ("all", {"sampler", "kv", "scheduler"}),
+        ("all", {"sampler", "kv_alloc", "scheduler"}),
         ("sampler", {"sampler"}),
-        (" Sampler , kv ", {"sampler", "kv"}),
-        ("kv,kv", {"kv"}),
-        (["scheduler", "kv"], {"scheduler", "kv"}),
+        (" Sampler , kv ", {"sampler", "kv_alloc"}),  # kv: the old spelling of kv_alloc
+        ("kv,kv_alloc", {"kv_alloc"}),
+        (["scheduler", "kv_alloc"], {"scheduler", "kv_alloc"}),
         (None, set()),
     ],
 )
@@ -41,19 +41,19 @@ def test_parse_native_names_the_allowed_values(value: str) -> None:
 
 def test_available_reports_every_component() -> None:
     status = loader.available()
-    assert {"built", "path", "reason", "sampler", "kv", "scheduler"} <= set(status)
+    assert {"built", "path", "reason", "sampler", "kv_alloc", "scheduler"} <= set(status)
     assert status["built"] or status["reason"]
 
 
 def test_missing_extension_falls_back_to_python_with_a_warning(monkeypatch: pytest.MonkeyPatch) -> None:
-    missing = {"built": False, "path": "", "reason": "no compiler here", "sampler": False, "kv": False,
+    missing = {"built": False, "path": "", "reason": "no compiler here", "sampler": False, "kv_alloc": False,
                "scheduler": False}  # fmt: skip
     monkeypatch.setattr(loader, "available", lambda: missing)
     with pytest.warns(toggles.NativeFallbackWarning, match="no compiler here"):
         parts = toggles.make_components("all", **SIZES)
-    assert isinstance(parts.sampler, PythonSampler) and isinstance(parts.allocator, BlockPool)
+    assert isinstance(parts.sampler, PythonSampler) and isinstance(parts.kv_alloc, PythonKVAllocator)
     assert isinstance(parts.scheduler, PythonScheduler)
-    assert parts.native == frozenset() and parts.fallbacks == ("kv", "sampler", "scheduler")
+    assert parts.native == frozenset() and parts.fallbacks == ("kv_alloc", "sampler", "scheduler")
 
 
 def test_python_everywhere_needs_no_extension(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -66,13 +66,13 @@ def test_python_everywhere_needs_no_extension(monkeypatch: pytest.MonkeyPatch) -
 
 @requires_native
 def test_native_components_when_built() -> None:
-    from native_paths.kv_alloc import NativeBlockAllocator
+    from native_paths.kv_alloc import NativeKVAllocator
     from native_paths.sampler import NativeSampler
     from native_paths.scheduler import NativeScheduler
 
     parts = toggles.make_components("sampler,scheduler", policy="priority", **SIZES)
     assert isinstance(parts.sampler, NativeSampler) and isinstance(parts.scheduler, NativeScheduler)
-    assert isinstance(parts.allocator, BlockPool) and not isinstance(parts.allocator, NativeBlockAllocator)
+    assert isinstance(parts.kv_alloc, PythonKVAllocator) and not isinstance(parts.kv_alloc, NativeKVAllocator)
     assert parts.native == {"sampler", "scheduler"} and parts.scheduler.policy == "priority"
 
 

@@ -19,8 +19,9 @@ from profiler.budget.check import (
     expand_run_dirs,
     record_runs,
 )  # fmt: skip
-from profiler.budget.output import bmf_document, render_budget_report, write_bmf, write_junit
+from profiler.budget.output import bmf_document, write_bmf, write_junit
 from profiler.budget.spec import ALIASES, BudgetError, load_budget, parse_budget
+from profiler.cli.budget import render_budget_report
 from profiler.rundir.results import read_result
 from tests.support.run_dirs import make_run_dir
 

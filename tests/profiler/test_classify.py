@@ -284,7 +284,7 @@ def test_nothing_decisive_is_other_and_native_twins_are_other() -> None:
     [
         (("Engine._step (engine/engine.py:200)", "Scheduler.schedule (engine/scheduler.py:40)"), "scheduler"),
         (
-            ("Scheduler.schedule (engine/scheduler.py:40)", "BlockPool.allocate (engine/kv_cache.py:60)"),
+            ("Scheduler.schedule (engine/scheduler.py:40)", "PythonKVAllocator.allocate (engine/kv_alloc.py:60)"),
             "kv_alloc",
         ),
         (("Sampler.sample (engine/sampler.py:90)",), "sampler"),

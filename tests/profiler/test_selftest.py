@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import io
 import threading
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from profiler.checks import selftest
 from profiler.checks.injections import ContendedSampler, apply_injections, close_injections
 from profiler.checks.selftest import CASES, CaseResult, run_case, run_selftest, select_cases
+from profiler.cli.selftest import render_selftest
 from profiler.rundir.results import read_result
 from profiler.session.options import OptionError
 from profiler.session.runner import ModelCache
@@ -47,8 +50,10 @@ def test_a_misnamed_case_makes_the_exit_code_1(monkeypatch: pytest.MonkeyPatch, 
         return CaseResult(case, category, 0.5, case.component, 0.0, [])
 
     monkeypatch.setattr(selftest, "run_case", fake_run)
-    assert run_selftest(quick=True, only="idle", out_dir=tmp_path) == 0
-    assert run_selftest(quick=True, only="idle,lock", out_dir=tmp_path) == 1
+    quiet = Console(file=io.StringIO())
+    for only, code in (("idle", 0), ("idle,lock", 1)):
+        results = run_selftest(quick=True, only=only, out_dir=tmp_path)
+        assert render_selftest(results, quick=True, out=quiet, err=quiet) == code
 
 
 class _Sampler:

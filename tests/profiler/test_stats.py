@@ -1,4 +1,5 @@
-"""Mann-Whitney U and the bootstrap ratio interval against hand-computed values and known truths."""
+"""The one statistics module: Mann-Whitney U against hand counts and permutations, bootstrap intervals against
+known truths, and the moving-block bootstrap against scipy's at block length 1."""
 
 from __future__ import annotations
 
@@ -7,10 +8,15 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from profiler.stats import (
+    _moving_block_distribution,
+    _scipy_distribution,
     block_length,
-    bootstrap_ratio_ci,
+    bootstrap,
+    bootstrap_ratio,
     mann_whitney_u,
     mean_statistic,
     quantile_statistic,
@@ -24,6 +30,15 @@ def _u_by_pairs(x: list[float], y: list[float]) -> float:
     return sum(1.0 if a > b else 0.5 if a == b else 0.0 for a in x for b in y)
 
 
+def _permutation_p_less(x: np.ndarray, y: np.ndarray) -> float:
+    """The exact one-sided p-value: the share of all splits of the pooled values with U at most the observed."""
+    pooled, observed = np.concatenate([x, y]), _u_by_pairs(list(x), list(y))
+    splits = list(itertools.combinations(range(len(pooled)), len(x)))
+    return float(np.mean([
+        _u_by_pairs(list(pooled[list(chosen)]), list(np.delete(pooled, list(chosen)))) <= observed for chosen in splits
+    ]))  # fmt: skip
+
+
 def test_u_of_a_textbook_example() -> None:
     # Two groups of 5 and 4: U_x = 17 and U_y = 3 by counting pairs (U_x + U_y = n1 * n2).
     x, y = [19, 22, 16, 29, 24], [20, 11, 17, 12]
@@ -31,21 +46,21 @@ def test_u_of_a_textbook_example() -> None:
     assert mann_whitney_u(y, x).u == 3
 
 
-def test_p_value_of_complete_separation_matches_the_normal_approximation_by_hand() -> None:
-    # U = 0, mean 4.5, sd sqrt(3*3*7/12); continuity-corrected z = 4 / sd; two-sided p = 2 * (1 - Phi(z)).
-    result = mann_whitney_u([1, 2, 3], [4, 5, 6])
-    sd = math.sqrt(9 * 7 / 12)
-    expected = math.erfc((4.0 / sd) / math.sqrt(2))
-    assert result.u == 0
-    assert result.p_value == pytest.approx(expected, rel=1e-12)
-    assert result.p_value == pytest.approx(0.0809, abs=1e-4)
-    assert mann_whitney_u([1, 2, 3], [4, 5, 6], alternative="less").p_value == pytest.approx(
-        expected / 2, rel=1e-12
-    )
+def test_exact_p_for_complete_separation_counts_orderings() -> None:
+    # 3 vs 3, every x below every y: 1 of the C(6,3) = 20 orderings is this extreme, 2 two-sided.
+    assert mann_whitney_u([1, 2, 3], [4, 5, 6], alternative="less").p_value == pytest.approx(1 / 20)
+    assert mann_whitney_u([1, 2, 3], [4, 5, 6]).p_value == pytest.approx(2 / 20)
+    assert mann_whitney_u([5, 6, 7, 8], [1, 2, 3, 4]).p_value == pytest.approx(2 / 70)
     assert mann_whitney_u([1, 2, 3], [4, 5, 6], alternative="greater").p_value > 0.95
 
 
-def test_tie_correction_uses_the_tie_group_sizes() -> None:
+def test_small_samples_without_ties_match_the_permutation_p_value() -> None:
+    rng = np.random.default_rng(3)
+    x, y = rng.normal(0.0, 1.0, 6), rng.normal(1.0, 1.0, 6)
+    assert mann_whitney_u(x, y, alternative="less").p_value == pytest.approx(_permutation_p_less(x, y), abs=1e-9)
+
+
+def test_ties_use_the_tie_corrected_normal_approximation() -> None:
     x, y = [1, 2, 2, 3], [2, 3, 3, 4]
     # Ties: value 2 three times, value 3 three times -> sum(t^3 - t) = 24 + 24.
     n1 = n2 = 4
@@ -55,28 +70,28 @@ def test_tie_correction_uses_the_tie_group_sizes() -> None:
     z = (abs(u - n1 * n2 / 2) - 0.5) / math.sqrt(variance)
     result = mann_whitney_u(x, y)
     assert result.u == u == 3.0
-    assert result.p_value == pytest.approx(math.erfc(z / math.sqrt(2)), rel=1e-12)
+    assert result.p_value == pytest.approx(math.erfc(z / math.sqrt(2)), rel=1e-9)
     assert mann_whitney_u([5, 5, 5], [5, 5]).p_value == 1.0  # all tied: no evidence at all
 
 
-def test_normal_approximation_is_close_to_the_exact_permutation_p_value() -> None:
-    rng = np.random.default_rng(3)
-    x, y = rng.normal(0.0, 1.0, 6).round(2), rng.normal(1.0, 1.0, 6).round(2)
-    pooled = np.concatenate([x, y])
-    observed = _u_by_pairs(list(x), list(y))
-    exact_less = np.mean([
-        _u_by_pairs(list(pooled[list(chosen)]), list(np.delete(pooled, list(chosen)))) <= observed
-        for chosen in itertools.combinations(range(12), 6)
-    ])  # fmt: skip
-    assert mann_whitney_u(x, y, alternative="less").p_value == pytest.approx(exact_less, abs=0.02)
+def test_large_samples_tell_a_shift_from_no_shift() -> None:
+    rng = np.random.default_rng(0)
+    assert mann_whitney_u(rng.normal(0, 1, 300), rng.normal(0, 1, 300)).p_value > 0.05
+    assert mann_whitney_u(rng.normal(0.5, 1, 300), rng.normal(0, 1, 300)).p_value < 1e-6
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 20), min_size=1, max_size=15), st.lists(st.integers(0, 20), min_size=1, max_size=15))
+def test_u_statistics_sum_to_pairs_and_p_is_a_probability(x: list[int], y: list[int]) -> None:
+    forward, backward = mann_whitney_u(x, y), mann_whitney_u(y, x)
+    assert forward.u + backward.u == pytest.approx(len(x) * len(y))
+    assert 0.0 <= forward.p_value <= 1.0 and forward.p_value == pytest.approx(backward.p_value)
 
 
 def test_smallest_p_value_tells_when_a_test_can_reach_alpha() -> None:
     assert smallest_p_value(3, 3, alternative="less") > 0.01  # 3 vs 3 repeats cannot show p < 0.01
     assert smallest_p_value(5, 5, alternative="less") < 0.01
-    assert smallest_p_value(5, 5, alternative="greater") == pytest.approx(
-        smallest_p_value(5, 5, alternative="less")
-    )
+    assert smallest_p_value(5, 5, alternative="greater") == pytest.approx(smallest_p_value(5, 5, alternative="less"))
     assert smallest_p_value(1, 1) > 0.3  # one run per side never shows anything
 
 
@@ -84,11 +99,11 @@ def test_bootstrap_interval_covers_the_true_ratio_and_is_seeded() -> None:
     rng = np.random.default_rng(7)
     baseline = rng.lognormal(0.0, 0.3, 300)
     slower = rng.lognormal(0.0, 0.3, 300) * 1.25  # true ratio of means (and medians): 1.25
-    interval = bootstrap_ratio_ci(slower, baseline, seed=11)
+    interval = bootstrap_ratio(slower, baseline, seed=11)
     assert interval.low < 1.25 < interval.high
     assert interval.low > 1.0  # and it excludes "no difference"
-    assert bootstrap_ratio_ci(slower, baseline, seed=11) == interval
-    median = bootstrap_ratio_ci(slower, baseline, statistic=quantile_statistic(0.5), seed=11)
+    assert bootstrap_ratio(slower, baseline, seed=11) == interval
+    median = bootstrap_ratio(slower, baseline, quantile_statistic(0.5), seed=11)
     assert median.low < 1.25 < median.high
 
 
@@ -97,9 +112,22 @@ def test_bootstrap_coverage_over_many_seeded_samples() -> None:
     covered = 0
     for trial in range(40):
         a, b = rng.exponential(2.0, 120), rng.exponential(1.0, 120)  # true ratio of means: 2
-        interval = bootstrap_ratio_ci(a, b, confidence=0.9, resamples=500, seed=trial)
+        interval = bootstrap_ratio(a, b, confidence=0.9, resamples=500, seed=trial)
         covered += interval.low <= 2.0 <= interval.high
     assert covered >= 31  # nominal 90% of 40 = 36; the percentile bootstrap runs a little short
+
+
+def test_moving_blocks_of_one_resample_like_scipy() -> None:
+    rng = np.random.default_rng(9)
+    a, b = rng.lognormal(0.0, 0.5, 200), rng.lognormal(0.2, 0.5, 150)
+    ratio = lambda x, y: x.mean(axis=1) / y.mean(axis=1)  # noqa: E731
+    ours = _moving_block_distribution([a, b], ratio, 4000, [1, 1], np.random.default_rng(1))
+    theirs = _scipy_distribution([a, b], ratio, 4000, np.random.default_rng(2))
+    # Same distribution up to Monte Carlo error: centre, spread and both 2.5% tails.
+    assert ours.mean() == pytest.approx(theirs.mean(), rel=0.01)
+    assert ours.std() == pytest.approx(theirs.std(), rel=0.08)
+    for q in (0.025, 0.975):
+        assert np.quantile(ours, q) == pytest.approx(np.quantile(theirs, q), rel=0.02)
 
 
 def test_rate_statistic_keeps_rows_paired_and_blocks_widen_the_interval() -> None:
@@ -110,10 +138,31 @@ def test_rate_statistic_keeps_rows_paired_and_blocks_widen_the_interval() -> Non
     steps = np.column_stack([tokens, tokens * 2.0 * drift])
     other = np.column_stack([tokens, tokens * 2.0 * drift[::-1]])
     assert rate_statistic(steps[None, ...])[0] == pytest.approx(tokens.sum() / steps[:, 1].sum())
-    iid = bootstrap_ratio_ci(steps, other, statistic=rate_statistic, seed=1, block=1)
-    blocked = bootstrap_ratio_ci(steps, other, statistic=rate_statistic, seed=1, block=None)
+    iid = bootstrap_ratio(steps, other, rate_statistic, seed=1, block=1)
+    blocked = bootstrap_ratio(steps, other, rate_statistic, seed=1, block=None)
     assert blocked.high - blocked.low > iid.high - iid.low
     assert block_length(400) == 20
+
+
+def test_blocks_of_correlated_samples_are_wider_than_iid() -> None:
+    rng = np.random.default_rng(2)
+    # 20 stretches that each share a level: the samples inside one are not independent evidence.
+    series = np.concatenate([rng.normal(level, 0.1, 50) for level in rng.normal(10, 1, 20)])
+    others = np.concatenate([rng.normal(level, 0.1, 50) for level in rng.normal(10, 1, 20)])
+    median = quantile_statistic(0.5)
+    blocked = bootstrap_ratio(series, others, median, resamples=500, seed=3, block=50)
+    iid = bootstrap_ratio(series, others, median, resamples=500, seed=3)
+    assert (blocked.high - blocked.low) > 2 * (iid.high - iid.low)
+
+
+def test_one_sample_statistics_and_degenerate_resamples() -> None:
+    rows = np.array([[10.0, 1.0], [0.0, 1.0], [10.0, 1.0]])
+    interval = bootstrap([rows], rate_statistic, resamples=300, seed=0)
+    assert interval.point == pytest.approx(20 / 3)
+    assert 0.0 <= interval.low <= interval.point <= interval.high <= 10.0
+    # Every resample divides by zero: no finite value, so no interval.
+    nothing = bootstrap([np.zeros((4, 2))], rate_statistic, resamples=50, seed=0)
+    assert math.isnan(nothing.low) and math.isnan(nothing.high)
 
 
 def test_bad_inputs_raise() -> None:
@@ -122,5 +171,7 @@ def test_bad_inputs_raise() -> None:
     with pytest.raises(ValueError):
         mann_whitney_u([float("nan")], [1.0])
     with pytest.raises(ValueError):
-        bootstrap_ratio_ci([1.0], [1.0], confidence=1.0)
+        bootstrap_ratio([1.0], [1.0], confidence=1.0)
+    with pytest.raises(ValueError):
+        bootstrap([[]], mean_statistic)
     assert mean_statistic(np.array([[1.0, 3.0]]))[0] == 2.0

@@ -64,7 +64,7 @@ def test_verify_rewrites_result_json_with_both_gains(tmp_path: Path) -> None:
     if available().get("sampler") is not True:
         pytest.skip("the C twins are not built (python native_paths/build.py)")
     # kv is already native in the main run: verify must skip it and run the sampler and scheduler.
-    options = EngineOptions(model="synthetic:tiny", native=frozenset({"kv"}))
+    options = EngineOptions(model="synthetic:tiny", native=frozenset({"kv_alloc"}))
     loaded = load_for_options(options)
     spec = load_scenario("concurrency-30").with_overrides(num_requests=8)
     calls: list[tuple[frozenset[str], str]] = []
@@ -80,7 +80,7 @@ def test_verify_rewrites_result_json_with_both_gains(tmp_path: Path) -> None:
                        native_speedups=None, run_profiled=run_profiled)  # fmt: skip
 
     assert [native for native, _ in calls] == [
-        frozenset({"kv", "scheduler"}), frozenset({"kv", "sampler"}), frozenset({"kv"}),  # last: Python again
+        frozenset({"kv_alloc", "scheduler"}), frozenset({"kv_alloc", "sampler"}), frozenset({"kv_alloc"}),  # last: Python again
     ]
     data = json.loads((tmp_path / "run" / "result.json").read_text())
     assert data["config"]["verify"] is True

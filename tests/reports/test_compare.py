@@ -10,10 +10,10 @@ import pytest
 from rich.console import Console
 
 from errors import CompareError
+from profiler.stats import Interval
 from reports.compare.analysis import FASTER, NO_CHANGE, compare_runs, verdict
 from reports.compare.report import write_comparison_report
 from reports.compare.terminal import render_comparison
-from reports.stats import Interval
 from tests.support.run_dirs import make_run_dir
 
 THROUGHPUT = ("request_throughput", "output_token_throughput", "goodput")

@@ -363,8 +363,8 @@ _STACK_BASE = "_bootstrap (threading.py:995);_bootstrap_inner (threading.py:1038
 _PHASE_STACKS = {
     "scheduler": ["step (engine/engine.py:97);schedule (engine/scheduler.py:58)",
                   "step (engine/engine.py:97);schedule (engine/scheduler.py:58);_can_append (engine/scheduler.py:121)"],
-    "kv_alloc": ["step (engine/engine.py:103);step (engine/kv_cache.py:77);_pop_free (engine/kv_cache.py:40)",
-                 "step (engine/engine.py:103);step (engine/kv_cache.py:77);PyObject_Malloc (libpython3.11.so:0)"],
+    "kv_alloc": ["step (engine/engine.py:103);step (engine/kv_alloc.py:77);_pop_free (engine/kv_alloc.py:40)",
+                 "step (engine/engine.py:103);step (engine/kv_alloc.py:77);PyObject_Malloc (libpython3.11.so:0)"],
     "model": ["step (engine/engine.py:110);forward (engine/model.py:88);attention (engine/model.py:141);sgemm_kernel (libopenblas.so:0)",
               "step (engine/engine.py:110);forward (engine/model.py:88);mlp (engine/model.py:170);at::native::silu (libtorch_cpu.so:0)",
               "step (engine/engine.py:110);forward (engine/model.py:88);_build_inputs (engine/model.py:60)"],

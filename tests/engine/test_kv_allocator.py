@@ -7,11 +7,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.kv_cache import BlockPool, blocks_for_tokens, num_blocks_for_memory
-from engine.types import BlockAllocator
+from engine.kv_alloc import PythonKVAllocator, blocks_for_tokens, num_blocks_for_memory
+from engine.types import KVAllocator
 
 
-def check_invariants(pool: BlockPool) -> None:
+def check_invariants(pool: PythonKVAllocator) -> None:
     owned = [b for seq_id in list(pool._tables) for b in pool.block_table(seq_id)]
     free = pool.free_block_ids()
     assert len(owned) == len(set(owned)), "a block is owned twice"
@@ -24,18 +24,18 @@ def check_invariants(pool: BlockPool) -> None:
 
 
 def test_satisfies_protocol_and_sizing_helpers() -> None:
-    assert isinstance(BlockPool(4, 16), BlockAllocator)
+    assert isinstance(PythonKVAllocator(4, 16), KVAllocator)
     assert num_blocks_for_memory(1000, 100) == 10
     assert num_blocks_for_memory(999, 100) == 9
     assert blocks_for_tokens(0, 16) == 0 and blocks_for_tokens(16, 16) == 1 and blocks_for_tokens(17, 16) == 2
     with pytest.raises(ValueError):
         num_blocks_for_memory(1000, 0)
     with pytest.raises(ValueError):
-        BlockPool(0, 16)
+        PythonKVAllocator(0, 16)
 
 
 def test_initial_order_pop_head_free_reverse_to_tail() -> None:
-    pool = BlockPool(6, 4)
+    pool = PythonKVAllocator(6, 4)
     assert pool.free_block_ids() == [0, 1, 2, 3, 4, 5]
     assert pool.allocate(7, 3) == [0, 1, 2]
     assert pool.allocate(8, 2) == [3, 4]
@@ -49,7 +49,7 @@ def test_initial_order_pop_head_free_reverse_to_tail() -> None:
 
 
 def test_remove_unlinks_a_specific_free_block() -> None:
-    pool = BlockPool(4, 4)
+    pool = PythonKVAllocator(4, 4)
     pool.remove(2)
     assert pool.free_block_ids() == [0, 1, 3]
     assert pool.num_free_blocks == 3
@@ -62,7 +62,7 @@ def test_remove_unlinks_a_specific_free_block() -> None:
 
 
 def test_step_frees_then_grows_and_pads_tables() -> None:
-    pool = BlockPool(8, 4)
+    pool = PythonKVAllocator(8, 4)
     tables = pool.step([], [1, 2], [2, 1], [1, 2])
     assert tables.dtype == np.int32
     assert tables.tolist() == [[0, 1], [2, -1]]
@@ -76,7 +76,7 @@ def test_step_frees_then_grows_and_pads_tables() -> None:
 
 
 def test_step_grow_beyond_free_raises_and_changes_no_table() -> None:
-    pool = BlockPool(4, 4)
+    pool = PythonKVAllocator(4, 4)
     pool.step([], [1], [3], [1])
     with pytest.raises(RuntimeError, match="exhausted"):
         pool.step([], [2, 3], [1, 1], [2, 3])
@@ -96,7 +96,7 @@ ops = st.lists(
 @settings(max_examples=150, deadline=None)
 @given(num_blocks=st.integers(1, 24), script=ops)
 def test_random_allocate_grow_free_keeps_invariants(num_blocks: int, script: list) -> None:
-    pool = BlockPool(num_blocks, 4)
+    pool = PythonKVAllocator(num_blocks, 4)
     for op, seq_id, count in script:
         before = {s: pool.block_table(s) for s in range(8)}
         if op == "grow":

@@ -19,7 +19,7 @@ def blocks_for_tokens(num_tokens: int, block_size: int) -> int:
     return -(-num_tokens // block_size)
 
 
-class BlockPool:
+class PythonKVAllocator:
     """`num_blocks` blocks of `block_size` token slots, allocated and freed per engine step (docs/twin-spec.md).
 
     The free list is doubly linked through two int lists indexed by block id, with a head sentinel
@@ -168,4 +168,3 @@ class BlockPool:
         return out
 
 
-KVBlockAllocator = BlockPool

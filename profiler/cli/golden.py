@@ -1,0 +1,74 @@
+"""`infer-prof golden`: one seeded workload through the Python and the C twins, compared token by token."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+
+from profiler.checks.golden import Divergence, GoldenReport
+from profiler.cli.app import app
+from profiler.cli.options import (
+    DtypeOpt,
+    MaxBatchOpt,
+    ModelOpt,
+    SeedOpt,
+    ThreadsOpt,
+    dim_printer,
+    engine_options,
+)
+from profiler.session.options import OptionError
+
+
+@app.command()
+def golden(
+    requests: Annotated[int, typer.Option("--requests", "-r", help="Requests in the seeded workload.")] = 200,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", "-n", help="Tokens generated per request.")] = 64,
+    kv_blocks: Annotated[Optional[int], typer.Option("--kv-blocks", help="KV pool (default: a third of what the batch needs, so preemption happens).")] = None,
+    max_batch: MaxBatchOpt = 32,
+    model: ModelOpt = "smollm2-135m", dtype: DtypeOpt = "float32", seed: SeedOpt = 0, threads: ThreadsOpt = None,
+) -> None:
+    """Run one seeded workload with the Python twins and the C twins and compare token by token (exit 1 on a logic error)."""
+    from profiler.checks.golden import run_golden
+    from profiler.session.builder import load_for_options
+
+    if requests < 1 or max_tokens < 1:
+        raise OptionError("--requests and --max-tokens must be at least 1")
+    options = engine_options(model, dtype, "none", None, None, 16, max_batch, 512, "fcfs", seed, threads)
+    err = Console(stderr=True)
+    loaded = load_for_options(options, progress=dim_printer(err))
+    report = run_golden(loaded, requests=requests, seed=seed, max_tokens=max_tokens, max_batch=max_batch,
+                        kv_blocks=kv_blocks, progress=dim_printer(err))  # fmt: skip
+    render_golden(report, Console())
+    raise typer.Exit(report.exit_code)
+
+
+def render_golden(report: GoldenReport, console) -> None:  # type: ignore[no-untyped-def]
+    verdict = "[green]PASS[/green]" if report.exit_code == 0 else "[red]FAIL[/red]"
+    console.print(
+        f"{verdict}: {report.requests} requests, {report.tokens} tokens, {report.steps} steps, "
+        f"{report.preemptions} preemptions; {len(report.logic_errors)} logic error(s), "
+        f"{len(report.near_ties)} near-tie(s); end to end {len(report.end_to_end_mismatches)} request(s) differ "
+        f"({len(report.unexplained_end_to_end)} unexplained)"
+    )
+    if report.preemptions == 0:
+        console.print("[yellow]note: no preemption happened; lower --kv-blocks to exercise it[/yellow]")
+    for divergence in report.divergences[:1] + report.logic_errors[:3]:
+        _render_divergence(divergence, console)
+    if report.unexplained_end_to_end:
+        console.print(f"requests that differ end to end with no near-tie to explain them: {report.unexplained_end_to_end[:10]}")
+
+
+def _render_divergence(d: Divergence, console) -> None:  # type: ignore[no-untyped-def]
+    if d.component != "sampler" or d.explanation is None:
+        console.print(f"first {d.component} difference at step {d.step}: python {d.python!r} vs native {d.native!r}")
+        return
+    e = d.explanation
+    console.print(f"first divergence: step {d.step}, request {d.request}, output position {d.position}: "
+                  f"python picked {d.python}, native picked {d.native} -> [bold]{e.kind}[/bold] at {e.stage}")  # fmt: skip
+    for token, info in e.candidates.items():
+        p = "-" if info["p"] is None else f"{info['p']:.6g}"
+        console.print(f"  token {token}: logit {info['logit']:.9g}, p {p}, kept {info['kept']}")
+    draw = "-" if e.draw is None else f"{e.draw:.17g}"
+    console.print(f"  random draw u = {draw}; margin {e.margin:.3g}; {e.detail}")

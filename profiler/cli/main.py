@@ -1,0 +1,66 @@
+"""The console-script entry: every command registered, user errors turned into one line and exit code 2."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import typer
+
+from errors import InferProfError
+from profiler.cli.app import app
+
+# Each module registers its commands on `app`; this order is the order `infer-prof --help` lists them.
+COMMAND_MODULES = ("run", "compare", "report", "budget", "selftest", "golden", "generate", "bench", "doctor", "catalog")
+for _module in COMMAND_MODULES:
+    importlib.import_module(f"profiler.cli.{_module}")
+
+
+def main() -> None:
+    """Run the app; exit 0 success, 1 a check failed, 2 bad input (one line on stderr), 130 interrupted."""
+    try:
+        # Without standalone mode click returns a command's typer.Exit code instead of exiting: pass it on.
+        code = app(standalone_mode=False)
+        sys.exit(code if isinstance(code, int) else 0)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except InferProfError as exc:
+        typer.echo(f"infer-prof: error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        typer.echo("infer-prof: interrupted", err=True)
+        sys.exit(130)
+    except Exception as exc:
+        usage = _usage_error(exc)
+        if usage is None:
+            raise
+        sys.exit(usage)
+
+
+def _usage_error(exc: Exception) -> int | None:
+    """Click's usage errors (an unknown flag or command, a value of the wrong type) as one line with
+    click's exit code (2); None for anything else. Typer 0.29+ raises errors of its own bundled copy of
+    click, older ones those of click itself, so both families are recognised."""
+    for family in _click_families():
+        if isinstance(exc, family.UsageError):
+            context = getattr(exc, "ctx", None)
+            command = context.command_path if context is not None else "infer-prof"
+            typer.echo(f"infer-prof: error: {exc.format_message()} (see `{command} --help`)", err=True)
+            return exc.exit_code
+        if isinstance(exc, family.ClickException):
+            typer.echo(f"infer-prof: error: {exc.format_message()}", err=True)
+            return exc.exit_code
+        if isinstance(exc, family.Abort):
+            typer.echo("infer-prof: aborted", err=True)
+            return 130
+    return None
+
+
+def _click_families() -> list:  # type: ignore[type-arg]
+    families = []
+    for name in ("typer._click.exceptions", "click.exceptions"):
+        try:
+            families.append(__import__(name, fromlist=["ClickException"]))
+        except ImportError:
+            continue
+    return families

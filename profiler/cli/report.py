@@ -1,0 +1,22 @@
+"""`infer-prof report DIR`: the terminal summary again, and every report file regenerated from a run directory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from profiler.cli.app import app
+
+
+@app.command()
+def report(run_dir: Annotated[Path, typer.Argument(help="A run directory written by `infer-prof run`.")]) -> None:
+    """Regenerate report.html, report.pdf, trace.json and speedscope.json from a run directory."""
+    from reports import generate_reports, render_summary
+
+    render_summary(run_dir, Console())
+    files = generate_reports(run_dir)
+    for name in files.values():
+        typer.echo(str(Path(run_dir) / name))

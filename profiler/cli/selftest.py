@@ -1,0 +1,50 @@
+"""`infer-prof selftest`: planted bottlenecks whose answer is known by construction, and whether the verdict names them."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from profiler.checks.selftest import CaseResult
+from profiler.cli.app import app
+
+
+@app.command()
+def selftest(
+    quick: Annotated[bool, typer.Option("--quick/--full", help="Short versions of each planted case (the test suite uses --quick).")] = False,
+    only: Annotated[Optional[str], typer.Option("--only", help="Comma list of case names to run.")] = None,
+) -> None:
+    """Run planted bottlenecks whose answer is known by construction; exit 1 if any verdict is wrong."""
+    from profiler.checks.selftest import run_selftest, select_cases
+
+    select_cases(only)  # a bad --only is the user's error before any case runs
+    err = Console(stderr=True)
+    status = err.status("selftest")
+    with status:
+        results = run_selftest(quick=quick, only=only,
+                               on_case=lambda case: status.update(f"selftest {case.name}: {case.planted}"))  # fmt: skip
+    raise typer.Exit(render_selftest(results, quick=quick, out=Console(), err=err))
+
+
+def render_selftest(results: list[CaseResult], *, quick: bool, out: Console, err: Console) -> int:
+    """Expected vs measured verdict per case; 0 if every category and component is right, else 1."""
+    table = Table("case", "expected (component)", "measured (component)", "share", "seconds", "",
+                  title=f"infer-prof selftest ({'quick' if quick else 'full'})")  # fmt: skip
+    for result in results:
+        share = f"{result.share:.1%}" if result.share is not None else "-"
+        mark = "[green]ok[/green]" if result.ok else "[red]WRONG[/red]"
+        measured = result.category or f"error: {result.error}"
+        table.add_row(result.case.name, f"{result.case.expected} ({result.case.component})",
+                      f"{measured} ({result.component or '-'})", share, f"{result.seconds:.1f}", mark)  # fmt: skip
+    out.print(table)
+    for result in results:
+        out.print(f"  {result.case.name}: {result.case.planted}", style="dim", highlight=False)
+    wrong = [result.case.name for result in results if not result.ok]
+    if wrong:
+        err.print(f"[red]selftest: {len(wrong)} of {len(results)} case(s) named wrongly: {', '.join(wrong)}[/red]")
+        return 1
+    err.print(f"selftest: all {len(results)} case(s) named correctly")
+    return 0

@@ -1,0 +1,106 @@
+"""Drive a scenario's requests through a started engine from client threads, with the collectors running around it."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.types import SamplingParams
+from scenarios.loadgen import LoadRecord, LoadResult, RequestSpec, run_load
+from scenarios.spec import ScenarioSpec
+
+
+class Ticket:
+    """What the load generator waits on: the engine's handle for one request."""
+
+    __slots__ = ("handle", "request")
+
+    def __init__(self, handle, request: RequestSpec) -> None:  # type: ignore[no-untyped-def]
+        self.handle = handle
+        self.request = request
+
+    def wait(self, timeout: float | None = None) -> object:
+        return self.handle.result(timeout=timeout)
+
+
+@dataclass
+class Drive:
+    """What driving the load left behind: the handles, the wall-clock window, and how it ended."""
+
+    tickets: dict[int, Ticket] = field(default_factory=dict)
+    load: LoadResult | None = None
+    wall_start_ns: int = 0
+    wall_end_ns: int = 0
+    interrupted: bool = False
+
+    def outputs(self, timeout_s: float = 5.0) -> dict[int, Any]:
+        """Each submitted request's final output (aborted ones included), by request index."""
+        return {index: ticket.handle.result(timeout=timeout_s) for index, ticket in self.tickets.items()}
+
+
+class DoneCounter:
+    """Counts finished measured requests and their tokens for a progress callback, from any client thread."""
+
+    def __init__(self, callback: Callable[[int, int], None] | None) -> None:
+        self.callback = callback
+        self.requests = 0
+        self.tokens = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, record: LoadRecord) -> None:
+        if record.request.warmup:
+            return
+        tokens = 0
+        if record.ticket is not None and record.error is None:
+            tokens = len(record.ticket.handle.result(timeout=0).token_ids)
+        with self._lock:
+            self.requests += 1
+            self.tokens += tokens
+            counts = (self.requests, self.tokens)
+        if self.callback:
+            self.callback(*counts)
+
+
+def drive_load(
+    engine: Any,
+    scenario: ScenarioSpec,
+    requests: Sequence[RequestSpec],
+    prompts: dict[int, str],
+    collectors: Sequence[Any],
+    *,
+    stop_event: threading.Event,
+    on_request_done: Callable[[int, int], None] | None = None,
+    on_started: Callable[[], None] | None = None,
+) -> Drive:
+    """Start the engine and the collectors, run the load, then stop all of them (Ctrl-C included)."""
+    drive = Drive()
+
+    def submit(request: RequestSpec) -> Ticket:
+        params = SamplingParams(**request.sampling)
+        handle = engine.submit(prompts[request.index], params, chat=request.chat, priority=request.priority)
+        drive.tickets[request.index] = ticket = Ticket(handle, request)
+        return ticket
+
+    engine.start()
+    for collector in collectors:
+        collector.start()
+    drive.wall_start_ns = time.perf_counter_ns()
+    if on_started:
+        on_started()
+    try:
+        drive.load = run_load(list(requests), submit, mode=scenario.mode, clients=scenario.clients,
+                              duration_s=scenario.duration_s, stop_event=stop_event,
+                              on_done=DoneCounter(on_request_done))  # fmt: skip
+    except KeyboardInterrupt:
+        drive.interrupted = True
+    finally:
+        # Ctrl-C: no new submissions (stop_event), abort what is in flight, still record what finished.
+        engine.shutdown(abort=drive.interrupted or stop_event.is_set())
+        drive.wall_end_ns = time.perf_counter_ns()
+        for collector in reversed(collectors):
+            collector.stop()
+    drive.interrupted = drive.interrupted or bool(drive.load and drive.load.stopped_early)
+    return drive
