@@ -25,9 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_model import decode_ms_per_step  # noqa: E402
 
+from engine.engine import ENGINE_THREAD_NAME  # noqa: E402
 from engine.models import load_model  # noqa: E402
 from engine.setup_thread import run_on_setup_thread  # noqa: E402
-from profiler.collectors.base import ENGINE_THREAD_NAME  # noqa: E402
 from profiler.collectors.registry import DEEP_RATE_HZ  # noqa: E402
 from profiler.collectors.sampling import PRIORITIES, SamplingCollector  # noqa: E402
 

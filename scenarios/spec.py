@@ -80,90 +80,48 @@ class ScenarioSpec:
     source: str = "<memory>"
 
     def __post_init__(self) -> None:
-        def check(ok: bool, key: str, problem: str, allowed: str) -> None:
-            if not ok:
-                raise ScenarioError(f"{self.source}: {key}: {problem}; allowed: {allowed}")
+        self._check(isinstance(self.description, str) and bool(self.description.strip()) and "\n" not in self.description,
+                    "description", "missing or not one line", "one line of text")  # fmt: skip
+        self._check(self.mode in MODES, "load.mode", f"unknown mode {self.mode!r}", ", ".join(MODES))
+        self._validate_load()
+        self._validate_counts()
+        self._check(self.prompt_tokens is not None or self.prompt_file is not None, "prompt_tokens", "missing",
+                    "a length table, or a prompt_file")  # fmt: skip
+        self._check(_is_int(self.seed) and self.seed >= 0, "seed", f"{self.seed!r} is impossible", "an integer >= 0")
+        self._check(isinstance(self.chat, bool), "chat", f"{self.chat!r} is not a boolean", "true, false")
 
-        check(
-            isinstance(self.description, str)
-            and bool(self.description.strip())
-            and "\n" not in self.description,
-            "description",
-            "missing or not one line",
-            "one line of text",
-        )
-        check(self.mode in MODES, "load.mode", f"unknown mode {self.mode!r}", ", ".join(MODES))
+    def _check(self, ok: bool, key: str, problem: str, allowed: str) -> None:
+        if not ok:
+            raise ScenarioError(f"{self.source}: {key}: {problem}; allowed: {allowed}")
+
+    def _validate_load(self) -> None:
+        """The arrival process: a rate and burstiness (open loop) or a number of clients (closed loop)."""
         if self.mode == "open-loop":
-            check(
-                _is_number(self.rate) and self.rate > 0,  # type: ignore[operator]
-                "load.rate",
-                f"{self.rate!r} is not a positive rate",
-                'requests per second > 0, or "inf"',
-            )
-            check(
-                _is_number(self.burstiness) and math.isfinite(self.burstiness) and self.burstiness > 0,
-                "load.burstiness",
-                f"{self.burstiness!r} is impossible",
-                "a number > 0 (1 = Poisson)",
-            )
-            check(self.clients is None, "load.clients", "set on an open-loop load", "rate and burstiness")
-            check(
-                math.isfinite(self.rate) or self.num_requests is not None,  # type: ignore[arg-type]
-                "num_requests",
-                'missing with rate = "inf"',
-                "a request count (duration cannot bound it)",
-            )
+            self._check(_is_number(self.rate) and self.rate > 0, "load.rate",  # type: ignore[operator]
+                        f"{self.rate!r} is not a positive rate", 'requests per second > 0, or "inf"')  # fmt: skip
+            self._check(_is_number(self.burstiness) and math.isfinite(self.burstiness) and self.burstiness > 0,
+                        "load.burstiness", f"{self.burstiness!r} is impossible", "a number > 0 (1 = Poisson)")  # fmt: skip
+            self._check(self.clients is None, "load.clients", "set on an open-loop load", "rate and burstiness")
+            self._check(math.isfinite(self.rate) or self.num_requests is not None, "num_requests",  # type: ignore[arg-type]
+                        'missing with rate = "inf"', "a request count (duration cannot bound it)")  # fmt: skip
         else:
-            problem = (
-                "missing on a closed-loop load" if self.clients is None else f"{self.clients!r} is impossible"
-            )
-            check(
-                _is_int(self.clients) and self.clients >= 1,  # type: ignore[operator]
-                "load.clients",
-                problem,
-                "an integer >= 1 (concurrent clients)",
-            )
-            check(
-                self.num_requests is not None,
-                "num_requests",
-                "missing on a closed-loop load",
-                "a request count (duration_s then stops it early)",
-            )
-        check(
-            self.num_requests is None or (_is_int(self.num_requests) and self.num_requests >= 1),
-            "num_requests",
-            f"{self.num_requests!r} is impossible",
-            "an integer >= 1",
-        )
-        check(
-            self.duration_s is None
-            or (_is_number(self.duration_s) and math.isfinite(self.duration_s) and self.duration_s > 0),
-            "duration_s",
-            f"{self.duration_s!r} is impossible",
-            "seconds > 0",
-        )
-        check(
-            self.num_requests is not None or self.duration_s is not None,
-            "num_requests",
-            "neither num_requests nor duration_s is set",
-            "num_requests and/or duration_s",
-        )
-        check(
-            _is_int(self.warmup_requests) and self.warmup_requests >= 0,
-            "warmup_requests",
-            f"{self.warmup_requests!r} is impossible",
-            "an integer >= 0",
-        )
-        check(
-            self.prompt_tokens is not None or self.prompt_file is not None,
-            "prompt_tokens",
-            "missing",
-            "a length table, or a prompt_file",
-        )
-        check(
-            _is_int(self.seed) and self.seed >= 0, "seed", f"{self.seed!r} is impossible", "an integer >= 0"
-        )
-        check(isinstance(self.chat, bool), "chat", f"{self.chat!r} is not a boolean", "true, false")
+            problem = "missing on a closed-loop load" if self.clients is None else f"{self.clients!r} is impossible"
+            self._check(_is_int(self.clients) and self.clients >= 1, "load.clients", problem,  # type: ignore[operator]
+                        "an integer >= 1 (concurrent clients)")  # fmt: skip
+            self._check(self.num_requests is not None, "num_requests", "missing on a closed-loop load",
+                        "a request count (duration_s then stops it early)")  # fmt: skip
+
+    def _validate_counts(self) -> None:
+        """How many requests, for how long, after how many warm-up requests."""
+        self._check(self.num_requests is None or (_is_int(self.num_requests) and self.num_requests >= 1),
+                    "num_requests", f"{self.num_requests!r} is impossible", "an integer >= 1")  # fmt: skip
+        self._check(self.duration_s is None or (_is_number(self.duration_s) and math.isfinite(self.duration_s)
+                                                and self.duration_s > 0),
+                    "duration_s", f"{self.duration_s!r} is impossible", "seconds > 0")  # fmt: skip
+        self._check(self.num_requests is not None or self.duration_s is not None, "num_requests",
+                    "neither num_requests nor duration_s is set", "num_requests and/or duration_s")  # fmt: skip
+        self._check(_is_int(self.warmup_requests) and self.warmup_requests >= 0, "warmup_requests",
+                    f"{self.warmup_requests!r} is impossible", "an integer >= 0")  # fmt: skip
 
     @property
     def open_loop(self) -> bool:

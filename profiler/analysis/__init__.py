@@ -1,1 +1,1 @@
-"""TODO"""
+"""Pure functions from collected data to answers: the time split, stack classification, serving metrics and the verdict."""

@@ -48,7 +48,7 @@ import bisect
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple, TypeGuard
 
-from profiler.collectors.base import ENGINE_THREAD_NAME
+from engine.engine import ENGINE_THREAD_NAME
 from profiler.collectors.spans import OUTSIDE
 from profiler.rundir.results import CATEGORIES, COMPONENTS
 
@@ -246,14 +246,8 @@ def spans_split(
         return None
     wall = float(wall_ns)
     self_ns = {name: float(entry["self_ns"]) for name, entry in thread["spans"].items()}
-    lock_by_parent: dict[str, float] = {}
-    for entry in thread["locks"].values():
-        for parent, wait in entry["by_parent"].items():
-            lock_by_parent[parent] = lock_by_parent.get(parent, 0.0) + wait
-    pause_by_parent: dict[str, float] = {}
-    for entry in thread["pauses"].values():
-        for parent, duration in entry["by_parent"].items():
-            pause_by_parent[parent] = pause_by_parent.get(parent, 0.0) + duration
+    lock_by_parent = _by_parent(thread["locks"])
+    pause_by_parent = _by_parent(thread["pauses"])
     if not thread["pauses"] and _ok(gc):
         # GC was timed but not reported to the tracer: assume it interrupted Python code (interpreter).
         engine_gc = gc.get("by_thread", {}).get(engine_thread_name, {}).get("total_ns", 0)
@@ -290,25 +284,7 @@ def spans_split(
         "other": sum(self_ns.get(name, 0.0) for name in native) + engine_pause,
     }
 
-    def attributed(span: str) -> float:
-        return self_ns.get(span, 0.0) + lock_by_parent.get(span, 0.0) + pause_by_parent.get(span, 0.0)
-
-    components: dict[str, float] = dict.fromkeys(COMPONENTS, 0.0)
-    lock_by_component: dict[str, float] = {}
-    allocation_by_component: dict[str, float] = {}
-    for span, component in SPAN_COMPONENTS.items():
-        if component == "model":
-            components["model_kernels"] = kernel_ns.get("model", 0.0)
-            components["model_glue"] = attributed("model") - components["model_kernels"]
-            component = "model_glue"  # waits and pauses inside the model span are glue-side
-        else:
-            components[component] += attributed(span)
-        if lock_by_parent.get(span):
-            lock_by_component[component] = lock_by_component.get(component, 0.0) + lock_by_parent[span]
-        if pause_by_parent.get(span):
-            allocation_by_component[component] = (
-                allocation_by_component.get(component, 0.0) + pause_by_parent[span]
-            )
+    components, lock_by_component, allocation_by_component = _components(self_ns, kernel_ns, lock_by_parent, pause_by_parent)
     if covered > wall * 1.001:
         notes.append(
             f"spans cover {covered / 1e9:.3f} s, more than the run's wall time {wall / 1e9:.3f} s: "
@@ -325,6 +301,42 @@ def spans_split(
         "fee_fraction_by_span": fractions.fee,
         "steps": len(spans.get("steps", [])),
     }
+
+
+def _by_parent(entries: dict[str, Any]) -> dict[str, float]:
+    """Lock waits or pauses summed by the span they happened inside (OUTSIDE: between spans)."""
+    totals: dict[str, float] = {}
+    for entry in entries.values():
+        for parent, duration in entry["by_parent"].items():
+            totals[parent] = totals.get(parent, 0.0) + duration
+    return totals
+
+
+def _components(
+    self_ns: dict[str, float], kernel_ns: dict[str, float], lock_by_parent: dict[str, float],
+    pause_by_parent: dict[str, float],
+) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:  # fmt: skip
+    """Per component: its spans' self time plus the lock waits and pauses inside them (the model span
+    split into kernels and glue), and the lock waits and pauses alone, each in ns."""
+
+    def attributed(span: str) -> float:
+        return self_ns.get(span, 0.0) + lock_by_parent.get(span, 0.0) + pause_by_parent.get(span, 0.0)
+
+    components: dict[str, float] = dict.fromkeys(COMPONENTS, 0.0)
+    lock_by_component: dict[str, float] = {}
+    allocation_by_component: dict[str, float] = {}
+    for span, component in SPAN_COMPONENTS.items():
+        if component == "model":
+            components["model_kernels"] = kernel_ns.get("model", 0.0)
+            components["model_glue"] = attributed("model") - components["model_kernels"]
+            component = "model_glue"  # waits and pauses inside the model span are glue-side
+        else:
+            components[component] += attributed(span)
+        if lock_by_parent.get(span):
+            lock_by_component[component] = lock_by_component.get(component, 0.0) + lock_by_parent[span]
+        if pause_by_parent.get(span):
+            allocation_by_component[component] = allocation_by_component.get(component, 0.0) + pause_by_parent[span]
+    return components, lock_by_component, allocation_by_component
 
 
 def _pool(threads: Iterable[dict[str, Any]]) -> dict[str, Any] | None:

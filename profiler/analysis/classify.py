@@ -295,7 +295,7 @@ COMPONENT_RULES: tuple[tuple[str, str, str | None], ...] = (
     ("sampler", r"(^|/)native_paths/\w*sampler\w*\.py$", None),
     ("scheduler", r"(^|/)engine/scheduler\.py$", None),
     ("scheduler", r"(^|/)native_paths/\w*scheduler\w*\.py$", None),
-    ("kv_alloc", r"(^|/)engine/kv_cache\.py$", None),
+    ("kv_alloc", r"(^|/)engine/kv_alloc\.py$", None),
     ("kv_alloc", r"(^|/)native_paths/\w*kv_alloc\w*\.py$", None),
     ("model", r"(^|/)engine/model\.py$", None),
     ("queue", r"(^|/)engine/engine\.py$", r"submit|queue|_drain|_take|_wait_for_work|arrival"),

@@ -49,30 +49,6 @@ def measured_gain(python_step_ms: float, native_step_ms: float) -> float:
     return 1.0 - native_step_ms / python_step_ms
 
 
-def speedups_from_bench(rows: Iterable[dict[str, Any]], *, batch: float | None = None) -> dict[str, float]:
-    """{component: speedup} from native_paths.bench rows {component, batch, python_us, native_us, speedup}.
-
-    Per component the row whose batch is closest to `batch` (the run's mean batch size) is used;
-    without a batch, the median speedup over all rows of that component.
-    """
-    by_component: dict[str, list[dict[str, Any]]] = {}
-    for row in rows:
-        by_component.setdefault(row["component"], []).append(row)
-    speedups = {}
-    for component, component_rows in by_component.items():
-        if batch is not None:
-            speedups[component] = float(
-                min(component_rows, key=lambda row: abs(row["batch"] - batch))["speedup"]
-            )
-        else:
-            values = sorted(float(row["speedup"]) for row in component_rows)
-            middle = len(values) // 2
-            speedups[component] = (
-                values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2
-            )
-    return speedups
-
-
 def _largest(values: dict[str, float | None], names: Iterable[str] | None = None) -> tuple[str | None, float]:
     candidates = [
         (name, value)
@@ -207,27 +183,7 @@ def diagnose(
                 "trust the spans for components and the samples for what native code does."
             )
 
-    predictions = {}
-    for name in NATIVE_CAPABLE:
-        component_share = (split["components"].get(name) or 0.0) / busy if busy > 0 else 0.0
-        speedup = (native_speedups or {}).get(name)
-        gain = amdahl_gain(component_share, speedup) if speedup else None
-        predictions[name] = {
-            "share": component_share,
-            "native_speedup": speedup,
-            "predicted_gain": gain,
-            "measured_gain": (measured_gains or {}).get(name),
-        }
-        if gain is not None:
-            reasons.append(
-                f"A native {name} ({speedup:.1f}x faster in its microbenchmark) takes {component_share:.1%} "
-                f"of step time and would save about {gain:.1%} of it (Amdahl)."
-            )
-        measured = predictions[name]["measured_gain"]
-        if measured is not None and gain is not None:
-            reasons.append(
-                f"The verify run with a native {name} measured {measured:.1%} against {gain:.1%} predicted."
-            )
+    predictions = _predictions(split, busy, native_speedups, measured_gains, reasons)
     return {
         "category": category,
         "component": component,
@@ -239,3 +195,26 @@ def diagnose(
         "blind_spots": spots,
         "source": source,
     }
+
+
+def _predictions(
+    split: dict[str, Any], busy: float, native_speedups: dict[str, float] | None,
+    measured_gains: dict[str, float] | None, reasons: list[str],
+) -> dict[str, dict[str, Any]]:  # fmt: skip
+    """Per native-capable component: its share of busy time, speedup and Amdahl gain (reasons get a line each)."""
+    predictions = {}
+    for name in NATIVE_CAPABLE:
+        component_share = (split["components"].get(name) or 0.0) / busy if busy > 0 else 0.0
+        speedup = (native_speedups or {}).get(name)
+        gain = amdahl_gain(component_share, speedup) if speedup else None
+        measured = (measured_gains or {}).get(name)
+        predictions[name] = {"share": component_share, "native_speedup": speedup, "predicted_gain": gain,
+                             "measured_gain": measured}  # fmt: skip
+        if gain is not None:
+            reasons.append(
+                f"A native {name} ({speedup:.1f}x faster in its microbenchmark) takes {component_share:.1%} "
+                f"of step time and would save about {gain:.1%} of it (Amdahl)."
+            )
+        if measured is not None and gain is not None:
+            reasons.append(f"The verify run with a native {name} measured {measured:.1%} against {gain:.1%} predicted.")
+    return predictions

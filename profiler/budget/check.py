@@ -251,7 +251,7 @@ def _evaluate(assertion: Assertion, runs: list[_Run], baselines: list[_Run], alp
         outcome.passed = False
         reasons.append(f"{format_value(measured)} is above max {assertion.max:g}")
     if outcome.passed and (assertion.min is not None or assertion.max is not None):
-        reasons.append(f"{format_value(measured)} within {_absolute_bound(assertion)}")
+        reasons.append(f"{format_value(measured)} within {_bound(assertion.min, assertion.max)}")
     if assertion.needs_baseline:
         if not baselines:
             # Skipped as a whole only when no absolute bound was checked either.
@@ -279,7 +279,7 @@ def _compare_to_baseline(
     elif assertion.max_ratio is not None and ratio > assertion.max_ratio:
         direction, beyond = "greater", f"{format_value(ratio)}x baseline is above {assertion.max_ratio:g}x"
     else:
-        return f"{format_value(ratio)}x baseline ({format_value(baseline)}) within {_ratio_bound(assertion)}"
+        return f"{format_value(ratio)}x baseline ({format_value(baseline)}) within {_bound(assertion.min_ratio, assertion.max_ratio, 'x')}"
     if assertion.is_counter:
         # Counters are deterministic: any change beyond the bound is real.
         outcome.test = "exact"
@@ -496,21 +496,9 @@ def _ratio(numerator: float, denominator: float) -> float:
     return numerator / denominator
 
 
-def _absolute_bound(assertion: Assertion) -> str:
-    parts = []
-    if assertion.min is not None:
-        parts.append(f">= {assertion.min:g}")
-    if assertion.max is not None:
-        parts.append(f"<= {assertion.max:g}")
-    return " and ".join(parts)
-
-
-def _ratio_bound(assertion: Assertion) -> str:
-    parts = []
-    if assertion.min_ratio is not None:
-        parts.append(f">= {assertion.min_ratio:g}x")
-    if assertion.max_ratio is not None:
-        parts.append(f"<= {assertion.max_ratio:g}x")
+def _bound(low: float | None, high: float | None, unit: str = "") -> str:
+    """`>= low and <= high` for the bounds that are set, e.g. `>= 0.9x`."""
+    parts = [f"{sign} {value:g}{unit}" for sign, value in ((">=", low), ("<=", high)) if value is not None]
     return " and ".join(parts)
 
 

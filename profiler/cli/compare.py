@@ -10,26 +10,14 @@ import typer
 from rich.console import Console
 
 from profiler.cli.app import app
-from profiler.cli.options import (
-    BlockSizeOpt,
-    DtypeOpt,
-    KvBlocksOpt,
-    KvMemoryOpt,
-    MaxBatchOpt,
-    MaxTokensBudgetOpt,
-    ModelOpt,
-    PolicyOpt,
-    SeedOpt,
-    ThreadsOpt,
-    dim_printer,
-    engine_options,
-)  # fmt: skip
+from profiler.cli.options import dim_printer, engine_options
 from profiler.cli.progress import session_progress
 from profiler.session.options import EngineOptions, OptionError
 from profiler.session.runner import ModelCache, options_with, run_once
 
 
 @app.command()
+@engine_options(without=("native",))
 def compare(
     before: Annotated[Optional[list[Path]], typer.Argument(help="BEFORE and AFTER run directories (omit with --repeat).", show_default=False)] = None,
     repeat: Annotated[Optional[int], typer.Option("--repeat", help="Run both configurations N times each, interleaved (A B B A ...), instead of reading run directories.")] = None,
@@ -38,13 +26,10 @@ def compare(
     scenario: Annotated[str, typer.Option("--scenario", "-s", help="With --repeat: the scenario both configurations run.")] = "chat",
     requests: Annotated[Optional[int], typer.Option("--requests", "-r", help="With --repeat: override the scenario's request count.")] = None,
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Where compare.html, compare.pdf and compare.json go.")] = None,
-    model: ModelOpt = "smollm2-135m", dtype: DtypeOpt = "float32",
-    kv_blocks: KvBlocksOpt = None, kv_memory: KvMemoryOpt = None, block_size: BlockSizeOpt = 16,
-    max_batch: MaxBatchOpt = 32, max_batched_tokens: MaxTokensBudgetOpt = 512, policy: PolicyOpt = "fcfs",
-    seed: SeedOpt = 0, threads: ThreadsOpt = None,
+    *,
+    options: EngineOptions,
 ) -> None:
     """Before/after comparison: per metric the ratio, its confidence interval and a verdict."""
-    options = engine_options(model, dtype, "none", kv_blocks, kv_memory, block_size, max_batch, max_batched_tokens, policy, seed, threads)
     raise typer.Exit(compare_command(before or [], repeat=repeat, options=options, before_native=before_native,
                                      after_native=after_native, scenario=scenario, requests=requests, out=out))  # fmt: skip
 

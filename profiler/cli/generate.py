@@ -10,26 +10,13 @@ import typer
 
 from engine.types import SamplingParams
 from profiler.cli.app import app
-from profiler.cli.options import (
-    BlockSizeOpt,
-    DtypeOpt,
-    KvBlocksOpt,
-    KvMemoryOpt,
-    MaxBatchOpt,
-    MaxTokensBudgetOpt,
-    ModelOpt,
-    NativeOpt,
-    PolicyOpt,
-    SeedOpt,
-    ThreadsOpt,
-    dim_printer,
-    engine_options,
-)  # fmt: skip
+from profiler.cli.options import dim_printer, engine_options
 from profiler.session.builder import build_engine, load_for_options
 from profiler.session.options import EngineOptions
 
 
 @app.command()
+@engine_options()
 def generate(
     prompts: Annotated[list[str], typer.Argument(help="One or more prompts; all are served together (continuous batching).")],
     max_tokens: Annotated[int, typer.Option("--max-tokens", "-n", help="Most tokens to generate per prompt.")] = 64,
@@ -40,15 +27,12 @@ def generate(
     repetition_penalty: Annotated[float, typer.Option("--repetition-penalty", help="1 = off.")] = 1.0,
     chat: Annotated[bool, typer.Option("--chat/--no-chat", help="Apply the model's chat template (default on).")] = True,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per prompt, then one {\"engine\": ...} line.")] = False,
-    model: ModelOpt = "smollm2-135m", dtype: DtypeOpt = "float32", native: NativeOpt = "none",
-    kv_blocks: KvBlocksOpt = None, kv_memory: KvMemoryOpt = None, block_size: BlockSizeOpt = 16,
-    max_batch: MaxBatchOpt = 32, max_batched_tokens: MaxTokensBudgetOpt = 512, policy: PolicyOpt = "fcfs",
-    seed: SeedOpt = 0, threads: ThreadsOpt = None,
+    *,
+    options: EngineOptions,
 ) -> None:
     """Generate text for PROMPTS (streams a single prompt to the terminal; --json for token ids and timings)."""
-    options = engine_options(model, dtype, native, kv_blocks, kv_memory, block_size, max_batch, max_batched_tokens, policy, seed, threads)
     params = SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
-                            repetition_penalty=repetition_penalty, max_tokens=max_tokens, seed=seed)  # fmt: skip
+                            repetition_penalty=repetition_penalty, max_tokens=max_tokens, seed=options.seed)  # fmt: skip
     run_generate(options, prompts, params, chat=chat, as_json=as_json)
 
 

@@ -9,25 +9,18 @@ from rich.console import Console
 
 from profiler.checks.golden import Divergence, GoldenReport
 from profiler.cli.app import app
-from profiler.cli.options import (
-    DtypeOpt,
-    MaxBatchOpt,
-    ModelOpt,
-    SeedOpt,
-    ThreadsOpt,
-    dim_printer,
-    engine_options,
-)
-from profiler.session.options import OptionError
+from profiler.cli.options import dim_printer, engine_options
+from profiler.session.options import EngineOptions, OptionError
 
 
 @app.command()
+@engine_options(without=("native", "kv_blocks", "kv_memory", "block_size", "max_batched_tokens", "policy"))
 def golden(
     requests: Annotated[int, typer.Option("--requests", "-r", help="Requests in the seeded workload.")] = 200,
     max_tokens: Annotated[int, typer.Option("--max-tokens", "-n", help="Tokens generated per request.")] = 64,
     kv_blocks: Annotated[Optional[int], typer.Option("--kv-blocks", help="KV pool (default: a third of what the batch needs, so preemption happens).")] = None,
-    max_batch: MaxBatchOpt = 32,
-    model: ModelOpt = "smollm2-135m", dtype: DtypeOpt = "float32", seed: SeedOpt = 0, threads: ThreadsOpt = None,
+    *,
+    options: EngineOptions,
 ) -> None:
     """Run one seeded workload with the Python twins and the C twins and compare token by token (exit 1 on a logic error)."""
     from profiler.checks.golden import run_golden
@@ -35,10 +28,9 @@ def golden(
 
     if requests < 1 or max_tokens < 1:
         raise OptionError("--requests and --max-tokens must be at least 1")
-    options = engine_options(model, dtype, "none", None, None, 16, max_batch, 512, "fcfs", seed, threads)
     err = Console(stderr=True)
     loaded = load_for_options(options, progress=dim_printer(err))
-    report = run_golden(loaded, requests=requests, seed=seed, max_tokens=max_tokens, max_batch=max_batch,
+    report = run_golden(loaded, requests=requests, seed=options.seed, max_tokens=max_tokens, max_batch=options.max_batch,
                         kv_blocks=kv_blocks, progress=dim_printer(err))  # fmt: skip
     render_golden(report, Console())
     raise typer.Exit(report.exit_code)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import sys
 
 import typer
@@ -11,9 +10,9 @@ from errors import InferProfError
 from profiler.cli.app import app
 
 # Each module registers its commands on `app`; this order is the order `infer-prof --help` lists them.
-COMMAND_MODULES = ("run", "compare", "report", "budget", "selftest", "golden", "generate", "bench", "doctor", "catalog")
-for _module in COMMAND_MODULES:
-    importlib.import_module(f"profiler.cli.{_module}")
+# isort: off
+from profiler.cli import run, compare, report, budget, selftest, golden, generate, bench, doctor, catalog  # noqa: E402, F401
+# isort: on
 
 
 def main() -> None:
@@ -50,7 +49,7 @@ def _usage_error(exc: Exception) -> int | None:
         if isinstance(exc, family.ClickException):
             typer.echo(f"infer-prof: error: {exc.format_message()}", err=True)
             return exc.exit_code
-        if isinstance(exc, family.Abort):
+        if isinstance(exc, getattr(family, "Abort", ())):
             typer.echo("infer-prof: aborted", err=True)
             return 130
     return None

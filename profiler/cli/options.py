@@ -1,8 +1,11 @@
-"""The engine options every engine-building command shares, as Typer parameters, and their parsing."""
+"""The engine options every engine-building command shares: declared once, added to a command by @engine_options."""
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -20,20 +23,65 @@ PolicyOpt = Annotated[str, typer.Option("--policy", help="Scheduling policy: fcf
 SeedOpt = Annotated[int, typer.Option("--seed", help="Seed for weights of synthetic models, sampling and load.")]
 ThreadsOpt = Annotated[Optional[int], typer.Option("--threads", help="torch intra-op threads (default: torch's choice).")]
 
+# name -> (Typer annotation, default): the order `--help` lists them in, after the command's own options.
+ENGINE_PARAMETERS: dict[str, tuple[Any, Any]] = {
+    "model": (ModelOpt, "smollm2-135m"),
+    "dtype": (DtypeOpt, "float32"),
+    "native": (NativeOpt, "none"),
+    "kv_blocks": (KvBlocksOpt, None),
+    "kv_memory": (KvMemoryOpt, None),
+    "block_size": (BlockSizeOpt, 16),
+    "max_batch": (MaxBatchOpt, 32),
+    "max_batched_tokens": (MaxTokensBudgetOpt, 512),
+    "policy": (PolicyOpt, "fcfs"),
+    "seed": (SeedOpt, 0),
+    "threads": (ThreadsOpt, None),
+}
 
-def engine_options(
-    model: str, dtype: str, native: str, kv_blocks: int | None, kv_memory: str | None, block_size: int,
-    max_batch: int, max_batched_tokens: int, policy: str, seed: int, threads: int | None,
-) -> EngineOptions:  # fmt: skip
-    """The shared options as one validated EngineOptions (OptionError names the flag at fault)."""
+
+def engine_options(*, without: tuple[str, ...] = ()) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorate a command that takes `options: EngineOptions`: its CLI signature gains the shared engine
+    options (all but `without`, which keep their defaults) and it receives them parsed and validated as
+    one EngineOptions (OptionError names the flag at fault)."""
+    unknown = set(without) - set(ENGINE_PARAMETERS)
+    if unknown:
+        raise ValueError(f"not engine options: {sorted(unknown)}")
+    shared = {name: spec for name, spec in ENGINE_PARAMETERS.items() if name not in without}
+
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        # The command's own annotations, evaluated (modules use `from __future__ import annotations`); the
+        # `options` parameter is the decorator's to fill, so its annotation is never looked at.
+        hints = {name: eval(annotation, command.__globals__) if isinstance(annotation, str) else annotation  # noqa: S307
+                 for name, annotation in inspect.get_annotations(command).items() if name not in ("options", "return")}  # fmt: skip
+        own = [parameter.replace(annotation=hints[name]) for name, parameter in inspect.signature(command).parameters.items()
+               if name != "options"]  # fmt: skip
+        added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=default)
+                 for name, (annotation, default) in shared.items()]  # fmt: skip
+
+        @functools.wraps(command)
+        def wrapper(**values: Any) -> Any:
+            chosen = {name: values.pop(name) for name in shared}
+            return command(options=parse_engine_options(**chosen), **values)
+
+        wrapper.__signature__ = inspect.Signature([*own, *added])  # type: ignore[attr-defined]
+        del wrapper.__wrapped__  # typer must read the signature above, not the command's own
+        wrapper.__annotations__ = {**hints, **{name: annotation for name, (annotation, _) in shared.items()}}
+        return wrapper
+
+    return decorate
+
+
+def parse_engine_options(**values: Any) -> EngineOptions:
+    """The shared options (defaults for any not given) as one validated EngineOptions."""
     from native_paths.toggles import parse_native
     from profiler.session.options import parse_size
 
+    given = {name: values.get(name, default) for name, (_annotation, default) in ENGINE_PARAMETERS.items()}
+    kv_memory = given.pop("kv_memory")
     return EngineOptions(
-        model=model, dtype=dtype, native=parse_native(native), kv_blocks=kv_blocks,
-        kv_memory_bytes=parse_size(kv_memory) if kv_memory else None, block_size=block_size,
-        max_batch=max_batch, max_batched_tokens=max_batched_tokens, policy=policy, seed=seed, threads=threads,
-    )  # fmt: skip
+        **{**given, "native": parse_native(given["native"])},
+        kv_memory_bytes=parse_size(kv_memory) if kv_memory else None,
+    )
 
 
 def dim_printer(console):  # type: ignore[no-untyped-def]

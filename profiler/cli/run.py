@@ -11,20 +11,7 @@ import typer
 from rich.console import Console
 
 from profiler.cli.app import app
-from profiler.cli.options import (
-    BlockSizeOpt,
-    DtypeOpt,
-    KvBlocksOpt,
-    KvMemoryOpt,
-    MaxBatchOpt,
-    MaxTokensBudgetOpt,
-    ModelOpt,
-    NativeOpt,
-    SeedOpt,
-    ThreadsOpt,
-    dim_printer,
-    engine_options,
-)  # fmt: skip
+from profiler.cli.options import dim_printer, engine_options
 from profiler.cli.progress import ctrl_c_stops, session_progress
 from profiler.session.options import EngineOptions, OptionError
 
@@ -32,6 +19,7 @@ INTERRUPTED_EXIT_CODE = 130  # the shell's convention for SIGINT; the partial re
 
 
 @app.command()
+@engine_options(without=("policy",))
 def run(
     scenario: Annotated[str, typer.Option("--scenario", "-s", help="A built-in scenario name (see `infer-prof scenarios list`) or a path to a TOML file.")] = "chat",
     requests: Annotated[Optional[int], typer.Option("--requests", "-r", help="Override the scenario's request count.")] = None,
@@ -40,14 +28,12 @@ def run(
     report: Annotated[bool, typer.Option("--report/--no-report", help="Write report.html, report.pdf and trace files.")] = True,
     profile: Annotated[str, typer.Option("--profile", help="Collectors: default (cheap, always-on), deep (native stacks sampled under SCHED_FIFO + torch.profiler windows that split kernel from torch's per-op fee; slow, for short runs), off.")] = "default",
     verify: Annotated[bool, typer.Option("--verify", help="Also run with each predicted native path on and report predicted vs measured gain.")] = False,
-    model: ModelOpt = "smollm2-135m", dtype: DtypeOpt = "float32", native: NativeOpt = "none",
-    kv_blocks: KvBlocksOpt = None, kv_memory: KvMemoryOpt = None, block_size: BlockSizeOpt = 16,
-    max_batch: MaxBatchOpt = 32, max_batched_tokens: MaxTokensBudgetOpt = 512,
     policy: Annotated[Optional[str], typer.Option("--policy", help="Scheduling policy: fcfs or priority (default: priority when the scenario has priority classes, else fcfs).")] = None,
-    seed: SeedOpt = 0, threads: ThreadsOpt = None,
+    *,
+    options: EngineOptions,
 ) -> None:
     """Run the engine under a load scenario, measure where the time goes, and write a run directory."""
-    options = engine_options(model, dtype, native, kv_blocks, kv_memory, block_size, max_batch, max_batched_tokens, policy or "fcfs", seed, threads)
+    options = dataclasses.replace(options, policy=policy or "fcfs")
     code = run_command(options, scenario=scenario, requests=requests, duration=duration, out=out,
                        report=report, profile=profile, verify=verify, policy_given=policy is not None)  # fmt: skip
     raise typer.Exit(code)

@@ -9,8 +9,6 @@ OK = "ok"
 SKIPPED = "skipped"
 FAILED = "failed"
 NOT_STARTED = "not started"
-# The engine names its loop thread so (engine.engine.ENGINE_THREAD_NAME); profilers find it by this name.
-ENGINE_THREAD_NAME = "infer-prof-engine"
 
 
 class Collector:

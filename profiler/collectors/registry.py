@@ -8,9 +8,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from engine.engine import ENGINE_THREAD_NAME
 from errors import ProfileError
 from profiler.analysis.classify import IDLE_MARKER
-from profiler.collectors.base import ENGINE_THREAD_NAME, Collector
+from profiler.collectors.base import Collector
 from profiler.collectors.gc import GcCollector
 from profiler.collectors.gpu import GpuCollector
 from profiler.collectors.kernels import KernelCollector
@@ -122,12 +123,3 @@ def results(collectors: list[Collector]) -> dict[str, dict[str, Any]]:
 def collectors_section(collectors: list[Collector]) -> dict[str, dict[str, Any]]:
     """The result's `collectors` section: {name: {status, reason}}."""
     return {collector.name: collector.status_entry() for collector in collectors}
-
-
-def recorded_wall_ns(collectors: list[Collector]) -> int | None:
-    """The spans tracer's recorded window: the wall time the breakdown splits."""
-    tracer = find_tracer(collectors)
-    if tracer is None or tracer.first_ns is None:
-        return None
-    end = tracer.last_ns if tracer.last_ns is not None else tracer.clock()
-    return end - tracer.first_ns

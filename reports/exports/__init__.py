@@ -1,1 +1,1 @@
-"""TODO"""
+"""Trace files other tools open: Chrome Trace Event JSON (Perfetto) and speedscope."""

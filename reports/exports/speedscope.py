@@ -77,7 +77,11 @@ def parse_frame(text: str) -> tuple[str, str | None, int | None]:
 def sampled_profile(path: Path, frames: _Frames) -> dict[str, Any]:
     samples: list[list[int]] = []
     weights: list[int] = []
-    for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ReportError(f"{path}: cannot read the py-spy samples ({exc}); re-record the run or delete the file") from None
+    for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue

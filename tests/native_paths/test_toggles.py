@@ -34,7 +34,7 @@ def test_parse_native(value: object, expected: set[str]) -> None:
 
 @pytest.mark.parametrize("value", ["", "gpu", "sampler,allocator", "none,kv", "all,sampler", ","])
 def test_parse_native_names_the_allowed_values(value: str) -> None:
-    with pytest.raises(toggles.InvalidNativeSelection, match="none, all, sampler, kv, scheduler") as caught:
+    with pytest.raises(toggles.InvalidNativeSelection, match="none, all, sampler, kv_alloc, scheduler") as caught:
         toggles.parse_native(value)
     assert isinstance(caught.value, InferProfError) and isinstance(caught.value, ValueError)
 

@@ -167,3 +167,27 @@ def test_doctor_says_whether_deep_sampling_can_run_on_time():
     assert result.returncode == 0, result.stderr
     for row in ("py-spy", "realtime sampling", "native sampler", "default model"):
         assert row in result.stdout, result.stdout
+
+
+def test_engine_options_are_declared_once_and_arrive_as_one_validated_object() -> None:
+    import typer
+    from typer.testing import CliRunner
+
+    from profiler.cli.options import engine_options
+    from profiler.session.options import EngineOptions
+
+    toy = typer.Typer()
+    seen: list[tuple[int, EngineOptions]] = []
+
+    @toy.command()
+    @engine_options(without=("native",))
+    def command(count: int = 1, *, options: EngineOptions) -> None:
+        seen.append((count, options))
+
+    runner = CliRunner()
+    result = runner.invoke(toy, ["--count", "3", "--model", "synthetic:tiny", "--kv-memory", "1MiB", "--max-batch", "4"])
+    assert result.exit_code == 0, result.output
+    count, options = seen[-1]
+    assert count == 3 and options.model == "synthetic:tiny" and options.max_batch == 4
+    assert options.kv_memory_bytes == 2**20 and options.native == frozenset()  # left out: its default
+    assert runner.invoke(toy, ["--native", "all"]).exit_code == 2  # not an option of this command

@@ -14,7 +14,6 @@ from profiler.analysis.diagnose import (
     diagnose,
     measured_gain,
     rule_for,
-    speedups_from_bench,
 )
 from profiler.overhead.costs import (
     ABResult,
@@ -191,20 +190,6 @@ def test_blind_spots_name_what_was_not_seen() -> None:
         breakdown(spans, python_samples), native_speedups=None, measured_gains=None, collectors=ALL_OK
     )["blind_spots"]
     assert spots and "without --native" in spots[0]
-
-
-def test_speedups_from_bench_rows() -> None:
-    rows = [
-        {"component": "sampler", "batch": 1, "python_us": 50, "native_us": 10, "speedup": 5.0},
-        {"component": "sampler", "batch": 32, "python_us": 900, "native_us": 60, "speedup": 15.0},
-        {"component": "scheduler", "batch": 8, "python_us": 40, "native_us": 4, "speedup": 10.0},
-        {"component": "scheduler", "batch": 64, "python_us": 200, "native_us": 10, "speedup": 20.0},
-    ]
-    assert speedups_from_bench(rows, batch=24) == {"sampler": 15.0, "scheduler": 10.0}
-    assert speedups_from_bench(rows) == {"sampler": 10.0, "scheduler": 15.0}
-
-
-# -- overhead helpers --------------------------------------------------------------------------------
 
 
 def test_interleave_ab_alternates_abba_and_takes_the_median_pair_ratio() -> None:

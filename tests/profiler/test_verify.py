@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import io
+import dataclasses
 import json
 import threading
 from pathlib import Path
@@ -10,7 +10,6 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from rich.console import Console
 
 from profiler.analysis.diagnose import amdahl_gain
 from profiler.checks.verify import busy_ns_per_token, compare_component, component_ns_per_token, python_spread
@@ -69,15 +68,12 @@ def test_verify_rewrites_result_json_with_both_gains(tmp_path: Path) -> None:
     spec = load_scenario("concurrency-30").with_overrides(num_requests=8)
     calls: list[tuple[frozenset[str], str]] = []
 
-    def run_profiled(options, *, scenario, loaded, out, profile, console, stop_event, native_speedups=None,  # type: ignore[no-untyped-def]
-                     measured_gains=None, label="requests", injections=None):  # fmt: skip
-        calls.append((options.native, label))
-        return run_session(options, scenario, out, loaded=loaded, profile=profile, stop_event=stop_event,
-                           native_speedups=native_speedups)  # fmt: skip
+    def run_again(native: frozenset[str], out: Path, label: str):  # type: ignore[no-untyped-def]
+        calls.append((native, label))
+        return run_session(dataclasses.replace(options, native=native), spec, out, loaded=loaded)
 
     main = run_session(options, spec, tmp_path / "run", loaded=loaded)
-    verify_predictions(main, options, spec, loaded, console=Console(file=io.StringIO()), stop_event=threading.Event(),
-                       native_speedups=None, run_profiled=run_profiled)  # fmt: skip
+    section = verify_predictions(main, options, stop_event=threading.Event(), native_speedups=None, run_again=run_again)
 
     assert [native for native, _ in calls] == [
         frozenset({"kv_alloc", "scheduler"}), frozenset({"kv_alloc", "sampler"}), frozenset({"kv_alloc"}),  # last: Python again
@@ -92,3 +88,4 @@ def test_verify_rewrites_result_json_with_both_gains(tmp_path: Path) -> None:
     assert details["components"]["sampler"]["measured_gain"] == sampler["measured_gain"]
     assert (tmp_path / "run" / details["components"]["sampler"]["run_dir"] / "result.json").exists()
     assert details["python_runs"] == 2
+    assert section == details

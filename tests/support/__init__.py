@@ -1,1 +1,1 @@
-"""TODO"""
+"""Helpers shared by several test folders (synthetic run directories)."""

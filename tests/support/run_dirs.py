@@ -140,45 +140,56 @@ def _simulate(
         unattributed_ms = rng.uniform(0.02, 0.08) / scale  # loop overhead outside any span
         duration_ms = sum(phase_ms.values()) + unattributed_ms
         step_end = step_start + int(duration_ms * 1e6)
-        used_blocks = sum(
-            -(-(int(prompt_tokens[i]) + tokens + 1) // BLOCK_SIZE) for i, tokens in running.items()
-        )
-        used_slots = sum(int(prompt_tokens[i]) + tokens + 1 for i, tokens in running.items())
-        step_preemptions = 0
-        if used_blocks > 0.97 * NUM_KV_BLOCKS and len(running) > 1:
-            newest = max(running, key=lambda i: scheduled_ns[i])
-            running.pop(newest)
-            waiting.insert(0, newest)
-            preemptions[newest] += 1
-            step_preemptions = 1
+        used_blocks, used_slots, step_preemptions = _kv_step(running, waiting, prompt_tokens, scheduled_ns, preemptions)
         finished_now = []
         for index, tokens in running.items():
             running[index] = tokens + 1
             token_times[index].append(step_end)
             is_last_step = step == n_steps - 1
-            if (
-                running[index] >= output_tokens[index]
-                or is_last_step
-                or index == failed_index
-                and running[index] >= 4
-            ):
+            if running[index] >= output_tokens[index] or is_last_step or (index == failed_index and running[index] >= 4):
                 finished_now.append(index)
         for index in finished_now:
             running.pop(index)
             done[index] = True
             finish_ns[index] = step_end
         step_rows.append({
-            "step": step, "start_ns": step_start, "end_ns": step_end, "duration_ms": duration_ms,
-            "batch_size": batch, "prefill_tokens": prefill_tokens, "decode_tokens": batch,
-            "blocks_used": used_blocks, "blocks_free": NUM_KV_BLOCKS - used_blocks,
-            "kv_utilization": used_blocks / NUM_KV_BLOCKS,
-            "fragmentation_slots": used_blocks * BLOCK_SIZE - used_slots,
-            "preemptions": step_preemptions, "waiting": len(waiting), "running": len(running),
-            **{f"{name}_ms": value for name, value in phase_ms.items()},
+            "step": step, "start_ns": step_start, "end_ns": step_end, "duration_ms": duration_ms, "batch_size": batch,
+            "prefill_tokens": prefill_tokens, "decode_tokens": batch, "blocks_used": used_blocks,
+            "blocks_free": NUM_KV_BLOCKS - used_blocks, "kv_utilization": used_blocks / NUM_KV_BLOCKS,
+            "fragmentation_slots": used_blocks * BLOCK_SIZE - used_slots, "preemptions": step_preemptions,
+            "waiting": len(waiting), "running": len(running), **{f"{name}_ms": value for name, value in phase_ms.items()},
         })  # fmt: skip
         previous_end = step_end
         step_start = step_end + int(rng.uniform(0.03, 0.12) * 1e6 / scale)
 
+    requests = _request_rows(token_times, done, failed_index, stops_at_eos, priority, prompt_tokens, arrival_ns,
+                             scheduled_ns, finish_ns, preemptions)  # fmt: skip
+    return requests, pd.DataFrame(step_rows)
+
+
+def _kv_step(
+    running: dict[int, int], waiting: list[int], prompt_tokens: np.ndarray, scheduled_ns: np.ndarray,
+    preemptions: np.ndarray,
+) -> tuple[int, int, int]:  # fmt: skip
+    """Blocks and slots the running requests hold; near a full pool the newest is preempted (recompute)."""
+    used_blocks = sum(-(-(int(prompt_tokens[i]) + tokens + 1) // BLOCK_SIZE) for i, tokens in running.items())
+    used_slots = sum(int(prompt_tokens[i]) + tokens + 1 for i, tokens in running.items())
+    if used_blocks > 0.97 * NUM_KV_BLOCKS and len(running) > 1:
+        newest = max(running, key=lambda i: scheduled_ns[i])
+        running.pop(newest)
+        waiting.insert(0, newest)
+        preemptions[newest] += 1
+        return used_blocks, used_slots, 1
+    return used_blocks, used_slots, 0
+
+
+def _request_rows(
+    token_times: list[list[int]], done: np.ndarray, failed_index: int, stops_at_eos: np.ndarray, priority: np.ndarray,
+    prompt_tokens: np.ndarray, arrival_ns: np.ndarray, scheduled_ns: np.ndarray, finish_ns: np.ndarray,
+    preemptions: np.ndarray,
+) -> pd.DataFrame:  # fmt: skip
+    """requests.csv rows of the simulated requests: finished, failed (one), or aborted at the run's end."""
+    n_requests = len(token_times)
     request_rows = []
     for index in range(n_requests):
         times = token_times[index]
@@ -204,7 +215,8 @@ def _simulate(
             "queue_ms": (scheduled_ns[index] - arrival_ns[index]) / 1e6 if scheduled_ns[index] else None,
             "num_preemptions": int(preemptions[index]), "token_ns": " ".join(str(t) for t in times),
         })  # fmt: skip
-    return pd.DataFrame(request_rows), pd.DataFrame(step_rows)
+    return pd.DataFrame(request_rows)
+
 
 
 def _latency(values: np.ndarray) -> dict[str, float] | None:

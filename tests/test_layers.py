@@ -1,0 +1,195 @@
+"""The house's arrows: every import in the tree (module level and inside functions) is walked, and a cycle
+between modules or an arrow the architecture forbids (docs/architecture.md) fails the suite."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+ROOMS = ("engine", "native_paths", "scenarios", "profiler", "reports")
+OURS = (*ROOMS, "errors")
+
+# room -> the rooms (or modules, by prefix) it must never import.
+FORBIDDEN = {
+    "engine": ("profiler", "native_paths", "scenarios", "reports"),
+    "native_paths": ("profiler", "scenarios", "reports"),
+    "scenarios": ("engine", "profiler", "native_paths", "reports"),
+    "reports": ("engine", "native_paths"),
+    "errors": ROOMS,
+}
+# reports reads run directories and the statistics module of profiler, nothing else of it.
+REPORTS_MAY_IMPORT = ("profiler.rundir", "profiler.stats")
+# Within profiler, only the command faces import typer, Rich progress bars or reports; rundir is the
+# contract reports read, so it imports nothing else of profiler.
+FACES_ONLY = ("typer", "rich.progress", "reports")
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+@cache
+def modules() -> dict[str, Path]:
+    found = {"errors": ROOT / "errors.py"}
+    for room in ROOMS:
+        for path in (ROOT / room).rglob("*.py"):
+            found[module_name(path)] = path
+    return found
+
+
+@cache
+def lazy_exports(package: str) -> dict[str, str]:
+    """A package __init__'s `_EXPORTS = {name: module}`: what `from package import name` really imports."""
+    path = modules().get(package)
+    if path is None or path.name != "__init__.py":
+        return {}
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "_EXPORTS" for t in node.targets):
+            return {key: value for key, value in ast.literal_eval(node.value).items()}
+    return {}
+
+
+def imports_of(module: str) -> Iterator[tuple[str, int]]:
+    """(imported module, line) for every import statement of `module`, wherever it stands."""
+    path = modules()[module]
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join([*anchor, base] if base else anchor)
+            yield base, node.lineno
+            for alias in node.names:
+                target = f"{base}.{alias.name}"
+                if target in modules():
+                    yield target, node.lineno
+                elif alias.name in lazy_exports(base):
+                    yield lazy_exports(base)[alias.name], node.lineno
+
+
+def ancestors(module: str) -> list[str]:
+    parts = module.split(".")
+    return [".".join(parts[:index]) for index in range(1, len(parts))]
+
+
+@cache
+def graph() -> dict[str, set[str]]:
+    """Module -> the modules of ours it makes Python load: the target and the packages above it that the
+    importer is not already inside."""
+    edges: dict[str, set[str]] = {}
+    for module in modules():
+        own = set(ancestors(module)) | {module}
+        targets: set[str] = set()
+        for imported, _line in imports_of(module):
+            if imported.split(".")[0] not in OURS:
+                continue
+            targets |= {name for name in [*ancestors(imported), imported] if name in modules() and name not in own}
+        edges[module] = targets - {module}
+    return edges
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan), each a cycle of imports."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(edges.get(node, ())):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(edges):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_walk_sees_imports_inside_functions_and_lazy_exports() -> None:
+    # cli/run.py imports reports inside a function, through reports/__init__'s lazy exports.
+    assert "reports.run.generate" in graph()["profiler.cli.run"]
+    assert "profiler.session.session" in graph()["profiler.cli.run"]
+
+
+def test_no_import_cycles() -> None:
+    assert cycles(graph()) == []
+
+
+def test_cycle_finder_finds_a_planted_cycle() -> None:
+    planted = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert cycles(planted) == [["a", "b", "c"]]
+
+
+@pytest.mark.parametrize("room", sorted(FORBIDDEN))
+def test_no_forbidden_arrows(room: str) -> None:
+    wrong = [
+        f"{module}:{line} imports {imported}"
+        for module in modules()
+        if module == room or module.startswith(room + ".")
+        for imported, line in imports_of(module)
+        if imported.split(".")[0] in FORBIDDEN[room]
+    ]
+    assert wrong == []
+
+
+def test_reports_read_only_the_run_directory_contract_and_the_statistics_of_profiler() -> None:
+    wrong = [
+        f"{module}:{line} imports {imported}"
+        for module in modules()
+        if module.startswith("reports")
+        for imported, line in imports_of(module)
+        if imported.startswith("profiler") and not imported.startswith(REPORTS_MAY_IMPORT)
+    ]
+    assert wrong == []
+
+
+def test_only_the_command_faces_import_typer_progress_bars_or_reports() -> None:
+    wrong = [
+        f"{module}:{line} imports {imported}"
+        for module in modules()
+        if module.startswith("profiler") and not module.startswith("profiler.cli")
+        for imported, line in imports_of(module)
+        if imported == "profiler" or any(imported == face or imported.startswith(face + ".") for face in FACES_ONLY)
+    ]
+    assert wrong == []
+
+
+def test_the_run_directory_contract_imports_nothing_else_of_profiler() -> None:
+    wrong = [
+        f"{module}:{line} imports {imported}"
+        for module in modules()
+        if module.startswith("profiler.rundir")
+        for imported, line in imports_of(module)
+        if imported.startswith("profiler") and not imported.startswith("profiler.rundir")
+    ]
+    assert wrong == []
