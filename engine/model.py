@@ -152,8 +152,7 @@ class LlamaModel:
     # ------------------------------------------------------------------ KV cache
 
     def kv_bytes_per_block(self, block_size: int) -> int:
-        c = self.config
-        return 2 * c.n_layers * block_size * c.n_kv_heads * c.head_dim * self.dtype.itemsize
+        return kv_bytes_per_block(self.config, block_size, self.dtype.itemsize)
 
     def allocate_kv_cache(self, num_blocks: int, block_size: int) -> None:
         if num_blocks < 1 or block_size < 1:
@@ -305,3 +304,8 @@ class LlamaModel:
     def _additive(self, visible: torch.Tensor) -> torch.Tensor:
         """0 / -inf mask built once per step: SDPA would otherwise convert a bool mask in every layer."""
         return torch.zeros(visible.shape, dtype=self.dtype).masked_fill_(~visible, float("-inf"))
+
+
+def kv_bytes_per_block(config: ModelConfig, block_size: int, itemsize: int) -> int:
+    """Bytes one KV block of `block_size` tokens takes: keys and values of every layer's KV heads."""
+    return 2 * config.n_layers * block_size * config.n_kv_heads * config.head_dim * itemsize

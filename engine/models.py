@@ -74,7 +74,7 @@ def list_models() -> list[tuple[str, str]]:
         )
     ]
     for preset, c in SYNTHETIC_PRESETS.items():
-        params = _parameter_count(c) / 1e6
+        params = parameter_count(c) / 1e6
         names.append(
             (
                 SYNTHETIC_PREFIX + preset,
@@ -110,6 +110,24 @@ def _load(spec: str, dtype: str, seed: int, say: Progress) -> LoadedModel:
     if spec.endswith(".gguf") or Path(spec).expanduser().is_file():
         path = Path(spec).expanduser()
         return _load_gguf(path, path.stem, f"GGUF file {path}", dtype, say)
+    raise ModelNotFoundError(f"unknown model {spec!r}: valid names are {_valid_names()}")
+
+
+def describe_model(spec: str) -> ModelConfig | None:
+    """The shape of the model `spec` names, read without loading its weights (a GGUF's header only), so
+    that sizes can be checked before any slow work; None for the default model when it is not on this
+    machine yet (it is downloaded by load_model). Unknown names and bad files raise as load_model would."""
+    if spec == DEFAULT_MODEL:
+        local = _local_smollm2()
+        return None if local is None else read_config(open_gguf(local), DEFAULT_MODEL)
+    if spec.startswith(SYNTHETIC_PREFIX):
+        preset = spec[len(SYNTHETIC_PREFIX) :]
+        if preset not in SYNTHETIC_PRESETS:
+            raise ModelNotFoundError(f"unknown synthetic preset {preset!r}: valid names are {_valid_names()}")
+        return SYNTHETIC_PRESETS[preset]
+    if spec.endswith(".gguf") or Path(spec).expanduser().is_file():
+        path = Path(spec).expanduser()
+        return read_config(open_gguf(path), path.stem)
     raise ModelNotFoundError(f"unknown model {spec!r}: valid names are {_valid_names()}")
 
 
@@ -185,7 +203,7 @@ def _cached_tokenizer(path: Path) -> Tokenizer:
     return _TOKENIZERS[key]
 
 
-def _parameter_count(c: ModelConfig) -> int:
+def parameter_count(c: ModelConfig) -> int:
     hd = c.head_dim
     per_layer = (
         c.dim * (c.n_heads + 2 * c.n_kv_heads) * hd + c.n_heads * hd * c.dim + 3 * c.dim * c.hidden_dim

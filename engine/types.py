@@ -19,9 +19,18 @@ import torch
 from errors import InvalidSamplingParams
 
 
+# The sampling domain shared by both twins (see SamplingParams).
+MAX_COUNT = 2**31 - 1  # top_k, max_tokens: C int32 fields
+MAX_SEED = 2**64 - 1  # seeds: a SplitMix64 state
+
+
 @dataclass(slots=True, frozen=True)
 class SamplingParams:
-    """How one request draws its tokens; validated on construction (see engine/sampler.py for the spec)."""
+    """How one request draws its tokens; validated on construction (see engine/sampler.py for the spec).
+
+    The validation is the one domain of sampling values that both twins accept: the C sampler keeps
+    counts in 32-bit and seeds in 64-bit fields, so nothing outside those ranges reaches either twin.
+    """
 
     temperature: float = 0.0  # 0 means greedy
     top_k: int = 0  # 0 disables top-k
@@ -41,8 +50,8 @@ class SamplingParams:
 
         if not (math.isfinite(self.temperature) and self.temperature >= 0):
             raise bad("temperature", self.temperature, "use a finite value >= 0 (0 = greedy)")
-        if not (isinstance(self.top_k, int) and self.top_k >= 0):
-            raise bad("top_k", self.top_k, "use an integer >= 0 (0 = off)")
+        if not (isinstance(self.top_k, int) and 0 <= self.top_k <= MAX_COUNT):
+            raise bad("top_k", self.top_k, f"use an integer in [0, {MAX_COUNT}] (0 = off)")
         if not (math.isfinite(self.top_p) and 0 < self.top_p <= 1):
             raise bad("top_p", self.top_p, "use a value in (0, 1] (1 = off)")
         if not (math.isfinite(self.min_p) and 0 <= self.min_p <= 1):
@@ -53,10 +62,10 @@ class SamplingParams:
             value = getattr(self, name)
             if not (math.isfinite(value) and -2 <= value <= 2):
                 raise bad(name, value, "use a value in [-2, 2] (0 = off)")
-        if not (isinstance(self.max_tokens, int) and self.max_tokens >= 1):
-            raise bad("max_tokens", self.max_tokens, "use an integer >= 1")
-        if self.seed is not None and not isinstance(self.seed, int):
-            raise bad("seed", self.seed, "use an integer or leave it unset")
+        if not (isinstance(self.max_tokens, int) and 1 <= self.max_tokens <= MAX_COUNT):
+            raise bad("max_tokens", self.max_tokens, f"use an integer in [1, {MAX_COUNT}]")
+        if self.seed is not None and not (isinstance(self.seed, int) and 0 <= self.seed <= MAX_SEED):
+            raise bad("seed", self.seed, f"use an integer in [0, {MAX_SEED}] or leave it unset")
         if any(not isinstance(s, str) or not s for s in self.stop):
             raise bad("stop", self.stop, "use non-empty strings")
 

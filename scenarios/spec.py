@@ -38,6 +38,13 @@ TOP_KEYS = (
     "description", "seed", "chat", "num_requests", "duration_s", "warmup_requests",
     "prompt_tokens", "output_tokens", "prompt_file", "load", "sampling", "sampling_mix", "slo",
 )  # fmt: skip
+# What one process can hold and drive: every request keeps its prompt, timings and a row in memory,
+# every closed-loop client is a thread, and a rate below one request per ~3 hours is a typo.
+MAX_REQUESTS = 1_000_000
+MAX_CLIENTS = 1024
+MIN_RATE = 1e-4
+MAX_SEED = 2**63 - 1
+MAX_DURATION_S = 7 * 24 * 3600.0
 LOAD_KEYS = {"open-loop": ("mode", "rate", "burstiness"), "closed-loop": ("mode", "clients")}
 SLO_KEYS = ("ttft_ms", "tpot_ms", "e2e_ms")
 MIX_KEYS = ("weight", "name", "priority", *SamplingSettings.keys(), "prompt_tokens", "output_tokens")
@@ -87,7 +94,8 @@ class ScenarioSpec:
         self._validate_counts()
         self._check(self.prompt_tokens is not None or self.prompt_file is not None, "prompt_tokens", "missing",
                     "a length table, or a prompt_file")  # fmt: skip
-        self._check(_is_int(self.seed) and self.seed >= 0, "seed", f"{self.seed!r} is impossible", "an integer >= 0")
+        self._check(_is_int(self.seed) and 0 <= self.seed <= MAX_SEED, "seed", f"{self.seed!r} is impossible",
+                    f"an integer in [0, {MAX_SEED}]")  # fmt: skip
         self._check(isinstance(self.chat, bool), "chat", f"{self.chat!r} is not a boolean", "true, false")
 
     def _check(self, ok: bool, key: str, problem: str, allowed: str) -> None:
@@ -97,31 +105,35 @@ class ScenarioSpec:
     def _validate_load(self) -> None:
         """The arrival process: a rate and burstiness (open loop) or a number of clients (closed loop)."""
         if self.mode == "open-loop":
-            self._check(_is_number(self.rate) and self.rate > 0, "load.rate",  # type: ignore[operator]
-                        f"{self.rate!r} is not a positive rate", 'requests per second > 0, or "inf"')  # fmt: skip
-            self._check(_is_number(self.burstiness) and math.isfinite(self.burstiness) and self.burstiness > 0,
-                        "load.burstiness", f"{self.burstiness!r} is impossible", "a number > 0 (1 = Poisson)")  # fmt: skip
+            self._check(_is_number(self.rate) and self.rate >= MIN_RATE, "load.rate",  # type: ignore[operator]
+                        f"{self.rate!r} is not a usable rate", f'requests per second >= {MIN_RATE:g}, or "inf"')  # fmt: skip
+            self._check(_is_number(self.burstiness) and 1e-3 <= self.burstiness <= 1e3, "load.burstiness",  # type: ignore[operator]
+                        f"{self.burstiness!r} is impossible", "a number in [0.001, 1000] (1 = Poisson)")  # fmt: skip
             self._check(self.clients is None, "load.clients", "set on an open-loop load", "rate and burstiness")
             self._check(math.isfinite(self.rate) or self.num_requests is not None, "num_requests",  # type: ignore[arg-type]
                         'missing with rate = "inf"', "a request count (duration cannot bound it)")  # fmt: skip
         else:
             problem = "missing on a closed-loop load" if self.clients is None else f"{self.clients!r} is impossible"
-            self._check(_is_int(self.clients) and self.clients >= 1, "load.clients", problem,  # type: ignore[operator]
-                        "an integer >= 1 (concurrent clients)")  # fmt: skip
+            self._check(_is_int(self.clients) and 1 <= self.clients <= MAX_CLIENTS, "load.clients", problem,  # type: ignore[operator]
+                        f"an integer in [1, {MAX_CLIENTS}] (concurrent clients, a thread each)")  # fmt: skip
             self._check(self.num_requests is not None, "num_requests", "missing on a closed-loop load",
                         "a request count (duration_s then stops it early)")  # fmt: skip
 
     def _validate_counts(self) -> None:
         """How many requests, for how long, after how many warm-up requests."""
-        self._check(self.num_requests is None or (_is_int(self.num_requests) and self.num_requests >= 1),
-                    "num_requests", f"{self.num_requests!r} is impossible", "an integer >= 1")  # fmt: skip
-        self._check(self.duration_s is None or (_is_number(self.duration_s) and math.isfinite(self.duration_s)
-                                                and self.duration_s > 0),
-                    "duration_s", f"{self.duration_s!r} is impossible", "seconds > 0")  # fmt: skip
+        self._check(self.num_requests is None or (_is_int(self.num_requests) and 1 <= self.num_requests <= MAX_REQUESTS),
+                    "num_requests", f"{self.num_requests!r} is impossible",
+                    f"an integer in [1, {MAX_REQUESTS:,}] (split a longer load into several runs)")  # fmt: skip
+        self._check(self.duration_s is None or (_is_number(self.duration_s) and 0 < self.duration_s <= MAX_DURATION_S),
+                    "duration_s", f"{self.duration_s!r} is impossible", f"seconds in (0, {MAX_DURATION_S:g}] (a week)")  # fmt: skip
         self._check(self.num_requests is not None or self.duration_s is not None, "num_requests",
                     "neither num_requests nor duration_s is set", "num_requests and/or duration_s")  # fmt: skip
-        self._check(_is_int(self.warmup_requests) and self.warmup_requests >= 0, "warmup_requests",
-                    f"{self.warmup_requests!r} is impossible", "an integer >= 0")  # fmt: skip
+        if self.num_requests is None and self.mode == "open-loop" and _is_number(self.rate) and _is_number(self.duration_s):
+            expected = self.rate * self.duration_s  # type: ignore[operator]
+            self._check(expected <= MAX_REQUESTS, "duration_s", f"{self.duration_s!r} s at {self.rate!r} requests/s is "
+                        f"{expected:.3g} requests", f"rate x duration_s <= {MAX_REQUESTS:,}, or set num_requests")  # fmt: skip
+        self._check(_is_int(self.warmup_requests) and 0 <= self.warmup_requests <= MAX_REQUESTS, "warmup_requests",
+                    f"{self.warmup_requests!r} is impossible", f"an integer in [0, {MAX_REQUESTS:,}]")  # fmt: skip
 
     @property
     def open_loop(self) -> bool:

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import difflib
+import math
 import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from errors import BudgetError
+from errors import BudgetError, InferProfError
 from profiler.rundir.results import CATEGORIES, COMPONENTS, LATENCY_METRICS, RunResult
+from scenarios.spec import MAX_DURATION_S, MAX_REQUESTS, MAX_SEED
+
+MAX_REPEATS = 100
 
 LEVELS = ("error", "warn")
 AGGREGATES = ("median", "mean", "min", "max")
@@ -179,6 +183,8 @@ def load_budget(path: str | Path) -> BudgetFile:
         text = budget_path.read_text(encoding="utf-8")
     except OSError as exc:
         raise BudgetError(f"{budget_path}: cannot read the budget file ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise BudgetError(f"{budget_path}: not a text file (byte {exc.start} is not UTF-8); give a budget TOML file") from None
     return parse_budget(text, source=budget_path)
 
 
@@ -273,9 +279,9 @@ def _parse_entry(entry: dict[str, Any], index: int, lines: _LineFinder, where: A
     bounds: dict[str, float | None] = {}
     for key in ("min", "max", "min_ratio", "max_ratio"):
         value = entry.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)):
             raise BudgetError(
-                f"{where(lines.entry_key(index, key) or line)}: {label} `{key}` must be a number, not {value!r}"
+                f"{where(lines.entry_key(index, key) or line)}: {label} `{key}` must be a finite number, not {value!r}"
             )
         if key.endswith("_ratio") and value is not None and value <= 0:
             raise BudgetError(
@@ -324,20 +330,34 @@ def _check_run_value(key: str, value: Any, here: str) -> None:
     ok = {
         "scenario": isinstance(value, str) and bool(value),
         "model": isinstance(value, str) and bool(value),
-        "requests": isinstance(value, int) and not isinstance(value, bool) and value >= 1,
-        "repeats": isinstance(value, int) and not isinstance(value, bool) and value >= 1,
-        "seed": isinstance(value, int) and not isinstance(value, bool),
-        "duration_s": isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0,
-        "native": isinstance(value, str)
-        or (isinstance(value, list) and all(isinstance(v, str) for v in value)),
+        "requests": isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_REQUESTS,
+        "repeats": isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_REPEATS,
+        "seed": isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_SEED,
+        "duration_s": isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value <= MAX_DURATION_S,
+        "native": _native_ok(value),
     }[key]
     if not ok:
         wanted = {
-            "scenario": "a scenario name", "model": "a model name", "requests": "an integer >= 1",
-            "repeats": "an integer >= 1", "seed": "an integer", "duration_s": "a number of seconds > 0",
-            "native": "a list of component names, e.g. [\"sampler\"]",
+            "scenario": "a scenario name", "model": "a model name", "requests": f"an integer in [1, {MAX_REQUESTS:,}]",
+            "repeats": f"an integer in [1, {MAX_REPEATS}]", "seed": f"an integer in [0, {MAX_SEED}]",
+            "duration_s": f"seconds in (0, {MAX_DURATION_S:g}]",
+            "native": "none, all, or a list of component names, e.g. [\"sampler\", \"kv_alloc\"]",
         }[key]  # fmt: skip
         raise BudgetError(f"{here}: {key} = {value!r}; use {wanted}")
+
+
+def _native_ok(value: Any) -> bool:
+    from native_paths.toggles import parse_native
+
+    if not (isinstance(value, str) or (isinstance(value, list) and all(isinstance(v, str) for v in value))):
+        return False
+    if value == []:
+        return True  # no C twin: the Python ones
+    try:
+        parse_native(value)
+    except InferProfError:
+        return False
+    return True
 
 
 def _reject_unknown(table: dict[str, Any], allowed: tuple[str, ...], label: str, where_key: Any) -> None:

@@ -25,8 +25,8 @@ def bench_native_command(*, as_json: bool, repeats: int) -> int:
     from native_paths.bench import run_native_bench
     from profiler.session.options import OptionError
 
-    if repeats < 1:
-        raise OptionError(f"--repeats={repeats} must be at least 1")
+    if not 1 <= repeats <= 1000:
+        raise OptionError(f"--repeats={repeats} is impossible: use 1 to 1,000")
     err = Console(stderr=True)
     with err.status("benchmarking Python vs C twins (interleaved, medians)"):
         rows = run_native_bench(repeats=repeats)

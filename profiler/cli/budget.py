@@ -14,6 +14,7 @@ from rich.table import Table
 
 from profiler.budget.check import BudgetReport, format_value
 from profiler.cli.app import budget_app
+from profiler.cli.options import output_path
 from profiler.session.options import EngineOptions
 from profiler.session.runner import ModelCache, run_once
 
@@ -25,12 +26,13 @@ def budget_check(
     budget_file: Annotated[Path, typer.Argument(help="A budget TOML file (see docs/budgets.md).")],
     run: Annotated[Optional[list[Path]], typer.Option("--run", help="Check these run directories instead of running the budget's scenario.")] = None,
     baseline: Annotated[Optional[list[Path]], typer.Option("--baseline", help="Baseline run directories (or a folder of them) for ratio assertions.")] = None,
-    junit: Annotated[Optional[Path], typer.Option("--junit", help="Also write a JUnit XML file for CI dashboards.")] = None,
-    bmf: Annotated[Optional[Path], typer.Option("--bmf", help="Also write Bencher Metric Format JSON.")] = None,
+    junit: Annotated[Optional[str], typer.Option("--junit", help="Also write a JUnit XML file for CI dashboards.")] = None,
+    bmf: Annotated[Optional[str], typer.Option("--bmf", help="Also write Bencher Metric Format JSON.")] = None,
     out: Annotated[Path, typer.Option("--out", "-o", help="Where runs made by this check go.")] = Path("runs/budget"),
 ) -> None:
     """Check runs against a budget: exit 0 pass (warnings allowed), 1 an error assertion failed, 2 bad input."""
-    raise typer.Exit(budget_check_command(budget_file, runs=run or [], baselines=baseline or [], junit=junit, bmf=bmf, out=out))
+    raise typer.Exit(budget_check_command(budget_file, runs=run or [], baselines=baseline or [], out=out,
+                                          junit=output_path(junit, "--junit"), bmf=output_path(bmf, "--bmf")))  # fmt: skip
 
 
 @budget_app.command("baseline")
@@ -70,8 +72,12 @@ def budget_check_command(
     from profiler.budget.check import check_budget, check_budget_with_runner
     from profiler.budget.output import write_bmf, write_junit
     from profiler.budget.spec import load_budget
+    from profiler.rundir.outdir import check_output_file
 
     console = Console(stderr=True)
+    for option, path in (("--junit", junit), ("--bmf", bmf)):
+        if path is not None:
+            check_output_file(path, option)
     budget = load_budget(budget_file)
     if runs:
         report = check_budget(budget, runs, baselines or None)

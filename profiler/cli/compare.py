@@ -10,8 +10,9 @@ import typer
 from rich.console import Console
 
 from profiler.cli.app import app
-from profiler.cli.options import dim_printer, engine_options
+from profiler.cli.options import dim_printer, engine_options, output_path
 from profiler.cli.progress import session_progress
+from profiler.rundir.outdir import check_output_dir
 from profiler.session.options import EngineOptions, OptionError
 from profiler.session.runner import ModelCache, options_with, run_once
 
@@ -25,13 +26,14 @@ def compare(
     after_native: Annotated[str, typer.Option("--after-native", help="With --repeat: the AFTER configuration's --native.")] = "all",
     scenario: Annotated[str, typer.Option("--scenario", "-s", help="With --repeat: the scenario both configurations run.")] = "chat",
     requests: Annotated[Optional[int], typer.Option("--requests", "-r", help="With --repeat: override the scenario's request count.")] = None,
-    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Where compare.html, compare.pdf and compare.json go.")] = None,
+    out: Annotated[Optional[str], typer.Option("--out", "-o", help="Where compare.html, compare.pdf and compare.json go.")] = None,
     *,
     options: EngineOptions,
 ) -> None:
     """Before/after comparison: per metric the ratio, its confidence interval and a verdict."""
     raise typer.Exit(compare_command(before or [], repeat=repeat, options=options, before_native=before_native,
-                                     after_native=after_native, scenario=scenario, requests=requests, out=out))  # fmt: skip
+                                     after_native=after_native, scenario=scenario, requests=requests,
+                                     out=output_path(out, "--out")))  # fmt: skip
 
 
 def compare_command(
@@ -41,7 +43,10 @@ def compare_command(
     from reports import compare_runs, render_comparison, write_comparison_report
 
     console = Console(stderr=True)
-    out_dir = out or Path("runs") / f"compare-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    out_dir = out if out is not None else Path("runs") / f"compare-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    check_output_dir(out_dir)
+    if (out_dir / "result.json").exists():
+        raise OptionError(f"--out {out_dir} holds a run: write the comparison somewhere else")
     if repeat is None:
         if len(dirs) != 2:
             raise OptionError("compare needs BEFORE and AFTER run directories, or --repeat N to run both configurations")
@@ -49,8 +54,9 @@ def compare_command(
     else:
         if dirs:
             raise OptionError("give run directories or --repeat, not both")
-        if repeat < 1:
-            raise OptionError(f"--repeat={repeat} must be at least 1")
+        if not 1 <= repeat <= MAX_REPEATS:
+            raise OptionError(f"--repeat={repeat} is impossible: use 1 to {MAX_REPEATS}")
+        _check_repeat_inputs(scenario, requests, before_native, after_native)
         before_dirs, after_dirs = _run_interleaved(options, before_native, after_native, scenario, requests, repeat,
                                                    out_dir, console)  # fmt: skip
     result = compare_runs(before_dirs, after_dirs)
@@ -58,6 +64,24 @@ def compare_command(
     files = write_comparison_report(result, out_dir)
     console.print("comparison: " + ", ".join(str(path) for path in files.values()))
     return 0
+
+
+MAX_REPEATS = 100
+
+
+def _check_repeat_inputs(scenario: str, requests: int | None, before_native: str, after_native: str) -> None:
+    """What --repeat will run, checked before the first of its runs starts."""
+    from native_paths.toggles import parse_native
+    from scenarios.spec import MAX_REQUESTS, load_scenario
+
+    for option, value in (("--before-native", before_native), ("--after-native", after_native)):
+        try:
+            parse_native(value)
+        except OptionError as error:
+            raise OptionError(str(error).replace("--native", option, 1)) from None
+    if requests is not None and not 1 <= requests <= MAX_REQUESTS:
+        raise OptionError(f"--requests={requests} is impossible: use 1 to {MAX_REQUESTS:,}")
+    load_scenario(scenario).with_overrides(num_requests=requests)
 
 
 def _run_interleaved(

@@ -12,7 +12,7 @@ from engine.types import SamplingParams
 from profiler.cli.app import app
 from profiler.cli.options import dim_printer, engine_options
 from profiler.session.builder import build_engine, load_for_options
-from profiler.session.options import EngineOptions
+from profiler.session.options import EngineOptions, OptionError
 
 
 @app.command()
@@ -33,12 +33,26 @@ def generate(
     """Generate text for PROMPTS (streams a single prompt to the terminal; --json for token ids and timings)."""
     params = SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
                             repetition_penalty=repetition_penalty, max_tokens=max_tokens, seed=options.seed)  # fmt: skip
-    run_generate(options, prompts, params, chat=chat, as_json=as_json)
+    check_prompts(prompts)
+    raise typer.Exit(run_generate(options, prompts, params, chat=chat, as_json=as_json))
+
+
+def check_prompts(prompts: Sequence[str]) -> None:
+    """Every prompt is non-empty text that UTF-8 can carry (a terminal may pass bytes of another encoding)."""
+    for number, prompt in enumerate(prompts, start=1):
+        if not prompt:
+            raise OptionError(f"PROMPT #{number} is empty: give some text")
+        try:
+            prompt.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise OptionError(f"PROMPT #{number} is not UTF-8 text (a byte this terminal could not decode at position "
+                              f"{exc.start}); pass the prompt in UTF-8") from None  # fmt: skip
 
 
 def run_generate(
     options: EngineOptions, prompts: Sequence[str], params: SamplingParams, *, chat: bool, as_json: bool
-) -> None:
+) -> int:
+    """Serve the prompts and print them; 0 when every request finished, 1 when any failed (each is named)."""
     from rich.console import Console
 
     err = Console(stderr=True)
@@ -58,16 +72,17 @@ def run_generate(
             print(json.dumps(_output_json(output)), flush=True)
         engine_line = {**stats, "blocks_free_at_end": stats["blocks_free"], "native": sorted(built.native_active)}
         print(json.dumps({"engine": engine_line}), flush=True)
-        return
+        return 1 if any(output.finish_reason == "error" for output in outputs) else 0
     if stream_one:
         sys.stdout.write("\n")
     else:
         for output in outputs:
             print(f"--- {output.prompt!r}")
             print(output.text)
-    for output in outputs:
-        if output.finish_reason == "error":
-            err.print(f"[red]request {output.request_id} failed:[/red] {output.error}")
+    failed = [output for output in outputs if output.finish_reason == "error"]
+    for output in failed:
+        err.print(f"[red]request {output.request_id} failed:[/red] {output.error}")
+    return 1 if failed else 0
 
 
 def _printer():  # type: ignore[no-untyped-def]

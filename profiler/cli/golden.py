@@ -25,9 +25,12 @@ def golden(
     """Run one seeded workload with the Python twins and the C twins and compare token by token (exit 1 on a logic error)."""
     from profiler.checks.golden import run_golden
     from profiler.session.builder import load_for_options
+    from profiler.session.options import MAX_KV_BLOCKS
 
-    if requests < 1 or max_tokens < 1:
-        raise OptionError("--requests and --max-tokens must be at least 1")
+    for option, value, most in (("--requests", requests, 100_000), ("--max-tokens", max_tokens, 65_536),
+                                ("--kv-blocks", kv_blocks, MAX_KV_BLOCKS)):  # fmt: skip
+        if value is not None and not 1 <= value <= most:
+            raise OptionError(f"{option}={value} is impossible: use 1 to {most:,}")
     err = Console(stderr=True)
     loaded = load_for_options(options, progress=dim_printer(err))
     report = run_golden(loaded, requests=requests, seed=options.seed, max_tokens=max_tokens, max_batch=options.max_batch,

@@ -5,11 +5,12 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
 
-from profiler.session.options import EngineOptions
+from profiler.session.options import EngineOptions, OptionError
 
 ModelOpt = Annotated[str, typer.Option("--model", "-m", help="smollm2-135m (default, real weights), a PATH.gguf, or synthetic:<tiny|small|base|large>.")]
 DtypeOpt = Annotated[str, typer.Option("--dtype", help="Weights and activations: float32 or bfloat16.")]
@@ -80,8 +81,17 @@ def parse_engine_options(**values: Any) -> EngineOptions:
     kv_memory = given.pop("kv_memory")
     return EngineOptions(
         **{**given, "native": parse_native(given["native"])},
-        kv_memory_bytes=parse_size(kv_memory) if kv_memory else None,
+        kv_memory_bytes=parse_size(kv_memory) if kv_memory is not None else None,
     )
+
+
+def output_path(value: str | None, option: str) -> Path | None:
+    """A path option given as text: an empty one is refused (a Path would silently read it as '.')."""
+    if value is None:
+        return None
+    if not value.strip():
+        raise OptionError(f"{option} is empty: give a path")
+    return Path(value)
 
 
 def dim_printer(console):  # type: ignore[no-untyped-def]

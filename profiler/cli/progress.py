@@ -1,4 +1,4 @@
-"""What a long command shows and how it stops: a Rich progress bar for a session, and Ctrl-C that ends it cleanly."""
+"""What a long command shows and how it stops: a Rich progress bar for a session, and Ctrl-C or SIGTERM that end it cleanly."""
 
 from __future__ import annotations
 
@@ -13,27 +13,51 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from profiler.session import SessionHooks
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class GracefulStop:
+    """The first SIGINT or SIGTERM asks the command to stop (stop_event); a second one stops it at once.
+
+    The exit code follows the shell's convention for the first signal: 130 for SIGINT, 143 for SIGTERM.
+    """
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.event = threading.Event()
+        self.signal: int | None = None
+
+    @property
+    def exit_code(self) -> int | None:
+        return None if self.signal is None else 128 + self.signal
+
+    def _handle(self, signum: int, frame: object) -> None:
+        if self.event.is_set():
+            for number in STOP_SIGNALS:
+                signal.signal(number, signal.SIG_DFL)
+            raise KeyboardInterrupt if signum == signal.SIGINT else SystemExit(128 + signum)
+        self.signal = signum
+        self.event.set()
+        name = "Ctrl-C" if signum == signal.SIGINT else "SIGTERM"
+        self.console.print(f"[yellow]{name}: stopping; in-flight requests are aborted and a partial result is written "
+                           "(send it again to quit now)[/yellow]")  # fmt: skip
+
 
 @contextmanager
-def ctrl_c_stops(stop_event: threading.Event, console: Console) -> Iterator[None]:
-    """First Ctrl-C: stop submitting and record a partial run; a second one interrupts for real."""
+def stop_on_signals(console: Console) -> Iterator[GracefulStop]:
+    """Install GracefulStop for SIGINT and SIGTERM (main thread only) for the duration of the block."""
+    stop = GracefulStop(console)
     if threading.current_thread() is not threading.main_thread():
-        yield
+        yield stop
         return
-    previous = signal.getsignal(signal.SIGINT)
-
-    def handler(signum, frame):  # type: ignore[no-untyped-def]
-        if stop_event.is_set():
-            signal.signal(signal.SIGINT, previous)
-            raise KeyboardInterrupt
-        stop_event.set()
-        console.print("[yellow]Ctrl-C: stopping the load; in-flight requests are aborted and a partial result is written (Ctrl-C again to quit now)[/yellow]")
-
-    signal.signal(signal.SIGINT, handler)
+    previous = {number: signal.getsignal(number) for number in STOP_SIGNALS}
+    for number in STOP_SIGNALS:
+        signal.signal(number, stop._handle)
     try:
-        yield
+        yield stop
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
 
 @contextmanager

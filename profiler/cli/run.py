@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import threading
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -11,9 +12,11 @@ import typer
 from rich.console import Console
 
 from profiler.cli.app import app
-from profiler.cli.options import dim_printer, engine_options
-from profiler.cli.progress import ctrl_c_stops, session_progress
+from profiler.cli.options import dim_printer, engine_options, output_path
+from profiler.cli.progress import GracefulStop, session_progress, stop_on_signals
+from profiler.rundir.outdir import check_run_dir, claim_default_run_dir, claim_run_dir
 from profiler.session.options import EngineOptions, OptionError
+from scenarios.spec import ScenarioSpec
 
 INTERRUPTED_EXIT_CODE = 130  # the shell's convention for SIGINT; the partial result is still written
 
@@ -24,7 +27,7 @@ def run(
     scenario: Annotated[str, typer.Option("--scenario", "-s", help="A built-in scenario name (see `infer-prof scenarios list`) or a path to a TOML file.")] = "chat",
     requests: Annotated[Optional[int], typer.Option("--requests", "-r", help="Override the scenario's request count.")] = None,
     duration: Annotated[Optional[float], typer.Option("--duration", help="Stop submitting after this many seconds.")] = None,
-    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Run directory (default runs/<timestamp>-<scenario>).")] = None,
+    out: Annotated[Optional[str], typer.Option("--out", "-o", help="Run directory, new or empty (default runs/<timestamp>-<scenario>).")] = None,
     report: Annotated[bool, typer.Option("--report/--no-report", help="Write report.html, report.pdf and trace files.")] = True,
     profile: Annotated[str, typer.Option("--profile", help="Collectors: default (cheap, always-on), deep (native stacks sampled under SCHED_FIFO + torch.profiler windows that split kernel from torch's per-op fee; slow, for short runs), off.")] = "default",
     verify: Annotated[bool, typer.Option("--verify", help="Also run with each predicted native path on and report predicted vs measured gain.")] = False,
@@ -34,7 +37,7 @@ def run(
 ) -> None:
     """Run the engine under a load scenario, measure where the time goes, and write a run directory."""
     options = dataclasses.replace(options, policy=policy or "fcfs")
-    code = run_command(options, scenario=scenario, requests=requests, duration=duration, out=out,
+    code = run_command(options, scenario=scenario, requests=requests, duration=duration, out=output_path(out, "--out"),
                        report=report, profile=profile, verify=verify, policy_given=policy is not None)  # fmt: skip
     raise typer.Exit(code)
 
@@ -55,35 +58,63 @@ def run_command(
     options: EngineOptions, *, scenario: str, requests: int | None, duration: float | None, out: Path | None,
     report: bool, profile: str, verify: bool, policy_given: bool = True,
 ) -> int:  # fmt: skip
-    from profiler.session.builder import load_for_options
-    from profiler.session.session import default_run_dir
-    from scenarios.spec import load_scenario
-
+    """Check every input, load the model, run the session (with --verify's extra runs), write the reports."""
     console = Console(stderr=True)
-    if requests is not None and requests < 1:
-        raise OptionError(f"--requests={requests} must be at least 1")
-    if duration is not None and duration <= 0:
-        raise OptionError(f"--duration={duration} must be positive")
+    spec, options = _checked_inputs(options, scenario, requests, duration, out, profile, verify, policy_given, console)
+    with stop_on_signals(console) as stop:
+        loaded = _load(options, console)
+        claim = claim_run_dir(out) if out is not None else claim_default_run_dir(spec.name)
+        try:
+            console.print(f"model [bold]{options.model}[/bold] ({loaded.source}); scenario [bold]{spec.name}[/bold]: {spec.description}")
+            native_speedups = _native_speedups(console) if profile != "off" and not stop.event.is_set() else None
+            outcome = run_profiled(options, scenario=spec, loaded=loaded, out=claim.path, profile=profile, console=console,
+                                   stop_event=stop.event, native_speedups=native_speedups)  # fmt: skip
+            if verify and not outcome.interrupted:
+                _verify(outcome, options, spec, loaded, console, stop.event, native_speedups, profile)
+            _write_reports(outcome, report, console, stop)
+        finally:
+            claim.release(keep=(claim.path / "result.json").exists())
+        if stop.exit_code is not None:
+            return stop.exit_code
+    return INTERRUPTED_EXIT_CODE if outcome.interrupted else 0
+
+
+def _checked_inputs(
+    options: EngineOptions, scenario: str, requests: int | None, duration: float | None, out: Path | None,
+    profile: str, verify: bool, policy_given: bool, console: Console,
+) -> tuple[ScenarioSpec, EngineOptions]:  # fmt: skip
+    """Every flag, file and size checked before the model loads: the scenario with its overrides, the output
+    directory, the profile, the KV pool against memory and against the scenario's requests."""
+    from profiler.collectors.registry import PROFILES
+    from profiler.session.builder import engine_config
+    from profiler.session.preflight import check_engine, check_scenario
+    from scenarios.spec import MAX_REQUESTS, load_scenario
+
+    if requests is not None and not 1 <= requests <= MAX_REQUESTS:
+        raise OptionError(f"--requests={requests} is impossible: use 1 to {MAX_REQUESTS:,} (split a longer load into runs)")
+    if duration is not None and not (math.isfinite(duration) and duration > 0):
+        raise OptionError(f"--duration={duration} is impossible: give a positive number of seconds")
+    if profile not in PROFILES:
+        raise OptionError(f"--profile={profile!r}: use one of {', '.join(PROFILES)}")
+    if verify and profile == "off":
+        raise OptionError("--verify compares profiled runs: drop --profile off, or drop --verify")
+    if out is not None:
+        check_run_dir(out)
     spec = load_scenario(scenario).with_overrides(num_requests=requests, duration_s=duration, seed=None)
     if not policy_given and len({request_class.priority for request_class in spec.classes()}) > 1:
         options = dataclasses.replace(options, policy="priority")
         console.print("[dim]the scenario has priority classes: using --policy priority[/dim]")
-    out_dir = out or default_run_dir(spec.name)
-    if (out_dir / "result.json").exists():
-        raise OptionError(f"--out {out_dir} already holds a run; choose another directory or remove it")
-    loaded = load_for_options(options, progress=dim_printer(console))
-    spec.validate_against_context(loaded.config.context_length)
-    console.print(f"model [bold]{options.model}[/bold] ({loaded.source}); scenario [bold]{spec.name}[/bold]: {spec.description}")
+    preflight = check_engine(options, engine_config(options))
+    check_scenario(spec, preflight, options)
+    for note in preflight.notes:
+        console.print(f"[yellow]note: {note}[/yellow]")
+    return spec, options
 
-    native_speedups = _native_speedups(console) if profile != "off" else None
-    stop_event = threading.Event()
-    with ctrl_c_stops(stop_event, console):
-        outcome = run_profiled(options, scenario=spec, loaded=loaded, out=out_dir, profile=profile, console=console,
-                               stop_event=stop_event, native_speedups=native_speedups)  # fmt: skip
-        if verify and not outcome.interrupted and profile != "off":
-            _verify(outcome, options, spec, loaded, console, stop_event, native_speedups, profile)
-    _write_reports(outcome, report, console)
-    return INTERRUPTED_EXIT_CODE if outcome.interrupted else 0
+
+def _load(options: EngineOptions, console: Console):  # type: ignore[no-untyped-def]
+    from profiler.session.builder import load_for_options
+
+    return load_for_options(options, progress=dim_printer(console), checked=True)
 
 
 def _verify(outcome, options, spec, loaded, console, stop_event, native_speedups, profile) -> None:  # type: ignore[no-untyped-def]
@@ -102,15 +133,28 @@ def _verify(outcome, options, spec, loaded, console, stop_event, native_speedups
         render_verify(section, console)
 
 
-def _write_reports(outcome, report: bool, console: Console) -> None:  # type: ignore[no-untyped-def]
+def _write_reports(outcome, report: bool, console: Console, stop: GracefulStop) -> None:  # type: ignore[no-untyped-def]
+    """The summary, then the report files one kind at a time; a stop signal between them ends the writing
+    and marks the result partial (the measured run is whole; `infer-prof report DIR` writes what is missing)."""
+    from profiler.rundir.results import mark_partial
     from reports import generate_reports, render_summary
 
     render_summary(outcome.run_dir, Console())
-    if report:
+    if report and not stop.event.is_set():
+        files: dict[str, Path] = {}
         with console.status("writing reports"):
-            files = generate_reports(outcome.run_dir)
+            for kind in REPORT_KINDS:
+                if stop.event.is_set():
+                    mark_partial(outcome.run_dir, f"stopped while writing reports; `infer-prof report {outcome.run_dir}` writes them")
+                    break
+                files.update(generate_reports(outcome.run_dir, **{other: other == kind for other in REPORT_KINDS}))
         console.print("reports: " + ", ".join(str(outcome.run_dir / name) for name in files.values()))
-    console.print(f"run directory: [bold]{outcome.run_dir}[/bold]" + (" [yellow](partial)[/yellow]" if outcome.interrupted else ""))
+    partial = outcome.interrupted or stop.event.is_set()
+    console.print(f"run directory: [bold]{outcome.run_dir}[/bold]" + (" [yellow](partial)[/yellow]" if partial else ""))
+
+
+# The kinds generate_reports writes, in its order: traces first, so that the HTML can link to them.
+REPORT_KINDS = ("traces", "html", "pdf")
 
 
 def render_verify(section: dict[str, Any], console: Console) -> None:

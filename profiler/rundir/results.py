@@ -59,6 +59,7 @@ import pandas as pd
 
 from errors import ResultError
 from profiler.rundir.atomic import write_atomic, write_json_atomic
+from profiler.rundir.validate import check_requests, check_result, check_steps, read_table, table_path
 
 SCHEMA_VERSION = 1
 
@@ -118,6 +119,7 @@ class RunResult:
         missing = [name for name in ("config", "environment", "scenario", "metrics") if name not in data]
         if missing:
             raise ResultError(f"{source}: missing section(s) {', '.join(missing)}")
+        check_result(data, source)
         return cls(**{key: value for key, value in data.items() if key in known})
 
     def get(self, dotted: str) -> Any:
@@ -156,7 +158,7 @@ def write_run(run_dir: str | Path, result: RunResult, requests: pd.DataFrame, st
 
 
 def read_result(run_dir: str | Path) -> RunResult:
-    """Read only result.json of a run directory (or a result.json path)."""
+    """Read only result.json of a run directory (or a result.json path); ResultError for anything damaged."""
     path = Path(run_dir)
     result_path = path if path.is_file() else path / "result.json"
     if not result_path.exists():
@@ -164,21 +166,37 @@ def read_result(run_dir: str | Path) -> RunResult:
     try:
         data = json.loads(result_path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ResultError(f"{result_path}: not valid JSON ({exc})") from None
+        raise ResultError(f"{result_path}: not valid JSON ({exc}); re-record the run") from None
+    except OSError as exc:
+        raise ResultError(f"{result_path}: cannot be read ({exc.strerror or exc}); pass a run directory") from None
     if not isinstance(data, dict):
-        raise ResultError(f"{result_path}: expected a JSON object")
-    return RunResult.from_dict(data, source=str(result_path))
+        raise ResultError(f"{result_path}: expected a JSON object; re-record the run")
+    result = RunResult.from_dict(data, source=str(result_path))
+    for name, relative in result.files.items():
+        table_path(result_path.parent, name, relative)
+    return result
 
 
 def read_run(run_dir: str | Path) -> RunData:
-    """Read a whole run directory: result.json, requests.csv and steps.csv."""
+    """Read a whole run directory: result.json, requests.csv and steps.csv, each checked cell by cell."""
     path = Path(run_dir)
     result = read_result(path)
     tables = {}
-    for name, columns in (("requests", REQUEST_COLUMNS), ("steps", STEP_COLUMNS)):
-        table_path = path / result.files.get(name, f"{name}.csv")
-        if table_path.exists() and table_path.stat().st_size > 0:
-            tables[name] = pd.read_csv(table_path, keep_default_na=True)
+    for name, columns, check in (("requests", REQUEST_COLUMNS, check_requests), ("steps", STEP_COLUMNS, check_steps)):
+        file = table_path(path, name, result.files.get(name, f"{name}.csv"))
+        if file.is_file():
+            tables[name] = check(read_table(file, columns), file)
+        elif file.exists() and not file.is_file():
+            raise ResultError(f"{file}: is not a file; re-record the run")
         else:
             tables[name] = pd.DataFrame(columns=list(columns))
     return RunData(path=path, result=result, requests=tables["requests"], steps=tables["steps"])
+
+
+def mark_partial(run_dir: str | Path, reason: str) -> RunResult:
+    """Rewrite a run's result.json as partial, with the reason (e.g. its reports were not all written)."""
+    result = read_result(run_dir)
+    result.partial = True
+    result.partial_reason = reason if not result.partial_reason else f"{result.partial_reason}; {reason}"
+    write_json_atomic(Path(run_dir) / "result.json", result.to_dict())
+    return result

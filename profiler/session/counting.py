@@ -18,7 +18,7 @@ from profiler.rundir.results import RunResult, write_run
 from profiler.session.builder import build_engine
 from profiler.session.options import EngineOptions
 from profiler.session.record import request_tables, run_config, step_table
-from profiler.session.session import SessionOutcome, prepare_prompts
+from profiler.session.session import SessionOutcome, engine_section, prepare_prompts
 from scenarios.loadgen import generate_requests
 from scenarios.spec import ScenarioSpec
 
@@ -26,7 +26,7 @@ from scenarios.spec import ScenarioSpec
 def run_counting(
     options: EngineOptions, scenario: ScenarioSpec, out_dir: Path, *, loaded, native_speedups=None  # type: ignore[no-untyped-def]
 ) -> SessionOutcome:
-    from profiler.analysis.metrics import compute_metrics, engine_timeline_summary
+    from profiler.analysis.metrics import compute_metrics
     from profiler.collectors.counters import CounterCollector
 
     requests = generate_requests(scenario, loaded.config.context_length)
@@ -73,7 +73,7 @@ def run_counting(
         environment=describe_environment(),
         scenario=scenario.to_dict(),
         metrics=metrics,
-        engine={**engine.stats(), **engine_timeline_summary(steps.to_dict("records"))},
+        engine=engine_section(engine, steps),
         counters=counters,
         collectors={"counters": {"status": "ok", "reason": None}},
     )

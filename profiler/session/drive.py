@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.types import SamplingParams
+from errors import RequestError
 from scenarios.loadgen import LoadRecord, LoadResult, RequestSpec, run_load
 from scenarios.spec import ScenarioSpec
 
@@ -31,6 +32,7 @@ class Drive:
     """What driving the load left behind: the handles, the wall-clock window, and how it ended."""
 
     tickets: dict[int, Ticket] = field(default_factory=dict)
+    rejected: dict[int, tuple[int, str]] = field(default_factory=dict)  # index -> (when, why) the engine refused it
     load: LoadResult | None = None
     wall_start_ns: int = 0
     wall_end_ns: int = 0
@@ -79,8 +81,13 @@ def drive_load(
     drive = Drive()
 
     def submit(request: RequestSpec) -> Ticket:
-        params = SamplingParams(**request.sampling)
-        handle = engine.submit(prompts[request.index], params, chat=request.chat, priority=request.priority)
+        try:
+            params = SamplingParams(**request.sampling)
+            handle = engine.submit(prompts[request.index], params, chat=request.chat, priority=request.priority)
+        except RequestError as refusal:
+            # Recorded, not lost: the run's tables and counts show every request the engine refused, and why.
+            drive.rejected[request.index] = (time.perf_counter_ns(), str(refusal))
+            raise
         drive.tickets[request.index] = ticket = Ticket(handle, request)
         return ticket
 

@@ -7,6 +7,15 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from errors import OptionError
+from profiler.session.machine import available_memory_bytes, gib, usable_cpus
+
+# Sizes one engine can be given: the KV block ids and the plans' counts are 32-bit in the C twins, and
+# beyond these the engine would spend the machine's memory on bookkeeping long before it served a token.
+MAX_BLOCK_SIZE = 1024
+MAX_KV_BLOCKS = 2**24
+MAX_BATCH = 65_536
+MAX_BATCHED_TOKENS = 2**20
+MAX_SEED = 2**63 - 1
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.I)
 _UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000**2, "mb": 1000**2, "mib": 1024**2,
@@ -19,7 +28,10 @@ def parse_size(text: str, option: str = "--kv-memory") -> int:
     unit = (match.group(2) or "").lower() if match else ""
     if not match or unit not in _UNITS:
         raise OptionError(f"{option}={text!r} is not a size; use e.g. 256MiB, 1GiB or a byte count")
-    value = int(float(match.group(1)) * _UNITS[unit])
+    number = float(match.group(1))
+    if not number < 2**62:
+        raise OptionError(f"{option}={text!r} is not a size this machine can have; use e.g. 256MiB")
+    value = int(number * _UNITS[unit])
     if value <= 0:
         raise OptionError(f"{option}={text!r} must be positive")
     return value
@@ -46,11 +58,19 @@ class EngineOptions:
             raise OptionError(f"--dtype={self.dtype!r}: use float32 or bfloat16")
         if self.kv_blocks is not None and self.kv_memory_bytes is not None:
             raise OptionError("--kv-blocks and --kv-memory both size the KV pool: give one of them")
-        checks = {"--kv-blocks": self.kv_blocks, "--block-size": self.block_size, "--max-batch": self.max_batch,
-                  "--max-batched-tokens": self.max_batched_tokens, "--threads": self.threads}  # fmt: skip
-        for option, value in checks.items():
-            if value is not None and value < 1:
-                raise OptionError(f"{option}={value} must be at least 1")
+        bounds = {"--kv-blocks": (self.kv_blocks, MAX_KV_BLOCKS), "--block-size": (self.block_size, MAX_BLOCK_SIZE),
+                  "--max-batch": (self.max_batch, MAX_BATCH), "--max-batched-tokens": (self.max_batched_tokens, MAX_BATCHED_TOKENS),
+                  "--threads": (self.threads, usable_cpus())}  # fmt: skip
+        for option, (value, most) in bounds.items():
+            if value is not None and not 1 <= value <= most:
+                why = "the CPUs this process may use" if option == "--threads" else "what one engine can use"
+                raise OptionError(f"{option}={value} is impossible: use 1 to {most:,} ({why})")
+        if not 0 <= self.seed <= MAX_SEED:
+            raise OptionError(f"--seed={self.seed} is impossible: use an integer from 0 to {MAX_SEED}")
+        available = available_memory_bytes()
+        if self.kv_memory_bytes is not None and available is not None and self.kv_memory_bytes > available:
+            raise OptionError(f"--kv-memory={gib(self.kv_memory_bytes)} is more than this machine has available "
+                              f"({gib(available)}); give less")  # fmt: skip
         if self.policy not in ("fcfs", "priority"):
             raise OptionError(f"--policy={self.policy!r}: use fcfs or priority")
 

@@ -18,12 +18,20 @@ from scenarios.spec import ScenarioSpec
 STEP_PHASES = ("queue", "scheduler", "kv_alloc", "model", "sampler", "detokenize")
 
 
-def request_tables(requests: list[RequestSpec], outputs: dict[int, Any]) -> tuple[list[RequestTiming], list[dict[str, Any]]]:
-    """The metrics' per-request timings and requests.csv's rows, for every request that has an output."""
+def request_tables(
+    requests: list[RequestSpec], outputs: dict[int, Any], rejected: dict[int, tuple[int, str]] | None = None
+) -> tuple[list[RequestTiming], list[dict[str, Any]]]:
+    """The metrics' per-request timings and requests.csv's rows: every request the engine served or refused
+    (`rejected`: index -> (when, why)); only requests never submitted (a stopped load) have no row."""
     timings, rows = [], []
     for request in requests:
         output = outputs.get(request.index)
         if output is None:
+            if rejected and request.index in rejected:
+                when, why = rejected[request.index]
+                timings.append(RequestTiming(request_id=-1, arrival_ns=when, scheduled_ns=None, first_token_ns=None,
+                                             finish_ns=None, ok=False, warmup=request.warmup))  # fmt: skip
+                rows.append(_rejected_row(request, when, why))
             continue
         ok = output.finish_reason in ("stop", "length")
         timings.append(RequestTiming(
@@ -50,6 +58,15 @@ def _request_row(request: RequestSpec, output: Any, ok: bool) -> dict[str, Any]:
         "e2e_ms": e2e,
         "queue_ms": (output.scheduled_ns - output.arrival_ns) * ms if output.scheduled_ns else None,
         "num_preemptions": output.num_preemptions, "token_ns": " ".join(str(t) for t in output.token_ns),
+    }  # fmt: skip
+
+
+def _rejected_row(request: RequestSpec, when_ns: int, why: str) -> dict[str, Any]:
+    return {
+        "request_id": None, "index": request.index, "priority": request.priority, "warmup": request.warmup,
+        "ok": False, "finish_reason": "rejected", "error": why, "prompt_tokens": request.prompt_tokens,
+        "output_tokens": 0, "arrival_ns": when_ns, "scheduled_ns": None, "first_token_ns": None, "finish_ns": None,
+        "ttft_ms": None, "tpot_ms": None, "e2e_ms": None, "queue_ms": None, "num_preemptions": 0, "token_ns": "",
     }  # fmt: skip
 
 

@@ -133,9 +133,9 @@ def record_session(
     injections: dict[str, Any] | None,
 ) -> SessionOutcome:  # fmt: skip
     """The run's metrics, steps, breakdown and verdict as one RunResult (not yet written)."""
-    from profiler.analysis.metrics import compute_metrics, engine_timeline_summary
+    from profiler.analysis.metrics import compute_metrics
 
-    timings, request_rows = request_tables(prepared.requests, drive.outputs())
+    timings, request_rows = request_tables(prepared.requests, drive.outputs(), drive.rejected)
     measure_start = drive.load.start_ns if drive.load else drive.wall_start_ns
     measure_end = max([row["finish_ns"] for row in request_rows if row["finish_ns"]] or [drive.wall_end_ns])
     duration_s = max(1e-9, (measure_end - measure_start) / 1e9)
@@ -144,6 +144,8 @@ def record_session(
     metrics["slo"] = scenario.slo.as_dict()  # goodput's definition travels with its value
     if drive.load is not None:
         metrics["loadgen_schedule_lag_ms"] = drive.load.schedule_lag_ms()
+    warmups = {request.index for request in prepared.requests if request.warmup}
+    metrics["rejected"] = sum(index not in warmups for index in drive.rejected)
 
     engine = prepared.built.engine
     steps = step_table(engine, prepared.tracer)
@@ -159,14 +161,23 @@ def record_session(
         environment=describe_environment(),
         scenario=scenario.to_dict(),
         metrics=metrics,
-        engine={**engine.stats(), **engine_timeline_summary(steps.to_dict("records"))},
+        engine=engine_section(engine, steps),
         collectors=statuses,
         partial=drive.interrupted,
-        partial_reason="interrupted (Ctrl-C): in-flight requests were aborted" if drive.interrupted else None,
+        partial_reason="stopped (Ctrl-C or SIGTERM): in-flight requests were aborted" if drive.interrupted else None,
         **analysis,
     )  # fmt: skip
     return SessionOutcome(out_dir, result, pd.DataFrame(request_rows), steps, interrupted=drive.interrupted,
                           extras={"collector_results": collector_results, "built": prepared.built})  # fmt: skip
+
+
+def engine_section(engine: Any, steps: pd.DataFrame) -> dict[str, Any]:
+    """result.json's `engine`: its counters after shutdown (so the pool's free count is at the end) and the
+    step timeline's summary."""
+    from profiler.analysis.metrics import engine_timeline_summary
+
+    stats = engine.stats()
+    return {**stats, "blocks_free_at_end": stats["blocks_free"], **engine_timeline_summary(steps.to_dict("records"))}
 
 
 def _analyse(

@@ -156,10 +156,10 @@ max = 500
         ('[[budget]]\nmetric = "throughput"\n', r"has no bound; add min, max, min_ratio or max_ratio"),
         ('[[budget]]\nmetric = "throughput"\nmin = 5\nmax = 1\n', r"min = 5 is above max = 1"),
         ('[[budget]]\nratio = ["throughput"]\nmin = 1\n', r"`ratio` must be two metric names"),
-        ('[[budget]]\nmetric = "throughput"\nmin = "fast"\n', r"budget.toml:3: .*`min` must be a number"),
+        ('[[budget]]\nmetric = "throughput"\nmin = "fast"\n', r"budget.toml:3: .*`min` must be a finite number"),
         (
             'repeats = 0\n[[budget]]\nmetric = "throughput"\nmin = 1\n',
-            r"budget.toml:1: repeats = 0; use an integer >= 1",
+            r"budget.toml:1: repeats = 0; use an integer in \[1, 100\]",
         ),
         ('scenario = "chat"\n', r"no \[\[budget\]\] entries"),
         (

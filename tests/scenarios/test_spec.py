@@ -171,7 +171,7 @@ BAD_INPUTS = {
     ),
     "closed loop without clients": (
         MINIMAL.replace('mode = "open-loop"\nrate = 1.0', 'mode = "closed-loop"'),
-        r"load\.clients: missing on a closed-loop load; allowed: an integer >= 1",
+        r"load\.clients: missing on a closed-loop load; allowed: an integer in \[1, 1024\]",
     ),
     "no request count": (
         MINIMAL.replace("num_requests = 4", ""),

@@ -1,0 +1,29 @@
+"""What this machine can hold and run: its usable CPUs and the memory it has available now."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on (its affinity mask), which is what torch threads can use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def available_memory_bytes(meminfo: Path = Path("/proc/meminfo")) -> int | None:
+    """MemAvailable: memory the kernel can hand out without swapping; None where it cannot tell."""
+    try:
+        for line in meminfo.read_text(encoding="ascii").splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def gib(value: float) -> str:
+    return f"{value / 2**30:.1f} GiB"

@@ -1,0 +1,79 @@
+"""Checks a run's options, model and scenario against each other and against this machine before anything slow starts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from engine.config import EngineConfig
+from engine.model import kv_bytes_per_block
+from engine.models import describe_model, parameter_count
+from engine.types import ModelConfig, SamplingParams
+from errors import EngineConfigError, InvalidSamplingParams, ScenarioError
+from profiler.session.machine import available_memory_bytes, gib
+from profiler.session.options import EngineOptions
+from scenarios.requests import generate_requests
+from scenarios.spec import ScenarioSpec
+
+# A chat template wraps the user's text in a few tokens the scenario's prompt_tokens do not count.
+CHAT_TEMPLATE_TOKENS = 16
+ITEMSIZE = {"float32": 4, "bfloat16": 2}
+
+
+@dataclass
+class Preflight:
+    """What the checks found: the model's shape (None when it is not on this machine yet) and notes to show."""
+
+    model: ModelConfig | None
+    pool_blocks: int | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def check_engine(options: EngineOptions, engine_config: EngineConfig) -> Preflight:
+    """The model exists and reads, and its weights plus the KV pool the options ask for fit in memory."""
+    model = describe_model(options.model)
+    if model is None:
+        return Preflight(None)
+    itemsize = ITEMSIZE[options.dtype]
+    per_block = kv_bytes_per_block(model, options.block_size, itemsize)
+    max_model_len = engine_config.resolve_max_model_len(model.context_length)
+    blocks = engine_config.resolve_num_blocks(per_block, max_model_len)
+    pool, weights = blocks * per_block, parameter_count(model) * itemsize
+    available = available_memory_bytes()
+    if available is not None and pool + weights > available:
+        raise EngineConfigError(
+            f"the KV pool ({blocks:,} blocks of {options.block_size} tokens, {gib(pool)}) and the weights ({gib(weights)}) "
+            f"need more memory than this machine has available ({gib(available)}): lower --kv-blocks, --kv-memory "
+            "or --block-size"
+        )
+    return Preflight(model, blocks)
+
+
+def check_scenario(spec: ScenarioSpec, preflight: Preflight, options: EngineOptions) -> None:
+    """The scenario's sampling values are in the engine's domain, its lengths fit the model's context, and
+    at least one of its requests fits the KV pool (a request that cannot is refused by the engine and
+    recorded as such; when none can, nothing would run)."""
+    for index, request_class in enumerate(spec.classes()):
+        try:
+            SamplingParams(**{**request_class.sampling.over(spec.sampling).to_dict(), "max_tokens": 1})
+        except InvalidSamplingParams as error:
+            where = f"sampling_mix[{index}]" if spec.sampling_mix else "sampling"
+            raise ScenarioError(f"{spec.source}: {where}: {error}") from None
+    if preflight.model is None or preflight.pool_blocks is None:
+        return
+    spec.validate_against_context(preflight.model.context_length)
+    capacity = preflight.pool_blocks * options.block_size
+    needs = [request.prompt_tokens + request.max_tokens + (CHAT_TEMPLATE_TOKENS if request.chat else 0)
+             for request in generate_requests(spec, preflight.model.context_length)]  # fmt: skip
+    too_big = sum(need > capacity for need in needs)
+    if too_big == len(needs):
+        smallest = min(needs)
+        raise EngineConfigError(
+            f"the KV pool holds {capacity:,} tokens ({preflight.pool_blocks:,} blocks x {options.block_size}) and every "
+            f"request of scenario {spec.name} needs more (the smallest about {smallest:,}): give --kv-blocks "
+            f"{-(-smallest // options.block_size)} or more, or more --kv-memory"
+        )
+    if too_big:
+        preflight.notes.append(
+            f"{too_big} of {len(needs)} requests may not fit the KV pool ({capacity:,} tokens); the engine refuses "
+            "those and the run records them as rejected"
+        )
