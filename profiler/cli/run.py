@@ -142,6 +142,7 @@ def _write_reports(outcome, report: bool, console: Console, stop: GracefulStop) 
     render_summary(outcome.run_dir, Console())
     if report and not stop.event.is_set():
         files: dict[str, Path] = {}
+        console.print("[dim]writing reports[/dim]")
         with console.status("writing reports"):
             for kind in REPORT_KINDS:
                 if stop.event.is_set():

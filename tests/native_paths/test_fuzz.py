@@ -71,7 +71,7 @@ def sampler_call(draw: st.DrawFn) -> tuple:  # type: ignore[type-arg]
             SamplingParams, temperature=st.sampled_from([0.0, 1e-30, 0.5, 1.0, 1e30]),
             top_k=st.integers(0, 70), top_p=st.sampled_from([1e-9, 0.5, 1.0]), min_p=st.sampled_from([0.0, 0.5, 1.0]),
             repetition_penalty=st.sampled_from([1.0, 1e-30, 3.0]), frequency_penalty=st.sampled_from([0.0, 2.0]),
-            presence_penalty=st.sampled_from([0.0, -2.0]), seed=st.integers(-(2**70), 2**70)))  # fmt: skip
+            presence_penalty=st.sampled_from([0.0, -2.0]), seed=st.integers(0, 2**64 - 1)))  # fmt: skip
         prompt = draw(st.lists(st.one_of(st.integers(0, 80), st.integers(-5, 2**40)), max_size=6))
         return ("add", draw(ids), params, prompt)
     if kind == "remove":

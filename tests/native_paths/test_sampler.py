@@ -285,3 +285,19 @@ def test_native_memory_is_freed() -> None:
     assert len(sampler) == 15 and lib.np_live_allocations() > baseline
     sampler.close()
     assert lib.np_live_allocations() == baseline
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("top_k", 2**31), ("top_k", 10**20), ("max_tokens", 2**31), ("seed", -1), ("seed", 2**64), ("temperature", float("nan"))],
+)  # fmt: skip
+def test_one_sampling_domain_guards_both_twins(field: str, value: object) -> None:
+    """Values the C twin's fields cannot hold are refused when the parameters are made, so neither twin
+    ever sees them (before, top_k 1e20 ran in Python and overflowed in C)."""
+    from engine.types import SamplingParams
+    from errors import InvalidSamplingParams
+
+    with pytest.raises(InvalidSamplingParams, match=field):
+        SamplingParams(**{field: value})
+    edge = {"top_k": 2**31 - 1, "max_tokens": 2**31 - 1, "seed": 2**64 - 1, "temperature": 1e30}[field]
+    assert getattr(SamplingParams(**{field: edge}), field) == edge
