@@ -73,6 +73,8 @@ def session_progress(console: Console, label: str = "requests") -> Iterator[Sess
         def on_start(total: int) -> None:
             started[0] = time.perf_counter()
             progress.update(task, total=total)
+            if not console.is_terminal:
+                console.print(f"{label}: load started, {total} requests")  # a log line where no bar is drawn
 
         def on_done(requests_done: int, tokens: int) -> None:
             elapsed = max(1e-9, time.perf_counter() - started[0])

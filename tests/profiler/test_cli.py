@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from tests.engine.conftest import write_tiny_gguf
@@ -127,20 +128,21 @@ def test_ctrl_c_writes_a_partial_result(tmp_path: Path):
     def read() -> None:
         for line in process.stderr:  # type: ignore[union-attr]
             lines.append(line)
-            if "scenario chat" in line:  # printed once the model is loaded, just before the load starts
+            if "load started" in line:  # printed (without a terminal) when the first request is submitted
                 ready.set()
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
     assert ready.wait(timeout=120), "".join(lines)
-    time.sleep(6)  # chat submits 2 requests/s: 40 requests take ~20 s, so this lands mid-load
+    time.sleep(4)  # chat submits 2 requests/s: 40 requests take ~20 s, so this lands mid-load
     process.send_signal(signal.SIGINT)
     assert process.wait(timeout=120) == 130, "".join(lines)
     reader.join(timeout=10)
     assert "Traceback" not in "".join(lines)
     data = json.loads((out / "result.json").read_text())
     assert data["partial"] is True and "Ctrl-C" in data["partial_reason"]
-    assert 0 < data["metrics"]["completed"] < 40
+    assert data["metrics"]["completed"] < 40
+    assert pd.read_csv(out / "requests.csv").shape[0] > 0  # the requests it had sent are all recorded
 
 
 def test_budget_exit_codes_reach_the_shell(tmp_path: Path):

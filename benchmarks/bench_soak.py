@@ -1,0 +1,101 @@
+"""Soak: a long closed-loop load on synthetic:tiny, each twin set in a fresh process, counting every request and sampling memory.
+
+Run: python benchmarks/bench_soak.py [--requests 10000] [--native none,all] [--profile default]
+What it reports, per twin set: requests asked for, finished (rows with an output), rejected, rows
+written to requests.csv, lost (asked for but without a row) and duplicated (two rows for one request),
+KV blocks not back in the pool at the end (result.json engine.blocks_total - blocks_free_at_end), and
+the process's resident memory (VmRSS) when 10%, 50% and 100% of the requests had finished, with the
+100% / 10% ratio. A child process runs each set so that one set's memory does not carry into the next.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+MARKS = (0.10, 0.50, 1.00)
+
+
+def rss_mib() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def child(requests: int, native: str, profile: str, out: Path) -> dict:
+    """One soak run in this process: the session's progress hook samples RSS at the marks."""
+    from native_paths.toggles import parse_native
+    from profiler.session.builder import load_for_options
+    from profiler.session.options import EngineOptions
+    from profiler.session.session import SessionHooks, run_session
+    from profiler.rundir.results import read_run
+    from scenarios.spec import load_scenario
+
+    options = EngineOptions(model="synthetic:tiny", native=parse_native(native))
+    loaded = load_for_options(options)
+    spec = load_scenario("concurrency-30").with_overrides(num_requests=requests)
+    samples: dict[str, float] = {"start": rss_mib()}
+    pending = list(MARKS)
+
+    def on_done(done: int, _tokens: int) -> None:
+        while pending and done >= pending[0] * requests:
+            samples[f"{int(pending.pop(0) * 100)}%"] = rss_mib()
+
+    outcome = run_session(options, spec, out, loaded=loaded, profile=profile, hooks=SessionHooks(on_request_done=on_done))
+    run = read_run(out)
+    indices = run.requests["index"].tolist() if "index" in run.requests else []
+    measured = run.requests[~run.requests["warmup"].astype(bool)] if len(run.requests) else run.requests
+    engine = run.result.engine
+    return {
+        "native": sorted(outcome.result.config["native"]), "requested": requests + spec.warmup_requests,
+        "finished": int((run.requests["finish_reason"].isin(["stop", "length"])).sum()),
+        "rejected": int((run.requests["finish_reason"] == "rejected").sum()), "rows": len(indices),
+        "lost": requests + spec.warmup_requests - len(set(indices)), "duplicated": len(indices) - len(set(indices)),
+        "measured_rows": len(measured), "blocks_not_returned": engine["blocks_total"] - engine["blocks_free_at_end"],
+        "rss_mib": samples,
+    }  # fmt: skip
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=10_000)
+    parser.add_argument("--native", default="none,all", help="twin sets to soak, comma separated (none, all)")
+    parser.add_argument("--profile", default="default")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(child(args.requests, args.native, args.profile, args.out)))
+        return 0
+    rows = []
+    for native in args.native.split(","):
+        with tempfile.TemporaryDirectory(prefix="infer-prof-soak-") as scratch:
+            command = [sys.executable, __file__, "--child", "--requests", str(args.requests), "--native", native,
+                       "--profile", args.profile, "--out", str(Path(scratch) / "run")]  # fmt: skip
+            done = subprocess.run(command, capture_output=True, text=True, check=False)
+            if done.returncode != 0:
+                print(done.stderr[-3000:], file=sys.stderr)
+                return 1
+            rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    print(f"soak: synthetic:tiny, concurrency-30, {args.requests} measured requests, profile {args.profile}")
+    print(f"{'native':>10} {'asked':>6} {'finished':>8} {'rejected':>8} {'rows':>6} {'lost':>5} {'dup':>4} {'blocks':>6}"
+          "   RSS MiB at start / 10% / 50% / 100%   100%/10%")  # fmt: skip
+    for row in rows:
+        rss = row["rss_mib"]
+        ratio = rss["100%"] / rss["10%"]
+        print(f"{'+'.join(row['native']) or 'none':>10} {row['requested']:>6} {row['finished']:>8} {row['rejected']:>8} "
+              f"{row['rows']:>6} {row['lost']:>5} {row['duplicated']:>4} {row['blocks_not_returned']:>6}   "
+              f"{rss['start']:.0f} / {rss['10%']:.0f} / {rss['50%']:.0f} / {rss['100%']:.0f}   {ratio:.3f}")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
