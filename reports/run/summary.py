@@ -97,7 +97,7 @@ def _spans(result: RunResult) -> dict[str, Any]:
 
 def time_split_table(result: RunResult) -> Table:
     """Categories and components by method, with the two methods' disagreement in percentage points."""
-    table = Table("Time split (share of engine-thread wall time)", ["", "spans", "samples", "disagreement"])
+    table = Table("Time split (share of engine-thread wall time)", ["", "spans", "samples", "samples - spans"])
     breakdown = result.breakdown
     if not breakdown:
         table.note = f"not measured ({why_not_measured(result, 'breakdown')})"
@@ -107,16 +107,18 @@ def time_split_table(result: RunResult) -> Table:
     client = breakdown.get("client_threads")
     if client:
         table.columns.append("client threads")
-    disagreement = breakdown.get("disagreement") or {}
+    # Signed, samples minus spans (the breakdown's own convention): which method saw more matters.
+    recorded_gaps = {"categories": breakdown.get("disagreement") or {},
+                     "components": breakdown.get("component_disagreement") or {}}  # fmt: skip
     for group, names in (("categories", CATEGORIES), ("components", COMPONENTS)):
         table.sections.append(len(table.rows))
         for name in names:
             span_value = (spans.get(group) or {}).get(name)
             sample_value = ((samples or {}).get(group) or {}).get(name)
-            if group == "categories" and name in disagreement:
-                gap = fmt_pp(disagreement[name]).lstrip("+")
+            if name in recorded_gaps[group]:
+                gap = fmt_pp(recorded_gaps[group][name])
             elif span_value is not None and sample_value is not None:
-                gap = fmt_pp(abs(sample_value - span_value) * 100).lstrip("+")
+                gap = fmt_pp((sample_value - span_value) * 100)
             else:
                 gap = NOT_RECORDED
             row = [name, fmt_pct(span_value), fmt_pct(sample_value), gap]

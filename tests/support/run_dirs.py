@@ -281,16 +281,20 @@ def _breakdown(rng: np.random.Generator, steps: pd.DataFrame, with_samples: bool
         "dispatch": components["model_glue"] * 0.5,
     }
     methods: dict = {"spans": spans, "samples": None}
-    disagreement = {}
+    disagreement: dict[str, float] = {}
+    component_disagreement: dict[str, float] = {}
     if with_samples:
         noisy = {name: value * float(rng.lognormal(0.0, 0.12)) for name, value in categories.items()}
         samples = {"categories": _normalized(noisy),
                    "components": {name: value * float(rng.lognormal(0.0, 0.1)) for name, value in components.items()},
                    "dispatch": spans["dispatch"] * 1.1}  # fmt: skip
         methods["samples"] = samples
+        # Samples minus spans in percentage points, signed, as profiler/analysis/breakdown.py records it.
         disagreement = {
-            name: round(abs(spans["categories"][name] - samples["categories"][name]) * 100, 2)
-            for name in categories
+            name: round((samples["categories"][name] - spans["categories"][name]) * 100, 2) for name in categories
+        }
+        component_disagreement = {
+            name: round((samples["components"][name] - components[name]) * 100, 2) for name in components
         }
     client = {"categories": {"interpreter": 0.05, "lock": 0.08, "allocation": 0.005, "kernel": 0.0, "idle": 0.86, "other": 0.005},
               "components": {name: 0.0 for name in components} | {"queue": 0.03, "tokenizer": 0.02}, "dispatch": 0.0}  # fmt: skip
@@ -298,6 +302,7 @@ def _breakdown(rng: np.random.Generator, steps: pd.DataFrame, with_samples: bool
         "wall_s": wall_ms / 1e3,
         "methods": methods,
         "disagreement": disagreement,
+        "component_disagreement": component_disagreement,
         "client_threads": client,
     }
 
