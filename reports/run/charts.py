@@ -203,8 +203,9 @@ def draw_latency_cdfs(target: Target, samples: dict[str, np.ndarray]) -> None:
     axes[2].set_ylabel("fraction of samples")
 
 
-def draw_predictions(target: Target, predictions: dict[str, dict[str, Any]]) -> None:
-    """Predicted (Amdahl) vs measured end-to-end gain of each native path."""
+def draw_predictions(target: Target, predictions: dict[str, dict[str, Any]], noise: float | None = None) -> None:
+    """Predicted (Amdahl) vs measured end-to-end gain of each native path; `noise` (a fraction: how far
+    --verify's Python runs differ) is shaded, and measured gains inside it are labelled so."""
     ax = target.subplots()
     names = list(predictions)
     positions = np.arange(len(names))
@@ -215,16 +216,29 @@ def draw_predictions(target: Target, predictions: dict[str, dict[str, Any]]) -> 
     if any(value is not None for value in measured):
         bars = ax.barh(positions + 0.2, [100 * float(v) if v is not None else 0.0 for v in measured], height=0.38,
                        color="#0072B2", label="measured")  # fmt: skip
-        ax.bar_label(
-            bars, [fmt_gain(v) if v is not None else "not measured" for v in measured], padding=3, fontsize=8
-        )
+        labels = [_measured_label(value, noise) for value in measured]
+        ax.bar_label(bars, labels, padding=3, fontsize=8)
     else:
         for position in positions:
             ax.text(0.1, position + 0.2, "not measured", va="center", fontsize=8, color="#555555")
     ax.margins(x=0.12)
+    title = "Native path gains: predicted vs measured"
+    if noise is not None:
+        low, high = ax.get_xlim()
+        ax.axvspan(-noise * 100, noise * 100, color="#999999", alpha=0.18, linewidth=0,
+                   label=f"noise: Python runs differ by {noise:.1%}")  # fmt: skip
+        ax.set_xlim(low, high)  # a wide noise band shades the whole chart rather than shrinking the bars
+        if noise * 100 >= max(abs(low), abs(high)):
+            title += f" (noise {noise:.0%} exceeds every gain shown)"
     ax.set_yticks(positions, names)
     ax.invert_yaxis()
     ax.set_xlabel("end-to-end throughput gain, %")
-    ax.set_title("Native path gains: predicted vs measured")
+    ax.set_title(title)
     ax.grid(axis="y", visible=False)
     ax.legend(loc="lower right")
+
+
+def _measured_label(value: float | None, noise: float | None) -> str:
+    if value is None:
+        return "not measured"
+    return fmt_gain(value) + (" (within noise)" if noise is not None and abs(value) < noise else "")

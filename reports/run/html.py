@@ -58,7 +58,8 @@ def render_html(data: ReportData) -> str:
         time_split=summary.time_split_table(result),
         latency=summary.latency_table(result),
         throughput=summary.throughput_table(result),
-        predictions=summary.predictions_table(result),
+        predictions=_without_note(summary.predictions_table(result)) if summary.noise_warning(result) else summary.predictions_table(result),
+        noise_warning=summary.noise_warning(result),
         engine=summary.engine_table(result),
         collectors=summary.collectors_table(result),
         config=_key_value_table("Configuration", config),
@@ -80,9 +81,16 @@ def _charts(data: ReportData) -> dict[str, str | None]:
                                      label="per-step timeline") if not data.timeline.empty else None,
         "latency": charts.draw_with(charts.draw_latency_cdfs, data.latencies, width=10, height=5.6,
                                     label="latency distributions") if has_latency else None,
-        "predictions": charts.draw_with(charts.draw_predictions, predictions, width=10, height=0.8 + 0.42 * len(predictions),
+        "predictions": charts.draw_with(charts.draw_predictions, predictions, summary.verify_noise(result),
+                                        width=10, height=0.8 + 0.42 * len(predictions),
                                         label="predicted versus measured native gains") if predictions else None,
     }  # fmt: skip
+
+
+def _without_note(table: Table) -> Table:
+    # The note is shown as a warning above the chart instead: gains must not read as facts first.
+    table.note = None
+    return table
 
 
 def _key_value_table(title: str, section: dict | None) -> Table:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -93,7 +94,8 @@ def _chart_plan(data: ReportData) -> tuple[list[list[PlannedChart]], list[str]]:
             PlannedChart("Where the engine thread's time goes", charts.draw_time_split, result.breakdown, 3.6,
                          None if result.breakdown else f"time split not measured ({why_not_measured(result, 'breakdown')})"),
             PlannedChart("", _draw_table_text, time_split, 3.2, None if time_split.rows else "time split table: no data"),
-            PlannedChart("Native paths", charts.draw_predictions, predictions, 1.3 + 0.45 * len(predictions),
+            PlannedChart("Native paths", partial(charts.draw_predictions, noise=summary.verify_noise(result)),
+                         predictions, 1.3 + 0.45 * len(predictions),
                          None if predictions else f"native path predictions ({why_not_measured(result, 'verdict')})"),
         ],
         [

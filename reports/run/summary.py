@@ -199,6 +199,9 @@ def predictions_table(result: RunResult) -> Table:
     predictions = (result.verdict or {}).get("predictions") or {}
     if not predictions:
         table.note = f"no predictions ({why_not_measured(result, 'verdict')})"
+    else:
+        table.note = noise_warning(result)
+    noise = verify_noise(result)
     for component, prediction in predictions.items():
         predicted, measured = prediction.get("predicted_gain"), prediction.get("measured_gain")
         gap = (
@@ -209,9 +212,39 @@ def predictions_table(result: RunResult) -> Table:
         speedup = prediction.get("native_speedup")
         table.rows.append([
             component, fmt_pct(prediction.get("share")), NOT_RECORDED if speedup is None else f"{speedup:.1f}x",
-            fmt_gain(predicted), fmt_gain(measured) if measured is not None else "not measured", gap,
+            fmt_gain(predicted), _measured_text(measured, noise), gap,
         ])  # fmt: skip
     return table
+
+
+def verify_noise(result: RunResult) -> float | None:
+    """How far --verify's Python runs differ in busy time per token (max/min - 1): the noise floor of
+    its measured gains, or None when there was no verify run or only one Python run."""
+    spread = ((result.verdict or {}).get("verify") or {}).get("python_spread")
+    return float(spread) if isinstance(spread, (int, float)) and not isinstance(spread, bool) else None
+
+
+def within_noise(measured: float | None, noise: float | None) -> bool:
+    return measured is not None and noise is not None and abs(measured) < noise
+
+
+def noise_warning(result: RunResult) -> str | None:
+    """What a reader must know before reading --verify's measured gains as facts (None: no verify run)."""
+    verify = (result.verdict or {}).get("verify")
+    if not verify:
+        return None
+    noise = verify_noise(result)
+    if noise is None:
+        return ("--verify ran the Python twins once: how much its measured gains move from run to run is "
+                "unknown, so read them as one sample each")  # fmt: skip
+    return (f"--verify's two Python runs differ by {fmt_pct(noise)} in busy time per token: a measured gain "
+            f"smaller than that (marked 'within noise') is noise, not the C twin's effect")  # fmt: skip
+
+
+def _measured_text(measured: float | None, noise: float | None) -> str:
+    if measured is None:
+        return "not measured"
+    return fmt_gain(measured) + (" (within noise)" if within_noise(measured, noise) else "")
 
 
 def collectors_table(result: RunResult) -> Table:

@@ -69,3 +69,8 @@ def test_run_text_is_escaped(tmp_path):
     (path / "result.json").write_text(json.dumps(data))
     html = write_html_report(path).read_text(encoding="utf-8")
     assert "<script>alert(1)</script>" not in html and "&lt;script&gt;" in html
+
+
+def test_verify_noise_is_a_warning_beside_the_gains(html):
+    assert 'id="verify-noise"' in html and "differ by 2.0% in busy time per token" in html
+    assert "(within noise)" in html

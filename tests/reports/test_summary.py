@@ -30,3 +30,22 @@ def test_unrecorded_gaps_are_computed_samples_minus_spans(run_dir):
     spans, samples = result.breakdown["methods"]["spans"], result.breakdown["methods"]["samples"]
     spans["components"]["scheduler"], samples["components"]["scheduler"] = 0.10, 0.067
     assert _row(summary.time_split_table(result), "scheduler")[3] == "-3.3 pp"
+
+
+def test_measured_gains_inside_the_verify_noise_say_so(run_dir):
+    result = copy.deepcopy(read_run(run_dir).result)
+    result.verdict["verify"]["python_spread"] = 1.325
+    table = summary.predictions_table(result)
+    assert all(row[4].endswith("(within noise)") for row in table.rows)
+    assert "differ by 132.5%" in table.note and "noise" in table.note
+    result.verdict["verify"]["python_spread"] = 0.0001
+    table = summary.predictions_table(result)
+    assert not any("noise" in row[4] for row in table.rows)
+
+
+def test_one_python_run_means_unknown_noise_and_no_verify_means_no_note(run_dir):
+    result = copy.deepcopy(read_run(run_dir).result)
+    result.verdict["verify"] = {"python_runs": 1, "python_spread": None}
+    assert "unknown" in summary.noise_warning(result)
+    del result.verdict["verify"]
+    assert summary.noise_warning(result) is None and summary.predictions_table(result).note is None
