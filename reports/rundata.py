@@ -11,6 +11,7 @@ import pandas as pd
 
 from profiler.rundir.results import STEP_COLUMNS, RunData, RunResult, read_run
 from profiler.rundir.samples import measured_requests, token_gaps_ms
+from reports.slo import SloCheck, check_slos, slo_targets
 
 # The order phases run in within a step (engine/trace.py SPAN_NAMES; reports may not import engine).
 PHASE_ORDER = ("queue", "scheduler", "kv_alloc", "model", "sampler", "detokenize", "tokenize")
@@ -105,6 +106,7 @@ class ReportData:
     run: RunData
     timeline: pd.DataFrame
     latencies: dict[str, np.ndarray]
+    slo: SloCheck
 
     @property
     def result(self) -> RunResult:
@@ -121,4 +123,5 @@ def prepare(source: ReportData | RunData | str | Path, max_points: int = 300) ->
         return source
     run = load_run(source)
     timeline = binned_timeline(run.steps, run_start_ns(run), max_points)
-    return ReportData(run=run, timeline=timeline, latencies=latency_samples(run.requests))
+    slo = check_slos(run.requests, slo_targets(run.result))
+    return ReportData(run=run, timeline=timeline, latencies=latency_samples(run.requests), slo=slo)

@@ -181,8 +181,9 @@ def draw_timeline(target: Target, timeline: pd.DataFrame) -> None:
     kv_ax.set_xlabel("seconds since the run started")
 
 
-def draw_latency_cdfs(target: Target, samples: dict[str, np.ndarray]) -> None:
-    """One CDF per latency (TTFT, TPOT, ITL, E2E) with p50/p90/p99 marked."""
+def draw_latency_cdfs(target: Target, samples: dict[str, np.ndarray], slo: dict[str, float] | None = None) -> None:
+    """One CDF per latency (TTFT, TPOT, ITL, E2E) with p50/p90/p99 marked and, where the scenario set
+    one, the SLO target as a solid red line with the share of requests within it."""
     axes = target.subplots(2, 2).ravel()
     for ax, (name, values) in zip(axes, samples.items()):
         label = LATENCY_LABELS.get(name, name)
@@ -198,9 +199,26 @@ def draw_latency_cdfs(target: Target, samples: dict[str, np.ndarray]) -> None:
         for stat, (colour, dash) in PERCENTILE_STYLES.items():
             value = float(np.percentile(values, float(stat[1:])))
             ax.axvline(value, color=colour, linestyle=dash, linewidth=1, label=f"{stat} {fmt_ms(value)}")
+        target_ms = (slo or {}).get(name)
+        if target_ms is not None:
+            _draw_slo(ax, values, target_ms)
         ax.legend(loc="lower right", fontsize=7.5)
     axes[0].set_ylabel("fraction of samples")
     axes[2].set_ylabel("fraction of samples")
+
+
+SLO_COLOUR = "#c0392b"
+
+
+def _draw_slo(ax: Any, values: np.ndarray, target_ms: float) -> None:
+    """The target line, the region past it shaded, and how many samples lie within it."""
+    within = float(np.mean(values <= target_ms))
+    high = max(float(values.max()), target_ms) * 1.04
+    low = min(float(values.min()), target_ms)
+    ax.axvspan(target_ms, high, color=SLO_COLOUR, alpha=0.07, linewidth=0)
+    ax.axvline(target_ms, color=SLO_COLOUR, linewidth=1.8,
+               label=f"SLO {fmt_ms(target_ms)}: {within:.1%} within")  # fmt: skip
+    ax.set_xlim(min(ax.get_xlim()[0], low), high)
 
 
 def draw_predictions(target: Target, predictions: dict[str, dict[str, Any]], noise: float | None = None) -> None:

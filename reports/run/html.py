@@ -6,10 +6,10 @@ from pathlib import Path
 
 from profiler.rundir.atomic import write_text_atomic
 from profiler.rundir.results import RunData
-from reports.format import flatten
+from reports.format import flatten, fmt_ms
 from reports.run import charts, summary
 from reports.run.summary import Table
-from reports.rundata import ReportData, prepare, why_not_measured
+from reports.rundata import LATENCY_LABELS, ReportData, prepare, why_not_measured
 from reports.templating import render
 
 REPORT_NAME = "report.html"
@@ -52,7 +52,7 @@ def render_html(data: ReportData) -> str:
         blind_spots=summary.blind_spots(result),
         partial=(result.partial_reason or "no reason recorded") if result.partial else None,
         skipped=summary.skipped_collectors(result),
-        figures=summary.key_figures(result),
+        figures=summary.key_figures(result, data.slo),
         charts=_charts(data),
         why_breakdown=why_not_measured(result, "breakdown"),
         time_split=summary.time_split_table(result),
@@ -60,6 +60,7 @@ def render_html(data: ReportData) -> str:
         throughput=summary.throughput_table(result),
         predictions=_without_note(summary.predictions_table(result)) if summary.noise_warning(result) else summary.predictions_table(result),
         noise_warning=summary.noise_warning(result),
+        slo_text=", ".join(f"{LATENCY_LABELS[name]} {fmt_ms(value)}" for name, value in data.slo.targets.items()),
         engine=summary.engine_table(result),
         collectors=summary.collectors_table(result),
         config=_key_value_table("Configuration", config),
@@ -79,7 +80,7 @@ def _charts(data: ReportData) -> dict[str, str | None]:
                                        label="time split by component and category") if result.breakdown else None,
         "timeline": charts.draw_with(charts.draw_timeline, data.timeline, width=10, height=5.6,
                                      label="per-step timeline") if not data.timeline.empty else None,
-        "latency": charts.draw_with(charts.draw_latency_cdfs, data.latencies, width=10, height=5.6,
+        "latency": charts.draw_with(charts.draw_latency_cdfs, data.latencies, data.slo.targets, width=10, height=5.6,
                                     label="latency distributions") if has_latency else None,
         "predictions": charts.draw_with(charts.draw_predictions, predictions, summary.verify_noise(result),
                                         width=10, height=0.8 + 0.42 * len(predictions),

@@ -66,7 +66,9 @@ def _title_page(pages: TextPages, data: ReportData, title: str, missing: list[st
         pages.line(f"Not in this report: {note}", "muted", colour="#5b6475")
     pages.space(12)
     pages.table(
-        Table("Key figures", ["figure", "value"], rows=[list(row) for row in summary.key_figures(result)])
+        Table("Key figures", ["figure", "value", ""], rows=[
+            [figure.label, figure.value, figure.detail or ""] for figure in summary.key_figures(result, data.slo)
+        ]), text_columns=(2,)
     )
     pages.table(summary.latency_table(result))
     pages.table(summary.throughput_table(result))
@@ -101,7 +103,8 @@ def _chart_plan(data: ReportData) -> tuple[list[list[PlannedChart]], list[str]]:
         [
             PlannedChart("Over the run", charts.draw_timeline, data.timeline, 5.0,
                          None if not data.timeline.empty else "timeline: the run recorded no steps"),
-            PlannedChart("Latency distributions (finished, non-warm-up requests)", charts.draw_latency_cdfs,
+            PlannedChart("Latency distributions (finished, non-warm-up requests)",
+                         partial(charts.draw_latency_cdfs, slo=data.slo.targets),
                          data.latencies, 5.0, None if has_latency else "latency distributions: no finished requests"),
         ],
     ]  # fmt: skip

@@ -8,6 +8,7 @@ from typing import Any
 from profiler.rundir.results import CATEGORIES, COMPONENTS, RunResult
 from reports.format import NOT_RECORDED, fmt_gain, fmt_ms, fmt_number, fmt_pct, fmt_pp
 from reports.rundata import LATENCY_LABELS, why_not_measured
+from reports.slo import SloCheck, describe_breaches
 
 
 @dataclass
@@ -55,23 +56,40 @@ def blind_spots(result: RunResult) -> list[str]:
     return [str(spot) for spot in (result.verdict or {}).get("blind_spots", [])]
 
 
-def key_figures(result: RunResult) -> list[tuple[str, str]]:
-    """The handful of numbers a reader wants next to the verdict."""
+@dataclass
+class KeyFigure:
+    """One tile next to the verdict: a figure, a line under it, and whether it needs the reader's eye."""
+
+    label: str
+    value: str
+    detail: str | None = None
+    alarm: bool = False
+
+
+def key_figures(result: RunResult, slo: SloCheck | None = None) -> list[KeyFigure]:
+    """The handful of numbers a reader wants next to the verdict; with `slo`, breaches and goodput."""
     metrics = result.metrics
+    slo = slo or SloCheck(targets={})
     figures = [
-        ("Output tokens/s", fmt_number(metrics.get("output_token_throughput"))),
-        ("Requests/s", fmt_number(metrics.get("request_throughput"))),
-        ("TTFT p50 / p99", _pair_ms(metrics, "ttft_ms")),
-        ("TPOT p50 / p99", _pair_ms(metrics, "tpot_ms")),
+        KeyFigure("Output tokens/s", fmt_number(metrics.get("output_token_throughput"))),
+        KeyFigure("Requests/s", fmt_number(metrics.get("request_throughput"))),
     ]
+    for name, label in (("ttft_ms", "TTFT p50 / p99"), ("tpot_ms", "TPOT p50 / p99")):
+        detail = describe_breaches(slo, name)
+        figures.append(KeyFigure(label, _pair_ms(metrics, name), f"SLO: {detail}" if detail else None,
+                                 alarm=bool(slo.breaches.get(name))))  # fmt: skip
+    if slo.targets:
+        good = slo.good_fraction
+        figures.append(KeyFigure(
+            "Goodput", fmt_number(metrics.get("goodput"), "req/s"),
+            f"{fmt_pct(good)} of requests within every SLO" if good is not None else None,
+            alarm=good is not None and good < 1.0,
+        ))  # fmt: skip
     if result.verdict:
-        figures.append(("Interpreter share", fmt_pct(result.verdict.get("interpreter_share"))))
-    figures.append(
-        (
-            "Completed / failed",
-            f"{fmt_number(metrics.get('completed'))} / {fmt_number(metrics.get('failed'))}",
-        )
-    )
+        figures.append(KeyFigure("Interpreter share", fmt_pct(result.verdict.get("interpreter_share"))))
+    failed = metrics.get("failed")
+    figures.append(KeyFigure("Completed / failed", f"{fmt_number(metrics.get('completed'))} / {fmt_number(failed)}",
+                             alarm=isinstance(failed, (int, float)) and failed > 0))  # fmt: skip
     return figures
 
 

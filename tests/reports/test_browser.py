@@ -53,3 +53,52 @@ def test_probe_sees_errors_and_fetches(tmp_path):
     assert any("boom" in error for error in seen["errors"])
     assert "http://127.0.0.1:9/missing.png" in seen["requests"]
     assert seen["charts"] == [{"tag": None, "width": 0, "height": 0, "shapes": 0, "label": None}]
+
+
+# Every tile whose content is wider than its box, and every pair of tiles whose boxes intersect.
+_TILE_PROBE = """
+(() => {
+  const cards = Array.from(document.querySelectorAll('.card'));
+  const boxes = cards.map(card => card.getBoundingClientRect());
+  const overflowing = cards.filter(card => Array.from(card.children).some(
+      child => child.scrollWidth > child.clientWidth + 1 || child.getBoundingClientRect().right > card.getBoundingClientRect().right + 1))
+    .map(card => card.textContent.trim());
+  const overlapping = [];
+  boxes.forEach((a, i) => boxes.slice(i + 1).forEach((b, j) => {
+    if (a.left < b.right - 1 && b.left < a.right - 1 && a.top < b.bottom - 1 && b.top < a.bottom - 1)
+      overlapping.push([i, i + 1 + j]);
+  }));
+  return {cards: cards.length, overflowing, overlapping};
+})()
+"""
+
+
+@pytest.fixture(scope="module")
+def long_values_run(tmp_path_factory):
+    import json
+
+    from reports.run.html import write_html_report
+    from tests.support.run_dirs import make_run_dir
+
+    path = make_run_dir(tmp_path_factory.mktemp("runs") / "long", seed=31, n_requests=40, n_steps=80)
+    data = json.loads((path / "result.json").read_text())
+    data["metrics"]["ttft_ms"].update(p50=34939.2, p99=211571.4)  # "34,939 / 211,571 ms"
+    data["metrics"]["tpot_ms"].update(p50=12345.6, p99=98765.4)
+    data["metrics"]["output_token_throughput"] = 123456789.5
+    (path / "result.json").write_text(json.dumps(data))
+    write_html_report(path)
+    return path / "report.html"
+
+
+@pytest.mark.parametrize("width", [1300, 1000, 760])
+def test_tiles_never_overlap_or_overflow_with_long_values(long_values_run, tmp_path, width):
+    from tests.reports.cdp import open_page
+
+    with open_page(CHROMIUM, long_values_run.as_uri(), tmp_path / "profile", width) as page:
+        seen = page.evaluate(_TILE_PROBE)
+        assert "34,939 / 211,571 ms" in page.evaluate("document.querySelector('.cards').textContent")
+        assert seen["cards"] >= 6 and seen["overflowing"] == [] and seen["overlapping"] == [], seen
+        # The probe is not blind: the old style (values forced onto one line) does overflow here.
+        page.evaluate("document.querySelectorAll('.card .value').forEach(e => e.style.whiteSpace = 'nowrap')")
+        page.evaluate("document.querySelectorAll('.card').forEach(e => e.style.width = '160px')")
+        assert page.evaluate(_TILE_PROBE)["overflowing"], "the probe missed a value wider than its tile"

@@ -49,3 +49,34 @@ def test_one_python_run_means_unknown_noise_and_no_verify_means_no_note(run_dir)
     assert "unknown" in summary.noise_warning(result)
     del result.verdict["verify"]
     assert summary.noise_warning(result) is None and summary.predictions_table(result).note is None
+
+
+def test_tiles_show_slo_breaches_and_goodput(run_dir):
+    import pandas as pd
+
+    from reports.slo import check_slos
+
+    run = read_run(run_dir)
+    requests = run.requests.copy()
+    measured = requests.index[requests["ok"].astype(bool) & ~requests["warmup"].astype(bool)]
+    requests.loc[measured, ["ttft_ms", "tpot_ms"]] = [100.0, 10.0]  # every request within both targets
+    requests.loc[measured[:3], "ttft_ms"] = 5000.0  # three over the 2,000 ms TTFT target
+    requests.loc[measured[2:4], "tpot_ms"] = 80.0  # two over the 50 ms TPOT target, one of them also late
+    requests.loc[measured[4], "tpot_ms"] = pd.NA  # a one-token request: TPOT 0 for the check
+    requests.loc[requests["warmup"].astype(bool), "ttft_ms"] = 9000.0  # warm-up requests do not count
+    check = check_slos(requests, {"ttft_ms": 2000.0, "tpot_ms": 50.0})
+    assert (check.requests, check.breaches, check.met_all) == (len(measured), {"ttft_ms": 3, "tpot_ms": 2},
+                                                               len(measured) - 4)  # fmt: skip
+    tiles = {figure.label: figure for figure in summary.key_figures(run.result, check)}
+    ttft = tiles["TTFT p50 / p99"]
+    assert ttft.alarm and ttft.detail == f"SLO: {check.breaches['ttft_ms']:,} of {check.requests:,} over 2,000 ms"
+    goodput = tiles["Goodput"]
+    assert goodput.alarm and goodput.detail.startswith(f"{check.met_all / check.requests:.1%}")
+
+
+def test_no_slo_means_no_goodput_tile_and_no_alarm(run_dir):
+    from reports.slo import check_slos
+
+    run = read_run(run_dir)
+    tiles = {figure.label: figure for figure in summary.key_figures(run.result, check_slos(run.requests, {}))}
+    assert "Goodput" not in tiles and tiles["TTFT p50 / p99"].detail is None and not tiles["TTFT p50 / p99"].alarm

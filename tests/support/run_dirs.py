@@ -242,6 +242,7 @@ def _metrics(requests: pd.DataFrame) -> dict:
         **{name: _latency(measured[name].dropna().to_numpy(dtype=float)) for name in ("ttft_ms", "tpot_ms", "e2e_ms", "queue_ms")},
         "itl_ms": _latency(itl),
         "duration_s": float(duration_s),
+        "slo": {"ttft_ms": TTFT_SLO_MS, "tpot_ms": TPOT_SLO_MS},
     }  # fmt: skip
 
 
