@@ -31,7 +31,7 @@ def write_comparison_report(result: ComparisonResult, out_dir: str | Path) -> di
 
 
 def _improvement_height(result: ComparisonResult) -> float:
-    return 1.0 + 0.3 * sum(1 for m in result.metrics if m.better is not None)
+    return 1.4 + 0.3 * sum(1 for m in result.metrics if m.better is not None)  # two panel titles
 
 
 def _shift_height(result: ComparisonResult) -> float:
