@@ -9,8 +9,8 @@ from typing import Any
 import pandas as pd
 
 from profiler.analysis.metrics import RequestTiming
-from profiler.rundir.atomic import write_json_atomic, write_text_atomic
-from profiler.rundir.results import RunResult
+from profiler.rundir.atomic import write_atomic, write_json_atomic, write_text_atomic
+from profiler.rundir.results import SAMPLE_LABEL_COLUMNS, RunResult
 from scenarios.loadgen import RequestSpec
 from scenarios.spec import ScenarioSpec
 
@@ -80,9 +80,38 @@ def run_config(
 
 
 def write_samples(out_dir: Path, collector_results: dict[str, Any], result: RunResult) -> None:
-    """Keep py-spy's raw collapsed stacks beside the result: reports turn them into speedscope.json."""
-    raw = (collector_results.get("sampling") or {}).get("raw_text")
+    """Keep py-spy's raw collapsed stacks beside the result (reports turn them into speedscope.json and
+    the flame graph), and each stack's classification (sample_labels.csv): reports may not classify."""
+    sampling = collector_results.get("sampling") or {}
+    raw = sampling.get("raw_text")
     if raw:
         write_text_atomic(Path(out_dir) / "samples.txt", raw)
         result.files["samples"] = "samples.txt"
+        labels = sample_labels(raw, engine_thread_id=sampling.get("engine_thread_id"))
+        write_atomic(Path(out_dir) / "sample_labels.csv", lambda handle: labels.to_csv(handle, index=False))
+        result.files["sample_labels"] = "sample_labels.csv"
         write_json_atomic(Path(out_dir) / "result.json", result.to_dict())
+
+
+def sample_labels(raw: str, *, engine_thread_id: int | None = None) -> pd.DataFrame:
+    """sample_labels.csv: per line of samples.txt (1-based) its thread, whether that is the engine
+    thread, and the category, component and dispatch flag the breakdown gave its samples.
+
+    The sampling collector classifies with classify()'s defaults (collectors/registry.py passes them),
+    so the labels here are the ones its thread totals were counted from."""
+    from engine.engine import ENGINE_THREAD_NAME
+    from profiler.analysis.classify import classify, parse_line
+
+    rows = []
+    for number, line in enumerate(raw.splitlines(), start=1):
+        stack = parse_line(line)
+        if stack is None or not stack.frames:
+            continue
+        label = classify(stack)
+        engine = stack.thread_id == engine_thread_id if engine_thread_id else stack.thread_name == ENGINE_THREAD_NAME
+        rows.append({
+            "line": number, "thread_id": stack.thread_id, "thread_name": stack.thread_name or "",
+            "engine_thread": bool(engine), "category": label.category, "component": label.component or "",
+            "dispatch": label.dispatch, "samples": stack.count,
+        })  # fmt: skip
+    return pd.DataFrame(rows, columns=list(SAMPLE_LABEL_COLUMNS))

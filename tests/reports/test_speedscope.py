@@ -66,17 +66,25 @@ def validate_speedscope(document: dict) -> list[str]:
     return problems
 
 
-def test_samples_become_a_sampled_profile(run_dir):
+def test_samples_become_one_sampled_profile_per_thread_group_engine_first(run_dir):
     document = json.loads(write_speedscope(run_dir).read_text())
     assert validate_speedscope(document) == []
     kinds = [profile["type"] for profile in document["profiles"]]
-    assert kinds == ["sampled", "evented"]
-    sampled = document["profiles"][0]
+    assert kinds == ["sampled", "sampled", "sampled", "evented"]
+    engine, clients, main = document["profiles"][:3]
+    assert document["activeProfileIndex"] == 0 and "infer-prof-engine (engine thread" in engine["name"]
+    # The six waiting clients are one profile, not six that bury the engine thread.
+    assert "loadgen-client-* (6 threads" in clients["name"] and "MainThread" in main["name"]
     lines = [line for line in (run_dir / "samples.txt").read_text().splitlines() if line.strip()]
-    assert len(sampled["samples"]) == len(lines)
-    assert sampled["endValue"] == sum(int(line.rsplit(" ", 1)[1]) for line in lines)
-    leaf = document["shared"]["frames"][sampled["samples"][0][-1]]
+    counts = [int(line.rsplit(" ", 1)[1]) for line in lines]
+    assert sum(len(profile["samples"]) for profile in document["profiles"][:3]) == len(lines)
+    assert sum(profile["endValue"] for profile in document["profiles"][:3]) == sum(counts)
+    engine_lines = [count for line, count in zip(lines, counts) if "infer-prof-engine" in line.split(";")[0]]
+    assert engine["endValue"] == sum(engine_lines)
+    frames = document["shared"]["frames"]
+    leaf = frames[engine["samples"][0][-1]]
     assert leaf["file"] and isinstance(leaf["line"], int)
+    assert not any(frame["name"].startswith("thread (") for frame in frames), "the thread is the profile, not a frame"
 
 
 def test_without_samples_the_steps_make_an_evented_profile(bare_run_dir):

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from profiler.rundir.atomic import write_text_atomic
+from profiler.rundir.atomic import write_atomic, write_text_atomic
 from profiler.rundir.results import RunResult, write_run
 
 # The phases the engine thread spends a step in, with (base ms, ms per running sequence, ms per
@@ -83,8 +83,14 @@ def make_run_dir(
     run_path = Path(path)
     run_path.mkdir(parents=True, exist_ok=True)
     if with_samples:
-        write_text_atomic(run_path / "samples.txt", _collapsed_stacks(rng, steps))
-        result.files["samples"] = "samples.txt"
+        from profiler.session.record import sample_labels
+
+        raw = _collapsed_stacks(rng, steps)
+        write_text_atomic(run_path / "samples.txt", raw)
+        # Labelled by the profiler's own classifier, as a real session does.
+        labels = sample_labels(raw, engine_thread_id=4242)
+        write_atomic(run_path / "sample_labels.csv", lambda handle: labels.to_csv(handle, index=False))
+        result.files.update(samples="samples.txt", sample_labels="sample_labels.csv")
     return write_run(run_path, result, requests, steps)
 
 
@@ -384,19 +390,26 @@ def _collectors(with_breakdown: bool, with_samples: bool) -> dict:
 
 
 # Leaf frames per phase, as py-spy --native names them; the innermost frame decides the category.
-_STACK_BASE = "_bootstrap (threading.py:995);_bootstrap_inner (threading.py:1038);run (engine/engine.py:141)"
+ENGINE_THREAD = "thread (4242): infer-prof-engine"
+_STACK_BASE = "Thread._bootstrap (threading.py:995);Thread._bootstrap_inner (threading.py:1038);Engine._run (engine/engine.py:141)"
 _PHASE_STACKS = {
-    "scheduler": ["step (engine/engine.py:97);schedule (engine/scheduler.py:58)",
-                  "step (engine/engine.py:97);schedule (engine/scheduler.py:58);_can_append (engine/scheduler.py:121)"],
-    "kv_alloc": ["step (engine/engine.py:103);step (engine/kv_alloc.py:77);_pop_free (engine/kv_alloc.py:40)",
-                 "step (engine/engine.py:103);step (engine/kv_alloc.py:77);PyObject_Malloc (libpython3.11.so:0)"],
-    "model": ["step (engine/engine.py:110);forward (engine/model.py:88);attention (engine/model.py:141);sgemm_kernel (libopenblas.so:0)",
-              "step (engine/engine.py:110);forward (engine/model.py:88);mlp (engine/model.py:170);at::native::silu (libtorch_cpu.so:0)",
-              "step (engine/engine.py:110);forward (engine/model.py:88);_build_inputs (engine/model.py:60)"],
-    "sampler": ["step (engine/engine.py:118);sample (engine/sampler.py:64);top_p (engine/sampler.py:112)"],
-    "detokenize": ["step (engine/engine.py:125);decode_incremental (engine/tokenizer.py:90)"],
-    "queue": ["step (engine/engine.py:90);drain (engine/engine.py:72);take_gil (libpython3.11.so:0)"],
+    "scheduler": ["Engine._step (engine/engine.py:97);PythonScheduler.schedule (engine/scheduler.py:58)",
+                  "Engine._step (engine/engine.py:97);PythonScheduler.schedule (engine/scheduler.py:58);PythonScheduler._can_append (engine/scheduler.py:121)"],
+    "kv_alloc": ["Engine._step (engine/engine.py:103);PythonKVAllocator.step (engine/kv_alloc.py:77);PythonKVAllocator._pop_free (engine/kv_alloc.py:40)",
+                 "Engine._step (engine/engine.py:103);PythonKVAllocator.step (engine/kv_alloc.py:77);PyObject_Malloc (libpython3.11.so)"],
+    "model": ["Engine._step (engine/engine.py:110);LlamaModel.forward (engine/model.py:88);LlamaModel.attention (engine/model.py:141);sgemm_kernel (libopenblas.so)",
+              "Engine._step (engine/engine.py:110);LlamaModel.forward (engine/model.py:88);LlamaModel.mlp (engine/model.py:170);at::native::silu_kernel (libtorch_cpu.so)",
+              "Engine._step (engine/engine.py:110);LlamaModel.forward (engine/model.py:88);LlamaModel._build_inputs (engine/model.py:60)"],
+    "sampler": ["Engine._step (engine/engine.py:118);PythonSampler.sample (engine/sampler.py:64);PythonSampler.top_p (engine/sampler.py:112)"],
+    "detokenize": ["Engine._step (engine/engine.py:125);IncrementalDetokenizer.decode (engine/tokenizer.py:90)"],
+    "queue": ["Engine._step (engine/engine.py:90);Engine._drain (engine/engine.py:72);take_gil (libpython3.11.so)"],
 }  # fmt: skip
+# Closed-loop clients spend nearly all their time waiting for their reply, as py-spy sees them.
+CLIENT_THREADS = 6
+_CLIENT_STACK = ("Thread._bootstrap (threading.py:995);Thread.run (threading.py:982);_Load.serve (scenarios/loadgen.py:178);"
+                 "Ticket.wait (profiler/session/drive.py:26);Condition.wait (threading.py:320)")  # fmt: skip
+_CLIENT_ENCODE = ("Thread._bootstrap (threading.py:995);Thread.run (threading.py:982);_Load.serve (scenarios/loadgen.py:170);"
+                  "Engine.submit (engine/engine.py:115);Tokenizer.encode (engine/tokenizer.py:40)")  # fmt: skip
 
 
 def _collapsed_stacks(rng: np.random.Generator, steps: pd.DataFrame) -> str:
@@ -407,5 +420,11 @@ def _collapsed_stacks(rng: np.random.Generator, steps: pd.DataFrame) -> str:
         weights = rng.dirichlet(np.ones(len(stacks)))
         for stack, weight in zip(stacks, weights):
             count = max(1, int(total * weight))
-            lines.append(f"{_STACK_BASE};{stack} {count}")
+            lines.append(f"{ENGINE_THREAD};{_STACK_BASE};{stack} {count}")
+    wall = float(steps["duration_ms"].sum()) / 10.0
+    for client in range(CLIENT_THREADS):
+        thread = f"thread ({5000 + client}): loadgen-client-{client}"
+        lines.append(f"{thread};{_CLIENT_STACK} {max(1, int(wall * 0.97))}")
+        lines.append(f"{thread};{_CLIENT_ENCODE} {max(1, int(wall * 0.03))}")
+    lines.append(f"thread (4000): MainThread;<module> (profiler/cli/main.py:12);Thread.join (threading.py:1119) {int(wall)}")
     return "\n".join(lines) + "\n"
