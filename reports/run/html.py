@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from markupsafe import Markup
+
 from profiler.rundir.atomic import write_text_atomic
 from profiler.rundir.results import RunData
 from reports.format import flatten, fmt_ms
-from reports.run import charts, summary
+from reports.run import charts, flamegraph, summary
+from reports.run.frames import top_frames_table
 from reports.run.summary import Table
 from reports.rundata import LATENCY_LABELS, ReportData, prepare, why_not_measured
 from reports.templating import render
@@ -16,7 +19,8 @@ REPORT_NAME = "report.html"
 # Files a reader may want next to the report, with what each one is for.
 LINKED_FILES = (
     ("trace", "trace.json", "Chrome/Perfetto trace: open in ui.perfetto.dev"),
-    ("speedscope", "speedscope.json", "flame graph: open in speedscope.app"),
+    ("speedscope", "speedscope.json", "the py-spy profile per thread group, engine thread first: open in speedscope.app"),
+    ("samples", "samples.txt", "py-spy's raw stacks"),
     ("steps", "steps.csv", "one row per engine step"),
     ("requests", "requests.csv", "one row per request"),
     ("result", "result.json", "the run's result (schema v1)"),
@@ -67,6 +71,11 @@ def render_html(data: ReportData) -> str:
         environment=_key_value_table("Environment", result.environment),
         scenario=_key_value_table("Scenario", result.scenario),
         files=_files(data),
+        flamegraph=flamegraph.render_flamegraph(data.threads) if data.threads else None,
+        flame_script=flamegraph.script()[0],
+        script_sources=[Markup(flamegraph.script()[1])],
+        top_frames=top_frames_table(data.engine_thread),
+        why_samples=why_not_measured(result, "samples"),
     )
 
 

@@ -15,7 +15,8 @@ from matplotlib.transforms import offset_copy
 from profiler.rundir.atomic import write_atomic
 from profiler.rundir.results import RunData
 from reports.format import flatten
-from reports.run import charts, summary
+from reports.run import charts, flamegraph, summary
+from reports.run.frames import top_frames_table
 from reports.run.pdf_text import A4_INCHES, CHART_AREA, STYLES, TextPages, table_lines
 from reports.run.summary import Table
 from reports.rundata import ReportData, prepare, why_not_measured
@@ -107,6 +108,11 @@ def _chart_plan(data: ReportData) -> tuple[list[list[PlannedChart]], list[str]]:
                          partial(charts.draw_latency_cdfs, slo=data.slo.targets),
                          data.latencies, 5.0, None if has_latency else "latency distributions: no finished requests"),
         ],
+        [
+            PlannedChart("Where the engine thread's samples are (py-spy)", flamegraph.draw_flamegraph,
+                         data.engine_thread, 7.5,
+                         None if data.engine_thread else f"flame graph ({why_not_measured(result, 'samples')})"),
+        ],
     ]  # fmt: skip
     pages = [[chart for chart in page if chart.missing is None] for page in planned]
     # The table under the time-split chart goes with it; its absence needs no second note.
@@ -144,6 +150,8 @@ def _draw_table_text(area: SubFigure, table: Table) -> None:
 def _table_pages(pages: TextPages, data: ReportData) -> None:
     result = data.result
     pages.table(summary.predictions_table(result))
+    if data.engine_thread is not None:
+        pages.table(top_frames_table(data.engine_thread), text_columns=(1, 2, 3))
     pages.table(summary.engine_table(result))
     pages.table(summary.collectors_table(result), text_columns=(1, 2))
     for title, section in (("Configuration", result.config), ("Environment", result.environment),

@@ -102,3 +102,58 @@ def test_tiles_never_overlap_or_overflow_with_long_values(long_values_run, tmp_p
         page.evaluate("document.querySelectorAll('.card .value').forEach(e => e.style.whiteSpace = 'nowrap')")
         page.evaluate("document.querySelectorAll('.card').forEach(e => e.style.width = '160px')")
         assert page.evaluate(_TILE_PROBE)["overflowing"], "the probe missed a value wider than its tile"
+
+
+_FLAME_STATE = """
+(() => {
+  const panes = Array.from(document.querySelectorAll('#flamegraph .flame-pane'));
+  const shown = panes.filter(pane => !pane.hidden && pane.getBoundingClientRect().height > 0);
+  const svg = shown.length ? shown[0].querySelector('svg') : null;
+  const visible = svg ? Array.from(svg.querySelectorAll('g.frame')).filter(g => g.style.display !== 'none') : [];
+  return {panes: panes.length, shown: shown.map(pane => pane.dataset.thread),
+          width: svg ? svg.getBoundingClientRect().width : 0, frames: visible.length,
+          status: document.querySelector('.flame-status').textContent,
+          tabs: Array.from(document.querySelectorAll('#flamegraph button[data-thread]')).map(b => b.getAttribute('aria-selected'))};
+})()
+"""
+# A frame worth zooming into: a few levels down, between 5% and 60% of the thread, marked for the click.
+_PICK_FRAME = """
+(() => {
+  const frames = Array.from(document.querySelectorAll('#flamegraph .flame-pane:not([hidden]) g.frame'));
+  const frame = frames.find(g => +g.dataset.depth >= 4 && +g.dataset.w > 0.05 && +g.dataset.w < 0.6);
+  frame.setAttribute('data-test-target', '1');
+  return {name: frame.dataset.name, width: frame.querySelector('rect').getBoundingClientRect().width};
+})()
+"""
+_TARGET_WIDTH = "document.querySelector('[data-test-target] rect').getBoundingClientRect().width"
+
+
+def test_flame_graph_renders_switches_thread_and_zooms_on_click(reported_run, tmp_path):
+    from tests.reports.cdp import open_page
+
+    page_url = (reported_run / "report.html").as_uri()
+    with open_page(CHROMIUM, page_url, tmp_path / "profile", 1300) as page:
+        state = page.evaluate(_FLAME_STATE)
+        assert state["panes"] == 3 and state["shown"] == ["0"] and state["tabs"] == ["true", "false", "false"]
+        assert state["width"] > 900 and state["frames"] > 15, state
+        engine_frames = state["frames"]
+
+        page.click('#flamegraph button[data-thread="1"]')  # the merged client threads
+        state = page.evaluate(_FLAME_STATE)
+        assert state["shown"] == ["1"] and state["tabs"] == ["false", "true", "false"]
+        page.click('#flamegraph button[data-thread="0"]')
+        assert page.evaluate(_FLAME_STATE)["shown"] == ["0"]
+
+        picked = page.evaluate(_PICK_FRAME)
+        page.click("[data-test-target]")
+        zoomed = page.evaluate(_FLAME_STATE)
+        assert page.evaluate(_TARGET_WIDTH) > 0.95 * state["width"] > picked["width"] * 1.5, picked
+        assert zoomed["frames"] < engine_frames and picked["name"] in zoomed["status"]
+        page.screenshot(tmp_path / "zoomed.png")
+        _keep(tmp_path / "zoomed.png")
+
+        page.click('#flamegraph .flame-pane:not([hidden]) g.frame[data-depth="0"]')  # the top bar zooms out
+        assert page.evaluate(_FLAME_STATE)["frames"] == engine_frames
+        assert page.evaluate(_TARGET_WIDTH) == pytest.approx(picked["width"], rel=0.02)
+        assert page.errors == []
+        assert page.requests == [page_url], "the page fetched something besides itself, before or after the clicks"

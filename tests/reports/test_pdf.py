@@ -11,8 +11,8 @@ from matplotlib.image import imread
 
 from reports.run.pdf import write_pdf_report
 
-# Title page, two chart pages, two table pages (engine/collectors, config/environment).
-FULL_REPORT_PAGES = 5
+# Title page, three chart pages (time split, timeline and latency, flame graph), two table pages.
+FULL_REPORT_PAGES = 6
 
 
 def _page_count(pdf_bytes: bytes) -> int:
