@@ -109,6 +109,7 @@ class ReportData:
     latencies: dict[str, np.ndarray]
     slo: SloCheck
     threads: list[ThreadGroup]  # py-spy's stacks by thread group, the engine thread first (empty: none)
+    start_ns: int = 0  # the zero of every timeline (run_start_ns)
 
     @property
     def engine_thread(self) -> ThreadGroup | None:
@@ -132,4 +133,4 @@ def prepare(source: ReportData | RunData | str | Path, max_points: int = 300) ->
     slo = check_slos(run.requests, slo_targets(run.result))
     stacks = read_stacks(run)
     return ReportData(run=run, timeline=timeline, latencies=latency_samples(run.requests), slo=slo,
-                      threads=thread_groups(stacks) if stacks else [])  # fmt: skip
+                      threads=thread_groups(stacks) if stacks else [], start_ns=run_start_ns(run))  # fmt: skip

@@ -9,7 +9,7 @@ from markupsafe import Markup
 from profiler.rundir.atomic import write_text_atomic
 from profiler.rundir.results import RunData
 from reports.format import flatten, fmt_ms
-from reports.run import charts, flamegraph, summary
+from reports.run import charts, flamegraph, gantt, summary
 from reports.run.frames import top_frames_table
 from reports.run.summary import Table
 from reports.rundata import LATENCY_LABELS, ReportData, prepare, why_not_measured
@@ -84,7 +84,10 @@ def _charts(data: ReportData) -> dict[str, str | None]:
     result = data.result
     predictions = (result.verdict or {}).get("predictions") or {}
     has_latency = any(values.size for values in data.latencies.values())
+    requests = gantt.request_timeline(data.run, data.start_ns)
     return {
+        "requests": charts.draw_with(gantt.draw_request_timeline, requests, width=10, height=6.2,
+                                     label="request timeline") if requests else None,
         "time_split": charts.draw_with(charts.draw_time_split, result.breakdown, width=10, height=3.4,
                                        label="time split by component and category") if result.breakdown else None,
         "timeline": charts.draw_with(charts.draw_timeline, data.timeline, width=10, height=5.6,

@@ -15,7 +15,7 @@ from matplotlib.transforms import offset_copy
 from profiler.rundir.atomic import write_atomic
 from profiler.rundir.results import RunData
 from reports.format import flatten
-from reports.run import charts, flamegraph, summary
+from reports.run import charts, flamegraph, gantt, summary
 from reports.run.frames import top_frames_table
 from reports.run.pdf_text import A4_INCHES, CHART_AREA, STYLES, TextPages, table_lines
 from reports.run.summary import Table
@@ -92,6 +92,7 @@ def _chart_plan(data: ReportData) -> tuple[list[list[PlannedChart]], list[str]]:
     predictions = (result.verdict or {}).get("predictions") or {}
     has_latency = any(values.size for values in data.latencies.values())
     time_split = summary.time_split_table(result)
+    requests = gantt.request_timeline(data.run, data.start_ns)
     planned = [
         [
             PlannedChart("Where the engine thread's time goes", charts.draw_time_split, result.breakdown, 3.6,
@@ -107,6 +108,10 @@ def _chart_plan(data: ReportData) -> tuple[list[list[PlannedChart]], list[str]]:
             PlannedChart("Latency distributions (finished, non-warm-up requests)",
                          partial(charts.draw_latency_cdfs, slo=data.slo.targets),
                          data.latencies, 5.0, None if has_latency else "latency distributions: no finished requests"),
+        ],
+        [
+            PlannedChart("Requests over the run", gantt.draw_request_timeline, requests, 7.0,
+                         None if requests else "request timeline: the run recorded no requests"),
         ],
         [
             PlannedChart("Where the engine thread's samples are (py-spy)", flamegraph.draw_flamegraph,

@@ -33,7 +33,7 @@ def test_report_loads_clean_and_draws_every_chart(reported_run, tmp_path):
     _keep(screenshot)
     assert seen["errors"] == []
     assert seen["requests"] == [page.as_uri()], "the page fetched something besides itself"
-    assert len(seen["charts"]) == 4
+    assert len(seen["charts"]) == 5
     for chart in seen["charts"]:
         assert chart["tag"] == "svg" and chart["width"] > 600 and chart["height"] > 150, chart
         assert chart["shapes"] > 50, f"{chart['label']} drew almost nothing"

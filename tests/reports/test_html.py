@@ -18,7 +18,7 @@ FETCHES = re.compile(
     r"fetch\(|XMLHttpRequest|import\(",
     re.IGNORECASE,
 )
-CHART_COUNT = 4
+CHART_COUNT = 5
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +61,7 @@ def test_missing_sections_say_not_measured_and_why(bare_run_dir):
     html = write_html_report(bare_run_dir).read_text(encoding="utf-8")
     assert "Time split: not measured (profiling was off: --profile off)." in html
     assert "No verdict" in html
-    assert len(re.findall(r'<div class="chart"><svg\b', html)) == 2  # timeline and latency still drawn
+    assert len(re.findall(r'<div class="chart"><svg\b', html)) == 3  # step timeline, requests and latency still drawn
     assert "Flame graph: not available (profiling was off: --profile off)." in html
 
 

@@ -11,8 +11,8 @@ from matplotlib.image import imread
 
 from reports.run.pdf import write_pdf_report
 
-# Title page, three chart pages (time split, timeline and latency, flame graph), two table pages.
-FULL_REPORT_PAGES = 6
+# Title page, four chart pages (time split, timeline and latency, requests, flame graph), two table pages.
+FULL_REPORT_PAGES = 7
 
 
 def _page_count(pdf_bytes: bytes) -> int:
