@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from reports.compare.analysis import FASTER, HIGHER, LOWER, SLOWER, ComparisonResult, MetricComparison
@@ -111,3 +113,26 @@ def draw_shift(target: Target, result: ComparisonResult) -> None:
     ax.set_xlim(-limit, limit)
     ax.set_xlabel("percentage points")
     ax.grid(axis="y", visible=False)
+
+
+SIDE_STYLES = {"before": ("#0072B2", "o"), "after": ("#E69F00", "s")}
+
+
+def draw_control(target: Target, control: dict[str, Any]) -> None:
+    """The control figure of every run in the order the runs ran, each side's mean dashed: a figure the
+    change cannot move, so a slope or a gap here is the machine."""
+    ax = target.subplots()
+    for side, (colour, marker) in SIDE_STYLES.items():
+        runs = sorted((run for run in control["runs"] if run["side"] == side), key=lambda run: run["order"])
+        ax.plot([run["order"] for run in runs], [run["value"] for run in runs], marker, color=colour, markersize=7,
+                label=f"{side}: mean {control[f'{side}_mean']:.3g} {control['unit']}")  # fmt: skip
+        ax.axhline(control[f"{side}_mean"], color=colour, linestyle="--", linewidth=1)
+    orders = [run["order"] for run in control["runs"]]
+    ax.set_xticks(orders, [str(order) for order in orders])
+    values = [run["value"] for run in control["runs"]]
+    middle, half = (max(values) + min(values)) / 2, max(max(values) - min(values), 0.02 * max(values)) * 0.8
+    ax.set_ylim(middle - half, middle + half)  # at least +-1.6% shown: a flat line must look flat
+    ax.set_xlabel("run, in the order the runs ran")
+    ax.set_ylabel(f"{control['unit']} per token")
+    ax.set_title(f"Control: {control['label']} (after/before {control['ratio']:.3f}x, spread {control['spread']:.1%})")
+    ax.legend(loc="best", fontsize=8)
