@@ -39,6 +39,7 @@ def make_run_dir(
     with_breakdown: bool = True,
     with_samples: bool = True,
     verify: bool = True,
+    deep: bool = False,
 ) -> Path:
     """Write a complete run directory at `path` and return it.
 
@@ -47,6 +48,8 @@ def make_run_dir(
     phases (scaled down by `throughput_scale`). Metrics, engine figures and the breakdown are
     computed from those tables, so every section agrees with the per-step and per-request rows.
     `with_samples` adds a py-spy `samples.txt` and the samples method; `verify` adds measured gains.
+    With a breakdown the spans are written too (spans.csv, at their real times: phases in engine order
+    with the loop's own code between them); `deep` adds torch ops in two windows (kernel_events.csv).
     """
     if n_requests < 1 or n_steps < 10:
         raise ValueError("make_run_dir needs n_requests >= 1 and n_steps >= 10")
@@ -91,7 +94,55 @@ def make_run_dir(
         labels = sample_labels(raw, engine_thread_id=4242)
         write_atomic(run_path / "sample_labels.csv", lambda handle: labels.to_csv(handle, index=False))
         result.files.update(samples="samples.txt", sample_labels="sample_labels.csv")
+    if with_breakdown:
+        spans = _spans(steps)
+        write_atomic(run_path / "spans.csv", lambda handle: spans.to_csv(handle, index=False))
+        result.files["spans"] = "spans.csv"
+        if deep:
+            ops = _kernel_events(spans)
+            write_atomic(run_path / "kernel_events.csv", lambda handle: ops.to_csv(handle, index=False))
+            result.files["kernel_events"] = "kernel_events.csv"
+            result.config["profile"] = "deep"
     return write_run(run_path, result, requests, steps)
+
+
+def _spans(steps: pd.DataFrame) -> pd.DataFrame:
+    """spans.csv of the simulated engine thread: each step, and its phases in engine order with the step's
+    time outside every phase spread evenly in the gaps between them."""
+    rows = []
+    for step in steps.to_dict("records"):
+        start, end = int(step["start_ns"]), int(step["end_ns"])
+        rows.append((int(step["step"]), "step", start, end, 0))
+        phase_ns = [(name, int(step[f"{name}_ms"] * 1e6)) for name in PHASE_COSTS]
+        gap = max(0, (end - start - sum(ns for _, ns in phase_ns)) // (len(phase_ns) + 1))
+        cursor = start + gap
+        for name, ns in phase_ns:
+            rows.append((int(step["step"]), name, cursor, min(end, cursor + ns), 1))
+            cursor = min(end, cursor + ns + gap)
+    return pd.DataFrame(rows, columns=["step", "name", "start_ns", "end_ns", "depth"])
+
+
+KERNEL_WINDOWS = ((20, 3), (60, 3))  # (first step, steps) of the simulated torch.profiler windows
+_MODEL_OPS = (("aten::linear", "aten::addmm"), ("aten::silu", None), ("aten::mul", None), ("aten::linear", "aten::addmm"))
+
+
+def _kernel_events(spans: pd.DataFrame) -> pd.DataFrame:
+    """Ops laid across each windowed step's model span; the last ends 2 us past it, as alignment can leave it."""
+    rows = []
+    model = spans[spans["name"] == "model"].set_index("step")
+    for window, (first, count) in enumerate(KERNEL_WINDOWS):
+        for step in range(first, first + count):
+            if step not in model.index:
+                continue
+            begin, end = int(model.loc[step, "start_ns"]), int(model.loc[step, "end_ns"])
+            each = (end - begin) // len(_MODEL_OPS)
+            for index, (op, child) in enumerate(_MODEL_OPS):
+                op_start = begin + index * each + 1_000
+                op_end = op_start + each - 2_000 + (4_000 if index == len(_MODEL_OPS) - 1 else 0)
+                rows.append((window, step, op, op_start, op_end, 0, "model"))
+                if child:
+                    rows.append((window, step, child, op_start + 500, op_end - 500, 1, "model"))
+    return pd.DataFrame(rows, columns=["window", "step", "name", "start_ns", "end_ns", "depth", "span"])
 
 
 def _simulate(
