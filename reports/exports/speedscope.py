@@ -15,6 +15,7 @@ import pandas as pd
 
 from profiler.rundir.atomic import write_text_atomic
 from profiler.rundir.results import RunData
+from reports.exports.trace import read_span_tables
 from reports.rundata import load_run, phase_columns, run_start_ns
 from reports.stacks import ThreadGroup, parse_frame, read_stacks, thread_groups
 
@@ -78,12 +79,16 @@ def sampled_profile(group: ThreadGroup, frames: _Frames) -> dict[str, Any]:
 
 
 def evented_profile(run: RunData, frames: _Frames) -> dict[str, Any]:
-    """Steps and their phases on the engine thread, in milliseconds since the run started."""
+    """Steps and their phases on the engine thread, in milliseconds since the run started: where they ran
+    (spans.csv), or, for a run without it, laid end to end from each step's start (steps.csv)."""
     steps = run.steps
     events: list[dict[str, Any]] = []
     start_ns = run_start_ns(run)
     end_value = 0.0
-    if not steps.empty:
+    spans, _ = read_span_tables(run)
+    if spans is not None:
+        events, end_value = _recorded_span_events(spans, frames, start_ns)
+    elif not steps.empty:
         step_frame = frames.index("engine step")
         phase_frames = {column: frames.index(column.removesuffix("_ms")) for column in phase_columns(steps)}
         for row in steps.to_dict("records"):
@@ -105,6 +110,29 @@ def evented_profile(run: RunData, frames: _Frames) -> dict[str, Any]:
         "type": "evented", "name": "engine thread: steps and phases (spans)", "unit": "milliseconds",
         "startValue": 0, "endValue": end_value, "events": events,
     }  # fmt: skip
+
+
+def _recorded_span_events(spans: pd.DataFrame, frames: _Frames, start_ns: int) -> tuple[list[dict[str, Any]], float]:
+    """Open/close events of spans.csv at their recorded times (one thread's spans nest by construction)."""
+    events: list[dict[str, Any]] = []
+    open_spans: list[tuple[int, int]] = []  # (frame, end_ns)
+    end_value = 0.0
+    ordered = spans.sort_values(["start_ns", "depth"], kind="stable")
+    for name, begin, end in zip(ordered["name"], ordered["start_ns"], ordered["end_ns"]):
+        begin, end = int(begin), int(end)
+        while open_spans and open_spans[-1][1] <= begin:
+            frame, closed = open_spans.pop()
+            events.append({"type": "C", "frame": frame, "at": _ms(closed, start_ns)})
+        if open_spans:
+            end = min(end, open_spans[-1][1])
+        frame = frames.index("engine step" if name == "step" else str(name))
+        events.append({"type": "O", "frame": frame, "at": _ms(begin, start_ns)})
+        open_spans.append((frame, end))
+        end_value = max(end_value, _ms(end, start_ns))
+    while open_spans:
+        frame, closed = open_spans.pop()
+        events.append({"type": "C", "frame": frame, "at": _ms(closed, start_ns)})
+    return events, end_value
 
 
 def _ms(ns: int, start_ns: int) -> float:

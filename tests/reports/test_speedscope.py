@@ -141,3 +141,20 @@ def test_malformed_samples_name_the_line(run_dir, tmp_path):
     (copy / "samples.txt").write_text("main (a.py:1);f (a.py:2) 3\nthis line has no count\n")
     with pytest.raises(ReportError, match=r"samples.txt:2"):
         write_speedscope(copy)
+
+
+def test_evented_profile_places_phases_where_they_ran(run_dir):
+    import pandas as pd
+
+    from profiler.rundir.results import read_run
+    from reports.rundata import run_start_ns
+
+    document = json.loads(write_speedscope(run_dir).read_text())
+    assert validate_speedscope(document) == []
+    evented = document["profiles"][-1]
+    names = [frame["name"] for frame in document["shared"]["frames"]]
+    opens = [event for event in evented["events"] if event["type"] == "O" and names[event["frame"]] == "model"]
+    spans = pd.read_csv(run_dir / "spans.csv")
+    start = run_start_ns(read_run(run_dir))
+    expected = sorted(round((ns - start) / 1e6, 6) for ns in spans.loc[spans["name"] == "model", "start_ns"])
+    assert [event["at"] for event in opens] == expected
