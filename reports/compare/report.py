@@ -67,7 +67,7 @@ def render_comparison_html(result: ComparisonResult) -> str:
         control=result.control,
         charts={
             "improvements": charts.draw_with(draw_improvements, result, width=10, height=_improvement_height(result),
-                                             label="improvement factors with confidence intervals"),
+                                             label="ratios after over before with confidence intervals"),
             "shift": charts.draw_with(draw_shift, result, width=10, height=_shift_height(result),
                                       label="time split shift in percentage points"),
             "control": charts.draw_with(draw_control, result.control, width=10, height=CONTROL_HEIGHT,

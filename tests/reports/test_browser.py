@@ -157,3 +157,22 @@ def test_flame_graph_renders_switches_thread_and_zooms_on_click(reported_run, tm
         assert page.evaluate(_TARGET_WIDTH) == pytest.approx(picked["width"], rel=0.02)
         assert page.errors == []
         assert page.requests == [page_url], "the page fetched something besides itself, before or after the clicks"
+
+
+def test_compare_page_loads_clean_with_its_drift_chart(tmp_path):
+    from reports.compare.analysis import compare_runs
+    from reports.compare.report import write_comparison_report
+    from tests.support.run_dirs import make_run_dir
+
+    size = {"n_requests": 40, "n_steps": 100}
+    before = [make_run_dir(tmp_path / f"b{i}", seed=800 + i, **size) for i in range(2)]
+    after = [make_run_dir(tmp_path / f"a{i}", seed=900 + i, throughput_scale=1.3, **size) for i in range(2)]
+    write_comparison_report(compare_runs(before, after, n_boot=100), tmp_path / "out")
+    page = tmp_path / "out" / "compare.html"
+    seen = inspect_page(CHROMIUM, page.as_uri(), tmp_path / "profile", tmp_path / "compare.png", width=1300)
+    _keep(tmp_path / "compare.png")
+    assert seen["errors"] == [] and seen["requests"] == [page.as_uri()]
+    labels = [chart["label"] for chart in seen["charts"]]
+    assert labels == ["ratios after over before with confidence intervals", "time split shift in percentage points",
+                      "control figure per run"]  # fmt: skip
+    assert all(chart["width"] > 600 and chart["shapes"] > 10 for chart in seen["charts"]), seen["charts"]
