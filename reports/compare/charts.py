@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from reports.compare.analysis import FASTER, HIGHER, LOWER, SLOWER, ComparisonResult, MetricComparison
-from reports.format import fmt_pp, fmt_ratio
+from reports.format import fmt_number, fmt_pp, fmt_ratio
 from reports.run.charts import COMPONENT_COLOURS, Target
 
 VERDICT_COLOURS = {FASTER: "#1a7f37", SLOWER: "#c0392b", HIGHER: "#0072B2", LOWER: "#E69F00"}
@@ -125,7 +125,7 @@ def draw_control(target: Target, control: dict[str, Any]) -> None:
     for side, (colour, marker) in SIDE_STYLES.items():
         runs = sorted((run for run in control["runs"] if run["side"] == side), key=lambda run: run["order"])
         ax.plot([run["order"] for run in runs], [run["value"] for run in runs], marker, color=colour, markersize=7,
-                label=f"{side}: mean {control[f'{side}_mean']:.3g} {control['unit']}")  # fmt: skip
+                label=f"{side}: mean {fmt_number(round(control[f'{side}_mean'], 1), control['unit'])}")  # fmt: skip
         ax.axhline(control[f"{side}_mean"], color=colour, linestyle="--", linewidth=1)
     orders = [run["order"] for run in control["runs"]]
     ax.set_xticks(orders, [str(order) for order in orders])
