@@ -153,15 +153,19 @@ def _draw_category_donut(ax: Any, breakdown: dict[str, Any]) -> None:
     ax.axis("equal")
 
 
-def draw_timeline(target: Target, timeline: pd.DataFrame) -> None:
-    """Step time stacked by phase, batch size and KV utilization over the run (binned means)."""
+def draw_timeline(target: Target, timeline: pd.DataFrame, end_s: float | None = None) -> None:
+    """Step time stacked by phase, batch size and KV utilization over the run (binned means); `end_s`
+    fixes the time axis at [0, end_s] so the request timeline drawn under it lines up."""
     step_ax, batch_ax, kv_ax = target.subplots(3, 1, sharex=True, height_ratios=[2.2, 1, 1])
     phases = [c for c in timeline.columns if c.endswith("_ms")]
     if phases:
         step_ax.stackplot(timeline["t_s"], *[timeline[c] for c in phases],
                           labels=[c.removesuffix("_ms").replace("other", "outside spans") for c in phases],
                           colors=[PHASE_COLOURS.get(c, "#999999") for c in phases], linewidth=0)  # fmt: skip
-        step_ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
+        # Above the axes, not beside them: the axes then span the width, as the request timeline's do.
+        target.legend(loc="outside upper center", ncol=len(phases), fontsize=8)
+    if end_s:
+        kv_ax.set_xlim(0, end_s)
     per_bin = float(timeline["steps"].mean()) if "steps" in timeline else 1.0
     step_ax.set_ylabel("ms per step")
     step_ax.set_title(

@@ -110,6 +110,10 @@ def render_flamegraph(groups: list[ThreadGroup]) -> Markup:
         hidden = "" if index == 0 else " hidden"
         parts.append(f'<div class="flame-pane" data-thread="{index}"{hidden}>{_svg(group, index)}</div>')
     parts.append(_legend(groups))
+    if not any(not frame.python for group in groups for stack in group.stacks for frame in stack.frames):
+        parts.append('<p class="caption">Python stacks only (py-spy without --native, the default profile): '
+                     "<em>interpreter</em> here means a Python line or the native code it called; "
+                     "<code>--profile deep</code> records native frames and tells them apart.</p>")  # fmt: skip
     parts.append('<p class="flame-status caption" aria-live="polite">Whole thread shown. Click a frame to zoom in.</p>')
     return Markup("\n".join(parts))
 

@@ -122,7 +122,6 @@ def draw_request_timeline(target: Target, timeline: RequestTimeline) -> None:
         f"{len(rows):,} of {timeline.total:,} requests (evenly by arrival, preempted ones kept)")  # fmt: skip
     gantt_ax.set_title(f"Requests over the run: {shown}")
     gantt_ax.grid(axis="y", visible=False)
-    gantt_ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
 
     states = timeline.states
     states_ax.stackplot(states["t_s"], states["queued"], states["prefill"], states["decode"],
@@ -134,4 +133,9 @@ def draw_request_timeline(target: Target, timeline: RequestTimeline) -> None:
     states_ax.set_ylabel("requests")
     states_ax.set_xlabel("seconds since the run started")
     states_ax.set_xlim(0, timeline.end_s)
-    states_ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
+    # One legend above both panels (the step timeline's sits above it too, so their time axes line up).
+    handles, labels = gantt_ax.get_legend_handles_labels()
+    extra = [(h, label) for h, label in zip(*states_ax.get_legend_handles_labels()) if label.startswith("preemption")]
+    handles += [h for h, _ in extra]
+    labels += [label for _, label in extra]
+    target.legend(handles, labels, loc="outside upper center", ncol=len(labels), fontsize=8)

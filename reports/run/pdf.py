@@ -103,7 +103,8 @@ def _chart_plan(data: ReportData) -> tuple[list[list[PlannedChart]], list[str]]:
                          None if predictions else f"native path predictions ({why_not_measured(result, 'verdict')})"),
         ],
         [
-            PlannedChart("Over the run", charts.draw_timeline, data.timeline, 5.0,
+            PlannedChart("Over the run", partial(charts.draw_timeline, end_s=requests.end_s if requests else None),
+                         data.timeline, 5.0,
                          None if not data.timeline.empty else "timeline: the run recorded no steps"),
             PlannedChart("Latency distributions (finished, non-warm-up requests)",
                          partial(charts.draw_latency_cdfs, slo=data.slo.targets),
