@@ -11,6 +11,8 @@ import pandas as pd
 
 from profiler.rundir.results import STEP_COLUMNS, RunData, RunResult, read_run
 from profiler.rundir.samples import measured_requests, token_gaps_ms
+from reports.slo import SloCheck, check_slos, slo_targets
+from reports.stacks import ThreadGroup, read_stacks, thread_groups
 
 # The order phases run in within a step (engine/trace.py SPAN_NAMES; reports may not import engine).
 PHASE_ORDER = ("queue", "scheduler", "kv_alloc", "model", "sampler", "detokenize", "tokenize")
@@ -105,6 +107,13 @@ class ReportData:
     run: RunData
     timeline: pd.DataFrame
     latencies: dict[str, np.ndarray]
+    slo: SloCheck
+    threads: list[ThreadGroup]  # py-spy's stacks by thread group, the engine thread first (empty: none)
+    start_ns: int = 0  # the zero of every timeline (run_start_ns)
+
+    @property
+    def engine_thread(self) -> ThreadGroup | None:
+        return next((group for group in self.threads if group.engine), None)
 
     @property
     def result(self) -> RunResult:
@@ -121,4 +130,7 @@ def prepare(source: ReportData | RunData | str | Path, max_points: int = 300) ->
         return source
     run = load_run(source)
     timeline = binned_timeline(run.steps, run_start_ns(run), max_points)
-    return ReportData(run=run, timeline=timeline, latencies=latency_samples(run.requests))
+    slo = check_slos(run.requests, slo_targets(run.result))
+    stacks = read_stacks(run)
+    return ReportData(run=run, timeline=timeline, latencies=latency_samples(run.requests), slo=slo,
+                      threads=thread_groups(stacks) if stacks else [], start_ns=run_start_ns(run))  # fmt: skip

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -25,6 +26,8 @@ from engine.engine import Engine
 from engine.kv_alloc import blocks_for_tokens
 from engine.types import SamplingParams
 from profiler.checks.golden_explain import Explanation, explain
+
+SHADOW_PHASE, END_TO_END_PHASE = "shadow run", "end-to-end run"
 
 PARAM_MIXES: tuple[dict[str, Any], ...] = (
     {"temperature": 0.0},
@@ -172,19 +175,45 @@ def golden_requests(tokenizer, count: int, seed: int, max_tokens: int) -> list[t
     return requests
 
 
-def _run(loaded, config: EngineConfig, components, requests):  # type: ignore[no-untyped-def]
+Counts = Callable[[str, int, int], None]  # (phase, requests finished, requests in the phase)
+
+
+def _run(loaded, config: EngineConfig, components, requests, counts: Counts | None = None, phase: str = ""):  # type: ignore[no-untyped-def]
     scheduler, kv_alloc, sampler = components
     engine = Engine(loaded.model, loaded.tokenizer, scheduler=scheduler, kv_alloc=kv_alloc, sampler=sampler, config=config)
     handles = [engine.submit(ids, params) for ids, params in requests]  # before start(): reproducible batches
     engine.start()
+    if counts is not None:
+        _report_finished(handles, lambda done: counts(phase, done, len(handles)))
     outputs = [handle.result() for handle in handles]
     engine.shutdown()
     return engine, outputs
 
 
+def _report_finished(handles: list[Any], report: Callable[[int], None], poll_s: float = 0.25) -> None:
+    """Call report(finished) whenever the count of finished requests changes, until all have finished."""
+    pending = list(handles)
+    reported = -1
+    while True:
+        pending = [handle for handle in pending if not handle.done()]
+        finished = len(handles) - len(pending)
+        if finished != reported:
+            report(finished)
+            reported = finished
+        if not pending:
+            return
+        try:
+            pending[0].result(timeout=poll_s)
+        except TimeoutError:
+            pass
+
+
 def run_golden(loaded, *, requests: int = 200, seed: int = 0, max_tokens: int = 64, max_batch: int = 32,
-               kv_blocks: int | None = None, progress=None) -> GoldenReport:  # type: ignore[no-untyped-def]  # fmt: skip
-    """Run the workload in shadow mode and natively end to end; see the module docstring."""
+               kv_blocks: int | None = None, progress=None, counts: Counts | None = None) -> GoldenReport:  # type: ignore[no-untyped-def]  # fmt: skip
+    """Run the workload in shadow mode and natively end to end; see the module docstring.
+
+    progress(message) says which run starts; counts(phase, finished, total) follows each run's requests
+    (phase is SHADOW_PHASE or END_TO_END_PHASE)."""
     from native_paths.loader import require
     from native_paths.toggles import make_components
 
@@ -207,10 +236,10 @@ def run_golden(loaded, *, requests: int = 200, seed: int = 0, max_tokens: int = 
     components = (ShadowScheduler(py[0], nat[0], shadow), ShadowAllocator(py[1], nat[1], shadow), ShadowSampler(py[2], nat[2], shadow))
     if progress:
         progress("shadow run: Python twins drive, C twins shadow every call")
-    engine, python_outputs = _run(loaded, config, components, workload)
+    engine, python_outputs = _run(loaded, config, components, workload, counts, SHADOW_PHASE)
     if progress:
         progress("end-to-end run: C twins drive")
-    _, native_outputs = _run(loaded, config, twins("all"), workload)
+    _, native_outputs = _run(loaded, config, twins("all"), workload, counts, END_TO_END_PHASE)
 
     report = GoldenReport(requests=len(workload), tokens=sum(len(o.token_ids) for o in python_outputs),
                           steps=engine.stats()["steps"], preemptions=engine.stats()["preemptions"],

@@ -158,15 +158,25 @@ def _record(outcome: SessionOutcome, native_speedups: dict[str, float] | None, d
     measured = {name: entry["measured_gain"] for name, entry in details.items() if entry["measured_gain"] is not None}
     verdict = diagnose(result.breakdown or {}, native_speedups=speedups or None, measured_gains=measured or None,
                        collectors=result.collectors)  # fmt: skip
+    spread = python_spread(python_results)
     verdict["verify"] = {
         "method": "measured_gain = 1 - busy time per generated token (native run) / (Python run); busy = engine "
         "thread wall time minus idle (spans). native_speedup: the microbenchmark's when given, else the "
         "component's span time per token, Python run / native run.",
         "python_runs": len(python_results),
-        "python_spread": python_spread(python_results),
+        "python_spread": spread,
         "components": details,
         "skipped": skipped,
     }
+    # The noise floor travels with the gains it qualifies, not only on the terminal that printed it.
+    for name, prediction in (verdict.get("predictions") or {}).items():
+        gain = prediction.get("measured_gain")
+        prediction["within_noise"] = None if gain is None or spread is None else abs(gain) < spread
+    if spread is not None and measured:
+        verdict.setdefault("blind_spots", []).append(
+            f"--verify's two Python runs differ by {spread:.1%} in busy time per token: measured gains smaller "
+            "than that are noise, not the C twins' effect."
+        )
     result.verdict = verdict
     result.config["verify"] = True
     write_json_atomic(Path(outcome.run_dir) / "result.json", result.to_dict())

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from profiler.checks.golden import Divergence, GoldenReport
 from profiler.cli.app import app
@@ -33,10 +36,27 @@ def golden(
             raise OptionError(f"{option}={value} is impossible: use 1 to {most:,}")
     err = Console(stderr=True)
     loaded = load_for_options(options, progress=dim_printer(err))
-    report = run_golden(loaded, requests=requests, seed=options.seed, max_tokens=max_tokens, max_batch=options.max_batch,
-                        kv_blocks=kv_blocks, progress=dim_printer(err))  # fmt: skip
+    err.print(f"[dim]golden: {requests} requests x {max_tokens} tokens, run twice (shadow, then C twins end to end)[/dim]")
+    with golden_progress(err) as counts:
+        report = run_golden(loaded, requests=requests, seed=options.seed, max_tokens=max_tokens,
+                            max_batch=options.max_batch, kv_blocks=kv_blocks, counts=counts)  # fmt: skip
     render_golden(report, Console())
     raise typer.Exit(report.exit_code)
+
+
+@contextmanager
+def golden_progress(console: Console) -> Iterator[Callable[[str, int, int], None]]:
+    """One bar per run of the workload (requests finished / total, elapsed), fed by run_golden's counts."""
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=False) as progress:  # fmt: skip
+        tasks: dict[str, TaskID] = {}
+
+        def counts(phase: str, finished: int, total: int) -> None:
+            if phase not in tasks:
+                tasks[phase] = progress.add_task(phase, total=total)
+            progress.update(tasks[phase], completed=finished, total=total)
+
+        yield counts
 
 
 def render_golden(report: GoldenReport, console) -> None:  # type: ignore[no-untyped-def]

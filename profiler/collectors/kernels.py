@@ -20,6 +20,7 @@ its own self time. `fee_ns` per span is what the breakdown counts on the control
 
 from __future__ import annotations
 
+import bisect
 import re
 import threading
 import time
@@ -29,7 +30,7 @@ from typing import Any
 
 from profiler.collectors.base import Collector
 from profiler.collectors.kineto_chatter import quietly_profiling, without_kineto_chatter
-from profiler.collectors.spans import RecordingTracer
+from profiler.collectors.spans import EVENT_FIELDS, STEP_SPAN, RecordingTracer, records
 
 SPAN_PREFIX = "span:"
 OUTSIDE_SPANS = ""
@@ -256,7 +257,9 @@ def price_op_fees(probe: Callable[[], None] = _tiny_ops_probe, repeats: int = 20
 class KernelCollector(Collector):
     """Runs torch.profiler over windows of `steps` engine steps: at `first_step`, then every `every` steps.
 
-    result() = {windows: [{first_step, steps, by_span: {span: {aten_self_ns, fee_ns, runtime_ns}}}], profiled_steps, aten_self_ns, op_fee_ns, by_span: {span:
+    result() = {windows: [{first_step, steps, by_span: {span: {aten_self_ns, fee_ns, runtime_ns}}}], profiled_steps,
+    timeline: [(window, step, op, start_ns, end_ns, depth, span)] (the engine thread's ops on the spans' clock,
+    see window_timeline), aten_self_ns, op_fee_ns, by_span: {span:
     {aten_self_ns, fee_ns, ops, device_ns, runtime_ns}}, ops_per_step, top_level_ops_per_step, top_ops,
     cuda: null | {kernels, kernel_ns, busy_ns, window_ns, idle_gap_ns, gpu_idle_fraction}, overhead:
     {window_step_ms, before_step_ms, slowdown, engine_pause_ns}}
@@ -413,6 +416,7 @@ class KernelCollector(Collector):
         if not self._windows:
             return {
                 "windows": [],
+                "timeline": [],
                 "profiled_steps": 0,
                 "aten_self_ns": None,
                 "op_fee_ns": None,
@@ -441,6 +445,7 @@ class KernelCollector(Collector):
         before_mean = sum(before) / len(before) if before else None
         summary["windows"] = windows
         summary["profiled_steps"] = profiled
+        summary["timeline"] = self._timeline(per_window)
         summary["overhead"] = {
             "window_step_ms": inside_mean,
             "before_step_ms": before_mean,
@@ -449,6 +454,58 @@ class KernelCollector(Collector):
             "engine_pause_ns": self._engine_pause_ns,
         }
         return summary
+
+
+    def _timeline(self, per_window: list[list[Any]]) -> list[tuple[int, int, str, int, int, int, str]]:
+        """Every window's ops on the engine thread at their real times, on the spans' clock (see window_timeline)."""
+        if self._tracer is None:
+            return []
+        step_starts = {
+            step: start
+            for state in self._tracer.thread_states()
+            for name, start, _end, _self, _cpu, _depth, step in records(state.events, EVENT_FIELDS)
+            if name == STEP_SPAN and step >= 0
+        }
+        rows: list[tuple[int, int, str, int, int, int, str]] = []
+        for number, ((first, steps, _), events) in enumerate(zip(self._windows, per_window)):
+            starts = [step_starts[step] for step in range(first, first + steps) if step in step_starts]
+            if len(starts) == steps:
+                rows.extend((number, first + step, *row) for step, *row in window_timeline(events, starts))
+        return rows
+
+
+def window_timeline(events: list[Any], step_starts_ns: list[int]) -> list[tuple[int, str, int, int, int, str]]:
+    """(step offset in the window, op, start_ns, end_ns, op depth, span) of each op on the engine thread.
+
+    torch.profiler's times count from its own trace start, on its own clock; the spans tracer's count
+    on perf_counter_ns. Each window is put on the tracer's clock by its step markers: the n-th
+    `span:step` record_function opens within microseconds of the tracer's n-th step (but the first),
+    so the median of their differences is the offset. The engine thread is the thread those markers ran on. Depth 0 is
+    an op called from Python; deeper ones are ops inside ops.
+    """
+    markers = sorted((e for e in events if e.name == SPAN_PREFIX + STEP_SPAN and not _device(e)),
+                     key=lambda event: event.time_range.start)  # fmt: skip
+    if not markers or len(markers) != len(step_starts_ns):
+        return []
+    pairs = list(zip(markers, step_starts_ns))
+    # The window's first marker opens ~1 ms early (record_function's first use costs that much between
+    # its clock read and the tracer's): leave it out when there are others.
+    offsets = sorted(start - round(marker.time_range.start * 1e3) for marker, start in (pairs[1:] or pairs))
+    offset = offsets[len(offsets) // 2]
+    thread = markers[0].thread
+    rows = []
+    for event in events:
+        if _device(event) or event.thread != thread or not _is_op(event.name):
+            continue
+        start = round(event.time_range.start * 1e3) + offset
+        end = round(event.time_range.end * 1e3) + offset
+        step = max(0, bisect.bisect_right(step_starts_ns, start) - 1)
+        depth, parent = 0, event.cpu_parent
+        while parent is not None:
+            depth += _is_op(parent.name)
+            parent = parent.cpu_parent
+        rows.append((step, event.name, start, end, depth, _span_of(event)))
+    return rows
 
 
 def _is_op(name: str) -> bool:

@@ -1,4 +1,4 @@
-"""Atomic file writes: a reader sees the old file or the new one, never half of one."""
+"""Atomic file writes: a reader sees the old file or the new one, never half of one, with the user's umask."""
 
 from __future__ import annotations
 
@@ -10,11 +10,16 @@ from typing import Any, Callable
 
 
 def write_atomic(path: str | os.PathLike[str], write: Callable[[Any], None], *, binary: bool = False) -> Path:
-    """Call write(fileobj) on a temp file beside `path`, fsync it, then rename it over `path`."""
+    """Call write(fileobj) on a temp file beside `path`, fsync it, then rename it over `path`.
+
+    The file gets the permissions a plain open() would give it (0666 less the umask): mkstemp makes
+    0600 files, and a run directory shared on a team server must be readable by the team.
+    """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
+        os.fchmod(fd, 0o666 & ~current_umask())
         with os.fdopen(fd, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8", "newline": ""})) as handle:
             write(handle)
             handle.flush()
@@ -27,6 +32,21 @@ def write_atomic(path: str | os.PathLike[str], write: Callable[[Any], None], *, 
             pass
         raise
     return target
+
+
+def current_umask() -> int:
+    """The process umask, from /proc where it can be read without changing it (other threads may be
+    creating files meanwhile); elsewhere by setting it and putting it back at once."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:

@@ -6,6 +6,15 @@ A run directory holds:
                    engine, counters, breakdown, verdict, overhead, collectors, files)
     requests.csv   one row per request (REQUEST_COLUMNS); token_ns is a space-separated list
     steps.csv      one row per engine step (STEP_COLUMNS, plus `<phase>_ms` span columns)
+    samples.txt    py-spy's raw collapsed stacks (`record --format raw --threads`), when py-spy ran
+    sample_labels.csv  one row per stack line of samples.txt (SAMPLE_LABEL_COLUMNS): `line` (1-based),
+                   thread_id, thread_name, engine_thread (bool), category, component ("" for none),
+                   dispatch (bool), samples: the classification the breakdown counted that stack as
+    spans.csv      the engine thread's spans as they ran (SPAN_COLUMNS): step (-1 outside a step),
+                   name, start_ns, end_ns, depth (0 = step); when spans were traced
+    kernel_events.csv  torch.profiler's ops on the engine thread during --profile deep's windows
+                   (KERNEL_EVENT_COLUMNS): window, step, name, start_ns, end_ns (the spans' clock,
+                   aligned on each window's step markers), depth (0 = an op called from Python), span
 
 Every file is written atomically, result.json last, so a directory with a result.json is complete.
 
@@ -44,7 +53,8 @@ Section shapes (fractions are of the engine thread's wall time unless said other
                   source: "spans" | "samples"}
     overhead     {throughput_ratio, method, collectors: {name: fraction}} (profiling cost)
     collectors   {name: {status: "ok"|"skipped"|"failed", reason: str | null}}
-    files        {name: relative path} e.g. requests, steps, trace, speedscope, report_html
+    files        {name: relative path} e.g. requests, steps, samples, sample_labels, spans,
+                  kernel_events, trace, speedscope, report_html
 """
 
 from __future__ import annotations
@@ -74,6 +84,10 @@ STEP_COLUMNS = (
     "blocks_used", "blocks_free", "kv_utilization", "fragmentation_slots", "preemptions",
     "waiting", "running",
 )  # fmt: skip
+
+SAMPLE_LABEL_COLUMNS = ("line", "thread_id", "thread_name", "engine_thread", "category", "component", "dispatch", "samples")
+SPAN_COLUMNS = ("step", "name", "start_ns", "end_ns", "depth")
+KERNEL_EVENT_COLUMNS = ("window", "step", "name", "start_ns", "end_ns", "depth", "span")
 
 # The names of the latency metrics, each a {mean, p50, p90, p99} dict in milliseconds.
 LATENCY_METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "queue_ms")

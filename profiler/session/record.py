@@ -9,8 +9,8 @@ from typing import Any
 import pandas as pd
 
 from profiler.analysis.metrics import RequestTiming
-from profiler.rundir.atomic import write_json_atomic, write_text_atomic
-from profiler.rundir.results import RunResult
+from profiler.rundir.atomic import write_atomic, write_json_atomic, write_text_atomic
+from profiler.rundir.results import KERNEL_EVENT_COLUMNS, SAMPLE_LABEL_COLUMNS, SPAN_COLUMNS, RunResult
 from scenarios.loadgen import RequestSpec
 from scenarios.spec import ScenarioSpec
 
@@ -97,9 +97,86 @@ def run_config(
 
 
 def write_samples(out_dir: Path, collector_results: dict[str, Any], result: RunResult) -> None:
-    """Keep py-spy's raw collapsed stacks beside the result: reports turn them into speedscope.json."""
-    raw = (collector_results.get("sampling") or {}).get("raw_text")
+    """Keep py-spy's raw collapsed stacks beside the result (reports turn them into speedscope.json and
+    the flame graph), and each stack's classification (sample_labels.csv): reports may not classify."""
+    sampling = collector_results.get("sampling") or {}
+    raw = sampling.get("raw_text")
     if raw:
         write_text_atomic(Path(out_dir) / "samples.txt", raw)
         result.files["samples"] = "samples.txt"
+        labels = sample_labels(raw, engine_thread_id=sampling.get("engine_thread_id"))
+        write_atomic(Path(out_dir) / "sample_labels.csv", lambda handle: labels.to_csv(handle, index=False))
+        result.files["sample_labels"] = "sample_labels.csv"
         write_json_atomic(Path(out_dir) / "result.json", result.to_dict())
+
+
+def sample_labels(raw: str, *, engine_thread_id: int | None = None) -> pd.DataFrame:
+    """sample_labels.csv: per line of samples.txt (1-based) its thread, whether that is the engine
+    thread, and the category, component and dispatch flag the breakdown gave its samples.
+
+    The sampling collector classifies with classify()'s defaults (collectors/registry.py passes them),
+    so the labels here are the ones its thread totals were counted from."""
+    from engine.engine import ENGINE_THREAD_NAME
+    from profiler.analysis.classify import classify, parse_line
+
+    rows = []
+    for number, line in enumerate(raw.splitlines(), start=1):
+        stack = parse_line(line)
+        if stack is None or not stack.frames:
+            continue
+        label = classify(stack)
+        engine = stack.thread_id == engine_thread_id if engine_thread_id else stack.thread_name == ENGINE_THREAD_NAME
+        rows.append({
+            "line": number, "thread_id": stack.thread_id, "thread_name": stack.thread_name or "",
+            "engine_thread": bool(engine), "category": label.category, "component": label.component or "",
+            "dispatch": label.dispatch, "samples": stack.count,
+        })  # fmt: skip
+    return pd.DataFrame(rows, columns=list(SAMPLE_LABEL_COLUMNS))
+
+
+# A deep run's windows hold ~5,000 ops a step; beyond this many the trace keeps whole windows, evenly spread.
+MAX_KERNEL_EVENTS = 250_000
+
+
+def write_trace_tables(out_dir: Path, tracer: Any, collector_results: dict[str, Any], result: RunResult) -> None:
+    """spans.csv (the engine thread's spans at their real times) and, after a deep run, kernel_events.csv
+    (torch.profiler's ops on the engine thread), so trace.json places both where they happened."""
+    written = False
+    spans = span_table(tracer)
+    if not spans.empty:
+        write_atomic(Path(out_dir) / "spans.csv", lambda handle: spans.to_csv(handle, index=False))
+        result.files["spans"] = "spans.csv"
+        written = True
+    kernels = kernel_event_table((collector_results.get("kernels") or {}).get("timeline") or [])
+    if not kernels.empty:
+        write_atomic(Path(out_dir) / "kernel_events.csv", lambda handle: kernels.to_csv(handle, index=False))
+        result.files["kernel_events"] = "kernel_events.csv"
+        written = True
+    if written:
+        write_json_atomic(Path(out_dir) / "result.json", result.to_dict())
+
+
+def span_table(tracer: Any) -> pd.DataFrame:
+    """spans.csv: every span of the engine thread (step, name, start_ns, end_ns, depth), in start order."""
+    from engine.engine import ENGINE_THREAD_NAME
+    from profiler.collectors.spans import EVENT_FIELDS, records
+
+    rows = []
+    for state in tracer.thread_states() if tracer is not None else []:
+        if state.thread.name != ENGINE_THREAD_NAME:
+            continue
+        for name, start, end, _self, _cpu, depth, step in records(state.events, EVENT_FIELDS):
+            rows.append((step, name, start, end, depth))
+    table = pd.DataFrame(rows, columns=list(SPAN_COLUMNS))
+    return table.sort_values(["start_ns", "depth"], kind="stable").reset_index(drop=True)
+
+
+def kernel_event_table(timeline: list[tuple[Any, ...]], limit: int = MAX_KERNEL_EVENTS) -> pd.DataFrame:
+    """kernel_events.csv from the kernel collector's timeline; over `limit` rows, every k-th window is kept."""
+    table = pd.DataFrame(timeline, columns=list(KERNEL_EVENT_COLUMNS))
+    if len(table) > limit:
+        windows = sorted(table["window"].unique())
+        keep_every = -(-len(table) // limit)
+        table = table[table["window"].isin(windows[::keep_every])]
+    return table.sort_values(["start_ns", "depth"], kind="stable").reset_index(drop=True)
+

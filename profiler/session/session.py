@@ -21,7 +21,7 @@ from profiler.rundir.results import RunResult, write_run
 from profiler.session.builder import BuiltEngine, build_engine
 from profiler.session.drive import Drive, drive_load
 from profiler.session.options import EngineOptions, OptionError
-from profiler.session.record import request_tables, run_config, step_table, write_samples
+from profiler.session.record import request_tables, run_config, step_table, write_samples, write_trace_tables
 from scenarios.loadgen import RequestSpec, generate_requests, prompt_text_for
 from scenarios.spec import ScenarioSpec
 
@@ -107,6 +107,7 @@ def run_session(
     if write:
         write_run(out_dir, outcome.result, outcome.requests, outcome.steps)
         write_samples(out_dir, outcome.extras["collector_results"], outcome.result)
+        write_trace_tables(out_dir, prepared.tracer, outcome.extras["collector_results"], outcome.result)
     return outcome
 
 

@@ -21,6 +21,7 @@ from errors import CompareError
 from profiler.rundir.results import CATEGORIES, COMPONENTS, RunData, read_run
 from profiler.stats import Interval, bootstrap_ratio, mann_whitney_u, mean_statistic, quantile_statistic
 from reports.compare import samples
+from reports.compare.drift import control_section, drift_note
 from reports.rundata import phase_columns
 
 FASTER, SLOWER, NO_CHANGE = "faster", "slower", "no significant change"
@@ -77,6 +78,8 @@ class ComparisonResult:
     # Percentage points after - before of the spans' time split, {"components": {...}, "categories": {...}}.
     time_split_shift: dict[str, dict[str, float]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # Each run's control figure in run order (reports.compare.drift.control_section); {} when unknown.
+    control: dict[str, Any] = field(default_factory=dict)
 
     def metric(self, name: str) -> MetricComparison:
         for metric in self.metrics:
@@ -129,10 +132,13 @@ def compare_runs(
         notes.append(
             "p99 from a few hundred samples rests on a handful of requests: read its interval as optimistic."
         )
+    control = control_section(before, after)
+    if drift_note(control):
+        notes.append(str(drift_note(control)))
     return ComparisonResult(
         before=[str(path) for path in before_dirs], after=[str(path) for path in after_dirs],
         mode="repeats" if repeats else "samples", confidence=confidence, min_effect=min_effect, seed=seed,
-        metrics=metrics, time_split_shift=_time_split_shift(before, after), notes=notes,
+        metrics=metrics, time_split_shift=_time_split_shift(before, after), notes=notes, control=control,
     )  # fmt: skip
 
 

@@ -1,51 +1,84 @@
-"""Charts of a comparison: improvement factors with intervals, and the time-split shift."""
+"""Charts of a comparison: ratios after/before with their intervals, and the time-split shift."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-from reports.compare.analysis import FASTER, HIGHER, LOWER, SLOWER, ComparisonResult
-from reports.format import fmt_pp
+from reports.compare.analysis import FASTER, HIGHER, LOWER, SLOWER, ComparisonResult, MetricComparison
+from reports.format import fmt_number, fmt_pp, fmt_ratio
 from reports.run.charts import COMPONENT_COLOURS, Target
 
 VERDICT_COLOURS = {FASTER: "#1a7f37", SLOWER: "#c0392b", HIGHER: "#0072B2", LOWER: "#E69F00"}
 
 
 def draw_improvements(target: Target, result: ComparisonResult) -> None:
-    """Each directional metric as an improvement factor (right of 1 is better) with its interval."""
-    ax = target.subplots()
-    rows = [
-        (metric, metric.ratio, metric.ci_low, metric.ci_high)
-        for metric in result.metrics
-        if metric.better is not None and metric.ratio and metric.ci_low and metric.ci_high
-    ]
-    for position, (metric, ratio, ci_low, ci_high) in enumerate(rows):
-        # Latency ratios flip so that every row reads the same way: right of 1 means after is better.
-        flip = metric.better == "lower"
-        point = 1 / ratio if flip else ratio
-        low, high = (1 / ci_high, 1 / ci_low) if flip else (ci_low, ci_high)
-        colour = VERDICT_COLOURS.get(metric.verdict, "#777777")
-        ax.plot([low, high], [position, position], color=colour, linewidth=2.2, solid_capstyle="butt")
-        ax.plot(point, position, "o", color=colour, markersize=6)
-        ax.text(high, position, f"  {point:.3f}x  {metric.verdict}", va="center", fontsize=8, color=colour)
-    ax.axvline(1.0, color="#333333", linewidth=1)
-    ax.set_yticks(range(len(rows)), [metric.label for metric, *_ in rows])
-    ax.invert_yaxis()
-    ax.set_xscale("log")
-    values = [v for _, _, low, high in rows for v in (low, high, 1 / low, 1 / high) if np.isfinite(v)]
-    if values:
-        spread = max(abs(np.log(min(values))), abs(np.log(max(values))), np.log(1.05))
-        ax.set_xlim(np.exp(-spread * 1.1), np.exp(spread * 1.6))  # room on the right for the labels
-    ax.minorticks_off()
-    ticks = [
-        t
-        for t in (0.5, 0.67, 0.8, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0)
-        if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]
-    ]
-    ax.set_xticks(ticks, [f"{t:g}x" for t in ticks])
-    ax.set_xlabel("improvement factor: throughput after/before, latency before/after (right of 1 is better)")
-    ax.set_title(f"After vs before, {result.confidence:.0%} intervals")
-    ax.grid(axis="y", visible=False)
+    """Each directional metric's ratio after/before (the table's number) with its interval, on a log
+    axis: throughput in one panel (right of 1 is better), latency in the other (left of 1 is better)."""
+    groups = [(title, [m for m in result.metrics if m.better == better and _drawable(m)])
+              for title, better in (("Throughput: after / before (right of 1 is better)", "higher"),
+                                    ("Latency: after / before (left of 1 is better)", "lower"))]  # fmt: skip
+    groups = [(title, rows) for title, rows in groups if rows]
+    if not groups:
+        ax = target.subplots()
+        ax.text(0.5, 0.5, "no metric could be compared", ha="center", va="center", transform=ax.transAxes)
+        ax.set_axis_off()
+        return
+    axes = target.subplots(len(groups), 1, sharex=True, height_ratios=[len(rows) for _, rows in groups],
+                           squeeze=False)[:, 0]  # fmt: skip
+    values = [v for _, rows in groups for m in rows for v in (m.ci_low, m.ci_high, m.ratio)]
+    low, high = ratio_limits(values)
+    for ax, (title, rows) in zip(axes, groups):
+        for position, metric in enumerate(rows):
+            colour = VERDICT_COLOURS.get(metric.verdict, "#777777")
+            ax.plot([metric.ci_low, metric.ci_high], [position, position], color=colour, linewidth=2.2,
+                    solid_capstyle="butt")  # fmt: skip
+            ax.plot(metric.ratio, position, "o", color=colour, markersize=6)
+            # The same figure the table prints, so chart and table can be read against each other.
+            ax.text(metric.ci_high, position, f"  {fmt_ratio(metric.ratio)}  {metric.verdict}", va="center",
+                    fontsize=8, color=colour)  # fmt: skip
+        ax.axvline(1.0, color="#333333", linewidth=1)
+        ax.set_yticks(range(len(rows)), [metric.label for metric in rows])
+        ax.set_ylim(len(rows) - 0.4, -0.6)
+        ax.set_title(title, fontsize=9, loc="left")
+        ax.grid(axis="y", visible=False)
+    bottom = axes[-1]
+    bottom.set_xscale("log")
+    bottom.set_xlim(low, high)
+    bottom.minorticks_off()
+    ticks = log_ticks(low, high)
+    bottom.set_xticks(ticks, [f"{tick:g}x" for tick in ticks])
+    bottom.set_xlabel(f"ratio after / before, {result.confidence:.0%} interval (the table's ratio column)")
+
+
+def _drawable(metric: MetricComparison) -> bool:
+    return all(value is not None and np.isfinite(value) and value > 0
+               for value in (metric.ratio, metric.ci_low, metric.ci_high))  # fmt: skip
+
+
+def ratio_limits(values: list[float | None]) -> tuple[float, float]:
+    """Log-axis limits around 1 that hold every ratio, with room on the right for the labels."""
+    logs = [abs(np.log(v)) for v in values if v is not None and np.isfinite(v) and v > 0]
+    spread = max(logs + [np.log(1.05)])
+    return float(np.exp(-spread * 1.15)), float(np.exp(spread * 1.9))
+
+
+# Candidate ticks, roundest first: the ratios a reader names (2x, 0.5x, 10x, ... 1.1x, 0.9x).
+_TICKS = (1.0, 2.0, 0.5, 10.0, 0.1, 5.0, 0.2, 100.0, 0.01, 20.0, 0.05, 50.0, 0.02, 1.5, 0.67, 3.0, 0.33, 1.25, 0.8,
+          4.0, 0.25, 1.1, 0.9, 1.05, 0.95, 1.02, 0.98)  # fmt: skip
+
+
+def log_ticks(low: float, high: float, max_ticks: int = 8) -> list[float]:
+    """Round ratios inside [low, high], 1 always among them, at least 1/max_ticks of the axis apart in
+    log space: labels on a log axis collide when two round ratios sit close together (0.9x, 0.95x, 1x).
+    The roundest candidates are placed first, so 2x wins over 1.5x when only one fits."""
+    gap = (np.log(high) - np.log(low)) / max_ticks
+    chosen: list[float] = []
+    for tick in _TICKS:
+        if low <= tick <= high and all(abs(np.log(tick) - np.log(other)) >= gap for other in chosen):
+            chosen.append(tick)
+    return sorted(chosen)
 
 
 def draw_shift(target: Target, result: ComparisonResult) -> None:
@@ -80,3 +113,26 @@ def draw_shift(target: Target, result: ComparisonResult) -> None:
     ax.set_xlim(-limit, limit)
     ax.set_xlabel("percentage points")
     ax.grid(axis="y", visible=False)
+
+
+SIDE_STYLES = {"before": ("#0072B2", "o"), "after": ("#E69F00", "s")}
+
+
+def draw_control(target: Target, control: dict[str, Any]) -> None:
+    """The control figure of every run in the order the runs ran, each side's mean dashed: a figure the
+    change cannot move, so a slope or a gap here is the machine."""
+    ax = target.subplots()
+    for side, (colour, marker) in SIDE_STYLES.items():
+        runs = sorted((run for run in control["runs"] if run["side"] == side), key=lambda run: run["order"])
+        ax.plot([run["order"] for run in runs], [run["value"] for run in runs], marker, color=colour, markersize=7,
+                label=f"{side}: mean {fmt_number(round(control[f'{side}_mean'], 1), control['unit'])}")  # fmt: skip
+        ax.axhline(control[f"{side}_mean"], color=colour, linestyle="--", linewidth=1)
+    orders = [run["order"] for run in control["runs"]]
+    ax.set_xticks(orders, [str(order) for order in orders])
+    values = [run["value"] for run in control["runs"]]
+    middle, half = (max(values) + min(values)) / 2, max(max(values) - min(values), 0.02 * max(values)) * 0.8
+    ax.set_ylim(middle - half, middle + half)  # at least +-1.6% shown: a flat line must look flat
+    ax.set_xlabel("run, in the order the runs ran")
+    ax.set_ylabel(f"{control['unit']} per token")
+    ax.set_title(f"Control: {control['label']} (after/before {control['ratio']:.3f}x, spread {control['spread']:.1%})")
+    ax.legend(loc="best", fontsize=8)

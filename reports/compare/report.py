@@ -10,7 +10,7 @@ from matplotlib.figure import Figure
 from profiler.rundir.atomic import write_atomic, write_json_atomic, write_text_atomic
 from reports.compare import summary as compare_summary
 from reports.compare.analysis import FASTER, SLOWER, ComparisonResult
-from reports.compare.charts import draw_improvements, draw_shift
+from reports.compare.charts import draw_control, draw_improvements, draw_shift
 from reports.run import charts
 from reports.run.pdf_text import A4_INCHES, CHART_AREA, TextPages
 from reports.templating import render
@@ -30,8 +30,11 @@ def write_comparison_report(result: ComparisonResult, out_dir: str | Path) -> di
     return {name: path.relative_to(out) for name, path in written.items()}
 
 
+CONTROL_HEIGHT = 3.2
+
+
 def _improvement_height(result: ComparisonResult) -> float:
-    return 1.0 + 0.3 * sum(1 for m in result.metrics if m.better is not None)
+    return 1.4 + 0.3 * sum(1 for m in result.metrics if m.better is not None)  # two panel titles
 
 
 def _shift_height(result: ComparisonResult) -> float:
@@ -61,11 +64,14 @@ def render_comparison_html(result: ComparisonResult) -> str:
         shift=compare_summary.shift_table(result),
         methods=methods,
         notes=result.notes,
+        control=result.control,
         charts={
             "improvements": charts.draw_with(draw_improvements, result, width=10, height=_improvement_height(result),
-                                             label="improvement factors with confidence intervals"),
+                                             label="ratios after over before with confidence intervals"),
             "shift": charts.draw_with(draw_shift, result, width=10, height=_shift_height(result),
                                       label="time split shift in percentage points"),
+            "control": charts.draw_with(draw_control, result.control, width=10, height=CONTROL_HEIGHT,
+                                        label="control figure per run") if result.control else None,
         },
     )  # fmt: skip
 
@@ -95,3 +101,9 @@ def _write_pdf(handle: object, result: ComparisonResult) -> None:
         draw_improvements(areas[0], result)
         draw_shift(areas[1], result)
         pdf.savefig(page)
+        if result.control:
+            page = charts.page(*A4_INCHES, CHART_AREA)
+            area, _ = page.subfigures(2, 1, height_ratios=[CONTROL_HEIGHT, 10.2 - CONTROL_HEIGHT], squeeze=False)[:, 0]
+            area.suptitle("Drift: did the machine move?", fontsize=12, fontweight="bold", x=0.0, ha="left")
+            draw_control(area, result.control)
+            pdf.savefig(page)

@@ -1,28 +1,28 @@
-"""speedscope.json export: py-spy's collapsed stacks as a sampled profile, and the steps' phases as an evented one.
+"""speedscope.json export: py-spy's stacks as one sampled profile per thread group, and the steps' phases as an evented one.
 
-Input: `samples.txt` in the run directory (or the file that result.files["samples"] names), in py-spy's
-`record --format raw` collapsed-stack format: one line per distinct stack, `frame;frame;frame count`,
-root first, each frame `function (file:line)`. Without it, the file still exists: the evented
-profile built from steps.csv is always written.
+Input: `samples.txt` in the run directory (or the file that result.files["samples"] names), read by
+reports.stacks. Without it, the file still exists: the evented profile built from steps.csv is
+always written.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from errors import ReportError
 from profiler.rundir.atomic import write_text_atomic
 from profiler.rundir.results import RunData
+from reports.exports.trace import read_span_tables
 from reports.rundata import load_run, phase_columns, run_start_ns
+from reports.stacks import ThreadGroup, parse_frame, read_stacks, thread_groups
+
+__all__ = ["SCHEMA_URL", "SPEEDSCOPE_NAME", "parse_frame", "write_speedscope"]
 
 SPEEDSCOPE_NAME = "speedscope.json"
 SCHEMA_URL = "https://www.speedscope.app/file-format-schema.json"
-_FRAME = re.compile(r"^(?P<name>.*?) \((?P<file>[^()]*?)(?::(?P<line>\d+))?\)$")
 
 
 class _Frames:
@@ -46,13 +46,16 @@ class _Frames:
 
 
 def write_speedscope(run_dir: str | Path | RunData) -> Path:
-    """Write speedscope.json (open it at speedscope.app) and return its path."""
+    """Write speedscope.json (open it at speedscope.app) and return its path.
+
+    One sampled profile per thread group, the engine thread first (the one speedscope opens), then
+    pools of same-named threads merged (30 load-generator clients waiting are one profile, not 30
+    that bury the engine), then the evented profile of the steps' phases.
+    """
     run = load_run(run_dir)
     frames = _Frames()
-    profiles = []
-    samples_path = run.path / run.result.files.get("samples", "samples.txt")
-    if samples_path.exists():
-        profiles.append(sampled_profile(samples_path, frames))
+    stacks = read_stacks(run)
+    profiles = [sampled_profile(group, frames) for group in thread_groups(stacks)] if stacks else []
     profiles.append(evented_profile(run, frames))
     document = {
         "$schema": SCHEMA_URL,
@@ -65,46 +68,27 @@ def write_speedscope(run_dir: str | Path | RunData) -> Path:
     return write_text_atomic(run.path / SPEEDSCOPE_NAME, json.dumps(document, separators=(",", ":")))
 
 
-def parse_frame(text: str) -> tuple[str, str | None, int | None]:
-    """`function (file:line)` -> (function, file, line); a bare name has neither file nor line."""
-    match = _FRAME.match(text.strip())
-    if not match:
-        return text.strip(), None, None
-    line = match.group("line")
-    return match.group("name"), match.group("file") or None, int(line) if line else None
-
-
-def sampled_profile(path: Path, frames: _Frames) -> dict[str, Any]:
-    samples: list[list[int]] = []
-    weights: list[int] = []
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ReportError(f"{path}: cannot read the py-spy samples ({exc}); re-record the run or delete the file") from None
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        stack, _, count = line.rpartition(" ")
-        if not stack or not count.isdigit():
-            raise ReportError(
-                f"{path}:{number}: expected `frame;frame;... count` (py-spy record --format raw), got {raw[:80]!r}"
-            )
-        samples.append([frames.index(*parse_frame(frame)) for frame in stack.split(";") if frame.strip()])
-        weights.append(int(count))
+def sampled_profile(group: ThreadGroup, frames: _Frames) -> dict[str, Any]:
+    """One thread group's stacks (the thread frame left out: the profile's name says the thread)."""
+    samples = [[frames.index(*frame) for frame in stack.frames] for stack in group.stacks]
+    weights = [stack.count for stack in group.stacks]
     return {
-        "type": "sampled", "name": "py-spy samples (engine process)", "unit": "none",
+        "type": "sampled", "name": f"py-spy samples: {group.label}", "unit": "none",
         "startValue": 0, "endValue": sum(weights), "samples": samples, "weights": weights,
     }  # fmt: skip
 
 
 def evented_profile(run: RunData, frames: _Frames) -> dict[str, Any]:
-    """Steps and their phases on the engine thread, in milliseconds since the run started."""
+    """Steps and their phases on the engine thread, in milliseconds since the run started: where they ran
+    (spans.csv), or, for a run without it, laid end to end from each step's start (steps.csv)."""
     steps = run.steps
     events: list[dict[str, Any]] = []
     start_ns = run_start_ns(run)
     end_value = 0.0
-    if not steps.empty:
+    spans, _ = read_span_tables(run)
+    if spans is not None:
+        events, end_value = _recorded_span_events(spans, frames, start_ns)
+    elif not steps.empty:
         step_frame = frames.index("engine step")
         phase_frames = {column: frames.index(column.removesuffix("_ms")) for column in phase_columns(steps)}
         for row in steps.to_dict("records"):
@@ -126,6 +110,29 @@ def evented_profile(run: RunData, frames: _Frames) -> dict[str, Any]:
         "type": "evented", "name": "engine thread: steps and phases (spans)", "unit": "milliseconds",
         "startValue": 0, "endValue": end_value, "events": events,
     }  # fmt: skip
+
+
+def _recorded_span_events(spans: pd.DataFrame, frames: _Frames, start_ns: int) -> tuple[list[dict[str, Any]], float]:
+    """Open/close events of spans.csv at their recorded times (one thread's spans nest by construction)."""
+    events: list[dict[str, Any]] = []
+    open_spans: list[tuple[int, int]] = []  # (frame, end_ns)
+    end_value = 0.0
+    ordered = spans.sort_values(["start_ns", "depth"], kind="stable")
+    for name, begin, end in zip(ordered["name"], ordered["start_ns"], ordered["end_ns"]):
+        begin, end = int(begin), int(end)
+        while open_spans and open_spans[-1][1] <= begin:
+            frame, closed = open_spans.pop()
+            events.append({"type": "C", "frame": frame, "at": _ms(closed, start_ns)})
+        if open_spans:
+            end = min(end, open_spans[-1][1])
+        frame = frames.index("engine step" if name == "step" else str(name))
+        events.append({"type": "O", "frame": frame, "at": _ms(begin, start_ns)})
+        open_spans.append((frame, end))
+        end_value = max(end_value, _ms(end, start_ns))
+    while open_spans:
+        frame, closed = open_spans.pop()
+        events.append({"type": "C", "frame": frame, "at": _ms(closed, start_ns)})
+    return events, end_value
 
 
 def _ms(ns: int, start_ns: int) -> float:

@@ -1,4 +1,5 @@
-"""Chrome Trace Event export (trace.json) of a run: engine steps and phases, counters, request lifetimes."""
+"""Chrome Trace Event export (trace.json) of a run: engine steps and phases at their real times, torch ops of
+the deep profile's windows on the engine thread, counters, request lifetimes."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from typing import Any
 
 import pandas as pd
 
+from errors import ReportError
 from profiler.rundir.atomic import write_text_atomic
-from profiler.rundir.results import RunData
+from profiler.rundir.results import KERNEL_EVENT_COLUMNS, SPAN_COLUMNS, RunData
 from reports.rundata import load_run, phase_columns, run_start_ns
 
 TRACE_NAME = "trace.json"
@@ -21,18 +23,46 @@ REQUESTS_TID = 2
 def write_chrome_trace(run_dir: str | Path | RunData) -> Path:
     """Write trace.json (open it in ui.perfetto.dev or chrome://tracing) and return its path."""
     run = load_run(run_dir)
+    spans, kernels = read_span_tables(run)
     trace = {
-        "traceEvents": chrome_trace_events(run),
+        "traceEvents": chrome_trace_events(run, spans, kernels),
         "displayTimeUnit": "ms",
         "metadata": {
             "source": "infer-prof",
             "model": run.result.config.get("model"),
             "scenario": run.result.config.get("scenario"),
-            # steps.csv holds each phase's total per step; their order inside the step is the engine's.
-            "phase_placement": "phases are laid end to end from the step start in engine order",
+            "phase_placement": (
+                "spans at their recorded start and end (spans.csv)" if spans is not None else
+                # steps.csv holds each phase's total per step; their order inside the step is the engine's.
+                "phases laid end to end from the step start in engine order (this run has no spans.csv)"
+            ),
+            "torch_ops": (
+                f"{len(kernels):,} torch.profiler ops of the deep profile's windows, on the engine thread, put on the "
+                "spans' clock by each window's step markers and clamped inside the span they ran in"
+                if kernels is not None else "none (torch.profiler ran only with --profile deep)"
+            ),
         },
-    }
+    }  # fmt: skip
     return write_text_atomic(run.path / TRACE_NAME, json.dumps(trace, separators=(",", ":")))
+
+
+def read_span_tables(run: RunData) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
+    """spans.csv and kernel_events.csv of the run (None for a file it did not write)."""
+    tables = []
+    for key, columns in (("spans", SPAN_COLUMNS), ("kernel_events", KERNEL_EVENT_COLUMNS)):
+        path = run.path / run.result.files.get(key, f"{key}.csv")
+        if not path.exists():
+            tables.append(None)
+            continue
+        try:
+            table = pd.read_csv(path)
+        except (OSError, ValueError) as exc:
+            raise ReportError(f"{path}: not a readable {key}.csv ({exc}); re-record the run or delete the file") from None
+        missing = set(columns) - set(table.columns)
+        if missing:
+            raise ReportError(f"{path}: missing column(s) {', '.join(sorted(missing))}; re-record the run or delete the file")
+        tables.append(table if not table.empty else None)
+    return tables[0], tables[1]
 
 
 def _us(ns: int, start_ns: int) -> float:
@@ -40,7 +70,9 @@ def _us(ns: int, start_ns: int) -> float:
     return round((ns - start_ns) / 1000, 3)
 
 
-def chrome_trace_events(run: RunData) -> list[dict[str, Any]]:
+def chrome_trace_events(
+    run: RunData, spans: pd.DataFrame | None = None, kernels: pd.DataFrame | None = None
+) -> list[dict[str, Any]]:
     """All events of the trace, metadata first, then sorted by timestamp."""
     start_ns = run_start_ns(run)
     metadata = [
@@ -50,13 +82,85 @@ def chrome_trace_events(run: RunData) -> list[dict[str, Any]]:
         {"ph": "M", "name": "thread_name", "pid": PID, "tid": REQUESTS_TID, "args": {"name": "requests"}},
         {"ph": "M", "name": "thread_sort_index", "pid": PID, "tid": ENGINE_TID, "args": {"sort_index": 0}},
     ]  # fmt: skip
-    events = _step_events(run.steps, start_ns) + _request_events(run.requests, start_ns)
+    if spans is not None:
+        engine = _span_events(spans, run.steps, start_ns) + _op_events(kernels, start_ns)
+        engine = nest_on_track(engine) + _counter_events(run.steps, start_ns)
+    else:
+        engine = _step_events(run.steps, start_ns)
+    events = engine + _request_events(run.requests, start_ns)
     # Longer slices first at equal timestamps, so a parent precedes the children that start with it.
     events.sort(key=lambda event: (event["ts"], -event.get("dur", 0.0)))
     return metadata + events
 
 
+def _step_args(row: dict[str, Any]) -> dict[str, int]:
+    return {"step": int(row["step"]), "batch_size": int(row["batch_size"]),
+            "prefill_tokens": int(row["prefill_tokens"]), "decode_tokens": int(row["decode_tokens"])}  # fmt: skip
+
+
+def _span_events(spans: pd.DataFrame, steps: pd.DataFrame, start_ns: int) -> list[dict[str, Any]]:
+    """Every recorded span of the engine thread where it ran: steps (with their steps.csv figures) and phases."""
+    args_by_step = {int(row["step"]): _step_args(row) for row in steps.to_dict("records")} if not steps.empty else {}
+    events = []
+    for step, name, begin, end in zip(spans["step"], spans["name"], spans["start_ns"], spans["end_ns"]):
+        ts = _us(int(begin), start_ns)
+        event = {"ph": "X", "name": str(name), "cat": "engine" if name == "step" else "phase", "pid": PID,
+                 "tid": ENGINE_TID, "ts": ts, "dur": round(_us(int(end), start_ns) - ts, 3)}  # fmt: skip
+        if name == "step" and int(step) in args_by_step:
+            event["args"] = args_by_step[int(step)]
+        events.append(event)
+    return events
+
+
+def _op_events(kernels: pd.DataFrame | None, start_ns: int) -> list[dict[str, Any]]:
+    if kernels is None:
+        return []
+    events = []
+    for window, name, begin, end, span in zip(kernels["window"], kernels["name"], kernels["start_ns"],
+                                              kernels["end_ns"], kernels["span"].fillna("")):  # fmt: skip
+        ts = _us(int(begin), start_ns)
+        events.append({"ph": "X", "name": str(name), "cat": "aten", "pid": PID, "tid": ENGINE_TID, "ts": ts,
+                       "dur": max(0.0, round(_us(int(end), start_ns) - ts, 3)),
+                       "args": {"window": int(window), "span": str(span)}})  # fmt: skip
+    return events
+
+
+def nest_on_track(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Clamp X events of one track so that each lies inside the one it started in.
+
+    Spans nest exactly (one thread's stack); torch ops are placed on the spans' clock to within a few
+    microseconds, so an op that ends just past its span is cut at the span's end rather than break
+    the nesting Perfetto draws a track by.
+    """
+    ordered = sorted(events, key=lambda event: (event["ts"], -event["dur"]))
+    stack: list[tuple[float, float]] = []
+    for event in ordered:
+        start, end = event["ts"], round(event["ts"] + event["dur"], 3)
+        while stack and start >= stack[-1][1]:
+            stack.pop()
+        if stack:
+            end = min(end, stack[-1][1])
+        event["dur"] = max(0.0, round(end - start, 3))
+        stack.append((start, start + event["dur"]))
+    return ordered
+
+
+def _counter_events(steps: pd.DataFrame, start_ns: int) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = []
+    for row in steps.to_dict("records") if not steps.empty else []:
+        ts = _us(int(row["start_ns"]), start_ns)
+        counters = {
+            "batch_size": {"running": int(row["batch_size"])},
+            "kv_utilization": {"percent": round(float(row["kv_utilization"]) * 100, 3)},
+            "queue": {"waiting": int(row["waiting"]), "running": int(row["running"])},
+        }
+        for name, args in counters.items():
+            events.append({"ph": "C", "name": name, "pid": PID, "tid": ENGINE_TID, "ts": ts, "args": args})
+    return events
+
+
 def _step_events(steps: pd.DataFrame, start_ns: int) -> list[dict[str, Any]]:
+    """Without spans.csv (older runs): steps from steps.csv, their phases laid end to end from the step start."""
     if steps.empty:
         return []
     phases = phase_columns(steps)
@@ -64,12 +168,8 @@ def _step_events(steps: pd.DataFrame, start_ns: int) -> list[dict[str, Any]]:
     for row in steps.to_dict("records"):
         step_start, step_end = int(row["start_ns"]), int(row["end_ns"])
         ts = _us(step_start, start_ns)
-        events.append({
-            "ph": "X", "name": "step", "cat": "engine", "pid": PID, "tid": ENGINE_TID,
-            "ts": ts, "dur": round(_us(step_end, start_ns) - ts, 3),
-            "args": {"step": int(row["step"]), "batch_size": int(row["batch_size"]),
-                     "prefill_tokens": int(row["prefill_tokens"]), "decode_tokens": int(row["decode_tokens"])},
-        })  # fmt: skip
+        events.append({"ph": "X", "name": "step", "cat": "engine", "pid": PID, "tid": ENGINE_TID, "ts": ts,
+                       "dur": round(_us(step_end, start_ns) - ts, 3), "args": _step_args(row)})  # fmt: skip
         cursor = step_start
         for column in phases:
             value = row.get(column)
@@ -83,14 +183,7 @@ def _step_events(steps: pd.DataFrame, start_ns: int) -> list[dict[str, Any]]:
             events.append({"ph": "X", "name": column.removesuffix("_ms"), "cat": "phase", "pid": PID,
                            "tid": ENGINE_TID, "ts": phase_ts, "dur": round(_us(phase_end, start_ns) - phase_ts, 3)})  # fmt: skip
             cursor = phase_end
-        counters = {
-            "batch_size": {"running": int(row["batch_size"])},
-            "kv_utilization": {"percent": round(float(row["kv_utilization"]) * 100, 3)},
-            "queue": {"waiting": int(row["waiting"]), "running": int(row["running"])},
-        }
-        for name, args in counters.items():
-            events.append({"ph": "C", "name": name, "pid": PID, "tid": ENGINE_TID, "ts": ts, "args": args})
-    return events
+    return events + _counter_events(steps, start_ns)
 
 
 def _request_events(requests: pd.DataFrame, start_ns: int) -> list[dict[str, Any]]:

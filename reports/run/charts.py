@@ -153,15 +153,19 @@ def _draw_category_donut(ax: Any, breakdown: dict[str, Any]) -> None:
     ax.axis("equal")
 
 
-def draw_timeline(target: Target, timeline: pd.DataFrame) -> None:
-    """Step time stacked by phase, batch size and KV utilization over the run (binned means)."""
+def draw_timeline(target: Target, timeline: pd.DataFrame, end_s: float | None = None) -> None:
+    """Step time stacked by phase, batch size and KV utilization over the run (binned means); `end_s`
+    fixes the time axis at [0, end_s] so the request timeline drawn under it lines up."""
     step_ax, batch_ax, kv_ax = target.subplots(3, 1, sharex=True, height_ratios=[2.2, 1, 1])
     phases = [c for c in timeline.columns if c.endswith("_ms")]
     if phases:
         step_ax.stackplot(timeline["t_s"], *[timeline[c] for c in phases],
                           labels=[c.removesuffix("_ms").replace("other", "outside spans") for c in phases],
                           colors=[PHASE_COLOURS.get(c, "#999999") for c in phases], linewidth=0)  # fmt: skip
-        step_ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
+        # Above the axes, not beside them: the axes then span the width, as the request timeline's do.
+        target.legend(loc="outside upper center", ncol=len(phases), fontsize=8)
+    if end_s:
+        kv_ax.set_xlim(0, end_s)
     per_bin = float(timeline["steps"].mean()) if "steps" in timeline else 1.0
     step_ax.set_ylabel("ms per step")
     step_ax.set_title(
@@ -181,8 +185,9 @@ def draw_timeline(target: Target, timeline: pd.DataFrame) -> None:
     kv_ax.set_xlabel("seconds since the run started")
 
 
-def draw_latency_cdfs(target: Target, samples: dict[str, np.ndarray]) -> None:
-    """One CDF per latency (TTFT, TPOT, ITL, E2E) with p50/p90/p99 marked."""
+def draw_latency_cdfs(target: Target, samples: dict[str, np.ndarray], slo: dict[str, float] | None = None) -> None:
+    """One CDF per latency (TTFT, TPOT, ITL, E2E) with p50/p90/p99 marked and, where the scenario set
+    one, the SLO target as a solid red line with the share of requests within it."""
     axes = target.subplots(2, 2).ravel()
     for ax, (name, values) in zip(axes, samples.items()):
         label = LATENCY_LABELS.get(name, name)
@@ -198,13 +203,31 @@ def draw_latency_cdfs(target: Target, samples: dict[str, np.ndarray]) -> None:
         for stat, (colour, dash) in PERCENTILE_STYLES.items():
             value = float(np.percentile(values, float(stat[1:])))
             ax.axvline(value, color=colour, linestyle=dash, linewidth=1, label=f"{stat} {fmt_ms(value)}")
+        target_ms = (slo or {}).get(name)
+        if target_ms is not None:
+            _draw_slo(ax, values, target_ms)
         ax.legend(loc="lower right", fontsize=7.5)
     axes[0].set_ylabel("fraction of samples")
     axes[2].set_ylabel("fraction of samples")
 
 
-def draw_predictions(target: Target, predictions: dict[str, dict[str, Any]]) -> None:
-    """Predicted (Amdahl) vs measured end-to-end gain of each native path."""
+SLO_COLOUR = "#c0392b"
+
+
+def _draw_slo(ax: Any, values: np.ndarray, target_ms: float) -> None:
+    """The target line, the region past it shaded, and how many samples lie within it."""
+    within = float(np.mean(values <= target_ms))
+    high = max(float(values.max()), target_ms) * 1.04
+    low = min(float(values.min()), target_ms)
+    ax.axvspan(target_ms, high, color=SLO_COLOUR, alpha=0.07, linewidth=0)
+    ax.axvline(target_ms, color=SLO_COLOUR, linewidth=1.8,
+               label=f"SLO {fmt_ms(target_ms)}: {within:.1%} within")  # fmt: skip
+    ax.set_xlim(min(ax.get_xlim()[0], low), high)
+
+
+def draw_predictions(target: Target, predictions: dict[str, dict[str, Any]], noise: float | None = None) -> None:
+    """Predicted (Amdahl) vs measured end-to-end gain of each native path; `noise` (a fraction: how far
+    --verify's Python runs differ) is shaded, and measured gains inside it are labelled so."""
     ax = target.subplots()
     names = list(predictions)
     positions = np.arange(len(names))
@@ -215,16 +238,29 @@ def draw_predictions(target: Target, predictions: dict[str, dict[str, Any]]) -> 
     if any(value is not None for value in measured):
         bars = ax.barh(positions + 0.2, [100 * float(v) if v is not None else 0.0 for v in measured], height=0.38,
                        color="#0072B2", label="measured")  # fmt: skip
-        ax.bar_label(
-            bars, [fmt_gain(v) if v is not None else "not measured" for v in measured], padding=3, fontsize=8
-        )
+        labels = [_measured_label(value, noise) for value in measured]
+        ax.bar_label(bars, labels, padding=3, fontsize=8)
     else:
         for position in positions:
             ax.text(0.1, position + 0.2, "not measured", va="center", fontsize=8, color="#555555")
     ax.margins(x=0.12)
+    title = "Native path gains: predicted vs measured"
+    if noise is not None:
+        low, high = ax.get_xlim()
+        ax.axvspan(-noise * 100, noise * 100, color="#999999", alpha=0.18, linewidth=0,
+                   label=f"noise: Python runs differ by {noise:.1%}")  # fmt: skip
+        ax.set_xlim(low, high)  # a wide noise band shades the whole chart rather than shrinking the bars
+        if noise * 100 >= max(abs(low), abs(high)):
+            title += f" (noise {noise:.0%} exceeds every gain shown)"
     ax.set_yticks(positions, names)
     ax.invert_yaxis()
     ax.set_xlabel("end-to-end throughput gain, %")
-    ax.set_title("Native path gains: predicted vs measured")
+    ax.set_title(title)
     ax.grid(axis="y", visible=False)
     ax.legend(loc="lower right")
+
+
+def _measured_label(value: float | None, noise: float | None) -> str:
+    if value is None:
+        return "not measured"
+    return fmt_gain(value) + (" (within noise)" if noise is not None and abs(value) < noise else "")

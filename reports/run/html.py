@@ -4,19 +4,26 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from markupsafe import Markup
+
 from profiler.rundir.atomic import write_text_atomic
 from profiler.rundir.results import RunData
-from reports.format import flatten
-from reports.run import charts, summary
+from reports.format import flatten, fmt_ms
+from reports.run import charts, flamegraph, gantt, summary
+from reports.run.frames import top_frames_table
 from reports.run.summary import Table
-from reports.rundata import ReportData, prepare, why_not_measured
+from reports.rundata import LATENCY_LABELS, ReportData, prepare, why_not_measured
 from reports.templating import render
 
 REPORT_NAME = "report.html"
 # Files a reader may want next to the report, with what each one is for.
 LINKED_FILES = (
     ("trace", "trace.json", "Chrome/Perfetto trace: open in ui.perfetto.dev"),
-    ("speedscope", "speedscope.json", "flame graph: open in speedscope.app"),
+    ("speedscope", "speedscope.json", "the py-spy profile per thread group, engine thread first: open in speedscope.app"),
+    ("samples", "samples.txt", "py-spy's raw stacks"),
+    ("sample_labels", "sample_labels.csv", "each stack's category and component"),
+    ("spans", "spans.csv", "the engine thread's spans at their real times"),
+    ("kernel_events", "kernel_events.csv", "torch ops of the deep profile's windows (--profile deep)"),
     ("steps", "steps.csv", "one row per engine step"),
     ("requests", "requests.csv", "one row per request"),
     ("result", "result.json", "the run's result (schema v1)"),
@@ -52,19 +59,26 @@ def render_html(data: ReportData) -> str:
         blind_spots=summary.blind_spots(result),
         partial=(result.partial_reason or "no reason recorded") if result.partial else None,
         skipped=summary.skipped_collectors(result),
-        figures=summary.key_figures(result),
+        figures=summary.key_figures(result, data.slo),
         charts=_charts(data),
         why_breakdown=why_not_measured(result, "breakdown"),
         time_split=summary.time_split_table(result),
         latency=summary.latency_table(result),
         throughput=summary.throughput_table(result),
-        predictions=summary.predictions_table(result),
+        predictions=_without_note(summary.predictions_table(result)) if summary.noise_warning(result) else summary.predictions_table(result),
+        noise_warning=summary.noise_warning(result),
+        slo_text=", ".join(f"{LATENCY_LABELS[name]} {fmt_ms(value)}" for name, value in data.slo.targets.items()),
         engine=summary.engine_table(result),
         collectors=summary.collectors_table(result),
         config=_key_value_table("Configuration", config),
         environment=_key_value_table("Environment", result.environment),
         scenario=_key_value_table("Scenario", result.scenario),
         files=_files(data),
+        flamegraph=flamegraph.render_flamegraph(data.threads) if data.threads else None,
+        flame_script=flamegraph.script()[0],
+        script_sources=[Markup(flamegraph.script()[1])],
+        top_frames=top_frames_table(data.engine_thread),
+        why_samples=why_not_measured(result, "samples"),
     )
 
 
@@ -73,16 +87,27 @@ def _charts(data: ReportData) -> dict[str, str | None]:
     result = data.result
     predictions = (result.verdict or {}).get("predictions") or {}
     has_latency = any(values.size for values in data.latencies.values())
+    requests = gantt.request_timeline(data.run, data.start_ns)
     return {
+        "requests": charts.draw_with(gantt.draw_request_timeline, requests, width=10, height=6.2,
+                                     label="request timeline") if requests else None,
         "time_split": charts.draw_with(charts.draw_time_split, result.breakdown, width=10, height=3.4,
                                        label="time split by component and category") if result.breakdown else None,
-        "timeline": charts.draw_with(charts.draw_timeline, data.timeline, width=10, height=5.6,
+        "timeline": charts.draw_with(charts.draw_timeline, data.timeline, requests.end_s if requests else None,
+                                     width=10, height=5.6,
                                      label="per-step timeline") if not data.timeline.empty else None,
-        "latency": charts.draw_with(charts.draw_latency_cdfs, data.latencies, width=10, height=5.6,
+        "latency": charts.draw_with(charts.draw_latency_cdfs, data.latencies, data.slo.targets, width=10, height=5.6,
                                     label="latency distributions") if has_latency else None,
-        "predictions": charts.draw_with(charts.draw_predictions, predictions, width=10, height=0.8 + 0.42 * len(predictions),
+        "predictions": charts.draw_with(charts.draw_predictions, predictions, summary.verify_noise(result),
+                                        width=10, height=0.8 + 0.42 * len(predictions),
                                         label="predicted versus measured native gains") if predictions else None,
     }  # fmt: skip
+
+
+def _without_note(table: Table) -> Table:
+    # The note is shown as a warning above the chart instead: gains must not read as facts first.
+    table.note = None
+    return table
 
 
 def _key_value_table(title: str, section: dict | None) -> Table:

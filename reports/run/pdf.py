@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,8 @@ from matplotlib.transforms import offset_copy
 from profiler.rundir.atomic import write_atomic
 from profiler.rundir.results import RunData
 from reports.format import flatten
-from reports.run import charts, summary
+from reports.run import charts, flamegraph, gantt, summary
+from reports.run.frames import top_frames_table
 from reports.run.pdf_text import A4_INCHES, CHART_AREA, STYLES, TextPages, table_lines
 from reports.run.summary import Table
 from reports.rundata import ReportData, prepare, why_not_measured
@@ -65,7 +67,9 @@ def _title_page(pages: TextPages, data: ReportData, title: str, missing: list[st
         pages.line(f"Not in this report: {note}", "muted", colour="#5b6475")
     pages.space(12)
     pages.table(
-        Table("Key figures", ["figure", "value"], rows=[list(row) for row in summary.key_figures(result)])
+        Table("Key figures", ["figure", "value", ""], rows=[
+            [figure.label, figure.value, figure.detail or ""] for figure in summary.key_figures(result, data.slo)
+        ]), text_columns=(2,)
     )
     pages.table(summary.latency_table(result))
     pages.table(summary.throughput_table(result))
@@ -88,19 +92,32 @@ def _chart_plan(data: ReportData) -> tuple[list[list[PlannedChart]], list[str]]:
     predictions = (result.verdict or {}).get("predictions") or {}
     has_latency = any(values.size for values in data.latencies.values())
     time_split = summary.time_split_table(result)
+    requests = gantt.request_timeline(data.run, data.start_ns)
     planned = [
         [
             PlannedChart("Where the engine thread's time goes", charts.draw_time_split, result.breakdown, 3.6,
                          None if result.breakdown else f"time split not measured ({why_not_measured(result, 'breakdown')})"),
             PlannedChart("", _draw_table_text, time_split, 3.2, None if time_split.rows else "time split table: no data"),
-            PlannedChart("Native paths", charts.draw_predictions, predictions, 1.3 + 0.45 * len(predictions),
+            PlannedChart("Native paths", partial(charts.draw_predictions, noise=summary.verify_noise(result)),
+                         predictions, 1.3 + 0.45 * len(predictions),
                          None if predictions else f"native path predictions ({why_not_measured(result, 'verdict')})"),
         ],
         [
-            PlannedChart("Over the run", charts.draw_timeline, data.timeline, 5.0,
+            PlannedChart("Over the run", partial(charts.draw_timeline, end_s=requests.end_s if requests else None),
+                         data.timeline, 5.0,
                          None if not data.timeline.empty else "timeline: the run recorded no steps"),
-            PlannedChart("Latency distributions (finished, non-warm-up requests)", charts.draw_latency_cdfs,
+            PlannedChart("Latency distributions (finished, non-warm-up requests)",
+                         partial(charts.draw_latency_cdfs, slo=data.slo.targets),
                          data.latencies, 5.0, None if has_latency else "latency distributions: no finished requests"),
+        ],
+        [
+            PlannedChart("Requests over the run", gantt.draw_request_timeline, requests, 7.0,
+                         None if requests else "request timeline: the run recorded no requests"),
+        ],
+        [
+            PlannedChart("Where the engine thread's samples are (py-spy)", flamegraph.draw_flamegraph,
+                         data.engine_thread, 7.5,
+                         None if data.engine_thread else f"flame graph ({why_not_measured(result, 'samples')})"),
         ],
     ]  # fmt: skip
     pages = [[chart for chart in page if chart.missing is None] for page in planned]
@@ -139,6 +156,8 @@ def _draw_table_text(area: SubFigure, table: Table) -> None:
 def _table_pages(pages: TextPages, data: ReportData) -> None:
     result = data.result
     pages.table(summary.predictions_table(result))
+    if data.engine_thread is not None:
+        pages.table(top_frames_table(data.engine_thread), text_columns=(1, 2, 3))
     pages.table(summary.engine_table(result))
     pages.table(summary.collectors_table(result), text_columns=(1, 2))
     for title, section in (("Configuration", result.config), ("Environment", result.environment),

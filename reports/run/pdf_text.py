@@ -21,7 +21,7 @@ STYLES = {
     "verdict": (12, 17, 76, "DejaVu Sans", "bold"),
     "body": (9.5, 13.5, 100, "DejaVu Sans", "normal"),
     "muted": (8.5, 12, 110, "DejaVu Sans", "normal"),
-    "mono": (7.8, 10.6, 108, "DejaVu Sans Mono", "normal"),
+    "mono": (7.8, 10.6, 104, "DejaVu Sans Mono", "normal"),  # 494 pt of text width / 4.7 pt a glyph
 }
 
 
@@ -83,21 +83,50 @@ class TextPages:
             self.page = None
 
 
-def table_lines(table: Table, *, text_columns: tuple[int, ...] = (), max_cell: int = 60) -> list[str]:
-    """Rows padded to column widths: numbers right-aligned, the first and `text_columns` left-aligned."""
+def table_lines(table: Table, *, text_columns: tuple[int, ...] = (), width: int | None = None) -> list[str]:
+    """Rows padded to column widths: numbers right-aligned, the first and `text_columns` left-aligned.
+
+    Nothing is cut: when the row is wider than `width` characters (the A4 text width by default), the
+    widest column is narrowed and its cells wrap onto continuation lines, so every line fits the page.
+    """
     if not table.rows:
         return []
-    cells = [[str(cell)[:max_cell] for cell in row] for row in [table.columns, *table.rows]]
-    widths = [max(len(row[i]) for row in cells if i < len(row)) for i in range(len(table.columns))]
+    width = width or STYLES["mono"][2]
+    cells = [[str(cell) for cell in row] for row in [table.columns, *table.rows]]
+    count = len(table.columns)
+    widths = [max((len(row[i]) for row in cells if i < len(row)), default=0) for i in range(count)]
+    _fit(widths, width - 2 * (count - 1))
     lines = []
     for index, row in enumerate(cells):
         if index - 1 in table.sections and index > 1:
             lines.append("")
-        parts = [
-            cell.ljust(widths[i]) if i == 0 or i in text_columns else cell.rjust(widths[i])
-            for i, cell in enumerate(row)
-        ]
-        lines.append("  ".join(parts).rstrip())
+        pieces = [_wrap(cell, widths[i]) for i, cell in enumerate(row)]
+        for part in range(max(len(piece) for piece in pieces)):
+            parts = []
+            for i, piece in enumerate(pieces):
+                text = piece[part] if part < len(piece) else ""
+                left = i == 0 or i in text_columns or part > 0
+                parts.append(text.ljust(widths[i]) if left else text.rjust(widths[i]))
+            lines.append("  ".join(parts).rstrip())
         if index == 0:
-            lines.append("-" * min(len(lines[-1]), STYLES["mono"][2]))
+            lines.append("-" * min(len(lines[-1]), width))
     return lines
+
+
+MIN_COLUMN = 8  # narrower than this a column of numbers stops being readable
+
+
+def _fit(widths: list[int], room: int) -> None:
+    """Narrow the widest column, one character at a time, until the columns fit `room`."""
+    while sum(widths) > room:
+        widest = max(range(len(widths)), key=lambda i: widths[i])
+        if widths[widest] <= MIN_COLUMN:
+            return  # as narrow as it gets: the page clips nothing more than before, but cannot do better
+        widths[widest] -= 1
+
+
+def _wrap(cell: str, width: int) -> list[str]:
+    if len(cell) <= width:
+        return [cell]
+    # Paths and versions have few spaces: break anywhere rather than lose the end of a value.
+    return textwrap.wrap(cell, width, break_long_words=True, break_on_hyphens=False) or [""]

@@ -8,6 +8,7 @@ from typing import Any
 from profiler.rundir.results import CATEGORIES, COMPONENTS, RunResult
 from reports.format import NOT_RECORDED, fmt_gain, fmt_ms, fmt_number, fmt_pct, fmt_pp
 from reports.rundata import LATENCY_LABELS, why_not_measured
+from reports.slo import SloCheck, describe_breaches
 
 
 @dataclass
@@ -55,23 +56,40 @@ def blind_spots(result: RunResult) -> list[str]:
     return [str(spot) for spot in (result.verdict or {}).get("blind_spots", [])]
 
 
-def key_figures(result: RunResult) -> list[tuple[str, str]]:
-    """The handful of numbers a reader wants next to the verdict."""
+@dataclass
+class KeyFigure:
+    """One tile next to the verdict: a figure, a line under it, and whether it needs the reader's eye."""
+
+    label: str
+    value: str
+    detail: str | None = None
+    alarm: bool = False
+
+
+def key_figures(result: RunResult, slo: SloCheck | None = None) -> list[KeyFigure]:
+    """The handful of numbers a reader wants next to the verdict; with `slo`, breaches and goodput."""
     metrics = result.metrics
+    slo = slo or SloCheck(targets={})
     figures = [
-        ("Output tokens/s", fmt_number(metrics.get("output_token_throughput"))),
-        ("Requests/s", fmt_number(metrics.get("request_throughput"))),
-        ("TTFT p50 / p99", _pair_ms(metrics, "ttft_ms")),
-        ("TPOT p50 / p99", _pair_ms(metrics, "tpot_ms")),
+        KeyFigure("Output tokens/s", fmt_number(metrics.get("output_token_throughput"))),
+        KeyFigure("Requests/s", fmt_number(metrics.get("request_throughput"))),
     ]
+    for name, label in (("ttft_ms", "TTFT p50 / p99"), ("tpot_ms", "TPOT p50 / p99")):
+        detail = describe_breaches(slo, name)
+        figures.append(KeyFigure(label, _pair_ms(metrics, name), f"SLO: {detail}" if detail else None,
+                                 alarm=bool(slo.breaches.get(name))))  # fmt: skip
+    if slo.targets:
+        good = slo.good_fraction
+        figures.append(KeyFigure(
+            "Goodput", fmt_number(metrics.get("goodput"), "req/s"),
+            f"{fmt_pct(good)} of requests within every SLO" if good is not None else None,
+            alarm=good is not None and good < 1.0,
+        ))  # fmt: skip
     if result.verdict:
-        figures.append(("Interpreter share", fmt_pct(result.verdict.get("interpreter_share"))))
-    figures.append(
-        (
-            "Completed / failed",
-            f"{fmt_number(metrics.get('completed'))} / {fmt_number(metrics.get('failed'))}",
-        )
-    )
+        figures.append(KeyFigure("Interpreter share", fmt_pct(result.verdict.get("interpreter_share"))))
+    failed = metrics.get("failed")
+    figures.append(KeyFigure("Completed / failed", f"{fmt_number(metrics.get('completed'))} / {fmt_number(failed)}",
+                             alarm=isinstance(failed, (int, float)) and failed > 0))  # fmt: skip
     return figures
 
 
@@ -97,7 +115,7 @@ def _spans(result: RunResult) -> dict[str, Any]:
 
 def time_split_table(result: RunResult) -> Table:
     """Categories and components by method, with the two methods' disagreement in percentage points."""
-    table = Table("Time split (share of engine-thread wall time)", ["", "spans", "samples", "disagreement"])
+    table = Table("Time split (share of engine-thread wall time)", ["", "spans", "samples", "samples - spans"])
     breakdown = result.breakdown
     if not breakdown:
         table.note = f"not measured ({why_not_measured(result, 'breakdown')})"
@@ -107,16 +125,18 @@ def time_split_table(result: RunResult) -> Table:
     client = breakdown.get("client_threads")
     if client:
         table.columns.append("client threads")
-    disagreement = breakdown.get("disagreement") or {}
+    # Signed, samples minus spans (the breakdown's own convention): which method saw more matters.
+    recorded_gaps = {"categories": breakdown.get("disagreement") or {},
+                     "components": breakdown.get("component_disagreement") or {}}  # fmt: skip
     for group, names in (("categories", CATEGORIES), ("components", COMPONENTS)):
         table.sections.append(len(table.rows))
         for name in names:
             span_value = (spans.get(group) or {}).get(name)
             sample_value = ((samples or {}).get(group) or {}).get(name)
-            if group == "categories" and name in disagreement:
-                gap = fmt_pp(disagreement[name]).lstrip("+")
+            if name in recorded_gaps[group]:
+                gap = fmt_pp(recorded_gaps[group][name])
             elif span_value is not None and sample_value is not None:
-                gap = fmt_pp(abs(sample_value - span_value) * 100).lstrip("+")
+                gap = fmt_pp((sample_value - span_value) * 100)
             else:
                 gap = NOT_RECORDED
             row = [name, fmt_pct(span_value), fmt_pct(sample_value), gap]
@@ -197,6 +217,9 @@ def predictions_table(result: RunResult) -> Table:
     predictions = (result.verdict or {}).get("predictions") or {}
     if not predictions:
         table.note = f"no predictions ({why_not_measured(result, 'verdict')})"
+    else:
+        table.note = noise_warning(result)
+    noise = verify_noise(result)
     for component, prediction in predictions.items():
         predicted, measured = prediction.get("predicted_gain"), prediction.get("measured_gain")
         gap = (
@@ -207,9 +230,39 @@ def predictions_table(result: RunResult) -> Table:
         speedup = prediction.get("native_speedup")
         table.rows.append([
             component, fmt_pct(prediction.get("share")), NOT_RECORDED if speedup is None else f"{speedup:.1f}x",
-            fmt_gain(predicted), fmt_gain(measured) if measured is not None else "not measured", gap,
+            fmt_gain(predicted), _measured_text(measured, noise), gap,
         ])  # fmt: skip
     return table
+
+
+def verify_noise(result: RunResult) -> float | None:
+    """How far --verify's Python runs differ in busy time per token (max/min - 1): the noise floor of
+    its measured gains, or None when there was no verify run or only one Python run."""
+    spread = ((result.verdict or {}).get("verify") or {}).get("python_spread")
+    return float(spread) if isinstance(spread, (int, float)) and not isinstance(spread, bool) else None
+
+
+def within_noise(measured: float | None, noise: float | None) -> bool:
+    return measured is not None and noise is not None and abs(measured) < noise
+
+
+def noise_warning(result: RunResult) -> str | None:
+    """What a reader must know before reading --verify's measured gains as facts (None: no verify run)."""
+    verify = (result.verdict or {}).get("verify")
+    if not verify:
+        return None
+    noise = verify_noise(result)
+    if noise is None:
+        return ("--verify ran the Python twins once: how much its measured gains move from run to run is "
+                "unknown, so read them as one sample each")  # fmt: skip
+    return (f"--verify's two Python runs differ by {fmt_pct(noise)} in busy time per token: a measured gain "
+            f"smaller than that (marked 'within noise') is noise, not the C twin's effect")  # fmt: skip
+
+
+def _measured_text(measured: float | None, noise: float | None) -> str:
+    if measured is None:
+        return "not measured"
+    return fmt_gain(measured) + (" (within noise)" if within_noise(measured, noise) else "")
 
 
 def collectors_table(result: RunResult) -> Table:

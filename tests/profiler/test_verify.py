@@ -89,3 +89,6 @@ def test_verify_rewrites_result_json_with_both_gains(tmp_path: Path) -> None:
     assert (tmp_path / "run" / details["components"]["sampler"]["run_dir"] / "result.json").exists()
     assert details["python_runs"] == 2
     assert section == details
+    # The noise floor is in result.json next to the gains, not only on the terminal.
+    assert sampler["within_noise"] == (abs(sampler["measured_gain"]) < details["python_spread"])
+    assert any("noise" in spot and f"{details['python_spread']:.1%}" in spot for spot in data["verdict"]["blind_spots"])

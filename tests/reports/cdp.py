@@ -11,6 +11,7 @@ import select
 import shutil
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Self
 
@@ -132,38 +133,84 @@ def _above_four(fd: int) -> int:
     return moved
 
 
+class Page:
+    """One tab of a Browser: navigate, evaluate JavaScript, click like a mouse, take screenshots."""
+
+    def __init__(self, browser: Browser, width: int = 1280, height: int = 1000) -> None:
+        self.browser = browser
+        self.width = width
+        target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+        self.session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+        for domain in ("Page", "Runtime", "Log", "Network"):
+            browser.send(f"{domain}.enable", session=self.session)
+        self.resize(width, height)
+
+    def resize(self, width: int, height: int = 1000) -> None:
+        self.width = width
+        self.browser.send("Emulation.setDeviceMetricsOverride",
+                          {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}, self.session)  # fmt: skip
+
+    def open(self, url: str) -> None:
+        self.browser.send("Page.navigate", {"url": url}, self.session)
+        self.browser.wait_for("Page.loadEventFired")
+
+    def evaluate(self, expression: str) -> Any:
+        reply = self.browser.send("Runtime.evaluate", {"expression": expression, "returnByValue": True}, self.session)
+        if "exceptionDetails" in reply:
+            raise RuntimeError(f"{expression[:60]!r} threw: {reply['exceptionDetails'].get('text')}")
+        return reply["result"].get("value")
+
+    def click(self, selector: str) -> None:
+        """A real left click (press and release) at the centre of the first element matching `selector`."""
+        box = self.evaluate(
+            f"(() => {{ const e = document.querySelector({json.dumps(selector)}); if (!e) return null;"
+            " e.scrollIntoView({block: 'center'}); const r = e.getBoundingClientRect();"
+            " return {x: r.left + r.width / 2, y: r.top + r.height / 2}; })()"
+        )
+        if box is None:
+            raise LookupError(f"no element matches {selector!r}")
+        for kind in ("mousePressed", "mouseReleased"):
+            self.browser.send("Input.dispatchMouseEvent", {"type": kind, "x": box["x"], "y": box["y"],
+                                                          "button": "left", "clickCount": 1}, self.session)  # fmt: skip
+
+    def screenshot(self, path: Path, max_height: int = 12000) -> int:
+        """The whole page (up to `max_height` px) as a PNG; returns its height."""
+        metrics = self.browser.send("Page.getLayoutMetrics", session=self.session)
+        height = int(min(metrics["cssContentSize"]["height"], max_height))
+        shot = self.browser.send("Page.captureScreenshot", {
+            "format": "png", "captureBeyondViewport": True,
+            "clip": {"x": 0, "y": 0, "width": self.width, "height": height, "scale": 1},
+        }, self.session)  # fmt: skip
+        path.write_bytes(base64.b64decode(shot["data"]))
+        return height
+
+    @property
+    def requests(self) -> list[str]:
+        """Every URL the page asked for so far (the page itself included)."""
+        return [e["params"]["request"]["url"] for e in self.browser.events if e["method"] == "Network.requestWillBeSent"]
+
+    @property
+    def errors(self) -> list[str]:
+        return _errors(self.browser.events)
+
+
+@contextlib.contextmanager
+def open_page(executable: str, url: str, user_data_dir: Path, width: int = 1280) -> Iterator[Page]:
+    """A loaded page in a fresh headless Chromium, closed afterwards."""
+    with Browser(executable, user_data_dir) as browser:
+        page = Page(browser, width)
+        page.open(url)
+        yield page
+
+
 def inspect_page(
     executable: str, url: str, user_data_dir: Path, screenshot: Path, width: int = 1280
 ) -> dict[str, Any]:
     """Load `url`, wait for load, and return what a reviewer checks: errors, requests, charts, a screenshot."""
-    with Browser(executable, user_data_dir) as browser:
-        target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
-        session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
-        for domain in ("Page", "Runtime", "Log", "Network"):
-            browser.send(f"{domain}.enable", session=session)
-        browser.send("Emulation.setDeviceMetricsOverride",
-                     {"width": width, "height": 1000, "deviceScaleFactor": 1, "mobile": False}, session)  # fmt: skip
-        browser.send("Page.navigate", {"url": url}, session)
-        browser.wait_for("Page.loadEventFired")
-        charts = browser.send(
-            "Runtime.evaluate", {"expression": _CHART_PROBE, "returnByValue": True}, session
-        )
-        metrics = browser.send("Page.getLayoutMetrics", session=session)
-        height = int(min(metrics["cssContentSize"]["height"], 12000))
-        shot = browser.send("Page.captureScreenshot", {
-            "format": "png", "captureBeyondViewport": True,
-            "clip": {"x": 0, "y": 0, "width": width, "height": height, "scale": 1},
-        }, session)  # fmt: skip
-        screenshot.write_bytes(base64.b64decode(shot["data"]))
-        events = list(browser.events)
-    return {
-        "charts": charts["result"]["value"],
-        "requests": [
-            e["params"]["request"]["url"] for e in events if e["method"] == "Network.requestWillBeSent"
-        ],
-        "errors": _errors(events),
-        "height": height,
-    }
+    with open_page(executable, url, user_data_dir, width) as page:
+        charts = page.evaluate(_CHART_PROBE)
+        height = page.screenshot(screenshot)
+        return {"charts": charts, "requests": page.requests, "errors": page.errors, "height": height}
 
 
 def _errors(events: list[dict[str, Any]]) -> list[str]:

@@ -95,7 +95,8 @@ def test_reports_and_terminal(runs, tmp_path):
     data = json.loads((tmp_path / "out" / "compare.json").read_text())
     assert {m["name"] for m in data["metrics"]} >= set(THROUGHPUT) | {"ttft_ms.p99", "e2e_ms.p50"}
     html = (tmp_path / "out" / "compare.html").read_text()
-    assert html.count("<svg") == 2 and "<script" not in html
+    assert html.count("<svg") == 3 and "<script" not in html  # ratios, shift, control figure
+    assert data["control"]["name"] == "model_us_per_token" and len(data["control"]["runs"]) == 2
     assert (tmp_path / "out" / "compare.pdf").read_bytes().startswith(b"%PDF")
     console = Console(file=io.StringIO(), width=80, no_color=True, force_terminal=False)
     render_comparison(result, console)
@@ -107,3 +108,35 @@ def test_reports_and_terminal(runs, tmp_path):
 def test_needs_runs_on_both_sides(runs):
     with pytest.raises(CompareError):
         compare_runs([], [runs["a"]])
+
+
+def test_drift_shows_the_machine_moving_not_the_change(tmp_path):
+    """The control figure (model time per token) follows a slower machine and ignores faster control paths."""
+    import pandas as pd
+
+    from reports.compare.charts import draw_control
+    from reports.run import charts
+
+    size = {"n_requests": 30, "n_steps": 80}
+    before = [make_run_dir(tmp_path / f"b{i}", seed=600 + i, **size) for i in range(2)]
+    after = [make_run_dir(tmp_path / f"a{i}", seed=700 + i, **size) for i in range(2)]
+    for path in after:  # the change: control paths five times faster; the model untouched
+        steps = pd.read_csv(path / "steps.csv")
+        steps[["scheduler_ms", "sampler_ms", "kv_alloc_ms"]] /= 5
+        steps.to_csv(path / "steps.csv", index=False)
+    steady = compare_runs(before, after, n_boot=100).control
+    assert abs(steady["ratio"] - 1) < 0.1, steady
+    steps = pd.read_csv(after[1] / "steps.csv")
+    steps["model_ms"] *= 1.5  # the machine slowed down during the last run
+    steps.to_csv(after[1] / "steps.csv", index=False)
+    result = compare_runs(before, after, n_boot=100)
+    drifted = result.control
+    assert drifted["spread"] > steady["spread"] + 0.3 and drifted["ratio"] > steady["ratio"] * 1.15
+    assert sorted(run["order"] for run in drifted["runs"]) == [1, 2, 3, 4]
+    assert any("Control figure" in note and f"{drifted['ratio']:.3f}x" in note for note in result.notes)
+    with charts.chart_style():
+        fig = charts.figure(10, 3)
+        draw_control(fig, drifted)
+    points = [line for line in fig.axes[0].get_lines() if line.get_marker() in ("o", "s")]
+    assert sorted(len(line.get_xdata()) for line in points) == [2, 2]
+    assert max(max(line.get_ydata()) for line in points) == pytest.approx(max(run["value"] for run in drifted["runs"]))

@@ -14,9 +14,11 @@ from tests.support.run_dirs import make_run_dir
 # Anything that would make a browser fetch: scripts, stylesheets, fonts, remote images or frames.
 # (SVG's own url(#id) and href="#id" point inside the document and are fine.)
 FETCHES = re.compile(
-    r"<script|<link|<iframe|@import|@font-face|url\((?!#)|src=\"(?!data:)|href=\"(?:https?:)?//",
+    r"<script[^>]*\bsrc|<link|<iframe|@import|@font-face|url\((?!#)|src=\"(?!data:)|href=\"(?:https?:)?//|"
+    r"fetch\(|XMLHttpRequest|import\(",
     re.IGNORECASE,
 )
+CHART_COUNT = 5
 
 
 @pytest.fixture(scope="module")
@@ -24,9 +26,9 @@ def html(run_dir) -> str:
     return write_html_report(run_dir).read_text(encoding="utf-8")
 
 
-def test_self_contained_with_four_inline_charts(html):
+def test_self_contained_with_inline_charts(html):
     assert not FETCHES.search(html)
-    assert len(re.findall(r"<svg\b", html)) == 4
+    assert len(re.findall(r'<div class="chart"><svg\b', html)) == CHART_COUNT
     assert "default-src 'none'" in html  # the CSP makes any stray fetch a console error, not a silent load
     for href in ("steps.csv", "requests.csv"):
         assert f'<a href="{href}">' in html
@@ -59,7 +61,8 @@ def test_missing_sections_say_not_measured_and_why(bare_run_dir):
     html = write_html_report(bare_run_dir).read_text(encoding="utf-8")
     assert "Time split: not measured (profiling was off: --profile off)." in html
     assert "No verdict" in html
-    assert len(re.findall(r"<svg\b", html)) == 2  # timeline and latency still drawn
+    assert len(re.findall(r'<div class="chart"><svg\b', html)) == 3  # step timeline, requests and latency still drawn
+    assert "Flame graph: not available (profiling was off: --profile off)." in html
 
 
 def test_run_text_is_escaped(tmp_path):
@@ -69,3 +72,28 @@ def test_run_text_is_escaped(tmp_path):
     (path / "result.json").write_text(json.dumps(data))
     html = write_html_report(path).read_text(encoding="utf-8")
     assert "<script>alert(1)</script>" not in html and "&lt;script&gt;" in html
+
+
+def test_verify_noise_is_a_warning_beside_the_gains(html):
+    assert 'id="verify-noise"' in html and "differ by 2.0% in busy time per token" in html
+    assert "(within noise)" in html
+
+
+def test_the_only_script_is_inline_and_allowed_by_its_hash(html):
+    import base64
+    import hashlib
+
+    scripts = re.findall(r"<script>(.*?)</script>", html, re.DOTALL)
+    assert len(scripts) == 1 and len(re.findall(r"<script", html)) == 1
+    digest = base64.b64encode(hashlib.sha256(scripts[0].encode()).digest()).decode()
+    policy = re.search(r'http-equiv="Content-Security-Policy" content="([^"]+)"', html).group(1)
+    assert f"script-src 'sha256-{digest}'" in policy and "unsafe-inline';" not in policy.split("script-src")[1]
+
+
+def test_flame_graph_engine_thread_first_and_top_frames(html):
+    tabs = re.findall(r'<button type="button" role="tab" data-thread="(\d+)" aria-selected="(\w+)">([^<]+)</button>', html)
+    assert [selected for _, selected, _ in tabs] == ["true", "false", "false"]
+    assert tabs[0][2].startswith("infer-prof-engine (engine thread") and "loadgen-client-* (6 threads" in tabs[1][2]
+    assert len(re.findall(r'<div class="flame-pane" data-thread="\d+" hidden>', html)) == 2
+    assert 'data-name="PythonSampler.top_p"' in html and '<h3 id="top-frames">Top frames</h3>' in html
+    assert '<td class="text">PythonSampler.top_p</td><td class="text">engine/sampler.py:112</td>' in html

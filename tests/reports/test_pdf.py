@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 
@@ -10,8 +11,8 @@ from matplotlib.image import imread
 
 from reports.run.pdf import write_pdf_report
 
-# Title page, two chart pages, two table pages (engine/collectors, config/environment).
-FULL_REPORT_PAGES = 5
+# Title page, four chart pages (time split, timeline and latency, requests, flame graph), two table pages.
+FULL_REPORT_PAGES = 7
 
 
 def _page_count(pdf_bytes: bytes) -> int:
@@ -45,3 +46,38 @@ def test_pages_render_and_none_is_blank(reported_run, tmp_path):
         assert pixels.std() > 0.02 and ink > 0.002, (
             f"{page.name} looks blank (std {pixels.std():.3f}, ink {ink:.4f})"
         )
+
+
+def test_long_values_wrap_inside_the_page_and_are_never_cut():
+    from reports.run.pdf_text import STYLES, table_lines
+    from reports.run.summary import Table
+
+    value = "/home/team/shared/models/" + "very-long-directory-name/" * 6 + "SmolLM2-135M-Instruct.Q4_1.gguf"
+    table = Table("Configuration", ["key", "value"], rows=[["model_source", value], ["seed", "0"]])
+    lines = table_lines(table, text_columns=(1,))
+    width = STYLES["mono"][2]
+    assert all(len(line) <= width for line in lines), max(len(line) for line in lines)
+    joined = "".join(line[len("model_source") + 2 :].strip() for line in lines[2:-1])
+    assert joined == value, "a wrapped value must read back whole"
+
+
+@pytest.mark.skipif(shutil.which("pdftotext") is None, reason="pdftotext (poppler-utils) is not installed")
+def test_pdf_text_holds_every_character_of_a_long_value(tmp_path):
+    import json
+
+    from tests.support.run_dirs import make_run_dir
+
+    path = make_run_dir(tmp_path / "run", seed=4, n_requests=20, n_steps=40)
+    data = json.loads((path / "result.json").read_text())
+    tail = "END-OF-A-VERY-LONG-VALUE-42"
+    data["config"]["model_source"] = "/srv/" + "a-directory-with-a-long-name/" * 5 + tail
+    (path / "result.json").write_text(json.dumps(data))
+    pdf = write_pdf_report(path)
+    text = subprocess.run(["pdftotext", "-layout", str(pdf), "-"], capture_output=True, text=True, check=True).stdout
+    squeezed = "".join(text.split())
+    assert data["config"]["model_source"] in squeezed
+    # pdftotext keeps text drawn past the paper's edge, so also check every line stays inside the page.
+    boxes = subprocess.run(["pdftotext", "-bbox", str(pdf), "-"], capture_output=True, text=True, check=True).stdout
+    page_width = float(re.search(r'<page width="([\d.]+)"', boxes).group(1))
+    right_edges = [float(x) for x in re.findall(r'xMax="([\d.]+)"', boxes)]
+    assert max(right_edges) <= page_width - 20, "text runs into or past the page's right edge"

@@ -66,17 +66,25 @@ def validate_speedscope(document: dict) -> list[str]:
     return problems
 
 
-def test_samples_become_a_sampled_profile(run_dir):
+def test_samples_become_one_sampled_profile_per_thread_group_engine_first(run_dir):
     document = json.loads(write_speedscope(run_dir).read_text())
     assert validate_speedscope(document) == []
     kinds = [profile["type"] for profile in document["profiles"]]
-    assert kinds == ["sampled", "evented"]
-    sampled = document["profiles"][0]
+    assert kinds == ["sampled", "sampled", "sampled", "evented"]
+    engine, clients, main = document["profiles"][:3]
+    assert document["activeProfileIndex"] == 0 and "infer-prof-engine (engine thread" in engine["name"]
+    # The six waiting clients are one profile, not six that bury the engine thread.
+    assert "loadgen-client-* (6 threads" in clients["name"] and "MainThread" in main["name"]
     lines = [line for line in (run_dir / "samples.txt").read_text().splitlines() if line.strip()]
-    assert len(sampled["samples"]) == len(lines)
-    assert sampled["endValue"] == sum(int(line.rsplit(" ", 1)[1]) for line in lines)
-    leaf = document["shared"]["frames"][sampled["samples"][0][-1]]
+    counts = [int(line.rsplit(" ", 1)[1]) for line in lines]
+    assert sum(len(profile["samples"]) for profile in document["profiles"][:3]) == len(lines)
+    assert sum(profile["endValue"] for profile in document["profiles"][:3]) == sum(counts)
+    engine_lines = [count for line, count in zip(lines, counts) if "infer-prof-engine" in line.split(";")[0]]
+    assert engine["endValue"] == sum(engine_lines)
+    frames = document["shared"]["frames"]
+    leaf = frames[engine["samples"][0][-1]]
     assert leaf["file"] and isinstance(leaf["line"], int)
+    assert not any(frame["name"].startswith("thread (") for frame in frames), "the thread is the profile, not a frame"
 
 
 def test_without_samples_the_steps_make_an_evented_profile(bare_run_dir):
@@ -133,3 +141,20 @@ def test_malformed_samples_name_the_line(run_dir, tmp_path):
     (copy / "samples.txt").write_text("main (a.py:1);f (a.py:2) 3\nthis line has no count\n")
     with pytest.raises(ReportError, match=r"samples.txt:2"):
         write_speedscope(copy)
+
+
+def test_evented_profile_places_phases_where_they_ran(run_dir):
+    import pandas as pd
+
+    from profiler.rundir.results import read_run
+    from reports.rundata import run_start_ns
+
+    document = json.loads(write_speedscope(run_dir).read_text())
+    assert validate_speedscope(document) == []
+    evented = document["profiles"][-1]
+    names = [frame["name"] for frame in document["shared"]["frames"]]
+    opens = [event for event in evented["events"] if event["type"] == "O" and names[event["frame"]] == "model"]
+    spans = pd.read_csv(run_dir / "spans.csv")
+    start = run_start_ns(read_run(run_dir))
+    expected = sorted(round((ns - start) / 1e6, 6) for ns in spans.loc[spans["name"] == "model", "start_ns"])
+    assert [event["at"] for event in opens] == expected

@@ -24,7 +24,7 @@ def test_plain_output_has_no_escape_codes_and_all_content(run_dir):
     assert not ANSI.search(text)
     result = read_run(run_dir).result
     assert text.startswith(result.verdict["rule"].capitalize()), "the verdict comes first"
-    for name in (*CATEGORIES, *COMPONENTS, "TTFT", "TPOT", "ITL", "E2E", "spans", "samples", "disagreement"):
+    for name in (*CATEGORIES, *COMPONENTS, "TTFT", "TPOT", "ITL", "E2E", "spans", "samples", "samples - spans"):
         assert name in text, name
     assert f"{result.engine['steps']:,}" in text or str(result.engine["steps"]) in text
     assert f"{result.metrics['ttft_ms']['p99']:.2f} ms" in text

@@ -124,4 +124,67 @@ def test_phases_are_clamped_inside_their_step(tmp_path):
     steps = read_run(path).steps
     steps.loc[0, "model_ms"] = steps.loc[0, "duration_ms"] * 3  # a recorder rounding gone wrong
     steps.to_csv(steps_csv, index=False)
+    (path / "spans.csv").unlink()  # phases are then placed from steps.csv, end to end
     assert validate_chrome_trace(json.loads(write_chrome_trace(path).read_text())) == []
+
+
+def test_phases_sit_at_their_recorded_start_times(run_dir):
+    import pandas as pd
+
+    from reports.rundata import run_start_ns
+
+    run = read_run(run_dir)
+    spans = pd.read_csv(run_dir / "spans.csv")
+    trace = json.loads(write_chrome_trace(run_dir).read_text())
+    assert validate_chrome_trace(trace) == []
+    assert "spans.csv" in trace["metadata"]["phase_placement"]
+    start = run_start_ns(run)
+    phases = [e for e in trace["traceEvents"] if e.get("cat") == "phase"]
+    recorded = spans[spans["name"] != "step"]
+    assert len(phases) == len(recorded)
+    assert sorted(e["ts"] for e in phases) == sorted(round((ns - start) / 1000, 3) for ns in recorded["start_ns"])
+    # Not laid end to end: the first phase of a step starts after the loop's own code, not at the step start.
+    first_step = next(e for e in trace["traceEvents"] if e.get("name") == "step")
+    first_phase = min((e for e in phases if e["ts"] >= first_step["ts"]), key=lambda e: e["ts"])
+    assert first_phase["ts"] > first_step["ts"]
+    assert first_step["args"]["batch_size"] == int(run.steps["batch_size"].iloc[0])
+
+
+def test_deep_runs_put_torch_ops_on_the_engine_lane_at_their_times(tmp_path):
+    import pandas as pd
+
+    from reports.exports.trace import ENGINE_TID
+    from reports.rundata import run_start_ns
+    from tests.support.run_dirs import make_run_dir
+
+    path = make_run_dir(tmp_path / "deep", seed=5, n_requests=40, n_steps=80, deep=True)
+    ops = pd.read_csv(path / "kernel_events.csv")
+    trace = json.loads(write_chrome_trace(path).read_text())
+    assert validate_chrome_trace(trace) == [], "an op that overshoots its span must be clamped into it"
+    aten = [e for e in trace["traceEvents"] if e.get("cat") == "aten"]
+    assert len(aten) == len(ops) and {e["tid"] for e in aten} == {ENGINE_TID}
+    start = run_start_ns(read_run(path))
+    assert sorted(e["ts"] for e in aten) == sorted(round((ns - start) / 1000, 3) for ns in ops["start_ns"])
+    assert {e["name"] for e in aten} == {"aten::linear", "aten::addmm", "aten::silu", "aten::mul"}
+    assert "torch.profiler ops" in trace["metadata"]["torch_ops"]
+    model = {round(e["ts"] + e["dur"], 3) for e in trace["traceEvents"] if e.get("name") == "model"}
+    assert any(round(e["ts"] + e["dur"], 3) in model for e in aten), "the overshooting op ends at its span's end"
+
+
+def test_without_spans_csv_phases_fall_back_to_engine_order(tmp_path):
+    from tests.support.run_dirs import make_run_dir
+
+    path = make_run_dir(tmp_path / "old", seed=6, n_requests=20, n_steps=30)
+    (path / "spans.csv").unlink()
+    trace = json.loads(write_chrome_trace(path).read_text())
+    assert validate_chrome_trace(trace) == [] and "laid end to end" in trace["metadata"]["phase_placement"]
+    assert "none" in trace["metadata"]["torch_ops"]
+
+
+def test_nesting_clamps_children_into_their_parent():
+    from reports.exports.trace import nest_on_track
+
+    events = [{"ph": "X", "name": "parent", "ts": 0.0, "dur": 10.0}, {"ph": "X", "name": "child", "ts": 8.0, "dur": 5.0},
+              {"ph": "X", "name": "next", "ts": 10.0, "dur": 3.0}]  # fmt: skip
+    by_name = {e["name"]: e for e in nest_on_track(events)}
+    assert by_name["child"]["dur"] == 2.0 and by_name["next"] == {"ph": "X", "name": "next", "ts": 10.0, "dur": 3.0}

@@ -1,0 +1,55 @@
+"""A run's control figure: a number the compared change cannot move, so that if it moves, the machine moved.
+
+compare plots it per repeat beside the change's metrics; a drift guard can declare a comparison void
+when it moves too much. The figure is the model span's time per token the model processed (prefill
+and decode tokens, every step): the forward pass is the same code in every run, so swapping the
+scheduler, sampler or KV allocator between their Python and C twins (token for token equivalent,
+docs/twin-spec.md) leaves it alone, while a slower or busier machine raises it. It is not a control
+for changes that touch the model, its dtype or threads, or the batch sizes the engine runs (the
+batch shape changes what a forward costs per token).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from profiler.rundir.results import RunData
+
+CONTROL_NAME = "model_us_per_token"
+
+
+@dataclass(frozen=True)
+class ControlFigure:
+    """One run's control figure: its value, what it is, and how many steps and tokens it rests on."""
+
+    name: str
+    label: str
+    unit: str
+    value: float
+    steps: int
+    tokens: int
+
+
+def control_figure(run: RunData) -> ControlFigure | None:
+    """The model span's time per processed token in microseconds (see the module docstring), or None
+    when the run has no traced model span (profile off) or processed no token."""
+    steps = run.steps
+    if steps.empty or not {"model_ms", "prefill_tokens", "decode_tokens"} <= set(steps.columns):
+        return None
+    model_ms = pd.to_numeric(steps["model_ms"], errors="coerce").fillna(0.0)
+    tokens = pd.to_numeric(steps["prefill_tokens"], errors="coerce").fillna(0) + pd.to_numeric(
+        steps["decode_tokens"], errors="coerce"
+    ).fillna(0)
+    total_tokens = int(tokens.sum())
+    if total_tokens <= 0 or float(model_ms.sum()) <= 0:
+        return None
+    return ControlFigure(
+        name=CONTROL_NAME,
+        label="model span time per processed token",
+        unit="us",
+        value=float(model_ms.sum()) * 1e3 / total_tokens,
+        steps=int((tokens > 0).sum()),
+        tokens=total_tokens,
+    )

@@ -1,0 +1,50 @@
+"""Drift of a comparison: each run's control figure (profiler.rundir.control), in the order the runs ran.
+
+The control figure is a number the compared change cannot move; plotted per repeat, it shows when
+the machine moved instead. The section is plain data in compare.json and drawn by compare/charts.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from profiler.rundir.control import control_figure
+from profiler.rundir.results import RunData
+from reports.rundata import run_start_ns
+
+
+def control_section(before: list[RunData], after: list[RunData]) -> dict[str, Any]:
+    """{name, label, unit, runs: [{side, run, order, value}], before_mean, after_mean, ratio, spread} or {}.
+
+    `order` is when the run ran among all of them (by its recorded time, then its clock), 1 first;
+    `ratio` is after mean / before mean; `spread` is max / min - 1 over all runs. Empty when a run has
+    no control figure (profiling off)."""
+    figures = [(side, run, control_figure(run)) for side, runs in (("before", before), ("after", after)) for run in runs]
+    if not figures or any(figure is None for _, _, figure in figures):
+        return {}
+    ranked = sorted(range(len(figures)), key=lambda i: (figures[i][1].result.created_at, run_start_ns(figures[i][1])))
+    order = {index: rank + 1 for rank, index in enumerate(ranked)}
+    first = figures[0][2]
+    assert first is not None
+    runs = [{"side": side, "run": str(run.path), "order": order[index], "value": figure.value}
+            for index, (side, run, figure) in enumerate(figures) if figure is not None]  # fmt: skip
+    means = {side: float(np.mean([entry["value"] for entry in runs if entry["side"] == side])) for side in ("before", "after")}
+    values = [entry["value"] for entry in runs]
+    return {
+        "name": first.name, "label": first.label, "unit": first.unit, "runs": runs,
+        "before_mean": means["before"], "after_mean": means["after"], "ratio": means["after"] / means["before"],
+        "spread": max(values) / min(values) - 1.0,
+    }  # fmt: skip
+
+
+def drift_note(section: dict[str, Any]) -> str | None:
+    """One sentence for the comparison's notes: how far the control figure moved."""
+    if not section:
+        return None
+    return (
+        f"Control figure ({section['label']}, which the compared twins cannot move): after/before "
+        f"{section['ratio']:.3f}x, and {section['spread']:.1%} between the fastest and slowest run. A metric "
+        "that moved less than that may have moved with the machine, not with the change."
+    )

@@ -1,0 +1,38 @@
+"""The control figure: the model span's time per processed token, unmoved by control-path changes."""
+
+from __future__ import annotations
+
+import pytest
+
+from profiler.rundir.control import control_figure
+from profiler.rundir.results import read_run
+from tests.support.run_dirs import make_run_dir
+
+
+def test_is_model_time_over_every_processed_token(tmp_path):
+    run = read_run(make_run_dir(tmp_path / "run", seed=1, n_requests=30, n_steps=60))
+    figure = control_figure(run)
+    tokens = (run.steps["prefill_tokens"] + run.steps["decode_tokens"]).sum()
+    assert figure.value == pytest.approx(run.steps["model_ms"].sum() * 1000 / tokens)
+    assert figure.unit == "us" and figure.tokens == tokens and figure.steps == len(run.steps)
+
+
+def test_control_paths_getting_faster_leave_it_alone_and_a_slower_model_moves_it(tmp_path):
+    run = read_run(make_run_dir(tmp_path / "run", seed=1, n_requests=30, n_steps=60))
+    base = control_figure(run).value
+    faster_control = run.steps.copy()
+    for phase in ("scheduler_ms", "sampler_ms", "kv_alloc_ms"):
+        faster_control[phase] /= 5
+    run.steps = faster_control
+    assert control_figure(run).value == pytest.approx(base)
+    run.steps = faster_control.assign(model_ms=faster_control["model_ms"] * 1.2)  # the machine slowed
+    assert control_figure(run).value == pytest.approx(base * 1.2)
+
+
+def test_none_without_a_model_span_or_tokens(tmp_path):
+    bare = read_run(make_run_dir(tmp_path / "bare", seed=2, n_requests=20, n_steps=30))
+    bare.steps = bare.steps.drop(columns=["model_ms"])
+    assert control_figure(bare) is None
+    idle = read_run(make_run_dir(tmp_path / "idle", seed=2, n_requests=20, n_steps=30))
+    idle.steps = idle.steps.assign(prefill_tokens=0, decode_tokens=0)
+    assert control_figure(idle) is None
