@@ -67,6 +67,9 @@ def _title_page(pages: TextPages, data: ReportData, title: str, missing: list[st
     pages.table(
         Table("Key figures", ["figure", "value"], rows=[list(row) for row in summary.key_figures(result)])
     )
+    target = summary.target_table(result)
+    if target is not None:
+        pages.table(target)
     pages.table(summary.latency_table(result))
     pages.table(summary.throughput_table(result))
 
