@@ -102,6 +102,8 @@ async def _stream_one(client: httpx.AsyncClient, base: str, record: HttpRecord, 
                 if data == "[DONE]":
                     break
                 _take_chunk(record, json.loads(data), clock())
+            if record.error is None and record.finish_reason is None:
+                record.error = "the stream ended without a finish_reason: the server cut the request short"
     except (httpx.HTTPError, ValueError) as exc:
         record.error = f"{type(exc).__name__}: {exc}"
     finally:
