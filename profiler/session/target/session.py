@@ -11,6 +11,7 @@ record   client-side serving metrics (the same definitions as in-process), the s
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import threading
 from dataclasses import dataclass
@@ -67,6 +68,7 @@ def plan_target(server: ServerInfo, pid: int | None, profile: str) -> TargetPlan
     return TargetPlan(server, None, None, None if server.ours else reason)
 
 
+@functools.cache  # tokenizers are immutable; reading one from a GGUF takes seconds
 def prompt_tokenizer(model: str):  # type: ignore[no-untyped-def]
     """The tokenizer prompts are sized with: the --model GGUF's, else SmolLM2's (synthetic models use it too)."""
     from engine.models import find_smollm2
