@@ -16,7 +16,8 @@ comes first with --threads; TID is the OS thread id (threading.get_native_id()).
 Category rules, innermost frame first:
   1. a GC collection anywhere between the innermost frame and the nearest Python frame -> allocation
   2. walking outward, the first decisive frame decides:
-       Python frame: a threading/queue wait -> lock, else interpreter (the eval loop running it)
+       Python frame: a threading/queue wait -> lock, a selector's select (an idle event loop) -> idle,
+         else interpreter (the eval loop running it)
        native frame in an OpenMP/BLAS/oneDNN/CUDA library, or at::native/mkl/gemm/omp/dnnl names -> kernel
        malloc/free/PyObject_Malloc/_PyObject_GC_*/mmap/*_dealloc/c10 allocator -> allocation
        futex/pthread_cond_wait/sem_wait/take_gil/PyThread_acquire_lock -> lock
@@ -196,6 +197,11 @@ def _leaf_name(qualname: str) -> str:
     return qualname.rpartition(".")[2]
 
 
+def _python_io_wait(frame: Frame) -> bool:
+    """An event loop blocked in its selector (asyncio, uvicorn): waiting on I/O, as epoll_wait is natively."""
+    return frame.where.endswith("selectors.py") and _leaf_name(frame.function) in ("select", "poll")
+
+
 def _python_wait(frame: Frame) -> bool:
     return frame.where.endswith(_PY_WAIT_FILES) and _leaf_name(frame.function) in _PY_WAIT_FUNCS
 
@@ -269,7 +275,7 @@ def classify_category(
                 if weak is not None:
                     category, dispatch = weak[0], weak[1]
                 else:
-                    category = "lock" if _python_wait(frame) else "interpreter"
+                    category = "lock" if _python_wait(frame) else "idle" if _python_io_wait(frame) else "interpreter"
                 break
             verdict = _native_verdict(frame, native_libs)
             if verdict is None:

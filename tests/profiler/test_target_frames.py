@@ -63,3 +63,14 @@ GIL = "pthread_cond_timedwait@@GLIBC_2.3.2 (libc.so.6);__futex_abstimed_wait_com
 def test_gil_waits_are_told_from_other_waits(frames: str, gil: bool) -> None:
     stack = parse_line(f"thread (1): t;{frames} 1")
     assert stack is not None and is_gil_wait(stack.frames) is gil
+
+
+def test_an_event_loop_waiting_in_its_selector_is_idle_with_or_without_native_frames() -> None:
+    python_only = parse_line("thread (1): infer-prof-api;BaseEventLoop.run_forever (asyncio/base_events.py:607);"
+                             "BaseEventLoop._run_once (asyncio/base_events.py:1884);EpollSelector.select (selectors.py:468) 5")  # fmt: skip
+    native = parse_line("thread (1): infer-prof-api;BaseEventLoop._run_once (asyncio/base_events.py:1884);"
+                        "EpollSelector.select (selectors.py:468);epoll_wait (libc.so.6) 5")  # fmt: skip
+    busy = parse_line("thread (1): infer-prof-api;Reply.delta_event (profiler/serve/responses.py:60) 5")
+    assert classify(python_only, rules=RULES) == ("idle", "api", False)
+    assert classify(native, rules=RULES).category == "idle"
+    assert classify(busy, rules=RULES) == ("interpreter", "api", False)
