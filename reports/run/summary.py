@@ -27,6 +27,8 @@ def headline(result: RunResult) -> str:
     verdict = result.verdict
     if not verdict:
         return f"No verdict: the time split was not measured ({why_not_measured(result, 'verdict')})."
+    if verdict.get("rule") is None:  # a split without spans or native stacks (a served run's Python-only samples)
+        return "No verdict: " + str((verdict.get("reasons") or ["no split could name a bottleneck"])[0])
     spans = _spans(result)
     categories = spans.get("categories", {})
     category = verdict.get("category")
