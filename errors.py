@@ -16,8 +16,10 @@ it; the CLI prints it as one line on stderr and exits 2, never a traceback.
     ├── RequestError                 a request the engine refuses (the engine keeps serving others)
     │   ├── InvalidSamplingParams    an impossible sampling parameter (names the parameter)
     │   ├── PromptTooLongError       the prompt does not fit the context or the KV pool
-    │   └── EngineShutdownError      submit() after shutdown()
+    │   ├── EngineShutdownError      submit() after shutdown()
+    │   └── HTTPRequestError         an HTTP request `infer-prof serve` refuses (OpenAI error JSON, 4xx/503)
     ├── ScenarioError                a scenario name or file that cannot be used
+    ├── TargetError                  a --target server that cannot be reached or does not speak the OpenAI API
     ├── BudgetError                  a budget file, or a budget check that cannot be evaluated
     ├── ResultError                  a run directory that is missing, incomplete or of another schema
     └── ReportError                  a run directory's files cannot be turned into a report
@@ -86,6 +88,28 @@ class PromptTooLongError(RequestError):
 
 class EngineShutdownError(RequestError):
     """submit() was called after shutdown()."""
+
+
+class HTTPRequestError(RequestError):
+    """An HTTP request the OpenAI-compatible server refuses before it reaches the engine.
+
+    `status` is the HTTP status (400 bad value, 404 unknown model, 413 body too large, 422 wrong type or
+    shape, 503 queue full or shutting down); `param` names the field at fault, `code` is OpenAI's.
+    """
+
+    def __init__(
+        self, message: str, *, status: int = 400, param: str | None = None, code: str | None = None,
+        retry_after_s: int | None = None,
+    ) -> None:  # fmt: skip
+        super().__init__(message)
+        self.status = status
+        self.param = param
+        self.code = code
+        self.retry_after_s = retry_after_s
+
+
+class TargetError(InferProfError):
+    """A `run --target` server that cannot be reached, or answers in something other than the OpenAI API."""
 
 
 class ScenarioError(InferProfError):

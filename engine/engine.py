@@ -104,8 +104,13 @@ class Engine:
         chat: bool = False,
         priority: int = 0,
         on_token: Callable[[str], None] | None = None,
+        on_finish: Callable[[RequestOutput], None] | None = None,
     ) -> RequestHandle:
-        """Queue a request; raises a RequestError subclass (and serves on) if it can never be served."""
+        """Queue a request; raises a RequestError subclass (and serves on) if it can never be served.
+
+        on_token(delta) runs on the engine thread after each sampled token; on_finish(output) runs
+        once when the request ends for any reason (done, aborted, failed), on the thread that ended it.
+        """
         arrival_ns = self.clock()
         if self._shutdown:
             raise EngineShutdownError("the engine has been shut down: it takes no new requests")
@@ -116,7 +121,7 @@ class Engine:
         max_tokens = self._check_fits(prompt_ids, params)
         request = Request(
             request_id=-1, prompt=text, prompt_token_ids=prompt_ids, params=params, max_tokens=max_tokens,
-            priority=priority, arrival_ns=arrival_ns, on_token=on_token,
+            priority=priority, arrival_ns=arrival_ns, on_token=on_token, on_finish=on_finish,
         )  # fmt: skip
         with self.tracer.lock(self._lock, "submit"):
             if self._shutdown:
@@ -423,6 +428,11 @@ class Engine:
         with self._lock:
             self._known.pop(request.request_id, None)
         self._num_finished += 1
+        if request.on_finish is not None:
+            try:
+                request.on_finish(request.output)
+            except Exception:  # noqa: BLE001, S110 - the request is over: a client's bug cannot fail it any more
+                pass
 
     def _record(self, step: int, plan: StepPlan, start_ns: int, prefill: int, decode: int) -> None:
         used = self.num_blocks - self.kv_alloc.num_free_blocks

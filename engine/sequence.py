@@ -69,6 +69,7 @@ class Request:
     priority: int
     arrival_ns: int
     on_token: Callable[[str], None] | None = None
+    on_finish: Callable[[RequestOutput], None] | None = None
     token_ids: list[int] = field(default_factory=list)  # prompt + output: what the model computes
     detokenizer: IncrementalDetokenizer | None = None
     text: str = ""

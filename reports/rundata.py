@@ -90,6 +90,9 @@ def why_not_measured(result: RunResult, section: str) -> str:
     """A short reason a section is absent, from the config and the collectors' statuses."""
     if result.config.get("profile") == "off":
         return "profiling was off: --profile off"
+    split = (result.target or {}).get("split") or {}
+    if result.target is not None and not split.get("available"):
+        return f"the server's split is unavailable: {split.get('reason') or 'no reason recorded'}"
     wanted = {"breakdown": ("spans",), "samples": ("py-spy",), "verdict": ("spans",)}.get(section, ())
     for name in wanted:
         status: dict[str, Any] = result.collectors.get(name) or {}

@@ -61,6 +61,7 @@ SPAN_COMPONENTS = {
     "detokenize": "detokenizer",
     "queue": "queue",
     "model": "model",
+    "api": "api",  # infer-prof serve's HTTP layer: its hand-off runs on the engine thread too
 }
 # Threads the profiler itself runs in the process: not the engine's clients.
 PROFILER_THREADS = frozenset({"infer-prof-nvml"})

@@ -16,7 +16,8 @@ comes first with --threads; TID is the OS thread id (threading.get_native_id()).
 Category rules, innermost frame first:
   1. a GC collection anywhere between the innermost frame and the nearest Python frame -> allocation
   2. walking outward, the first decisive frame decides:
-       Python frame: a threading/queue wait -> lock, else interpreter (the eval loop running it)
+       Python frame: a threading/queue wait -> lock, a selector's select (an idle event loop) -> idle,
+         else interpreter (the eval loop running it)
        native frame in an OpenMP/BLAS/oneDNN/CUDA library, or at::native/mkl/gemm/omp/dnnl names -> kernel
        malloc/free/PyObject_Malloc/_PyObject_GC_*/mmap/*_dealloc/c10 allocator -> allocation
        futex/pthread_cond_wait/sem_wait/take_gil/PyThread_acquire_lock -> lock
@@ -34,8 +35,14 @@ Category rules, innermost frame first:
 Without --native every innermost frame is a Python frame, so "interpreter" then means "this Python
 line, or native code it called": the breakdown treats such samples as unresolved between the two.
 
-Components come from the innermost Python frame whose file/function matches COMPONENT_RULES; engine
-model frames become model_kernels when the category is kernel, else model_glue.
+Components come from the innermost Python frame whose file/function matches COMPONENT_RULES (our
+engine's modules, vLLM's, SGLang's and llama-cpp-python's, and the HTTP stack as `api`); model frames
+become model_kernels when the category is kernel, else model_glue.
+
+A GIL wait (is_gil_wait) is a lock sample whose wait is the interpreter's own: take_gil and the calls
+that take the GIL back after native code (PyEval_RestoreThread, PyGILState_Ensure, pybind11's
+gil_scoped_acquire), or a condition-variable wait right under the eval loop with no lock object of
+Python's in between (3.11 inlines take_gil there).
 """
 
 from __future__ import annotations
@@ -190,6 +197,11 @@ def _leaf_name(qualname: str) -> str:
     return qualname.rpartition(".")[2]
 
 
+def _python_io_wait(frame: Frame) -> bool:
+    """An event loop blocked in its selector (asyncio, uvicorn): waiting on I/O, as epoll_wait is natively."""
+    return frame.where.endswith("selectors.py") and _leaf_name(frame.function) in ("select", "poll")
+
+
 def _python_wait(frame: Frame) -> bool:
     return frame.where.endswith(_PY_WAIT_FILES) and _leaf_name(frame.function) in _PY_WAIT_FUNCS
 
@@ -263,7 +275,7 @@ def classify_category(
                 if weak is not None:
                     category, dispatch = weak[0], weak[1]
                 else:
-                    category = "lock" if _python_wait(frame) else "interpreter"
+                    category = "lock" if _python_wait(frame) else "idle" if _python_io_wait(frame) else "interpreter"
                 break
             verdict = _native_verdict(frame, native_libs)
             if verdict is None:
@@ -286,7 +298,7 @@ def classify_category(
 # Component rules: (component, file pattern, function pattern or None), innermost Python frame first.
 # ------------------------------------------------------------------------------------------------
 
-COMPONENT_RULES: tuple[tuple[str, str, str | None], ...] = (
+ENGINE_RULES: tuple[tuple[str, str, str | None], ...] = (
     ("detokenizer", r"(^|/)engine/tokenizer\.py$", r"^IncrementalDetokenizer\b|detok"),
     ("detokenizer", r"(^|/)engine/detokeniz\w*\.py$", None),
     ("tokenizer", r"(^|/)engine/tokenizer\.py$", None),
@@ -300,6 +312,46 @@ COMPONENT_RULES: tuple[tuple[str, str, str | None], ...] = (
     ("model", r"(^|/)engine/model\.py$", None),
     ("queue", r"(^|/)engine/engine\.py$", r"submit|queue|_drain|_take|_wait_for_work|arrival"),
     ("queue", r"(^|/)queue\.py$", None),
+)
+
+# Other engines' modules, for `run --target --pid` against their servers. Paths are as py-spy prints
+# them (relative to the installed package); the patterns follow vLLM 0.6-0.11 (v0 and v1 engines) and
+# SGLang 0.3-0.5, and llama-cpp-python's server. Extend a table, or pass ComponentRules your own.
+VLLM_RULES: tuple[tuple[str, str, str | None], ...] = (
+    ("scheduler", r"(^|/)vllm/(v1/core/sched/|core/(scheduler|policy|interfaces)\.py)", None),
+    ("kv_alloc", r"(^|/)vllm/(v1/core/(kv_cache_manager|block_pool|kv_cache_utils|kv_cache_coordinator|"
+                 r"single_type_kv_cache_manager)\.py|core/block_manager\w*\.py|core/block/)", None),
+    ("sampler", r"(^|/)vllm/(v1/sample/|model_executor/layers/sampler\.py|model_executor/sampling_metadata\.py)", None),
+    ("detokenizer", r"(^|/)vllm/(v1/engine/(detokenizer|output_processor)\.py|transformers_utils/detokenizer\w*\.py)", None),
+    ("tokenizer", r"(^|/)vllm/(transformers_utils/tokenizer\w*|v1/engine/processor|inputs/preprocess)\.py", None),
+    ("api", r"(^|/)vllm/(entrypoints/|v1/engine/async_llm\.py|engine/async_llm_engine\.py)", None),
+    ("model", r"(^|/)vllm/(model_executor/|v1/worker/|worker/|attention/|v1/attention/)", None),
+)
+SGLANG_RULES: tuple[tuple[str, str, str | None], ...] = (
+    ("scheduler", r"(^|/)sglang/srt/managers/(scheduler|schedule_policy|schedule_batch)\w*\.py$", None),
+    ("kv_alloc", r"(^|/)sglang/srt/mem_cache/", None),
+    ("sampler", r"(^|/)sglang/srt/(layers/sampler\.py|sampling/)", None),
+    ("detokenizer", r"(^|/)sglang/srt/managers/detokenizer_manager\.py$", None),
+    ("tokenizer", r"(^|/)sglang/srt/(hf_transformers_utils|utils/hf_transformers_utils)\.py$", None),
+    ("api", r"(^|/)sglang/srt/(entrypoints/|openai_api/|managers/tokenizer_manager\.py)", None),
+    ("model", r"(^|/)sglang/srt/(models/|model_executor/|layers/)", None),
+)
+LLAMA_CPP_RULES: tuple[tuple[str, str, str | None], ...] = (
+    ("api", r"(^|/)llama_cpp/server/", None),
+    ("sampler", r"(^|/)llama_cpp/(llama|_internals)\.py$", r"sampl"),
+    ("detokenizer", r"(^|/)llama_cpp/(llama|_internals)\.py$", r"detokenize|token_to_piece"),
+    ("tokenizer", r"(^|/)llama_cpp/(llama|_internals|llama_tokenizer)\.py$", r"tokeniz"),
+    ("model", r"(^|/)llama_cpp/", None),
+)
+# The HTTP face: infer-prof serve's own code and the ASGI stack under any server (FastAPI, Starlette,
+# uvicorn, h11, httptools, anyio, asyncio's loop, pydantic validation, SSE helpers, aiohttp).
+API_RULES: tuple[tuple[str, str, str | None], ...] = (
+    ("api", r"(^|/)profiler/serve/", None),
+    ("api", r"(^|/)(uvicorn|starlette|fastapi|h11|httptools|anyio|sse_starlette|pydantic|pydantic_core|aiohttp|"
+            r"uvloop|asyncio)/", None),
+)
+COMPONENT_RULES: tuple[tuple[str, str, str | None], ...] = (
+    ENGINE_RULES + VLLM_RULES + SGLANG_RULES + LLAMA_CPP_RULES + API_RULES
 )
 
 
@@ -342,3 +394,32 @@ def classify(
     if component == "model":
         component = "model_kernels" if category == "kernel" else "model_glue"
     return Classification(category, component, dispatch)
+
+
+_GIL_NAMES = re.compile(r"take_gil|PyEval_RestoreThread|PyEval_AcquireThread|PyGILState_Ensure|gil_scoped_acquire|"
+                        r"PyEval_AcquireLock")  # fmt: skip
+_PY_LOCK_OBJECTS = re.compile(r"PyThread_acquire_lock|rlock_acquire|acquire_timed|lock_PyThread|semlock|PyCOND_WAIT_LOCK")
+_CONDVAR_WAITS = re.compile(r"pthread_cond_(?:timed|clock)?wait|futex|__lll_lock_wait")
+
+
+def is_gil_wait(frames: tuple[Frame, ...]) -> bool:
+    """Whether the innermost native frames of a stack are a thread waiting to take the GIL (see the top).
+
+    With --native, py-spy prints CPython's own C functions as `name (file.c:line)`; those are walked
+    through like libc's, so that a wait inside the eval loop reaches the Python frame above it."""
+    saw_condvar = False
+    for frame in reversed(frames):
+        name = base_symbol(frame.function)
+        if _GIL_NAMES.search(name):
+            return True
+        if _PY_LOCK_OBJECTS.search(name):
+            return False  # a threading.Lock / Condition / queue wait: a lock, but not the GIL
+        if _CONDVAR_WAITS.search(name):
+            saw_condvar = True
+            continue
+        c_source = frame.where.endswith((".c", ".h"))
+        if frame.python and not c_source:
+            return saw_condvar  # a wait right under Python code with no lock object: the eval loop's GIL
+        if not (c_source or frame.unresolved or "libpython" in frame.where or frame.where.startswith("libc")):
+            return False  # other native code (an OpenMP barrier, a kernel, an allocator)
+    return False

@@ -32,11 +32,22 @@ def run(
     profile: Annotated[str, typer.Option("--profile", help="Collectors: default (cheap, always-on), deep (native stacks sampled under SCHED_FIFO + torch.profiler windows that split kernel from torch's per-op fee; slow, for short runs), off.")] = "default",
     verify: Annotated[bool, typer.Option("--verify", help="Also run with each predicted native path on and report predicted vs measured gain.")] = False,
     policy: Annotated[Optional[str], typer.Option("--policy", help="Scheduling policy: fcfs or priority (default: priority when the scenario has priority classes, else fcfs).")] = None,
+    target: Annotated[Optional[str], typer.Option("--target", help="Send the scenario over HTTP to this OpenAI-compatible server (e.g. http://127.0.0.1:8000) instead of running the built-in engine; --model then only names the tokenizer prompts are sized with.")] = None,
+    pid: Annotated[Optional[int], typer.Option("--pid", help="With --target: the server's process id, for py-spy to sample (automatic for a local infer-prof serve).")] = None,
+    target_model: Annotated[Optional[str], typer.Option("--target-model", help="With --target: the model id to request (default: the first in /v1/models).")] = None,
     *,
     options: EngineOptions,
 ) -> None:
     """Run the engine under a load scenario, measure where the time goes, and write a run directory."""
     options = dataclasses.replace(options, policy=policy or "fcfs")
+    if target is not None or pid is not None or target_model is not None:
+        if target is None:
+            raise OptionError("--pid and --target-model go with --target URL: give the server's URL too")
+        if verify:
+            raise OptionError("--verify switches the built-in engine's C twins on: it cannot run against --target")
+        raise typer.Exit(run_target_command(options, target=target, pid=pid, target_model=target_model,
+                                            scenario=scenario, requests=requests, duration=duration,
+                                            out=output_path(out, "--out"), report=report, profile=profile))  # fmt: skip
     code = run_command(options, scenario=scenario, requests=requests, duration=duration, out=output_path(out, "--out"),
                        report=report, profile=profile, verify=verify, policy_given=policy is not None)  # fmt: skip
     raise typer.Exit(code)
@@ -85,17 +96,11 @@ def _checked_inputs(
 ) -> tuple[ScenarioSpec, EngineOptions]:  # fmt: skip
     """Every flag, file and size checked before the model loads: the scenario with its overrides, the output
     directory, the profile, the KV pool against memory and against the scenario's requests."""
-    from profiler.collectors.registry import PROFILES
     from profiler.session.builder import engine_config
     from profiler.session.preflight import check_engine, check_scenario
-    from scenarios.spec import MAX_REQUESTS, load_scenario
+    from scenarios.spec import load_scenario
 
-    if requests is not None and not 1 <= requests <= MAX_REQUESTS:
-        raise OptionError(f"--requests={requests} is impossible: use 1 to {MAX_REQUESTS:,} (split a longer load into runs)")
-    if duration is not None and not (math.isfinite(duration) and duration > 0):
-        raise OptionError(f"--duration={duration} is impossible: give a positive number of seconds")
-    if profile not in PROFILES:
-        raise OptionError(f"--profile={profile!r}: use one of {', '.join(PROFILES)}")
+    _check_load_flags(requests, duration, profile)
     if verify and profile == "off":
         raise OptionError("--verify compares profiled runs: drop --profile off, or drop --verify")
     if out is not None:
@@ -115,6 +120,55 @@ def _load(options: EngineOptions, console: Console):  # type: ignore[no-untyped-
     from profiler.session.builder import load_for_options
 
     return load_for_options(options, progress=dim_printer(console), checked=True)
+
+
+def run_target_command(
+    options: EngineOptions, *, target: str, pid: int | None, target_model: str | None, scenario: str,
+    requests: int | None, duration: float | None, out: Path | None, report: bool, profile: str,
+) -> int:  # fmt: skip
+    """`run --target`: probe the server and check every input before sending anything, then drive it."""
+    from profiler.session.target.probe import probe
+    from profiler.session.target.session import plan_target, prompt_tokenizer, run_target_session
+    from scenarios.spec import load_scenario
+
+    console = Console(stderr=True)
+    _check_load_flags(requests, duration, profile)
+    if out is not None:
+        check_run_dir(out)
+    spec = load_scenario(scenario).with_overrides(num_requests=requests, duration_s=duration, seed=None)
+    plan = plan_target(probe(target, target_model), pid, profile)
+    server = plan.server
+    console.print(f"target [bold]{server.url}[/bold]: {server.name or 'unknown server'} {server.version or ''}, "
+                  f"model [bold]{server.model}[/bold]; scenario [bold]{spec.name}[/bold]: {spec.description}")  # fmt: skip
+    console.print(f"[dim]server split: {'py-spy on pid ' + str(plan.pid) + ' (' + str(plan.pid_source) + ')' if plan.pid else 'no py-spy'}"
+                  f"{', spans from the server' if server.ours and profile != 'off' else ''}"
+                  f"{'; ' + plan.split_unavailable if plan.split_unavailable else ''}[/dim]")  # fmt: skip
+    tokenizer = prompt_tokenizer(options.model)
+    with stop_on_signals(console) as stop:
+        claim = claim_run_dir(out) if out is not None else claim_default_run_dir(spec.name)
+        try:
+            with session_progress(console) as hooks:
+                outcome = run_target_session(plan, spec, claim.path, tokenizer=tokenizer, profile=profile,
+                                             stop_event=stop.event, hooks=hooks, prompt_model=options.model)  # fmt: skip
+            _write_reports(outcome, report, console, stop)
+        finally:
+            claim.release(keep=(claim.path / "result.json").exists())
+        if stop.exit_code is not None:
+            return stop.exit_code
+    return INTERRUPTED_EXIT_CODE if outcome.interrupted else 0
+
+
+def _check_load_flags(requests: int | None, duration: float | None, profile: str) -> None:
+    """The flags that size and profile a load, whatever it is sent to."""
+    from profiler.collectors.registry import PROFILES
+    from scenarios.spec import MAX_REQUESTS
+
+    if requests is not None and not 1 <= requests <= MAX_REQUESTS:
+        raise OptionError(f"--requests={requests} is impossible: use 1 to {MAX_REQUESTS:,} (split a longer load into runs)")
+    if duration is not None and not (math.isfinite(duration) and duration > 0):
+        raise OptionError(f"--duration={duration} is impossible: give a positive number of seconds")
+    if profile not in PROFILES:
+        raise OptionError(f"--profile={profile!r}: use one of {', '.join(PROFILES)}")
 
 
 def _verify(outcome, options, spec, loaded, console, stop_event, native_speedups, profile) -> None:  # type: ignore[no-untyped-def]

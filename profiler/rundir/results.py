@@ -3,7 +3,7 @@
 A run directory holds:
 
     result.json    RunResult below (schema_version, config, environment, scenario, metrics,
-                   engine, counters, breakdown, verdict, overhead, collectors, files)
+                   engine, counters, breakdown, verdict, target, overhead, collectors, files)
     requests.csv   one row per request (REQUEST_COLUMNS); token_ns is a space-separated list
     steps.csv      one row per engine step (STEP_COLUMNS, plus `<phase>_ms` span columns)
     samples.txt    py-spy's raw collapsed stacks (`record --format raw --threads`), when py-spy ran
@@ -40,7 +40,7 @@ Section shapes (fractions are of the engine thread's wall time unless said other
                   client_threads: SPLIT | null, notes: [str]}
                   SPLIT = {categories: {interpreter, lock, allocation, kernel, idle, other},
                            components: {scheduler, sampler, kv_alloc, tokenizer, detokenizer,
-                                        model_glue, model_kernels, queue}, dispatch: fraction,
+                                        model_glue, model_kernels, queue, api}, dispatch: fraction,
                            plus method details: samples, resolution ("python" | "native"),
                            python_leaf, lock_by_component, allocation_by_component,
                            kernel_fraction_by_span, fee_fraction_by_span, steps}
@@ -51,7 +51,16 @@ Section shapes (fractions are of the engine thread's wall time unless said other
                   predictions: {component: {share, native_speedup, predicted_gain,
                                             measured_gain | null}}, blind_spots: [str],
                   source: "spans" | "samples"}
+                  `api` is the HTTP layer of `infer-prof serve` (parsing, validation, encoding, the
+                  hand-off on the engine thread); 0 in an in-process run
     overhead     {throughput_ratio, method, collectors: {name: fraction}} (profiling cost)
+    target       null for an in-process run; for `run --target URL`: {url, server: {name, version,
+                  model, source}, ours: bool, pid: int | null, split: {available: bool, reason: str |
+                  null, methods: [..]}, threads: {name: {samples, categories, components, gil_wait}},
+                  gil: {engine_thread, api_thread, method, note} | null, client: {cpu_s, wall_s,
+                  cpu_fraction_of_one_core, python_threads, schedule_lag_ms, bottleneck: bool, note},
+                  http: {requests, errors: {status: count}, endpoint}}
+                  metrics are then measured client-side (send -> first content chunk -> last byte)
     collectors   {name: {status: "ok"|"skipped"|"failed", reason: str | null}}
     files        {name: relative path} e.g. requests, steps, samples, sample_labels, spans,
                   kernel_events, trace, speedscope, report_html
@@ -93,7 +102,9 @@ KERNEL_EVENT_COLUMNS = ("window", "step", "name", "start_ns", "end_ns", "depth",
 LATENCY_METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "queue_ms")
 # Time-split categories and components (see ARCHITECTURE.md, "The profiler").
 CATEGORIES = ("interpreter", "lock", "allocation", "kernel", "idle", "other")
-COMPONENTS = ("scheduler", "sampler", "kv_alloc", "tokenizer", "detokenizer", "model_glue", "model_kernels", "queue")
+COMPONENTS = (
+    "scheduler", "sampler", "kv_alloc", "tokenizer", "detokenizer", "model_glue", "model_kernels", "queue", "api",
+)  # fmt: skip
 
 
 @dataclass
@@ -108,6 +119,7 @@ class RunResult:
     counters: dict[str, Any] = field(default_factory=dict)
     breakdown: dict[str, Any] | None = None
     verdict: dict[str, Any] | None = None
+    target: dict[str, Any] | None = None  # a `run --target` run's server (None: the in-process engine)
     overhead: dict[str, Any] | None = None
     collectors: dict[str, Any] = field(default_factory=dict)  # name -> {"status": ..., "reason": ...}
     files: dict[str, str] = field(default_factory=dict)

@@ -27,7 +27,7 @@ Target = Figure | SubFigure
 # Colour-blind-safe (Okabe-Ito based) and stable across charts: a component keeps its colour everywhere.
 COMPONENT_COLOURS = {
     "scheduler": "#E69F00", "sampler": "#D55E00", "kv_alloc": "#CC79A7", "tokenizer": "#F0E442",
-    "detokenizer": "#8C6D31", "model_glue": "#56B4E9", "model_kernels": "#0072B2", "queue": "#009E73",
+    "detokenizer": "#8C6D31", "model_glue": "#56B4E9", "model_kernels": "#0072B2", "queue": "#009E73", "api": "#7B3294",
     "unattributed": "#DDDDDD",
 }  # fmt: skip
 CATEGORY_COLOURS = {

@@ -20,6 +20,7 @@ class Table:
     rows: list[list[str]] = field(default_factory=list)
     sections: list[int] = field(default_factory=list)  # row indices that start a new group
     note: str | None = None
+    text: bool = False  # a column of sentences, not numbers: left-aligned
 
 
 def headline(result: RunResult) -> str:
@@ -27,6 +28,8 @@ def headline(result: RunResult) -> str:
     verdict = result.verdict
     if not verdict:
         return f"No verdict: the time split was not measured ({why_not_measured(result, 'verdict')})."
+    if verdict.get("rule") is None:  # a split without spans or native stacks (a served run's Python-only samples)
+        return "No verdict: " + str((verdict.get("reasons") or ["no split could name a bottleneck"])[0])
     spans = _spans(result)
     categories = spans.get("categories", {})
     category = verdict.get("category")
@@ -124,7 +127,8 @@ def time_split_table(result: RunResult) -> Table:
     spans, samples = methods.get("spans") or {}, methods.get("samples")
     client = breakdown.get("client_threads")
     if client:
-        table.columns.append("client threads")
+        # In a served run the other threads are the server's (its event loop), not load-generator clients.
+        table.columns.append("other server threads" if result.target else "client threads")
     # Signed, samples minus spans (the breakdown's own convention): which method saw more matters.
     recorded_gaps = {"categories": breakdown.get("disagreement") or {},
                      "components": breakdown.get("component_disagreement") or {}}  # fmt: skip
@@ -284,3 +288,41 @@ def skipped_collectors(result: RunResult) -> list[tuple[str, str, str]]:
             key = (str(status.get("status")), status.get("reason") or "no reason recorded")
             groups.setdefault(key, []).append(name)
     return [(", ".join(names), status, reason) for (status, reason), names in groups.items()]
+
+
+def target_table(result: RunResult) -> Table | None:
+    """A `run --target` run's server, whether its split was measured, each thread's split and GIL waits,
+    and the client's own CPU use; None for an in-process run."""
+    target = result.target
+    if not target:
+        return None
+    server = target.get("server") or {}
+    split = target.get("split") or {}
+    client = target.get("client") or {}
+    table = Table("Target server (metrics measured client-side, over HTTP)", ["", "value"], text=True)
+    name = " ".join(str(part) for part in (server.get("name"), server.get("version")) if part) or "unknown"
+    table.rows.append(["server", f"{name} at {target.get('url')} (from {server.get('source')})"])
+    table.rows.append(["model", str(server.get("model"))])
+    if split.get("available"):
+        where = f"pid {target.get('pid')} ({target.get('pid_source')})" if target.get("pid") else "its spans"
+        table.rows.append(["time split", f"measured by {', '.join(split.get('methods') or [])}; {where}"])
+    else:
+        table.rows.append(["time split", f"unavailable: {split.get('reason') or 'no reason recorded'}"])
+    for thread, row in (target.get("threads") or {}).items():
+        categories = ", ".join(f"{key} {fmt_pct(value)}" for key, value in sorted(row["categories"].items(), key=lambda kv: -kv[1])[:3])
+        components = ", ".join(f"{key} {fmt_pct(value)}" for key, value in sorted(row["components"].items(), key=lambda kv: -kv[1])[:3])
+        gil = f"; GIL wait {fmt_pct(row['gil_wait'])}" if row.get("gil_wait") is not None else ""
+        table.rows.append([f"thread {thread}", f"{row['samples']} samples: {categories} | {components}{gil}"])
+    gil = target.get("gil") or {}
+    for thread, entry in ((gil.get("spans_off_cpu") or {}).items()):
+        if entry:
+            table.rows.append([f"off-CPU in Python spans, {thread.replace('_', ' ')}",
+                               f"{fmt_pct(entry['off_cpu_share'])} of wall time ({fmt_pct(entry['off_cpu_fraction_of_spans'])} "
+                               "of those spans: GIL waits plus waiting for a core)"])  # fmt: skip
+    samples = gil.get("samples") or {}
+    if samples:
+        table.rows.append(["GIL wait (native samples)", f"engine thread {fmt_pct(samples.get('engine_thread'))}, "
+                                                         f"API thread {fmt_pct(samples.get('api_thread'))}"])  # fmt: skip
+    if client:
+        table.rows.append(["client", str(client.get("note"))])
+    return table

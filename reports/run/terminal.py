@@ -34,6 +34,9 @@ def render_summary(
     if result.partial:
         console.print(Text(f"Partial run: {result.partial_reason or 'no reason recorded'}", style="bold red"))
     console.print()
+    target = summary.target_table(result)
+    if target is not None:
+        _print_table(console, target)
     for table in (
         summary.time_split_table(result),
         summary.latency_table(result),
@@ -69,7 +72,7 @@ def _print_table(console: Console, table: Table) -> None:
         rich_table = RichTable(box=box.SIMPLE_HEAD, show_edge=False)
         for index, column in enumerate(table.columns):
             # Fold rather than truncate: a narrow terminal wraps a number, it never hides one.
-            rich_table.add_column(column, justify="left" if index == 0 else "right", overflow="fold")
+            rich_table.add_column(column, justify="left" if index == 0 or table.text else "right", overflow="fold")
         for index, row in enumerate(table.rows):
             if index in table.sections and index > 0:
                 rich_table.add_section()

@@ -295,6 +295,30 @@ def test_cancel_in_flight_and_before_start() -> None:
         assert engine.submit([5], SamplingParams(max_tokens=2, ignore_eos=True)).result(timeout=30).ok
 
 
+def test_on_finish_runs_once_per_request_whatever_ends_it() -> None:
+    finished: dict[str, list[RequestOutput]] = {"done": [], "cancelled": [], "aborted": []}
+    engine = make_engine(FakeModel(delay_s=0.002))
+    with serving(engine):
+        done = engine.submit([5, 6], SamplingParams(max_tokens=3, ignore_eos=True),
+                             on_finish=finished["done"].append)  # fmt: skip
+        assert done.result(timeout=30).ok
+        started = threading.Event()
+        cancelled = engine.submit([5, 6], SamplingParams(max_tokens=10_000, ignore_eos=True),
+                                  on_token=lambda _d: started.set(), on_finish=finished["cancelled"].append)  # fmt: skip
+        assert started.wait(30) and cancelled.cancel()
+        cancelled.result(timeout=30)
+        # A callback that raises cannot fail a request that is already over, nor stop the engine.
+        boom = engine.submit([7], SamplingParams(max_tokens=2, ignore_eos=True), on_finish=lambda _o: 1 / 0)
+        assert boom.result(timeout=30).ok
+        aborted = engine.submit([5], SamplingParams(max_tokens=10_000, ignore_eos=True),
+                                on_finish=finished["aborted"].append)  # fmt: skip
+        engine.shutdown(abort=True, timeout=30)
+    assert [o.finish_reason for o in finished["done"]] == ["length"]
+    assert [o.finish_reason for o in finished["cancelled"]] == ["abort"]
+    assert [o.finish_reason for o in finished["aborted"]] == ["abort"]
+    assert finished["done"][0] is done.result() and finished["aborted"][0] is aborted.result()
+
+
 def test_shutdown_with_abort_returns_every_block_and_fails_nobody_silently() -> None:
     engine = make_engine(FakeModel(delay_s=0.001), block_size=4, max_num_seqs=4)
     engine.start()

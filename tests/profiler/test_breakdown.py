@@ -153,6 +153,7 @@ def test_spans_split_matches_the_hand_computed_answer() -> None:
             "model_glue": 0.10,
             "model_kernels": 0.30,
             "queue": 0.0,
+            "api": 0.0,  # no HTTP layer in an in-process run
         }
     )
     assert spans["lock_by_component"] == pytest.approx({"scheduler": 0.04})

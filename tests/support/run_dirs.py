@@ -325,7 +325,7 @@ def _breakdown(rng: np.random.Generator, steps: pd.DataFrame, with_samples: bool
     components = {
         "scheduler": phase["scheduler"], "sampler": phase["sampler"], "kv_alloc": phase["kv_alloc"],
         "tokenizer": 0.004, "detokenizer": phase["detokenize"], "model_glue": phase["model"] * 0.22,
-        "model_kernels": phase["model"] * 0.78, "queue": phase["queue"],
+        "model_kernels": phase["model"] * 0.78, "queue": phase["queue"], "api": 0.0,
     }  # fmt: skip
     control = phase["scheduler"] + phase["sampler"] + phase["kv_alloc"] + phase["detokenize"] + phase["queue"]
     interpreter = control * 0.85 + components["model_glue"] * 0.6

@@ -1,0 +1,141 @@
+"""Run the app on uvicorn over a started engine: bind first (a taken port is a one-line error), shut down gracefully.
+
+SIGTERM or SIGINT: /health turns 503, new requests get 503, requests in flight get `shutdown_timeout_s`
+to finish; then the engine aborts the rest, whose streams end with finish_reason "abort" and [DONE]
+(uvicorn cancels what still hangs a few seconds later); every KV block is back, and the process exits
+0. A second SIGINT quits at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import uvicorn
+
+from engine.engine import ENGINE_THREAD_NAME
+from errors import OptionError
+from profiler.serve.app import create_app
+from profiler.serve.profiling import API_THREAD_NAME
+from profiler.serve.state import ServeState
+
+CANCEL_GRACE_S = 5.0  # after the engine aborted what was left, how long streams get to send their last chunk
+
+
+@dataclass(frozen=True, slots=True)
+class ServeOptions:
+    """How the HTTP face listens and admits requests (the engine's own options are EngineOptions)."""
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    max_pending: int = 256
+    shutdown_timeout_s: float = 10.0
+    served_model_name: str | None = None
+    log_level: str = "warning"
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.port, int) and 0 <= self.port <= 65535):
+            raise OptionError(f"--port={self.port}: use 0 (any free port) to 65535")
+        if self.max_pending < 1:
+            raise OptionError(f"--max-pending={self.max_pending} must be at least 1")
+        if self.shutdown_timeout_s < 0:
+            raise OptionError(f"--shutdown-timeout={self.shutdown_timeout_s} must be >= 0 seconds")
+
+
+class GracefulServer(uvicorn.Server):
+    """uvicorn's server, except that a signal drains and exits 0 instead of re-raising the signal afterwards."""
+
+    def __init__(self, config: uvicorn.Config, on_exit: Callable[[], None]) -> None:
+        super().__init__(config)
+        self._on_exit = on_exit
+
+    def handle_exit(self, sig: int, frame: Any) -> None:
+        self._on_exit()
+        super().handle_exit(sig, frame)
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        previous = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket (port 0: any free one); OptionError names the flag when it cannot be had."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise OptionError(f"--host {host} --port {port}: cannot listen there ({exc.strerror}); "
+                          "choose another port (0 picks a free one) or stop what holds it") from None  # fmt: skip
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def server_info(state: ServeState, built: Any, options: Any, version: str) -> dict[str, Any]:
+    """GET /infer-prof/info: who this server is, for `run --target` (its pid lets py-spy attach)."""
+    return {
+        "name": "infer-prof", "version": version, "pid": os.getpid(), "model": state.model_name,
+        "model_source": state.info.get("model_source"), "python": sys.version.split()[0],
+        "native": sorted(built.native_active), "engine": built.engine_config_dict(), "options": options.to_dict(),
+        "engine_thread_name": ENGINE_THREAD_NAME, "api_thread_name": API_THREAD_NAME, "started_at": time.time(),
+    }  # fmt: skip
+
+
+def _drain(state: ServeState, timeout_s: float) -> None:
+    """Refuse new requests now; abort those still running after `timeout_s` (once, on the first signal)."""
+    if state.draining:
+        return
+    state.draining = True
+    timer = threading.Timer(timeout_s, lambda: state.engine.shutdown(abort=True))
+    timer.daemon = True
+    timer.start()
+
+
+def run_server(state: ServeState, serve: ServeOptions, sock: socket.socket, on_listening: Callable[[str], None]) -> int:
+    """Serve until a signal; returns the exit code (0 after a graceful shutdown)."""
+    config = uvicorn.Config(
+        create_app(state), log_level=serve.log_level, access_log=False, server_header=False,
+        timeout_graceful_shutdown=serve.shutdown_timeout_s + CANCEL_GRACE_S, lifespan="on",
+        headers=[("server", f"infer-prof/{state.info.get('version', '?')}")],
+    )  # fmt: skip
+    server = GracefulServer(config, on_exit=lambda: _drain(state, serve.shutdown_timeout_s))
+    # py-spy and the spans name threads by their Python name: the event loop's is the API layer's.
+    threading.current_thread().name = API_THREAD_NAME
+    state.start_engine()
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    original = server.startup
+
+    async def startup(sockets: list[socket.socket] | None = None) -> None:
+        await original(sockets)
+        if server.started:
+            on_listening(f"http://{shown}:{port}")
+
+    server.startup = startup  # type: ignore[method-assign]
+    try:
+        server.run(sockets=[sock])
+    finally:
+        state.draining = True
+        state.tracing.stop()
+        state.engine.shutdown(abort=True, timeout=serve.shutdown_timeout_s)
+        sock.close()
+    return 0

@@ -1,0 +1,64 @@
+"""What the HTTP handlers share: the engine, its tokenizer, the tracing, the metrics, the hand-off and the admission rules."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.engine import ENGINE_THREAD_NAME
+from errors import HTTPRequestError
+from profiler.serve.handoff import Handoff
+from profiler.serve.metrics import ServerMetrics
+from profiler.serve.profiling import ServerTracing
+
+RETRY_AFTER_S = 1  # what a 503 tells the client to wait: a step takes milliseconds, a request seconds
+
+
+@dataclass
+class ServeState:
+    """One server: built once before uvicorn starts; `handoff` is made when the event loop runs."""
+
+    engine: Any  # engine.engine.Engine
+    tokenizer: Any  # engine.tokenizer.Tokenizer
+    model_name: str
+    max_pending: int  # requests accepted and unfinished before a 503
+    info: dict[str, Any] = field(default_factory=dict)  # GET /infer-prof/info
+    tracing: ServerTracing = field(init=False)
+    metrics: ServerMetrics = field(init=False)
+    handoff: Handoff | None = None
+    draining: bool = False
+    engine_thread: threading.Thread | None = None
+
+    def __post_init__(self) -> None:
+        self.tracing = ServerTracing(self.engine)
+        self.metrics = ServerMetrics(self.engine, self.model_name)
+
+    def check_model(self, model: str | None) -> None:
+        if model is not None and model != self.model_name:
+            raise HTTPRequestError(f"model {model!r} is not served here: this server serves {self.model_name!r} "
+                                   "(GET /v1/models)", status=404, param="model", code="model_not_found")  # fmt: skip
+
+    def check_capacity(self) -> None:
+        """503 with Retry-After while shutting down or when `max_pending` requests are unfinished."""
+        if self.draining or not self.engine_alive():
+            raise HTTPRequestError("the server is shutting down: send the request to another server",
+                                   status=503, code="shutting_down")  # fmt: skip
+        pending = self.engine.num_unfinished
+        if pending >= self.max_pending:
+            raise HTTPRequestError(
+                f"the queue is full ({pending} requests unfinished, limit {self.max_pending} set by --max-pending): "
+                f"retry after {RETRY_AFTER_S} s", status=503, code="queue_full", retry_after_s=RETRY_AFTER_S,
+            )  # fmt: skip
+
+    def start_engine(self) -> None:
+        """Start the engine thread and keep hold of it (GET /health reports whether it still runs)."""
+        before = set(threading.enumerate())
+        self.engine.start()
+        self.engine_thread = next(
+            (thread for thread in threading.enumerate() if thread not in before and thread.name == ENGINE_THREAD_NAME),
+            None,
+        )
+
+    def engine_alive(self) -> bool:
+        return self.engine_thread is not None and self.engine_thread.is_alive()

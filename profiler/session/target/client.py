@@ -1,0 +1,247 @@
+"""Send a scenario's requests to an OpenAI-compatible server from one asyncio loop (httpx), streaming, timing every chunk.
+
+Timestamps are the client's (time.perf_counter_ns): a request arrives when the client sends it, its
+first token is the first chunk with non-empty text (as vLLM's benchmark_serving counts it, so that a
+role-only or empty first chunk does not count), each later non-empty chunk is a token time for ITL,
+and it finishes when the stream's last byte is read. Token counts come from the server's usage block
+(requested with stream_options.include_usage), else from the chunks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import resource
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from scenarios.loadgen import RequestSpec
+
+_MAX_PAUSE_S = 0.1  # the dispatcher notices a stop within this time
+READ_TIMEOUT_S = 600.0  # a long generation on a loaded CPU server can take minutes; a hung one ends here
+
+
+@dataclass(slots=True)
+class HttpRecord:
+    """What happened to one request over HTTP, in the client's perf_counter_ns."""
+
+    request: RequestSpec
+    scheduled_ns: int | None = None  # when the schedule wanted it sent (closed loop: when a client took it)
+    send_ns: int | None = None
+    first_token_ns: int | None = None
+    token_ns: list[int] = field(default_factory=list)
+    finish_ns: int | None = None
+    status: int | None = None
+    finish_reason: str | None = None
+    prompt_tokens: int | None = None  # the server's usage counts
+    completion_tokens: int | None = None
+    chunks: int = 0
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.status == 200 and self.finish_reason in ("stop", "length")
+
+
+@dataclass(slots=True)
+class HttpLoad:
+    """The records (request order) and how the load and the client itself went."""
+
+    records: list[HttpRecord]
+    start_ns: int
+    end_ns: int
+    warmup_ns: int
+    stopped_early: bool
+    peak_in_flight: int
+    client_cpu_s: float  # this process's user+system CPU during the measured load
+    loop_cpu_s: float  # the event loop thread's own CPU during it
+    threads: int  # Python threads alive in this process during the load
+
+
+def request_body(request: RequestSpec, prompt: str, model: str) -> dict[str, Any]:
+    """OpenAI fields for the scenario's sampling, plus vLLM's extras when they are not at their defaults."""
+    sampling = request.sampling
+    body: dict[str, Any] = {
+        "model": model, "max_tokens": sampling["max_tokens"], "temperature": sampling.get("temperature", 0.0),
+        "top_p": sampling.get("top_p", 1.0), "stream": True, "stream_options": {"include_usage": True},
+    }  # fmt: skip
+    if sampling.get("seed") is not None:
+        body["seed"] = sampling["seed"]
+    for name, off in (("top_k", 0), ("min_p", 0.0), ("repetition_penalty", 1.0), ("frequency_penalty", 0.0),
+                      ("presence_penalty", 0.0), ("ignore_eos", False)):  # fmt: skip
+        if sampling.get(name, off) != off:
+            body[name] = sampling[name]
+    if sampling.get("stop"):
+        body["stop"] = list(sampling["stop"])
+    if request.chat:
+        body["messages"] = [{"role": "user", "content": prompt}]
+    else:
+        body["prompt"] = prompt
+    return body
+
+
+async def _stream_one(client: httpx.AsyncClient, base: str, record: HttpRecord, body: dict[str, Any]) -> None:
+    path = "/v1/chat/completions" if "messages" in body else "/v1/completions"
+    clock = time.perf_counter_ns
+    record.send_ns = clock()
+    try:
+        async with client.stream("POST", base + path, json=body) as response:
+            record.status = response.status_code
+            if response.status_code != 200:
+                record.error = f"HTTP {response.status_code}: {_error_message(await response.aread())}"
+                return
+            async for line in response.aiter_lines():
+                if not line.startswith("data:"):
+                    continue
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    break
+                _take_chunk(record, json.loads(data), clock())
+            if record.error is None and record.finish_reason is None:
+                record.error = "the stream ended without a finish_reason: the server cut the request short"
+    except (httpx.HTTPError, ValueError) as exc:
+        record.error = f"{type(exc).__name__}: {exc}"
+    finally:
+        record.finish_ns = clock()
+
+
+def _take_chunk(record: HttpRecord, chunk: dict[str, Any], now: int) -> None:
+    if "error" in chunk:
+        record.error = f"stream error: {chunk['error'].get('message') if isinstance(chunk['error'], dict) else chunk['error']}"
+        return
+    usage = chunk.get("usage")
+    if usage:
+        record.prompt_tokens = usage.get("prompt_tokens")
+        record.completion_tokens = usage.get("completion_tokens")
+    for choice in chunk.get("choices") or []:
+        record.chunks += 1
+        text = choice.get("text")
+        if text is None:
+            text = (choice.get("delta") or {}).get("content")
+        if text:
+            record.token_ns.append(now)
+            if record.first_token_ns is None:
+                record.first_token_ns = now
+        if choice.get("finish_reason"):
+            record.finish_reason = choice["finish_reason"]
+
+
+def _error_message(raw: bytes) -> str:
+    try:
+        error = json.loads(raw).get("error")
+        return str(error.get("message") if isinstance(error, dict) else error)[:300]
+    except (ValueError, AttributeError):
+        return raw[:300].decode("utf-8", "replace")
+
+
+class _Driver:
+    """One load: the shared client, stop flags and in-flight count."""
+
+    def __init__(self, base: str, model: str, prompts: dict[int, str], stop_event: threading.Event,
+                 on_done: Callable[[HttpRecord], None] | None) -> None:  # fmt: skip
+        self.base, self.model, self.prompts = base, model, prompts
+        self.stop_event = stop_event
+        self.on_done = on_done
+        self.in_flight = 0
+        self.peak_in_flight = 0
+        self.tasks: set[asyncio.Task[None]] = set()
+        limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
+        self.client = httpx.AsyncClient(timeout=httpx.Timeout(READ_TIMEOUT_S, connect=10.0), limits=limits)
+
+    async def serve(self, record: HttpRecord) -> None:
+        self.in_flight += 1
+        self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+        try:
+            await _stream_one(self.client, self.base, record,
+                              request_body(record.request, self.prompts[record.request.index], self.model))  # fmt: skip
+        except asyncio.CancelledError:
+            record.error = record.error or "stopped: the load was interrupted"
+            raise
+        finally:
+            self.in_flight -= 1
+            if self.on_done is not None:
+                self.on_done(record)
+
+    def spawn(self, record: HttpRecord) -> None:
+        task = asyncio.create_task(self.serve(record))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def closed_loop(self, records: list[HttpRecord], clients: int, deadline: int | None) -> None:
+        pending = iter(records)
+
+        async def client() -> None:
+            while not self.stop_event.is_set() and (deadline is None or time.perf_counter_ns() < deadline):
+                record = next(pending, None)
+                if record is None:
+                    return
+                record.scheduled_ns = time.perf_counter_ns()
+                await self.serve(record)
+
+        workers = [asyncio.create_task(client()) for _ in range(min(clients, len(records)))]
+        await self._await(workers)
+
+    async def open_loop(self, records: list[HttpRecord], start: int, deadline: int | None) -> None:
+        for record in records:
+            record.scheduled_ns = start + round(record.request.arrival_s * 1e9)
+            if deadline is not None and record.scheduled_ns >= deadline:
+                break
+            while (remaining := (record.scheduled_ns - time.perf_counter_ns()) / 1e9) > 0:
+                if self.stop_event.is_set():
+                    break
+                await asyncio.sleep(min(remaining, _MAX_PAUSE_S))
+            if self.stop_event.is_set():
+                break
+            self.spawn(record)
+        await self._await(list(self.tasks))
+
+    async def _await(self, tasks: list[asyncio.Task[None]]) -> None:
+        """Wait for `tasks`; on a stop, cancel what is in flight (closing the connection cancels it server-side)."""
+        while tasks and not all(task.done() for task in tasks):
+            if self.stop_event.is_set():
+                for task in [*tasks, *self.tasks]:
+                    task.cancel()
+            await asyncio.wait(tasks, timeout=_MAX_PAUSE_S)
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def drive_http(
+    base: str, model: str, requests: Sequence[RequestSpec], prompts: dict[int, str], *, mode: str,
+    clients: int | None, duration_s: float | None, stop_event: threading.Event,
+    on_done: Callable[[HttpRecord], None] | None = None,
+) -> HttpLoad:  # fmt: skip
+    """Warm-up requests first (all at once), then the measured load, open or closed loop, like scenarios.loadgen."""
+    driver = _Driver(base, model, prompts, stop_event, on_done)
+    records = [HttpRecord(request) for request in requests]
+    warmups = [record for record in records if record.request.warmup]
+    measured = [record for record in records if not record.request.warmup]
+    try:
+        warmup_start = time.perf_counter_ns()
+        if warmups:
+            await driver.closed_loop(warmups, len(warmups), None)
+        cpu_before, loop_before = _process_cpu_s(), time.thread_time()
+        start = time.perf_counter_ns()
+        deadline = start + round(duration_s * 1e9) if duration_s is not None else None
+        if mode == "open-loop":
+            await driver.open_loop(measured, start, deadline)
+        else:
+            await driver.closed_loop(measured, clients or 1, deadline)
+        end = time.perf_counter_ns()
+        cpu_s, loop_s = _process_cpu_s() - cpu_before, time.thread_time() - loop_before
+    finally:
+        await driver.client.aclose()
+    return HttpLoad(
+        records=records, start_ns=start, end_ns=end, warmup_ns=start - warmup_start,
+        stopped_early=stop_event.is_set() and any(record.send_ns is None for record in measured),
+        peak_in_flight=driver.peak_in_flight, client_cpu_s=cpu_s, loop_cpu_s=loop_s, threads=threading.active_count(),
+    )  # fmt: skip
+
+
+def _process_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime

@@ -1,0 +1,265 @@
+"""One `run --target` session: a scenario sent over HTTP, the server sampled (and, if it is ours, traced), one run directory.
+
+prepare  probe the server, size the prompts, pick the process py-spy attaches to (--pid, or the pid a
+         local `infer-prof serve` reports)
+drive    open the server's profile window (ours), start py-spy on the server's pid, run the load from
+         one asyncio loop, stop both
+record   client-side serving metrics (the same definitions as in-process), the server's split (spans
+         from our server, samples from any Python server), the `target` block -> RunResult
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from profiler.analysis.metrics import RequestTiming, compute_metrics, engine_timeline_summary, latency_summary
+from profiler.collectors.registry import DEEP_RATE_HZ, DEFAULT_RATE_HZ, PROFILES
+from profiler.collectors.sampling import SamplingCollector
+from profiler.rundir.environment import describe_environment
+from profiler.rundir.results import REQUEST_COLUMNS, STEP_COLUMNS, RunResult, write_run
+from profiler.session.options import OptionError
+from profiler.session.record import write_samples
+from profiler.session.session import SessionHooks, SessionOutcome, prepare_prompts
+from profiler.session.target.client import HttpLoad, HttpRecord, drive_http
+from profiler.session.target.probe import ServerInfo
+from profiler.session.target.remote import RemoteWindow
+from profiler.session.target.server_split import gil_section, server_breakdown, thread_table
+from scenarios.loadgen import generate_requests
+from scenarios.spec import ScenarioSpec
+
+CLIENT_BUSY_FRACTION = 0.8  # of one core: above it the client may be what limits the load
+CLIENT_LAG_MS = 50.0  # p99 lateness of sends against the schedule that says the same
+DEFAULT_CONTEXT = 2048  # when the server does not report max_model_len
+
+
+@dataclass
+class TargetPlan:
+    """What the session will do, decided before any load is sent."""
+
+    server: ServerInfo
+    pid: int | None
+    pid_source: str | None  # "--pid" or "infer-prof serve"
+    split_unavailable: str | None  # why no split can be measured, known up front
+
+
+def plan_target(server: ServerInfo, pid: int | None, profile: str) -> TargetPlan:
+    """Which process to sample; OptionError for a --pid that is no process here."""
+    if profile not in PROFILES:
+        raise OptionError(f"--profile={profile!r}: use one of {', '.join(PROFILES)}")
+    if pid is not None:
+        if pid <= 0 or not os.path.exists(f"/proc/{pid}"):
+            raise OptionError(f"--pid {pid}: no such process on this machine; give the pid of the server process")
+        return TargetPlan(server, pid, "--pid", "--profile off" if profile == "off" else None)
+    if profile == "off":
+        return TargetPlan(server, None, None, "--profile off")
+    if server.pid is not None:
+        return TargetPlan(server, server.pid, "infer-prof serve", None)
+    reason = ("no --pid given and the server is not a local infer-prof serve: py-spy has no process to attach "
+              "to (pass --pid PID of the server's process on this machine)")  # fmt: skip
+    return TargetPlan(server, None, None, None if server.ours else reason)
+
+
+@functools.cache  # tokenizers are immutable; reading one from a GGUF takes seconds
+def prompt_tokenizer(model: str):  # type: ignore[no-untyped-def]
+    """The tokenizer prompts are sized with: the --model GGUF's, else SmolLM2's (synthetic models use it too)."""
+    from engine.models import find_smollm2
+    from engine.tokenizer import Tokenizer
+
+    if model.endswith(".gguf") or Path(model).expanduser().is_file():
+        return Tokenizer.from_gguf(Path(model).expanduser())
+    path, _where = find_smollm2(lambda message: None)
+    return Tokenizer.from_gguf(path)
+
+
+def run_target_session(
+    plan: TargetPlan, scenario: ScenarioSpec, out_dir: Path, *, tokenizer: Any, profile: str,
+    stop_event: threading.Event | None = None, hooks: SessionHooks | None = None, prompt_model: str = "",
+) -> SessionOutcome:  # fmt: skip
+    """Drive the scenario against the server and write the run directory (result.json last)."""
+    hooks = hooks or SessionHooks()
+    stop_event = stop_event or threading.Event()
+    server = plan.server
+    context = int((server.info or {}).get("engine", {}).get("max_model_len") or DEFAULT_CONTEXT)
+    requests = generate_requests(scenario, context)
+    prompts = prepare_prompts(requests, tokenizer)
+    window = RemoteWindow(server.url) if server.ours and profile != "off" else None
+    sampler = None
+    if plan.pid is not None and profile != "off":
+        deep = profile == "deep"
+        sampler = SamplingCollector(pid=plan.pid, rate=DEEP_RATE_HZ if deep else DEFAULT_RATE_HZ, native=deep,
+                                    priority="realtime" if deep else "low")  # fmt: skip
+    done = _Progress(hooks)
+    window_open = window.start() if window else False
+    if sampler is not None:
+        sampler.start()
+    if hooks.on_start:
+        hooks.on_start(sum(not request.warmup for request in requests))
+    interrupted = False
+    try:
+        load = asyncio.run(drive_http(server.url, server.model, requests, prompts, mode=scenario.mode,
+                                      clients=scenario.clients, duration_s=scenario.duration_s, stop_event=stop_event,
+                                      on_done=done))  # fmt: skip
+    except KeyboardInterrupt:
+        interrupted = True
+        raise
+    finally:
+        if sampler is not None:
+            sampler.stop()
+        window_data = window.stop() if window and window_open else None
+    interrupted = interrupted or load.stopped_early or stop_event.is_set()
+    result, requests_df, steps_df, collector_results = record_target(
+        plan, scenario, load, window, window_data, sampler, profile=profile, prompt_model=prompt_model,
+    )  # fmt: skip
+    result.partial = interrupted
+    result.partial_reason = "interrupted (Ctrl-C): in-flight requests were cancelled" if interrupted else None
+    write_run(out_dir, result, requests_df, steps_df)
+    write_samples(out_dir, collector_results, result)
+    return SessionOutcome(out_dir, result, requests_df, steps_df, interrupted=interrupted,
+                          extras={"collector_results": collector_results})  # fmt: skip
+
+
+class _Progress:
+    def __init__(self, hooks: SessionHooks) -> None:
+        self.hooks, self.requests, self.tokens = hooks, 0, 0
+
+    def __call__(self, record: HttpRecord) -> None:
+        if record.request.warmup:
+            return
+        self.requests += 1
+        self.tokens += record.completion_tokens or len(record.token_ns)
+        if self.hooks.on_request_done:
+            self.hooks.on_request_done(self.requests, self.tokens)
+
+
+def record_target(
+    plan: TargetPlan, scenario: ScenarioSpec, load: HttpLoad, window: RemoteWindow | None,
+    window_data: dict[str, Any] | None, sampler: SamplingCollector | None, *, profile: str, prompt_model: str,
+) -> tuple[RunResult, pd.DataFrame, pd.DataFrame, dict[str, Any]]:  # fmt: skip
+    """The run's result, requests.csv, steps.csv and collector results."""
+    timings, rows = _request_tables(load.records)
+    measured_end = max([row["finish_ns"] for row in rows if not row["warmup"] and row["finish_ns"]] or [load.end_ns])
+    duration_s = max(1e-9, (measured_end - load.start_ns) / 1e9)
+    metrics = compute_metrics(timings, duration_s=duration_s, slos=scenario.slo.as_dict())
+    metrics["slo"] = scenario.slo.as_dict()
+    lags = [(r.send_ns - r.scheduled_ns) / 1e6 for r in load.records
+            if not r.request.warmup and r.send_ns is not None and r.scheduled_ns is not None]  # fmt: skip
+    metrics["loadgen_schedule_lag_ms"] = {"mean": float(np.mean(lags)) if lags else None,
+                                          "p99": float(np.percentile(lags, 99)) if lags else None,
+                                          "max": float(max(lags)) if lags else None}  # fmt: skip
+
+    sampling = sampler.result() if sampler is not None else None
+    collectors = {"sampling": {"status": sampling["status"], "reason": sampling["reason"]}} if sampling else {}
+    if window is not None:
+        ok = window_data is not None
+        for name in ("spans", "gc"):
+            collectors[name] = {"status": "ok" if ok else "failed", "reason": None if ok else window.error}
+    steps = window_data["steps"] if window_data else []
+    native = list((plan.server.info or {}).get("native") or [])
+    breakdown, engine_thread, _notes = server_breakdown(sampling, window_data, load.end_ns - load.start_ns, native)
+    threads = thread_table(sampling) if sampling and sampling.get("status") == "ok" else {}
+    verdict = None
+    if breakdown is not None:
+        from profiler.analysis.diagnose import diagnose
+
+        verdict = diagnose(breakdown, native_speedups=None, measured_gains=None, collectors=collectors)
+    result = RunResult(
+        config=_config(plan, scenario, profile, list(collectors), prompt_model),
+        environment=describe_environment(), scenario=scenario.to_dict(), metrics=metrics,
+        engine={**(engine_timeline_summary(steps) if steps else {}), **({"steps": len(steps)} if steps else {})},
+        collectors=collectors, breakdown=breakdown, verdict=verdict,
+        target=_target_block(plan, load, breakdown, sampling, window, window_data, threads, engine_thread, duration_s),
+    )  # fmt: skip
+    collector_results = {"sampling": sampling} if sampling else {}
+    steps_df = pd.DataFrame(steps) if steps else pd.DataFrame(columns=list(STEP_COLUMNS))
+    return result, pd.DataFrame(rows, columns=list(REQUEST_COLUMNS)), steps_df, collector_results
+
+
+def _request_tables(records: list[HttpRecord]) -> tuple[list[RequestTiming], list[dict[str, Any]]]:
+    timings, rows = [], []
+    for index, record in enumerate(records):
+        if record.send_ns is None:
+            continue  # never sent (stopped before its turn)
+        ok = record.ok
+        first = record.first_token_ns if record.first_token_ns is not None else (record.finish_ns if ok else None)
+        output_tokens = record.completion_tokens if record.completion_tokens is not None else len(record.token_ns)
+        prompt_tokens = record.prompt_tokens if record.prompt_tokens is not None else record.request.prompt_tokens
+        timings.append(RequestTiming(request_id=index, arrival_ns=record.send_ns, scheduled_ns=None, first_token_ns=first,
+                                     token_ns=list(record.token_ns), finish_ns=record.finish_ns,
+                                     prompt_tokens=prompt_tokens, output_tokens=output_tokens, ok=ok,
+                                     warmup=record.request.warmup))  # fmt: skip
+        ttft = (first - record.send_ns) / 1e6 if first is not None else None
+        e2e = (record.finish_ns - record.send_ns) / 1e6 if record.finish_ns is not None else None
+        rows.append({
+            "request_id": index, "index": record.request.index, "priority": record.request.priority,
+            "warmup": record.request.warmup, "ok": ok, "finish_reason": record.finish_reason or ("error" if not ok else None),
+            "error": record.error, "prompt_tokens": prompt_tokens, "output_tokens": output_tokens,
+            "arrival_ns": record.send_ns, "scheduled_ns": None, "first_token_ns": first, "finish_ns": record.finish_ns,
+            "ttft_ms": ttft, "e2e_ms": e2e,
+            "tpot_ms": (e2e - ttft) / (output_tokens - 1) if ttft is not None and e2e is not None and output_tokens > 1 else None,
+            "queue_ms": None, "num_preemptions": None, "token_ns": " ".join(str(t) for t in record.token_ns),
+        })  # fmt: skip
+    return timings, rows
+
+
+def _config(plan: TargetPlan, scenario: ScenarioSpec, profile: str, collectors: list[str], prompt_model: str) -> dict[str, Any]:
+    info = plan.server.info or {}
+    return {
+        "model": plan.server.model, "model_source": f"{plan.server.name or 'server'} at {plan.server.url}",
+        "dtype": (info.get("options") or {}).get("dtype"), "native": info.get("native", []), "native_requested": [],
+        "scenario": scenario.name, "seed": scenario.seed, "requests": scenario.num_requests,
+        "duration_s": scenario.duration_s, "profile": profile, "collectors": collectors, "engine": info.get("engine", {}),
+        "injections": [], "verify": False, "target": plan.server.url, "prompt_tokenizer": prompt_model,
+    }  # fmt: skip
+
+
+def _target_block(
+    plan: TargetPlan, load: HttpLoad, breakdown: dict[str, Any] | None, sampling: dict[str, Any] | None,
+    window: RemoteWindow | None, window_data: dict[str, Any] | None, threads: dict[str, Any], engine_thread: str,
+    duration_s: float,
+) -> dict[str, Any]:  # fmt: skip
+    methods = [name for name, split in ((breakdown or {}).get("methods") or {}).items() if split]
+    reason = plan.split_unavailable
+    if not methods and reason is None:
+        reasons = [sampling.get("reason")] if sampling and sampling.get("status") != "ok" else []
+        if window is not None and window_data is None:
+            reasons.append(window.error)
+        reason = "; ".join(filter(None, reasons)) or "nothing measured the server's time"
+    wall_s = (load.end_ns - load.start_ns) / 1e9
+    lags = [(r.send_ns - r.scheduled_ns) / 1e6 for r in load.records
+            if not r.request.warmup and r.send_ns is not None and r.scheduled_ns is not None]  # fmt: skip
+    lag = latency_summary(lags)
+    busy = load.client_cpu_s / wall_s if wall_s > 0 else 0.0
+    bottleneck = busy >= CLIENT_BUSY_FRACTION or (lag["p99"] or 0.0) > CLIENT_LAG_MS
+    errors: dict[str, int] = {}
+    for record in load.records:
+        if record.send_ns is not None and not record.ok:
+            key = str(record.status) if record.status not in (None, 200) else (record.error or "incomplete").split(":")[0]
+            errors[key] = errors.get(key, 0) + 1
+    return {
+        "url": plan.server.url, "ours": plan.server.ours,
+        "server": {"name": plan.server.name, "version": plan.server.version, "model": plan.server.model,
+                   "source": plan.server.source},
+        "pid": plan.pid, "pid_source": plan.pid_source,
+        "split": {"available": bool(methods), "methods": methods, "reason": None if methods else reason,
+                  "engine_thread": engine_thread if methods else None},
+        "threads": threads,
+        "gil": gil_section(window_data, threads, engine_thread),
+        "client": {
+            "cpu_s": load.client_cpu_s, "loop_cpu_s": load.loop_cpu_s, "wall_s": wall_s,
+            "cpu_fraction_of_one_core": busy, "python_threads": load.threads, "peak_in_flight": load.peak_in_flight,
+            "schedule_lag_ms": lag, "bottleneck": bottleneck,
+            "note": (f"the client used {busy:.0%} of one core and sent its requests {lag['p99'] or 0:.1f} ms late at p99: "
+                     + ("it may have limited the load" if bottleneck else "it was not the bottleneck")),
+        },
+        "http": {"sent": sum(r.send_ns is not None for r in load.records), "failed": sum(errors.values()),
+                 "errors": errors, "measured_s": duration_s},
+    }  # fmt: skip
