@@ -22,11 +22,13 @@
   }
 
   function zoom(svg, target) {
-    var x0 = +target.dataset.x, w = +target.dataset.w, depth = +target.dataset.depth, eps = 1e-9;
+    // data-x and data-w carry six significant digits, so edges compare within a rounding step; frames
+    // narrower than 0.1% of the thread are never drawn, so this cannot mistake a neighbour for a child.
+    var x0 = +target.dataset.x, w = +target.dataset.w, depth = +target.dataset.depth, eps = 1e-5;
     svg.querySelectorAll("g.frame").forEach(function (frame) {
       var x = +frame.dataset.x, fw = +frame.dataset.w, d = +frame.dataset.depth;
       var ancestor = d < depth && x <= x0 + eps && x + fw >= x0 + w - eps;
-      var inside = d >= depth && x >= x0 - eps && x + fw <= x0 + w + eps;
+      var inside = depth === 0 || (d >= depth && x >= x0 - eps && x + fw <= x0 + w + eps);
       if (!ancestor && !inside) { frame.style.display = "none"; return; }
       frame.style.display = "";
       var left = ancestor ? 0 : (x - x0) / w * WIDTH, width = ancestor ? WIDTH : fw / w * WIDTH;
