@@ -18,6 +18,7 @@ it; the CLI prints it as one line on stderr and exits 2, never a traceback.
     │   ├── PromptTooLongError       the prompt does not fit the context or the KV pool
     │   └── EngineShutdownError      submit() after shutdown()
     ├── ScenarioError                a scenario name or file that cannot be used
+    ├── SweepError                   a sweep file, or a sweep directory that cannot be run, resumed or read
     ├── BudgetError                  a budget file, or a budget check that cannot be evaluated
     ├── ResultError                  a run directory that is missing, incomplete or of another schema
     └── ReportError                  a run directory's files cannot be turned into a report
@@ -90,6 +91,10 @@ class EngineShutdownError(RequestError):
 
 class ScenarioError(InferProfError):
     """A scenario that cannot be used; the one-line message names the file, the key and the allowed values."""
+
+
+class SweepError(InferProfError):
+    """A sweep file (axis, value, key) or a sweep directory that cannot be used; the message names it and the fix."""
 
 
 class BudgetError(InferProfError):
