@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import os
 import shutil
+import signal
 import tarfile
 import tempfile
 import threading
@@ -69,12 +70,18 @@ def run_cell_task(cell: Cell, repeat: int, cpus: int) -> tuple[bytes, bool]:
     if _worker_models is None:
         _worker_models = ModelCache()
     cell = replace(cell, options=replace(cell.options, threads=cell.options.threads or cpus))
-    with tempfile.TemporaryDirectory(prefix="infer-prof-cell-") as scratch:
-        run_dir = Path(scratch) / "run"
-        finished = run_cell(
-            cell, repeat, run_dir, models=_worker_models, stop_event=threading.Event(), runner="ray"
-        )
-        return pack(run_dir), finished
+    # Ray workers block SIGINT, and a child inherits the mask: py-spy, which writes its samples on SIGINT,
+    # would never hear it. Unblocked while the cell runs, restored after.
+    blocked = signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    try:
+        with tempfile.TemporaryDirectory(prefix="infer-prof-cell-") as scratch:
+            run_dir = Path(scratch) / "run"
+            finished = run_cell(
+                cell, repeat, run_dir, models=_worker_models, stop_event=threading.Event(), runner="ray"
+            )
+            return pack(run_dir), finished
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
 
 def pack(run_dir: Path) -> bytes:
