@@ -13,7 +13,7 @@ _EXPORTS = {
     "render_sweep_summary": "reports.sweep.terminal",
     "write_sweep_report": "reports.sweep.report",
     "compare_sweeps": "reports.sweep.compare",
-    "render_sweep_comparison": "reports.sweep.compare_terminal",
+    "render_sweep_comparison": "reports.sweep.compare_report",
     "write_sweep_comparison": "reports.sweep.compare_report",
 }
 __all__ = sorted(_EXPORTS)

@@ -52,7 +52,7 @@ def draw_share_map(ax: Any, crossover: Crossover, facet: Facet) -> None:
     colourbar.set_label("interpreter share of busy time")
     for (line, column), share in np.ndenumerate(facet.share):
         if math.isnan(share):
-            _missing(ax, line, column)
+            missing_cell(ax, line, column)
             continue
         noise = facet.share_se[line, column]
         text = f"{share:.1%}" + (f"\n±{noise:.1%}" if not math.isnan(noise) else "")
@@ -66,8 +66,8 @@ def draw_share_map(ax: Any, crossover: Crossover, facet: Facet) -> None:
             fontsize=7.5,
             color="black" if share >= 0.15 else "white",
         )
-    _contours(ax, facet.share)
-    _axes(ax, crossover)
+    share_contours(ax, facet.share)
+    map_axes(ax, crossover)
     ax.set_title("Interpreter share (Python control paths)" + (f"\n{facet.label}" if facet.label else ""))
 
 
@@ -87,7 +87,7 @@ def draw_gain_map(ax: Any, crossover: Crossover, facet: Facet) -> None:
     colourbar.set_label("measured gain, % of busy time per token")
     for (line, column), gain in np.ndenumerate(gains):
         if math.isnan(gain):
-            _missing(ax, line, column)
+            missing_cell(ax, line, column)
             continue
         predicted = facet.predicted[line, column]
         text = f"{gain:+.1%}" + (f"\npred {predicted:+.1%}" if not math.isnan(predicted) else "")
@@ -100,15 +100,16 @@ def draw_gain_map(ax: Any, crossover: Crossover, facet: Facet) -> None:
             fontsize=7.5,
             color="white" if abs(gain) > 0.6 * reach else "black",
         )
-    _contours(ax, facet.share)  # the share's lines: does the gain follow where Python's time is?
-    _axes(ax, crossover)
+    share_contours(ax, facet.share)  # the share's lines: does the gain follow where Python's time is?
+    map_axes(ax, crossover)
     ax.set_title(
         f"Measured gain of --native {crossover.native_value}" + (f"\n{facet.label}" if facet.label else "")
     )
 
 
-def _contours(ax: Any, shares: np.ndarray) -> None:
-    """The 1% and 30% lines of the interpreter share, interpolated (in log share) between cell centres."""
+def share_contours(ax: Any, shares: np.ndarray, *, muted: bool = False) -> None:
+    """The 1% and 30% lines of the interpreter share, interpolated (in log share) between cell centres;
+    `muted` draws them grey and thin (a comparison's before)."""
     if min(shares.shape) < 2 or np.isnan(shares).sum() > shares.size - 4:
         return
     logs = np.ma.masked_invalid(np.log10(np.clip(shares, SHARE_FLOOR / 10, 1.0)))
@@ -120,17 +121,18 @@ def _contours(ax: Any, shares: np.ndarray) -> None:
                 np.arange(shares.shape[0]),
                 logs,
                 levels=[value],
-                colors=[colour],
+                colors=["#888888" if muted else colour],
                 linestyles=[style],
-                linewidths=2.0,
+                linewidths=1.0 if muted else 2.0,
             )
 
 
-def _missing(ax: Any, line: int, column: int) -> None:
+def missing_cell(ax: Any, line: int, column: int) -> None:
     ax.text(column, line, "not run", ha="center", va="center", fontsize=7.5, color="#777777")
 
 
-def _axes(ax: Any, crossover: Crossover) -> None:
+def map_axes(ax: Any, crossover: Any) -> None:
+    """Ticks and labels of a map over the crossover's (or a comparison's) x and y values."""
     ax.set_xticks(range(len(crossover.x_values)), [_label(value) for value in crossover.x_values])
     ax.set_yticks(range(len(crossover.y_values)), [_label(value) for value in crossover.y_values])
     ax.set_xlabel(crossover.x or "")
