@@ -10,6 +10,7 @@ import pandas as pd
 from reports.format import NOT_RECORDED, fmt_gain, fmt_number, fmt_pct
 from reports.run.summary import Table
 from reports.sweep.analysis import HIGH_LINE, LOW_LINE, NATIVE_AXIS, Crossover
+from reports.sweep.charts import SHORT_VERDICTS
 
 METHOD = [
     (
@@ -19,8 +20,8 @@ METHOD = [
     ),
     (
         "verdict",
-        "the run report's rule applied to the cell's mean share: below 5% stay in Python, from 30% a "
-        "native rewrite pays, between targeted native paths",
+        "the run report's rule applied to the cell's mean share: below 5% stay (in Python), from 30% "
+        "rewrite (a native rewrite pays), between targeted (targeted native paths)",
     ),
     (
         "measured gain",
@@ -86,11 +87,11 @@ def cells_table(crossover: Crossover) -> Table:
     for _, row in _python(crossover).iterrows():
         share = fmt_pct(row["interpreter_share"])
         if _present(row["interpreter_share_se"]):
-            share += f" ± {row['interpreter_share_se'] * 100:.1f}"
+            share += f" ±{row['interpreter_share_se'] * 100:.1f}"
         line = [_text(row[axis]) for axis in varying] + [
             fmt_number(row["repeats"]),
             share,
-            str(row["verdict"] or NOT_RECORDED),
+            SHORT_VERDICTS.get(row["verdict"], str(row["verdict"] or NOT_RECORDED)),
         ]
         for value in native_values:
             partner = cells[(cells["baseline_cell"] == row["cell"]) & (cells[NATIVE_AXIS] == value)]
@@ -99,7 +100,7 @@ def cells_table(crossover: Crossover) -> Table:
                 continue
             measured = fmt_gain(partner["measured_gain"].iloc[0])
             if _present(partner["measured_gain_se"].iloc[0]):
-                measured += f" ± {partner['measured_gain_se'].iloc[0] * 100:.1f}"
+                measured += f" ±{partner['measured_gain_se'].iloc[0] * 100:.1f}"
             line += [fmt_gain(partner["predicted_gain"].iloc[0]), measured]
         table.rows.append(line)
     return table

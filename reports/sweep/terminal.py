@@ -32,7 +32,7 @@ def render_sweep_summary(crossover: Crossover, console: Console | None = None) -
             show_edge=False,
         )
         for index, column in enumerate(table.columns):
-            rich_table.add_column(column, justify="left" if index == 0 else "right")
+            rich_table.add_column(column, justify="left" if index == 0 else "right", no_wrap=index == 0)
         for row in table.rows:
             rich_table.add_row(*row)
         console.print(rich_table)
