@@ -199,9 +199,20 @@ def _standard_error(values: list[float]) -> float | None:
     return float(np.std(values, ddof=1) / math.sqrt(len(values))) if len(values) > 1 else None
 
 
+# Figures that stay numbers (NaN when missing) even when no run recorded them.
+NUMERIC = {
+    "interpreter_share", "interpreter_share_se", "interpreter_share_min", "interpreter_share_max",
+    "predicted_gain", "measured_gain", "measured_gain_se", "busy_us_per_token", "output_token_throughput",
+    "engine_samples", "tokens", "steps", "torch_threads", *(f"predicted_gain_{name}" for name in NATIVE_CAPABLE),
+}
+
+
 def _typed(table: pd.DataFrame) -> pd.DataFrame:
-    """Columns Parquet can store: an axis mixing numbers and strings is written as strings."""
+    """Columns Parquet can store: figures as floats, an axis mixing numbers and strings as strings."""
     for column in table.columns:
+        if column in NUMERIC:
+            table[column] = pd.to_numeric(table[column], errors="coerce").astype(float)
+            continue
         kinds = {
             type(value)
             for value in table[column]

@@ -111,10 +111,12 @@ def _rows(before: pd.DataFrame, after: pd.DataFrame, axes: list[str]) -> pd.Data
     rows["cell"] = merged["cell_before"]
     rows["twins"] = merged["twins_before"]
     for name, column in (("share", "interpreter_share"), ("gain", "measured_gain")):
-        rows[f"{name}_before"] = merged[f"{column}_before"]
-        rows[f"{name}_after"] = merged[f"{column}_after"]
-        rows[f"{name}_diff"] = merged[f"{column}_after"] - merged[f"{column}_before"]
-        noise = np.sqrt(merged[f"{column}_se_before"] ** 2 + merged[f"{column}_se_after"] ** 2)
+        rows[f"{name}_before"] = merged[f"{column}_before"].astype(float)
+        rows[f"{name}_after"] = merged[f"{column}_after"].astype(float)
+        before, after = (merged[f"{column}_{side}"].astype(float) for side in ("before", "after"))
+        rows[f"{name}_diff"] = after - before
+        errors = [merged[f"{column}_se_{side}"].astype(float) for side in ("before", "after")]
+        noise = np.sqrt(errors[0] ** 2 + errors[1] ** 2)
         rows[f"{name}_noise"] = noise
         rows[f"{name}_within_noise"] = [
             None if math.isnan(n) or math.isnan(d) else bool(abs(d) <= NOISE_SIGMAS * n)

@@ -16,8 +16,8 @@ from reports.format import NOT_RECORDED, fmt_gain, fmt_pct, fmt_pp
 from reports.run import charts
 from reports.run.pdf_text import A4_INCHES, CHART_AREA, TextPages
 from reports.run.summary import Table
-from reports.sweep.compare import NOISE_SIGMAS, SweepComparison, headline
 from reports.sweep.charts import SHORT_VERDICTS
+from reports.sweep.compare import NOISE_SIGMAS, SweepComparison, headline
 from reports.sweep.compare_charts import draw_difference_maps
 from reports.templating import render
 
