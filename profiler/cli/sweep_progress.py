@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.progress import (
@@ -16,8 +17,10 @@ from rich.progress import (
 )
 
 from profiler.session import SessionHooks
-from profiler.sweep.grid import Cell
 from profiler.sweep.hooks import SweepHooks
+
+if TYPE_CHECKING:
+    from profiler.sweep.grid import Cell
 
 # Runs take seconds to minutes: the ETA averages over the last ten minutes, not Rich's default 30 s.
 SPEED_WINDOW_S = 600

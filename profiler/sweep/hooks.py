@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from profiler.session.session import SessionHooks
-from profiler.sweep.grid import Cell
+if TYPE_CHECKING:
+    from profiler.session.session import SessionHooks
+    from profiler.sweep.grid import Cell
 
 
 @dataclass

@@ -79,8 +79,10 @@ def run_sweep(
     open_sweep_dir(spec, cells, out_dir, resume=resume, runner=runner)
     order = run_order(cells, spec.repeats)
     todo = pending(order, out_dir)
-    hooks.plan(len(order), len(order) - len(todo))
     done_before = len(order) - len(todo)
+    if resume:
+        hooks.say(f"resume: {done_before} of {len(order)} runs finished before; {len(todo)} to run")
+    hooks.plan(len(order), done_before)
     try:
         if ray is None:
             from profiler.sweep.local import run_local
