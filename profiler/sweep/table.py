@@ -201,9 +201,20 @@ def _standard_error(values: list[float]) -> float | None:
 
 # Figures that stay numbers (NaN when missing) even when no run recorded them.
 NUMERIC = {
-    "interpreter_share", "interpreter_share_se", "interpreter_share_min", "interpreter_share_max",
-    "predicted_gain", "measured_gain", "measured_gain_se", "busy_us_per_token", "output_token_throughput",
-    "engine_samples", "tokens", "steps", "torch_threads", *(f"predicted_gain_{name}" for name in NATIVE_CAPABLE),
+    "interpreter_share",
+    "interpreter_share_se",
+    "interpreter_share_min",
+    "interpreter_share_max",
+    "predicted_gain",
+    "measured_gain",
+    "measured_gain_se",
+    "busy_us_per_token",
+    "output_token_throughput",
+    "engine_samples",
+    "tokens",
+    "steps",
+    "torch_threads",
+    *(f"predicted_gain_{name}" for name in NATIVE_CAPABLE),
 }
 
 

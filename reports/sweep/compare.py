@@ -1,5 +1,5 @@
-"""Two sweeps side by side (before and after a rewrite, or one machine against a Ray cluster): cells matched by
-their axis values, the difference of interpreter share and measured gain per cell against the repeats' noise."""
+"""Two sweeps side by side (before and after a rewrite, or one machine against a Ray cluster): cells
+matched by axis values, the difference of interpreter share and measured gain against the repeats' noise."""
 
 from __future__ import annotations
 
@@ -106,7 +106,9 @@ def _rows(before: pd.DataFrame, after: pd.DataFrame, axes: list[str]) -> pd.Data
         "measured_gain_se",
         "predicted_gain",
     ]
-    merged = before[[*axes, *columns]].merge(after[[*axes, *columns]], on=axes, suffixes=("_before", "_after"))
+    merged = before[[*axes, *columns]].merge(
+        after[[*axes, *columns]], on=axes, suffixes=("_before", "_after")
+    )
     rows = merged[axes].copy()
     rows["cell"] = merged["cell_before"]
     rows["twins"] = merged["twins_before"]
@@ -173,7 +175,9 @@ def headline(comparison: SweepComparison) -> str:
         f"{counts['python_cells']} Python cells"
     )
     if counts["largest_share_diff"] is not None:
-        sentence += f"; the interpreter share differs by at most {counts['largest_share_diff'] * 100:.1f} points"
+        sentence += (
+            f"; the interpreter share differs by at most {counts['largest_share_diff'] * 100:.1f} points"
+        )
     if counts["share_with_noise"]:
         sentence += (
             f", within noise ({NOISE_SIGMAS:g} standard errors) in {counts['share_within_noise']} of "
@@ -197,7 +201,9 @@ def _notes(comparison: SweepComparison, before: Crossover, after: Crossover) -> 
         if crossover.runs_finished < crossover.runs_total:
             notes.append(f"{name}: {crossover.runs_finished} of {crossover.runs_total} runs finished.")
         if crossover.repeats < 2:
-            notes.append(f"{name}: one repeat per cell, so no noise estimate: no difference can be called noise.")
+            notes.append(
+                f"{name}: one repeat per cell, so no noise estimate: no difference can be called noise."
+            )
     return notes
 
 
@@ -210,4 +216,3 @@ def _json(value: Any) -> Any:
         number = float(value)
         return None if math.isnan(number) else ("inf" if math.isinf(number) else number)
     return value
-

@@ -1,4 +1,4 @@
-"""Writes two sweeps compared as compare.json, a self-contained compare.html and compare.pdf, and prints it."""
+"""Writes two sweeps compared as compare.json, a self-contained compare.html and compare.pdf; prints it."""
 
 from __future__ import annotations
 
@@ -29,7 +29,9 @@ def write_sweep_comparison(comparison: SweepComparison, out_dir: str | Path) -> 
     written = {
         "compare_json": write_json_atomic(out / "compare.json", comparison.to_dict()),
         "compare_html": write_text_atomic(out / "compare.html", render_html(comparison)),
-        "compare_pdf": write_atomic(out / "compare.pdf", lambda handle: _write_pdf(handle, comparison), binary=True),
+        "compare_pdf": write_atomic(
+            out / "compare.pdf", lambda handle: _write_pdf(handle, comparison), binary=True
+        ),
     }
     return {name: path.relative_to(out) for name, path in written.items()}
 
@@ -37,24 +39,41 @@ def write_sweep_comparison(comparison: SweepComparison, out_dir: str | Path) -> 
 def cells_table(comparison: SweepComparison) -> Table:
     """Per cell: share before, after and the difference against noise; verdicts; measured gains."""
     varying = [axis for axis in comparison.axes if comparison.rows[axis].nunique() > 1]
-    columns = [*varying, "share before", "share after", "difference", f"within {NOISE_SIGMAS:g} SE",
-               "verdict before", "verdict after", "gain before", "gain after"]
+    columns = [
+        *varying,
+        "share before",
+        "share after",
+        "difference",
+        f"within {NOISE_SIGMAS:g} SE",
+        "verdict before",
+        "verdict after",
+        "gain before",
+        "gain after",
+    ]
     table = Table("Cells in both sweeps", columns)
     for _, row in comparison.rows.iterrows():
         native = row["twins"] != "none"
         name = "gain" if native else "share"
         within = row[f"{name}_within_noise"]
-        table.rows.append([
-            *[str(row[axis]) for axis in varying],
-            NOT_RECORDED if native else fmt_pct(row["share_before"]),
-            NOT_RECORDED if native else fmt_pct(row["share_after"]),
-            fmt_pp(100 * row[f"{name}_diff"]) if row[f"{name}_diff"] == row[f"{name}_diff"] else NOT_RECORDED,
-            "unknown" if within is None else ("yes" if within else "no"),
-            NOT_RECORDED if native else SHORT_VERDICTS.get(row["verdict_before"], str(row["verdict_before"])),
-            NOT_RECORDED if native else SHORT_VERDICTS.get(row["verdict_after"], str(row["verdict_after"])),
-            fmt_gain(row["gain_before"]) if native else NOT_RECORDED,
-            fmt_gain(row["gain_after"]) if native else NOT_RECORDED,
-        ])
+        table.rows.append(
+            [
+                *[str(row[axis]) for axis in varying],
+                NOT_RECORDED if native else fmt_pct(row["share_before"]),
+                NOT_RECORDED if native else fmt_pct(row["share_after"]),
+                fmt_pp(100 * row[f"{name}_diff"])
+                if row[f"{name}_diff"] == row[f"{name}_diff"]
+                else NOT_RECORDED,
+                "unknown" if within is None else ("yes" if within else "no"),
+                NOT_RECORDED
+                if native
+                else SHORT_VERDICTS.get(row["verdict_before"], str(row["verdict_before"])),
+                NOT_RECORDED
+                if native
+                else SHORT_VERDICTS.get(row["verdict_after"], str(row["verdict_after"])),
+                fmt_gain(row["gain_before"]) if native else NOT_RECORDED,
+                fmt_gain(row["gain_after"]) if native else NOT_RECORDED,
+            ]
+        )
     if not table.rows:
         table.note = "no cell is in both sweeps"
     return table
@@ -81,11 +100,27 @@ def _size(comparison: SweepComparison) -> tuple[float, float]:
 
 def render_html(comparison: SweepComparison) -> str:
     width, height = _size(comparison)
-    maps = [charts.draw_with(draw_difference_maps, comparison, facet, width=width, height=height,
-                             label=f"difference map {facet.label}".strip()) for facet in comparison.facets]
-    return render("sweep-compare.html.j2", headline=headline(comparison), before=str(comparison.before),
-                  after=str(comparison.after), maps=maps, cells=cells_table(comparison), notes=comparison.notes,
-                  sigmas=f"{NOISE_SIGMAS:g}")
+    maps = [
+        charts.draw_with(
+            draw_difference_maps,
+            comparison,
+            facet,
+            width=width,
+            height=height,
+            label=f"difference map {facet.label}".strip(),
+        )
+        for facet in comparison.facets
+    ]
+    return render(
+        "sweep-compare.html.j2",
+        headline=headline(comparison),
+        before=str(comparison.before),
+        after=str(comparison.after),
+        maps=maps,
+        cells=cells_table(comparison),
+        notes=comparison.notes,
+        sigmas=f"{NOISE_SIGMAS:g}",
+    )
 
 
 def _write_pdf(handle: Any, comparison: SweepComparison) -> None:
@@ -105,9 +140,12 @@ def _write_pdf(handle: Any, comparison: SweepComparison) -> None:
         for start in range(0, len(comparison.facets), 2):
             page = charts.page(*A4_INCHES, CHART_AREA)
             chosen = comparison.facets[start : start + 2]
-            areas = page.subfigures(len(chosen) + 1, 1, height_ratios=[*([height] * len(chosen)),
-                                                                        max(0.5, 10.2 - height * len(chosen))],
-                                    squeeze=False)[:, 0]
+            areas = page.subfigures(
+                len(chosen) + 1,
+                1,
+                height_ratios=[*([height] * len(chosen)), max(0.5, 10.2 - height * len(chosen))],
+                squeeze=False,
+            )[:, 0]
             for area, facet in zip(areas, chosen):
                 draw_difference_maps(area, comparison, facet)
             pdf.savefig(page)

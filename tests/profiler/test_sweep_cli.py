@@ -1,5 +1,5 @@
-"""`infer-prof sweep` as a user meets it: one-line errors with exit 2 before any work, a sweep killed mid-way and
-finished with --resume, `sweep report` and `compare` of two sweeps."""
+"""`infer-prof sweep` as a user meets it: one-line errors with exit 2 before any work, a sweep killed
+mid-way and finished with --resume, `sweep report` and `compare` of two sweeps."""
 
 from __future__ import annotations
 
@@ -31,10 +31,15 @@ output_tokens = [6]
     ("text", "needles"),
     [
         ('description = "x"\n[axes]\nmodel = ["synthetic:tiny"\n', ["bad.toml", "malformed TOML"]),
-        ('description = "x"\n[axes]\ndevice = ["cpu"]\n', ["bad.toml", "axes.device", "unknown axis", "allowed"]),
+        (
+            'description = "x"\n[axes]\ndevice = ["cpu"]\n',
+            ["bad.toml", "axes.device", "unknown axis", "allowed"],
+        ),
     ],
 )
-def test_a_bad_sweep_file_is_one_line_exit_2_and_writes_nothing(tmp_path: Path, text: str, needles: list[str]) -> None:
+def test_a_bad_sweep_file_is_one_line_exit_2_and_writes_nothing(
+    tmp_path: Path, text: str, needles: list[str]
+) -> None:
     bad = tmp_path / "bad.toml"
     bad.write_text(text)
     out = tmp_path / "sweep"
@@ -58,8 +63,16 @@ def test_bad_sweep_options_are_refused_before_work(tmp_path: Path, options: dict
     from errors import InferProfError
     from profiler.cli.sweep import sweep_command
 
-    arguments = {"file": "crossover-quick", "out": tmp_path / "sweep", "resume": False, "ray": None, "cell_cpus": 1,
-                 "cell_gpus": 0.0, "report": False, **options}  # fmt: skip
+    arguments = {
+        "file": "crossover-quick",
+        "out": tmp_path / "sweep",
+        "resume": False,
+        "ray": None,
+        "cell_cpus": 1,
+        "cell_gpus": 0.0,
+        "report": False,
+        **options,
+    }
     with pytest.raises(InferProfError) as caught:
         sweep_command(arguments.pop("file"), **arguments)
     for needle in needles:
@@ -92,8 +105,11 @@ def test_a_killed_sweep_resumes_and_loses_at_most_the_run_in_flight(tmp_path: Pa
     sweep_file = tmp_path / "tiny.toml"
     sweep_file.write_text(TINY)
     out = tmp_path / "sweep"
-    process = subprocess.Popen([sys.executable, "-m", "profiler.cli", "sweep", str(sweep_file), "--out", str(out)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    process = subprocess.Popen(
+        [sys.executable, "-m", "profiler.cli", "sweep", str(sweep_file), "--out", str(out)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline and len(list(out.glob("cells/*/r*/result.json"))) < 2:
         time.sleep(0.2)

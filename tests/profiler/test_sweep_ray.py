@@ -69,5 +69,8 @@ def test_a_run_directory_travels_whole_and_replaces_what_was_there(tmp_path: Pat
     (target / "steps.csv").write_text("half-written")
     unpack(pack(source), target)
     assert sorted(path.relative_to(target).as_posix() for path in target.rglob("*")) == [
-        "nested", "nested/steps.csv", "result.json"]  # fmt: skip
+        "nested",
+        "nested/steps.csv",
+        "result.json",
+    ]
     assert not list(target.parent.glob(".r1.incoming-*"))

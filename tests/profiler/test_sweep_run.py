@@ -34,7 +34,9 @@ def tiny_sweep(folder: Path, text: str = TINY):  # type: ignore[no-untyped-def]
 
 def created(run_dir: Path) -> tuple[str, int]:
     """What identifies one writing of a run: its timestamp and the file's modification time."""
-    return json.loads((run_dir / "result.json").read_text())["created_at"], (run_dir / "result.json").stat().st_mtime_ns
+    return json.loads((run_dir / "result.json").read_text())["created_at"], (
+        run_dir / "result.json"
+    ).stat().st_mtime_ns
 
 
 def test_a_sweep_runs_every_cell_into_its_own_run_directory(tmp_path: Path) -> None:
@@ -43,12 +45,19 @@ def test_a_sweep_runs_every_cell_into_its_own_run_directory(tmp_path: Path) -> N
     hooks = SweepHooks(on_run_done=lambda cell, repeat, finished: seen.append((cell.id, repeat, finished)))
     outcome = run_sweep(spec, tmp_path / "sweep", hooks=hooks)
     assert outcome.complete and not outcome.interrupted and outcome.runs_this_time == 4
-    assert seen == [("000-1-none", 1, True), ("001-1-all", 1, True), ("002-2-none", 1, True), ("003-2-all", 1, True)]
+    assert seen == [
+        ("000-1-none", 1, True),
+        ("001-1-all", 1, True),
+        ("002-2-none", 1, True),
+        ("003-2-all", 1, True),
+    ]
     for cell_id, repeat, _ in seen:
         run = read_run(run_dir_of(tmp_path / "sweep", cell_id, repeat))  # an ordinary run directory
         assert run.result.metrics["completed"] == 3 and not run.result.partial
         assert run.result.scenario["load"]["clients"] == int(cell_id.split("-")[1])
-        assert run.result.config["native"] == ([] if cell_id.endswith("none") else ["kv_alloc", "sampler", "scheduler"])
+        assert run.result.config["native"] == (
+            [] if cell_id.endswith("none") else ["kv_alloc", "sampler", "scheduler"]
+        )
     data = read_sweep(tmp_path / "sweep")
     assert len(data.runs) == 4 and data.runs["interpreter_share"].notna().all()
     native = data.cells[data.cells["twins"] != "none"]
@@ -73,7 +82,9 @@ def test_a_stopped_sweep_resumes_without_redoing_finished_runs(tmp_path: Path) -
     with pytest.raises(SweepError, match="already holds a sweep; pass --resume"):
         run_sweep(spec, out)
     started: list[str] = []
-    second = run_sweep(spec, out, resume=True, hooks=SweepHooks(on_run_start=lambda cell, repeat: started.append(cell.id)))
+    second = run_sweep(
+        spec, out, resume=True, hooks=SweepHooks(on_run_start=lambda cell, repeat: started.append(cell.id))
+    )
     assert second.complete and second.runs_this_time == 3
     assert started == ["001-1-all", "002-2-none", "003-2-all"]
     assert created(run_dir_of(out, "000-1-none", 1)) == kept

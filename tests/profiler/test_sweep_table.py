@@ -42,7 +42,11 @@ def test_cells_average_their_repeats_with_a_standard_error(sweep_dir: Path) -> N
             # Repeats at share x 1.01 and share x 0.99: standard error of the mean = 0.01 x share.
             assert row["interpreter_share_se"] == pytest.approx(0.01 * share)
             assert row["interpreter_share_min"] == pytest.approx(0.99 * share)
-            expected = "a native rewrite pays" if share >= 0.30 else ("stay in Python" if share < 0.05 else "targeted native paths")
+            expected = (
+                "a native rewrite pays"
+                if share >= 0.30
+                else ("stay in Python" if share < 0.05 else "targeted native paths")
+            )
             assert row["verdict"] == expected
             assert row["busy_us_per_token"] == pytest.approx(PYTHON_BUSY_US)
 
@@ -54,7 +58,11 @@ def test_native_cells_are_paired_with_their_python_cells(sweep_dir: Path) -> Non
     by_id = cells.set_index("cell")
     for _, row in native.iterrows():
         baseline = by_id.loc[row["baseline_cell"]]
-        assert (baseline["model"], baseline["clients"], baseline["native"]) == (row["model"], row["clients"], "none")
+        assert (baseline["model"], baseline["clients"], baseline["native"]) == (
+            row["model"],
+            row["clients"],
+            "none",
+        )
         assert row["measured_gain"] == pytest.approx(expected_gain(row["model"], row["clients"]))
         share = SHARES[row["model"]][CLIENTS.index(row["clients"])]
         assert row["predicted_gain"] == pytest.approx(0.8 * share)
@@ -75,7 +83,9 @@ def test_unfinished_and_partial_runs_are_left_out(tmp_path: Path) -> None:
     assert len(write_tables(path).runs) == 42
     # A cell with one finished repeat has no noise estimate, not a zero one.
     cells = read_sweep(path).cells.set_index("cell")
-    assert cells.loc[first["cell"], "repeats"] == 1 and math.isnan(cells.loc[first["cell"], "interpreter_share_se"])
+    assert cells.loc[first["cell"], "repeats"] == 1 and math.isnan(
+        cells.loc[first["cell"], "interpreter_share_se"]
+    )
 
 
 def test_a_directory_that_is_not_a_sweep_is_refused(tmp_path: Path) -> None:

@@ -1,5 +1,5 @@
-"""The crossover map of a fabricated sweep with known shares: where it crosses 1% and 30%, its trends, the cell to
-look at first, the HTML and PDF, and two sweeps compared."""
+"""The crossover map of a fabricated sweep with known shares: where it crosses 1% and 30%, its trends, the
+cell to look at first, the HTML and PDF, and two sweeps compared."""
 
 from __future__ import annotations
 
@@ -26,7 +26,9 @@ from reports.sweep.compare import headline, summary_counts
 from tests.support.sweep_dirs import SHARES, make_sweep_dir
 
 # What would make a browser fetch something (the SVGs' xmlns URIs are names, not fetches).
-NETWORK = re.compile(r"<script|<link|<iframe|@import|@font-face|url\((?!#)|src=\"(?!data:)|href=\"(?:https?:)?//")
+NETWORK = re.compile(
+    r"<script|<link|<iframe|@import|@font-face|url\((?!#)|src=\"(?!data:)|href=\"(?:https?:)?//"
+)
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +56,9 @@ def test_crossings_and_trends_are_where_the_data_puts_them(sweep_dir: Path) -> N
         "model=synthetic:base: rises through 1% between clients=4 (0.8%) and clients=16 (2.0%), below 30% "
         "everywhere (at most 5.0%)",
     ]
-    assert crossover.trends[0].startswith("Along clients (1 to 30) the interpreter share rises: up in 3, down in 0 of 3")
+    assert crossover.trends[0].startswith(
+        "Along clients (1 to 30) the interpreter share rises: up in 3, down in 0 of 3"
+    )
     assert "falls: up in 0, down in 4 of 4" in crossover.trends[1]
 
 
@@ -81,8 +85,12 @@ def test_the_contour_lines_are_drawn_at_1_and_30_percent(sweep_dir: Path) -> Non
         figure = charts.figure(5, 3)
         ax = figure.subplots()
         draw_share_map(ax, crossover, crossover.facets[0])
-    levels = sorted(round(10 ** float(level), 4) for contour in ax.collections if hasattr(contour, "levels")
-                    for level in contour.levels)  # fmt: skip
+    levels = sorted(
+        round(10 ** float(level), 4)
+        for contour in ax.collections
+        if hasattr(contour, "levels")
+        for level in contour.levels
+    )
     assert levels == [LOW_LINE, HIGH_LINE]
 
 
@@ -148,7 +156,9 @@ def test_a_shifted_sweep_shows_the_difference_beyond_noise(sweep_dir: Path, tmp_
     assert counts["share_within_noise"] == 0 and counts["share_with_noise"] == 12
     # 0.4% + 5 points crosses 5% into "targeted": the verdicts that moved are counted.
     assert counts["verdicts_same"] < 12
-    assert "differs by at most 5.0 points, within noise (2 standard errors) in 0 of 12" in headline(comparison)
+    assert "differs by at most 5.0 points, within noise (2 standard errors) in 0 of 12" in headline(
+        comparison
+    )
     assert np.allclose(comparison.facets[0].share_diff, 0.05)
 
 

@@ -1,5 +1,5 @@
-"""Fabricates sweep directories with known answers (shares, busy time per token) for sweep table, report and compare
-tests: the cells come from a real sweep file through profiler.sweep, each run directory from make_run_dir."""
+"""Fabricates sweep directories with known answers (shares, busy time per token) for sweep table, report
+and compare tests: the cells come from a real sweep file through profiler.sweep, each run directory from make_run_dir."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ PYTHON_BUSY_US = 2000.0  # busy time per token of every Python run
 
 def sweep_file(folder: Path, *, repeats: int = 2, native: bool = True) -> Path:
     path = folder / "map.toml"
-    axes = f'model = {json.dumps(list(MODELS))}\nclients = {list(CLIENTS)}\n'
+    axes = f"model = {json.dumps(list(MODELS))}\nclients = {list(CLIENTS)}\n"
     if native:
         axes += 'native = ["none", "all"]\n'
     path.write_text(
@@ -40,9 +40,14 @@ def sweep_file(folder: Path, *, repeats: int = 2, native: bool = True) -> Path:
 
 
 def make_sweep_dir(
-    path: Path, *, repeats: int = 2, native: bool = True, share_shift: float = 0.0, wobble: float = 0.01,
+    path: Path,
+    *,
+    repeats: int = 2,
+    native: bool = True,
+    share_shift: float = 0.0,
+    wobble: float = 0.01,
     skip: int = 0,
-) -> Path:  # fmt: skip
+) -> Path:
     """A sweep directory over MODELS x CLIENTS (x native none/all): Python cells have SHARES (+ share_shift,
     repeat r off by +-wobble), a native cell saves gain(share) = 0.9 x share of the busy time per token, and its
     prediction is 0.8 x share. `skip` leaves the last runs of the run order unfinished."""
@@ -68,7 +73,9 @@ def expected_gain(model: str, clients: int, share_shift: float = 0.0) -> float:
     return 0.9 * (SHARES[model][CLIENTS.index(clients)] + share_shift)
 
 
-def _write_run(template: Path, run_dir: Path, share: float, twins: list[str], key: dict[str, Any], repeat: int) -> None:
+def _write_run(
+    template: Path, run_dir: Path, share: float, twins: list[str], key: dict[str, Any], repeat: int
+) -> None:
     shutil.copytree(template, run_dir)
     data = json.loads((run_dir / "result.json").read_text())
     spans = data["breakdown"]["methods"]["spans"]
