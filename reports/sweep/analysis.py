@@ -269,7 +269,8 @@ def trends(crossover: Crossover) -> list[str]:
 
 
 def first_look(crossover: Crossover, cells: pd.DataFrame) -> FirstLook | None:
-    """The cell where a native rewrite measured the most (else the one with the most Python time)."""
+    """The cell where a native rewrite surely measured the most: the largest measured gain less two standard
+    errors, so that one lucky pair of runs does not win (else the cell with the most Python time)."""
     python = cells[cells["twins"] == "none"]
     native = (
         cells[(cells[NATIVE_AXIS] == crossover.native_value)]
@@ -278,13 +279,14 @@ def first_look(crossover: Crossover, cells: pd.DataFrame) -> FirstLook | None:
     )
     measured = native[native["measured_gain"].notna()] if not native.empty else native
     if not measured.empty:
-        best = measured.loc[measured["measured_gain"].idxmax()]
+        surely = measured["measured_gain"] - 2 * measured["measured_gain_se"].fillna(0.0)
+        best = measured.loc[surely.idxmax()]
         base = python[python["cell"] == best["baseline_cell"]]
         share = _float(base["interpreter_share"].iloc[0]) if not base.empty else None
         share_se = _float(base["interpreter_share_se"].iloc[0]) if not base.empty else None
         why = (
-            f"the largest measured gain of --native {best[NATIVE_AXIS]}: {best['measured_gain']:+.1%} of busy time "
-            f"per token (predicted {_pct_signed(best['predicted_gain'])})"
+            f"the largest measured gain of --native {best[NATIVE_AXIS]} (less two standard errors): "
+            f"{best['measured_gain']:+.1%} of busy time per token (predicted {_pct_signed(best['predicted_gain'])})"
         )
         if share is not None:
             why += f"; Python control paths there take {share:.1%} of the engine's busy time"

@@ -110,3 +110,13 @@ def test_resume_refuses_another_sweep_and_a_directory_without_one(tmp_path: Path
     (tmp_path / "busy" / "notes.txt").write_text("mine")
     with pytest.raises(SweepError, match="exists and is not a sweep directory"):
         run_sweep(spec, tmp_path / "busy")
+
+
+def test_a_threads_axis_sets_torch_threads_per_run(tmp_path: Path) -> None:
+    text = TINY.replace('clients = [1, 2]\nnative = ["none", "all"]\n', "threads = [1, 2]\n").replace(
+        "requests = 3", "requests = 1"
+    )
+    outcome = run_sweep(tiny_sweep(tmp_path, text), tmp_path / "sweep")
+    assert outcome.complete
+    # One model, loaded once for both cells: each run still gets its own thread count.
+    assert list(read_sweep(tmp_path / "sweep").runs["torch_threads"]) == [1.0, 2.0]
