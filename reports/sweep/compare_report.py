@@ -7,6 +7,7 @@ from typing import Any
 
 from matplotlib.backends.backend_pdf import PdfPages
 from matplotlib.figure import Figure
+from rich import box
 from rich.console import Console
 from rich.table import Table as RichTable
 from rich.text import Text
@@ -16,6 +17,7 @@ from reports.format import NOT_RECORDED, fmt_gain, fmt_pct, fmt_pp
 from reports.run import charts
 from reports.run.pdf_text import A4_INCHES, CHART_AREA, TextPages
 from reports.run.summary import Table
+from reports.sweep.analysis import NATIVE_AXIS
 from reports.sweep.charts import SHORT_VERDICTS
 from reports.sweep.compare import NOISE_SIGMAS, SweepComparison, headline
 from reports.sweep.compare_charts import draw_difference_maps
@@ -37,46 +39,45 @@ def write_sweep_comparison(comparison: SweepComparison, out_dir: str | Path) -> 
 
 
 def cells_table(comparison: SweepComparison) -> Table:
-    """Per cell: share before, after and the difference against noise; verdicts; measured gains."""
-    varying = [axis for axis in comparison.axes if comparison.rows[axis].nunique() > 1]
-    columns = [
-        *varying,
-        "share before",
-        "share after",
-        "difference",
-        f"within {NOISE_SIGMAS:g} SE",
-        "verdict before",
-        "verdict after",
-        "gain before",
-        "gain after",
-    ]
-    table = Table("Cells in both sweeps", columns)
-    for _, row in comparison.rows.iterrows():
-        native = row["twins"] != "none"
-        name = "gain" if native else "share"
-        within = row[f"{name}_within_noise"]
-        table.rows.append(
-            [
-                *[str(row[axis]) for axis in varying],
-                NOT_RECORDED if native else fmt_pct(row["share_before"]),
-                NOT_RECORDED if native else fmt_pct(row["share_after"]),
-                fmt_pp(100 * row[f"{name}_diff"])
-                if row[f"{name}_diff"] == row[f"{name}_diff"]
-                else NOT_RECORDED,
-                "unknown" if within is None else ("yes" if within else "no"),
-                NOT_RECORDED
-                if native
-                else SHORT_VERDICTS.get(row["verdict_before"], str(row["verdict_before"])),
-                NOT_RECORDED
-                if native
-                else SHORT_VERDICTS.get(row["verdict_after"], str(row["verdict_after"])),
-                fmt_gain(row["gain_before"]) if native else NOT_RECORDED,
-                fmt_gain(row["gain_after"]) if native else NOT_RECORDED,
-            ]
+    """One row per Python cell: share before and after, its difference against noise, the verdicts, and the
+    measured gain of its native partner (the gain map's native value) before and after."""
+    rows = comparison.rows
+    varying = [axis for axis in comparison.axes if axis != NATIVE_AXIS and rows[axis].nunique() > 1]
+    sigmas = f"{NOISE_SIGMAS:g} SE"
+    columns = [*varying, "share before", "after", "difference", f"in {sigmas}", "verdict", "gain before", "after",
+               f"in {sigmas}"]  # fmt: skip
+    table = Table("Cells in both sweeps (gain: of the same cell with C twins on)", columns)
+    python = rows[rows["twins"] == "none"]
+    native = (
+        rows[rows[NATIVE_AXIS] == comparison.native_value]
+        if comparison.native_value is not None
+        else rows[:0]
+    )
+    for _, row in python.iterrows():
+        partner = native
+        for axis in comparison.axes:
+            if axis != NATIVE_AXIS:
+                partner = partner[partner[axis] == row[axis]]
+        gain = partner.iloc[0] if not partner.empty else None
+        before, after = (
+            SHORT_VERDICTS.get(row[f"verdict_{side}"], str(row[f"verdict_{side}"]))
+            for side in ("before", "after")
         )
+        table.rows.append([
+            *[str(row[axis]) for axis in varying], fmt_pct(row["share_before"]), fmt_pct(row["share_after"]),
+            fmt_pp(100 * row["share_diff"]), _yes_no(row["share_within_noise"]),
+            before if before == after else f"{before} -> {after}",
+            fmt_gain(gain["gain_before"]) if gain is not None else NOT_RECORDED,
+            fmt_gain(gain["gain_after"]) if gain is not None else NOT_RECORDED,
+            _yes_no(gain["gain_within_noise"]) if gain is not None else NOT_RECORDED,
+        ])  # fmt: skip
     if not table.rows:
         table.note = "no cell is in both sweeps"
     return table
+
+
+def _yes_no(value: object) -> str:
+    return "unknown" if value is None else ("yes" if value else "no")
 
 
 def render_sweep_comparison(comparison: SweepComparison, console: Console | None = None) -> None:
@@ -84,7 +85,15 @@ def render_sweep_comparison(comparison: SweepComparison, console: Console | None
     console.print(Text(headline(comparison), style="bold"))
     console.print(Text(f"  before: {comparison.before}\n  after:  {comparison.after}"))
     table = cells_table(comparison)
-    rich_table = RichTable(title=table.title, title_justify="left", title_style="bold", show_edge=False)
+    rich_table = RichTable(
+        title=table.title,
+        title_justify="left",
+        title_style="bold",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        show_edge=False,
+        collapse_padding=True,
+    )
     for index, column in enumerate(table.columns):
         rich_table.add_column(column, justify="left" if index == 0 else "right")
     for row in table.rows:
