@@ -120,8 +120,9 @@ def test_a_killed_sweep_resumes_and_loses_at_most_the_run_in_flight(tmp_path: Pa
 
     result = cli("sweep", str(sweep_file), "--out", str(out), "--resume", "--no-report")
     assert result.returncode == 0, result.stderr
-    assert f"resume: {len(finished)} of 6 runs finished before; {6 - len(finished)} to run" in result.stderr
-    assert f"6 of 6 runs finished, {6 - len(finished)} this time" in result.stderr.replace("\n", " ")
+    said = " ".join(result.stderr.split())  # Rich wraps long lines at the terminal's width
+    assert f"resume: {len(finished)} of 6 runs finished before; {6 - len(finished)} to run" in said
+    assert f"6 of 6 runs finished, {6 - len(finished)} this time" in said
     for run_dir, mtime in finished.items():
         assert (run_dir / "result.json").stat().st_mtime_ns == mtime, f"{run_dir} was run again"
     manifest = json.loads((out / "sweep.json").read_text())
