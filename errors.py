@@ -20,6 +20,7 @@ it; the CLI prints it as one line on stderr and exits 2, never a traceback.
     │   └── HTTPRequestError         an HTTP request `infer-prof serve` refuses (OpenAI error JSON, 4xx/503)
     ├── ScenarioError                a scenario name or file that cannot be used
     ├── TargetError                  a --target server that cannot be reached or does not speak the OpenAI API
+    ├── SweepError                   a sweep file, or a sweep directory that cannot be run, resumed or read
     ├── BudgetError                  a budget file, or a budget check that cannot be evaluated
     ├── ResultError                  a run directory that is missing, incomplete or of another schema
     └── ReportError                  a run directory's files cannot be turned into a report
@@ -114,6 +115,10 @@ class TargetError(InferProfError):
 
 class ScenarioError(InferProfError):
     """A scenario that cannot be used; the one-line message names the file, the key and the allowed values."""
+
+
+class SweepError(InferProfError):
+    """A sweep file (axis, value, key) or a sweep directory that cannot be used; the message names it and the fix."""
 
 
 class BudgetError(InferProfError):

@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 import tomllib
 from dataclasses import asdict, dataclass, field, replace
+from dataclasses import fields as dataclass_fields
 from pathlib import Path
 from typing import Any
 
@@ -144,11 +145,16 @@ class ScenarioSpec:
         return self.sampling_mix or (RequestClass(weight=1.0, name="default"),)
 
     def with_overrides(
-        self, num_requests: int | None = None, duration_s: float | None = None, seed: int | None = None
-    ) -> ScenarioSpec:
-        """A copy with the given settings replaced (None keeps the scenario's), validated again."""
+        self, num_requests: int | None = None, duration_s: float | None = None, seed: int | None = None,
+        **fields: Any,
+    ) -> ScenarioSpec:  # fmt: skip
+        """A copy with the given settings replaced (None keeps the scenario's), validated again; `fields` are
+        other ScenarioSpec fields (mode, clients, rate, output_tokens, ...) replaced as given, None included."""
+        unknown = sorted(set(fields) - {spec_field.name for spec_field in dataclass_fields(self)})
+        if unknown:
+            raise ScenarioError(f"{self.source}: cannot override {', '.join(unknown)}: not scenario settings")
         changes = {"num_requests": num_requests, "duration_s": duration_s, "seed": seed}
-        return replace(self, **{key: value for key, value in changes.items() if value is not None})
+        return replace(self, **{key: value for key, value in changes.items() if value is not None}, **fields)
 
     def validate_against_context(self, context_length: int) -> None:
         """Raise ScenarioError if the longest prompt plus the longest output can exceed the context.

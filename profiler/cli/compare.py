@@ -13,6 +13,7 @@ from profiler.cli.app import app
 from profiler.cli.options import dim_printer, engine_options, output_path
 from profiler.cli.progress import session_progress
 from profiler.rundir.outdir import check_output_dir
+from profiler.rundir.sweepdir import is_sweep_dir
 from profiler.session.options import EngineOptions, OptionError
 from profiler.session.runner import ModelCache, options_with, run_once
 
@@ -20,7 +21,7 @@ from profiler.session.runner import ModelCache, options_with, run_once
 @app.command()
 @engine_options(without=("native",))
 def compare(
-    before: Annotated[Optional[list[Path]], typer.Argument(help="BEFORE and AFTER run directories (omit with --repeat).", show_default=False)] = None,
+    before: Annotated[Optional[list[Path]], typer.Argument(help="BEFORE and AFTER run directories, or two sweep directories (omit with --repeat).", show_default=False)] = None,
     repeat: Annotated[Optional[int], typer.Option("--repeat", help="Run both configurations N times each, interleaved (A B B A ...), instead of reading run directories.")] = None,
     before_native: Annotated[str, typer.Option("--before-native", help="With --repeat: the BEFORE configuration's --native.")] = "none",
     after_native: Annotated[str, typer.Option("--after-native", help="With --repeat: the AFTER configuration's --native.")] = "all",
@@ -30,7 +31,8 @@ def compare(
     *,
     options: EngineOptions,
 ) -> None:
-    """Before/after comparison: per metric the ratio, its confidence interval and a verdict."""
+    """Before/after comparison: per metric the ratio, its confidence interval and a verdict; of two sweeps, the
+    map of the difference cell by cell."""
     raise typer.Exit(compare_command(before or [], repeat=repeat, options=options, before_native=before_native,
                                      after_native=after_native, scenario=scenario, requests=requests,
                                      out=output_path(out, "--out")))  # fmt: skip
@@ -47,6 +49,8 @@ def compare_command(
     check_output_dir(out_dir)
     if (out_dir / "result.json").exists():
         raise OptionError(f"--out {out_dir} holds a run: write the comparison somewhere else")
+    if repeat is None and len(dirs) == 2 and any(is_sweep_dir(path) for path in dirs):
+        return _compare_sweeps(dirs, out_dir, console)
     if repeat is None:
         if len(dirs) != 2:
             raise OptionError("compare needs BEFORE and AFTER run directories, or --repeat N to run both configurations")
@@ -82,6 +86,18 @@ def _check_repeat_inputs(scenario: str, requests: int | None, before_native: str
     if requests is not None and not 1 <= requests <= MAX_REQUESTS:
         raise OptionError(f"--requests={requests} is impossible: use 1 to {MAX_REQUESTS:,}")
     load_scenario(scenario).with_overrides(num_requests=requests)
+def _compare_sweeps(dirs: list[Path], out_dir: Path, console: Console) -> int:
+    """Two sweep directories: cells matched by axis values, after - before against the repeats' noise."""
+    from reports.sweep import compare_sweeps, render_sweep_comparison, write_sweep_comparison
+
+    plain = [str(path) for path in dirs if not is_sweep_dir(path)]
+    if plain:
+        raise OptionError(f"{plain[0]} is not a sweep directory: compare two sweeps, or two run directories")
+    comparison = compare_sweeps(dirs[0], dirs[1])
+    render_sweep_comparison(comparison, Console())
+    files = write_sweep_comparison(comparison, out_dir)
+    console.print("comparison: " + ", ".join(str(out_dir / path) for path in files.values()))
+    return 0
 
 
 def _run_interleaved(

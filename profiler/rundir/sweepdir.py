@@ -1,0 +1,169 @@
+"""The sweep-directory contract: what `infer-prof sweep` writes and what sweep reports and compare read.
+
+A sweep directory holds:
+
+    sweep.json             the manifest below, rewritten atomically as the sweep goes
+    cells/<cell>/r<k>/     one ordinary run directory per cell and repeat (complete once result.json exists)
+    runs.parquet, .csv     the merged table, one row per finished run: the axes (one column each, named as
+                           in the sweep file) then RUN_COLUMNS
+    cells.parquet, .csv    one row per cell: the axes then CELL_COLUMNS (repeats averaged, gains paired)
+    sweep.html, sweep.pdf  the crossover map (reports/sweep)
+
+Manifest: {schema_version, kind: "infer-prof sweep", name, description, source, file_text, settings,
+repeats, axes: {axis: [values]}, map: {x, y}, cells: [{id, values: {axis: value}}], runner: {kind:
+"local"|"ray", address, cell_cpus, cell_gpus}, started_at, updated_at, runs_total, runs_finished, complete}.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import io
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from errors import SweepError
+from profiler.rundir.atomic import write_atomic, write_json_atomic
+
+SCHEMA_VERSION = 1
+KIND = "infer-prof sweep"
+MANIFEST = "sweep.json"
+CELLS_FOLDER = "cells"
+RUNS_TABLE = "runs"
+CELLS_TABLE = "cells"
+
+# runs table, after the axes: one finished run each.
+RUN_COLUMNS = (
+    "cell",
+    "repeat",
+    "run_dir",
+    "partial",
+    "interpreter_share",
+    "verdict",
+    "category",
+    "component",
+    "predicted_gain",
+    "predicted_gain_scheduler",
+    "predicted_gain_sampler",
+    "predicted_gain_kv_alloc",
+    "busy_us_per_token",
+    "tokens",
+    "output_token_throughput",
+    "engine_samples",
+    "steps",
+    "native_active",
+    "torch_threads",
+    "host",
+)
+# cells table, after the axes. twins is the C twins the cell switches on ("none" for Python control paths,
+# else a sorted comma list); interpreter_share is the mean over repeats and interpreter_share_se its
+# standard error (null with one repeat); baseline_cell is the cell with the same values but native "none";
+# predicted_gain is that baseline's Amdahl prediction for the twins this cell switches on, measured_gain
+# 1 - busy time per token (this cell) / (baseline), repeat by repeat, then averaged.
+CELL_COLUMNS = (
+    "cell",
+    "twins",
+    "repeats",
+    "interpreter_share",
+    "interpreter_share_se",
+    "interpreter_share_min",
+    "interpreter_share_max",
+    "verdict",
+    "baseline_cell",
+    "predicted_gain",
+    "measured_gain",
+    "measured_gain_se",
+    "busy_us_per_token",
+    "output_token_throughput",
+    "engine_samples",
+)
+
+
+@dataclass
+class SweepData:
+    """A sweep directory read back: its manifest and both tables."""
+
+    path: Path
+    manifest: dict[str, Any]
+    runs: pd.DataFrame
+    cells: pd.DataFrame
+
+    @property
+    def axes(self) -> dict[str, list[Any]]:
+        return self.manifest["axes"]
+
+
+def is_sweep_dir(path: str | Path) -> bool:
+    return (Path(path) / MANIFEST).is_file()
+
+
+def run_dir_of(sweep_dir: str | Path, cell_id: str, repeat: int) -> Path:
+    return Path(sweep_dir) / CELLS_FOLDER / cell_id / f"r{repeat}"
+
+
+def now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def write_manifest(sweep_dir: str | Path, manifest: dict[str, Any]) -> Path:
+    manifest = {"schema_version": SCHEMA_VERSION, "kind": KIND, **manifest, "updated_at": now()}
+    return write_json_atomic(Path(sweep_dir) / MANIFEST, manifest)
+
+
+def read_manifest(sweep_dir: str | Path) -> dict[str, Any]:
+    path = Path(sweep_dir) / MANIFEST
+    if not path.is_file():
+        raise SweepError(f"{sweep_dir}: no {MANIFEST} here; pass a directory written by `infer-prof sweep`")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise SweepError(f"{path}: not valid JSON ({err}); re-run the sweep into a new directory") from None
+    if not isinstance(data, dict) or data.get("kind") != KIND:
+        raise SweepError(f"{path}: not an infer-prof sweep manifest")
+    if data.get("schema_version") != SCHEMA_VERSION:
+        raise SweepError(
+            f"{path}: schema_version {data.get('schema_version')!r} is not supported "
+            f"(this infer-prof reads {SCHEMA_VERSION}); re-run the sweep with this version"
+        )
+    for key in ("axes", "cells", "repeats"):
+        if key not in data:
+            raise SweepError(f"{path}: missing {key!r}; re-run the sweep into a new directory")
+    return data
+
+
+def write_table(sweep_dir: str | Path, name: str, table: pd.DataFrame) -> dict[str, Path]:
+    """The table as <name>.parquet and <name>.csv beside it, each written atomically."""
+    folder = Path(sweep_dir)
+    return {
+        "parquet": write_atomic(
+            folder / f"{name}.parquet", lambda handle: table.to_parquet(handle, index=False), binary=True
+        ),
+        "csv": write_atomic(folder / f"{name}.csv", lambda handle: table.to_csv(handle, index=False)),
+    }
+
+
+def read_table(sweep_dir: str | Path, name: str) -> pd.DataFrame:
+    """<name>.parquet (or, without pyarrow's file, <name>.csv); an empty table when neither exists."""
+    folder = Path(sweep_dir)
+    parquet, csv = folder / f"{name}.parquet", folder / f"{name}.csv"
+    try:
+        if parquet.is_file():
+            return pd.read_parquet(io.BytesIO(parquet.read_bytes()))
+        if csv.is_file():
+            return pd.read_csv(csv)
+    except (OSError, ValueError) as err:
+        raise SweepError(
+            f"{folder}: cannot read the {name} table ({err}); run `infer-prof sweep report {folder}` "
+            "to rebuild it"
+        ) from None
+    return pd.DataFrame()
+
+
+def read_sweep(sweep_dir: str | Path) -> SweepData:
+    """A sweep directory's manifest and tables (as last written)."""
+    path = Path(sweep_dir)
+    manifest = read_manifest(path)
+    return SweepData(path, manifest, read_table(path, RUNS_TABLE), read_table(path, CELLS_TABLE))

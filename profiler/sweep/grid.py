@@ -1,0 +1,236 @@
+"""The grid of a sweep: one cell per combination of axis values, each an EngineOptions and a ScenarioSpec
+checked before any work starts, and the order their repeats run in."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from engine.models import DEFAULT_MODEL, SYNTHETIC_PREFIX, SYNTHETIC_PRESETS
+from errors import InferProfError, ModelNotFoundError, SweepError
+from native_paths.toggles import parse_native
+from profiler.session.options import EngineOptions, parse_size
+from profiler.sweep.spec import RUN_AXES, SCENARIO_AXES, SweepSpec, json_value
+from scenarios.lengths import LengthDist
+from scenarios.spec import ScenarioSpec, load_scenario
+
+DEFAULT_SCENARIO = "chat"  # what `infer-prof run` runs without --scenario
+NATIVE_AXIS = "native"
+
+
+@dataclass(frozen=True)
+class CellKey:
+    """What names a cell in a sweep directory: its folder and its axis values as written."""
+
+    id: str  # also its folder under cells/: "003-synthetic-tiny-16-all"
+    values: tuple[tuple[str, Any], ...]  # (axis, value) in the file's order
+
+    def value(self, axis: str) -> Any:
+        return dict(self.values)[axis]
+
+    def label(self) -> str:
+        return " ".join(f"{axis}={_text(value)}" for axis, value in self.values)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "values": {axis: json_value(value) for axis, value in self.values}}
+
+    @classmethod
+    def from_json(cls, entry: dict[str, Any]) -> CellKey:
+        values = entry["values"]
+        return cls(
+            entry["id"],
+            tuple(
+                (axis, math.inf if axis == "rate" and value == "inf" else value)
+                for axis, value in values.items()
+            ),
+        )
+
+
+@dataclass(frozen=True)
+class Cell(CellKey):
+    """One configuration of the sweep, with what a run of it builds and loads."""
+
+    index: int = 0
+    options: EngineOptions = field(default_factory=EngineOptions)
+    scenario: ScenarioSpec | None = None
+    profile: str = "default"
+
+
+def build_cells(spec: SweepSpec) -> list[Cell]:
+    """Every cell, the native axis varying fastest: a cell's Python and native runs are neighbours."""
+    names = list(spec.axes)
+    order = [name for name in names if name != NATIVE_AXIS] + [name for name in names if name == NATIVE_AXIS]
+    scenarios: dict[str, ScenarioSpec] = {}
+    cells = []
+    for index, combination in enumerate(itertools.product(*(spec.axes[name] for name in order))):
+        chosen = dict(zip(order, combination))
+        values = tuple((name, chosen[name]) for name in names)
+        options, scenario, profile = _configure(spec, dict(values), scenarios)
+        cells.append(
+            Cell(
+                id=_cell_id(index, values, spec.axes),
+                values=values,
+                index=index,
+                options=options,
+                scenario=scenario,
+                profile=profile,
+            )
+        )
+    return cells
+
+
+def run_order(cells: list[Cell], repeats: int) -> list[tuple[Cell, int]]:
+    """(cell, repeat) pairs: each repeat visits every cell, every other one backwards, so that slow drift of a
+    shared machine hits every cell alike instead of making the last cells look slow."""
+    order = []
+    for repeat in range(1, repeats + 1):
+        visit = cells if repeat % 2 == 1 else list(reversed(cells))
+        order.extend((cell, repeat) for cell in visit)
+    return order
+
+
+def _configure(
+    spec: SweepSpec, values: dict[str, Any], scenarios: dict[str, ScenarioSpec]
+) -> tuple[EngineOptions, ScenarioSpec, str]:
+    """One cell's engine options, scenario and profile; errors name the sweep file and the cell."""
+    where = " ".join(f"{axis}={_text(value)}" for axis, value in values.items())
+    try:
+        scenario = _scenario(spec, values, scenarios)
+        options = _options(spec, values, scenario)
+        _check_model(options.model)
+    except SweepError:
+        raise
+    except InferProfError as err:
+        raise SweepError(f"{spec.source}: axes: the cell {where}: {err}") from None
+    return options, scenario, values.get("profile", spec.profile)
+
+
+def _options(spec: SweepSpec, values: dict[str, Any], scenario: ScenarioSpec) -> EngineOptions:
+    engine = {
+        name: value for name, value in values.items() if name not in RUN_AXES and name not in SCENARIO_AXES
+    }
+    engine.setdefault("seed", spec.seed)
+    if "native" in engine:
+        engine["native"] = parse_native(engine["native"])
+    if "kv_memory" in engine:
+        engine["kv_memory_bytes"] = parse_size(engine.pop("kv_memory"))
+    if "model" in engine:
+        engine["model"] = _path_or_name(spec, engine["model"], ".gguf")
+    if "policy" not in engine and len({request_class.priority for request_class in scenario.classes()}) > 1:
+        engine["policy"] = "priority"  # as `infer-prof run` picks for a scenario with priority classes
+    return EngineOptions(**engine)
+
+
+def _scenario(spec: SweepSpec, values: dict[str, Any], cache: dict[str, ScenarioSpec]) -> ScenarioSpec:
+    name = _path_or_name(spec, values.get("scenario", DEFAULT_SCENARIO), ".toml")
+    if name not in cache:
+        cache[name] = load_scenario(name)
+    base = cache[name]
+    changes = _load_changes(spec, base, values)
+    for key in ("warmup_requests", "chat"):
+        if key in values:
+            changes[key] = values[key]
+    for key in ("output_tokens", "prompt_tokens"):
+        if key in values:
+            changes[key] = LengthDist(dist="fixed", value=values[key])
+            # A class's own lengths would win over the scenario's: the axis fixes every request's.
+            changes["sampling_mix"] = tuple(
+                replace(request_class, **{key: None})
+                for request_class in changes.get("sampling_mix", base.sampling_mix)
+            )
+    seed = values.get("seed", spec.seed)
+    return base.with_overrides(num_requests=spec.requests, duration_s=spec.seconds, seed=seed, **changes)
+
+
+def _load_changes(spec: SweepSpec, base: ScenarioSpec, values: dict[str, Any]) -> dict[str, Any]:
+    """clients makes the load a closed loop, rate an open one; burstiness shapes an open loop's arrivals."""
+    if "clients" in values:
+        return {"mode": "closed-loop", "clients": values["clients"], "rate": None}
+    changes: dict[str, Any] = {}
+    if "rate" in values:
+        changes = {"mode": "open-loop", "rate": float(values["rate"]), "clients": None}
+    if "burstiness" in values:
+        if changes.get("mode", base.mode) != "open-loop":
+            raise spec.fail(
+                "axes.burstiness",
+                f"scenario {base.name} is a closed loop, which has no arrival process",
+                "an open-loop scenario, or a rate axis",
+            )
+        changes["burstiness"] = values["burstiness"]
+    return changes
+
+
+def _path_or_name(spec: SweepSpec, value: str, suffix: str) -> str:
+    """A value ending in `suffix` is a path relative to the sweep file; anything else is a name."""
+    if not value.endswith(suffix):
+        return value
+    path = Path(value).expanduser()
+    return str(path if path.is_absolute() else (spec.folder / path).resolve())
+
+
+def _check_model(model: str) -> None:
+    """The model exists, without loading it: a cell must not fail on a typo after hours of others."""
+    if model == DEFAULT_MODEL:
+        return
+    if model.startswith(SYNTHETIC_PREFIX):
+        if model[len(SYNTHETIC_PREFIX) :] not in SYNTHETIC_PRESETS:
+            raise ModelNotFoundError(
+                f"unknown synthetic preset {model!r}; allowed: "
+                + ", ".join(SYNTHETIC_PREFIX + name for name in SYNTHETIC_PRESETS)
+            )
+        return
+    if not Path(model).is_file():
+        raise ModelNotFoundError(
+            f"model {model!r} is neither {DEFAULT_MODEL}, a synthetic: preset nor an existing .gguf file"
+        )
+
+
+def context_length(model: str) -> int | None:
+    """The model's context length when known without loading weights (synthetic presets, GGUF headers)."""
+    if model.startswith(SYNTHETIC_PREFIX):
+        return SYNTHETIC_PRESETS[model[len(SYNTHETIC_PREFIX) :]].context_length
+    if model.endswith(".gguf"):
+        from engine.gguf_loader import open_gguf, read_config
+
+        return read_config(open_gguf(model)).context_length
+    return None
+
+
+def check_contexts(spec: SweepSpec, cells: list[Cell]) -> None:
+    """Every cell's longest prompt and output fit its model's context (where the context is known now)."""
+    contexts: dict[str, int | None] = {}
+    for cell in cells:
+        model = cell.options.model
+        if model not in contexts:
+            try:
+                contexts[model] = context_length(model)
+            except InferProfError as err:
+                raise SweepError(f"{spec.source}: axes.model: {err}") from None
+        if contexts[model] is not None:
+            try:
+                cell.scenario.validate_against_context(contexts[model])  # type: ignore[union-attr, arg-type]
+            except InferProfError as err:
+                raise SweepError(f"{spec.source}: axes: the cell {cell.label()}: {err}") from None
+
+
+def _cell_id(index: int, values: tuple[tuple[str, Any], ...], axes: dict[str, tuple[Any, ...]]) -> str:
+    # Axes with one value are the same in every cell: they would only lengthen every name.
+    slug = "-".join(_slug(value) for axis, value in values if len(axes[axis]) > 1)
+    return f"{index:03d}-{slug[:60].strip('-')}" if slug else f"{index:03d}"
+
+
+def _slug(value: Any) -> str:
+    text = Path(value).stem if isinstance(value, str) and value.endswith((".toml", ".gguf")) else _text(value)
+    return re.sub(r"[^a-z0-9.]+", "-", text.lower()).strip("-")
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, float) and math.isinf(value):
+        return "inf"
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value)

@@ -1,0 +1,234 @@
+"""The merged tables of a sweep: one row per finished run read from its run directory, and one row per
+cell with its repeats averaged and its measured native gain paired against the same cell with Python twins."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from errors import ResultError
+from native_paths.toggles import parse_native
+from profiler.analysis.diagnose import NATIVE_CAPABLE, rule_for
+from profiler.checks.verify import busy_ns_per_token
+from profiler.rundir.results import RunResult, read_result
+from profiler.rundir.sweepdir import CELL_COLUMNS, RUN_COLUMNS, run_dir_of
+from profiler.sweep.grid import NATIVE_AXIS, CellKey
+
+CELL_FILE = (
+    "sweep-cell.json"  # beside result.json: which cell and repeat a run directory is, and where it ran
+)
+
+
+def finished_result(run_dir: Path) -> RunResult | None:
+    """The run's result when it finished (result.json written, not partial), else None."""
+    if not (run_dir / "result.json").is_file():
+        return None
+    try:
+        result = read_result(run_dir)
+    except ResultError:
+        return None
+    return None if result.partial else result
+
+
+def run_row(cell: CellKey, repeat: int, result: RunResult, run_dir: Path, sweep_dir: Path) -> dict[str, Any]:
+    """One finished run as a row of the runs table: the cell's axis values, then RUN_COLUMNS."""
+    verdict = result.verdict or {}
+    predictions = verdict.get("predictions") or {}
+    gains = {name: (predictions.get(name) or {}).get("predicted_gain") for name in NATIVE_CAPABLE}
+    samples = (((result.breakdown or {}).get("methods") or {}).get("samples") or {}).get("samples")
+    busy = busy_ns_per_token(result)
+    row: dict[str, Any] = dict(cell.values)
+    row.update(
+        {
+            "cell": cell.id,
+            "repeat": repeat,
+            "run_dir": str(run_dir.relative_to(sweep_dir)),
+            "partial": result.partial,
+            "interpreter_share": verdict.get("interpreter_share"),
+            "verdict": verdict.get("rule"),
+            "category": verdict.get("category"),
+            "component": verdict.get("component"),
+            "predicted_gain": sum(gains.values()) if all(g is not None for g in gains.values()) else None,
+            **{f"predicted_gain_{name}": gain for name, gain in gains.items()},
+            "busy_us_per_token": busy / 1e3 if busy else None,
+            "tokens": (result.engine or {}).get("tokens_generated"),
+            "output_token_throughput": result.metrics.get("output_token_throughput"),
+            "engine_samples": samples,
+            "steps": (result.engine or {}).get("steps"),
+            "native_active": ",".join(result.config.get("native") or []) or "none",
+            "torch_threads": result.environment.get("torch_threads"),
+            "host": _host(run_dir),
+        }
+    )
+    return row
+
+
+def _host(run_dir: Path) -> str | None:
+    try:
+        return json.loads((run_dir / CELL_FILE).read_text(encoding="utf-8")).get("host")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def runs_table(cells: list[CellKey], repeats: int, sweep_dir: Path) -> pd.DataFrame:
+    """Every finished run of the sweep directory, in cell then repeat order."""
+    rows = []
+    for cell in cells:
+        for repeat in range(1, repeats + 1):
+            run_dir = run_dir_of(sweep_dir, cell.id, repeat)
+            result = finished_result(run_dir)
+            if result is not None:
+                rows.append(run_row(cell, repeat, result, run_dir, sweep_dir))
+    return _typed(pd.DataFrame(rows, columns=[*_axes(cells), *RUN_COLUMNS]))
+
+
+def cells_table(cells: list[CellKey], runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per cell with at least one finished run: repeats averaged, native gains paired by repeat."""
+    by_cell = (
+        {cell_id: group for cell_id, group in runs.groupby("cell", sort=False)} if not runs.empty else {}
+    )
+    baselines = _baselines(cells)
+    rows = []
+    for cell in cells:
+        group = by_cell.get(cell.id)
+        if group is None:
+            continue
+        shares = _numbers(group["interpreter_share"])
+        baseline = baselines.get(cell.id)
+        gain = _paired_gain(group, by_cell.get(baseline)) if baseline else []
+        row: dict[str, Any] = dict(cell.values)
+        row.update(
+            {
+                "cell": cell.id,
+                "twins": _twins(cell),
+                "repeats": len(group),
+                "interpreter_share": _mean(shares),
+                "interpreter_share_se": _standard_error(shares),
+                "interpreter_share_min": min(shares) if shares else None,
+                "interpreter_share_max": max(shares) if shares else None,
+                "verdict": rule_for(_mean(shares)) if shares else None,  # type: ignore[arg-type]
+                "baseline_cell": baseline,
+                "predicted_gain": _predicted(cell, group, by_cell.get(baseline) if baseline else None),
+                "measured_gain": _mean(gain),
+                "measured_gain_se": _standard_error(gain),
+                "busy_us_per_token": _mean(_numbers(group["busy_us_per_token"])),
+                "output_token_throughput": _mean(_numbers(group["output_token_throughput"])),
+                "engine_samples": sum(_numbers(group["engine_samples"]))
+                if _numbers(group["engine_samples"])
+                else None,
+            }
+        )
+        rows.append(row)
+    return _typed(pd.DataFrame(rows, columns=[*_axes(cells), *CELL_COLUMNS]))
+
+
+def _baselines(cells: list[CellKey]) -> dict[str, str]:
+    """Each cell with C twins on -> the cell with the same values and native "none" (where there is one)."""
+    if not cells or NATIVE_AXIS not in dict(cells[0].values):
+        return {}
+    python_cells = {
+        _without_native(cell): cell.id for cell in cells if not parse_native(cell.value(NATIVE_AXIS))
+    }
+    return {
+        cell.id: python_cells[_without_native(cell)]
+        for cell in cells
+        if parse_native(cell.value(NATIVE_AXIS)) and _without_native(cell) in python_cells
+    }
+
+
+def _twins(cell: CellKey) -> str:
+    if NATIVE_AXIS not in dict(cell.values):
+        return "none"
+    return ",".join(sorted(parse_native(cell.value(NATIVE_AXIS)))) or "none"
+
+
+def _without_native(cell: CellKey) -> tuple[tuple[str, Any], ...]:
+    return tuple((axis, value) for axis, value in cell.values if axis != NATIVE_AXIS)
+
+
+def _paired_gain(native: pd.DataFrame, python: pd.DataFrame | None) -> list[float]:
+    """1 - busy/token (native) / busy/token (Python) per repeat both have: neighbours in the run order."""
+    if python is None:
+        return []
+    reference = {int(row.repeat): row.busy_us_per_token for row in python.itertuples()}
+    gains = []
+    for row in native.itertuples():
+        base = reference.get(int(row.repeat))
+        if _present(base) and _present(row.busy_us_per_token) and base > 0:
+            gains.append(1.0 - float(row.busy_us_per_token) / float(base))
+    return gains
+
+
+def _predicted(cell: CellKey, group: pd.DataFrame, python: pd.DataFrame | None) -> float | None:
+    """The Python runs' Amdahl prediction for the twins this cell switches on (all three: a Python cell)."""
+    if python is None:
+        return _mean(_numbers(group["predicted_gain"]))
+    twins = sorted(parse_native(cell.value(NATIVE_AXIS)))
+    columns = [f"predicted_gain_{name}" for name in twins if f"predicted_gain_{name}" in python]
+    totals = [
+        sum(float(row[column]) for column in columns)
+        for _, row in python.iterrows()
+        if all(_present(row[column]) for column in columns)
+    ]
+    return _mean(totals)
+
+
+def _axes(cells: list[CellKey]) -> list[str]:
+    return [axis for axis, _ in cells[0].values] if cells else []
+
+
+def _numbers(column: pd.Series) -> list[float]:
+    return [float(value) for value in column if _present(value)]
+
+
+def _present(value: Any) -> bool:
+    return value is not None and not (isinstance(value, float) and math.isnan(value))
+
+
+def _mean(values: list[float]) -> float | None:
+    return float(np.mean(values)) if values else None
+
+
+def _standard_error(values: list[float]) -> float | None:
+    """The standard error of the mean over repeats; None with fewer than two (the noise is then unknown)."""
+    return float(np.std(values, ddof=1) / math.sqrt(len(values))) if len(values) > 1 else None
+
+
+# Figures that stay numbers (NaN when missing) even when no run recorded them.
+NUMERIC = {
+    "interpreter_share",
+    "interpreter_share_se",
+    "interpreter_share_min",
+    "interpreter_share_max",
+    "predicted_gain",
+    "measured_gain",
+    "measured_gain_se",
+    "busy_us_per_token",
+    "output_token_throughput",
+    "engine_samples",
+    "tokens",
+    "steps",
+    "torch_threads",
+    *(f"predicted_gain_{name}" for name in NATIVE_CAPABLE),
+}
+
+
+def _typed(table: pd.DataFrame) -> pd.DataFrame:
+    """Columns Parquet can store: figures as floats, an axis mixing numbers and strings as strings."""
+    for column in table.columns:
+        if column in NUMERIC:
+            table[column] = pd.to_numeric(table[column], errors="coerce").astype(float)
+            continue
+        kinds = {
+            type(value)
+            for value in table[column]
+            if value is not None and not (isinstance(value, float) and math.isnan(value))
+        }
+        if len(kinds) > 1 and not kinds <= {int, float}:
+            table[column] = table[column].map(lambda value: None if value is None else str(value))
+    return table

@@ -1,0 +1,160 @@
+"""Writes two sweeps compared as compare.json, a self-contained compare.html and compare.pdf; prints it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from matplotlib.backends.backend_pdf import PdfPages
+from matplotlib.figure import Figure
+from rich import box
+from rich.console import Console
+from rich.table import Table as RichTable
+from rich.text import Text
+
+from profiler.rundir.atomic import write_atomic, write_json_atomic, write_text_atomic
+from reports.format import NOT_RECORDED, fmt_gain, fmt_pct, fmt_pp
+from reports.run import charts
+from reports.run.pdf_text import A4_INCHES, CHART_AREA, TextPages
+from reports.run.summary import Table
+from reports.sweep.analysis import NATIVE_AXIS
+from reports.sweep.charts import SHORT_VERDICTS
+from reports.sweep.compare import NOISE_SIGMAS, SweepComparison, headline
+from reports.sweep.compare_charts import draw_difference_maps
+from reports.templating import render
+
+
+def write_sweep_comparison(comparison: SweepComparison, out_dir: str | Path) -> dict[str, Path]:
+    """compare.json, compare.html and compare.pdf in out_dir; {name: path relative to it}."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written = {
+        "compare_json": write_json_atomic(out / "compare.json", comparison.to_dict()),
+        "compare_html": write_text_atomic(out / "compare.html", render_html(comparison)),
+        "compare_pdf": write_atomic(
+            out / "compare.pdf", lambda handle: _write_pdf(handle, comparison), binary=True
+        ),
+    }
+    return {name: path.relative_to(out) for name, path in written.items()}
+
+
+def cells_table(comparison: SweepComparison) -> Table:
+    """One row per Python cell: share before and after, its difference against noise, the verdicts, and the
+    measured gain of its native partner (the gain map's native value) before and after."""
+    rows = comparison.rows
+    varying = [axis for axis in comparison.axes if axis != NATIVE_AXIS and rows[axis].nunique() > 1]
+    sigmas = f"{NOISE_SIGMAS:g} SE"
+    columns = [*varying, "share before", "after", "difference", f"in {sigmas}", "verdict", "gain before", "after",
+               f"in {sigmas}"]  # fmt: skip
+    table = Table("Cells in both sweeps (gain: of the same cell with C twins on)", columns)
+    python = rows[rows["twins"] == "none"]
+    native = (
+        rows[rows[NATIVE_AXIS] == comparison.native_value]
+        if comparison.native_value is not None
+        else rows[:0]
+    )
+    for _, row in python.iterrows():
+        partner = native
+        for axis in comparison.axes:
+            if axis != NATIVE_AXIS:
+                partner = partner[partner[axis] == row[axis]]
+        gain = partner.iloc[0] if not partner.empty else None
+        before, after = (
+            SHORT_VERDICTS.get(row[f"verdict_{side}"], str(row[f"verdict_{side}"]))
+            for side in ("before", "after")
+        )
+        table.rows.append([
+            *[str(row[axis]) for axis in varying], fmt_pct(row["share_before"]), fmt_pct(row["share_after"]),
+            fmt_pp(100 * row["share_diff"]), _yes_no(row["share_within_noise"]),
+            before if before == after else f"{before} -> {after}",
+            fmt_gain(gain["gain_before"]) if gain is not None else NOT_RECORDED,
+            fmt_gain(gain["gain_after"]) if gain is not None else NOT_RECORDED,
+            _yes_no(gain["gain_within_noise"]) if gain is not None else NOT_RECORDED,
+        ])  # fmt: skip
+    if not table.rows:
+        table.note = "no cell is in both sweeps"
+    return table
+
+
+def _yes_no(value: object) -> str:
+    return "unknown" if value is None else ("yes" if value else "no")
+
+
+def render_sweep_comparison(comparison: SweepComparison, console: Console | None = None) -> None:
+    console = console or Console()
+    console.print(Text(headline(comparison), style="bold"))
+    console.print(Text(f"  before: {comparison.before}\n  after:  {comparison.after}"))
+    table = cells_table(comparison)
+    rich_table = RichTable(
+        title=table.title,
+        title_justify="left",
+        title_style="bold",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        show_edge=False,
+        collapse_padding=True,
+    )
+    for index, column in enumerate(table.columns):
+        rich_table.add_column(column, justify="left" if index == 0 else "right")
+    for row in table.rows:
+        rich_table.add_row(*row)
+    console.print(rich_table)
+    for note in comparison.notes:
+        console.print(Text(f"Note: {note}", style="yellow"))
+
+
+def _size(comparison: SweepComparison) -> tuple[float, float]:
+    return 10.0, 1.8 + 0.75 * max(2, len(comparison.y_values))
+
+
+def render_html(comparison: SweepComparison) -> str:
+    width, height = _size(comparison)
+    maps = [
+        charts.draw_with(
+            draw_difference_maps,
+            comparison,
+            facet,
+            width=width,
+            height=height,
+            label=f"difference map {facet.label}".strip(),
+        )
+        for facet in comparison.facets
+    ]
+    return render(
+        "sweep-compare.html.j2",
+        headline=headline(comparison),
+        before=str(comparison.before),
+        after=str(comparison.after),
+        maps=maps,
+        cells=cells_table(comparison),
+        notes=comparison.notes,
+        sigmas=f"{NOISE_SIGMAS:g}",
+    )
+
+
+def _write_pdf(handle: Any, comparison: SweepComparison) -> None:
+    metadata = {"Title": "infer-prof: two sweeps compared", "Creator": "infer-prof", "CreationDate": None}
+    with charts.chart_style(), PdfPages(handle, metadata=metadata) as pdf:
+        pages = TextPages(new_page=lambda: Figure(figsize=A4_INCHES), finish_page=pdf.savefig)
+        pages.line("infer-prof: two sweeps compared", "title")
+        pages.line(headline(comparison), "verdict")
+        pages.line(f"before: {comparison.before}", "muted")
+        pages.line(f"after: {comparison.after}", "muted")
+        for note in comparison.notes:
+            pages.line(f"Note: {note}", "muted", colour="#9a6700")
+        pages.space(8)
+        pages.table(cells_table(comparison))
+        pages.close()
+        _, height = _size(comparison)
+        for start in range(0, len(comparison.facets), 2):
+            page = charts.page(*A4_INCHES, CHART_AREA)
+            chosen = comparison.facets[start : start + 2]
+            areas = page.subfigures(
+                len(chosen) + 1,
+                1,
+                height_ratios=[*([height] * len(chosen)), max(0.5, 10.2 - height * len(chosen))],
+                squeeze=False,
+            )[:, 0]
+            for area, facet in zip(areas, chosen):
+                draw_difference_maps(area, comparison, facet)
+            pdf.savefig(page)

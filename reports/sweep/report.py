@@ -1,0 +1,143 @@
+"""Writes a sweep's crossover map as a self-contained sweep.html and a printable sweep.pdf."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from matplotlib.backends.backend_pdf import PdfPages
+from matplotlib.figure import Figure
+
+from profiler.rundir.atomic import write_atomic, write_text_atomic
+from reports.run import charts
+from reports.run.pdf_text import A4_INCHES, CHART_AREA, TextPages
+from reports.sweep import summary
+from reports.sweep.analysis import HIGH_LINE, Crossover
+from reports.sweep.charts import draw_maps, draw_predicted_vs_measured
+from reports.templating import render
+
+HTML_NAME, PDF_NAME = "sweep.html", "sweep.pdf"
+FILES = (
+    ("cells.parquet", "one row per cell (cells.csv beside it): repeats averaged, native gains paired"),
+    ("runs.parquet", "one row per finished run (runs.csv beside it)"),
+    ("sweep.json", "the manifest: the sweep file, its cells, the runner"),
+    ("cells/", "one ordinary run directory per cell and repeat"),
+)
+
+
+def write_sweep_report(crossover: Crossover, out_dir: str | Path) -> dict[str, Path]:
+    """Write sweep.html and sweep.pdf into out_dir; return {name: path relative to it}."""
+    out = Path(out_dir)
+    written = {
+        "sweep_html": write_text_atomic(out / HTML_NAME, render_sweep_html(crossover)),
+        "sweep_pdf": write_atomic(out / PDF_NAME, lambda handle: _write_pdf(handle, crossover), binary=True),
+    }
+    return {name: path.relative_to(out) for name, path in written.items()}
+
+
+def _map_size(crossover: Crossover) -> tuple[float, float]:
+    return 10.0, 1.6 + 0.75 * max(2, len(crossover.y_values))
+
+
+def render_sweep_html(crossover: Crossover) -> str:
+    width, height = _map_size(crossover)
+    maps = [
+        charts.draw_with(
+            draw_maps,
+            crossover,
+            facet,
+            width=width,
+            height=height,
+            label=f"crossover map {facet.label}".strip(),
+        )
+        for facet in crossover.facets
+    ]
+    scatter = (
+        charts.draw_with(
+            draw_predicted_vs_measured,
+            crossover,
+            width=10,
+            height=4.2,
+            label="predicted versus measured native gain per cell",
+        )
+        if crossover.points
+        else None
+    )
+    return render(
+        "sweep.html.j2",
+        name=crossover.name,
+        description=crossover.description,
+        progress=summary.progress_line(crossover),
+        verdict_class=_verdict_class(crossover),
+        headline=summary.headline(crossover),
+        first_look=summary.first_look_sentence(crossover),
+        crossings=crossover.crossings,
+        trends=crossover.trends,
+        notes=crossover.notes,
+        x=crossover.x or "-",
+        y=crossover.y or "-",
+        maps=maps,
+        scatter=scatter,
+        cells=summary.cells_table(crossover),
+        methods=summary.METHOD,
+        files=FILES,
+    )
+
+
+def _verdict_class(crossover: Crossover) -> str:
+    shares = crossover.cells["interpreter_share"].dropna() if not crossover.cells.empty else []
+    if len(shares) == 0:
+        return "none"
+    return "rewrite" if (shares >= HIGH_LINE).any() else "targeted"
+
+
+def _write_pdf(handle: object, crossover: Crossover) -> None:
+    with (
+        charts.chart_style(),
+        PdfPages(
+            handle,
+            metadata={
+                "Title": f"infer-prof sweep {crossover.name}",
+                "Creator": "infer-prof",
+                "CreationDate": None,
+            },
+        ) as pdf,
+    ):
+        pages = TextPages(new_page=lambda: Figure(figsize=A4_INCHES), finish_page=pdf.savefig)
+        pages.line(f"infer-prof sweep: {crossover.name}", "title")
+        pages.line(crossover.description, "muted", colour="#5b6475")
+        pages.line(summary.progress_line(crossover), "muted", colour="#5b6475")
+        pages.space(10)
+        pages.line(summary.headline(crossover), "verdict")
+        look = summary.first_look_sentence(crossover)
+        if look:
+            pages.line(look, "body")
+        for sentence in [*crossover.crossings, *crossover.trends]:
+            pages.line(f"- {sentence}", indent=2)
+        for note in crossover.notes:
+            pages.line(f"Note: {note}", "muted", colour="#9a6700")
+        pages.space(8)
+        pages.table(summary.cells_table(crossover))
+        for label, method in summary.METHOD:
+            pages.line(f"{label}: {method}", "muted", colour="#5b6475")
+        pages.close()
+        _chart_pages(pdf, crossover)
+
+
+def _chart_pages(pdf: PdfPages, crossover: Crossover) -> None:
+    """Two maps to a page, the predicted-vs-measured chart after them."""
+    _, map_height = _map_size(crossover)
+    plans: list[tuple[float, object]] = [(map_height, facet) for facet in crossover.facets]
+    if crossover.points:
+        plans.append((4.2, None))
+    for start in range(0, len(plans), 2):
+        page = charts.page(*A4_INCHES, CHART_AREA)
+        chosen = plans[start : start + 2]
+        heights = [height for height, _ in chosen]
+        spare = max(0.5, 10.2 - sum(heights))
+        areas = page.subfigures(len(chosen) + 1, 1, height_ratios=[*heights, spare], squeeze=False)[:, 0]
+        for area, (_, facet) in zip(areas, chosen):
+            if facet is None:
+                draw_predicted_vs_measured(area, crossover)
+            else:
+                draw_maps(area, crossover, facet)  # type: ignore[arg-type]
+        pdf.savefig(page)

@@ -1,0 +1,40 @@
+"""The terminal view of a sweep (Rich): the headline, where the share crosses 1% and 30%, the first cell
+to look at, and the cells table."""
+
+from __future__ import annotations
+
+from rich import box
+from rich.console import Console
+from rich.table import Table as RichTable
+from rich.text import Text
+
+from reports.sweep import summary
+from reports.sweep.analysis import Crossover
+
+
+def render_sweep_summary(crossover: Crossover, console: Console | None = None) -> None:
+    console = console or Console()
+    console.print(Text(summary.headline(crossover), style="bold"))
+    console.print(Text(f"  {summary.progress_line(crossover)}", style="dim"))
+    for sentence in [*crossover.crossings, *crossover.trends]:
+        console.print(Text(f"  {sentence}"))
+    look = summary.first_look_sentence(crossover)
+    if look:
+        console.print(Text(look, style="bold"))
+    table = summary.cells_table(crossover)
+    if table.rows:
+        rich_table = RichTable(
+            title=table.title,
+            title_justify="left",
+            title_style="bold",
+            box=box.SIMPLE_HEAD,
+            pad_edge=False,
+            show_edge=False,
+        )
+        for index, column in enumerate(table.columns):
+            rich_table.add_column(column, justify="left" if index == 0 else "right", no_wrap=index == 0)
+        for row in table.rows:
+            rich_table.add_row(*row)
+        console.print(rich_table)
+    for note in crossover.notes:
+        console.print(Text(f"Note: {note}", style="yellow"))
