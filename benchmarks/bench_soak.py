@@ -33,10 +33,10 @@ def rss_mib() -> float:
 def child(requests: int, native: str, profile: str, out: Path) -> dict:
     """One soak run in this process: the session's progress hook samples RSS at the marks."""
     from native_paths.toggles import parse_native
+    from profiler.rundir.results import read_run
     from profiler.session.builder import load_for_options
     from profiler.session.options import EngineOptions
     from profiler.session.session import SessionHooks, run_session
-    from profiler.rundir.results import read_run
     from scenarios.spec import load_scenario
 
     options = EngineOptions(model="synthetic:tiny", native=parse_native(native))

@@ -18,7 +18,6 @@ import torch
 
 from errors import InvalidSamplingParams
 
-
 # The sampling domain shared by both twins (see SamplingParams).
 MAX_COUNT = 2**31 - 1  # top_k, max_tokens: C int32 fields
 MAX_SEED = 2**64 - 1  # seeds: a SplitMix64 state
