@@ -13,7 +13,7 @@ from profiler.rundir.results import STEP_COLUMNS, RunData, RunResult, read_run
 from profiler.rundir.samples import measured_requests, token_gaps_ms
 
 # The order phases run in within a step (engine/trace.py SPAN_NAMES; reports may not import engine).
-PHASE_ORDER = ("queue", "scheduler", "kv_alloc", "model", "sampler", "detokenize", "tokenize")
+PHASE_ORDER = ("queue", "scheduler", "kv_alloc", "prepare", "model", "sampler", "detokenize", "tokenize")
 LATENCY_NAMES = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
 LATENCY_LABELS = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "itl_ms": "ITL", "e2e_ms": "E2E", "queue_ms": "Queue"}
 

@@ -30,7 +30,7 @@ Section shapes (fractions are of the engine thread's wall time unless said other
                   {category: percentage points}, component_disagreement: {component: pp},
                   client_threads: SPLIT | null, notes: [str]}
                   SPLIT = {categories: {interpreter, lock, allocation, kernel, idle, other},
-                           components: {scheduler, sampler, kv_alloc, tokenizer, detokenizer,
+                           components: {scheduler, sampler, kv_alloc, prepare, tokenizer, detokenizer,
                                         model_glue, model_kernels, queue}, dispatch: fraction,
                            plus method details: samples, resolution ("python" | "native"),
                            python_leaf, lock_by_component, allocation_by_component,
@@ -78,7 +78,8 @@ STEP_COLUMNS = (
 LATENCY_METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "queue_ms")
 # Time-split categories and components (see ARCHITECTURE.md, "The profiler").
 CATEGORIES = ("interpreter", "lock", "allocation", "kernel", "idle", "other")
-COMPONENTS = ("scheduler", "sampler", "kv_alloc", "tokenizer", "detokenizer", "model_glue", "model_kernels", "queue")
+COMPONENTS = ("scheduler", "sampler", "kv_alloc", "prepare", "tokenizer", "detokenizer", "model_glue", "model_kernels",
+              "queue")  # fmt: skip
 
 
 @dataclass
