@@ -14,7 +14,16 @@ from engine.sequence import Request, RequestHandle, RequestOutput, StepRecord
 from engine.setup_thread import run_on_setup_thread
 from engine.tokenizer import IncrementalDetokenizer
 from engine.trace import NULL_TRACER, Tracer
-from engine.types import KVAllocator, Model, NewSequence, Prepare, Sampler, SamplingParams, Scheduler, StepPlan
+from engine.types import (
+    KVAllocator,
+    Model,
+    NewSequence,
+    Prepare,
+    Sampler,
+    SamplingParams,
+    Scheduler,
+    StepPlan,
+)
 from errors import EngineShutdownError, PromptTooLongError, RequestError
 
 ENGINE_THREAD_NAME = "infer-prof-engine"
