@@ -60,6 +60,12 @@ class PythonPrepare:
 
     def prepare(self, plan: StepPlan, block_tables: np.ndarray) -> ModelInput:
         """Apply pending tokens, removals and registrations, then build this step's ModelInput."""
+        batch = len(plan.seq_ids)
+        if not len(plan.num_tokens) == len(plan.start_positions) == len(plan.samples) == batch:
+            raise ValueError(
+                f"batch mismatch: {len(plan.num_tokens)} token counts, {len(plan.start_positions)} start "
+                f"positions, {len(plan.samples)} sample flags for {batch} sequences"
+            )
         sampled, self._sampled = self._sampled, ()
         rows, self._sample_rows = self._sample_rows, []
         if sampled:

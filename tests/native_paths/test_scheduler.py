@@ -131,7 +131,7 @@ def drive(scheduler: Scheduler, pool: PythonKVAllocator, rng: random.Random, ste
                 arrivals.append(NewSequence(seq_id, rng.randint(0, max_prompt), 8, rng.randint(-2, 3)))
         plan = scheduler.schedule(arrivals, finished, pool.num_free_blocks)
         pool.step(plan.frees, plan.grow_seq_ids, plan.grow_num_blocks, plan.seq_ids)
-        trace.append((plan, scheduler.num_waiting, scheduler.num_running))
+        trace.append((plan.copy(), scheduler.num_waiting, scheduler.num_running))  # a native plan is reused
         finished = [seq_id for seq_id in sorted(live) if rng.random() < finish_chance] + [
             rng.randrange(-3, id_space + 3)
         ]
@@ -158,7 +158,7 @@ def test_twins_plan_identical_steps(
                    PythonKVAllocator(num_blocks, block_size), random.Random(seed), 60, 24)  # fmt: skip
     for step, (expected, got) in enumerate(zip(python, native)):
         assert got == expected, f"step {step} differs"
-    if any(plan.preempted for plan, _, _ in python):
+    if any(len(plan.preempted) for plan, _, _ in python):
         event("preemption")
 
 
