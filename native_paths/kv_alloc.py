@@ -173,9 +173,12 @@ class TableViews:
         return self._view
 
 
+INT64 = np.dtype(np.int64)
+
+
 def int64_pointer(ffi: Any, values: Sequence[int] | np.ndarray, what: str) -> Any:
     """An int64_t* over `values`: a contiguous int64 array's own memory, or a packed copy of a list."""
-    if type(values) is np.ndarray and values.dtype == np.int64 and values.flags.c_contiguous:
+    if type(values) is np.ndarray and values.dtype is INT64 and values.flags.c_contiguous:
         return ffi.from_buffer("int64_t[]", values) if len(values) else ffi.NULL
     if isinstance(values, np.ndarray):
         if values.dtype.kind not in "iub":

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import struct
 import weakref
-from array import array
 from collections.abc import Sequence
+from itertools import accumulate
 from typing import Any
 
 import numpy as np
@@ -15,6 +15,7 @@ from engine.types import ModelInput, StepPlan
 from native_paths.kv_alloc import int64_pointer
 from native_paths.loader import require
 
+BOOL = np.dtype(np.bool_)
 # np_prepare_output's leading int64 fields, in order (csrc/native_paths.h).
 OUTPUT_FIELDS = ("num_tokens", "num_seqs", "num_samples", "bad_index", "error_detail", "version",
                  "token_capacity", "seq_capacity")  # fmt: skip
@@ -32,15 +33,17 @@ class PendingWork:
         self.num_sample_rows = 0  # sampled rows of the last input
 
     def add(self, seq_id: int, prompt_token_ids: Sequence[int]) -> None:
-        try:
-            prompt = array("i", prompt_token_ids)
-        except (OverflowError, TypeError) as error:
-            raise ValueError(f"sequence {seq_id}: prompt token ids must be ints in [0, 2**31) ({error})") from None
-        if len(prompt) and min(prompt) < 0:
-            raise ValueError(f"sequence {seq_id}: prompt token ids must be ints in [0, 2**31)")
         if not isinstance(seq_id, int) or not -(2**63) <= seq_id < 2**63:
             raise ValueError(f"sequence id {seq_id!r} must be an int64 int")
-        self.adds[seq_id] = prompt.tobytes()
+        count = len(prompt_token_ids)
+        try:
+            # Unsigned packing refuses negative ids; the int32 view below catches those >= 2**31.
+            prompt = struct.pack(f"{count}I", *prompt_token_ids)
+        except struct.error as error:
+            raise ValueError(f"sequence {seq_id}: prompt token ids must be ints in [0, 2**31) ({error})") from None
+        if count and np.frombuffer(prompt, dtype=np.int32).min() < 0:
+            raise ValueError(f"sequence {seq_id}: prompt token ids must be ints in [0, 2**31)")
+        self.adds[seq_id] = prompt
 
     def remove(self, seq_id: int) -> None:
         if not isinstance(seq_id, int) or not -(2**63) <= seq_id < 2**63:
@@ -60,24 +63,27 @@ class PendingWork:
         adds, removes, sampled = self.adds, self.removes, self.sampled
         self.adds, self.removes, self.sampled = {}, [], ()
         self.num_sample_rows = 0
-        sampled_pointer = ffi.NULL
-        if sampled:
-            try:
+        sampled_pointer = add_ids = offsets = tokens = remove_ids = ffi.NULL
+        n_add, n_remove = len(adds), len(removes)
+        try:
+            if sampled:
                 sampled_pointer = ffi.from_buffer("int64_t[]", struct.pack(f"{len(sampled)}q", *sampled))
-            except struct.error as error:
-                self.restore((adds, removes))
-                raise ValueError(f"sampled token ids must be ints in [0, 2**31) ({error})") from None
-        add_ids = offsets = tokens = ffi.NULL
-        if adds:
-            add_ids = ffi.new("int64_t[]", list(adds))
-            bounds = [0]
-            for prompt in adds.values():
-                bounds.append(bounds[-1] + len(prompt) // 4)
-            offsets = ffi.new("int64_t[]", bounds)
-            joined = b"".join(adds.values())
-            tokens = ffi.from_buffer("int32_t[]", joined) if joined else ffi.NULL
-        remove_ids = ffi.new("int64_t[]", removes) if removes else ffi.NULL
-        arguments = (sampled_pointer, len(sampled), remove_ids, len(removes), add_ids, offsets, tokens, len(adds))
+        except struct.error as error:
+            self.restore((adds, removes))
+            raise ValueError(f"sampled token ids must be ints in [0, 2**31) ({error})") from None
+        if adds or removes:
+            # One int64 buffer: add ids, prompt offsets (n_add + 1), remove ids (all checked int64 at add/remove).
+            prompts = list(adds.values())
+            ints = ffi.from_buffer("int64_t[]", struct.pack(
+                f"{2 * n_add + 1 + n_remove}q", *adds, *accumulate((len(p) >> 2 for p in prompts), initial=0), *removes
+            ))  # fmt: skip
+            if adds:
+                add_ids, offsets = ints, ints + n_add
+                joined = b"".join(prompts)
+                tokens = ffi.from_buffer("int32_t[]", joined) if joined else ffi.NULL
+            if removes:
+                remove_ids = ints + 2 * n_add + 1
+        arguments = (sampled_pointer, len(sampled), remove_ids, n_remove, add_ids, offsets, tokens, n_add)
         return arguments, (adds, removes)
 
     def restore(self, taken: tuple[dict[int, bytes], list[int]]) -> None:
@@ -116,13 +122,16 @@ class InputViews:
         full = self._full
         if num_tokens != self._tokens:
             self._tokens = num_tokens
-            self._token_views = tuple(full[name][:num_tokens] for name in ("token_ids", "positions", "slot_mapping"))
+            # from_numpy of a numpy slice costs less than slicing a tensor.
+            self._token_views = tuple(
+                torch.from_numpy(full[name][:num_tokens]) for name in ("token_ids", "positions", "slot_mapping")
+            )
         if num_seqs != self._seqs:
             self._seqs = num_seqs
             self._seq_views = (full["query_lens"][:num_seqs], full["context_lens"][:num_seqs])
         if num_samples != self._samples:
             self._samples = num_samples
-            self._sample_view = full["sample_indices"][:num_samples]
+            self._sample_view = torch.from_numpy(full["sample_indices"][:num_samples])
         if block_tables is not self._tables:
             self._tables = block_tables
             self._tables_tensor = torch.from_numpy(block_tables)
@@ -137,9 +146,8 @@ class InputViews:
         def int64s(name: str, count: int) -> np.ndarray:
             return np.frombuffer(ffi.buffer(getattr(output, name), 8 * count), dtype=np.int64)
 
-        self._full = {name: torch.from_numpy(int64s(name, token_capacity))
-                      for name in ("token_ids", "positions", "slot_mapping")}  # fmt: skip
-        self._full["sample_indices"] = torch.from_numpy(int64s("sample_indices", seq_capacity))
+        self._full = {name: int64s(name, token_capacity) for name in ("token_ids", "positions", "slot_mapping")}
+        self._full["sample_indices"] = int64s("sample_indices", seq_capacity)
         self._full["query_lens"] = int64s("query_lens", seq_capacity)
         self._full["context_lens"] = int64s("context_lens", seq_capacity)
 
@@ -164,14 +172,23 @@ def table_arguments(ffi: Any, block_tables: np.ndarray, cache: list[Any]) -> tup
     return arguments
 
 
-def check_plan_lengths(plan: StepPlan) -> None:
-    """C reads len(plan.seq_ids) items of each batch array: they must all be that long."""
-    batch = len(plan.seq_ids)
-    if not len(plan.num_tokens) == len(plan.start_positions) == len(plan.samples) == batch:
+def batch_arguments(ffi: Any, plan: StepPlan) -> tuple[Any, Any, Any, Any, int]:
+    """(seq_ids, num_tokens, start_positions, samples, batch) for C: the plan's own memory when its arrays
+    are contiguous int64 (bool for samples), as both schedulers hand them; C reads `batch` items of each."""
+    seq_ids, num_tokens, starts, samples = plan.seq_ids, plan.num_tokens, plan.start_positions, plan.samples
+    batch = len(seq_ids)
+    if not len(num_tokens) == len(starts) == len(samples) == batch:
         raise ValueError(
-            f"batch mismatch: {len(plan.num_tokens)} token counts, {len(plan.start_positions)} start positions, "
-            f"{len(plan.samples)} sample flags for {batch} sequences"
+            f"batch mismatch: {len(num_tokens)} token counts, {len(starts)} start positions, "
+            f"{len(samples)} sample flags for {batch} sequences"
         )
+    if not batch:
+        return ffi.NULL, ffi.NULL, ffi.NULL, ffi.NULL, 0
+    if type(samples) is not np.ndarray or samples.dtype is not BOOL or not samples.flags.c_contiguous:
+        samples = np.ascontiguousarray(samples, dtype=np.bool_)
+    what = "the plan's arrays"
+    return (int64_pointer(ffi, seq_ids, what), int64_pointer(ffi, num_tokens, what), int64_pointer(ffi, starts, what),
+            ffi.from_buffer("uint8_t[]", samples), batch)  # fmt: skip
 
 
 PREPARE_ERRORS = {
@@ -252,18 +269,10 @@ class NativePrepare:
         """Apply pending tokens, removals and registrations, then build this step's ModelInput."""
         self.calls += 1  # foreign calls made, for the budget counters (one per engine step)
         ffi = self._ffi
-        check_plan_lengths(plan)
+        batch = batch_arguments(ffi, plan)
         pending, taken = self._pending.take()
         tables = table_arguments(ffi, block_tables, self._table_cache)
-        what = "the plan's arrays"
-        samples = plan.samples
-        if samples.dtype != np.bool_ or not samples.flags.c_contiguous:
-            samples = np.ascontiguousarray(samples, dtype=np.bool_)
-        status = self._step(
-            self._prepare, *pending, int64_pointer(ffi, plan.seq_ids, what), int64_pointer(ffi, plan.num_tokens, what),
-            int64_pointer(ffi, plan.start_positions, what),
-            ffi.from_buffer("uint8_t[]", samples) if len(samples) else ffi.NULL, len(plan.seq_ids), *tables,
-        )  # fmt: skip
+        status = self._step(self._prepare, *pending, *batch, *tables)
         header = self._views.header()
         if status:
             if header[4] in (self._lib.NP_PREPARE_TOKEN_RANGE, self._lib.NP_PREPARE_SAMPLED_COUNT):

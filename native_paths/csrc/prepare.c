@@ -15,6 +15,8 @@ typedef struct {
     int32_t *tokens;
     int64_t length;
     int64_t capacity;
+    int64_t seq_id;
+    int64_t live; /* registered (a removed slot waits on the spare list) */
 } token_store;
 
 struct np_prepare {
@@ -25,8 +27,8 @@ struct np_prepare {
     int64_t stores_capacity, stores_used;
     int32_t *spare;
     int64_t spare_capacity, num_spare;
-    int32_t *batch_slots; /* the batch's slots, found once per step */
-    int64_t batch_slots_capacity;
+    int32_t *batch_slots; /* the batch's slots, found once per step; kept, since most rows repeat */
+    int64_t batch_slots_capacity, batch_slots_known;
     int32_t *sampled_slots; /* the last input's sampled rows */
     int64_t sampled_slots_capacity, num_sampled;
     np_prepare_output out;
@@ -91,6 +93,7 @@ static void remove_sequence(np_prepare *p, int64_t seq_id) {
     int32_t slot = np_idmap_get(&p->slots, seq_id);
     if (slot < 0) return; /* unknown ids are a no-op, as in Python */
     p->stores[slot].length = 0;
+    p->stores[slot].live = 0;
     np_idmap_remove(&p->slots, seq_id);
     p->spare[p->num_spare++] = slot; /* room reserved when the slot was made */
 }
@@ -140,8 +143,11 @@ static int add_sequence(np_prepare *p, int64_t seq_id, const int32_t *tokens, in
     }
     store = &p->stores[slot];
     store->length = 0;
+    store->seq_id = seq_id;
+    store->live = 1;
     /* Room for the prompt and its first sampled tokens, so that most steps append without growing. */
     if (np_reserve(&store->tokens, &store->capacity, count + 16, sizeof(int32_t))) {
+        store->live = 0;
         np_idmap_remove(&p->slots, seq_id);
         p->spare[p->num_spare++] = slot;
         return NP_ERR_NOMEM;
@@ -206,40 +212,54 @@ static int reserve_output(np_prepare *p, int64_t num_tokens, int64_t num_seqs) {
     return NP_OK;
 }
 
-/* The checks of engine/prepare.py in its order: every row's sequence and token range first, then
- * every position against its block table (past its end, then on padding). */
+/* The checks of engine/prepare.py, in one pass but reported in its order: the first row whose
+ * sequence is unknown or whose tokens are not all known, else a position past its table, else one
+ * on padding. */
 static int check_batch(np_prepare *p, const int64_t *seq_ids, const int64_t *num_tokens,
                        const int64_t *start_positions, int64_t n_batch, const int32_t *tables, int64_t table_width,
                        int64_t table_stride, int64_t *total) {
-    int64_t i, sum = 0;
+    int64_t i, sum = 0, bad_row = -1, bad_detail = 0, past = -1, padding = -1, block_size = p->block_size;
+    int shift = p->block_shift;
     for (i = 0; i < n_batch; i++) {
-        int32_t slot = np_idmap_get(&p->slots, seq_ids[i]);
-        int64_t start = start_positions[i], n = num_tokens[i];
-        if (slot < 0) return fail(p, NP_ERR_UNKNOWN_SEQ, NP_PREPARE_UNKNOWN, i);
-        if (start < 0 || n < 0 || start > p->stores[slot].length - n)
-            return fail(p, NP_ERR_ARG, NP_PREPARE_POSITIONS, i);
+        /* A row that holds the sequence it held last step keeps its slot: no hash lookup. */
+        int32_t slot = i < p->batch_slots_known ? p->batch_slots[i] : -1;
+        int64_t start = start_positions[i], n = num_tokens[i], last, index;
+        if (slot < 0 || !p->stores[slot].live || p->stores[slot].seq_id != seq_ids[i])
+            slot = np_idmap_get(&p->slots, seq_ids[i]);
+        if (slot < 0 || start < 0 || n < 0 || start > p->stores[slot].length - n) {
+            if (bad_row < 0) {
+                bad_row = i;
+                bad_detail = slot < 0 ? NP_PREPARE_UNKNOWN : NP_PREPARE_POSITIONS;
+            }
+            slot = 0; /* any valid slot: the step fails anyway */
+            if (p->stores_used == 0) continue;
+        } else {
+            sum += n; /* n <= a store's length: no overflow */
+        }
         p->batch_slots[i] = slot;
-        sum += n; /* n <= a store's length: no overflow */
-    }
-    for (i = 0; i < n_batch; i++) {
-        int64_t n = num_tokens[i], last;
-        if (n == 0) continue;
-        last = start_positions[i] + n - 1;
-        if ((p->block_shift >= 0 ? last >> p->block_shift : last / p->block_size) >= table_width)
-            return fail(p, NP_ERR_ARG, NP_PREPARE_PAST_TABLE, i);
-    }
-    for (i = 0; i < n_batch; i++) {
-        const int32_t *row = tables + i * table_stride;
-        int64_t start = start_positions[i], end = start + num_tokens[i], position;
-        for (position = start; position < end; position += p->block_size) {
-            int64_t index = p->block_shift >= 0 ? position >> p->block_shift : position / p->block_size;
-            if (row[index] < 0) return fail(p, NP_ERR_ARG, NP_PREPARE_PADDING, i);
+        if (n <= 0 || bad_row >= 0) continue;
+        last = start + n - 1;
+        if ((shift >= 0 ? last >> shift : last / block_size) >= table_width) {
+            if (past < 0) past = i;
+            continue;
         }
-        if (end > start) {
-            int64_t index = p->block_shift >= 0 ? (end - 1) >> p->block_shift : (end - 1) / p->block_size;
-            if (row[index] < 0) return fail(p, NP_ERR_ARG, NP_PREPARE_PADDING, i);
+        if (padding < 0) {
+            const int32_t *row = tables + i * table_stride;
+            for (index = shift >= 0 ? start >> shift : start / block_size; index * block_size <= last; index++) {
+                if (row[index] < 0) {
+                    padding = i;
+                    break;
+                }
+            }
         }
     }
+    if (bad_row >= 0) {
+        p->batch_slots_known = 0;
+        return fail(p, bad_detail == NP_PREPARE_UNKNOWN ? NP_ERR_UNKNOWN_SEQ : NP_ERR_ARG, bad_detail, bad_row);
+    }
+    p->batch_slots_known = n_batch;
+    if (past >= 0) return fail(p, NP_ERR_ARG, NP_PREPARE_PAST_TABLE, past);
+    if (padding >= 0) return fail(p, NP_ERR_ARG, NP_PREPARE_PADDING, padding);
     *total = sum;
     return NP_OK;
 }
@@ -263,19 +283,22 @@ int np_prepare_build(np_prepare *p, const int64_t *seq_ids, const int64_t *num_t
     for (i = 0; i < n_batch; i++) {
         const int32_t *known = p->stores[p->batch_slots[i]].tokens;
         const int32_t *row = tables + i * table_stride;
-        int64_t start = start_positions[i], n = num_tokens[i], position;
-        for (position = start; position < start + n; position++, t++) {
-            int64_t index, offset;
-            if (p->block_shift >= 0) {
-                index = position >> p->block_shift;
-                offset = position & (block_size - 1);
-            } else {
-                index = position / block_size;
-                offset = position % block_size;
+        int64_t start = start_positions[i], end = start + num_tokens[i], n = num_tokens[i], position = start;
+        /* Block by block: within one block the slots are consecutive, so the inner loop is plain copies. */
+        while (position < end) {
+            int64_t index = p->block_shift >= 0 ? position >> p->block_shift : position / block_size;
+            int64_t offset = position - index * block_size, run = block_size - offset, k;
+            int64_t base = (int64_t)row[index] * block_size + offset;
+            int64_t *token_ids = out->token_ids + t, *positions = out->positions + t, *slots = out->slot_mapping + t;
+            const int32_t *source = known + position;
+            if (run > end - position) run = end - position;
+            for (k = 0; k < run; k++) {
+                token_ids[k] = source[k];
+                positions[k] = position + k;
+                slots[k] = base + k;
             }
-            out->token_ids[t] = known[position];
-            out->positions[t] = position;
-            out->slot_mapping[t] = (int64_t)row[index] * block_size + offset;
+            position += run;
+            t += run;
         }
         out->query_lens[i] = n;
         out->context_lens[i] = start + n;
