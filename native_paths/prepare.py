@@ -31,6 +31,7 @@ class PendingWork:
         self.removes: list[int] = []
         self.sampled: Sequence[int] = ()
         self.num_sample_rows = 0  # sampled rows of the last input
+        self.keep_alive: Any = None  # the buffer the last take()'s pointers point into
 
     def add(self, seq_id: int, prompt_token_ids: Sequence[int]) -> None:
         if not isinstance(seq_id, int) or not -(2**63) <= seq_id < 2**63:
@@ -77,6 +78,7 @@ class PendingWork:
             ints = ffi.from_buffer("int64_t[]", struct.pack(
                 f"{2 * n_add + 1 + n_remove}q", *adds, *accumulate((len(p) >> 2 for p in prompts), initial=0), *removes
             ))  # fmt: skip
+            self.keep_alive = ints  # the pointers below point into it but do not own it
             if adds:
                 add_ids, offsets = ints, ints + n_add
                 joined = b"".join(prompts)
