@@ -150,7 +150,7 @@ class StepPlan:
 
     def as_lists(self) -> dict[str, list[int] | list[bool] | int]:
         """Every field as plain Python values (for messages and comparisons in tests)."""
-        return {**{name: getattr(self, name).tolist() for name in PLAN_ARRAYS},
+        return {**{name: np.asarray(getattr(self, name)).tolist() for name in PLAN_ARRAYS},
                 **{name: int(getattr(self, name)) for name in PLAN_COUNTS}}  # fmt: skip
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated, List, Optional
 
 import typer
 from rich.console import Console
@@ -19,19 +19,32 @@ def golden(
     requests: Annotated[int, typer.Option("--requests", "-r", help="Requests in the seeded workload.")] = 200,
     max_tokens: Annotated[int, typer.Option("--max-tokens", "-n", help="Tokens generated per request.")] = 64,
     kv_blocks: Annotated[Optional[int], typer.Option("--kv-blocks", help="KV pool (default: a third of what the batch needs, so preemption happens).")] = None,
+    combination: Annotated[Optional[List[str]], typer.Option("--combination", help="A --native selection to run end to end (repeatable; default: all, and core,sampler).")] = None,
+    every_combination: Annotated[bool, typer.Option("--every-combination", help="Run every native selection end to end: each subset of the four twins, core, core,sampler.")] = False,
     *,
     options: EngineOptions,
 ) -> None:
     """Run one seeded workload with the Python twins and the C twins and compare token by token (exit 1 on a logic error)."""
-    from profiler.checks.golden import run_golden
+    from native_paths.toggles import every_combination as all_selections
+    from native_paths.toggles import parse_native
+    from profiler.checks.golden import DEFAULT_COMBINATIONS, run_golden
     from profiler.session.builder import load_for_options
 
     if requests < 1 or max_tokens < 1:
         raise OptionError("--requests and --max-tokens must be at least 1")
+    if every_combination and combination:
+        raise OptionError("--every-combination already runs every selection: drop --combination")
+    if every_combination:
+        combinations = [",".join(sorted(selection)) for selection in all_selections()]
+    else:
+        combinations = list(combination or DEFAULT_COMBINATIONS)
+    for selection in combinations:
+        if not parse_native(selection):  # raises InvalidNativeSelection for a bad one
+            raise OptionError(f"--combination {selection!r} switches no C twin on: name at least one")
     err = Console(stderr=True)
     loaded = load_for_options(options, progress=dim_printer(err))
     report = run_golden(loaded, requests=requests, seed=options.seed, max_tokens=max_tokens, max_batch=options.max_batch,
-                        kv_blocks=kv_blocks, progress=dim_printer(err))  # fmt: skip
+                        kv_blocks=kv_blocks, combinations=combinations, progress=dim_printer(err))  # fmt: skip
     render_golden(report, Console())
     raise typer.Exit(report.exit_code)
 
@@ -44,6 +57,9 @@ def render_golden(report: GoldenReport, console) -> None:  # type: ignore[no-unt
         f"{len(report.near_ties)} near-tie(s); end to end {len(report.end_to_end_mismatches)} request(s) differ "
         f"({len(report.unexplained_end_to_end)} unexplained)"
     )
+    for selection, unexplained in report.combinations.items():
+        state = "[green]same tokens[/green]" if not unexplained else f"[red]{len(unexplained)} request(s) differ unexplained[/red]"
+        console.print(f"  --native {selection}: {state}")
     if report.preemptions == 0:
         console.print("[yellow]note: no preemption happened; lower --kv-blocks to exercise it[/yellow]")
     for divergence in report.divergences[:1] + report.logic_errors[:3]:
