@@ -7,8 +7,8 @@ back. Rows:
 
     prepare  one prepare() call (what the engine's `prepare` span times; registrations are made at
              admission, in the `queue` span, and the sampled tokens are handed over inside this call),
-             the plans from the Python scheduler and the tables from the C allocator (a reused view,
-             as it hands them in the engine) feeding both twins
+             the plans from the C scheduler and the tables from the C allocator feeding both twins
+             (reused views, as they reach input preparation in the engine with --native all)
     core     one step's schedule(), kv_alloc.step() and prepare() (the engine's three spans): the
              Python twins, the three C twins separately (three foreign calls, `separate_us`) and the
              fused core (one call)
@@ -164,10 +164,11 @@ def _interleaved(runs: list[Callable[[], tuple[list[float], list[int]]]], repeat
 def bench_prepare(batch: int, repeats: int, seed: int, steps: int = 200) -> dict[str, Any]:
     from native_paths.kv_alloc import NativeKVAllocator
     from native_paths.prepare import NativePrepare
+    from native_paths.scheduler import NativeScheduler
 
     def run(prepare_class: Any) -> Callable[[], tuple[list[float], list[int]]]:
         def go() -> tuple[list[float], list[int]]:
-            scheduler = PythonScheduler(BLOCK_SIZE, batch, max(2048, 2 * batch))
+            scheduler = NativeScheduler(BLOCK_SIZE, batch, max(2048, 2 * batch))
             loop = ControlLoop(scheduler, NativeKVAllocator(pool_blocks(batch), BLOCK_SIZE), prepare_class(BLOCK_SIZE),
                                batch, seed)  # fmt: skip
             return loop.run(steps, frozenset({"prepare"}))

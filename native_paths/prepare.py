@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import struct
 import weakref
+from array import array
 from collections.abc import Sequence
-from itertools import accumulate
 from typing import Any
 
 import numpy as np
@@ -23,15 +23,26 @@ OUTPUT_FIELDS = ("num_tokens", "num_seqs", "num_samples", "bad_index", "error_de
 
 class PendingWork:
     """Registrations, removals and sampled tokens buffered in Python until the next step's C call,
-    packed as that call's arguments (the sampler's pattern: a remove cancels a pending add)."""
+    packed as that call's arguments (the sampler's pattern: a remove cancels a pending add).
+
+    Registrations are packed as they come (ids, prompt offsets, prompt tokens), so that the step's
+    call only points C at the buffers; a cancelled or replaced registration has them rebuilt.
+    """
 
     def __init__(self, ffi: Any) -> None:
         self._ffi = ffi
-        self.adds: dict[int, bytes] = {}
+        self.adds: dict[int, bytes] = {}  # what is pending, in order: the reference for the buffers
         self.removes: list[int] = []
         self.sampled: Sequence[int] = ()
         self.num_sample_rows = 0  # sampled rows of the last input
-        self.keep_alive: Any = None  # the buffer the last take()'s pointers point into
+        self._fresh_buffers()
+
+    def _fresh_buffers(self) -> None:
+        self._add_ids = array("q")
+        self._offsets = array("q", [0])
+        self._prompts = bytearray()
+        self._remove_ids = array("q")
+        self._packed = True  # the buffers hold exactly `adds`
 
     def add(self, seq_id: int, prompt_token_ids: Sequence[int]) -> None:
         if not isinstance(seq_id, int) or not -(2**63) <= seq_id < 2**63:
@@ -44,13 +55,21 @@ class PendingWork:
             raise ValueError(f"sequence {seq_id}: prompt token ids must be ints in [0, 2**31) ({error})") from None
         if count and np.frombuffer(prompt, dtype=np.int32).min() < 0:
             raise ValueError(f"sequence {seq_id}: prompt token ids must be ints in [0, 2**31)")
+        if seq_id in self.adds:
+            self._packed = False  # replaced: the buffers are rebuilt at the step
         self.adds[seq_id] = prompt
+        if self._packed:
+            self._add_ids.append(seq_id)
+            self._prompts += prompt
+            self._offsets.append(self._offsets[-1] + count)
 
     def remove(self, seq_id: int) -> None:
         if not isinstance(seq_id, int) or not -(2**63) <= seq_id < 2**63:
             raise ValueError(f"sequence id {seq_id!r} must be an int64 int")
-        self.adds.pop(seq_id, None)
+        if self.adds.pop(seq_id, None) is not None:
+            self._packed = False
         self.removes.append(seq_id)
+        self._remove_ids.append(seq_id)
 
     def append_sampled(self, tokens: Sequence[int]) -> None:
         if len(tokens) != self.num_sample_rows:
@@ -62,37 +81,45 @@ class PendingWork:
         if C refuses it before applying anything (see restore)."""
         ffi = self._ffi
         adds, removes, sampled = self.adds, self.removes, self.sampled
-        self.adds, self.removes, self.sampled = {}, [], ()
-        self.num_sample_rows = 0
         sampled_pointer = add_ids = offsets = tokens = remove_ids = ffi.NULL
-        n_add, n_remove = len(adds), len(removes)
         try:
             if sampled:
                 sampled_pointer = ffi.from_buffer("int64_t[]", struct.pack(f"{len(sampled)}q", *sampled))
         except struct.error as error:
-            self.restore((adds, removes))
+            self.sampled = ()
+            self.num_sample_rows = 0
             raise ValueError(f"sampled token ids must be ints in [0, 2**31) ({error})") from None
+        if adds:
+            if not self._packed:
+                self._repack()
+            add_ids = ffi.from_buffer("int64_t[]", self._add_ids)
+            offsets = ffi.from_buffer("int64_t[]", self._offsets)
+            tokens = ffi.from_buffer("int32_t[]", self._prompts) if self._prompts else ffi.NULL
+        if removes:
+            remove_ids = ffi.from_buffer("int64_t[]", self._remove_ids)
+        self.adds, self.removes, self.sampled = {}, [], ()
+        self.num_sample_rows = 0
         if adds or removes:
-            # One int64 buffer: add ids, prompt offsets (n_add + 1), remove ids (all checked int64 at add/remove).
-            prompts = list(adds.values())
-            ints = ffi.from_buffer("int64_t[]", struct.pack(
-                f"{2 * n_add + 1 + n_remove}q", *adds, *accumulate((len(p) >> 2 for p in prompts), initial=0), *removes
-            ))  # fmt: skip
-            self.keep_alive = ints  # the pointers below point into it but do not own it
-            if adds:
-                add_ids, offsets = ints, ints + n_add
-                joined = b"".join(prompts)
-                tokens = ffi.from_buffer("int32_t[]", joined) if joined else ffi.NULL
-            if removes:
-                remove_ids = ints + 2 * n_add + 1
-        arguments = (sampled_pointer, len(sampled), remove_ids, n_remove, add_ids, offsets, tokens, n_add)
+            self._fresh_buffers()  # the cdata above keep the old ones alive for the call
+        arguments = (sampled_pointer, len(sampled), remove_ids, len(removes), add_ids, offsets, tokens, len(adds))
         return arguments, (adds, removes)
+
+    def _repack(self) -> None:
+        removes = self._remove_ids
+        self._fresh_buffers()
+        self._remove_ids = removes
+        for seq_id, prompt in self.adds.items():
+            self._add_ids.append(seq_id)
+            self._prompts += prompt
+            self._offsets.append(self._offsets[-1] + len(prompt) // 4)
 
     def restore(self, taken: tuple[dict[int, bytes], list[int]]) -> None:
         """Put refused registrations and removals back in front of any made since."""
         adds, removes = taken
         self.removes[:0] = removes
+        self._remove_ids = array("q", self.removes)
         self.adds = {**adds, **self.adds}
+        self._packed = False
 
 
 class InputViews:
@@ -174,10 +201,13 @@ def table_arguments(ffi: Any, block_tables: np.ndarray, cache: list[Any]) -> tup
     return arguments
 
 
-def batch_arguments(ffi: Any, plan: StepPlan) -> tuple[Any, Any, Any, Any, int]:
+def batch_arguments(ffi: Any, plan: StepPlan, cache: list[Any]) -> tuple[Any, Any, Any, Any, int]:
     """(seq_ids, num_tokens, start_positions, samples, batch) for C: the plan's own memory when its arrays
-    are contiguous int64 (bool for samples), as both schedulers hand them; C reads `batch` items of each."""
+    are contiguous int64 (bool for samples), as both schedulers hand them; C reads `batch` items of each.
+    The C scheduler hands the same array objects while the batch keeps its size: `cache` keeps them."""
     seq_ids, num_tokens, starts, samples = plan.seq_ids, plan.num_tokens, plan.start_positions, plan.samples
+    if cache and cache[0] is seq_ids and cache[1] is num_tokens and cache[2] is starts and cache[3] is samples:
+        return cache[4]
     batch = len(seq_ids)
     if not len(num_tokens) == len(starts) == len(samples) == batch:
         raise ValueError(
@@ -189,8 +219,10 @@ def batch_arguments(ffi: Any, plan: StepPlan) -> tuple[Any, Any, Any, Any, int]:
     if type(samples) is not np.ndarray or samples.dtype is not BOOL or not samples.flags.c_contiguous:
         samples = np.ascontiguousarray(samples, dtype=np.bool_)
     what = "the plan's arrays"
-    return (int64_pointer(ffi, seq_ids, what), int64_pointer(ffi, num_tokens, what), int64_pointer(ffi, starts, what),
-            ffi.from_buffer("uint8_t[]", samples), batch)  # fmt: skip
+    arguments = (int64_pointer(ffi, seq_ids, what), int64_pointer(ffi, num_tokens, what),
+                 int64_pointer(ffi, starts, what), ffi.from_buffer("uint8_t[]", samples), batch)  # fmt: skip
+    cache[:] = [plan.seq_ids, plan.num_tokens, plan.start_positions, plan.samples, arguments]
+    return arguments
 
 
 PREPARE_ERRORS = {
@@ -239,6 +271,7 @@ class NativePrepare:
         self._views = InputViews(self._ffi, self._lib.np_prepare_output_of(self._prepare))
         self._step = self._lib.np_prepare_step
         self._table_cache: list[Any] = []
+        self._batch_cache: list[Any] = []
 
     def close(self) -> None:
         """Free the C state now (otherwise it goes when the object is collected)."""
@@ -271,7 +304,7 @@ class NativePrepare:
         """Apply pending tokens, removals and registrations, then build this step's ModelInput."""
         self.calls += 1  # foreign calls made, for the budget counters (one per engine step)
         ffi = self._ffi
-        batch = batch_arguments(ffi, plan)
+        batch = batch_arguments(ffi, plan, self._batch_cache)
         pending, taken = self._pending.take()
         tables = table_arguments(ffi, block_tables, self._table_cache)
         status = self._step(self._prepare, *pending, *batch, *tables)
