@@ -466,7 +466,14 @@ int np_kv_alloc_step(np_kv_alloc *kv, const int64_t *frees, int64_t n_frees, con
         }
     }
     for (i = 0; i < n_frees; i++) free_sequence(kv, frees[i]);
-    for (i = 0; i < n_grows && total <= kv->num_free; i++) total += grow_num_blocks[i]; /* no overflow: stops early */
+    for (i = 0; i < n_grows; i++) {
+        /* Compared before adding, so that no sum overflows (counts are >= 0, checked above). */
+        if (grow_num_blocks[i] > kv->num_free - total) {
+            total = kv->num_free + 1;
+            break;
+        }
+        total += grow_num_blocks[i];
+    }
     result->num_free = kv->num_free;
     if (total > kv->num_free) return NP_ERR_EXHAUSTED; /* frees applied, no table grown: as in Python */
     /* Reserve every table's room first, so that running out of memory pops no block. */

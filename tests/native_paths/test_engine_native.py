@@ -31,8 +31,9 @@ def serve(
         scheduler, kv_alloc, sampler, prepare = parts.scheduler, parts.kv_alloc, parts.sampler, parts.prepare
     engine = Engine(model, FakeTokenizer(model.config.vocab_size), scheduler=scheduler, kv_alloc=kv_alloc,
                     sampler=sampler, config=config, prepare=prepare)  # fmt: skip
+    # Submitted before the engine starts: every run sees the same batches, so preemptions match too.
+    handles = [engine.submit(prompt, p) for prompt, p in zip(prompts, params)]
     with engine:
-        handles = [engine.submit(prompt, p) for prompt, p in zip(prompts, params)]
         outputs = [handle.result(timeout=60).token_ids for handle in handles]
     assert engine.kv_alloc.num_free_blocks == kv_alloc.num_blocks
     return outputs, sum(record.preemptions for record in engine.step_records)

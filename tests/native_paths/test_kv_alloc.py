@@ -169,3 +169,11 @@ def test_twins_agree_on_tables_a_steady_batch_rewrites_in_place(batch: int, step
         ]  # fmt: skip
         assert outcomes[0].tolist() == outcomes[1].tolist()
     assert python_pool.free_block_ids() == native_pool.free_block_ids()
+
+
+@parametrize_allocator
+def test_a_huge_grow_after_a_small_one_is_exhaustion_not_an_overflow(make_allocator) -> None:  # type: ignore[no-untyped-def]
+    pool = make_allocator(10, 4)
+    with pytest.raises(RuntimeError, match="exhausted"):
+        pool.step([], [5, 0, 0], [6, 0, 2**63 - 1], [])  # 6 + (2**63 - 1) wraps around in int64
+    assert pool.num_free_blocks == 10 and pool.block_table(5) == []
