@@ -73,6 +73,8 @@ def make_components(
     """Instances for `native` (parsed like --native); a component whose C twin is unavailable falls
     back to its Python twin with a NativeFallbackWarning saying why and how to build the extension."""
     wanted = native if isinstance(native, frozenset) else parse_native(native)
+    if CORE in wanted:
+        wanted -= FUSED  # the core is those three
     status = loader.available() if wanted else {}
     usable = frozenset(name for name in wanted if status.get(name) is True)
     fallbacks = tuple(sorted(wanted - usable))
