@@ -1,4 +1,4 @@
-"""The serving loop: one engine thread steps scheduler -> kv_alloc -> model -> sampler -> detokenizer while clients submit."""
+"""The serving loop: one engine thread steps scheduler -> kv_alloc -> prepare -> model -> sampler -> detokenizer while clients submit."""
 
 from __future__ import annotations
 
@@ -8,13 +8,22 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from engine.config import EngineConfig
-from engine.model_runner import build_model_input
+from engine.prepare import PythonPrepare
 from engine.sampler import splitmix64
 from engine.sequence import Request, RequestHandle, RequestOutput, StepRecord
 from engine.setup_thread import run_on_setup_thread
 from engine.tokenizer import IncrementalDetokenizer
 from engine.trace import NULL_TRACER, Tracer
-from engine.types import KVAllocator, Model, NewSequence, Sampler, SamplingParams, Scheduler, StepPlan
+from engine.types import (
+    KVAllocator,
+    Model,
+    NewSequence,
+    Prepare,
+    Sampler,
+    SamplingParams,
+    Scheduler,
+    StepPlan,
+)
 from errors import EngineShutdownError, PromptTooLongError, RequestError
 
 ENGINE_THREAD_NAME = "infer-prof-engine"
@@ -32,6 +41,7 @@ class Engine:
         kv_alloc: KVAllocator,
         sampler: Sampler,
         config: EngineConfig,
+        prepare: Prepare | None = None,  # None: the Python twin
         tracer: Tracer = NULL_TRACER,
         clock: Callable[[], int] = time.perf_counter_ns,
         on_step: Callable[[StepRecord], None] | None = None,
@@ -40,11 +50,15 @@ class Engine:
             raise ValueError(
                 f"scheduler block_size {scheduler.block_size} != kv_alloc block_size {kv_alloc.block_size}"
             )
+        prepare = PythonPrepare(kv_alloc.block_size) if prepare is None else prepare
+        if prepare.block_size != kv_alloc.block_size:
+            raise ValueError(f"prepare block_size {prepare.block_size} != kv_alloc block_size {kv_alloc.block_size}")
         self.model = model
         self.tokenizer = tokenizer
         self.scheduler = scheduler
         self.kv_alloc = kv_alloc
         self.sampler = sampler
+        self.prepare = prepare
         self.config = config
         self.tracer = tracer
         self.clock = clock
@@ -73,8 +87,7 @@ class Engine:
         # Engine thread only.
         self._running: dict[int, Request] = {}  # registered with the scheduler and the sampler
         self._finished_ids: list[int] = []  # to report to the scheduler at the next step
-        self._cached_tokens: dict[int, int] = {}  # tokens in the KV cache of every sequence holding blocks
-        self._num_cached_total = 0
+        self._num_cached_total = 0  # tokens in the KV cache, as of the last plan
         self.step_records: list[StepRecord] = []
         self._num_steps = 0
         self._num_preemptions = 0
@@ -278,20 +291,16 @@ class Engine:
                         plan.frees, plan.grow_seq_ids, plan.grow_num_blocks, plan.seq_ids
                     )
                 prefill, decode = self._account_cache(plan)
-                if (
-                    not plan.seq_ids
-                    and not plan.frees
-                    and self.scheduler.num_waiting + self.scheduler.num_running
-                ):
+                if not len(plan.seq_ids) and not len(plan.frees) and plan.num_waiting + plan.num_running:
                     raise RuntimeError("the scheduler planned nothing although requests are waiting")
             except Exception as exc:  # noqa: BLE001 - the scheduler or allocator state cannot be trusted: fail everything
                 self._fail(list(self._running.values()), "scheduling failed", exc)
                 plan = StepPlan()
-            if plan.seq_ids:
+            if len(plan.seq_ids):
                 try:
                     self._run_batch(plan, block_tables)
                 except Exception as exc:  # noqa: BLE001 - a model/sampler error fails its batch only
-                    batch = [self._running[s] for s in plan.seq_ids if s in self._running]
+                    batch = [self._running[s] for s in plan.seq_ids.tolist() if s in self._running]
                     self._fail(batch, "the step failed", exc)
             self._record(step, plan, start_ns, prefill, decode)
 
@@ -309,6 +318,12 @@ class Engine:
             except Exception as exc:  # noqa: BLE001 - e.g. a native sampler refusing it: fail this one only
                 self._fail([request], "the sampler refused the request", exc, report=False)
                 continue
+            try:
+                self.prepare.add(request.request_id, request.prompt_token_ids)
+            except Exception as exc:  # noqa: BLE001 - refused prompt ids: fail this one only
+                self.sampler.remove(request.request_id)
+                self._fail([request], "input preparation refused the request", exc, report=False)
+                continue
             self._running[request.request_id] = request
             new_sequences.append(
                 NewSequence(
@@ -322,47 +337,37 @@ class Engine:
         return new_sequences
 
     def _account_cache(self, plan: StepPlan) -> tuple[int, int]:
-        """Track cached tokens (for fragmentation), preemptions and first-scheduled times; return the
+        """Count preemptions, stamp first-scheduled times and keep the cached-token total; return the
         step's prefill tokens and decode tokens (a decode: one token past the prompt)."""
-        for seq_id in plan.frees:
-            self._num_cached_total -= self._cached_tokens.pop(seq_id, 0)
-        for seq_id in plan.preempted:
-            if seq_id in self._running:
-                self._running[seq_id].num_preemptions += 1
-        self._num_preemptions += len(plan.preempted)
-        now = None
-        prefill = decode = 0
-        for seq_id, num_tokens, start in zip(plan.seq_ids, plan.num_tokens, plan.start_positions):
-            self._num_cached_total += start + num_tokens - self._cached_tokens.get(seq_id, 0)
-            self._cached_tokens[seq_id] = start + num_tokens
-            request = self._running[seq_id]
-            if num_tokens == 1 and start >= request.num_prompt_tokens:
-                decode += 1
-            else:
-                prefill += num_tokens
-            if request.scheduled_ns is None:
-                now = self.clock() if now is None else now
-                request.scheduled_ns = now
-        return prefill, decode
+        self._num_cached_total = plan.num_cached_tokens
+        if len(plan.preempted):
+            self._num_preemptions += len(plan.preempted)
+            for seq_id in plan.preempted.tolist():
+                if seq_id in self._running:
+                    self._running[seq_id].num_preemptions += 1
+        if plan.first_admitted < len(plan.seq_ids):  # only admissions can be a request's first schedule
+            now = None
+            for seq_id in plan.seq_ids[plan.first_admitted :].tolist():
+                request = self._running[seq_id]
+                if request.scheduled_ns is None:
+                    now = self.clock() if now is None else now
+                    request.scheduled_ns = now
+        return plan.prefill_tokens, plan.decode_tokens
 
     def _run_batch(self, plan: StepPlan, block_tables) -> None:  # type: ignore[no-untyped-def]
-        requests = [self._running[seq_id] for seq_id in plan.seq_ids]
+        with self.tracer.span("prepare"):
+            model_input = self.prepare.prepare(plan, block_tables)
         with self.tracer.span("model"):
-            step_token_ids = [
-                r.token_ids[start : start + n]
-                for r, start, n in zip(requests, plan.start_positions, plan.num_tokens)
-            ]
-            model_input = build_model_input(
-                step_token_ids, plan.start_positions, plan.samples, block_tables, self.block_size
-            )
             logits = self.model.forward(model_input)
-        sampled = [r for r, sample in zip(requests, plan.samples) if sample]
-        if not sampled:
+        sampled_ids = plan.seq_ids[plan.samples].tolist()
+        if not sampled_ids:
             return
         with self.tracer.span("sampler"):
-            tokens = self.sampler.sample(logits, [r.request_id for r in sampled])
+            tokens = self.sampler.sample(logits, sampled_ids)
+        self.prepare.append_sampled(tokens)  # buffered: the next prepare() appends them
         now = self.clock()
-        self._num_generated += len(sampled)
+        self._num_generated += len(sampled_ids)
+        sampled = [self._running[seq_id] for seq_id in sampled_ids]
         with self.tracer.span("detokenize"):
             updates = [self._append_token(request, token, now) for request, token in zip(sampled, tokens)]
         for request, (delta, reason) in zip(sampled, updates):
@@ -425,6 +430,7 @@ class Engine:
         if report and self._running.pop(request.request_id, None) is not None:
             self._finished_ids.append(request.request_id)
             self.sampler.remove(request.request_id)
+            self.prepare.remove(request.request_id)
         with self._lock:
             self._known.pop(request.request_id, None)
         self._num_finished += 1

@@ -143,12 +143,15 @@ class PythonKVAllocator:
 
     def step(
         self,
-        frees: Sequence[int],
-        grow_seq_ids: Sequence[int],
-        grow_num_blocks: Sequence[int],
-        batch_seq_ids: Sequence[int],
+        frees: Sequence[int] | np.ndarray,
+        grow_seq_ids: Sequence[int] | np.ndarray,
+        grow_num_blocks: Sequence[int] | np.ndarray,
+        batch_seq_ids: Sequence[int] | np.ndarray,
     ) -> np.ndarray:
         """Apply one step's frees, then its grows; return the batch's block tables (int32, padded with -1)."""
+        frees, grow_seq_ids, grow_num_blocks, batch_seq_ids = (
+            _as_list(values) for values in (frees, grow_seq_ids, grow_num_blocks, batch_seq_ids)
+        )
         for seq_id in frees:
             self.free(seq_id)
         # Check the whole grow phase up front so that a bad plan changes no table at all.
@@ -168,3 +171,6 @@ class PythonKVAllocator:
         return out
 
 
+def _as_list(values: Sequence[int] | np.ndarray) -> Sequence[int]:
+    """Plain ints: dict lookups and sums over numpy scalars cost several times more."""
+    return values.tolist() if isinstance(values, np.ndarray) else values

@@ -10,7 +10,9 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from engine.types import NewSequence, StepPlan
+import numpy as np
+
+from engine.types import EMPTY_FLAGS, EMPTY_IDS, NewSequence, StepPlan
 
 POLICIES = ("fcfs", "priority")
 
@@ -23,6 +25,7 @@ class SeqState:
     priority: int
     arrival: int  # admission counter: FCFS order and the priority tie-break
     total: int  # prompt tokens + tokens generated so far
+    prompt: int  # prompt tokens: a one-token chunk past them is a decode
     computed: int = 0  # tokens in the KV cache
     held: int = 0  # blocks held
     running: bool = False
@@ -55,6 +58,7 @@ class PythonScheduler:
         self._waiting_fcfs: deque[SeqState] = deque()
         self._waiting_heap: list[tuple[int, int, SeqState]] = []
         self._next_arrival = 0
+        self._cached = 0  # sum of `computed` over running sequences (the others hold no blocks)
 
     @property
     def num_waiting(self) -> int:
@@ -101,29 +105,31 @@ class PythonScheduler:
     def schedule(
         self, arrivals: Sequence[NewSequence], finished: Sequence[int], num_free_blocks: int
     ) -> StepPlan:
-        plan = StepPlan()
         free = num_free_blocks
+        frees: list[int] = []
+        preempted_ids: list[int] = []
         for seq_id in finished:
             seq = self._seqs.pop(seq_id, None)
             if seq is None:
                 continue
             if seq.running:
                 self._running.remove(seq)
-                plan.frees.append(seq_id)
+                frees.append(seq_id)
                 free += seq.held
+                self._cached -= seq.computed
             else:
                 self._remove_waiting(seq)
         for new in arrivals:
             if new.seq_id in self._seqs:
                 raise ValueError(f"sequence {new.seq_id} is already scheduled")
-            seq = SeqState(new.seq_id, new.priority, self._next_arrival, new.num_prompt_tokens)
+            seq = SeqState(new.seq_id, new.priority, self._next_arrival, new.num_prompt_tokens, new.num_prompt_tokens)
             self._next_arrival += 1
             self._seqs[new.seq_id] = seq
             self._push_waiting(seq, at_head=False)
 
         budget = self.max_batched_tokens
         scheduled: list[tuple[SeqState, int, int]] = []
-        preempted = False
+        grows: list[tuple[int, int]] = []
         index = 0
         while index < len(self._running):
             seq = self._running[index]
@@ -135,21 +141,22 @@ class PythonScheduler:
                 victim = self._pick_victim(index)
                 self._running.remove(victim)
                 free += victim.held
+                self._cached -= victim.computed
                 victim.held = victim.computed = 0
-                plan.frees.append(victim.seq_id)
-                plan.preempted.append(victim.seq_id)
+                frees.append(victim.seq_id)
+                preempted_ids.append(victim.seq_id)
                 self._push_waiting(victim, at_head=True)
-                preempted = True
                 if victim is seq:
                     break
             if not seq.running:
                 break
             free -= need
-            self._admit(plan, scheduled, seq, num_tokens, need)
+            self._admit(scheduled, grows, seq, num_tokens, need)
             budget -= num_tokens
             index += 1
+        first_admitted = len(scheduled)
 
-        if not preempted:
+        if not preempted_ids:
             while len(self._running) < self.max_num_seqs and budget > 0:
                 seq = self._peek_waiting()
                 if seq is None:
@@ -162,16 +169,37 @@ class PythonScheduler:
                 seq.running = True
                 self._running.append(seq)
                 free -= need
-                self._admit(plan, scheduled, seq, num_tokens, need)
+                self._admit(scheduled, grows, seq, num_tokens, need)
                 budget -= num_tokens
+        return self._plan(scheduled, grows, frees, preempted_ids, first_admitted)
 
+    def _plan(self, scheduled: list[tuple[SeqState, int, int]], grows: list[tuple[int, int]], frees: list[int],
+              preempted_ids: list[int], first_admitted: int) -> StepPlan:  # fmt: skip
+        """Apply the step's computed tokens and hand the decisions over as arrays."""
+        seq_ids, counts, starts, samples = [], [], [], []
+        prefill = decode = 0
         for seq, num_tokens, start in scheduled:
             sample = start + num_tokens == seq.total
-            plan.samples.append(sample)
+            seq_ids.append(seq.seq_id)
+            counts.append(num_tokens)
+            starts.append(start)
+            samples.append(sample)
+            if num_tokens == 1 and start >= seq.prompt:
+                decode += 1
+            else:
+                prefill += num_tokens
             seq.computed += num_tokens
+            self._cached += num_tokens
             if sample:
                 seq.total += 1
-        return plan
+        return StepPlan(
+            seq_ids=_ids(seq_ids), num_tokens=_ids(counts), start_positions=_ids(starts),
+            samples=np.array(samples, dtype=np.bool_) if samples else EMPTY_FLAGS,
+            frees=_ids(frees), preempted=_ids(preempted_ids),
+            grow_seq_ids=_ids([seq_id for seq_id, _ in grows]), grow_num_blocks=_ids([need for _, need in grows]),
+            num_waiting=self.num_waiting, num_running=len(self._running), first_admitted=first_admitted,
+            prefill_tokens=prefill, decode_tokens=decode, num_cached_tokens=self._cached,
+        )  # fmt: skip
 
     def _blocks_needed(self, seq: SeqState, num_tokens: int) -> int:
         return -(-(seq.computed + num_tokens) // self.block_size) - seq.held
@@ -183,14 +211,13 @@ class PythonScheduler:
         return max(self._running[index:], key=lambda seq: seq.rank)
 
     @staticmethod
-    def _admit(
-        plan: StepPlan, scheduled: list[tuple[SeqState, int, int]], seq: SeqState, num_tokens: int, need: int
-    ) -> None:
+    def _admit(scheduled: list[tuple[SeqState, int, int]], grows: list[tuple[int, int]], seq: SeqState,
+               num_tokens: int, need: int) -> None:  # fmt: skip
         seq.held += need
         scheduled.append((seq, num_tokens, seq.computed))
-        plan.seq_ids.append(seq.seq_id)
-        plan.num_tokens.append(num_tokens)
-        plan.start_positions.append(seq.computed)
         if need > 0:
-            plan.grow_seq_ids.append(seq.seq_id)
-            plan.grow_num_blocks.append(need)
+            grows.append((seq.seq_id, need))
+
+
+def _ids(values: list[int]) -> np.ndarray:
+    return np.array(values, dtype=np.int64) if values else EMPTY_IDS

@@ -1,10 +1,11 @@
 """Plain data and component protocols shared by the engine and every twin (Python or native) of its parts.
 
 The engine is assembled from components passed in by the caller (dependency injection):
-a `Model`, a `Tokenizer`, a `Scheduler`, a `KVAllocator`, a `Sampler` and a `Tracer`.
-Each protocol below is shaped so that a native twin can serve it with ONE foreign call per engine
-step: scheduler and allocator decisions are pure integer bookkeeping (no Python objects cross),
-per-request registrations are buffered and handed over inside the step's call.
+a `Model`, a `Tokenizer`, a `Scheduler`, a `KVAllocator`, a `Prepare` (input preparation), a
+`Sampler` and a `Tracer`. Each protocol below is shaped so that a native twin can serve it with ONE
+foreign call per engine step: scheduler and allocator decisions are pure integer bookkeeping handed
+over as arrays (a native twin's are views of memory it reuses step to step, so no per-sequence
+Python object crosses), per-request registrations are buffered and handed over inside the step's call.
 """
 
 from __future__ import annotations
@@ -94,31 +95,71 @@ class NewSequence:
     priority: int = 0  # lower value is served first (vLLM's convention); FCFS ignores it
 
 
-@dataclass(slots=True)
+def _readonly(array: np.ndarray) -> np.ndarray:
+    array.flags.writeable = False
+    return array
+
+
+EMPTY_IDS = _readonly(np.empty(0, dtype=np.int64))
+EMPTY_FLAGS = _readonly(np.empty(0, dtype=np.bool_))
+PLAN_ARRAYS = ("seq_ids", "num_tokens", "start_positions", "samples", "frees", "preempted", "grow_seq_ids",
+               "grow_num_blocks")  # fmt: skip
+PLAN_COUNTS = ("num_waiting", "num_running", "first_admitted", "prefill_tokens", "decode_tokens",
+               "num_cached_tokens")  # fmt: skip
+
+
+@dataclass(slots=True, eq=False)
 class StepPlan:
-    """One step's decisions, the plain batch description the allocator and model runner consume.
+    """One step's decisions as arrays (int64; `samples` bool), the batch description the allocator,
+    input preparation and the engine consume without walking Python lists.
 
     Order of effects within a step: the allocator first frees `frees` (finished sequences, then
     preempted ones, each sequence's blocks in reverse order), then appends `grow_num_blocks[i]` new
     blocks to sequence `grow_seq_ids[i]` in that order; then the model computes `num_tokens[i]`
     tokens of sequence `seq_ids[i]` starting at position `start_positions[i]`.
+
+    A plan is valid until its scheduler's next schedule() call: the C twin hands out views of memory
+    it rewrites in place each step (copy() keeps one). The counts describe the state after the step.
     """
 
-    seq_ids: list[int] = field(default_factory=list)
-    num_tokens: list[int] = field(default_factory=list)
-    start_positions: list[int] = field(default_factory=list)
-    samples: list[bool] = field(default_factory=list)  # this chunk reaches the end of the known tokens
-    frees: list[int] = field(default_factory=list)
-    preempted: list[int] = field(default_factory=list)
-    grow_seq_ids: list[int] = field(default_factory=list)
-    grow_num_blocks: list[int] = field(default_factory=list)
+    seq_ids: np.ndarray = field(default_factory=lambda: EMPTY_IDS)
+    num_tokens: np.ndarray = field(default_factory=lambda: EMPTY_IDS)
+    start_positions: np.ndarray = field(default_factory=lambda: EMPTY_IDS)
+    samples: np.ndarray = field(default_factory=lambda: EMPTY_FLAGS)  # the chunk reaches the end of the known tokens
+    frees: np.ndarray = field(default_factory=lambda: EMPTY_IDS)
+    preempted: np.ndarray = field(default_factory=lambda: EMPTY_IDS)
+    grow_seq_ids: np.ndarray = field(default_factory=lambda: EMPTY_IDS)
+    grow_num_blocks: np.ndarray = field(default_factory=lambda: EMPTY_IDS)
+    num_waiting: int = 0
+    num_running: int = 0
+    first_admitted: int = 0  # batch entries from here on were admitted from waiting in this step
+    prefill_tokens: int = 0  # tokens of chunks that are not a single decode token past the prompt
+    decode_tokens: int = 0  # sequences computing one token past their prompt
+    num_cached_tokens: int = 0  # tokens in the KV cache over every sequence holding blocks
 
     @property
     def num_batched_tokens(self) -> int:
-        return sum(self.num_tokens)
+        return int(self.num_tokens.sum())
 
     def __len__(self) -> int:
         return len(self.seq_ids)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, StepPlan):
+            return NotImplemented
+        return all(np.array_equal(getattr(self, name), getattr(other, name)) for name in PLAN_ARRAYS) and all(
+            getattr(self, name) == getattr(other, name) for name in PLAN_COUNTS
+        )
+
+    def copy(self) -> StepPlan:
+        """A plan that owns its arrays (a native plan's views change at the next step)."""
+        arrays = {name: np.array(getattr(self, name)) for name in PLAN_ARRAYS}
+        return StepPlan(**arrays, **{name: int(getattr(self, name)) for name in PLAN_COUNTS})
+
+    def as_lists(self) -> dict[str, list[int] | list[bool] | int]:
+        """Every field as plain Python values (for messages and comparisons in tests)."""
+        return {**{name: np.asarray(getattr(self, name)).tolist() for name in PLAN_ARRAYS},
+                **{name: int(getattr(self, name)) for name in PLAN_COUNTS}}  # fmt: skip
 
 
 @runtime_checkable
@@ -157,16 +198,47 @@ class KVAllocator(Protocol):
 
     def step(
         self,
-        frees: Sequence[int],
-        grow_seq_ids: Sequence[int],
-        grow_num_blocks: Sequence[int],
-        batch_seq_ids: Sequence[int],
+        frees: Sequence[int] | np.ndarray,
+        grow_seq_ids: Sequence[int] | np.ndarray,
+        grow_num_blocks: Sequence[int] | np.ndarray,
+        batch_seq_ids: Sequence[int] | np.ndarray,
     ) -> np.ndarray:
         """Apply one step's frees then grows; return the batch's block tables as int32
-        [len(batch_seq_ids), max blocks among them], padded with -1."""
+        [len(batch_seq_ids), max blocks among them], padded with -1 (rows may be strided; valid until
+        the next step)."""
         ...
 
     def block_table(self, seq_id: int) -> list[int]: ...
+
+
+# ----------------------------------------------------------------------------------------------
+# Input preparation: the flat tensors one forward reads, from the plan and the block tables.
+# ----------------------------------------------------------------------------------------------
+
+
+@runtime_checkable
+class Prepare(Protocol):
+    """Keeps each sequence's token ids and builds a step's ModelInput in one call; see engine/prepare.py."""
+
+    block_size: int
+
+    def add(self, seq_id: int, prompt_token_ids: Sequence[int]) -> None:
+        """Register a sequence with its prompt; takes effect at the next prepare()."""
+        ...
+
+    def remove(self, seq_id: int) -> None:
+        """Forget a finished sequence; takes effect at the next prepare()."""
+        ...
+
+    def append_sampled(self, tokens: Sequence[int]) -> None:
+        """The tokens drawn for the last prepared input's sampled rows, in row order; appended to their
+        sequences at the next prepare(), before that call's removals and registrations."""
+        ...
+
+    def prepare(self, plan: StepPlan, block_tables: np.ndarray) -> ModelInput:
+        """The step's ModelInput (valid until the next call): tokens, positions, cache slots, tables,
+        and the rows to sample."""
+        ...
 
 
 # ----------------------------------------------------------------------------------------------
@@ -218,17 +290,70 @@ class ModelConfig:
         return self.dim // self.n_heads
 
 
-@dataclass(slots=True)
 class ModelInput:
-    """One step's tokens, flattened in batch order, with the paged-cache addressing they need."""
+    """One step's tokens, flattened in batch order, with the paged-cache addressing they need.
 
-    token_ids: torch.Tensor  # int64 [T]
-    positions: torch.Tensor  # int64 [T]
-    query_lens: list[int]  # tokens per sequence this step (sum = T)
-    context_lens: list[int]  # tokens in the cache per sequence after this step
-    block_tables: torch.Tensor  # int32 [B, max_blocks], padded with -1
-    slot_mapping: torch.Tensor  # int64 [T], block_id * block_size + offset for every token
-    sample_indices: torch.Tensor  # int64 [S], rows of the flat tokens whose logits are returned
+        token_ids       int64 [T]
+        positions       int64 [T]
+        query_lens      tokens per sequence this step (sum = T); a list[int] when read
+        context_lens    tokens in the cache per sequence after this step; a list[int] when read
+        block_tables    int32 [B, max_blocks], padded with -1 (rows may be strided)
+        slot_mapping    int64 [T], block_id * block_size + offset for every token
+        sample_indices  int64 [S], rows of the flat tokens whose logits are returned
+
+    Input preparation hands over arrays (views of buffers it reuses); query_lens and context_lens
+    become lists only when the model reads them, since its per-sequence planning is Python.
+    """
+
+    __slots__ = ("token_ids", "positions", "block_tables", "slot_mapping", "sample_indices", "_query_lens",
+                 "_context_lens")  # fmt: skip
+
+    def __init__(
+        self,
+        token_ids: torch.Tensor,
+        positions: torch.Tensor,
+        query_lens: Sequence[int] | np.ndarray,
+        context_lens: Sequence[int] | np.ndarray,
+        block_tables: torch.Tensor,
+        slot_mapping: torch.Tensor,
+        sample_indices: torch.Tensor,
+    ) -> None:
+        self.token_ids = token_ids
+        self.positions = positions
+        self._query_lens = query_lens
+        self._context_lens = context_lens
+        self.block_tables = block_tables
+        self.slot_mapping = slot_mapping
+        self.sample_indices = sample_indices
+
+    @property
+    def query_lens(self) -> list[int]:
+        if type(self._query_lens) is not list:
+            self._query_lens = self._query_lens.tolist() if hasattr(self._query_lens, "tolist") else list(self._query_lens)
+        return self._query_lens  # type: ignore[return-value]
+
+    @property
+    def context_lens(self) -> list[int]:
+        if type(self._context_lens) is not list:
+            self._context_lens = (
+                self._context_lens.tolist() if hasattr(self._context_lens, "tolist") else list(self._context_lens)
+            )
+        return self._context_lens  # type: ignore[return-value]
+
+    def same_as(self, other: ModelInput) -> bool:
+        """Equal tensors and lengths, field by field (the twins' equivalence check)."""
+        tensors = ("token_ids", "positions", "block_tables", "slot_mapping", "sample_indices")
+        return (
+            all(torch.equal(getattr(self, name), getattr(other, name)) for name in tensors)
+            and self.query_lens == other.query_lens
+            and self.context_lens == other.context_lens
+        )
+
+    def as_lists(self) -> dict[str, list]:
+        """Every field as plain Python lists (for messages in tests and golden)."""
+        names = ("token_ids", "positions", "block_tables", "slot_mapping", "sample_indices")
+        return {**{name: getattr(self, name).tolist() for name in names}, "query_lens": self.query_lens,
+                "context_lens": self.context_lens}  # fmt: skip
 
 
 @runtime_checkable

@@ -1,9 +1,11 @@
 """Times each C twin against its Python twin in one run (interleaved repeats, medians) and reports the ratios.
 
 Every row says what was timed: one `sample()` call for a whole batch (sampler), one allocator
-`step()` of a decode workload (kv_alloc), one `schedule()` call with `batch` sequences running
-(scheduler). Both twins get the very same calls, in alternating order within each repeat, so that
-drift on a shared machine hits both; the twins' outputs are compared along the way.
+`step()` of a decode workload given the plan's arrays (kv_alloc), one `schedule()` call with `batch`
+sequences running (scheduler); input preparation and the fused core are timed on an engine-like
+control loop (native_paths/bench_control.py). Both twins get the very same calls, in alternating
+order within each repeat, so that drift on a shared machine hits both; the twins' outputs are
+compared along the way.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from engine.sampler import PythonSampler
 from engine.scheduler import PythonScheduler
 from engine.types import NewSequence, SamplingParams
 
+COMPONENTS = ("sampler", "kv_alloc", "scheduler", "prepare", "core")
 SAMPLER_MIX_BATCH = 32  # the batch at which every sampler mix is timed (others: the mixed step only)
 BLOCK_SIZE = 16
 
@@ -152,9 +155,10 @@ def bench_sampler(batch: int, vocab: int, mix: str, repeats: int, seed: int) -> 
 # -- KV allocator -------------------------------------------------------------------------------
 
 
-def decode_workload(batch: int, steps: int, rng: random.Random) -> tuple[int, list[tuple[list[int], ...]]]:
+def decode_workload(batch: int, steps: int, rng: random.Random) -> tuple[int, list[tuple[np.ndarray, ...]]]:
     """(num_blocks, steps): `batch` sequences decoding one token per step, each finishing with
-    probability 1/200 per step and replaced by a new one with a 100-1000-token prompt."""
+    probability 1/200 per step and replaced by a new one with a 100-1000-token prompt; each step's
+    frees, grows and batch as int64 arrays, as a plan hands them over."""
     lengths = {seq_id: rng.randint(100, 1000) for seq_id in range(batch)}
     next_id = batch
     plan: list[tuple[list[int], ...]] = [
@@ -177,7 +181,7 @@ def decode_workload(batch: int, steps: int, rng: random.Random) -> tuple[int, li
                     grow_counts.append(1)
         plan.append((frees, grow_ids, grow_counts, list(lengths)))
     num_blocks = batch * (-(-(1000 + steps) // BLOCK_SIZE) + 1)
-    return num_blocks, plan
+    return num_blocks, [tuple(np.array(part, dtype=np.int64) for part in step) for step in plan]
 
 
 def bench_kv(batch: int, repeats: int, seed: int, steps: int = 200) -> dict[str, Any]:
@@ -195,7 +199,7 @@ def bench_kv(batch: int, repeats: int, seed: int, steps: int = 200) -> dict[str,
             for step in plan[1:]:
                 last = pool.step(*step)
             timings[which].append((time.perf_counter() - start) / steps)
-            outputs[which].append(last)
+            outputs[which].append(np.array(last))  # a copy: the C twin's tables are a view
 
         return run
 
@@ -227,13 +231,13 @@ def drive_scheduler(
         elapsed = time.perf_counter() - start
         if timed:
             times.append(elapsed)
-            plans.append(plan)
-        for seq_id in plan.frees:
+            plans.append(plan.copy())  # the C twin's plan is one reused object
+        for seq_id in plan.frees.tolist():
             free += held.pop(seq_id, 0)
-        for seq_id, count in zip(plan.grow_seq_ids, plan.grow_num_blocks):
+        for seq_id, count in zip(plan.grow_seq_ids.tolist(), plan.grow_num_blocks.tolist()):
             held[seq_id] = held.get(seq_id, 0) + count
             free -= count
-        finished = [s for s, sample in zip(plan.seq_ids, plan.samples) if sample and rng.random() < 1 / 200]
+        finished = [s for s in plan.seq_ids[plan.samples].tolist() if rng.random() < 1 / 200]
         arrivals = []
         missing = batch - scheduler.num_running - scheduler.num_waiting + len(finished)
         for _ in range(max(0, min(missing, 64))):
@@ -270,11 +274,14 @@ def run_native_bench(
     vocab: int = 49152,
     repeats: int = 7,
     seed: int = 0,
-    components: Sequence[str] = ("sampler", "kv_alloc", "scheduler"),
+    components: Sequence[str] = COMPONENTS,
 ) -> list[dict[str, Any]]:
     """One row per (component, batch, mix): python_us, native_us (medians), speedup, and checks that the
     twins agreed; sampler rows add floor_us (numpy summing the same logits once: the memory floor)
-    and native_floor_ratio. Needs the extension (native_paths.loader.require raises if it is missing)."""
+    and native_floor_ratio; core rows add separate_us (the three C twins called separately) and
+    one_call_gain (separate over fused). Needs the extension (native_paths.loader.require raises if
+    it is missing)."""
+    from native_paths.bench_control import bench_core, bench_prepare
     from native_paths.loader import require
 
     require()
@@ -287,18 +294,24 @@ def run_native_bench(
             rows.append(bench_kv(batch, repeats, seed))
         if "scheduler" in components:
             rows.append(bench_scheduler(batch, repeats, seed))
+        if "prepare" in components:
+            rows.append(bench_prepare(batch, repeats, seed))
+        if "core" in components:
+            rows.append(bench_core(batch, repeats, seed))
     return rows
 
 
 def quick_speedups(batch: int = 32, repeats: int = 3, seed: int = 0) -> dict[str, float] | None:
     """Per-step speedup of each C twin over its Python twin at one batch size, in about a second or two;
-    keyed like the verdict's predictions (sampler, kv_alloc, scheduler). None when the extension is missing.
-    The sampler figure is the mixed step (every request its own parameters), the realistic serving case."""
+    keyed like the verdict's predictions (sampler, kv_alloc, scheduler, prepare). None when the extension
+    is missing. The sampler figure is the mixed step (every request its own parameters), the realistic
+    serving case."""
+    from native_paths.bench_control import bench_prepare
     from native_paths.loader import NativeUnavailableError
 
     try:
         rows = [bench_sampler(batch, 49152, "mixed", repeats, seed), bench_kv(batch, repeats, seed, steps=50),
-                bench_scheduler(batch, repeats, seed, steps=50)]  # fmt: skip
+                bench_scheduler(batch, repeats, seed, steps=50), bench_prepare(batch, repeats, seed, steps=30)]  # fmt: skip
     except NativeUnavailableError:
         return None
     return {row["component"]: float(row["speedup"]) for row in rows}

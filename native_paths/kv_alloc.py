@@ -5,39 +5,22 @@ from __future__ import annotations
 import struct
 import weakref
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from native_paths.loader import require
 
 
-class NativeKVAllocator:
-    """Makes the same decisions as engine.kv_alloc.PythonKVAllocator (same free-list order, same block ids)."""
+class KVInspection:
+    """What PythonKVAllocator reports besides its step, read from a C pool at `self._kv` (for the
+    separate allocator and the fused core's alike)."""
 
-    def __init__(self, num_blocks: int, block_size: int) -> None:
-        if not isinstance(num_blocks, int) or not 1 <= num_blocks <= 2**31 - 3:
-            raise ValueError(f"num_blocks must be an int in [1, 2**31 - 3], got {num_blocks!r}")
-        if not isinstance(block_size, int) or not 1 <= block_size <= 2**31 - 1:
-            raise ValueError(f"block_size must be an int >= 1, got {block_size!r}")
-        self._ffi, self._lib = require()
-        self.num_blocks = num_blocks
-        self.block_size = block_size
-        self.calls = 0
-        self._kv = self._lib.np_kv_alloc_create(num_blocks, block_size)
-        if self._kv == self._ffi.NULL:
-            raise MemoryError(f"cannot allocate a native KV pool of {num_blocks} blocks")
-        self._finalizer = weakref.finalize(self, self._lib.np_kv_alloc_destroy, self._kv)
-        self._result = self._ffi.new("np_kv_alloc_result *")
-        self._step = self._lib.np_kv_alloc_step
-        self._batch_ids: list[int] = []  # the last batch, and its int64 buffer
-        self._batch = b"\0" * 8
-        self._num_free = num_blocks
-
-    def close(self) -> None:
-        """Free the C state now (otherwise it goes when the object is collected)."""
-        self._finalizer()
-
-    # -- reporting, as PythonKVAllocator ----------------------------------------------------------------
+    _ffi: Any
+    _lib: Any
+    _kv: Any
+    num_blocks: int
+    _num_free: int
 
     @property
     def num_free_blocks(self) -> int:
@@ -72,60 +55,138 @@ class NativeKVAllocator:
         count = self._lib.np_kv_alloc_free_list(self._kv, out, capacity)
         return self._ffi.unpack(out, min(count, capacity))
 
+
+class NativeKVAllocator(KVInspection):
+    """Makes the same decisions as engine.kv_alloc.PythonKVAllocator (same free-list order, same block ids)."""
+
+    def __init__(self, num_blocks: int, block_size: int) -> None:
+        check_pool_config(num_blocks, block_size)
+        self._ffi, self._lib = require()
+        self.num_blocks = num_blocks
+        self.block_size = block_size
+        self.calls = 0
+        self._kv = self._lib.np_kv_alloc_create(num_blocks, block_size)
+        if self._kv == self._ffi.NULL:
+            raise MemoryError(f"cannot allocate a native KV pool of {num_blocks} blocks")
+        self._finalizer = weakref.finalize(self, self._lib.np_kv_alloc_destroy, self._kv)
+        self._views = TableViews(self._ffi, self._lib.np_kv_alloc_output(self._kv))
+        self._step = self._lib.np_kv_alloc_step
+        self._num_free = num_blocks
+
+    def close(self) -> None:
+        """Free the C state now (otherwise it goes when the object is collected)."""
+        self._finalizer()
+
     # -- the step -------------------------------------------------------------------------------
 
     def step(
         self,
-        frees: Sequence[int],
-        grow_seq_ids: Sequence[int],
-        grow_num_blocks: Sequence[int],
-        batch_seq_ids: Sequence[int],
+        frees: Sequence[int] | np.ndarray,
+        grow_seq_ids: Sequence[int] | np.ndarray,
+        grow_num_blocks: Sequence[int] | np.ndarray,
+        batch_seq_ids: Sequence[int] | np.ndarray,
     ) -> np.ndarray:
-        """Apply one step's frees, then its grows; return the batch's block tables (int32, padded with -1)."""
+        """Apply one step's frees, then its grows; return the batch's block tables (int32, padded with -1),
+        a view of the allocator's own buffer: valid until the next step."""
         self.calls += 1  # foreign calls made, for the budget counters (one per engine step)
-        n_frees, n_grows, n_batch = len(frees), len(grow_seq_ids), len(batch_seq_ids)
+        n_grows = len(grow_seq_ids)
         if len(grow_num_blocks) != n_grows:
             raise ValueError(
                 f"grow_seq_ids has {n_grows} entries but grow_num_blocks has {len(grow_num_blocks)}"
             )
-        # struct converts a list of ints several times faster than ffi.new, and raises struct.error
-        # for anything that is not an int fitting int64. Decode steps repeat the batch of the step
-        # before: comparing lists (mostly the very same int objects) is cheaper than converting.
-        try:
-            packed = struct.pack(f"{n_frees + 2 * n_grows}q", *frees, *grow_seq_ids, *grow_num_blocks)
-            if type(batch_seq_ids) is not list or batch_seq_ids != self._batch_ids:
-                self._batch = struct.pack(f"{n_batch}q", *batch_seq_ids)
-                self._batch_ids = list(batch_seq_ids)
-        except struct.error as error:
-            raise ValueError(
-                f"sequence ids and block counts must be ints that fit in int64 ({error})"
-            ) from None
-        ffi, result = self._ffi, self._result
-        ids = ffi.from_buffer("int64_t[]", packed)
-        batch = ffi.from_buffer("int64_t[]", self._batch)
-        grows = ids + n_frees
-        status = self._step(self._kv, ids, n_frees, grows, grows + n_grows, n_grows, batch, n_batch, result)
-        self._num_free = result.num_free
+        # A plan's arrays go over as they are (no copy); lists are packed once.
+        frees_pointer, grows_pointer, counts_pointer, batch_pointer = (
+            int64_pointer(self._ffi, values, "sequence ids and block counts")
+            for values in (frees, grow_seq_ids, grow_num_blocks, batch_seq_ids)
+        )
+        status = self._step(self._kv, frees_pointer, len(frees), grows_pointer, counts_pointer, n_grows,
+                            batch_pointer, len(batch_seq_ids))  # fmt: skip
+        header = self._views.header()
+        self._num_free = header[4]
         if status:
-            self._raise(status, grow_seq_ids, grow_num_blocks)
-        width = result.width
-        if n_batch == 0 or width == 0:
-            return np.full((n_batch, width), -1, dtype=np.int32)
-        tables = np.empty((n_batch, width), dtype=np.int32)  # a copy: the C buffer is reused next step
-        ffi.memmove(ffi.from_buffer(tables), result.tables, n_batch * width * 4)
-        return tables
+            self._raise(status, header[5], grow_seq_ids, grow_num_blocks)
+        return self._views.tables(header)
 
-    def _raise(self, status: int, grow_seq_ids: Sequence[int], grow_num_blocks: Sequence[int]) -> None:
-        lib, index = self._lib, self._result.bad_index
-        if status == lib.NP_ERR_ARG and index >= 0:
-            raise ValueError(
-                f"cannot allocate {grow_num_blocks[index]} blocks to sequence {grow_seq_ids[index]}"
+    def _raise(self, status: int, index: int, grow_seq_ids: Sequence[int], grow_num_blocks: Sequence[int]) -> None:
+        raise_kv_error(self._lib, status, index, self._num_free, grow_seq_ids, grow_num_blocks)
+
+
+def check_pool_config(num_blocks: int, block_size: int) -> None:
+    if not isinstance(num_blocks, int) or not 1 <= num_blocks <= 2**31 - 3:
+        raise ValueError(f"num_blocks must be an int in [1, 2**31 - 3], got {num_blocks!r}")
+    if not isinstance(block_size, int) or not 1 <= block_size <= 2**31 - 1:
+        raise ValueError(f"block_size must be an int >= 1, got {block_size!r}")
+
+
+def raise_kv_error(lib: Any, status: int, index: int, num_free: int, grow_seq_ids: Sequence[int],
+                   grow_num_blocks: Sequence[int]) -> None:  # fmt: skip
+    """The exception PythonKVAllocator raises for the same step (or a MemoryError / RuntimeError)."""
+    if status == lib.NP_ERR_ARG and index >= 0:
+        raise ValueError(f"cannot allocate {int(grow_num_blocks[index])} blocks to sequence {int(grow_seq_ids[index])}")
+    if status == lib.NP_ERR_EXHAUSTED:
+        raise RuntimeError(
+            f"KV block pool exhausted: the step plan grows {int(sum(grow_num_blocks))} blocks, {num_free} free "
+            "(a scheduler bug)"
+        )
+    if status == lib.NP_ERR_NOMEM:
+        raise MemoryError("the native KV allocator ran out of memory")
+    raise RuntimeError(f"np_kv_alloc_step failed with status {status}")
+
+
+# np_kv_alloc_result's leading int64 fields, in order (csrc/native_paths.h).
+RESULT_FIELDS = ("rows", "width", "stride", "capacity_rows", "num_free", "bad_index", "version")
+
+
+class TableViews:
+    """The batch's block tables as a numpy view of the allocator's output buffer, made again only when
+    the buffer moved or the batch's shape changed."""
+
+    def __init__(self, ffi: Any, result_pointer: Any) -> None:
+        self._ffi = ffi
+        self._result = result_pointer
+        self._header = memoryview(ffi.buffer(result_pointer, 8 * len(RESULT_FIELDS))).cast("q")
+        self._full: np.ndarray | None = None
+        self._version = -1
+        self._shape = (-1, -1)
+        self._view = np.empty((0, 0), dtype=np.int32)
+
+    def header(self) -> list[int]:
+        return self._header.tolist()
+
+    def tables(self, header: list[int]) -> np.ndarray:
+        rows, width, stride, capacity_rows, _, _, version = header
+        if version != self._version:
+            self._version = version
+            self._shape = (-1, -1)
+            pointer = self._result.tables
+            self._full = (
+                np.frombuffer(self._ffi.buffer(pointer, 4 * capacity_rows * stride), dtype=np.int32).reshape(
+                    capacity_rows, stride
+                )
+                if pointer != self._ffi.NULL
+                else None
             )
-        if status == lib.NP_ERR_EXHAUSTED:
-            raise RuntimeError(
-                f"KV block pool exhausted: the step plan grows {sum(grow_num_blocks)} blocks, "
-                f"{self._result.num_free} free (a scheduler bug)"
-            )
-        if status == lib.NP_ERR_NOMEM:
-            raise MemoryError("the native KV allocator ran out of memory")
-        raise RuntimeError(f"np_kv_alloc_step failed with status {status}")
+        if (rows, width) != self._shape:
+            self._shape = (rows, width)
+            full = self._full
+            self._view = full[:rows, :width] if full is not None else np.empty((rows, width), dtype=np.int32)
+        return self._view
+
+
+INT64 = np.dtype(np.int64)
+
+
+def int64_pointer(ffi: Any, values: Sequence[int] | np.ndarray, what: str) -> Any:
+    """An int64_t* over `values`: a contiguous int64 array's own memory, or a packed copy of a list."""
+    if type(values) is np.ndarray and values.dtype is INT64 and values.flags.c_contiguous:
+        return ffi.from_buffer("int64_t[]", values) if len(values) else ffi.NULL
+    if isinstance(values, np.ndarray):
+        if values.dtype.kind not in "iub":
+            raise ValueError(f"{what} must be integers, got an array of {values.dtype}")
+        values = values.tolist()
+    if not len(values):
+        return ffi.NULL
+    try:
+        return ffi.from_buffer("int64_t[]", struct.pack(f"{len(values)}q", *values))
+    except struct.error as error:
+        raise ValueError(f"{what} must be ints that fit in int64 ({error})") from None

@@ -19,7 +19,9 @@ MODULE_NAME = "native_paths._native"
 COMPONENT_SYMBOLS = {
     "sampler": ("np_sampler_create", "np_sampler_step", "np_sampler_destroy"),
     "kv_alloc": ("np_kv_alloc_create", "np_kv_alloc_step", "np_kv_alloc_destroy"),
-    "scheduler": ("np_scheduler_create", "np_scheduler_schedule", "np_scheduler_destroy"),
+    "scheduler": ("np_scheduler_create", "np_scheduler_step", "np_scheduler_destroy"),
+    "prepare": ("np_prepare_create", "np_prepare_step", "np_prepare_destroy"),
+    "core": ("np_core_create", "np_core_step", "np_core_destroy"),
 }
 
 BUILD_HINT = "build it with `python native_paths/build.py` or `pip install -e .` (needs a C compiler)"
@@ -66,7 +68,8 @@ def require() -> tuple[Any, Any]:
 
 
 def available() -> dict[str, bool | str]:
-    """Which C twins can be used: one bool per component ("sampler", "kv_alloc", "scheduler"), plus
+    """Which C twins can be used: one bool per component ("sampler", "kv_alloc", "scheduler", "prepare",
+    and "core", the fused scheduler + kv_alloc + prepare), plus
     "built" (bool), "path" (the library file) and "reason" (why not, or "" when all are there)."""
     module = extension()
     status: dict[str, bool | str] = {"built": module is not None, "path": "", "reason": ""}

@@ -1,33 +1,126 @@
-"""The native scheduler: engine.types.Scheduler backed by csrc/scheduler.c, one C call per step."""
+"""The native scheduler: engine.types.Scheduler backed by csrc/scheduler.c, one C call per step, the plan as views of C memory."""
 
 from __future__ import annotations
 
 import struct
 import weakref
 from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
 
 from engine.types import NewSequence, StepPlan
 from native_paths.loader import require
 
 POLICIES = {"fcfs": 0, "priority": 1}
 MAX_PROMPT_TOKENS = 2**60  # far from int64 overflow in C's counters
+# np_plan's leading int64 fields, in order (csrc/native_paths.h).
+PLAN_FIELDS = ("n_batch", "n_frees", "n_preempted", "n_grows", "num_waiting", "num_running", "first_admitted",
+               "prefill_tokens", "decode_tokens", "num_cached_tokens", "bad_index", "version", "capacity")  # fmt: skip
+NUM_COUNTS = 4  # n_batch, n_frees, n_preempted, n_grows
+
+
+def check_scheduler_config(block_size: int, max_num_seqs: int, max_batched_tokens: int, policy: str) -> None:
+    """The checks of PythonScheduler's constructor, plus the int64 range C keeps its counters in."""
+    for name, value in (("block_size", block_size), ("max_num_seqs", max_num_seqs),
+                        ("max_batched_tokens", max_batched_tokens)):  # fmt: skip
+        if not isinstance(value, int) or not 1 <= value <= 2**62:
+            raise ValueError(
+                f"block_size={block_size}, max_num_seqs={max_num_seqs} and "
+                f"max_batched_tokens={max_batched_tokens} must all be >= 1 ({name} is not)"
+            )
+    if policy not in POLICIES:
+        raise ValueError(f"unknown scheduling policy {policy!r}: use one of {', '.join(POLICIES)}")
+
+
+def pack_schedule_inputs(arrivals: Sequence[NewSequence], finished: Sequence[int]) -> bytes:
+    """Arrival ids, prompt token counts, priorities, then finished ids, as one int64 buffer."""
+    try:
+        return struct.pack(
+            f"{3 * len(arrivals) + len(finished)}q",
+            *[new.seq_id for new in arrivals],
+            *[new.num_prompt_tokens for new in arrivals],
+            *[new.priority for new in arrivals],
+            *finished,
+        )
+    except struct.error as error:
+        raise ValueError(f"sequence ids, token counts and priorities must be int64 ints ({error})") from None
+
+
+class PlanViews:
+    """One StepPlan over a C np_plan, reused step to step: its arrays are numpy views of the C arrays,
+    re-sliced only when a length changed, and its counts are refreshed from one int64 read."""
+
+    def __init__(self, ffi: Any, plan_pointer: Any) -> None:
+        self._ffi = ffi
+        self._c_plan = plan_pointer
+        self._header = memoryview(ffi.buffer(plan_pointer, 8 * len(PLAN_FIELDS))).cast("q")
+        self.plan = StepPlan()
+        self._full: dict[str, np.ndarray] = {}
+        self._version = -1
+
+    def refresh(self, changed: int) -> StepPlan:
+        """The plan after a step whose np_scheduler_step returned `changed` (NP_PLAN_* bits)."""
+        header = self._header.tolist()
+        plan = self.plan
+        if changed:
+            if header[11] != self._version:
+                self._wrap(header[12])
+                self._version = header[11]
+                changed = (1 << NUM_COUNTS) - 1
+            full = self._full
+            if changed & 1:
+                n = header[0]
+                plan.seq_ids, plan.num_tokens = full["seq_ids"][:n], full["num_tokens"][:n]
+                plan.start_positions, plan.samples = full["start_positions"][:n], full["samples"][:n]
+            if changed & 2:
+                plan.frees = full["frees"][: header[1]]
+            if changed & 4:
+                plan.preempted = full["preempted"][: header[2]]
+            if changed & 8:
+                plan.grow_seq_ids, plan.grow_num_blocks = full["grow_seq_ids"][: header[3]], full["grow_num_blocks"][: header[3]]
+        (plan.num_waiting, plan.num_running, plan.first_admitted, plan.prefill_tokens, plan.decode_tokens,
+         plan.num_cached_tokens) = header[4:10]  # fmt: skip
+        return plan
+
+    def _wrap(self, capacity: int) -> None:
+        ffi, c_plan = self._ffi, self._c_plan
+        self._full = {
+            name: np.frombuffer(ffi.buffer(getattr(c_plan, name), capacity * (1 if name == "samples" else 8)),
+                                dtype=np.bool_ if name == "samples" else np.int64)
+            for name in ("seq_ids", "num_tokens", "start_positions", "samples", "frees", "preempted",
+                         "grow_seq_ids", "grow_num_blocks")
+        }  # fmt: skip
+
+    @property
+    def bad_index(self) -> int:
+        return self._header[10]
+
+
+def raise_schedule_error(lib: Any, status: int, index: int, arrivals: Sequence[NewSequence]) -> None:
+    """The exception PythonScheduler raises for the same input (or a MemoryError / RuntimeError)."""
+    if status == lib.NP_ERR_DUPLICATE:
+        raise ValueError(f"sequence {arrivals[index].seq_id} is already scheduled")
+    if status == lib.NP_ERR_ARG and 0 <= index < len(arrivals):
+        raise ValueError(
+            f"sequence {arrivals[index].seq_id}: num_prompt_tokens={arrivals[index].num_prompt_tokens} "
+            f"must be in [0, {MAX_PROMPT_TOKENS}]"
+        )
+    if status == lib.NP_ERR_NOMEM:
+        raise MemoryError("the native scheduler ran out of memory")
+    raise RuntimeError(f"np_scheduler_step failed with status {status}")
 
 
 class NativeScheduler:
-    """Plans the same steps as engine.scheduler.PythonScheduler, from queues and counters kept in C arrays."""
+    """Plans the same steps as engine.scheduler.PythonScheduler, from queues and counters kept in C arrays.
+
+    The plan it returns is one reused object whose arrays view C memory: valid until the next schedule().
+    """
 
     def __init__(
         self, block_size: int, max_num_seqs: int, max_batched_tokens: int, policy: str = "fcfs"
     ) -> None:
-        for name, value in (("block_size", block_size), ("max_num_seqs", max_num_seqs),
-                            ("max_batched_tokens", max_batched_tokens)):  # fmt: skip
-            if not isinstance(value, int) or not 1 <= value <= 2**62:
-                raise ValueError(
-                    f"block_size={block_size}, max_num_seqs={max_num_seqs} and "
-                    f"max_batched_tokens={max_batched_tokens} must all be >= 1 ({name} is not)"
-                )
-        if policy not in POLICIES:
-            raise ValueError(f"unknown scheduling policy {policy!r}: use one of {', '.join(POLICIES)}")
+        check_scheduler_config(block_size, max_num_seqs, max_batched_tokens, policy)
         self._ffi, self._lib = require()
         self.block_size = block_size
         self.max_num_seqs = max_num_seqs
@@ -40,9 +133,9 @@ class NativeScheduler:
         if self._scheduler == self._ffi.NULL:
             raise MemoryError("cannot allocate the native scheduler")
         self._finalizer = weakref.finalize(self, self._lib.np_scheduler_destroy, self._scheduler)
-        self._plan = self._ffi.new("np_plan *")
-        self._schedule = self._lib.np_scheduler_schedule
-        self._batch: tuple[list[int], list[int], list[bool]] | None = None  # the last plan's batch lists
+        self._views = PlanViews(self._ffi, self._lib.np_scheduler_plan(self._scheduler))
+        self._step = self._lib.np_scheduler_step
+        self._null = self._ffi.NULL
 
     def close(self) -> None:
         """Free the C state now (otherwise it goes when the object is collected)."""
@@ -51,74 +144,23 @@ class NativeScheduler:
     # Both counts come with each plan, so that reading them costs no second C call per step.
     @property
     def num_waiting(self) -> int:
-        return self._plan.num_waiting
+        return self._views.plan.num_waiting
 
     @property
     def num_running(self) -> int:
-        return self._plan.num_running
+        return self._views.plan.num_running
 
     def schedule(
         self, arrivals: Sequence[NewSequence], finished: Sequence[int], num_free_blocks: int
     ) -> StepPlan:
         """Admit `arrivals`, forget `finished` (their blocks go into plan.frees), and plan one step."""
         self.calls += 1  # foreign calls made, for the budget counters (one per engine step)
-        n_arrivals, n_finished = len(arrivals), len(finished)
-        try:
-            packed = struct.pack(
-                f"{3 * n_arrivals + n_finished + 1}q",
-                *[new.seq_id for new in arrivals],
-                *[new.num_prompt_tokens for new in arrivals],
-                *[new.priority for new in arrivals],
-                *finished,
-                num_free_blocks,
-            )
-        except struct.error as error:
-            raise ValueError(
-                f"sequence ids, token counts and priorities must be int64 ints ({error})"
-            ) from None
-        ffi, plan = self._ffi, self._plan
-        ints = ffi.from_buffer("int64_t[]", packed)
-        status = self._schedule(
-            self._scheduler, ints, ints + n_arrivals, ints + 2 * n_arrivals, n_arrivals,
-            ints + 3 * n_arrivals, n_finished, ints[3 * n_arrivals + n_finished], plan,
-        )  # fmt: skip
-        if status:
-            self._batch = None
-            self._raise(status, arrivals)
-        n_batch, n_frees, n_preempted, n_grows = plan.n_batch, plan.n_frees, plan.n_preempted, plan.n_grows
-        reuse = plan.batch_unchanged and self._batch is not None
-        # One conversion for every int64 list (see np_plan.ints); a steady decode step stops short of
-        # seq_ids and num_tokens and reuses the previous step's lists instead.
-        tail = n_batch + n_frees + n_preempted + 2 * n_grows
-        count = tail if reuse else plan.n_ints
-        ints = memoryview(ffi.buffer(plan.ints, 8 * count)).cast("q").tolist() if count else []
-        if reuse:
-            seq_ids, num_tokens, samples = (list(values) for values in self._batch)  # type: ignore[union-attr]
-        else:
-            seq_ids, num_tokens = ints[tail : tail + n_batch], ints[tail + n_batch :]
-            samples = memoryview(ffi.buffer(plan.samples, n_batch)).cast("?").tolist() if n_batch else []
-            self._batch = (list(seq_ids), list(num_tokens), list(samples))
-        at = n_batch + n_frees + n_preempted
-        return StepPlan(
-            seq_ids=seq_ids,
-            num_tokens=num_tokens,
-            start_positions=ints[:n_batch],
-            samples=samples,
-            frees=ints[n_batch : n_batch + n_frees],
-            preempted=ints[n_batch + n_frees : at],
-            grow_seq_ids=ints[at : at + n_grows],
-            grow_num_blocks=ints[at + n_grows : tail],
-        )
-
-    def _raise(self, status: int, arrivals: Sequence[NewSequence]) -> None:
-        lib, index = self._lib, self._plan.bad_index
-        if status == lib.NP_ERR_DUPLICATE:
-            raise ValueError(f"sequence {arrivals[index].seq_id} is already scheduled")
-        if status == lib.NP_ERR_ARG and 0 <= index < len(arrivals):
-            raise ValueError(
-                f"sequence {arrivals[index].seq_id}: num_prompt_tokens={arrivals[index].num_prompt_tokens} "
-                f"must be in [0, {MAX_PROMPT_TOKENS}]"
-            )
-        if status == lib.NP_ERR_NOMEM:
-            raise MemoryError("the native scheduler ran out of memory")
-        raise RuntimeError(f"np_scheduler_schedule failed with status {status}")
+        if arrivals or finished:
+            inputs = self._ffi.from_buffer("int64_t[]", pack_schedule_inputs(arrivals, finished))
+            changed = self._step(self._scheduler, inputs, len(arrivals), len(finished), num_free_blocks)
+        else:  # a steady step: nothing to hand over
+            changed = self._step(self._scheduler, self._null, 0, 0, num_free_blocks)
+        if changed < 0:
+            self._views.refresh((1 << NUM_COUNTS) - 1)
+            raise_schedule_error(self._lib, changed, self._views.bad_index, arrivals)
+        return self._views.refresh(changed)

@@ -1,4 +1,4 @@
-"""Parses `--native` and builds the engine's sampler, kv_alloc and scheduler, native where asked and possible."""
+"""Parses `--native` and builds the engine's sampler, kv_alloc, scheduler and prepare, native where asked and possible."""
 
 from __future__ import annotations
 
@@ -10,10 +10,12 @@ from typing import Any
 from errors import InvalidNativeSelection
 from native_paths import loader
 
-COMPONENTS = ("sampler", "kv_alloc", "scheduler")
+COMPONENTS = ("sampler", "kv_alloc", "scheduler", "prepare")
+CORE = "core"  # scheduler + kv_alloc + prepare fused into one C call per step
+FUSED = frozenset({"scheduler", "kv_alloc", "prepare"})
 # Older spellings still accepted on the command line and in budget files.
 ALIASES = {"kv": "kv_alloc"}
-ALLOWED = ("none", "all", *COMPONENTS)
+ALLOWED = ("none", "all", *COMPONENTS, CORE)
 
 
 class NativeFallbackWarning(RuntimeWarning):
@@ -21,13 +23,14 @@ class NativeFallbackWarning(RuntimeWarning):
 
 
 def parse_native(value: str | Iterable[str] | None) -> frozenset[str]:
-    """`"none"`, `"all"` or a comma list of sampler,kv_alloc,scheduler (kv is kv_alloc) -> the set of components to run natively."""
+    """`"none"`, `"all"` (every twin, separately), `"core"` (optionally with sampler) or a comma list of
+    sampler,kv_alloc,scheduler,prepare (kv is kv_alloc) -> the set of names to run natively."""
     if value is None:
         return frozenset()
     parts = value.split(",") if isinstance(value, str) else list(value)
     names = [str(part).strip().lower() for part in parts]
     names = [ALIASES.get(name, name) for name in names if name]
-    hint = f"use one of {', '.join(ALLOWED)}, or a comma list of {','.join(COMPONENTS)}"
+    hint = f"use one of {', '.join(ALLOWED)}, or a comma list of {','.join(COMPONENTS)} (or core,sampler)"
     if not names:
         raise InvalidNativeSelection(f"--native {value!r} is empty: {hint}")
     unknown = [name for name in names if name not in ALLOWED]
@@ -35,7 +38,11 @@ def parse_native(value: str | Iterable[str] | None) -> frozenset[str]:
         raise InvalidNativeSelection(f"--native {value!r}: unknown component {unknown[0]!r}; {hint}")
     if ("none" in names or "all" in names) and len(set(names)) > 1:
         raise InvalidNativeSelection(f"--native {value!r}: 'none' and 'all' stand alone; {hint}")
-    if names == ["none"] or set(names) == {"none"}:
+    if CORE in names and set(names) & FUSED:
+        raise InvalidNativeSelection(
+            f"--native {value!r}: 'core' already fuses scheduler, kv_alloc and prepare; add sampler at most"
+        )
+    if set(names) == {"none"}:
         return frozenset()
     if "all" in names:
         return frozenset(COMPONENTS)
@@ -44,13 +51,14 @@ def parse_native(value: str | Iterable[str] | None) -> frozenset[str]:
 
 @dataclass(frozen=True, slots=True)
 class Components:
-    """The three components for one engine, and which of them really run natively."""
+    """The four components for one engine, and which of them really run natively."""
 
     sampler: Any
     kv_alloc: Any
     scheduler: Any
-    native: frozenset[str]  # components whose C twin is in use
-    fallbacks: tuple[str, ...] = ()  # components asked for natively that fell back to Python
+    prepare: Any
+    native: frozenset[str]  # names whose C twin is in use ("core" for the fused three)
+    fallbacks: tuple[str, ...] = ()  # names asked for natively that fell back to Python
 
 
 def make_components(
@@ -65,6 +73,8 @@ def make_components(
     """Instances for `native` (parsed like --native); a component whose C twin is unavailable falls
     back to its Python twin with a NativeFallbackWarning saying why and how to build the extension."""
     wanted = native if isinstance(native, frozenset) else parse_native(native)
+    if CORE in wanted:
+        wanted -= FUSED  # the core is those three
     status = loader.available() if wanted else {}
     usable = frozenset(name for name in wanted if status.get(name) is True)
     fallbacks = tuple(sorted(wanted - usable))
@@ -81,6 +91,12 @@ def make_components(
         from native_paths.sampler import NativeSampler as sampler_class
     else:
         from engine.sampler import PythonSampler as sampler_class  # type: ignore[assignment]
+    if CORE in usable:
+        from native_paths.core import core_components
+
+        scheduler, kv_alloc, prepare = core_components(num_blocks, block_size, max_num_seqs, max_batched_tokens, policy)
+        return Components(sampler=sampler_class(), kv_alloc=kv_alloc, scheduler=scheduler, prepare=prepare,
+                          native=usable, fallbacks=fallbacks)  # fmt: skip
     if "kv_alloc" in usable:
         from native_paths.kv_alloc import NativeKVAllocator as kv_alloc_class
     else:
@@ -89,10 +105,22 @@ def make_components(
         from native_paths.scheduler import NativeScheduler as scheduler_class
     else:
         from engine.scheduler import PythonScheduler as scheduler_class  # type: ignore[assignment]
+    if "prepare" in usable:
+        from native_paths.prepare import NativePrepare as prepare_class
+    else:
+        from engine.prepare import PythonPrepare as prepare_class  # type: ignore[assignment]
     return Components(
         sampler=sampler_class(),
         kv_alloc=kv_alloc_class(num_blocks, block_size),
         scheduler=scheduler_class(block_size, max_num_seqs, max_batched_tokens, policy),
+        prepare=prepare_class(block_size),
         native=usable,
         fallbacks=fallbacks,
     )
+
+
+def every_combination() -> tuple[frozenset[str], ...]:
+    """Every native selection but none: each subset of the four twins, then core, then core with sampler."""
+    subsets = [frozenset(name for bit, name in enumerate(COMPONENTS) if mask >> bit & 1)
+               for mask in range(1, 1 << len(COMPONENTS))]  # fmt: skip
+    return (*subsets, frozenset({CORE}), frozenset({CORE, "sampler"}))

@@ -65,6 +65,47 @@ int np_reserve(void *array_address, int64_t *capacity, int64_t needed, size_t it
     return NP_OK;
 }
 
+int np_reserve_stable(void *array_address, int64_t *capacity, int64_t needed, size_t item_size,
+                      np_retired **retired, int64_t *version) {
+    void *array, *bigger;
+    np_retired *node;
+    int64_t grown;
+    if (needed <= *capacity) return NP_OK;
+    grown = *capacity > 0 ? *capacity : 16;
+    while (grown < needed) {
+        if (grown > INT64_MAX / 2) return NP_ERR_NOMEM;
+        grown *= 2;
+    }
+    if ((uint64_t)grown > SIZE_MAX / item_size) return NP_ERR_NOMEM;
+    memcpy(&array, array_address, sizeof array);
+    bigger = np_malloc((size_t)grown * item_size);
+    node = array ? np_malloc(sizeof *node) : NULL;
+    if (!bigger || (array && !node)) {
+        np_free(bigger);
+        np_free(node);
+        return NP_ERR_NOMEM;
+    }
+    if (array) {
+        memcpy(bigger, array, (size_t)*capacity * item_size);
+        node->pointer = array;
+        node->next = *retired;
+        *retired = node;
+    }
+    memcpy(array_address, &bigger, sizeof bigger);
+    *capacity = grown;
+    ++*version;
+    return NP_OK;
+}
+
+void np_retired_release(np_retired **retired) {
+    while (*retired) {
+        np_retired *next = (*retired)->next;
+        np_free((*retired)->pointer);
+        np_free(*retired);
+        *retired = next;
+    }
+}
+
 static uint64_t mix_id(int64_t key) {
     uint64_t z = (uint64_t)key * 0x9E3779B97F4A7C15ULL;
     return z ^ (z >> 29);
@@ -173,6 +214,7 @@ typedef struct {
     int64_t length;
     int64_t capacity;
     int64_t pending; /* blocks this step will append (a sequence may grow twice in one step) */
+    int64_t epoch;   /* changes whenever blocks leave the table (or it starts over for a new sequence) */
 } block_table;
 
 struct np_kv_alloc {
@@ -191,10 +233,20 @@ struct np_kv_alloc {
     int32_t *spare_slots;   /* freed slots, reused before new ones (their buffers are kept) */
     int64_t spare_capacity;
     int64_t num_spare;
-    int32_t *out;           /* the last step's padded tables */
-    int64_t out_capacity;
+    int64_t epochs;         /* the last table epoch handed out */
+    int64_t membership;     /* changes when a table is made or freed: cached batch slots go stale */
+    np_kv_alloc_result result;
+    int64_t out_cells;      /* capacity of result.tables, in int32 */
+    np_retired *retired;
+    /* What each output row holds: the table slot and epoch it copies and how many blocks of it. */
+    int32_t *row_slot;
+    int64_t *row_epoch;
+    int64_t *row_length;
+    int64_t row_capacity, row_epoch_capacity, row_length_capacity;
     int32_t *slot_scratch;  /* the batch's table slots, found once per step */
     int64_t slot_scratch_capacity;
+    int64_t *last_batch;    /* the last step's batch ids and membership: the same batch reuses slot_scratch */
+    int64_t last_batch_capacity, last_batch_size, last_membership;
 };
 
 np_kv_alloc *np_kv_alloc_create(int32_t num_blocks, int32_t block_size) {
@@ -224,6 +276,9 @@ np_kv_alloc *np_kv_alloc_create(int32_t num_blocks, int32_t block_size) {
     kv->next[kv->tail] = -1;
     kv->prev[kv->tail] = num_blocks - 1;
     kv->num_free = num_blocks;
+    kv->result.num_free = num_blocks;
+    kv->result.bad_index = -1;
+    kv->last_batch_size = -1;
     return kv;
 }
 
@@ -233,8 +288,13 @@ void np_kv_alloc_destroy(np_kv_alloc *kv) {
     for (i = 0; i < kv->tables_used; i++) np_free(kv->tables[i].blocks);
     np_free(kv->tables);
     np_free(kv->spare_slots);
-    np_free(kv->out);
+    np_free((void *)kv->result.tables);
+    np_retired_release(&kv->retired);
+    np_free(kv->row_slot);
+    np_free(kv->row_epoch);
+    np_free(kv->row_length);
     np_free(kv->slot_scratch);
+    np_free(kv->last_batch);
     np_idmap_release(&kv->seq_slots);
     np_free(kv->next);
     np_free(kv->prev);
@@ -272,6 +332,8 @@ static void free_sequence(np_kv_alloc *kv, int64_t seq_id) {
     table = &kv->tables[slot];
     for (i = table->length - 1; i >= 0; i--) release_block(kv, table->blocks[i]);
     table->length = 0;
+    table->epoch = ++kv->epochs;
+    kv->membership++;
     np_idmap_remove(&kv->seq_slots, seq_id);
     kv->spare_slots[kv->num_spare++] = slot; /* room reserved when the slot was made */
 }
@@ -292,6 +354,8 @@ static int32_t table_slot(np_kv_alloc *kv, int64_t seq_id) {
         memset(&kv->tables[slot], 0, sizeof(block_table));
     }
     if (np_idmap_put(&kv->seq_slots, seq_id, slot) != NP_OK) return -1;
+    kv->tables[slot].epoch = ++kv->epochs;
+    kv->membership++;
     if (reuse) {
         kv->num_spare--;
     } else {
@@ -300,14 +364,98 @@ static int32_t table_slot(np_kv_alloc *kv, int64_t seq_id) {
     return slot;
 }
 
+/* Room for `rows` x `width` in the output; a new buffer (all -1, every row to be rewritten) when
+ * it must grow, the old one retired. */
+static int reserve_output(np_kv_alloc *kv, int64_t rows, int64_t width) {
+    np_kv_alloc_result *out = &kv->result;
+    int64_t stride = out->stride, capacity_rows = out->capacity_rows, cells, i;
+    int32_t *buffer;
+    np_retired *node;
+    if (rows <= capacity_rows && width <= stride && out->tables) return NP_OK;
+    if (stride < width) stride = width > 2 * stride ? width : 2 * stride;
+    if (stride < 8) stride = 8;
+    if (capacity_rows < rows) capacity_rows = rows > 2 * capacity_rows ? rows : 2 * capacity_rows;
+    if (capacity_rows < 16) capacity_rows = 16;
+    if (capacity_rows > INT64_MAX / stride || (uint64_t)(capacity_rows * stride) > SIZE_MAX / sizeof(int32_t))
+        return NP_ERR_NOMEM;
+    /* The row records cover every row of the buffer; they are reset below with it. */
+    if (np_reserve(&kv->row_slot, &kv->row_capacity, capacity_rows, sizeof(int32_t)) ||
+        np_reserve(&kv->row_epoch, &kv->row_epoch_capacity, capacity_rows, sizeof(int64_t)) ||
+        np_reserve(&kv->row_length, &kv->row_length_capacity, capacity_rows, sizeof(int64_t)))
+        return NP_ERR_NOMEM;
+    cells = capacity_rows * stride;
+    buffer = np_malloc((size_t)cells * sizeof(int32_t));
+    node = out->tables ? np_malloc(sizeof *node) : NULL;
+    if (!buffer || (out->tables && !node)) {
+        np_free(buffer);
+        np_free(node);
+        return NP_ERR_NOMEM;
+    }
+    for (i = 0; i < cells; i++) buffer[i] = -1;
+    if (out->tables) {
+        node->pointer = (void *)out->tables;
+        node->next = kv->retired;
+        kv->retired = node;
+    }
+    out->tables = buffer;
+    out->stride = stride;
+    out->capacity_rows = capacity_rows;
+    out->version++;
+    kv->out_cells = cells;
+    for (i = 0; i < capacity_rows; i++) {
+        kv->row_slot[i] = -1;
+        kv->row_epoch[i] = -1;
+        kv->row_length[i] = 0;
+    }
+    return NP_OK;
+}
+
+/* The batch's table slots, looked up once per step; a batch equal to the last one, with no table made
+ * or freed since, keeps the slots found then. */
+static int find_slots(np_kv_alloc *kv, const int64_t *batch_seq_ids, int64_t n_batch) {
+    int64_t i;
+    if (n_batch == kv->last_batch_size && kv->membership == kv->last_membership &&
+        (n_batch == 0 || !memcmp(batch_seq_ids, kv->last_batch, (size_t)n_batch * sizeof(int64_t))))
+        return NP_OK;
+    if (np_reserve(&kv->slot_scratch, &kv->slot_scratch_capacity, n_batch, sizeof(int32_t)) ||
+        np_reserve(&kv->last_batch, &kv->last_batch_capacity, n_batch, sizeof(int64_t)))
+        return NP_ERR_NOMEM;
+    for (i = 0; i < n_batch; i++) kv->slot_scratch[i] = np_idmap_get(&kv->seq_slots, batch_seq_ids[i]);
+    if (n_batch) memcpy(kv->last_batch, batch_seq_ids, (size_t)n_batch * sizeof(int64_t));
+    kv->last_batch_size = n_batch;
+    kv->last_membership = kv->membership;
+    return NP_OK;
+}
+
+/* Each row gets its table, padded with -1; a row that copied the same table (slot and epoch) last
+ * time gets only the blocks appended since. Cells past a row's blocks are -1 up to the stride. */
+static void write_rows(np_kv_alloc *kv, int64_t n_batch) {
+    np_kv_alloc_result *out = &kv->result;
+    int64_t i, k;
+    for (i = 0; i < n_batch; i++) {
+        int32_t slot = kv->slot_scratch[i];
+        int32_t *row = (int32_t *)out->tables + i * out->stride;
+        const block_table *table = slot >= 0 ? &kv->tables[slot] : NULL;
+        int64_t length = table ? table->length : 0, from = 0;
+        if (table && kv->row_slot[i] == slot && kv->row_epoch[i] == table->epoch && kv->row_length[i] <= length)
+            from = kv->row_length[i];
+        /* A plain loop: tables are a few blocks long, where a memcpy call costs more than the copy. */
+        for (k = from; k < length; k++) row[k] = table->blocks[k];
+        for (k = length; k < kv->row_length[i]; k++) row[k] = -1;
+        kv->row_slot[i] = slot;
+        kv->row_epoch[i] = table ? table->epoch : -1;
+        kv->row_length[i] = length;
+    }
+}
+
 int np_kv_alloc_step(np_kv_alloc *kv, const int64_t *frees, int64_t n_frees, const int64_t *grow_seq_ids,
-               const int64_t *grow_num_blocks, int64_t n_grows, const int64_t *batch_seq_ids,
-               int64_t n_batch, np_kv_alloc_result *result) {
-    int64_t i, total = 0, width = 0, cells;
+                     const int64_t *grow_num_blocks, int64_t n_grows, const int64_t *batch_seq_ids,
+                     int64_t n_batch) {
+    np_kv_alloc_result *result = &kv->result;
+    int64_t i, total = 0, width = 0;
     result->bad_index = -1;
     result->rows = 0;
     result->width = 0;
-    result->tables = NULL;
     result->num_free = kv->num_free;
     if (n_frees < 0 || n_grows < 0 || n_batch < 0) return NP_ERR_ARG;
     /* Validate before changing anything, so that a bad plan leaves the pool as it was. */
@@ -318,7 +466,14 @@ int np_kv_alloc_step(np_kv_alloc *kv, const int64_t *frees, int64_t n_frees, con
         }
     }
     for (i = 0; i < n_frees; i++) free_sequence(kv, frees[i]);
-    for (i = 0; i < n_grows && total <= kv->num_free; i++) total += grow_num_blocks[i]; /* no overflow: stops early */
+    for (i = 0; i < n_grows; i++) {
+        /* Compared before adding, so that no sum overflows (counts are >= 0, checked above). */
+        if (grow_num_blocks[i] > kv->num_free - total) {
+            total = kv->num_free + 1;
+            break;
+        }
+        total += grow_num_blocks[i];
+    }
     result->num_free = kv->num_free;
     if (total > kv->num_free) return NP_ERR_EXHAUSTED; /* frees applied, no table grown: as in Python */
     /* Reserve every table's room first, so that running out of memory pops no block. */
@@ -344,30 +499,19 @@ int np_kv_alloc_step(np_kv_alloc *kv, const int64_t *frees, int64_t n_frees, con
         table->pending = 0;
     }
     result->num_free = kv->num_free;
-    /* One id lookup per batch sequence: the width pass remembers each row's table slot. */
-    if (np_reserve(&kv->slot_scratch, &kv->slot_scratch_capacity, n_batch, sizeof(int32_t)))
-        return NP_ERR_NOMEM;
-    for (i = 0; i < n_batch; i++) {
-        int32_t slot = np_idmap_get(&kv->seq_slots, batch_seq_ids[i]);
-        kv->slot_scratch[i] = slot;
-        if (slot >= 0 && kv->tables[slot].length > width) width = kv->tables[slot].length;
-    }
-    cells = n_batch * width;
-    if (np_reserve(&kv->out, &kv->out_capacity, cells, sizeof(int32_t))) return NP_ERR_NOMEM;
+    if (find_slots(kv, batch_seq_ids, n_batch)) return NP_ERR_NOMEM;
     for (i = 0; i < n_batch; i++) {
         int32_t slot = kv->slot_scratch[i];
-        int32_t *row = kv->out + i * width;
-        const int32_t *blocks = slot >= 0 ? kv->tables[slot].blocks : NULL;
-        int64_t length = slot >= 0 ? kv->tables[slot].length : 0, k;
-        /* A plain loop: tables are a few blocks long, where a memcpy call costs more than the copy. */
-        for (k = 0; k < length; k++) row[k] = blocks[k];
-        for (; k < width; k++) row[k] = -1;
+        if (slot >= 0 && kv->tables[slot].length > width) width = kv->tables[slot].length;
     }
-    result->tables = kv->out;
+    if (n_batch > 0 && reserve_output(kv, n_batch, width)) return NP_ERR_NOMEM;
+    write_rows(kv, n_batch);
     result->rows = n_batch;
     result->width = width;
     return NP_OK;
 }
+
+const np_kv_alloc_result *np_kv_alloc_output(const np_kv_alloc *kv) { return &kv->result; }
 
 int64_t np_kv_alloc_table(const np_kv_alloc *kv, int64_t seq_id, const int32_t **blocks) {
     int32_t slot = np_idmap_get(&kv->seq_slots, seq_id);

@@ -1,9 +1,16 @@
-/* The C twins of the engine's KV allocator, sampler and scheduler (contract: docs/twin-spec.md).
+/* The C twins of the engine's KV allocator, sampler, scheduler and input preparation, and the fused
+ * core that runs scheduler, allocator and preparation in one call (contract: docs/twin-spec.md).
  *
  * Everything between the cdef markers below is plain C that cffi parses as the module's interface
  * (native_paths/build.py reads it from here, so the header and the binding cannot drift). Every
  * component is one opaque object made by *_create and released by *_destroy, and does a whole
- * engine step in one call; every call returns NP_OK or a negative NP_ERR_* code and never aborts.
+ * engine step in one call; every call returns NP_OK (or a non-negative change mask) or a negative
+ * NP_ERR_* code and never aborts.
+ *
+ * Outputs live in memory the component owns and rewrites in place each step, so that Python wraps
+ * them once as numpy arrays and reuses the views. An output array never moves under a live view:
+ * when one must grow, the old array is retired (kept until the component is destroyed) and the
+ * output's `version` changes, telling the adapter to wrap the new one.
  */
 #ifndef NATIVE_PATHS_H
 #define NATIVE_PATHS_H
@@ -29,19 +36,26 @@ int64_t np_live_allocations(void);
 /* ---- KV block allocator (kv_alloc.c) ---- */
 typedef struct np_kv_alloc np_kv_alloc;
 
+/* The int64 fields come first so that Python reads them as one int64 array. */
 typedef struct {
-    const int32_t *tables; /* rows x width, row-major, padded with -1; owned by the allocator */
-    int64_t rows;
+    int64_t rows;      /* the batch's tables: rows x width ... */
     int64_t width;
+    int64_t stride;    /* ... of a row-major buffer of `capacity_rows` x `stride` int32, padded with -1 */
+    int64_t capacity_rows;
     int64_t num_free;
     int64_t bad_index;
+    int64_t version;   /* changes when `tables` moves */
+    const int32_t *tables;
 } np_kv_alloc_result;
 
 np_kv_alloc *np_kv_alloc_create(int32_t num_blocks, int32_t block_size);
 void np_kv_alloc_destroy(np_kv_alloc *kv);
+/* Frees, then grows, then writes the batch's tables into the output (rows whose table only grew
+ * since the last step get just their new blocks). */
 int np_kv_alloc_step(np_kv_alloc *kv, const int64_t *frees, int64_t n_frees, const int64_t *grow_seq_ids,
-               const int64_t *grow_num_blocks, int64_t n_grows, const int64_t *batch_seq_ids,
-               int64_t n_batch, np_kv_alloc_result *result);
+                     const int64_t *grow_num_blocks, int64_t n_grows, const int64_t *batch_seq_ids,
+                     int64_t n_batch);
+const np_kv_alloc_result *np_kv_alloc_output(const np_kv_alloc *kv);
 int64_t np_kv_alloc_table(const np_kv_alloc *kv, int64_t seq_id, const int32_t **blocks);
 int64_t np_kv_alloc_free_list(const np_kv_alloc *kv, int32_t *out, int64_t capacity);
 int32_t np_kv_alloc_ref_count(const np_kv_alloc *kv, int32_t block);
@@ -83,45 +97,116 @@ typedef struct np_scheduler np_scheduler;
 
 enum { NP_POLICY_FCFS = 0, NP_POLICY_PRIORITY = 1 };
 
+/* What a step's return value says changed since the previous step (0: only array contents did). */
+enum { NP_PLAN_BATCH = 1, NP_PLAN_FREES = 2, NP_PLAN_PREEMPTED = 4, NP_PLAN_GROWS = 8, NP_PLAN_MOVED = 16 };
+
+/* One step's plan; the int64 fields come first so that Python reads them as one int64 array. */
 typedef struct {
     int64_t n_batch;
-    const int64_t *seq_ids;
-    const int64_t *num_tokens;
-    const int64_t *start_positions;
-    const _Bool *samples;
     int64_t n_frees;
-    const int64_t *frees;
     int64_t n_preempted;
-    const int64_t *preempted;
     int64_t n_grows;
-    const int64_t *grow_seq_ids;
-    const int64_t *grow_num_blocks;
     int64_t num_waiting;
     int64_t num_running;
+    int64_t first_admitted;
+    int64_t prefill_tokens;
+    int64_t decode_tokens;
+    int64_t num_cached_tokens;
     int64_t bad_index;
-    /* seq_ids, num_tokens and samples equal the previous plan's (a steady decode step), so that
-     * the adapter may reuse the Python lists it made then. */
-    int64_t batch_unchanged;
-    /* Every int64 list above, side by side, so that Python converts them in one go: start_positions,
-     * frees, preempted, grow_seq_ids, grow_num_blocks, then seq_ids and num_tokens (last, so that a
-     * steady step can convert only the part before them). The pointers above point into it. */
-    const int64_t *ints;
-    int64_t n_ints;
+    int64_t version;  /* changes when the arrays below move */
+    int64_t capacity; /* items each array below holds */
+    int64_t *seq_ids;
+    int64_t *num_tokens;
+    int64_t *start_positions;
+    uint8_t *samples; /* 0 or 1 */
+    int64_t *frees;
+    int64_t *preempted;
+    int64_t *grow_seq_ids;
+    int64_t *grow_num_blocks;
 } np_plan;
 
 np_scheduler *np_scheduler_create(int64_t block_size, int64_t max_num_seqs, int64_t max_batched_tokens,
                                   int policy);
 void np_scheduler_destroy(np_scheduler *scheduler);
-/* Arrays of the plan are owned by the scheduler and valid until its next call. */
-int np_scheduler_schedule(np_scheduler *scheduler, const int64_t *arrival_ids,
-                          const int64_t *arrival_prompt_tokens, const int64_t *arrival_priorities,
-                          int64_t n_arrivals, const int64_t *finished, int64_t n_finished,
-                          int64_t num_free_blocks, np_plan *plan);
+/* inputs: arrival ids, their prompt token counts, their priorities (n_arrivals each), then the
+ * finished ids (n_finished). Returns NP_PLAN_* bits (>= 0) or an NP_ERR_* code. */
+int np_scheduler_step(np_scheduler *scheduler, const int64_t *inputs, int64_t n_arrivals, int64_t n_finished,
+                      int64_t num_free_blocks);
+const np_plan *np_scheduler_plan(const np_scheduler *scheduler);
 int64_t np_scheduler_num_waiting(const np_scheduler *scheduler);
 int64_t np_scheduler_num_running(const np_scheduler *scheduler);
+
+/* ---- Input preparation (prepare.c) ---- */
+typedef struct np_prepare np_prepare;
+
+/* Why a step failed, beyond its status (np_prepare_output.error_detail). */
+enum {
+    NP_PREPARE_SAMPLED_COUNT = 1, /* the sampled tokens do not match the last input's sampled rows */
+    NP_PREPARE_TOKEN_RANGE = 2,   /* a sampled or prompt token id outside [0, 2**31) */
+    NP_PREPARE_TABLE_ROWS = 3,    /* block tables for another batch size */
+    NP_PREPARE_UNKNOWN = 4,       /* a batch sequence that was never added (bad_index: its row) */
+    NP_PREPARE_POSITIONS = 5,     /* tokens asked for beyond those known (bad_index: the row) */
+    NP_PREPARE_PAST_TABLE = 6,    /* a position past its row's block table */
+    NP_PREPARE_PADDING = 7        /* a position on a -1 entry of its row's block table */
+};
+
+/* A step's model input; the int64 fields come first so that Python reads them as one int64 array. */
+typedef struct {
+    int64_t num_tokens;     /* T: token_ids, positions, slot_mapping hold T items */
+    int64_t num_seqs;       /* B: query_lens, context_lens hold B items */
+    int64_t num_samples;    /* S: sample_indices holds S items */
+    int64_t bad_index;
+    int64_t error_detail;   /* NP_PREPARE_* after a failed step */
+    int64_t version;        /* changes when the arrays below move */
+    int64_t token_capacity;
+    int64_t seq_capacity;
+    int64_t *token_ids;
+    int64_t *positions;
+    int64_t *slot_mapping;
+    int64_t *query_lens;
+    int64_t *context_lens;
+    int64_t *sample_indices;
+} np_prepare_output;
+
+np_prepare *np_prepare_create(int64_t block_size);
+void np_prepare_destroy(np_prepare *prepare);
+/* Appends `sampled` (one token per sampled row of the last input), removes, registers (each with its
+ * prompt: add_tokens[add_offsets[i]:add_offsets[i+1]]), then builds the input of the batch from the
+ * plan's arrays and its block tables (table_rows x table_width of a buffer with table_stride ints
+ * per row). Bad sampled or prompt tokens are refused before anything is applied. */
+int np_prepare_step(np_prepare *prepare, const int64_t *sampled, int64_t n_sampled, const int64_t *remove_ids,
+                    int64_t n_remove, const int64_t *add_ids, const int64_t *add_offsets,
+                    const int32_t *add_tokens, int64_t n_add, const int64_t *seq_ids, const int64_t *num_tokens,
+                    const int64_t *start_positions, const uint8_t *samples, int64_t n_batch,
+                    const int32_t *tables, int64_t table_rows, int64_t table_width, int64_t table_stride);
+const np_prepare_output *np_prepare_output_of(const np_prepare *prepare);
+int64_t np_prepare_num_sequences(const np_prepare *prepare);
+/* Tokens known for seq_id (prompt, then sampled ones), or -1 when it is not registered. */
+int64_t np_prepare_tokens(const np_prepare *prepare, int64_t seq_id, const int32_t **tokens);
+
+/* ---- The fused core: scheduler, allocator and preparation in one call (core.c) ---- */
+typedef struct np_core np_core;
+
+/* Beyond the NP_PLAN_* bits, what a core step's return value can say. */
+enum { NP_CORE_KV_FAILED = 32, NP_CORE_PREPARE_FAILED = 64 };
+
+np_core *np_core_create(int32_t num_blocks, int32_t block_size, int64_t max_num_seqs, int64_t max_batched_tokens,
+                        int policy);
+void np_core_destroy(np_core *core);
+/* Applies the preparation's pending work (as np_prepare_step), schedules with the core's own free
+ * blocks, runs the allocator over the plan and prepares the model input from the plan and the
+ * tables. Returns the scheduler's NP_PLAN_* bits, with NP_CORE_*_FAILED when the allocator or the
+ * preparation failed (np_core_status says why; the plan stands), or the scheduler's NP_ERR_* code. */
+int np_core_step(np_core *core, const int64_t *inputs, int64_t n_arrivals, int64_t n_finished,
+                 const int64_t *sampled, int64_t n_sampled, const int64_t *remove_ids, int64_t n_remove,
+                 const int64_t *add_ids, const int64_t *add_offsets, const int32_t *add_tokens, int64_t n_add);
+int np_core_status(const np_core *core);
+np_scheduler *np_core_scheduler(np_core *core);
+np_kv_alloc *np_core_kv_alloc(np_core *core);
+np_prepare *np_core_prepare(np_core *core);
 /* cdef-end */
 
-/* ---- Internal helpers shared by the three C files (not part of the Python interface) ---- */
+/* ---- Internal helpers shared by the C files (not part of the Python interface) ---- */
 
 void *np_malloc(size_t size);
 void *np_calloc(size_t count, size_t size);
@@ -129,6 +214,19 @@ void np_free(void *pointer);
 /* Grows the array whose address is given (a T **) to hold at least `needed` items of `item_size`
  * bytes, doubling; NP_OK, or NP_ERR_NOMEM with the array unchanged. */
 int np_reserve(void *array_address, int64_t *capacity, int64_t needed, size_t item_size);
+
+/* Arrays a component handed out and then outgrew: kept until it is destroyed, since Python may
+ * still hold views of them. */
+typedef struct np_retired {
+    void *pointer;
+    struct np_retired *next;
+} np_retired;
+
+/* As np_reserve, but a new array replaces the old one (copied, the old one retired), so that the
+ * old address stays valid; *version is bumped when it moves. */
+int np_reserve_stable(void *array_address, int64_t *capacity, int64_t needed, size_t item_size,
+                      np_retired **retired, int64_t *version);
+void np_retired_release(np_retired **retired);
 
 /* An open-addressing map from int64 ids to non-negative int32 slots (linear probing, tombstones). */
 typedef struct {
@@ -145,5 +243,13 @@ int np_idmap_put(np_idmap *map, int64_t key, int32_t value);
 int np_idmap_reserve(np_idmap *map, int64_t extra);
 void np_idmap_remove(np_idmap *map, int64_t key);
 void np_idmap_release(np_idmap *map);
+
+/* The steps the fused core composes (scheduler.c, kv_alloc.c, prepare.c). */
+int np_prepare_apply(np_prepare *prepare, const int64_t *sampled, int64_t n_sampled, const int64_t *remove_ids,
+                     int64_t n_remove, const int64_t *add_ids, const int64_t *add_offsets,
+                     const int32_t *add_tokens, int64_t n_add);
+int np_prepare_build(np_prepare *prepare, const int64_t *seq_ids, const int64_t *num_tokens,
+                     const int64_t *start_positions, const uint8_t *samples, int64_t n_batch, const int32_t *tables,
+                     int64_t table_rows, int64_t table_width, int64_t table_stride);
 
 #endif /* NATIVE_PATHS_H */

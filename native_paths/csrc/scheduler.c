@@ -4,6 +4,8 @@
  * they entered running; `waiting` is a binary min-heap of slots with their positions indexed, keyed
  * FCFS by a double-ended counter (tail arrivals count up, preempted sequences pushed to the head
  * count down) and by (priority, arrival) under the priority policy: one structure for both orders.
+ * The plan's arrays are written in place (np_plan), and the return value says which of their
+ * lengths changed, so that a steady step costs Python no new view.
  */
 #include "native_paths.h"
 
@@ -14,6 +16,7 @@ typedef struct {
     int64_t priority;
     int64_t arrival; /* admission counter: FCFS order and the priority tie-break */
     int64_t total;   /* prompt tokens + tokens generated so far */
+    int64_t prompt;  /* a one-token chunk past the prompt is a decode */
     int64_t computed;
     int64_t held;
     int64_t order_major; /* waiting-heap key */
@@ -40,19 +43,12 @@ struct np_scheduler {
     int64_t running_capacity, num_running;
     int32_t *heap;
     int64_t heap_capacity, num_waiting;
-    /* the plan, owned here until the next call */
-    int32_t *scheduled;
-    int64_t *scheduled_start;
-    int64_t *seq_ids, *num_tokens, *start_positions, *frees, *preempted, *grow_ids, *grow_counts;
-    _Bool *samples;
-    int64_t *ints; /* the plan's int64 lists side by side (np_plan.ints) */
-    int64_t ints_capacity;
-    int64_t *previous_ids, *previous_tokens; /* the previous plan's batch, to report batch_unchanged */
-    _Bool *previous_samples;
-    int64_t previous_batch;
-    int64_t previous_ids_capacity, previous_tokens_capacity, previous_samples_capacity;
-    int64_t batch_capacity, scheduled_start_capacity, scheduled_capacity, seq_ids_capacity, num_tokens_capacity,
-        start_capacity, samples_capacity, frees_capacity, preempted_capacity, grow_ids_capacity, grow_counts_capacity;
+    int64_t cached; /* sum of `computed` over running sequences */
+    int32_t *scheduled; /* the batch's slots */
+    int64_t scheduled_capacity;
+    np_plan plan; /* the step's decisions, rewritten in place */
+    np_retired *retired;
+    int64_t last_counts[4]; /* the previous plan's n_batch, n_frees, n_preempted, n_grows (-1: unknown) */
 };
 
 np_scheduler *np_scheduler_create(int64_t block_size, int64_t max_num_seqs, int64_t max_batched_tokens, int policy) {
@@ -71,6 +67,8 @@ np_scheduler *np_scheduler_create(int64_t block_size, int64_t max_num_seqs, int6
     s->max_batched_tokens = max_batched_tokens;
     s->policy = policy;
     s->fcfs_head = -1;
+    s->plan.bad_index = -1;
+    memset(s->last_counts, 0xff, sizeof s->last_counts);
     return s;
 }
 
@@ -82,19 +80,15 @@ void np_scheduler_destroy(np_scheduler *s) {
     np_free(s->running);
     np_free(s->heap);
     np_free(s->scheduled);
-    np_free(s->scheduled_start);
-    np_free(s->seq_ids);
-    np_free(s->num_tokens);
-    np_free(s->start_positions);
-    np_free(s->samples);
-    np_free(s->frees);
-    np_free(s->preempted);
-    np_free(s->grow_ids);
-    np_free(s->grow_counts);
-    np_free(s->ints);
-    np_free(s->previous_ids);
-    np_free(s->previous_tokens);
-    np_free(s->previous_samples);
+    np_free(s->plan.seq_ids);
+    np_free(s->plan.num_tokens);
+    np_free(s->plan.start_positions);
+    np_free(s->plan.samples);
+    np_free(s->plan.frees);
+    np_free(s->plan.preempted);
+    np_free(s->plan.grow_seq_ids);
+    np_free(s->plan.grow_num_blocks);
+    np_retired_release(&s->retired);
     np_free(s);
 }
 
@@ -202,114 +196,117 @@ static int64_t pick_victim(const np_scheduler *s, int64_t index) {
     return best;
 }
 
-static void admit(np_scheduler *s, np_plan *plan, int32_t slot, int64_t num_tokens, int64_t need) {
+static void admit(np_scheduler *s, int32_t slot, int64_t num_tokens, int64_t need) {
     seq_state *q = &s->seqs[slot];
+    np_plan *plan = &s->plan;
     int64_t k = plan->n_batch++;
     q->held += need;
     s->scheduled[k] = slot;
-    s->seq_ids[k] = q->seq_id;
-    s->num_tokens[k] = num_tokens;
-    s->start_positions[k] = q->computed;
+    plan->seq_ids[k] = q->seq_id;
+    plan->num_tokens[k] = num_tokens;
+    plan->start_positions[k] = q->computed;
     if (need > 0) {
-        s->grow_ids[plan->n_grows] = q->seq_id;
-        s->grow_counts[plan->n_grows++] = need;
+        plan->grow_seq_ids[plan->n_grows] = q->seq_id;
+        plan->grow_num_blocks[plan->n_grows++] = need;
     }
 }
 
-/* Reserves every array a step can fill, before the step changes anything. */
-static int reserve_step(np_scheduler *s, int64_t n_arrivals, int64_t n_finished) {
+/* Grows one plan array, keeping the old one alive for views Python may still hold. */
+static int reserve_plan_array(np_scheduler *s, void *array_address, int64_t capacity, int64_t needed,
+                              size_t item_size) {
+    int64_t have = capacity, version = 0;
+    return np_reserve_stable(array_address, &have, needed, item_size, &s->retired, &version);
+}
+
+/* Reserves every array a step can fill, before the step changes anything. A plan holds at most
+ * min(max_num_seqs, sequences known) entries in each array: frees and preemptions come from running. */
+static int reserve_step(np_scheduler *s, int64_t n_arrivals) {
     int64_t live = s->slots.size + n_arrivals + 1, slots = s->seqs_used + n_arrivals + 1;
+    int64_t entries = live < s->max_num_seqs ? live : s->max_num_seqs, capacity = s->plan.capacity;
+    np_plan *plan = &s->plan;
     if (np_idmap_reserve(&s->slots, n_arrivals) || np_reserve(&s->seqs, &s->seqs_capacity, slots, sizeof(seq_state)) ||
         np_reserve(&s->spare, &s->spare_capacity, slots, sizeof(int32_t)) ||
         np_reserve(&s->running, &s->running_capacity, live, sizeof(int32_t)) ||
         np_reserve(&s->heap, &s->heap_capacity, live, sizeof(int32_t)) ||
-        np_reserve(&s->scheduled, &s->scheduled_capacity, live, sizeof(int32_t)) ||
-        np_reserve(&s->seq_ids, &s->seq_ids_capacity, live, sizeof(int64_t)) ||
-        np_reserve(&s->num_tokens, &s->num_tokens_capacity, live, sizeof(int64_t)) ||
-        np_reserve(&s->start_positions, &s->start_capacity, live, sizeof(int64_t)) ||
-        np_reserve(&s->samples, &s->samples_capacity, live, sizeof(_Bool)) ||
-        np_reserve(&s->frees, &s->frees_capacity, live + n_finished, sizeof(int64_t)) ||
-        np_reserve(&s->preempted, &s->preempted_capacity, live, sizeof(int64_t)) ||
-        np_reserve(&s->grow_ids, &s->grow_ids_capacity, live, sizeof(int64_t)) ||
-        np_reserve(&s->grow_counts, &s->grow_counts_capacity, live, sizeof(int64_t)) ||
-        np_reserve(&s->ints, &s->ints_capacity, 7 * live + n_finished, sizeof(int64_t)) ||
-        np_reserve(&s->previous_ids, &s->previous_ids_capacity, live, sizeof(int64_t)) ||
-        np_reserve(&s->previous_tokens, &s->previous_tokens_capacity, live, sizeof(int64_t)) ||
-        np_reserve(&s->previous_samples, &s->previous_samples_capacity, live, sizeof(_Bool)))
+        np_reserve(&s->scheduled, &s->scheduled_capacity, entries, sizeof(int32_t)))
         return NP_ERR_NOMEM;
+    if (entries <= capacity) return NP_OK;
+    if (entries < 2 * capacity) entries = 2 * capacity;
+    /* All eight grow to the same capacity; one that fails leaves the others bigger, which is harmless. */
+    if (reserve_plan_array(s, &plan->seq_ids, capacity, entries, sizeof(int64_t)) ||
+        reserve_plan_array(s, &plan->num_tokens, capacity, entries, sizeof(int64_t)) ||
+        reserve_plan_array(s, &plan->start_positions, capacity, entries, sizeof(int64_t)) ||
+        reserve_plan_array(s, &plan->samples, capacity, entries, sizeof(uint8_t)) ||
+        reserve_plan_array(s, &plan->frees, capacity, entries, sizeof(int64_t)) ||
+        reserve_plan_array(s, &plan->preempted, capacity, entries, sizeof(int64_t)) ||
+        reserve_plan_array(s, &plan->grow_seq_ids, capacity, entries, sizeof(int64_t)) ||
+        reserve_plan_array(s, &plan->grow_num_blocks, capacity, entries, sizeof(int64_t))) {
+        plan->version++; /* some arrays may have moved */
+        return NP_ERR_NOMEM;
+    }
+    plan->capacity = entries;
+    plan->version++;
     return NP_OK;
 }
 
-static void remember_batch(np_scheduler *s, np_plan *plan) {
-    int64_t n = plan->n_batch;
-    size_t ids = (size_t)n * sizeof(int64_t);
-    plan->batch_unchanged = n == s->previous_batch && !memcmp(s->seq_ids, s->previous_ids, ids) &&
-                            !memcmp(s->num_tokens, s->previous_tokens, ids) &&
-                            !memcmp(s->samples, s->previous_samples, (size_t)n * sizeof(_Bool));
-    if (plan->batch_unchanged) return;
-    memcpy(s->previous_ids, s->seq_ids, ids);
-    memcpy(s->previous_tokens, s->num_tokens, ids);
-    memcpy(s->previous_samples, s->samples, (size_t)n * sizeof(_Bool));
-    s->previous_batch = n;
-}
-
-/* Points the plan at this step's lists, packed side by side in s->ints (see np_plan.ints). */
-static void publish(const np_scheduler *s, np_plan *plan) {
-    const int64_t *parts[7];
-    int64_t counts[7], at = 0;
-    int k;
-    parts[0] = s->start_positions, counts[0] = plan->n_batch;
-    parts[1] = s->frees, counts[1] = plan->n_frees;
-    parts[2] = s->preempted, counts[2] = plan->n_preempted;
-    parts[3] = s->grow_ids, counts[3] = plan->n_grows;
-    parts[4] = s->grow_counts, counts[4] = plan->n_grows;
-    parts[5] = s->seq_ids, counts[5] = plan->n_batch;
-    parts[6] = s->num_tokens, counts[6] = plan->n_batch;
-    for (k = 0; k < 7; k++) {
-        if (counts[k]) memcpy(s->ints + at, parts[k], (size_t)counts[k] * sizeof(int64_t));
-        at += counts[k];
+/* Fills the plan's counts and says which of the array lengths changed since the last step. */
+static int finish_plan(np_scheduler *s, int64_t version_before) {
+    np_plan *plan = &s->plan;
+    int64_t counts[4];
+    int changed = 0, k;
+    counts[0] = plan->n_batch, counts[1] = plan->n_frees, counts[2] = plan->n_preempted, counts[3] = plan->n_grows;
+    for (k = 0; k < 4; k++) {
+        if (counts[k] != s->last_counts[k]) changed |= 1 << k;
+        s->last_counts[k] = counts[k];
     }
-    plan->ints = s->ints;
-    plan->n_ints = at;
-    plan->start_positions = s->ints;
-    plan->frees = plan->start_positions + counts[0];
-    plan->preempted = plan->frees + counts[1];
-    plan->grow_seq_ids = plan->preempted + counts[2];
-    plan->grow_num_blocks = plan->grow_seq_ids + counts[3];
-    plan->seq_ids = plan->grow_num_blocks + counts[4];
-    plan->num_tokens = plan->seq_ids + counts[5];
-    plan->samples = s->samples;
+    if (plan->version != version_before) changed |= NP_PLAN_MOVED;
     plan->num_waiting = s->num_waiting;
     plan->num_running = s->num_running;
+    plan->num_cached_tokens = s->cached;
+    return changed;
 }
 
-int np_scheduler_schedule(np_scheduler *s, const int64_t *arrival_ids, const int64_t *arrival_prompt_tokens,
-                          const int64_t *arrival_priorities, int64_t n_arrivals, const int64_t *finished,
-                          int64_t n_finished, int64_t num_free_blocks, np_plan *plan) {
-    int64_t free = num_free_blocks, budget = s->max_batched_tokens, index, i;
-    int preempted = 0;
-    memset(plan, 0, sizeof *plan);
-    plan->bad_index = -1;
-    plan->num_waiting = s->num_waiting; /* valid on every return: the adapter reads them from here */
+/* A failed step: the plan is empty, and the next one reports everything as changed. */
+static int fail_plan(np_scheduler *s, int status) {
+    np_plan *plan = &s->plan;
+    plan->n_batch = plan->n_frees = plan->n_preempted = plan->n_grows = 0;
+    plan->first_admitted = plan->prefill_tokens = plan->decode_tokens = 0;
+    plan->num_waiting = s->num_waiting;
     plan->num_running = s->num_running;
-    if (n_arrivals < 0 || n_finished < 0) return NP_ERR_ARG;
+    plan->num_cached_tokens = s->cached;
+    memset(s->last_counts, 0xff, sizeof s->last_counts);
+    return status;
+}
+
+const np_plan *np_scheduler_plan(const np_scheduler *s) { return &s->plan; }
+
+int np_scheduler_step(np_scheduler *s, const int64_t *inputs, int64_t n_arrivals, int64_t n_finished,
+                      int64_t num_free_blocks) {
+    np_plan *plan = &s->plan;
+    const int64_t *arrival_ids = inputs, *arrival_prompt_tokens = inputs + n_arrivals;
+    const int64_t *arrival_priorities = inputs + 2 * n_arrivals, *finished = inputs + 3 * n_arrivals;
+    int64_t free = num_free_blocks, budget = s->max_batched_tokens, index, i, version_before = plan->version;
+    int preempted = 0;
+    plan->bad_index = -1;
+    if (n_arrivals < 0 || n_finished < 0) return fail_plan(s, NP_ERR_ARG);
     for (i = 0; i < n_arrivals; i++) {
         /* Keeps every count far from int64 overflow; the adapter says the same in its own words. */
         if (arrival_prompt_tokens[i] < 0 || arrival_prompt_tokens[i] > ((int64_t)1 << 60)) {
             plan->bad_index = i;
-            return NP_ERR_ARG;
+            return fail_plan(s, NP_ERR_ARG);
         }
     }
-    if (reserve_step(s, n_arrivals, n_finished) != NP_OK) return NP_ERR_NOMEM;
-    publish(s, plan);
+    if (reserve_step(s, n_arrivals) != NP_OK) return fail_plan(s, NP_ERR_NOMEM);
+    plan->n_batch = plan->n_frees = plan->n_preempted = plan->n_grows = 0;
 
     for (i = 0; i < n_finished; i++) {
         int32_t slot = np_idmap_get(&s->slots, finished[i]);
         if (slot < 0) continue; /* unknown ids are ignored */
         if (s->seqs[slot].running) {
             remove_running(s, slot);
-            s->frees[plan->n_frees++] = finished[i];
+            plan->frees[plan->n_frees++] = finished[i];
             free += s->seqs[slot].held;
+            s->cached -= s->seqs[slot].computed;
         } else {
             remove_waiting(s, slot);
         }
@@ -321,8 +318,7 @@ int np_scheduler_schedule(np_scheduler *s, const int64_t *arrival_ids, const int
         if (np_idmap_get(&s->slots, arrival_ids[i]) >= 0) {
             /* As in Python: the finished and earlier arrivals stay applied. */
             plan->bad_index = i;
-            publish(s, plan);
-            return NP_ERR_DUPLICATE;
+            return fail_plan(s, NP_ERR_DUPLICATE);
         }
         slot = s->num_spare > 0 ? s->spare[--s->num_spare] : (int32_t)s->seqs_used++;
         np_idmap_put(&s->slots, arrival_ids[i], slot); /* room reserved above */
@@ -331,7 +327,7 @@ int np_scheduler_schedule(np_scheduler *s, const int64_t *arrival_ids, const int
         q->seq_id = arrival_ids[i];
         q->priority = arrival_priorities[i];
         q->arrival = s->next_arrival++;
-        q->total = arrival_prompt_tokens[i];
+        q->total = q->prompt = arrival_prompt_tokens[i];
         push_waiting(s, slot, 0);
     }
 
@@ -349,18 +345,20 @@ int np_scheduler_schedule(np_scheduler *s, const int64_t *arrival_ids, const int
             seq_state *v = &s->seqs[victim];
             remove_running_at(s, at);
             free += v->held;
+            s->cached -= v->computed;
             v->held = v->computed = 0;
-            s->frees[plan->n_frees++] = v->seq_id;
-            s->preempted[plan->n_preempted++] = v->seq_id;
+            plan->frees[plan->n_frees++] = v->seq_id;
+            plan->preempted[plan->n_preempted++] = v->seq_id;
             push_waiting(s, victim, 1);
             preempted = 1;
             if (victim == slot) break;
         }
         if (!q->running) break;
         free -= need;
-        admit(s, plan, slot, num_tokens, need);
+        admit(s, slot, num_tokens, need);
         budget -= num_tokens;
     }
+    plan->first_admitted = plan->n_batch;
 
     /* Waiting phase, only when nothing was preempted: admit from the head while it fits. */
     while (!preempted && s->num_running < s->max_num_seqs && budget > 0 && s->num_waiting > 0) {
@@ -373,18 +371,24 @@ int np_scheduler_schedule(np_scheduler *s, const int64_t *arrival_ids, const int
         q->running = 1;
         s->running[s->num_running++] = slot;
         free -= need;
-        admit(s, plan, slot, num_tokens, need);
+        admit(s, slot, num_tokens, need);
         budget -= num_tokens;
     }
 
+    plan->prefill_tokens = plan->decode_tokens = 0;
     for (i = 0; i < plan->n_batch; i++) {
         seq_state *q = &s->seqs[s->scheduled[i]];
-        _Bool sample = s->start_positions[i] + s->num_tokens[i] == q->total;
-        s->samples[i] = sample;
-        q->computed += s->num_tokens[i];
+        int64_t start = plan->start_positions[i], n = plan->num_tokens[i];
+        uint8_t sample = start + n == q->total;
+        plan->samples[i] = sample;
+        if (n == 1 && start >= q->prompt) {
+            plan->decode_tokens++;
+        } else {
+            plan->prefill_tokens += n;
+        }
+        q->computed += n;
+        s->cached += n;
         if (sample) q->total += 1;
     }
-    remember_batch(s, plan);
-    publish(s, plan);
-    return NP_OK;
+    return finish_plan(s, version_before);
 }

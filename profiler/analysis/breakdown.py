@@ -57,6 +57,7 @@ SPAN_COMPONENTS = {
     "scheduler": "scheduler",
     "sampler": "sampler",
     "kv_alloc": "kv_alloc",
+    "prepare": "prepare",
     "tokenize": "tokenizer",
     "detokenize": "detokenizer",
     "queue": "queue",

@@ -309,6 +309,9 @@ ENGINE_RULES: tuple[tuple[str, str, str | None], ...] = (
     ("scheduler", r"(^|/)native_paths/\w*scheduler\w*\.py$", None),
     ("kv_alloc", r"(^|/)engine/kv_alloc\.py$", None),
     ("kv_alloc", r"(^|/)native_paths/\w*kv_alloc\w*\.py$", None),
+    ("prepare", r"(^|/)engine/(prepare|model_runner)\.py$", None),
+    ("prepare", r"(^|/)native_paths/\w*prepare\w*\.py$", None),
+    ("scheduler", r"(^|/)native_paths/core\.py$", None),  # --native core: the fused call runs in schedule()
     ("model", r"(^|/)engine/model\.py$", None),
     ("queue", r"(^|/)engine/engine\.py$", r"submit|queue|_drain|_take|_wait_for_work|arrival"),
     ("queue", r"(^|/)queue\.py$", None),

@@ -4,7 +4,7 @@ Rule of thumb (interpreter share of a step, i.e. of the engine's busy time, idle
     < 5%   "stay in Python"          (the field says "near 1%": a rewrite cannot pay for its cost)
     >= 30% "a native rewrite pays"   (Python is the step's bottleneck)
     else   "targeted native paths"   (move the biggest control components only)
-Prediction per native-capable component c (scheduler, sampler, kv_alloc), Amdahl's law:
+Prediction per native-capable component c (scheduler, sampler, kv_alloc, prepare), Amdahl's law:
     predicted_gain = share(c) x (1 - 1 / native_speedup(c))
 share(c) is c's share of busy step time (spans), native_speedup(c) the C twin's speedup measured by a
 microbenchmark; predicted_gain is the fraction of step time saved. measured_gain (same unit) is
@@ -23,8 +23,8 @@ REWRITE_FROM = 0.30
 RULE_STAY = "stay in Python"
 RULE_TARGETED = "targeted native paths"
 RULE_REWRITE = "a native rewrite pays"
-NATIVE_CAPABLE = ("scheduler", "sampler", "kv_alloc")
-CONTROL_COMPONENTS = ("scheduler", "sampler", "kv_alloc", "tokenizer", "detokenizer", "queue", "model_glue")
+NATIVE_CAPABLE = ("scheduler", "sampler", "kv_alloc", "prepare")
+CONTROL_COMPONENTS = ("scheduler", "sampler", "kv_alloc", "prepare", "tokenizer", "detokenizer", "queue", "model_glue")
 DISAGREEMENT_NOTE_PP = 10.0
 IDLE_NOTE = 0.30
 

@@ -3,17 +3,18 @@
 Two checks over the same requests (mixed sampling parameters, a KV pool small enough to force
 preemption, every request submitted before the engine starts so that batches are reproducible):
 
-1. shadow run: the Python twins drive the engine while each C twin is fed exactly the same inputs
-   (the same plans' inputs, the same logits) and its answer is compared at once. The first
-   difference of each request is explained from the exact logits row (profiler/checks/golden_explain.py)
-   and classified near-tie or logic error; any scheduler or allocator difference is a logic error.
-2. end to end: the C twins drive a second engine; its tokens must equal the Python run's, except in
-   requests whose shadow divergence was a near-tie.
+1. shadow run: the Python twins drive the engine while each C twin, and the fused core, is fed
+   exactly the same inputs (the same plans' inputs, the same logits) and its answer is compared at
+   once. The first difference of each request is explained from the exact logits row
+   (profiler/checks/golden_explain.py) and classified near-tie or logic error; any scheduler,
+   allocator, preparation or core difference is a logic error.
+2. end to end: the C twins drive another engine, once per native combination asked for (by default
+   every twin separately, and the core with the C sampler); its tokens must equal the Python run's,
+   except, when the C sampler is on, in requests whose shadow divergence was a near-tie.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,10 +25,11 @@ import numpy as np
 from engine.config import EngineConfig
 from engine.engine import Engine
 from engine.kv_alloc import blocks_for_tokens
-from engine.types import SamplingParams
+from engine.types import ModelInput, SamplingParams, StepPlan
 from profiler.checks.golden_explain import Explanation, explain
 
-SHADOW_PHASE, END_TO_END_PHASE = "shadow run", "end-to-end run"
+SHADOW_PHASE = "shadow run"
+DEFAULT_COMBINATIONS = ("all", "core,sampler")
 
 PARAM_MIXES: tuple[dict[str, Any], ...] = (
     {"temperature": 0.0},
@@ -43,7 +45,7 @@ PARAM_MIXES: tuple[dict[str, Any], ...] = (
 
 @dataclass
 class Divergence:
-    component: str  # sampler, scheduler, allocator, end-to-end
+    component: str  # sampler, scheduler, allocator, prepare, core (the fused core's plan, tables or input)
     step: int
     request: int | None
     position: int | None
@@ -63,8 +65,9 @@ class GoldenReport:
     steps: int
     preemptions: int
     divergences: list[Divergence] = field(default_factory=list)
-    end_to_end_mismatches: list[int] = field(default_factory=list)  # request ids
+    end_to_end_mismatches: list[int] = field(default_factory=list)  # request ids, over every combination
     unexplained_end_to_end: list[int] = field(default_factory=list)
+    combinations: dict[str, list[int]] = field(default_factory=dict)  # native selection -> unexplained ids
 
     @property
     def logic_errors(self) -> list[Divergence]:
@@ -80,12 +83,28 @@ class GoldenReport:
 
 
 class _Shadow:
-    """Shared step counter and divergence log of the three shadow components."""
+    """Shared step counter and divergence log of the shadow components, and the fused core they also feed."""
 
-    def __init__(self) -> None:
+    def __init__(self, core: Any = None) -> None:
         self.step = -1
         self.divergences: list[Divergence] = []
         self.diverged_requests: set[int] = set()
+        self.core = core  # native_paths.core.NativeCore, or None
+        self.core_plan: StepPlan | None = None
+        self.core_tables: Any = None
+
+    def differ(self, component: str, python: Any, native: Any) -> None:
+        self.divergences.append(Divergence(component, self.step, None, None, python, native))
+
+    def shadowed(self, component: str, python: Any, call: Any) -> Any:
+        """A shadowing twin's answer, or None after recording a divergence when it raised where Python did not."""
+        try:
+            return call()
+        except Exception as error:  # noqa: BLE001 - any refusal the Python twin did not make is a difference
+            self.differ(component, python, f"raised {type(error).__name__}: {error}")
+            if component == "core":
+                self.core = None  # its state has parted from Python's: later differences would be echoes
+            return None
 
 
 class ShadowScheduler:
@@ -102,11 +121,19 @@ class ShadowScheduler:
         return self.python.num_running
 
     def schedule(self, arrivals, finished, num_free_blocks):  # type: ignore[no-untyped-def]
-        self.shadow.step += 1
+        shadow = self.shadow
+        shadow.step += 1
         plan = self.python.schedule(arrivals, finished, num_free_blocks)
-        other = self.native.schedule(arrivals, finished, num_free_blocks)
-        if dataclasses.asdict(plan) != dataclasses.asdict(other):
-            self.shadow.divergences.append(Divergence("scheduler", self.shadow.step, None, None, plan, other))
+        other = shadow.shadowed("scheduler", plan.as_lists(), lambda: self.native.schedule(arrivals, finished, num_free_blocks))
+        if other is not None and plan != other:
+            shadow.differ("scheduler", plan.as_lists(), other.as_lists())
+        if shadow.core is not None:
+            core = shadow.core
+            shadow.core_plan = shadow.shadowed("core", plan.as_lists(),
+                                               lambda: core.scheduler.schedule(arrivals, finished, num_free_blocks))  # fmt: skip
+            if shadow.core_plan is not None and plan != shadow.core_plan:
+                shadow.differ("core", plan.as_lists(), shadow.core_plan.as_lists())
+                shadow.core = None
         return plan
 
 
@@ -123,11 +150,62 @@ class ShadowAllocator:
         return self.python.block_table(seq_id)
 
     def step(self, frees, grow_seq_ids, grow_num_blocks, batch_seq_ids):  # type: ignore[no-untyped-def]
+        shadow = self.shadow
         tables = self.python.step(frees, grow_seq_ids, grow_num_blocks, batch_seq_ids)
-        other = self.native.step(frees, grow_seq_ids, grow_num_blocks, batch_seq_ids)
-        if not np.array_equal(np.asarray(tables), np.asarray(other)) or self.python.num_free_blocks != self.native.num_free_blocks:
-            self.shadow.divergences.append(Divergence("allocator", self.shadow.step, None, None, np.asarray(tables).tolist(), np.asarray(other).tolist()))
+        other = shadow.shadowed("allocator", tables.tolist(),
+                                lambda: self.native.step(frees, grow_seq_ids, grow_num_blocks, batch_seq_ids))  # fmt: skip
+        if other is not None and (
+            not np.array_equal(tables, other) or self.python.num_free_blocks != self.native.num_free_blocks
+        ):
+            shadow.differ("allocator", tables.tolist(), np.asarray(other).tolist())
+        core, plan = shadow.core, shadow.core_plan
+        if core is not None and plan is not None:
+            shadow.core_tables = shadow.shadowed("core", tables.tolist(), lambda: core.kv_alloc.step(
+                plan.frees, plan.grow_seq_ids, plan.grow_num_blocks, plan.seq_ids))  # fmt: skip
+            if shadow.core_tables is not None and (
+                not np.array_equal(tables, shadow.core_tables) or self.python.num_free_blocks != core.kv_alloc.num_free_blocks
+            ):
+                shadow.differ("core", tables.tolist(), shadow.core_tables.tolist())
+                shadow.core = None
         return tables
+
+
+class ShadowPrepare:
+    def __init__(self, python: Any, native: Any, shadow: _Shadow) -> None:
+        self.python, self.native, self.shadow = python, native, shadow
+        self.block_size = python.block_size
+    def _shadows(self) -> list[tuple[str, Any]]:
+        core = self.shadow.core
+        return [("prepare", self.native)] + ([("core", core.prepare)] if core is not None else [])
+
+    def add(self, seq_id: int, prompt_token_ids: Sequence[int]) -> None:
+        self.python.add(seq_id, prompt_token_ids)
+        for name, twin in self._shadows():
+            self.shadow.shadowed(name, "add", lambda: twin.add(seq_id, prompt_token_ids))
+
+    def remove(self, seq_id: int) -> None:
+        self.python.remove(seq_id)
+        for name, twin in self._shadows():
+            self.shadow.shadowed(name, "remove", lambda: twin.remove(seq_id))
+
+    def append_sampled(self, tokens: Sequence[int]) -> None:
+        self.python.append_sampled(tokens)
+        for name, twin in self._shadows():
+            self.shadow.shadowed(name, "append_sampled", lambda: twin.append_sampled(tokens))
+
+    def prepare(self, plan, block_tables) -> ModelInput:  # type: ignore[no-untyped-def]
+        shadow = self.shadow
+        inp = self.python.prepare(plan, block_tables)
+        other = shadow.shadowed("prepare", "an input", lambda: self.native.prepare(plan, block_tables))
+        if other is not None and not inp.same_as(other):
+            shadow.differ("prepare", inp.as_lists(), other.as_lists())
+        core, core_plan = shadow.core, shadow.core_plan
+        if core is not None and core_plan is not None:
+            core_input = shadow.shadowed("core", "an input", lambda: core.prepare.prepare(core_plan, shadow.core_tables))
+            if core_input is not None and not inp.same_as(core_input):
+                shadow.differ("core", inp.as_lists(), core_input.as_lists())
+                shadow.core = None
+        return inp
 
 
 class ShadowSampler:
@@ -178,9 +256,14 @@ def golden_requests(tokenizer, count: int, seed: int, max_tokens: int) -> list[t
 Counts = Callable[[str, int, int], None]  # (phase, requests finished, requests in the phase)
 
 
+def end_to_end_phase(combination: str) -> str:
+    return f"end to end, --native {combination}"
+
+
 def _run(loaded, config: EngineConfig, components, requests, counts: Counts | None = None, phase: str = ""):  # type: ignore[no-untyped-def]
-    scheduler, kv_alloc, sampler = components
-    engine = Engine(loaded.model, loaded.tokenizer, scheduler=scheduler, kv_alloc=kv_alloc, sampler=sampler, config=config)
+    scheduler, kv_alloc, prepare, sampler = components
+    engine = Engine(loaded.model, loaded.tokenizer, scheduler=scheduler, kv_alloc=kv_alloc, sampler=sampler,
+                    prepare=prepare, config=config)  # fmt: skip
     handles = [engine.submit(ids, params) for ids, params in requests]  # before start(): reproducible batches
     engine.start()
     if counts is not None:
@@ -209,15 +292,19 @@ def _report_finished(handles: list[Any], report: Callable[[int], None], poll_s: 
 
 
 def run_golden(loaded, *, requests: int = 200, seed: int = 0, max_tokens: int = 64, max_batch: int = 32,
-               kv_blocks: int | None = None, progress=None, counts: Counts | None = None) -> GoldenReport:  # type: ignore[no-untyped-def]  # fmt: skip
-    """Run the workload in shadow mode and natively end to end; see the module docstring.
+               kv_blocks: int | None = None, combinations: Sequence[str] = DEFAULT_COMBINATIONS,
+               progress=None, counts: Counts | None = None) -> GoldenReport:  # type: ignore[no-untyped-def]  # fmt: skip
+    """Run the workload in shadow mode, then end to end once per native selection in `combinations`
+    (each parsed like --native); see the module docstring.
 
     progress(message) says which run starts; counts(phase, finished, total) follows each run's requests
-    (phase is SHADOW_PHASE or END_TO_END_PHASE)."""
+    (phase is SHADOW_PHASE or end_to_end_phase(combination))."""
+    from native_paths.core import NativeCore
     from native_paths.loader import require
-    from native_paths.toggles import make_components
+    from native_paths.toggles import make_components, parse_native
 
     require()  # a clear NativeUnavailableError when the extension is not built
+    selections = [parse_native(combination) for combination in combinations]
     workload = golden_requests(loaded.tokenizer, requests, seed, max_tokens)
     block_size = 16
     if kv_blocks is None:
@@ -226,28 +313,36 @@ def run_golden(loaded, *, requests: int = 200, seed: int = 0, max_tokens: int = 
         kv_blocks = max(per_request + 1, max_batch * per_request // 3)
     config = EngineConfig(block_size=block_size, num_kv_blocks=kv_blocks, max_num_seqs=max_batch, max_batched_tokens=512, seed=seed)
 
-    def twins(native: str):  # type: ignore[no-untyped-def]
+    def twins(native: frozenset[str]):  # type: ignore[no-untyped-def]
         made = make_components(native, num_blocks=kv_blocks, block_size=block_size, max_num_seqs=max_batch,
                                max_batched_tokens=config.max_batched_tokens, policy=config.policy)  # fmt: skip
-        return made.scheduler, made.kv_alloc, made.sampler
+        return made.scheduler, made.kv_alloc, made.prepare, made.sampler
 
-    shadow = _Shadow()
-    py, nat = twins("none"), twins("all")
-    components = (ShadowScheduler(py[0], nat[0], shadow), ShadowAllocator(py[1], nat[1], shadow), ShadowSampler(py[2], nat[2], shadow))
+    shadow = _Shadow(NativeCore(kv_blocks, block_size, max_batch, config.max_batched_tokens, config.policy))
+    py, nat = twins(frozenset()), twins(parse_native("all"))
+    components = (ShadowScheduler(py[0], nat[0], shadow), ShadowAllocator(py[1], nat[1], shadow),
+                  ShadowPrepare(py[2], nat[2], shadow), ShadowSampler(py[3], nat[3], shadow))  # fmt: skip
     if progress:
-        progress("shadow run: Python twins drive, C twins shadow every call")
+        progress("shadow run: Python twins drive, C twins and the fused core shadow every call")
     engine, python_outputs = _run(loaded, config, components, workload, counts, SHADOW_PHASE)
-    if progress:
-        progress("end-to-end run: C twins drive")
-    _, native_outputs = _run(loaded, config, twins("all"), workload, counts, END_TO_END_PHASE)
 
     report = GoldenReport(requests=len(workload), tokens=sum(len(o.token_ids) for o in python_outputs),
                           steps=engine.stats()["steps"], preemptions=engine.stats()["preemptions"],
                           divergences=shadow.divergences)  # fmt: skip
     near_tie_requests = {d.request for d in report.near_ties if d.component == "sampler"}
-    for py_out, nat_out in zip(python_outputs, native_outputs):
-        if py_out.token_ids != nat_out.token_ids:
-            report.end_to_end_mismatches.append(py_out.request_id)
-            if py_out.request_id not in near_tie_requests:
-                report.unexplained_end_to_end.append(py_out.request_id)
+    for combination, selection in zip(combinations, selections):
+        if progress:
+            progress(f"end-to-end run: --native {combination} drives")
+        _, native_outputs = _run(loaded, config, twins(selection), workload, counts, end_to_end_phase(combination))
+        # Without the C sampler both runs draw with the Python one: every token must match.
+        explained = near_tie_requests if "sampler" in selection else set()
+        unexplained = report.combinations.setdefault(combination, [])
+        for py_out, nat_out in zip(python_outputs, native_outputs):
+            if py_out.token_ids != nat_out.token_ids:
+                if py_out.request_id not in report.end_to_end_mismatches:
+                    report.end_to_end_mismatches.append(py_out.request_id)
+                if py_out.request_id not in explained:
+                    unexplained.append(py_out.request_id)
+                    if py_out.request_id not in report.unexplained_end_to_end:
+                        report.unexplained_end_to_end.append(py_out.request_id)
     return report

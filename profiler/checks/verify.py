@@ -115,6 +115,8 @@ def verify_predictions(
             continue
         if component in options.native:
             skipped[component] = "already native in the main run"
+        elif "core" in options.native and component in ("scheduler", "kv_alloc", "prepare"):
+            skipped[component] = "already native in the main run (in the fused core)"
         elif twins.get(component) is not True:
             skipped[component] = f"C twin not available ({twins.get('reason') or 'not built'})"
         elif stop_event.is_set():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Annotated, Optional
+from typing import Annotated, List, Optional
 
 import typer
 from rich.console import Console
@@ -22,26 +22,53 @@ def golden(
     requests: Annotated[int, typer.Option("--requests", "-r", help="Requests in the seeded workload.")] = 200,
     max_tokens: Annotated[int, typer.Option("--max-tokens", "-n", help="Tokens generated per request.")] = 64,
     kv_blocks: Annotated[Optional[int], typer.Option("--kv-blocks", help="KV pool (default: a third of what the batch needs, so preemption happens).")] = None,
+    combination: Annotated[Optional[List[str]], typer.Option("--combination", help="A --native selection to run end to end (repeatable; default: all, and core,sampler).")] = None,
+    every_combination: Annotated[bool, typer.Option("--every-combination", help="Run every native selection end to end: each subset of the four twins, core, core,sampler.")] = False,
     *,
     options: EngineOptions,
 ) -> None:
     """Run one seeded workload with the Python twins and the C twins and compare token by token (exit 1 on a logic error)."""
     from profiler.checks.golden import run_golden
     from profiler.session.builder import load_for_options
+
+    _check_sizes(requests, max_tokens, kv_blocks)
+    combinations = _combinations(combination, every_combination)
+    err = Console(stderr=True)
+    loaded = load_for_options(options, progress=dim_printer(err))
+    err.print(f"[dim]golden: {requests} requests x {max_tokens} tokens, run {1 + len(combinations)} times "
+              f"(shadow, then end to end with --native {'; '.join(combinations)})[/dim]")  # fmt: skip
+    with golden_progress(err) as counts:
+        report = run_golden(loaded, requests=requests, seed=options.seed, max_tokens=max_tokens,
+                            max_batch=options.max_batch, kv_blocks=kv_blocks, combinations=combinations,
+                            counts=counts)  # fmt: skip
+    render_golden(report, Console())
+    raise typer.Exit(report.exit_code)
+
+
+def _check_sizes(requests: int, max_tokens: int, kv_blocks: int | None) -> None:
     from profiler.session.options import MAX_KV_BLOCKS
 
     for option, value, most in (("--requests", requests, 100_000), ("--max-tokens", max_tokens, 65_536),
                                 ("--kv-blocks", kv_blocks, MAX_KV_BLOCKS)):  # fmt: skip
         if value is not None and not 1 <= value <= most:
             raise OptionError(f"{option}={value} is impossible: use 1 to {most:,}")
-    err = Console(stderr=True)
-    loaded = load_for_options(options, progress=dim_printer(err))
-    err.print(f"[dim]golden: {requests} requests x {max_tokens} tokens, run twice (shadow, then C twins end to end)[/dim]")
-    with golden_progress(err) as counts:
-        report = run_golden(loaded, requests=requests, seed=options.seed, max_tokens=max_tokens,
-                            max_batch=options.max_batch, kv_blocks=kv_blocks, counts=counts)  # fmt: skip
-    render_golden(report, Console())
-    raise typer.Exit(report.exit_code)
+
+
+def _combinations(combination: list[str] | None, every_combination: bool) -> list[str]:
+    """The native selections to run end to end, each checked before anything runs."""
+    from native_paths.toggles import every_combination as all_selections
+    from native_paths.toggles import parse_native
+    from profiler.checks.golden import DEFAULT_COMBINATIONS
+
+    if every_combination and combination:
+        raise OptionError("--every-combination already runs every selection: drop --combination")
+    if every_combination:
+        return [",".join(sorted(selection)) for selection in all_selections()]
+    combinations = list(combination or DEFAULT_COMBINATIONS)
+    for selection in combinations:
+        if not parse_native(selection):  # raises InvalidNativeSelection for a bad one
+            raise OptionError(f"--combination {selection!r} switches no C twin on: name at least one")
+    return combinations
 
 
 @contextmanager
@@ -67,6 +94,9 @@ def render_golden(report: GoldenReport, console) -> None:  # type: ignore[no-unt
         f"{len(report.near_ties)} near-tie(s); end to end {len(report.end_to_end_mismatches)} request(s) differ "
         f"({len(report.unexplained_end_to_end)} unexplained)"
     )
+    for selection, unexplained in report.combinations.items():
+        state = "[green]same tokens[/green]" if not unexplained else f"[red]{len(unexplained)} request(s) differ unexplained[/red]"
+        console.print(f"  --native {selection}: {state}")
     if report.preemptions == 0:
         console.print("[yellow]note: no preemption happened; lower --kv-blocks to exercise it[/yellow]")
     for divergence in report.divergences[:1] + report.logic_errors[:3]:

@@ -14,7 +14,7 @@ from profiler.session.options import EngineOptions, OptionError
 
 ModelOpt = Annotated[str, typer.Option("--model", "-m", help="smollm2-135m (default, real weights), a PATH.gguf, or synthetic:<tiny|small|base|large>.")]
 DtypeOpt = Annotated[str, typer.Option("--dtype", help="Weights and activations: float32 or bfloat16.")]
-NativeOpt = Annotated[str, typer.Option("--native", help="C twins to switch on: none, all, or a comma list of sampler,kv_alloc,scheduler.")]
+NativeOpt = Annotated[str, typer.Option("--native", help="C twins to switch on: none, all (every twin, each its own call), a comma list of sampler,kv_alloc,scheduler,prepare, or core: scheduler, kv_alloc and prepare fused into one C call per step (core,sampler adds the C sampler).")]
 KvBlocksOpt = Annotated[Optional[int], typer.Option("--kv-blocks", help="KV pool size in blocks (or use --kv-memory).")]
 KvMemoryOpt = Annotated[Optional[str], typer.Option("--kv-memory", help="KV pool size as memory, e.g. 256MiB (default: sized for --max-batch full contexts, at most 256MiB).")]
 BlockSizeOpt = Annotated[int, typer.Option("--block-size", help="Token slots per KV block.")]

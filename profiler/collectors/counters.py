@@ -12,7 +12,11 @@ steps see the same batches gives the same values twice:
     allocations_per_step     tensors freshly allocated by those ops (outputs that alias no input:
                              no views, no in-place or out= results); Python object allocations are
                              not counted because CPython offers no deterministic per-thread count
-    native_calls_per_step    calls into native adapters (their `calls` counters, or hooks you pass)
+    native_calls_per_step    calls into native adapters (their `calls` counters, or hooks you pass; one
+                             adapter passed twice counts once). The twin spec promises one per native
+                             component per step: 4 with every C twin (sampler, kv_alloc, scheduler,
+                             prepare), 2 with the fused core and the C sampler (the core's allocator
+                             and preparation faces make no call of their own and have no counter)
     bytes_copied_per_step    host<->device bytes moved by copy ops (0 on a CPU-only run)
 
 Determinism needs a deterministic workload: the same requests reaching the same steps (submit them
@@ -69,6 +73,7 @@ class CounterCollector:
     def start(self) -> None:
         """Zero the counts and begin counting the steps that follow."""
         self._reset()
+        self.native_counters = list({id(counter): counter for counter in self.native_counters}.values())
         self._native_start = [_read_native(counter) for counter in self.native_counters]
         if self.hold_gc:
             gc.collect()  # start every counted run from the same heap state

@@ -39,8 +39,8 @@ Section shapes (fractions are of the engine thread's wall time unless said other
                   {category: percentage points}, component_disagreement: {component: pp},
                   client_threads: SPLIT | null, notes: [str]}
                   SPLIT = {categories: {interpreter, lock, allocation, kernel, idle, other},
-                           components: {scheduler, sampler, kv_alloc, tokenizer, detokenizer,
-                                        model_glue, model_kernels, queue, api}, dispatch: fraction,
+                           components: {scheduler, sampler, kv_alloc, prepare, tokenizer, detokenizer,
+                                        model_glue, model_kernels, queue}, dispatch: fraction,
                            plus method details: samples, resolution ("python" | "native"),
                            python_leaf, lock_by_component, allocation_by_component,
                            kernel_fraction_by_span, fee_fraction_by_span, steps}
@@ -102,9 +102,8 @@ KERNEL_EVENT_COLUMNS = ("window", "step", "name", "start_ns", "end_ns", "depth",
 LATENCY_METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "queue_ms")
 # Time-split categories and components (see ARCHITECTURE.md, "The profiler").
 CATEGORIES = ("interpreter", "lock", "allocation", "kernel", "idle", "other")
-COMPONENTS = (
-    "scheduler", "sampler", "kv_alloc", "tokenizer", "detokenizer", "model_glue", "model_kernels", "queue", "api",
-)  # fmt: skip
+COMPONENTS = ("scheduler", "sampler", "kv_alloc", "prepare", "tokenizer", "detokenizer", "model_glue", "model_kernels",
+              "queue", "api")  # fmt: skip
 
 
 @dataclass

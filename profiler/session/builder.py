@@ -78,9 +78,9 @@ def build_engine(
         scheduler, kv_alloc, sampler = apply_injections(injections, scheduler, kv_alloc, sampler, tracer)
     engine = Engine(
         loaded.model, loaded.tokenizer, scheduler=scheduler, kv_alloc=kv_alloc, sampler=sampler, config=config,
-        tracer=tracer or NULL_TRACER,
+        prepare=components.prepare, tracer=tracer or NULL_TRACER,
     )  # fmt: skip
     return BuiltEngine(
         engine=engine, config=config, native_active=components.native, warnings=notes,
-        components={"scheduler": scheduler, "kv_alloc": kv_alloc, "sampler": sampler},
+        components={"scheduler": scheduler, "kv_alloc": kv_alloc, "prepare": components.prepare, "sampler": sampler},
     )  # fmt: skip

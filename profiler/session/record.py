@@ -15,7 +15,7 @@ from scenarios.loadgen import RequestSpec
 from scenarios.spec import ScenarioSpec
 
 # The engine's phase spans, one `<phase>_ms` column each in steps.csv.
-STEP_PHASES = ("queue", "scheduler", "kv_alloc", "model", "sampler", "detokenize")
+STEP_PHASES = ("queue", "scheduler", "kv_alloc", "prepare", "model", "sampler", "detokenize")
 
 
 def request_tables(

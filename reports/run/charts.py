@@ -26,16 +26,16 @@ Target = Figure | SubFigure
 
 # Colour-blind-safe (Okabe-Ito based) and stable across charts: a component keeps its colour everywhere.
 COMPONENT_COLOURS = {
-    "scheduler": "#E69F00", "sampler": "#D55E00", "kv_alloc": "#CC79A7", "tokenizer": "#F0E442",
-    "detokenizer": "#8C6D31", "model_glue": "#56B4E9", "model_kernels": "#0072B2", "queue": "#009E73", "api": "#7B3294",
-    "unattributed": "#DDDDDD",
+    "scheduler": "#E69F00", "sampler": "#D55E00", "kv_alloc": "#CC79A7", "prepare": "#999933", "tokenizer": "#F0E442",
+    "detokenizer": "#8C6D31", "model_glue": "#56B4E9", "model_kernels": "#0072B2", "queue": "#009E73",
+    "api": "#7B3294", "unattributed": "#DDDDDD",
 }  # fmt: skip
 CATEGORY_COLOURS = {
     "interpreter": "#E69F00", "lock": "#D55E00", "allocation": "#CC79A7", "kernel": "#0072B2",
     "idle": "#BBBBBB", "other": "#888888",
 }  # fmt: skip
 PHASE_COLOURS = {
-    "queue_ms": "#009E73", "scheduler_ms": "#E69F00", "kv_alloc_ms": "#CC79A7", "model_ms": "#0072B2",
+    "queue_ms": "#009E73", "scheduler_ms": "#E69F00", "kv_alloc_ms": "#CC79A7", "prepare_ms": "#999933", "model_ms": "#0072B2",
     "sampler_ms": "#D55E00", "detokenize_ms": "#8C6D31", "tokenize_ms": "#F0E442", "other_ms": "#BBBBBB",
 }  # fmt: skip
 PERCENTILE_STYLES = {"p50": ("#009E73", "--"), "p90": ("#E69F00", "-."), "p99": ("#D55E00", ":")}

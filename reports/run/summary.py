@@ -48,7 +48,7 @@ def headline(result: RunResult) -> str:
 
 
 # Components that are per-token control flow (what a native rewrite could speed up), not compute or waiting.
-CONTROL_PATHS = ("scheduler", "sampler", "kv_alloc", "tokenizer", "detokenizer", "model_glue")
+CONTROL_PATHS = ("scheduler", "sampler", "kv_alloc", "prepare", "tokenizer", "detokenizer", "model_glue")
 
 
 def reasons(result: RunResult) -> list[str]:

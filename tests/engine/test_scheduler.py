@@ -66,16 +66,16 @@ def test_decode_batching_running_first_then_a_chunk_of_the_waiting_head() -> Non
 def test_max_num_seqs_limits_running() -> None:
     scheduler = PythonScheduler(block_size=4, max_num_seqs=2, max_batched_tokens=100)
     plan = scheduler.schedule([NewSequence(i, 2, 4) for i in range(5)], [], 100)
-    assert plan.seq_ids == [0, 1] and scheduler.num_running == 2 and scheduler.num_waiting == 3
+    assert plan.seq_ids.tolist() == [0, 1] and scheduler.num_running == 2 and scheduler.num_waiting == 3
     plan = scheduler.schedule([], [0], 98)
-    assert plan.frees == [0] and plan.seq_ids == [1, 2]
+    assert plan.frees.tolist() == [0] and plan.seq_ids.tolist() == [1, 2]
 
 
 def test_finished_running_frees_blocks_finished_waiting_is_dropped_unknown_ignored() -> None:
     scheduler = PythonScheduler(block_size=4, max_num_seqs=1, max_batched_tokens=100)
     scheduler.schedule([NewSequence(0, 5, 4), NewSequence(1, 5, 4)], [], 2)
     plan = scheduler.schedule([], [1, 0, 77], 0)  # 0's two blocks come back and go to... nobody waits
-    assert plan.frees == [0] and plan.seq_ids == [] and scheduler.num_waiting == 0
+    assert plan.frees.tolist() == [0] and plan.seq_ids.tolist() == [] and scheduler.num_waiting == 0
     assert scheduler.num_running == 0
 
 
@@ -93,7 +93,7 @@ def test_preemption_of_the_newest_when_blocks_run_out_and_it_waits_at_the_head()
     plan = step([NewSequence(2, 1, 2)], [])  # position 7 still fits both second blocks
     assert batch(plan) == [(0, 1, 7, True), (1, 1, 7, True)]
     plan = step([], [])  # position 8 needs a third block each: preempt 1 (the newest)
-    assert plan.preempted == [1] and plan.frees == [1]
+    assert plan.preempted.tolist() == [1] and plan.frees.tolist() == [1]
     assert batch(plan) == [(0, 1, 8, True)] and grows(plan) == [(0, 1)]
     assert scheduler.state(1).computed == 0 and scheduler.state(1).total == 9
     # 1 went back to the head of waiting, in front of 2: 2 is not admitted although it would fit.
@@ -101,7 +101,7 @@ def test_preemption_of_the_newest_when_blocks_run_out_and_it_waits_at_the_head()
     assert batch(plan) == [(0, 1, 9, True)] and scheduler.num_waiting == 2
     plan = step([], [0])
     # 0 finishes: 1 is recomputed (its 9 known tokens in one chunk, sampling the next), then 2.
-    assert plan.frees == [0] and batch(plan) == [(1, 9, 0, True), (2, 1, 0, True)]
+    assert plan.frees.tolist() == [0] and batch(plan) == [(1, 9, 0, True), (2, 1, 0, True)]
 
 
 def test_preemption_of_itself_when_the_newest_cannot_grow() -> None:
@@ -109,12 +109,12 @@ def test_preemption_of_itself_when_the_newest_cannot_grow() -> None:
     scheduler.schedule([NewSequence(0, 2, 10), NewSequence(1, 2, 10)], [], 2)
     plan = scheduler.schedule([], [], 0)
     # 0 needs a block: 1 is preempted for it (the newest); then nothing more runs this step.
-    assert plan.preempted == [1] and plan.seq_ids == [0]
+    assert plan.preempted.tolist() == [1] and plan.seq_ids.tolist() == [0]
     scheduler = PythonScheduler(block_size=2, max_num_seqs=4, max_batched_tokens=100)
     scheduler.schedule([NewSequence(0, 1, 10), NewSequence(1, 2, 10)], [], 2)
     plan = scheduler.schedule([], [], 0)
     # 0 (position 1) still fits its block; 1 (position 2) needs one, and is itself the newest.
-    assert batch(plan) == [(0, 1, 1, True)] and plan.preempted == [1] and plan.frees == [1]
+    assert batch(plan) == [(0, 1, 1, True)] and plan.preempted.tolist() == [1] and plan.frees.tolist() == [1]
 
 
 def test_priority_admission_order_and_preemption_victim() -> None:
@@ -122,10 +122,10 @@ def test_priority_admission_order_and_preemption_victim() -> None:
     plan = scheduler.schedule(
         [NewSequence(0, 2, 4, 5), NewSequence(1, 2, 4, 1), NewSequence(2, 2, 4, 3)], [], 10
     )
-    assert plan.seq_ids == [1]
-    assert scheduler.schedule([NewSequence(3, 2, 4, 3)], [1], 9).seq_ids == [2]  # 3 ties 2: earlier arrival
-    assert scheduler.schedule([], [2], 9).seq_ids == [3]
-    assert scheduler.schedule([], [3], 9).seq_ids == [0]
+    assert plan.seq_ids.tolist() == [1]
+    assert scheduler.schedule([NewSequence(3, 2, 4, 3)], [1], 9).seq_ids.tolist() == [2]  # 3 ties 2: earlier arrival
+    assert scheduler.schedule([], [2], 9).seq_ids.tolist() == [3]
+    assert scheduler.schedule([], [3], 9).seq_ids.tolist() == [0]
 
     scheduler = PythonScheduler(block_size=2, max_num_seqs=4, max_batched_tokens=100, policy="priority")
     arrivals = [NewSequence(0, 2, 9, 0), NewSequence(1, 2, 9, 9), NewSequence(2, 2, 9, 1)]
@@ -133,17 +133,17 @@ def test_priority_admission_order_and_preemption_victim() -> None:
     plan = scheduler.schedule([], [], 0)
     # 0 needs a block: the victim is the largest (priority, arrival) = 1, not the newest (2);
     # then 2 needs one and is the worst of the sequences from it onwards: it preempts itself.
-    assert plan.preempted == [1, 2] and plan.seq_ids == [0]
+    assert plan.preempted.tolist() == [1, 2] and plan.seq_ids.tolist() == [0]
     assert scheduler.num_waiting == 2
 
 
 def test_priority_victim_is_never_a_sequence_already_scheduled_this_step() -> None:
     scheduler = PythonScheduler(block_size=4, max_num_seqs=4, max_batched_tokens=100, policy="priority")
     scheduler.schedule([NewSequence(0, 5, 9, priority=9)], [], 2)
-    assert scheduler.schedule([NewSequence(1, 4, 9, priority=0)], [], 1).seq_ids == [0, 1]
+    assert scheduler.schedule([NewSequence(1, 4, 9, priority=0)], [], 1).seq_ids.tolist() == [0, 1]
     plan = scheduler.schedule([], [], 0)
     # 0 (the worse priority) fits and is scheduled first; 1 needs a block and only itself is a candidate.
-    assert plan.seq_ids == [0] and plan.preempted == [1]
+    assert plan.seq_ids.tolist() == [0] and plan.preempted.tolist() == [1]
 
 
 def test_frees_list_finished_then_preempted() -> None:
@@ -151,14 +151,29 @@ def test_frees_list_finished_then_preempted() -> None:
     scheduler.schedule([NewSequence(i, 2, 9) for i in range(3)], [], 3)
     plan = scheduler.schedule([], [0], 0)
     # 0's block goes to 1; 2 (the newest) then needs one and preempts itself.
-    assert plan.frees == [0, 2] and plan.preempted == [2] and plan.seq_ids == [1]
+    assert plan.frees.tolist() == [0, 2] and plan.preempted.tolist() == [2] and plan.seq_ids.tolist() == [1]
     plan = scheduler.schedule([NewSequence(5, 2, 9)], [], 0)
-    assert plan.seq_ids == [1] and scheduler.num_waiting == 2  # 2 at the head blocks 5
+    assert plan.seq_ids.tolist() == [1] and scheduler.num_waiting == 2  # 2 at the head blocks 5
     plan = scheduler.schedule([], [5], 1)
-    assert plan.frees == [] and plan.seq_ids == [1]  # 5 was waiting: no blocks to give back
+    assert plan.frees.tolist() == [] and plan.seq_ids.tolist() == [1]  # 5 was waiting: no blocks to give back
 
 
 # -- properties over random workloads, with the real allocator ----------------------------------
+
+
+def check_counts(plan: StepPlan, cached: dict[int, int], prompts: dict[int, int]) -> None:
+    """The plan's counts against the engine's own bookkeeping of them (updates `cached`)."""
+    for seq_id in plan.frees.tolist():
+        cached.pop(seq_id, None)
+    rows = batch(plan)
+    assert all(seq_id in cached for seq_id, *_ in rows[: plan.first_admitted]), "a running entry was not running"
+    assert not any(seq_id in cached for seq_id, *_ in rows[plan.first_admitted :]), "an admission was running"
+    decode = sum(1 for seq_id, n, start, _ in rows if n == 1 and start >= prompts[seq_id])
+    assert plan.decode_tokens == decode
+    assert plan.prefill_tokens == sum(n for _, n, _, _ in rows) - decode
+    for seq_id, n, start, _ in rows:
+        cached[seq_id] = start + n
+    assert plan.num_cached_tokens == sum(cached.values())
 
 
 request = st.tuples(st.integers(0, 6), st.integers(1, 40), st.integers(1, 12), st.integers(0, 3))
@@ -193,6 +208,7 @@ def test_random_workload_never_overallocates_respects_budgets_and_completes(
         pending.append((arrive, NewSequence(seq_id, prompt, min(max_tokens, capacity - prompt), priority)))
     generated = {seq_id: 0 for seq_id in range(len(pending))}
     known = {}  # seq_id -> tokens known (prompt + generated)
+    cached: dict[int, int] = {}  # seq_id -> tokens in the cache, for every sequence holding blocks
     done: set[int] = set()
     finished: list[int] = []
     for step in range(2000):
@@ -204,6 +220,8 @@ def test_random_workload_never_overallocates_respects_budgets_and_completes(
             plan.frees, plan.grow_seq_ids, plan.grow_num_blocks, plan.seq_ids
         )  # raises if over
         finished = []
+        check_counts(plan, cached, {new.seq_id: new.num_prompt_tokens for _, new in pending})
+        assert (plan.num_waiting, plan.num_running) == (scheduler.num_waiting, scheduler.num_running)
         assert plan.num_batched_tokens <= max_batched_tokens
         assert len(plan) <= max_num_seqs and scheduler.num_running <= max_num_seqs
         assert len(set(plan.seq_ids)) == len(plan)

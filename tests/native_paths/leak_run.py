@@ -19,8 +19,10 @@ from engine.types import NewSequence, SamplingParams
 
 
 def run(rounds: int, steps: int, vocab: int) -> int:
+    from native_paths.core import NativeCore
     from native_paths.kv_alloc import NativeKVAllocator
     from native_paths.loader import require
+    from native_paths.prepare import NativePrepare
     from native_paths.sampler import NativeSampler
     from native_paths.scheduler import NativeScheduler
 
@@ -32,6 +34,8 @@ def run(rounds: int, steps: int, vocab: int) -> int:
         allocator = NativeKVAllocator(64, 4)
         mirror = PythonKVAllocator(64, 4)  # the free-block count the scheduler plans against
         sampler = NativeSampler()
+        prepare = NativePrepare(4)
+        core = NativeCore(64, 4, 16, 64, "priority" if round_index % 2 else "fcfs")  # the same steps, fused
         finished: list[int] = []
         next_id = round_index * 10_000
         for _ in range(steps):
@@ -40,19 +44,33 @@ def run(rounds: int, steps: int, vocab: int) -> int:
                 params = SamplingParams(temperature=rng.choice([0.0, 0.8]), top_k=rng.choice([0, 20]),
                                         top_p=rng.choice([1.0, 0.9]), repetition_penalty=rng.choice([1.0, 1.2]),
                                         frequency_penalty=rng.choice([0.0, 0.3]), seed=next_id)  # fmt: skip
-                arrivals.append(NewSequence(next_id, rng.randint(1, 20), 8))
-                sampler.add(next_id, params, [rng.randrange(vocab) for _ in range(8)])
+                prompt = [rng.randrange(vocab) for _ in range(rng.randint(1, 20))]
+                arrivals.append(NewSequence(next_id, len(prompt), 8))
+                sampler.add(next_id, params, prompt[:8])
+                prepare.add(next_id, prompt)
+                core.prepare.add(next_id, prompt)
                 next_id += 1
             plan = scheduler.schedule(arrivals, finished, mirror.num_free_blocks)
             mirror.step(plan.frees, plan.grow_seq_ids, plan.grow_num_blocks, plan.seq_ids)
-            allocator.step(plan.frees, plan.grow_seq_ids, plan.grow_num_blocks, plan.seq_ids)
-            sampling = [seq_id for seq_id, sample in zip(plan.seq_ids, plan.samples) if sample]
+            tables = allocator.step(plan.frees, plan.grow_seq_ids, plan.grow_num_blocks, plan.seq_ids)
+            core_plan = core.scheduler.schedule(arrivals, finished, 0)
+            core_tables = core.kv_alloc.step(core_plan.frees, core_plan.grow_seq_ids, core_plan.grow_num_blocks,
+                                             core_plan.seq_ids)  # fmt: skip
+            if len(plan.seq_ids):
+                prepare.prepare(plan, tables)
+                core.prepare.prepare(core_plan, core_tables)
+            sampling = plan.seq_ids[plan.samples].tolist()
             logits = logits_rng.standard_normal((len(sampling), vocab)).astype(np.float32)
-            sampler.sample(logits, sampling)
+            tokens = sampler.sample(logits, sampling)
+            if tokens:
+                prepare.append_sampled(tokens)
+                core.prepare.append_sampled(tokens)
             finished = [seq_id for seq_id in sampling if rng.random() < 0.15]
             for seq_id in finished:
                 sampler.remove(seq_id)
-        del scheduler, allocator, sampler  # dropped, not closed: weakref.finalize must free them
+                prepare.remove(seq_id)
+                core.prepare.remove(seq_id)
+        del scheduler, allocator, sampler, prepare, core  # dropped, not closed: weakref.finalize must free them
         gc.collect()
         if lib.np_live_allocations() != 0:
             print(

@@ -137,3 +137,43 @@ def test_twins_hand_out_identical_blocks(num_blocks: int, steps: list) -> None: 
         for seq_id in range(-2, 13):
             assert python_pool.block_table(seq_id) == native_pool.block_table(seq_id)
     check_invariants(native_pool)
+
+
+# Decode-like steps: the same batch again and again, a few rows growing by a block, now and then a
+# sequence freed and grown again under the same id (its row must not keep the old blocks), rows
+# reordered or dropped, and tables long enough to outgrow the output's row stride.
+decode_step = st.tuples(
+    st.lists(st.integers(0, 7), max_size=3),  # rows that grow a block
+    st.lists(st.integers(0, 7), max_size=1),  # freed, then grown again in the same step
+    st.sampled_from(["same", "same", "same", "reversed", "drop_first"]),
+)
+
+
+@requires_native
+@settings(max_examples=100, deadline=None)
+@given(batch=st.integers(1, 8), steps=st.lists(decode_step, min_size=1, max_size=40))
+def test_twins_agree_on_tables_a_steady_batch_rewrites_in_place(batch: int, steps: list) -> None:  # type: ignore[type-arg]
+    python_pool, native_pool = PythonKVAllocator(400, 2), make_native(400, 2)
+    ids = list(range(batch))
+    for pool in (python_pool, native_pool):
+        pool.step([], ids, [1] * batch, ids)
+    for grows, regrown, order in steps:
+        grow_ids = [ids[g % len(ids)] for g in grows] if ids else []
+        frees = [ids[r % len(ids)] for r in regrown] if ids else []
+        grow_ids += frees
+        batch_ids = {"same": ids, "reversed": ids[::-1], "drop_first": ids[1:]}[order]
+        outcomes = [
+            np.array(pool.step(np.array(frees, dtype=np.int64), np.array(grow_ids, dtype=np.int64),
+                               np.ones(len(grow_ids), dtype=np.int64), np.array(batch_ids, dtype=np.int64)))
+            for pool in (python_pool, native_pool)
+        ]  # fmt: skip
+        assert outcomes[0].tolist() == outcomes[1].tolist()
+    assert python_pool.free_block_ids() == native_pool.free_block_ids()
+
+
+@parametrize_allocator
+def test_a_huge_grow_after_a_small_one_is_exhaustion_not_an_overflow(make_allocator) -> None:  # type: ignore[no-untyped-def]
+    pool = make_allocator(10, 4)
+    with pytest.raises(RuntimeError, match="exhausted"):
+        pool.step([], [5, 0, 0], [6, 0, 2**63 - 1], [])  # 6 + (2**63 - 1) wraps around in int64
+    assert pool.num_free_blocks == 10 and pool.block_table(5) == []

@@ -35,11 +35,11 @@ def test_chunked_prefill_then_decode(make_scheduler) -> None:  # type: ignore[no
     scheduler = make_scheduler(4, 4, 8)
     assert isinstance(scheduler, Scheduler)
     plan = scheduler.schedule([NewSequence(1, 20, 5)], [], 100)
-    assert batch(plan) == [(1, 8, 0, False)] and plan.grow_num_blocks == [2]
+    assert batch(plan) == [(1, 8, 0, False)] and plan.grow_num_blocks.tolist() == [2]
     assert batch(scheduler.schedule([], [], 98)) == [(1, 8, 8, False)]
     assert batch(scheduler.schedule([], [], 96)) == [(1, 4, 16, True)]
     plan = scheduler.schedule([], [], 95)
-    assert batch(plan) == [(1, 1, 20, True)] and plan.grow_seq_ids == [1]
+    assert batch(plan) == [(1, 1, 20, True)] and plan.grow_seq_ids.tolist() == [1]
     assert scheduler.num_running == 1 and scheduler.num_waiting == 0
 
 
@@ -55,10 +55,10 @@ def test_preemption_frees_the_newest_which_then_waits_at_the_head(make_scheduler
     step([NewSequence(0, 7, 10), NewSequence(1, 7, 10)], [])
     step([NewSequence(2, 1, 2)], [])
     plan = step([], [])
-    assert plan.preempted == [1] and plan.frees == [1] and batch(plan) == [(0, 1, 8, True)]
+    assert plan.preempted.tolist() == [1] and plan.frees.tolist() == [1] and batch(plan) == [(0, 1, 8, True)]
     assert batch(step([], [])) == [(0, 1, 9, True)] and scheduler.num_waiting == 2
     plan = step([], [0])
-    assert plan.frees == [0] and batch(plan) == [(1, 9, 0, True), (2, 1, 0, True)]
+    assert plan.frees.tolist() == [0] and batch(plan) == [(1, 9, 0, True), (2, 1, 0, True)]
 
 
 @parametrize_scheduler
@@ -66,12 +66,12 @@ def test_priority_victim_comes_from_the_unscheduled_rest(make_scheduler) -> None
     scheduler = make_scheduler(2, 4, 100, "priority")
     scheduler.schedule([NewSequence(0, 2, 9, 0), NewSequence(1, 2, 9, 9), NewSequence(2, 2, 9, 1)], [], 3)
     plan = scheduler.schedule([], [], 0)
-    assert plan.preempted == [1, 2] and plan.seq_ids == [0] and scheduler.num_waiting == 2
+    assert plan.preempted.tolist() == [1, 2] and plan.seq_ids.tolist() == [0] and scheduler.num_waiting == 2
     scheduler = make_scheduler(4, 4, 100, "priority")
     scheduler.schedule([NewSequence(0, 5, 9, priority=9)], [], 2)
-    assert scheduler.schedule([NewSequence(1, 4, 9, priority=0)], [], 1).seq_ids == [0, 1]
+    assert scheduler.schedule([NewSequence(1, 4, 9, priority=0)], [], 1).seq_ids.tolist() == [0, 1]
     plan = scheduler.schedule([], [], 0)
-    assert plan.seq_ids == [0] and plan.preempted == [1]
+    assert plan.seq_ids.tolist() == [0] and plan.preempted.tolist() == [1]
 
 
 @parametrize_scheduler
@@ -82,7 +82,7 @@ def test_duplicate_arrival_is_refused_like_python(make_scheduler) -> None:  # ty
         scheduler.schedule([NewSequence(4, 4, 4), NewSequence(3, 4, 4)], [], 10)
     # The step stopped at the duplicate: 4 was admitted to waiting, as in Python.
     assert scheduler.num_waiting == 1 and scheduler.num_running == 1
-    assert scheduler.schedule([], [], 10).seq_ids == [3, 4]
+    assert scheduler.schedule([], [], 10).seq_ids.tolist() == [3, 4]
 
 
 @requires_native
@@ -131,7 +131,7 @@ def drive(scheduler: Scheduler, pool: PythonKVAllocator, rng: random.Random, ste
                 arrivals.append(NewSequence(seq_id, rng.randint(0, max_prompt), 8, rng.randint(-2, 3)))
         plan = scheduler.schedule(arrivals, finished, pool.num_free_blocks)
         pool.step(plan.frees, plan.grow_seq_ids, plan.grow_num_blocks, plan.seq_ids)
-        trace.append((plan, scheduler.num_waiting, scheduler.num_running))
+        trace.append((plan.copy(), scheduler.num_waiting, scheduler.num_running))  # a native plan is reused
         finished = [seq_id for seq_id in sorted(live) if rng.random() < finish_chance] + [
             rng.randrange(-3, id_space + 3)
         ]
@@ -158,7 +158,7 @@ def test_twins_plan_identical_steps(
                    PythonKVAllocator(num_blocks, block_size), random.Random(seed), 60, 24)  # fmt: skip
     for step, (expected, got) in enumerate(zip(python, native)):
         assert got == expected, f"step {step} differs"
-    if any(plan.preempted for plan, _, _ in python):
+    if any(len(plan.preempted) for plan, _, _ in python):
         event("preemption")
 
 

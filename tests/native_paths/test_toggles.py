@@ -7,6 +7,7 @@ import warnings
 import pytest
 
 from engine.kv_alloc import PythonKVAllocator
+from engine.prepare import PythonPrepare
 from engine.sampler import PythonSampler
 from engine.scheduler import PythonScheduler
 from errors import InferProfError
@@ -20,7 +21,10 @@ SIZES = {"num_blocks": 16, "block_size": 4, "max_num_seqs": 4, "max_batched_toke
     "value, expected",
     [
         ("none", set()),
-        ("all", {"sampler", "kv_alloc", "scheduler"}),
+        ("all", {"sampler", "kv_alloc", "scheduler", "prepare"}),
+        ("core", {"core"}),
+        ("sampler, core", {"core", "sampler"}),
+        ("prepare", {"prepare"}),
         ("sampler", {"sampler"}),
         (" Sampler , kv ", {"sampler", "kv_alloc"}),  # kv: the old spelling of kv_alloc
         ("kv,kv_alloc", {"kv_alloc"}),
@@ -34,26 +38,43 @@ def test_parse_native(value: object, expected: set[str]) -> None:
 
 @pytest.mark.parametrize("value", ["", "gpu", "sampler,allocator", "none,kv", "all,sampler", ","])
 def test_parse_native_names_the_allowed_values(value: str) -> None:
-    with pytest.raises(toggles.InvalidNativeSelection, match="none, all, sampler, kv_alloc, scheduler") as caught:
+    with pytest.raises(toggles.InvalidNativeSelection, match="none, all, sampler, kv_alloc, scheduler, prepare, core") as caught:
         toggles.parse_native(value)
     assert isinstance(caught.value, InferProfError) and isinstance(caught.value, ValueError)
 
 
+@pytest.mark.parametrize("value", ["core,scheduler", "core,kv", "prepare,core", "all,core"])
+def test_core_takes_only_the_sampler_beside_it(value: str) -> None:
+    with pytest.raises(toggles.InvalidNativeSelection, match="core|stand alone"):
+        toggles.parse_native(value)
+
+
+def test_every_combination_is_each_subset_then_the_core() -> None:
+    combinations = toggles.every_combination()
+    assert len(combinations) == len(set(combinations)) == 2 ** len(toggles.COMPONENTS) - 1 + 2
+    assert frozenset(toggles.COMPONENTS) in combinations and frozenset() not in combinations
+    assert combinations[-2:] == (frozenset({"core"}), frozenset({"core", "sampler"}))
+
+
 def test_available_reports_every_component() -> None:
     status = loader.available()
-    assert {"built", "path", "reason", "sampler", "kv_alloc", "scheduler"} <= set(status)
+    assert {"built", "path", "reason", "sampler", "kv_alloc", "scheduler", "prepare", "core"} <= set(status)
     assert status["built"] or status["reason"]
 
 
 def test_missing_extension_falls_back_to_python_with_a_warning(monkeypatch: pytest.MonkeyPatch) -> None:
     missing = {"built": False, "path": "", "reason": "no compiler here", "sampler": False, "kv_alloc": False,
-               "scheduler": False}  # fmt: skip
+               "scheduler": False, "prepare": False, "core": False}  # fmt: skip
     monkeypatch.setattr(loader, "available", lambda: missing)
     with pytest.warns(toggles.NativeFallbackWarning, match="no compiler here"):
         parts = toggles.make_components("all", **SIZES)
     assert isinstance(parts.sampler, PythonSampler) and isinstance(parts.kv_alloc, PythonKVAllocator)
     assert isinstance(parts.scheduler, PythonScheduler)
-    assert parts.native == frozenset() and parts.fallbacks == ("kv_alloc", "sampler", "scheduler")
+    assert isinstance(parts.prepare, PythonPrepare)
+    assert parts.native == frozenset() and parts.fallbacks == ("kv_alloc", "prepare", "sampler", "scheduler")
+    with pytest.warns(toggles.NativeFallbackWarning, match="native core"):
+        parts = toggles.make_components("core", **SIZES)
+    assert isinstance(parts.scheduler, PythonScheduler) and isinstance(parts.prepare, PythonPrepare)
 
 
 def test_python_everywhere_needs_no_extension(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -74,6 +95,22 @@ def test_native_components_when_built() -> None:
     assert isinstance(parts.sampler, NativeSampler) and isinstance(parts.scheduler, NativeScheduler)
     assert isinstance(parts.kv_alloc, PythonKVAllocator) and not isinstance(parts.kv_alloc, NativeKVAllocator)
     assert parts.native == {"sampler", "scheduler"} and parts.scheduler.policy == "priority"
+    assert isinstance(parts.prepare, PythonPrepare)
+
+
+@requires_native
+def test_the_core_is_three_faces_of_one_native_object() -> None:
+    from native_paths.core import CoreKVAllocator, CorePrepare, CoreScheduler
+    from native_paths.sampler import NativeSampler
+
+    parts = toggles.make_components("core,sampler", **SIZES)
+    assert isinstance(parts.scheduler, CoreScheduler) and isinstance(parts.kv_alloc, CoreKVAllocator)
+    assert isinstance(parts.prepare, CorePrepare) and isinstance(parts.sampler, NativeSampler)
+    assert parts.scheduler._core is parts.kv_alloc._core is parts.prepare._core
+    assert parts.native == {"core", "sampler"}
+    # One counted foreign call per step: the allocator and preparation faces make none.
+    assert hasattr(parts.scheduler, "calls") and not hasattr(parts.kv_alloc, "calls")
+    assert not hasattr(parts.prepare, "calls")
 
 
 def test_a_missing_library_path_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:

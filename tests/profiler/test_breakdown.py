@@ -148,6 +148,7 @@ def test_spans_split_matches_the_hand_computed_answer() -> None:
             "scheduler": 0.14,
             "sampler": 0.10,
             "kv_alloc": 0.02,
+            "prepare": 0.0,
             "tokenizer": 0.0,
             "detokenizer": 0.03,
             "model_glue": 0.10,

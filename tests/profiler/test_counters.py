@@ -120,3 +120,43 @@ def test_host_device_copies_are_counted_in_bytes() -> None:
     counted()
     collector.stop()
     assert collector.result()["bytes_copied_per_step"] == 2 * 256 * 4
+
+
+def test_an_adapter_passed_twice_counts_once() -> None:
+    adapter = FakeAdapter()
+    collector = CounterCollector(python_calls=False, torch_ops=False, native_counters=[adapter, adapter])
+    counted = collector.wrap_step(adapter.step)
+    collector.start()
+    counted()
+    collector.stop()
+    assert collector.result()["native_calls_per_step"] == 1
+
+
+@pytest.mark.parametrize("native, per_step", [("all", 4), ("core,sampler", 2), ("prepare", 1)])
+def test_one_native_call_per_component_per_step_through_the_engine(native: str, per_step: int) -> None:
+    from engine.config import EngineConfig
+    from engine.engine import Engine
+    from engine.types import SamplingParams
+    from native_paths import loader
+    from native_paths.toggles import make_components
+    from tests.engine.fakes import FakeModel, FakeTokenizer
+
+    if not loader.available()["built"]:
+        pytest.skip("native extension not built")
+    model = FakeModel()
+    config = EngineConfig(block_size=4, num_kv_blocks=64, max_num_seqs=4, max_batched_tokens=64)
+    parts = make_components(native, num_blocks=64, block_size=4, max_num_seqs=4, max_batched_tokens=64)
+    engine = Engine(model, FakeTokenizer(), scheduler=parts.scheduler, kv_alloc=parts.kv_alloc, sampler=parts.sampler,
+                    prepare=parts.prepare, config=config)  # fmt: skip
+    counters = [part for part in (parts.scheduler, parts.kv_alloc, parts.prepare, parts.sampler) if hasattr(part, "calls")]
+    collector = CounterCollector(python_calls=False, torch_ops=False, native_counters=counters)
+    engine._step = collector.wrap_step(engine._step)
+    handles = [engine.submit([5, 6, 7, 8], SamplingParams(max_tokens=6, ignore_eos=True)) for _ in range(3)]
+    collector.start()
+    with engine:
+        for handle in handles:
+            handle.result(timeout=60)
+    collector.stop()
+    counts = collector.result()
+    # Every step that computes calls each native component once; the last step only hands blocks back.
+    assert per_step - 1 < counts["native_calls_per_step"] <= per_step

@@ -55,7 +55,7 @@ def test_a_planted_scheduler_bug_is_reported(tiny, monkeypatch):
 
     def no_chunking(self, arrivals, finished, free):
         plan = real(self, arrivals, finished, free)
-        plan.samples = [not flag for flag in plan.samples]
+        plan.samples = ~plan.samples
         return plan
 
     monkeypatch.setattr(NativeScheduler, "schedule", no_chunking)
@@ -97,3 +97,46 @@ def test_explain_top_p_cut_within_rounding_is_a_near_tie():
     params = SamplingParams(temperature=1.0, top_p=0.75, seed=1)
     result = explain(row, params, [], [], 0, 1, 2)
     assert result.kind == "near-tie" and result.stage == "top-p"
+
+
+@pytest.mark.slow  # 18 engine runs
+def test_every_native_combination_serves_the_python_tokens(tiny):
+    from native_paths.toggles import every_combination
+    from profiler.checks.golden import run_golden
+
+    combinations = [",".join(sorted(selection)) for selection in every_combination()]
+    report = run_golden(tiny, requests=8, max_tokens=16, max_batch=8, kv_blocks=14, combinations=combinations)
+    assert set(report.combinations) == set(combinations) and len(combinations) == 17
+    assert report.preemptions > 0 and report.logic_errors == [] and report.exit_code == 0
+
+
+def test_a_planted_preparation_bug_is_reported_for_the_twin_and_end_to_end(tiny, monkeypatch):
+    from native_paths.prepare import NativePrepare
+    from profiler.checks import golden
+
+    real = NativePrepare.prepare
+
+    def wrong_token(self, plan, tables):
+        inp = real(self, plan, tables)
+        inp.token_ids = inp.token_ids.flip(0)  # tokens handed to the wrong rows (a shifted position would not
+        return inp                             # show end to end: rotary embeddings see only relative positions)
+
+    monkeypatch.setattr(NativePrepare, "prepare", wrong_token)
+    report = golden.run_golden(tiny, requests=4, max_tokens=3, max_batch=4, combinations=["prepare"])
+    assert {d.component for d in report.logic_errors} == {"prepare"}
+    assert report.combinations["prepare"] and report.exit_code == 1
+
+
+def test_a_planted_core_bug_is_reported(tiny, monkeypatch):
+    from native_paths.core import CoreKVAllocator
+    from profiler.checks import golden
+
+    real = CoreKVAllocator.step
+
+    def shifted(self, *args):
+        return real(self, *args) + 1
+
+    monkeypatch.setattr(CoreKVAllocator, "step", shifted)
+    report = golden.run_golden(tiny, requests=4, max_tokens=3, max_batch=4, combinations=["all"])
+    assert [d.component for d in report.logic_errors] == ["core"]  # reported once: the core then stops shadowing
+    assert report.exit_code == 1

@@ -15,14 +15,15 @@ if native.extension() is None:  # pragma: no cover - the suite builds the extens
 
 def test_counts_rise_to_the_total_in_each_run():
     from engine.models import load_model
-    from profiler.checks.golden import END_TO_END_PHASE, SHADOW_PHASE, run_golden
+    from profiler.checks.golden import SHADOW_PHASE, end_to_end_phase, run_golden
 
     seen: list[tuple[str, int, int]] = []
     report = run_golden(load_model("synthetic:tiny"), requests=10, max_tokens=6, max_batch=4,
-                        counts=lambda *count: seen.append(count))  # fmt: skip
+                        combinations=("all", "core,sampler"), counts=lambda *count: seen.append(count))  # fmt: skip
     assert report.exit_code == 0
-    assert [phase for phase, *_ in seen] == sorted((phase for phase, *_ in seen), key=[SHADOW_PHASE, END_TO_END_PHASE].index)
-    for phase in (SHADOW_PHASE, END_TO_END_PHASE):
+    phases = [SHADOW_PHASE, end_to_end_phase("all"), end_to_end_phase("core,sampler")]
+    assert [phase for phase, *_ in seen] == sorted((phase for phase, *_ in seen), key=phases.index)
+    for phase in phases:
         finished = [done for name, done, total in seen if name == phase]
         assert {total for name, _, total in seen if name == phase} == {10}
         assert finished == sorted(set(finished)), "counts only go up, each reported once"
@@ -60,6 +61,6 @@ def test_the_command_draws_a_bar_per_run():
     result = subprocess.run([sys.executable, "-m", "profiler.cli", "golden", "-m", "synthetic:tiny", "-r", "5", "-n", "3"],
                             capture_output=True, text=True, timeout=240)  # fmt: skip
     assert result.returncode == 0, result.stderr
-    for line in ("shadow run", "end-to-end run"):
+    for line in ("shadow run", "end to end, --native all", "end to end, --native core,sampler"):
         assert any(text.startswith(line) and "5/5" in text for text in result.stderr.splitlines()), result.stderr
     assert "PASS" in result.stdout
