@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import datetime as _dt
-import threading
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -14,8 +13,10 @@ import typer.core
 from rich.console import Console
 
 from profiler.cli.app import app
-from profiler.cli.progress import ctrl_c_stops
+from profiler.cli.options import output_path
+from profiler.cli.progress import stop_on_signals
 from profiler.cli.sweep_progress import sweep_progress
+from profiler.rundir.outdir import check_output_dir
 
 INTERRUPTED_EXIT_CODE = 130
 
@@ -52,7 +53,7 @@ def sweep_run(
         ),
     ],
     out: Annotated[
-        Optional[Path],
+        Optional[str],
         typer.Option(
             "--out",
             "-o",
@@ -87,7 +88,7 @@ def sweep_run(
     """Run every cell of a sweep (repeats interleaved) into its own run directory; then the table and map."""
     raise typer.Exit(
         sweep_command(
-            file, out=out, resume=resume, ray=ray, cell_cpus=cell_cpus, cell_gpus=cell_gpus, report=report
+            file, out=output_path(out, "--out"), resume=resume, ray=ray, cell_cpus=cell_cpus, cell_gpus=cell_gpus, report=report
         )
     )
 
@@ -157,12 +158,14 @@ def sweep_command(
     target = RayTarget(ray, cell_cpus, cell_gpus) if ray is not None else None
     prepare_cells(spec)  # every cell checked before the directory is touched
     out_dir = out or Path("runs") / f"sweep-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}-{spec.name}"
+    check_output_dir(out_dir)
     console.print(f"sweep [bold]{spec.name}[/bold]: {spec.description}")
-    stop_event = threading.Event()
-    with ctrl_c_stops(stop_event, console), sweep_progress(console, ray=target is not None) as hooks:
-        outcome = run_sweep(spec, out_dir, resume=resume, ray=target, hooks=hooks, stop_event=stop_event)
+    with stop_on_signals(console) as stop, sweep_progress(console, ray=target is not None) as hooks:
+        outcome = run_sweep(spec, out_dir, resume=resume, ray=target, hooks=hooks, stop_event=stop.event)
     _finish(outcome, file, report, console)
-    return INTERRUPTED_EXIT_CODE if outcome.interrupted else 0
+    if outcome.interrupted:
+        return stop.exit_code or INTERRUPTED_EXIT_CODE
+    return 0
 
 
 def _finish(outcome: Any, file: str, report: bool, console: Console) -> None:
