@@ -162,8 +162,9 @@ def draw_timeline(target: Target, timeline: pd.DataFrame, end_s: float | None = 
         step_ax.stackplot(timeline["t_s"], *[timeline[c] for c in phases],
                           labels=[c.removesuffix("_ms").replace("other", "outside spans") for c in phases],
                           colors=[PHASE_COLOURS.get(c, "#999999") for c in phases], linewidth=0)  # fmt: skip
-        # Above the axes, not beside them: the axes then span the width, as the request timeline's do.
-        target.legend(loc="outside upper center", ncol=len(phases), fontsize=8)
+        # Above the axes, not beside them: the axes then span the width, as the request timeline's do;
+        # in rows of at most five, so that nine phases still fit a portrait page.
+        target.legend(loc="outside upper center", ncol=min(len(phases), 5), fontsize=8)
     if end_s:
         kv_ax.set_xlim(0, end_s)
     per_bin = float(timeline["steps"].mean()) if "steps" in timeline else 1.0

@@ -10,12 +10,14 @@ def _by_name(rows):  # type: ignore[no-untyped-def]
 
 
 def test_loaded_twins_are_reported_built_with_their_library(monkeypatch):
-    status = {"built": True, "path": "/x/_native.abi3.so", "reason": "", "sampler": True, "kv_alloc": True,
-              "scheduler": True}  # fmt: skip
+    from native_paths.loader import COMPONENT_SYMBOLS
+
+    status = {"built": True, "path": "/x/_native.abi3.so", "reason": "", **dict.fromkeys(COMPONENT_SYMBOLS, True)}
     monkeypatch.setattr("native_paths.loader.available", lambda: status)
     rows = _by_name(doctor.native_rows())
     assert rows["native library"] == ("built", "/x/_native.abi3.so")
-    assert {rows[f"native {name}"][0] for name in ("sampler", "kv_alloc", "scheduler")} == {"built"}
+    assert set(COMPONENT_SYMBOLS) >= {"sampler", "kv_alloc", "scheduler", "prepare", "core"}
+    assert {rows[f"native {name}"][0] for name in COMPONENT_SYMBOLS} == {"built"}
     # The bookkeeping keys of available() are not components: no "native path" / "native reason" rows.
     assert not {"native path", "native reason", "native built"} & set(rows)
     assert all(state != "missing" for state, _ in rows.values())

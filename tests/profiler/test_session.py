@@ -69,7 +69,7 @@ def test_breakdown_verdict_and_overhead(chat_run: SessionOutcome) -> None:
     assert verdict["category"] in CATEGORIES and verdict["reasons"]
     assert isinstance(verdict["share"], float) and 0 < verdict["share"] <= 1
     assert "component" in verdict
-    assert set(verdict["predictions"]) == {"scheduler", "sampler", "kv_alloc"}
+    assert set(verdict["predictions"]) == {"scheduler", "sampler", "kv_alloc", "prepare"}
     assert {"share", "native_speedup", "predicted_gain", "measured_gain"} <= set(verdict["predictions"]["sampler"])
     overhead = result.overhead
     assert 0 < overhead["throughput_ratio"] <= 1 and "spans" in overhead["collectors"]

@@ -56,7 +56,7 @@ def test_a_sweep_runs_every_cell_into_its_own_run_directory(tmp_path: Path) -> N
         assert run.result.metrics["completed"] == 3 and not run.result.partial
         assert run.result.scenario["load"]["clients"] == int(cell_id.split("-")[1])
         assert run.result.config["native"] == (
-            [] if cell_id.endswith("none") else ["kv_alloc", "sampler", "scheduler"]
+            [] if cell_id.endswith("none") else ["kv_alloc", "prepare", "sampler", "scheduler"]
         )
     data = read_sweep(tmp_path / "sweep")
     assert len(data.runs) == 4 and data.runs["interpreter_share"].notna().all()

@@ -40,6 +40,7 @@ def test_a_good_sweep_file_gives_every_combination_with_native_varying_fastest(t
         "sampler",
         "kv_alloc",
         "scheduler",
+        "prepare",
     }
     first = cells[0]
     assert first.options.model == "synthetic:tiny" and first.options.seed == 0

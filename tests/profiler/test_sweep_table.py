@@ -54,7 +54,7 @@ def test_cells_average_their_repeats_with_a_standard_error(sweep_dir: Path) -> N
 def test_native_cells_are_paired_with_their_python_cells(sweep_dir: Path) -> None:
     cells = read_sweep(sweep_dir).cells
     native = cells[cells["twins"] != "none"]
-    assert set(native["twins"]) == {"kv_alloc,sampler,scheduler"}
+    assert set(native["twins"]) == {"kv_alloc,prepare,sampler,scheduler"}
     by_id = cells.set_index("cell")
     for _, row in native.iterrows():
         baseline = by_id.loc[row["baseline_cell"]]

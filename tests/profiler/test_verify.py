@@ -62,7 +62,7 @@ def test_verify_rewrites_result_json_with_both_gains(tmp_path: Path) -> None:
 
     if available().get("sampler") is not True:
         pytest.skip("the C twins are not built (python native_paths/build.py)")
-    # kv is already native in the main run: verify must skip it and run the sampler and scheduler.
+    # kv is already native in the main run: verify must skip it and run the sampler, scheduler and prepare.
     options = EngineOptions(model="synthetic:tiny", native=frozenset({"kv_alloc"}))
     loaded = load_for_options(options)
     spec = load_scenario("concurrency-30").with_overrides(num_requests=8)
@@ -76,7 +76,8 @@ def test_verify_rewrites_result_json_with_both_gains(tmp_path: Path) -> None:
     section = verify_predictions(main, options, stop_event=threading.Event(), native_speedups=None, run_again=run_again)
 
     assert [native for native, _ in calls] == [
-        frozenset({"kv_alloc", "scheduler"}), frozenset({"kv_alloc", "sampler"}), frozenset({"kv_alloc"}),  # last: Python again
+        frozenset({"kv_alloc", "scheduler"}), frozenset({"kv_alloc", "sampler"}), frozenset({"kv_alloc", "prepare"}),
+        frozenset({"kv_alloc"}),  # last: Python again
     ]
     data = json.loads((tmp_path / "run" / "result.json").read_text())
     assert data["config"]["verify"] is True
@@ -84,7 +85,7 @@ def test_verify_rewrites_result_json_with_both_gains(tmp_path: Path) -> None:
     assert isinstance(sampler["predicted_gain"], float) and isinstance(sampler["measured_gain"], float)
     assert sampler["native_speedup"] > 0
     details = data["verdict"]["verify"]
-    assert set(details["components"]) == {"sampler", "scheduler"} and "kv_alloc" in details["skipped"]
+    assert set(details["components"]) == {"sampler", "scheduler", "prepare"} and "kv_alloc" in details["skipped"]
     assert details["components"]["sampler"]["measured_gain"] == sampler["measured_gain"]
     assert (tmp_path / "run" / details["components"]["sampler"]["run_dir"] / "result.json").exists()
     assert details["python_runs"] == 2

@@ -12,7 +12,7 @@ def test_tables_have_schema_columns_and_requested_sizes(tmp_path):
     run = read_run(make_run_dir(tmp_path / "run", seed=1, n_requests=60, n_steps=200))
     assert set(REQUEST_COLUMNS) <= set(run.requests.columns)
     assert set(STEP_COLUMNS) <= set(run.steps.columns)
-    assert {f"{p}_ms" for p in ("scheduler", "kv_alloc", "model", "sampler", "detokenize", "queue")} <= set(
+    assert {f"{p}_ms" for p in ("scheduler", "kv_alloc", "prepare", "model", "sampler", "detokenize", "queue")} <= set(
         run.steps.columns
     )
     assert len(run.steps) == 200 and len(run.requests) == 60
@@ -32,7 +32,7 @@ def test_sections_agree_with_the_tables(tmp_path):
     spans = result.breakdown["methods"]["spans"]
     assert set(spans["categories"]) == set(CATEGORIES) and set(spans["components"]) == set(COMPONENTS)
     assert np.isclose(sum(spans["categories"].values()), 1.0)
-    assert set(result.verdict["predictions"]) == {"scheduler", "sampler", "kv_alloc"}
+    assert set(result.verdict["predictions"]) == {"scheduler", "sampler", "kv_alloc", "prepare"}
     assert (tmp_path / "run" / "samples.txt").exists()
 
 

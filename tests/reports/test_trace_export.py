@@ -87,6 +87,7 @@ def test_trace_is_valid_and_complete(run_dir):
         "queue",
         "scheduler",
         "kv_alloc",
+        "prepare",
         "model",
         "sampler",
         "detokenize",

@@ -17,6 +17,7 @@ PHASE_COSTS = {
     "queue": (0.04, 0.002, 0.0),
     "scheduler": (0.35, 0.030, 0.0),
     "kv_alloc": (0.06, 0.012, 0.0),
+    "prepare": (0.05, 0.010, 0.001),
     "model": (5.5, 0.42, 0.004),
     "sampler": (0.20, 0.060, 0.0),
     "detokenize": (0.08, 0.025, 0.0),
@@ -324,10 +325,10 @@ def _breakdown(rng: np.random.Generator, steps: pd.DataFrame, with_samples: bool
     phase = {name: float(steps[f"{name}_ms"].sum()) / wall_ms for name in PHASE_COSTS}
     components = {
         "scheduler": phase["scheduler"], "sampler": phase["sampler"], "kv_alloc": phase["kv_alloc"],
-        "tokenizer": 0.004, "detokenizer": phase["detokenize"], "model_glue": phase["model"] * 0.22,
+        "prepare": phase["prepare"], "tokenizer": 0.004, "detokenizer": phase["detokenize"], "model_glue": phase["model"] * 0.22,
         "model_kernels": phase["model"] * 0.78, "queue": phase["queue"], "api": 0.0,
     }  # fmt: skip
-    control = phase["scheduler"] + phase["sampler"] + phase["kv_alloc"] + phase["detokenize"] + phase["queue"]
+    control = sum(phase[name] for name in ("scheduler", "sampler", "kv_alloc", "prepare", "detokenize", "queue"))
     interpreter = control * 0.85 + components["model_glue"] * 0.6
     categories = {
         "interpreter": interpreter, "lock": 0.012, "allocation": control * 0.08 + 0.01,
@@ -366,7 +367,7 @@ def _breakdown(rng: np.random.Generator, steps: pd.DataFrame, with_samples: bool
 
 
 # Measured native speedups of each control path in isolation (what the C twin did per call).
-NATIVE_SPEEDUP = {"scheduler": 9.0, "sampler": 14.0, "kv_alloc": 6.0}
+NATIVE_SPEEDUP = {"scheduler": 9.0, "sampler": 14.0, "kv_alloc": 6.0, "prepare": 10.0}
 
 
 # How far the two Python runs of a simulated --verify differ (busy time per token, max/min - 1): enough
