@@ -16,7 +16,8 @@ typedef struct {
     int64_t length;
     int64_t capacity;
     int64_t seq_id;
-    int64_t live; /* registered (a removed slot waits on the spare list) */
+    int64_t live;    /* registered (a removed slot waits on the spare list) */
+    int64_t pending; /* sampled rows of this step that append to it (check_pending's count) */
 } token_store;
 
 struct np_prepare {
@@ -119,10 +120,13 @@ static int check_pending(np_prepare *p, const int64_t *sampled, int64_t n_sample
         np_reserve(&p->stores, &p->stores_capacity, needed_slots, sizeof(token_store)) ||
         np_reserve(&p->spare, &p->spare_capacity, needed_slots, sizeof(int32_t)))
         return fail(p, NP_ERR_NOMEM, 0, -1);
-    /* The sampled rows' stores grow by one token each. */
+    /* Each sampled row appends one token to its store; a plan may sample one sequence in two rows
+       (the Python twin appends both), so a store grows by the rows that name it, not by one. */
+    for (i = 0; i < n_sampled; i++) p->stores[p->sampled_slots[i]].pending = 0;
     for (i = 0; i < n_sampled; i++) {
         token_store *store = &p->stores[p->sampled_slots[i]];
-        if (np_reserve(&store->tokens, &store->capacity, store->length + 1, sizeof(int32_t)))
+        store->pending++;
+        if (np_reserve(&store->tokens, &store->capacity, store->length + store->pending, sizeof(int32_t)))
             return fail(p, NP_ERR_NOMEM, 0, -1);
     }
     return NP_OK;
@@ -176,7 +180,9 @@ int np_prepare_apply(np_prepare *p, const int64_t *sampled, int64_t n_sampled, c
     p->num_sampled = 0;
     for (i = 0; i < n_remove; i++) remove_sequence(p, remove_ids[i]);
     for (i = 0; i < n_add; i++) {
-        if (add_sequence(p, add_ids[i], add_tokens + add_offsets[i], add_offsets[i + 1] - add_offsets[i]))
+        /* No pointer arithmetic on NULL (undefined even with offset 0): empty prompts may come without a buffer. */
+        const int32_t *tokens = add_tokens ? add_tokens + add_offsets[i] : NULL;
+        if (add_sequence(p, add_ids[i], tokens, add_offsets[i + 1] - add_offsets[i]))
             return fail(p, NP_ERR_NOMEM, 0, i);
     }
     return NP_OK;
@@ -244,7 +250,7 @@ static int check_batch(np_prepare *p, const int64_t *seq_ids, const int64_t *num
             continue;
         }
         if (padding < 0) {
-            const int32_t *row = tables + i * table_stride;
+            const int32_t *row = tables ? tables + i * table_stride : NULL; /* NULL when the tables are 0 wide */
             for (index = shift >= 0 ? start >> shift : start / block_size; index * block_size <= last; index++) {
                 if (row[index] < 0) {
                     padding = i;
@@ -282,7 +288,7 @@ int np_prepare_build(np_prepare *p, const int64_t *seq_ids, const int64_t *num_t
     if (reserve_output(p, total, n_batch)) return fail(p, NP_ERR_NOMEM, 0, -1);
     for (i = 0; i < n_batch; i++) {
         const int32_t *known = p->stores[p->batch_slots[i]].tokens;
-        const int32_t *row = tables + i * table_stride;
+        const int32_t *row = tables ? tables + i * table_stride : NULL; /* NULL when the tables are 0 wide */
         int64_t start = start_positions[i], end = start + num_tokens[i], n = num_tokens[i], position = start;
         /* Block by block: within one block the slots are consecutive, so the inner loop is plain copies. */
         while (position < end) {

@@ -995,8 +995,9 @@ int np_sampler_step(np_sampler *s, const int64_t *remove_ids, int64_t n_remove, 
     }
     for (i = 0; i < n_remove; i++) remove_request(s, remove_ids[i]);
     for (i = 0; i < n_add; i++) {
-        status = add_request(s, add_ids[i], &add_params[i], add_prompt_tokens + add_prompt_offsets[i],
-                             add_prompt_offsets[i + 1] - add_prompt_offsets[i]);
+        /* The adapter sends no buffer when no prompt tokens travel (repetition penalty 1): no NULL + 0. */
+        const int32_t *prompt = add_prompt_tokens ? add_prompt_tokens + add_prompt_offsets[i] : NULL;
+        status = add_request(s, add_ids[i], &add_params[i], prompt, add_prompt_offsets[i + 1] - add_prompt_offsets[i]);
         if (status != NP_OK) {
             *bad_index = i;
             return status;

@@ -283,12 +283,20 @@ const np_plan *np_scheduler_plan(const np_scheduler *s) { return &s->plan; }
 int np_scheduler_step(np_scheduler *s, const int64_t *inputs, int64_t n_arrivals, int64_t n_finished,
                       int64_t num_free_blocks) {
     np_plan *plan = &s->plan;
-    const int64_t *arrival_ids = inputs, *arrival_prompt_tokens = inputs + n_arrivals;
-    const int64_t *arrival_priorities = inputs + 2 * n_arrivals, *finished = inputs + 3 * n_arrivals;
+    const int64_t *arrival_ids = NULL, *arrival_prompt_tokens = NULL, *arrival_priorities = NULL, *finished = NULL;
     int64_t free = num_free_blocks, budget = s->max_batched_tokens, index, i, version_before = plan->version;
     int preempted = 0;
     plan->bad_index = -1;
-    if (n_arrivals < 0 || n_finished < 0) return fail_plan(s, NP_ERR_ARG);
+    /* The counts are checked before any pointer is made from them: 3 * n_arrivals + n_finished must not
+       overflow, and a NULL buffer is only legal when it holds nothing (no NULL + 0 either). */
+    if (n_arrivals < 0 || n_finished < 0 || n_arrivals > (INT64_MAX - n_finished) / 4) return fail_plan(s, NP_ERR_ARG);
+    if (n_arrivals + n_finished > 0) {
+        if (inputs == NULL) return fail_plan(s, NP_ERR_ARG);
+        arrival_ids = inputs;
+        arrival_prompt_tokens = inputs + n_arrivals;
+        arrival_priorities = inputs + 2 * n_arrivals;
+        finished = inputs + 3 * n_arrivals;
+    }
     for (i = 0; i < n_arrivals; i++) {
         /* Keeps every count far from int64 overflow; the adapter says the same in its own words. */
         if (arrival_prompt_tokens[i] < 0 || arrival_prompt_tokens[i] > ((int64_t)1 << 60)) {
@@ -305,7 +313,8 @@ int np_scheduler_step(np_scheduler *s, const int64_t *inputs, int64_t n_arrivals
         if (s->seqs[slot].running) {
             remove_running(s, slot);
             plan->frees[plan->n_frees++] = finished[i];
-            free += s->seqs[slot].held;
+            /* Saturating: the caller's free count may be anything up to INT64_MAX (Python's is unbounded). */
+            free = free > INT64_MAX - s->seqs[slot].held ? INT64_MAX : free + s->seqs[slot].held;
             s->cached -= s->seqs[slot].computed;
         } else {
             remove_waiting(s, slot);

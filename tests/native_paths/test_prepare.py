@@ -157,3 +157,16 @@ def test_twins_prepare_identical_inputs(seed: int, block_size: int, num_blocks: 
     python = drive(PythonPrepare(block_size), seed, 60, block_size, num_blocks)
     native = drive(make_native(block_size), seed, 60, block_size, num_blocks)
     assert native == python
+
+
+@parametrize_prepare
+def test_a_sequence_sampled_in_two_rows_gets_both_tokens(make_prepare) -> None:  # type: ignore[no-untyped-def]
+    # Found by the libFuzzer target: C reserved room for one sampled token per sequence and wrote the
+    # second past its buffer; Python appends both, and so must C (no scheduler plans this, a caller may).
+    prepare = make_prepare(4)
+    prepare.add(7, list(range(16)))
+    tables = np.array([[0, 1, 2, 3, 4], [0, 1, 2, 3, 4]], dtype=np.int32)
+    prepare.prepare(plan_of([(7, 16, 0, True), (7, 1, 15, True)]), tables)
+    prepare.append_sampled([40, 41])
+    inp = prepare.prepare(plan_of([(7, 1, 17, True)]), tables[:1])  # pending tokens are applied here
+    assert prepare.tokens(7) == [*range(16), 40, 41] and inp.token_ids.tolist() == [41]

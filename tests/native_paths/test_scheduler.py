@@ -170,3 +170,14 @@ def test_twins_agree_under_heavy_preemption(policy: str) -> None:
     native = drive(make_native(2, 16, 48, policy), PythonKVAllocator(12, 2), random.Random(7), 300, 40, 6, 0.03)
     assert sum(len(plan.preempted) for plan, _, _ in python) > 30
     assert native == python
+
+
+@parametrize_scheduler
+def test_a_free_count_near_int64_max_does_not_wrap(make_scheduler) -> None:  # type: ignore[no-untyped-def]
+    # Found by the libFuzzer target (tests/native_paths/fuzz/): C added a finished sequence's blocks to
+    # a free count of 2**63 - 1, wrapped negative and preempted sequence 2; Python grew it a block.
+    scheduler = make_scheduler(4, 3, 16)
+    scheduler.schedule([NewSequence(1, 4, 4), NewSequence(2, 4, 4)], [], 10)
+    plan = scheduler.schedule([], [1], 2**63 - 1)
+    assert batch(plan) == [(2, 1, 4, True)] and plan.preempted.tolist() == []
+    assert plan.grow_seq_ids.tolist() == [2] and plan.grow_num_blocks.tolist() == [1]

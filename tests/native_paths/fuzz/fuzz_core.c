@@ -1,4 +1,4 @@
-/* Fuzzes the fused core (core.c): np_core_create, then steps of arrivals, finishes, sampled tokens and registrations. */
+/* Fuzzes the fused core (core.c): np_core_create, then steps of arrivals, finishes, sampled tokens, registrations. */
 #include "fuzz_common.h"
 
 #define MAX_SEQS 64    /* engine-like runs number their sequences 0, 1, ... */
@@ -132,9 +132,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         /* The scheduler plans with the core's own free blocks, so the allocator can always follow it
          * (NP_ERR_EXHAUSTED is "a scheduler bug"); an engine-like caller is never refused at all. */
         CHECK(changed < 0 || !(changed & NP_CORE_KV_FAILED));
-        CHECK((changed >= 0 && (changed & NP_CORE_PREPARE_FAILED)) ? status == NP_ERR_ARG || status == NP_ERR_TOKEN_RANGE ||
-                                                                          status == NP_ERR_UNKNOWN_SEQ
-                                                                    : status == NP_OK);
+        if (changed >= 0 && (changed & NP_CORE_PREPARE_FAILED))
+            CHECK(status == NP_ERR_ARG || status == NP_ERR_TOKEN_RANGE || status == NP_ERR_UNKNOWN_SEQ);
+        else
+            CHECK(status == NP_OK);
         CHECK(!engine_like || (changed >= 0 && !(changed & NP_CORE_PREPARE_FAILED)));
         check_pool(kv, num_blocks, engine_like);
         m.num_sample_rows = 0;

@@ -1,4 +1,5 @@
-/* Fuzzes input preparation (prepare.c): np_prepare_create, then steps of sampled tokens, removals, registrations and batches. */
+/* Fuzzes input preparation (prepare.c): np_prepare_create, then steps of sampled tokens, removals, registrations
+ * and batches with their block tables. */
 #include "fuzz_common.h"
 
 #define MAX_TOKENS 256 /* a prompt of <= 24, then <= 5 sampled tokens a step for <= 32 steps */
@@ -84,7 +85,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         /* Pending work, as the C code must check it (all before changing anything): counts, the
          * sampled count, sampled ids in [0, 2^31), then each registration's offsets and ids >= 0. */
         if (n_sampled < 0 || n_remove < 0 || n_add < 0) expected = NP_ERR_ARG;
-        else if (n_sampled && n_sampled != m.num_sample_rows) expected = NP_ERR_ARG, expected_detail = NP_PREPARE_SAMPLED_COUNT;
+        else if (n_sampled && n_sampled != m.num_sample_rows)
+            expected = NP_ERR_ARG, expected_detail = NP_PREPARE_SAMPLED_COUNT;
         for (i = 0; expected == NP_OK && i < n_sampled; i++) {
             if (sampled[i] < 0 || sampled[i] > INT32_MAX)
                 expected = NP_ERR_TOKEN_RANGE, expected_detail = NP_PREPARE_TOKEN_RANGE, expected_bad = i;
@@ -92,7 +94,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         for (i = 0; expected == NP_OK && i < n_add; i++) {
             if (offsets[i] < 0 || offsets[i + 1] < offsets[i]) expected = NP_ERR_ARG, expected_bad = i;
             for (k = offsets[i]; expected == NP_OK && k < offsets[i + 1]; k++)
-                if (add_tokens[k] < 0) expected = NP_ERR_TOKEN_RANGE, expected_detail = NP_PREPARE_TOKEN_RANGE, expected_bad = i;
+                if (add_tokens[k] < 0)
+                    expected = NP_ERR_TOKEN_RANGE, expected_detail = NP_PREPARE_TOKEN_RANGE, expected_bad = i;
         }
         applied = expected == NP_OK;
         if (applied) {
@@ -162,8 +165,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             }
             if (expected == NP_OK) total += n;
         }
-        if (expected == NP_OK && past >= 0) expected = NP_ERR_ARG, expected_detail = NP_PREPARE_PAST_TABLE, expected_bad = past;
-        if (expected == NP_OK && padding >= 0) expected = NP_ERR_ARG, expected_detail = NP_PREPARE_PADDING, expected_bad = padding;
+        if (expected == NP_OK && past >= 0)
+            expected = NP_ERR_ARG, expected_detail = NP_PREPARE_PAST_TABLE, expected_bad = past;
+        if (expected == NP_OK && padding >= 0)
+            expected = NP_ERR_ARG, expected_detail = NP_PREPARE_PADDING, expected_bad = padding;
 
         status = np_prepare_step(p, sampled, n_sampled, removes, n_remove, add_ids, offsets, add_tokens, n_add,
                                  seq_ids, num_tokens, starts, samples, n_batch, tables, rows, width, stride);
@@ -175,7 +180,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 int id = id_index(seq_ids[i]);
                 for (k = starts[i]; k < starts[i] + num_tokens[i]; k++, t++) {
                     CHECK(out->token_ids[t] == m.tokens[id][k] && out->positions[t] == k);
-                    CHECK(out->slot_mapping[t] == (int64_t)tables[i * stride + k / block_size] * block_size + k % block_size);
+                    int64_t block = tables[i * stride + k / block_size];
+                    CHECK(out->slot_mapping[t] == block * block_size + k % block_size);
                 }
                 CHECK(out->query_lens[i] == num_tokens[i] && out->context_lens[i] == starts[i] + num_tokens[i]);
                 if (samples[i] && num_tokens[i] > 0) {

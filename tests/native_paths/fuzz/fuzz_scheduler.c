@@ -54,7 +54,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         for (i = 0; i < nf; i++) inputs[3 * na + i] = ID_POOL[rd_id_index(&r)];
         /* A caller with a pool of `pool` blocks tells the truth; a hostile one says anything. */
         for (i = 0; i < NUM_IDS; i++) held_total += m.held[i];
-        num_free = how_free < 200 ? pool - (int64_t)held_total : rd_count(&r, 40);
+        held_total = pool - held_total;
+        num_free = how_free >= 200 ? rd_count(&r, 40) : held_total < INT64_MIN ? INT64_MIN : (int64_t)held_total;
         memcpy(was_running, m.running, sizeof was_running);
 
         /* Expected refusals (docs/twin-spec.md and the header): negative counts or a prompt length
