@@ -83,6 +83,7 @@ class Engine:
         self._shutdown = False
         self._abort = False
         self._thread: threading.Thread | None = None
+        self._warmed = threading.Event()
 
         # Engine thread only.
         self._running: dict[int, Request] = {}  # registered with the scheduler and the sampler
@@ -101,6 +102,7 @@ class Engine:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name=ENGINE_THREAD_NAME, daemon=True)
                 self._thread.start()
+        self._warmed.wait()  # the model's warm-up, on the engine thread: no request waits behind it
         return self
 
     def __enter__(self) -> Engine:  # noqa: PYI034 - typing.Self needs Python 3.11
@@ -240,8 +242,19 @@ class Engine:
 
     # -- engine thread --------------------------------------------------------------------------
 
+    def _warm_up(self) -> None:
+        """The model's optional warm_up(max_tokens, max_sampled) on this thread (its kernel caches are per
+        thread), before the first step; start() returns when it is done, whether or not it failed."""
+        try:
+            warm_up = getattr(self.model, "warm_up", None)
+            if warm_up is not None:
+                warm_up(self.config.max_batched_tokens, self.config.max_num_seqs)
+        finally:
+            self._warmed.set()
+
     def _run(self) -> None:
         try:
+            self._warm_up()
             while True:
                 with self.tracer.lock(self._lock, "engine"):
                     # Sleep until there is something to do: no busy loop when idle.

@@ -246,3 +246,28 @@ def test_build_model_input_refuses_tokens_without_a_block() -> None:
         build_model_input([[1]], [8], [True], np.array([[3, 4]], dtype=np.int32), 4)
     with pytest.raises(ValueError, match="mismatch"):
         build_model_input([[1], [2]], [0], [True], np.array([[3]], dtype=np.int32), 4)
+
+
+def test_padded_rows_are_exact_for_decode_batches_and_bounded_above() -> None:
+    from engine.model import EXACT_ROWS, padded_rows, row_buckets
+
+    assert [padded_rows(rows) for rows in (1, EXACT_ROWS, EXACT_ROWS + 1, 30, 65)] == [1, EXACT_ROWS, 18, 30, 72]
+    for rows in range(1, 5000):
+        padded = padded_rows(rows)
+        assert rows <= padded <= max(rows, rows * 1.125 + 1), rows
+    # The point: few shapes for oneDNN's per-shape caches, however varied the step's token counts.
+    assert row_buckets(512) == sorted({padded_rows(rows) for rows in range(1, 513)}) and len(row_buckets(512)) == 56
+    assert len({padded_rows(rows) for rows in range(1, 2**20 + 1)}) == 144
+
+
+def test_the_linear_gives_each_row_the_same_result_padded_or_not() -> None:
+    from engine.model import _select_linear
+
+    linear = _select_linear()
+    torch.manual_seed(0)
+    w = torch.randn(96, 64)
+    for rows in (1, 65, 73, 200):  # exact, and padded to 72, 80 and 208 rows
+        x = torch.randn(rows, 64)
+        out = linear(x, w)
+        assert out.shape == (rows, 96)
+        torch.testing.assert_close(out, x @ w.t(), rtol=1e-4, atol=1e-4)
