@@ -53,7 +53,7 @@ def _timed(call: Callable[[], Any], prepare: Callable[[], Any] = lambda: None) -
     return time.perf_counter() - start
 
 
-def _row(
+def bench_row(
     component: str, batch: int, mix: str, python_s: float, native_s: float, **extra: Any
 ) -> dict[str, Any]:
     return {
@@ -145,7 +145,7 @@ def bench_sampler(batch: int, vocab: int, mix: str, repeats: int, seed: int) -> 
     _median_pair(call(0), call(1), repeats)
     python_s, native_s = statistics.median(timings[0]), statistics.median(timings[1])
     floor_s = statistics.median(_timed(warm, warm) for _ in range(max(repeats, 5)))
-    return _row(
+    return bench_row(
         "sampler", batch, mix, python_s, native_s,
         floor_us=round(floor_s * 1e6, 1), native_floor_ratio=round(native_s / floor_s, 2),
         tokens_match=results[0] == results[1],
@@ -206,8 +206,8 @@ def bench_kv(batch: int, repeats: int, seed: int, steps: int = 200) -> dict[str,
     timings: list[list[float]] = [[], []]
     _median_pair(replay(0), replay(1), repeats)
     same = all(np.array_equal(a, b) for a, b in zip(*outputs))
-    return _row("kv_alloc", batch, "decode", statistics.median(timings[0]), statistics.median(timings[1]),
-                tables_match=same)  # fmt: skip
+    return bench_row("kv_alloc", batch, "decode", statistics.median(timings[0]), statistics.median(timings[1]),
+                     tables_match=same)  # fmt: skip
 
 
 # -- scheduler ----------------------------------------------------------------------------------
@@ -262,8 +262,8 @@ def bench_scheduler(batch: int, repeats: int, seed: int, steps: int = 200) -> di
         return go
 
     _median_pair(run(0), run(1), repeats)
-    return _row("scheduler", batch, "decode", statistics.median(timings[0]), statistics.median(timings[1]),
-                plans_match=plans[0] == plans[1])  # fmt: skip
+    return bench_row("scheduler", batch, "decode", statistics.median(timings[0]), statistics.median(timings[1]),
+                     plans_match=plans[0] == plans[1])  # fmt: skip
 
 
 # -- all of it ----------------------------------------------------------------------------------

@@ -34,6 +34,7 @@ from engine.kv_alloc import PythonKVAllocator
 from engine.prepare import PythonPrepare
 from engine.scheduler import PythonScheduler
 from engine.types import ModelInput, NewSequence
+from native_paths.bench import bench_row
 
 BLOCK_SIZE = 16
 FINISH_CHANCE = 1 / 200
@@ -176,7 +177,7 @@ def bench_prepare(batch: int, repeats: int, seed: int, steps: int = 200) -> dict
         return go
 
     (python_s, native_s), digests = _interleaved([run(PythonPrepare), run(NativePrepare)], repeats)
-    return _row("prepare", batch, "decode", python_s, native_s, inputs_match=digests[0] == digests[1])
+    return bench_row("prepare", batch, "decode", python_s, native_s, inputs_match=digests[0] == digests[1])
 
 
 def bench_core(batch: int, repeats: int, seed: int, steps: int = 200) -> dict[str, Any]:
@@ -190,18 +191,6 @@ def bench_core(batch: int, repeats: int, seed: int, steps: int = 200) -> dict[st
 
     (python_s, separate_s, core_s), digests = _interleaved([run(python_twins), run(native_twins), run(core_twins)],
                                                            repeats)  # fmt: skip
-    return _row("core", batch, "control step", python_s, core_s, separate_us=round(separate_s * 1e6, 1),
-                one_call_gain=round(separate_s / core_s, 2) if core_s > 0 else float("inf"),
-                inputs_match=digests[0] == digests[1] == digests[2])  # fmt: skip
-
-
-def _row(component: str, batch: int, mix: str, python_s: float, native_s: float, **extra: Any) -> dict[str, Any]:
-    return {
-        "component": component,
-        "batch": batch,
-        "mix": mix,
-        "python_us": round(python_s * 1e6, 1),
-        "native_us": round(native_s * 1e6, 1),
-        "speedup": round(python_s / native_s, 2) if native_s > 0 else float("inf"),
-        **extra,
-    }
+    return bench_row("core", batch, "control step", python_s, core_s, separate_us=round(separate_s * 1e6, 1),
+                     one_call_gain=round(separate_s / core_s, 2) if core_s > 0 else float("inf"),
+                     inputs_match=digests[0] == digests[1] == digests[2])  # fmt: skip

@@ -16,7 +16,7 @@ import numpy as np
 from engine.types import ModelInput, NewSequence, StepPlan
 from native_paths.kv_alloc import KVInspection, TableViews, check_pool_config, raise_kv_error
 from native_paths.loader import require
-from native_paths.prepare import InputViews, PendingWork, raise_prepare_error
+from native_paths.prepare import InputViews, PendingWork, PrepareQueries, raise_prepare_error
 from native_paths.scheduler import (
     NUM_COUNTS,
     POLICIES,
@@ -145,7 +145,7 @@ class CoreKVAllocator(KVInspection):
         return core.table_views.tables(header)
 
 
-class CorePrepare:
+class CorePrepare(PrepareQueries):
     """engine.types.Prepare: registrations buffered for the next fused step; prepare() hands over the
     input that step built (no foreign call)."""
 
@@ -154,15 +154,6 @@ class CorePrepare:
         self._ffi, self._lib = core._ffi, core._lib
         self._prepare = core._lib.np_core_prepare(core._core)
         self.block_size = block_size
-
-    @property
-    def num_sequences(self) -> int:
-        return self._lib.np_prepare_num_sequences(self._prepare)
-
-    def tokens(self, seq_id: int) -> list[int]:
-        pointer = self._ffi.new("int32_t **")
-        count = self._lib.np_prepare_tokens(self._prepare, seq_id, pointer)
-        return self._ffi.unpack(pointer[0], count) if count > 0 else []
 
     def add(self, seq_id: int, prompt_token_ids: Sequence[int]) -> None:
         self._core.pending.add(seq_id, prompt_token_ids)

@@ -253,7 +253,23 @@ def raise_prepare_error(lib: Any, status: int, header: list[int], plan: StepPlan
     raise ValueError(f"np_prepare_step refused its arguments (status {status}, entry {index})")
 
 
-class NativePrepare:
+class PrepareQueries:
+    """What a C np_prepare state answers about its sequences, for a class holding `_ffi`, `_lib` and `_prepare`."""
+
+    @property
+    def num_sequences(self) -> int:
+        """Sequences registered as of the last prepare() (pending work not yet applied)."""
+        return self._lib.np_prepare_num_sequences(self._prepare)  # type: ignore[attr-defined]
+
+    def tokens(self, seq_id: int) -> list[int]:
+        """The token ids known for seq_id as of the last prepare(); for tests."""
+        ffi, lib = self._ffi, self._lib  # type: ignore[attr-defined]
+        pointer = ffi.new("int32_t **")
+        count = lib.np_prepare_tokens(self._prepare, seq_id, pointer)  # type: ignore[attr-defined]
+        return ffi.unpack(pointer[0], count) if count > 0 else []
+
+
+class NativePrepare(PrepareQueries):
     """Builds the same ModelInput as engine.prepare.PythonPrepare, with token ids kept in C arrays and
     the input written into buffers the returned tensors view (valid until the next prepare())."""
 
@@ -276,17 +292,6 @@ class NativePrepare:
     def close(self) -> None:
         """Free the C state now (otherwise it goes when the object is collected)."""
         self._finalizer()
-
-    @property
-    def num_sequences(self) -> int:
-        """Sequences registered as of the last prepare() (pending work not yet applied)."""
-        return self._lib.np_prepare_num_sequences(self._prepare)
-
-    def tokens(self, seq_id: int) -> list[int]:
-        """The token ids known for seq_id as of the last prepare(); for tests."""
-        pointer = self._ffi.new("int32_t **")
-        count = self._lib.np_prepare_tokens(self._prepare, seq_id, pointer)
-        return self._ffi.unpack(pointer[0], count) if count > 0 else []
 
     def add(self, seq_id: int, prompt_token_ids: Sequence[int]) -> None:
         """Register a sequence with its prompt; takes effect at the next prepare()."""

@@ -45,17 +45,23 @@ void np_free(void *pointer) {
     }
 }
 
+/* The capacity to grow to for `needed` items (doubling from 16), or 0 when it cannot be allocated. */
+static int64_t grown_capacity(int64_t capacity, int64_t needed, size_t item_size) {
+    int64_t grown = capacity > 0 ? capacity : 16;
+    while (grown < needed) {
+        if (grown > INT64_MAX / 2) return 0;
+        grown *= 2;
+    }
+    return (uint64_t)grown > SIZE_MAX / item_size ? 0 : grown;
+}
+
 int np_reserve(void *array_address, int64_t *capacity, int64_t needed, size_t item_size) {
     /* The array pointer is read and written through memcpy so that any T ** can be passed. */
     void *array, *bigger;
     int64_t grown;
     if (needed <= *capacity) return NP_OK;
-    grown = *capacity > 0 ? *capacity : 16;
-    while (grown < needed) {
-        if (grown > INT64_MAX / 2) return NP_ERR_NOMEM;
-        grown *= 2;
-    }
-    if ((uint64_t)grown > SIZE_MAX / item_size) return NP_ERR_NOMEM;
+    grown = grown_capacity(*capacity, needed, item_size);
+    if (!grown) return NP_ERR_NOMEM;
     memcpy(&array, array_address, sizeof array);
     bigger = realloc(array, (size_t)grown * item_size);
     if (!bigger) return NP_ERR_NOMEM;
@@ -71,12 +77,8 @@ int np_reserve_stable(void *array_address, int64_t *capacity, int64_t needed, si
     np_retired *node;
     int64_t grown;
     if (needed <= *capacity) return NP_OK;
-    grown = *capacity > 0 ? *capacity : 16;
-    while (grown < needed) {
-        if (grown > INT64_MAX / 2) return NP_ERR_NOMEM;
-        grown *= 2;
-    }
-    if ((uint64_t)grown > SIZE_MAX / item_size) return NP_ERR_NOMEM;
+    grown = grown_capacity(*capacity, needed, item_size);
+    if (!grown) return NP_ERR_NOMEM;
     memcpy(&array, array_address, sizeof array);
     bigger = np_malloc((size_t)grown * item_size);
     node = array ? np_malloc(sizeof *node) : NULL;

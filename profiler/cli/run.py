@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import math
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -74,19 +76,31 @@ def run_command(
     spec, options = _checked_inputs(options, scenario, requests, duration, out, profile, verify, policy_given, console)
     with stop_on_signals(console) as stop:
         loaded = _load(options, console)
-        claim = claim_run_dir(out) if out is not None else claim_default_run_dir(spec.name)
-        try:
+        with _claimed_run_dir(out, spec.name) as run_dir:
             console.print(f"model [bold]{options.model}[/bold] ({loaded.source}); scenario [bold]{spec.name}[/bold]: {spec.description}")
             native_speedups = _native_speedups(console) if profile != "off" and not stop.event.is_set() else None
-            outcome = run_profiled(options, scenario=spec, loaded=loaded, out=claim.path, profile=profile, console=console,
+            outcome = run_profiled(options, scenario=spec, loaded=loaded, out=run_dir, profile=profile, console=console,
                                    stop_event=stop.event, native_speedups=native_speedups)  # fmt: skip
             if verify and not outcome.interrupted:
                 _verify(outcome, options, spec, loaded, console, stop.event, native_speedups, profile)
             _write_reports(outcome, report, console, stop)
-        finally:
-            claim.release(keep=(claim.path / "result.json").exists())
-        if stop.exit_code is not None:
-            return stop.exit_code
+    return _exit_code(stop, outcome)
+
+
+@contextmanager
+def _claimed_run_dir(out: Path | None, scenario_name: str) -> Iterator[Path]:
+    """The run directory, claimed for this run and released however it ends (kept if it holds a result)."""
+    claim = claim_run_dir(out) if out is not None else claim_default_run_dir(scenario_name)
+    try:
+        yield claim.path
+    finally:
+        claim.release(keep=(claim.path / "result.json").exists())
+
+
+def _exit_code(stop: GracefulStop, outcome: Any) -> int:
+    """128 + the signal that stopped the run, 130 for a run cut short otherwise, else 0."""
+    if stop.exit_code is not None:
+        return stop.exit_code
     return INTERRUPTED_EXIT_CODE if outcome.interrupted else 0
 
 
@@ -144,18 +158,12 @@ def run_target_command(
                   f"{', spans from the server' if server.ours and profile != 'off' else ''}"
                   f"{'; ' + plan.split_unavailable if plan.split_unavailable else ''}[/dim]")  # fmt: skip
     tokenizer = prompt_tokenizer(options.model)
-    with stop_on_signals(console) as stop:
-        claim = claim_run_dir(out) if out is not None else claim_default_run_dir(spec.name)
-        try:
-            with session_progress(console) as hooks:
-                outcome = run_target_session(plan, spec, claim.path, tokenizer=tokenizer, profile=profile,
-                                             stop_event=stop.event, hooks=hooks, prompt_model=options.model)  # fmt: skip
-            _write_reports(outcome, report, console, stop)
-        finally:
-            claim.release(keep=(claim.path / "result.json").exists())
-        if stop.exit_code is not None:
-            return stop.exit_code
-    return INTERRUPTED_EXIT_CODE if outcome.interrupted else 0
+    with stop_on_signals(console) as stop, _claimed_run_dir(out, spec.name) as run_dir:
+        with session_progress(console) as hooks:
+            outcome = run_target_session(plan, spec, run_dir, tokenizer=tokenizer, profile=profile,
+                                         stop_event=stop.event, hooks=hooks, prompt_model=options.model)  # fmt: skip
+        _write_reports(outcome, report, console, stop)
+    return _exit_code(stop, outcome)
 
 
 def _check_load_flags(requests: int | None, duration: float | None, profile: str) -> None:

@@ -26,16 +26,14 @@ class Ticket:
         self.request = request
 
     def wait(self, timeout: float | None = None) -> object:
-        return self.handle.result(timeout=timeout)
+        """The request's output, once finished; from then on the ticket holds only its compacted form.
 
-    def settle(self) -> None:
-        """Swap the finished handle for its compacted output.
-
-        The handle keeps the engine's whole request alive (detokenizer, streamed deltas, a condition,
+        The engine's handle keeps the whole request alive (detokenizer, streamed deltas, a condition,
         the prompt and its ids: about 20 KB each), so a 10,000-request soak grew by ~200 MB of finished
-        requests; the tables need only the counts and token times, kept as 8-byte arrays."""
-        if not isinstance(self.handle, Settled) and self.handle.done():
-            self.handle = Settled(compact_output(self.handle.result(timeout=0)))
+        requests; the run's tables need only the counts and token times, kept as 8-byte arrays."""
+        if not isinstance(self.handle, Settled):
+            self.handle = Settled(compact_output(self.handle.result(timeout=timeout)))
+        return self.handle.output
 
 
 class Settled:
@@ -45,9 +43,6 @@ class Settled:
 
     def __init__(self, output: Any) -> None:
         self.output = output
-
-    def done(self) -> bool:
-        return True
 
     def result(self, timeout: float | None = None) -> Any:
         return self.output
@@ -87,13 +82,11 @@ class DoneCounter:
         self._lock = threading.Lock()
 
     def __call__(self, record: LoadRecord) -> None:
-        if record.ticket is not None and record.error is None:
-            record.ticket.settle()
         if record.request.warmup:
             return
         tokens = 0
         if record.ticket is not None and record.error is None:
-            tokens = len(record.ticket.handle.result(timeout=0).token_ids)
+            tokens = len(record.ticket.wait(timeout=0).token_ids)
         with self._lock:
             self.requests += 1
             self.tokens += tokens
