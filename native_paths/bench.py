@@ -24,6 +24,7 @@ from engine.kv_alloc import PythonKVAllocator
 from engine.sampler import PythonSampler
 from engine.scheduler import PythonScheduler
 from engine.types import NewSequence, SamplingParams
+from native_paths.bench_rows import bench_row
 
 COMPONENTS = ("sampler", "kv_alloc", "scheduler", "prepare", "core")
 SAMPLER_MIX_BATCH = 32  # the batch at which every sampler mix is timed (others: the mixed step only)
@@ -51,20 +52,6 @@ def _timed(call: Callable[[], Any], prepare: Callable[[], Any] = lambda: None) -
     start = time.perf_counter()
     call()
     return time.perf_counter() - start
-
-
-def bench_row(
-    component: str, batch: int, mix: str, python_s: float, native_s: float, **extra: Any
-) -> dict[str, Any]:
-    return {
-        "component": component,
-        "batch": batch,
-        "mix": mix,
-        "python_us": round(python_s * 1e6, 1),
-        "native_us": round(native_s * 1e6, 1),
-        "speedup": round(python_s / native_s, 2) if native_s > 0 else float("inf"),
-        **extra,
-    }
 
 
 # -- sampler ------------------------------------------------------------------------------------

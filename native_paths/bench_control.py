@@ -34,7 +34,7 @@ from engine.kv_alloc import PythonKVAllocator
 from engine.prepare import PythonPrepare
 from engine.scheduler import PythonScheduler
 from engine.types import ModelInput, NewSequence
-from native_paths.bench import bench_row
+from native_paths.bench_rows import bench_row
 
 BLOCK_SIZE = 16
 FINISH_CHANCE = 1 / 200
