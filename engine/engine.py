@@ -10,7 +10,7 @@ from dataclasses import replace
 from engine.config import EngineConfig
 from engine.prepare import PythonPrepare
 from engine.sampler import splitmix64
-from engine.sequence import Request, RequestHandle, RequestOutput, StepRecord
+from engine.sequence import Request, RequestHandle, RequestOutput, StepLog, StepRecord
 from engine.setup_thread import run_on_setup_thread
 from engine.tokenizer import IncrementalDetokenizer
 from engine.trace import NULL_TRACER, Tracer
@@ -89,7 +89,7 @@ class Engine:
         self._running: dict[int, Request] = {}  # registered with the scheduler and the sampler
         self._finished_ids: list[int] = []  # to report to the scheduler at the next step
         self._num_cached_total = 0  # tokens in the KV cache, as of the last plan
-        self.step_records: list[StepRecord] = []
+        self.step_records = StepLog()
         self._num_steps = 0
         self._num_preemptions = 0
         self._num_finished = 0

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from array import array
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import astuple, dataclass, field
 from typing import TYPE_CHECKING
 
 from engine.types import SamplingParams
@@ -37,6 +38,14 @@ class RequestOutput:
     def ok(self) -> bool:
         return self.finish_reason in ("stop", "length")
 
+    @property
+    def prompt_tokens(self) -> int:
+        return len(self.prompt_token_ids)
+
+    @property
+    def output_tokens(self) -> int:
+        return len(self.token_ids)
+
 
 @dataclass(slots=True)
 class StepRecord:
@@ -55,6 +64,44 @@ class StepRecord:
     preemptions: int
     waiting: int
     running: int
+
+
+# StepRecord's fields as StepLog keeps them: every one but kv_utilization, which is blocks_used / blocks.
+_LOGGED = tuple(name for name in StepRecord.__dataclass_fields__ if name != "kv_utilization")
+_UTILIZATION = list(StepRecord.__dataclass_fields__).index("kv_utilization")
+
+
+class StepLog(Sequence[StepRecord]):
+    """Every step's record, kept as integers in one array: a run keeps all of them, one per step.
+
+    As dataclass instances with their int and float objects, a record cost ~250 bytes; a
+    10,000-request soak made ~23,000 steps. In the array it costs 96 bytes; reading gives StepRecords.
+    """
+
+    __slots__ = ("_values",)
+
+    def __init__(self) -> None:
+        self._values = array("q")
+
+    def append(self, record: StepRecord) -> None:
+        values = astuple(record)
+        self._values.extend(values[:_UTILIZATION] + values[_UTILIZATION + 1 :])
+
+    def __len__(self) -> int:
+        return len(self._values) // len(_LOGGED)
+
+    def __getitem__(self, index):  # type: ignore[no-untyped-def, override]
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        count = len(self)
+        if index < 0:
+            index += count
+        if not 0 <= index < count:
+            raise IndexError("step record index out of range")
+        width = len(_LOGGED)
+        fields = dict(zip(_LOGGED, self._values[index * width : (index + 1) * width], strict=True))
+        total = fields["blocks_used"] + fields["blocks_free"]
+        return StepRecord(**fields, kv_utilization=fields["blocks_used"] / total if total else 0.0)
 
 
 @dataclass(slots=True, eq=False)

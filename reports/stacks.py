@@ -21,6 +21,7 @@ import pandas as pd
 from errors import ReportError
 from profiler.rundir.results import RunData
 from profiler.rundir.samples import flag
+from profiler.rundir.validate import whole_numbers
 
 UNCLASSIFIED = "unclassified"
 # The engine's thread name (engine/engine.py ENGINE_THREAD_NAME): how a run without labels finds it.
@@ -154,6 +155,8 @@ def _read_labels(path: Path) -> dict[int, tuple[str, str, bool]]:
     missing = {"line", "category", "component", "engine_thread"} - set(table.columns)
     if missing:
         raise ReportError(f"{path}: missing column(s) {', '.join(sorted(missing))}; delete it to show the stacks unclassified")
+    table["line"] = table["line"].replace("", float("nan"))  # keep_default_na=False keeps a gap as ""
+    table = whole_numbers(table, ("line",), path, non_negative=("line",))
     engine = flag(table["engine_thread"], False)
     return {int(line): (str(category) or UNCLASSIFIED, str(component), bool(is_engine))
             for line, category, component, is_engine in zip(table["line"], table["category"], table["component"], engine)}  # fmt: skip

@@ -47,6 +47,9 @@ def run(
             raise OptionError("--pid and --target-model go with --target URL: give the server's URL too")
         if verify:
             raise OptionError("--verify switches the built-in engine's C twins on: it cannot run against --target")
+        _refuse_engine_flags_with_target(options, policy_given=policy is not None)
+        if pid is not None and pid <= 0:
+            raise OptionError(f"--pid={pid}: give the server's process id (a positive number), or leave it out")
         raise typer.Exit(run_target_command(options, target=target, pid=pid, target_model=target_model,
                                             scenario=scenario, requests=requests, duration=duration,
                                             out=output_path(out, "--out"), report=report, profile=profile))  # fmt: skip
@@ -134,6 +137,20 @@ def _load(options: EngineOptions, console: Console):  # type: ignore[no-untyped-
     from profiler.session.builder import load_for_options
 
     return load_for_options(options, progress=dim_printer(console), checked=True)
+
+
+def _refuse_engine_flags_with_target(options: EngineOptions, *, policy_given: bool) -> None:
+    """The built-in engine's sizing and twins mean nothing to a server profiled over HTTP: say so, not ignore them."""
+    defaults = EngineOptions(model=options.model, seed=options.seed)
+    flags = {"native": "--native", "kv_blocks": "--kv-blocks", "kv_memory_bytes": "--kv-memory", "dtype": "--dtype",
+             "block_size": "--block-size", "max_batch": "--max-batch", "max_batched_tokens": "--max-batched-tokens",
+             "threads": "--threads"}  # fmt: skip
+    given = [flag for name, flag in flags.items() if getattr(options, name) != getattr(defaults, name)]
+    if policy_given:
+        given.append("--policy")
+    if given:
+        raise OptionError(f"{', '.join(given)} size the built-in engine; with --target the server runs its own: "
+                          "set them where the server starts (e.g. `infer-prof serve`), or drop --target")  # fmt: skip
 
 
 def run_target_command(

@@ -17,6 +17,7 @@ from profiler.cli.options import output_path
 from profiler.cli.progress import stop_on_signals
 from profiler.cli.sweep_progress import sweep_progress
 from profiler.rundir.outdir import check_output_dir
+from profiler.rundir.sweepdir import is_sweep_dir
 
 INTERRUPTED_EXIT_CODE = 130
 
@@ -153,6 +154,8 @@ def sweep_command(
     spec = load_sweep(file)
     if resume and out is None:
         raise OptionError("--resume needs --out DIR: the sweep directory to finish")
+    if resume and not is_sweep_dir(out):
+        raise OptionError(f"--resume: {out} holds no sweep to resume; run without --resume to start one there")
     if ray is None and (cell_cpus != 1 or cell_gpus != 0):
         raise OptionError("--cell-cpus and --cell-gpus size Ray tasks: give them with --ray")
     target = RayTarget(ray, cell_cpus, cell_gpus) if ray is not None else None

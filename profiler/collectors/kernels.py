@@ -30,7 +30,7 @@ from typing import Any
 
 from profiler.collectors.base import Collector
 from profiler.collectors.kineto_chatter import quietly_profiling, without_kineto_chatter
-from profiler.collectors.spans import EVENT_FIELDS, STEP_SPAN, RecordingTracer, records
+from profiler.collectors.spans import STEP_SPAN, RecordingTracer
 
 SPAN_PREFIX = "span:"
 OUTSIDE_SPANS = ""
@@ -463,7 +463,7 @@ class KernelCollector(Collector):
         step_starts = {
             step: start
             for state in self._tracer.thread_states()
-            for name, start, _end, _self, _cpu, _depth, step in records(state.events, EVENT_FIELDS)
+            for name, start, _end, _self, _cpu, _depth, step in state.events.records()
             if name == STEP_SPAN and step >= 0
         }
         rows: list[tuple[int, int, str, int, int, int, str]] = []

@@ -189,3 +189,26 @@ def _non_negative(table: pd.DataFrame, columns: tuple[str, ...] | list[str], pat
             row = int(table.index[table[column] < 0][0])
             raise ResultError(f"{path}: row {row + 2}, column {column} is {table[column][row]}, a negative "
                               "duration or count; re-record the run")  # fmt: skip
+
+
+def whole_numbers(
+    table: pd.DataFrame, columns: tuple[str, ...], path: Path, *, non_negative: tuple[str, ...] = ()
+) -> pd.DataFrame:
+    """`columns` as int64: every cell an integer (a gap means the file was cut off), `non_negative` ones >= 0."""
+    table = _numeric(table, columns, path)
+    for column in columns:
+        if column not in table:
+            continue
+        values = table[column]
+        gap = values.isna()
+        if gap.any():
+            row = int(table.index[gap][0]) + 2
+            raise ResultError(f"{path}: row {row} has no {column}: the file looks cut off; re-record the run")
+        fractional = values != values.round()
+        if fractional.any():
+            row = int(table.index[fractional][0])
+            raise ResultError(f"{path}: row {row + 2}, column {column} holds {values[row]}, expected a whole number; "
+                              "re-record the run")  # fmt: skip
+        table[column] = values.astype("int64")
+    _non_negative(table, [column for column in non_negative if column in table], path)
+    return table

@@ -9,6 +9,7 @@ to finish; then the engine aborts the rest, whose streams end with finish_reason
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import signal
 import socket
@@ -42,11 +43,14 @@ class ServeOptions:
     log_level: str = "warning"
 
     def __post_init__(self) -> None:
+        if not self.host.strip():
+            # An empty host would listen on every interface: exposing the engine must be asked for by name.
+            raise OptionError("--host='': give an address: 127.0.0.1 (this machine only) or 0.0.0.0 (every interface)")
         if not (isinstance(self.port, int) and 0 <= self.port <= 65535):
             raise OptionError(f"--port={self.port}: use 0 (any free port) to 65535")
         if self.max_pending < 1:
             raise OptionError(f"--max-pending={self.max_pending} must be at least 1")
-        if self.shutdown_timeout_s < 0:
+        if not math.isfinite(self.shutdown_timeout_s) or self.shutdown_timeout_s < 0:
             raise OptionError(f"--shutdown-timeout={self.shutdown_timeout_s} must be >= 0 seconds")
 
 

@@ -61,7 +61,7 @@ def run_counting(
         finished = time.perf_counter_ns()
     assert collector is not None
     collector.stop()
-    generated = sum(len(output.token_ids) for output in outputs.values())
+    generated = sum(output.output_tokens for output in outputs.values())
     counters = collector.result(generated_tokens=generated)
 
     timings, rows = request_tables(measured, outputs)

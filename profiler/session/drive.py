@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 import time
 from array import array
@@ -30,30 +29,75 @@ class Ticket:
 
         The engine's handle keeps the whole request alive (detokenizer, streamed deltas, a condition,
         the prompt and its ids: about 20 KB each), so a 10,000-request soak grew by ~200 MB of finished
-        requests; the run's tables need only the counts and token times, kept as 8-byte arrays."""
-        if not isinstance(self.handle, Settled):
-            self.handle = Settled(compact_output(self.handle.result(timeout=timeout)))
-        return self.handle.output
+        requests; the run's tables need only the counts and times (`RunOutput`)."""
+        if not isinstance(self.handle, RunOutput):
+            self.handle = RunOutput.of(self.handle.result(timeout=timeout))
+        return self.handle
 
 
-class Settled:
-    """A finished handle's stand-in: result() returns the compacted output at once."""
+class RunOutput:
+    """A finished request as the run's tables read it: its counts and times in one 8-byte array, no ids or text.
 
-    __slots__ = ("output",)
+    It stands in for the engine's handle once the request finished (result() returns itself). Ids
+    and texts are not needed by requests.csv or the metrics; keeping them as arrays still cost ~2 KB
+    a request (60 prompt ids, 64 output ids), the largest part of a soak's memory growth.
+    """
 
-    def __init__(self, output: Any) -> None:
-        self.output = output
+    __slots__ = ("error", "finish_reason", "num_preemptions", "output_tokens", "prompt_tokens", "request_id", "_times")
 
-    def result(self, timeout: float | None = None) -> Any:
-        return self.output
+    NONE = -1  # a time that never happened (scheduled_ns, first_token_ns of a request refused or aborted early)
 
+    def __init__(self, request_id: int, finish_reason: str, error: str | None, num_preemptions: int,
+                 prompt_tokens: int, output_tokens: int, times: array) -> None:  # fmt: skip
+        self.request_id = request_id
+        self.finish_reason = finish_reason
+        self.error = error
+        self.num_preemptions = num_preemptions
+        self.prompt_tokens = prompt_tokens
+        self.output_tokens = output_tokens
+        self._times = times  # arrival, scheduled, first token, finish, then each token's time
 
-def compact_output(output: Any) -> Any:
-    """The output with what the run's tables read (lengths, timings) and without its texts."""
-    return dataclasses.replace(
-        output, prompt=None, text="", prompt_token_ids=array("q", output.prompt_token_ids),
-        token_ids=array("q", output.token_ids), token_ns=array("q", output.token_ns),
-    )  # fmt: skip
+    @classmethod
+    def of(cls, output: Any) -> RunOutput:
+        def known(ns: int | None) -> int:
+            return cls.NONE if ns is None else ns
+
+        times = array("q", (output.arrival_ns, known(output.scheduled_ns), known(output.first_token_ns),
+                            known(output.finish_ns)))  # fmt: skip
+        times.extend(output.token_ns)
+        return cls(output.request_id, output.finish_reason, output.error, output.num_preemptions,
+                   output.prompt_tokens, output.output_tokens, times)  # fmt: skip
+
+    def result(self, timeout: float | None = None) -> RunOutput:
+        return self
+
+    def _time(self, slot: int) -> int | None:
+        ns = self._times[slot]
+        return None if ns == self.NONE else ns
+
+    @property
+    def ok(self) -> bool:
+        return self.finish_reason in ("stop", "length")
+
+    @property
+    def arrival_ns(self) -> int:
+        return self._times[0]
+
+    @property
+    def scheduled_ns(self) -> int | None:
+        return self._time(1)
+
+    @property
+    def first_token_ns(self) -> int | None:
+        return self._time(2)
+
+    @property
+    def finish_ns(self) -> int | None:
+        return self._time(3)
+
+    @property
+    def token_ns(self) -> array:
+        return self._times[4:]
 
 
 @dataclass
@@ -86,7 +130,7 @@ class DoneCounter:
             return
         tokens = 0
         if record.ticket is not None and record.error is None:
-            tokens = len(record.ticket.wait(timeout=0).token_ids)
+            tokens = record.ticket.wait(timeout=0).output_tokens
         with self._lock:
             self.requests += 1
             self.tokens += tokens

@@ -37,7 +37,7 @@ def request_tables(
         timings.append(RequestTiming(
             request_id=output.request_id, arrival_ns=output.arrival_ns, scheduled_ns=output.scheduled_ns,
             first_token_ns=output.first_token_ns, token_ns=list(output.token_ns), finish_ns=output.finish_ns,
-            prompt_tokens=len(output.prompt_token_ids), output_tokens=len(output.token_ids), ok=ok,
+            prompt_tokens=output.prompt_tokens, output_tokens=output.output_tokens, ok=ok,
             warmup=request.warmup,
         ))  # fmt: skip
         rows.append(_request_row(request, output, ok))
@@ -48,11 +48,11 @@ def _request_row(request: RequestSpec, output: Any, ok: bool) -> dict[str, Any]:
     ms = 1e-6
     ttft = (output.first_token_ns - output.arrival_ns) * ms if output.first_token_ns else None
     e2e = (output.finish_ns - output.arrival_ns) * ms if output.finish_ns else None
-    n = len(output.token_ids)
+    n = output.output_tokens
     return {
         "request_id": output.request_id, "index": request.index, "priority": request.priority,
         "warmup": request.warmup, "ok": ok, "finish_reason": output.finish_reason, "error": output.error,
-        "prompt_tokens": len(output.prompt_token_ids), "output_tokens": n, "arrival_ns": output.arrival_ns,
+        "prompt_tokens": output.prompt_tokens, "output_tokens": n, "arrival_ns": output.arrival_ns,
         "scheduled_ns": output.scheduled_ns, "first_token_ns": output.first_token_ns, "finish_ns": output.finish_ns,
         "ttft_ms": ttft, "tpot_ms": (e2e - ttft) / (n - 1) if (ttft is not None and e2e is not None and n > 1) else None,
         "e2e_ms": e2e,
@@ -159,13 +159,12 @@ def write_trace_tables(out_dir: Path, tracer: Any, collector_results: dict[str, 
 def span_table(tracer: Any) -> pd.DataFrame:
     """spans.csv: every span of the engine thread (step, name, start_ns, end_ns, depth), in start order."""
     from engine.engine import ENGINE_THREAD_NAME
-    from profiler.collectors.spans import EVENT_FIELDS, records
 
     rows = []
     for state in tracer.thread_states() if tracer is not None else []:
         if state.thread.name != ENGINE_THREAD_NAME:
             continue
-        for name, start, end, _self, _cpu, depth, step in records(state.events, EVENT_FIELDS):
+        for name, start, end, _self, _cpu, depth, step in state.events.records():
             rows.append((step, name, start, end, depth))
     table = pd.DataFrame(rows, columns=list(SPAN_COLUMNS))
     return table.sort_values(["start_ns", "depth"], kind="stable").reset_index(drop=True)

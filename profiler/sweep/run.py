@@ -3,6 +3,7 @@ write the merged tables, also when it is stopped."""
 
 from __future__ import annotations
 
+import re
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +19,8 @@ from profiler.sweep.spec import SweepSpec
 from profiler.sweep.state import open_sweep_dir, pending
 from profiler.sweep.table import cells_table, runs_table
 
+RAY_ADDRESS = re.compile(r"(ray://)?[A-Za-z0-9._-]+:(?P<port>[0-9]{1,5})")
+
 
 @dataclass
 class RayTarget:
@@ -28,6 +31,10 @@ class RayTarget:
     cell_gpus: float = 0.0
 
     def __post_init__(self) -> None:
+        address = RAY_ADDRESS.fullmatch(self.address)
+        if self.address not in ("auto", "local") and (address is None or not 0 < int(address["port"]) <= 65535):
+            raise OptionError(f"--ray {self.address}: use auto (the cluster this machine is in), local (start one "
+                              "here) or a cluster address HOST:PORT (or ray://HOST:PORT)")  # fmt: skip
         if self.cell_cpus < 1:
             raise OptionError(f"--cell-cpus {self.cell_cpus} must be at least 1")
         if self.cell_gpus < 0:

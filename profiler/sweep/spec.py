@@ -34,6 +34,8 @@ from profiler.session.options import EngineOptions
 from scenarios.spec import BUILTIN_DIR
 
 SWEEPS_DIR = BUILTIN_DIR.parent / "sweeps"
+# A sweep of more runs than this is a typo in an axis, not a plan: at ~1 minute a run it would take a day.
+MAX_RUNS = 1000
 TOP_KEYS = ("description", "repeats", "seed", "requests", "seconds", "profile", "axes", "map")
 PROFILES = ("default", "deep")  # off and counters record no time split: nothing to map
 # `infer-prof run` options that are not engine options, and their kinds.
@@ -183,6 +185,9 @@ class _Parser:
             source=str(self.path),
             text=text,
         )
+        runs = math.prod(len(values) for values in axes.values()) * spec.repeats
+        if runs > MAX_RUNS:
+            raise self.fail("axes", f"{runs:,} runs (cells x repeats)", f"at most {MAX_RUNS:,}: fewer values or repeats")
         map_x, map_y = self.map(data.get("map", {}), axes)
         return replace(spec, map_x=map_x, map_y=map_y)
 

@@ -12,6 +12,7 @@ import pandas as pd
 from errors import ReportError
 from profiler.rundir.atomic import write_text_atomic
 from profiler.rundir.results import KERNEL_EVENT_COLUMNS, SPAN_COLUMNS, RunData
+from profiler.rundir.validate import whole_numbers
 from reports.rundata import load_run, phase_columns, run_start_ns
 
 TRACE_NAME = "trace.json"
@@ -61,6 +62,11 @@ def read_span_tables(run: RunData) -> tuple[pd.DataFrame | None, pd.DataFrame | 
         missing = set(columns) - set(table.columns)
         if missing:
             raise ReportError(f"{path}: missing column(s) {', '.join(sorted(missing))}; re-record the run or delete the file")
+        numbers = tuple(column for column in columns if column.endswith("_ns") or column in ("step", "depth", "window"))
+        table = whole_numbers(table, numbers, path, non_negative=("depth", "window", "start_ns", "end_ns"))
+        if (table["end_ns"] < table["start_ns"]).any():
+            row = int(table.index[table["end_ns"] < table["start_ns"]][0]) + 2
+            raise ReportError(f"{path}: row {row} ends before it starts; re-record the run or delete the file")
         tables.append(table if not table.empty else None)
     return tables[0], tables[1]
 

@@ -33,6 +33,7 @@ class Corpus:
         self.root = root
         self.cases: list[Case] = []
         self._good_run: Path | None = None
+        self._deep_run: Path | None = None
 
     def add(self, id: str, args: list[str], *, before_work: bool = True, watch: list[str] | None = None) -> None:
         self.cases.append(Case(id, [str(arg) for arg in args], before_work, watch or []))
@@ -46,24 +47,30 @@ class Corpus:
             path.write_text(content, encoding="utf-8")
         return path
 
-    def good_run(self) -> Path:
-        """One valid synthetic run directory, copied for each corruption."""
-        if self._good_run is None:
-            from tests.support.run_dirs import make_run_dir
+    def good_run(self, *, deep: bool = False) -> Path:
+        """One valid synthetic run directory (`deep`: with kernel events), copied for each corruption."""
+        from tests.support.run_dirs import make_run_dir
 
+        if deep:
+            if self._deep_run is None:
+                self._deep_run = make_run_dir(self.root / "good-deep-run", seed=1, n_requests=40, n_steps=80, deep=True)
+            return self._deep_run
+        if self._good_run is None:
             self._good_run = make_run_dir(self.root / "good-run", seed=1, n_requests=40, n_steps=80)
         return self._good_run
 
-    def corrupt_run(self, name: str, change: Callable[[Path], None]) -> Path:
+    def corrupt_run(self, name: str, change: Callable[[Path], None], *, deep: bool = False) -> Path:
         target = self.root / "runs" / name
-        shutil.copytree(self.good_run(), target)
+        shutil.copytree(self.good_run(deep=deep), target)
         change(target)
         return target
 
 
 def build(root: Path) -> list[Case]:
     corpus = Corpus(root)
-    for part in (_usage, _run_flags, _out_paths, _scenarios, _budgets, _gguf, _run_dirs, _generate, _others):
+    parts = (_usage, _run_flags, _out_paths, _scenarios, _budgets, _gguf, _run_dirs, _run_tables, _generate, _serve,
+             _sweeps, _others)  # fmt: skip
+    for part in parts:
         part(corpus)
     ids = [case.id for case in corpus.cases]
     assert len(ids) == len(set(ids)), "case ids must be unique"
@@ -330,6 +337,28 @@ def _run_dirs(c: Corpus) -> None:
     c.add("compare-three-dirs", ["compare", str(c.good_run()), str(c.good_run()), str(c.good_run())])
 
 
+def _run_tables(c: Corpus) -> None:
+    """The run's other tables: spans, kernel events and sample labels, each read by `report`."""
+    corruptions: dict[str, Callable[[Path], None]] = {
+        "spans-binary": _write("spans.csv", b"\x00\xff\x9b" * 200),
+        "spans-malformed": _write("spans.csv", 'step,name\n1,"open\n'),
+        "spans-truncated": _truncate("spans.csv", 0.41),
+        "spans-start-text": _edit_csv("spans.csv", "start_ns", "noon"),
+        "spans-depth-negative": _edit_csv("spans.csv", "depth", "-3"),
+        "spans-columns-missing": _write("spans.csv", "a,b\n1,2\n"),
+        "kernel-events-binary": _write("kernel_events.csv", b"\xff\x00" * 300),
+        "kernel-events-malformed": _write("kernel_events.csv", 'window,step\n1,"x\n'),
+        "kernel-events-duration-text": _edit_csv("kernel_events.csv", "end_ns", "later"),
+        "kernel-events-columns-missing": _write("kernel_events.csv", "x\n1\n"),
+        "sample-labels-binary": _write("sample_labels.csv", b"\x9b" * 400),
+        "sample-labels-malformed": _write("sample_labels.csv", 'line,thread\n1,"open\n'),
+        "sample-labels-line-text": _edit_csv("sample_labels.csv", "line", "first"),
+        "sample-labels-columns-missing": _write("sample_labels.csv", "q\n1\n"),
+    }
+    for name, change in corruptions.items():
+        c.add(f"report-{name}", ["report", c.corrupt_run(name, change, deep=name.startswith("kernel"))])
+
+
 def _edit_csv(relative: str, column: str, value: str) -> Callable[[Path], None]:
     def change(run: Path) -> None:
         import pandas as pd
@@ -362,6 +391,76 @@ def _generate(c: Corpus) -> None:
     for name, args in bad.items():
         model = [] if "-m" in args else SYNTH
         c.add(f"generate-{name}", ["generate", *args, *model])
+
+
+def _serve(c: Corpus) -> None:
+    """`serve` options and `run --target` inputs, refused before a model loads or a request is sent."""
+    bad = {
+        "port-negative": ["-p", "-1"], "port-huge": ["-p", "70000"], "port-text": ["-p", "http"],
+        "host-empty": ["--host", ""], "host-bogus": ["--host", "not a host!"],
+        "max-pending-zero": ["--max-pending", "0"], "max-pending-negative": ["--max-pending", "-5"],
+        "shutdown-timeout-negative": ["--shutdown-timeout", "-1"], "shutdown-timeout-nan": ["--shutdown-timeout", "nan"],
+        "log-level-unknown": ["--log-level", "loud"], "served-model-name-empty": ["--served-model-name", ""],
+        "native-unknown": ["--native", "gpu"], "kv-blocks-zero": ["--kv-blocks", "0"],
+        "max-batch-zero": ["--max-batch", "0"], "policy-unknown": ["--policy", "lifo"],
+    }  # fmt: skip
+    for name, args in bad.items():
+        c.add(f"serve-{name}", ["serve", *SYNTH, *args])
+    targets = {
+        "not-a-url": ["--target", "localhost"], "scheme-ftp": ["--target", "ftp://127.0.0.1:8000"],
+        "no-host": ["--target", "http://"], "port-huge": ["--target", "http://127.0.0.1:99999"],
+        "empty": ["--target", ""], "pid-without-target": ["--pid", "1"],
+        "pid-negative": ["--target", "http://127.0.0.1:1", "--pid", "-4"],
+        "native-with-target": ["--target", "http://127.0.0.1:1", "--native", "all"],
+        "kv-blocks-with-target": ["--target", "http://127.0.0.1:1", "--kv-blocks", "8"],
+        "nobody-listening": ["--target", "http://127.0.0.1:1"],
+    }  # fmt: skip
+    for name, args in targets.items():
+        c.add(f"run-target-{name}", ["run", *args, "-r", "2", "-o", f"out-target-{name}"], watch=[f"out-target-{name}"])
+
+
+def _sweeps(c: Corpus) -> None:
+    """Sweep files and sweep directories."""
+    good = (c.root / "sweep-ok.toml", 'description = "two cells"\nrepeats = 1\nrequests = 2\n[axes]\nmodel = ["synthetic:tiny"]\nclients = [1]\n')
+    c.file(good[0].name, good[1])
+    files = {
+        "binary": b"\xff\xfe\x00\x9b" * 50,
+        "not-toml": "[axes\nmodel = ",
+        "no-axes": "repeats = 1\n",
+        "axis-unknown": '[axes]\nflavour = ["vanilla"]\n',
+        "axis-empty": "[axes]\nclients = []\n",
+        "axis-not-a-list": '[axes]\nclients = "many"\n',
+        "clients-zero": "[axes]\nclients = [0]\n",
+        "clients-text": '[axes]\nclients = ["two"]\n',
+        "native-unknown": '[axes]\nnative = ["gpu"]\n',
+        "model-unknown": '[axes]\nmodel = ["nosuch"]\n',
+        "scenario-unknown": '[axes]\nscenario = ["nosuch"]\n',
+        "repeats-zero": "repeats = 0\n[axes]\nclients = [1]\n",
+        "repeats-text": 'repeats = "x"\n[axes]\nclients = [1]\n',
+        "requests-negative": "requests = -3\n[axes]\nclients = [1]\n",
+        "seconds-nan": "seconds = nan\n[axes]\nclients = [1]\n",
+        "map-axis-unknown": '[axes]\nclients = [1, 2]\n[map]\nx = "flavour"\n',
+        "key-unknown": "colour = 1\n[axes]\nclients = [1]\n",
+        "cells-too-many": "[axes]\nclients = [" + ", ".join(str(n) for n in range(1, 101)) + "]\n"
+        + "output_tokens = [" + ", ".join(str(n) for n in range(1, 101)) + "]\n",
+    }
+    for name, content in files.items():
+        if isinstance(content, str) and name not in ("not-toml", "no-axes"):
+            content = f'description = "a bad sweep: {name}"\n' + content  # so the case reaches its own fault
+        path = c.file(f"sweeps/{name}.toml", content)
+        c.add(f"sweep-file-{name}", ["sweep", "run", path, "-o", f"out-sweep-{name}"], watch=[f"out-sweep-{name}"])
+    c.add("sweep-file-missing", ["sweep", "run", c.root / "no-such-sweep.toml"])
+    c.add("sweep-builtin-unknown", ["sweep", "run", "nosuch"])
+    c.add("sweep-out-a-file", ["sweep", "run", good[0], "-o", c.file("sweep-out-file", "x")])
+    c.add("sweep-cell-cpus-zero", ["sweep", "run", good[0], "--ray", "auto", "--cell-cpus", "0"])
+    c.add("sweep-ray-bogus", ["sweep", "run", good[0], "--ray", "sometimes"])
+    c.add("sweep-resume-nothing", ["sweep", "run", good[0], "--resume", "-o", c.root / "no-such-sweep-dir"])
+    c.add("sweep-report-missing", ["sweep", "report", c.root / "no-such-sweep-dir"])
+    c.add("sweep-report-a-file", ["sweep", "report", c.file("not-a-sweep.txt", "x")])
+    broken = c.root / "broken-sweep"
+    broken.mkdir()
+    (broken / "sweep.json").write_bytes(b"\xff{{{")
+    c.add("sweep-report-corrupt-state", ["sweep", "report", broken])
 
 
 def _others(c: Corpus) -> None:

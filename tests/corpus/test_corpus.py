@@ -58,7 +58,8 @@ def test_the_corpus_is_large_and_reaches_every_command(corpus) -> None:  # type:
     cases, _results, _root = corpus
     assert len(cases) >= MIN_CASES
     commands = {case.args[0] for case in cases}
-    assert {"run", "compare", "report", "budget", "generate", "golden", "bench", "selftest", "scenarios"} <= commands
+    assert {"run", "compare", "report", "budget", "generate", "golden", "bench", "selftest", "scenarios", "serve",
+            "sweep"} <= commands
 
 
 def test_every_bad_input_is_exit_2_with_one_line(corpus) -> None:  # type: ignore[no-untyped-def]

@@ -380,7 +380,7 @@ def test_spans_locks_counters_step_records_and_on_step() -> None:
     assert set(tracer.spans) <= set(SPAN_NAMES)
     assert {"step", "queue", "scheduler", "kv_alloc", "model", "sampler", "detokenize"} <= set(tracer.spans)
     assert "submit" in tracer.locks
-    assert seen == engine.step_records and tracer.spans.count("step") == len(seen)
+    assert seen == list(engine.step_records) and tracer.spans.count("step") == len(seen)
     assert tracer.counters["batch_size"] == [r.batch_size for r in seen]
     for index, record in enumerate(seen):
         assert record.step == index and record.start_ns <= record.end_ns

@@ -485,3 +485,29 @@ def test_registry_start_stop_without_py_spy_keeps_the_rest(monkeypatch: pytest.M
     stop_all(collectors)
     statuses = {c.name: c.status for c in collectors}
     assert statuses["spans"] == "ok" and statuses["gc"] == "ok" and statuses["sampling"] == "skipped"
+
+
+def test_record_log_keeps_names_and_numbers_aligned() -> None:
+    from profiler.collectors.spans import RecordLog
+
+    log = RecordLog(2, 3)
+    for i in range(5):
+        log.names.extend((f"lock{i}", "parent"))
+        log.values.extend((i, 10**15 + i, -1))
+    assert len(log) == 5
+    assert list(log.records())[3] == ("lock3", "parent", 3, 10**15 + 3, -1)
+
+
+def test_counters_of_two_threads_come_back_in_time_order() -> None:
+    import threading
+
+    from profiler.collectors.spans import RecordingTracer
+
+    ticks = iter(range(100, 200))
+    tracer = RecordingTracer(clock=lambda: next(ticks), cpu_clock=None)
+    tracer.counter("batch_size", 1)
+    other = threading.Thread(target=lambda: tracer.counter("kv_utilization", 0.5))
+    other.start()
+    other.join()
+    tracer.counter("batch_size", 3)
+    assert tracer.counters() == [("batch_size", 100, 1.0), ("kv_utilization", 101, 0.5), ("batch_size", 102, 3.0)]

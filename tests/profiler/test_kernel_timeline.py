@@ -10,7 +10,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from profiler.collectors.kernels import KernelCollector  # noqa: E402
-from profiler.collectors.spans import EVENT_FIELDS, SpanCollector, records  # noqa: E402
+from profiler.collectors.spans import SpanCollector  # noqa: E402
 from profiler.session.record import kernel_event_table, span_table  # noqa: E402
 
 
@@ -40,7 +40,7 @@ def test_ops_fall_inside_the_spans_they_ran_in():
     timeline = kernels.result()["timeline"]
     assert timeline and {row[0] for row in timeline} == {0, 1} and {row[1] for row in timeline} == {1, 2, 4, 5}
     bounds = {(step, name): (start, end) for state in spans.tracer.thread_states()
-              for name, start, end, _s, _c, _d, step in records(state.events, EVENT_FIELDS)}  # fmt: skip
+              for name, start, end, _s, _c, _d, step in state.events.records()}  # fmt: skip
     slack_ns = 50_000  # alignment is by markers opened microseconds from the tracer's own clock reads
     for _window, step, name, start, end, depth, span in timeline:
         assert span in ("model", "sampler"), name
