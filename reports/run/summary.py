@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from profiler.rundir.native import fallback_sentence
 from profiler.rundir.results import CATEGORIES, COMPONENTS, RunResult
 from reports.format import NOT_RECORDED, fmt_gain, fmt_ms, fmt_number, fmt_pct, fmt_pp
 from reports.rundata import LATENCY_LABELS, why_not_measured
@@ -24,7 +25,13 @@ class Table:
 
 
 def headline(result: RunResult) -> str:
-    """The verdict in one sentence."""
+    """The verdict in one sentence, after the native twins asked for that did not load, if any."""
+    fallback = fallback_sentence(result.config or {})
+    sentence = _verdict_sentence(result)
+    return f"{fallback}. {sentence}" if fallback else sentence
+
+
+def _verdict_sentence(result: RunResult) -> str:
     verdict = result.verdict
     if not verdict:
         return f"No verdict: the time split was not measured ({why_not_measured(result, 'verdict')})."
