@@ -21,12 +21,16 @@ How each category is computed
                  clamped to [0, 1]. Without windows:
                  the native samples' model_kernels / model ratio,
                  else the whole model span (an assumption, noted)
-  lock           waits inside tracer.lock(): asking -> getting     futex/condvar/semaphore waits, take_gil,
-                                                                   threading waits (not inside the idle marker)
+  lock           waits inside tracer.lock(): asking -> getting     any lock wait, whichever file takes it:
+                 (only those: an untraced lock's wait is its        threading/queue waits, a lock object's
+                 span's time; the split says so, `locks_seen`)      C method, futex/mutex/condvar/semaphore,
+                                                                   take_gil (needs --native for C-level ones)
   allocation     GC pauses (gc.callbacks) on the engine thread     malloc/free/PyObject_Malloc/GC frames
   idle           engine-thread time outside every span (the loop   a wait inside the engine's `_wait_for_work`,
                  waiting for work), minus GC, lock waits and       sleeps, select/poll
                  profiler pauses that happened there
+  waiting        0 (the engine thread is nobody's client)          a client or load-generator thread waiting
+                                                                   for the engine (its next token, its result)
   other          spans of components running native (C twins),     native control code of the twins,
                  and time the kernel window's start/stop paused     frames with nothing decisive
                  the engine between steps
@@ -68,6 +72,11 @@ SPAN_COMPONENTS = {
 PROFILER_THREADS = frozenset({"infer-prof-nvml"})
 # Lock waits samples see beyond the spans' traced locks, in points, worth a note (GIL waits).
 UNSEEN_WAIT_PP = 3.0
+# The spans method's blind spot, said in every split it makes.
+LOCK_SCOPE = (
+    "spans see only locks taken through tracer.lock(): a wait on any other lock (a plain threading.Lock, a "
+    "Condition, a queue, a C mutex) counts as the time of the span it happens in"
+)
 # A samples split resolves interpreter vs kernel only when most of its stacks carry native frames.
 NATIVE_RESOLUTION_MIN = 0.5
 
@@ -283,9 +292,11 @@ def spans_split(
         "allocation": sum(pause_by_parent.values()),
         "kernel": sum(kernel_ns.values()),
         "idle": idle,
+        "waiting": 0.0,  # the engine thread is no client: it never waits for its own tokens
         "other": sum(self_ns.get(name, 0.0) for name in native) + engine_pause,
     }
 
+    notes.append(LOCK_SCOPE + (f" (traced here: {', '.join(sorted(thread['locks']))})" if thread["locks"] else ""))
     components, lock_by_component, allocation_by_component = _components(self_ns, kernel_ns, lock_by_parent, pause_by_parent)
     if covered > wall * 1.001:
         notes.append(
@@ -302,6 +313,9 @@ def spans_split(
         "kernel_fraction_by_span": kernel_fraction,
         "fee_fraction_by_span": fractions.fee,
         "steps": len(spans.get("steps", [])),
+        # What `lock` can hold: waits on locks taken through tracer.lock() alone (see LOCK_SCOPE).
+        "locks_seen": "traced",
+        "traced_locks": sorted(thread["locks"]),
     }
 
 

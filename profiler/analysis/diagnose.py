@@ -118,6 +118,10 @@ def blind_spots(breakdown: dict[str, Any], collectors: dict[str, Any]) -> list[s
     spans_status, spans_reason = status("spans")
     if spans_status != "ok":
         spots.append(f"No spans ({spans_reason}): components and lock waits are not measured exactly.")
+    elif breakdown.get("methods", {}).get("spans") and not (samples and samples.get("resolution") == "native"):
+        # With native samples every lock wait is counted there; without them an untraced lock hides.
+        spots.append("Spans see only locks taken through the tracer: a wait on any other lock counts as its span's "
+                     "time, and without native stacks the samples miss a bare lock.acquire() too (--profile deep).")
     gc_status, gc_reason = status("gc")
     if gc_status != "ok":
         spots.append(f"GC pauses were not timed ({gc_reason}).")
