@@ -378,3 +378,16 @@ def test_spans_categories_always_add_up_to_the_wall(
     if wall > 0:
         assert sum(split["categories"].values()) == pytest.approx(1.0)
         assert all(value >= -1e-12 for value in split["categories"].values())
+
+
+def test_a_gap_is_beyond_noise_only_when_the_spans_share_leaves_the_samples_interval() -> None:
+    from profiler.analysis.breakdown import _beyond_noise
+
+    spans = {"categories": {"interpreter": 0.10, "kernel": 0.90}}
+    # 2 engine-thread samples, one of each: a 40-point gap that 2 samples cannot show.
+    two = {"samples": 2, "categories": {"interpreter": 0.5, "kernel": 0.5}}
+    assert _beyond_noise(two, spans, "categories") == []
+    many = {"samples": 4000, "categories": {"interpreter": 0.5, "kernel": 0.5}}
+    assert _beyond_noise(many, spans, "categories") == ["interpreter", "kernel"]
+    close = {"samples": 4000, "categories": {"interpreter": 0.105, "kernel": 0.895}}
+    assert _beyond_noise(close, spans, "categories") == []
