@@ -6,6 +6,7 @@ import importlib.machinery
 import importlib.util
 import os
 import sys
+from collections.abc import Iterable
 from types import ModuleType
 from typing import Any
 
@@ -90,3 +91,15 @@ def available() -> dict[str, bool | str]:
             f"the library at {status['path']} lacks {', '.join(missing)}; rebuild it ({BUILD_HINT})"
         )
     return status
+
+
+def require_twins(names: Iterable[str], flag: str) -> None:
+    """NativeUnavailableError naming `flag` when a C twin in `names` cannot be used: a command that
+    measures native twins must not run their Python stand-ins under a native label."""
+    status = available()
+    missing = sorted(name for name in names if status.get(name) is not True)
+    if missing:
+        raise NativeUnavailableError(
+            f"{flag}: the C twin of {', '.join(missing)} cannot be loaded, so the Python twin would run in its "
+            f"place: {status['reason'] or f'not built; {BUILD_HINT}'}"
+        )

@@ -1,4 +1,4 @@
-"""The one statistics module: Mann-Whitney U and seeded bootstrap intervals, for compare, budgets and the overhead A/B.
+"""The one statistics module: Mann-Whitney U, seeded bootstrap intervals and Wilson intervals of sample shares.
 
 Mann-Whitney U is scipy's (`scipy.stats.mannwhitneyu`, exact for small samples without ties, else
 the tie-corrected normal approximation with continuity correction). Bootstrap intervals are
@@ -194,3 +194,25 @@ def _moving_block_distribution(
             rows = [sample[moving_block_indices(len(sample), count, block, rng)] for sample, block in zip(data, blocks)]
             out[begin : begin + count] = statistic(*rows)
     return out
+
+
+def wilson_interval(hits: float, trials: float, *, confidence: float = 0.95) -> Interval:
+    """The Wilson score interval of a proportion hits/trials (e.g. the share of samples in one category).
+
+    Unlike hits/trials +- z sqrt(p(1-p)/n) it stays inside [0, 1] and is honest at small n and near 0
+    or 1: 0 of 2 samples gives [0, 0.66], not [0, 0]. With no trials it is [0, 1] around nan."""
+    if trials < 0 or hits < 0 or hits > trials:
+        raise ValueError(f"wilson_interval needs 0 <= hits <= trials, got {hits} of {trials}")
+    if trials == 0:
+        return Interval(float("nan"), 0.0, 1.0, confidence)
+    z = float(scipy.stats.norm.ppf(0.5 + confidence / 2))
+    p = hits / trials
+    denominator = 1 + z * z / trials
+    centre = (p + z * z / (2 * trials)) / denominator
+    half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / denominator
+    return Interval(p, max(0.0, centre - half), min(1.0, centre + half), confidence)
+
+
+def proportions_differ(first: Interval, second: Interval) -> bool:
+    """Whether two proportions' intervals do not overlap: a difference beyond sampling noise."""
+    return first.high < second.low or second.high < first.low

@@ -21,12 +21,16 @@ How each category is computed
                  clamped to [0, 1]. Without windows:
                  the native samples' model_kernels / model ratio,
                  else the whole model span (an assumption, noted)
-  lock           waits inside tracer.lock(): asking -> getting     futex/condvar/semaphore waits, take_gil,
-                                                                   threading waits (not inside the idle marker)
+  lock           waits inside tracer.lock(): asking -> getting     any lock wait, whichever file takes it:
+                 (only those: an untraced lock's wait is its        threading/queue waits, a lock object's
+                 span's time; the split says so, `locks_seen`)      C method, futex/mutex/condvar/semaphore,
+                                                                   take_gil (needs --native for C-level ones)
   allocation     GC pauses (gc.callbacks) on the engine thread     malloc/free/PyObject_Malloc/GC frames
   idle           engine-thread time outside every span (the loop   a wait inside the engine's `_wait_for_work`,
                  waiting for work), minus GC, lock waits and       sleeps, select/poll
                  profiler pauses that happened there
+  waiting        0 (the engine thread is nobody's client)          a client or load-generator thread waiting
+                                                                   for the engine (its next token, its result)
   other          spans of components running native (C twins),     native control code of the twins,
                  and time the kernel window's start/stop paused     frames with nothing decisive
                  the engine between steps
@@ -38,7 +42,10 @@ Components: spans give them exactly (a span's self time + its lock waits + its G
 span is split into model_kernels and model_glue with the kernel model above; kv_alloc bookkeeping is
 a component, not a category). Samples give them from the innermost Python frame (profiler.analysis.classify).
 
-`disagreement` is samples minus spans in percentage points, per category both methods resolve.
+`disagreement` is samples minus spans in percentage points, per category both methods resolve;
+`beyond_noise` names those where the spans share lies outside the samples share's Wilson interval
+(profiler.stats), the only disagreements worth a word. The evidence travels with the split: the
+samples split's `samples` (engine-thread stacks) and the spans split's `spans` and `steps`.
 `client_threads` is the samples split of every other thread of the process, pooled.
 """
 
@@ -51,6 +58,7 @@ from typing import Any, NamedTuple, TypeGuard
 from engine.engine import ENGINE_THREAD_NAME
 from profiler.collectors.spans import OUTSIDE
 from profiler.rundir.results import CATEGORIES, COMPONENTS
+from profiler.stats import wilson_interval
 
 # Engine span names (engine.trace.SPAN_NAMES) -> breakdown components; "step" is the loop itself.
 SPAN_COMPONENTS = {
@@ -68,6 +76,11 @@ SPAN_COMPONENTS = {
 PROFILER_THREADS = frozenset({"infer-prof-nvml"})
 # Lock waits samples see beyond the spans' traced locks, in points, worth a note (GIL waits).
 UNSEEN_WAIT_PP = 3.0
+# The spans method's blind spot, said in every split it makes.
+LOCK_SCOPE = (
+    "spans see only locks taken through tracer.lock(): a wait on any other lock (a plain threading.Lock, a "
+    "Condition, a queue, a C mutex) counts as the time of the span it happens in"
+)
 # A samples split resolves interpreter vs kernel only when most of its stacks carry native frames.
 NATIVE_RESOLUTION_MIN = 0.5
 
@@ -283,9 +296,11 @@ def spans_split(
         "allocation": sum(pause_by_parent.values()),
         "kernel": sum(kernel_ns.values()),
         "idle": idle,
+        "waiting": 0.0,  # the engine thread is no client: it never waits for its own tokens
         "other": sum(self_ns.get(name, 0.0) for name in native) + engine_pause,
     }
 
+    notes.append(LOCK_SCOPE + (f" (traced here: {', '.join(sorted(thread['locks']))})" if thread["locks"] else ""))
     components, lock_by_component, allocation_by_component = _components(self_ns, kernel_ns, lock_by_parent, pause_by_parent)
     if covered > wall * 1.001:
         notes.append(
@@ -302,6 +317,10 @@ def spans_split(
         "kernel_fraction_by_span": kernel_fraction,
         "fee_fraction_by_span": fractions.fee,
         "steps": len(spans.get("steps", [])),
+        "spans": sum(int(entry.get("count", 0)) for entry in thread["spans"].values()),  # the evidence: spans timed
+        # What `lock` can hold: waits on locks taken through tracer.lock() alone (see LOCK_SCOPE).
+        "locks_seen": "traced",
+        "traced_locks": sorted(thread["locks"]),
     }
 
 
@@ -397,6 +416,19 @@ def _difference_pp(
     return out
 
 
+def _beyond_noise(samples: dict[str, Any] | None, spans: dict[str, Any] | None, key: str) -> list[str]:
+    """Names whose spans share (exact) lies outside the samples share's Wilson interval (its sampling noise)."""
+    if not samples or not spans or not samples.get("samples"):
+        return []
+    total = samples["samples"]
+    out = []
+    for name, value in samples[key].items():
+        other = spans[key].get(name)
+        if value is not None and other is not None and wilson_interval(round(value * total), total).excludes(other):
+            out.append(name)
+    return sorted(out)
+
+
 def build_breakdown(
     collector_results: dict[str, Any],
     *,
@@ -451,7 +483,8 @@ def build_breakdown(
             notes=notes,
         )
     disagreement = _difference_pp(samples, spans, "categories")
-    if disagreement.get("lock", 0.0) >= UNSEEN_WAIT_PP:
+    beyond_noise = _beyond_noise(samples, spans, "categories")
+    if disagreement.get("lock", 0.0) >= UNSEEN_WAIT_PP and "lock" in beyond_noise:
         notes.append(
             f"samples saw the engine thread waiting {disagreement['lock']:.1f} points more than its traced locks "
             "account for (mostly the GIL, taken back after each torch call): the spans method cannot see those "
@@ -462,6 +495,10 @@ def build_breakdown(
         "methods": {"spans": spans, "samples": samples},
         "disagreement": disagreement,
         "component_disagreement": _difference_pp(samples, spans, "components"),
+        # Categories and components whose spans share lies outside the samples' Wilson interval: only
+        # these disagree beyond sampling noise (2 samples put any share within [0, 0.66] or so).
+        "beyond_noise": beyond_noise,
+        "components_beyond_noise": _beyond_noise(samples, spans, "components"),
         "client_threads": samples_split(client_counts),
         "notes": notes,
     }

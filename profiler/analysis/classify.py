@@ -16,7 +16,7 @@ comes first with --threads; TID is the OS thread id (threading.get_native_id()).
 Category rules, innermost frame first:
   1. a GC collection anywhere between the innermost frame and the nearest Python frame -> allocation
   2. walking outward, the first decisive frame decides:
-       Python frame: a threading/queue wait -> lock, a selector's select (an idle event loop) -> idle,
+       Python frame: a threading/queue wait or a lock object's C method -> lock, a selector's select (an idle event loop) -> idle,
          else interpreter (the eval loop running it)
        native frame in an OpenMP/BLAS/oneDNN/CUDA library, or at::native/mkl/gemm/omp/dnnl names -> kernel
        malloc/free/PyObject_Malloc/_PyObject_GC_*/mmap/*_dealloc/c10 allocator -> allocation
@@ -28,7 +28,14 @@ Category rules, innermost frame first:
        libpython -> interpreter; libtorch_python/libc10/libtorch_cpu with other names -> dispatch
        unresolved libc/unknown frames are transparent: the caller decides
   3. lock whose innermost Python caller outside threading/queue is an idle marker (a name or qualname in
-     `idle_marker`, by default the engine's Engine._run and `_wait_for_work`) -> idle
+     `idle_marker`, by default the engine's Engine._run and `_wait_for_work`) -> idle; one that is a
+     waiting marker (`waiting_marker`: a client waiting for its next token or result, the load generator
+     waiting for the next arrival or for its clients) -> waiting: waiting for the engine, not contention
+A lock wait is a lock wait whichever file takes the lock: threading/queue frames called from anywhere,
+a lock object's C method (`<built-in method acquire>`, `lock.acquire`) and, with --native, the C-level
+waits under them (PyThread_acquire_lock_timed, pthread_mutex_lock, futex). Without --native a bare
+`lock.acquire()` / `with lock:` shows only its caller's Python frame, so it reads as interpreter there:
+C-level lock waits need native stacks (--profile deep).
   4. nothing decisive -> other
   5. anywhere under one of the profiler's own pauses (`own_marker`: starting and stopping a
      torch.profiler window between steps) -> other, as the spans method counts that time
@@ -55,6 +62,12 @@ from typing import NamedTuple
 # Functions whose own waits mean "no work": the engine's loop waits on its Condition directly in
 # Engine._run (engine/engine.py); `_wait_for_work` is the conventional name for a factored-out wait.
 IDLE_MARKER: tuple[str, ...] = ("_wait_for_work", "Engine._run")
+# Functions whose waits are a client waiting for the engine (its next token, its result) or a load
+# generator waiting for the next arrival: `waiting`, not lock contention. "FILE:NAME" ties a name to a file.
+WAITING_MARKER: tuple[str, ...] = (
+    "RequestHandle.result", "RequestHandle.stream", "Ticket.wait", "_Load.pause_until", "_Load.join",
+    "scenarios/loadgen.py:client",
+)  # fmt: skip
 # Functions whose callees are the profiler's own work, not the engine's (profiler.collectors.kernels).
 OWN_MARKER: tuple[str, ...] = ("KernelCollector._open_window", "KernelCollector._close_window")
 
@@ -159,7 +172,9 @@ _LOCK_NAMES = re.compile(
     r"futex|__lll_lock_wait|pthread_cond_(?:timed|clock)?wait|pthread_cond_(?:signal|broadcast)|pthread_mutex_lock|"
     r"pthread_rwlock|sem_(?:timed|clock)?wait|take_gil|drop_gil|PyThread_acquire_lock|rlock_acquire|acquire_timed|"
     r"PyCOND_|PyMUTEX_|PyEval_RestoreThread|PyEval_AcquireThread|PyGILState_Ensure|gil_scoped_acquire|"
-    r"gil_scoped_release|std::mutex|std::condition_variable"
+    r"gil_scoped_release|std::mutex|std::condition_variable|lock_PyThread_acquire_lock|"
+    r"_queue_SimpleQueue_get|PyMutex_Lock|_PyMutex_LockTimed|_PySemaphore_Wait|__pthread_mutex_lock|pthread_spin_lock|"
+    r"pthread_barrier_wait"
 )
 _SLEEP_NAMES = re.compile(
     r"time_sleep|pysleep|^(?:__)?(?:clock_)?nanosleep|^(?:__)?select\b|^(?:__)?poll\b|epoll_wait"
@@ -173,6 +188,12 @@ _DISPATCH_NAMES = re.compile(
 )
 _PY_WAIT_FILES = ("threading.py", "queue.py", "multiprocessing/synchronize.py", "concurrent/futures/_base.py")
 _PY_WAIT_FUNCS = frozenset({"wait", "acquire", "_wait_for_tstate_lock", "join", "get", "put", "result"})
+# C methods of lock objects as py-spy can name them: `<built-in method acquire ...>`, `lock.acquire`,
+# `RLock.acquire`, `SimpleQueue.get`.
+_BUILTIN_WAIT = re.compile(
+    r"<built-in method (?:acquire|acquire_lock|wait)\b|^(?:_thread\.)?(?:lock|RLock|LockType)\.acquire$|"
+    r"^(?:_queue\.)?SimpleQueue\.get$"
+)
 _TORCH_LIBS = ("libtorch_python", "libc10", "libtorch_cpu", "libtorch.so", "libshm")
 
 
@@ -203,7 +224,13 @@ def _python_io_wait(frame: Frame) -> bool:
 
 
 def _python_wait(frame: Frame) -> bool:
-    return frame.where.endswith(_PY_WAIT_FILES) and _leaf_name(frame.function) in _PY_WAIT_FUNCS
+    """A Python-level wait on a lock, condition, event, semaphore or queue, whichever file called it.
+
+    The frame is the lock object's own (threading.py, queue.py, ...), or a C method of one as py-spy names
+    it (`<built-in method acquire>`, `lock.acquire`): the caller's file does not matter."""
+    if frame.where.endswith(_PY_WAIT_FILES) and _leaf_name(frame.function) in _PY_WAIT_FUNCS:
+        return True
+    return bool(_BUILTIN_WAIT.search(frame.function))
 
 
 Verdict = tuple[str, bool, bool]  # (category, dispatch, strong)
@@ -243,12 +270,23 @@ def _markers(idle_marker: str | tuple[str, ...]) -> tuple[str, ...]:
     return (idle_marker,) if isinstance(idle_marker, str) else tuple(idle_marker)
 
 
+def _marked(frame: Frame, markers: tuple[str, ...]) -> bool:
+    """A marker names the frame's qualname or its last part, optionally as "FILE:NAME" (FILE ends the path)."""
+    for marker in markers:
+        where, colon, name = marker.rpartition(":")
+        if colon and not frame.where.endswith(where):
+            continue
+        if frame.function == name or _leaf_name(frame.function) == name:
+            return True
+    return False
+
+
 def _idle_wait(frames: tuple[Frame, ...], markers: tuple[str, ...]) -> bool:
     """The wait was called directly by a marker function (not by code the marker function called)."""
     for frame in reversed(frames):
         if not frame.python or frame.where.endswith(_PY_WAIT_FILES):
             continue
-        return frame.function in markers or _leaf_name(frame.function) in markers
+        return _marked(frame, markers)
     return False
 
 
@@ -257,6 +295,7 @@ def classify_category(
     *,
     idle_marker: str | tuple[str, ...] = IDLE_MARKER,
     native_libs: tuple[str, ...] = ("_native",),
+    waiting_marker: tuple[str, ...] = WAITING_MARKER,
 ) -> tuple[str, bool]:
     """(category, dispatch) of a stack given outermost-first frames."""
     category: str | None = None
@@ -291,6 +330,12 @@ def classify_category(
         return "other", False
     if category == "lock" and _idle_wait(frames, _markers(idle_marker)):
         return "idle", False
+    if category == "lock" and _idle_wait(frames, waiting_marker):
+        return "waiting", False
+    if category == "interpreter" and not dispatch and frames and frames[-1].python and _marked(frames[-1], waiting_marker):
+        # The load generator's client loop blocks in SimpleQueue.get, a C call a Python-only stack does not
+        # show; its own code is a few lines between waits.
+        return "waiting", False
     return category, dispatch
 
 
@@ -315,6 +360,8 @@ ENGINE_RULES: tuple[tuple[str, str, str | None], ...] = (
     ("model", r"(^|/)engine/model\.py$", None),
     ("queue", r"(^|/)engine/engine\.py$", r"submit|queue|_drain|_take|_wait_for_work|arrival"),
     ("queue", r"(^|/)queue\.py$", None),
+    # selftest's planted costs wrap the sampler (profiler.checks.injections): their frames are the sampler's.
+    ("sampler", r"(^|/)profiler/checks/injections\.py$", None),
 )
 
 # Other engines' modules, for `run --target --pid` against their servers. Paths are as py-spy prints
@@ -387,12 +434,14 @@ def classify(
     rules: ComponentRules = _DEFAULT_RULES,
     native_libs: tuple[str, ...] = ("_native",),
     own_marker: tuple[str, ...] = OWN_MARKER,
+    waiting_marker: tuple[str, ...] = WAITING_MARKER,
 ) -> Classification:
     """Category, component and dispatch flag of one stack."""
     frames = stack.frames if isinstance(stack, Stack) else stack
     if any(frame.python and frame.function in own_marker for frame in frames):
         return Classification("other", rules.component(frames), False)
-    category, dispatch = classify_category(frames, idle_marker=idle_marker, native_libs=native_libs)
+    category, dispatch = classify_category(frames, idle_marker=idle_marker, native_libs=native_libs,
+                                           waiting_marker=waiting_marker)  # fmt: skip
     component = rules.component(frames)
     if component == "model":
         component = "model_kernels" if category == "kernel" else "model_glue"

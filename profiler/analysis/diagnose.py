@@ -1,9 +1,14 @@
 """The verdict: the bottleneck, the field's rule of thumb on interpreter share, and Amdahl predictions per native path.
 
-Rule of thumb (interpreter share of a step, i.e. of the engine's busy time, idle excluded):
-    < 5%   "stay in Python"          (the field says "near 1%": a rewrite cannot pay for its cost)
+Rule of thumb, as the field states it (interpreter share of a step, i.e. of the engine's busy time,
+idle excluded):
+    <= 1%  "stay in Python"          (a rewrite cannot pay for its cost)
     >= 30% "a native rewrite pays"   (Python is the step's bottleneck)
-    else   "targeted native paths"   (move the biggest control components only)
+    else   "targeted native paths"   (the band between: measure further, rewrite selectively, the
+                                      biggest control components first)
+The share comes with a 95% interval: the Wilson interval of the engine thread's interpreter samples
+among its busy samples (profiler.stats), when native stack samples resolve interpreter time. When the
+interval straddles 1% or 30% the verdict says that this run cannot tell the two sides apart.
 Prediction per native-capable component c (scheduler, sampler, kv_alloc, prepare), Amdahl's law:
     predicted_gain = share(c) x (1 - 1 / native_speedup(c))
 share(c) is c's share of busy step time (spans), native_speedup(c) the C twin's speedup measured by a
@@ -17,9 +22,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from profiler.rundir.results import CATEGORIES
+from profiler.stats import wilson_interval
 
-STAY_BELOW = 0.05
+STAY_UP_TO = 0.01
 REWRITE_FROM = 0.30
+THRESHOLDS = (STAY_UP_TO, REWRITE_FROM)
 RULE_STAY = "stay in Python"
 RULE_TARGETED = "targeted native paths"
 RULE_REWRITE = "a native rewrite pays"
@@ -30,7 +37,7 @@ IDLE_NOTE = 0.30
 
 
 def rule_for(interpreter_share: float) -> str:
-    if interpreter_share < STAY_BELOW:
+    if interpreter_share <= STAY_UP_TO:
         return RULE_STAY
     if interpreter_share >= REWRITE_FROM:
         return RULE_REWRITE
@@ -58,6 +65,28 @@ def _largest(values: dict[str, float | None], names: Iterable[str] | None = None
     if not candidates:
         return None, 0.0
     return max(candidates, key=lambda item: item[1])
+
+
+def interpreter_interval(breakdown: dict[str, Any]) -> dict[str, Any] | None:
+    """The interpreter share of busy time with its 95% Wilson interval, from the engine thread's native
+    samples ({share, low, high, samples, method}); None without native samples to count."""
+    samples = breakdown.get("methods", {}).get("samples") or {}
+    total = samples.get("samples") or 0
+    categories = samples.get("categories") or {}
+    if samples.get("resolution") != "native" or not total or categories.get("interpreter") is None:
+        return None
+    busy = round((1.0 - (categories.get("idle") or 0.0)) * total)
+    hits = min(busy, round(categories["interpreter"] * total))
+    interval = wilson_interval(hits, busy)
+    return {"share": interval.point, "low": interval.low, "high": interval.high, "samples": busy,
+            "method": "Wilson 95% interval of interpreter samples among the engine thread's busy samples"}  # fmt: skip
+
+
+def straddled(interval: dict[str, Any] | None) -> list[float]:
+    """The rule's thresholds that lie inside the interval: the run cannot tell which side it is on."""
+    if not interval:
+        return []
+    return [threshold for threshold in THRESHOLDS if interval["low"] <= threshold <= interval["high"]]
 
 
 def _pick_split(breakdown: dict[str, Any]) -> tuple[str | None, dict[str, Any] | None]:
@@ -118,6 +147,10 @@ def blind_spots(breakdown: dict[str, Any], collectors: dict[str, Any]) -> list[s
     spans_status, spans_reason = status("spans")
     if spans_status != "ok":
         spots.append(f"No spans ({spans_reason}): components and lock waits are not measured exactly.")
+    elif breakdown.get("methods", {}).get("spans") and not (samples and samples.get("resolution") == "native"):
+        # With native samples every lock wait is counted there; without them an untraced lock hides.
+        spots.append("Spans see only locks taken through the tracer: a wait on any other lock counts as its span's "
+                     "time, and without native stacks the samples miss a bare lock.acquire() too (--profile deep).")
     gc_status, gc_reason = status("gc")
     if gc_status != "ok":
         spots.append(f"GC pauses were not timed ({gc_reason}).")
@@ -155,16 +188,29 @@ def diagnose(
     category, share = _largest({name: categories.get(name) for name in CATEGORIES})
     component = _component_for(category, split) if category else None
 
+    interval = interpreter_interval(breakdown)
+    unsure = straddled(interval)
     reasons = [
         (
-            f"Interpreter (Python) time is {interpreter_share:.1%} of the engine's busy time ({source}); below "
-            f"{STAY_BELOW:.0%} the rule is '{RULE_STAY}', from {REWRITE_FROM:.0%} '{RULE_REWRITE}', so: {rule}."
+            f"Interpreter (Python) time is {interpreter_share:.1%} of the engine's busy time ({source}); at about "
+            f"{STAY_UP_TO:.0%} or below the rule is '{RULE_STAY}', from {REWRITE_FROM:.0%} '{RULE_REWRITE}', and "
+            f"between them '{RULE_TARGETED}' (measure further, rewrite selectively), so: {rule}."
         ),
         (
             f"The largest category is {category} at {share:.1%} of the engine thread's wall time"
             + (f", mostly in {component}." if component else ".")
         ),
     ]
+    if interval:
+        reasons.append(
+            f"Its 95% interval from {interval['samples']:,} busy engine-thread samples is "
+            f"[{interval['low']:.1%}, {interval['high']:.1%}] (samples: {interval['share']:.1%})"
+            + (f"; it straddles the {' and '.join(f'{t:.0%}' for t in unsure)} threshold"
+               f"{'s' if len(unsure) > 1 else ''}: this run cannot tell which side of the rule it is on, so sample "
+               "longer before acting on it." if unsure else "; it clears the rule's thresholds.")
+        )  # fmt: skip
+    else:
+        reasons.append("No interval for the interpreter share: it needs native stack samples (--profile deep) to count.")
     if idle >= IDLE_NOTE:
         reasons.append(
             f"The engine thread waited for work {idle:.1%} of the time: the offered load, not the engine, "
@@ -176,8 +222,10 @@ def diagnose(
             f"Python-to-torch dispatch (argument parsing, dispatcher, tensor creation) is "
             f"{dispatch['dispatch']:.1%} of engine samples; it is counted as interpreter."
         )
+    # Older results lack `beyond_noise`: then every large gap is said, as before.
+    noisy_free = breakdown.get("beyond_noise")
     for name, points in sorted(breakdown.get("disagreement", {}).items()):
-        if abs(points) >= DISAGREEMENT_NOTE_PP:
+        if abs(points) >= DISAGREEMENT_NOTE_PP and (noisy_free is None or name in noisy_free):
             reasons.append(
                 f"Spans and samples disagree on {name} by {points:+.1f} percentage points; "
                 "trust the spans for components and the samples for what native code does."
@@ -189,6 +237,8 @@ def diagnose(
         "component": component,
         "share": share,
         "interpreter_share": interpreter_share,
+        "interpreter_interval": interval,
+        "straddles": unsure,
         "rule": rule,
         "reasons": reasons,
         "predictions": predictions,

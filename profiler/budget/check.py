@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from profiler.budget.spec import ALIASES, Assertion, BudgetError, BudgetFile
+from profiler.rundir.native import refuse_fallback
 from profiler.rundir.results import ResultError, RunData, RunResult, read_result, read_run
 from profiler.rundir.samples import measured_requests, token_gaps_ms
 from profiler.stats import (
@@ -115,6 +116,9 @@ class _Run:
                 self.result = read_result(self.path)
             except ResultError as exc:
                 raise BudgetError(str(exc)) from None
+        refusal = refuse_fallback(self.result.config or {}, self.label, "a budget check")
+        if refusal:
+            raise BudgetError(refusal)
         self._data: RunData | None = None
 
     @property

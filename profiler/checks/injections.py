@@ -6,6 +6,7 @@ explicitly (selftest, tests) turns one on, and the run records which were active
 
     slow_sampler        the sampler's step takes `factor` times as long (busy-waits the extra time)
     contended_lock      every sampler call takes a lock that a background thread holds most of the time
+    untraced_lock       the same, through a plain `with lock:` that no tracer sees (what detection must find)
     allocation_heavy    every step allocates and drops many small Python objects (GC pressure)
 """
 
@@ -16,7 +17,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-INJECTIONS = ("slow_sampler", "contended_lock", "allocation_heavy")
+INJECTIONS = ("slow_sampler", "contended_lock", "untraced_lock", "allocation_heavy")
 
 
 class SlowSampler:
@@ -70,6 +71,19 @@ class ContendedSampler(SlowSampler):
         self._stop.set()
 
 
+class UntracedContendedSampler(ContendedSampler):
+    """ContendedSampler whose lock is a plain threading.Lock taken with `with`: no span, no tracer.lock."""
+
+    def __init__(self, inner: Any, hold_ms: float = 20.0, period_ms: float = 22.0) -> None:
+        from engine.trace import NULL_TRACER
+
+        super().__init__(inner, NULL_TRACER, hold_ms, period_ms)
+
+    def sample(self, logits: Any, seq_ids: Sequence[int]) -> list[int]:
+        with self.lock:
+            return self.inner.sample(logits, seq_ids)
+
+
 class AllocatingSampler(SlowSampler):
     """Every sample() builds and drops `objects` small containers: allocator and GC work on the step."""
 
@@ -97,6 +111,8 @@ def apply_injections(injections: dict[str, Any], scheduler: Any, kv_alloc: Any, 
         from engine.trace import NULL_TRACER
 
         sampler = ContendedSampler(sampler, tracer or NULL_TRACER)
+    if "untraced_lock" in injections:
+        sampler = UntracedContendedSampler(sampler)
     if "allocation_heavy" in injections:
         sampler = AllocatingSampler(sampler, int(injections["allocation_heavy"]) if injections["allocation_heavy"] is not True else 60_000)
     return scheduler, kv_alloc, sampler

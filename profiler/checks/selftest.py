@@ -12,6 +12,10 @@ construction. The verdict's category must name it; a wrong name is a defect of t
                  time (a noted assumption): this case checks spans and verdict, not the kernel split
     lock         synthetic:tiny + contended_lock: the sampler first takes a lock a hog thread holds
                  20 ms of every 22 ms
+    untraced-lock the same contention through a plain `with lock:` no tracer sees, under --profile deep;
+                 checked on the samples method (the spans cannot see it, and say so). By construction a
+                 sampler call finds the lock held 20/22 of the time and then waits ~10 ms on average,
+                 against steps of a few ms: lock is the samples split's largest category, in the sampler
     allocation   synthetic:tiny + allocation_heavy: every sampler call builds 60,000 small objects in
                  reference cycles, alive until the call ends, so the cyclic GC runs (and finds them
                  still alive) over and over; the pauses must land in allocation, under the sampler
@@ -45,6 +49,7 @@ class Case:
     scenario: Callable[[bool], ScenarioSpec]  # quick -> the load
     injections: dict[str, Any] | None = None
     profile: str = "default"
+    method: str = "verdict"  # what is checked: the verdict, or "samples" (the samples split's largest shares)
 
 
 @dataclass(slots=True)
@@ -99,6 +104,10 @@ CASES: tuple[Case, ...] = (
          "injection contended_lock: the sampler waits for a lock a hog thread holds 20 of every 22 ms",
          lambda quick: _closed_loop("lock", 4, 8 if quick else 16, 12 if quick else 24, GREEDY),
          injections={"contended_lock": True}),
+    Case("untraced-lock", "lock", "sampler", "synthetic:tiny",
+         "injection untraced_lock: the sampler waits on a plain threading.Lock (no tracer) a hog holds 20 of every 22 ms",
+         lambda quick: _closed_loop("untraced-lock", 4, 8 if quick else 16, 12 if quick else 24, GREEDY),
+         injections={"untraced_lock": True}, profile="deep", method="samples"),
     Case("allocation", "allocation", "sampler", "synthetic:tiny",
          "injection allocation_heavy: each sampler call builds 60,000 objects in reference cycles (GC pauses)",
          lambda quick: _closed_loop("allocation", 4, 4 if quick else 12, 12 if quick else 24, GREEDY),
@@ -136,11 +145,23 @@ def run_case(case: Case, *, quick: bool, out_dir: Path, models: Any = None) -> C
                               injections=case.injections)  # fmt: skip
     except Exception as exc:  # noqa: BLE001 - one broken case must not hide the others' answers
         return CaseResult(case, None, None, None, time.perf_counter() - started, [], f"{type(exc).__name__}: {exc}")
-    verdict = outcome.result.verdict or {}
-    return CaseResult(
-        case, verdict.get("category"), verdict.get("share"), verdict.get("component"),
-        time.perf_counter() - started, list(outcome.result.config.get("injections", [])),
-    )  # fmt: skip
+    category, share, component = _answer(case, outcome.result)
+    return CaseResult(case, category, share, component, time.perf_counter() - started,
+                      list(outcome.result.config.get("injections", [])))  # fmt: skip
+
+
+def _answer(case: Case, result: Any) -> tuple[str | None, float | None, str | None]:
+    """(category, share, component) the case is judged on: the verdict's, or the samples split's largest."""
+    if case.method != "samples":
+        verdict = result.verdict or {}
+        return verdict.get("category"), verdict.get("share"), verdict.get("component")
+    samples = ((result.breakdown or {}).get("methods") or {}).get("samples") or {}
+    categories = {name: value for name, value in (samples.get("categories") or {}).items() if value is not None}
+    components = {name: value for name, value in (samples.get("components") or {}).items() if value is not None}
+    if not categories:
+        return None, None, None
+    category = max(categories, key=lambda name: categories[name])
+    return category, categories[category], max(components, key=lambda name: components[name]) if components else None
 
 
 def run_selftest(

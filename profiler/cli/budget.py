@@ -46,6 +46,7 @@ def budget_baseline(
 
 def make_run_fn(out_root: Path, console: Console):  # type: ignore[no-untyped-def]
     """A run_fn(overrides) -> run dir for profiler.budget.check; models are loaded once per process."""
+    from native_paths.loader import require_twins
     from native_paths.toggles import parse_native
 
     models = ModelCache()
@@ -56,6 +57,7 @@ def make_run_fn(out_root: Path, console: Console):  # type: ignore[no-untyped-de
         native = overrides.get("native")
         options = EngineOptions(model=overrides.get("model", "smollm2-135m"), seed=int(overrides.get("seed") or 0),
                                 native=parse_native(",".join(native) if native else "none"))  # fmt: skip
+        require_twins(options.native, "budget")  # before the run: a fallback run would be refused after it
         profile = overrides.get("profile", "default")
         out_dir = out_root / f"{stamp}-{next(counter):02d}-{profile}-native-{'+'.join(sorted(options.native)) or 'none'}"
         console.print(f"[dim]budget: running {overrides.get('scenario')} ({profile}, native {sorted(options.native) or 'none'}) -> {out_dir}[/dim]")

@@ -75,12 +75,13 @@ MAX_REPEATS = 100
 
 def _check_repeat_inputs(scenario: str, requests: int | None, before_native: str, after_native: str) -> None:
     """What --repeat will run, checked before the first of its runs starts."""
+    from native_paths.loader import require_twins
     from native_paths.toggles import parse_native
     from scenarios.spec import MAX_REQUESTS, load_scenario
 
     for option, value in (("--before-native", before_native), ("--after-native", after_native)):
         try:
-            parse_native(value)
+            require_twins(parse_native(value), f"compare {option} {value}")
         except OptionError as error:
             raise OptionError(str(error).replace("--native", option, 1)) from None
     if requests is not None and not 1 <= requests <= MAX_REQUESTS:

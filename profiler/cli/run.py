@@ -120,6 +120,15 @@ def _checked_inputs(
     _check_load_flags(requests, duration, profile)
     if verify and profile == "off":
         raise OptionError("--verify compares profiled runs: drop --profile off, or drop --verify")
+    if verify:
+        from native_paths.loader import require, require_twins
+
+        # --verify measures C twins against this run: a twin that cannot load would be a Python run called native.
+        require_twins(options.native, f"--verify with --native {','.join(sorted(options.native))}")
+        try:
+            require()
+        except OptionError as error:
+            raise OptionError(f"--verify runs each C twin, and none can load: {error}") from None
     if out is not None:
         check_run_dir(out)
     spec = load_scenario(scenario).with_overrides(num_requests=requests, duration_s=duration, seed=None)

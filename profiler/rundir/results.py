@@ -101,7 +101,8 @@ KERNEL_EVENT_COLUMNS = ("window", "step", "name", "start_ns", "end_ns", "depth",
 # The names of the latency metrics, each a {mean, p50, p90, p99} dict in milliseconds.
 LATENCY_METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "queue_ms")
 # Time-split categories and components (see ARCHITECTURE.md, "The profiler").
-CATEGORIES = ("interpreter", "lock", "allocation", "kernel", "idle", "other")
+# `waiting` is a client or load-generator thread waiting for the engine (its next token): not contention.
+CATEGORIES = ("interpreter", "lock", "allocation", "kernel", "idle", "waiting", "other")
 COMPONENTS = ("scheduler", "sampler", "kv_alloc", "prepare", "tokenizer", "detokenizer", "model_glue", "model_kernels",
               "queue", "api")  # fmt: skip
 

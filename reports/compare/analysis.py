@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from errors import CompareError
+from profiler.rundir.native import refuse_fallback
 from profiler.rundir.results import CATEGORIES, COMPONENTS, RunData, read_run
 from profiler.stats import Interval, bootstrap_ratio, mann_whitney_u, mean_statistic, quantile_statistic
 from reports.compare import samples
@@ -108,6 +109,10 @@ def compare_runs(
         raise CompareError("compare needs at least one run directory before and one after")
     before = [read_run(path) for path in before_dirs]
     after = [read_run(path) for path in after_dirs]
+    for path, run in zip([*before_dirs, *after_dirs], [*before, *after]):
+        refusal = refuse_fallback(run.result.config or {}, str(path), "a comparison")
+        if refusal:
+            raise CompareError(refusal)
     # Mann-Whitney over per-run values needs 4+ runs a side to reach p < 0.05; with fewer, the runs'
     # own samples are pooled and bootstrapped in blocks, which can give a verdict (with the caveat noted).
     repeats = len(before) >= MIN_REPEATS and len(after) >= MIN_REPEATS

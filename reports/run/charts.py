@@ -32,7 +32,7 @@ COMPONENT_COLOURS = {
 }  # fmt: skip
 CATEGORY_COLOURS = {
     "interpreter": "#E69F00", "lock": "#D55E00", "allocation": "#CC79A7", "kernel": "#0072B2",
-    "idle": "#BBBBBB", "other": "#888888",
+    "idle": "#BBBBBB", "waiting": "#DDDDDD", "other": "#888888",
 }  # fmt: skip
 PHASE_COLOURS = {
     "queue_ms": "#009E73", "scheduler_ms": "#E69F00", "kv_alloc_ms": "#CC79A7", "prepare_ms": "#999933", "model_ms": "#0072B2",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from profiler.rundir.native import fallback_sentence
 from profiler.rundir.results import CATEGORIES, COMPONENTS, RunResult
 from reports.format import NOT_RECORDED, fmt_gain, fmt_ms, fmt_number, fmt_pct, fmt_pp
 from reports.rundata import LATENCY_LABELS, why_not_measured
@@ -24,7 +25,13 @@ class Table:
 
 
 def headline(result: RunResult) -> str:
-    """The verdict in one sentence."""
+    """The verdict in one sentence, after the native twins asked for that did not load, if any."""
+    fallback = fallback_sentence(result.config or {})
+    sentence = _verdict_sentence(result)
+    return f"{fallback}. {sentence}" if fallback else sentence
+
+
+def _verdict_sentence(result: RunResult) -> str:
     verdict = result.verdict
     if not verdict:
         return f"No verdict: the time split was not measured ({why_not_measured(result, 'verdict')})."
@@ -132,12 +139,17 @@ def time_split_table(result: RunResult) -> Table:
     # Signed, samples minus spans (the breakdown's own convention): which method saw more matters.
     recorded_gaps = {"categories": breakdown.get("disagreement") or {},
                      "components": breakdown.get("component_disagreement") or {}}  # fmt: skip
+    # Older results carry no noise test (None): their gaps are printed as recorded.
+    beyond = {"categories": breakdown.get("beyond_noise"), "components": breakdown.get("components_beyond_noise")}
     for group, names in (("categories", CATEGORIES), ("components", COMPONENTS)):
         table.sections.append(len(table.rows))
         for name in names:
             span_value = (spans.get(group) or {}).get(name)
             sample_value = ((samples or {}).get(group) or {}).get(name)
-            if name in recorded_gaps[group]:
+            noise_tested = beyond[group] is not None and span_value is not None and sample_value is not None
+            if noise_tested and name not in beyond[group] and span_value != sample_value:
+                gap = WITHIN_NOISE
+            elif name in recorded_gaps[group]:
                 gap = fmt_pp(recorded_gaps[group][name])
             elif span_value is not None and sample_value is not None:
                 gap = fmt_pp((sample_value - span_value) * 100)
@@ -154,9 +166,32 @@ def time_split_table(result: RunResult) -> Table:
         NOT_RECORDED,
     ]
     table.rows.append(dispatch + ([fmt_pct(client.get("dispatch"))] if client else []))
+    table.rows.append(["evidence", evidence(spans, "spans"), evidence(samples, "samples"), NOT_RECORDED]
+                      + ([evidence(client, "samples")] if client else []))  # fmt: skip
     if samples is None:
         table.note = f"samples not measured ({why_not_measured(result, 'samples')})"
+    elif beyond["categories"] is not None:
+        table.note = (f"'{WITHIN_NOISE}': the spans share lies inside the samples share's 95% Wilson interval "
+                      f"({fmt_count(samples.get('samples'))} engine-thread samples): no disagreement beyond sampling noise")  # fmt: skip
     return table
+
+
+WITHIN_NOISE = "within noise"
+
+
+def fmt_count(value: Any) -> str:
+    return f"{int(value):,}" if isinstance(value, (int, float)) else NOT_RECORDED
+
+
+def evidence(split: dict[str, Any] | None, method: str) -> str:
+    """What a method's shares rest on: spans timed (over steps), or stack samples taken."""
+    if not split:
+        return NOT_RECORDED
+    if method == "spans":
+        if split.get("spans") is None:
+            return f"{fmt_count(split.get('steps'))} steps" if split.get("steps") is not None else NOT_RECORDED
+        return f"{fmt_count(split['spans'])} spans, {fmt_count(split.get('steps'))} steps"
+    return f"{fmt_count(split.get('samples'))} samples" if split.get("samples") is not None else NOT_RECORDED
 
 
 def latency_table(result: RunResult) -> Table:

@@ -140,7 +140,7 @@ def test_spans_split_matches_the_hand_computed_answer() -> None:
     # kernel = 400 x 0.75 + 80 x 0.5 = 340; interpreter = 680 - 340 = 340; lock = 50; allocation = 30;
     # idle = (1000 - 740) - 10 (GC outside) - 10 (lock outside) - 40 (profiler pause) = 200; other = 40.
     assert spans["categories"] == pytest.approx(
-        {"interpreter": 0.34, "lock": 0.05, "allocation": 0.03, "kernel": 0.34, "idle": 0.20, "other": 0.04}
+        {"interpreter": 0.34, "lock": 0.05, "allocation": 0.03, "kernel": 0.34, "idle": 0.20, "waiting": 0.0, "other": 0.04}
     )
     assert sum(spans["categories"].values()) == pytest.approx(1.0)
     assert spans["components"] == pytest.approx(
@@ -235,12 +235,12 @@ def test_samples_split_disagreement_and_client_threads() -> None:
     samples = breakdown["methods"]["samples"]
     assert samples["resolution"] == "native" and samples["samples"] == 100
     assert samples["categories"] == pytest.approx(
-        {"interpreter": 0.30, "lock": 0.05, "allocation": 0.05, "kernel": 0.40, "idle": 0.20, "other": 0.0}
+        {"interpreter": 0.30, "lock": 0.05, "allocation": 0.05, "kernel": 0.40, "idle": 0.20, "waiting": 0.0, "other": 0.0}
     )
     assert samples["dispatch"] == pytest.approx(0.08)
     assert samples["components"]["model_kernels"] == pytest.approx(0.40)
     assert breakdown["disagreement"] == pytest.approx(
-        {"interpreter": -4.0, "lock": 0.0, "allocation": 2.0, "kernel": 6.0, "idle": 0.0, "other": -4.0}
+        {"interpreter": -4.0, "lock": 0.0, "allocation": 2.0, "kernel": 6.0, "idle": 0.0, "waiting": 0.0, "other": -4.0}
     )
     assert breakdown["component_disagreement"]["scheduler"] == pytest.approx(1.0)  # 15% vs 14%
     clients = breakdown["client_threads"]  # the NVML thread is the profiler's own, not a client
@@ -270,7 +270,7 @@ def test_python_only_samples_leave_unresolvable_categories_null() -> None:
     assert (
         samples["components"]["model"] == pytest.approx(0.50) and samples["components"]["model_glue"] is None
     )
-    assert set(breakdown["disagreement"]) == {"lock", "idle", "other"}
+    assert set(breakdown["disagreement"]) == {"lock", "idle", "waiting", "other"}
 
 
 def test_without_a_kernel_window_native_samples_give_the_model_split() -> None:
@@ -281,7 +281,7 @@ def test_without_a_kernel_window_native_samples_give_the_model_split() -> None:
     # model kernel share from samples: 40 / (40 + 10) = 0.8 -> kernel 320, interpreter 680 - 320 = 360,
     # idle 260 - 10 - 10 = 240 (no profiler pause), other 0.
     assert spans["categories"] == pytest.approx(
-        {"interpreter": 0.36, "lock": 0.05, "allocation": 0.03, "kernel": 0.32, "idle": 0.24, "other": 0.0}
+        {"interpreter": 0.36, "lock": 0.05, "allocation": 0.03, "kernel": 0.32, "idle": 0.24, "waiting": 0.0, "other": 0.0}
     )
     assert any("native stack samples" in note for note in breakdown["notes"])
 
@@ -333,7 +333,7 @@ def test_gc_without_tracer_attribution_is_taken_from_the_step_loop() -> None:
     categories = breakdown["methods"]["spans"]["categories"]
     # The GC collector's 30 ns on the engine thread move from the step loop to allocation.
     assert categories == pytest.approx(
-        {"interpreter": 0.34, "lock": 0.05, "allocation": 0.03, "kernel": 0.34, "idle": 0.20, "other": 0.04}
+        {"interpreter": 0.34, "lock": 0.05, "allocation": 0.03, "kernel": 0.34, "idle": 0.20, "waiting": 0.0, "other": 0.04}
     )
     assert any("GC pauses were not attributed" in note for note in breakdown["notes"])
 
@@ -378,3 +378,16 @@ def test_spans_categories_always_add_up_to_the_wall(
     if wall > 0:
         assert sum(split["categories"].values()) == pytest.approx(1.0)
         assert all(value >= -1e-12 for value in split["categories"].values())
+
+
+def test_a_gap_is_beyond_noise_only_when_the_spans_share_leaves_the_samples_interval() -> None:
+    from profiler.analysis.breakdown import _beyond_noise
+
+    spans = {"categories": {"interpreter": 0.10, "kernel": 0.90}}
+    # 2 engine-thread samples, one of each: a 40-point gap that 2 samples cannot show.
+    two = {"samples": 2, "categories": {"interpreter": 0.5, "kernel": 0.5}}
+    assert _beyond_noise(two, spans, "categories") == []
+    many = {"samples": 4000, "categories": {"interpreter": 0.5, "kernel": 0.5}}
+    assert _beyond_noise(many, spans, "categories") == ["interpreter", "kernel"]
+    close = {"samples": 4000, "categories": {"interpreter": 0.105, "kernel": 0.895}}
+    assert _beyond_noise(close, spans, "categories") == []

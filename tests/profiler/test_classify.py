@@ -318,3 +318,45 @@ def test_jit_code_in_no_library_is_kernel_time() -> None:
     )
     assert stack is not None
     assert classify(stack).category == "kernel"
+
+
+# -- waiting and untraced locks --------------------------------------------------------------------------
+
+CLIENT = "thread (5151): infer-prof-client-3;Thread.run (threading.py:982);_Load.closed_loop.<locals>.client (scenarios/loadgen.py:214);_Load.serve (scenarios/loadgen.py:178);Ticket.wait (profiler/session/drive.py:36)"
+WAIT_NATIVE = ";lock_PyThread_acquire_lock (libpython3.11.so.1.0);PyThread_acquire_lock_timed (libpython3.11.so.1.0);0x7fa4e66ae116 (libc.so.6) 7"
+
+
+def test_a_client_waiting_for_its_tokens_is_waiting_not_lock() -> None:
+    result = f"{CLIENT};RequestHandle.result (engine/sequence.py:141);Condition.wait_for (threading.py:373);Condition.wait (threading.py:331)"
+    assert label(result + WAIT_NATIVE).category == "waiting"
+    assert label(result + " 7").category == "waiting"  # the same wait without native frames
+    stream = f"{CLIENT};RequestHandle.stream (engine/sequence.py:156);Condition.wait_for (threading.py:373);Condition.wait (threading.py:331) 2"
+    assert label(stream).category == "waiting"
+    pacing = "thread (5150): MainThread;_Load.open_loop (scenarios/loadgen.py:250);_Load.pause_until (scenarios/loadgen.py:264);Event.wait (threading.py:629);Condition.wait (threading.py:331) 4"
+    assert label(pacing).category == "waiting"
+    idle_client = "thread (5152): infer-prof-client-4;Thread.run (threading.py:982);_Load.open_loop.<locals>.client (scenarios/loadgen.py:229) 9"
+    assert label(idle_client).category == "waiting"  # blocked in SimpleQueue.get, a C call
+    # A client contending for the engine's submit lock is contention, not waiting for its tokens.
+    submit = f"{CLIENT};Engine.submit (engine/engine.py:141);_LockUse.__enter__ (profiler/collectors/spans.py:80)" + WAIT_NATIVE
+    assert label(submit).category == "lock"
+    # The markers are a parameter: without them the same wait is a lock wait.
+    assert label(result + WAIT_NATIVE, waiting_marker=()).category == "lock"
+
+
+def test_a_lock_is_a_lock_whichever_file_takes_it() -> None:
+    # A component's own `with lock:` (no tracer, no threading.py frame): native frames say it waits.
+    untraced = stack("PythonSampler.sample (engine/sampler.py:120)").rsplit(" ", 1)[0] + WAIT_NATIVE
+    assert label(untraced) == ("lock", "sampler", False)
+    # A Condition or queue wait called from any file, and a lock object's C method as py-spy names it.
+    assert label(stack("Worker.step (mylib/worker.py:9)", "Condition.wait (threading.py:331)")).category == "lock"
+    assert label(stack("Worker.step (mylib/worker.py:9)", "<built-in method acquire of _thread.lock object> (<built-in>)")).category == "lock"
+    assert label(stack("Worker.step (mylib/worker.py:9)", "lock.acquire (<built-in>)")).category == "lock"
+    for mutex in ("pthread_mutex_lock (libc.so.6)", "__lll_lock_wait (libc.so.6)", "futex_wait (libc.so.6)"):
+        assert label(stack("Worker.step (mylib/worker.py:9)", "my_c_function (libmine.so)", mutex)).category == "lock"
+    # Without native frames a bare acquire is only its caller's line: interpreter (the docstring says so).
+    assert label(stack("PythonSampler.sample (engine/sampler.py:120)")).category == "interpreter"
+
+
+def test_planted_injections_are_the_sampler() -> None:
+    planted = stack("UntracedContendedSampler.sample (profiler/checks/injections.py:90)").rsplit(" ", 1)[0] + WAIT_NATIVE
+    assert label(planted) == ("lock", "sampler", False)

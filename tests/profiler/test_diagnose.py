@@ -59,8 +59,9 @@ def breakdown(
     ("share", "rule"),
     [
         (0.0, RULE_STAY),
-        (0.01, RULE_STAY),
-        (0.0499, RULE_STAY),
+        (0.01, RULE_STAY),  # the field's rule: about 1% or below
+        (0.0101, RULE_TARGETED),
+        (0.0499, RULE_TARGETED),  # stayed in Python under the old 5% cut-off
         (0.05, RULE_TARGETED),
         (0.2999, RULE_TARGETED),
         (0.30, RULE_REWRITE),
@@ -111,17 +112,18 @@ def test_verdict_for_a_python_bound_engine_with_predictions() -> None:
     assert "would save about 16.0%" in text and "measured 15.0% against 16.0% predicted" in text
     assert verdict["blind_spots"] == []
     no_samples = diagnose(breakdown(spans), native_speedups=None, measured_gains=None, collectors=ALL_OK)
-    assert no_samples["blind_spots"] == [
-        "py-spy ran but saw no engine thread samples: nothing cross-checks the spans."
-    ]
+    assert no_samples["blind_spots"][0] == "py-spy ran but saw no engine thread samples: nothing cross-checks the spans."
+    # Without native samples nothing sees a lock taken outside the tracer, and the verdict says so.
+    assert no_samples["blind_spots"][1].startswith("Spans see only locks taken through the tracer")
+    assert len(no_samples["blind_spots"]) == 2
 
 
 def test_verdict_stay_in_python_and_interpreter_component() -> None:
     spans = split(
-        {"interpreter": 0.02, "kernel": 0.97, "lock": 0.01}, {"sampler": 0.015, "model_kernels": 0.97}
+        {"interpreter": 0.008, "kernel": 0.982, "lock": 0.01}, {"sampler": 0.006, "model_kernels": 0.982}
     )
     verdict = diagnose(breakdown(spans), native_speedups=None, measured_gains=None, collectors=ALL_OK)
-    assert verdict["rule"] == RULE_STAY and verdict["interpreter_share"] == pytest.approx(0.02)
+    assert verdict["rule"] == RULE_STAY and verdict["interpreter_share"] == pytest.approx(0.008)
     assert all(entry["predicted_gain"] is None for entry in verdict["predictions"].values())
 
 
@@ -181,10 +183,11 @@ def test_blind_spots_name_what_was_not_seen() -> None:
     spots = diagnose(breakdown(spans), native_speedups=None, measured_gains=None, collectors=collectors)[
         "blind_spots"
     ]
-    assert len(spots) == 3
+    assert len(spots) == 4
     assert "No stack samples (py-spy could not attach to pid 7: Permission denied)" in spots[0]
     assert "torch.profiler did not run (not configured)" in spots[1]
     assert spots[2] == "No GPU utilization (no NVIDIA GPU/driver (NVML Shared Library Not Found))."
+    assert spots[3].startswith("Spans see only locks taken through the tracer")
     python_samples = split({"idle": 0.5}, resolution="python")
     spots = diagnose(
         breakdown(spans, python_samples), native_speedups=None, measured_gains=None, collectors=ALL_OK
@@ -248,3 +251,35 @@ def test_overhead_section_measured_or_estimated() -> None:
         measured["throughput_ratio"] == pytest.approx(0.96)
         and "interleaved A/B: 2 pairs" in measured["method"]
     )
+
+
+def _native_samples(interpreter: float, samples: int, idle: float = 0.0) -> dict[str, Any]:
+    return split({"interpreter": interpreter, "kernel": 1.0 - interpreter - idle, "idle": idle},
+                 resolution="native", samples=samples)  # fmt: skip
+
+
+def test_the_verdict_carries_the_interpreter_shares_interval_and_says_when_it_straddles() -> None:
+    spans = split({"interpreter": 0.02, "kernel": 0.98}, {"sampler": 0.02, "model_kernels": 0.98})
+    # 2% of 200 samples: Wilson [0.6%, 5.0%] holds the 1% threshold; of 20,000 samples it does not.
+    few = diagnose(breakdown(spans, _native_samples(0.02, 200)), native_speedups=None, measured_gains=None,
+                   collectors=ALL_OK)  # fmt: skip
+    assert few["rule"] == RULE_TARGETED and few["straddles"] == [0.01]
+    assert few["interpreter_interval"]["low"] < 0.01 < few["interpreter_interval"]["high"]
+    assert any("straddles the 1% threshold" in reason for reason in few["reasons"])
+    many = diagnose(breakdown(spans, _native_samples(0.02, 20_000)), native_speedups=None, measured_gains=None,
+                    collectors=ALL_OK)  # fmt: skip
+    assert many["straddles"] == [] and any("clears the rule's thresholds" in reason for reason in many["reasons"])
+    # Idle samples are not busy time: 30% of the busy half of 1,000 samples, straddling 30%.
+    idle = diagnose(breakdown(spans, _native_samples(0.15, 1000, idle=0.5)), native_speedups=None,
+                    measured_gains=None, collectors=ALL_OK)  # fmt: skip
+    assert idle["interpreter_interval"]["samples"] == 500 and idle["straddles"] == [0.30]
+
+
+def test_a_disagreement_within_sampling_noise_is_not_reported() -> None:
+    spans = split({"interpreter": 0.10, "kernel": 0.90}, {"model_kernels": 0.90})
+    for samples, beyond, said in ((2, [], False), (5000, ["interpreter", "kernel"], True)):
+        sampled = _native_samples(0.467, samples)
+        gap = {"interpreter": 36.7, "kernel": -36.7}
+        verdict = diagnose(breakdown(spans, sampled, disagreement=gap, beyond_noise=beyond), native_speedups=None,
+                           measured_gains=None, collectors=ALL_OK)  # fmt: skip
+        assert any("36.7" in reason for reason in verdict["reasons"]) == said

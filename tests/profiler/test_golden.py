@@ -92,11 +92,71 @@ def test_explain_exact_greedy_tie_wants_the_lower_id():
 
 
 def test_explain_top_p_cut_within_rounding_is_a_near_tie():
-    # probabilities 0.5, 0.25, 0.25: with top_p = 0.75 the third token sits exactly on the cut.
+    # probabilities 0.5, 0.25, 0.25: with top_p = 0.75 the third token sits exactly on the cut. Seed 0
+    # draws u = 0.88: over {0, 1} the spec picks 1, over {0, 1, 2} (the cut the other way) 2.
     row = np.log(np.array([0.5, 0.25, 0.25], dtype=np.float64)).astype(np.float32)
-    params = SamplingParams(temperature=1.0, top_p=0.75, seed=1)
+    params = SamplingParams(temperature=1.0, top_p=0.75, seed=0)
     result = explain(row, params, [], [], 0, 1, 2)
     assert result.kind == "near-tie" and result.stage == "top-p"
+
+
+def test_explain_a_cut_within_rounding_does_not_excuse_a_pair_that_parts_elsewhere():
+    # Same cut within rounding, but the twins picked 0 and 1: no side of the cut at token 2 leads to 0.
+    row = np.log(np.array([0.5, 0.25, 0.25], dtype=np.float64)).astype(np.float32)
+    params = SamplingParams(temperature=1.0, top_p=0.75, seed=0)
+    assert explain(row, params, [], [], 0, 1, 0).kind == "logic error"
+
+
+def _tight_top_k_row() -> np.ndarray:
+    """Token 0 (weight 1), then tokens 1 and 2 tied within rounding at the top-2 cut (weight 0.5 each)."""
+    row = np.full(16, -60.0)
+    row[0], row[1] = 0.0, np.log(0.5)
+    row[2] = row[1] * (1 + 1e-12)  # within NEAR_TIE_RELATIVE of token 1, yet ranked after it
+    return row
+
+
+def _draws(row: np.ndarray, params: SamplingParams) -> int:
+    import torch
+
+    from engine.sampler import PythonSampler
+
+    sampler = PythonSampler()
+    sampler.add(0, params, [])
+    return sampler.sample(torch.tensor(row).unsqueeze(0), [0])[0]
+
+
+def test_an_off_by_one_top_k_next_to_a_tight_cut_is_a_logic_error():
+    # The planted bug: a sampler that keeps k + 1 tokens. Seed 1 draws u = 0.57: over {0, 1} (total 1.5)
+    # the target 0.85 picks 0; the buggy {0, 1, 2} (total 2.0) has target 1.13 and picks 1. Rounding
+    # could only swap 1 and 2 at the cut ({0, 2}: still 0), so this is not a near-tie although a cut in
+    # the row lies within rounding.
+    from profiler.checks.golden_explain import _close
+
+    row = _tight_top_k_row()
+    params = SamplingParams(temperature=1.0, top_k=2, seed=1)
+    python_token = _draws(row, params)
+    buggy_token = _draws(row, SamplingParams(temperature=1.0, top_k=3, seed=1))
+    assert (python_token, buggy_token) == (0, 1)
+    assert _close(row[1], row[2]), "the planted bug must sit next to a cut within rounding"
+    result = explain(row, params, [], [], 0, python_token, buggy_token)
+    assert result.kind == "logic error" and result.stage == "draw"
+
+
+def test_a_genuine_tie_at_the_top_k_cut_is_a_near_tie():
+    # Seed 0 draws u = 0.88: over {0, 1} the target 1.32 picks 1; with 1 and 2 swapped at the cut
+    # ({0, 2}, the tie resolved the other way) it picks 2.
+    row = _tight_top_k_row()
+    params = SamplingParams(temperature=1.0, top_k=2, seed=0)
+    assert _draws(row, params) == 1
+    result = explain(row, params, [], [], 0, 1, 2)
+    assert result.kind == "near-tie" and result.stage == "top-k"
+
+
+def test_a_token_outside_a_clear_top_k_cut_is_a_logic_error():
+    row = np.array([2.0, 1.0, 0.0, -1.0])
+    params = SamplingParams(temperature=1.0, top_k=2, seed=0)
+    result = explain(row, params, [], [], 0, _draws(row, params), 2)
+    assert result.kind == "logic error" and result.stage == "top-k"
 
 
 @pytest.mark.slow  # 18 engine runs

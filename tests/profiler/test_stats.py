@@ -175,3 +175,19 @@ def test_bad_inputs_raise() -> None:
     with pytest.raises(ValueError):
         bootstrap([[]], mean_statistic)
     assert mean_statistic(np.array([[1.0, 3.0]]))[0] == 2.0
+
+
+def test_wilson_interval_matches_the_textbook_and_stays_honest_at_small_n() -> None:
+    from profiler.stats import proportions_differ, wilson_interval
+
+    # Wilson (1927) / Newcombe (1998) table: 81 of 263 -> [0.2553, 0.3662] at 95%.
+    interval = wilson_interval(81, 263)
+    assert interval.point == pytest.approx(81 / 263)
+    assert (interval.low, interval.high) == (pytest.approx(0.2553, abs=1e-4), pytest.approx(0.3662, abs=1e-4))
+    two = wilson_interval(0, 2)
+    assert two.low == 0.0 and two.high > 0.6  # 2 samples say almost nothing
+    assert wilson_interval(2, 2).low < 0.4
+    assert not proportions_differ(wilson_interval(1, 2), wilson_interval(0, 2))
+    assert proportions_differ(wilson_interval(600, 1000), wilson_interval(400, 1000))
+    with pytest.raises(ValueError):
+        wilson_interval(3, 2)

@@ -80,3 +80,21 @@ def test_no_slo_means_no_goodput_tile_and_no_alarm(run_dir):
     run = read_run(run_dir)
     tiles = {figure.label: figure for figure in summary.key_figures(run.result, check_slos(run.requests, {}))}
     assert "Goodput" not in tiles and tiles["TTFT p50 / p99"].detail is None and not tiles["TTFT p50 / p99"].alarm
+
+
+def test_two_samples_print_no_disagreement_and_the_evidence_is_shown(run_dir):
+    result = copy.deepcopy(read_run(run_dir).result)
+    methods = result.breakdown["methods"]
+    methods["samples"]["samples"] = 2
+    methods["spans"]["spans"], methods["spans"]["steps"] = 5210, 400
+    interpreter = methods["spans"]["categories"]["interpreter"]
+    methods["samples"]["categories"]["interpreter"] = interpreter + 0.367
+    result.breakdown["disagreement"] = {"interpreter": 36.7}
+    result.breakdown["beyond_noise"] = []  # what breakdown records for 2 samples (test_breakdown)
+    table = summary.time_split_table(result)
+    assert _row(table, "interpreter")[3] == summary.WITHIN_NOISE
+    assert "36.7" not in " ".join(" ".join(row) for row in table.rows)
+    assert _row(table, "evidence")[1:3] == ["5,210 spans, 400 steps", "2 samples"]
+    assert "2 engine-thread samples" in (table.note or "")
+    result.breakdown["beyond_noise"] = ["interpreter"]  # with enough samples the gap is printed
+    assert _row(summary.time_split_table(result), "interpreter")[3] == "+36.7 pp"

@@ -332,7 +332,7 @@ def _breakdown(rng: np.random.Generator, steps: pd.DataFrame, with_samples: bool
     interpreter = control * 0.85 + components["model_glue"] * 0.6
     categories = {
         "interpreter": interpreter, "lock": 0.012, "allocation": control * 0.08 + 0.01,
-        "kernel": components["model_kernels"], "idle": max(0.0, 1.0 - sum(phase.values()) - 0.01), "other": 0.02,
+        "kernel": components["model_kernels"], "idle": max(0.0, 1.0 - sum(phase.values()) - 0.01), "waiting": 0.0, "other": 0.02,
     }  # fmt: skip
     spans = {
         "categories": _normalized(categories),
@@ -355,7 +355,8 @@ def _breakdown(rng: np.random.Generator, steps: pd.DataFrame, with_samples: bool
         component_disagreement = {
             name: round((samples["components"][name] - components[name]) * 100, 2) for name in components
         }
-    client = {"categories": {"interpreter": 0.05, "lock": 0.08, "allocation": 0.005, "kernel": 0.0, "idle": 0.86, "other": 0.005},
+    client = {"categories": {"interpreter": 0.05, "lock": 0.01, "allocation": 0.005, "kernel": 0.0, "idle": 0.06,
+                             "waiting": 0.87, "other": 0.005},
               "components": {name: 0.0 for name in components} | {"queue": 0.03, "tokenizer": 0.02}, "dispatch": 0.0}  # fmt: skip
     return {
         "wall_s": wall_ms / 1e3,
