@@ -172,11 +172,17 @@ def _follow_windows(
     return kernel, fee
 
 
+KERNEL_WINDOWS, KERNEL_SAMPLES, KERNEL_ASSUMED = "torch.profiler windows", "native samples", "assumed"
+
+
 class SpanFractions(NamedTuple):
     """Per span name, the fractions of its self time spent in torch kernels and in torch's fee."""
 
     kernel: dict[str, float]
     fee: dict[str, float]
+    # Where the kernel share came from: KERNEL_WINDOWS and KERNEL_SAMPLES are measurements of this run;
+    # KERNEL_ASSUMED (no window ran, no native samples) is not, and the reports say so.
+    source: str
 
 
 def kernel_fractions(
@@ -229,18 +235,18 @@ def kernel_fractions(
                 f"(torch.profiler: {kernel['model']:.0%})"
             )
         # Results without a priced fee (older runs, hand-made tests) say nothing about dispatch.
-        return SpanFractions(kernel, fee if "op_fee_ns" in kernels else {})
+        return SpanFractions(kernel, fee if "op_fee_ns" in kernels else {}, KERNEL_WINDOWS)
     if samples_fraction is not None:
         notes.append(
             f"no kernel window: the model span's kernel share ({samples_fraction:.0%}) comes from native "
             "stack samples"
         )
-        return SpanFractions({"model": samples_fraction}, {})
+        return SpanFractions({"model": samples_fraction}, {}, KERNEL_SAMPLES)
     notes.append(
         "no kernel window and no native samples: the whole model span is counted as kernel time, so "
         "interpreter time is a lower bound (model glue unseen)"
     )
-    return SpanFractions({"model": 1.0}, {})
+    return SpanFractions({"model": 1.0}, {}, KERNEL_ASSUMED)
 
 
 def spans_split(
@@ -315,6 +321,7 @@ def spans_split(
         "lock_by_component": _fractions(lock_by_component, wall),
         "allocation_by_component": _fractions(allocation_by_component, wall),
         "kernel_fraction_by_span": kernel_fraction,
+        "kernel_source": fractions.source,
         "fee_fraction_by_span": fractions.fee,
         "steps": len(spans.get("steps", [])),
         "spans": sum(int(entry.get("count", 0)) for entry in thread["spans"].values()),  # the evidence: spans timed

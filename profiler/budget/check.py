@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from profiler.budget.spec import ALIASES, Assertion, BudgetError, BudgetFile
+from profiler.rundir.control import control_figure, drift_void
 from profiler.rundir.native import refuse_fallback
 from profiler.rundir.results import ResultError, RunData, RunResult, read_result, read_run
 from profiler.rundir.samples import measured_requests, token_gaps_ms
@@ -155,7 +156,8 @@ def expand_run_dirs(paths: Sequence[RunLike]) -> list[RunLike]:
 
 
 def check_budget(
-    budget: BudgetFile, runs: Sequence[RunLike], baseline_runs: Sequence[RunLike] | None = None
+    budget: BudgetFile, runs: Sequence[RunLike], baseline_runs: Sequence[RunLike] | None = None, *,
+    drift_guard: bool = True,
 ) -> BudgetReport:
     """Evaluate every assertion of `budget` over `runs` (repeats), comparing to `baseline_runs` if given.
 
@@ -166,7 +168,8 @@ def check_budget(
         raise BudgetError("no runs to check; pass --run RUN_DIR or let the budget run its scenario")
     candidates = [_Run(run) for run in expand_run_dirs(runs)]
     baselines = [_Run(run) for run in expand_run_dirs(baseline_runs)] if baseline_runs else []
-    results = [_evaluate(assertion, candidates, baselines, budget.alpha) for assertion in budget.assertions]
+    void = _drift(candidates, baselines) if baselines and drift_guard else None
+    results = [_evaluate(assertion, candidates, baselines, budget.alpha, void) for assertion in budget.assertions]
     return BudgetReport(
         budget=budget,
         results=results,
@@ -202,7 +205,7 @@ def record_runs(budget: BudgetFile, run_fn: RunFn, *, overrides: dict[str, Any] 
 
 
 def check_budget_with_runner(
-    budget: BudgetFile, run_fn: RunFn, *, baseline_runs: Sequence[RunLike] | None = None
+    budget: BudgetFile, run_fn: RunFn, *, baseline_runs: Sequence[RunLike] | None = None, drift_guard: bool = True
 ) -> BudgetReport:
     """Run the budget's scenario through `run_fn(overrides) -> run dir` and check the result.
 
@@ -231,7 +234,7 @@ def check_budget_with_runner(
         runs.append(run_fn({**config, "profile": COUNTING_PROFILE}))
         if run_baseline:
             baselines.append(run_fn({**baseline_config, "profile": COUNTING_PROFILE}))
-    return check_budget(budget, runs, baselines or None)
+    return check_budget(budget, runs, baselines or None, drift_guard=drift_guard)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -239,7 +242,8 @@ def check_budget_with_runner(
 # ---------------------------------------------------------------------------------------------
 
 
-def _evaluate(assertion: Assertion, runs: list[_Run], baselines: list[_Run], alpha: float) -> AssertionResult:
+def _evaluate(assertion: Assertion, runs: list[_Run], baselines: list[_Run], alpha: float,
+              void: str | None = None) -> AssertionResult:  # fmt: skip
     values = _values(assertion, runs)
     if any(value is None for value in values):
         return AssertionResult(
@@ -262,13 +266,14 @@ def _evaluate(assertion: Assertion, runs: list[_Run], baselines: list[_Run], alp
             outcome.skipped = assertion.min is None and assertion.max is None
             reasons.append("ratio bound not checked: no baseline run given (--baseline)")
         else:
-            reasons.append(_compare_to_baseline(assertion, outcome, runs, baselines, alpha))
+            reasons.append(_compare_to_baseline(assertion, outcome, runs, baselines, alpha, void))
     outcome.reason = "; ".join(reasons)
     return outcome
 
 
 def _compare_to_baseline(
-    assertion: Assertion, outcome: AssertionResult, runs: list[_Run], baselines: list[_Run], alpha: float
+    assertion: Assertion, outcome: AssertionResult, runs: list[_Run], baselines: list[_Run], alpha: float,
+    void: str | None = None,
 ) -> str:
     base_values = _values(assertion, baselines)
     if any(value is None for value in base_values):
@@ -289,11 +294,27 @@ def _compare_to_baseline(
         outcome.test = "exact"
         outcome.passed = False
         return f"{beyond} (counter, exact)"
+    if void:
+        # The machine moved under the runs, or the change slowed the model itself (then pass
+        # --no-drift-guard): no regression can be read from them, and none may pass unread either.
+        outcome.passed = False
+        outcome.test = "void"
+        return f"{beyond}, but the comparison is {void} (or pass --no-drift-guard if the change touches the model)"
     significant, evidence = _significant(assertion, direction, outcome, runs, baselines, alpha)
     if significant:
         outcome.passed = False
         return f"{beyond}, significant ({evidence})"
     return f"{beyond} but within noise ({evidence}); not counted as a regression"
+
+
+def _drift(runs: list[_Run], baselines: list[_Run]) -> str | None:
+    """drift_void over the timed runs' control figures (counting runs and in-memory results have none)."""
+
+    def figures(side: list[_Run]) -> list[float]:
+        found = [control_figure(data) for run in side if not run.is_counting and (data := run.data()) is not None]
+        return [figure.value for figure in found if figure is not None]
+
+    return drift_void(figures(baselines), figures(runs))
 
 
 def _significant(

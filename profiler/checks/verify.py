@@ -29,6 +29,8 @@ from typing import Any
 
 from profiler.analysis.diagnose import NATIVE_CAPABLE, amdahl_gain, diagnose, measured_gain
 from profiler.rundir.atomic import write_json_atomic
+from profiler.rundir.control import control_figure, drift_void
+from profiler.rundir.results import read_run
 from profiler.session.session import SessionOutcome
 
 VERIFY_DIR = "verify"
@@ -132,19 +134,30 @@ def verify_predictions(
                 native_runs[component] = run
     # The main run came first (colder caches) and drift moves a shared machine's speed: a second Python
     # run after the native ones brackets them, and the reference is the mean of the two.
-    python_results = [result]
+    python_results, python_dirs = [result], [Path(outcome.run_dir)]
     if native_runs and not stop_event.is_set():
         rerun = run_again(frozenset(options.native), _verify_dir(outcome, "python"), "verify: Python again")
         if not rerun.interrupted:
             python_results.append(rerun.result)
+            python_dirs.append(Path(rerun.run_dir))
+    python_controls = _controls(python_dirs)
     details: dict[str, Any] = {}
     for component, run in native_runs.items():
         entry = compare_component(python_results, run.result, component, predictions[component]["share"],
                                   (native_speedups or {}).get(component))  # fmt: skip
         entry["run_dir"] = str(Path(run.run_dir).relative_to(outcome.run_dir))
+        # The drift guard: the model span's time per token cannot move with a control-path twin; if it did,
+        # the machine changed between the runs and the measured gain is the machine's, not the twin's.
+        entry["void"] = drift_void(python_controls, _controls([Path(run.run_dir)]))
         details[component] = entry
     _record(outcome, native_speedups, details, skipped, python_results)
     return result.verdict["verify"]
+
+
+def _controls(run_dirs: list[Path]) -> list[float]:
+    """The control figure (profiler.rundir.control) of each run directory that has one."""
+    figures = [control_figure(read_run(path)) for path in run_dirs]
+    return [figure.value for figure in figures if figure is not None]
 
 
 def _verify_dir(outcome: SessionOutcome, name: str) -> Path:
@@ -157,7 +170,8 @@ def _record(outcome: SessionOutcome, native_speedups: dict[str, float] | None, d
     result = outcome.result
     speedups = dict(native_speedups or {})
     speedups.update({name: entry["native_speedup"] for name, entry in details.items() if entry["native_speedup"]})
-    measured = {name: entry["measured_gain"] for name, entry in details.items() if entry["measured_gain"] is not None}
+    measured = {name: entry["measured_gain"] for name, entry in details.items()
+                if entry["measured_gain"] is not None and not entry.get("void")}  # fmt: skip
     verdict = diagnose(result.breakdown or {}, native_speedups=speedups or None, measured_gains=measured or None,
                        collectors=result.collectors)  # fmt: skip
     spread = python_spread(python_results)
@@ -174,6 +188,9 @@ def _record(outcome: SessionOutcome, native_speedups: dict[str, float] | None, d
     for name, prediction in (verdict.get("predictions") or {}).items():
         gain = prediction.get("measured_gain")
         prediction["within_noise"] = None if gain is None or spread is None else abs(gain) < spread
+    for name, entry in details.items():
+        if entry.get("void"):
+            verdict.setdefault("blind_spots", []).append(f"--verify's {name} run is {entry['void']}")
     if spread is not None and measured:
         verdict.setdefault("blind_spots", []).append(
             f"--verify's two Python runs differ by {spread:.1%} in busy time per token: measured gains smaller "

@@ -29,10 +29,12 @@ def budget_check(
     junit: Annotated[Optional[str], typer.Option("--junit", help="Also write a JUnit XML file for CI dashboards.")] = None,
     bmf: Annotated[Optional[str], typer.Option("--bmf", help="Also write Bencher Metric Format JSON.")] = None,
     out: Annotated[Path, typer.Option("--out", "-o", help="Where runs made by this check go.")] = Path("runs/budget"),
+    drift_guard: Annotated[bool, typer.Option("--drift-guard/--no-drift-guard", help="Against a baseline: fail as void (not as a regression) when the model span's time per token moved. Turn it off when the change touches the model.")] = True,
 ) -> None:
     """Check runs against a budget: exit 0 pass (warnings allowed), 1 an error assertion failed, 2 bad input."""
     raise typer.Exit(budget_check_command(budget_file, runs=run or [], baselines=baseline or [], out=out,
-                                          junit=output_path(junit, "--junit"), bmf=output_path(bmf, "--bmf")))  # fmt: skip
+                                          junit=output_path(junit, "--junit"), bmf=output_path(bmf, "--bmf"),
+                                          drift_guard=drift_guard))  # fmt: skip
 
 
 @budget_app.command("baseline")
@@ -69,7 +71,8 @@ def make_run_fn(out_root: Path, console: Console):  # type: ignore[no-untyped-de
 
 
 def budget_check_command(
-    budget_file: Path, *, runs: list[Path], baselines: list[Path], junit: Path | None, bmf: Path | None, out: Path
+    budget_file: Path, *, runs: list[Path], baselines: list[Path], junit: Path | None, bmf: Path | None, out: Path,
+    drift_guard: bool = True,
 ) -> int:
     from profiler.budget.check import check_budget, check_budget_with_runner
     from profiler.budget.output import write_bmf, write_junit
@@ -82,9 +85,10 @@ def budget_check_command(
             check_output_file(path, option)
     budget = load_budget(budget_file)
     if runs:
-        report = check_budget(budget, runs, baselines or None)
+        report = check_budget(budget, runs, baselines or None, drift_guard=drift_guard)
     else:
-        report = check_budget_with_runner(budget, make_run_fn(out, console), baseline_runs=baselines or None)
+        report = check_budget_with_runner(budget, make_run_fn(out, console), baseline_runs=baselines or None,
+                                          drift_guard=drift_guard)  # fmt: skip
     render_budget_report(report, Console())
     if junit:
         write_junit(report, junit)

@@ -301,6 +301,7 @@ class KernelCollector(Collector):
         self._cuda = False
         self._fees_us: dict[str, float] = {}  # price_op_fees(), at warm-up
         self._lock = threading.Lock()  # stop() (session thread) vs a window's end (engine thread)
+        self._held = False  # paused by the in-run A/B: no new window opens (one open runs to its end)
         try:
             import torch  # noqa: F401
         except ImportError:
@@ -327,6 +328,15 @@ class KernelCollector(Collector):
     def _due(self, step: int) -> bool:
         return step >= self.first_step and (step - self.first_step) % self.every == 0
 
+    def _can_pause(self) -> bool:
+        return True
+
+    def _pause(self) -> None:
+        self._held = True
+
+    def _resume(self) -> None:
+        self._held = False
+
     def _near_window(self, step: int) -> bool:
         """Inside a window or among the `steps` steps before one (the comparison for the slowdown)."""
         offset = (step - self.first_step) % self.every
@@ -339,7 +349,7 @@ class KernelCollector(Collector):
         now = time.perf_counter_ns()
         if begin:
             self._step_begin[step] = now
-            if self._profile is None and self._due(step):
+            if self._profile is None and not self._held and self._due(step):
                 self._open_window(step)
                 self._engine_pause_ns += time.perf_counter_ns() - now
                 self._step_begin[step] = time.perf_counter_ns()

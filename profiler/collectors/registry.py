@@ -32,6 +32,13 @@ def spans_record_cpu_time(profile: str) -> bool:
     return profile == "deep"
 
 
+# torch.profiler windows as (first step, steps per window, period in steps). A profiled step runs
+# x1.3-1.7 slower, so one step in a hundred costs about 0.5% (measured in-run: see the README).
+# Deep spends more for detail: five steps in forty, and their ops in kernel_events.csv.
+DEFAULT_KERNEL_WINDOWS = (5, 1, 100)
+DEEP_KERNEL_WINDOWS = (20, 5, 40)
+
+
 def default_collectors(
     profile: str,
     *,
@@ -39,7 +46,7 @@ def default_collectors(
     engine_thread_id_getter: Callable[[], int | None] | None = None,
     output_dir: str | Path | None = None,
     sampling_rate: int | None = None,
-    kernel_windows: tuple[int, int, int] = (20, 5, 40),
+    kernel_windows: tuple[int, int, int] | None = None,
     py_spy: str | None = None,
     idle_marker: str | tuple[str, ...] = IDLE_MARKER,
     tracer: RecordingTracer | None = None,
@@ -51,7 +58,9 @@ def default_collectors(
     default: spans (wall clock only), GC, py-spy --nonblocking at 3 Hz, NVML when a GPU exists:
              the cheap ones, always on (py-spy reads every thread's stack per sample, so its rate
              stays low: see DEFAULT_RATE_HZ; the whole profile cost 1.6% on a 30-client run,
-             benchmarks/bench_overhead.py --in-run)
+             benchmarks/bench_overhead.py --in-run), and torch.profiler over one step in every
+             100 (DEFAULT_KERNEL_WINDOWS): the model span's kernel share and torch's per-op fee
+             measured in every run, not assumed
     deep:    the same, plus py-spy --native at 29 Hz (pauses the process and unwinds every thread
              per sample: x1.4-1.6 on a single-threaded torch loop, but x20 at 97 Hz with 30 client
              threads) and torch.profiler over `kernel_windows` = (first step, steps per window, period in
@@ -68,9 +77,8 @@ def default_collectors(
     deep = profile == "deep"
     spans = SpanCollector(cpu_time=spans_record_cpu_time(profile), tracer=tracer)
     collectors: list[Collector] = [spans, GcCollector(tracer=spans.tracer)]
-    if deep:
-        first_step, steps, every = kernel_windows
-        collectors.append(KernelCollector(tracer=spans.tracer, first_step=first_step, steps=steps, every=every))
+    first_step, steps, every = kernel_windows or (DEEP_KERNEL_WINDOWS if deep else DEFAULT_KERNEL_WINDOWS)
+    collectors.append(KernelCollector(tracer=spans.tracer, first_step=first_step, steps=steps, every=every))
     collectors.append(GpuCollector())
     collectors.append(
         SamplingCollector(

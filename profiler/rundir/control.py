@@ -53,3 +53,28 @@ def control_figure(run: RunData) -> ControlFigure | None:
         steps=int((tokens > 0).sum()),
         tokens=total_tokens,
     )
+
+
+# How far the control figure may move before an A/B is void. Identical configurations on this 2-core
+# machine put it within ~7% of each other across six interleaved runs (compare --repeat 3, 1.018x
+# after/before); a CPU hog started half-way moved it by 40% and more. Past these limits a change in
+# throughput says more about the machine than about the change.
+DRIFT_LIMIT = 0.10  # after mean / before mean further than this from 1
+SPREAD_LIMIT = 0.30  # slowest / fastest run over all runs, minus 1
+
+
+def drift_void(before: list[float], after: list[float]) -> str | None:
+    """Why an A/B whose runs have these control figures is void (the machine changed), or None when it held."""
+    if not before or not after:
+        return None
+    ratio = (sum(after) / len(after)) / (sum(before) / len(before))
+    values = [*before, *after]
+    spread = max(values) / min(values) - 1.0
+    if abs(ratio - 1.0) > DRIFT_LIMIT:
+        moved = f"moved {ratio:.2f}x between the sides (limit {1 - DRIFT_LIMIT:.2f}-{1 + DRIFT_LIMIT:.2f}x)"
+    elif spread > SPREAD_LIMIT:
+        moved = f"differs by {spread:.0%} between runs (limit {SPREAD_LIMIT:.0%})"
+    else:
+        return None
+    return (f"void: the machine changed: the control figure (model span time per token, which the compared "
+            f"twins cannot move) {moved}; re-run on a quiet machine")  # fmt: skip

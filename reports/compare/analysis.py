@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from errors import CompareError
+from profiler.rundir.control import drift_void
 from profiler.rundir.native import refuse_fallback
 from profiler.rundir.results import CATEGORIES, COMPONENTS, RunData, read_run
 from profiler.stats import Interval, bootstrap_ratio, mann_whitney_u, mean_statistic, quantile_statistic
@@ -27,6 +28,7 @@ from reports.rundata import phase_columns
 
 FASTER, SLOWER, NO_CHANGE = "faster", "slower", "no significant change"
 HIGHER, LOWER, NOT_COMPARABLE = "higher", "lower", "not comparable"
+VOID = "void"  # the control figure moved: the machine changed, so no metric's change can be read
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,7 @@ class ComparisonResult:
     notes: list[str] = field(default_factory=list)
     # Each run's control figure in run order (reports.compare.drift.control_section); {} when unknown.
     control: dict[str, Any] = field(default_factory=dict)
+    void: str | None = None  # why the comparison is void (profiler.rundir.control.drift_void), or None
 
     def metric(self, name: str) -> MetricComparison:
         for metric in self.metrics:
@@ -103,8 +106,12 @@ def compare_runs(
     n_boot: int = 2000,
     seed: int = 0,
     min_effect: float = 0.02,
+    drift_guard: bool = True,
 ) -> ComparisonResult:
-    """Compare the runs in `before_dirs` with those in `after_dirs` (see the module docstring)."""
+    """Compare the runs in `before_dirs` with those in `after_dirs` (see the module docstring).
+
+    drift_guard: declare the comparison void when the control figure (profiler.rundir.control) moved;
+    pass False when the change itself touches the model (then its time per token is no control)."""
     if not before_dirs or not after_dirs:
         raise CompareError("compare needs at least one run directory before and one after")
     before = [read_run(path) for path in before_dirs]
@@ -140,10 +147,19 @@ def compare_runs(
     control = control_section(before, after)
     if drift_note(control):
         notes.append(str(drift_note(control)))
+    void = drift_void([entry["value"] for entry in control["runs"] if entry["side"] == "before"],
+                      [entry["value"] for entry in control["runs"] if entry["side"] == "after"]) if control and drift_guard else None  # fmt: skip
+    if void:
+        # A drift guard: a significant-looking change on a machine that changed under the runs is not a result.
+        notes.insert(0, void)
+        for metric in metrics:
+            if metric.verdict not in (NOT_COMPARABLE,):
+                metric.verdict = VOID
     return ComparisonResult(
         before=[str(path) for path in before_dirs], after=[str(path) for path in after_dirs],
         mode="repeats" if repeats else "samples", confidence=confidence, min_effect=min_effect, seed=seed,
         metrics=metrics, time_split_shift=_time_split_shift(before, after), notes=notes, control=control,
+        void=void,
     )  # fmt: skip
 
 

@@ -155,7 +155,10 @@ def time_split_table(result: RunResult) -> Table:
                 gap = fmt_pp((sample_value - span_value) * 100)
             else:
                 gap = NOT_RECORDED
-            row = [name, fmt_pct(span_value), fmt_pct(sample_value), gap]
+            spans_cell = fmt_pct(span_value)
+            if name in ASSUMED_WITHOUT_WINDOWS and spans.get("kernel_source") == "assumed" and span_value is not None:
+                spans_cell += " (assumed)"  # no kernel window ran and no native samples: not a measurement
+            row = [name, spans_cell, fmt_pct(sample_value), gap]
             if client:
                 row.append(fmt_pct((client.get(group) or {}).get(name)))
             table.rows.append(row)
@@ -168,6 +171,9 @@ def time_split_table(result: RunResult) -> Table:
     table.rows.append(dispatch + ([fmt_pct(client.get("dispatch"))] if client else []))
     table.rows.append(["evidence", evidence(spans, "spans"), evidence(samples, "samples"), NOT_RECORDED]
                       + ([evidence(client, "samples")] if client else []))  # fmt: skip
+    if spans.get("kernel_source"):
+        table.rows.append(["kernel share from", spans["kernel_source"], "stack frames" if samples else NOT_RECORDED,
+                           NOT_RECORDED] + ([NOT_RECORDED] if client else []))  # fmt: skip
     if samples is None:
         table.note = f"samples not measured ({why_not_measured(result, 'samples')})"
     elif beyond["categories"] is not None:
@@ -177,6 +183,8 @@ def time_split_table(result: RunResult) -> Table:
 
 
 WITHIN_NOISE = "within noise"
+# The spans rows that rest on the model span's kernel share: marked when that share was assumed.
+ASSUMED_WITHOUT_WINDOWS = ("interpreter", "kernel", "model_glue", "model_kernels")
 
 
 def fmt_count(value: Any) -> str:

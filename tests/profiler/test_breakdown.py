@@ -284,6 +284,7 @@ def test_without_a_kernel_window_native_samples_give_the_model_split() -> None:
         {"interpreter": 0.36, "lock": 0.05, "allocation": 0.03, "kernel": 0.32, "idle": 0.24, "waiting": 0.0, "other": 0.0}
     )
     assert any("native stack samples" in note for note in breakdown["notes"])
+    assert spans["kernel_source"] == "native samples"
 
 
 def test_without_kernels_or_samples_the_model_span_counts_as_kernel() -> None:
@@ -296,6 +297,7 @@ def test_without_kernels_or_samples_the_model_span_counts_as_kernel() -> None:
     assert breakdown["methods"]["samples"] is None and breakdown["disagreement"] == {}
     assert breakdown["client_threads"] is None
     assert any("lower bound" in note for note in breakdown["notes"])
+    assert spans["kernel_source"] == "assumed"  # the reports print it as such, never as a measurement
 
 
 def test_native_components_count_as_other() -> None:

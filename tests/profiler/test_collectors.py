@@ -16,7 +16,7 @@ from profiler.collectors.base import Collector
 from profiler.collectors.gc import GcCollector
 from profiler.collectors.gpu import GpuCollector
 from profiler.collectors.kernels import KernelCollector, summarize_events
-from profiler.collectors.registry import DEFAULT_RATE_HZ
+from profiler.collectors.registry import DEFAULT_KERNEL_WINDOWS, DEFAULT_RATE_HZ
 from profiler.collectors.sampling import SamplingCollector
 from profiler.collectors.spans import RecordingTracer, SpanCollector
 
@@ -254,6 +254,23 @@ def test_kernel_windows_thin_out_evenly_when_the_cap_is_reached() -> None:
     assert [window["first_step"] for window in kernels.result()["windows"]] == [0, 4, 8]
 
 
+def test_a_paused_kernel_collector_opens_no_window_until_resumed() -> None:
+    spans = SpanCollector(cpu_time=False)
+    kernels = KernelCollector(tracer=spans.tracer, first_step=0, steps=1, every=2, mark_spans=False)
+    spans.start()
+    kernels.start()
+    for step in range(8):
+        if step == 2:
+            assert kernels.pause()  # the in-run A/B's "off" block: steps 2-5 are due at 2 and 4, none opens
+        if step == 6:
+            kernels.resume()
+        with spans.tracer.span("step"):
+            torch.ones(2).add_(1)
+    kernels.stop()
+    spans.stop()
+    assert [window["first_step"] for window in kernels.result()["windows"]] == [0, 6]
+
+
 def test_kernel_windows_refuse_an_impossible_schedule() -> None:
     with pytest.raises(ValueError, match="every >= steps"):
         KernelCollector(first_step=0, steps=5, every=2, warm_up=False)
@@ -448,7 +465,9 @@ def test_a_collector_that_breaks_reports_failed_and_the_run_goes_on() -> None:
 def test_registry_profiles() -> None:
     assert default_collectors("off") == []
     default = default_collectors("default")
-    assert [c.name for c in default] == ["spans", "gc", "gpu", "sampling"]
+    assert [c.name for c in default] == ["spans", "gc", "kernels", "gpu", "sampling"]
+    windows = default[2]  # sparse: the model span's kernel share measured in every run, at ~0.5%
+    assert (windows.first_step, windows.steps, windows.every) == DEFAULT_KERNEL_WINDOWS  # type: ignore[attr-defined]
     sampling = default[-1]
     assert isinstance(sampling, SamplingCollector) and not sampling.native and sampling.rate == DEFAULT_RATE_HZ
     deep = default_collectors("deep", kernel_windows=(3, 2, 10))

@@ -36,3 +36,12 @@ def test_none_without_a_model_span_or_tokens(tmp_path):
     idle = read_run(make_run_dir(tmp_path / "idle", seed=2, n_requests=20, n_steps=30))
     idle.steps = idle.steps.assign(prefill_tokens=0, decode_tokens=0)
     assert control_figure(idle) is None
+
+
+def test_drift_void_names_the_move_and_holds_within_its_limits() -> None:
+    from profiler.rundir.control import drift_void
+
+    assert drift_void([100.0, 104.0], [98.0, 103.0]) is None  # a few percent: the machine held
+    assert "1.50x" in (drift_void([100.0], [150.0]) or "")
+    assert "differs by" in (drift_void([100.0, 140.0], [140.0, 100.0]) or "")  # same means, a run 40% off
+    assert drift_void([], [100.0]) is None

@@ -47,7 +47,7 @@ def _leftovers(folder: Path) -> list[str]:
 @pytest.mark.parametrize(
     ("signum", "phase", "requests"),
     [(signal.SIGTERM, "load", 40), (signal.SIGTERM, "run", 4000), (signal.SIGINT, "run", 4000),
-     (signal.SIGTERM, "reports", 60)],
+     (signal.SIGTERM, "reports", 60), (signal.SIGINT, "load", 40), (signal.SIGINT, "reports", 60)],
 )  # fmt: skip
 def test_a_stop_signal_leaves_a_valid_partial_result(tmp_path: Path, signum: int, phase: str, requests: int) -> None:
     out = tmp_path / "run"
@@ -75,6 +75,18 @@ def test_sigkill_leaves_no_result_and_the_directory_is_not_mistaken_for_a_run(tm
     again = _start(out, 10)
     _out, err = again.communicate(timeout=120)
     assert again.returncode == 2 and "stopped without finishing" in err and "Traceback" not in err
+
+
+@pytest.mark.slow
+def test_sigkill_while_reports_are_written_leaves_the_result_whole(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    process = _start(out, 60)
+    _wait_for(process, PHASE_MARKERS["reports"])
+    process.send_signal(signal.SIGKILL)
+    process.communicate(timeout=60)
+    # result.json is written before the reports, atomically: it is there and whole, or not there at all.
+    if (out / "result.json").exists():
+        assert read_run(out).result.metrics["completed"] > 0
 
 
 @pytest.mark.slow

@@ -191,3 +191,4 @@ def test_wilson_interval_matches_the_textbook_and_stays_honest_at_small_n() -> N
     assert proportions_differ(wilson_interval(600, 1000), wilson_interval(400, 1000))
     with pytest.raises(ValueError):
         wilson_interval(3, 2)
+

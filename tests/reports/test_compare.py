@@ -42,7 +42,7 @@ def test_same_distribution_is_no_significant_change(runs):
 
 
 def test_one_and_a_half_times_throughput_is_faster(runs):
-    result = compare_runs([runs["a"]], [runs["fast"]], n_boot=600)
+    result = compare_runs([runs["a"]], [runs["fast"]], n_boot=600, drift_guard=False)
     for name in THROUGHPUT:
         metric = result.metric(name)
         assert metric.verdict == FASTER, metric
@@ -54,7 +54,7 @@ def test_one_and_a_half_times_throughput_is_faster(runs):
 
 
 def test_reversed_order_is_slower(runs):
-    result = compare_runs([runs["fast"]], [runs["a"]], n_boot=300)
+    result = compare_runs([runs["fast"]], [runs["a"]], n_boot=300, drift_guard=False)
     assert result.metric("output_token_throughput").verdict == "slower"
     assert result.metric("ttft_ms.p50").verdict == "slower"
 
@@ -63,7 +63,7 @@ def test_repeats_use_per_run_values_and_mann_whitney(tmp_path):
     size = {"n_requests": 30, "n_steps": 120}
     before = [make_run_dir(tmp_path / f"b{i}", seed=400 + i, **size) for i in range(4)]
     after = [make_run_dir(tmp_path / f"a{i}", seed=500 + i, throughput_scale=1.5, **size) for i in range(4)]
-    result = compare_runs(before, after, n_boot=300)
+    result = compare_runs(before, after, n_boot=300, drift_guard=False)
     metric = result.metric("output_token_throughput")
     assert result.mode == "repeats"
     assert metric.p_value == pytest.approx(2 / 70)  # 4 vs 4, fully separated: the smallest exact p
@@ -82,14 +82,14 @@ def test_verdict_rules():
 
 
 def test_time_split_shift_in_percentage_points(runs):
-    result = compare_runs([runs["a"]], [runs["fast"]], n_boot=100)
+    result = compare_runs([runs["a"]], [runs["fast"]], n_boot=100, drift_guard=False)
     shift = result.time_split_shift["components"]
     assert set(shift) >= {"scheduler", "sampler", "kv_alloc", "model_kernels"}
     assert all(abs(value) < 5 for value in shift.values())  # same engine, only faster: shares barely move
 
 
 def test_reports_and_terminal(runs, tmp_path):
-    result = compare_runs([runs["a"]], [runs["fast"]], n_boot=200)
+    result = compare_runs([runs["a"]], [runs["fast"]], n_boot=200, drift_guard=False)
     written = write_comparison_report(result, tmp_path / "out")
     assert set(written) == {"compare_json", "compare_html", "compare_pdf"}
     data = json.loads((tmp_path / "out" / "compare.json").read_text())
@@ -134,9 +134,34 @@ def test_drift_shows_the_machine_moving_not_the_change(tmp_path):
     assert drifted["spread"] > steady["spread"] + 0.3 and drifted["ratio"] > steady["ratio"] * 1.15
     assert sorted(run["order"] for run in drifted["runs"]) == [1, 2, 3, 4]
     assert any("Control figure" in note and f"{drifted['ratio']:.3f}x" in note for note in result.notes)
+    assert result.void and all(metric.verdict == "void" for metric in result.metrics if metric.verdict != "not comparable")
     with charts.chart_style():
         fig = charts.figure(10, 3)
         draw_control(fig, drifted)
     points = [line for line in fig.axes[0].get_lines() if line.get_marker() in ("o", "s")]
     assert sorted(len(line.get_xdata()) for line in points) == [2, 2]
     assert max(max(line.get_ydata()) for line in points) == pytest.approx(max(run["value"] for run in drifted["runs"]))
+
+
+def test_the_drift_guard_voids_an_a_a_on_a_machine_that_changed_and_not_a_control_path_change(tmp_path):
+    """Identical configurations, the machine 1.6x slower for the after runs: void, never 'faster'/'slower'.
+    A change that only makes control paths faster keeps the control figure, and its verdict stands."""
+    import pandas as pd
+
+    from reports.compare.summary import headline
+
+    size = {"n_requests": 40, "n_steps": 120}
+    before = [make_run_dir(tmp_path / f"b{i}", seed=800 + i, **size) for i in range(2)]
+    busy = [make_run_dir(tmp_path / f"busy{i}", seed=800 + i, throughput_scale=1 / 1.6, **size) for i in range(2)]
+    result = compare_runs(before, busy, n_boot=100)
+    assert result.void and "the machine changed" in result.void and "1.6" in result.void
+    assert {metric.verdict for metric in result.metrics} <= {"void", "not comparable"}
+    assert headline(result).startswith("Void: the machine changed")
+    unguarded = compare_runs(before, busy, n_boot=100, drift_guard=False)
+    assert unguarded.void is None and unguarded.metric("output_token_throughput").verdict == "slower"
+    control_only = [make_run_dir(tmp_path / f"c{i}", seed=800 + i, **size) for i in range(2)]
+    for path in control_only:
+        steps = pd.read_csv(path / "steps.csv")
+        steps[["scheduler_ms", "sampler_ms"]] /= 4
+        steps.to_csv(path / "steps.csv", index=False)
+    assert compare_runs(before, control_only, n_boot=100).void is None
