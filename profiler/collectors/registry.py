@@ -78,7 +78,9 @@ def default_collectors(
     spans = SpanCollector(cpu_time=spans_record_cpu_time(profile), tracer=tracer)
     collectors: list[Collector] = [spans, GcCollector(tracer=spans.tracer)]
     first_step, steps, every = kernel_windows or (DEEP_KERNEL_WINDOWS if deep else DEFAULT_KERNEL_WINDOWS)
-    collectors.append(KernelCollector(tracer=spans.tracer, first_step=first_step, steps=steps, every=every))
+    # Each kept window holds torch.profiler's events (a few MB) until the run ends: the default keeps fewer.
+    collectors.append(KernelCollector(tracer=spans.tracer, first_step=first_step, steps=steps, every=every,
+                                      max_windows=16 if deep else 8))  # fmt: skip
     collectors.append(GpuCollector())
     collectors.append(
         SamplingCollector(

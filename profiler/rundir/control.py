@@ -63,16 +63,21 @@ DRIFT_LIMIT = 0.10  # after mean / before mean further than this from 1
 SPREAD_LIMIT = 0.30  # slowest / fastest run over all runs, minus 1
 
 
-def drift_void(before: list[float], after: list[float]) -> str | None:
-    """Why an A/B whose runs have these control figures is void (the machine changed), or None when it held."""
+def drift_void(before: list[float], after: list[float], *, noise: float | None = None) -> str | None:
+    """Why an A/B whose runs have these control figures is void (the machine changed), or None when it held.
+
+    noise: when given (the reference side's own spread, e.g. --verify's two Python runs), the sides
+    may differ by that much before the A/B is void, and no limit applies to the spread between runs:
+    the caller already reports that spread as the noise floor of what it measured."""
     if not before or not after:
         return None
     ratio = (sum(after) / len(after)) / (sum(before) / len(before))
     values = [*before, *after]
     spread = max(values) / min(values) - 1.0
-    if abs(ratio - 1.0) > DRIFT_LIMIT:
-        moved = f"moved {ratio:.2f}x between the sides (limit {1 - DRIFT_LIMIT:.2f}-{1 + DRIFT_LIMIT:.2f}x)"
-    elif spread > SPREAD_LIMIT:
+    limit = max(DRIFT_LIMIT, noise or 0.0)
+    if abs(ratio - 1.0) > limit:
+        moved = f"moved {ratio:.2f}x between the sides (limit {1 - limit:.2f}-{1 + limit:.2f}x)"
+    elif noise is None and spread > SPREAD_LIMIT:
         moved = f"differs by {spread:.0%} between runs (limit {SPREAD_LIMIT:.0%})"
     else:
         return None

@@ -45,3 +45,12 @@ def test_drift_void_names_the_move_and_holds_within_its_limits() -> None:
     assert "1.50x" in (drift_void([100.0], [150.0]) or "")
     assert "differs by" in (drift_void([100.0, 140.0], [140.0, 100.0]) or "")  # same means, a run 40% off
     assert drift_void([], [100.0]) is None
+
+
+def test_with_a_noise_floor_the_sides_may_differ_by_it_and_the_spread_limit_is_off() -> None:
+    from profiler.rundir.control import drift_void
+
+    python, native = [100.0, 135.0], [102.0]  # the two Python runs already differ by 35%
+    assert drift_void(python, native) is not None  # without the floor: the spread between runs voids it
+    assert drift_void(python, native, noise=0.35) is None  # 0.87x of their mean: inside their own spread
+    assert "moved" in (drift_void(python, [60.0], noise=0.35) or "")

@@ -45,7 +45,7 @@ def test_cells_average_their_repeats_with_a_standard_error(sweep_dir: Path) -> N
             expected = (
                 "a native rewrite pays"
                 if share >= 0.30
-                else ("stay in Python" if share < 0.05 else "targeted native paths")
+                else ("stay in Python" if share <= 0.01 else "targeted native paths")
             )
             assert row["verdict"] == expected
             assert row["busy_us_per_token"] == pytest.approx(PYTHON_BUSY_US)

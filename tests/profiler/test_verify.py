@@ -52,7 +52,8 @@ def test_a_microbenchmark_speedup_takes_precedence_and_python_runs_average() -> 
     assert python_spread([first]) is None
 
 
-def test_verify_rewrites_result_json_with_both_gains(tmp_path: Path) -> None:
+@pytest.mark.parametrize("void", [False, True])
+def test_verify_rewrites_result_json_with_both_gains(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, void: bool) -> None:
     from native_paths.loader import available
     from profiler.checks.verify import verify_predictions
     from profiler.session.builder import load_for_options
@@ -72,6 +73,10 @@ def test_verify_rewrites_result_json_with_both_gains(tmp_path: Path) -> None:
         calls.append((native, label))
         return run_session(dataclasses.replace(options, native=native), spec, out, loaded=loaded)
 
+    # The drift guard's answer is fixed here (its arithmetic is tested in test_control.py): short runs on a
+    # shared machine move the control figure either way, and this test is about the plumbing of both paths.
+    reason = "void: the machine changed (planted)" if void else None
+    monkeypatch.setattr("profiler.checks.verify.drift_void", lambda *args, **kwargs: reason)
     main = run_session(options, spec, tmp_path / "run", loaded=loaded)
     section = verify_predictions(main, options, stop_event=threading.Event(), native_speedups=None, run_again=run_again)
 
@@ -82,6 +87,12 @@ def test_verify_rewrites_result_json_with_both_gains(tmp_path: Path) -> None:
     data = json.loads((tmp_path / "run" / "result.json").read_text())
     assert data["config"]["verify"] is True
     sampler = data["verdict"]["predictions"]["sampler"]
+    if void:
+        # A void run's gain is not the twin's: it is kept in the details with the reason, never in the verdict.
+        details = data["verdict"]["verify"]["components"]
+        assert sampler.get("measured_gain") is None and details["sampler"]["void"] == reason
+        assert any(reason in spot for spot in data["verdict"]["blind_spots"])
+        return
     assert isinstance(sampler["predicted_gain"], float) and isinstance(sampler["measured_gain"], float)
     assert sampler["native_speedup"] > 0
     details = data["verdict"]["verify"]
