@@ -172,7 +172,7 @@ def _follow_windows(
     return kernel, fee
 
 
-KERNEL_WINDOWS, KERNEL_SAMPLES, KERNEL_ASSUMED = "torch.profiler windows", "native samples", "assumed"
+KERNEL_WINDOWS, KERNEL_SAMPLES, KERNEL_ASSUMED = "profiler windows", "native samples", "assumed"
 
 
 class SpanFractions(NamedTuple):

@@ -132,6 +132,7 @@ def select_cases(only: str | None) -> list[Case]:
 
 def run_case(case: Case, *, quick: bool, out_dir: Path, models: Any = None) -> CaseResult:
     """Run one case and read its verdict; an exception is recorded as the case's error, not raised."""
+    from profiler.analysis.breakdown import KERNEL_WINDOWS
     from profiler.session.runner import ModelCache
     from profiler.session.session import run_session
 
@@ -147,7 +148,7 @@ def run_case(case: Case, *, quick: bool, out_dir: Path, models: Any = None) -> C
         return CaseResult(case, None, None, None, time.perf_counter() - started, [], f"{type(exc).__name__}: {exc}")
     category, share, component = _answer(case, outcome.result)
     source = (((outcome.result.breakdown or {}).get("methods") or {}).get("spans") or {}).get("kernel_source")
-    if case.expected == "kernel" and source != "torch.profiler windows":
+    if case.expected == "kernel" and source != KERNEL_WINDOWS:
         # A kernel verdict resting on an assumed split would pass by the assumption it should test.
         return CaseResult(case, category, share, component, time.perf_counter() - started, [],
                           f"the model span's kernel share was not measured (source: {source or 'none'})")  # fmt: skip

@@ -172,7 +172,8 @@ def time_split_table(result: RunResult) -> Table:
     table.rows.append(["evidence", evidence(spans, "spans"), evidence(samples, "samples"), NOT_RECORDED]
                       + ([evidence(client, "samples")] if client else []))  # fmt: skip
     if spans.get("kernel_source"):
-        table.rows.append(["kernel share from", spans["kernel_source"], "stack frames" if samples else NOT_RECORDED,
+        resolved = (samples or {}).get("categories", {}).get("kernel") is not None  # native frames only
+        table.rows.append(["kernel share from", spans["kernel_source"], "native frames" if resolved else NOT_RECORDED,
                            NOT_RECORDED] + ([NOT_RECORDED] if client else []))  # fmt: skip
     if samples is None:
         table.note = f"samples not measured ({why_not_measured(result, 'samples')})"
