@@ -4,8 +4,12 @@ Each case is one short profiled session on a synthetic model with a load (and, f
 allocation, an explicit injection from profiler.checks.injections) that makes one category dominate by
 construction. The verdict's category must name it; a wrong name is a defect of the profiler.
 
-    interpreter  synthetic:tiny, 32 closed-loop clients, top-p sampling: the Python sampler over a
-                 49,152-token vocabulary at batch 32 dwarfs a 2-layer, 64-wide model
+    interpreter  synthetic:tiny, 32 closed-loop clients, top-p sampling, + slow_sampler x4: after each
+                 sampler call a pure-Python loop spins three times as long as the call took, so at least
+                 three quarters of the sampler's span is interpreter time by construction. (Top-p alone
+                 does not make it: measured, its sort over the 49,152-token vocabulary is torch kernel
+                 time, 65% of the sampler span; it passed only while the default profile assumed that
+                 every span but the model's was interpreter.)
     kernel       synthetic:base (SmolLM2-135M's shape, 30 layers), one client, greedy: each step
                  streams ~0.5 GB of weights through matmuls while the control path handles one sequence.
                  The model span's kernel share is measured by the default profile's torch.profiler
@@ -95,8 +99,9 @@ def _trickle(quick: bool) -> ScenarioSpec:
 
 CASES: tuple[Case, ...] = (
     Case("interpreter", "interpreter", "sampler", "synthetic:tiny",
-         "32 closed-loop clients with top-p sampling on a 2-layer model: the Python sampler dominates",
-         lambda quick: _closed_loop("interpreter", 32, 32 if quick else 96, 16 if quick else 32, TOP_P)),
+         "injection slow_sampler x4: after each top-p sampler call, pure Python spins three times as long",
+         lambda quick: _closed_loop("interpreter", 32, 32 if quick else 96, 16 if quick else 32, TOP_P),
+         injections={"slow_sampler": 4.0}),
     Case("kernel", "kernel", "model_kernels", "synthetic:base",
          "a 30-layer model at concurrency 1, greedy: matmuls over ~0.5 GB of weights per step",
          lambda quick: _closed_loop("kernel", 1, 1 if quick else 3, 12 if quick else 32, GREEDY)),
