@@ -94,7 +94,9 @@ def target_run(url: str, out: Path, scenario: Path, *, requests: int = 10, pid: 
 
 
 def test_a_served_run_measures_the_api_layer_and_the_client(server: str, tmp_path: Path, quick_chat: Path) -> None:
-    target_run(server, tmp_path / "run", quick_chat, requests=10)
+    # py-spy samples the server at 3 Hz: 10 requests (~2 s) once gave no busy sample of any thread in a full
+    # suite run, and with it no samples split; 24 requests give it ~6 s to sample.
+    target_run(server, tmp_path / "run", quick_chat, requests=24)
     run = read_run(tmp_path / "run")
     result, target = run.result, run.result.target
     assert target["ours"] and target["server"]["name"] == "infer-prof serve" and target["pid"] is not None
@@ -103,18 +105,18 @@ def test_a_served_run_measures_the_api_layer_and_the_client(server: str, tmp_pat
     assert spans["components"]["api"] > 0  # the hand-off runs on the engine thread
     assert target["gil"]["spans_off_cpu"]["api_thread"]["span_share"] > 0  # parse, validate, encode
     assert "infer-prof-api" in target["threads"] and "infer-prof-engine" in target["threads"]
-    assert result.metrics["completed"] == 10 and result.metrics["failed"] == 0
+    assert result.metrics["completed"] == 24 and result.metrics["failed"] == 0
     measured = run.requests[~run.requests["warmup"]]
     assert (measured["ttft_ms"] > 0).all() and (measured["e2e_ms"] >= measured["ttft_ms"]).all()
     # The server counted the same tokens the client did (usage), and its steps came back for the timeline.
-    assert (measured["output_tokens"] == [r.sampling["max_tokens"] for r in _measured(quick_chat)]).all()
+    assert (measured["output_tokens"] == [r.sampling["max_tokens"] for r in _measured(quick_chat, 24)]).all()
     assert len(run.steps) > 0 and "model_ms" in run.steps
     client = target["client"]
     assert 0 < client["cpu_s"] and client["cpu_fraction_of_one_core"] < 1 and isinstance(client["bottleneck"], bool)
 
 
-def _measured(scenario: Path):  # type: ignore[no-untyped-def]
-    spec = load_scenario(str(scenario)).with_overrides(num_requests=10, duration_s=None, seed=None)
+def _measured(scenario: Path, requests: int = 10):  # type: ignore[no-untyped-def]
+    spec = load_scenario(str(scenario)).with_overrides(num_requests=requests, duration_s=None, seed=None)
     from scenarios.loadgen import generate_requests
 
     return [request for request in generate_requests(spec, 2048) if not request.warmup]
