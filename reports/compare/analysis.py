@@ -153,7 +153,7 @@ def compare_runs(
         # A drift guard: a significant-looking change on a machine that changed under the runs is not a result.
         notes.insert(0, void)
         for metric in metrics:
-            if metric.verdict not in (NOT_COMPARABLE,):
+            if metric.verdict != NOT_COMPARABLE:
                 metric.verdict = VOID
     return ComparisonResult(
         before=[str(path) for path in before_dirs], after=[str(path) for path in after_dirs],

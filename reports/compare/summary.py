@@ -19,8 +19,7 @@ from reports.run.summary import Table
 def headline(result: ComparisonResult) -> str:
     """One sentence: how many directional metrics got faster, slower, or did not move (or why none can be read)."""
     if result.void:
-        why = result.void.split(": ", 2)[-1]
-        return f"Void: the machine changed during the comparison, so no metric's change can be read. {why[:1].upper()}{why[1:]}."
+        return f"{result.void[:1].upper()}{result.void[1:]}: no metric's change can be read."
     directional = [m for m in result.metrics if m.better is not None and m.verdict != NOT_COMPARABLE]
     counts = Counter(m.verdict for m in directional)
     if counts[SLOWER] and not counts[FASTER]:
