@@ -441,8 +441,12 @@ static void write_rows(np_kv_alloc *kv, int64_t n_batch) {
         int64_t length = table ? table->length : 0, from = 0;
         if (table && kv->row_slot[i] == slot && kv->row_epoch[i] == table->epoch && kv->row_length[i] <= length)
             from = kv->row_length[i];
-        /* A plain loop: tables are a few blocks long, where a memcpy call costs more than the copy. */
-        for (k = from; k < length; k++) row[k] = table->blocks[k];
+        /* A row rewritten whole (the batch shifted when a sequence left) is tens of blocks: memcpy's
+         * vector copy; a row that only grew gets one or two blocks, where a call costs more than the copy. */
+        if (length - from > 8)
+            memcpy(row + from, table->blocks + from, (size_t)(length - from) * sizeof(int32_t));
+        else
+            for (k = from; k < length; k++) row[k] = table->blocks[k];
         for (k = length; k < kv->row_length[i]; k++) row[k] = -1;
         kv->row_slot[i] = slot;
         kv->row_epoch[i] = table ? table->epoch : -1;
