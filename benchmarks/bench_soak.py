@@ -6,21 +6,30 @@ written to requests.csv, lost (asked for but without a row) and duplicated (two 
 KV blocks not back in the pool at the end (result.json engine.blocks_total - blocks_free_at_end), and
 the process's resident memory (VmRSS) when 10%, 50% and 100% of the requests had finished, with the
 100% / 10% ratio. A child process runs each set so that one set's memory does not carry into the next.
+
+RSS moves by ~20 MB within a step (the step's tensors come and go), so one reading at a mark is as
+much the step's phase as the run's growth: each mark's figure is the median of readings taken every
+50 ms over the 2 s before it.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import subprocess
 import sys
 import tempfile
+import threading
+from collections import deque
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 MARKS = (0.10, 0.50, 1.00)
+READ_EVERY_S = 0.05
+MEDIAN_OVER_S = 2.0
 
 
 def rss_mib() -> float:
@@ -28,6 +37,31 @@ def rss_mib() -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return float("nan")
+
+
+class RssReadings:
+    """VmRSS read every READ_EVERY_S on a thread; median() is the median of the last MEDIAN_OVER_S."""
+
+    def __init__(self) -> None:
+        self._readings: deque[float] = deque(maxlen=int(MEDIAN_OVER_S / READ_EVERY_S))
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="soak-rss", daemon=True)
+
+    def __enter__(self) -> RssReadings:
+        self._readings.append(rss_mib())
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(READ_EVERY_S):
+            self._readings.append(rss_mib())
+
+    def median(self) -> float:
+        return statistics.median(list(self._readings))
 
 
 def child(requests: int, native: str, profile: str, out: Path) -> dict:
@@ -44,12 +78,15 @@ def child(requests: int, native: str, profile: str, out: Path) -> dict:
     spec = load_scenario("concurrency-30").with_overrides(num_requests=requests)
     samples: dict[str, float] = {"start": rss_mib()}
     pending = list(MARKS)
+    readings = RssReadings()
 
     def on_done(done: int, _tokens: int) -> None:
         while pending and done >= pending[0] * requests:
-            samples[f"{int(pending.pop(0) * 100)}%"] = rss_mib()
+            samples[f"{int(pending.pop(0) * 100)}%"] = readings.median()
 
-    outcome = run_session(options, spec, out, loaded=loaded, profile=profile, hooks=SessionHooks(on_request_done=on_done))
+    with readings:
+        outcome = run_session(options, spec, out, loaded=loaded, profile=profile,
+                              hooks=SessionHooks(on_request_done=on_done))  # fmt: skip
     run = read_run(out)
     indices = run.requests["index"].tolist() if "index" in run.requests else []
     measured = run.requests[~run.requests["warmup"].astype(bool)] if len(run.requests) else run.requests

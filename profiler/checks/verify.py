@@ -112,6 +112,11 @@ def verify_predictions(
     twins = available()
     native_runs: dict[str, SessionOutcome] = {}
     skipped: dict[str, str] = {}
+    # Interleaved: each C-twin run sits between two Python runs (P N1 P N2 P ...), and its reference is
+    # the mean of those two neighbours, so a machine drifting steadily through the sequence moves the
+    # reference as much as the native run: the drift cancels, as in ABBA, one native run per twin.
+    python_results, python_dirs = [result], [Path(outcome.run_dir)]
+    neighbours: dict[str, list[int]] = {}  # component -> indices into python_results
     for component in NATIVE_CAPABLE:
         if component not in predictions:
             continue
@@ -128,27 +133,33 @@ def verify_predictions(
                             f"verify: native {component}")  # fmt: skip
             if run.interrupted:
                 skipped[component] = "its verify run was interrupted: a partial run is not comparable"
-            elif component not in run.result.config.get("native", []):
+                continue
+            if component not in run.result.config.get("native", []):
                 skipped[component] = "the C twin fell back to Python in the verify run"
-            else:
-                native_runs[component] = run
-    # The main run came first (colder caches) and drift moves a shared machine's speed: a second Python
-    # run after the native ones brackets them, and the reference is the mean of the two.
-    python_results, python_dirs = [result], [Path(outcome.run_dir)]
-    if native_runs and not stop_event.is_set():
-        rerun = run_again(frozenset(options.native), _verify_dir(outcome, "python"), "verify: Python again")
-        if not rerun.interrupted:
-            python_results.append(rerun.result)
-            python_dirs.append(Path(rerun.run_dir))
+                continue
+            native_runs[component] = run
+            neighbours[component] = [len(python_results) - 1]
+            if stop_event.is_set():
+                continue
+            after = run_again(frozenset(options.native), _verify_dir(outcome, f"python-after-{component}"),
+                              f"verify: Python after {component}")  # fmt: skip
+            if not after.interrupted:
+                python_results.append(after.result)
+                python_dirs.append(Path(after.run_dir))
+                neighbours[component].append(len(python_results) - 1)
     python_controls = _controls(python_dirs)
     details: dict[str, Any] = {}
     for component, run in native_runs.items():
-        entry = compare_component(python_results, run.result, component, predictions[component]["share"],
+        around = [python_results[index] for index in neighbours[component]]
+        entry = compare_component(around, run.result, component, predictions[component]["share"],
                                   (native_speedups or {}).get(component))  # fmt: skip
         entry["run_dir"] = str(Path(run.run_dir).relative_to(outcome.run_dir))
+        entry["python_neighbours"] = [_relative(outcome, python_dirs[index]) for index in neighbours[component]]
         # The drift guard: the model span's time per token cannot move with a control-path twin; if it did,
-        # the machine changed between the runs and the measured gain is the machine's, not the twin's.
-        entry["void"] = drift_void(python_controls, _controls([Path(run.run_dir)]), noise=_spread(python_controls))
+        # the machine changed between the runs and the measured gain is the machine's, not the twin's. The
+        # noise it allows is the spread of all the Python runs' control figures.
+        entry["void"] = drift_void(_controls([python_dirs[index] for index in neighbours[component]]),
+                                   _controls([Path(run.run_dir)]), noise=_spread(python_controls))  # fmt: skip
         details[component] = entry
     _record(outcome, native_speedups, details, skipped, python_results)
     return result.verdict["verify"]
@@ -167,6 +178,12 @@ def _controls(run_dirs: list[Path]) -> list[float]:
 
 def _verify_dir(outcome: SessionOutcome, name: str) -> Path:
     return Path(outcome.run_dir) / VERIFY_DIR / name
+
+
+def _relative(outcome: SessionOutcome, run_dir: Path) -> str:
+    """A run directory as result.json names it: "." for the main run, else its path under it."""
+    relative = run_dir.relative_to(outcome.run_dir)
+    return str(relative) if relative.parts else "."
 
 
 def _record(outcome: SessionOutcome, native_speedups: dict[str, float] | None, details: dict[str, Any],
@@ -198,8 +215,8 @@ def _record(outcome: SessionOutcome, native_speedups: dict[str, float] | None, d
             verdict.setdefault("blind_spots", []).append(f"--verify's {name} run is {entry['void']}")
     if spread is not None and measured:
         verdict.setdefault("blind_spots", []).append(
-            f"--verify's two Python runs differ by {spread:.1%} in busy time per token: measured gains smaller "
-            "than that are noise, not the C twins' effect."
+            f"--verify's {len(python_results)} Python runs differ by {spread:.1%} in busy time per token: "
+            "measured gains smaller than that are noise, not the C twins' effect."
         )
     result.verdict = verdict
     result.config["verify"] = True

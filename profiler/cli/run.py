@@ -264,7 +264,8 @@ def render_verify(section: dict[str, Any], console: Console) -> None:
     console.print(table)
     spread = section.get("python_spread")
     if spread is not None:
-        console.print(f"the two Python runs differ by {spread:.1%} in busy time per token: gains below that are noise")
+        console.print(f"the {section.get('python_runs', 2)} Python runs differ by {spread:.1%} in busy time per token: "
+                      "gains below that are noise")
 
 
 def _native_speedups(console: Console) -> dict[str, float] | None:

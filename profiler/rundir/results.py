@@ -30,7 +30,8 @@ Section shapes (fractions are of the engine thread's wall time unless said other
                   total_token_throughput, goodput, slo, ttft_ms, tpot_ms, itl_ms, e2e_ms, queue_ms,
                   duration_s}   latency metrics are {mean, p50, p90, p99} in ms (null when empty)
     engine       {steps, preemptions, blocks_total, blocks_free_at_end, batch_size: {mean, max},
-                  kv_utilization: {mean, max}, fragmentation_slots: {mean, max}}
+                  kv_utilization: {mean, max}, fragmentation_slots: {mean, max},
+                  heap_trims: {available, interval_s, trims, total_ms} (profiler/session/heap.py)}
     counters     {name: number} noise-free counts from a counting run (config.profile "counters"):
                   steps, generated_tokens, python_calls_per_token, python_calls_per_step,
                   torch_ops_per_step, allocations_per_step, native_calls_per_step,

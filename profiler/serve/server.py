@@ -27,6 +27,7 @@ from errors import OptionError
 from profiler.serve.app import create_app
 from profiler.serve.profiling import API_THREAD_NAME
 from profiler.serve.state import ServeState
+from profiler.session.heap import HeapTrimmer
 
 CANCEL_GRACE_S = 5.0  # after the engine aborted what was left, how long streams get to send their last chunk
 
@@ -125,6 +126,7 @@ def run_server(state: ServeState, serve: ServeOptions, sock: socket.socket, on_l
     # py-spy and the spans name threads by their Python name: the event loop's is the API layer's.
     threading.current_thread().name = API_THREAD_NAME
     state.start_engine()
+    trimmer = HeapTrimmer().start()  # a server runs for days: freed memory goes back to the system
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
     original = server.startup
@@ -141,5 +143,6 @@ def run_server(state: ServeState, serve: ServeOptions, sock: socket.socket, on_l
         state.draining = True
         state.tracing.stop()
         state.engine.shutdown(abort=True, timeout=serve.shutdown_timeout_s)
+        trimmer.stop()
         sock.close()
     return 0

@@ -11,6 +11,7 @@ from typing import Any
 
 from engine.types import SamplingParams
 from errors import RequestError
+from profiler.session.heap import HeapTrimmer
 from scenarios.loadgen import LoadRecord, LoadResult, RequestSpec, run_load
 from scenarios.spec import ScenarioSpec
 
@@ -110,6 +111,7 @@ class Drive:
     wall_start_ns: int = 0
     wall_end_ns: int = 0
     interrupted: bool = False
+    heap_trims: dict[str, Any] = field(default_factory=dict)  # HeapTrimmer.result() of the run
 
     def outputs(self, timeout_s: float = 5.0) -> dict[int, Any]:
         """Each submitted request's final output (aborted ones included), by request index."""
@@ -165,6 +167,7 @@ def drive_load(
         return ticket
 
     engine.start()
+    trimmer = HeapTrimmer().start()
     for collector in collectors:
         collector.start()
     drive.wall_start_ns = time.perf_counter_ns()
@@ -182,5 +185,7 @@ def drive_load(
         drive.wall_end_ns = time.perf_counter_ns()
         for collector in reversed(collectors):
             collector.stop()
+        trimmer.stop()
+        drive.heap_trims = trimmer.result()
     drive.interrupted = drive.interrupted or bool(drive.load and drive.load.stopped_early)
     return drive

@@ -162,7 +162,7 @@ def record_session(
         environment=describe_environment(),
         scenario=scenario.to_dict(),
         metrics=metrics,
-        engine=engine_section(engine, steps),
+        engine={**engine_section(engine, steps), "heap_trims": drive.heap_trims},
         collectors=statuses,
         partial=drive.interrupted,
         partial_reason="stopped (Ctrl-C or SIGTERM): in-flight requests were aborted" if drive.interrupted else None,

@@ -303,7 +303,8 @@ def noise_warning(result: RunResult) -> str | None:
     if noise is None:
         return ("--verify ran the Python twins once: how much its measured gains move from run to run is "
                 "unknown, so read them as one sample each")  # fmt: skip
-    return (f"--verify's two Python runs differ by {fmt_pct(noise)} in busy time per token: a measured gain "
+    runs = verify.get("python_runs") or 2
+    return (f"--verify's {runs} Python runs differ by {fmt_pct(noise)} in busy time per token: a measured gain "
             f"smaller than that (marked 'within noise') is noise, not the C twin's effect")  # fmt: skip
 
 

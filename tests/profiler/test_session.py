@@ -81,6 +81,8 @@ def test_tables_match_the_result(chat_run: SessionOutcome) -> None:
     assert len(run.requests[~run.requests["warmup"]]) == run.result.metrics["completed"]
     assert set(PHASE_COLUMNS) <= set(run.steps.columns)
     assert len(run.steps) == run.result.engine["steps"]
+    trims = run.result.engine["heap_trims"]  # the cost of giving freed memory back travels with the run
+    assert trims["interval_s"] > 0 and trims["trims"] >= 0 and trims["total_ms"] >= 0
     assert (run.steps["sampler_ms"] >= 0).all() and run.steps["model_ms"].sum() > 0
 
 

@@ -80,9 +80,11 @@ def test_verify_rewrites_result_json_with_both_gains(tmp_path: Path, monkeypatch
     main = run_session(options, spec, tmp_path / "run", loaded=loaded)
     section = verify_predictions(main, options, stop_event=threading.Event(), native_speedups=None, run_again=run_again)
 
+    # Interleaved: every C-twin run is followed by a Python run, so each has a Python run on either side.
+    python = frozenset({"kv_alloc"})
     assert [native for native, _ in calls] == [
-        frozenset({"kv_alloc", "scheduler"}), frozenset({"kv_alloc", "sampler"}), frozenset({"kv_alloc", "prepare"}),
-        frozenset({"kv_alloc"}),  # last: Python again
+        frozenset({"kv_alloc", "scheduler"}), python, frozenset({"kv_alloc", "sampler"}), python,
+        frozenset({"kv_alloc", "prepare"}), python,
     ]
     data = json.loads((tmp_path / "run" / "result.json").read_text())
     assert data["config"]["verify"] is True
@@ -99,7 +101,11 @@ def test_verify_rewrites_result_json_with_both_gains(tmp_path: Path, monkeypatch
     assert set(details["components"]) == {"sampler", "scheduler", "prepare"} and "kv_alloc" in details["skipped"]
     assert details["components"]["sampler"]["measured_gain"] == sampler["measured_gain"]
     assert (tmp_path / "run" / details["components"]["sampler"]["run_dir"] / "result.json").exists()
-    assert details["python_runs"] == 2
+    assert details["python_runs"] == 4  # the main run and one after each C-twin run
+    # The sampler ran second: its neighbours are the Python runs after the scheduler's run and after its own.
+    assert details["components"]["sampler"]["python_neighbours"] == ["verify/python-after-scheduler",
+                                                                     "verify/python-after-sampler"]
+    assert details["components"]["scheduler"]["python_neighbours"] == [".", "verify/python-after-scheduler"]
     assert section == details
     # The noise floor is in result.json next to the gains, not only on the terminal.
     assert sampler["within_noise"] == (abs(sampler["measured_gain"]) < details["python_spread"])
