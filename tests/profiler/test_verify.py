@@ -9,6 +9,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import pandas as pd
 import pytest
 
 from profiler.analysis.diagnose import amdahl_gain
@@ -106,7 +107,32 @@ def test_verify_rewrites_result_json_with_both_gains(tmp_path: Path, monkeypatch
     assert details["components"]["sampler"]["python_neighbours"] == ["verify/python-after-scheduler",
                                                                      "verify/python-after-sampler"]
     assert details["components"]["scheduler"]["python_neighbours"] == [".", "verify/python-after-scheduler"]
+    entry = details["components"]["sampler"]
+    assert 0.0 < entry["mix_coverage"] <= 1.0 and isinstance(entry["mix_matched_gain"], float)
+    assert entry["batch_size_mean"]["python"] > 0 and entry["batch_size_mean"]["native"] > 0
     assert section == details
     # The noise floor is in result.json next to the gains, not only on the terminal.
     assert sampler["within_noise"] == (abs(sampler["measured_gain"]) < details["python_spread"])
     assert any("noise" in spot and f"{details['python_spread']:.1%}" in spot for spot in data["verdict"]["blind_spots"])
+
+
+def _steps(rows: list[tuple[int, int, float]]) -> pd.DataFrame:
+    """Step rows (batch size, prefill tokens, duration ms) as a steps table has them."""
+    return pd.DataFrame(rows, columns=["batch_size", "prefill_tokens", "duration_ms"])
+
+
+def test_the_mix_matched_gain_weighs_each_kind_of_step_as_the_python_runs_had_it() -> None:
+    from profiler.checks.verify import mix_matched_gain
+
+    # The native run makes every kind of step 10% faster but runs smaller batches (as an open loop does
+    # when the engine is faster): per step kind it is 10% faster, whatever its own mix.
+    python = _steps([(8, 0, 100.0)] * 6 + [(8, 50, 200.0)] * 2 + [(4, 0, 60.0)] * 2)
+    native = _steps([(8, 0, 90.0)] + [(8, 50, 180.0)] + [(4, 0, 54.0)] * 8 + [(2, 0, 30.0)] * 5)
+    gain, coverage = mix_matched_gain([python], native)
+    assert gain == pytest.approx(0.10)
+    assert coverage == 1.0
+    # A kind of step the native run never made is left out, and the coverage says how much was.
+    gain, coverage = mix_matched_gain([python, _steps([(16, 0, 300.0)] * 10)], native)
+    assert gain == pytest.approx(0.10) and coverage == pytest.approx(0.5)
+    assert mix_matched_gain([python], _steps([(32, 0, 1.0)])) == (None, 0.0)
+    assert mix_matched_gain([], native) == (None, 0.0)
