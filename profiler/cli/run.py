@@ -253,31 +253,33 @@ def render_verify(section: dict[str, Any], console: Console) -> None:
     def pct(value: float | None) -> str:
         return f"{value:.1%}" if value is not None else "-"
 
-    def ratio(value: float | None) -> str:
-        return f"{value:.2f}" if value is not None else "-"
+    def with_ratio(gain: float | None, agreement: float | None) -> str:
+        return pct(gain) + (f" ({agreement:.2f}x)" if agreement is not None else "")
 
-    table = Table("component", "share", "native speedup", "predicted gain", "measured gain", "measured/predicted",
-                  "at the same step mix", "batch (Python / native)",
+    table = Table("component", "share", "speedup", "predicted", "measured", "same step mix", "batch P / N",
                   title="--verify: predicted vs measured end-to-end gain (busy time per token)")  # fmt: skip
+    sources = set()
     for name, entry in section["components"].items():
-        speedup = f"{entry['native_speedup']:.1f}x ({entry['speedup_source']})" if entry["native_speedup"] else "-"
-        mix = entry.get("mix_matched_gain")
-        matched = f"{pct(mix)} ({ratio(entry.get('mix_agreement'))}x; {entry.get('mix_coverage', 0):.0%} of steps)"
+        speedup = f"{entry['native_speedup']:.1f}x" if entry["native_speedup"] else "-"
+        sources.add(entry["speedup_source"])
         batches = entry.get("batch_size_mean") or {}
         batch = (f"{batches['python']:.1f} / {batches['native']:.1f}"
                  if batches.get("python") is not None and batches.get("native") is not None else "-")  # fmt: skip
-        table.add_row(name, pct(entry["share"]), speedup, pct(entry["predicted_gain"]), pct(entry["measured_gain"]),
-                      ratio(entry["agreement"]), matched if mix is not None else "-", batch)  # fmt: skip
+        table.add_row(name, pct(entry["share"]), speedup, pct(entry["predicted_gain"]),
+                      with_ratio(entry["measured_gain"], entry["agreement"]),
+                      with_ratio(entry.get("mix_matched_gain"), entry.get("mix_agreement")), batch)  # fmt: skip
     for name, reason in section["skipped"].items():
-        table.add_row(name, "-", "-", "-", "-", f"skipped: {reason}", "-", "-")
+        table.add_row(name, "-", "-", "-", f"skipped: {reason}", "-", "-")
     console.print(table)
     spread = section.get("python_spread")
     if spread is not None:
         console.print(f"the {section.get('python_runs', 2)} Python runs differ by {spread:.1%} in busy time per token: "
                       "gains below that are noise")
-    console.print("at the same step mix: each kind of step (batch size, prefill or not) weighed as often as the "
-                  "Python runs had it; in an open loop a faster engine runs smaller batches, which the "
-                  "end-to-end figure includes and Amdahl's prediction does not")
+    if sources:
+        console.print(f"speedup from: {', '.join(sorted(sources))}; (x): measured / predicted")
+    console.print("same step mix: each kind of step (batch size, prefill or not) weighed as often as the Python "
+                  "runs had it; in an open loop a faster engine runs smaller batches, which the end-to-end "
+                  "figure includes and Amdahl's prediction does not")
 
 
 def _native_speedups(console: Console) -> dict[str, float] | None:
