@@ -89,8 +89,12 @@ def compare_component(python_results: list[Any], native_result: Any, component: 
         "predicted_gain": predicted,
         "measured_gain": measured,
         # measured / predicted: 1.0 is a perfect prediction; the issue's target is within 0.8-1.2.
-        "agreement": measured / predicted if predicted and measured is not None else None,
+        "agreement": _agreement(measured, predicted),
     }
+
+
+def _agreement(measured: float | None, predicted: float | None) -> float | None:
+    return measured / predicted if predicted and measured is not None else None
 
 
 def python_spread(python_results: list[Any]) -> float | None:
@@ -184,18 +188,20 @@ def verify_predictions(
                 python_results.append(after.result)
                 python_dirs.append(Path(after.run_dir))
                 neighbours[component].append(len(python_results) - 1)
-    python_controls = _controls(python_dirs)
+    python_data = [read_run(path) for path in python_dirs]  # each run directory read once
+    python_controls = _controls(python_data)
     details: dict[str, Any] = {}
     for component, run in native_runs.items():
         around = [python_results[index] for index in neighbours[component]]
+        around_data = [python_data[index] for index in neighbours[component]]
+        native_data = read_run(Path(run.run_dir))
         entry = compare_component(around, run.result, component, predictions[component]["share"],
                                   (native_speedups or {}).get(component))  # fmt: skip
         entry["run_dir"] = str(Path(run.run_dir).relative_to(outcome.run_dir))
         entry["python_neighbours"] = [_relative(outcome, python_dirs[index]) for index in neighbours[component]]
-        gain, coverage = mix_matched_gain([read_run(python_dirs[index]).steps for index in neighbours[component]],
-                                          read_run(Path(run.run_dir)).steps)  # fmt: skip
+        gain, coverage = mix_matched_gain([data.steps for data in around_data], native_data.steps)
         entry["mix_matched_gain"], entry["mix_coverage"] = gain, coverage
-        entry["mix_agreement"] = gain / entry["predicted_gain"] if gain is not None and entry["predicted_gain"] else None
+        entry["mix_agreement"] = _agreement(gain, entry["predicted_gain"])
         entry["batch_size_mean"] = {
             "python": _mean([(result.engine or {}).get("batch_size", {}).get("mean") for result in around]),
             "native": (run.result.engine or {}).get("batch_size", {}).get("mean"),
@@ -203,8 +209,7 @@ def verify_predictions(
         # The drift guard: the model span's time per token cannot move with a control-path twin; if it did,
         # the machine changed between the runs and the measured gain is the machine's, not the twin's. The
         # noise it allows is the spread of all the Python runs' control figures.
-        entry["void"] = drift_void(_controls([python_dirs[index] for index in neighbours[component]]),
-                                   _controls([Path(run.run_dir)]), noise=_spread(python_controls))  # fmt: skip
+        entry["void"] = drift_void(_controls(around_data), _controls([native_data]), noise=_spread(python_controls))
         details[component] = entry
     _record(outcome, native_speedups, details, skipped, python_results)
     return result.verdict["verify"]
@@ -215,9 +220,9 @@ def _spread(values: list[float]) -> float:
     return max(values) / min(values) - 1.0 if len(values) > 1 else 0.0
 
 
-def _controls(run_dirs: list[Path]) -> list[float]:
-    """The control figure (profiler.rundir.control) of each run directory that has one."""
-    figures = [control_figure(read_run(path)) for path in run_dirs]
+def _controls(runs: list[Any]) -> list[float]:
+    """The control figure (profiler.rundir.control) of each run (RunData) that has one."""
+    figures = [control_figure(run) for run in runs]
     return [figure.value for figure in figures if figure is not None]
 
 

@@ -167,12 +167,12 @@ def drive_load(
         return ticket
 
     engine.start()
-    trimmer = HeapTrimmer().start()
     for collector in collectors:
         collector.start()
     drive.wall_start_ns = time.perf_counter_ns()
     if on_started:
         on_started()
+    trimmer = HeapTrimmer().start()  # started here so that the finally below always stops it
     try:
         drive.load = run_load(list(requests), submit, mode=scenario.mode, clients=scenario.clients,
                               duration_s=scenario.duration_s, stop_event=stop_event,
