@@ -1,56 +1,117 @@
-"""A short check of the GPU path on a machine with an NVIDIA GPU: NVML sampling and torch.profiler's CUDA kernel time.
+"""The GPU path checked in one prepared script (under 10 minutes on one GPU): selftest, then real runs with graphs off and on.
 
-Run: python benchmarks/gpu_check.py  (prints one JSON document). It drives the profiler's collectors
-the way a run does (a recording tracer with step/model/sampler spans) around bf16 matmuls on the GPU
-with a deliberate host-side gap per step, so the kernel collector must find CUDA kernel time and GPU
-idle gaps, and the NVML collector must see utilization. On a CPU-only machine it says so and exits 0.
+Run: python benchmarks/gpu_check.py [--out DIR] [--requests N]. Steps, each printed as it finishes:
+  1. `infer-prof selftest --quick` (the planted cases, on the CPU path's expectations);
+  2. greedy tokens of the engine on the GPU with CUDA graphs off and on, compared token by token;
+  3. `infer-prof run --device cuda` on smollm2-135m and synthetic:large x concurrency-30 and edge x
+     graphs off and on: tokens/s, the time split's interpreter share and biggest components, the GPU's
+     busy / host-bound idle / no-work shares and who the host-bound idle waited on, kernels and
+     launches per step, and this process's NVML memory and SM figures.
+A summary JSON (every figure above) is written to DIR/gpu_check.json. On a machine without CUDA it
+says so and exits 0.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import torch
+MODELS = ("smollm2-135m", "synthetic:large")
+SCENARIOS = ("concurrency-30", "edge")
+GRAPHS = ("off", "on")
 
-from profiler.collectors.gpu import GpuCollector
-from profiler.collectors.kernels import KernelCollector
-from profiler.collectors.spans import RecordingTracer, SpanCollector
-from profiler.rundir.environment import describe_environment
+
+def say(message: str) -> None:
+    print(message, flush=True)
+
+
+def cli(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "profiler.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, check=False)  # fmt: skip
+
+
+def greedy_tokens(model_name: str, graphs: str) -> list[list[int]]:
+    """Greedy outputs of eight prompts on the GPU engine, built the way `run` builds it."""
+    from engine.types import SamplingParams
+    from profiler.session.builder import build_engine, load_for_options
+    from profiler.session.options import EngineOptions
+
+    options = EngineOptions(model=model_name, device="cuda", dtype="auto", graphs=graphs, max_batch=8)
+    built = build_engine(load_for_options(options), options)
+    params = SamplingParams(max_tokens=24, ignore_eos=True)
+    prompts = [f"Question {i}: name a colour and a number." for i in range(8)]
+    with built.engine as engine:
+        handles = [engine.submit(prompt, params, chat=True) for prompt in prompts]
+        return [handle.result(timeout=300).token_ids for handle in handles]
+
+
+def run_figures(run_dir: Path) -> dict[str, Any]:
+    result = json.loads((run_dir / "result.json").read_text())
+    spans = ((result.get("breakdown") or {}).get("methods") or {}).get("spans") or {}
+    components = sorted((spans.get("components") or {}).items(), key=lambda item: -(item[1] or 0))[:5]
+    gpu_time = result.get("gpu_time") or {}
+    nvml = (result.get("collectors") or {}).get("gpu") or {}
+    return {
+        "tokens_per_s": (result.get("metrics") or {}).get("output_token_throughput"),
+        "interpreter_share": (result.get("verdict") or {}).get("interpreter_share"),
+        "top_components": components,
+        "gpu": {key: gpu_time.get(key) for key in ("busy_share", "idle_host_share", "idle_no_work_share",
+                                                   "idle_host_by_component", "window_gpu_idle_fraction",
+                                                   "kernels_per_step", "launches_per_step", "busy_ns_per_step")},
+        "gpu_sentence": ((result.get("verdict") or {}).get("gpu") or {}).get("sentence"),
+        "graphs": (result.get("engine") or {}).get("graphs"),
+        "nvml_status": nvml.get("status"),
+    }  # fmt: skip
 
 
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default="gpu-check", help="folder for the run directories and gpu_check.json")
+    parser.add_argument("--requests", type=int, default=60, help="requests per run (default 60)")
+    args = parser.parse_args()
+    import torch
+
     if not torch.cuda.is_available():
-        print(json.dumps({"cuda": False, "note": "no CUDA device: nothing to check"}))
+        say(json.dumps({"cuda": False, "note": "no CUDA device: nothing to check"}))
         return 0
-    tracer = RecordingTracer()
-    collectors = [SpanCollector(tracer), KernelCollector(tracer=tracer, first_step=5, steps=5, every=10), GpuCollector(interval_s=0.05)]
-    for collector in collectors:
-        collector.start()
-    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    report: dict[str, Any] = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__}
     started = time.perf_counter()
-    for _ in range(20):
-        with tracer.span("step"):
-            with tracer.span("model"):
-                for _ in range(10):
-                    a = (a @ a).clamp_(-1, 1)
-                torch.cuda.synchronize()
-            with tracer.span("sampler"):
-                time.sleep(0.005)  # host-side control work: the GPU waits
-    wall_s = time.perf_counter() - started
-    for collector in reversed(collectors):
-        collector.stop()
-    kernels = collectors[1].result()
-    print(json.dumps({
-        "environment_gpu": describe_environment()["gpu"],
-        "wall_s": wall_s,
-        "kernels": {key: kernels.get(key) for key in ("status", "reason", "windows", "op_fee_ns", "cuda", "ops_per_step", "by_span")},
-        "gpu": collectors[2].result(),
-    }, indent=1, default=str))  # fmt: skip
+
+    done = cli("selftest", "--quick", timeout=240)
+    report["selftest"] = {"exit": done.returncode, "tail": done.stdout.strip().splitlines()[-3:]}
+    say(f"selftest --quick: exit {done.returncode} ({time.perf_counter() - started:.0f} s)")
+
+    tokens = {graphs: greedy_tokens("smollm2-135m", graphs) for graphs in GRAPHS}
+    same = tokens["off"] == tokens["on"]
+    report["greedy_identical_graphs_on_off"] = same
+    say(f"greedy tokens, graphs off vs on: {'identical' if same else 'DIFFERENT'} (8 prompts x 24 tokens)")
+
+    report["runs"] = []
+    for model in MODELS:
+        for scenario in SCENARIOS:
+            for graphs in GRAPHS:
+                run_dir = out / f"{model.replace(':', '-')}-{scenario}-graphs-{graphs}"
+                done = cli("run", "-m", model, "-s", scenario, "--device", "cuda", "--graphs", graphs,
+                           "-r", str(args.requests), "-o", str(run_dir), "--no-report", timeout=240)  # fmt: skip
+                entry: dict[str, Any] = {"model": model, "scenario": scenario, "graphs": graphs, "exit": done.returncode}
+                if done.returncode == 0:
+                    entry.update(run_figures(run_dir))
+                else:
+                    entry["stderr"] = done.stderr.strip().splitlines()[-3:]
+                report["runs"].append(entry)
+                say(json.dumps(entry, default=str))
+    report["wall_s"] = time.perf_counter() - started
+    (out / "gpu_check.json").write_text(json.dumps(report, indent=1, default=str))
+    say(f"done in {report['wall_s']:.0f} s; figures in {out / 'gpu_check.json'}")
     return 0
 
 

@@ -68,6 +68,12 @@ class Engine:
         self.max_model_len = config.resolve_max_model_len(model.config.context_length)
         self.vocab_size = model.config.vocab_size
         self._stop_token_ids = frozenset(tokenizer.stop_token_ids)
+        # A sampler that reads host memory (the C twin) gets a GPU model's logits copied over in their own
+        # "d2h" span, so the copy is measured as such and not as sampling.
+        device = getattr(model, "device", None)
+        self._copy_logits_to_host = getattr(device, "type", "cpu") != "cpu" and bool(
+            getattr(sampler, "needs_host_logits", False)
+        )
         # Filling the cache runs parallel ops: off this thread, whose OpenMP pool would slow the engine's.
         run_on_setup_thread(
             lambda: model.allocate_kv_cache(self.num_blocks, self.block_size), "infer-prof-kv-init"
@@ -375,6 +381,9 @@ class Engine:
         sampled_ids = plan.seq_ids[plan.samples].tolist()
         if not sampled_ids:
             return
+        if self._copy_logits_to_host:
+            with self.tracer.span("d2h"):
+                logits = logits.cpu()
         with self.tracer.span("sampler"):
             tokens = self.sampler.sample(logits, sampled_ids)
         self.prepare.append_sampled(tokens)  # buffered: the next prepare() appends them

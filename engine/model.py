@@ -1,9 +1,10 @@
-"""A Llama forward in torch (RMSNorm, RoPE, GQA, SwiGLU) that reads and writes K/V in a paged cache."""
+"""A Llama forward in torch (RMSNorm, RoPE, GQA, SwiGLU) that reads and writes K/V in a paged cache on its device."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -55,14 +56,15 @@ Linear = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 _SDPA_HAS_GQA = tuple(int(part) for part in torch.__version__.split(".")[:2]) >= (2, 5)
 
 
+def _plain_linear(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return x @ w.t()
+
+
 def _select_linear() -> Linear:
     """oneDNN's linear when this torch has it: on the CPUs measured here MKL's small-batch sgemm/sgemv
     ran at half the memory bandwidth (batch 1: 25 ms vs 15 ms of matmuls for SmolLM2; batch 16: 47 vs
     30 ms), so the plain `x @ w.t()` is only the fallback."""
-
-    def plain(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-        return x @ w.t()
-
+    plain = _plain_linear
     try:
         onednn = torch.ops.mkldnn._linear_pointwise
         probe_x, probe_w = torch.randn(3, 16), torch.randn(5, 16)
@@ -144,7 +146,7 @@ class LlamaModel:
     shape [num_blocks, block_size, n_kv_heads, head_dim].
     """
 
-    def __init__(self, config: ModelConfig, weights: LlamaWeights, dtype: str = "float32") -> None:
+    def __init__(self, config: ModelConfig, weights: LlamaWeights, dtype: str = "float32", device: str = "cpu") -> None:
         if config.dim % config.n_heads or config.n_heads % config.n_kv_heads or config.head_dim % 2:
             raise UnsupportedModelError(
                 f"model {config.name!r}: dim {config.dim}, {config.n_heads} heads and {config.n_kv_heads} "
@@ -152,33 +154,44 @@ class LlamaModel:
             )
         self.config = config
         self.dtype = resolve_dtype(dtype)
+        self.device = torch.device(device)
+        on_device = self._on_device = self.device.type != "cpu"
+        self._cuda = self.device.type == "cuda"
         cast = self._cast
         self.embedding = cast(weights.token_embedding)
         self.layers = [
             LayerWeights(
-                attn_norm=layer.attn_norm.float().contiguous(),
+                attn_norm=self._place(layer.attn_norm.float()),
                 qkv=cast(layer.qkv),
                 attn_out=cast(layer.attn_out),
-                ffn_norm=layer.ffn_norm.float().contiguous(),
+                ffn_norm=self._place(layer.ffn_norm.float()),
                 gate_up=cast(layer.gate_up),
                 down=cast(layer.down),
             )
             for layer in weights.layers
         ]
-        self.output_norm = weights.output_norm.float().contiguous()
+        self.output_norm = self._place(weights.output_norm.float())
         self.head = self.embedding if weights.output is None else cast(weights.output)
-        self._linear = _select_linear()
+        # oneDNN is the CPU's fast path; on a GPU torch's matmul already calls cuBLAS.
+        self._linear = _plain_linear if on_device else _select_linear()
         head_dim = config.head_dim
         # float64 frequencies: positions times frequencies lose precision in float32 at long contexts.
-        self._inv_freq = 1.0 / (
+        self._inv_freq = self._place(1.0 / (
             config.rope_theta ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
-        )
+        ))  # fmt: skip
         self.block_size = 0
         self.num_blocks = 0
         self.kv_pools: list[torch.Tensor] = []  # per layer [num_blocks, block_size, 2, n_kv_heads, head_dim]
+        # Decode steps replayed as CUDA graphs (engine.cuda_graphs.DecodeGraphs), or None: every step eager.
+        # Set before allocate_kv_cache(): the graphs' padding rows write into one extra scratch block.
+        self.graphs: Any = None
 
     def _cast(self, weight: torch.Tensor) -> torch.Tensor:
-        return weight.to(self.dtype).contiguous()
+        return self._place(weight.to(self.dtype))
+
+    def _place(self, tensor: torch.Tensor) -> torch.Tensor:
+        """`tensor` on the model's device, contiguous (a no-op copy-free move on the CPU)."""
+        return tensor.to(self.device).contiguous()
 
     # ------------------------------------------------------------------ KV cache
 
@@ -191,12 +204,15 @@ class LlamaModel:
                 f"KV cache needs num_blocks >= 1 and block_size >= 1, got {num_blocks}, {block_size}"
             )
         c = self.config
+        physical = num_blocks + (1 if self.graphs is not None else 0)  # the graphs' scratch block is the last
         self.kv_pools = []  # free the old pools before allocating new ones
         self.kv_pools = [
-            torch.zeros(num_blocks, block_size, 2, c.n_kv_heads, c.head_dim, dtype=self.dtype)
+            torch.zeros(physical, block_size, 2, c.n_kv_heads, c.head_dim, dtype=self.dtype, device=self.device)
             for _ in range(c.n_layers)
         ]
-        self.num_blocks, self.block_size = num_blocks, block_size
+        self.num_blocks, self.block_size = physical, block_size
+        if self.graphs is not None:
+            self.graphs.reset(scratch_block=num_blocks, block_size=block_size)
 
     def k_cache(self, layer: int) -> torch.Tensor:
         """Layer's K pool as a view [num_blocks, block_size, n_kv_heads, head_dim]."""
@@ -214,21 +230,36 @@ class LlamaModel:
         calling thread: oneDNN's primitives are compiled and cached before the first request instead
         of during the run, so a long run's memory stays flat (the rare shapes of a draining batch
         included) and no step pays for a compilation. The layers share their weights' shapes."""
-        layer, zeros = self.layers[0], torch.zeros
+        layer, dtype, device = self.layers[0], self.dtype, self.device
         for rows in row_buckets(min(max_tokens, WARM_ROWS)):
             for weight in (layer.qkv, layer.attn_out, layer.gate_up, layer.down):
-                self._linear(zeros(rows, weight.shape[1], dtype=self.dtype), weight)
+                self._linear(torch.zeros(rows, weight.shape[1], dtype=dtype, device=device), weight)
         for rows in row_buckets(min(max_sampled, max_tokens, WARM_ROWS)):
-            self._linear(zeros(rows, self.head.shape[1], dtype=self.dtype), self.head)
+            self._linear(torch.zeros(rows, self.head.shape[1], dtype=dtype, device=device), self.head)
 
     @torch.inference_mode()
     def forward(self, inp: ModelInput) -> torch.Tensor:
         if not self.kv_pools:
             raise RuntimeError("allocate_kv_cache() must be called before forward()")
+        logits = self.graphs.run(inp) if self.graphs is not None else None  # a decode step that fits a bucket
+        if logits is None:
+            if self._on_device:
+                inp = self._to_device(inp)
+            logits = self.run_layers(inp.token_ids, self._plan(inp), inp.sample_indices)
+        if self._cuda:
+            # Returns when the logits are ready, as on the CPU: the wait for the device's kernels is the
+            # model's time, not that of whatever reads the logits first (the sampler, the copy to the host).
+            torch.cuda.current_stream(self.device).synchronize()
+        return logits
+
+    __call__ = forward
+
+    def run_layers(self, token_ids: torch.Tensor, plan: _StepPlan, sample_indices: torch.Tensor) -> torch.Tensor:
+        """The layers over one step's tokens, addressed by `plan`; the logits of the `sample_indices` rows.
+        Shape-static for a decode plan, so engine.cuda_graphs captures it as it stands."""
         c, linear = self.config, self._linear
-        plan = self._plan(inp)
         q_width, kv_width = c.n_heads * c.head_dim, c.n_kv_heads * c.head_dim
-        x = F.embedding(inp.token_ids, self.embedding).float()
+        x = F.embedding(token_ids, self.embedding).float()
         for layer, pool in zip(self.layers, self.kv_pools):
             h = _rms_norm(x, layer.attn_norm, c.norm_eps).to(self.dtype)
             qkv = linear(h, layer.qkv)
@@ -242,11 +273,18 @@ class LlamaModel:
             h = _rms_norm(x, layer.ffn_norm, c.norm_eps).to(self.dtype)
             gate_up = linear(h, layer.gate_up)
             x = x + linear(F.silu(gate_up[:, : c.hidden_dim]) * gate_up[:, c.hidden_dim :], layer.down)
-        x = x.index_select(0, inp.sample_indices)
+        x = x.index_select(0, sample_indices)
         h = _rms_norm(x, self.output_norm, c.norm_eps).to(self.dtype)
         return linear(h, self.head).float()
 
-    __call__ = forward
+    def _to_device(self, inp: ModelInput) -> ModelInput:
+        """The step's host-prepared arrays copied to the model's device (the lengths stay host lists)."""
+        device = self.device
+        return ModelInput(
+            token_ids=inp.token_ids.to(device), positions=inp.positions.to(device), query_lens=inp.query_lens,
+            context_lens=inp.context_lens, block_tables=inp.block_tables.to(device),
+            slot_mapping=inp.slot_mapping.to(device), sample_indices=inp.sample_indices.to(device),
+        )  # fmt: skip
 
     def _rope(self, qk: torch.Tensor, rope: torch.Tensor) -> torch.Tensor:
         """Rotate adjacent pairs (llama.cpp's layout of GGUF Q/K rows) as complex products."""
@@ -307,11 +345,24 @@ class LlamaModel:
         )
         return o.reshape(batch, -1)
 
-    def _plan(self, inp: ModelInput) -> _StepPlan:
-        bs = self.block_size
-        positions = inp.positions
+    def _rope_table(self, positions: torch.Tensor) -> torch.Tensor:
         angles = positions.to(torch.float64).unsqueeze(1) * self._inv_freq
-        rope = torch.polar(torch.ones_like(angles), angles).to(torch.complex64).unsqueeze(1)
+        return torch.polar(torch.ones_like(angles), angles).to(torch.complex64).unsqueeze(1)
+
+    def decode_plan(
+        self, positions: torch.Tensor, slots: torch.Tensor, blocks: torch.Tensor, lens: torch.Tensor
+    ) -> _StepPlan:
+        """The plan of a step in which every sequence computes one token: `blocks` int64 [B, n_blocks] of
+        block ids (any valid id past a sequence's end: masked), `lens` int64 [B] context lengths. Device
+        ops only, no read back to the host, so a CUDA graph can capture it."""
+        batch, n_blocks = blocks.shape
+        span = torch.arange(n_blocks * self.block_size, device=self.device)
+        visible = (span.unsqueeze(0) < lens.unsqueeze(1)).view(batch, 1, 1, -1)
+        return _StepPlan(self._rope_table(positions), slots, None, blocks.reshape(-1), self._additive(visible), [])
+
+    def _plan(self, inp: ModelInput) -> _StepPlan:
+        bs, device = self.block_size, self.device
+        rope = self._rope_table(inp.positions)
         query_lens, context_lens = inp.query_lens, inp.context_lens
         decode_seqs = [i for i, n in enumerate(query_lens) if n == 1]
         decode_rows = decode_blocks = decode_mask = None
@@ -322,14 +373,14 @@ class LlamaModel:
             longest = max(context_lens[i] for i in decode_seqs)
             n_blocks = -(-longest // bs)
             decode_blocks = tables[:, :n_blocks].to(torch.int64).clamp(min=0).reshape(-1)
-            lens = torch.tensor([context_lens[i] for i in decode_seqs])
-            visible = (torch.arange(n_blocks * bs).unsqueeze(0) < lens.unsqueeze(1)).view(len(lens), 1, 1, -1)
+            lens = torch.tensor([context_lens[i] for i in decode_seqs], device=device)
+            visible = (torch.arange(n_blocks * bs, device=device).unsqueeze(0) < lens.unsqueeze(1)).view(len(lens), 1, 1, -1)
             decode_mask = self._additive(visible)
             if not all_decode:
                 starts = [0]
                 for n in query_lens[:-1]:
                     starts.append(starts[-1] + n)
-                decode_rows = torch.tensor([starts[i] for i in decode_seqs])
+                decode_rows = torch.tensor([starts[i] for i in decode_seqs], device=device)
         row = 0
         for i, n in enumerate(query_lens):
             if n > 1:
@@ -338,16 +389,16 @@ class LlamaModel:
                 slots = mask = None
                 if prefix > 0:
                     table = inp.block_tables[i].to(torch.int64)
-                    j = torch.arange(context)
+                    j = torch.arange(context, device=device)
                     slots = table[j // bs] * bs + j % bs
-                    mask = self._additive(j.unsqueeze(0) <= (prefix + torch.arange(n)).unsqueeze(1))
+                    mask = self._additive(j.unsqueeze(0) <= (prefix + torch.arange(n, device=device)).unsqueeze(1))
                 prefills.append(_Prefill(row, row + n, slots, mask))
             row += n
         return _StepPlan(rope, inp.slot_mapping, decode_rows, decode_blocks, decode_mask, prefills)
 
     def _additive(self, visible: torch.Tensor) -> torch.Tensor:
         """0 / -inf mask built once per step: SDPA would otherwise convert a bool mask in every layer."""
-        return torch.zeros(visible.shape, dtype=self.dtype).masked_fill_(~visible, float("-inf"))
+        return torch.zeros(visible.shape, dtype=self.dtype, device=self.device).masked_fill_(~visible, float("-inf"))
 
 
 def kv_bytes_per_block(config: ModelConfig, block_size: int, itemsize: int) -> int:

@@ -89,27 +89,33 @@ def list_models() -> list[tuple[str, str]]:
 
 
 def load_model(
-    spec: str = DEFAULT_MODEL, *, dtype: str = "float32", seed: int = 0, progress: Progress | None = None
+    spec: str = DEFAULT_MODEL,
+    *,
+    dtype: str = "float32",
+    seed: int = 0,
+    device: str = "cpu",
+    progress: Progress | None = None,
 ) -> LoadedModel:
-    """Resolve a model name (see list_models()) and load it on the CPU in `dtype`."""
+    """Resolve a model name (see list_models()), read it on the CPU and place it on `device` in `dtype`
+    (a resolved device: "cpu" or "cuda:N", see engine.device)."""
     resolve_dtype(dtype)  # reject a bad dtype before any slow work
     say = progress or (lambda message: None)
     # Off the calling thread: its OpenMP pool would outlive the load and slow the engine thread's.
-    return run_on_setup_thread(lambda: _load(spec, dtype, seed, say), "infer-prof-load")
+    return run_on_setup_thread(lambda: _load(spec, dtype, seed, device, say), "infer-prof-load")
 
 
-def _load(spec: str, dtype: str, seed: int, say: Progress) -> LoadedModel:
+def _load(spec: str, dtype: str, seed: int, device: str, say: Progress) -> LoadedModel:
     if spec == DEFAULT_MODEL:
         path, where = find_smollm2(say)
-        return _load_gguf(path, DEFAULT_MODEL, f"{DEFAULT_MODEL} from {where} ({path})", dtype, say)
+        return _load_gguf(path, DEFAULT_MODEL, f"{DEFAULT_MODEL} from {where} ({path})", dtype, device, say)
     if spec.startswith(SYNTHETIC_PREFIX):
         preset = spec[len(SYNTHETIC_PREFIX) :]
         if preset not in SYNTHETIC_PRESETS:
             raise ModelNotFoundError(f"unknown synthetic preset {preset!r}: valid names are {_valid_names()}")
-        return _load_synthetic(preset, dtype, seed, say)
+        return _load_synthetic(preset, dtype, seed, device, say)
     if spec.endswith(".gguf") or Path(spec).expanduser().is_file():
         path = Path(spec).expanduser()
-        return _load_gguf(path, path.stem, f"GGUF file {path}", dtype, say)
+        return _load_gguf(path, path.stem, f"GGUF file {path}", dtype, device, say)
     raise ModelNotFoundError(f"unknown model {spec!r}: valid names are {_valid_names()}")
 
 
@@ -135,14 +141,14 @@ def _valid_names() -> str:
     return ", ".join(name for name, _ in list_models())
 
 
-def _load_gguf(path: Path, name: str, source: str, dtype: str, say: Progress) -> LoadedModel:
+def _load_gguf(path: Path, name: str, source: str, dtype: str, device: str, say: Progress) -> LoadedModel:
     say(f"loading {path}")
     reader = open_gguf(path)
     config = read_config(reader, name)
     weights = load_weights(reader, config, dtype)
     tokenizer = Tokenizer.from_gguf(reader)
     del reader  # the weights are copies: release the file's memory map
-    return LoadedModel(LlamaModel(config, weights, dtype), tokenizer, config, source)
+    return LoadedModel(LlamaModel(config, weights, dtype, device), tokenizer, config, _on(source, device))
 
 
 # ---------------------------------------------------------------------------------- synthetic models
@@ -178,17 +184,21 @@ def synthetic_weights(config: ModelConfig, seed: int = 0, dtype: str = "float32"
     return LlamaWeights(token_embedding=embedding, layers=layers, output_norm=torch.ones(d))
 
 
-def _load_synthetic(preset: str, dtype: str, seed: int, say: Progress) -> LoadedModel:
+def _on(source: str, device: str) -> str:
+    return source if device == "cpu" else f"{source}, on {device}"
+
+
+def _load_synthetic(preset: str, dtype: str, seed: int, device: str, say: Progress) -> LoadedModel:
     config = SYNTHETIC_PRESETS[preset]
     say(f"building {config.name} with seed {seed}")
-    model = LlamaModel(config, synthetic_weights(config, seed, dtype), dtype)
+    model = LlamaModel(config, synthetic_weights(config, seed, dtype), dtype, device)
     local = _local_smollm2()
     if local is not None:
         tokenizer, tokenizer_source = _cached_tokenizer(local), f"SmolLM2 tokenizer from {local}"
     else:
         tokenizer, tokenizer_source = Tokenizer.byte_level(config.vocab_size), "byte-level fallback tokenizer"
     return LoadedModel(
-        model, tokenizer, config, f"{config.name} (random weights, seed {seed}; {tokenizer_source})"
+        model, tokenizer, config, _on(f"{config.name} (random weights, seed {seed}; {tokenizer_source})", device)
     )
 
 

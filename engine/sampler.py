@@ -15,7 +15,8 @@ Stage order for each row, all arithmetic in float64 on the row's logits `x`:
 
 The work is vectorized over the batch: plain greedy rows take one argmax over the float32 logits
 (exact: float32 -> float64 is monotone), rows with top-k work in the space of their k candidates,
-and the other sampled rows go over the whole vocabulary in chunks of ROW_CHUNK rows.
+and the other sampled rows go over the whole vocabulary in chunks of ROW_CHUNK rows. Every op runs
+on the logits' device (a GPU's logits are sampled there; only the picked ids come back to the host).
 """
 
 from __future__ import annotations
@@ -65,9 +66,9 @@ class _History:
         if params.frequency_penalty != 0.0 or params.presence_penalty != 0.0:
             self.counts[token] = self.counts.get(token, 0) + 1
 
-    def seen_tensor(self) -> torch.Tensor:
-        if self.seen_ids is None:
-            self.seen_ids = torch.tensor(sorted(self.seen), dtype=torch.int64)
+    def seen_tensor(self, device: torch.device) -> torch.Tensor:
+        if self.seen_ids is None or self.seen_ids.device != device:
+            self.seen_ids = torch.tensor(sorted(self.seen), dtype=torch.int64, device=device)
         return self.seen_ids
 
 
@@ -148,15 +149,15 @@ class PythonSampler:
 
 def _apply_penalties(x: torch.Tensor, histories: list[_History]) -> None:
     """Stage 1, in place on float64 rows: repetition for all rows first, then frequency/presence."""
-    vocab = x.shape[1]
+    vocab, device = x.shape[1], x.device
     flat = x.view(-1)
     index, factor = [], []
     for row, h in enumerate(histories):
         r = h.params.repetition_penalty
         if r != 1.0 and h.seen:
-            ids = h.seen_tensor()
+            ids = h.seen_tensor(device)
             index.append(ids + row * vocab)
-            factor.append(torch.full((len(ids),), r, dtype=torch.float64))
+            factor.append(torch.full((len(ids),), r, dtype=torch.float64, device=device))
     if index:
         flat_index, factors = torch.cat(index), torch.cat(factor)
         values = flat[flat_index]
@@ -166,10 +167,10 @@ def _apply_penalties(x: torch.Tensor, histories: list[_History]) -> None:
     for row, h in enumerate(histories):
         f, p = h.params.frequency_penalty, h.params.presence_penalty
         if (f != 0.0 or p != 0.0) and h.counts:
-            index.append(torch.tensor(list(h.counts), dtype=torch.int64) + row * vocab)
-            counts.append(torch.tensor(list(h.counts.values()), dtype=torch.float64))
-            frequency.append(torch.full((len(h.counts),), f, dtype=torch.float64))
-            presence.append(torch.full((len(h.counts),), p, dtype=torch.float64))
+            index.append(torch.tensor(list(h.counts), dtype=torch.int64, device=device) + row * vocab)
+            counts.append(torch.tensor(list(h.counts.values()), dtype=torch.float64, device=device))
+            frequency.append(torch.full((len(h.counts),), f, dtype=torch.float64, device=device))
+            presence.append(torch.full((len(h.counts),), p, dtype=torch.float64, device=device))
     if index:
         flat_index = torch.cat(index)
         flat[flat_index] -= torch.cat(frequency) * torch.cat(counts) + torch.cat(presence)
@@ -180,12 +181,13 @@ def _rows(x: torch.Tensor, rows: list[int]) -> torch.Tensor:
     return x if len(rows) == x.shape[0] else x[rows]
 
 
-def _params_column(histories: list[_History], name: str) -> torch.Tensor:
-    return torch.tensor([getattr(h.params, name) for h in histories], dtype=torch.float64).unsqueeze(1)
+def _params_column(histories: list[_History], name: str, device: torch.device) -> torch.Tensor:
+    return torch.tensor([getattr(h.params, name) for h in histories], dtype=torch.float64, device=device).unsqueeze(1)
 
 
-def _uniforms(histories: list[_History]) -> torch.Tensor:
-    return torch.tensor([splitmix64_uniform(h.seed, h.position) for h in histories], dtype=torch.float64)
+def _uniforms(histories: list[_History], device: torch.device) -> torch.Tensor:
+    uniforms = [splitmix64_uniform(h.seed, h.position) for h in histories]
+    return torch.tensor(uniforms, dtype=torch.float64, device=device)
 
 
 def _pick_greedy(x: torch.Tensor, histories: list[_History]) -> list[int]:
@@ -195,15 +197,15 @@ def _pick_greedy(x: torch.Tensor, histories: list[_History]) -> list[int]:
 
 def _draw_full(x: torch.Tensor, histories: list[_History]) -> list[int]:
     """Stages 3 and 5-8 over the whole vocabulary (rows without top-k); works in place on x."""
-    x.div_(_params_column(histories, "temperature"))
+    x.div_(_params_column(histories, "temperature", x.device))
     return _draw(x, None, histories).tolist()
 
 
 def _draw_top_k(x: torch.Tensor, histories: list[_History]) -> list[int]:
     """Stages 3-8 in the space of each row's k candidates (sorted by id, padded past k); x is read only."""
-    vocab = x.shape[1]
-    k = torch.tensor([h.params.top_k for h in histories], dtype=torch.int64)
-    temperature = _params_column(histories, "temperature")
+    vocab, device = x.shape[1], x.device
+    k = torch.tensor([h.params.top_k for h in histories], dtype=torch.int64, device=device)
+    temperature = _params_column(histories, "temperature", device)
     k_max = int(k.max())  # < vocab, so k_max + 1 candidates exist
     values, ids = torch.topk(x, k_max + 1, dim=-1)
     # Temperature on the candidates only: dividing by t > 0 never reorders, it can only create ties.
@@ -220,7 +222,7 @@ def _draw_top_k(x: torch.Tensor, histories: list[_History]) -> list[int]:
         tied = torch.nonzero(row_values == threshold).flatten()[: kr - len(above)]
         ids[row, :kr] = torch.cat([above, tied])
         values[row, :kr] = row_values[ids[row, :kr]]
-    cols = torch.arange(k_max + 1).unsqueeze(0)
+    cols = torch.arange(k_max + 1, device=device).unsqueeze(0)
     valid = cols < k.unsqueeze(1)
     ids = torch.where(valid, ids, vocab + cols)  # padding sorts after every real id
     ids, by_id = torch.sort(ids, dim=-1)
@@ -238,7 +240,7 @@ def _draw(x: torch.Tensor, valid: torch.Tensor | None, histories: list[_History]
 
     top_p_rows = [i for i, h in enumerate(histories) if h.params.top_p < 1.0]
     if top_p_rows:
-        top_p = torch.tensor([histories[i].params.top_p for i in top_p_rows], dtype=torch.float64)
+        top_p = torch.tensor([histories[i].params.top_p for i in top_p_rows], dtype=torch.float64, device=x.device)
         kept = _top_p_keep(_rows(p, top_p_rows), top_p)
         keep = (
             kept if keep is None and len(top_p_rows) == p.shape[0] else _and_rows(keep, p, top_p_rows, kept)
@@ -247,14 +249,14 @@ def _draw(x: torch.Tensor, valid: torch.Tensor | None, histories: list[_History]
     min_p_rows = [i for i, h in enumerate(histories) if h.params.min_p > 0.0]
     if min_p_rows:
         rows_p = _rows(p, min_p_rows)
-        min_p = torch.tensor([histories[i].params.min_p for i in min_p_rows], dtype=torch.float64)
+        min_p = torch.tensor([histories[i].params.min_p for i in min_p_rows], dtype=torch.float64, device=x.device)
         kept = rows_p >= min_p.unsqueeze(1) * rows_p.max(dim=-1, keepdim=True).values
         keep = _and_rows(keep, p, min_p_rows, kept)
 
     if keep is not None:
         p.masked_fill_(~keep, 0.0)
     cumulative = p.cumsum_(dim=-1)  # sequential, in id order, as the spec's loop
-    target = _uniforms(histories).unsqueeze(1) * cumulative[:, -1:]
+    target = _uniforms(histories, x.device).unsqueeze(1) * cumulative[:, -1:]
     picks = torch.searchsorted(cumulative, target, right=True).squeeze(1)  # first cum > target
     overflow = picks >= x.shape[1]
     if bool(overflow.any()):  # rounding left no token: the largest kept id
@@ -282,7 +284,10 @@ def _top_p_keep(p: torch.Tensor, top_p: torch.Tensor) -> torch.Tensor:
     and the ids at the cut follow from comparisons: all tokens above the cut value, then the lowest
     ids among those equal to it.
     """
-    sorted_desc = torch.from_numpy(np.ascontiguousarray(np.sort(p.numpy(), axis=-1)[:, ::-1]))
+    if p.device.type == "cpu":
+        sorted_desc = torch.from_numpy(np.ascontiguousarray(np.sort(p.numpy(), axis=-1)[:, ::-1]))
+    else:  # on a GPU the device's own sort; the values, not their order among equals, decide the cut
+        sorted_desc = torch.sort(p, dim=-1, descending=True).values
     # `before` never decreases, so the kept ranks are a prefix; rank 0 (before = 0) is always kept.
     num_kept = torch.count_nonzero(_exclusive_cumsum(sorted_desc) < top_p.unsqueeze(1), dim=-1)
     cut = sorted_desc.gather(1, (num_kept - 1).unsqueeze(1))

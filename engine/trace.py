@@ -7,7 +7,7 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import Protocol, runtime_checkable
 
 # The names the engine and its components use for spans; the profiler maps them to components.
-SPAN_NAMES = ("step", "queue", "scheduler", "kv_alloc", "prepare", "model", "sampler", "detokenize", "tokenize")
+SPAN_NAMES = ("step", "queue", "scheduler", "kv_alloc", "prepare", "model", "d2h", "sampler", "detokenize", "tokenize")
 
 
 @runtime_checkable

@@ -42,6 +42,8 @@ class NativeSampler:
     cancels an add still pending.
     """
 
+    needs_host_logits = True  # C reads host memory: the engine copies a GPU's logits in a "d2h" span first
+
     def __init__(self) -> None:
         self._ffi, self._lib = require()
         self.calls = 0

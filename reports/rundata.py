@@ -15,7 +15,7 @@ from reports.slo import SloCheck, check_slos, slo_targets
 from reports.stacks import ThreadGroup, read_stacks, thread_groups
 
 # The order phases run in within a step (engine/trace.py SPAN_NAMES; reports may not import engine).
-PHASE_ORDER = ("queue", "scheduler", "kv_alloc", "prepare", "model", "sampler", "detokenize", "tokenize")
+PHASE_ORDER = ("queue", "scheduler", "kv_alloc", "prepare", "model", "d2h", "sampler", "detokenize", "tokenize")
 LATENCY_NAMES = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
 LATENCY_LABELS = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "itl_ms": "ITL", "e2e_ms": "E2E", "queue_ms": "Queue"}
 

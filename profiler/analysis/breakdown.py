@@ -70,6 +70,7 @@ SPAN_COMPONENTS = {
     "detokenize": "detokenizer",
     "queue": "queue",
     "model": "model",
+    "d2h": "d2h",  # a GPU model's logits copied to the host for a sampler that reads host memory
     "api": "api",  # infer-prof serve's HTTP layer: its hand-off runs on the engine thread too
 }
 # Threads the profiler itself runs in the process: not the engine's clients.
@@ -373,14 +374,15 @@ def _pool(threads: Iterable[dict[str, Any]]) -> dict[str, Any] | None:
         "native_samples": 0,
         "categories": {},
         "components": {},
+        "lock_components": {},
         "dispatch": 0,
     }
     for thread in threads:
         pooled["samples"] += thread["samples"]
         pooled["native_samples"] += thread.get("native_samples", 0)
         pooled["dispatch"] += thread.get("dispatch", 0)
-        for key in ("categories", "components"):
-            for name, count in thread[key].items():
+        for key in ("categories", "components", "lock_components"):
+            for name, count in (thread.get(key) or {}).items():
                 pooled[key][name] = pooled[key].get(name, 0) + count
     return pooled if pooled["samples"] else None
 
@@ -406,6 +408,8 @@ def samples_split(counts: dict[str, Any] | None) -> dict[str, Any] | None:
         components["model_glue"] = components["model_kernels"] = None
     split["categories"] = categories
     split["components"] = components
+    split["lock_by_component"] = {name: count / total for name, count in (counts.get("lock_components") or {}).items()
+                                  if count and name in COMPONENTS}  # fmt: skip
     split["dispatch"] = counts["dispatch"] / total if resolution == "native" else None
     return split
 

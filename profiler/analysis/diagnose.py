@@ -163,8 +163,13 @@ def diagnose(
     native_speedups: dict[str, float] | None,
     measured_gains: dict[str, float] | None,
     collectors: dict[str, Any],
+    added_costs: dict[str, float] | None = None,
 ) -> dict[str, Any]:
-    """The result's `verdict` section (shape in profiler/rundir/results.py) from a breakdown and the collectors section."""
+    """The result's `verdict` section (shape in profiler/rundir/results.py) from a breakdown and the collectors section.
+
+    added_costs: per component, work its native twin would add that the Python twin does not do, as a share
+    of wall time (on a GPU the C sampler needs the logits copied to the host: see profiler.session.transfer);
+    the prediction subtracts it from the Amdahl gain."""
     source, split = _pick_split(breakdown)
     spots = blind_spots(breakdown, collectors)
     if split is None:
@@ -231,7 +236,7 @@ def diagnose(
                 "trust the spans for components and the samples for what native code does."
             )
 
-    predictions = _predictions(split, busy, native_speedups, measured_gains, reasons)
+    predictions = _predictions(split, busy, native_speedups, measured_gains, reasons, added_costs)
     return {
         "category": category,
         "component": component,
@@ -249,22 +254,50 @@ def diagnose(
 
 def _predictions(
     split: dict[str, Any], busy: float, native_speedups: dict[str, float] | None,
-    measured_gains: dict[str, float] | None, reasons: list[str],
+    measured_gains: dict[str, float] | None, reasons: list[str], added_costs: dict[str, float] | None = None,
 ) -> dict[str, dict[str, Any]]:  # fmt: skip
-    """Per native-capable component: its share of busy time, speedup and Amdahl gain (reasons get a line each)."""
+    """Per native-capable component: its share of busy time, speedup and Amdahl gain (reasons get a line each),
+    less any work the native twin adds (`added_costs`, shares of wall time)."""
     predictions = {}
     for name in NATIVE_CAPABLE:
         component_share = (split["components"].get(name) or 0.0) / busy if busy > 0 else 0.0
         speedup = (native_speedups or {}).get(name)
-        gain = amdahl_gain(component_share, speedup) if speedup else None
+        added = ((added_costs or {}).get(name) or 0.0) / busy if busy > 0 else 0.0
+        gain = amdahl_gain(component_share, speedup) - added if speedup else None
         measured = (measured_gains or {}).get(name)
         predictions[name] = {"share": component_share, "native_speedup": speedup, "predicted_gain": gain,
                              "measured_gain": measured}  # fmt: skip
+        if added:
+            predictions[name]["added_cost"] = added
         if gain is not None:
+            extra = f", less {added:.1%} for the copy of the logits to the host it needs" if added else ""
             reasons.append(
                 f"A native {name} ({speedup:.1f}x faster in its microbenchmark) takes {component_share:.1%} "
-                f"of step time and would save about {gain:.1%} of it (Amdahl)."
+                f"of step time and would save about {gain:.1%} of it (Amdahl{extra})."
             )
         if measured is not None and gain is not None:
             reasons.append(f"The verify run with a native {name} measured {measured:.1%} against {gain:.1%} predicted.")
     return predictions
+
+
+def gpu_verdict(gpu_time: dict[str, Any]) -> dict[str, Any]:
+    """The verdict on a GPU, in the field's words: how much of the run the GPU waited for the host, the
+    1% / 30% rule applied to that share, and which host work it waited on (largest first)."""
+    share = gpu_time.get("idle_host_share")
+    by_component = sorted((gpu_time.get("idle_host_by_component") or {}).items(), key=lambda item: -item[1])
+    if not isinstance(share, (int, float)):
+        return {"idle_host_share": None, "rule": None, "waited_on": [],
+                "sentence": "The GPU's idle time was not measured."}  # fmt: skip
+    rule = rule_for(share)
+    sentence = f"The GPU waits for the host {share:.1%} of the time ({rule})"
+    if by_component and share > 0:
+        name, part = by_component[0]
+        sentence += f"; of that, {part:.0%} is the {name.replace('_', ' ')}"
+        if len(by_component) > 1:
+            second, second_part = by_component[1]
+            sentence += f" and {second_part:.0%} the {second.replace('_', ' ')}"
+    no_work = gpu_time.get("idle_no_work_share")
+    if isinstance(no_work, (int, float)) and no_work > 0:
+        sentence += f"; it had no work {no_work:.1%} of the time"
+    return {"idle_host_share": share, "rule": rule, "waited_on": [[name, part] for name, part in by_component],
+            "sentence": sentence + "."}  # fmt: skip

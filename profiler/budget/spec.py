@@ -58,6 +58,11 @@ def _build_aliases() -> dict[str, str]:
         "kv_utilization": "engine.kv_utilization.mean",
         "dispatch_share": f"{spans}.dispatch",
         "profiling_overhead": "overhead.throughput_ratio",
+        # A GPU run's device timeline (result.json's gpu_time; absent on a CPU run).
+        "gpu_idle_host_share": "gpu_time.idle_host_share",
+        "gpu_idle_no_work_share": "gpu_time.idle_no_work_share",
+        "gpu_busy_share": "gpu_time.busy_share",
+        "launches_per_step": "gpu_time.launches_per_step",
     }
     for latency in LATENCY_METRICS:  # p99_ttft_ms, mean_tpot_ms, ...
         for stat in ("mean", "p50", "p90", "p99"):

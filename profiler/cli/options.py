@@ -13,7 +13,8 @@ import typer
 from profiler.session.options import EngineOptions, OptionError
 
 ModelOpt = Annotated[str, typer.Option("--model", "-m", help="smollm2-135m (default, real weights), a PATH.gguf, or synthetic:<tiny|small|base|large>.")]
-DtypeOpt = Annotated[str, typer.Option("--dtype", help="Weights and activations: float32 or bfloat16.")]
+DtypeOpt = Annotated[str, typer.Option("--dtype", help="Weights and activations: float32, bfloat16, or auto (bfloat16 on a GPU, float32 on the CPU).")]
+DeviceOpt = Annotated[str, typer.Option("--device", help="Where the model, its KV pool and activations live: auto (a CUDA GPU when there is one, else the CPU), cpu, cuda or cuda:N. The scheduler, KV allocator and input preparation run on the host either way.")]
 NativeOpt = Annotated[str, typer.Option("--native", help="C twins to switch on: none, all (every twin, each its own call), a comma list of sampler,kv_alloc,scheduler,prepare, or core: scheduler, kv_alloc and prepare fused into one C call per step (core,sampler adds the C sampler).")]
 KvBlocksOpt = Annotated[Optional[int], typer.Option("--kv-blocks", help="KV pool size in blocks (or use --kv-memory).")]
 KvMemoryOpt = Annotated[Optional[str], typer.Option("--kv-memory", help="KV pool size as memory, e.g. 256MiB (default: sized for --max-batch full contexts, at most 256MiB).")]
@@ -22,12 +23,14 @@ MaxBatchOpt = Annotated[int, typer.Option("--max-batch", help="Most sequences ru
 MaxTokensBudgetOpt = Annotated[int, typer.Option("--max-batched-tokens", help="Token budget per engine step (prefill chunks + decodes).")]
 PolicyOpt = Annotated[str, typer.Option("--policy", help="Scheduling policy: fcfs or priority.")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Seed for weights of synthetic models, sampling and load.")]
+GraphsOpt = Annotated[str, typer.Option("--graphs", help="on: capture decode steps as CUDA graphs (padded batch buckets, one launch a step) and replay them; off: every step eager. Needs a GPU.")]
 ThreadsOpt = Annotated[Optional[int], typer.Option("--threads", help="torch intra-op threads (default: torch's choice).")]
 
 # name -> (Typer annotation, default): the order `--help` lists them in, after the command's own options.
 ENGINE_PARAMETERS: dict[str, tuple[Any, Any]] = {
     "model": (ModelOpt, "smollm2-135m"),
-    "dtype": (DtypeOpt, "float32"),
+    "dtype": (DtypeOpt, "auto"),
+    "device": (DeviceOpt, "auto"),
     "native": (NativeOpt, "none"),
     "kv_blocks": (KvBlocksOpt, None),
     "kv_memory": (KvMemoryOpt, None),
@@ -37,6 +40,7 @@ ENGINE_PARAMETERS: dict[str, tuple[Any, Any]] = {
     "policy": (PolicyOpt, "fcfs"),
     "seed": (SeedOpt, 0),
     "threads": (ThreadsOpt, None),
+    "graphs": (GraphsOpt, "off"),
 }
 
 

@@ -150,8 +150,9 @@ def _load(options: EngineOptions, console: Console):  # type: ignore[no-untyped-
 
 def _refuse_engine_flags_with_target(options: EngineOptions, *, policy_given: bool) -> None:
     """The built-in engine's sizing and twins mean nothing to a server profiled over HTTP: say so, not ignore them."""
-    defaults = EngineOptions(model=options.model, seed=options.seed)
+    defaults = EngineOptions(model=options.model, seed=options.seed, device="auto", dtype="auto")
     flags = {"native": "--native", "kv_blocks": "--kv-blocks", "kv_memory_bytes": "--kv-memory", "dtype": "--dtype",
+             "device": "--device", "graphs": "--graphs",
              "block_size": "--block-size", "max_batch": "--max-batch", "max_batched_tokens": "--max-batched-tokens",
              "threads": "--threads"}  # fmt: skip
     given = [flag for name, flag in flags.items() if getattr(options, name) != getattr(defaults, name)]

@@ -1,8 +1,9 @@
-"""GPU utilization and memory sampled through NVML on a background thread, when an NVIDIA GPU exists."""
+"""GPU utilization and memory, of this process and of the whole device, sampled through NVML on a background thread."""
 
 from __future__ import annotations
 
 import contextlib
+import os
 import statistics
 import threading
 import time
@@ -24,10 +25,13 @@ def _stats(values: list[float]) -> dict[str, float] | None:
 
 
 class GpuCollector(Collector):
-    """Samples one GPU's utilization (% of time a kernel ran) and memory use every `interval_s`.
+    """Samples one GPU every `interval_s`: this process's memory and SM utilization, and the device's.
 
-    result() = {device, driver, samples, interval_s, utilization_pct: {mean, p50, max},
-    memory_utilization_pct: {..}, memory_used_mib: {..}, memory_total_mib, overhead: {sampler_cpu_s}}
+    result() = {device, driver, samples, interval_s, process: {pid, samples, memory_used_mib: {mean, p50,
+    max}, sm_utilization_pct: {..}}, utilization_pct: {..}, memory_utilization_pct: {..}, memory_used_mib:
+    {..}, memory_total_mib, overhead: {sampler_cpu_s}}. The unprefixed figures are the whole device's
+    (every process on it); `process` is this one's (nvmlDeviceGetComputeRunningProcesses for memory,
+    nvmlDeviceGetProcessUtilization for SM time, None where the driver does not report it).
     On a machine without an NVIDIA GPU or driver the status is "skipped" with the reason; never raises.
     """
 
@@ -39,7 +43,11 @@ class GpuCollector(Collector):
         self.interval_s = interval_s
         self._thread: threading.Thread | None = None
         self._stop_event = threading.Event()
-        self._samples: list[tuple[float, float, float]] = []  # (gpu %, memory %, used MiB)
+        self._samples: list[tuple[float, float, float]] = []  # (gpu %, memory %, used MiB) of the device
+        self.pid = os.getpid()
+        self._process_memory: list[float] = []  # MiB this process holds on the device
+        self._process_sm: list[float] = []  # % of SM time this process's kernels used
+        self._last_seen_us = 0
         self._device: dict[str, Any] = {}
         self._sampler_cpu_ns = 0
         self._probe()
@@ -92,8 +100,22 @@ class GpuCollector(Collector):
                 rates = nvml.nvmlDeviceGetUtilizationRates(handle)
                 memory = nvml.nvmlDeviceGetMemoryInfo(handle)
                 self._samples.append((float(rates.gpu), float(rates.memory), memory.used / 2**20))
+            with contextlib.suppress(Exception):
+                self._sample_process(nvml, handle)
             self._stop_event.wait(self.interval_s)
         self._sampler_cpu_ns = time.thread_time_ns() - cpu_start
+
+    def _sample_process(self, nvml: Any, handle: Any) -> None:
+        for process in nvml.nvmlDeviceGetComputeRunningProcesses(handle):
+            used = getattr(process, "usedGpuMemory", None)
+            if process.pid == self.pid and used is not None:
+                self._process_memory.append(used / 2**20)
+        # Utilization samples the driver kept since the last call; raises (NotFound) when there are none.
+        samples = nvml.nvmlDeviceGetProcessUtilization(handle, self._last_seen_us)
+        for sample in samples:
+            self._last_seen_us = max(self._last_seen_us, int(sample.timeStamp))
+            if sample.pid == self.pid:
+                self._process_sm.append(float(sample.smUtil))
 
     def _stop(self) -> None:
         self._stop_event.set()
@@ -107,6 +129,12 @@ class GpuCollector(Collector):
             **self._device,
             "samples": len(self._samples),
             "interval_s": self.interval_s,
+            "process": {
+                "pid": self.pid,
+                "samples": len(self._process_memory),
+                "memory_used_mib": _stats(self._process_memory),
+                "sm_utilization_pct": _stats(self._process_sm),
+            },
             "utilization_pct": _stats([sample[0] for sample in self._samples]),
             "memory_utilization_pct": _stats([sample[1] for sample in self._samples]),
             "memory_used_mib": _stats([sample[2] for sample in self._samples]),

@@ -36,6 +36,8 @@ SPAN_PREFIX = "span:"
 OUTSIDE_SPANS = ""
 # CPU-side GPU runtime/driver calls: cudaStreamSynchronize, cudaLaunchKernel, cuLaunchKernel, hipMemcpy...
 _RUNTIME = re.compile(r"^(?:cuda[A-Z]|cu[A-Z]|hip[A-Z])")
+# The runtime calls that put work on the GPU: one per kernel, or one per replayed CUDA graph.
+LAUNCHES = re.compile(r"^(?:cudaLaunchKernel\w*|cuLaunchKernel\w*|cudaGraphLaunch\w*|cuGraphLaunch\w*|hipLaunchKernel\w*|hipGraphLaunch\w*)$")
 # Ops that compute nothing: views and reshapes make a tensor header, empty* allocates, to/contiguous/
 # type_as are wrappers whose copy (if any) is a child op. Their self time is all framework fee.
 FEE_OPS = re.compile(
@@ -89,10 +91,17 @@ def op_fee_us(events: list[Any]) -> float | None:
 
 
 def _cuda_summary(windows: list[list[Any]]) -> dict[str, Any] | None:
-    """GPU kernel time and idle gaps, each window's gaps measured against its own CPU time span."""
+    """GPU kernel time and idle gaps, each window's gaps measured against its own CPU time span, and the
+    kernels that took the most device time."""
     kernels = 0
     kernel_us = busy_us = span_us = 0.0
+    by_kernel: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
     for events in windows:
+        for event in events:
+            if _device(event):
+                entry = by_kernel[event.name]
+                entry[0] += event.time_range.end - event.time_range.start
+                entry[1] += 1
         gpu = [(e.time_range.start, e.time_range.end) for e in events if _device(e)]
         cpu = [(e.time_range.start, e.time_range.end) for e in events if not _device(e)]
         if not gpu:
@@ -111,7 +120,10 @@ def _cuda_summary(windows: list[list[Any]]) -> dict[str, Any] | None:
         "window_ns": span_us * 1e3,
         "idle_gap_ns": max(0.0, span_us - busy_us) * 1e3,
         "gpu_idle_fraction": max(0.0, 1 - busy_us / span_us) if span_us > 0 else None,
-    }
+        "mean_kernel_ns": kernel_us * 1e3 / kernels,
+        "top_kernels": [{"name": name, "device_ns": total * 1e3, "count": int(count)}
+                        for name, (total, count) in sorted(by_kernel.items(), key=lambda item: -item[1][0])[:10]],
+    }  # fmt: skip
 
 
 def summarize_events(
@@ -143,7 +155,7 @@ def summarize_events(
     by_window: list[dict[str, dict[str, float]]] = []
     by_op: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
     total_self_us = 0.0
-    ops = top_level_ops = 0
+    ops = top_level_ops = launches = 0
     for part in per_window:
         window_spans: dict[str, dict[str, float]] = defaultdict(new_span)
         by_window.append(window_spans)
@@ -159,6 +171,7 @@ def summarize_events(
             span = _span_of(event)
             self_us = event.self_cpu_time_total
             if runtime:
+                launches += LAUNCHES.match(name) is not None
                 # CUDA runtime calls (launches, copies, synchronizations) sit under aten ops, outside their
                 # self time: waiting for the GPU at a sync is kernel time, not the span's Python.
                 for entry in (by_span[span], window_spans[span]):
@@ -183,6 +196,7 @@ def summarize_events(
         "by_span": {span: dict(values) for span, values in by_span.items()},
         "ops_per_step": ops / steps if steps else None,
         "top_level_ops_per_step": top_level_ops / steps if steps else None,
+        "launches_per_step": launches / steps if steps else None,  # 0 on a CPU run: nothing is launched
         "top_ops": [
             {"name": name, "self_ns": values[0], "count": int(values[1]), "fee_op": bool(FEE_OPS.match(name))}
             for name, values in top_ops
@@ -375,7 +389,7 @@ class KernelCollector(Collector):
                 profile.__enter__()
             self._profile, self._open_at, self._open_steps = profile, step, 0
             if self._mark_spans and self._tracer is not None:
-                self._tracer.set_span_hook(self._mark)
+                self._tracer.add_span_hook(self._mark)
         except Exception as exc:  # noqa: BLE001 - never break the engine thread
             self.fail(f"torch.profiler could not start: {type(exc).__name__}: {exc}")
 
@@ -399,7 +413,7 @@ class KernelCollector(Collector):
                 return
             self._profile, self._open_at = None, None
             if self._tracer is not None:
-                self._tracer.set_span_hook(None)
+                self._tracer.remove_span_hook(self._mark)
             try:
                 with without_kineto_chatter():
                     profile.__exit__(None, None, None)

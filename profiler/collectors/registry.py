@@ -12,6 +12,7 @@ from engine.engine import ENGINE_THREAD_NAME
 from errors import ProfileError
 from profiler.analysis.classify import IDLE_MARKER
 from profiler.collectors.base import Collector
+from profiler.collectors.device_time import DEVICE_SPANS, DeviceTimeCollector
 from profiler.collectors.gc import GcCollector
 from profiler.collectors.gpu import GpuCollector
 from profiler.collectors.kernels import KernelCollector
@@ -51,6 +52,8 @@ def default_collectors(
     idle_marker: str | tuple[str, ...] = IDLE_MARKER,
     tracer: RecordingTracer | None = None,
     engine_thread_name: str = ENGINE_THREAD_NAME,
+    device: str = "cpu",
+    device_spans: tuple[str, ...] = DEVICE_SPANS,
 ) -> list[Collector]:
     """The collectors of a profile, in start order (stop them in reverse).
 
@@ -65,6 +68,8 @@ def default_collectors(
              per sample: x1.4-1.6 on a single-threaded torch loop, but x20 at 97 Hz with 30 client
              threads) and torch.profiler over `kernel_windows` = (first step, steps per window, period in
              steps): short windows spread over the run (collectors.kernels)
+    on a GPU (`device` "cuda:N") both profiles add the device timer: CUDA events around the spans of
+             device work (`device_spans`), for the GPU idle split.
     tracer: the RecordingTracer already injected into the engine (one is made when None).
     engine_thread_id_getter returns the engine thread's native id (Thread.native_id) once it runs;
     py-spy reports threads by that id, so the engine's samples are found even if renamed. Without
@@ -81,7 +86,9 @@ def default_collectors(
     # Each kept window holds torch.profiler's events (a few MB) until the run ends: the default keeps fewer.
     collectors.append(KernelCollector(tracer=spans.tracer, first_step=first_step, steps=steps, every=every,
                                       max_windows=16 if deep else 8))  # fmt: skip
-    collectors.append(GpuCollector())
+    if device.startswith("cuda"):
+        collectors.append(DeviceTimeCollector(tracer=spans.tracer, device=device, spans=device_spans))
+    collectors.append(GpuCollector(device_index=int(device.partition(":")[2] or 0) if device.startswith("cuda") else 0))
     collectors.append(
         SamplingCollector(
             pid=pid if pid is not None else os.getpid(),

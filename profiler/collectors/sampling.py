@@ -83,7 +83,8 @@ def summarize_stacks(
     idle_marker: str | tuple[str, ...] = IDLE_MARKER,
     rules: ComponentRules | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """Sample counts per thread name: {name: {thread_ids, samples, native_samples, categories, components, dispatch}}.
+    """Sample counts per thread name: {name: {thread_ids, samples, native_samples, categories, components,
+    lock_components, dispatch}}; lock_components counts the lock samples by component.
 
     `native_samples` counts stacks that hold at least one native frame: only those resolve
     interpreter vs kernel vs allocation (see profiler.analysis.classify).
@@ -102,6 +103,7 @@ def summarize_stacks(
                 "native_samples": 0,
                 "categories": Counter(),
                 "components": Counter(),
+                "lock_components": Counter(),
                 "dispatch": 0,
             },
         )
@@ -113,11 +115,13 @@ def summarize_stacks(
             entry["native_samples"] += stack.count
         entry["categories"][label.category] += stack.count
         entry["components"][label.component or "none"] += stack.count
+        if label.category == "lock":
+            entry["lock_components"][label.component or "none"] += stack.count
         if label.dispatch:
             entry["dispatch"] += stack.count
     for entry in threads.values():
-        entry["categories"] = dict(entry["categories"])
-        entry["components"] = dict(entry["components"])
+        for key in ("categories", "components", "lock_components"):
+            entry[key] = dict(entry[key])
     return threads
 
 

@@ -176,7 +176,8 @@ class RecordingTracer:
         self._paused = False
         self._next_step = 0
         self._step_listeners: list[StepListener] = []
-        self._span_hook: SpanHook | None = None
+        self._span_hook: SpanHook | None = None  # the hooks below as one callable; None when there are none
+        self._span_hooks: list[SpanHook] = []
         self.first_ns: int | None = None  # set by enable(); the start of the recorded window
         self.last_ns: int | None = None  # set by disable()
 
@@ -243,9 +244,28 @@ class RecordingTracer:
         """Call `listener(step, begin)` on the engine thread when a "step" span begins and ends."""
         self._step_listeners.append(listener)
 
-    def set_span_hook(self, hook: SpanHook | None) -> None:
-        """Call `hook(name, enter)` on every span enter/exit (the kernel window marks spans for torch.profiler)."""
-        self._span_hook = hook
+    def add_span_hook(self, hook: SpanHook) -> None:
+        """Call `hook(name, enter)` on every span enter/exit (the kernel window marks spans for torch.profiler,
+        the device timer records CUDA events around device work), until remove_span_hook(hook)."""
+        self._span_hooks.append(hook)
+        self._combine_hooks()
+
+    def remove_span_hook(self, hook: SpanHook) -> None:
+        if hook in self._span_hooks:
+            self._span_hooks.remove(hook)
+        self._combine_hooks()
+
+    def _combine_hooks(self) -> None:
+        hooks = tuple(self._span_hooks)
+        if len(hooks) <= 1:  # the common case costs one call, as before there could be several
+            self._span_hook = hooks[0] if hooks else None
+            return
+
+        def every(name: str, enter: bool) -> None:
+            for hook in hooks:
+                hook(name, enter)
+
+        self._span_hook = every
 
     def record_pause(self, kind: str, start_ns: int, end_ns: int) -> None:
         """A pause of the calling thread (a GC collection) that is not its enclosing span's own work."""
@@ -262,6 +282,11 @@ class RecordingTracer:
         """The innermost open span of the calling thread, if any."""
         state = getattr(self._local, "state", None)
         return state.stack[-1][0] if state is not None and state.stack else None
+
+    def current_step(self) -> int:
+        """The step the calling thread is in (-1 outside every step)."""
+        state = getattr(self._local, "state", None)
+        return state.step if state is not None else -1
 
     # -- results ----------------------------------------------------------------------------------
 

@@ -98,6 +98,7 @@ STEP_COLUMNS = (
 SAMPLE_LABEL_COLUMNS = ("line", "thread_id", "thread_name", "engine_thread", "category", "component", "dispatch", "samples")
 SPAN_COLUMNS = ("step", "name", "start_ns", "end_ns", "depth")
 KERNEL_EVENT_COLUMNS = ("window", "step", "name", "start_ns", "end_ns", "depth", "span")
+GPU_TIMELINE_COLUMNS = ("step", "span", "start_ns", "end_ns")  # device work per span, on the host clock
 
 # The names of the latency metrics, each a {mean, p50, p90, p99} dict in milliseconds.
 LATENCY_METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "queue_ms")
@@ -105,7 +106,7 @@ LATENCY_METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "queue_ms")
 # `waiting` is a client or load-generator thread waiting for the engine (its next token): not contention.
 CATEGORIES = ("interpreter", "lock", "allocation", "kernel", "idle", "waiting", "other")
 COMPONENTS = ("scheduler", "sampler", "kv_alloc", "prepare", "tokenizer", "detokenizer", "model_glue", "model_kernels",
-              "queue", "api")  # fmt: skip
+              "d2h", "queue", "api")  # fmt: skip
 
 
 @dataclass
@@ -122,6 +123,7 @@ class RunResult:
     verdict: dict[str, Any] | None = None
     target: dict[str, Any] | None = None  # a `run --target` run's server (None: the in-process engine)
     overhead: dict[str, Any] | None = None
+    gpu_time: dict[str, Any] | None = None  # a GPU run's device-busy time and idle split (None on the CPU)
     collectors: dict[str, Any] = field(default_factory=dict)  # name -> {"status": ..., "reason": ...}
     files: dict[str, str] = field(default_factory=dict)
     partial: bool = False

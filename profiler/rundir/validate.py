@@ -34,6 +34,8 @@ SHAPE: dict[str, Any] = {
     "verdict": {"category": TEXT, "component": TEXT, "share": NUMBER, "interpreter_share": NUMBER, "rule": TEXT,
                 "reasons": [TEXT], "blind_spots": [TEXT], "predictions": {"*": TABLE}, "source": TEXT},
     "overhead": TABLE,
+    "gpu_time": {"idle_host_share": NUMBER, "idle_no_work_share": NUMBER, "busy_share": NUMBER,
+                 "launches_per_step": NUMBER, "idle_host_by_component": {"*": NUMBER}},
     "partial": FLAG,
     "partial_reason": TEXT,
     "created_at": TEXT,

@@ -43,7 +43,20 @@ def load_for_options(options: EngineOptions, progress: Callable[[str], None] | N
         check_engine(options, engine_config(options))
     if options.threads:
         torch.set_num_threads(options.threads)
-    return load_model(options.model, dtype=options.dtype, seed=options.seed, progress=progress)
+    return load_model(options.model, dtype=options.dtype, seed=options.seed, device=options.device, progress=progress)
+
+
+def _install_graphs(model: Any, options: EngineOptions, config: EngineConfig) -> None:
+    """CUDA graphs on this build's model, or off: a cached model may have served a build with the other setting."""
+    if not hasattr(model, "graphs"):
+        return
+    if options.graphs != "on":
+        model.graphs = None
+        return
+    from engine.cuda_graphs import DecodeGraphs
+
+    max_model_len = config.resolve_max_model_len(model.config.context_length)
+    model.graphs = DecodeGraphs(model, max_batch=config.max_num_seqs, max_blocks=-(-max_model_len // config.block_size))
 
 
 def engine_config(options: EngineOptions) -> EngineConfig:
@@ -64,6 +77,7 @@ def build_engine(
 
     config = engine_config(options)
     num_blocks = pool_blocks_for(config, loaded.model)
+    _install_graphs(loaded.model, options, config)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         components = make_components(

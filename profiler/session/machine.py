@@ -25,5 +25,19 @@ def available_memory_bytes(meminfo: Path = Path("/proc/meminfo")) -> int | None:
     return None
 
 
+def device_memory_bytes(device: str) -> int | None:
+    """Memory free for the engine's tensors on `device` ("cpu" or "cuda:N"): MemAvailable for the CPU, the
+    GPU's free memory (cudaMemGetInfo) for a GPU; None where it cannot tell."""
+    if not device.startswith("cuda"):
+        return available_memory_bytes()
+    import torch
+
+    try:
+        free, _total = torch.cuda.mem_get_info(int(device.partition(":")[2] or 0))
+    except (RuntimeError, ValueError, AssertionError):
+        return None
+    return int(free)
+
+
 def gib(value: float) -> str:
     return f"{value / 2**30:.1f} GiB"

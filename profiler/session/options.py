@@ -6,6 +6,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from engine.device import resolve_device, resolve_dtype_name
 from errors import OptionError
 from profiler.session.machine import available_memory_bytes, gib, usable_cpus
 
@@ -42,7 +43,8 @@ class EngineOptions:
     """What to load and how to size the engine; mirrors the shared CLI options."""
 
     model: str = "smollm2-135m"
-    dtype: str = "float32"
+    dtype: str = "float32"  # or "auto": the device's default (engine.device.default_dtype)
+    device: str = "cpu"  # auto, cpu, cuda or cuda:N; resolved on construction to "cpu" or "cuda:N"
     native: frozenset[str] = field(default_factory=frozenset)
     kv_blocks: int | None = None
     kv_memory_bytes: int | None = None
@@ -52,10 +54,18 @@ class EngineOptions:
     policy: str = "fcfs"
     seed: int = 0
     threads: int | None = None
+    graphs: str = "off"  # "on": decode steps replayed as CUDA graphs (engine.cuda_graphs); needs a GPU
 
     def __post_init__(self) -> None:
+        self.device = resolve_device(self.device)
+        if self.graphs not in ("on", "off"):
+            raise OptionError(f"--graphs={self.graphs!r}: use on or off")
+        if self.graphs == "on" and self.device == "cpu":
+            raise OptionError("--graphs on captures CUDA graphs and needs a GPU (this engine runs on the CPU): "
+                              "drop --graphs, or give --device cuda on a machine with one")  # fmt: skip
+        self.dtype = resolve_dtype_name(self.dtype, self.device) if isinstance(self.dtype, str) else self.dtype
         if self.dtype not in ("float32", "bfloat16"):
-            raise OptionError(f"--dtype={self.dtype!r}: use float32 or bfloat16")
+            raise OptionError(f"--dtype={self.dtype!r}: use float32, bfloat16 or auto (bfloat16 on a GPU, float32 on the CPU)")
         if self.kv_blocks is not None and self.kv_memory_bytes is not None:
             raise OptionError("--kv-blocks and --kv-memory both size the KV pool: give one of them")
         bounds = {"--kv-blocks": (self.kv_blocks, MAX_KV_BLOCKS), "--block-size": (self.block_size, MAX_BLOCK_SIZE),
@@ -68,7 +78,7 @@ class EngineOptions:
         if not 0 <= self.seed <= MAX_SEED:
             raise OptionError(f"--seed={self.seed} is impossible: use an integer from 0 to {MAX_SEED}")
         available = available_memory_bytes()
-        if self.kv_memory_bytes is not None and available is not None and self.kv_memory_bytes > available:
+        if self.device == "cpu" and self.kv_memory_bytes is not None and available is not None and self.kv_memory_bytes > available:
             raise OptionError(f"--kv-memory={gib(self.kv_memory_bytes)} is more than this machine has available "
                               f"({gib(available)}); give less")  # fmt: skip
         if self.policy not in ("fcfs", "priority"):

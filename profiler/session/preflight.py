@@ -9,7 +9,7 @@ from engine.model import kv_bytes_per_block
 from engine.models import describe_model, parameter_count
 from engine.types import ModelConfig, SamplingParams
 from errors import EngineConfigError, InvalidSamplingParams, ScenarioError
-from profiler.session.machine import available_memory_bytes, gib
+from profiler.session.machine import device_memory_bytes, gib
 from profiler.session.options import EngineOptions
 from scenarios.requests import generate_requests
 from scenarios.spec import ScenarioSpec
@@ -38,12 +38,12 @@ def check_engine(options: EngineOptions, engine_config: EngineConfig) -> Preflig
     max_model_len = engine_config.resolve_max_model_len(model.context_length)
     blocks = engine_config.resolve_num_blocks(per_block, max_model_len)
     pool, weights = blocks * per_block, parameter_count(model) * itemsize
-    available = available_memory_bytes()
+    available = device_memory_bytes(options.device)
     if available is not None and pool + weights > available:
+        where = "this machine has available" if options.device == "cpu" else f"{options.device} has free"
         raise EngineConfigError(
             f"the KV pool ({blocks:,} blocks of {options.block_size} tokens, {gib(pool)}) and the weights ({gib(weights)}) "
-            f"need more memory than this machine has available ({gib(available)}): lower --kv-blocks, --kv-memory "
-            "or --block-size"
+            f"need more memory than {where} ({gib(available)}): lower --kv-blocks, --kv-memory or --block-size"
         )
     return Preflight(model, blocks)
 

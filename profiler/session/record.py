@@ -10,7 +10,13 @@ import pandas as pd
 
 from profiler.analysis.metrics import RequestTiming
 from profiler.rundir.atomic import write_atomic, write_json_atomic, write_text_atomic
-from profiler.rundir.results import KERNEL_EVENT_COLUMNS, SAMPLE_LABEL_COLUMNS, SPAN_COLUMNS, RunResult
+from profiler.rundir.results import (
+    GPU_TIMELINE_COLUMNS,
+    KERNEL_EVENT_COLUMNS,
+    SAMPLE_LABEL_COLUMNS,
+    SPAN_COLUMNS,
+    RunResult,
+)
 from scenarios.loadgen import RequestSpec
 from scenarios.spec import ScenarioSpec
 
@@ -89,7 +95,8 @@ def run_config(
 ) -> dict[str, Any]:  # fmt: skip
     """result.json's `config`: what was run, with which twins really on and which asked for."""
     return {
-        "model": options.model, "model_source": loaded.source, "dtype": options.dtype,
+        "model": options.model, "model_source": loaded.source, "dtype": options.dtype, "device": options.device,
+        "graphs": options.graphs,
         "native": sorted(built.native_active), "native_requested": sorted(options.native),
         "scenario": scenario.name, "seed": options.seed, "requests": requests, "duration_s": duration_s,
         "profile": profile, "collectors": collectors, "engine": built.engine_config_dict(), **extra,
@@ -138,10 +145,19 @@ def sample_labels(raw: str, *, engine_thread_id: int | None = None) -> pd.DataFr
 MAX_KERNEL_EVENTS = 250_000
 
 
-def write_trace_tables(out_dir: Path, tracer: Any, collector_results: dict[str, Any], result: RunResult) -> None:
-    """spans.csv (the engine thread's spans at their real times) and, after a deep run, kernel_events.csv
-    (torch.profiler's ops on the engine thread), so trace.json places both where they happened."""
+def write_trace_tables(
+    out_dir: Path, tracer: Any, collector_results: dict[str, Any], result: RunResult,
+    *, gpu_timeline: list[tuple[int, str, int, int]] | None = None,
+) -> None:  # fmt: skip
+    """spans.csv (the engine thread's spans at their real times), after a deep run kernel_events.csv
+    (torch.profiler's ops on the engine thread) and on a GPU gpu_timeline.csv (the device's work per span,
+    from CUDA events), so trace.json places them where they happened."""
     written = False
+    if gpu_timeline:
+        table = pd.DataFrame(gpu_timeline, columns=list(GPU_TIMELINE_COLUMNS))
+        write_atomic(Path(out_dir) / "gpu_timeline.csv", lambda handle: table.to_csv(handle, index=False))
+        result.files["gpu_timeline"] = "gpu_timeline.csv"
+        written = True
     spans = span_table(tracer)
     if not spans.empty:
         write_atomic(Path(out_dir) / "spans.csv", lambda handle: spans.to_csv(handle, index=False))

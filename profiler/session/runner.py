@@ -13,13 +13,13 @@ from profiler.session.options import EngineOptions
 
 
 class ModelCache:
-    """Loads each (model, dtype, seed) once per process: repeats must not pay the load again."""
+    """Loads each (model, dtype, seed, device) once per process: repeats must not pay the load again."""
 
     def __init__(self) -> None:
-        self._loaded: dict[tuple[str, str, int], Any] = {}
+        self._loaded: dict[tuple[str, str, int, str], Any] = {}
 
     def get(self, options: EngineOptions, progress=None):  # type: ignore[no-untyped-def]
-        key = (options.model, options.dtype, options.seed)
+        key = (options.model, options.dtype, options.seed, options.device)
         if key not in self._loaded:
             self._loaded[key] = load_for_options(options, progress=progress)
         return self._loaded[key]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import os
 import threading
@@ -20,6 +21,7 @@ from profiler.rundir.environment import describe_environment
 from profiler.rundir.results import RunResult, write_run
 from profiler.session.builder import BuiltEngine, build_engine
 from profiler.session.drive import Drive, drive_load
+from profiler.session.gpu_time import gpu_time_section
 from profiler.session.options import EngineOptions, OptionError
 from profiler.session.record import request_tables, run_config, step_table, write_samples, write_trace_tables
 from scenarios.loadgen import RequestSpec, generate_requests, prompt_text_for
@@ -107,7 +109,8 @@ def run_session(
     if write:
         write_run(out_dir, outcome.result, outcome.requests, outcome.steps)
         write_samples(out_dir, outcome.extras["collector_results"], outcome.result)
-        write_trace_tables(out_dir, prepared.tracer, outcome.extras["collector_results"], outcome.result)
+        write_trace_tables(out_dir, prepared.tracer, outcome.extras["collector_results"], outcome.result,
+                           gpu_timeline=outcome.extras.get("gpu_timeline"))  # fmt: skip
     return outcome
 
 
@@ -124,7 +127,7 @@ def prepare_session(
     tracer = None if profile == "off" else RecordingTracer(cpu_clock=cpu_clock)
     built = build_engine(loaded, options, tracer=tracer, injections=injections)
     collectors = default_collectors(profile, pid=os.getpid(), tracer=tracer, engine_thread_name=ENGINE_THREAD_NAME,
-                                    sampling_rate=sampling_rate) if tracer else []  # fmt: skip
+                                    sampling_rate=sampling_rate, device=options.device) if tracer else []  # fmt: skip
     return Prepared(requests, prompts, built, tracer, collectors)
 
 
@@ -153,7 +156,16 @@ def record_session(
     collector_results = {collector.name: collector.result() for collector in prepared.collectors}
     statuses = {name: {"status": res.get("status", "ok"), "reason": res.get("reason")} for name, res in collector_results.items()}
     analysis = _analyse(prepared, collector_results, statuses, drive.wall_end_ns - drive.wall_start_ns,
-                        native_speedups, measured_gains) if prepared.tracer is not None else {}  # fmt: skip
+                        native_speedups, measured_gains, options, steps) if prepared.tracer is not None else {}  # fmt: skip
+    device_timer = next((c for c in prepared.collectors if c.name == "device_time"), None)
+    gpu_time = gpu_time_section(device_timer, prepared.tracer, request_rows, (measure_start, measure_end),
+                                engine_thread_name=ENGINE_THREAD_NAME, kernels=collector_results.get("kernels"))  # fmt: skip
+    if gpu_time is not None:
+        from profiler.analysis.diagnose import gpu_verdict
+
+        analysis["gpu_time"] = gpu_time
+        if analysis.get("verdict"):
+            analysis["verdict"]["gpu"] = gpu_verdict(gpu_time)
     result = RunResult(
         config=run_config(options, loaded, prepared.built, scenario, profile=profile,
                           requests=sum(not request.warmup for request in prepared.requests),
@@ -168,8 +180,11 @@ def record_session(
         partial_reason="stopped (Ctrl-C or SIGTERM): in-flight requests were aborted" if drive.interrupted else None,
         **analysis,
     )  # fmt: skip
+    extras = {"collector_results": collector_results, "built": prepared.built}
+    if gpu_time is not None:
+        extras["gpu_timeline"] = device_timer.timeline()  # type: ignore[union-attr]
     return SessionOutcome(out_dir, result, pd.DataFrame(request_rows), steps, interrupted=drive.interrupted,
-                          extras={"collector_results": collector_results, "built": prepared.built})  # fmt: skip
+                          extras=extras)  # fmt: skip
 
 
 def engine_section(engine: Any, steps: pd.DataFrame) -> dict[str, Any]:
@@ -178,12 +193,16 @@ def engine_section(engine: Any, steps: pd.DataFrame) -> dict[str, Any]:
     from profiler.analysis.metrics import engine_timeline_summary
 
     stats = engine.stats()
-    return {**stats, "blocks_free_at_end": stats["blocks_free"], **engine_timeline_summary(steps.to_dict("records"))}
+    graphs = getattr(engine.model, "graphs", None)
+    extra = {"graphs": dataclasses.asdict(graphs.stats)} if graphs is not None else {}
+    return {**stats, "blocks_free_at_end": stats["blocks_free"], **engine_timeline_summary(steps.to_dict("records")),
+            **extra}  # fmt: skip
 
 
 def _analyse(
     prepared: Prepared, collector_results: dict[str, Any], statuses: dict[str, Any], wall_ns: int,
     native_speedups: dict[str, float] | None, measured_gains: dict[str, float] | None,
+    options: EngineOptions, steps: pd.DataFrame,
 ) -> dict[str, Any]:  # fmt: skip
     """The breakdown, the verdict and the profiling cost of a traced run."""
     from profiler.analysis.breakdown import build_breakdown
@@ -195,10 +214,21 @@ def _analyse(
                                 native_components=sorted(prepared.built.native_active))  # fmt: skip
     return {
         "breakdown": breakdown,
-        "verdict": diagnose(breakdown, native_speedups=native_speedups, measured_gains=measured_gains, collectors=statuses),
+        "verdict": diagnose(breakdown, native_speedups=native_speedups, measured_gains=measured_gains, collectors=statuses,
+                            added_costs=_native_added_costs(prepared, options, steps, wall_ns)),
         # The collectors' self-measured costs; benchmarks/bench_overhead.py measures the real A/B ratio.
         "overhead": overhead_section(collector_results, wall_ns=wall_ns),
     }
+
+
+def _native_added_costs(prepared: Prepared, options: EngineOptions, steps: pd.DataFrame, wall_ns: int) -> dict[str, float]:
+    """On a GPU with the Python sampler: the logits copies the C sampler would add, as a share of wall time."""
+    if options.device == "cpu" or "sampler" in prepared.built.native_active or steps.empty:
+        return {}
+    from profiler.session.transfer import sampler_copy_share
+
+    share = sampler_copy_share(options.device, steps.to_dict("records"), prepared.built.engine.vocab_size, wall_ns)
+    return {"sampler": share} if share is not None else {}
 
 
 def default_run_dir(scenario_name: str, root: Path = Path("runs")) -> Path:

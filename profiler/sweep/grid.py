@@ -114,6 +114,7 @@ def _options(spec: SweepSpec, values: dict[str, Any], scenario: ScenarioSpec) ->
         name: value for name, value in values.items() if name not in RUN_AXES and name not in SCENARIO_AXES
     }
     engine.setdefault("seed", spec.seed)
+    engine.setdefault("device", "auto")  # as `infer-prof run`: a GPU when there is one
     if "native" in engine:
         engine["native"] = parse_native(engine["native"])
     if "kv_memory" in engine:

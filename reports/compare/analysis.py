@@ -49,6 +49,11 @@ LATENCY_METRICS = tuple(
     for name, label in (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT"), ("itl_ms", "ITL"), ("e2e_ms", "E2E"))
     for stat in ("p50", "p99")
 )
+# A GPU run's device timeline (result.json's gpu_time): one value per run, so compared over repeats only.
+GPU_METRICS = (
+    MetricSpec("gpu_time.idle_host_share", "GPU idle waiting for the host", "%", "lower"),
+    MetricSpec("gpu_time.launches_per_step", "GPU launches per step", "/step", "lower"),
+)
 
 
 @dataclass
@@ -291,8 +296,15 @@ def _compare_samples(
                                    confidence=settings.confidence, seed=settings.seed + index, block=block)  # fmt: skip
         values = [float(statistic(np.asarray(side, dtype=float)[None])[0]) * scale for side in (job.before, job.after)]
         comparisons.append(_comparison(job.spec, values, interval, None, settings, job.method))
+    if _on_gpu(before + after):  # one figure per run: no samples to resample within a run
+        comparisons += [_not_comparable(spec, "one value per run", f"compare {MIN_REPEATS}+ runs a side")
+                        for spec in GPU_METRICS]  # fmt: skip
     order = {spec.name: rank for rank, spec in enumerate([*THROUGHPUT_METRICS, *LATENCY_METRICS])}
     return sorted(comparisons, key=lambda metric: order.get(metric.name, len(order)))
+
+
+def _on_gpu(runs: list[RunData]) -> bool:
+    return any(run.result.gpu_time for run in runs)
 
 
 def _comparison(
@@ -318,6 +330,9 @@ def _merge_blocks(runs: list[RunData]) -> dict[str, np.ndarray]:
 
 
 def _run_value(run: RunData, spec: MetricSpec) -> float | None:
+    if spec.name.startswith("gpu_time."):
+        value = (run.result.gpu_time or {}).get(spec.name.removeprefix("gpu_time."))
+        return None if value is None else float(value) * (100 if spec.unit == "%" else 1)
     if spec.name.startswith("share."):
         column = f"{spec.name.removeprefix('share.')}_ms"
         if column not in run.steps or "duration_ms" not in run.steps or run.steps.empty:
@@ -339,7 +354,8 @@ def _compare_repeats(
         if c in set(phase_columns(after[0].steps))
     ]
     specs = [*THROUGHPUT_METRICS, *LATENCY_METRICS,
-             *(MetricSpec(f"share.{phase}", f"share: {phase}", "%", None) for phase in phases)]  # fmt: skip
+             *(MetricSpec(f"share.{phase}", f"share: {phase}", "%", None) for phase in phases),
+             *(GPU_METRICS if _on_gpu(before + after) else ())]  # fmt: skip
     method = "mean of per-run values; bootstrap over runs; Mann-Whitney U p-value"
     comparisons = []
     for index, spec in enumerate(specs):
@@ -356,9 +372,9 @@ def _compare_repeats(
     return comparisons
 
 
-def _not_comparable(spec: MetricSpec, method: str) -> MetricComparison:
+def _not_comparable(spec: MetricSpec, method: str, why: str = "missing on one side") -> MetricComparison:
     return MetricComparison(spec.name, spec.label, spec.unit, spec.better, None, None, None, None, None, None,
-                            NOT_COMPARABLE, f"{method} (missing on one side)")  # fmt: skip
+                            NOT_COMPARABLE, f"{method} ({why})")  # fmt: skip
 
 
 def _time_split_shift(before: list[RunData], after: list[RunData]) -> dict[str, dict[str, float]]:

@@ -1,5 +1,6 @@
 """Chrome Trace Event export (trace.json) of a run: engine steps and phases at their real times, torch ops of
-the deep profile's windows on the engine thread, counters, request lifetimes."""
+the deep profile's windows on the engine thread, counters, request lifetimes, and on a GPU the device's
+work and idle gaps per step."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pandas as pd
 
 from errors import ReportError
 from profiler.rundir.atomic import write_text_atomic
-from profiler.rundir.results import KERNEL_EVENT_COLUMNS, SPAN_COLUMNS, RunData
+from profiler.rundir.results import GPU_TIMELINE_COLUMNS, KERNEL_EVENT_COLUMNS, SPAN_COLUMNS, RunData
 from profiler.rundir.validate import whole_numbers
 from reports.rundata import load_run, phase_columns, run_start_ns
 
@@ -19,14 +20,16 @@ TRACE_NAME = "trace.json"
 PID = 1
 ENGINE_TID = 1
 REQUESTS_TID = 2
+GPU_TID = 3
 
 
 def write_chrome_trace(run_dir: str | Path | RunData) -> Path:
     """Write trace.json (open it in ui.perfetto.dev or chrome://tracing) and return its path."""
     run = load_run(run_dir)
     spans, kernels = read_span_tables(run)
+    gpu = read_gpu_timeline(run)
     trace = {
-        "traceEvents": chrome_trace_events(run, spans, kernels),
+        "traceEvents": chrome_trace_events(run, spans, kernels) + gpu_events(run, gpu),
         "displayTimeUnit": "ms",
         "metadata": {
             "source": "infer-prof",
@@ -49,26 +52,63 @@ def write_chrome_trace(run_dir: str | Path | RunData) -> Path:
 
 def read_span_tables(run: RunData) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
     """spans.csv and kernel_events.csv of the run (None for a file it did not write)."""
-    tables = []
-    for key, columns in (("spans", SPAN_COLUMNS), ("kernel_events", KERNEL_EVENT_COLUMNS)):
-        path = run.path / run.result.files.get(key, f"{key}.csv")
-        if not path.exists():
-            tables.append(None)
-            continue
-        try:
-            table = pd.read_csv(path)
-        except (OSError, ValueError) as exc:
-            raise ReportError(f"{path}: not a readable {key}.csv ({exc}); re-record the run or delete the file") from None
-        missing = set(columns) - set(table.columns)
-        if missing:
-            raise ReportError(f"{path}: missing column(s) {', '.join(sorted(missing))}; re-record the run or delete the file")
-        numbers = tuple(column for column in columns if column.endswith("_ns") or column in ("step", "depth", "window"))
-        table = whole_numbers(table, numbers, path, non_negative=("depth", "window", "start_ns", "end_ns"))
-        if (table["end_ns"] < table["start_ns"]).any():
-            row = int(table.index[table["end_ns"] < table["start_ns"]][0]) + 2
-            raise ReportError(f"{path}: row {row} ends before it starts; re-record the run or delete the file")
-        tables.append(table if not table.empty else None)
-    return tables[0], tables[1]
+    return _read_table(run, "spans", SPAN_COLUMNS), _read_table(run, "kernel_events", KERNEL_EVENT_COLUMNS)
+
+
+def read_gpu_timeline(run: RunData) -> pd.DataFrame | None:
+    """gpu_timeline.csv (device work per span from CUDA events), or None on a CPU run."""
+    return _read_table(run, "gpu_timeline", GPU_TIMELINE_COLUMNS)
+
+
+def _read_table(run: RunData, key: str, columns: tuple[str, ...]) -> pd.DataFrame | None:
+    """One of the run's interval tables, checked (ReportError naming the file and row), or None if absent or empty."""
+    path = run.path / run.result.files.get(key, f"{key}.csv")
+    if not path.exists():
+        return None
+    try:
+        table = pd.read_csv(path)
+    except (OSError, ValueError) as exc:
+        raise ReportError(f"{path}: not a readable {key}.csv ({exc}); re-record the run or delete the file") from None
+    missing = set(columns) - set(table.columns)
+    if missing:
+        raise ReportError(f"{path}: missing column(s) {', '.join(sorted(missing))}; re-record the run or delete the file")
+    numbers = tuple(column for column in columns if column.endswith("_ns") or column in ("step", "depth", "window"))
+    table = whole_numbers(table, numbers, path, non_negative=("depth", "window", "start_ns", "end_ns"))
+    if (table["end_ns"] < table["start_ns"]).any():
+        row = int(table.index[table["end_ns"] < table["start_ns"]][0]) + 2
+        raise ReportError(f"{path}: row {row} ends before it starts; re-record the run or delete the file")
+    return table if not table.empty else None
+
+
+def gpu_events(run: RunData, gpu: pd.DataFrame | None) -> list[dict[str, Any]]:
+    """The GPU lane: each span's device work, and inside each step the gaps the device had nothing queued."""
+    if gpu is None:
+        return []
+    start_ns = run_start_ns(run)
+    events: list[dict[str, Any]] = [
+        {"ph": "M", "name": "thread_name", "pid": PID, "tid": GPU_TID, "args": {"name": "GPU (CUDA events)"}},
+        {"ph": "M", "name": "thread_sort_index", "pid": PID, "tid": GPU_TID, "args": {"sort_index": 1}},
+    ]
+    by_step = {int(step): group.sort_values("start_ns") for step, group in gpu.groupby("step")}
+    steps = run.steps if not run.steps.empty and {"step", "start_ns", "end_ns"} <= set(run.steps.columns) else None
+    windows = {int(row.step): (int(row.start_ns), int(row.end_ns)) for row in steps.itertuples()} if steps is not None else {}
+    for step, group in by_step.items():
+        cursor = windows.get(step, (int(group["start_ns"].iloc[0]), 0))[0]
+        for row in group.itertuples():
+            if row.start_ns > cursor:
+                events.append(_slice("idle: waiting for the host", "gpu_idle", cursor, int(row.start_ns), start_ns, step))
+            events.append(_slice(f"{row.span} (device)", "gpu", int(row.start_ns), int(row.end_ns), start_ns, step))
+            cursor = max(cursor, int(row.end_ns))
+        end = windows.get(step, (0, cursor))[1]
+        if end > cursor:
+            events.append(_slice("idle: waiting for the host", "gpu_idle", cursor, end, start_ns, step))
+    return events
+
+
+def _slice(name: str, category: str, begin_ns: int, end_ns: int, start_ns: int, step: int) -> dict[str, Any]:
+    ts = _us(begin_ns, start_ns)
+    return {"ph": "X", "name": name, "cat": category, "pid": PID, "tid": GPU_TID, "ts": ts,
+            "dur": round(_us(end_ns, start_ns) - ts, 3), "args": {"step": step}}  # fmt: skip
 
 
 def _us(ns: int, start_ns: int) -> float:

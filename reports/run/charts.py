@@ -28,7 +28,7 @@ Target = Figure | SubFigure
 COMPONENT_COLOURS = {
     "scheduler": "#E69F00", "sampler": "#D55E00", "kv_alloc": "#CC79A7", "prepare": "#999933", "tokenizer": "#F0E442",
     "detokenizer": "#8C6D31", "model_glue": "#56B4E9", "model_kernels": "#0072B2", "queue": "#009E73",
-    "api": "#7B3294", "unattributed": "#DDDDDD",
+    "d2h": "#44AA99", "api": "#7B3294", "unattributed": "#DDDDDD",
 }  # fmt: skip
 CATEGORY_COLOURS = {
     "interpreter": "#E69F00", "lock": "#D55E00", "allocation": "#CC79A7", "kernel": "#0072B2",

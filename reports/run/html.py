@@ -64,6 +64,7 @@ def render_html(data: ReportData) -> str:
         why_breakdown=why_not_measured(result, "breakdown"),
         time_split=summary.time_split_table(result),
         target=summary.target_table(result),
+        gpu=summary.gpu_table(result),
         latency=summary.latency_table(result),
         throughput=summary.throughput_table(result),
         predictions=_without_note(summary.predictions_table(result)) if summary.noise_warning(result) else summary.predictions_table(result),

@@ -71,9 +71,9 @@ def _title_page(pages: TextPages, data: ReportData, title: str, missing: list[st
             [figure.label, figure.value, figure.detail or ""] for figure in summary.key_figures(result, data.slo)
         ]), text_columns=(2,)
     )
-    target = summary.target_table(result)
-    if target is not None:
-        pages.table(target)
+    for optional in (summary.target_table(result), summary.gpu_table(result)):
+        if optional is not None:
+            pages.table(optional)
     pages.table(summary.latency_table(result))
     pages.table(summary.throughput_table(result))
 

@@ -51,7 +51,8 @@ def _verdict_sentence(result: RunResult) -> str:
     if control:
         biggest = max(control, key=lambda name: control[name])
         sentence += f"; the largest control path is the {biggest} ({fmt_pct(control[biggest])})"
-    return sentence + "."
+    gpu = verdict.get("gpu") or {}
+    return sentence + "." + (f" {gpu['sentence']}" if gpu.get("sentence") else "")
 
 
 # Components that are per-token control flow (what a native rewrite could speed up), not compute or waiting.
@@ -227,6 +228,31 @@ def throughput_table(result: RunResult) -> Table:
         ],
         ["duration", fmt_number(metrics.get("duration_s"), "s")],
     ]
+    return table
+
+
+def gpu_table(result: RunResult) -> Table | None:
+    """A GPU run's device timeline: busy, idle waiting for the host (by host work), idle with no work."""
+    gpu = result.gpu_time
+    if not gpu:
+        return None
+    table = Table("GPU time", ["figure", "value"])
+    table.rows += [
+        ["device busy (CUDA events)", fmt_pct(gpu.get("busy_share"))],
+        ["idle, waiting for the host", fmt_pct(gpu.get("idle_host_share"))],
+        ["idle, no work", fmt_pct(gpu.get("idle_no_work_share"))],
+    ]
+    waited = sorted((gpu.get("idle_host_by_component") or {}).items(), key=lambda item: -item[1])
+    table.sections.append(len(table.rows))
+    table.rows += [[f"  of the wait: {name.replace('_', ' ')}", fmt_pct(part)] for name, part in waited]
+    table.sections.append(len(table.rows))
+    for name, label in (("window_gpu_idle_fraction", "idle between kernels (profiler windows)"),
+                        ("kernels_per_step", "kernels per step"), ("launches_per_step", "launches per step"),
+                        ("busy_ns_per_step", "device time per step (ms)")):  # fmt: skip
+        value = gpu.get(name)
+        if name == "busy_ns_per_step" and isinstance(value, (int, float)):
+            value = value / 1e6
+        table.rows.append([label, fmt_pct(value) if name.endswith("fraction") else fmt_number(value)])
     return table
 
 

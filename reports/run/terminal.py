@@ -34,9 +34,9 @@ def render_summary(
     if result.partial:
         console.print(Text(f"Partial run: {result.partial_reason or 'no reason recorded'}", style="bold red"))
     console.print()
-    target = summary.target_table(result)
-    if target is not None:
-        _print_table(console, target)
+    for optional in (summary.target_table(result), summary.gpu_table(result)):
+        if optional is not None:
+            _print_table(console, optional)
     for table in (
         summary.time_split_table(result),
         summary.latency_table(result),

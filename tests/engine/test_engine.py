@@ -465,3 +465,50 @@ def test_real_model_greedy_together_equals_alone_up_to_near_ties(tiny, num_kv_bl
     )
     print(f"num_kv_blocks={num_kv_blocks}: {divergences}/16 requests diverge (each at a near-tie); "
           f"{preemptions} preemptions")  # fmt: skip
+
+
+class _HostSampler:
+    """The Python sampler behind the C twin's marker: it asks for host logits, and checks it gets them."""
+
+    needs_host_logits = True
+
+    def __init__(self, inner) -> None:  # type: ignore[no-untyped-def]
+        self.inner = inner
+        self.devices: list[str] = []
+
+    def add(self, *args) -> None:  # type: ignore[no-untyped-def]
+        self.inner.add(*args)
+
+    def remove(self, seq_id: int) -> None:
+        self.inner.remove(seq_id)
+
+    def sample(self, logits, seq_ids):  # type: ignore[no-untyped-def]
+        self.devices.append(logits.device.type)
+        return self.inner.sample(logits, seq_ids)
+
+
+class _ModelOn(FakeModel):
+    """The fake model claiming to live on `device_type` (its tensors stay on the CPU, where the test runs)."""
+
+    def __init__(self, device_type: str) -> None:
+        super().__init__()
+        self.device = type("Device", (), {"type": device_type})()
+
+
+@pytest.mark.parametrize(("device_type", "host_sampler", "copied"),
+                         [("cuda", True, True), ("cuda", False, False), ("cpu", True, False)])  # fmt: skip
+def test_a_gpu_models_logits_reach_a_host_sampler_in_their_own_d2h_span(device_type, host_sampler, copied) -> None:  # type: ignore[no-untyped-def]
+    tracer = RecordingTracer()
+    model = _ModelOn(device_type)
+    config = EngineConfig(block_size=4, max_batched_tokens=16)
+    scheduler, kv_alloc, sampler = python_components(config, model)
+    if host_sampler:
+        sampler = _HostSampler(sampler)
+    engine = Engine(model, FakeTokenizer(model.config.vocab_size), scheduler=scheduler, kv_alloc=kv_alloc,
+                    sampler=sampler, config=config, tracer=tracer)  # fmt: skip
+    with serving(engine):
+        outputs = [h.result(timeout=30) for h in [engine.submit(p, GREEDY) for p in random_prompts(3, 11)]]
+    assert all(len(output.token_ids) > 0 for output in outputs)
+    assert ("d2h" in tracer.spans) == copied
+    if copied:  # one copy per step that sampled, right before its sampler span
+        assert tracer.spans.count("d2h") == tracer.spans.count("sampler")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import os
 import threading
 from types import SimpleNamespace
 from typing import Any
@@ -153,7 +154,7 @@ def test_step_listeners_and_span_hook_see_every_step_and_span() -> None:
     tracer = RecordingTracer()
     seen: list[tuple[Any, ...]] = []
     tracer.add_step_listener(lambda step, begin: seen.append(("step", step, begin)))
-    tracer.set_span_hook(lambda name, enter: seen.append(("span", name, enter)))
+    tracer.add_span_hook(lambda name, enter: seen.append(("span", name, enter)))
     for _ in range(2):
         with tracer.span("step"), tracer.span("model"):
             pass
@@ -166,6 +167,26 @@ def test_step_listeners_and_span_hook_see_every_step_and_span() -> None:
         ("step", 0, False),
     ]
     assert seen[6] == ("step", 1, True)
+
+
+def test_several_span_hooks_each_see_every_span_until_removed() -> None:
+    tracer = RecordingTracer()
+    first: list[tuple[str, bool]] = []
+    second: list[tuple[str, bool]] = []
+    hook_one, hook_two = (lambda name, enter: first.append((name, enter))), (lambda name, enter: second.append((name, enter)))
+    tracer.add_span_hook(hook_one)
+    tracer.add_span_hook(hook_two)
+    with tracer.span("model"):
+        pass
+    tracer.remove_span_hook(hook_one)
+    with tracer.span("sampler"):
+        pass
+    tracer.remove_span_hook(hook_two)
+    with tracer.span("d2h"):
+        pass
+    assert first == [("model", True), ("model", False)]
+    assert second == [("model", True), ("model", False), ("sampler", True), ("sampler", False)]
+    assert tracer._span_hook is None
 
 
 def test_tracer_is_an_engine_tracer_and_records_only_while_enabled() -> None:
@@ -340,7 +361,10 @@ def test_summarize_events_counts_cuda_runtime_as_torch_time_and_finds_gpu_gaps()
         and summary["top_level_ops_per_step"] == 3
     )
     # GPU busy = [20, 80] + [150, 160] = 70 us of the CPU window [0, 210]: 140 us of gaps.
-    assert summary["cuda"] == pytest.approx(
+    cuda = dict(summary["cuda"])
+    assert cuda.pop("top_kernels") == [{"name": "sgemm_kernel", "device_ns": 70_000, "count": 2},
+                                       {"name": "copy_kernel", "device_ns": 10_000, "count": 1}]  # fmt: skip
+    assert cuda == pytest.approx(
         {
             "kernels": 3,
             "kernel_ns": 80_000,
@@ -348,8 +372,10 @@ def test_summarize_events_counts_cuda_runtime_as_torch_time_and_finds_gpu_gaps()
             "window_ns": 210_000,
             "idle_gap_ns": 140_000,
             "gpu_idle_fraction": 140 / 210,
+            "mean_kernel_ns": 80_000 / 3,
         }
     )
+    assert summary["launches_per_step"] == 1  # the one cudaLaunchKernel; the synchronize is no launch
 
 
 def test_summarize_events_prices_the_framework_fee_with_the_do_nothing_ops() -> None:
@@ -381,6 +407,7 @@ class FakeNvml:
 
     def __init__(self, fail_init: bool = False) -> None:
         self.fail_init = fail_init
+        self.last_seen: list[int] = []
 
     def nvmlInit(self) -> None:
         if self.fail_init:
@@ -407,6 +434,17 @@ class FakeNvml:
     def nvmlDeviceGetUtilizationRates(self, handle: int) -> _FakeRates:
         return _FakeRates()
 
+    def nvmlDeviceGetComputeRunningProcesses(self, handle: int) -> list[Any]:
+        # Another process on the same GPU holds more memory: the collector must report only its own.
+        return [SimpleNamespace(pid=os.getpid(), usedGpuMemory=300 * 2**20),
+                SimpleNamespace(pid=os.getpid() + 1, usedGpuMemory=5 * 2**30)]  # fmt: skip
+
+    def nvmlDeviceGetProcessUtilization(self, handle: int, last_seen: int) -> list[Any]:
+        self.last_seen.append(last_seen)
+        stamp = len(self.last_seen) * 1000
+        return [SimpleNamespace(pid=os.getpid(), smUtil=35, timeStamp=stamp),
+                SimpleNamespace(pid=os.getpid() + 1, smUtil=90, timeStamp=stamp)]  # fmt: skip
+
 
 def test_gpu_collector_skips_without_a_driver(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("profiler.collectors.gpu._nvml", lambda: FakeNvml(fail_init=True))
@@ -430,7 +468,8 @@ def test_gpu_collector_on_this_machine_never_crashes() -> None:
 
 
 def test_gpu_collector_samples_a_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("profiler.collectors.gpu._nvml", lambda: FakeNvml())
+    nvml = FakeNvml()
+    monkeypatch.setattr("profiler.collectors.gpu._nvml", lambda: nvml)
     collector = GpuCollector(interval_s=0.005)
     collector.start()
     threading.Event().wait(0.05)
@@ -438,6 +477,10 @@ def test_gpu_collector_samples_a_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     result = collector.result()
     assert result["status"] == "ok" and result["device"] == "Fake H200" and result["samples"] >= 1
     assert result["utilization_pct"]["mean"] == 50 and result["memory_used_mib"]["max"] == 1024
+    process = result["process"]
+    assert process["pid"] == os.getpid() and process["memory_used_mib"]["max"] == 300
+    assert process["sm_utilization_pct"]["max"] == 35  # this process's, not the other one's 90
+    assert nvml.last_seen[:2] == [0, 1000]  # each reading asks only for samples newer than the last one
 
 
 def test_sampling_collector_without_py_spy_is_skipped_with_reason() -> None:

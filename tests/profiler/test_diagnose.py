@@ -283,3 +283,21 @@ def test_a_disagreement_within_sampling_noise_is_not_reported() -> None:
         verdict = diagnose(breakdown(spans, sampled, disagreement=gap, beyond_noise=beyond), native_speedups=None,
                            measured_gains=None, collectors=ALL_OK)  # fmt: skip
         assert any("36.7" in reason for reason in verdict["reasons"]) == said
+
+
+def test_a_native_twins_added_copy_is_subtracted_from_its_predicted_gain() -> None:
+    from profiler.analysis.diagnose import _predictions
+    from profiler.session.transfer import sampler_copy_share
+
+    split = {"components": {"sampler": 0.40, "scheduler": 0.0, "kv_alloc": 0.0, "prepare": 0.0}}
+    plain = _predictions(split, 0.8, {"sampler": 10.0}, None, [])
+    reasons: list[str] = []
+    with_copy = _predictions(split, 0.8, {"sampler": 10.0}, None, reasons, {"sampler": 0.04})
+    assert plain["sampler"]["predicted_gain"] == pytest.approx(0.5 * 0.9)
+    assert with_copy["sampler"]["predicted_gain"] == pytest.approx(0.5 * 0.9 - 0.05)  # 4% of wall = 5% of busy
+    assert any("copy of the logits to the host" in reason for reason in reasons)
+    # The copy's share: one copy a step of the median batch, priced by the probe (here 2 us per row).
+    steps = [{"batch_size": 4}, {"batch_size": 8}, {"batch_size": 8}, {"batch_size": 0}]
+    share = sampler_copy_share("cuda:0", steps, 49152, 1_000_000, probe=lambda device, rows, vocab: rows * 2_000.0)
+    assert share == pytest.approx(3 * 16_000 / 1_000_000)
+    assert sampler_copy_share("cpu", steps, 49152, 1_000_000) is None  # no copy on the CPU

@@ -76,3 +76,18 @@ def test_injections_wrap_the_sampler_and_close_their_threads() -> None:
     contended._hog.join(timeout=2.0)
     assert not contended._hog.is_alive()
     assert not any(thread.name == "injected-lock-hog" and thread is contended._hog for thread in threading.enumerate())
+
+
+def test_a_samples_case_is_judged_where_its_largest_category_sits() -> None:
+    """A busy machine can make the model's glue the largest component over all categories; the planted lock
+    wait still sits in the sampler, and that is what the case asks."""
+    from types import SimpleNamespace
+
+    case = next(case for case in CASES if case.name == "untraced-lock")
+    samples = {"categories": {"lock": 0.45, "interpreter": 0.30, "kernel": 0.25},
+               "components": {"model_glue": 0.50, "sampler": 0.40, "model_kernels": 0.10},
+               "lock_by_component": {"sampler": 0.38, "model_glue": 0.07}}  # fmt: skip
+    result = SimpleNamespace(breakdown={"methods": {"samples": samples}})
+    assert selftest._answer(case, result) == ("lock", 0.45, "sampler")
+    samples["categories"] = {"lock": 0.2, "interpreter": 0.6}  # interpreter wins: judged over all components
+    assert selftest._answer(case, result) == ("interpreter", 0.6, "model_glue")

@@ -32,8 +32,8 @@ output_tokens = [6]
     [
         ('description = "x"\n[axes]\nmodel = ["synthetic:tiny"\n', ["bad.toml", "malformed TOML"]),
         (
-            'description = "x"\n[axes]\ndevice = ["cpu"]\n',
-            ["bad.toml", "axes.device", "unknown axis", "allowed"],
+            'description = "x"\n[axes]\naccelerator = ["tpu"]\n',
+            ["bad.toml", "axes.accelerator", "unknown axis", "allowed"],
         ),
     ],
 )

@@ -87,8 +87,8 @@ def test_rate_makes_an_open_loop_and_paths_are_relative_to_the_sweep_file(tmp_pa
     [
         ('description = "x"\n[axes\nmodel = 1', ["malformed TOML"]),
         (
-            'description = "x"\n[axes]\ndevice = ["cpu"]\n',
-            ["axes.device", "unknown axis", "model", "clients"],
+            'description = "x"\n[axes]\naccelerator = ["tpu"]\n',
+            ["axes.accelerator", "unknown axis", "model", "clients"],
         ),
         ('description = "x"\n[axes]\nclients = 4\n', ["axes.clients", "not a non-empty list"]),
         ('description = "x"\n[axes]\nclients = []\n', ["axes.clients", "not a non-empty list"]),

@@ -326,7 +326,7 @@ def _breakdown(rng: np.random.Generator, steps: pd.DataFrame, with_samples: bool
     components = {
         "scheduler": phase["scheduler"], "sampler": phase["sampler"], "kv_alloc": phase["kv_alloc"],
         "prepare": phase["prepare"], "tokenizer": 0.004, "detokenizer": phase["detokenize"], "model_glue": phase["model"] * 0.22,
-        "model_kernels": phase["model"] * 0.78, "queue": phase["queue"], "api": 0.0,
+        "model_kernels": phase["model"] * 0.78, "d2h": 0.0, "queue": phase["queue"], "api": 0.0,
     }  # fmt: skip
     control = sum(phase[name] for name in ("scheduler", "sampler", "kv_alloc", "prepare", "detokenize", "queue"))
     interpreter = control * 0.85 + components["model_glue"] * 0.6

@@ -1,0 +1,49 @@
+"""result.json's `gpu_time`: the device timer's event pairs, the engine's steps and spans and the requests in flight, split by analysis.gpu_idle."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from profiler.analysis.breakdown import SPAN_COMPONENTS
+from profiler.analysis.gpu_idle import device_intervals, gpu_idle_split
+from profiler.collectors.spans import STEP_SPAN
+
+
+def gpu_time_section(
+    device_timer: Any,
+    tracer: Any,
+    request_rows: list[dict[str, Any]],
+    window: tuple[int, int],
+    *,
+    engine_thread_name: str,
+    kernels: dict[str, Any] | None = None,
+) -> dict[str, Any] | None:
+    """The GPU idle split of a run on a GPU, or None when the device timer did not run (a CPU run)."""
+    if device_timer is None or device_timer.status != "ok":
+        return None
+    steps: list[tuple[int, int]] = []
+    spans: dict[str, list[tuple[int, int]]] = {}
+    for state in tracer.thread_states():
+        if state.thread.name != engine_thread_name:
+            continue
+        for name, start, end, *_rest in state.events.records():
+            if name == STEP_SPAN:
+                steps.append((start, end))
+            elif name in SPAN_COMPONENTS:
+                spans.setdefault(SPAN_COMPONENTS[name], []).append((start, end))
+    in_flight = [(row["arrival_ns"], row["finish_ns"]) for row in request_rows
+                 if row.get("arrival_ns") is not None and row.get("finish_ns") is not None]  # fmt: skip
+    split = gpu_idle_split(window=window, device=device_intervals(device_timer.pairs()), steps=steps,
+                           in_flight=in_flight, spans=spans)  # fmt: skip
+    kernels = kernels or {}
+    cuda, profiled = kernels.get("cuda") or {}, kernels.get("profiled_steps") or 0
+    return {
+        **{key: value for key, value in device_timer.result().items() if key not in ("status", "reason")},
+        **split,
+        # From the torch.profiler windows: gaps between kernels inside the spans the events count as busy.
+        "window_gpu_idle_fraction": cuda.get("gpu_idle_fraction"),
+        "kernels_per_step": cuda["kernels"] / profiled if cuda.get("kernels") and profiled else None,
+        "launches_per_step": kernels.get("launches_per_step"),
+        "mean_kernel_ns": cuda.get("mean_kernel_ns"),
+        "top_kernels": cuda.get("top_kernels") or [],
+    }
