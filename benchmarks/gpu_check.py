@@ -1,6 +1,8 @@
 """The GPU path checked in one prepared script (under 10 minutes on one GPU): selftest, then real runs with graphs off and on.
 
 Run: python benchmarks/gpu_check.py [--out DIR] [--requests N]. Steps, each printed as it finishes:
+  0. the suite's CUDA tests (tests/engine/test_on_cuda.py: GPU vs CPU logits and greedy tokens, graphs
+     replaying the eager steps, the Python sampler's tokens on both devices, CUDA event timing);
   1. `infer-prof selftest --quick` (the planted cases, on the CPU path's expectations);
   2. greedy tokens of the engine on the GPU with CUDA graphs off and on, compared token by token;
   3. `infer-prof run --device cuda` on smollm2-135m and synthetic:large x concurrency-30 and edge x
@@ -85,6 +87,12 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     report: dict[str, Any] = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__}
     started = time.perf_counter()
+
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", str(root / "tests" / "engine" / "test_on_cuda.py")],
+                          capture_output=True, text=True, timeout=180, check=False, cwd=root)  # fmt: skip
+    report["cuda_tests"] = {"exit": done.returncode, "tail": done.stdout.strip().splitlines()[-3:]}
+    say(f"CUDA tests: exit {done.returncode}: {' / '.join(report['cuda_tests']['tail'])}")
 
     done = cli("selftest", "--quick", timeout=240)
     report["selftest"] = {"exit": done.returncode, "tail": done.stdout.strip().splitlines()[-3:]}
