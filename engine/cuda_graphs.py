@@ -105,9 +105,9 @@ class DecodeGraphs:
 
     def run(self, inp: ModelInput) -> torch.Tensor | None:
         """The step's logits from its bucket's graph, or None when the step must run eagerly."""
-        query_lens = inp.query_lens
-        batch = len(query_lens)
-        if not batch or len(inp.sample_indices) != batch or any(n != 1 for n in query_lens):
+        batch = len(inp.block_tables)
+        # Every row sampled means every row has a token; as many tokens as rows then means one each.
+        if not batch or len(inp.sample_indices) != batch or len(inp.token_ids) != batch:
             self.stats.eager_steps += 1
             return None
         longest = max(inp.context_lens)

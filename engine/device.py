@@ -47,6 +47,11 @@ def is_cuda(device: str) -> bool:
     return device.startswith("cuda")
 
 
+def device_index(device: str) -> int:
+    """N of a resolved "cuda:N" (0 for "cpu")."""
+    return int(device.partition(":")[2] or 0)
+
+
 def default_dtype(device: str) -> str:
     """bfloat16 on a GPU (what serving engines run there), float32 on the CPU (the engine's default there)."""
     return "bfloat16" if is_cuda(device) else "float32"

@@ -174,10 +174,9 @@ def _answer(case: Case, result: Any) -> tuple[str | None, float | None, str | No
     if not categories:
         return None, None, None
     category = max(categories, key=lambda name: categories[name])
-    # Where the largest category's time sits: for lock, the component whose samples waited (a busy machine
-    # can make another component larger over all categories without moving the planted wait).
-    within = (samples.get("lock_by_component") or {}) if category == "lock" else {}
-    where = within or components
+    # Where the largest category's time sits, when the split says (lock: the component whose samples waited);
+    # a busy machine can make another component larger over all categories without moving the planted cost.
+    where = samples.get(f"{category}_by_component") or components
     return category, categories[category], max(where, key=lambda name: where[name]) if where else None
 
 

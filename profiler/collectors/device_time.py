@@ -23,6 +23,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from engine.device import is_cuda
 from profiler.collectors.base import Collector
 
 DEVICE_SPANS = ("model", "d2h")
@@ -49,7 +50,7 @@ class DeviceTimeCollector(Collector):
         self._records = array("q")  # step, host ns, elapsed ns; three per pair
         self._names: list[str] = []  # the span of each pair
         self._unread = 0  # pairs whose events could not be read (a failed or reset stream)
-        if not device.startswith("cuda"):
+        if not is_cuda(device):
             self.skip("the engine runs on the CPU: no device timeline to measure")
 
     # -- collector --------------------------------------------------------------------------------

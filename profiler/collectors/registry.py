@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from engine.device import device_index, is_cuda
 from engine.engine import ENGINE_THREAD_NAME
 from errors import ProfileError
 from profiler.analysis.classify import IDLE_MARKER
@@ -86,9 +87,9 @@ def default_collectors(
     # Each kept window holds torch.profiler's events (a few MB) until the run ends: the default keeps fewer.
     collectors.append(KernelCollector(tracer=spans.tracer, first_step=first_step, steps=steps, every=every,
                                       max_windows=16 if deep else 8))  # fmt: skip
-    if device.startswith("cuda"):
+    if is_cuda(device):
         collectors.append(DeviceTimeCollector(tracer=spans.tracer, device=device, spans=device_spans))
-    collectors.append(GpuCollector(device_index=int(device.partition(":")[2] or 0) if device.startswith("cuda") else 0))
+    collectors.append(GpuCollector(device_index=device_index(device)))
     collectors.append(
         SamplingCollector(
             pid=pid if pid is not None else os.getpid(),

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from engine.device import device_index, is_cuda
+
 
 def usable_cpus() -> int:
     """CPUs this process may run on (its affinity mask), which is what torch threads can use."""
@@ -28,12 +30,12 @@ def available_memory_bytes(meminfo: Path = Path("/proc/meminfo")) -> int | None:
 def device_memory_bytes(device: str) -> int | None:
     """Memory free for the engine's tensors on `device` ("cpu" or "cuda:N"): MemAvailable for the CPU, the
     GPU's free memory (cudaMemGetInfo) for a GPU; None where it cannot tell."""
-    if not device.startswith("cuda"):
+    if not is_cuda(device):
         return available_memory_bytes()
     import torch
 
     try:
-        free, _total = torch.cuda.mem_get_info(int(device.partition(":")[2] or 0))
+        free, _total = torch.cuda.mem_get_info(device_index(device))
     except (RuntimeError, ValueError, AssertionError):
         return None
     return int(free)

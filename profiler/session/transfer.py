@@ -6,10 +6,12 @@ import statistics
 import time
 from typing import Any
 
+from engine.device import is_cuda
+
 
 def d2h_copy_ns(device: str, rows: int, vocab: int, *, repeats: int = 7) -> float | None:
     """Median ns to copy a float32 [rows, vocab] tensor from `device` to the host (None on the CPU: no copy)."""
-    if not device.startswith("cuda") or rows < 1 or vocab < 1:
+    if not is_cuda(device) or rows < 1 or vocab < 1:
         return None
     import torch
 
