@@ -91,6 +91,9 @@ int64_t np_sampler_num_requests(const np_sampler *sampler);
 int64_t np_sampler_position(const np_sampler *sampler, int64_t seq_id);
 /* Rows so far whose approximate softmax sum was too close to a decision, so that the exact pass ran. */
 int64_t np_sampler_exact_passes(const np_sampler *sampler);
+/* For tests: nonzero makes pass F run its portable build even where a fused AVX-512 or AVX2 variant would
+   (process-wide), so that the twin tests cover both on a machine that has the wider one. */
+void np_sampler_portable_pass_f(int portable);
 
 /* ---- Scheduler (scheduler.c) ---- */
 typedef struct np_scheduler np_scheduler;

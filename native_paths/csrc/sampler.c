@@ -127,18 +127,22 @@ NP_CLONES static void exp_block_sums(const float *values, int64_t num_blocks, do
  * carries three float roundings; the degree-5 fit of 2^f on [-1/2, 1/2] is within 2.7e-7, 3.5e-7
  * evaluated in float32 with separate roundings, no more with fused ones), and at most 8 float
  * additions per lane before a float64 flush add 5e-7: softmax_sums turns this into a bound. */
-#define F_LANES 64        /* four vectors in flight at AVX-512: the polynomial's chain is latency-bound */
-#define F_FLUSH_BLOCKS 4  /* blocks per float64 flush: 4 x 128 / 64 = 8 float additions per lane */
+#define F_LANES 64       /* four vectors in flight at AVX-512: the polynomial's chain is latency-bound */
+#define F_LANES_AVX2 32  /* four at AVX2, whose 16 registers would spill 64 lanes of sums and weights */
+#define F_FLUSH_ADDS 8   /* float additions per lane between float64 flushes: lanes / 16 blocks apart */
 static inline __attribute__((always_inline)) float multiply_add(float a, float b, float c, int fused) {
     return fused ? __builtin_fmaf(a, b, c) : a * b + c;
 }
 
 static inline __attribute__((always_inline)) void approx_sums_body(const float *values, int64_t num_blocks,
                                                                    float top, float scale, const int32_t *skip,
-                                                                   double *block_sums, double totals[2], int fused) {
+                                                                   double *block_sums, double totals[2], int fused,
+                                                                   int lanes) {
     /* Block sums go to block_sums when it is given (a flush per block); the row's totals (sum,
      * weight) gather in float64 lanes, so that a caller that needs only Z pays no per-block
-     * reduction. Blocks with skip[b] >= 0 (those with a masked copy) are left out. */
+     * reduction. Blocks with skip[b] >= 0 (those with a masked copy) are left out. Element j of a
+     * block goes to lane j % lanes (a constant per variant: the result does not depend on the ISA). */
+    const int64_t flush_blocks = F_FLUSH_ADDS * lanes / BLOCK;
     double sum_lanes[F_LANES] = {0}, weight_lanes[F_LANES] = {0};
     float sums[F_LANES] = {0}, weights[F_LANES] = {0};
     int64_t b, pending = 0;
@@ -146,8 +150,8 @@ static inline __attribute__((always_inline)) void approx_sums_body(const float *
     for (b = 0; b < num_blocks; b++) {
         const float *block = values + b * BLOCK;
         if (skip && skip[b] >= 0) continue;
-        for (j = 0; j < BLOCK; j += F_LANES) {
-            for (i = 0; i < F_LANES; i++) {
+        for (j = 0; j < BLOCK; j += lanes) {
+            for (i = 0; i < lanes; i++) {
                 float a = (block[j + i] - top) * scale;
                 float clamped = a < -125.0f ? -125.0f : a;
                 float t = clamped + 12582912.0f; /* 1.5 * 2^23: rounds to the nearest integer n */
@@ -168,12 +172,12 @@ static inline __attribute__((always_inline)) void approx_sums_body(const float *
         }
         if (block_sums) {
             double sum = 0.0;
-            for (i = 0; i < F_LANES; i++) sum += sums[i];
+            for (i = 0; i < lanes; i++) sum += sums[i];
             block_sums[b] = sum;
         }
-        if (block_sums || ++pending == F_FLUSH_BLOCKS) {
+        if (block_sums || ++pending == flush_blocks) {
             pending = 0;
-            for (i = 0; i < F_LANES; i++) {
+            for (i = 0; i < lanes; i++) {
                 sum_lanes[i] += (double)sums[i];
                 weight_lanes[i] += (double)weights[i];
                 sums[i] = weights[i] = 0.0f;
@@ -181,33 +185,47 @@ static inline __attribute__((always_inline)) void approx_sums_body(const float *
         }
     }
     totals[0] = totals[1] = 0.0;
-    for (i = 0; i < F_LANES; i++) {
+    for (i = 0; i < lanes; i++) {
         totals[0] += sum_lanes[i] + (double)sums[i];
         totals[1] += weight_lanes[i] + (double)weights[i];
     }
 }
 
 /* Fused multiply-adds (one rounding each, so within the bound above) where the vector unit has
- * them: about 15% off pass F. A caller-chosen flag, because a target clone cannot know its own ISA. */
+ * them: about 15% off pass F. Chosen by the caller, because a target clone cannot know its own ISA. */
 #ifdef NP_HAVE_CLONES
-__attribute__((target("avx512f"))) static void approx_block_sums_fused(const float *values, int64_t num_blocks,
-                                                                       float top, float scale, const int32_t *skip,
-                                                                       double *block_sums, double totals[2]) {
-    approx_sums_body(values, num_blocks, top, scale, skip, block_sums, totals, 1);
+__attribute__((target("avx512f"))) static void approx_block_sums_fused512(const float *values, int64_t num_blocks,
+                                                                          float top, float scale, const int32_t *skip,
+                                                                          double *block_sums, double totals[2]) {
+    approx_sums_body(values, num_blocks, top, scale, skip, block_sums, totals, 1, F_LANES);
+}
+
+__attribute__((target("avx2,fma"))) static void approx_block_sums_fused256(const float *values, int64_t num_blocks,
+                                                                           float top, float scale, const int32_t *skip,
+                                                                           double *block_sums, double totals[2]) {
+    approx_sums_body(values, num_blocks, top, scale, skip, block_sums, totals, 1, F_LANES_AVX2);
 }
 #endif
 
 NP_PLAIN_CLONES static void approx_block_sums_plain(
     const float *values, int64_t num_blocks, float top, float scale, const int32_t *skip, double *block_sums,
     double totals[2]) {
-    approx_sums_body(values, num_blocks, top, scale, skip, block_sums, totals, 0);
+    approx_sums_body(values, num_blocks, top, scale, skip, block_sums, totals, 0, F_LANES);
 }
+
+static int portable_pass_f = 0;
+
+void np_sampler_portable_pass_f(int portable) { portable_pass_f = portable != 0; }
 
 static void approx_block_sums(const float *values, int64_t num_blocks, float top, float scale,
                               const int32_t *skip, double *block_sums, double totals[2]) {
 #ifdef NP_HAVE_CLONES
-    if (__builtin_cpu_supports("avx512f")) {
-        approx_block_sums_fused(values, num_blocks, top, scale, skip, block_sums, totals);
+    if (!portable_pass_f && __builtin_cpu_supports("avx512f")) {
+        approx_block_sums_fused512(values, num_blocks, top, scale, skip, block_sums, totals);
+        return;
+    }
+    if (!portable_pass_f && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        approx_block_sums_fused256(values, num_blocks, top, scale, skip, block_sums, totals);
         return;
     }
 #endif

@@ -185,9 +185,26 @@ def test_twins_draw_the_same_tokens(data: st.DataObject) -> None:
         compare_step(python, native, data.draw(logits_rows(rows, vocab), label="logits"), seq_ids, requests)
 
 
+@pytest.fixture(params=["widest", "portable"])
+def pass_f_build(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
+    """The fast softmax sum (pass F) as this machine's widest fused variant picks it, then as the portable
+    build: both must hold the same bound, and a machine runs only one of them unless told."""
+    if request.param == "widest":
+        yield request.param
+        return
+    from native_paths.loader import require
+
+    _, lib = require()
+    lib.np_sampler_portable_pass_f(1)
+    try:
+        yield request.param
+    finally:
+        lib.np_sampler_portable_pass_f(0)
+
+
 @requires_native
 @pytest.mark.parametrize("mix", ["greedy", "top_k", "top_p", "min_p", "full", "penalties", "mixed"])
-def test_twins_agree_on_a_real_vocabulary(mix: str) -> None:
+def test_twins_agree_on_a_real_vocabulary(mix: str, pass_f_build: str) -> None:
     """49,152-token rows shaped like a language model's (a few strong candidates over a broad tail)."""
     rng = np.random.default_rng(sum(map(ord, mix)))
     rows, vocab = 6, 49152
