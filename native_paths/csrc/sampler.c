@@ -52,6 +52,16 @@ static inline float key_float(int32_t key) {
     return value;
 }
 
+/* The candidate scans test SCAN floats at once (vectorized) before looking at any one of them: a
+ * block they visit has a few tokens over the threshold among its 128, so most groups are skipped. */
+#define SCAN 16
+
+static inline int any_reaches(const float *data, int32_t threshold) {
+    int any = 0, i;
+    for (i = 0; i < SCAN; i++) any |= float_key(data[i]) >= threshold;
+    return any;
+}
+
 /* Pass A over whole blocks: each block's largest key; returns nonzero if any value is NaN. */
 NP_CLONES static int block_keys(const float *values, int64_t num_blocks, int32_t *keys) {
     const int32_t *bits = (const int32_t *)(const void *)values; /* -fno-strict-aliasing */
@@ -745,7 +755,7 @@ static int64_t sample_top_k(const row_view *v, double m) {
     np_sampler *s = v->s;
     const np_sampling_params *p = &v->r->params;
     double temperature = p->temperature, z = 0.0, pmax = 0.0;
-    int64_t k = p->top_k, n = 0, finite_blocks = 0, b, i;
+    int64_t k = p->top_k, n = 0, finite_blocks = 0, b, i, j;
     int32_t threshold = INT32_MAX;
     int collect_all;
     candidate *c = s->cands;
@@ -774,10 +784,13 @@ static int64_t sample_top_k(const row_view *v, double m) {
             const float *data;
             if (s->block_key[b] < threshold) continue;
             data = block_data(v, b);
-            for (i = 0; i < BLOCK; i++) {
-                if (float_key(data[i]) < threshold) continue;
-                c[n].key = (double)data[i] / temperature;
-                c[n++].id = (int32_t)(b * BLOCK + i);
+            for (j = 0; j < BLOCK; j += SCAN) {
+                if (!any_reaches(data + j, threshold)) continue;
+                for (i = j; i < j + SCAN; i++) {
+                    if (float_key(data[i]) < threshold) continue;
+                    c[n].key = (double)data[i] / temperature;
+                    c[n++].id = (int32_t)(b * BLOCK + i);
+                }
             }
         }
         {
@@ -814,7 +827,7 @@ static int64_t collect_above(const row_view *v, double m, double floor, double *
     const np_sampler *s = v->s;
     double temperature = v->r->params.temperature, sum = 0.0;
     candidate *c = s->cands;
-    int64_t n = 0, b, i;
+    int64_t n = 0, b, i, j;
     if (floor <= 0.0) {
         /* Every token (overridden ones take their stage-1 value): their ids are their places. */
         for (i = 0; i < v->vocab; i++) {
@@ -835,14 +848,17 @@ static int64_t collect_above(const row_view *v, double m, double floor, double *
             const float *data;
             if (s->block_key[b] < threshold) continue;
             data = block_data(v, b);
-            for (i = 0; i < BLOCK; i++) {
-                double e;
-                if (float_key(data[i]) < threshold) continue;
-                e = exp_nonpositive((double)data[i] / temperature - m);
-                if (e < floor) continue;
-                c[n].value = e;
-                c[n++].id = (int32_t)(b * BLOCK + i);
-                sum += e;
+            for (j = 0; j < BLOCK; j += SCAN) {
+                if (!any_reaches(data + j, threshold)) continue;
+                for (i = j; i < j + SCAN; i++) {
+                    double e;
+                    if (float_key(data[i]) < threshold) continue;
+                    e = exp_nonpositive((double)data[i] / temperature - m);
+                    if (e < floor) continue;
+                    c[n].value = e;
+                    c[n++].id = (int32_t)(b * BLOCK + i);
+                    sum += e;
+                }
             }
         }
     }
