@@ -68,7 +68,8 @@ def main() -> int:
     if floor:
         print(f"\nmemory floor: numpy reads {SAMPLER_MIX_BATCH} x {args.vocab:,} float32 once in "
               f"{floor[0]['floor_us']:.0f} us; C sampler / floor: "
-              + ", ".join(f"{r['mix']} {r['native_floor_ratio']:.2f}x" for r in floor))  # fmt: skip
+              + ", ".join(f"{r['mix']} {r['native_floor_ratio']:.2f}x" for r in floor)
+              + f" (fast softmax sum: the {floor[0]['pass_f']} build)")  # fmt: skip
     print(f"\ntargets (on this machine: {os.cpu_count()} CPUs; other batches are in the table):")
     for what, judged, measure, bound, kind in TARGETS:
         picked = [r for r in rows if judged(r)]

@@ -97,7 +97,7 @@ SAMPLER_MIXES = ("greedy", "top_k50_top_p0.9", "top_p0.9", "penalties", "mixed")
 
 
 def bench_sampler(batch: int, vocab: int, mix: str, repeats: int, seed: int) -> dict[str, Any]:
-    from native_paths.sampler import NativeSampler
+    from native_paths.sampler import NativeSampler, pass_f_variant
 
     rng = np.random.default_rng(seed)
     logits = torch.from_numpy(model_like_logits(batch, vocab, rng))
@@ -135,7 +135,7 @@ def bench_sampler(batch: int, vocab: int, mix: str, repeats: int, seed: int) -> 
     return bench_row(
         "sampler", batch, mix, python_s, native_s,
         floor_us=round(floor_s * 1e6, 1), native_floor_ratio=round(native_s / floor_s, 2),
-        tokens_match=results[0] == results[1],
+        tokens_match=results[0] == results[1], pass_f=pass_f_variant(),
     )  # fmt: skip
 
 
@@ -264,8 +264,9 @@ def run_native_bench(
     components: Sequence[str] = COMPONENTS,
 ) -> list[dict[str, Any]]:
     """One row per (component, batch, mix): python_us, native_us (medians), speedup, and checks that the
-    twins agreed; sampler rows add floor_us (numpy summing the same logits once: the memory floor)
-    and native_floor_ratio; core rows add separate_us (the three C twins called separately) and
+    twins agreed; sampler rows add floor_us (numpy summing the same logits once: the memory floor),
+    native_floor_ratio and pass_f (the build of the fast softmax sum that ran: AVX-512+FMA, AVX2+FMA
+    or portable); core rows add separate_us (the three C twins called separately) and
     one_call_gain (separate over fused). Needs the extension (native_paths.loader.require raises if
     it is missing)."""
     from native_paths.bench_control import bench_core, bench_prepare

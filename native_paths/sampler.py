@@ -19,6 +19,16 @@ MASK64 = (1 << 64) - 1
 MAX_VOCAB = 2**31 - 1 - 128
 
 
+PASS_F_VARIANTS = {2: "AVX-512+FMA", 1: "AVX2+FMA", 0: "portable"}
+
+
+def pass_f_variant() -> str:
+    """Which build of the sampler's fast softmax sum (pass F, most of a top-p row's time) runs here: the
+    widest this CPU has, so that sampler timings can say what they measured."""
+    _, lib = require()
+    return PASS_F_VARIANTS[lib.np_sampler_pass_f_variant()]
+
+
 def _params_tuple(params: SamplingParams) -> tuple[float, float, float, float, float, float, int, int]:
     """np_sampling_params, field by field (the seed resolved as the Python twin does)."""
     return (

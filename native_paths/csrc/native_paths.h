@@ -94,6 +94,8 @@ int64_t np_sampler_exact_passes(const np_sampler *sampler);
 /* For tests: nonzero makes pass F run its portable build even where a fused AVX-512 or AVX2 variant would
    (process-wide), so that the twin tests cover both on a machine that has the wider one. */
 void np_sampler_portable_pass_f(int portable);
+/* Which pass F runs on this machine now: 2 the AVX-512 FMA variant, 1 the AVX2+FMA one, 0 the portable build. */
+int np_sampler_pass_f_variant(void);
 
 /* ---- Scheduler (scheduler.c) ---- */
 typedef struct np_scheduler np_scheduler;

@@ -227,16 +227,26 @@ static int portable_pass_f = 0;
 
 void np_sampler_portable_pass_f(int portable) { portable_pass_f = portable != 0; }
 
+int np_sampler_pass_f_variant(void) {
+#ifdef NP_HAVE_CLONES
+    if (!portable_pass_f && __builtin_cpu_supports("avx512f")) return 2;
+    if (!portable_pass_f && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return 1;
+#endif
+    return 0;
+}
+
 static void approx_block_sums(const float *values, int64_t num_blocks, float top, float scale,
                               const int32_t *skip, double *block_sums, double totals[2]) {
 #ifdef NP_HAVE_CLONES
-    if (!portable_pass_f && __builtin_cpu_supports("avx512f")) {
+    switch (np_sampler_pass_f_variant()) {
+    case 2:
         approx_block_sums_fused512(values, num_blocks, top, scale, skip, block_sums, totals);
         return;
-    }
-    if (!portable_pass_f && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    case 1:
         approx_block_sums_fused256(values, num_blocks, top, scale, skip, block_sums, totals);
         return;
+    default:
+        break;
     }
 #endif
     approx_block_sums_plain(values, num_blocks, top, scale, skip, block_sums, totals);

@@ -42,6 +42,10 @@ def bench_native_command(*, as_json: bool, repeats: int) -> int:
     console.print(table)
     console.print("[dim]core: one fused C call for scheduler + kv_alloc + prepare, against the three Python twins; "
                   "separately = the three C twins called one by one[/dim]")  # fmt: skip
+    variants = sorted({row["pass_f"] for row in rows if "pass_f" in row})
+    if variants:
+        console.print(f"[dim]sampler: its fast softmax sum ran as the {', '.join(variants)} build "
+                      "(the widest this CPU has; top-p rows depend on it)[/dim]")  # fmt: skip
     agreed = all(row.get(check, True) for row in rows for check in CHECKS)
     if not agreed:
         console.print("[red]the twins' outputs differed in some row (see notes)[/red]")

@@ -203,6 +203,28 @@ def pass_f_build(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def
 
 
 @requires_native
+def test_the_pass_f_build_follows_the_cpu_and_the_switch() -> None:
+    from pathlib import Path
+
+    from native_paths.loader import require
+    from native_paths.sampler import pass_f_variant
+
+    flags = next((line.split(":", 1)[1].split() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                  if line.startswith("flags")), [])  # fmt: skip
+    if not flags:
+        pytest.skip("no /proc/cpuinfo flags to compare with")
+    expected = "AVX-512+FMA" if "avx512f" in flags else "AVX2+FMA" if {"avx2", "fma"} <= set(flags) else "portable"
+    assert pass_f_variant() == expected
+    _, lib = require()
+    lib.np_sampler_portable_pass_f(1)
+    try:
+        assert pass_f_variant() == "portable"
+    finally:
+        lib.np_sampler_portable_pass_f(0)
+    assert pass_f_variant() == expected
+
+
+@requires_native
 @pytest.mark.parametrize("mix", ["greedy", "top_k", "top_p", "min_p", "full", "penalties", "mixed"])
 def test_twins_agree_on_a_real_vocabulary(mix: str, pass_f_build: str) -> None:
     """49,152-token rows shaped like a language model's (a few strong candidates over a broad tail)."""
