@@ -60,16 +60,18 @@ def _plain_linear(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return x @ w.t()
 
 
-def _select_linear() -> Linear:
-    """oneDNN's linear when this torch has it: on the CPUs measured here MKL's small-batch sgemm/sgemv
-    ran at half the memory bandwidth (batch 1: 25 ms vs 15 ms of matmuls for SmolLM2; batch 16: 47 vs
-    30 ms), so the plain `x @ w.t()` is only the fallback."""
+def _select_linear(dtype: torch.dtype = torch.float32) -> Linear:
+    """oneDNN's linear when this torch has it for `dtype`: on the CPUs measured here MKL's small-batch
+    sgemm/sgemv ran at half the memory bandwidth (batch 1: 25 ms vs 15 ms of matmuls for SmolLM2; batch
+    16: 47 vs 30 ms), so the plain `x @ w.t()` is only the fallback. The probe runs in the model's dtype:
+    oneDNN has no bfloat16 inner product on CPUs without AVX-512 (an AVX2-only EPYC refused it)."""
     plain = _plain_linear
     try:
         onednn = torch.ops.mkldnn._linear_pointwise
-        probe_x, probe_w = torch.randn(3, 16), torch.randn(5, 16)
+        probe_x, probe_w = torch.randn(3, 16).to(dtype), torch.randn(5, 16).to(dtype)
+        tolerance = 1e-4 if dtype == torch.float32 else 0.25  # bfloat16 keeps 8 bits of mantissa
         if not torch.allclose(
-            onednn(probe_x, probe_w, None, "none", [], ""), plain(probe_x, probe_w), atol=1e-4
+            onednn(probe_x, probe_w, None, "none", [], "").float(), plain(probe_x, probe_w).float(), atol=tolerance
         ):
             return plain
     except (AttributeError, RuntimeError, NotImplementedError):
@@ -173,7 +175,7 @@ class LlamaModel:
         self.output_norm = self._place(weights.output_norm.float())
         self.head = self.embedding if weights.output is None else cast(weights.output)
         # oneDNN is the CPU's fast path; on a GPU torch's matmul already calls cuBLAS.
-        self._linear = _plain_linear if on_device else _select_linear()
+        self._linear = _plain_linear if on_device else _select_linear(self.dtype)
         head_dim = config.head_dim
         # float64 frequencies: positions times frequencies lose precision in float32 at long contexts.
         self._inv_freq = self._place(1.0 / (
