@@ -14,7 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from errors import InferProfError, OptionError
+from errors import InferProfError, OptionError, SweepError
 from profiler.rundir.sweepdir import run_dir_of
 from profiler.sweep.grid import Cell
 from profiler.sweep.hooks import SweepHooks
@@ -97,13 +97,26 @@ def unpack(archive: bytes, run_dir: Path) -> None:
     incoming = Path(tempfile.mkdtemp(prefix=f".{run_dir.name}.incoming-", dir=run_dir.parent))
     try:
         with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as source:
-            source.extractall(incoming, filter="data")
+            if hasattr(tarfile, "data_filter"):
+                source.extractall(incoming, filter="data")
+            else:  # Python 3.11.0-3.11.3 (Debian 12's python3 is 3.11.2) has no extraction filters
+                source.extractall(incoming, members=_plain_members(source))
         if run_dir.exists():
             shutil.rmtree(run_dir)
         os.replace(incoming, run_dir)
     except BaseException:
         shutil.rmtree(incoming, ignore_errors=True)
         raise
+
+
+def _plain_members(source: tarfile.TarFile) -> list[tarfile.TarInfo]:
+    """The archive's members when each is a file or folder inside it (what the "data" filter lets
+    through of a run directory); SweepError otherwise, before anything is written."""
+    members = source.getmembers()
+    for member in members:
+        if not (member.isfile() or member.isdir()) or member.name.startswith("/") or ".." in Path(member.name).parts:
+            raise SweepError(f"a run directory sent back holds {member.name!r}, which is not a plain file inside it")
+    return members
 
 
 def connect(ray: Any, address: str) -> bool:

@@ -74,3 +74,36 @@ def test_a_run_directory_travels_whole_and_replaces_what_was_there(tmp_path: Pat
         "result.json",
     ]
     assert not list(target.parent.glob(".r1.incoming-*"))
+
+
+@pytest.mark.parametrize("filters", ["with tarfile's filters", "without them (Python before 3.11.4)"])
+def test_an_archive_with_a_link_or_a_path_outside_is_refused_whole(tmp_path: Path, filters: str,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    import io
+    import tarfile
+
+    from errors import InferProfError
+
+    if filters.startswith("without"):
+        monkeypatch.delattr(tarfile, "data_filter", raising=False)
+    # (An absolute member name is no case here: the "data" filter strips its slash and keeps it inside.)
+    cases = (("../escaped.txt", tarfile.REGTYPE), ("link", tarfile.SYMTYPE), ("sub/../../up.txt", tarfile.REGTYPE))
+    for case, (name, kind) in enumerate(cases):
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+            member = tarfile.TarInfo("./result.json")
+            archive.addfile(member, io.BytesIO(b""))
+            member = tarfile.TarInfo(name)
+            member.type = kind
+            member.linkname = "/etc/passwd" if kind == tarfile.SYMTYPE else ""
+            archive.addfile(member, io.BytesIO(b""))
+        target = tmp_path / f"case{case}" / "r1"
+        with pytest.raises((InferProfError, tarfile.TarError)):
+            unpack(buffer.getvalue(), target)
+        assert not target.exists() and not list(target.parent.glob(".r1.incoming-*"))
+        assert not {"escaped.txt", "up.txt"} & {path.name for path in tmp_path.rglob("*")}
+    source = tmp_path / "plain"
+    source.mkdir()
+    (source / "result.json").write_text("{}")
+    unpack(pack(source), tmp_path / "back" / "r1")
+    assert (tmp_path / "back" / "r1" / "result.json").read_text() == "{}"
