@@ -404,15 +404,15 @@ static inline uint64_t radix_rank(const candidate *c, int by_id) {
 /* Stable sort of c[0..n) by rank ascending (id, or key descending), through `scratch` (room for n). */
 static void radix_sort(candidate *c, candidate *scratch, int64_t n, int by_id) {
     int64_t counts[8][256]; /* 16 KB on the stack: per call, so samplers on two threads share nothing */
-    int first = 0, last = by_id ? 4 : 8, byte, digit;
+    int bytes = by_id ? 4 : 8, byte, digit;
     candidate *from = c, *to = scratch, *swap_with;
     int64_t i;
     memset(counts, 0, sizeof counts);
     for (i = 0; i < n; i++) {
         uint64_t rank = radix_rank(&c[i], by_id);
-        for (byte = first; byte < last; byte++) counts[byte][(rank >> (8 * byte)) & 255]++;
+        for (byte = 0; byte < bytes; byte++) counts[byte][(rank >> (8 * byte)) & 255]++;
     }
-    for (byte = first; byte < last; byte++) {
+    for (byte = 0; byte < bytes; byte++) {
         int64_t *count = counts[byte], total = 0;
         if (count[(radix_rank(&from[0], by_id) >> (8 * byte)) & 255] == n) continue; /* one digit: nothing moves */
         for (digit = 0; digit < 256; digit++) {
@@ -428,12 +428,18 @@ static void radix_sort(candidate *c, candidate *scratch, int64_t n, int by_id) {
     if (from != c) memcpy(c, from, (size_t)n * sizeof(candidate));
 }
 
-/* Key descending, id ascending, for candidates given in id order (then a stable radix keeps ties in it). */
-static void sort_candidates_in_id_order(candidate *c, candidate *scratch, int64_t n) {
+/* Key descending, id ascending (`before`'s order): the stable radix by key keeps ties in id order, so
+ * the candidates are put in id order first unless they are already (collect_above appends the
+ * overrides last). */
+static void sort_by_key(candidate *c, candidate *scratch, int64_t n) {
+    int64_t i;
     if (n < RADIX_MIN) {
         sort_candidates(c, n);
         return;
     }
+    for (i = 1; i < n && c[i - 1].id < c[i].id; i++) {
+    }
+    if (i < n) radix_sort(c, scratch, n, 1);
     radix_sort(c, scratch, n, 0);
 }
 
@@ -799,13 +805,7 @@ static int64_t top_p_min_p_draw(const row_view *v, candidate *c, int64_t n, doub
     if (p->top_p < 1.0) {
         double sum_before = 0.0, last_kept_before = 0.0;
         for (i = 0; i < n; i++) c[i].key = c[i].value;
-        if (n >= RADIX_MIN) {
-            /* The stable radix needs id order first: collect_above appends the overrides at the end. */
-            for (i = 1; i < n && c[i - 1].id < c[i].id; i++) {
-            }
-            if (i < n) radix_sort(c, v->s->cands_scratch, n, 1);
-        }
-        sort_candidates_in_id_order(c, v->s->cands_scratch, n); /* p descending, id ascending */
+        sort_by_key(c, v->s->cands_scratch, n); /* p descending, id ascending */
         for (i = 0; i < n; i++) {
             if (!(sum_before < p->top_p)) break;
             last_kept_before = sum_before;
