@@ -20,6 +20,12 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #define BLOCK 128
 
@@ -52,14 +58,18 @@ static inline float key_float(int32_t key) {
     return value;
 }
 
-/* The candidate scans test SCAN floats at once (vectorized) before looking at any one of them: a
- * block they visit has a few tokens over the threshold among its 128, so most groups are skipped. */
-#define SCAN 16
-
-static inline int any_reaches(const float *data, int32_t threshold) {
-    int any = 0, i;
-    for (i = 0; i < SCAN; i++) any |= float_key(data[i]) >= threshold;
-    return any;
+/* Bit i says data[i] >= threshold, for the 64 floats from data: the candidate scans then visit only
+ * the tokens that pass, with no branch per float (a block they read has a token or two to take). */
+static inline uint64_t reaching_bits(const float *data, float threshold) {
+    uint64_t bits = 0;
+    int i;
+#ifdef __SSE2__
+    __m128 t = _mm_set1_ps(threshold);
+    for (i = 0; i < 64; i += 4) bits |= (uint64_t)_mm_movemask_ps(_mm_cmpge_ps(_mm_loadu_ps(data + i), t)) << i;
+#else
+    for (i = 0; i < 64; i++) bits |= (uint64_t)(data[i] >= threshold) << i;
+#endif
+    return bits;
 }
 
 /* Pass A over whole blocks: each block's largest key; returns nonzero if any value is NaN. */
@@ -150,7 +160,7 @@ static inline __attribute__((always_inline)) void approx_sums_body(const float *
                                                                    int lanes) {
     /* Block sums go to block_sums when it is given (a flush per block); the row's totals (sum,
      * weight) gather in float64 lanes, so that a caller that needs only Z pays no per-block
-     * reduction. Blocks with skip[b] >= 0 (those with a masked copy) are left out. Element j of a
+     * reduction. Blocks with skip[b] != -1 (those with penalized tokens) are left out. Element j of a
      * block goes to lane j % lanes (a constant per variant: the result does not depend on the ISA). */
     const int64_t flush_blocks = F_FLUSH_ADDS * lanes / BLOCK;
     double sum_lanes[F_LANES] = {0}, weight_lanes[F_LANES] = {0};
@@ -159,7 +169,7 @@ static inline __attribute__((always_inline)) void approx_sums_body(const float *
     int i, j;
     for (b = 0; b < num_blocks; b++) {
         const float *block = values + b * BLOCK;
-        if (skip && skip[b] >= 0) continue;
+        if (skip && skip[b] != -1) continue;
         for (j = 0; j < BLOCK; j += lanes) {
             for (i = 0; i < lanes; i++) {
                 float a = (block[j + i] - top) * scale;
@@ -210,10 +220,78 @@ __attribute__((target("avx512f"))) static void approx_block_sums_fused512(const 
     approx_sums_body(values, num_blocks, top, scale, skip, block_sums, totals, 1, F_LANES);
 }
 
+/* Float lanes into float64 lanes (each float64 addition is within the 1e-12 * Z summation room). */
+__attribute__((target("avx2,fma"))) static inline __m256d widened_sum(__m256 lanes) {
+    return _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(lanes)), _mm256_cvtps_pd(_mm256_extractf128_ps(lanes, 1)));
+}
+
+__attribute__((target("avx2,fma"))) static inline double horizontal_sum(__m256d lanes) {
+    __m128d half = _mm_add_pd(_mm256_castpd256_pd128(lanes), _mm256_extractf128_pd(lanes, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(half, _mm_unpackhi_pd(half, half)));
+}
+
+/* Pass F written out for AVX2 with FMA, the same arithmetic per element as approx_sums_body (GCC's
+ * vectors of its lane loop kept the sums on the stack and spent half the time there). Four vectors
+ * of eight in flight, so element j of a block goes to lane j % 32 as in F_LANES_AVX2. One difference:
+ * a below -125 gives 2^-125 rather than 0 (no blend per vector), which softmax_sums' bound covers. */
 __attribute__((target("avx2,fma"))) static void approx_block_sums_fused256(const float *values, int64_t num_blocks,
                                                                            float top, float scale, const int32_t *skip,
                                                                            double *block_sums, double totals[2]) {
-    approx_sums_body(values, num_blocks, top, scale, skip, block_sums, totals, 1, F_LANES_AVX2);
+    const __m256 top8 = _mm256_set1_ps(top), scale8 = _mm256_set1_ps(scale), lowest = _mm256_set1_ps(-125.0f);
+    const __m256 round = _mm256_set1_ps(12582912.0f), one = _mm256_set1_ps(1.0f);
+    const __m256 c5 = _mm256_set1_ps(1.29156699e-3f), c4 = _mm256_set1_ps(9.66853090e-3f);
+    const __m256 c3 = _mm256_set1_ps(5.55168875e-2f), c2 = _mm256_set1_ps(2.40222648e-1f);
+    const __m256 c1 = _mm256_set1_ps(6.93146467e-1f);
+    const __m256i bias = _mm256_set1_epi32(127);
+    const int64_t flush_blocks = F_FLUSH_ADDS * F_LANES_AVX2 / BLOCK;
+    __m256 sums[4], weights[4];
+    __m256d sum_lanes = _mm256_setzero_pd(), weight_lanes = _mm256_setzero_pd();
+    int64_t b, pending = 0;
+    int j, k;
+    for (k = 0; k < 4; k++) sums[k] = weights[k] = _mm256_setzero_ps();
+    for (b = 0; b < num_blocks; b++) {
+        const float *block = values + b * BLOCK;
+        if (skip && skip[b] != -1) continue;
+        for (j = 0; j < BLOCK; j += 32) {
+            /* Stage by stage across the four vectors, so that their chains (about 40 cycles each)
+             * are in flight together. */
+            __m256 clamped[4], t[4], f[4], p[4];
+            for (k = 0; k < 4; k++) {
+                __m256 a = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(block + j + 8 * k), top8), scale8);
+                clamped[k] = _mm256_max_ps(a, lowest); /* rows with NaN never get here */
+            }
+            for (k = 0; k < 4; k++) t[k] = _mm256_add_ps(clamped[k], round); /* rounds to the nearest integer n */
+            for (k = 0; k < 4; k++) f[k] = _mm256_sub_ps(clamped[k], _mm256_sub_ps(t[k], round));
+            for (k = 0; k < 4; k++) p[k] = _mm256_fmadd_ps(c5, f[k], c4);
+            for (k = 0; k < 4; k++) p[k] = _mm256_fmadd_ps(p[k], f[k], c3);
+            for (k = 0; k < 4; k++) p[k] = _mm256_fmadd_ps(p[k], f[k], c2);
+            for (k = 0; k < 4; k++) p[k] = _mm256_fmadd_ps(p[k], f[k], c1);
+            for (k = 0; k < 4; k++) p[k] = _mm256_fmadd_ps(p[k], f[k], one);
+            for (k = 0; k < 4; k++) {
+                __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_castps_si256(t[k]), bias), 23);
+                __m256 v = _mm256_mul_ps(p[k], _mm256_castsi256_ps(bits));
+                sums[k] = _mm256_add_ps(sums[k], v);
+                weights[k] = _mm256_fnmadd_ps(v, clamped[k], weights[k]); /* + v * |a| */
+            }
+        }
+        if (block_sums || ++pending == flush_blocks) {
+            __m256d block_lanes = _mm256_setzero_pd();
+            pending = 0;
+            for (k = 0; k < 4; k++) {
+                block_lanes = _mm256_add_pd(block_lanes, widened_sum(sums[k]));
+                weight_lanes = _mm256_add_pd(weight_lanes, widened_sum(weights[k]));
+                sums[k] = weights[k] = _mm256_setzero_ps();
+            }
+            if (block_sums) block_sums[b] = horizontal_sum(block_lanes);
+            sum_lanes = _mm256_add_pd(sum_lanes, block_lanes);
+        }
+    }
+    for (k = 0; k < 4; k++) {
+        sum_lanes = _mm256_add_pd(sum_lanes, widened_sum(sums[k]));
+        weight_lanes = _mm256_add_pd(weight_lanes, widened_sum(weights[k]));
+    }
+    totals[0] = horizontal_sum(sum_lanes);
+    totals[1] = horizontal_sum(weight_lanes);
 }
 #endif
 
@@ -477,7 +555,8 @@ typedef struct {
 
 typedef struct {
     int32_t token;
-    double value; /* the penalized float64 logit, before temperature */
+    int32_t entry; /* its penalty_entry in the request */
+    double value;  /* the penalized float64 logit, before temperature */
 } override;
 
 struct np_sampler {
@@ -493,12 +572,12 @@ struct np_sampler {
     int64_t tokens_capacity;
     int32_t *block_key;
     int64_t block_key_capacity;
-    int32_t *block_key_copy;
-    int64_t block_key_copy_capacity;
-    int32_t *dirty; /* per block: its masked copy, or -1 */
+    int32_t *dirty; /* per block: its masked copy, MARKED (penalized tokens, no copy yet), or -1 */
     int64_t dirty_capacity;
-    int32_t *dirty_blocks; /* the blocks that have a copy, in copy order */
-    int64_t dirty_blocks_capacity;
+    int32_t *copy_block; /* per copy: its block */
+    int64_t copy_block_capacity;
+    uint64_t *masked; /* per block, two words: the bits of its penalized tokens */
+    int64_t masked_capacity;
     float *copies;
     int64_t copies_capacity;
     override *overrides;
@@ -534,9 +613,9 @@ void np_sampler_destroy(np_sampler *s) {
     np_free(s->row_slots);
     np_free(s->tokens);
     np_free(s->block_key);
-    np_free(s->block_key_copy);
     np_free(s->dirty);
-    np_free(s->dirty_blocks);
+    np_free(s->copy_block);
+    np_free(s->masked);
     np_free(s->copies);
     np_free(s->overrides);
     np_free(s->copy_key);
@@ -678,68 +757,167 @@ typedef struct {
     int64_t num_copies;
     int64_t num_overrides;
     int nan_seen;
+    /* Pass F made with pass A (fused_pass): its sums over the row's unpenalized full blocks,
+     * relative to the float of key fused_top. */
+    int fused;
+    int32_t fused_top;
+    double fused_sums[2]; /* sum, weight */
 } row_view;
 
-static const float *block_data(const row_view *v, int64_t b) {
-    int32_t copy = v->s->dirty[b];
-    return copy >= 0 ? v->s->copies + (int64_t)copy * BLOCK : v->row + b * BLOCK;
-}
+#define MARKED (-2) /* s->dirty[b]: the block holds penalized tokens but has no copy yet */
 
-/* A private copy of block b (padded with -inf past the vocabulary), made once per row. */
+/* The private copy of block b, made on first use: padded with -inf past the vocabulary and
+ * -inf at its penalized tokens (which the overrides carry). Most marked blocks are never read
+ * again after pass A, so most are never copied. */
 static float *block_copy(row_view *v, int64_t b) {
     np_sampler *s = v->s;
     int64_t start = b * BLOCK, count = v->vocab - start < BLOCK ? v->vocab - start : BLOCK, i;
     float *copy;
+    int w;
     if (s->dirty[b] >= 0) return s->copies + (int64_t)s->dirty[b] * BLOCK;
     copy = s->copies + v->num_copies * BLOCK; /* room reserved for every block */
     memcpy(copy, v->row + start, (size_t)count * sizeof(float));
     for (i = count; i < BLOCK; i++) copy[i] = -INFINITY;
+    for (w = 0; w < BLOCK / 64; w++) {
+        uint64_t bits = s->masked[b * (BLOCK / 64) + w];
+        for (; bits; bits &= bits - 1) copy[w * 64 + __builtin_ctzll(bits)] = -INFINITY;
+    }
     s->dirty[b] = (int32_t)v->num_copies;
-    s->dirty_blocks[v->num_copies++] = (int32_t)b;
+    s->copy_block[v->num_copies++] = (int32_t)b;
     return copy;
 }
 
-/* Stage 1 as overrides, the masked copies, and pass A. */
-static void prepare_row(row_view *v) {
+/* Block b as the stage-1 scans must see it: the row, or the masked copy of a marked block. */
+static const float *block_data(row_view *v, int64_t b) {
+    int32_t state = v->s->dirty[b];
+    if (state == MARKED) return block_copy(v, b);
+    return state >= 0 ? v->s->copies + (int64_t)state * BLOCK : v->row + b * BLOCK;
+}
+
+/* The tokens of block b at or above `threshold`, less the penalized ones (which the overrides
+ * carry), as two words of bits; returns the floats they index: the row's, or the block's copy if it
+ * has one (the ragged tail's is padded with -inf). */
+static const float *block_reaching(const row_view *v, int64_t b, float threshold, uint64_t bits[2]) {
+    const np_sampler *s = v->s;
+    const float *data = s->dirty[b] >= 0 ? s->copies + (int64_t)s->dirty[b] * BLOCK : v->row + b * BLOCK;
+    int w;
+    for (w = 0; w < BLOCK / 64; w++) bits[w] = reaching_bits(data + w * 64, threshold) & ~s->masked[b * (BLOCK / 64) + w];
+    return data;
+}
+
+/* Copies of every marked block (the passes over whole rows read the copies, not the row). */
+static void copy_marked(row_view *v) {
+    int64_t i;
+    for (i = 0; i < v->num_overrides; i++) block_copy(v, v->s->overrides[i].token / BLOCK);
+}
+
+#define FUSED_CHUNK 32 /* blocks per step of fused_pass: 16 KB, in L1 for pass F after pass A */
+
+/* Pass A with pass F for rows that will need the softmax sum: one read of the row from memory where
+ * the two passes made two. Each chunk of blocks gets its keys, then its sums relative to the
+ * largest float seen so far (what came before is scaled by exp of the difference, in float64, when
+ * that grows), skipping blocks with penalized tokens (their copies are summed later). The
+ * per-block sums go to s->block_sum when `per_block` asks. */
+static void fused_pass(row_view *v, int per_block) {
+    np_sampler *s = v->s;
+    double temperature = v->r->params.temperature;
+    float scale = (float)(1.4426950408889634 / temperature);
+    int32_t top = KEY_NEG_INF;
+    int64_t c, b;
+    v->fused = 1;
+    v->fused_sums[0] = v->fused_sums[1] = 0.0;
+    v->nan_seen = 0;
+    for (c = 0; c < v->full_blocks; c += FUSED_CHUNK) {
+        int64_t n = v->full_blocks - c < FUSED_CHUNK ? v->full_blocks - c : FUSED_CHUNK;
+        int32_t chunk_top = KEY_NEG_INF;
+        double totals[2];
+        v->nan_seen |= block_keys(v->row + c * BLOCK, n, s->block_key + c);
+        for (b = c; b < c + n; b++) chunk_top = s->block_key[b] > chunk_top ? s->block_key[b] : chunk_top;
+        if (chunk_top > top) {
+            if (top > KEY_NEG_INF) {
+                double factor = exp_nonpositive(((double)key_float(top) - (double)key_float(chunk_top)) / temperature);
+                v->fused_sums[0] *= factor;
+                v->fused_sums[1] *= factor;
+                for (b = 0; per_block && b < c; b++) s->block_sum[b] *= factor;
+            }
+            top = chunk_top;
+        }
+        if (top == KEY_NEG_INF || top >= KEY_POS_INF) {
+            /* Nothing finite yet (every float so far is -inf: they add nothing), or +inf or NaN,
+             * which fail the row. */
+            for (b = c; per_block && b < c + n; b++) s->block_sum[b] = 0.0;
+            continue;
+        }
+        approx_block_sums(v->row + c * BLOCK, n, key_float(top), scale, s->dirty + c,
+                          per_block ? s->block_sum + c : NULL, totals);
+        v->fused_sums[0] += totals[0];
+        v->fused_sums[1] += totals[1];
+    }
+    v->fused_top = top;
+}
+
+/* Stage 1 as overrides (their tokens masked in their blocks) and pass A, fused with pass F when
+ * `sums` says the row will need the softmax sum (2 with its per-block parts). */
+static void prepare_row(row_view *v, int sums) {
     np_sampler *s = v->s;
     const request *r = v->r;
     const np_sampling_params *p = &r->params;
+    double penalty = p->repetition_penalty, frequency = p->frequency_penalty, presence = p->presence_penalty;
     int64_t i;
     v->num_copies = 0;
     v->num_overrides = 0;
-    /* Pass A first: it streams the row into cache, where the penalties' scattered reads then hit. */
-    v->nan_seen = block_keys(v->row, v->full_blocks, s->block_key);
-    if (v->full_blocks < v->num_blocks) block_copy(v, v->full_blocks); /* the ragged tail */
+    v->fused = 0;
+    /* The penalized tokens first (no float read), so that pass F knows which blocks to skip. */
     for (i = 0; i < r->num_entries; i++) {
         const penalty_entry *entry = &r->entries[i];
-        double x = (double)v->row[entry->token];
-        int applies = 0;
-        if (r->track_seen && entry->seen) {
-            x = x > 0 ? x / p->repetition_penalty : x * p->repetition_penalty;
-            applies = 1;
-        }
-        if (r->track_counts && entry->count > 0) {
-            x -= p->frequency_penalty * (double)entry->count + p->presence_penalty;
-            applies = 1;
-        }
-        if (!applies) continue;
-        s->overrides[v->num_overrides].token = entry->token;
-        s->overrides[v->num_overrides++].value = x;
-        block_copy(v, entry->token / BLOCK)[entry->token % BLOCK] = -INFINITY;
+        int32_t token = entry->token;
+        if (!((r->track_seen && entry->seen) || (r->track_counts && entry->count > 0))) continue;
+        s->overrides[v->num_overrides].token = token;
+        s->overrides[v->num_overrides++].entry = (int32_t)i;
+        s->masked[token / 64] |= 1ull << (token % 64);
+        s->dirty[token / BLOCK] = MARKED;
+    }
+    /* Pass A before the penalties' values: it streams the row into cache, where their scattered
+     * reads then hit. */
+    if (sums && v->full_blocks > 0) {
+        fused_pass(v, sums > 1);
+    } else {
+        v->nan_seen = block_keys(v->row, v->full_blocks, s->block_key);
+    }
+    for (i = 0; i < v->num_overrides; i++) {
+        /* Both sides of the repetition penalty are computed, so that the sign picks with no branch
+         * (it is a coin toss per token). */
+        const penalty_entry *entry = &r->entries[s->overrides[i].entry];
+        double x = (double)v->row[entry->token], divided = x / penalty, multiplied = x * penalty;
+        if (r->track_seen && entry->seen) x = x > 0 ? divided : multiplied;
+        if (r->track_counts && entry->count > 0) x -= frequency * (double)entry->count + presence;
+        s->overrides[i].value = x;
+    }
+    /* A marked block keeps its key unless a penalized token holds it (a tie keeps it too, but is
+     * rare enough to take the copy): only those blocks, and the ragged tail, are copied now. */
+    if (v->full_blocks < v->num_blocks) block_copy(v, v->full_blocks);
+    for (i = 0; i < v->num_overrides; i++) {
+        int32_t token = s->overrides[i].token;
+        int64_t b = token / BLOCK;
+        if (b < v->full_blocks && s->dirty[b] == MARKED && float_key(v->row[token]) == s->block_key[b])
+            block_copy(v, b);
+        if (s->overrides[i].value != s->overrides[i].value) v->nan_seen = 1;
     }
     if (v->num_copies > 0) {
         /* The copies sit side by side: one vectorized pass, then each key to its block. */
         v->nan_seen |= block_keys(s->copies, v->num_copies, s->copy_key);
-        for (i = 0; i < v->num_copies; i++) s->block_key[s->dirty_blocks[i]] = s->copy_key[i];
-    }
-    for (i = 0; i < v->num_overrides; i++) {
-        if (s->overrides[i].value != s->overrides[i].value) v->nan_seen = 1;
+        for (i = 0; i < v->num_copies; i++) s->block_key[s->copy_block[i]] = s->copy_key[i];
     }
 }
 
 static void finish_row(row_view *v) {
+    np_sampler *s = v->s;
     int64_t i;
-    for (i = 0; i < v->num_copies; i++) v->s->dirty[v->s->dirty_blocks[i]] = -1;
+    for (i = 0; i < v->num_copies; i++) s->dirty[s->copy_block[i]] = -1;
+    for (i = 0; i < v->num_overrides; i++) {
+        s->dirty[s->overrides[i].token / BLOCK] = -1;
+        s->masked[s->overrides[i].token / 64] = 0;
+    }
 }
 
 static int32_t max_block_key(const row_view *v) {
@@ -750,7 +928,7 @@ static int32_t max_block_key(const row_view *v) {
 }
 
 /* Stage 2: the largest stage-1 value, lowest id on ties. */
-static int64_t pick_greedy(const row_view *v) {
+static int64_t pick_greedy(row_view *v) {
     const np_sampler *s = v->s;
     int32_t best_key = max_block_key(v);
     int64_t best_token = -1, b, i;
@@ -830,7 +1008,7 @@ static int64_t top_p_min_p_draw(const row_view *v, candidate *c, int64_t n, doub
 }
 
 /* Top-k rows: stages 3-8 on the k best tokens. */
-static int64_t sample_top_k(const row_view *v, double m) {
+static int64_t sample_top_k(row_view *v, double m) {
     np_sampler *s = v->s;
     const np_sampling_params *p = &v->r->params;
     double temperature = p->temperature, z = 0.0, pmax = 0.0;
@@ -859,14 +1037,15 @@ static int64_t sample_top_k(const row_view *v, double m) {
         for (i = 0; i < v->num_overrides; i++) c[s->overrides[i].token].key = s->overrides[i].value / temperature;
         n = v->vocab;
     } else {
+        float at = key_float(threshold);
         for (b = 0; b < v->num_blocks; b++) {
+            uint64_t bits[BLOCK / 64];
             const float *data;
             if (s->block_key[b] < threshold) continue;
-            data = block_data(v, b);
-            for (j = 0; j < BLOCK; j += SCAN) {
-                if (!any_reaches(data + j, threshold)) continue;
-                for (i = j; i < j + SCAN; i++) {
-                    if (float_key(data[i]) < threshold) continue;
+            data = block_reaching(v, b, at, bits);
+            for (j = 0; j < BLOCK / 64; j++) {
+                for (; bits[j]; bits[j] &= bits[j] - 1) {
+                    i = j * 64 + __builtin_ctzll(bits[j]);
                     c[n].key = (double)data[i] / temperature;
                     c[n++].id = (int32_t)(b * BLOCK + i);
                 }
@@ -902,7 +1081,7 @@ static int64_t sample_top_k(const row_view *v, double m) {
 /* Tokens whose e = exp(x / temperature - m) is at least `floor`, as candidates whose `value` is e
  * (exact float64); returns how many, and their summed e in *mass. Found from the raw floats: only
  * blocks whose maximum clears the matching logit threshold (less two floats, for rounding) are read. */
-static int64_t collect_above(const row_view *v, double m, double floor, double *mass) {
+static int64_t collect_above(row_view *v, double m, double floor, double *mass) {
     const np_sampler *s = v->s;
     double temperature = v->r->params.temperature, sum = 0.0;
     candidate *c = s->cands;
@@ -922,16 +1101,17 @@ static int64_t collect_above(const row_view *v, double m, double floor, double *
     }
     {
         float raw = (float)(temperature * (m + log(floor)));
-        int32_t threshold = float_key(nextafterf(nextafterf(raw, -INFINITY), -INFINITY));
+        float at = nextafterf(nextafterf(raw, -INFINITY), -INFINITY);
+        int32_t threshold = float_key(at);
         for (b = 0; b < v->num_blocks; b++) {
+            uint64_t bits[BLOCK / 64];
             const float *data;
             if (s->block_key[b] < threshold) continue;
-            data = block_data(v, b);
-            for (j = 0; j < BLOCK; j += SCAN) {
-                if (!any_reaches(data + j, threshold)) continue;
-                for (i = j; i < j + SCAN; i++) {
+            data = block_reaching(v, b, at, bits);
+            for (j = 0; j < BLOCK / 64; j++) {
+                for (; bits[j]; bits[j] &= bits[j] - 1) {
                     double e;
-                    if (float_key(data[i]) < threshold) continue;
+                    i = j * 64 + __builtin_ctzll(bits[j]);
                     e = exp_nonpositive((double)data[i] / temperature - m);
                     if (e < floor) continue;
                     c[n].value = e;
@@ -954,27 +1134,48 @@ static int64_t collect_above(const row_view *v, double m, double floor, double *
 
 /* The softmax sum Z = sum of exp(x / temperature - m), exact (pass B) or approximate (pass F) with
  * *error bounding |result - Z|; with `per_block`, its parts per block in block_sum as well. */
-static double softmax_sums(const row_view *v, double m, int exact, int per_block, double *error) {
+static double softmax_sums(row_view *v, double m, int exact, int per_block, double *error) {
     np_sampler *s = v->s;
     double temperature = v->r->params.temperature, z = 0.0, weight = 0.0, factor = 0.0;
     int32_t top_key = max_block_key(v);
     int64_t b, i;
     per_block |= exact;
+    copy_marked(v);
     if (exact) {
         exp_block_sums(v->row, v->full_blocks, temperature, m, s->block_sum);
         exp_block_sums(s->copies, v->num_copies, temperature, m, s->copy_sum);
-        for (i = 0; i < v->num_copies; i++) s->block_sum[s->dirty_blocks[i]] = s->copy_sum[i];
+        for (i = 0; i < v->num_copies; i++) s->block_sum[s->copy_block[i]] = s->copy_sum[i];
     } else if (top_key > KEY_NEG_INF) {
         /* Relative to the largest float, then scaled to m (which an override may exceed). */
-        float top = key_float(top_key), scale = (float)(1.4426950408889634 / temperature);
+        float top, scale = (float)(1.4426950408889634 / temperature);
         double row_totals[2], copy_totals[2];
-        approx_block_sums(v->row, v->full_blocks, top, scale, s->dirty, per_block ? s->block_sum : NULL, row_totals);
+        if (v->fused) {
+            /* The row's sums are made (fused_pass); only the ragged tail can beat their top. */
+            double shift = 1.0;
+            if (top_key > v->fused_top) {
+                shift = v->fused_top > KEY_NEG_INF
+                            ? exp_nonpositive(((double)key_float(v->fused_top) - (double)key_float(top_key)) / temperature)
+                            : 0.0;
+            } else {
+                top_key = v->fused_top;
+            }
+            row_totals[0] = v->fused_sums[0] * shift;
+            row_totals[1] = v->fused_sums[1] * shift;
+            for (b = 0; per_block && b < v->full_blocks; b++) s->block_sum[b] *= shift;
+            v->fused = 0; /* used: an exact retry recomputes everything */
+            top = key_float(top_key);
+        } else {
+            top = key_float(top_key);
+            approx_block_sums(v->row, v->full_blocks, top, scale, s->dirty, per_block ? s->block_sum : NULL, row_totals);
+        }
         approx_block_sums(s->copies, v->num_copies, top, scale, NULL, per_block ? s->copy_sum : NULL, copy_totals);
-        factor = exp_nonpositive((double)top / temperature - m);
+        /* The fused top can pass m when a penalty lowered the largest float. */
+        factor = (double)top / temperature - m > 0.0 ? exp((double)top / temperature - m)
+                                                     : exp_nonpositive((double)top / temperature - m);
         z = factor * (row_totals[0] + copy_totals[0]);
         weight = row_totals[1] + copy_totals[1];
         if (per_block) {
-            for (i = 0; i < v->num_copies; i++) s->block_sum[s->dirty_blocks[i]] = s->copy_sum[i];
+            for (i = 0; i < v->num_copies; i++) s->block_sum[s->copy_block[i]] = s->copy_sum[i];
             for (b = 0; b < v->num_blocks; b++) s->block_sum[b] *= factor;
         }
     } else if (per_block) {
@@ -989,13 +1190,16 @@ static double softmax_sums(const row_view *v, double m, int exact, int per_block
     if (exact) {
         for (b = 0; b < v->num_blocks; b++) z += s->block_sum[b];
     }
-    /* Twice the worst case of pass F's error terms, plus room for any float64 summation order. */
-    *error = exact ? 0.0 : 2.0 * (1e-6 * z + 1.25e-7 * factor * weight) + 1e-12 * z + 1e-300;
+    /* Twice the worst case of pass F's error terms, plus room for any float64 summation order, plus
+     * 2^-124 per element for the AVX2 pass F's 2^-125 where a is below -125. */
+    *error = exact ? 0.0
+                   : 2.0 * (1e-6 * z + 1.25e-7 * factor * weight) + 1e-12 * z +
+                         factor * (double)((v->num_blocks + v->num_copies) * BLOCK) * 0x1p-124 + 1e-300;
     return z;
 }
 
 /* Stage 8 over the whole vocabulary (no top-p, no min-p): the block where u * Z lands, then the token. */
-static int64_t draw_from_all(const row_view *v, double m, double z, double error) {
+static int64_t draw_from_all(row_view *v, double m, double z, double error) {
     const np_sampler *s = v->s;
     double temperature = v->r->params.temperature;
     double target = splitmix64_uniform(v->r->params.seed, v->r->position) * z, cum = 0.0, before;
@@ -1027,7 +1231,7 @@ static int64_t draw_from_all(const row_view *v, double m, double z, double error
 
 /* Stages 6-8 with top-p over the whole vocabulary: collect tokens above a falling floor until they
  * carry top_p of the mass, then cut, min-p and draw on those. */
-static int64_t draw_nucleus(const row_view *v, double m, double z, double error) {
+static int64_t draw_nucleus(row_view *v, double m, double z, double error) {
     static const double floors[] = {0.5, 0.25, 0x1p-4, 0x1p-8, 0x1p-16, 0x1p-32, 0x1p-64, 0.0};
     np_sampler *s = v->s;
     const np_sampling_params *p = &v->r->params;
@@ -1048,7 +1252,7 @@ static int64_t draw_nucleus(const row_view *v, double m, double z, double error)
 }
 
 /* Rows without top-k: stages 3 and 5-8 over the whole vocabulary. */
-static int64_t sample_full(const row_view *v, double m) {
+static int64_t sample_full(row_view *v, double m) {
     const np_sampling_params *p = &v->r->params;
     int exact;
     if (p->top_p == 1.0 && p->min_p > 0.0) {
@@ -1077,7 +1281,13 @@ static int sample_row(np_sampler *s, const request *r, const float *row, int64_t
     v.vocab = vocab;
     v.num_blocks = (vocab + BLOCK - 1) / BLOCK;
     v.full_blocks = vocab / BLOCK;
-    prepare_row(&v);
+    {
+        /* Rows that will need the softmax sum (stage 6 or 8 over the whole vocabulary) get pass F
+         * with pass A; with the per-block parts when the draw walks the blocks (no top-p). */
+        const np_sampling_params *p = &r->params;
+        int whole = p->temperature > 0.0 && !(p->top_k > 0 && p->top_k < vocab) && !(p->top_p == 1.0 && p->min_p > 0.0);
+        prepare_row(&v, whole ? (p->top_p == 1.0 ? 2 : 1) : 0);
+    }
     if (v.nan_seen) {
         status = NP_ERR_NONFINITE;
     } else if (r->params.temperature == 0.0) {
@@ -1107,11 +1317,12 @@ static int sample_row(np_sampler *s, const request *r, const float *row, int64_t
 
 /* Grows every per-row buffer for rows of `vocab` tokens with up to `max_overrides` penalized ones. */
 static int reserve_scratch(np_sampler *s, int64_t vocab, int64_t max_overrides) {
-    int64_t blocks = (vocab + BLOCK - 1) / BLOCK, old = s->dirty_capacity, i;
+    int64_t blocks = (vocab + BLOCK - 1) / BLOCK, old = s->dirty_capacity, old_masked = s->masked_capacity, i;
     int64_t cands = (vocab > blocks ? vocab : blocks) + max_overrides;
     if (np_reserve(&s->block_key, &s->block_key_capacity, blocks, sizeof(int32_t)) ||
+        np_reserve(&s->masked, &s->masked_capacity, blocks * (BLOCK / 64), sizeof(uint64_t)) ||
         np_reserve(&s->dirty, &s->dirty_capacity, blocks, sizeof(int32_t)) ||
-        np_reserve(&s->dirty_blocks, &s->dirty_blocks_capacity, blocks, sizeof(int32_t)) ||
+        np_reserve(&s->copy_block, &s->copy_block_capacity, blocks, sizeof(int32_t)) ||
         np_reserve(&s->copies, &s->copies_capacity, blocks * BLOCK, sizeof(float)) ||
         np_reserve(&s->overrides, &s->overrides_capacity, max_overrides, sizeof(override)) ||
         np_reserve(&s->copy_key, &s->copy_key_capacity, blocks, sizeof(int32_t)) ||
@@ -1121,6 +1332,7 @@ static int reserve_scratch(np_sampler *s, int64_t vocab, int64_t max_overrides) 
         np_reserve(&s->cands_scratch, &s->cands_scratch_capacity, cands, sizeof(candidate)))
         return NP_ERR_NOMEM;
     for (i = old; i < s->dirty_capacity; i++) s->dirty[i] = -1;
+    for (i = old_masked; i < s->masked_capacity; i++) s->masked[i] = 0; /* finish_row clears the rest */
     return NP_OK;
 }
 

@@ -270,6 +270,49 @@ def test_twins_agree_on_a_real_vocabulary(mix: str, pass_f_build: str) -> None:
         compare_step(python, native, logits.astype(np.float32), list(range(rows)), requests)
 
 
+@requires_native
+@pytest.mark.parametrize("shape", ["rising", "masked_start", "tail_top", "penalized_top"])
+def test_twins_agree_where_the_one_pass_softmax_sum_must_rescale(shape: str, pass_f_build: str) -> None:
+    """Rows over several chunks of the fused pass A + F (32 blocks of 128) that take its rare turns: a
+    maximum that grows chunk after chunk (each growth rescales the sums so far), a first chunk of
+    -inf only, the largest float in the ragged tail past the last whole block, and a largest float
+    that a penalty lowers (the pass's top then exceeds the softmax's maximum)."""
+    rng = np.random.default_rng(sum(map(ord, shape)))
+    rows, vocab = 4, 3 * 32 * 128 + 77
+    params = [
+        SamplingParams(temperature=1.0, top_p=0.9),
+        SamplingParams(temperature=0.7),  # no top-p: the draw walks the per-block sums
+        SamplingParams(temperature=1.5, top_p=0.99, min_p=0.01),
+        SamplingParams(temperature=1.0, top_p=0.95, repetition_penalty=1.5, frequency_penalty=0.5),
+    ]
+    python, native = PythonSampler(), make_native()
+    requests = {}
+    for seq_id in range(rows):
+        prompt = rng.integers(0, vocab, size=50).tolist()
+        if shape == "penalized_top":
+            prompt.append(vocab // 2)  # the spike below
+        fields = {k: getattr(params[seq_id], k) for k in SamplingParams.__slots__}
+        fields["seed"] = 77 + seq_id
+        if shape == "penalized_top":
+            fields["repetition_penalty"] = 3.0
+        request = SamplingParams(**fields)
+        requests[seq_id] = (request, prompt, [])
+        python.add(seq_id, request, prompt)
+        native.add(seq_id, request, prompt)
+    for _ in range(3):
+        logits = rng.standard_normal((rows, vocab)) * 2.0
+        if shape == "rising":
+            logits += np.linspace(0.0, 40.0, vocab)  # each chunk's maximum beats the last by ~13
+        elif shape == "masked_start":
+            logits[:, : 32 * 128 + 5] = -INF
+        elif shape == "tail_top":
+            logits[:, -30:] += 25.0
+        else:
+            logits[:, vocab // 2] = 30.0  # 30 / 3 after the penalty: below the next strongest tokens
+            logits[:, 7] = 12.0
+        compare_step(python, native, logits.astype(np.float32), list(range(rows)), requests)
+
+
 def test_the_near_tie_reference_recognizes_an_exact_boundary() -> None:
     """The check that lets a mismatch pass must itself be able to say no."""
     x = np.array([0.0, 0.0, -INF, -INF])
