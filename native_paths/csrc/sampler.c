@@ -432,31 +432,30 @@ static void select_first(candidate *c, int64_t n, int64_t k) {
     sort_candidates(c + lo, hi - lo + 1);
 }
 
-/* The k-th largest of n keys (1 <= k <= n), reordering them: quickselect on plain int32, cheaper
- * than candidates for the few hundred block maxima of a row. */
-static int32_t kth_largest(int32_t *keys, int64_t n, int64_t k) {
-    int64_t lo = 0, hi = n - 1, target = k - 1;
-    while (lo < hi) {
-        int32_t pivot = keys[lo + (hi - lo) / 2];
-        int64_t i = lo, j = hi;
-        while (i <= j) {
-            while (keys[i] > pivot) i++;
-            while (keys[j] < pivot) j--;
-            if (i <= j) {
-                int32_t t = keys[i];
-                keys[i++] = keys[j];
-                keys[j--] = t;
-            }
+/* The k-th largest of n keys (1 <= k <= n): a byte-wise radix selection from the top byte down,
+ * each round keeping the keys that share the bytes chosen so far (in `scratch`, room for n). No
+ * comparison branches: quickselect on a row's few hundred block maxima mispredicted half of its
+ * own, and took longer than scanning the blocks it chose. */
+static int32_t kth_largest(const int32_t *keys, int64_t n, int64_t k, uint32_t *scratch) {
+    int64_t i, m = n;
+    int shift;
+    for (i = 0; i < n; i++) scratch[i] = (uint32_t)keys[i] ^ 0x80000000u; /* ascending as unsigned */
+    for (shift = 24; shift >= 0; shift -= 8) {
+        int32_t count[256];
+        int64_t above = 0, kept = 0;
+        int byte = 255;
+        memset(count, 0, sizeof count);
+        for (i = 0; i < m; i++) count[(scratch[i] >> shift) & 255]++;
+        for (; above + count[byte] < k; byte--) above += count[byte];
+        k -= above;
+        for (i = 0; i < m; i++) {
+            uint32_t key = scratch[i];
+            scratch[kept] = key;
+            kept += (int)((key >> shift) & 255) == byte;
         }
-        if (target <= j) {
-            hi = j;
-        } else if (target >= i) {
-            lo = i;
-        } else {
-            return keys[target]; /* between the two halves: equal to the pivot */
-        }
+        m = kept;
     }
-    return keys[target];
+    return (int32_t)(scratch[0] ^ 0x80000000u); /* every key left is the k-th largest */
 }
 
 /* ---- Radix sorts for long candidate lists: a top-p cut on a flat row keeps most of the vocabulary,
@@ -805,6 +804,25 @@ static const float *block_reaching(const row_view *v, int64_t b, float threshold
     return data;
 }
 
+/* The key of block b's largest float that stage 1 left alone (KEY_NEG_INF if it penalized them
+ * all), its penalized places read as -inf: the key a masked copy would have, with no copy made. As
+ * in pass A, keys (whose maximum vectorizes) rather than floats, the mask read per lane. */
+NP_CLONES static int32_t masked_block_key(const float *values, const uint64_t *masked) {
+    const int32_t *bits = (const int32_t *)(const void *)values; /* -fno-strict-aliasing */
+    int32_t best = KEY_NEG_INF;
+    int w, i;
+    for (w = 0; w < BLOCK / 32; w++) {
+        const uint32_t word = (uint32_t)(masked[w / 2] >> (32 * (w % 2))); /* 32 bits: a vector shift per lane */
+        for (i = 0; i < 32; i++) {
+            int32_t raw = bits[w * 32 + i], magnitude = raw & 0x7FFFFFFF;
+            int32_t key = raw < 0 ? -magnitude : raw;
+            key = (word >> i) & 1 ? KEY_NEG_INF : key;
+            best = key > best ? key : best;
+        }
+    }
+    return best;
+}
+
 /* Copies of every marked block (the passes over whole rows read the copies, not the row). */
 static void copy_marked(row_view *v) {
     int64_t i;
@@ -888,25 +906,22 @@ static void prepare_row(row_view *v, int sums) {
         /* Both sides of the repetition penalty are computed, so that the sign picks with no branch
          * (it is a coin toss per token). */
         const penalty_entry *entry = &r->entries[s->overrides[i].entry];
-        double x = (double)v->row[entry->token], divided = x / penalty, multiplied = x * penalty;
+        float raw = v->row[entry->token];
+        double x = (double)raw, divided = x / penalty, multiplied = x * penalty;
+        int64_t b = entry->token / BLOCK;
         if (r->track_seen && entry->seen) x = x > 0 ? divided : multiplied;
         if (r->track_counts && entry->count > 0) x -= frequency * (double)entry->count + presence;
         s->overrides[i].value = x;
+        v->nan_seen |= x != x;
+        /* A block keeps its key unless a penalized token holds it (or ties it): then the key is
+         * taken again without the penalized floats (once: the key no longer matches). */
+        if (b < v->full_blocks && float_key(raw) == s->block_key[b] && !v->nan_seen)
+            s->block_key[b] = masked_block_key(v->row + b * BLOCK, s->masked + b * (BLOCK / 64));
     }
-    /* A marked block keeps its key unless a penalized token holds it (a tie keeps it too, but is
-     * rare enough to take the copy): only those blocks, and the ragged tail, are copied now. */
-    if (v->full_blocks < v->num_blocks) block_copy(v, v->full_blocks);
-    for (i = 0; i < v->num_overrides; i++) {
-        int32_t token = s->overrides[i].token;
-        int64_t b = token / BLOCK;
-        if (b < v->full_blocks && s->dirty[b] == MARKED && float_key(v->row[token]) == s->block_key[b])
-            block_copy(v, b);
-        if (s->overrides[i].value != s->overrides[i].value) v->nan_seen = 1;
-    }
-    if (v->num_copies > 0) {
-        /* The copies sit side by side: one vectorized pass, then each key to its block. */
-        v->nan_seen |= block_keys(s->copies, v->num_copies, s->copy_key);
-        for (i = 0; i < v->num_copies; i++) s->block_key[s->copy_block[i]] = s->copy_key[i];
+    if (v->full_blocks < v->num_blocks) {
+        /* The ragged tail is copied (padded with -inf, penalized places masked) for every pass. */
+        v->nan_seen |= block_keys(block_copy(v, v->full_blocks), 1, s->copy_key);
+        s->block_key[v->full_blocks] = s->copy_key[0];
     }
 }
 
@@ -1020,8 +1035,7 @@ static int64_t sample_top_k(row_view *v, double m) {
     collect_all = k > finite_blocks;
     if (!collect_all) {
         /* At least k tokens reach the k-th largest block maximum, so the k best are all at or above it. */
-        memcpy(s->copy_key, s->block_key, (size_t)v->num_blocks * sizeof(int32_t));
-        threshold = kth_largest(s->copy_key, v->num_blocks, k);
+        threshold = kth_largest(s->block_key, v->num_blocks, k, (uint32_t *)s->copy_key);
         {
             /* Dividing by the temperature could merge a float just below the threshold with it (only
              * when x / t underflows or overflows); then take every token instead. */
