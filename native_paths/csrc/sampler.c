@@ -141,6 +141,13 @@ NP_CLONES static void exp_block_sums(const float *values, int64_t num_blocks, do
     }
 }
 
+/* e = exp(x / temperature - m) for the 128 floats of a block (float64, the same operations as the
+ * scalar calls, so the same values), for the candidate scans of blocks where most tokens pass. */
+NP_CLONES static void block_exps(const float *block, double temperature, double m, double *e) {
+    int i;
+    for (i = 0; i < BLOCK; i++) e[i] = exp_nonpositive((double)block[i] / temperature - m);
+}
+
 /* Pass F over whole blocks (approximate, float32, about twice as fast as pass B): the sum of 2^a
  * with a = (x - top) * scale <= 0 (scale = log2(e) / temperature), and the sum of 2^a * |a|.
  * Per element, 2^a is within 5e-7 + 1.25e-7 * |a| of exp((x - top) / temperature) relatively (a
@@ -591,6 +598,12 @@ struct np_sampler {
     int64_t cands_capacity;
     candidate *cands_scratch; /* the radix sorts' other half */
     int64_t cands_scratch_capacity;
+    candidate *cands_bucket; /* the top-p cut's bucket of a long list (top_p_cut_by_buckets) */
+    int64_t cands_bucket_capacity;
+    int32_t *bucket_count;
+    int64_t bucket_count_capacity;
+    double *bucket_mass;
+    int64_t bucket_mass_capacity;
     int64_t exact_passes;
 };
 
@@ -622,6 +635,9 @@ void np_sampler_destroy(np_sampler *s) {
     np_free(s->copy_sum);
     np_free(s->cands);
     np_free(s->cands_scratch);
+    np_free(s->cands_bucket);
+    np_free(s->bucket_count);
+    np_free(s->bucket_mass);
     np_free(s);
 }
 
@@ -985,16 +1001,127 @@ static int64_t draw(const candidate *kept, int64_t n, double u) {
 #define NEED_MORE (-100) /* internal: the candidates do not reach the top-p cut */
 #define AMBIGUOUS (-101) /* internal: the approximate softmax sum cannot settle the top-p cut or the draw */
 
+/* The top 16 bits of p >= 0 as a float64 (sign, exponent, 4 bits of mantissa): larger p, larger
+ * prefix; a 16th of a binade per bucket. */
+#define CUT_BUCKETS 4096
+static inline int64_t p_prefix(double p) {
+    uint64_t bits;
+    memcpy(&bits, &p, sizeof bits);
+    return (int64_t)(bits >> 48);
+}
+
+/* Stage 6 on a long candidate list (a flat row keeps thousands) without sorting it: the candidates
+ * go to buckets by p_prefix with each bucket's mass; the buckets wholly kept are passed by their
+ * mass, and only the bucket where the cut falls (then the next, while rounding leaves the sum short
+ * of top_p) is sorted and walked in rank order. The sums come in another order than a walk over
+ * all ranks, which the spec allows (a near-tie at most). Returns the number kept, or -1 when the
+ * prefixes span more than CUT_BUCKETS (the caller sorts instead); *edge is the last kept in rank
+ * order, sums[0] and sums[1] the sums of p before it and after it. */
+static int64_t top_p_cut_by_buckets(np_sampler *s, const candidate *c, int64_t n, double top_p, candidate *edge,
+                                    double sums[2]) {
+    int64_t lowest = INT64_MAX, highest = -1, i, b, kept_above = 0, walked = 0;
+    double above = 0.0, last_before = 0.0;
+    *edge = c[0];
+    for (i = 0; i < n; i++) {
+        int64_t prefix = p_prefix(c[i].value);
+        lowest = prefix < lowest ? prefix : lowest;
+        highest = prefix > highest ? prefix : highest;
+    }
+    if (highest - lowest >= CUT_BUCKETS) return -1;
+    memset(s->bucket_count, 0, (size_t)(highest - lowest + 1) * sizeof(int32_t));
+    memset(s->bucket_mass, 0, (size_t)(highest - lowest + 1) * sizeof(double));
+    for (i = 0; i < n; i++) {
+        int64_t bucket = p_prefix(c[i].value) - lowest;
+        s->bucket_count[bucket]++;
+        s->bucket_mass[bucket] += c[i].value;
+    }
+    /* Down from the largest p: a bucket whose mass leaves the sum below top_p is kept whole (and
+     * so is the first rank after it). */
+    for (b = highest - lowest; b >= 0; b--) {
+        if (above + s->bucket_mass[b] >= top_p) break;
+        above += s->bucket_mass[b];
+        kept_above += s->bucket_count[b];
+    }
+    if (b < 0) {
+        /* Every rank kept: the sum before the last, and the whole sum. */
+        int64_t last = 0;
+        for (i = 1; i < n; i++) {
+            if (c[i].value < c[last].value || (c[i].value == c[last].value && c[i].id > c[last].id)) last = i;
+        }
+        *edge = c[last];
+        sums[0] = above - c[last].value;
+        sums[1] = above;
+        return n;
+    }
+    for (; b >= 0; b--) {
+        /* The cut's bucket in rank order, walked on from the sum of the buckets above. */
+        int64_t m = 0;
+        if (s->bucket_count[b] == 0) continue;
+        for (i = 0; i < n; i++) {
+            if (p_prefix(c[i].value) - lowest != b) continue;
+            s->cands_bucket[m] = c[i];
+            s->cands_bucket[m++].key = c[i].value;
+        }
+        sort_by_key(s->cands_bucket, s->cands_scratch, m);
+        for (i = 0; i < m; i++) {
+            if (!(above < top_p)) break;
+            last_before = above;
+            above += s->cands_bucket[i].value;
+            *edge = s->cands_bucket[i];
+            walked++;
+        }
+        if (i < m || b == 0) break; /* the cut is in this bucket (or every rank is kept) */
+    }
+    sums[0] = last_before;
+    sums[1] = above;
+    return kept_above + walked;
+}
+
+/* Whether x is kept by a top-p cut whose last kept rank is `edge` (p descending, id ascending). */
+static inline int within_cut(const candidate *x, const candidate *edge) {
+    return x->value > edge->value || (x->value == edge->value && x->id <= edge->id);
+}
+
 /* Stages 6-8 on candidates (any order) whose `value` is p; pmax is the largest p of the softmax.
  * `complete` says the candidates are every token that could be kept; when they are not, and the
  * top-p walk runs out of them before the cut, NEED_MORE asks the caller for more. The p may carry
  * a common relative error up to `error` (an approximate softmax sum): only the top-p cut depends
  * on it (min-p and the draw compare p with p), and AMBIGUOUS says when it could flip the cut. */
 static int64_t top_p_min_p_draw(const row_view *v, candidate *c, int64_t n, double pmax, int complete,
-                                double error) {
+                                double error, int *untouched) {
     const np_sampling_params *p = &v->r->params;
     double u = splitmix64_uniform(p->seed, v->r->position);
     int64_t i, kept = n;
+    *untouched = 0;
+    if (p->top_p < 1.0 && n >= RADIX_MIN) {
+        /* A long list: the cut without sorting it, then min-p and the draw in one walk in id order. */
+        candidate edge;
+        double sums[2], floor = p->min_p * pmax, total = 0.0, target, cum = 0.0;
+        int64_t last = -1;
+        kept = top_p_cut_by_buckets(v->s, c, n, p->top_p, &edge, sums);
+        if (kept >= 0) {
+            if (kept == n && !complete && sums[1] < p->top_p) return NEED_MORE;
+            if (error > 0.0 && (sums[0] * (1.0 + error) >= p->top_p || (kept < n && sums[1] * (1.0 - error) < p->top_p))) {
+                *untouched = 1; /* c as it came: the caller can redo the cut on it */
+                return AMBIGUOUS;
+            }
+            for (i = 1; i < n && c[i - 1].id < c[i].id; i++) {
+            }
+            if (i < n) sort_by_id(c, v->s->cands_scratch, n); /* the overrides came last */
+            for (i = 0; i < n; i++) {
+                if (within_cut(&c[i], &edge) && c[i].value >= floor) total += c[i].value;
+            }
+            target = u * total;
+            for (i = 0; i < n; i++) {
+                if (!within_cut(&c[i], &edge) || c[i].value < floor) continue;
+                cum += c[i].value;
+                last = i;
+                if (cum > target) return c[i].id;
+            }
+            return c[last].id;
+        }
+        kept = n; /* p spread over too many binades for the buckets: sorted below */
+    }
     if (p->top_p < 1.0) {
         double sum_before = 0.0, last_kept_before = 0.0;
         for (i = 0; i < n; i++) c[i].key = c[i].value;
@@ -1024,6 +1151,7 @@ static int64_t top_p_min_p_draw(const row_view *v, candidate *c, int64_t n, doub
 
 /* Top-k rows: stages 3-8 on the k best tokens. */
 static int64_t sample_top_k(row_view *v, double m) {
+    int exact_cut;
     np_sampler *s = v->s;
     const np_sampling_params *p = &v->r->params;
     double temperature = p->temperature, z = 0.0, pmax = 0.0;
@@ -1089,7 +1217,7 @@ static int64_t sample_top_k(row_view *v, double m) {
         c[i].value /= z;
         pmax = c[i].value > pmax ? c[i].value : pmax;
     }
-    return top_p_min_p_draw(v, c, n, pmax, 1, 0.0);
+    return top_p_min_p_draw(v, c, n, pmax, 1, 0.0, &exact_cut);
 }
 
 /* Tokens whose e = exp(x / temperature - m) is at least `floor`, as candidates whose `value` is e
@@ -1122,6 +1250,21 @@ static int64_t collect_above(row_view *v, double m, double floor, double *mass) 
             const float *data;
             if (s->block_key[b] < threshold) continue;
             data = block_reaching(v, b, at, bits);
+            if (__builtin_popcountll(bits[0]) + __builtin_popcountll(bits[1]) > BLOCK / 4) {
+                /* A flat row passes most of a block: its exps as vectors, then the passing ones. */
+                double e[BLOCK];
+                block_exps(data, temperature, m, e);
+                for (j = 0; j < BLOCK / 64; j++) {
+                    for (; bits[j]; bits[j] &= bits[j] - 1) {
+                        i = j * 64 + __builtin_ctzll(bits[j]);
+                        if (e[i] < floor) continue;
+                        c[n].value = e[i];
+                        c[n++].id = (int32_t)(b * BLOCK + i);
+                        sum += e[i];
+                    }
+                }
+                continue;
+            }
             for (j = 0; j < BLOCK / 64; j++) {
                 for (; bits[j]; bits[j] &= bits[j] - 1) {
                     double e;
@@ -1257,9 +1400,21 @@ static int64_t draw_nucleus(row_view *v, double m, double z, double error) {
         double floor = floors[step] > min_floor ? floors[step] : min_floor, mass;
         int complete = floor == 0.0 || floor == min_floor;
         int64_t n = collect_above(v, m, floor, &mass), i, picked;
+        int untouched;
         if (!complete && mass < p->top_p * (z + error) * (1.0 + 1e-9)) continue; /* the cut lies below */
-        for (i = 0; i < n; i++) s->cands[i].value /= z;
-        picked = top_p_min_p_draw(v, s->cands, n, 1.0 / z, complete, error / z);
+        for (i = 0; i < n; i++) {
+            s->cands[i].key = s->cands[i].value; /* e, kept for a redo */
+            s->cands[i].value /= z;
+        }
+        picked = top_p_min_p_draw(v, s->cands, n, 1.0 / z, complete, error / z, &untouched);
+        if (picked == AMBIGUOUS && untouched) {
+            /* The bound could flip the cut: Z exactly (pass B), then the cut again on the same
+             * candidates, where the caller's redo would collect them all again. */
+            z = softmax_sums(v, m, 1, 0, &error);
+            s->exact_passes++;
+            for (i = 0; i < n; i++) s->cands[i].value = s->cands[i].key / z;
+            picked = top_p_min_p_draw(v, s->cands, n, 1.0 / z, complete, 0.0, &untouched);
+        }
         if (picked != NEED_MORE) return picked;
     }
     return NEED_MORE; /* unreachable: the last floor takes every token */
@@ -1273,7 +1428,8 @@ static int64_t sample_full(row_view *v, double m) {
         /* Min-p alone never needs Z: p >= min_p * max p is e >= min_p, and the draw is scale-free. */
         double mass;
         int64_t n = collect_above(v, m, p->min_p * (1.0 - 0x1p-40), &mass);
-        return top_p_min_p_draw(v, v->s->cands, n, 1.0, 1, 0.0);
+        int untouched;
+        return top_p_min_p_draw(v, v->s->cands, n, 1.0, 1, 0.0, &untouched);
     }
     /* First with the fast approximate Z; only when that could flip a decision, again exactly. */
     for (exact = 0; exact <= 1; exact++) {
@@ -1343,7 +1499,10 @@ static int reserve_scratch(np_sampler *s, int64_t vocab, int64_t max_overrides) 
         np_reserve(&s->block_sum, &s->block_sum_capacity, blocks, sizeof(double)) ||
         np_reserve(&s->copy_sum, &s->copy_sum_capacity, blocks, sizeof(double)) ||
         np_reserve(&s->cands, &s->cands_capacity, cands, sizeof(candidate)) ||
-        np_reserve(&s->cands_scratch, &s->cands_scratch_capacity, cands, sizeof(candidate)))
+        np_reserve(&s->cands_scratch, &s->cands_scratch_capacity, cands, sizeof(candidate)) ||
+        np_reserve(&s->cands_bucket, &s->cands_bucket_capacity, cands, sizeof(candidate)) ||
+        np_reserve(&s->bucket_count, &s->bucket_count_capacity, CUT_BUCKETS, sizeof(int32_t)) ||
+        np_reserve(&s->bucket_mass, &s->bucket_mass_capacity, CUT_BUCKETS, sizeof(double)))
         return NP_ERR_NOMEM;
     for (i = old; i < s->dirty_capacity; i++) s->dirty[i] = -1;
     for (i = old_masked; i < s->masked_capacity; i++) s->masked[i] = 0; /* finish_row clears the rest */
