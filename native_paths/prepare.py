@@ -132,7 +132,6 @@ class InputViews:
         self._header = memoryview(ffi.buffer(output_pointer, 8 * len(OUTPUT_FIELDS))).cast("q")
         self._version = -1
         self._full: dict[str, Any] = {}
-        self._token_buffers: tuple[np.ndarray, ...] = ()
         self._tokens = self._seqs = self._samples = -1
         self._token_views: tuple[torch.Tensor, ...] = ()
         self._seq_views: tuple[np.ndarray, ...] = ()
@@ -153,9 +152,9 @@ class InputViews:
         if num_tokens != self._tokens:
             self._tokens = num_tokens
             # from_numpy of a numpy slice costs less than slicing a tensor; three calls, no generator.
-            token_ids, positions, slot_mapping = self._token_buffers
-            self._token_views = (torch.from_numpy(token_ids[:num_tokens]), torch.from_numpy(positions[:num_tokens]),
-                                 torch.from_numpy(slot_mapping[:num_tokens]))  # fmt: skip
+            self._token_views = (torch.from_numpy(full["token_ids"][:num_tokens]),
+                                 torch.from_numpy(full["positions"][:num_tokens]),
+                                 torch.from_numpy(full["slot_mapping"][:num_tokens]))  # fmt: skip
         if num_seqs != self._seqs:
             self._seqs = num_seqs
             self._seq_views = (full["query_lens"][:num_seqs], full["context_lens"][:num_seqs])
@@ -177,7 +176,6 @@ class InputViews:
             return np.frombuffer(ffi.buffer(getattr(output, name), 8 * count), dtype=np.int64)
 
         self._full = {name: int64s(name, token_capacity) for name in ("token_ids", "positions", "slot_mapping")}
-        self._token_buffers = (self._full["token_ids"], self._full["positions"], self._full["slot_mapping"])
         self._full["sample_indices"] = int64s("sample_indices", seq_capacity)
         self._full["query_lens"] = int64s("query_lens", seq_capacity)
         self._full["context_lens"] = int64s("context_lens", seq_capacity)

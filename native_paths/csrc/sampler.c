@@ -515,15 +515,20 @@ static void radix_sort(candidate *c, candidate *scratch, int64_t n, int by_id) {
 /* Key descending, id ascending (`before`'s order): the stable radix by key keeps ties in id order, so
  * the candidates are put in id order first unless they are already (collect_above appends the
  * overrides last). */
-static void sort_by_key(candidate *c, candidate *scratch, int64_t n) {
+/* Whether the candidates are in id order already (a scan's are, unless overrides came last). */
+static int ids_ascending(const candidate *c, int64_t n) {
     int64_t i;
+    for (i = 1; i < n && c[i - 1].id < c[i].id; i++) {
+    }
+    return i >= n;
+}
+
+static void sort_by_key(candidate *c, candidate *scratch, int64_t n) {
     if (n < RADIX_MIN) {
         sort_candidates(c, n);
         return;
     }
-    for (i = 1; i < n && c[i - 1].id < c[i].id; i++) {
-    }
-    if (i < n) radix_sort(c, scratch, n, 1);
+    if (!ids_ascending(c, n)) radix_sort(c, scratch, n, 1);
     radix_sort(c, scratch, n, 0);
 }
 
@@ -936,8 +941,7 @@ static void prepare_row(row_view *v, int sums) {
     }
     if (v->full_blocks < v->num_blocks) {
         /* The ragged tail is copied (padded with -inf, penalized places masked) for every pass. */
-        v->nan_seen |= block_keys(block_copy(v, v->full_blocks), 1, s->copy_key);
-        s->block_key[v->full_blocks] = s->copy_key[0];
+        v->nan_seen |= block_keys(block_copy(v, v->full_blocks), 1, s->block_key + v->full_blocks);
     }
 }
 
@@ -1094,10 +1098,10 @@ static int64_t top_p_min_p_draw(const row_view *v, candidate *c, int64_t n, doub
     int64_t i, kept = n;
     *untouched = 0;
     if (p->top_p < 1.0 && n >= RADIX_MIN) {
-        /* A long list: the cut without sorting it, then min-p and the draw in one walk in id order. */
+        /* A long list: the cut without sorting it, then min-p and the draw on what is kept, in id order. */
         candidate edge;
-        double sums[2], floor = p->min_p * pmax, total = 0.0, target, cum = 0.0;
-        int64_t last = -1;
+        double sums[2], floor = p->min_p * pmax;
+        int64_t k = 0;
         kept = top_p_cut_by_buckets(v->s, c, n, p->top_p, &edge, sums);
         if (kept >= 0) {
             if (kept == n && !complete && sums[1] < p->top_p) return NEED_MORE;
@@ -1105,20 +1109,11 @@ static int64_t top_p_min_p_draw(const row_view *v, candidate *c, int64_t n, doub
                 *untouched = 1; /* c as it came: the caller can redo the cut on it */
                 return AMBIGUOUS;
             }
-            for (i = 1; i < n && c[i - 1].id < c[i].id; i++) {
-            }
-            if (i < n) sort_by_id(c, v->s->cands_scratch, n); /* the overrides came last */
+            if (!ids_ascending(c, n)) sort_by_id(c, v->s->cands_scratch, n); /* the overrides came last */
             for (i = 0; i < n; i++) {
-                if (within_cut(&c[i], &edge) && c[i].value >= floor) total += c[i].value;
+                if (within_cut(&c[i], &edge) && c[i].value >= floor) c[k++] = c[i];
             }
-            target = u * total;
-            for (i = 0; i < n; i++) {
-                if (!within_cut(&c[i], &edge) || c[i].value < floor) continue;
-                cum += c[i].value;
-                last = i;
-                if (cum > target) return c[i].id;
-            }
-            return c[last].id;
+            return draw(c, k, u);
         }
         kept = n; /* p spread over too many binades for the buckets: sorted below */
     }
@@ -1247,29 +1242,19 @@ static int64_t collect_above(row_view *v, double m, double floor, double *mass) 
         int32_t threshold = float_key(at);
         for (b = 0; b < v->num_blocks; b++) {
             uint64_t bits[BLOCK / 64];
+            double exps[BLOCK];
             const float *data;
+            int dense;
             if (s->block_key[b] < threshold) continue;
             data = block_reaching(v, b, at, bits);
-            if (__builtin_popcountll(bits[0]) + __builtin_popcountll(bits[1]) > BLOCK / 4) {
-                /* A flat row passes most of a block: its exps as vectors, then the passing ones. */
-                double e[BLOCK];
-                block_exps(data, temperature, m, e);
-                for (j = 0; j < BLOCK / 64; j++) {
-                    for (; bits[j]; bits[j] &= bits[j] - 1) {
-                        i = j * 64 + __builtin_ctzll(bits[j]);
-                        if (e[i] < floor) continue;
-                        c[n].value = e[i];
-                        c[n++].id = (int32_t)(b * BLOCK + i);
-                        sum += e[i];
-                    }
-                }
-                continue;
-            }
+            /* A flat row passes most of a block: then its exps as vectors, the same values. */
+            dense = __builtin_popcountll(bits[0]) + __builtin_popcountll(bits[1]) > BLOCK / 4;
+            if (dense) block_exps(data, temperature, m, exps);
             for (j = 0; j < BLOCK / 64; j++) {
                 for (; bits[j]; bits[j] &= bits[j] - 1) {
                     double e;
                     i = j * 64 + __builtin_ctzll(bits[j]);
-                    e = exp_nonpositive((double)data[i] / temperature - m);
+                    e = dense ? exps[i] : exp_nonpositive((double)data[i] / temperature - m);
                     if (e < floor) continue;
                     c[n].value = e;
                     c[n++].id = (int32_t)(b * BLOCK + i);
@@ -1318,7 +1303,7 @@ static double softmax_sums(row_view *v, double m, int exact, int per_block, doub
             }
             row_totals[0] = v->fused_sums[0] * shift;
             row_totals[1] = v->fused_sums[1] * shift;
-            for (b = 0; per_block && b < v->full_blocks; b++) s->block_sum[b] *= shift;
+            for (b = 0; per_block && shift != 1.0 && b < v->full_blocks; b++) s->block_sum[b] *= shift;
             v->fused = 0; /* used: an exact retry recomputes everything */
             top = key_float(top_key);
         } else {
