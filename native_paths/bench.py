@@ -287,19 +287,3 @@ def run_native_bench(
         if "core" in components:
             rows.append(bench_core(batch, repeats, seed))
     return rows
-
-
-def quick_speedups(batch: int = 32, repeats: int = 3, seed: int = 0) -> dict[str, float] | None:
-    """Per-step speedup of each C twin over its Python twin at one batch size, in about a second or two;
-    keyed like the verdict's predictions (sampler, kv_alloc, scheduler, prepare). None when the extension
-    is missing. The sampler figure is the mixed step (every request its own parameters), the realistic
-    serving case."""
-    from native_paths.bench_control import bench_prepare
-    from native_paths.loader import NativeUnavailableError
-
-    try:
-        rows = [bench_sampler(batch, 49152, "mixed", repeats, seed), bench_kv(batch, repeats, seed, steps=50),
-                bench_scheduler(batch, repeats, seed, steps=50), bench_prepare(batch, repeats, seed, steps=30)]  # fmt: skip
-    except NativeUnavailableError:
-        return None
-    return {row["component"]: float(row["speedup"]) for row in rows}

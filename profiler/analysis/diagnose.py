@@ -11,8 +11,10 @@ among its busy samples (profiler.stats), when native stack samples resolve inter
 interval straddles 1% or 30% the verdict says that this run cannot tell the two sides apart.
 Prediction per native-capable component c (scheduler, sampler, kv_alloc, prepare), Amdahl's law:
     predicted_gain = share(c) x (1 - 1 / native_speedup(c))
-share(c) is c's share of busy step time (spans), native_speedup(c) the C twin's speedup measured by a
-microbenchmark; predicted_gain is the fraction of step time saved. measured_gain (same unit) is
+share(c) is c's share of busy step time (spans), native_speedup(c) the C twin's speedup over the Python
+twin measured by replaying this run's own recorded work through both (profiler.replay; a caller's
+microbenchmark figure only where there is no replay), with its 95% interval carried into
+predicted_gain_low/high; predicted_gain is the fraction of step time saved. measured_gain (same unit) is
 1 - native step time / Python step time from a verify run (see `measured_gain`).
 """
 
@@ -164,8 +166,13 @@ def diagnose(
     measured_gains: dict[str, float] | None,
     collectors: dict[str, Any],
     added_costs: dict[str, float] | None = None,
+    replayed: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The result's `verdict` section (shape in profiler/rundir/results.py) from a breakdown and the collectors section.
+
+    replayed: per component, the speedup measured by replaying this run's work through both twins
+    (profiler.replay.replay: speedup, low, high, steps); it takes precedence over `native_speedups`
+    (a microbenchmark's, given by the caller), and its interval carries into the predicted gain.
 
     added_costs: per component, work its native twin would add that the Python twin does not do, as a share
     of wall time (on a GPU the C sampler needs the logits copied to the host: see profiler.session.transfer);
@@ -236,7 +243,7 @@ def diagnose(
                 "trust the spans for components and the samples for what native code does."
             )
 
-    predictions = _predictions(split, busy, native_speedups, measured_gains, reasons, added_costs)
+    predictions = _predictions(split, busy, _speedups(native_speedups, replayed), measured_gains, reasons, added_costs)
     return {
         "category": category,
         "component": component,
@@ -252,27 +259,52 @@ def diagnose(
     }
 
 
+def _speedups(native_speedups: dict[str, float] | None, replayed: dict[str, dict[str, Any]] | None
+              ) -> dict[str, dict[str, Any]]:  # fmt: skip
+    """Per component: {speedup, low, high, source, steps}, the replay's where it has one."""
+    chosen = {name: {"speedup": value, "low": None, "high": None, "source": "microbenchmark", "steps": None}
+              for name, value in (native_speedups or {}).items() if value}  # fmt: skip
+    for name, entry in (replayed or {}).items():
+        if entry.get("speedup"):
+            chosen[name] = {"speedup": entry["speedup"], "low": entry.get("low"), "high": entry.get("high"),
+                            "source": "replay", "steps": entry.get("steps")}  # fmt: skip
+    return chosen
+
+
 def _predictions(
-    split: dict[str, Any], busy: float, native_speedups: dict[str, float] | None,
+    split: dict[str, Any], busy: float, speedups: dict[str, dict[str, Any]],
     measured_gains: dict[str, float] | None, reasons: list[str], added_costs: dict[str, float] | None = None,
 ) -> dict[str, dict[str, Any]]:  # fmt: skip
-    """Per native-capable component: its share of busy time, speedup and Amdahl gain (reasons get a line each),
-    less any work the native twin adds (`added_costs`, shares of wall time)."""
+    """Per native-capable component: its share of busy time, speedup (with its interval when replayed) and
+    Amdahl gain (reasons get a line each), less any work the native twin adds (`added_costs`, shares of wall time)."""
     predictions = {}
     for name in NATIVE_CAPABLE:
         component_share = (split["components"].get(name) or 0.0) / busy if busy > 0 else 0.0
-        speedup = (native_speedups or {}).get(name)
+        found = speedups.get(name) or {}
+        speedup, low, high = found.get("speedup"), found.get("low"), found.get("high")
         added = ((added_costs or {}).get(name) or 0.0) / busy if busy > 0 else 0.0
-        gain = amdahl_gain(component_share, speedup) - added if speedup else None
+
+        def gain_at(factor: float | None) -> float | None:
+            return amdahl_gain(component_share, factor) - added if factor else None
+
+        gain = gain_at(speedup)
         measured = (measured_gains or {}).get(name)
-        predictions[name] = {"share": component_share, "native_speedup": speedup, "predicted_gain": gain,
-                             "measured_gain": measured}  # fmt: skip
+        predictions[name] = {
+            "share": component_share, "native_speedup": speedup, "native_speedup_low": low,
+            "native_speedup_high": high, "speedup_source": found.get("source"), "predicted_gain": gain,
+            "predicted_gain_low": gain_at(low), "predicted_gain_high": gain_at(high), "measured_gain": measured,
+        }  # fmt: skip
         if added:
             predictions[name]["added_cost"] = added
         if gain is not None:
             extra = f", less {added:.1%} for the copy of the logits to the host it needs" if added else ""
+            if found.get("source") == "replay":
+                where = f"replaying {found['steps']:,} of this run's {name} steps"
+                where += f", 95% interval {low:.1f}-{high:.1f}x" if low and high else ""
+            else:
+                where = "in its microbenchmark, not on this run's work"
             reasons.append(
-                f"A native {name} ({speedup:.1f}x faster in its microbenchmark) takes {component_share:.1%} "
+                f"A native {name} ({speedup:.1f}x faster, {where}) takes {component_share:.1%} "
                 f"of step time and would save about {gain:.1%} of it (Amdahl{extra})."
             )
         if measured is not None and gain is not None:

@@ -14,8 +14,9 @@ only waits longer and the wall time barely moves; per generated token, because a
 faster engine may cut the same work into a different number of steps. Both runs cover warm-up and
 measured requests alike (the collectors' window), so numerator and denominator count the same tokens.
 
-native_speedup(c) is the microbenchmark's (native_paths.bench) when the run was given one; otherwise
-the verify run measures it directly: c's span time per token, Python run over native run. With that
+native_speedup(c) is the main run's replay of its own recorded work through both twins
+(profiler.replay); without one, a microbenchmark's when the run was given one; otherwise the verify
+run measures it directly: c's span time per token, Python run over native run. With that
 speedup the prediction and the measurement differ only by whether everything except c kept its cost
 per token, which is exactly Amdahl's assumption.
 
@@ -67,14 +68,16 @@ def _mean(values: list[float | None]) -> float | None:
 
 
 def compare_component(python_results: list[Any], native_result: Any, component: str, share: float,
-                 bench_speedup: float | None) -> dict[str, Any]:  # fmt: skip
-    """Predicted vs measured gain of one component: its Python runs (averaged) against its native run."""
+                      given_speedup: float | None, given_source: str | None = None) -> dict[str, Any]:  # fmt: skip
+    """Predicted vs measured gain of one component: its Python runs (averaged) against its native run; the
+    prediction's speedup is the one given (the main run's replay, or a microbenchmark's), else the spans'."""
     python_busy = _mean([busy_ns_per_token(result) for result in python_results])
     native_busy = busy_ns_per_token(native_result)
     python_part = _mean([component_ns_per_token(result, component) for result in python_results])
     native_part = component_ns_per_token(native_result, component)
     span_speedup = python_part / native_part if python_part and native_part else None
-    speedup, source = (bench_speedup, "microbenchmark") if bench_speedup else (span_speedup, "verify-run spans")
+    speedup, source = ((given_speedup, given_source or "microbenchmark") if given_speedup
+                       else (span_speedup, "verify-run spans"))  # fmt: skip
     predicted = amdahl_gain(share, speedup) if speedup else None
     measured = measured_gain(python_busy, native_busy) if python_busy and native_busy else None
     return {
@@ -195,8 +198,10 @@ def verify_predictions(
         around = [python_results[index] for index in neighbours[component]]
         around_data = [python_data[index] for index in neighbours[component]]
         native_data = read_run(Path(run.run_dir))
-        entry = compare_component(around, run.result, component, predictions[component]["share"],
-                                  (native_speedups or {}).get(component))  # fmt: skip
+        prediction = predictions[component]
+        entry = compare_component(around, run.result, component, prediction["share"],
+                                  prediction.get("native_speedup") or (native_speedups or {}).get(component),
+                                  prediction.get("speedup_source"))  # fmt: skip
         entry["run_dir"] = str(Path(run.run_dir).relative_to(outcome.run_dir))
         entry["python_neighbours"] = [_relative(outcome, python_dirs[index]) for index in neighbours[component]]
         gain, coverage = mix_matched_gain([data.steps for data in around_data], native_data.steps)
@@ -245,12 +250,13 @@ def _record(outcome: SessionOutcome, native_speedups: dict[str, float] | None, d
     measured = {name: entry["measured_gain"] for name, entry in details.items()
                 if entry["measured_gain"] is not None and not entry.get("void")}  # fmt: skip
     verdict = diagnose(result.breakdown or {}, native_speedups=speedups or None, measured_gains=measured or None,
-                       collectors=result.collectors)  # fmt: skip
+                       collectors=result.collectors, replayed=(result.replay or {}).get("components"))  # fmt: skip
     spread = python_spread(python_results)
     verdict["verify"] = {
         "method": "measured_gain = 1 - busy time per generated token (native run) / (Python run); busy = engine "
-        "thread wall time minus idle (spans). native_speedup: the microbenchmark's when given, else the "
-        "component's span time per token, Python run / native run.",
+        "thread wall time minus idle (spans). native_speedup: the main run's replay of its own work through both "
+        "twins (else a microbenchmark's when given, else the component's span time per token, Python run / "
+        "native run).",
         "python_runs": len(python_results),
         "python_spread": spread,
         "components": details,

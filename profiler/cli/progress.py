@@ -80,4 +80,7 @@ def session_progress(console: Console, label: str = "requests") -> Iterator[Sess
             elapsed = max(1e-9, time.perf_counter() - started[0])
             progress.update(task, completed=requests_done, rate=f"{tokens / elapsed:6.1f} tok/s")
 
-        yield SessionHooks(on_start=on_start, on_request_done=on_done)
+        def message(text: str) -> None:  # work after the load (e.g. the replay) says what it is doing
+            progress.update(task, rate=text)
+
+        yield SessionHooks(on_start=on_start, on_request_done=on_done, message=message)

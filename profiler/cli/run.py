@@ -60,14 +60,15 @@ def run(
 
 def run_profiled(
     options: EngineOptions, *, scenario, loaded, out: Path, profile: str, console: Console,  # type: ignore[no-untyped-def]
-    stop_event: threading.Event, native_speedups=None, label: str = "requests",  # type: ignore[no-untyped-def]
+    stop_event: threading.Event, label: str = "requests", replay: bool = True,
 ):  # type: ignore[no-untyped-def]
-    """One session with a progress bar (requests done / total, output tokens/s)."""
+    """One session with a progress bar (requests done / total, output tokens/s); `replay`: time the C twins
+    on the run's recorded work after it (the predictions' speedups; --verify's extra runs do not need it)."""
     from profiler.session.session import run_session
 
     with session_progress(console, label) as hooks:
         return run_session(options, scenario, out, loaded=loaded, profile=profile, stop_event=stop_event,
-                           hooks=hooks, native_speedups=native_speedups)  # fmt: skip
+                           hooks=hooks, replay=replay)  # fmt: skip
 
 
 def run_command(
@@ -81,11 +82,10 @@ def run_command(
         loaded = _load(options, console)
         with _claimed_run_dir(out, spec.name) as run_dir:
             console.print(f"model [bold]{options.model}[/bold] ({loaded.source}); scenario [bold]{spec.name}[/bold]: {spec.description}")
-            native_speedups = _native_speedups(console) if profile != "off" and not stop.event.is_set() else None
             outcome = run_profiled(options, scenario=spec, loaded=loaded, out=run_dir, profile=profile, console=console,
-                                   stop_event=stop.event, native_speedups=native_speedups)  # fmt: skip
+                                   stop_event=stop.event)  # fmt: skip
             if verify and not outcome.interrupted:
-                _verify(outcome, options, spec, loaded, console, stop.event, native_speedups, profile)
+                _verify(outcome, options, spec, loaded, console, stop.event, profile)
             _write_reports(outcome, report, console, stop)
     return _exit_code(stop, outcome)
 
@@ -206,15 +206,15 @@ def _check_load_flags(requests: int | None, duration: float | None, profile: str
         raise OptionError(f"--profile={profile!r}: use one of {', '.join(PROFILES)}")
 
 
-def _verify(outcome, options, spec, loaded, console, stop_event, native_speedups, profile) -> None:  # type: ignore[no-untyped-def]
+def _verify(outcome, options, spec, loaded, console, stop_event, profile) -> None:  # type: ignore[no-untyped-def]
     from profiler.checks.verify import verify_predictions
 
     def run_again(native: frozenset[str], out_dir: Path, label: str):  # type: ignore[no-untyped-def]
         return run_profiled(dataclasses.replace(options, native=native), scenario=spec, loaded=loaded, out=out_dir,
                             profile=profile, console=console, stop_event=stop_event,
-                            native_speedups=native_speedups, label=label)  # fmt: skip
+                            label=label, replay=False)  # fmt: skip
 
-    section = verify_predictions(outcome, options, stop_event=stop_event, native_speedups=native_speedups,
+    section = verify_predictions(outcome, options, stop_event=stop_event, native_speedups=None,
                                  run_again=run_again)  # fmt: skip
     if section is None:
         console.print("[yellow]--verify: the main run has no spans split or no tokens; nothing to compare[/yellow]")
@@ -283,9 +283,3 @@ def render_verify(section: dict[str, Any], console: Console) -> None:
                   "figure includes and Amdahl's prediction does not")
 
 
-def _native_speedups(console: Console) -> dict[str, float] | None:
-    """Measured per-step speedups of each C twin over its Python twin (a few seconds), for the predictions."""
-    from profiler.session.runner import measured_native_speedups
-
-    with console.status("measuring native speedups (microbenchmark)"):
-        return measured_native_speedups()

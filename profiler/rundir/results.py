@@ -49,9 +49,15 @@ Section shapes (fractions are of the engine thread's wall time unless said other
                   a samples SPLIT without native stacks has null interpreter/kernel/allocation
                   (py-spy cannot tell them apart) and one merged `model` component
     verdict      {category, component, share, interpreter_share, rule, reasons: [str],
-                  predictions: {component: {share, native_speedup, predicted_gain,
+                  predictions: {component: {share, native_speedup, native_speedup_low | null,
+                                            native_speedup_high | null, speedup_source: "replay" |
+                                            "microbenchmark" | null, predicted_gain,
+                                            predicted_gain_low | null, predicted_gain_high | null,
                                             measured_gain | null}}, blind_spots: [str],
                   source: "spans" | "samples"}
+    replay       {steps_recorded, steps_in_run, repeats, components: {component: {speedup, low, high,
+                  steps, python_us_per_step, native_us_per_step, twins_agree, rows (sampler)}},
+                  skipped: {component: why}} (profiler/replay/replay.py); null when not replayed
                   `api` is the HTTP layer of `infer-prof serve` (parsing, validation, encoding, the
                   hand-off on the engine thread); 0 in an in-process run
     overhead     {throughput_ratio, method, collectors: {name: fraction}} (profiling cost)
@@ -124,6 +130,7 @@ class RunResult:
     target: dict[str, Any] | None = None  # a `run --target` run's server (None: the in-process engine)
     overhead: dict[str, Any] | None = None
     gpu_time: dict[str, Any] | None = None  # a GPU run's device-busy time and idle split (None on the CPU)
+    replay: dict[str, Any] | None = None  # the C twins timed on this run's recorded work (None: not replayed)
     collectors: dict[str, Any] = field(default_factory=dict)  # name -> {"status": ..., "reason": ...}
     files: dict[str, str] = field(default_factory=dict)
     partial: bool = False

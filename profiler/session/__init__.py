@@ -26,7 +26,6 @@ _EXPORTS = {
     "default_run_dir": "profiler.session.session",
     "run_once": "profiler.session.runner",
     "ModelCache": "profiler.session.runner",
-    "measured_native_speedups": "profiler.session.runner",
     "run_counting": "profiler.session.counting",
 }
 __all__ = sorted(_EXPORTS)

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
-import functools
 from pathlib import Path
 from typing import Any
 
-from engine.setup_thread import run_on_setup_thread
 from profiler.session.builder import load_for_options
 from profiler.session.options import EngineOptions
 
@@ -44,8 +42,6 @@ def run_once(
 
     spec = load_scenario(scenario).with_overrides(num_requests=requests, duration_s=duration_s, seed=seed)
     models = models or ModelCache()
-    if native_speedups is None and profile not in ("off", "counters"):
-        native_speedups = measured_native_speedups()
     loaded = models.get(options)
     if profile == "counters":
         from profiler.session.counting import run_counting
@@ -55,17 +51,6 @@ def run_once(
 
     return run_session(options, spec, out_dir, loaded=loaded, profile=profile, hooks=hooks,
                        native_speedups=native_speedups, injections=injections).run_dir  # fmt: skip
-
-
-@functools.cache
-def measured_native_speedups() -> dict[str, float] | None:
-    """The C twins' per-step speedups (native_paths.bench.quick_speedups), measured once per process."""
-    try:
-        from native_paths.bench import quick_speedups
-    except ImportError:
-        return None
-    # Its torch ops would leave an OpenMP pool on this thread, which slows the engine thread's (see there).
-    return run_on_setup_thread(quick_speedups, "infer-prof-bench")
 
 
 def options_with(options: EngineOptions, **changes: Any) -> EngineOptions:

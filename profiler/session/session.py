@@ -17,6 +17,7 @@ import pandas as pd
 from engine.engine import ENGINE_THREAD_NAME
 from profiler.collectors.registry import PROFILES, default_collectors, spans_record_cpu_time
 from profiler.collectors.spans import RecordingTracer
+from profiler.replay.recorder import WorkloadLog, install_recorder
 from profiler.rundir.environment import describe_environment
 from profiler.rundir.results import RunResult, write_run
 from profiler.session.builder import BuiltEngine, build_engine
@@ -57,6 +58,7 @@ class Prepared:
     built: BuiltEngine
     tracer: RecordingTracer | None
     collectors: list[Any]
+    workload: WorkloadLog | None = None  # what the engine asked of its control components (traced runs)
 
 
 def prepare_prompts(requests: list[RequestSpec], tokenizer) -> dict[int, str]:  # type: ignore[no-untyped-def]
@@ -82,12 +84,14 @@ def run_session(
     write: bool = True,
     injections: dict[str, Any] | None = None,
     sampling_rate: int | None = None,
+    replay: bool = True,
 ) -> SessionOutcome:
-    """Run one scenario through a freshly built engine and write its run directory (result.json last)."""
+    """Run one scenario through a freshly built engine and write its run directory (result.json last);
+    `replay`: record the control workload and time both twins on it after the run (traced runs only)."""
     hooks = hooks or SessionHooks()
     stop_event = stop_event or threading.Event()
     prepared = prepare_session(options, scenario, loaded, profile=profile, injections=injections,
-                               sampling_rate=sampling_rate)  # fmt: skip
+                               sampling_rate=sampling_rate, replay=replay)  # fmt: skip
     measured_total = sum(not request.warmup for request in prepared.requests)
 
     def on_started() -> None:
@@ -104,6 +108,8 @@ def run_session(
             from profiler.checks.injections import close_injections
 
             close_injections(prepared.built.components)
+    if prepared.workload is not None and hooks.message:
+        hooks.message("timing the C twins on the run's own work")
     outcome = record_session(options, scenario, loaded, prepared, drive, out_dir, profile=profile,
                              native_speedups=native_speedups, measured_gains=measured_gains, injections=injections)  # fmt: skip
     if write:
@@ -116,7 +122,7 @@ def run_session(
 
 def prepare_session(
     options: EngineOptions, scenario: ScenarioSpec, loaded: Any, *, profile: str,
-    injections: dict[str, Any] | None = None, sampling_rate: int | None = None,
+    injections: dict[str, Any] | None = None, sampling_rate: int | None = None, replay: bool = True,
 ) -> Prepared:  # fmt: skip
     """The scenario's requests and prompts, a fresh engine with the profile's tracer, and its collectors."""
     if profile not in PROFILES:
@@ -128,7 +134,9 @@ def prepare_session(
     built = build_engine(loaded, options, tracer=tracer, injections=injections)
     collectors = default_collectors(profile, pid=os.getpid(), tracer=tracer, engine_thread_name=ENGINE_THREAD_NAME,
                                     sampling_rate=sampling_rate, device=options.device) if tracer else []  # fmt: skip
-    return Prepared(requests, prompts, built, tracer, collectors)
+    # Traced runs keep their control workload, replayed after the run to measure the C twins' speedups on it.
+    workload = install_recorder(built.engine) if tracer is not None and replay else None
+    return Prepared(requests, prompts, built, tracer, collectors, workload)
 
 
 def record_session(
@@ -212,13 +220,27 @@ def _analyse(
     # C twins' spans are native code, not interpreter time: the breakdown counts them as "other".
     breakdown = build_breakdown(collector_results, engine_thread_name=ENGINE_THREAD_NAME, wall_ns=wall_ns,
                                 native_components=sorted(prepared.built.native_active))  # fmt: skip
+    replay = _replay(prepared)
     return {
         "breakdown": breakdown,
+        "replay": replay,
         "verdict": diagnose(breakdown, native_speedups=native_speedups, measured_gains=measured_gains, collectors=statuses,
-                            added_costs=_native_added_costs(prepared, options, steps, wall_ns)),
+                            added_costs=_native_added_costs(prepared, options, steps, wall_ns),
+                            replayed=replay["components"] if replay else None),
         # The collectors' self-measured costs; benchmarks/bench_overhead.py measures the real A/B ratio.
         "overhead": overhead_section(collector_results, wall_ns=wall_ns),
     }
+
+
+def _replay(prepared: Prepared) -> dict[str, Any] | None:
+    """The C twins timed against the Python twins on this run's recorded work (profiler.replay.replay)."""
+    if prepared.workload is None:
+        return None
+    from profiler.replay.replay import PoolShape, replay_speedups
+
+    engine, config = prepared.built.engine, prepared.built.config
+    shape = PoolShape(engine.num_blocks, config.block_size, config.max_num_seqs, config.max_batched_tokens, config.policy)
+    return replay_speedups(prepared.workload, shape)
 
 
 def _native_added_costs(prepared: Prepared, options: EngineOptions, steps: pd.DataFrame, wall_ns: int) -> dict[str, float]:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from profiler.rundir.atomic import write_json_atomic
 from profiler.rundir.sweepdir import now
-from profiler.session.runner import ModelCache, measured_native_speedups
+from profiler.session.runner import ModelCache
 from profiler.session.session import SessionHooks, run_session
 from profiler.sweep.grid import Cell
 from profiler.sweep.table import CELL_FILE
@@ -54,7 +54,6 @@ def run_cell(
     assert cell.scenario is not None
     cell.scenario.validate_against_context(loaded.config.context_length)
     _warm_up(cell, loaded, stop_event)
-    native_speedups = measured_native_speedups()  # once per process: the Amdahl predictions need them
     outcome = run_session(
         cell.options,
         cell.scenario,
@@ -63,7 +62,6 @@ def run_cell(
         profile=cell.profile,
         stop_event=stop_event,
         hooks=hooks,
-        native_speedups=native_speedups,
     )
     return not outcome.interrupted
 

@@ -234,7 +234,12 @@ def draw_predictions(target: Target, predictions: dict[str, dict[str, Any]], noi
     positions = np.arange(len(names))
     predicted = [100 * float(predictions[n].get("predicted_gain") or 0.0) for n in names]
     measured = [predictions[n].get("measured_gain") for n in names]
-    bars = ax.barh(positions - 0.2, predicted, height=0.38, color="#56B4E9", label="predicted")
+    # The prediction's 95% interval, from the replayed speedup's (an interval only where both ends were measured).
+    spans = [(predictions[n].get("predicted_gain_low"), predictions[n].get("predicted_gain_high")) for n in names]
+    errors = np.array([[max(0.0, p - 100 * low), max(0.0, 100 * high - p)] if low is not None and high is not None
+                       else [0.0, 0.0] for p, (low, high) in zip(predicted, spans)]).T  # fmt: skip
+    bars = ax.barh(positions - 0.2, predicted, height=0.38, color="#56B4E9", label="predicted",
+                   xerr=errors if errors.any() else None, error_kw={"elinewidth": 1, "capsize": 2})  # fmt: skip
     ax.bar_label(bars, [fmt_gain(v / 100) for v in predicted], padding=3, fontsize=8)
     if any(value is not None for value in measured):
         bars = ax.barh(positions + 0.2, [100 * float(v) if v is not None else 0.0 for v in measured], height=0.38,

@@ -301,12 +301,33 @@ def predictions_table(result: RunResult) -> Table:
             if predicted is not None and measured is not None
             else NOT_RECORDED
         )
-        speedup = prediction.get("native_speedup")
         table.rows.append([
-            component, fmt_pct(prediction.get("share")), NOT_RECORDED if speedup is None else f"{speedup:.1f}x",
-            fmt_gain(predicted), _measured_text(measured, noise), gap,
+            component, fmt_pct(prediction.get("share")), _speedup_text(prediction),
+            fmt_gain(predicted) + _between(prediction.get("predicted_gain_low"), prediction.get("predicted_gain_high"),
+                                           fmt_gain),
+            _measured_text(measured, noise), gap,
         ])  # fmt: skip
+    if any(prediction.get("speedup_source") == "replay" for prediction in predictions.values()):
+        replay = result.replay or {}
+        table.note = " ".join(filter(None, [table.note, (
+            f"Speedups: both twins replaying this run's own work ({replay.get('steps_recorded', 0):,} of "
+            f"{replay.get('steps_in_run', 0):,} steps recorded), median with its 95% interval."
+        )]))  # fmt: skip
     return table
+
+
+def _speedup_text(prediction: dict[str, Any]) -> str:
+    speedup = prediction.get("native_speedup")
+    if speedup is None:
+        return NOT_RECORDED
+    text = f"{speedup:.1f}x" + _between(prediction.get("native_speedup_low"), prediction.get("native_speedup_high"),
+                                        lambda value: f"{value:.1f}")  # fmt: skip
+    return text if prediction.get("speedup_source") == "replay" else f"{text} (microbenchmark)"
+
+
+def _between(low: float | None, high: float | None, fmt: Any) -> str:
+    """' [low-high]' for an interval both of whose ends were measured, else ''."""
+    return f" [{fmt(low)} to {fmt(high)}]" if low is not None and high is not None else ""
 
 
 def verify_noise(result: RunResult) -> float | None:

@@ -100,11 +100,15 @@ def test_verdict_for_a_python_bound_engine_with_predictions() -> None:
     assert verdict["rule"] == RULE_REWRITE and verdict["source"] == "spans"
     predictions = verdict["predictions"]
     # scheduler: share of busy time 0.16 / 0.8 = 0.2; gain 0.2 x (1 - 1/5) = 0.16
-    assert predictions["scheduler"] == pytest.approx(
+    figures = ("share", "native_speedup", "predicted_gain", "measured_gain")
+    assert {name: predictions["scheduler"][name] for name in figures} == pytest.approx(
         {"share": 0.2, "native_speedup": 5.0, "predicted_gain": 0.16, "measured_gain": 0.15}
     )
+    # A microbenchmark's figure has no interval: none is made up for it.
+    assert predictions["scheduler"]["speedup_source"] == "microbenchmark"
+    assert predictions["scheduler"]["predicted_gain_low"] is None is predictions["scheduler"]["native_speedup_high"]
     assert predictions["sampler"]["predicted_gain"] == pytest.approx(0.1 * 0.5)
-    assert predictions["kv_alloc"] == pytest.approx(
+    assert {name: predictions["kv_alloc"][name] for name in figures} == pytest.approx(
         {"share": 0.05, "native_speedup": None, "predicted_gain": None, "measured_gain": None}
     )
     text = " ".join(verdict["reasons"])
@@ -286,13 +290,14 @@ def test_a_disagreement_within_sampling_noise_is_not_reported() -> None:
 
 
 def test_a_native_twins_added_copy_is_subtracted_from_its_predicted_gain() -> None:
-    from profiler.analysis.diagnose import _predictions
+    from profiler.analysis.diagnose import _predictions, _speedups
     from profiler.session.transfer import sampler_copy_share
 
     split = {"components": {"sampler": 0.40, "scheduler": 0.0, "kv_alloc": 0.0, "prepare": 0.0}}
-    plain = _predictions(split, 0.8, {"sampler": 10.0}, None, [])
+    speedups = _speedups({"sampler": 10.0}, None)
+    plain = _predictions(split, 0.8, speedups, None, [])
     reasons: list[str] = []
-    with_copy = _predictions(split, 0.8, {"sampler": 10.0}, None, reasons, {"sampler": 0.04})
+    with_copy = _predictions(split, 0.8, speedups, None, reasons, {"sampler": 0.04})
     assert plain["sampler"]["predicted_gain"] == pytest.approx(0.5 * 0.9)
     assert with_copy["sampler"]["predicted_gain"] == pytest.approx(0.5 * 0.9 - 0.05)  # 4% of wall = 5% of busy
     assert any("copy of the logits to the host" in reason for reason in reasons)

@@ -33,7 +33,7 @@ def test_busy_time_per_token_leaves_idle_out() -> None:
 def test_measured_and_predicted_gain_share_one_unit() -> None:
     python = fake_result(2.0, 0.5, 0.25, 1000)  # busy 1 ms/token, sampler 0.5 ms/token: share 50%
     native = fake_result(1.5, 0.6, 0.05, 1000)  # busy 0.6 ms/token, sampler 0.075 ms/token
-    entry = compare_component([python], native, "sampler", share=0.5, bench_speedup=None)
+    entry = compare_component([python], native, "sampler", share=0.5, given_speedup=None)
     assert entry["span_speedup"] == pytest.approx(0.5 / 0.075)
     assert entry["speedup_source"] == "verify-run spans"
     assert entry["predicted_gain"] == pytest.approx(amdahl_gain(0.5, 0.5 / 0.075)) == pytest.approx(0.425)
@@ -44,7 +44,7 @@ def test_measured_and_predicted_gain_share_one_unit() -> None:
 def test_a_microbenchmark_speedup_takes_precedence_and_python_runs_average() -> None:
     first, second = fake_result(2.0, 0.0, 0.5, 1000), fake_result(2.4, 0.0, 0.5, 1000)  # busy 2.0 and 2.4 ms/token
     native = fake_result(1.1, 0.0, 0.1, 1000)
-    entry = compare_component([first, second], native, "sampler", share=0.5, bench_speedup=4.0)
+    entry = compare_component([first, second], native, "sampler", share=0.5, given_speedup=4.0)
     assert entry["native_speedup"] == 4.0 and entry["speedup_source"] == "microbenchmark"
     assert entry["predicted_gain"] == pytest.approx(0.5 * 0.75)
     assert entry["python_busy_us_per_token"] == pytest.approx(2200.0)

@@ -1,0 +1,107 @@
+"""Keep what the engine asked of its scheduler and sampler during a run, so that the run can be replayed.
+
+The scheduler's inputs (arrivals, finished ids, free blocks) determine every plan, and through the
+plans every KV event and model input; the sampler's registrations give each sequence's parameters
+and prompt, and its calls which sequences drew which tokens. That is the whole control workload of
+the run; a few of its logits rows are kept too, so that the sampler is replayed on the model's own
+distribution (a flat row and a peaked one cost a sampler very different amounts).
+
+Recording stops after MAX_STEPS steps, so that a long run keeps bounded memory; the replay then
+covers the run's first MAX_STEPS steps and says so. Per step it costs two list appends inside the
+scheduler and sampler spans, and every CAPTURE_EVERY-th sampler call copies CAPTURE_ROWS rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+MAX_STEPS = 1024
+CAPTURE_EVERY = 32
+CAPTURE_ROWS = 4
+
+
+@dataclass
+class WorkloadLog:
+    """One run's control workload, in the order the engine issued it."""
+
+    # Per schedule() call: (arrivals, finished ids, free blocks); the lists are the engine's own, never reused.
+    schedules: list[tuple[list[Any], list[int], int]] = field(default_factory=list)
+    # seq_id -> (SamplingParams, prompt token ids), from sampler.add().
+    sequences: dict[int, tuple[Any, Any]] = field(default_factory=dict)
+    # Per sample() call: (index of the schedule() call it belongs to, seq ids, tokens drawn).
+    samples: list[tuple[int, list[int], list[int]]] = field(default_factory=list)
+    logits_rows: list[Any] = field(default_factory=list)  # float32 CPU tensors, CAPTURE_ROWS rows at most each
+    logits_device: str = "cpu"  # where the run's logits were: the Python sampler is replayed there
+    steps_seen: int = 0  # schedule() calls in the whole run, recorded or not
+
+    @property
+    def open(self) -> bool:
+        return len(self.schedules) < MAX_STEPS
+
+    @property
+    def complete(self) -> bool:
+        """Whether every step of the run was recorded."""
+        return self.steps_seen == len(self.schedules)
+
+
+class RecordingScheduler:
+    """Forwards to the engine's scheduler, keeping each schedule() call's inputs while the log is open."""
+
+    def __init__(self, inner: Any, log: WorkloadLog) -> None:
+        self._inner = inner
+        self._log = log
+
+    def schedule(self, arrivals: list[Any], finished: list[int], free_blocks: int) -> Any:
+        log = self._log
+        log.steps_seen += 1
+        if log.open:
+            log.schedules.append((arrivals, finished, free_blocks))
+        return self._inner.schedule(arrivals, finished, free_blocks)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+class RecordingSampler:
+    """Forwards to the engine's sampler, keeping registrations, draws and a few logits rows while the log is open."""
+
+    def __init__(self, inner: Any, log: WorkloadLog) -> None:
+        self._inner = inner
+        self._log = log
+
+    def add(self, seq_id: int, params: Any, prompt_token_ids: Any) -> None:
+        if self._log.open:
+            self._log.sequences[seq_id] = (params, prompt_token_ids)
+        self._inner.add(seq_id, params, prompt_token_ids)
+
+    def remove(self, seq_id: int) -> None:
+        self._inner.remove(seq_id)
+
+    def sample(self, logits: Any, seq_ids: list[int]) -> list[int]:
+        tokens = self._inner.sample(logits, seq_ids)
+        log = self._log
+        step = log.steps_seen - 1
+        if step < len(log.schedules):  # the step's schedule() call was recorded
+            if len(log.samples) % CAPTURE_EVERY == 0:
+                log.logits_rows.append(logits[:CAPTURE_ROWS].detach().to("cpu", dtype=_float32(), copy=True))
+                log.logits_device = str(logits.device)
+            log.samples.append((step, seq_ids, tokens))
+        return tokens
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def _float32() -> Any:
+    import torch
+
+    return torch.float32
+
+
+def install_recorder(engine: Any) -> WorkloadLog:
+    """Put recording proxies in front of the engine's scheduler and sampler (before it starts); the log fills as it runs."""
+    log = WorkloadLog()
+    engine.scheduler = RecordingScheduler(engine.scheduler, log)
+    engine.sampler = RecordingSampler(engine.sampler, log)
+    return log

@@ -1,0 +1,353 @@
+"""Time each control component's C twin against its Python twin on the run's own recorded work.
+
+The speedup a prediction needs is the one on this run's work: its batch sizes, its mix of sampling
+parameters, its KV events, its logits. A fixed microbenchmark measures another workload (one batch
+size, one parameter mix, synthetic logits), and measured 5.8x to 68x for the same sampler depending
+on the mix. So the run's recorded work (profiler.replay.recorder) is played again through both twins:
+
+    scheduler  every recorded schedule() call, with the run's arrivals, finishes and free counts
+    kv_alloc   every step's frees and grows from those plans (the run's KV events)
+    prepare    every step's prepare() with the plan, the block tables and the tokens the run drew
+    sampler    up to SAMPLER_STEPS of the run's sample() calls, spread over the run, each with the
+               run's sequences, their parameters, prompts and tokens drawn so far, on logits rows
+               the run's model produced
+
+First the Python twins replay the schedule untimed and must reproduce the run (the free-block count
+the engine passed at each step); a run they do not reproduce gets no replay. Then the twins take
+turns, `repeats` rounds with the order alternating (ABBA), and each step keeps its median time. The
+speedup is sum(Python) / sum(C) of those medians, the Amdahl factor for this run's work, with a
+bootstrap interval over steps (blocks of neighbouring steps for the time-ordered control replays).
+
+What the replay cannot reproduce: a sequence's earlier tokens reach the sampler as part of its prompt,
+so frequency and presence penalties see fewer tokens than they did in the run (the repetition penalty
+sees the same set); the sampler's rows come from CAPTURE_ROWS-row snapshots of the run's logits, reused
+across the batch. The engine's own cost around each call (spans, the step loop) is not in either twin.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+import statistics
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from profiler.replay.recorder import WorkloadLog
+from profiler.stats import block_length, bootstrap, rate_statistic
+
+REPLAYED = ("scheduler", "kv_alloc", "prepare", "sampler")
+REPEATS = 3
+SAMPLER_STEPS = 24
+Clock = Callable[[], int]
+
+
+@dataclass(frozen=True)
+class PoolShape:
+    """The engine configuration the twins are built with: the run's own."""
+
+    num_blocks: int
+    block_size: int
+    max_num_seqs: int
+    max_batched_tokens: int
+    policy: str = "fcfs"
+
+
+@dataclass
+class Derived:
+    """What the Python twins made of the recorded schedule: owned copies of every plan and table."""
+
+    plans: list[Any]
+    tables: list[np.ndarray]
+
+
+class ReplayMismatch(Exception):
+    """The Python twins, fed the recorded inputs, did not reproduce the run."""
+
+
+Twins = dict[str, tuple[Callable[[], Any], Callable[[], Any]]]
+
+
+def default_twins(shape: PoolShape, names: Sequence[str]) -> Twins:
+    """name -> (make Python twin, make C twin) for each name whose C twin is loadable."""
+    from native_paths import loader
+
+    status = loader.available()
+    twins: Twins = {}
+    for name in names:
+        if status.get(name) is not True:
+            continue
+        if name == "scheduler":
+            from engine.scheduler import PythonScheduler
+            from native_paths.scheduler import NativeScheduler
+
+            args = (shape.block_size, shape.max_num_seqs, shape.max_batched_tokens, shape.policy)
+            twins[name] = (lambda: PythonScheduler(*args), lambda: NativeScheduler(*args))
+        elif name == "kv_alloc":
+            from engine.kv_alloc import PythonKVAllocator
+            from native_paths.kv_alloc import NativeKVAllocator
+
+            pool = (shape.num_blocks, shape.block_size)
+            twins[name] = (lambda: PythonKVAllocator(*pool), lambda: NativeKVAllocator(*pool))
+        elif name == "prepare":
+            from engine.prepare import PythonPrepare
+            from native_paths.prepare import NativePrepare
+
+            twins[name] = (lambda: PythonPrepare(shape.block_size), lambda: NativePrepare(shape.block_size))
+        elif name == "sampler":
+            from engine.sampler import PythonSampler
+            from native_paths.sampler import NativeSampler
+
+            twins[name] = (PythonSampler, NativeSampler)
+    return twins
+
+
+def derive(log: WorkloadLog, shape: PoolShape) -> Derived:
+    """Replay the recorded schedule through the Python scheduler and allocator (untimed), checking at every
+    step that the allocator has the free blocks the run's engine reported; ReplayMismatch if not."""
+    from engine.kv_alloc import PythonKVAllocator
+    from engine.scheduler import PythonScheduler
+
+    scheduler = PythonScheduler(shape.block_size, shape.max_num_seqs, shape.max_batched_tokens, shape.policy)
+    pool = PythonKVAllocator(shape.num_blocks, shape.block_size)
+    plans, tables = [], []
+    for step, (arrivals, finished, free) in enumerate(log.schedules):
+        if pool.num_free_blocks != free:
+            raise ReplayMismatch(f"step {step}: the replay has {pool.num_free_blocks} free KV blocks, the run had {free}")
+        plan = scheduler.schedule(arrivals, finished, free).copy()
+        tables.append(np.array(pool.step(plan.frees, plan.grow_seq_ids, plan.grow_num_blocks, plan.seq_ids)))
+        plans.append(plan)
+    return Derived(plans, tables)
+
+
+# -- one twin's pass over the work: per-step ns ---------------------------------------------------
+
+
+def time_scheduler(make: Callable[[], Any], log: WorkloadLog, clock: Clock) -> tuple[list[int], list[Any]]:
+    scheduler, times, plans = make(), [], []
+    for arrivals, finished, free in log.schedules:
+        start = clock()
+        plan = scheduler.schedule(arrivals, finished, free)
+        times.append(clock() - start)
+        plans.append(plan.copy())
+    return times, plans
+
+
+def time_kv(make: Callable[[], Any], derived: Derived, clock: Clock) -> tuple[list[int], list[np.ndarray]]:
+    pool, times, tables = make(), [], []
+    for plan in derived.plans:
+        start = clock()
+        table = pool.step(plan.frees, plan.grow_seq_ids, plan.grow_num_blocks, plan.seq_ids)
+        times.append(clock() - start)
+        tables.append(np.array(table))
+    return times, tables
+
+
+def time_prepare(make: Callable[[], Any], log: WorkloadLog, derived: Derived, clock: Clock
+                 ) -> tuple[list[int], list[int]]:  # fmt: skip
+    """prepare() per step, in the engine's order: the step's finished sequences removed, its arrivals
+    added, prepare(plan, tables) timed (the engine's `prepare` span), then the tokens it drew handed over."""
+    from native_paths.bench_control import digest
+
+    prepare, times, digests = make(), [], []
+    drawn = {step: tokens for step, _, tokens in log.samples}
+    for step, ((arrivals, finished, _), plan, tables) in enumerate(zip(log.schedules, derived.plans, derived.tables)):
+        for seq_id in finished:
+            prepare.remove(seq_id)
+        for new in arrivals:
+            prepare.add(new.seq_id, log.sequences[new.seq_id][1])
+        if not len(plan.seq_ids):
+            continue
+        start = clock()
+        model_input = prepare.prepare(plan, tables)
+        times.append(clock() - start)
+        digests.append(digest(model_input))
+        if step in drawn:
+            prepare.append_sampled(drawn[step])
+    return times, digests
+
+
+@dataclass
+class SamplerCase:
+    """One recorded sample() call, ready to play: the sequences with what they had seen, and logits rows."""
+
+    seq_ids: list[int]
+    registrations: list[tuple[int, Any, list[int]]]  # (seq_id, params, prompt + tokens drawn before)
+    logits: Any
+
+
+def sampler_cases(log: WorkloadLog, limit: int = SAMPLER_STEPS) -> list[SamplerCase]:
+    """Up to `limit` of the run's sample() calls, evenly spread, with each sequence's history at that call."""
+    import torch
+
+    if not log.samples or not log.logits_rows:
+        return []
+    chosen = set(np.linspace(0, len(log.samples) - 1, min(limit, len(log.samples))).round().astype(int).tolist())
+    bank, last = torch.cat(log.logits_rows), max(chosen)
+    drawn: dict[int, list[int]] = {}
+    cases = []
+    for index, (_, seq_ids, tokens) in enumerate(log.samples):
+        if index in chosen:
+            rows = (torch.arange(len(seq_ids)) + index) % len(bank)
+            registrations = [(seq_id, log.sequences[seq_id][0], [*log.sequences[seq_id][1], *drawn.get(seq_id, ())])
+                             for seq_id in seq_ids]  # fmt: skip
+            cases.append(SamplerCase(list(seq_ids), registrations, bank.index_select(0, rows)))
+        if index == last:
+            break
+        for seq_id, token in zip(seq_ids, tokens):
+            drawn.setdefault(seq_id, []).append(token)
+    return cases
+
+
+def time_sampler_case(make: Callable[[], Any], case: SamplerCase, clock: Clock, logits: Any = None
+                      ) -> tuple[int, list[int]]:  # fmt: skip
+    """One sample() call on a fresh twin holding the case's sequences, after an untimed call that warms it;
+    `logits`: the case's rows where this twin met them in the run (the Python twin on the run's device)."""
+    logits = case.logits if logits is None else logits
+    sampler = make()
+    for seq_id, params, history in case.registrations:
+        sampler.add(seq_id, params, history)
+    tokens = sampler.sample(logits, case.seq_ids)
+    start = clock()
+    sampler.sample(logits, case.seq_ids)  # returns a list: a device's work is done when it returns
+    return clock() - start, tokens
+
+
+# -- taking turns -----------------------------------------------------------------------------------
+
+
+def interleaved(passes: tuple[Callable[[], tuple[list[int], Any]], Callable[[], tuple[list[int], Any]]],
+                repeats: int) -> tuple[list[list[int]], list[Any]]:  # fmt: skip
+    """Each pass `repeats` times, taking turns with the order alternating (P N N P P N ...); per pass the
+    per-step median over its rounds, and the outputs of its last round (for the twins' agreement)."""
+    rounds: list[list[list[int]]] = [[], []]
+    outputs: list[Any] = [None, None]
+    for round_index in range(repeats):
+        for which in (0, 1) if round_index % 2 == 0 else (1, 0):
+            times, outputs[which] = passes[which]()
+            rounds[which].append(times)
+    medians = [[int(statistics.median(step)) for step in zip(*per_round)] for per_round in rounds]
+    return medians, outputs
+
+
+def speedup_of(python_ns: Sequence[int], native_ns: Sequence[int], *, time_ordered: bool) -> dict[str, Any]:
+    """sum(Python) / sum(C) over the replayed steps, with a 95% bootstrap interval over steps."""
+    pairs = np.column_stack([np.asarray(python_ns, dtype=float), np.asarray(native_ns, dtype=float)])
+    block = block_length(len(pairs)) if time_ordered else 1
+    interval = bootstrap([pairs], rate_statistic, block=block) if len(pairs) > 1 else None
+    point = float(pairs[:, 0].sum() / pairs[:, 1].sum()) if pairs[:, 1].sum() > 0 else None
+    return {
+        "speedup": point,
+        "low": interval.low if interval and math.isfinite(interval.low) else None,
+        "high": interval.high if interval and math.isfinite(interval.high) else None,
+        "steps": len(pairs),
+        "python_us_per_step": float(pairs[:, 0].mean() / 1e3),
+        "native_us_per_step": float(pairs[:, 1].mean() / 1e3),
+    }
+
+
+def replay_speedups(
+    log: WorkloadLog, shape: PoolShape, *, names: Sequence[str] = REPLAYED, repeats: int = REPEATS,
+    twins: Twins | None = None, clock: Clock = time.perf_counter_ns,
+) -> dict[str, Any]:  # fmt: skip
+    """The result's `replay` section: per component {speedup, low, high, steps, python/native µs per step,
+    twins_agree}, plus what was replayed and what was not (with why)."""
+    twins = default_twins(shape, names) if twins is None else twins
+    section: dict[str, Any] = {
+        "steps_recorded": len(log.schedules), "steps_in_run": log.steps_seen, "repeats": repeats,
+        "components": {}, "skipped": {},
+    }  # fmt: skip
+    for name in names:
+        if name not in twins:
+            section["skipped"][name] = "its C twin is not built (python native_paths/build.py)"
+    if not log.schedules or not twins:
+        if not log.schedules:
+            section["skipped"] = {name: "no step was recorded" for name in names}
+        return section
+    try:
+        derived = derive(log, shape)
+    except ReplayMismatch as exc:
+        section["skipped"] = {name: f"the replay did not reproduce the run ({exc})" for name in names}
+        return section
+    with _collector_paused():
+        _replay_all(section, names, twins, log, derived, repeats, clock)
+    return section
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """One collection first, then none until the replay ends: a collection inside a timed call would land
+    on whichever twin it hits (and one per round costs more than the replay, with a run's results in memory)."""
+    gc.collect()
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _replay_all(section: dict[str, Any], names: Sequence[str], twins: Twins, log: WorkloadLog, derived: Derived,
+                repeats: int, clock: Clock) -> None:  # fmt: skip
+    for name in names:
+        if name not in twins:
+            continue
+        try:
+            entry = _replay_one(name, twins[name], log, derived, repeats, clock)
+        except Exception as exc:  # noqa: BLE001 - e.g. a C twin refusing a recorded request: the run stands
+            section["skipped"][name] = f"its replay failed: {type(exc).__name__}: {exc}"
+            continue
+        if entry is None:
+            section["skipped"][name] = "no recorded call to replay"
+        else:
+            section["components"][name] = entry
+
+
+def _replay_one(name: str, pair: tuple[Callable[[], Any], Callable[[], Any]], log: WorkloadLog, derived: Derived,
+                repeats: int, clock: Clock) -> dict[str, Any] | None:  # fmt: skip
+    """One component's replay through both twins: its speedup entry, or None when the run gave it nothing to do."""
+    py, c = pair
+    if name == "scheduler":
+        times, plans = interleaved((lambda: time_scheduler(py, log, clock), lambda: time_scheduler(c, log, clock)),
+                                   repeats)  # fmt: skip
+        return {**speedup_of(*times, time_ordered=True), "twins_agree": plans[0] == plans[1]}
+    if name == "kv_alloc":
+        times, tables = interleaved((lambda: time_kv(py, derived, clock), lambda: time_kv(c, derived, clock)), repeats)
+        agree = all(np.array_equal(a, b) for a, b in zip(*tables, strict=True))
+        return {**speedup_of(*times, time_ordered=True), "twins_agree": agree}
+    if name == "prepare":
+        times, digests = interleaved((lambda: time_prepare(py, log, derived, clock),
+                                      lambda: time_prepare(c, log, derived, clock)), repeats)  # fmt: skip
+        return {**speedup_of(*times, time_ordered=True), "twins_agree": digests[0] == digests[1]} if times[0] else None
+    cases = sampler_cases(log)
+    return _replay_sampler(pair, cases, repeats, clock, log.logits_device) if cases else None
+
+
+def _replay_sampler(pair: tuple[Callable[[], Any], Callable[[], Any]], cases: list[SamplerCase], repeats: int,
+                    clock: Clock, device: str = "cpu") -> dict[str, Any]:  # fmt: skip
+    """Each case played by both twins in turn; a case's time is its median over the rounds. The Python twin
+    gets the rows on the run's device, as it did in the run; the C twin on the host (the copy there is
+    the prediction's added cost, profiler.session.transfer)."""
+    py, c = pair
+    python_ns, native_ns, agree = [], [], True
+    for case in cases:
+        on_device = case.logits.to(device)
+        (py_times, c_times), tokens = interleaved(
+            (lambda: _one(time_sampler_case(py, case, clock, on_device)), lambda: _one(time_sampler_case(c, case, clock))),
+            repeats,
+        )
+        python_ns.append(py_times[0])
+        native_ns.append(c_times[0])
+        agree = agree and tokens[0] == tokens[1]
+    rows = sum(len(case.seq_ids) for case in cases)
+    return {**speedup_of(python_ns, native_ns, time_ordered=False), "twins_agree": agree, "rows": rows}
+
+
+def _one(timed: tuple[int, list[int]]) -> tuple[list[int], list[int]]:
+    elapsed, tokens = timed
+    return [elapsed], tokens
