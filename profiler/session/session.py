@@ -108,7 +108,9 @@ def run_session(
             from profiler.checks.injections import close_injections
 
             close_injections(prepared.built.components)
-    if prepared.workload is not None and hooks.message:
+    if drive.interrupted:
+        prepared.workload = None  # a stopped run stops now: no replay (its partial result has no predictions' speedups)
+    elif prepared.workload is not None and hooks.message:
         hooks.message("timing the C twins on the run's own work")
     outcome = record_session(options, scenario, loaded, prepared, drive, out_dir, profile=profile,
                              native_speedups=native_speedups, measured_gains=measured_gains, injections=injections)  # fmt: skip

@@ -304,7 +304,7 @@ def predictions_table(result: RunResult) -> Table:
         table.rows.append([
             component, fmt_pct(prediction.get("share")), _speedup_text(prediction),
             fmt_gain(predicted) + _between(prediction.get("predicted_gain_low"), prediction.get("predicted_gain_high"),
-                                           fmt_gain),
+                                           lambda value: f"{value * 100:.1f}"),
             _measured_text(measured, noise), gap,
         ])  # fmt: skip
     if any(prediction.get("speedup_source") == "replay" for prediction in predictions.values()):
@@ -326,8 +326,8 @@ def _speedup_text(prediction: dict[str, Any]) -> str:
 
 
 def _between(low: float | None, high: float | None, fmt: Any) -> str:
-    """' [low-high]' for an interval both of whose ends were measured, else ''."""
-    return f" [{fmt(low)} to {fmt(high)}]" if low is not None and high is not None else ""
+    """' [low, high]' for an interval both of whose ends were measured, else ''."""
+    return f" [{fmt(low)}, {fmt(high)}]" if low is not None and high is not None else ""
 
 
 def verify_noise(result: RunResult) -> float | None:

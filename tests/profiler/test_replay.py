@@ -59,7 +59,7 @@ def test_a_run_replays_its_own_work_through_both_twins_and_predicts_with_it(tmp_
     table = predictions_table(outcome.result)
     sampler_row = next(row for row in table.rows if row[0] == "sampler")
     sampler = replay["components"]["sampler"]
-    assert sampler_row[2] == f"{sampler['speedup']:.1f}x [{sampler['low']:.1f} to {sampler['high']:.1f}]"
+    assert sampler_row[2] == f"{sampler['speedup']:.1f}x [{sampler['low']:.1f}, {sampler['high']:.1f}]"
     assert "replaying this run's own work" in (table.note or "")
 
 

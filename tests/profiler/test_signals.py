@@ -62,6 +62,7 @@ def test_a_stop_signal_leaves_a_valid_partial_result(tmp_path: Path, signum: int
     if phase == "run":
         # Stopped mid-load: some requests were sent (and each has its row), not all of them finished.
         assert 0 < len(run.requests) and run.result.metrics["completed"] < requests
+        assert run.result.replay is None  # a stopped run stops: its work is not replayed first
 
 
 @pytest.mark.slow
