@@ -15,6 +15,7 @@ from typing import Any
 import pandas as pd
 
 from engine.engine import ENGINE_THREAD_NAME
+from engine.setup_thread import run_on_setup_thread
 from profiler.collectors.registry import PROFILES, default_collectors, spans_record_cpu_time
 from profiler.collectors.spans import RecordingTracer
 from profiler.replay.recorder import WorkloadLog, install_recorder
@@ -242,7 +243,10 @@ def _replay(prepared: Prepared) -> dict[str, Any] | None:
 
     engine, config = prepared.built.engine, prepared.built.config
     shape = PoolShape(engine.num_blocks, config.block_size, config.max_num_seqs, config.max_batched_tokens, config.policy)
-    return replay_speedups(prepared.workload, shape)
+    workload = prepared.workload
+    # On a thread that exits: the Python sampler's torch ops would leave an OpenMP pool on this one, which
+    # slows the engine thread of every later run in the process (see engine/setup_thread.py).
+    return run_on_setup_thread(lambda: replay_speedups(workload, shape), "infer-prof-replay")
 
 
 def _native_added_costs(prepared: Prepared, options: EngineOptions, steps: pd.DataFrame, wall_ns: int) -> dict[str, float]:
