@@ -85,38 +85,48 @@ def make_components(
             NativeFallbackWarning,
             stacklevel=2,
         )
-    # The Python twins are imported here, not at module level: native_paths otherwise needs only
-    # engine's types, and this is the one place that chooses between the two implementations.
-    if "sampler" in usable:
-        from native_paths.sampler import NativeSampler as sampler_class
-    else:
-        from engine.sampler import PythonSampler as sampler_class  # type: ignore[assignment]
+    sizes = {"num_blocks": num_blocks, "block_size": block_size, "max_num_seqs": max_num_seqs,
+             "max_batched_tokens": max_batched_tokens, "policy": policy}
     if CORE in usable:
         from native_paths.core import core_components
 
         scheduler, kv_alloc, prepare = core_components(num_blocks, block_size, max_num_seqs, max_batched_tokens, policy)
-        return Components(sampler=sampler_class(), kv_alloc=kv_alloc, scheduler=scheduler, prepare=prepare,
-                          native=usable, fallbacks=fallbacks)  # fmt: skip
-    if "kv_alloc" in usable:
-        from native_paths.kv_alloc import NativeKVAllocator as kv_alloc_class
-    else:
-        from engine.kv_alloc import PythonKVAllocator as kv_alloc_class  # type: ignore[assignment]
-    if "scheduler" in usable:
-        from native_paths.scheduler import NativeScheduler as scheduler_class
-    else:
-        from engine.scheduler import PythonScheduler as scheduler_class  # type: ignore[assignment]
-    if "prepare" in usable:
-        from native_paths.prepare import NativePrepare as prepare_class
-    else:
-        from engine.prepare import PythonPrepare as prepare_class  # type: ignore[assignment]
-    return Components(
-        sampler=sampler_class(),
-        kv_alloc=kv_alloc_class(num_blocks, block_size),
-        scheduler=scheduler_class(block_size, max_num_seqs, max_batched_tokens, policy),
-        prepare=prepare_class(block_size),
-        native=usable,
-        fallbacks=fallbacks,
-    )
+        return Components(sampler=make_twin("sampler", "sampler" in usable, **sizes), kv_alloc=kv_alloc,
+                          scheduler=scheduler, prepare=prepare, native=usable, fallbacks=fallbacks)  # fmt: skip
+    return Components(**{name: make_twin(name, name in usable, **sizes) for name in COMPONENTS},
+                      native=usable, fallbacks=fallbacks)  # fmt: skip
+
+
+def make_twin(name: str, native: bool, *, num_blocks: int, block_size: int, max_num_seqs: int,
+              max_batched_tokens: int, policy: str = "fcfs") -> Any:  # fmt: skip
+    """One component's C twin when `native` (the caller checked it loads), else its Python twin, sized for
+    the pool. The Python twins are imported here, not at module level: native_paths otherwise needs only
+    engine's types, and this is the one place that chooses between the two implementations."""
+    if name == "sampler":
+        if native:
+            from native_paths.sampler import NativeSampler as sampler_class
+        else:
+            from engine.sampler import PythonSampler as sampler_class  # type: ignore[assignment]
+        return sampler_class()
+    if name == "kv_alloc":
+        if native:
+            from native_paths.kv_alloc import NativeKVAllocator as kv_alloc_class
+        else:
+            from engine.kv_alloc import PythonKVAllocator as kv_alloc_class  # type: ignore[assignment]
+        return kv_alloc_class(num_blocks, block_size)
+    if name == "scheduler":
+        if native:
+            from native_paths.scheduler import NativeScheduler as scheduler_class
+        else:
+            from engine.scheduler import PythonScheduler as scheduler_class  # type: ignore[assignment]
+        return scheduler_class(block_size, max_num_seqs, max_batched_tokens, policy)
+    if name == "prepare":
+        if native:
+            from native_paths.prepare import NativePrepare as prepare_class
+        else:
+            from engine.prepare import PythonPrepare as prepare_class  # type: ignore[assignment]
+        return prepare_class(block_size)
+    raise ValueError(f"no twin named {name!r}; the twins are {', '.join(COMPONENTS)}")
 
 
 def every_combination() -> tuple[frozenset[str], ...]:

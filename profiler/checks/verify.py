@@ -200,8 +200,7 @@ def verify_predictions(
         native_data = read_run(Path(run.run_dir))
         prediction = predictions[component]
         entry = compare_component(around, run.result, component, prediction["share"],
-                                  prediction.get("native_speedup") or (native_speedups or {}).get(component),
-                                  prediction.get("speedup_source"))  # fmt: skip
+                                  prediction.get("native_speedup"), prediction.get("speedup_source"))  # fmt: skip
         entry["run_dir"] = str(Path(run.run_dir).relative_to(outcome.run_dir))
         entry["python_neighbours"] = [_relative(outcome, python_dirs[index]) for index in neighbours[component]]
         gain, coverage = mix_matched_gain([data.steps for data in around_data], native_data.steps)

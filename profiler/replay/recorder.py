@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
+
 MAX_STEPS = 1024
 CAPTURE_EVERY = 32
 CAPTURE_ROWS = 4
@@ -38,11 +40,6 @@ class WorkloadLog:
     @property
     def open(self) -> bool:
         return len(self.schedules) < MAX_STEPS
-
-    @property
-    def complete(self) -> bool:
-        """Whether every step of the run was recorded."""
-        return self.steps_seen == len(self.schedules)
 
 
 class RecordingScheduler:
@@ -84,19 +81,13 @@ class RecordingSampler:
         step = log.steps_seen - 1
         if step < len(log.schedules):  # the step's schedule() call was recorded
             if len(log.samples) % CAPTURE_EVERY == 0:
-                log.logits_rows.append(logits[:CAPTURE_ROWS].detach().to("cpu", dtype=_float32(), copy=True))
+                log.logits_rows.append(logits[:CAPTURE_ROWS].detach().to("cpu", dtype=torch.float32, copy=True))
                 log.logits_device = str(logits.device)
             log.samples.append((step, seq_ids, tokens))
         return tokens
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
-
-
-def _float32() -> Any:
-    import torch
-
-    return torch.float32
 
 
 def install_recorder(engine: Any) -> WorkloadLog:

@@ -32,7 +32,8 @@ import statistics
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -63,6 +64,7 @@ class Derived:
 
     plans: list[Any]
     tables: list[np.ndarray]
+    drawn: dict[int, list[int]]  # step -> the tokens the run drew in it
 
 
 class ReplayMismatch(Exception):
@@ -75,45 +77,19 @@ Twins = dict[str, tuple[Callable[[], Any], Callable[[], Any]]]
 def default_twins(shape: PoolShape, names: Sequence[str]) -> Twins:
     """name -> (make Python twin, make C twin) for each name whose C twin is loadable."""
     from native_paths import loader
+    from native_paths.toggles import make_twin
 
-    status = loader.available()
-    twins: Twins = {}
-    for name in names:
-        if status.get(name) is not True:
-            continue
-        if name == "scheduler":
-            from engine.scheduler import PythonScheduler
-            from native_paths.scheduler import NativeScheduler
-
-            args = (shape.block_size, shape.max_num_seqs, shape.max_batched_tokens, shape.policy)
-            twins[name] = (lambda: PythonScheduler(*args), lambda: NativeScheduler(*args))
-        elif name == "kv_alloc":
-            from engine.kv_alloc import PythonKVAllocator
-            from native_paths.kv_alloc import NativeKVAllocator
-
-            pool = (shape.num_blocks, shape.block_size)
-            twins[name] = (lambda: PythonKVAllocator(*pool), lambda: NativeKVAllocator(*pool))
-        elif name == "prepare":
-            from engine.prepare import PythonPrepare
-            from native_paths.prepare import NativePrepare
-
-            twins[name] = (lambda: PythonPrepare(shape.block_size), lambda: NativePrepare(shape.block_size))
-        elif name == "sampler":
-            from engine.sampler import PythonSampler
-            from native_paths.sampler import NativeSampler
-
-            twins[name] = (PythonSampler, NativeSampler)
-    return twins
+    status, sizes = loader.available(), asdict(shape)
+    return {name: (partial(make_twin, name, False, **sizes), partial(make_twin, name, True, **sizes))
+            for name in names if status.get(name) is True}  # fmt: skip
 
 
 def derive(log: WorkloadLog, shape: PoolShape) -> Derived:
     """Replay the recorded schedule through the Python scheduler and allocator (untimed), checking at every
     step that the allocator has the free blocks the run's engine reported; ReplayMismatch if not."""
-    from engine.kv_alloc import PythonKVAllocator
-    from engine.scheduler import PythonScheduler
+    from native_paths.toggles import make_twin
 
-    scheduler = PythonScheduler(shape.block_size, shape.max_num_seqs, shape.max_batched_tokens, shape.policy)
-    pool = PythonKVAllocator(shape.num_blocks, shape.block_size)
+    scheduler, pool = (make_twin(name, False, **asdict(shape)) for name in ("scheduler", "kv_alloc"))
     plans, tables = [], []
     for step, (arrivals, finished, free) in enumerate(log.schedules):
         if pool.num_free_blocks != free:
@@ -121,7 +97,7 @@ def derive(log: WorkloadLog, shape: PoolShape) -> Derived:
         plan = scheduler.schedule(arrivals, finished, free).copy()
         tables.append(np.array(pool.step(plan.frees, plan.grow_seq_ids, plan.grow_num_blocks, plan.seq_ids)))
         plans.append(plan)
-    return Derived(plans, tables)
+    return Derived(plans, tables, {step: tokens for step, _, tokens in log.samples})
 
 
 # -- one twin's pass over the work: per-step ns ---------------------------------------------------
@@ -153,8 +129,7 @@ def time_prepare(make: Callable[[], Any], log: WorkloadLog, derived: Derived, cl
     added, prepare(plan, tables) timed (the engine's `prepare` span), then the tokens it drew handed over."""
     from native_paths.bench_control import digest
 
-    prepare, times, digests = make(), [], []
-    drawn = {step: tokens for step, _, tokens in log.samples}
+    prepare, times, digests, drawn = make(), [], [], derived.drawn
     for step, ((arrivals, finished, _), plan, tables) in enumerate(zip(log.schedules, derived.plans, derived.tables)):
         for seq_id in finished:
             prepare.remove(seq_id)
@@ -261,12 +236,12 @@ def replay_speedups(
         "steps_recorded": len(log.schedules), "steps_in_run": log.steps_seen, "repeats": repeats,
         "components": {}, "skipped": {},
     }  # fmt: skip
-    for name in names:
-        if name not in twins:
-            section["skipped"][name] = "its C twin is not built (python native_paths/build.py)"
-    if not log.schedules or not twins:
-        if not log.schedules:
-            section["skipped"] = {name: "no step was recorded" for name in names}
+    if not log.schedules:
+        section["skipped"] = {name: "no step was recorded" for name in names}
+        return section
+    section["skipped"] = {name: "its C twin is not built (python native_paths/build.py)"
+                          for name in names if name not in twins}  # fmt: skip
+    if not twins:
         return section
     try:
         derived = derive(log, shape)
