@@ -375,16 +375,21 @@ def _pool(threads: Iterable[dict[str, Any]]) -> dict[str, Any] | None:
         "categories": {},
         "components": {},
         "lock_components": {},
+        "gil_components": {},
         "dispatch": 0,
     }
     for thread in threads:
         pooled["samples"] += thread["samples"]
         pooled["native_samples"] += thread.get("native_samples", 0)
         pooled["dispatch"] += thread.get("dispatch", 0)
-        for key in ("categories", "components", "lock_components"):
+        for key in ("categories", "components", "lock_components", "gil_components"):
             for name, count in (thread.get(key) or {}).items():
                 pooled[key][name] = pooled[key].get(name, 0) + count
     return pooled if pooled["samples"] else None
+
+
+def _shares(counts: dict[str, int] | None, total: int) -> dict[str, float]:
+    return {name: count / total for name, count in (counts or {}).items() if count and name in COMPONENTS}
 
 
 def samples_split(counts: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -408,8 +413,9 @@ def samples_split(counts: dict[str, Any] | None) -> dict[str, Any] | None:
         components["model_glue"] = components["model_kernels"] = None
     split["categories"] = categories
     split["components"] = components
-    split["lock_by_component"] = {name: count / total for name, count in (counts.get("lock_components") or {}).items()
-                                  if count and name in COMPONENTS}  # fmt: skip
+    split["lock_by_component"] = _shares(counts.get("lock_components"), total)
+    # GIL waits (part of lock) are seen only in native stacks: a Python-only sample shows the line that waits.
+    split["gil_by_component"] = _shares(counts.get("gil_components"), total) if resolution == "native" else None
     split["dispatch"] = counts["dispatch"] / total if resolution == "native" else None
     return split
 

@@ -48,8 +48,9 @@ become model_kernels when the category is kernel, else model_glue.
 
 A GIL wait (is_gil_wait) is a lock sample whose wait is the interpreter's own: take_gil and the calls
 that take the GIL back after native code (PyEval_RestoreThread, PyGILState_Ensure, pybind11's
-gil_scoped_acquire), or a condition-variable wait right under the eval loop with no lock object of
-Python's in between (3.11 inlines take_gil there).
+gil_scoped_acquire), or a condition-variable wait right under the eval loop or a torch binding
+(THPVariable_*) with no lock object of Python's in between: 3.11 inlines take_gil, and py-spy drops the
+PyEval_RestoreThread frame of a binding retaking the GIL as its op returns (seen under a contended GIL).
 """
 
 from __future__ import annotations
@@ -452,6 +453,8 @@ _GIL_NAMES = re.compile(r"take_gil|PyEval_RestoreThread|PyEval_AcquireThread|PyG
                         r"PyEval_AcquireLock")  # fmt: skip
 _PY_LOCK_OBJECTS = re.compile(r"PyThread_acquire_lock|rlock_acquire|acquire_timed|lock_PyThread|semlock|PyCOND_WAIT_LOCK")
 _CONDVAR_WAITS = re.compile(r"pthread_cond_(?:timed|clock)?wait|futex|__lll_lock_wait")
+# torch's Python bindings: their own frames wait on nothing but the GIL (an op's waits sit in at::/c10 frames below).
+_PY_BINDINGS = re.compile(r"^torch::autograd::THP\w+|^THPVariable_|^THPModule_")
 
 
 def is_gil_wait(frames: tuple[Frame, ...]) -> bool:
@@ -470,8 +473,8 @@ def is_gil_wait(frames: tuple[Frame, ...]) -> bool:
             saw_condvar = True
             continue
         c_source = frame.where.endswith((".c", ".h"))
-        if frame.python and not c_source:
-            return saw_condvar  # a wait right under Python code with no lock object: the eval loop's GIL
+        if (frame.python and not c_source) or _PY_BINDINGS.search(name):
+            return saw_condvar  # a wait right under Python code or a binding with no lock object: the GIL
         if not (c_source or frame.unresolved or "libpython" in frame.where or frame.where.startswith("libc")):
             return False  # other native code (an OpenMP barrier, a kernel, an allocator)
     return False

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from profiler.analysis.classify import IDLE_MARKER, ComponentRules, Stack, classify, parse_raw
+from profiler.analysis.classify import IDLE_MARKER, ComponentRules, Stack, classify, is_gil_wait, parse_raw
 from profiler.collectors.base import Collector
 
 _ATTACHED = "Sampling process"
@@ -84,7 +84,8 @@ def summarize_stacks(
     rules: ComponentRules | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Sample counts per thread name: {name: {thread_ids, samples, native_samples, categories, components,
-    lock_components, dispatch}}; lock_components counts the lock samples by component.
+    lock_components, gil_components, dispatch}}; lock_components counts the lock samples by component,
+    gil_components those of them that wait for the GIL (native stacks only: see classify.is_gil_wait).
 
     `native_samples` counts stacks that hold at least one native frame: only those resolve
     interpreter vs kernel vs allocation (see profiler.analysis.classify).
@@ -104,6 +105,7 @@ def summarize_stacks(
                 "categories": Counter(),
                 "components": Counter(),
                 "lock_components": Counter(),
+                "gil_components": Counter(),
                 "dispatch": 0,
             },
         )
@@ -117,10 +119,12 @@ def summarize_stacks(
         entry["components"][label.component or "none"] += stack.count
         if label.category == "lock":
             entry["lock_components"][label.component or "none"] += stack.count
+            if stack.native and is_gil_wait(stack.frames):
+                entry["gil_components"][label.component or "none"] += stack.count
         if label.dispatch:
             entry["dispatch"] += stack.count
     for entry in threads.values():
-        for key in ("categories", "components", "lock_components"):
+        for key in ("categories", "components", "lock_components", "gil_components"):
             entry[key] = dict(entry[key])
     return threads
 

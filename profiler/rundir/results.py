@@ -43,7 +43,8 @@ Section shapes (fractions are of the engine thread's wall time unless said other
                            components: {scheduler, sampler, kv_alloc, prepare, tokenizer, detokenizer,
                                         model_glue, model_kernels, queue}, dispatch: fraction,
                            plus method details: samples, resolution ("python" | "native"),
-                           python_leaf, lock_by_component, allocation_by_component,
+                           python_leaf, lock_by_component, gil_by_component (samples with native
+                           stacks: the lock samples that wait for the GIL), allocation_by_component,
                            kernel_fraction_by_span, fee_fraction_by_span, steps}
                   spans `dispatch` is torch's fee inside ops (deep profile only; null otherwise)
                   a samples SPLIT without native stacks has null interpreter/kernel/allocation

@@ -89,5 +89,11 @@ def test_a_samples_case_is_judged_where_its_largest_category_sits() -> None:
                "lock_by_component": {"sampler": 0.38, "model_glue": 0.07}}  # fmt: skip
     result = SimpleNamespace(breakdown={"methods": {"samples": samples}})
     assert selftest._answer(case, result) == ("lock", 0.45, "sampler")
+    # The glue's torch calls waiting to retake the GIL are lock samples too, but not the planted lock's.
+    samples["lock_by_component"] = {"sampler": 0.20, "model_glue": 0.25}
+    samples["gil_by_component"] = {"model_glue": 0.20, "sampler": 0.01}
+    assert selftest._answer(case, result) == ("lock", 0.45, "sampler")
+    samples["gil_by_component"] = {"model_glue": 0.01}
+    assert selftest._answer(case, result) == ("lock", 0.45, "model_glue")
     samples["categories"] = {"lock": 0.2, "interpreter": 0.6}  # interpreter wins: judged over all components
     assert selftest._answer(case, result) == ("interpreter", 0.6, "model_glue")

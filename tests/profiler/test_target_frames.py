@@ -53,6 +53,11 @@ GIL = "pthread_cond_timedwait@@GLIBC_2.3.2 (libc.so.6);__futex_abstimed_wait_com
         ("f (a.py:1);take_gil (ceval_gil.h:250);pthread_cond_timedwait (libc.so.6)", True),
         ("f (a.py:1);torch::autograd::THPVariable_mul (libtorch_python.so);pybind11::gil_scoped_acquire::"
          "gil_scoped_acquire (libtorch_python.so);PyEval_RestoreThread (ceval.c:1);pthread_cond_timedwait (libc.so.6)", True),
+        # py-spy drops PyEval_RestoreThread under a binding retaking the GIL (seen with a lock-hog thread)
+        ("LlamaModel._rope_table (engine/model.py:1);torch::autograd::THPVariable_to (libtorch_python.so);"
+         "pthread_cond_timedwait (libc.so.6);0x7f49e4ca3f16 (libc.so.6)", True),
+        ("f (a.py:1);torch::autograd::THPVariable_mul (libtorch_python.so);at::_ops::mul::call (libtorch_cpu.so);"
+         "pthread_cond_wait (libc.so.6)", False),  # a wait inside the op itself, not the binding's
         ("Condition.wait (threading.py:320);lock_PyThread_acquire_lock (_threadmodule.c:1);"
          "PyThread_acquire_lock_timed (thread_pthread.h:3);sem_clockwait (libc.so.6)", False),  # a Python lock
         ("f (a.py:1);GOMP_parallel (libgomp.so.1);0x7f00 (libgomp.so.1);futex_wait (libgomp.so.1)", False),  # OpenMP
