@@ -1312,8 +1312,13 @@ static double softmax_sums(row_view *v, double m, int exact, int per_block, doub
         }
         approx_block_sums(s->copies, v->num_copies, top, scale, NULL, per_block ? s->copy_sum : NULL, copy_totals);
         /* The fused top can pass m when a penalty lowered the largest float. */
-        factor = (double)top / temperature - m > 0.0 ? exp((double)top / temperature - m)
-                                                     : exp_nonpositive((double)top / temperature - m);
+        double lift = (double)top / temperature - m;
+        if (lift > 700.0) {
+            /* exp(lift) would overflow (a penalty over a tiny temperature: found by the fuzzer, T = 1e-30
+             * and a frequency penalty gave Z = inf * 0): the exact sums, relative to m itself. */
+            return softmax_sums(v, m, 1, per_block, error);
+        }
+        factor = lift > 0.0 ? exp(lift) : exp_nonpositive(lift);
         z = factor * (row_totals[0] + copy_totals[0]);
         weight = row_totals[1] + copy_totals[1];
         if (per_block) {

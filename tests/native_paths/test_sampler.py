@@ -271,6 +271,32 @@ def test_twins_agree_on_a_real_vocabulary(mix: str, pass_f_build: str) -> None:
 
 
 @requires_native
+@pytest.mark.parametrize("top_p", [0.5, 1.0])
+def test_twins_agree_when_a_penalty_over_a_tiny_temperature_leaves_the_largest_float_far_above_the_maximum(
+    top_p: float, pass_f_build: str
+) -> None:
+    """Found by the fuzzer: at temperature 1e-30 a frequency penalty of 2 on the strongest token puts the
+    largest float 2e30 above the softmax's maximum; the fast sum's scale exp(2e30) overflowed, Z came out
+    NaN and the C sampler read before its candidate array. Every row must still draw what Python draws."""
+    rng = np.random.default_rng(30)
+    rows, vocab = 3, 177
+    python, native = PythonSampler(), make_native()
+    requests = {}
+    for seq_id in range(rows):
+        request = SamplingParams(temperature=1e-30, top_p=top_p, min_p=0.1 if seq_id == 1 else 0.0,
+                                 frequency_penalty=2.0, repetition_penalty=3.0 if seq_id == 2 else 1.0,
+                                 seed=11 + seq_id)  # fmt: skip
+        prompt = [7, 8, 9]
+        requests[seq_id] = (request, prompt, [])
+        python.add(seq_id, request, prompt)
+        native.add(seq_id, request, prompt)
+    for _ in range(4):
+        logits = rng.uniform(-10.0, 10.0, (rows, vocab))
+        logits[:, 7] = 12.0  # drawn first, then penalized: no longer the maximum, still the largest float
+        compare_step(python, native, logits.astype(np.float32), list(range(rows)), requests)
+
+
+@requires_native
 @pytest.mark.parametrize("shape", ["rising", "masked_start", "tail_top", "penalized_top"])
 def test_twins_agree_where_the_one_pass_softmax_sum_must_rescale(shape: str, pass_f_build: str) -> None:
     """Rows over several chunks of the fused pass A + F (32 blocks of 128) that take its rare turns: a
