@@ -25,6 +25,12 @@ cost per token rises with the smaller batches. So each twin also gets mix_matche
 time against the Python runs' at the Python runs' own mix of steps (see mix_matched_gain), which is
 the quantity Amdahl predicts. The runs are interleaved (P N1 P N2 P ...): each native run's reference
 is its two Python neighbours.
+
+The sampler is measured inside one run instead (profiler.checks.twin_switch): its twins take turns in
+ABBA blocks of 8 steps, and both gains come from the block pairs with 95% intervals
+(profiler.checks.inrun_gain); the measured gain is the one at the same steps. Whole runs
+differ by 2-25% here, more than most sampler gains; the other twins hold the batch's structure
+(queues, block tables) and cannot change hands mid-run.
 """
 
 from __future__ import annotations
@@ -35,12 +41,15 @@ from pathlib import Path
 from typing import Any
 
 from profiler.analysis.diagnose import NATIVE_CAPABLE, amdahl_gain, diagnose, measured_gain
-from profiler.rundir.atomic import write_json_atomic
+from profiler.checks.inrun_gain import InRunGain, inrun_gain, label_steps
+from profiler.checks.twin_switch import SamplerSwitch
+from profiler.rundir.atomic import write_json_atomic, write_text_atomic
 from profiler.rundir.control import control_figure, drift_void
 from profiler.rundir.results import read_run
 from profiler.session.session import SessionOutcome
 
 VERIFY_DIR = "verify"
+TURNS_FILE = "turns.csv"  # the switched sampler run's step -> (block, C twin served)
 
 
 def _per_token_ns(result: Any, fraction: Callable[[dict[str, Any]], float]) -> float | None:
@@ -137,7 +146,37 @@ def mix_matched_gain(python_steps: list[Any], native_steps: Any) -> tuple[float 
     return (1.0 - native_ms / python_ms if python_ms > 0 else None), coverage
 
 
-RunAgain = Callable[[frozenset[str], Path, str], SessionOutcome]  # (native twins, run dir, label) -> outcome
+# (native twins, run dir, label, a SamplerSwitch to install or None) -> outcome
+RunAgain = Callable[[frozenset[str], Path, str, SamplerSwitch | None], SessionOutcome]
+SWITCHED_IN_RUN = ("sampler",)  # twins whose state can change hands between steps (profiler.checks.twin_switch)
+
+
+def inrun_entry(prediction: dict[str, Any], gain: InRunGain, switches: int) -> dict[str, Any]:
+    """The verify section's entry of a twin measured in one switched run: its gain at the same steps with the
+    interval (the measured gain), and the noisier gain at each side's own mix of steps (busy_gain)."""
+    predicted = prediction.get("predicted_gain")
+    return {
+        "method": "in-run",
+        "share": prediction["share"],
+        "native_speedup": prediction.get("native_speedup"),
+        "speedup_source": prediction.get("speedup_source") or "none",
+        "predicted_gain": predicted,
+        "measured_gain": gain.mix_gain, "measured_low": gain.mix_low, "measured_high": gain.mix_high,
+        "agreement": _agreement(gain.mix_gain, predicted),
+        "predicted_within": _within(predicted, gain.mix_low, gain.mix_high),  # inside the measured interval
+        "busy_gain": gain.gain, "busy_low": gain.low, "busy_high": gain.high,
+        "mix_coverage": gain.mix_coverage,
+        "pairs": gain.pairs,
+        "steps": gain.steps,
+        "switches": switches,
+        "batch_size_mean": {"python": gain.batch_python, "native": gain.batch_native},
+        "void": None,  # neighbouring blocks share the machine's drift: the pairs cancel it
+    }  # fmt: skip
+
+
+def _within(value: float | None, low: float | None, high: float | None) -> bool | None:
+    finite = all(bound is not None and bound == bound for bound in (low, high))  # NaN bounds: too few pairs
+    return low <= value <= high if value is not None and finite else None  # type: ignore[operator]
 
 
 def verify_predictions(
@@ -156,6 +195,7 @@ def verify_predictions(
     twins = available()
     native_runs: dict[str, SessionOutcome] = {}
     skipped: dict[str, str] = {}
+    details: dict[str, Any] = {}
     # Interleaved: each C-twin run sits between two Python runs (P N1 P N2 P ...), and its reference is
     # the mean of those two neighbours, so a machine drifting steadily through the sequence moves the
     # reference as much as the native run: the drift cancels, as in ABBA, one native run per twin.
@@ -172,9 +212,15 @@ def verify_predictions(
             skipped[component] = f"C twin not available ({twins.get('reason') or 'not built'})"
         elif stop_event.is_set():
             skipped[component] = "stopped (Ctrl-C) before its verify run"
+        elif component in SWITCHED_IN_RUN:
+            entry = _switched_run(outcome, options, predictions[component], run_again)
+            if isinstance(entry, str):
+                skipped[component] = entry
+            else:
+                details[component] = entry
         else:
             run = run_again(frozenset(options.native | {component}), _verify_dir(outcome, f"native-{component}"),
-                            f"verify: native {component}")  # fmt: skip
+                            f"verify: native {component}", None)  # fmt: skip
             if run.interrupted:
                 skipped[component] = "its verify run was interrupted: a partial run is not comparable"
                 continue
@@ -186,14 +232,13 @@ def verify_predictions(
             if stop_event.is_set():
                 continue
             after = run_again(frozenset(options.native), _verify_dir(outcome, f"python-after-{component}"),
-                              f"verify: Python after {component}")  # fmt: skip
+                              f"verify: Python after {component}", None)  # fmt: skip
             if not after.interrupted:
                 python_results.append(after.result)
                 python_dirs.append(Path(after.run_dir))
                 neighbours[component].append(len(python_results) - 1)
     python_data = [read_run(path) for path in python_dirs]  # each run directory read once
     python_controls = _controls(python_data)
-    details: dict[str, Any] = {}
     for component, run in native_runs.items():
         around = [python_results[index] for index in neighbours[component]]
         around_data = [python_data[index] for index in neighbours[component]]
@@ -217,6 +262,30 @@ def verify_predictions(
         details[component] = entry
     _record(outcome, native_speedups, details, skipped, python_results)
     return result.verdict["verify"]
+
+
+def _switched_run(outcome: SessionOutcome, options: Any, prediction: dict[str, Any], run_again: RunAgain) -> dict[str, Any] | str:
+    """One run with the sampler's twins taking turns: its verify entry, or why there is none."""
+    switch = SamplerSwitch()
+    run = run_again(frozenset(options.native), _verify_dir(outcome, "switched-sampler"),
+                    "verify: sampler twins in turns", switch)  # fmt: skip
+    if run.interrupted:
+        return "its verify run was interrupted: a partial run is not comparable"
+    failed = (run.result.metrics or {}).get("failed") or 0
+    if failed > ((outcome.result.metrics or {}).get("failed") or 0):
+        return f"{failed} request(s) failed in its run (see {_relative(outcome, Path(run.run_dir))}/requests.csv)"
+    calls = switch.calls
+    gain = inrun_gain(calls, run.steps)
+    if gain is None or switch.switches < 2:
+        return (f"its run was too short for the twins to take turns ({switch.switches} switch(es) in "
+                f"{len(calls)} sampler calls, {switch.block_steps} a block)")  # fmt: skip
+    # Which twin served each step, beside the run's steps.csv: the figures can be taken again from the files.
+    turns = label_steps(calls, run.steps)[["step", "block", "native"]]
+    write_text_atomic(Path(run.run_dir) / TURNS_FILE, turns.to_csv(index=False))
+    entry = inrun_entry(prediction, gain, switch.switches)
+    entry["run_dir"] = _relative(outcome, Path(run.run_dir))
+    entry["turns"] = f"{entry['run_dir']}/{TURNS_FILE}"
+    return entry
 
 
 def _spread(values: list[float]) -> float:

@@ -60,13 +60,16 @@ def run(
 
 def run_profiled(
     options: EngineOptions, *, scenario, loaded, out: Path, profile: str, console: Console,  # type: ignore[no-untyped-def]
-    stop_event: threading.Event, label: str = "requests", replay: bool = True,
+    stop_event: threading.Event, label: str = "requests", replay: bool = True, switch=None,
 ):  # type: ignore[no-untyped-def]
     """One session with a progress bar (requests done / total, output tokens/s); `replay`: time the C twins
-    on the run's recorded work after it (the predictions' speedups; --verify's extra runs do not need it)."""
+    on the run's recorded work after it (the predictions' speedups; --verify's extra runs do not need it);
+    `switch` (profiler.checks.twin_switch.SamplerSwitch): alternate the sampler's twins during the run."""
     from profiler.session.session import run_session
 
     with session_progress(console, label) as hooks:
+        if switch is not None:
+            hooks = dataclasses.replace(hooks, on_engine=switch.install, on_collectors=switch.start)  # its turns
         return run_session(options, scenario, out, loaded=loaded, profile=profile, stop_event=stop_event,
                            hooks=hooks, replay=replay)  # fmt: skip
 
@@ -209,10 +212,10 @@ def _check_load_flags(requests: int | None, duration: float | None, profile: str
 def _verify(outcome, options, spec, loaded, console, stop_event, profile) -> None:  # type: ignore[no-untyped-def]
     from profiler.checks.verify import verify_predictions
 
-    def run_again(native: frozenset[str], out_dir: Path, label: str):  # type: ignore[no-untyped-def]
+    def run_again(native: frozenset[str], out_dir: Path, label: str, switch=None):  # type: ignore[no-untyped-def]
         return run_profiled(dataclasses.replace(options, native=native), scenario=spec, loaded=loaded, out=out_dir,
                             profile=profile, console=console, stop_event=stop_event,
-                            label=label, replay=False)  # fmt: skip
+                            label=label, replay=False, switch=switch)  # fmt: skip
 
     section = verify_predictions(outcome, options, stop_event=stop_event, native_speedups=None,
                                  run_again=run_again)  # fmt: skip
@@ -254,8 +257,9 @@ def render_verify(section: dict[str, Any], console: Console) -> None:
     def pct(value: float | None) -> str:
         return f"{value:.1%}" if value is not None else "-"
 
-    def with_ratio(gain: float | None, agreement: float | None) -> str:
-        return pct(gain) + (f" ({agreement:.2f}x)" if agreement is not None else "")
+    def with_ratio(gain: float | None, agreement: float | None, low: float | None = None, high: float | None = None) -> str:
+        interval = f" [{low:.1%}, {high:.1%}]" if low is not None and high is not None and low == low else ""  # NaN: too few pairs
+        return pct(gain) + interval + (f" ({agreement:.2f}x)" if agreement is not None else "")
 
     table = Table("component", "share", "speedup", "predicted", "measured", "same step mix", "batch P / N",
                   title="--verify: predicted vs measured end-to-end gain (busy time per token)")  # fmt: skip
@@ -266,12 +270,19 @@ def render_verify(section: dict[str, Any], console: Console) -> None:
         batches = entry.get("batch_size_mean") or {}
         batch = (f"{batches['python']:.1f} / {batches['native']:.1f}"
                  if batches.get("python") is not None and batches.get("native") is not None else "-")  # fmt: skip
+        in_run = entry.get("method") == "in-run"  # measured at the same steps already (one switched run)
         table.add_row(name, pct(entry["share"]), speedup, pct(entry["predicted_gain"]),
-                      with_ratio(entry["measured_gain"], entry["agreement"]),
-                      with_ratio(entry.get("mix_matched_gain"), entry.get("mix_agreement")), batch)  # fmt: skip
+                      with_ratio(entry["measured_gain"], entry["agreement"], entry.get("measured_low"), entry.get("measured_high")),
+                      "in-run" if in_run else with_ratio(entry.get("mix_matched_gain"), entry.get("mix_agreement")),
+                      batch)  # fmt: skip
     for name, reason in section["skipped"].items():
         table.add_row(name, "-", "-", "-", f"skipped: {reason}", "-", "-")
     console.print(table)
+    for name, entry in section["components"].items():
+        if entry.get("method") == "in-run":
+            console.print(f"{name}: its two twins took turns within one run ({entry['pairs']} pairs of blocks of "
+                          f"steps, {entry['switches']} switches), measured at the same kinds of step; [low, high]: "
+                          "95% interval over the pairs")  # fmt: skip
     spread = section.get("python_spread")
     if spread is not None:
         console.print(f"the {section.get('python_runs', 2)} Python runs differ by {spread:.1%} in busy time per token: "

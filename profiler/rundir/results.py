@@ -55,7 +55,12 @@ Section shapes (fractions are of the engine thread's wall time unless said other
                                             "microbenchmark" | null, predicted_gain,
                                             predicted_gain_low | null, predicted_gain_high | null,
                                             measured_gain | null}}, blind_spots: [str],
-                  source: "spans" | "samples"}
+                  source: "spans" | "samples", verify (after --verify): {method, python_runs,
+                  python_spread, components: {component: {share, native_speedup, predicted_gain,
+                  measured_gain, mix_matched_gain, agreement, batch_size_mean, void, run_dir, ...;
+                  method "in-run" (the sampler: measured at the same kinds of step): measured_low/high,
+                  predicted_within, busy_gain/low/high, mix_coverage, pairs, steps, switches, turns}},
+                  skipped: {component: why}}}
     replay       {steps_recorded, steps_in_run, repeats, components: {component: {speedup, low, high,
                   steps, python_us_per_step, native_us_per_step, twins_agree, rows (sampler)}},
                   skipped: {component: why}} (profiler/replay/replay.py); null when not replayed

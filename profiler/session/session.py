@@ -38,6 +38,7 @@ class SessionHooks:
     on_request_done: Callable[[int, int], None] | None = None  # (requests done, output tokens so far)
     message: Callable[[str], None] | None = None
     on_collectors: Callable[[list], None] | None = None  # the started collectors (the in-run overhead A/B)
+    on_engine: Callable[[Any], None] | None = None  # the built engine, before it starts (--verify's twin switch)
 
 
 @dataclass
@@ -94,6 +95,8 @@ def run_session(
     prepared = prepare_session(options, scenario, loaded, profile=profile, injections=injections,
                                sampling_rate=sampling_rate, replay=replay)  # fmt: skip
     measured_total = sum(not request.warmup for request in prepared.requests)
+    if hooks.on_engine:
+        hooks.on_engine(prepared.built.engine)
 
     def on_started() -> None:
         if hooks.on_collectors:

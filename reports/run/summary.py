@@ -294,6 +294,7 @@ def predictions_table(result: RunResult) -> Table:
     else:
         table.note = noise_warning(result)
     noise = verify_noise(result)
+    verified = ((result.verdict or {}).get("verify") or {}).get("components") or {}
     for component, prediction in predictions.items():
         predicted, measured = prediction.get("predicted_gain"), prediction.get("measured_gain")
         gap = (
@@ -305,7 +306,7 @@ def predictions_table(result: RunResult) -> Table:
             component, fmt_pct(prediction.get("share")), _speedup_text(prediction),
             fmt_gain(predicted) + _between(prediction.get("predicted_gain_low"), prediction.get("predicted_gain_high"),
                                            lambda value: f"{value * 100:.1f}"),
-            _measured_text(measured, noise), gap,
+            _measured_text(measured, noise, verified.get(component)), gap,
         ])  # fmt: skip
     if any(prediction.get("speedup_source") == "replay" for prediction in predictions.values()):
         replay = result.replay or {}
@@ -347,6 +348,12 @@ def noise_warning(result: RunResult) -> str | None:
     if not verify:
         return None
     noise = verify_noise(result)
+    entries = (verify.get("components") or {}).values()
+    in_run = [entry for entry in entries if entry.get("method") == "in-run"]
+    if in_run and len(in_run) == len(entries):
+        return (f"--verify measured with the twins taking turns in one run ({in_run[0].get('pairs')} pairs of "
+                "blocks of steps), at the same kinds of step: [low, high] is the measured gain's 95% interval "
+                "over the pairs.")  # fmt: skip
     if noise is None:
         return ("--verify ran the Python twins once: how much its measured gains move from run to run is "
                 "unknown, so read them as one sample each")  # fmt: skip
@@ -355,9 +362,13 @@ def noise_warning(result: RunResult) -> str | None:
             f"smaller than that (marked 'within noise') is noise, not the C twin's effect")  # fmt: skip
 
 
-def _measured_text(measured: float | None, noise: float | None) -> str:
+def _measured_text(measured: float | None, noise: float | None, verified: dict[str, Any] | None = None) -> str:
     if measured is None:
         return "not measured"
+    if (verified or {}).get("method") == "in-run":  # at the same steps, its interval from the block pairs
+        low, high = verified.get("measured_low"), verified.get("measured_high")  # type: ignore[union-attr]
+        finite = low is not None and high is not None and low == low
+        return fmt_gain(measured) + (_between(low, high, lambda value: f"{value * 100:.1f}") if finite else "") + " in-run"
     return fmt_gain(measured) + (" (within noise)" if within_noise(measured, noise) else "")
 
 

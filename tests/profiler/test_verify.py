@@ -59,7 +59,7 @@ def test_verify_rewrites_result_json_with_both_gains(tmp_path: Path, monkeypatch
     from profiler.checks.verify import verify_predictions
     from profiler.session.builder import load_for_options
     from profiler.session.options import EngineOptions
-    from profiler.session.session import run_session
+    from profiler.session.session import SessionHooks, run_session
     from scenarios.spec import load_scenario
 
     if available().get("sampler") is not True:
@@ -68,11 +68,15 @@ def test_verify_rewrites_result_json_with_both_gains(tmp_path: Path, monkeypatch
     options = EngineOptions(model="synthetic:tiny", native=frozenset({"kv_alloc"}))
     loaded = load_for_options(options)
     spec = load_scenario("concurrency-30").with_overrides(num_requests=8)
-    calls: list[tuple[frozenset[str], str]] = []
+    calls: list[tuple[frozenset[str], bool]] = []
 
-    def run_again(native: frozenset[str], out: Path, label: str):  # type: ignore[no-untyped-def]
-        calls.append((native, label))
-        return run_session(dataclasses.replace(options, native=native), spec, out, loaded=loaded)
+    def run_again(native: frozenset[str], out: Path, label: str, switch):  # type: ignore[no-untyped-def]
+        calls.append((native, switch is not None))
+        hooks = SessionHooks(on_engine=switch.install, on_collectors=switch.start) if switch else None
+        return run_session(dataclasses.replace(options, native=native), spec, out, loaded=loaded, hooks=hooks)
+
+    # The sampler's twins take turns in blocks short enough for this short run.
+    monkeypatch.setattr("profiler.checks.twin_switch.BLOCK_STEPS", 2)
 
     # The drift guard's answer is fixed here (its arithmetic is tested in test_control.py): short runs on a
     # shared machine move the control figure either way, and this test is about the plumbing of both paths.
@@ -81,38 +85,49 @@ def test_verify_rewrites_result_json_with_both_gains(tmp_path: Path, monkeypatch
     main = run_session(options, spec, tmp_path / "run", loaded=loaded)
     section = verify_predictions(main, options, stop_event=threading.Event(), native_speedups=None, run_again=run_again)
 
-    # Interleaved: every C-twin run is followed by a Python run, so each has a Python run on either side.
+    # Interleaved: every C-twin run is followed by a Python run, so each has a Python run on either side;
+    # the sampler's twins take turns within one run of the main run's configuration.
     python = frozenset({"kv_alloc"})
-    assert [native for native, _ in calls] == [
-        frozenset({"kv_alloc", "scheduler"}), python, frozenset({"kv_alloc", "sampler"}), python,
-        frozenset({"kv_alloc", "prepare"}), python,
+    assert calls == [
+        (frozenset({"kv_alloc", "scheduler"}), False), (python, False), (python, True),
+        (frozenset({"kv_alloc", "prepare"}), False), (python, False),
     ]
     data = json.loads((tmp_path / "run" / "result.json").read_text())
     assert data["config"]["verify"] is True
     sampler = data["verdict"]["predictions"]["sampler"]
+    scheduler = data["verdict"]["predictions"]["scheduler"]
     if void:
         # A void run's gain is not the twin's: it is kept in the details with the reason, never in the verdict.
+        # The in-run sampler has no whole-run drift to guard against: its pairs of blocks cancel it.
         details = data["verdict"]["verify"]["components"]
-        assert sampler.get("measured_gain") is None and details["sampler"]["void"] == reason
+        assert scheduler.get("measured_gain") is None and details["scheduler"]["void"] == reason
+        assert details["sampler"]["void"] is None and sampler["measured_gain"] == details["sampler"]["measured_gain"]
         assert any(reason in spot for spot in data["verdict"]["blind_spots"])
         return
     assert isinstance(sampler["predicted_gain"], float) and isinstance(sampler["measured_gain"], float)
     assert sampler["native_speedup"] > 0
     details = data["verdict"]["verify"]
     assert set(details["components"]) == {"sampler", "scheduler", "prepare"} and "kv_alloc" in details["skipped"]
-    assert details["components"]["sampler"]["measured_gain"] == sampler["measured_gain"]
+    assert details["components"]["sampler"]["measured_gain"] == sampler["measured_gain"]  # in-run: at the same steps
+    assert details["components"]["scheduler"]["measured_gain"] == data["verdict"]["predictions"]["scheduler"]["measured_gain"]
     assert (tmp_path / "run" / details["components"]["sampler"]["run_dir"] / "result.json").exists()
-    assert details["python_runs"] == 4  # the main run and one after each C-twin run
-    # The sampler ran second: its neighbours are the Python runs after the scheduler's run and after its own.
-    assert details["components"]["sampler"]["python_neighbours"] == ["verify/python-after-scheduler",
-                                                                     "verify/python-after-sampler"]
+    assert details["python_runs"] == 3  # the main run and one after each whole-run C-twin run
+    # The prepare twin ran after the scheduler's: its neighbours are the Python runs after each of them.
+    assert details["components"]["prepare"]["python_neighbours"] == ["verify/python-after-scheduler",
+                                                                     "verify/python-after-prepare"]
     assert details["components"]["scheduler"]["python_neighbours"] == [".", "verify/python-after-scheduler"]
     entry = details["components"]["sampler"]
-    assert 0.0 < entry["mix_coverage"] <= 1.0 and isinstance(entry["mix_matched_gain"], float)
+    assert entry["method"] == "in-run" and entry["pairs"] >= 1 and entry["switches"] >= 2
+    turns = pd.read_csv(tmp_path / "run" / entry["turns"])  # which twin served each step, kept with the run
+    assert set(turns["native"]) == {True, False} and len(turns) >= entry["steps"]
+    assert entry["measured_low"] <= entry["measured_gain"] <= entry["measured_high"] or entry["pairs"] == 1
+    assert 0.0 < entry["mix_coverage"] <= 1.0 and isinstance(entry["busy_gain"], float)
     assert entry["batch_size_mean"]["python"] > 0 and entry["batch_size_mean"]["native"] > 0
+    prepare = details["components"]["prepare"]
+    assert 0.0 < prepare["mix_coverage"] <= 1.0 and prepare["batch_size_mean"]["native"] > 0
     assert section == details
-    # The noise floor is in result.json next to the gains, not only on the terminal.
-    assert sampler["within_noise"] == (abs(sampler["measured_gain"]) < details["python_spread"])
+    # The noise floor is in result.json next to the whole-run gains, not only on the terminal.
+    assert scheduler["within_noise"] == (abs(scheduler["measured_gain"]) < details["python_spread"])
     assert any("noise" in spot and f"{details['python_spread']:.1%}" in spot for spot in data["verdict"]["blind_spots"])
 
 

@@ -1,0 +1,145 @@
+"""The measured gain of a twin switched in ABBA blocks within one run, with 95% intervals that resample the block pairs.
+
+Each step is labelled by the sampler call made in it (profiler.checks.twin_switch): its block, and
+whether the C twin served. Two figures, as in profiler.checks.verify: the gain in busy time per token
+(1 - the C blocks' step time per token over the Python blocks'; tokens per step are its batch size),
+and the gain at the same steps, which is what Amdahl's prediction is for: a step's time is fitted as
+its kind's own level (kind: batch size, and whether it prefills) plus a cost per prefill token plus
+delta where the C twin served, and the gain is -delta over the Python steps' mean time. The second is
+the steadier by far: which block a long prefill lands in moves the first more than the twin does.
+On one SmolLM2 `concurrency-30` run it gave 2.6% [0.7, 4.2] against a predicted 2.75%, where per-kind
+means (the whole-run verify's mix_matched_gain, which matched 72% of the steps) gave 5.0% [-1.8, 9.8]
+and the gain at each side's own mix 14.0% [-16.7, 44.7].
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from profiler.stats import bootstrap
+
+
+@dataclass(frozen=True, slots=True)
+class InRunGain:
+    """Gains of the C twin over the Python one (0.08: 8% less busy time per token), each with its interval."""
+
+    gain: float
+    low: float
+    high: float
+    mix_gain: float | None
+    mix_low: float | None
+    mix_high: float | None
+    mix_coverage: float  # the share of the Python steps whose kind the C twin's steps also had (they fit delta)
+    pairs: int
+    steps: int  # labelled steps in complete pairs
+    batch_native: float | None  # mean batch size of the C blocks' steps, and of the Python blocks'
+    batch_python: float | None
+
+
+def label_steps(calls: Sequence[tuple[int, int, bool]], steps: pd.DataFrame) -> pd.DataFrame:
+    """The steps that made a sampler call, with that call's `block` and `native` (the C twin served) added."""
+    if not len(calls) or steps is None or not len(steps):
+        return pd.DataFrame(columns=[*(steps.columns if steps is not None else []), "block", "native"])
+    times = np.array([call[0] for call in calls], dtype=np.int64)
+    starts = steps["start_ns"].to_numpy(dtype=np.int64)
+    ends = steps["end_ns"].to_numpy(dtype=np.int64)
+    index = np.searchsorted(times, starts, side="left")
+    found = index < len(times)
+    found[found] &= times[index[found]] <= ends[found]
+    labelled = steps.loc[found].copy()
+    labelled["block"] = [calls[i][1] for i in index[found]]
+    labelled["native"] = [calls[i][2] for i in index[found]]
+    return labelled
+
+
+def _busy_gain(rows: np.ndarray) -> np.ndarray:
+    """1 - (C ns / C tokens) / (Python ns / Python tokens) per resample of pair rows (C tokens, C ns, Py tokens, Py ns)."""
+    native_tokens, native_ns, python_tokens, python_ns = (rows[..., column].sum(axis=1) for column in range(4))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        gain = 1.0 - (native_ns / native_tokens) / (python_ns / python_tokens)
+    return np.where((native_tokens == 0) | (python_tokens == 0), np.nan, gain)
+
+
+# Per (pair, kind of step) sums whose totals give a weighted within-kind regression: n, a, p, y, a*p, p*p, a*y,
+# p*y with a = 1 where the C twin served, p = prefill tokens, y = step ms (a*a is a).
+_SUMS = 8
+
+
+def _same_steps_statistic(kinds: int):  # type: ignore[no-untyped-def]
+    """The gain at the same steps per resample of pair rows [the _SUMS sums per kind | Python ms | Python steps]:
+    step ms = a kind's own level + b * prefill tokens + delta * (C twin served), fitted within kinds; the
+    gain is -delta over the Python steps' mean ms."""
+
+    def statistic(rows: np.ndarray) -> np.ndarray:
+        totals = rows.sum(axis=1)
+        n, a, p, y, ap, pp, ay, py = (totals[..., i * kinds:(i + 1) * kinds] for i in range(_SUMS))
+        python_ms, python_steps = totals[..., -2], totals[..., -1]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            inverse_n = np.where(n > 0, 1.0 / n, 0.0)
+            s_aa = (a - a * a * inverse_n).sum(axis=-1)
+            s_ap = (ap - a * p * inverse_n).sum(axis=-1)
+            s_pp = (pp - p * p * inverse_n).sum(axis=-1)
+            s_ay = (ay - a * y * inverse_n).sum(axis=-1)
+            s_py = (py - p * y * inverse_n).sum(axis=-1)
+            det = s_aa * s_pp - s_ap * s_ap
+            # Without prefill tokens varying inside a kind, the prefill term drops out.
+            solvable = det > 1e-9 * np.maximum(s_aa * s_pp, 1e-300)
+            delta = np.where(solvable, (s_ay * s_pp - s_ap * s_py) / det, s_ay / s_aa)
+            return np.where((s_aa > 0) & (python_steps > 0), -delta / (python_ms / python_steps), np.nan)
+
+    return statistic
+
+
+def inrun_gain(calls: Sequence[tuple[int, int, bool]], steps: pd.DataFrame, *, resamples: int = 2000,
+               seed: int = 0) -> InRunGain | None:  # fmt: skip
+    """The C twin's gains over the Python twin's from the switching sampler's call labels and the run's steps
+    table (start_ns, end_ns, batch_size, prefill_tokens); None without a pair of blocks that made steps with both."""
+    labelled = label_steps(calls, steps)
+    if not len(labelled):
+        return None
+    labelled = labelled.assign(pair=labelled["block"] // 2, ns=labelled["end_ns"] - labelled["start_ns"])
+    sides = labelled.groupby(["pair", "native"]).size().unstack(fill_value=0)
+    complete = sides.index[(sides.get(True, 0) > 0) & (sides.get(False, 0) > 0)] if len(sides.columns) == 2 else []
+    labelled = labelled[labelled["pair"].isin(complete)]
+    if not len(labelled):
+        return None
+    pairs = np.sort(labelled["pair"].unique())
+    pair_of = np.searchsorted(pairs, labelled["pair"].to_numpy())
+    native = labelled["native"].to_numpy(dtype=bool)
+    ns = labelled["ns"].to_numpy(dtype=float)
+    batch = labelled["batch_size"].to_numpy(dtype=np.int64)
+
+    def per_pair(values: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        return np.bincount(pair_of[mask], weights=values[mask], minlength=len(pairs))
+
+    busy_rows = np.column_stack([per_pair(batch.astype(float), native), per_pair(ns, native),
+                                 per_pair(batch.astype(float), ~native), per_pair(ns, ~native)])  # fmt: skip
+    busy = bootstrap([busy_rows], _busy_gain, resamples=resamples, seed=seed)
+
+    kinds, kind_of = np.unique(batch * 2 + (labelled["prefill_tokens"].to_numpy() > 0), return_inverse=True)
+    cells = pair_of * len(kinds) + kind_of
+    size = len(pairs) * len(kinds)
+    a = native.astype(float)
+    p = labelled["prefill_tokens"].to_numpy(dtype=float)
+    y = ns / 1e6
+
+    def per_pair_kind(values: np.ndarray) -> np.ndarray:
+        return np.bincount(cells, weights=values, minlength=size).reshape(len(pairs), len(kinds))
+
+    same_rows = np.hstack([per_pair_kind(values) for values in (np.ones(len(y)), a, p, y, a * p, p * p, a * y, p * y)]
+                          + [per_pair(y, ~native)[:, None], per_pair(np.ones(len(y)), ~native)[:, None]])  # fmt: skip
+    mix = bootstrap([same_rows], _same_steps_statistic(len(kinds)), resamples=resamples, seed=seed)
+    native_steps = np.bincount(kind_of[native], minlength=len(kinds))
+    python_steps = np.bincount(kind_of[~native], minlength=len(kinds))
+    coverage = float(python_steps[native_steps > 0].sum() / python_steps.sum())
+    finite = bool(np.isfinite(mix.point))
+    return InRunGain(
+        gain=busy.point, low=busy.low, high=busy.high,
+        mix_gain=mix.point if finite else None, mix_low=mix.low if finite else None, mix_high=mix.high if finite else None,
+        mix_coverage=coverage, pairs=len(pairs), steps=len(ns),
+        batch_native=float(batch[native].mean()), batch_python=float(batch[~native].mean()),
+    )  # fmt: skip

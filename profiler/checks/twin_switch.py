@@ -1,0 +1,116 @@
+"""--verify's in-run A/B of the sampler: one run whose sampler slot serves from the Python or the C twin, switched in ABBA blocks of steps.
+
+Whole runs of the same configuration differ by 2-25% in busy time per token on this shared two-core
+machine, more than the sampler's predicted gain on most loads; neighbouring blocks of one run share
+the machine's drift and the load's, so a gain measured pair by pair is not the machine's (the idea of
+profiler.overhead.inrun, with the twins in place of the collectors). A block is a number of steps,
+not of seconds: a 30-client step takes 80-170 ms on SmolLM2 and a chat step 40-60, and a block must
+hold enough steps of either. Each sampler call is labelled with the twin that served it, so every
+step is credited to the right twin exactly.
+
+The sampler can change twins between steps because its state is small and rebuilt on demand: each
+live sequence's parameters and its prompt plus the tokens drawn so far. The twin taking over gets
+them as fresh registrations, and its first sample() call of a block pays for that. Two things differ
+from an unswitched run, neither of them a cost that favours a twin: a re-registered sequence's RNG
+position starts again at 0, and the tokens it drew count as its prompt (for the repetition penalty;
+frequency and presence penalties count again from the switch). So the switched run's tokens are not
+golden, only its timing is.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from profiler.overhead.inrun import abba_state
+
+BLOCK_STEPS = 8  # sampler calls per block: ~0.4 s of SmolLM2 `chat` (~30 pairs a run), ~0.8 s at 30 clients
+MAX_CALLS = 1_000_000  # labels kept (16 bytes each): a longer run keeps the first million
+
+
+class SwitchingSampler:
+    """engine.types.Sampler serving from `python` or `native`, the other one idle. Until start() the
+    Python twin serves; then the twins take turns every `block_steps` calls in ABBA order (C, Python,
+    Python, C, ...), and `calls` keeps (perf_counter_ns at the call, block index, C serving) per call."""
+
+    def __init__(self, python: Any, native: Any, *, block_steps: int = BLOCK_STEPS) -> None:
+        if block_steps < 1:
+            raise ValueError(f"block_steps={block_steps}: a block holds at least one step")
+        self._twins = (python, native)
+        self._serving = False  # False: the Python twin; True: the C twin
+        self._sequences: dict[int, tuple[Any, list[int]]] = {}  # live: (params, prompt + tokens drawn)
+        self.block_steps = block_steps
+        self._alternating = False
+        self._call = 0  # sampler calls since start()
+        self.calls: list[tuple[int, int, bool]] = []
+        self.switches = 0
+
+    def start(self) -> None:
+        """Begin alternating (from any thread: read by the engine thread at its next call)."""
+        self._alternating = True
+
+    def add(self, seq_id: int, params: Any, prompt_token_ids: Sequence[int]) -> None:
+        self._twins[self._serving].add(seq_id, params, prompt_token_ids)
+        self._sequences[seq_id] = (params, list(prompt_token_ids))
+
+    def remove(self, seq_id: int) -> None:
+        self._twins[self._serving].remove(seq_id)
+        self._sequences.pop(seq_id, None)
+
+    def sample(self, logits: Any, seq_ids: Sequence[int]) -> list[int]:
+        if self._alternating:
+            block = self._call // self.block_steps
+            if abba_state(block) != self._serving:
+                self._switch()
+            self._call += 1
+            if len(self.calls) < MAX_CALLS:
+                self.calls.append((time.perf_counter_ns(), block, self._serving))
+        tokens = self._twins[self._serving].sample(logits, seq_ids)
+        sequences = self._sequences
+        for seq_id, token in zip(seq_ids, tokens):
+            sequences[seq_id][1].append(token)
+        return tokens
+
+    def _switch(self) -> None:
+        leaving, taking = self._twins[self._serving], self._twins[not self._serving]
+        # The leaving twin's removals stay pending until it serves again; both twins apply pending
+        # removals before registrations, so the sequences it gets back then are the fresh ones.
+        for seq_id in self._sequences:
+            leaving.remove(seq_id)
+        for seq_id, (params, history) in self._sequences.items():
+            taking.add(seq_id, params, list(history))
+        self._serving = not self._serving
+        self.switches += 1
+
+
+class SamplerSwitch:
+    """Puts a SwitchingSampler in an engine before it starts, and starts its turns once the collectors run."""
+
+    def __init__(self, *, block_steps: int | None = None) -> None:
+        self.block_steps = BLOCK_STEPS if block_steps is None else block_steps
+        self.sampler: SwitchingSampler | None = None
+
+    def install(self, engine: Any) -> None:
+        """Before the engine starts: its sampler (the Python twin) becomes the switch's Python side."""
+        from native_paths.toggles import make_twin
+
+        config = engine.config
+        native = make_twin("sampler", True, num_blocks=engine.num_blocks, block_size=engine.block_size,
+                           max_num_seqs=config.max_num_seqs, max_batched_tokens=config.max_batched_tokens)  # fmt: skip
+        self.sampler = SwitchingSampler(engine.sampler, native, block_steps=self.block_steps)
+        engine.sampler = self.sampler
+
+    def start(self, _collectors: Any = None) -> None:
+        """The session's on_collectors hook: warm-up is over, the measured load is about to start."""
+        if self.sampler is None:
+            raise RuntimeError("SamplerSwitch.start before install: there is no switching sampler")
+        self.sampler.start()
+
+    @property
+    def calls(self) -> list[tuple[int, int, bool]]:
+        return list(self.sampler.calls) if self.sampler is not None else []
+
+    @property
+    def switches(self) -> int:
+        return self.sampler.switches if self.sampler is not None else 0

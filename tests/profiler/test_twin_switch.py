@@ -1,0 +1,149 @@
+"""--verify's in-run A/B: the sampler slot changes twins between steps without losing a sequence, and the gains come from block pairs."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from profiler.checks.inrun_gain import inrun_gain, label_steps
+from profiler.checks.twin_switch import SamplerSwitch, SwitchingSampler
+
+
+class _Twin:
+    """Records what it is asked; draws token 100 + its own id so the serving twin shows in the tokens."""
+
+    def __init__(self, ident: int) -> None:
+        self.ident = ident
+        self.live: dict[int, list[int]] = {}
+        self.pending: list[tuple[str, int, list[int]]] = []
+
+    def add(self, seq_id: int, params: Any, prompt: list[int]) -> None:
+        self.pending.append(("add", seq_id, list(prompt)))
+
+    def remove(self, seq_id: int) -> None:
+        self.pending.append(("remove", seq_id, []))
+
+    def _apply(self) -> None:
+        for kind, seq_id, prompt in self.pending:
+            if kind == "add":
+                self.live[seq_id] = prompt
+            else:
+                self.live.pop(seq_id, None)
+        self.pending.clear()
+
+    def sample(self, logits: Any, seq_ids: list[int]) -> list[int]:
+        self._apply()
+        assert all(seq_id in self.live for seq_id in seq_ids), (seq_ids, self.live)
+        return [100 + self.ident] * len(seq_ids)
+
+
+def test_the_twin_taking_over_gets_every_live_sequence_with_its_history() -> None:
+    python, native = _Twin(0), _Twin(1)
+    sampler = SwitchingSampler(python, native, block_steps=2)
+    sampler.add(1, None, [5, 6])
+    sampler.add(2, None, [7])
+    assert sampler.sample(None, [1, 2]) == [100, 100]  # before start(): the Python twin, unlabelled
+    assert sampler.calls == []
+    sampler.remove(2)
+    sampler.start()
+    sampler.add(3, None, [9])  # registered with the twin serving, then carried over
+    assert sampler.sample(None, [1, 3]) == [101, 101]  # block 0 is the C twin's (ABBA: C, Py, Py, C)
+    assert native.live == {1: [5, 6, 100], 3: [9]}  # prompt + the token drawn before the switch
+    assert python.pending[-2:] == [("remove", 1, []), ("remove", 3, [])]  # forgotten when it serves again
+    assert sampler.sample(None, [1]) == [101]
+    assert sampler.sample(None, [1]) == [100]  # block 1: Python
+    assert python.live == {1: [5, 6, 100, 101, 101], 3: [9, 101]}  # its stale entries removed before the new ones
+    assert native.pending == [("remove", 1, []), ("remove", 3, [])]
+    for expected in (100, 100, 100, 101, 101, 101):  # the rest of block 1, block 2 (Python), blocks 3-4 (C)
+        assert sampler.sample(None, [3]) == [expected]
+    assert [(block, served) for _, block, served in sampler.calls] == [
+        (0, True), (0, True), (1, False), (1, False), (2, False), (2, False), (3, True), (3, True), (4, True)]
+    assert sampler.switches == 3  # blocks 3 and 4 are both the C twin's: no switch between them
+    with pytest.raises(ValueError, match="block_steps=0"):
+        SwitchingSampler(python, native, block_steps=0)
+
+
+def _steps(rows: list[tuple[int, int, int, int]]) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=["start_ns", "end_ns", "batch_size", "prefill_tokens"]).assign(
+        step=lambda frame: range(len(frame)))
+
+
+def test_the_gains_come_from_block_pairs_and_the_same_steps_gain_holds_the_kinds_of_step_fixed() -> None:
+    # ABBA blocks of 8 steps: C, Python, Python, C. A step costs its kind's level (batch 8: 100 ms, batch 4:
+    # 60 ms) plus 0.5 ms per prefill token, and the C twin saves 8 ms a step; its blocks run at batch 4
+    # more often (a faster engine in an open loop), which makes busy time per token dearer.
+    rows, calls, now = [], [], 0
+    ms = 1_000_000
+    for block, native in enumerate([True, False, False, True]):
+        kinds = [(8, 0)] * 2 + [(4, 0)] * 5 + [(8, 40)] if native else [(8, 0)] * 5 + [(4, 0)] * 2 + [(8, 120)]
+        for batch, prefill in kinds:
+            length = ((100 if batch == 8 else 60) + 0.5 * prefill - (8 if native else 0)) * ms
+            rows.append((now, now + int(length), batch, prefill))
+            calls.append((now + int(length) // 2, block, native))  # the sampler call inside the step
+            now += int(length) + 5
+    rows.append((now, now + 50 * ms, 8, 0))  # a step that made no sampler call: not labelled
+    gain = inrun_gain(calls, _steps(rows), resamples=200)
+    assert gain is not None and gain.pairs == 2 and gain.steps == 32
+    python_mean_ms = (5 * 100 + 2 * 60 + 160) / 8
+    assert gain.mix_gain == pytest.approx(8 / python_mean_ms)  # 8 ms a step over the Python steps' mean
+    assert gain.mix_coverage == 1.0
+    native_ms_per_token = (2 * 92 + 5 * 52 + 112) / (2 * 8 + 5 * 4 + 8)
+    python_ms_per_token = (5 * 100 + 2 * 60 + 160) / (5 * 8 + 2 * 4 + 8)
+    assert gain.gain == pytest.approx(1 - native_ms_per_token / python_ms_per_token, rel=1e-6)  # the mixes differ
+    assert gain.low <= gain.gain <= gain.high and gain.mix_low <= gain.mix_gain <= gain.mix_high
+    assert gain.batch_native == pytest.approx(44 / 8) and gain.batch_python == pytest.approx(56 / 8)
+    # A pair whose blocks did not both make steps is left out; without any complete pair there is no answer.
+    assert inrun_gain(calls[:8], _steps(rows)) is None
+    assert inrun_gain([], _steps(rows)) is None
+    assert label_steps(calls, _steps(rows))["native"].tolist() == [call[2] for call in calls]
+
+
+def test_a_switched_greedy_run_draws_the_tokens_of_an_unswitched_one(tmp_path: Path) -> None:
+    """Greedy draws need no RNG or history, so both twins taking turns must give the Python twin's tokens."""
+    from native_paths.loader import available
+    from profiler.replay.recorder import install_recorder
+    from profiler.session.builder import load_for_options
+    from profiler.session.options import EngineOptions
+    from profiler.session.session import SessionHooks, run_session
+    from scenarios.sampling import SamplingSettings
+    from scenarios.spec import load_scenario
+
+    if available().get("sampler") is not True:
+        pytest.skip("the C twins are not built (python native_paths/build.py)")
+    options = EngineOptions(model="synthetic:tiny", seed=0)
+    loaded = load_for_options(options)
+    spec = dataclasses.replace(load_scenario("concurrency-30").with_overrides(num_requests=24),
+                               sampling=SamplingSettings(temperature=0.0), sampling_mix=())  # fmt: skip
+    logs = {}
+
+    def recorded(name: str, switch: SamplerSwitch | None = None):  # type: ignore[no-untyped-def]
+        def on_engine(engine: Any) -> None:
+            if switch is not None:
+                switch.install(engine)
+            logs[name] = install_recorder(engine)  # in front of whichever sampler the engine has
+
+        return on_engine
+
+    plain = run_session(options, spec, tmp_path / "plain", loaded=loaded, replay=False,
+                        hooks=SessionHooks(on_engine=recorded("plain")))  # fmt: skip
+    switch = SamplerSwitch(block_steps=2)
+    switched = run_session(options, spec, tmp_path / "switched", loaded=loaded, replay=False,
+                           hooks=SessionHooks(on_engine=recorded("switched", switch), on_collectors=switch.start))  # fmt: skip
+    assert switch.switches >= 2 and {native for _, _, native in switch.calls} == {True, False}
+    assert switched.result.metrics["completed"] == plain.result.metrics["completed"] == 24
+
+    def drawn(log: Any) -> list[tuple[int, ...]]:  # each sequence's tokens; ids may differ between runs
+        by_seq: dict[int, list[int]] = {}
+        for _step, seq_ids, tokens in log.samples:
+            for seq_id, token in zip(seq_ids, tokens):
+                by_seq.setdefault(seq_id, []).append(token)
+        return sorted(tuple(tokens) for tokens in by_seq.values())
+
+    assert drawn(logs["switched"]) == drawn(logs["plain"]) and len(drawn(logs["plain"])) >= 24
+    gain = inrun_gain(switch.calls, switched.steps, resamples=200)
+    assert gain is not None and gain.pairs >= 1 and np.isfinite(gain.gain)
