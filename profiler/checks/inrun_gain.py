@@ -7,6 +7,9 @@ and the gain at the same steps, which is what Amdahl's prediction is for: a step
 its kind's own level (kind: batch size, and whether it prefills) plus a cost per prefill token plus
 delta where the C twin served, and the gain is -delta over the Python steps' mean time. The second is
 the steadier by far: which block a long prefill lands in moves the first more than the twin does.
+The same fit on each phase's time says where the gain came from: on SmolLM2 `concurrency-30` the C
+sampler's own span saved 2.4-2.7% of step time against a predicted 2.7-2.85%, and in three of four
+runs the model span ran 1.5-2.2% faster in the C twin's blocks too, which the prediction cannot see.
 On one SmolLM2 `concurrency-30` run it gave 2.6% [0.7, 4.2] against a predicted 2.75%, where per-kind
 means (the whole-run verify's mix_matched_gain, which matched 72% of the steps) gave 5.0% [-1.8, 9.8]
 and the gain at each side's own mix 14.0% [-16.7, 44.7].
@@ -15,7 +18,7 @@ and the gain at each side's own mix 14.0% [-16.7, 44.7].
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -38,6 +41,7 @@ class InRunGain:
     steps: int  # labelled steps in complete pairs
     batch_native: float | None  # mean batch size of the C blocks' steps, and of the Python blocks'
     batch_python: float | None
+    parts: dict[str, float] = field(default_factory=dict)  # phase -> its share of mix_gain (points of step time)
 
 
 def label_steps(calls: Sequence[tuple[int, int, bool]], steps: pd.DataFrame) -> pd.DataFrame:
@@ -130,9 +134,19 @@ def inrun_gain(calls: Sequence[tuple[int, int, bool]], steps: pd.DataFrame, *, r
     def per_pair_kind(values: np.ndarray) -> np.ndarray:
         return np.bincount(cells, weights=values, minlength=size).reshape(len(pairs), len(kinds))
 
-    same_rows = np.hstack([per_pair_kind(values) for values in (np.ones(len(y)), a, p, y, a * p, p * p, a * y, p * y)]
-                          + [per_pair(y, ~native)[:, None], per_pair(np.ones(len(y)), ~native)[:, None]])  # fmt: skip
-    mix = bootstrap([same_rows], _same_steps_statistic(len(kinds)), resamples=resamples, seed=seed)
+    python_mean = [per_pair(y, ~native)[:, None], per_pair(np.ones(len(y)), ~native)[:, None]]
+
+    def same_rows(values: np.ndarray) -> np.ndarray:  # the fit of `values` (ms per step) over the Python steps' mean
+        return np.hstack([per_pair_kind(column) for column in (np.ones(len(y)), a, p, values, a * p, p * p, a * values,
+                                                               p * values)] + python_mean)  # fmt: skip
+
+    statistic = _same_steps_statistic(len(kinds))
+    mix = bootstrap([same_rows(y)], statistic, resamples=resamples, seed=seed)
+    # The same fit on each phase's time (steps.csv's <phase>_ms): where the gain came from (the fit is linear in
+    # the time, so the parts add up to the whole less what no phase's span covers). A part outside the twin's
+    # own phase is an effect Amdahl's prediction does not count.
+    parts = {column[:-3]: float(statistic(same_rows(labelled[column].to_numpy(dtype=float))[None, ...])[0])
+             for column in labelled.columns if column.endswith("_ms") and column != "duration_ms"}  # fmt: skip
     native_steps = np.bincount(kind_of[native], minlength=len(kinds))
     python_steps = np.bincount(kind_of[~native], minlength=len(kinds))
     coverage = float(python_steps[native_steps > 0].sum() / python_steps.sum())
@@ -140,6 +154,6 @@ def inrun_gain(calls: Sequence[tuple[int, int, bool]], steps: pd.DataFrame, *, r
     return InRunGain(
         gain=busy.point, low=busy.low, high=busy.high,
         mix_gain=mix.point if finite else None, mix_low=mix.low if finite else None, mix_high=mix.high if finite else None,
-        mix_coverage=coverage, pairs=len(pairs), steps=len(ns),
+        mix_coverage=coverage, pairs=len(pairs), steps=len(ns), parts=parts,
         batch_native=float(batch[native].mean()), batch_python=float(batch[~native].mean()),
     )  # fmt: skip

@@ -166,6 +166,7 @@ def inrun_entry(prediction: dict[str, Any], gain: InRunGain, switches: int) -> d
         "predicted_within": _within(predicted, gain.mix_low, gain.mix_high),  # inside the measured interval
         "busy_gain": gain.gain, "busy_low": gain.low, "busy_high": gain.high,
         "mix_coverage": gain.mix_coverage,
+        "parts": gain.parts,  # phase -> its part of measured_gain: the twin's own, and any effect on the others
         "pairs": gain.pairs,
         "steps": gain.steps,
         "switches": switches,

@@ -280,9 +280,11 @@ def render_verify(section: dict[str, Any], console: Console) -> None:
     console.print(table)
     for name, entry in section["components"].items():
         if entry.get("method") == "in-run":
+            parts = {phase: part for phase, part in (entry.get("parts") or {}).items() if abs(part) >= 0.0005}
+            where = ", ".join(f"{phase} {part * 100:+.1f}" for phase, part in sorted(parts.items(), key=lambda kv: -abs(kv[1])))
             console.print(f"{name}: its two twins took turns within one run ({entry['pairs']} pairs of blocks of "
-                          f"steps, {entry['switches']} switches), measured at the same kinds of step; [low, high]: "
-                          "95% interval over the pairs")  # fmt: skip
+                          f"steps, {entry['switches']} switches), measured at the same kinds of step; \\[low, high]: "
+                          "95% interval over the pairs" + (f"; points of step time saved by phase: {where}" if where else ""))  # fmt: skip
     spread = section.get("python_spread")
     if spread is not None:
         console.print(f"the {section.get('python_runs', 2)} Python runs differ by {spread:.1%} in busy time per token: "

@@ -68,9 +68,9 @@ def test_the_twin_taking_over_gets_every_live_sequence_with_its_history() -> Non
         SwitchingSampler(python, native, block_steps=0)
 
 
-def _steps(rows: list[tuple[int, int, int, int]]) -> pd.DataFrame:
-    return pd.DataFrame(rows, columns=["start_ns", "end_ns", "batch_size", "prefill_tokens"]).assign(
-        step=lambda frame: range(len(frame)))
+def _steps(rows: list[tuple[int, ...]]) -> pd.DataFrame:
+    columns = ["start_ns", "end_ns", "batch_size", "prefill_tokens", "sampler_ms", "model_ms"][:len(rows[0])]
+    return pd.DataFrame(rows, columns=columns).assign(step=lambda frame: range(len(frame)))
 
 
 def test_the_gains_come_from_block_pairs_and_the_same_steps_gain_holds_the_kinds_of_step_fixed() -> None:
@@ -83,15 +83,18 @@ def test_the_gains_come_from_block_pairs_and_the_same_steps_gain_holds_the_kinds
         kinds = [(8, 0)] * 2 + [(4, 0)] * 5 + [(8, 40)] if native else [(8, 0)] * 5 + [(4, 0)] * 2 + [(8, 120)]
         for batch, prefill in kinds:
             length = ((100 if batch == 8 else 60) + 0.5 * prefill - (8 if native else 0)) * ms
-            rows.append((now, now + int(length), batch, prefill))
+            sampler = 2.0 if native else 10.0  # the 8 ms are the sampler's; the model's time is the same
+            rows.append((now, now + int(length), batch, prefill, sampler, length / ms - sampler))
             calls.append((now + int(length) // 2, block, native))  # the sampler call inside the step
             now += int(length) + 5
-    rows.append((now, now + 50 * ms, 8, 0))  # a step that made no sampler call: not labelled
+    rows.append((now, now + 50 * ms, 8, 0, 0.0, 50.0))  # a step that made no sampler call: not labelled
     gain = inrun_gain(calls, _steps(rows), resamples=200)
     assert gain is not None and gain.pairs == 2 and gain.steps == 32
     python_mean_ms = (5 * 100 + 2 * 60 + 160) / 8
     assert gain.mix_gain == pytest.approx(8 / python_mean_ms)  # 8 ms a step over the Python steps' mean
     assert gain.mix_coverage == 1.0
+    # Where it came from: all of it the sampler's phase, none the model's.
+    assert gain.parts["sampler"] == pytest.approx(8 / python_mean_ms) and gain.parts["model"] == pytest.approx(0.0, abs=1e-9)
     native_ms_per_token = (2 * 92 + 5 * 52 + 112) / (2 * 8 + 5 * 4 + 8)
     python_ms_per_token = (5 * 100 + 2 * 60 + 160) / (5 * 8 + 2 * 4 + 8)
     assert gain.gain == pytest.approx(1 - native_ms_per_token / python_ms_per_token, rel=1e-6)  # the mixes differ

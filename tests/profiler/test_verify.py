@@ -151,3 +151,25 @@ def test_the_mix_matched_gain_weighs_each_kind_of_step_as_the_python_runs_had_it
     assert gain == pytest.approx(0.10) and coverage == pytest.approx(0.5)
     assert mix_matched_gain([python], _steps([(32, 0, 1.0)])) == (None, 0.0)
     assert mix_matched_gain([], native) == (None, 0.0)
+
+
+def test_the_verify_table_shows_an_in_run_gain_with_its_interval_and_where_it_came_from() -> None:
+    import io
+
+    from rich.console import Console
+
+    from profiler.checks.inrun_gain import InRunGain
+    from profiler.checks.verify import inrun_entry
+    from profiler.cli.run import render_verify
+
+    gain = InRunGain(0.10, -0.07, 0.29, 0.0501, 0.02, 0.0825, 0.83, 25, 393, 20.4, 20.6,
+                     parts={"sampler": 0.0265, "model": 0.0224, "queue": 0.0001})  # fmt: skip
+    entry = inrun_entry({"share": 0.0318, "native_speedup": 9.5, "speedup_source": "replay", "predicted_gain": 0.0285}, gain, 26)
+    assert entry["measured_gain"] == 0.0501 and entry["busy_gain"] == 0.10  # the same-steps gain is the measured one
+    assert entry["predicted_within"] is True and entry["agreement"] == pytest.approx(0.0501 / 0.0285)
+    out = io.StringIO()
+    render_verify({"components": {"sampler": entry}, "skipped": {}}, Console(file=out, width=200))
+    text = out.getvalue()
+    assert "5.0% [2.0%, 8.2%] (1.76x)" in text and "in-run" in text
+    assert "[low, high]: 95% interval over the pairs" in text  # not eaten as a style tag
+    assert "sampler +2.6, model +2.2" in text and "queue" not in text  # parts under 0.05 points left out
