@@ -8,7 +8,7 @@ its kind's own level (kind: batch size, and whether it prefills) plus a cost per
 delta where the C twin served, and the gain is -delta over the Python steps' mean time. The second is
 the steadier by far: which block a long prefill lands in moves the first more than the twin does.
 The same fit on each phase's time says where the gain came from: on SmolLM2 `concurrency-30` the C
-sampler's own span saved 2.4-2.7% of step time against a predicted 2.7-2.85%, and in three of four
+sampler's own span saved 2.4-2.7% of step time against a predicted 2.7-2.85%, and in three of five
 runs the model span ran 1.5-2.2% faster in the C twin's blocks too, which the prediction cannot see.
 On one SmolLM2 `concurrency-30` run it gave 2.6% [0.7, 4.2] against a predicted 2.75%, where per-kind
 means (the whole-run verify's mix_matched_gain, which matched 72% of the steps) gave 5.0% [-1.8, 9.8]
