@@ -120,7 +120,8 @@ def bootstrap(
     block 1: rows are independent, resampled by scipy.stats.bootstrap. block > 1: rows are in time
     order and resampled as circular blocks of that many neighbours (a moving-block bootstrap); None
     picks block_length(n) per sample. Resamples whose statistic is not finite (a side with no tokens)
-    are left out of the interval; when none is finite the interval is NaN.
+    are left out of the interval; when none is finite, or a sample has a single row (nothing to resample),
+    the interval is NaN.
     """
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), not {confidence}")
@@ -129,6 +130,8 @@ def bootstrap(
         raise ValueError("bootstrap needs at least one value in each sample")
     rng = np.random.default_rng(seed)
     point = float(statistic(*(sample[None, ...] for sample in data))[0])
+    if any(len(sample) < 2 for sample in data):
+        return Interval(point, math.nan, math.nan, confidence, resamples)
     if block == 1:
         distribution = _scipy_distribution(data, statistic, resamples, rng)
     else:

@@ -31,8 +31,8 @@ class InRunGain:
     """Gains of the C twin over the Python one (0.08: 8% less busy time per token), each with its interval."""
 
     gain: float
-    low: float
-    high: float
+    low: float | None  # interval ends: None when too few pairs to give one
+    high: float | None
     mix_gain: float | None
     mix_low: float | None
     mix_high: float | None
@@ -98,11 +98,14 @@ def _same_steps_statistic(kinds: int):  # type: ignore[no-untyped-def]
     return statistic
 
 
-def inrun_gain(calls: Sequence[tuple[int, int, bool]], steps: pd.DataFrame, *, resamples: int = 2000,
-               seed: int = 0) -> InRunGain | None:  # fmt: skip
-    """The C twin's gains over the Python twin's from the switching sampler's call labels and the run's steps
-    table (start_ns, end_ns, batch_size, prefill_tokens); None without a pair of blocks that made steps with both."""
-    labelled = label_steps(calls, steps)
+def _bound(value: float) -> float | None:
+    """An interval's end, None where the bootstrap had too few pairs to give one (NaN)."""
+    return float(value) if np.isfinite(value) else None
+
+
+def inrun_gain(labelled: pd.DataFrame, *, resamples: int = 2000, seed: int = 0) -> InRunGain | None:
+    """The C twin's gains over the Python twin's from the run's steps as label_steps labels them (start_ns,
+    end_ns, batch_size, prefill_tokens, block, native); None without a pair of blocks with steps of both."""
     if not len(labelled):
         return None
     labelled = labelled.assign(pair=labelled["block"] // 2, ns=labelled["end_ns"] - labelled["start_ns"])
@@ -152,8 +155,9 @@ def inrun_gain(calls: Sequence[tuple[int, int, bool]], steps: pd.DataFrame, *, r
     coverage = float(python_steps[native_steps > 0].sum() / python_steps.sum())
     finite = bool(np.isfinite(mix.point))
     return InRunGain(
-        gain=busy.point, low=busy.low, high=busy.high,
-        mix_gain=mix.point if finite else None, mix_low=mix.low if finite else None, mix_high=mix.high if finite else None,
+        gain=busy.point, low=_bound(busy.low), high=_bound(busy.high),
+        mix_gain=mix.point if finite else None, mix_low=_bound(mix.low) if finite else None,
+        mix_high=_bound(mix.high) if finite else None,
         mix_coverage=coverage, pairs=len(pairs), steps=len(ns), parts=parts,
         batch_native=float(batch[native].mean()), batch_python=float(batch[~native].mean()),
     )  # fmt: skip

@@ -176,8 +176,7 @@ def inrun_entry(prediction: dict[str, Any], gain: InRunGain, switches: int) -> d
 
 
 def _within(value: float | None, low: float | None, high: float | None) -> bool | None:
-    finite = all(bound is not None and bound == bound for bound in (low, high))  # NaN bounds: too few pairs
-    return low <= value <= high if value is not None and finite else None  # type: ignore[operator]
+    return low <= value <= high if value is not None and low is not None and high is not None else None
 
 
 def verify_predictions(
@@ -276,13 +275,13 @@ def _switched_run(outcome: SessionOutcome, options: Any, prediction: dict[str, A
     if failed > ((outcome.result.metrics or {}).get("failed") or 0):
         return f"{failed} request(s) failed in its run (see {_relative(outcome, Path(run.run_dir))}/requests.csv)"
     calls = switch.calls
-    gain = inrun_gain(calls, run.steps)
+    labelled = label_steps(calls, run.steps)
+    gain = inrun_gain(labelled)
     if gain is None or switch.switches < 2:
         return (f"its run was too short for the twins to take turns ({switch.switches} switch(es) in "
                 f"{len(calls)} sampler calls, {switch.block_steps} a block)")  # fmt: skip
     # Which twin served each step, beside the run's steps.csv: the figures can be taken again from the files.
-    turns = label_steps(calls, run.steps)[["step", "block", "native"]]
-    write_text_atomic(Path(run.run_dir) / TURNS_FILE, turns.to_csv(index=False))
+    write_text_atomic(Path(run.run_dir) / TURNS_FILE, labelled[["step", "block", "native"]].to_csv(index=False))
     entry = inrun_entry(prediction, gain, switch.switches)
     entry["run_dir"] = _relative(outcome, Path(run.run_dir))
     entry["turns"] = f"{entry['run_dir']}/{TURNS_FILE}"

@@ -258,7 +258,7 @@ def render_verify(section: dict[str, Any], console: Console) -> None:
         return f"{value:.1%}" if value is not None else "-"
 
     def with_ratio(gain: float | None, agreement: float | None, low: float | None = None, high: float | None = None) -> str:
-        interval = f" [{low:.1%}, {high:.1%}]" if low is not None and high is not None and low == low else ""  # NaN: too few pairs
+        interval = f" [{low:.1%}, {high:.1%}]" if low is not None and high is not None else ""
         return pct(gain) + interval + (f" ({agreement:.2f}x)" if agreement is not None else "")
 
     table = Table("component", "share", "speedup", "predicted", "measured", "same step mix", "batch P / N",

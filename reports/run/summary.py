@@ -367,8 +367,7 @@ def _measured_text(measured: float | None, noise: float | None, verified: dict[s
         return "not measured"
     if (verified or {}).get("method") == "in-run":  # at the same steps, its interval from the block pairs
         low, high = verified.get("measured_low"), verified.get("measured_high")  # type: ignore[union-attr]
-        finite = low is not None and high is not None and low == low
-        return fmt_gain(measured) + (_between(low, high, lambda value: f"{value * 100:.1f}") if finite else "") + " in-run"
+        return fmt_gain(measured) + _between(low, high, lambda value: f"{value * 100:.1f}") + " in-run"
     return fmt_gain(measured) + (" (within noise)" if within_noise(measured, noise) else "")
 
 

@@ -107,6 +107,13 @@ def test_bootstrap_interval_covers_the_true_ratio_and_is_seeded() -> None:
     assert median.low < 1.25 < median.high
 
 
+def test_a_single_row_has_its_point_but_no_interval() -> None:
+    """Nothing to resample (e.g. one block pair): the statistic still, the interval NaN rather than scipy's error."""
+    for block in (1, None):
+        interval = bootstrap([[2.0]], mean_statistic, block=block)
+        assert interval.point == 2.0 and math.isnan(interval.low) and math.isnan(interval.high)
+
+
 def test_bootstrap_coverage_over_many_seeded_samples() -> None:
     rng = np.random.default_rng(2024)
     covered = 0

@@ -88,7 +88,7 @@ def test_the_gains_come_from_block_pairs_and_the_same_steps_gain_holds_the_kinds
             calls.append((now + int(length) // 2, block, native))  # the sampler call inside the step
             now += int(length) + 5
     rows.append((now, now + 50 * ms, 8, 0, 0.0, 50.0))  # a step that made no sampler call: not labelled
-    gain = inrun_gain(calls, _steps(rows), resamples=200)
+    gain = inrun_gain(label_steps(calls, _steps(rows)), resamples=200)
     assert gain is not None and gain.pairs == 2 and gain.steps == 32
     python_mean_ms = (5 * 100 + 2 * 60 + 160) / 8
     assert gain.mix_gain == pytest.approx(8 / python_mean_ms)  # 8 ms a step over the Python steps' mean
@@ -101,8 +101,10 @@ def test_the_gains_come_from_block_pairs_and_the_same_steps_gain_holds_the_kinds
     assert gain.low <= gain.gain <= gain.high and gain.mix_low <= gain.mix_gain <= gain.mix_high
     assert gain.batch_native == pytest.approx(44 / 8) and gain.batch_python == pytest.approx(56 / 8)
     # A pair whose blocks did not both make steps is left out; without any complete pair there is no answer.
-    assert inrun_gain(calls[:8], _steps(rows)) is None
-    assert inrun_gain([], _steps(rows)) is None
+    one_pair = inrun_gain(label_steps(calls[:16], _steps(rows)), resamples=200)  # a gain, but nothing to resample
+    assert one_pair is not None and one_pair.pairs == 1 and one_pair.low is None and one_pair.mix_high is None
+    assert inrun_gain(label_steps(calls[:8], _steps(rows))) is None
+    assert inrun_gain(label_steps([], _steps(rows))) is None
     assert label_steps(calls, _steps(rows))["native"].tolist() == [call[2] for call in calls]
 
 
@@ -148,5 +150,5 @@ def test_a_switched_greedy_run_draws_the_tokens_of_an_unswitched_one(tmp_path: P
         return sorted(tuple(tokens) for tokens in by_seq.values())
 
     assert drawn(logs["switched"]) == drawn(logs["plain"]) and len(drawn(logs["plain"])) >= 24
-    gain = inrun_gain(switch.calls, switched.steps, resamples=200)
+    gain = inrun_gain(label_steps(switch.calls, switched.steps), resamples=200)
     assert gain is not None and gain.pairs >= 1 and np.isfinite(gain.gain)
