@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 import torch
 
-from engine.sampler import PythonSampler, splitmix64_uniform
+from engine.sampler import PythonSampler, RowBuffers, splitmix64_uniform
 from engine.types import Sampler, SamplingParams
 
 
@@ -230,6 +230,39 @@ def test_mixed_batch_matches_the_reference_step_by_step(vocab: int, scale: float
         for row, (seq_id, params, prompt, output) in enumerate(batch):
             expected = reference_sample(logits[row].tolist(), params, prompt, output, params.seed)
             assert tokens[row] == expected, (step, seq_id, params)
+            output.append(expected)
+
+
+def test_row_buffers_are_reused_until_a_step_needs_more_rows() -> None:
+    buffers = RowBuffers()
+    first = buffers.rows("x", 3, 10, torch.float64, torch.device("cpu"))
+    assert first.shape == (3, 10)
+    assert buffers.rows("x", 16, 10, torch.float64, torch.device("cpu")).data_ptr() == first.data_ptr()
+    grown = buffers.rows("x", 17, 10, torch.float64, torch.device("cpu"))
+    assert grown.shape == (17, 10) and grown.data_ptr() != first.data_ptr()
+    assert buffers.rows("x", 32, 10, torch.float64, torch.device("cpu")).data_ptr() == grown.data_ptr()
+    assert buffers.rows("x", 5, 10, torch.float64, torch.device("cpu")).data_ptr() == grown.data_ptr()
+    other = buffers.rows("x", 5, 10, torch.bool, torch.device("cpu"))  # another dtype, another buffer
+    assert other.dtype == torch.bool and other.data_ptr() != grown.data_ptr()
+
+
+def test_batches_that_grow_and_shrink_past_the_buffers_match_the_reference() -> None:
+    """Rows of each kind go 3 -> 40 -> 5 -> 40: the kept buffers grow, then serve smaller steps."""
+    vocab, generator, rng = 211, torch.Generator().manual_seed(3), random.Random(3)
+    kinds = [MIXES[2], MIXES[5], MIXES[7], MIXES[9]]  # top-k, min-p, penalties, top-k with penalties
+    sampler, requests = PythonSampler(), []
+    for seq_id in range(160):
+        params = SamplingParams(**{**_fields(kinds[seq_id % 4]), "seed": rng.randrange(2**64)})
+        prompt = [rng.randrange(vocab) for _ in range(rng.randrange(1, 20))]
+        sampler.add(seq_id, params, prompt)
+        requests.append((seq_id, params, prompt, []))
+    for size in (12, 160, 20, 160):
+        batch = rng.sample(requests, size)
+        logits = torch.randn(size, vocab, generator=generator) * 2.0
+        tokens = sampler.sample(logits, [r[0] for r in batch])
+        for row, (seq_id, params, prompt, output) in enumerate(batch):
+            expected = reference_sample(logits[row].tolist(), params, prompt, output, params.seed)
+            assert tokens[row] == expected, (size, seq_id, params)
             output.append(expected)
 
 
