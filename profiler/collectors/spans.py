@@ -11,6 +11,7 @@ from contextlib import nullcontext
 from typing import Any
 
 from profiler.collectors.base import Collector
+from profiler.collectors.spill import SpillFile
 
 Clock = Callable[[], int]
 StepListener = Callable[[int, bool], None]  # (step index, begin?)
@@ -20,6 +21,8 @@ STEP_SPAN = "step"
 OUTSIDE = ""  # the parent name of a lock wait or pause that happened outside every span
 
 _NULL = nullcontext()
+# A thread's records are spilled to disk once it holds this many spans (~450 KB of them).
+SPILL_RECORDS = 8192
 
 
 class RecordLog:
@@ -30,30 +33,64 @@ class RecordLog:
     slot each), in an array 48. In a 10,000-request soak that was ~3 KB a request of RSS growth.
     Arrays hold no objects, so they also add nothing to the garbage collector's work. Only the
     owning thread appends (names first, then numbers), so the two stay aligned without a lock.
+    spill() moves the records held so far into a SpillFile (names as codes into `_name_table`), so
+    a run of any length holds at most a chunk of them; records() reads the spilled chunks first.
     """
 
-    __slots__ = ("name_width", "names", "value_width", "values")
+    __slots__ = ("_chunks", "_codes", "_name_table", "name_width", "names", "value_width", "values")
 
     def __init__(self, name_width: int, value_width: int, typecode: str = "q") -> None:
         self.name_width = name_width
         self.value_width = value_width
         self.names: list[str] = []
         self.values = array(typecode)
+        self._codes: dict[str, int] = {}
+        self._name_table: list[str] = []
+        # Spilled chunks: (file, records, offset of the name codes, offset of the numbers).
+        self._chunks: list[tuple[SpillFile, int, int, int]] = []
 
     def __len__(self) -> int:
-        return len(self.names) // self.name_width
+        return sum(chunk[1] for chunk in self._chunks) + len(self.names) // self.name_width
+
+    def spill(self, file: SpillFile) -> bool:
+        """Move the records held in memory into `file` (owning thread only); False when the file refused them."""
+        count = len(self.names) // self.name_width
+        if not count:
+            return True
+        codes = self._codes
+        for name in set(self.names):
+            if name not in codes:
+                codes[name] = len(self._name_table)
+                self._name_table.append(name)
+        name_codes = array("i", map(codes.__getitem__, self.names))
+        names_at = file.append(name_codes)
+        values_at = file.append(self.values) if names_at is not None else None
+        if names_at is None or values_at is None:
+            return False
+        self._chunks.append((file, count, names_at, values_at))
+        self.names = []
+        del self.values[:]  # frees the buffer; the array object is kept
+        return True
 
     def records(self) -> Iterator[tuple[Any, ...]]:
-        """Each record as a tuple: its names, then its numbers."""
-        names = zip(*([iter(self.names)] * self.name_width), strict=False)
-        values = zip(*([iter(self.values)] * self.value_width), strict=False)
-        return (head + tail for head, tail in zip(names, values, strict=False))
+        """Each record as a tuple: its names, then its numbers (spilled ones first, in the order written)."""
+        for file, count, names_at, values_at in self._chunks:
+            table = self._name_table
+            names = [table[code] for code in file.read_array("i", names_at, count * self.name_width)]
+            values = file.read_array(self.values.typecode, values_at, count * self.value_width)
+            yield from self._tuples(names, values)
+        yield from self._tuples(self.names, self.values)
+
+    def _tuples(self, names: list[str], values: array) -> Iterator[tuple[Any, ...]]:
+        heads = zip(*([iter(names)] * self.name_width), strict=False)
+        tails = zip(*([iter(values)] * self.value_width), strict=False)
+        return (head + tail for head, tail in zip(heads, tails, strict=False))
 
 
 class _ThreadState:
     """One thread's open spans and finished events; only its own thread writes to it."""
 
-    __slots__ = ("counters", "events", "ident", "locks", "native_id", "pauses", "stack", "step", "thread")
+    __slots__ = ("counters", "events", "ident", "locks", "native_id", "pauses", "spilling", "stack", "step", "thread")
 
     def __init__(self) -> None:
         self.thread = threading.current_thread()
@@ -70,6 +107,12 @@ class _ThreadState:
         # Sampled values: name; time_ns, value (as a float, exact for integers below 2**53).
         self.counters = RecordLog(1, 2, "d")
         self.step = -1
+        self.spilling = True  # until the spill file refuses a chunk; then every record stays in memory
+
+    def spill(self, file: SpillFile) -> None:
+        """Move this thread's finished records into `file` (called on this thread only)."""
+        if self.spilling:
+            self.spilling = all(log.spill(file) for log in (self.events, self.locks, self.pauses, self.counters))
 
     def add_to_parent(self, ns: int) -> str:
         """Count `ns` (a lock wait, a pause) against the innermost open span; return its name."""
@@ -115,6 +158,8 @@ class _Span:
         events = state.events
         events.names.append(name)
         events.values.extend((start, end, duration - child_ns, cpu_end - cpu_start, len(stack), state.step))
+        if not stack and len(events.names) >= SPILL_RECORDS:
+            state.spill(tracer.spill_file)  # between top-level spans: a chunk written every ~1,000 steps
         if tracer._span_hook is not None:
             tracer._span_hook(name, False)
         if name == STEP_SPAN:
@@ -179,6 +224,7 @@ class RecordingTracer:
         self._span_hook: SpanHook | None = None  # the hooks below as one callable; None when there are none
         self._span_hooks: list[SpanHook] = []
         self.first_ns: int | None = None  # set by enable(); the start of the recorded window
+        self.spill_file = SpillFile()  # where finished records go once a thread holds SPILL_RECORDS spans
         self.last_ns: int | None = None  # set by disable()
 
     # -- engine.trace.Tracer ----------------------------------------------------------------------

@@ -11,6 +11,7 @@ from typing import Any
 
 from engine.types import SamplingParams
 from errors import RequestError
+from profiler.collectors.spill import SpillFile
 from profiler.session.heap import HeapTrimmer
 from scenarios.loadgen import LoadRecord, LoadResult, RequestSpec, run_load
 from scenarios.spec import ScenarioSpec
@@ -19,11 +20,12 @@ from scenarios.spec import ScenarioSpec
 class Ticket:
     """What the load generator waits on: the engine's handle for one request, then only what the run records."""
 
-    __slots__ = ("handle", "request")
+    __slots__ = ("handle", "request", "spill")
 
-    def __init__(self, handle, request: RequestSpec) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, handle, request: RequestSpec, spill: SpillFile | None = None) -> None:  # type: ignore[no-untyped-def]
         self.handle = handle
         self.request = request
+        self.spill = spill
 
     def wait(self, timeout: float | None = None) -> object:
         """The request's output, once finished; from then on the ticket holds only its compacted form.
@@ -32,7 +34,7 @@ class Ticket:
         the prompt and its ids: about 20 KB each), so a 10,000-request soak grew by ~200 MB of finished
         requests; the run's tables need only the counts and times (`RunOutput`)."""
         if not isinstance(self.handle, RunOutput):
-            self.handle = RunOutput.of(self.handle.result(timeout=timeout))
+            self.handle = RunOutput.of(self.handle.result(timeout=timeout), self.spill)
         return self.handle
 
 
@@ -41,25 +43,35 @@ class RunOutput:
 
     It stands in for the engine's handle once the request finished (result() returns itself). Ids
     and texts are not needed by requests.csv or the metrics; keeping them as arrays still cost ~2 KB
-    a request (60 prompt ids, 64 output ids), the largest part of a soak's memory growth.
+    a request (60 prompt ids, 64 output ids), the largest part of a soak's memory growth. Given a
+    SpillFile, the token times (~0.5 KB a request) go there and only the four request times stay.
     """
 
-    __slots__ = ("error", "finish_reason", "num_preemptions", "output_tokens", "prompt_tokens", "request_id", "_times")
+    __slots__ = ("error", "finish_reason", "num_preemptions", "output_tokens", "prompt_tokens", "request_id",
+                 "_spill", "_times", "_tokens_at")  # fmt: skip
 
     NONE = -1  # a time that never happened (scheduled_ns, first_token_ns of a request refused or aborted early)
 
     def __init__(self, request_id: int, finish_reason: str, error: str | None, num_preemptions: int,
-                 prompt_tokens: int, output_tokens: int, times: array) -> None:  # fmt: skip
+                 prompt_tokens: int, output_tokens: int, times: array, spill: SpillFile | None = None) -> None:  # fmt: skip
         self.request_id = request_id
         self.finish_reason = finish_reason
         self.error = error
         self.num_preemptions = num_preemptions
         self.prompt_tokens = prompt_tokens
         self.output_tokens = output_tokens
-        self._times = times  # arrival, scheduled, first token, finish, then each token's time
+        self._times = times  # arrival, scheduled, first token, finish, then each token's time (unless spilled)
+        self._spill: SpillFile | None = None
+        self._tokens_at = 0  # where the token times start in the spill file, when spilled
+        tokens = len(times) - 4
+        if spill is not None and tokens > 0:
+            at = spill.append(times[4:])
+            if at is not None:  # else the file refused them, and they stay here
+                self._spill, self._tokens_at, self._times = spill, at, times[:4]
+                self._times.append(tokens)
 
     @classmethod
-    def of(cls, output: Any) -> RunOutput:
+    def of(cls, output: Any, spill: SpillFile | None = None) -> RunOutput:
         def known(ns: int | None) -> int:
             return cls.NONE if ns is None else ns
 
@@ -67,7 +79,7 @@ class RunOutput:
                             known(output.finish_ns)))  # fmt: skip
         times.extend(output.token_ns)
         return cls(output.request_id, output.finish_reason, output.error, output.num_preemptions,
-                   output.prompt_tokens, output.output_tokens, times)  # fmt: skip
+                   output.prompt_tokens, output.output_tokens, times, spill)  # fmt: skip
 
     def result(self, timeout: float | None = None) -> RunOutput:
         return self
@@ -98,6 +110,8 @@ class RunOutput:
 
     @property
     def token_ns(self) -> array:
+        if self._spill is not None:  # _times holds the count of spilled times after the four request times
+            return self._spill.read_array("q", self._tokens_at, self._times[4])
         return self._times[4:]
 
 
@@ -112,6 +126,7 @@ class Drive:
     wall_end_ns: int = 0
     interrupted: bool = False
     heap_trims: dict[str, Any] = field(default_factory=dict)  # HeapTrimmer.result() of the run
+    spill: SpillFile = field(default_factory=SpillFile)  # finished requests' token times
 
     def outputs(self, timeout_s: float = 5.0) -> dict[int, Any]:
         """Each submitted request's final output (aborted ones included), by request index."""
@@ -163,7 +178,7 @@ def drive_load(
             # Recorded, not lost: the run's tables and counts show every request the engine refused, and why.
             drive.rejected[request.index] = (time.perf_counter_ns(), str(refusal))
             raise
-        drive.tickets[request.index] = ticket = Ticket(handle, request)
+        drive.tickets[request.index] = ticket = Ticket(handle, request, drive.spill)
         return ticket
 
     engine.start()
