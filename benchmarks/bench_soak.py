@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 MARKS = (0.10, 0.50, 1.00)
+GROWTH_BOUND = 1.05  # the bar: RSS at 100% of the run within 5% of RSS at 10%
 READ_EVERY_S = 0.05
 MEDIAN_OVER_S = 2.0
 
@@ -114,6 +115,7 @@ def main() -> int:
         return 0
     rows = []
     for native in args.native.split(","):
+        print(f"soaking --native {native}: {args.requests:,} requests in a fresh process...", file=sys.stderr, flush=True)
         with tempfile.TemporaryDirectory(prefix="infer-prof-soak-") as scratch:
             command = [sys.executable, __file__, "--child", "--requests", str(args.requests), "--native", native,
                        "--profile", args.profile, "--out", str(Path(scratch) / "run")]  # fmt: skip
@@ -122,15 +124,22 @@ def main() -> int:
                 print(done.stderr[-3000:], file=sys.stderr)
                 return 1
             rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    labels = ["+".join(row["native"]) or "none" for row in rows]
+    width = max(10, *map(len, labels))
     print(f"soak: synthetic:tiny, concurrency-30, {args.requests} measured requests, profile {args.profile}")
-    print(f"{'native':>10} {'asked':>6} {'finished':>8} {'rejected':>8} {'rows':>6} {'lost':>5} {'dup':>4} {'blocks':>6}"
-          "   RSS MiB at start / 10% / 50% / 100%   100%/10%")  # fmt: skip
-    for row in rows:
+    print(f"{'native':<{width}} {'asked':>6} {'finished':>8} {'rejected':>8} {'rows':>6} {'lost':>5} {'dup':>4} "
+          f"{'blocks':>6}   RSS MiB at start / 10% / 50% / 100%   100%/10%")  # fmt: skip
+    verdicts = []
+    for label, row in zip(labels, rows):
         rss = row["rss_mib"]
         ratio = rss["100%"] / rss["10%"]
-        print(f"{'+'.join(row['native']) or 'none':>10} {row['requested']:>6} {row['finished']:>8} {row['rejected']:>8} "
+        print(f"{label:<{width}} {row['requested']:>6} {row['finished']:>8} {row['rejected']:>8} "
               f"{row['rows']:>6} {row['lost']:>5} {row['duplicated']:>4} {row['blocks_not_returned']:>6}   "
               f"{rss['start']:.0f} / {rss['10%']:.0f} / {rss['50%']:.0f} / {rss['100%']:.0f}   {ratio:.3f}")  # fmt: skip
+        kept = not (row["lost"] or row["duplicated"] or row["blocks_not_returned"])
+        verdicts.append(f"  {'met' if kept and ratio <= GROWTH_BOUND else 'MISSED':6} {label}: nothing lost, "
+                        f"duplicated or left allocated, RSS at 100% within {GROWTH_BOUND - 1:.0%} of 10% ({ratio:.3f})")
+    print("\ntargets:\n" + "\n".join(verdicts))
     return 0
 
 
