@@ -155,7 +155,6 @@ NP_CLONES static void block_exps(const float *block, double temperature, double 
  * evaluated in float32 with separate roundings, no more with fused ones), and at most 8 float
  * additions per lane before a float64 flush add 5e-7: softmax_sums turns this into a bound. */
 #define F_LANES 64       /* four vectors in flight at AVX-512: the polynomial's chain is latency-bound */
-#define F_LANES_AVX2 32  /* four at AVX2, whose 16 registers would spill 64 lanes of sums and weights */
 #define F_FLUSH_ADDS 8   /* float additions per lane between float64 flushes: lanes / 16 blocks apart */
 static inline __attribute__((always_inline)) float multiply_add(float a, float b, float c, int fused) {
     return fused ? __builtin_fmaf(a, b, c) : a * b + c;
@@ -237,10 +236,13 @@ __attribute__((target("avx2,fma"))) static inline double horizontal_sum(__m256d 
     return _mm_cvtsd_f64(_mm_add_sd(half, _mm_unpackhi_pd(half, half)));
 }
 
-/* Pass F written out for AVX2 with FMA, the same arithmetic per element as approx_sums_body (GCC's
- * vectors of its lane loop kept the sums on the stack and spent half the time there). Four vectors
- * of eight in flight, so element j of a block goes to lane j % 32 as in F_LANES_AVX2. One difference:
- * a below -125 gives 2^-125 rather than 0 (no blend per vector), which softmax_sums' bound covers. */
+/* Pass F written out for AVX2 with FMA, the same arithmetic per element as approx_sums_body. Four
+ * vectors of eight in flight, stage by stage, so that their chains (about 40 cycles each) overlap.
+ * Their values meet in a tree, (v0 + v1) + (v2 + v3), before one accumulator per sum: AVX2's 16
+ * registers cannot also hold four accumulators of each (GCC kept them on the stack, and the loads
+ * and stores through it cost a third of the pass). The float64 flush comes after every block, so an
+ * element sees at most 2 + 4 float additions, within pass F's 8. One difference from the portable
+ * body: a below -125 gives 2^-125 rather than 0 (no blend per vector), which softmax_sums' bound covers. */
 __attribute__((target("avx2,fma"))) static void approx_block_sums_fused256(const float *values, int64_t num_blocks,
                                                                            float top, float scale, const int32_t *skip,
                                                                            double *block_sums, double totals[2]) {
@@ -250,19 +252,16 @@ __attribute__((target("avx2,fma"))) static void approx_block_sums_fused256(const
     const __m256 c3 = _mm256_set1_ps(5.55168875e-2f), c2 = _mm256_set1_ps(2.40222648e-1f);
     const __m256 c1 = _mm256_set1_ps(6.93146467e-1f);
     const __m256i bias = _mm256_set1_epi32(127);
-    const int64_t flush_blocks = F_FLUSH_ADDS * F_LANES_AVX2 / BLOCK;
-    __m256 sums[4], weights[4];
     __m256d sum_lanes = _mm256_setzero_pd(), weight_lanes = _mm256_setzero_pd();
-    int64_t b, pending = 0;
+    int64_t b;
     int j, k;
-    for (k = 0; k < 4; k++) sums[k] = weights[k] = _mm256_setzero_ps();
     for (b = 0; b < num_blocks; b++) {
         const float *block = values + b * BLOCK;
+        __m256 sums = _mm256_setzero_ps(), weights = _mm256_setzero_ps();
+        __m256d block_lanes;
         if (skip && skip[b] != -1) continue;
         for (j = 0; j < BLOCK; j += 32) {
-            /* Stage by stage across the four vectors, so that their chains (about 40 cycles each)
-             * are in flight together. */
-            __m256 clamped[4], t[4], f[4], p[4];
+            __m256 clamped[4], t[4], f[4], p[4], v[4];
             for (k = 0; k < 4; k++) {
                 __m256 a = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(block + j + 8 * k), top8), scale8);
                 clamped[k] = _mm256_max_ps(a, lowest); /* rows with NaN never get here */
@@ -276,26 +275,17 @@ __attribute__((target("avx2,fma"))) static void approx_block_sums_fused256(const
             for (k = 0; k < 4; k++) p[k] = _mm256_fmadd_ps(p[k], f[k], one);
             for (k = 0; k < 4; k++) {
                 __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_castps_si256(t[k]), bias), 23);
-                __m256 v = _mm256_mul_ps(p[k], _mm256_castsi256_ps(bits));
-                sums[k] = _mm256_add_ps(sums[k], v);
-                weights[k] = _mm256_fnmadd_ps(v, clamped[k], weights[k]); /* + v * |a| */
+                v[k] = _mm256_mul_ps(p[k], _mm256_castsi256_ps(bits));
             }
+            sums = _mm256_add_ps(sums, _mm256_add_ps(_mm256_add_ps(v[0], v[1]), _mm256_add_ps(v[2], v[3])));
+            /* + v * |a| (clamped <= 0), in two products then one subtraction from the accumulator. */
+            weights = _mm256_sub_ps(weights, _mm256_add_ps(_mm256_fmadd_ps(v[1], clamped[1], _mm256_mul_ps(v[0], clamped[0])),
+                                                           _mm256_fmadd_ps(v[3], clamped[3], _mm256_mul_ps(v[2], clamped[2]))));
         }
-        if (block_sums || ++pending == flush_blocks) {
-            __m256d block_lanes = _mm256_setzero_pd();
-            pending = 0;
-            for (k = 0; k < 4; k++) {
-                block_lanes = _mm256_add_pd(block_lanes, widened_sum(sums[k]));
-                weight_lanes = _mm256_add_pd(weight_lanes, widened_sum(weights[k]));
-                sums[k] = weights[k] = _mm256_setzero_ps();
-            }
-            if (block_sums) block_sums[b] = horizontal_sum(block_lanes);
-            sum_lanes = _mm256_add_pd(sum_lanes, block_lanes);
-        }
-    }
-    for (k = 0; k < 4; k++) {
-        sum_lanes = _mm256_add_pd(sum_lanes, widened_sum(sums[k]));
-        weight_lanes = _mm256_add_pd(weight_lanes, widened_sum(weights[k]));
+        block_lanes = widened_sum(sums);
+        weight_lanes = _mm256_add_pd(weight_lanes, widened_sum(weights));
+        if (block_sums) block_sums[b] = horizontal_sum(block_lanes);
+        sum_lanes = _mm256_add_pd(sum_lanes, block_lanes);
     }
     totals[0] = horizontal_sum(sum_lanes);
     totals[1] = horizontal_sum(weight_lanes);
