@@ -62,7 +62,7 @@ class SpillFile:
             return b""
         with self._lock:
             if self._file is None:
-                raise ValueError("the spill file is closed (or was never written)")
+                raise ValueError("nothing was ever spilled to this file")
             if offset < 0 or offset + nbytes > self._size:
                 raise ValueError(f"bytes {offset}..{offset + nbytes} were never spilled (the file holds {self._size})")
             fd = self._file.fileno()
@@ -81,10 +81,3 @@ class SpillFile:
         values = array(typecode)
         values.frombytes(self.read(offset, count * values.itemsize))
         return values
-
-    def close(self) -> None:
-        with self._lock:
-            if self._file is not None:
-                self._file.close()
-                self._file = None
-            self._broken = True

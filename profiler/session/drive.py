@@ -48,27 +48,26 @@ class RunOutput:
     """
 
     __slots__ = ("error", "finish_reason", "num_preemptions", "output_tokens", "prompt_tokens", "request_id",
-                 "_spill", "_times", "_tokens_at")  # fmt: skip
+                 "_spilled", "_times")  # fmt: skip
 
     NONE = -1  # a time that never happened (scheduled_ns, first_token_ns of a request refused or aborted early)
 
     def __init__(self, request_id: int, finish_reason: str, error: str | None, num_preemptions: int,
-                 prompt_tokens: int, output_tokens: int, times: array, spill: SpillFile | None = None) -> None:  # fmt: skip
+                 prompt_tokens: int, output_tokens: int, times: array, token_ns: array,
+                 spill: SpillFile | None = None) -> None:  # fmt: skip
         self.request_id = request_id
         self.finish_reason = finish_reason
         self.error = error
         self.num_preemptions = num_preemptions
         self.prompt_tokens = prompt_tokens
         self.output_tokens = output_tokens
-        self._times = times  # arrival, scheduled, first token, finish, then each token's time (unless spilled)
-        self._spill: SpillFile | None = None
-        self._tokens_at = 0  # where the token times start in the spill file, when spilled
-        tokens = len(times) - 4
-        if spill is not None and tokens > 0:
-            at = spill.append(times[4:])
-            if at is not None:  # else the file refused them, and they stay here
-                self._spill, self._tokens_at, self._times = spill, at, times[:4]
-                self._times.append(tokens)
+        self._times = times  # arrival, scheduled, first token, finish, then each token's time unless spilled
+        self._spilled: tuple[SpillFile, int, int] | None = None  # (file, offset, count) of spilled token times
+        at = spill.append(token_ns) if spill is not None and token_ns else None
+        if at is None:  # no file, no tokens, or the file refused them: they stay here
+            times.extend(token_ns)
+        else:
+            self._spilled = (spill, at, len(token_ns))  # type: ignore[assignment]
 
     @classmethod
     def of(cls, output: Any, spill: SpillFile | None = None) -> RunOutput:
@@ -77,9 +76,8 @@ class RunOutput:
 
         times = array("q", (output.arrival_ns, known(output.scheduled_ns), known(output.first_token_ns),
                             known(output.finish_ns)))  # fmt: skip
-        times.extend(output.token_ns)
         return cls(output.request_id, output.finish_reason, output.error, output.num_preemptions,
-                   output.prompt_tokens, output.output_tokens, times, spill)  # fmt: skip
+                   output.prompt_tokens, output.output_tokens, times, array("q", output.token_ns), spill)  # fmt: skip
 
     def result(self, timeout: float | None = None) -> RunOutput:
         return self
@@ -110,8 +108,9 @@ class RunOutput:
 
     @property
     def token_ns(self) -> array:
-        if self._spill is not None:  # _times holds the count of spilled times after the four request times
-            return self._spill.read_array("q", self._tokens_at, self._times[4])
+        if self._spilled is not None:
+            file, at, count = self._spilled
+            return file.read_array("q", at, count)
         return self._times[4:]
 
 
