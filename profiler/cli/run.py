@@ -254,6 +254,8 @@ def render_verify(section: dict[str, Any], console: Console) -> None:
     """The --verify table: per component its share, speedup, predicted and measured gains."""
     from rich.table import Table
 
+    from reports.run.summary import unresolved_note
+
     def pct(value: float | None) -> str:
         return f"{value:.1%}" if value is not None else "-"
 
@@ -285,6 +287,9 @@ def render_verify(section: dict[str, Any], console: Console) -> None:
             console.print(f"{name}: its two twins took turns within one run ({entry['pairs']} pairs of blocks of "
                           f"steps, {entry['switches']} switches), measured at the same kinds of step; \\[low, high]: "
                           "95% interval over the pairs" + (f"; points of step time saved by phase: {where}" if where else ""))  # fmt: skip
+            note = unresolved_note(name, entry)
+            if note:
+                console.print(f"[yellow]{note}[/yellow]")
     spread = section.get("python_spread")
     if spread is not None:
         console.print(f"the {section.get('python_runs', 2)} Python runs differ by {spread:.1%} in busy time per token: "

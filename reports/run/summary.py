@@ -351,15 +351,27 @@ def noise_warning(result: RunResult) -> str | None:
     entries = (verify.get("components") or {}).values()
     in_run = [entry for entry in entries if entry.get("method") == "in-run"]
     if in_run and len(in_run) == len(entries):
-        return (f"--verify measured with the twins taking turns in one run ({in_run[0].get('pairs')} pairs of "
-                "blocks of steps), at the same kinds of step: [low, high] is the measured gain's 95% interval "
-                "over the pairs.")  # fmt: skip
+        unresolved = [note for name, entry in (verify.get("components") or {}).items()
+                      if (note := unresolved_note(name, entry))]  # fmt: skip
+        return " ".join([f"--verify measured with the twins taking turns in one run ({in_run[0].get('pairs')} pairs "
+                         "of blocks of steps), at the same kinds of step: [low, high] is the measured gain's 95% "
+                         "interval over the pairs.", *(f"{note}." for note in unresolved)])  # fmt: skip
     if noise is None:
         return ("--verify ran the Python twins once: how much its measured gains move from run to run is "
                 "unknown, so read them as one sample each")  # fmt: skip
     runs = verify.get("python_runs") or 2
     return (f"--verify's {runs} Python runs differ by {fmt_pct(noise)} in busy time per token: a measured gain "
             f"smaller than that (marked 'within noise') is noise, not the C twin's effect")  # fmt: skip
+
+
+def unresolved_note(name: str, entry: dict[str, Any]) -> str | None:
+    """Why an in-run measured gain cannot judge its prediction (profiler.checks.verify.resolution); None when
+    it can, or when the entry has no such figures."""
+    if entry.get("resolves") is not False or not entry.get("predicted_gain"):
+        return None
+    return (f"{name}: its interval (±{entry['half_width'] * 100:.1f} points) is wider than "
+            f"±{entry['band'] / abs(entry['predicted_gain']):.0%} of its prediction (±{entry['band'] * 100:.1f}), so "
+            "this run cannot say whether the prediction holds; more measured requests (-r) narrow it")  # fmt: skip
 
 
 def _measured_text(measured: float | None, noise: float | None, verified: dict[str, Any] | None = None) -> str:

@@ -173,3 +173,21 @@ def test_the_verify_table_shows_an_in_run_gain_with_its_interval_and_where_it_ca
     assert "5.0% [2.0%, 8.2%] (1.76x)" in text and "in-run" in text
     assert "[low, high]: 95% interval over the pairs" in text  # not eaten as a style tag
     assert "sampler +2.6, model +2.2" in text and "queue" not in text  # parts under 0.05 points left out
+    # +-3.1 points of interval against a band of +-0.57 (20% of 2.85%): too wide to judge the prediction
+    assert entry["resolves"] is False and entry["half_width"] == pytest.approx(0.03125)
+    assert entry["band"] == pytest.approx(0.2 * 0.0285)
+    assert "wider than ±20% of its prediction (±0.6)" in text and "(-r)" in text
+
+
+def test_an_interval_judges_a_prediction_only_when_it_is_narrower_than_the_band() -> None:
+    from profiler.checks.verify import resolution
+    from reports.run.summary import unresolved_note
+
+    narrow = resolution(0.02, 0.017, 0.0235)  # +-0.325 points against +-0.4
+    assert narrow["resolves"] is True and unresolved_note("sampler", {"predicted_gain": 0.02, **narrow}) is None
+    wide = resolution(0.02, 0.0, 0.041)  # +-2.05 points
+    assert wide["resolves"] is False and wide["half_width"] == pytest.approx(0.0205)
+    loss = resolution(-0.02, -0.0242, -0.0158)  # a predicted loss is judged by its size alike: +-0.42 > +-0.4
+    assert loss["resolves"] is False and loss["band"] == pytest.approx(0.004)
+    assert "±2.1 points" in unresolved_note("sampler", {"predicted_gain": 0.02, **wide})
+    assert resolution(0.02, None, None)["resolves"] is None and resolution(None, 0.0, 0.04)["resolves"] is None

@@ -51,6 +51,18 @@ def test_one_python_run_means_unknown_noise_and_no_verify_means_no_note(run_dir)
     assert summary.noise_warning(result) is None and summary.predictions_table(result).note is None
 
 
+def test_an_in_run_gain_too_wide_to_judge_its_prediction_says_what_would(run_dir):
+    result = copy.deepcopy(read_run(run_dir).result)
+    entry = {"method": "in-run", "pairs": 16, "predicted_gain": 0.021, "measured_gain": 0.034, "half_width": 0.016,
+             "band": 0.0042, "resolves": False}
+    result.verdict["verify"] = {"python_runs": 1, "python_spread": None, "components": {"sampler": entry}}
+    note = summary.noise_warning(result)
+    assert "16 pairs" in note and "sampler: its interval (±1.6 points) is wider than ±20%" in note
+    assert "cannot say whether the prediction holds; more measured requests (-r) narrow it" in note
+    entry.update(resolves=True)
+    assert "wider" not in summary.noise_warning(result)
+
+
 def test_tiles_show_slo_breaches_and_goodput(run_dir):
     import pandas as pd
 
