@@ -157,9 +157,9 @@ def resolution(predicted: float | None, low: float | None, high: float | None) -
     `predicted`) from one that does not: its half-width, the band's, and `resolves`.
 
     No run length is promised: on SmolLM2 `concurrency-30` the half-width was about 1.7 points at 60
-    requests (256 steps) and 1.0 at 240 (640 steps), but still 1.0 at 1,000 (2,300 steps, with twice the
-    batch and longer steps), where the square-root rule said 0.6; the model span's noise sets it there.
-    A 2% gain needs 0.4."""
+    requests (256 steps) and 1.0 at 240 (640 steps), but still 0.7-1.0 at 1,000 (2,300 steps, with twice
+    the batch and longer steps), where the square-root rule said 0.6; the model span's noise sets it
+    there. A 2% gain needs 0.4."""
     if predicted is None or low is None or high is None or predicted == 0:
         return {"half_width": None, "band": None, "resolves": None}
     half, band = (high - low) / 2, AGREEMENT_BAND * abs(predicted)
