@@ -60,8 +60,8 @@ Section shapes (fractions are of the engine thread's wall time unless said other
                   measured_gain, mix_matched_gain, agreement, batch_size_mean, void, run_dir, ...;
                   method "in-run" (the sampler: measured at the same kinds of step): measured_low/high,
                   predicted_within, half_width, band (+-20% of predicted_gain), resolves (half_width <=
-                  band: the interval can judge the prediction), busy_gain/low/high, mix_coverage, parts: {phase: part of the gain},
-                  pairs, steps, switches, turns}},
+                  band: the interval can judge the prediction), busy_gain/low/high, mix_coverage,
+                  parts: {phase: part of the gain}, pairs, steps, switches, turns}},
                   skipped: {component: why}}}
     replay       {steps_recorded, steps_in_run, repeats, components: {component: {speedup, low, high,
                   steps, python_us_per_step, native_us_per_step, twins_agree, rows (sampler)}},
