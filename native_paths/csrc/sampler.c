@@ -4,14 +4,16 @@
  * How a row is done without copying or fully sorting it:
  * - Penalized tokens become a short list of "overrides" (token, float64 value); their places in the
  *   row are hidden by working on a private copy of only the 128-float blocks that hold them.
- * - Pass A takes an order-preserving int32 key of every float and keeps each block's maximum
- *   (vectorizes well); greedy rows and the top-k threshold need nothing more.
- * - Top-k collects only the tokens at or above the k-th largest block maximum (a threshold that
- *   at least k tokens reach), selects k of them, and finishes on those k exactly as the spec says.
- * - Without top-k every token's float64 exp is needed for the softmax sum (pass B, vectorized);
- *   top-p then collects tokens above a falling threshold until their mass covers top_p, sorts just
- *   those, and min-p and the draw work on the survivors. Sampling from the whole vocabulary walks
- *   block sums to the block where the draw lands.
+ * - Pass A keeps each block's largest order-preserving int32 key of a float (vectorizes well);
+ *   greedy rows and the top-k threshold need nothing more.
+ * - Top-k collects only the tokens at or above a threshold that at least k tokens reach (just
+ *   under the k-th largest block maximum), drops the few extra, and finishes on those k exactly as
+ *   the spec says.
+ * - Without top-k the softmax sum needs every token: a bounded float32 sum (pass F; far blocks
+ *   coarser still) decides unless its bound leaves the decision open, then the exact float64 one
+ *   (pass B). Top-p then collects tokens above a falling threshold until their mass covers top_p,
+ *   ranks just those, and min-p and the draw work on the survivors. Sampling from the whole
+ *   vocabulary walks block sums to the block where the draw lands.
  * The arithmetic matches the Python twin's float64 operations one for one, except for the order
  * of the softmax sum and the last bit of exp: those can only move an exact boundary (near-ties).
  */
@@ -72,24 +74,28 @@ static inline uint64_t reaching_bits(const float *data, float threshold) {
     return bits;
 }
 
-/* Pass A over whole blocks: each block's largest key; returns nonzero if any value is NaN. */
+/* Pass A over whole blocks: each block's largest key; returns nonzero if any value is NaN. The key
+ * is not made per float: as int32 bits, the non-negative floats order like their keys and above
+ * every negative one, and the negative ones order by magnitude, so the largest key is the largest
+ * bits when any are non-negative, else minus the magnitude of the smallest bits. Three integer
+ * operations a vector (maximum, minimum, the magnitudes' maximum for NaN) where keys took six. */
 NP_CLONES static int block_keys(const float *values, int64_t num_blocks, int32_t *keys) {
     const int32_t *bits = (const int32_t *)(const void *)values; /* -fno-strict-aliasing */
-    int32_t nan_seen = 0;
+    int32_t largest_magnitude = 0;
     int64_t b;
     int i;
     for (b = 0; b < num_blocks; b++) {
         const int32_t *block = bits + b * BLOCK;
-        int32_t best = INT32_MIN;
+        int32_t high = INT32_MIN, low = INT32_MAX;
         for (i = 0; i < BLOCK; i++) {
             int32_t raw = block[i], magnitude = raw & 0x7FFFFFFF;
-            int32_t key = raw < 0 ? -magnitude : raw;
-            best = key > best ? key : best;
-            nan_seen |= magnitude > 0x7F800000;
+            high = raw > high ? raw : high;
+            low = raw < low ? raw : low;
+            largest_magnitude = magnitude > largest_magnitude ? magnitude : largest_magnitude;
         }
-        keys[b] = best;
+        keys[b] = high >= 0 ? high : -(low & 0x7FFFFFFF);
     }
-    return nan_seen != 0;
+    return largest_magnitude > 0x7F800000;
 }
 
 /* ---- exp for arguments <= 0 in float64: Cody-Waite reduction and a degree-13 Taylor polynomial,
@@ -154,28 +160,70 @@ NP_CLONES static void block_exps(const float *block, double temperature, double 
  * carries three float roundings; the degree-5 fit of 2^f on [-1/2, 1/2] is within 2.7e-7, 3.5e-7
  * evaluated in float32 with separate roundings, no more with fused ones), and at most 8 float
  * additions per lane before a float64 flush add 5e-7: softmax_sums turns this into a bound. */
+/* Pass F's far blocks: a block whose largest float lies TAIL_LOG2 binary orders or more below the
+ * top gets a coarse 2^a instead, the float whose bits are (a + 127) * 2^23 (2^n * (1 + f) for
+ * a = n + f, f in [0, 1): the chord of 2^f, never below it and at most 1.0615 times it), a third
+ * of the operations. Those blocks' sum S goes apart, and the true sum lies in [0.9419 S, 1.0001 S]
+ * (a's roundings move 2^a by at most 5e-5 relatively, the float additions by less): softmax_sums
+ * counts TAIL_MID * S and adds TAIL_HALF * S to the error. A language model's row puts most
+ * blocks there (its bulk is ~16 binary orders under a confident top), and the bound costs
+ * nothing near the top; which blocks go where changes no decision, only how often one needs the
+ * exact retry. */
+#define TAIL_LOG2 12.0
+#define TAIL_MID 0.971
+#define TAIL_HALF 0.0291
 #define F_LANES 64       /* four vectors in flight at AVX-512: the polynomial's chain is latency-bound */
 #define F_FLUSH_ADDS 8   /* float additions per lane between float64 flushes: lanes / 16 blocks apart */
 static inline __attribute__((always_inline)) float multiply_add(float a, float b, float c, int fused) {
     return fused ? __builtin_fmaf(a, b, c) : a * b + c;
 }
 
+/* The float whose bits are (a + 127) * 2^23 for a = (x - top) * scale clamped to -125, from
+ * scale23 = scale * 2^23 (the far blocks' coarse 2^a). */
+static inline __attribute__((always_inline)) float coarse_power(float x, float top, float scale23) {
+    float a23 = (x - top) * scale23, clamped = a23 < -125.0f * 8388608.0f ? -125.0f * 8388608.0f : a23;
+    uint32_t bits = (uint32_t)((int32_t)clamped + (127 << 23));
+    float power;
+    memcpy(&power, &bits, sizeof power);
+    return power;
+}
+
+/* Whether blocks with keys below `tail_key` may take the coarse sum: scale * 2^23 must be a float,
+ * and |top * scale| below 2^10, so that the AVX2 pass's one rounding of top * scale * 2^23 moves a by
+ * at most 2^-14 (2^a by 4.3e-5: within the bound's room). */
+static inline int tail_usable(const int32_t *keys, float top, float scale) {
+    return keys && scale * 8388608.0f < INFINITY && fabsf(top * scale) < 1024.0f;
+}
+
 static inline __attribute__((always_inline)) void approx_sums_body(const float *values, int64_t num_blocks,
                                                                    float top, float scale, const int32_t *skip,
-                                                                   double *block_sums, double totals[2], int fused,
+                                                                   const int32_t *keys, int32_t tail_key,
+                                                                   double *block_sums, double totals[3], int fused,
                                                                    int lanes) {
     /* Block sums go to block_sums when it is given (a flush per block); the row's totals (sum,
-     * weight) gather in float64 lanes, so that a caller that needs only Z pays no per-block
-     * reduction. Blocks with skip[b] != -1 (those with penalized tokens) are left out. Element j of a
-     * block goes to lane j % lanes (a constant per variant: the result does not depend on the ISA). */
+     * weight, far blocks' coarse sum) gather in float64 lanes, so that a caller that needs only Z
+     * pays no per-block reduction. Blocks with skip[b] != -1 (those with penalized tokens) are left
+     * out; with `keys` (never given with block_sums: a coarse block has no sum of its own), blocks
+     * whose key is below tail_key take the coarse sum. Element j of a block
+     * goes to lane j % lanes (a constant per variant: the result does not depend on the ISA). */
     const int64_t flush_blocks = F_FLUSH_ADDS * lanes / BLOCK;
-    double sum_lanes[F_LANES] = {0}, weight_lanes[F_LANES] = {0};
+    const int use_tail = tail_usable(keys, top, scale);
+    const float scale23 = scale * 8388608.0f;
+    double sum_lanes[F_LANES] = {0}, weight_lanes[F_LANES] = {0}, tail_total = 0.0;
     float sums[F_LANES] = {0}, weights[F_LANES] = {0};
     int64_t b, pending = 0;
     int i, j;
     for (b = 0; b < num_blocks; b++) {
         const float *block = values + b * BLOCK;
         if (skip && skip[b] != -1) continue;
+        if (use_tail && keys[b] < tail_key) {
+            float tails[F_LANES] = {0};
+            for (j = 0; j < BLOCK; j += lanes) {
+                for (i = 0; i < lanes; i++) tails[i] += coarse_power(block[j + i], top, scale23);
+            }
+            for (i = 0; i < lanes; i++) tail_total += tails[i];
+            continue;
+        }
         for (j = 0; j < BLOCK; j += lanes) {
             for (i = 0; i < lanes; i++) {
                 float a = (block[j + i] - top) * scale;
@@ -211,6 +259,7 @@ static inline __attribute__((always_inline)) void approx_sums_body(const float *
         }
     }
     totals[0] = totals[1] = 0.0;
+    totals[2] = tail_total;
     for (i = 0; i < lanes; i++) {
         totals[0] += sum_lanes[i] + (double)sums[i];
         totals[1] += weight_lanes[i] + (double)weights[i];
@@ -222,8 +271,9 @@ static inline __attribute__((always_inline)) void approx_sums_body(const float *
 #ifdef NP_HAVE_CLONES
 __attribute__((target("avx512f"))) static void approx_block_sums_fused512(const float *values, int64_t num_blocks,
                                                                           float top, float scale, const int32_t *skip,
-                                                                          double *block_sums, double totals[2]) {
-    approx_sums_body(values, num_blocks, top, scale, skip, block_sums, totals, 1, F_LANES);
+                                                                          const int32_t *keys, int32_t tail_key,
+                                                                          double *block_sums, double totals[3]) {
+    approx_sums_body(values, num_blocks, top, scale, skip, keys, tail_key, block_sums, totals, 1, F_LANES);
 }
 
 /* Float lanes into float64 lanes (each float64 addition is within the 1e-12 * Z summation room). */
@@ -245,14 +295,19 @@ __attribute__((target("avx2,fma"))) static inline double horizontal_sum(__m256d 
  * body: a below -125 gives 2^-125 rather than 0 (no blend per vector), which softmax_sums' bound covers. */
 __attribute__((target("avx2,fma"))) static void approx_block_sums_fused256(const float *values, int64_t num_blocks,
                                                                            float top, float scale, const int32_t *skip,
-                                                                           double *block_sums, double totals[2]) {
+                                                                           const int32_t *keys, int32_t tail_key,
+                                                                           double *block_sums, double totals[3]) {
     const __m256 top8 = _mm256_set1_ps(top), scale8 = _mm256_set1_ps(scale), lowest = _mm256_set1_ps(-125.0f);
     const __m256 round = _mm256_set1_ps(12582912.0f), one = _mm256_set1_ps(1.0f);
     const __m256 c5 = _mm256_set1_ps(1.29156699e-3f), c4 = _mm256_set1_ps(9.66853090e-3f);
     const __m256 c3 = _mm256_set1_ps(5.55168875e-2f), c2 = _mm256_set1_ps(2.40222648e-1f);
     const __m256 c1 = _mm256_set1_ps(6.93146467e-1f);
     const __m256i bias = _mm256_set1_epi32(127);
-    __m256d sum_lanes = _mm256_setzero_pd(), weight_lanes = _mm256_setzero_pd();
+    const int use_tail = tail_usable(keys, top, scale);
+    const __m256 scale23 = _mm256_set1_ps(scale * 8388608.0f), lowest23 = _mm256_set1_ps(-125.0f * 8388608.0f);
+    const __m256 shift23 = _mm256_set1_ps(-(top * (scale * 8388608.0f)));
+    const __m256i bias23 = _mm256_set1_epi32(127 << 23);
+    __m256d sum_lanes = _mm256_setzero_pd(), weight_lanes = _mm256_setzero_pd(), tail_lanes = _mm256_setzero_pd();
     int64_t b;
     int j, k;
     for (b = 0; b < num_blocks; b++) {
@@ -260,6 +315,22 @@ __attribute__((target("avx2,fma"))) static void approx_block_sums_fused256(const
         __m256 sums = _mm256_setzero_ps(), weights = _mm256_setzero_ps();
         __m256d block_lanes;
         if (skip && skip[b] != -1) continue;
+        if (use_tail && keys[b] < tail_key) {
+            /* coarse_power, four vectors at a time (x * scale23 - top * scale23 in one rounding where it
+             * takes two), their sums meeting in a tree as below. */
+            __m256 tails[4];
+            for (k = 0; k < 4; k++) tails[k] = _mm256_setzero_ps();
+            for (j = 0; j < BLOCK; j += 32) {
+                for (k = 0; k < 4; k++) {
+                    __m256 a23 = _mm256_fmadd_ps(_mm256_loadu_ps(block + j + 8 * k), scale23, shift23);
+                    __m256i bits = _mm256_add_epi32(_mm256_cvttps_epi32(_mm256_max_ps(a23, lowest23)), bias23);
+                    tails[k] = _mm256_add_ps(tails[k], _mm256_castsi256_ps(bits));
+                }
+            }
+            tail_lanes = _mm256_add_pd(tail_lanes, widened_sum(_mm256_add_ps(_mm256_add_ps(tails[0], tails[1]),
+                                                                              _mm256_add_ps(tails[2], tails[3]))));
+            continue;
+        }
         for (j = 0; j < BLOCK; j += 32) {
             __m256 clamped[4], t[4], f[4], p[4], v[4];
             for (k = 0; k < 4; k++) {
@@ -289,13 +360,14 @@ __attribute__((target("avx2,fma"))) static void approx_block_sums_fused256(const
     }
     totals[0] = horizontal_sum(sum_lanes);
     totals[1] = horizontal_sum(weight_lanes);
+    totals[2] = horizontal_sum(tail_lanes);
 }
 #endif
 
 NP_PLAIN_CLONES static void approx_block_sums_plain(
-    const float *values, int64_t num_blocks, float top, float scale, const int32_t *skip, double *block_sums,
-    double totals[2]) {
-    approx_sums_body(values, num_blocks, top, scale, skip, block_sums, totals, 0, F_LANES);
+    const float *values, int64_t num_blocks, float top, float scale, const int32_t *skip, const int32_t *keys,
+    int32_t tail_key, double *block_sums, double totals[3]) {
+    approx_sums_body(values, num_blocks, top, scale, skip, keys, tail_key, block_sums, totals, 0, F_LANES);
 }
 
 static int portable_pass_f = 0;
@@ -310,21 +382,29 @@ int np_sampler_pass_f_variant(void) {
     return 0;
 }
 
+/* Pass F in this machine's variant; totals: sum, weight and the far blocks' coarse sum (see
+ * TAIL_LOG2: blocks whose key is below tail_key, when `keys` is given). */
 static void approx_block_sums(const float *values, int64_t num_blocks, float top, float scale,
-                              const int32_t *skip, double *block_sums, double totals[2]) {
+                              const int32_t *skip, const int32_t *keys, int32_t tail_key, double *block_sums,
+                              double totals[3]) {
 #ifdef NP_HAVE_CLONES
     switch (np_sampler_pass_f_variant()) {
     case 2:
-        approx_block_sums_fused512(values, num_blocks, top, scale, skip, block_sums, totals);
+        approx_block_sums_fused512(values, num_blocks, top, scale, skip, keys, tail_key, block_sums, totals);
         return;
     case 1:
-        approx_block_sums_fused256(values, num_blocks, top, scale, skip, block_sums, totals);
+        approx_block_sums_fused256(values, num_blocks, top, scale, skip, keys, tail_key, block_sums, totals);
         return;
     default:
         break;
     }
 #endif
-    approx_block_sums_plain(values, num_blocks, top, scale, skip, block_sums, totals);
+    approx_block_sums_plain(values, num_blocks, top, scale, skip, keys, tail_key, block_sums, totals);
+}
+
+/* The key below which a block is far from `top` (TAIL_LOG2 binary orders of e under it). */
+static int32_t tail_key_below(float top, double temperature) {
+    return float_key((float)((double)top - TAIL_LOG2 * 0.6931471805599453 * temperature));
 }
 
 /* ---- Candidates: (key, value, id), ordered by key descending then id ascending ---- */
@@ -455,12 +535,35 @@ static int32_t kth_largest(const int32_t *keys, int64_t n, int64_t k, uint32_t *
     return (int32_t)(scratch[0] ^ 0x80000000u); /* every key left is the k-th largest */
 }
 
+/* A key that at least k of the n keys reach (1 <= k <= n), at most 2^16 key steps (a 128th of a
+ * binade) below the k-th largest: one pass counting the keys by their top 16 bits' distance under
+ * `top` (the largest key), then the buckets from the top down: one pass where kth_largest made
+ * four, and a top-k collection at it finds at most a few more tokens; when the k-th largest lies
+ * 255 buckets or more below the top, kth_largest itself. */
+static int32_t kth_largest_floor(const int32_t *keys, int64_t n, int64_t k, int32_t top, uint32_t *scratch) {
+    const uint32_t top_bucket = ((uint32_t)top ^ 0x80000000u) >> 16;
+    uint32_t count[256];
+    int64_t i, above = 0;
+    memset(count, 0, sizeof count);
+    for (i = 0; i < n; i++) {
+        uint32_t below = top_bucket - (((uint32_t)keys[i] ^ 0x80000000u) >> 16);
+        count[below < 255u ? below : 255u]++;
+    }
+    for (i = 0; i < 255; i++) {
+        above += count[i];
+        if (above >= k) return (int32_t)(((top_bucket - (uint32_t)i) << 16) ^ 0x80000000u);
+    }
+    return kth_largest(keys, n, k, scratch);
+}
+
 /* ---- Radix sorts for long candidate lists: a top-p cut on a flat row keeps most of the vocabulary,
  * and introsort's comparisons on 24-byte candidates made such a row ~12 ms (7x the Python twin's
  * numpy sort). Stable LSD passes over the bytes of an unsigned rank, skipping bytes every candidate
  * shares; the same order as `before` (ties in key keep their input order, which is id order). ---- */
 
 #define RADIX_MIN 512 /* shorter lists: introsort */
+#define SELECT_RANKS 8 /* top-p ranks found by scans before the rest is sorted */
+#define DROP_MAX 16 /* candidates past k that drop_last removes; more go to select_first */
 
 /* Ascending rank for `key` descending: the IEEE bits made monotone (-0 as +0; keys are never NaN). */
 static inline uint64_t descending_rank(double key) {
@@ -533,6 +636,27 @@ static void sort_by_id(candidate *c, candidate *scratch, int64_t n) {
     sort_candidates(c, n);
 }
 
+/* Sorts a list that is in id order but for a few late arrivals (a scan's tokens, then overrides):
+ * insertion, which moves only those few, where sort_by_id would sort all of it again. */
+static void sort_by_id_nearly_sorted(candidate *c, int64_t n) {
+    int64_t i, j;
+    for (i = 1; i < n; i++) {
+        candidate item = c[i];
+        for (j = i; j > 0 && item.id < c[j - 1].id; j--) c[j] = c[j - 1];
+        c[j] = item;
+    }
+}
+
+/* Removes the `drop` candidates that come last in `before`'s order from c[0..n), keeping the
+ * others in their order: a few scans where select_first would scramble the list. */
+static void drop_last(candidate *c, int64_t n, int64_t drop) {
+    for (; drop > 0; drop--, n--) {
+        int64_t worst = 0, i;
+        for (i = 1; i < n; i++) worst = before(&c[worst], &c[i]) ? i : worst;
+        memmove(c + worst, c + worst + 1, (size_t)(n - worst - 1) * sizeof *c);
+    }
+}
+
 /* ---- Per-request state ---- */
 
 typedef struct {
@@ -558,6 +682,7 @@ typedef struct {
     int32_t token;
     int32_t entry; /* its penalty_entry in the request */
     double value;  /* the penalized float64 logit, before temperature */
+    double scaled; /* value / temperature, made once (rows with a temperature) */
 } override;
 
 struct np_sampler {
@@ -770,6 +895,7 @@ typedef struct {
     /* Pass F made with pass A (fused_pass): its sums over the row's unpenalized full blocks,
      * relative to the float of key fused_top. */
     int fused;
+    int coarse_used; /* the last softmax_sums took far blocks' coarse sum */
     int32_t fused_top;
     double fused_sums[2]; /* sum, weight */
 } row_view;
@@ -842,12 +968,14 @@ static void copy_marked(row_view *v) {
 
 #define FUSED_CHUNK 32 /* blocks per step of fused_pass: 16 KB, in L1 for pass F after pass A */
 
-/* Pass A with pass F for rows that will need the softmax sum: one read of the row from memory where
- * the two passes made two. Each chunk of blocks gets its keys, then its sums relative to the
- * largest float seen so far (what came before is scaled by exp of the difference, in float64, when
- * that grows), skipping blocks with penalized tokens (their copies are summed later). The
- * per-block sums go to s->block_sum when `per_block` asks. */
-static void fused_pass(row_view *v, int per_block) {
+/* Pass A with pass F for rows that draw from the whole vocabulary (their draw walks the per-block
+ * sums): one read of the row from memory where the two passes made two. Each chunk of blocks gets
+ * its keys, then its sums relative to the largest float seen so far (what came before is scaled by
+ * exp of the difference, in float64, when that grows), skipping blocks with penalized tokens
+ * (their copies are summed later). The per-block sums go to s->block_sum. Top-p rows are not
+ * fused: their pass F, knowing the row's top, takes the coarse sum for far blocks (TAIL_LOG2),
+ * which more than pays for reading the row again from cache. */
+static void fused_pass(row_view *v) {
     np_sampler *s = v->s;
     double temperature = v->r->params.temperature;
     float scale = (float)(1.4426950408889634 / temperature);
@@ -859,7 +987,7 @@ static void fused_pass(row_view *v, int per_block) {
     for (c = 0; c < v->full_blocks; c += FUSED_CHUNK) {
         int64_t n = v->full_blocks - c < FUSED_CHUNK ? v->full_blocks - c : FUSED_CHUNK;
         int32_t chunk_top = KEY_NEG_INF;
-        double totals[2];
+        double totals[3];
         v->nan_seen |= block_keys(v->row + c * BLOCK, n, s->block_key + c);
         for (b = c; b < c + n; b++) chunk_top = s->block_key[b] > chunk_top ? s->block_key[b] : chunk_top;
         if (chunk_top > top) {
@@ -867,31 +995,44 @@ static void fused_pass(row_view *v, int per_block) {
                 double factor = exp_nonpositive(((double)key_float(top) - (double)key_float(chunk_top)) / temperature);
                 v->fused_sums[0] *= factor;
                 v->fused_sums[1] *= factor;
-                for (b = 0; per_block && b < c; b++) s->block_sum[b] *= factor;
+                for (b = 0; b < c; b++) s->block_sum[b] *= factor;
             }
             top = chunk_top;
         }
         if (top == KEY_NEG_INF || top >= KEY_POS_INF) {
             /* Nothing finite yet (every float so far is -inf: they add nothing), or +inf or NaN,
              * which fail the row. */
-            for (b = c; per_block && b < c + n; b++) s->block_sum[b] = 0.0;
+            for (b = c; b < c + n; b++) s->block_sum[b] = 0.0;
             continue;
         }
-        approx_block_sums(v->row + c * BLOCK, n, key_float(top), scale, s->dirty + c,
-                          per_block ? s->block_sum + c : NULL, totals);
+        approx_block_sums(v->row + c * BLOCK, n, key_float(top), scale, s->dirty + c, NULL, 0, s->block_sum + c, totals);
         v->fused_sums[0] += totals[0];
         v->fused_sums[1] += totals[1];
     }
     v->fused_top = top;
 }
 
-/* Stage 1 as overrides (their tokens masked in their blocks) and pass A, fused with pass F when
- * `sums` says the row will need the softmax sum (2 with its per-block parts). */
-static void prepare_row(row_view *v, int sums) {
+/* x / penalty where x > 0, else x * penalty (the spec's repetition penalty). Both sides are computed
+ * and picked through bit masks: the sign is a coin toss per token, and GCC turned the conditional
+ * into a branch that mispredicted half the time (a quarter of a penalized row's own work). */
+static inline double repetition_penalized(double x, double penalty) {
+    double divided = x / penalty, multiplied = x * penalty, picked;
+    uint64_t a, b, positive = -(uint64_t)(x > 0);
+    memcpy(&a, &divided, sizeof a);
+    memcpy(&b, &multiplied, sizeof b);
+    a = (a & positive) | (b & ~positive);
+    memcpy(&picked, &a, sizeof picked);
+    return picked;
+}
+
+/* Stage 1 as overrides (their tokens masked in their blocks) and pass A, fused with pass F (and its
+ * per-block sums) when `fused` says the row will draw from the whole vocabulary. */
+static void prepare_row(row_view *v, int fused) {
     np_sampler *s = v->s;
     const request *r = v->r;
     const np_sampling_params *p = &r->params;
     double penalty = p->repetition_penalty, frequency = p->frequency_penalty, presence = p->presence_penalty;
+    double temperature = p->temperature;
     int64_t i;
     v->num_copies = 0;
     v->num_overrides = 0;
@@ -908,21 +1049,20 @@ static void prepare_row(row_view *v, int sums) {
     }
     /* Pass A before the penalties' values: it streams the row into cache, where their scattered
      * reads then hit. */
-    if (sums && v->full_blocks > 0) {
-        fused_pass(v, sums > 1);
+    if (fused && v->full_blocks > 0) {
+        fused_pass(v);
     } else {
         v->nan_seen = block_keys(v->row, v->full_blocks, s->block_key);
     }
     for (i = 0; i < v->num_overrides; i++) {
-        /* Both sides of the repetition penalty are computed, so that the sign picks with no branch
-         * (it is a coin toss per token). */
         const penalty_entry *entry = &r->entries[s->overrides[i].entry];
         float raw = v->row[entry->token];
-        double x = (double)raw, divided = x / penalty, multiplied = x * penalty;
+        double x = (double)raw;
         int64_t b = entry->token / BLOCK;
-        if (r->track_seen && entry->seen) x = x > 0 ? divided : multiplied;
+        if (r->track_seen && entry->seen) x = repetition_penalized(x, penalty);
         if (r->track_counts && entry->count > 0) x -= frequency * (double)entry->count + presence;
         s->overrides[i].value = x;
+        if (temperature > 0.0) s->overrides[i].scaled = x / temperature;
         v->nan_seen |= x != x;
         /* A block keeps its key unless a penalized token holds it (or ties it): then the key is
          * taken again without the penalized floats (once: the key no longer matches). */
@@ -1109,10 +1249,21 @@ static int64_t top_p_min_p_draw(const row_view *v, candidate *c, int64_t n, doub
     }
     if (p->top_p < 1.0) {
         double sum_before = 0.0, last_kept_before = 0.0;
+        int64_t ranked = 0; /* c[0..ranked) holds the first ranks in order */
         for (i = 0; i < n; i++) c[i].key = c[i].value;
-        sort_by_key(c, v->s->cands_scratch, n); /* p descending, id ascending */
         for (i = 0; i < n; i++) {
             if (!(sum_before < p->top_p)) break;
+            if (i == ranked && ranked < SELECT_RANKS) {
+                /* The next rank by one scan (most cuts keep a few tokens, and a sort of the whole list
+                 * cost more than the rest of a top-k row); past SELECT_RANKS, the sort. */
+                int64_t best = i, j;
+                for (j = i + 1; j < n; j++) best = before(&c[j], &c[best]) ? j : best;
+                swap(&c[i], &c[best]);
+                ranked++;
+            } else if (i == ranked) {
+                sort_by_key(c + i, v->s->cands_scratch, n - i); /* p descending, id ascending */
+                ranked = n;
+            }
             last_kept_before = sum_before;
             sum_before += c[i].value;
         }
@@ -1147,8 +1298,8 @@ static int64_t sample_top_k(row_view *v, double m) {
     for (b = 0; b < v->num_blocks; b++) finite_blocks += s->block_key[b] > KEY_NEG_INF;
     collect_all = k > finite_blocks;
     if (!collect_all) {
-        /* At least k tokens reach the k-th largest block maximum, so the k best are all at or above it. */
-        threshold = kth_largest(s->block_key, v->num_blocks, k, (uint32_t *)s->copy_key);
+        /* At least k tokens reach the threshold (k block maxima do), so the k best are all at or above it. */
+        threshold = kth_largest_floor(s->block_key, v->num_blocks, k, max_block_key(v), (uint32_t *)s->copy_key);
         {
             /* Dividing by the temperature could merge a float just below the threshold with it (only
              * when x / t underflows or overflows); then take every token instead. */
@@ -1161,7 +1312,7 @@ static int64_t sample_top_k(row_view *v, double m) {
             c[i].key = (double)v->row[i] / temperature;
             c[i].id = (int32_t)i;
         }
-        for (i = 0; i < v->num_overrides; i++) c[s->overrides[i].token].key = s->overrides[i].value / temperature;
+        for (i = 0; i < v->num_overrides; i++) c[s->overrides[i].token].key = s->overrides[i].scaled;
         n = v->vocab;
     } else {
         float at = key_float(threshold);
@@ -1182,17 +1333,26 @@ static int64_t sample_top_k(row_view *v, double m) {
             /* k tokens reach the threshold already, so an override below it cannot make the k best. */
             double floor = (double)key_float(threshold) / temperature;
             for (i = 0; i < v->num_overrides; i++) {
-                double y = s->overrides[i].value / temperature;
+                double y = s->overrides[i].scaled;
                 if (y < floor) continue;
                 c[n].key = y;
                 c[n++].id = s->overrides[i].token;
             }
         }
     }
-    select_first(c, n, k);
-    n = k;
-    for (i = 0; i < n; i++) c[i].value = c[i].key;
-    sort_by_id(c, s->cands_scratch, n);
+    if (n - k <= DROP_MAX) {
+        /* Usually a few more than k reach the threshold: drop those, and the list stays in the
+         * scan's id order (the overrides, last, are few). */
+        drop_last(c, n, n - k);
+        n = k;
+        for (i = 0; i < n; i++) c[i].value = c[i].key;
+        sort_by_id_nearly_sorted(c, n);
+    } else {
+        select_first(c, n, k);
+        n = k;
+        for (i = 0; i < n; i++) c[i].value = c[i].key;
+        sort_by_id(c, s->cands_scratch, n);
+    }
     /* Stage 5 in id order: e = exp(x - m), Z summed left to right, p = e / Z. */
     for (i = 0; i < n; i++) {
         c[i].value = exp(c[i].value - m);
@@ -1220,7 +1380,7 @@ static int64_t collect_above(row_view *v, double m, double floor, double *mass) 
             c[i].id = (int32_t)i;
         }
         for (i = 0; i < v->num_overrides; i++) {
-            c[s->overrides[i].token].value = exp_nonpositive(s->overrides[i].value / temperature - m);
+            c[s->overrides[i].token].value = exp_nonpositive(s->overrides[i].scaled - m);
         }
         for (i = 0; i < v->vocab; i++) sum += c[i].value;
         *mass = sum;
@@ -1254,7 +1414,7 @@ static int64_t collect_above(row_view *v, double m, double floor, double *mass) 
         }
     }
     for (i = 0; i < v->num_overrides; i++) {
-        double e = exp_nonpositive(s->overrides[i].value / temperature - m);
+        double e = exp_nonpositive(s->overrides[i].scaled - m);
         if (e < floor) continue;
         c[n].value = e;
         c[n++].id = s->overrides[i].token;
@@ -1264,13 +1424,20 @@ static int64_t collect_above(row_view *v, double m, double floor, double *mass) 
     return n;
 }
 
+/* How softmax_sums makes Z, cheapest first: pass F with far blocks' coarse sum (TAIL_LOG2), pass F,
+ * pass B. A decision the bound leaves open goes to the next level: to SUM_FAST only when the
+ * coarse blocks widened the bound (a flatter row, whose cut is often within it), else SUM_EXACT. */
+enum { SUM_COARSE, SUM_FAST, SUM_EXACT };
+
 /* The softmax sum Z = sum of exp(x / temperature - m), exact (pass B) or approximate (pass F) with
- * *error bounding |result - Z|; with `per_block`, its parts per block in block_sum as well. */
-static double softmax_sums(row_view *v, double m, int exact, int per_block, double *error) {
+ * *error bounding |result - Z|; with `per_block`, its parts per block in block_sum as well (and no
+ * coarse blocks). Sets v->coarse_used. */
+static double softmax_sums(row_view *v, double m, int level, int per_block, double *error) {
     np_sampler *s = v->s;
-    double temperature = v->r->params.temperature, z = 0.0, weight = 0.0, factor = 0.0;
+    double temperature = v->r->params.temperature, z = 0.0, weight = 0.0, tail = 0.0, factor = 0.0;
     int32_t top_key = max_block_key(v);
     int64_t b, i;
+    int exact = level == SUM_EXACT;
     per_block |= exact;
     copy_marked(v);
     if (exact) {
@@ -1280,7 +1447,7 @@ static double softmax_sums(row_view *v, double m, int exact, int per_block, doub
     } else if (top_key > KEY_NEG_INF) {
         /* Relative to the largest float, then scaled to m (which an override may exceed). */
         float top, scale = (float)(1.4426950408889634 / temperature);
-        double row_totals[2], copy_totals[2];
+        double row_totals[3], copy_totals[3];
         if (v->fused) {
             /* The row's sums are made (fused_pass); only the ragged tail can beat their top. */
             double shift = 1.0;
@@ -1293,23 +1460,28 @@ static double softmax_sums(row_view *v, double m, int exact, int per_block, doub
             }
             row_totals[0] = v->fused_sums[0] * shift;
             row_totals[1] = v->fused_sums[1] * shift;
+            row_totals[2] = 0.0; /* the fused pass keeps per-block sums: no coarse blocks */
             for (b = 0; per_block && shift != 1.0 && b < v->full_blocks; b++) s->block_sum[b] *= shift;
             v->fused = 0; /* used: an exact retry recomputes everything */
             top = key_float(top_key);
         } else {
             top = key_float(top_key);
-            approx_block_sums(v->row, v->full_blocks, top, scale, s->dirty, per_block ? s->block_sum : NULL, row_totals);
+            approx_block_sums(v->row, v->full_blocks, top, scale, s->dirty,
+                              level == SUM_COARSE && !per_block ? s->block_key : NULL, tail_key_below(top, temperature),
+                              per_block ? s->block_sum : NULL, row_totals);
         }
-        approx_block_sums(s->copies, v->num_copies, top, scale, NULL, per_block ? s->copy_sum : NULL, copy_totals);
+        approx_block_sums(s->copies, v->num_copies, top, scale, NULL, NULL, 0, per_block ? s->copy_sum : NULL,
+                          copy_totals);
         /* The fused top can pass m when a penalty lowered the largest float. */
         double lift = (double)top / temperature - m;
         if (lift > 700.0) {
             /* exp(lift) would overflow (a penalty over a tiny temperature: found by the fuzzer, T = 1e-30
              * and a frequency penalty gave Z = inf * 0): the exact sums, relative to m itself. */
-            return softmax_sums(v, m, 1, per_block, error);
+            return softmax_sums(v, m, SUM_EXACT, per_block, error);
         }
         factor = lift > 0.0 ? exp(lift) : exp_nonpositive(lift);
-        z = factor * (row_totals[0] + copy_totals[0]);
+        tail = factor * row_totals[2];
+        z = factor * (row_totals[0] + copy_totals[0]) + TAIL_MID * tail;
         weight = row_totals[1] + copy_totals[1];
         if (per_block) {
             for (i = 0; i < v->num_copies; i++) s->block_sum[s->copy_block[i]] = s->copy_sum[i];
@@ -1320,19 +1492,26 @@ static double softmax_sums(row_view *v, double m, int exact, int per_block, doub
     }
     for (i = 0; i < v->num_overrides; i++) {
         const override *o = &s->overrides[i];
-        double e = exp_nonpositive(o->value / temperature - m);
+        double e = exp_nonpositive(o->scaled - m);
         if (per_block) s->block_sum[o->token / BLOCK] += e;
         if (!exact) z += e;
     }
     if (exact) {
         for (b = 0; b < v->num_blocks; b++) z += s->block_sum[b];
     }
+    v->coarse_used = tail > 0.0;
     /* Twice the worst case of pass F's error terms, plus room for any float64 summation order, plus
-     * 2^-124 per element for the AVX2 pass F's 2^-125 where a is below -125. */
+     * 2^-124 per element for the AVX2 pass F's 2^-125 where a is below -125, plus the far blocks'
+     * coarse sum's half-width (already whole: its bound holds for any a). */
     *error = exact ? 0.0
-                   : 2.0 * (1e-6 * z + 1.25e-7 * factor * weight) + 1e-12 * z +
+                   : 2.0 * (1e-6 * z + 1.25e-7 * factor * weight) + 1e-12 * z + TAIL_HALF * tail +
                          factor * (double)((v->num_blocks + v->num_copies) * BLOCK) * 0x1p-124 + 1e-300;
     return z;
+}
+
+/* The level after `level` for a decision its bound left open. */
+static int next_level(const row_view *v, int level) {
+    return level == SUM_COARSE && v->coarse_used ? SUM_FAST : SUM_EXACT;
 }
 
 /* Stage 8 over the whole vocabulary (no top-p, no min-p): the block where u * Z lands, then the token. */
@@ -1351,7 +1530,7 @@ static int64_t draw_from_all(row_view *v, double m, double z, double error) {
         for (i = 0; i < BLOCK; i++) e[i] = exp_nonpositive((double)data[i] / temperature - m);
         for (k = 0; k < v->num_overrides; k++) {
             const override *o = &s->overrides[k];
-            if (o->token / BLOCK == b) e[o->token % BLOCK] = exp_nonpositive(o->value / temperature - m);
+            if (o->token / BLOCK == b) e[o->token % BLOCK] = exp_nonpositive(o->scaled - m);
         }
         for (i = 0; i < BLOCK && b * BLOCK + i < v->vocab; i++) {
             before = cum;
@@ -1368,7 +1547,7 @@ static int64_t draw_from_all(row_view *v, double m, double z, double error) {
 
 /* Stages 6-8 with top-p over the whole vocabulary: collect tokens above a falling floor until they
  * carry top_p of the mass, then cut, min-p and draw on those. */
-static int64_t draw_nucleus(row_view *v, double m, double z, double error) {
+static int64_t draw_nucleus(row_view *v, double m, double z, double error, int *level) {
     static const double floors[] = {0.5, 0.25, 0x1p-4, 0x1p-8, 0x1p-16, 0x1p-32, 0x1p-64, 0.0};
     np_sampler *s = v->s;
     const np_sampling_params *p = &v->r->params;
@@ -1387,13 +1566,14 @@ static int64_t draw_nucleus(row_view *v, double m, double z, double error) {
             s->cands[i].value /= z;
         }
         picked = top_p_min_p_draw(v, s->cands, n, 1.0 / z, complete, error / z, &untouched);
-        if (picked == AMBIGUOUS && untouched) {
-            /* The bound could flip the cut: Z exactly (pass B), then the cut again on the same
-             * candidates, where the caller's redo would collect them all again. */
-            z = softmax_sums(v, m, 1, 0, &error);
-            s->exact_passes++;
+        while (picked == AMBIGUOUS && untouched && *level != SUM_EXACT) {
+            /* The bound could flip the cut: Z at the next level (the exact one last), then the cut
+             * again on the same candidates, where the caller's redo would collect them all again. */
+            *level = next_level(v, *level);
+            z = softmax_sums(v, m, *level, 0, &error);
+            s->exact_passes += *level == SUM_EXACT;
             for (i = 0; i < n; i++) s->cands[i].value = s->cands[i].key / z;
-            picked = top_p_min_p_draw(v, s->cands, n, 1.0 / z, complete, 0.0, &untouched);
+            picked = top_p_min_p_draw(v, s->cands, n, 1.0 / z, complete, error / z, &untouched);
         }
         if (picked != NEED_MORE) return picked;
     }
@@ -1403,7 +1583,7 @@ static int64_t draw_nucleus(row_view *v, double m, double z, double error) {
 /* Rows without top-k: stages 3 and 5-8 over the whole vocabulary. */
 static int64_t sample_full(row_view *v, double m) {
     const np_sampling_params *p = &v->r->params;
-    int exact;
+    int level = SUM_COARSE;
     if (p->top_p == 1.0 && p->min_p > 0.0) {
         /* Min-p alone never needs Z: p >= min_p * max p is e >= min_p, and the draw is scale-free. */
         double mass;
@@ -1411,14 +1591,15 @@ static int64_t sample_full(row_view *v, double m) {
         int untouched;
         return top_p_min_p_draw(v, v->s->cands, n, 1.0, 1, 0.0, &untouched);
     }
-    /* First with the fast approximate Z; only when that could flip a decision, again exactly. */
-    for (exact = 0; exact <= 1; exact++) {
-        double error, z = softmax_sums(v, m, exact, p->top_p == 1.0, &error);
-        v->s->exact_passes += exact;
-        int64_t picked = p->top_p < 1.0 ? draw_nucleus(v, m, z, error) : draw_from_all(v, m, z, error);
+    /* First with the cheapest approximate Z; only when that could flip a decision, again more exactly. */
+    for (;;) {
+        double error, z = softmax_sums(v, m, level, p->top_p == 1.0, &error);
+        v->s->exact_passes += level == SUM_EXACT;
+        int64_t picked = p->top_p < 1.0 ? draw_nucleus(v, m, z, error, &level) : draw_from_all(v, m, z, error);
         if (picked >= 0) return picked;
+        if (level == SUM_EXACT) return v->vocab - 1; /* unreachable: the exact pass is never ambiguous */
+        level = next_level(v, level);
     }
-    return v->vocab - 1; /* unreachable: the exact pass is never ambiguous */
 }
 
 /* Stages 1-8 for one row; NP_OK with *token, or NP_ERR_NONFINITE. */
@@ -1432,11 +1613,12 @@ static int sample_row(np_sampler *s, const request *r, const float *row, int64_t
     v.num_blocks = (vocab + BLOCK - 1) / BLOCK;
     v.full_blocks = vocab / BLOCK;
     {
-        /* Rows that will need the softmax sum (stage 6 or 8 over the whole vocabulary) get pass F
-         * with pass A; with the per-block parts when the draw walks the blocks (no top-p). */
+        /* Rows that draw from the whole vocabulary (no top-k, top-p or min-p) get pass F with pass A
+         * and its per-block sums; top-p rows take pass F later, once pass A has found the top. */
         const np_sampling_params *p = &r->params;
-        int whole = p->temperature > 0.0 && !(p->top_k > 0 && p->top_k < vocab) && !(p->top_p == 1.0 && p->min_p > 0.0);
-        prepare_row(&v, whole ? (p->top_p == 1.0 ? 2 : 1) : 0);
+        int draws_from_all = p->temperature > 0.0 && !(p->top_k > 0 && p->top_k < vocab) && p->top_p == 1.0 &&
+                             !(p->min_p > 0.0);
+        prepare_row(&v, draws_from_all);
     }
     if (v.nan_seen) {
         status = NP_ERR_NONFINITE;
@@ -1448,7 +1630,7 @@ static int sample_row(np_sampler *s, const request *r, const float *row, int64_t
         int64_t i;
         m = best_key > KEY_NEG_INF ? (double)key_float(best_key) / temperature : -INFINITY;
         for (i = 0; i < v.num_overrides; i++) {
-            double y = s->overrides[i].value / temperature;
+            double y = s->overrides[i].scaled;
             m = y > m ? y : m;
         }
         if (!isfinite(m)) {

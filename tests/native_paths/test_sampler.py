@@ -113,6 +113,52 @@ def test_decisions_too_close_for_the_fast_sum_are_redone_exactly() -> None:
     assert sampler.exact_passes == 2
 
 
+@requires_native
+def test_the_far_blocks_coarse_sum_never_decides_a_cut_its_bound_leaves_open(pass_f_build: str) -> None:
+    """Blocks 15 binary orders under the top take pass F's coarse 2^a, exact there (a is an integer),
+    so their midpoint estimate is 2.9% low: p(A) reads 0.9008 where it is 0.8995. A top-p 0.9 cut made
+    on that estimate would keep A alone; the bound leaves it open and a tighter sum keeps A and B, and
+    the draw at u = 0.99 lands on B, as in Python. A last row, p(A) = 0.93, is decided at once."""
+    vocab, bulk = 16 * 128, 1824
+
+    def row(p_a: float) -> np.ndarray:
+        x = np.full(vocab, -INF)
+        x[128 : 128 + bulk] = -15 * np.log(2)  # blocks 1-15: far below A, in the coarse sum
+        e_bulk = bulk * 2.0**-15  # relative to A's e = 1
+        x[5], x[6] = 0.0, np.log(1 / p_a - 1 - e_bulk)  # A and B share block 0: summed finely
+        return x
+
+    logits = np.array([row(0.8995)] * 4 + [row(0.93)], dtype=np.float32)
+    python, native = PythonSampler(), make_native()
+    for seq_id in range(len(logits)):
+        for sampler in (python, native):
+            sampler.add(seq_id, SamplingParams(temperature=1.0, top_p=0.9, seed=seed_for(0.99)), [])
+    seq_ids = list(range(len(logits)))
+    expected = python.sample(torch.from_numpy(logits), seq_ids)
+    assert expected == [6, 6, 6, 6, 5]
+    assert native.sample(torch.from_numpy(logits), seq_ids) == expected
+
+
+@requires_native
+def test_twins_agree_when_the_kth_block_lies_binades_below_the_top() -> None:
+    """Top-k's threshold comes from counting block maxima by their top 16 bits under the largest;
+    three blocks far above the rest put the k-th largest 255 such buckets down, where the exact
+    radix selection takes over."""
+    rng = np.random.default_rng(41)
+    rows, vocab = 4, 40 * 128 + 3
+    python, native = PythonSampler(), make_native()
+    requests = {}
+    for seq_id in range(rows):
+        request = SamplingParams(temperature=1.0, top_k=(2, 10, 30, 60)[seq_id], seed=500 + seq_id)
+        requests[seq_id] = (request, [], [])
+        python.add(seq_id, request, [])
+        native.add(seq_id, request, [])
+    for _ in range(3):
+        logits = rng.standard_normal((rows, vocab)) * 0.5 + 0.01
+        logits[:, [40, 700, 3000]] = 5000.0 + rng.standard_normal((rows, 3))
+        compare_step(python, native, logits.astype(np.float32), list(range(rows)), requests)
+
+
 # -- twin against twin ---------------------------------------------------------------------------
 
 params_strategy = st.builds(
