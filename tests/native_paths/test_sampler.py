@@ -159,6 +159,26 @@ def test_twins_agree_when_the_kth_block_lies_binades_below_the_top() -> None:
         compare_step(python, native, logits.astype(np.float32), list(range(rows)), requests)
 
 
+@requires_native
+def test_twins_agree_when_a_penalty_lifts_many_prompt_tokens_into_the_top_k() -> None:
+    """A repetition penalty below 1 multiplies positive logits: a third of a 400-token prompt then
+    clears the top-k threshold, more overrides than the order-keeping drop takes (select_first's turn)."""
+    rng = np.random.default_rng(17)
+    rows, vocab = 3, 49152
+    python, native = PythonSampler(), make_native()
+    requests = {}
+    for seq_id in range(rows):
+        top_k = (50, 120, 300)[seq_id]
+        request = SamplingParams(temperature=0.8, top_k=top_k, repetition_penalty=0.3, seed=70 + seq_id)
+        prompt = rng.integers(0, vocab, size=400).tolist()
+        requests[seq_id] = (request, prompt, [])
+        python.add(seq_id, request, prompt)
+        native.add(seq_id, request, prompt)
+    for _ in range(3):
+        logits = rng.standard_normal((rows, vocab)) * 2.5
+        compare_step(python, native, logits.astype(np.float32), list(range(rows)), requests)
+
+
 # -- twin against twin ---------------------------------------------------------------------------
 
 params_strategy = st.builds(
