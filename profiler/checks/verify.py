@@ -158,19 +158,22 @@ def resolution(predicted: float | None, low: float | None, high: float | None) -
 
     No run length is promised: on SmolLM2 `concurrency-30` the half-width was about 1.7 points at 60
     requests (256 steps) and 1.0 at 240 (640 steps), but still 0.7-1.0 at 1,000 (2,300 steps, with twice
-    the batch and longer steps), where the square-root rule said 0.6; the model span's noise sets it
-    there. A 2% gain needs 0.4."""
+    the batch and longer steps), where the square-root rule said 0.6, and 0.8 at 3,000 (6,600 steps, on a
+    day the machine's steps ran 1.3x longer); the model span's noise sets it there. A 2% gain needs 0.4.
+    The twin's own part (own_gain) is judged apart: its half-width was 0.05 points at 3,000 requests."""
     if predicted is None or low is None or high is None or predicted == 0:
         return {"half_width": None, "band": None, "resolves": None}
     half, band = (high - low) / 2, AGREEMENT_BAND * abs(predicted)
     return {"half_width": half, "band": band, "resolves": half <= band}
 
 
-def inrun_entry(prediction: dict[str, Any], gain: InRunGain, switches: int) -> dict[str, Any]:
+def inrun_entry(prediction: dict[str, Any], gain: InRunGain, switches: int, own: str | None = None) -> dict[str, Any]:
     """The verify section's entry of a twin measured in one switched run: its gain at the same steps with the
-    interval (the measured gain), whether that interval can judge the prediction, and the noisier gain at
-    each side's own mix of steps (busy_gain)."""
+    interval (the measured gain), whether that interval can judge the prediction, the noisier gain at
+    each side's own mix of steps (busy_gain), and the part of the gain in the twin's `own` phase with its
+    interval (own_gain): the saving Amdahl's prediction is about, judged apart from the other phases' noise."""
     predicted = prediction.get("predicted_gain")
+    own_gain = gain.parts.get(own) if own is not None else None
     return {
         "method": "in-run",
         "share": prediction["share"],
@@ -184,6 +187,9 @@ def inrun_entry(prediction: dict[str, Any], gain: InRunGain, switches: int) -> d
         "busy_gain": gain.gain, "busy_low": gain.low, "busy_high": gain.high,
         "mix_coverage": gain.mix_coverage,
         "parts": gain.parts,  # phase -> its part of measured_gain: the twin's own, and any effect on the others
+        "own_gain": own_gain, "own_low": gain.own_low, "own_high": gain.own_high,
+        "own_agreement": _agreement(own_gain, predicted),
+        "own_within": _within(predicted, gain.own_low, gain.own_high),
         "pairs": gain.pairs,
         "steps": gain.steps,
         "switches": switches,
@@ -293,13 +299,13 @@ def _switched_run(outcome: SessionOutcome, options: Any, prediction: dict[str, A
         return f"{failed} request(s) failed in its run (see {_relative(outcome, Path(run.run_dir))}/requests.csv)"
     calls = switch.calls
     labelled = label_steps(calls, run.steps)
-    gain = inrun_gain(labelled)
+    gain = inrun_gain(labelled, own="sampler")
     if gain is None or switch.switches < 2:
         return (f"its run was too short for the twins to take turns ({switch.switches} switch(es) in "
                 f"{len(calls)} sampler calls, {switch.block_steps} a block)")  # fmt: skip
     # Which twin served each step, beside the run's steps.csv: the figures can be taken again from the files.
     write_text_atomic(Path(run.run_dir) / TURNS_FILE, labelled[["step", "block", "native"]].to_csv(index=False))
-    entry = inrun_entry(prediction, gain, switch.switches)
+    entry = inrun_entry(prediction, gain, switch.switches, own="sampler")
     entry["run_dir"] = _relative(outcome, Path(run.run_dir))
     entry["turns"] = f"{entry['run_dir']}/{TURNS_FILE}"
     return entry

@@ -365,13 +365,28 @@ def noise_warning(result: RunResult) -> str | None:
 
 
 def unresolved_note(name: str, entry: dict[str, Any]) -> str | None:
-    """Why an in-run measured gain cannot judge its prediction (profiler.checks.verify.resolution); None when
-    it can, or when the entry has no such figures."""
+    """Why an in-run measured gain cannot judge its prediction (profiler.checks.verify.resolution), and what its
+    own phase's part says meanwhile; None when it can, or when the entry has no such figures."""
     if entry.get("resolves") is not False or not entry.get("predicted_gain"):
         return None
-    return (f"{name}: its interval (±{entry['half_width'] * 100:.1f} points) is wider than "
+    note = (f"{name}: its interval (±{entry['half_width'] * 100:.1f} points) is wider than "
             f"±{entry['band'] / abs(entry['predicted_gain']):.0%} of its prediction (±{entry['band'] * 100:.1f}), so "
-            "this run cannot say whether the prediction holds; more measured requests (-r) narrow it")  # fmt: skip
+            "this run cannot say whether the end-to-end prediction holds; more measured requests (-r) narrow it "
+            "while the machine holds steady")  # fmt: skip
+    own = own_part_text(entry)
+    if own:
+        note += (f"; its own span saved {entry['own_gain'] * 100:+.1f} points{own}, an interval the other spans' "
+                 "noise does not widen")  # fmt: skip
+    return note
+
+
+def own_part_text(entry: dict[str, Any]) -> str:
+    """' [low, high] (0.99x its prediction)' for an in-run entry's own-phase part (points of step time), or ''."""
+    low, high, agreement = entry.get("own_low"), entry.get("own_high"), entry.get("own_agreement")
+    if entry.get("own_gain") is None or low is None or high is None:
+        return ""
+    ratio = f" ({agreement:.2f}x its prediction)" if agreement is not None else ""
+    return f" [{low * 100:.1f}, {high * 100:.1f}]{ratio}"
 
 
 def _measured_text(measured: float | None, noise: float | None, verified: dict[str, Any] | None = None) -> str:

@@ -108,6 +108,37 @@ def test_the_gains_come_from_block_pairs_and_the_same_steps_gain_holds_the_kinds
     assert label_steps(calls, _steps(rows))["native"].tolist() == [call[2] for call in calls]
 
 
+def test_the_twins_own_phase_gets_an_interval_the_other_phases_noise_does_not_widen() -> None:
+    # 40 ABBA pairs of 8-step blocks at one batch size: the model span wanders (noise of 8% of a step, slow
+    # and step to step, the same for both twins) while the sampler costs 9 +- 0.2 ms in Python and 2 +- 0.2
+    # ms in C. The whole gain's interval carries the model's noise; the sampler's part carries only its own.
+    rng = np.random.default_rng(5)
+    rows, calls, now, ms = [], [], 0, 1_000_000
+    drift = 0.0
+    for block in range(80):
+        native = block % 4 in (0, 3)
+        for _ in range(8):
+            drift = 0.7 * drift + rng.normal(0.0, 6.0)
+            model = 100.0 + drift + rng.normal(0.0, 4.0)
+            sampler = (2.0 if native else 9.0) + rng.normal(0.0, 0.2)
+            length = int((model + sampler) * ms)
+            rows.append((now, now + length, 30, 0, sampler, model))
+            calls.append((now + length // 2, block, native))
+            now += length + 5
+    labelled = label_steps(calls, _steps(rows))
+    gain = inrun_gain(labelled, own="sampler", resamples=400)
+    assert gain is not None and gain.pairs == 40
+    python_mean_ms = (labelled["end_ns"] - labelled["start_ns"])[~labelled["native"]].mean() / ms
+    # 7 ms saved over the Python steps' mean; the sampler's own noise moves its part by ~0.02 points.
+    assert gain.parts["sampler"] == pytest.approx(7.0 / python_mean_ms, abs=0.001)
+    assert gain.own_low <= gain.parts["sampler"] <= gain.own_high
+    own_width, whole_width = gain.own_high - gain.own_low, gain.mix_high - gain.mix_low
+    assert own_width < whole_width / 5
+    # Without `own` no part gets an interval, and a phase the steps do not have gets none either.
+    assert inrun_gain(labelled, resamples=50).own_low is None
+    assert inrun_gain(labelled, own="scheduler", resamples=50).own_high is None
+
+
 def test_a_switched_greedy_run_draws_the_tokens_of_an_unswitched_one(tmp_path: Path) -> None:
     """Greedy draws need no RNG or history, so both twins taking turns must give the Python twin's tokens."""
     from native_paths.loader import available

@@ -163,20 +163,28 @@ def test_the_verify_table_shows_an_in_run_gain_with_its_interval_and_where_it_ca
     from profiler.cli.run import render_verify
 
     gain = InRunGain(0.10, -0.07, 0.29, 0.0501, 0.02, 0.0825, 0.83, 25, 393, 20.4, 20.6,
-                     parts={"sampler": 0.0265, "model": 0.0224, "queue": 0.0001})  # fmt: skip
-    entry = inrun_entry({"share": 0.0318, "native_speedup": 9.5, "speedup_source": "replay", "predicted_gain": 0.0285}, gain, 26)
+                     parts={"sampler": 0.0265, "model": 0.0224, "queue": 0.0001},
+                     own_low=0.0241, own_high=0.0290)  # fmt: skip
+    prediction = {"share": 0.0318, "native_speedup": 9.5, "speedup_source": "replay", "predicted_gain": 0.0285}
+    entry = inrun_entry(prediction, gain, 26, own="sampler")
     assert entry["measured_gain"] == 0.0501 and entry["busy_gain"] == 0.10  # the same-steps gain is the measured one
     assert entry["predicted_within"] is True and entry["agreement"] == pytest.approx(0.0501 / 0.0285)
+    # The sampler's own span: its part with its interval, judged against the same prediction.
+    assert (entry["own_gain"], entry["own_low"], entry["own_high"]) == (0.0265, 0.0241, 0.0290)
+    assert entry["own_agreement"] == pytest.approx(0.0265 / 0.0285) and entry["own_within"] is True
+    assert inrun_entry(prediction, gain, 26)["own_gain"] is None  # no own phase named: no own figure
     out = io.StringIO()
     render_verify({"components": {"sampler": entry}, "skipped": {}}, Console(file=out, width=200))
     text = out.getvalue()
     assert "5.0% [2.0%, 8.2%] (1.76x)" in text and "in-run" in text
     assert "[low, high]: 95% interval over the pairs" in text  # not eaten as a style tag
-    assert "sampler +2.6, model +2.2" in text and "queue" not in text  # parts under 0.05 points left out
+    # Parts under 0.05 points are left out; the twin's own part carries its interval.
+    assert "sampler +2.6 [2.4, 2.9] (0.93x its prediction), model +2.2" in text and "queue" not in text
     # +-3.1 points of interval against a band of +-0.57 (20% of 2.85%): too wide to judge the prediction
     assert entry["resolves"] is False and entry["half_width"] == pytest.approx(0.03125)
     assert entry["band"] == pytest.approx(0.2 * 0.0285)
     assert "wider than ±20% of its prediction (±0.6)" in text and "(-r)" in text
+    assert "its own span saved +2.6 points [2.4, 2.9] (0.93x its prediction)" in text
 
 
 def test_an_interval_judges_a_prediction_only_when_it_is_narrower_than_the_band() -> None:

@@ -58,7 +58,10 @@ def test_an_in_run_gain_too_wide_to_judge_its_prediction_says_what_would(run_dir
     result.verdict["verify"] = {"python_runs": 1, "python_spread": None, "components": {"sampler": entry}}
     note = summary.noise_warning(result)
     assert "16 pairs" in note and "sampler: its interval (±1.6 points) is wider than ±20%" in note
-    assert "cannot say whether the prediction holds; more measured requests (-r) narrow it" in note
+    assert "cannot say whether the end-to-end prediction holds; more measured requests (-r) narrow it" in note
+    assert "own span" not in note  # no own-phase figures in this entry
+    entry.update(own_gain=0.0206, own_low=0.0201, own_high=0.0210, own_agreement=0.99)
+    assert "its own span saved +2.1 points [2.0, 2.1] (0.99x its prediction)" in summary.noise_warning(result)
     entry.update(resolves=True)
     assert "wider" not in summary.noise_warning(result)
 
