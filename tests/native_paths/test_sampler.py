@@ -150,9 +150,7 @@ def test_twins_agree_when_the_kth_block_lies_binades_below_the_top() -> None:
     requests = {}
     for seq_id in range(rows):
         request = SamplingParams(temperature=1.0, top_k=(2, 10, 30, 60)[seq_id], seed=500 + seq_id)
-        requests[seq_id] = (request, [], [])
-        python.add(seq_id, request, [])
-        native.add(seq_id, request, [])
+        register(python, native, requests, seq_id, request, [])
     for _ in range(3):
         logits = rng.standard_normal((rows, vocab)) * 0.5 + 0.01
         logits[:, [40, 700, 3000]] = 5000.0 + rng.standard_normal((rows, 3))
@@ -171,9 +169,7 @@ def test_twins_agree_when_a_penalty_lifts_many_prompt_tokens_into_the_top_k() ->
         top_k = (50, 120, 300)[seq_id]
         request = SamplingParams(temperature=0.8, top_k=top_k, repetition_penalty=0.3, seed=70 + seq_id)
         prompt = rng.integers(0, vocab, size=400).tolist()
-        requests[seq_id] = (request, prompt, [])
-        python.add(seq_id, request, prompt)
-        native.add(seq_id, request, prompt)
+        register(python, native, requests, seq_id, request, prompt)
     for _ in range(3):
         logits = rng.standard_normal((rows, vocab)) * 2.5
         compare_step(python, native, logits.astype(np.float32), list(range(rows)), requests)
@@ -212,6 +208,14 @@ def logits_rows(draw: st.DrawFn, rows: int, vocab: int) -> np.ndarray:
     return x.astype(np.float32)
 
 
+def register(python: PythonSampler, native: Sampler, requests: dict[int, tuple[SamplingParams, list[int], list[int]]],
+             seq_id: int, params: SamplingParams, prompt: list[int]) -> None:  # fmt: skip
+    """Adds a sequence to both twins and to `requests`, the record compare_step checks a mismatch against."""
+    requests[seq_id] = (params, prompt, [])
+    python.add(seq_id, params, prompt)
+    native.add(seq_id, params, prompt)
+
+
 def compare_step(python: PythonSampler, native: Sampler, logits: np.ndarray, seq_ids: list[int],
                  requests: dict[int, tuple[SamplingParams, list[int], list[int]]]) -> None:  # fmt: skip
     """Both twins draw one step; a difference must be a near-tie of the reference."""
@@ -243,9 +247,7 @@ def test_twins_draw_the_same_tokens(data: st.DataObject) -> None:
     for seq_id in range(rows):
         params = data.draw(params_strategy, label="params")
         prompt = data.draw(st.lists(st.integers(0, vocab - 1), max_size=12), label="prompt")
-        requests[seq_id] = (params, prompt, [])
-        python.add(seq_id, params, prompt)
-        native.add(seq_id, params, prompt)
+        register(python, native, requests, seq_id, params, prompt)
     for _ in range(data.draw(st.integers(1, 3), label="steps")):
         seq_ids = data.draw(st.permutations(list(range(rows))), label="order")
         compare_step(python, native, data.draw(logits_rows(rows, vocab), label="logits"), seq_ids, requests)
@@ -326,9 +328,7 @@ def test_twins_agree_on_a_real_vocabulary(mix: str, pass_f_build: str) -> None:
         base = options[seq_id % len(options)]
         params = SamplingParams(**{**{k: getattr(base, k) for k in base.__slots__}, "seed": 1000 + seq_id})
         prompt = rng.integers(0, vocab, size=200).tolist()
-        requests[seq_id] = (params, prompt, [])
-        python.add(seq_id, params, prompt)
-        native.add(seq_id, params, prompt)
+        register(python, native, requests, seq_id, params, prompt)
     for _ in range(4):
         logits = rng.standard_normal((rows, vocab)) * 2.5
         spikes = rng.integers(0, vocab, size=(rows, 6))
@@ -353,9 +353,7 @@ def test_twins_agree_when_a_penalty_over_a_tiny_temperature_leaves_the_largest_f
                                  frequency_penalty=2.0, repetition_penalty=3.0 if seq_id == 2 else 1.0,
                                  seed=11 + seq_id)  # fmt: skip
         prompt = [7, 8, 9]
-        requests[seq_id] = (request, prompt, [])
-        python.add(seq_id, request, prompt)
-        native.add(seq_id, request, prompt)
+        register(python, native, requests, seq_id, request, prompt)
     for _ in range(4):
         logits = rng.uniform(-10.0, 10.0, (rows, vocab))
         logits[:, 7] = 12.0  # drawn first, then penalized: no longer the maximum, still the largest float
@@ -388,9 +386,7 @@ def test_twins_agree_where_the_one_pass_softmax_sum_must_rescale(shape: str, pas
         if shape == "penalized_top":
             fields["repetition_penalty"] = 3.0
         request = SamplingParams(**fields)
-        requests[seq_id] = (request, prompt, [])
-        python.add(seq_id, request, prompt)
-        native.add(seq_id, request, prompt)
+        register(python, native, requests, seq_id, request, prompt)
     for _ in range(3):
         logits = rng.standard_normal((rows, vocab)) * 2.0
         if shape == "rising":
