@@ -19,6 +19,13 @@ from typing import Any
 
 INJECTIONS = ("slow_sampler", "contended_lock", "untraced_lock", "allocation_heavy")
 
+# The lock hog's schedule. A sampler call waits about HOLD_MS - R for the lock, where R is the rest of its
+# step, so the wait is the step's largest part while R < HOLD_MS / 2. At 20 of every 22 ms that margin was
+# ~11 ms and a slow CI machine's tiny-model step under --profile deep came near it (the untraced-lock case
+# once found interpreter time, 34%, larger than the lock's); 60 of every 62 ms leaves ~30 ms.
+HOLD_MS = 60.0
+PERIOD_MS = 62.0
+
 
 class SlowSampler:
     """Delegates to a sampler, then spins for (factor - 1) x the time the real call took."""
@@ -49,7 +56,7 @@ class SlowSampler:
 class ContendedSampler(SlowSampler):
     """Every sample() first takes a lock that a hog thread holds for `hold_ms` out of every `period_ms`."""
 
-    def __init__(self, inner: Any, tracer: Any, hold_ms: float = 20.0, period_ms: float = 22.0) -> None:
+    def __init__(self, inner: Any, tracer: Any, hold_ms: float = HOLD_MS, period_ms: float = PERIOD_MS) -> None:
         super().__init__(inner, 1.0)
         self.tracer = tracer
         self.lock = threading.Lock()
@@ -74,7 +81,7 @@ class ContendedSampler(SlowSampler):
 class UntracedContendedSampler(ContendedSampler):
     """ContendedSampler whose lock is a plain threading.Lock taken with `with`: no span, no tracer.lock."""
 
-    def __init__(self, inner: Any, hold_ms: float = 20.0, period_ms: float = 22.0) -> None:
+    def __init__(self, inner: Any, hold_ms: float = HOLD_MS, period_ms: float = PERIOD_MS) -> None:
         from engine.trace import NULL_TRACER
 
         super().__init__(inner, NULL_TRACER, hold_ms, period_ms)

@@ -15,10 +15,10 @@ construction. The verdict's category must name it; a wrong name is a defect of t
                  The model span's kernel share is measured by the default profile's torch.profiler
                  window (step 5), not assumed: the case fails if the split cannot tell kernels from glue
     lock         synthetic:tiny + contended_lock: the sampler first takes a lock a hog thread holds
-                 20 ms of every 22 ms
+                 60 ms of every 62 ms (injections.HOLD_MS)
     untraced-lock the same contention through a plain `with lock:` no tracer sees, under --profile deep;
                  checked on the samples method (the spans cannot see it, and say so). By construction a
-                 sampler call finds the lock held 20/22 of the time and then waits ~10 ms on average,
+                 sampler call finds the lock held 60/62 of the time and then waits ~60 ms less the rest of its step,
                  against steps of a few ms: lock is the samples split's largest category, and most of
                  the lock-object waits sit in the sampler. Judged on the lock samples' components less
                  their GIL waits: on a busy machine the model's glue can outgrow the sampler over all
@@ -113,11 +113,11 @@ CASES: tuple[Case, ...] = (
          "a 30-layer model at concurrency 1, greedy: matmuls over ~0.5 GB of weights per step",
          lambda quick: _closed_loop("kernel", 1, 1 if quick else 3, 12 if quick else 32, GREEDY)),
     Case("lock", "lock", "sampler", "synthetic:tiny",
-         "injection contended_lock: the sampler waits for a lock a hog thread holds 20 of every 22 ms",
+         "injection contended_lock: the sampler waits for a lock a hog thread holds 60 of every 62 ms",
          lambda quick: _closed_loop("lock", 4, 8 if quick else 16, 12 if quick else 24, GREEDY),
          injections={"contended_lock": True}),
     Case("untraced-lock", "lock", "sampler", "synthetic:tiny",
-         "injection untraced_lock: the sampler waits on a plain threading.Lock (no tracer) a hog holds 20 of every 22 ms",
+         "injection untraced_lock: the sampler waits on a plain threading.Lock (no tracer) a hog holds 60 of every 62 ms",
          lambda quick: _closed_loop("untraced-lock", 4, 8 if quick else 16, 12 if quick else 24, GREEDY),
          injections={"untraced_lock": True}, profile="deep", method="samples", sampling_rate=97),
     Case("allocation", "allocation", "sampler", "synthetic:tiny",
