@@ -1,4 +1,4 @@
-"""The measured gain of a twin switched in ABBA blocks within one run, with 95% intervals that resample the block pairs.
+"""The measured gain of a twin switched in ABBA blocks within one run, with 95% intervals that resample units of neighbouring blocks.
 
 Each step is labelled by the sampler call made in it (profiler.checks.twin_switch): its block, and
 whether the C twin served. Two figures, as in profiler.checks.verify: the gain in busy time per token
@@ -33,19 +33,20 @@ class InRunGain:
     """Gains of the C twin over the Python one (0.08: 8% less busy time per token), each with its interval."""
 
     gain: float
-    low: float | None  # interval ends: None when too few pairs to give one
+    low: float | None  # interval ends: None when too few units to give one
     high: float | None
     mix_gain: float | None
     mix_low: float | None
     mix_high: float | None
     mix_coverage: float  # the share of the Python steps whose kind the C twin's steps also had (they fit delta)
-    pairs: int
-    steps: int  # labelled steps in complete pairs
+    pairs: int  # pairs of neighbouring blocks (one of each twin) in the complete units
+    steps: int  # labelled steps in complete units
     batch_native: float | None  # mean batch size of the C blocks' steps, and of the Python blocks'
     batch_python: float | None
     parts: dict[str, float] = field(default_factory=dict)  # phase -> its share of mix_gain (points of step time)
     own_low: float | None = None  # the interval of the twin's own phase's part (inrun_gain's `own`)
     own_high: float | None = None
+    units: int = 0  # the units of blocks the intervals resampled (inrun_gain's unit_blocks)
 
 
 def label_steps(calls: Sequence[tuple[int, int, bool]], steps: pd.DataFrame) -> pd.DataFrame:
@@ -65,20 +66,20 @@ def label_steps(calls: Sequence[tuple[int, int, bool]], steps: pd.DataFrame) -> 
 
 
 def _busy_gain(rows: np.ndarray) -> np.ndarray:
-    """1 - (C ns / C tokens) / (Python ns / Python tokens) per resample of pair rows (C tokens, C ns, Py tokens, Py ns)."""
+    """1 - (C ns / C tokens) / (Python ns / Python tokens) per resample of unit rows (C tokens, C ns, Py tokens, Py ns)."""
     native_tokens, native_ns, python_tokens, python_ns = (rows[..., column].sum(axis=1) for column in range(4))
     with np.errstate(divide="ignore", invalid="ignore"):
         gain = 1.0 - (native_ns / native_tokens) / (python_ns / python_tokens)
     return np.where((native_tokens == 0) | (python_tokens == 0), np.nan, gain)
 
 
-# Per (pair, kind of step) sums whose totals give a weighted within-kind regression: n, a, p, y, a*p, p*p, a*y,
+# Per (unit, kind of step) sums whose totals give a weighted within-kind regression: n, a, p, y, a*p, p*p, a*y,
 # p*y with a = 1 where the C twin served, p = prefill tokens, y = step ms (a*a is a).
 _SUMS = 8
 
 
 def _same_steps_statistic(kinds: int):  # type: ignore[no-untyped-def]
-    """The gain at the same steps per resample of pair rows [the _SUMS sums per kind | Python ms | Python steps]:
+    """The gain at the same steps per resample of unit rows [the _SUMS sums per kind | Python ms | Python steps]:
     step ms = a kind's own level + b * prefill tokens + delta * (C twin served), fitted within kinds; the
     gain is -delta over the Python steps' mean ms."""
 
@@ -103,50 +104,54 @@ def _same_steps_statistic(kinds: int):  # type: ignore[no-untyped-def]
 
 
 def _bound(value: float) -> float | None:
-    """An interval's end, None where the bootstrap had too few pairs to give one (NaN)."""
+    """An interval's end, None where the bootstrap had too few units to give one (NaN)."""
     return float(value) if np.isfinite(value) else None
 
 
-def inrun_gain(labelled: pd.DataFrame, *, own: str | None = None, resamples: int = 2000,
+def inrun_gain(labelled: pd.DataFrame, *, own: str | None = None, unit_blocks: int = 2, resamples: int = 2000,
                seed: int = 0) -> InRunGain | None:  # fmt: skip
     """The C twin's gains over the Python twin's from the run's steps as label_steps labels them (start_ns,
-    end_ns, batch_size, prefill_tokens, block, native); None without a pair of blocks with steps of both.
-    `own` names the twin's own phase (a <phase>_ms column): its part gets an interval over the same pairs."""
+    end_ns, batch_size, prefill_tokens, block, native); None without a unit of blocks with steps of both.
+    The intervals resample whole units of `unit_blocks` neighbouring blocks (an even number: every unit holds
+    both twins' blocks), so that steps whose noise is shared stay together however short the blocks are.
+    `own` names the twin's own phase (a <phase>_ms column): its part gets an interval over the same units."""
+    if unit_blocks < 2 or unit_blocks % 2:
+        raise ValueError(f"unit_blocks={unit_blocks}: a unit holds an even number of blocks, at least 2")
     if not len(labelled):
         return None
-    labelled = labelled.assign(pair=labelled["block"] // 2, ns=labelled["end_ns"] - labelled["start_ns"])
-    sides = labelled.groupby(["pair", "native"]).size().unstack(fill_value=0)
+    labelled = labelled.assign(unit=labelled["block"] // unit_blocks, ns=labelled["end_ns"] - labelled["start_ns"])
+    sides = labelled.groupby(["unit", "native"]).size().unstack(fill_value=0)
     complete = sides.index[(sides.get(True, 0) > 0) & (sides.get(False, 0) > 0)] if len(sides.columns) == 2 else []
-    labelled = labelled[labelled["pair"].isin(complete)]
+    labelled = labelled[labelled["unit"].isin(complete)]
     if not len(labelled):
         return None
-    pairs = np.sort(labelled["pair"].unique())
-    pair_of = np.searchsorted(pairs, labelled["pair"].to_numpy())
+    units = np.sort(labelled["unit"].unique())
+    unit_of = np.searchsorted(units, labelled["unit"].to_numpy())  # each step's unit
     native = labelled["native"].to_numpy(dtype=bool)
     ns = labelled["ns"].to_numpy(dtype=float)
     batch = labelled["batch_size"].to_numpy(dtype=np.int64)
 
-    def per_pair(values: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        return np.bincount(pair_of[mask], weights=values[mask], minlength=len(pairs))
+    def per_unit(values: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        return np.bincount(unit_of[mask], weights=values[mask], minlength=len(units))
 
-    busy_rows = np.column_stack([per_pair(batch.astype(float), native), per_pair(ns, native),
-                                 per_pair(batch.astype(float), ~native), per_pair(ns, ~native)])  # fmt: skip
+    busy_rows = np.column_stack([per_unit(batch.astype(float), native), per_unit(ns, native),
+                                 per_unit(batch.astype(float), ~native), per_unit(ns, ~native)])  # fmt: skip
     busy = bootstrap([busy_rows], _busy_gain, resamples=resamples, seed=seed)
 
     kinds, kind_of = np.unique(batch * 2 + (labelled["prefill_tokens"].to_numpy() > 0), return_inverse=True)
-    cells = pair_of * len(kinds) + kind_of
-    size = len(pairs) * len(kinds)
+    cells = unit_of * len(kinds) + kind_of
+    size = len(units) * len(kinds)
     a = native.astype(float)
     p = labelled["prefill_tokens"].to_numpy(dtype=float)
     y = ns / 1e6
 
-    def per_pair_kind(values: np.ndarray) -> np.ndarray:
-        return np.bincount(cells, weights=values, minlength=size).reshape(len(pairs), len(kinds))
+    def per_unit_kind(values: np.ndarray) -> np.ndarray:
+        return np.bincount(cells, weights=values, minlength=size).reshape(len(units), len(kinds))
 
-    python_mean = [per_pair(y, ~native)[:, None], per_pair(np.ones(len(y)), ~native)[:, None]]
+    python_mean = [per_unit(y, ~native)[:, None], per_unit(np.ones(len(y)), ~native)[:, None]]
 
     def same_rows(values: np.ndarray) -> np.ndarray:  # the fit of `values` (ms per step) over the Python steps' mean
-        return np.hstack([per_pair_kind(column) for column in (np.ones(len(y)), a, p, values, a * p, p * p, a * values,
+        return np.hstack([per_unit_kind(column) for column in (np.ones(len(y)), a, p, values, a * p, p * p, a * values,
                                                                p * values)] + python_mean)  # fmt: skip
 
     statistic = _same_steps_statistic(len(kinds))
@@ -170,7 +175,8 @@ def inrun_gain(labelled: pd.DataFrame, *, own: str | None = None, resamples: int
         gain=busy.point, low=_bound(busy.low), high=_bound(busy.high),
         mix_gain=mix.point if finite else None, mix_low=_bound(mix.low) if finite else None,
         mix_high=_bound(mix.high) if finite else None,
-        mix_coverage=coverage, pairs=len(pairs), steps=len(ns), parts=parts,
+        mix_coverage=coverage, pairs=int(labelled["block"].floordiv(2).nunique()), units=len(units), steps=len(ns),
+        parts=parts,
         batch_native=float(batch[native].mean()), batch_python=float(batch[~native].mean()),
         own_low=_bound(own_part.low) if own_part is not None else None,
         own_high=_bound(own_part.high) if own_part is not None else None,

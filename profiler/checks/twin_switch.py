@@ -4,13 +4,13 @@ Whole runs of the same configuration differ by 2-25% in busy time per token on t
 machine, more than the sampler's predicted gain on most loads; neighbouring blocks of one run share
 the machine's drift and the load's, so a gain measured pair by pair is not the machine's (the idea of
 profiler.overhead.inrun, with the twins in place of the collectors). A block is a number of steps,
-not of seconds: a 30-client step takes 80-170 ms on SmolLM2 and a chat step 40-60, and a block must
-hold enough steps of either. Each sampler call is labelled with the twin that served it, so every
-step is credited to the right twin exactly.
+not of seconds (a 30-client step takes 150-300 ms on SmolLM2 and a chat step 40-60), one by default:
+the twins change every other step, so the machine's slow drift cancels between them. Each sampler
+call is labelled with the twin that served it, so every step is credited to the right twin exactly.
 
 The sampler can change twins between steps because its state is small and rebuilt on demand: each
 live sequence's parameters and its prompt plus the tokens drawn so far. The twin taking over gets
-them as fresh registrations, and its first sample() call of a block pays for that. Two things differ
+them as fresh registrations, and its first sample() call of a block pays for that (~0.1 ms at batch 30). Two things differ
 from an unswitched run, neither of them a cost that favours a twin: a re-registered sequence's RNG
 position starts again at 0, and the tokens it drew count as its prompt (for the repetition penalty;
 frequency and presence penalties count again from the switch). So the switched run's tokens are not
@@ -25,7 +25,16 @@ from typing import Any
 
 from profiler.overhead.inrun import abba_state
 
-BLOCK_STEPS = 8  # sampler calls per block: ~0.4 s of SmolLM2 `chat` (~30 pairs a run), ~0.8 s at 30 clients
+# A block is one step (C, Python, Python, C, ...: the twins change every other step), and the intervals
+# resample units of 8 steps. The model span's noise on this machine is mostly slow (step to step, lag 1,
+# correlation 0.66), and the shorter the blocks, the more of it cancels between the twins. Measured on the
+# switched runs of three SmolLM2 `concurrency-30` verifies (2,300-6,600 steps, the sampler span taken out
+# and the steps labelled afresh), blocks of 1 step gave null gains of -0.10, +0.01 and +0.09 points with
+# half-widths of 0.42-0.52, where blocks of 8 gave 0.77-0.88: the same interval from a quarter to half the
+# steps. Switching is not free, but small and paid by both twins: the first call of a block took 0.12 ms
+# (Python) and 0.17 ms (C) longer than the others (medians at batch >= 25; the C twin saved 6.8 ms a call).
+BLOCK_STEPS = 1  # sampler calls per block
+UNIT_STEPS = 8  # steps per resampled unit (profiler.checks.inrun_gain's unit_blocks = UNIT_STEPS / block)
 MAX_CALLS = 1_000_000  # labels kept (16 bytes each): a longer run keeps the first million
 
 
@@ -90,6 +99,11 @@ class SamplerSwitch:
     def __init__(self, *, block_steps: int | None = None) -> None:
         self.block_steps = BLOCK_STEPS if block_steps is None else block_steps
         self.sampler: SwitchingSampler | None = None
+
+    @property
+    def unit_blocks(self) -> int:
+        """Blocks per unit the intervals resample: UNIT_STEPS' worth, an even number, at least a pair."""
+        return max(2, 2 * round(UNIT_STEPS / self.block_steps / 2))
 
     def install(self, engine: Any) -> None:
         """Before the engine starts: its sampler (the Python twin) becomes the switch's Python side."""

@@ -27,7 +27,7 @@ the quantity Amdahl predicts. The runs are interleaved (P N1 P N2 P ...): each n
 is its two Python neighbours.
 
 The sampler is measured inside one run instead (profiler.checks.twin_switch): its twins take turns in
-ABBA blocks of 8 steps, and both gains come from the block pairs with 95% intervals
+ABBA blocks of one step, and both gains come with 95% intervals over units of 8 neighbouring steps
 (profiler.checks.inrun_gain); the measured gain is the one at the same steps. Whole runs
 differ by 2-25% here, more than most sampler gains; the other twins hold the batch's structure
 (queues, block tables) and cannot change hands mid-run.
@@ -167,7 +167,8 @@ def resolution(predicted: float | None, low: float | None, high: float | None) -
     return {"half_width": half, "band": band, "resolves": half <= band}
 
 
-def inrun_entry(prediction: dict[str, Any], gain: InRunGain, switches: int, own: str | None = None) -> dict[str, Any]:
+def inrun_entry(prediction: dict[str, Any], gain: InRunGain, switches: int, own: str | None = None, *,
+                block_steps: int | None = None, unit_blocks: int | None = None) -> dict[str, Any]:
     """The verify section's entry of a twin measured in one switched run: its gain at the same steps with the
     interval (the measured gain), whether that interval can judge the prediction, the noisier gain at
     each side's own mix of steps (busy_gain), and the part of the gain in the twin's `own` phase with its
@@ -191,10 +192,11 @@ def inrun_entry(prediction: dict[str, Any], gain: InRunGain, switches: int, own:
         "own_agreement": _agreement(own_gain, predicted),
         "own_within": _within(predicted, gain.own_low, gain.own_high),
         "pairs": gain.pairs,
+        "units": gain.units, "unit_blocks": unit_blocks, "block_steps": block_steps,  # what the intervals resampled
         "steps": gain.steps,
         "switches": switches,
         "batch_size_mean": {"python": gain.batch_python, "native": gain.batch_native},
-        "void": None,  # neighbouring blocks share the machine's drift: the pairs cancel it
+        "void": None,  # neighbouring blocks share the machine's drift: the twins' turns cancel it
     }  # fmt: skip
 
 
@@ -299,13 +301,14 @@ def _switched_run(outcome: SessionOutcome, options: Any, prediction: dict[str, A
         return f"{failed} request(s) failed in its run (see {_relative(outcome, Path(run.run_dir))}/requests.csv)"
     calls = switch.calls
     labelled = label_steps(calls, run.steps)
-    gain = inrun_gain(labelled, own="sampler")
+    gain = inrun_gain(labelled, own="sampler", unit_blocks=switch.unit_blocks)
     if gain is None or switch.switches < 2:
         return (f"its run was too short for the twins to take turns ({switch.switches} switch(es) in "
                 f"{len(calls)} sampler calls, {switch.block_steps} a block)")  # fmt: skip
     # Which twin served each step, beside the run's steps.csv: the figures can be taken again from the files.
     write_text_atomic(Path(run.run_dir) / TURNS_FILE, labelled[["step", "block", "native"]].to_csv(index=False))
-    entry = inrun_entry(prediction, gain, switch.switches, own="sampler")
+    entry = inrun_entry(prediction, gain, switch.switches, own="sampler", block_steps=switch.block_steps,
+                        unit_blocks=switch.unit_blocks)
     entry["run_dir"] = _relative(outcome, Path(run.run_dir))
     entry["turns"] = f"{entry['run_dir']}/{TURNS_FILE}"
     return entry

@@ -254,7 +254,7 @@ def render_verify(section: dict[str, Any], console: Console) -> None:
     """The --verify table: per component its share, speedup, predicted and measured gains."""
     from rich.table import Table
 
-    from reports.run.summary import own_part_text, unresolved_note
+    from reports.run.summary import interval_unit_text, own_part_text, turns_text, unresolved_note
 
     def pct(value: float | None) -> str:
         return f"{value:.1%}" if value is not None else "-"
@@ -285,9 +285,9 @@ def render_verify(section: dict[str, Any], console: Console) -> None:
             parts = {phase: part for phase, part in (entry.get("parts") or {}).items() if abs(part) >= 0.0005}
             where = ", ".join(f"{phase} {part * 100:+.1f}" + (own_part_text(entry) if phase == name else "")
                               for phase, part in sorted(parts.items(), key=lambda kv: -abs(kv[1])))  # fmt: skip
-            console.print(f"{name}: its two twins took turns within one run ({entry['pairs']} pairs of blocks of "
-                          f"steps, {entry['switches']} switches), measured at the same kinds of step; \\[low, high]: "
-                          "95% interval over the pairs" + (f"; points of step time saved by phase: {where}" if where else ""))  # fmt: skip
+            console.print(f"{name}: its two twins took turns within one run ({turns_text(entry)}), measured at the "
+                          f"same kinds of step; \\[low, high]: 95% interval over {interval_unit_text(entry)}"
+                          + (f"; points of step time saved by phase: {where}" if where else ""))  # fmt: skip
             note = unresolved_note(name, entry)
             if note:
                 console.print(f"[yellow]{note}[/yellow]")

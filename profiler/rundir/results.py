@@ -62,7 +62,8 @@ Section shapes (fractions are of the engine thread's wall time unless said other
                   predicted_within, half_width, band (+-20% of predicted_gain), resolves (half_width <=
                   band: the interval can judge the prediction), busy_gain/low/high, mix_coverage,
                   parts: {phase: part of the gain}, own_gain/low/high (the twin's own phase's part
-                  with its interval), own_agreement, own_within, pairs, steps, switches, turns}},
+                  with its interval), own_agreement, own_within, pairs, units (resampled: unit_blocks
+                  blocks of block_steps steps each), steps, switches, turns}},
                   skipped: {component: why}}}
     replay       {steps_recorded, steps_in_run, repeats, components: {component: {speedup, low, high,
                   steps, python_us_per_step, native_us_per_step, twins_agree, rows (sampler)}},

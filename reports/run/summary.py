@@ -353,9 +353,9 @@ def noise_warning(result: RunResult) -> str | None:
     if in_run and len(in_run) == len(entries):
         unresolved = [note for name, entry in (verify.get("components") or {}).items()
                       if (note := unresolved_note(name, entry))]  # fmt: skip
-        return " ".join([f"--verify measured with the twins taking turns in one run ({in_run[0].get('pairs')} pairs "
-                         "of blocks of steps), at the same kinds of step: [low, high] is the measured gain's 95% "
-                         "interval over the pairs.", *(f"{note}." for note in unresolved)])  # fmt: skip
+        return " ".join([f"--verify measured with the twins taking turns in one run ({turns_text(in_run[0])}), at the "
+                         "same kinds of step: [low, high] is the measured gain's 95% interval over "
+                         f"{interval_unit_text(in_run[0])}.", *(f"{note}." for note in unresolved)])  # fmt: skip
     if noise is None:
         return ("--verify ran the Python twins once: how much its measured gains move from run to run is "
                 "unknown, so read them as one sample each")  # fmt: skip
@@ -380,6 +380,20 @@ def unresolved_note(name: str, entry: dict[str, Any]) -> str | None:
     return note
 
 
+def turns_text(entry: dict[str, Any]) -> str:
+    """'413 pairs of blocks of 1 step, 826 switches' for an in-run entry (results before block_steps: 'of steps')."""
+    size = entry.get("block_steps")
+    blocks = f"blocks of {size} step{'s' if size != 1 else ''}" if size else "blocks of steps"
+    switches = f", {entry['switches']} switches" if entry.get("switches") is not None else ""
+    return f"{entry.get('pairs')} pairs of {blocks}{switches}"
+
+
+def interval_unit_text(entry: dict[str, Any]) -> str:
+    """What an in-run entry's intervals resampled: 'units of 8 neighbouring steps', or 'the pairs' (older results)."""
+    size, unit_blocks = entry.get("block_steps"), entry.get("unit_blocks")
+    return f"units of {size * unit_blocks} neighbouring steps" if size and unit_blocks else "the pairs"
+
+
 def own_part_text(entry: dict[str, Any]) -> str:
     """' [low, high] (0.99x its prediction)' for an in-run entry's own-phase part (points of step time), or ''."""
     low, high, agreement = entry.get("own_low"), entry.get("own_high"), entry.get("own_agreement")
@@ -392,7 +406,7 @@ def own_part_text(entry: dict[str, Any]) -> str:
 def _measured_text(measured: float | None, noise: float | None, verified: dict[str, Any] | None = None) -> str:
     if measured is None:
         return "not measured"
-    if (verified or {}).get("method") == "in-run":  # at the same steps, its interval from the block pairs
+    if (verified or {}).get("method") == "in-run":  # at the same steps, its interval from units of blocks
         low, high = verified.get("measured_low"), verified.get("measured_high")  # type: ignore[union-attr]
         return fmt_gain(measured) + _between(low, high, lambda value: f"{value * 100:.1f}") + " in-run"
     return fmt_gain(measured) + (" (within noise)" if within_noise(measured, noise) else "")

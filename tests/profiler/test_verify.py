@@ -164,9 +164,9 @@ def test_the_verify_table_shows_an_in_run_gain_with_its_interval_and_where_it_ca
 
     gain = InRunGain(0.10, -0.07, 0.29, 0.0501, 0.02, 0.0825, 0.83, 25, 393, 20.4, 20.6,
                      parts={"sampler": 0.0265, "model": 0.0224, "queue": 0.0001},
-                     own_low=0.0241, own_high=0.0290)  # fmt: skip
+                     own_low=0.0241, own_high=0.0290, units=13)  # fmt: skip
     prediction = {"share": 0.0318, "native_speedup": 9.5, "speedup_source": "replay", "predicted_gain": 0.0285}
-    entry = inrun_entry(prediction, gain, 26, own="sampler")
+    entry = inrun_entry(prediction, gain, 26, own="sampler", block_steps=1, unit_blocks=8)
     assert entry["measured_gain"] == 0.0501 and entry["busy_gain"] == 0.10  # the same-steps gain is the measured one
     assert entry["predicted_within"] is True and entry["agreement"] == pytest.approx(0.0501 / 0.0285)
     # The sampler's own span: its part with its interval, judged against the same prediction.
@@ -177,7 +177,9 @@ def test_the_verify_table_shows_an_in_run_gain_with_its_interval_and_where_it_ca
     render_verify({"components": {"sampler": entry}, "skipped": {}}, Console(file=out, width=200))
     text = out.getvalue()
     assert "5.0% [2.0%, 8.2%] (1.76x)" in text and "in-run" in text
-    assert "[low, high]: 95% interval over the pairs" in text  # not eaten as a style tag
+    assert "(25 pairs of blocks of 1 step, 26 switches)" in text
+    assert "[low, high]: 95% interval over units of 8 neighbouring steps" in text  # not eaten as a style tag
+    assert (entry["units"], entry["unit_blocks"], entry["block_steps"]) == (13, 8, 1)
     # Parts under 0.05 points are left out; the twin's own part carries its interval.
     assert "sampler +2.6 [2.4, 2.9] (0.93x its prediction), model +2.2" in text and "queue" not in text
     # +-3.1 points of interval against a band of +-0.57 (20% of 2.85%): too wide to judge the prediction

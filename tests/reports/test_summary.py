@@ -57,7 +57,11 @@ def test_an_in_run_gain_too_wide_to_judge_its_prediction_says_what_would(run_dir
              "band": 0.0042, "resolves": False}
     result.verdict["verify"] = {"python_runs": 1, "python_spread": None, "components": {"sampler": entry}}
     note = summary.noise_warning(result)
-    assert "16 pairs" in note and "sampler: its interval (±1.6 points) is wider than ±20%" in note
+    assert "(16 pairs of blocks of steps)" in note and "interval over the pairs" in note  # a result from before units
+    assert "sampler: its interval (±1.6 points) is wider than ±20%" in note
+    entry.update(block_steps=1, unit_blocks=8, switches=15)
+    note = summary.noise_warning(result)
+    assert "(16 pairs of blocks of 1 step, 15 switches)" in note and "interval over units of 8 neighbouring steps" in note
     assert "cannot say whether the end-to-end prediction holds; more measured requests (-r) narrow it" in note
     assert "own span" not in note  # no own-phase figures in this entry
     entry.update(own_gain=0.0206, own_low=0.0201, own_high=0.0210, own_agreement=0.99)
