@@ -35,7 +35,7 @@ def spans_record_cpu_time(profile: str) -> bool:
 
 
 # torch.profiler windows as (first step, steps per window, period in steps). A profiled step runs
-# x1.3-1.7 slower, so one step in a hundred costs about 0.5% (measured in-run: see the README).
+# x1.3-1.7 slower, so one step in a hundred costs about 0.5% (measured in-run: docs/measurements.md).
 # Deep spends more for detail: five steps in forty, and their ops in kernel_events.csv.
 DEFAULT_KERNEL_WINDOWS = (5, 1, 100)
 DEEP_KERNEL_WINDOWS = (20, 5, 40)
