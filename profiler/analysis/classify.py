@@ -172,7 +172,7 @@ def parse_raw(text: str | Iterable[str]) -> list[Stack]:
 
 _KERNEL_LIBS = re.compile(
     r"libgomp|libiomp|libomp\b|libmkl|libopenblas|libblas|libdnnl|libmkldnn|libcudnn|libcublas|libcudart|"
-    r"libcuda\.|libnvrtc|libtorch_cuda|libsleef|libnccl"
+    r"libcuda\.|libnvrtc|libtorch_cuda|libsleef|libnccl|libggml|libllama"
 )
 _KERNEL_NAMES = re.compile(
     r"at::native::|at::vec::|at::internal::|at::cpublas|at::parallel_for|invoke_parallel|for_each|mkl_|MKL|gemm|"
@@ -364,9 +364,12 @@ class WaitRules:
         for frame in reversed(frames):
             if not frame.python or frame.where.endswith(_PY_WAIT_FILES) or frame.where.endswith("selectors.py"):
                 continue
-            if _BUILTIN_WAIT.search(frame.function) or _match(self._frames, frame):
+            if _BUILTIN_WAIT.search(frame.function):
                 continue
-            return _match(self._waits, frame), frame
+            kind = _match(self._waits, frame)
+            if kind is None and _match(self._frames, frame):
+                continue  # wait machinery (a spin-wait, a poll): its caller says what the wait is for
+            return kind, frame
         return None, None
 
 

@@ -91,8 +91,9 @@ VLLM = EngineTable(
         ("prepare", r"(^|/)vllm/v1/(worker/(gpu_)?input_batch|worker/block_table|attention/backends/\w+)\.py$",
          r"build|prepare|refresh|commit|_make|add_request|remove_request|condense|append_row|move_row|swap"),
         ("api", r"(^|/)vllm/(entrypoints/|v1/engine/(async_llm|core_client)\.py|engine/async_llm_engine\.py)", None),
+        # Not v1/executor/: in EngineCore its frames are the loop sending work to the Worker and waiting for it.
         ("model", r"(^|/)vllm/(model_executor/|v1/worker/|worker/|attention/|v1/attention/|_custom_ops\.py|"
-                  r"v1/executor/|distributed/)", None),
+                  r"distributed/(?!device_communicators/shm_broadcast))", None),
     ),
     waits=(
         ("idle", r"(^|/)vllm/v1/executor/multiproc_executor\.py$", r"worker_busy_loop|wait_for_termination|monitor"),
@@ -175,7 +176,8 @@ TRANSFORMERS = EngineTable(
         ("model", r"(^|/)transformers/generation/continuous_batching/", None),
         ("api", r"(^|/)transformers/(commands/serving\.py|cli/serve\.py|commands/serve\w*\.py|cli/serving/)", None),
     ),
-    waits=(("idle", r"(^|/)transformers/generation/streamers\.py$", None),
+    # A request handler reading the streamer waits for its next token: a client of the generation thread.
+    waits=(("client", r"(^|/)transformers/generation/streamers\.py$", None),
            ("idle", r"(^|/)transformers/(commands/serving\.py|cli/serve\.py|cli/serving/)", None)),
     roles=(("engine loop", r"(^|/)transformers/generation/(utils\.py|continuous_batching/)",
             r"generate|_sample|_beam_search|_assisted_decoding|_generation_step|_run_generation_loop|_inner_generation"),
@@ -195,7 +197,7 @@ GENERIC = EngineTable(
     ),
     waits=(
         ("idle", r"(^|/)concurrent/futures/(thread|process)\.py$", r"_worker|_process_worker|run"),
-        ("idle", r"(^|/)anyio/(_backends/_asyncio|to_thread|_core/_\w+)\.py$", r"WorkerThread|run|worker"),
+        ("idle", r"(^|/)anyio/(_backends/_asyncio|to_thread|_core/_\w+)\.py$", r"WorkerThread\.run$|^run$|_worker"),
         ("idle", r"(^|/)tqdm/(_monitor|std)\.py$", None),
         ("idle", r"(^|/)(asyncio/(base_events|runners|selector_events|unix_events|events)|selectors|socketserver)\.py$",
          None),
@@ -211,6 +213,8 @@ GENERIC = EngineTable(
         ("idle", r"(^|/)uvloop/__init__\.py$", r"^run$"),
         ("idle", r"(^|/)zmq/(sugar/poll|sugar/socket|_future)\.py$", r"poll|recv"),
         ("idle", r"(^|/)multiprocessing/connection\.py$", r"wait|_poll|poll|recv|_recv"),
+        # A pool worker's C-level SimpleQueue.get is invisible without --native: its loop's own line is the wait.
+        ("idle", r"(^|/)concurrent/futures/thread\.py$", r"^_worker$"),
     ),
     roles=(("api", r"(^|/)(uvicorn|starlette|fastapi|h11|httptools|sse_starlette|aiohttp)/", None),
            ("tokenizer", r"(^|/)tokenizers/", None)),
