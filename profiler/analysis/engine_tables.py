@@ -93,7 +93,7 @@ VLLM = EngineTable(
         ("api", r"(^|/)vllm/(entrypoints/|v1/engine/(async_llm|core_client)\.py|engine/async_llm_engine\.py)", None),
         # Not v1/executor/: in EngineCore its frames are the loop sending work to the Worker and waiting for it.
         ("model", r"(^|/)vllm/(model_executor/|v1/worker/|worker/|attention/|v1/attention/|_custom_ops\.py|"
-                  r"distributed/(?!device_communicators/shm_broadcast))", None),
+                  r"distributed/(?!device_communicators/shm_broadcast|utils\.py))", None),
     ),
     waits=(
         ("idle", r"(^|/)vllm/v1/executor/multiproc_executor\.py$", r"worker_busy_loop|wait_for_termination|monitor"),

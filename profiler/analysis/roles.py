@@ -43,6 +43,7 @@ _COMPONENT_ROLE = {
     "api": API, "tokenizer": TOKENIZER, "detokenizer": TOKENIZER,
 }  # fmt: skip
 _WAITS = ("idle", "waiting", "lock")
+_EVENT_LOOP = re.compile(r"(^|/)(asyncio/(runners|base_events)\.py|uvloop/)")
 _WAIT_ROLE = {"queueing": API, "client": API, "worker": ENGINE_LOOP}
 
 
@@ -62,6 +63,8 @@ class ThreadSplit:
     lock_components: Counter[str] = field(default_factory=Counter)
     gil_components: Counter[str] = field(default_factory=Counter)
     votes: Counter[str] = field(default_factory=Counter)
+    by_category: Counter[str] = field(default_factory=Counter)  # "category/component" -> samples
+    event_loop: bool = False  # an asyncio / uvloop loop runs on it
     role: str = UNKNOWN
     reason: str = ""
 
@@ -80,7 +83,8 @@ class ThreadSplit:
             "thread_ids": [self.thread_id] if self.thread_id is not None else [], "samples": self.samples,
             "native_samples": self.native_samples, "categories": dict(self.categories),
             "components": dict(self.components), "lock_components": dict(self.lock_components),
-            "gil_components": dict(self.gil_components), "dispatch": self.dispatch,
+            "gil_components": dict(self.gil_components), "dispatch": self.dispatch, "gil": self.gil_samples,
+            "waits": dict(self.waits), "by_category": dict(self.by_category), "work": self.work,
         }  # fmt: skip
 
     def as_dict(self, native: bool) -> dict[str, Any]:
@@ -91,7 +95,8 @@ class ThreadSplit:
             "categories": {key: count / total for key, count in self.categories.most_common()},
             "components": {key: count / total for key, count in self.components.most_common()},
             "waits": {key: count / total for key, count in self.waits.most_common()},
-            "gil_wait": self.gil_samples / total if native else None,
+            "gil_wait": self.gil_samples / total if native else None, "event_loop": self.event_loop,
+            "counts": self.counts(),
         }  # fmt: skip
 
 
@@ -188,6 +193,9 @@ def process_roles(
             thread.native_samples += count
         thread.categories[label.category] += count
         thread.components[label.component or "none"] += count
+        thread.by_category[f"{label.category}/{label.component or 'none'}"] += count
+        if not thread.event_loop and any(frame.python and _EVENT_LOOP.search(frame.where) for frame in stack.frames):
+            thread.event_loop = True
         if label.dispatch:
             thread.dispatch += count
         gil = label.category == "lock" and stack.native and is_gil_wait(stack.frames)
@@ -229,6 +237,10 @@ def process_roles(
 def _assign(thread: ThreadSplit) -> None:
     work = thread.work
     share = work / thread.samples if thread.samples else 0.0
+    if thread.event_loop and not thread.votes:
+        thread.role = API
+        thread.reason = f"it runs the event loop, which waited {1.0 - share:.0%} of its samples"
+        return
     if share < IDLE_HELPER_WORK and not thread.votes:
         thread.role = IDLE_HELPER
         thread.reason = f"worked in {share:.1%} of its samples; the rest it waited"
@@ -239,6 +251,9 @@ def _assign(thread: ThreadSplit) -> None:
             thread.categories["lock"] -= contention
             thread.categories["idle"] += contention
             thread.categories = +thread.categories
+            for key in [key for key in thread.by_category if key.startswith("lock/")]:
+                thread.by_category["idle/" + key[5:]] += thread.by_category.pop(key)
+            thread.lock_components.clear()
         return
     if not thread.votes:
         thread.role = UNKNOWN
