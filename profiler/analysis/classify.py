@@ -61,7 +61,15 @@ from dataclasses import dataclass
 from functools import cache
 from typing import NamedTuple
 
-from profiler.analysis.engine_tables import GENERIC, LLAMA_CPP, SGLANG, TRANSFORMERS, VLLM, EngineTable, all_tables
+from profiler.analysis.engine_tables import (
+    GENERIC,
+    LLAMA_CPP,
+    SGLANG,
+    TRANSFORMERS,
+    VLLM,
+    EngineTable,
+    all_tables,
+)
 
 # Functions whose own waits mean "no work": the engine's loop waits on its Condition directly in
 # Engine._run (engine/engine.py); `_wait_for_work` is the conventional name for a factored-out wait.

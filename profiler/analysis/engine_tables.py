@@ -74,33 +74,33 @@ VLLM = EngineTable(
     name="vllm",
     components=(
         ("scheduler", r"(^|/)vllm/(v1/core/sched/|core/(scheduler|policy|interfaces)\.py)", None),
-        ("scheduler", r"(^|/)vllm/v1/engine/core\.py$", r"update_from_output|_handle_client_request|add_request|"
-                                                        r"abort_requests|_process_aborts_queue"),
-        ("kv_alloc", r"(^|/)vllm/(v1/core/(kv_cache_manager|block_pool|kv_cache_utils|kv_cache_coordinator|"
-                     r"single_type_kv_cache_manager)\.py|core/block_manager\w*\.py|core/block/)", None),
+        ("scheduler", r"(^|/)vllm/v1/engine/core\.py$", (r"update_from_output|_handle_client_request|add_request|"
+                                                        r"abort_requests|_process_aborts_queue")),
+        ("kv_alloc", (r"(^|/)vllm/(v1/core/(kv_cache_manager|block_pool|kv_cache_utils|kv_cache_coordinator|"
+                     r"single_type_kv_cache_manager)\.py|core/block_manager\w*\.py|core/block/)"), None),
         ("sampler", r"(^|/)vllm/(v1/sample/|model_executor/layers/sampler\.py|model_executor/sampling_metadata\.py)",
          None),
-        ("detokenizer", r"(^|/)vllm/(v1/engine/(detokenizer|output_processor|logprobs)\.py|"
-                        r"transformers_utils/detokenizer\w*\.py|tokenizers/detokenizer\w*\.py)", None),
-        ("tokenizer", r"(^|/)vllm/(transformers_utils/tokenizer\w*|v1/engine/(processor|input_processor)|"
-                      r"inputs/preprocess|renderers?/\w+|tokenizers/\w+)\.py", None),
+        ("detokenizer", (r"(^|/)vllm/(v1/engine/(detokenizer|output_processor|logprobs)\.py|"
+                        r"transformers_utils/detokenizer\w*\.py|tokenizers/detokenizer\w*\.py)"), None),
+        ("tokenizer", (r"(^|/)vllm/(transformers_utils/tokenizer\w*|v1/engine/(processor|input_processor)|"
+                      r"inputs/preprocess|renderers?/\w+|tokenizers/\w+)\.py"), None),
         # Input preparation: the model runner's batch and metadata building, before the forward.
         ("prepare", r"(^|/)vllm/v1/worker/(\w*model_runner|gpu/\w+|cpu/\w+)\.py$",
-         r"_prepare_inputs|_update_states|_prepare|prepare_|_build_attention_metadata|_calc_|_get_cumsum|"
-         r"_preprocess|condense|_make_|_compute_"),
+         (r"_prepare_inputs|_update_states|_prepare|prepare_|_build_attention_metadata|_calc_|_get_cumsum|"
+         r"_preprocess|condense|_make_|_compute_")),
         ("prepare", r"(^|/)vllm/v1/(worker/(gpu_)?input_batch|worker/block_table|attention/backends/\w+)\.py$",
          r"build|prepare|refresh|commit|_make|add_request|remove_request|condense|append_row|move_row|swap"),
         ("api", r"(^|/)vllm/(entrypoints/|v1/engine/(async_llm|core_client)\.py|engine/async_llm_engine\.py)", None),
         # Not v1/executor/: in EngineCore its frames are the loop sending work to the Worker and waiting for it.
-        ("model", r"(^|/)vllm/(model_executor/|v1/worker/|worker/|attention/|v1/attention/|_custom_ops\.py|"
-                  r"distributed/(?!device_communicators/shm_broadcast|utils\.py))", None),
+        ("model", (r"(^|/)vllm/(model_executor/|v1/worker/|worker/|attention/|v1/attention/|_custom_ops\.py|"
+                  r"distributed/(?!device_communicators/shm_broadcast|utils\.py))"), None),
     ),
     waits=(
         ("idle", r"(^|/)vllm/v1/executor/multiproc_executor\.py$", r"worker_busy_loop|wait_for_termination|monitor"),
         ("worker", r"(^|/)vllm/v1/executor/", None),  # collective_rpc / FutureWrapper.result: the loop waits on a Worker
         ("worker", r"(^|/)vllm/v1/engine/core\.py$", r"EngineCore\.step|step_with_batch_queue|execute_model"),
-        ("idle", r"(^|/)vllm/v1/engine/core\.py$", r"_process_input_queue|process_input_sockets|process_output_sockets|"
-                                                   r"run_busy_loop|_perform_handshake|startup"),
+        ("idle", r"(^|/)vllm/v1/engine/core\.py$", (r"_process_input_queue|process_input_sockets|process_output_sockets|"
+                                                   r"run_busy_loop|_perform_handshake|startup")),
         ("idle", r"(^|/)vllm/v1/engine/(core_client|coordinator|async_llm)\.py$", None),
         ("idle", r"(^|/)vllm/(utils/|v1/utils\.py|usage/|v1/metrics/|entrypoints/)", None),
     ),
@@ -167,12 +167,12 @@ TRANSFORMERS = EngineTable(
         ("detokenizer", r"(^|/)transformers/generation/streamers\.py$", None),
         ("detokenizer", r"(^|/)transformers/tokenization_utils\w*\.py$", r"decode|convert_ids_to_tokens|_decode"),
         ("tokenizer", r"(^|/)transformers/tokenization_utils\w*\.py$", None),
-        ("prepare", r"(^|/)transformers/generation/utils\.py$", r"prepare_inputs_for_generation|_update_model_kwargs|"
-                                                                 r"_prepare_|_get_initial_cache_position|_cache_dependant"),
+        ("prepare", r"(^|/)transformers/generation/utils\.py$", (r"prepare_inputs_for_generation|_update_model_kwargs|"
+                                                                 r"_prepare_|_get_initial_cache_position|_cache_dependant")),
         ("kv_alloc", r"(^|/)transformers/cache_utils\.py$", None),
         ("scheduler", r"(^|/)transformers/generation/continuous_batching/(scheduler|requests|cache)\w*\.py$", None),
-        ("model", r"(^|/)transformers/(models/|modeling_\w+\.py|integrations/|masking_utils\.py|pytorch_utils\.py|"
-                  r"activations\.py)", None),
+        ("model", (r"(^|/)transformers/(models/|modeling_\w+\.py|integrations/|masking_utils\.py|pytorch_utils\.py|"
+                  r"activations\.py)"), None),
         ("model", r"(^|/)transformers/generation/continuous_batching/", None),
         ("api", r"(^|/)transformers/(commands/serving\.py|cli/serve\.py|commands/serve\w*\.py|cli/serving/)", None),
     ),
@@ -191,8 +191,8 @@ GENERIC = EngineTable(
     name="generic",
     components=(
         ("api", r"(^|/)profiler/serve/", None),
-        ("api", r"(^|/)(uvicorn|starlette|fastapi|h11|httptools|anyio|sse_starlette|pydantic|pydantic_core|aiohttp|"
-                r"uvloop|asyncio|websockets)/", None),
+        ("api", (r"(^|/)(uvicorn|starlette|fastapi|h11|httptools|anyio|sse_starlette|pydantic|pydantic_core|aiohttp|"
+                r"uvloop|asyncio|websockets)/"), None),
         ("tokenizer", r"(^|/)tokenizers/", None),
     ),
     waits=(

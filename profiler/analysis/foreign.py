@@ -29,7 +29,15 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from profiler.analysis.breakdown import samples_split
-from profiler.analysis.diagnose import RULE_REWRITE, RULE_STAY, RULE_TARGETED, STAY_UP_TO, REWRITE_FROM, rule_for, straddled
+from profiler.analysis.diagnose import (
+    REWRITE_FROM,
+    RULE_REWRITE,
+    RULE_STAY,
+    RULE_TARGETED,
+    STAY_UP_TO,
+    rule_for,
+    straddled,
+)
 from profiler.stats import wilson_interval
 
 # Components whose Python-innermost samples are the engine's control code, not a line calling a kernel.
@@ -121,12 +129,12 @@ def foreign_verdict(processes: Sequence[dict[str, Any]], *, blind_spots: list[st
     """The result's `verdict` section for a foreign engine (same keys as diagnose(), plus `foreign`)."""
     spots = list(blind_spots or [])
     chosen = engine_process(processes)
-    empty = {"category": None, "component": None, "share": None, "interpreter_share": None, "interpreter_interval": None,
+    empty: dict[str, Any] = {"category": None, "component": None, "share": None, "interpreter_share": None, "interpreter_interval": None,
              "straddles": [], "rule": None, "predictions": {}, "blind_spots": spots, "source": None}  # fmt: skip
     if chosen is None:
         roles = "; ".join(f"pid {p['pid']}: {p['role_words']}" for p in processes) or "no samples"
-        return {**empty, "reasons": [f"No engine loop or model worker was found in the sampled processes ({roles}): "
-                                     "no verdict. Sample the engine's process (--pid), or all of the server's."],
+        return {**empty, "reasons": [(f"No engine loop or model worker was found in the sampled processes ({roles}): "
+                                     "no verdict. Sample the engine's process (--pid), or all of the server's.")],
                 "foreign": {"processes": _process_rows(processes)}}  # fmt: skip
     loop = _sum_counts(engine_threads(chosen))
     categories = loop["categories"]
@@ -138,8 +146,8 @@ def foreign_verdict(processes: Sequence[dict[str, Any]], *, blind_spots: list[st
     reasons: list[str] = []
     loop_words = "engine loop" if chosen["role"] == "engine loop" else "model worker (no engine loop was sampled)"
     if busy <= 0:
-        return {**empty, "reasons": [f"The {loop_words} in pid {chosen['pid']} only waited for work while sampled: "
-                                     "no verdict; send load while it is sampled."],
+        return {**empty, "reasons": [(f"The {loop_words} in pid {chosen['pid']} only waited for work while sampled: "
+                                     "no verdict; send load while it is sampled.")],
                 "foreign": {"processes": _process_rows(processes)}}  # fmt: skip
 
     by_category = loop["by_category"]

@@ -26,7 +26,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from profiler.analysis.classify import ComponentRules, Frame, Stack, WaitRules, classify, is_gil_wait, table_rules
+from profiler.analysis.classify import (
+    ComponentRules,
+    Frame,
+    Stack,
+    WaitRules,
+    classify,
+    is_gil_wait,
+    table_rules,
+)
 from profiler.analysis.engine_tables import EngineTable, all_tables
 
 IDLE_HELPER_WORK = 0.05  # of its samples: a thread that works less than this is a helper waiting for work

@@ -84,36 +84,36 @@ def test_vllm_cpu_attention_and_intrinsics_are_kernel_not_interpreter() -> None:
     ("frames", "category", "kind"),
     [
         # uvloop waiting in epoll (native), and the same loop with Python frames only
-        ("run (asyncio/runners.py:190);Runner.run (asyncio/runners.py:118);__pyx_f_6uvloop_4loop_4Loop__run (loop.c:21000);"
-         "uv__io_poll (linux.c:1400);epoll_pwait (libc.so.6)", "idle", "idle"),
+        (("run (asyncio/runners.py:190);Runner.run (asyncio/runners.py:118);__pyx_f_6uvloop_4loop_4Loop__run (loop.c:21000);"
+         "uv__io_poll (linux.c:1400);epoll_pwait (libc.so.6)"), "idle", "idle"),
         ("run (uvloop/__init__.py:105);run (asyncio/runners.py:190);Runner.run (asyncio/runners.py:118)", "idle", "idle"),
         # pool workers waiting for a job: anyio, concurrent.futures (native and Python-only)
         ("WorkerThread.run (anyio/_backends/_asyncio.py:986);Queue.get (queue.py:171);Condition.wait (threading.py:327)",
          "idle", "idle"),
         ("_worker (concurrent/futures/thread.py:81)", "idle", "idle"),
         ("TMonitor.run (tqdm/_monitor.py:60);Event.wait (threading.py:629);Condition.wait (threading.py:331)", "idle", "idle"),
-        ("EngineCoreProc.process_input_sockets (vllm/v1/engine/core.py:1888);Poller.poll (zmq/sugar/poll.py:106);"
-         "zmq_poll (libzmq.so.5);__poll (libc.so.6)", "idle", "idle"),
+        (("EngineCoreProc.process_input_sockets (vllm/v1/engine/core.py:1888);Poller.poll (zmq/sugar/poll.py:106);"
+         "zmq_poll (libzmq.so.5);__poll (libc.so.6)"), "idle", "idle"),
         # vLLM's shared-memory queue spins: idle in the Worker's loop, the step's wait on the Worker in EngineCore
-        ("WorkerProc.worker_busy_loop (vllm/v1/executor/multiproc_executor.py:1041);MessageQueue.dequeue "
+        (("WorkerProc.worker_busy_loop (vllm/v1/executor/multiproc_executor.py:1041);MessageQueue.dequeue "
          "(vllm/distributed/device_communicators/shm_broadcast.py:970);SpinCondition.wait "
          "(vllm/distributed/device_communicators/shm_broadcast.py:205);sched_yield (vllm/distributed/utils.py:50);"
-         "__sched_yield (libc.so.6)", "idle", "idle"),
-        ("EngineCore.step (vllm/v1/engine/core.py:675);FutureWrapper.result (vllm/v1/executor/multiproc_executor.py:90);"
+         "__sched_yield (libc.so.6)"), "idle", "idle"),
+        (("EngineCore.step (vllm/v1/engine/core.py:675);FutureWrapper.result (vllm/v1/executor/multiproc_executor.py:90);"
          "MessageQueue.dequeue (vllm/distributed/device_communicators/shm_broadcast.py:970);SpinCondition.wait "
-         "(vllm/distributed/device_communicators/shm_broadcast.py:205)", "waiting", "worker"),
-        ("EngineCoreProc._process_input_queue (vllm/v1/engine/core.py:1588);Queue.get (queue.py:171);"
-         "Condition.wait (threading.py:327)", "idle", "idle"),
+         "(vllm/distributed/device_communicators/shm_broadcast.py:205)"), "waiting", "worker"),
+        (("EngineCoreProc._process_input_queue (vllm/v1/engine/core.py:1588);Queue.get (queue.py:171);"
+         "Condition.wait (threading.py:327)"), "idle", "idle"),
         # llama-cpp-python's server: a request waiting behind another for the model's lock (native and Python-only)
-        ("WorkerThread.run (anyio/_backends/_asyncio.py:986);_GeneratorContextManager.__enter__ (contextlib.py:137);"
+        (("WorkerThread.run (anyio/_backends/_asyncio.py:986);_GeneratorContextManager.__enter__ (contextlib.py:137);"
          "get_llama_proxy (llama_cpp/server/app.py:75);lock_PyThread_acquire_lock (libpython3.11.so.1.0);"
-         "PyThread_acquire_lock_timed (libpython3.11.so.1.0);0x7f3c1a2ae116 (libc.so.6)", "waiting", "queueing"),
+         "PyThread_acquire_lock_timed (libpython3.11.so.1.0);0x7f3c1a2ae116 (libc.so.6)"), "waiting", "queueing"),
         ("WorkerThread.run (anyio/_backends/_asyncio.py:986);get_llama_proxy (llama_cpp/server/app.py:75)",
          "waiting", "queueing"),
         # a lock with no table naming its caller stays contention, and so does the GIL under an idle caller's code
         ("Worker.step (mylib/worker.py:9);Condition.wait (threading.py:331)", "lock", None),
-        ("WorkerThread.run (anyio/_backends/_asyncio.py:986);_PyEval_EvalFrameDefault (ceval.c:1);"
-         "pthread_cond_timedwait (libc.so.6)", "lock", None),
+        (("WorkerThread.run (anyio/_backends/_asyncio.py:986);_PyEval_EvalFrameDefault (ceval.c:1);"
+         "pthread_cond_timedwait (libc.so.6)"), "lock", None),
     ],
 )  # fmt: skip
 def test_waits_are_told_apart(frames: str, category: str, kind: str | None) -> None:

@@ -80,6 +80,7 @@ def probe(url: str, model: str | None = None) -> ServerInfo:
     # An empty list with --target-model: some servers (transformers serve) list only their hub cache's models.
     owned_by = (response.json()["data"][0] or {}).get("owned_by") if models else None
     header = response.headers.get("server")
+    name: str | None
     if ours_info is not None:
         name, version, source = "infer-prof serve", ours_info.get("version"), "/infer-prof/info"
     elif header:
