@@ -67,8 +67,9 @@ def engine_process(processes: Sequence[dict[str, Any]]) -> dict[str, Any] | None
         return sum(thread["counts"]["work"] for thread in process["threads"]
                    if thread["thread_id"] in process["engine_threads"])  # fmt: skip
 
-    for role in ("engine loop", "model worker"):
-        found = [process for process in processes if process.get("engine_thread") is not None and process["role"] == role]
+    for role in ("engine loop", "model worker", None):  # None: a thread standing in, whose job no table names
+        found = [process for process in processes if process.get("engine_thread") is not None
+                 and (role is None or process["role"] == role)]  # fmt: skip
         if found:
             return max(found, key=work)
     return None
@@ -144,7 +145,9 @@ def foreign_verdict(processes: Sequence[dict[str, Any]], *, blind_spots: list[st
     waits = loop["waits"]
     on_worker = waits.get("worker", 0)
     reasons: list[str] = []
-    loop_words = "engine loop" if chosen["role"] == "engine loop" else "model worker (no engine loop was sampled)"
+    loop_words = ("engine loop" if chosen["role"] == "engine loop"
+                  else "thread running the model (no table names an engine loop in the sampled processes)"
+                  if chosen["role"] == "model worker" else "busiest thread (can't tell which is the engine)")  # fmt: skip
     if busy <= 0:
         return {**empty, "reasons": [(f"The {loop_words} in pid {chosen['pid']} only waited for work while sampled: "
                                      "no verdict; send load while it is sampled.")],

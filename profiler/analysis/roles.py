@@ -290,9 +290,17 @@ def _engine_threads(threads: list[ThreadSplit], notes: list[str]) -> tuple[int |
         return sum(thread.votes.get(role, 0) for role in (ENGINE_LOOP, MODEL_WORKER))
 
     candidates = [thread for thread in threads if engine_work(thread) > 0 and thread.thread_id is not None]
-    if not candidates:
+    if candidates:
+        best = max(candidates, key=lambda thread: (thread.work, engine_work(thread)))
+        notes.append(f"no thread runs code an engine table names as the engine loop: {best.label}, the one with the "
+                     "most work that runs model, kernel or scheduler code, stands in for it")  # fmt: skip
+        return best.thread_id, [best.thread_id] if best.thread_id is not None else []
+    # Nothing names any engine work (too few samples, or an engine no table knows): the busiest thread whose
+    # job we cannot tell stands in, and the notes say so; API, tokenizer and idle threads never do.
+    unknown = [thread for thread in threads if thread.role == UNKNOWN and thread.work > 0 and thread.thread_id is not None]
+    if not unknown:
         return None, []
-    best = max(candidates, key=lambda thread: (thread.work, engine_work(thread)))
-    notes.append(f"no thread runs code an engine table names as the engine loop: {best.label}, the one with the "
-                 "most work that runs model, kernel or scheduler code, stands in for it")  # fmt: skip
+    best = max(unknown, key=lambda thread: thread.work)
+    notes.append(f"can't tell which thread is the engine: no sample names engine or model code; {best.label}, the "
+                 "thread with the most work, stands in for it")  # fmt: skip
     return best.thread_id, [best.thread_id] if best.thread_id is not None else []

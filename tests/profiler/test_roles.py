@@ -307,3 +307,13 @@ def test_a_bad_table_is_one_error_naming_the_file(tmp_path: Path, text: str, wor
     assert str(path) in str(raised.value)
     with pytest.raises(TargetError, match="cannot read"):
         load_table(tmp_path / "missing.toml")
+
+
+def test_an_engine_no_table_knows_still_gets_a_stand_in_said_plainly() -> None:
+    text = ("thread (3): gen;Thread.run (threading.py:982);loop (mystery/gen.py:5) 40\n"
+            "thread (4): http;serve_forever (socketserver.py:233);BaseSelector.select (selectors.py:415);"
+            "epoll_wait (libc.so.6) 40")  # fmt: skip
+    process = process_roles(parse_raw(text))
+    assert process.engine_thread == 3 and "can't tell" in process.notes[0]
+    verdict = foreign_verdict([process.as_dict()])
+    assert verdict["rule"] is not None and "can't tell which is the engine" in verdict["reasons"][0]

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -161,3 +164,47 @@ def test_an_empty_model_list_is_accepted_with_target_model(empty_models: str) ->
     assert info.model == "local/smollm2" and not info.ours
     with pytest.raises(TargetError, match="--target-model"):
         probe(empty_models)
+
+
+FAKE_SERVER = Path(__file__).parent / "fixtures" / "fake_engine_server.py"
+FAKE_SCENARIO = """
+description = "closed loop, short"
+seed = 0
+num_requests = 12
+warmup_requests = 0
+prompt_tokens = { dist = "fixed", value = 8 }
+output_tokens = { dist = "fixed", value = 24 }
+[load]
+mode = "closed-loop"
+clients = 2
+"""
+
+
+@pytest.mark.slow
+def test_a_pid_run_against_another_engine_gets_roles_and_a_verdict_in_the_default_profile(tmp_path: Path) -> None:
+    from engine.models import _local_smollm2
+    from profiler.rundir.results import read_run
+    from profiler.session.target.session import plan_target, prompt_tokenizer, run_target_session
+    from scenarios.spec import load_scenario
+
+    if _local_smollm2() is None:
+        pytest.skip("run --target sizes prompts with SmolLM2's tokenizer")
+    server = subprocess.Popen([sys.executable, str(FAKE_SERVER)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        url = f"http://127.0.0.1:{server.stdout.readline().strip()}"
+        scenario = tmp_path / "s.toml"
+        scenario.write_text(FAKE_SCENARIO)
+        info = probe(url)
+        run_target_session(plan_target(info, server.pid, "default"), load_scenario(str(scenario)), tmp_path / "run",
+                           tokenizer=prompt_tokenizer("synthetic:tiny"), profile="default")  # fmt: skip
+    finally:
+        server.kill()
+        server.wait()
+    result = read_run(tmp_path / "run").result
+    assert result.target["failed_share"] == 0 and result.target["headline"] is None
+    processes = result.breakdown["processes"]
+    assert processes[0]["pid"] == server.pid and processes[0]["resolution"] == "native"
+    generator = [row for row in result.target["threads"].values() if row["name"] == "generator"]
+    assert generator and processes[0]["engine_thread"] == generator[0]["thread_id"]
+    assert result.verdict["rule"] is not None and result.verdict["foreign"]["loop"]["kernel"] > 0
