@@ -377,8 +377,23 @@ class WaitRules:
             kind = _match(self._waits, frame)
             if kind is None and _match(self._frames, frame):
                 continue  # wait machinery (a spin-wait, a poll): its caller says what the wait is for
+            if kind is None and _thread_loop_takes_a_job(frames, frame):
+                kind = "idle"
             return kind, frame
         return None, None
+
+
+def _thread_loop_takes_a_job(frames: tuple[Frame, ...], caller: Frame) -> bool:
+    """A queue get called by the thread's own target (the frame right under threading's Thread.run): a worker
+    loop waiting for its next job, whatever engine it belongs to (`while True: job = jobs.get()`)."""
+    takes = any(frame.python and (frame.where.endswith("queue.py") and _leaf_name(frame.function) == "get"
+                                  or frame.function in ("SimpleQueue.get", "_queue.SimpleQueue.get"))
+                for frame in frames)  # fmt: skip
+    if not takes:
+        return False
+    python = [frame for frame in frames if frame.python]
+    index = python.index(caller) if caller in python else -1
+    return index > 0 and python[index - 1].where.endswith("threading.py") and python[index - 1].function == "Thread.run"
 
 
 _WAIT_CATEGORY = {"idle": "idle", "queueing": "waiting", "worker": "waiting", "client": "waiting"}

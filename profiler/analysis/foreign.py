@@ -170,9 +170,9 @@ def foreign_verdict(processes: Sequence[dict[str, Any]], *, blind_spots: list[st
     interval_dict = {"share": share, "low": low, "high": high, "samples": busy, "method": method}
     unsure = straddled(interval_dict)
     rule = rule_for(share)
-    engine_name = chosen.get("engine") or "the engine"
+    engine_name = chosen.get("engine") or "this engine"
     reasons.append(
-        f"The {loop_words} ({engine_name}, pid {chosen['pid']}) spends {share:.1%} of its busy time in the Python "
+        f"The {loop_words} ({chosen['engine'] + ', ' if chosen.get('engine') else ''}pid {chosen['pid']}) spends {share:.1%} of its busy time in the Python "
         f"interpreter ({'native stack samples' if native else 'Python-only samples: a bound, not a measurement'}; "
         f"95% interval [{low:.1%}, {high:.1%}] over {busy:,} busy samples); at about {STAY_UP_TO:.0%} or below the "
         f"rule is '{RULE_STAY}', from {REWRITE_FROM:.0%} '{RULE_REWRITE}', between them '{RULE_TARGETED}', so: {rule}"

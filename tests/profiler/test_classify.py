@@ -184,7 +184,11 @@ def test_the_profilers_own_window_start_and_stop_is_other() -> None:
 
 def test_python_leaf_is_interpreter_and_python_waits_are_lock() -> None:
     assert label(stack("Scheduler.schedule (engine/scheduler.py:40)")).category == "interpreter"
-    assert label(stack("Queue.get (queue.py:171)", "Condition.wait (threading.py:331)")).category == "lock"
+    # A queue wait inside the loop's work is a lock wait; one in the thread's own loop waits for its next job.
+    assert label(stack("Engine._step (engine/engine.py:200)", "Queue.get (queue.py:171)",
+                       "Condition.wait (threading.py:331)")).category == "lock"  # fmt: skip
+    job = "thread (9): pool;Thread.run (threading.py:982);serve_jobs (mylib/pool.py:8);Queue.get (queue.py:171);Condition.wait (threading.py:331) 1"
+    assert label(job).category == "idle"
     assert (
         label(
             stack("Thread.join (threading.py:1119)", "Thread._wait_for_tstate_lock (threading.py:1139)")
