@@ -165,6 +165,8 @@ TRANSFORMERS = EngineTable(
         ("sampler", r"(^|/)transformers/generation/(logits_process|logits_processor|stopping_criteria)\.py$", None),
         ("sampler", r"(^|/)transformers/generation/utils\.py$", r"_sample_token|sample_token"),
         ("detokenizer", r"(^|/)transformers/generation/streamers\.py$", None),
+        # transformers serve (5.x): DirectStreamer.put decodes each new token on the generation thread.
+        ("detokenizer", r"(^|/)transformers/cli/serving/utils\.py$", r"Streamer|put|_enqueue|decode"),
         ("detokenizer", r"(^|/)transformers/tokenization_utils\w*\.py$", r"decode|convert_ids_to_tokens|_decode"),
         ("tokenizer", r"(^|/)transformers/tokenization_utils\w*\.py$", None),
         ("prepare", r"(^|/)transformers/generation/utils\.py$", (r"prepare_inputs_for_generation|_update_model_kwargs|"
@@ -178,6 +180,7 @@ TRANSFORMERS = EngineTable(
     ),
     # A request handler reading the streamer waits for its next token: a client of the generation thread.
     waits=(("client", r"(^|/)transformers/generation/streamers\.py$", None),
+           ("idle", r"(^|/)transformers/cli/serving/utils\.py$", r"InferenceThread\._run|_run$"),
            ("idle", r"(^|/)transformers/(commands/serving\.py|cli/serve\.py|cli/serving/)", None)),
     roles=(("engine loop", r"(^|/)transformers/generation/(utils\.py|continuous_batching/)",
             r"generate|_sample|_beam_search|_assisted_decoding|_generation_step|_run_generation_loop|_inner_generation"),

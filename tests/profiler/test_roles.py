@@ -167,7 +167,7 @@ def test_llama_server_pools_its_decode_threads_and_sees_queueing() -> None:
 def test_transformers_serve_generation_thread_not_tqdm() -> None:
     process = roles("transformers-serve-native")
     engine = process.thread(process.engine_thread)
-    assert engine is not None and engine.name == "Thread-3 (generate)" and process.engine == "transformers"
+    assert engine is not None and engine.name == "Thread-1 (_run)" and engine.waits["idle"] == 30 and engine.components["detokenizer"] > 0 and process.engine == "transformers"
     assert next(thread for thread in process.threads if thread.name == "tqdm_monitor").role == "idle helper"
 
 
