@@ -182,7 +182,7 @@ def foreign_verdict(processes: Sequence[dict[str, Any]], *, blind_spots: list[st
     kernel = categories.get("kernel", 0)
     lock = waits.get("lock", 0)
     gil = loop["gil"]
-    split_words = [f"interpreter {interpreter / busy:.0%}"]
+    split_words = [f"{'interpreter' if native else 'Python-innermost lines'} {interpreter / busy:.0%}"]
     if kernel:
         split_words.append(f"kernels {kernel / busy:.0%}")
     if on_worker:
@@ -207,15 +207,23 @@ def foreign_verdict(processes: Sequence[dict[str, Any]], *, blind_spots: list[st
         if worker is not None:
             worker_counts = _sum_counts(engine_threads(worker))
             worker_busy = worker_counts["samples"] - worker_counts["categories"].get("idle", 0)
+            worker_native = worker.get("resolution") == "native"
             if worker_busy > 0:
                 w_cat = worker_counts["categories"]
                 critical["worker"] = {
                     "pid": worker["pid"], "busy_samples": worker_busy,
-                    "kernel": w_cat.get("kernel", 0) / worker_busy, "interpreter": w_cat.get("interpreter", 0) / worker_busy,
+                    # Python-only stacks cannot tell a kernel from the Python line that called it.
+                    "kernel": w_cat.get("kernel", 0) / worker_busy if worker_native else None,
+                    "interpreter": w_cat.get("interpreter", 0) / worker_busy if worker_native else None,
                     "components": {key: value / worker_busy for key, value in worker_counts["components"].items()},
                 }  # fmt: skip
-                sentence += (f" (the worker, pid {worker['pid']}, spends its busy time {w_cat.get('kernel', 0) / worker_busy:.0%} "
-                             f"in kernels and {w_cat.get('interpreter', 0) / worker_busy:.0%} in Python)")  # fmt: skip
+                if worker_native:
+                    sentence += (f" (the worker, pid {worker['pid']}, spends its busy time "
+                                 f"{w_cat.get('kernel', 0) / worker_busy:.0%} in kernels and "
+                                 f"{w_cat.get('interpreter', 0) / worker_busy:.0%} in Python)")  # fmt: skip
+                else:
+                    sentence += (f" (the worker, pid {worker['pid']}, was sampled without native stacks: its kernels "
+                                 "and its Python cannot be told apart)")  # fmt: skip
         else:
             sentence += " (the worker's process was not sampled: sample it too for its own split)"
         reasons.append(sentence + ", then back.")

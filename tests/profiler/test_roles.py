@@ -317,3 +317,10 @@ def test_an_engine_no_table_knows_still_gets_a_stand_in_said_plainly() -> None:
     assert process.engine_thread == 3 and "can't tell" in process.notes[0]
     verdict = foreign_verdict([process.as_dict()])
     assert verdict["rule"] is not None and "can't tell which is the engine" in verdict["reasons"][0]
+
+
+def test_a_worker_sampled_without_native_stacks_gets_no_kernel_split() -> None:
+    verdict = _verdict("vllm-apiserver-native", "vllm-enginecore-native", "vllm-worker-native", native=False)
+    worker = verdict["foreign"]["critical_path"]["worker"]
+    assert worker["kernel"] is None and worker["interpreter"] is None
+    assert any("cannot be told apart" in reason for reason in verdict["reasons"])
