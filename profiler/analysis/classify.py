@@ -206,7 +206,8 @@ _LOCK_NAMES = re.compile(
 )
 _SLEEP_NAMES = re.compile(
     r"time_sleep|pysleep|^(?:__)?(?:clock_)?nanosleep|^(?:__)?p?select\b|^(?:__)?p?poll\b|epoll_p?wait|"
-    r"^(?:__)?sched_yield|uv__io_poll|^uv_run$|zmq_poll|zmq::\w*poll|zmq::signaler_t::wait|^(?:__)?(?:recv|accept)\w*$"
+    r"^(?:__)?sched_yield|uv__io_poll|^uv_run$|zmq_poll|zmq::\w*poll|zmq::signaler_t::wait|^(?:__)?(?:recv|accept)\w*$|"
+    r"^(?:__libc_)?read$"  # a blocking read of a pipe or socket: waiting on I/O
 )
 # CPython's own C code, as py-spy names it with debug info (`_PyEval_EvalFrameDefault (ceval.c:5000)`):
 # the interpreter at work, like a libpython frame without line numbers.
@@ -370,7 +371,7 @@ class WaitRules:
     def kind(self, frames: tuple[Frame, ...]) -> tuple[str | None, Frame | None]:
         """(wait kind, the caller that decided it) from the nearest Python caller that is not wait machinery."""
         for frame in reversed(frames):
-            if not frame.python or frame.where.endswith(_PY_WAIT_FILES) or frame.where.endswith("selectors.py"):
+            if not frame.python or frame.where.endswith(_PY_WAIT_FILES) or frame.where.endswith(_WAIT_PLUMBING):
                 continue
             if _BUILTIN_WAIT.search(frame.function):
                 continue
@@ -395,6 +396,9 @@ def _thread_loop_takes_a_job(frames: tuple[Frame, ...], caller: Frame) -> bool:
     index = python.index(caller) if caller in python else -1
     return index > 0 and python[index - 1].where.endswith("threading.py") and python[index - 1].function == "Thread.run"
 
+
+# Files between a wait and the code it waits for that say nothing of why (a `with` around the wait, a selector).
+_WAIT_PLUMBING = ("selectors.py", "contextlib.py")
 
 _WAIT_CATEGORY = {"idle": "idle", "queueing": "waiting", "worker": "waiting", "client": "waiting"}
 

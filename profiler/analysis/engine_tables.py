@@ -204,8 +204,10 @@ GENERIC = EngineTable(
         ("idle", r"(^|/)tqdm/(_monitor|std)\.py$", None),
         ("idle", r"(^|/)(asyncio/(base_events|runners|selector_events|unix_events|events)|selectors|socketserver)\.py$",
          None),
-        ("idle", r"(^|/)(uvloop|zmq|uvicorn)/", None),
-        ("idle", r"(^|/)multiprocessing/(connection|queues|pool|resource_tracker|managers|popen_\w+|util)\.py$", None),
+        # Not zmq's poll nor multiprocessing's Connection: they are wait machinery (wait_frames below), and
+        # their caller says what the wait is for (vLLM's EngineCore polls for its Worker's reply).
+        ("idle", r"(^|/)(uvloop|uvicorn)/", None),
+        ("idle", r"(^|/)multiprocessing/(queues|pool|resource_tracker|managers|popen_\w+|util)\.py$", None),
         ("idle", r"(^|/)(prometheus_client|huggingface_hub|torch/_inductor/compile_worker)/", None),
         ("idle", r"(^|/)threading\.py$", r"Timer\.run|_bootstrap"),
     ),

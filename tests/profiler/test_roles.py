@@ -324,3 +324,32 @@ def test_a_worker_sampled_without_native_stacks_gets_no_kernel_split() -> None:
     worker = verdict["foreign"]["critical_path"]["worker"]
     assert worker["kernel"] is None and worker["interpreter"] is None
     assert any("cannot be told apart" in reason for reason in verdict["reasons"])
+
+
+# -- recorded dumps (vLLM CPU starting up) ----------------------------------------------------------------------
+
+
+def test_recorded_enginecore_waits_on_its_worker_and_its_monitor_is_an_idle_helper() -> None:
+    process = roles("vllm-enginecore-startup")
+    main = process.thread(5482)
+    monitor = process.thread(6716)
+    assert main is not None and monitor is not None
+    # _initialize_kv_caches -> collective_rpc -> ... -> SpinCondition.wait -> zmq poll: the Worker profiles memory.
+    assert main.waits["worker"] == main.samples and main.role == "engine loop"
+    assert monitor.role == "idle helper" and monitor.waits["idle"] == monitor.samples
+    assert process.engine_thread == 5482
+
+
+def test_recorded_apiserver_uvloop_c_frames_are_native_and_its_loop_is_the_api() -> None:
+    stack = parse_raw(dump("vllm-apiserver-startup"))[0]
+    natives = {frame.function for frame in stack.frames if not frame.python}
+    assert {"run_until_complete", "Py_XDECREF", "uv_run", "task_step_impl", "zmq_poll"} <= natives
+    process = roles("vllm-apiserver-startup")
+    loop = process.thread(4712)
+    assert loop is not None and loop.role == "api" and loop.categories["idle"] == loop.samples
+
+
+def test_recorded_resource_tracker_blocked_in_read_is_idle() -> None:
+    process = roles("vllm-resource-tracker")
+    assert process.role == "idle" and process.engine_thread is None
+    assert process.threads[0].role == "idle helper"
