@@ -11,7 +11,7 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 import pytest
@@ -135,7 +135,7 @@ def test_a_run_where_most_requests_failed_leads_with_it() -> None:
 
 
 class _Models(BaseHTTPRequestHandler):
-    models: list[dict[str, Any]] = []
+    models: ClassVar[list[dict[str, Any]]] = []
 
     def do_GET(self) -> None:
         body = json.dumps({"object": "list", "data": self.models}).encode() if self.path == "/v1/models" else b"{}"
