@@ -353,3 +353,25 @@ def test_recorded_resource_tracker_blocked_in_read_is_idle() -> None:
     process = roles("vllm-resource-tracker")
     assert process.role == "idle" and process.engine_thread is None
     assert process.threads[0].role == "idle helper"
+
+
+def test_recorded_vllm_serving_three_processes() -> None:
+    api, core, worker = roles("vllm-apiserver-serving"), roles("vllm-enginecore-serving"), roles("vllm-worker-serving")
+    # The API server: its uvloop MainThread is the API, everything else waits for work; no engine thread there.
+    assert api.role == "api" and api.engine_thread is None
+    assert all(thread.role == "idle helper" for thread in api.threads if thread.name != "MainThread")
+    # EngineCore: the busy loop is the engine thread, its waits are on the Worker; the socket threads are idle helpers.
+    engine = core.thread(core.engine_thread)
+    assert engine is not None and engine.name == "MainThread" and engine.role == "engine loop"
+    assert engine.waits["worker"] > 0.5 * engine.samples and engine.waits["lock"] == 0
+    output = next(thread for thread in core.threads if thread.name == "Thread-2 (process_output_sockets)")
+    assert output.role == "idle helper"
+    # Worker: the model thread, not the two tqdm monitors (kept apart); vLLM's CPU attention is kernel time.
+    model = worker.thread(worker.engine_thread)
+    assert model is not None and model.name == "MainThread" and worker.role == "model worker"
+    assert len([thread for thread in worker.threads if thread.name == "tqdm_monitor"]) == 2
+    assert model.categories["kernel"] > model.categories["interpreter"]
+    verdict = foreign_verdict([p.as_dict() for p in (api, core, worker)])
+    path = verdict["foreign"]["critical_path"]
+    assert path["waiting_on_worker"] > 0.5 and path["worker"]["kernel"] > path["worker"]["interpreter"]
+    assert verdict["rule"] is not None and verdict["category"] != "lock"
