@@ -187,12 +187,12 @@ def foreign_verdict(processes: Sequence[dict[str, Any]], *, blind_spots: list[st
         split_words.append(f"kernels {kernel / busy:.0%}")
     if on_worker:
         split_words.append(f"waiting on the model worker {on_worker / busy:.0%}")
-    if lock:
+    if lock / busy >= 0.005:
         split_words.append(f"lock contention {lock / busy:.0%}")
-    if gil:
+    if gil / busy >= 0.005:
         split_words.append(f"GIL waits {gil / busy:.0%}")
     rest = busy - interpreter - kernel - on_worker - lock - gil
-    if rest > 0:
+    if rest / busy >= 0.005:
         split_words.append(f"other {rest / busy:.0%}")
     reasons.append(f"Its busy time: {', '.join(split_words)}"
                    + (f"; it waited for work {idle / loop['samples']:.0%} of its samples (idle, not lock: the offered "
@@ -297,11 +297,14 @@ def _waits_seen(processes: Sequence[dict[str, Any]]) -> dict[str, Any]:
             parts.append(f"requests queueing behind one another for the engine {queueing / waited:.0%}")
         if idle:
             parts.append(f"threads waiting for work (idle) {idle / waited:.0%}")
-        if contention:
+        if contention / waited >= 0.005:
             parts.append(f"lock contention {contention / waited:.0%}")
         sentences.append("Of the samples that waited, in every sampled thread: " + ", ".join(parts) + "."
                          + (" Queueing is requests waiting behind a busy engine (one request at a time), not a "
-                            "thread short of work." if queueing else " No request waited behind another."))  # fmt: skip
+                            "thread short of work." if queueing else
+                            " No thread was seen waiting behind another request; a server that queues requests on an "
+                            "asyncio or anyio lock (llama-cpp-python 0.3 does) makes them wait on its event loop, "
+                            "where stack samples cannot see them: the client's TTFT shows that wait."))  # fmt: skip
     return {"shares": shares, "sentences": sentences}
 
 

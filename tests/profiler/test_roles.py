@@ -375,3 +375,22 @@ def test_recorded_vllm_serving_three_processes() -> None:
     path = verdict["foreign"]["critical_path"]
     assert path["waiting_on_worker"] > 0.5 and path["worker"]["kernel"] > path["worker"]["interpreter"]
     assert verdict["rule"] is not None and verdict["category"] != "lock"
+
+
+def test_recorded_llama_server_pools_its_decode_threads_and_calls_python_small() -> None:
+    process = roles("llama-server-serving")
+    assert process.engine == "llama-cpp-python" and len(process.engine_threads) == 2
+    assert all(process.thread(tid).role == "engine loop" for tid in process.engine_threads)  # type: ignore[union-attr]
+    assert {thread.role for thread in process.threads if thread.thread_id not in process.engine_threads} == {"api", "idle helper"}
+    verdict = foreign_verdict([process.as_dict()])
+    assert verdict["interpreter_share"] < 0.05 and verdict["category"] == "kernel"
+    # Its anyio lock queues requests on the event loop: the verdict says samples cannot see that wait.
+    assert any("cannot see them" in reason for reason in verdict["reasons"])
+
+
+def test_recorded_transformers_serve_generation_thread_not_tqdm() -> None:
+    process = roles("transformers-serve-serving")
+    engine = process.thread(process.engine_thread)
+    assert engine is not None and engine.name == "Thread-3 (_run)" and process.engine == "transformers"
+    assert engine.categories["kernel"] > engine.categories["interpreter"] > 0
+    assert [thread.role for thread in process.threads if thread.name == "tqdm_monitor"] == ["idle helper"] * 2
