@@ -58,7 +58,18 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cache
 from typing import NamedTuple
+
+from profiler.analysis.engine_tables import (
+    GENERIC,
+    LLAMA_CPP,
+    SGLANG,
+    TRANSFORMERS,
+    VLLM,
+    EngineTable,
+    all_tables,
+)
 
 # Functions whose own waits mean "no work": the engine's loop waits on its Condition directly in
 # Engine._run (engine/engine.py); `_wait_for_work` is the conventional name for a factored-out wait.
@@ -103,9 +114,25 @@ class Classification(NamedTuple):
     category: str
     component: str | None
     dispatch: bool
+    wait: str | None = None  # for waits, their kind: idle, queueing, worker or client (engine_tables.WAIT_KINDS)
 
 
 _THREAD = re.compile(r"^thread \((?P<tid>[^)]*)\)(?::\s?(?P<name>.*))?$")
+
+
+# Files of compiled code: C, C++, CUDA, assembly, Rust, Cython's generated C, intrinsic headers
+# (avx512fintrin.h), shared libraries. py-spy prints a native frame with debug info as `name (file:line)`,
+# the same shape as a Python frame, so the file decides, never the shape.
+_NATIVE_FILE = re.compile(
+    r"\.(?:c|cc|cpp|cxx|c\+\+|h|hh|hpp|hxx|h\+\+|inl|inc|ipp|tcc|tpp|cu|cuh|s|asm|rs|pyx|pxd|pxi|f90|m|mm)$"
+    r"|\.so(?:\.[\w.]+)?$|\.dylib$|\.dll$|^\?$",
+    re.IGNORECASE,
+)
+
+
+def native_file(where: str) -> bool:
+    """Whether a frame's file is compiled code (see _NATIVE_FILE), whatever the frame's shape."""
+    return bool(_NATIVE_FILE.search(where))
 
 
 def parse_frame(text: str) -> Frame:
@@ -115,7 +142,7 @@ def parse_frame(text: str) -> Frame:
     where = tail[:-1]
     file, colon, line = where.rpartition(":")
     if colon and line.isdigit():
-        return Frame(head, file, True)
+        return Frame(head, file, not native_file(file))
     if where.endswith(".py") or where.startswith("<"):
         return Frame(head, where, True)  # --nolineno output
     return Frame(head, where, False)
@@ -153,7 +180,7 @@ def parse_raw(text: str | Iterable[str]) -> list[Stack]:
 
 _KERNEL_LIBS = re.compile(
     r"libgomp|libiomp|libomp\b|libmkl|libopenblas|libblas|libdnnl|libmkldnn|libcudnn|libcublas|libcudart|"
-    r"libcuda\.|libnvrtc|libtorch_cuda|libsleef|libnccl"
+    r"libcuda\.|libnvrtc|libtorch_cuda|libsleef|libnccl|libggml|libllama"
 )
 _KERNEL_NAMES = re.compile(
     r"at::native::|at::vec::|at::internal::|at::cpublas|at::parallel_for|invoke_parallel|for_each|mkl_|MKL|gemm|"
@@ -178,8 +205,27 @@ _LOCK_NAMES = re.compile(
     r"pthread_barrier_wait"
 )
 _SLEEP_NAMES = re.compile(
-    r"time_sleep|pysleep|^(?:__)?(?:clock_)?nanosleep|^(?:__)?select\b|^(?:__)?poll\b|epoll_wait"
+    r"time_sleep|pysleep|^(?:__)?(?:clock_)?nanosleep|^(?:__)?p?select\b|^(?:__)?p?poll\b|epoll_p?wait|"
+    r"^(?:__)?sched_yield|uv__io_poll|^uv_run$|zmq_poll|zmq::\w*poll|zmq::signaler_t::wait|^(?:__)?(?:recv|accept)\w*$|"
+    r"^(?:__libc_)?read$"  # a blocking read of a pipe or socket: waiting on I/O
 )
+# CPython's own C code, as py-spy names it with debug info (`_PyEval_EvalFrameDefault (ceval.c:5000)`):
+# the interpreter at work, like a libpython frame without line numbers.
+_CPYTHON_NAMES = re.compile(r"^_?Py[A-Z_]|^_?Py\w*_|^(?:cfunction|method|slot|builtin|vectorcall|wrapper)_\w+")
+_CPYTHON_FILES = re.compile(
+    r"(?:^|/)(?:ceval|ceval_gil|ceval_macros|call|abstract|object|typeobject|dictobject|listobject|tupleobject|"
+    r"unicodeobject|longobject|floatobject|funcobject|methodobject|descrobject|genobject|frameobject|classobject|"
+    r"moduleobject|obmalloc|gcmodule|pystate|pythonrun|import|sysmodule|bltinmodule|context|specialize|errors|"
+    r"getargs|modsupport|structmember|bytesobject|sliceobject|setobject|iterobject|frame|pylifecycle|"
+    r"_functoolsmodule|_collectionsmodule|itertoolsmodule|_asynciomodule|_pickle|_json|_struct)\.[ch]$|"
+    r"generated_cases\.c\.h$|\.c\.h$"
+)
+# SIMD intrinsics and hand-written compute in compiled extensions (vLLM's CPU attention and GEMMs).
+_KERNEL_FILES = re.compile(r"intrin\.h$|(?:^|/)(?:cpu_attn|attention|gemm|mla|moe|quant|activation|layernorm|"
+                           r"pos_encoding|cache|dnnl|sgl)\w*\.(?:hpp|cpp|cc|cu|h)$")
+_KERNEL_SYMBOLS = re.compile(r"^_mm\d*_|__builtin_ia32|^_tile_|^__m\d+|gemm|kernel|attn|attention|matmul|brgemm")
+# Libraries whose unnamed or generic frames say nothing of the work (the caller decides).
+_SYSTEM_LIBS = re.compile(r"^(?:libc|libpthread|ld-linux|libdl|librt|libm|libstdc\+\+|libgcc|libutil)[.-]|^linux-vdso")
 # Strong markers of the path from Python into an aten op: bindings, argument parsing, the dispatcher's
 # entry points, tensor creation. Other libtorch frames are weak: the nearest strong frame outward decides.
 _DISPATCH_NAMES = re.compile(
@@ -260,10 +306,18 @@ def _native_verdict(frame: Frame, native_libs: tuple[str, ...]) -> Verdict | Non
         return "kernel", False, True
     if _DISPATCH_NAMES.search(name):
         return "interpreter", True, True
-    if "libpython" in lib or lib.startswith("python"):
+    if "libpython" in lib or lib.startswith("python") or _CPYTHON_FILES.search(lib) or _CPYTHON_NAMES.search(name):
         return "interpreter", False, False
     if lib.startswith(_TORCH_LIBS):
         return "interpreter", True, False
+    if _KERNEL_FILES.search(lib) or _KERNEL_SYMBOLS.search(name):
+        return "kernel", False, True
+    if name.startswith("__pyx_"):
+        return "other", False, False  # Cython's generated C (uvloop, zmq): native control code
+    if native_file(lib) and not _SYSTEM_LIBS.search(lib):
+        # Named code in a compiled extension (a .cpp with debug info, a Rust or C library): native work,
+        # not the interpreter, though we cannot say which kind; a strong frame outward still decides.
+        return "other", False, False
     return None
 
 
@@ -291,14 +345,87 @@ def _idle_wait(frames: tuple[Frame, ...], markers: tuple[str, ...]) -> bool:
     return False
 
 
+def _compile(rows: Iterable[tuple[str, str, str | None]]) -> list[tuple[str, re.Pattern[str], re.Pattern[str] | None]]:
+    return [(label, re.compile(file), re.compile(func) if func else None) for label, file, func in rows]
+
+
+def _match(rules: list[tuple[str, re.Pattern[str], re.Pattern[str] | None]], frame: Frame) -> str | None:
+    for label, file_re, func_re in rules:
+        if file_re.search(frame.where) and (func_re is None or func_re.search(frame.function)):
+            return label
+    return None
+
+
+class WaitRules:
+    """The engine tables' `waits` and `wait_frames` rows (profiler.analysis.engine_tables), compiled."""
+
+    def __init__(self, tables: Iterable[EngineTable] | None = None) -> None:
+        tables = all_tables() if tables is None else tuple(tables)
+        self._waits = _compile(row for table in tables for row in table.waits)
+        self._frames = _compile(row for table in tables for row in table.wait_frames)
+
+    def frame_kind(self, frame: Frame) -> str | None:
+        """The default wait kind of a function whose own samples are waits (a spin-wait, a poll); else None."""
+        return _match(self._frames, frame) if frame.python else None
+
+    def kind(self, frames: tuple[Frame, ...]) -> tuple[str | None, Frame | None]:
+        """(wait kind, the caller that decided it) from the nearest Python caller that is not wait machinery."""
+        for frame in reversed(frames):
+            if not frame.python or frame.where.endswith(_PY_WAIT_FILES) or frame.where.endswith(_WAIT_PLUMBING):
+                continue
+            if _BUILTIN_WAIT.search(frame.function):
+                continue
+            kind = _match(self._waits, frame)
+            if kind is None and _match(self._frames, frame):
+                continue  # wait machinery (a spin-wait, a poll): its caller says what the wait is for
+            if kind is None and _thread_loop_takes_a_job(frames, frame):
+                kind = "idle"
+            return kind, frame
+        return None, None
+
+
+def _thread_loop_takes_a_job(frames: tuple[Frame, ...], caller: Frame) -> bool:
+    """A queue get called by the thread's own target (the frame right under threading's Thread.run): a worker
+    loop waiting for its next job, whatever engine it belongs to (`while True: job = jobs.get()`)."""
+    takes = any(frame.python and (frame.where.endswith("queue.py") and _leaf_name(frame.function) == "get"
+                                  or frame.function in ("SimpleQueue.get", "_queue.SimpleQueue.get"))
+                for frame in frames)  # fmt: skip
+    if not takes:
+        return False
+    python = [frame for frame in frames if frame.python]
+    index = python.index(caller) if caller in python else -1
+    return index > 0 and python[index - 1].where.endswith("threading.py") and python[index - 1].function == "Thread.run"
+
+
+# Files between a wait and the code it waits for that say nothing of why (a `with` around the wait, a selector).
+_WAIT_PLUMBING = ("selectors.py", "contextlib.py")
+
+_WAIT_CATEGORY = {"idle": "idle", "queueing": "waiting", "worker": "waiting", "client": "waiting"}
+
+
 def classify_category(
     frames: tuple[Frame, ...],
     *,
     idle_marker: str | tuple[str, ...] = IDLE_MARKER,
     native_libs: tuple[str, ...] = ("_native",),
     waiting_marker: tuple[str, ...] = WAITING_MARKER,
+    waits: WaitRules | None = None,
 ) -> tuple[str, bool]:
     """(category, dispatch) of a stack given outermost-first frames."""
+    category, dispatch, _kind = classify_wait(frames, idle_marker=idle_marker, native_libs=native_libs,
+                                              waiting_marker=waiting_marker, waits=waits)  # fmt: skip
+    return category, dispatch
+
+
+def classify_wait(
+    frames: tuple[Frame, ...],
+    *,
+    idle_marker: str | tuple[str, ...] = IDLE_MARKER,
+    native_libs: tuple[str, ...] = ("_native",),
+    waiting_marker: tuple[str, ...] = WAITING_MARKER,
+    waits: WaitRules | None = None,
+) -> tuple[str, bool, str | None]:
+    """(category, dispatch, wait kind) of a stack; the kind (engine_tables.WAIT_KINDS) only for waits."""
     category: str | None = None
     dispatch = False
     # Rule 1: a GC collection in the innermost native run is allocation, whatever it is freeing.
@@ -328,16 +455,32 @@ def classify_category(
             if weak is not None:
                 category, dispatch = weak[0], weak[1]
     if category is None:
-        return "other", False
+        return "other", False, None
     if category == "lock" and _idle_wait(frames, _markers(idle_marker)):
-        return "idle", False
+        return "idle", False, "idle"
     if category == "lock" and _idle_wait(frames, waiting_marker):
-        return "waiting", False
+        return "waiting", False, "client"
     if category == "interpreter" and not dispatch and frames and frames[-1].python and _marked(frames[-1], waiting_marker):
         # The load generator's client loop blocks in SimpleQueue.get, a C call a Python-only stack does not
         # show; its own code is a few lines between waits.
-        return "waiting", False
-    return category, dispatch
+        return "waiting", False, "client"
+    waits = waits or _default_waits()
+    default_kind = None
+    if category == "interpreter" and not dispatch and frames and frames[-1].python:
+        # A spin-wait, a poll, or a C-level acquire a Python-only stack cannot see: the table names the function.
+        default_kind = waits.frame_kind(frames[-1])
+        if default_kind is None:
+            return category, dispatch, None
+    elif category not in ("lock", "idle"):
+        return category, dispatch, None
+    kind, _caller = waits.kind(frames)
+    if kind is None:
+        kind = default_kind
+    if kind is None:
+        return category, dispatch, "idle" if category == "idle" else None
+    if category == "lock" and frames and not frames[-1].python and is_gil_wait(frames):
+        return category, dispatch, None  # the GIL is contention whoever waits for it
+    return _WAIT_CATEGORY[kind], False, kind
 
 
 # ------------------------------------------------------------------------------------------------
@@ -365,88 +508,75 @@ ENGINE_RULES: tuple[tuple[str, str, str | None], ...] = (
     ("sampler", r"(^|/)profiler/checks/injections\.py$", None),
 )
 
-# Other engines' modules, for `run --target --pid` against their servers. Paths are as py-spy prints
-# them (relative to the installed package); the patterns follow vLLM 0.6-0.11 (v0 and v1 engines) and
-# SGLang 0.3-0.5, and llama-cpp-python's server. Extend a table, or pass ComponentRules your own.
-VLLM_RULES: tuple[tuple[str, str, str | None], ...] = (
-    ("scheduler", r"(^|/)vllm/(v1/core/sched/|core/(scheduler|policy|interfaces)\.py)", None),
-    ("kv_alloc", r"(^|/)vllm/(v1/core/(kv_cache_manager|block_pool|kv_cache_utils|kv_cache_coordinator|"
-                 r"single_type_kv_cache_manager)\.py|core/block_manager\w*\.py|core/block/)", None),
-    ("sampler", r"(^|/)vllm/(v1/sample/|model_executor/layers/sampler\.py|model_executor/sampling_metadata\.py)", None),
-    ("detokenizer", r"(^|/)vllm/(v1/engine/(detokenizer|output_processor)\.py|transformers_utils/detokenizer\w*\.py)", None),
-    ("tokenizer", r"(^|/)vllm/(transformers_utils/tokenizer\w*|v1/engine/processor|inputs/preprocess)\.py", None),
-    ("api", r"(^|/)vllm/(entrypoints/|v1/engine/async_llm\.py|engine/async_llm_engine\.py)", None),
-    ("model", r"(^|/)vllm/(model_executor/|v1/worker/|worker/|attention/|v1/attention/)", None),
-)
-SGLANG_RULES: tuple[tuple[str, str, str | None], ...] = (
-    ("scheduler", r"(^|/)sglang/srt/managers/(scheduler|schedule_policy|schedule_batch)\w*\.py$", None),
-    ("kv_alloc", r"(^|/)sglang/srt/mem_cache/", None),
-    ("sampler", r"(^|/)sglang/srt/(layers/sampler\.py|sampling/)", None),
-    ("detokenizer", r"(^|/)sglang/srt/managers/detokenizer_manager\.py$", None),
-    ("tokenizer", r"(^|/)sglang/srt/(hf_transformers_utils|utils/hf_transformers_utils)\.py$", None),
-    ("api", r"(^|/)sglang/srt/(entrypoints/|openai_api/|managers/tokenizer_manager\.py)", None),
-    ("model", r"(^|/)sglang/srt/(models/|model_executor/|layers/)", None),
-)
-LLAMA_CPP_RULES: tuple[tuple[str, str, str | None], ...] = (
-    ("api", r"(^|/)llama_cpp/server/", None),
-    ("sampler", r"(^|/)llama_cpp/(llama|_internals)\.py$", r"sampl"),
-    ("detokenizer", r"(^|/)llama_cpp/(llama|_internals)\.py$", r"detokenize|token_to_piece"),
-    ("tokenizer", r"(^|/)llama_cpp/(llama|_internals|llama_tokenizer)\.py$", r"tokeniz"),
-    ("model", r"(^|/)llama_cpp/", None),
-)
+# Other engines' modules, for `run --target --pid` against their servers: their tables live in
+# profiler.analysis.engine_tables (one per engine, with their waits and roles), and a user's own
+# tables are read from INFER_PROF_ENGINE_TABLES or ~/.config/infer-prof/engines (see there).
+VLLM_RULES = VLLM.components
+SGLANG_RULES = SGLANG.components
+LLAMA_CPP_RULES = LLAMA_CPP.components
+TRANSFORMERS_RULES = TRANSFORMERS.components
 # The HTTP face: infer-prof serve's own code and the ASGI stack under any server (FastAPI, Starlette,
 # uvicorn, h11, httptools, anyio, asyncio's loop, pydantic validation, SSE helpers, aiohttp).
-API_RULES: tuple[tuple[str, str, str | None], ...] = (
-    ("api", r"(^|/)profiler/serve/", None),
-    ("api", r"(^|/)(uvicorn|starlette|fastapi|h11|httptools|anyio|sse_starlette|pydantic|pydantic_core|aiohttp|"
-            r"uvloop|asyncio)/", None),
-)
+API_RULES = GENERIC.components
 COMPONENT_RULES: tuple[tuple[str, str, str | None], ...] = (
-    ENGINE_RULES + VLLM_RULES + SGLANG_RULES + LLAMA_CPP_RULES + API_RULES
+    ENGINE_RULES + VLLM_RULES + SGLANG_RULES + LLAMA_CPP_RULES + TRANSFORMERS_RULES + API_RULES
 )
+
+
+def table_rules(tables: Iterable[EngineTable] | None = None) -> tuple[tuple[str, str, str | None], ...]:
+    """Our engine's rules, then every table's components (the user's first: see engine_tables.all_tables)."""
+    tables = all_tables() if tables is None else tuple(tables)
+    return ENGINE_RULES + tuple(row for table in tables for row in table.components)
 
 
 class ComponentRules:
-    """Compiled component rules; pass your own table to follow a different engine layout."""
+    """Compiled component rules; pass your own table to follow a different engine layout (None: every
+    engine table, the user's included)."""
 
-    def __init__(self, rules: Iterable[tuple[str, str, str | None]] = COMPONENT_RULES) -> None:
-        self._rules = [
-            (component, re.compile(file_pattern), re.compile(func_pattern) if func_pattern else None)
-            for component, file_pattern, func_pattern in rules
-        ]
+    def __init__(self, rules: Iterable[tuple[str, str, str | None]] | None = None) -> None:
+        self._rules = _compile(table_rules() if rules is None else rules)
 
     def component(self, frames: tuple[Frame, ...]) -> str | None:
         for frame in reversed(frames):
             if not frame.python:
                 continue
-            for component, file_re, func_re in self._rules:
-                if file_re.search(frame.where) and (func_re is None or func_re.search(frame.function)):
-                    return component
+            found = _match(self._rules, frame)
+            if found is not None:
+                return found
         return None
 
 
-_DEFAULT_RULES = ComponentRules()
+@cache
+def _default_rules() -> ComponentRules:
+    return ComponentRules()
+
+
+@cache
+def _default_waits() -> WaitRules:
+    return WaitRules()
 
 
 def classify(
     stack: Stack | tuple[Frame, ...],
     *,
     idle_marker: str | tuple[str, ...] = IDLE_MARKER,
-    rules: ComponentRules = _DEFAULT_RULES,
+    rules: ComponentRules | None = None,
     native_libs: tuple[str, ...] = ("_native",),
     own_marker: tuple[str, ...] = OWN_MARKER,
     waiting_marker: tuple[str, ...] = WAITING_MARKER,
+    waits: WaitRules | None = None,
 ) -> Classification:
-    """Category, component and dispatch flag of one stack."""
+    """Category, component, dispatch flag and, for a wait, its kind, of one stack."""
     frames = stack.frames if isinstance(stack, Stack) else stack
+    rules = rules or _default_rules()
     if any(frame.python and frame.function in own_marker for frame in frames):
         return Classification("other", rules.component(frames), False)
-    category, dispatch = classify_category(frames, idle_marker=idle_marker, native_libs=native_libs,
-                                           waiting_marker=waiting_marker)  # fmt: skip
+    category, dispatch, wait = classify_wait(frames, idle_marker=idle_marker, native_libs=native_libs,
+                                             waiting_marker=waiting_marker, waits=waits)  # fmt: skip
     component = rules.component(frames)
     if component == "model":
         component = "model_kernels" if category == "kernel" else "model_glue"
-    return Classification(category, component, dispatch)
+    return Classification(category, component, dispatch, wait)
 
 
 _GIL_NAMES = re.compile(r"take_gil|PyEval_RestoreThread|PyEval_AcquireThread|PyGILState_Ensure|gil_scoped_acquire|"

@@ -104,7 +104,9 @@ def test_a_served_run_measures_the_api_layer_and_the_client(server: str, tmp_pat
     spans = result.breakdown["methods"]["spans"]
     assert spans["components"]["api"] > 0  # the hand-off runs on the engine thread
     assert target["gil"]["spans_off_cpu"]["api_thread"]["span_share"] > 0  # parse, validate, encode
-    assert "infer-prof-api" in target["threads"] and "infer-prof-engine" in target["threads"]
+    # Rows are keyed "name (thread id)": threads are never merged by name; each has a role from what it does.
+    roles = {row["name"]: row["role"] for row in target["threads"].values()}
+    assert roles.get("infer-prof-api") == "api" and "infer-prof-engine" in roles
     assert result.metrics["completed"] == 24 and result.metrics["failed"] == 0
     measured = run.requests[~run.requests["warmup"]]
     assert (measured["ttft_ms"] > 0).all() and (measured["e2e_ms"] >= measured["ttft_ms"]).all()

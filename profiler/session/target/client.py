@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import resource
 import threading
 import time
@@ -61,6 +62,7 @@ class HttpLoad:
     client_cpu_s: float  # this process's user+system CPU during the measured load
     loop_cpu_s: float  # the event loop thread's own CPU during it
     threads: int  # Python threads alive in this process during the load
+    dropped_fields: dict[str, str] = field(default_factory=dict)  # request field -> the server's words refusing it
 
 
 def request_body(request: RequestSpec, prompt: str, model: str) -> dict[str, Any]:
@@ -85,25 +87,62 @@ def request_body(request: RequestSpec, prompt: str, model: str) -> dict[str, Any
     return body
 
 
-async def _stream_one(client: httpx.AsyncClient, base: str, record: HttpRecord, body: dict[str, Any]) -> None:
+# Fields the server may refuse without the request losing its meaning: dropped (with a note) and the
+# request sent again once. model, the prompt or messages, max_tokens and stream are never dropped.
+DROPPABLE = ("ignore_eos", "top_k", "min_p", "repetition_penalty", "frequency_penalty", "presence_penalty", "seed",
+             "stop", "stream_options", "top_p", "temperature")  # fmt: skip
+REFUSED_STATUS = (400, 422)
+CUT_SHORT = ("the stream ended without a finish_reason: the server cut the request short (llama-cpp-python's server "
+             "does when another request arrives, unless started with --interrupt_requests False)")  # fmt: skip
+
+
+def refused_fields(body: dict[str, Any], message: str, detail: Any = None) -> list[str]:
+    """The droppable fields of `body` a server's refusal names (pydantic's `loc`, or the field's name in its text)."""
+    named: list[str] = []
+    for entry in detail if isinstance(detail, list) else []:
+        location = entry.get("loc") if isinstance(entry, dict) else None
+        if isinstance(location, list) and location and location[-1] in body and location[-1] in DROPPABLE:
+            named.append(str(location[-1]))
+    for name in DROPPABLE:
+        if name in body and name not in named and re.search(rf"(?<![A-Za-z_]){re.escape(name)}(?![A-Za-z_])", message):
+            named.append(name)
+    return named
+
+
+async def _stream_one(client: httpx.AsyncClient, base: str, record: HttpRecord, body: dict[str, Any],
+                      dropped: dict[str, str] | None = None) -> None:  # fmt: skip
+    """Send one request and time its stream; a 400/422 naming a droppable field drops it (into `dropped`,
+    for every later request too) and sends the request once more."""
     path = "/v1/chat/completions" if "messages" in body else "/v1/completions"
     clock = time.perf_counter_ns
+    dropped = {} if dropped is None else dropped
+    body = {key: value for key, value in body.items() if key not in dropped}
     record.send_ns = clock()
     try:
-        async with client.stream("POST", base + path, json=body) as response:
-            record.status = response.status_code
-            if response.status_code != 200:
-                record.error = f"HTTP {response.status_code}: {_error_message(await response.aread())}"
+        for attempt in range(2):
+            async with client.stream("POST", base + path, json=body) as response:
+                record.status = response.status_code
+                if response.status_code != 200:
+                    message, detail = error_message(await response.aread())
+                    refused = refused_fields(body, message, detail) if response.status_code in REFUSED_STATUS else []
+                    if refused and attempt == 0:
+                        for name in refused:
+                            dropped.setdefault(name, f"HTTP {response.status_code}: {message}")
+                        body = {key: value for key, value in body.items() if key not in refused}
+                        record.send_ns = clock()  # the request that counts is the one sent again
+                        continue
+                    record.error = f"HTTP {response.status_code}: {message}"
+                    return
+                async for line in response.aiter_lines():
+                    if not line.startswith("data:"):
+                        continue
+                    data = line[5:].strip()
+                    if data == "[DONE]":
+                        break
+                    _take_chunk(record, json.loads(data), clock())
+                if record.error is None and record.finish_reason is None:
+                    record.error = CUT_SHORT
                 return
-            async for line in response.aiter_lines():
-                if not line.startswith("data:"):
-                    continue
-                data = line[5:].strip()
-                if data == "[DONE]":
-                    break
-                _take_chunk(record, json.loads(data), clock())
-            if record.error is None and record.finish_reason is None:
-                record.error = "the stream ended without a finish_reason: the server cut the request short"
     except (httpx.HTTPError, ValueError) as exc:
         record.error = f"{type(exc).__name__}: {exc}"
     finally:
@@ -131,12 +170,44 @@ def _take_chunk(record: HttpRecord, chunk: dict[str, Any], now: int) -> None:
             record.finish_reason = choice["finish_reason"]
 
 
-def _error_message(raw: bytes) -> str:
+def error_message(raw: bytes) -> tuple[str, Any]:
+    """(a one-line message, FastAPI's `detail` list or None) from an error body of any shape: OpenAI's
+    {"error": {"message"}}, {"error": "text"}, FastAPI's {"detail": "text" | [{loc, msg}]}, {"message"}, text."""
+    text = raw.decode("utf-8", "replace").strip()
+    if not text:
+        return "(empty body)", None
     try:
-        error = json.loads(raw).get("error")
-        return str(error.get("message") if isinstance(error, dict) else error)[:300]
-    except (ValueError, AttributeError):
-        return raw[:300].decode("utf-8", "replace")
+        data = json.loads(text)
+    except ValueError:
+        return " ".join(text.split())[:300], None
+    detail = None
+    if isinstance(data, dict):
+        error = data.get("error")
+        if isinstance(error, dict):
+            message = error.get("message") or error.get("detail") or json.dumps(error)
+        elif error:
+            message = error
+        elif "detail" in data:
+            detail = data["detail"]
+            message = _detail_text(detail)
+        else:
+            message = data.get("message") or data.get("msg") or json.dumps(data)
+    else:
+        message = json.dumps(data)
+    return " ".join(str(message).split())[:300], detail
+
+
+def _detail_text(detail: Any) -> str:
+    if isinstance(detail, list):
+        parts = []
+        for entry in detail:
+            if isinstance(entry, dict):
+                where = ".".join(str(part) for part in entry.get("loc") or [] if part != "body")
+                parts.append(f"{where}: {entry.get('msg') or entry.get('type') or entry}" if where else str(entry.get("msg") or entry))
+            else:
+                parts.append(str(entry))
+        return "; ".join(parts)
+    return detail if isinstance(detail, str) else json.dumps(detail)
 
 
 class _Driver:
@@ -150,6 +221,7 @@ class _Driver:
         self.in_flight = 0
         self.peak_in_flight = 0
         self.tasks: set[asyncio.Task[None]] = set()
+        self.dropped: dict[str, str] = {}  # request fields the server refused, left out of every later request
         limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
         self.client = httpx.AsyncClient(timeout=httpx.Timeout(READ_TIMEOUT_S, connect=10.0), limits=limits)
 
@@ -158,7 +230,8 @@ class _Driver:
         self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
         try:
             await _stream_one(self.client, self.base, record,
-                              request_body(record.request, self.prompts[record.request.index], self.model))  # fmt: skip
+                              request_body(record.request, self.prompts[record.request.index], self.model),
+                              self.dropped)  # fmt: skip
         except asyncio.CancelledError:
             record.error = record.error or "stopped: the load was interrupted"
             raise
@@ -239,9 +312,52 @@ async def drive_http(
         records=records, start_ns=start, end_ns=end, warmup_ns=start - warmup_start,
         stopped_early=stop_event.is_set() and any(record.send_ns is None for record in measured),
         peak_in_flight=driver.peak_in_flight, client_cpu_s=cpu_s, loop_cpu_s=loop_s, threads=threading.active_count(),
+        dropped_fields=dict(driver.dropped),
     )  # fmt: skip
 
 
 def _process_cpu_s() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
+
+
+MOST_FAILED = 0.5  # above this share of failed requests the run leads with its failures
+
+
+def _error_key(record: HttpRecord) -> str:
+    if record.status not in (None, 200):
+        return f"HTTP {record.status}"
+    return (record.error or "incomplete").split(":")[0]
+
+
+def http_outcome(records: Sequence[HttpRecord], *, dropped: dict[str, str] | None = None) -> dict[str, Any]:
+    """How the measured requests fared: sent, failed, errors by kind (with one message of each), the failed share,
+    a headline when any failed (the summary leads with it when most did), a warning that latencies come from
+    the survivors, and the request fields the server refused (dropped, with its words)."""
+    measured = [record for record in records if record.send_ns is not None and not record.request.warmup]
+    failed = [record for record in measured if not record.ok]
+    errors: dict[str, int] = {}
+    examples: dict[str, str] = {}
+    for record in failed:
+        key = _error_key(record)
+        errors[key] = errors.get(key, 0) + 1
+        examples.setdefault(key, record.error or "the request did not finish")
+    sent = len(measured)
+    share = len(failed) / sent if sent else 0.0
+    headline = warning = None
+    if failed:
+        top = max(errors, key=lambda key: errors[key])
+        most = share > MOST_FAILED
+        headline = (f"{'Most requests failed' if most else 'Some requests failed'}: {len(failed)} of {sent} "
+                    f"({share:.0%}); the commonest error ({errors[top]}x): {examples[top]}")  # fmt: skip
+        survivors = sent - len(failed)
+        warning = (f"latencies and throughput come from the {survivors} request{'s' if survivors != 1 else ''} that "
+                   f"completed; the {len(failed)} that failed are not in them"
+                   + (": too few to describe the server" if most else ""))  # fmt: skip
+    notes = [f"the server refused {name!r} ({reason}): it was left out of every request after the first refusal"
+             + ("; outputs may now end at an end-of-sequence token, shorter than the scenario asks" if name == "ignore_eos"
+                else "")
+             for name, reason in (dropped or {}).items()]  # fmt: skip
+    return {"sent": sent, "failed": len(failed), "failed_share": share, "errors": errors, "error_examples": examples,
+            "headline": headline, "latency_warning": warning, "dropped_fields": dict(dropped or {}),
+            "notes": notes}  # fmt: skip

@@ -40,7 +40,7 @@ def base_url(url: str) -> str:
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise TargetError(f"--target {url!r} is not an http(s) URL: give e.g. http://127.0.0.1:8000")
     path = parts.path.rstrip("/")
-    path = path[: -len("/v1")] if path.endswith("/v1") else path
+    path = path.removesuffix("/v1")
     return f"{parts.scheme}://{parts.netloc}{path}"
 
 
@@ -72,12 +72,15 @@ def probe(url: str, model: str | None = None) -> ServerInfo:
         models = [entry["id"] for entry in response.json()["data"]]
     except (ValueError, KeyError, TypeError):
         raise TargetError(f"--target {base}: GET /v1/models did not return OpenAI's model list") from None
-    if not models:
-        raise TargetError(f"--target {base}: the server lists no model under /v1/models")
-    if model is not None and model not in models:
+    if not models and model is None:
+        raise TargetError(f"--target {base}: the server lists no model under /v1/models; name the one it serves "
+                          "with --target-model NAME")  # fmt: skip
+    if model is not None and models and model not in models:
         raise TargetError(f"--target-model {model!r}: the server serves {', '.join(models)}")
-    owned_by = (response.json()["data"][0] or {}).get("owned_by")
+    # An empty list with --target-model: some servers (transformers serve) list only their hub cache's models.
+    owned_by = (response.json()["data"][0] or {}).get("owned_by") if models else None
     header = response.headers.get("server")
+    name: str | None
     if ours_info is not None:
         name, version, source = "infer-prof serve", ours_info.get("version"), "/infer-prof/info"
     elif header:

@@ -1,76 +1,93 @@
-"""The time split of a server process from py-spy samples (any Python server) and, for `infer-prof serve`, its spans.
+"""The time split of a server's processes from py-spy samples (any Python server) and, for `infer-prof serve`, its spans.
 
-The engine thread of our server is named; another engine's busiest thread stands in for it (the one
-with the most non-idle samples), and each thread's own split is reported beside it, with the share
-of its samples spent waiting for the GIL when the stacks are native.
+Our server's engine thread is named; in any other server each thread's role comes from what its
+samples do (profiler.analysis.roles: never its name, threads keyed by id), the engine thread is the
+engine-loop thread with the most work, and the verdict is the foreign one (profiler.analysis.foreign).
+
+For a server of several processes, call process_split() once per process's py-spy output and pass the
+list to foreign_breakdown() and server_verdict().
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from engine.engine import ENGINE_THREAD_NAME as ENGINE_THREAD
-from profiler.analysis.breakdown import PROFILER_THREADS, build_breakdown
-from profiler.analysis.classify import is_gil_wait, parse_raw
+from profiler.analysis.breakdown import build_breakdown
+from profiler.analysis.classify import parse_raw
+from profiler.analysis.foreign import foreign_breakdown, foreign_verdict
+from profiler.analysis.roles import process_roles
 from profiler.serve.profiling import API_THREAD_NAME
 
 
-def busiest_thread(threads: dict[str, Any]) -> str | None:
-    """The thread with the most samples that are not idle."""
-    scored = {name: data["samples"] - data["categories"].get("idle", 0) for name, data in threads.items()
-              if name not in PROFILER_THREADS}  # fmt: skip
-    return max(scored, key=lambda name: scored[name]) if scored else None
+def process_split(raw_text: str, pid: int | None) -> dict[str, Any]:
+    """One process's threads, roles and splits (roles.ProcessRoles.as_dict) from its py-spy raw output."""
+    return process_roles(parse_raw(raw_text or ""), pid=pid).as_dict()
 
 
-def gil_waits(raw_text: str) -> dict[str, int]:
-    """Per thread name, how many samples were waiting to take the GIL (native stacks only)."""
-    counts: dict[str, int] = {}
-    for stack in parse_raw(raw_text):
-        if stack.thread_name and is_gil_wait(stack.frames):
-            counts[stack.thread_name] = counts.get(stack.thread_name, 0) + stack.count
-    return counts
+def is_ours(sampling: dict[str, Any] | None, window: dict[str, Any] | None) -> bool:
+    """Whether the samples are of `infer-prof serve` (its spans window, or its named engine thread)."""
+    return window is not None or ENGINE_THREAD in ((sampling or {}).get("threads") or {})
 
 
-def thread_table(sampling: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Each sampled thread's split: shares of its own samples by category and component, and GIL waits."""
-    gil = gil_waits(sampling.get("raw_text") or "") if sampling.get("native_stacks") else {}
-    table = {}
-    for name, data in sorted(sampling.get("threads", {}).items(), key=lambda item: -item[1]["samples"]):
-        total = data["samples"]
-        if not total:
+def thread_table(sampling: dict[str, Any], pid: int | None = None) -> dict[str, dict[str, Any]]:
+    """Each sampled thread's split, keyed "name (thread id)": shares of its own samples by category and
+    component, its waits by kind, its role (and why), and its GIL waits (native stacks only)."""
+    process = process_split(sampling.get("raw_text") or "", pid)
+    return thread_rows(process)
+
+
+def thread_rows(process: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    rows = {}
+    for thread in process["threads"]:
+        if not thread["samples"]:
             continue
-        table[name] = {
-            "samples": total,
-            "categories": {key: count / total for key, count in data["categories"].items()},
-            "components": {key: count / total for key, count in data["components"].items()},
-            "gil_wait": gil.get(name, 0) / total if sampling.get("native_stacks") else None,
-        }
-    return table
+        label = f"{thread['name'] or 'thread'} ({thread['thread_id']})"
+        rows[label] = {key: value for key, value in thread.items() if key != "counts"}
+    return rows
 
 
 def server_breakdown(
     sampling: dict[str, Any] | None, window: dict[str, Any] | None, wall_ns: int, native_components: list[str],
+    *, pid: int | None = None,
 ) -> tuple[dict[str, Any] | None, str, list[str]]:  # fmt: skip
-    """(breakdown, engine thread name, notes) from what was measured; breakdown None when nothing was."""
+    """(breakdown, engine thread label, notes) from what was measured; breakdown None when nothing was."""
+    sampled = sampling is not None and sampling.get("status") == "ok"
+    if not is_ours(sampling, window):
+        if not sampled:
+            return None, ENGINE_THREAD, []
+        assert sampling is not None
+        breakdown = foreign_breakdown([process_split(sampling.get("raw_text") or "", pid)], wall_ns)
+        process = breakdown["processes"][0]
+        engine = next((thread for thread in process["threads"] if thread["thread_id"] == process["engine_thread"]), None)
+        label = f"{engine['name'] or 'thread'} ({engine['thread_id']})" if engine else ENGINE_THREAD
+        return breakdown, label, []
     results: dict[str, Any] = {}
-    notes: list[str] = []
     if window is not None:
         results.update(window["collector_results"])
         wall_ns = window.get("wall_ns") or wall_ns
-    if sampling is not None and sampling.get("status") == "ok":
+    if sampled:
         results["sampling"] = sampling
     if not results:
-        return None, ENGINE_THREAD, notes
-    engine_thread = ENGINE_THREAD
-    threads = (sampling or {}).get("threads") or {}
-    if window is None and threads and ENGINE_THREAD not in threads:
-        engine_thread = busiest_thread(threads) or ENGINE_THREAD
-        notes.append(f"no thread is named {ENGINE_THREAD!r} (not infer-prof serve): the busiest thread, "
-                     f"{engine_thread!r}, stands in for the engine thread")  # fmt: skip
-    breakdown = build_breakdown(results, engine_thread_name=engine_thread, wall_ns=wall_ns,
+        return None, ENGINE_THREAD, []
+    breakdown = build_breakdown(results, engine_thread_name=ENGINE_THREAD, wall_ns=wall_ns,
                                 native_components=native_components)  # fmt: skip
-    breakdown["notes"] = notes + breakdown["notes"]
-    return breakdown, engine_thread, notes
+    return breakdown, ENGINE_THREAD, []
+
+
+def server_verdict(breakdown: dict[str, Any], collectors: dict[str, Any]) -> dict[str, Any]:
+    """The verdict: the foreign one when the breakdown holds processes (another engine), else diagnose()'s."""
+    if breakdown.get("processes") is not None:
+        spots = []
+        sampling = collectors.get("sampling") or {}
+        if sampling.get("status") not in (None, "ok"):
+            spots.append(f"No stack samples ({sampling.get('reason')}).")
+        spots.append("No spans: another engine is not traced, so components come from sampled frames, not timed calls.")
+        return foreign_verdict(breakdown["processes"], blind_spots=spots)
+    from profiler.analysis.diagnose import diagnose
+
+    return diagnose(breakdown, native_speedups=None, measured_gains=None, collectors=collectors)
 
 
 def gil_section(window: dict[str, Any] | None, threads: dict[str, dict[str, Any]], engine_thread: str) -> dict[str, Any] | None:
@@ -79,13 +96,13 @@ def gil_section(window: dict[str, Any] | None, threads: dict[str, dict[str, Any]
     samples (native stacks): the share of each thread's samples waiting to take the GIL; spans: wall
     minus CPU time inside pure-Python spans (api, scheduler, kv_alloc, detokenize on the engine
     thread; api and tokenize on the event loop), an upper bound on GIL waits (it includes waiting for
-    a core on a busy machine).
+    a core on a busy machine). threads: thread_table()'s rows; engine_thread: a row's label or a thread name.
     """
     section: dict[str, Any] = {}
-    samples = {name: row["gil_wait"] for name, row in threads.items() if row["gil_wait"] is not None}
+    samples = {label: row["gil_wait"] for label, row in threads.items() if row.get("gil_wait") is not None}
     if samples:
-        section["samples"] = {"engine_thread": samples.get(engine_thread), "api_thread": samples.get(API_THREAD_NAME),
-                              "by_thread": samples}  # fmt: skip
+        section["samples"] = {"engine_thread": _gil_of(threads, engine_thread, role="engine loop"),
+                              "api_thread": _gil_of(threads, API_THREAD_NAME, role="api"), "by_thread": samples}  # fmt: skip
     if window is not None:
         spans = window["collector_results"].get("spans") or {}
         wall = window.get("wall_ns") or 0
@@ -94,6 +111,22 @@ def gil_section(window: dict[str, Any] | None, threads: dict[str, dict[str, Any]
             "api_thread": _off_cpu(spans, API_THREAD_NAME, ("api", "tokenize"), wall),
         }  # fmt: skip
     return section or None
+
+
+def _gil_of(threads: dict[str, dict[str, Any]], wanted: str, role: str) -> float | None:
+    """The GIL share of the row labelled or named `wanted`, else of the busiest row with `role`."""
+    for label, row in threads.items():
+        if label == wanted or row.get("name") == wanted:
+            return row.get("gil_wait")
+    candidates = [row for row in threads.values() if row.get("role") == role]
+    best = max(candidates, key=lambda row: row.get("work_share") or 0.0, default=None)
+    return best.get("gil_wait") if best else None
+
+
+def foreign_processes(samplings: Iterable[tuple[int | None, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """process_split() of each (pid, sampling result) whose sampling worked."""
+    return [process_split(sampling.get("raw_text") or "", pid) for pid, sampling in samplings
+            if sampling and sampling.get("status") == "ok"]  # fmt: skip
 
 
 def _off_cpu(spans: dict[str, Any], thread: str, names: tuple[str, ...], wall_ns: int) -> dict[str, float] | None:

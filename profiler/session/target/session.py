@@ -29,10 +29,10 @@ from profiler.rundir.results import REQUEST_COLUMNS, STEP_COLUMNS, RunResult, wr
 from profiler.session.options import OptionError
 from profiler.session.record import write_samples
 from profiler.session.session import SessionHooks, SessionOutcome, prepare_prompts
-from profiler.session.target.client import HttpLoad, HttpRecord, drive_http
+from profiler.session.target.client import HttpLoad, HttpRecord, drive_http, http_outcome
 from profiler.session.target.probe import ServerInfo
 from profiler.session.target.remote import RemoteWindow
-from profiler.session.target.server_split import gil_section, server_breakdown, thread_table
+from profiler.session.target.server_split import gil_section, server_breakdown, server_verdict, thread_table
 from scenarios.loadgen import generate_requests
 from scenarios.spec import ScenarioSpec
 
@@ -95,7 +95,9 @@ def run_target_session(
     sampler = None
     if plan.pid is not None and profile != "off":
         deep = profile == "deep"
-        sampler = SamplingCollector(pid=plan.pid, rate=DEEP_RATE_HZ if deep else DEFAULT_RATE_HZ, native=deep,
+        # Another engine's verdict needs native stacks (interpreter vs kernels); at 3 Hz the pauses cost little.
+        sampler = SamplingCollector(pid=plan.pid, rate=DEEP_RATE_HZ if deep else DEFAULT_RATE_HZ,
+                                    native=deep or not server.ours,
                                     priority="realtime" if deep else "low")  # fmt: skip
     done = _Progress(hooks)
     window_open = window.start() if window else False
@@ -164,13 +166,10 @@ def record_target(
             collectors[name] = {"status": "ok" if ok else "failed", "reason": None if ok else window.error}
     steps = window_data["steps"] if window_data else []
     native = list((plan.server.info or {}).get("native") or [])
-    breakdown, engine_thread, _notes = server_breakdown(sampling, window_data, load.end_ns - load.start_ns, native)
-    threads = thread_table(sampling) if sampling and sampling.get("status") == "ok" else {}
-    verdict = None
-    if breakdown is not None:
-        from profiler.analysis.diagnose import diagnose
-
-        verdict = diagnose(breakdown, native_speedups=None, measured_gains=None, collectors=collectors)
+    breakdown, engine_thread, _notes = server_breakdown(sampling, window_data, load.end_ns - load.start_ns, native,
+                                                        pid=plan.pid)  # fmt: skip
+    threads = thread_table(sampling, plan.pid) if sampling and sampling.get("status") == "ok" else {}
+    verdict = server_verdict(breakdown, collectors) if breakdown is not None else None
     result = RunResult(
         config=_config(plan, scenario, profile, list(collectors), prompt_model),
         environment=describe_environment(), scenario=scenario.to_dict(), metrics=metrics,
@@ -239,13 +238,11 @@ def _target_block(
     lag = latency_summary(lags)
     busy = load.client_cpu_s / wall_s if wall_s > 0 else 0.0
     bottleneck = busy >= CLIENT_BUSY_FRACTION or (lag["p99"] or 0.0) > CLIENT_LAG_MS
-    errors: dict[str, int] = {}
-    for record in load.records:
-        if record.send_ns is not None and not record.ok:
-            key = str(record.status) if record.status not in (None, 200) else (record.error or "incomplete").split(":")[0]
-            errors[key] = errors.get(key, 0) + 1
+    http = http_outcome(load.records, dropped=load.dropped_fields)
     return {
         "url": plan.server.url, "ours": plan.server.ours,
+        # Most requests failing is the run's first fact: the summary leads with the headline.
+        "failed_share": http["failed_share"], "headline": http["headline"],
         "server": {"name": plan.server.name, "version": plan.server.version, "model": plan.server.model,
                    "source": plan.server.source},
         "pid": plan.pid, "pid_source": plan.pid_source,
@@ -260,6 +257,5 @@ def _target_block(
             "note": (f"the client used {busy:.0%} of one core and sent its requests {lag['p99'] or 0:.1f} ms late at p99: "
                      + ("it may have limited the load" if bottleneck else "it was not the bottleneck")),
         },
-        "http": {"sent": sum(r.send_ns is not None for r in load.records), "failed": sum(errors.values()),
-                 "errors": errors, "measured_s": duration_s},
+        "http": {**http, "measured_s": duration_s},
     }  # fmt: skip
