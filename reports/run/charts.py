@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure, SubFigure
 from matplotlib.layout_engine import ConstrainedLayoutEngine
+from matplotlib.ticker import MaxNLocator
 
 from profiler.rundir.results import CATEGORIES, COMPONENTS
 from reports.format import fmt_gain, fmt_ms
@@ -93,7 +94,7 @@ def draw_with(draw: Callable[..., None], *args: Any, width: float, height: float
 
 def draw_time_split(target: Target, breakdown: dict[str, Any]) -> None:
     """Stacked bars of components per method (left) and a donut of the spans' categories (right)."""
-    bars_area, donut_area = target.subfigures(1, 2, width_ratios=[1.7, 1], squeeze=False)[0]
+    bars_area, donut_area = target.subfigures(1, 2, width_ratios=[1.6, 1.1], squeeze=False)[0]
     _draw_component_bars(bars_area.subplots(), breakdown)
     _draw_category_donut(donut_area.subplots(), breakdown)
 
@@ -116,7 +117,7 @@ def _draw_component_bars(ax: Any, breakdown: dict[str, Any]) -> None:
     ax.invert_yaxis()
     ax.set_xlim(0, 100)
     ax.set_xlabel("% of thread wall time")
-    ax.set_title("Time by component, per method")
+    ax.set_title("Time by component, per method", loc="left")
     ax.grid(axis="y", visible=False)
     if not rows:
         ax.text(50, 0, "no component split in this run", ha="center", va="center", color="#555555")
@@ -162,8 +163,13 @@ def category_source(breakdown: dict[str, Any]) -> tuple[str, dict[str, float], b
         split = methods.get(method) or {}
         shares = {name: float(value) for name, value in (split.get("categories") or {}).items()
                   if isinstance(value, (int, float)) and value > 0}  # fmt: skip
+        mixed = method == "samples" and split.get("resolution") == "python"
+        if mixed and (split.get("categories") or {}).get("interpreter") is None and shares:
+            # Python-only samples leave interpreter and kernel unsplit: what the other categories do not
+            # take is one share, Python or the native code it calls.
+            shares["interpreter"] = max(0.0, 1.0 - sum(shares.values()))
         if shares:
-            return method, shares, method == "samples" and split.get("resolution") == "python"
+            return method, shares, mixed
     return "", {}, False
 
 
@@ -181,14 +187,15 @@ def _draw_category_donut(ax: Any, breakdown: dict[str, Any]) -> None:
         [share for _, share in shares], colors=[CATEGORY_COLOURS[name] for name, _ in shares],
         startangle=90, counterclock=False, wedgeprops={"width": 0.3, "edgecolor": "white"},
     )  # fmt: skip
-    names = [PYTHON_OR_NATIVE if mixed and name == "interpreter" else name for name, _ in shares]
+    # The long name on two lines: a wide legend would squeeze the donut to nothing.
+    names = ["Python or the native\ncode it calls" if mixed and name == "interpreter" else name for name, _ in shares]
     ax.legend(wedges, [f"{name} {share:.1%}" for name, (_, share) in zip(names, shares)], loc="center left",
               bbox_to_anchor=(0.92, 0.5), fontsize=8)  # fmt: skip
     interpreter = categories.get("interpreter")
     if interpreter is not None:
         what = "Python or\nnative" if mixed else "interpreter"
         ax.text(0, 0, f"{interpreter:.0%}\n{what}", ha="center", va="center", fontsize=8, fontweight="bold")
-    ax.set_title(f"Categories ({'spans' if method == 'spans' else 'py-spy samples'})")
+    ax.set_title(f"Categories ({method})")
 
 
 def draw_timeline(target: Target, timeline: pd.DataFrame, end_s: float | None = None) -> None:
@@ -232,6 +239,7 @@ def draw_latency_cdfs(target: Target, samples: dict[str, np.ndarray], slo: dict[
         label = LATENCY_LABELS.get(name, name)
         ax.set_title(f"{label} ({values.size:,} samples)")
         ax.set_xlabel("ms")
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=5, min_n_ticks=3))  # 30,000 ms labels stay apart at half-page width
         ax.set_ylim(0, 1.02)
         if values.size == 0:
             ax.text(0.5, 0.5, "no samples", ha="center", va="center", transform=ax.transAxes)

@@ -165,6 +165,12 @@ def time_split_table(result: RunResult) -> Table:
             if client:
                 row.append(fmt_pct((client.get(group) or {}).get(name)))
             table.rows.append(row)
+    whole = ((samples or {}).get("components") or {}).get("model")
+    if whole is not None:  # python-only samples see the forward pass whole; the spans split it in two
+        glue_and_kernels = _sum(spans, ("model_glue", "model_kernels")) if spans else None
+        table.rows.append(["model (whole)", fmt_pct(glue_and_kernels), fmt_pct(whole),
+                           fmt_pp((whole - glue_and_kernels) * 100) if glue_and_kernels is not None else NOT_RECORDED]
+                          + ([fmt_pct((client.get("components") or {}).get("model"))] if client else []))  # fmt: skip
     dispatch = [
         "dispatch",
         fmt_pct(spans.get("dispatch")),
@@ -555,7 +561,7 @@ def not_applicable(result: RunResult) -> str | None:
     return "No GPU on this machine: GPU figures do not apply."
 
 
-def _machine_spot(result: RunResult, spot: str) -> bool:
+def machine_spot(result: RunResult, spot: str) -> bool:
     return not machine_has_gpu(result) and spot.startswith("No GPU utilization")
 
 
@@ -573,7 +579,7 @@ def _profile_limit(spot: str) -> str | None:
 
 def reading_blind_spots(result: RunResult) -> list[str]:
     """The blind spots that change how to read this run: not the machine's, not the profile's standing limits."""
-    return [spot for spot in blind_spots(result) if not _machine_spot(result, spot) and _profile_limit(spot) is None]
+    return [spot for spot in blind_spots(result) if not machine_spot(result, spot) and _profile_limit(spot) is None]
 
 
 def profile_limits(result: RunResult) -> str | None:

@@ -72,7 +72,7 @@ def _render_full(result: RunResult, console: Console) -> None:
     for reason in summary.reasons(result):
         console.print(Text(f"  - {reason}"))
     for spot in summary.blind_spots(result):
-        if not summary._machine_spot(result, spot):
+        if not summary.machine_spot(result, spot):
             console.print(Text(f"  blind spot: {spot}", style="dim"))
     console.print()
     for optional in (summary.target_table(result), summary.gpu_table(result)):
