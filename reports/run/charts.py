@@ -175,7 +175,6 @@ def category_source(breakdown: dict[str, Any]) -> tuple[str, dict[str, float], b
 
 def _draw_category_donut(ax: Any, breakdown: dict[str, Any]) -> None:
     method, categories, mixed = category_source(breakdown)
-    ax.axis("equal")
     if not categories:
         ax.set_axis_off()
         ax.text(0.5, 0.5, "no category split\nin this run", ha="center", va="center", color="#555555",
@@ -196,6 +195,7 @@ def _draw_category_donut(ax: Any, breakdown: dict[str, Any]) -> None:
         what = "Python or\nnative" if mixed else "interpreter"
         ax.text(0, 0, f"{interpreter:.0%}\n{what}", ha="center", va="center", fontsize=8, fontweight="bold")
     ax.set_title(f"Categories ({method})")
+    ax.axis("equal")
 
 
 def draw_timeline(target: Target, timeline: pd.DataFrame, end_s: float | None = None) -> None:

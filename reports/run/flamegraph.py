@@ -25,8 +25,10 @@ ROW = 17  # units per stack depth
 MIN_FRACTION = 0.001  # frames narrower than this share of their group are left out
 MAX_FRAMES = 1500  # per group: the widest are kept (a parent is never narrower than its children)
 NO_COMPONENT = "no component"  # a stack the classifier attributed to none (or a run without labels)
+MIXED = "several components"  # a caller whose samples are spread over components: the engine loop, the root
+OWN_COMPONENT = 0.75  # a frame takes a component's colour when at least this share of its samples is that component's
 COLOURS = {**{name: colour for name, colour in COMPONENT_COLOURS.items() if name != "unattributed"},
-           NO_COMPONENT: "#C9CFD6"}  # fmt: skip
+           NO_COMPONENT: "#C9CFD6", MIXED: "#E8EAED"}  # fmt: skip
 DARK = ("model_kernels", "sampler", "api", "model", "detokenizer")  # colours that need white text
 SCRIPT = Path(__file__).parents[1] / "templates" / "flamegraph.js"
 
@@ -48,7 +50,11 @@ class FlameNode:
 
     @property
     def component(self) -> str:
-        return self.components.most_common(1)[0][0] if self.components else NO_COMPONENT
+        """The component nearly all its samples were attributed to; MIXED for a frame above several (the loop)."""
+        if not self.components:
+            return NO_COMPONENT
+        name, count = self.components.most_common(1)[0]
+        return name if count >= OWN_COMPONENT * self.total else MIXED
 
 
 @dataclass
@@ -176,7 +182,7 @@ def _fit(name: str, width: float, char: float = 6.4, pad: float = 3.0) -> str:
     """The name if it fits `width`, else its end after an ellipsis ('…run_layers'): a method's own name is at
     its end, its class at its start."""
     chars = int((width - 2 * pad) // char)
-    if chars < 3:
+    if chars < 5:  # "…on" says nothing: a label needs a few letters of its name
         return ""
     return name if len(name) <= chars else "\u2026" + name[len(name) - chars + 1 :]
 
@@ -190,10 +196,10 @@ def group_components(groups: list[ThreadGroup]) -> Counter[str]:
 
 
 def _legend(groups: list[ThreadGroup]) -> str:
-    seen = group_components(groups)
+    seen = set(group_components(groups)) | {MIXED}
     items = [f'<span class="swatch" style="background:{COLOURS[name]}"></span>{name}' for name in COLOURS if name in seen]
-    return ('<p class="flame-legend caption">Colour: the component most of a frame\'s samples were attributed to '
-            "(hover a frame for its categories). " + " ".join(f'<span class="legend-item">{item}</span>' for item in items)
+    return (f'<p class="flame-legend caption">Colour: the component at least {OWN_COMPONENT:.0%} of a frame\'s samples '
+            "were attributed to (hover a frame for its categories). " + " ".join(f'<span class="legend-item">{item}</span>' for item in items)
             + "</p>")  # fmt: skip
 
 
@@ -222,7 +228,7 @@ def draw_flamegraph(target: Target, group: ThreadGroup, max_depth: int = 40) -> 
     ax.set_title(f"Flame graph: {group.label}", loc="left")
     from matplotlib.patches import Patch
 
-    present = group_components([group])
+    present = set(group_components([group])) | {MIXED}
     handles = [Patch(color=COLOURS[name], label=name) for name in COLOURS if name in present]
     title = "colour: component" + (f"; a frame's time is its Python line or the native code it calls"
                                    if python_only([group]) else "")  # fmt: skip
