@@ -230,7 +230,7 @@ def draw_flamegraph(target: Target, group: ThreadGroup, max_depth: int = 40) -> 
 
     present = set(group_components([group])) | {MIXED}
     handles = [Patch(color=COLOURS[name], label=name) for name in COLOURS if name in present]
-    title = "colour: component" + (f"; a frame's time is its Python line or the native code it calls"
+    title = "colour: component" + ("; a frame's time is its Python line or the native code it calls"
                                    if python_only([group]) else "")  # fmt: skip
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(len(handles), 6), fontsize=7,
               title=title, title_fontsize=7)  # fmt: skip

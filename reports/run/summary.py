@@ -638,11 +638,14 @@ def compact_split(result: RunResult) -> Table | None:
         "Engine thread's time (spans: timed in-process; samples: py-spy stacks)",
         ["category", *columns, "component", *columns], left_columns=(len(columns) + 1,),
     )  # fmt: skip
+    blank: list[Any] = [""] + [None] * len(columns)
     for index in range(max(len(categories), len(components))):
-        left = categories[index] if index < len(categories) else [""] + [None] * len(columns)
-        right = components[index] if index < len(components) else [""] + [None] * len(columns)
-        table.rows.append([left[0], *[_cell(value, left[0]) for value in left[1:]],
-                           right[0], *[_cell(value, right[0]) for value in right[1:]]])  # fmt: skip
+        left = categories[index] if index < len(categories) else blank
+        right = components[index] if index < len(components) else blank
+        row = []
+        for name, *values in (left, right):
+            row += [str(name), *[_cell(value, str(name)) for value in values]]
+        table.rows.append(row)
     notes = []
     if mixed:
         notes.append("samples: a Python line and the native code it calls count as one")
@@ -692,6 +695,17 @@ def slo_lines(result: RunResult, check: SloCheck | None = None) -> list[str]:
         met = ", ".join(f"{LATENCY_LABELS.get(name, name)} {_target_ms(target)}" for name, target in targets.items())
         lines.append(f"SLOs met by every measured request ({met}).")
     return lines
+
+
+def gpu_line(result: RunResult) -> str | None:
+    """A GPU run's device time in one line: busy, idle waiting for the host (and for what most), idle with no work."""
+    gpu = result.gpu_time
+    if not gpu:
+        return None
+    waited = gpu.get("idle_host_by_component") or {}
+    most = f" (most for the {max(waited, key=lambda name: waited[name]).replace('_', ' ')})" if waited else ""
+    return (f"GPU: busy {fmt_pct(gpu.get('busy_share'))}, idle waiting for the host {fmt_pct(gpu.get('idle_host_share'))}"
+            f"{most}, idle with no work {fmt_pct(gpu.get('idle_no_work_share'))}.")  # fmt: skip
 
 
 def _target_ms(value: float) -> str:

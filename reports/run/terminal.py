@@ -50,7 +50,9 @@ def _render_short(result: RunResult, run: RunResult | RunData, console: Console)
         _print_table(console, split)
     else:
         console.print(Text(f"Time split: not measured ({why_not_measured(result, 'breakdown')}).", style="dim"))
-    console.print(Text(summary.load_line(result)))
+    for line in (summary.gpu_line(result), summary.load_line(result)):
+        if line:
+            console.print(Text(line))
     check = check_slos(run.requests, slo_targets(result)) if isinstance(run, RunData) else None
     for line in summary.slo_lines(result, check):
         console.print(Text(line, style="bold red" if line.startswith("SLO breached") else ""))

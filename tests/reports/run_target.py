@@ -25,8 +25,8 @@ def make_target_run_dir(path: str | Path, *, seed: int, n_requests: int = 60) ->
     data["verdict"] = {
         "category": None, "component": None, "share": None, "interpreter_share": None, "rule": None,
         "reasons": ["Neither spans nor native stack samples are available: no verdict."], "predictions": {},
-        "blind_spots": ["py-spy ran without --native: samples cannot tell a Python line from the native code it "
-                        "calls, and GIL waits are unseen (use --profile deep for native stacks)."],
+        "blind_spots": [("py-spy ran without --native: samples cannot tell a Python line from the native code it "
+                         "calls, and GIL waits are unseen (use --profile deep for native stacks).")],
         "source": None,
     }  # fmt: skip
     data["engine"], data["counters"], data["overhead"] = {}, {}, {}

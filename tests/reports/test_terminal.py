@@ -113,7 +113,7 @@ def test_headline_warnings_come_right_after_the_verdict_in_rule_order(run_dir):
     assert "straddles the 30% threshold" in warnings[2].text
     text = _render(result, no_color=True)
     lines = _after_verdict(text, result)
-    assert [line for line in lines[: len(warnings) * 2] if line.strip()][0].startswith("Partial run")
+    assert next(line for line in lines[: len(warnings) * 2] if line.strip()).startswith("Partial run")
 
 
 def test_a_target_run_without_spans_prints_its_server_and_samples_split(tmp_path):
