@@ -20,6 +20,7 @@ from reports.run.frames import top_frames_table
 from reports.run.pdf_text import A4_INCHES, CHART_AREA, STYLES, TextPages, table_lines
 from reports.run.summary import Table
 from reports.rundata import ReportData, prepare, why_not_measured
+from reports.stacks import ThreadGroup
 
 REPORT_NAME = "report.pdf"
 _HEADLINE_COLOURS = {"alarm": "#c0392b", "warn": "#9a6700"}
@@ -95,6 +96,7 @@ class PlannedChart:
     with_next: bool = False  # keep on the page of the chart after it (a chart and the table under it)
 
 
+FLAME_MAX_DEPTH = 40  # the levels draw_flamegraph draws by default
 # The chart area's height on A4 (CHART_AREA) in inches, and the strip a heading takes above its chart.
 PAGE_HEIGHT_IN = CHART_AREA[3] * A4_INCHES[1]
 HEADING_IN = 0.34
@@ -124,13 +126,21 @@ def _chart_plan(data: ReportData) -> tuple[list[list[PlannedChart]], list[str]]:
         PlannedChart("Requests over the run", gantt.draw_request_timeline, requests, 7.0,
                      None if requests else "request timeline: the run recorded no requests"),
         PlannedChart("Where the engine thread's samples are (py-spy)", flamegraph.draw_flamegraph,
-                     data.engine_thread, 7.5,
+                     data.engine_thread, _flame_height(data.engine_thread),
                      None if data.engine_thread else f"flame graph ({why_not_measured(result, 'samples')})"),
     ]  # fmt: skip
     drawn = [chart for chart in planned if chart.missing is None]
     # The table under the time-split chart goes with it; its absence needs no second note.
     missing = [chart.missing for chart in planned if chart.missing is not None and chart.heading]
     return pack_pages(drawn), missing
+
+
+def _flame_height(group: ThreadGroup | None, row_in: float = 0.2) -> float:
+    """Inches for the flame graph: a row per stack level (as deep as draw_flamegraph draws), title and legend."""
+    if group is None or not group.stacks:
+        return 0.0
+    depth = min(FLAME_MAX_DEPTH, max(len(stack.frames) for stack in group.stacks) + 1)
+    return min(7.5, 1.3 + row_in * depth)
 
 
 def _space(chart: PlannedChart) -> float:

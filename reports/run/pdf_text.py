@@ -68,6 +68,8 @@ class TextPages:
 
     def table(self, table: Table, *, text_columns: tuple[int, ...] = ()) -> None:
         """A table as aligned monospaced text, its title as a heading; kept on one page when it fits."""
+        if table.text:  # a column of sentences reads from the left, like the first
+            text_columns = tuple(range(1, len(table.columns)))
         lines = table_lines(table, text_columns=text_columns)
         _, height, _, _, _ = STYLES["mono"]
         self._ensure(STYLES["heading"][1] + height * min(len(lines), 40))
