@@ -11,9 +11,9 @@ from matplotlib.image import imread
 
 from reports.run.pdf import write_pdf_report
 
-# Title page, five chart pages packed in reading order (time split and its table; native paths and the timeline;
-# latency; requests; flame graph), two table pages.
-FULL_REPORT_PAGES = 8
+# Title page, four chart pages packed in reading order (time split and its table; native paths and the timeline;
+# latency; requests and the fixture's shallow flame graph), two table pages.
+FULL_REPORT_PAGES = 7
 
 
 def _page_count(pdf_bytes: bytes) -> int:
