@@ -722,7 +722,7 @@ def target_line(result: RunResult) -> str | None:
     split = target.get("split") or {}
     measured = (f"split by {', '.join(split.get('methods') or [])}" + (f" of pid {target['pid']}" if target.get("pid") else "")
                 if split.get("available") else f"no split ({split.get('reason') or 'no reason recorded'})")  # fmt: skip
-    return f"Server: {name} at {target.get('url')}, model {server.get('model')}; {measured}."
+    return f"Target server: {name} at {target.get('url')}, model {server.get('model')}; {measured}."
 
 
 def prediction_lines(result: RunResult) -> list[str]:

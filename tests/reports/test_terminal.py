@@ -122,7 +122,7 @@ def test_a_target_run_without_spans_prints_its_server_and_samples_split(tmp_path
     path = make_target_run_dir(tmp_path / "target", seed=5)
     text = _render(path, no_color=True)
     assert text.startswith("No verdict")
-    assert "Server: vllm 0.32.0 at http://127.0.0.1:8000" in text
+    assert "Target server: vllm 0.32.0 at http://127.0.0.1:8000" in text
     assert "samples" in text and "a Python line and the native code it calls" in text
     assert len(_after_verdict(text, read_run(path).result)) <= 25
-    assert "The server" not in text and "Target server" in _render(path, verbose=True, no_color=True)
+    assert "Target server (metrics measured client-side" in _render(path, verbose=True, no_color=True)
