@@ -635,7 +635,7 @@ def compact_split(result: RunResult) -> Table | None:
         components.append(["the rest", *folded])
     columns = [name for name, _ in present]
     table = Table(
-        "Engine thread's time (spans: timed in-process; samples: py-spy stacks)",
+        f"{_thread_title(result)} ({'; '.join(METHOD_WORDS[name] for name in columns)})",
         ["category", *columns, "component", *columns], left_columns=(len(columns) + 1,),
     )  # fmt: skip
     blank: list[Any] = [""] + [None] * len(columns)
@@ -653,6 +653,15 @@ def compact_split(result: RunResult) -> Table | None:
         notes.append("the spans' kernel share is assumed: no profiler window ran")
     table.note = "; ".join(notes) or None
     return table
+
+
+METHOD_WORDS = {"spans": "spans: timed in-process", "samples": "samples: py-spy stacks"}
+
+
+def _thread_title(result: RunResult) -> str:
+    """Whose time the split is: the engine thread, or a foreign server's thread that stood in for it."""
+    thread = ((result.target or {}).get("split") or {}).get("engine_thread")
+    return f"Time of the server's thread {thread}" if thread and thread != "infer-prof-engine" else "Engine thread's time"
 
 
 def _sum(split: dict[str, Any], names: tuple[str, ...]) -> float | None:
