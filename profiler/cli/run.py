@@ -234,7 +234,7 @@ def _write_reports(outcome, report: bool, console: Console, stop: GracefulStop, 
     from profiler.rundir.results import mark_partial
     from reports import generate_reports, render_summary
 
-    render_summary(outcome.run_dir, Console(), verbose=verbose)
+    render_summary(outcome.run_dir, Console(), verbose=verbose, report=report)
     if report and not stop.event.is_set():
         files: dict[str, Path] = {}
         console.print("[dim]writing reports[/dim]")

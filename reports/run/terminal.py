@@ -23,10 +23,13 @@ _HEADLINE_STYLES = {"alarm": "bold red", "warn": "yellow", "note": ""}
 
 
 def render_summary(
-    result_or_rundata: RunResult | RunData | str | Path, console: Console | None = None, *, verbose: bool = False
+    result_or_rundata: RunResult | RunData | str | Path, console: Console | None = None, *, verbose: bool = False,
+    report: bool | None = None,
 ) -> None:
     """Print the run summary: by default one screen (verdict, headline warnings, the split, breached SLOs, the
-    predictions worth a line, the blind spots that change the reading, where the report is); `verbose`: every table."""
+    predictions worth a line, the blind spots that change the reading, where the report is); `verbose`: every table.
+
+    report: whether report.html is (about to be) written; None: whether it is there now."""
     run = _run(result_or_rundata)
     result = run.result if isinstance(run, RunData) else run
     console = console or Console()
@@ -37,10 +40,10 @@ def render_summary(
     if verbose:
         _render_full(result, console)
     else:
-        _render_short(result, run, console)
+        _render_short(result, run, console, report)
 
 
-def _render_short(result: RunResult, run: RunResult | RunData, console: Console) -> None:
+def _render_short(result: RunResult, run: RunResult | RunData, console: Console, report: bool | None) -> None:
     server = summary.target_line(result)
     if server:
         console.print(Text(server))
@@ -67,7 +70,10 @@ def _render_short(result: RunResult, run: RunResult | RunData, console: Console)
         if line:
             console.print(Text(line, style="dim"))
     if isinstance(run, RunData):
-        console.print(Text(f"Report: {run.path / 'report.html'}; every table: --verbose", style="dim"))
+        html = run.path / "report.html"
+        written = html.exists() if report is None else report
+        where = f"Report: {html}" if written else f"No report files: `infer-prof report {run.path}` writes them"
+        console.print(Text(f"{where}; every table: --verbose", style="dim"))
 
 
 def _render_full(result: RunResult, console: Console) -> None:

@@ -80,7 +80,14 @@ def test_the_default_summary_fits_a_screen_and_says_what_matters(run_dir):
         assert name in text, name
     assert "kernel share from" not in text and "Collectors that did not run" not in text
     assert text.count("No GPU on this machine") == 1 and "nvml" not in text
-    assert str(run_dir / "report.html") in "".join(text.split()), "where the report is"
+    flat = "".join(text.split())
+    assert str(run_dir / "report.html") in flat or "Noreportfiles:`infer-profreport" in flat, "where the report is"
+    console = Console(file=io.StringIO(), width=200, no_color=True)
+    render_summary(run_dir, console, report=True)
+    assert f"Report: {run_dir / 'report.html'}; every table: --verbose" in console.file.getvalue()
+    console = Console(file=io.StringIO(), width=200, no_color=True)
+    render_summary(run_dir, console, report=False)
+    assert f"No report files: `infer-prof report {run_dir}` writes them" in console.file.getvalue()
     # Every prediction of this run is worth a line (each path is over 0.1% of the step), biggest gain first.
     lines = [line.strip() for line in rest]
     order = [line.split(":")[0] for line in lines if line.split(":")[0] in result.verdict["predictions"]]
