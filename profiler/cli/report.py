@@ -12,11 +12,14 @@ from profiler.cli.app import app
 
 
 @app.command()
-def report(run_dir: Annotated[Path, typer.Argument(help="A run directory written by `infer-prof run`.")]) -> None:
+def report(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory written by `infer-prof run`.")],
+    verbose: Annotated[bool, typer.Option("--verbose", help="Print every table of the summary, not one screen.")] = False,
+) -> None:
     """Regenerate report.html, report.pdf, trace.json and speedscope.json from a run directory."""
     from reports import generate_reports, render_summary
 
-    render_summary(run_dir, Console())
+    render_summary(run_dir, Console(), verbose=verbose)
     files = generate_reports(run_dir)
     for name in files.values():
         typer.echo(str(Path(run_dir) / name))

@@ -37,6 +37,7 @@ def run(
     target: Annotated[Optional[str], typer.Option("--target", help="Send the scenario over HTTP to this OpenAI-compatible server (e.g. http://127.0.0.1:8000) instead of running the built-in engine; --model then only names the tokenizer prompts are sized with.")] = None,
     pid: Annotated[Optional[int], typer.Option("--pid", help="With --target: the server's process id, for py-spy to sample (automatic for a local infer-prof serve).")] = None,
     target_model: Annotated[Optional[str], typer.Option("--target-model", help="With --target: the model id to request (default: the first in /v1/models).")] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", help="Print every table of the summary, not one screen.")] = False,
     *,
     options: EngineOptions,
 ) -> None:
@@ -52,9 +53,11 @@ def run(
             raise OptionError(f"--pid={pid}: give the server's process id (a positive number), or leave it out")
         raise typer.Exit(run_target_command(options, target=target, pid=pid, target_model=target_model,
                                             scenario=scenario, requests=requests, duration=duration,
-                                            out=output_path(out, "--out"), report=report, profile=profile))  # fmt: skip
+                                            out=output_path(out, "--out"), report=report, profile=profile,
+                                            verbose=verbose))  # fmt: skip
     code = run_command(options, scenario=scenario, requests=requests, duration=duration, out=output_path(out, "--out"),
-                       report=report, profile=profile, verify=verify, policy_given=policy is not None)  # fmt: skip
+                       report=report, profile=profile, verify=verify, policy_given=policy is not None,
+                       verbose=verbose)  # fmt: skip
     raise typer.Exit(code)
 
 
@@ -76,7 +79,7 @@ def run_profiled(
 
 def run_command(
     options: EngineOptions, *, scenario: str, requests: int | None, duration: float | None, out: Path | None,
-    report: bool, profile: str, verify: bool, policy_given: bool = True,
+    report: bool, profile: str, verify: bool, policy_given: bool = True, verbose: bool = False,
 ) -> int:  # fmt: skip
     """Check every input, load the model, run the session (with --verify's extra runs), write the reports."""
     console = Console(stderr=True)
@@ -89,7 +92,7 @@ def run_command(
                                    stop_event=stop.event)  # fmt: skip
             if verify and not outcome.interrupted:
                 _verify(outcome, options, spec, loaded, console, stop.event, profile)
-            _write_reports(outcome, report, console, stop)
+            _write_reports(outcome, report, console, stop, verbose=verbose)
     return _exit_code(stop, outcome)
 
 
@@ -168,7 +171,7 @@ def _refuse_engine_flags_with_target(options: EngineOptions, *, policy_given: bo
 
 def run_target_command(
     options: EngineOptions, *, target: str, pid: int | None, target_model: str | None, scenario: str,
-    requests: int | None, duration: float | None, out: Path | None, report: bool, profile: str,
+    requests: int | None, duration: float | None, out: Path | None, report: bool, profile: str, verbose: bool = False,
 ) -> int:  # fmt: skip
     """`run --target`: probe the server and check every input before sending anything, then drive it."""
     from profiler.session.target.probe import probe
@@ -192,7 +195,7 @@ def run_target_command(
         with session_progress(console) as hooks:
             outcome = run_target_session(plan, spec, run_dir, tokenizer=tokenizer, profile=profile,
                                          stop_event=stop.event, hooks=hooks, prompt_model=options.model)  # fmt: skip
-        _write_reports(outcome, report, console, stop)
+        _write_reports(outcome, report, console, stop, verbose=verbose)
     return _exit_code(stop, outcome)
 
 
@@ -225,13 +228,13 @@ def _verify(outcome, options, spec, loaded, console, stop_event, profile) -> Non
         render_verify(section, console)
 
 
-def _write_reports(outcome, report: bool, console: Console, stop: GracefulStop) -> None:  # type: ignore[no-untyped-def]
+def _write_reports(outcome, report: bool, console: Console, stop: GracefulStop, verbose: bool = False) -> None:  # type: ignore[no-untyped-def]
     """The summary, then the report files one kind at a time; a stop signal between them ends the writing
     and marks the result partial (the measured run is whole; `infer-prof report DIR` writes what is missing)."""
     from profiler.rundir.results import mark_partial
     from reports import generate_reports, render_summary
 
-    render_summary(outcome.run_dir, Console())
+    render_summary(outcome.run_dir, Console(), verbose=verbose, report=report)
     if report and not stop.event.is_set():
         files: dict[str, Path] = {}
         console.print("[dim]writing reports[/dim]")

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure, SubFigure
 from matplotlib.layout_engine import ConstrainedLayoutEngine
+from matplotlib.ticker import MaxNLocator
 
 from profiler.rundir.results import CATEGORIES, COMPONENTS
 from reports.format import fmt_gain, fmt_ms
@@ -28,8 +29,10 @@ Target = Figure | SubFigure
 COMPONENT_COLOURS = {
     "scheduler": "#E69F00", "sampler": "#D55E00", "kv_alloc": "#CC79A7", "prepare": "#999933", "tokenizer": "#F0E442",
     "detokenizer": "#8C6D31", "model_glue": "#56B4E9", "model_kernels": "#0072B2", "queue": "#009E73",
-    "d2h": "#44AA99", "api": "#7B3294", "unattributed": "#DDDDDD",
+    "d2h": "#44AA99", "api": "#7B3294", "model": "#3A8FC9", "unattributed": "#DDDDDD",
 }  # fmt: skip
+# What a samples split calls "interpreter" when its stacks hold no native frames (py-spy without --native).
+PYTHON_OR_NATIVE = "Python or the native code it calls"
 CATEGORY_COLOURS = {
     "interpreter": "#E69F00", "lock": "#D55E00", "allocation": "#CC79A7", "kernel": "#0072B2",
     "idle": "#BBBBBB", "waiting": "#DDDDDD", "other": "#888888",
@@ -91,36 +94,34 @@ def draw_with(draw: Callable[..., None], *args: Any, width: float, height: float
 
 def draw_time_split(target: Target, breakdown: dict[str, Any]) -> None:
     """Stacked bars of components per method (left) and a donut of the spans' categories (right)."""
-    bars_area, donut_area = target.subfigures(1, 2, width_ratios=[1.7, 1], squeeze=False)[0]
+    bars_area, donut_area = target.subfigures(1, 2, width_ratios=[1.6, 1.1], squeeze=False)[0]
     _draw_component_bars(bars_area.subplots(), breakdown)
     _draw_category_donut(donut_area.subplots(), breakdown)
 
 
 def _draw_component_bars(ax: Any, breakdown: dict[str, Any]) -> None:
-    methods = breakdown.get("methods") or {}
-    rows = [(label, split) for label, split in (
-        ("spans", methods.get("spans")), ("samples", methods.get("samples")),
-        ("client threads", breakdown.get("client_threads")),
-    ) if split]  # fmt: skip
-    for position, (label, split) in enumerate(rows):
+    rows = component_rows(breakdown)
+    for position, (label, shares) in enumerate(rows):
         left = 0.0
-        shares = {name: float((split.get("components") or {}).get(name) or 0.0) for name in COMPONENTS}
-        shares["unattributed"] = max(0.0, 1.0 - sum(shares.values()))
         for name, share in shares.items():
             if share <= 0:
                 continue
             ax.barh(position, share * 100, left=left * 100, color=COMPONENT_COLOURS[name],
-                    label=name if position == 0 or name == "unattributed" else None, edgecolor="white", linewidth=0.5)  # fmt: skip
+                    label=name if position == 0 or name in ("unattributed", "model") else None, edgecolor="white",
+                    linewidth=0.5)  # fmt: skip
             if share >= 0.075:  # narrower segments cannot fit a label without colliding
                 ax.text((left + share / 2) * 100, position, f"{share:.0%}", ha="center", va="center", fontsize=8,
-                        color="white" if name in ("model_kernels", "sampler") else "black")  # fmt: skip
+                        color="white" if name in ("model_kernels", "sampler", "model") else "black")  # fmt: skip
             left += share
     ax.set_yticks(range(len(rows)), [label for label, _ in rows])
     ax.invert_yaxis()
     ax.set_xlim(0, 100)
     ax.set_xlabel("% of thread wall time")
-    ax.set_title("Time by component, per method")
+    ax.set_title("Time by component, per method", loc="left")
     ax.grid(axis="y", visible=False)
+    if not rows:
+        ax.text(50, 0, "no component split in this run", ha="center", va="center", color="#555555")
+        return
     handles, labels = ax.get_legend_handles_labels()
     unique = dict(zip(labels, handles))
     # An "outside" legend is laid out by constrained layout, so it hugs the axes at any figure height.
@@ -134,22 +135,66 @@ def _draw_component_bars(ax: Any, breakdown: dict[str, Any]) -> None:
     )
 
 
+def component_rows(breakdown: dict[str, Any]) -> list[tuple[str, dict[str, float]]]:
+    """(bar label naming its method, {component: share}) per method that measured components.
+
+    Python-only samples cannot split the model's forward pass into its Python glue and its kernels, so
+    their split has one `model` share: it is drawn as that, never left as "unattributed" time."""
+    methods = breakdown.get("methods") or {}
+    rows = []
+    for label, split in (("spans (timed)", methods.get("spans")), ("samples (py-spy)", methods.get("samples")),
+                         ("client threads", breakdown.get("client_threads"))):  # fmt: skip
+        if not split:
+            continue
+        recorded = split.get("components") or {}
+        shares = {name: float(recorded.get(name) or 0.0) for name in COMPONENTS}
+        if recorded.get("model") is not None and not (shares["model_glue"] or shares["model_kernels"]):
+            shares["model"] = float(recorded["model"])
+        shares["unattributed"] = max(0.0, 1.0 - sum(shares.values()))
+        rows.append((label, shares))
+    return rows
+
+
+def category_source(breakdown: dict[str, Any]) -> tuple[str, dict[str, float], bool]:
+    """(method, {category: share}, whether `interpreter` there includes native code) for the category chart:
+    the spans' split, else the samples' (a foreign server has no spans); empty when neither has one."""
+    methods = breakdown.get("methods") or {}
+    for method in ("spans", "samples"):
+        split = methods.get(method) or {}
+        shares = {name: float(value) for name, value in (split.get("categories") or {}).items()
+                  if isinstance(value, (int, float)) and value > 0}  # fmt: skip
+        mixed = method == "samples" and split.get("resolution") == "python"
+        if mixed and (split.get("categories") or {}).get("interpreter") is None and shares:
+            # Python-only samples leave interpreter and kernel unsplit: what the other categories do not
+            # take is one share, Python or the native code it calls.
+            shares["interpreter"] = max(0.0, 1.0 - sum(shares.values()))
+        if shares:
+            return method, shares, mixed
+    return "", {}, False
+
+
 def _draw_category_donut(ax: Any, breakdown: dict[str, Any]) -> None:
-    categories = (((breakdown.get("methods") or {}).get("spans") or {}).get("categories")) or {}
-    shares = [(name, float(categories.get(name) or 0.0)) for name in CATEGORIES]
-    shares = [(name, share) for name, share in shares if share > 0]
+    method, categories, mixed = category_source(breakdown)
+    if not categories:
+        ax.set_axis_off()
+        ax.text(0.5, 0.5, "no category split\nin this run", ha="center", va="center", color="#555555",
+                transform=ax.transAxes)  # fmt: skip
+        ax.set_title("Categories")
+        return
+    shares = [(name, categories[name]) for name in CATEGORIES if name in categories]
     wedges, _ = ax.pie(
         [share for _, share in shares], colors=[CATEGORY_COLOURS[name] for name, _ in shares],
         startangle=90, counterclock=False, wedgeprops={"width": 0.3, "edgecolor": "white"},
     )  # fmt: skip
-    ax.legend(wedges, [f"{name} {share:.1%}" for name, share in shares], loc="center left",
+    # The long name on two lines: a wide legend would squeeze the donut to nothing.
+    names = ["Python or the native\ncode it calls" if mixed and name == "interpreter" else name for name, _ in shares]
+    ax.legend(wedges, [f"{name} {share:.1%}" for name, (_, share) in zip(names, shares)], loc="center left",
               bbox_to_anchor=(0.92, 0.5), fontsize=8)  # fmt: skip
     interpreter = categories.get("interpreter")
     if interpreter is not None:
-        ax.text(
-            0, 0, f"{interpreter:.0%}\ninterpreter", ha="center", va="center", fontsize=8, fontweight="bold"
-        )
-    ax.set_title("Categories (spans)")
+        what = "Python or\nnative" if mixed else "interpreter"
+        ax.text(0, 0, f"{interpreter:.0%}\n{what}", ha="center", va="center", fontsize=8, fontweight="bold")
+    ax.set_title(f"Categories ({method})")
     ax.axis("equal")
 
 
@@ -194,6 +239,7 @@ def draw_latency_cdfs(target: Target, samples: dict[str, np.ndarray], slo: dict[
         label = LATENCY_LABELS.get(name, name)
         ax.set_title(f"{label} ({values.size:,} samples)")
         ax.set_xlabel("ms")
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=5, min_n_ticks=3))  # 30,000 ms labels stay apart at half-page width
         ax.set_ylim(0, 1.02)
         if values.size == 0:
             ax.text(0.5, 0.5, "no samples", ha="center", va="center", transform=ax.transAxes)
@@ -259,7 +305,7 @@ def draw_predictions(target: Target, predictions: dict[str, dict[str, Any]], noi
         if noise * 100 >= max(abs(low), abs(high)):
             title += f" (noise {noise:.0%} exceeds every gain shown)"
     ax.set_yticks(positions, names)
-    ax.invert_yaxis()
+    ax.set_ylim(len(names) - 0.35, -0.65)  # room under the last bar for its "not measured" label; top row first
     ax.set_xlabel("end-to-end throughput gain, %")
     ax.set_title(title)
     ax.grid(axis="y", visible=False)

@@ -41,8 +41,13 @@ def top_frames_table(group: ThreadGroup | None, *, per_kind: int = 4, min_share:
                 table.rows.append([label, kind, frame.function, frame.where,
                                    fmt_pct(self_count / thread_samples), fmt_pct(total / thread_samples)])  # fmt: skip
                 first = False
+    notes = []
+    if not any(not frame.python for stack in group.stacks for frame in stack.frames):
+        notes.append("no native stacks in this run (py-spy without --native): a Python frame's self time is its line "
+                     "or the native code it calls; --profile deep tells them apart")  # fmt: skip
     if not any(stack.category != "unclassified" for stack in group.stacks):
-        table.note = "this run has no sample_labels.csv: stacks are not split by component"
+        notes.append("this run has no sample_labels.csv: stacks are not split by component")
+    table.note = "; ".join(notes) or None
     return table
 
 

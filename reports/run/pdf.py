@@ -20,8 +20,10 @@ from reports.run.frames import top_frames_table
 from reports.run.pdf_text import A4_INCHES, CHART_AREA, STYLES, TextPages, table_lines
 from reports.run.summary import Table
 from reports.rundata import ReportData, prepare, why_not_measured
+from reports.stacks import ThreadGroup
 
 REPORT_NAME = "report.pdf"
+_HEADLINE_COLOURS = {"alarm": "#c0392b", "warn": "#9a6700"}
 
 
 def write_pdf_report(run_dir: str | Path | RunData | ReportData) -> Path:
@@ -54,15 +56,19 @@ def _title_page(pages: TextPages, data: ReportData, title: str, missing: list[st
     )
     pages.space(14)
     pages.line(summary.headline(result), "verdict")
+    for warning in summary.headline_warnings(result):
+        pages.line(warning.text, colour=_HEADLINE_COLOURS.get(warning.level, "#1d2330"))
     pages.space(4)
     for reason in summary.reasons(result):
         pages.line(f"- {reason}", indent=2)
     for spot in summary.blind_spots(result):
-        pages.line(f"Blind spot: {spot}", "muted", colour="#5b6475")
-    if result.partial:
-        pages.line(f"Partial run: {result.partial_reason or 'no reason recorded'}", colour="#c0392b")
-    for name, status, reason in summary.skipped_collectors(result):
+        if not summary.machine_spot(result, spot):
+            pages.line(f"Blind spot: {spot}", "muted", colour="#5b6475")
+    for name, status, reason in summary.applicable_skipped_collectors(result):
         pages.line(f"Collector {name} {status}: {reason}", "muted", colour="#9a6700")
+    not_here = summary.not_applicable(result)
+    if not_here:
+        pages.line(not_here, "muted", colour="#5b6475")
     for note in missing:
         pages.line(f"Not in this report: {note}", "muted", colour="#5b6475")
     pages.space(12)
@@ -87,6 +93,13 @@ class PlannedChart:
     payload: Any
     height: float
     missing: str | None = None  # why it cannot be drawn (then it is listed on the title page instead)
+    with_next: bool = False  # keep on the page of the chart after it (a chart and the table under it)
+
+
+FLAME_MAX_DEPTH = 40  # the levels draw_flamegraph draws by default
+# The chart area's height on A4 (CHART_AREA) in inches, and the strip a heading takes above its chart.
+PAGE_HEIGHT_IN = CHART_AREA[3] * A4_INCHES[1]
+HEADING_IN = 0.34
 
 
 def _chart_plan(data: ReportData) -> tuple[list[list[PlannedChart]], list[str]]:
@@ -97,52 +110,83 @@ def _chart_plan(data: ReportData) -> tuple[list[list[PlannedChart]], list[str]]:
     time_split = summary.time_split_table(result)
     requests = gantt.request_timeline(data.run, data.start_ns)
     planned = [
-        [
-            PlannedChart("Where the engine thread's time goes", charts.draw_time_split, result.breakdown, 3.6,
-                         None if result.breakdown else f"time split not measured ({why_not_measured(result, 'breakdown')})"),
-            PlannedChart("", _draw_table_text, time_split, 3.2, None if time_split.rows else "time split table: no data"),
-            PlannedChart("Native paths", partial(charts.draw_predictions, noise=summary.verify_noise(result)),
-                         predictions, 1.3 + 0.45 * len(predictions),
-                         None if predictions else f"native path predictions ({why_not_measured(result, 'verdict')})"),
-        ],
-        [
-            PlannedChart("Over the run", partial(charts.draw_timeline, end_s=requests.end_s if requests else None),
-                         data.timeline, 5.0,
-                         None if not data.timeline.empty else "timeline: the run recorded no steps"),
-            PlannedChart("Latency distributions (finished, non-warm-up requests)",
-                         partial(charts.draw_latency_cdfs, slo=data.slo.targets),
-                         data.latencies, 5.0, None if has_latency else "latency distributions: no finished requests"),
-        ],
-        [
-            PlannedChart("Requests over the run", gantt.draw_request_timeline, requests, 7.0,
-                         None if requests else "request timeline: the run recorded no requests"),
-        ],
-        [
-            PlannedChart("Where the engine thread's samples are (py-spy)", flamegraph.draw_flamegraph,
-                         data.engine_thread, 7.5,
-                         None if data.engine_thread else f"flame graph ({why_not_measured(result, 'samples')})"),
-        ],
+        PlannedChart("Where the engine thread's time goes", charts.draw_time_split, result.breakdown, 3.6,
+                     None if result.breakdown else f"time split not measured ({why_not_measured(result, 'breakdown')})",
+                     with_next=True),
+        PlannedChart("", _draw_table_text, time_split, table_height(time_split),
+                     None if time_split.rows and result.breakdown else "time split table: no data"),
+        PlannedChart("Native paths", partial(charts.draw_predictions, noise=summary.verify_noise(result)),
+                     predictions, 1.3 + 0.45 * len(predictions),
+                     None if predictions else f"native path predictions ({why_not_measured(result, 'verdict')})"),
+        PlannedChart("Over the run", partial(charts.draw_timeline, end_s=requests.end_s if requests else None),
+                     data.timeline, 5.0, None if not data.timeline.empty else "timeline: the run recorded no steps"),
+        PlannedChart("Latency distributions (finished, non-warm-up requests)",
+                     partial(charts.draw_latency_cdfs, slo=data.slo.targets),
+                     data.latencies, 5.0, None if has_latency else "latency distributions: no finished requests"),
+        PlannedChart("Requests over the run", gantt.draw_request_timeline, requests, 7.0,
+                     None if requests else "request timeline: the run recorded no requests"),
+        PlannedChart("Where the engine thread's samples are (py-spy)", flamegraph.draw_flamegraph,
+                     data.engine_thread, _flame_height(data.engine_thread),
+                     None if data.engine_thread else f"flame graph ({why_not_measured(result, 'samples')})"),
     ]  # fmt: skip
-    pages = [[chart for chart in page if chart.missing is None] for page in planned]
+    drawn = [chart for chart in planned if chart.missing is None]
     # The table under the time-split chart goes with it; its absence needs no second note.
-    missing = [
-        chart.missing for page in planned for chart in page if chart.missing is not None and chart.heading
-    ]
-    return [page for page in pages if page], missing
+    missing = [chart.missing for chart in planned if chart.missing is not None and chart.heading]
+    return pack_pages(drawn), missing
+
+
+def _flame_height(group: ThreadGroup | None, row_in: float = 0.2) -> float:
+    """Inches for the flame graph: a row per stack level (as deep as draw_flamegraph draws), title and legend."""
+    if group is None or not group.stacks:
+        return 0.0
+    depth = min(FLAME_MAX_DEPTH, max(len(stack.frames) for stack in group.stacks) + 1)
+    return min(7.5, 1.3 + row_in * depth)
+
+
+def _space(chart: PlannedChart) -> float:
+    return chart.height + (HEADING_IN if chart.heading else 0.0)
+
+
+def pack_pages(planned: list[PlannedChart], capacity: float = PAGE_HEIGHT_IN) -> list[list[PlannedChart]]:
+    """Charts in order onto pages of `capacity` inches, a new page whenever the next one (with any chart it is
+    kept with) would not fit: a page never holds more than it has room for, so nothing is drawn over anything."""
+    pages: list[list[PlannedChart]] = []
+    used = capacity
+    index = 0
+    while index < len(planned):
+        group = [planned[index]]
+        while group[-1].with_next and index + len(group) < len(planned):
+            group.append(planned[index + len(group)])
+        needed = sum(_space(chart) for chart in group)
+        if not pages or used + needed > capacity:
+            pages.append([])
+            used = 0.0
+        pages[-1].extend(group)
+        used += needed
+        index += len(group)
+    return pages
+
+
+def table_height(table: Table) -> float:
+    """Inches a table drawn by _draw_table_text takes: its title and lines, and a line of air."""
+    return (len(table_lines(table)) + 2) * STYLES["mono"][1] / 72
 
 
 def _chart_pages(pdf: PdfPages, pages: list[list[PlannedChart]]) -> None:
     for page_charts in pages:
         page = charts.page(*A4_INCHES, CHART_AREA)
-        # A page with one short chart keeps its proportions instead of stretching to the full sheet.
-        heights = [chart.height for chart in page_charts]
-        spare = max(0.0, 10.2 - sum(heights))
-        ratios = heights + ([spare] if spare else [])
-        areas = page.subfigures(len(ratios), 1, height_ratios=ratios, squeeze=False)[:, 0]
-        for area, chart in zip(areas, page_charts):
+        # Each heading in a strip of its own above its chart: a chart's legend can never be drawn over it.
+        # A page with short charts keeps their proportions instead of stretching them to the full sheet.
+        ratios: list[float] = []
+        for chart in page_charts:
+            ratios += [HEADING_IN, chart.height] if chart.heading else [chart.height]
+        spare = max(0.0, PAGE_HEIGHT_IN - sum(ratios))
+        areas = iter(page.subfigures(len(ratios) + (1 if spare else 0), 1, squeeze=False,
+                                     height_ratios=ratios + ([spare] if spare else []))[:, 0])  # fmt: skip
+        for chart in page_charts:
             if chart.heading:
-                area.suptitle(chart.heading, fontsize=12, fontweight="bold", x=0.0, ha="left")
-            chart.draw(area, chart.payload)
+                next(areas).text(0.0, 0.5, chart.heading, fontsize=12, fontweight="bold", ha="left", va="center")
+            chart.draw(next(areas), chart.payload)
         pdf.savefig(page)
 
 

@@ -62,11 +62,14 @@ class TextPages:
             )  # fmt: skip
 
     def space(self, points: float = 8) -> None:
-        self._ensure(points)
-        self.y_pt -= points
+        # Room at the foot of a page is not worth a page of its own: the next line starts one if it must.
+        if self.page is not None:
+            self.y_pt = max(self.y_pt - points, MARGIN_IN * 72)
 
     def table(self, table: Table, *, text_columns: tuple[int, ...] = ()) -> None:
         """A table as aligned monospaced text, its title as a heading; kept on one page when it fits."""
+        if table.text:  # a column of sentences reads from the left, like the first
+            text_columns = tuple(range(1, len(table.columns)))
         lines = table_lines(table, text_columns=text_columns)
         _, height, _, _, _ = STYLES["mono"]
         self._ensure(STYLES["heading"][1] + height * min(len(lines), 40))

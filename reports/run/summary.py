@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -9,7 +10,7 @@ from profiler.rundir.native import fallback_sentence
 from profiler.rundir.results import CATEGORIES, COMPONENTS, RunResult
 from reports.format import NOT_RECORDED, fmt_gain, fmt_ms, fmt_number, fmt_pct, fmt_pp
 from reports.rundata import LATENCY_LABELS, why_not_measured
-from reports.slo import SloCheck, describe_breaches
+from reports.slo import SloCheck, describe_breaches, slo_targets
 
 
 @dataclass
@@ -22,6 +23,7 @@ class Table:
     sections: list[int] = field(default_factory=list)  # row indices that start a new group
     note: str | None = None
     text: bool = False  # a column of sentences, not numbers: left-aligned
+    left_columns: tuple[int, ...] = ()  # columns of names among numbers: left-aligned too
 
 
 def headline(result: RunResult) -> str:
@@ -163,6 +165,12 @@ def time_split_table(result: RunResult) -> Table:
             if client:
                 row.append(fmt_pct((client.get(group) or {}).get(name)))
             table.rows.append(row)
+    whole = ((samples or {}).get("components") or {}).get("model")
+    if whole is not None:  # python-only samples see the forward pass whole; the spans split it in two
+        glue_and_kernels = _sum(spans, ("model_glue", "model_kernels")) if spans else None
+        table.rows.append(["model (whole)", fmt_pct(glue_and_kernels), fmt_pct(whole),
+                           fmt_pp((whole - glue_and_kernels) * 100) if glue_and_kernels is not None else NOT_RECORDED]
+                          + ([fmt_pct((client.get("components") or {}).get("model"))] if client else []))  # fmt: skip
     dispatch = [
         "dispatch",
         fmt_pct(spans.get("dispatch")),
@@ -469,3 +477,283 @@ def target_table(result: RunResult) -> Table | None:
     if client:
         table.rows.append(["client", str(client.get("note"))])
     return table
+
+
+# ---- The default (short) summary: each piece a function of the result, so every face can reuse it. ----
+
+
+@dataclass
+class Headline:
+    """One line right after the verdict: what a reader must know before reading any figure.
+
+    level: "alarm" (the run or its figures are not what they seem), "warn" (read the verdict with care),
+    "note" (context that changes how to act on it)."""
+
+    text: str
+    level: str = "warn"
+
+
+HeadlineRule = Callable[[RunResult], "Headline | None"]
+
+
+def headline_warnings(result: RunResult) -> list[Headline]:
+    """The lines printed right after the verdict, in HEADLINE_RULES' order (most serious first).
+
+    To add one, write a function RunResult -> Headline | None and put it in HEADLINE_RULES where it ranks."""
+    return [line for rule in HEADLINE_RULES if (line := rule(result)) is not None]
+
+
+def partial_run(result: RunResult) -> Headline | None:
+    if not result.partial:
+        return None
+    return Headline(f"Partial run: {result.partial_reason or 'no reason recorded'}.", "alarm")
+
+
+def failed_collectors(result: RunResult) -> Headline | None:
+    """Collectors that failed (not skipped): the figures they feed are missing or partial."""
+    failed = [f"{name} ({status.get('reason') or 'no reason recorded'})"
+              for name, status in (result.collectors or {}).items() if (status or {}).get("status") == "failed"]  # fmt: skip
+    return Headline(f"Collector{'s' if len(failed) > 1 else ''} failed: {'; '.join(failed)}.") if failed else None
+
+
+def interval_straddles(result: RunResult) -> Headline | None:
+    """The interpreter share's interval spans a threshold of the rule: the verdict could go either way."""
+    verdict = result.verdict or {}
+    interval, straddled = verdict.get("interpreter_interval") or {}, verdict.get("straddles") or []
+    if not straddled or interval.get("low") is None:
+        return None
+    thresholds = " and ".join(f"{threshold:.0%}" for threshold in straddled)
+    return Headline(f"The interpreter share's 95% interval [{fmt_pct(interval['low'])}, {fmt_pct(interval['high'])}] "
+                    f"straddles the {thresholds} threshold: sample longer before acting on the verdict.")  # fmt: skip
+
+
+# At or above this share of wall time waiting for work, the offered load limits the run (diagnose.IDLE_NOTE).
+IDLE_HEADLINE = 0.30
+
+
+def engine_waited(result: RunResult) -> Headline | None:
+    idle = (_spans(result).get("categories") or {}).get("idle")
+    if not isinstance(idle, (int, float)) or idle < IDLE_HEADLINE:
+        return None
+    return Headline(f"The engine thread waited for work {fmt_pct(idle)} of the time: the load, not the engine, "
+                    "limits throughput.", "note")  # fmt: skip
+
+
+HEADLINE_RULES: list[HeadlineRule] = [partial_run, failed_collectors, interval_straddles, engine_waited]
+
+
+# Collectors that measure a GPU: skipped on a machine without one, which is no blind spot of the run.
+GPU_COLLECTORS = ("gpu", "nvml", "device_time")
+
+
+def machine_has_gpu(result: RunResult) -> bool:
+    environment = result.environment or {}
+    return bool(result.gpu_time or environment.get("gpu") or environment.get("cuda_available"))
+
+
+def not_applicable(result: RunResult) -> str | None:
+    """One line for what does not apply to this machine (GPU figures on a CPU run), or None."""
+    if machine_has_gpu(result):
+        return None
+    skipped = [name for name in GPU_COLLECTORS if ((result.collectors or {}).get(name) or {}).get("status") == "skipped"]
+    if not skipped:
+        return None
+    return "No GPU on this machine: GPU figures do not apply."
+
+
+def machine_spot(result: RunResult, spot: str) -> bool:
+    return not machine_has_gpu(result) and spot.startswith("No GPU utilization")
+
+
+# Blind spots every run of the default profile has (prefix -> a few words), said once as its limits.
+PROFILE_LIMITS = {
+    "py-spy ran without --native": "native frames",
+    "Spans see only locks taken through the tracer": "untraced locks",
+    "GC pauses were not timed": "GC pauses",
+}
+
+
+def _profile_limit(spot: str) -> str | None:
+    return next((words for prefix, words in PROFILE_LIMITS.items() if spot.startswith(prefix)), None)
+
+
+def reading_blind_spots(result: RunResult) -> list[str]:
+    """The blind spots that change how to read this run: not the machine's, not the profile's standing limits."""
+    return [spot for spot in blind_spots(result) if not machine_spot(result, spot) and _profile_limit(spot) is None]
+
+
+def profile_limits(result: RunResult) -> str | None:
+    """The profile's standing limits as one line ('Not seen: native frames, ... (--profile deep)'), or None."""
+    limits = [words for spot in blind_spots(result) if (words := _profile_limit(spot))]
+    return f"Not seen by this profile: {', '.join(limits)} (--profile deep)." if limits else None
+
+
+def applicable_skipped_collectors(result: RunResult) -> list[tuple[str, str, str]]:
+    """skipped_collectors without the ones this machine cannot run (those are not_applicable's one line)."""
+    gpu_ok = machine_has_gpu(result)
+    return [(names, status, reason) for names, status, reason in skipped_collectors(result)
+            if gpu_ok or status != "skipped" or not set(names.split(", ")) <= set(GPU_COLLECTORS)]  # fmt: skip
+
+
+# Components under this share of the busy step are folded into one line of the short summary's split.
+SPLIT_COMPONENT_MIN = 0.005
+# A prediction for a component under this share of the step is folded into one line: it cannot pay.
+PREDICTION_SHARE_MIN = 0.001
+
+
+def compact_split(result: RunResult) -> Table | None:
+    """Categories and components side by side, one column per method that measured them; None without a split."""
+    breakdown = result.breakdown or {}
+    methods = breakdown.get("methods") or {}
+    present = [(name, split) for name, split in (("spans", methods.get("spans")), ("samples", methods.get("samples")))
+               if split]  # fmt: skip
+    if not present:
+        return None
+    mixed = any(name == "samples" and split.get("resolution") == "python" for name, split in present)
+
+    def shares(group: str, name: str) -> list[Any]:
+        return [(split.get(group) or {}).get(name) for _, split in present]
+
+    def shown(values: list[Any]) -> bool:
+        return any(isinstance(value, (int, float)) and value >= 0.0005 for value in values)
+
+    categories = [[name, *shares("categories", name)] for name in CATEGORIES if shown(shares("categories", name))]
+    components, folded = [], [0.0] * len(present)
+    names = list(COMPONENTS) + (["model"] if any((split.get("components") or {}).get("model") is not None
+                                                 and not (split.get("components") or {}).get("model_kernels")
+                                                 for _, split in present) else [])  # fmt: skip
+    for name in names:
+        values = shares("components", name)
+        if name == "model":  # python-only samples: the forward pass whole; spans give it as glue + kernels
+            values = [value if value is not None else _sum(split, ("model_glue", "model_kernels"))
+                      for value, (_, split) in zip(values, present)]  # fmt: skip
+        if any(isinstance(value, (int, float)) and value >= SPLIT_COMPONENT_MIN for value in values):
+            components.append([name if name != "model" else "model (whole)", *values])
+        else:
+            folded = [total + (value or 0.0) for total, value in zip(folded, values)]
+    if any(value >= 0.0005 for value in folded):
+        components.append(["the rest", *folded])
+    columns = [name for name, _ in present]
+    table = Table(
+        f"{_thread_title(result)} ({'; '.join(METHOD_WORDS[name] for name in columns)})",
+        ["category", *columns, "component", *columns], left_columns=(len(columns) + 1,),
+    )  # fmt: skip
+    blank: list[Any] = [""] + [None] * len(columns)
+    for index in range(max(len(categories), len(components))):
+        left = categories[index] if index < len(categories) else blank
+        right = components[index] if index < len(components) else blank
+        row = []
+        for name, *values in (left, right):
+            row += [str(name), *[_cell(value, str(name)) for value in values]]
+        table.rows.append(row)
+    notes = []
+    if mixed:
+        notes.append("samples: a Python line and the native code it calls count as one")
+    if (methods.get("spans") or {}).get("kernel_source") == "assumed":
+        notes.append("the spans' kernel share is assumed: no profiler window ran")
+    table.note = "; ".join(notes) or None
+    return table
+
+
+METHOD_WORDS = {"spans": "spans: timed in-process", "samples": "samples: py-spy stacks"}
+
+
+def _thread_title(result: RunResult) -> str:
+    """Whose time the split is: the engine thread, or a foreign server's thread that stood in for it."""
+    thread = ((result.target or {}).get("split") or {}).get("engine_thread")
+    return f"Time of the server's thread {thread}" if thread and thread != "infer-prof-engine" else "Engine thread's time"
+
+
+def _sum(split: dict[str, Any], names: tuple[str, ...]) -> float | None:
+    values = [(split.get("components") or {}).get(name) for name in names]
+    return sum(values) if all(isinstance(value, (int, float)) for value in values) else None  # type: ignore[arg-type]
+
+
+def _cell(value: Any, name: str) -> str:
+    return "" if not name else fmt_pct(value)
+
+
+def load_line(result: RunResult) -> str:
+    """The load in one line: requests, throughput, typical latencies, failures."""
+    metrics = result.metrics or {}
+    completed, failed = metrics.get("completed"), metrics.get("failed")
+    parts = [f"{fmt_number(completed)} requests in {fmt_number(metrics.get('duration_s'), 's')}",
+             f"{fmt_number(metrics.get('output_token_throughput'), 'tok/s')} out",
+             f"TTFT p50 {fmt_ms(_p(metrics, 'ttft_ms', 'p50'))}", f"TPOT p50 {fmt_ms(_p(metrics, 'tpot_ms', 'p50'))}"]  # fmt: skip
+    if isinstance(failed, (int, float)) and failed:
+        parts.append(f"{fmt_number(failed)} failed")
+    return "Load: " + ", ".join(parts) + "."
+
+
+def slo_lines(result: RunResult, check: SloCheck | None = None) -> list[str]:
+    """One line per latency target that measured requests broke (counted with `check` when given, else its p99
+    against the target); one line saying they were all met; nothing when the scenario set no target."""
+    targets = check.targets if check is not None else slo_targets(result)
+    if not targets:
+        return []
+    lines = []
+    for name, target in targets.items():
+        label = LATENCY_LABELS.get(name, name)
+        stats = (result.metrics or {}).get(name) or {}
+        spread = f" (p50 {fmt_ms(stats.get('p50'))}, p99 {fmt_ms(stats.get('p99'))})"
+        if check is not None and check.breaches.get(name):
+            lines.append(f"SLO breached: {label} {describe_breaches(check, name)}{spread}.")
+        elif check is None and isinstance(stats.get("p99"), (int, float)) and stats["p99"] > target:
+            lines.append(f"SLO breached: {label} p99 {fmt_ms(stats['p99'])} is over its {_target_ms(target)} target.")
+    if not lines:
+        met = ", ".join(f"{LATENCY_LABELS.get(name, name)} {_target_ms(target)}" for name, target in targets.items())
+        lines.append(f"SLOs met by every measured request ({met}).")
+    return lines
+
+
+def gpu_line(result: RunResult) -> str | None:
+    """A GPU run's device time in one line: busy, idle waiting for the host (and for what most), idle with no work."""
+    gpu = result.gpu_time
+    if not gpu:
+        return None
+    waited = gpu.get("idle_host_by_component") or {}
+    most = f" (most for the {max(waited, key=lambda name: waited[name]).replace('_', ' ')})" if waited else ""
+    return (f"GPU: busy {fmt_pct(gpu.get('busy_share'))}, idle waiting for the host {fmt_pct(gpu.get('idle_host_share'))}"
+            f"{most}, idle with no work {fmt_pct(gpu.get('idle_no_work_share'))}.")  # fmt: skip
+
+
+def _target_ms(value: float) -> str:
+    return f"{value:,.0f} ms" if abs(value) >= 1 else f"{value:g} ms"
+
+
+def target_line(result: RunResult) -> str | None:
+    """A --target run's server and what measured its split, in one line; None for an in-process run."""
+    target = result.target
+    if not target:
+        return None
+    server = target.get("server") or {}
+    name = " ".join(str(part) for part in (server.get("name"), server.get("version")) if part) or "unknown server"
+    split = target.get("split") or {}
+    measured = (f"split by {', '.join(split.get('methods') or [])}" + (f" of pid {target['pid']}" if target.get("pid") else "")
+                if split.get("available") else f"no split ({split.get('reason') or 'no reason recorded'})")  # fmt: skip
+    return f"Target server: {name} at {target.get('url')}, model {server.get('model')}; {measured}."
+
+
+def prediction_lines(result: RunResult) -> list[str]:
+    """A line per native path worth one (at least PREDICTION_SHARE_MIN of the step), the rest folded into one."""
+    predictions = (result.verdict or {}).get("predictions") or {}
+    if not predictions:
+        return []
+    worth = {name: entry for name, entry in predictions.items()
+             if isinstance(entry.get("share"), (int, float)) and entry["share"] >= PREDICTION_SHARE_MIN}  # fmt: skip
+    ranked = sorted(worth, key=lambda name: -(worth[name].get("predicted_gain") or 0.0))
+    lines = ["Native gains if a path were C (Amdahl's law, end to end):"]
+    for name in ranked:
+        entry = worth[name]
+        gain = fmt_gain(entry.get("predicted_gain")) + _between(
+            entry.get("predicted_gain_low"), entry.get("predicted_gain_high"), lambda value: f"{value * 100:.1f}")
+        measured = entry.get("measured_gain")
+        speedup = entry.get("native_speedup")
+        faster = f"C {speedup:.1f}x faster" if isinstance(speedup, (int, float)) else "C speedup not measured"
+        lines.append(f"  {name}: {fmt_pct(entry['share'])} of the step, {faster} -> {gain}"
+                     + (f"; measured {fmt_gain(measured)}" if measured is not None else ""))  # fmt: skip
+    rest = [name for name in predictions if name not in worth]
+    if rest:
+        lines.append(f"  {', '.join(rest)}: under {fmt_pct(PREDICTION_SHARE_MIN)} of the step each, "
+                     "nothing to gain.")  # fmt: skip
+    return lines

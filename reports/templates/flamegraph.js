@@ -17,8 +17,9 @@
 
   function fit(name, width) {
     var chars = Math.floor((width - 2 * PAD) / CHAR);
-    if (chars < 3) return "";
-    return name.length <= chars ? name : name.slice(0, chars - 1) + "\u2026";
+    if (chars < 5) return "";
+    // The end of a name says most ("\u2026run_layers"): shorten from the left, as the server-side layout does.
+    return name.length <= chars ? name : "\u2026" + name.slice(name.length - chars + 1);
   }
 
   function zoom(svg, target) {

@@ -47,3 +47,28 @@ def test_latency_charts_draw_the_slo_targets_with_the_share_within(run_dir):
         assert ax.get_xlim()[0] <= target <= ax.get_xlim()[1], "the target is on the chart even when no sample reaches it"
     for ax in (itl_ax, e2e_ax):  # no target set for these
         assert not [line for line in ax.get_lines() if line.get_color() == charts.SLO_COLOUR]
+
+
+def test_a_split_without_spans_draws_its_categories_from_the_samples(run_dir):
+    import copy
+
+    breakdown = copy.deepcopy(read_run(run_dir).result.breakdown)
+    breakdown["methods"]["spans"] = None  # a foreign --target server: py-spy samples only
+    samples = breakdown["methods"]["samples"]
+    samples["resolution"] = "python"
+    samples["categories"].update(interpreter=None, kernel=None, allocation=None)
+    samples["components"].update(model=0.6, model_glue=None, model_kernels=None)
+    with charts.chart_style():
+        fig = charts.figure(10, 3.4)
+        charts.draw_time_split(fig, breakdown)  # raised "All wedge sizes are zero" before
+    titles = [ax.get_title() for ax in fig.axes] + [ax.get_title(loc="left") for ax in fig.axes]
+    assert "Categories (samples)" in titles
+    texts = " ".join(_texts(fig))
+    assert "Python or the native\ncode it calls" in texts, "interpreter named for what python-only samples see"
+    rows = dict(charts.component_rows(breakdown))
+    assert rows["samples (py-spy)"]["model"] == 0.6 and rows["samples (py-spy)"]["unattributed"] < 0.4
+    breakdown["methods"]["samples"] = None
+    with charts.chart_style():
+        empty = charts.figure(10, 3.4)
+        charts.draw_time_split(empty, breakdown)
+    assert "no category split\nin this run" in _texts(empty)

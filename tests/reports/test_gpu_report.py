@@ -49,8 +49,12 @@ def test_terminal_and_html_show_the_gpu_split(run_dir: Path, tmp_path: Path) -> 
     gpu_dir = _gpu_run(run_dir, tmp_path)
     console = Console(file=io.StringIO(), width=100, no_color=True)
     render_summary(gpu_dir, console)
+    short = " ".join(console.file.getvalue().split())
+    assert "The GPU waits for the host 35.0% of the time" in short
+    assert "GPU: busy" in short and "waiting for the host 35.0% (most for the sampler)" in short
+    console = Console(file=io.StringIO(), width=100, no_color=True)
+    render_summary(gpu_dir, console, verbose=True)
     text = " ".join(console.file.getvalue().split())
-    assert "The GPU waits for the host 35.0% of the time" in text
     assert "GPU time" in text and "idle, waiting for the host" in text and "of the wait: sampler" in text
     assert "launches per step" in text and "415" in text
     html = render_html(prepare(read_run(gpu_dir)))

@@ -97,3 +97,20 @@ def test_flame_graph_engine_thread_first_and_top_frames(html):
     assert len(re.findall(r'<div class="flame-pane" data-thread="\d+" hidden>', html)) == 2
     assert 'data-name="PythonSampler.top_p"' in html and '<h3 id="top-frames">Top frames</h3>' in html
     assert '<td class="text">PythonSampler.top_p</td><td class="text">engine/sampler.py:112</td>' in html
+
+
+def test_flame_frames_take_their_components_colour_and_long_names_keep_their_end(html):
+    from reports.run.flamegraph import COLOURS, _fit
+
+    frames = re.findall(r'data-name="([^"]*)"[^>]*data-component="([^"]*)"[^>]*>(?:<title>[^<]*</title>)'
+                        r'<rect [^>]*fill="([^"]+)"/>(?:<text [^>]*>([^<]*)</text>)?', html)  # fmt: skip
+    assert frames
+    assert {fill for _, component, fill, _ in frames if component == "sampler"} == {COLOURS["sampler"]}
+    assert len({component for _, component, _, _ in frames}) >= 4, "one colour for every frame tells no story"
+    shortened = [(name, label) for name, _, _, label in frames if label and label != name]
+    assert shortened, "no label needed shortening in this run"
+    for name, label in shortened:
+        assert label.startswith("\u2026") and name.endswith(label[1:]), (name, label)
+    assert _fit("LlamaModel.run_layers", 80) == "\u2026run_layers"
+    # The full name is the hover text of every frame.
+    assert all(f"<title>{name}" in html for name, _, _, _ in frames[:20])

@@ -11,7 +11,8 @@ from matplotlib.image import imread
 
 from reports.run.pdf import write_pdf_report
 
-# Title page, four chart pages (time split, timeline and latency, requests, flame graph), two table pages.
+# Title page, four chart pages packed in reading order (time split and its table; native paths and the timeline;
+# latency; requests and the fixture's shallow flame graph), two table pages.
 FULL_REPORT_PAGES = 7
 
 
@@ -81,3 +82,81 @@ def test_pdf_text_holds_every_character_of_a_long_value(tmp_path):
     page_width = float(re.search(r'<page width="([\d.]+)"', boxes).group(1))
     right_edges = [float(x) for x in re.findall(r'xMax="([\d.]+)"', boxes)]
     assert max(right_edges) <= page_width - 20, "text runs into or past the page's right edge"
+
+
+def _text_boxes(page) -> list:  # type: ignore[no-untyped-def]
+    """(rectangle, text, font size) of every non-blank text span on a PyMuPDF page."""
+    import pymupdf
+
+    return [(pymupdf.Rect(span["bbox"]), span["text"], span["size"])
+            for block in page.get_text("dict")["blocks"] for line in block.get("lines", [])
+            for span in line["spans"] if span["text"].strip()]  # fmt: skip
+
+
+def _coloured_shapes(page) -> list:  # type: ignore[no-untyped-def]
+    """Rectangles of filled shapes that are not white (bars, legend swatches, wedges): what can cover a heading."""
+    return [drawing["rect"] for drawing in page.get_drawings()
+            if drawing.get("fill") is not None and min(drawing["fill"]) < 0.97]  # fmt: skip
+
+
+def _collisions(page) -> list[str]:  # type: ignore[no-untyped-def]
+    boxes = _text_boxes(page)
+    found = []
+    for index, (rect, text, _) in enumerate(boxes):
+        for other, other_text, _ in boxes[index + 1 :]:
+            common = rect & other
+            if not common.is_empty and common.width > 1 and common.height > 1:  # touching edges is not overlap
+                found.append(f"{text[:40]!r} over {other_text[:40]!r}")
+    headings = [(rect, text) for rect, text, size in boxes if size >= 11.5]
+    for rect, text in headings:
+        for shape in _coloured_shapes(page):
+            common = rect & shape
+            if not common.is_empty and common.width > 1 and common.height > 1:
+                found.append(f"heading {text!r} under a shape at {tuple(round(v) for v in shape)}")
+    return found
+
+
+def _long_run(path):  # type: ignore[no-untyped-def]
+    from tests.support.run_dirs import make_run_dir
+
+    return make_run_dir(path, seed=21, n_requests=300, n_steps=1200, deep=True)
+
+
+def _short_run(path):  # type: ignore[no-untyped-def]
+    from tests.support.run_dirs import make_run_dir
+
+    return make_run_dir(path, seed=22, n_requests=8, n_steps=30, verify=False)
+
+
+def _target_run(path):  # type: ignore[no-untyped-def]
+    from tests.reports.run_target import make_target_run_dir
+
+    return make_target_run_dir(path, seed=23)
+
+
+@pytest.mark.parametrize("make", [_long_run, _short_run, _target_run], ids=["long", "short", "target"])
+def test_every_page_has_content_and_no_text_overlaps_another(make, tmp_path):
+    import pymupdf
+
+    pdf = write_pdf_report(make(tmp_path / "run"))
+    document = pymupdf.open(pdf)
+    assert document.page_count >= 3
+    for number, page in enumerate(document, start=1):
+        assert len(_text_boxes(page)) >= 5, f"page {number} of {document.page_count} is (nearly) blank"
+        collisions = _collisions(page)
+        assert not collisions, f"page {number}: " + "; ".join(collisions[:5])
+
+
+def test_the_collision_check_sees_a_heading_drawn_over_a_table(tmp_path):
+    # Guards the test above: text drawn over text on a page is found.
+    import pymupdf
+    from matplotlib.backends.backend_pdf import PdfPages
+    from matplotlib.figure import Figure
+
+    path = tmp_path / "overlap.pdf"
+    with PdfPages(path) as pdf:
+        page = Figure(figsize=(8.27, 11.69))
+        page.text(0.1, 0.5, "dispatch     0.6%     -", fontsize=8, family="DejaVu Sans Mono")
+        page.text(0.1, 0.5, "Native paths", fontsize=12, weight="bold")
+        pdf.savefig(page)
+    assert _collisions(pymupdf.open(path)[0])
