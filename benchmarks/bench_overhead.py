@@ -51,7 +51,7 @@ def main() -> int:
     if args.without:
         _leave_out(set(args.without.split(",")))
 
-    options = EngineOptions(model=args.model)
+    options = EngineOptions(model=args.model, device="cpu")
     loaded = load_for_options(options)
     spec = load_scenario(args.scenario).with_overrides(num_requests=args.requests)
     if args.in_run:

@@ -51,7 +51,7 @@ def main() -> None:
     from profiler.session.session import run_session
     from scenarios.spec import load_scenario
 
-    options = EngineOptions(model="synthetic:tiny")
+    options = EngineOptions(model="synthetic:tiny", device="cpu")
     spec = load_scenario("concurrency-30").with_overrides(num_requests=60)
     outcome = run_session(options, spec, Path("/tmp/bench-recorder"), loaded=load_for_options(options), write=False)
     steps = outcome.steps

@@ -27,6 +27,7 @@ from engine.engine import Engine
 from engine.kv_alloc import blocks_for_tokens
 from engine.types import ModelInput, SamplingParams, StepPlan
 from profiler.checks.golden_explain import Explanation, explain
+from profiler.session.options import OPTION
 
 SHADOW_PHASE = "shadow run"
 DEFAULT_COMBINATIONS = ("all", "core,sampler")
@@ -291,8 +292,9 @@ def _report_finished(handles: list[Any], report: Callable[[int], None], poll_s: 
             pass
 
 
-def run_golden(loaded, *, requests: int = 200, seed: int = 0, max_tokens: int = 64, max_batch: int = 32,
-               kv_blocks: int | None = None, combinations: Sequence[str] = DEFAULT_COMBINATIONS,
+def run_golden(loaded, *, requests: int = 200, seed: int = 0, max_tokens: int = 64,
+               max_batch: int = OPTION["max_batch"].default, kv_blocks: int | None = None,
+               combinations: Sequence[str] = DEFAULT_COMBINATIONS,
                progress=None, counts: Counts | None = None) -> GoldenReport:  # type: ignore[no-untyped-def]  # fmt: skip
     """Run the workload in shadow mode, then end to end once per native selection in `combinations`
     (each parsed like --native); see the module docstring.
@@ -306,12 +308,12 @@ def run_golden(loaded, *, requests: int = 200, seed: int = 0, max_tokens: int = 
     require()  # a clear NativeUnavailableError when the extension is not built
     selections = [parse_native(combination) for combination in combinations]
     workload = golden_requests(loaded.tokenizer, requests, seed, max_tokens)
-    block_size = 16
+    block_size = OPTION["block_size"].default
     if kv_blocks is None:
         # About a third of what the running batch needs at full length: preemption must happen.
         per_request = blocks_for_tokens(120 + max_tokens, block_size)
         kv_blocks = max(per_request + 1, max_batch * per_request // 3)
-    config = EngineConfig(block_size=block_size, num_kv_blocks=kv_blocks, max_num_seqs=max_batch, max_batched_tokens=512, seed=seed)
+    config = EngineConfig(block_size=block_size, num_kv_blocks=kv_blocks, max_num_seqs=max_batch, seed=seed)
 
     def twins(native: frozenset[str]):  # type: ignore[no-untyped-def]
         made = make_components(native, num_blocks=kv_blocks, block_size=block_size, max_num_seqs=max_batch,

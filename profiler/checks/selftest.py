@@ -149,7 +149,7 @@ def run_case(case: Case, *, quick: bool, out_dir: Path, models: Any = None) -> C
     from profiler.session.session import run_session
 
     models = models or ModelCache()
-    options = EngineOptions(model=case.model, seed=0)
+    options = EngineOptions(model=case.model, seed=0, device="cpu")  # the plants are timed on the CPU
     started = time.perf_counter()
     try:
         loaded = models.get(options)

@@ -17,7 +17,7 @@ from profiler.cli.app import app
 from profiler.cli.options import dim_printer, engine_options, output_path
 from profiler.cli.progress import GracefulStop, session_progress, stop_on_signals
 from profiler.rundir.outdir import check_run_dir, claim_default_run_dir, claim_run_dir
-from profiler.session.options import EngineOptions, OptionError
+from profiler.session.options import OPTIONS, EngineOptions, OptionError
 from scenarios.spec import ScenarioSpec
 
 INTERRUPTED_EXIT_CODE = 130  # the shell's convention for SIGINT; the partial result is still written
@@ -153,12 +153,9 @@ def _load(options: EngineOptions, console: Console):  # type: ignore[no-untyped-
 
 def _refuse_engine_flags_with_target(options: EngineOptions, *, policy_given: bool) -> None:
     """The built-in engine's sizing and twins mean nothing to a server profiled over HTTP: say so, not ignore them."""
-    defaults = EngineOptions(model=options.model, seed=options.seed, device="auto", dtype="auto")
-    flags = {"native": "--native", "kv_blocks": "--kv-blocks", "kv_memory_bytes": "--kv-memory", "dtype": "--dtype",
-             "device": "--device", "graphs": "--graphs",
-             "block_size": "--block-size", "max_batch": "--max-batch", "max_batched_tokens": "--max-batched-tokens",
-             "threads": "--threads"}  # fmt: skip
-    given = [flag for name, flag in flags.items() if getattr(options, name) != getattr(defaults, name)]
+    defaults = EngineOptions(model=options.model, seed=options.seed)
+    sizing = [option for option in OPTIONS if option.name not in ("model", "seed", "policy")]
+    given = [option.flag for option in sizing if getattr(options, option.field) != getattr(defaults, option.field)]
     if policy_given:
         given.append("--policy")
     if given:

@@ -60,11 +60,7 @@ def _install_graphs(model: Any, options: EngineOptions, config: EngineConfig) ->
 
 
 def engine_config(options: EngineOptions) -> EngineConfig:
-    return EngineConfig(
-        block_size=options.block_size, num_kv_blocks=options.kv_blocks, kv_memory_bytes=options.kv_memory_bytes,
-        max_num_seqs=options.max_batch, max_batched_tokens=options.max_batched_tokens, policy=options.policy,
-        seed=options.seed,
-    )  # fmt: skip
+    return options.engine_config()
 
 
 def build_engine(
