@@ -19,8 +19,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from profiler.replay import recorder  # noqa: E402
-from profiler.replay.recorder import RecordingSampler, RecordingScheduler, WorkloadLog  # noqa: E402
+from profiler.replay import recorder
+from profiler.replay.recorder import RecordingSampler, RecordingScheduler, WorkloadLog
 
 
 class _Bare:

@@ -23,13 +23,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_model import decode_ms_per_step  # noqa: E402
+from bench_model import decode_ms_per_step
 
-from engine.engine import ENGINE_THREAD_NAME  # noqa: E402
-from engine.models import load_model  # noqa: E402
-from engine.setup_thread import run_on_setup_thread  # noqa: E402
-from profiler.collectors.registry import DEEP_RATE_HZ  # noqa: E402
-from profiler.collectors.sampling import PRIORITIES, SamplingCollector  # noqa: E402
+from engine.engine import ENGINE_THREAD_NAME
+from engine.models import load_model
+from engine.setup_thread import run_on_setup_thread
+from profiler.collectors.registry import DEEP_RATE_HZ
+from profiler.collectors.sampling import PRIORITIES, SamplingCollector
 
 
 class TimedLinears:

@@ -400,7 +400,7 @@ class _Parser:
         return str(path.resolve())
 
     def sampling(self, table: dict[str, Any], key: str) -> SamplingSettings:
-        values = {name: table[name] for name in SamplingSettings.keys() if name in table}  # noqa: SIM118
+        values = {name: table[name] for name in SamplingSettings.keys() if name in table}
         try:
             return SamplingSettings(**values)
         except ValueError as err:

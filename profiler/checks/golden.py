@@ -16,9 +16,9 @@ preemption, every request submitted before the engine starts so that batches are
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -101,7 +101,7 @@ class _Shadow:
         """A shadowing twin's answer, or None after recording a divergence when it raised where Python did not."""
         try:
             return call()
-        except Exception as error:  # noqa: BLE001 - any refusal the Python twin did not make is a difference
+        except Exception as error:
             self.differ(component, python, f"raised {type(error).__name__}: {error}")
             if component == "core":
                 self.core = None  # its state has parted from Python's: later differences would be echoes
@@ -182,17 +182,17 @@ class ShadowPrepare:
     def add(self, seq_id: int, prompt_token_ids: Sequence[int]) -> None:
         self.python.add(seq_id, prompt_token_ids)
         for name, twin in self._shadows():
-            self.shadow.shadowed(name, "add", lambda: twin.add(seq_id, prompt_token_ids))
+            self.shadow.shadowed(name, "add", lambda twin=twin: twin.add(seq_id, prompt_token_ids))
 
     def remove(self, seq_id: int) -> None:
         self.python.remove(seq_id)
         for name, twin in self._shadows():
-            self.shadow.shadowed(name, "remove", lambda: twin.remove(seq_id))
+            self.shadow.shadowed(name, "remove", lambda twin=twin: twin.remove(seq_id))
 
     def append_sampled(self, tokens: Sequence[int]) -> None:
         self.python.append_sampled(tokens)
         for name, twin in self._shadows():
-            self.shadow.shadowed(name, "append_sampled", lambda: twin.append_sampled(tokens))
+            self.shadow.shadowed(name, "append_sampled", lambda twin=twin: twin.append_sampled(tokens))
 
     def prepare(self, plan, block_tables) -> ModelInput:  # type: ignore[no-untyped-def]
         shadow = self.shadow

@@ -357,7 +357,7 @@ def _record(outcome: SessionOutcome, native_speedups: dict[str, float] | None, d
         "skipped": skipped,
     }
     # The noise floor travels with the gains it qualifies, not only on the terminal that printed it.
-    for name, prediction in (verdict.get("predictions") or {}).items():
+    for prediction in (verdict.get("predictions") or {}).values():
         gain = prediction.get("measured_gain")
         prediction["within_noise"] = None if gain is None or spread is None else abs(gain) < spread
     for name, entry in details.items():

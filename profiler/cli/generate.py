@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Annotated, Sequence
+from collections.abc import Sequence
+from typing import Annotated
 
 import typer
 

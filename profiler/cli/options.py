@@ -13,9 +13,10 @@ import typer
 
 from profiler.session.options import OPTION, OPTIONS, EngineOptions, Option, OptionError, options_from_values
 
+
 def _parameter(option: Option) -> inspect.Parameter:
     """The Typer parameter of one engine option, from its entry in OPTIONS."""
-    kind = Optional[option.kind] if option.default is None else option.kind  # noqa: UP045 (typer reads Optional)
+    kind = Optional[option.kind] if option.default is None else option.kind
     declarations = [option.flag, option.short] if option.short else [option.flag]
     annotation = Annotated[kind, typer.Option(*declarations, help=option.help)]
     return inspect.Parameter(option.name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=option.default)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 
 def write_atomic(path: str | os.PathLike[str], write: Callable[[Any], None], *, binary: bool = False) -> Path:

@@ -40,8 +40,8 @@ from profiler.rundir.schema import (
     Breakdown,
     CollectorStatus,
     Config,
-    Environment,
     EngineFigures,
+    Environment,
     GpuTime,
     Metrics,
     Overhead,
@@ -98,7 +98,7 @@ class RunResult:
     files: dict[str, str] = field(default_factory=dict)
     partial: bool = False
     partial_reason: str | None = None
-    created_at: str = field(default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
+    created_at: str = field(default_factory=lambda: _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"))
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -107,7 +107,7 @@ class RunResult:
         return {"schema_version": data.pop("schema_version"), **data}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], *, source: str = "result.json") -> "RunResult":
+    def from_dict(cls, data: dict[str, Any], *, source: str = "result.json") -> RunResult:
         check_file(data, source)
         known = {f.name for f in fields(cls)}
         return cls(**{key: value for key, value in data.items() if key in known})

@@ -269,7 +269,7 @@ def _latency_jobs(before: list[RunData], after: list[RunData]) -> list[_SeriesJo
     jobs = []
     for spec in LATENCY_METRICS:
         name, stat = spec.name.split(".")
-        sides = [_pooled(side, lambda run: samples.latency_series(run, name)) for side in (before, after)]
+        sides = [_pooled(side, lambda run, name=name: samples.latency_series(run, name)) for side in (before, after)]
         # About LATENCY_BLOCKS blocks a run, as many neighbours in a block as that makes.
         block = max(1, round(max(len(sides[0]) / len(before), len(sides[1]) / len(after)) / samples.LATENCY_BLOCKS))
         per = "per-token, in time order" if name == "itl_ms" else "per-request, by arrival"

@@ -102,7 +102,7 @@ def _draw_component_bars(ax: Any, breakdown: dict[str, Any]) -> None:
         ("spans", methods.get("spans")), ("samples", methods.get("samples")),
         ("client threads", breakdown.get("client_threads")),
     ) if split]  # fmt: skip
-    for position, (label, split) in enumerate(rows):
+    for position, (_label, split) in enumerate(rows):
         left = 0.0
         shares = {name: float((split.get("components") or {}).get(name) or 0.0) for name in COMPONENTS}
         shares["unattributed"] = max(0.0, 1.0 - sum(shares.values()))

@@ -13,7 +13,7 @@ import pytest
 from engine.config import EngineConfig
 from errors import EngineConfigError, OptionError
 from profiler.cli.options import engine_options
-from profiler.session.options import OPTION, OPTIONS, EngineOptions, options_from_values
+from profiler.session.options import OPTION, OPTIONS, EngineOptions
 from profiler.sweep.spec import engine_axes
 
 ROOT = Path(__file__).resolve().parents[2]
