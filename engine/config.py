@@ -16,8 +16,6 @@ if TYPE_CHECKING:  # the components import torch; this module stays light so opt
 # KV memory used when neither num_kv_blocks nor kv_memory_bytes is given (then capped to what
 # max_num_seqs full-length sequences could ever use).
 DEFAULT_KV_MEMORY_BYTES = 256 * 2**20
-# Scheduling policies (engine.scheduler implements them).
-POLICIES = ("fcfs", "priority")
 
 
 def _bad(name: str, value: object, allowed: str) -> EngineConfigError:
@@ -55,6 +53,8 @@ class EngineConfig:
             raise _bad("num_kv_blocks", self.num_kv_blocks, "use an integer >= 1")
         if self.kv_memory_bytes is not None and not (_is_int(self.kv_memory_bytes) and self.kv_memory_bytes >= 1):
             raise _bad("kv_memory_bytes", self.kv_memory_bytes, "use a positive number of bytes")
+        from engine.scheduler import POLICIES
+
         if self.policy not in POLICIES:
             raise _bad("policy", self.policy, f"use one of {', '.join(POLICIES)}")
         if not _is_int(self.seed):

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.config import POLICIES
 from engine.types import EMPTY_FLAGS, EMPTY_IDS, NewSequence, StepPlan
+
+POLICIES = ("fcfs", "priority")
 
 
 @dataclass(slots=True, eq=False)  # identity equality: list.remove() finds the very object

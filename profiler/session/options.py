@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from engine.config import POLICIES, EngineConfig
+from engine.config import EngineConfig
 from engine.device import resolve_device, resolve_dtype_name
 from errors import EngineConfigError, OptionError
 from profiler.session.machine import available_memory_bytes, gib, usable_cpus
@@ -161,8 +161,6 @@ class EngineOptions:
         self.dtype = resolve_dtype_name(self.dtype, self.device) if isinstance(self.dtype, str) else self.dtype
         if self.dtype not in DTYPES:
             raise OptionError(f"--dtype={self.dtype!r}: use float32, bfloat16 or auto (bfloat16 on a GPU, float32 on the CPU)")
-        if self.policy not in POLICIES:
-            raise OptionError(f"--policy={self.policy!r}: use {' or '.join(POLICIES)}")
         for option in OPTIONS:
             if option.name != "kv_memory":
                 option.check(getattr(self, option.field))
