@@ -28,14 +28,14 @@ class _Bare:
 
     num_waiting = 0
 
-    def schedule(self, arrivals, finished, free):  # type: ignore[no-untyped-def]
+    def schedule(self, arrivals, finished, free):
         return None
 
-    def sample(self, logits, seq_ids):  # type: ignore[no-untyped-def]
+    def sample(self, logits, seq_ids):
         return seq_ids
 
 
-def _per_call_ns(call, calls: int = 20_000, rounds: int = 15) -> float:  # type: ignore[no-untyped-def]
+def _per_call_ns(call, calls: int = 20_000, rounds: int = 15) -> float:
     times = []
     for _ in range(rounds):
         start = time.perf_counter_ns()

@@ -114,7 +114,7 @@ class Engine:
     def __enter__(self) -> Engine:
         return self.start()
 
-    def __exit__(self, exc_type, exc, tb) -> None:  # type: ignore[no-untyped-def]
+    def __exit__(self, exc_type, exc, tb) -> None:
         self.shutdown(abort=exc_type is not None)
 
     def submit(
@@ -373,7 +373,7 @@ class Engine:
                     request.scheduled_ns = now
         return plan.prefill_tokens, plan.decode_tokens
 
-    def _run_batch(self, plan: StepPlan, block_tables) -> None:  # type: ignore[no-untyped-def]
+    def _run_batch(self, plan: StepPlan, block_tables) -> None:
         with self.tracer.span("prepare"):
             model_input = self.prepare.prepare(plan, block_tables)
         with self.tracer.span("model"):

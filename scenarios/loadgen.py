@@ -148,7 +148,7 @@ def run_load(
 class _Load:
     """The shared state of one run_load call: stop flags, in-flight counting, the client threads."""
 
-    def __init__(self, submit, stop, on_done, clock, sleep, wait_on_stop) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, submit, stop, on_done, clock, sleep, wait_on_stop) -> None:
         self.submit = submit
         self.stop: threading.Event = stop
         self.on_done = on_done

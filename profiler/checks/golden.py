@@ -121,7 +121,7 @@ class ShadowScheduler:
     def num_running(self) -> int:
         return self.python.num_running
 
-    def schedule(self, arrivals, finished, num_free_blocks):  # type: ignore[no-untyped-def]
+    def schedule(self, arrivals, finished, num_free_blocks):
         shadow = self.shadow
         shadow.step += 1
         plan = self.python.schedule(arrivals, finished, num_free_blocks)
@@ -150,7 +150,7 @@ class ShadowAllocator:
     def block_table(self, seq_id: int) -> list[int]:
         return self.python.block_table(seq_id)
 
-    def step(self, frees, grow_seq_ids, grow_num_blocks, batch_seq_ids):  # type: ignore[no-untyped-def]
+    def step(self, frees, grow_seq_ids, grow_num_blocks, batch_seq_ids):
         shadow = self.shadow
         tables = self.python.step(frees, grow_seq_ids, grow_num_blocks, batch_seq_ids)
         other = shadow.shadowed("allocator", tables.tolist(),
@@ -194,7 +194,7 @@ class ShadowPrepare:
         for name, twin in self._shadows():
             self.shadow.shadowed(name, "append_sampled", lambda twin=twin: twin.append_sampled(tokens))
 
-    def prepare(self, plan, block_tables) -> ModelInput:  # type: ignore[no-untyped-def]
+    def prepare(self, plan, block_tables) -> ModelInput:
         shadow = self.shadow
         inp = self.python.prepare(plan, block_tables)
         other = shadow.shadowed("prepare", "an input", lambda: self.native.prepare(plan, block_tables))
@@ -223,7 +223,7 @@ class ShadowSampler:
         self.python.remove(seq_id)
         self.native.remove(seq_id)
 
-    def sample(self, logits, seq_ids):  # type: ignore[no-untyped-def]
+    def sample(self, logits, seq_ids):
         tokens = self.python.sample(logits, seq_ids)
         others = self.native.sample(logits, seq_ids)
         for index, (seq_id, token, other) in enumerate(zip(seq_ids, tokens, others)):
@@ -239,7 +239,7 @@ class ShadowSampler:
         return tokens
 
 
-def golden_requests(tokenizer, count: int, seed: int, max_tokens: int) -> list[tuple[list[int], SamplingParams]]:  # type: ignore[no-untyped-def]
+def golden_requests(tokenizer, count: int, seed: int, max_tokens: int) -> list[tuple[list[int], SamplingParams]]:
     """A seeded mix of prompts (8-120 tokens) and sampling parameters, every request its own seed."""
     from scenarios.prompts import synthetic_prompt
 
@@ -261,7 +261,7 @@ def end_to_end_phase(combination: str) -> str:
     return f"end to end, --native {combination}"
 
 
-def _run(loaded, config: EngineConfig, components, requests, counts: Counts | None = None, phase: str = ""):  # type: ignore[no-untyped-def]
+def _run(loaded, config: EngineConfig, components, requests, counts: Counts | None = None, phase: str = ""):
     scheduler, kv_alloc, prepare, sampler = components
     engine = Engine(loaded.model, loaded.tokenizer, scheduler=scheduler, kv_alloc=kv_alloc, sampler=sampler,
                     prepare=prepare, config=config)  # fmt: skip
@@ -295,7 +295,7 @@ def _report_finished(handles: list[Any], report: Callable[[int], None], poll_s: 
 def run_golden(loaded, *, requests: int = 200, seed: int = 0, max_tokens: int = 64,
                max_batch: int = OPTION["max_batch"].default, kv_blocks: int | None = None,
                combinations: Sequence[str] = DEFAULT_COMBINATIONS,
-               progress=None, counts: Counts | None = None) -> GoldenReport:  # type: ignore[no-untyped-def]  # fmt: skip
+               progress=None, counts: Counts | None = None) -> GoldenReport:  # fmt: skip
     """Run the workload in shadow mode, then end to end once per native selection in `combinations`
     (each parsed like --native); see the module docstring.
 
@@ -315,7 +315,7 @@ def run_golden(loaded, *, requests: int = 200, seed: int = 0, max_tokens: int = 
         kv_blocks = max(per_request + 1, max_batch * per_request // 3)
     config = EngineConfig(block_size=block_size, num_kv_blocks=kv_blocks, max_num_seqs=max_batch, seed=seed)
 
-    def twins(native: frozenset[str]):  # type: ignore[no-untyped-def]
+    def twins(native: frozenset[str]):
         made = make_components(native, num_blocks=kv_blocks, block_size=block_size, max_num_seqs=max_batch,
                                max_batched_tokens=config.max_batched_tokens, policy=config.policy)  # fmt: skip
         return made.scheduler, made.kv_alloc, made.prepare, made.sampler

@@ -46,7 +46,7 @@ def budget_baseline(
     raise typer.Exit(budget_baseline_command(budget_file, out=out))
 
 
-def make_run_fn(out_root: Path, console: Console):  # type: ignore[no-untyped-def]
+def make_run_fn(out_root: Path, console: Console):
     """A run_fn(overrides) -> run dir for profiler.budget.check; models are loaded once per process."""
     from native_paths.loader import require_twins
     from native_paths.toggles import parse_native

@@ -86,7 +86,7 @@ def golden_progress(console: Console) -> Iterator[Callable[[str, int, int], None
         yield counts
 
 
-def render_golden(report: GoldenReport, console) -> None:  # type: ignore[no-untyped-def]
+def render_golden(report: GoldenReport, console) -> None:
     verdict = "[green]PASS[/green]" if report.exit_code == 0 else "[red]FAIL[/red]"
     console.print(
         f"{verdict}: {report.requests} requests, {report.tokens} tokens, {report.steps} steps, "
@@ -105,7 +105,7 @@ def render_golden(report: GoldenReport, console) -> None:  # type: ignore[no-unt
         console.print(f"requests that differ end to end with no near-tie to explain them: {report.unexplained_end_to_end[:10]}")
 
 
-def _render_divergence(d: Divergence, console) -> None:  # type: ignore[no-untyped-def]
+def _render_divergence(d: Divergence, console) -> None:
     if d.component != "sampler" or d.explanation is None:
         console.print(f"first {d.component} difference at step {d.step}: python {d.python!r} vs native {d.native!r}")
         return

@@ -55,7 +55,7 @@ def _usage_error(exc: Exception) -> int | None:
     return None
 
 
-def _click_families() -> list:  # type: ignore[type-arg]
+def _click_families() -> list:
     families = []
     for name in ("typer._click.exceptions", "click.exceptions"):
         try:

@@ -18,7 +18,7 @@ def _parameter(option: Option) -> inspect.Parameter:
     """The Typer parameter of one engine option, from its entry in OPTIONS."""
     kind = Optional[option.kind] if option.default is None else option.kind
     declarations = [option.flag, option.short] if option.short else [option.flag]
-    annotation = Annotated[kind, typer.Option(*declarations, help=option.help)]
+    annotation = Annotated[kind, typer.Option(*declarations, help=option.help)]  # type: ignore[valid-type]
     return inspect.Parameter(option.name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=option.default)
 
 

@@ -59,9 +59,9 @@ def run(
 
 
 def run_profiled(
-    options: EngineOptions, *, scenario, loaded, out: Path, profile: str, console: Console,  # type: ignore[no-untyped-def]
+    options: EngineOptions, *, scenario, loaded, out: Path, profile: str, console: Console,
     stop_event: threading.Event, label: str = "requests", replay: bool = True, switch=None,
-):  # type: ignore[no-untyped-def]
+):
     """One session with a progress bar (requests done / total, output tokens/s); `replay`: time the C twins
     on the run's recorded work after it (the predictions' speedups; --verify's extra runs do not need it);
     `switch` (profiler.checks.twin_switch.SamplerSwitch): alternate the sampler's twins during the run."""
@@ -145,7 +145,7 @@ def _checked_inputs(
     return spec, options
 
 
-def _load(options: EngineOptions, console: Console):  # type: ignore[no-untyped-def]
+def _load(options: EngineOptions, console: Console):
     from profiler.session.builder import load_for_options
 
     return load_for_options(options, progress=dim_printer(console), checked=True)
@@ -206,10 +206,10 @@ def _check_load_flags(requests: int | None, duration: float | None, profile: str
         raise OptionError(f"--profile={profile!r}: use one of {', '.join(PROFILES)}")
 
 
-def _verify(outcome, options, spec, loaded, console, stop_event, profile) -> None:  # type: ignore[no-untyped-def]
+def _verify(outcome, options, spec, loaded, console, stop_event, profile) -> None:
     from profiler.checks.verify import verify_predictions
 
-    def run_again(native: frozenset[str], out_dir: Path, label: str, switch=None):  # type: ignore[no-untyped-def]
+    def run_again(native: frozenset[str], out_dir: Path, label: str, switch=None):
         return run_profiled(dataclasses.replace(options, native=native), scenario=spec, loaded=loaded, out=out_dir,
                             profile=profile, console=console, stop_event=stop_event,
                             label=label, replay=False, switch=switch)  # fmt: skip
@@ -222,7 +222,7 @@ def _verify(outcome, options, spec, loaded, console, stop_event, profile) -> Non
         render_verify(section, console)
 
 
-def _write_reports(outcome, report: bool, console: Console, stop: GracefulStop) -> None:  # type: ignore[no-untyped-def]
+def _write_reports(outcome, report: bool, console: Console, stop: GracefulStop) -> None:
     """The summary, then the report files one kind at a time; a stop signal between them ends the writing
     and marks the result partial (the measured run is whole; `infer-prof report DIR` writes what is missing)."""
     from profiler.rundir.results import mark_partial

@@ -25,7 +25,7 @@ INTERRUPTED_EXIT_CODE = 130
 class _FileIsRun(typer.core.TyperGroup):
     """`infer-prof sweep FILE ...` means `infer-prof sweep run FILE ...`: a file is not a command."""
 
-    def parse_args(self, ctx, args):  # type: ignore[no-untyped-def]
+    def parse_args(self, ctx, args):
         if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
             args = ["run", *args]
         return super().parse_args(ctx, args)

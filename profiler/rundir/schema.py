@@ -141,6 +141,7 @@ class Split(TypedDict, total=False):
     allocation_by_component: dict[str, float | None]
     kernel_fraction_by_span: dict[str, float | None]
     fee_fraction_by_span: dict[str, float | None]
+    kernel_source: str | None  # where the kernel share came from: "windows", "native", "assumed"
     steps: int
 
 
@@ -153,6 +154,8 @@ class Breakdown(TypedDict, total=False):
     component_disagreement: dict[str, float | None]
     client_threads: Split | None
     notes: list[str]
+    beyond_noise: list[str] | None  # categories whose gap between the methods is beyond noise
+    components_beyond_noise: list[str] | None
 
 
 class Prediction(TypedDict, total=False):
@@ -229,11 +232,26 @@ class Overhead(TypedDict, total=False):
 class GpuTime(TypedDict, total=False):
     """A GPU run's device-busy time and its idle time split by cause (profiler.session.gpu_time)."""
 
+    window_ns: float
+    device_busy_ns: float
+    idle_host_ns: float
+    idle_no_work_ns: float
     busy_share: float | None
     idle_host_share: float | None
     idle_no_work_share: float | None
-    launches_per_step: float | None
     idle_host_by_component: dict[str, float | None]
+    device: str  # profiler.collectors.device_time's figures: the device, its event pairs and steps
+    pairs: int
+    unread_pairs: int
+    steps: int
+    spans: list[str]
+    method: str
+    busy_ns_per_step: float | None
+    window_gpu_idle_fraction: float | None  # from the torch.profiler windows
+    kernels_per_step: float | None
+    launches_per_step: float | None
+    mean_kernel_ns: float | None
+    top_kernels: list[Any]
 
 
 class Target(TypedDict, total=False):
@@ -243,6 +261,7 @@ class Target(TypedDict, total=False):
     server: dict[str, Any]
     ours: bool
     pid: int | None
+    pid_source: str | None
     split: dict[str, Any]
     threads: dict[str, Any]
     gil: dict[str, Any] | None
@@ -279,6 +298,12 @@ class ResultFile(TypedDict, total=False):
 
 
 REQUIRED_SECTIONS = ("config", "environment", "scenario", "metrics")
+
+
+def latency(metrics: Metrics, name: str) -> Latency:
+    """The latency metric `name` (one of results.LATENCY_METRICS), {} when the run has none."""
+    found = metrics.get(name)
+    return typing.cast(Latency, found if isinstance(found, dict) else {})
 
 
 def hints(section: type) -> dict[str, Any]:

@@ -66,7 +66,7 @@ def run_cell(
     return not outcome.interrupted
 
 
-def _warm_up(cell: Cell, loaded, stop_event: threading.Event) -> None:  # type: ignore[no-untyped-def]
+def _warm_up(cell: Cell, loaded, stop_event: threading.Event) -> None:
     """A short unprofiled, unwritten run the first time this process runs the cell's model with its twins."""
     key = (cell.options.model, cell.options.dtype, cell.options.seed, cell.options.device, cell.options.native)
     if key in _warm or cell.scenario is None:
