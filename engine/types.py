@@ -331,7 +331,7 @@ class ModelInput:
     def query_lens(self) -> list[int]:
         if type(self._query_lens) is not list:
             self._query_lens = self._query_lens.tolist() if hasattr(self._query_lens, "tolist") else list(self._query_lens)
-        return self._query_lens  # type: ignore[return-value]
+        return self._query_lens
 
     @property
     def context_lens(self) -> list[int]:
@@ -339,7 +339,7 @@ class ModelInput:
             self._context_lens = (
                 self._context_lens.tolist() if hasattr(self._context_lens, "tolist") else list(self._context_lens)
             )
-        return self._context_lens  # type: ignore[return-value]
+        return self._context_lens
 
     def same_as(self, other: ModelInput) -> bool:
         """Equal tensors and lengths, field by field (the twins' equivalence check)."""

@@ -74,6 +74,6 @@ def output_path(value: str | None, option: str) -> Path | None:
     return Path(value)
 
 
-def dim_printer(console):  # type: ignore[no-untyped-def]
+def dim_printer(console):
     """A progress callback that prints each message dimmed on `console`."""
     return lambda message: console.print(f"[dim]{message}[/dim]")

@@ -154,7 +154,7 @@ def sweep_command(
     spec = load_sweep(file)
     if resume and out is None:
         raise OptionError("--resume needs --out DIR: the sweep directory to finish")
-    if resume and not is_sweep_dir(out):
+    if resume and out is not None and not is_sweep_dir(out):
         raise OptionError(f"--resume: {out} holds no sweep to resume; run without --resume to start one there")
     if ray is None and (cell_cpus != 1 or cell_gpus != 0):
         raise OptionError("--cell-cpus and --cell-gpus size Ray tasks: give them with --ray")

@@ -29,7 +29,7 @@ class BuiltEngine:
         return data
 
 
-def load_for_options(options: EngineOptions, progress: Callable[[str], None] | None = None, *, checked: bool = False):  # type: ignore[no-untyped-def]
+def load_for_options(options: EngineOptions, progress: Callable[[str], None] | None = None, *, checked: bool = False):
     """Load (or build, for synthetic:) the model the options name; torch threads are set first.
 
     Unless the caller already did (`checked`), the model's file and shape are checked first, and the
@@ -65,7 +65,7 @@ def engine_config(options: EngineOptions) -> EngineConfig:
 
 
 def build_engine(
-    loaded, options: EngineOptions, *, tracer: Tracer | None = None, injections: dict[str, Any] | None = None  # type: ignore[no-untyped-def]
+    loaded, options: EngineOptions, *, tracer: Tracer | None = None, injections: dict[str, Any] | None = None
 ) -> BuiltEngine:
     """A fresh engine over an already loaded model; components per options.native, wrapped by any injections."""
     import warnings

@@ -17,7 +17,7 @@ from profiler.sweep.table import CELL_FILE
 WARMUP_REQUESTS = 2
 # (model, dtype, seed, twins) this process has already run once: first-time work (torch's first calls at
 # each shape, the C twins' library) lands in an unrecorded warm-up run, not in the first cell's figures.
-_warm: set[tuple[str, str, int, frozenset[str]]] = set()
+_warm: set[tuple[str, str, int, str, frozenset[str]]] = set()
 
 
 def run_cell(
