@@ -7,7 +7,9 @@ from typing import TYPE_CHECKING
 
 from errors import EngineConfigError
 
-if TYPE_CHECKING:  # the components import torch; this module stays light so option tables can read its defaults
+if (
+    TYPE_CHECKING
+):  # the components import torch; this module stays light so option tables can read its defaults
     from engine.kv_alloc import PythonKVAllocator
     from engine.sampler import PythonSampler
     from engine.scheduler import PythonScheduler
@@ -51,7 +53,9 @@ class EngineConfig:
             )
         if self.num_kv_blocks is not None and not (_is_int(self.num_kv_blocks) and self.num_kv_blocks >= 1):
             raise _bad("num_kv_blocks", self.num_kv_blocks, "use an integer >= 1")
-        if self.kv_memory_bytes is not None and not (_is_int(self.kv_memory_bytes) and self.kv_memory_bytes >= 1):
+        if self.kv_memory_bytes is not None and not (
+            _is_int(self.kv_memory_bytes) and self.kv_memory_bytes >= 1
+        ):
             raise _bad("kv_memory_bytes", self.kv_memory_bytes, "use a positive number of bytes")
         from engine.scheduler import POLICIES
 
@@ -93,12 +97,16 @@ def pool_blocks_for(config: EngineConfig, model: Model) -> int:
     return config.resolve_num_blocks(model.kv_bytes_per_block(config.block_size), max_model_len)
 
 
-def python_components(config: EngineConfig, model: Model) -> tuple[PythonScheduler, PythonKVAllocator, PythonSampler]:
+def python_components(
+    config: EngineConfig, model: Model
+) -> tuple[PythonScheduler, PythonKVAllocator, PythonSampler]:
     """The Python scheduler, KV block pool and sampler that `config` describes, sized for `model`."""
     from engine.kv_alloc import PythonKVAllocator
     from engine.sampler import PythonSampler
     from engine.scheduler import PythonScheduler
 
     num_blocks = pool_blocks_for(config, model)
-    scheduler = PythonScheduler(config.block_size, config.max_num_seqs, config.max_batched_tokens, config.policy)
+    scheduler = PythonScheduler(
+        config.block_size, config.max_num_seqs, config.max_batched_tokens, config.policy
+    )
     return scheduler, PythonKVAllocator(num_blocks, config.block_size), PythonSampler()

@@ -19,13 +19,19 @@ def _parameter(option: Option) -> inspect.Parameter:
     kind = Optional[option.kind] if option.default is None else option.kind
     declarations = [option.flag, option.short] if option.short else [option.flag]
     annotation = Annotated[kind, typer.Option(*declarations, help=option.help)]  # type: ignore[valid-type]
-    return inspect.Parameter(option.name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=option.default)
+    return inspect.Parameter(
+        option.name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=option.default
+    )
 
 
 def _own_hints(command: Callable[..., Any]) -> dict[str, Any]:
     """The command's own annotations, evaluated (modules use `from __future__ import annotations`); the
     `options` parameter is the decorator's to fill, so its annotation is never looked at."""
-    own = {name: hint for name, hint in inspect.get_annotations(command).items() if name not in ("options", "return")}
+    own = {
+        name: hint
+        for name, hint in inspect.get_annotations(command).items()
+        if name not in ("options", "return")
+    }
 
     def probe() -> None: ...
 
@@ -44,8 +50,11 @@ def engine_options(*, without: tuple[str, ...] = ()) -> Callable[[Callable[..., 
 
     def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
         hints = _own_hints(command)
-        own = [parameter.replace(annotation=hints[name])
-               for name, parameter in inspect.signature(command).parameters.items() if name != "options"]  # fmt: skip
+        own = [
+            parameter.replace(annotation=hints[name])
+            for name, parameter in inspect.signature(command).parameters.items()
+            if name != "options"
+        ]
 
         @functools.wraps(command)
         def wrapper(**values: Any) -> Any:

@@ -331,7 +331,9 @@ def check_file(data: object, source: str) -> None:
         raise ResultError(f"{source}: missing section(s) {', '.join(missing)}")
     for name in REQUIRED_SECTIONS:
         if not isinstance(data[name], dict):
-            raise ResultError(f"{source}: section {name!r} is {_kind(data[name])}, expected a table; re-record the run")
+            raise ResultError(
+                f"{source}: section {name!r} is {_kind(data[name])}, expected a table; re-record the run"
+            )
     for name, hint in hints(ResultFile).items():
         if data.get(name) is not None:
             _check(data[name], hint, name, source)
@@ -416,13 +418,22 @@ def describe(hint: Any) -> str:
 
 
 def _wrong(where: str, value: object, expected: str, source: str) -> None:
-    raise ResultError(f"{source}: {where} is {_kind(value)}, expected {expected}; the file is damaged: re-record the run")
+    raise ResultError(
+        f"{source}: {where} is {_kind(value)}, expected {expected}; the file is damaged: re-record the run"
+    )
 
 
 def _kind(value: object) -> str:
     if value is None:
         return "missing"
-    names = {dict: "a table", list: "a list", str: "text", bool: "true/false", int: "a number", float: "a number"}
+    names = {
+        dict: "a table",
+        list: "a list",
+        str: "text",
+        bool: "true/false",
+        int: "a number",
+        float: "a number",
+    }
     return names.get(type(value), type(value).__name__)
 
 

@@ -26,8 +26,22 @@ ENGINE_LIMIT = "what one engine can use"
 _ENGINE_DEFAULTS: dict[str, Any] = {option.name: option.default for option in fields(EngineConfig)}
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.I)
-_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000**2, "mb": 1000**2, "mib": 1024**2,
-          "g": 1000**3, "gb": 1000**3, "gib": 1024**3, "t": 1000**4, "tb": 1000**4, "tib": 1024**4}  # fmt: skip
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1000,
+    "kb": 1000,
+    "kib": 1024,
+    "m": 1000**2,
+    "mb": 1000**2,
+    "mib": 1024**2,
+    "g": 1000**3,
+    "gb": 1000**3,
+    "gib": 1024**3,
+    "t": 1000**4,
+    "tb": 1000**4,
+    "tib": 1024**4,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,39 +83,120 @@ class Option:
 
 
 OPTIONS: tuple[Option, ...] = (
-    Option("model", "--model", str, "smollm2-135m", short="-m",
-           help="smollm2-135m (default, real weights), a PATH.gguf, or synthetic:<tiny|small|base|large>."),
-    Option("dtype", "--dtype", str, "auto",
-           help="Weights and activations: float32, bfloat16, or auto (bfloat16 on a GPU, float32 on the CPU)."),
-    Option("device", "--device", str, "auto",
-           help="Where the model, its KV pool and activations live: auto (a CUDA GPU when there is one, else the "
-                "CPU), cpu, cuda or cuda:N. The scheduler, KV allocator and input preparation run on the host "
-                "either way."),
-    Option("native", "--native", str, "none",
-           help="C twins to switch on: none, all (every twin, each its own call), a comma list of "
-                "sampler,kv_alloc,scheduler,prepare, or core: scheduler, kv_alloc and prepare fused into one C "
-                "call per step (core,sampler adds the C sampler)."),
-    Option("kv_blocks", "--kv-blocks", int, _ENGINE_DEFAULTS["num_kv_blocks"], most=MAX_KV_BLOCKS,
-           engine_field="num_kv_blocks", help="KV pool size in blocks (or use --kv-memory)."),
-    Option("kv_memory", "--kv-memory", str, _ENGINE_DEFAULTS["kv_memory_bytes"], engine_field="kv_memory_bytes",
-           help="KV pool size as memory, e.g. 256MiB (default: sized for --max-batch full contexts, at most 256MiB)."),
-    Option("block_size", "--block-size", int, _ENGINE_DEFAULTS["block_size"], most=MAX_BLOCK_SIZE,
-           engine_field="block_size", help="Token slots per KV block."),
-    Option("max_batch", "--max-batch", int, _ENGINE_DEFAULTS["max_num_seqs"], most=MAX_BATCH,
-           engine_field="max_num_seqs", help="Most sequences running at once."),
-    Option("max_batched_tokens", "--max-batched-tokens", int, _ENGINE_DEFAULTS["max_batched_tokens"],
-           most=MAX_BATCHED_TOKENS, engine_field="max_batched_tokens",
-           help="Token budget per engine step (prefill chunks + decodes)."),
-    Option("policy", "--policy", str, _ENGINE_DEFAULTS["policy"], engine_field="policy",
-           help="Scheduling policy: fcfs or priority."),
-    Option("seed", "--seed", int, _ENGINE_DEFAULTS["seed"], least=0, most=MAX_SEED, why="a 63-bit seed",
-           engine_field="seed", help="Seed for weights of synthetic models, sampling and load."),
-    Option("threads", "--threads", int, None, most=usable_cpus, why="the CPUs this process may use",
-           help="torch intra-op threads (default: torch's choice)."),
-    Option("graphs", "--graphs", str, "off",
-           help="on: capture decode steps as CUDA graphs (padded batch buckets, one launch a step) and replay "
-                "them; off: every step eager. Needs a GPU."),
-)  # fmt: skip
+    Option(
+        "model",
+        "--model",
+        str,
+        "smollm2-135m",
+        short="-m",
+        help="smollm2-135m (default, real weights), a PATH.gguf, or synthetic:<tiny|small|base|large>.",
+    ),
+    Option(
+        "dtype",
+        "--dtype",
+        str,
+        "auto",
+        help="Weights and activations: float32, bfloat16, or auto (bfloat16 on a GPU, float32 on the CPU).",
+    ),
+    Option(
+        "device",
+        "--device",
+        str,
+        "auto",
+        help="Where the model, its KV pool and activations live: auto (a CUDA GPU when there is one, else the "
+        "CPU), cpu, cuda or cuda:N. The scheduler, KV allocator and input preparation run on the host "
+        "either way.",
+    ),
+    Option(
+        "native",
+        "--native",
+        str,
+        "none",
+        help="C twins to switch on: none, all (every twin, each its own call), a comma list of "
+        "sampler,kv_alloc,scheduler,prepare, or core: scheduler, kv_alloc and prepare fused into one C "
+        "call per step (core,sampler adds the C sampler).",
+    ),
+    Option(
+        "kv_blocks",
+        "--kv-blocks",
+        int,
+        _ENGINE_DEFAULTS["num_kv_blocks"],
+        most=MAX_KV_BLOCKS,
+        engine_field="num_kv_blocks",
+        help="KV pool size in blocks (or use --kv-memory).",
+    ),
+    Option(
+        "kv_memory",
+        "--kv-memory",
+        str,
+        _ENGINE_DEFAULTS["kv_memory_bytes"],
+        engine_field="kv_memory_bytes",
+        help="KV pool size as memory, e.g. 256MiB (default: sized for --max-batch full contexts, at most 256MiB).",
+    ),
+    Option(
+        "block_size",
+        "--block-size",
+        int,
+        _ENGINE_DEFAULTS["block_size"],
+        most=MAX_BLOCK_SIZE,
+        engine_field="block_size",
+        help="Token slots per KV block.",
+    ),
+    Option(
+        "max_batch",
+        "--max-batch",
+        int,
+        _ENGINE_DEFAULTS["max_num_seqs"],
+        most=MAX_BATCH,
+        engine_field="max_num_seqs",
+        help="Most sequences running at once.",
+    ),
+    Option(
+        "max_batched_tokens",
+        "--max-batched-tokens",
+        int,
+        _ENGINE_DEFAULTS["max_batched_tokens"],
+        most=MAX_BATCHED_TOKENS,
+        engine_field="max_batched_tokens",
+        help="Token budget per engine step (prefill chunks + decodes).",
+    ),
+    Option(
+        "policy",
+        "--policy",
+        str,
+        _ENGINE_DEFAULTS["policy"],
+        engine_field="policy",
+        help="Scheduling policy: fcfs or priority.",
+    ),
+    Option(
+        "seed",
+        "--seed",
+        int,
+        _ENGINE_DEFAULTS["seed"],
+        least=0,
+        most=MAX_SEED,
+        why="a 63-bit seed",
+        engine_field="seed",
+        help="Seed for weights of synthetic models, sampling and load.",
+    ),
+    Option(
+        "threads",
+        "--threads",
+        int,
+        None,
+        most=usable_cpus,
+        why="the CPUs this process may use",
+        help="torch intra-op threads (default: torch's choice).",
+    ),
+    Option(
+        "graphs",
+        "--graphs",
+        str,
+        "off",
+        help="on: capture decode steps as CUDA graphs (padded batch buckets, one launch a step) and replay "
+        "them; off: every step eager. Needs a GPU.",
+    ),
+)
 OPTION = {option.name: option for option in OPTIONS}
 
 
@@ -139,7 +234,9 @@ class EngineOptions:
 
     model: str = _default("model")
     dtype: str = _default("dtype")  # "auto": the device's default (engine.device.default_dtype)
-    device: str = _default("device")  # auto, cpu, cuda or cuda:N; resolved on construction to "cpu" or "cuda:N"
+    device: str = _default(
+        "device"
+    )  # auto, cpu, cuda or cuda:N; resolved on construction to "cpu" or "cuda:N"
     native: frozenset[str] = field(default_factory=frozenset)  # OPTIONS' "none", parsed
     kv_blocks: int | None = _default("kv_blocks")
     kv_memory_bytes: int | None = _default("kv_memory")
@@ -149,30 +246,47 @@ class EngineOptions:
     policy: str = _default("policy")
     seed: int = _default("seed")
     threads: int | None = _default("threads")
-    graphs: str = _default("graphs")  # "on": decode steps replayed as CUDA graphs (engine.cuda_graphs); needs a GPU
+    graphs: str = _default(
+        "graphs"
+    )  # "on": decode steps replayed as CUDA graphs (engine.cuda_graphs); needs a GPU
 
     def __post_init__(self) -> None:
         self.device = resolve_device(self.device)
         if self.graphs not in ("on", "off"):
             raise OptionError(f"--graphs={self.graphs!r}: use on or off")
         if self.graphs == "on" and self.device == "cpu":
-            raise OptionError("--graphs on captures CUDA graphs and needs a GPU (this engine runs on the CPU): "
-                              "drop --graphs, or give --device cuda on a machine with one")  # fmt: skip
-        self.dtype = resolve_dtype_name(self.dtype, self.device) if isinstance(self.dtype, str) else self.dtype
+            raise OptionError(
+                "--graphs on captures CUDA graphs and needs a GPU (this engine runs on the CPU): "
+                "drop --graphs, or give --device cuda on a machine with one"
+            )
+        self.dtype = (
+            resolve_dtype_name(self.dtype, self.device) if isinstance(self.dtype, str) else self.dtype
+        )
         if self.dtype not in DTYPES:
-            raise OptionError(f"--dtype={self.dtype!r}: use float32, bfloat16 or auto (bfloat16 on a GPU, float32 on the CPU)")
+            raise OptionError(
+                f"--dtype={self.dtype!r}: use float32, bfloat16 or auto (bfloat16 on a GPU, float32 on the CPU)"
+            )
         for option in OPTIONS:
             if option.name != "kv_memory":
                 option.check(getattr(self, option.field))
         available = available_memory_bytes()
-        if self.device == "cpu" and self.kv_memory_bytes is not None and available is not None and self.kv_memory_bytes > available:
-            raise OptionError(f"--kv-memory={gib(self.kv_memory_bytes)} is more than this machine has available "
-                              f"({gib(available)}); give less")  # fmt: skip
+        if (
+            self.device == "cpu"
+            and self.kv_memory_bytes is not None
+            and available is not None
+            and self.kv_memory_bytes > available
+        ):
+            raise OptionError(
+                f"--kv-memory={gib(self.kv_memory_bytes)} is more than this machine has available "
+                f"({gib(available)}); give less"
+            )
         self.engine_config()  # the engine's own rules (one KV pool size, not two), named as flags
 
     def engine_config(self) -> EngineConfig:
         """The engine's config these options describe; EngineConfigError names the flags at fault."""
-        values = {option.engine_field: getattr(self, option.field) for option in OPTIONS if option.engine_field}
+        values = {
+            option.engine_field: getattr(self, option.field) for option in OPTIONS if option.engine_field
+        }
         try:
             return EngineConfig(**values)
         except EngineConfigError as error:

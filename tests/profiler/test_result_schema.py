@@ -64,7 +64,11 @@ def test_an_older_file_the_tool_still_supports_loads_and_renders() -> None:
     ],
 )
 def test_a_wrong_type_is_refused_with_one_line_naming_the_file_and_field(
-    good: dict, tmp_path: Path, change, field: str, expected: str  # type: ignore[no-untyped-def]
+    good: dict,
+    tmp_path: Path,
+    change,
+    field: str,
+    expected: str,  # type: ignore[no-untyped-def]
 ) -> None:
     data = json.loads(json.dumps(good))
     change(data)
@@ -86,7 +90,9 @@ def test_unknown_sections_and_fields_are_tolerated(good: dict, tmp_path: Path) -
 
 @pytest.mark.parametrize(("version", "says"), [(0, "older than this infer-prof reads"), (None, "older than"),
                                                (99, "is not supported")])  # fmt: skip
-def test_a_file_too_old_or_too_new_is_refused_with_one_line(good: dict, tmp_path: Path, version, says: str) -> None:  # type: ignore[no-untyped-def]
+def test_a_file_too_old_or_too_new_is_refused_with_one_line(
+    good: dict, tmp_path: Path, version, says: str
+) -> None:  # type: ignore[no-untyped-def]
     data = {**good, "schema_version": version}
     with pytest.raises(ResultError, match=says) as caught:
         read_result(_write(tmp_path / "run", data))
@@ -151,7 +157,8 @@ def test_renaming_a_schema_field_makes_the_type_checker_name_every_reader(tmp_pa
         str(path.relative_to(ROOT))
         for folder in ("profiler", "reports")
         for path in (ROOT / folder).rglob("*.py")
-        if READ.search(path.read_text(encoding="utf-8")) and str(path.relative_to(ROOT)) not in WRITERS
+        if READ.search(path.read_text(encoding="utf-8"))
+        and str(path.relative_to(ROOT)) not in WRITERS
         and path.name != "schema.py"
     )
     assert readers, "no reader of metrics.goodput found: pick another field for this test"
@@ -179,4 +186,6 @@ def test_renaming_a_schema_field_makes_the_type_checker_name_every_reader(tmp_pa
     # A read of a key the type lacks is an `object` (or a missing-key error): each reader fails to type-check.
     new = errors() - before
     found = {line.split(":")[0] for line in new}
-    assert found == set(readers), f"mypy found {sorted(found)}; readers by key: {readers}\n" + "\n".join(sorted(new))
+    assert found == set(readers), f"mypy found {sorted(found)}; readers by key: {readers}\n" + "\n".join(
+        sorted(new)
+    )
