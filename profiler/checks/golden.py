@@ -292,7 +292,7 @@ def _report_finished(handles: list[Any], report: Callable[[int], None], poll_s: 
             pass
 
 
-def run_golden(loaded, *, requests: int = 200, seed: int = 0, max_tokens: int = 64,
+def run_golden(loaded, *, requests: int = 200, seed: int = OPTION["seed"].default, max_tokens: int = 64,
                max_batch: int = OPTION["max_batch"].default, kv_blocks: int | None = None,
                combinations: Sequence[str] = DEFAULT_COMBINATIONS,
                progress=None, counts: Counts | None = None) -> GoldenReport:  # fmt: skip

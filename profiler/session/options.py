@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from engine.config import EngineConfig
+from engine.config import DEFAULT_MODEL, EngineConfig
 from engine.device import resolve_device, resolve_dtype_name
 from errors import EngineConfigError, OptionError
 from profiler.session.machine import available_memory_bytes, gib, usable_cpus
@@ -87,7 +87,7 @@ OPTIONS: tuple[Option, ...] = (
         "model",
         "--model",
         str,
-        "smollm2-135m",
+        DEFAULT_MODEL,
         short="-m",
         help="smollm2-135m (default, real weights), a PATH.gguf, or synthetic:<tiny|small|base|large>.",
     ),
