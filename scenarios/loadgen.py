@@ -176,7 +176,7 @@ class _Load:
             record.accepted_ns = self.clock()
             record.ticket = ticket
             ticket.wait()
-        except Exception as err:
+        except Exception as err:  # the engine refused or failed this request; the load goes on
             record.error = f"{type(err).__name__}: {err}"
         record.done_ns = self.clock()
         with self.lock:
@@ -184,7 +184,7 @@ class _Load:
         if self.on_done is not None:
             try:
                 self.on_done(record)
-            except BaseException as err:
+            except BaseException as err:  # a caller bug: stop the load, re-raise it from run_load
                 self.callback_error = self.callback_error or err
 
     def start_thread(self, target: Callable[[int], None], threads: list[threading.Thread]) -> None:

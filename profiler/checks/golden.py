@@ -101,7 +101,7 @@ class _Shadow:
         """A shadowing twin's answer, or None after recording a divergence when it raised where Python did not."""
         try:
             return call()
-        except Exception as error:
+        except Exception as error:  # any refusal the Python twin did not make is a difference
             self.differ(component, python, f"raised {type(error).__name__}: {error}")
             if component == "core":
                 self.core = None  # its state has parted from Python's: later differences would be echoes

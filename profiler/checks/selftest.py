@@ -156,7 +156,7 @@ def run_case(case: Case, *, quick: bool, out_dir: Path, models: Any = None) -> C
         spec = case.scenario(quick)
         outcome = run_session(options, spec, out_dir / case.name, loaded=loaded, profile=case.profile,
                               injections=case.injections, sampling_rate=case.sampling_rate)  # fmt: skip
-    except Exception as exc:
+    except Exception as exc:  # one broken case must not hide the others' answers
         return CaseResult(case, None, None, None, time.perf_counter() - started, [], f"{type(exc).__name__}: {exc}")
     category, share, component = _answer(case, outcome.result)
     source = (((outcome.result.breakdown or {}).get("methods") or {}).get("spans") or {}).get("kernel_source")

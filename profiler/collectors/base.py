@@ -37,7 +37,7 @@ class Collector:
             return  # decided unavailable at construction (e.g. missing binary): nothing to start
         try:
             self._start()
-        except Exception as exc:
+        except Exception as exc:  # a collector must not break the run
             self.fail(f"could not start: {type(exc).__name__}: {exc}")
             return
         if self.status == NOT_STARTED:
@@ -65,7 +65,7 @@ class Collector:
                 return False
             try:
                 self._pause()
-            except Exception:
+            except Exception:  # a measuring aid; the collector just keeps measuring
                 return False
             self.paused = True
             return True

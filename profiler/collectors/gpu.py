@@ -60,7 +60,7 @@ class GpuCollector(Collector):
             return
         try:
             nvml.nvmlInit()
-        except Exception as exc:
+        except Exception as exc:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
             self.skip(f"no NVIDIA GPU/driver ({exc})")
             return
         try:

@@ -329,7 +329,7 @@ class KernelCollector(Collector):
         (~0.9 s here, one-time init), which would otherwise pause the engine thread mid-run."""
         try:
             self._fees_us = price_op_fees()
-        except Exception as exc:
+        except Exception as exc:  # never break the engine thread
             self.skip(f"torch.profiler does not work here: {type(exc).__name__}: {exc}")
 
     def _start(self) -> None:

@@ -302,7 +302,7 @@ class SamplingCollector(Collector):
         if self._engine_thread_id_getter is not None:
             try:
                 self._engine_thread_id = self._engine_thread_id_getter()
-            except Exception:
+            except Exception:  # only a label
                 self._engine_thread_id = None
         self._wall_s = time.perf_counter() - self._started_at
         self._cpu_s = _process_cpu_seconds(process.pid)

@@ -274,7 +274,7 @@ def _replay_all(section: dict[str, Any], names: Sequence[str], twins: Twins, log
             continue
         try:
             entry = _replay_one(name, twins[name], log, derived, repeats, clock)
-        except Exception as exc:
+        except Exception as exc:  # e.g. a C twin refusing a recorded request: the run stands
             section["skipped"][name] = f"its replay failed: {type(exc).__name__}: {exc}"
             continue
         if entry is None:

@@ -143,7 +143,7 @@ def test_64_client_threads_1000_requests_each_completes_exactly_once() -> None:
                     results[handle.request_id] = output
                     expected[handle.request_id] = model.greedy(prompt, max_tokens)
                     tokens_seen[handle.request_id] = counter[0]
-        except BaseException as exc:
+        except BaseException as exc:  # reported by the main thread
             errors.append(exc)
 
     with serving(engine):
