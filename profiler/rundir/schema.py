@@ -135,7 +135,7 @@ class Split(TypedDict, total=False):
     dispatch: float | None
     samples: int
     resolution: str  # "python" or "native"
-    python_leaf: dict[str, Any]
+    python_leaf: float | None  # the share of samples whose leaf frame is Python code
     lock_by_component: dict[str, float | None]
     gil_by_component: dict[str, float | None]
     allocation_by_component: dict[str, float | None]
@@ -172,6 +172,16 @@ class Prediction(TypedDict, total=False):
     measured_gain: float | None
 
 
+class Interval(TypedDict, total=False):
+    """The interpreter share of busy time with its 95% Wilson interval, from native samples."""
+
+    share: float | None
+    low: float | None
+    high: float | None
+    samples: int
+    method: str
+
+
 class Verify(TypedDict, total=False):
     """--verify: each twin's measured gain next to its prediction (profiler.checks.verify)."""
 
@@ -189,8 +199,8 @@ class Verdict(TypedDict, total=False):
     component: str | None
     share: float | None
     interpreter_share: float | None
-    interpreter_interval: list[float] | None
-    straddles: bool | None
+    interpreter_interval: Interval | None
+    straddles: list[float] | None  # the thresholds (0.01, 0.3) the interval straddles
     rule: str | None
     reasons: list[str]
     blind_spots: list[str]
