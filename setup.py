@@ -15,13 +15,13 @@ class OptionalBuildExt(build_ext):
     def run(self) -> None:
         try:
             super().run()
-        except Exception as error:  # noqa: BLE001 - no compiler, missing headers, ...: keep installing
+        except Exception as error:  # no compiler, missing headers, ...: keep installing
             self._skip(error)
 
     def build_extension(self, ext) -> None:  # type: ignore[no-untyped-def]
         try:
             super().build_extension(ext)
-        except Exception as error:  # noqa: BLE001 - the same, for one extension
+        except Exception as error:  # the same, for one extension
             self.failed = True
             self._skip(error)
 

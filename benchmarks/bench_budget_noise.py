@@ -36,7 +36,7 @@ class Runner:
         self.budget = budget
         self.out_root = out_root
         self.models = ModelCache()
-        self.options = EngineOptions(model=budget.model or "synthetic:tiny", seed=budget.seed or 0)
+        self.options = EngineOptions(model=budget.model or "synthetic:tiny", seed=budget.seed or 0, device="cpu")
         self.count = 0
         self.seconds: list[float] = []
 

@@ -51,7 +51,7 @@ def main() -> int:
     if args.without:
         _leave_out(set(args.without.split(",")))
 
-    options = EngineOptions(model=args.model)
+    options = EngineOptions(model=args.model, device="cpu")
     loaded = load_for_options(options)
     spec = load_scenario(args.scenario).with_overrides(num_requests=args.requests)
     if args.in_run:
@@ -74,7 +74,7 @@ def main() -> int:
     return 0
 
 
-def _in_run(args: argparse.Namespace, options: EngineOptions, spec, loaded) -> int:  # type: ignore[no-untyped-def]
+def _in_run(args: argparse.Namespace, options: EngineOptions, spec, loaded) -> int:
     from profiler.overhead.inrun import measure_inrun_overhead, summarize
 
     only: list[str] | None = [] if args.aa else (args.only.split(",") if args.only else None)
@@ -94,10 +94,10 @@ def _leave_out(names: set[str]) -> None:
 
     full = registry.default_collectors
 
-    def without(profile: str, **kwargs):  # type: ignore[no-untyped-def]
+    def without(profile: str, **kwargs):
         return [collector for collector in full(profile, **kwargs) if collector.name not in names]
 
-    registry.default_collectors = without  # type: ignore[assignment]
+    registry.default_collectors = without
 
 
 if __name__ == "__main__":

@@ -19,8 +19,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from profiler.replay import recorder  # noqa: E402
-from profiler.replay.recorder import RecordingSampler, RecordingScheduler, WorkloadLog  # noqa: E402
+from profiler.replay import recorder
+from profiler.replay.recorder import RecordingSampler, RecordingScheduler, WorkloadLog
 
 
 class _Bare:
@@ -28,14 +28,14 @@ class _Bare:
 
     num_waiting = 0
 
-    def schedule(self, arrivals, finished, free):  # type: ignore[no-untyped-def]
+    def schedule(self, arrivals, finished, free):
         return None
 
-    def sample(self, logits, seq_ids):  # type: ignore[no-untyped-def]
+    def sample(self, logits, seq_ids):
         return seq_ids
 
 
-def _per_call_ns(call, calls: int = 20_000, rounds: int = 15) -> float:  # type: ignore[no-untyped-def]
+def _per_call_ns(call, calls: int = 20_000, rounds: int = 15) -> float:
     times = []
     for _ in range(rounds):
         start = time.perf_counter_ns()
@@ -51,7 +51,7 @@ def main() -> None:
     from profiler.session.session import run_session
     from scenarios.spec import load_scenario
 
-    options = EngineOptions(model="synthetic:tiny")
+    options = EngineOptions(model="synthetic:tiny", device="cpu")
     spec = load_scenario("concurrency-30").with_overrides(num_requests=60)
     outcome = run_session(options, spec, Path("/tmp/bench-recorder"), loaded=load_for_options(options), write=False)
     steps = outcome.steps

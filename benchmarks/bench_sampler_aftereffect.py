@@ -101,7 +101,7 @@ def main() -> int:
     gc_clock = GcClock()
     logits = model.forward(build_model_input(prompts, [0] * args.batch, [True] * args.batch, tables, BLOCK_SIZE))
     positions = [len(prompt) for prompt in prompts]
-    for step, arm in enumerate(order):
+    for _step, arm in enumerate(order):
         counted = arm != "warm-up"
         next_ids = samplers["python" if arm == "python" else "c"].sample(logits, ids)
         if arm == "c+touch":

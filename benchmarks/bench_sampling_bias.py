@@ -23,31 +23,31 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_model import decode_ms_per_step  # noqa: E402
+from bench_model import decode_ms_per_step
 
-from engine.engine import ENGINE_THREAD_NAME  # noqa: E402
-from engine.models import load_model  # noqa: E402
-from engine.setup_thread import run_on_setup_thread  # noqa: E402
-from profiler.collectors.registry import DEEP_RATE_HZ  # noqa: E402
-from profiler.collectors.sampling import PRIORITIES, SamplingCollector  # noqa: E402
+from engine.engine import ENGINE_THREAD_NAME
+from engine.models import load_model
+from engine.setup_thread import run_on_setup_thread
+from profiler.collectors.registry import DEEP_RATE_HZ
+from profiler.collectors.sampling import PRIORITIES, SamplingCollector
 
 
 class TimedLinears:
     """Wraps the model's linear and forward so that their wall time is summed (ns)."""
 
-    def __init__(self, model) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, model) -> None:
         self.linear_ns = self.forward_ns = 0
         self._linear, self._forward = model._linear, model.forward
         model._linear, model.forward = self.timed_linear, self.timed_forward
 
-    def timed_linear(self, x, w):  # type: ignore[no-untyped-def]
+    def timed_linear(self, x, w):
         start = time.perf_counter_ns()
         try:
             return self._linear(x, w)
         finally:
             self.linear_ns += time.perf_counter_ns() - start
 
-    def timed_forward(self, inp):  # type: ignore[no-untyped-def]
+    def timed_forward(self, inp):
         start = time.perf_counter_ns()
         try:
             return self._forward(inp)
@@ -55,7 +55,7 @@ class TimedLinears:
             self.forward_ns += time.perf_counter_ns() - start
 
 
-def measure(loaded, timer: TimedLinears, priority: str, steps: int) -> tuple[float, float, int, str]:  # type: ignore[no-untyped-def]
+def measure(loaded, timer: TimedLinears, priority: str, steps: int) -> tuple[float, float, int, str]:
     """(linear share by timing, by samples, engine samples, scheduling) for one sampled decode run."""
     thread = threading.Thread(target=decode_ms_per_step, args=(loaded, 1, steps), name=ENGINE_THREAD_NAME)
     collector = SamplingCollector(pid=os.getpid(), rate=DEEP_RATE_HZ, native=True, priority=priority,

@@ -74,7 +74,7 @@ def child(requests: int, native: str, profile: str, out: Path) -> dict:
     from profiler.session.session import SessionHooks, run_session
     from scenarios.spec import load_scenario
 
-    options = EngineOptions(model="synthetic:tiny", native=parse_native(native))
+    options = EngineOptions(model="synthetic:tiny", native=parse_native(native), device="cpu")
     loaded = load_for_options(options)
     spec = load_scenario("concurrency-30").with_overrides(num_requests=requests)
     samples: dict[str, float] = {"start": rss_mib()}

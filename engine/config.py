@@ -1,22 +1,29 @@
-"""The engine's options, validated on construction, and the Python components they describe."""
+"""The engine's options as plain values, validated on construction, and the Python components they describe."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from engine.kv_alloc import PythonKVAllocator, blocks_for_tokens, num_blocks_for_memory
-from engine.sampler import PythonSampler
-from engine.scheduler import POLICIES, PythonScheduler
-from engine.types import Model
 from errors import EngineConfigError
 
+if (
+    TYPE_CHECKING
+):  # the components import torch; this module stays light so option tables can read its defaults
+    from engine.kv_alloc import PythonKVAllocator
+    from engine.sampler import PythonSampler
+    from engine.scheduler import PythonScheduler
+    from engine.types import Model
+
+# The model every face loads when none is named (engine.models finds or downloads it).
+DEFAULT_MODEL = "smollm2-135m"
 # KV memory used when neither num_kv_blocks nor kv_memory_bytes is given (then capped to what
 # max_num_seqs full-length sequences could ever use).
 DEFAULT_KV_MEMORY_BYTES = 256 * 2**20
 
 
-def _bad(name: str, flag: str, value: object, allowed: str) -> EngineConfigError:
-    return EngineConfigError(f"engine option {name} ({flag}) = {value!r} is impossible: {allowed}")
+def _bad(name: str, value: object, allowed: str) -> EngineConfigError:
+    return EngineConfigError(f"engine option {name} = {value!r} is impossible: {allowed}")
 
 
 def _is_int(value: object) -> bool:
@@ -25,7 +32,8 @@ def _is_int(value: object) -> bool:
 
 @dataclass(slots=True)
 class EngineConfig:
-    """How the engine batches and how big its KV pool is."""
+    """How the engine batches and how big its KV pool is; these defaults are every face's defaults
+    (profiler.session.options reads them)."""
 
     block_size: int = 16  # token slots per KV block
     num_kv_blocks: int | None = None  # the pool size in blocks ...
@@ -37,56 +45,49 @@ class EngineConfig:
     max_model_len: int | None = None  # prompt + output tokens per request; None: the model's context
 
     def __post_init__(self) -> None:
-        for name, flag, minimum in (
-            ("block_size", "--block-size", 1),
-            ("max_num_seqs", "--max-batch", 1),
-            ("max_batched_tokens", "--max-batched-tokens", 1),
-        ):
+        for name in ("block_size", "max_num_seqs", "max_batched_tokens"):
             value = getattr(self, name)
-            if not (_is_int(value) and value >= minimum):
-                raise _bad(name, flag, value, f"use an integer >= {minimum}")
+            if not (_is_int(value) and value >= 1):
+                raise _bad(name, value, "use an integer >= 1")
         if self.num_kv_blocks is not None and self.kv_memory_bytes is not None:
             raise EngineConfigError(
-                "engine options num_kv_blocks (--kv-blocks) and kv_memory_bytes (--kv-memory) both size "
-                "the KV pool: give one of them"
+                "engine options num_kv_blocks and kv_memory_bytes both size the KV pool: give one of them"
             )
         if self.num_kv_blocks is not None and not (_is_int(self.num_kv_blocks) and self.num_kv_blocks >= 1):
-            raise _bad("num_kv_blocks", "--kv-blocks", self.num_kv_blocks, "use an integer >= 1")
+            raise _bad("num_kv_blocks", self.num_kv_blocks, "use an integer >= 1")
         if self.kv_memory_bytes is not None and not (
             _is_int(self.kv_memory_bytes) and self.kv_memory_bytes >= 1
         ):
-            raise _bad(
-                "kv_memory_bytes", "--kv-memory", self.kv_memory_bytes, "use a positive number of bytes"
-            )
+            raise _bad("kv_memory_bytes", self.kv_memory_bytes, "use a positive number of bytes")
+        from engine.scheduler import POLICIES
+
         if self.policy not in POLICIES:
-            raise _bad("policy", "--policy", self.policy, f"use one of {', '.join(POLICIES)}")
+            raise _bad("policy", self.policy, f"use one of {', '.join(POLICIES)}")
         if not _is_int(self.seed):
-            raise _bad("seed", "--seed", self.seed, "use an integer")
+            raise _bad("seed", self.seed, "use an integer")
         if self.max_model_len is not None and not (_is_int(self.max_model_len) and self.max_model_len >= 2):
-            raise _bad("max_model_len", "--max-model-len", self.max_model_len, "use an integer >= 2")
+            raise _bad("max_model_len", self.max_model_len, "use an integer >= 2")
 
     def resolve_max_model_len(self, context_length: int) -> int:
         """max_model_len, defaulting to the model's context; it may not exceed that context."""
         if self.max_model_len is None:
             return context_length
         if self.max_model_len > context_length:
-            raise _bad(
-                "max_model_len", "--max-model-len", self.max_model_len,
-                f"the model's context length is {context_length}; use at most that",
-            )  # fmt: skip
+            allowed = f"the model's context length is {context_length}; use at most that"
+            raise _bad("max_model_len", self.max_model_len, allowed)
         return self.max_model_len
 
     def resolve_num_blocks(self, bytes_per_block: int, max_model_len: int) -> int:
         """The KV pool size in blocks: given, or from a memory budget (the default one capped to need)."""
+        from engine.kv_alloc import blocks_for_tokens, num_blocks_for_memory
+
         if self.num_kv_blocks is not None:
             return self.num_kv_blocks
         if self.kv_memory_bytes is not None:
             blocks = num_blocks_for_memory(self.kv_memory_bytes, bytes_per_block)
             if blocks < 1:
-                raise _bad(
-                    "kv_memory_bytes", "--kv-memory", self.kv_memory_bytes,
-                    f"one KV block of {self.block_size} tokens takes {bytes_per_block} bytes; give at least that",
-                )  # fmt: skip
+                allowed = f"one KV block of {self.block_size} tokens takes {bytes_per_block} bytes; give at least that"
+                raise _bad("kv_memory_bytes", self.kv_memory_bytes, allowed)
             return blocks
         needed = self.max_num_seqs * blocks_for_tokens(max_model_len, self.block_size)
         return max(1, min(num_blocks_for_memory(DEFAULT_KV_MEMORY_BYTES, bytes_per_block), needed))
@@ -98,8 +99,14 @@ def pool_blocks_for(config: EngineConfig, model: Model) -> int:
     return config.resolve_num_blocks(model.kv_bytes_per_block(config.block_size), max_model_len)
 
 
-def python_components(config: EngineConfig, model: Model) -> tuple[PythonScheduler, PythonKVAllocator, PythonSampler]:
+def python_components(
+    config: EngineConfig, model: Model
+) -> tuple[PythonScheduler, PythonKVAllocator, PythonSampler]:
     """The Python scheduler, KV block pool and sampler that `config` describes, sized for `model`."""
+    from engine.kv_alloc import PythonKVAllocator
+    from engine.sampler import PythonSampler
+    from engine.scheduler import PythonScheduler
+
     num_blocks = pool_blocks_for(config, model)
     scheduler = PythonScheduler(
         config.block_size, config.max_num_seqs, config.max_batched_tokens, config.policy

@@ -111,10 +111,10 @@ class Engine:
         self._warmed.wait()  # the model's warm-up, on the engine thread: no request waits behind it
         return self
 
-    def __enter__(self) -> Engine:  # noqa: PYI034 - typing.Self needs Python 3.11
+    def __enter__(self) -> Engine:  # typing.Self needs Python 3.11
         return self.start()
 
-    def __exit__(self, exc_type, exc, tb) -> None:  # type: ignore[no-untyped-def]
+    def __exit__(self, exc_type, exc, tb) -> None:
         self.shutdown(abort=exc_type is not None)
 
     def submit(
@@ -281,7 +281,7 @@ class Engine:
                     return
                 try:
                     self._step(arrivals, cancelled)
-                except Exception as exc:  # noqa: BLE001 - e.g. an on_step hook or sampler.add raised: fail, keep serving
+                except Exception as exc:  # e.g. an on_step hook or sampler.add raised: fail, keep serving
                     self._fail(list(self._running.values()), "engine step failed", exc)
         finally:
             # Whatever happened, no client waits forever.
@@ -312,13 +312,13 @@ class Engine:
                 prefill, decode = self._account_cache(plan)
                 if not len(plan.seq_ids) and not len(plan.frees) and plan.num_waiting + plan.num_running:
                     raise RuntimeError("the scheduler planned nothing although requests are waiting")
-            except Exception as exc:  # noqa: BLE001 - the scheduler or allocator state cannot be trusted: fail everything
+            except Exception as exc:  # the scheduler or allocator state cannot be trusted: fail everything
                 self._fail(list(self._running.values()), "scheduling failed", exc)
                 plan = StepPlan()
             if len(plan.seq_ids):
                 try:
                     self._run_batch(plan, block_tables)
-                except Exception as exc:  # noqa: BLE001 - a model/sampler error fails its batch only
+                except Exception as exc:  # a model/sampler error fails its batch only
                     batch = [self._running[s] for s in plan.seq_ids.tolist() if s in self._running]
                     self._fail(batch, "the step failed", exc)
             self._record(step, plan, start_ns, prefill, decode)
@@ -334,12 +334,12 @@ class Engine:
             request.detokenizer = IncrementalDetokenizer(self.tokenizer)
             try:
                 self.sampler.add(request.request_id, request.params, request.prompt_token_ids)
-            except Exception as exc:  # noqa: BLE001 - e.g. a native sampler refusing it: fail this one only
+            except Exception as exc:  # e.g. a native sampler refusing it: fail this one only
                 self._fail([request], "the sampler refused the request", exc, report=False)
                 continue
             try:
                 self.prepare.add(request.request_id, request.prompt_token_ids)
-            except Exception as exc:  # noqa: BLE001 - refused prompt ids: fail this one only
+            except Exception as exc:  # refused prompt ids: fail this one only
                 self.sampler.remove(request.request_id)
                 self._fail([request], "input preparation refused the request", exc, report=False)
                 continue
@@ -373,7 +373,7 @@ class Engine:
                     request.scheduled_ns = now
         return plan.prefill_tokens, plan.decode_tokens
 
-    def _run_batch(self, plan: StepPlan, block_tables) -> None:  # type: ignore[no-untyped-def]
+    def _run_batch(self, plan: StepPlan, block_tables) -> None:
         with self.tracer.span("prepare"):
             model_input = self.prepare.prepare(plan, block_tables)
         with self.tracer.span("model"):
@@ -432,7 +432,7 @@ class Engine:
         if request.on_token is not None:
             try:
                 request.on_token(delta)
-            except Exception as exc:  # noqa: BLE001 - a client's bug fails its own request, not the engine
+            except Exception as exc:  # a client's bug fails its own request, not the engine
                 self._fail([request], "the on_token callback raised", exc)
 
     def _fail(self, requests: list[Request], what: str, exc: BaseException, report: bool = True) -> None:
@@ -459,7 +459,7 @@ class Engine:
         if request.on_finish is not None:
             try:
                 request.on_finish(request.output)
-            except Exception:  # noqa: BLE001, S110 - the request is over: a client's bug cannot fail it any more
+            except Exception:  # the request is over: a client's bug cannot fail it any more
                 pass
 
     def _record(self, step: int, plan: StepPlan, start_ns: int, prefill: int, decode: int) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import torch
 
+from engine.config import DEFAULT_MODEL
 from engine.gguf_loader import load_weights, open_gguf, read_config
 from engine.model import LayerWeights, LlamaModel, LlamaWeights, resolve_dtype
 from engine.setup_thread import run_on_setup_thread
@@ -23,7 +24,6 @@ from engine.types import ModelConfig
 from errors import GGUFFormatError, ModelNotFoundError
 
 Progress = Callable[[str], None]
-DEFAULT_MODEL = "smollm2-135m"
 SYNTHETIC_PREFIX = "synthetic:"
 
 

@@ -91,7 +91,7 @@ class StepLog(Sequence[StepRecord]):
     def __len__(self) -> int:
         return len(self._values) // len(_LOGGED)
 
-    def __getitem__(self, index):  # type: ignore[no-untyped-def, override]
+    def __getitem__(self, index):
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(len(self)))]
         count = len(self)

@@ -24,7 +24,7 @@ def run_on_setup_thread(work: Callable[[], T], name: str = "infer-prof-setup") -
     def target() -> None:
         try:
             outcome["value"] = work()
-        except BaseException as error:  # noqa: BLE001 - handed back to the caller's thread below
+        except BaseException as error:  # handed back to the caller's thread below
             outcome["error"] = error
 
     thread = threading.Thread(target=target, name=name, daemon=True)

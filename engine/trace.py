@@ -38,7 +38,7 @@ class NullTracer:
     def span(self, name: str) -> AbstractContextManager[None]:
         return _NULL
 
-    def lock(self, lock, name: str):  # type: ignore[no-untyped-def]
+    def lock(self, lock, name: str):
         return lock  # a Lock/Condition is its own context manager: no wrapper, no timing
 
     def counter(self, name: str, value: float) -> None:

@@ -11,8 +11,9 @@ Python object crosses), per-request registrations are buffered and handed over i
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, Sequence, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 import torch
@@ -330,7 +331,7 @@ class ModelInput:
     def query_lens(self) -> list[int]:
         if type(self._query_lens) is not list:
             self._query_lens = self._query_lens.tolist() if hasattr(self._query_lens, "tolist") else list(self._query_lens)
-        return self._query_lens  # type: ignore[return-value]
+        return self._query_lens
 
     @property
     def context_lens(self) -> list[int]:
@@ -338,7 +339,7 @@ class ModelInput:
             self._context_lens = (
                 self._context_lens.tolist() if hasattr(self._context_lens, "tolist") else list(self._context_lens)
             )
-        return self._context_lens  # type: ignore[return-value]
+        return self._context_lens
 
     def same_as(self, other: ModelInput) -> bool:
         """Equal tensors and lengths, field by field (the twins' equivalence check)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -95,7 +96,7 @@ def why_not_measured(result: RunResult, section: str) -> str:
         return f"the server's split is unavailable: {split.get('reason') or 'no reason recorded'}"
     wanted = {"breakdown": ("spans",), "samples": ("py-spy",), "verdict": ("spans",)}.get(section, ())
     for name in wanted:
-        status: dict[str, Any] = result.collectors.get(name) or {}
+        status: Mapping[str, Any] = result.collectors.get(name) or {}
         if status.get("status") in ("skipped", "failed"):
             return f"{name} {status['status']}: {status.get('reason') or 'no reason recorded'}"
     if result.partial:

@@ -61,11 +61,6 @@ def check_slos(requests: pd.DataFrame, targets: dict[str, float]) -> SloCheck:
     return check
 
 
-def within_share(values: np.ndarray, target: float) -> float | None:
-    """The fraction of `values` at or under `target`."""
-    return float(np.mean(values <= target)) if values.size else None
-
-
 def describe_breaches(check: SloCheck, name: str) -> str | None:
     """`3 of 300 over 2,000 ms`, or None when the run has no target for `name`."""
     if name not in check.targets:

@@ -148,7 +148,7 @@ def run_load(
 class _Load:
     """The shared state of one run_load call: stop flags, in-flight counting, the client threads."""
 
-    def __init__(self, submit, stop, on_done, clock, sleep, wait_on_stop) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, submit, stop, on_done, clock, sleep, wait_on_stop) -> None:
         self.submit = submit
         self.stop: threading.Event = stop
         self.on_done = on_done
@@ -176,7 +176,7 @@ class _Load:
             record.accepted_ns = self.clock()
             record.ticket = ticket
             ticket.wait()
-        except Exception as err:  # noqa: BLE001  (the engine refused or failed this request; the load goes on)
+        except Exception as err:  # the engine refused or failed this request; the load goes on
             record.error = f"{type(err).__name__}: {err}"
         record.done_ns = self.clock()
         with self.lock:
@@ -184,7 +184,7 @@ class _Load:
         if self.on_done is not None:
             try:
                 self.on_done(record)
-            except BaseException as err:  # noqa: BLE001  (a caller bug: stop the load, re-raise it from run_load)
+            except BaseException as err:  # a caller bug: stop the load, re-raise it from run_load
                 self.callback_error = self.callback_error or err
 
     def start_thread(self, target: Callable[[int], None], threads: list[threading.Thread]) -> None:

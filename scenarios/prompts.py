@@ -26,7 +26,7 @@ WORDS: tuple[str, ...] = tuple(  # one string split, to read as prose rather tha
     ready open close write read think speak listen build carry follow bring share learn teach travel
     explain describe compare measure improve finish begin start stop keep move turn hold leave meet
     send pay buy sell grow
-    """.split()  # noqa: SIM905
+    """.split()
 )
 
 

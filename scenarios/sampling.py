@@ -81,7 +81,7 @@ class RequestClass:
             raise ValueError(f"weight: {self.weight!r} is impossible; allowed: a number > 0")
         if isinstance(self.priority, bool) or not isinstance(self.priority, int):
             # ValueError like every other check here: the scenario parser turns it into a ScenarioError.
-            raise ValueError(f"priority: {self.priority!r} is not an integer; allowed: an integer")  # noqa: TRY004
+            raise ValueError(f"priority: {self.priority!r} is not an integer; allowed: an integer")
 
     def to_dict(self) -> dict[str, object]:
         table: dict[str, object] = {"name": self.name, "weight": self.weight, "priority": self.priority}

@@ -108,7 +108,7 @@ class ScenarioSpec:
         if self.mode == "open-loop":
             self._check(_is_number(self.rate) and self.rate >= MIN_RATE, "load.rate",  # type: ignore[operator]
                         f"{self.rate!r} is not a usable rate", f'requests per second >= {MIN_RATE:g}, or "inf"')  # fmt: skip
-            self._check(_is_number(self.burstiness) and 1e-3 <= self.burstiness <= 1e3, "load.burstiness",  # type: ignore[operator]
+            self._check(_is_number(self.burstiness) and 1e-3 <= self.burstiness <= 1e3, "load.burstiness",
                         f"{self.burstiness!r} is impossible", "a number in [0.001, 1000] (1 = Poisson)")  # fmt: skip
             self._check(self.clients is None, "load.clients", "set on an open-loop load", "rate and burstiness")
             self._check(math.isfinite(self.rate) or self.num_requests is not None, "num_requests",  # type: ignore[arg-type]
@@ -400,7 +400,7 @@ class _Parser:
         return str(path.resolve())
 
     def sampling(self, table: dict[str, Any], key: str) -> SamplingSettings:
-        values = {name: table[name] for name in SamplingSettings.keys() if name in table}  # noqa: SIM118
+        values = {name: table[name] for name in SamplingSettings.keys() if name in table}
         try:
             return SamplingSettings(**values)
         except ValueError as err:

@@ -1,9 +1,11 @@
 """The house's arrows: every import in the tree (module level and inside functions) is walked, and a cycle
-between modules or an arrow the architecture forbids (docs/architecture.md) fails the suite."""
+between modules or an arrow the architecture forbids (docs/architecture.md) fails the suite; so does a module
+the map does not name."""
 
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
@@ -12,7 +14,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 ROOMS = ("engine", "native_paths", "scenarios", "profiler", "reports")
-OURS = (*ROOMS, "errors")
+# benchmarks/ are scripts over every room: they may import any of them, and nothing imports them.
+SCRIPTS = ("benchmarks",)
+OURS = (*ROOMS, "errors", *SCRIPTS)
 
 # room -> the rooms (or modules, by prefix) it must never import.
 FORBIDDEN = {
@@ -20,8 +24,14 @@ FORBIDDEN = {
     "native_paths": ("profiler", "scenarios", "reports"),
     "scenarios": ("engine", "profiler", "native_paths", "reports"),
     "reports": ("engine", "native_paths"),
-    "errors": ROOMS,
+    "errors": (*ROOMS, *SCRIPTS),
+    **{room: SCRIPTS for room in ("engine", "scenarios", "profiler", "reports")},
 }
+# native_paths: the C twins' adapters import the engine's types alone, so a C twin never leans on its Python
+# twin; the modules that pair the two (pick one per --native and fall back, or time one against the other)
+# import the Python twins too.
+TWIN_PAIRERS = ("native_paths.toggles", "native_paths.bench", "native_paths.bench_control", "native_paths.bench_rows")
+NATIVE_MAY_IMPORT = ("engine.types",)
 # reports reads run directories and the statistics module of profiler, nothing else of it.
 REPORTS_MAY_IMPORT = ("profiler.rundir", "profiler.stats")
 # Within profiler, only the command faces import typer, Rich progress bars or reports; rundir is the
@@ -39,7 +49,7 @@ def module_name(path: Path) -> str:
 @cache
 def modules() -> dict[str, Path]:
     found = {"errors": ROOT / "errors.py"}
-    for room in ROOMS:
+    for room in (*ROOMS, *SCRIPTS):
         for path in (ROOT / room).rglob("*.py"):
             found[module_name(path)] = path
     return found
@@ -193,3 +203,46 @@ def test_the_run_directory_contract_imports_nothing_else_of_profiler() -> None:
         if imported.startswith("profiler") and not imported.startswith("profiler.rundir")
     ]
     assert wrong == []
+
+
+def test_the_c_twins_import_only_the_engines_types_and_only_the_pairers_import_python_twins() -> None:
+    wrong = [
+        f"{module}:{line} imports {imported}"
+        for module in modules()
+        if module.startswith("native_paths") and module not in TWIN_PAIRERS
+        for imported, line in imports_of(module)
+        if imported.split(".")[0] == "engine" and imported != "engine" and not imported.startswith(NATIVE_MAY_IMPORT)
+    ]
+    assert wrong == []
+
+
+def test_benchmarks_are_walked_and_nothing_imports_them() -> None:
+    assert any(module.startswith("benchmarks.") for module in modules())
+    assert "profiler.session.options" in graph()["benchmarks.gpu_check"]
+    wrong = [
+        f"{module}:{line} imports {imported}"
+        for module in modules()
+        if not module.startswith(SCRIPTS)
+        for imported, line in imports_of(module)
+        if imported.split(".")[0] in SCRIPTS or imported.startswith("bench_")
+    ]
+    assert wrong == []
+
+
+def test_the_map_names_every_module() -> None:
+    """docs/architecture.md names each module's file (`name.py`) in its room's paragraph."""
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    missing = [
+        str(path.relative_to(ROOT))
+        for module, path in modules().items()
+        if path.name != "__init__.py" and path.name != "__main__.py"
+        and path.name not in text and f"{path.stem}" not in _named_words(text)
+    ]
+    assert missing == [], f"docs/architecture.md does not name: {missing}"
+
+
+@cache
+def _named_words(text: str) -> frozenset[str]:
+    """The modules the map's Rooms block names, each as `name.py`."""
+    rooms = text.split("## Rooms", 1)[1].split("## Arrows", 1)[0]
+    return frozenset(re.findall(r"\b([a-z_]+)\.py\b", rooms))

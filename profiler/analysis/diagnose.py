@@ -284,8 +284,8 @@ def _predictions(
         speedup, low, high = found.get("speedup"), found.get("low"), found.get("high")
         added = ((added_costs or {}).get(name) or 0.0) / busy if busy > 0 else 0.0
 
-        def gain_at(factor: float | None) -> float | None:
-            return amdahl_gain(component_share, factor) - added if factor else None
+        def gain_at(factor: float | None, share: float = component_share, added: float = added) -> float | None:
+            return amdahl_gain(share, factor) - added if factor else None
 
         gain = gain_at(speedup)
         measured = (measured_gains or {}).get(name)

@@ -110,7 +110,7 @@ def compute_metrics(
         return all(observed[name] <= limit for name, limit in slos.items())
 
     def per_second(count: float) -> float:
-        return count / duration_s if duration_s > 0 else 0.0  # type: ignore[operator]
+        return count / duration_s if duration_s > 0 else 0.0
 
     output_tokens = sum(timing.output_tokens for timing in done)
     prompt_tokens = sum(timing.prompt_tokens for timing in done)

@@ -201,7 +201,9 @@ def parse_budget(text: str, *, source: str | Path = "<budget>") -> BudgetFile:
         # tomllib's message already carries "(at line N, column M)".
         raise BudgetError(f"{source}: not valid TOML: {exc}") from None
     lines = _LineFinder(text)
-    where = lambda line: f"{source}:{line}" if line else f"{source}"
+
+    def where(line: int | None) -> str:
+        return f"{source}:{line}" if line else f"{source}"
 
     _reject_unknown(data, TOP_KEYS, "top level", lambda key: where(lines.top_key(key)))
     entries = data.get("budget")

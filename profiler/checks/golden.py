@@ -16,9 +16,9 @@ preemption, every request submitted before the engine starts so that batches are
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -27,6 +27,7 @@ from engine.engine import Engine
 from engine.kv_alloc import blocks_for_tokens
 from engine.types import ModelInput, SamplingParams, StepPlan
 from profiler.checks.golden_explain import Explanation, explain
+from profiler.session.options import OPTION
 
 SHADOW_PHASE = "shadow run"
 DEFAULT_COMBINATIONS = ("all", "core,sampler")
@@ -100,7 +101,7 @@ class _Shadow:
         """A shadowing twin's answer, or None after recording a divergence when it raised where Python did not."""
         try:
             return call()
-        except Exception as error:  # noqa: BLE001 - any refusal the Python twin did not make is a difference
+        except Exception as error:  # any refusal the Python twin did not make is a difference
             self.differ(component, python, f"raised {type(error).__name__}: {error}")
             if component == "core":
                 self.core = None  # its state has parted from Python's: later differences would be echoes
@@ -120,7 +121,7 @@ class ShadowScheduler:
     def num_running(self) -> int:
         return self.python.num_running
 
-    def schedule(self, arrivals, finished, num_free_blocks):  # type: ignore[no-untyped-def]
+    def schedule(self, arrivals, finished, num_free_blocks):
         shadow = self.shadow
         shadow.step += 1
         plan = self.python.schedule(arrivals, finished, num_free_blocks)
@@ -149,7 +150,7 @@ class ShadowAllocator:
     def block_table(self, seq_id: int) -> list[int]:
         return self.python.block_table(seq_id)
 
-    def step(self, frees, grow_seq_ids, grow_num_blocks, batch_seq_ids):  # type: ignore[no-untyped-def]
+    def step(self, frees, grow_seq_ids, grow_num_blocks, batch_seq_ids):
         shadow = self.shadow
         tables = self.python.step(frees, grow_seq_ids, grow_num_blocks, batch_seq_ids)
         other = shadow.shadowed("allocator", tables.tolist(),
@@ -181,19 +182,19 @@ class ShadowPrepare:
     def add(self, seq_id: int, prompt_token_ids: Sequence[int]) -> None:
         self.python.add(seq_id, prompt_token_ids)
         for name, twin in self._shadows():
-            self.shadow.shadowed(name, "add", lambda: twin.add(seq_id, prompt_token_ids))
+            self.shadow.shadowed(name, "add", lambda twin=twin: twin.add(seq_id, prompt_token_ids))
 
     def remove(self, seq_id: int) -> None:
         self.python.remove(seq_id)
         for name, twin in self._shadows():
-            self.shadow.shadowed(name, "remove", lambda: twin.remove(seq_id))
+            self.shadow.shadowed(name, "remove", lambda twin=twin: twin.remove(seq_id))
 
     def append_sampled(self, tokens: Sequence[int]) -> None:
         self.python.append_sampled(tokens)
         for name, twin in self._shadows():
-            self.shadow.shadowed(name, "append_sampled", lambda: twin.append_sampled(tokens))
+            self.shadow.shadowed(name, "append_sampled", lambda twin=twin: twin.append_sampled(tokens))
 
-    def prepare(self, plan, block_tables) -> ModelInput:  # type: ignore[no-untyped-def]
+    def prepare(self, plan, block_tables) -> ModelInput:
         shadow = self.shadow
         inp = self.python.prepare(plan, block_tables)
         other = shadow.shadowed("prepare", "an input", lambda: self.native.prepare(plan, block_tables))
@@ -222,7 +223,7 @@ class ShadowSampler:
         self.python.remove(seq_id)
         self.native.remove(seq_id)
 
-    def sample(self, logits, seq_ids):  # type: ignore[no-untyped-def]
+    def sample(self, logits, seq_ids):
         tokens = self.python.sample(logits, seq_ids)
         others = self.native.sample(logits, seq_ids)
         for index, (seq_id, token, other) in enumerate(zip(seq_ids, tokens, others)):
@@ -238,7 +239,7 @@ class ShadowSampler:
         return tokens
 
 
-def golden_requests(tokenizer, count: int, seed: int, max_tokens: int) -> list[tuple[list[int], SamplingParams]]:  # type: ignore[no-untyped-def]
+def golden_requests(tokenizer, count: int, seed: int, max_tokens: int) -> list[tuple[list[int], SamplingParams]]:
     """A seeded mix of prompts (8-120 tokens) and sampling parameters, every request its own seed."""
     from scenarios.prompts import synthetic_prompt
 
@@ -260,7 +261,7 @@ def end_to_end_phase(combination: str) -> str:
     return f"end to end, --native {combination}"
 
 
-def _run(loaded, config: EngineConfig, components, requests, counts: Counts | None = None, phase: str = ""):  # type: ignore[no-untyped-def]
+def _run(loaded, config: EngineConfig, components, requests, counts: Counts | None = None, phase: str = ""):
     scheduler, kv_alloc, prepare, sampler = components
     engine = Engine(loaded.model, loaded.tokenizer, scheduler=scheduler, kv_alloc=kv_alloc, sampler=sampler,
                     prepare=prepare, config=config)  # fmt: skip
@@ -291,9 +292,10 @@ def _report_finished(handles: list[Any], report: Callable[[int], None], poll_s: 
             pass
 
 
-def run_golden(loaded, *, requests: int = 200, seed: int = 0, max_tokens: int = 64, max_batch: int = 32,
-               kv_blocks: int | None = None, combinations: Sequence[str] = DEFAULT_COMBINATIONS,
-               progress=None, counts: Counts | None = None) -> GoldenReport:  # type: ignore[no-untyped-def]  # fmt: skip
+def run_golden(loaded, *, requests: int = 200, seed: int = OPTION["seed"].default, max_tokens: int = 64,
+               max_batch: int = OPTION["max_batch"].default, kv_blocks: int | None = None,
+               combinations: Sequence[str] = DEFAULT_COMBINATIONS,
+               progress=None, counts: Counts | None = None) -> GoldenReport:  # fmt: skip
     """Run the workload in shadow mode, then end to end once per native selection in `combinations`
     (each parsed like --native); see the module docstring.
 
@@ -306,14 +308,14 @@ def run_golden(loaded, *, requests: int = 200, seed: int = 0, max_tokens: int = 
     require()  # a clear NativeUnavailableError when the extension is not built
     selections = [parse_native(combination) for combination in combinations]
     workload = golden_requests(loaded.tokenizer, requests, seed, max_tokens)
-    block_size = 16
+    block_size = OPTION["block_size"].default
     if kv_blocks is None:
         # About a third of what the running batch needs at full length: preemption must happen.
         per_request = blocks_for_tokens(120 + max_tokens, block_size)
         kv_blocks = max(per_request + 1, max_batch * per_request // 3)
-    config = EngineConfig(block_size=block_size, num_kv_blocks=kv_blocks, max_num_seqs=max_batch, max_batched_tokens=512, seed=seed)
+    config = EngineConfig(block_size=block_size, num_kv_blocks=kv_blocks, max_num_seqs=max_batch, seed=seed)
 
-    def twins(native: frozenset[str]):  # type: ignore[no-untyped-def]
+    def twins(native: frozenset[str]):
         made = make_components(native, num_blocks=kv_blocks, block_size=block_size, max_num_seqs=max_batch,
                                max_batched_tokens=config.max_batched_tokens, policy=config.policy)  # fmt: skip
         return made.scheduler, made.kv_alloc, made.prepare, made.sampler

@@ -12,8 +12,9 @@ elsewhere in the row explains nothing about the pair; anything else is a *logic 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 

@@ -107,7 +107,7 @@ class AllocatingSampler(SlowSampler):
         return self.inner.sample(logits, seq_ids)
 
 
-def apply_injections(injections: dict[str, Any], scheduler: Any, kv_alloc: Any, sampler: Any, tracer: Any = None):  # type: ignore[no-untyped-def]
+def apply_injections(injections: dict[str, Any], scheduler: Any, kv_alloc: Any, sampler: Any, tracer: Any = None):
     """Wrap components per `injections` ({name: setting}); unknown names are a programming error."""
     unknown = set(injections) - set(INJECTIONS)
     if unknown:

@@ -78,7 +78,7 @@ def _busy_gain(rows: np.ndarray) -> np.ndarray:
 _SUMS = 8
 
 
-def _same_steps_statistic(kinds: int):  # type: ignore[no-untyped-def]
+def _same_steps_statistic(kinds: int):
     """The gain at the same steps per resample of unit rows [the _SUMS sums per kind | Python ms | Python steps]:
     step ms = a kind's own level + b * prefill tokens + delta * (C twin served), fitted within kinds; the
     gain is -delta over the Python steps' mean ms."""

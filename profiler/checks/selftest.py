@@ -149,14 +149,14 @@ def run_case(case: Case, *, quick: bool, out_dir: Path, models: Any = None) -> C
     from profiler.session.session import run_session
 
     models = models or ModelCache()
-    options = EngineOptions(model=case.model, seed=0)
+    options = EngineOptions(model=case.model, seed=0, device="cpu")  # the plants are timed on the CPU
     started = time.perf_counter()
     try:
         loaded = models.get(options)
         spec = case.scenario(quick)
         outcome = run_session(options, spec, out_dir / case.name, loaded=loaded, profile=case.profile,
                               injections=case.injections, sampling_rate=case.sampling_rate)  # fmt: skip
-    except Exception as exc:  # noqa: BLE001 - one broken case must not hide the others' answers
+    except Exception as exc:  # one broken case must not hide the others' answers
         return CaseResult(case, None, None, None, time.perf_counter() - started, [], f"{type(exc).__name__}: {exc}")
     category, share, component = _answer(case, outcome.result)
     source = (((outcome.result.breakdown or {}).get("methods") or {}).get("spans") or {}).get("kernel_source")

@@ -46,6 +46,7 @@ from profiler.checks.twin_switch import SamplerSwitch
 from profiler.rundir.atomic import write_json_atomic, write_text_atomic
 from profiler.rundir.control import control_figure, drift_void
 from profiler.rundir.results import read_run
+from profiler.session.options import EngineOptions
 from profiler.session.session import SessionOutcome
 
 VERIFY_DIR = "verify"
@@ -205,7 +206,7 @@ def _within(value: float | None, low: float | None, high: float | None) -> bool 
 
 
 def verify_predictions(
-    outcome: SessionOutcome, options: Any, *, stop_event: threading.Event, native_speedups: dict[str, float] | None,
+    outcome: SessionOutcome, options: EngineOptions, *, stop_event: threading.Event, native_speedups: dict[str, float] | None,
     run_again: RunAgain,
 ) -> dict[str, Any] | None:  # fmt: skip
     """Run again per native-capable component with its C twin on (`run_again`, a face's session with its
@@ -357,7 +358,7 @@ def _record(outcome: SessionOutcome, native_speedups: dict[str, float] | None, d
         "skipped": skipped,
     }
     # The noise floor travels with the gains it qualifies, not only on the terminal that printed it.
-    for name, prediction in (verdict.get("predictions") or {}).items():
+    for prediction in (verdict.get("predictions") or {}).values():
         gain = prediction.get("measured_gain")
         prediction["within_noise"] = None if gain is None or spread is None else abs(gain) < spread
     for name, entry in details.items():

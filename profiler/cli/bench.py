@@ -55,7 +55,7 @@ def bench_native_command(*, as_json: bool, repeats: int) -> int:
 CHECKS = ("tokens_match", "tables_match", "plans_match", "inputs_match")
 
 
-def _notes(row: dict) -> str:  # type: ignore[type-arg]
+def _notes(row: dict) -> str:
     notes = []
     if row.get("native_floor_ratio") is not None:
         notes.append(f"{row['native_floor_ratio']:.2f}x the memory floor")

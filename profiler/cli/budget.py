@@ -15,7 +15,7 @@ from rich.table import Table
 from profiler.budget.check import BudgetReport, format_value
 from profiler.cli.app import budget_app
 from profiler.cli.options import output_path
-from profiler.session.options import EngineOptions
+from profiler.session.options import OPTION, EngineOptions
 from profiler.session.runner import ModelCache, run_once
 
 _STYLES = {"PASS": "green", "FAIL": "bold red", "WARN": "yellow", "SKIP": "dim"}
@@ -46,7 +46,7 @@ def budget_baseline(
     raise typer.Exit(budget_baseline_command(budget_file, out=out))
 
 
-def make_run_fn(out_root: Path, console: Console):  # type: ignore[no-untyped-def]
+def make_run_fn(out_root: Path, console: Console):
     """A run_fn(overrides) -> run dir for profiler.budget.check; models are loaded once per process."""
     from native_paths.loader import require_twins
     from native_paths.toggles import parse_native
@@ -57,7 +57,8 @@ def make_run_fn(out_root: Path, console: Console):  # type: ignore[no-untyped-de
 
     def run_fn(overrides: dict[str, Any]) -> Path:
         native = overrides.get("native")
-        options = EngineOptions(model=overrides.get("model", "smollm2-135m"), seed=int(overrides.get("seed") or 0),
+        # On the CPU, as budgets were recorded (EngineOptions' own default device is auto, as on the CLI).
+        options = EngineOptions(model=overrides.get("model", OPTION["model"].default), seed=int(overrides.get("seed") or 0), device="cpu",
                                 native=parse_native(",".join(native) if native else "none"))  # fmt: skip
         require_twins(options.native, "budget")  # before the run: a fallback run would be refused after it
         profile = overrides.get("profile", "default")

@@ -35,7 +35,7 @@ def scenarios_show(name: Annotated[str, typer.Argument(help="Built-in name or TO
     Console().print(table)
 
 
-def _describe(spec):  # type: ignore[no-untyped-def]
+def _describe(spec):
     from scenarios.spec import describe
 
     return [(str(k), str(v)) for k, v in describe(spec)]

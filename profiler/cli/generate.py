@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Annotated, Sequence
+from collections.abc import Sequence
+from typing import Annotated
 
 import typer
 
@@ -85,7 +86,7 @@ def run_generate(
     return 1 if failed else 0
 
 
-def _printer():  # type: ignore[no-untyped-def]
+def _printer():
     def on_token(delta: str) -> None:
         sys.stdout.write(delta)
         sys.stdout.flush()
@@ -93,7 +94,7 @@ def _printer():  # type: ignore[no-untyped-def]
     return on_token
 
 
-def _output_json(output) -> dict:  # type: ignore[no-untyped-def]
+def _output_json(output) -> dict:
     ms = 1e-6
     first = output.first_token_ns
     ttft = (first - output.arrival_ns) * ms if first else None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Annotated, List, Optional
+from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
@@ -22,7 +22,7 @@ def golden(
     requests: Annotated[int, typer.Option("--requests", "-r", help="Requests in the seeded workload.")] = 200,
     max_tokens: Annotated[int, typer.Option("--max-tokens", "-n", help="Tokens generated per request.")] = 64,
     kv_blocks: Annotated[Optional[int], typer.Option("--kv-blocks", help="KV pool (default: a third of what the batch needs, so preemption happens).")] = None,
-    combination: Annotated[Optional[List[str]], typer.Option("--combination", help="A --native selection to run end to end (repeatable; default: all, and core,sampler).")] = None,
+    combination: Annotated[Optional[list[str]], typer.Option("--combination", help="A --native selection to run end to end (repeatable; default: all, and core,sampler).")] = None,
     every_combination: Annotated[bool, typer.Option("--every-combination", help="Run every native selection end to end: each subset of the four twins, core, core,sampler.")] = False,
     *,
     options: EngineOptions,
@@ -86,7 +86,7 @@ def golden_progress(console: Console) -> Iterator[Callable[[str, int, int], None
         yield counts
 
 
-def render_golden(report: GoldenReport, console) -> None:  # type: ignore[no-untyped-def]
+def render_golden(report: GoldenReport, console) -> None:
     verdict = "[green]PASS[/green]" if report.exit_code == 0 else "[red]FAIL[/red]"
     console.print(
         f"{verdict}: {report.requests} requests, {report.tokens} tokens, {report.steps} steps, "
@@ -105,7 +105,7 @@ def render_golden(report: GoldenReport, console) -> None:  # type: ignore[no-unt
         console.print(f"requests that differ end to end with no near-tie to explain them: {report.unexplained_end_to_end[:10]}")
 
 
-def _render_divergence(d: Divergence, console) -> None:  # type: ignore[no-untyped-def]
+def _render_divergence(d: Divergence, console) -> None:
     if d.component != "sampler" or d.explanation is None:
         console.print(f"first {d.component} difference at step {d.step}: python {d.python!r} vs native {d.native!r}")
         return

@@ -11,7 +11,7 @@ from profiler.cli.app import app
 
 # Each module registers its commands on `app`; this order is the order `infer-prof --help` lists them.
 # isort: off
-from profiler.cli import run, serve, sweep, compare, report, budget, selftest, golden, generate, bench, doctor, catalog  # noqa: E402, F401
+from profiler.cli import run, serve, sweep, compare, report, budget, selftest, golden, generate, bench, doctor, catalog  # noqa: F401
 # isort: on
 
 
@@ -55,7 +55,7 @@ def _usage_error(exc: Exception) -> int | None:
     return None
 
 
-def _click_families() -> list:  # type: ignore[type-arg]
+def _click_families() -> list:
     families = []
     for name in ("typer._click.exceptions", "click.exceptions"):
         try:

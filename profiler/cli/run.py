@@ -17,7 +17,7 @@ from profiler.cli.app import app
 from profiler.cli.options import dim_printer, engine_options, output_path
 from profiler.cli.progress import GracefulStop, session_progress, stop_on_signals
 from profiler.rundir.outdir import check_run_dir, claim_default_run_dir, claim_run_dir
-from profiler.session.options import EngineOptions, OptionError
+from profiler.session.options import OPTIONS, EngineOptions, OptionError
 from scenarios.spec import ScenarioSpec
 
 INTERRUPTED_EXIT_CODE = 130  # the shell's convention for SIGINT; the partial result is still written
@@ -62,9 +62,9 @@ def run(
 
 
 def run_profiled(
-    options: EngineOptions, *, scenario, loaded, out: Path, profile: str, console: Console,  # type: ignore[no-untyped-def]
+    options: EngineOptions, *, scenario, loaded, out: Path, profile: str, console: Console,
     stop_event: threading.Event, label: str = "requests", replay: bool = True, switch=None,
-):  # type: ignore[no-untyped-def]
+):
     """One session with a progress bar (requests done / total, output tokens/s); `replay`: time the C twins
     on the run's recorded work after it (the predictions' speedups; --verify's extra runs do not need it);
     `switch` (profiler.checks.twin_switch.SamplerSwitch): alternate the sampler's twins during the run."""
@@ -148,7 +148,7 @@ def _checked_inputs(
     return spec, options
 
 
-def _load(options: EngineOptions, console: Console):  # type: ignore[no-untyped-def]
+def _load(options: EngineOptions, console: Console):
     from profiler.session.builder import load_for_options
 
     return load_for_options(options, progress=dim_printer(console), checked=True)
@@ -156,12 +156,9 @@ def _load(options: EngineOptions, console: Console):  # type: ignore[no-untyped-
 
 def _refuse_engine_flags_with_target(options: EngineOptions, *, policy_given: bool) -> None:
     """The built-in engine's sizing and twins mean nothing to a server profiled over HTTP: say so, not ignore them."""
-    defaults = EngineOptions(model=options.model, seed=options.seed, device="auto", dtype="auto")
-    flags = {"native": "--native", "kv_blocks": "--kv-blocks", "kv_memory_bytes": "--kv-memory", "dtype": "--dtype",
-             "device": "--device", "graphs": "--graphs",
-             "block_size": "--block-size", "max_batch": "--max-batch", "max_batched_tokens": "--max-batched-tokens",
-             "threads": "--threads"}  # fmt: skip
-    given = [flag for name, flag in flags.items() if getattr(options, name) != getattr(defaults, name)]
+    defaults = EngineOptions(model=options.model, seed=options.seed)
+    sizing = [option for option in OPTIONS if option.name not in ("model", "seed", "policy")]
+    given = [option.flag for option in sizing if getattr(options, option.field) != getattr(defaults, option.field)]
     if policy_given:
         given.append("--policy")
     if given:
@@ -212,10 +209,10 @@ def _check_load_flags(requests: int | None, duration: float | None, profile: str
         raise OptionError(f"--profile={profile!r}: use one of {', '.join(PROFILES)}")
 
 
-def _verify(outcome, options, spec, loaded, console, stop_event, profile) -> None:  # type: ignore[no-untyped-def]
+def _verify(outcome, options, spec, loaded, console, stop_event, profile) -> None:
     from profiler.checks.verify import verify_predictions
 
-    def run_again(native: frozenset[str], out_dir: Path, label: str, switch=None):  # type: ignore[no-untyped-def]
+    def run_again(native: frozenset[str], out_dir: Path, label: str, switch=None):
         return run_profiled(dataclasses.replace(options, native=native), scenario=spec, loaded=loaded, out=out_dir,
                             profile=profile, console=console, stop_event=stop_event,
                             label=label, replay=False, switch=switch)  # fmt: skip
@@ -228,7 +225,7 @@ def _verify(outcome, options, spec, loaded, console, stop_event, profile) -> Non
         render_verify(section, console)
 
 
-def _write_reports(outcome, report: bool, console: Console, stop: GracefulStop, verbose: bool = False) -> None:  # type: ignore[no-untyped-def]
+def _write_reports(outcome, report: bool, console: Console, stop: GracefulStop, verbose: bool = False) -> None:
     """The summary, then the report files one kind at a time; a stop signal between them ends the writing
     and marks the result partial (the measured run is whole; `infer-prof report DIR` writes what is missing)."""
     from profiler.rundir.results import mark_partial

@@ -25,7 +25,7 @@ INTERRUPTED_EXIT_CODE = 130
 class _FileIsRun(typer.core.TyperGroup):
     """`infer-prof sweep FILE ...` means `infer-prof sweep run FILE ...`: a file is not a command."""
 
-    def parse_args(self, ctx, args):  # type: ignore[no-untyped-def]
+    def parse_args(self, ctx, args):
         if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
             args = ["run", *args]
         return super().parse_args(ctx, args)
@@ -154,7 +154,7 @@ def sweep_command(
     spec = load_sweep(file)
     if resume and out is None:
         raise OptionError("--resume needs --out DIR: the sweep directory to finish")
-    if resume and not is_sweep_dir(out):
+    if resume and out is not None and not is_sweep_dir(out):
         raise OptionError(f"--resume: {out} holds no sweep to resume; run without --resume to start one there")
     if ray is None and (cell_cpus != 1 or cell_gpus != 0):
         raise OptionError("--cell-cpus and --cell-gpus size Ray tasks: give them with --ray")

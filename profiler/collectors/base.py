@@ -37,7 +37,7 @@ class Collector:
             return  # decided unavailable at construction (e.g. missing binary): nothing to start
         try:
             self._start()
-        except Exception as exc:  # noqa: BLE001 - a collector must not break the run
+        except Exception as exc:  # a collector must not break the run
             self.fail(f"could not start: {type(exc).__name__}: {exc}")
             return
         if self.status == NOT_STARTED:
@@ -51,7 +51,7 @@ class Collector:
         self.resume()
         try:
             self._stop()
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             self.fail(f"could not stop cleanly: {type(exc).__name__}: {exc}")
 
     def pause(self) -> bool:
@@ -65,7 +65,7 @@ class Collector:
                 return False
             try:
                 self._pause()
-            except Exception:  # noqa: BLE001 - a measuring aid; the collector just keeps measuring
+            except Exception:  # a measuring aid; the collector just keeps measuring
                 return False
             self.paused = True
             return True
@@ -83,7 +83,7 @@ class Collector:
         if self.status == OK:
             try:
                 out.update(self._result())
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 self.fail(f"could not summarize: {type(exc).__name__}: {exc}")
                 out = {"status": self.status, "reason": self.reason}
         return out

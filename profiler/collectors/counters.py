@@ -204,7 +204,7 @@ def _op_counter(collector: CounterCollector) -> Any:
                 super().__init__()
                 self.owner = owner
 
-            def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
                 out = func(*args, **(kwargs or {}))
                 self.owner._record_op(func, args, out)
                 return out

@@ -60,7 +60,7 @@ class GpuCollector(Collector):
             return
         try:
             nvml.nvmlInit()
-        except Exception as exc:  # noqa: BLE001 - NVMLError_LibraryNotFound, DriverNotLoaded, ...
+        except Exception as exc:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
             self.skip(f"no NVIDIA GPU/driver ({exc})")
             return
         try:
@@ -77,7 +77,7 @@ class GpuCollector(Collector):
                 "driver": driver.decode() if isinstance(driver, bytes) else driver,
                 "memory_total_mib": memory.total / 2**20,
             }
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             self.skip(f"no usable NVIDIA GPU ({type(exc).__name__}: {exc})")
         finally:
             with contextlib.suppress(Exception):

@@ -329,7 +329,7 @@ class KernelCollector(Collector):
         (~0.9 s here, one-time init), which would otherwise pause the engine thread mid-run."""
         try:
             self._fees_us = price_op_fees()
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # never break the engine thread
             self.skip(f"torch.profiler does not work here: {type(exc).__name__}: {exc}")
 
     def _start(self) -> None:
@@ -390,7 +390,7 @@ class KernelCollector(Collector):
             self._profile, self._open_at, self._open_steps = profile, step, 0
             if self._mark_spans and self._tracer is not None:
                 self._tracer.add_span_hook(self._mark)
-        except Exception as exc:  # noqa: BLE001 - never break the engine thread
+        except Exception as exc:
             self.fail(f"torch.profiler could not start: {type(exc).__name__}: {exc}")
 
     def _mark(self, name: str, enter: bool) -> None:
@@ -417,7 +417,7 @@ class KernelCollector(Collector):
             try:
                 with without_kineto_chatter():
                     profile.__exit__(None, None, None)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 self.fail(f"torch.profiler could not stop: {type(exc).__name__}: {exc}")
                 return
             if steps:

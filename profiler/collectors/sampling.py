@@ -302,7 +302,7 @@ class SamplingCollector(Collector):
         if self._engine_thread_id_getter is not None:
             try:
                 self._engine_thread_id = self._engine_thread_id_getter()
-            except Exception:  # noqa: BLE001 - only a label
+            except Exception:  # only a label
                 self._engine_thread_id = None
         self._wall_s = time.perf_counter() - self._started_at
         self._cpu_s = _process_cpu_seconds(process.pid)
@@ -324,9 +324,8 @@ class SamplingCollector(Collector):
         raw_text = self._raw_text or ""
         stacks = parse_raw(raw_text)
         threads = summarize_stacks(stacks, idle_marker=self.idle_marker, rules=self.rules)
-        match = None
-        for match in _SUMMARY.finditer(self._log_text()):
-            pass
+        matches = list(_SUMMARY.finditer(self._log_text()))
+        match = matches[-1] if matches else None  # the last summary line counts
         samples = int(match.group(1)) if match else sum(stack.count for stack in stacks)
         errors = int(match.group(2)) if match else 0
         cpu_fraction = self._cpu_s / self._wall_s if self._cpu_s is not None and self._wall_s > 0 else None

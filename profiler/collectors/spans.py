@@ -282,10 +282,6 @@ class RecordingTracer:
     def clock(self) -> Clock:
         return self._clock
 
-    @property
-    def steps_begun(self) -> int:
-        return self._next_step
-
     def add_step_listener(self, listener: StepListener) -> None:
         """Call `listener(step, begin)` on the engine thread when a "step" span begins and ends."""
         self._step_listeners.append(listener)
@@ -323,11 +319,6 @@ class RecordingTracer:
         pauses = state.pauses
         pauses.names.extend((kind, parent))
         pauses.values.extend((state.step, start_ns, end_ns))
-
-    def current_span(self) -> str | None:
-        """The innermost open span of the calling thread, if any."""
-        state = getattr(self._local, "state", None)
-        return state.stack[-1][0] if state is not None and state.stack else None
 
     def current_step(self) -> int:
         """The step the calling thread is in (-1 outside every step)."""

@@ -237,7 +237,7 @@ def replay_speedups(
         "components": {}, "skipped": {},
     }  # fmt: skip
     if not log.schedules:
-        section["skipped"] = {name: "no step was recorded" for name in names}
+        section["skipped"] = dict.fromkeys(names, "no step was recorded")
         return section
     section["skipped"] = {name: "its C twin is not built (python native_paths/build.py)"
                           for name in names if name not in twins}  # fmt: skip
@@ -246,7 +246,7 @@ def replay_speedups(
     try:
         derived = derive(log, shape)
     except ReplayMismatch as exc:
-        section["skipped"] = {name: f"the replay did not reproduce the run ({exc})" for name in names}
+        section["skipped"] = dict.fromkeys(names, f"the replay did not reproduce the run ({exc})")
         return section
     with _collector_paused():
         _replay_all(section, names, twins, log, derived, repeats, clock)
@@ -274,7 +274,7 @@ def _replay_all(section: dict[str, Any], names: Sequence[str], twins: Twins, log
             continue
         try:
             entry = _replay_one(name, twins[name], log, derived, repeats, clock)
-        except Exception as exc:  # noqa: BLE001 - e.g. a C twin refusing a recorded request: the run stands
+        except Exception as exc:  # e.g. a C twin refusing a recorded request: the run stands
             section["skipped"][name] = f"its replay failed: {type(exc).__name__}: {exc}"
             continue
         if entry is None:
@@ -313,7 +313,8 @@ def _replay_sampler(pair: tuple[Callable[[], Any], Callable[[], Any]], cases: li
     for case in cases:
         on_device = case.logits.to(device)
         (py_times, c_times), tokens = interleaved(
-            (lambda: _one(time_sampler_case(py, case, clock, on_device)), lambda: _one(time_sampler_case(c, case, clock))),
+            (lambda case=case, on_device=on_device: _one(time_sampler_case(py, case, clock, on_device)),
+             lambda case=case: _one(time_sampler_case(c, case, clock))),
             repeats,
         )
         python_ns.append(py_times[0])

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 
 def write_atomic(path: str | os.PathLike[str], write: Callable[[Any], None], *, binary: bool = False) -> Path:
@@ -20,7 +21,8 @@ def write_atomic(path: str | os.PathLike[str], write: Callable[[Any], None], *, 
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         os.fchmod(fd, 0o666 & ~current_umask())
-        with os.fdopen(fd, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8", "newline": ""})) as handle:
+        encoding, newline = (None, None) if binary else ("utf-8", "")
+        with os.fdopen(fd, "wb" if binary else "w", encoding=encoding, newline=newline) as handle:
             write(handle)
             handle.flush()
             os.fsync(handle.fileno())

@@ -1,9 +1,11 @@
-"""The one result schema: what `infer-prof run` records and what reports, compare and budget read.
+"""A run directory's files, read and written: result.json as RunResult (its sections' types in
+profiler.rundir.schema, documented in docs/result-schema.md) and the tables beside it.
 
 A run directory holds:
 
     result.json    RunResult below (schema_version, config, environment, scenario, metrics,
-                   engine, counters, breakdown, verdict, target, overhead, collectors, files)
+                   engine, counters, breakdown, verdict, target, overhead, gpu_time, replay,
+                   collectors, files)
     requests.csv   one row per request (REQUEST_COLUMNS); token_ns is a space-separated list
     steps.csv      one row per engine step (STEP_COLUMNS, plus `<phase>_ms` span columns)
     samples.txt    py-spy's raw collapsed stacks (`record --format raw --threads`), when py-spy ran
@@ -16,71 +18,9 @@ A run directory holds:
                    (KERNEL_EVENT_COLUMNS): window, step, name, start_ns, end_ns (the spans' clock,
                    aligned on each window's step markers), depth (0 = an op called from Python), span
 
-Every file is written atomically, result.json last, so a directory with a result.json is complete.
-
-Section shapes (fractions are of the engine thread's wall time unless said otherwise):
-
-    config       {model, model_source, dtype, native: [..], native_requested: [..], scenario, seed,
-                  requests, duration_s, engine: {block_size, num_kv_blocks, max_num_seqs,
-                  max_batched_tokens, policy, max_model_len, ...}, collectors: [..],
-                  profile: "default"|"deep"|"off"|"counters", injections: [..] (test instruments)}
-    environment  {python, platform, cpu_model, cpu_count, torch_version, torch_threads,
-                  gpu: null | {name, driver, memory_mib}, git_revision, infer_prof_version}
-    metrics      {completed, failed, request_throughput, output_token_throughput,
-                  total_token_throughput, goodput, slo, ttft_ms, tpot_ms, itl_ms, e2e_ms, queue_ms,
-                  duration_s}   latency metrics are {mean, p50, p90, p99} in ms (null when empty)
-    engine       {steps, preemptions, blocks_total, blocks_free_at_end, batch_size: {mean, max},
-                  kv_utilization: {mean, max}, fragmentation_slots: {mean, max},
-                  heap_trims: {available, interval_s, trims, total_ms} (profiler/session/heap.py)}
-    counters     {name: number} noise-free counts from a counting run (config.profile "counters"):
-                  steps, generated_tokens, python_calls_per_token, python_calls_per_step,
-                  torch_ops_per_step, allocations_per_step, native_calls_per_step,
-                  bytes_copied_per_step (see profiler/collectors/counters.py)
-    breakdown    {wall_s, methods: {spans: SPLIT, samples: SPLIT | null}, disagreement:
-                  {category: percentage points}, component_disagreement: {component: pp},
-                  client_threads: SPLIT | null, notes: [str]}
-                  SPLIT = {categories: {interpreter, lock, allocation, kernel, idle, other},
-                           components: {scheduler, sampler, kv_alloc, prepare, tokenizer, detokenizer,
-                                        model_glue, model_kernels, queue}, dispatch: fraction,
-                           plus method details: samples, resolution ("python" | "native"),
-                           python_leaf, lock_by_component, gil_by_component (samples with native
-                           stacks: the lock samples that wait for the GIL), allocation_by_component,
-                           kernel_fraction_by_span, fee_fraction_by_span, steps}
-                  spans `dispatch` is torch's fee inside ops (deep profile only; null otherwise)
-                  a samples SPLIT without native stacks has null interpreter/kernel/allocation
-                  (py-spy cannot tell them apart) and one merged `model` component
-    verdict      {category, component, share, interpreter_share, rule, reasons: [str],
-                  predictions: {component: {share, native_speedup, native_speedup_low | null,
-                                            native_speedup_high | null, speedup_source: "replay" |
-                                            "microbenchmark" | null, predicted_gain,
-                                            predicted_gain_low | null, predicted_gain_high | null,
-                                            measured_gain | null}}, blind_spots: [str],
-                  source: "spans" | "samples", verify (after --verify): {method, python_runs,
-                  python_spread, components: {component: {share, native_speedup, predicted_gain,
-                  measured_gain, mix_matched_gain, agreement, batch_size_mean, void, run_dir, ...;
-                  method "in-run" (the sampler: measured at the same kinds of step): measured_low/high,
-                  predicted_within, half_width, band (+-20% of predicted_gain), resolves (half_width <=
-                  band: the interval can judge the prediction), busy_gain/low/high, mix_coverage,
-                  parts: {phase: part of the gain}, own_gain/low/high (the twin's own phase's part
-                  with its interval), own_agreement, own_within, pairs, units (resampled: unit_blocks
-                  blocks of block_steps steps each), steps, switches, turns}},
-                  skipped: {component: why}}}
-    replay       {steps_recorded, steps_in_run, repeats, components: {component: {speedup, low, high,
-                  steps, python_us_per_step, native_us_per_step, twins_agree, rows (sampler)}},
-                  skipped: {component: why}} (profiler/replay/replay.py); null when not replayed
-                  `api` is the HTTP layer of `infer-prof serve` (parsing, validation, encoding, the
-                  hand-off on the engine thread); 0 in an in-process run
-    overhead     {throughput_ratio, method, collectors: {name: fraction}} (profiling cost)
-    target       null for an in-process run; for `run --target URL`: {url, server: {name, version,
-                  model, source}, ours: bool, pid: int | null, split: {available: bool, reason: str |
-                  null, methods: [..]}, threads: {name: {samples, categories, components, gil_wait}},
-                  gil: {engine_thread, api_thread, method, note} | null, client: {cpu_s, wall_s,
-                  cpu_fraction_of_one_core, python_threads, schedule_lag_ms, bottleneck: bool, note},
-                  http: {requests, errors: {status: count}, endpoint}}
-                  metrics are then measured client-side (send -> first content chunk -> last byte)
-    collectors   {name: {status: "ok"|"skipped"|"failed", reason: str | null}}
-    files        {name: relative path} e.g. requests, steps, samples, sample_labels, spans,
-                  kernel_events, trace, speedscope, report_html
+Every file is written atomically. A run writes requests.csv, steps.csv and result.json, then the
+samples and spans files, then result.json again with their names in `files`; a directory with a
+result.json has its tables.
 """
 
 from __future__ import annotations
@@ -95,9 +35,22 @@ import pandas as pd
 
 from errors import ResultError
 from profiler.rundir.atomic import write_atomic, write_json_atomic
-from profiler.rundir.validate import check_requests, check_result, check_steps, read_table, table_path
-
-SCHEMA_VERSION = 1
+from profiler.rundir.schema import (
+    SCHEMA_VERSION,
+    Breakdown,
+    CollectorStatus,
+    Config,
+    EngineFigures,
+    Environment,
+    GpuTime,
+    Metrics,
+    Overhead,
+    Replay,
+    Target,
+    Verdict,
+    check_file,
+)
+from profiler.rundir.validate import check_requests, check_steps, read_table, table_path
 
 REQUEST_COLUMNS = (
     "request_id", "index", "priority", "warmup", "ok", "finish_reason", "error",
@@ -118,7 +71,7 @@ GPU_TIMELINE_COLUMNS = ("step", "span", "start_ns", "end_ns")  # device work per
 
 # The names of the latency metrics, each a {mean, p50, p90, p99} dict in milliseconds.
 LATENCY_METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "queue_ms")
-# Time-split categories and components (see ARCHITECTURE.md, "The profiler").
+# Time-split categories and components (docs/architecture.md, "One name per component").
 # `waiting` is a client or load-generator thread waiting for the engine (its next token): not contention.
 CATEGORIES = ("interpreter", "lock", "allocation", "kernel", "idle", "waiting", "other")
 COMPONENTS = ("scheduler", "sampler", "kv_alloc", "prepare", "tokenizer", "detokenizer", "model_glue", "model_kernels",
@@ -127,25 +80,25 @@ COMPONENTS = ("scheduler", "sampler", "kv_alloc", "prepare", "tokenizer", "detok
 
 @dataclass
 class RunResult:
-    """Everything one run recorded; sections are plain JSON-ready dicts so the schema can grow."""
+    """Everything one run recorded; each section a JSON-ready dict of its schema type (profiler.rundir.schema)."""
 
-    config: dict[str, Any]
-    environment: dict[str, Any]
+    config: Config
+    environment: Environment
     scenario: dict[str, Any]
-    metrics: dict[str, Any]
-    engine: dict[str, Any] = field(default_factory=dict)
-    counters: dict[str, Any] = field(default_factory=dict)
-    breakdown: dict[str, Any] | None = None
-    verdict: dict[str, Any] | None = None
-    target: dict[str, Any] | None = None  # a `run --target` run's server (None: the in-process engine)
-    overhead: dict[str, Any] | None = None
-    gpu_time: dict[str, Any] | None = None  # a GPU run's device-busy time and idle split (None on the CPU)
-    replay: dict[str, Any] | None = None  # the C twins timed on this run's recorded work (None: not replayed)
-    collectors: dict[str, Any] = field(default_factory=dict)  # name -> {"status": ..., "reason": ...}
+    metrics: Metrics
+    engine: EngineFigures = field(default_factory=lambda: EngineFigures())
+    counters: dict[str, float | None] = field(default_factory=dict)
+    breakdown: Breakdown | None = None
+    verdict: Verdict | None = None
+    target: Target | None = None  # a `run --target` run's server (None: the in-process engine)
+    overhead: Overhead | None = None
+    gpu_time: GpuTime | None = None  # a GPU run's device-busy time and idle split (None on the CPU)
+    replay: Replay | None = None  # the C twins timed on this run's recorded work (None: not replayed)
+    collectors: dict[str, CollectorStatus] = field(default_factory=dict)
     files: dict[str, str] = field(default_factory=dict)
     partial: bool = False
     partial_reason: str | None = None
-    created_at: str = field(default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
+    created_at: str = field(default_factory=lambda: _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"))
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -154,18 +107,9 @@ class RunResult:
         return {"schema_version": data.pop("schema_version"), **data}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], *, source: str = "result.json") -> "RunResult":
-        version = data.get("schema_version")
-        if version != SCHEMA_VERSION:
-            raise ResultError(
-                f"{source}: schema_version {version!r} is not supported (this infer-prof reads {SCHEMA_VERSION}); "
-                "re-record the run with this version"
-            )
+    def from_dict(cls, data: dict[str, Any], *, source: str = "result.json") -> RunResult:
+        check_file(data, source)
         known = {f.name for f in fields(cls)}
-        missing = [name for name in ("config", "environment", "scenario", "metrics") if name not in data]
-        if missing:
-            raise ResultError(f"{source}: missing section(s) {', '.join(missing)}")
-        check_result(data, source)
         return cls(**{key: value for key, value in data.items() if key in known})
 
     def get(self, dotted: str) -> Any:

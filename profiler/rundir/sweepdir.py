@@ -105,7 +105,7 @@ def run_dir_of(sweep_dir: str | Path, cell_id: str, repeat: int) -> Path:
 
 
 def now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
 
 def write_manifest(sweep_dir: str | Path, manifest: dict[str, Any]) -> Path:

@@ -1,4 +1,4 @@
-"""Distrust what a run directory holds: the shape of result.json's sections, the paths it names, and its tables' cells.
+"""Distrust what a run directory holds: the paths result.json names and its tables' cells (its sections' types: profiler.rundir.schema).
 
 Everything that reads a run directory (reports, compare, budgets) goes through profiler.rundir.results,
 which calls these checks, so a damaged or forged file becomes one ResultError naming the file, the
@@ -10,41 +10,11 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
 from errors import ResultError
 
-NUMBER, TEXT, FLAG, TABLE, LIST = "a number", "text", "true or false", "a table", "a list"
-# The sections and fields readers use, with what each must be (None is always allowed below the top
-# level: a field that was not measured). "*" stands for every key of a table.
-SHAPE: dict[str, Any] = {
-    "config": {"model": TEXT, "scenario": TEXT, "profile": TEXT, "native": [TEXT], "native_requested": [TEXT],
-               "engine": TABLE, "requests": NUMBER, "seed": NUMBER},
-    "environment": TABLE,
-    "scenario": TABLE,
-    "metrics": {"*": (NUMBER, TABLE)},
-    "engine": {"*": (NUMBER, TABLE, TEXT, FLAG)},
-    "counters": {"*": NUMBER},
-    "collectors": {"*": {"status": TEXT, "reason": TEXT}},
-    "files": {"*": TEXT},
-    "breakdown": {"wall_s": NUMBER, "methods": {"*": TABLE}, "disagreement": {"*": NUMBER},
-                  "component_disagreement": {"*": NUMBER}, "notes": [TEXT], "client_threads": TABLE},
-    "verdict": {"category": TEXT, "component": TEXT, "share": NUMBER, "interpreter_share": NUMBER, "rule": TEXT,
-                "reasons": [TEXT], "blind_spots": [TEXT], "predictions": {"*": TABLE}, "source": TEXT},
-    "overhead": TABLE,
-    "gpu_time": {"idle_host_share": NUMBER, "idle_no_work_share": NUMBER, "busy_share": NUMBER,
-                 "launches_per_step": NUMBER, "idle_host_by_component": {"*": NUMBER}},
-    "replay": {"steps_recorded": NUMBER, "steps_in_run": NUMBER, "repeats": NUMBER,
-               "components": {"*": {"speedup": NUMBER, "low": NUMBER, "high": NUMBER, "steps": NUMBER,
-                                    "twins_agree": FLAG}},
-               "skipped": {"*": TEXT}},
-    "partial": FLAG,
-    "partial_reason": TEXT,
-    "created_at": TEXT,
-}  # fmt: skip
-REQUIRED_TABLES = ("config", "environment", "scenario", "metrics")
 # Table cells: columns that must hold numbers (empty allowed), and the durations among them (>= 0).
 NUMERIC_REQUEST_COLUMNS = ("prompt_tokens", "output_tokens", "arrival_ns", "scheduled_ns", "first_token_ns",
                            "finish_ns", "ttft_ms", "tpot_ms", "e2e_ms", "queue_ms", "num_preemptions")  # fmt: skip
@@ -54,69 +24,6 @@ NUMERIC_STEP_COLUMNS = ("step", "start_ns", "end_ns", "duration_ms", "batch_size
 # Columns every row of steps.csv has: a row without them was cut off (a truncated file).
 REQUIRED_STEP_COLUMNS = ("step", "start_ns", "end_ns")
 TOKEN_TIMES = re.compile(r"^\s*\d+(\s+\d+)*\s*$")
-
-
-def check_result(data: Any, source: str) -> None:
-    """result.json's sections have the shapes in SHAPE (ResultError naming the first that does not)."""
-    if not isinstance(data, dict):
-        raise ResultError(f"{source}: expected a JSON object, found {_kind(data)}; re-record the run")
-    for name in REQUIRED_TABLES:
-        if not isinstance(data.get(name), dict):
-            raise ResultError(f"{source}: section {name!r} is {_kind(data.get(name))}, expected a table; re-record the run")
-    for name, shape in SHAPE.items():
-        if name in data and data[name] is not None:
-            _check(data[name], shape, name, source)
-
-
-def _check(value: Any, shape: Any, where: str, source: str) -> None:
-    if value is None:
-        return
-    if isinstance(shape, tuple):
-        if not any(_matches(value, option) for option in shape):
-            _wrong(where, value, " or ".join(option if isinstance(option, str) else TABLE for option in shape), source)
-        return
-    if isinstance(shape, list):
-        if not isinstance(value, list):
-            _wrong(where, value, LIST, source)
-        for index, item in enumerate(value):
-            _check(item, shape[0], f"{where}[{index}]", source)
-        return
-    if isinstance(shape, dict):
-        if not isinstance(value, dict):
-            _wrong(where, value, TABLE, source)
-        for key, item in value.items():
-            if key in shape:
-                _check(item, shape[key], f"{where}.{key}", source)
-            elif "*" in shape:
-                _check(item, shape["*"], f"{where}.{key}", source)
-        return
-    if not _matches(value, shape):
-        _wrong(where, value, shape, source)
-
-
-def _matches(value: Any, shape: Any) -> bool:
-    if value is None:
-        return True
-    if shape == NUMBER:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if shape == TEXT:
-        return isinstance(value, str)
-    if shape == FLAG:
-        return isinstance(value, bool)
-    if shape == TABLE or isinstance(shape, dict):
-        return isinstance(value, dict)
-    return False
-
-
-def _wrong(where: str, value: Any, expected: str, source: str) -> None:
-    raise ResultError(f"{source}: {where} is {_kind(value)}, expected {expected}; the file is damaged: re-record the run")
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "missing"
-    names = {dict: "a table", list: "a list", str: "text", bool: "true/false", int: "a number", float: "a number"}
-    return names.get(type(value), type(value).__name__)
 
 
 def table_path(run_dir: Path, name: str, relative: str) -> Path:

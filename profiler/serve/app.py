@@ -38,7 +38,7 @@ def create_app(state: ServeState) -> FastAPI:
     """The ASGI app over `state` (whose engine the caller starts and stops)."""
 
     @asynccontextmanager
-    async def lifespan(app: FastAPI):  # type: ignore[no-untyped-def]
+    async def lifespan(app: FastAPI):
         state.handoff = Handoff(asyncio.get_running_loop(), state.tracing.current)
         yield
         state.draining = True
@@ -174,7 +174,7 @@ async def _generate(request: Request, state: ServeState, schema: type, *, chat: 
     return await _whole(request, state, reply, stream, handle)
 
 
-async def _events(state: ServeState, reply: Reply, stream: RequestStream, handle: Any, include_usage: bool):  # type: ignore[no-untyped-def]
+async def _events(state: ServeState, reply: Reply, stream: RequestStream, handle: Any, include_usage: bool):
     """SSE: one chunk per token, then the finish chunk (and usage), then [DONE]; a vanished client's
     request is cancelled, which frees its KV blocks (Starlette cancels this generator on disconnect)."""
     try:

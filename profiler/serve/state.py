@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from engine.engine import ENGINE_THREAD_NAME
+from engine.engine import ENGINE_THREAD_NAME, Engine
 from errors import HTTPRequestError
 from profiler.serve.handoff import Handoff
 from profiler.serve.metrics import ServerMetrics
 from profiler.serve.profiling import ServerTracing
+
+if TYPE_CHECKING:
+    from engine.tokenizer import Tokenizer
 
 RETRY_AFTER_S = 1  # what a 503 tells the client to wait: a step takes milliseconds, a request seconds
 
@@ -19,8 +22,8 @@ RETRY_AFTER_S = 1  # what a 503 tells the client to wait: a step takes milliseco
 class ServeState:
     """One server: built once before uvicorn starts; `handoff` is made when the event loop runs."""
 
-    engine: Any  # engine.engine.Engine
-    tokenizer: Any  # engine.tokenizer.Tokenizer
+    engine: Engine
+    tokenizer: Tokenizer
     model_name: str
     max_pending: int  # requests accepted and unfinished before a 503
     info: dict[str, Any] = field(default_factory=dict)  # GET /infer-prof/info

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from engine.config import EngineConfig, pool_blocks_for
 from engine.engine import Engine
@@ -28,7 +29,7 @@ class BuiltEngine:
         return data
 
 
-def load_for_options(options: EngineOptions, progress: Callable[[str], None] | None = None, *, checked: bool = False):  # type: ignore[no-untyped-def]
+def load_for_options(options: EngineOptions, progress: Callable[[str], None] | None = None, *, checked: bool = False):
     """Load (or build, for synthetic:) the model the options name; torch threads are set first.
 
     Unless the caller already did (`checked`), the model's file and shape are checked first, and the
@@ -60,15 +61,11 @@ def _install_graphs(model: Any, options: EngineOptions, config: EngineConfig) ->
 
 
 def engine_config(options: EngineOptions) -> EngineConfig:
-    return EngineConfig(
-        block_size=options.block_size, num_kv_blocks=options.kv_blocks, kv_memory_bytes=options.kv_memory_bytes,
-        max_num_seqs=options.max_batch, max_batched_tokens=options.max_batched_tokens, policy=options.policy,
-        seed=options.seed,
-    )  # fmt: skip
+    return options.engine_config()
 
 
 def build_engine(
-    loaded, options: EngineOptions, *, tracer: Tracer | None = None, injections: dict[str, Any] | None = None  # type: ignore[no-untyped-def]
+    loaded, options: EngineOptions, *, tracer: Tracer | None = None, injections: dict[str, Any] | None = None
 ) -> BuiltEngine:
     """A fresh engine over an already loaded model; components per options.native, wrapped by any injections."""
     import warnings

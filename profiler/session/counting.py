@@ -24,7 +24,7 @@ from scenarios.spec import ScenarioSpec
 
 
 def run_counting(
-    options: EngineOptions, scenario: ScenarioSpec, out_dir: Path, *, loaded, native_speedups=None  # type: ignore[no-untyped-def]
+    options: EngineOptions, scenario: ScenarioSpec, out_dir: Path, *, loaded, native_speedups=None
 ) -> SessionOutcome:
     from profiler.analysis.metrics import compute_metrics
     from profiler.collectors.counters import CounterCollector
@@ -34,7 +34,7 @@ def run_counting(
     warmups = [request for request in requests if request.warmup] or requests[:1]
     measured = [request for request in requests if not request.warmup]
 
-    def submit_all(engine, batch):  # type: ignore[no-untyped-def]
+    def submit_all(engine, batch):
         return {
             request.index: engine.submit(prompts[request.index], SamplingParams(**request.sampling),
                                          chat=request.chat, priority=request.priority)  # fmt: skip

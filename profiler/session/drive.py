@@ -22,7 +22,7 @@ class Ticket:
 
     __slots__ = ("handle", "request", "spill")
 
-    def __init__(self, handle, request: RequestSpec, spill: SpillFile | None = None) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, handle, request: RequestSpec, spill: SpillFile | None = None) -> None:
         self.handle = handle
         self.request = request
         self.spill = spill

@@ -1,13 +1,15 @@
-"""The engine options every engine-building command shares, parsed and validated in one place."""
+"""The engine options: one table (OPTIONS) of names, flags, defaults, ranges and help, from which EngineOptions, the CLI, serve, sweep axes, budgets and golden derive."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from engine.config import DEFAULT_MODEL, EngineConfig
 from engine.device import resolve_device, resolve_dtype_name
-from errors import OptionError
+from errors import EngineConfigError, OptionError
 from profiler.session.machine import available_memory_bytes, gib, usable_cpus
 
 # Sizes one engine can be given: the KV block ids and the plans' counts are 32-bit in the C twins, and
@@ -17,10 +19,189 @@ MAX_KV_BLOCKS = 2**24
 MAX_BATCH = 65_536
 MAX_BATCHED_TOKENS = 2**20
 MAX_SEED = 2**63 - 1
+DTYPES = ("float32", "bfloat16")
+ENGINE_LIMIT = "what one engine can use"
+
+# The engine's own sizes keep its defaults: read here, so no face restates them.
+_ENGINE_DEFAULTS: dict[str, Any] = {option.name: option.default for option in fields(EngineConfig)}
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.I)
-_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000**2, "mb": 1000**2, "mib": 1024**2,
-          "g": 1000**3, "gb": 1000**3, "gib": 1024**3, "t": 1000**4, "tb": 1000**4, "tib": 1024**4}  # fmt: skip
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1000,
+    "kb": 1000,
+    "kib": 1024,
+    "m": 1000**2,
+    "mb": 1000**2,
+    "mib": 1024**2,
+    "g": 1000**3,
+    "gb": 1000**3,
+    "gib": 1024**3,
+    "t": 1000**4,
+    "tb": 1000**4,
+    "tib": 1024**4,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    """One engine option as every face sees it.
+
+    `name` is the option's one name: EngineOptions' field (but kv_memory, given as text, is the field
+    kv_memory_bytes once parsed), the sweep axis and the budget override key. `engine_field` is the
+    EngineConfig field it becomes, where the engine keeps vLLM's name (max_num_seqs, num_kv_blocks: the
+    names result.json's config.engine records, so old run directories read the same)."""
+
+    name: str
+    flag: str
+    kind: type  # what the command line gives: str or int (then parsed, for native and kv_memory)
+    default: Any  # as the command line would give it (native "none"); None: not given
+    help: str
+    short: str | None = None
+    least: int = 1
+    most: int | Callable[[], int] | None = None  # None: not a bounded integer
+    why: str = ENGINE_LIMIT  # what the bound is
+    engine_field: str | None = None
+
+    @property
+    def field(self) -> str:
+        return "kv_memory_bytes" if self.name == "kv_memory" else self.name
+
+    @property
+    def axis_kind(self) -> str:
+        """The kind of a sweep axis' values: as on the command line."""
+        return "integer" if self.kind is int else "string"
+
+    def check(self, value: int | None) -> None:
+        """OptionError naming the flag when an integer option is outside its range."""
+        if self.most is None or value is None:
+            return
+        most = self.most() if callable(self.most) else self.most
+        if not self.least <= value <= most:
+            raise OptionError(f"{self.flag}={value} is impossible: use {self.least} to {most:,} ({self.why})")
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option(
+        "model",
+        "--model",
+        str,
+        DEFAULT_MODEL,
+        short="-m",
+        help="smollm2-135m (default, real weights), a PATH.gguf, or synthetic:<tiny|small|base|large>.",
+    ),
+    Option(
+        "dtype",
+        "--dtype",
+        str,
+        "auto",
+        help="Weights and activations: float32, bfloat16, or auto (bfloat16 on a GPU, float32 on the CPU).",
+    ),
+    Option(
+        "device",
+        "--device",
+        str,
+        "auto",
+        help="Where the model, its KV pool and activations live: auto (a CUDA GPU when there is one, else the "
+        "CPU), cpu, cuda or cuda:N. The scheduler, KV allocator and input preparation run on the host "
+        "either way.",
+    ),
+    Option(
+        "native",
+        "--native",
+        str,
+        "none",
+        help="C twins to switch on: none, all (every twin, each its own call), a comma list of "
+        "sampler,kv_alloc,scheduler,prepare, or core: scheduler, kv_alloc and prepare fused into one C "
+        "call per step (core,sampler adds the C sampler).",
+    ),
+    Option(
+        "kv_blocks",
+        "--kv-blocks",
+        int,
+        _ENGINE_DEFAULTS["num_kv_blocks"],
+        most=MAX_KV_BLOCKS,
+        engine_field="num_kv_blocks",
+        help="KV pool size in blocks (or use --kv-memory).",
+    ),
+    Option(
+        "kv_memory",
+        "--kv-memory",
+        str,
+        _ENGINE_DEFAULTS["kv_memory_bytes"],
+        engine_field="kv_memory_bytes",
+        help="KV pool size as memory, e.g. 256MiB (default: sized for --max-batch full contexts, at most 256MiB).",
+    ),
+    Option(
+        "block_size",
+        "--block-size",
+        int,
+        _ENGINE_DEFAULTS["block_size"],
+        most=MAX_BLOCK_SIZE,
+        engine_field="block_size",
+        help="Token slots per KV block.",
+    ),
+    Option(
+        "max_batch",
+        "--max-batch",
+        int,
+        _ENGINE_DEFAULTS["max_num_seqs"],
+        most=MAX_BATCH,
+        engine_field="max_num_seqs",
+        help="Most sequences running at once.",
+    ),
+    Option(
+        "max_batched_tokens",
+        "--max-batched-tokens",
+        int,
+        _ENGINE_DEFAULTS["max_batched_tokens"],
+        most=MAX_BATCHED_TOKENS,
+        engine_field="max_batched_tokens",
+        help="Token budget per engine step (prefill chunks + decodes).",
+    ),
+    Option(
+        "policy",
+        "--policy",
+        str,
+        _ENGINE_DEFAULTS["policy"],
+        engine_field="policy",
+        help="Scheduling policy: fcfs or priority.",
+    ),
+    Option(
+        "seed",
+        "--seed",
+        int,
+        _ENGINE_DEFAULTS["seed"],
+        least=0,
+        most=MAX_SEED,
+        why="a 63-bit seed",
+        engine_field="seed",
+        help="Seed for weights of synthetic models, sampling and load.",
+    ),
+    Option(
+        "threads",
+        "--threads",
+        int,
+        None,
+        most=usable_cpus,
+        why="the CPUs this process may use",
+        help="torch intra-op threads (default: torch's choice).",
+    ),
+    Option(
+        "graphs",
+        "--graphs",
+        str,
+        "off",
+        help="on: capture decode steps as CUDA graphs (padded batch buckets, one launch a step) and replay "
+        "them; off: every step eager. Needs a GPU.",
+    ),
+)
+OPTION = {option.name: option for option in OPTIONS}
+
+
+def _default(name: str) -> Any:
+    return OPTION[name].default
 
 
 def parse_size(text: str, option: str = "--kv-memory") -> int:
@@ -38,53 +219,95 @@ def parse_size(text: str, option: str = "--kv-memory") -> int:
     return value
 
 
+def in_flag_terms(error: EngineConfigError) -> EngineConfigError:
+    """The engine's error with its field names as the flags a user typed (the engine names no flag)."""
+    message = str(error)
+    for option in OPTIONS:
+        if option.engine_field:
+            message = re.sub(rf"\b{option.engine_field}\b", option.flag, message)
+    return EngineConfigError(message)
+
+
 @dataclass(slots=True)
 class EngineOptions:
-    """What to load and how to size the engine; mirrors the shared CLI options."""
+    """What to load and how to size the engine: one field per entry of OPTIONS, with its default."""
 
-    model: str = "smollm2-135m"
-    dtype: str = "float32"  # or "auto": the device's default (engine.device.default_dtype)
-    device: str = "cpu"  # auto, cpu, cuda or cuda:N; resolved on construction to "cpu" or "cuda:N"
-    native: frozenset[str] = field(default_factory=frozenset)
-    kv_blocks: int | None = None
-    kv_memory_bytes: int | None = None
-    block_size: int = 16
-    max_batch: int = 32
-    max_batched_tokens: int = 512
-    policy: str = "fcfs"
-    seed: int = 0
-    threads: int | None = None
-    graphs: str = "off"  # "on": decode steps replayed as CUDA graphs (engine.cuda_graphs); needs a GPU
+    model: str = _default("model")
+    dtype: str = _default("dtype")  # "auto": the device's default (engine.device.default_dtype)
+    device: str = _default(
+        "device"
+    )  # auto, cpu, cuda or cuda:N; resolved on construction to "cpu" or "cuda:N"
+    native: frozenset[str] = field(default_factory=frozenset)  # OPTIONS' "none", parsed
+    kv_blocks: int | None = _default("kv_blocks")
+    kv_memory_bytes: int | None = _default("kv_memory")
+    block_size: int = _default("block_size")
+    max_batch: int = _default("max_batch")
+    max_batched_tokens: int = _default("max_batched_tokens")
+    policy: str = _default("policy")
+    seed: int = _default("seed")
+    threads: int | None = _default("threads")
+    graphs: str = _default(
+        "graphs"
+    )  # "on": decode steps replayed as CUDA graphs (engine.cuda_graphs); needs a GPU
 
     def __post_init__(self) -> None:
         self.device = resolve_device(self.device)
         if self.graphs not in ("on", "off"):
             raise OptionError(f"--graphs={self.graphs!r}: use on or off")
         if self.graphs == "on" and self.device == "cpu":
-            raise OptionError("--graphs on captures CUDA graphs and needs a GPU (this engine runs on the CPU): "
-                              "drop --graphs, or give --device cuda on a machine with one")  # fmt: skip
-        self.dtype = resolve_dtype_name(self.dtype, self.device) if isinstance(self.dtype, str) else self.dtype
-        if self.dtype not in ("float32", "bfloat16"):
-            raise OptionError(f"--dtype={self.dtype!r}: use float32, bfloat16 or auto (bfloat16 on a GPU, float32 on the CPU)")
-        if self.kv_blocks is not None and self.kv_memory_bytes is not None:
-            raise OptionError("--kv-blocks and --kv-memory both size the KV pool: give one of them")
-        bounds = {"--kv-blocks": (self.kv_blocks, MAX_KV_BLOCKS), "--block-size": (self.block_size, MAX_BLOCK_SIZE),
-                  "--max-batch": (self.max_batch, MAX_BATCH), "--max-batched-tokens": (self.max_batched_tokens, MAX_BATCHED_TOKENS),
-                  "--threads": (self.threads, usable_cpus())}  # fmt: skip
-        for option, (value, most) in bounds.items():
-            if value is not None and not 1 <= value <= most:
-                why = "the CPUs this process may use" if option == "--threads" else "what one engine can use"
-                raise OptionError(f"{option}={value} is impossible: use 1 to {most:,} ({why})")
-        if not 0 <= self.seed <= MAX_SEED:
-            raise OptionError(f"--seed={self.seed} is impossible: use an integer from 0 to {MAX_SEED}")
+            raise OptionError(
+                "--graphs on captures CUDA graphs and needs a GPU (this engine runs on the CPU): "
+                "drop --graphs, or give --device cuda on a machine with one"
+            )
+        self.dtype = (
+            resolve_dtype_name(self.dtype, self.device) if isinstance(self.dtype, str) else self.dtype
+        )
+        if self.dtype not in DTYPES:
+            raise OptionError(
+                f"--dtype={self.dtype!r}: use float32, bfloat16 or auto (bfloat16 on a GPU, float32 on the CPU)"
+            )
+        for option in OPTIONS:
+            if option.name != "kv_memory":
+                option.check(getattr(self, option.field))
         available = available_memory_bytes()
-        if self.device == "cpu" and self.kv_memory_bytes is not None and available is not None and self.kv_memory_bytes > available:
-            raise OptionError(f"--kv-memory={gib(self.kv_memory_bytes)} is more than this machine has available "
-                              f"({gib(available)}); give less")  # fmt: skip
-        if self.policy not in ("fcfs", "priority"):
-            raise OptionError(f"--policy={self.policy!r}: use fcfs or priority")
+        if (
+            self.device == "cpu"
+            and self.kv_memory_bytes is not None
+            and available is not None
+            and self.kv_memory_bytes > available
+        ):
+            raise OptionError(
+                f"--kv-memory={gib(self.kv_memory_bytes)} is more than this machine has available "
+                f"({gib(available)}); give less"
+            )
+        self.engine_config()  # the engine's own rules (one KV pool size, not two), named as flags
+
+    def engine_config(self) -> EngineConfig:
+        """The engine's config these options describe; EngineConfigError names the flags at fault."""
+        values = {
+            option.engine_field: getattr(self, option.field) for option in OPTIONS if option.engine_field
+        }
+        try:
+            return EngineConfig(**values)
+        except EngineConfigError as error:
+            raise in_flag_terms(error) from None
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["native"] = sorted(self.native)
         return data
+
+
+def options_from_values(values: Mapping[str, Any]) -> EngineOptions:
+    """EngineOptions from values named as OPTIONS (the CLI's and a sweep axis'): native and kv_memory given as
+    text are parsed, and an option not given takes its default."""
+    from native_paths.toggles import parse_native
+
+    given = {option.name: values.get(option.name, option.default) for option in OPTIONS}
+    kv_memory = given.pop("kv_memory")
+    native = given.pop("native")
+    return EngineOptions(
+        **given,
+        native=parse_native(native) if isinstance(native, str) else frozenset(native),
+        kv_memory_bytes=parse_size(kv_memory) if isinstance(kv_memory, str) else kv_memory,
+    )

@@ -10,7 +10,7 @@ from engine.models import describe_model, parameter_count
 from engine.types import ModelConfig, SamplingParams
 from errors import EngineConfigError, InvalidSamplingParams, ScenarioError
 from profiler.session.machine import device_memory_bytes, gib
-from profiler.session.options import EngineOptions
+from profiler.session.options import EngineOptions, in_flag_terms
 from scenarios.requests import generate_requests
 from scenarios.spec import ScenarioSpec
 
@@ -35,8 +35,11 @@ def check_engine(options: EngineOptions, engine_config: EngineConfig) -> Preflig
         return Preflight(None)
     itemsize = ITEMSIZE[options.dtype]
     per_block = kv_bytes_per_block(model, options.block_size, itemsize)
-    max_model_len = engine_config.resolve_max_model_len(model.context_length)
-    blocks = engine_config.resolve_num_blocks(per_block, max_model_len)
+    try:
+        max_model_len = engine_config.resolve_max_model_len(model.context_length)
+        blocks = engine_config.resolve_num_blocks(per_block, max_model_len)
+    except EngineConfigError as error:
+        raise in_flag_terms(error) from None
     pool, weights = blocks * per_block, parameter_count(model) * itemsize
     available = device_memory_bytes(options.device)
     if available is not None and pool + weights > available:

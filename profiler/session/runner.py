@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from profiler.session.builder import load_for_options
 from profiler.session.options import EngineOptions
+
+if TYPE_CHECKING:
+    from profiler.session.session import SessionHooks
 
 
 class ModelCache:
@@ -16,7 +19,7 @@ class ModelCache:
     def __init__(self) -> None:
         self._loaded: dict[tuple[str, str, int, str], Any] = {}
 
-    def get(self, options: EngineOptions, progress=None):  # type: ignore[no-untyped-def]
+    def get(self, options: EngineOptions, progress=None):
         key = (options.model, options.dtype, options.seed, options.device)
         if key not in self._loaded:
             self._loaded[key] = load_for_options(options, progress=progress)
@@ -35,7 +38,7 @@ def run_once(
     models: ModelCache | None = None,
     native_speedups: dict[str, float] | None = None,
     injections: dict[str, Any] | None = None,
-    hooks: Any = None,  # profiler.session.session.SessionHooks, e.g. a face's progress bar
+    hooks: SessionHooks | None = None,  # e.g. a face's progress bar
 ) -> Path:
     """One run of `scenario` with `options`; profile "counters" makes a deterministic counting run."""
     from scenarios.spec import load_scenario

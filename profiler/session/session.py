@@ -63,7 +63,7 @@ class Prepared:
     workload: WorkloadLog | None = None  # what the engine asked of its control components (traced runs)
 
 
-def prepare_prompts(requests: list[RequestSpec], tokenizer) -> dict[int, str]:  # type: ignore[no-untyped-def]
+def prepare_prompts(requests: list[RequestSpec], tokenizer) -> dict[int, str]:
     """Each request's prompt text, trimmed so that it encodes to its target token count (user content)."""
     texts = {}
     for request in requests:
@@ -77,7 +77,7 @@ def run_session(
     scenario: ScenarioSpec,
     out_dir: Path,
     *,
-    loaded,  # type: ignore[no-untyped-def]  # engine.models.LoadedModel, loaded once per CLI call
+    loaded,  # engine.models.LoadedModel, loaded once per CLI call
     profile: str = "default",
     stop_event: threading.Event | None = None,
     hooks: SessionHooks | None = None,

@@ -26,7 +26,7 @@ def d2h_copy_ns(device: str, rows: int, vocab: int, *, repeats: int = 7) -> floa
 
 
 def sampler_copy_share(
-    device: str, steps: list[dict[str, Any]], vocab: int, wall_ns: int, probe=d2h_copy_ns  # type: ignore[no-untyped-def]
+    device: str, steps: list[dict[str, Any]], vocab: int, wall_ns: int, probe=d2h_copy_ns
 ) -> float | None:
     """The share of the run's wall time the copies to the host would have taken had the sampler been the C
     twin: one copy per step, of the step's batch (the median batch: an upper bound on the rows sampled,

@@ -17,7 +17,7 @@ from profiler.sweep.table import CELL_FILE
 WARMUP_REQUESTS = 2
 # (model, dtype, seed, twins) this process has already run once: first-time work (torch's first calls at
 # each shape, the C twins' library) lands in an unrecorded warm-up run, not in the first cell's figures.
-_warm: set[tuple[str, str, int, frozenset[str]]] = set()
+_warm: set[tuple[str, str, int, str, frozenset[str]]] = set()
 
 
 def run_cell(
@@ -66,7 +66,7 @@ def run_cell(
     return not outcome.interrupted
 
 
-def _warm_up(cell: Cell, loaded, stop_event: threading.Event) -> None:  # type: ignore[no-untyped-def]
+def _warm_up(cell: Cell, loaded, stop_event: threading.Event) -> None:
     """A short unprofiled, unwritten run the first time this process runs the cell's model with its twins."""
     key = (cell.options.model, cell.options.dtype, cell.options.seed, cell.options.device, cell.options.native)
     if key in _warm or cell.scenario is None:

@@ -12,8 +12,7 @@ from typing import Any
 
 from engine.models import DEFAULT_MODEL, SYNTHETIC_PREFIX, SYNTHETIC_PRESETS
 from errors import InferProfError, ModelNotFoundError, SweepError
-from native_paths.toggles import parse_native
-from profiler.session.options import EngineOptions, parse_size
+from profiler.session.options import EngineOptions, options_from_values
 from profiler.sweep.spec import RUN_AXES, SCENARIO_AXES, SweepSpec, json_value
 from scenarios.lengths import LengthDist
 from scenarios.spec import ScenarioSpec, load_scenario
@@ -114,16 +113,11 @@ def _options(spec: SweepSpec, values: dict[str, Any], scenario: ScenarioSpec) ->
         name: value for name, value in values.items() if name not in RUN_AXES and name not in SCENARIO_AXES
     }
     engine.setdefault("seed", spec.seed)
-    engine.setdefault("device", "auto")  # as `infer-prof run`: a GPU when there is one
-    if "native" in engine:
-        engine["native"] = parse_native(engine["native"])
-    if "kv_memory" in engine:
-        engine["kv_memory_bytes"] = parse_size(engine.pop("kv_memory"))
     if "model" in engine:
         engine["model"] = _path_or_name(spec, engine["model"], ".gguf")
     if "policy" not in engine and len({request_class.priority for request_class in scenario.classes()}) > 1:
         engine["policy"] = "priority"  # as `infer-prof run` picks for a scenario with priority classes
-    return EngineOptions(**engine)
+    return options_from_values(engine)
 
 
 def _scenario(spec: SweepSpec, values: dict[str, Any], cache: dict[str, ScenarioSpec]) -> ScenarioSpec:

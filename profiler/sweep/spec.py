@@ -24,13 +24,12 @@ from __future__ import annotations
 
 import math
 import tomllib
-import typing
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from errors import SweepError
-from profiler.session.options import EngineOptions
+from profiler.session.options import OPTIONS
 from scenarios.spec import BUILTIN_DIR
 
 SWEEPS_DIR = BUILTIN_DIR.parent / "sweeps"
@@ -51,27 +50,9 @@ SCENARIO_AXES = {
     "prompt_tokens": "integer",
     "chat": "boolean",
 }
-# The engine option that takes a size string on the command line (--kv-memory 256MiB).
-RENAMED_ENGINE_FIELDS = {"kv_memory_bytes": "kv_memory"}
-
-
 def engine_axes() -> dict[str, str]:
-    """Every engine option (EngineOptions' fields, named as `infer-prof run` spells them) and its kind."""
-    hints = typing.get_type_hints(EngineOptions)
-    kinds = {}
-    for option in fields(EngineOptions):
-        name = RENAMED_ENGINE_FIELDS.get(option.name, option.name)
-        hint = hints[option.name]
-        members = set(typing.get_args(hint)) - {type(None)} or {hint}
-        kind = "string"  # native and kv_memory are parsed from strings, as on the command line
-        if name == option.name and members <= {int}:
-            kind = "integer"
-        elif name == option.name and members <= {int, float}:
-            kind = "number"
-        elif members == {bool}:
-            kind = "boolean"
-        kinds[name] = kind
-    return kinds
+    """Every engine option (named as `infer-prof run` spells them, from OPTIONS) and the kind of its values."""
+    return {option.name: option.axis_kind for option in OPTIONS}
 
 
 def axis_kinds() -> dict[str, str]:

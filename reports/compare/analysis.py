@@ -10,7 +10,8 @@ p < 1 - confidence) and the ratio moves by at least `min_effect`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -269,7 +270,7 @@ def _latency_jobs(before: list[RunData], after: list[RunData]) -> list[_SeriesJo
     jobs = []
     for spec in LATENCY_METRICS:
         name, stat = spec.name.split(".")
-        sides = [_pooled(side, lambda run: samples.latency_series(run, name)) for side in (before, after)]
+        sides = [_pooled(side, functools.partial(samples.latency_series, name=name)) for side in (before, after)]
         # About LATENCY_BLOCKS blocks a run, as many neighbours in a block as that makes.
         block = max(1, round(max(len(sides[0]) / len(before), len(sides[1]) / len(after)) / samples.LATENCY_BLOCKS))
         per = "per-token, in time order" if name == "itl_ms" else "per-request, by arrival"
@@ -331,7 +332,8 @@ def _merge_blocks(runs: list[RunData]) -> dict[str, np.ndarray]:
 
 def _run_value(run: RunData, spec: MetricSpec) -> float | None:
     if spec.name.startswith("gpu_time."):
-        value = (run.result.gpu_time or {}).get(spec.name.removeprefix("gpu_time."))
+        gpu_time: Mapping[str, Any] = run.result.gpu_time or {}
+        value = gpu_time.get(spec.name.removeprefix("gpu_time."))
         return None if value is None else float(value) * (100 if spec.unit == "%" else 1)
     if spec.name.startswith("share."):
         column = f"{spec.name.removeprefix('share.')}_ms"
@@ -381,7 +383,8 @@ def _time_split_shift(before: list[RunData], after: list[RunData]) -> dict[str, 
     """Mean spans share after minus before, in percentage points, per component and category."""
 
     def mean_split(runs: list[RunData], group: str, names: tuple[str, ...]) -> dict[str, float] | None:
-        splits = [((run.result.breakdown or {}).get("methods") or {}).get("spans") or {} for run in runs]
+        splits: list[Mapping[str, Any]] = [((run.result.breakdown or {}).get("methods") or {}).get("spans") or {}
+                                           for run in runs]  # fmt: skip
         if not all(splits):
             return None
         return {

@@ -101,7 +101,7 @@ def draw_time_split(target: Target, breakdown: dict[str, Any]) -> None:
 
 def _draw_component_bars(ax: Any, breakdown: dict[str, Any]) -> None:
     rows = component_rows(breakdown)
-    for position, (label, shares) in enumerate(rows):
+    for position, (_label, shares) in enumerate(rows):
         left = 0.0
         for name, share in shares.items():
             if share <= 0:

@@ -236,7 +236,7 @@ def draw_flamegraph(target: Target, group: ThreadGroup, max_depth: int = 40) -> 
               title=title, title_fontsize=7)  # fmt: skip
 
 
-def _rectangle(box: Box, colour: str):  # type: ignore[no-untyped-def]
+def _rectangle(box: Box, colour: str):
     from matplotlib.patches import Rectangle
 
     return Rectangle((box.x, box.depth), max(box.width - 0.0005, 0.0002), 0.94, facecolor=colour, linewidth=0)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from markupsafe import Markup
 
@@ -113,7 +115,7 @@ def _without_note(table: Table) -> Table:
     return table
 
 
-def _key_value_table(title: str, section: dict | None) -> Table:
+def _key_value_table(title: str, section: Mapping[str, Any] | None) -> Table:
     table = Table(title, ["key", "value"], rows=[list(row) for row in flatten(section)])
     if not table.rows:
         table.note = "not recorded"

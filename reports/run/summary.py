@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from profiler.rundir.native import fallback_sentence
 from profiler.rundir.results import CATEGORIES, COMPONENTS, RunResult
+from profiler.rundir.schema import Split, latency
 from reports.format import NOT_RECORDED, fmt_gain, fmt_ms, fmt_number, fmt_pct, fmt_pp
 from reports.rundata import LATENCY_LABELS, why_not_measured
 from reports.slo import SloCheck, describe_breaches, slo_targets
@@ -106,7 +107,7 @@ def key_figures(result: RunResult, slo: SloCheck | None = None) -> list[KeyFigur
     return figures
 
 
-def _pair_ms(metrics: dict[str, Any], name: str) -> str:
+def _pair_ms(metrics: Mapping[str, Any], name: str) -> str:
     # "22.3 / 29.6 ms": one unit for the pair keeps a figure card on one line.
     low, high = _p(metrics, name, "p50"), _p(metrics, name, "p99")
     if low is None or high is None:
@@ -118,11 +119,11 @@ def _short(value: float) -> str:
     return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
 
 
-def _p(metrics: dict[str, Any], name: str, stat: str) -> Any:
+def _p(metrics: Mapping[str, Any], name: str, stat: str) -> Any:
     return (metrics.get(name) or {}).get(stat)
 
 
-def _spans(result: RunResult) -> dict[str, Any]:
+def _spans(result: RunResult) -> Split:
     return ((result.breakdown or {}).get("methods") or {}).get("spans") or {}
 
 
@@ -134,8 +135,10 @@ def time_split_table(result: RunResult) -> Table:
         table.note = f"not measured ({why_not_measured(result, 'breakdown')})"
         return table
     methods = breakdown.get("methods") or {}
-    spans, samples = methods.get("spans") or {}, methods.get("samples")
-    client = breakdown.get("client_threads")
+    # Read by category and component name below: plain mappings (the names are CATEGORIES and COMPONENTS).
+    spans: Mapping[str, Any] = methods.get("spans") or {}
+    samples: Mapping[str, Any] | None = methods.get("samples")
+    client: Mapping[str, Any] | None = breakdown.get("client_threads")
     if client:
         # In a served run the other threads are the server's (its event loop), not load-generator clients.
         table.columns.append("other server threads" if result.target else "client threads")
@@ -143,7 +146,8 @@ def time_split_table(result: RunResult) -> Table:
     recorded_gaps = {"categories": breakdown.get("disagreement") or {},
                      "components": breakdown.get("component_disagreement") or {}}  # fmt: skip
     # Older results carry no noise test (None): their gaps are printed as recorded.
-    beyond = {"categories": breakdown.get("beyond_noise"), "components": breakdown.get("components_beyond_noise")}
+    beyond: dict[str, Any] = {"categories": breakdown.get("beyond_noise"),
+                              "components": breakdown.get("components_beyond_noise")}  # fmt: skip
     for group, names in (("categories", CATEGORIES), ("components", COMPONENTS)):
         table.sections.append(len(table.rows))
         for name in names:
@@ -201,7 +205,7 @@ def fmt_count(value: Any) -> str:
     return f"{int(value):,}" if isinstance(value, (int, float)) else NOT_RECORDED
 
 
-def evidence(split: dict[str, Any] | None, method: str) -> str:
+def evidence(split: Mapping[str, Any] | None, method: str) -> str:
     """What a method's shares rest on: spans timed (over steps), or stack samples taken."""
     if not split:
         return NOT_RECORDED
@@ -217,8 +221,9 @@ def latency_table(result: RunResult) -> Table:
         "Serving latency (measured requests, warm-up excluded)", ["metric", "mean", "p50", "p90", "p99"]
     )
     for name, label in LATENCY_LABELS.items():
-        stats = result.metrics.get(name) or {}
-        table.rows.append([label] + [fmt_ms(stats.get(stat)) for stat in ("mean", "p50", "p90", "p99")])
+        stats = latency(result.metrics, name)
+        table.rows.append([label, fmt_ms(stats.get("mean")), fmt_ms(stats.get("p50")), fmt_ms(stats.get("p90")),
+                           fmt_ms(stats.get("p99"))])
     return table
 
 
@@ -250,14 +255,15 @@ def gpu_table(result: RunResult) -> Table | None:
         ["idle, waiting for the host", fmt_pct(gpu.get("idle_host_share"))],
         ["idle, no work", fmt_pct(gpu.get("idle_no_work_share"))],
     ]
-    waited = sorted((gpu.get("idle_host_by_component") or {}).items(), key=lambda item: -item[1])
+    waited = sorted((gpu.get("idle_host_by_component") or {}).items(), key=lambda item: -(item[1] or 0.0))
     table.sections.append(len(table.rows))
     table.rows += [[f"  of the wait: {name.replace('_', ' ')}", fmt_pct(part)] for name, part in waited]
     table.sections.append(len(table.rows))
+    figures: Mapping[str, Any] = gpu  # read by the names below
     for name, label in (("window_gpu_idle_fraction", "idle between kernels (profiler windows)"),
                         ("kernels_per_step", "kernels per step"), ("launches_per_step", "launches per step"),
                         ("busy_ns_per_step", "device time per step (ms)")):  # fmt: skip
-        value = gpu.get(name)
+        value = figures.get(name)
         if name == "busy_ns_per_step" and isinstance(value, (int, float)):
             value = value / 1e6
         table.rows.append([label, fmt_pct(value) if name.endswith("fraction") else fmt_number(value)])
@@ -325,7 +331,7 @@ def predictions_table(result: RunResult) -> Table:
     return table
 
 
-def _speedup_text(prediction: dict[str, Any]) -> str:
+def _speedup_text(prediction: Mapping[str, Any]) -> str:
     speedup = prediction.get("native_speedup")
     if speedup is None:
         return NOT_RECORDED
@@ -462,8 +468,8 @@ def target_table(result: RunResult) -> Table | None:
     for thread, row in (target.get("threads") or {}).items():
         categories = ", ".join(f"{key} {fmt_pct(value)}" for key, value in sorted(row["categories"].items(), key=lambda kv: -kv[1])[:3])
         components = ", ".join(f"{key} {fmt_pct(value)}" for key, value in sorted(row["components"].items(), key=lambda kv: -kv[1])[:3])
-        gil = f"; GIL wait {fmt_pct(row['gil_wait'])}" if row.get("gil_wait") is not None else ""
-        table.rows.append([f"thread {thread}", f"{row['samples']} samples: {categories} | {components}{gil}"])
+        gil_wait = f"; GIL wait {fmt_pct(row['gil_wait'])}" if row.get("gil_wait") is not None else ""
+        table.rows.append([f"thread {thread}", f"{row['samples']} samples: {categories} | {components}{gil_wait}"])
     gil = target.get("gil") or {}
     for thread, entry in ((gil.get("spans_off_cpu") or {}).items()):
         if entry:

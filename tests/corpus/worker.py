@@ -32,7 +32,7 @@ def _run_case(case: dict[str, Any], loads: list[str]) -> dict[str, Any]:
             main()
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    except BaseException as exc:  # noqa: BLE001 - a crash of any kind is this case's finding
+    except BaseException as exc:  # a crash of any kind is this case's finding
         code = f"raised {type(exc).__name__}: {exc}"
     finally:
         os.chdir(previous)

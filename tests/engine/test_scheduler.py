@@ -206,7 +206,7 @@ def test_random_workload_never_overallocates_respects_budgets_and_completes(
     for seq_id, (arrive, prompt, max_tokens, priority) in enumerate(requests):
         prompt = min(prompt, capacity - 1)
         pending.append((arrive, NewSequence(seq_id, prompt, min(max_tokens, capacity - prompt), priority)))
-    generated = {seq_id: 0 for seq_id in range(len(pending))}
+    generated = dict.fromkeys(range(len(pending)), 0)
     known = {}  # seq_id -> tokens known (prompt + generated)
     cached: dict[int, int] = {}  # seq_id -> tokens in the cache, for every sequence holding blocks
     done: set[int] = set()

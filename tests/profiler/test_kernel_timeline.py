@@ -42,7 +42,7 @@ def test_ops_fall_inside_the_spans_they_ran_in():
     bounds = {(step, name): (start, end) for state in spans.tracer.thread_states()
               for name, start, end, _s, _c, _d, step in state.events.records()}  # fmt: skip
     slack_ns = 50_000  # alignment is by markers opened microseconds from the tracer's own clock reads
-    for _window, step, name, start, end, depth, span in timeline:
+    for _window, step, name, start, end, _depth, span in timeline:
         assert span in ("model", "sampler"), name
         low, high = bounds[(step, span)]
         assert low - slack_ns <= start <= end <= high + slack_ns, (name, step, span)

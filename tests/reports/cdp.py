@@ -50,7 +50,7 @@ class Browser:
         # close_fds=False is safe: Python's own fds are close-on-exec; only 0-4 reach Chromium.
         self.process = subprocess.Popen(
             [executable, *CHROMIUM_FLAGS, f"--user-data-dir={user_data_dir}", "about:blank"],
-            preexec_fn=map_protocol_fds, close_fds=False,  # noqa: PLW1509 - the test process forks no threads here
+            preexec_fn=map_protocol_fds, close_fds=False,  # the test process forks no threads here
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
         os.close(to_browser_read)

@@ -357,7 +357,7 @@ def _breakdown(rng: np.random.Generator, steps: pd.DataFrame, with_samples: bool
         }
     client = {"categories": {"interpreter": 0.05, "lock": 0.01, "allocation": 0.005, "kernel": 0.0, "idle": 0.06,
                              "waiting": 0.87, "other": 0.005},
-              "components": {name: 0.0 for name in components} | {"queue": 0.03, "tokenizer": 0.02}, "dispatch": 0.0}  # fmt: skip
+              "components": dict.fromkeys(components, 0.0) | {"queue": 0.03, "tokenizer": 0.02}, "dispatch": 0.0}  # fmt: skip
     return {
         "wall_s": wall_ms / 1e3,
         "methods": methods,

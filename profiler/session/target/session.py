@@ -69,7 +69,7 @@ def plan_target(server: ServerInfo, pid: int | None, profile: str) -> TargetPlan
 
 
 @functools.cache  # tokenizers are immutable; reading one from a GGUF takes seconds
-def prompt_tokenizer(model: str):  # type: ignore[no-untyped-def]
+def prompt_tokenizer(model: str):
     """The tokenizer prompts are sized with: the --model GGUF's, else SmolLM2's (synthetic models use it too)."""
     from engine.models import find_smollm2
     from engine.tokenizer import Tokenizer

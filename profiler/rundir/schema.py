@@ -1,0 +1,490 @@
+"""result.json's schema as types, one TypedDict per section: what the reader checks a file against and what docs/result-schema.md is generated from.
+
+Every field may be null below the top level (a figure that was not measured), and every table keeps
+keys this version does not know: branches of the tool add sections and fields (health, target
+processes, ...) faster than one schema module can list them, so an unknown key is tolerated, never
+refused. A field listed here must have the type written here, or the file is refused.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+import typing
+from typing import Any, Literal, TypedDict, Union
+
+from errors import ResultError
+
+# The version written now, and the oldest this infer-prof still reads (older files lack sections that are
+# optional here, so they load; a file before the oldest is refused with one line).
+SCHEMA_VERSION = 1
+OLDEST_READABLE_VERSION = 1
+
+
+class Latency(TypedDict, total=False):
+    """A latency metric over the measured requests, in milliseconds (null when no request had it)."""
+
+    mean: float | None
+    p50: float | None
+    p90: float | None
+    p99: float | None
+
+
+class MeanMax(TypedDict, total=False):
+    mean: float | None
+    max: float | None
+
+
+class EngineSizes(TypedDict, total=False):
+    """The engine's config as it ran (engine.config.EngineConfig, with the pool size it resolved to)."""
+
+    block_size: int
+    num_kv_blocks: int
+    kv_memory_bytes: int | None
+    max_num_seqs: int
+    max_batched_tokens: int
+    policy: str
+    seed: int
+    max_model_len: int | None
+
+
+class Config(TypedDict, total=False):
+    """What was run: the model, twins, scenario and profile."""
+
+    model: str
+    model_source: str
+    dtype: str
+    device: str
+    graphs: str
+    native: list[str]  # the C twins that ran
+    native_requested: list[str]  # the C twins --native asked for (a difference: a fallback)
+    scenario: str
+    seed: int
+    requests: int | None
+    duration_s: float | None
+    profile: str  # default, deep, off or counters
+    collectors: list[str]
+    engine: EngineSizes
+    injections: list[str]  # test instruments planted by selftest
+    verify: bool
+
+
+class Gpu(TypedDict, total=False):
+    name: str
+    driver: str
+    memory_mib: float
+
+
+class Environment(TypedDict, total=False):
+    """The machine and software the run ran on."""
+
+    python: str
+    platform: str
+    cpu_model: str
+    cpu_count: int
+    torch_version: str
+    torch_threads: int
+    gpu: Gpu | None
+    git_revision: str | None
+    infer_prof_version: str
+
+
+class Metrics(TypedDict, total=False):
+    """Serving metrics over the measured requests (client-side for `run --target`)."""
+
+    completed: int
+    failed: int
+    request_throughput: float
+    output_token_throughput: float
+    total_token_throughput: float
+    goodput: float | None
+    slo: dict[str, float | None]
+    ttft_ms: Latency
+    tpot_ms: Latency
+    itl_ms: Latency
+    e2e_ms: Latency
+    queue_ms: Latency
+    duration_s: float
+
+
+class HeapTrims(TypedDict, total=False):
+    available: bool
+    interval_s: float
+    trims: int
+    total_ms: float
+
+
+class EngineFigures(TypedDict, total=False):
+    """What the engine did: steps, preemptions, the KV pool's use (from steps.csv)."""
+
+    steps: int
+    preemptions: int
+    blocks_total: int
+    blocks_free_at_end: int
+    batch_size: MeanMax
+    kv_utilization: MeanMax
+    fragmentation_slots: MeanMax
+    heap_trims: HeapTrims
+
+
+class Split(TypedDict, total=False):
+    """One method's time split: shares of the engine thread's wall time by category and component."""
+
+    categories: dict[str, float | None]  # profiler.rundir.results.CATEGORIES
+    components: dict[str, float | None]  # profiler.rundir.results.COMPONENTS
+    dispatch: float | None
+    samples: int
+    resolution: str  # "python" or "native"
+    python_leaf: float | None  # the share of samples whose leaf frame is Python code
+    lock_by_component: dict[str, float | None]
+    gil_by_component: dict[str, float | None]
+    allocation_by_component: dict[str, float | None]
+    kernel_fraction_by_span: dict[str, float | None]
+    fee_fraction_by_span: dict[str, float | None]
+    kernel_source: str | None  # where the kernel share came from: "windows", "native", "assumed"
+    steps: int
+
+
+class Breakdown(TypedDict, total=False):
+    """Where the engine thread's time went, by spans and by py-spy samples, and how far they disagree."""
+
+    wall_s: float
+    methods: dict[str, Split]  # "spans", "samples"
+    disagreement: dict[str, float | None]  # category -> percentage points
+    component_disagreement: dict[str, float | None]
+    client_threads: Split | None
+    notes: list[str]
+    beyond_noise: list[str] | None  # categories whose gap between the methods is beyond noise
+    components_beyond_noise: list[str] | None
+
+
+class Prediction(TypedDict, total=False):
+    """One control path's Amdahl prediction: its share, the C twin's speedup, the gain that follows."""
+
+    share: float
+    native_speedup: float | None
+    native_speedup_low: float | None
+    native_speedup_high: float | None
+    speedup_source: str | None  # "replay" or "microbenchmark"
+    predicted_gain: float | None
+    predicted_gain_low: float | None
+    predicted_gain_high: float | None
+    measured_gain: float | None
+
+
+class Interval(TypedDict, total=False):
+    """The interpreter share of busy time with its 95% Wilson interval, from native samples."""
+
+    share: float | None
+    low: float | None
+    high: float | None
+    samples: int
+    method: str
+
+
+class Verify(TypedDict, total=False):
+    """--verify: each twin's measured gain next to its prediction (profiler.checks.verify)."""
+
+    method: str
+    python_runs: int
+    python_spread: float | None
+    components: dict[str, dict[str, Any]]
+    skipped: dict[str, str]
+
+
+class Verdict(TypedDict, total=False):
+    """The bottleneck in one sentence's worth of fields, and what moving each control path to C would gain."""
+
+    category: str | None
+    component: str | None
+    share: float | None
+    interpreter_share: float | None
+    interpreter_interval: Interval | None
+    straddles: list[float] | None  # the thresholds (0.01, 0.3) the interval straddles
+    rule: str | None
+    reasons: list[str]
+    blind_spots: list[str]
+    predictions: dict[str, Prediction]
+    source: str  # "spans" or "samples"
+    verify: Verify
+    gpu: dict[str, Any]
+
+
+class ReplayComponent(TypedDict, total=False):
+    speedup: float | None
+    low: float | None
+    high: float | None
+    steps: int
+    python_us_per_step: float | None
+    native_us_per_step: float | None
+    twins_agree: bool
+    rows: int
+
+
+class Replay(TypedDict, total=False):
+    """The C twins timed on this run's recorded work (profiler.replay.replay)."""
+
+    steps_recorded: int
+    steps_in_run: int
+    repeats: int
+    components: dict[str, ReplayComponent]
+    skipped: dict[str, str]
+
+
+class Overhead(TypedDict, total=False):
+    """What profiling cost: the throughput ratio and each collector's share."""
+
+    throughput_ratio: float | None
+    method: str
+    collectors: dict[str, float | None]
+
+
+class GpuTime(TypedDict, total=False):
+    """A GPU run's device-busy time and its idle time split by cause (profiler.session.gpu_time)."""
+
+    window_ns: float
+    device_busy_ns: float
+    idle_host_ns: float
+    idle_no_work_ns: float
+    busy_share: float | None
+    idle_host_share: float | None
+    idle_no_work_share: float | None
+    idle_host_by_component: dict[str, float | None]
+    device: str  # profiler.collectors.device_time's figures: the device, its event pairs and steps
+    pairs: int
+    unread_pairs: int
+    steps: int
+    spans: list[str]
+    method: str
+    busy_ns_per_step: float | None
+    window_gpu_idle_fraction: float | None  # from the torch.profiler windows
+    kernels_per_step: float | None
+    launches_per_step: float | None
+    mean_kernel_ns: float | None
+    top_kernels: list[Any]
+
+
+class Target(TypedDict, total=False):
+    """`run --target URL`: the server profiled over HTTP (null for an in-process run)."""
+
+    url: str
+    server: dict[str, Any]
+    ours: bool
+    pid: int | None
+    pid_source: str | None
+    split: dict[str, Any]
+    threads: dict[str, Any]
+    gil: dict[str, Any] | None
+    client: dict[str, Any]
+    http: dict[str, Any]
+
+
+class CollectorStatus(TypedDict, total=False):
+    status: Literal["ok", "skipped", "failed"]
+    reason: str | None
+
+
+class ResultFile(TypedDict, total=False):
+    """result.json: its sections, in the order a file lists them (each described below)."""
+
+    schema_version: int
+    config: Config
+    environment: Environment
+    scenario: dict[str, Any]  # scenarios.spec.ScenarioSpec.to_dict()
+    metrics: Metrics
+    engine: EngineFigures
+    counters: dict[str, float | None]  # a counting run's noise-free counts (profiler/collectors/counters.py)
+    breakdown: Breakdown | None
+    verdict: Verdict | None
+    target: Target | None
+    overhead: Overhead | None
+    gpu_time: GpuTime | None
+    replay: Replay | None
+    collectors: dict[str, CollectorStatus]
+    files: dict[str, str]  # name -> path relative to the run directory
+    partial: bool
+    partial_reason: str | None
+    created_at: str
+
+
+REQUIRED_SECTIONS = ("config", "environment", "scenario", "metrics")
+
+
+def latency(metrics: Metrics, name: str) -> Latency:
+    """The latency metric `name` (one of results.LATENCY_METRICS), {} when the run has none."""
+    found = metrics.get(name)
+    return typing.cast(Latency, found if isinstance(found, dict) else {})
+
+
+def hints(section: type) -> dict[str, Any]:
+    """A TypedDict's fields and their types, evaluated."""
+    return typing.get_type_hints(section, globalns=vars(sys.modules[__name__]))
+
+
+def check_file(data: object, source: str) -> None:
+    """ResultError, one line naming `source` and the field, unless `data` is a result.json this version reads."""
+    if not isinstance(data, dict):
+        raise ResultError(f"{source}: expected a JSON object, found {_kind(data)}; re-record the run")
+    version = data.get("schema_version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < OLDEST_READABLE_VERSION:
+        raise ResultError(
+            f"{source}: schema_version {version!r} is older than this infer-prof reads (it reads "
+            f"{OLDEST_READABLE_VERSION} to {SCHEMA_VERSION}); re-record the run with this version"
+        )
+    if version > SCHEMA_VERSION:
+        raise ResultError(
+            f"{source}: schema_version {version!r} is not supported (this infer-prof reads {SCHEMA_VERSION}); "
+            "re-record the run with this version, or read it with the newer infer-prof that wrote it"
+        )
+    missing = [name for name in REQUIRED_SECTIONS if name not in data]
+    if missing:
+        raise ResultError(f"{source}: missing section(s) {', '.join(missing)}")
+    for name in REQUIRED_SECTIONS:
+        if not isinstance(data[name], dict):
+            raise ResultError(
+                f"{source}: section {name!r} is {_kind(data[name])}, expected a table; re-record the run"
+            )
+    for name, hint in hints(ResultFile).items():
+        if data.get(name) is not None:
+            _check(data[name], hint, name, source)
+
+
+def _check(value: object, hint: Any, where: str, source: str) -> None:
+    if value is None or hint is Any:
+        return
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (Union, types.UnionType):
+        if not any(_matches(value, option) for option in args):
+            _wrong(where, value, describe(hint), source)
+        for option in args:  # the table or list among the options: check inside it too
+            if option is not type(None) and _matches(value, option) and isinstance(value, (dict, list)):
+                _check(value, option, where, source)
+                return
+        return
+    if not _matches(value, hint):
+        _wrong(where, value, describe(hint), source)
+    if typing.is_typeddict(hint):
+        assert isinstance(value, dict)
+        fields = hints(hint)
+        for key, item in value.items():
+            if key in fields:  # unknown keys are tolerated: see the module docstring
+                _check(item, fields[key], f"{where}.{key}", source)
+    elif origin is dict:
+        assert isinstance(value, dict)
+        for key, item in value.items():
+            _check(item, args[1], f"{where}.{key}", source)
+    elif origin is list:
+        assert isinstance(value, list)
+        for index, item in enumerate(value):
+            _check(item, args[0], f"{where}[{index}]", source)
+
+
+def _matches(value: object, hint: Any) -> bool:
+    if value is None or hint is Any:
+        return True
+    origin = typing.get_origin(hint)
+    if origin in (Union, types.UnionType):
+        return any(_matches(value, option) for option in typing.get_args(hint))
+    if origin is Literal:
+        return value in typing.get_args(hint)
+    if hint in (int, float):  # JSON has one kind of number; a writer may give 3.0 for a count
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is str:
+        return isinstance(value, str)
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is type(None):
+        return value is None
+    if typing.is_typeddict(hint) or origin is dict:
+        return isinstance(value, dict)
+    if origin is list:
+        return isinstance(value, list)
+    raise TypeError(f"result schema: no rule for {hint!r}")
+
+
+def describe(hint: Any) -> str:
+    """A type as the docs and the errors say it: a number, text, true or false, a table, a list of ..."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (Union, types.UnionType):
+        named = [describe(option) for option in args if option is not type(None)]
+        return " or ".join(named) + (" or null" if type(None) in args else "")
+    if origin is Literal:
+        return " | ".join(f'"{arg}"' for arg in args)
+    if hint is Any:
+        return "anything"
+    if hint in (int, float):
+        return "a number"
+    if hint is str:
+        return "text"
+    if hint is bool:
+        return "true or false"
+    if typing.is_typeddict(hint):
+        return f"a table ({hint.__name__})"
+    if origin is dict:
+        return f"a table of {describe(args[1])}"
+    if origin is list:
+        return f"a list of {describe(args[0])}"
+    return str(hint)
+
+
+def _wrong(where: str, value: object, expected: str, source: str) -> None:
+    raise ResultError(
+        f"{source}: {where} is {_kind(value)}, expected {expected}; the file is damaged: re-record the run"
+    )
+
+
+def _kind(value: object) -> str:
+    if value is None:
+        return "missing"
+    names = {
+        dict: "a table",
+        list: "a list",
+        str: "text",
+        bool: "true/false",
+        int: "a number",
+        float: "a number",
+    }
+    return names.get(type(value), type(value).__name__)
+
+
+def sections() -> list[type]:
+    """Every TypedDict of the schema, result.json first, then in the order they are reached."""
+    found: list[type] = []
+
+    def visit(hint: Any) -> None:
+        if typing.is_typeddict(hint) and hint not in found:
+            found.append(hint)
+            for field_hint in hints(hint).values():
+                visit(field_hint)
+        for arg in typing.get_args(hint):
+            visit(arg)
+
+    visit(ResultFile)
+    return found
+
+
+def markdown() -> str:
+    """docs/result-schema.md, generated from the types above (tests fail when the committed file differs)."""
+    lines = [
+        "# result.json schema",
+        "",
+        "Generated from `profiler/rundir/schema.py` by `python -m profiler.rundir.schema > docs/result-schema.md`;",
+        "do not edit by hand. "
+        f"schema_version {SCHEMA_VERSION}; files from version {OLDEST_READABLE_VERSION} on are read.",
+        "Every field below the top level may be null (not measured); keys not listed are kept and ignored.",
+        "",
+    ]
+    for section in sections():
+        doc = " ".join((section.__doc__ or "").split())
+        lines += [f"## {section.__name__}", ""]
+        if doc:
+            lines += [doc, ""]
+        lines += ["| field | type |", "|---|---|"]
+        for name, hint in hints(section).items():
+            lines.append(f"| `{name}` | {describe(hint)} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.stdout.write(markdown())
