@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from profiler.cli.app import app
 
@@ -14,6 +13,8 @@ from profiler.cli.app import app
 @app.command()
 def report(run_dir: Annotated[Path, typer.Argument(help="A run directory written by `infer-prof run`.")]) -> None:
     """Regenerate report.html, report.pdf, trace.json and speedscope.json from a run directory."""
+    from rich.console import Console
+
     from reports import generate_reports, render_summary
 
     render_summary(run_dir, Console())

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 
 from profiler.cli.app import app
 from profiler.cli.options import dim_printer, engine_options
-from profiler.session.options import EngineOptions
+
+if TYPE_CHECKING:  # the CLI's help and usage errors load none of these (tests/profiler/test_cli_imports.py)
+    from profiler.session.options import EngineOptions
 
 
 @app.command()
@@ -36,6 +37,8 @@ def serve_command(
     served_model_name: str | None, log_level: str,
 ) -> int:  # fmt: skip
     from importlib.metadata import version
+
+    from rich.console import Console
 
     from errors import OptionError
     from profiler.serve.server import ServeOptions, bind, run_server, server_info

@@ -53,8 +53,8 @@ def test_the_real_installation_reports_its_twins_and_model():
 
 def test_default_model_row_follows_the_lookup(monkeypatch, tmp_path):
     path = tmp_path / "SmolLM2.gguf"
-    monkeypatch.setattr("engine.models._local_smollm2", lambda: path)
+    monkeypatch.setattr("engine.catalog.local_gguf", lambda: path)
     assert doctor.default_model_status() == ("ok", str(path))
-    monkeypatch.setattr("engine.models._local_smollm2", lambda: None)
+    monkeypatch.setattr("engine.catalog.local_gguf", lambda: None)
     status, detail = doctor.default_model_status()
     assert status == "not local" and "downloaded with pip on first use" in detail
