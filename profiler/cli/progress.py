@@ -74,6 +74,14 @@ def duration_text(seconds: float) -> str:
     return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
 
 
+def rate_text(per_second: float, unit: str) -> str:
+    """5.0 requests/s, or per minute or hour when slower (a busy machine's rate is not 0.0)."""
+    for scale, per in ((1, "s"), (60, "min")):
+        if per_second * scale >= 1:
+            return f"{per_second * scale:.1f} {unit}/{per}"
+    return f"{per_second * 3600:.1f} {unit}/h"
+
+
 class LineProgress:
     """One phase's progress as plain lines: a line when `done` crosses each of `steps` equal parts of the
     total, or when `every_s` seconds passed since the last line (on an update, or on tick() while the work
@@ -136,7 +144,7 @@ class LineProgress:
         text = f"{self.phase}: {self.done}"
         if self.total:
             text += f"/{self.total} ({self.done / self.total:.0%})"
-        text += f", {rate:.1f} {self.unit}/s, {duration_text(now - self.started)} elapsed"
+        text += f", {rate_text(rate, self.unit)}, {duration_text(now - self.started)} elapsed"
         if self.total and self.done < self.total:
             text += f", ETA {duration_text((self.total - self.done) / rate)}" if rate > 0 else ", ETA unknown"
         return text + (f"; {self.note}" if self.note else "")
