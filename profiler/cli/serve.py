@@ -42,9 +42,16 @@ def serve_command(
 
     from rich.console import Console
 
-    from errors import OptionError
     from engine.catalog import parameter_count
-    from profiler.serve.server import ServeOptions, bind, gguf_sampling, run_server, sampling_lines, server_info
+    from errors import OptionError
+    from profiler.serve.server import (
+        ServeOptions,
+        bind,
+        gguf_sampling,
+        run_server,
+        sampling_lines,
+        server_info,
+    )
     from profiler.serve.state import ServeState
     from profiler.session.builder import build_engine, load_for_options
 

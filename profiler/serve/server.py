@@ -131,10 +131,10 @@ def sampling_lines(shipped: dict[str, float], parameters: int | None) -> list[st
     API's default temperature, with a note when the model is small enough to ramble at it."""
     if shipped:
         settings = ", ".join(f"{name} {value:g}" for name, value in shipped.items())
-        return [f"sampling: the model's own settings (from its GGUF): {settings}; a request that leaves them out "
-                f"gets the API's defaults (temperature {API_DEFAULT_TEMPERATURE:g}): send them with each request"]  # fmt: skip
-    lines = [f"sampling: the model ships no settings; a request without `temperature` gets the API's default, "
-             f"{API_DEFAULT_TEMPERATURE:g}"]  # fmt: skip
+        return [(f"sampling: the model's own settings (from its GGUF): {settings}; a request that leaves them out "
+                 f"gets the API's defaults (temperature {API_DEFAULT_TEMPERATURE:g}): send them with each request")]  # fmt: skip
+    lines = [(f"sampling: the model ships no settings; a request without `temperature` gets the API's default, "
+              f"{API_DEFAULT_TEMPERATURE:g}")]  # fmt: skip
     if parameters is not None and parameters < SMALL_MODEL_PARAMETERS:
         lines.append(f"note: a small model ({parameters / 1e6:,.0f}M parameters) at temperature "
                      f"{API_DEFAULT_TEMPERATURE:g} rambles; send temperature 0.2-0.7 (or the model's own "

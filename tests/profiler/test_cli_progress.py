@@ -80,7 +80,7 @@ def test_the_line_says_phase_count_rate_and_eta():
 
 
 def test_steps_zero_prints_by_time_only_and_finish_once():
-    progress, clock, lines = lines_of(total=4, steps=0)
+    progress, _, lines = lines_of(total=4, steps=0)
     progress.start()
     for done in range(1, 5):
         progress.update(done)
@@ -141,6 +141,6 @@ def test_run_with_stderr_to_a_file_writes_progress_lines(tmp_path):
     text = log.read_text()
     assert done.returncode == 0, text
     assert "requests: load started, 20 requests" in text
-    counts = [int(m.group(1)) for m in re.finditer(r"^requests: (\d+)/20 \(\d+%\), [\d.]+ requests/(s|min|h)", text, re.M)]
+    counts = [int(m.group(1)) for m in re.finditer(r"^requests: (\d+)/20 \(\d+%\), [\d.]+ requests/(s|min|h)", text, re.MULTILINE)]
     assert counts and counts == sorted(counts) and counts[-1] == 20, text
     assert re.search(r"ETA \d+", text), text

@@ -145,4 +145,4 @@ def test_serve_says_its_sampling_at_start_and_logs_each_request(tmp_path):
             process.wait(timeout=60)
     text = errors.read_text()
     assert "sampling: the model ships no settings" in text and "rambles" in text, text
-    assert re.search(r"^POST /v1/completions -> 200 in \d+ ms, \d+ prompt \+ 3 output tokens$", text, re.M), text
+    assert re.search(r"^POST /v1/completions -> 200 in \d+ ms, \d+ prompt \+ 3 output tokens$", text, re.MULTILINE), text
