@@ -144,9 +144,11 @@ class LineProgress:
         text = f"{self.phase}: {self.done}"
         if self.total:
             text += f"/{self.total} ({self.done / self.total:.0%})"
-        text += f", {rate_text(rate, self.unit)}, {duration_text(now - self.started)} elapsed"
-        if self.total and self.done < self.total:
-            text += f", ETA {duration_text((self.total - self.done) / rate)}" if rate > 0 else ", ETA unknown"
+        if self.done:  # before the first unit is done there is no rate, nor an ETA, to tell
+            text += f", {rate_text(rate, self.unit)}"
+        text += f", {duration_text(now - self.started)} elapsed"
+        if self.done and self.total and self.done < self.total:
+            text += f", ETA {duration_text((self.total - self.done) / rate)}"
         return text + (f"; {self.note}" if self.note else "")
 
     def _step(self, done: int) -> int:

@@ -77,6 +77,9 @@ def test_the_line_says_phase_count_rate_and_eta():
     assert lines[-1] == "requests: 50/200 (25%), 5.0 requests/s, 10s elapsed, ETA 30s; 123.4 tok/s"
     clock.now = 100  # idle after the last request: the rate counts to the last progress, the ETA with it
     assert progress.line(clock.now) == "requests: 50/200 (25%), 5.0 requests/s, 1m40s elapsed, ETA 30s; 123.4 tok/s"
+    fresh, clock, _ = lines_of(total=200)
+    clock.now = 12
+    assert fresh.line(clock.now) == "requests: 0/200 (0%), 12s elapsed", "no rate nor ETA before the first one"
 
 
 def test_steps_zero_prints_by_time_only_and_finish_once():
