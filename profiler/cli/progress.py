@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 LINE_EVERY_S = 10.0  # a log without a terminal hears from a long command at least this often while it advances
 LINE_STEPS = 10  # ... and at every tenth of the work
+RICH_SPEED_WINDOW_S = 30.0  # Rich's own default: the bars' ETA averages the last 30 s
 
 
 class GracefulStop:
@@ -231,7 +232,7 @@ class Reporter:
                 TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                 TextColumn("{task.fields[note]}"), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
                 console=self.console, transient=False,
-                **({"speed_estimate_period": self.speed_window_s} if self.speed_window_s else {}),
+                speed_estimate_period=self.speed_window_s or RICH_SPEED_WINDOW_S,
             )  # fmt: skip
             self.rich.__enter__()
         else:
