@@ -8,7 +8,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -217,7 +217,7 @@ class Reporter:
         self._quiet = threading.Event()
         self._ticker: threading.Thread | None = None
 
-    def __enter__(self) -> Reporter:  # noqa: PYI034 (a final class)
+    def __enter__(self) -> Self:
         if self.console.is_terminal:
             from rich.progress import (
                 BarColumn,
@@ -225,7 +225,7 @@ class Reporter:
                 Progress,
                 TextColumn,
                 TimeElapsedColumn,
-                TimeRemainingColumn,  # fmt: skip
+                TimeRemainingColumn,
             )
 
             self.rich = Progress(
