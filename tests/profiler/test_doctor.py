@@ -58,3 +58,23 @@ def test_default_model_row_follows_the_lookup(monkeypatch, tmp_path):
     monkeypatch.setattr("engine.catalog.local_gguf", lambda: None)
     status, detail = doctor.default_model_status()
     assert status == "not local" and "downloaded with pip on first use" in detail
+
+
+def test_torch_is_reported_from_its_metadata_unless_asked_to_import_it():
+    from importlib import metadata
+
+    name, status, detail = doctor.torch_row(with_torch=False)
+    assert (name, status) == ("torch", "ok")
+    assert detail.startswith(metadata.version("torch")) and "not imported" in detail and "doctor --torch" in detail
+    name, status, detail = doctor.torch_row(with_torch=True)
+    assert "threads" in detail and "import took" in detail
+
+
+def test_py_spy_next_to_this_python_is_found_as_the_sampler_finds_it(monkeypatch, tmp_path):
+    (tmp_path / "py-spy").write_text("")
+    monkeypatch.setattr("shutil.which", lambda name: None)
+    monkeypatch.setattr("sys.executable", str(tmp_path / "python"))
+    monkeypatch.setattr(doctor, "_realtime_status", lambda: ("no", "skipped here"))
+    assert _by_name(doctor.doctor_rows())["py-spy"] == ("ok", str(tmp_path / "py-spy"))
+    (tmp_path / "py-spy").unlink()
+    assert _by_name(doctor.doctor_rows())["py-spy"][0] == "missing"
