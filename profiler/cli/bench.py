@@ -6,8 +6,6 @@ import json
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from profiler.cli.app import bench_app
 
@@ -22,6 +20,9 @@ def bench_native(
 
 
 def bench_native_command(*, as_json: bool, repeats: int) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
     from native_paths.bench import run_native_bench
     from profiler.session.options import OptionError
 

@@ -5,18 +5,18 @@ from __future__ import annotations
 import datetime as _dt
 import itertools
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
-from profiler.budget.check import BudgetReport, format_value
 from profiler.cli.app import budget_app
 from profiler.cli.options import output_path
 from profiler.session.options import OPTION, EngineOptions
-from profiler.session.runner import ModelCache, run_once
+
+if TYPE_CHECKING:  # the CLI's help and usage errors load none of these (tests/profiler/test_cli_imports.py)
+    from rich.console import Console
+
+    from profiler.budget.check import BudgetReport
 
 _STYLES = {"PASS": "green", "FAIL": "bold red", "WARN": "yellow", "SKIP": "dim"}
 
@@ -50,6 +50,8 @@ def make_run_fn(out_root: Path, console: Console):
     """A run_fn(overrides) -> run dir for profiler.budget.check; models are loaded once per process."""
     from native_paths.loader import require_twins
     from native_paths.toggles import parse_native
+    from profiler.cli.progress import session_progress
+    from profiler.session.runner import ModelCache, run_once
 
     models = ModelCache()
     counter = itertools.count(1)
@@ -64,9 +66,10 @@ def make_run_fn(out_root: Path, console: Console):
         profile = overrides.get("profile", "default")
         out_dir = out_root / f"{stamp}-{next(counter):02d}-{profile}-native-{'+'.join(sorted(options.native)) or 'none'}"
         console.print(f"[dim]budget: running {overrides.get('scenario')} ({profile}, native {sorted(options.native) or 'none'}) -> {out_dir}[/dim]")
-        return run_once(options, overrides["scenario"], out_dir, requests=overrides.get("requests"),
-                        duration_s=overrides.get("duration_s"), seed=overrides.get("seed"), profile=profile,
-                        models=models)  # fmt: skip
+        with session_progress(console, "budget run") as hooks:
+            return run_once(options, overrides["scenario"], out_dir, requests=overrides.get("requests"),
+                            duration_s=overrides.get("duration_s"), seed=overrides.get("seed"), profile=profile,
+                            models=models, hooks=hooks)  # fmt: skip
 
     return run_fn
 
@@ -75,6 +78,8 @@ def budget_check_command(
     budget_file: Path, *, runs: list[Path], baselines: list[Path], junit: Path | None, bmf: Path | None, out: Path,
     drift_guard: bool = True,
 ) -> int:
+    from rich.console import Console
+
     from profiler.budget.check import check_budget, check_budget_with_runner
     from profiler.budget.output import write_bmf, write_junit
     from profiler.budget.spec import load_budget
@@ -99,6 +104,8 @@ def budget_check_command(
 
 
 def budget_baseline_command(budget_file: Path, *, out: Path) -> int:
+    from rich.console import Console
+
     from profiler.budget.check import record_runs
     from profiler.budget.spec import load_budget
 
@@ -113,6 +120,11 @@ def budget_baseline_command(budget_file: Path, *, out: Path) -> int:
 
 def render_budget_report(report: BudgetReport, console: Console) -> None:
     """Print one row per assertion and a one-line verdict that states the exit code."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from profiler.budget.check import format_value
+
     title = f"budget {escape(report.budget.name)}: {len(report.runs)} run(s)"
     if report.baseline_runs:
         title += f" vs {len(report.baseline_runs)} baseline run(s)"

@@ -5,8 +5,6 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from profiler.cli.app import models_app, scenarios_app
 
@@ -14,6 +12,9 @@ from profiler.cli.app import models_app, scenarios_app
 @scenarios_app.command("list")
 def scenarios_list() -> None:
     """List the built-in scenarios with the situation each models."""
+    from rich.console import Console
+    from rich.table import Table
+
     from scenarios.spec import list_scenarios
 
     table = Table("name", "load", "requests", "description")
@@ -26,6 +27,9 @@ def scenarios_list() -> None:
 @scenarios_app.command("show")
 def scenarios_show(name: Annotated[str, typer.Argument(help="Built-in name or TOML path.")]) -> None:
     """Show every setting of one scenario."""
+    from rich.console import Console
+    from rich.table import Table
+
     from scenarios.spec import load_scenario
 
     spec = load_scenario(name)
@@ -44,7 +48,7 @@ def _describe(spec):
 @models_app.command("list")
 def models_list() -> None:
     """List the model names --model accepts (besides a PATH.gguf)."""
-    from engine.models import list_models
+    from engine.catalog import list_models
 
     for name, description in list_models():
         typer.echo(f"{name:24s} {description}")

@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import datetime as _dt
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
-from rich.console import Console
 
+from errors import OptionError
 from profiler.cli.app import app
 from profiler.cli.options import dim_printer, engine_options, output_path
-from profiler.cli.progress import session_progress
-from profiler.rundir.outdir import check_output_dir
-from profiler.rundir.sweepdir import is_sweep_dir
-from profiler.session.options import EngineOptions, OptionError
-from profiler.session.runner import ModelCache, options_with, run_once
+from profiler.session.options import EngineOptions
+
+if TYPE_CHECKING:  # the CLI's help and usage errors load none of these (tests/profiler/test_cli_imports.py)
+    from rich.console import Console
 
 
 @app.command()
@@ -43,6 +42,10 @@ def compare_command(
     dirs: list[Path], *, repeat: int | None, options: EngineOptions, before_native: str, after_native: str,
     scenario: str, requests: int | None, out: Path | None, drift_guard: bool = True,
 ) -> int:  # fmt: skip
+    from rich.console import Console
+
+    from profiler.rundir.outdir import check_output_dir
+    from profiler.rundir.sweepdir import is_sweep_dir
     from reports import compare_runs, render_comparison, write_comparison_report
 
     console = Console(stderr=True)
@@ -90,6 +93,9 @@ def _check_repeat_inputs(scenario: str, requests: int | None, before_native: str
     load_scenario(scenario).with_overrides(num_requests=requests)
 def _compare_sweeps(dirs: list[Path], out_dir: Path, console: Console) -> int:
     """Two sweep directories: cells matched by axis values, after - before against the repeats' noise."""
+    from rich.console import Console
+
+    from profiler.rundir.sweepdir import is_sweep_dir
     from reports.sweep import compare_sweeps, render_sweep_comparison, write_sweep_comparison
 
     plain = [str(path) for path in dirs if not is_sweep_dir(path)]
@@ -108,6 +114,8 @@ def _run_interleaved(
 ) -> tuple[list[Path], list[Path]]:  # fmt: skip
     """Both configurations `repeat` times in ABBA order, so slow drift of a shared machine hits both alike."""
     from native_paths.toggles import parse_native
+    from profiler.cli.progress import session_progress
+    from profiler.session.runner import ModelCache, options_with, run_once
 
     sides = {"before": options_with(options, native=parse_native(before_native)),
              "after": options_with(options, native=parse_native(after_native))}  # fmt: skip
@@ -119,7 +127,7 @@ def _run_interleaved(
         for side in order:
             run_dir = out_dir / f"{side}-{index + 1}"
             console.print(f"[dim]compare: {side} run {index + 1}/{repeat} (native {sorted(sides[side].native) or 'none'})[/dim]")
-            with session_progress(console) as hooks:
+            with session_progress(console, f"{side} run {index + 1}/{repeat}") as hooks:
                 run_once(sides[side], scenario, run_dir, requests=requests, models=models, hooks=hooks)
             dirs[side].append(run_dir)
     return dirs["before"], dirs["after"]

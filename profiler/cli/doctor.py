@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from profiler.cli.app import app
 
@@ -14,40 +16,63 @@ Row = tuple[str, str, str]  # capability, status, detail
 
 
 @app.command()
-def doctor() -> None:
+def doctor(
+    torch: Annotated[bool, typer.Option("--torch", help="Also import torch (seconds) to report its threads and CUDA.")] = False,
+) -> None:
     """Print what this installation can do: native paths built, py-spy, GPU, default model."""
-    raise typer.Exit(run_doctor())
+    raise typer.Exit(run_doctor(with_torch=torch))
 
 
-def run_doctor() -> int:
+def run_doctor(*, with_torch: bool = False) -> int:
     """Print one row per capability; always exits 0 (missing pieces are reported, not fatal)."""
+    from rich.console import Console
+    from rich.table import Table
+
     table = Table("capability", "status", title="infer-prof doctor")
     table.add_column("detail", overflow="fold")  # a path is folded onto the next line, never cut
-    for row in doctor_rows():
+    for row in doctor_rows(with_torch=with_torch):
         table.add_row(*row)
     Console().print(table)
     return 0
 
 
-def doctor_rows() -> list[Row]:
-    """The rows `doctor` prints, in order."""
-    from profiler.rundir.environment import describe_environment
+def doctor_rows(*, with_torch: bool = False) -> list[Row]:
+    """The rows `doctor` prints, in order; torch is imported only `with_torch` (it takes seconds)."""
+    import platform
 
-    env = describe_environment()
-    rows: list[Row] = [
-        ("python", "ok", env["python"]),
-        ("torch", "ok", f"{env['torch_version']}, {env['torch_threads']} threads"),
-        *native_rows(),
-    ]
-    py_spy = shutil.which("py-spy")
+    from profiler.rundir.environment import gpu_info
+
+    rows: list[Row] = [("python", "ok", platform.python_version()), torch_row(with_torch), *native_rows()]
+    # The sampling collector's rule (collectors/sampling.py find_py_spy, which this must not import: torch):
+    # on PATH, else next to this Python, as in a virtual environment run without activating it.
+    beside = Path(sys.executable).parent / "py-spy"
+    py_spy = shutil.which("py-spy") or (str(beside) if beside.is_file() else None)
     rows.append(("py-spy", "ok" if py_spy else "missing",
                  py_spy or "pip install py-spy (sampling collector is skipped without it)"))  # fmt: skip
     rows.append(("realtime sampling", *_realtime_status()))
-    gpu = env["gpu"]
+    gpu = gpu_info()
     rows.append(("gpu (NVML)", "ok" if gpu else "none",
                  f"{gpu['name']}, driver {gpu['driver']}" if gpu else "no NVIDIA GPU/driver: CPU kernels are measured instead"))  # fmt: skip
     rows.append(("default model", *default_model_status()))
     return rows
+
+
+def torch_row(with_torch: bool) -> Row:
+    """torch's version from its package metadata; with_torch: imported, with its threads, CUDA and the import's time."""
+    from importlib import metadata
+
+    try:
+        version = metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return ("torch", "missing", "pip install torch (the engine runs on it)")
+    if not with_torch:
+        return ("torch", "ok", f"{version} (not imported; `doctor --torch` imports it to report threads and CUDA)")
+    started = time.perf_counter()
+    import torch
+
+    seconds = time.perf_counter() - started
+    cuda = "CUDA available" if torch.cuda.is_available() else "no CUDA"
+    return ("torch", "ok", f"{torch.__version__}, {torch.get_num_threads()} threads, {cuda}; import took {seconds:.1f} s")
 
 
 def native_rows() -> list[Row]:
@@ -73,7 +98,7 @@ def native_rows() -> list[Row]:
 
 def _realtime_status() -> tuple[str, str]:
     """Whether deep mode's sampler may take SCHED_FIFO, which it needs to sample on time."""
-    from profiler.collectors.sampling import realtime_allowed
+    from profiler.session.machine import realtime_allowed
 
     if realtime_allowed():
         return ("ok", "deep mode's py-spy runs under SCHED_FIFO and samples when due")
@@ -82,11 +107,10 @@ def _realtime_status() -> tuple[str, str]:
 
 def default_model_status() -> tuple[str, str]:
     """Whether the default model's GGUF is on this machine (installed package or the model cache)."""
-    # engine.models keeps its lookup private (the engine's own tests use it too); a rename must fail
-    # loudly here rather than print "unknown", so the import is not guarded.
-    from engine.models import _local_smollm2, cache_dir
+    # A rename in engine.catalog must fail loudly here rather than print "unknown": the import is not guarded.
+    from engine.catalog import cache_dir, local_gguf
 
-    path = _local_smollm2()
+    path = local_gguf()
     if path is None:
         return ("not local", f"downloaded with pip on first use into {cache_dir()}")
     return ("ok", str(path))

@@ -5,15 +5,16 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Sequence
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from engine.types import SamplingParams
 from profiler.cli.app import app
 from profiler.cli.options import dim_printer, engine_options
-from profiler.session.builder import build_engine, load_for_options
 from profiler.session.options import EngineOptions, OptionError
+
+if TYPE_CHECKING:  # the CLI's help and usage errors load none of these (tests/profiler/test_cli_imports.py)
+    from engine.types import SamplingParams
 
 
 @app.command()
@@ -32,6 +33,8 @@ def generate(
     options: EngineOptions,
 ) -> None:
     """Generate text for PROMPTS (streams a single prompt to the terminal; --json for token ids and timings)."""
+    from engine.types import SamplingParams
+
     params = SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
                             repetition_penalty=repetition_penalty, max_tokens=max_tokens, seed=options.seed)  # fmt: skip
     check_prompts(prompts)
@@ -55,6 +58,8 @@ def run_generate(
 ) -> int:
     """Serve the prompts and print them; 0 when every request finished, 1 when any failed (each is named)."""
     from rich.console import Console
+
+    from profiler.session.builder import build_engine, load_for_options
 
     err = Console(stderr=True)
     loaded = load_for_options(options, progress=dim_printer(err))

@@ -4,16 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-from profiler.checks.golden import Divergence, GoldenReport
+from errors import OptionError
 from profiler.cli.app import app
 from profiler.cli.options import dim_printer, engine_options
-from profiler.session.options import EngineOptions, OptionError
+
+if TYPE_CHECKING:  # the CLI's help and usage errors load none of these (tests/profiler/test_cli_imports.py)
+    from rich.console import Console
+
+    from profiler.checks.golden import Divergence, GoldenReport
+    from profiler.cli.progress import ProgressTask
+    from profiler.session.options import EngineOptions
 
 
 @app.command()
@@ -28,6 +32,8 @@ def golden(
     options: EngineOptions,
 ) -> None:
     """Run one seeded workload with the Python twins and the C twins and compare token by token (exit 1 on a logic error)."""
+    from rich.console import Console
+
     from profiler.checks.golden import run_golden
     from profiler.session.builder import load_for_options
 
@@ -73,17 +79,23 @@ def _combinations(combination: list[str] | None, every_combination: bool) -> lis
 
 @contextmanager
 def golden_progress(console: Console) -> Iterator[Callable[[str, int, int], None]]:
-    """One bar per run of the workload (requests finished / total, elapsed), fed by run_golden's counts."""
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, transient=False) as progress:  # fmt: skip
-        tasks: dict[str, TaskID] = {}
+    """One bar (or its plain lines) per run of the workload: requests finished / total, rate, ETA; fed by
+    run_golden's counts."""
+    from profiler.cli.progress import Reporter
+
+    with Reporter(console) as reporter:
+        tasks: dict[str, ProgressTask] = {}
 
         def counts(phase: str, finished: int, total: int) -> None:
             if phase not in tasks:
-                tasks[phase] = progress.add_task(phase, total=total)
-            progress.update(tasks[phase], completed=finished, total=total)
+                for earlier in tasks.values():
+                    earlier.finish()
+                tasks[phase] = reporter.task(phase, total=total)
+            tasks[phase].update(finished, total)
 
         yield counts
+        for task in tasks.values():
+            task.finish()
 
 
 def render_golden(report: GoldenReport, console) -> None:

@@ -8,6 +8,7 @@ import typer
 
 from errors import InferProfError
 from profiler.cli.app import app
+from profiler.cli.help_format import install as install_help_format
 
 # Each module registers its commands on `app`; this order is the order `infer-prof --help` lists them.
 # isort: off
@@ -17,6 +18,7 @@ from profiler.cli import run, serve, sweep, compare, report, budget, selftest, g
 
 def main() -> None:
     """Run the app; exit 0 success, 1 a check failed, 2 bad input (one line on stderr), 130 interrupted."""
+    install_help_format()
     try:
         # Without standalone mode click returns a command's typer.Exit code instead of exiting: pass it on.
         code = app(standalone_mode=False)

@@ -1,19 +1,24 @@
-"""What a long command shows and how it stops: a Rich progress bar for a session, and Ctrl-C or SIGTERM that end it cleanly."""
+"""What a long command shows and how it stops: one progress reporter (Rich bars on a terminal, a plain line
+every tenth of the work or every ten seconds elsewhere), and Ctrl-C or SIGTERM that end a command cleanly."""
 
 from __future__ import annotations
 
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Self
 
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+if TYPE_CHECKING:
+    from rich.console import Console
 
-from profiler.session import SessionHooks
+    from profiler.session import SessionHooks
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+LINE_EVERY_S = 10.0  # a log without a terminal hears from a long command at least this often while it advances
+LINE_STEPS = 10  # ... and at every tenth of the work
+RICH_SPEED_WINDOW_S = 30.0  # Rich's own default: the bars' ETA averages the last 30 s
 
 
 class GracefulStop:
@@ -60,27 +65,237 @@ def stop_on_signals(console: Console) -> Iterator[GracefulStop]:
             signal.signal(number, handler)
 
 
+def duration_text(seconds: float) -> str:
+    """12s, 3m05s, 1h02m: short enough for a progress line."""
+    seconds = max(0, round(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+
+
+def rate_text(per_second: float, unit: str) -> str:
+    """5.0 requests/s, or per minute or hour when slower (a busy machine's rate is not 0.0)."""
+    for scale, per in ((1, "s"), (60, "min")):
+        if per_second * scale >= 1:
+            return f"{per_second * scale:.1f} {unit}/{per}"
+    return f"{per_second * 3600:.1f} {unit}/h"
+
+
+class LineProgress:
+    """One phase's progress as plain lines: a line when `done` crosses each of `steps` equal parts of the
+    total, or when `every_s` seconds passed since the last line (on an update, or on tick() while the work
+    is quiet); each says phase, done/total, rate and ETA. `steps=0` prints by time alone (many short phases
+    in a row, e.g. a sweep's runs)."""
+
+    def __init__(
+        self, phase: str, emit: Callable[[str], None], *, total: int | None = None, unit: str = "requests",
+        clock: Callable[[], float] = time.monotonic, every_s: float = LINE_EVERY_S, steps: int = LINE_STEPS,
+    ) -> None:  # fmt: skip
+        self.phase, self.emit, self.total, self.unit = phase, emit, total, unit
+        self.clock, self.every_s, self.steps = clock, every_s, steps
+        self.started = self._done_at = self._last_line_at = clock()
+        self.done = 0
+        self.note = ""
+        self._last_step = 0  # the last part of the total a line was printed for
+        self._last_printed: int | None = None
+        self._begun = False  # a phase that never started (e.g. a run with no load) prints nothing
+        self._finished = False
+        self._lock = threading.Lock()  # tick() comes from the Reporter's thread
+
+    def start(self, total: int | None = None, what: str = "started") -> None:
+        """The work begins now (the rate counts from here); one line says so."""
+        with self._lock:
+            self.total = total if total is not None else self.total
+            self.started = self._done_at = self._last_line_at = self.clock()
+            self._begun = True
+            self.emit(f"{self.phase}: {what}" + (f", {self.total} {self.unit}" if self.total else ""))
+
+    def update(self, done: int | None = None, total: int | None = None, note: str | None = None) -> None:
+        """Record progress (None: as before); print a line if a part was crossed or the interval passed."""
+        with self._lock:
+            now = self.clock()
+            if done is not None and done != self.done:
+                self.done, self._done_at = done, now
+            self.total = total if total is not None else self.total
+            self.note = note if note is not None else self.note
+            self._begun = True
+            crossed = self.steps and self._step(self.done) > self._last_step
+            if crossed or now - self._last_line_at >= self.every_s:
+                self._print(now)
+
+    def tick(self) -> None:
+        """A line if the work is under way and `every_s` passed since the last one (a quiet stretch)."""
+        with self._lock:
+            now = self.clock()
+            if self._begun and not self._finished and now - self._last_line_at >= self.every_s:
+                self._print(now)
+
+    def finish(self) -> None:
+        """A last line with the final count, unless the last line already said it."""
+        with self._lock:
+            if self._begun and not self._finished and self._last_printed != self.done:
+                self._print(self.clock())
+            self._finished = True
+
+    def line(self, now: float) -> str:
+        """The text of a line at time `now`: the rate counts up to the last progress, not idle time after it."""
+        rate = self.done / max(self._done_at - self.started, 1e-9)
+        text = f"{self.phase}: {self.done}"
+        if self.total:
+            text += f"/{self.total} ({self.done / self.total:.0%})"
+        if self.done:  # before the first unit is done there is no rate, nor an ETA, to tell
+            text += f", {rate_text(rate, self.unit)}"
+        text += f", {duration_text(now - self.started)} elapsed"
+        if self.done and self.total and self.done < self.total:
+            text += f", ETA {duration_text((self.total - self.done) / rate)}"
+        return text + (f"; {self.note}" if self.note else "")
+
+    def _step(self, done: int) -> int:
+        if not self.total or not self.steps:
+            return 0
+        return min(self.steps, done * self.steps // self.total)
+
+    def _print(self, now: float) -> None:
+        self.emit(self.line(now))
+        self._last_line_at = now
+        self._last_step = self._step(self.done)
+        self._last_printed = self.done
+
+
+class ProgressTask:
+    """One phase of a Reporter: a Rich bar, or a LineProgress."""
+
+    def __init__(self, reporter: Reporter, phase: str, total: int | None, unit: str, steps: int) -> None:
+        self.reporter = reporter
+        self.phase = phase
+        self.lines: LineProgress | None = None
+        self.bar: Any = None
+        if reporter.rich is not None:
+            self.bar = reporter.rich.add_task(phase, total=total, note="")
+        else:
+            self.lines = LineProgress(phase, reporter.emit, total=total, unit=unit, clock=reporter.clock,
+                                      every_s=reporter.every_s, steps=steps)  # fmt: skip
+
+    def start(self, total: int | None = None, what: str = "started") -> None:
+        if self.lines is not None:
+            self.lines.start(total, what)
+        else:
+            self.reporter.rich.reset(self.bar, total=total, description=self.phase, note="")
+
+    def update(self, done: int | None = None, total: int | None = None, note: str | None = None) -> None:
+        if self.lines is not None:
+            self.lines.update(done, total, note)
+            return
+        changes: dict[str, Any] = {}
+        if done is not None:
+            changes["completed"] = done
+        if total is not None:
+            changes["total"] = total
+        if note is not None:
+            changes["note"] = note
+        self.reporter.rich.update(self.bar, **changes)
+
+    def finish(self) -> None:
+        if self.lines is not None:
+            self.lines.finish()
+
+
+class Reporter:
+    """The progress view every long command uses: Rich bars when the console is a terminal, else plain
+    lines (LineProgress) a log file or CI can show. Use as a context manager around the work."""
+
+    def __init__(
+        self, console: Console, *, clock: Callable[[], float] = time.monotonic, every_s: float = LINE_EVERY_S,
+        speed_window_s: float | None = None,
+    ) -> None:  # fmt: skip
+        self.console, self.clock, self.every_s = console, clock, every_s
+        self.speed_window_s = speed_window_s
+        self.rich: Any = None
+        self.tasks: list[ProgressTask] = []
+        self._quiet = threading.Event()
+        self._ticker: threading.Thread | None = None
+
+    def __enter__(self) -> Self:
+        if self.console.is_terminal:
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
+
+            self.rich = Progress(
+                TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                TextColumn("{task.fields[note]}"), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+                console=self.console, transient=False,
+                speed_estimate_period=self.speed_window_s or RICH_SPEED_WINDOW_S,
+            )  # fmt: skip
+            self.rich.__enter__()
+        else:
+            self._ticker = threading.Thread(target=self._tick, name="progress-lines", daemon=True)
+            self._ticker.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.rich is not None:
+            self.rich.__exit__(*exc)
+        if self._ticker is not None:
+            self._quiet.set()
+            self._ticker.join()
+
+    def _tick(self) -> None:
+        """Without a terminal, a phase that goes quiet (a long step, the replay) still prints every every_s."""
+        while not self._quiet.wait(min(1.0, self.every_s)):
+            for task in list(self.tasks):
+                if task.lines is not None:
+                    task.lines.tick()
+
+    def task(self, phase: str, total: int | None = None, *, unit: str = "requests", steps: int = LINE_STEPS) -> ProgressTask:
+        """A new phase of work (a bar, or its lines)."""
+        task = ProgressTask(self, phase, total, unit, steps)
+        self.tasks.append(task)
+        return task
+
+    def emit(self, text: str) -> None:
+        """One plain line (no markup: scenario names and paths are printed as they are)."""
+        self.console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+    def say(self, text: str) -> None:
+        """A dim message above the bars (or a plain line)."""
+        if self.rich is not None:
+            self.console.print(f"[dim]{text}[/dim]")
+        else:
+            self.emit(text)
+
+
 @contextmanager
 def session_progress(console: Console, label: str = "requests") -> Iterator[SessionHooks]:
-    """Hooks that drive one progress bar: requests done / total, output tokens per second, elapsed time."""
-    with Progress(
-        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-        TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), console=console, transient=False,
-    ) as progress:  # fmt: skip
-        task = progress.add_task(label, total=None, rate="")
-        started = [time.perf_counter()]
+    """Hooks that report one session: requests done / total, output tokens per second, elapsed time, ETA."""
+    from profiler.session import SessionHooks
+
+    with Reporter(console) as reporter:
+        task = reporter.task(label)
+        started = [reporter.clock()]
 
         def on_start(total: int) -> None:
-            started[0] = time.perf_counter()
-            progress.update(task, total=total)
-            if not console.is_terminal:
-                console.print(f"{label}: load started, {total} requests")  # a log line where no bar is drawn
+            started[0] = reporter.clock()
+            task.start(total, "load started")  # without a terminal: "<label>: load started, N requests"
 
         def on_done(requests_done: int, tokens: int) -> None:
-            elapsed = max(1e-9, time.perf_counter() - started[0])
-            progress.update(task, completed=requests_done, rate=f"{tokens / elapsed:6.1f} tok/s")
+            elapsed = max(1e-9, reporter.clock() - started[0])
+            task.update(requests_done, note=f"{tokens / elapsed:.1f} tok/s")
 
         def message(text: str) -> None:  # work after the load (e.g. the replay) says what it is doing
-            progress.update(task, rate=text)
+            if reporter.rich is not None:
+                task.update(note=text)
+            else:
+                reporter.emit(f"{label}: {text}")
 
-        yield SessionHooks(on_start=on_start, on_request_done=on_done, message=message)
+        try:
+            yield SessionHooks(on_start=on_start, on_request_done=on_done, message=message)
+        finally:
+            task.finish()

@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from profiler.cli.app import app
 
@@ -17,6 +16,8 @@ def report(
     verbose: Annotated[bool, typer.Option("--verbose", help="Print every table of the summary, not one screen.")] = False,
 ) -> None:
     """Regenerate report.html, report.pdf, trace.json and speedscope.json from a run directory."""
+    from rich.console import Console
+
     from reports import generate_reports, render_summary
 
     render_summary(run_dir, Console(), verbose=verbose)

@@ -8,17 +8,21 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
-from rich.console import Console
 
+from errors import OptionError
 from profiler.cli.app import app
 from profiler.cli.options import dim_printer, engine_options, output_path
 from profiler.cli.progress import GracefulStop, session_progress, stop_on_signals
 from profiler.rundir.outdir import check_run_dir, claim_default_run_dir, claim_run_dir
 from profiler.session.options import OPTIONS, EngineOptions, OptionError
-from scenarios.spec import ScenarioSpec
+
+if TYPE_CHECKING:  # the CLI's help and usage errors load none of these (tests/profiler/test_cli_imports.py)
+    from rich.console import Console
+
+    from scenarios.spec import ScenarioSpec
 
 INTERRUPTED_EXIT_CODE = 130  # the shell's convention for SIGINT; the partial result is still written
 
@@ -82,6 +86,8 @@ def run_command(
     report: bool, profile: str, verify: bool, policy_given: bool = True, verbose: bool = False,
 ) -> int:  # fmt: skip
     """Check every input, load the model, run the session (with --verify's extra runs), write the reports."""
+    from rich.console import Console
+
     console = Console(stderr=True)
     spec, options = _checked_inputs(options, scenario, requests, duration, out, profile, verify, policy_given, console)
     with stop_on_signals(console) as stop:
@@ -171,6 +177,8 @@ def run_target_command(
     requests: int | None, duration: float | None, out: Path | None, report: bool, profile: str, verbose: bool = False,
 ) -> int:  # fmt: skip
     """`run --target`: probe the server and check every input before sending anything, then drive it."""
+    from rich.console import Console
+
     from profiler.session.target.probe import probe
     from profiler.session.target.session import plan_target, prompt_tokenizer, run_target_session
     from scenarios.spec import load_scenario
@@ -228,6 +236,8 @@ def _verify(outcome, options, spec, loaded, console, stop_event, profile) -> Non
 def _write_reports(outcome, report: bool, console: Console, stop: GracefulStop, verbose: bool = False) -> None:
     """The summary, then the report files one kind at a time; a stop signal between them ends the writing
     and marks the result partial (the measured run is whole; `infer-prof report DIR` writes what is missing)."""
+    from rich.console import Console
+
     from profiler.rundir.results import mark_partial
     from reports import generate_reports, render_summary
 

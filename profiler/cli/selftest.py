@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from profiler.checks.selftest import CaseResult
 from profiler.cli.app import app
+
+if TYPE_CHECKING:  # the CLI's help and usage errors load none of these (tests/profiler/test_cli_imports.py)
+    from rich.console import Console
+
+    from profiler.checks.selftest import CaseResult
 
 
 @app.command()
@@ -18,19 +20,32 @@ def selftest(
     only: Annotated[Optional[str], typer.Option("--only", help="Comma list of case names to run.")] = None,
 ) -> None:
     """Run planted bottlenecks whose answer is known by construction; exit 1 if any verdict is wrong."""
-    from profiler.checks.selftest import run_selftest, select_cases
+    from rich.console import Console
 
-    select_cases(only)  # a bad --only is the user's error before any case runs
+    from profiler.checks.selftest import run_selftest, select_cases
+    from profiler.cli.progress import Reporter
+
+    cases = select_cases(only)  # a bad --only is the user's error before any case runs
     err = Console(stderr=True)
-    status = err.status("selftest")
-    with status:
-        results = run_selftest(quick=quick, only=only,
-                               on_case=lambda case: status.update(f"selftest {case.name}: {case.planted}"))  # fmt: skip
+    with Reporter(err) as reporter:
+        task = reporter.task("selftest", total=len(cases), unit="cases")
+        started: list[str] = []
+
+        def on_case(case) -> None:  # type: ignore[no-untyped-def]
+            task.update(len(started), note=f"{case.name}: {case.planted}")
+            started.append(case.name)
+
+        task.start(len(cases))
+        results = run_selftest(quick=quick, only=only, on_case=on_case)
+        task.update(len(results), note="")
+        task.finish()
     raise typer.Exit(render_selftest(results, quick=quick, out=Console(), err=err))
 
 
 def render_selftest(results: list[CaseResult], *, quick: bool, out: Console, err: Console) -> int:
     """Expected vs measured verdict per case; 0 if every category and component is right, else 1."""
+    from rich.table import Table
+
     table = Table("case", "expected (component)", "measured (component)", "share", "seconds", "",
                   title=f"infer-prof selftest ({'quick' if quick else 'full'})")  # fmt: skip
     for result in results:

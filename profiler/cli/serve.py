@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 
 from profiler.cli.app import app
 from profiler.cli.options import dim_printer, engine_options
-from profiler.session.options import EngineOptions
+
+if TYPE_CHECKING:  # the CLI's help and usage errors load none of these (tests/profiler/test_cli_imports.py)
+    from profiler.session.options import EngineOptions
 
 
 @app.command()
@@ -21,6 +23,7 @@ def serve(
     shutdown_timeout: Annotated[float, typer.Option("--shutdown-timeout", help="Seconds in-flight requests get to finish after SIGTERM/SIGINT before they are aborted.")] = 10.0,
     served_model_name: Annotated[str | None, typer.Option("--served-model-name", help="The model id clients send and /v1/models lists (default: --model).")] = None,
     log_level: Annotated[str, typer.Option("--log-level", help="uvicorn's log level: critical, error, warning, info, debug.")] = "warning",
+    quiet: Annotated[bool, typer.Option("--quiet", help="No access-log line per request on stderr.")] = False,
     *,
     options: EngineOptions,
 ) -> None:
@@ -28,17 +31,27 @@ def serve(
     GET /v1/models, /health and /metrics (Prometheus). `infer-prof run --target URL` profiles it."""
     raise typer.Exit(serve_command(options, host=host, port=port, max_pending=max_pending,
                                    shutdown_timeout_s=shutdown_timeout, served_model_name=served_model_name,
-                                   log_level=log_level))  # fmt: skip
+                                   log_level=log_level, access_log=not quiet))  # fmt: skip
 
 
 def serve_command(
     options: EngineOptions, *, host: str, port: int, max_pending: int, shutdown_timeout_s: float,
-    served_model_name: str | None, log_level: str,
+    served_model_name: str | None, log_level: str, access_log: bool = True,
 ) -> int:  # fmt: skip
     from importlib.metadata import version
 
+    from rich.console import Console
+
+    from engine.catalog import parameter_count
     from errors import OptionError
-    from profiler.serve.server import ServeOptions, bind, run_server, server_info
+    from profiler.serve.server import (
+        ServeOptions,
+        bind,
+        gguf_sampling,
+        run_server,
+        sampling_lines,
+        server_info,
+    )
     from profiler.serve.state import ServeState
     from profiler.session.builder import build_engine, load_for_options
 
@@ -47,7 +60,8 @@ def serve_command(
     if served_model_name is not None and not served_model_name.strip():
         raise OptionError("--served-model-name is empty: give the id clients should send, or leave it out")
     serve_options = ServeOptions(host=host, port=port, max_pending=max_pending, shutdown_timeout_s=shutdown_timeout_s,
-                                 served_model_name=served_model_name, log_level=log_level)  # fmt: skip
+                                 served_model_name=served_model_name, log_level=log_level,
+                                 access_log=access_log)  # fmt: skip
     console = Console(stderr=True)
     sock = bind(host, port)  # before the model loads: a taken port is known at once
     try:
@@ -58,6 +72,8 @@ def serve_command(
         raise
     for warning in built.warnings:
         console.print(f"[yellow]{warning}[/yellow]")
+    for line in sampling_lines(gguf_sampling(model_file(options.model)), parameter_count(loaded.config)):
+        console.print(line, markup=False, highlight=False)
     state = ServeState(engine=built.engine, tokenizer=loaded.tokenizer, model_name=served_model_name or options.model,
                        max_pending=max_pending)  # fmt: skip
     state.info = {"model_source": loaded.source}
@@ -68,3 +84,12 @@ def serve_command(
         print(f"infer-prof serve: listening on {url} (model {state.model_name}; Ctrl-C or SIGTERM stops)", flush=True)
 
     return run_server(state, serve_options, sock, listening)
+
+
+def model_file(model: str) -> Path | None:
+    """The GGUF file --model names (the default model's once it is on this machine), None for a synthetic one."""
+    from engine.catalog import DEFAULT_MODEL, SYNTHETIC_PREFIX, local_gguf
+
+    if model == DEFAULT_MODEL:
+        return local_gguf()
+    return None if model.startswith(SYNTHETIC_PREFIX) else Path(model).expanduser()

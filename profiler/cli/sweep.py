@@ -6,18 +6,16 @@ from __future__ import annotations
 
 import datetime as _dt
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 import typer.core
-from rich.console import Console
 
 from profiler.cli.app import app
 from profiler.cli.options import output_path
-from profiler.cli.progress import stop_on_signals
-from profiler.cli.sweep_progress import sweep_progress
-from profiler.rundir.outdir import check_output_dir
-from profiler.rundir.sweepdir import is_sweep_dir
+
+if TYPE_CHECKING:  # the CLI's help and usage errors load none of these (tests/profiler/test_cli_imports.py)
+    from rich.console import Console
 
 INTERRUPTED_EXIT_CODE = 130
 
@@ -113,6 +111,8 @@ def sweep_report(
     ] = None,
 ) -> None:
     """Rebuild the merged tables from the run directories; print the summary; rewrite sweep.html and .pdf."""
+    from rich.console import Console
+
     from profiler.sweep.run import write_tables
     from reports.sweep import read_crossover, render_sweep_summary, write_sweep_report
 
@@ -146,7 +146,13 @@ def sweep_command(
     cell_gpus: float,
     report: bool,
 ) -> int:
+    from rich.console import Console
+
     from errors import OptionError
+    from profiler.cli.progress import stop_on_signals
+    from profiler.cli.sweep_progress import sweep_progress
+    from profiler.rundir.outdir import check_output_dir
+    from profiler.rundir.sweepdir import is_sweep_dir
     from profiler.sweep.run import RayTarget, prepare_cells, run_sweep
     from profiler.sweep.spec import load_sweep
 
@@ -172,6 +178,8 @@ def sweep_command(
 
 
 def _finish(outcome: Any, file: str, report: bool, console: Console) -> None:
+    from rich.console import Console
+
     from reports.sweep import read_crossover, render_sweep_summary, write_sweep_report
 
     crossover = read_crossover(outcome.path)

@@ -26,6 +26,7 @@ from typing import Any
 
 from profiler.analysis.classify import IDLE_MARKER, ComponentRules, Stack, classify, is_gil_wait, parse_raw
 from profiler.collectors.base import Collector
+from profiler.session.machine import REALTIME_PRIORITY, realtime_allowed  # noqa: F401 (moved there: `doctor` runs it without torch)
 
 _ATTACHED = "Sampling process"
 _SUMMARY = re.compile(r"Samples:\s*(\d+)\s+Errors:\s*(\d+)")
@@ -363,13 +364,6 @@ class SamplingCollector(Collector):
 #   normal:   the default priority;
 #   realtime: SCHED_FIFO (needs root or CAP_SYS_NICE; falls back to normal, reported as such).
 PRIORITIES = ("low", "normal", "realtime")
-REALTIME_PRIORITY = 10  # any SCHED_FIFO priority preempts normal threads; py-spy sleeps between samples
-
-
-def realtime_allowed() -> bool:
-    """Whether a child process of this one may take SCHED_FIFO (what the deep mode's sampler asks for)."""
-    probe = f"import os; os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param({REALTIME_PRIORITY}))"
-    return subprocess.run([sys.executable, "-c", probe], capture_output=True).returncode == 0
 
 
 def _scheduling_of(pid: int, wanted: str) -> str:

@@ -165,7 +165,7 @@ async def _generate(request: Request, state: ServeState, schema: type, *, chat: 
             raise HTTPRequestError(str(exc), param="messages") from None
     assert state.handoff is not None, "the app's lifespan makes the hand-off"
     with tracer.span(API_SPAN):
-        stream = state.handoff.stream(lambda output: state.metrics.observe_finished(endpoint, output))
+        stream = state.handoff.stream(state.on_finished(endpoint))
         handle = _submit(state, body, stream, prompt_ids, params)
         reply = Reply(chat=chat, model=state.model_name)
     if body.stream:

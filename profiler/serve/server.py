@@ -24,6 +24,7 @@ import uvicorn
 
 from engine.engine import ENGINE_THREAD_NAME
 from errors import OptionError
+from profiler.serve.access_log import AccessLog
 from profiler.serve.app import create_app
 from profiler.serve.profiling import API_THREAD_NAME
 from profiler.serve.state import ServeState
@@ -42,6 +43,7 @@ class ServeOptions:
     shutdown_timeout_s: float = 10.0
     served_model_name: str | None = None
     log_level: str = "warning"
+    access_log: bool = True  # one line per request on stderr (--quiet turns it off)
 
     def __post_init__(self) -> None:
         if not self.host.strip():
@@ -105,6 +107,41 @@ def server_info(state: ServeState, built: Any, options: Any, version: str) -> di
     }  # fmt: skip
 
 
+# The GGUF keys (llama.cpp's general.sampling.*) a model file may carry its makers' sampling settings in.
+GGUF_SAMPLING_KEYS = {"temperature": "general.sampling.temp", "top_k": "general.sampling.top_k",
+                      "top_p": "general.sampling.top_p", "min_p": "general.sampling.min_p",
+                      "repetition_penalty": "general.sampling.penalty_repeat"}  # fmt: skip
+API_DEFAULT_TEMPERATURE = 1.0  # OpenAI's, what profiler/serve/protocol.py applies to a request without one
+SMALL_MODEL_PARAMETERS = 3e9  # under this, sampling at temperature 1.0 wanders off topic within a sentence
+
+
+def gguf_sampling(path: str | os.PathLike[str] | None) -> dict[str, float]:
+    """The sampling settings a GGUF ships (general.sampling.*), by SamplingParams name; {} when none or no file."""
+    if path is None:
+        return {}
+    from engine.gguf_loader import field_value, open_gguf
+
+    reader = open_gguf(path)
+    found = {name: field_value(reader, key) for name, key in GGUF_SAMPLING_KEYS.items()}
+    return {name: value for name, value in found.items() if isinstance(value, (int, float))}
+
+
+def sampling_lines(shipped: dict[str, float], parameters: int | None) -> list[str]:
+    """`serve`'s start-up lines on sampling: the model's own settings where its file ships them, else the
+    API's default temperature, with a note when the model is small enough to ramble at it."""
+    if shipped:
+        settings = ", ".join(f"{name} {value:g}" for name, value in shipped.items())
+        return [(f"sampling: the model's own settings (from its GGUF): {settings}; a request that leaves them out "
+                 f"gets the API's defaults (temperature {API_DEFAULT_TEMPERATURE:g}): send them with each request")]  # fmt: skip
+    lines = [(f"sampling: the model ships no settings; a request without `temperature` gets the API's default, "
+              f"{API_DEFAULT_TEMPERATURE:g}")]  # fmt: skip
+    if parameters is not None and parameters < SMALL_MODEL_PARAMETERS:
+        lines.append(f"note: a small model ({parameters / 1e6:,.0f}M parameters) at temperature "
+                     f"{API_DEFAULT_TEMPERATURE:g} rambles; send temperature 0.2-0.7 (or the model's own "
+                     "recommendation) for coherent replies")  # fmt: skip
+    return lines
+
+
 def _drain(state: ServeState, timeout_s: float) -> None:
     """Refuse new requests now; abort those still running after `timeout_s` (once, on the first signal)."""
     if state.draining:
@@ -117,8 +154,9 @@ def _drain(state: ServeState, timeout_s: float) -> None:
 
 def run_server(state: ServeState, serve: ServeOptions, sock: socket.socket, on_listening: Callable[[str], None]) -> int:
     """Serve until a signal; returns the exit code (0 after a graceful shutdown)."""
+    app = create_app(state)
     config = uvicorn.Config(
-        create_app(state), log_level=serve.log_level, access_log=False, server_header=False,
+        AccessLog(app) if serve.access_log else app, log_level=serve.log_level, access_log=False, server_header=False,
         timeout_graceful_shutdown=serve.shutdown_timeout_s + CANCEL_GRACE_S, lifespan="on",
         headers=[("server", f"infer-prof/{state.info.get('version', '?')}")],
     )  # fmt: skip

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextvars
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -14,6 +16,10 @@ from profiler.serve.profiling import ServerTracing
 
 if TYPE_CHECKING:
     from engine.tokenizer import Tokenizer
+
+# The access-log record of the request being handled (serve/access_log.py sets it around each request):
+# its stream's callback, made in the request's context, fills in the token counts.
+ACCESS_RECORD: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar("infer_prof_access_record")
 
 RETRY_AFTER_S = 1  # what a 503 tells the client to wait: a step takes milliseconds, a request seconds
 
@@ -36,6 +42,18 @@ class ServeState:
     def __post_init__(self) -> None:
         self.tracing = ServerTracing(self.engine)
         self.metrics = ServerMetrics(self.engine, self.model_name)
+
+    def on_finished(self, endpoint: str) -> Callable[[Any], None]:
+        """What a request's stream calls (on the loop) when the request finishes: the metrics count it, and
+        the access-log line of the request that made this callback gets its prompt and output tokens."""
+        record = ACCESS_RECORD.get(None)
+
+        def finished(output: Any) -> None:  # engine.sequence.RequestOutput
+            self.metrics.observe_finished(endpoint, output)
+            if record is not None:
+                record["tokens"] = (len(output.prompt_token_ids), len(output.token_ids))
+
+        return finished
 
     def check_model(self, model: str | None) -> None:
         if model is not None and model != self.model_name:

