@@ -17,7 +17,7 @@ from profiler.cli.app import app
 from profiler.cli.options import dim_printer, engine_options, output_path
 from profiler.cli.progress import GracefulStop, session_progress, stop_on_signals
 from profiler.rundir.outdir import check_run_dir, claim_default_run_dir, claim_run_dir
-from profiler.session.options import OPTIONS, EngineOptions, OptionError
+from profiler.session.options import OPTIONS, EngineOptions
 
 if TYPE_CHECKING:  # the CLI's help and usage errors load none of these (tests/profiler/test_cli_imports.py)
     from rich.console import Console
