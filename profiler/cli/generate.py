@@ -49,6 +49,13 @@ def check_prompts(prompts: Sequence[str]) -> None:
                               f"{exc.start}); pass the prompt in UTF-8") from None  # fmt: skip
 
 
+def check_max_tokens(max_tokens: int, context: int, model: str) -> None:
+    """-n beyond the model's context is a typo (-n 1000000000 would otherwise run until the context is full)."""
+    if max_tokens >= context:
+        raise OptionError(f"--max-tokens {max_tokens:,} does not fit {model}'s context of {context:,} tokens (the "
+                          f"prompt included): use at most {context - 1:,}")  # fmt: skip
+
+
 def run_generate(
     options: EngineOptions, prompts: Sequence[str], params: SamplingParams, *, chat: bool, as_json: bool
 ) -> int:
@@ -59,6 +66,7 @@ def run_generate(
     loaded = load_for_options(options, progress=dim_printer(err))
     built = build_engine(loaded, options)
     engine = built.engine
+    check_max_tokens(params.max_tokens, engine.max_model_len, options.model)
     stream_one = len(prompts) == 1 and not as_json
     with engine:
         handles = [

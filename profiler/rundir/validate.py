@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from errors import ResultError
+from errors import ResultError, check_size
 
 NUMBER, TEXT, FLAG, TABLE, LIST = "a number", "text", "true or false", "a table", "a list"
 # The sections and fields readers use, with what each must be (None is always allowed below the top
@@ -135,6 +135,7 @@ def read_table(path: Path, columns: tuple[str, ...]) -> pd.DataFrame:
     """A CSV table of a run (empty, with `columns`, when it has no rows), or ResultError naming the file and
     what is wrong with it. The writer ends every table with a newline; a file that does not was cut off."""
     try:
+        check_size(path, ResultError)
         raw = path.read_bytes()
     except OSError as exc:
         raise ResultError(f"{path}: cannot be read ({exc.strerror or exc}); re-record the run") from None

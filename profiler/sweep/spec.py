@@ -29,7 +29,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from errors import SweepError
+from errors import SweepError, read_bounded
 from profiler.session.options import EngineOptions
 from scenarios.spec import BUILTIN_DIR
 
@@ -128,7 +128,7 @@ def load_sweep(name_or_path: str | Path) -> SweepSpec:
     """A built-in sweep by name (see builtin_sweeps) or a sweep TOML file by path, validated."""
     path = _locate(str(name_or_path))
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_bounded(path, SweepError)
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise SweepError(
