@@ -29,9 +29,11 @@ def golden(
 ) -> None:
     """Run one seeded workload with the Python twins and the C twins and compare token by token (exit 1 on a logic error)."""
     from profiler.checks.golden import run_golden
+    from profiler.cli.generate import check_fits_context
     from profiler.session.builder import load_for_options
 
     _check_sizes(requests, max_tokens, kv_blocks)
+    check_fits_context(max_tokens, options)
     combinations = _combinations(combination, every_combination)
     err = Console(stderr=True)
     loaded = load_for_options(options, progress=dim_printer(err))

@@ -83,7 +83,7 @@ def _probe(folder: Path, option: str) -> None:
     try:
         os.rmdir(tempfile.mkdtemp(prefix=".infer-prof-probe-", dir=folder))
     except OSError as exc:
-        raise OptionError(f"{option}: cannot write in {folder} ({exc.strerror or exc}); choose a writable place") from None
+        raise output_error(exc, f"{option} {folder}" if option else folder) from None
 
 
 @dataclass
@@ -123,6 +123,7 @@ def claim_run_dir(path: Path, option: str = "--out") -> RunDirClaim:
 @_os_errors_as_output_errors
 def claim_default_run_dir(scenario_name: str, root: Path = Path("runs")) -> RunDirClaim:
     """runs/<time>-<scenario>, with -2, -3, ... when another run took that name in the same second."""
+    check_output_dir(root, "")  # an unwritable working directory is one line, not 999 refused names
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     for number in range(1, 1000):
         candidate = root / (f"{stamp}-{scenario_name}" + ("" if number == 1 else f"-{number}"))

@@ -128,9 +128,15 @@ def read_manifest(sweep_dir: str | Path) -> dict[str, Any]:
             f"{path}: schema_version {data.get('schema_version')!r} is not supported "
             f"(this infer-prof reads {SCHEMA_VERSION}); re-run the sweep with this version"
         )
-    for key in ("axes", "cells", "repeats"):
+    for key, kind, what in (("axes", dict, "a table of axes"), ("cells", list, "a list of cells"),
+                            ("repeats", int, "a whole number")):  # fmt: skip
         if key not in data:
             raise SweepError(f"{path}: missing {key!r}; re-run the sweep into a new directory")
+        if not isinstance(data[key], kind) or isinstance(data[key], bool):
+            raise SweepError(f"{path}: {key!r} is {type(data[key]).__name__}, not {what}; re-run the sweep into a new directory")
+    for cell in data["cells"]:
+        if not (isinstance(cell, dict) and isinstance(cell.get("id"), str) and isinstance(cell.get("values"), dict)):
+            raise SweepError(f"{path}: a cell is not {{id, values}} ({str(cell)[:80]}); re-run the sweep into a new directory")
     return data
 
 

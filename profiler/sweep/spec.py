@@ -165,9 +165,9 @@ class _Parser:
             if key not in TOP_KEYS:
                 raise self.fail(key, "unknown key at the top level", f"keys {', '.join(TOP_KEYS)}")
         description = data.get("description")
-        if not isinstance(description, str) or not description.strip() or "\n" in description:
+        if not isinstance(description, str) or not description.strip() or "\n" in description or len(description) > 500:
             raise self.fail(
-                "description", "missing or not one line", "one line of text: the question the sweep answers"
+                "description", "missing, not one line or over 500 characters", "one line of text: the question the sweep answers"
             )
         axes = self.axes(data.get("axes"))
         profile = self.choice(data.get("profile", "default"), "profile", PROFILES)
