@@ -30,6 +30,6 @@ def restore_signals() -> None:
 
 exit_quietly_on_signals()
 
-from profiler.cli.main import main  # noqa: E402 - after the signal guard, which must come first
+from profiler.cli.main import main  # after the signal guard, which must come first
 
 __all__ = ["main"]

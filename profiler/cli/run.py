@@ -85,6 +85,7 @@ def run_command(
     with stop_on_signals(console) as stop, _claimed_run_dir(out, spec.name) as run_dir:
         loaded = _load(options, console)
         console.print(f"model [bold]{options.model}[/bold] ({loaded.source}); scenario [bold]{spec.name}[/bold]: {spec.description}")
+        _say_clipped_warmup(scenario, spec, console)
         outcome = run_profiled(options, scenario=spec, loaded=loaded, out=run_dir, profile=profile, console=console,
                                stop_event=stop.event)  # fmt: skip
         if verify and not outcome.interrupted:
@@ -101,6 +102,17 @@ def _claimed_run_dir(out: Path | None, scenario_name: str) -> Iterator[Path]:
         yield claim.path
     finally:
         claim.release(keep=(claim.path / "result.json").exists())
+
+
+def _say_clipped_warmup(scenario: str, spec: ScenarioSpec, console: Console) -> None:
+    """--requests below the scenario's warm-up shrank the warm-up with it (ScenarioSpec.with_overrides): say so once
+    the run starts, not among the checks, which end in one line when they refuse."""
+    from scenarios.spec import load_scenario
+
+    planned = load_scenario(scenario).warmup_requests
+    if spec.warmup_requests < planned:
+        console.print(f"[yellow]note: the warm-up shrinks with --requests, to {spec.warmup_requests} of the scenario's "
+                      f"{planned} requests[/yellow]")  # fmt: skip
 
 
 def _exit_code(stop: GracefulStop, outcome: Any, console: Console) -> int:
@@ -152,11 +164,7 @@ def _checked_inputs(
             raise OptionError(f"--verify runs each C twin, and none can load: {error}") from None
     if out is not None:
         check_run_dir(out)
-    base = load_scenario(scenario)
-    spec = base.with_overrides(num_requests=requests, duration_s=duration, seed=None)
-    if spec.warmup_requests < base.warmup_requests:
-        console.print(f"[yellow]note: --requests {requests}: the warm-up shrinks with it, to {spec.warmup_requests} "
-                      f"of the scenario's {base.warmup_requests} requests[/yellow]")  # fmt: skip
+    spec = load_scenario(scenario).with_overrides(num_requests=requests, duration_s=duration, seed=None)
     if not policy_given and len({request_class.priority for request_class in spec.classes()}) > 1:
         options = dataclasses.replace(options, policy="priority")
         console.print("[dim]the scenario has priority classes: using --policy priority[/dim]")

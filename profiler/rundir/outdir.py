@@ -6,9 +6,10 @@ import datetime as _dt
 import functools
 import os
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import TypeVar
 
 from errors import OptionError, output_error
 

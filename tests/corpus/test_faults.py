@@ -32,13 +32,13 @@ clients = 1
 
 def _mount(path: Path, options: str) -> None:
     path.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True)
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True, check=False)
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode(errors='replace').strip()}")
 
 
 def _unmount(path: Path) -> None:
-    subprocess.run(["umount", "-l", str(path)], capture_output=True)
+    subprocess.run(["umount", "-l", str(path)], capture_output=True, check=False)
 
 
 @pytest.fixture(scope="module")
@@ -93,8 +93,8 @@ def test_a_full_disk_or_a_read_only_mount_is_one_line_and_exit_2_under_every_com
         Case("readonly-run-out", ["run", *SYNTH, "-s", str(root / "quick.toml"), "-o", str(readonly / "new")]),
         Case("readonly-compare", ["compare", good, good, "-o", str(readonly / "cmp")]),
         Case("readonly-budget-junit", ["budget", "check", str(root / "budget.toml"), "--run", good, "--junit",
-                                       str(readonly / "j.xml")]),  # fmt: skip
-    ]
+                                       str(readonly / "j.xml")]),
+    ]  # fmt: skip
     results = _run_worker(cases, root)
     # no --out, in a read-only working directory: the default runs/ folder is refused before the model loads
     results.update(_run_worker([Case("readonly-cwd", ["run", *SYNTH, "-s", str(root / "quick.toml")])], root, readonly))
@@ -162,7 +162,7 @@ class _BrokenStream(http.server.BaseHTTPRequestHandler):
     def log_message(self, *args: object) -> None:
         pass
 
-    def do_GET(self) -> None:  # noqa: N802 - the handler's name
+    def do_GET(self) -> None:
         body = json.dumps({"object": "list", "data": [{"id": "broken", "object": "model", "owned_by": "x"}]}).encode()
         self.send_response(200 if self.path.startswith("/v1/models") else 404)
         self.send_header("content-type", "application/json")
@@ -170,7 +170,7 @@ class _BrokenStream(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("content-length", 0)))
         self.send_response(200)
         self.send_header("content-type", "text/event-stream")
