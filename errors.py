@@ -23,14 +23,22 @@ it; the CLI prints it as one line on stderr and exits 2, never a traceback.
     ├── SweepError                   a sweep file, or a sweep directory that cannot be run, resumed or read
     ├── BudgetError                  a budget file, or a budget check that cannot be evaluated
     ├── ResultError                  a run directory that is missing, incomplete or of another schema
-    └── ReportError                  a run directory's files cannot be turned into a report
-        └── CompareError             the runs given to compare cannot be compared
+    ├── ReportError                  a run directory's files cannot be turned into a report
+    │   └── CompareError             the runs given to compare cannot be compared
+    └── OutputError                  an output path the system will not let us write (full, read-only, ...)
 
 It lives outside every room (engine, native_paths, scenarios, profiler, reports) because each of
-them raises these and none of them may import all the others.
+them raises these and none of them may import all the others. For the same reason it holds the one
+size and nesting limit for every file infer-prof parses (read_bounded, check_nesting) and the one
+translation of an OS error on an output path (output_error).
 """
 
 from __future__ import annotations
+
+import errno
+import os
+import re
+from itertools import accumulate
 
 
 class InferProfError(Exception):
@@ -135,3 +143,86 @@ class ReportError(InferProfError):
 
 class CompareError(ReportError):
     """The runs given to compare cannot be compared (none on a side, no shared metric)."""
+
+
+class OutputError(InferProfError):
+    """An output path the system refuses (disk full, read-only, name too long, no permission); names it and why."""
+
+
+# -- the limits on what infer-prof parses ------------------------------------------------------
+# A hand-written file (scenario, sweep, budget TOML) is a few KiB; a run's result.json and tables grow
+# with its length (a 1,500-request run's steps.csv is a few MiB). Past these a file is not ours or is
+# damaged, and parsing it would stall (tomllib reads a 20 MB string in minutes) or exhaust memory.
+MAX_CONFIG_BYTES = 1 << 20
+MAX_DATA_BYTES = 1 << 30
+# tomllib and json recurse once per nested array or table; a hostile file 5,000 deep overflows Python's
+# stack (RecursionError). No file of ours nests deeper than about 6.
+MAX_NESTING = 100
+
+# Strings and comments (TOML's #): brackets inside them do not nest.
+_STRINGS_AND_COMMENTS = re.compile(
+    r'"""(?:[^\\]|\\.)*?"""|\'\'\'.*?\'\'\'|"(?:[^"\\\n]|\\.)*"|\'[^\'\n]*\'|#[^\n]*', re.DOTALL
+)
+_NOT_BRACKETS = re.compile(r"[^\[\]{}]+")
+_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+
+
+def read_bounded(path: str | os.PathLike[str], error: type[InferProfError], *, limit: int = MAX_CONFIG_BYTES) -> str:
+    """The UTF-8 text of `path`, or `error` naming the file when it is larger than `limit` or nested deeper
+    than MAX_NESTING; OSError and UnicodeDecodeError pass through for the caller's own message."""
+    check_size(path, error, limit=limit)
+    with open(path, encoding="utf-8") as handle:
+        text = handle.read(limit + 1)
+    if len(text.encode("utf-8", "surrogatepass")) > limit:  # the file grew between stat and read
+        raise error(f"{path}: more than the {_size(limit)} infer-prof reads from such a file; is it the right file?")
+    check_nesting(text, str(path), error)
+    return text
+
+
+def check_size(path: str | os.PathLike[str], error: type[InferProfError], *, limit: int = MAX_DATA_BYTES) -> None:
+    """`error` naming the file when it is larger than `limit` (for files a library parses, e.g. CSV tables)."""
+    size = os.stat(path).st_size
+    if size > limit:
+        raise error(f"{path}: {size:,} bytes, more than the {_size(limit)} infer-prof reads from such a file; "
+                    "is it the right file?")  # fmt: skip
+
+
+def check_nesting(text: str, source: str, error: type[InferProfError]) -> None:
+    """`error` when TOML or JSON `text` nests arrays or tables deeper than MAX_NESTING (checked before a
+    recursive parser sees it)."""
+    if text.count("[") + text.count("{") <= MAX_NESTING:
+        return
+    brackets = _NOT_BRACKETS.sub("", _STRINGS_AND_COMMENTS.sub("", text))
+    if max(accumulate(map(_STEP.__getitem__, brackets)), default=0) > MAX_NESTING:
+        raise error(f"{source}: arrays or tables nested more than {MAX_NESTING} deep, the most infer-prof reads "
+                    "(none of its inputs nests like that)")  # fmt: skip
+
+
+def _size(limit: int) -> str:
+    return f"{limit >> 30} GiB" if limit >= 1 << 30 else f"{limit >> 20} MiB" if limit >= 1 << 20 else f"{limit:,} bytes"
+
+
+# -- OS errors on output paths -------------------------------------------------------------------
+_OUTPUT_FIXES = {
+    errno.ENOSPC: "free some space or choose another place",
+    errno.EDQUOT: "free some of your quota or choose another place",
+    errno.EROFS: "choose a writable place",
+    errno.EACCES: "choose a place you may write",
+    errno.EPERM: "choose a place you may write",
+    errno.ENAMETOOLONG: "choose a shorter path",
+    errno.ENOTDIR: "a part of the path is a file: choose another path",
+    errno.EISDIR: "a directory stands there: choose another path",
+    errno.EEXIST: "choose another path",
+    errno.EMLINK: "choose another place",
+    errno.EFBIG: "choose another place",
+}
+OUTPUT_ERRNOS = frozenset(_OUTPUT_FIXES)
+
+
+def output_error(exc: OSError, path: str | os.PathLike[str] | None = None, *, verb: str = "write") -> OutputError:
+    """The one message for an OS error on an output path: the path, what the errno means, and the fix."""
+    where = path if path is not None else (exc.filename if exc.filename is not None else "an output file")
+    meaning = exc.strerror or (os.strerror(exc.errno) if exc.errno else str(exc))
+    fix = _OUTPUT_FIXES.get(exc.errno or 0, "choose another place")
+    name = errno.errorcode.get(exc.errno or 0)
+    return OutputError(f"cannot {verb} {where}: {meaning}{f' ({name})' if name else ''}; {fix}")

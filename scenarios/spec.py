@@ -28,7 +28,7 @@ from dataclasses import fields as dataclass_fields
 from pathlib import Path
 from typing import Any
 
-from errors import ScenarioError
+from errors import ScenarioError, read_bounded
 from scenarios.lengths import DISTRIBUTIONS, PARAMETERS, LengthDist, allowed_keys
 from scenarios.prompts import read_prompt_file
 from scenarios.sampling import RequestClass, SamplingSettings
@@ -46,6 +46,8 @@ MAX_CLIENTS = 1024
 MIN_RATE = 1e-4
 MAX_SEED = 2**63 - 1
 MAX_DURATION_S = 7 * 24 * 3600.0
+# A description is one line the terminal and the reports show in full; a built-in one is ~150 characters.
+MAX_DESCRIPTION = 500
 LOAD_KEYS = {"open-loop": ("mode", "rate", "burstiness"), "closed-loop": ("mode", "clients")}
 SLO_KEYS = ("ttft_ms", "tpot_ms", "e2e_ms")
 MIX_KEYS = ("weight", "name", "priority", *SamplingSettings.keys(), "prompt_tokens", "output_tokens")
@@ -90,6 +92,8 @@ class ScenarioSpec:
     def __post_init__(self) -> None:
         self._check(isinstance(self.description, str) and bool(self.description.strip()) and "\n" not in self.description,
                     "description", "missing or not one line", "one line of text")  # fmt: skip
+        self._check(len(self.description) <= MAX_DESCRIPTION, "description", f"{len(self.description):,} characters long",
+                    f"one line of at most {MAX_DESCRIPTION} characters")  # fmt: skip
         self._check(self.mode in MODES, "load.mode", f"unknown mode {self.mode!r}", ", ".join(MODES))
         self._validate_load()
         self._validate_counts()
@@ -135,6 +139,11 @@ class ScenarioSpec:
                         f"{expected:.3g} requests", f"rate x duration_s <= {MAX_REQUESTS:,}, or set num_requests")  # fmt: skip
         self._check(_is_int(self.warmup_requests) and 0 <= self.warmup_requests <= MAX_REQUESTS, "warmup_requests",
                     f"{self.warmup_requests!r} is impossible", f"an integer in [0, {MAX_REQUESTS:,}]")  # fmt: skip
+        # A warm-up readies the engine for the measured load; one longer than that load is a typo (and, all
+        # submitted at once on an open loop, a burst the KV pool was never sized for).
+        self._check(self.num_requests is None or self.warmup_requests <= self.num_requests, "warmup_requests",
+                    f"{self.warmup_requests} warm-up requests for {self.num_requests} measured ones",
+                    f"at most num_requests ({self.num_requests})")  # fmt: skip
 
     @property
     def open_loop(self) -> bool:
@@ -154,6 +163,9 @@ class ScenarioSpec:
         if unknown:
             raise ScenarioError(f"{self.source}: cannot override {', '.join(unknown)}: not scenario settings")
         changes = {"num_requests": num_requests, "duration_s": duration_s, "seed": seed}
+        if num_requests is not None and "warmup_requests" not in fields and _is_int(num_requests):
+            # --requests 2 on a scenario that warms up with 4: the warm-up shrinks with the load (a run prints it).
+            fields["warmup_requests"] = min(self.warmup_requests, max(num_requests, 0))
         return replace(self, **{key: value for key, value in changes.items() if value is not None}, **fields)
 
     def validate_against_context(self, context_length: int) -> None:
@@ -240,7 +252,7 @@ def load_scenario(name_or_path: str) -> ScenarioSpec:
     """A built-in scenario by name (see list_scenarios) or a scenario TOML file by path."""
     path = _locate(str(name_or_path))
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(read_bounded(path, ScenarioError))
     except tomllib.TOMLDecodeError as err:
         raise ScenarioError(f"{path}: malformed TOML: {err}") from None
     except (OSError, UnicodeDecodeError) as err:

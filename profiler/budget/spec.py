@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from errors import BudgetError, InferProfError
+from errors import BudgetError, InferProfError, check_nesting, read_bounded
 from profiler.rundir.results import CATEGORIES, COMPONENTS, LATENCY_METRICS, RunResult
 from scenarios.spec import MAX_DURATION_S, MAX_REQUESTS, MAX_SEED
 
@@ -185,7 +185,7 @@ def load_budget(path: str | Path) -> BudgetFile:
     """Read a budget file; BudgetError names the line or key of any problem and how to fix it."""
     budget_path = Path(path)
     try:
-        text = budget_path.read_text(encoding="utf-8")
+        text = read_bounded(budget_path, BudgetError)
     except OSError as exc:
         raise BudgetError(f"{budget_path}: cannot read the budget file ({exc.strerror or exc})") from None
     except UnicodeDecodeError as exc:
@@ -195,6 +195,7 @@ def load_budget(path: str | Path) -> BudgetFile:
 
 def parse_budget(text: str, *, source: str | Path = "<budget>") -> BudgetFile:
     """Parse budget TOML text (see load_budget)."""
+    check_nesting(text, str(source), BudgetError)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

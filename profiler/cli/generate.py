@@ -53,6 +53,24 @@ def check_prompts(prompts: Sequence[str]) -> None:
                               f"{exc.start}); pass the prompt in UTF-8") from None  # fmt: skip
 
 
+def check_fits_context(max_tokens: int, options: EngineOptions, option: str = "--max-tokens") -> None:
+    """check_max_tokens before the model loads, from its shape (a model not on this machine yet is checked later)."""
+    from engine.models import describe_model
+    from profiler.session.builder import engine_config
+
+    described = describe_model(options.model)
+    if described is not None:
+        check_max_tokens(max_tokens, engine_config(options).resolve_max_model_len(described.context_length),
+                         options.model, option)  # fmt: skip
+
+
+def check_max_tokens(max_tokens: int, context: int, model: str, option: str = "--max-tokens") -> None:
+    """-n beyond the model's context is a typo (-n 1000000000 would otherwise run until the context is full)."""
+    if max_tokens >= context:
+        raise OptionError(f"{option} {max_tokens:,} does not fit {model}'s context of {context:,} tokens (the "
+                          f"prompt included): use at most {context - 1:,}")  # fmt: skip
+
+
 def run_generate(
     options: EngineOptions, prompts: Sequence[str], params: SamplingParams, *, chat: bool, as_json: bool
 ) -> int:
@@ -62,9 +80,11 @@ def run_generate(
     from profiler.session.builder import build_engine, load_for_options
 
     err = Console(stderr=True)
+    check_fits_context(params.max_tokens, options)
     loaded = load_for_options(options, progress=dim_printer(err))
     built = build_engine(loaded, options)
     engine = built.engine
+    check_max_tokens(params.max_tokens, engine.max_model_len, options.model)  # a model that was not on this machine
     stream_one = len(prompts) == 1 and not as_json
     with engine:
         handles = [

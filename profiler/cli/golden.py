@@ -35,9 +35,11 @@ def golden(
     from rich.console import Console
 
     from profiler.checks.golden import run_golden
+    from profiler.cli.generate import check_fits_context
     from profiler.session.builder import load_for_options
 
     _check_sizes(requests, max_tokens, kv_blocks)
+    check_fits_context(max_tokens, options)
     combinations = _combinations(combination, every_combination)
     err = Console(stderr=True)
     loaded = load_for_options(options, progress=dim_printer(err))

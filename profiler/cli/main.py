@@ -6,7 +6,8 @@ import sys
 
 import typer
 
-from errors import InferProfError
+from errors import OUTPUT_ERRNOS, InferProfError, output_error
+from profiler.cli import restore_signals
 from profiler.cli.app import app
 from profiler.cli.help_format import install as install_help_format
 
@@ -18,6 +19,7 @@ from profiler.cli import run, serve, sweep, compare, report, budget, selftest, g
 
 def main() -> None:
     """Run the app; exit 0 success, 1 a check failed, 2 bad input (one line on stderr), 130 interrupted."""
+    restore_signals()
     install_help_format()
     try:
         # Without standalone mode click returns a command's typer.Exit code instead of exiting: pass it on.
@@ -31,6 +33,12 @@ def main() -> None:
     except KeyboardInterrupt:
         typer.echo("infer-prof: interrupted", err=True)
         sys.exit(130)
+    except OSError as exc:
+        # A write outside rundir.atomic (a library saving a file, a collector's log): still one line, exit 2.
+        if exc.errno not in OUTPUT_ERRNOS:
+            raise
+        typer.echo(f"infer-prof: error: {output_error(exc, verb='use')}", err=True)
+        sys.exit(2)
     except Exception as exc:
         usage = _usage_error(exc)
         if usage is None:

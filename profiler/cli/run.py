@@ -90,16 +90,17 @@ def run_command(
 
     console = Console(stderr=True)
     spec, options = _checked_inputs(options, scenario, requests, duration, out, profile, verify, policy_given, console)
-    with stop_on_signals(console) as stop:
+    # The run directory is claimed before the model loads: a second run into it, or an unwritable default, is refused first.
+    with stop_on_signals(console) as stop, _claimed_run_dir(out, spec.name) as run_dir:
         loaded = _load(options, console)
-        with _claimed_run_dir(out, spec.name) as run_dir:
-            console.print(f"model [bold]{options.model}[/bold] ({loaded.source}); scenario [bold]{spec.name}[/bold]: {spec.description}")
-            outcome = run_profiled(options, scenario=spec, loaded=loaded, out=run_dir, profile=profile, console=console,
-                                   stop_event=stop.event)  # fmt: skip
-            if verify and not outcome.interrupted:
-                _verify(outcome, options, spec, loaded, console, stop.event, profile)
-            _write_reports(outcome, report, console, stop, verbose=verbose)
-    return _exit_code(stop, outcome)
+        console.print(f"model [bold]{options.model}[/bold] ({loaded.source}); scenario [bold]{spec.name}[/bold]: {spec.description}")
+        _say_clipped_warmup(scenario, spec, console)
+        outcome = run_profiled(options, scenario=spec, loaded=loaded, out=run_dir, profile=profile, console=console,
+                               stop_event=stop.event)  # fmt: skip
+        if verify and not outcome.interrupted:
+            _verify(outcome, options, spec, loaded, console, stop.event, profile)
+        _write_reports(outcome, report, console, stop, verbose=verbose)
+    return _exit_code(stop, outcome, console)
 
 
 @contextmanager
@@ -112,11 +113,40 @@ def _claimed_run_dir(out: Path | None, scenario_name: str) -> Iterator[Path]:
         claim.release(keep=(claim.path / "result.json").exists())
 
 
-def _exit_code(stop: GracefulStop, outcome: Any) -> int:
-    """128 + the signal that stopped the run, 130 for a run cut short otherwise, else 0."""
+def _say_clipped_warmup(scenario: str, spec: ScenarioSpec, console: Console) -> None:
+    """--requests below the scenario's warm-up shrank the warm-up with it (ScenarioSpec.with_overrides): say so once
+    the run starts, not among the checks, which end in one line when they refuse."""
+    from scenarios.spec import load_scenario
+
+    planned = load_scenario(scenario).warmup_requests
+    if spec.warmup_requests < planned:
+        console.print(f"[yellow]note: the warm-up shrinks with --requests, to {spec.warmup_requests} of the scenario's "
+                      f"{planned} requests[/yellow]")  # fmt: skip
+
+
+def _exit_code(stop: GracefulStop, outcome: Any, console: Console) -> int:
+    """128 + the signal that stopped the run, 130 for a run cut short otherwise, 1 when no request completed
+    (nothing was measured, whatever the files say), else 0."""
     if stop.exit_code is not None:
         return stop.exit_code
-    return INTERRUPTED_EXIT_CODE if outcome.interrupted else 0
+    if outcome.interrupted:
+        return INTERRUPTED_EXIT_CODE
+    if outcome.result.metrics.get("completed") == 0:
+        console.print(f"[red]infer-prof: no request completed, so nothing was measured: {_first_failure(outcome)}[/red]",
+                      soft_wrap=True)  # fmt: skip
+        return 1
+    return 0
+
+
+def _first_failure(outcome: Any) -> str:
+    """Why the first measured request failed, from the run's requests table, on one line."""
+    table = outcome.requests
+    if "warmup" in table.columns:
+        table = table[~table["warmup"].astype(bool)]
+    reasons = [str(error) for error in table.get("error", []) if isinstance(error, str) and error.strip()]
+    if not reasons:
+        return f"{len(table)} requests, none finished (see {outcome.run_dir / 'requests.csv'})"
+    return f"{len(reasons)} of {len(table)} failed, the first with: {' '.join(reasons[0].split())[:300]}"
 
 
 def _checked_inputs(
@@ -201,7 +231,7 @@ def run_target_command(
             outcome = run_target_session(plan, spec, run_dir, tokenizer=tokenizer, profile=profile,
                                          stop_event=stop.event, hooks=hooks, prompt_model=options.model)  # fmt: skip
         _write_reports(outcome, report, console, stop, verbose=verbose)
-    return _exit_code(stop, outcome)
+    return _exit_code(stop, outcome, console)
 
 
 def _check_load_flags(requests: int | None, duration: float | None, profile: str) -> None:

@@ -155,6 +155,7 @@ def sweep_command(
     from profiler.rundir.sweepdir import is_sweep_dir
     from profiler.sweep.run import RayTarget, prepare_cells, run_sweep
     from profiler.sweep.spec import load_sweep
+    from profiler.sweep.state import check_sweep_dir
 
     console = Console(stderr=True)
     spec = load_sweep(file)
@@ -165,9 +166,10 @@ def sweep_command(
     if ray is None and (cell_cpus != 1 or cell_gpus != 0):
         raise OptionError("--cell-cpus and --cell-gpus size Ray tasks: give them with --ray")
     target = RayTarget(ray, cell_cpus, cell_gpus) if ray is not None else None
-    prepare_cells(spec)  # every cell checked before the directory is touched
+    cells = prepare_cells(spec)  # every cell checked before the directory is touched
     out_dir = out or Path("runs") / f"sweep-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}-{spec.name}"
     check_output_dir(out_dir)
+    check_sweep_dir(spec, cells, out_dir, resume=resume)  # a damaged or another sweep's directory: before any line
     console.print(f"sweep [bold]{spec.name}[/bold]: {spec.description}")
     with stop_on_signals(console) as stop, sweep_progress(console, ray=target is not None) as hooks:
         outcome = run_sweep(spec, out_dir, resume=resume, ray=target, hooks=hooks, stop_event=stop.event)

@@ -1,4 +1,5 @@
-"""Atomic file writes: a reader sees the old file or the new one, never half of one, with the user's umask."""
+"""Atomic file writes: a reader sees the old file or the new one, never half of one, with the user's umask; an OS
+error on the way (disk full, read-only, name too long) leaves the old file and becomes one OutputError."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from errors import output_error
+
 
 def write_atomic(path: str | os.PathLike[str], write: Callable[[Any], None], *, binary: bool = False) -> Path:
     """Call write(fileobj) on a temp file beside `path`, fsync it, then rename it over `path`.
@@ -17,8 +20,11 @@ def write_atomic(path: str | os.PathLike[str], write: Callable[[Any], None], *, 
     0600 files, and a run directory shared on a team server must be readable by the team.
     """
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    except OSError as exc:
+        raise output_error(exc, target) from None
     try:
         os.fchmod(fd, 0o666 & ~current_umask())
         encoding, newline = (None, None) if binary else ("utf-8", "")
@@ -27,11 +33,13 @@ def write_atomic(path: str | os.PathLike[str], write: Callable[[Any], None], *, 
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp_name, target)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp_name)
         except FileNotFoundError:
             pass
+        if isinstance(exc, OSError):
+            raise output_error(exc, target) from None
         raise
     return target
 

@@ -3,16 +3,34 @@
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import os
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
-from errors import OptionError
+from errors import OptionError, output_error
 
 LOCK_NAME = ".infer-prof.lock"
+_Checked = TypeVar("_Checked", bound=Callable)  # type: ignore[type-arg]
 
 
+def _os_errors_as_output_errors(check: _Checked) -> _Checked:
+    """Looking at a path can fail too (a 300-character name: ENAMETOOLONG from stat): one line, exit 2."""
+
+    @functools.wraps(check)
+    def checked(path: Path, *args, **kwargs):  # type: ignore[no-untyped-def]
+        try:
+            return check(path, *args, **kwargs)
+        except OSError as exc:
+            raise output_error(exc, exc.filename or path) from None
+
+    return checked  # type: ignore[return-value]
+
+
+@_os_errors_as_output_errors
 def check_run_dir(path: Path, option: str = "--out") -> None:
     """A run directory must be new or empty, and creatable and writable by this process."""
     if str(path) == "":
@@ -31,6 +49,7 @@ def check_run_dir(path: Path, option: str = "--out") -> None:
     _probe(_nearest_existing(path, option), option)
 
 
+@_os_errors_as_output_errors
 def check_output_dir(path: Path, option: str = "--out") -> None:
     """A directory for report files: existing or creatable, and writable."""
     if str(path) == "":
@@ -40,6 +59,7 @@ def check_output_dir(path: Path, option: str = "--out") -> None:
     _probe(path if path.exists() else _nearest_existing(path, option), option)
 
 
+@_os_errors_as_output_errors
 def check_output_file(path: Path, option: str) -> None:
     """A file to write (JUnit, BMF): not a directory, and its folder existing or creatable, and writable."""
     if str(path) == "" or path.is_dir():
@@ -64,7 +84,7 @@ def _probe(folder: Path, option: str) -> None:
     try:
         os.rmdir(tempfile.mkdtemp(prefix=".infer-prof-probe-", dir=folder))
     except OSError as exc:
-        raise OptionError(f"{option}: cannot write in {folder} ({exc.strerror or exc}); choose a writable place") from None
+        raise output_error(exc, f"{option} {folder}" if option else folder) from None
 
 
 @dataclass
@@ -84,6 +104,7 @@ class RunDirClaim:
                 pass
 
 
+@_os_errors_as_output_errors
 def claim_run_dir(path: Path, option: str = "--out") -> RunDirClaim:
     """Make (or take) the run directory and lock it; a second run pointed at it is refused."""
     check_run_dir(path, option)
@@ -100,8 +121,10 @@ def claim_run_dir(path: Path, option: str = "--out") -> RunDirClaim:
     return RunDirClaim(path, created)
 
 
+@_os_errors_as_output_errors
 def claim_default_run_dir(scenario_name: str, root: Path = Path("runs")) -> RunDirClaim:
     """runs/<time>-<scenario>, with -2, -3, ... when another run took that name in the same second."""
+    check_output_dir(root, "")  # an unwritable working directory is one line, not 999 refused names
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     for number in range(1, 1000):
         candidate = root / (f"{stamp}-{scenario_name}" + ("" if number == 1 else f"-{number}"))

@@ -33,7 +33,7 @@ from typing import Any
 
 import pandas as pd
 
-from errors import ResultError
+from errors import MAX_DATA_BYTES, ResultError, read_bounded
 from profiler.rundir.atomic import write_atomic, write_json_atomic
 from profiler.rundir.schema import (
     SCHEMA_VERSION,
@@ -154,7 +154,7 @@ def read_result(run_dir: str | Path) -> RunResult:
     if not result_path.exists():
         raise ResultError(f"{path}: no result.json here; pass a directory written by `infer-prof run`")
     try:
-        data = json.loads(result_path.read_text(encoding="utf-8"))
+        data = json.loads(read_bounded(result_path, ResultError, limit=MAX_DATA_BYTES))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ResultError(f"{result_path}: not valid JSON ({exc}); re-record the run") from None
     except OSError as exc:

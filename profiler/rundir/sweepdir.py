@@ -25,7 +25,7 @@ from typing import Any
 
 import pandas as pd
 
-from errors import SweepError
+from errors import MAX_DATA_BYTES, SweepError, check_size, read_bounded
 from profiler.rundir.atomic import write_atomic, write_json_atomic
 
 SCHEMA_VERSION = 1
@@ -118,7 +118,7 @@ def read_manifest(sweep_dir: str | Path) -> dict[str, Any]:
     if not path.is_file():
         raise SweepError(f"{sweep_dir}: no {MANIFEST} here; pass a directory written by `infer-prof sweep`")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_bounded(path, SweepError, limit=MAX_DATA_BYTES))
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise SweepError(f"{path}: not valid JSON ({err}); re-run the sweep into a new directory") from None
     if not isinstance(data, dict) or data.get("kind") != KIND:
@@ -128,9 +128,15 @@ def read_manifest(sweep_dir: str | Path) -> dict[str, Any]:
             f"{path}: schema_version {data.get('schema_version')!r} is not supported "
             f"(this infer-prof reads {SCHEMA_VERSION}); re-run the sweep with this version"
         )
-    for key in ("axes", "cells", "repeats"):
+    for key, kind, what in (("axes", dict, "a table of axes"), ("cells", list, "a list of cells"),
+                            ("repeats", int, "a whole number")):  # fmt: skip
         if key not in data:
             raise SweepError(f"{path}: missing {key!r}; re-run the sweep into a new directory")
+        if not isinstance(data[key], kind) or isinstance(data[key], bool):
+            raise SweepError(f"{path}: {key!r} is {type(data[key]).__name__}, not {what}; re-run the sweep into a new directory")
+    for cell in data["cells"]:
+        if not (isinstance(cell, dict) and isinstance(cell.get("id"), str) and isinstance(cell.get("values"), dict)):
+            raise SweepError(f"{path}: a cell is not {{id, values}} ({str(cell)[:80]}); re-run the sweep into a new directory")
     return data
 
 
@@ -151,8 +157,10 @@ def read_table(sweep_dir: str | Path, name: str) -> pd.DataFrame:
     parquet, csv = folder / f"{name}.parquet", folder / f"{name}.csv"
     try:
         if parquet.is_file():
+            check_size(parquet, SweepError)
             return pd.read_parquet(io.BytesIO(parquet.read_bytes()))
         if csv.is_file():
+            check_size(csv, SweepError)
             return pd.read_csv(csv)
     except (OSError, ValueError) as err:
         raise SweepError(

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from errors import ResultError
+from errors import ResultError, check_size
 
 # Table cells: columns that must hold numbers (empty allowed), and the durations among them (>= 0).
 NUMERIC_REQUEST_COLUMNS = ("prompt_tokens", "output_tokens", "arrival_ns", "scheduled_ns", "first_token_ns",
@@ -42,6 +42,7 @@ def read_table(path: Path, columns: tuple[str, ...]) -> pd.DataFrame:
     """A CSV table of a run (empty, with `columns`, when it has no rows), or ResultError naming the file and
     what is wrong with it. The writer ends every table with a newline; a file that does not was cut off."""
     try:
+        check_size(path, ResultError)
         raw = path.read_bytes()
     except OSError as exc:
         raise ResultError(f"{path}: cannot be read ({exc.strerror or exc}); re-record the run") from None

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from engine.types import SamplingParams
-from errors import HTTPRequestError, InvalidSamplingParams
+from errors import HTTPRequestError, InferProfError, InvalidSamplingParams, check_nesting
 
 MAX_BODY_BYTES = 1 << 20  # a 2,048-token prompt is a few KB of text; a bigger body is a mistake or an attack
 MAX_STOP_STRINGS = 4  # OpenAI's limit
@@ -123,9 +123,13 @@ def parse_body(raw: bytes, schema: type[_Sampling]) -> Any:
     if len(raw) > MAX_BODY_BYTES:
         raise HTTPRequestError(f"the request body has {len(raw)} bytes; the limit is {MAX_BODY_BYTES}", status=413)
     try:
-        payload = json.loads(raw, parse_constant=_reject_constant)
-    except (ValueError, UnicodeDecodeError) as exc:
+        text = raw.decode("utf-8")
+        # json recurses once per nested array: 200,000 of them in under 1 MiB would be a RecursionError (a 500).
+        check_nesting(text, "the request body", _InvalidJSON)
+        payload = json.loads(text, parse_constant=_reject_constant)
+    except (ValueError, UnicodeDecodeError, RecursionError, _InvalidJSON) as exc:
         raise HTTPRequestError(f"the request body is not valid JSON ({exc}): send a JSON object", code="invalid_json") from None
+    _check_text(payload, "")
     if not isinstance(payload, dict):
         raise HTTPRequestError(f"the request body is a JSON {type(payload).__name__}: send a JSON object", status=422)
     try:
@@ -139,6 +143,29 @@ def parse_body(raw: bytes, schema: type[_Sampling]) -> Any:
         ) from None  # fmt: skip
     request.check_supported()
     return request
+
+
+class _InvalidJSON(InferProfError):
+    """A body the JSON parser cannot take (too deeply nested)."""
+
+
+def _check_text(value: Any, where: str) -> None:
+    """Every string in the body is text UTF-8 can carry: JSON's \\ud800 escapes decode to lone surrogates, which
+    the tokenizer cannot take (it raised TypeError, a 500)."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise HTTPRequestError(f"{where or 'body'}: a lone UTF-16 surrogate ({value[exc.start]!r}) at character "
+                                   f"{exc.start} is not text; send valid Unicode", param=where or None,
+                                   code="invalid_text") from None  # fmt: skip
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_text(key, where)
+            _check_text(item, f"{where}.{key}" if where else str(key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _check_text(item, f"{where}.{index}" if where else str(index))
 
 
 def _union_tag(part: object) -> bool:

@@ -33,6 +33,10 @@ from profiler.session.heap import HeapTrimmer
 CANCEL_GRACE_S = 5.0  # after the engine aborted what was left, how long streams get to send their last chunk
 
 
+MAX_PENDING = 1_000_000
+MAX_SHUTDOWN_S = 3600.0
+
+
 @dataclass(frozen=True, slots=True)
 class ServeOptions:
     """How the HTTP face listens and admits requests (the engine's own options are EngineOptions)."""
@@ -51,10 +55,14 @@ class ServeOptions:
             raise OptionError("--host='': give an address: 127.0.0.1 (this machine only) or 0.0.0.0 (every interface)")
         if not (isinstance(self.port, int) and 0 <= self.port <= 65535):
             raise OptionError(f"--port={self.port}: use 0 (any free port) to 65535")
-        if self.max_pending < 1:
-            raise OptionError(f"--max-pending={self.max_pending} must be at least 1")
-        if not math.isfinite(self.shutdown_timeout_s) or self.shutdown_timeout_s < 0:
-            raise OptionError(f"--shutdown-timeout={self.shutdown_timeout_s} must be >= 0 seconds")
+        # Each pending request holds its prompt and a stream; past these the value is a typo, not a plan.
+        if not 1 <= self.max_pending <= MAX_PENDING:
+            raise OptionError(f"--max-pending={self.max_pending}: use 1 to {MAX_PENDING:,}")
+        if not math.isfinite(self.shutdown_timeout_s) or not 0 <= self.shutdown_timeout_s <= MAX_SHUTDOWN_S:
+            raise OptionError(f"--shutdown-timeout={self.shutdown_timeout_s}: use 0 to {MAX_SHUTDOWN_S:g} seconds")
+        name = self.served_model_name
+        if name is not None and (len(name) > 256 or not name.isprintable()):
+            raise OptionError("--served-model-name: give one line of at most 256 printable characters")
 
 
 class GracefulServer(uvicorn.Server):

@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from errors import SweepError
+from errors import SweepError, read_bounded
 from profiler.session.options import OPTIONS
 from scenarios.spec import BUILTIN_DIR
 
@@ -109,7 +109,7 @@ def load_sweep(name_or_path: str | Path) -> SweepSpec:
     """A built-in sweep by name (see builtin_sweeps) or a sweep TOML file by path, validated."""
     path = _locate(str(name_or_path))
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_bounded(path, SweepError)
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise SweepError(
@@ -146,9 +146,9 @@ class _Parser:
             if key not in TOP_KEYS:
                 raise self.fail(key, "unknown key at the top level", f"keys {', '.join(TOP_KEYS)}")
         description = data.get("description")
-        if not isinstance(description, str) or not description.strip() or "\n" in description:
+        if not isinstance(description, str) or not description.strip() or "\n" in description or len(description) > 500:
             raise self.fail(
-                "description", "missing or not one line", "one line of text: the question the sweep answers"
+                "description", "missing, not one line or over 500 characters", "one line of text: the question the sweep answers"
             )
         axes = self.axes(data.get("axes"))
         profile = self.choice(data.get("profile", "default"), "profile", PROFILES)

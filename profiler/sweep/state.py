@@ -16,6 +16,15 @@ def open_sweep_dir(
     spec: SweepSpec, cells: list[Cell], out_dir: Path, *, resume: bool, runner: dict[str, Any]
 ) -> dict[str, Any]:
     """The manifest of a new sweep directory, or of the one being resumed; refuses to mix two sweeps."""
+    manifest = check_sweep_dir(spec, cells, out_dir, resume=resume)
+    manifest.update(repeats=spec.repeats, runner=runner, runs_total=len(cells) * spec.repeats, complete=False)
+    write_manifest(out_dir, manifest)
+    return manifest
+
+
+def check_sweep_dir(spec: SweepSpec, cells: list[Cell], out_dir: Path, *, resume: bool) -> dict[str, Any]:
+    """SweepError unless `out_dir` can take this sweep (new, or the same sweep to resume); writes nothing, so the
+    CLI calls it before it prints a line."""
     keys = [CellKey(cell.id, cell.values).to_json() for cell in cells]
     if is_sweep_dir(out_dir):
         if not resume:
@@ -48,8 +57,6 @@ def open_sweep_dir(
             "cells": keys,
             "started_at": now(),
         }
-    manifest.update(repeats=spec.repeats, runner=runner, runs_total=len(cells) * spec.repeats, complete=False)
-    write_manifest(out_dir, manifest)
     return manifest
 
 

@@ -72,6 +72,11 @@ def build(root: Path) -> list[Case]:
              _sweeps, _others)  # fmt: skip
     for part in parts:
         part(corpus)
+    from tests.corpus import untried
+
+    for part in (untried.limits, untried.sweep_dirs, untried.damaged_runs, untried.budgets, untried.sweep_files,
+                 untried.serve_options, untried.golden_and_bench):  # fmt: skip
+        part(corpus)
     ids = [case.id for case in corpus.cases]
     assert len(ids) == len(set(ids)), "case ids must be unique"
     return corpus.cases

@@ -23,9 +23,10 @@ def _leftovers(root: Path) -> list[str]:
     return sorted(str(path.relative_to(root)) for path in root.rglob(".*.tmp"))
 
 
-def _run_worker(cases: list[Case], root: Path) -> dict[str, dict]:
+def _run_worker(cases: list[Case], root: Path, cwd: Path | None = None) -> dict[str, dict]:
+    """Run `cases` in one worker process (in `cwd`, by default `root`, where the case list is written)."""
     spec = root / "cases.json"
-    spec.write_text(json.dumps([{"id": case.id, "args": case.args, "cwd": str(root)} for case in cases]))
+    spec.write_text(json.dumps([{"id": case.id, "args": case.args, "cwd": str(cwd or root)} for case in cases]))
     environment = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200", "NO_COLOR": "1"}
     process = subprocess.Popen([sys.executable, "-m", "tests.corpus.worker", str(spec)], cwd=ROOT, env=environment,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
