@@ -70,6 +70,10 @@ Section shapes (fractions are of the engine thread's wall time unless said other
                   skipped: {component: why}} (profiler/replay/replay.py); null when not replayed
                   `api` is the HTTP layer of `infer-prof serve` (parsing, validation, encoding, the
                   hand-off on the engine thread); 0 in an in-process run
+    health       the run's own conditions (profiler/analysis/health.py, health_section): {engine_thread:
+                  {cpu_s, wait_s, core_share}, machine: {cpus, others_cores, others_runnable_mean,
+                  steal_fraction}, load: {mode, offered_rps, delivered_rps, delivered_ratio, queue_share},
+                  contended, saturated, at_capacity, void: null | reason, lines: [str], thresholds}
     overhead     {throughput_ratio, method, collectors: {name: fraction}} (profiling cost)
     target       null for an in-process run; for `run --target URL`: {url, server: {name, version,
                   model, source}, ours: bool, pid: int | null, split: {available: bool, reason: str |
@@ -141,6 +145,7 @@ class RunResult:
     overhead: dict[str, Any] | None = None
     gpu_time: dict[str, Any] | None = None  # a GPU run's device-busy time and idle split (None on the CPU)
     replay: dict[str, Any] | None = None  # the C twins timed on this run's recorded work (None: not replayed)
+    health: dict[str, Any] | None = None  # the run's own conditions (profiler.analysis.health; None: not measured)
     collectors: dict[str, Any] = field(default_factory=dict)  # name -> {"status": ..., "reason": ...}
     files: dict[str, str] = field(default_factory=dict)
     partial: bool = False

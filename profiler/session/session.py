@@ -180,6 +180,7 @@ def record_session(
         analysis["gpu_time"] = gpu_time
         if analysis.get("verdict"):
             analysis["verdict"]["gpu"] = gpu_verdict(gpu_time)
+    analysis["health"] = _health(drive, metrics, scenario, request_rows)
     result = RunResult(
         config=run_config(options, loaded, prepared.built, scenario, profile=profile,
                           requests=sum(not request.warmup for request in prepared.requests),
@@ -199,6 +200,19 @@ def record_session(
         extras["gpu_timeline"] = device_timer.timeline()  # type: ignore[union-attr]
     return SessionOutcome(out_dir, result, pd.DataFrame(request_rows), steps, interrupted=drive.interrupted,
                           extras=extras)  # fmt: skip
+
+
+def _health(drive: Drive, metrics: dict[str, Any], scenario: ScenarioSpec, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """result.json's `health`: the probe's figures, the offered load (open loop: the measured arrivals' span)."""
+    from profiler.analysis.health import health_section, latency_growth, offered_rate
+
+    scheduled = sorted(record.scheduled_ns for record in (drive.load.records if drive.load else [])
+                       if not record.request.warmup and record.scheduled_ns is not None)  # fmt: skip
+    span_s = (scheduled[-1] - scheduled[0]) / 1e9 if len(scheduled) > 1 else None
+    offered = offered_rate(scenario.to_dict(), len(scheduled), span_s)
+    measured = sorted((row for row in rows if not row.get("warmup") and row.get("ok")), key=lambda row: row["arrival_ns"])
+    growth = latency_growth([row["e2e_ms"] for row in measured])
+    return health_section(drive.health_probe, metrics, scenario.to_dict(), offered_rps=offered, growth=growth)
 
 
 def engine_section(engine: Any, steps: pd.DataFrame) -> dict[str, Any]:
@@ -222,6 +236,7 @@ def _analyse(
     from profiler.analysis.breakdown import build_breakdown
     from profiler.analysis.diagnose import diagnose
     from profiler.overhead.costs import overhead_section
+    from profiler.rundir.twins import expand
 
     # C twins' spans are native code, not interpreter time: the breakdown counts them as "other".
     breakdown = build_breakdown(collector_results, engine_thread_name=ENGINE_THREAD_NAME, wall_ns=wall_ns,
@@ -232,7 +247,8 @@ def _analyse(
         "replay": replay,
         "verdict": diagnose(breakdown, native_speedups=native_speedups, measured_gains=measured_gains, collectors=statuses,
                             added_costs=_native_added_costs(prepared, options, steps, wall_ns),
-                            replayed=replay["components"] if replay else None),
+                            replayed=replay["components"] if replay else None,
+                            twins_on=expand(prepared.built.native_active)),
         # The collectors' self-measured costs; benchmarks/bench_overhead.py measures the real A/B ratio.
         "overhead": overhead_section(collector_results, wall_ns=wall_ns),
     }
