@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from profiler.rundir.health import VOID_BUSY, void_reason
 from profiler.rundir.results import CATEGORIES
 from profiler.stats import wilson_interval
 
@@ -171,6 +172,7 @@ def diagnose(
     added_costs: dict[str, float] | None = None,
     replayed: dict[str, dict[str, Any]] | None = None,
     twins_on: Iterable[str] = (),
+    health: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The result's `verdict` section (shape in profiler/rundir/results.py) from a breakdown and the collectors section.
 
@@ -183,7 +185,11 @@ def diagnose(
     the prediction subtracts it from the Amdahl gain.
 
     twins_on: components whose C twin ran (profiler.rundir.twins.twins_on): their prediction is empty
-    (`twin_on`: true) and the largest control path is chosen among the rest."""
+    (`twin_on`: true) and the largest control path is chosen among the rest.
+
+    health: the run's health section (profiler.analysis.health); on a busy machine each prediction is marked
+    `void` with the reason: the shares it rests on were measured under contention and its speedup replayed
+    after the load, on a machine that may be busy differently (which of them moves was not isolated)."""
     twins_on = sorted(set(twins_on))
     source, split = _pick_split(breakdown)
     spots = blind_spots(breakdown, collectors)
@@ -255,6 +261,14 @@ def diagnose(
                                twins_on)  # fmt: skip
     if twins_on:
         reasons.append(f"C twins on in this run: {', '.join(twins_on)}; nothing is predicted for them.")
+    machine_busy = void_reason(health) if (health or {}).get("void") == VOID_BUSY else None
+    if machine_busy:
+        for prediction in predictions.values():
+            if prediction.get("predicted_gain") is not None:
+                prediction["void"] = machine_busy
+        reasons.append(f"The predictions are void: {machine_busy}; under contention a prediction built from the run's "
+                       "shares and a speedup replayed after the load moved while the in-run measurement held "
+                       "(docs/measurements.md, \"Run health\"). Re-run on a quieter machine.")  # fmt: skip
     return {
         "twins_on": twins_on,
         "largest_control_path": largest_control_path(split, twins_on),

@@ -60,6 +60,7 @@ RUN_COLUMNS = (
     "interpreter_share_low",  # the run's own 95% interval of its share (verdict.interpreter_interval; null without)
     "interpreter_share_high",
     "health_void",  # why the run was distorted (a busy machine, a saturated engine: result.json health), or null
+    "control_us_per_token",  # the run's control figure (profiler.rundir.control): the sweep's drift guard
 )
 # cells table, after the axes. twins is the C twins the cell switches on ("none" for Python control paths,
 # else a sorted comma list); interpreter_share is the mean over repeats and interpreter_share_se its

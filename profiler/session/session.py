@@ -169,8 +169,10 @@ def record_session(
     steps = step_table(engine, prepared.tracer)
     collector_results = {collector.name: collector.result() for collector in prepared.collectors}
     statuses = {name: {"status": res.get("status", "ok"), "reason": res.get("reason")} for name, res in collector_results.items()}
+    health = _health(drive, metrics, scenario, request_rows)
     analysis = _analyse(prepared, collector_results, statuses, drive.wall_end_ns - drive.wall_start_ns,
-                        native_speedups, measured_gains, options, steps) if prepared.tracer is not None else {}  # fmt: skip
+                        native_speedups, measured_gains, options, steps, health) if prepared.tracer is not None else {}  # fmt: skip
+    analysis["health"] = health
     device_timer = next((c for c in prepared.collectors if c.name == "device_time"), None)
     gpu_time = gpu_time_section(device_timer, prepared.tracer, request_rows, (measure_start, measure_end),
                                 engine_thread_name=ENGINE_THREAD_NAME, kernels=collector_results.get("kernels"))  # fmt: skip
@@ -180,7 +182,6 @@ def record_session(
         analysis["gpu_time"] = gpu_time
         if analysis.get("verdict"):
             analysis["verdict"]["gpu"] = gpu_verdict(gpu_time)
-    analysis["health"] = _health(drive, metrics, scenario, request_rows)
     result = RunResult(
         config=run_config(options, loaded, prepared.built, scenario, profile=profile,
                           requests=sum(not request.warmup for request in prepared.requests),
@@ -230,7 +231,7 @@ def engine_section(engine: Any, steps: pd.DataFrame) -> dict[str, Any]:
 def _analyse(
     prepared: Prepared, collector_results: dict[str, Any], statuses: dict[str, Any], wall_ns: int,
     native_speedups: dict[str, float] | None, measured_gains: dict[str, float] | None,
-    options: EngineOptions, steps: pd.DataFrame,
+    options: EngineOptions, steps: pd.DataFrame, health: dict[str, Any] | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """The breakdown, the verdict and the profiling cost of a traced run."""
     from profiler.analysis.breakdown import build_breakdown
@@ -248,7 +249,7 @@ def _analyse(
         "verdict": diagnose(breakdown, native_speedups=native_speedups, measured_gains=measured_gains, collectors=statuses,
                             added_costs=_native_added_costs(prepared, options, steps, wall_ns),
                             replayed=replay["components"] if replay else None,
-                            twins_on=expand(prepared.built.native_active)),
+                            twins_on=expand(prepared.built.native_active), health=health),
         # The collectors' self-measured costs; benchmarks/bench_overhead.py measures the real A/B ratio.
         "overhead": overhead_section(collector_results, wall_ns=wall_ns),
     }

@@ -15,8 +15,9 @@ from errors import ResultError
 from native_paths.toggles import parse_native
 from profiler.analysis.diagnose import NATIVE_CAPABLE, THRESHOLDS, rule_for
 from profiler.checks.verify import busy_ns_per_token
+from profiler.rundir.control import control_figure, drift_void
 from profiler.rundir.health import void_reason
-from profiler.rundir.results import RunResult, read_result
+from profiler.rundir.results import RunResult, read_result, read_run
 from profiler.rundir.sweepdir import CELL_COLUMNS, RUN_COLUMNS, run_dir_of
 from profiler.stats import Interval, mean_interval, repeats_to_resolve
 from profiler.sweep.grid import NATIVE_AXIS, CellKey
@@ -69,9 +70,19 @@ def run_row(cell: CellKey, repeat: int, result: RunResult, run_dir: Path, sweep_
             "interpreter_share_low": interval.get("low"),
             "interpreter_share_high": interval.get("high"),
             "health_void": void_reason(result.health),
+            "control_us_per_token": _control(run_dir),
         }
     )
     return row
+
+
+def _control(run_dir: Path) -> float | None:
+    """The run's control figure (model span time per token), None without spans or when its tables are damaged."""
+    try:
+        figure = control_figure(read_run(run_dir))
+    except ResultError:
+        return None
+    return figure.value if figure else None
 
 
 def _host(run_dir: Path) -> str | None:
@@ -109,8 +120,9 @@ def cells_table(cells: list[CellKey], runs: pd.DataFrame) -> pd.DataFrame:
         gain = _paired_gain(group, by_cell.get(baseline)) if baseline else []
         share_interval = mean_interval(shares) or _one_run_interval(group)
         gain_interval = mean_interval(gain)
-        resolution = resolve(share_interval, gain_interval, len(group), gains=bool(baseline),
-                             voids=[str(value) for value in group.get("health_void", []) if _present(value)])  # fmt: skip
+        drift = _drift(group, by_cell.get(baseline)) if baseline else None
+        voids = [str(value) for value in group.get("health_void", []) if _present(value)] + ([drift] if drift else [])
+        resolution = resolve(share_interval, gain_interval, len(group), gains=bool(baseline), voids=voids)
         row: dict[str, Any] = dict(cell.values)
         row.update(
             {
@@ -147,6 +159,14 @@ def cells_table(cells: list[CellKey], runs: pd.DataFrame) -> pd.DataFrame:
 
 # A cell of one repeat has no gain interval; this many repeats give a first estimate of its noise.
 FIRST_NOISE_REPEATS = 3
+
+
+def _drift(native: pd.DataFrame, python: pd.DataFrame | None) -> str | None:
+    """The drift guard across a sweep: a native cell's gain is void when the control figure moved between it and
+    its Python cell (the machine changed between their runs: profiler.rundir.control.drift_void)."""
+    if python is None or "control_us_per_token" not in native or "control_us_per_token" not in python:
+        return None
+    return drift_void(_numbers(python["control_us_per_token"]), _numbers(native["control_us_per_token"]))
 
 
 def _one_run_interval(group: pd.DataFrame) -> Interval | None:
@@ -292,6 +312,7 @@ NUMERIC = {
     "measured_gain_low",
     "measured_gain_high",
     "repeats_to_resolve",
+    "control_us_per_token",
     "tokens",
     "steps",
     "torch_threads",

@@ -313,6 +313,11 @@ def predictions_table(result: RunResult) -> Table:
                                NOT_RECORDED, NOT_RECORDED])  # fmt: skip
             continue
         predicted, measured = prediction.get("predicted_gain"), prediction.get("measured_gain")
+        if prediction.get("void"):  # a busy machine's prediction (profiler.analysis.diagnose): no figure to act on
+            table.rows.append([component, fmt_pct(prediction.get("share")), _speedup_text(prediction),
+                               f"void: {prediction['void']}", _measured_text(measured, noise, verified.get(component)),
+                               NOT_RECORDED])  # fmt: skip
+            continue
         gap = (
             fmt_pp((measured - predicted) * 100)
             if predicted is not None and measured is not None

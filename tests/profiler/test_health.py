@@ -253,3 +253,16 @@ def test_no_prediction_and_no_control_path_for_twins_that_were_on():
     assert twins_sentence({"native": ["core", "sampler"]}).startswith(
         "C twins on in this run: scheduler, sampler, kv_alloc, prepare")
     assert twins_sentence({"native": []}) is None
+
+
+def test_predictions_on_a_busy_machine_are_void():
+    from profiler.analysis.diagnose import diagnose
+
+    split = {"categories": {"interpreter": 0.5, "kernel": 0.5, "idle": 0.0}, "components": {"sampler": 0.4}}
+    verdict = diagnose({"methods": {"spans": split}}, native_speedups={"sampler": 20.0}, measured_gains=None,
+                       collectors={}, health=BUSY)
+    assert "the machine was busy" in verdict["predictions"]["sampler"]["void"]
+    assert any(reason.startswith("The predictions are void") for reason in verdict["reasons"])
+    quiet = diagnose({"methods": {"spans": split}}, native_speedups={"sampler": 20.0}, measured_gains=None,
+                     collectors={})
+    assert "void" not in quiet["predictions"]["sampler"]

@@ -44,3 +44,15 @@ def test_a_void_run_leaves_its_cell_unresolved():
 @pytest.mark.parametrize("value", [0.01, 0.30])
 def test_each_rule_threshold_is_checked(value):
     assert not resolve(Interval(value, value - 0.005, value + 0.005), None, 3, gains=False)["share_resolved"]
+
+
+def test_the_drift_guard_voids_a_gain_whose_machine_moved():
+    import pandas as pd
+
+    from profiler.sweep.table import _drift
+
+    python = pd.DataFrame({"control_us_per_token": [100.0, 102.0]})
+    steady = pd.DataFrame({"control_us_per_token": [101.0, 99.0]})
+    moved = pd.DataFrame({"control_us_per_token": [160.0, 150.0]})
+    assert _drift(steady, python) is None
+    assert "the machine changed" in _drift(moved, python)
