@@ -22,8 +22,10 @@ from typing import Any
 
 from profiler.rundir.health import VOID_BUSY, VOID_SATURATED
 
-# Quiet runs on this 2-core machine gave the engine thread >= 0.92 of a core while it wanted one; one
-# busy-loop hog 0.62-0.70, two hogs 0.37-0.47. Below 0.75 the run's timings are visibly inflated.
+# Alone on a core a thread waits only for its wake-ups (a share near 1); with one CPU-bound competitor per core the
+# scheduler gives it about half. Below 0.75 the run averaged at least half a competitor per core over its whole
+# length. The runs measured for this (docs/measurements.md, "Run health") gave 0.03-0.08 on a machine shared by
+# ~20 runnable tasks: far below, whatever the exact line.
 CONTENDED_BELOW = 0.75
 # Below this much engine demand (CPU + wait) the share is a handful of scheduler ticks: too few to judge.
 MIN_DEMAND_S = 0.5
