@@ -12,7 +12,7 @@ ORDER = ("scheduler", "sampler", "kv_alloc", "prepare")
 
 def expand(names: Iterable[str]) -> list[str]:
     """Component names with `core` spelled out as the three it fuses, in the components' order."""
-    wanted = set()
+    wanted: set[str] = set()
     for name in names:
         wanted.update(FUSED if name == "core" else (name,))
     return [name for name in ORDER if name in wanted] + sorted(wanted - set(ORDER))
