@@ -24,7 +24,7 @@ from profiler.rundir.health import VOID_BUSY, VOID_SATURATED
 
 # Alone on a core a thread waits only for its wake-ups (a share near 1); with one CPU-bound competitor per core the
 # scheduler gives it about half. Below 0.75 the run averaged at least half a competitor per core over its whole
-# length. The runs measured for this (docs/measurements.md, "Run health") gave 0.03-0.08 on a machine shared by
+# length. The runs measured for this (docs/measurements.md, "Run health") gave 0.03-0.11 on a machine shared by
 # ~20 runnable tasks: far below, whatever the exact line.
 CONTENDED_BELOW = 0.75
 # Below this much engine demand (CPU + wait) the share is a handful of scheduler ticks: too few to judge.
