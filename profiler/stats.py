@@ -219,3 +219,23 @@ def wilson_interval(hits: float, trials: float, *, confidence: float = 0.95) -> 
 def proportions_differ(first: Interval, second: Interval) -> bool:
     """Whether two proportions' intervals do not overlap: a difference beyond sampling noise."""
     return first.high < second.low or second.high < first.low
+
+
+def mean_interval(values: Sequence[float], *, confidence: float = 0.95) -> Interval | None:
+    """The mean of a few repeats with its Student-t interval (repeats of a run are few and independent); None
+    with fewer than two values, whose spread says nothing about the noise."""
+    data = np.asarray([value for value in values if math.isfinite(value)], dtype=float)
+    if len(data) < 2:
+        return None
+    half = float(scipy.stats.t.ppf(0.5 + confidence / 2, len(data) - 1) * data.std(ddof=1) / math.sqrt(len(data)))
+    point = float(data.mean())
+    return Interval(point, point - half, point + half, confidence)
+
+
+def repeats_to_resolve(repeats: int, half_width: float, distance: float, *, most: int = 1000) -> int | None:
+    """Repeats at which an interval of `half_width` over `repeats` would shrink (as 1/sqrt(n)) to clear a threshold
+    `distance` away from its point; None when the point sits on the threshold (no count resolves it)."""
+    if distance <= 0 or repeats < 1:
+        return None
+    needed = math.ceil(repeats * (half_width / distance) ** 2)
+    return min(most, max(repeats + 1, needed))

@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from profiler.rundir.health import VOID_BUSY, void_reason
 from profiler.rundir.results import CATEGORIES
 from profiler.stats import wilson_interval
 
@@ -33,6 +34,9 @@ RULE_STAY = "stay in Python"
 RULE_TARGETED = "targeted native paths"
 RULE_REWRITE = "a native rewrite pays"
 NATIVE_CAPABLE = ("scheduler", "sampler", "kv_alloc", "prepare")
+# Per-token control flow a native twin replaces; model_glue is the model's own Python around its kernels, which no
+# twin replaces, so it is never "the largest control path".
+CONTROL_PATHS = ("scheduler", "sampler", "kv_alloc", "prepare", "tokenizer", "detokenizer")
 CONTROL_COMPONENTS = ("scheduler", "sampler", "kv_alloc", "prepare", "tokenizer", "detokenizer", "queue", "model_glue")
 DISAGREEMENT_NOTE_PP = 10.0
 IDLE_NOTE = 0.30
@@ -167,6 +171,8 @@ def diagnose(
     collectors: dict[str, Any],
     added_costs: dict[str, float] | None = None,
     replayed: dict[str, dict[str, Any]] | None = None,
+    twins_on: Iterable[str] = (),
+    health: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The result's `verdict` section (shape in profiler/rundir/results.py) from a breakdown and the collectors section.
 
@@ -176,7 +182,15 @@ def diagnose(
 
     added_costs: per component, work its native twin would add that the Python twin does not do, as a share
     of wall time (on a GPU the C sampler needs the logits copied to the host: see profiler.session.transfer);
-    the prediction subtracts it from the Amdahl gain."""
+    the prediction subtracts it from the Amdahl gain.
+
+    twins_on: components whose C twin ran (profiler.rundir.twins.twins_on): their prediction is empty
+    (`twin_on`: true) and the largest control path is chosen among the rest.
+
+    health: the run's health section (profiler.analysis.health); on a busy machine each prediction is marked
+    `void` with the reason: the shares it rests on were measured under contention and its speedup replayed
+    after the load, on a machine that may be busy differently (which of them moves was not isolated)."""
+    twins_on = sorted(set(twins_on))
     source, split = _pick_split(breakdown)
     spots = blind_spots(breakdown, collectors)
     if split is None:
@@ -243,8 +257,21 @@ def diagnose(
                 "trust the spans for components and the samples for what native code does."
             )
 
-    predictions = _predictions(split, busy, _speedups(native_speedups, replayed), measured_gains, reasons, added_costs)
+    predictions = _predictions(split, busy, _speedups(native_speedups, replayed), measured_gains, reasons, added_costs,
+                               twins_on)  # fmt: skip
+    if twins_on:
+        reasons.append(f"C twins on in this run: {', '.join(twins_on)}; nothing is predicted for them.")
+    machine_busy = void_reason(health) if (health or {}).get("void") == VOID_BUSY else None
+    if machine_busy:
+        for prediction in predictions.values():
+            if prediction.get("predicted_gain") is not None:
+                prediction["void"] = machine_busy
+        reasons.append(f"The predictions are void: {machine_busy}; under contention a prediction built from the run's "
+                       "shares and a speedup replayed after the load moved while the in-run measurement held "
+                       "(docs/measurements.md, \"Run health\"). Re-run on a quieter machine.")  # fmt: skip
     return {
+        "twins_on": twins_on,
+        "largest_control_path": largest_control_path(split, twins_on),
         "category": category,
         "component": component,
         "share": share,
@@ -257,6 +284,13 @@ def diagnose(
         "blind_spots": spots,
         "source": source,
     }
+
+
+def largest_control_path(split: dict[str, Any], twins_on: Iterable[str] = ()) -> dict[str, Any] | None:
+    """{name, share} of the largest control path still in Python (not model_glue, not a twin that was on)."""
+    skip = set(twins_on)
+    name, share = _largest(split.get("components") or {}, [path for path in CONTROL_PATHS if path not in skip])
+    return {"name": name, "share": share} if name and share > 0 else None
 
 
 def _speedups(native_speedups: dict[str, float] | None, replayed: dict[str, dict[str, Any]] | None
@@ -274,11 +308,19 @@ def _speedups(native_speedups: dict[str, float] | None, replayed: dict[str, dict
 def _predictions(
     split: dict[str, Any], busy: float, speedups: dict[str, dict[str, Any]],
     measured_gains: dict[str, float] | None, reasons: list[str], added_costs: dict[str, float] | None = None,
+    twins_on: Iterable[str] = (),
 ) -> dict[str, dict[str, Any]]:  # fmt: skip
     """Per native-capable component: its share of busy time, speedup (with its interval when replayed) and
     Amdahl gain (reasons get a line each), less any work the native twin adds (`added_costs`, shares of wall time)."""
-    predictions = {}
+    predictions: dict[str, dict[str, Any]] = {}
     for name in NATIVE_CAPABLE:
+        if name in twins_on:
+            # Its C twin already ran: the share is native time, and a speedup over itself predicts nothing.
+            predictions[name] = {"share": (split["components"].get(name) or 0.0) / busy if busy > 0 else 0.0,
+                                 "native_speedup": None, "native_speedup_low": None, "native_speedup_high": None,
+                                 "speedup_source": None, "predicted_gain": None, "predicted_gain_low": None,
+                                 "predicted_gain_high": None, "measured_gain": None, "twin_on": True}  # fmt: skip
+            continue
         component_share = (split["components"].get(name) or 0.0) / busy if busy > 0 else 0.0
         found = speedups.get(name) or {}
         speedup, low, high = found.get("speedup"), found.get("low"), found.get("high")

@@ -17,9 +17,11 @@ import numpy as np
 
 from profiler.budget.spec import ALIASES, Assertion, BudgetError, BudgetFile
 from profiler.rundir.control import control_figure, drift_void
+from profiler.rundir.health import void_reason
 from profiler.rundir.native import refuse_fallback
 from profiler.rundir.results import ResultError, RunData, RunResult, read_result, read_run
 from profiler.rundir.samples import measured_requests, token_gaps_ms
+from profiler.rundir.twins import twins_on
 from profiler.stats import (
     Statistic,
     bootstrap_ratio,
@@ -242,13 +244,42 @@ def check_budget_with_runner(
 # ---------------------------------------------------------------------------------------------
 
 
+def _twin_on(assertion: Assertion, runs: list[_Run]) -> str | None:
+    """Why a prediction's figure is null: the run had that component's C twin on, so nothing was predicted."""
+    for path in assertion.paths:
+        parts = path.split(".")
+        if parts[:2] != ["verdict", "predictions"] or len(parts) < 3:
+            continue
+        for run in _runs_for(assertion, runs):
+            if parts[2] in twins_on(run.result.config or {}):
+                return (f"{run.label} ran the C {parts[2]}: nothing is predicted for a twin that was on; "
+                        f"check this budget on a run with the Python {parts[2]}")
+    return None
+
+
+def _distorted(assertion: Assertion, runs: list[_Run], baselines: list[_Run]) -> str | None:
+    """Why a timed assertion cannot be read from these runs: one was distorted (a busy machine, a saturated
+    engine: profiler.analysis.health); counters come from counting runs, which no contention changes."""
+    if assertion.is_counter:
+        return None
+    chosen = _runs_for(assertion, runs) + (_runs_for(assertion, baselines) if assertion.needs_baseline else [])
+    for run in chosen:
+        reason = void_reason(run.result.health)
+        if reason:
+            return f"void: {run.label}: {reason}; re-run on a quieter machine (or at a rate the engine can serve)"
+    return None
+
+
 def _evaluate(assertion: Assertion, runs: list[_Run], baselines: list[_Run], alpha: float,
               void: str | None = None) -> AssertionResult:  # fmt: skip
+    distorted = _distorted(assertion, runs, baselines)
+    if distorted:
+        # Not a pass and not a regression: the run measured its machine's contention, not the engine.
+        return AssertionResult(assertion, passed=False, reason=distorted, test="void")
     values = _values(assertion, runs)
     if any(value is None for value in values):
-        return AssertionResult(
-            assertion, passed=False, reason="metric is null in a run (nothing was measured)"
-        )
+        return AssertionResult(assertion, passed=False, reason=_twin_on(assertion, runs)
+                               or "metric is null in a run (nothing was measured)")  # fmt: skip
     measured = _aggregate([v for v in values if v is not None], assertion.aggregate)
     outcome = AssertionResult(assertion, passed=True, reason="", measured=measured, values=values)  # type: ignore[arg-type]
     reasons: list[str] = []

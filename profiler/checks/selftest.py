@@ -72,10 +72,17 @@ class CaseResult:
     seconds: float
     injections: list[str]
     error: str | None = None
+    busy: str | None = None  # the run's health said the machine was busy (profiler.rundir.health), with figures
 
     @property
     def ok(self) -> bool:
         return self.error is None and self.category == self.case.expected and self.component == self.case.component
+
+    @property
+    def void(self) -> str | None:
+        """Why a wrong answer says nothing about the profiler: its run was starved of CPU (None when right, or
+        when the machine was not the cause)."""
+        return None if self.ok or self.error is not None else self.busy
 
 
 def _closed_loop(name: str, clients: int, requests: int, output: int, sampling: SamplingSettings) -> ScenarioSpec:
@@ -165,7 +172,15 @@ def run_case(case: Case, *, quick: bool, out_dir: Path, models: Any = None) -> C
         return CaseResult(case, category, share, component, time.perf_counter() - started, [],
                           f"the model span's kernel share was not measured (source: {source or 'none'})")  # fmt: skip
     return CaseResult(case, category, share, component, time.perf_counter() - started,
-                      list(outcome.result.config.get("injections", [])))  # fmt: skip
+                      list(outcome.result.config.get("injections", [])), busy=_busy(outcome.result))  # fmt: skip
+
+
+def _busy(result: Any) -> str | None:
+    """The run's void reason when the machine was busy; a saturated engine is by design in some cases (idle, lock)."""
+    from profiler.rundir.health import VOID_BUSY, void_reason
+
+    health = getattr(result, "health", None) or {}
+    return void_reason(health) if health.get("void") == VOID_BUSY else None
 
 
 def _answer(case: Case, result: Any) -> tuple[str | None, float | None, str | None]:

@@ -28,6 +28,7 @@ def compare(
     requests: Annotated[Optional[int], typer.Option("--requests", "-r", help="With --repeat: override the scenario's request count.")] = None,
     out: Annotated[Optional[str], typer.Option("--out", "-o", help="Where compare.html, compare.pdf and compare.json go.")] = None,
     drift_guard: Annotated[bool, typer.Option("--drift-guard/--no-drift-guard", help="Call the comparison void when the model span's time per token moved (the machine changed). Turn it off when the change itself touches the model.")] = True,
+    allow_unlike: Annotated[bool, typer.Option("--allow-unlike", help="Compare runs of different scenarios, models, request counts or targets anyway (refused otherwise); the comparison says so first.")] = False,
     *,
     options: EngineOptions,
 ) -> None:
@@ -35,12 +36,13 @@ def compare(
     map of the difference cell by cell."""
     raise typer.Exit(compare_command(before or [], repeat=repeat, options=options, before_native=before_native,
                                      after_native=after_native, scenario=scenario, requests=requests,
-                                     out=output_path(out, "--out"), drift_guard=drift_guard))  # fmt: skip
+                                     out=output_path(out, "--out"), drift_guard=drift_guard,
+                                     allow_unlike=allow_unlike))  # fmt: skip
 
 
 def compare_command(
     dirs: list[Path], *, repeat: int | None, options: EngineOptions, before_native: str, after_native: str,
-    scenario: str, requests: int | None, out: Path | None, drift_guard: bool = True,
+    scenario: str, requests: int | None, out: Path | None, drift_guard: bool = True, allow_unlike: bool = False,
 ) -> int:  # fmt: skip
     from rich.console import Console
 
@@ -67,7 +69,7 @@ def compare_command(
         _check_repeat_inputs(scenario, requests, before_native, after_native)
         before_dirs, after_dirs = _run_interleaved(options, before_native, after_native, scenario, requests, repeat,
                                                    out_dir, console)  # fmt: skip
-    result = compare_runs(before_dirs, after_dirs, drift_guard=drift_guard)
+    result = compare_runs(before_dirs, after_dirs, drift_guard=drift_guard, allow_unlike=allow_unlike)
     render_comparison(result, Console())
     files = write_comparison_report(result, out_dir)
     console.print("comparison: " + ", ".join(str(path) for path in files.values()))

@@ -50,16 +50,23 @@ def render_selftest(results: list[CaseResult], *, quick: bool, out: Console, err
                   title=f"infer-prof selftest ({'quick' if quick else 'full'})")  # fmt: skip
     for result in results:
         share = f"{result.share:.1%}" if result.share is not None else "-"
-        mark = "[green]ok[/green]" if result.ok else "[red]WRONG[/red]"
+        mark = "[green]ok[/green]" if result.ok else f"[yellow]void: {result.void}[/yellow]" if result.void else "[red]WRONG[/red]"
         measured = result.category or f"error: {result.error}"
         table.add_row(result.case.name, f"{result.case.expected} ({result.case.component})",
                       f"{measured} ({result.component or '-'})", share, f"{result.seconds:.1f}", mark)  # fmt: skip
     out.print(table)
     for result in results:
         out.print(f"  {result.case.name}: {result.case.planted}", style="dim", highlight=False)
-    wrong = [result.case.name for result in results if not result.ok]
+    wrong = [result.case.name for result in results if not result.ok and not result.void]
+    void = [result.case.name for result in results if result.void]
+    if void:
+        # Not a defect of the profiler, and not a pass either: the run measured the machine's contention.
+        err.print(f"[yellow]selftest: {len(void)} case(s) void, the machine was busy: {', '.join(void)}; "
+                  "re-run them on a quieter machine[/yellow]")  # fmt: skip
     if wrong:
         err.print(f"[red]selftest: {len(wrong)} of {len(results)} case(s) named wrongly: {', '.join(wrong)}[/red]")
+        return 1
+    if void:
         return 1
     err.print(f"selftest: all {len(results)} case(s) named correctly")
     return 0

@@ -43,6 +43,7 @@ from profiler.rundir.schema import (
     EngineFigures,
     Environment,
     GpuTime,
+    Health,
     Metrics,
     Overhead,
     Replay,
@@ -91,6 +92,7 @@ class RunResult:
     breakdown: Breakdown | None = None
     verdict: Verdict | None = None
     target: Target | None = None  # a `run --target` run's server (None: the in-process engine)
+    health: Health | None = None  # the run's own conditions (profiler.analysis.health; None: not measured)
     overhead: Overhead | None = None
     gpu_time: GpuTime | None = None  # a GPU run's device-busy time and idle split (None on the CPU)
     replay: Replay | None = None  # the C twins timed on this run's recorded work (None: not replayed)

@@ -279,6 +279,21 @@ class Target(TypedDict, total=False):
     http: dict[str, Any]
 
 
+class Health(TypedDict, total=False):
+    """The run's own conditions (profiler.analysis.health): the CPU the engine thread got, others' load,
+    offered against delivered load, and whether that voids the run's timings."""
+
+    engine_thread: dict[str, float | None]  # cpu_s, wait_s, core_share
+    machine: dict[str, float | int | None]  # cpus, others_cores, others_runnable_mean, steal_fraction
+    load: dict[str, Any]  # mode, offered_rps, delivered_rps, delivered_ratio, queue_share, latency_growth
+    contended: bool
+    saturated: bool
+    at_capacity: bool
+    void: str | None
+    lines: list[str]
+    thresholds: dict[str, float]
+
+
 class CollectorStatus(TypedDict, total=False):
     status: Literal["ok", "skipped", "failed"]
     reason: str | None
@@ -297,6 +312,7 @@ class ResultFile(TypedDict, total=False):
     breakdown: Breakdown | None
     verdict: Verdict | None
     target: Target | None
+    health: Health | None
     overhead: Overhead | None
     gpu_time: GpuTime | None
     replay: Replay | None

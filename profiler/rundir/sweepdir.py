@@ -57,6 +57,10 @@ RUN_COLUMNS = (
     "native_active",
     "torch_threads",
     "host",
+    "interpreter_share_low",  # the run's own 95% interval of its share (verdict.interpreter_interval; null without)
+    "interpreter_share_high",
+    "health_void",  # why the run was distorted (a busy machine, a saturated engine: result.json health), or null
+    "control_us_per_token",  # the run's control figure (profiler.rundir.control): the sweep's drift guard
 )
 # cells table, after the axes. twins is the C twins the cell switches on ("none" for Python control paths,
 # else a sorted comma list); interpreter_share is the mean over repeats and interpreter_share_se its
@@ -79,6 +83,16 @@ CELL_COLUMNS = (
     "busy_us_per_token",
     "output_token_throughput",
     "engine_samples",
+    # 95% intervals over repeats (Student t; null with one repeat) and whether the cell can be read: a share whose
+    # interval straddles a rule threshold (1%, 30%) or a gain whose interval straddles 0 is "unresolved" (no verdict),
+    # with the repeats that would resolve it (profiler.sweep.table.resolve).
+    "interpreter_share_low",
+    "interpreter_share_high",
+    "measured_gain_low",
+    "measured_gain_high",
+    "resolved",
+    "unresolved_reason",
+    "repeats_to_resolve",
 )
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from engine.types import SamplingParams
 from errors import RequestError
+from profiler.collectors.health import HealthProbe
 from profiler.collectors.spill import SpillFile
 from profiler.session.heap import HeapTrimmer
 from scenarios.loadgen import LoadRecord, LoadResult, RequestSpec, run_load
@@ -126,6 +127,7 @@ class Drive:
     interrupted: bool = False
     heap_trims: dict[str, Any] = field(default_factory=dict)  # HeapTrimmer.result() of the run
     spill: SpillFile = field(default_factory=SpillFile)  # finished requests' token times
+    health_probe: dict[str, Any] = field(default_factory=dict)  # HealthProbe.result(): the run's CPU and load figures
 
     def outputs(self, timeout_s: float = 5.0) -> dict[int, Any]:
         """Each submitted request's final output (aborted ones included), by request index."""
@@ -165,6 +167,7 @@ def drive_load(
     stop_event: threading.Event,
     on_request_done: Callable[[int, int], None] | None = None,
     on_started: Callable[[], None] | None = None,
+    engine_thread_name: str = "infer-prof-engine",
 ) -> Drive:
     """Start the engine and the collectors, run the load, then stop all of them (Ctrl-C included)."""
     drive = Drive()
@@ -181,6 +184,7 @@ def drive_load(
         return ticket
 
     engine.start()
+    probe = HealthProbe(engine_thread_name).start()
     for collector in collectors:
         collector.start()
     drive.wall_start_ns = time.perf_counter_ns()
@@ -194,6 +198,7 @@ def drive_load(
     except KeyboardInterrupt:
         drive.interrupted = True
     finally:
+        probe.stop()  # before shutdown: the engine thread's /proc entry goes with it
         # Ctrl-C: no new submissions (stop_event), abort what is in flight, still record what finished.
         engine.shutdown(abort=drive.interrupted or stop_event.is_set())
         drive.wall_end_ns = time.perf_counter_ns()
@@ -201,5 +206,6 @@ def drive_load(
             collector.stop()
         trimmer.stop()
         drive.heap_trims = trimmer.result()
+        drive.health_probe = probe.result()
     drive.interrupted = drive.interrupted or bool(drive.load and drive.load.stopped_early)
     return drive

@@ -169,8 +169,10 @@ def record_session(
     steps = step_table(engine, prepared.tracer)
     collector_results = {collector.name: collector.result() for collector in prepared.collectors}
     statuses = {name: {"status": res.get("status", "ok"), "reason": res.get("reason")} for name, res in collector_results.items()}
+    health = _health(drive, metrics, scenario, request_rows)
     analysis = _analyse(prepared, collector_results, statuses, drive.wall_end_ns - drive.wall_start_ns,
-                        native_speedups, measured_gains, options, steps) if prepared.tracer is not None else {}  # fmt: skip
+                        native_speedups, measured_gains, options, steps, health) if prepared.tracer is not None else {}  # fmt: skip
+    analysis["health"] = health
     device_timer = next((c for c in prepared.collectors if c.name == "device_time"), None)
     gpu_time = gpu_time_section(device_timer, prepared.tracer, request_rows, (measure_start, measure_end),
                                 engine_thread_name=ENGINE_THREAD_NAME, kernels=collector_results.get("kernels"))  # fmt: skip
@@ -201,6 +203,19 @@ def record_session(
                           extras=extras)  # fmt: skip
 
 
+def _health(drive: Drive, metrics: dict[str, Any], scenario: ScenarioSpec, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """result.json's `health`: the probe's figures, the offered load (open loop: the measured arrivals' span)."""
+    from profiler.analysis.health import health_section, latency_growth, offered_rate
+
+    scheduled = sorted(record.scheduled_ns for record in (drive.load.records if drive.load else [])
+                       if not record.request.warmup and record.scheduled_ns is not None)  # fmt: skip
+    span_s = (scheduled[-1] - scheduled[0]) / 1e9 if len(scheduled) > 1 else None
+    offered = offered_rate(scenario.to_dict(), len(scheduled), span_s)
+    measured = sorted((row for row in rows if not row.get("warmup") and row.get("ok")), key=lambda row: row["arrival_ns"])
+    growth = latency_growth([row["e2e_ms"] for row in measured])
+    return health_section(drive.health_probe, metrics, scenario.to_dict(), offered_rps=offered, growth=growth)
+
+
 def engine_section(engine: Any, steps: pd.DataFrame) -> dict[str, Any]:
     """result.json's `engine`: its counters after shutdown (so the pool's free count is at the end) and the
     step timeline's summary."""
@@ -216,12 +231,13 @@ def engine_section(engine: Any, steps: pd.DataFrame) -> dict[str, Any]:
 def _analyse(
     prepared: Prepared, collector_results: dict[str, Any], statuses: dict[str, Any], wall_ns: int,
     native_speedups: dict[str, float] | None, measured_gains: dict[str, float] | None,
-    options: EngineOptions, steps: pd.DataFrame,
+    options: EngineOptions, steps: pd.DataFrame, health: dict[str, Any] | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """The breakdown, the verdict and the profiling cost of a traced run."""
     from profiler.analysis.breakdown import build_breakdown
     from profiler.analysis.diagnose import diagnose
     from profiler.overhead.costs import overhead_section
+    from profiler.rundir.twins import expand
 
     # C twins' spans are native code, not interpreter time: the breakdown counts them as "other".
     breakdown = build_breakdown(collector_results, engine_thread_name=ENGINE_THREAD_NAME, wall_ns=wall_ns,
@@ -232,7 +248,8 @@ def _analyse(
         "replay": replay,
         "verdict": diagnose(breakdown, native_speedups=native_speedups, measured_gains=measured_gains, collectors=statuses,
                             added_costs=_native_added_costs(prepared, options, steps, wall_ns),
-                            replayed=replay["components"] if replay else None),
+                            replayed=replay["components"] if replay else None,
+                            twins_on=expand(prepared.built.native_active), health=health),
         # The collectors' self-measured costs; benchmarks/bench_overhead.py measures the real A/B ratio.
         "overhead": overhead_section(collector_results, wall_ns=wall_ns),
     }

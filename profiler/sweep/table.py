@@ -13,10 +13,13 @@ import pandas as pd
 
 from errors import ResultError
 from native_paths.toggles import parse_native
-from profiler.analysis.diagnose import NATIVE_CAPABLE, rule_for
+from profiler.analysis.diagnose import NATIVE_CAPABLE, THRESHOLDS, rule_for
 from profiler.checks.verify import busy_ns_per_token
-from profiler.rundir.results import RunResult, read_result
+from profiler.rundir.control import control_figure, drift_void
+from profiler.rundir.health import void_reason
+from profiler.rundir.results import RunResult, read_result, read_run
 from profiler.rundir.sweepdir import CELL_COLUMNS, RUN_COLUMNS, run_dir_of
+from profiler.stats import Interval, mean_interval, repeats_to_resolve
 from profiler.sweep.grid import NATIVE_AXIS, CellKey
 
 CELL_FILE = (
@@ -42,6 +45,7 @@ def run_row(cell: CellKey, repeat: int, result: RunResult, run_dir: Path, sweep_
     gains = {name: (predictions.get(name) or {}).get("predicted_gain") for name in NATIVE_CAPABLE}
     samples = (((result.breakdown or {}).get("methods") or {}).get("samples") or {}).get("samples")
     busy = busy_ns_per_token(result)
+    interval = verdict.get("interpreter_interval") or {}
     row: dict[str, Any] = dict(cell.values)
     row.update(
         {
@@ -63,9 +67,22 @@ def run_row(cell: CellKey, repeat: int, result: RunResult, run_dir: Path, sweep_
             "native_active": ",".join(result.config.get("native") or []) or "none",
             "torch_threads": result.environment.get("torch_threads"),
             "host": _host(run_dir),
+            "interpreter_share_low": interval.get("low"),
+            "interpreter_share_high": interval.get("high"),
+            "health_void": void_reason(result.health),
+            "control_us_per_token": _control(run_dir),
         }
     )
     return row
+
+
+def _control(run_dir: Path) -> float | None:
+    """The run's control figure (model span time per token), None without spans or when its tables are damaged."""
+    try:
+        figure = control_figure(read_run(run_dir))
+    except ResultError:
+        return None
+    return figure.value if figure else None
 
 
 def _host(run_dir: Path) -> str | None:
@@ -101,6 +118,11 @@ def cells_table(cells: list[CellKey], runs: pd.DataFrame) -> pd.DataFrame:
         shares = _numbers(group["interpreter_share"])
         baseline = baselines.get(cell.id)
         gain = _paired_gain(group, by_cell.get(baseline)) if baseline else []
+        share_interval = mean_interval(shares) or _one_run_interval(group)
+        gain_interval = mean_interval(gain)
+        drift = _drift(group, by_cell.get(baseline)) if baseline else None
+        voids = [str(value) for value in group.get("health_void", []) if _present(value)] + ([drift] if drift else [])
+        resolution = resolve(share_interval, gain_interval, len(group), gains=bool(baseline), voids=voids)
         row: dict[str, Any] = dict(cell.values)
         row.update(
             {
@@ -111,7 +133,8 @@ def cells_table(cells: list[CellKey], runs: pd.DataFrame) -> pd.DataFrame:
                 "interpreter_share_se": _standard_error(shares),
                 "interpreter_share_min": min(shares) if shares else None,
                 "interpreter_share_max": max(shares) if shares else None,
-                "verdict": rule_for(_mean(shares)) if shares else None,  # type: ignore[arg-type]
+                # No verdict where the noise could put the share on either side of a threshold.
+                "verdict": rule_for(_mean(shares)) if shares and resolution["share_resolved"] else None,  # type: ignore[arg-type]
                 "baseline_cell": baseline,
                 "predicted_gain": _predicted(cell, group, by_cell.get(baseline) if baseline else None),
                 "measured_gain": _mean(gain),
@@ -121,10 +144,83 @@ def cells_table(cells: list[CellKey], runs: pd.DataFrame) -> pd.DataFrame:
                 "engine_samples": sum(_numbers(group["engine_samples"]))
                 if _numbers(group["engine_samples"])
                 else None,
+                "interpreter_share_low": share_interval.low if share_interval else None,
+                "interpreter_share_high": share_interval.high if share_interval else None,
+                "measured_gain_low": gain_interval.low if gain_interval else None,
+                "measured_gain_high": gain_interval.high if gain_interval else None,
+                "resolved": resolution["resolved"],
+                "unresolved_reason": resolution["reason"],
+                "repeats_to_resolve": resolution["repeats"],
             }
         )
         rows.append(row)
     return _typed(pd.DataFrame(rows, columns=[*_axes(cells), *CELL_COLUMNS]))
+
+
+# A cell of one repeat has no gain interval; this many repeats give a first estimate of its noise.
+FIRST_NOISE_REPEATS = 3
+
+
+def _drift(native: pd.DataFrame, python: pd.DataFrame | None) -> str | None:
+    """The drift guard across a sweep: a native cell's gain is void when the control figure moved between it and
+    its Python cell (the machine changed between their runs: profiler.rundir.control.drift_void)."""
+    if python is None or "control_us_per_token" not in native or "control_us_per_token" not in python:
+        return None
+    return drift_void(_numbers(python["control_us_per_token"]), _numbers(native["control_us_per_token"]))
+
+
+def _one_run_interval(group: pd.DataFrame) -> Interval | None:
+    """A one-repeat cell's share interval: its run's own (Wilson, over its native samples), when it has one."""
+    if len(group) != 1 or "interpreter_share_low" not in group:
+        return None
+    row = group.iloc[0]
+    if not (_present(row["interpreter_share"]) and _present(row["interpreter_share_low"])
+            and _present(row["interpreter_share_high"])):  # fmt: skip
+        return None
+    return Interval(float(row["interpreter_share"]), float(row["interpreter_share_low"]),
+                    float(row["interpreter_share_high"]))  # fmt: skip
+
+
+def resolve(share: Interval | None, gain: Interval | None, repeats: int, *, gains: bool,
+            voids: list[str] | None = None) -> dict[str, Any]:  # fmt: skip
+    """Whether a cell can be read: {resolved, share_resolved, reason, repeats}.
+
+    Unresolved: a run was distorted (its health void); the share's interval straddles a rule threshold
+    (1%, 30%) or is unknown; a native cell's gain has no interval (one repeat) or one that straddles 0.
+    `repeats`: how many repeats would shrink the widest such interval (as 1/sqrt(n)) clear of its threshold."""
+    reasons, needed = [], []
+    share_resolved = True
+    if voids:
+        reasons.append(f"a run was void: {voids[0]}")
+        share_resolved = False
+    if share is None:
+        share_resolved = False
+        reasons.append("the share has no interval (one repeat without native samples)")
+        needed.append(FIRST_NOISE_REPEATS)
+    else:
+        for threshold in THRESHOLDS:
+            if share.low <= threshold <= share.high:
+                share_resolved = False
+                reasons.append(f"the share's interval {share.low:.1%}-{share.high:.1%} straddles the {threshold:.0%} rule")
+                half = (share.high - share.low) / 2
+                count = repeats_to_resolve(repeats, half, abs(share.point - threshold))
+                if count:
+                    needed.append(count)
+    gain_resolved = True
+    if gains:
+        if gain is None:
+            gain_resolved = False
+            reasons.append("one repeat: the gain's noise is unknown")
+            needed.append(FIRST_NOISE_REPEATS)
+        elif gain.low <= 0 <= gain.high:
+            gain_resolved = False
+            reasons.append(f"the gain's interval {gain.low:+.1%} to {gain.high:+.1%} straddles 0 (noise swamps it)")
+            count = repeats_to_resolve(repeats, (gain.high - gain.low) / 2, abs(gain.point))
+            if count:
+                needed.append(count)
+    resolved = share_resolved and gain_resolved
+    return {"resolved": resolved, "share_resolved": share_resolved, "reason": "; ".join(reasons) or None,
+            "repeats": max(needed) if needed and not resolved else None}  # fmt: skip
 
 
 def _baselines(cells: list[CellKey]) -> dict[str, str]:
@@ -211,6 +307,12 @@ NUMERIC = {
     "busy_us_per_token",
     "output_token_throughput",
     "engine_samples",
+    "interpreter_share_low",
+    "interpreter_share_high",
+    "measured_gain_low",
+    "measured_gain_high",
+    "repeats_to_resolve",
+    "control_us_per_token",
     "tokens",
     "steps",
     "torch_threads",

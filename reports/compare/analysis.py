@@ -20,6 +20,7 @@ import numpy as np
 
 from errors import CompareError
 from profiler.rundir.control import drift_void
+from profiler.rundir.health import void_reason
 from profiler.rundir.native import refuse_fallback
 from profiler.rundir.results import CATEGORIES, COMPONENTS, RunData, read_run
 from profiler.stats import Interval, bootstrap_ratio, mann_whitney_u, mean_statistic, quantile_statistic
@@ -73,6 +74,7 @@ class MetricComparison:
     p_value: float | None
     verdict: str
     method: str
+    why: str | None = None  # why there is no ratio (not comparable), in words a reader sees instead of a number
 
 
 @dataclass
@@ -90,6 +92,7 @@ class ComparisonResult:
     # Each run's control figure in run order (reports.compare.drift.control_section); {} when unknown.
     control: dict[str, Any] = field(default_factory=dict)
     void: str | None = None  # why the comparison is void (profiler.rundir.control.drift_void), or None
+    unlike: str | None = None  # what differs between runs compared anyway (--allow-unlike), or None
 
     def metric(self, name: str) -> MetricComparison:
         for metric in self.metrics:
@@ -113,11 +116,15 @@ def compare_runs(
     seed: int = 0,
     min_effect: float = 0.02,
     drift_guard: bool = True,
+    allow_unlike: bool = False,
 ) -> ComparisonResult:
     """Compare the runs in `before_dirs` with those in `after_dirs` (see the module docstring).
 
     drift_guard: declare the comparison void when the control figure (profiler.rundir.control) moved;
-    pass False when the change itself touches the model (then its time per token is no control)."""
+    pass False when the change itself touches the model (then its time per token is no control).
+    allow_unlike: compare runs of different scenarios, models, request counts or targets (CompareError
+    otherwise); the result then says so first. A run whose health is void (a busy machine, a saturated
+    engine) voids the comparison."""
     if not before_dirs or not after_dirs:
         raise CompareError("compare needs at least one run directory before and one after")
     before = [read_run(path) for path in before_dirs]
@@ -126,6 +133,10 @@ def compare_runs(
         refusal = refuse_fallback(run.result.config or {}, str(path), "a comparison")
         if refusal:
             raise CompareError(refusal)
+    unlike = unlike_runs([*before, *after])
+    if unlike and not allow_unlike:
+        raise CompareError(f"these runs are unlike ({unlike}): compare runs of one scenario, model, request count "
+                           "and target, or pass --allow-unlike to compare them anyway")  # fmt: skip
     # Mann-Whitney over per-run values needs 4+ runs a side to reach p < 0.05; with fewer, the runs'
     # own samples are pooled and bootstrapped in blocks, which can give a verdict (with the caveat noted).
     repeats = len(before) >= MIN_REPEATS and len(after) >= MIN_REPEATS
@@ -155,18 +166,41 @@ def compare_runs(
         notes.append(str(drift_note(control)))
     void = drift_void([entry["value"] for entry in control["runs"] if entry["side"] == "before"],
                       [entry["value"] for entry in control["runs"] if entry["side"] == "after"]) if control and drift_guard else None  # fmt: skip
+    distorted = next((f"void: {path}: {reason}" for path, run in zip([*before_dirs, *after_dirs], [*before, *after])
+                      if (reason := void_reason(run.result.health))), None)  # fmt: skip
+    void = distorted or void
     if void:
         # A drift guard: a significant-looking change on a machine that changed under the runs is not a result.
         notes.insert(0, void)
         for metric in metrics:
             if metric.verdict != NOT_COMPARABLE:
                 metric.verdict = VOID
+    if unlike:
+        notes.insert(0, f"Unlike runs compared on purpose (--allow-unlike): {unlike}; differences include theirs.")
     return ComparisonResult(
         before=[str(path) for path in before_dirs], after=[str(path) for path in after_dirs],
         mode="repeats" if repeats else "samples", confidence=confidence, min_effect=min_effect, seed=seed,
         metrics=metrics, time_split_shift=_time_split_shift(before, after), notes=notes, control=control,
-        void=void,
+        void=void, unlike=unlike,
     )  # fmt: skip
+
+
+# What makes two runs a like-for-like comparison: the load and what served it. --native is what compare is for.
+LIKE_KEYS = (("scenario", "scenario"), ("model", "model"), ("requests", "requests"))
+
+
+def unlike_runs(runs: list[RunData]) -> str | None:
+    """What differs between the runs among scenario, model, request count and target ("scenario chat vs
+    concurrency-30; ..."), or None when they are alike."""
+    differences = []
+    for key, label in LIKE_KEYS:
+        values = list(dict.fromkeys(str((run.result.config or {}).get(key)) for run in runs))
+        if len(values) > 1:
+            differences.append(f"{label} {' vs '.join(values)}")
+    targets = list(dict.fromkeys(str((run.result.target or {}).get("url") or "in-process") for run in runs))
+    if len(targets) > 1:
+        differences.append(f"target {' vs '.join(targets)}")
+    return "; ".join(differences) or None
 
 
 @dataclass(frozen=True)
@@ -316,10 +350,21 @@ def _comparison(
     settings: _Settings,
     method: str,
 ) -> MetricComparison:
+    if not all(np.isfinite(value) for value in values) or not values[0] or not np.isfinite(interval.point):
+        # A ratio of nothing (0 before, e.g. no request met the SLOs): say so instead of printing nan.
+        why = "0 before: no ratio" if np.isfinite(values[0]) and not values[0] else "no finite value on a side"
+        return MetricComparison(spec.name, spec.label, spec.unit, spec.better, _finite(values[0]), _finite(values[1]),
+                                None, None, None, None, NOT_COMPARABLE, f"{method} ({why})", why)  # fmt: skip
     alpha = 1 - settings.confidence
     call = verdict(interval.point, interval, spec.better, settings.min_effect, p_value, alpha)
+    low, high = _finite(interval.low), _finite(interval.high)
+    why = None if low is not None and high is not None else "the resampled ratio was not finite: no interval"
     return MetricComparison(spec.name, spec.label, spec.unit, spec.better, values[0], values[1], interval.point,
-                            interval.low, interval.high, p_value, call, method)  # fmt: skip
+                            low if why is None else None, high if why is None else None, p_value, call, method, why)  # fmt: skip
+
+
+def _finite(value: float) -> float | None:
+    return float(value) if np.isfinite(value) else None
 
 
 def _merge_blocks(runs: list[RunData]) -> dict[str, np.ndarray]:
@@ -376,7 +421,7 @@ def _compare_repeats(
 
 def _not_comparable(spec: MetricSpec, method: str, why: str = "missing on one side") -> MetricComparison:
     return MetricComparison(spec.name, spec.label, spec.unit, spec.better, None, None, None, None, None, None,
-                            NOT_COMPARABLE, f"{method} ({why})")  # fmt: skip
+                            NOT_COMPARABLE, f"{method} ({why})", why)  # fmt: skip
 
 
 def _time_split_shift(before: list[RunData], after: list[RunData]) -> dict[str, dict[str, float]]:

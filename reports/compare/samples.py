@@ -26,6 +26,11 @@ def _span_ns(run: RunData, measured: pd.DataFrame) -> tuple[int, int] | None:
     if finish.empty or arrival.empty:
         return None
     start, end = int(arrival.min()), int(finish.max())
+    duration_s = (run.result.metrics or {}).get("duration_s")
+    if isinstance(duration_s, (int, float)) and duration_s > 0:
+        # The run's own measured window (after the warm-up requests, to the last finish): the windows' mean is then
+        # the run's headline requests/s, not a rate diluted by the warm-up.
+        start = max(start, end - round(duration_s * 1e9))
     return (start, end) if end > start else None
 
 

@@ -18,8 +18,9 @@ from reports.run.summary import Table
 
 def headline(result: ComparisonResult) -> str:
     """One sentence: how many directional metrics got faster, slower, or did not move (or why none can be read)."""
+    unlike = f"Unlike runs ({result.unlike}), compared on purpose. " if getattr(result, "unlike", None) else ""
     if result.void:
-        return f"{result.void[:1].upper()}{result.void[1:]}: no metric's change can be read."
+        return f"{unlike}{result.void[:1].upper()}{result.void[1:]}: no metric's change can be read."
     directional = [m for m in result.metrics if m.better is not None and m.verdict != NOT_COMPARABLE]
     counts = Counter(m.verdict for m in directional)
     if counts[SLOWER] and not counts[FASTER]:
@@ -31,7 +32,7 @@ def headline(result: ComparisonResult) -> str:
     else:
         lead = "No significant change"
     unchanged = len(directional) - counts[FASTER] - counts[SLOWER]
-    return (
+    return unlike + (
         f"{lead}: {_count(counts[FASTER], 'metric')} faster, {counts[SLOWER]} slower, {unchanged} without a "
         f"significant change ({result.confidence:.0%} intervals; {_count(len(result.before), 'run')} before, "
         f"{_count(len(result.after), 'run')} after)."
@@ -65,7 +66,8 @@ def metrics_table(result: ComparisonResult) -> Table:
             f"{metric.ci_low:.3f} to {metric.ci_high:.3f}" if metric.ci_low is not None and metric.ci_high is not None
             else NOT_RECORDED
         )  # fmt: skip
-        row = [metric.label, _value(metric, metric.before), _value(metric, metric.after), fmt_ratio(metric.ratio),
+        ratio = fmt_ratio(metric.ratio) if metric.ratio is not None else f"n/a ({metric.why})" if metric.why else "n/a"
+        row = [metric.label, _value(metric, metric.before), _value(metric, metric.after), ratio,
                interval, metric.verdict]  # fmt: skip
         if result.mode == "repeats":
             row.insert(5, NOT_RECORDED if metric.p_value is None else f"{metric.p_value:.3f}")

@@ -71,7 +71,7 @@ def _compact(value: float | None) -> str:
 
 def _ratio(metric: MetricComparison) -> str:
     if metric.ratio is None:
-        return NOT_RECORDED
+        return f"n/a ({metric.why})" if metric.why else "n/a"
     if metric.ci_low is None or metric.ci_high is None:
         return f"{metric.ratio:.2f}x"
     return f"{metric.ratio:.2f}x ({metric.ci_low:.2f}-{metric.ci_high:.2f})"

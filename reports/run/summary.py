@@ -9,6 +9,7 @@ from typing import Any
 from profiler.rundir.native import fallback_sentence
 from profiler.rundir.results import CATEGORIES, COMPONENTS, RunResult
 from profiler.rundir.schema import Split, latency
+from profiler.rundir.twins import twins_sentence
 from reports.format import NOT_RECORDED, fmt_gain, fmt_ms, fmt_number, fmt_pct, fmt_pp
 from reports.rundata import LATENCY_LABELS, why_not_measured
 from reports.slo import SloCheck, describe_breaches, slo_targets
@@ -31,7 +32,15 @@ def headline(result: RunResult) -> str:
     """The verdict in one sentence, after the native twins asked for that did not load, if any."""
     fallback = fallback_sentence(result.config or {})
     sentence = _verdict_sentence(result)
-    return f"{fallback}. {sentence}" if fallback else sentence
+    sentence = f"{fallback}. {sentence}" if fallback else sentence
+    # The run's own distortion (a starved engine thread, a saturated engine) comes before anything it measured.
+    twins = twins_sentence(result.config or {})
+    return " ".join([*health_warnings(result), sentence, *([twins] if twins else [])])
+
+
+def health_warnings(result: RunResult) -> list[str]:
+    """The run's health lines (profiler.analysis.health wrote them into result.json): empty for a healthy run."""
+    return [str(line) for line in (getattr(result, "health", None) or {}).get("lines", [])]
 
 
 def _verdict_sentence(result: RunResult) -> str:
@@ -51,6 +60,9 @@ def _verdict_sentence(result: RunResult) -> str:
     )
     control = {name: share for name, share in (spans.get("components") or {}).items()
                if name in CONTROL_PATHS and isinstance(share, (int, float))}  # fmt: skip
+    if "largest_control_path" in verdict:  # the verdict's pick: Python control paths only (profiler.analysis.diagnose)
+        largest = verdict["largest_control_path"]
+        control = {largest["name"]: largest["share"]} if largest else {}
     if control:
         biggest = max(control, key=lambda name: control[name])
         sentence += f"; the largest control path is the {biggest} ({fmt_pct(control[biggest])})"
@@ -310,7 +322,16 @@ def predictions_table(result: RunResult) -> Table:
     noise = verify_noise(result)
     verified = ((result.verdict or {}).get("verify") or {}).get("components") or {}
     for component, prediction in predictions.items():
+        if prediction.get("twin_on"):  # its C twin ran: nothing to predict (profiler.analysis.diagnose)
+            table.rows.append([component, fmt_pct(prediction.get("share")), "C twin on", "nothing to predict",
+                               NOT_RECORDED, NOT_RECORDED])  # fmt: skip
+            continue
         predicted, measured = prediction.get("predicted_gain"), prediction.get("measured_gain")
+        if prediction.get("void"):  # a busy machine's prediction (profiler.analysis.diagnose): no figure to act on
+            table.rows.append([component, fmt_pct(prediction.get("share")), _speedup_text(prediction),
+                               f"void: {prediction['void']}", _measured_text(measured, noise, verified.get(component)),
+                               NOT_RECORDED])  # fmt: skip
+            continue
         gap = (
             fmt_pp((measured - predicted) * 100)
             if predicted is not None and measured is not None

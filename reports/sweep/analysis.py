@@ -32,6 +32,8 @@ class Facet:
     gain: np.ndarray  # the chosen native cells' measured gain over their Python cells
     gain_se: np.ndarray
     predicted: np.ndarray
+    # True where the native cell's gain is unresolved (its noise swamps it): drawn grey, kept off the colour scale.
+    unresolved: np.ndarray | None = None
 
 
 @dataclass
@@ -182,6 +184,7 @@ def _facet(crossover: Crossover, label: str, python: pd.DataFrame, native: pd.Da
     shape = (len(crossover.y_values), len(crossover.x_values))
     grids = {name: np.full(shape, np.nan) for name in ("share", "share_se", "gain", "gain_se", "predicted")}
     verdict: list[list[str | None]] = [[None] * shape[1] for _ in range(shape[0])]
+    unresolved = np.zeros(shape, dtype=bool)
     for frame, columns in (
         (python, {"share": "interpreter_share", "share_se": "interpreter_share_se"}),
         (native, {"gain": "measured_gain", "gain_se": "measured_gain_se", "predicted": "predicted_gain"}),
@@ -192,11 +195,20 @@ def _facet(crossover: Crossover, label: str, python: pd.DataFrame, native: pd.Da
                 continue
             for grid, column in columns.items():
                 grids[grid][position] = _float(row.get(column))
+            if frame is native:
+                unresolved[position] = _unresolved(row)
             if frame is python:
                 verdict[position[0]][position[1]] = row.get("verdict")
     return Facet(
-        label, grids["share"], grids["share_se"], verdict, grids["gain"], grids["gain_se"], grids["predicted"]
+        label, grids["share"], grids["share_se"], verdict, grids["gain"], grids["gain_se"], grids["predicted"],
+        unresolved,
     )
+
+
+def _unresolved(row: pd.Series) -> bool:
+    """The cell's `resolved` column is False (older sweeps have none: resolved)."""
+    value = row.get("resolved")
+    return value is not None and not (isinstance(value, float) and math.isnan(value)) and not bool(value)
 
 
 def _position(crossover: Crossover, row: pd.Series) -> tuple[int, int] | None:
@@ -328,6 +340,7 @@ def _points(crossover: Crossover, cells: pd.DataFrame) -> list[dict[str, Any]]:
             "predicted": float(row["predicted_gain"]),
             "measured": float(row["measured_gain"]),
             "measured_se": _float(row["measured_gain_se"]),
+            "unresolved": _unresolved(row),
         }
         for _, row in native.iterrows()
     ]

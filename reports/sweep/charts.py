@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 from matplotlib.colors import LogNorm, TwoSlopeNorm
 from matplotlib.lines import Line2D
+from matplotlib.patches import Rectangle
 
 from reports.run.charts import Target
 from reports.sweep.analysis import HIGH_LINE, LOW_LINE, Crossover, Facet
@@ -73,11 +74,12 @@ def draw_share_map(ax: Any, crossover: Crossover, facet: Facet) -> None:
 
 def draw_gain_map(ax: Any, crossover: Crossover, facet: Facet) -> None:
     gains = facet.gain
-    known = gains[~np.isnan(gains)]
+    unresolved = facet.unresolved if facet.unresolved is not None else np.zeros(gains.shape, dtype=bool)
+    known = gains[~np.isnan(gains) & ~unresolved]  # noise must not stretch the scale
     # One wild cell (a run a busy machine slowed) must not wash out the others: the scale stops at 100%.
     reach = min(1.0, max(0.05, float(np.abs(known).max()))) if known.size else 0.05
     image = ax.imshow(
-        np.ma.masked_invalid(gains * 100),
+        np.ma.masked_where(np.isnan(gains) | unresolved, gains * 100),
         origin="lower",
         aspect="auto",
         cmap="RdBu",
@@ -88,6 +90,11 @@ def draw_gain_map(ax: Any, crossover: Crossover, facet: Facet) -> None:
     for (line, column), gain in np.ndenumerate(gains):
         if math.isnan(gain):
             missing_cell(ax, line, column)
+            continue
+        if unresolved[line, column]:  # greyed, no verdict: the noise swamps the effect
+            ax.add_patch(Rectangle((column - 0.5, line - 0.5), 1, 1, color="#d9d9d9", zorder=2))
+            ax.text(column, line, f"unresolved\n{gain:+.0%}", ha="center", va="center", fontsize=7, color="#666666",
+                    zorder=3)  # fmt: skip
             continue
         predicted = facet.predicted[line, column]
         text = f"{gain:+.1%}" + (f"\npred {predicted:+.1%}" if not math.isnan(predicted) else "")
@@ -154,7 +161,7 @@ def draw_predicted_vs_measured(target: Target, crossover: Crossover) -> None:
     points = crossover.points
     groups = list(dict.fromkeys(point["group"] for point in points))
     for index, group in enumerate(groups):
-        chosen = [point for point in points if point["group"] == group]
+        chosen = [point for point in points if point["group"] == group and not point.get("unresolved")]
         colour = GROUP_COLOURS[index % len(GROUP_COLOURS)]
         ax.errorbar(
             [100 * p["predicted"] for p in chosen],
@@ -167,7 +174,8 @@ def draw_predicted_vs_measured(target: Target, crossover: Crossover) -> None:
             linewidth=1,
             label=f"{crossover.y}={_label(group)}" if crossover.y else None,
         )
-    values = [100 * v for p in points for v in (p["predicted"], p["measured"])] or [0.0, 1.0]
+    # Unresolved cells (noise swamps them) are drawn but do not set the axes: one -321% must not squash the rest.
+    values = [100 * v for p in points if not p.get("unresolved") for v in (p["predicted"], p["measured"])] or [0.0, 1.0]
     low, high = min(0.0, *values), max(values)
     pad = 0.08 * (high - low or 1.0)
     ax.plot(

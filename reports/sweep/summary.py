@@ -85,25 +85,39 @@ def cells_table(crossover: Crossover) -> Table:
         table.note = "no finished runs"
         return table
     for _, row in _python(crossover).iterrows():
-        share = fmt_pct(row["interpreter_share"])
-        if _present(row["interpreter_share_se"]):
-            share += f" ±{row['interpreter_share_se'] * 100:.1f}"
+        share = fmt_pct(row["interpreter_share"]) + _interval(row, "interpreter_share")
         line = [_text(row[axis]) for axis in varying] + [
             fmt_number(row["repeats"]),
             share,
-            SHORT_VERDICTS.get(row["verdict"], str(row["verdict"] or NOT_RECORDED)),
+            unresolved_text(row) or SHORT_VERDICTS.get(row["verdict"], str(row["verdict"] or NOT_RECORDED)),
         ]
         for value in native_values:
             partner = cells[(cells["baseline_cell"] == row["cell"]) & (cells[NATIVE_AXIS] == value)]
             if partner.empty:
                 line += [NOT_RECORDED, NOT_RECORDED]
                 continue
-            measured = fmt_gain(partner["measured_gain"].iloc[0])
-            if _present(partner["measured_gain_se"].iloc[0]):
-                measured += f" ±{partner['measured_gain_se'].iloc[0] * 100:.1f}"
+            measured = fmt_gain(partner["measured_gain"].iloc[0]) + _interval(partner.iloc[0], "measured_gain")
+            if unresolved_text(partner.iloc[0]):
+                measured += " " + str(unresolved_text(partner.iloc[0]))
             line += [fmt_gain(partner["predicted_gain"].iloc[0]), measured]
         table.rows.append(line)
     return table
+
+
+def _interval(row: Any, name: str) -> str:
+    """ " [low, high]" in percent when the cell has a 95% interval for `name` (older sweeps: none)."""
+    low, high = row.get(f"{name}_low"), row.get(f"{name}_high")
+    return f" [{low * 100:.1f}, {high * 100:.1f}]" if _present(low) and _present(high) else ""
+
+
+def unresolved_text(row: Any) -> str | None:
+    """ "unresolved (N repeats would resolve it)" for a cell whose noise swamps its effect, None for a resolved
+    one (or an older sweep without the column)."""
+    resolved = row.get("resolved")
+    if resolved is None or (isinstance(resolved, float) and math.isnan(resolved)) or bool(resolved):
+        return None
+    count = row.get("repeats_to_resolve")
+    return "unresolved" + (f" (~{int(count)} repeats would resolve it)" if _present(count) else "")
 
 
 def progress_line(crossover: Crossover) -> str:

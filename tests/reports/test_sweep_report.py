@@ -115,7 +115,8 @@ def test_the_terminal_summary_says_the_same(sweep_dir: Path) -> None:
     text = console.export_text()
     assert "from 0.4% to 60.0% over 12 cells: 4 at or past 30%" in text
     assert "Look first at model=synthetic:tiny, clients=30" in text
-    assert "60.0% ±0.6" in text and "+54.0% ±0.5" in text
+    # 95% Student-t intervals over the two repeats (standard errors 0.6 and 0.5 points, t = 12.7).
+    assert "60.0% [52.4, 67.6]" in text and "+54.0% [47.1, 60.9]" in text
 
 
 def test_map_axes_can_be_chosen_and_a_wrong_one_is_named(sweep_dir: Path) -> None:
