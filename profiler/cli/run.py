@@ -37,11 +37,20 @@ def run(
     target: Annotated[Optional[str], typer.Option("--target", help="Send the scenario over HTTP to this OpenAI-compatible server (e.g. http://127.0.0.1:8000) instead of running the built-in engine; --model then only names the tokenizer prompts are sized with.")] = None,
     pid: Annotated[Optional[int], typer.Option("--pid", help="With --target: the server's process id, for py-spy to sample (automatic for a local infer-prof serve).")] = None,
     target_model: Annotated[Optional[str], typer.Option("--target-model", help="With --target: the model id to request (default: the first in /v1/models).")] = None,
+    launch: Annotated[Optional[str], typer.Option("--launch", help="Start this server command (quoted; run by /bin/sh in its own session), wait until it answers, profile its whole process tree, then stop it; its output goes to server.log in the run directory.")] = None,
+    port: Annotated[Optional[int], typer.Option("--port", help="The server's port on this machine: short for --target http://127.0.0.1:PORT (with --launch, default: the command's own --port).")] = None,
+    launch_timeout: Annotated[float, typer.Option("--launch-timeout", help="With --launch: seconds to wait for the server to answer /v1/models.")] = 600.0,
     *,
     options: EngineOptions,
 ) -> None:
     """Run the engine under a load scenario, measure where the time goes, and write a run directory."""
     options = dataclasses.replace(options, policy=policy or "fcfs")
+    if launch is not None or port is not None:
+        from profiler.session.target.launch import target_url
+
+        if launch is not None and pid is not None:
+            raise OptionError("--launch samples the whole tree of the server it starts: drop --pid")
+        target = target_url(target, port, launch)
     if target is not None or pid is not None or target_model is not None:
         if target is None:
             raise OptionError("--pid and --target-model go with --target URL: give the server's URL too")
@@ -52,7 +61,8 @@ def run(
             raise OptionError(f"--pid={pid}: give the server's process id (a positive number), or leave it out")
         raise typer.Exit(run_target_command(options, target=target, pid=pid, target_model=target_model,
                                             scenario=scenario, requests=requests, duration=duration,
-                                            out=output_path(out, "--out"), report=report, profile=profile))  # fmt: skip
+                                            out=output_path(out, "--out"), report=report, profile=profile,
+                                            launch=launch, launch_timeout=launch_timeout))  # fmt: skip
     code = run_command(options, scenario=scenario, requests=requests, duration=duration, out=output_path(out, "--out"),
                        report=report, profile=profile, verify=verify, policy_given=policy is not None)  # fmt: skip
     raise typer.Exit(code)
@@ -169,8 +179,11 @@ def _refuse_engine_flags_with_target(options: EngineOptions, *, policy_given: bo
 def run_target_command(
     options: EngineOptions, *, target: str, pid: int | None, target_model: str | None, scenario: str,
     requests: int | None, duration: float | None, out: Path | None, report: bool, profile: str,
+    launch: str | None = None, launch_timeout: float = 600.0,
 ) -> int:  # fmt: skip
-    """`run --target`: probe the server and check every input before sending anything, then drive it."""
+    """`run --target` (and `--launch`): check every input before sending anything, start the server if asked and
+    wait for it, probe it, drive it, stop it; then the summary and reports."""
+    from profiler.session.target.launch import launched_server
     from profiler.session.target.probe import probe
     from profiler.session.target.session import plan_target, prompt_tokenizer, run_target_session
     from scenarios.spec import load_scenario
@@ -180,18 +193,22 @@ def run_target_command(
     if out is not None:
         check_run_dir(out)
     spec = load_scenario(scenario).with_overrides(num_requests=requests, duration_s=duration, seed=None)
-    plan = plan_target(probe(target, target_model), pid, profile)
-    server = plan.server
-    console.print(f"target [bold]{server.url}[/bold]: {server.name or 'unknown server'} {server.version or ''}, "
-                  f"model [bold]{server.model}[/bold]; scenario [bold]{spec.name}[/bold]: {spec.description}")  # fmt: skip
-    console.print(f"[dim]server split: {'py-spy on pid ' + str(plan.pid) + ' (' + str(plan.pid_source) + ')' if plan.pid else 'no py-spy'}"
-                  f"{', spans from the server' if server.ours and profile != 'off' else ''}"
-                  f"{'; ' + plan.split_unavailable if plan.split_unavailable else ''}[/dim]")  # fmt: skip
     tokenizer = prompt_tokenizer(options.model)
     with stop_on_signals(console) as stop, _claimed_run_dir(out, spec.name) as run_dir:
-        with session_progress(console) as hooks:
-            outcome = run_target_session(plan, spec, run_dir, tokenizer=tokenizer, profile=profile,
-                                         stop_event=stop.event, hooks=hooks, prompt_model=options.model)  # fmt: skip
+        with launched_server(launch, target, run_dir / "server.log", timeout_s=launch_timeout, stop_event=stop.event,
+                             say=lambda text: console.print(f"[dim]{text}[/dim]")) as launched:  # fmt: skip
+            plan = plan_target(probe(target, target_model), pid, profile, launched=launched.pid if launched else None)
+            server = plan.server
+            console.print(f"target [bold]{server.url}[/bold]: {server.name or 'unknown server'} {server.version or ''}, "
+                          f"model [bold]{server.model}[/bold]; scenario [bold]{spec.name}[/bold]: {spec.description}")  # fmt: skip
+            console.print(f"[dim]server split: {'py-spy on every Python process in the tree of pid ' + str(plan.pid) + ' (' + str(plan.pid_source) + ')' if plan.pid else 'no py-spy'}"
+                          f"{', spans from the server' if server.ours and profile != 'off' else ''}"
+                          f"{'; ' + plan.split_unavailable if plan.split_unavailable else ''}[/dim]")  # fmt: skip
+            with session_progress(console) as hooks:
+                outcome = run_target_session(plan, spec, run_dir, tokenizer=tokenizer, profile=profile,
+                                             stop_event=stop.event, hooks=hooks, prompt_model=options.model)  # fmt: skip
+            if launched is not None:
+                launched.check_alive()  # a server that died during the run: its result is kept, the run fails
         _write_reports(outcome, report, console, stop)
     return _exit_code(stop, outcome)
 
