@@ -193,7 +193,6 @@ def run_target_command(
     if out is not None:
         check_run_dir(out)
     spec = load_scenario(scenario).with_overrides(num_requests=requests, duration_s=duration, seed=None)
-    tokenizer = prompt_tokenizer(options.model)
     with stop_on_signals(console) as stop, _claimed_run_dir(out, spec.name) as run_dir:
         with launched_server(launch, target, run_dir / "server.log", timeout_s=launch_timeout, stop_event=stop.event,
                              say=lambda text: console.print(f"[dim]{text}[/dim]")) as launched:  # fmt: skip
@@ -204,6 +203,7 @@ def run_target_command(
             console.print(f"[dim]server split: {'py-spy on every Python process in the tree of pid ' + str(plan.pid) + ' (' + str(plan.pid_source) + ')' if plan.pid else 'no py-spy'}"
                           f"{', spans from the server' if server.ours and profile != 'off' else ''}"
                           f"{'; ' + plan.split_unavailable if plan.split_unavailable else ''}[/dim]")  # fmt: skip
+            tokenizer = prompt_tokenizer(options.model)
             with session_progress(console) as hooks:
                 outcome = run_target_session(plan, spec, run_dir, tokenizer=tokenizer, profile=profile,
                                              stop_event=stop.event, hooks=hooks, prompt_model=options.model)  # fmt: skip

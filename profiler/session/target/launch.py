@@ -105,7 +105,7 @@ class LaunchedServer:
                 now = time.perf_counter()
                 if now - started > self.timeout_s:
                     raise TargetError(f"--launch: the server did not answer at {self.url}/v1/models within "
-                                      f"{self.timeout_s:.0f} s (raise --launch-timeout, or check --port/--target)"
+                                      f"{self.timeout_s:g} s (raise --launch-timeout, or check --port/--target)"
                                       f"{self._tail()}")  # fmt: skip
                 if now >= next_note:
                     next_note = now + PROGRESS_EVERY_S
