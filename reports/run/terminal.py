@@ -11,6 +11,7 @@ from rich.text import Text
 
 from profiler.rundir.results import RunData, RunResult, read_result
 from reports.run import summary
+from reports.run.processes import processes_table
 from reports.run.summary import Table
 
 # Styles carry meaning only as emphasis: with NO_COLOR or piped output Rich drops them and every
@@ -34,7 +35,7 @@ def render_summary(
     if result.partial:
         console.print(Text(f"Partial run: {result.partial_reason or 'no reason recorded'}", style="bold red"))
     console.print()
-    for optional in (summary.target_table(result), summary.gpu_table(result)):
+    for optional in (summary.target_table(result), processes_table(result), summary.gpu_table(result)):
         if optional is not None:
             _print_table(console, optional)
     for table in (

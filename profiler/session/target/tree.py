@@ -45,6 +45,7 @@ ROLE_RULES: tuple[tuple[str, str], ...] = (
     (r"multiprocessing\.resource_tracker|resource_tracker", "idle helper (multiprocessing resource tracker)"),
     (r"multiprocessing\.forkserver", "idle helper (multiprocessing fork server)"),
     (r"tokeniz", "tokenizer"),
+    (r"^(sh|bash|dash|zsh)$", "shell (starts the server)"),  # --launch runs the command through /bin/sh
 )  # fmt: skip
 
 

@@ -3,6 +3,7 @@ of its group; each way it can fail is one TargetError line, and nothing of it is
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import httpx
@@ -10,7 +11,7 @@ import pytest
 
 from errors import TargetError
 from profiler.session.target.launch import group_members, launched_server, port_in_command, target_url
-from profiler.session.target.tree import parents, descendants
+from profiler.session.target.tree import descendants, parents
 from tests.profiler.target.conftest import alive, fake_command, free_port
 
 
@@ -46,10 +47,12 @@ def test_a_server_that_fails_to_start_is_one_line_and_leaves_nothing(tmp_path: P
                                                                      message: str) -> None:  # fmt: skip
     port = free_port()
     launched = []
-    with pytest.raises(TargetError, match=message) as caught:
-        with launched_server(command.format(port=port), f"http://127.0.0.1:{port}", tmp_path / "server.log",
-                             timeout_s=timeout_s, say=launched.append) as server:  # fmt: skip
-            raise AssertionError(f"{server} should not have become ready")
+    with (
+        pytest.raises(TargetError, match=message) as caught,
+        launched_server(command.format(port=port), f"http://127.0.0.1:{port}", tmp_path / "server.log",
+                        timeout_s=timeout_s, say=launched.append) as server,
+    ):  # fmt: skip
+        raise AssertionError(f"{server} should not have become ready")
     assert "\n" not in str(caught.value)
     pid = int(launched[0].split()[2].rstrip(":"))  # "launched pid N: ..."
     assert not group_members(pid) and not alive(pid)
@@ -65,3 +68,26 @@ def test_where_the_launched_server_answers() -> None:
         target_url(None, None, "server")
     with pytest.raises(TargetError, match="give one of them"):
         target_url("http://h:1", 2, None)
+
+
+def test_ctrl_c_while_waiting_or_while_running_stops_the_whole_group(tmp_path: Path) -> None:
+    port, stop, said = free_port(), threading.Event(), []
+    slow = fake_command("--ready-after", "60", "--port", str(port))
+    threading.Timer(0.5, stop.set).start()  # the first Ctrl-C sets the stop event
+    with (
+        pytest.raises(TargetError, match="stopped while waiting"),
+        launched_server(slow, f"http://127.0.0.1:{port}", tmp_path / "a.log", stop_event=stop, say=said.append),
+    ):
+        pass
+    waited = int(said[0].split()[2].rstrip(":"))
+    port = free_port()
+    with (
+        pytest.raises(KeyboardInterrupt),  # the second Ctrl-C raises inside the run
+        launched_server(fake_command("--port", str(port)), f"http://127.0.0.1:{port}", tmp_path / "b.log") as server,
+    ):
+        assert server is not None
+        tree = descendants(server.pid, parents())
+        raise KeyboardInterrupt
+    for group in (waited, server.pid):
+        assert not group_members(group)
+    assert not any(alive(pid) for pid in tree)

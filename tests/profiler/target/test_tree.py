@@ -5,12 +5,19 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from typing import ClassVar
 
 import pytest
 
 from errors import TargetError
 from profiler.collectors.base import Collector
-from profiler.session.target.tree import ProcessInfo, assign_role, find_server_tree, parse_listeners, tree_processes
+from profiler.session.target.tree import (
+    ProcessInfo,
+    assign_role,
+    find_server_tree,
+    parse_listeners,
+    tree_processes,
+)
 from profiler.session.target.watch import TreeSampler
 from tests.profiler.target.conftest import FakeServer, wait_for
 
@@ -75,7 +82,7 @@ def test_a_pid_that_is_not_python_or_not_the_server_is_refused(fake_server: Fake
 class StandIn(Collector):
     """A sampler that records which pids it was started on."""
 
-    started: list[int] = []
+    started: ClassVar[list[int]] = []
 
     def __init__(self, pid: int) -> None:
         super().__init__()
