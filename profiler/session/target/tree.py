@@ -252,11 +252,34 @@ def find_server_tree(
     return ServerTree(root, "--pid", port, listeners)
 
 
+def tree_pids(root: int, proc: Path = PROC) -> list[int]:
+    """`root` and its descendants, parents first: from the kernel's per-thread children lists where it keeps them
+    (a few reads however busy the machine), else from every process's parent."""
+    if not (proc / str(root) / "task").is_dir():
+        return []
+    if not (proc / str(root) / "task" / str(root) / "children").exists():
+        return descendants(root, parents(proc))
+    order, stack = [], [root]
+    while stack:
+        pid = stack.pop()
+        order.append(pid)
+        children: set[int] = set()
+        try:
+            for task in os.scandir(proc / str(pid) / "task"):
+                try:
+                    children.update(int(child) for child in (Path(task.path) / "children").read_text().split())
+                except (OSError, ValueError):
+                    continue
+        except OSError:
+            continue
+        stack.extend(sorted(children, reverse=True))
+    return order
+
+
 def tree_processes(root: int, proc: Path = PROC) -> list[ProcessInfo]:
     """The live processes of the tree under `root`, parents first."""
-    table = parents(proc)
     found = []
-    for pid in descendants(root, table):
+    for pid in tree_pids(root, proc):
         process = read_process(pid, proc)
         if process is not None:
             found.append(process)

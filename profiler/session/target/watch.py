@@ -14,10 +14,9 @@ from profiler.session.target.tree import (
     PROC,
     ProcessInfo,
     assign_role,
-    descendants,
-    parents,
     pids_listening,
     read_process,
+    tree_pids,
 )
 
 POLL_S = 0.5  # how often /proc is read for new children
@@ -82,7 +81,7 @@ class TreeSampler:
             self._scan(initial=False)
 
     def _scan(self, *, initial: bool) -> None:
-        live = descendants(self.root, parents(self.proc))
+        live = tree_pids(self.root, self.proc)
         now = time.perf_counter() - self._started
         listeners: set[int] | None = None  # read once a scan, and only when a new process needs it
         with self._lock:
