@@ -3,6 +3,8 @@ of its group; each way it can fail is one TargetError line, and nothing of it is
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 from pathlib import Path
 
@@ -12,7 +14,7 @@ import pytest
 from errors import TargetError
 from profiler.session.target.launch import group_members, launched_server, port_in_command, target_url
 from profiler.session.target.tree import descendants, parents
-from tests.profiler.target.conftest import alive, fake_command, free_port
+from tests.profiler.target.conftest import alive, fake_command, free_port, wait_for
 
 
 def test_a_launched_server_answers_and_leaves_nothing_behind(tmp_path: Path) -> None:
@@ -91,3 +93,17 @@ def test_ctrl_c_while_waiting_or_while_running_stops_the_whole_group(tmp_path: P
     for group in (waited, server.pid):
         assert not group_members(group)
     assert not any(alive(pid) for pid in tree)
+
+
+def test_a_server_that_dies_during_the_run_is_one_line(tmp_path: Path) -> None:
+    port = free_port()
+    with launched_server(fake_command("--port", str(port)), f"http://127.0.0.1:{port}", tmp_path / "server.log") as server:
+        assert server is not None
+        server.check_alive()  # answering: nothing to say
+        api = next(pid for pid in descendants(server.pid, parents()) if pid != server.pid and "fake_server" in
+                   Path(f"/proc/{pid}/cmdline").read_text() and "--child" not in Path(f"/proc/{pid}/cmdline").read_text())  # fmt: skip
+        os.kill(api, signal.SIGKILL)
+        assert wait_for(lambda: server.process is not None and server.process.poll() is not None)
+        with pytest.raises(TargetError, match=r"exited with status 137 during the run \(killed by SIGKILL\)"):
+            server.check_alive()
+    assert not group_members(server.pid)
