@@ -65,6 +65,7 @@ def process_table(processes: list[WatchedProcess], results: dict[int, dict[str, 
             **info.to_dict(), "late": watched.late, "first_seen_s": round(watched.first_seen_s, 3),
             "exited": watched.gone, "primary": info.pid == primary,
             "sampled": ok, "not_sampled": None if ok else reason,
+            "mode": (sampling or {}).get("mode") if ok else None,  # "native" or "nonblocking" (Python frames only)
             "samples": (sampling or {}).get("samples", 0) if ok else 0,
             "busy_samples": busy_samples(sampling) if ok else 0,
             "samples_file": f"samples-{info.pid}.txt" if ok and (sampling or {}).get("raw_text") else None,

@@ -149,13 +149,21 @@ def run_target_session(
 
 
 def tree_sampler(plan: TargetPlan, profile: str) -> TreeSampler | None:
-    """One py-spy per Python process of the server's tree, at the profile's rate and mode; None without a tree."""
+    """One py-spy per Python process of the server's tree, at the profile's rate; None without a tree.
+
+    Another engine's samples need native stacks to tell Python from the C++ it calls (our own server has its
+    spans), so those are sampled with --native at every profile; a process where py-spy cannot unwind is
+    tried again without it."""
     if plan.pid is None or profile == "off":
         return None
     deep = profile == "deep"
+    native = deep or not plan.server.ours
+    tried_native: set[int] = set()
 
     def make_collector(pid: int) -> SamplingCollector:
-        return SamplingCollector(pid=pid, rate=DEEP_RATE_HZ if deep else DEFAULT_RATE_HZ, native=deep,
+        use_native = native and pid not in tried_native
+        tried_native.add(pid)
+        return SamplingCollector(pid=pid, rate=DEEP_RATE_HZ if deep else DEFAULT_RATE_HZ, native=use_native,
                                  priority="realtime" if deep else "low")  # fmt: skip
 
     return TreeSampler(plan.pid, make_collector, port=plan.tree.port if plan.tree else None)
