@@ -64,9 +64,20 @@ class TreeSampler:
         if self._thread is not None:
             self._thread.join()
         with self._lock:
-            for watched in self._seen.values():
+            for pid, watched in self._seen.items():
+                self._rename(pid, watched)
                 if watched.collector is not None:
                     watched.collector.stop()
+
+    def _rename(self, pid: int, watched: WatchedProcess) -> None:
+        """Read a live process's title again: a child names itself after it starts (vLLM's setproctitle), maybe
+        after it was first seen."""
+        info = read_process(pid, self.proc)
+        if info is None or (info.title, info.cmdline) == (watched.info.title, watched.info.cmdline):
+            return
+        info.listening, info.python = watched.info.listening, watched.info.python
+        assign_role(info, self.port)
+        watched.info = info
 
     def processes(self) -> list[WatchedProcess]:
         with self._lock:
