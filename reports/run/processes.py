@@ -28,7 +28,7 @@ def processes_table(result: RunResult) -> Table | None:
             split = split_text(entry.get("split") or {})
         else:
             samples, split = "-", f"not sampled: {entry.get('not_sampled') or 'no reason recorded'}"
-        table.rows.append([pid, role, samples, split, f"{entry.get('title')}: {entry.get('role_source')}"])
+        table.rows.append([pid, role, samples, split, str(entry.get("role_source") or "not recorded")])
     return table
 
 

@@ -35,6 +35,7 @@ class ProcessInfo:
 # Process roles by title or command line, first match wins: (pattern, role). vLLM v1 names its processes with
 # setproctitle; single-process servers (llama-cpp-python, transformers serve) run the API and the loop together.
 ROLE_RULES: tuple[tuple[str, str], ...] = (
+    (r"^(sh|bash|dash|zsh)$", "shell (starts the server)"),  # first: --launch's /bin/sh -c holds the whole command
     (r"VLLM::EngineCor", "engine core"),  # comm keeps 15 characters of VLLM::EngineCore
     (r"VLLM::Worker", "model worker"),
     (r"VLLM::APIServer|vllm\.entrypoints|vllm serve", "API server"),
@@ -45,7 +46,6 @@ ROLE_RULES: tuple[tuple[str, str], ...] = (
     (r"multiprocessing\.resource_tracker|resource_tracker", "idle helper (multiprocessing resource tracker)"),
     (r"multiprocessing\.forkserver", "idle helper (multiprocessing fork server)"),
     (r"tokeniz", "tokenizer"),
-    (r"^(sh|bash|dash|zsh)$", "shell (starts the server)"),  # --launch runs the command through /bin/sh
 )  # fmt: skip
 
 
@@ -53,8 +53,8 @@ def assign_role(process: ProcessInfo, port: int | None = None) -> None:
     """Name what the process does from its title and command line, else from its listening socket."""
     for pattern, role in ROLE_RULES:
         for where, text in (("process title", process.title), ("command line", process.cmdline)):
-            if re.search(pattern, text):
-                process.role, process.role_source = role, f"{where} matches {pattern!r}"
+            if match := re.search(pattern, text):
+                process.role, process.role_source = role, f"{where} {match.group(0)!r}"
                 return
     if process.listening:
         process.role = "API server"
@@ -62,7 +62,7 @@ def assign_role(process: ProcessInfo, port: int | None = None) -> None:
             f"listens on the target's port {port}" if port else "listens on the target's port"
         )
         return
-    process.role, process.role_source = "unknown", "no rule matches its title or command line"
+    process.role, process.role_source = "unknown", f"no rule matches its title {process.title!r} or command line"
 
 
 def parse_listeners(text: str, port: int) -> set[int]:

@@ -44,12 +44,15 @@ def test_only_listening_sockets_of_the_port_count() -> None:
      "idle helper (multiprocessing resource tracker)"),
     ("python3", "python3 myserver.py", True, "API server"),
     ("python3", "python3 myworker.py", False, "unknown"),
+    ("sh", "/bin/sh -c python -m vllm.entrypoints.openai.api_server --port 8000", False, "shell (starts the server)"),
 ])  # fmt: skip
 def test_roles_come_from_titles_then_from_the_listening_socket(title: str, cmdline: str, listening: bool, role: str) -> None:
     process = ProcessInfo(pid=10, ppid=1, title=title, cmdline=cmdline, python=True, listening=listening)
     assign_role(process, 8000)
     assert process.role == role
     assert ("8000" in process.role_source) == (role == "API server" and title == "python3" and "vllm" not in cmdline)
+    if title.startswith("VLLM::"):
+        assert process.role_source == f"process title {title!r}"  # the words that decided it
 
 
 def test_the_tree_is_found_from_its_port_and_from_any_of_its_pids(fake_server: FakeServer) -> None:
