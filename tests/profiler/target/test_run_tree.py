@@ -89,7 +89,7 @@ def test_the_tree_of_a_running_server_is_found_from_a_child_pid_or_its_port() ->
     assert (by_child.pid, by_child.pid_source) == (server.pid, "--pid")
 
 
-@pytest.mark.slow  # the CLI loads SmolLM2's tokenizer before it starts anything: ~10-30 s a case here
+@pytest.mark.slow  # three CLI starts (imports of torch and the reports): ~30 s each on a loaded 2-core machine
 def test_bad_launch_and_pid_are_one_line_and_exit_2(tmp_path: Path) -> None:
     server = FakeServer()
     sleeper = subprocess.Popen(["sleep", "60"])
