@@ -40,7 +40,7 @@ def base_url(url: str) -> str:
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise TargetError(f"--target {url!r} is not an http(s) URL: give e.g. http://127.0.0.1:8000")
     path = parts.path.rstrip("/")
-    path = path.removesuffix("/v1")
+    path = path[: -len("/v1")] if path.endswith("/v1") else path
     return f"{parts.scheme}://{parts.netloc}{path}"
 
 
