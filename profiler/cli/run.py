@@ -20,6 +20,7 @@ from profiler.rundir.outdir import check_run_dir, claim_default_run_dir, claim_r
 from profiler.session.options import EngineOptions, OptionError
 from scenarios.spec import ScenarioSpec
 
+LAUNCH_TIMEOUT_S = 600.0  # vLLM's CPU build takes ~3 minutes to start on a 2-core machine
 INTERRUPTED_EXIT_CODE = 130  # the shell's convention for SIGINT; the partial result is still written
 
 
@@ -35,16 +36,18 @@ def run(
     verify: Annotated[bool, typer.Option("--verify", help="Also run with each predicted native path on and report predicted vs measured gain.")] = False,
     policy: Annotated[Optional[str], typer.Option("--policy", help="Scheduling policy: fcfs or priority (default: priority when the scenario has priority classes, else fcfs).")] = None,
     target: Annotated[Optional[str], typer.Option("--target", help="Send the scenario over HTTP to this OpenAI-compatible server (e.g. http://127.0.0.1:8000) instead of running the built-in engine; --model then only names the tokenizer prompts are sized with.")] = None,
-    pid: Annotated[Optional[int], typer.Option("--pid", help="With --target: the server's process id, for py-spy to sample (automatic for a local infer-prof serve).")] = None,
+    pid: Annotated[Optional[int], typer.Option("--pid", help="With --target: any process of the server (parent or child); py-spy samples every Python process of its tree (default: the tree of the process listening on the target's port).")] = None,
     target_model: Annotated[Optional[str], typer.Option("--target-model", help="With --target: the model id to request (default: the first in /v1/models).")] = None,
     launch: Annotated[Optional[str], typer.Option("--launch", help="Start this server command (quoted; run by /bin/sh in its own session), wait until it answers, profile its whole process tree, then stop it; its output goes to server.log in the run directory.")] = None,
     port: Annotated[Optional[int], typer.Option("--port", help="The server's port on this machine: short for --target http://127.0.0.1:PORT (with --launch, default: the command's own --port).")] = None,
-    launch_timeout: Annotated[float, typer.Option("--launch-timeout", help="With --launch: seconds to wait for the server to answer /v1/models.")] = 600.0,
+    launch_timeout: Annotated[Optional[float], typer.Option("--launch-timeout", help="With --launch: seconds to wait for the server to answer /v1/models (default 600).")] = None,
     *,
     options: EngineOptions,
 ) -> None:
     """Run the engine under a load scenario, measure where the time goes, and write a run directory."""
     options = dataclasses.replace(options, policy=policy or "fcfs")
+    if launch_timeout is not None and launch is None:
+        raise OptionError("--launch-timeout goes with --launch CMD: give the server's command too")
     if launch is not None or port is not None:
         from profiler.session.target.launch import target_url
 
@@ -62,7 +65,7 @@ def run(
         raise typer.Exit(run_target_command(options, target=target, pid=pid, target_model=target_model,
                                             scenario=scenario, requests=requests, duration=duration,
                                             out=output_path(out, "--out"), report=report, profile=profile,
-                                            launch=launch, launch_timeout=launch_timeout))  # fmt: skip
+                                            launch=launch, launch_timeout=LAUNCH_TIMEOUT_S if launch_timeout is None else launch_timeout))  # fmt: skip
     code = run_command(options, scenario=scenario, requests=requests, duration=duration, out=output_path(out, "--out"),
                        report=report, profile=profile, verify=verify, policy_given=policy is not None)  # fmt: skip
     raise typer.Exit(code)

@@ -63,7 +63,7 @@ class LaunchedServer:
         if not command.strip():
             raise TargetError("--launch: the command is empty; give the server's command line in quotes")
         if not (timeout_s > 0):
-            raise TargetError(f"--launch-timeout={timeout_s}: give a positive number of seconds")
+            raise TargetError(f"--launch-timeout={timeout_s:g}: give a positive number of seconds")
         self.command, self.url, self.log_path = command, url.rstrip("/"), log_path
         self.timeout_s, self.grace_s, self.say = timeout_s, grace_s, say
         self.stop_event = stop_event or threading.Event()

@@ -12,7 +12,13 @@ import httpx
 import pytest
 
 from errors import TargetError
-from profiler.session.target.launch import group_members, launched_server, port_in_command, target_url
+from profiler.session.target.launch import (
+    LaunchedServer,
+    group_members,
+    launched_server,
+    port_in_command,
+    target_url,
+)
 from profiler.session.target.tree import descendants, parents
 from tests.profiler.target.conftest import alive, fake_command, free_port, wait_for
 
@@ -70,6 +76,10 @@ def test_where_the_launched_server_answers() -> None:
         target_url(None, None, "server")
     with pytest.raises(TargetError, match="give one of them"):
         target_url("http://h:1", 2, None)
+    with pytest.raises(TargetError, match="--launch-timeout=0: give a positive"):
+        LaunchedServer("server --port 1", "http://127.0.0.1:1", Path("unused.log"), timeout_s=0)
+    with pytest.raises(TargetError, match="the command is empty"):
+        LaunchedServer("  ", "http://127.0.0.1:1", Path("unused.log"))
 
 
 def test_ctrl_c_while_waiting_or_while_running_stops_the_whole_group(tmp_path: Path) -> None:
