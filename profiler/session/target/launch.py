@@ -94,8 +94,8 @@ class LaunchedServer:
                     self.exit_status = status
                     raise TargetError(f"--launch: the server exited with status {status} before it answered"
                                       f"{_why(status)}{self._tail()}")  # fmt: skip
-                if self.stop_event.is_set():
-                    raise TargetError("--launch: stopped while waiting for the server to answer")
+                if self.stop_event.is_set():  # Ctrl-C or SIGTERM while waiting: the CLI's "interrupted", exit 130
+                    raise KeyboardInterrupt
                 try:
                     if client.get(f"{self.url}/v1/models").status_code == 200:
                         self.ready_s = time.perf_counter() - started
