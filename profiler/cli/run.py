@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # the CLI's help and usage errors load none of these (tests/p
 
     from scenarios.spec import ScenarioSpec
 
+LAUNCH_TIMEOUT_S = 600.0  # vLLM's CPU build takes ~3 minutes to start on a 2-core machine
 INTERRUPTED_EXIT_CODE = 130  # the shell's convention for SIGINT; the partial result is still written
 
 
@@ -39,14 +40,25 @@ def run(
     verify: Annotated[bool, typer.Option("--verify", help="Also run with each predicted native path on and report predicted vs measured gain.")] = False,
     policy: Annotated[Optional[str], typer.Option("--policy", help="Scheduling policy: fcfs or priority (default: priority when the scenario has priority classes, else fcfs).")] = None,
     target: Annotated[Optional[str], typer.Option("--target", help="Send the scenario over HTTP to this OpenAI-compatible server (e.g. http://127.0.0.1:8000) instead of running the built-in engine; --model then only names the tokenizer prompts are sized with.")] = None,
-    pid: Annotated[Optional[int], typer.Option("--pid", help="With --target: the server's process id, for py-spy to sample (automatic for a local infer-prof serve).")] = None,
+    pid: Annotated[Optional[int], typer.Option("--pid", help="With --target: any process of the server (parent or child); py-spy samples every Python process of its tree (default: the tree of the process listening on the target's port).")] = None,
     target_model: Annotated[Optional[str], typer.Option("--target-model", help="With --target: the model id to request (default: the first in /v1/models).")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", help="Print every table of the summary, not one screen.")] = False,
+    launch: Annotated[Optional[str], typer.Option("--launch", help="Start this server command (quoted; run by /bin/sh in its own session), wait until it answers, profile its whole process tree, then stop it; its output goes to server.log in the run directory.")] = None,
+    port: Annotated[Optional[int], typer.Option("--port", help="The server's port on this machine: short for --target http://127.0.0.1:PORT (with --launch, default: the command's own --port).")] = None,
+    launch_timeout: Annotated[Optional[float], typer.Option("--launch-timeout", help="With --launch: seconds to wait for the server to answer /v1/models (default 600).")] = None,
     *,
     options: EngineOptions,
 ) -> None:
     """Run the engine under a load scenario, measure where the time goes, and write a run directory."""
     options = dataclasses.replace(options, policy=policy or "fcfs")
+    if launch_timeout is not None and launch is None:
+        raise OptionError("--launch-timeout goes with --launch CMD: give the server's command too")
+    if launch is not None or port is not None:
+        from profiler.session.target.launch import target_url
+
+        if launch is not None and pid is not None:
+            raise OptionError("--launch samples the whole tree of the server it starts: drop --pid")
+        target = target_url(target, port, launch)
     if target is not None or pid is not None or target_model is not None:
         if target is None:
             raise OptionError("--pid and --target-model go with --target URL: give the server's URL too")
@@ -58,7 +70,8 @@ def run(
         raise typer.Exit(run_target_command(options, target=target, pid=pid, target_model=target_model,
                                             scenario=scenario, requests=requests, duration=duration,
                                             out=output_path(out, "--out"), report=report, profile=profile,
-                                            verbose=verbose))  # fmt: skip
+                                            verbose=verbose,
+                                            launch=launch, launch_timeout=LAUNCH_TIMEOUT_S if launch_timeout is None else launch_timeout))  # fmt: skip
     code = run_command(options, scenario=scenario, requests=requests, duration=duration, out=output_path(out, "--out"),
                        report=report, profile=profile, verify=verify, policy_given=policy is not None,
                        verbose=verbose)  # fmt: skip
@@ -205,10 +218,13 @@ def _refuse_engine_flags_with_target(options: EngineOptions, *, policy_given: bo
 def run_target_command(
     options: EngineOptions, *, target: str, pid: int | None, target_model: str | None, scenario: str,
     requests: int | None, duration: float | None, out: Path | None, report: bool, profile: str, verbose: bool = False,
+    launch: str | None = None, launch_timeout: float = 600.0,
 ) -> int:  # fmt: skip
-    """`run --target`: probe the server and check every input before sending anything, then drive it."""
+    """`run --target` (and `--launch`): check every input before sending anything, start the server if asked and
+    wait for it, probe it, drive it, stop it; then the summary and reports."""
     from rich.console import Console
 
+    from profiler.session.target.launch import launched_server
     from profiler.session.target.probe import probe
     from profiler.session.target.session import plan_target, prompt_tokenizer, run_target_session
     from scenarios.spec import load_scenario
@@ -218,18 +234,22 @@ def run_target_command(
     if out is not None:
         check_run_dir(out)
     spec = load_scenario(scenario).with_overrides(num_requests=requests, duration_s=duration, seed=None)
-    plan = plan_target(probe(target, target_model), pid, profile)
-    server = plan.server
-    console.print(f"target [bold]{server.url}[/bold]: {server.name or 'unknown server'} {server.version or ''}, "
-                  f"model [bold]{server.model}[/bold]; scenario [bold]{spec.name}[/bold]: {spec.description}")  # fmt: skip
-    console.print(f"[dim]server split: {'py-spy on pid ' + str(plan.pid) + ' (' + str(plan.pid_source) + ')' if plan.pid else 'no py-spy'}"
-                  f"{', spans from the server' if server.ours and profile != 'off' else ''}"
-                  f"{'; ' + plan.split_unavailable if plan.split_unavailable else ''}[/dim]")  # fmt: skip
-    tokenizer = prompt_tokenizer(options.model)
     with stop_on_signals(console) as stop, _claimed_run_dir(out, spec.name) as run_dir:
-        with session_progress(console) as hooks:
-            outcome = run_target_session(plan, spec, run_dir, tokenizer=tokenizer, profile=profile,
-                                         stop_event=stop.event, hooks=hooks, prompt_model=options.model)  # fmt: skip
+        with launched_server(launch, target, run_dir / "server.log", timeout_s=launch_timeout, stop_event=stop.event,
+                             say=lambda text: console.print(f"[dim]{text}[/dim]")) as launched:  # fmt: skip
+            plan = plan_target(probe(target, target_model), pid, profile, launched=launched.pid if launched else None)
+            server = plan.server
+            console.print(f"target [bold]{server.url}[/bold]: {server.name or 'unknown server'} {server.version or ''}, "
+                          f"model [bold]{server.model}[/bold]; scenario [bold]{spec.name}[/bold]: {spec.description}")  # fmt: skip
+            console.print(f"[dim]server split: {'py-spy on every Python process in the tree of pid ' + str(plan.pid) + ' (' + str(plan.pid_source) + ')' if plan.pid else 'no py-spy'}"
+                          f"{', spans from the server' if server.ours and profile != 'off' else ''}"
+                          f"{'; ' + plan.split_unavailable if plan.split_unavailable else ''}[/dim]")  # fmt: skip
+            tokenizer = prompt_tokenizer(options.model)
+            with session_progress(console) as hooks:
+                outcome = run_target_session(plan, spec, run_dir, tokenizer=tokenizer, profile=profile,
+                                             stop_event=stop.event, hooks=hooks, prompt_model=options.model)  # fmt: skip
+            if launched is not None:
+                launched.check_alive()  # a server that died during the run: its result is kept, the run fails
         _write_reports(outcome, report, console, stop, verbose=verbose)
     return _exit_code(stop, outcome, console)
 

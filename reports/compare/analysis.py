@@ -88,6 +88,7 @@ class ComparisonResult:
     metrics: list[MetricComparison]
     # Percentage points after - before of the spans' time split, {"components": {...}, "categories": {...}}.
     time_split_shift: dict[str, dict[str, float]] = field(default_factory=dict)
+    time_split_method: str | None = None  # "spans", else "samples" (runs against another engine have no spans)
     notes: list[str] = field(default_factory=list)
     # Each run's control figure in run order (reports.compare.drift.control_section); {} when unknown.
     control: dict[str, Any] = field(default_factory=dict)
@@ -175,12 +176,13 @@ def compare_runs(
         for metric in metrics:
             if metric.verdict != NOT_COMPARABLE:
                 metric.verdict = VOID
+    shift, shift_method = _time_split_shift(before, after)
     if unlike:
         notes.insert(0, f"Unlike runs compared on purpose (--allow-unlike): {unlike}; differences include theirs.")
     return ComparisonResult(
         before=[str(path) for path in before_dirs], after=[str(path) for path in after_dirs],
         mode="repeats" if repeats else "samples", confidence=confidence, min_effect=min_effect, seed=seed,
-        metrics=metrics, time_split_shift=_time_split_shift(before, after), notes=notes, control=control,
+        metrics=metrics, time_split_shift=shift, time_split_method=shift_method, notes=notes, control=control,
         void=void, unlike=unlike,
     )  # fmt: skip
 
@@ -424,12 +426,12 @@ def _not_comparable(spec: MetricSpec, method: str, why: str = "missing on one si
                             NOT_COMPARABLE, f"{method} ({why})", why)  # fmt: skip
 
 
-def _time_split_shift(before: list[RunData], after: list[RunData]) -> dict[str, dict[str, float]]:
-    """Mean spans share after minus before, in percentage points, per component and category."""
+def _time_split_shift(before: list[RunData], after: list[RunData]) -> tuple[dict[str, dict[str, float]], str | None]:
+    """Mean share after minus before, in percentage points, per component and category, and the method it came
+    from: spans where every run has them, else py-spy's samples (a `run --target` of another engine)."""
 
-    def mean_split(runs: list[RunData], group: str, names: tuple[str, ...]) -> dict[str, float] | None:
-        splits: list[Mapping[str, Any]] = [((run.result.breakdown or {}).get("methods") or {}).get("spans") or {}
-                                           for run in runs]  # fmt: skip
+    def mean_split(runs: list[RunData], method: str, group: str, names: tuple[str, ...]) -> dict[str, float] | None:
+        splits = [((run.result.breakdown or {}).get("methods") or {}).get(method) or {} for run in runs]
         if not all(splits):
             return None
         return {
@@ -437,9 +439,12 @@ def _time_split_shift(before: list[RunData], after: list[RunData]) -> dict[str, 
             for name in names
         }
 
-    shift: dict[str, dict[str, float]] = {}
-    for group, names in (("components", COMPONENTS), ("categories", CATEGORIES)):
-        old, new = mean_split(before, group, names), mean_split(after, group, names)
-        if old is not None and new is not None:
-            shift[group] = {name: (new[name] - old[name]) * 100 for name in names}
-    return shift
+    for method in ("spans", "samples"):
+        shift: dict[str, dict[str, float]] = {}
+        for group, names in (("components", COMPONENTS), ("categories", CATEGORIES)):
+            old, new = mean_split(before, method, group, names), mean_split(after, method, group, names)
+            if old is not None and new is not None:
+                shift[group] = {name: (new[name] - old[name]) * 100 for name in names}
+        if shift:
+            return shift, method
+    return {}, None

@@ -76,8 +76,9 @@ def metrics_table(result: ComparisonResult) -> Table:
 
 
 def shift_table(result: ComparisonResult) -> Table:
-    """Time-split shift after - before in percentage points (spans method)."""
-    table = Table("Time split shift (spans, after - before)", ["", "shift"])
+    """Time-split shift after - before in percentage points (spans, else samples)."""
+    method = result.time_split_method or "spans"
+    table = Table(f"Time split shift ({method}, after - before)", ["", "shift"])
     for group in ("categories", "components"):
         values = result.time_split_shift.get(group)
         if not values:
@@ -85,5 +86,5 @@ def shift_table(result: ComparisonResult) -> Table:
         table.sections.append(len(table.rows))
         table.rows.extend([name, fmt_pp(value, 2)] for name, value in values.items())
     if not table.rows:
-        table.note = "not available: a run on one side has no time split (profiling off)"
+        table.note = "not available: the runs share no time split (neither spans nor samples on both sides)"
     return table

@@ -13,6 +13,7 @@ from profiler.rundir.results import RunData
 from reports.format import flatten, fmt_ms
 from reports.run import charts, flamegraph, gantt, summary
 from reports.run.frames import top_frames_table
+from reports.run.processes import processes_table
 from reports.run.summary import Table
 from reports.rundata import LATENCY_LABELS, ReportData, prepare, why_not_measured
 from reports.templating import render
@@ -67,6 +68,7 @@ def render_html(data: ReportData) -> str:
         why_breakdown=why_not_measured(result, "breakdown"),
         time_split=summary.time_split_table(result),
         target=summary.target_table(result),
+        processes=processes_table(result),
         gpu=summary.gpu_table(result),
         latency=summary.latency_table(result),
         throughput=summary.throughput_table(result),

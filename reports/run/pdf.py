@@ -18,6 +18,7 @@ from reports.format import flatten
 from reports.run import charts, flamegraph, gantt, summary
 from reports.run.frames import top_frames_table
 from reports.run.pdf_text import A4_INCHES, CHART_AREA, STYLES, TextPages, table_lines
+from reports.run.processes import processes_table
 from reports.run.summary import Table
 from reports.rundata import ReportData, prepare, why_not_measured
 from reports.stacks import ThreadGroup
@@ -77,7 +78,7 @@ def _title_page(pages: TextPages, data: ReportData, title: str, missing: list[st
             [figure.label, figure.value, figure.detail or ""] for figure in summary.key_figures(result, data.slo)
         ]), text_columns=(2,)
     )
-    for optional in (summary.target_table(result), summary.gpu_table(result)):
+    for optional in (summary.target_table(result), processes_table(result), summary.gpu_table(result)):
         if optional is not None:
             pages.table(optional)
     pages.table(summary.latency_table(result))

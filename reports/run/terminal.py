@@ -11,6 +11,7 @@ from rich.text import Text
 
 from profiler.rundir.results import RunData, RunResult, read_run
 from reports.run import summary
+from reports.run.processes import processes_table
 from reports.run.summary import Table
 from reports.rundata import why_not_measured
 from reports.slo import check_slos, slo_targets
@@ -83,7 +84,7 @@ def _render_full(result: RunResult, console: Console) -> None:
         if not summary.machine_spot(result, spot):
             console.print(Text(f"  blind spot: {spot}", style="dim"))
     console.print()
-    for optional in (summary.target_table(result), summary.gpu_table(result)):
+    for optional in (summary.target_table(result), processes_table(result), summary.gpu_table(result)):
         if optional is not None:
             _print_table(console, optional)
     for table in (

@@ -1,11 +1,13 @@
-"""One `run --target` session: a scenario sent over HTTP, the server sampled (and, if it is ours, traced), one run directory.
+"""One `run --target` session: a scenario sent over HTTP, the server's process tree sampled (and, if it is ours, traced), one run directory.
 
-prepare  probe the server, size the prompts, pick the process py-spy attaches to (--pid, or the pid a
-         local `infer-prof serve` reports)
-drive    open the server's profile window (ours), start py-spy on the server's pid, run the load from
-         one asyncio loop, stop both
-record   client-side serving metrics (the same definitions as in-process), the server's split (spans
-         from our server, samples from any Python server), the `target` block -> RunResult
+prepare  probe the server, size the prompts, find the server's process tree on this machine (from --pid,
+         any process of it; from the process listening on the target's port; from a --launch'ed command;
+         or from the pid a local `infer-prof serve` reports)
+drive    open the server's profile window (ours), start py-spy on every Python process of the tree (and on
+         each child that appears later), run the load from one asyncio loop, stop them all
+record   client-side serving metrics (the same definitions as in-process), each process's role and split, the
+         server's split (spans from our server, samples of the process that runs the engine loop), the
+         `target` block -> RunResult
 """
 
 from __future__ import annotations
@@ -17,10 +19,13 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import numpy as np
 import pandas as pd
 
+from errors import TargetError
+from profiler.analysis.foreign import foreign_breakdown
 from profiler.analysis.metrics import RequestTiming, compute_metrics, engine_timeline_summary, latency_summary
 from profiler.collectors.registry import DEEP_RATE_HZ, DEFAULT_RATE_HZ, PROFILES
 from profiler.collectors.sampling import SamplingCollector
@@ -31,8 +36,17 @@ from profiler.session.record import write_samples
 from profiler.session.session import SessionHooks, SessionOutcome, prepare_prompts
 from profiler.session.target.client import HttpLoad, HttpRecord, drive_http, http_outcome
 from profiler.session.target.probe import ServerInfo
+from profiler.session.target.processes import primary_pid, process_table, write_process_samples
 from profiler.session.target.remote import RemoteWindow
-from profiler.session.target.server_split import gil_section, server_breakdown, server_verdict, thread_table
+from profiler.session.target.server_split import (
+    foreign_processes,
+    gil_section,
+    server_breakdown,
+    server_verdict,
+    thread_table,
+)
+from profiler.session.target.tree import ServerTree, find_server_tree
+from profiler.session.target.watch import TreeSampler
 from scenarios.loadgen import generate_requests
 from scenarios.spec import ScenarioSpec
 
@@ -46,26 +60,43 @@ class TargetPlan:
     """What the session will do, decided before any load is sent."""
 
     server: ServerInfo
-    pid: int | None
-    pid_source: str | None  # "--pid" or "infer-prof serve"
+    pid: int | None  # the root of the process tree sampled
+    pid_source: str | None  # "--pid", "port N", "--launch" or "infer-prof serve"
     split_unavailable: str | None  # why no split can be measured, known up front
+    tree: ServerTree | None = None
 
 
-def plan_target(server: ServerInfo, pid: int | None, profile: str) -> TargetPlan:
-    """Which process to sample; OptionError for a --pid that is no process here."""
+def target_port(url: str) -> int:
+    """The TCP port of a target URL (80 or 443 when it names none)."""
+    parts = urlsplit(url)
+    return parts.port or (443 if parts.scheme == "https" else 80)
+
+
+def plan_target(server: ServerInfo, pid: int | None, profile: str, *, launched: int | None = None) -> TargetPlan:
+    """Which process tree to sample: the --launch'ed command's, the tree holding --pid, our server's, or the one
+    listening on the target's port. OptionError for a --pid that is no process here; TargetError for a --pid that
+    is not Python or not the server's."""
     if profile not in PROFILES:
         raise OptionError(f"--profile={profile!r}: use one of {', '.join(PROFILES)}")
-    if pid is not None:
-        if pid <= 0 or not os.path.exists(f"/proc/{pid}"):
-            raise OptionError(f"--pid {pid}: no such process on this machine; give the pid of the server process")
-        return TargetPlan(server, pid, "--pid", "--profile off" if profile == "off" else None)
-    if profile == "off":
-        return TargetPlan(server, None, None, "--profile off")
-    if server.pid is not None:
-        return TargetPlan(server, server.pid, "infer-prof serve", None)
-    reason = ("no --pid given and the server is not a local infer-prof serve: py-spy has no process to attach "
-              "to (pass --pid PID of the server's process on this machine)")  # fmt: skip
-    return TargetPlan(server, None, None, None if server.ours else reason)
+    if pid is not None and (pid <= 0 or not os.path.exists(f"/proc/{pid}")):
+        raise OptionError(f"--pid {pid}: no such process on this machine; give the pid of the server process")
+    port = target_port(server.url) if server.local else None
+    if launched is not None:
+        tree = ServerTree(launched, "--launch", port, [])
+    elif pid is not None:
+        tree = find_server_tree(pid, port)
+    elif server.pid is not None:
+        tree = ServerTree(server.pid, "infer-prof serve", port, [server.pid])
+    elif port is not None and profile != "off":
+        try:
+            tree = find_server_tree(None, port)
+        except TargetError as error:  # a server in a container or behind a proxy: measure the client side only
+            return TargetPlan(server, None, None, None if server.ours else f"{error} (py-spy has no process to attach to)")
+    else:
+        reason = ("the server is not on this machine: py-spy has no process to attach to (run infer-prof where the "
+                  "server runs, or use --launch)")  # fmt: skip
+        return TargetPlan(server, None, None, "--profile off" if profile == "off" else None if server.ours else reason)
+    return TargetPlan(server, tree.root, tree.source, "--profile off" if profile == "off" else None, tree)
 
 
 @functools.cache  # tokenizers are immutable; reading one from a GGUF takes seconds
@@ -92,17 +123,11 @@ def run_target_session(
     requests = generate_requests(scenario, context)
     prompts = prepare_prompts(requests, tokenizer)
     window = RemoteWindow(server.url) if server.ours and profile != "off" else None
-    sampler = None
-    if plan.pid is not None and profile != "off":
-        deep = profile == "deep"
-        # Another engine's verdict needs native stacks (interpreter vs kernels); at 3 Hz the pauses cost little.
-        sampler = SamplingCollector(pid=plan.pid, rate=DEEP_RATE_HZ if deep else DEFAULT_RATE_HZ,
-                                    native=deep or not server.ours,
-                                    priority="realtime" if deep else "low")  # fmt: skip
+    tree = tree_sampler(plan, profile)
     done = _Progress(hooks)
     window_open = window.start() if window else False
-    if sampler is not None:
-        sampler.start()
+    if tree is not None:
+        tree.start()
     if hooks.on_start:
         hooks.on_start(sum(not request.warmup for request in requests))
     interrupted = False
@@ -114,19 +139,41 @@ def run_target_session(
         interrupted = True
         raise
     finally:
-        if sampler is not None:
-            sampler.stop()
+        if tree is not None:
+            tree.stop()
         window_data = window.stop() if window and window_open else None
     interrupted = interrupted or load.stopped_early or stop_event.is_set()
     result, requests_df, steps_df, collector_results = record_target(
-        plan, scenario, load, window, window_data, sampler, profile=profile, prompt_model=prompt_model,
+        plan, scenario, load, window, window_data, tree, profile=profile, prompt_model=prompt_model,
     )  # fmt: skip
     result.partial = interrupted
     result.partial_reason = "interrupted (Ctrl-C): in-flight requests were cancelled" if interrupted else None
     write_run(out_dir, result, requests_df, steps_df)
+    write_process_samples(out_dir, collector_results.get("processes") or {})
     write_samples(out_dir, collector_results, result)
     return SessionOutcome(out_dir, result, requests_df, steps_df, interrupted=interrupted,
                           extras={"collector_results": collector_results})  # fmt: skip
+
+
+def tree_sampler(plan: TargetPlan, profile: str) -> TreeSampler | None:
+    """One py-spy per Python process of the server's tree, at the profile's rate; None without a tree.
+
+    Another engine's samples need native stacks to tell Python from the C++ it calls (our own server has its
+    spans), so those are sampled with --native at every profile; a process where py-spy cannot unwind is
+    tried again without it."""
+    if plan.pid is None or profile == "off":
+        return None
+    deep = profile == "deep"
+    native = deep or not plan.server.ours
+    tried_native: set[int] = set()
+
+    def make_collector(pid: int) -> SamplingCollector:
+        use_native = native and pid not in tried_native
+        tried_native.add(pid)
+        return SamplingCollector(pid=pid, rate=DEEP_RATE_HZ if deep else DEFAULT_RATE_HZ, native=use_native,
+                                 priority="realtime" if deep else "low")  # fmt: skip
+
+    return TreeSampler(plan.pid, make_collector, port=plan.tree.port if plan.tree else None)
 
 
 class _Progress:
@@ -144,9 +191,9 @@ class _Progress:
 
 def record_target(
     plan: TargetPlan, scenario: ScenarioSpec, load: HttpLoad, window: RemoteWindow | None,
-    window_data: dict[str, Any] | None, sampler: SamplingCollector | None, *, profile: str, prompt_model: str,
+    window_data: dict[str, Any] | None, tree: TreeSampler | None, *, profile: str, prompt_model: str,
 ) -> tuple[RunResult, pd.DataFrame, pd.DataFrame, dict[str, Any]]:  # fmt: skip
-    """The run's result, requests.csv, steps.csv and collector results."""
+    """The run's result, requests.csv, steps.csv and collector results (`processes`: each pid's sampling)."""
     timings, rows = _request_tables(load.records)
     measured_end = max([row["finish_ns"] for row in rows if not row["warmup"] and row["finish_ns"]] or [load.end_ns])
     duration_s = max(1e-9, (measured_end - load.start_ns) / 1e9)
@@ -158,7 +205,11 @@ def record_target(
                                           "p99": float(np.percentile(lags, 99)) if lags else None,
                                           "max": float(max(lags)) if lags else None}  # fmt: skip
 
-    sampling = sampler.result() if sampler is not None else None
+    watched = tree.processes() if tree is not None else []
+    results = {w.info.pid: w.collector.result() for w in watched if w.collector is not None}
+    primary = primary_pid(watched, results, prefer=plan.server.pid if plan.server.ours else None)
+    sampling = results.get(primary) if primary is not None else _unsampled(plan, watched, results)
+    processes = process_table(watched, results, primary, load.end_ns - load.start_ns) if tree is not None else None
     collectors = {"sampling": {"status": sampling["status"], "reason": sampling["reason"]}} if sampling else {}
     if window is not None:
         ok = window_data is not None
@@ -167,19 +218,39 @@ def record_target(
     steps = window_data["steps"] if window_data else []
     native = list((plan.server.info or {}).get("native") or [])
     breakdown, engine_thread, _notes = server_breakdown(sampling, window_data, load.end_ns - load.start_ns, native,
-                                                        pid=plan.pid)  # fmt: skip
-    threads = thread_table(sampling, plan.pid) if sampling and sampling.get("status") == "ok" else {}
+                                                        pid=primary)  # fmt: skip
+    sampled = [(pid, result) for pid, result in results.items() if result.get("status") == "ok"]
+    if window_data is None and not plan.server.ours and len(sampled) > 1:
+        # Another engine of several processes: the verdict reads the whole tree (the engine loop's process, the
+        # model worker it waits on, the API server beside them), not the primary process alone.
+        breakdown = foreign_breakdown(foreign_processes(sampled), load.end_ns - load.start_ns)
+    threads = thread_table(sampling, primary) if sampling and sampling.get("status") == "ok" else {}
     verdict = server_verdict(breakdown, collectors) if breakdown is not None else None
     result = RunResult(
         config=_config(plan, scenario, profile, list(collectors), prompt_model),
         environment=describe_environment(), scenario=scenario.to_dict(), metrics=metrics,
         engine={**(engine_timeline_summary(steps) if steps else {}), **({"steps": len(steps)} if steps else {})},
         collectors=collectors, breakdown=breakdown, verdict=verdict,
-        target=_target_block(plan, load, breakdown, sampling, window, window_data, threads, engine_thread, duration_s),
+        target=_target_block(plan, load, breakdown, sampling, window, window_data, threads, engine_thread, duration_s,
+                             processes, primary),
     )  # fmt: skip
-    collector_results = {"sampling": sampling} if sampling else {}
+    collector_results: dict[str, Any] = {"sampling": sampling} if sampling else {}
+    collector_results["processes"] = results
     steps_df = pd.DataFrame(steps) if steps else pd.DataFrame(columns=list(STEP_COLUMNS))
     return result, pd.DataFrame(rows, columns=list(REQUEST_COLUMNS)), steps_df, collector_results
+
+
+def _unsampled(plan: TargetPlan, watched: list[Any], results: dict[int, dict[str, Any]]) -> dict[str, Any] | None:
+    """What stands for the sampling result when no process could be sampled: the first failure, or why none
+    of the tree's processes was Python."""
+    if plan.pid is None:
+        return None
+    failed = [result for result in results.values() if result.get("status") != "ok"]
+    if failed:
+        return failed[0]
+    reason = (f"no Python process in the tree of pid {plan.pid} ({', '.join(w.info.title for w in watched) or 'gone'}): "
+              "py-spy samples Python only")  # fmt: skip
+    return {"status": "skipped", "reason": reason}
 
 
 def _request_tables(records: list[HttpRecord]) -> tuple[list[RequestTiming], list[dict[str, Any]]]:
@@ -223,7 +294,7 @@ def _config(plan: TargetPlan, scenario: ScenarioSpec, profile: str, collectors: 
 def _target_block(
     plan: TargetPlan, load: HttpLoad, breakdown: dict[str, Any] | None, sampling: dict[str, Any] | None,
     window: RemoteWindow | None, window_data: dict[str, Any] | None, threads: dict[str, Any], engine_thread: str,
-    duration_s: float,
+    duration_s: float, processes: list[dict[str, Any]] | None, primary: int | None,
 ) -> dict[str, Any]:  # fmt: skip
     methods = [name for name, split in ((breakdown or {}).get("methods") or {}).items() if split]
     reason = plan.split_unavailable
@@ -245,7 +316,10 @@ def _target_block(
         "failed_share": http["failed_share"], "headline": http["headline"],
         "server": {"name": plan.server.name, "version": plan.server.version, "model": plan.server.model,
                    "source": plan.server.source},
-        "pid": plan.pid, "pid_source": plan.pid_source,
+        "pid": primary if primary is not None else plan.pid, "pid_source": plan.pid_source,
+        "tree": {"root": plan.pid, "source": plan.pid_source, "note": plan.tree.note if plan.tree else None,
+                 "listeners": plan.tree.listeners if plan.tree else []} if plan.pid is not None else None,
+        "processes": processes,
         "split": {"available": bool(methods), "methods": methods, "reason": None if methods else reason,
                   "engine_thread": engine_thread if methods else None},
         "threads": threads,

@@ -1,0 +1,81 @@
+"""The process table of a sampled server tree: each process's role, samples and split, which one the verdict reads, and its raw samples on disk."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from profiler.rundir.atomic import write_text_atomic
+from profiler.session.target.server_split import server_breakdown, thread_table
+from profiler.session.target.watch import WatchedProcess
+
+# Which process the run's verdict reads, best first: the one whose loop decides each step. vLLM's engine core
+# runs the scheduler and the step loop; single-process servers run everything in one.
+PRIMARY_ROLES = ("engine core", "API server + engine loop", "model worker", "unknown", "API server")
+
+
+def split_process(sampling: dict[str, Any], wall_ns: int, pid: int | None = None) -> dict[str, Any]:
+    """One process's split from its samples. The one call into server_split, so that the rules that pick a
+    process's engine thread and read its samples can be replaced in one place."""
+    breakdown, engine_thread, _notes = server_breakdown(sampling, None, wall_ns, [], pid=pid)
+    samples = ((breakdown or {}).get("methods") or {}).get("samples") or {}
+    return {
+        "engine_thread": engine_thread if samples else None,
+        "resolution": samples.get("resolution"),
+        "categories": {name: share for name, share in (samples.get("categories") or {}).items() if share},
+        "components": {name: share for name, share in (samples.get("components") or {}).items() if share},
+        "python_leaf": samples.get("python_leaf"),
+        "threads": thread_table(sampling, pid),
+    }
+
+
+def busy_samples(sampling: dict[str, Any] | None) -> int:
+    """Samples that were not idle, over every thread of the process."""
+    threads = (sampling or {}).get("threads") or {}
+    return sum(data["samples"] - data["categories"].get("idle", 0) for data in threads.values())
+
+
+def primary_pid(processes: list[WatchedProcess], results: dict[int, dict[str, Any]], prefer: int | None = None) -> int | None:
+    """The sampled process the run's verdict reads: `prefer` when it was sampled (our own server), else by role
+    (PRIMARY_ROLES), and among one role the one with the most samples that are not idle."""
+    sampled = [watched for watched in processes if (results.get(watched.info.pid) or {}).get("status") == "ok"]
+    if not sampled:
+        return None
+    if prefer is not None and any(watched.info.pid == prefer for watched in sampled):
+        return prefer
+
+    def rank(watched: WatchedProcess) -> tuple[int, int]:
+        role = watched.info.role
+        order = PRIMARY_ROLES.index(role) if role in PRIMARY_ROLES else len(PRIMARY_ROLES)  # helpers last
+        return order, -busy_samples(results[watched.info.pid])
+
+    return min(sampled, key=rank).info.pid
+
+
+def process_table(processes: list[WatchedProcess], results: dict[int, dict[str, Any]], primary: int | None,
+                  wall_ns: int) -> list[dict[str, Any]]:  # fmt: skip
+    """target.processes: one entry per process seen, parents first, late children after."""
+    table = []
+    for watched in processes:
+        info = watched.info
+        sampling = results.get(info.pid)
+        ok = (sampling or {}).get("status") == "ok"
+        reason = watched.not_sampled or (None if ok else (sampling or {}).get("reason") or "not sampled")
+        table.append({
+            **info.to_dict(), "late": watched.late, "first_seen_s": round(watched.first_seen_s, 3),
+            "exited": watched.gone, "primary": info.pid == primary,
+            "sampled": ok, "not_sampled": None if ok else reason,
+            "mode": (sampling or {}).get("mode") if ok else None,  # "native" or "nonblocking" (Python frames only)
+            "samples": (sampling or {}).get("samples", 0) if ok else 0,
+            "busy_samples": busy_samples(sampling) if ok else 0,
+            "samples_file": f"samples-{info.pid}.txt" if ok and (sampling or {}).get("raw_text") else None,
+            "split": split_process(sampling, wall_ns, info.pid) if ok and sampling else None,
+        })  # fmt: skip
+    return table
+
+
+def write_process_samples(out_dir: Path, results: dict[int, dict[str, Any]]) -> None:
+    """samples-<pid>.txt: each sampled process's py-spy stacks, beside the run's samples.txt (the primary's)."""
+    for pid, sampling in results.items():
+        if sampling.get("status") == "ok" and sampling.get("raw_text"):
+            write_text_atomic(Path(out_dir) / f"samples-{pid}.txt", sampling["raw_text"])
