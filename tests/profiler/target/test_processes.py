@@ -46,10 +46,10 @@ def test_each_process_has_its_own_split_and_the_report_one_row() -> None:
     by_pid = {entry["pid"]: entry for entry in table}
     assert not by_pid[10]["sampled"] and by_pid[10]["not_sampled"] == "not a Python process"
     assert by_pid[11]["samples"] == 39 and by_pid[11]["busy_samples"] == 9 and by_pid[11]["samples_file"] == "samples-11.txt"
-    assert by_pid[11]["split"]["engine_thread"] == "MainThread"  # the busy thread, not the idle one with more samples
-    assert set(by_pid[11]["split"]["threads"]) == {"MainThread", "Thread-1"} and by_pid[12]["primary"]
+    assert by_pid[11]["split"]["engine_thread"] == "MainThread (1)"  # the busy thread, not the idle one with more samples
+    assert set(by_pid[11]["split"]["threads"]) == {"MainThread (1)", "Thread-1 (2)"} and by_pid[12]["primary"]
     rows = processes_table(SimpleNamespace(target={"processes": table})).rows  # type: ignore[arg-type]
     assert [row[0] for row in rows] == ["10", "11", "12 *"]
     assert rows[0][3] == "not sampled: not a Python process" and rows[2][1] == "model worker (appeared at 1.5 s)"
-    assert rows[1][2] == "39 (9 busy)" and rows[1][3].startswith("MainThread: ")
+    assert rows[1][2] == "39 (9 busy)" and rows[1][3].startswith("MainThread (1): ")
     assert processes_table(SimpleNamespace(target={"processes": None})) is None  # type: ignore[arg-type]
