@@ -60,7 +60,8 @@ def load_average() -> float:
 def child(model_name: str, threads: int | None, steps: int, hog_levels: list[int]) -> None:
     """Runs in the measured process: load once, then TPOT at each hog level; one JSON line per level."""
     sys.path.insert(0, str(ROOT))
-    import engine  # noqa: F401 - sets the wait policy (unless told not to) before torch loads libgomp
+    # The engine first: it sets the wait policy (unless told not to) before torch loads libgomp.
+    import engine  # noqa: F401, I001
     import torch
 
     sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -92,7 +93,7 @@ def measure(model_name: str, config: str, steps: int, hog_levels: list[int]) -> 
     env, threads = config_env(config)
     command = [sys.executable, __file__, "--child", model_name, "--steps", str(steps),
                "--hogs", *map(str, hog_levels)] + (["--threads", str(threads)] if threads else [])  # fmt: skip
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=1800)
+    done = subprocess.run(command, check=False, env=env, capture_output=True, text=True, timeout=1800)
     if done.returncode != 0:
         raise SystemExit(f"{config} on {model_name} failed:\n{done.stderr[-2000:]}")
     return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
