@@ -13,7 +13,7 @@ import typer
 from profiler.session.options import EngineOptions, OptionError
 
 ModelOpt = Annotated[str, typer.Option("--model", "-m", help="smollm2-135m (default, real weights), a PATH.gguf, or synthetic:<tiny|small|base|large>.")]
-DtypeOpt = Annotated[str, typer.Option("--dtype", help="Weights and activations: float32, bfloat16, or auto (bfloat16 on a GPU, float32 on the CPU).")]
+DtypeOpt = Annotated[str, typer.Option("--dtype", help="Weights and activations: float32, bfloat16, int8 (8-bit weights, float32 activations; CPU only), or auto (bfloat16 on a GPU, float32 on the CPU).")]
 DeviceOpt = Annotated[str, typer.Option("--device", help="Where the model, its KV pool and activations live: auto (a CUDA GPU when there is one, else the CPU), cpu, cuda or cuda:N. The scheduler, KV allocator and input preparation run on the host either way.")]
 NativeOpt = Annotated[str, typer.Option("--native", help="C twins to switch on: none, all (every twin, each its own call), a comma list of sampler,kv_alloc,scheduler,prepare, or core: scheduler, kv_alloc and prepare fused into one C call per step (core,sampler adds the C sampler).")]
 KvBlocksOpt = Annotated[Optional[int], typer.Option("--kv-blocks", help="KV pool size in blocks (or use --kv-memory).")]

@@ -64,8 +64,12 @@ class EngineOptions:
             raise OptionError("--graphs on captures CUDA graphs and needs a GPU (this engine runs on the CPU): "
                               "drop --graphs, or give --device cuda on a machine with one")  # fmt: skip
         self.dtype = resolve_dtype_name(self.dtype, self.device) if isinstance(self.dtype, str) else self.dtype
-        if self.dtype not in ("float32", "bfloat16"):
-            raise OptionError(f"--dtype={self.dtype!r}: use float32, bfloat16 or auto (bfloat16 on a GPU, float32 on the CPU)")
+        if self.dtype not in ("float32", "bfloat16", "int8"):
+            raise OptionError(f"--dtype={self.dtype!r}: use float32, bfloat16, int8 (8-bit weights, CPU) or auto "
+                              "(bfloat16 on a GPU, float32 on the CPU)")  # fmt: skip
+        if self.dtype == "int8" and self.device != "cpu":
+            raise OptionError(f"--dtype int8 runs on the CPU only (torch's int8 linears): use --device cpu, or "
+                              f"float32 or bfloat16 on {self.device}")  # fmt: skip
         if self.kv_blocks is not None and self.kv_memory_bytes is not None:
             raise OptionError("--kv-blocks and --kv-memory both size the KV pool: give one of them")
         bounds = {"--kv-blocks": (self.kv_blocks, MAX_KV_BLOCKS), "--block-size": (self.block_size, MAX_BLOCK_SIZE),
