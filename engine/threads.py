@@ -22,7 +22,9 @@ OPT_OUT = "INFER_PROF_OMP_POLICY"  # "off": leave libgomp's default (how the ben
 _decision: dict[str, Any] = {}
 
 
-def choose_wait_policy(environ: MutableMapping[str, str] | None = None, torch_loaded: bool | None = None) -> dict[str, Any]:
+def choose_wait_policy(
+    environ: MutableMapping[str, str] | None = None, torch_loaded: bool | None = None
+) -> dict[str, Any]:
     """Set OMP_WAIT_POLICY in `environ` (os.environ by default) unless it or GOMP_SPINCOUNT is already set
     or the opt-out says off; what was decided, as a record for the run's result. libgomp reads the variable
     once, when torch loads it, so `applied` is False when torch was loaded before this call."""
