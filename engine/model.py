@@ -35,12 +35,13 @@ def resolve_dtype(name: str) -> torch.dtype:
 class LayerWeights:
     """One transformer block; matrices are [out, in], Q/K rows in llama.cpp's interleaved-pair order."""
 
+    # The four matrices are packed Int8Linears in an int8 model (LlamaModel._quantize).
     attn_norm: torch.Tensor  # float32 [dim]
-    qkv: torch.Tensor  # [(n_heads + 2 * n_kv_heads) * head_dim, dim]
-    attn_out: torch.Tensor  # [dim, n_heads * head_dim]
+    qkv: torch.Tensor | Int8Linear  # [(n_heads + 2 * n_kv_heads) * head_dim, dim]
+    attn_out: torch.Tensor | Int8Linear  # [dim, n_heads * head_dim]
     ffn_norm: torch.Tensor  # float32 [dim]
-    gate_up: torch.Tensor  # [2 * hidden_dim, dim]: gate rows then up rows
-    down: torch.Tensor  # [dim, hidden_dim]
+    gate_up: torch.Tensor | Int8Linear  # [2 * hidden_dim, dim]: gate rows then up rows
+    down: torch.Tensor | Int8Linear  # [dim, hidden_dim]
 
 
 @dataclass(slots=True)
@@ -241,7 +242,8 @@ class LlamaModel:
         )  # fmt: skip
         self.forward(inp)
 
-        def pack(weight: torch.Tensor) -> Int8Linear:
+        def pack(weight: torch.Tensor | Int8Linear) -> Int8Linear:
+            assert isinstance(weight, torch.Tensor)
             return Int8Linear.from_float(weight, engine, seen.get(id(weight)))
 
         for layer in self.layers:
@@ -255,7 +257,8 @@ class LlamaModel:
         self.quantized_engine = engine
         self.kv_pools, self.num_blocks, self.block_size = [], 0, 0
 
-    def _cast(self, weight: torch.Tensor) -> torch.Tensor:
+    def _cast(self, weight: torch.Tensor | Int8Linear) -> torch.Tensor:
+        assert isinstance(weight, torch.Tensor), "a model is built from float weights; int8 packs them itself"
         return self._place(weight.to(self.dtype))
 
     def _place(self, tensor: torch.Tensor) -> torch.Tensor:

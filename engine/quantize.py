@@ -26,7 +26,9 @@ DEFAULT_ENGINE = "x86"
 SMOOTHING_ALPHA = 0.5  # SmoothQuant's default split of the outliers between activations and weights
 
 
-def smoothing_factors(act_max: torch.Tensor, weight: torch.Tensor, alpha: float = SMOOTHING_ALPHA) -> torch.Tensor:
+def smoothing_factors(
+    act_max: torch.Tensor, weight: torch.Tensor, alpha: float = SMOOTHING_ALPHA
+) -> torch.Tensor:
     """s_j per input channel (float32 [in]); channels never seen or all-zero get 1."""
     weight_max = weight.abs().amax(dim=0).float()
     act = act_max.float()
@@ -68,7 +70,11 @@ class Int8Linear:
 
     @classmethod
     def from_float(
-        cls, weight: torch.Tensor, engine: str, act_max: torch.Tensor | None = None, alpha: float = SMOOTHING_ALPHA
+        cls,
+        weight: torch.Tensor,
+        engine: str,
+        act_max: torch.Tensor | None = None,
+        alpha: float = SMOOTHING_ALPHA,
     ) -> Int8Linear:
         """`act_max` [in]: the largest |input| seen per channel in calibration; None = no smoothing."""
         smoothing = None

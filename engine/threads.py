@@ -30,6 +30,7 @@ def choose_wait_policy(
     once, when torch loads it, so `applied` is False when torch was loaded before this call."""
     env = os.environ if environ is None else environ
     loaded = ("torch" in sys.modules) if torch_loaded is None else torch_loaded
+    record: dict[str, Any]
     if env.get(OPT_OUT, "").lower() == "off":
         record = {"wait_policy": env.get("OMP_WAIT_POLICY", "libgomp default"), "set_by": f"{OPT_OUT}=off"}
     elif "OMP_WAIT_POLICY" in env or "GOMP_SPINCOUNT" in env:
