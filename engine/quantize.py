@@ -19,7 +19,7 @@ import torch.nn.functional as F
 
 # torch's quantized engine for the int8 linears. "x86" (fbgemm for small batches, oneDNN for large) was
 # the fastest on the AVX-512 EPYC measured here; docs/measurements.md has the per-engine decode times
-# (benchmarks/bench_model.py --quantized-engines).
+# (benchmarks/bench_int8_kernels.py).
 DEFAULT_ENGINE = "x86"
 
 
