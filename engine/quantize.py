@@ -17,9 +17,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-# torch's quantized engine for the int8 linears. "x86" (fbgemm for small batches, oneDNN for large) was
-# the fastest on the AVX-512 EPYC measured here; docs/measurements.md has the per-engine decode times
-# (benchmarks/bench_int8_kernels.py).
+# torch's quantized engine for the int8 linears: "x86" was the fastest of fbgemm, onednn and x86 on the
+# AVX-512 EPYC measured here; docs/measurements.md has the per-linear times (benchmarks/bench_int8_kernels.py).
 DEFAULT_ENGINE = "x86"
 
 
