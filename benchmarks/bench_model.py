@@ -1,15 +1,25 @@
 """Measures SmolLM2 load time, batch-1 decode latency and 16-sequence decode throughput in one run.
 
 Usage: python benchmarks/bench_model.py [--model smollm2-135m] [--rounds 3] [--steps 32] [--threads 2]
+       python benchmarks/bench_model.py --against-llama-cpp [--llama-python PATH] [--rounds 3]
 
 Batch 1 and batch 16 are measured in alternating rounds so that noise from other processes on the
 machine hits both alike; each round prints its own ratio, and the summary gives medians.
+
+--against-llama-cpp loads the model in float32 and int8 and, each round, times batch-1 and batch-16
+decode of both and llama.cpp's batch-1 decode of the same GGUF (llama-cpp-python, `--threads` threads),
+then prints per-round ratios and their median and min-max: int8 vs llama.cpp at batch 1 (ms/token),
+int8 batch-16 tokens/s vs llama.cpp's single stream, and float32 vs int8 at batch 1 and 16. llama.cpp
+runs in this interpreter when it imports llama_cpp, else under `--llama-python` (a Python that has
+llama-cpp-python; it needs no torch); with neither, the llama.cpp rows say they were skipped.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -53,6 +63,99 @@ def decode_ms_per_step(loaded: LoadedModel, batch: int, steps: int, warmup: int 
     return statistics.median(times) * 1e3
 
 
+# Runs in whichever Python has llama_cpp: batch-1 greedy decode of one chat prompt, median ms per token.
+LLAMA_CPP_DECODE = """
+import json, statistics, sys, time
+import numpy as np
+from llama_cpp import Llama
+path, threads, steps, prompt = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+llm = Llama(model_path=path, n_ctx=1024, n_threads=threads, n_threads_batch=threads, verbose=False)
+tokens = llm.tokenize(prompt.encode(), add_bos=True, special=True)
+llm.eval(tokens)
+token, times = int(np.argmax(llm.scores[llm.n_tokens - 1])), []
+for step in range(steps + 3):
+    start = time.perf_counter()
+    llm.eval([token])
+    token = int(np.argmax(llm.scores[llm.n_tokens - 1]))
+    if step >= 3:
+        times.append(time.perf_counter() - start)
+print(json.dumps({"ms_per_token": statistics.median(times) * 1e3, "version": __import__("llama_cpp").__version__}))
+"""
+
+
+def llama_cpp_python(requested: str | None) -> str | None:
+    """The interpreter to run llama.cpp under: this one when it has llama_cpp, else `requested`."""
+    try:
+        import llama_cpp  # noqa: F401
+
+        return sys.executable
+    except ImportError:
+        return requested
+
+
+def llama_cpp_ms_per_token(python: str, gguf: Path, threads: int, steps: int, prompt: str) -> tuple[float, str]:
+    done = subprocess.run(
+        [python, "-c", LLAMA_CPP_DECODE, str(gguf), str(threads), str(steps), prompt],
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise SystemExit(f"llama.cpp under {python} failed:\n{done.stderr[-1500:]}")
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    return out["ms_per_token"], out["version"]
+
+
+def spread(values: list[float]) -> str:
+    return f"median {statistics.median(values):.2f}x (min {min(values):.2f}, max {max(values):.2f})"
+
+
+def against_llama_cpp(args: argparse.Namespace) -> None:
+    """float32 and int8 of our engine and llama.cpp's batch-1 decode, interleaved per round."""
+    from engine.models import find_smollm2
+
+    float_model, int8_model = load_model(args.model, dtype="float32"), load_model(args.model, dtype="int8")
+    print(f"model: {float_model.source}; int8 linears on torch's {int8_model.model.quantized_engine!r} engine")
+    python = llama_cpp_python(args.llama_python)
+    gguf = find_smollm2(lambda message: None)[0] if args.model == "smollm2-135m" else Path(args.model)
+    if python is None:
+        print("llama.cpp: SKIPPED - llama_cpp does not import here and no --llama-python was given")
+    elif not gguf.is_file():
+        print(f"llama.cpp: SKIPPED - {args.model} is not a GGUF file llama.cpp can read")
+        python = None
+    prompt = float_model.tokenizer.apply_chat_template(
+        [{"role": "user", "content": PROMPTS[1]}], add_generation_prompt=True
+    )
+    rows: dict[str, list[float]] = {}
+    for round_no in range(1, args.rounds + 1):
+        figures = {
+            "int8 b1": decode_ms_per_step(int8_model, 1, args.steps),
+            "fp32 b1": decode_ms_per_step(float_model, 1, args.steps),
+            "int8 b16": decode_ms_per_step(int8_model, args.batch, args.steps),
+            "fp32 b16": decode_ms_per_step(float_model, args.batch, args.steps),
+        }
+        if python is not None:
+            figures["llama.cpp b1"], version = llama_cpp_ms_per_token(python, gguf, args.threads, args.steps, prompt)
+        for key, value in figures.items():
+            rows.setdefault(key, []).append(value)
+        print(f"round {round_no}: " + ", ".join(f"{k} {v:.1f} ms/step" for k, v in figures.items()), flush=True)
+    b = args.batch
+    print(f"\nmedian of {args.rounds} rounds ({args.steps} timed decode steps each, median step; "
+          f"{torch.get_num_threads()} torch threads, {args.threads} llama.cpp threads):")  # fmt: skip
+    for key, values in rows.items():
+        tokens = b if "b16" in key else 1
+        print(f"  {key:13} {statistics.median(values):7.1f} ms/step = {tokens * 1e3 / statistics.median(values):6.1f} tok/s")
+    ratio = lambda f: [f(i) for i in range(args.rounds)]
+    print(f"  fp32 / int8 time, batch 1:  {spread(ratio(lambda i: rows['fp32 b1'][i] / rows['int8 b1'][i]))}")
+    print(f"  fp32 / int8 time, batch {b}: {spread(ratio(lambda i: rows['fp32 b16'][i] / rows['int8 b16'][i]))}")
+    if "llama.cpp b1" in rows:
+        llama = rows["llama.cpp b1"]
+        print(f"  llama.cpp {version} Q4_1 ({gguf.name}):")
+        print(f"  int8 / llama.cpp ms per token, batch 1: {spread(ratio(lambda i: rows['int8 b1'][i] / llama[i]))}")
+        print(f"  int8 batch-{b} tok/s / llama.cpp single stream tok/s: "
+              f"{spread(ratio(lambda i: (b / rows['int8 b16'][i]) / (1 / llama[i])))}")  # fmt: skip
+    else:
+        print("  llama.cpp: SKIPPED (no llama_cpp): int8 vs llama.cpp ratios not measured")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="smollm2-135m")
@@ -61,8 +164,18 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=32)
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--against-llama-cpp", action="store_true", help="float32, int8 and llama.cpp side by side")
+    parser.add_argument("--llama-python", default=None, help="a Python with llama-cpp-python, if this one lacks it")
+    parser.add_argument("--int8-engine", default=None, help="torch quantized engine for int8: x86, fbgemm or onednn")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    if args.int8_engine:
+        import engine.quantize
+
+        engine.quantize.DEFAULT_ENGINE = args.int8_engine
+    if args.against_llama_cpp:
+        against_llama_cpp(args)
+        return
 
     start = time.perf_counter()
     loaded = load_model(args.model, dtype=args.dtype)

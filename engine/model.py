@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
+from engine.quantize import Int8Embedding, Int8Linear, preferred_engine
 from engine.types import ModelConfig, ModelInput
 from errors import UnsupportedModelError
 
@@ -17,6 +18,8 @@ _DTYPES = {
     "fp32": torch.float32,
     "bfloat16": torch.bfloat16,
     "bf16": torch.bfloat16,
+    # 8-bit weights (engine.quantize); activations, norms and the KV cache stay float32.
+    "int8": torch.float32,
 }
 
 
@@ -25,19 +28,20 @@ def resolve_dtype(name: str) -> torch.dtype:
     try:
         return _DTYPES[name]
     except KeyError:
-        raise UnsupportedModelError(f"dtype {name!r} is not supported: use float32 or bfloat16") from None
+        raise UnsupportedModelError(f"dtype {name!r} is not supported: use float32, bfloat16 or int8") from None
 
 
 @dataclass(slots=True)
 class LayerWeights:
     """One transformer block; matrices are [out, in], Q/K rows in llama.cpp's interleaved-pair order."""
 
+    # The four matrices are packed Int8Linears in an int8 model (LlamaModel._quantize).
     attn_norm: torch.Tensor  # float32 [dim]
-    qkv: torch.Tensor  # [(n_heads + 2 * n_kv_heads) * head_dim, dim]
-    attn_out: torch.Tensor  # [dim, n_heads * head_dim]
+    qkv: torch.Tensor | Int8Linear  # [(n_heads + 2 * n_kv_heads) * head_dim, dim]
+    attn_out: torch.Tensor | Int8Linear  # [dim, n_heads * head_dim]
     ffn_norm: torch.Tensor  # float32 [dim]
-    gate_up: torch.Tensor  # [2 * hidden_dim, dim]: gate rows then up rows
-    down: torch.Tensor  # [dim, hidden_dim]
+    gate_up: torch.Tensor | Int8Linear  # [2 * hidden_dim, dim]: gate rows then up rows
+    down: torch.Tensor | Int8Linear  # [dim, hidden_dim]
 
 
 @dataclass(slots=True)
@@ -50,7 +54,7 @@ class LlamaWeights:
     output: torch.Tensor | None = None  # [vocab, dim]
 
 
-Linear = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+Linear = Callable[[torch.Tensor, Any], torch.Tensor]  # weight: a tensor, or an engine.quantize.Int8Linear
 
 # SDPA maps query heads onto shared KV heads itself from torch 2.5; older versions need a K/V copy.
 _SDPA_HAS_GQA = tuple(int(part) for part in torch.__version__.split(".")[:2]) >= (2, 5)
@@ -58,6 +62,10 @@ _SDPA_HAS_GQA = tuple(int(part) for part in torch.__version__.split(".")[:2]) >=
 
 def _plain_linear(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return x @ w.t()
+
+
+def _int8_linear(x: torch.Tensor, w: Any) -> torch.Tensor:
+    return w(x)
 
 
 def _select_linear(dtype: torch.dtype = torch.float32) -> Linear:
@@ -86,6 +94,8 @@ def _select_linear(dtype: torch.dtype = torch.float32) -> Linear:
 
     return fast
 
+
+CALIBRATION_TOKENS = 256  # int8's calibration prefill: at most this many tokens
 
 EXACT_ROWS = 16  # small decode batches: every row count up to here is its own oneDNN shape
 WARM_ROWS = 4096  # warm_up() compiles the shapes up to here; larger steps compile theirs when they come
@@ -148,19 +158,30 @@ class LlamaModel:
     shape [num_blocks, block_size, n_kv_heads, head_dim].
     """
 
-    def __init__(self, config: ModelConfig, weights: LlamaWeights, dtype: str = "float32", device: str = "cpu") -> None:
+    def __init__(
+        self, config: ModelConfig, weights: LlamaWeights, dtype: str = "float32", device: str = "cpu",
+        calibration_tokens: Sequence[int] | None = None,
+    ) -> None:  # fmt: skip
+        """`calibration_tokens`: the text whose float32 activations set int8's smoothing (dtype int8 only;
+        None = a fixed spread of token ids)."""
         if config.dim % config.n_heads or config.n_heads % config.n_kv_heads or config.head_dim % 2:
             raise UnsupportedModelError(
                 f"model {config.name!r}: dim {config.dim}, {config.n_heads} heads and {config.n_kv_heads} "
                 "KV heads do not divide evenly; the engine needs an even head_dim and whole GQA groups"
             )
         self.config = config
-        self.dtype = resolve_dtype(dtype)
+        self.dtype = resolve_dtype(dtype)  # of activations and the KV cache
+        self.weight_format = "int8" if dtype == "int8" else str(self.dtype).removeprefix("torch.")
         self.device = torch.device(device)
         on_device = self._on_device = self.device.type != "cpu"
         self._cuda = self.device.type == "cuda"
+        self.quantized_engine: str | None = None
+        if self.weight_format == "int8" and (on_device or preferred_engine() is None):
+            why = f"not on {device}" if on_device else "and this torch build has no quantized engine"
+            raise UnsupportedModelError(f"dtype int8 runs on the CPU only, {why}: use float32 or bfloat16")
         cast = self._cast
-        self.embedding = cast(weights.token_embedding)
+        self.embedding: Any = cast(weights.token_embedding)
+        self._embed: Callable[[torch.Tensor], torch.Tensor] = lambda ids: F.embedding(ids, self.embedding).float()
         self.layers = [
             LayerWeights(
                 attn_norm=self._place(layer.attn_norm.float()),
@@ -173,9 +194,9 @@ class LlamaModel:
             for layer in weights.layers
         ]
         self.output_norm = self._place(weights.output_norm.float())
-        self.head = self.embedding if weights.output is None else cast(weights.output)
+        self.head: Any = self.embedding if weights.output is None else cast(weights.output)
         # oneDNN is the CPU's fast path; on a GPU torch's matmul already calls cuBLAS.
-        self._linear = _plain_linear if on_device else _select_linear(self.dtype)
+        self._linear: Linear = _plain_linear if on_device else _select_linear(self.dtype)
         head_dim = config.head_dim
         # float64 frequencies: positions times frequencies lose precision in float32 at long contexts.
         self._inv_freq = self._place(1.0 / (
@@ -187,8 +208,57 @@ class LlamaModel:
         # Decode steps replayed as CUDA graphs (engine.cuda_graphs.DecodeGraphs), or None: every step eager.
         # Set before allocate_kv_cache(): the graphs' padding rows write into one extra scratch block.
         self.graphs: Any = None
+        if self.weight_format == "int8":
+            self._quantize(calibration_tokens)
 
-    def _cast(self, weight: torch.Tensor) -> torch.Tensor:
+    @torch.inference_mode()
+    def _quantize(self, calibration_tokens: Sequence[int] | None) -> None:
+        """Replace the float32 weights by int8 ones (engine.quantize), smoothed with the largest input
+        per channel that each linear saw in one float32 prefill of the calibration tokens."""
+        engine = preferred_engine()
+        assert engine is not None  # checked in __init__
+        c = self.config
+        tokens = list(calibration_tokens or [])[:CALIBRATION_TOKENS] or [
+            (1 + 7919 * i) % c.vocab_size for i in range(CALIBRATION_TOKENS)
+        ]
+        seen: dict[int, torch.Tensor] = {}
+        float_linear = self._linear
+
+        def recording(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+            peak = x.detach().abs().amax(dim=0).float()
+            previous = seen.get(id(w))
+            seen[id(w)] = peak if previous is None else torch.maximum(previous, peak)
+            return float_linear(x, w)
+
+        n = len(tokens)
+        self.allocate_kv_cache(-(-n // 16), 16)
+        self._linear = recording
+        ids = torch.tensor(tokens, dtype=torch.int64)
+        positions = torch.arange(n, dtype=torch.int64)
+        inp = ModelInput(
+            token_ids=ids, positions=positions, query_lens=[n], context_lens=[n],
+            block_tables=torch.arange(self.num_blocks, dtype=torch.int32).view(1, -1), slot_mapping=positions,
+            sample_indices=positions,  # every row through the head: its calibration sees all of them
+        )  # fmt: skip
+        self.forward(inp)
+
+        def pack(weight: torch.Tensor | Int8Linear) -> Int8Linear:
+            assert isinstance(weight, torch.Tensor)
+            return Int8Linear.from_float(weight, engine, seen.get(id(weight)))
+
+        for layer in self.layers:
+            layer.qkv, layer.attn_out = pack(layer.qkv), pack(layer.attn_out)
+            layer.gate_up, layer.down = pack(layer.gate_up), pack(layer.down)
+        # A tied head is packed for the linear; the embedding keeps its own int8 rows for lookups.
+        self.head = pack(self.head)
+        self.embedding = Int8Embedding.from_float(self.embedding)
+        self._embed = self.embedding
+        self._linear = _int8_linear
+        self.quantized_engine = engine
+        self.kv_pools, self.num_blocks, self.block_size = [], 0, 0
+
+    def _cast(self, weight: torch.Tensor | Int8Linear) -> torch.Tensor:
+        assert isinstance(weight, torch.Tensor), "a model is built from float weights; int8 packs them itself"
         return self._place(weight.to(self.dtype))
 
     def _place(self, tensor: torch.Tensor) -> torch.Tensor:
@@ -261,7 +331,7 @@ class LlamaModel:
         Shape-static for a decode plan, so engine.cuda_graphs captures it as it stands."""
         c, linear = self.config, self._linear
         q_width, kv_width = c.n_heads * c.head_dim, c.n_kv_heads * c.head_dim
-        x = F.embedding(token_ids, self.embedding).float()
+        x = self._embed(token_ids)
         for layer, pool in zip(self.layers, self.kv_pools):
             h = _rms_norm(x, layer.attn_norm, c.norm_eps).to(self.dtype)
             qkv = linear(h, layer.qkv)

@@ -43,6 +43,16 @@ SYNTHETIC_PRESETS: dict[str, ModelConfig] = {
 }
 
 
+# What int8's float32 calibration pass reads (engine.model.LlamaModel._quantize): ordinary chat-shaped
+# prose, none of it from the prompts the agreement benchmark scores (benchmarks/bench_int8_agreement.py).
+CALIBRATION_TEXT = (
+    "Summarise the history of the printing press in a few sentences, then give two reasons it mattered. "
+    "The press spread books across Europe within decades; literacy rose, ideas travelled faster, and "
+    "scholars could compare identical copies. Numbers like 1450, 3.14 and 42 appear, as do lists: "
+    "first, second, third. Code too: def add(a, b): return a + b."
+)
+
+
 @dataclass(slots=True)
 class LoadedModel:
     """A model ready for the engine, its tokenizer, and a line saying where it came from."""
@@ -113,7 +123,9 @@ def _load_gguf(path: Path, name: str, source: str, dtype: str, device: str, say:
     weights = load_weights(reader, config, dtype)
     tokenizer = Tokenizer.from_gguf(reader)
     del reader  # the weights are copies: release the file's memory map
-    return LoadedModel(LlamaModel(config, weights, dtype, device), tokenizer, config, _on(source, device))
+    calibration = tokenizer.encode_chat(CALIBRATION_TEXT) if dtype == "int8" else None
+    model = LlamaModel(config, weights, dtype, device, calibration_tokens=calibration)
+    return LoadedModel(model, tokenizer, config, _on(source, device))
 
 
 # ---------------------------------------------------------------------------------- synthetic models

@@ -26,7 +26,17 @@ class BuiltEngine:
         data = asdict(self.config)
         data["num_kv_blocks"] = self.engine.num_blocks
         data["max_model_len"] = self.engine.max_model_len
+        data["openmp"] = openmp_config()
         return data
+
+
+def openmp_config() -> dict[str, Any]:
+    """How torch's OpenMP threads wait and how many there are, with who chose (engine.threads)."""
+    import torch
+
+    from engine.threads import wait_policy_decision
+
+    return {**wait_policy_decision(), "threads": torch.get_num_threads()}
 
 
 def load_for_options(options: EngineOptions, progress: Callable[[str], None] | None = None, *, checked: bool = False):

@@ -16,7 +16,7 @@ from scenarios.spec import ScenarioSpec
 
 # A chat template wraps the user's text in a few tokens the scenario's prompt_tokens do not count.
 CHAT_TEMPLATE_TOKENS = 16
-ITEMSIZE = {"float32": 4, "bfloat16": 2}
+ITEMSIZE = {"float32": 4, "bfloat16": 2, "int8": 4}  # int8: a float32 KV cache, and float32 weights until packed
 
 
 @dataclass

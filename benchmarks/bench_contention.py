@@ -1,0 +1,142 @@
+"""Batch-1 decode TPOT with 0, 1 and 2 busy-loop hogs, per OpenMP wait policy and thread count, in one run.
+
+Usage: python benchmarks/bench_contention.py [--models smollm2-135m synthetic:small] [--rounds 3] [--steps 12]
+       [--configs shipped passive passive-1]
+
+libgomp reads its wait policy once, when torch loads it, so every configuration is measured in a fresh
+child process with its environment set before `import torch`. Each child loads the model once, then for
+0, 1 and 2 hogs (`python -c 'while 1: pass'`, started by the child, always killed) times `--steps`
+batch-1 decode steps after 2 warm-up steps. Configurations take turns inside every round, so noise from
+other processes hits them alike; the summary gives each configuration's median TPOT over rounds, and its
+ratio to the shipped one per round (median, min-max). The 1-minute load average is printed with every
+measurement: on a shared machine "0 hogs" is not quiet.
+
+Configurations: shipped = libgomp's default (OMP_WAIT_POLICY unset, so a waiting thread spins ~300,000
+iterations before it sleeps); passive = OMP_WAIT_POLICY=PASSIVE (sleep at once); passive-1 = passive and
+one torch thread; spin-N = GOMP_SPINCOUNT=N (spin briefly, then sleep); active = OMP_WAIT_POLICY=ACTIVE.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+HOG = "while 1: pass"
+
+
+def config_env(name: str) -> tuple[dict[str, str], int | None]:
+    """The environment and thread count (None = torch's choice) a configuration name stands for."""
+    env = {key: value for key, value in os.environ.items() if key not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    # The engine sets its own policy when the variable is unset; the shipped baseline must not get it.
+    env["INFER_PROF_OMP_POLICY"] = "off"
+    threads = None
+    if name == "shipped":
+        pass
+    elif name in ("passive", "passive-1"):
+        env["OMP_WAIT_POLICY"] = "PASSIVE"
+        threads = 1 if name == "passive-1" else None
+    elif name == "active":
+        env["OMP_WAIT_POLICY"] = "ACTIVE"
+    elif name.startswith("spin-"):
+        env["GOMP_SPINCOUNT"] = name[len("spin-") :]
+    elif name == "engine":  # whatever the engine chooses by itself (engine/threads.py)
+        env.pop("INFER_PROF_OMP_POLICY")
+    else:
+        raise SystemExit(f"unknown configuration {name!r}")
+    return env, threads
+
+
+def load_average() -> float:
+    return os.getloadavg()[0]
+
+
+def child(model_name: str, threads: int | None, steps: int, hog_levels: list[int]) -> None:
+    """Runs in the measured process: load once, then TPOT at each hog level; one JSON line per level."""
+    sys.path.insert(0, str(ROOT))
+    # The engine first: it sets the wait policy (unless told not to) before torch loads libgomp.
+    import engine  # noqa: F401, I001
+    import torch
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from bench_model import decode_ms_per_step
+
+    from engine.models import load_model
+
+    if threads:
+        torch.set_num_threads(threads)
+    loaded = load_model(model_name)
+    for hogs in hog_levels:
+        procs = [subprocess.Popen([sys.executable, "-c", HOG]) for _ in range(hogs)]
+        try:
+            time.sleep(0.3 if hogs else 0.0)  # let the hogs reach the run queue
+            before = load_average()
+            tpot = decode_ms_per_step(loaded, 1, steps, warmup=2)
+            record = {"hogs": hogs, "tpot_ms": tpot, "load_before": before, "load_after": load_average(),
+                      "threads": torch.get_num_threads(), "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+                      "gomp_spincount": os.environ.get("GOMP_SPINCOUNT")}  # fmt: skip
+            print(json.dumps(record), flush=True)
+        finally:
+            for proc in procs:
+                proc.kill()
+            for proc in procs:
+                proc.wait()
+
+
+def measure(model_name: str, config: str, steps: int, hog_levels: list[int]) -> list[dict]:
+    env, threads = config_env(config)
+    command = [sys.executable, __file__, "--child", model_name, "--steps", str(steps),
+               "--hogs", *map(str, hog_levels)] + (["--threads", str(threads)] if threads else [])  # fmt: skip
+    done = subprocess.run(command, check=False, env=env, capture_output=True, text=True, timeout=1800)
+    if done.returncode != 0:
+        raise SystemExit(f"{config} on {model_name} failed:\n{done.stderr[-2000:]}")
+    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="+", default=["smollm2-135m", "synthetic:small"])
+    parser.add_argument("--configs", nargs="+", default=["shipped", "passive", "passive-1"])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=12)
+    parser.add_argument("--hogs", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args.child, args.threads, args.steps, args.hogs)
+        return
+
+    print(f"cores: {os.cpu_count()}; {args.steps} timed batch-1 decode steps per measurement after 2 warm-up steps")
+    results: dict[tuple[str, str, int], list[float]] = {}
+    for round_no in range(1, args.rounds + 1):
+        for model_name in args.models:
+            for config in args.configs:
+                for rec in measure(model_name, config, args.steps, args.hogs):
+                    results.setdefault((model_name, config, rec["hogs"]), []).append(rec["tpot_ms"])
+                    print(f"round {round_no} {model_name:16} {config:10} hogs {rec['hogs']}: "
+                          f"TPOT {rec['tpot_ms']:8.1f} ms  ({rec['threads']} threads; load average "
+                          f"{rec['load_before']:.1f} -> {rec['load_after']:.1f})", flush=True)  # fmt: skip
+
+    print("\nsummary: median TPOT over rounds, and the ratio to shipped per round (median, min-max)")
+    for model_name in args.models:
+        for hogs in args.hogs:
+            base = results.get((model_name, "shipped", hogs))
+            for config in args.configs:
+                times = results[(model_name, config, hogs)]
+                line = f"  {model_name:16} hogs {hogs} {config:10} TPOT {statistics.median(times):8.1f} ms"
+                if base and config != "shipped":
+                    ratios = [t / b for t, b in zip(times, base)]
+                    line += (f"   x{statistics.median(ratios):.3f} of shipped "
+                             f"(min {min(ratios):.3f}, max {max(ratios):.3f})")  # fmt: skip
+                print(line)
+
+
+if __name__ == "__main__":
+    main()

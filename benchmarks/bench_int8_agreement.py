@@ -1,0 +1,90 @@
+"""How closely --dtype int8 tracks float32: top-1 agreement and logit error over greedy continuations.
+
+Usage: python benchmarks/bench_int8_agreement.py [--model smollm2-135m] [--tokens 48] [--chat-prompts 8]
+
+float32 greedily continues each prompt (the four of bench_model.py, which README's examples use, and the
+first `--chat-prompts` of the `chat` scenario, chat-templated); then both models read prompt plus
+continuation in one prefill, and at every continuation position the int8 model's top token is compared
+with float32's (teacher forcing: one early disagreement does not shift the rest). Also printed: the
+relative L2 error of the logits, and whether float32's token is in int8's top 5.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench_model import PROMPTS
+
+from engine.model_runner import build_model_input
+from engine.models import LoadedModel, load_model
+from scenarios.requests import generate_requests, prompt_text_for
+from scenarios.spec import load_scenario
+
+BLOCK = 16
+
+
+def logits_of(loaded: LoadedModel, ids: list[int]) -> torch.Tensor:
+    """Logits at every position of `ids`, one prefill."""
+    blocks = -(-len(ids) // BLOCK)
+    loaded.model.allocate_kv_cache(blocks, BLOCK)
+    inp = build_model_input([ids], [0], [True], np.arange(blocks, dtype=np.int32).reshape(1, -1), BLOCK)
+    inp.sample_indices = torch.arange(len(ids))
+    return loaded.model.forward(inp)
+
+
+def greedy(loaded: LoadedModel, prompt: list[int], tokens: int) -> list[int]:
+    """`prompt` and float32's greedy continuation of it (up to `tokens` tokens or a stop token)."""
+    blocks = -(-(len(prompt) + tokens) // BLOCK)
+    loaded.model.allocate_kv_cache(blocks, BLOCK)
+    table = np.arange(blocks, dtype=np.int32).reshape(1, -1)
+    logits = loaded.model.forward(build_model_input([prompt], [0], [True], table, BLOCK))
+    ids = list(prompt)
+    for _ in range(tokens):
+        ids.append(int(logits[-1].argmax()))
+        if ids[-1] in loaded.tokenizer.stop_token_ids or len(ids) == len(prompt) + tokens:
+            break
+        logits = loaded.model.forward(build_model_input([[ids[-1]]], [len(ids) - 1], [True], table, BLOCK))
+    return ids
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="smollm2-135m")
+    parser.add_argument("--tokens", type=int, default=48)
+    parser.add_argument("--chat-prompts", type=int, default=8)
+    args = parser.parse_args()
+    reference, quantized = load_model(args.model), load_model(args.model, dtype="int8")
+    print(f"model: {reference.source}; int8 engine: {quantized.model.quantized_engine}")
+    chat = load_scenario("chat")
+    requests = generate_requests(chat, reference.config.context_length)[: args.chat_prompts]
+    prompts = [("readme", p) for p in PROMPTS] + [("chat", prompt_text_for(r)) for r in requests]
+    totals: dict[str, list[int]] = {}
+    for source, text in prompts:
+        prompt = reference.tokenizer.encode_chat(text)
+        ids = greedy(reference, prompt, args.tokens)
+        want, got = logits_of(reference, ids), logits_of(quantized, ids)
+        rows = slice(len(prompt) - 1, len(ids) - 1)  # the positions that chose the continuation
+        agree = int((want[rows].argmax(-1) == got[rows].argmax(-1)).sum())
+        top5 = int((got[rows].topk(5, -1).indices == want[rows].argmax(-1, keepdim=True)).any(-1).sum())
+        n = rows.stop - rows.start
+        error = float((got[rows] - want[rows]).norm() / want[rows].norm())
+        for key in (source, "all"):
+            counts = totals.setdefault(key, [0, 0, 0])
+            counts[0], counts[1], counts[2] = counts[0] + agree, counts[1] + top5, counts[2] + n
+        print(f"{source:6} {agree:3}/{n:3} top-1 agree, {top5:3}/{n:3} in top 5, logits rel. error {error:.3f}: "
+              f"{text[:50]!r}")  # fmt: skip
+    for key, (agree, top5, n) in totals.items():
+        print(
+            f"{key:6} top-1 agreement {agree}/{n} = {agree / n:.1%}; float32's token in int8's top 5: {top5 / n:.1%}"
+        )
+
+
+if __name__ == "__main__":
+    main()
