@@ -143,7 +143,9 @@ def against_llama_cpp(args: argparse.Namespace) -> None:
     for key, values in rows.items():
         tokens = b if "b16" in key else 1
         print(f"  {key:13} {statistics.median(values):7.1f} ms/step = {tokens * 1e3 / statistics.median(values):6.1f} tok/s")
-    ratio = lambda f: [f(i) for i in range(args.rounds)]
+    def ratio(per_round):  # one figure per round, for spread()
+        return [per_round(i) for i in range(args.rounds)]
+
     print(f"  fp32 / int8 time, batch 1:  {spread(ratio(lambda i: rows['fp32 b1'][i] / rows['int8 b1'][i]))}")
     print(f"  fp32 / int8 time, batch {b}: {spread(ratio(lambda i: rows['fp32 b16'][i] / rows['int8 b16'][i]))}")
     if "llama.cpp b1" in rows:
