@@ -15,6 +15,7 @@ import sys
 import time
 import warnings
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -43,7 +44,7 @@ def main() -> None:
             scale = w.abs().amax(1) / 127
             wq = torch.round(w / scale[:, None]).clamp(-127, 127).to(torch.int8)
             wb, sb = w.bfloat16(), scale.bfloat16()
-            calls = {
+            calls: dict[str, Any] = {
                 "fp32": lambda x=x, w=w: onednn(x, w, None, "none", [], ""),
                 "bf16": lambda x=x, wb=wb: onednn(x.bfloat16(), wb, None, "none", [], ""),
                 "int8pack_bf16": lambda x=x, wq=wq, sb=sb: torch._weight_int8pack_mm(x.bfloat16(), wq, sb),

@@ -21,6 +21,7 @@ import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any, cast
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
@@ -108,9 +109,10 @@ def main() -> int:
     rng = random.Random(args.seed)
     process, url = start_server()
     try:
-        plan = []
+        plan: list[tuple[str, str, Any, Any]] = []
         for number in range(args.requests):
             label, path, body = BAD[number % len(BAD)] if number % 3 == 0 else good(rng)
+            body = cast(Any, body)
             plan.append((label, path, body, label == "good" and body.get("stream") and rng.random() < 0.15))
         deadline = time.monotonic() + args.seconds
         outcomes: Counter[str] = Counter()

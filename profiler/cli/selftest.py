@@ -31,7 +31,7 @@ def selftest(
         task = reporter.task("selftest", total=len(cases), unit="cases")
         started: list[str] = []
 
-        def on_case(case) -> None:  # type: ignore[no-untyped-def]
+        def on_case(case) -> None:
             task.update(len(started), note=f"{case.name}: {case.planted}")
             started.append(case.name)
 

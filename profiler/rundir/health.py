@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 VOID_BUSY = "the machine was busy"
 VOID_SATURATED = "the engine was saturated"
 
 
-def void_reason(health: dict[str, Any] | None) -> str | None:
+def void_reason(health: Mapping[str, Any] | None) -> str | None:
     """Why a run cannot stand for its engine's performance ("the machine was busy" ...), None when healthy or unmeasured."""
     if not health:
         return None

@@ -14,7 +14,7 @@ from typing import TypeVar
 from errors import OptionError, output_error
 
 LOCK_NAME = ".infer-prof.lock"
-_Checked = TypeVar("_Checked", bound=Callable)  # type: ignore[type-arg]
+_Checked = TypeVar("_Checked", bound=Callable)
 
 
 def _os_errors_as_output_errors(check: _Checked) -> _Checked:

@@ -170,6 +170,8 @@ class Prediction(TypedDict, total=False):
     predicted_gain_low: float | None
     predicted_gain_high: float | None
     measured_gain: float | None
+    twin_on: bool  # the C twin was on in this run: nothing to predict
+    void: str | None  # why the prediction cannot be trusted (a busy machine), None when it can
 
 
 class Interval(TypedDict, total=False):
@@ -208,6 +210,8 @@ class Verdict(TypedDict, total=False):
     source: str  # "spans" or "samples"
     verify: Verify
     gpu: dict[str, Any]
+    largest_control_path: dict[str, Any] | None  # {name, share} among the paths still in Python
+    foreign: dict[str, Any]  # another engine's verdict: engine loop, waits, critical path, bounds (analysis.foreign)
 
 
 class ReplayComponent(TypedDict, total=False):
@@ -277,6 +281,10 @@ class Target(TypedDict, total=False):
     gil: dict[str, Any] | None
     client: dict[str, Any]
     http: dict[str, Any]
+    failed_share: float | None  # of the measured requests, those that failed
+    headline: str | None  # the line a run whose requests mostly failed leads with
+    tree: dict[str, Any]  # the server's process tree: its root, how it was found
+    processes: list[dict[str, Any]] | None  # one entry per process: role, samples, split (session.target.processes)
 
 
 class Health(TypedDict, total=False):

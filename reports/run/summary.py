@@ -632,8 +632,9 @@ def compact_split(result: RunResult) -> Table | None:
     """Categories and components side by side, one column per method that measured them; None without a split."""
     breakdown = result.breakdown or {}
     methods = breakdown.get("methods") or {}
-    present = [(name, split) for name, split in (("spans", methods.get("spans")), ("samples", methods.get("samples")))
-               if split]  # fmt: skip
+    present: list[tuple[str, Mapping[str, Any]]] = [
+        (name, split) for name, split in (("spans", methods.get("spans")), ("samples", methods.get("samples"))) if split
+    ]
     if not present:
         return None
     mixed = any(name == "samples" and split.get("resolution") == "python" for name, split in present)
@@ -691,7 +692,7 @@ def _thread_title(result: RunResult) -> str:
     return f"Time of the server's thread {thread}" if thread and thread != "infer-prof-engine" else "Engine thread's time"
 
 
-def _sum(split: dict[str, Any], names: tuple[str, ...]) -> float | None:
+def _sum(split: Mapping[str, Any], names: tuple[str, ...]) -> float | None:
     values = [(split.get("components") or {}).get(name) for name in names]
     return sum(values) if all(isinstance(value, (int, float)) for value in values) else None  # type: ignore[arg-type]
 
@@ -721,7 +722,7 @@ def slo_lines(result: RunResult, check: SloCheck | None = None) -> list[str]:
     lines = []
     for name, target in targets.items():
         label = LATENCY_LABELS.get(name, name)
-        stats = (result.metrics or {}).get(name) or {}
+        stats: Mapping[str, Any] = (result.metrics or {}).get(name) or {}  # type: ignore[assignment]  # a latency entry
         spread = f" (p50 {fmt_ms(stats.get('p50'))}, p99 {fmt_ms(stats.get('p99'))})"
         if check is not None and check.breaches.get(name):
             lines.append(f"SLO breached: {label} {describe_breaches(check, name)}{spread}.")
@@ -738,7 +739,7 @@ def gpu_line(result: RunResult) -> str | None:
     gpu = result.gpu_time
     if not gpu:
         return None
-    waited = gpu.get("idle_host_by_component") or {}
+    waited = {name: share for name, share in (gpu.get("idle_host_by_component") or {}).items() if share is not None}
     most = f" (most for the {max(waited, key=lambda name: waited[name]).replace('_', ' ')})" if waited else ""
     return (f"GPU: busy {fmt_pct(gpu.get('busy_share'))}, idle waiting for the host {fmt_pct(gpu.get('idle_host_share'))}"
             f"{most}, idle with no work {fmt_pct(gpu.get('idle_no_work_share'))}.")  # fmt: skip
