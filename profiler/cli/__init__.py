@@ -3,29 +3,38 @@
 import os
 import signal
 
-_SIGNALS_BEFORE: dict[int, object] = {}
+# The signals a command has already told the user about (progress.GracefulStop): main() says "interrupted"
+# for the others, such as a Ctrl-C that click turned into exit code 130 without a word.
+ANNOUNCED_STOPS: list[int] = []
 
 
 def exit_quietly_on_signals() -> None:
-    """Until main() starts, Ctrl-C or SIGTERM (the imports below take seconds) ends the process with one line and
-    128 + the signal, not a KeyboardInterrupt traceback; main() puts the previous handlers back (restore_signals)."""
+    """Ctrl-C or SIGTERM while Python is importing (the entry point's imports, and the heavy ones each command
+    makes lazily) ends the process with one line and 128 + the signal: an interrupted import leaves modules
+    half-made, and whatever runs next (another thread, a handler) fails on them with tracebacks. Anywhere else
+    SIGINT is KeyboardInterrupt as usual (main() turns it into one line and 130) and SIGTERM ends the process
+    with one line; commands that stop gracefully install their own handlers over this one."""
 
-    def stop(signum: int, _frame: object) -> None:
-        os.write(2, f"infer-prof: interrupted ({signal.Signals(signum).name}) while starting\n".encode())
-        os._exit(128 + signum)  # nothing is open or written yet; unwinding half-done imports could print tracebacks
+    def stop(signum: int, frame: object) -> None:
+        if signum == signal.SIGINT and not _importing(frame):
+            raise KeyboardInterrupt
+        os.write(2, f"infer-prof: interrupted ({signal.Signals(signum).name})\n".encode())
+        os._exit(128 + signum)  # unwinding half-done imports would print tracebacks
 
     for number in (signal.SIGINT, signal.SIGTERM):
         try:
-            _SIGNALS_BEFORE[number] = signal.signal(number, stop)
+            signal.signal(number, stop)
         except ValueError:  # imported from a thread other than the main one: nothing to guard
             return
 
 
-def restore_signals() -> None:
-    """The handlers from before exit_quietly_on_signals(): Ctrl-C is KeyboardInterrupt again, for main() to catch."""
-    while _SIGNALS_BEFORE:
-        number, handler = _SIGNALS_BEFORE.popitem()
-        signal.signal(number, handler)  # type: ignore[arg-type]
+def _importing(frame: object) -> bool:
+    """Whether the interrupted frame is inside an import (importlib's frozen bootstrap is on its stack)."""
+    while frame is not None:
+        if getattr(frame, "f_code", None) is not None and frame.f_code.co_filename.startswith("<frozen importlib"):  # type: ignore[attr-defined]
+            return True
+        frame = getattr(frame, "f_back", None)
+    return False
 
 
 exit_quietly_on_signals()

@@ -7,7 +7,7 @@ import sys
 import typer
 
 from errors import OUTPUT_ERRNOS, InferProfError, output_error
-from profiler.cli import restore_signals
+from profiler.cli import ANNOUNCED_STOPS
 from profiler.cli.app import app
 from profiler.cli.help_format import install as install_help_format
 
@@ -19,11 +19,12 @@ from profiler.cli import run, serve, sweep, compare, report, budget, selftest, g
 
 def main() -> None:
     """Run the app; exit 0 success, 1 a check failed, 2 bad input (one line on stderr), 130 interrupted."""
-    restore_signals()
     install_help_format()
     try:
         # Without standalone mode click returns a command's typer.Exit code instead of exiting: pass it on.
         code = app(standalone_mode=False)
+        if code in (130, 143) and not ANNOUNCED_STOPS:  # click ends a Ctrl-C with 130 and no line of its own
+            typer.echo("infer-prof: interrupted", err=True)
         sys.exit(code if isinstance(code, int) else 0)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)

@@ -10,6 +10,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Self
 
+from profiler.cli import ANNOUNCED_STOPS
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -42,6 +44,7 @@ class GracefulStop:
                 signal.signal(number, signal.SIG_DFL)
             raise KeyboardInterrupt if signum == signal.SIGINT else SystemExit(128 + signum)
         self.signal = signum
+        ANNOUNCED_STOPS.append(signum)
         self.event.set()
         name = "Ctrl-C" if signum == signal.SIGINT else "SIGTERM"
         self.console.print(f"[yellow]{name}: stopping; in-flight requests are aborted and a partial result is written "
