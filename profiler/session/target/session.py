@@ -155,6 +155,9 @@ def run_target_session(
                           extras={"collector_results": collector_results})  # fmt: skip
 
 
+NATIVE_ATTACH_TRIES = 2  # of watch.ATTACH_TRIES
+
+
 def tree_sampler(plan: TargetPlan, profile: str) -> TreeSampler | None:
     """One py-spy per Python process of the server's tree, at the profile's rate; None without a tree.
 
@@ -165,11 +168,13 @@ def tree_sampler(plan: TargetPlan, profile: str) -> TreeSampler | None:
         return None
     deep = profile == "deep"
     native = deep or not plan.server.ours
-    tried_native: set[int] = set()
+    native_tries: dict[int, int] = {}
 
     def make_collector(pid: int) -> SamplingCollector:
-        use_native = native and pid not in tried_native
-        tried_native.add(pid)
+        # A process caught while it starts can refuse an attach that works a moment later: native stacks are
+        # tried twice before the last try goes without them.
+        native_tries[pid] = native_tries.get(pid, 0) + 1
+        use_native = native and native_tries[pid] <= NATIVE_ATTACH_TRIES
         return SamplingCollector(pid=pid, rate=DEEP_RATE_HZ if deep else DEFAULT_RATE_HZ, native=use_native,
                                  priority="realtime" if deep else "low")  # fmt: skip
 
