@@ -1,19 +1,22 @@
 """Batch-1 decode TPOT with 0, 1 and 2 busy-loop hogs, per OpenMP wait policy and thread count, in one run.
 
 Usage: python benchmarks/bench_contention.py [--models smollm2-135m synthetic:small] [--rounds 3] [--steps 12]
-       [--configs shipped passive passive-1]
+       [--configs shipped passive engine]
 
 libgomp reads its wait policy once, when torch loads it, so every configuration is measured in a fresh
 child process with its environment set before `import torch`. Each child loads the model once, then for
 0, 1 and 2 hogs (`python -c 'while 1: pass'`, started by the child, always killed) times `--steps`
-batch-1 decode steps after 2 warm-up steps. Configurations take turns inside every round, so noise from
+batch-1 decode steps after 2 warm-up steps and WARMUP_S seconds. Configurations take turns inside every round, so noise from
 other processes hits them alike; the summary gives each configuration's median TPOT over rounds, and its
 ratio to the shipped one per round (median, min-max). The 1-minute load average is printed with every
 measurement: on a shared machine "0 hogs" is not quiet.
 
 Configurations: shipped = libgomp's default (OMP_WAIT_POLICY unset, so a waiting thread spins ~300,000
-iterations before it sleeps); passive = OMP_WAIT_POLICY=PASSIVE (sleep at once); passive-1 = passive and
-one torch thread; spin-N = GOMP_SPINCOUNT=N (spin briefly, then sleep); active = OMP_WAIT_POLICY=ACTIVE.
+iterations before it sleeps) with torch's thread count; shipped-1 = the same on one thread; passive =
+OMP_WAIT_POLICY=PASSIVE (sleep at once); passive-1 = passive and one torch thread; spin-N =
+GOMP_SPINCOUNT=N (spin briefly, then sleep); active = OMP_WAIT_POLICY=ACTIVE; engine = what the engine
+chooses by itself (engine/threads.py), with its thread governor ticking before every step as the engine's
+loop does (engine/thread_governor.py).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 HOG = "while 1: pass"
+WARMUP_S = 1.5  # untimed decode after the hogs start: long enough for the engine's governor to look (0.5 s windows)
 
 
 def config_env(name: str) -> tuple[dict[str, str], int | None]:
@@ -39,6 +43,8 @@ def config_env(name: str) -> tuple[dict[str, str], int | None]:
     threads = None
     if name == "shipped":
         pass
+    elif name == "shipped-1":
+        threads = 1
     elif name in ("passive", "passive-1"):
         env["OMP_WAIT_POLICY"] = "PASSIVE"
         threads = 1 if name == "passive-1" else None
@@ -46,7 +52,7 @@ def config_env(name: str) -> tuple[dict[str, str], int | None]:
         env["OMP_WAIT_POLICY"] = "ACTIVE"
     elif name.startswith("spin-"):
         env["GOMP_SPINCOUNT"] = name[len("spin-") :]
-    elif name == "engine":  # whatever the engine chooses by itself (engine/threads.py)
+    elif name == "engine":  # what the engine chooses by itself: engine/threads.py, engine/thread_governor.py
         env.pop("INFER_PROF_OMP_POLICY")
     else:
         raise SystemExit(f"unknown configuration {name!r}")
@@ -68,17 +74,29 @@ def child(model_name: str, threads: int | None, steps: int, hog_levels: list[int
     from bench_model import decode_ms_per_step
 
     from engine.models import load_model
+    from engine.thread_governor import default_governor, read_cpu
 
     if threads:
         torch.set_num_threads(threads)
     loaded = load_model(model_name)
+    # This thread decodes, so it is the one the engine's governor would watch (None unless the engine chose).
+    governor = default_governor()
     for hogs in hog_levels:
         procs = [subprocess.Popen([sys.executable, "-c", HOG]) for _ in range(hogs)]
         try:
             time.sleep(0.3 if hogs else 0.0)  # let the hogs reach the run queue
-            before = load_average()
-            tpot = decode_ms_per_step(loaded, 1, steps, warmup=2)
-            record = {"hogs": hogs, "tpot_ms": tpot, "load_before": before, "load_after": load_average(),
+            before, cpu_before = load_average(), read_cpu()
+            tpot = decode_ms_per_step(loaded, 1, steps, warmup=2, warmup_s=WARMUP_S,
+                                      on_step=governor.tick if governor else None)  # fmt: skip
+            cpu = read_cpu()
+            # What the governor reads, over this level's decode: our threads' run-queue wait and the rest of
+            # the machine's CPU use (all but this, the decoding thread), in cores.
+            wall = max(1, cpu.wall_ns - cpu_before.wall_ns)
+            signals = {"own_wait_cores": (cpu.own_wait_ns - cpu_before.own_wait_ns) / wall,
+                       "others_cores": ((cpu.machine_busy_ns - cpu_before.machine_busy_ns)
+                                        - (cpu.engine_cpu_ns - cpu_before.engine_cpu_ns)) / wall}  # fmt: skip
+            record = {"hogs": hogs, "tpot_ms": tpot, "governor": governor.record() if governor else None,
+                      "load_before": before, "load_after": load_average(), **signals,
                       "threads": torch.get_num_threads(), "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
                       "gomp_spincount": os.environ.get("GOMP_SPINCOUNT")}  # fmt: skip
             print(json.dumps(record), flush=True)
@@ -102,7 +120,7 @@ def measure(model_name: str, config: str, steps: int, hog_levels: list[int]) -> 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=["smollm2-135m", "synthetic:small"])
-    parser.add_argument("--configs", nargs="+", default=["shipped", "passive", "passive-1"])
+    parser.add_argument("--configs", nargs="+", default=["shipped", "passive", "engine"])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=12)
     parser.add_argument("--hogs", type=int, nargs="+", default=[0, 1, 2])
@@ -122,7 +140,9 @@ def main() -> None:
                     results.setdefault((model_name, config, rec["hogs"]), []).append(rec["tpot_ms"])
                     print(f"round {round_no} {model_name:16} {config:10} hogs {rec['hogs']}: "
                           f"TPOT {rec['tpot_ms']:8.1f} ms  ({rec['threads']} threads; load average "
-                          f"{rec['load_before']:.1f} -> {rec['load_after']:.1f})", flush=True)  # fmt: skip
+                          f"{rec['load_before']:.1f} -> {rec['load_after']:.1f}; run-queue wait "
+                          f"{rec['own_wait_cores']:.2f} cores, rest of the machine {rec['others_cores']:.2f})",
+                          flush=True)  # fmt: skip
 
     print("\nsummary: median TPOT over rounds, and the ratio to shipped per round (median, min-max)")
     for model_name in args.models:

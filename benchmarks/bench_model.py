@@ -22,6 +22,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -41,24 +42,33 @@ PROMPTS = [
 ]
 
 
-def decode_ms_per_step(loaded: LoadedModel, batch: int, steps: int, warmup: int = 3) -> float:
-    """Prefill `batch` chat prompts, then time `steps` decode steps of the whole batch (warm-up excluded)."""
+def decode_ms_per_step(loaded: LoadedModel, batch: int, steps: int, warmup: int = 3, warmup_s: float = 0.0,
+                       on_step: Callable[[], None] | None = None) -> float:  # fmt: skip
+    """Prefill `batch` chat prompts, then time `steps` decode steps of the whole batch after a warm-up of
+    `warmup` steps and at least `warmup_s` seconds; `on_step` runs before each step, untimed (the engine's
+    thread governor, for one)."""
     model, tokenizer = loaded.model, loaded.tokenizer
     prompts = [tokenizer.encode_chat(PROMPTS[i % len(PROMPTS)]) for i in range(batch)]
-    blocks_per_seq = -(-(max(map(len, prompts)) + steps + warmup + 1) // BLOCK_SIZE)
+    most_warmup = warmup + (64 if warmup_s else 0)  # the KV cache's room for a timed warm-up
+    blocks_per_seq = -(-(max(map(len, prompts)) + steps + most_warmup + 1) // BLOCK_SIZE)
     model.allocate_kv_cache(batch * blocks_per_seq, BLOCK_SIZE)
     tables = np.arange(batch * blocks_per_seq, dtype=np.int32).reshape(batch, blocks_per_seq)
     logits = model.forward(build_model_input(prompts, [0] * batch, [True] * batch, tables, BLOCK_SIZE))
     positions = [len(p) for p in prompts]
     next_ids = logits.argmax(-1).tolist()
-    times = []
-    for step in range(warmup + steps):
+    times: list[float] = []
+    warm_until = time.perf_counter() + warmup_s
+    step = 0
+    while len(times) < steps:
+        if on_step is not None:
+            on_step()
         start = time.perf_counter()
         inp = build_model_input([[t] for t in next_ids], positions, [True] * batch, tables, BLOCK_SIZE)
         next_ids = model.forward(inp).argmax(-1).tolist()
         elapsed = time.perf_counter() - start
-        if step >= warmup:
+        if step >= most_warmup or (step >= warmup and start >= warm_until):
             times.append(elapsed)
+        step += 1
         positions = [p + 1 for p in positions]
     return statistics.median(times) * 1e3
 

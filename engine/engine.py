@@ -12,6 +12,7 @@ from engine.prepare import PythonPrepare
 from engine.sampler import splitmix64
 from engine.sequence import Request, RequestHandle, RequestOutput, StepLog, StepRecord
 from engine.setup_thread import run_on_setup_thread
+from engine.thread_governor import ThreadGovernor, default_governor
 from engine.tokenizer import IncrementalDetokenizer
 from engine.trace import NULL_TRACER, Tracer
 from engine.types import (
@@ -100,6 +101,7 @@ class Engine:
         self._num_preemptions = 0
         self._num_finished = 0
         self._num_generated = 0
+        self.threads: ThreadGovernor | None = None  # made on the engine thread, which it governs
 
     # -- client side ----------------------------------------------------------------------------
 
@@ -260,6 +262,7 @@ class Engine:
 
     def _run(self) -> None:
         try:
+            self.threads = default_governor()  # before start() returns: the run reads its record
             self._warm_up()
             while True:
                 with self.tracer.lock(self._lock, "engine"):
@@ -279,11 +282,15 @@ class Engine:
                     cancelled = [r.request_id for r in arrivals] + list(self._running)
                 if shutting_down and not (arrivals or self._running or self._finished_ids):
                     return
+                if self.threads is not None:
+                    self.threads.tick()
                 try:
                     self._step(arrivals, cancelled)
                 except Exception as exc:  # e.g. an on_step hook or sampler.add raised: fail, keep serving
                     self._fail(list(self._running.values()), "engine step failed", exc)
         finally:
+            if self.threads is not None:
+                self.threads.close()
             # Whatever happened, no client waits forever.
             with self._lock:
                 self._shutdown = True

@@ -114,6 +114,15 @@ class HeapTrims(TypedDict, total=False):
     total_ms: float
 
 
+class ThreadFigures(TypedDict, total=False):
+    """What engine.thread_governor did: torch's thread count, its switches, the time spent at one thread."""
+
+    threads: int
+    threads_at_end: int
+    switches: int
+    one_thread_s: float
+
+
 class EngineFigures(TypedDict, total=False):
     """What the engine did: steps, preemptions, the KV pool's use (from steps.csv)."""
 
@@ -125,6 +134,7 @@ class EngineFigures(TypedDict, total=False):
     kv_utilization: MeanMax
     fragmentation_slots: MeanMax
     heap_trims: HeapTrims
+    threads: ThreadFigures  # absent when the user chose the threading (engine.threads)
 
 
 class Split(TypedDict, total=False):
@@ -285,6 +295,7 @@ class Target(TypedDict, total=False):
     headline: str | None  # the line a run whose requests mostly failed leads with
     tree: dict[str, Any]  # the server's process tree: its root, how it was found
     processes: list[dict[str, Any]] | None  # one entry per process: role, samples, split (session.target.processes)
+    probe: dict[str, Any] | None  # `--launch --probe`: spans timed inside the server (analysis.probe_spans)
 
 
 class Health(TypedDict, total=False):

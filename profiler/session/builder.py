@@ -45,15 +45,14 @@ def load_for_options(options: EngineOptions, progress: Callable[[str], None] | N
     Unless the caller already did (`checked`), the model's file and shape are checked first, and the
     weights and KV pool against this machine's memory (profiler.session.preflight), so that a bad model
     or an impossible size is refused before the slow load starts."""
-    import torch
-
     from engine.models import load_model
+    from engine.threads import pin_threads
     from profiler.session.preflight import check_engine
 
     if not checked:
         check_engine(options, engine_config(options))
     if options.threads:
-        torch.set_num_threads(options.threads)
+        pin_threads(options.threads)
     return load_model(options.model, dtype=options.dtype, seed=options.seed, device=options.device, progress=progress)
 
 

@@ -224,6 +224,8 @@ def engine_section(engine: Any, steps: pd.DataFrame) -> dict[str, Any]:
     stats = engine.stats()
     graphs = getattr(engine.model, "graphs", None)
     extra = {"graphs": dataclasses.asdict(graphs.stats)} if graphs is not None else {}
+    if engine.threads is not None:
+        extra["threads"] = engine.threads.record()
     return {**stats, "blocks_free_at_end": stats["blocks_free"], **engine_timeline_summary(steps.to_dict("records")),
             **extra}  # fmt: skip
 

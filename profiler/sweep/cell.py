@@ -47,10 +47,10 @@ def run_cell(
     )
     loaded = models.get(cell.options)
     if cell.options.threads:
-        import torch
+        from engine.threads import pin_threads
 
         # Models are cached by (model, dtype, seed): one loaded for another cell kept that cell's threads.
-        torch.set_num_threads(cell.options.threads)
+        pin_threads(cell.options.threads)
     assert cell.scenario is not None
     cell.scenario.validate_against_context(loaded.config.context_length)
     _warm_up(cell, loaded, stop_event)

@@ -54,9 +54,11 @@ def _verdict_sentence(result: RunResult) -> str:
     category = verdict.get("category")
     category_share = f" ({fmt_pct(categories[category])} of the engine thread)" if category in categories else ""
     rule = str(verdict.get("rule") or "no rule recorded")
+    component = verdict.get("component")
     sentence = (
         f"{rule[:1].upper()}{rule[1:]}: interpreter (Python) time is {fmt_pct(verdict.get('interpreter_share'))} "
-        f"of the engine's busy time; most time goes to {category}{category_share}, mostly in {verdict.get('component')}"
+        f"of the engine's busy time; most time goes to {CATEGORY_WORDS.get(str(category), category)}{category_share}"
+        + (f", mostly in {component}" if component else "")
     )
     control = {name: share for name, share in (spans.get("components") or {}).items()
                if name in CONTROL_PATHS and isinstance(share, (int, float))}  # fmt: skip
@@ -68,6 +70,16 @@ def _verdict_sentence(result: RunResult) -> str:
         sentence += f"; the largest control path is the {biggest} ({fmt_pct(control[biggest])})"
     gpu = verdict.get("gpu") or {}
     return sentence + "." + (f" {gpu['sentence']}" if gpu.get("sentence") else "")
+
+
+# Categories whose one word would mislead in a sentence (another engine's loop "waiting" is on its model worker).
+CATEGORY_WORDS = {"waiting": "waiting on the model worker"}
+
+
+def probe_lines(result: RunResult) -> list[str]:
+    """`--probe`: what it timed per step, whether the samples agree, and what it cost (the Amdahl lines: --verbose)."""
+    section = (result.target or {}).get("probe") or {}
+    return [str(line) for line in section.get("lines") or [] if not str(line).startswith("If ")]
 
 
 # Components that are per-token control flow (what a native rewrite could speed up), not compute or waiting.
@@ -298,6 +310,9 @@ def engine_table(result: RunResult) -> Table:
                     f"{show(stats.get('mean'))} / {show(stats.get('max'))}",
                 ]
             )
+    threads = engine.get("threads")
+    if isinstance(threads, dict) and threads.get("threads"):
+        table.rows.append(["torch threads", threads_text(threads)])
     for name, value in (result.counters or {}).items():
         table.rows.append([name.replace("_", " "), fmt_number(value)])
     overhead = result.overhead or {}
@@ -306,6 +321,15 @@ def engine_table(result: RunResult) -> Table:
     if not table.rows:
         table.note = "the run recorded no engine figures"
     return table
+
+
+def threads_text(threads: Mapping[str, Any]) -> str:
+    """engine.thread_governor's record in words: '2', or '2, 1 for 3.2 s in 2 switches (other work wanted the cores)'."""
+    text = fmt_number(threads.get("threads"))
+    if threads.get("switches"):
+        text += (f", 1 for {fmt_number(threads.get('one_thread_s'), 's')} in {fmt_number(threads['switches'])} "
+                 "switches (other work wanted the cores)")  # fmt: skip
+    return text
 
 
 def predictions_table(result: RunResult) -> Table:
@@ -566,7 +590,22 @@ def engine_waited(result: RunResult) -> Headline | None:
                     "limits throughput.", "note")  # fmt: skip
 
 
-HEADLINE_RULES: list[HeadlineRule] = [partial_run, failed_collectors, interval_straddles, engine_waited]
+# At or above this share of the run at one torch thread, the headline says the kernels ran on one thread.
+ONE_THREAD_HEADLINE = 0.10
+
+
+def threads_lowered(result: RunResult) -> Headline | None:
+    """engine.thread_governor ran torch on one thread for much of the run: kernel times are one thread's."""
+    threads = (result.engine or {}).get("threads") or {}
+    duration = (result.metrics or {}).get("duration_s")
+    lowered = threads.get("one_thread_s") or 0.0
+    if not duration or lowered < ONE_THREAD_HEADLINE * duration:
+        return None
+    return Headline(f"torch ran on one thread for {fmt_number(lowered, 's')} of the {fmt_number(duration, 's')} run: "
+                    "other work wanted this machine's cores, so kernel times there are one thread's.", "note")  # fmt: skip
+
+
+HEADLINE_RULES: list[HeadlineRule] = [partial_run, failed_collectors, interval_straddles, engine_waited, threads_lowered]
 
 
 # Collectors that measure a GPU: skipped on a machine without one, which is no blind spot of the run.

@@ -133,3 +133,15 @@ def test_a_target_run_without_spans_prints_its_server_and_samples_split(tmp_path
     assert "samples" in text and "a Python line and the native code it calls" in text
     assert len(_after_verdict(text, read_run(path).result)) <= 25
     assert "Target server (metrics measured client-side" in _render(path, verbose=True, no_color=True)
+
+
+def test_a_run_mostly_on_one_torch_thread_says_so_and_the_engine_table_counts_the_switches(run_dir):
+    result = copy.deepcopy(read_run(run_dir).result)
+    duration = result.metrics["duration_s"]
+    result.engine["threads"] = {"threads": 2, "threads_at_end": 2, "switches": 2, "one_thread_s": 0.5 * duration}
+    line = summary.threads_lowered(result)
+    assert line is not None and "torch ran on one thread" in line.text and "other work wanted" in line.text
+    rows = dict(summary.engine_table(result).rows)
+    assert rows["torch threads"].startswith("2, 1 for") and "in 2 switches" in rows["torch threads"]
+    result.engine["threads"] = {"threads": 2, "threads_at_end": 2, "switches": 0, "one_thread_s": 0.0}
+    assert summary.threads_lowered(result) is None and dict(summary.engine_table(result).rows)["torch threads"] == "2"
