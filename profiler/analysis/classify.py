@@ -364,9 +364,22 @@ class WaitRules:
         self._waits = _compile(row for table in tables for row in table.waits)
         self._frames = _compile(row for table in tables for row in table.wait_frames)
 
-    def frame_kind(self, frame: Frame) -> str | None:
-        """The default wait kind of a function whose own samples are waits (a spin-wait, a poll); else None."""
-        return _match(self._frames, frame) if frame.python else None
+    def spin(self, frames: tuple[Frame, ...]) -> tuple[str | None, int]:
+        """(default kind, index) of the innermost spin-wait or poll function (a `wait_frames` row), reached from
+        the innermost frame through natives, plumbing and the helpers it calls in its own file (a timeout
+        check, a memory fence: vLLM's shared-memory queue spends most of its spin in those); (None, -1) if none."""
+        helper_file = None
+        for index in range(len(frames) - 1, -1, -1):
+            frame = frames[index]
+            if not frame.python or frame.where.endswith(_WAIT_PLUMBING):
+                continue
+            kind = _match(self._frames, frame)
+            if kind is not None:
+                return (kind, index) if helper_file in (None, frame.where) else (None, -1)
+            if helper_file is not None and frame.where != helper_file:
+                break
+            helper_file = frame.where
+        return None, -1
 
     def kind(self, frames: tuple[Frame, ...]) -> tuple[str | None, Frame | None]:
         """(wait kind, the caller that decided it) from the nearest Python caller that is not wait machinery."""
@@ -466,11 +479,13 @@ def classify_wait(
         return "waiting", False, "client"
     waits = waits or _default_waits()
     default_kind = None
-    if category == "interpreter" and not dispatch and frames and frames[-1].python:
-        # A spin-wait, a poll, or a C-level acquire a Python-only stack cannot see: the table names the function.
-        default_kind = waits.frame_kind(frames[-1])
+    if category == "interpreter" and not dispatch:
+        # A spin-wait, a poll, or a C-level acquire a Python-only stack cannot see: the table names the function,
+        # and its callers (not the helpers it calls) say what the wait is for.
+        default_kind, at = waits.spin(frames)
         if default_kind is None:
             return category, dispatch, None
+        frames = frames[: at + 1]
     elif category not in ("lock", "idle"):
         return category, dispatch, None
     kind, _caller = waits.kind(frames)

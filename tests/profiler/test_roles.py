@@ -394,3 +394,24 @@ def test_recorded_transformers_serve_generation_thread_not_tqdm() -> None:
     assert engine is not None and engine.name == "Thread-3 (_run)" and process.engine == "transformers"
     assert engine.categories["kernel"] > engine.categories["interpreter"] > 0
     assert [thread.role for thread in process.threads if thread.name == "tqdm_monitor"] == ["idle helper"] * 2
+
+
+def test_recorded_vllm_spin_wait_on_the_worker_is_waiting_not_interpreter() -> None:
+    # vLLM's shared-memory queue spins in Python while the Worker runs the model: most samples land in the
+    # helpers its spin calls (a timeout check, a memory fence, clock_gettime), not in the spin function itself.
+    process = roles("vllm-enginecore-spin")
+    engine = process.thread(process.engine_thread)
+    assert engine is not None and engine.role == "engine loop"
+    assert engine.waits["worker"] > 0.5 * engine.samples
+    assert engine.categories["interpreter"] < 0.25 * engine.samples
+    helper = _category("EngineCore.step (vllm/v1/engine/core.py:674);FutureWrapper.result (vllm/v1/executor/multiproc_executor.py:98);"
+                       "MessageQueue.dequeue (vllm/distributed/device_communicators/shm_broadcast.py:971);"
+                       "_GeneratorContextManager.__enter__ (contextlib.py:137);"
+                       "MessageQueue.acquire_read (vllm/distributed/device_communicators/shm_broadcast.py:864);"
+                       "MessageQueue.ReadTimeoutWithWarnings.timeout_ms (vllm/distributed/device_communicators/shm_broadcast.py:90);"
+                       "clock_gettime (libc.so.6)")  # fmt: skip
+    assert helper == ("waiting", "worker")
+    # Python that merely shares the file with a spin is still Python.
+    assert _category("EngineCore.step (vllm/v1/engine/core.py:674);"
+                     "MessageQueue.enqueue (vllm/distributed/device_communicators/shm_broadcast.py:900);"
+                     "pickle_payload (vllm/distributed/device_communicators/shm_broadcast.py:700)")[0] == "interpreter"
