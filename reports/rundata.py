@@ -13,7 +13,7 @@ import pandas as pd
 from profiler.rundir.results import STEP_COLUMNS, RunData, RunResult, read_run
 from profiler.rundir.samples import measured_requests, token_gaps_ms
 from reports.slo import SloCheck, check_slos, slo_targets
-from reports.stacks import ThreadGroup, read_stacks, thread_groups
+from reports.stacks import ThreadGroup, process_groups, read_stacks, thread_groups
 
 # The order phases run in within a step (engine/trace.py SPAN_NAMES; reports may not import engine).
 PHASE_ORDER = ("queue", "scheduler", "kv_alloc", "prepare", "model", "d2h", "sampler", "detokenize", "tokenize")
@@ -137,4 +137,5 @@ def prepare(source: ReportData | RunData | str | Path, max_points: int = 300) ->
     slo = check_slos(run.requests, slo_targets(run.result))
     stacks = read_stacks(run)
     return ReportData(run=run, timeline=timeline, latencies=latency_samples(run.requests), slo=slo,
-                      threads=thread_groups(stacks) if stacks else [], start_ns=run_start_ns(run))  # fmt: skip
+                      threads=[*(thread_groups(stacks) if stacks else []), *process_groups(run)],
+                      start_ns=run_start_ns(run))  # fmt: skip

@@ -145,6 +145,31 @@ def read_stacks(run: RunData) -> list[SampledStack] | None:
     return [stack for _, stack in numbered]
 
 
+def process_groups(run: RunData) -> list[ThreadGroup]:
+    """A --target run's other sampled processes, one flame-graph group each (all its threads), after the primary's
+    thread groups: samples-<pid>.txt labelled by sample_labels-<pid>.csv."""
+    groups = []
+    for entry in (run.result.target or {}).get("processes") or []:
+        name = entry.get("samples_file")
+        if not name or entry.get("primary") or not (run.path / name).is_file():
+            continue
+        path = run.path / name
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ReportError(f"{path}: cannot read the py-spy samples ({exc}); re-record the run or delete the file") from None
+        labels = _read_labels(run.path / f"sample_labels-{entry.get('pid')}.csv")
+        group = ThreadGroup(f"{entry.get('role') or 'process'}, pid {entry.get('pid')}")
+        for number, stack in parse_samples(text, path):
+            if number in labels:
+                stack.category, stack.component, _ = labels[number]
+            group.threads.add(stack.thread_id)
+            group.stacks.append(stack)
+        if group.stacks:
+            groups.append(group)
+    return groups
+
+
 def _read_labels(path: Path) -> dict[int, tuple[str, str, bool]]:
     if not path.exists():
         return {}

@@ -14,6 +14,9 @@ or "" for any function), regular expressions searched in py-spy's frame file and
                  polls, and the callers of a C-level acquire that Python-only stacks cannot see
     roles        a thread whose busy samples run under such a frame does that job ("engine loop",
                  "model worker", "api", "tokenizer")
+    probes       functions `run --launch CMD --probe` times from inside the server, as rows of (component,
+                 module, qualname): "step" marks the engine's step (the yardstick), the other components
+                 are timed within it (profiler/inject/sitecustomize.py, profiler/analysis/probe_spans.py)
 
 Your own engine: write a TOML file with the same rows (docs/engine-tables.md) and put it in
 ~/.config/infer-prof/engines/, or name files or folders in INFER_PROF_ENGINE_TABLES (os.pathsep
@@ -24,6 +27,7 @@ between them); user tables are read before the built-in ones, so their rows win.
     waits = [["idle", "myengine/loop\\.py$", "wait_for_requests"]]
     wait_frames = [["idle", "myengine/shm\\.py$", "spin"]]
     roles = [["engine loop", "myengine/loop\\.py$", "run_loop"]]
+    probes = [["step", "myengine.loop", "Loop.step"], ["scheduler", "myengine.sched", "Scheduler.schedule"]]
 """
 
 from __future__ import annotations
@@ -38,9 +42,12 @@ from pathlib import Path
 from errors import TargetError
 
 Row = tuple[str, str, str | None]  # (label, file pattern, function pattern or None)
+ProbeRow = tuple[str, str, str]  # (component or "step", module, qualname in it)
 
 WAIT_KINDS = ("idle", "queueing", "worker", "client")
 ROLES = ("engine loop", "model worker", "api", "tokenizer")
+PROBE_LABELS = ("step", "scheduler", "sampler", "kv_alloc", "prepare", "tokenizer", "detokenizer", "model", "worker",
+                "api")  # fmt: skip
 ENV_VAR = "INFER_PROF_ENGINE_TABLES"
 USER_FOLDER = Path("~/.config/infer-prof/engines")
 
@@ -56,6 +63,7 @@ class EngineTable:
     roles: tuple[Row, ...] = ()
     source: str = "built-in"
     detect: tuple[str, ...] = field(default=())  # file patterns whose frames say this engine runs in a process
+    probes: tuple[ProbeRow, ...] = ()
 
 
 # -- built-in tables ---------------------------------------------------------------------------------------
@@ -117,6 +125,27 @@ VLLM = EngineTable(
         ("api", r"(^|/)vllm/(entrypoints/|v1/engine/async_llm\.py)", None),
     ),
     detect=(r"(^|/)vllm/",),
+    # The step is EngineCore's; the loop hands the batch to its Worker (execute_model, non-blocking) and waits
+    # for the reply (FutureWrapper.result, sample_tokens). The Worker's model runner, and the API server's
+    # input and output processors, are timed in their own processes.
+    probes=(
+        ("step", "vllm.v1.engine.core", "EngineCore.step"),
+        ("step", "vllm.v1.engine.core", "EngineCore.step_with_batch_queue"),
+        ("scheduler", "vllm.v1.core.sched.scheduler", "Scheduler.schedule"),
+        ("scheduler", "vllm.v1.core.sched.scheduler", "Scheduler.update_from_output"),
+        ("worker", "vllm.v1.executor.multiproc_executor", "MultiprocExecutor.execute_model"),
+        ("worker", "vllm.v1.executor.multiproc_executor", "MultiprocExecutor.sample_tokens"),
+        ("worker", "vllm.v1.executor.multiproc_executor", "FutureWrapper.result"),
+        ("prepare", "vllm.v1.worker.gpu_model_runner", "GPUModelRunner.execute_model"),
+        ("prepare", "vllm.v1.worker.gpu_model_runner", "GPUModelRunner._prepare_inputs"),
+        ("model", "vllm.v1.worker.gpu_model_runner", "GPUModelRunner._model_forward"),
+        ("sampler", "vllm.v1.worker.gpu_model_runner", "GPUModelRunner.sample_tokens"),
+        ("sampler", "vllm.v1.worker.gpu_model_runner", "GPUModelRunner._sample"),
+        ("detokenizer", "vllm.v1.engine.output_processor", "OutputProcessor.process_outputs"),
+        ("tokenizer", "vllm.v1.engine.input_processor", "InputProcessor.process_inputs"),
+        ("api", "vllm.entrypoints.openai.completion.serving", "OpenAIServingCompletion.create_completion"),
+        ("api", "vllm.entrypoints.openai.chat_completion.serving", "OpenAIServingChat.create_chat_completion"),
+    ),
 )  # fmt: skip
 
 SGLANG = EngineTable(
@@ -155,6 +184,14 @@ LLAMA_CPP = EngineTable(
     roles=(("engine loop", r"(^|/)llama_cpp/llama\.py$", r"generate|eval|_create_completion|sample"),
            ("api", r"(^|/)llama_cpp/server/", None)),
     detect=(r"(^|/)llama_cpp/",),
+    # One eval per decoded token: its time less llama_decode's is the Python around the C.
+    probes=(
+        ("step", "llama_cpp.llama", "Llama.eval"),
+        ("model", "llama_cpp._internals", "LlamaContext.decode"),
+        ("sampler", "llama_cpp.llama", "Llama.sample"),
+        ("detokenizer", "llama_cpp.llama", "Llama.detokenize"),
+        ("tokenizer", "llama_cpp.llama", "Llama.tokenize"),
+    ),
 )  # fmt: skip
 
 # transformers: model.generate's decoding loop (_sample / _beam_search) and `transformers serve`
@@ -264,10 +301,10 @@ def load_table(path: str | Path) -> EngineTable:
         raise TargetError(f"engine table {path}: cannot read it ({exc.strerror or exc})") from None
     except tomllib.TOMLDecodeError as exc:
         raise TargetError(f"engine table {path}: not valid TOML ({exc})") from None
-    unknown = set(data) - {"name", "components", "waits", "wait_frames", "roles", "detect"}
+    unknown = set(data) - {"name", "components", "waits", "wait_frames", "roles", "detect", "probes"}
     if unknown:
         raise TargetError(f"engine table {path}: unknown key(s) {', '.join(sorted(unknown))}; use name, components, "
-                          "waits, wait_frames, roles, detect")  # fmt: skip
+                          "waits, wait_frames, roles, detect, probes")  # fmt: skip
     from profiler.rundir.results import COMPONENTS
 
     components = COMPONENTS + ("model", "queue")
@@ -282,7 +319,25 @@ def load_table(path: str | Path) -> EngineTable:
         roles=_rows(data.get("roles"), "roles", path, ROLES),
         source=str(path),
         detect=tuple(detect),
+        probes=_probe_rows(data.get("probes"), path),
     )
+
+
+def _probe_rows(data: object, path: Path) -> tuple[ProbeRow, ...]:
+    if data is None:
+        return ()
+    rows = []
+    for index, row in enumerate(data if isinstance(data, list) else [None]):
+        if not (isinstance(row, list) and len(row) == 3 and all(isinstance(cell, str) and cell for cell in row)):
+            raise TargetError(f"engine table {path}: probes[{index}] must be [component, module, function], three "
+                              "non-empty strings (e.g. [\"scheduler\", \"myengine.sched\", \"Scheduler.schedule\"])")  # fmt: skip
+        if row[0] not in PROBE_LABELS:
+            raise TargetError(f"engine table {path}: probes[{index}] component {row[0]!r}: use one of {', '.join(PROBE_LABELS)}")
+        if not re.fullmatch(r"[A-Za-z_][\w.]*", row[1]) or not re.fullmatch(r"[A-Za-z_][\w.]*", row[2]):
+            raise TargetError(f"engine table {path}: probes[{index}] {row[1]!r}, {row[2]!r}: give a dotted module "
+                              "name and a function or Class.method in it")  # fmt: skip
+        rows.append((row[0], row[1], row[2]))
+    return tuple(rows)
 
 
 def table_paths(spec: str | None = None) -> list[Path]:

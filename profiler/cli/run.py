@@ -46,6 +46,7 @@ def run(
     launch: Annotated[Optional[str], typer.Option("--launch", help="Start this server command (quoted; run by /bin/sh in its own session), wait until it answers, profile its whole process tree, then stop it; its output goes to server.log in the run directory.")] = None,
     port: Annotated[Optional[int], typer.Option("--port", help="The server's port on this machine: short for --target http://127.0.0.1:PORT (with --launch, default: the command's own --port).")] = None,
     launch_timeout: Annotated[Optional[float], typer.Option("--launch-timeout", help="With --launch: seconds to wait for the server to answer /v1/models (default 600).")] = None,
+    probe: Annotated[bool, typer.Option("--probe", help="With --launch: also time the engine's own functions (its step, scheduler, model, sampler, detokenizer; the engine tables name them) from inside every server process; the probe's own cost is measured in the run, by turns on and off.")] = False,
     *,
     options: EngineOptions,
 ) -> None:
@@ -53,6 +54,8 @@ def run(
     options = dataclasses.replace(options, policy=policy or "fcfs")
     if launch_timeout is not None and launch is None:
         raise OptionError("--launch-timeout goes with --launch CMD: give the server's command too")
+    if probe and launch is None:
+        raise OptionError("--probe goes with --launch CMD: the probe is loaded into the server as it starts")
     if launch is not None or port is not None:
         from profiler.session.target.launch import target_url
 
@@ -71,7 +74,8 @@ def run(
                                             scenario=scenario, requests=requests, duration=duration,
                                             out=output_path(out, "--out"), report=report, profile=profile,
                                             verbose=verbose,
-                                            launch=launch, launch_timeout=LAUNCH_TIMEOUT_S if launch_timeout is None else launch_timeout))  # fmt: skip
+                                            launch=launch, launch_timeout=LAUNCH_TIMEOUT_S if launch_timeout is None else launch_timeout,
+                                            probe=probe))  # fmt: skip
     code = run_command(options, scenario=scenario, requests=requests, duration=duration, out=output_path(out, "--out"),
                        report=report, profile=profile, verify=verify, policy_given=policy is not None,
                        verbose=verbose)  # fmt: skip
@@ -218,14 +222,16 @@ def _refuse_engine_flags_with_target(options: EngineOptions, *, policy_given: bo
 def run_target_command(
     options: EngineOptions, *, target: str, pid: int | None, target_model: str | None, scenario: str,
     requests: int | None, duration: float | None, out: Path | None, report: bool, profile: str, verbose: bool = False,
-    launch: str | None = None, launch_timeout: float = 600.0,
+    launch: str | None = None, launch_timeout: float = 600.0, probe: bool = False,
 ) -> int:  # fmt: skip
     """`run --target` (and `--launch`): check every input before sending anything, start the server if asked and
     wait for it, probe it, drive it, stop it; then the summary and reports."""
     from rich.console import Console
 
+    from profiler.analysis.engine_tables import all_tables
+    from profiler.session.target.inject import prepare_probe
     from profiler.session.target.launch import launched_server
-    from profiler.session.target.probe import probe
+    from profiler.session.target.probe import probe as probe_server
     from profiler.session.target.session import plan_target, prompt_tokenizer, run_target_session
     from scenarios.spec import load_scenario
 
@@ -234,20 +240,25 @@ def run_target_command(
     if out is not None:
         check_run_dir(out)
     spec = load_scenario(scenario).with_overrides(num_requests=requests, duration_s=duration, seed=None)
+    tables = all_tables() if probe else None  # a user table's mistake is refused before anything starts
     with stop_on_signals(console) as stop, _claimed_run_dir(out, spec.name) as run_dir:
+        setup = prepare_probe(run_dir, tables) if probe else None
         with launched_server(launch, target, run_dir / "server.log", timeout_s=launch_timeout, stop_event=stop.event,
-                             say=lambda text: console.print(f"[dim]{text}[/dim]")) as launched:  # fmt: skip
-            plan = plan_target(probe(target, target_model), pid, profile, launched=launched.pid if launched else None)
+                             say=lambda text: console.print(f"[dim]{text}[/dim]"),
+                             env=setup.env() if setup else None) as launched:  # fmt: skip
+            plan = plan_target(probe_server(target, target_model), pid, profile, launched=launched.pid if launched else None)
             server = plan.server
-            console.print(f"target [bold]{server.url}[/bold]: {server.name or 'unknown server'} {server.version or ''}, "
+            console.print(f"target [bold]{server.url}[/bold]: {server.name or 'unknown server'}{' ' + server.version if server.version else ''}, "
                           f"model [bold]{server.model}[/bold]; scenario [bold]{spec.name}[/bold]: {spec.description}")  # fmt: skip
             console.print(f"[dim]server split: {'py-spy on every Python process in the tree of pid ' + str(plan.pid) + ' (' + str(plan.pid_source) + ')' if plan.pid else 'no py-spy'}"
                           f"{', spans from the server' if server.ours and profile != 'off' else ''}"
+                          f"{', the in-process probe in every process (switched on and off by turns)' if setup else ''}"
                           f"{'; ' + plan.split_unavailable if plan.split_unavailable else ''}[/dim]")  # fmt: skip
             tokenizer = prompt_tokenizer(options.model)
             with session_progress(console) as hooks:
                 outcome = run_target_session(plan, spec, run_dir, tokenizer=tokenizer, profile=profile,
-                                             stop_event=stop.event, hooks=hooks, prompt_model=options.model)  # fmt: skip
+                                             stop_event=stop.event, hooks=hooks, prompt_model=options.model,
+                                             probe=setup)  # fmt: skip
             if launched is not None:
                 launched.check_alive()  # a server that died during the run: its result is kept, the run fails
         _write_reports(outcome, report, console, stop, verbose=verbose)

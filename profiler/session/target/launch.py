@@ -59,7 +59,7 @@ class LaunchedServer:
 
     def __init__(self, command: str, url: str, log_path: Path, *, timeout_s: float = LAUNCH_TIMEOUT_S,
                  grace_s: float = STOP_GRACE_S, say: Callable[[str], None] = lambda text: None,
-                 stop_event: threading.Event | None = None) -> None:  # fmt: skip
+                 stop_event: threading.Event | None = None, env: dict[str, str] | None = None) -> None:  # fmt: skip
         if not command.strip():
             raise TargetError("--launch: the command is empty; give the server's command line in quotes")
         if not (timeout_s > 0):
@@ -67,6 +67,7 @@ class LaunchedServer:
         self.command, self.url, self.log_path = command, url.rstrip("/"), log_path
         self.timeout_s, self.grace_s, self.say = timeout_s, grace_s, say
         self.stop_event = stop_event or threading.Event()
+        self.extra_env = dict(env or {})
         self.process: subprocess.Popen[bytes] | None = None
         self.ready_s: float | None = None
         self.exit_status: int | None = None
@@ -77,9 +78,10 @@ class LaunchedServer:
         return self.process.pid
 
     def start(self) -> None:
+        env = {**os.environ, **self.extra_env}
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(["/bin/sh", "-c", self.command], stdout=log, stderr=subprocess.STDOUT,
-                                            stdin=subprocess.DEVNULL, start_new_session=True,
+                                            stdin=subprocess.DEVNULL, start_new_session=True, env=env,
                                             preexec_fn=_terminate_with_parent)  # fmt: skip
 
     def wait_ready(self) -> float:
@@ -182,14 +184,14 @@ def target_url(target: str | None, port: int | None, launch: str | None) -> str:
 
 @contextmanager
 def launched_server(command: str | None, url: str, log_path: Path, *, timeout_s: float = LAUNCH_TIMEOUT_S,
-                    say: Callable[[str], None] = lambda text: None,
-                    stop_event: threading.Event | None = None) -> Iterator[LaunchedServer | None]:  # fmt: skip
+                    say: Callable[[str], None] = lambda text: None, stop_event: threading.Event | None = None,
+                    env: dict[str, str] | None = None) -> Iterator[LaunchedServer | None]:  # fmt: skip
     """Start `command` and yield it once it answers at `url` (None without a command); stop its whole group on
     the way out, whatever happens inside."""
     if command is None:
         yield None
         return
-    server = LaunchedServer(command, url, log_path, timeout_s=timeout_s, say=say, stop_event=stop_event)
+    server = LaunchedServer(command, url, log_path, timeout_s=timeout_s, say=say, stop_event=stop_event, env=env)
     if port_in_url(url) is not None and pids_listening(port_in_url(url) or 0):
         raise TargetError(f"--launch: something already listens on {url}; stop it, or launch on another --port")
     server.start()

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
-from profiler.rundir.atomic import write_text_atomic
+import pandas as pd
+
+from profiler.rundir.atomic import write_atomic, write_text_atomic
 from profiler.session.target.server_split import server_breakdown, thread_table
 from profiler.session.target.watch import WatchedProcess
 
@@ -74,8 +77,17 @@ def process_table(processes: list[WatchedProcess], results: dict[int, dict[str, 
     return table
 
 
+def _write_csv(table: pd.DataFrame, handle: IO[str]) -> None:
+    table.to_csv(handle, index=False)
+
+
 def write_process_samples(out_dir: Path, results: dict[int, dict[str, Any]]) -> None:
-    """samples-<pid>.txt: each sampled process's py-spy stacks, beside the run's samples.txt (the primary's)."""
+    """samples-<pid>.txt: each sampled process's py-spy stacks, beside the run's samples.txt (the primary's), and
+    sample_labels-<pid>.csv, each stack's category and component (the report's flame graph per process)."""
+    from profiler.session.record import sample_labels
+
     for pid, sampling in results.items():
         if sampling.get("status") == "ok" and sampling.get("raw_text"):
             write_text_atomic(Path(out_dir) / f"samples-{pid}.txt", sampling["raw_text"])
+            labels = sample_labels(sampling["raw_text"], engine_thread_id=-1)  # no thread is our engine's
+            write_atomic(Path(out_dir) / f"sample_labels-{pid}.csv", functools.partial(_write_csv, labels))

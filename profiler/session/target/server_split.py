@@ -76,6 +76,12 @@ def server_breakdown(
     return breakdown, ENGINE_THREAD, []
 
 
+NO_SPANS = "No spans: another engine is not traced, so components come from sampled frames, not timed calls."
+# With --probe: the named calls are timed, the rest still comes from samples.
+PROBE_SPANS = ("Spans only where the probe is: the engine table's named calls are timed, everything else "
+               "comes from sampled frames.")  # fmt: skip
+
+
 def server_verdict(breakdown: dict[str, Any], collectors: dict[str, Any]) -> dict[str, Any]:
     """The verdict: the foreign one when the breakdown holds processes (another engine), else diagnose()'s."""
     if breakdown.get("processes") is not None:
@@ -83,7 +89,7 @@ def server_verdict(breakdown: dict[str, Any], collectors: dict[str, Any]) -> dic
         sampling = collectors.get("sampling") or {}
         if sampling.get("status") not in (None, "ok"):
             spots.append(f"No stack samples ({sampling.get('reason')}).")
-        spots.append("No spans: another engine is not traced, so components come from sampled frames, not timed calls.")
+        spots.append(NO_SPANS)
         return foreign_verdict(breakdown["processes"], blind_spots=spots)
     from profiler.analysis.diagnose import diagnose
 

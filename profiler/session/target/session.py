@@ -16,6 +16,7 @@ import asyncio
 import functools
 import os
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ import pandas as pd
 from errors import TargetError
 from profiler.analysis.foreign import foreign_breakdown
 from profiler.analysis.metrics import RequestTiming, compute_metrics, engine_timeline_summary, latency_summary
+from profiler.analysis.probe_spans import analyse_probe, probe_sentences
 from profiler.collectors.registry import DEEP_RATE_HZ, DEFAULT_RATE_HZ, PROFILES
 from profiler.collectors.sampling import SamplingCollector
 from profiler.rundir.environment import describe_environment
@@ -35,10 +37,13 @@ from profiler.session.options import OptionError
 from profiler.session.record import write_samples
 from profiler.session.session import SessionHooks, SessionOutcome, prepare_prompts
 from profiler.session.target.client import HttpLoad, HttpRecord, drive_http, http_outcome
+from profiler.session.target.inject import ProbeSetup, ProbeSwitch, read_probe
 from profiler.session.target.probe import ServerInfo
 from profiler.session.target.processes import primary_pid, process_table, write_process_samples
 from profiler.session.target.remote import RemoteWindow
 from profiler.session.target.server_split import (
+    NO_SPANS,
+    PROBE_SPANS,
     foreign_processes,
     gil_section,
     server_breakdown,
@@ -114,6 +119,7 @@ def prompt_tokenizer(model: str):
 def run_target_session(
     plan: TargetPlan, scenario: ScenarioSpec, out_dir: Path, *, tokenizer: Any, profile: str,
     stop_event: threading.Event | None = None, hooks: SessionHooks | None = None, prompt_model: str = "",
+    probe: ProbeSetup | None = None,
 ) -> SessionOutcome:  # fmt: skip
     """Drive the scenario against the server and write the run directory (result.json last)."""
     hooks = hooks or SessionHooks()
@@ -128,6 +134,9 @@ def run_target_session(
     window_open = window.start() if window else False
     if tree is not None:
         tree.start()
+    switch = ProbeSwitch(probe) if probe is not None else None
+    if switch is not None:
+        switch.start()
     if hooks.on_start:
         hooks.on_start(sum(not request.warmup for request in requests))
     interrupted = False
@@ -139,12 +148,14 @@ def run_target_session(
         interrupted = True
         raise
     finally:
+        if switch is not None:
+            switch.stop()
         if tree is not None:
             tree.stop()
         window_data = window.stop() if window and window_open else None
     interrupted = interrupted or load.stopped_early or stop_event.is_set()
     result, requests_df, steps_df, collector_results = record_target(
-        plan, scenario, load, window, window_data, tree, profile=profile, prompt_model=prompt_model,
+        plan, scenario, load, window, window_data, tree, profile=profile, prompt_model=prompt_model, probe=probe,
     )  # fmt: skip
     result.partial = interrupted
     result.partial_reason = "interrupted (Ctrl-C): in-flight requests were cancelled" if interrupted else None
@@ -197,6 +208,7 @@ class _Progress:
 def record_target(
     plan: TargetPlan, scenario: ScenarioSpec, load: HttpLoad, window: RemoteWindow | None,
     window_data: dict[str, Any] | None, tree: TreeSampler | None, *, profile: str, prompt_model: str,
+    probe: ProbeSetup | None = None,
 ) -> tuple[RunResult, pd.DataFrame, pd.DataFrame, dict[str, Any]]:  # fmt: skip
     """The run's result, requests.csv, steps.csv and collector results (`processes`: each pid's sampling)."""
     timings, rows = _request_tables(load.records)
@@ -231,6 +243,10 @@ def record_target(
         breakdown = foreign_breakdown(foreign_processes(sampled), load.end_ns - load.start_ns)
     threads = thread_table(sampling, primary) if sampling and sampling.get("status") == "ok" else {}
     verdict = server_verdict(breakdown, collectors) if breakdown is not None else None
+    probe_section = _probe_section(probe, load, processes, verdict) if probe is not None else None
+    if probe is not None:
+        collectors["probe"] = {"status": "ok" if probe_section and probe_section["loaded_in"] else "failed",
+                               "reason": None if probe_section and probe_section["loaded_in"] else NO_PROBE}  # fmt: skip
     result = RunResult(
         config=_config(plan, scenario, profile, list(collectors), prompt_model),
         environment=describe_environment(), scenario=scenario.to_dict(), metrics=metrics,
@@ -239,10 +255,35 @@ def record_target(
         target=_target_block(plan, load, breakdown, sampling, window, window_data, threads, engine_thread, duration_s,
                              processes, primary),
     )  # fmt: skip
+    if probe_section is not None:
+        result.target["probe"] = probe_section
     collector_results: dict[str, Any] = {"sampling": sampling} if sampling else {}
     collector_results["processes"] = results
     steps_df = pd.DataFrame(steps) if steps else pd.DataFrame(columns=list(STEP_COLUMNS))
     return result, pd.DataFrame(rows, columns=list(REQUEST_COLUMNS)), steps_df, collector_results
+
+
+NO_PROBE = ("no process of the server loaded the probe: does the command reset PYTHONPATH, or run Python with -S "
+            "or -I? (the probe is a sitecustomize on the PYTHONPATH it is given)")  # fmt: skip
+PROBE_FLUSH_S = 0.6  # the probe writes its spans every 0.25 s
+
+
+def _probe_section(probe: ProbeSetup, load: HttpLoad, processes: list[dict[str, Any]] | None,
+                   verdict: dict[str, Any] | None) -> dict[str, Any]:  # fmt: skip
+    """Read the probe's spans (once its last flush is in), analyse them over the load, add its lines to the verdict."""
+    time.sleep(PROBE_FLUSH_S)
+    table = {int(entry["pid"]): entry for entry in processes or []}
+    section = analyse_probe(probe.probes, read_probe(probe), (load.start_ns, load.end_ns),
+                            roles={pid: str(entry.get("role")) for pid, entry in table.items()}, sampled=table,
+                            switches=probe.switches)  # fmt: skip
+    section["switches"] = len(probe.switches)
+    engine = (((verdict or {}).get("foreign") or {}).get("engine")) or "the engine"
+    section["lines"] = probe_sentences(section, engine) if section["loaded_in"] else [f"In-process probe: {NO_PROBE}."]
+    if verdict is not None:
+        verdict["reasons"] = [*verdict.get("reasons", []), *section["lines"]]
+        if section["loaded_in"]:
+            verdict["blind_spots"] = [PROBE_SPANS if spot == NO_SPANS else spot for spot in verdict.get("blind_spots", [])]
+    return section
 
 
 def _unsampled(plan: TargetPlan, watched: list[Any], results: dict[int, dict[str, Any]]) -> dict[str, Any] | None:

@@ -40,8 +40,9 @@ def busy_child(title: str) -> None:
         time.sleep(0.008)
 
 
-def spawn_child(title: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, os.path.abspath(__file__), "--child", title])
+def spawn_child(title: str, engine_loop: bool = False) -> subprocess.Popen[bytes]:
+    extra = ["--engine-loop"] if engine_loop else []
+    return subprocess.Popen([sys.executable, os.path.abspath(__file__), "--child", title, *extra])
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -104,6 +105,8 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--no-child", action="store_true", help="serve from one process only")
+    parser.add_argument("--engine-loop", action="store_true",
+                        help="the engine child steps fake_engine_loop.Loop (named functions for the probe)")
     parser.add_argument("--late-child-after", type=int, help="start a second child after this many requests")
     parser.add_argument("--ready-after", type=float, default=0.0, help="seconds before it listens")
     parser.add_argument(
@@ -112,7 +115,13 @@ def main() -> None:
     parser.add_argument("--spam", type=int, default=0, help="write this many bytes to stdout first")
     args = parser.parse_args()
     if args.child:
-        busy_child(args.child)
+        if args.engine_loop:
+            set_title(args.child)
+            import fake_engine_loop  # imported, not defined here: the probe patches modules as they are imported
+
+            fake_engine_loop.run_until_orphaned()
+        else:
+            busy_child(args.child)
         return
     set_title("VLLM::APIServer")
     if args.spam:
@@ -125,7 +134,7 @@ def main() -> None:
     time.sleep(args.ready_after)
     server = FakeServer(args.port, args.late_child_after)
     if not args.no_child:
-        server.children.append(spawn_child(ENGINE_TITLE))
+        server.children.append(spawn_child(ENGINE_TITLE, args.engine_loop))
     print(f"listening on http://127.0.0.1:{server.server_address[1]}", flush=True)
     try:
         server.serve_forever(poll_interval=0.1)

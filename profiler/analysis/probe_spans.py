@@ -1,0 +1,340 @@
+"""What the in-process probe timed inside another engine: time per component and per step, Amdahl bounds with intervals, the probe's own cost, and whether the samples agree.
+
+The probe (profiler/inject/sitecustomize.py) records one span per call of each named function (one per
+resumption of a coroutine) on every thread of every Python process of a launched server. Here:
+
+    exclusive time   a span's own time: its duration less the spans nested inside it on the same thread
+    steps            spans of the engine's "step" probe (vLLM's EngineCore.step): the yardstick; each
+                     component's time falls into the step whose interval holds its start (any process)
+    shares           component time / step time over the steps, with a moving-block bootstrap interval;
+                     if a component on the step's path cost nothing the step would be that much shorter
+                     (Amdahl at an infinite speedup; nothing verifies it: no C twin exists there)
+    cost             in-run A/B: the step probe always records, the others take turns on and off in
+                     ABBA blocks, so step time with and without them, over neighbouring pairs of blocks,
+                     prices the probe; an A/A over the neighbouring like pairs beside it shows the noise;
+                     and priced = calls x measured cost
+    agreement        each component's share of its thread's wall time against the samples' share of
+                     that thread (a Wilson interval): the two methods agree when the probe's figure falls
+                     inside the samples' interval
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+
+from profiler.stats import bootstrap, rate_statistic, wilson_interval
+
+# Columns of a probe record: native thread id, probe index, start and end (perf_counter_ns), component probes on.
+TID, INDEX, START, END, ON = range(5)
+STEP = "step"
+MIN_STEPS = 8  # fewer steps than this give no shares: one batch's noise would read as a result
+AA_RESOLVES = 0.02  # an A/A interval wider than this cannot resolve the probe's 1% allowance
+NAMES = {"worker": "waiting on the model worker"}  # the engine loop's wait, named in sentences
+# Sample components each probe component is compared with (the samples name Python by file, the probe by call).
+SAMPLE_NAMES = {"model": ("model", "model_kernels", "model_glue"), "scheduler": ("scheduler",),
+                "sampler": ("sampler",), "prepare": ("prepare",), "detokenizer": ("detokenizer",),
+                "tokenizer": ("tokenizer",), "kv_alloc": ("kv_alloc",)}  # fmt: skip
+
+
+def exclusive_ns(records: np.ndarray) -> np.ndarray:
+    """Each record's own time: its duration less the records nested inside it on the same thread."""
+    own = (records[:, END] - records[:, START]).astype(np.int64)
+    if len(records) == 0:
+        return own
+    order = np.lexsort((-records[:, END], records[:, START], records[:, TID]))
+    stack: list[int] = []
+    thread = None
+    for i in order:
+        tid, start, end = records[i, TID], records[i, START], records[i, END]
+        if tid != thread:
+            stack, thread = [], tid
+        while stack and records[stack[-1], END] <= start:
+            stack.pop()
+        if stack and end <= records[stack[-1], END]:
+            own[stack[-1]] -= end - start
+        stack.append(int(i))
+    return np.maximum(own, 0)
+
+
+def on_time_ns(switches: list[tuple[int, int]], window_ns: tuple[int, int]) -> int:
+    """How long the component probes were on inside the window: they start on, then follow the switch's
+    (perf_counter_ns, state) turns. Only then do they record, so a share of wall time is a share of this."""
+    start_ns, end_ns = window_ns
+    total, state, since = 0, 1, start_ns
+    for at_ns, new_state in sorted(switches):
+        at_ns = min(max(at_ns, start_ns), end_ns)
+        total += (at_ns - since) if state else 0
+        state, since = int(new_state), at_ns
+    return total + ((end_ns - since) if state else 0)
+
+
+def analyse_probe(probes: list[dict[str, Any]], processes: dict[int, dict[str, Any]], window_ns: tuple[int, int],
+                  roles: dict[int, str] | None = None, sampled: dict[int, dict[str, Any]] | None = None,
+                  switches: list[tuple[int, int]] | None = None) -> dict[str, Any]:  # fmt: skip
+    """The probe section of a run: `processes` maps pid -> {"records": (N, 5) int64, "status": probe-PID.json};
+    `switches` are the probe switch's turns (none: the component probes were on throughout)."""
+    roles = roles or {}
+    start_ns, end_ns = window_ns
+    window = max(1, end_ns - start_ns)  # the step probe records throughout ...
+    wall_ns = max(1, on_time_ns(switches or [], window_ns))  # ... the others only while the switch has them on
+    components = [str(probe.get("component")) for probe in probes]
+    per_process: dict[int, dict[str, Any]] = {}
+    kept: dict[int, np.ndarray] = {}
+    for pid, entry in processes.items():
+        records = np.asarray(entry.get("records"), dtype=np.int64).reshape(-1, 5)
+        inside = records[(records[:, START] >= start_ns) & (records[:, START] < end_ns)]
+        own = exclusive_ns(inside)
+        kept[pid] = np.column_stack([inside, own]) if len(inside) else np.zeros((0, 6), dtype=np.int64)
+        status = entry.get("status") or {}
+        totals: dict[str, dict[str, float]] = defaultdict(lambda: {"calls": 0, "ms": 0.0})
+        for index, own_ns in zip(inside[:, INDEX], own, strict=True):
+            name = components[int(index)] if 0 <= index < len(components) else "unknown"
+            totals[name]["calls"] += 1
+            totals[name]["ms"] += own_ns / 1e6
+        per_process[pid] = {
+            "pid": pid, "role": roles.get(pid), "loaded": bool(status), "records": int(len(inside)),
+            "patched": [f"{item.get('module')}:{item.get('function')}" for item in status.get("patched", [])],
+            "missing": [str(item) for item in status.get("missing", [])], "dropped": int(status.get("dropped") or 0),
+            "cost_ns": status.get("cost_ns"),
+            "components": {name: {"calls": int(v["calls"]), "ms": v["ms"], "share_of_wall": v["ms"] * 1e6 / (window if name == STEP else wall_ns)}
+                           for name, v in sorted(totals.items(), key=lambda item: -item[1]["ms"])},
+        }  # fmt: skip
+    section: dict[str, Any] = {
+        "window_s": window / 1e9, "probes_on_s": wall_ns / 1e9, "processes": [per_process[pid] for pid in sorted(per_process)],
+        "loaded_in": sorted(pid for pid, entry in per_process.items() if entry["loaded"]),
+    }
+    section["steps"] = _steps(kept, components)
+    section["cost"] = _cost(kept, components, per_process, section["steps"], wall_ns)
+    section["agreement"] = _agreement(kept, components, sampled or {}, wall_ns)
+    return section
+
+
+def _step_pid(kept: dict[int, np.ndarray], components: list[str]) -> int | None:
+    step_indices = [i for i, name in enumerate(components) if name == STEP]
+    counts = {pid: int(np.isin(rows[:, INDEX], step_indices).sum()) for pid, rows in kept.items()}
+    best = max(counts, key=lambda pid: counts[pid], default=None)
+    return best if best is not None and counts[best] > 0 else None
+
+
+def _step_table(kept: dict[int, np.ndarray], components: list[str]) -> tuple[int | None, np.ndarray]:
+    """The engine loop's steps as rows (start, end, on), in time order."""
+    pid = _step_pid(kept, components)
+    if pid is None:
+        return None, np.zeros((0, 3), dtype=np.int64)
+    rows = kept[pid]
+    steps = rows[np.array([components[int(i)] == STEP for i in rows[:, INDEX]], dtype=bool)]
+    steps = steps[np.argsort(steps[:, START])]
+    return pid, steps[:, [START, END, ON]]
+
+
+def _steps(kept: dict[int, np.ndarray], components: list[str]) -> dict[str, Any] | None:
+    pid, steps = _step_table(kept, components)
+    if pid is None:
+        return None
+    on = steps[steps[:, 2] == 1]
+    duration_ms = (on[:, 1] - on[:, 0]) / 1e6
+    section: dict[str, Any] = {"pid": pid, "count": int(len(steps)), "with_probes_on": int(len(on)),
+                               "mean_ms": float(duration_ms.mean()) if len(on) else None,
+                               "p50_ms": float(np.median(duration_ms)) if len(on) else None, "components": {}}  # fmt: skip
+    if len(on) < MIN_STEPS:
+        section["note"] = f"{len(on)} steps with the probes on: too few for shares (at least {MIN_STEPS})"
+        return section
+    per_step = _per_step_ms(kept, components, on, pid)
+    for name, values in sorted(per_step.items(), key=lambda item: -item[1].sum()):
+        interval = bootstrap([np.column_stack([values, duration_ms])], rate_statistic, block=None, resamples=1000)
+        section["components"][name] = {
+            "ms_per_step": float(values.mean()), "share": interval.point,
+            "low": None if math.isnan(interval.low) else interval.low,
+            "high": None if math.isnan(interval.high) else interval.high,
+            "where": "engine loop" if _on_loop(kept, components, pid, name) else "other process",
+        }  # fmt: skip
+    return section
+
+
+def _on_loop(kept: dict[int, np.ndarray], components: list[str], pid: int, name: str) -> bool:
+    return any(components[int(i)] == name for i in kept[pid][:, INDEX])
+
+
+def _per_step_ms(kept: dict[int, np.ndarray], components: list[str], steps: np.ndarray, loop_pid: int) -> dict[str, np.ndarray]:
+    """Each component's exclusive ms within each step (by the start of its span), over all processes; the
+    loop's own components only on the loop's thread that ran the step."""
+    starts, ends = steps[:, 0], steps[:, 1]
+    result: dict[str, np.ndarray] = {}
+    for rows in kept.values():
+        for row in rows:
+            name = components[int(row[INDEX])]
+            if name == STEP:
+                continue
+            at = int(np.searchsorted(starts, row[START], side="right")) - 1
+            if at < 0 or row[START] >= ends[at]:
+                continue  # between steps (the API server's work, a request's arrival)
+            result.setdefault(name, np.zeros(len(steps)))[at] += row[5] / 1e6
+    return result
+
+
+def _cost(kept: dict[int, np.ndarray], components: list[str], per_process: dict[int, dict[str, Any]],
+          steps: dict[str, Any] | None, wall_ns: int) -> dict[str, Any]:  # fmt: skip
+    """The probe's own cost: in-run A/B on step time (with an A/A beside it) and priced from calls x cost."""
+    priced = {}
+    for pid, rows in kept.items():
+        cost = per_process[pid].get("cost_ns")
+        if isinstance(cost, (int, float)) and cost > 0 and len(rows):
+            _tids, calls = np.unique(rows[:, TID], return_counts=True)
+            priced[pid] = int(calls.max()) * cost / wall_ns  # its busiest thread's calls x the cost of one
+    section: dict[str, Any] = {"priced": max(priced.values()) if priced else None,
+                               "priced_by_pid": {str(pid): share for pid, share in priced.items()},
+                               "ab": None, "aa": None}  # fmt: skip
+    step_pid, table = _step_table(kept, components)
+    if step_pid is None or steps is None:
+        section["note"] = "no step probe recorded: the in-run A/B needs the engine's steps"
+        return section
+    blocks = _blocks(table)
+    # Neighbouring blocks are paired, so that the load's drift (a batch filling up) cancels within a pair.
+    # Blocks alternate (ABBA's doubled turns merge), so blocks 0-1, 2-3, ... pair on with off (the A/B), and
+    # consecutive off-blocks pair like with like (the A/A beside it).
+    ab = [(a[1], b[1]) if a[0] == 1 else (b[1], a[1]) for a, b in zip(blocks[0::2], blocks[1::2]) if a[0] != b[0]]
+    off = [mean for flag, mean in blocks if flag == 0]
+    aa = list(zip(off[0::2], off[1::2]))
+    section["blocks"] = {"on": sum(flag == 1 for flag, _ in blocks), "off": sum(flag == 0 for flag, _ in blocks)}
+    if len(ab) < 2:
+        section["note"] = f"{len(ab)} on/off pair(s) of blocks: the run was too short for the A/B (blocks of the probe switch)"
+        return section
+    section["ab"] = _relative(ab)
+    if len(aa) >= 2:
+        section["aa"] = _relative(aa)
+    return section
+
+
+def _blocks(table: np.ndarray) -> list[tuple[int, float]]:
+    """Consecutive steps with the same switch state: (state, mean step ms)."""
+    blocks: list[tuple[int, float]] = []
+    current: list[float] = []
+    state = -1
+    for start, end, flag in table:
+        if int(flag) != state and current:
+            blocks.append((state, float(np.mean(current))))
+            current = []
+        state = int(flag)
+        current.append((end - start) / 1e6)
+    if current:
+        blocks.append((state, float(np.mean(current))))
+    return blocks
+
+
+def _relative(pairs: list[tuple[float, float]]) -> dict[str, Any]:
+    """sum(first) / sum(second) - 1 over paired blocks, with a bootstrap interval that resamples the pairs."""
+    interval = bootstrap([np.asarray(pairs, dtype=float)], lambda resampled: rate_statistic(resampled) - 1.0,
+                         block=None, resamples=2000)  # fmt: skip
+    return {"point": interval.point, "low": None if math.isnan(interval.low) else interval.low,
+            "high": None if math.isnan(interval.high) else interval.high, "pairs": len(pairs)}  # fmt: skip
+
+
+def _agreement(kept: dict[int, np.ndarray], components: list[str], sampled: dict[int, dict[str, Any]],
+               wall_ns: int) -> list[dict[str, Any]]:  # fmt: skip
+    """Per (process, thread, component) both measured: the probe's share of the thread's wall time against
+    the samples' Wilson interval for that thread."""
+    rows = []
+    for pid, records in kept.items():
+        threads = ((sampled.get(pid) or {}).get("split") or {}).get("threads") or {}
+        for thread in threads.values():
+            tid, samples = thread.get("thread_id"), int(thread.get("samples") or 0)
+            if tid is None or samples == 0:
+                continue
+            mine = records[records[:, TID] == tid]
+            for name in sorted({components[int(i)] for i in mine[:, INDEX]} & set(SAMPLE_NAMES)):
+                own = mine[np.array([components[int(i)] == name for i in mine[:, INDEX]], dtype=bool)]
+                probe_share = float(own[:, 5].sum() / wall_ns)
+                sample_share = sum(float((thread.get("components") or {}).get(n) or 0.0) for n in SAMPLE_NAMES[name])
+                interval = wilson_interval(round(sample_share * samples), samples)
+                rows.append({"pid": pid, "thread": thread.get("name"), "thread_id": tid, "component": name,
+                             "probe_share": probe_share, "sample_share": sample_share, "samples": samples,
+                             "low": interval.low, "high": interval.high,
+                             "agree": interval.low <= probe_share <= interval.high})  # fmt: skip
+    return rows
+
+
+def probe_sentences(section: dict[str, Any], engine: str) -> list[str]:
+    """The verdict's lines from the probe: time per step, Amdahl bounds, agreement, cost."""
+    lines = []
+    steps = section.get("steps")
+    if steps and steps.get("components"):
+        parts = [f"{NAMES.get(name, name)} {entry['ms_per_step']:.2f} ms ({_pct(entry['share'])}{_iv(entry)})"
+                 for name, entry in steps["components"].items()]  # fmt: skip
+        lines.append(f"In-process probe, {steps['with_probes_on']:,} steps (mean {steps['mean_ms']:.1f} ms): per step "
+                     + ", ".join(parts) + ".")
+        path = critical_path(steps)
+        if path:
+            lines.append(path)
+        for name, entry in steps["components"].items():
+            if name in ("model", "worker"):
+                continue
+            lines.append(f"If {engine}'s {name} cost nothing, its step would be at most {_pct(entry['share'])} shorter "
+                         f"(Amdahl at an infinite speedup{_iv(entry, ', 95% interval ')}, from the probe's spans); "
+                         f"no C twin exists there, so nothing can verify it.")  # fmt: skip
+    elif steps and steps.get("note"):
+        lines.append(f"In-process probe: {steps['note']}.")
+    agreement = section.get("agreement") or []
+    if agreement:
+        agreeing = sum(row["agree"] for row in agreement)
+        worst = [f"{row['component']} on {row['thread']} ({row['pid']}): probe {_pct(row['probe_share'])}, samples "
+                 f"{_pct(row['sample_share'])} [{_pct(row['low'])}, {_pct(row['high'])}]"
+                 for row in agreement if not row["agree"]]  # fmt: skip
+        lines.append(f"Probe against samples: {agreeing} of {len(agreement)} component shares fall inside the samples' "
+                     f"95% interval" + (f"; outside: {'; '.join(worst)}." if worst else "."))  # fmt: skip
+    cost = section.get("cost") or {}
+    if cost.get("ab"):
+        ab, aa = cost["ab"], cost.get("aa")
+        lines.append(f"The probe's cost, in-run A/B on step time: {_signed(ab['point'])}{_iv(ab, ' [', signed=True)}"
+                     + (f" (A/A beside it: {_signed(aa['point'])}{_iv(aa, ' [', signed=True)})" if aa else "")
+                     + (f"; priced from its calls: {_pct(cost['priced'], 3)} of a thread" if cost.get("priced") is not None else "")
+                     + ("; the A/A's spread says this run's step times vary too much for the A/B to resolve a cost of "
+                        "that size: read the priced figure" if _unresolved(aa, cost.get("priced")) else "")
+                     + ".")  # fmt: skip
+    elif cost.get("priced") is not None:
+        lines.append(f"The probe's cost, priced from its calls: {_pct(cost['priced'], 3)} of a thread"
+                     + (f" ({cost['note']})" if cost.get("note") else "") + ".")
+    return lines
+
+
+def _unresolved(aa: dict[str, Any] | None, priced: float | None) -> bool:
+    """The A/A's interval is wider than AA_RESOLVES: the A/B beside it cannot tell a cost of the priced size
+    (or of the 1% the probe is allowed) from the load's own variation."""
+    if not aa or aa.get("low") is None or aa.get("high") is None:
+        return False
+    return aa["high"] - aa["low"] > max(AA_RESOLVES, 4 * (priced or 0.0))
+
+
+def critical_path(steps: dict[str, Any]) -> str | None:
+    """A step of a loop that hands the model to another process, in order: the loop's own work, the wait on
+    the worker and what the worker's probes timed inside it; None when the loop does not wait on a worker."""
+    components = steps.get("components") or {}
+    worker, mean = components.get("worker"), steps.get("mean_ms")
+    if not worker or not mean:
+        return None
+    own = max(0.0, mean - worker["ms_per_step"])
+    inside = [f"{name} {entry['ms_per_step']:.1f} ms" for name, entry in components.items()
+              if entry.get("where") == "other process" and name not in ("api", "tokenizer", "detokenizer")]  # fmt: skip
+    return (f"A step's critical path (mean {mean:.1f} ms): the engine loop's own work {own:.1f} ms "
+            f"({_pct(own / mean)}), then waiting on the model worker {worker['ms_per_step']:.1f} ms "
+            f"({_pct(worker['share'])})" + (f", in which the worker's probes timed {', '.join(inside)}" if inside else "")
+            + ", then back to the loop.")  # fmt: skip
+
+
+def _pct(value: float | None, digits: int = 1) -> str:
+    return "n/a" if value is None else f"{value * 100:.{digits}f}%"
+
+
+def _signed(value: float) -> str:
+    return f"{value * 100:+.1f}%"
+
+
+def _iv(entry: dict[str, Any], prefix: str = " [", *, signed: bool = False) -> str:
+    low, high = entry.get("low"), entry.get("high")
+    if low is None or high is None:
+        return ""
+    show = _signed if signed else _pct
+    return f"{prefix}{show(low)}, {show(high)}]" if prefix.endswith("[") else f"{prefix}{show(low)}-{show(high)}"

@@ -1,0 +1,638 @@
+"""Span probe that infer-prof puts first on a launched server's PYTHONPATH to time the functions in probes.json."""
+
+# This file is copied alone into a folder of its own, so it imports nothing of infer-prof, only the standard
+# library of Python 3.9 to 3.13. Python imports it at start-up in every process of the server's tree, so it
+# must never raise into its host: each failure is caught and listed in this process's status file instead.
+#
+# Layout of INFER_PROF_PROBE_DIR (the probe is active only when it holds probes.json):
+#   probes.json         {"probes": [{"component", "module", "function"}, ...]}, read here
+#   control             optional, 1 byte: b"0" turns component probes off, anything else on; rewrite it in
+#                       place (not by os.replace): the probe keeps the file it mapped at start-up
+#   probe-<pid>.json    written here: what was patched, missing, skipped, pending; cost_ns; errors
+#   spans-<pid>.tsv     appended here: thread_id, probe_index, start_ns, end_ns, on (perf_counter_ns)
+
+from __future__ import annotations
+
+import atexit
+import functools
+import importlib.machinery
+import importlib.util
+import json
+import mmap
+import os
+import sys
+import threading
+import time
+import types
+
+TYPE_CHECKING = False  # typing costs an import at every start-up of every process; mypy reads the name
+if TYPE_CHECKING:
+    from collections.abc import Callable, Generator
+    from typing import Any
+
+ENV = "INFER_PROF_PROBE_DIR"
+STEP = "step"  # the yardstick component: it records whatever the control flag says
+MARK = "__infer_prof_probe__"  # on every wrapper, holding its probe index: nothing is wrapped twice
+FLUSH_S = 0.25
+MAX_PENDING = 1_000_000  # records held between flushes; beyond, new ones are dropped and counted
+MAX_ERRORS = 50
+COST_CALLS = 10_000  # x 3 runs x (wrapped + bare): ~20 ms on a slow machine, paid at every start-up
+_OFF = ord("0")  # the control byte that turns component probes off; any other byte, or no file, is on
+_LINE = "%d\t%d\t%d\t%d\t%d\n"
+
+# This process's unflushed records (thread_id, probe_index, start_ns, end_ns, on). Wrappers hold its bound
+# append, so the flusher drains it in place rather than swapping in a new list.
+_records: list[tuple[int, int, int, int, bool]] = []
+_probe: _Probe | None = None
+# Each thread's native id, looked up once: get_native_id() is a system call (~200 ns) on every call.
+_thread_ids = threading.local()
+
+
+class _Spec:
+    """One entry of probes.json."""
+
+    __slots__ = ("component", "function", "module")
+
+    def __init__(self, component: str, module: str, function: str) -> None:
+        self.component = component
+        self.module = module
+        self.function = function
+
+
+def _read_specs(path: str) -> tuple[list[_Spec | None], list[str]]:
+    """The probes in file order (None for an invalid entry, so later indices keep their place) and the errors."""
+    with open(path, "rb") as fh:
+        doc = json.load(fh)
+    entries = doc.get("probes") if isinstance(doc, dict) else None
+    if not isinstance(entries, list):
+        raise ValueError('probes.json holds no "probes" list')
+    specs: list[_Spec | None] = []
+    errors = []
+    for index, entry in enumerate(entries):
+        try:
+            specs.append(_spec(entry))
+        except ValueError as exc:
+            specs.append(None)
+            errors.append(f"probes.json: probe {index}: {exc}")
+    return specs, errors
+
+
+def _spec(entry: object) -> _Spec:
+    if not isinstance(entry, dict):
+        raise ValueError("not an object")
+    fields = [entry.get(key) for key in ("component", "module", "function")]
+    if not all(isinstance(field, str) and field for field in fields):
+        raise ValueError("component, module and function must be non-empty strings")
+    component, module, function = (str(field) for field in fields)
+    if "" in function.split("."):
+        raise ValueError(f"function {function!r} is not a qualname")
+    return _Spec(component, module, function)
+
+
+def _open_control(directory: str) -> tuple[Any, str]:
+    """The control byte's holder (indexed by every wrapper call) and how it was found."""
+    try:
+        fd = os.open(os.path.join(directory, "control"), os.O_RDONLY)
+    except FileNotFoundError:
+        return b"1", "absent"
+    try:
+        return mmap.mmap(fd, 1, access=mmap.ACCESS_READ), "mapped"
+    finally:
+        os.close(fd)  # the mapping stays valid without the descriptor
+
+
+def _sync_wrapper(
+    func: Callable[..., Any],
+    index: int,
+    always: bool,
+    sink: list[Any],
+    control: Any,
+    drop: Callable[[], None],
+) -> Callable[..., Any]:
+    """One span per call, also when the call raises; the hot path, so everything it needs is a local."""
+    append = sink.append
+    clock = time.perf_counter_ns
+    ids = _thread_ids
+    off = _OFF
+    cap = MAX_PENDING
+
+    @functools.wraps(func)
+    def probe(*args: Any, **kwargs: Any) -> Any:
+        on = control[0] != off
+        if not (on or always):
+            return func(*args, **kwargs)
+        start = clock()
+        try:
+            return func(*args, **kwargs)
+        finally:
+            end = clock()
+            try:
+                thread_id = ids.native
+            except AttributeError:
+                thread_id = ids.native = threading.get_native_id()
+            if len(sink) < cap:
+                append((thread_id, index, start, end, on))
+            else:
+                drop()
+
+    setattr(probe, MARK, index)
+    return probe
+
+
+def _coroutine_wrapper(
+    func: Callable[..., Any],
+    index: int,
+    always: bool,
+    sink: list[Any],
+    control: Any,
+    drop: Callable[[], None],
+) -> Callable[..., Any]:
+    """One span per slice of the coroutine's run, so the time it spends suspended in awaits is not counted."""
+
+    @functools.wraps(func)
+    async def probe(*args: Any, **kwargs: Any) -> Any:
+        coro = func(*args, **kwargs)
+        if type(coro) is not types.CoroutineType or not (always or control[0] != _OFF):
+            return await coro  # off, or an awaitable that is no native coroutine: straight through
+        return await _Slices(coro, index, always, sink, control, drop)
+
+    setattr(probe, MARK, index)
+    return probe
+
+
+class _Slices:
+    """Awaitable that drives a coroutine's __await__ iterator by hand, timing each resumption."""
+
+    __slots__ = ("_always", "_control", "_coro", "_drop", "_index", "_sink")
+
+    def __init__(
+        self, coro: Any, index: int, always: bool, sink: list[Any], control: Any, drop: Callable[[], None]
+    ) -> None:
+        self._coro = coro
+        self._index = index
+        self._always = always
+        self._sink = sink
+        self._control = control
+        self._drop = drop
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        steps = self._coro.__await__()
+        clock = time.perf_counter_ns
+        value: Any = None
+        error: BaseException | None = None
+        while True:
+            on = self._control[0] != _OFF
+            start = clock()
+            try:
+                try:
+                    yielded = steps.send(value) if error is None else steps.throw(error)
+                finally:
+                    if on or self._always:
+                        self._record(start, clock(), on)
+            except StopIteration as stop:  # the coroutine returned: so does the await
+                return stop.value
+            value = error = None
+            try:
+                value = yield yielded
+            except GeneratorExit:  # close(): close the coroutine too, so its finally blocks run
+                steps.close()
+                raise
+            except BaseException as exc:  # throw(), e.g. a task's cancellation: pass it into the coroutine
+                error = exc
+
+    def _record(self, start: int, end: int, on: bool) -> None:
+        if len(self._sink) < MAX_PENDING:
+            self._sink.append((_native_id(), self._index, start, end, on))
+        else:
+            self._drop()
+
+
+def _native_id() -> int:
+    try:
+        native: int = _thread_ids.native
+    except AttributeError:
+        native = _thread_ids.native = threading.get_native_id()
+    return native
+
+
+def _locate(module: types.ModuleType, qualname: str) -> tuple[object, Any, str]:
+    """(named owner, object whose __dict__ defines the attribute, attribute name) for a qualname in a module.
+
+    Raises LookupError when something is not there (missing) and TypeError when it cannot be patched (skipped).
+    """
+    parts = qualname.split(".")
+    owner: Any = module
+    for part in parts[:-1]:
+        try:
+            owner = getattr(owner, part)
+        except AttributeError:
+            raise LookupError(f"{part!r} not found") from None
+    name = parts[-1]
+    if isinstance(owner, type):
+        for klass in owner.__mro__:  # an inherited method is patched on the class that defines it
+            if name in vars(klass):
+                return owner, klass, name
+        raise LookupError(f"{owner.__qualname__} has no attribute {name!r}")
+    if isinstance(owner, types.ModuleType):
+        if name in vars(owner):
+            return owner, owner, name
+        raise LookupError(f"module {owner.__name__} has no attribute {name!r}")
+    raise TypeError(f"{'.'.join(parts[:-1])} is a {type(owner).__name__}, not a class or module")
+
+
+def _unwrap(raw: Any) -> tuple[Any, Callable[[Any], Any] | None]:
+    """The function inside a staticmethod/classmethod, and the wrapper type to put back around the probe."""
+    if isinstance(raw, (staticmethod, classmethod)):
+        return raw.__func__, type(raw)
+    return raw, None
+
+
+def _kind(func: Any) -> tuple[str | None, str]:
+    """("sync" or "coroutine", "") when the probe can time it, else (None, why not)."""
+    import inspect  # only processes that import a probed module pay for inspect
+
+    if not inspect.isfunction(func):
+        return None, f"not a Python function ({type(func).__name__})"
+    if inspect.isasyncgenfunction(func):
+        return None, "async generator function"
+    if inspect.isgeneratorfunction(func):
+        return None, "generator function (a span would time only its creation)"
+    if inspect.iscoroutinefunction(func):
+        return "coroutine", ""
+    return "sync", ""
+
+
+class _Finder:
+    """First on sys.meta_path: for a probed module, wraps the loader the other finders return."""
+
+    def __init__(self, probe: _Probe) -> None:
+        self._probe = probe
+        self._wanted = frozenset(probe.modules)
+        self._busy = threading.local()  # names this thread is finding: another finder may import through us
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname not in self._wanted:
+            return None
+        busy = self._busy.__dict__.setdefault("names", set())
+        if fullname in busy:
+            return None
+        busy.add(fullname)
+        try:
+            spec = self._find_elsewhere(fullname, path, target)
+        finally:
+            busy.discard(fullname)
+        if spec is not None:
+            self._probe.attempt(lambda: _hook_loader(spec, self._probe), f"hooking the import of {fullname}")
+        return spec
+
+    def _find_elsewhere(self, fullname: str, path: Any, target: Any) -> Any:
+        for finder in list(sys.meta_path):
+            find = getattr(finder, "find_spec", None)
+            if finder is self or isinstance(finder, _Finder) or find is None:
+                continue
+            try:
+                spec = find(fullname, path, target)
+            except Exception:
+                return None  # the import system asks that finder again after us, and the host sees its error
+            if spec is not None:
+                return spec
+        return None
+
+
+def _hook_loader(spec: Any, probe: _Probe) -> None:
+    loader = spec.loader
+    if loader is None or isinstance(loader, _Loader) or not hasattr(loader, "exec_module"):
+        return  # no loader, or a legacy load_module one: left alone (the probes stay pending)
+    if spec.origin is None and spec.submodule_search_locations is not None:
+        return  # a namespace package: no code, and the import system treats its loader specially
+    spec.loader = _Loader(loader, probe, spec.name)
+
+
+class _Loader:
+    """Stands in for a probed module's loader until the module executes, then patches its probed functions."""
+
+    def __init__(self, inner: Any, probe: _Probe, name: str) -> None:
+        self._inner = inner
+        self._probe = probe
+        self._name = name
+
+    def __getattr__(self, attr: str) -> Any:  # get_source, is_package, get_resource_reader...
+        return getattr(object.__getattribute__(self, "_inner"), attr)
+
+    def create_module(self, spec: Any) -> Any:
+        create = getattr(self._inner, "create_module", None)
+        return None if create is None else create(spec)
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        self._restore(module)
+        self._inner.exec_module(module)  # its errors are the host's own, raised unchanged
+        self._probe.on_import(self._name, module)
+
+    def _restore(self, module: types.ModuleType) -> None:
+        """Hand the module its real loader back before its code runs: it may look at __loader__ or __spec__."""
+        try:
+            if vars(module).get("__loader__") is self:
+                module.__loader__ = self._inner
+            spec = vars(module).get("__spec__")
+            if spec is not None and spec.loader is self:
+                spec.loader = self._inner
+        except Exception as exc:
+            self._probe.error(f"restoring the loader of {self._name}", exc)
+
+
+class _Probe:
+    """This process's probe: the probes, what became of each, the flusher and the status file."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+        self.pid = os.getpid()
+        self.specs: list[_Spec | None] = []
+        self.modules: dict[str, list[int]] = {}  # module name -> indices of its probes
+        self.pending: set[int] = set()
+        self.patched: dict[int, dict[str, Any]] = {}
+        self.missing: dict[int, dict[str, Any]] = {}
+        self.skipped: dict[int, dict[str, Any]] = {}
+        self.errors: list[str] = []
+        self.dropped = 0  # approximate under threads: the drop path is rare and need not be exact
+        self.cost_ns: int | None = None
+        self.control: Any = b"1"
+        self.control_state = "absent"
+        self.lock = threading.RLock()  # probe state and the status file; re-entrant: patching may import
+        self.flush_lock = threading.Lock()
+        self.flusher_pid: int | None = None
+        self.status_due = False
+
+    # -- failures ------------------------------------------------------------------------------------------
+
+    def error(self, where: str, exc: BaseException) -> None:
+        if len(self.errors) < MAX_ERRORS:
+            self.errors.append(f"{where}: {type(exc).__name__}: {exc}")
+
+    def attempt(self, step: Callable[[], object], where: str) -> None:
+        try:
+            step()
+        except Exception as exc:
+            self.error(where, exc)
+
+    # -- set-up --------------------------------------------------------------------------------------------
+
+    def load(self) -> None:
+        self.specs, errors = _read_specs(os.path.join(self.directory, "probes.json"))
+        self.errors.extend(errors)
+        for index, spec in enumerate(self.specs):
+            if spec is None:
+                self._settle(index, self.skipped, {"function": None, "why": "invalid entry in probes.json"})
+            else:
+                self.modules.setdefault(spec.module, []).append(index)
+                self.pending.add(index)
+
+    def open_control(self) -> None:
+        self.control_state = "error"  # until mapped: a broken control file leaves the probes on
+        self.control, self.control_state = _open_control(self.directory)
+
+    def measure_cost(self) -> None:
+        """The recording path's cost per call, against a throwaway list: median of 3 runs (~10-30 ms)."""
+        sink: list[Any] = []
+
+        def noop() -> None:
+            return None
+
+        wrapped = _sync_wrapper(noop, -1, True, sink, self.control, self.drop)
+        clock = time.perf_counter_ns
+        calls = range(COST_CALLS)
+        samples = []
+        for _ in range(3):
+            sink.clear()
+            t0 = clock()
+            for _ in calls:
+                noop()
+            t1 = clock()
+            for _ in calls:
+                wrapped()
+            t2 = clock()
+            samples.append(((t2 - t1) - (t1 - t0)) / COST_CALLS)
+        self.cost_ns = max(1, round(sorted(samples)[1]))
+
+    def patch_imported(self) -> None:
+        for name in list(self.modules):
+            module = sys.modules.get(name)
+            if module is not None:
+                self.on_import(name, module)
+
+    def install_finder(self) -> None:
+        if self.modules:
+            sys.meta_path.insert(0, _Finder(self))
+
+    # -- patching ------------------------------------------------------------------------------------------
+
+    def on_import(self, name: str, module: types.ModuleType) -> None:
+        """Patch the probes of a module that has just executed; never raises."""
+        try:
+            with self.lock:
+                before = self._outcome()
+                for index in self.modules.get(name, ()):
+                    self.pending.discard(index)
+                    self.attempt(functools.partial(self.patch, index, module), f"patching probe {index}")
+                changed = self._outcome() != before
+            if changed:
+                self.write_status()
+            if self.patched:
+                self.start_flusher()
+        except Exception as exc:
+            self.error(f"patching {name}", exc)
+
+    def patch(self, index: int, module: types.ModuleType) -> None:
+        spec = self.specs[index]
+        assert spec is not None
+        try:
+            owner, holder, name = _locate(module, spec.function)
+        except LookupError as exc:
+            self._settle(
+                index, self.missing, {"module": spec.module, "function": spec.function, "why": str(exc)}
+            )
+            return
+        except TypeError as exc:
+            self._settle(index, self.skipped, {"function": spec.function, "why": str(exc)})
+            return
+        func, rewrap = _unwrap(vars(holder)[name])
+        mark = getattr(func, MARK, None)
+        if mark is not None:
+            if mark != index:
+                self._settle(
+                    index, self.skipped, {"function": spec.function, "why": f"already probed by {mark}"}
+                )
+            return  # ours already (a module patched at activation and imported again)
+        kind, why = _kind(func)
+        if kind is None:
+            self._settle(index, self.skipped, {"function": spec.function, "why": why})
+            return
+        wrap = _sync_wrapper if kind == "sync" else _coroutine_wrapper
+        probe = wrap(func, index, spec.component == STEP, _records, self.control, self.drop)
+        setattr(holder, name, probe if rewrap is None else rewrap(probe))
+        entry = {"module": spec.module, "function": spec.function, "kind": kind, "owner": _owner_name(holder)}
+        if holder is not owner:
+            defined_on = f"{holder.__module__}.{holder.__qualname__}"
+            entry["note"] = f"inherited: patched on {defined_on}, so its other subclasses record too"
+        self._settle(index, self.patched, entry)
+
+    def _settle(self, index: int, outcome: dict[int, dict[str, Any]], entry: dict[str, Any]) -> None:
+        for other in (self.patched, self.missing, self.skipped):
+            other.pop(index, None)
+        outcome[index] = {"index": index, **entry}
+
+    def _outcome(self) -> tuple[set[int], ...]:
+        return set(self.patched), set(self.missing), set(self.skipped), set(self.pending)
+
+    # -- recording -----------------------------------------------------------------------------------------
+
+    def drop(self) -> None:
+        self.dropped += 1
+
+    def start_flusher(self) -> None:
+        if self.flusher_pid == os.getpid():
+            return
+        self.flusher_pid = os.getpid()
+        threading.Thread(target=self._flush_forever, name="infer-prof-probe-flush", daemon=True).start()
+
+    def _flush_forever(self) -> None:
+        pid = os.getpid()
+        while self.flusher_pid == pid:
+            time.sleep(FLUSH_S)
+            self.attempt(self.flush, "flushing spans")
+            if self.status_due:
+                self.status_due = False
+                self.write_status()
+
+    def flush(self) -> None:
+        with self.flush_lock:
+            batch = _records[:]  # appends only ever land at the end, so the first len(batch) are these
+            if not batch:
+                return
+            del _records[: len(batch)]
+            text = "".join(map(_LINE.__mod__, batch))
+            with open(os.path.join(self.directory, f"spans-{os.getpid()}.tsv"), "a") as fh:
+                fh.write(text)
+
+    def at_exit(self) -> None:
+        self.attempt(self.flush, "flushing spans at exit")
+        self.write_status()
+
+    def after_fork_in_child(self) -> None:
+        """A forked child has its own files and flusher; the parent's unflushed records stay the parent's."""
+        try:
+            del _records[:]
+            vars(_thread_ids).pop("native", None)  # this thread is the child's only one, under a new id
+            self.pid = os.getpid()
+            self.lock = threading.RLock()  # another thread may have held them at the fork
+            self.flush_lock = threading.Lock()
+            self.dropped = 0
+            had_flusher = self.flusher_pid is not None
+            self.flusher_pid = None  # the parent's flusher thread did not survive the fork
+            if had_flusher:
+                # the status is written by the flusher's first round, not here: a child that execs at once
+                # (subprocess with preexec_fn) then leaves no stray file behind
+                self.status_due = True
+                self.start_flusher()
+        except Exception as exc:
+            self.error("after fork", exc)
+
+    # -- status --------------------------------------------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "pid": self.pid,
+            "ppid": os.getppid(),
+            # may still be empty at start-up: each write takes it afresh
+            "argv": list(getattr(sys, "argv", [])[:8]),
+            "python": sys.version.split()[0],
+            "clock": "perf_counter_ns",
+            "cost_ns": self.cost_ns,
+            "control": self.control_state,
+            "patched": [self.patched[index] for index in sorted(self.patched)],
+            "missing": [self.missing[index] for index in sorted(self.missing)],
+            "skipped": [self.skipped[index] for index in sorted(self.skipped)],
+            "pending": sorted(self.pending),
+            "dropped": self.dropped,
+            "errors": list(self.errors),
+        }
+
+    def write_status(self) -> None:
+        """probe-<pid>.json, replaced atomically; an unwritable directory leaves nowhere to report, so silence."""
+        try:
+            with self.lock:
+                path = os.path.join(self.directory, f"probe-{self.pid}.json")
+                temporary = os.path.join(self.directory, f".probe-{self.pid}.json.tmp")
+                with open(temporary, "w") as fh:
+                    json.dump(self.status(), fh, indent=1)
+                    fh.write("\n")
+                os.replace(temporary, path)
+        except Exception:
+            pass
+
+
+def _owner_name(holder: Any) -> str:
+    return holder.__name__ if isinstance(holder, types.ModuleType) else holder.__qualname__
+
+
+def _activate(directory: str) -> None:
+    global _probe
+    probe = _probe = _Probe(directory)
+    probe.attempt(probe.load, "reading probes.json")
+    probe.attempt(probe.open_control, "mapping the control file")
+    probe.attempt(probe.measure_cost, "measuring cost_ns")
+    probe.attempt(probe.patch_imported, "patching imported modules")
+    probe.attempt(probe.install_finder, "installing the import hook")
+    probe.attempt(lambda: atexit.register(probe.at_exit), "registering at exit")
+    if hasattr(os, "register_at_fork"):  # POSIX only; elsewhere there is no fork to follow
+        probe.attempt(
+            lambda: os.register_at_fork(after_in_child=probe.after_fork_in_child), "registering at fork"
+        )
+    probe.write_status()
+
+
+def _after_own(own_folder: str) -> list[str]:
+    """The sys.path entries after our folder, where the sitecustomize that ours shadows lies.
+
+    Only those after it: another copy of this file further on chains onwards, never back to us.
+    """
+    own = os.path.realpath(own_folder)
+    seen = [os.path.realpath(entry or os.curdir) for entry in sys.path]
+    start = seen.index(own) + 1 if own in seen else 0
+    return [entry for entry, real in zip(sys.path[start:], seen[start:]) if real != own]
+
+
+def _chain(own_folder: str) -> None:
+    """Run the sitecustomize that ours shadows, as site.py would have: its failure is a warning, not a crash."""
+    try:
+        spec = importlib.machinery.PathFinder.find_spec("sitecustomize", _after_own(own_folder))
+        if spec is None or spec.loader is None:
+            return
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    except Exception as err:
+        if sys.flags.verbose:
+            sys.excepthook(*sys.exc_info())
+        else:
+            sys.stderr.write(
+                f"Error in sitecustomize; set PYTHONVERBOSE for traceback:\n{err.__class__.__name__}: {err}\n"
+            )
+
+
+def _probed_already() -> bool:
+    """Whether we run as the sitecustomize another copy of this file chained to, which already set up a probe."""
+    first = sys.modules.get("sitecustomize")
+    return first is not None and vars(first) is not globals() and getattr(first, "_probe", None) is not None
+
+
+def _main() -> None:
+    directory = os.environ.get(ENV, "")
+    if directory and os.path.isfile(os.path.join(directory, "probes.json")) and not _probed_already():
+        try:
+            _activate(directory)
+        except Exception:
+            pass  # _activate catches its own failures; this is the last guard of the host's start-up
+    _chain(os.path.dirname(os.path.abspath(__file__)))
+
+
+if __name__ == "sitecustomize":  # not when imported as profiler.inject.sitecustomize, e.g. to find its path
+    _main()
