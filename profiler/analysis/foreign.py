@@ -49,15 +49,45 @@ COMPONENT_WORDS = {"none": "the loop's other code", "model_glue": "model glue (P
 
 
 def _sum_counts(threads: Iterable[dict[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {"samples": 0, "work": 0, "gil": 0, "native_samples": 0, "categories": {}, "components": {},
-                           "waits": {}, "by_category": {}}  # fmt: skip
+    """The threads' counts added up, as one thread's (summarize_stacks's shape plus work, gil, waits, by_category)."""
+    out: dict[str, Any] = {"samples": 0, "work": 0, "gil": 0, "native_samples": 0, "dispatch": 0, "categories": {},
+                           "components": {}, "waits": {}, "by_category": {}, "lock_components": {},
+                           "gil_components": {}}  # fmt: skip
     for thread in threads:
         counts = thread["counts"]
-        for key in ("samples", "work", "gil", "native_samples"):
+        for key in ("samples", "work", "gil", "native_samples", "dispatch"):
             out[key] += counts.get(key, 0)
-        for key in ("categories", "components", "waits", "by_category"):
+        for key in ("categories", "components", "waits", "by_category", "lock_components", "gil_components"):
             for name, value in (counts.get(key) or {}).items():
                 out[key][name] = out[key].get(name, 0) + value
+    return out
+
+
+def loop_counts(threads: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The engine loop's counts from its threads. A pool that takes turns running the loop (llama-cpp-python's
+    AnyIO workers run each token on whichever is free) is one loop: while one works the others wait for work,
+    so summed they would read idle (N-1)/N of the time whatever the load. When their work fits in one
+    thread's samples, the pool is counted as one thread sampled that often: the idle samples beyond it go."""
+    out = _sum_counts(threads)
+    if len(threads) < 2:
+        return out
+    instants = max(int(thread["counts"].get("samples", 0)) for thread in threads)
+    idle = out["categories"].get("idle", 0)
+    excess = min(idle, out["samples"] - max(instants, out["work"]))
+    if excess <= 0:
+        return out  # the threads worked at the same time: they are not one loop taking turns
+    keep = (idle - excess) / idle
+    for key, value in list(out["by_category"].items()):
+        category, _, component = key.partition("/")
+        if category == "idle":
+            out["by_category"][key] = value * keep
+            out["components"][component] = out["components"].get(component, 0) - value * (1 - keep)
+    out["categories"]["idle"] = idle - excess
+    if "idle" in out["waits"]:
+        out["waits"]["idle"] = max(0.0, out["waits"]["idle"] - excess)
+    out["native_samples"] = out["native_samples"] * (out["samples"] - excess) / out["samples"]
+    out["samples"] -= excess
+    out["turns"] = len(threads)  # said in the notes: one loop over this many threads
     return out
 
 
@@ -86,10 +116,11 @@ def foreign_breakdown(processes: Sequence[dict[str, Any]], wall_ns: int) -> dict
     chosen = engine_process(processes)
     engine_counts = other_counts = None
     if chosen is not None:
-        engine = [thread["counts"] for thread in engine_threads(chosen)]
         others = [thread["counts"] for process in processes for thread in process["threads"]
                   if not (process is chosen and thread["thread_id"] in chosen["engine_threads"])]  # fmt: skip
-        engine_counts, other_counts = _pool(engine), _pool(others)
+        engine_counts, other_counts = loop_counts(engine_threads(chosen)), _pool(others)
+        if not engine_counts["samples"]:
+            engine_counts = None
         names = ", ".join(f"{thread['name']} ({thread['thread_id']})" for thread in engine_threads(chosen))
         notes.append(f"engine thread{'s' if len(chosen['engine_threads']) > 1 else ''} of pid {chosen['pid']}: {names}, "
                      f"chosen by what {'they do' if len(chosen['engine_threads']) > 1 else 'it does'} (its role: "
@@ -137,7 +168,7 @@ def foreign_verdict(processes: Sequence[dict[str, Any]], *, blind_spots: list[st
         return {**empty, "reasons": [(f"No engine loop or model worker was found in the sampled processes ({roles}): "
                                      "no verdict. Sample the engine's process (--pid), or all of the server's.")],
                 "foreign": {"processes": _process_rows(processes)}}  # fmt: skip
-    loop = _sum_counts(engine_threads(chosen))
+    loop = loop_counts(engine_threads(chosen))
     categories = loop["categories"]
     native = chosen.get("resolution") == "native"
     idle = categories.get("idle", 0)
@@ -205,7 +236,7 @@ def foreign_verdict(processes: Sequence[dict[str, Any]], *, blind_spots: list[st
         sentence = (f"The step's critical path: the loop works {(busy - on_worker) / busy:.0%} of its busy time, "
                     f"then waits on the model worker {on_worker / busy:.0%}")
         if worker is not None:
-            worker_counts = _sum_counts(engine_threads(worker))
+            worker_counts = loop_counts(engine_threads(worker))
             worker_busy = worker_counts["samples"] - worker_counts["categories"].get("idle", 0)
             worker_native = worker.get("resolution") == "native"
             if worker_busy > 0:
@@ -338,7 +369,7 @@ def _amdahl(loop: dict[str, Any], busy: int, critical: dict[str, Any] | None, wo
             out[name] = {"bound": interval["share"], "low": interval["low"], "high": interval["high"], "samples": count,
                          "where": "engine loop"}  # fmt: skip
     if critical and critical.get("worker") and worker is not None and waiting:
-        worker_counts = _sum_counts(engine_threads(worker))
+        worker_counts = loop_counts(engine_threads(worker))
         worker_busy = critical["worker"]["busy_samples"]
         wait_iv = _interval(waiting, busy)
         for name in ("sampler", "prepare", "model_glue", "model_kernels"):
@@ -360,3 +391,25 @@ def _process_rows(processes: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
              "resolution": process.get("resolution"),
              "threads": [{key: value for key, value in thread.items() if key != "counts"} for thread in process["threads"]]}
             for process in processes]  # fmt: skip
+
+
+# A first token that took this many times a later token's time, while the loop was busy, waited for its turn.
+QUEUED_TTFT_OVER_TPOT = 20.0
+BUSY_LOOP = 0.8  # the loop's busy share of its samples above which waits for work cannot explain a slow first token
+
+
+def queueing_reason(verdict: dict[str, Any], metrics: dict[str, Any]) -> str | None:
+    """What the client saw that samples cannot: with the loop busy and the first token many tokens' time late,
+    requests queued behind one another (on a lock or an event loop), rather than the loop waiting for work."""
+    loop = ((verdict.get("foreign") or {}).get("loop")) or {}
+    ttft = (metrics.get("ttft_ms") or {}).get("p50")
+    tpot = (metrics.get("tpot_ms") or {}).get("p50")
+    idle = loop.get("idle")
+    if not (isinstance(ttft, (int, float)) and isinstance(tpot, (int, float)) and tpot > 0 and idle is not None):
+        return None
+    if 1 - idle < BUSY_LOOP or ttft < QUEUED_TTFT_OVER_TPOT * tpot:
+        return None
+    return (f"Requests queued behind one another: the engine loop was busy {1 - idle:.0%} of its samples, and a "
+            f"request's first token took {ttft:,.0f} ms (p50), {ttft / tpot:,.0f}x the {tpot:.1f} ms of each later "
+            "token; what waits here is the requests, not the loop.")
+

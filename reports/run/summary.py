@@ -82,6 +82,12 @@ def probe_lines(result: RunResult) -> list[str]:
     return [str(line) for line in section.get("lines") or [] if not str(line).startswith("If ")]
 
 
+def queued_line(result: RunResult) -> str | None:
+    """Another engine whose requests queued behind one another (profiler.analysis.foreign.queueing_reason)."""
+    return next((str(line) for line in (result.verdict or {}).get("reasons") or []
+                 if str(line).startswith("Requests queued behind one another")), None)  # fmt: skip
+
+
 # Components that are per-token control flow (what a native rewrite could speed up), not compute or waiting.
 CONTROL_PATHS = ("scheduler", "sampler", "kv_alloc", "prepare", "tokenizer", "detokenizer", "model_glue")
 

@@ -54,7 +54,8 @@ def _render_short(result: RunResult, run: RunResult | RunData, console: Console,
         _print_table(console, split)
     else:
         console.print(Text(f"Time split: not measured ({why_not_measured(result, 'breakdown')}).", style="dim"))
-    for line in (summary.gpu_line(result), summary.load_line(result), *summary.probe_lines(result)):
+    for line in (summary.gpu_line(result), summary.load_line(result), summary.queued_line(result),
+                 *summary.probe_lines(result)):
         if line:
             console.print(Text(line))
     check = check_slos(run.requests, slo_targets(result)) if isinstance(run, RunData) else None

@@ -415,3 +415,29 @@ def test_recorded_vllm_spin_wait_on_the_worker_is_waiting_not_interpreter() -> N
     assert _category("EngineCore.step (vllm/v1/engine/core.py:674);"
                      "MessageQueue.enqueue (vllm/distributed/device_communicators/shm_broadcast.py:900);"
                      "pickle_payload (vllm/distributed/device_communicators/shm_broadcast.py:700)")[0] == "interpreter"
+
+
+def test_recorded_llama_server_threads_taking_turns_are_one_loop_not_half_idle() -> None:
+    # Two AnyIO workers run the tokens by turns (106 and 11 busy samples of ~125 instants): summed, the loop
+    # would read idle half the time under a load that kept it busy; counted as one loop it is busy ~94%.
+    process = roles("llama-server-turns")
+    assert len(process.engine_threads) == 2
+    verdict = foreign_verdict([process.as_dict()])
+    assert "waited for work 52%" not in " ".join(verdict["reasons"])
+    breakdown = foreign_breakdown([process.as_dict()], wall_ns=40 * 10**9)
+    split = breakdown["methods"]["samples"]
+    assert split["categories"]["idle"] < 0.15 and split["categories"]["kernel"] > 0.8
+    assert split["samples"] == pytest.approx(max(t.samples for t in process.threads if t.thread_id in process.engine_threads))
+    assert verdict["interpreter_share"] < 0.05 and verdict["category"] == "kernel"
+
+
+def test_a_busy_loop_and_a_late_first_token_say_requests_queued() -> None:
+    from profiler.analysis.foreign import queueing_reason
+
+    verdict = {"foreign": {"loop": {"idle": 0.08}}}
+    line = queueing_reason(verdict, {"ttft_ms": {"p50": 8497.0}, "tpot_ms": {"p50": 13.76}})
+    assert line is not None and "queued behind one another" in line and "busy 92%" in line and "618x" in line
+    # A loop waiting for work, or a first token a few tokens late, is no queue.
+    assert queueing_reason({"foreign": {"loop": {"idle": 0.6}}}, {"ttft_ms": {"p50": 8497.0}, "tpot_ms": {"p50": 13.76}}) is None
+    assert queueing_reason(verdict, {"ttft_ms": {"p50": 60.0}, "tpot_ms": {"p50": 13.76}}) is None
+    assert queueing_reason(verdict, {"ttft_ms": {"p50": None}, "tpot_ms": {"p50": 13.76}}) is None

@@ -60,8 +60,10 @@ def server_breakdown(
         assert sampling is not None
         breakdown = foreign_breakdown([process_split(sampling.get("raw_text") or "", pid)], wall_ns)
         process = breakdown["processes"][0]
-        engine = next((thread for thread in process["threads"] if thread["thread_id"] == process["engine_thread"]), None)
-        label = f"{engine['name'] or 'thread'} ({engine['thread_id']})" if engine else ENGINE_THREAD
+        pool = [thread for thread in process["threads"] if thread["thread_id"] in (process.get("engine_threads") or [])]
+        # A pool that takes turns running the loop is named whole (foreign.loop_counts counts it as one loop).
+        label = (" + ".join(f"{thread['name'] or 'thread'} ({thread['thread_id']})" for thread in pool)
+                 if pool else ENGINE_THREAD)  # fmt: skip
         return breakdown, label, []
     results: dict[str, Any] = {}
     if window is not None:

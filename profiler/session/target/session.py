@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from errors import TargetError
-from profiler.analysis.foreign import foreign_breakdown
+from profiler.analysis.foreign import foreign_breakdown, queueing_reason
 from profiler.analysis.metrics import RequestTiming, compute_metrics, engine_timeline_summary, latency_summary
 from profiler.analysis.probe_spans import analyse_probe, probe_sentences
 from profiler.collectors.registry import DEEP_RATE_HZ, DEFAULT_RATE_HZ, PROFILES
@@ -243,6 +243,9 @@ def record_target(
         breakdown = foreign_breakdown(foreign_processes(sampled), load.end_ns - load.start_ns)
     threads = thread_table(sampling, primary) if sampling and sampling.get("status") == "ok" else {}
     verdict = server_verdict(breakdown, collectors) if breakdown is not None else None
+    queued = queueing_reason(verdict, metrics) if verdict is not None else None
+    if verdict is not None and queued:
+        verdict["reasons"] = [*verdict.get("reasons", []), queued]
     probe_section = _probe_section(probe, load, processes, verdict) if probe is not None else None
     if probe is not None:
         collectors["probe"] = {"status": "ok" if probe_section and probe_section["loaded_in"] else "failed",
