@@ -258,7 +258,7 @@ def diagnose(
             )
 
     predictions = _predictions(split, busy, _speedups(native_speedups, replayed), measured_gains, reasons, added_costs,
-                               twins_on)  # fmt: skip
+                               twins_on, breakdown.get("share_intervals") or {})  # fmt: skip
     if twins_on:
         reasons.append(f"C twins on in this run: {', '.join(twins_on)}; nothing is predicted for them.")
     machine_busy = void_reason(health) if (health or {}).get("void") == VOID_BUSY else None
@@ -308,10 +308,13 @@ def _speedups(native_speedups: dict[str, float] | None, replayed: dict[str, dict
 def _predictions(
     split: dict[str, Any], busy: float, speedups: dict[str, dict[str, Any]],
     measured_gains: dict[str, float] | None, reasons: list[str], added_costs: dict[str, float] | None = None,
-    twins_on: Iterable[str] = (),
+    twins_on: Iterable[str] = (), share_intervals: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, dict[str, Any]]:  # fmt: skip
     """Per native-capable component: its share of busy time, speedup (with its interval when replayed) and
-    Amdahl gain (reasons get a line each), less any work the native twin adds (`added_costs`, shares of wall time)."""
+    Amdahl gain (reasons get a line each), less any work the native twin adds (`added_costs`, shares of wall time).
+
+    The gain's interval joins the speedup's with the share's (`share_intervals`, from resampling the run's
+    steps: profiler.analysis.step_shares): a path near its Amdahl limit (a 50x twin) owes its spread to its share."""
     predictions: dict[str, dict[str, Any]] = {}
     for name in NATIVE_CAPABLE:
         if name in twins_on:
@@ -330,11 +333,17 @@ def _predictions(
             return amdahl_gain(share, factor) - added if factor else None
 
         gain = gain_at(speedup)
+        share_interval = (share_intervals or {}).get(name)
+        share_low, share_high = _share_bounds(component_share, share_interval)
+        # No interval is made up: a microbenchmark's speedup has none, and without the share's neither has the gain.
+        bounded = bool(low and high) or share_interval is not None
         measured = (measured_gains or {}).get(name)
         predictions[name] = {
             "share": component_share, "native_speedup": speedup, "native_speedup_low": low,
             "native_speedup_high": high, "speedup_source": found.get("source"), "predicted_gain": gain,
-            "predicted_gain_low": gain_at(low), "predicted_gain_high": gain_at(high), "measured_gain": measured,
+            "predicted_gain_low": gain_at(low or speedup, share_low) if bounded else None,
+            "predicted_gain_high": gain_at(high or speedup, share_high) if bounded else None,
+            "measured_gain": measured, "share_low": share_low, "share_high": share_high,
         }  # fmt: skip
         if added:
             predictions[name]["added_cost"] = added
@@ -352,6 +361,13 @@ def _predictions(
         if measured is not None and gain is not None:
             reasons.append(f"The verify run with a native {name} measured {measured:.1%} against {gain:.1%} predicted.")
     return predictions
+
+
+def _share_bounds(share: float, interval: dict[str, Any] | None) -> tuple[float, float]:
+    """The share's 95% bounds: its step-time interval's relative width applied to the share of busy time."""
+    if not interval or not interval.get("share"):
+        return share, share
+    return share * interval["low"] / interval["share"], share * interval["high"] / interval["share"]
 
 
 def gpu_verdict(gpu_time: dict[str, Any]) -> dict[str, Any]:

@@ -155,6 +155,15 @@ class Split(TypedDict, total=False):
     steps: int
 
 
+class StepShare(TypedDict, total=False):
+    """A control path's share of step time over the run's steps, with a moving-block bootstrap 95% interval."""
+
+    share: float
+    low: float
+    high: float
+    steps: int
+
+
 class Breakdown(TypedDict, total=False):
     """Where the engine thread's time went, by spans and by py-spy samples, and how far they disagree."""
 
@@ -166,6 +175,7 @@ class Breakdown(TypedDict, total=False):
     notes: list[str]
     beyond_noise: list[str] | None  # categories whose gap between the methods is beyond noise
     components_beyond_noise: list[str] | None
+    share_intervals: dict[str, StepShare]  # control path -> its share of step time (profiler.analysis.step_shares)
 
 
 class Prediction(TypedDict, total=False):
@@ -180,6 +190,8 @@ class Prediction(TypedDict, total=False):
     predicted_gain_low: float | None
     predicted_gain_high: float | None
     measured_gain: float | None
+    share_low: float  # the share's 95% bounds (its step-time interval), which the gain's interval carries
+    share_high: float
     twin_on: bool  # the C twin was on in this run: nothing to predict
     void: str | None  # why the prediction cannot be trusted (a busy machine), None when it can
 

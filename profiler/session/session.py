@@ -238,12 +238,14 @@ def _analyse(
     """The breakdown, the verdict and the profiling cost of a traced run."""
     from profiler.analysis.breakdown import build_breakdown
     from profiler.analysis.diagnose import diagnose
+    from profiler.analysis.step_shares import step_share_intervals
     from profiler.overhead.costs import overhead_section
     from profiler.rundir.twins import expand
 
     # C twins' spans are native code, not interpreter time: the breakdown counts them as "other".
     breakdown = build_breakdown(collector_results, engine_thread_name=ENGINE_THREAD_NAME, wall_ns=wall_ns,
                                 native_components=sorted(prepared.built.native_active))  # fmt: skip
+    breakdown["share_intervals"] = step_share_intervals(steps)
     replay = _replay(prepared)
     return {
         "breakdown": breakdown,
