@@ -69,6 +69,7 @@ class ThreadGovernor:
                  clock: Callable[[], int] = time.monotonic_ns) -> None:  # fmt: skip
         self.threads, self.current = threads, threads
         self._set_threads, self._read, self._clock = set_threads, read, clock
+        self._started_ns = clock()
         self._last: CpuReading | None = None
         self._quiet_windows = 0
         self._watching = threads > 1
@@ -121,7 +122,8 @@ class ThreadGovernor:
         if self._lowered_since is not None:
             lowered += self._clock() - self._lowered_since
         return {"threads": self.threads, "threads_at_end": self.current, "switches": self.switches,
-                "one_thread_s": round(lowered / 1e9, 3)}  # fmt: skip
+                "one_thread_s": round(lowered / 1e9, 3),
+                "watched_s": round((self._clock() - self._started_ns) / 1e9, 3)}  # the engine thread's life so far  # fmt: skip
 
 
 def default_governor() -> ThreadGovernor | None:

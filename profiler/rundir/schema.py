@@ -121,6 +121,7 @@ class ThreadFigures(TypedDict, total=False):
     threads_at_end: int
     switches: int
     one_thread_s: float
+    watched_s: float  # the engine thread's life (warm-up and drain included), which one_thread_s is part of
 
 
 class EngineFigures(TypedDict, total=False):

@@ -67,6 +67,7 @@ def test_waiting_for_cpus_lowers_to_one_thread_and_a_quiet_spell_restores_it() -
     assert record["switches"] == 2 and record["threads_at_end"] == 2
     # Lowered at the end of the first busy window, raised at the end of the fourth quiet one: 2 + 4 windows.
     assert record["one_thread_s"] == (2 + tg.UP_WINDOWS) * tg.WINDOW_S
+    assert record["watched_s"] == 8 * tg.WINDOW_S  # the whole life it watched, which the lowered time is part of
 
 
 def test_a_short_lull_does_not_bounce_the_count() -> None:

@@ -138,7 +138,8 @@ def test_a_target_run_without_spans_prints_its_server_and_samples_split(tmp_path
 def test_a_run_mostly_on_one_torch_thread_says_so_and_the_engine_table_counts_the_switches(run_dir):
     result = copy.deepcopy(read_run(run_dir).result)
     duration = result.metrics["duration_s"]
-    result.engine["threads"] = {"threads": 2, "threads_at_end": 2, "switches": 2, "one_thread_s": 0.5 * duration}
+    result.engine["threads"] = {"threads": 2, "threads_at_end": 2, "switches": 2, "one_thread_s": 0.5 * duration,
+                                "watched_s": duration + 1.0}
     line = summary.threads_lowered(result)
     assert line is not None and "torch ran on one thread" in line.text and "other work wanted" in line.text
     rows = dict(summary.engine_table(result).rows)
