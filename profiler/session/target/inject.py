@@ -26,9 +26,7 @@ from profiler.analysis.engine_tables import EngineTable, all_tables
 
 PROBE_DIR_ENV = "INFER_PROF_PROBE_DIR"
 SOURCE = Path(__file__).resolve().parents[2] / "inject" / "sitecustomize.py"
-# One A/B block. Neighbouring blocks are paired, and a pair cancels what the batch does to step time only if
-# the batch barely changed between them: short blocks, a few steps of a CPU server each (vLLM's ~200 ms).
-BLOCK_S = 0.5
+BLOCK_S = 2.0  # one A/B block: many steps of a CPU server (tens to hundreds of ms each), short against the load's drift
 ABBA = (1, 0, 0, 1)
 
 
