@@ -87,7 +87,6 @@ def loop_counts(threads: Sequence[dict[str, Any]]) -> dict[str, Any]:
         out["waits"]["idle"] = max(0.0, out["waits"]["idle"] - excess)
     out["native_samples"] = out["native_samples"] * (out["samples"] - excess) / out["samples"]
     out["samples"] -= excess
-    out["turns"] = len(threads)  # said in the notes: one loop over this many threads
     return out
 
 
@@ -135,14 +134,7 @@ def foreign_breakdown(processes: Sequence[dict[str, Any]], wall_ns: int) -> dict
 
 
 def _pool(counts: list[dict[str, Any]]) -> dict[str, Any] | None:
-    out: dict[str, Any] = {"samples": 0, "native_samples": 0, "categories": {}, "components": {}, "lock_components": {},
-                           "gil_components": {}, "dispatch": 0}  # fmt: skip
-    for entry in counts:
-        for key in ("samples", "native_samples", "dispatch"):
-            out[key] += entry.get(key, 0)
-        for key in ("categories", "components", "lock_components", "gil_components"):
-            for name, value in (entry.get(key) or {}).items():
-                out[key][name] = out[key].get(name, 0) + value
+    out = _sum_counts({"counts": entry} for entry in counts)
     return out if out["samples"] else None
 
 

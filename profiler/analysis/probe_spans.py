@@ -257,8 +257,17 @@ def _agreement(kept: dict[int, np.ndarray], components: list[str], sampled: dict
     return rows
 
 
+def probe_bounds(section: dict[str, Any], engine: str) -> list[str]:
+    """The Amdahl bound of each component on the step's path, from the probe's shares (the verdict's long form)."""
+    components = (section.get("steps") or {}).get("components") or {}
+    return [f"If {engine}'s {name} cost nothing, its step would be at most {_pct(entry['share'])} shorter "
+            f"(Amdahl at an infinite speedup{_iv(entry, ', 95% interval ')}, from the probe's spans); "
+            f"no C twin exists there, so nothing can verify it."
+            for name, entry in components.items() if name not in ("model", "worker")]  # fmt: skip
+
+
 def probe_sentences(section: dict[str, Any], engine: str) -> list[str]:
-    """The verdict's lines from the probe: time per step, Amdahl bounds, agreement, cost."""
+    """The summary's lines from the probe: time per step, the critical path, agreement, cost."""
     lines = []
     steps = section.get("steps")
     if steps and steps.get("components"):
@@ -269,12 +278,6 @@ def probe_sentences(section: dict[str, Any], engine: str) -> list[str]:
         path = critical_path(steps)
         if path:
             lines.append(path)
-        for name, entry in steps["components"].items():
-            if name in ("model", "worker"):
-                continue
-            lines.append(f"If {engine}'s {name} cost nothing, its step would be at most {_pct(entry['share'])} shorter "
-                         f"(Amdahl at an infinite speedup{_iv(entry, ', 95% interval ')}, from the probe's spans); "
-                         f"no C twin exists there, so nothing can verify it.")  # fmt: skip
     elif steps and steps.get("note"):
         lines.append(f"In-process probe: {steps['note']}.")
     agreement = section.get("agreement") or []

@@ -78,14 +78,13 @@ CATEGORY_WORDS = {"waiting": "waiting on the model worker"}
 
 def probe_lines(result: RunResult) -> list[str]:
     """`--probe`: what it timed per step, whether the samples agree, and what it cost (the Amdahl lines: --verbose)."""
-    section = (result.target or {}).get("probe") or {}
-    return [str(line) for line in section.get("lines") or [] if not str(line).startswith("If ")]
+    return [str(line) for line in ((result.target or {}).get("probe") or {}).get("lines") or []]
 
 
 def queued_line(result: RunResult) -> str | None:
     """Another engine whose requests queued behind one another (profiler.analysis.foreign.queueing_reason)."""
-    return next((str(line) for line in (result.verdict or {}).get("reasons") or []
-                 if str(line).startswith("Requests queued behind one another")), None)  # fmt: skip
+    queued = ((result.verdict or {}).get("foreign") or {}).get("queueing")
+    return str(queued) if queued else None
 
 
 # Components that are per-token control flow (what a native rewrite could speed up), not compute or waiting.

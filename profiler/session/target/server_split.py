@@ -84,14 +84,15 @@ PROBE_SPANS = ("Spans only where the probe is: the engine table's named calls ar
                "comes from sampled frames.")  # fmt: skip
 
 
-def server_verdict(breakdown: dict[str, Any], collectors: dict[str, Any]) -> dict[str, Any]:
-    """The verdict: the foreign one when the breakdown holds processes (another engine), else diagnose()'s."""
+def server_verdict(breakdown: dict[str, Any], collectors: dict[str, Any], *, probed: bool = False) -> dict[str, Any]:
+    """The verdict: the foreign one when the breakdown holds processes (another engine), else diagnose()'s;
+    `probed`: the in-process probe timed the engine's named calls (--probe)."""
     if breakdown.get("processes") is not None:
         spots = []
         sampling = collectors.get("sampling") or {}
         if sampling.get("status") not in (None, "ok"):
             spots.append(f"No stack samples ({sampling.get('reason')}).")
-        spots.append(NO_SPANS)
+        spots.append(PROBE_SPANS if probed else NO_SPANS)
         return foreign_verdict(breakdown["processes"], blind_spots=spots)
     from profiler.analysis.diagnose import diagnose
 

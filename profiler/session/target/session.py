@@ -28,7 +28,7 @@ import pandas as pd
 from errors import TargetError
 from profiler.analysis.foreign import foreign_breakdown, queueing_reason
 from profiler.analysis.metrics import RequestTiming, compute_metrics, engine_timeline_summary, latency_summary
-from profiler.analysis.probe_spans import analyse_probe, probe_sentences
+from profiler.analysis.probe_spans import analyse_probe, probe_bounds, probe_sentences
 from profiler.collectors.registry import DEEP_RATE_HZ, DEFAULT_RATE_HZ, PROFILES
 from profiler.collectors.sampling import SamplingCollector
 from profiler.rundir.environment import describe_environment
@@ -42,8 +42,6 @@ from profiler.session.target.probe import ServerInfo
 from profiler.session.target.processes import primary_pid, process_table, write_process_samples
 from profiler.session.target.remote import RemoteWindow
 from profiler.session.target.server_split import (
-    NO_SPANS,
-    PROBE_SPANS,
     foreign_processes,
     gil_section,
     server_breakdown,
@@ -242,14 +240,20 @@ def record_target(
         # model worker it waits on, the API server beside them), not the primary process alone.
         breakdown = foreign_breakdown(foreign_processes(sampled), load.end_ns - load.start_ns)
     threads = thread_table(sampling, primary) if sampling and sampling.get("status") == "ok" else {}
-    verdict = server_verdict(breakdown, collectors) if breakdown is not None else None
-    queued = queueing_reason(verdict, metrics) if verdict is not None else None
-    if verdict is not None and queued:
-        verdict["reasons"] = [*verdict.get("reasons", []), queued]
-    probe_section = _probe_section(probe, load, processes, verdict) if probe is not None else None
+    probe_section = _probe_section(probe, load, processes) if probe is not None else None
+    probed = bool(probe_section and probe_section["loaded_in"])
     if probe is not None:
-        collectors["probe"] = {"status": "ok" if probe_section and probe_section["loaded_in"] else "failed",
-                               "reason": None if probe_section and probe_section["loaded_in"] else NO_PROBE}  # fmt: skip
+        collectors["probe"] = {"status": "ok" if probed else "failed", "reason": None if probed else NO_PROBE}
+    verdict = server_verdict(breakdown, collectors, probed=probed) if breakdown is not None else None
+    if verdict is not None:
+        queued = queueing_reason(verdict, metrics)
+        if queued:
+            verdict["reasons"] = [*verdict.get("reasons", []), queued]
+            verdict.setdefault("foreign", {})["queueing"] = queued
+        if probe_section is not None:
+            engine = (verdict.get("foreign") or {}).get("engine") or "the engine"
+            probe_section["lines"] = probe_sentences(probe_section, engine) if probed else [f"In-process probe: {NO_PROBE}."]
+            verdict["reasons"] = [*verdict.get("reasons", []), *probe_section["lines"], *probe_bounds(probe_section, engine)]
     result = RunResult(
         config=_config(plan, scenario, profile, list(collectors), prompt_model),
         environment=describe_environment(), scenario=scenario.to_dict(), metrics=metrics,
@@ -271,21 +275,15 @@ NO_PROBE = ("no process of the server loaded the probe: does the command reset P
 PROBE_FLUSH_S = 0.6  # the probe writes its spans every 0.25 s
 
 
-def _probe_section(probe: ProbeSetup, load: HttpLoad, processes: list[dict[str, Any]] | None,
-                   verdict: dict[str, Any] | None) -> dict[str, Any]:  # fmt: skip
-    """Read the probe's spans (once its last flush is in), analyse them over the load, add its lines to the verdict."""
+def _probe_section(probe: ProbeSetup, load: HttpLoad, processes: list[dict[str, Any]] | None) -> dict[str, Any]:
+    """The probe's spans (read once its last flush is in), analysed over the load."""
     time.sleep(PROBE_FLUSH_S)
     table = {int(entry["pid"]): entry for entry in processes or []}
     section = analyse_probe(probe.probes, read_probe(probe), (load.start_ns, load.end_ns),
                             roles={pid: str(entry.get("role")) for pid, entry in table.items()}, sampled=table,
                             switches=probe.switches)  # fmt: skip
     section["switches"] = len(probe.switches)
-    engine = (((verdict or {}).get("foreign") or {}).get("engine")) or "the engine"
-    section["lines"] = probe_sentences(section, engine) if section["loaded_in"] else [f"In-process probe: {NO_PROBE}."]
-    if verdict is not None:
-        verdict["reasons"] = [*verdict.get("reasons", []), *section["lines"]]
-        if section["loaded_in"]:
-            verdict["blind_spots"] = [PROBE_SPANS if spot == NO_SPANS else spot for spot in verdict.get("blind_spots", [])]
+    section["lines"] = []
     return section
 
 
