@@ -9,10 +9,10 @@ resumption of a coroutine) on every thread of every Python process of a launched
     shares           component time / step time over the steps, with a moving-block bootstrap interval;
                      if a component on the step's path cost nothing the step would be that much shorter
                      (Amdahl at an infinite speedup; nothing verifies it: no C twin exists there)
-    cost             in-run A/B: the step probe always records, the others take turns on and off in
-                     ABBA blocks, so step time with and without them, over neighbouring pairs of blocks,
-                     prices the probe; an A/A over the neighbouring like pairs beside it shows the noise;
-                     and priced = calls x measured cost
+    cost             in-run A/B: the step probe always records, and before each step it switches the
+                     others on or off in ABBA turns, so step time with and without them, over neighbouring
+                     pairs of steps (the median pair), prices the probe; an A/A over neighbouring like pairs
+                     beside it shows the noise; and priced = calls made while on x measured cost / time on
     agreement        each component's share of its thread's wall time against the samples' share of
                      that thread (a Wilson interval): the two methods agree when the probe's figure falls
                      inside the samples' interval
@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from profiler.stats import bootstrap, rate_statistic, wilson_interval
+from profiler.stats import bootstrap, quantile_statistic, rate_statistic, wilson_interval
 
 # Columns of a probe record: native thread id, probe index, start and end (perf_counter_ns), component probes on.
 TID, INDEX, START, END, ON = range(5)
@@ -61,7 +61,7 @@ def exclusive_ns(records: np.ndarray) -> np.ndarray:
 
 
 def on_time_ns(switches: list[tuple[int, int]], window_ns: tuple[int, int]) -> int:
-    """How long the component probes were on inside the window: they start on, then follow the switch's
+    """How long the component probes were on inside the window: they start on, then follow the steps'
     (perf_counter_ns, state) turns. Only then do they record, so a share of wall time is a share of this."""
     start_ns, end_ns = window_ns
     total, state, since = 0, 1, start_ns
@@ -73,22 +73,23 @@ def on_time_ns(switches: list[tuple[int, int]], window_ns: tuple[int, int]) -> i
 
 
 def analyse_probe(probes: list[dict[str, Any]], processes: dict[int, dict[str, Any]], window_ns: tuple[int, int],
-                  roles: dict[int, str] | None = None, sampled: dict[int, dict[str, Any]] | None = None,
-                  switches: list[tuple[int, int]] | None = None) -> dict[str, Any]:  # fmt: skip
-    """The probe section of a run: `processes` maps pid -> {"records": (N, 5) int64, "status": probe-PID.json};
-    `switches` are the probe switch's turns (none: the component probes were on throughout)."""
+                  roles: dict[int, str] | None = None, sampled: dict[int, dict[str, Any]] | None = None) -> dict[str, Any]:  # fmt: skip
+    """The probe section of a run: `processes` maps pid -> {"records": (N, 5) int64, "status": probe-PID.json}."""
     roles = roles or {}
     start_ns, end_ns = window_ns
     window = max(1, end_ns - start_ns)  # the step probe records throughout ...
-    wall_ns = max(1, on_time_ns(switches or [], window_ns))  # ... the others only while the switch has them on
     components = [str(probe.get("component")) for probe in probes]
-    per_process: dict[int, dict[str, Any]] = {}
     kept: dict[int, np.ndarray] = {}
     for pid, entry in processes.items():
         records = np.asarray(entry.get("records"), dtype=np.int64).reshape(-1, 5)
         inside = records[(records[:, START] >= start_ns) & (records[:, START] < end_ns)]
         own = exclusive_ns(inside)
         kept[pid] = np.column_stack([inside, own]) if len(inside) else np.zeros((0, 6), dtype=np.int64)
+    switches = [(int(start), int(on)) for start, _end, on in _step_table(kept, components)[1]]
+    wall_ns = max(1, on_time_ns(switches, window_ns))  # ... the others only while the steps have them on
+    per_process: dict[int, dict[str, Any]] = {}
+    for pid, entry in processes.items():
+        inside, own = kept[pid][:, :5], kept[pid][:, 5]
         status = entry.get("status") or {}
         totals: dict[str, dict[str, float]] = defaultdict(lambda: {"calls": 0, "ms": 0.0})
         for index, own_ns in zip(inside[:, INDEX], own, strict=True):
@@ -104,7 +105,9 @@ def analyse_probe(probes: list[dict[str, Any]], processes: dict[int, dict[str, A
                            for name, v in sorted(totals.items(), key=lambda item: -item[1]["ms"])},
         }  # fmt: skip
     section: dict[str, Any] = {
-        "window_s": window / 1e9, "probes_on_s": wall_ns / 1e9, "processes": [per_process[pid] for pid in sorted(per_process)],
+        "window_s": window / 1e9, "probes_on_s": wall_ns / 1e9,
+        "switches": sum(a[1] != b[1] for a, b in zip(switches, switches[1:])),
+        "processes": [per_process[pid] for pid in sorted(per_process)],
         "loaded_in": sorted(pid for pid, entry in per_process.items() if entry["loaded"]),
     }
     section["steps"] = _steps(kept, components)
@@ -183,8 +186,9 @@ def _cost(kept: dict[int, np.ndarray], components: list[str], per_process: dict[
     for pid, rows in kept.items():
         cost = per_process[pid].get("cost_ns")
         if isinstance(cost, (int, float)) and cost > 0 and len(rows):
-            _tids, calls = np.unique(rows[:, TID], return_counts=True)
-            priced[pid] = int(calls.max()) * cost / wall_ns  # its busiest thread's calls x the cost of one
+            on = rows[rows[:, ON] == 1]  # the calls made while the probes were on, over the time they were on
+            _tids, calls = np.unique(on[:, TID], return_counts=True)
+            priced[pid] = int(calls.max(initial=0)) * cost / wall_ns  # its busiest thread's calls x the cost of one
     section: dict[str, Any] = {"priced": max(priced.values()) if priced else None,
                                "priced_by_pid": {str(pid): share for pid, share in priced.items()},
                                "ab": None, "aa": None}  # fmt: skip
@@ -192,45 +196,57 @@ def _cost(kept: dict[int, np.ndarray], components: list[str], per_process: dict[
     if step_pid is None or steps is None:
         section["note"] = "no step probe recorded: the in-run A/B needs the engine's steps"
         return section
-    blocks = _blocks(table)
-    # Neighbouring blocks are paired, so that the load's drift (a batch filling up) cancels within a pair.
-    # Blocks alternate (ABBA's doubled turns merge), so blocks 0-1, 2-3, ... pair on with off (the A/B), and
-    # consecutive off-blocks pair like with like (the A/A beside it).
-    ab = [(a[1], b[1]) if a[0] == 1 else (b[1], a[1]) for a, b in zip(blocks[0::2], blocks[1::2]) if a[0] != b[0]]
-    off = [mean for flag, mean in blocks if flag == 0]
-    aa = list(zip(off[0::2], off[1::2]))
-    section["blocks"] = {"on": sum(flag == 1 for flag, _ in blocks), "off": sum(flag == 0 for flag, _ in blocks)}
-    if len(ab) < 2:
-        section["note"] = f"{len(ab)} on/off pair(s) of blocks: the run was too short for the A/B (blocks of the probe switch)"
+    ab, aa = adjacent_pairs(table)
+    section["pairs"] = {"on_off": len(ab), "like": len(aa)}
+    if len(ab) < MIN_STEPS:
+        section["note"] = f"{len(ab)} on/off pair(s) of steps: the run was too short for the A/B (the steps take turns)"
         return section
     section["ab"] = _relative(ab)
-    if len(aa) >= 2:
+    if len(aa) >= MIN_STEPS:
         section["aa"] = _relative(aa)
     return section
 
 
-def _blocks(table: np.ndarray) -> list[tuple[int, float]]:
-    """Consecutive steps with the same switch state: (state, mean step ms)."""
-    blocks: list[tuple[int, float]] = []
-    current: list[float] = []
-    state = -1
-    for start, end, flag in table:
-        if int(flag) != state and current:
-            blocks.append((state, float(np.mean(current))))
-            current = []
-        state = int(flag)
-        current.append((end - start) / 1e6)
-    if current:
-        blocks.append((state, float(np.mean(current))))
-    return blocks
+def adjacent_pairs(table: np.ndarray) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
+    """Neighbouring steps paired, as ms: (on, off) where their turns differ, the A/B; and like with like, the A/A.
+
+    The steps take turns 1, 0, 0, 1, ...: a step is paired with its neighbour, so the load's drift (a batch
+    filling up) cancels within a pair, and on comes first in half the pairs and second in the other half, so
+    does an effect of a step's place (the step after a long one). The A/A alternates its order the same way.
+    """
+    durations = (table[:, 1] - table[:, 0]) / 1e6
+    flags = table[:, 2].astype(int)
+    ab: list[tuple[float, float]] = []
+    aa: list[tuple[float, float]] = []
+    for differ, pairs in ((True, ab), (False, aa)):
+        index = 0
+        while index + 1 < len(durations):
+            if (flags[index] != flags[index + 1]) != differ:
+                index += 1
+                continue
+            first, second = float(durations[index]), float(durations[index + 1])
+            if differ:
+                pairs.append((first, second) if flags[index] == 1 else (second, first))
+            else:
+                pairs.append((first, second) if len(pairs) % 2 == 0 else (second, first))
+            index += 2
+    return ab, aa
 
 
 def _relative(pairs: list[tuple[float, float]]) -> dict[str, Any]:
-    """sum(first) / sum(second) - 1 over paired blocks, with a bootstrap interval that resamples the pairs."""
-    interval = bootstrap([np.asarray(pairs, dtype=float)], lambda resampled: rate_statistic(resampled) - 1.0,
-                         block=None, resamples=2000)  # fmt: skip
-    return {"point": interval.point, "low": None if math.isnan(interval.low) else interval.low,
-            "high": None if math.isnan(interval.high) else interval.high, "pairs": len(pairs)}  # fmt: skip
+    """The typical relative difference first / second - 1, with a bootstrap interval over units.
+
+    A unit is two consecutive pairs, whose orders are opposite (ABBA), so the mean of their log(first / second)
+    holds no effect of a step's place; the figure is the median unit. A median, not a ratio of sums: a CPU
+    server's steps run from tens of ms (decode) to seconds (a batch of prefills), and one long step in one
+    arm would swamp a cost paid per call, which is what the probe adds to every step alike."""
+    values = np.asarray(pairs, dtype=float)
+    logs = np.log(np.maximum(values[:, 0], 1e-9) / np.maximum(values[:, 1], 1e-9))
+    units = logs[: len(logs) // 2 * 2].reshape(-1, 2).mean(axis=1)
+    interval = bootstrap([units], quantile_statistic(0.5), block=None, resamples=2000)
+    return {"point": math.expm1(interval.point), "low": None if math.isnan(interval.low) else math.expm1(interval.low),
+            "high": None if math.isnan(interval.high) else math.expm1(interval.high), "pairs": len(pairs),
+            "units": len(units), "statistic": "median over units of two neighbouring pairs of steps (ABBA)"}  # fmt: skip
 
 
 def _agreement(kept: dict[int, np.ndarray], components: list[str], sampled: dict[int, dict[str, Any]],
@@ -291,7 +307,8 @@ def probe_sentences(section: dict[str, Any], engine: str) -> list[str]:
     cost = section.get("cost") or {}
     if cost.get("ab"):
         ab, aa = cost["ab"], cost.get("aa")
-        lines.append(f"The probe's cost, in-run A/B on step time: {_signed(ab['point'])}{_iv(ab, ' [', signed=True)}"
+        pairs = f" (median of {ab['units']:,} units of neighbouring steps on and off)" if ab.get("units") else ""
+        lines.append(f"The probe's cost, in-run A/B on step time: {_signed(ab['point'])}{_iv(ab, ' [', signed=True)}{pairs}"
                      + (f" (A/A beside it: {_signed(aa['point'])}{_iv(aa, ' [', signed=True)})" if aa else "")
                      + (f"; priced from its calls: {_pct(cost['priced'], 3)} of a thread" if cost.get("priced") is not None else "")
                      + ("; the A/A's spread says this run's step times vary too much for the A/B to resolve a cost of "

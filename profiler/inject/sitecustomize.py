@@ -5,9 +5,11 @@
 # must never raise into its host: each failure is caught and listed in this process's status file instead.
 #
 # Layout of INFER_PROF_PROBE_DIR (the probe is active only when it holds probes.json):
-#   probes.json         {"probes": [{"component", "module", "function"}, ...]}, read here
+#   probes.json         {"probes": [{"component", "module", "function"}, ...], "switch": "step"?}, read here
 #   control             optional, 1 byte: b"0" turns component probes off, anything else on; rewrite it in
-#                       place (not by os.replace): the probe keeps the file it mapped at start-up
+#                       place (not by os.replace): the probe keeps the file it mapped at start-up. With
+#                       "switch": "step", each outermost call of a step probe writes it itself, in ABBA
+#                       turns (1, 0, 0, 1, ...), so neighbouring steps pair on with off for the in-run A/B
 #   probe-<pid>.json    written here: what was patched, missing, skipped, pending; cost_ns; errors
 #   spans-<pid>.tsv     appended here: thread_id, probe_index, start_ns, end_ns, on (perf_counter_ns)
 
@@ -17,6 +19,7 @@ import atexit
 import functools
 import importlib.machinery
 import importlib.util
+import itertools
 import json
 import mmap
 import os
@@ -38,6 +41,8 @@ MAX_PENDING = 1_000_000  # records held between flushes; beyond, new ones are dr
 MAX_ERRORS = 50
 COST_CALLS = 10_000  # x 3 runs x (wrapped + bare): ~20 ms on a slow machine, paid at every start-up
 _OFF = ord("0")  # the control byte that turns component probes off; any other byte, or no file, is on
+_TURNS = b"1001"  # the step switch's ABBA order, one step a turn
+SWITCHED = "mapped, switched by the steps"  # the control's state when the step probes write it
 _LINE = "%d\t%d\t%d\t%d\t%d\n"
 
 # This process's unflushed records (thread_id, probe_index, start_ns, end_ns, on). Wrappers hold its bound
@@ -59,8 +64,9 @@ class _Spec:
         self.function = function
 
 
-def _read_specs(path: str) -> tuple[list[_Spec | None], list[str]]:
-    """The probes in file order (None for an invalid entry, so later indices keep their place) and the errors."""
+def _read_specs(path: str) -> tuple[list[_Spec | None], bool, list[str]]:
+    """The probes in file order (None for an invalid entry, so later indices keep their place), whether the
+    steps switch the component probes, and the errors."""
     with open(path, "rb") as fh:
         doc = json.load(fh)
     entries = doc.get("probes") if isinstance(doc, dict) else None
@@ -74,7 +80,7 @@ def _read_specs(path: str) -> tuple[list[_Spec | None], list[str]]:
         except ValueError as exc:
             specs.append(None)
             errors.append(f"probes.json: probe {index}: {exc}")
-    return specs, errors
+    return specs, doc.get("switch") == "step", errors
 
 
 def _spec(entry: object) -> _Spec:
@@ -89,13 +95,22 @@ def _spec(entry: object) -> _Spec:
     return _Spec(component, module, function)
 
 
-def _open_control(directory: str) -> tuple[Any, str]:
-    """The control byte's holder (indexed by every wrapper call) and how it was found."""
+def _open_control(directory: str, writable: bool) -> tuple[Any, str]:
+    """The control byte's holder (indexed by every wrapper call) and how it was found; mapped shared and
+    writable when the steps switch it, so every process of the tree sees a step's turn at once."""
+    path = os.path.join(directory, "control")
     try:
-        fd = os.open(os.path.join(directory, "control"), os.O_RDONLY)
+        fd = os.open(path, os.O_RDWR if writable else os.O_RDONLY)
     except FileNotFoundError:
         return b"1", "absent"
+    except PermissionError:
+        if not writable:
+            raise
+        held, _state = _open_control(directory, False)
+        return held, "mapped read-only"  # the steps cannot switch it: the probes stay on
     try:
+        if writable:
+            return mmap.mmap(fd, 1, access=mmap.ACCESS_WRITE), SWITCHED
         return mmap.mmap(fd, 1, access=mmap.ACCESS_READ), "mapped"
     finally:
         os.close(fd)  # the mapping stays valid without the descriptor
@@ -137,6 +152,43 @@ def _sync_wrapper(
 
     setattr(probe, MARK, index)
     return probe
+
+
+def _switching(timed: Callable[..., Any], func: Callable[..., Any], index: int, control: Any) -> Callable[..., Any]:
+    """A step probe (`timed`) that first takes the switch's next turn, on each outermost call.
+
+    A step nested in another (a table naming both a step and what it calls) keeps its caller's turn.
+    """
+    turns = _process_turns()
+    depth = _step_depth
+
+    @functools.wraps(func)
+    def probe(*args: Any, **kwargs: Any) -> Any:
+        level = getattr(depth, "level", 0)
+        if level == 0:
+            control[0] = next(turns)
+        depth.level = level + 1
+        try:
+            return timed(*args, **kwargs)
+        finally:
+            depth.level = level
+
+    setattr(probe, MARK, index)
+    return probe
+
+
+_turns: Any = None
+_step_depth = (
+    threading.local()
+)  # how many step probes this thread is inside: all of them, not one per wrapper
+
+
+def _process_turns() -> Any:
+    """One ABBA cycle per process, shared by its step probes (an engine names more than one kind of step)."""
+    global _turns
+    if _turns is None:
+        _turns = itertools.cycle(_TURNS)
+    return _turns
 
 
 def _coroutine_wrapper(
@@ -357,6 +409,7 @@ class _Probe:
         self.cost_ns: int | None = None
         self.control: Any = b"1"
         self.control_state = "absent"
+        self.switch_by_step = False
         self.lock = threading.RLock()  # probe state and the status file; re-entrant: patching may import
         self.flush_lock = threading.Lock()
         self.flusher_pid: int | None = None
@@ -377,7 +430,7 @@ class _Probe:
     # -- set-up --------------------------------------------------------------------------------------------
 
     def load(self) -> None:
-        self.specs, errors = _read_specs(os.path.join(self.directory, "probes.json"))
+        self.specs, self.switch_by_step, errors = _read_specs(os.path.join(self.directory, "probes.json"))
         self.errors.extend(errors)
         for index, spec in enumerate(self.specs):
             if spec is None:
@@ -388,7 +441,7 @@ class _Probe:
 
     def open_control(self) -> None:
         self.control_state = "error"  # until mapped: a broken control file leaves the probes on
-        self.control, self.control_state = _open_control(self.directory)
+        self.control, self.control_state = _open_control(self.directory, self.switch_by_step)
 
     def measure_cost(self) -> None:
         """The recording path's cost per call, against a throwaway list: median of 3 runs (~10-30 ms)."""
@@ -466,8 +519,11 @@ class _Probe:
         if kind is None:
             self._settle(index, self.skipped, {"function": spec.function, "why": why})
             return
+        is_step = spec.component == STEP
         wrap = _sync_wrapper if kind == "sync" else _coroutine_wrapper
-        probe = wrap(func, index, spec.component == STEP, _records, self.control, self.drop)
+        probe = wrap(func, index, is_step, _records, self.control, self.drop)
+        if is_step and kind == "sync" and self.control_state == SWITCHED:
+            probe = _switching(probe, func, index, self.control)
         setattr(holder, name, probe if rewrap is None else rewrap(probe))
         entry = {"module": spec.module, "function": spec.function, "kind": kind, "owner": _owner_name(holder)}
         if holder is not owner:

@@ -30,6 +30,8 @@ def slow(x):
     return x * 2
 
 
+def outer(x):
+    return slow(x) + 1
 def boom():
     time.sleep(0.02)
     raise ValueError("boom from work")
@@ -338,6 +340,42 @@ def test_the_control_file_turns_component_probes_off_but_not_the_step_probe(tmp_
     assert [row[4] for row in spans[0]] == [1]  # the component probe: only once the flag said on
     assert [row[4] for row in spans[1]] == [0, 1]  # the step probe: both calls, with the flag at their start
     assert _status(probe_dir)["control"] == "mapped"
+
+
+def test_with_the_step_switch_each_outermost_step_takes_the_next_abba_turn_and_components_follow(tmp_path):
+    # Box.method is the step, Box.static a step nested in it (keeps its caller's turn), slow a component.
+    probes = [_probe("work", "slow"), _probe("work", "Box.method", component="step"),
+              _probe("work", "Box.static", component="step")]  # fmt: skip
+    probe_dir = _setup(tmp_path, json.dumps({"probes": probes, "switch": "step"}), control=b"1")
+    _ok(
+        _run(
+            tmp_path,
+            """
+            import work
+            for _ in range(6):
+                work.Box().method(1)
+                work.Box.static(1)  # a step of its own: the next turn, not nested
+                work.slow(1)  # between steps: the last step's turn holds
+            """,
+        )
+    )
+    spans = _by_index(_spans(probe_dir))
+    # Outermost steps alternate method, static, method, ...: twelve turns of 1, 0, 0, 1.
+    turns = sorted(spans[1] + spans[2], key=lambda row: row[2])
+    assert [row[4] for row in turns] == [1, 0, 0, 1] * 3
+    # slow runs after each static step, whose turn is 0, 1, 0, 1, 0, 1: it records only under the on turns.
+    assert len(spans[0]) == 3 and all(row[4] == 1 for row in spans[0])
+    assert _status(probe_dir)["control"] == "mapped, switched by the steps"
+    assert (probe_dir / "control").read_bytes() == b"1"  # the last turn, written in place for every process
+
+
+def test_a_step_nested_in_a_step_keeps_its_callers_turn(tmp_path):
+    probes = [_probe("work", "outer", component="step"), _probe("work", "slow", component="step")]
+    probe_dir = _setup(tmp_path, json.dumps({"probes": probes, "switch": "step"}), control=b"1")
+    _ok(_run(tmp_path, "import work\nfor _ in range(4):\n    work.outer(1)\n"))  # outer calls slow
+    spans = _by_index(_spans(probe_dir))
+    assert [row[4] for row in spans[0]] == [1, 0, 0, 1]
+    assert [row[4] for row in spans[1]] == [1, 0, 0, 1]  # nested: its caller's turn, not a turn of its own
 
 
 def test_missing_and_unpatchable_probes_are_listed_and_the_host_runs_normally(tmp_path):

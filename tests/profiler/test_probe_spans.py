@@ -25,7 +25,7 @@ def test_a_spans_own_time_leaves_out_what_is_nested_inside_it_on_its_thread() ->
 
 def _loop(steps: int, *, scheduler_ms: float, model_ms: float, off_extra_ms: float = 0.0, switch_every: int = 0,
           seed: int = 0) -> np.ndarray:  # fmt: skip
-    """A loop thread's records: each step holds a scheduler span then a model span; steps of an off block
+    """A loop thread's records: each step holds a scheduler span then a model span; steps of an off turn
     (ABBA, `switch_every` steps each) record only the step, which is `off_extra_ms` longer or shorter."""
     rng = np.random.default_rng(seed)
     rows, t = [], 0
@@ -59,13 +59,33 @@ def test_per_step_shares_come_with_intervals_that_hold_the_truth() -> None:
 
 def test_the_ab_finds_a_cost_the_probe_adds_and_the_aa_beside_it_does_not() -> None:
     # Steps with the probes on are 0.5 ms longer (10.0 vs 9.5 ms of work): a +5% cost.
-    records = _loop(1600, scheduler_ms=1.0, model_ms=8.5, off_extra_ms=-0.5, switch_every=20)
+    records = _loop(1600, scheduler_ms=1.0, model_ms=8.5, off_extra_ms=-0.5, switch_every=1)
     end = int(records[:, 3].max()) + 1
-    cost = analyse_probe(PROBES, {3: {"records": records, "status": {"cost_ns": 400}}}, (0, end))["cost"]
+    section = analyse_probe(PROBES, {3: {"records": records, "status": {"cost_ns": 400}}}, (0, end))
+    cost = section["cost"]
     ab, aa = cost["ab"], cost["aa"]
     assert ab["low"] > 0.03 and ab["high"] < 0.07
     assert aa["low"] < 0 < aa["high"]
-    assert cost["priced"] == pytest.approx(len(records) * 400 / end, rel=1e-6)
+    # Priced: the calls made while the probes were on, at 400 ns each, over the time they were on (about half).
+    assert section["probes_on_s"] * 1e9 == pytest.approx(end / 2, rel=0.05)
+    on_calls = int((records[:, 4] == 1).sum())
+    assert cost["priced"] == pytest.approx(on_calls * 400 / (section["probes_on_s"] * 1e9), rel=1e-6)
+
+
+def test_abba_turns_cancel_an_effect_of_a_steps_place_whatever_the_phase_the_window_opens_on() -> None:
+    # No cost at all, but every other step is 10% longer (a loop that alternates two kinds of step), with
+    # 1% noise; the window opens one step into the turns (0, 0, 1, 1, 0, ...).
+    rng = np.random.default_rng(3)
+    rows, t = [], 0
+    for index in range(1, 801):
+        length = int(10 * MS * (1.1 if index % 2 else 1.0) * (1 + rng.normal(0, 0.01)))
+        rows.append([7, 0, t, t + length, (1, 0, 0, 1)[index % 4]])
+        t += length + MS
+    records = np.array(rows, dtype=np.int64)
+    cost = analyse_probe(PROBES, {3: {"records": records, "status": {}}}, (0, t))["cost"]
+    for arm in (cost["ab"], cost["aa"]):
+        assert arm["low"] < 0 < arm["high"] and arm["high"] - arm["low"] < 0.01
+    assert cost["ab"]["pairs"] == 399 and cost["ab"]["units"] == 199  # the first step pairs with nothing
 
 
 def test_too_few_steps_give_no_shares_and_say_why() -> None:
@@ -90,7 +110,7 @@ def test_a_probe_share_inside_or_outside_the_samples_interval() -> None:
     assert "outside: detokenizer on MainThread (5)" in " ".join(probe_sentences(disagree, "x"))
 
 
-def test_on_time_follows_the_switch_inside_the_window() -> None:
+def test_on_time_follows_the_steps_turns_inside_the_window() -> None:
     from profiler.analysis.probe_spans import on_time_ns
 
     assert on_time_ns([], (0, 500)) == 500
@@ -99,13 +119,16 @@ def test_on_time_follows_the_switch_inside_the_window() -> None:
 
 
 def test_shares_of_wall_count_only_the_time_the_probes_were_on() -> None:
-    # The API thread is in the detokenizer 20% of the time, but the probes were on only for the first half.
+    # The API thread is in the detokenizer 20% of the time, but the loop's second step, at half time, turned the
+    # probes off.
     records = np.array([[42, 3, i * 100 * MS, i * 100 * MS + 20 * MS, 1] for i in range(5)], dtype=np.int64)
-    section = analyse_probe(PROBES, {9: {"records": records, "status": {}}}, (0, 1000 * MS),
-                            switches=[(500 * MS, 0)])  # fmt: skip
-    process = section["processes"][0]
+    steps = np.array([[7, 0, 0, 400 * MS, 1], [7, 0, 500 * MS, 900 * MS, 0]], dtype=np.int64)
+    section = analyse_probe(PROBES, {9: {"records": records, "status": {}}, 8: {"records": steps, "status": {}}},
+                            (0, 1000 * MS))  # fmt: skip
+    process = next(entry for entry in section["processes"] if entry["pid"] == 9)
     assert process["components"]["detokenizer"]["share_of_wall"] == pytest.approx(0.2)
     assert section["probes_on_s"] == pytest.approx(0.5) and section["window_s"] == pytest.approx(1.0)
+    assert section["switches"] == 1
 
 
 def test_the_critical_path_reads_loop_work_then_the_wait_on_the_worker() -> None:

@@ -1,11 +1,14 @@
-"""`run --launch CMD --probe`: put the span probe on the launched server's path, switch it on and off in ABBA blocks during the load, and read its spans back.
+"""`run --launch CMD --probe`: put the span probe on the launched server's path, have the engine's steps switch it on and off in ABBA turns, and read its spans back.
 
 The probe is profiler/inject/sitecustomize.py, copied into the run directory's probe/ folder, which goes
 first on the server's PYTHONPATH; every Python process of the server (and each one it spawns, which
 inherits the environment) imports it at start-up. It times the functions the engine tables name
 (engine_tables.EngineTable.probes, the user's tables first) and writes spans-PID.tsv and probe-PID.json
 into that folder. The folder's `control` byte switches the component probes (not the step probe) on
-and off: the in-run A/B of the probe's own cost.
+and off, and the step probe itself writes it before each step (1, 0, 0, 1, ...): neighbouring steps
+then pair on with off, the in-run A/B of the probe's own cost, as --verify pairs the sampler's twins.
+Blocks of wall time (2 s each) were tried first: vLLM's step time moved with its batch from one block
+to the next by tens of percent, so the A/B could not resolve its 1% allowance.
 """
 
 from __future__ import annotations
@@ -13,10 +16,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import threading
-import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +27,6 @@ from profiler.analysis.engine_tables import EngineTable, all_tables
 
 PROBE_DIR_ENV = "INFER_PROF_PROBE_DIR"
 SOURCE = Path(__file__).resolve().parents[2] / "inject" / "sitecustomize.py"
-BLOCK_S = 2.0  # one A/B block: many steps of a CPU server (tens to hundreds of ms each), short against the load's drift
-ABBA = (1, 0, 0, 1)
 
 
 @dataclass
@@ -36,19 +35,12 @@ class ProbeSetup:
 
     folder: Path
     probes: list[dict[str, str]]
-    switches: list[tuple[int, int]] = field(default_factory=list)  # (perf_counter_ns, state) as set
 
     def env(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
         """What the launched command's environment gains: our folder first on PYTHONPATH, and where to write."""
         given = os.environ if base is None else base
         path = os.pathsep.join(filter(None, [str(self.folder), given.get("PYTHONPATH", "")]))
         return {"PYTHONPATH": path, PROBE_DIR_ENV: str(self.folder)}
-
-    def set(self, state: int) -> None:
-        # Written in place: the probe maps this byte, and a replaced file would leave it reading the old one.
-        with open(self.folder / "control", "r+b") as handle:
-            handle.write(b"1" if state else b"0")
-        self.switches.append((time.perf_counter_ns(), state))
 
 
 def probe_rows(tables: tuple[EngineTable, ...] | None = None) -> list[dict[str, str]]:
@@ -62,38 +54,14 @@ def probe_rows(tables: tuple[EngineTable, ...] | None = None) -> list[dict[str, 
 
 
 def prepare_probe(run_dir: Path, tables: tuple[EngineTable, ...] | None = None) -> ProbeSetup:
-    """The probe's folder: its code, probes.json, and the switch (on)."""
+    """The probe's folder: its code, probes.json (switched by the steps), and the switch (on until a step turns it)."""
     folder = run_dir / "probe"
     folder.mkdir(exist_ok=True)
     shutil.copyfile(SOURCE, folder / "sitecustomize.py")
     rows = probe_rows(tables)
-    (folder / "probes.json").write_text(json.dumps({"probes": rows}, indent=1))
+    (folder / "probes.json").write_text(json.dumps({"probes": rows, "switch": "step"}, indent=1))
     (folder / "control").write_bytes(b"1")
     return ProbeSetup(folder, rows)
-
-
-class ProbeSwitch:
-    """Takes turns with the component probes on and off, BLOCK_S each, in ABBA order, until stopped (then on)."""
-
-    def __init__(self, setup: ProbeSetup, block_s: float | None = None) -> None:
-        self.setup, self.block_s = setup, BLOCK_S if block_s is None else block_s
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="infer-prof-probe-switch", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5.0)
-        self.setup.set(1)
-
-    def _run(self) -> None:
-        turn = 0
-        while not self._stop.is_set():
-            self.setup.set(ABBA[turn % len(ABBA)])
-            turn += 1
-            self._stop.wait(self.block_s)
 
 
 def read_probe(setup: ProbeSetup) -> dict[int, dict[str, Any]]:

@@ -37,7 +37,7 @@ from profiler.session.options import OptionError
 from profiler.session.record import write_samples
 from profiler.session.session import SessionHooks, SessionOutcome, prepare_prompts
 from profiler.session.target.client import HttpLoad, HttpRecord, drive_http, http_outcome
-from profiler.session.target.inject import ProbeSetup, ProbeSwitch, read_probe
+from profiler.session.target.inject import ProbeSetup, read_probe
 from profiler.session.target.probe import ServerInfo
 from profiler.session.target.processes import primary_pid, process_table, write_process_samples
 from profiler.session.target.remote import RemoteWindow
@@ -132,9 +132,6 @@ def run_target_session(
     window_open = window.start() if window else False
     if tree is not None:
         tree.start()
-    switch = ProbeSwitch(probe) if probe is not None else None
-    if switch is not None:
-        switch.start()
     if hooks.on_start:
         hooks.on_start(sum(not request.warmup for request in requests))
     interrupted = False
@@ -146,8 +143,6 @@ def run_target_session(
         interrupted = True
         raise
     finally:
-        if switch is not None:
-            switch.stop()
         if tree is not None:
             tree.stop()
         window_data = window.stop() if window and window_open else None
@@ -280,9 +275,7 @@ def _probe_section(probe: ProbeSetup, load: HttpLoad, processes: list[dict[str, 
     time.sleep(PROBE_FLUSH_S)
     table = {int(entry["pid"]): entry for entry in processes or []}
     section = analyse_probe(probe.probes, read_probe(probe), (load.start_ns, load.end_ns),
-                            roles={pid: str(entry.get("role")) for pid, entry in table.items()}, sampled=table,
-                            switches=probe.switches)  # fmt: skip
-    section["switches"] = len(probe.switches)
+                            roles={pid: str(entry.get("role")) for pid, entry in table.items()}, sampled=table)  # fmt: skip
     section["lines"] = []
     return section
 

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from profiler.rundir.results import read_run
-from profiler.session.target import inject
 from profiler.session.target.inject import prepare_probe
 from profiler.session.target.launch import launched_server
 from profiler.session.target.probe import probe
@@ -29,7 +28,6 @@ def test_a_probed_launch_times_the_engines_functions_inside_its_processes(tmp_pa
     tables.mkdir()
     (tables / "fake.toml").write_text(fake_engine_loop.TABLE)
     monkeypatch.setenv("INFER_PROF_ENGINE_TABLES", str(tables))
-    monkeypatch.setattr(inject, "BLOCK_S", 0.25)  # ~10 turns in the ~2.5 s load
     scenario = tmp_path / "steady.toml"
     scenario.write_text(STEADY)
     spec = load_scenario(str(scenario))
@@ -62,7 +60,7 @@ def test_a_probed_launch_times_the_engines_functions_inside_its_processes(tmp_pa
     assert components["model"]["share"] > components["scheduler"]["share"]
     for entry in components.values():
         assert entry["low"] <= entry["share"] <= entry["high"] and entry["where"] == "engine loop"
-    # The switch took turns: steps ran with the component probes on and off, and the A/B priced them.
+    # The steps took turns: they ran with the component probes on and off, and the A/B priced them.
     assert steps["count"] > steps["with_probes_on"]
     cost = section["cost"]
     assert cost["ab"] is not None and cost["ab"]["low"] <= cost["ab"]["point"] <= cost["ab"]["high"]
