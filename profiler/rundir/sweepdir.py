@@ -95,6 +95,12 @@ CELL_COLUMNS = (
     "repeats_to_resolve",
 )
 
+# The columns of both tables that hold figures: stored as floats (NaN where a run recorded none); the rest are
+# names, flags and counts, stored as they are.
+NOT_FIGURES = {"cell", "repeat", "repeats", "run_dir", "partial", "verdict", "category", "component", "native_active",
+               "host", "health_void", "twins", "baseline_cell", "resolved", "unresolved_reason"}  # fmt: skip
+FIGURES = frozenset(RUN_COLUMNS + CELL_COLUMNS) - NOT_FIGURES
+
 
 @dataclass
 class SweepData:

@@ -18,7 +18,7 @@ from profiler.checks.verify import busy_ns_per_token
 from profiler.rundir.control import control_figure, drift_void
 from profiler.rundir.health import void_reason
 from profiler.rundir.results import RunResult, read_result, read_run
-from profiler.rundir.sweepdir import CELL_COLUMNS, RUN_COLUMNS, run_dir_of
+from profiler.rundir.sweepdir import CELL_COLUMNS, FIGURES, RUN_COLUMNS, run_dir_of
 from profiler.stats import Interval, mean_interval, repeats_to_resolve
 from profiler.sweep.grid import NATIVE_AXIS, CellKey
 
@@ -295,35 +295,10 @@ def _standard_error(values: list[float]) -> float | None:
     return float(np.std(values, ddof=1) / math.sqrt(len(values))) if len(values) > 1 else None
 
 
-# Figures that stay numbers (NaN when missing) even when no run recorded them.
-NUMERIC = {
-    "interpreter_share",
-    "interpreter_share_se",
-    "interpreter_share_min",
-    "interpreter_share_max",
-    "predicted_gain",
-    "measured_gain",
-    "measured_gain_se",
-    "busy_us_per_token",
-    "output_token_throughput",
-    "engine_samples",
-    "interpreter_share_low",
-    "interpreter_share_high",
-    "measured_gain_low",
-    "measured_gain_high",
-    "repeats_to_resolve",
-    "control_us_per_token",
-    "tokens",
-    "steps",
-    "torch_threads",
-    *(f"predicted_gain_{name}" for name in NATIVE_CAPABLE),
-}
-
-
 def _typed(table: pd.DataFrame) -> pd.DataFrame:
     """Columns Parquet can store: figures as floats, an axis mixing numbers and strings as strings."""
     for column in table.columns:
-        if column in NUMERIC:
+        if column in FIGURES:
             table[column] = pd.to_numeric(table[column], errors="coerce").astype(float)
             continue
         kinds = {

@@ -7,10 +7,10 @@ from pathlib import Path
 from matplotlib.backends.backend_pdf import PdfPages
 from matplotlib.figure import Figure
 
-from profiler.rundir.atomic import write_atomic, write_json_atomic, write_text_atomic
 from reports.compare import summary as compare_summary
 from reports.compare.analysis import FASTER, SLOWER, ComparisonResult
 from reports.compare.charts import draw_control, draw_improvements, draw_shift
+from reports.report_files import write_report_files
 from reports.run import charts
 from reports.run.pdf_text import A4_INCHES, CHART_AREA, TextPages
 from reports.templating import render
@@ -18,16 +18,8 @@ from reports.templating import render
 
 def write_comparison_report(result: ComparisonResult, out_dir: str | Path) -> dict[str, Path]:
     """Write compare.json, compare.html and compare.pdf into out_dir; return {name: path relative to it}."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    written = {
-        "compare_json": write_json_atomic(out / "compare.json", result.to_dict()),
-        "compare_html": write_text_atomic(out / "compare.html", render_comparison_html(result)),
-        "compare_pdf": write_atomic(
-            out / "compare.pdf", lambda handle: _write_pdf(handle, result), binary=True
-        ),
-    }
-    return {name: path.relative_to(out) for name, path in written.items()}
+    return write_report_files(out_dir, "compare", result.to_dict(), render_comparison_html(result),
+                              lambda handle: _write_pdf(handle, result))  # fmt: skip
 
 
 CONTROL_HEIGHT = 3.2

@@ -10,6 +10,7 @@ from rich.text import Text
 from reports.compare import summary as compare_summary
 from reports.compare.analysis import FASTER, SLOWER, ComparisonResult, MetricComparison, metric_group
 from reports.format import NOT_RECORDED
+from reports.terminal_table import print_table
 
 _VERDICT_STYLES = {FASTER: "bold green", SLOWER: "bold red"}
 
@@ -47,15 +48,7 @@ def render_comparison(result: ComparisonResult, console: Console | None = None) 
     console.print(rich_table)
     shift = compare_summary.shift_table(result)
     if shift.rows:
-        console.print(Text(shift.title, style="bold"))
-        shift_table = RichTable(box=box.SIMPLE_HEAD, show_edge=False)
-        shift_table.add_column("", overflow="fold")
-        shift_table.add_column("shift", justify="right")
-        for index, row in enumerate(shift.rows):
-            if index in shift.sections and index > 0:
-                shift_table.add_section()
-            shift_table.add_row(*row)
-        console.print(shift_table)
+        print_table(console, shift)
     elif shift.note:
         console.print(Text(f"Time split shift: {shift.note}", style="dim"))
     for note in result.notes:

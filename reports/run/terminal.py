@@ -4,17 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rich import box
 from rich.console import Console
-from rich.table import Table as RichTable
 from rich.text import Text
 
 from profiler.rundir.results import RunData, RunResult, read_run
 from reports.run import summary
 from reports.run.processes import processes_table
-from reports.run.summary import Table
 from reports.rundata import why_not_measured
 from reports.slo import check_slos, slo_targets
+from reports.terminal_table import print_table
 
 # Styles carry meaning only as emphasis: with NO_COLOR or piped output Rich drops them and every
 # word and number stays, so nothing is said by colour alone.
@@ -51,7 +49,7 @@ def _render_short(result: RunResult, run: RunResult | RunData, console: Console,
     console.print()
     split = summary.compact_split(result)
     if split is not None:
-        _print_table(console, split)
+        print_table(console, split)
     else:
         console.print(Text(f"Time split: not measured ({why_not_measured(result, 'breakdown')}).", style="dim"))
     for line in (summary.gpu_line(result), summary.load_line(result), summary.queued_line(result),
@@ -87,7 +85,7 @@ def _render_full(result: RunResult, console: Console) -> None:
     console.print()
     for optional in (summary.target_table(result), processes_table(result), summary.gpu_table(result)):
         if optional is not None:
-            _print_table(console, optional)
+            print_table(console, optional)
     for table in (
         summary.time_split_table(result),
         summary.latency_table(result),
@@ -95,7 +93,7 @@ def _render_full(result: RunResult, console: Console) -> None:
         summary.engine_table(result),
         summary.predictions_table(result),
     ):
-        _print_table(console, table)
+        print_table(console, table)
     skipped = summary.applicable_skipped_collectors(result)
     if skipped:
         console.print(Text("Collectors that did not run", style="bold"))
@@ -116,22 +114,3 @@ def _run(source: RunResult | RunData | str | Path) -> RunResult | RunData:
     if isinstance(source, (RunResult, RunData)):
         return source
     return read_run(source)
-
-
-def _print_table(console: Console, table: Table) -> None:
-    # The title is its own line: as a table title it would wrap to the width of a narrow table.
-    console.print(Text(table.title, style="bold"))
-    if table.rows:
-        rich_table = RichTable(box=box.SIMPLE_HEAD, show_edge=False)
-        for index, column in enumerate(table.columns):
-            # Fold rather than truncate: a narrow terminal wraps a number, it never hides one.
-            left = index == 0 or table.text or index in table.left_columns
-            rich_table.add_column(column, justify="left" if left else "right", overflow="fold")
-        for index, row in enumerate(table.rows):
-            if index in table.sections and index > 0:
-                rich_table.add_section()
-            rich_table.add_row(*row)
-        console.print(rich_table)
-    if table.note:
-        console.print(Text(f"  {table.note}", style="dim"))
-    console.print()

@@ -2,40 +2,33 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
 from matplotlib.backends.backend_pdf import PdfPages
 from matplotlib.figure import Figure
-from rich import box
 from rich.console import Console
-from rich.table import Table as RichTable
 from rich.text import Text
 
-from profiler.rundir.atomic import write_atomic, write_json_atomic, write_text_atomic
 from reports.format import NOT_RECORDED, fmt_gain, fmt_pct, fmt_pp
+from reports.report_files import write_report_files
 from reports.run import charts
-from reports.run.pdf_text import A4_INCHES, CHART_AREA, TextPages
+from reports.run.pdf_text import A4_INCHES, TextPages
 from reports.run.summary import Table
 from reports.sweep.analysis import NATIVE_AXIS
 from reports.sweep.charts import SHORT_VERDICTS
 from reports.sweep.compare import NOISE_SIGMAS, SweepComparison, headline
 from reports.sweep.compare_charts import draw_difference_maps
+from reports.sweep.map_pages import facet_svgs, map_height, two_to_a_page
 from reports.templating import render
+from reports.terminal_table import print_table
 
 
 def write_sweep_comparison(comparison: SweepComparison, out_dir: str | Path) -> dict[str, Path]:
     """compare.json, compare.html and compare.pdf in out_dir; {name: path relative to it}."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    written = {
-        "compare_json": write_json_atomic(out / "compare.json", comparison.to_dict()),
-        "compare_html": write_text_atomic(out / "compare.html", render_html(comparison)),
-        "compare_pdf": write_atomic(
-            out / "compare.pdf", lambda handle: _write_pdf(handle, comparison), binary=True
-        ),
-    }
-    return {name: path.relative_to(out) for name, path in written.items()}
+    return write_report_files(out_dir, "compare", comparison.to_dict(), render_html(comparison),
+                              lambda handle: _write_pdf(handle, comparison))  # fmt: skip
 
 
 def cells_table(comparison: SweepComparison) -> Table:
@@ -84,42 +77,18 @@ def render_sweep_comparison(comparison: SweepComparison, console: Console | None
     console = console or Console()
     console.print(Text(headline(comparison), style="bold"))
     console.print(Text(f"  before: {comparison.before}\n  after:  {comparison.after}"))
-    table = cells_table(comparison)
-    rich_table = RichTable(
-        title=table.title,
-        title_justify="left",
-        title_style="bold",
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-        show_edge=False,
-        collapse_padding=True,
-    )
-    for index, column in enumerate(table.columns):
-        rich_table.add_column(column, justify="left" if index == 0 else "right")
-    for row in table.rows:
-        rich_table.add_row(*row)
-    console.print(rich_table)
+    print_table(console, cells_table(comparison))
     for note in comparison.notes:
         console.print(Text(f"Note: {note}", style="yellow"))
 
 
-def _size(comparison: SweepComparison) -> tuple[float, float]:
-    return 10.0, 1.8 + 0.75 * max(2, len(comparison.y_values))
+def _map_height(comparison: SweepComparison) -> float:
+    return map_height(len(comparison.y_values), 1.8)
 
 
 def render_html(comparison: SweepComparison) -> str:
-    width, height = _size(comparison)
-    maps = [
-        charts.draw_with(
-            draw_difference_maps,
-            comparison,
-            facet,
-            width=width,
-            height=height,
-            label=f"difference map {facet.label}".strip(),
-        )
-        for facet in comparison.facets
-    ]
+    maps = facet_svgs(draw_difference_maps, comparison, comparison.facets, height=_map_height(comparison),
+                      label="difference map")  # fmt: skip
     return render(
         "sweep-compare.html.j2",
         headline=headline(comparison),
@@ -145,16 +114,6 @@ def _write_pdf(handle: Any, comparison: SweepComparison) -> None:
         pages.space(8)
         pages.table(cells_table(comparison))
         pages.close()
-        _, height = _size(comparison)
-        for start in range(0, len(comparison.facets), 2):
-            page = charts.page(*A4_INCHES, CHART_AREA)
-            chosen = comparison.facets[start : start + 2]
-            areas = page.subfigures(
-                len(chosen) + 1,
-                1,
-                height_ratios=[*([height] * len(chosen)), max(0.5, 10.2 - height * len(chosen))],
-                squeeze=False,
-            )[:, 0]
-            for area, facet in zip(areas, chosen):
-                draw_difference_maps(area, comparison, facet)
-            pdf.savefig(page)
+        height = _map_height(comparison)
+        two_to_a_page(pdf, [(height, functools.partial(draw_difference_maps, comparison=comparison, facet=facet))
+                            for facet in comparison.facets])  # fmt: skip

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from matplotlib.backends.backend_pdf import PdfPages
 from matplotlib.figure import Figure
 
 from profiler.rundir.atomic import write_atomic, write_text_atomic
 from reports.run import charts
-from reports.run.pdf_text import A4_INCHES, CHART_AREA, TextPages
+from reports.run.pdf_text import A4_INCHES, TextPages
 from reports.sweep import summary
 from reports.sweep.analysis import HIGH_LINE, Crossover
 from reports.sweep.charts import draw_maps, draw_predicted_vs_measured
+from reports.sweep.map_pages import facet_svgs, map_height, two_to_a_page
 from reports.templating import render
 
 HTML_NAME, PDF_NAME = "sweep.html", "sweep.pdf"
@@ -34,23 +38,12 @@ def write_sweep_report(crossover: Crossover, out_dir: str | Path) -> dict[str, P
     return {name: path.relative_to(out) for name, path in written.items()}
 
 
-def _map_size(crossover: Crossover) -> tuple[float, float]:
-    return 10.0, 1.6 + 0.75 * max(2, len(crossover.y_values))
+def _map_height(crossover: Crossover) -> float:
+    return map_height(len(crossover.y_values), 1.6)
 
 
 def render_sweep_html(crossover: Crossover) -> str:
-    width, height = _map_size(crossover)
-    maps = [
-        charts.draw_with(
-            draw_maps,
-            crossover,
-            facet,
-            width=width,
-            height=height,
-            label=f"crossover map {facet.label}".strip(),
-        )
-        for facet in crossover.facets
-    ]
+    maps = facet_svgs(draw_maps, crossover, crossover.facets, height=_map_height(crossover), label="crossover map")
     scatter = (
         charts.draw_with(
             draw_predicted_vs_measured,
@@ -125,19 +118,10 @@ def _write_pdf(handle: object, crossover: Crossover) -> None:
 
 def _chart_pages(pdf: PdfPages, crossover: Crossover) -> None:
     """Two maps to a page, the predicted-vs-measured chart after them."""
-    _, map_height = _map_size(crossover)
-    plans: list[tuple[float, object]] = [(map_height, facet) for facet in crossover.facets]
+    height = _map_height(crossover)
+    plans: list[tuple[float, Callable[[Any], None]]] = [
+        (height, functools.partial(draw_maps, crossover=crossover, facet=facet)) for facet in crossover.facets
+    ]
     if crossover.points:
-        plans.append((4.2, None))
-    for start in range(0, len(plans), 2):
-        page = charts.page(*A4_INCHES, CHART_AREA)
-        chosen = plans[start : start + 2]
-        heights = [height for height, _ in chosen]
-        spare = max(0.5, 10.2 - sum(heights))
-        areas = page.subfigures(len(chosen) + 1, 1, height_ratios=[*heights, spare], squeeze=False)[:, 0]
-        for area, (_, facet) in zip(areas, chosen):
-            if facet is None:
-                draw_predicted_vs_measured(area, crossover)
-            else:
-                draw_maps(area, crossover, facet)  # type: ignore[arg-type]
-        pdf.savefig(page)
+        plans.append((4.2, functools.partial(draw_predicted_vs_measured, crossover=crossover)))
+    two_to_a_page(pdf, plans)

@@ -3,13 +3,12 @@ to look at, and the cells table."""
 
 from __future__ import annotations
 
-from rich import box
 from rich.console import Console
-from rich.table import Table as RichTable
 from rich.text import Text
 
 from reports.sweep import summary
 from reports.sweep.analysis import Crossover
+from reports.terminal_table import print_table
 
 
 def render_sweep_summary(crossover: Crossover, console: Console | None = None) -> None:
@@ -23,18 +22,6 @@ def render_sweep_summary(crossover: Crossover, console: Console | None = None) -
         console.print(Text(look, style="bold"))
     table = summary.cells_table(crossover)
     if table.rows:
-        rich_table = RichTable(
-            title=table.title,
-            title_justify="left",
-            title_style="bold",
-            box=box.SIMPLE_HEAD,
-            pad_edge=False,
-            show_edge=False,
-        )
-        for index, column in enumerate(table.columns):
-            rich_table.add_column(column, justify="left" if index == 0 else "right", no_wrap=index == 0)
-        for row in table.rows:
-            rich_table.add_row(*row)
-        console.print(rich_table)
+        print_table(console, table)
     for note in crossover.notes:
         console.print(Text(f"Note: {note}", style="yellow"))
