@@ -107,9 +107,14 @@ class HTTPRequestError(RequestError):
     """
 
     def __init__(
-        self, message: str, *, status: int = 400, param: str | None = None, code: str | None = None,
+        self,
+        message: str,
+        *,
+        status: int = 400,
+        param: str | None = None,
+        code: str | None = None,
         retry_after_s: int | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.param = param
@@ -167,24 +172,32 @@ _NOT_BRACKETS = re.compile(r"[^\[\]{}]+")
 _STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
 
 
-def read_bounded(path: str | os.PathLike[str], error: type[InferProfError], *, limit: int = MAX_CONFIG_BYTES) -> str:
+def read_bounded(
+    path: str | os.PathLike[str], error: type[InferProfError], *, limit: int = MAX_CONFIG_BYTES
+) -> str:
     """The UTF-8 text of `path`, or `error` naming the file when it is larger than `limit` or nested deeper
     than MAX_NESTING; OSError and UnicodeDecodeError pass through for the caller's own message."""
     check_size(path, error, limit=limit)
     with open(path, encoding="utf-8") as handle:
         text = handle.read(limit + 1)
     if len(text.encode("utf-8", "surrogatepass")) > limit:  # the file grew between stat and read
-        raise error(f"{path}: more than the {_size(limit)} infer-prof reads from such a file; is it the right file?")
+        raise error(
+            f"{path}: more than the {_size(limit)} infer-prof reads from such a file; is it the right file?"
+        )
     check_nesting(text, str(path), error)
     return text
 
 
-def check_size(path: str | os.PathLike[str], error: type[InferProfError], *, limit: int = MAX_DATA_BYTES) -> None:
+def check_size(
+    path: str | os.PathLike[str], error: type[InferProfError], *, limit: int = MAX_DATA_BYTES
+) -> None:
     """`error` naming the file when it is larger than `limit` (for files a library parses, e.g. CSV tables)."""
     size = os.stat(path).st_size
     if size > limit:
-        raise error(f"{path}: {size:,} bytes, more than the {_size(limit)} infer-prof reads from such a file; "
-                    "is it the right file?")  # fmt: skip
+        raise error(
+            f"{path}: {size:,} bytes, more than the {_size(limit)} infer-prof reads from such a file; "
+            "is it the right file?"
+        )
 
 
 def check_nesting(text: str, source: str, error: type[InferProfError]) -> None:
@@ -194,12 +207,20 @@ def check_nesting(text: str, source: str, error: type[InferProfError]) -> None:
         return
     brackets = _NOT_BRACKETS.sub("", _STRINGS_AND_COMMENTS.sub("", text))
     if max(accumulate(map(_STEP.__getitem__, brackets)), default=0) > MAX_NESTING:
-        raise error(f"{source}: arrays or tables nested more than {MAX_NESTING} deep, the most infer-prof reads "
-                    "(none of its inputs nests like that)")  # fmt: skip
+        raise error(
+            f"{source}: arrays or tables nested more than {MAX_NESTING} deep, the most infer-prof reads "
+            "(none of its inputs nests like that)"
+        )
 
 
 def _size(limit: int) -> str:
-    return f"{limit >> 30} GiB" if limit >= 1 << 30 else f"{limit >> 20} MiB" if limit >= 1 << 20 else f"{limit:,} bytes"
+    return (
+        f"{limit >> 30} GiB"
+        if limit >= 1 << 30
+        else f"{limit >> 20} MiB"
+        if limit >= 1 << 20
+        else f"{limit:,} bytes"
+    )
 
 
 # -- OS errors on output paths -------------------------------------------------------------------
@@ -219,7 +240,9 @@ _OUTPUT_FIXES = {
 OUTPUT_ERRNOS = frozenset(_OUTPUT_FIXES)
 
 
-def output_error(exc: OSError, path: str | os.PathLike[str] | None = None, *, verb: str = "write") -> OutputError:
+def output_error(
+    exc: OSError, path: str | os.PathLike[str] | None = None, *, verb: str = "write"
+) -> OutputError:
     """The one message for an OS error on an output path: the path, what the errno means, and the fix."""
     where = path if path is not None else (exc.filename if exc.filename is not None else "an output file")
     meaning = exc.strerror or (os.strerror(exc.errno) if exc.errno else str(exc))

@@ -61,7 +61,9 @@ def main() -> int:
                 f"(+-{row['interval']:.1%}, {row['engine_samples']} engine samples): gap {row['gap_pp']:+.1f} pp",
                 flush=True,
             )
-        print(f"{case:8s} mean gap {statistics.mean(gaps):+.1f} pp, largest {max(gaps, key=abs):+.1f} pp over {len(gaps)} runs")
+        print(
+            f"{case:8s} mean gap {statistics.mean(gaps):+.1f} pp, largest {max(gaps, key=abs):+.1f} pp over {len(gaps)} runs"
+        )
     return 0
 
 

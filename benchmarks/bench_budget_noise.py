@@ -36,16 +36,24 @@ class Runner:
         self.budget = budget
         self.out_root = out_root
         self.models = ModelCache()
-        self.options = EngineOptions(model=budget.model or "synthetic:tiny", seed=budget.seed or 0, device="cpu")
+        self.options = EngineOptions(
+            model=budget.model or "synthetic:tiny", seed=budget.seed or 0, device="cpu"
+        )
         self.count = 0
         self.seconds: list[float] = []
 
     def run(self, label: str, injections: dict[str, Any] | None = None) -> Path:
         self.count += 1
         started = time.perf_counter()
-        path = run_once(self.options, self.budget.scenario or "concurrency-30", self.out_root / f"{self.count:03d}-{label}",
-                        requests=self.budget.requests, seed=self.budget.seed, models=self.models,
-                        injections=injections)  # fmt: skip
+        path = run_once(
+            self.options,
+            self.budget.scenario or "concurrency-30",
+            self.out_root / f"{self.count:03d}-{label}",
+            requests=self.budget.requests,
+            seed=self.budget.seed,
+            models=self.models,
+            injections=injections,
+        )
         self.seconds.append(time.perf_counter() - started)
         return path
 
@@ -78,12 +86,16 @@ def describe(report: BudgetReport) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tries", type=int, default=10, help="same-config baseline/candidate pairs")
-    parser.add_argument("--slow-tries", type=int, default=3, help="pairs whose candidate has slow_sampler=1.2")
+    parser.add_argument(
+        "--slow-tries", type=int, default=3, help="pairs whose candidate has slow_sampler=1.2"
+    )
     parser.add_argument("--budget", type=Path, default=ROOT / "budgets" / "noise.toml")
     args = parser.parse_args()
 
     budget = load_budget(args.budget)
-    print(f"budget {budget.name}: {budget.scenario} on {budget.model}, {budget.requests} requests, alpha {budget.alpha:g}")
+    print(
+        f"budget {budget.name}: {budget.scenario} on {budget.model}, {budget.requests} requests, alpha {budget.alpha:g}"
+    )
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench-budget-noise-") as tmp:
         runner = Runner(budget, Path(tmp))
@@ -94,12 +106,18 @@ def main() -> int:
         for index in range(args.tries):
             report = run_try(runner, index, None)
             false_alarms += report.exit_code != 0
-            print(f"same   {index + 1:2d}: {describe(report)} -> {'FALSE ALARM' if report.exit_code else 'ok'}", flush=True)
+            print(
+                f"same   {index + 1:2d}: {describe(report)} -> {'FALSE ALARM' if report.exit_code else 'ok'}",
+                flush=True,
+            )
         detected = 0
         for index in range(args.slow_tries):
             report = run_try(runner, index, SLOW_SAMPLER)
             detected += report.exit_code != 0
-            print(f"slow   {index + 1:2d}: {describe(report)} -> {'detected' if report.exit_code else 'MISSED'}", flush=True)
+            print(
+                f"slow   {index + 1:2d}: {describe(report)} -> {'detected' if report.exit_code else 'MISSED'}",
+                flush=True,
+            )
         per_run = sum(runner.seconds) / len(runner.seconds)
     print(f"false alarms: {false_alarms}/{args.tries}; detected slowdowns: {detected}/{args.slow_tries}")
     print(f"{per_run:.2f} s per run, {time.perf_counter() - started:.0f} s in all")

@@ -20,8 +20,10 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent.parent
-FLOOR = ("import sys, typer\napp = typer.Typer(rich_markup_mode='rich')\n@app.command()\ndef hello(name: str = 'x') -> None:\n"
-         "    pass\nsys.argv = ['hello', '--help']\napp()")
+FLOOR = (
+    "import sys, typer\napp = typer.Typer(rich_markup_mode='rich')\n@app.command()\ndef hello(name: str = 'x') -> None:\n"
+    "    pass\nsys.argv = ['hello', '--help']\napp()"
+)
 
 
 def wall(argv: list[str], root: Path) -> float:
@@ -34,8 +36,14 @@ def wall(argv: list[str], root: Path) -> float:
 def importtime_us(root: Path) -> int:
     """`python -X importtime`'s cumulative microseconds for profiler.cli.main, the entry point's whole import."""
     env = {**os.environ, "PYTHONPATH": str(root)}
-    done = subprocess.run([sys.executable, "-X", "importtime", "-c", "from profiler.cli.main import main"],
-                          cwd=root, env=env, capture_output=True, text=True, check=True)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", "from profiler.cli.main import main"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     lines = [line for line in done.stderr.splitlines() if re.search(r"\|\s+profiler\.cli\.main$", line)]
     return int(lines[-1].split("|")[1])
 
@@ -47,13 +55,19 @@ def main() -> None:
     args = parser.parse_args()
     commands = {
         "import typer": ([sys.executable, "-c", "import typer"], HERE),
-        "from profiler.cli.main import main": ([sys.executable, "-c", "from profiler.cli.main import main"], HERE),
+        "from profiler.cli.main import main": (
+            [sys.executable, "-c", "from profiler.cli.main import main"],
+            HERE,
+        ),
         "infer-prof --help": ([sys.executable, "-m", "profiler.cli", "--help"], HERE),
         # The floor of any Rich-formatted typer help: typer.rich_utils imports rich and markdown-it.
         "a one-command typer app's --help": ([sys.executable, "-c", FLOOR], HERE),
     }
     if args.before is not None:
-        commands["before: from profiler.cli.main import main"] = (commands["from profiler.cli.main import main"][0], args.before)
+        commands["before: from profiler.cli.main import main"] = (
+            commands["from profiler.cli.main import main"][0],
+            args.before,
+        )
         commands["before: infer-prof --help"] = (commands["infer-prof --help"][0], args.before)
     times: dict[str, list[float]] = {name: [] for name in commands}
     for _ in range(args.rounds):
@@ -63,9 +77,13 @@ def main() -> None:
     print(f"{args.rounds} interleaved rounds; median wall time, and its ratio to `import typer`")
     for name, values in times.items():
         median = statistics.median(values)
-        print(f"  {name:45s} {median * 1000:8.0f} ms  {median / base:5.2f}x  (min {min(values) * 1000:.0f} ms)")
-    print(f"python -X importtime: profiler.cli.main cumulative {importtime_us(HERE) / 1000:.0f} ms"
-          + (f" (before: {importtime_us(args.before) / 1000:.0f} ms)" if args.before is not None else ""))
+        print(
+            f"  {name:45s} {median * 1000:8.0f} ms  {median / base:5.2f}x  (min {min(values) * 1000:.0f} ms)"
+        )
+    print(
+        f"python -X importtime: profiler.cli.main cumulative {importtime_us(HERE) / 1000:.0f} ms"
+        + (f" (before: {importtime_us(args.before) / 1000:.0f} ms)" if args.before is not None else "")
+    )
 
 
 if __name__ == "__main__":

@@ -32,12 +32,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 HOG = "while 1: pass"
-WARMUP_S = 1.5  # untimed decode after the hogs start: long enough for the engine's governor to look (0.5 s windows)
+WARMUP_S = (
+    1.5  # untimed decode after the hogs start: long enough for the engine's governor to look (0.5 s windows)
+)
 
 
 def config_env(name: str) -> tuple[dict[str, str], int | None]:
     """The environment and thread count (None = torch's choice) a configuration name stands for."""
-    env = {key: value for key, value in os.environ.items() if key not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    env = {
+        key: value for key, value in os.environ.items() if key not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
+    }
     # The engine sets its own policy when the variable is unset; the shipped baseline must not get it.
     env["INFER_PROF_OMP_POLICY"] = "off"
     threads = None
@@ -86,19 +90,32 @@ def child(model_name: str, threads: int | None, steps: int, hog_levels: list[int
         try:
             time.sleep(0.3 if hogs else 0.0)  # let the hogs reach the run queue
             before, cpu_before = load_average(), read_cpu()
-            tpot = decode_ms_per_step(loaded, 1, steps, warmup=2, warmup_s=WARMUP_S,
-                                      on_step=governor.tick if governor else None)  # fmt: skip
+            tpot = decode_ms_per_step(
+                loaded, 1, steps, warmup=2, warmup_s=WARMUP_S, on_step=governor.tick if governor else None
+            )
             cpu = read_cpu()
             # What the governor reads, over this level's decode: our threads' run-queue wait and the rest of
             # the machine's CPU use (all but this, the decoding thread), in cores.
             wall = max(1, cpu.wall_ns - cpu_before.wall_ns)
-            signals = {"own_wait_cores": (cpu.own_wait_ns - cpu_before.own_wait_ns) / wall,
-                       "others_cores": ((cpu.machine_busy_ns - cpu_before.machine_busy_ns)
-                                        - (cpu.engine_cpu_ns - cpu_before.engine_cpu_ns)) / wall}  # fmt: skip
-            record = {"hogs": hogs, "tpot_ms": tpot, "governor": governor.record() if governor else None,
-                      "load_before": before, "load_after": load_average(), **signals,
-                      "threads": torch.get_num_threads(), "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
-                      "gomp_spincount": os.environ.get("GOMP_SPINCOUNT")}  # fmt: skip
+            signals = {
+                "own_wait_cores": (cpu.own_wait_ns - cpu_before.own_wait_ns) / wall,
+                "others_cores": (
+                    (cpu.machine_busy_ns - cpu_before.machine_busy_ns)
+                    - (cpu.engine_cpu_ns - cpu_before.engine_cpu_ns)
+                )
+                / wall,
+            }
+            record = {
+                "hogs": hogs,
+                "tpot_ms": tpot,
+                "governor": governor.record() if governor else None,
+                "load_before": before,
+                "load_after": load_average(),
+                **signals,
+                "threads": torch.get_num_threads(),
+                "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+                "gomp_spincount": os.environ.get("GOMP_SPINCOUNT"),
+            }
             print(json.dumps(record), flush=True)
         finally:
             for proc in procs:
@@ -109,8 +126,16 @@ def child(model_name: str, threads: int | None, steps: int, hog_levels: list[int
 
 def measure(model_name: str, config: str, steps: int, hog_levels: list[int]) -> list[dict]:
     env, threads = config_env(config)
-    command = [sys.executable, __file__, "--child", model_name, "--steps", str(steps),
-               "--hogs", *map(str, hog_levels)] + (["--threads", str(threads)] if threads else [])  # fmt: skip
+    command = [
+        sys.executable,
+        __file__,
+        "--child",
+        model_name,
+        "--steps",
+        str(steps),
+        "--hogs",
+        *map(str, hog_levels),
+    ] + (["--threads", str(threads)] if threads else [])
     done = subprocess.run(command, check=False, env=env, capture_output=True, text=True, timeout=1800)
     if done.returncode != 0:
         raise SystemExit(f"{config} on {model_name} failed:\n{done.stderr[-2000:]}")
@@ -131,18 +156,22 @@ def main() -> None:
         child(args.child, args.threads, args.steps, args.hogs)
         return
 
-    print(f"cores: {os.cpu_count()}; {args.steps} timed batch-1 decode steps per measurement after 2 warm-up steps")
+    print(
+        f"cores: {os.cpu_count()}; {args.steps} timed batch-1 decode steps per measurement after 2 warm-up steps"
+    )
     results: dict[tuple[str, str, int], list[float]] = {}
     for round_no in range(1, args.rounds + 1):
         for model_name in args.models:
             for config in args.configs:
                 for rec in measure(model_name, config, args.steps, args.hogs):
                     results.setdefault((model_name, config, rec["hogs"]), []).append(rec["tpot_ms"])
-                    print(f"round {round_no} {model_name:16} {config:10} hogs {rec['hogs']}: "
-                          f"TPOT {rec['tpot_ms']:8.1f} ms  ({rec['threads']} threads; load average "
-                          f"{rec['load_before']:.1f} -> {rec['load_after']:.1f}; run-queue wait "
-                          f"{rec['own_wait_cores']:.2f} cores, rest of the machine {rec['others_cores']:.2f})",
-                          flush=True)  # fmt: skip
+                    print(
+                        f"round {round_no} {model_name:16} {config:10} hogs {rec['hogs']}: "
+                        f"TPOT {rec['tpot_ms']:8.1f} ms  ({rec['threads']} threads; load average "
+                        f"{rec['load_before']:.1f} -> {rec['load_after']:.1f}; run-queue wait "
+                        f"{rec['own_wait_cores']:.2f} cores, rest of the machine {rec['others_cores']:.2f})",
+                        flush=True,
+                    )
 
     print("\nsummary: median TPOT over rounds, and the ratio to shipped per round (median, min-max)")
     for model_name in args.models:
@@ -153,8 +182,10 @@ def main() -> None:
                 line = f"  {model_name:16} hogs {hogs} {config:10} TPOT {statistics.median(times):8.1f} ms"
                 if base and config != "shipped":
                     ratios = [t / b for t, b in zip(times, base)]
-                    line += (f"   x{statistics.median(ratios):.3f} of shipped "
-                             f"(min {min(ratios):.3f}, max {max(ratios):.3f})")  # fmt: skip
+                    line += (
+                        f"   x{statistics.median(ratios):.3f} of shipped "
+                        f"(min {min(ratios):.3f}, max {max(ratios):.3f})"
+                    )
                 print(line)
 
 

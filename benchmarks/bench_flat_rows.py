@@ -52,7 +52,9 @@ def main() -> None:
                 times[which].append(time.perf_counter() - start)
         python_ms, native_ms = (statistics.median(t) * 1e3 for t in times)
         redos = twins[1].exact_passes
-        print(f"{name:<20} {python_ms:>10.1f} {native_ms:>8.1f} {python_ms / native_ms:>7.2f}x {redos:>7}/{ROWS * REPEATS}")
+        print(
+            f"{name:<20} {python_ms:>10.1f} {native_ms:>8.1f} {python_ms / native_ms:>7.2f}x {redos:>7}/{ROWS * REPEATS}"
+        )
 
 
 if __name__ == "__main__":

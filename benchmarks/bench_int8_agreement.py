@@ -78,8 +78,10 @@ def main() -> None:
         for key in (source, "all"):
             counts = totals.setdefault(key, [0, 0, 0])
             counts[0], counts[1], counts[2] = counts[0] + agree, counts[1] + top5, counts[2] + n
-        print(f"{source:6} {agree:3}/{n:3} top-1 agree, {top5:3}/{n:3} in top 5, logits rel. error {error:.3f}: "
-              f"{text[:50]!r}")  # fmt: skip
+        print(
+            f"{source:6} {agree:3}/{n:3} top-1 agree, {top5:3}/{n:3} in top 5, logits rel. error {error:.3f}: "
+            f"{text[:50]!r}"
+        )
     for key, (agree, top5, n) in totals.items():
         print(
             f"{key:6} top-1 agreement {agree}/{n} = {agree / n:.1%}; float32's token in int8's top 5: {top5 / n:.1%}"

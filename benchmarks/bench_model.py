@@ -42,8 +42,14 @@ PROMPTS = [
 ]
 
 
-def decode_ms_per_step(loaded: LoadedModel, batch: int, steps: int, warmup: int = 3, warmup_s: float = 0.0,
-                       on_step: Callable[[], None] | None = None) -> float:  # fmt: skip
+def decode_ms_per_step(
+    loaded: LoadedModel,
+    batch: int,
+    steps: int,
+    warmup: int = 3,
+    warmup_s: float = 0.0,
+    on_step: Callable[[], None] | None = None,
+) -> float:
     """Prefill `batch` chat prompts, then time `steps` decode steps of the whole batch after a warm-up of
     `warmup` steps and at least `warmup_s` seconds; `on_step` runs before each step, untimed (the engine's
     thread governor, for one)."""
@@ -103,11 +109,16 @@ def llama_cpp_python(requested: str | None) -> str | None:
         return requested
 
 
-def llama_cpp_ms_per_token(python: str, gguf: Path, threads: int, steps: int, prompt: str) -> tuple[float, str]:
+def llama_cpp_ms_per_token(
+    python: str, gguf: Path, threads: int, steps: int, prompt: str
+) -> tuple[float, str]:
     done = subprocess.run(
         [python, "-c", LLAMA_CPP_DECODE, str(gguf), str(threads), str(steps), prompt],
-        capture_output=True, text=True, timeout=600, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     if done.returncode != 0:
         raise SystemExit(f"llama.cpp under {python} failed:\n{done.stderr[-1500:]}")
     out = json.loads(done.stdout.strip().splitlines()[-1])
@@ -123,7 +134,9 @@ def against_llama_cpp(args: argparse.Namespace) -> None:
     from engine.models import find_smollm2
 
     float_model, int8_model = load_model(args.model, dtype="float32"), load_model(args.model, dtype="int8")
-    print(f"model: {float_model.source}; int8 linears on torch's {int8_model.model.quantized_engine!r} engine")
+    print(
+        f"model: {float_model.source}; int8 linears on torch's {int8_model.model.quantized_engine!r} engine"
+    )
     python = llama_cpp_python(args.llama_python)
     gguf = find_smollm2(lambda message: None)[0] if args.model == "smollm2-135m" else Path(args.model)
     if python is None:
@@ -143,27 +156,42 @@ def against_llama_cpp(args: argparse.Namespace) -> None:
             "fp32 b16": decode_ms_per_step(float_model, args.batch, args.steps),
         }
         if python is not None:
-            figures["llama.cpp b1"], version = llama_cpp_ms_per_token(python, gguf, args.threads, args.steps, prompt)
+            figures["llama.cpp b1"], version = llama_cpp_ms_per_token(
+                python, gguf, args.threads, args.steps, prompt
+            )
         for key, value in figures.items():
             rows.setdefault(key, []).append(value)
-        print(f"round {round_no}: " + ", ".join(f"{k} {v:.1f} ms/step" for k, v in figures.items()), flush=True)
+        print(
+            f"round {round_no}: " + ", ".join(f"{k} {v:.1f} ms/step" for k, v in figures.items()), flush=True
+        )
     b = args.batch
-    print(f"\nmedian of {args.rounds} rounds ({args.steps} timed decode steps each, median step; "
-          f"{torch.get_num_threads()} torch threads, {args.threads} llama.cpp threads):")  # fmt: skip
+    print(
+        f"\nmedian of {args.rounds} rounds ({args.steps} timed decode steps each, median step; "
+        f"{torch.get_num_threads()} torch threads, {args.threads} llama.cpp threads):"
+    )
     for key, values in rows.items():
         tokens = b if "b16" in key else 1
-        print(f"  {key:13} {statistics.median(values):7.1f} ms/step = {tokens * 1e3 / statistics.median(values):6.1f} tok/s")
+        print(
+            f"  {key:13} {statistics.median(values):7.1f} ms/step = {tokens * 1e3 / statistics.median(values):6.1f} tok/s"
+        )
+
     def ratio(per_round):  # one figure per round, for spread()
         return [per_round(i) for i in range(args.rounds)]
 
     print(f"  fp32 / int8 time, batch 1:  {spread(ratio(lambda i: rows['fp32 b1'][i] / rows['int8 b1'][i]))}")
-    print(f"  fp32 / int8 time, batch {b}: {spread(ratio(lambda i: rows['fp32 b16'][i] / rows['int8 b16'][i]))}")
+    print(
+        f"  fp32 / int8 time, batch {b}: {spread(ratio(lambda i: rows['fp32 b16'][i] / rows['int8 b16'][i]))}"
+    )
     if "llama.cpp b1" in rows:
         llama = rows["llama.cpp b1"]
         print(f"  llama.cpp {version} Q4_1 ({gguf.name}):")
-        print(f"  int8 / llama.cpp ms per token, batch 1: {spread(ratio(lambda i: rows['int8 b1'][i] / llama[i]))}")
-        print(f"  int8 batch-{b} tok/s / llama.cpp single stream tok/s: "
-              f"{spread(ratio(lambda i: (b / rows['int8 b16'][i]) / (1 / llama[i])))}")  # fmt: skip
+        print(
+            f"  int8 / llama.cpp ms per token, batch 1: {spread(ratio(lambda i: rows['int8 b1'][i] / llama[i]))}"
+        )
+        print(
+            f"  int8 batch-{b} tok/s / llama.cpp single stream tok/s: "
+            f"{spread(ratio(lambda i: (b / rows['int8 b16'][i]) / (1 / llama[i])))}"
+        )
     else:
         print("  llama.cpp: SKIPPED (no llama_cpp): int8 vs llama.cpp ratios not measured")
 
@@ -176,9 +204,15 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=32)
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--against-llama-cpp", action="store_true", help="float32, int8 and llama.cpp side by side")
-    parser.add_argument("--llama-python", default=None, help="a Python with llama-cpp-python, if this one lacks it")
-    parser.add_argument("--int8-engine", default=None, help="torch quantized engine for int8: x86, fbgemm or onednn")
+    parser.add_argument(
+        "--against-llama-cpp", action="store_true", help="float32, int8 and llama.cpp side by side"
+    )
+    parser.add_argument(
+        "--llama-python", default=None, help="a Python with llama-cpp-python, if this one lacks it"
+    )
+    parser.add_argument(
+        "--int8-engine", default=None, help="torch quantized engine for int8: x86, fbgemm or onednn"
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     if args.int8_engine:

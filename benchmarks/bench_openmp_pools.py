@@ -58,8 +58,9 @@ print(json.dumps(times))
 
 
 def one(case: str, calls: int) -> dict[str, float]:
-    done = subprocess.run([sys.executable, "-c", _CHILD, case, str(calls)], cwd=REPO, capture_output=True,
-                          text=True, check=True)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", _CHILD, case, str(calls)], cwd=REPO, capture_output=True, text=True, check=True
+    )
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 

@@ -41,12 +41,18 @@ def main() -> int:
     parser.add_argument("--scenario", default="concurrency-30", help="a saturating (closed-loop) scenario")
     parser.add_argument("--model", default="synthetic:tiny")
     parser.add_argument("--deep", action="store_true", help="also measure the deep profile")
-    parser.add_argument("--aa", action="store_true", help="measure profile off against itself: the noise floor")
+    parser.add_argument(
+        "--aa", action="store_true", help="measure profile off against itself: the noise floor"
+    )
     parser.add_argument("--in-run", action="store_true", help="toggle the default collectors inside one run")
     parser.add_argument("--only", default="", help="--in-run: the collectors to toggle (default: all)")
     parser.add_argument("--on-s", type=float, default=0.2, help="--in-run: seconds per 'on' block")
-    parser.add_argument("--without", default="", help="collectors to leave out of the profile under test, "
-                        "comma-separated (e.g. sampling, or spans,gc), to see what each one costs")  # fmt: skip
+    parser.add_argument(
+        "--without",
+        default="",
+        help="collectors to leave out of the profile under test, "
+        "comma-separated (e.g. sampling, or spans,gc), to see what each one costs",
+    )
     args = parser.parse_args()
     if args.without:
         _leave_out(set(args.without.split(",")))
@@ -57,20 +63,30 @@ def main() -> int:
     if args.in_run:
         return _in_run(args, options, spec, loaded)
     left_out = f", profiles without {args.without}" if args.without else ""
-    print(f"{args.model}, scenario {spec.name} ({args.requests} requests), {args.pairs} ABBA pairs per profile{left_out}")
-    print(f"{'profile':8s} {'ratio B/A':>9s} {'slowdown':>9s} {'overhead':>9s} {'pair ratios min..max':>21s} "
-          f"{'off tok/s':>10s} {'on tok/s':>10s} {'self-estimate':>14s}")  # fmt: skip
+    print(
+        f"{args.model}, scenario {spec.name} ({args.requests} requests), {args.pairs} ABBA pairs per profile{left_out}"
+    )
+    print(
+        f"{'profile':8s} {'ratio B/A':>9s} {'slowdown':>9s} {'overhead':>9s} {'pair ratios min..max':>21s} "
+        f"{'off tok/s':>10s} {'on tok/s':>10s} {'self-estimate':>14s}"
+    )
     profiles = ("off",) if args.aa else ("default", "deep") if args.deep else ("default",)
     for profile in profiles:
         ab, estimates = measure_overhead(options, spec, loaded, profile=profile, pairs=args.pairs)
         ratios = ab.pair_ratios
         assert ab.ratio is not None
-        estimate = statistics.median(entry["throughput_ratio"] for entry in estimates) if estimates else float("nan")
-        print(f"{profile:8s} {ab.ratio:9.3f} {slowdown(ab.ratio):8.3f}x {1 - ab.ratio:9.1%} "
-              f"{min(ratios):10.3f}..{max(ratios):.3f} {statistics.median(ab.a):10.0f} {statistics.median(ab.b):10.0f} "
-              f"{estimate:14.3f}")  # fmt: skip
+        estimate = (
+            statistics.median(entry["throughput_ratio"] for entry in estimates) if estimates else float("nan")
+        )
+        print(
+            f"{profile:8s} {ab.ratio:9.3f} {slowdown(ab.ratio):8.3f}x {1 - ab.ratio:9.1%} "
+            f"{min(ratios):10.3f}..{max(ratios):.3f} {statistics.median(ab.a):10.0f} {statistics.median(ab.b):10.0f} "
+            f"{estimate:14.3f}"
+        )
         print(f"         per-pair ratios: {' '.join(f'{r:.3f}' for r in ratios)}; order {''.join(ab.order)}")
-        print(f"         tok/s off: {' '.join(f'{v:.0f}' for v in ab.a)}; on: {' '.join(f'{v:.0f}' for v in ab.b)}")
+        print(
+            f"         tok/s off: {' '.join(f'{v:.0f}' for v in ab.a)}; on: {' '.join(f'{v:.0f}' for v in ab.b)}"
+        )
     return 0
 
 
@@ -79,10 +95,14 @@ def _in_run(args: argparse.Namespace, options: EngineOptions, spec, loaded) -> i
 
     only: list[str] | None = [] if args.aa else (args.only.split(",") if args.only else None)
     what = "nothing (A/A)" if args.aa else (args.only or "all default collectors")
-    print(f"{args.model}, scenario {spec.name} ({spec.num_requests} requests), default profile, toggling {what}")
+    print(
+        f"{args.model}, scenario {spec.name} ({spec.num_requests} requests), default profile, toggling {what}"
+    )
     result = measure_inrun_overhead(options, spec, loaded, on_s=args.on_s, only=only)
-    print(f"blocks: {result.on_s:.2f} s on / {result.off_s:.2f} s off; py-spy configured at {result.sampling_rate_hz} Hz; "
-          f"paused: {', '.join(result.paused) or 'none'}")  # fmt: skip
+    print(
+        f"blocks: {result.on_s:.2f} s on / {result.off_s:.2f} s off; py-spy configured at {result.sampling_rate_hz} Hz; "
+        f"paused: {', '.join(result.paused) or 'none'}"
+    )
     print(summarize(result))
     return 0
 

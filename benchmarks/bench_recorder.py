@@ -53,7 +53,9 @@ def main() -> None:
 
     options = EngineOptions(model="synthetic:tiny", device="cpu")
     spec = load_scenario("concurrency-30").with_overrides(num_requests=60)
-    outcome = run_session(options, spec, Path("/tmp/bench-recorder"), loaded=load_for_options(options), write=False)
+    outcome = run_session(
+        options, spec, Path("/tmp/bench-recorder"), loaded=load_for_options(options), write=False
+    )
     steps = outcome.steps
     step_ns = float(steps["duration_ms"].mean()) * 1e6
     batch = int(round(float(steps["batch_size"].mean())))
@@ -79,9 +81,11 @@ def main() -> None:
 
     added = {
         "schedule()": _per_call_ns(schedule) - _per_call_ns(lambda: (bare.schedule([], [], 0), spare.pop())),
-        "sample(), 1 call in 32 capturing": _per_call_ns(sample) - _per_call_ns(lambda: bare.sample(logits, ids)),
-        "attribute reads (x2)": 2 * (_per_call_ns(lambda: scheduler.num_waiting) - _per_call_ns(lambda: bare.num_waiting)),
-    }  # fmt: skip
+        "sample(), 1 call in 32 capturing": _per_call_ns(sample)
+        - _per_call_ns(lambda: bare.sample(logits, ids)),
+        "attribute reads (x2)": 2
+        * (_per_call_ns(lambda: scheduler.num_waiting) - _per_call_ns(lambda: bare.num_waiting)),
+    }
     total = sum(added.values())
     print(f"run: {len(steps)} steps, mean batch {batch}, mean step {step_ns / 1e3:,.1f} us")
     for name, ns in added.items():

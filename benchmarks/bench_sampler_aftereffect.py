@@ -46,8 +46,14 @@ def mix_params(index: int) -> SamplingParams:
         return SamplingParams(temperature=0.0, seed=index)
     if kind in (1, 2):
         return SamplingParams(temperature=0.8, top_k=50, top_p=0.95, seed=index)
-    return SamplingParams(temperature=1.0, min_p=0.05, repetition_penalty=1.1, frequency_penalty=0.2,
-                          presence_penalty=0.2, seed=index)  # fmt: skip
+    return SamplingParams(
+        temperature=1.0,
+        min_p=0.05,
+        repetition_penalty=1.1,
+        frequency_penalty=0.2,
+        presence_penalty=0.2,
+        seed=index,
+    )
 
 
 class GcClock:
@@ -70,7 +76,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="smollm2-135m")
     parser.add_argument("--batch", type=int, default=30)
-    parser.add_argument("--steps", type=int, default=480, help="decode steps compared (whole ABBA rounds of 48)")
+    parser.add_argument(
+        "--steps", type=int, default=480, help="decode steps compared (whole ABBA rounds of 48)"
+    )
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
     if args.batch < 1 or args.steps < 2 * BLOCK_STEPS * len(ARMS):
@@ -94,12 +102,15 @@ def main() -> int:
     rounds = max(1, args.steps // (2 * len(ARMS) * BLOCK_STEPS))
     # A warm-up block first (not counted), then whole ABBA rounds: every arm sits at the same mean
     # place in the run, so the forward's growth with the context cancels out.
-    order = ["warm-up"] * BLOCK_STEPS + [arm for _ in range(rounds) for arm in (*ARMS, *ARMS[::-1])
-                                          for _ in range(BLOCK_STEPS)]  # fmt: skip
+    order = ["warm-up"] * BLOCK_STEPS + [
+        arm for _ in range(rounds) for arm in (*ARMS, *ARMS[::-1]) for _ in range(BLOCK_STEPS)
+    ]
     forward_s: dict[str, list[float]] = {arm: [] for arm in ARMS}
     faults: dict[str, list[int]] = {arm: [] for arm in ARMS}
     gc_clock = GcClock()
-    logits = model.forward(build_model_input(prompts, [0] * args.batch, [True] * args.batch, tables, BLOCK_SIZE))
+    logits = model.forward(
+        build_model_input(prompts, [0] * args.batch, [True] * args.batch, tables, BLOCK_SIZE)
+    )
     positions = [len(prompt) for prompt in prompts]
     for _step, arm in enumerate(order):
         counted = arm != "warm-up"
@@ -108,7 +119,9 @@ def main() -> int:
             fresh = torch.empty(TOUCH_BYTES // 4)
             fresh.fill_(1.0)
             del fresh
-        inp = build_model_input([[token] for token in next_ids], positions, [True] * args.batch, tables, BLOCK_SIZE)
+        inp = build_model_input(
+            [[token] for token in next_ids], positions, [True] * args.batch, tables, BLOCK_SIZE
+        )
         gc_clock.phase = arm if counted else None
         faults_before = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
         start = time.perf_counter()
@@ -121,12 +134,18 @@ def main() -> int:
             forward_s[arm].append(elapsed)
             faults[arm].append(faults_after - faults_before)
     base = statistics.median(forward_s["c"])
-    print(f"{args.model}, batch {args.batch}, {len(order) - BLOCK_STEPS} decode steps in ABBA blocks of {BLOCK_STEPS}")
-    print(f"{'forward after':14} {'steps':>5} {'median ms':>10} {'/ after c':>10} {'gc ms/fwd':>10} {'faults/fwd':>11}")
+    print(
+        f"{args.model}, batch {args.batch}, {len(order) - BLOCK_STEPS} decode steps in ABBA blocks of {BLOCK_STEPS}"
+    )
+    print(
+        f"{'forward after':14} {'steps':>5} {'median ms':>10} {'/ after c':>10} {'gc ms/fwd':>10} {'faults/fwd':>11}"
+    )
     for arm in ARMS:
         median = statistics.median(forward_s[arm])
-        print(f"{arm:14} {len(forward_s[arm]):>5} {median * 1e3:>10.2f} {median / base:>10.3f} "
-              f"{gc_clock.ms.get(arm, 0.0) / len(forward_s[arm]):>10.3f} {statistics.mean(faults[arm]):>11.1f}")  # fmt: skip
+        print(
+            f"{arm:14} {len(forward_s[arm]):>5} {median * 1e3:>10.2f} {median / base:>10.3f} "
+            f"{gc_clock.ms.get(arm, 0.0) / len(forward_s[arm]):>10.3f} {statistics.mean(faults[arm]):>11.1f}"
+        )
     return 0
 
 

@@ -58,8 +58,13 @@ class TimedLinears:
 def measure(loaded, timer: TimedLinears, priority: str, steps: int) -> tuple[float, float, int, str]:
     """(linear share by timing, by samples, engine samples, scheduling) for one sampled decode run."""
     thread = threading.Thread(target=decode_ms_per_step, args=(loaded, 1, steps), name=ENGINE_THREAD_NAME)
-    collector = SamplingCollector(pid=os.getpid(), rate=DEEP_RATE_HZ, native=True, priority=priority,
-                                  engine_thread_id_getter=lambda: thread.native_id)  # fmt: skip
+    collector = SamplingCollector(
+        pid=os.getpid(),
+        rate=DEEP_RATE_HZ,
+        native=True,
+        priority=priority,
+        engine_thread_id_getter=lambda: thread.native_id,
+    )
     run_on_setup_thread(lambda: decode_ms_per_step(loaded, 1, 5))  # warm, leaving no OpenMP pool here
     timer.linear_ns = timer.forward_ns = 0
     thread.start()
@@ -79,7 +84,12 @@ def measure(loaded, timer: TimedLinears, priority: str, steps: int) -> tuple[flo
         if any(name.endswith("timed_forward") for name in names):
             in_forward += stack.count
             in_linear += stack.count * any(name.endswith("timed_linear") for name in names)
-    return timer.linear_ns / timer.forward_ns, in_linear / max(1, in_forward), in_forward, result["scheduling"]
+    return (
+        timer.linear_ns / timer.forward_ns,
+        in_linear / max(1, in_forward),
+        in_forward,
+        result["scheduling"],
+    )
 
 
 def main() -> int:
@@ -99,8 +109,11 @@ def main() -> int:
     for priority in args.priorities.split(","):
         timed, sampled, count, scheduling = measure(loaded, timer, priority, args.steps)
         interval = 1.96 * math.sqrt(sampled * (1 - sampled) / max(1, count))
-        print(f"{priority:8s} (got {scheduling:8s}): linears {timed:.1%} of the forward by timing, "
-              f"{sampled:.1%} +-{interval:.1%} by {count} samples: {100 * (sampled - timed):+.1f} pp", flush=True)  # fmt: skip
+        print(
+            f"{priority:8s} (got {scheduling:8s}): linears {timed:.1%} of the forward by timing, "
+            f"{sampled:.1%} +-{interval:.1%} by {count} samples: {100 * (sampled - timed):+.1f} pp",
+            flush=True,
+        )
     return 0
 
 

@@ -23,21 +23,54 @@ CLI = [sys.executable, "-m", "profiler.cli"]
 
 
 def run_in_process(args: argparse.Namespace, out: Path) -> dict:
-    subprocess.run([*CLI, "run", "--model", args.model, "--scenario", args.scenario, "--profile", args.profile,
-                    "--out", str(out), "--no-report", *(["--requests", str(args.requests)] if args.requests else [])],
-                   check=True, stdout=subprocess.DEVNULL)  # fmt: skip
+    subprocess.run(
+        [
+            *CLI,
+            "run",
+            "--model",
+            args.model,
+            "--scenario",
+            args.scenario,
+            "--profile",
+            args.profile,
+            "--out",
+            str(out),
+            "--no-report",
+            *(["--requests", str(args.requests)] if args.requests else []),
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     return json.loads((out / "result.json").read_text())
 
 
 def run_served(args: argparse.Namespace, out: Path) -> dict:
-    server = subprocess.Popen([*CLI, "serve", "--model", args.model, "--port", "0"], stdout=subprocess.PIPE, text=True)
+    server = subprocess.Popen(
+        [*CLI, "serve", "--model", args.model, "--port", "0"], stdout=subprocess.PIPE, text=True
+    )
     try:
         line = server.stdout.readline()  # type: ignore[union-attr]
         url = line.split("listening on ")[1].split()[0]
-        subprocess.run([*CLI, "run", "--target", url, "--model", args.model, "--scenario", args.scenario,
-                        "--profile", args.profile, "--out", str(out), "--no-report",
-                        *(["--requests", str(args.requests)] if args.requests else [])],
-                       check=True, stdout=subprocess.DEVNULL)  # fmt: skip
+        subprocess.run(
+            [
+                *CLI,
+                "run",
+                "--target",
+                url,
+                "--model",
+                args.model,
+                "--scenario",
+                args.scenario,
+                "--profile",
+                args.profile,
+                "--out",
+                str(out),
+                "--no-report",
+                *(["--requests", str(args.requests)] if args.requests else []),
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
     finally:
         server.send_signal(signal.SIGTERM)
         print(f"  server exited {server.wait(timeout=120)}")
@@ -56,26 +89,37 @@ def ratio(served: dict, local: dict, path: str) -> str:
 
 
 def describe(served: dict, local: dict) -> None:
-    for label, path in (("output tok/s", "metrics.output_token_throughput"), ("requests/s", "metrics.request_throughput"),
-                        ("TTFT p50 ms", "metrics.ttft_ms.p50"), ("TPOT p50 ms", "metrics.tpot_ms.p50"),
-                        ("ITL p50 ms", "metrics.itl_ms.p50"), ("E2E p50 ms", "metrics.e2e_ms.p50"),
-                        ("engine busy s", "engine.busy_s")):  # fmt: skip
+    for label, path in (
+        ("output tok/s", "metrics.output_token_throughput"),
+        ("requests/s", "metrics.request_throughput"),
+        ("TTFT p50 ms", "metrics.ttft_ms.p50"),
+        ("TPOT p50 ms", "metrics.tpot_ms.p50"),
+        ("ITL p50 ms", "metrics.itl_ms.p50"),
+        ("E2E p50 ms", "metrics.e2e_ms.p50"),
+        ("engine busy s", "engine.busy_s"),
+    ):
         print(f"  {label:14} served / in-process: {ratio(served, local, path)}")
     methods = (served.get("breakdown") or {}).get("methods") or {}
     for method in ("spans", "samples"):
         split = methods.get(method) or {}
-        print(f"  served {method}: api {split.get('components', {}).get('api')}, categories {split.get('categories')}")
+        print(
+            f"  served {method}: api {split.get('components', {}).get('api')}, categories {split.get('categories')}"
+        )
     local_spans = ((local.get("breakdown") or {}).get("methods") or {}).get("spans") or {}
     print(f"  in-process spans: categories {local_spans.get('categories')}")
     target = served.get("target") or {}
     for name, row in (target.get("threads") or {}).items():
-        print(f"  thread {name}: {row['samples']} samples, {row['categories']}, {row['components']}, gil {row['gil_wait']}")
+        print(
+            f"  thread {name}: {row['samples']} samples, {row['categories']}, {row['components']}, gil {row['gil_wait']}"
+        )
     print(f"  gil: {json.dumps(target.get('gil'))}")
     print(f"  client: {target.get('client', {}).get('note')}")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--model", default="smollm2-135m")
     parser.add_argument("--scenario", default="chat")
     parser.add_argument("--requests", type=int, default=None)

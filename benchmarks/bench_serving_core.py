@@ -101,9 +101,11 @@ def bench_scheduler_and_allocator(quick: bool) -> None:
             label = "1 finish + 1 arrival per step" if churn else "steady decode"
             times, plans = scheduler_run(num_seqs, churn, steps)
             report(
-                f"scheduler_us_{num_seqs}_{'churn' if churn else 'decode'}", statistics.median(times), "µs/step",
+                f"scheduler_us_{num_seqs}_{'churn' if churn else 'decode'}",
+                statistics.median(times),
+                "µs/step",
                 f"PythonScheduler.schedule(), {num_seqs} running, {label}",
-            )  # fmt: skip
+            )
 
             def replay(num_seqs: int = num_seqs, plans: list[StepPlan] = plans) -> None:
                 pool = PythonKVAllocator(num_seqs * 64 + 64, BLOCK_SIZE)
@@ -112,9 +114,11 @@ def bench_scheduler_and_allocator(quick: bool) -> None:
 
             per_step = median_us(replay, min_reps=3, budget_s=1.0) / len(plans)
             report(
-                f"allocator_us_{num_seqs}_{'churn' if churn else 'decode'}", per_step, "µs/step",
+                f"allocator_us_{num_seqs}_{'churn' if churn else 'decode'}",
+                per_step,
+                "µs/step",
                 f"PythonKVAllocator.step() incl. block tables, {num_seqs} running, {label} (replayed plans)",
-            )  # fmt: skip
+            )
 
 
 # -- sampler -------------------------------------------------------------------------------------
@@ -208,9 +212,11 @@ def bench_allocator_scaling(quick: bool) -> None:
             f"pop()+release(), {num_blocks:,} blocks",
         )
         report(
-            f"allocator_ns_remove_release_{num_blocks}", ns_remove, "ns/pair",
+            f"allocator_ns_remove_release_{num_blocks}",
+            ns_remove,
+            "ns/pair",
             f"remove(mid-list block)+release(), {num_blocks:,} blocks",
-        )  # fmt: skip
+        )
     print(
         f"  {RESULTS['allocator_ns_pop_release_1000000'] / first:12.2f} ratio    pop+release at 1M blocks / at 1k blocks"
     )

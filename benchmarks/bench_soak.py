@@ -86,20 +86,25 @@ def child(requests: int, native: str, profile: str, out: Path) -> dict:
             samples[f"{int(pending.pop(0) * 100)}%"] = readings.median()
 
     with readings:
-        outcome = run_session(options, spec, out, loaded=loaded, profile=profile,
-                              hooks=SessionHooks(on_request_done=on_done))  # fmt: skip
+        outcome = run_session(
+            options, spec, out, loaded=loaded, profile=profile, hooks=SessionHooks(on_request_done=on_done)
+        )
     run = read_run(out)
     indices = run.requests["index"].tolist() if "index" in run.requests else []
     measured = run.requests[~run.requests["warmup"].astype(bool)] if len(run.requests) else run.requests
     engine = run.result.engine
     return {
-        "native": sorted(outcome.result.config["native"]), "requested": requests + spec.warmup_requests,
+        "native": sorted(outcome.result.config["native"]),
+        "requested": requests + spec.warmup_requests,
         "finished": int((run.requests["finish_reason"].isin(["stop", "length"])).sum()),
-        "rejected": int((run.requests["finish_reason"] == "rejected").sum()), "rows": len(indices),
-        "lost": requests + spec.warmup_requests - len(set(indices)), "duplicated": len(indices) - len(set(indices)),
-        "measured_rows": len(measured), "blocks_not_returned": engine["blocks_total"] - engine["blocks_free_at_end"],
+        "rejected": int((run.requests["finish_reason"] == "rejected").sum()),
+        "rows": len(indices),
+        "lost": requests + spec.warmup_requests - len(set(indices)),
+        "duplicated": len(indices) - len(set(indices)),
+        "measured_rows": len(measured),
+        "blocks_not_returned": engine["blocks_total"] - engine["blocks_free_at_end"],
         "rss_mib": samples,
-    }  # fmt: skip
+    }
 
 
 def main() -> int:
@@ -115,10 +120,25 @@ def main() -> int:
         return 0
     rows = []
     for native in args.native.split(","):
-        print(f"soaking --native {native}: {args.requests:,} requests in a fresh process...", file=sys.stderr, flush=True)
+        print(
+            f"soaking --native {native}: {args.requests:,} requests in a fresh process...",
+            file=sys.stderr,
+            flush=True,
+        )
         with tempfile.TemporaryDirectory(prefix="infer-prof-soak-") as scratch:
-            command = [sys.executable, __file__, "--child", "--requests", str(args.requests), "--native", native,
-                       "--profile", args.profile, "--out", str(Path(scratch) / "run")]  # fmt: skip
+            command = [
+                sys.executable,
+                __file__,
+                "--child",
+                "--requests",
+                str(args.requests),
+                "--native",
+                native,
+                "--profile",
+                args.profile,
+                "--out",
+                str(Path(scratch) / "run"),
+            ]
             done = subprocess.run(command, capture_output=True, text=True, check=False)
             if done.returncode != 0:
                 print(done.stderr[-3000:], file=sys.stderr)
@@ -127,18 +147,24 @@ def main() -> int:
     labels = ["+".join(row["native"]) or "none" for row in rows]
     width = max(10, *map(len, labels))
     print(f"soak: synthetic:tiny, concurrency-30, {args.requests} measured requests, profile {args.profile}")
-    print(f"{'native':<{width}} {'asked':>6} {'finished':>8} {'rejected':>8} {'rows':>6} {'lost':>5} {'dup':>4} "
-          f"{'blocks':>6}   RSS MiB at start / 10% / 50% / 100%   100%/10%")  # fmt: skip
+    print(
+        f"{'native':<{width}} {'asked':>6} {'finished':>8} {'rejected':>8} {'rows':>6} {'lost':>5} {'dup':>4} "
+        f"{'blocks':>6}   RSS MiB at start / 10% / 50% / 100%   100%/10%"
+    )
     verdicts = []
     for label, row in zip(labels, rows):
         rss = row["rss_mib"]
         ratio = rss["100%"] / rss["10%"]
-        print(f"{label:<{width}} {row['requested']:>6} {row['finished']:>8} {row['rejected']:>8} "
-              f"{row['rows']:>6} {row['lost']:>5} {row['duplicated']:>4} {row['blocks_not_returned']:>6}   "
-              f"{rss['start']:.0f} / {rss['10%']:.0f} / {rss['50%']:.0f} / {rss['100%']:.0f}   {ratio:.3f}")  # fmt: skip
+        print(
+            f"{label:<{width}} {row['requested']:>6} {row['finished']:>8} {row['rejected']:>8} "
+            f"{row['rows']:>6} {row['lost']:>5} {row['duplicated']:>4} {row['blocks_not_returned']:>6}   "
+            f"{rss['start']:.0f} / {rss['10%']:.0f} / {rss['50%']:.0f} / {rss['100%']:.0f}   {ratio:.3f}"
+        )
         kept = not (row["lost"] or row["duplicated"] or row["blocks_not_returned"])
-        verdicts.append(f"  {'met' if kept and ratio <= GROWTH_BOUND else 'MISSED':6} {label}: nothing lost, "
-                        f"duplicated or left allocated, RSS at 100% within {GROWTH_BOUND - 1:.0%} of 10% ({ratio:.3f})")
+        verdicts.append(
+            f"  {'met' if kept and ratio <= GROWTH_BOUND else 'MISSED':6} {label}: nothing lost, "
+            f"duplicated or left allocated, RSS at 100% within {GROWTH_BOUND - 1:.0%} of 10% ({ratio:.3f})"
+        )
     print("\ntargets:\n" + "\n".join(verdicts))
     return 0
 

@@ -35,8 +35,13 @@ def say(message: str) -> None:
 
 
 def cli(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "profiler.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, check=False)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "profiler.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def greedy_tokens(model_name: str, graphs: str) -> list[list[int]]:
@@ -64,18 +69,30 @@ def run_figures(run_dir: Path) -> dict[str, Any]:
         "tokens_per_s": (result.get("metrics") or {}).get("output_token_throughput"),
         "interpreter_share": (result.get("verdict") or {}).get("interpreter_share"),
         "top_components": components,
-        "gpu": {key: gpu_time.get(key) for key in ("busy_share", "idle_host_share", "idle_no_work_share",
-                                                   "idle_host_by_component", "window_gpu_idle_fraction",
-                                                   "kernels_per_step", "launches_per_step", "busy_ns_per_step")},
+        "gpu": {
+            key: gpu_time.get(key)
+            for key in (
+                "busy_share",
+                "idle_host_share",
+                "idle_no_work_share",
+                "idle_host_by_component",
+                "window_gpu_idle_fraction",
+                "kernels_per_step",
+                "launches_per_step",
+                "busy_ns_per_step",
+            )
+        },
         "gpu_sentence": ((result.get("verdict") or {}).get("gpu") or {}).get("sentence"),
         "graphs": (result.get("engine") or {}).get("graphs"),
         "nvml_status": nvml.get("status"),
-    }  # fmt: skip
+    }
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default="gpu-check", help="folder for the run directories and gpu_check.json")
+    parser.add_argument(
+        "--out", default="gpu-check", help="folder for the run directories and gpu_check.json"
+    )
     parser.add_argument("--requests", type=int, default=60, help="requests per run (default 60)")
     args = parser.parse_args()
     import torch
@@ -89,8 +106,14 @@ def main() -> int:
     started = time.perf_counter()
 
     root = Path(__file__).resolve().parents[1]
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", str(root / "tests" / "engine" / "test_on_cuda.py")],
-                          capture_output=True, text=True, timeout=180, check=False, cwd=root)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rs", str(root / "tests" / "engine" / "test_on_cuda.py")],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+        cwd=root,
+    )
     report["cuda_tests"] = {"exit": done.returncode, "tail": done.stdout.strip().splitlines()[-3:]}
     say(f"CUDA tests: exit {done.returncode}: {' / '.join(report['cuda_tests']['tail'])}")
 
@@ -108,9 +131,29 @@ def main() -> int:
         for scenario in SCENARIOS:
             for graphs in GRAPHS:
                 run_dir = out / f"{model.replace(':', '-')}-{scenario}-graphs-{graphs}"
-                done = cli("run", "-m", model, "-s", scenario, "--device", "cuda", "--graphs", graphs,
-                           "-r", str(args.requests), "-o", str(run_dir), "--no-report", timeout=240)  # fmt: skip
-                entry: dict[str, Any] = {"model": model, "scenario": scenario, "graphs": graphs, "exit": done.returncode}
+                done = cli(
+                    "run",
+                    "-m",
+                    model,
+                    "-s",
+                    scenario,
+                    "--device",
+                    "cuda",
+                    "--graphs",
+                    graphs,
+                    "-r",
+                    str(args.requests),
+                    "-o",
+                    str(run_dir),
+                    "--no-report",
+                    timeout=240,
+                )
+                entry: dict[str, Any] = {
+                    "model": model,
+                    "scenario": scenario,
+                    "graphs": graphs,
+                    "exit": done.returncode,
+                }
                 if done.returncode == 0:
                     entry.update(run_figures(run_dir))
                 else:

@@ -48,7 +48,10 @@ def metric(url: str, name: str) -> float:
 
 
 def main(url: str) -> int:
-    idle_blocks, prompt_tokens = metric(url, "infer_prof_kv_blocks_used"), metric(url, "infer_prof_prompt_tokens_total")
+    idle_blocks, prompt_tokens = (
+        metric(url, "infer_prof_kv_blocks_used"),
+        metric(url, "infer_prof_prompt_tokens_total"),
+    )
     failures = 0
     for label, path, payload in BAD:
         kwargs = {"content": payload} if isinstance(payload, bytes) else {"json": payload}
@@ -60,18 +63,27 @@ def main(url: str) -> int:
             error, shaped = {"message": response.text[:80]}, False
         ok = 400 <= response.status_code < 500 and shaped
         failures += not ok
-        print(f"{'ok ' if ok else 'BAD'} {response.status_code} {label:32} param={error.get('param')!s:20} {error.get('message', '')[:90]}")
+        print(
+            f"{'ok ' if ok else 'BAD'} {response.status_code} {label:32} param={error.get('param')!s:20} {error.get('message', '')[:90]}"
+        )
     good = httpx.post(f"{url}/v1/completions", json={"prompt": "Hello", "max_tokens": 8}, timeout=120)
-    print(f"a good request afterwards: {good.status_code}, health {httpx.get(f'{url}/health', timeout=10).status_code}")
+    print(
+        f"a good request afterwards: {good.status_code}, health {httpx.get(f'{url}/health', timeout=10).status_code}"
+    )
     deadline = time.monotonic() + 30
     while (blocks := metric(url, "infer_prof_kv_blocks_used")) != idle_blocks and time.monotonic() < deadline:
         time.sleep(0.1)
     tokens_from_good = len(good.json()["usage"]) and good.json()["usage"]["prompt_tokens"]
     seen = metric(url, "infer_prof_prompt_tokens_total") - prompt_tokens
-    print(f"KV blocks used: idle {idle_blocks:.0f}, after {blocks:.0f}; prompt tokens the engine saw: {seen:.0f} "
-          f"(the good request's {tokens_from_good})")  # fmt: skip
+    print(
+        f"KV blocks used: idle {idle_blocks:.0f}, after {blocks:.0f}; prompt tokens the engine saw: {seen:.0f} "
+        f"(the good request's {tokens_from_good})"
+    )
     leaked = blocks != idle_blocks or seen != tokens_from_good or good.status_code != 200
-    print(f"{20 - failures}/20 refused as OpenAI errors; " + ("a block leaked or a bad request reached the engine" if leaked else "nothing leaked"))
+    print(
+        f"{20 - failures}/20 refused as OpenAI errors; "
+        + ("a block leaked or a bad request reached the engine" if leaked else "nothing leaked")
+    )
     return 1 if failures or leaked else 0
 
 

@@ -116,7 +116,9 @@ class DecodeGraphs:
         if padded_batch is None or padded_blocks is None:
             self.stats.eager_steps += 1
             return None
-        bucket = self._buckets.get((padded_batch, padded_blocks)) or self._new_bucket(padded_batch, padded_blocks)
+        bucket = self._buckets.get((padded_batch, padded_blocks)) or self._new_bucket(
+            padded_batch, padded_blocks
+        )
         self._load(bucket, inp, batch)
         if bucket.graph is not None:
             bucket.graph.replay()
@@ -141,9 +143,16 @@ class DecodeGraphs:
             return torch.full(shape, value, dtype=torch.int64, device=device)
 
         # Every row starts as padding: token 0 at position 0 into the scratch block, one visible slot.
-        bucket = _Bucket(batch, blocks, token_ids=full((batch,), 0), positions=full((batch,), 0),
-                         slots=full((batch,), scratch_slot), tables=full((batch, blocks), self._scratch_block),
-                         lens=full((batch,), 1), sample_indices=torch.arange(batch, device=device))  # fmt: skip
+        bucket = _Bucket(
+            batch,
+            blocks,
+            token_ids=full((batch,), 0),
+            positions=full((batch,), 0),
+            slots=full((batch,), scratch_slot),
+            tables=full((batch, blocks), self._scratch_block),
+            lens=full((batch,), 1),
+            sample_indices=torch.arange(batch, device=device),
+        )
         if self.capture:
             started = time.perf_counter()
             self._capture(bucket)
@@ -178,8 +187,11 @@ class DecodeGraphs:
         host_tables[:batch, tables.shape[1] :] = 0  # past a row's table: masked by its length
         lens = torch.ones(padded, dtype=torch.int64)
         lens[:batch] = torch.as_tensor(inp.context_lens, dtype=torch.int64)
-        for static, rows, pad in ((bucket.token_ids, inp.token_ids, 0), (bucket.positions, inp.positions, 0),
-                                  (bucket.slots, inp.slot_mapping, self._scratch_block * self._block_size)):  # fmt: skip
+        for static, rows, pad in (
+            (bucket.token_ids, inp.token_ids, 0),
+            (bucket.positions, inp.positions, 0),
+            (bucket.slots, inp.slot_mapping, self._scratch_block * self._block_size),
+        ):
             host = torch.full((padded,), pad, dtype=torch.int64)
             host[:batch] = rows.to(torch.int64)
             static.copy_(host)

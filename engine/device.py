@@ -39,7 +39,9 @@ def resolve_device(spec: str, *, cuda_count: Callable[[], int] = cuda_device_cou
             "driver); use --device cpu, or auto to take a GPU when there is one"
         )
     if index >= count:
-        raise OptionError(f"--device={spec}: this machine has {count} CUDA device(s), cuda:0 to cuda:{count - 1}")
+        raise OptionError(
+            f"--device={spec}: this machine has {count} CUDA device(s), cuda:0 to cuda:{count - 1}"
+        )
     return f"cuda:{index}"
 
 

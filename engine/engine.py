@@ -53,7 +53,9 @@ class Engine:
             )
         prepare = PythonPrepare(kv_alloc.block_size) if prepare is None else prepare
         if prepare.block_size != kv_alloc.block_size:
-            raise ValueError(f"prepare block_size {prepare.block_size} != kv_alloc block_size {kv_alloc.block_size}")
+            raise ValueError(
+                f"prepare block_size {prepare.block_size} != kv_alloc block_size {kv_alloc.block_size}"
+            )
         self.model = model
         self.tokenizer = tokenizer
         self.scheduler = scheduler
@@ -143,9 +145,16 @@ class Engine:
         text, prompt_ids = self._encode(prompt, chat)
         max_tokens = self._check_fits(prompt_ids, params)
         request = Request(
-            request_id=-1, prompt=text, prompt_token_ids=prompt_ids, params=params, max_tokens=max_tokens,
-            priority=priority, arrival_ns=arrival_ns, on_token=on_token, on_finish=on_finish,
-        )  # fmt: skip
+            request_id=-1,
+            prompt=text,
+            prompt_token_ids=prompt_ids,
+            params=params,
+            max_tokens=max_tokens,
+            priority=priority,
+            arrival_ns=arrival_ns,
+            on_token=on_token,
+            on_finish=on_finish,
+        )
         with self.tracer.lock(self._lock, "submit"):
             if self._shutdown:
                 raise EngineShutdownError("the engine has been shut down: it takes no new requests")
@@ -472,11 +481,20 @@ class Engine:
     def _record(self, step: int, plan: StepPlan, start_ns: int, prefill: int, decode: int) -> None:
         used = self.num_blocks - self.kv_alloc.num_free_blocks
         record = StepRecord(
-            step=step, start_ns=start_ns, end_ns=self.clock(), batch_size=len(plan.seq_ids),
-            prefill_tokens=prefill, decode_tokens=decode, blocks_used=used, blocks_free=self.num_blocks - used,
-            kv_utilization=used / self.num_blocks, fragmentation_slots=used * self.block_size - self._num_cached_total,
-            preemptions=len(plan.preempted), waiting=self.scheduler.num_waiting, running=self.scheduler.num_running,
-        )  # fmt: skip
+            step=step,
+            start_ns=start_ns,
+            end_ns=self.clock(),
+            batch_size=len(plan.seq_ids),
+            prefill_tokens=prefill,
+            decode_tokens=decode,
+            blocks_used=used,
+            blocks_free=self.num_blocks - used,
+            kv_utilization=used / self.num_blocks,
+            fragmentation_slots=used * self.block_size - self._num_cached_total,
+            preemptions=len(plan.preempted),
+            waiting=self.scheduler.num_waiting,
+            running=self.scheduler.num_running,
+        )
         self.step_records.append(record)
         self.tracer.counter("batch_size", record.batch_size)
         self.tracer.counter("kv_utilization", record.kv_utilization)

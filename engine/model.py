@@ -28,7 +28,9 @@ def resolve_dtype(name: str) -> torch.dtype:
     try:
         return _DTYPES[name]
     except KeyError:
-        raise UnsupportedModelError(f"dtype {name!r} is not supported: use float32, bfloat16 or int8") from None
+        raise UnsupportedModelError(
+            f"dtype {name!r} is not supported: use float32, bfloat16 or int8"
+        ) from None
 
 
 @dataclass(slots=True)
@@ -79,7 +81,9 @@ def _select_linear(dtype: torch.dtype = torch.float32) -> Linear:
         probe_x, probe_w = torch.randn(3, 16).to(dtype), torch.randn(5, 16).to(dtype)
         tolerance = 1e-4 if dtype == torch.float32 else 0.25  # bfloat16 keeps 8 bits of mantissa
         if not torch.allclose(
-            onednn(probe_x, probe_w, None, "none", [], "").float(), plain(probe_x, probe_w).float(), atol=tolerance
+            onednn(probe_x, probe_w, None, "none", [], "").float(),
+            plain(probe_x, probe_w).float(),
+            atol=tolerance,
         ):
             return plain
     except (AttributeError, RuntimeError, NotImplementedError):
@@ -159,9 +163,13 @@ class LlamaModel:
     """
 
     def __init__(
-        self, config: ModelConfig, weights: LlamaWeights, dtype: str = "float32", device: str = "cpu",
+        self,
+        config: ModelConfig,
+        weights: LlamaWeights,
+        dtype: str = "float32",
+        device: str = "cpu",
         calibration_tokens: Sequence[int] | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         """`calibration_tokens`: the text whose float32 activations set int8's smoothing (dtype int8 only;
         None = a fixed spread of token ids)."""
         if config.dim % config.n_heads or config.n_heads % config.n_kv_heads or config.head_dim % 2:
@@ -181,7 +189,9 @@ class LlamaModel:
             raise UnsupportedModelError(f"dtype int8 runs on the CPU only, {why}: use float32 or bfloat16")
         cast = self._cast
         self.embedding: Any = cast(weights.token_embedding)
-        self._embed: Callable[[torch.Tensor], torch.Tensor] = lambda ids: F.embedding(ids, self.embedding).float()
+        self._embed: Callable[[torch.Tensor], torch.Tensor] = lambda ids: F.embedding(
+            ids, self.embedding
+        ).float()
         self.layers = [
             LayerWeights(
                 attn_norm=self._place(layer.attn_norm.float()),
@@ -199,9 +209,9 @@ class LlamaModel:
         self._linear: Linear = _plain_linear if on_device else _select_linear(self.dtype)
         head_dim = config.head_dim
         # float64 frequencies: positions times frequencies lose precision in float32 at long contexts.
-        self._inv_freq = self._place(1.0 / (
-            config.rope_theta ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
-        ))  # fmt: skip
+        self._inv_freq = self._place(
+            1.0 / (config.rope_theta ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim))
+        )
         self.block_size = 0
         self.num_blocks = 0
         self.kv_pools: list[torch.Tensor] = []  # per layer [num_blocks, block_size, 2, n_kv_heads, head_dim]
@@ -236,10 +246,14 @@ class LlamaModel:
         ids = torch.tensor(tokens, dtype=torch.int64)
         positions = torch.arange(n, dtype=torch.int64)
         inp = ModelInput(
-            token_ids=ids, positions=positions, query_lens=[n], context_lens=[n],
-            block_tables=torch.arange(self.num_blocks, dtype=torch.int32).view(1, -1), slot_mapping=positions,
+            token_ids=ids,
+            positions=positions,
+            query_lens=[n],
+            context_lens=[n],
+            block_tables=torch.arange(self.num_blocks, dtype=torch.int32).view(1, -1),
+            slot_mapping=positions,
             sample_indices=positions,  # every row through the head: its calibration sees all of them
-        )  # fmt: skip
+        )
         self.forward(inp)
 
         def pack(weight: torch.Tensor | Int8Linear) -> Int8Linear:
@@ -279,7 +293,9 @@ class LlamaModel:
         physical = num_blocks + (1 if self.graphs is not None else 0)  # the graphs' scratch block is the last
         self.kv_pools = []  # free the old pools before allocating new ones
         self.kv_pools = [
-            torch.zeros(physical, block_size, 2, c.n_kv_heads, c.head_dim, dtype=self.dtype, device=self.device)
+            torch.zeros(
+                physical, block_size, 2, c.n_kv_heads, c.head_dim, dtype=self.dtype, device=self.device
+            )
             for _ in range(c.n_layers)
         ]
         self.num_blocks, self.block_size = physical, block_size
@@ -326,7 +342,9 @@ class LlamaModel:
 
     __call__ = forward
 
-    def run_layers(self, token_ids: torch.Tensor, plan: _StepPlan, sample_indices: torch.Tensor) -> torch.Tensor:
+    def run_layers(
+        self, token_ids: torch.Tensor, plan: _StepPlan, sample_indices: torch.Tensor
+    ) -> torch.Tensor:
         """The layers over one step's tokens, addressed by `plan`; the logits of the `sample_indices` rows.
         Shape-static for a decode plan, so engine.cuda_graphs captures it as it stands."""
         c, linear = self.config, self._linear
@@ -353,10 +371,14 @@ class LlamaModel:
         """The step's host-prepared arrays copied to the model's device (the lengths stay host lists)."""
         device = self.device
         return ModelInput(
-            token_ids=inp.token_ids.to(device), positions=inp.positions.to(device), query_lens=inp.query_lens,
-            context_lens=inp.context_lens, block_tables=inp.block_tables.to(device),
-            slot_mapping=inp.slot_mapping.to(device), sample_indices=inp.sample_indices.to(device),
-        )  # fmt: skip
+            token_ids=inp.token_ids.to(device),
+            positions=inp.positions.to(device),
+            query_lens=inp.query_lens,
+            context_lens=inp.context_lens,
+            block_tables=inp.block_tables.to(device),
+            slot_mapping=inp.slot_mapping.to(device),
+            sample_indices=inp.sample_indices.to(device),
+        )
 
     def _rope(self, qk: torch.Tensor, rope: torch.Tensor) -> torch.Tensor:
         """Rotate adjacent pairs (llama.cpp's layout of GGUF Q/K rows) as complex products."""
@@ -430,7 +452,9 @@ class LlamaModel:
         batch, n_blocks = blocks.shape
         span = torch.arange(n_blocks * self.block_size, device=self.device)
         visible = (span.unsqueeze(0) < lens.unsqueeze(1)).view(batch, 1, 1, -1)
-        return _StepPlan(self._rope_table(positions), slots, None, blocks.reshape(-1), self._additive(visible), [])
+        return _StepPlan(
+            self._rope_table(positions), slots, None, blocks.reshape(-1), self._additive(visible), []
+        )
 
     def _plan(self, inp: ModelInput) -> _StepPlan:
         bs, device = self.block_size, self.device
@@ -446,7 +470,9 @@ class LlamaModel:
             n_blocks = -(-longest // bs)
             decode_blocks = tables[:, :n_blocks].to(torch.int64).clamp(min=0).reshape(-1)
             lens = torch.tensor([context_lens[i] for i in decode_seqs], device=device)
-            visible = (torch.arange(n_blocks * bs, device=device).unsqueeze(0) < lens.unsqueeze(1)).view(len(lens), 1, 1, -1)
+            visible = (torch.arange(n_blocks * bs, device=device).unsqueeze(0) < lens.unsqueeze(1)).view(
+                len(lens), 1, 1, -1
+            )
             decode_mask = self._additive(visible)
             if not all_decode:
                 starts = [0]
@@ -463,14 +489,18 @@ class LlamaModel:
                     table = inp.block_tables[i].to(torch.int64)
                     j = torch.arange(context, device=device)
                     slots = table[j // bs] * bs + j % bs
-                    mask = self._additive(j.unsqueeze(0) <= (prefix + torch.arange(n, device=device)).unsqueeze(1))
+                    mask = self._additive(
+                        j.unsqueeze(0) <= (prefix + torch.arange(n, device=device)).unsqueeze(1)
+                    )
                 prefills.append(_Prefill(row, row + n, slots, mask))
             row += n
         return _StepPlan(rope, inp.slot_mapping, decode_rows, decode_blocks, decode_mask, prefills)
 
     def _additive(self, visible: torch.Tensor) -> torch.Tensor:
         """0 / -inf mask built once per step: SDPA would otherwise convert a bool mask in every layer."""
-        return torch.zeros(visible.shape, dtype=self.dtype, device=self.device).masked_fill_(~visible, float("-inf"))
+        return torch.zeros(visible.shape, dtype=self.dtype, device=self.device).masked_fill_(
+            ~visible, float("-inf")
+        )
 
 
 def kv_bytes_per_block(config: ModelConfig, block_size: int, itemsize: int) -> int:

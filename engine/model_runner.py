@@ -11,7 +11,11 @@ from engine.types import ModelInput
 
 
 def address_tokens(
-    query_lens: np.ndarray, start_positions: np.ndarray, samples: np.ndarray, block_tables: np.ndarray, block_size: int
+    query_lens: np.ndarray,
+    start_positions: np.ndarray,
+    samples: np.ndarray,
+    block_tables: np.ndarray,
+    block_size: int,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Positions, cache slots and sampled rows (int64) of a step's flattened tokens, batch order.
 
@@ -57,16 +61,21 @@ def build_model_input(
     if tables.ndim != 2:
         tables = tables.reshape(len(tables), -1) if tables.size else tables.reshape(len(tables), 0)
     positions, slot_mapping, sample_indices = address_tokens(
-        np.asarray(query_lens, dtype=np.int64), np.asarray(start_positions, dtype=np.int64),
-        np.asarray(samples, dtype=bool), tables, block_size,
-    )  # fmt: skip
+        np.asarray(query_lens, dtype=np.int64),
+        np.asarray(start_positions, dtype=np.int64),
+        np.asarray(samples, dtype=bool),
+        tables,
+        block_size,
+    )
     total = len(positions)
     flat_ids = np.fromiter((t for ids in step_token_ids for t in ids), dtype=np.int64, count=total)
     return ModelInput(
         token_ids=torch.from_numpy(flat_ids),
         positions=torch.from_numpy(positions),
         query_lens=query_lens,
-        context_lens=(np.asarray(start_positions, dtype=np.int64) + np.asarray(query_lens, dtype=np.int64)).tolist(),
+        context_lens=(
+            np.asarray(start_positions, dtype=np.int64) + np.asarray(query_lens, dtype=np.int64)
+        ).tolist(),
         # A copy: the allocator may rewrite its table buffer while this input is still in use.
         block_tables=torch.from_numpy(np.array(tables, dtype=np.int32)),
         slot_mapping=torch.from_numpy(slot_mapping),

@@ -36,8 +36,14 @@ Progress = Callable[[str], None]
 
 SYNTHETIC_PRESETS: dict[str, ModelConfig] = {
     name: ModelConfig(
-        SYNTHETIC_PREFIX + name, shape.vocab_size, shape.dim, shape.n_layers, shape.n_heads, shape.n_kv_heads,
-        shape.hidden_dim, shape.context_length,
+        SYNTHETIC_PREFIX + name,
+        shape.vocab_size,
+        shape.dim,
+        shape.n_layers,
+        shape.n_heads,
+        shape.n_kv_heads,
+        shape.hidden_dim,
+        shape.context_length,
     )
     for name, shape in SYNTHETIC_SHAPES.items()
 }
@@ -175,7 +181,10 @@ def _load_synthetic(preset: str, dtype: str, seed: int, device: str, say: Progre
     else:
         tokenizer, tokenizer_source = Tokenizer.byte_level(config.vocab_size), "byte-level fallback tokenizer"
     return LoadedModel(
-        model, tokenizer, config, _on(f"{config.name} (random weights, seed {seed}; {tokenizer_source})", device)
+        model,
+        tokenizer,
+        config,
+        _on(f"{config.name} (random weights, seed {seed}; {tokenizer_source})", device),
     )
 
 

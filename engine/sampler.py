@@ -213,7 +213,9 @@ def _rows(x: torch.Tensor, rows: list[int], buffers: RowBuffers | None = None) -
 
 
 def _params_column(histories: list[_History], name: str, device: torch.device) -> torch.Tensor:
-    return torch.tensor([getattr(h.params, name) for h in histories], dtype=torch.float64, device=device).unsqueeze(1)
+    return torch.tensor(
+        [getattr(h.params, name) for h in histories], dtype=torch.float64, device=device
+    ).unsqueeze(1)
 
 
 def _uniforms(histories: list[_History], device: torch.device) -> torch.Tensor:
@@ -274,15 +276,23 @@ def _draw(
 
     top_p_rows = [i for i, h in enumerate(histories) if h.params.top_p < 1.0]
     if top_p_rows:
-        top_p = torch.tensor([histories[i].params.top_p for i in top_p_rows], dtype=torch.float64, device=x.device)
+        top_p = torch.tensor(
+            [histories[i].params.top_p for i in top_p_rows], dtype=torch.float64, device=x.device
+        )
         kept = _top_p_keep(_rows(p, top_p_rows), top_p)
         keep = _and_rows(keep, p, top_p_rows, kept)
 
     min_p_rows = [i for i, h in enumerate(histories) if h.params.min_p > 0.0]
     if min_p_rows:
         rows_p = _rows(p, min_p_rows)
-        min_p = torch.tensor([histories[i].params.min_p for i in min_p_rows], dtype=torch.float64, device=x.device)
-        out = None if buffers is None else buffers.rows("min_p", len(min_p_rows), p.shape[1], torch.bool, p.device)
+        min_p = torch.tensor(
+            [histories[i].params.min_p for i in min_p_rows], dtype=torch.float64, device=x.device
+        )
+        out = (
+            None
+            if buffers is None
+            else buffers.rows("min_p", len(min_p_rows), p.shape[1], torch.bool, p.device)
+        )
         kept = torch.ge(rows_p, min_p.unsqueeze(1) * rows_p.max(dim=-1, keepdim=True).values, out=out)
         keep = _and_rows(keep, p, min_p_rows, kept)
 

@@ -122,7 +122,9 @@ class PythonScheduler:
         for new in arrivals:
             if new.seq_id in self._seqs:
                 raise ValueError(f"sequence {new.seq_id} is already scheduled")
-            seq = SeqState(new.seq_id, new.priority, self._next_arrival, new.num_prompt_tokens, new.num_prompt_tokens)
+            seq = SeqState(
+                new.seq_id, new.priority, self._next_arrival, new.num_prompt_tokens, new.num_prompt_tokens
+            )
             self._next_arrival += 1
             self._seqs[new.seq_id] = seq
             self._push_waiting(seq, at_head=False)
@@ -173,8 +175,14 @@ class PythonScheduler:
                 budget -= num_tokens
         return self._plan(scheduled, grows, frees, preempted_ids, first_admitted)
 
-    def _plan(self, scheduled: list[tuple[SeqState, int, int]], grows: list[tuple[int, int]], frees: list[int],
-              preempted_ids: list[int], first_admitted: int) -> StepPlan:  # fmt: skip
+    def _plan(
+        self,
+        scheduled: list[tuple[SeqState, int, int]],
+        grows: list[tuple[int, int]],
+        frees: list[int],
+        preempted_ids: list[int],
+        first_admitted: int,
+    ) -> StepPlan:
         """Apply the step's computed tokens and hand the decisions over as arrays."""
         seq_ids, counts, starts, samples = [], [], [], []
         prefill = decode = 0
@@ -193,13 +201,21 @@ class PythonScheduler:
             if sample:
                 seq.total += 1
         return StepPlan(
-            seq_ids=_ids(seq_ids), num_tokens=_ids(counts), start_positions=_ids(starts),
+            seq_ids=_ids(seq_ids),
+            num_tokens=_ids(counts),
+            start_positions=_ids(starts),
             samples=np.array(samples, dtype=np.bool_) if samples else EMPTY_FLAGS,
-            frees=_ids(frees), preempted=_ids(preempted_ids),
-            grow_seq_ids=_ids([seq_id for seq_id, _ in grows]), grow_num_blocks=_ids([need for _, need in grows]),
-            num_waiting=self.num_waiting, num_running=len(self._running), first_admitted=first_admitted,
-            prefill_tokens=prefill, decode_tokens=decode, num_cached_tokens=self._cached,
-        )  # fmt: skip
+            frees=_ids(frees),
+            preempted=_ids(preempted_ids),
+            grow_seq_ids=_ids([seq_id for seq_id, _ in grows]),
+            grow_num_blocks=_ids([need for _, need in grows]),
+            num_waiting=self.num_waiting,
+            num_running=len(self._running),
+            first_admitted=first_admitted,
+            prefill_tokens=prefill,
+            decode_tokens=decode,
+            num_cached_tokens=self._cached,
+        )
 
     def _blocks_needed(self, seq: SeqState, num_tokens: int) -> int:
         return -(-(seq.computed + num_tokens) // self.block_size) - seq.held
@@ -211,8 +227,13 @@ class PythonScheduler:
         return max(self._running[index:], key=lambda seq: seq.rank)
 
     @staticmethod
-    def _admit(scheduled: list[tuple[SeqState, int, int]], grows: list[tuple[int, int]], seq: SeqState,
-               num_tokens: int, need: int) -> None:  # fmt: skip
+    def _admit(
+        scheduled: list[tuple[SeqState, int, int]],
+        grows: list[tuple[int, int]],
+        seq: SeqState,
+        num_tokens: int,
+        need: int,
+    ) -> None:
         seq.held += need
         scheduled.append((seq, num_tokens, seq.computed))
         if need > 0:

@@ -65,8 +65,13 @@ class ThreadGovernor:
     """Called by the engine thread once a step: lowers torch to one thread when our threads wait for CPUs,
     raises it back when the rest of the machine has been quiet for UP_WINDOWS windows."""
 
-    def __init__(self, threads: int, set_threads: Callable[[int], None], read: Callable[[], CpuReading] = read_cpu,
-                 clock: Callable[[], int] = time.monotonic_ns) -> None:  # fmt: skip
+    def __init__(
+        self,
+        threads: int,
+        set_threads: Callable[[int], None],
+        read: Callable[[], CpuReading] = read_cpu,
+        clock: Callable[[], int] = time.monotonic_ns,
+    ) -> None:
         self.threads, self.current = threads, threads
         self._set_threads, self._read, self._clock = set_threads, read, clock
         self._started_ns = clock()
@@ -78,7 +83,9 @@ class ThreadGovernor:
         self._lowered_since: int | None = None
 
     def tick(self) -> None:
-        if not self._watching or (self._last is not None and self._clock() - self._last.wall_ns < WINDOW_S * 1e9):
+        if not self._watching or (
+            self._last is not None and self._clock() - self._last.wall_ns < WINDOW_S * 1e9
+        ):
             return
         try:
             reading = self._read()
@@ -95,7 +102,9 @@ class ThreadGovernor:
             if (now.own_wait_ns - last.own_wait_ns) / wall >= DOWN_WAIT:
                 self._switch(1, now.wall_ns)
             return
-        others = ((now.machine_busy_ns - last.machine_busy_ns) - (now.engine_cpu_ns - last.engine_cpu_ns)) / wall
+        others = (
+            (now.machine_busy_ns - last.machine_busy_ns) - (now.engine_cpu_ns - last.engine_cpu_ns)
+        ) / wall
         self._quiet_windows = self._quiet_windows + 1 if others < UP_BUSY else 0
         if self._quiet_windows >= UP_WINDOWS:
             self._switch(self.threads, now.wall_ns)
@@ -121,9 +130,13 @@ class ThreadGovernor:
         lowered = self.lowered_ns
         if self._lowered_since is not None:
             lowered += self._clock() - self._lowered_since
-        return {"threads": self.threads, "threads_at_end": self.current, "switches": self.switches,
-                "one_thread_s": round(lowered / 1e9, 3),
-                "watched_s": round((self._clock() - self._started_ns) / 1e9, 3)}  # the engine thread's life so far  # fmt: skip
+        return {
+            "threads": self.threads,
+            "threads_at_end": self.current,
+            "switches": self.switches,
+            "one_thread_s": round(lowered / 1e9, 3),
+            "watched_s": round((self._clock() - self._started_ns) / 1e9, 3),
+        }  # the engine thread's life so far
 
 
 def default_governor() -> ThreadGovernor | None:

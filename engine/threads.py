@@ -35,13 +35,21 @@ def choose_wait_policy(
     loaded = ("torch" in sys.modules) if torch_loaded is None else torch_loaded
     record: dict[str, Any]
     if env.get(OPT_OUT, "").lower() == "off":
-        record = {"wait_policy": env.get("OMP_WAIT_POLICY", "libgomp default"), "set_by": f"{OPT_OUT}=off",
-                  "adaptive_threads": False}  # fmt: skip
+        record = {
+            "wait_policy": env.get("OMP_WAIT_POLICY", "libgomp default"),
+            "set_by": f"{OPT_OUT}=off",
+            "adaptive_threads": False,
+        }
     elif "OMP_WAIT_POLICY" in env or "GOMP_SPINCOUNT" in env:
         chosen = env.get("OMP_WAIT_POLICY") or f"GOMP_SPINCOUNT={env['GOMP_SPINCOUNT']}"
         record = {"wait_policy": chosen, "set_by": "user", "adaptive_threads": False}
     else:
-        record = {"wait_policy": DEFAULT_WAIT_POLICY, "set_by": "infer-prof", "adaptive_threads": True, "why": WHY}
+        record = {
+            "wait_policy": DEFAULT_WAIT_POLICY,
+            "set_by": "infer-prof",
+            "adaptive_threads": True,
+            "why": WHY,
+        }
     record["applied"] = not loaded
     return record
 

@@ -7,7 +7,18 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import Protocol, runtime_checkable
 
 # The names the engine and its components use for spans; the profiler maps them to components.
-SPAN_NAMES = ("step", "queue", "scheduler", "kv_alloc", "prepare", "model", "d2h", "sampler", "detokenize", "tokenize")
+SPAN_NAMES = (
+    "step",
+    "queue",
+    "scheduler",
+    "kv_alloc",
+    "prepare",
+    "model",
+    "d2h",
+    "sampler",
+    "detokenize",
+    "tokenize",
+)
 
 
 @runtime_checkable
@@ -18,7 +29,9 @@ class Tracer(Protocol):
         """Time a phase of the current thread (nests)."""
         ...
 
-    def lock(self, lock: threading.Lock | threading.RLock | threading.Condition, name: str) -> AbstractContextManager[None]:
+    def lock(
+        self, lock: threading.Lock | threading.RLock | threading.Condition, name: str
+    ) -> AbstractContextManager[None]:
         """Acquire `lock` (timing the wait) and release it on exit."""
         ...
 

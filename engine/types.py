@@ -76,9 +76,7 @@ class SamplingParams:
 
     @property
     def has_penalties(self) -> bool:
-        return (
-            self.repetition_penalty != 1.0 or self.frequency_penalty != 0.0 or self.presence_penalty != 0.0
-        )
+        return self.repetition_penalty != 1.0 or self.frequency_penalty != 0.0 or self.presence_penalty != 0.0
 
 
 # ----------------------------------------------------------------------------------------------
@@ -103,10 +101,24 @@ def _readonly(array: np.ndarray) -> np.ndarray:
 
 EMPTY_IDS = _readonly(np.empty(0, dtype=np.int64))
 EMPTY_FLAGS = _readonly(np.empty(0, dtype=np.bool_))
-PLAN_ARRAYS = ("seq_ids", "num_tokens", "start_positions", "samples", "frees", "preempted", "grow_seq_ids",
-               "grow_num_blocks")  # fmt: skip
-PLAN_COUNTS = ("num_waiting", "num_running", "first_admitted", "prefill_tokens", "decode_tokens",
-               "num_cached_tokens")  # fmt: skip
+PLAN_ARRAYS = (
+    "seq_ids",
+    "num_tokens",
+    "start_positions",
+    "samples",
+    "frees",
+    "preempted",
+    "grow_seq_ids",
+    "grow_num_blocks",
+)
+PLAN_COUNTS = (
+    "num_waiting",
+    "num_running",
+    "first_admitted",
+    "prefill_tokens",
+    "decode_tokens",
+    "num_cached_tokens",
+)
 
 
 @dataclass(slots=True, eq=False)
@@ -126,7 +138,9 @@ class StepPlan:
     seq_ids: np.ndarray = field(default_factory=lambda: EMPTY_IDS)
     num_tokens: np.ndarray = field(default_factory=lambda: EMPTY_IDS)
     start_positions: np.ndarray = field(default_factory=lambda: EMPTY_IDS)
-    samples: np.ndarray = field(default_factory=lambda: EMPTY_FLAGS)  # the chunk reaches the end of the known tokens
+    samples: np.ndarray = field(
+        default_factory=lambda: EMPTY_FLAGS
+    )  # the chunk reaches the end of the known tokens
     frees: np.ndarray = field(default_factory=lambda: EMPTY_IDS)
     preempted: np.ndarray = field(default_factory=lambda: EMPTY_IDS)
     grow_seq_ids: np.ndarray = field(default_factory=lambda: EMPTY_IDS)
@@ -159,8 +173,10 @@ class StepPlan:
 
     def as_lists(self) -> dict[str, list[int] | list[bool] | int]:
         """Every field as plain Python values (for messages and comparisons in tests)."""
-        return {**{name: np.asarray(getattr(self, name)).tolist() for name in PLAN_ARRAYS},
-                **{name: int(getattr(self, name)) for name in PLAN_COUNTS}}  # fmt: skip
+        return {
+            **{name: np.asarray(getattr(self, name)).tolist() for name in PLAN_ARRAYS},
+            **{name: int(getattr(self, name)) for name in PLAN_COUNTS},
+        }
 
 
 @runtime_checkable
@@ -306,8 +322,15 @@ class ModelInput:
     become lists only when the model reads them, since its per-sequence planning is Python.
     """
 
-    __slots__ = ("token_ids", "positions", "block_tables", "slot_mapping", "sample_indices", "_query_lens",
-                 "_context_lens")  # fmt: skip
+    __slots__ = (
+        "token_ids",
+        "positions",
+        "block_tables",
+        "slot_mapping",
+        "sample_indices",
+        "_query_lens",
+        "_context_lens",
+    )
 
     def __init__(
         self,
@@ -330,14 +353,18 @@ class ModelInput:
     @property
     def query_lens(self) -> list[int]:
         if type(self._query_lens) is not list:
-            self._query_lens = self._query_lens.tolist() if hasattr(self._query_lens, "tolist") else list(self._query_lens)
+            self._query_lens = (
+                self._query_lens.tolist() if hasattr(self._query_lens, "tolist") else list(self._query_lens)
+            )
         return self._query_lens
 
     @property
     def context_lens(self) -> list[int]:
         if type(self._context_lens) is not list:
             self._context_lens = (
-                self._context_lens.tolist() if hasattr(self._context_lens, "tolist") else list(self._context_lens)
+                self._context_lens.tolist()
+                if hasattr(self._context_lens, "tolist")
+                else list(self._context_lens)
             )
         return self._context_lens
 
@@ -353,8 +380,11 @@ class ModelInput:
     def as_lists(self) -> dict[str, list]:
         """Every field as plain Python lists (for messages in tests and golden)."""
         names = ("token_ids", "positions", "block_tables", "slot_mapping", "sample_indices")
-        return {**{name: getattr(self, name).tolist() for name in names}, "query_lens": self.query_lens,
-                "context_lens": self.context_lens}  # fmt: skip
+        return {
+            **{name: getattr(self, name).tolist() for name in names},
+            "query_lens": self.query_lens,
+            "context_lens": self.context_lens,
+        }
 
 
 @runtime_checkable

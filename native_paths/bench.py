@@ -31,8 +31,12 @@ SAMPLER_MIX_BATCH = 32  # the batch at which every sampler mix is timed (others:
 BLOCK_SIZE = 16
 
 
-def _median_pair(python_call: Callable[[], Any], native_call: Callable[[], Any], repeats: int,
-                 prepare: Callable[[], Any] = lambda: None) -> tuple[float, float]:  # fmt: skip
+def _median_pair(
+    python_call: Callable[[], Any],
+    native_call: Callable[[], Any],
+    repeats: int,
+    prepare: Callable[[], Any] = lambda: None,
+) -> tuple[float, float]:
     """Median seconds of each call over `repeats` rounds, alternating which goes first; `prepare`
     runs untimed right before each call (e.g. to bring the logits into cache, as a model leaves them)."""
     python_times, native_times = [], []
@@ -76,8 +80,15 @@ def sampler_params(mix: str, index: int) -> SamplingParams:
     if mix == "top_p0.9":
         return SamplingParams(temperature=1.0, top_p=0.9, seed=seed)
     if mix == "penalties":
-        return SamplingParams(temperature=0.8, top_k=50, top_p=0.9, repetition_penalty=1.2,
-                              frequency_penalty=0.3, presence_penalty=0.2, seed=seed)  # fmt: skip
+        return SamplingParams(
+            temperature=0.8,
+            top_k=50,
+            top_p=0.9,
+            repetition_penalty=1.2,
+            frequency_penalty=0.3,
+            presence_penalty=0.2,
+            seed=seed,
+        )
     kind, step = index % 6, index // 6
     if kind == 0:
         return SamplingParams(seed=seed, repetition_penalty=1.0 + 0.05 * (step % 3))
@@ -88,8 +99,13 @@ def sampler_params(mix: str, index: int) -> SamplingParams:
     if kind == 3:
         return SamplingParams(temperature=0.9, top_k=40 + step % 20, top_p=0.95, min_p=0.05, seed=seed)
     if kind == 4:
-        return SamplingParams(temperature=0.7 + 0.02 * (step % 10), min_p=0.02 + 0.01 * (step % 5), seed=seed,
-                              frequency_penalty=0.2, presence_penalty=0.1)  # fmt: skip
+        return SamplingParams(
+            temperature=0.7 + 0.02 * (step % 10),
+            min_p=0.02 + 0.01 * (step % 5),
+            seed=seed,
+            frequency_penalty=0.2,
+            presence_penalty=0.1,
+        )
     return SamplingParams(temperature=0.8, top_k=50 + step % 50, top_p=0.9, repetition_penalty=1.1, seed=seed)
 
 
@@ -150,10 +166,16 @@ def bench_sampler(batch: int, vocab: int, mix: str, repeats: int, seed: int) -> 
     python_s, native_s = statistics.median(timings[0]), statistics.median(timings[1])
     floor_s = statistics.median(floor_times)
     return bench_row(
-        "sampler", batch, mix, python_s, native_s,
-        floor_us=round(floor_s * 1e6, 1), native_floor_ratio=round(native_s / floor_s, 2),
-        tokens_match=results[0] == results[1], pass_f=pass_f_variant(),
-    )  # fmt: skip
+        "sampler",
+        batch,
+        mix,
+        python_s,
+        native_s,
+        floor_us=round(floor_s * 1e6, 1),
+        native_floor_ratio=round(native_s / floor_s, 2),
+        tokens_match=results[0] == results[1],
+        pass_f=pass_f_variant(),
+    )
 
 
 # -- KV allocator -------------------------------------------------------------------------------
@@ -210,8 +232,14 @@ def bench_kv(batch: int, repeats: int, seed: int, steps: int = 200) -> dict[str,
     timings: list[list[float]] = [[], []]
     _median_pair(replay(0), replay(1), repeats)
     same = all(np.array_equal(a, b) for a, b in zip(*outputs))
-    return bench_row("kv_alloc", batch, "decode", statistics.median(timings[0]), statistics.median(timings[1]),
-                     tables_match=same)  # fmt: skip
+    return bench_row(
+        "kv_alloc",
+        batch,
+        "decode",
+        statistics.median(timings[0]),
+        statistics.median(timings[1]),
+        tables_match=same,
+    )
 
 
 # -- scheduler ----------------------------------------------------------------------------------
@@ -266,8 +294,14 @@ def bench_scheduler(batch: int, repeats: int, seed: int, steps: int = 200) -> di
         return go
 
     _median_pair(run(0), run(1), repeats)
-    return bench_row("scheduler", batch, "decode", statistics.median(timings[0]), statistics.median(timings[1]),
-                     plans_match=plans[0] == plans[1])  # fmt: skip
+    return bench_row(
+        "scheduler",
+        batch,
+        "decode",
+        statistics.median(timings[0]),
+        statistics.median(timings[1]),
+        plans_match=plans[0] == plans[1],
+    )
 
 
 # -- all of it ----------------------------------------------------------------------------------

@@ -127,8 +127,11 @@ def pool_blocks(batch: int) -> int:
 
 
 def python_twins(batch: int) -> tuple[Any, Any, Any]:
-    return (PythonScheduler(BLOCK_SIZE, batch, max(2048, 2 * batch)), PythonKVAllocator(pool_blocks(batch), BLOCK_SIZE),
-            PythonPrepare(BLOCK_SIZE))  # fmt: skip
+    return (
+        PythonScheduler(BLOCK_SIZE, batch, max(2048, 2 * batch)),
+        PythonKVAllocator(pool_blocks(batch), BLOCK_SIZE),
+        PythonPrepare(BLOCK_SIZE),
+    )
 
 
 def native_twins(batch: int) -> tuple[Any, Any, Any]:
@@ -136,8 +139,11 @@ def native_twins(batch: int) -> tuple[Any, Any, Any]:
     from native_paths.prepare import NativePrepare
     from native_paths.scheduler import NativeScheduler
 
-    return (NativeScheduler(BLOCK_SIZE, batch, max(2048, 2 * batch)), NativeKVAllocator(pool_blocks(batch), BLOCK_SIZE),
-            NativePrepare(BLOCK_SIZE))  # fmt: skip
+    return (
+        NativeScheduler(BLOCK_SIZE, batch, max(2048, 2 * batch)),
+        NativeKVAllocator(pool_blocks(batch), BLOCK_SIZE),
+        NativePrepare(BLOCK_SIZE),
+    )
 
 
 def core_twins(batch: int) -> tuple[Any, Any, Any]:
@@ -146,8 +152,9 @@ def core_twins(batch: int) -> tuple[Any, Any, Any]:
     return core_components(pool_blocks(batch), BLOCK_SIZE, batch, max(2048, 2 * batch))
 
 
-def _interleaved(runs: list[Callable[[], tuple[list[float], list[int]]]], repeats: int
-                 ) -> tuple[list[float], list[list[int]]]:  # fmt: skip
+def _interleaved(
+    runs: list[Callable[[], tuple[list[float], list[int]]]], repeats: int
+) -> tuple[list[float], list[list[int]]]:
     """Per-step seconds of each run: every repeat replays the same seeded steps (the runs take turns,
     the order rotating each round), each step counts its least time over the repeats (what the
     machine's other work did not inflate), averaged over the steps; and the digests of each run."""
@@ -170,8 +177,13 @@ def bench_prepare(batch: int, repeats: int, seed: int, steps: int = 200) -> dict
     def run(prepare_class: Any) -> Callable[[], tuple[list[float], list[int]]]:
         def go() -> tuple[list[float], list[int]]:
             scheduler = NativeScheduler(BLOCK_SIZE, batch, max(2048, 2 * batch))
-            loop = ControlLoop(scheduler, NativeKVAllocator(pool_blocks(batch), BLOCK_SIZE), prepare_class(BLOCK_SIZE),
-                               batch, seed)  # fmt: skip
+            loop = ControlLoop(
+                scheduler,
+                NativeKVAllocator(pool_blocks(batch), BLOCK_SIZE),
+                prepare_class(BLOCK_SIZE),
+                batch,
+                seed,
+            )
             return loop.run(steps, frozenset({"prepare"}))
 
         return go
@@ -189,8 +201,16 @@ def bench_core(batch: int, repeats: int, seed: int, steps: int = 200) -> dict[st
 
         return go
 
-    (python_s, separate_s, core_s), digests = _interleaved([run(python_twins), run(native_twins), run(core_twins)],
-                                                           repeats)  # fmt: skip
-    return bench_row("core", batch, "control step", python_s, core_s, separate_us=round(separate_s * 1e6, 1),
-                     one_call_gain=round(separate_s / core_s, 2) if core_s > 0 else float("inf"),
-                     inputs_match=digests[0] == digests[1] == digests[2])  # fmt: skip
+    (python_s, separate_s, core_s), digests = _interleaved(
+        [run(python_twins), run(native_twins), run(core_twins)], repeats
+    )
+    return bench_row(
+        "core",
+        batch,
+        "control step",
+        python_s,
+        core_s,
+        separate_us=round(separate_s * 1e6, 1),
+        one_call_gain=round(separate_s / core_s, 2) if core_s > 0 else float("inf"),
+        inputs_match=digests[0] == digests[1] == digests[2],
+    )

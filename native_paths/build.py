@@ -29,7 +29,14 @@ SOURCES = ("kv_alloc.c", "sampler.c", "scheduler.c", "prepare.c", "core.c")
 # changes no value (nothing here reads floating-point exception flags) but lets GCC if-convert the
 # sampler's clamped exp loops: without it they stay scalar on AVX2 (only AVX-512's masked stores
 # made them safe), which made a top-p row about 6x slower there.
-BASE_FLAGS = ["-std=c99", "-Wall", "-Wextra", "-ffp-contract=off", "-fno-trapping-math", "-fno-strict-aliasing"]
+BASE_FLAGS = [
+    "-std=c99",
+    "-Wall",
+    "-Wextra",
+    "-ffp-contract=off",
+    "-fno-trapping-math",
+    "-fno-strict-aliasing",
+]
 RELEASE_FLAGS = ["-O3"]
 SANITIZE_FLAGS = [
     "-O1",

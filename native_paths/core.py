@@ -32,12 +32,20 @@ ALL_COUNTS = (1 << NUM_COUNTS) - 1
 class NativeCore:
     """One C object behind `scheduler`, `kv_alloc` and `prepare` (engine.types protocols)."""
 
-    def __init__(self, num_blocks: int, block_size: int, max_num_seqs: int, max_batched_tokens: int,
-                 policy: str = "fcfs") -> None:  # fmt: skip
+    def __init__(
+        self,
+        num_blocks: int,
+        block_size: int,
+        max_num_seqs: int,
+        max_batched_tokens: int,
+        policy: str = "fcfs",
+    ) -> None:
         check_pool_config(num_blocks, block_size)
         check_scheduler_config(block_size, max_num_seqs, max_batched_tokens, policy)
         self._ffi, self._lib = ffi, lib = require()
-        self._core = lib.np_core_create(num_blocks, block_size, max_num_seqs, max_batched_tokens, POLICIES[policy])
+        self._core = lib.np_core_create(
+            num_blocks, block_size, max_num_seqs, max_batched_tokens, POLICIES[policy]
+        )
         if self._core == ffi.NULL:
             raise MemoryError(f"cannot allocate the native core ({num_blocks} KV blocks)")
         self._finalizer = weakref.finalize(self, lib.np_core_destroy, self._core)
@@ -86,8 +94,9 @@ class NativeCore:
 class CoreScheduler:
     """engine.types.Scheduler: schedule() runs the whole fused step (the one counted foreign call)."""
 
-    def __init__(self, core: NativeCore, block_size: int, max_num_seqs: int, max_batched_tokens: int,
-                 policy: str) -> None:  # fmt: skip
+    def __init__(
+        self, core: NativeCore, block_size: int, max_num_seqs: int, max_batched_tokens: int, policy: str
+    ) -> None:
         self._core = core
         self.block_size = block_size
         self.max_num_seqs = max_num_seqs
@@ -135,13 +144,17 @@ class CoreKVAllocator(KVInspection):
         """The tables of the plan the last schedule() made; the arguments must be that plan's."""
         core = self._core
         if not core.fresh_tables:
-            raise RuntimeError("the fused core allocates inside schedule(): call schedule() before each step()")
+            raise RuntimeError(
+                "the fused core allocates inside schedule(): call schedule() before each step()"
+            )
         core.fresh_tables = False
         header = core.table_views.header()
         if core.outcome & self._lib.NP_CORE_KV_FAILED:
             raise_kv_error(self._lib, core.status(), header[5], header[4], grow_seq_ids, grow_num_blocks)
         if len(batch_seq_ids) != header[0]:
-            raise ValueError(f"a batch of {len(batch_seq_ids)} for the plan's {header[0]}: pass the plan's arrays")
+            raise ValueError(
+                f"a batch of {len(batch_seq_ids)} for the plan's {header[0]}: pass the plan's arrays"
+            )
         return core.table_views.tables(header)
 
 
@@ -168,7 +181,9 @@ class CorePrepare(PrepareQueries):
         """The input the last schedule() built for its own plan and tables."""
         core = self._core
         if plan is not core.plan_views.plan or not core.fresh_input:
-            raise RuntimeError("the fused core prepares inside schedule(): pass the plan it returned, once per step")
+            raise RuntimeError(
+                "the fused core prepares inside schedule(): pass the plan it returned, once per step"
+            )
         core.fresh_input = False
         header = core.input_views.header()
         if core.outcome:
@@ -176,8 +191,9 @@ class CorePrepare(PrepareQueries):
         return core.input_views.model_input(header, block_tables)
 
 
-def core_components(num_blocks: int, block_size: int, max_num_seqs: int, max_batched_tokens: int,
-                    policy: str = "fcfs") -> tuple[Any, Any, Any]:  # fmt: skip
+def core_components(
+    num_blocks: int, block_size: int, max_num_seqs: int, max_batched_tokens: int, policy: str = "fcfs"
+) -> tuple[Any, Any, Any]:
     """(scheduler, kv_alloc, prepare) of one fused core."""
     core = NativeCore(num_blocks, block_size, max_num_seqs, max_batched_tokens, policy)
     return core.scheduler, core.kv_alloc, core.prepare

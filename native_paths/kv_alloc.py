@@ -101,15 +101,25 @@ class NativeKVAllocator(KVInspection):
         grows_pointer = int64_pointer(ffi, grow_seq_ids, what)
         counts_pointer = int64_pointer(ffi, grow_num_blocks, what)
         batch_pointer = int64_pointer(ffi, batch_seq_ids, what)
-        status = self._step(self._kv, frees_pointer, len(frees), grows_pointer, counts_pointer, n_grows,
-                            batch_pointer, len(batch_seq_ids))  # fmt: skip
+        status = self._step(
+            self._kv,
+            frees_pointer,
+            len(frees),
+            grows_pointer,
+            counts_pointer,
+            n_grows,
+            batch_pointer,
+            len(batch_seq_ids),
+        )
         header = self._views.header()
         self._num_free = header[4]
         if status:
             self._raise(status, header[5], grow_seq_ids, grow_num_blocks)
         return self._views.tables(header)
 
-    def _raise(self, status: int, index: int, grow_seq_ids: Sequence[int], grow_num_blocks: Sequence[int]) -> None:
+    def _raise(
+        self, status: int, index: int, grow_seq_ids: Sequence[int], grow_num_blocks: Sequence[int]
+    ) -> None:
         raise_kv_error(self._lib, status, index, self._num_free, grow_seq_ids, grow_num_blocks)
 
 
@@ -120,11 +130,19 @@ def check_pool_config(num_blocks: int, block_size: int) -> None:
         raise ValueError(f"block_size must be an int >= 1, got {block_size!r}")
 
 
-def raise_kv_error(lib: Any, status: int, index: int, num_free: int, grow_seq_ids: Sequence[int],
-                   grow_num_blocks: Sequence[int]) -> None:  # fmt: skip
+def raise_kv_error(
+    lib: Any,
+    status: int,
+    index: int,
+    num_free: int,
+    grow_seq_ids: Sequence[int],
+    grow_num_blocks: Sequence[int],
+) -> None:
     """The exception PythonKVAllocator raises for the same step (or a MemoryError / RuntimeError)."""
     if status == lib.NP_ERR_ARG and index >= 0:
-        raise ValueError(f"cannot allocate {int(grow_num_blocks[index])} blocks to sequence {int(grow_seq_ids[index])}")
+        raise ValueError(
+            f"cannot allocate {int(grow_num_blocks[index])} blocks to sequence {int(grow_seq_ids[index])}"
+        )
     if status == lib.NP_ERR_EXHAUSTED:
         raise RuntimeError(
             f"KV block pool exhausted: the step plan grows {int(sum(grow_num_blocks))} blocks, {num_free} free "

@@ -17,8 +17,16 @@ from native_paths.loader import require
 
 BOOL = np.dtype(np.bool_)
 # np_prepare_output's leading int64 fields, in order (csrc/native_paths.h).
-OUTPUT_FIELDS = ("num_tokens", "num_seqs", "num_samples", "bad_index", "error_detail", "version",
-                 "token_capacity", "seq_capacity")  # fmt: skip
+OUTPUT_FIELDS = (
+    "num_tokens",
+    "num_seqs",
+    "num_samples",
+    "bad_index",
+    "error_detail",
+    "version",
+    "token_capacity",
+    "seq_capacity",
+)
 
 
 class PendingWork:
@@ -52,7 +60,9 @@ class PendingWork:
             # Unsigned packing refuses negative ids; the int32 view below catches those >= 2**31.
             prompt = struct.pack(f"{count}I", *prompt_token_ids)
         except struct.error as error:
-            raise ValueError(f"sequence {seq_id}: prompt token ids must be ints in [0, 2**31) ({error})") from None
+            raise ValueError(
+                f"sequence {seq_id}: prompt token ids must be ints in [0, 2**31) ({error})"
+            ) from None
         if count and np.frombuffer(prompt, dtype=np.int32).min() < 0:
             raise ValueError(f"sequence {seq_id}: prompt token ids must be ints in [0, 2**31)")
         if seq_id in self.adds:
@@ -73,7 +83,9 @@ class PendingWork:
 
     def append_sampled(self, tokens: Sequence[int]) -> None:
         if len(tokens) != self.num_sample_rows:
-            raise ValueError(f"{len(tokens)} sampled tokens for the {self.num_sample_rows} sampled rows of the last input")
+            raise ValueError(
+                f"{len(tokens)} sampled tokens for the {self.num_sample_rows} sampled rows of the last input"
+            )
         self.sampled = tokens
 
     def take(self) -> tuple[tuple[Any, ...], tuple[dict[int, bytes], list[int]]]:
@@ -101,7 +113,16 @@ class PendingWork:
         self.num_sample_rows = 0
         if adds or removes:
             self._fresh_buffers()  # the cdata above keep the old ones alive for the call
-        arguments = (sampled_pointer, len(sampled), remove_ids, len(removes), add_ids, offsets, tokens, len(adds))
+        arguments = (
+            sampled_pointer,
+            len(sampled),
+            remove_ids,
+            len(removes),
+            add_ids,
+            offsets,
+            tokens,
+            len(adds),
+        )
         return arguments, (adds, removes)
 
     def _repack(self) -> None:
@@ -152,9 +173,11 @@ class InputViews:
         if num_tokens != self._tokens:
             self._tokens = num_tokens
             # from_numpy of a numpy slice costs less than slicing a tensor; three calls, no generator.
-            self._token_views = (torch.from_numpy(full["token_ids"][:num_tokens]),
-                                 torch.from_numpy(full["positions"][:num_tokens]),
-                                 torch.from_numpy(full["slot_mapping"][:num_tokens]))  # fmt: skip
+            self._token_views = (
+                torch.from_numpy(full["token_ids"][:num_tokens]),
+                torch.from_numpy(full["positions"][:num_tokens]),
+                torch.from_numpy(full["slot_mapping"][:num_tokens]),
+            )
         if num_seqs != self._seqs:
             self._seqs = num_seqs
             self._seq_views = (full["query_lens"][:num_seqs], full["context_lens"][:num_seqs])
@@ -166,8 +189,15 @@ class InputViews:
             self._tables_tensor = torch.from_numpy(block_tables)
         token_ids, positions, slot_mapping = self._token_views
         query_lens, context_lens = self._seq_views
-        return ModelInput(token_ids, positions, query_lens, context_lens, self._tables_tensor, slot_mapping,
-                          self._sample_view)  # fmt: skip
+        return ModelInput(
+            token_ids,
+            positions,
+            query_lens,
+            context_lens,
+            self._tables_tensor,
+            slot_mapping,
+            self._sample_view,
+        )
 
     def _wrap(self, token_capacity: int, seq_capacity: int) -> None:
         ffi, output = self._ffi, self._output
@@ -175,7 +205,9 @@ class InputViews:
         def int64s(name: str, count: int) -> np.ndarray:
             return np.frombuffer(ffi.buffer(getattr(output, name), 8 * count), dtype=np.int64)
 
-        self._full = {name: int64s(name, token_capacity) for name in ("token_ids", "positions", "slot_mapping")}
+        self._full = {
+            name: int64s(name, token_capacity) for name in ("token_ids", "positions", "slot_mapping")
+        }
         self._full["sample_indices"] = int64s("sample_indices", seq_capacity)
         self._full["query_lens"] = int64s("query_lens", seq_capacity)
         self._full["context_lens"] = int64s("context_lens", seq_capacity)
@@ -206,7 +238,13 @@ def batch_arguments(ffi: Any, plan: StepPlan, cache: list[Any]) -> tuple[Any, An
     are contiguous int64 (bool for samples), as both schedulers hand them; C reads `batch` items of each.
     The C scheduler hands the same array objects while the batch keeps its size: `cache` keeps them."""
     seq_ids, num_tokens, starts, samples = plan.seq_ids, plan.num_tokens, plan.start_positions, plan.samples
-    if cache and cache[0] is seq_ids and cache[1] is num_tokens and cache[2] is starts and cache[3] is samples:
+    if (
+        cache
+        and cache[0] is seq_ids
+        and cache[1] is num_tokens
+        and cache[2] is starts
+        and cache[3] is samples
+    ):
         return cache[4]
     batch = len(seq_ids)
     if not len(num_tokens) == len(starts) == len(samples) == batch:
@@ -219,8 +257,13 @@ def batch_arguments(ffi: Any, plan: StepPlan, cache: list[Any]) -> tuple[Any, An
     if type(samples) is not np.ndarray or samples.dtype is not BOOL or not samples.flags.c_contiguous:
         samples = np.ascontiguousarray(samples, dtype=np.bool_)
     what = "the plan's arrays"
-    arguments = (int64_pointer(ffi, seq_ids, what), int64_pointer(ffi, num_tokens, what),
-                 int64_pointer(ffi, starts, what), ffi.from_buffer("uint8_t[]", samples), batch)  # fmt: skip
+    arguments = (
+        int64_pointer(ffi, seq_ids, what),
+        int64_pointer(ffi, num_tokens, what),
+        int64_pointer(ffi, starts, what),
+        ffi.from_buffer("uint8_t[]", samples),
+        batch,
+    )
     cache[:] = [plan.seq_ids, plan.num_tokens, plan.start_positions, plan.samples, arguments]
     return arguments
 
@@ -232,7 +275,9 @@ PREPARE_ERRORS = {
 }
 
 
-def raise_prepare_error(lib: Any, status: int, header: list[int], plan: StepPlan | None, tables_rows: int) -> None:
+def raise_prepare_error(
+    lib: Any, status: int, header: list[int], plan: StepPlan | None, tables_rows: int
+) -> None:
     """The exception PythonPrepare raises for the same input (or a MemoryError)."""
     index, detail = header[3], header[4]
     seq_id = int(plan.seq_ids[index]) if plan is not None and 0 <= index < len(plan.seq_ids) else None
@@ -241,7 +286,9 @@ def raise_prepare_error(lib: Any, status: int, header: list[int], plan: StepPlan
     if detail == lib.NP_PREPARE_UNKNOWN:
         raise KeyError(f"sequence {seq_id} was never added to input preparation")
     if detail == lib.NP_PREPARE_TABLE_ROWS:
-        raise ValueError(f"{tables_rows} block tables for a batch of {len(plan.seq_ids) if plan is not None else 0}")
+        raise ValueError(
+            f"{tables_rows} block tables for a batch of {len(plan.seq_ids) if plan is not None else 0}"
+        )
     if detail == lib.NP_PREPARE_TOKEN_RANGE:
         raise ValueError("sampled token ids must be ints in [0, 2**31)")
     if detail == lib.NP_PREPARE_POSITIONS:

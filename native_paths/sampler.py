@@ -143,8 +143,9 @@ class NativeSampler:
             raise ValueError(f"vocabulary size {vocab} is outside [1, {MAX_VOCAB}]")
         return pointer, rows, vocab, logits
 
-    def _call(self, pointer: Any, rows: int, vocab: int, ids: bytes, out: Any = None,
-              seq_ids: Sequence[int] = ()) -> None:  # fmt: skip
+    def _call(
+        self, pointer: Any, rows: int, vocab: int, ids: bytes, out: Any = None, seq_ids: Sequence[int] = ()
+    ) -> None:
         ffi = self._ffi
         # Take the pending work as it is now: an add() from another thread during the call goes to
         # the fresh containers and waits for the next call instead of being lost.
@@ -166,10 +167,21 @@ class NativeSampler:
         remove_ids = ffi.new("int64_t[]", removes) if n_remove else ffi.NULL
         row_ids = ffi.from_buffer("int64_t[]", ids) if rows else ffi.NULL
         status = self._step(
-            self._sampler, remove_ids, n_remove, add_ids, add_params, offsets, tokens, n_add,
-            pointer if pointer is not None else ffi.NULL, rows, vocab, row_ids,
-            out if out is not None else ffi.NULL, self._bad_index,
-        )  # fmt: skip
+            self._sampler,
+            remove_ids,
+            n_remove,
+            add_ids,
+            add_params,
+            offsets,
+            tokens,
+            n_add,
+            pointer if pointer is not None else ffi.NULL,
+            rows,
+            vocab,
+            row_ids,
+            out if out is not None else ffi.NULL,
+            self._bad_index,
+        )
         if status == self._lib.NP_ERR_ARG:  # refused before applying anything: keep it pending
             self._removes[:0] = removes
             self._adds = {**adds, **self._adds}

@@ -15,15 +15,31 @@ from native_paths.loader import require
 POLICIES = {"fcfs": 0, "priority": 1}
 MAX_PROMPT_TOKENS = 2**60  # far from int64 overflow in C's counters
 # np_plan's leading int64 fields, in order (csrc/native_paths.h).
-PLAN_FIELDS = ("n_batch", "n_frees", "n_preempted", "n_grows", "num_waiting", "num_running", "first_admitted",
-               "prefill_tokens", "decode_tokens", "num_cached_tokens", "bad_index", "version", "capacity")  # fmt: skip
+PLAN_FIELDS = (
+    "n_batch",
+    "n_frees",
+    "n_preempted",
+    "n_grows",
+    "num_waiting",
+    "num_running",
+    "first_admitted",
+    "prefill_tokens",
+    "decode_tokens",
+    "num_cached_tokens",
+    "bad_index",
+    "version",
+    "capacity",
+)
 NUM_COUNTS = 4  # n_batch, n_frees, n_preempted, n_grows
 
 
 def check_scheduler_config(block_size: int, max_num_seqs: int, max_batched_tokens: int, policy: str) -> None:
     """The checks of PythonScheduler's constructor, plus the int64 range C keeps its counters in."""
-    for name, value in (("block_size", block_size), ("max_num_seqs", max_num_seqs),
-                        ("max_batched_tokens", max_batched_tokens)):  # fmt: skip
+    for name, value in (
+        ("block_size", block_size),
+        ("max_num_seqs", max_num_seqs),
+        ("max_batched_tokens", max_batched_tokens),
+    ):
         if not isinstance(value, int) or not 1 <= value <= 2**62:
             raise ValueError(
                 f"block_size={block_size}, max_num_seqs={max_num_seqs} and "
@@ -78,19 +94,38 @@ class PlanViews:
             if changed & 4:
                 plan.preempted = full["preempted"][: header[2]]
             if changed & 8:
-                plan.grow_seq_ids, plan.grow_num_blocks = full["grow_seq_ids"][: header[3]], full["grow_num_blocks"][: header[3]]
-        (plan.num_waiting, plan.num_running, plan.first_admitted, plan.prefill_tokens, plan.decode_tokens,
-         plan.num_cached_tokens) = header[4:10]  # fmt: skip
+                plan.grow_seq_ids, plan.grow_num_blocks = (
+                    full["grow_seq_ids"][: header[3]],
+                    full["grow_num_blocks"][: header[3]],
+                )
+        (
+            plan.num_waiting,
+            plan.num_running,
+            plan.first_admitted,
+            plan.prefill_tokens,
+            plan.decode_tokens,
+            plan.num_cached_tokens,
+        ) = header[4:10]
         return plan
 
     def _wrap(self, capacity: int) -> None:
         ffi, c_plan = self._ffi, self._c_plan
         self._full = {
-            name: np.frombuffer(ffi.buffer(getattr(c_plan, name), capacity * (1 if name == "samples" else 8)),
-                                dtype=np.bool_ if name == "samples" else np.int64)
-            for name in ("seq_ids", "num_tokens", "start_positions", "samples", "frees", "preempted",
-                         "grow_seq_ids", "grow_num_blocks")
-        }  # fmt: skip
+            name: np.frombuffer(
+                ffi.buffer(getattr(c_plan, name), capacity * (1 if name == "samples" else 8)),
+                dtype=np.bool_ if name == "samples" else np.int64,
+            )
+            for name in (
+                "seq_ids",
+                "num_tokens",
+                "start_positions",
+                "samples",
+                "frees",
+                "preempted",
+                "grow_seq_ids",
+                "grow_num_blocks",
+            )
+        }
 
     @property
     def bad_index(self) -> int:

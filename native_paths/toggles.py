@@ -85,20 +85,44 @@ def make_components(
             NativeFallbackWarning,
             stacklevel=2,
         )
-    sizes = {"num_blocks": num_blocks, "block_size": block_size, "max_num_seqs": max_num_seqs,
-             "max_batched_tokens": max_batched_tokens, "policy": policy}
+    sizes = {
+        "num_blocks": num_blocks,
+        "block_size": block_size,
+        "max_num_seqs": max_num_seqs,
+        "max_batched_tokens": max_batched_tokens,
+        "policy": policy,
+    }
     if CORE in usable:
         from native_paths.core import core_components
 
-        scheduler, kv_alloc, prepare = core_components(num_blocks, block_size, max_num_seqs, max_batched_tokens, policy)
-        return Components(sampler=make_twin("sampler", "sampler" in usable, **sizes), kv_alloc=kv_alloc,
-                          scheduler=scheduler, prepare=prepare, native=usable, fallbacks=fallbacks)  # fmt: skip
-    return Components(**{name: make_twin(name, name in usable, **sizes) for name in COMPONENTS},
-                      native=usable, fallbacks=fallbacks)  # fmt: skip
+        scheduler, kv_alloc, prepare = core_components(
+            num_blocks, block_size, max_num_seqs, max_batched_tokens, policy
+        )
+        return Components(
+            sampler=make_twin("sampler", "sampler" in usable, **sizes),
+            kv_alloc=kv_alloc,
+            scheduler=scheduler,
+            prepare=prepare,
+            native=usable,
+            fallbacks=fallbacks,
+        )
+    return Components(
+        **{name: make_twin(name, name in usable, **sizes) for name in COMPONENTS},
+        native=usable,
+        fallbacks=fallbacks,
+    )
 
 
-def make_twin(name: str, native: bool, *, num_blocks: int, block_size: int, max_num_seqs: int,
-              max_batched_tokens: int, policy: str = "fcfs") -> Any:  # fmt: skip
+def make_twin(
+    name: str,
+    native: bool,
+    *,
+    num_blocks: int,
+    block_size: int,
+    max_num_seqs: int,
+    max_batched_tokens: int,
+    policy: str = "fcfs",
+) -> Any:
     """One component's C twin when `native` (the caller checked it loads), else its Python twin, sized for
     the pool. The Python twins are imported here, not at module level: native_paths otherwise needs only
     engine's types, and this is the one place that chooses between the two implementations."""
@@ -131,6 +155,8 @@ def make_twin(name: str, native: bool, *, num_blocks: int, block_size: int, max_
 
 def every_combination() -> tuple[frozenset[str], ...]:
     """Every native selection but none: each subset of the four twins, then core, then core with sampler."""
-    subsets = [frozenset(name for bit, name in enumerate(COMPONENTS) if mask >> bit & 1)
-               for mask in range(1, 1 << len(COMPONENTS))]  # fmt: skip
+    subsets = [
+        frozenset(name for bit, name in enumerate(COMPONENTS) if mask >> bit & 1)
+        for mask in range(1, 1 << len(COMPONENTS))
+    ]
     return (*subsets, frozenset({CORE}), frozenset({CORE, "sampler"}))

@@ -36,7 +36,9 @@ class MannWhitneyResult:
     p_value: float
 
 
-def mann_whitney_u(x: Sequence[float], y: Sequence[float], *, alternative: Alternative = "two-sided") -> MannWhitneyResult:
+def mann_whitney_u(
+    x: Sequence[float], y: Sequence[float], *, alternative: Alternative = "two-sided"
+) -> MannWhitneyResult:
     """Mann-Whitney U test of x against y; "less" asks whether x tends to be smaller than y."""
     a, b = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     if a.size == 0 or b.size == 0:
@@ -160,7 +162,9 @@ def _chunk(data: list[np.ndarray], resamples: int) -> int:
     return max(1, min(resamples, CHUNK_VALUES // max(1, widest)))
 
 
-def _scipy_distribution(data: list[np.ndarray], statistic: Statistic, resamples: int, rng: np.random.Generator) -> np.ndarray:
+def _scipy_distribution(
+    data: list[np.ndarray], statistic: Statistic, resamples: int, rng: np.random.Generator
+) -> np.ndarray:
     """scipy resamples row indices (so rows of any width stay whole); the statistic sees the rows."""
 
     def on_indices(*picked: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -173,9 +177,15 @@ def _scipy_distribution(data: list[np.ndarray], statistic: Statistic, resamples:
     with warnings.catch_warnings(), np.errstate(divide="ignore", invalid="ignore"):
         warnings.simplefilter("ignore")  # a degenerate distribution is reported as such below, not warned
         result = scipy.stats.bootstrap(
-            indices, on_indices, n_resamples=resamples, batch=_chunk(data, resamples), vectorized=True,
-            paired=False, method="percentile", random_state=rng,
-        )  # fmt: skip
+            indices,
+            on_indices,
+            n_resamples=resamples,
+            batch=_chunk(data, resamples),
+            vectorized=True,
+            paired=False,
+            method="percentile",
+            random_state=rng,
+        )
     return np.asarray(result.bootstrap_distribution, dtype=float)
 
 
@@ -194,7 +204,10 @@ def _moving_block_distribution(
     with np.errstate(divide="ignore", invalid="ignore"):
         for begin in range(0, resamples, chunk):
             count = min(resamples, begin + chunk) - begin
-            rows = [sample[moving_block_indices(len(sample), count, block, rng)] for sample, block in zip(data, blocks)]
+            rows = [
+                sample[moving_block_indices(len(sample), count, block, rng)]
+                for sample, block in zip(data, blocks)
+            ]
             out[begin : begin + count] = statistic(*rows)
     return out
 
@@ -227,7 +240,9 @@ def mean_interval(values: Sequence[float], *, confidence: float = 0.95) -> Inter
     data = np.asarray([value for value in values if math.isfinite(value)], dtype=float)
     if len(data) < 2:
         return None
-    half = float(scipy.stats.t.ppf(0.5 + confidence / 2, len(data) - 1) * data.std(ddof=1) / math.sqrt(len(data)))
+    half = float(
+        scipy.stats.t.ppf(0.5 + confidence / 2, len(data) - 1) * data.std(ddof=1) / math.sqrt(len(data))
+    )
     point = float(data.mean())
     return Interval(point, point - half, point + half, confidence)
 

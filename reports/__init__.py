@@ -30,10 +30,20 @@ _EXPORTS = {
     "CompareError": "errors",
 }
 __all__ = [
-    "CompareError", "ComparisonResult", "MetricComparison", "ReportError", "compare_runs", "generate_reports",
-    "render_comparison", "render_summary", "write_chrome_trace", "write_comparison_report", "write_html_report",
-    "write_pdf_report", "write_speedscope",
-]  # fmt: skip
+    "CompareError",
+    "ComparisonResult",
+    "MetricComparison",
+    "ReportError",
+    "compare_runs",
+    "generate_reports",
+    "render_comparison",
+    "render_summary",
+    "write_chrome_trace",
+    "write_comparison_report",
+    "write_html_report",
+    "write_pdf_report",
+    "write_speedscope",
+]
 
 
 def __getattr__(name: str) -> Any:

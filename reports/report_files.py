@@ -9,8 +9,13 @@ from typing import IO, Any
 from profiler.rundir.atomic import write_atomic, write_json_atomic, write_text_atomic
 
 
-def write_report_files(out_dir: str | Path, stem: str, document: dict[str, Any], html: str,
-                       write_pdf: Callable[[IO[bytes]], None]) -> dict[str, Path]:  # fmt: skip
+def write_report_files(
+    out_dir: str | Path,
+    stem: str,
+    document: dict[str, Any],
+    html: str,
+    write_pdf: Callable[[IO[bytes]], None],
+) -> dict[str, Path]:
     """STEM.json, STEM.html and STEM.pdf in out_dir; {"STEM_json": path relative to it, ...}."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -16,7 +16,17 @@ from reports.slo import SloCheck, check_slos, slo_targets
 from reports.stacks import ThreadGroup, process_groups, read_stacks, thread_groups
 
 # The order phases run in within a step (engine/trace.py SPAN_NAMES; reports may not import engine).
-PHASE_ORDER = ("queue", "scheduler", "kv_alloc", "prepare", "model", "d2h", "sampler", "detokenize", "tokenize")
+PHASE_ORDER = (
+    "queue",
+    "scheduler",
+    "kv_alloc",
+    "prepare",
+    "model",
+    "d2h",
+    "sampler",
+    "detokenize",
+    "tokenize",
+)
 LATENCY_NAMES = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
 LATENCY_LABELS = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "itl_ms": "ITL", "e2e_ms": "E2E", "queue_ms": "Queue"}
 
@@ -136,6 +146,11 @@ def prepare(source: ReportData | RunData | str | Path, max_points: int = 300) ->
     timeline = binned_timeline(run.steps, run_start_ns(run), max_points)
     slo = check_slos(run.requests, slo_targets(run.result))
     stacks = read_stacks(run)
-    return ReportData(run=run, timeline=timeline, latencies=latency_samples(run.requests), slo=slo,
-                      threads=[*(thread_groups(stacks) if stacks else []), *process_groups(run)],
-                      start_ns=run_start_ns(run))  # fmt: skip
+    return ReportData(
+        run=run,
+        timeline=timeline,
+        latencies=latency_samples(run.requests),
+        slo=slo,
+        threads=[*(thread_groups(stacks) if stacks else []), *process_groups(run)],
+        start_ns=run_start_ns(run),
+    )

@@ -133,7 +133,9 @@ def read_stacks(run: RunData) -> list[SampledStack] | None:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise ReportError(f"{path}: cannot read the py-spy samples ({exc}); re-record the run or delete the file") from None
+        raise ReportError(
+            f"{path}: cannot read the py-spy samples ({exc}); re-record the run or delete the file"
+        ) from None
     numbered = parse_samples(text, path)
     labels = _read_labels(run.path / run.result.files.get("sample_labels", "sample_labels.csv"))
     for number, stack in numbered:
@@ -157,7 +159,9 @@ def process_groups(run: RunData) -> list[ThreadGroup]:
         try:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
-            raise ReportError(f"{path}: cannot read the py-spy samples ({exc}); re-record the run or delete the file") from None
+            raise ReportError(
+                f"{path}: cannot read the py-spy samples ({exc}); re-record the run or delete the file"
+            ) from None
         labels = _read_labels(run.path / f"sample_labels-{entry.get('pid')}.csv")
         group = ThreadGroup(f"{entry.get('role') or 'process'}, pid {entry.get('pid')}")
         for number, stack in parse_samples(text, path):
@@ -176,15 +180,23 @@ def _read_labels(path: Path) -> dict[int, tuple[str, str, bool]]:
     try:
         table = pd.read_csv(path, keep_default_na=False)
     except (OSError, ValueError) as exc:
-        raise ReportError(f"{path}: not a readable sample_labels.csv ({exc}); delete it to show the stacks unclassified") from None
+        raise ReportError(
+            f"{path}: not a readable sample_labels.csv ({exc}); delete it to show the stacks unclassified"
+        ) from None
     missing = {"line", "category", "component", "engine_thread"} - set(table.columns)
     if missing:
-        raise ReportError(f"{path}: missing column(s) {', '.join(sorted(missing))}; delete it to show the stacks unclassified")
+        raise ReportError(
+            f"{path}: missing column(s) {', '.join(sorted(missing))}; delete it to show the stacks unclassified"
+        )
     table["line"] = table["line"].replace("", float("nan"))  # keep_default_na=False keeps a gap as ""
     table = whole_numbers(table, ("line",), path, non_negative=("line",))
     engine = flag(table["engine_thread"], False)
-    return {int(line): (str(category) or UNCLASSIFIED, str(component), bool(is_engine))
-            for line, category, component, is_engine in zip(table["line"], table["category"], table["component"], engine)}  # fmt: skip
+    return {
+        int(line): (str(category) or UNCLASSIFIED, str(component), bool(is_engine))
+        for line, category, component, is_engine in zip(
+            table["line"], table["category"], table["component"], engine
+        )
+    }
 
 
 def thread_groups(stacks: list[SampledStack]) -> list[ThreadGroup]:

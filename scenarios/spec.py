@@ -36,9 +36,20 @@ from scenarios.sampling import RequestClass, SamplingSettings
 BUILTIN_DIR = Path(__file__).parent / "builtin"
 MODES = ("open-loop", "closed-loop")
 TOP_KEYS = (
-    "description", "seed", "chat", "num_requests", "duration_s", "warmup_requests",
-    "prompt_tokens", "output_tokens", "prompt_file", "load", "sampling", "sampling_mix", "slo",
-)  # fmt: skip
+    "description",
+    "seed",
+    "chat",
+    "num_requests",
+    "duration_s",
+    "warmup_requests",
+    "prompt_tokens",
+    "output_tokens",
+    "prompt_file",
+    "load",
+    "sampling",
+    "sampling_mix",
+    "slo",
+)
 # What one process can hold and drive: every request keeps its prompt, timings and a row in memory,
 # every closed-loop client is a thread, and a rate below one request per ~3 hours is a typo.
 MAX_REQUESTS = 1_000_000
@@ -90,17 +101,35 @@ class ScenarioSpec:
     source: str = "<memory>"
 
     def __post_init__(self) -> None:
-        self._check(isinstance(self.description, str) and bool(self.description.strip()) and "\n" not in self.description,
-                    "description", "missing or not one line", "one line of text")  # fmt: skip
-        self._check(len(self.description) <= MAX_DESCRIPTION, "description", f"{len(self.description):,} characters long",
-                    f"one line of at most {MAX_DESCRIPTION} characters")  # fmt: skip
+        self._check(
+            isinstance(self.description, str)
+            and bool(self.description.strip())
+            and "\n" not in self.description,
+            "description",
+            "missing or not one line",
+            "one line of text",
+        )
+        self._check(
+            len(self.description) <= MAX_DESCRIPTION,
+            "description",
+            f"{len(self.description):,} characters long",
+            f"one line of at most {MAX_DESCRIPTION} characters",
+        )
         self._check(self.mode in MODES, "load.mode", f"unknown mode {self.mode!r}", ", ".join(MODES))
         self._validate_load()
         self._validate_counts()
-        self._check(self.prompt_tokens is not None or self.prompt_file is not None, "prompt_tokens", "missing",
-                    "a length table, or a prompt_file")  # fmt: skip
-        self._check(_is_int(self.seed) and 0 <= self.seed <= MAX_SEED, "seed", f"{self.seed!r} is impossible",
-                    f"an integer in [0, {MAX_SEED}]")  # fmt: skip
+        self._check(
+            self.prompt_tokens is not None or self.prompt_file is not None,
+            "prompt_tokens",
+            "missing",
+            "a length table, or a prompt_file",
+        )
+        self._check(
+            _is_int(self.seed) and 0 <= self.seed <= MAX_SEED,
+            "seed",
+            f"{self.seed!r} is impossible",
+            f"an integer in [0, {MAX_SEED}]",
+        )
         self._check(isinstance(self.chat, bool), "chat", f"{self.chat!r} is not a boolean", "true, false")
 
     def _check(self, ok: bool, key: str, problem: str, allowed: str) -> None:
@@ -110,40 +139,93 @@ class ScenarioSpec:
     def _validate_load(self) -> None:
         """The arrival process: a rate and burstiness (open loop) or a number of clients (closed loop)."""
         if self.mode == "open-loop":
-            self._check(_is_number(self.rate) and self.rate >= MIN_RATE, "load.rate",  # type: ignore[operator]
-                        f"{self.rate!r} is not a usable rate", f'requests per second >= {MIN_RATE:g}, or "inf"')  # fmt: skip
-            self._check(_is_number(self.burstiness) and 1e-3 <= self.burstiness <= 1e3, "load.burstiness",
-                        f"{self.burstiness!r} is impossible", "a number in [0.001, 1000] (1 = Poisson)")  # fmt: skip
-            self._check(self.clients is None, "load.clients", "set on an open-loop load", "rate and burstiness")
-            self._check(math.isfinite(self.rate) or self.num_requests is not None, "num_requests",  # type: ignore[arg-type]
-                        'missing with rate = "inf"', "a request count (duration cannot bound it)")  # fmt: skip
+            self._check(
+                _is_number(self.rate) and self.rate >= MIN_RATE,
+                "load.rate",  # type: ignore[operator]
+                f"{self.rate!r} is not a usable rate",
+                f'requests per second >= {MIN_RATE:g}, or "inf"',
+            )
+            self._check(
+                _is_number(self.burstiness) and 1e-3 <= self.burstiness <= 1e3,
+                "load.burstiness",
+                f"{self.burstiness!r} is impossible",
+                "a number in [0.001, 1000] (1 = Poisson)",
+            )
+            self._check(
+                self.clients is None, "load.clients", "set on an open-loop load", "rate and burstiness"
+            )
+            self._check(
+                math.isfinite(self.rate) or self.num_requests is not None,
+                "num_requests",  # type: ignore[arg-type]
+                'missing with rate = "inf"',
+                "a request count (duration cannot bound it)",
+            )
         else:
-            problem = "missing on a closed-loop load" if self.clients is None else f"{self.clients!r} is impossible"
-            self._check(_is_int(self.clients) and 1 <= self.clients <= MAX_CLIENTS, "load.clients", problem,  # type: ignore[operator]
-                        f"an integer in [1, {MAX_CLIENTS}] (concurrent clients, a thread each)")  # fmt: skip
-            self._check(self.num_requests is not None, "num_requests", "missing on a closed-loop load",
-                        "a request count (duration_s then stops it early)")  # fmt: skip
+            problem = (
+                "missing on a closed-loop load" if self.clients is None else f"{self.clients!r} is impossible"
+            )
+            self._check(
+                _is_int(self.clients) and 1 <= self.clients <= MAX_CLIENTS,
+                "load.clients",
+                problem,  # type: ignore[operator]
+                f"an integer in [1, {MAX_CLIENTS}] (concurrent clients, a thread each)",
+            )
+            self._check(
+                self.num_requests is not None,
+                "num_requests",
+                "missing on a closed-loop load",
+                "a request count (duration_s then stops it early)",
+            )
 
     def _validate_counts(self) -> None:
         """How many requests, for how long, after how many warm-up requests."""
-        self._check(self.num_requests is None or (_is_int(self.num_requests) and 1 <= self.num_requests <= MAX_REQUESTS),
-                    "num_requests", f"{self.num_requests!r} is impossible",
-                    f"an integer in [1, {MAX_REQUESTS:,}] (split a longer load into several runs)")  # fmt: skip
-        self._check(self.duration_s is None or (_is_number(self.duration_s) and 0 < self.duration_s <= MAX_DURATION_S),
-                    "duration_s", f"{self.duration_s!r} is impossible", f"seconds in (0, {MAX_DURATION_S:g}] (a week)")  # fmt: skip
-        self._check(self.num_requests is not None or self.duration_s is not None, "num_requests",
-                    "neither num_requests nor duration_s is set", "num_requests and/or duration_s")  # fmt: skip
-        if self.num_requests is None and self.mode == "open-loop" and _is_number(self.rate) and _is_number(self.duration_s):
+        self._check(
+            self.num_requests is None
+            or (_is_int(self.num_requests) and 1 <= self.num_requests <= MAX_REQUESTS),
+            "num_requests",
+            f"{self.num_requests!r} is impossible",
+            f"an integer in [1, {MAX_REQUESTS:,}] (split a longer load into several runs)",
+        )
+        self._check(
+            self.duration_s is None
+            or (_is_number(self.duration_s) and 0 < self.duration_s <= MAX_DURATION_S),
+            "duration_s",
+            f"{self.duration_s!r} is impossible",
+            f"seconds in (0, {MAX_DURATION_S:g}] (a week)",
+        )
+        self._check(
+            self.num_requests is not None or self.duration_s is not None,
+            "num_requests",
+            "neither num_requests nor duration_s is set",
+            "num_requests and/or duration_s",
+        )
+        if (
+            self.num_requests is None
+            and self.mode == "open-loop"
+            and _is_number(self.rate)
+            and _is_number(self.duration_s)
+        ):
             expected = self.rate * self.duration_s  # type: ignore[operator]
-            self._check(expected <= MAX_REQUESTS, "duration_s", f"{self.duration_s!r} s at {self.rate!r} requests/s is "
-                        f"{expected:.3g} requests", f"rate x duration_s <= {MAX_REQUESTS:,}, or set num_requests")  # fmt: skip
-        self._check(_is_int(self.warmup_requests) and 0 <= self.warmup_requests <= MAX_REQUESTS, "warmup_requests",
-                    f"{self.warmup_requests!r} is impossible", f"an integer in [0, {MAX_REQUESTS:,}]")  # fmt: skip
+            self._check(
+                expected <= MAX_REQUESTS,
+                "duration_s",
+                f"{self.duration_s!r} s at {self.rate!r} requests/s is {expected:.3g} requests",
+                f"rate x duration_s <= {MAX_REQUESTS:,}, or set num_requests",
+            )
+        self._check(
+            _is_int(self.warmup_requests) and 0 <= self.warmup_requests <= MAX_REQUESTS,
+            "warmup_requests",
+            f"{self.warmup_requests!r} is impossible",
+            f"an integer in [0, {MAX_REQUESTS:,}]",
+        )
         # A warm-up readies the engine for the measured load; one longer than that load is a typo (and, all
         # submitted at once on an open loop, a burst the KV pool was never sized for).
-        self._check(self.num_requests is None or self.warmup_requests <= self.num_requests, "warmup_requests",
-                    f"{self.warmup_requests} warm-up requests for {self.num_requests} measured ones",
-                    f"at most num_requests ({self.num_requests})")  # fmt: skip
+        self._check(
+            self.num_requests is None or self.warmup_requests <= self.num_requests,
+            "warmup_requests",
+            f"{self.warmup_requests} warm-up requests for {self.num_requests} measured ones",
+            f"at most num_requests ({self.num_requests})",
+        )
 
     @property
     def open_loop(self) -> bool:
@@ -154,9 +236,12 @@ class ScenarioSpec:
         return self.sampling_mix or (RequestClass(weight=1.0, name="default"),)
 
     def with_overrides(
-        self, num_requests: int | None = None, duration_s: float | None = None, seed: int | None = None,
+        self,
+        num_requests: int | None = None,
+        duration_s: float | None = None,
+        seed: int | None = None,
         **fields: Any,
-    ) -> ScenarioSpec:  # fmt: skip
+    ) -> ScenarioSpec:
         """A copy with the given settings replaced (None keeps the scenario's), validated again; `fields` are
         other ScenarioSpec fields (mode, clients, rate, output_tokens, ...) replaced as given, None included."""
         unknown = sorted(set(fields) - {spec_field.name for spec_field in dataclass_fields(self)})

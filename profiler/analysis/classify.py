@@ -77,9 +77,13 @@ IDLE_MARKER: tuple[str, ...] = ("_wait_for_work", "Engine._run")
 # Functions whose waits are a client waiting for the engine (its next token, its result) or a load
 # generator waiting for the next arrival: `waiting`, not lock contention. "FILE:NAME" ties a name to a file.
 WAITING_MARKER: tuple[str, ...] = (
-    "RequestHandle.result", "RequestHandle.stream", "Ticket.wait", "_Load.pause_until", "_Load.join",
+    "RequestHandle.result",
+    "RequestHandle.stream",
+    "Ticket.wait",
+    "_Load.pause_until",
+    "_Load.join",
     "scenarios/loadgen.py:client",
-)  # fmt: skip
+)
 # Functions whose callees are the profiler's own work, not the engine's (profiler.collectors.kernels).
 OWN_MARKER: tuple[str, ...] = ("KernelCollector._open_window", "KernelCollector._close_window")
 
@@ -114,7 +118,9 @@ class Classification(NamedTuple):
     category: str
     component: str | None
     dispatch: bool
-    wait: str | None = None  # for waits, their kind: idle, queueing, worker or client (engine_tables.WAIT_KINDS)
+    wait: str | None = (
+        None  # for waits, their kind: idle, queueing, worker or client (engine_tables.WAIT_KINDS)
+    )
 
 
 _THREAD = re.compile(r"^thread \((?P<tid>[^)]*)\)(?::\s?(?P<name>.*))?$")
@@ -211,7 +217,9 @@ _SLEEP_NAMES = re.compile(
 )
 # CPython's own C code, as py-spy names it with debug info (`_PyEval_EvalFrameDefault (ceval.c:5000)`):
 # the interpreter at work, like a libpython frame without line numbers.
-_CPYTHON_NAMES = re.compile(r"^_?Py[A-Z_]|^_?Py\w*_|^(?:cfunction|method|slot|builtin|vectorcall|wrapper)_\w+")
+_CPYTHON_NAMES = re.compile(
+    r"^_?Py[A-Z_]|^_?Py\w*_|^(?:cfunction|method|slot|builtin|vectorcall|wrapper)_\w+"
+)
 _CPYTHON_FILES = re.compile(
     r"(?:^|/)(?:ceval|ceval_gil|ceval_macros|call|abstract|object|typeobject|dictobject|listobject|tupleobject|"
     r"unicodeobject|longobject|floatobject|funcobject|methodobject|descrobject|genobject|frameobject|classobject|"
@@ -221,11 +229,17 @@ _CPYTHON_FILES = re.compile(
     r"generated_cases\.c\.h$|\.c\.h$"
 )
 # SIMD intrinsics and hand-written compute in compiled extensions (vLLM's CPU attention and GEMMs).
-_KERNEL_FILES = re.compile(r"intrin\.h$|(?:^|/)(?:cpu_attn|attention|gemm|mla|moe|quant|activation|layernorm|"
-                           r"pos_encoding|cache|dnnl|sgl)\w*\.(?:hpp|cpp|cc|cu|h)$")
-_KERNEL_SYMBOLS = re.compile(r"^_mm\d*_|__builtin_ia32|^_tile_|^__m\d+|gemm|kernel|attn|attention|matmul|brgemm")
+_KERNEL_FILES = re.compile(
+    r"intrin\.h$|(?:^|/)(?:cpu_attn|attention|gemm|mla|moe|quant|activation|layernorm|"
+    r"pos_encoding|cache|dnnl|sgl)\w*\.(?:hpp|cpp|cc|cu|h)$"
+)
+_KERNEL_SYMBOLS = re.compile(
+    r"^_mm\d*_|__builtin_ia32|^_tile_|^__m\d+|gemm|kernel|attn|attention|matmul|brgemm"
+)
 # Libraries whose unnamed or generic frames say nothing of the work (the caller decides).
-_SYSTEM_LIBS = re.compile(r"^(?:libc|libpthread|ld-linux|libdl|librt|libm|libstdc\+\+|libgcc|libutil)[.-]|^linux-vdso")
+_SYSTEM_LIBS = re.compile(
+    r"^(?:libc|libpthread|ld-linux|libdl|librt|libm|libstdc\+\+|libgcc|libutil)[.-]|^linux-vdso"
+)
 # Strong markers of the path from Python into an aten op: bindings, argument parsing, the dispatcher's
 # entry points, tensor creation. Other libtorch frames are weak: the nearest strong frame outward decides.
 _DISPATCH_NAMES = re.compile(
@@ -306,7 +320,12 @@ def _native_verdict(frame: Frame, native_libs: tuple[str, ...]) -> Verdict | Non
         return "kernel", False, True
     if _DISPATCH_NAMES.search(name):
         return "interpreter", True, True
-    if "libpython" in lib or lib.startswith("python") or _CPYTHON_FILES.search(lib) or _CPYTHON_NAMES.search(name):
+    if (
+        "libpython" in lib
+        or lib.startswith("python")
+        or _CPYTHON_FILES.search(lib)
+        or _CPYTHON_NAMES.search(name)
+    ):
         return "interpreter", False, False
     if lib.startswith(_TORCH_LIBS):
         return "interpreter", True, False
@@ -345,7 +364,9 @@ def _idle_wait(frames: tuple[Frame, ...], markers: tuple[str, ...]) -> bool:
     return False
 
 
-def _compile(rows: Iterable[tuple[str, str, str | None]]) -> list[tuple[str, re.Pattern[str], re.Pattern[str] | None]]:
+def _compile(
+    rows: Iterable[tuple[str, str, str | None]],
+) -> list[tuple[str, re.Pattern[str], re.Pattern[str] | None]]:
     return [(label, re.compile(file), re.compile(func) if func else None) for label, file, func in rows]
 
 
@@ -384,7 +405,11 @@ class WaitRules:
     def kind(self, frames: tuple[Frame, ...]) -> tuple[str | None, Frame | None]:
         """(wait kind, the caller that decided it) from the nearest Python caller that is not wait machinery."""
         for frame in reversed(frames):
-            if not frame.python or frame.where.endswith(_PY_WAIT_FILES) or frame.where.endswith(_WAIT_PLUMBING):
+            if (
+                not frame.python
+                or frame.where.endswith(_PY_WAIT_FILES)
+                or frame.where.endswith(_WAIT_PLUMBING)
+            ):
                 continue
             if _BUILTIN_WAIT.search(frame.function):
                 continue
@@ -400,14 +425,24 @@ class WaitRules:
 def _thread_loop_takes_a_job(frames: tuple[Frame, ...], caller: Frame) -> bool:
     """A queue get called by the thread's own target (the frame right under threading's Thread.run): a worker
     loop waiting for its next job, whatever engine it belongs to (`while True: job = jobs.get()`)."""
-    takes = any(frame.python and (frame.where.endswith("queue.py") and _leaf_name(frame.function) == "get"
-                                  or frame.function in ("SimpleQueue.get", "_queue.SimpleQueue.get"))
-                for frame in frames)  # fmt: skip
+    takes = any(
+        frame.python
+        and (
+            frame.where.endswith("queue.py")
+            and _leaf_name(frame.function) == "get"
+            or frame.function in ("SimpleQueue.get", "_queue.SimpleQueue.get")
+        )
+        for frame in frames
+    )
     if not takes:
         return False
     python = [frame for frame in frames if frame.python]
     index = python.index(caller) if caller in python else -1
-    return index > 0 and python[index - 1].where.endswith("threading.py") and python[index - 1].function == "Thread.run"
+    return (
+        index > 0
+        and python[index - 1].where.endswith("threading.py")
+        and python[index - 1].function == "Thread.run"
+    )
 
 
 # Files between a wait and the code it waits for that say nothing of why (a `with` around the wait, a selector).
@@ -425,8 +460,9 @@ def classify_category(
     waits: WaitRules | None = None,
 ) -> tuple[str, bool]:
     """(category, dispatch) of a stack given outermost-first frames."""
-    category, dispatch, _kind = classify_wait(frames, idle_marker=idle_marker, native_libs=native_libs,
-                                              waiting_marker=waiting_marker, waits=waits)  # fmt: skip
+    category, dispatch, _kind = classify_wait(
+        frames, idle_marker=idle_marker, native_libs=native_libs, waiting_marker=waiting_marker, waits=waits
+    )
     return category, dispatch
 
 
@@ -455,7 +491,9 @@ def classify_wait(
                 if weak is not None:
                     category, dispatch = weak[0], weak[1]
                 else:
-                    category = "lock" if _python_wait(frame) else "idle" if _python_io_wait(frame) else "interpreter"
+                    category = (
+                        "lock" if _python_wait(frame) else "idle" if _python_io_wait(frame) else "interpreter"
+                    )
                 break
             verdict = _native_verdict(frame, native_libs)
             if verdict is None:
@@ -473,7 +511,13 @@ def classify_wait(
         return "idle", False, "idle"
     if category == "lock" and _idle_wait(frames, waiting_marker):
         return "waiting", False, "client"
-    if category == "interpreter" and not dispatch and frames and frames[-1].python and _marked(frames[-1], waiting_marker):
+    if (
+        category == "interpreter"
+        and not dispatch
+        and frames
+        and frames[-1].python
+        and _marked(frames[-1], waiting_marker)
+    ):
         # The load generator's client loop blocks in SimpleQueue.get, a C call a Python-only stack does not
         # show; its own code is a few lines between waits.
         return "waiting", False, "client"
@@ -586,17 +630,22 @@ def classify(
     rules = rules or _default_rules()
     if any(frame.python and frame.function in own_marker for frame in frames):
         return Classification("other", rules.component(frames), False)
-    category, dispatch, wait = classify_wait(frames, idle_marker=idle_marker, native_libs=native_libs,
-                                             waiting_marker=waiting_marker, waits=waits)  # fmt: skip
+    category, dispatch, wait = classify_wait(
+        frames, idle_marker=idle_marker, native_libs=native_libs, waiting_marker=waiting_marker, waits=waits
+    )
     component = rules.component(frames)
     if component == "model":
         component = "model_kernels" if category == "kernel" else "model_glue"
     return Classification(category, component, dispatch, wait)
 
 
-_GIL_NAMES = re.compile(r"take_gil|PyEval_RestoreThread|PyEval_AcquireThread|PyGILState_Ensure|gil_scoped_acquire|"
-                        r"PyEval_AcquireLock")  # fmt: skip
-_PY_LOCK_OBJECTS = re.compile(r"PyThread_acquire_lock|rlock_acquire|acquire_timed|lock_PyThread|semlock|PyCOND_WAIT_LOCK")
+_GIL_NAMES = re.compile(
+    r"take_gil|PyEval_RestoreThread|PyEval_AcquireThread|PyGILState_Ensure|gil_scoped_acquire|"
+    r"PyEval_AcquireLock"
+)
+_PY_LOCK_OBJECTS = re.compile(
+    r"PyThread_acquire_lock|rlock_acquire|acquire_timed|lock_PyThread|semlock|PyCOND_WAIT_LOCK"
+)
 _CONDVAR_WAITS = re.compile(r"pthread_cond_(?:timed|clock)?wait|futex|__lll_lock_wait")
 # torch's Python bindings: their own frames wait on nothing but the GIL (an op's waits sit in at::/c10 frames below).
 _PY_BINDINGS = re.compile(r"^torch::autograd::THP\w+|^THPVariable_|^THPModule_")

@@ -37,7 +37,16 @@ NATIVE_CAPABLE = ("scheduler", "sampler", "kv_alloc", "prepare")
 # Per-token control flow a native twin replaces; model_glue is the model's own Python around its kernels, which no
 # twin replaces, so it is never "the largest control path".
 CONTROL_PATHS = ("scheduler", "sampler", "kv_alloc", "prepare", "tokenizer", "detokenizer")
-CONTROL_COMPONENTS = ("scheduler", "sampler", "kv_alloc", "prepare", "tokenizer", "detokenizer", "queue", "model_glue")
+CONTROL_COMPONENTS = (
+    "scheduler",
+    "sampler",
+    "kv_alloc",
+    "prepare",
+    "tokenizer",
+    "detokenizer",
+    "queue",
+    "model_glue",
+)
 DISAGREEMENT_NOTE_PP = 10.0
 IDLE_NOTE = 0.30
 
@@ -84,8 +93,13 @@ def interpreter_interval(breakdown: dict[str, Any]) -> dict[str, Any] | None:
     busy = round((1.0 - (categories.get("idle") or 0.0)) * total)
     hits = min(busy, round(categories["interpreter"] * total))
     interval = wilson_interval(hits, busy)
-    return {"share": interval.point, "low": interval.low, "high": interval.high, "samples": busy,
-            "method": "Wilson 95% interval of interpreter samples among the engine thread's busy samples"}  # fmt: skip
+    return {
+        "share": interval.point,
+        "low": interval.low,
+        "high": interval.high,
+        "samples": busy,
+        "method": "Wilson 95% interval of interpreter samples among the engine thread's busy samples",
+    }
 
 
 def straddled(interval: dict[str, Any] | None) -> list[float]:
@@ -153,10 +167,14 @@ def blind_spots(breakdown: dict[str, Any], collectors: dict[str, Any]) -> list[s
     spans_status, spans_reason = status("spans")
     if spans_status != "ok":
         spots.append(f"No spans ({spans_reason}): components and lock waits are not measured exactly.")
-    elif breakdown.get("methods", {}).get("spans") and not (samples and samples.get("resolution") == "native"):
+    elif breakdown.get("methods", {}).get("spans") and not (
+        samples and samples.get("resolution") == "native"
+    ):
         # With native samples every lock wait is counted there; without them an untraced lock hides.
-        spots.append("Spans see only locks taken through the tracer: a wait on any other lock counts as its span's "
-                     "time, and without native stacks the samples miss a bare lock.acquire() too (--profile deep).")
+        spots.append(
+            "Spans see only locks taken through the tracer: a wait on any other lock counts as its span's "
+            "time, and without native stacks the samples miss a bare lock.acquire() too (--profile deep)."
+        )
     gc_status, gc_reason = status("gc")
     if gc_status != "ok":
         spots.append(f"GC pauses were not timed ({gc_reason}).")
@@ -231,12 +249,18 @@ def diagnose(
         reasons.append(
             f"Its 95% interval from {interval['samples']:,} busy engine-thread samples is "
             f"[{interval['low']:.1%}, {interval['high']:.1%}] (samples: {interval['share']:.1%})"
-            + (f"; it straddles the {' and '.join(f'{t:.0%}' for t in unsure)} threshold"
-               f"{'s' if len(unsure) > 1 else ''}: this run cannot tell which side of the rule it is on, so sample "
-               "longer before acting on it." if unsure else "; it clears the rule's thresholds.")
-        )  # fmt: skip
+            + (
+                f"; it straddles the {' and '.join(f'{t:.0%}' for t in unsure)} threshold"
+                f"{'s' if len(unsure) > 1 else ''}: this run cannot tell which side of the rule it is on, so sample "
+                "longer before acting on it."
+                if unsure
+                else "; it clears the rule's thresholds."
+            )
+        )
     else:
-        reasons.append("No interval for the interpreter share: it needs native stack samples (--profile deep) to count.")
+        reasons.append(
+            "No interval for the interpreter share: it needs native stack samples (--profile deep) to count."
+        )
     if idle >= IDLE_NOTE:
         reasons.append(
             f"The engine thread waited for work {idle:.1%} of the time: the offered load, not the engine, "
@@ -257,8 +281,16 @@ def diagnose(
                 "trust the spans for components and the samples for what native code does."
             )
 
-    predictions = _predictions(split, busy, _speedups(native_speedups, replayed), measured_gains, reasons, added_costs,
-                               twins_on, breakdown.get("share_intervals") or {})  # fmt: skip
+    predictions = _predictions(
+        split,
+        busy,
+        _speedups(native_speedups, replayed),
+        measured_gains,
+        reasons,
+        added_costs,
+        twins_on,
+        breakdown.get("share_intervals") or {},
+    )
     if twins_on:
         reasons.append(f"C twins on in this run: {', '.join(twins_on)}; nothing is predicted for them.")
     machine_busy = void_reason(health) if (health or {}).get("void") == VOID_BUSY else None
@@ -266,9 +298,11 @@ def diagnose(
         for prediction in predictions.values():
             if prediction.get("predicted_gain") is not None:
                 prediction["void"] = machine_busy
-        reasons.append(f"The predictions are void: {machine_busy}; under contention a prediction built from the run's "
-                       "shares and a speedup replayed after the load moved while the in-run measurement held "
-                       "(docs/measurements.md, \"Run health\"). Re-run on a quieter machine.")  # fmt: skip
+        reasons.append(
+            f"The predictions are void: {machine_busy}; under contention a prediction built from the run's "
+            "shares and a speedup replayed after the load moved while the in-run measurement held "
+            '(docs/measurements.md, "Run health"). Re-run on a quieter machine.'
+        )
     return {
         "twins_on": twins_on,
         "largest_control_path": largest_control_path(split, twins_on),
@@ -289,27 +323,43 @@ def diagnose(
 def largest_control_path(split: dict[str, Any], twins_on: Iterable[str] = ()) -> dict[str, Any] | None:
     """{name, share} of the largest control path still in Python (not model_glue, not a twin that was on)."""
     skip = set(twins_on)
-    name, share = _largest(split.get("components") or {}, [path for path in CONTROL_PATHS if path not in skip])
+    name, share = _largest(
+        split.get("components") or {}, [path for path in CONTROL_PATHS if path not in skip]
+    )
     return {"name": name, "share": share} if name and share > 0 else None
 
 
-def _speedups(native_speedups: dict[str, float] | None, replayed: dict[str, dict[str, Any]] | None
-              ) -> dict[str, dict[str, Any]]:  # fmt: skip
+def _speedups(
+    native_speedups: dict[str, float] | None, replayed: dict[str, dict[str, Any]] | None
+) -> dict[str, dict[str, Any]]:
     """Per component: {speedup, low, high, source, steps}, the replay's where it has one."""
-    chosen = {name: {"speedup": value, "low": None, "high": None, "source": "microbenchmark", "steps": None}
-              for name, value in (native_speedups or {}).items() if value}  # fmt: skip
+    chosen = {
+        name: {"speedup": value, "low": None, "high": None, "source": "microbenchmark", "steps": None}
+        for name, value in (native_speedups or {}).items()
+        if value
+    }
     for name, entry in (replayed or {}).items():
         if entry.get("speedup"):
-            chosen[name] = {"speedup": entry["speedup"], "low": entry.get("low"), "high": entry.get("high"),
-                            "source": "replay", "steps": entry.get("steps")}  # fmt: skip
+            chosen[name] = {
+                "speedup": entry["speedup"],
+                "low": entry.get("low"),
+                "high": entry.get("high"),
+                "source": "replay",
+                "steps": entry.get("steps"),
+            }
     return chosen
 
 
 def _predictions(
-    split: dict[str, Any], busy: float, speedups: dict[str, dict[str, Any]],
-    measured_gains: dict[str, float] | None, reasons: list[str], added_costs: dict[str, float] | None = None,
-    twins_on: Iterable[str] = (), share_intervals: dict[str, dict[str, Any]] | None = None,
-) -> dict[str, dict[str, Any]]:  # fmt: skip
+    split: dict[str, Any],
+    busy: float,
+    speedups: dict[str, dict[str, Any]],
+    measured_gains: dict[str, float] | None,
+    reasons: list[str],
+    added_costs: dict[str, float] | None = None,
+    twins_on: Iterable[str] = (),
+    share_intervals: dict[str, dict[str, Any]] | None = None,
+) -> dict[str, dict[str, Any]]:
     """Per native-capable component: its share of busy time, speedup (with its interval when replayed) and
     Amdahl gain (reasons get a line each), less any work the native twin adds (`added_costs`, shares of wall time).
 
@@ -319,17 +369,27 @@ def _predictions(
     for name in NATIVE_CAPABLE:
         if name in twins_on:
             # Its C twin already ran: the share is native time, and a speedup over itself predicts nothing.
-            predictions[name] = {"share": (split["components"].get(name) or 0.0) / busy if busy > 0 else 0.0,
-                                 "native_speedup": None, "native_speedup_low": None, "native_speedup_high": None,
-                                 "speedup_source": None, "predicted_gain": None, "predicted_gain_low": None,
-                                 "predicted_gain_high": None, "measured_gain": None, "twin_on": True}  # fmt: skip
+            predictions[name] = {
+                "share": (split["components"].get(name) or 0.0) / busy if busy > 0 else 0.0,
+                "native_speedup": None,
+                "native_speedup_low": None,
+                "native_speedup_high": None,
+                "speedup_source": None,
+                "predicted_gain": None,
+                "predicted_gain_low": None,
+                "predicted_gain_high": None,
+                "measured_gain": None,
+                "twin_on": True,
+            }
             continue
         component_share = (split["components"].get(name) or 0.0) / busy if busy > 0 else 0.0
         found = speedups.get(name) or {}
         speedup, low, high = found.get("speedup"), found.get("low"), found.get("high")
         added = ((added_costs or {}).get(name) or 0.0) / busy if busy > 0 else 0.0
 
-        def gain_at(factor: float | None, share: float = component_share, added: float = added) -> float | None:
+        def gain_at(
+            factor: float | None, share: float = component_share, added: float = added
+        ) -> float | None:
             return amdahl_gain(share, factor) - added if factor else None
 
         gain = gain_at(speedup)
@@ -339,12 +399,18 @@ def _predictions(
         bounded = bool(low and high) or share_interval is not None
         measured = (measured_gains or {}).get(name)
         predictions[name] = {
-            "share": component_share, "native_speedup": speedup, "native_speedup_low": low,
-            "native_speedup_high": high, "speedup_source": found.get("source"), "predicted_gain": gain,
+            "share": component_share,
+            "native_speedup": speedup,
+            "native_speedup_low": low,
+            "native_speedup_high": high,
+            "speedup_source": found.get("source"),
+            "predicted_gain": gain,
             "predicted_gain_low": gain_at(low or speedup, share_low) if bounded else None,
             "predicted_gain_high": gain_at(high or speedup, share_high) if bounded else None,
-            "measured_gain": measured, "share_low": share_low, "share_high": share_high,
-        }  # fmt: skip
+            "measured_gain": measured,
+            "share_low": share_low,
+            "share_high": share_high,
+        }
         if added:
             predictions[name]["added_cost"] = added
         if gain is not None:
@@ -359,7 +425,9 @@ def _predictions(
                 f"of step time and would save about {gain:.1%} of it (Amdahl{extra})."
             )
         if measured is not None and gain is not None:
-            reasons.append(f"The verify run with a native {name} measured {measured:.1%} against {gain:.1%} predicted.")
+            reasons.append(
+                f"The verify run with a native {name} measured {measured:.1%} against {gain:.1%} predicted."
+            )
     return predictions
 
 
@@ -376,8 +444,12 @@ def gpu_verdict(gpu_time: dict[str, Any]) -> dict[str, Any]:
     share = gpu_time.get("idle_host_share")
     by_component = sorted((gpu_time.get("idle_host_by_component") or {}).items(), key=lambda item: -item[1])
     if not isinstance(share, (int, float)):
-        return {"idle_host_share": None, "rule": None, "waited_on": [],
-                "sentence": "The GPU's idle time was not measured."}  # fmt: skip
+        return {
+            "idle_host_share": None,
+            "rule": None,
+            "waited_on": [],
+            "sentence": "The GPU's idle time was not measured.",
+        }
     rule = rule_for(share)
     sentence = f"The GPU waits for the host {share:.1%} of the time ({rule})"
     if by_component and share > 0:
@@ -389,5 +461,9 @@ def gpu_verdict(gpu_time: dict[str, Any]) -> dict[str, Any]:
     no_work = gpu_time.get("idle_no_work_share")
     if isinstance(no_work, (int, float)) and no_work > 0:
         sentence += f"; it had no work {no_work:.1%} of the time"
-    return {"idle_host_share": share, "rule": rule, "waited_on": [[name, part] for name, part in by_component],
-            "sentence": sentence + "."}  # fmt: skip
+    return {
+        "idle_host_share": share,
+        "rule": rule,
+        "waited_on": [[name, part] for name, part in by_component],
+        "sentence": sentence + ".",
+    }

@@ -46,8 +46,18 @@ ProbeRow = tuple[str, str, str]  # (component or "step", module, qualname in it)
 
 WAIT_KINDS = ("idle", "queueing", "worker", "client")
 ROLES = ("engine loop", "model worker", "api", "tokenizer")
-PROBE_LABELS = ("step", "scheduler", "sampler", "kv_alloc", "prepare", "tokenizer", "detokenizer", "model", "worker",
-                "api")  # fmt: skip
+PROBE_LABELS = (
+    "step",
+    "scheduler",
+    "sampler",
+    "kv_alloc",
+    "prepare",
+    "tokenizer",
+    "detokenizer",
+    "model",
+    "worker",
+    "api",
+)
 ENV_VAR = "INFER_PROF_ENGINE_TABLES"
 USER_FOLDER = Path("~/.config/infer-prof/engines")
 
@@ -62,7 +72,9 @@ class EngineTable:
     wait_frames: tuple[Row, ...] = ()
     roles: tuple[Row, ...] = ()
     source: str = "built-in"
-    detect: tuple[str, ...] = field(default=())  # file patterns whose frames say this engine runs in a process
+    detect: tuple[str, ...] = field(
+        default=()
+    )  # file patterns whose frames say this engine runs in a process
     probes: tuple[ProbeRow, ...] = ()
 
 
@@ -70,10 +82,12 @@ class EngineTable:
 
 OURS = EngineTable(
     name="infer-prof",
-    roles=(("engine loop", r"(^|/)engine/engine\.py$", r"Engine\._(run|step|loop)"),
-           ("api", r"(^|/)profiler/serve/", None)),
+    roles=(
+        ("engine loop", r"(^|/)engine/engine\.py$", r"Engine\._(run|step|loop)"),
+        ("api", r"(^|/)profiler/serve/", None),
+    ),
     detect=(r"(^|/)engine/engine\.py$",),
-)  # fmt: skip
+)
 
 # vLLM v1 (0.8-0.32): APIServer (AsyncLLM, the output processor and detokenizer run in its event loop),
 # EngineCore (run_busy_loop: schedule -> execute_model on the workers -> update_from_output) and Worker
@@ -82,45 +96,115 @@ VLLM = EngineTable(
     name="vllm",
     components=(
         ("scheduler", r"(^|/)vllm/(v1/core/sched/|core/(scheduler|policy|interfaces)\.py)", None),
-        ("scheduler", r"(^|/)vllm/v1/engine/core\.py$", (r"update_from_output|_handle_client_request|add_request|"
-                                                        r"abort_requests|_process_aborts_queue")),
-        ("kv_alloc", (r"(^|/)vllm/(v1/core/(kv_cache_manager|block_pool|kv_cache_utils|kv_cache_coordinator|"
-                     r"single_type_kv_cache_manager)\.py|core/block_manager\w*\.py|core/block/)"), None),
-        ("sampler", r"(^|/)vllm/(v1/sample/|model_executor/layers/sampler\.py|model_executor/sampling_metadata\.py)",
-         None),
-        ("detokenizer", (r"(^|/)vllm/(v1/engine/(detokenizer|output_processor|logprobs)\.py|"
-                        r"transformers_utils/detokenizer\w*\.py|tokenizers/detokenizer\w*\.py)"), None),
-        ("tokenizer", (r"(^|/)vllm/(transformers_utils/tokenizer\w*|v1/engine/(processor|input_processor)|"
-                      r"inputs/preprocess|renderers?/\w+|tokenizers/\w+)\.py"), None),
+        (
+            "scheduler",
+            r"(^|/)vllm/v1/engine/core\.py$",
+            (
+                r"update_from_output|_handle_client_request|add_request|"
+                r"abort_requests|_process_aborts_queue"
+            ),
+        ),
+        (
+            "kv_alloc",
+            (
+                r"(^|/)vllm/(v1/core/(kv_cache_manager|block_pool|kv_cache_utils|kv_cache_coordinator|"
+                r"single_type_kv_cache_manager)\.py|core/block_manager\w*\.py|core/block/)"
+            ),
+            None,
+        ),
+        (
+            "sampler",
+            r"(^|/)vllm/(v1/sample/|model_executor/layers/sampler\.py|model_executor/sampling_metadata\.py)",
+            None,
+        ),
+        (
+            "detokenizer",
+            (
+                r"(^|/)vllm/(v1/engine/(detokenizer|output_processor|logprobs)\.py|"
+                r"transformers_utils/detokenizer\w*\.py|tokenizers/detokenizer\w*\.py)"
+            ),
+            None,
+        ),
+        (
+            "tokenizer",
+            (
+                r"(^|/)vllm/(transformers_utils/tokenizer\w*|v1/engine/(processor|input_processor)|"
+                r"inputs/preprocess|renderers?/\w+|tokenizers/\w+)\.py"
+            ),
+            None,
+        ),
         # Input preparation: the model runner's batch and metadata building, before the forward.
-        ("prepare", r"(^|/)vllm/v1/worker/(\w*model_runner|gpu/\w+|cpu/\w+)\.py$",
-         (r"_prepare_inputs|_update_states|_prepare|prepare_|_build_attention_metadata|_calc_|_get_cumsum|"
-         r"_preprocess|condense|_make_|_compute_")),
-        ("prepare", r"(^|/)vllm/v1/(worker/(gpu_)?input_batch|worker/block_table|attention/backends/\w+)\.py$",
-         r"build|prepare|refresh|commit|_make|add_request|remove_request|condense|append_row|move_row|swap"),
-        ("api", r"(^|/)vllm/(entrypoints/|v1/engine/(async_llm|core_client)\.py|engine/async_llm_engine\.py)", None),
+        (
+            "prepare",
+            r"(^|/)vllm/v1/worker/(\w*model_runner|gpu/\w+|cpu/\w+)\.py$",
+            (
+                r"_prepare_inputs|_update_states|_prepare|prepare_|_build_attention_metadata|_calc_|_get_cumsum|"
+                r"_preprocess|condense|_make_|_compute_"
+            ),
+        ),
+        (
+            "prepare",
+            r"(^|/)vllm/v1/(worker/(gpu_)?input_batch|worker/block_table|attention/backends/\w+)\.py$",
+            r"build|prepare|refresh|commit|_make|add_request|remove_request|condense|append_row|move_row|swap",
+        ),
+        (
+            "api",
+            r"(^|/)vllm/(entrypoints/|v1/engine/(async_llm|core_client)\.py|engine/async_llm_engine\.py)",
+            None,
+        ),
         # Not v1/executor/: in EngineCore its frames are the loop sending work to the Worker and waiting for it.
-        ("model", (r"(^|/)vllm/(model_executor/|v1/worker/|worker/|attention/|v1/attention/|_custom_ops\.py|"
-                  r"distributed/(?!device_communicators/shm_broadcast|utils\.py))"), None),
+        (
+            "model",
+            (
+                r"(^|/)vllm/(model_executor/|v1/worker/|worker/|attention/|v1/attention/|_custom_ops\.py|"
+                r"distributed/(?!device_communicators/shm_broadcast|utils\.py))"
+            ),
+            None,
+        ),
     ),
     waits=(
-        ("idle", r"(^|/)vllm/v1/executor/multiproc_executor\.py$", r"worker_busy_loop|wait_for_termination|monitor"),
-        ("worker", r"(^|/)vllm/v1/executor/", None),  # collective_rpc / FutureWrapper.result: the loop waits on a Worker
+        (
+            "idle",
+            r"(^|/)vllm/v1/executor/multiproc_executor\.py$",
+            r"worker_busy_loop|wait_for_termination|monitor",
+        ),
+        (
+            "worker",
+            r"(^|/)vllm/v1/executor/",
+            None,
+        ),  # collective_rpc / FutureWrapper.result: the loop waits on a Worker
         ("worker", r"(^|/)vllm/v1/engine/core\.py$", r"EngineCore\.step|step_with_batch_queue|execute_model"),
-        ("idle", r"(^|/)vllm/v1/engine/core\.py$", (r"_process_input_queue|process_input_sockets|process_output_sockets|"
-                                                   r"run_busy_loop|_perform_handshake|startup")),
+        (
+            "idle",
+            r"(^|/)vllm/v1/engine/core\.py$",
+            (
+                r"_process_input_queue|process_input_sockets|process_output_sockets|"
+                r"run_busy_loop|_perform_handshake|startup"
+            ),
+        ),
         ("idle", r"(^|/)vllm/v1/engine/(core_client|coordinator|async_llm)\.py$", None),
         ("idle", r"(^|/)vllm/(utils/|v1/utils\.py|usage/|v1/metrics/|entrypoints/)", None),
     ),
     wait_frames=(
         # The shared-memory broadcast queue spins (sched_yield) while it has nothing to read.
-        ("idle", r"(^|/)vllm/distributed/device_communicators/shm_broadcast\.py$",
-         r"SpinCondition\.wait|acquire_read|acquire_write|dequeue|wait_until_ready|_spin|_wait"),
+        (
+            "idle",
+            r"(^|/)vllm/distributed/device_communicators/shm_broadcast\.py$",
+            r"SpinCondition\.wait|acquire_read|acquire_write|dequeue|wait_until_ready|_spin|_wait",
+        ),
         ("idle", r"(^|/)vllm/distributed/utils\.py$", r"sched_yield"),
     ),
     roles=(
-        ("engine loop", r"(^|/)vllm/v1/engine/core\.py$", r"run_busy_loop|EngineCore\.step|_process_engine_step"),
-        ("model worker", r"(^|/)vllm/v1/executor/multiproc_executor\.py$", r"worker_busy_loop|_execute_worker_rpc"),
+        (
+            "engine loop",
+            r"(^|/)vllm/v1/engine/core\.py$",
+            r"run_busy_loop|EngineCore\.step|_process_engine_step",
+        ),
+        (
+            "model worker",
+            r"(^|/)vllm/v1/executor/multiproc_executor\.py$",
+            r"worker_busy_loop|_execute_worker_rpc",
+        ),
         ("model worker", r"(^|/)vllm/v1/worker/", None),
         ("api", r"(^|/)vllm/(entrypoints/|v1/engine/async_llm\.py)", None),
     ),
@@ -146,9 +230,13 @@ VLLM = EngineTable(
         ("detokenizer", "vllm.v1.engine.output_processor", "OutputProcessor.process_outputs"),
         ("tokenizer", "vllm.v1.engine.input_processor", "InputProcessor.process_inputs"),
         ("api", "vllm.entrypoints.openai.completion.serving", "OpenAIServingCompletion.create_completion"),
-        ("api", "vllm.entrypoints.openai.chat_completion.serving", "OpenAIServingChat.create_chat_completion"),
+        (
+            "api",
+            "vllm.entrypoints.openai.chat_completion.serving",
+            "OpenAIServingChat.create_chat_completion",
+        ),
     ),
-)  # fmt: skip
+)
 
 SGLANG = EngineTable(
     name="sglang",
@@ -162,10 +250,12 @@ SGLANG = EngineTable(
         ("model", r"(^|/)sglang/srt/(models/|model_executor/|layers/)", None),
     ),
     waits=(("idle", r"(^|/)sglang/srt/managers/\w+\.py$", r"recv|event_loop"),),
-    roles=(("engine loop", r"(^|/)sglang/srt/managers/scheduler\.py$", r"event_loop|run_batch"),
-           ("tokenizer", r"(^|/)sglang/srt/managers/detokenizer_manager\.py$", None)),
+    roles=(
+        ("engine loop", r"(^|/)sglang/srt/managers/scheduler\.py$", r"event_loop|run_batch"),
+        ("tokenizer", r"(^|/)sglang/srt/managers/detokenizer_manager\.py$", None),
+    ),
     detect=(r"(^|/)sglang/",),
-)  # fmt: skip
+)
 
 # llama-cpp-python's server: FastAPI in uvicorn; each request takes the model behind llama_outer_lock /
 # llama_inner_lock in get_llama_proxy (a sync dependency run in an AnyIO worker thread), and the token
@@ -183,8 +273,10 @@ LLAMA_CPP = EngineTable(
     waits=(("queueing", r"(^|/)llama_cpp/server/app\.py$", r"get_llama_proxy"),),
     # The lock's C acquire is invisible without --native: the dependency's own samples are the wait.
     wait_frames=(("queueing", r"(^|/)llama_cpp/server/app\.py$", r"get_llama_proxy"),),
-    roles=(("engine loop", r"(^|/)llama_cpp/llama\.py$", r"generate|eval|_create_completion|sample"),
-           ("api", r"(^|/)llama_cpp/server/", None)),
+    roles=(
+        ("engine loop", r"(^|/)llama_cpp/llama\.py$", r"generate|eval|_create_completion|sample"),
+        ("api", r"(^|/)llama_cpp/server/", None),
+    ),
     detect=(r"(^|/)llama_cpp/",),
     # One eval per decoded token: its time less llama_decode's is the Python around the C.
     probes=(
@@ -194,38 +286,73 @@ LLAMA_CPP = EngineTable(
         ("detokenizer", "llama_cpp.llama", "Llama.detokenize"),
         ("tokenizer", "llama_cpp.llama", "Llama.tokenize"),
     ),
-)  # fmt: skip
+)
 
 # transformers: model.generate's decoding loop (_sample / _beam_search) and `transformers serve`
 # (commands/serving.py; its generation runs in a thread of its own, streamed through a TextIteratorStreamer).
 TRANSFORMERS = EngineTable(
     name="transformers",
     components=(
-        ("sampler", r"(^|/)transformers/generation/(logits_process|logits_processor|stopping_criteria)\.py$", None),
+        (
+            "sampler",
+            r"(^|/)transformers/generation/(logits_process|logits_processor|stopping_criteria)\.py$",
+            None,
+        ),
         ("sampler", r"(^|/)transformers/generation/utils\.py$", r"_sample_token|sample_token"),
         ("detokenizer", r"(^|/)transformers/generation/streamers\.py$", None),
         # transformers serve (5.x): DirectStreamer.put decodes each new token on the generation thread.
         ("detokenizer", r"(^|/)transformers/cli/serving/utils\.py$", r"Streamer|put|_enqueue|decode"),
-        ("detokenizer", r"(^|/)transformers/tokenization_utils\w*\.py$", r"decode|convert_ids_to_tokens|_decode"),
+        (
+            "detokenizer",
+            r"(^|/)transformers/tokenization_utils\w*\.py$",
+            r"decode|convert_ids_to_tokens|_decode",
+        ),
         ("tokenizer", r"(^|/)transformers/tokenization_utils\w*\.py$", None),
-        ("prepare", r"(^|/)transformers/generation/utils\.py$", (r"prepare_inputs_for_generation|_update_model_kwargs|"
-                                                                 r"_prepare_|_get_initial_cache_position|_cache_dependant")),
+        (
+            "prepare",
+            r"(^|/)transformers/generation/utils\.py$",
+            (
+                r"prepare_inputs_for_generation|_update_model_kwargs|"
+                r"_prepare_|_get_initial_cache_position|_cache_dependant"
+            ),
+        ),
         ("kv_alloc", r"(^|/)transformers/cache_utils\.py$", None),
-        ("scheduler", r"(^|/)transformers/generation/continuous_batching/(scheduler|requests|cache)\w*\.py$", None),
-        ("model", (r"(^|/)transformers/(models/|modeling_\w+\.py|integrations/|masking_utils\.py|pytorch_utils\.py|"
-                  r"activations\.py)"), None),
+        (
+            "scheduler",
+            r"(^|/)transformers/generation/continuous_batching/(scheduler|requests|cache)\w*\.py$",
+            None,
+        ),
+        (
+            "model",
+            (
+                r"(^|/)transformers/(models/|modeling_\w+\.py|integrations/|masking_utils\.py|pytorch_utils\.py|"
+                r"activations\.py)"
+            ),
+            None,
+        ),
         ("model", r"(^|/)transformers/generation/continuous_batching/", None),
-        ("api", r"(^|/)transformers/(commands/serving\.py|cli/serve\.py|commands/serve\w*\.py|cli/serving/)", None),
+        (
+            "api",
+            r"(^|/)transformers/(commands/serving\.py|cli/serve\.py|commands/serve\w*\.py|cli/serving/)",
+            None,
+        ),
     ),
     # A request handler reading the streamer waits for its next token: a client of the generation thread.
-    waits=(("client", r"(^|/)transformers/generation/streamers\.py$", None),
-           ("idle", r"(^|/)transformers/cli/serving/utils\.py$", r"InferenceThread\._run|_run$"),
-           ("idle", r"(^|/)transformers/(commands/serving\.py|cli/serve\.py|cli/serving/)", None)),
-    roles=(("engine loop", r"(^|/)transformers/generation/(utils\.py|continuous_batching/)",
-            r"generate|_sample|_beam_search|_assisted_decoding|_generation_step|_run_generation_loop|_inner_generation"),
-           ("api", r"(^|/)transformers/(commands/serving\.py|cli/serve\.py|cli/serving/)", None)),
+    waits=(
+        ("client", r"(^|/)transformers/generation/streamers\.py$", None),
+        ("idle", r"(^|/)transformers/cli/serving/utils\.py$", r"InferenceThread\._run|_run$"),
+        ("idle", r"(^|/)transformers/(commands/serving\.py|cli/serve\.py|cli/serving/)", None),
+    ),
+    roles=(
+        (
+            "engine loop",
+            r"(^|/)transformers/generation/(utils\.py|continuous_batching/)",
+            r"generate|_sample|_beam_search|_assisted_decoding|_generation_step|_run_generation_loop|_inner_generation",
+        ),
+        ("api", r"(^|/)transformers/(commands/serving\.py|cli/serve\.py|cli/serving/)", None),
+    ),
     detect=(r"(^|/)transformers/generation/",),
-)  # fmt: skip
+)
 
 # Every Python server's helpers, whatever the engine: pool workers waiting for a job, event loops in
 # their selector, monitor threads. Their waits are threads waiting for work.
@@ -233,16 +360,29 @@ GENERIC = EngineTable(
     name="generic",
     components=(
         ("api", r"(^|/)profiler/serve/", None),
-        ("api", (r"(^|/)(uvicorn|starlette|fastapi|h11|httptools|anyio|sse_starlette|pydantic|pydantic_core|aiohttp|"
-                r"uvloop|asyncio|websockets)/"), None),
+        (
+            "api",
+            (
+                r"(^|/)(uvicorn|starlette|fastapi|h11|httptools|anyio|sse_starlette|pydantic|pydantic_core|aiohttp|"
+                r"uvloop|asyncio|websockets)/"
+            ),
+            None,
+        ),
         ("tokenizer", r"(^|/)tokenizers/", None),
     ),
     waits=(
         ("idle", r"(^|/)concurrent/futures/(thread|process)\.py$", r"_worker|_process_worker|run"),
-        ("idle", r"(^|/)anyio/(_backends/_asyncio|to_thread|_core/_\w+)\.py$", r"WorkerThread\.run$|^run$|_worker"),
+        (
+            "idle",
+            r"(^|/)anyio/(_backends/_asyncio|to_thread|_core/_\w+)\.py$",
+            r"WorkerThread\.run$|^run$|_worker",
+        ),
         ("idle", r"(^|/)tqdm/(_monitor|std)\.py$", None),
-        ("idle", r"(^|/)(asyncio/(base_events|runners|selector_events|unix_events|events)|selectors|socketserver)\.py$",
-         None),
+        (
+            "idle",
+            r"(^|/)(asyncio/(base_events|runners|selector_events|unix_events|events)|selectors|socketserver)\.py$",
+            None,
+        ),
         # Not zmq's poll nor multiprocessing's Connection: they are wait machinery (wait_frames below), and
         # their caller says what the wait is for (vLLM's EngineCore polls for its Worker's reply).
         ("idle", r"(^|/)(uvloop|uvicorn)/", None),
@@ -253,16 +393,22 @@ GENERIC = EngineTable(
     wait_frames=(
         # The event loop's own frames: with uvloop the loop runs in C below these, so a Python-only
         # stack shows them alone whenever no Python callback runs.
-        ("idle", r"(^|/)asyncio/(runners|base_events)\.py$", r"^(Runner\.)?run$|run_until_complete|run_forever"),
+        (
+            "idle",
+            r"(^|/)asyncio/(runners|base_events)\.py$",
+            r"^(Runner\.)?run$|run_until_complete|run_forever",
+        ),
         ("idle", r"(^|/)uvloop/__init__\.py$", r"^run$"),
         ("idle", r"(^|/)zmq/(sugar/poll|sugar/socket|_future)\.py$", r"poll|recv"),
         ("idle", r"(^|/)multiprocessing/connection\.py$", r"wait|_poll|poll|recv|_recv"),
         # A pool worker's C-level SimpleQueue.get is invisible without --native: its loop's own line is the wait.
         ("idle", r"(^|/)concurrent/futures/thread\.py$", r"^_worker$"),
     ),
-    roles=(("api", r"(^|/)(uvicorn|starlette|fastapi|h11|httptools|sse_starlette|aiohttp)/", None),
-           ("tokenizer", r"(^|/)tokenizers/", None)),
-)  # fmt: skip
+    roles=(
+        ("api", r"(^|/)(uvicorn|starlette|fastapi|h11|httptools|sse_starlette|aiohttp)/", None),
+        ("tokenizer", r"(^|/)tokenizers/", None),
+    ),
+)
 
 BUILTIN_TABLES: tuple[EngineTable, ...] = (OURS, VLLM, SGLANG, LLAMA_CPP, TRANSFORMERS, GENERIC)
 
@@ -274,22 +420,30 @@ def _rows(data: object, key: str, path: Path, allowed: tuple[str, ...] | None) -
     if data is None:
         return ()
     if not isinstance(data, list):
-        raise TargetError(f"engine table {path}: {key!r} must be a list of [label, file pattern, function pattern] rows")
+        raise TargetError(
+            f"engine table {path}: {key!r} must be a list of [label, file pattern, function pattern] rows"
+        )
     rows = []
     for index, row in enumerate(data):
         if not (isinstance(row, list) and len(row) in (2, 3) and all(isinstance(cell, str) for cell in row)):
-            raise TargetError(f"engine table {path}: {key}[{index}] must be [label, file pattern, function pattern], "
-                              f"three strings (the last may be \"\")")  # fmt: skip
+            raise TargetError(
+                f"engine table {path}: {key}[{index}] must be [label, file pattern, function pattern], "
+                f'three strings (the last may be "")'
+            )
         label, file_pattern = row[0], row[1]
         function_pattern = row[2] if len(row) == 3 and row[2] else None
         if allowed is not None and label not in allowed:
-            raise TargetError(f"engine table {path}: {key}[{index}] label {label!r}: use one of {', '.join(allowed)}")
+            raise TargetError(
+                f"engine table {path}: {key}[{index}] label {label!r}: use one of {', '.join(allowed)}"
+            )
         for pattern in (file_pattern, function_pattern):
             try:
                 re.compile(pattern or "")
             except re.error as exc:
-                raise TargetError(f"engine table {path}: {key}[{index}] pattern {pattern!r} is not a regular "
-                                  f"expression ({exc})") from None  # fmt: skip
+                raise TargetError(
+                    f"engine table {path}: {key}[{index}] pattern {pattern!r} is not a regular "
+                    f"expression ({exc})"
+                ) from None
         rows.append((label, file_pattern, function_pattern))
     return tuple(rows)
 
@@ -305,8 +459,10 @@ def load_table(path: str | Path) -> EngineTable:
         raise TargetError(f"engine table {path}: not valid TOML ({exc})") from None
     unknown = set(data) - {"name", "components", "waits", "wait_frames", "roles", "detect", "probes"}
     if unknown:
-        raise TargetError(f"engine table {path}: unknown key(s) {', '.join(sorted(unknown))}; use name, components, "
-                          "waits, wait_frames, roles, detect, probes")  # fmt: skip
+        raise TargetError(
+            f"engine table {path}: unknown key(s) {', '.join(sorted(unknown))}; use name, components, "
+            "waits, wait_frames, roles, detect, probes"
+        )
     from profiler.rundir.results import COMPONENTS
 
     components = COMPONENTS + ("model", "queue")
@@ -330,14 +486,22 @@ def _probe_rows(data: object, path: Path) -> tuple[ProbeRow, ...]:
         return ()
     rows = []
     for index, row in enumerate(data if isinstance(data, list) else [None]):
-        if not (isinstance(row, list) and len(row) == 3 and all(isinstance(cell, str) and cell for cell in row)):
-            raise TargetError(f"engine table {path}: probes[{index}] must be [component, module, function], three "
-                              "non-empty strings (e.g. [\"scheduler\", \"myengine.sched\", \"Scheduler.schedule\"])")  # fmt: skip
+        if not (
+            isinstance(row, list) and len(row) == 3 and all(isinstance(cell, str) and cell for cell in row)
+        ):
+            raise TargetError(
+                f"engine table {path}: probes[{index}] must be [component, module, function], three "
+                'non-empty strings (e.g. ["scheduler", "myengine.sched", "Scheduler.schedule"])'
+            )
         if row[0] not in PROBE_LABELS:
-            raise TargetError(f"engine table {path}: probes[{index}] component {row[0]!r}: use one of {', '.join(PROBE_LABELS)}")
+            raise TargetError(
+                f"engine table {path}: probes[{index}] component {row[0]!r}: use one of {', '.join(PROBE_LABELS)}"
+            )
         if not re.fullmatch(r"[A-Za-z_][\w.]*", row[1]) or not re.fullmatch(r"[A-Za-z_][\w.]*", row[2]):
-            raise TargetError(f"engine table {path}: probes[{index}] {row[1]!r}, {row[2]!r}: give a dotted module "
-                              "name and a function or Class.method in it")  # fmt: skip
+            raise TargetError(
+                f"engine table {path}: probes[{index}] {row[1]!r}, {row[2]!r}: give a dotted module "
+                "name and a function or Class.method in it"
+            )
         rows.append((row[0], row[1], row[2]))
     return tuple(rows)
 

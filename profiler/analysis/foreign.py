@@ -42,17 +42,41 @@ from profiler.stats import wilson_interval
 
 # Components whose Python-innermost samples are the engine's control code, not a line calling a kernel.
 CONTROL = ("scheduler", "kv_alloc", "prepare", "tokenizer", "detokenizer", "queue", "api", "sampler")
-AMDAHL_COMPONENTS = ("scheduler", "kv_alloc", "prepare", "sampler", "detokenizer", "tokenizer", "api", "model_glue",
-                     "none")  # fmt: skip
-COMPONENT_WORDS = {"none": "the loop's other code", "model_glue": "model glue (Python around the kernels)",
-                   "kv_alloc": "KV allocation", "api": "API handling", "model_kernels": "model kernels"}  # fmt: skip
+AMDAHL_COMPONENTS = (
+    "scheduler",
+    "kv_alloc",
+    "prepare",
+    "sampler",
+    "detokenizer",
+    "tokenizer",
+    "api",
+    "model_glue",
+    "none",
+)
+COMPONENT_WORDS = {
+    "none": "the loop's other code",
+    "model_glue": "model glue (Python around the kernels)",
+    "kv_alloc": "KV allocation",
+    "api": "API handling",
+    "model_kernels": "model kernels",
+}
 
 
 def _sum_counts(threads: Iterable[dict[str, Any]]) -> dict[str, Any]:
     """The threads' counts added up, as one thread's (summarize_stacks's shape plus work, gil, waits, by_category)."""
-    out: dict[str, Any] = {"samples": 0, "work": 0, "gil": 0, "native_samples": 0, "dispatch": 0, "categories": {},
-                           "components": {}, "waits": {}, "by_category": {}, "lock_components": {},
-                           "gil_components": {}}  # fmt: skip
+    out: dict[str, Any] = {
+        "samples": 0,
+        "work": 0,
+        "gil": 0,
+        "native_samples": 0,
+        "dispatch": 0,
+        "categories": {},
+        "components": {},
+        "waits": {},
+        "by_category": {},
+        "lock_components": {},
+        "gil_components": {},
+    }
     for thread in threads:
         counts = thread["counts"]
         for key in ("samples", "work", "gil", "native_samples", "dispatch"):
@@ -92,13 +116,20 @@ def loop_counts(threads: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 def engine_process(processes: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
     """The process whose engine thread is the engine loop (else a model worker's), the most work first."""
+
     def work(process: dict[str, Any]) -> int:
-        return sum(thread["counts"]["work"] for thread in process["threads"]
-                   if thread["thread_id"] in process["engine_threads"])  # fmt: skip
+        return sum(
+            thread["counts"]["work"]
+            for thread in process["threads"]
+            if thread["thread_id"] in process["engine_threads"]
+        )
 
     for role in ("engine loop", "model worker", None):  # None: a thread standing in, whose job no table names
-        found = [process for process in processes if process.get("engine_thread") is not None
-                 and (role is None or process["role"] == role)]  # fmt: skip
+        found = [
+            process
+            for process in processes
+            if process.get("engine_thread") is not None and (role is None or process["role"] == role)
+        ]
         if found:
             return max(found, key=work)
     return None
@@ -115,22 +146,34 @@ def foreign_breakdown(processes: Sequence[dict[str, Any]], wall_ns: int) -> dict
     chosen = engine_process(processes)
     engine_counts = other_counts = None
     if chosen is not None:
-        others = [thread["counts"] for process in processes for thread in process["threads"]
-                  if not (process is chosen and thread["thread_id"] in chosen["engine_threads"])]  # fmt: skip
+        others = [
+            thread["counts"]
+            for process in processes
+            for thread in process["threads"]
+            if not (process is chosen and thread["thread_id"] in chosen["engine_threads"])
+        ]
         engine_counts, other_counts = loop_counts(engine_threads(chosen)), _pool(others)
         if not engine_counts["samples"]:
             engine_counts = None
         names = ", ".join(f"{thread['name']} ({thread['thread_id']})" for thread in engine_threads(chosen))
-        notes.append(f"engine thread{'s' if len(chosen['engine_threads']) > 1 else ''} of pid {chosen['pid']}: {names}, "
-                     f"chosen by what {'they do' if len(chosen['engine_threads']) > 1 else 'it does'} (its role: "
-                     f"{chosen['role']}), not by name")  # fmt: skip
+        notes.append(
+            f"engine thread{'s' if len(chosen['engine_threads']) > 1 else ''} of pid {chosen['pid']}: {names}, "
+            f"chosen by what {'they do' if len(chosen['engine_threads']) > 1 else 'it does'} (its role: "
+            f"{chosen['role']}), not by name"
+        )
     for process in processes:
         notes.extend(process.get("notes") or [])
     return {
-        "wall_s": wall_ns / 1e9, "methods": {"spans": None, "samples": samples_split(engine_counts)},
-        "disagreement": {}, "component_disagreement": {}, "beyond_noise": [], "components_beyond_noise": [],
-        "client_threads": samples_split(other_counts), "notes": notes, "processes": list(processes),
-    }  # fmt: skip
+        "wall_s": wall_ns / 1e9,
+        "methods": {"spans": None, "samples": samples_split(engine_counts)},
+        "disagreement": {},
+        "component_disagreement": {},
+        "beyond_noise": [],
+        "components_beyond_noise": [],
+        "client_threads": samples_split(other_counts),
+        "notes": notes,
+        "processes": list(processes),
+    }
 
 
 def _pool(counts: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -145,21 +188,40 @@ def _interval(hits: float, trials: float) -> dict[str, float]:
 
 def _words(component: str) -> str:
     if component.startswith("worker:"):
-        return "the model worker's " + _words(component[len("worker:"):])
+        return "the model worker's " + _words(component[len("worker:") :])
     return COMPONENT_WORDS.get(component, component)
 
 
-def foreign_verdict(processes: Sequence[dict[str, Any]], *, blind_spots: list[str] | None = None) -> dict[str, Any]:
+def foreign_verdict(
+    processes: Sequence[dict[str, Any]], *, blind_spots: list[str] | None = None
+) -> dict[str, Any]:
     """The result's `verdict` section for a foreign engine (same keys as diagnose(), plus `foreign`)."""
     spots = list(blind_spots or [])
     chosen = engine_process(processes)
-    empty: dict[str, Any] = {"category": None, "component": None, "share": None, "interpreter_share": None, "interpreter_interval": None,
-             "straddles": [], "rule": None, "predictions": {}, "blind_spots": spots, "source": None}  # fmt: skip
+    empty: dict[str, Any] = {
+        "category": None,
+        "component": None,
+        "share": None,
+        "interpreter_share": None,
+        "interpreter_interval": None,
+        "straddles": [],
+        "rule": None,
+        "predictions": {},
+        "blind_spots": spots,
+        "source": None,
+    }
     if chosen is None:
         roles = "; ".join(f"pid {p['pid']}: {p['role_words']}" for p in processes) or "no samples"
-        return {**empty, "reasons": [(f"No engine loop or model worker was found in the sampled processes ({roles}): "
-                                     "no verdict. Sample the engine's process (--pid), or all of the server's.")],
-                "foreign": {"processes": _process_rows(processes)}}  # fmt: skip
+        return {
+            **empty,
+            "reasons": [
+                (
+                    f"No engine loop or model worker was found in the sampled processes ({roles}): "
+                    "no verdict. Sample the engine's process (--pid), or all of the server's."
+                )
+            ],
+            "foreign": {"processes": _process_rows(processes)},
+        }
     loop = loop_counts(engine_threads(chosen))
     categories = loop["categories"]
     native = chosen.get("resolution") == "native"
@@ -168,13 +230,24 @@ def foreign_verdict(processes: Sequence[dict[str, Any]], *, blind_spots: list[st
     waits = loop["waits"]
     on_worker = waits.get("worker", 0)
     reasons: list[str] = []
-    loop_words = ("engine loop" if chosen["role"] == "engine loop"
-                  else "thread running the model (no table names an engine loop in the sampled processes)"
-                  if chosen["role"] == "model worker" else "busiest thread (can't tell which is the engine)")  # fmt: skip
+    loop_words = (
+        "engine loop"
+        if chosen["role"] == "engine loop"
+        else "thread running the model (no table names an engine loop in the sampled processes)"
+        if chosen["role"] == "model worker"
+        else "busiest thread (can't tell which is the engine)"
+    )
     if busy <= 0:
-        return {**empty, "reasons": [(f"The {loop_words} in pid {chosen['pid']} only waited for work while sampled: "
-                                     "no verdict; send load while it is sampled.")],
-                "foreign": {"processes": _process_rows(processes)}}  # fmt: skip
+        return {
+            **empty,
+            "reasons": [
+                (
+                    f"The {loop_words} in pid {chosen['pid']} only waited for work while sampled: "
+                    "no verdict; send load while it is sampled."
+                )
+            ],
+            "foreign": {"processes": _process_rows(processes)},
+        }
 
     by_category = loop["by_category"]
     interpreter = categories.get("interpreter", 0)
@@ -183,13 +256,18 @@ def foreign_verdict(processes: Sequence[dict[str, Any]], *, blind_spots: list[st
         share, low, high = interval["share"], interval["low"], interval["high"]
         method = f"Wilson 95% interval of interpreter samples among the {loop_words}'s {busy:,} busy samples"
     else:
-        control = sum(count for key, count in by_category.items()
-                      if key.split("/")[0] == "interpreter" and key.split("/")[1] in CONTROL)  # fmt: skip
+        control = sum(
+            count
+            for key, count in by_category.items()
+            if key.split("/")[0] == "interpreter" and key.split("/")[1] in CONTROL
+        )
         low_iv, high_iv = _interval(control, busy), _interval(interpreter, busy)
         low, high = low_iv["low"], high_iv["high"]
         share = (control + interpreter) / 2 / busy
-        method = ("bounds from Python-only stacks: control-code lines (lower) to every Python-innermost sample "
-                  "(upper), each with its Wilson 95% interval; native stacks would measure it")  # fmt: skip
+        method = (
+            "bounds from Python-only stacks: control-code lines (lower) to every Python-innermost sample "
+            "(upper), each with its Wilson 95% interval; native stacks would measure it"
+        )
     interval_dict = {"share": share, "low": low, "high": high, "samples": busy, "method": method}
     unsure = straddled(interval_dict)
     rule = rule_for(share)
@@ -199,9 +277,13 @@ def foreign_verdict(processes: Sequence[dict[str, Any]], *, blind_spots: list[st
         f"interpreter ({'native stack samples' if native else 'Python-only samples: a bound, not a measurement'}; "
         f"95% interval [{low:.1%}, {high:.1%}] over {busy:,} busy samples); at about {STAY_UP_TO:.0%} or below the "
         f"rule is '{RULE_STAY}', from {REWRITE_FROM:.0%} '{RULE_REWRITE}', between them '{RULE_TARGETED}', so: {rule}"
-        + (f" (the interval straddles {' and '.join(f'{t:.0%}' for t in unsure)}: this run cannot tell which side; "
-           "sample longer" + ("" if native else ", with native stacks") + ")." if unsure else ".")
-    )  # fmt: skip
+        + (
+            f" (the interval straddles {' and '.join(f'{t:.0%}' for t in unsure)}: this run cannot tell which side; "
+            "sample longer" + ("" if native else ", with native stacks") + ")."
+            if unsure
+            else "."
+        )
+    )
     kernel = categories.get("kernel", 0)
     lock = waits.get("lock", 0)
     gil = loop["gil"]
@@ -217,16 +299,28 @@ def foreign_verdict(processes: Sequence[dict[str, Any]], *, blind_spots: list[st
     rest = busy - interpreter - kernel - on_worker - lock - gil
     if rest / busy >= 0.005:
         split_words.append(f"other {rest / busy:.0%}")
-    reasons.append(f"Its busy time: {', '.join(split_words)}"
-                   + (f"; it waited for work {idle / loop['samples']:.0%} of its samples (idle, not lock: the offered "
-                      "load limits it there)." if idle else "."))  # fmt: skip
+    reasons.append(
+        f"Its busy time: {', '.join(split_words)}"
+        + (
+            f"; it waited for work {idle / loop['samples']:.0%} of its samples (idle, not lock: the offered "
+            "load limits it there)."
+            if idle
+            else "."
+        )
+    )
 
     worker = _worker_process(processes, chosen)
     critical = None
     if on_worker:
-        critical = {"loop_work": (busy - on_worker) / busy, "waiting_on_worker": on_worker / busy, "worker": None}
-        sentence = (f"The step's critical path: the loop works {(busy - on_worker) / busy:.0%} of its busy time, "
-                    f"then waits on the model worker {on_worker / busy:.0%}")
+        critical = {
+            "loop_work": (busy - on_worker) / busy,
+            "waiting_on_worker": on_worker / busy,
+            "worker": None,
+        }
+        sentence = (
+            f"The step's critical path: the loop works {(busy - on_worker) / busy:.0%} of its busy time, "
+            f"then waits on the model worker {on_worker / busy:.0%}"
+        )
         if worker is not None:
             worker_counts = loop_counts(engine_threads(worker))
             worker_busy = worker_counts["samples"] - worker_counts["categories"].get("idle", 0)
@@ -234,19 +328,26 @@ def foreign_verdict(processes: Sequence[dict[str, Any]], *, blind_spots: list[st
             if worker_busy > 0:
                 w_cat = worker_counts["categories"]
                 critical["worker"] = {
-                    "pid": worker["pid"], "busy_samples": worker_busy,
+                    "pid": worker["pid"],
+                    "busy_samples": worker_busy,
                     # Python-only stacks cannot tell a kernel from the Python line that called it.
                     "kernel": w_cat.get("kernel", 0) / worker_busy if worker_native else None,
                     "interpreter": w_cat.get("interpreter", 0) / worker_busy if worker_native else None,
-                    "components": {key: value / worker_busy for key, value in worker_counts["components"].items()},
-                }  # fmt: skip
+                    "components": {
+                        key: value / worker_busy for key, value in worker_counts["components"].items()
+                    },
+                }
                 if worker_native:
-                    sentence += (f" (the worker, pid {worker['pid']}, spends its busy time "
-                                 f"{w_cat.get('kernel', 0) / worker_busy:.0%} in kernels and "
-                                 f"{w_cat.get('interpreter', 0) / worker_busy:.0%} in Python)")  # fmt: skip
+                    sentence += (
+                        f" (the worker, pid {worker['pid']}, spends its busy time "
+                        f"{w_cat.get('kernel', 0) / worker_busy:.0%} in kernels and "
+                        f"{w_cat.get('interpreter', 0) / worker_busy:.0%} in Python)"
+                    )
                 else:
-                    sentence += (f" (the worker, pid {worker['pid']}, was sampled without native stacks: its kernels "
-                                 "and its Python cannot be told apart)")  # fmt: skip
+                    sentence += (
+                        f" (the worker, pid {worker['pid']}, was sampled without native stacks: its kernels "
+                        "and its Python cannot be told apart)"
+                    )
         else:
             sentence += " (the worker's process was not sampled: sample it too for its own split)"
         reasons.append(sentence + ", then back.")
@@ -258,42 +359,76 @@ def foreign_verdict(processes: Sequence[dict[str, Any]], *, blind_spots: list[st
     amdahl = _amdahl(loop, busy, critical, worker)
     for name, entry in sorted(amdahl.items(), key=lambda item: -item[1]["bound"])[:4]:
         if entry["bound"] >= 0.01:
-            reasons.append(f"If {_words(name)} cost nothing, the {loop_words}'s step would be at most {entry['bound']:.1%} "
-                           f"shorter (Amdahl at an infinite speedup, 95% interval {entry['low']:.1%}-{entry['high']:.1%}); "
-                           f"{engine_name} has no C twin here, so nothing can verify it.")  # fmt: skip
-    category_counts = {"interpreter": interpreter, "kernel": kernel, "waiting": categories.get("waiting", 0),
-                       "lock": categories.get("lock", 0), "allocation": categories.get("allocation", 0),
-                       "other": categories.get("other", 0), "idle": idle}  # fmt: skip
+            reasons.append(
+                f"If {_words(name)} cost nothing, the {loop_words}'s step would be at most {entry['bound']:.1%} "
+                f"shorter (Amdahl at an infinite speedup, 95% interval {entry['low']:.1%}-{entry['high']:.1%}); "
+                f"{engine_name} has no C twin here, so nothing can verify it."
+            )
+    category_counts = {
+        "interpreter": interpreter,
+        "kernel": kernel,
+        "waiting": categories.get("waiting", 0),
+        "lock": categories.get("lock", 0),
+        "allocation": categories.get("allocation", 0),
+        "other": categories.get("other", 0),
+        "idle": idle,
+    }
     category = max(category_counts, key=lambda key: category_counts[key])
     component = _largest_component(by_category, category)
     if not native:
-        spots.append("py-spy ran without --native: the interpreter share is bounded, not measured, and GIL waits are "
-                     "unseen (sample with native stacks: --profile deep, or a default profile where py-spy may pause "
-                     "the process)")  # fmt: skip
+        spots.append(
+            "py-spy ran without --native: the interpreter share is bounded, not measured, and GIL waits are "
+            "unseen (sample with native stacks: --profile deep, or a default profile where py-spy may pause "
+            "the process)"
+        )
     return {
-        "category": category, "component": component, "share": category_counts[category] / loop["samples"],
-        "interpreter_share": share, "interpreter_interval": interval_dict, "straddles": unsure, "rule": rule,
-        "reasons": reasons, "predictions": {}, "blind_spots": spots, "source": "samples",
+        "category": category,
+        "component": component,
+        "share": category_counts[category] / loop["samples"],
+        "interpreter_share": share,
+        "interpreter_interval": interval_dict,
+        "straddles": unsure,
+        "rule": rule,
+        "reasons": reasons,
+        "predictions": {},
+        "blind_spots": spots,
+        "source": "samples",
         "foreign": {
-            "engine": chosen.get("engine"), "engine_pid": chosen["pid"], "engine_threads": chosen["engine_threads"],
-            "loop": {"samples": loop["samples"], "busy": busy, "idle": idle / loop["samples"],
-                     "interpreter": interpreter / busy, "kernel": kernel / busy, "waiting_on_worker": on_worker / busy,
-                     "lock": lock / busy, "gil": gil / busy if native else None},
-            "critical_path": critical, "waits": waits_seen["shares"], "api": api, "amdahl": amdahl,
+            "engine": chosen.get("engine"),
+            "engine_pid": chosen["pid"],
+            "engine_threads": chosen["engine_threads"],
+            "loop": {
+                "samples": loop["samples"],
+                "busy": busy,
+                "idle": idle / loop["samples"],
+                "interpreter": interpreter / busy,
+                "kernel": kernel / busy,
+                "waiting_on_worker": on_worker / busy,
+                "lock": lock / busy,
+                "gil": gil / busy if native else None,
+            },
+            "critical_path": critical,
+            "waits": waits_seen["shares"],
+            "api": api,
+            "amdahl": amdahl,
             "amdahl_note": "bounds at an infinite speedup (no C twin exists for this engine to verify them)",
             "processes": _process_rows(processes),
         },
-    }  # fmt: skip
+    }
 
 
 def _largest_component(by_category: dict[str, int], category: str) -> str | None:
-    found = {key.split("/", 1)[1]: count for key, count in by_category.items() if key.split("/", 1)[0] == category}
+    found = {
+        key.split("/", 1)[1]: count for key, count in by_category.items() if key.split("/", 1)[0] == category
+    }
     found.pop("none", None)
     return max(found, key=lambda key: found[key]) if found else None
 
 
 def _worker_process(processes: Sequence[dict[str, Any]], chosen: dict[str, Any]) -> dict[str, Any] | None:
-    workers = [process for process in processes if process is not chosen and process["role"] == "model worker"]
+    workers = [
+        process for process in processes if process is not chosen and process["role"] == "model worker"
+    ]
     return max(workers, key=lambda p: sum(t["counts"]["work"] for t in engine_threads(p)), default=None)
 
 
@@ -308,8 +443,12 @@ def _waits_seen(processes: Sequence[dict[str, Any]]) -> dict[str, Any]:
             queueing += waits.get("queueing", 0)
             client += waits.get("client", 0)
             contention += waits.get("lock", 0)
-    shares = {"idle": idle / total if total else 0.0, "queueing": queueing / total if total else 0.0,
-              "client": client / total if total else 0.0, "lock": contention / total if total else 0.0}  # fmt: skip
+    shares = {
+        "idle": idle / total if total else 0.0,
+        "queueing": queueing / total if total else 0.0,
+        "client": client / total if total else 0.0,
+        "lock": contention / total if total else 0.0,
+    }
     sentences = []
     waited = idle + queueing + contention + client
     if waited:
@@ -322,72 +461,120 @@ def _waits_seen(processes: Sequence[dict[str, Any]]) -> dict[str, Any]:
             parts.append(f"threads waiting for work (idle) {idle / waited:.0%}")
         if contention / waited >= 0.005:
             parts.append(f"lock contention {contention / waited:.0%}")
-        sentences.append("Of the samples that waited, in every sampled thread: " + ", ".join(parts) + "."
-                         + (" Queueing is requests waiting behind a busy engine (one request at a time), not a "
-                            "thread short of work." if queueing else
-                            " No thread was seen waiting behind another request; a server that queues requests on an "
-                            "asyncio or anyio lock (llama-cpp-python 0.3 does) makes them wait on its event loop, "
-                            "where stack samples cannot see them: the client's TTFT shows that wait."))  # fmt: skip
+        sentences.append(
+            "Of the samples that waited, in every sampled thread: "
+            + ", ".join(parts)
+            + "."
+            + (
+                " Queueing is requests waiting behind a busy engine (one request at a time), not a "
+                "thread short of work."
+                if queueing
+                else " No thread was seen waiting behind another request; a server that queues requests on an "
+                "asyncio or anyio lock (llama-cpp-python 0.3 does) makes them wait on its event loop, "
+                "where stack samples cannot see them: the client's TTFT shows that wait."
+            )
+        )
     return {"shares": shares, "sentences": sentences}
 
 
 def _api_section(processes: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
     """The API / event-loop thread with the most work: its busy share and GIL waits."""
-    candidates = [(process, thread) for process in processes for thread in process["threads"] if thread["role"] == "api"]
+    candidates = [
+        (process, thread) for process in processes for thread in process["threads"] if thread["role"] == "api"
+    ]
     if not candidates:
         return None
     # The event loop itself first (a request handler in a pool thread is api code too, but not the loop).
-    process, thread = max(candidates, key=lambda pair: (bool(pair[1].get("event_loop")), pair[1]["counts"]["work"]))
+    process, thread = max(
+        candidates, key=lambda pair: (bool(pair[1].get("event_loop")), pair[1]["counts"]["work"])
+    )
     counts = thread["counts"]
     busy = counts["work"] / counts["samples"] if counts["samples"] else 0.0
     gil = thread.get("gil_wait")
-    sentence = (f"The API server's event loop ({thread['name']}, pid {process['pid']}) worked {busy:.1%} of its samples"
-                + (f", {gil:.1%} waiting for the GIL" if gil is not None else " (GIL waits need native stacks)") + ".")
-    return {"pid": process["pid"], "thread_id": thread["thread_id"], "work_share": busy, "gil_wait": gil,
-            "components": thread.get("components"), "sentence": sentence}  # fmt: skip
+    sentence = (
+        f"The API server's event loop ({thread['name']}, pid {process['pid']}) worked {busy:.1%} of its samples"
+        + (f", {gil:.1%} waiting for the GIL" if gil is not None else " (GIL waits need native stacks)")
+        + "."
+    )
+    return {
+        "pid": process["pid"],
+        "thread_id": thread["thread_id"],
+        "work_share": busy,
+        "gil_wait": gil,
+        "components": thread.get("components"),
+        "sentence": sentence,
+    }
 
 
-def _amdahl(loop: dict[str, Any], busy: int, critical: dict[str, Any] | None, worker: dict[str, Any] | None
-            ) -> dict[str, dict[str, Any]]:  # fmt: skip
+def _amdahl(
+    loop: dict[str, Any], busy: int, critical: dict[str, Any] | None, worker: dict[str, Any] | None
+) -> dict[str, dict[str, Any]]:
     """Per component, the share of the loop's busy time it takes (the Amdahl bound at infinite speedup) and
     its Wilson interval; a worker's components scaled by the loop's wait on the worker."""
     out: dict[str, dict[str, Any]] = {}
     waiting = loop["waits"].get("worker", 0)
     for name in AMDAHL_COMPONENTS:
-        count = sum(value for key, value in loop["by_category"].items()
-                    if key.split("/", 1)[1] == name and key.split("/", 1)[0] not in ("idle", "waiting"))  # fmt: skip
+        count = sum(
+            value
+            for key, value in loop["by_category"].items()
+            if key.split("/", 1)[1] == name and key.split("/", 1)[0] not in ("idle", "waiting")
+        )
         if count:
             interval = _interval(count, busy)
-            out[name] = {"bound": interval["share"], "low": interval["low"], "high": interval["high"], "samples": count,
-                         "where": "engine loop"}  # fmt: skip
+            out[name] = {
+                "bound": interval["share"],
+                "low": interval["low"],
+                "high": interval["high"],
+                "samples": count,
+                "where": "engine loop",
+            }
     if critical and critical.get("worker") and worker is not None and waiting:
         worker_counts = loop_counts(engine_threads(worker))
         worker_busy = critical["worker"]["busy_samples"]
         wait_iv = _interval(waiting, busy)
         for name in ("sampler", "prepare", "model_glue", "model_kernels"):
-            count = sum(value for key, value in worker_counts["by_category"].items()
-                        if key.split("/", 1)[1] == name and key.split("/", 1)[0] not in ("idle", "waiting"))  # fmt: skip
+            count = sum(
+                value
+                for key, value in worker_counts["by_category"].items()
+                if key.split("/", 1)[1] == name and key.split("/", 1)[0] not in ("idle", "waiting")
+            )
             if count:
                 part = _interval(count, worker_busy)
                 key = f"worker:{name}"
-                out[key] = {"bound": wait_iv["share"] * part["share"], "low": wait_iv["low"] * part["low"],
-                            "high": min(1.0, wait_iv["high"] * part["high"]), "samples": count,
-                            "where": f"model worker pid {worker['pid']}"}  # fmt: skip
+                out[key] = {
+                    "bound": wait_iv["share"] * part["share"],
+                    "low": wait_iv["low"] * part["low"],
+                    "high": min(1.0, wait_iv["high"] * part["high"]),
+                    "samples": count,
+                    "where": f"model worker pid {worker['pid']}",
+                }
     return out
 
 
 def _process_rows(processes: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per process: pid, role, engine, engine thread, and each thread's role and split (counts left out)."""
-    return [{"pid": process["pid"], "role": process["role"], "role_words": process.get("role_words"),
-             "engine": process.get("engine"), "engine_thread": process.get("engine_thread"),
-             "resolution": process.get("resolution"),
-             "threads": [{key: value for key, value in thread.items() if key != "counts"} for thread in process["threads"]]}
-            for process in processes]  # fmt: skip
+    return [
+        {
+            "pid": process["pid"],
+            "role": process["role"],
+            "role_words": process.get("role_words"),
+            "engine": process.get("engine"),
+            "engine_thread": process.get("engine_thread"),
+            "resolution": process.get("resolution"),
+            "threads": [
+                {key: value for key, value in thread.items() if key != "counts"}
+                for thread in process["threads"]
+            ],
+        }
+        for process in processes
+    ]
 
 
 # A first token that took this many times a later token's time, while the loop was busy, waited for its turn.
 QUEUED_TTFT_OVER_TPOT = 20.0
-BUSY_LOOP = 0.8  # the loop's busy share of its samples above which waits for work cannot explain a slow first token
+BUSY_LOOP = (
+    0.8  # the loop's busy share of its samples above which waits for work cannot explain a slow first token
+)
 
 
 def queueing_reason(verdict: dict[str, Any], metrics: dict[str, Any]) -> str | None:
@@ -397,11 +584,14 @@ def queueing_reason(verdict: dict[str, Any], metrics: dict[str, Any]) -> str | N
     ttft = (metrics.get("ttft_ms") or {}).get("p50")
     tpot = (metrics.get("tpot_ms") or {}).get("p50")
     idle = loop.get("idle")
-    if not (isinstance(ttft, (int, float)) and isinstance(tpot, (int, float)) and tpot > 0 and idle is not None):
+    if not (
+        isinstance(ttft, (int, float)) and isinstance(tpot, (int, float)) and tpot > 0 and idle is not None
+    ):
         return None
     if 1 - idle < BUSY_LOOP or ttft < QUEUED_TTFT_OVER_TPOT * tpot:
         return None
-    return (f"Requests queued behind one another: the engine loop was busy {1 - idle:.0%} of its samples, and a "
-            f"request's first token took {ttft:,.0f} ms (p50), {ttft / tpot:,.0f}x the {tpot:.1f} ms of each later "
-            "token; what waits here is the requests, not the loop.")
-
+    return (
+        f"Requests queued behind one another: the engine loop was busy {1 - idle:.0%} of its samples, and a "
+        f"request's first token took {ttft:,.0f} ms (p50), {ttft / tpot:,.0f}x the {tpot:.1f} ms of each later "
+        "token; what waits here is the requests, not the loop."
+    )

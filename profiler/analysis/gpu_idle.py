@@ -130,5 +130,7 @@ def gpu_idle_split(
         "busy_share": share(total(busy)),
         "idle_host_share": share(host),
         "idle_no_work_share": share(total(no_work)),
-        "idle_host_by_component": {name: ns / host for name, ns in by_component.items() if ns} if host else {},
+        "idle_host_by_component": {name: ns / host for name, ns in by_component.items() if ns}
+        if host
+        else {},
     }

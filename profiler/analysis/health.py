@@ -43,12 +43,13 @@ SATURATED_QUEUE_SHARE = 0.50
 SATURATED_LATENCY_GROWTH = 2.0
 
 
-
 def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
 
 
-def offered_rate(scenario: dict[str, Any], measured_requests: int, arrival_span_s: float | None) -> float | None:
+def offered_rate(
+    scenario: dict[str, Any], measured_requests: int, arrival_span_s: float | None
+) -> float | None:
     """Requests/s the load offered: the measured requests over their arrival span (open loop); None for a closed
     loop or an all-at-once load, whose offered rate is not a rate."""
     load = scenario.get("load") or {}
@@ -71,7 +72,11 @@ def latency_growth(e2e_ms_by_arrival: list[float]) -> float | None:
 
 
 def health_section(
-    probe: dict[str, Any], metrics: dict[str, Any], scenario: dict[str, Any], *, offered_rps: float | None,
+    probe: dict[str, Any],
+    metrics: dict[str, Any],
+    scenario: dict[str, Any],
+    *,
+    offered_rps: float | None,
     growth: float | None = None,
 ) -> dict[str, Any]:
     """result.json's `health` from the probe's raw figures (profiler.collectors.health) and the run's metrics.
@@ -103,20 +108,32 @@ def health_section(
         saturated = ratio < SATURATED_DELIVERED_BELOW or (backlog and ratio < BACKLOG_DELIVERED_BELOW)
     section = {
         "engine_thread": {"cpu_s": cpu_s, "wait_s": wait_s, "core_share": core_share},
-        "machine": {"cpus": probe.get("cpus"), "others_cores": _number(probe.get("others_cores")),
-                    "others_runnable_mean": _number(probe.get("others_runnable_mean")),
-                    "steal_fraction": _number(probe.get("steal_fraction"))},
-        "load": {"mode": mode, "offered_rps": offered_rps, "delivered_rps": delivered, "delivered_ratio": ratio,
-                 "queue_share": queue_share, "latency_growth": growth},
+        "machine": {
+            "cpus": probe.get("cpus"),
+            "others_cores": _number(probe.get("others_cores")),
+            "others_runnable_mean": _number(probe.get("others_runnable_mean")),
+            "steal_fraction": _number(probe.get("steal_fraction")),
+        },
+        "load": {
+            "mode": mode,
+            "offered_rps": offered_rps,
+            "delivered_rps": delivered,
+            "delivered_ratio": ratio,
+            "queue_share": queue_share,
+            "latency_growth": growth,
+        },
         "contended": contended,
         "saturated": saturated,
         "at_capacity": queued and not saturated,
         "void": VOID_BUSY if contended else VOID_SATURATED if saturated else None,
-        "thresholds": {"contended_below": CONTENDED_BELOW, "saturated_delivered_below": SATURATED_DELIVERED_BELOW,
-                       "backlog_delivered_below": BACKLOG_DELIVERED_BELOW,
-                       "saturated_queue_share": SATURATED_QUEUE_SHARE,
-                       "saturated_latency_growth": SATURATED_LATENCY_GROWTH},
-    }  # fmt: skip
+        "thresholds": {
+            "contended_below": CONTENDED_BELOW,
+            "saturated_delivered_below": SATURATED_DELIVERED_BELOW,
+            "backlog_delivered_below": BACKLOG_DELIVERED_BELOW,
+            "saturated_queue_share": SATURATED_QUEUE_SHARE,
+            "saturated_latency_growth": SATURATED_LATENCY_GROWTH,
+        },
+    }
     section["lines"] = health_lines(section)
     return section
 
@@ -126,7 +143,11 @@ def health_lines(health: dict[str, Any] | None) -> list[str]:
     if not health:
         return []
     lines = []
-    engine, machine, load = health.get("engine_thread") or {}, health.get("machine") or {}, health.get("load") or {}
+    engine, machine, load = (
+        health.get("engine_thread") or {},
+        health.get("machine") or {},
+        health.get("load") or {},
+    )
     if health.get("contended"):
         others = machine.get("others_cores")
         runnable = machine.get("others_runnable_mean")
@@ -145,17 +166,31 @@ def health_lines(health: dict[str, Any] | None) -> list[str]:
             + ". Timings, shares and predictions of this run are inflated by contention: void for budgets and compare."
         )
     if health.get("saturated"):
-        offered, delivered, ratio = load.get("offered_rps"), load.get("delivered_rps"), load.get("delivered_ratio")
-        rate = (f"it completed {delivered:.3g} req/s of the {offered:.3g} req/s offered ({ratio:.0%})"
-                if offered and delivered is not None and ratio is not None else None)  # fmt: skip
+        offered, delivered, ratio = (
+            load.get("offered_rps"),
+            load.get("delivered_rps"),
+            load.get("delivered_ratio"),
+        )
+        rate = (
+            f"it completed {delivered:.3g} req/s of the {offered:.3g} req/s offered ({ratio:.0%})"
+            if offered and delivered is not None and ratio is not None
+            else None
+        )
         queue = load.get("queue_share")
-        queued = (f"requests spent {queue:.0%} of their latency queued for a batch slot"
-                  if queue is not None and queue >= SATURATED_QUEUE_SHARE else None)  # fmt: skip
+        queued = (
+            f"requests spent {queue:.0%} of their latency queued for a batch slot"
+            if queue is not None and queue >= SATURATED_QUEUE_SHARE
+            else None
+        )
         growth = load.get("latency_growth")
-        grew = (f"the last third of requests took {growth:.1f}x the first third's latency"
-                if growth is not None and growth >= SATURATED_LATENCY_GROWTH else None)  # fmt: skip
+        grew = (
+            f"the last third of requests took {growth:.1f}x the first third's latency"
+            if growth is not None and growth >= SATURATED_LATENCY_GROWTH
+            else None
+        )
         lines.append(
-            "The engine was saturated: " + "; ".join(part for part in (rate, queued, grew) if part)
+            "The engine was saturated: "
+            + "; ".join(part for part in (rate, queued, grew) if part)
             + ". Latencies grow with the run's length, not the engine's speed: void for budgets and compare."
         )
     return lines

@@ -35,9 +35,15 @@ MIN_STEPS = 8  # fewer steps than this give no shares: one batch's noise would r
 AA_RESOLVES = 0.02  # an A/A interval wider than this cannot resolve the probe's 1% allowance
 NAMES = {"worker": "waiting on the model worker"}  # the engine loop's wait, named in sentences
 # Sample components each probe component is compared with (the samples name Python by file, the probe by call).
-SAMPLE_NAMES = {"model": ("model", "model_kernels", "model_glue"), "scheduler": ("scheduler",),
-                "sampler": ("sampler",), "prepare": ("prepare",), "detokenizer": ("detokenizer",),
-                "tokenizer": ("tokenizer",), "kv_alloc": ("kv_alloc",)}  # fmt: skip
+SAMPLE_NAMES = {
+    "model": ("model", "model_kernels", "model_glue"),
+    "scheduler": ("scheduler",),
+    "sampler": ("sampler",),
+    "prepare": ("prepare",),
+    "detokenizer": ("detokenizer",),
+    "tokenizer": ("tokenizer",),
+    "kv_alloc": ("kv_alloc",),
+}
 
 
 def exclusive_ns(records: np.ndarray) -> np.ndarray:
@@ -72,8 +78,13 @@ def on_time_ns(switches: list[tuple[int, int]], window_ns: tuple[int, int]) -> i
     return total + ((end_ns - since) if state else 0)
 
 
-def analyse_probe(probes: list[dict[str, Any]], processes: dict[int, dict[str, Any]], window_ns: tuple[int, int],
-                  roles: dict[int, str] | None = None, sampled: dict[int, dict[str, Any]] | None = None) -> dict[str, Any]:  # fmt: skip
+def analyse_probe(
+    probes: list[dict[str, Any]],
+    processes: dict[int, dict[str, Any]],
+    window_ns: tuple[int, int],
+    roles: dict[int, str] | None = None,
+    sampled: dict[int, dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     """The probe section of a run: `processes` maps pid -> {"records": (N, 5) int64, "status": probe-PID.json}."""
     roles = roles or {}
     start_ns, end_ns = window_ns
@@ -97,15 +108,26 @@ def analyse_probe(probes: list[dict[str, Any]], processes: dict[int, dict[str, A
             totals[name]["calls"] += 1
             totals[name]["ms"] += own_ns / 1e6
         per_process[pid] = {
-            "pid": pid, "role": roles.get(pid), "loaded": bool(status), "records": int(len(inside)),
+            "pid": pid,
+            "role": roles.get(pid),
+            "loaded": bool(status),
+            "records": int(len(inside)),
             "patched": [f"{item.get('module')}:{item.get('function')}" for item in status.get("patched", [])],
-            "missing": [str(item) for item in status.get("missing", [])], "dropped": int(status.get("dropped") or 0),
+            "missing": [str(item) for item in status.get("missing", [])],
+            "dropped": int(status.get("dropped") or 0),
             "cost_ns": status.get("cost_ns"),
-            "components": {name: {"calls": int(v["calls"]), "ms": v["ms"], "share_of_wall": v["ms"] * 1e6 / (window if name == STEP else wall_ns)}
-                           for name, v in sorted(totals.items(), key=lambda item: -item[1]["ms"])},
-        }  # fmt: skip
+            "components": {
+                name: {
+                    "calls": int(v["calls"]),
+                    "ms": v["ms"],
+                    "share_of_wall": v["ms"] * 1e6 / (window if name == STEP else wall_ns),
+                }
+                for name, v in sorted(totals.items(), key=lambda item: -item[1]["ms"])
+            },
+        }
     section: dict[str, Any] = {
-        "window_s": window / 1e9, "probes_on_s": wall_ns / 1e9,
+        "window_s": window / 1e9,
+        "probes_on_s": wall_ns / 1e9,
         "switches": sum(a[1] != b[1] for a, b in zip(switches, switches[1:])),
         "processes": [per_process[pid] for pid in sorted(per_process)],
         "loaded_in": sorted(pid for pid, entry in per_process.items() if entry["loaded"]),
@@ -140,21 +162,29 @@ def _steps(kept: dict[int, np.ndarray], components: list[str]) -> dict[str, Any]
         return None
     on = steps[steps[:, 2] == 1]
     duration_ms = (on[:, 1] - on[:, 0]) / 1e6
-    section: dict[str, Any] = {"pid": pid, "count": int(len(steps)), "with_probes_on": int(len(on)),
-                               "mean_ms": float(duration_ms.mean()) if len(on) else None,
-                               "p50_ms": float(np.median(duration_ms)) if len(on) else None, "components": {}}  # fmt: skip
+    section: dict[str, Any] = {
+        "pid": pid,
+        "count": int(len(steps)),
+        "with_probes_on": int(len(on)),
+        "mean_ms": float(duration_ms.mean()) if len(on) else None,
+        "p50_ms": float(np.median(duration_ms)) if len(on) else None,
+        "components": {},
+    }
     if len(on) < MIN_STEPS:
         section["note"] = f"{len(on)} steps with the probes on: too few for shares (at least {MIN_STEPS})"
         return section
     per_step = _per_step_ms(kept, components, on, pid)
     for name, values in sorted(per_step.items(), key=lambda item: -item[1].sum()):
-        interval = bootstrap([np.column_stack([values, duration_ms])], rate_statistic, block=None, resamples=1000)
+        interval = bootstrap(
+            [np.column_stack([values, duration_ms])], rate_statistic, block=None, resamples=1000
+        )
         section["components"][name] = {
-            "ms_per_step": float(values.mean()), "share": interval.point,
+            "ms_per_step": float(values.mean()),
+            "share": interval.point,
             "low": None if math.isnan(interval.low) else interval.low,
             "high": None if math.isnan(interval.high) else interval.high,
             "where": "engine loop" if _on_loop(kept, components, pid, name) else "other process",
-        }  # fmt: skip
+        }
     return section
 
 
@@ -162,7 +192,9 @@ def _on_loop(kept: dict[int, np.ndarray], components: list[str], pid: int, name:
     return any(components[int(i)] == name for i in kept[pid][:, INDEX])
 
 
-def _per_step_ms(kept: dict[int, np.ndarray], components: list[str], steps: np.ndarray, loop_pid: int) -> dict[str, np.ndarray]:
+def _per_step_ms(
+    kept: dict[int, np.ndarray], components: list[str], steps: np.ndarray, loop_pid: int
+) -> dict[str, np.ndarray]:
     """Each component's exclusive ms within each step (by the start of its span), over all processes; the
     loop's own components only on the loop's thread that ran the step."""
     starts, ends = steps[:, 0], steps[:, 1]
@@ -179,8 +211,13 @@ def _per_step_ms(kept: dict[int, np.ndarray], components: list[str], steps: np.n
     return result
 
 
-def _cost(kept: dict[int, np.ndarray], components: list[str], per_process: dict[int, dict[str, Any]],
-          steps: dict[str, Any] | None, wall_ns: int) -> dict[str, Any]:  # fmt: skip
+def _cost(
+    kept: dict[int, np.ndarray],
+    components: list[str],
+    per_process: dict[int, dict[str, Any]],
+    steps: dict[str, Any] | None,
+    wall_ns: int,
+) -> dict[str, Any]:
     """The probe's own cost: in-run A/B on step time (with an A/A beside it) and priced from calls x cost."""
     priced = {}
     for pid, rows in kept.items():
@@ -188,10 +225,15 @@ def _cost(kept: dict[int, np.ndarray], components: list[str], per_process: dict[
         if isinstance(cost, (int, float)) and cost > 0 and len(rows):
             on = rows[rows[:, ON] == 1]  # the calls made while the probes were on, over the time they were on
             _tids, calls = np.unique(on[:, TID], return_counts=True)
-            priced[pid] = int(calls.max(initial=0)) * cost / wall_ns  # its busiest thread's calls x the cost of one
-    section: dict[str, Any] = {"priced": max(priced.values()) if priced else None,
-                               "priced_by_pid": {str(pid): share for pid, share in priced.items()},
-                               "ab": None, "aa": None}  # fmt: skip
+            priced[pid] = (
+                int(calls.max(initial=0)) * cost / wall_ns
+            )  # its busiest thread's calls x the cost of one
+    section: dict[str, Any] = {
+        "priced": max(priced.values()) if priced else None,
+        "priced_by_pid": {str(pid): share for pid, share in priced.items()},
+        "ab": None,
+        "aa": None,
+    }
     step_pid, table = _step_table(kept, components)
     if step_pid is None or steps is None:
         section["note"] = "no step probe recorded: the in-run A/B needs the engine's steps"
@@ -199,7 +241,9 @@ def _cost(kept: dict[int, np.ndarray], components: list[str], per_process: dict[
     ab, aa = adjacent_pairs(table)
     section["pairs"] = {"on_off": len(ab), "like": len(aa)}
     if len(ab) < MIN_STEPS:
-        section["note"] = f"{len(ab)} on/off pair(s) of steps: the run was too short for the A/B (the steps take turns)"
+        section["note"] = (
+            f"{len(ab)} on/off pair(s) of steps: the run was too short for the A/B (the steps take turns)"
+        )
         return section
     section["ab"] = _relative(ab)
     if len(aa) >= MIN_STEPS:
@@ -244,13 +288,19 @@ def _relative(pairs: list[tuple[float, float]]) -> dict[str, Any]:
     logs = np.log(np.maximum(values[:, 0], 1e-9) / np.maximum(values[:, 1], 1e-9))
     units = logs[: len(logs) // 2 * 2].reshape(-1, 2).mean(axis=1)
     interval = bootstrap([units], quantile_statistic(0.5), block=None, resamples=2000)
-    return {"point": math.expm1(interval.point), "low": None if math.isnan(interval.low) else math.expm1(interval.low),
-            "high": None if math.isnan(interval.high) else math.expm1(interval.high), "pairs": len(pairs),
-            "units": len(units), "statistic": "median over units of two neighbouring pairs of steps (ABBA)"}  # fmt: skip
+    return {
+        "point": math.expm1(interval.point),
+        "low": None if math.isnan(interval.low) else math.expm1(interval.low),
+        "high": None if math.isnan(interval.high) else math.expm1(interval.high),
+        "pairs": len(pairs),
+        "units": len(units),
+        "statistic": "median over units of two neighbouring pairs of steps (ABBA)",
+    }
 
 
-def _agreement(kept: dict[int, np.ndarray], components: list[str], sampled: dict[int, dict[str, Any]],
-               wall_ns: int) -> list[dict[str, Any]]:  # fmt: skip
+def _agreement(
+    kept: dict[int, np.ndarray], components: list[str], sampled: dict[int, dict[str, Any]], wall_ns: int
+) -> list[dict[str, Any]]:
     """Per (process, thread, component) both measured: the probe's share of the thread's wall time against
     the samples' Wilson interval for that thread."""
     rows = []
@@ -264,22 +314,37 @@ def _agreement(kept: dict[int, np.ndarray], components: list[str], sampled: dict
             for name in sorted({components[int(i)] for i in mine[:, INDEX]} & set(SAMPLE_NAMES)):
                 own = mine[np.array([components[int(i)] == name for i in mine[:, INDEX]], dtype=bool)]
                 probe_share = float(own[:, 5].sum() / wall_ns)
-                sample_share = sum(float((thread.get("components") or {}).get(n) or 0.0) for n in SAMPLE_NAMES[name])
+                sample_share = sum(
+                    float((thread.get("components") or {}).get(n) or 0.0) for n in SAMPLE_NAMES[name]
+                )
                 interval = wilson_interval(round(sample_share * samples), samples)
-                rows.append({"pid": pid, "thread": thread.get("name"), "thread_id": tid, "component": name,
-                             "probe_share": probe_share, "sample_share": sample_share, "samples": samples,
-                             "low": interval.low, "high": interval.high,
-                             "agree": interval.low <= probe_share <= interval.high})  # fmt: skip
+                rows.append(
+                    {
+                        "pid": pid,
+                        "thread": thread.get("name"),
+                        "thread_id": tid,
+                        "component": name,
+                        "probe_share": probe_share,
+                        "sample_share": sample_share,
+                        "samples": samples,
+                        "low": interval.low,
+                        "high": interval.high,
+                        "agree": interval.low <= probe_share <= interval.high,
+                    }
+                )
     return rows
 
 
 def probe_bounds(section: dict[str, Any], engine: str) -> list[str]:
     """The Amdahl bound of each component on the step's path, from the probe's shares (the verdict's long form)."""
     components = (section.get("steps") or {}).get("components") or {}
-    return [f"If {engine}'s {name} cost nothing, its step would be at most {_pct(entry['share'])} shorter "
-            f"(Amdahl at an infinite speedup{_iv(entry, ', 95% interval ')}, from the probe's spans); "
-            f"no C twin exists there, so nothing can verify it."
-            for name, entry in components.items() if name not in ("model", "worker")]  # fmt: skip
+    return [
+        f"If {engine}'s {name} cost nothing, its step would be at most {_pct(entry['share'])} shorter "
+        f"(Amdahl at an infinite speedup{_iv(entry, ', 95% interval ')}, from the probe's spans); "
+        f"no C twin exists there, so nothing can verify it."
+        for name, entry in components.items()
+        if name not in ("model", "worker")
+    ]
 
 
 def probe_sentences(section: dict[str, Any], engine: str) -> list[str]:
@@ -287,10 +352,15 @@ def probe_sentences(section: dict[str, Any], engine: str) -> list[str]:
     lines = []
     steps = section.get("steps")
     if steps and steps.get("components"):
-        parts = [f"{NAMES.get(name, name)} {entry['ms_per_step']:.2f} ms ({_pct(entry['share'])}{_iv(entry)})"
-                 for name, entry in steps["components"].items()]  # fmt: skip
-        lines.append(f"In-process probe, {steps['with_probes_on']:,} steps (mean {steps['mean_ms']:.1f} ms): per step "
-                     + ", ".join(parts) + ".")
+        parts = [
+            f"{NAMES.get(name, name)} {entry['ms_per_step']:.2f} ms ({_pct(entry['share'])}{_iv(entry)})"
+            for name, entry in steps["components"].items()
+        ]
+        lines.append(
+            f"In-process probe, {steps['with_probes_on']:,} steps (mean {steps['mean_ms']:.1f} ms): per step "
+            + ", ".join(parts)
+            + "."
+        )
         path = critical_path(steps)
         if path:
             lines.append(path)
@@ -299,24 +369,44 @@ def probe_sentences(section: dict[str, Any], engine: str) -> list[str]:
     agreement = section.get("agreement") or []
     if agreement:
         agreeing = sum(row["agree"] for row in agreement)
-        worst = [f"{row['component']} on {row['thread']} ({row['pid']}): probe {_pct(row['probe_share'])}, samples "
-                 f"{_pct(row['sample_share'])} [{_pct(row['low'])}, {_pct(row['high'])}]"
-                 for row in agreement if not row["agree"]]  # fmt: skip
-        lines.append(f"Probe against samples: {agreeing} of {len(agreement)} component shares fall inside the samples' "
-                     f"95% interval" + (f"; outside: {'; '.join(worst)}." if worst else "."))  # fmt: skip
+        worst = [
+            f"{row['component']} on {row['thread']} ({row['pid']}): probe {_pct(row['probe_share'])}, samples "
+            f"{_pct(row['sample_share'])} [{_pct(row['low'])}, {_pct(row['high'])}]"
+            for row in agreement
+            if not row["agree"]
+        ]
+        lines.append(
+            f"Probe against samples: {agreeing} of {len(agreement)} component shares fall inside the samples' "
+            f"95% interval" + (f"; outside: {'; '.join(worst)}." if worst else ".")
+        )
     cost = section.get("cost") or {}
     if cost.get("ab"):
         ab, aa = cost["ab"], cost.get("aa")
-        pairs = f" (median of {ab['units']:,} units of neighbouring steps on and off)" if ab.get("units") else ""
-        lines.append(f"The probe's cost, in-run A/B on step time: {_signed(ab['point'])}{_iv(ab, ' [', signed=True)}{pairs}"
-                     + (f" (A/A beside it: {_signed(aa['point'])}{_iv(aa, ' [', signed=True)})" if aa else "")
-                     + (f"; priced from its calls: {_pct(cost['priced'], 3)} of a thread" if cost.get("priced") is not None else "")
-                     + ("; the A/A's spread says this run's step times vary too much for the A/B to resolve a cost of "
-                        "that size: read the priced figure" if _unresolved(aa, cost.get("priced")) else "")
-                     + ".")  # fmt: skip
+        pairs = (
+            f" (median of {ab['units']:,} units of neighbouring steps on and off)" if ab.get("units") else ""
+        )
+        lines.append(
+            f"The probe's cost, in-run A/B on step time: {_signed(ab['point'])}{_iv(ab, ' [', signed=True)}{pairs}"
+            + (f" (A/A beside it: {_signed(aa['point'])}{_iv(aa, ' [', signed=True)})" if aa else "")
+            + (
+                f"; priced from its calls: {_pct(cost['priced'], 3)} of a thread"
+                if cost.get("priced") is not None
+                else ""
+            )
+            + (
+                "; the A/A's spread says this run's step times vary too much for the A/B to resolve a cost of "
+                "that size: read the priced figure"
+                if _unresolved(aa, cost.get("priced"))
+                else ""
+            )
+            + "."
+        )
     elif cost.get("priced") is not None:
-        lines.append(f"The probe's cost, priced from its calls: {_pct(cost['priced'], 3)} of a thread"
-                     + (f" ({cost['note']})" if cost.get("note") else "") + ".")
+        lines.append(
+            f"The probe's cost, priced from its calls: {_pct(cost['priced'], 3)} of a thread"
+            + (f" ({cost['note']})" if cost.get("note") else "")
+            + "."
+        )
     return lines
 
 
@@ -336,12 +426,18 @@ def critical_path(steps: dict[str, Any]) -> str | None:
     if not worker or not mean:
         return None
     own = max(0.0, mean - worker["ms_per_step"])
-    inside = [f"{name} {entry['ms_per_step']:.1f} ms" for name, entry in components.items()
-              if entry.get("where") == "other process" and name not in ("api", "tokenizer", "detokenizer")]  # fmt: skip
-    return (f"A step's critical path (mean {mean:.1f} ms): the engine loop's own work {own:.1f} ms "
-            f"({_pct(own / mean)}), then waiting on the model worker {worker['ms_per_step']:.1f} ms "
-            f"({_pct(worker['share'])})" + (f", in which the worker's probes timed {', '.join(inside)}" if inside else "")
-            + ", then back to the loop.")  # fmt: skip
+    inside = [
+        f"{name} {entry['ms_per_step']:.1f} ms"
+        for name, entry in components.items()
+        if entry.get("where") == "other process" and name not in ("api", "tokenizer", "detokenizer")
+    ]
+    return (
+        f"A step's critical path (mean {mean:.1f} ms): the engine loop's own work {own:.1f} ms "
+        f"({_pct(own / mean)}), then waiting on the model worker {worker['ms_per_step']:.1f} ms "
+        f"({_pct(worker['share'])})"
+        + (f", in which the worker's probes timed {', '.join(inside)}" if inside else "")
+        + ", then back to the loop."
+    )
 
 
 def _pct(value: float | None, digits: int = 1) -> str:
@@ -357,4 +453,6 @@ def _iv(entry: dict[str, Any], prefix: str = " [", *, signed: bool = False) -> s
     if low is None or high is None:
         return ""
     show = _signed if signed else _pct
-    return f"{prefix}{show(low)}, {show(high)}]" if prefix.endswith("[") else f"{prefix}{show(low)}-{show(high)}"
+    return (
+        f"{prefix}{show(low)}, {show(high)}]" if prefix.endswith("[") else f"{prefix}{show(low)}-{show(high)}"
+    )

@@ -39,17 +39,33 @@ from profiler.analysis.engine_tables import EngineTable, all_tables
 
 IDLE_HELPER_WORK = 0.05  # of its samples: a thread that works less than this is a helper waiting for work
 ENGINE_LOOP, MODEL_WORKER, API, TOKENIZER, IDLE_HELPER, UNKNOWN = (
-    "engine loop", "model worker", "api", "tokenizer", "idle helper", "unknown",
-)  # fmt: skip
+    "engine loop",
+    "model worker",
+    "api",
+    "tokenizer",
+    "idle helper",
+    "unknown",
+)
 ROLE_WORDS = {
-    ENGINE_LOOP: "engine loop", MODEL_WORKER: "model worker", API: "API / event loop",
-    TOKENIZER: "tokenizer / detokenizer", IDLE_HELPER: "idle helper", UNKNOWN: "unknown (can't tell)",
-}  # fmt: skip
+    ENGINE_LOOP: "engine loop",
+    MODEL_WORKER: "model worker",
+    API: "API / event loop",
+    TOKENIZER: "tokenizer / detokenizer",
+    IDLE_HELPER: "idle helper",
+    UNKNOWN: "unknown (can't tell)",
+}
 _COMPONENT_ROLE = {
-    "scheduler": ENGINE_LOOP, "kv_alloc": ENGINE_LOOP, "queue": ENGINE_LOOP,
-    "model_glue": MODEL_WORKER, "model_kernels": MODEL_WORKER, "sampler": MODEL_WORKER, "prepare": MODEL_WORKER,
-    "api": API, "tokenizer": TOKENIZER, "detokenizer": TOKENIZER,
-}  # fmt: skip
+    "scheduler": ENGINE_LOOP,
+    "kv_alloc": ENGINE_LOOP,
+    "queue": ENGINE_LOOP,
+    "model_glue": MODEL_WORKER,
+    "model_kernels": MODEL_WORKER,
+    "sampler": MODEL_WORKER,
+    "prepare": MODEL_WORKER,
+    "api": API,
+    "tokenizer": TOKENIZER,
+    "detokenizer": TOKENIZER,
+}
 _WAITS = ("idle", "waiting", "lock")
 _EVENT_LOOP = re.compile(r"(^|/)(asyncio/(runners|base_events)\.py|uvloop/)")
 _WAIT_ROLE = {"queueing": API, "client": API, "worker": ENGINE_LOOP}
@@ -67,7 +83,9 @@ class ThreadSplit:
     dispatch: int = 0
     categories: Counter[str] = field(default_factory=Counter)
     components: Counter[str] = field(default_factory=Counter)
-    waits: Counter[str] = field(default_factory=Counter)  # wait kind -> samples (idle, queueing, worker, client, lock)
+    waits: Counter[str] = field(
+        default_factory=Counter
+    )  # wait kind -> samples (idle, queueing, worker, client, lock)
     lock_components: Counter[str] = field(default_factory=Counter)
     gil_components: Counter[str] = field(default_factory=Counter)
     votes: Counter[str] = field(default_factory=Counter)
@@ -83,29 +101,46 @@ class ThreadSplit:
 
     @property
     def label(self) -> str:
-        return f"{self.name or 'thread'} ({self.thread_id})" if self.thread_id is not None else (self.name or "thread")
+        return (
+            f"{self.name or 'thread'} ({self.thread_id})"
+            if self.thread_id is not None
+            else (self.name or "thread")
+        )
 
     def counts(self) -> dict[str, Any]:
         """Its counts in profiler.collectors.sampling.summarize_stacks's shape (for breakdown.samples_split)."""
         return {
-            "thread_ids": [self.thread_id] if self.thread_id is not None else [], "samples": self.samples,
-            "native_samples": self.native_samples, "categories": dict(self.categories),
-            "components": dict(self.components), "lock_components": dict(self.lock_components),
-            "gil_components": dict(self.gil_components), "dispatch": self.dispatch, "gil": self.gil_samples,
-            "waits": dict(self.waits), "by_category": dict(self.by_category), "work": self.work,
-        }  # fmt: skip
+            "thread_ids": [self.thread_id] if self.thread_id is not None else [],
+            "samples": self.samples,
+            "native_samples": self.native_samples,
+            "categories": dict(self.categories),
+            "components": dict(self.components),
+            "lock_components": dict(self.lock_components),
+            "gil_components": dict(self.gil_components),
+            "dispatch": self.dispatch,
+            "gil": self.gil_samples,
+            "waits": dict(self.waits),
+            "by_category": dict(self.by_category),
+            "work": self.work,
+        }
 
     def as_dict(self, native: bool) -> dict[str, Any]:
         total = self.samples or 1
         return {
-            "thread_id": self.thread_id, "name": self.name, "role": self.role, "role_words": ROLE_WORDS[self.role],
-            "reason": self.reason, "samples": self.samples, "work_share": self.work / total,
+            "thread_id": self.thread_id,
+            "name": self.name,
+            "role": self.role,
+            "role_words": ROLE_WORDS[self.role],
+            "reason": self.reason,
+            "samples": self.samples,
+            "work_share": self.work / total,
             "categories": {key: count / total for key, count in self.categories.most_common()},
             "components": {key: count / total for key, count in self.components.most_common()},
             "waits": {key: count / total for key, count in self.waits.most_common()},
-            "gil_wait": self.gil_samples / total if native else None, "event_loop": self.event_loop,
+            "gil_wait": self.gil_samples / total if native else None,
+            "event_loop": self.event_loop,
             "counts": self.counts(),
-        }  # fmt: skip
+        }
 
 
 @dataclass
@@ -127,8 +162,16 @@ class ProcessRoles:
     def pooled(self, thread_ids: Iterable[int] | None = None) -> dict[str, Any] | None:
         """Pooled counts (summarize_stacks's shape) of the given threads, by default the engine threads."""
         chosen = set(self.engine_threads if thread_ids is None else thread_ids)
-        out: dict[str, Any] = {"thread_ids": [], "samples": 0, "native_samples": 0, "categories": {}, "components": {},
-                               "lock_components": {}, "gil_components": {}, "dispatch": 0}  # fmt: skip
+        out: dict[str, Any] = {
+            "thread_ids": [],
+            "samples": 0,
+            "native_samples": 0,
+            "categories": {},
+            "components": {},
+            "lock_components": {},
+            "gil_components": {},
+            "dispatch": 0,
+        }
         for thread in self.threads:
             if thread.thread_id not in chosen:
                 continue
@@ -143,20 +186,32 @@ class ProcessRoles:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "pid": self.pid, "role": self.role, "role_words": ROLE_WORDS.get(self.role, self.role), "engine": self.engine,
-            "engine_thread": self.engine_thread, "engine_threads": self.engine_threads,
+            "pid": self.pid,
+            "role": self.role,
+            "role_words": ROLE_WORDS.get(self.role, self.role),
+            "engine": self.engine,
+            "engine_thread": self.engine_thread,
+            "engine_threads": self.engine_threads,
             "resolution": "native" if self.native else "python",
-            "threads": [thread.as_dict(self.native) for thread in self.threads], "notes": self.notes,
-        }  # fmt: skip
+            "threads": [thread.as_dict(self.native) for thread in self.threads],
+            "notes": self.notes,
+        }
 
 
 def _role_rows(tables: Iterable[EngineTable]) -> list[tuple[str, re.Pattern[str], re.Pattern[str] | None]]:
-    return [(role, re.compile(file), re.compile(func) if func else None)
-            for table in tables for role, file, func in table.roles]  # fmt: skip
+    return [
+        (role, re.compile(file), re.compile(func) if func else None)
+        for table in tables
+        for role, file, func in table.roles
+    ]
 
 
-def _role_of(frames: tuple[Frame, ...], rows: list[tuple[str, re.Pattern[str], re.Pattern[str] | None]],
-             component: str | None, category: str) -> str | None:  # fmt: skip
+def _role_of(
+    frames: tuple[Frame, ...],
+    rows: list[tuple[str, re.Pattern[str], re.Pattern[str] | None]],
+    component: str | None,
+    category: str,
+) -> str | None:
     for frame in reversed(frames):
         if not frame.python:
             continue
@@ -171,16 +226,25 @@ def _role_of(frames: tuple[Frame, ...], rows: list[tuple[str, re.Pattern[str], r
 def _engine_of(stacks: list[Stack], tables: tuple[EngineTable, ...]) -> str | None:
     for table in tables:
         patterns = [re.compile(pattern) for pattern in table.detect]
-        if patterns and any(pattern.search(frame.where) for stack in stacks for frame in stack.frames
-                            if frame.python for pattern in patterns):  # fmt: skip
+        if patterns and any(
+            pattern.search(frame.where)
+            for stack in stacks
+            for frame in stack.frames
+            if frame.python
+            for pattern in patterns
+        ):
             return table.name
     return None
 
 
 def process_roles(
-    stacks: Iterable[Stack], *, pid: int | None = None, tables: Iterable[EngineTable] | None = None,
-    rules: ComponentRules | None = None, waits: WaitRules | None = None,
-) -> ProcessRoles:  # fmt: skip
+    stacks: Iterable[Stack],
+    *,
+    pid: int | None = None,
+    tables: Iterable[EngineTable] | None = None,
+    rules: ComponentRules | None = None,
+    waits: WaitRules | None = None,
+) -> ProcessRoles:
     """Roles and splits of one process's threads from its parsed py-spy stacks (classify.parse_raw of its raw output).
 
     tables: the engine tables (default: the user's, then the built-in ones); rules/waits: compiled
@@ -202,7 +266,9 @@ def process_roles(
         thread.categories[label.category] += count
         thread.components[label.component or "none"] += count
         thread.by_category[f"{label.category}/{label.component or 'none'}"] += count
-        if not thread.event_loop and any(frame.python and _EVENT_LOOP.search(frame.where) for frame in stack.frames):
+        if not thread.event_loop and any(
+            frame.python and _EVENT_LOOP.search(frame.where) for frame in stack.frames
+        ):
             thread.event_loop = True
         if label.dispatch:
             thread.dispatch += count
@@ -239,7 +305,9 @@ def process_roles(
         role = busiest.role
     else:
         role = "idle" if ordered else UNKNOWN
-    return ProcessRoles(pid, ordered, _engine_of(stacks, tables), role, engine_thread, engine_threads, native, notes)
+    return ProcessRoles(
+        pid, ordered, _engine_of(stacks, tables), role, engine_thread, engine_threads, native, notes
+    )
 
 
 def _assign(thread: ThreadSplit) -> None:
@@ -274,9 +342,14 @@ def _assign(thread: ThreadSplit) -> None:
         role, votes = ENGINE_LOOP, thread.votes[ENGINE_LOOP]
     thread.role = role
     waited = 1.0 - share
-    thread.reason = (f"{votes / voted:.0%} of what it did (work, or waits for the engine) is {ROLE_WORDS[role]} code"
-                     + (f"; it waited for work {thread.waits.get('idle', 0) / thread.samples:.0%} of its samples"
-                        if waited >= 0.5 and thread.waits.get("idle") else ""))  # fmt: skip
+    thread.reason = (
+        f"{votes / voted:.0%} of what it did (work, or waits for the engine) is {ROLE_WORDS[role]} code"
+        + (
+            f"; it waited for work {thread.waits.get('idle', 0) / thread.samples:.0%} of its samples"
+            if waited >= 0.5 and thread.waits.get("idle")
+            else ""
+        )
+    )
 
 
 def _engine_threads(threads: list[ThreadSplit], notes: list[str]) -> tuple[int | None, list[int]]:
@@ -284,7 +357,10 @@ def _engine_threads(threads: list[ThreadSplit], notes: list[str]) -> tuple[int |
         chosen = [thread for thread in threads if thread.role == role and thread.thread_id is not None]
         if chosen:
             chosen.sort(key=lambda thread: -thread.work)
-            return chosen[0].thread_id, [thread.thread_id for thread in chosen if thread.thread_id is not None]
+            return chosen[0].thread_id, [
+                thread.thread_id for thread in chosen if thread.thread_id is not None
+            ]
+
     # No table names the loop: the busiest thread that runs model, kernel or scheduler work stands in.
     def engine_work(thread: ThreadSplit) -> int:
         return sum(thread.votes.get(role, 0) for role in (ENGINE_LOOP, MODEL_WORKER))
@@ -292,15 +368,23 @@ def _engine_threads(threads: list[ThreadSplit], notes: list[str]) -> tuple[int |
     candidates = [thread for thread in threads if engine_work(thread) > 0 and thread.thread_id is not None]
     if candidates:
         best = max(candidates, key=lambda thread: (thread.work, engine_work(thread)))
-        notes.append(f"no thread runs code an engine table names as the engine loop: {best.label}, the one with the "
-                     "most work that runs model, kernel or scheduler code, stands in for it")  # fmt: skip
+        notes.append(
+            f"no thread runs code an engine table names as the engine loop: {best.label}, the one with the "
+            "most work that runs model, kernel or scheduler code, stands in for it"
+        )
         return best.thread_id, [best.thread_id] if best.thread_id is not None else []
     # Nothing names any engine work (too few samples, or an engine no table knows): the busiest thread whose
     # job we cannot tell stands in, and the notes say so; API, tokenizer and idle threads never do.
-    unknown = [thread for thread in threads if thread.role == UNKNOWN and thread.work > 0 and thread.thread_id is not None]
+    unknown = [
+        thread
+        for thread in threads
+        if thread.role == UNKNOWN and thread.work > 0 and thread.thread_id is not None
+    ]
     if not unknown:
         return None, []
     best = max(unknown, key=lambda thread: thread.work)
-    notes.append(f"can't tell which thread is the engine: no sample names engine or model code; {best.label}, the "
-                 "thread with the most work, stands in for it")  # fmt: skip
+    notes.append(
+        f"can't tell which thread is the engine: no sample names engine or model code; {best.label}, the "
+        "thread with the most work, stands in for it"
+    )
     return best.thread_id, [best.thread_id] if best.thread_id is not None else []

@@ -11,8 +11,12 @@ import pandas as pd
 from profiler.stats import bootstrap, rate_statistic
 
 # steps.csv's phase columns (exclusive ms per step) for the paths a C twin can take over.
-PHASE_COLUMNS = {"scheduler": "scheduler_ms", "kv_alloc": "kv_alloc_ms", "prepare": "prepare_ms",
-                 "sampler": "sampler_ms"}  # fmt: skip
+PHASE_COLUMNS = {
+    "scheduler": "scheduler_ms",
+    "kv_alloc": "kv_alloc_ms",
+    "prepare": "prepare_ms",
+    "sampler": "sampler_ms",
+}
 MIN_STEPS = 20  # fewer steps give no interval: a block bootstrap needs several blocks
 
 
@@ -30,9 +34,15 @@ def step_share_intervals(steps: pd.DataFrame) -> dict[str, dict[str, Any]]:
         keep = np.isfinite(values) & np.isfinite(duration) & (duration > 0)
         if keep.sum() < MIN_STEPS or values[keep].sum() <= 0:
             continue
-        interval = bootstrap([np.column_stack([values[keep], duration[keep]])], rate_statistic, block=None,
-                             resamples=1000)  # fmt: skip
+        interval = bootstrap(
+            [np.column_stack([values[keep], duration[keep]])], rate_statistic, block=None, resamples=1000
+        )
         if math.isnan(interval.low) or math.isnan(interval.high):
             continue
-        found[name] = {"share": interval.point, "low": interval.low, "high": interval.high, "steps": int(keep.sum())}
+        found[name] = {
+            "share": interval.point,
+            "low": interval.low,
+            "high": interval.high,
+            "steps": int(keep.sum()),
+        }
     return found

@@ -30,7 +30,7 @@ from profiler.stats import (
     quantile_statistic,
     rate_statistic,
     smallest_p_value,
-)  # fmt: skip
+)
 
 RunLike = RunResult | str | Path
 RunFn = Callable[[dict[str, Any]], Path]
@@ -158,7 +158,10 @@ def expand_run_dirs(paths: Sequence[RunLike]) -> list[RunLike]:
 
 
 def check_budget(
-    budget: BudgetFile, runs: Sequence[RunLike], baseline_runs: Sequence[RunLike] | None = None, *,
+    budget: BudgetFile,
+    runs: Sequence[RunLike],
+    baseline_runs: Sequence[RunLike] | None = None,
+    *,
     drift_guard: bool = True,
 ) -> BudgetReport:
     """Evaluate every assertion of `budget` over `runs` (repeats), comparing to `baseline_runs` if given.
@@ -171,7 +174,9 @@ def check_budget(
     candidates = [_Run(run) for run in expand_run_dirs(runs)]
     baselines = [_Run(run) for run in expand_run_dirs(baseline_runs)] if baseline_runs else []
     void = _drift(candidates, baselines) if baselines and drift_guard else None
-    results = [_evaluate(assertion, candidates, baselines, budget.alpha, void) for assertion in budget.assertions]
+    results = [
+        _evaluate(assertion, candidates, baselines, budget.alpha, void) for assertion in budget.assertions
+    ]
     return BudgetReport(
         budget=budget,
         results=results,
@@ -207,7 +212,11 @@ def record_runs(budget: BudgetFile, run_fn: RunFn, *, overrides: dict[str, Any] 
 
 
 def check_budget_with_runner(
-    budget: BudgetFile, run_fn: RunFn, *, baseline_runs: Sequence[RunLike] | None = None, drift_guard: bool = True
+    budget: BudgetFile,
+    run_fn: RunFn,
+    *,
+    baseline_runs: Sequence[RunLike] | None = None,
+    drift_guard: bool = True,
 ) -> BudgetReport:
     """Run the budget's scenario through `run_fn(overrides) -> run dir` and check the result.
 
@@ -252,8 +261,10 @@ def _twin_on(assertion: Assertion, runs: list[_Run]) -> str | None:
             continue
         for run in _runs_for(assertion, runs):
             if parts[2] in twins_on(run.result.config or {}):
-                return (f"{run.label} ran the C {parts[2]}: nothing is predicted for a twin that was on; "
-                        f"check this budget on a run with the Python {parts[2]}")
+                return (
+                    f"{run.label} ran the C {parts[2]}: nothing is predicted for a twin that was on; "
+                    f"check this budget on a run with the Python {parts[2]}"
+                )
     return None
 
 
@@ -262,7 +273,9 @@ def _distorted(assertion: Assertion, runs: list[_Run], baselines: list[_Run]) ->
     engine: profiler.analysis.health); counters come from counting runs, which no contention changes."""
     if assertion.is_counter:
         return None
-    chosen = _runs_for(assertion, runs) + (_runs_for(assertion, baselines) if assertion.needs_baseline else [])
+    chosen = _runs_for(assertion, runs) + (
+        _runs_for(assertion, baselines) if assertion.needs_baseline else []
+    )
     for run in chosen:
         reason = void_reason(run.result.health)
         if reason:
@@ -270,16 +283,20 @@ def _distorted(assertion: Assertion, runs: list[_Run], baselines: list[_Run]) ->
     return None
 
 
-def _evaluate(assertion: Assertion, runs: list[_Run], baselines: list[_Run], alpha: float,
-              void: str | None = None) -> AssertionResult:  # fmt: skip
+def _evaluate(
+    assertion: Assertion, runs: list[_Run], baselines: list[_Run], alpha: float, void: str | None = None
+) -> AssertionResult:
     distorted = _distorted(assertion, runs, baselines)
     if distorted:
         # Not a pass and not a regression: the run measured its machine's contention, not the engine.
         return AssertionResult(assertion, passed=False, reason=distorted, test="void")
     values = _values(assertion, runs)
     if any(value is None for value in values):
-        return AssertionResult(assertion, passed=False, reason=_twin_on(assertion, runs)
-                               or "metric is null in a run (nothing was measured)")  # fmt: skip
+        return AssertionResult(
+            assertion,
+            passed=False,
+            reason=_twin_on(assertion, runs) or "metric is null in a run (nothing was measured)",
+        )
     measured = _aggregate([v for v in values if v is not None], assertion.aggregate)
     outcome = AssertionResult(assertion, passed=True, reason="", measured=measured, values=values)  # type: ignore[arg-type]
     reasons: list[str] = []
@@ -303,7 +320,11 @@ def _evaluate(assertion: Assertion, runs: list[_Run], baselines: list[_Run], alp
 
 
 def _compare_to_baseline(
-    assertion: Assertion, outcome: AssertionResult, runs: list[_Run], baselines: list[_Run], alpha: float,
+    assertion: Assertion,
+    outcome: AssertionResult,
+    runs: list[_Run],
+    baselines: list[_Run],
+    alpha: float,
     void: str | None = None,
 ) -> str:
     base_values = _values(assertion, baselines)
@@ -342,7 +363,9 @@ def _drift(runs: list[_Run], baselines: list[_Run]) -> str | None:
     """drift_void over the timed runs' control figures (counting runs and in-memory results have none)."""
 
     def figures(side: list[_Run]) -> list[float]:
-        found = [control_figure(data) for run in side if not run.is_counting and (data := run.data()) is not None]
+        found = [
+            control_figure(data) for run in side if not run.is_counting and (data := run.data()) is not None
+        ]
         return [figure.value for figure in found if figure is not None]
 
     return drift_void(figures(baselines), figures(runs))
@@ -370,9 +393,14 @@ def _significant(
         seed = zlib.crc32(assertion.name.encode())  # the same check gives the same answer twice
         # Both sides are resampled in blocks of one length: the larger (the more cautious) of the two.
         interval = bootstrap_ratio(
-            candidate.rows, reference.rows, candidate.statistic, confidence=1 - 2 * alpha,
-            resamples=BOOTSTRAP_RESAMPLES, seed=seed, block=max(candidate.block, reference.block),
-        )  # fmt: skip
+            candidate.rows,
+            reference.rows,
+            candidate.statistic,
+            confidence=1 - 2 * alpha,
+            resamples=BOOTSTRAP_RESAMPLES,
+            seed=seed,
+            block=max(candidate.block, reference.block),
+        )
         outcome.interval = (interval.low, interval.high)
         significant = interval.high < 1.0 if direction == "less" else interval.low > 1.0
         return significant, (

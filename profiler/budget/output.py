@@ -23,17 +23,28 @@ from profiler.rundir.results import RunResult
 
 # What `write_bmf(runs)` reports when there is no budget to say which metrics matter.
 BMF_DEFAULT_METRICS = (
-    "throughput", "request_throughput", "p50_ttft_ms", "p99_ttft_ms", "p99_tpot_ms", "p99_itl_ms",
-    "interpreter_share", *KNOWN_COUNTERS,
-)  # fmt: skip
+    "throughput",
+    "request_throughput",
+    "p50_ttft_ms",
+    "p99_ttft_ms",
+    "p99_tpot_ms",
+    "p99_itl_ms",
+    "interpreter_share",
+    *KNOWN_COUNTERS,
+)
 
 
 def write_junit(report: BudgetReport, path: str | Path) -> Path:
     """One testsuite, one testcase per assertion: error failures as <failure>, warnings as <skipped>."""
     failures = len(report.failed_errors)
     skipped = sum(1 for r in report.results if r.status in ("WARN", "SKIP"))
-    counts = {"tests": str(len(report.results)), "failures": str(failures), "errors": "0",
-              "skipped": str(skipped), "time": f"{report.elapsed_s:.3f}"}  # fmt: skip
+    counts = {
+        "tests": str(len(report.results)),
+        "failures": str(failures),
+        "errors": "0",
+        "skipped": str(skipped),
+        "time": f"{report.elapsed_s:.3f}",
+    }
     suites = ET.Element("testsuites", {"name": "infer-prof budget", **counts})
     suite = ET.SubElement(suites, "testsuite", {"name": f"budget.{report.budget.name}", **counts})
     properties = ET.SubElement(suite, "properties")

@@ -37,9 +37,13 @@ SECTIONS = tuple(name for name in RunResult.__dataclass_fields__ if name != "sch
 
 # Counters recorded by profiler.collectors.counters; a bare counter name means `counters.<name>`.
 KNOWN_COUNTERS = (
-    "python_calls_per_token", "python_calls_per_step", "torch_ops_per_step", "native_calls_per_step",
-    "allocations_per_step", "bytes_copied_per_step",
-)  # fmt: skip
+    "python_calls_per_token",
+    "python_calls_per_step",
+    "torch_ops_per_step",
+    "native_calls_per_step",
+    "allocations_per_step",
+    "bytes_copied_per_step",
+)
 
 
 def _build_aliases() -> dict[str, str]:
@@ -189,7 +193,9 @@ def load_budget(path: str | Path) -> BudgetFile:
     except OSError as exc:
         raise BudgetError(f"{budget_path}: cannot read the budget file ({exc.strerror or exc})") from None
     except UnicodeDecodeError as exc:
-        raise BudgetError(f"{budget_path}: not a text file (byte {exc.start} is not UTF-8); give a budget TOML file") from None
+        raise BudgetError(
+            f"{budget_path}: not a text file (byte {exc.start} is not UTF-8); give a budget TOML file"
+        ) from None
     return parse_budget(text, source=budget_path)
 
 
@@ -287,7 +293,9 @@ def _parse_entry(entry: dict[str, Any], index: int, lines: _LineFinder, where: A
     bounds: dict[str, float | None] = {}
     for key in ("min", "max", "min_ratio", "max_ratio"):
         value = entry.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)):
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+        ):
             raise BudgetError(
                 f"{where(lines.entry_key(index, key) or line)}: {label} `{key}` must be a finite number, not {value!r}"
             )
@@ -319,9 +327,15 @@ def _parse_entry(entry: dict[str, Any], index: int, lines: _LineFinder, where: A
     if not isinstance(name, str):
         raise BudgetError(f"{here}: {label} `name` must be a string")
     return Assertion(
-        name=name, metric=metric if metric is not None else f"{ratio[0]} / {ratio[1]}", paths=paths,
-        level=level, aggregate=aggregate, description=str(entry.get("description", "")), line=line, **bounds,
-    )  # fmt: skip
+        name=name,
+        metric=metric if metric is not None else f"{ratio[0]} / {ratio[1]}",
+        paths=paths,
+        level=level,
+        aggregate=aggregate,
+        description=str(entry.get("description", "")),
+        line=line,
+        **bounds,
+    )
 
 
 def _resolve_or_fail(metric: str, here: str, label: str) -> str:
@@ -341,16 +355,21 @@ def _check_run_value(key: str, value: Any, here: str) -> None:
         "requests": isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_REQUESTS,
         "repeats": isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_REPEATS,
         "seed": isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_SEED,
-        "duration_s": isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value <= MAX_DURATION_S,
+        "duration_s": isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and 0 < value <= MAX_DURATION_S,
         "native": _native_ok(value),
     }[key]
     if not ok:
         wanted = {
-            "scenario": "a scenario name", "model": "a model name", "requests": f"an integer in [1, {MAX_REQUESTS:,}]",
-            "repeats": f"an integer in [1, {MAX_REPEATS}]", "seed": f"an integer in [0, {MAX_SEED}]",
+            "scenario": "a scenario name",
+            "model": "a model name",
+            "requests": f"an integer in [1, {MAX_REQUESTS:,}]",
+            "repeats": f"an integer in [1, {MAX_REPEATS}]",
+            "seed": f"an integer in [0, {MAX_SEED}]",
             "duration_s": f"seconds in (0, {MAX_DURATION_S:g}]",
-            "native": "none, all, or a list of component names, e.g. [\"sampler\", \"kv_alloc\"]",
-        }[key]  # fmt: skip
+            "native": 'none, all, or a list of component names, e.g. ["sampler", "kv_alloc"]',
+        }[key]
         raise BudgetError(f"{here}: {key} = {value!r}; use {wanted}")
 
 

@@ -125,13 +125,16 @@ class ShadowScheduler:
         shadow = self.shadow
         shadow.step += 1
         plan = self.python.schedule(arrivals, finished, num_free_blocks)
-        other = shadow.shadowed("scheduler", plan.as_lists(), lambda: self.native.schedule(arrivals, finished, num_free_blocks))
+        other = shadow.shadowed(
+            "scheduler", plan.as_lists(), lambda: self.native.schedule(arrivals, finished, num_free_blocks)
+        )
         if other is not None and plan != other:
             shadow.differ("scheduler", plan.as_lists(), other.as_lists())
         if shadow.core is not None:
             core = shadow.core
-            shadow.core_plan = shadow.shadowed("core", plan.as_lists(),
-                                               lambda: core.scheduler.schedule(arrivals, finished, num_free_blocks))  # fmt: skip
+            shadow.core_plan = shadow.shadowed(
+                "core", plan.as_lists(), lambda: core.scheduler.schedule(arrivals, finished, num_free_blocks)
+            )
             if shadow.core_plan is not None and plan != shadow.core_plan:
                 shadow.differ("core", plan.as_lists(), shadow.core_plan.as_lists())
                 shadow.core = None
@@ -153,18 +156,25 @@ class ShadowAllocator:
     def step(self, frees, grow_seq_ids, grow_num_blocks, batch_seq_ids):
         shadow = self.shadow
         tables = self.python.step(frees, grow_seq_ids, grow_num_blocks, batch_seq_ids)
-        other = shadow.shadowed("allocator", tables.tolist(),
-                                lambda: self.native.step(frees, grow_seq_ids, grow_num_blocks, batch_seq_ids))  # fmt: skip
+        other = shadow.shadowed(
+            "allocator",
+            tables.tolist(),
+            lambda: self.native.step(frees, grow_seq_ids, grow_num_blocks, batch_seq_ids),
+        )
         if other is not None and (
             not np.array_equal(tables, other) or self.python.num_free_blocks != self.native.num_free_blocks
         ):
             shadow.differ("allocator", tables.tolist(), np.asarray(other).tolist())
         core, plan = shadow.core, shadow.core_plan
         if core is not None and plan is not None:
-            shadow.core_tables = shadow.shadowed("core", tables.tolist(), lambda: core.kv_alloc.step(
-                plan.frees, plan.grow_seq_ids, plan.grow_num_blocks, plan.seq_ids))  # fmt: skip
+            shadow.core_tables = shadow.shadowed(
+                "core",
+                tables.tolist(),
+                lambda: core.kv_alloc.step(plan.frees, plan.grow_seq_ids, plan.grow_num_blocks, plan.seq_ids),
+            )
             if shadow.core_tables is not None and (
-                not np.array_equal(tables, shadow.core_tables) or self.python.num_free_blocks != core.kv_alloc.num_free_blocks
+                not np.array_equal(tables, shadow.core_tables)
+                or self.python.num_free_blocks != core.kv_alloc.num_free_blocks
             ):
                 shadow.differ("core", tables.tolist(), shadow.core_tables.tolist())
                 shadow.core = None
@@ -175,6 +185,7 @@ class ShadowPrepare:
     def __init__(self, python: Any, native: Any, shadow: _Shadow) -> None:
         self.python, self.native, self.shadow = python, native, shadow
         self.block_size = python.block_size
+
     def _shadows(self) -> list[tuple[str, Any]]:
         core = self.shadow.core
         return [("prepare", self.native)] + ([("core", core.prepare)] if core is not None else [])
@@ -202,7 +213,9 @@ class ShadowPrepare:
             shadow.differ("prepare", inp.as_lists(), other.as_lists())
         core, core_plan = shadow.core, shadow.core_plan
         if core is not None and core_plan is not None:
-            core_input = shadow.shadowed("core", "an input", lambda: core.prepare.prepare(core_plan, shadow.core_tables))
+            core_input = shadow.shadowed(
+                "core", "an input", lambda: core.prepare.prepare(core_plan, shadow.core_tables)
+            )
             if core_input is not None and not inp.same_as(core_input):
                 shadow.differ("core", inp.as_lists(), core_input.as_lists())
                 shadow.core = None
@@ -234,12 +247,16 @@ class ShadowSampler:
                 # Both twins only read the logits (the spec's contract), so the row is still what they saw.
                 row = logits[index].detach().cpu().numpy()
                 why = explain(row, params, prompt, output, len(output), token, other)
-                self.shadow.divergences.append(Divergence("sampler", self.shadow.step, seq_id, len(output), token, other, why))
+                self.shadow.divergences.append(
+                    Divergence("sampler", self.shadow.step, seq_id, len(output), token, other, why)
+                )
             output.append(token)
         return tokens
 
 
-def golden_requests(tokenizer, count: int, seed: int, max_tokens: int) -> list[tuple[list[int], SamplingParams]]:
+def golden_requests(
+    tokenizer, count: int, seed: int, max_tokens: int
+) -> list[tuple[list[int], SamplingParams]]:
     """A seeded mix of prompts (8-120 tokens) and sampling parameters, every request its own seed."""
     from scenarios.prompts import synthetic_prompt
 
@@ -263,8 +280,15 @@ def end_to_end_phase(combination: str) -> str:
 
 def _run(loaded, config: EngineConfig, components, requests, counts: Counts | None = None, phase: str = ""):
     scheduler, kv_alloc, prepare, sampler = components
-    engine = Engine(loaded.model, loaded.tokenizer, scheduler=scheduler, kv_alloc=kv_alloc, sampler=sampler,
-                    prepare=prepare, config=config)  # fmt: skip
+    engine = Engine(
+        loaded.model,
+        loaded.tokenizer,
+        scheduler=scheduler,
+        kv_alloc=kv_alloc,
+        sampler=sampler,
+        prepare=prepare,
+        config=config,
+    )
     handles = [engine.submit(ids, params) for ids, params in requests]  # before start(): reproducible batches
     engine.start()
     if counts is not None:
@@ -292,10 +316,18 @@ def _report_finished(handles: list[Any], report: Callable[[int], None], poll_s: 
             pass
 
 
-def run_golden(loaded, *, requests: int = 200, seed: int = OPTION["seed"].default, max_tokens: int = 64,
-               max_batch: int = OPTION["max_batch"].default, kv_blocks: int | None = None,
-               combinations: Sequence[str] = DEFAULT_COMBINATIONS,
-               progress=None, counts: Counts | None = None) -> GoldenReport:  # fmt: skip
+def run_golden(
+    loaded,
+    *,
+    requests: int = 200,
+    seed: int = OPTION["seed"].default,
+    max_tokens: int = 64,
+    max_batch: int = OPTION["max_batch"].default,
+    kv_blocks: int | None = None,
+    combinations: Sequence[str] = DEFAULT_COMBINATIONS,
+    progress=None,
+    counts: Counts | None = None,
+) -> GoldenReport:
     """Run the workload in shadow mode, then end to end once per native selection in `combinations`
     (each parsed like --native); see the module docstring.
 
@@ -316,26 +348,42 @@ def run_golden(loaded, *, requests: int = 200, seed: int = OPTION["seed"].defaul
     config = EngineConfig(block_size=block_size, num_kv_blocks=kv_blocks, max_num_seqs=max_batch, seed=seed)
 
     def twins(native: frozenset[str]):
-        made = make_components(native, num_blocks=kv_blocks, block_size=block_size, max_num_seqs=max_batch,
-                               max_batched_tokens=config.max_batched_tokens, policy=config.policy)  # fmt: skip
+        made = make_components(
+            native,
+            num_blocks=kv_blocks,
+            block_size=block_size,
+            max_num_seqs=max_batch,
+            max_batched_tokens=config.max_batched_tokens,
+            policy=config.policy,
+        )
         return made.scheduler, made.kv_alloc, made.prepare, made.sampler
 
     shadow = _Shadow(NativeCore(kv_blocks, block_size, max_batch, config.max_batched_tokens, config.policy))
     py, nat = twins(frozenset()), twins(parse_native("all"))
-    components = (ShadowScheduler(py[0], nat[0], shadow), ShadowAllocator(py[1], nat[1], shadow),
-                  ShadowPrepare(py[2], nat[2], shadow), ShadowSampler(py[3], nat[3], shadow))  # fmt: skip
+    components = (
+        ShadowScheduler(py[0], nat[0], shadow),
+        ShadowAllocator(py[1], nat[1], shadow),
+        ShadowPrepare(py[2], nat[2], shadow),
+        ShadowSampler(py[3], nat[3], shadow),
+    )
     if progress:
         progress("shadow run: Python twins drive, C twins and the fused core shadow every call")
     engine, python_outputs = _run(loaded, config, components, workload, counts, SHADOW_PHASE)
 
-    report = GoldenReport(requests=len(workload), tokens=sum(len(o.token_ids) for o in python_outputs),
-                          steps=engine.stats()["steps"], preemptions=engine.stats()["preemptions"],
-                          divergences=shadow.divergences)  # fmt: skip
+    report = GoldenReport(
+        requests=len(workload),
+        tokens=sum(len(o.token_ids) for o in python_outputs),
+        steps=engine.stats()["steps"],
+        preemptions=engine.stats()["preemptions"],
+        divergences=shadow.divergences,
+    )
     near_tie_requests = {d.request for d in report.near_ties if d.component == "sampler"}
     for combination, selection in zip(combinations, selections):
         if progress:
             progress(f"end-to-end run: --native {combination} drives")
-        _, native_outputs = _run(loaded, config, twins(selection), workload, counts, end_to_end_phase(combination))
+        _, native_outputs = _run(
+            loaded, config, twins(selection), workload, counts, end_to_end_phase(combination)
+        )
         # Without the C sampler both runs draw with the Python one: every token must match.
         explained = near_tie_requests if "sampler" in selection else set()
         unexplained = report.combinations.setdefault(combination, [])

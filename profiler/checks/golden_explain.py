@@ -37,7 +37,9 @@ class Explanation:
     detail: str = ""
 
 
-def _penalized(row: np.ndarray, params: SamplingParams, prompt: Sequence[int], output: Sequence[int]) -> np.ndarray:
+def _penalized(
+    row: np.ndarray, params: SamplingParams, prompt: Sequence[int], output: Sequence[int]
+) -> np.ndarray:
     x = row.astype(np.float64)
     if params.repetition_penalty != 1.0:
         seen = np.unique(np.asarray(list(prompt) + list(output), dtype=np.int64))
@@ -54,9 +56,14 @@ def _close(a: float, b: float) -> bool:
 
 
 def explain(
-    row: np.ndarray, params: SamplingParams, prompt: Sequence[int], output: Sequence[int], position: int,
-    python_token: int, native_token: int,
-) -> Explanation:  # fmt: skip
+    row: np.ndarray,
+    params: SamplingParams,
+    prompt: Sequence[int],
+    output: Sequence[int],
+    position: int,
+    python_token: int,
+    native_token: int,
+) -> Explanation:
     """Why the Python twin picked `python_token` and the C twin `native_token` from the same row."""
     x = _penalized(row, params, prompt, output)
     pair = (python_token, native_token)
@@ -78,11 +85,19 @@ def explain(
     # exp(x - max) is proportional to every kept set's softmax (each keeps the best token): one draw weight.
     weights = np.exp(x - x.max())
     picked = _draw(spec.kept, weights, u)
-    candidates = {t: {"logit": float(x[t] * params.temperature), "p": float(spec.p[t]), "kept": bool(spec.kept[t])}
-                  for t in pair}  # fmt: skip
+    candidates = {
+        t: {"logit": float(x[t] * params.temperature), "p": float(spec.p[t]), "kept": bool(spec.kept[t])}
+        for t in pair
+    }
     if picked not in pair:
-        return Explanation("logic error", "spec", float("nan"), u, candidates,
-                           f"the spec picks {picked}, neither twin's token")  # fmt: skip
+        return Explanation(
+            "logic error",
+            "spec",
+            float("nan"),
+            u,
+            candidates,
+            f"the spec picks {picked}, neither twin's token",
+        )
     other = native_token if picked == python_token else python_token
     # A near-tie is a decision within rounding whose other outcome leads to the other twin's token: the
     # two tokens part there. A cut within rounding elsewhere in the row explains nothing about this pair.
@@ -91,12 +106,24 @@ def explain(
             return Explanation("near-tie", stage, margin, u, candidates, detail)
     edge = _draw_edge(spec.kept, weights, u, other)
     if edge is not None:
-        return Explanation("near-tie", "draw", edge, u, candidates,
-                           f"the draw falls within rounding of the running sum's step between {picked} and {other}")  # fmt: skip
+        return Explanation(
+            "near-tie",
+            "draw",
+            edge,
+            u,
+            candidates,
+            f"the draw falls within rounding of the running sum's step between {picked} and {other}",
+        )
     stage = spec.removed_by.get(other, "draw")
     where = f"removed by {stage}" if stage != "draw" else "kept"
-    return Explanation("logic error", stage, spec.distance(x, other, stage), u, candidates,
-                       f"the spec picks {picked}; {other} is {where}, and no decision within rounding leads to it")  # fmt: skip
+    return Explanation(
+        "logic error",
+        stage,
+        spec.distance(x, other, stage),
+        u,
+        candidates,
+        f"the spec picks {picked}; {other} is {where}, and no decision within rounding leads to it",
+    )
 
 
 @dataclass
@@ -124,7 +151,9 @@ def _softmax(x: np.ndarray, kept: np.ndarray) -> np.ndarray:
     return e / e.sum()
 
 
-def _top_k(x: np.ndarray, order: np.ndarray, k: int) -> tuple[np.ndarray, list[tuple[str, float, str, np.ndarray]]]:
+def _top_k(
+    x: np.ndarray, order: np.ndarray, k: int
+) -> tuple[np.ndarray, list[tuple[str, float, str, np.ndarray]]]:
     """Stage 4's kept set, and the swaps across its cut of values within rounding of the k-th."""
     kept = np.zeros(len(x), dtype=bool)
     kept[order[:k]] = True
@@ -140,13 +169,20 @@ def _top_k(x: np.ndarray, order: np.ndarray, k: int) -> tuple[np.ndarray, list[t
                 continue  # both twins divide the same logits by the same t: an exact tie has one answer, the lower id
             swapped = kept.copy()
             swapped[a], swapped[b] = False, True
-            swaps.append(("top-k", abs(float(x[a] - x[b])),
-                          f"{a} and {b} tie at the top-k cut within rounding ({float(x[a]):.17g} vs {float(x[b]):.17g})",
-                          swapped))  # fmt: skip
+            swaps.append(
+                (
+                    "top-k",
+                    abs(float(x[a] - x[b])),
+                    f"{a} and {b} tie at the top-k cut within rounding ({float(x[a]):.17g} vs {float(x[b]):.17g})",
+                    swapped,
+                )
+            )
     return kept, swaps
 
 
-def _top_p(p: np.ndarray, order: np.ndarray, kept: np.ndarray, top_p: float) -> tuple[np.ndarray, list[tuple[str, float, str, np.ndarray]]]:  # fmt: skip
+def _top_p(
+    p: np.ndarray, order: np.ndarray, kept: np.ndarray, top_p: float
+) -> tuple[np.ndarray, list[tuple[str, float, str, np.ndarray]]]:
     """Stage 6's kept set, and the cut one rank wider or narrower where its sum is within rounding of top_p."""
     ranked = order[kept[order]]
     before = np.concatenate(([0.0], np.cumsum(p[ranked])[:-1]))
@@ -158,9 +194,15 @@ def _top_p(p: np.ndarray, order: np.ndarray, kept: np.ndarray, top_p: float) -> 
         if 0 < rank < len(ranked) and _close(float(before[rank]), top_p):
             moved = out.copy()
             moved[ranked[rank]] = wider
-            moves.append(("top-p", abs(float(before[rank]) - top_p),
-                          f"the top-p cut at {int(ranked[rank])} falls within rounding ({float(before[rank]):.17g} vs "
-                          f"{top_p:.17g})", moved))  # fmt: skip
+            moves.append(
+                (
+                    "top-p",
+                    abs(float(before[rank]) - top_p),
+                    f"the top-p cut at {int(ranked[rank])} falls within rounding ({float(before[rank]):.17g} vs "
+                    f"{top_p:.17g})",
+                    moved,
+                )
+            )
     return out, moves
 
 
@@ -177,8 +219,10 @@ def _truncate(x: np.ndarray, params: SamplingParams, top_k_kept: np.ndarray | No
     p = _softmax(x, kept)
     if top_k_kept is None:
         # A swap at the top-k cut changes what the later stages see: run them again on it.
-        alternatives = [(stage, margin, detail, _truncate(x, params, swapped).kept)
-                        for stage, margin, detail, swapped in alternatives]  # fmt: skip
+        alternatives = [
+            (stage, margin, detail, _truncate(x, params, swapped).kept)
+            for stage, margin, detail, swapped in alternatives
+        ]
     if params.top_p < 1.0:
         narrowed, moves = _top_p(p, order, kept, params.top_p)
         removed_by.update({int(t): "top-p" for t in np.flatnonzero(kept & ~narrowed)})
@@ -190,13 +234,20 @@ def _truncate(x: np.ndarray, params: SamplingParams, top_k_kept: np.ndarray | No
         survive = p >= threshold
         near = np.flatnonzero(kept & (np.abs(p - threshold) <= NEAR_TIE_RELATIVE * max(threshold, 1e-300)))
         # The earlier stages' alternatives pass through this cut too.
-        alternatives = [(stage, margin, detail, other & survive) for stage, margin, detail, other in alternatives]
+        alternatives = [
+            (stage, margin, detail, other & survive) for stage, margin, detail, other in alternatives
+        ]
         for t in near[:_MAX_SWAPS]:
             flipped = kept & survive
             flipped[t] = not flipped[t]
-            alternatives.append(("min-p", abs(float(p[t]) - threshold),
-                                 f"{int(t)} sits at the min-p cut within rounding ({float(p[t]):.17g} vs {threshold:.17g})",
-                                 flipped))  # fmt: skip
+            alternatives.append(
+                (
+                    "min-p",
+                    abs(float(p[t]) - threshold),
+                    f"{int(t)} sits at the min-p cut within rounding ({float(p[t]):.17g} vs {threshold:.17g})",
+                    flipped,
+                )
+            )
         removed_by.update({int(t): "min-p" for t in np.flatnonzero(kept & ~survive)})
         kept = kept & survive
     return _Truncation(kept, p, removed_by, alternatives, thresholds)

@@ -56,12 +56,16 @@ class SlowSampler:
 class ContendedSampler(SlowSampler):
     """Every sample() first takes a lock that a hog thread holds for `hold_ms` out of every `period_ms`."""
 
-    def __init__(self, inner: Any, tracer: Any, hold_ms: float = HOLD_MS, period_ms: float = PERIOD_MS) -> None:
+    def __init__(
+        self, inner: Any, tracer: Any, hold_ms: float = HOLD_MS, period_ms: float = PERIOD_MS
+    ) -> None:
         super().__init__(inner, 1.0)
         self.tracer = tracer
         self.lock = threading.Lock()
         self._stop = threading.Event()
-        self._hog = threading.Thread(target=self._hold, args=(hold_ms / 1000, period_ms / 1000), name="injected-lock-hog", daemon=True)
+        self._hog = threading.Thread(
+            target=self._hold, args=(hold_ms / 1000, period_ms / 1000), name="injected-lock-hog", daemon=True
+        )
         self._hog.start()
 
     def _hold(self, hold_s: float, period_s: float) -> None:
@@ -107,7 +111,9 @@ class AllocatingSampler(SlowSampler):
         return self.inner.sample(logits, seq_ids)
 
 
-def apply_injections(injections: dict[str, Any], scheduler: Any, kv_alloc: Any, sampler: Any, tracer: Any = None):
+def apply_injections(
+    injections: dict[str, Any], scheduler: Any, kv_alloc: Any, sampler: Any, tracer: Any = None
+):
     """Wrap components per `injections` ({name: setting}); unknown names are a programming error."""
     unknown = set(injections) - set(INJECTIONS)
     if unknown:
@@ -121,7 +127,10 @@ def apply_injections(injections: dict[str, Any], scheduler: Any, kv_alloc: Any, 
     if "untraced_lock" in injections:
         sampler = UntracedContendedSampler(sampler)
     if "allocation_heavy" in injections:
-        sampler = AllocatingSampler(sampler, int(injections["allocation_heavy"]) if injections["allocation_heavy"] is not True else 60_000)
+        sampler = AllocatingSampler(
+            sampler,
+            int(injections["allocation_heavy"]) if injections["allocation_heavy"] is not True else 60_000,
+        )
     return scheduler, kv_alloc, sampler
 
 

@@ -38,12 +38,16 @@ class InRunGain:
     mix_gain: float | None
     mix_low: float | None
     mix_high: float | None
-    mix_coverage: float  # the share of the Python steps whose kind the C twin's steps also had (they fit delta)
+    mix_coverage: (
+        float  # the share of the Python steps whose kind the C twin's steps also had (they fit delta)
+    )
     pairs: int  # pairs of neighbouring blocks (one of each twin) in the complete units
     steps: int  # labelled steps in complete units
     batch_native: float | None  # mean batch size of the C blocks' steps, and of the Python blocks'
     batch_python: float | None
-    parts: dict[str, float] = field(default_factory=dict)  # phase -> its share of mix_gain (points of step time)
+    parts: dict[str, float] = field(
+        default_factory=dict
+    )  # phase -> its share of mix_gain (points of step time)
     own_low: float | None = None  # the interval of the twin's own phase's part (inrun_gain's `own`)
     own_high: float | None = None
     units: int = 0  # the units of blocks the intervals resampled (inrun_gain's unit_blocks)
@@ -67,7 +71,9 @@ def label_steps(calls: Sequence[tuple[int, int, bool]], steps: pd.DataFrame) -> 
 
 def _busy_gain(rows: np.ndarray) -> np.ndarray:
     """1 - (C ns / C tokens) / (Python ns / Python tokens) per resample of unit rows (C tokens, C ns, Py tokens, Py ns)."""
-    native_tokens, native_ns, python_tokens, python_ns = (rows[..., column].sum(axis=1) for column in range(4))
+    native_tokens, native_ns, python_tokens, python_ns = (
+        rows[..., column].sum(axis=1) for column in range(4)
+    )
     with np.errstate(divide="ignore", invalid="ignore"):
         gain = 1.0 - (native_ns / native_tokens) / (python_ns / python_tokens)
     return np.where((native_tokens == 0) | (python_tokens == 0), np.nan, gain)
@@ -85,7 +91,7 @@ def _same_steps_statistic(kinds: int):
 
     def statistic(rows: np.ndarray) -> np.ndarray:
         totals = rows.sum(axis=1)
-        n, a, p, y, ap, pp, ay, py = (totals[..., i * kinds:(i + 1) * kinds] for i in range(_SUMS))
+        n, a, p, y, ap, pp, ay, py = (totals[..., i * kinds : (i + 1) * kinds] for i in range(_SUMS))
         python_ms, python_steps = totals[..., -2], totals[..., -1]
         with np.errstate(divide="ignore", invalid="ignore"):
             inverse_n = np.where(n > 0, 1.0 / n, 0.0)
@@ -108,8 +114,14 @@ def _bound(value: float) -> float | None:
     return float(value) if np.isfinite(value) else None
 
 
-def inrun_gain(labelled: pd.DataFrame, *, own: str | None = None, unit_blocks: int = 2, resamples: int = 2000,
-               seed: int = 0) -> InRunGain | None:  # fmt: skip
+def inrun_gain(
+    labelled: pd.DataFrame,
+    *,
+    own: str | None = None,
+    unit_blocks: int = 2,
+    resamples: int = 2000,
+    seed: int = 0,
+) -> InRunGain | None:
     """The C twin's gains over the Python twin's from the run's steps as label_steps labels them (start_ns,
     end_ns, batch_size, prefill_tokens, block, native); None without a unit of blocks with steps of both.
     The intervals resample whole units of `unit_blocks` neighbouring blocks (an even number: every unit holds
@@ -119,9 +131,13 @@ def inrun_gain(labelled: pd.DataFrame, *, own: str | None = None, unit_blocks: i
         raise ValueError(f"unit_blocks={unit_blocks}: a unit holds an even number of blocks, at least 2")
     if not len(labelled):
         return None
-    labelled = labelled.assign(unit=labelled["block"] // unit_blocks, ns=labelled["end_ns"] - labelled["start_ns"])
+    labelled = labelled.assign(
+        unit=labelled["block"] // unit_blocks, ns=labelled["end_ns"] - labelled["start_ns"]
+    )
     sides = labelled.groupby(["unit", "native"]).size().unstack(fill_value=0)
-    complete = sides.index[(sides.get(True, 0) > 0) & (sides.get(False, 0) > 0)] if len(sides.columns) == 2 else []
+    complete = (
+        sides.index[(sides.get(True, 0) > 0) & (sides.get(False, 0) > 0)] if len(sides.columns) == 2 else []
+    )
     labelled = labelled[labelled["unit"].isin(complete)]
     if not len(labelled):
         return None
@@ -134,8 +150,14 @@ def inrun_gain(labelled: pd.DataFrame, *, own: str | None = None, unit_blocks: i
     def per_unit(values: np.ndarray, mask: np.ndarray) -> np.ndarray:
         return np.bincount(unit_of[mask], weights=values[mask], minlength=len(units))
 
-    busy_rows = np.column_stack([per_unit(batch.astype(float), native), per_unit(ns, native),
-                                 per_unit(batch.astype(float), ~native), per_unit(ns, ~native)])  # fmt: skip
+    busy_rows = np.column_stack(
+        [
+            per_unit(batch.astype(float), native),
+            per_unit(ns, native),
+            per_unit(batch.astype(float), ~native),
+            per_unit(ns, ~native),
+        ]
+    )
     busy = bootstrap([busy_rows], _busy_gain, resamples=resamples, seed=seed)
 
     kinds, kind_of = np.unique(batch * 2 + (labelled["prefill_tokens"].to_numpy() > 0), return_inverse=True)
@@ -150,34 +172,55 @@ def inrun_gain(labelled: pd.DataFrame, *, own: str | None = None, unit_blocks: i
 
     python_mean = [per_unit(y, ~native)[:, None], per_unit(np.ones(len(y)), ~native)[:, None]]
 
-    def same_rows(values: np.ndarray) -> np.ndarray:  # the fit of `values` (ms per step) over the Python steps' mean
-        return np.hstack([per_unit_kind(column) for column in (np.ones(len(y)), a, p, values, a * p, p * p, a * values,
-                                                               p * values)] + python_mean)  # fmt: skip
+    def same_rows(
+        values: np.ndarray,
+    ) -> np.ndarray:  # the fit of `values` (ms per step) over the Python steps' mean
+        return np.hstack(
+            [
+                per_unit_kind(column)
+                for column in (np.ones(len(y)), a, p, values, a * p, p * p, a * values, p * values)
+            ]
+            + python_mean
+        )
 
     statistic = _same_steps_statistic(len(kinds))
     mix = bootstrap([same_rows(y)], statistic, resamples=resamples, seed=seed)
     # The same fit on each phase's time (steps.csv's <phase>_ms): where the gain came from (the fit is linear in
     # the time, so the parts add up to the whole less what no phase's span covers). A part outside the twin's
     # own phase is an effect Amdahl's prediction does not count.
-    parts = {column[:-3]: float(statistic(same_rows(labelled[column].to_numpy(dtype=float))[None, ...])[0])
-             for column in labelled.columns if column.endswith("_ms") and column != "duration_ms"}  # fmt: skip
+    parts = {
+        column[:-3]: float(statistic(same_rows(labelled[column].to_numpy(dtype=float))[None, ...])[0])
+        for column in labelled.columns
+        if column.endswith("_ms") and column != "duration_ms"
+    }
     # The twin's own part is what Amdahl's prediction is about; the other phases' noise (the model span on a
     # shared machine) widens the whole gain's interval but not this one.
     own_part = None
     if own is not None and f"{own}_ms" in labelled.columns:
-        own_part = bootstrap([same_rows(labelled[f"{own}_ms"].to_numpy(dtype=float))], statistic,
-                             resamples=resamples, seed=seed)  # fmt: skip
+        own_part = bootstrap(
+            [same_rows(labelled[f"{own}_ms"].to_numpy(dtype=float))],
+            statistic,
+            resamples=resamples,
+            seed=seed,
+        )
     native_steps = np.bincount(kind_of[native], minlength=len(kinds))
     python_steps = np.bincount(kind_of[~native], minlength=len(kinds))
     coverage = float(python_steps[native_steps > 0].sum() / python_steps.sum())
     finite = bool(np.isfinite(mix.point))
     return InRunGain(
-        gain=busy.point, low=_bound(busy.low), high=_bound(busy.high),
-        mix_gain=mix.point if finite else None, mix_low=_bound(mix.low) if finite else None,
+        gain=busy.point,
+        low=_bound(busy.low),
+        high=_bound(busy.high),
+        mix_gain=mix.point if finite else None,
+        mix_low=_bound(mix.low) if finite else None,
         mix_high=_bound(mix.high) if finite else None,
-        mix_coverage=coverage, pairs=int(labelled["block"].floordiv(2).nunique()), units=len(units), steps=len(ns),
+        mix_coverage=coverage,
+        pairs=int(labelled["block"].floordiv(2).nunique()),
+        units=len(units),
+        steps=len(ns),
         parts=parts,
-        batch_native=float(batch[native].mean()), batch_python=float(batch[~native].mean()),
+        batch_native=float(batch[native].mean()),
+        batch_python=float(batch[~native].mean()),
         own_low=_bound(own_part.low) if own_part is not None else None,
         own_high=_bound(own_part.high) if own_part is not None else None,
-    )  # fmt: skip
+    )

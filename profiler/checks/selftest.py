@@ -72,11 +72,17 @@ class CaseResult:
     seconds: float
     injections: list[str]
     error: str | None = None
-    busy: str | None = None  # the run's health said the machine was busy (profiler.rundir.health), with figures
+    busy: str | None = (
+        None  # the run's health said the machine was busy (profiler.rundir.health), with figures
+    )
 
     @property
     def ok(self) -> bool:
-        return self.error is None and self.category == self.case.expected and self.component == self.case.component
+        return (
+            self.error is None
+            and self.category == self.case.expected
+            and self.component == self.case.component
+        )
 
     @property
     def void(self) -> str | None:
@@ -85,7 +91,9 @@ class CaseResult:
         return None if self.ok or self.error is not None else self.busy
 
 
-def _closed_loop(name: str, clients: int, requests: int, output: int, sampling: SamplingSettings) -> ScenarioSpec:
+def _closed_loop(
+    name: str, clients: int, requests: int, output: int, sampling: SamplingSettings
+) -> ScenarioSpec:
     """A closed-loop load of short prompts and fixed-length outputs (every request costs the same)."""
     return ScenarioSpec(
         name=f"selftest-{name}",
@@ -112,29 +120,62 @@ def _trickle(quick: bool) -> ScenarioSpec:
 
 
 CASES: tuple[Case, ...] = (
-    Case("interpreter", "interpreter", "sampler", "synthetic:tiny",
-         "injection slow_sampler x4: after each top-p sampler call, pure Python spins three times as long",
-         lambda quick: _closed_loop("interpreter", 32, 32 if quick else 96, 16 if quick else 32, TOP_P),
-         injections={"slow_sampler": 4.0}),
-    Case("kernel", "kernel", "model_kernels", "synthetic:base",
-         "a 30-layer model at concurrency 1, greedy: matmuls over ~0.5 GB of weights per step",
-         lambda quick: _closed_loop("kernel", 1, 1 if quick else 3, 12 if quick else 32, GREEDY)),
-    Case("lock", "lock", "sampler", "synthetic:tiny",
-         "injection contended_lock: the sampler waits for a lock a hog thread holds 60 of every 62 ms",
-         lambda quick: _closed_loop("lock", 4, 8 if quick else 16, 12 if quick else 24, GREEDY),
-         injections={"contended_lock": True}),
-    Case("untraced-lock", "lock", "sampler", "synthetic:tiny",
-         "injection untraced_lock: the sampler waits on a plain threading.Lock (no tracer) a hog holds 60 of every 62 ms",
-         lambda quick: _closed_loop("untraced-lock", 4, 8 if quick else 16, 12 if quick else 24, GREEDY),
-         injections={"untraced_lock": True}, profile="deep", method="samples", sampling_rate=97),
-    Case("allocation", "allocation", "sampler", "synthetic:tiny",
-         "injection allocation_heavy: each sampler call builds 60,000 objects in reference cycles (GC pauses)",
-         lambda quick: _closed_loop("allocation", 4, 4 if quick else 12, 12 if quick else 24, GREEDY),
-         injections={"allocation_heavy": True}),
-    Case("idle", "idle", "queue", "synthetic:tiny",
-         "the trickle scenario: a short request every ~2 s, served in a fraction of a second",
-         _trickle),
-)  # fmt: skip
+    Case(
+        "interpreter",
+        "interpreter",
+        "sampler",
+        "synthetic:tiny",
+        "injection slow_sampler x4: after each top-p sampler call, pure Python spins three times as long",
+        lambda quick: _closed_loop("interpreter", 32, 32 if quick else 96, 16 if quick else 32, TOP_P),
+        injections={"slow_sampler": 4.0},
+    ),
+    Case(
+        "kernel",
+        "kernel",
+        "model_kernels",
+        "synthetic:base",
+        "a 30-layer model at concurrency 1, greedy: matmuls over ~0.5 GB of weights per step",
+        lambda quick: _closed_loop("kernel", 1, 1 if quick else 3, 12 if quick else 32, GREEDY),
+    ),
+    Case(
+        "lock",
+        "lock",
+        "sampler",
+        "synthetic:tiny",
+        "injection contended_lock: the sampler waits for a lock a hog thread holds 60 of every 62 ms",
+        lambda quick: _closed_loop("lock", 4, 8 if quick else 16, 12 if quick else 24, GREEDY),
+        injections={"contended_lock": True},
+    ),
+    Case(
+        "untraced-lock",
+        "lock",
+        "sampler",
+        "synthetic:tiny",
+        "injection untraced_lock: the sampler waits on a plain threading.Lock (no tracer) a hog holds 60 of every 62 ms",
+        lambda quick: _closed_loop("untraced-lock", 4, 8 if quick else 16, 12 if quick else 24, GREEDY),
+        injections={"untraced_lock": True},
+        profile="deep",
+        method="samples",
+        sampling_rate=97,
+    ),
+    Case(
+        "allocation",
+        "allocation",
+        "sampler",
+        "synthetic:tiny",
+        "injection allocation_heavy: each sampler call builds 60,000 objects in reference cycles (GC pauses)",
+        lambda quick: _closed_loop("allocation", 4, 4 if quick else 12, 12 if quick else 24, GREEDY),
+        injections={"allocation_heavy": True},
+    ),
+    Case(
+        "idle",
+        "idle",
+        "queue",
+        "synthetic:tiny",
+        "the trickle scenario: a short request every ~2 s, served in a fraction of a second",
+        _trickle,
+    ),
+)
 
 
 def select_cases(only: str | None) -> list[Case]:
@@ -145,7 +186,9 @@ def select_cases(only: str | None) -> list[Case]:
     known = {case.name: case for case in CASES}
     unknown = [name for name in names if name not in known]
     if unknown or not names:
-        raise OptionError(f"--only {only!r}: unknown case {unknown[0] if unknown else ''!r}; use a comma list of {', '.join(known)}")
+        raise OptionError(
+            f"--only {only!r}: unknown case {unknown[0] if unknown else ''!r}; use a comma list of {', '.join(known)}"
+        )
     return [known[name] for name in names]
 
 
@@ -161,18 +204,41 @@ def run_case(case: Case, *, quick: bool, out_dir: Path, models: Any = None) -> C
     try:
         loaded = models.get(options)
         spec = case.scenario(quick)
-        outcome = run_session(options, spec, out_dir / case.name, loaded=loaded, profile=case.profile,
-                              injections=case.injections, sampling_rate=case.sampling_rate)  # fmt: skip
+        outcome = run_session(
+            options,
+            spec,
+            out_dir / case.name,
+            loaded=loaded,
+            profile=case.profile,
+            injections=case.injections,
+            sampling_rate=case.sampling_rate,
+        )
     except Exception as exc:  # one broken case must not hide the others' answers
-        return CaseResult(case, None, None, None, time.perf_counter() - started, [], f"{type(exc).__name__}: {exc}")
+        return CaseResult(
+            case, None, None, None, time.perf_counter() - started, [], f"{type(exc).__name__}: {exc}"
+        )
     category, share, component = _answer(case, outcome.result)
     source = (((outcome.result.breakdown or {}).get("methods") or {}).get("spans") or {}).get("kernel_source")
     if case.expected == "kernel" and source != KERNEL_WINDOWS:
         # A kernel verdict resting on an assumed split would pass by the assumption it should test.
-        return CaseResult(case, category, share, component, time.perf_counter() - started, [],
-                          f"the model span's kernel share was not measured (source: {source or 'none'})")  # fmt: skip
-    return CaseResult(case, category, share, component, time.perf_counter() - started,
-                      list(outcome.result.config.get("injections", [])), busy=_busy(outcome.result))  # fmt: skip
+        return CaseResult(
+            case,
+            category,
+            share,
+            component,
+            time.perf_counter() - started,
+            [],
+            f"the model span's kernel share was not measured (source: {source or 'none'})",
+        )
+    return CaseResult(
+        case,
+        category,
+        share,
+        component,
+        time.perf_counter() - started,
+        list(outcome.result.config.get("injections", [])),
+        busy=_busy(outcome.result),
+    )
 
 
 def _busy(result: Any) -> str | None:
@@ -189,8 +255,12 @@ def _answer(case: Case, result: Any) -> tuple[str | None, float | None, str | No
         verdict = result.verdict or {}
         return verdict.get("category"), verdict.get("share"), verdict.get("component")
     samples = ((result.breakdown or {}).get("methods") or {}).get("samples") or {}
-    categories = {name: value for name, value in (samples.get("categories") or {}).items() if value is not None}
-    components = {name: value for name, value in (samples.get("components") or {}).items() if value is not None}
+    categories = {
+        name: value for name, value in (samples.get("categories") or {}).items() if value is not None
+    }
+    components = {
+        name: value for name, value in (samples.get("components") or {}).items() if value is not None
+    }
     if not categories:
         return None, None, None
     category = max(categories, key=lambda name: categories[name])
@@ -205,9 +275,11 @@ def _answer(case: Case, result: Any) -> tuple[str | None, float | None, str | No
 
 
 def run_selftest(
-    quick: bool = False, only: str | None = None, out_dir: Path | None = None,
+    quick: bool = False,
+    only: str | None = None,
+    out_dir: Path | None = None,
     on_case: Callable[[Case], None] | None = None,
-) -> list[CaseResult]:  # fmt: skip
+) -> list[CaseResult]:
     """Run the selected cases (on_case is told which one starts) and return their results, in order."""
     from profiler.session.runner import ModelCache
 

@@ -110,8 +110,14 @@ class SamplerSwitch:
         from native_paths.toggles import make_twin
 
         config = engine.config
-        native = make_twin("sampler", True, num_blocks=engine.num_blocks, block_size=engine.block_size,
-                           max_num_seqs=config.max_num_seqs, max_batched_tokens=config.max_batched_tokens)  # fmt: skip
+        native = make_twin(
+            "sampler",
+            True,
+            num_blocks=engine.num_blocks,
+            block_size=engine.block_size,
+            max_num_seqs=config.max_num_seqs,
+            max_batched_tokens=config.max_batched_tokens,
+        )
         self.sampler = SwitchingSampler(engine.sampler, native, block_steps=self.block_steps)
         engine.sampler = self.sampler
 

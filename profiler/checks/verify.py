@@ -78,8 +78,14 @@ def _mean(values: list[float | None]) -> float | None:
     return sum(present) / len(present) if present else None
 
 
-def compare_component(python_results: list[Any], native_result: Any, component: str, share: float,
-                      given_speedup: float | None, given_source: str | None = None) -> dict[str, Any]:  # fmt: skip
+def compare_component(
+    python_results: list[Any],
+    native_result: Any,
+    component: str,
+    share: float,
+    given_speedup: float | None,
+    given_source: str | None = None,
+) -> dict[str, Any]:
     """Predicted vs measured gain of one component: its Python runs (averaged) against its native run; the
     prediction's speedup is the one given (the main run's replay, or a microbenchmark's), else the spans'."""
     python_busy = _mean([busy_ns_per_token(result) for result in python_results])
@@ -87,8 +93,11 @@ def compare_component(python_results: list[Any], native_result: Any, component: 
     python_part = _mean([component_ns_per_token(result, component) for result in python_results])
     native_part = component_ns_per_token(native_result, component)
     span_speedup = python_part / native_part if python_part and native_part else None
-    speedup, source = ((given_speedup, given_source or "microbenchmark") if given_speedup
-                       else (span_speedup, "verify-run spans"))  # fmt: skip
+    speedup, source = (
+        (given_speedup, given_source or "microbenchmark")
+        if given_speedup
+        else (span_speedup, "verify-run spans")
+    )
     predicted = amdahl_gain(share, speedup) if speedup else None
     measured = measured_gain(python_busy, native_busy) if python_busy and native_busy else None
     return {
@@ -129,7 +138,11 @@ def mix_matched_gain(python_steps: list[Any], native_steps: Any) -> tuple[float 
     it: direct standardization to one mix."""
     import pandas as pd
 
-    python = pd.concat([frame for frame in python_steps if len(frame)], ignore_index=True) if python_steps else None
+    python = (
+        pd.concat([frame for frame in python_steps if len(frame)], ignore_index=True)
+        if python_steps
+        else None
+    )
     if python is None or not len(python) or not len(native_steps):
         return None, 0.0
 
@@ -137,8 +150,9 @@ def mix_matched_gain(python_steps: list[Any], native_steps: Any) -> tuple[float 
         kinds = frame.assign(prefill=frame["prefill_tokens"] > 0)
         return kinds.groupby(["batch_size", "prefill"])["duration_ms"].agg(["mean", "count"])
 
-    both = by_kind(python).merge(by_kind(native_steps), left_index=True, right_index=True,
-                                 suffixes=("_python", "_native"))  # fmt: skip
+    both = by_kind(python).merge(
+        by_kind(native_steps), left_index=True, right_index=True, suffixes=("_python", "_native")
+    )
     if not len(both):
         return None, 0.0
     weights = both["count_python"]
@@ -150,7 +164,9 @@ def mix_matched_gain(python_steps: list[Any], native_steps: Any) -> tuple[float 
 
 # (native twins, run dir, label, a SamplerSwitch to install or None) -> outcome
 RunAgain = Callable[[frozenset[str], Path, str, SamplerSwitch | None], SessionOutcome]
-SWITCHED_IN_RUN = ("sampler",)  # twins whose state can change hands between steps (profiler.checks.twin_switch)
+SWITCHED_IN_RUN = (
+    "sampler",
+)  # twins whose state can change hands between steps (profiler.checks.twin_switch)
 
 
 def resolution(predicted: float | None, low: float | None, high: float | None) -> dict[str, Any]:
@@ -168,8 +184,15 @@ def resolution(predicted: float | None, low: float | None, high: float | None) -
     return {"half_width": half, "band": band, "resolves": half <= band}
 
 
-def inrun_entry(prediction: dict[str, Any], gain: InRunGain, switches: int, own: str | None = None, *,
-                block_steps: int | None = None, unit_blocks: int | None = None) -> dict[str, Any]:
+def inrun_entry(
+    prediction: dict[str, Any],
+    gain: InRunGain,
+    switches: int,
+    own: str | None = None,
+    *,
+    block_steps: int | None = None,
+    unit_blocks: int | None = None,
+) -> dict[str, Any]:
     """The verify section's entry of a twin measured in one switched run: its gain at the same steps with the
     interval (the measured gain), whether that interval can judge the prediction, the noisier gain at
     each side's own mix of steps (busy_gain), and the part of the gain in the twin's `own` phase with its
@@ -182,23 +205,31 @@ def inrun_entry(prediction: dict[str, Any], gain: InRunGain, switches: int, own:
         "native_speedup": prediction.get("native_speedup"),
         "speedup_source": prediction.get("speedup_source") or "none",
         "predicted_gain": predicted,
-        "measured_gain": gain.mix_gain, "measured_low": gain.mix_low, "measured_high": gain.mix_high,
+        "measured_gain": gain.mix_gain,
+        "measured_low": gain.mix_low,
+        "measured_high": gain.mix_high,
         "agreement": _agreement(gain.mix_gain, predicted),
         "predicted_within": _within(predicted, gain.mix_low, gain.mix_high),  # inside the measured interval
         **resolution(predicted, gain.mix_low, gain.mix_high),
-        "busy_gain": gain.gain, "busy_low": gain.low, "busy_high": gain.high,
+        "busy_gain": gain.gain,
+        "busy_low": gain.low,
+        "busy_high": gain.high,
         "mix_coverage": gain.mix_coverage,
         "parts": gain.parts,  # phase -> its part of measured_gain: the twin's own, and any effect on the others
-        "own_gain": own_gain, "own_low": gain.own_low, "own_high": gain.own_high,
+        "own_gain": own_gain,
+        "own_low": gain.own_low,
+        "own_high": gain.own_high,
         "own_agreement": _agreement(own_gain, predicted),
         "own_within": _within(predicted, gain.own_low, gain.own_high),
         "pairs": gain.pairs,
-        "units": gain.units, "unit_blocks": unit_blocks, "block_steps": block_steps,  # what the intervals resampled
+        "units": gain.units,
+        "unit_blocks": unit_blocks,
+        "block_steps": block_steps,  # what the intervals resampled
         "steps": gain.steps,
         "switches": switches,
         "batch_size_mean": {"python": gain.batch_python, "native": gain.batch_native},
         "void": None,  # neighbouring blocks share the machine's drift: the twins' turns cancel it
-    }  # fmt: skip
+    }
 
 
 def _within(value: float | None, low: float | None, high: float | None) -> bool | None:
@@ -206,9 +237,13 @@ def _within(value: float | None, low: float | None, high: float | None) -> bool 
 
 
 def verify_predictions(
-    outcome: SessionOutcome, options: EngineOptions, *, stop_event: threading.Event, native_speedups: dict[str, float] | None,
+    outcome: SessionOutcome,
+    options: EngineOptions,
+    *,
+    stop_event: threading.Event,
+    native_speedups: dict[str, float] | None,
     run_again: RunAgain,
-) -> dict[str, Any] | None:  # fmt: skip
+) -> dict[str, Any] | None:
     """Run again per native-capable component with its C twin on (`run_again`, a face's session with its
     progress display); rewrite result.json with the measured gains and return the verdict's `verify`
     section, or None when the main run has nothing to compare."""
@@ -245,8 +280,12 @@ def verify_predictions(
             else:
                 details[component] = entry
         else:
-            run = run_again(frozenset(options.native | {component}), _verify_dir(outcome, f"native-{component}"),
-                            f"verify: native {component}", None)  # fmt: skip
+            run = run_again(
+                frozenset(options.native | {component}),
+                _verify_dir(outcome, f"native-{component}"),
+                f"verify: native {component}",
+                None,
+            )
             if run.interrupted:
                 skipped[component] = "its verify run was interrupted: a partial run is not comparable"
                 continue
@@ -257,8 +296,12 @@ def verify_predictions(
             neighbours[component] = [len(python_results) - 1]
             if stop_event.is_set():
                 continue
-            after = run_again(frozenset(options.native), _verify_dir(outcome, f"python-after-{component}"),
-                              f"verify: Python after {component}", None)  # fmt: skip
+            after = run_again(
+                frozenset(options.native),
+                _verify_dir(outcome, f"python-after-{component}"),
+                f"verify: Python after {component}",
+                None,
+            )
             if not after.interrupted:
                 python_results.append(after.result)
                 python_dirs.append(Path(after.run_dir))
@@ -270,10 +313,18 @@ def verify_predictions(
         around_data = [python_data[index] for index in neighbours[component]]
         native_data = read_run(Path(run.run_dir))
         prediction = predictions[component]
-        entry = compare_component(around, run.result, component, prediction["share"],
-                                  prediction.get("native_speedup"), prediction.get("speedup_source"))  # fmt: skip
+        entry = compare_component(
+            around,
+            run.result,
+            component,
+            prediction["share"],
+            prediction.get("native_speedup"),
+            prediction.get("speedup_source"),
+        )
         entry["run_dir"] = str(Path(run.run_dir).relative_to(outcome.run_dir))
-        entry["python_neighbours"] = [_relative(outcome, python_dirs[index]) for index in neighbours[component]]
+        entry["python_neighbours"] = [
+            _relative(outcome, python_dirs[index]) for index in neighbours[component]
+        ]
         gain, coverage = mix_matched_gain([data.steps for data in around_data], native_data.steps)
         entry["mix_matched_gain"], entry["mix_coverage"] = gain, coverage
         entry["mix_agreement"] = _agreement(gain, entry["predicted_gain"])
@@ -284,17 +335,25 @@ def verify_predictions(
         # The drift guard: the model span's time per token cannot move with a control-path twin; if it did,
         # the machine changed between the runs and the measured gain is the machine's, not the twin's. The
         # noise it allows is the spread of all the Python runs' control figures.
-        entry["void"] = drift_void(_controls(around_data), _controls([native_data]), noise=_spread(python_controls))
+        entry["void"] = drift_void(
+            _controls(around_data), _controls([native_data]), noise=_spread(python_controls)
+        )
         details[component] = entry
     _record(outcome, native_speedups, details, skipped, python_results)
     return result.verdict["verify"]
 
 
-def _switched_run(outcome: SessionOutcome, options: Any, prediction: dict[str, Any], run_again: RunAgain) -> dict[str, Any] | str:
+def _switched_run(
+    outcome: SessionOutcome, options: Any, prediction: dict[str, Any], run_again: RunAgain
+) -> dict[str, Any] | str:
     """One run with the sampler's twins taking turns: its verify entry, or why there is none."""
     switch = SamplerSwitch()
-    run = run_again(frozenset(options.native), _verify_dir(outcome, "switched-sampler"),
-                    "verify: sampler twins in turns", switch)  # fmt: skip
+    run = run_again(
+        frozenset(options.native),
+        _verify_dir(outcome, "switched-sampler"),
+        "verify: sampler twins in turns",
+        switch,
+    )
     if run.interrupted:
         return "its verify run was interrupted: a partial run is not comparable"
     failed = (run.result.metrics or {}).get("failed") or 0
@@ -304,12 +363,22 @@ def _switched_run(outcome: SessionOutcome, options: Any, prediction: dict[str, A
     labelled = label_steps(calls, run.steps)
     gain = inrun_gain(labelled, own="sampler", unit_blocks=switch.unit_blocks)
     if gain is None or switch.switches < 2:
-        return (f"its run was too short for the twins to take turns ({switch.switches} switch(es) in "
-                f"{len(calls)} sampler calls, {switch.block_steps} a block)")  # fmt: skip
+        return (
+            f"its run was too short for the twins to take turns ({switch.switches} switch(es) in "
+            f"{len(calls)} sampler calls, {switch.block_steps} a block)"
+        )
     # Which twin served each step, beside the run's steps.csv: the figures can be taken again from the files.
-    write_text_atomic(Path(run.run_dir) / TURNS_FILE, labelled[["step", "block", "native"]].to_csv(index=False))
-    entry = inrun_entry(prediction, gain, switch.switches, own="sampler", block_steps=switch.block_steps,
-                        unit_blocks=switch.unit_blocks)
+    write_text_atomic(
+        Path(run.run_dir) / TURNS_FILE, labelled[["step", "block", "native"]].to_csv(index=False)
+    )
+    entry = inrun_entry(
+        prediction,
+        gain,
+        switch.switches,
+        own="sampler",
+        block_steps=switch.block_steps,
+        unit_blocks=switch.unit_blocks,
+    )
     entry["run_dir"] = _relative(outcome, Path(run.run_dir))
     entry["turns"] = f"{entry['run_dir']}/{TURNS_FILE}"
     return entry
@@ -336,16 +405,31 @@ def _relative(outcome: SessionOutcome, run_dir: Path) -> str:
     return str(relative) if relative.parts else "."
 
 
-def _record(outcome: SessionOutcome, native_speedups: dict[str, float] | None, details: dict[str, Any],
-            skipped: dict[str, str], python_results: list[Any]) -> None:  # fmt: skip
+def _record(
+    outcome: SessionOutcome,
+    native_speedups: dict[str, float] | None,
+    details: dict[str, Any],
+    skipped: dict[str, str],
+    python_results: list[Any],
+) -> None:
     """The verdict again with the measured gains, and its `verify` section; result.json rewritten."""
     result = outcome.result
     speedups = dict(native_speedups or {})
-    speedups.update({name: entry["native_speedup"] for name, entry in details.items() if entry["native_speedup"]})
-    measured = {name: entry["measured_gain"] for name, entry in details.items()
-                if entry["measured_gain"] is not None and not entry.get("void")}  # fmt: skip
-    verdict = diagnose(result.breakdown or {}, native_speedups=speedups or None, measured_gains=measured or None,
-                       collectors=result.collectors, replayed=(result.replay or {}).get("components"))  # fmt: skip
+    speedups.update(
+        {name: entry["native_speedup"] for name, entry in details.items() if entry["native_speedup"]}
+    )
+    measured = {
+        name: entry["measured_gain"]
+        for name, entry in details.items()
+        if entry["measured_gain"] is not None and not entry.get("void")
+    }
+    verdict = diagnose(
+        result.breakdown or {},
+        native_speedups=speedups or None,
+        measured_gains=measured or None,
+        collectors=result.collectors,
+        replayed=(result.replay or {}).get("components"),
+    )
     spread = python_spread(python_results)
     verdict["verify"] = {
         "method": "measured_gain = 1 - busy time per generated token (native run) / (Python run); busy = engine "

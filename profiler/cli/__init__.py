@@ -31,7 +31,8 @@ def exit_quietly_on_signals() -> None:
 def _importing(frame: object) -> bool:
     """Whether the interrupted frame is inside an import (importlib's frozen bootstrap is on its stack)."""
     while frame is not None:
-        if getattr(frame, "f_code", None) is not None and frame.f_code.co_filename.startswith("<frozen importlib"):  # type: ignore[attr-defined]
+        code = getattr(frame, "f_code", None)
+        if code is not None and code.co_filename.startswith("<frozen importlib"):
             return True
         frame = getattr(frame, "f_back", None)
     return False

@@ -18,8 +18,12 @@ app = typer.Typer(
     rich_markup_mode="rich",
 )
 scenarios_app = typer.Typer(help="List and show the built-in load scenarios.", no_args_is_help=True)
-bench_app = typer.Typer(help="Microbenchmarks that compare two implementations in one run.", no_args_is_help=True)
-budget_app = typer.Typer(help="Performance budgets for CI: check a run against a budget file.", no_args_is_help=True)
+bench_app = typer.Typer(
+    help="Microbenchmarks that compare two implementations in one run.", no_args_is_help=True
+)
+budget_app = typer.Typer(
+    help="Performance budgets for CI: check a run against a budget file.", no_args_is_help=True
+)
 models_app = typer.Typer(help="List the models infer-prof knows by name.", no_args_is_help=True)
 app.add_typer(scenarios_app, name="scenarios")
 app.add_typer(bench_app, name="bench")

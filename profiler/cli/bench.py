@@ -12,8 +12,12 @@ from profiler.cli.app import bench_app
 
 @bench_app.command("native")
 def bench_native(
-    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list of rows instead of a table.")] = False,
-    repeats: Annotated[int, typer.Option("--repeats", help="Interleaved repeats per row (medians are reported).")] = 5,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print a JSON list of rows instead of a table.")
+    ] = False,
+    repeats: Annotated[
+        int, typer.Option("--repeats", help="Interleaved repeats per row (medians are reported).")
+    ] = 5,
 ) -> None:
     """Per-step time of each Python/C twin pair (sampler, kv_alloc, scheduler, prepare) and of the fused core at batch 1, 32 and 256, with the speedup."""
     raise typer.Exit(bench_native_command(as_json=as_json, repeats=repeats))
@@ -34,19 +38,38 @@ def bench_native_command(*, as_json: bool, repeats: int) -> int:
     if as_json:
         print(json.dumps(rows))
         return 0
-    table = Table("component", "batch", "mix", "python µs/step", "native µs/step", "speedup", "notes",
-                  title="Python vs C twins, per engine step (interleaved repeats)")  # fmt: skip
+    table = Table(
+        "component",
+        "batch",
+        "mix",
+        "python µs/step",
+        "native µs/step",
+        "speedup",
+        "notes",
+        title="Python vs C twins, per engine step (interleaved repeats)",
+    )
     for row in rows:
-        table.add_row(row["component"], str(row["batch"]), str(row.get("mix", "")), f"{row['python_us']:,.1f}",
-                      f"{row['native_us']:,.1f}", f"{row['speedup']:,.1f}x", _notes(row))  # fmt: skip
+        table.add_row(
+            row["component"],
+            str(row["batch"]),
+            str(row.get("mix", "")),
+            f"{row['python_us']:,.1f}",
+            f"{row['native_us']:,.1f}",
+            f"{row['speedup']:,.1f}x",
+            _notes(row),
+        )
     console = Console()
     console.print(table)
-    console.print("[dim]core: one fused C call for scheduler + kv_alloc + prepare, against the three Python twins; "
-                  "separately = the three C twins called one by one[/dim]")  # fmt: skip
+    console.print(
+        "[dim]core: one fused C call for scheduler + kv_alloc + prepare, against the three Python twins; "
+        "separately = the three C twins called one by one[/dim]"
+    )
     variants = sorted({row["pass_f"] for row in rows if "pass_f" in row})
     if variants:
-        console.print(f"[dim]sampler: its fast softmax sum ran as the {', '.join(variants)} build "
-                      "(the widest this CPU has; top-p rows depend on it)[/dim]")  # fmt: skip
+        console.print(
+            f"[dim]sampler: its fast softmax sum ran as the {', '.join(variants)} build "
+            "(the widest this CPU has; top-p rows depend on it)[/dim]"
+        )
     agreed = all(row.get(check, True) for row in rows for check in CHECKS)
     if not agreed:
         console.print("[red]the twins' outputs differed in some row (see notes)[/red]")

@@ -13,7 +13,7 @@ from profiler.cli.app import budget_app
 from profiler.cli.options import output_path
 from profiler.session.options import OPTION, EngineOptions
 
-if TYPE_CHECKING:  # the CLI's help and usage errors load none of these (tests/profiler/test_cli_imports.py)
+if TYPE_CHECKING:  # the CLI's help and usage errors load none of these (tests/profiler/cli/test_imports.py)
     from rich.console import Console
 
     from profiler.budget.check import BudgetReport
@@ -24,23 +24,58 @@ _STYLES = {"PASS": "green", "FAIL": "bold red", "WARN": "yellow", "SKIP": "dim"}
 @budget_app.command("check")
 def budget_check(
     budget_file: Annotated[Path, typer.Argument(help="A budget TOML file (see docs/budgets.md).")],
-    run: Annotated[Optional[list[Path]], typer.Option("--run", help="Check these run directories instead of running the budget's scenario.")] = None,
-    baseline: Annotated[Optional[list[Path]], typer.Option("--baseline", help="Baseline run directories (or a folder of them) for ratio assertions.")] = None,
-    junit: Annotated[Optional[str], typer.Option("--junit", help="Also write a JUnit XML file for CI dashboards.")] = None,
-    bmf: Annotated[Optional[str], typer.Option("--bmf", help="Also write Bencher Metric Format JSON.")] = None,
-    out: Annotated[Path, typer.Option("--out", "-o", help="Where runs made by this check go.")] = Path("runs/budget"),
-    drift_guard: Annotated[bool, typer.Option("--drift-guard/--no-drift-guard", help="Against a baseline: fail as void (not as a regression) when the model span's time per token moved. Turn it off when the change touches the model.")] = True,
+    run: Annotated[
+        Optional[list[Path]],
+        typer.Option("--run", help="Check these run directories instead of running the budget's scenario."),
+    ] = None,
+    baseline: Annotated[
+        Optional[list[Path]],
+        typer.Option(
+            "--baseline", help="Baseline run directories (or a folder of them) for ratio assertions."
+        ),
+    ] = None,
+    junit: Annotated[
+        Optional[str], typer.Option("--junit", help="Also write a JUnit XML file for CI dashboards.")
+    ] = None,
+    bmf: Annotated[
+        Optional[str], typer.Option("--bmf", help="Also write Bencher Metric Format JSON.")
+    ] = None,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Where runs made by this check go.")] = Path(
+        "runs/budget"
+    ),
+    drift_guard: Annotated[
+        bool,
+        typer.Option(
+            "--drift-guard/--no-drift-guard",
+            help="Against a baseline: fail as void (not as a regression) when the model span's time per token moved. Turn it off when the change touches the model.",
+        ),
+    ] = True,
 ) -> None:
     """Check runs against a budget: exit 0 pass (warnings allowed), 1 an error assertion failed, 2 bad input."""
-    raise typer.Exit(budget_check_command(budget_file, runs=run or [], baselines=baseline or [], out=out,
-                                          junit=output_path(junit, "--junit"), bmf=output_path(bmf, "--bmf"),
-                                          drift_guard=drift_guard))  # fmt: skip
+    raise typer.Exit(
+        budget_check_command(
+            budget_file,
+            runs=run or [],
+            baselines=baseline or [],
+            out=out,
+            junit=output_path(junit, "--junit"),
+            bmf=output_path(bmf, "--bmf"),
+            drift_guard=drift_guard,
+        )
+    )
 
 
 @budget_app.command("baseline")
 def budget_baseline(
-    budget_file: Annotated[Path, typer.Argument(help="The budget TOML whose scenario (and [baseline] settings) to record.")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for the baseline runs (pass it to `budget check --baseline`).")] = Path("runs/baseline"),
+    budget_file: Annotated[
+        Path, typer.Argument(help="The budget TOML whose scenario (and [baseline] settings) to record.")
+    ],
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out", "-o", help="Folder for the baseline runs (pass it to `budget check --baseline`)."
+        ),
+    ] = Path("runs/baseline"),
 ) -> None:
     """Record baseline runs for later `budget check --baseline DIR`."""
     raise typer.Exit(budget_baseline_command(budget_file, out=out))
@@ -60,22 +95,45 @@ def make_run_fn(out_root: Path, console: Console):
     def run_fn(overrides: dict[str, Any]) -> Path:
         native = overrides.get("native")
         # On the CPU, as budgets were recorded (EngineOptions' own default device is auto, as on the CLI).
-        options = EngineOptions(model=overrides.get("model", OPTION["model"].default), seed=int(overrides.get("seed") or 0), device="cpu",
-                                native=parse_native(",".join(native) if native else "none"))  # fmt: skip
+        options = EngineOptions(
+            model=overrides.get("model", OPTION["model"].default),
+            seed=int(overrides.get("seed") or 0),
+            device="cpu",
+            native=parse_native(",".join(native) if native else "none"),
+        )
         require_twins(options.native, "budget")  # before the run: a fallback run would be refused after it
         profile = overrides.get("profile", "default")
-        out_dir = out_root / f"{stamp}-{next(counter):02d}-{profile}-native-{'+'.join(sorted(options.native)) or 'none'}"
-        console.print(f"[dim]budget: running {overrides.get('scenario')} ({profile}, native {sorted(options.native) or 'none'}) -> {out_dir}[/dim]")
+        out_dir = (
+            out_root
+            / f"{stamp}-{next(counter):02d}-{profile}-native-{'+'.join(sorted(options.native)) or 'none'}"
+        )
+        console.print(
+            f"[dim]budget: running {overrides.get('scenario')} ({profile}, native {sorted(options.native) or 'none'}) -> {out_dir}[/dim]"
+        )
         with session_progress(console, "budget run") as hooks:
-            return run_once(options, overrides["scenario"], out_dir, requests=overrides.get("requests"),
-                            duration_s=overrides.get("duration_s"), seed=overrides.get("seed"), profile=profile,
-                            models=models, hooks=hooks)  # fmt: skip
+            return run_once(
+                options,
+                overrides["scenario"],
+                out_dir,
+                requests=overrides.get("requests"),
+                duration_s=overrides.get("duration_s"),
+                seed=overrides.get("seed"),
+                profile=profile,
+                models=models,
+                hooks=hooks,
+            )
 
     return run_fn
 
 
 def budget_check_command(
-    budget_file: Path, *, runs: list[Path], baselines: list[Path], junit: Path | None, bmf: Path | None, out: Path,
+    budget_file: Path,
+    *,
+    runs: list[Path],
+    baselines: list[Path],
+    junit: Path | None,
+    bmf: Path | None,
+    out: Path,
     drift_guard: bool = True,
 ) -> int:
     from rich.console import Console
@@ -93,8 +151,9 @@ def budget_check_command(
     if runs:
         report = check_budget(budget, runs, baselines or None, drift_guard=drift_guard)
     else:
-        report = check_budget_with_runner(budget, make_run_fn(out, console), baseline_runs=baselines or None,
-                                          drift_guard=drift_guard)  # fmt: skip
+        report = check_budget_with_runner(
+            budget, make_run_fn(out, console), baseline_runs=baselines or None, drift_guard=drift_guard
+        )
     render_budget_report(report, Console())
     if junit:
         write_junit(report, junit)
@@ -129,8 +188,14 @@ def render_budget_report(report: BudgetReport, console: Console) -> None:
     if report.baseline_runs:
         title += f" vs {len(report.baseline_runs)} baseline run(s)"
     table = Table(title=title, title_justify="left", show_lines=False)
-    for column, justify in (("status", "left"), ("assertion", "left"), ("measured", "right"),
-                            ("bound", "left"), ("vs baseline", "right"), ("why", "left")):  # fmt: skip
+    for column, justify in (
+        ("status", "left"),
+        ("assertion", "left"),
+        ("measured", "right"),
+        ("bound", "left"),
+        ("vs baseline", "right"),
+        ("why", "left"),
+    ):
         table.add_column(column, justify=justify, overflow="fold")
     for result in report.results:
         status = result.status
@@ -140,9 +205,13 @@ def render_budget_report(report: BudgetReport, console: Console) -> None:
         versus = "-" if result.ratio is None else f"{format_value(result.ratio)}x"
         table.add_row(
             # Names and reasons are user text: escape them so "[...]" is not read as Rich markup.
-            f"[{_STYLES[status]}]{status}[/]", escape(f"{result.name} [{result.level}]"), measured,
-            escape(result.bound), versus, escape(result.reason),
-        )  # fmt: skip
+            f"[{_STYLES[status]}]{status}[/]",
+            escape(f"{result.name} [{result.level}]"),
+            measured,
+            escape(result.bound),
+            versus,
+            escape(result.reason),
+        )
     console.print(table)
     errors, warnings = len(report.failed_errors), len(report.failed_warnings)
     passed = sum(1 for r in report.results if r.status == "PASS")

@@ -13,37 +13,92 @@ from profiler.cli.app import app
 from profiler.cli.options import dim_printer, engine_options, output_path
 from profiler.session.options import EngineOptions
 
-if TYPE_CHECKING:  # the CLI's help and usage errors load none of these (tests/profiler/test_cli_imports.py)
+if TYPE_CHECKING:  # the CLI's help and usage errors load none of these (tests/profiler/cli/test_imports.py)
     from rich.console import Console
 
 
 @app.command()
 @engine_options(without=("native",))
 def compare(
-    before: Annotated[Optional[list[Path]], typer.Argument(help="BEFORE and AFTER run directories, or two sweep directories (omit with --repeat).", show_default=False)] = None,
-    repeat: Annotated[Optional[int], typer.Option("--repeat", help="Run both configurations N times each, interleaved (A B B A ...), instead of reading run directories.")] = None,
-    before_native: Annotated[str, typer.Option("--before-native", help="With --repeat: the BEFORE configuration's --native.")] = "none",
-    after_native: Annotated[str, typer.Option("--after-native", help="With --repeat: the AFTER configuration's --native.")] = "all",
-    scenario: Annotated[str, typer.Option("--scenario", "-s", help="With --repeat: the scenario both configurations run.")] = "chat",
-    requests: Annotated[Optional[int], typer.Option("--requests", "-r", help="With --repeat: override the scenario's request count.")] = None,
-    out: Annotated[Optional[str], typer.Option("--out", "-o", help="Where compare.html, compare.pdf and compare.json go.")] = None,
-    drift_guard: Annotated[bool, typer.Option("--drift-guard/--no-drift-guard", help="Call the comparison void when the model span's time per token moved (the machine changed). Turn it off when the change itself touches the model.")] = True,
-    allow_unlike: Annotated[bool, typer.Option("--allow-unlike", help="Compare runs of different scenarios, models, request counts or targets anyway (refused otherwise); the comparison says so first.")] = False,
+    before: Annotated[
+        Optional[list[Path]],
+        typer.Argument(
+            help="BEFORE and AFTER run directories, or two sweep directories (omit with --repeat).",
+            show_default=False,
+        ),
+    ] = None,
+    repeat: Annotated[
+        Optional[int],
+        typer.Option(
+            "--repeat",
+            help="Run both configurations N times each, interleaved (A B B A ...), instead of reading run directories.",
+        ),
+    ] = None,
+    before_native: Annotated[
+        str, typer.Option("--before-native", help="With --repeat: the BEFORE configuration's --native.")
+    ] = "none",
+    after_native: Annotated[
+        str, typer.Option("--after-native", help="With --repeat: the AFTER configuration's --native.")
+    ] = "all",
+    scenario: Annotated[
+        str, typer.Option("--scenario", "-s", help="With --repeat: the scenario both configurations run.")
+    ] = "chat",
+    requests: Annotated[
+        Optional[int],
+        typer.Option("--requests", "-r", help="With --repeat: override the scenario's request count."),
+    ] = None,
+    out: Annotated[
+        Optional[str],
+        typer.Option("--out", "-o", help="Where compare.html, compare.pdf and compare.json go."),
+    ] = None,
+    drift_guard: Annotated[
+        bool,
+        typer.Option(
+            "--drift-guard/--no-drift-guard",
+            help="Call the comparison void when the model span's time per token moved (the machine changed). Turn it off when the change itself touches the model.",
+        ),
+    ] = True,
+    allow_unlike: Annotated[
+        bool,
+        typer.Option(
+            "--allow-unlike",
+            help="Compare runs of different scenarios, models, request counts or targets anyway (refused otherwise); the comparison says so first.",
+        ),
+    ] = False,
     *,
     options: EngineOptions,
 ) -> None:
     """Before/after comparison: per metric the ratio, its confidence interval and a verdict; of two sweeps, the
     map of the difference cell by cell."""
-    raise typer.Exit(compare_command(before or [], repeat=repeat, options=options, before_native=before_native,
-                                     after_native=after_native, scenario=scenario, requests=requests,
-                                     out=output_path(out, "--out"), drift_guard=drift_guard,
-                                     allow_unlike=allow_unlike))  # fmt: skip
+    raise typer.Exit(
+        compare_command(
+            before or [],
+            repeat=repeat,
+            options=options,
+            before_native=before_native,
+            after_native=after_native,
+            scenario=scenario,
+            requests=requests,
+            out=output_path(out, "--out"),
+            drift_guard=drift_guard,
+            allow_unlike=allow_unlike,
+        )
+    )
 
 
 def compare_command(
-    dirs: list[Path], *, repeat: int | None, options: EngineOptions, before_native: str, after_native: str,
-    scenario: str, requests: int | None, out: Path | None, drift_guard: bool = True, allow_unlike: bool = False,
-) -> int:  # fmt: skip
+    dirs: list[Path],
+    *,
+    repeat: int | None,
+    options: EngineOptions,
+    before_native: str,
+    after_native: str,
+    scenario: str,
+    requests: int | None,
+    out: Path | None,
+    drift_guard: bool = True,
+    allow_unlike: bool = False,
+) -> int:
     from rich.console import Console
 
     from profiler.rundir.outdir import check_output_dir
@@ -51,7 +106,9 @@ def compare_command(
     from reports import compare_runs, render_comparison, write_comparison_report
 
     console = Console(stderr=True)
-    out_dir = out if out is not None else Path("runs") / f"compare-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    out_dir = (
+        out if out is not None else Path("runs") / f"compare-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    )
     check_output_dir(out_dir)
     if (out_dir / "result.json").exists():
         raise OptionError(f"--out {out_dir} holds a run: write the comparison somewhere else")
@@ -59,7 +116,9 @@ def compare_command(
         return _compare_sweeps(dirs, out_dir, console)
     if repeat is None:
         if len(dirs) != 2:
-            raise OptionError("compare needs BEFORE and AFTER run directories, or --repeat N to run both configurations")
+            raise OptionError(
+                "compare needs BEFORE and AFTER run directories, or --repeat N to run both configurations"
+            )
         before_dirs, after_dirs = [dirs[0]], [dirs[1]]
     else:
         if dirs:
@@ -67,8 +126,9 @@ def compare_command(
         if not 1 <= repeat <= MAX_REPEATS:
             raise OptionError(f"--repeat={repeat} is impossible: use 1 to {MAX_REPEATS}")
         _check_repeat_inputs(scenario, requests, before_native, after_native)
-        before_dirs, after_dirs = _run_interleaved(options, before_native, after_native, scenario, requests, repeat,
-                                                   out_dir, console)  # fmt: skip
+        before_dirs, after_dirs = _run_interleaved(
+            options, before_native, after_native, scenario, requests, repeat, out_dir, console
+        )
     result = compare_runs(before_dirs, after_dirs, drift_guard=drift_guard, allow_unlike=allow_unlike)
     render_comparison(result, Console())
     files = write_comparison_report(result, out_dir)
@@ -93,6 +153,8 @@ def _check_repeat_inputs(scenario: str, requests: int | None, before_native: str
     if requests is not None and not 1 <= requests <= MAX_REQUESTS:
         raise OptionError(f"--requests={requests} is impossible: use 1 to {MAX_REQUESTS:,}")
     load_scenario(scenario).with_overrides(num_requests=requests)
+
+
 def _compare_sweeps(dirs: list[Path], out_dir: Path, console: Console) -> int:
     """Two sweep directories: cells matched by axis values, after - before against the repeats' noise."""
     from rich.console import Console
@@ -111,16 +173,24 @@ def _compare_sweeps(dirs: list[Path], out_dir: Path, console: Console) -> int:
 
 
 def _run_interleaved(
-    options: EngineOptions, before_native: str, after_native: str, scenario: str, requests: int | None,
-    repeat: int, out_dir: Path, console: Console,
-) -> tuple[list[Path], list[Path]]:  # fmt: skip
+    options: EngineOptions,
+    before_native: str,
+    after_native: str,
+    scenario: str,
+    requests: int | None,
+    repeat: int,
+    out_dir: Path,
+    console: Console,
+) -> tuple[list[Path], list[Path]]:
     """Both configurations `repeat` times in ABBA order, so slow drift of a shared machine hits both alike."""
     from native_paths.toggles import parse_native
     from profiler.cli.progress import session_progress
     from profiler.session.runner import ModelCache, options_with, run_once
 
-    sides = {"before": options_with(options, native=parse_native(before_native)),
-             "after": options_with(options, native=parse_native(after_native))}  # fmt: skip
+    sides = {
+        "before": options_with(options, native=parse_native(before_native)),
+        "after": options_with(options, native=parse_native(after_native)),
+    }
     models = ModelCache()
     models.get(options, progress=dim_printer(console))
     dirs: dict[str, list[Path]] = {"before": [], "after": []}
@@ -128,7 +198,9 @@ def _run_interleaved(
         order = ["before", "after"] if index % 2 == 0 else ["after", "before"]
         for side in order:
             run_dir = out_dir / f"{side}-{index + 1}"
-            console.print(f"[dim]compare: {side} run {index + 1}/{repeat} (native {sorted(sides[side].native) or 'none'})[/dim]")
+            console.print(
+                f"[dim]compare: {side} run {index + 1}/{repeat} (native {sorted(sides[side].native) or 'none'})[/dim]"
+            )
             with session_progress(console, f"{side} run {index + 1}/{repeat}") as hooks:
                 run_once(sides[side], scenario, run_dir, requests=requests, models=models, hooks=hooks)
             dirs[side].append(run_dir)

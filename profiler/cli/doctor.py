@@ -17,7 +17,9 @@ Row = tuple[str, str, str]  # capability, status, detail
 
 @app.command()
 def doctor(
-    torch: Annotated[bool, typer.Option("--torch", help="Also import torch (seconds) to report its threads and CUDA.")] = False,
+    torch: Annotated[
+        bool, typer.Option("--torch", help="Also import torch (seconds) to report its threads and CUDA.")
+    ] = False,
 ) -> None:
     """Print what this installation can do: native paths built, py-spy, GPU, default model."""
     raise typer.Exit(run_doctor(with_torch=torch))
@@ -47,12 +49,24 @@ def doctor_rows(*, with_torch: bool = False) -> list[Row]:
     # on PATH, else next to this Python, as in a virtual environment run without activating it.
     beside = Path(sys.executable).parent / "py-spy"
     py_spy = shutil.which("py-spy") or (str(beside) if beside.is_file() else None)
-    rows.append(("py-spy", "ok" if py_spy else "missing",
-                 py_spy or "pip install py-spy (sampling collector is skipped without it)"))  # fmt: skip
+    rows.append(
+        (
+            "py-spy",
+            "ok" if py_spy else "missing",
+            py_spy or "pip install py-spy (sampling collector is skipped without it)",
+        )
+    )
     rows.append(("realtime sampling", *_realtime_status()))
     gpu = gpu_info()
-    rows.append(("gpu (NVML)", "ok" if gpu else "none",
-                 f"{gpu['name']}, driver {gpu['driver']}" if gpu else "no NVIDIA GPU/driver: CPU kernels are measured instead"))  # fmt: skip
+    rows.append(
+        (
+            "gpu (NVML)",
+            "ok" if gpu else "none",
+            f"{gpu['name']}, driver {gpu['driver']}"
+            if gpu
+            else "no NVIDIA GPU/driver: CPU kernels are measured instead",
+        )
+    )
     rows.append(("default model", *default_model_status()))
     return rows
 
@@ -66,13 +80,21 @@ def torch_row(with_torch: bool) -> Row:
     except metadata.PackageNotFoundError:
         return ("torch", "missing", "pip install torch (the engine runs on it)")
     if not with_torch:
-        return ("torch", "ok", f"{version} (not imported; `doctor --torch` imports it to report threads and CUDA)")
+        return (
+            "torch",
+            "ok",
+            f"{version} (not imported; `doctor --torch` imports it to report threads and CUDA)",
+        )
     started = time.perf_counter()
     import torch
 
     seconds = time.perf_counter() - started
     cuda = "CUDA available" if torch.cuda.is_available() else "no CUDA"
-    return ("torch", "ok", f"{torch.__version__}, {torch.get_num_threads()} threads, {cuda}; import took {seconds:.1f} s")
+    return (
+        "torch",
+        "ok",
+        f"{torch.__version__}, {torch.get_num_threads()} threads, {cuda}; import took {seconds:.1f} s",
+    )
 
 
 def native_rows() -> list[Row]:
@@ -102,7 +124,10 @@ def _realtime_status() -> tuple[str, str]:
 
     if realtime_allowed():
         return ("ok", "deep mode's py-spy runs under SCHED_FIFO and samples when due")
-    return ("no", "needs root or CAP_SYS_NICE: deep-mode samples land late on a busy machine and under-count kernels")
+    return (
+        "no",
+        "needs root or CAP_SYS_NICE: deep-mode samples land late on a busy machine and under-count kernels",
+    )
 
 
 def default_model_status() -> tuple[str, str]:

@@ -13,30 +13,45 @@ from profiler.cli.app import app
 from profiler.cli.options import dim_printer, engine_options
 from profiler.session.options import EngineOptions, OptionError
 
-if TYPE_CHECKING:  # the CLI's help and usage errors load none of these (tests/profiler/test_cli_imports.py)
+if TYPE_CHECKING:  # the CLI's help and usage errors load none of these (tests/profiler/cli/test_imports.py)
     from engine.types import SamplingParams
 
 
 @app.command()
 @engine_options()
 def generate(
-    prompts: Annotated[list[str], typer.Argument(help="One or more prompts; all are served together (continuous batching).")],
-    max_tokens: Annotated[int, typer.Option("--max-tokens", "-n", help="Most tokens to generate per prompt.")] = 64,
+    prompts: Annotated[
+        list[str], typer.Argument(help="One or more prompts; all are served together (continuous batching).")
+    ],
+    max_tokens: Annotated[
+        int, typer.Option("--max-tokens", "-n", help="Most tokens to generate per prompt.")
+    ] = 64,
     temperature: Annotated[float, typer.Option("--temperature", "-t", help="0 = greedy.")] = 0.0,
     top_k: Annotated[int, typer.Option("--top-k", help="0 = off.")] = 0,
     top_p: Annotated[float, typer.Option("--top-p", help="1 = off.")] = 1.0,
     min_p: Annotated[float, typer.Option("--min-p", help="0 = off.")] = 0.0,
     repetition_penalty: Annotated[float, typer.Option("--repetition-penalty", help="1 = off.")] = 1.0,
-    chat: Annotated[bool, typer.Option("--chat/--no-chat", help="Apply the model's chat template (default on).")] = True,
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per prompt, then one {\"engine\": ...} line.")] = False,
+    chat: Annotated[
+        bool, typer.Option("--chat/--no-chat", help="Apply the model's chat template (default on).")
+    ] = True,
+    as_json: Annotated[
+        bool, typer.Option("--json", help='One JSON object per prompt, then one {"engine": ...} line.')
+    ] = False,
     *,
     options: EngineOptions,
 ) -> None:
     """Generate text for PROMPTS (streams a single prompt to the terminal; --json for token ids and timings)."""
     from engine.types import SamplingParams
 
-    params = SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
-                            repetition_penalty=repetition_penalty, max_tokens=max_tokens, seed=options.seed)  # fmt: skip
+    params = SamplingParams(
+        temperature=temperature,
+        top_k=top_k,
+        top_p=top_p,
+        min_p=min_p,
+        repetition_penalty=repetition_penalty,
+        max_tokens=max_tokens,
+        seed=options.seed,
+    )
     check_prompts(prompts)
     raise typer.Exit(run_generate(options, prompts, params, chat=chat, as_json=as_json))
 
@@ -49,8 +64,10 @@ def check_prompts(prompts: Sequence[str]) -> None:
         try:
             prompt.encode("utf-8")
         except UnicodeEncodeError as exc:
-            raise OptionError(f"PROMPT #{number} is not UTF-8 text (a byte this terminal could not decode at position "
-                              f"{exc.start}); pass the prompt in UTF-8") from None  # fmt: skip
+            raise OptionError(
+                f"PROMPT #{number} is not UTF-8 text (a byte this terminal could not decode at position "
+                f"{exc.start}); pass the prompt in UTF-8"
+            ) from None
 
 
 def check_fits_context(max_tokens: int, options: EngineOptions, option: str = "--max-tokens") -> None:
@@ -60,15 +77,21 @@ def check_fits_context(max_tokens: int, options: EngineOptions, option: str = "-
 
     described = describe_model(options.model)
     if described is not None:
-        check_max_tokens(max_tokens, engine_config(options).resolve_max_model_len(described.context_length),
-                         options.model, option)  # fmt: skip
+        check_max_tokens(
+            max_tokens,
+            engine_config(options).resolve_max_model_len(described.context_length),
+            options.model,
+            option,
+        )
 
 
 def check_max_tokens(max_tokens: int, context: int, model: str, option: str = "--max-tokens") -> None:
     """-n beyond the model's context is a typo (-n 1000000000 would otherwise run until the context is full)."""
     if max_tokens >= context:
-        raise OptionError(f"{option} {max_tokens:,} does not fit {model}'s context of {context:,} tokens (the "
-                          f"prompt included): use at most {context - 1:,}")  # fmt: skip
+        raise OptionError(
+            f"{option} {max_tokens:,} does not fit {model}'s context of {context:,} tokens (the "
+            f"prompt included): use at most {context - 1:,}"
+        )
 
 
 def run_generate(
@@ -84,7 +107,9 @@ def run_generate(
     loaded = load_for_options(options, progress=dim_printer(err))
     built = build_engine(loaded, options)
     engine = built.engine
-    check_max_tokens(params.max_tokens, engine.max_model_len, options.model)  # a model that was not on this machine
+    check_max_tokens(
+        params.max_tokens, engine.max_model_len, options.model
+    )  # a model that was not on this machine
     stream_one = len(prompts) == 1 and not as_json
     with engine:
         handles = [
@@ -96,7 +121,11 @@ def run_generate(
     if as_json:
         for output in outputs:
             print(json.dumps(_output_json(output)), flush=True)
-        engine_line = {**stats, "blocks_free_at_end": stats["blocks_free"], "native": sorted(built.native_active)}
+        engine_line = {
+            **stats,
+            "blocks_free_at_end": stats["blocks_free"],
+            "native": sorted(built.native_active),
+        }
         print(json.dumps({"engine": engine_line}), flush=True)
         return 1 if any(output.finish_reason == "error" for output in outputs) else 0
     if stream_one:
@@ -135,8 +164,11 @@ def _output_json(output) -> dict:
         "finish_reason": output.finish_reason,
         "error": output.error,
         "num_preemptions": output.num_preemptions,
-        "timings": {"ttft_ms": ttft, "tpot_ms": tpot, "e2e_ms": e2e, "output_tokens": n,
-                    "tokens_per_s": (n / (e2e / 1000)) if e2e else None},  # fmt: skip
+        "timings": {
+            "ttft_ms": ttft,
+            "tpot_ms": tpot,
+            "e2e_ms": e2e,
+            "output_tokens": n,
+            "tokens_per_s": (n / (e2e / 1000)) if e2e else None,
+        },
     }
-
-

@@ -12,7 +12,7 @@ from errors import OptionError
 from profiler.cli.app import app
 from profiler.cli.options import dim_printer, engine_options
 
-if TYPE_CHECKING:  # the CLI's help and usage errors load none of these (tests/profiler/test_cli_imports.py)
+if TYPE_CHECKING:  # the CLI's help and usage errors load none of these (tests/profiler/cli/test_imports.py)
     from rich.console import Console
 
     from profiler.checks.golden import Divergence, GoldenReport
@@ -25,9 +25,26 @@ if TYPE_CHECKING:  # the CLI's help and usage errors load none of these (tests/p
 def golden(
     requests: Annotated[int, typer.Option("--requests", "-r", help="Requests in the seeded workload.")] = 200,
     max_tokens: Annotated[int, typer.Option("--max-tokens", "-n", help="Tokens generated per request.")] = 64,
-    kv_blocks: Annotated[Optional[int], typer.Option("--kv-blocks", help="KV pool (default: a third of what the batch needs, so preemption happens).")] = None,
-    combination: Annotated[Optional[list[str]], typer.Option("--combination", help="A --native selection to run end to end (repeatable; default: all, and core,sampler).")] = None,
-    every_combination: Annotated[bool, typer.Option("--every-combination", help="Run every native selection end to end: each subset of the four twins, core, core,sampler.")] = False,
+    kv_blocks: Annotated[
+        Optional[int],
+        typer.Option(
+            "--kv-blocks", help="KV pool (default: a third of what the batch needs, so preemption happens)."
+        ),
+    ] = None,
+    combination: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--combination",
+            help="A --native selection to run end to end (repeatable; default: all, and core,sampler).",
+        ),
+    ] = None,
+    every_combination: Annotated[
+        bool,
+        typer.Option(
+            "--every-combination",
+            help="Run every native selection end to end: each subset of the four twins, core, core,sampler.",
+        ),
+    ] = False,
     *,
     options: EngineOptions,
 ) -> None:
@@ -43,12 +60,21 @@ def golden(
     combinations = _combinations(combination, every_combination)
     err = Console(stderr=True)
     loaded = load_for_options(options, progress=dim_printer(err))
-    err.print(f"[dim]golden: {requests} requests x {max_tokens} tokens, run {1 + len(combinations)} times "
-              f"(shadow, then end to end with --native {'; '.join(combinations)})[/dim]")  # fmt: skip
+    err.print(
+        f"[dim]golden: {requests} requests x {max_tokens} tokens, run {1 + len(combinations)} times "
+        f"(shadow, then end to end with --native {'; '.join(combinations)})[/dim]"
+    )
     with golden_progress(err) as counts:
-        report = run_golden(loaded, requests=requests, seed=options.seed, max_tokens=max_tokens,
-                            max_batch=options.max_batch, kv_blocks=kv_blocks, combinations=combinations,
-                            counts=counts)  # fmt: skip
+        report = run_golden(
+            loaded,
+            requests=requests,
+            seed=options.seed,
+            max_tokens=max_tokens,
+            max_batch=options.max_batch,
+            kv_blocks=kv_blocks,
+            combinations=combinations,
+            counts=counts,
+        )
     render_golden(report, Console())
     raise typer.Exit(report.exit_code)
 
@@ -56,8 +82,11 @@ def golden(
 def _check_sizes(requests: int, max_tokens: int, kv_blocks: int | None) -> None:
     from profiler.session.options import MAX_KV_BLOCKS
 
-    for option, value, most in (("--requests", requests, 100_000), ("--max-tokens", max_tokens, 65_536),
-                                ("--kv-blocks", kv_blocks, MAX_KV_BLOCKS)):  # fmt: skip
+    for option, value, most in (
+        ("--requests", requests, 100_000),
+        ("--max-tokens", max_tokens, 65_536),
+        ("--kv-blocks", kv_blocks, MAX_KV_BLOCKS),
+    ):
         if value is not None and not 1 <= value <= most:
             raise OptionError(f"{option}={value} is impossible: use 1 to {most:,}")
 
@@ -109,23 +138,33 @@ def render_golden(report: GoldenReport, console) -> None:
         f"({len(report.unexplained_end_to_end)} unexplained)"
     )
     for selection, unexplained in report.combinations.items():
-        state = "[green]same tokens[/green]" if not unexplained else f"[red]{len(unexplained)} request(s) differ unexplained[/red]"
+        state = (
+            "[green]same tokens[/green]"
+            if not unexplained
+            else f"[red]{len(unexplained)} request(s) differ unexplained[/red]"
+        )
         console.print(f"  --native {selection}: {state}")
     if report.preemptions == 0:
         console.print("[yellow]note: no preemption happened; lower --kv-blocks to exercise it[/yellow]")
     for divergence in report.divergences[:1] + report.logic_errors[:3]:
         _render_divergence(divergence, console)
     if report.unexplained_end_to_end:
-        console.print(f"requests that differ end to end with no near-tie to explain them: {report.unexplained_end_to_end[:10]}")
+        console.print(
+            f"requests that differ end to end with no near-tie to explain them: {report.unexplained_end_to_end[:10]}"
+        )
 
 
 def _render_divergence(d: Divergence, console) -> None:
     if d.component != "sampler" or d.explanation is None:
-        console.print(f"first {d.component} difference at step {d.step}: python {d.python!r} vs native {d.native!r}")
+        console.print(
+            f"first {d.component} difference at step {d.step}: python {d.python!r} vs native {d.native!r}"
+        )
         return
     e = d.explanation
-    console.print(f"first divergence: step {d.step}, request {d.request}, output position {d.position}: "
-                  f"python picked {d.python}, native picked {d.native} -> [bold]{e.kind}[/bold] at {e.stage}")  # fmt: skip
+    console.print(
+        f"first divergence: step {d.step}, request {d.request}, output position {d.position}: "
+        f"python picked {d.python}, native picked {d.native} -> [bold]{e.kind}[/bold] at {e.stage}"
+    )
     for token, info in e.candidates.items():
         p = "-" if info["p"] is None else f"{info['p']:.6g}"
         console.print(f"  token {token}: logit {info['logit']:.9g}, p {p}, kept {info['kept']}")

@@ -13,7 +13,8 @@ from profiler.cli.help_format import install as install_help_format
 
 # Each module registers its commands on `app`; this order is the order `infer-prof --help` lists them.
 # isort: off
-from profiler.cli import run, serve, sweep, compare, report, budget, selftest, golden, generate, bench, doctor, catalog  # noqa: F401
+from profiler.cli import run, serve, sweep, compare, report, budget, selftest, golden, generate, bench  # noqa: F401
+from profiler.cli import doctor, catalog  # noqa: F401
 # isort: on
 
 

@@ -18,7 +18,9 @@ if TYPE_CHECKING:
     from profiler.session import SessionHooks
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-LINE_EVERY_S = 10.0  # a log without a terminal hears from a long command at least this often while it advances
+LINE_EVERY_S = (
+    10.0  # a log without a terminal hears from a long command at least this often while it advances
+)
 LINE_STEPS = 10  # ... and at every tenth of the work
 RICH_SPEED_WINDOW_S = 30.0  # Rich's own default: the bars' ETA averages the last 30 s
 
@@ -47,8 +49,10 @@ class GracefulStop:
         ANNOUNCED_STOPS.append(signum)
         self.event.set()
         name = "Ctrl-C" if signum == signal.SIGINT else "SIGTERM"
-        self.console.print(f"[yellow]{name}: stopping; in-flight requests are aborted and a partial result is written "
-                           "(send it again to quit now)[/yellow]")  # fmt: skip
+        self.console.print(
+            f"[yellow]{name}: stopping; in-flight requests are aborted and a partial result is written "
+            "(send it again to quit now)[/yellow]"
+        )
 
 
 @contextmanager
@@ -93,9 +97,16 @@ class LineProgress:
     in a row, e.g. a sweep's runs)."""
 
     def __init__(
-        self, phase: str, emit: Callable[[str], None], *, total: int | None = None, unit: str = "requests",
-        clock: Callable[[], float] = time.monotonic, every_s: float = LINE_EVERY_S, steps: int = LINE_STEPS,
-    ) -> None:  # fmt: skip
+        self,
+        phase: str,
+        emit: Callable[[str], None],
+        *,
+        total: int | None = None,
+        unit: str = "requests",
+        clock: Callable[[], float] = time.monotonic,
+        every_s: float = LINE_EVERY_S,
+        steps: int = LINE_STEPS,
+    ) -> None:
         self.phase, self.emit, self.total, self.unit = phase, emit, total, unit
         self.clock, self.every_s, self.steps = clock, every_s, steps
         self.started = self._done_at = self._last_line_at = clock()
@@ -178,8 +189,15 @@ class ProgressTask:
         if reporter.rich is not None:
             self.bar = reporter.rich.add_task(phase, total=total, note="")
         else:
-            self.lines = LineProgress(phase, reporter.emit, total=total, unit=unit, clock=reporter.clock,
-                                      every_s=reporter.every_s, steps=steps)  # fmt: skip
+            self.lines = LineProgress(
+                phase,
+                reporter.emit,
+                total=total,
+                unit=unit,
+                clock=reporter.clock,
+                every_s=reporter.every_s,
+                steps=steps,
+            )
 
     def start(self, total: int | None = None, what: str = "started") -> None:
         if self.lines is not None:
@@ -210,9 +228,13 @@ class Reporter:
     lines (LineProgress) a log file or CI can show. Use as a context manager around the work."""
 
     def __init__(
-        self, console: Console, *, clock: Callable[[], float] = time.monotonic, every_s: float = LINE_EVERY_S,
+        self,
+        console: Console,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        every_s: float = LINE_EVERY_S,
         speed_window_s: float | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.console, self.clock, self.every_s = console, clock, every_s
         self.speed_window_s = speed_window_s
         self.rich: Any = None
@@ -232,11 +254,17 @@ class Reporter:
             )
 
             self.rich = Progress(
-                TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                TextColumn("{task.fields[note]}"), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-                console=self.console, transient=False,
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[note]}"),
+                TimeElapsedColumn(),
+                TextColumn("ETA"),
+                TimeRemainingColumn(),
+                console=self.console,
+                transient=False,
                 speed_estimate_period=self.speed_window_s or RICH_SPEED_WINDOW_S,
-            )  # fmt: skip
+            )
             self.rich.__enter__()
         else:
             self._ticker = threading.Thread(target=self._tick, name="progress-lines", daemon=True)
@@ -257,7 +285,9 @@ class Reporter:
                 if task.lines is not None:
                     task.lines.tick()
 
-    def task(self, phase: str, total: int | None = None, *, unit: str = "requests", steps: int = LINE_STEPS) -> ProgressTask:
+    def task(
+        self, phase: str, total: int | None = None, *, unit: str = "requests", steps: int = LINE_STEPS
+    ) -> ProgressTask:
         """A new phase of work (a bar, or its lines)."""
         task = ProgressTask(self, phase, total, unit, steps)
         self.tasks.append(task)

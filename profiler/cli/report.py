@@ -13,7 +13,9 @@ from profiler.cli.app import app
 @app.command()
 def report(
     run_dir: Annotated[Path, typer.Argument(help="A run directory written by `infer-prof run`.")],
-    verbose: Annotated[bool, typer.Option("--verbose", help="Print every table of the summary, not one screen.")] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", help="Print every table of the summary, not one screen.")
+    ] = False,
 ) -> None:
     """Regenerate report.html, report.pdf, trace.json and speedscope.json from a run directory."""
     from rich.console import Console

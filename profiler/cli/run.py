@@ -19,7 +19,7 @@ from profiler.cli.progress import GracefulStop, session_progress, stop_on_signal
 from profiler.rundir.outdir import check_run_dir, claim_default_run_dir, claim_run_dir
 from profiler.session.options import OPTIONS, EngineOptions
 
-if TYPE_CHECKING:  # the CLI's help and usage errors load none of these (tests/profiler/test_cli_imports.py)
+if TYPE_CHECKING:  # the CLI's help and usage errors load none of these (tests/profiler/cli/test_imports.py)
     from rich.console import Console
 
     from scenarios.spec import ScenarioSpec
@@ -31,22 +31,102 @@ INTERRUPTED_EXIT_CODE = 130  # the shell's convention for SIGINT; the partial re
 @app.command()
 @engine_options(without=("policy",))
 def run(
-    scenario: Annotated[str, typer.Option("--scenario", "-s", help="A built-in scenario name (see `infer-prof scenarios list`) or a path to a TOML file.")] = "chat",
-    requests: Annotated[Optional[int], typer.Option("--requests", "-r", help="Override the scenario's request count.")] = None,
-    duration: Annotated[Optional[float], typer.Option("--duration", help="Stop submitting after this many seconds.")] = None,
-    out: Annotated[Optional[str], typer.Option("--out", "-o", help="Run directory, new or empty (default runs/<timestamp>-<scenario>).")] = None,
-    report: Annotated[bool, typer.Option("--report/--no-report", help="Write report.html, report.pdf and trace files.")] = True,
-    profile: Annotated[str, typer.Option("--profile", help="Collectors: default (cheap, always-on), deep (native stacks sampled under SCHED_FIFO + torch.profiler windows that split kernel from torch's per-op fee; slow, for short runs), off.")] = "default",
-    verify: Annotated[bool, typer.Option("--verify", help="Also run with each predicted native path on and report predicted vs measured gain.")] = False,
-    policy: Annotated[Optional[str], typer.Option("--policy", help="Scheduling policy: fcfs or priority (default: priority when the scenario has priority classes, else fcfs).")] = None,
-    target: Annotated[Optional[str], typer.Option("--target", help="Send the scenario over HTTP to this OpenAI-compatible server (e.g. http://127.0.0.1:8000) instead of running the built-in engine; --model then only names the tokenizer prompts are sized with.")] = None,
-    pid: Annotated[Optional[int], typer.Option("--pid", help="With --target: any process of the server (parent or child); py-spy samples every Python process of its tree (default: the tree of the process listening on the target's port).")] = None,
-    target_model: Annotated[Optional[str], typer.Option("--target-model", help="With --target: the model id to request (default: the first in /v1/models).")] = None,
-    verbose: Annotated[bool, typer.Option("--verbose", help="Print every table of the summary, not one screen.")] = False,
-    launch: Annotated[Optional[str], typer.Option("--launch", help="Start this server command (quoted; run by /bin/sh in its own session), wait until it answers, profile its whole process tree, then stop it; its output goes to server.log in the run directory.")] = None,
-    port: Annotated[Optional[int], typer.Option("--port", help="The server's port on this machine: short for --target http://127.0.0.1:PORT (with --launch, default: the command's own --port).")] = None,
-    launch_timeout: Annotated[Optional[float], typer.Option("--launch-timeout", help="With --launch: seconds to wait for the server to answer /v1/models (default 600).")] = None,
-    probe: Annotated[bool, typer.Option("--probe", help="With --launch: also time the engine's own functions (its step, scheduler, model, sampler, detokenizer; the engine tables name them) from inside every server process; the probe's own cost is measured in the run, by turns on and off.")] = False,
+    scenario: Annotated[
+        str,
+        typer.Option(
+            "--scenario",
+            "-s",
+            help="A built-in scenario name (see `infer-prof scenarios list`) or a path to a TOML file.",
+        ),
+    ] = "chat",
+    requests: Annotated[
+        Optional[int], typer.Option("--requests", "-r", help="Override the scenario's request count.")
+    ] = None,
+    duration: Annotated[
+        Optional[float], typer.Option("--duration", help="Stop submitting after this many seconds.")
+    ] = None,
+    out: Annotated[
+        Optional[str],
+        typer.Option(
+            "--out", "-o", help="Run directory, new or empty (default runs/<timestamp>-<scenario>)."
+        ),
+    ] = None,
+    report: Annotated[
+        bool, typer.Option("--report/--no-report", help="Write report.html, report.pdf and trace files.")
+    ] = True,
+    profile: Annotated[
+        str,
+        typer.Option(
+            "--profile",
+            help="Collectors: default (cheap, always-on), deep (native stacks sampled under SCHED_FIFO + torch.profiler windows that split kernel from torch's per-op fee; slow, for short runs), off.",
+        ),
+    ] = "default",
+    verify: Annotated[
+        bool,
+        typer.Option(
+            "--verify",
+            help="Also run with each predicted native path on and report predicted vs measured gain.",
+        ),
+    ] = False,
+    policy: Annotated[
+        Optional[str],
+        typer.Option(
+            "--policy",
+            help="Scheduling policy: fcfs or priority (default: priority when the scenario has priority classes, else fcfs).",
+        ),
+    ] = None,
+    target: Annotated[
+        Optional[str],
+        typer.Option(
+            "--target",
+            help="Send the scenario over HTTP to this OpenAI-compatible server (e.g. http://127.0.0.1:8000) instead of running the built-in engine; --model then only names the tokenizer prompts are sized with.",
+        ),
+    ] = None,
+    pid: Annotated[
+        Optional[int],
+        typer.Option(
+            "--pid",
+            help="With --target: any process of the server (parent or child); py-spy samples every Python process of its tree (default: the tree of the process listening on the target's port).",
+        ),
+    ] = None,
+    target_model: Annotated[
+        Optional[str],
+        typer.Option(
+            "--target-model",
+            help="With --target: the model id to request (default: the first in /v1/models).",
+        ),
+    ] = None,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", help="Print every table of the summary, not one screen.")
+    ] = False,
+    launch: Annotated[
+        Optional[str],
+        typer.Option(
+            "--launch",
+            help="Start this server command (quoted; run by /bin/sh in its own session), wait until it answers, profile its whole process tree, then stop it; its output goes to server.log in the run directory.",
+        ),
+    ] = None,
+    port: Annotated[
+        Optional[int],
+        typer.Option(
+            "--port",
+            help="The server's port on this machine: short for --target http://127.0.0.1:PORT (with --launch, default: the command's own --port).",
+        ),
+    ] = None,
+    launch_timeout: Annotated[
+        Optional[float],
+        typer.Option(
+            "--launch-timeout",
+            help="With --launch: seconds to wait for the server to answer /v1/models (default 600).",
+        ),
+    ] = None,
+    probe: Annotated[
+        bool,
+        typer.Option(
+            "--probe",
+            help="With --launch: also time the engine's own functions (its step, scheduler, model, sampler, detokenizer; the engine tables name them) from inside every server process; the probe's own cost is measured in the run, by turns on and off.",
+        ),
+    ] = False,
     *,
     options: EngineOptions,
 ) -> None:
@@ -66,25 +146,59 @@ def run(
         if target is None:
             raise OptionError("--pid and --target-model go with --target URL: give the server's URL too")
         if verify:
-            raise OptionError("--verify switches the built-in engine's C twins on: it cannot run against --target")
+            raise OptionError(
+                "--verify switches the built-in engine's C twins on: it cannot run against --target"
+            )
         _refuse_engine_flags_with_target(options, policy_given=policy is not None)
         if pid is not None and pid <= 0:
-            raise OptionError(f"--pid={pid}: give the server's process id (a positive number), or leave it out")
-        raise typer.Exit(run_target_command(options, target=target, pid=pid, target_model=target_model,
-                                            scenario=scenario, requests=requests, duration=duration,
-                                            out=output_path(out, "--out"), report=report, profile=profile,
-                                            verbose=verbose,
-                                            launch=launch, launch_timeout=LAUNCH_TIMEOUT_S if launch_timeout is None else launch_timeout,
-                                            probe=probe))  # fmt: skip
-    code = run_command(options, scenario=scenario, requests=requests, duration=duration, out=output_path(out, "--out"),
-                       report=report, profile=profile, verify=verify, policy_given=policy is not None,
-                       verbose=verbose)  # fmt: skip
+            raise OptionError(
+                f"--pid={pid}: give the server's process id (a positive number), or leave it out"
+            )
+        raise typer.Exit(
+            run_target_command(
+                options,
+                target=target,
+                pid=pid,
+                target_model=target_model,
+                scenario=scenario,
+                requests=requests,
+                duration=duration,
+                out=output_path(out, "--out"),
+                report=report,
+                profile=profile,
+                verbose=verbose,
+                launch=launch,
+                launch_timeout=LAUNCH_TIMEOUT_S if launch_timeout is None else launch_timeout,
+                probe=probe,
+            )
+        )
+    code = run_command(
+        options,
+        scenario=scenario,
+        requests=requests,
+        duration=duration,
+        out=output_path(out, "--out"),
+        report=report,
+        profile=profile,
+        verify=verify,
+        policy_given=policy is not None,
+        verbose=verbose,
+    )
     raise typer.Exit(code)
 
 
 def run_profiled(
-    options: EngineOptions, *, scenario, loaded, out: Path, profile: str, console: Console,
-    stop_event: threading.Event, label: str = "requests", replay: bool = True, switch=None,
+    options: EngineOptions,
+    *,
+    scenario,
+    loaded,
+    out: Path,
+    profile: str,
+    console: Console,
+    stop_event: threading.Event,
+    label: str = "requests",
+    replay: bool = True,
+    switch=None,
 ):
     """One session with a progress bar (requests done / total, output tokens/s); `replay`: time the C twins
     on the run's recorded work after it (the predictions' speedups; --verify's extra runs do not need it);
@@ -93,27 +207,57 @@ def run_profiled(
 
     with session_progress(console, label) as hooks:
         if switch is not None:
-            hooks = dataclasses.replace(hooks, on_engine=switch.install, on_collectors=switch.start)  # its turns
-        return run_session(options, scenario, out, loaded=loaded, profile=profile, stop_event=stop_event,
-                           hooks=hooks, replay=replay)  # fmt: skip
+            hooks = dataclasses.replace(
+                hooks, on_engine=switch.install, on_collectors=switch.start
+            )  # its turns
+        return run_session(
+            options,
+            scenario,
+            out,
+            loaded=loaded,
+            profile=profile,
+            stop_event=stop_event,
+            hooks=hooks,
+            replay=replay,
+        )
 
 
 def run_command(
-    options: EngineOptions, *, scenario: str, requests: int | None, duration: float | None, out: Path | None,
-    report: bool, profile: str, verify: bool, policy_given: bool = True, verbose: bool = False,
-) -> int:  # fmt: skip
+    options: EngineOptions,
+    *,
+    scenario: str,
+    requests: int | None,
+    duration: float | None,
+    out: Path | None,
+    report: bool,
+    profile: str,
+    verify: bool,
+    policy_given: bool = True,
+    verbose: bool = False,
+) -> int:
     """Check every input, load the model, run the session (with --verify's extra runs), write the reports."""
     from rich.console import Console
 
     console = Console(stderr=True)
-    spec, options = _checked_inputs(options, scenario, requests, duration, out, profile, verify, policy_given, console)
+    spec, options = _checked_inputs(
+        options, scenario, requests, duration, out, profile, verify, policy_given, console
+    )
     # The run directory is claimed before the model loads: a second run into it, or an unwritable default, is refused first.
     with stop_on_signals(console) as stop, _claimed_run_dir(out, spec.name) as run_dir:
         loaded = _load(options, console)
-        console.print(f"model [bold]{options.model}[/bold] ({loaded.source}); scenario [bold]{spec.name}[/bold]: {spec.description}")
+        console.print(
+            f"model [bold]{options.model}[/bold] ({loaded.source}); scenario [bold]{spec.name}[/bold]: {spec.description}"
+        )
         _say_clipped_warmup(scenario, spec, console)
-        outcome = run_profiled(options, scenario=spec, loaded=loaded, out=run_dir, profile=profile, console=console,
-                               stop_event=stop.event)  # fmt: skip
+        outcome = run_profiled(
+            options,
+            scenario=spec,
+            loaded=loaded,
+            out=run_dir,
+            profile=profile,
+            console=console,
+            stop_event=stop.event,
+        )
         if verify and not outcome.interrupted:
             _verify(outcome, options, spec, loaded, console, stop.event, profile)
         _write_reports(outcome, report, console, stop, verbose=verbose)
@@ -137,8 +281,10 @@ def _say_clipped_warmup(scenario: str, spec: ScenarioSpec, console: Console) -> 
 
     planned = load_scenario(scenario).warmup_requests
     if spec.warmup_requests < planned:
-        console.print(f"[yellow]note: the warm-up shrinks with --requests, to {spec.warmup_requests} of the scenario's "
-                      f"{planned} requests[/yellow]")  # fmt: skip
+        console.print(
+            f"[yellow]note: the warm-up shrinks with --requests, to {spec.warmup_requests} of the scenario's "
+            f"{planned} requests[/yellow]"
+        )
 
 
 def _exit_code(stop: GracefulStop, outcome: Any, console: Console) -> int:
@@ -149,8 +295,10 @@ def _exit_code(stop: GracefulStop, outcome: Any, console: Console) -> int:
     if outcome.interrupted:
         return INTERRUPTED_EXIT_CODE
     if outcome.result.metrics.get("completed") == 0:
-        console.print(f"[red]infer-prof: no request completed, so nothing was measured: {_first_failure(outcome)}[/red]",
-                      soft_wrap=True)  # fmt: skip
+        console.print(
+            f"[red]infer-prof: no request completed, so nothing was measured: {_first_failure(outcome)}[/red]",
+            soft_wrap=True,
+        )
         return 1
     return 0
 
@@ -167,9 +315,16 @@ def _first_failure(outcome: Any) -> str:
 
 
 def _checked_inputs(
-    options: EngineOptions, scenario: str, requests: int | None, duration: float | None, out: Path | None,
-    profile: str, verify: bool, policy_given: bool, console: Console,
-) -> tuple[ScenarioSpec, EngineOptions]:  # fmt: skip
+    options: EngineOptions,
+    scenario: str,
+    requests: int | None,
+    duration: float | None,
+    out: Path | None,
+    profile: str,
+    verify: bool,
+    policy_given: bool,
+    console: Console,
+) -> tuple[ScenarioSpec, EngineOptions]:
     """Every flag, file and size checked before the model loads: the scenario with its overrides, the output
     directory, the profile, the KV pool against memory and against the scenario's requests."""
     from profiler.session.builder import engine_config
@@ -211,19 +366,35 @@ def _refuse_engine_flags_with_target(options: EngineOptions, *, policy_given: bo
     """The built-in engine's sizing and twins mean nothing to a server profiled over HTTP: say so, not ignore them."""
     defaults = EngineOptions(model=options.model, seed=options.seed)
     sizing = [option for option in OPTIONS if option.name not in ("model", "seed", "policy")]
-    given = [option.flag for option in sizing if getattr(options, option.field) != getattr(defaults, option.field)]
+    given = [
+        option.flag for option in sizing if getattr(options, option.field) != getattr(defaults, option.field)
+    ]
     if policy_given:
         given.append("--policy")
     if given:
-        raise OptionError(f"{', '.join(given)} size the built-in engine; with --target the server runs its own: "
-                          "set them where the server starts (e.g. `infer-prof serve`), or drop --target")  # fmt: skip
+        raise OptionError(
+            f"{', '.join(given)} size the built-in engine; with --target the server runs its own: "
+            "set them where the server starts (e.g. `infer-prof serve`), or drop --target"
+        )
 
 
 def run_target_command(
-    options: EngineOptions, *, target: str, pid: int | None, target_model: str | None, scenario: str,
-    requests: int | None, duration: float | None, out: Path | None, report: bool, profile: str, verbose: bool = False,
-    launch: str | None = None, launch_timeout: float = 600.0, probe: bool = False,
-) -> int:  # fmt: skip
+    options: EngineOptions,
+    *,
+    target: str,
+    pid: int | None,
+    target_model: str | None,
+    scenario: str,
+    requests: int | None,
+    duration: float | None,
+    out: Path | None,
+    report: bool,
+    profile: str,
+    verbose: bool = False,
+    launch: str | None = None,
+    launch_timeout: float = 600.0,
+    probe: bool = False,
+) -> int:
     """`run --target` (and `--launch`): check every input before sending anything, start the server if asked and
     wait for it, probe it, drive it, stop it; then the summary and reports."""
     from rich.console import Console
@@ -243,22 +414,42 @@ def run_target_command(
     tables = all_tables() if probe else None  # a user table's mistake is refused before anything starts
     with stop_on_signals(console) as stop, _claimed_run_dir(out, spec.name) as run_dir:
         setup = prepare_probe(run_dir, tables) if probe else None
-        with launched_server(launch, target, run_dir / "server.log", timeout_s=launch_timeout, stop_event=stop.event,
-                             say=lambda text: console.print(f"[dim]{text}[/dim]"),
-                             env=setup.env() if setup else None) as launched:  # fmt: skip
-            plan = plan_target(probe_server(target, target_model), pid, profile, launched=launched.pid if launched else None)
+        with launched_server(
+            launch,
+            target,
+            run_dir / "server.log",
+            timeout_s=launch_timeout,
+            stop_event=stop.event,
+            say=lambda text: console.print(f"[dim]{text}[/dim]"),
+            env=setup.env() if setup else None,
+        ) as launched:
+            plan = plan_target(
+                probe_server(target, target_model), pid, profile, launched=launched.pid if launched else None
+            )
             server = plan.server
-            console.print(f"target [bold]{server.url}[/bold]: {server.name or 'unknown server'}{' ' + server.version if server.version else ''}, "
-                          f"model [bold]{server.model}[/bold]; scenario [bold]{spec.name}[/bold]: {spec.description}")  # fmt: skip
-            console.print(f"[dim]server split: {'py-spy on every Python process in the tree of pid ' + str(plan.pid) + ' (' + str(plan.pid_source) + ')' if plan.pid else 'no py-spy'}"
-                          f"{', spans from the server' if server.ours and profile != 'off' else ''}"
-                          f"{', the in-process probe in every process (switched on and off by turns)' if setup else ''}"
-                          f"{'; ' + plan.split_unavailable if plan.split_unavailable else ''}[/dim]")  # fmt: skip
+            console.print(
+                f"target [bold]{server.url}[/bold]: {server.name or 'unknown server'}{' ' + server.version if server.version else ''}, "
+                f"model [bold]{server.model}[/bold]; scenario [bold]{spec.name}[/bold]: {spec.description}"
+            )
+            console.print(
+                f"[dim]server split: {'py-spy on every Python process in the tree of pid ' + str(plan.pid) + ' (' + str(plan.pid_source) + ')' if plan.pid else 'no py-spy'}"
+                f"{', spans from the server' if server.ours and profile != 'off' else ''}"
+                f"{', the in-process probe in every process (switched on and off by turns)' if setup else ''}"
+                f"{'; ' + plan.split_unavailable if plan.split_unavailable else ''}[/dim]"
+            )
             tokenizer = prompt_tokenizer(options.model)
             with session_progress(console) as hooks:
-                outcome = run_target_session(plan, spec, run_dir, tokenizer=tokenizer, profile=profile,
-                                             stop_event=stop.event, hooks=hooks, prompt_model=options.model,
-                                             probe=setup)  # fmt: skip
+                outcome = run_target_session(
+                    plan,
+                    spec,
+                    run_dir,
+                    tokenizer=tokenizer,
+                    profile=profile,
+                    stop_event=stop.event,
+                    hooks=hooks,
+                    prompt_model=options.model,
+                    probe=setup,
+                )
             if launched is not None:
                 launched.check_alive()  # a server that died during the run: its result is kept, the run fails
         _write_reports(outcome, report, console, stop, verbose=verbose)
@@ -271,7 +462,9 @@ def _check_load_flags(requests: int | None, duration: float | None, profile: str
     from scenarios.spec import MAX_REQUESTS
 
     if requests is not None and not 1 <= requests <= MAX_REQUESTS:
-        raise OptionError(f"--requests={requests} is impossible: use 1 to {MAX_REQUESTS:,} (split a longer load into runs)")
+        raise OptionError(
+            f"--requests={requests} is impossible: use 1 to {MAX_REQUESTS:,} (split a longer load into runs)"
+        )
     if duration is not None and not (math.isfinite(duration) and duration > 0):
         raise OptionError(f"--duration={duration} is impossible: give a positive number of seconds")
     if profile not in PROFILES:
@@ -282,19 +475,33 @@ def _verify(outcome, options, spec, loaded, console, stop_event, profile) -> Non
     from profiler.checks.verify import verify_predictions
 
     def run_again(native: frozenset[str], out_dir: Path, label: str, switch=None):
-        return run_profiled(dataclasses.replace(options, native=native), scenario=spec, loaded=loaded, out=out_dir,
-                            profile=profile, console=console, stop_event=stop_event,
-                            label=label, replay=False, switch=switch)  # fmt: skip
+        return run_profiled(
+            dataclasses.replace(options, native=native),
+            scenario=spec,
+            loaded=loaded,
+            out=out_dir,
+            profile=profile,
+            console=console,
+            stop_event=stop_event,
+            label=label,
+            replay=False,
+            switch=switch,
+        )
 
-    section = verify_predictions(outcome, options, stop_event=stop_event, native_speedups=None,
-                                 run_again=run_again)  # fmt: skip
+    section = verify_predictions(
+        outcome, options, stop_event=stop_event, native_speedups=None, run_again=run_again
+    )
     if section is None:
-        console.print("[yellow]--verify: the main run has no spans split or no tokens; nothing to compare[/yellow]")
+        console.print(
+            "[yellow]--verify: the main run has no spans split or no tokens; nothing to compare[/yellow]"
+        )
     else:
         render_verify(section, console)
 
 
-def _write_reports(outcome, report: bool, console: Console, stop: GracefulStop, verbose: bool = False) -> None:
+def _write_reports(
+    outcome, report: bool, console: Console, stop: GracefulStop, verbose: bool = False
+) -> None:
     """The summary, then the report files one kind at a time; a stop signal between them ends the writing
     and marks the result partial (the measured run is whole; `infer-prof report DIR` writes what is missing)."""
     from rich.console import Console
@@ -309,12 +516,19 @@ def _write_reports(outcome, report: bool, console: Console, stop: GracefulStop, 
         with console.status("writing reports"):
             for kind in REPORT_KINDS:
                 if stop.event.is_set():
-                    mark_partial(outcome.run_dir, f"stopped while writing reports; `infer-prof report {outcome.run_dir}` writes them")
+                    mark_partial(
+                        outcome.run_dir,
+                        f"stopped while writing reports; `infer-prof report {outcome.run_dir}` writes them",
+                    )
                     break
-                files.update(generate_reports(outcome.run_dir, **{other: other == kind for other in REPORT_KINDS}))
+                files.update(
+                    generate_reports(outcome.run_dir, **{other: other == kind for other in REPORT_KINDS})
+                )
         console.print("reports: " + ", ".join(str(outcome.run_dir / name) for name in files.values()))
     partial = outcome.interrupted or stop.event.is_set()
-    console.print(f"run directory: [bold]{outcome.run_dir}[/bold]" + (" [yellow](partial)[/yellow]" if partial else ""))
+    console.print(
+        f"run directory: [bold]{outcome.run_dir}[/bold]" + (" [yellow](partial)[/yellow]" if partial else "")
+    )
 
 
 # The kinds generate_reports writes, in its order: traces first, so that the HTML can link to them.
@@ -330,46 +544,75 @@ def render_verify(section: dict[str, Any], console: Console) -> None:
     def pct(value: float | None) -> str:
         return f"{value:.1%}" if value is not None else "-"
 
-    def with_ratio(gain: float | None, agreement: float | None, low: float | None = None, high: float | None = None) -> str:
+    def with_ratio(
+        gain: float | None, agreement: float | None, low: float | None = None, high: float | None = None
+    ) -> str:
         interval = f" [{low:.1%}, {high:.1%}]" if low is not None and high is not None else ""
         return pct(gain) + interval + (f" ({agreement:.2f}x)" if agreement is not None else "")
 
-    table = Table("component", "share", "speedup", "predicted", "measured", "same step mix", "batch P / N",
-                  title="--verify: predicted vs measured end-to-end gain (busy time per token)")  # fmt: skip
+    table = Table(
+        "component",
+        "share",
+        "speedup",
+        "predicted",
+        "measured",
+        "same step mix",
+        "batch P / N",
+        title="--verify: predicted vs measured end-to-end gain (busy time per token)",
+    )
     sources = set()
     for name, entry in section["components"].items():
         speedup = f"{entry['native_speedup']:.1f}x" if entry["native_speedup"] else "-"
         sources.add(entry["speedup_source"])
         batches = entry.get("batch_size_mean") or {}
-        batch = (f"{batches['python']:.1f} / {batches['native']:.1f}"
-                 if batches.get("python") is not None and batches.get("native") is not None else "-")  # fmt: skip
+        batch = (
+            f"{batches['python']:.1f} / {batches['native']:.1f}"
+            if batches.get("python") is not None and batches.get("native") is not None
+            else "-"
+        )
         in_run = entry.get("method") == "in-run"  # measured at the same steps already (one switched run)
-        table.add_row(name, pct(entry["share"]), speedup, pct(entry["predicted_gain"]),
-                      with_ratio(entry["measured_gain"], entry["agreement"], entry.get("measured_low"), entry.get("measured_high")),
-                      "in-run" if in_run else with_ratio(entry.get("mix_matched_gain"), entry.get("mix_agreement")),
-                      batch)  # fmt: skip
+        table.add_row(
+            name,
+            pct(entry["share"]),
+            speedup,
+            pct(entry["predicted_gain"]),
+            with_ratio(
+                entry["measured_gain"],
+                entry["agreement"],
+                entry.get("measured_low"),
+                entry.get("measured_high"),
+            ),
+            "in-run" if in_run else with_ratio(entry.get("mix_matched_gain"), entry.get("mix_agreement")),
+            batch,
+        )
     for name, reason in section["skipped"].items():
         table.add_row(name, "-", "-", "-", f"skipped: {reason}", "-", "-")
     console.print(table)
     for name, entry in section["components"].items():
         if entry.get("method") == "in-run":
             parts = {phase: part for phase, part in (entry.get("parts") or {}).items() if abs(part) >= 0.0005}
-            where = ", ".join(f"{phase} {part * 100:+.1f}" + (own_part_text(entry) if phase == name else "")
-                              for phase, part in sorted(parts.items(), key=lambda kv: -abs(kv[1])))  # fmt: skip
-            console.print(f"{name}: its two twins took turns within one run ({turns_text(entry)}), measured at the "
-                          f"same kinds of step; \\[low, high]: 95% interval over {interval_unit_text(entry)}"
-                          + (f"; points of step time saved by phase: {where}" if where else ""))  # fmt: skip
+            where = ", ".join(
+                f"{phase} {part * 100:+.1f}" + (own_part_text(entry) if phase == name else "")
+                for phase, part in sorted(parts.items(), key=lambda kv: -abs(kv[1]))
+            )
+            console.print(
+                f"{name}: its two twins took turns within one run ({turns_text(entry)}), measured at the "
+                f"same kinds of step; \\[low, high]: 95% interval over {interval_unit_text(entry)}"
+                + (f"; points of step time saved by phase: {where}" if where else "")
+            )
             note = unresolved_note(name, entry)
             if note:
                 console.print(f"[yellow]{note}[/yellow]")
     spread = section.get("python_spread")
     if spread is not None:
-        console.print(f"the {section.get('python_runs', 2)} Python runs differ by {spread:.1%} in busy time per token: "
-                      "gains below that are noise")
+        console.print(
+            f"the {section.get('python_runs', 2)} Python runs differ by {spread:.1%} in busy time per token: "
+            "gains below that are noise"
+        )
     if sources:
         console.print(f"speedup from: {', '.join(sorted(sources))}; (x): measured / predicted")
-    console.print("same step mix: each kind of step (batch size, prefill or not) weighed as often as the Python "
-                  "runs had it; in an open loop a faster engine runs smaller batches, which the end-to-end "
-                  "figure includes and Amdahl's prediction does not")
-
-
+    console.print(
+        "same step mix: each kind of step (batch size, prefill or not) weighed as often as the Python "
+        "runs had it; in an open loop a faster engine runs smaller batches, which the end-to-end "
+        "figure includes and Amdahl's prediction does not"
+    )

@@ -8,7 +8,7 @@ import typer
 
 from profiler.cli.app import app
 
-if TYPE_CHECKING:  # the CLI's help and usage errors load none of these (tests/profiler/test_cli_imports.py)
+if TYPE_CHECKING:  # the CLI's help and usage errors load none of these (tests/profiler/cli/test_imports.py)
     from rich.console import Console
 
     from profiler.checks.selftest import CaseResult
@@ -16,7 +16,12 @@ if TYPE_CHECKING:  # the CLI's help and usage errors load none of these (tests/p
 
 @app.command()
 def selftest(
-    quick: Annotated[bool, typer.Option("--quick/--full", help="Short versions of each planted case (the test suite uses --quick).")] = False,
+    quick: Annotated[
+        bool,
+        typer.Option(
+            "--quick/--full", help="Short versions of each planted case (the test suite uses --quick)."
+        ),
+    ] = False,
     only: Annotated[Optional[str], typer.Option("--only", help="Comma list of case names to run.")] = None,
 ) -> None:
     """Run planted bottlenecks whose answer is known by construction; exit 1 if any verdict is wrong."""
@@ -46,14 +51,33 @@ def render_selftest(results: list[CaseResult], *, quick: bool, out: Console, err
     """Expected vs measured verdict per case; 0 if every category and component is right, else 1."""
     from rich.table import Table
 
-    table = Table("case", "expected (component)", "measured (component)", "share", "seconds", "",
-                  title=f"infer-prof selftest ({'quick' if quick else 'full'})")  # fmt: skip
+    table = Table(
+        "case",
+        "expected (component)",
+        "measured (component)",
+        "share",
+        "seconds",
+        "",
+        title=f"infer-prof selftest ({'quick' if quick else 'full'})",
+    )
     for result in results:
         share = f"{result.share:.1%}" if result.share is not None else "-"
-        mark = "[green]ok[/green]" if result.ok else f"[yellow]void: {result.void}[/yellow]" if result.void else "[red]WRONG[/red]"
+        mark = (
+            "[green]ok[/green]"
+            if result.ok
+            else f"[yellow]void: {result.void}[/yellow]"
+            if result.void
+            else "[red]WRONG[/red]"
+        )
         measured = result.category or f"error: {result.error}"
-        table.add_row(result.case.name, f"{result.case.expected} ({result.case.component})",
-                      f"{measured} ({result.component or '-'})", share, f"{result.seconds:.1f}", mark)  # fmt: skip
+        table.add_row(
+            result.case.name,
+            f"{result.case.expected} ({result.case.component})",
+            f"{measured} ({result.component or '-'})",
+            share,
+            f"{result.seconds:.1f}",
+            mark,
+        )
     out.print(table)
     for result in results:
         out.print(f"  {result.case.name}: {result.case.planted}", style="dim", highlight=False)
@@ -61,10 +85,14 @@ def render_selftest(results: list[CaseResult], *, quick: bool, out: Console, err
     void = [result.case.name for result in results if result.void]
     if void:
         # Not a defect of the profiler, and not a pass either: the run measured the machine's contention.
-        err.print(f"[yellow]selftest: {len(void)} case(s) void, the machine was busy: {', '.join(void)}; "
-                  "re-run them on a quieter machine[/yellow]")  # fmt: skip
+        err.print(
+            f"[yellow]selftest: {len(void)} case(s) void, the machine was busy: {', '.join(void)}; "
+            "re-run them on a quieter machine[/yellow]"
+        )
     if wrong:
-        err.print(f"[red]selftest: {len(wrong)} of {len(results)} case(s) named wrongly: {', '.join(wrong)}[/red]")
+        err.print(
+            f"[red]selftest: {len(wrong)} of {len(results)} case(s) named wrongly: {', '.join(wrong)}[/red]"
+        )
         return 1
     if void:
         return 1

@@ -10,34 +10,76 @@ import typer
 from profiler.cli.app import app
 from profiler.cli.options import dim_printer, engine_options
 
-if TYPE_CHECKING:  # the CLI's help and usage errors load none of these (tests/profiler/test_cli_imports.py)
+if TYPE_CHECKING:  # the CLI's help and usage errors load none of these (tests/profiler/cli/test_imports.py)
     from profiler.session.options import EngineOptions
 
 
 @app.command()
 @engine_options()
 def serve(
-    host: Annotated[str, typer.Option("--host", help="Address to listen on (loopback by default; 0.0.0.0 exposes the server to the network).")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", "-p", help="TCP port (0: any free port, printed on start).")] = 8000,
-    max_pending: Annotated[int, typer.Option("--max-pending", help="Requests accepted and unfinished before new ones get 503 with Retry-After.")] = 256,
-    shutdown_timeout: Annotated[float, typer.Option("--shutdown-timeout", help="Seconds in-flight requests get to finish after SIGTERM/SIGINT before they are aborted.")] = 10.0,
-    served_model_name: Annotated[str | None, typer.Option("--served-model-name", help="The model id clients send and /v1/models lists (default: --model).")] = None,
-    log_level: Annotated[str, typer.Option("--log-level", help="uvicorn's log level: critical, error, warning, info, debug.")] = "warning",
+    host: Annotated[
+        str,
+        typer.Option(
+            "--host",
+            help="Address to listen on (loopback by default; 0.0.0.0 exposes the server to the network).",
+        ),
+    ] = "127.0.0.1",
+    port: Annotated[
+        int, typer.Option("--port", "-p", help="TCP port (0: any free port, printed on start).")
+    ] = 8000,
+    max_pending: Annotated[
+        int,
+        typer.Option(
+            "--max-pending", help="Requests accepted and unfinished before new ones get 503 with Retry-After."
+        ),
+    ] = 256,
+    shutdown_timeout: Annotated[
+        float,
+        typer.Option(
+            "--shutdown-timeout",
+            help="Seconds in-flight requests get to finish after SIGTERM/SIGINT before they are aborted.",
+        ),
+    ] = 10.0,
+    served_model_name: Annotated[
+        str | None,
+        typer.Option(
+            "--served-model-name", help="The model id clients send and /v1/models lists (default: --model)."
+        ),
+    ] = None,
+    log_level: Annotated[
+        str, typer.Option("--log-level", help="uvicorn's log level: critical, error, warning, info, debug.")
+    ] = "warning",
     quiet: Annotated[bool, typer.Option("--quiet", help="No access-log line per request on stderr.")] = False,
     *,
     options: EngineOptions,
 ) -> None:
     """Serve the engine over HTTP: POST /v1/completions and /v1/chat/completions (streaming or not),
     GET /v1/models, /health and /metrics (Prometheus). `infer-prof run --target URL` profiles it."""
-    raise typer.Exit(serve_command(options, host=host, port=port, max_pending=max_pending,
-                                   shutdown_timeout_s=shutdown_timeout, served_model_name=served_model_name,
-                                   log_level=log_level, access_log=not quiet))  # fmt: skip
+    raise typer.Exit(
+        serve_command(
+            options,
+            host=host,
+            port=port,
+            max_pending=max_pending,
+            shutdown_timeout_s=shutdown_timeout,
+            served_model_name=served_model_name,
+            log_level=log_level,
+            access_log=not quiet,
+        )
+    )
 
 
 def serve_command(
-    options: EngineOptions, *, host: str, port: int, max_pending: int, shutdown_timeout_s: float,
-    served_model_name: str | None, log_level: str, access_log: bool = True,
-) -> int:  # fmt: skip
+    options: EngineOptions,
+    *,
+    host: str,
+    port: int,
+    max_pending: int,
+    shutdown_timeout_s: float,
+    served_model_name: str | None,
+    log_level: str,
+    access_log: bool = True,
+) -> int:
     from importlib.metadata import version
 
     from rich.console import Console
@@ -59,9 +101,15 @@ def serve_command(
         raise OptionError(f"--log-level={log_level!r}: use critical, error, warning, info or debug")
     if served_model_name is not None and not served_model_name.strip():
         raise OptionError("--served-model-name is empty: give the id clients should send, or leave it out")
-    serve_options = ServeOptions(host=host, port=port, max_pending=max_pending, shutdown_timeout_s=shutdown_timeout_s,
-                                 served_model_name=served_model_name, log_level=log_level,
-                                 access_log=access_log)  # fmt: skip
+    serve_options = ServeOptions(
+        host=host,
+        port=port,
+        max_pending=max_pending,
+        shutdown_timeout_s=shutdown_timeout_s,
+        served_model_name=served_model_name,
+        log_level=log_level,
+        access_log=access_log,
+    )
     console = Console(stderr=True)
     sock = bind(host, port)  # before the model loads: a taken port is known at once
     try:
@@ -74,14 +122,21 @@ def serve_command(
         console.print(f"[yellow]{warning}[/yellow]")
     for line in sampling_lines(gguf_sampling(model_file(options.model)), parameter_count(loaded.config)):
         console.print(line, markup=False, highlight=False)
-    state = ServeState(engine=built.engine, tokenizer=loaded.tokenizer, model_name=served_model_name or options.model,
-                       max_pending=max_pending)  # fmt: skip
+    state = ServeState(
+        engine=built.engine,
+        tokenizer=loaded.tokenizer,
+        model_name=served_model_name or options.model,
+        max_pending=max_pending,
+    )
     state.info = {"model_source": loaded.source}
     state.info = server_info(state, built, options, version("infer-prof"))
 
     def listening(url: str) -> None:
         # stdout, one line, flushed: scripts and tests read the URL (the port, with --port 0) from it.
-        print(f"infer-prof serve: listening on {url} (model {state.model_name}; Ctrl-C or SIGTERM stops)", flush=True)
+        print(
+            f"infer-prof serve: listening on {url} (model {state.model_name}; Ctrl-C or SIGTERM stops)",
+            flush=True,
+        )
 
     return run_server(state, serve_options, sock, listening)
 

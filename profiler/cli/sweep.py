@@ -14,7 +14,7 @@ import typer.core
 from profiler.cli.app import app
 from profiler.cli.options import output_path
 
-if TYPE_CHECKING:  # the CLI's help and usage errors load none of these (tests/profiler/test_cli_imports.py)
+if TYPE_CHECKING:  # the CLI's help and usage errors load none of these (tests/profiler/cli/test_imports.py)
     from rich.console import Console
 
 INTERRUPTED_EXIT_CODE = 130
@@ -87,7 +87,13 @@ def sweep_run(
     """Run every cell of a sweep (repeats interleaved) into its own run directory; then the table and map."""
     raise typer.Exit(
         sweep_command(
-            file, out=output_path(out, "--out"), resume=resume, ray=ray, cell_cpus=cell_cpus, cell_gpus=cell_gpus, report=report
+            file,
+            out=output_path(out, "--out"),
+            resume=resume,
+            ray=ray,
+            cell_cpus=cell_cpus,
+            cell_gpus=cell_gpus,
+            report=report,
         )
     )
 
@@ -162,14 +168,18 @@ def sweep_command(
     if resume and out is None:
         raise OptionError("--resume needs --out DIR: the sweep directory to finish")
     if resume and out is not None and not is_sweep_dir(out):
-        raise OptionError(f"--resume: {out} holds no sweep to resume; run without --resume to start one there")
+        raise OptionError(
+            f"--resume: {out} holds no sweep to resume; run without --resume to start one there"
+        )
     if ray is None and (cell_cpus != 1 or cell_gpus != 0):
         raise OptionError("--cell-cpus and --cell-gpus size Ray tasks: give them with --ray")
     target = RayTarget(ray, cell_cpus, cell_gpus) if ray is not None else None
     cells = prepare_cells(spec)  # every cell checked before the directory is touched
     out_dir = out or Path("runs") / f"sweep-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}-{spec.name}"
     check_output_dir(out_dir)
-    check_sweep_dir(spec, cells, out_dir, resume=resume)  # a damaged or another sweep's directory: before any line
+    check_sweep_dir(
+        spec, cells, out_dir, resume=resume
+    )  # a damaged or another sweep's directory: before any line
     console.print(f"sweep [bold]{spec.name}[/bold]: {spec.description}")
     with stop_on_signals(console) as stop, sweep_progress(console, ray=target is not None) as hooks:
         outcome = run_sweep(spec, out_dir, resume=resume, ray=target, hooks=hooks, stop_event=stop.event)

@@ -42,8 +42,13 @@ def sweep_progress(console: Console, *, ray: bool = False) -> Iterator[SweepHook
             if current[0] is None or reporter.rich is None:
                 current[0] = reporter.task(f"  {cell.label()} r{repeat}", steps=0)
             else:
-                reporter.rich.reset(current[0].bar, total=None, description=f"  {cell.label()} r{repeat}", note="",
-                                    visible=True)  # fmt: skip
+                reporter.rich.reset(
+                    current[0].bar,
+                    total=None,
+                    description=f"  {cell.label()} r{repeat}",
+                    note="",
+                    visible=True,
+                )
 
         def on_run_done(cell: Cell, repeat: int, finished: bool) -> None:
             if current[0] is not None:
@@ -63,6 +68,11 @@ def sweep_progress(console: Console, *, ray: bool = False) -> Iterator[SweepHook
                 on_request_done=lambda done, tokens: task.update(done, note=f"{tokens} tokens"),
             )
 
-        yield SweepHooks(on_plan=on_plan, on_run_start=on_run_start, on_run_done=on_run_done, session=session,
-                         message=reporter.say)  # fmt: skip
+        yield SweepHooks(
+            on_plan=on_plan,
+            on_run_start=on_run_start,
+            on_run_done=on_run_done,
+            session=session,
+            message=reporter.say,
+        )
         runs.finish()

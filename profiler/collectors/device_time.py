@@ -27,7 +27,9 @@ from engine.device import is_cuda
 from profiler.collectors.base import Collector
 
 DEVICE_SPANS = ("model", "d2h")
-EventFactory = Callable[[], Any]  # () -> an object with record(), query(), synchronize(), elapsed_time(end) in ms
+EventFactory = Callable[
+    [], Any
+]  # () -> an object with record(), query(), synchronize(), elapsed_time(end) in ms
 
 
 class DeviceTimeCollector(Collector):
@@ -36,7 +38,12 @@ class DeviceTimeCollector(Collector):
     name = "device_time"
 
     def __init__(
-        self, *, tracer: Any, device: str, spans: tuple[str, ...] = DEVICE_SPANS, event_factory: EventFactory | None = None
+        self,
+        *,
+        tracer: Any,
+        device: str,
+        spans: tuple[str, ...] = DEVICE_SPANS,
+        event_factory: EventFactory | None = None,
     ) -> None:
         super().__init__()
         self.spans = frozenset(spans)
@@ -45,7 +52,9 @@ class DeviceTimeCollector(Collector):
         self._event_factory = event_factory
         self._clock = tracer.clock
         self._open: dict[str, tuple[int, Any]] = {}
-        self._pending: deque[tuple[int, str, int, Any, Any]] = deque()  # (step, span, host ns, start, end event)
+        self._pending: deque[tuple[int, str, int, Any, Any]] = (
+            deque()
+        )  # (step, span, host ns, start, end event)
         self._pool: list[Any] = []
         self._records = array("q")  # step, host ns, elapsed ns; three per pair
         self._names: list[str] = []  # the span of each pair
@@ -84,7 +93,7 @@ class DeviceTimeCollector(Collector):
             "busy_ns_per_step": (sum(elapsed) / len(steps)) if steps else None,
             "spans": sorted(self.spans),
             "method": "CUDA event pairs around each span of device work (gaps between its kernels count as busy; "
-                      "the torch.profiler windows measure those)",
+            "the torch.profiler windows measure those)",
         }
 
     # -- engine thread ----------------------------------------------------------------------------
@@ -139,8 +148,10 @@ class DeviceTimeCollector(Collector):
         from profiler.analysis.gpu_idle import device_intervals
 
         intervals = device_intervals(self.pairs())
-        return [(step, name, start, end) for step, name, (start, end)
-                in zip(self._records[0::3], self._names, intervals, strict=True)]  # fmt: skip
+        return [
+            (step, name, start, end)
+            for step, name, (start, end) in zip(self._records[0::3], self._names, intervals, strict=True)
+        ]
 
 
 class _StreamEvent:

@@ -22,7 +22,12 @@ def read_cpu_times(proc: Path = PROC) -> dict[str, int] | None:
                 ticks += [0] * (8 - len(ticks))
                 user, nice, system, idle, iowait, irq, softirq, steal = ticks[:8]
                 busy = user + nice + system + irq + softirq
-                return {"busy": busy, "idle": idle + iowait, "steal": steal, "total": busy + idle + iowait + steal}
+                return {
+                    "busy": busy,
+                    "idle": idle + iowait,
+                    "steal": steal,
+                    "total": busy + idle + iowait + steal,
+                }
     except (OSError, ValueError):
         return None
     return None
@@ -78,7 +83,9 @@ class HealthProbe:
     start() and stop() bracket the load; a sampler thread reads procs_running four times a second.
     Nothing here raises: a figure the kernel does not offer is None and the analysis says so."""
 
-    def __init__(self, engine_thread_name: str, *, proc: Path = PROC, interval_s: float = SAMPLE_INTERVAL_S) -> None:
+    def __init__(
+        self, engine_thread_name: str, *, proc: Path = PROC, interval_s: float = SAMPLE_INTERVAL_S
+    ) -> None:
         self.engine_thread_name = engine_thread_name
         self.proc = proc
         self.interval_s = interval_s
@@ -97,8 +104,12 @@ class HealthProbe:
 
     def _snapshot(self) -> dict[str, Any]:
         sched = read_thread_schedstat(self._native_id, self.proc) if self._native_id else None
-        return {"wall_ns": time.perf_counter_ns(), "cpu": read_cpu_times(self.proc),
-                "process_ns": read_process_cpu_ns(), "engine": sched}  # fmt: skip
+        return {
+            "wall_ns": time.perf_counter_ns(),
+            "cpu": read_cpu_times(self.proc),
+            "process_ns": read_process_cpu_ns(),
+            "engine": sched,
+        }
 
     def _sample(self) -> None:
         while not self._stop.wait(self.interval_s):
@@ -125,9 +136,16 @@ class HealthProbe:
         if not self._start or not self._end:
             return {}
         wall_s = (self._end["wall_ns"] - self._start["wall_ns"]) / 1e9
-        figures: dict[str, Any] = {"wall_s": wall_s, "cpus": _usable_cpus(), "engine_cpu_s": None,
-                                   "engine_wait_s": None, "others_cores": None, "steal_fraction": None,
-                                   "others_runnable_mean": None, "others_runnable_samples": len(self._others_runnable)}  # fmt: skip
+        figures: dict[str, Any] = {
+            "wall_s": wall_s,
+            "cpus": _usable_cpus(),
+            "engine_cpu_s": None,
+            "engine_wait_s": None,
+            "others_cores": None,
+            "steal_fraction": None,
+            "others_runnable_mean": None,
+            "others_runnable_samples": len(self._others_runnable),
+        }
         start_engine, end_engine = self._start["engine"], self._end["engine"]
         if start_engine and end_engine:
             figures["engine_cpu_s"] = (end_engine[0] - start_engine[0]) / 1e9

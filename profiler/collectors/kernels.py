@@ -37,7 +37,9 @@ OUTSIDE_SPANS = ""
 # CPU-side GPU runtime/driver calls: cudaStreamSynchronize, cudaLaunchKernel, cuLaunchKernel, hipMemcpy...
 _RUNTIME = re.compile(r"^(?:cuda[A-Z]|cu[A-Z]|hip[A-Z])")
 # The runtime calls that put work on the GPU: one per kernel, or one per replayed CUDA graph.
-LAUNCHES = re.compile(r"^(?:cudaLaunchKernel\w*|cuLaunchKernel\w*|cudaGraphLaunch\w*|cuGraphLaunch\w*|hipLaunchKernel\w*|hipGraphLaunch\w*)$")
+LAUNCHES = re.compile(
+    r"^(?:cudaLaunchKernel\w*|cuLaunchKernel\w*|cudaGraphLaunch\w*|cuGraphLaunch\w*|hipLaunchKernel\w*|hipGraphLaunch\w*)$"
+)
 # Ops that compute nothing: views and reshapes make a tensor header, empty* allocates, to/contiguous/
 # type_as are wrappers whose copy (if any) is a child op. Their self time is all framework fee.
 FEE_OPS = re.compile(
@@ -81,7 +83,9 @@ def _span_of(event: Any) -> str:
 def op_fee_us(events: list[Any]) -> float | None:
     """The framework's fee for one op call (us): the median self time of the do-nothing ops (FEE_OPS)
     that call no other op, or None when the events hold none."""
-    op_parents = {id(event.cpu_parent) for event in events if event.cpu_parent is not None and _is_op(event.name)}
+    op_parents = {
+        id(event.cpu_parent) for event in events if event.cpu_parent is not None and _is_op(event.name)
+    }
     fees = sorted(
         event.self_cpu_time_total
         for event in events
@@ -121,9 +125,11 @@ def _cuda_summary(windows: list[list[Any]]) -> dict[str, Any] | None:
         "idle_gap_ns": max(0.0, span_us - busy_us) * 1e3,
         "gpu_idle_fraction": max(0.0, 1 - busy_us / span_us) if span_us > 0 else None,
         "mean_kernel_ns": kernel_us * 1e3 / kernels,
-        "top_kernels": [{"name": name, "device_ns": total * 1e3, "count": int(count)}
-                        for name, (total, count) in sorted(by_kernel.items(), key=lambda item: -item[1][0])[:10]],
-    }  # fmt: skip
+        "top_kernels": [
+            {"name": name, "device_ns": total * 1e3, "count": int(count)}
+            for name, (total, count) in sorted(by_kernel.items(), key=lambda item: -item[1][0])[:10]
+        ],
+    }
 
 
 def summarize_events(
@@ -251,7 +257,9 @@ def price_op_fees(probe: Callable[[], None] = _tiny_ops_probe, repeats: int = 20
     try:
         for _ in range(3):
             probe()
-        with quietly_profiling(torch_profiler.profile(activities=[torch_profiler.ProfilerActivity.CPU])) as profile:
+        with quietly_profiling(
+            torch_profiler.profile(activities=[torch_profiler.ProfilerActivity.CPU])
+        ) as profile:
             for _ in range(repeats):
                 probe()
         events = list(profile.events())
@@ -296,7 +304,9 @@ class KernelCollector(Collector):
     ) -> None:
         super().__init__()
         if steps < 1 or first_step < 0 or every < steps or max_windows < 2:
-            raise ValueError("kernel windows need first_step >= 0, steps >= 1, every >= steps and max_windows >= 2")
+            raise ValueError(
+                "kernel windows need first_step >= 0, steps >= 1, every >= steps and max_windows >= 2"
+            )
         self.first_step = first_step
         self.steps = steps
         self.every = every
@@ -354,7 +364,9 @@ class KernelCollector(Collector):
     def _near_window(self, step: int) -> bool:
         """Inside a window or among the `steps` steps before one (the comparison for the slowdown)."""
         offset = (step - self.first_step) % self.every
-        return step >= self.first_step - self.steps and (offset < self.steps or offset >= self.every - self.steps)
+        return step >= self.first_step - self.steps and (
+            offset < self.steps or offset >= self.every - self.steps
+        )
 
     def on_step(self, step: int, begin: bool) -> None:
         """Step callback (engine thread): open a window at its first step, close it after its last."""
@@ -435,7 +447,9 @@ class KernelCollector(Collector):
         self._close_window()
 
     def _result(self) -> dict[str, Any]:
-        windows: list[dict[str, Any]] = [{"first_step": first, "steps": steps} for first, steps, _ in self._windows]
+        windows: list[dict[str, Any]] = [
+            {"first_step": first, "steps": steps} for first, steps, _ in self._windows
+        ]
         profiled = sum(window["steps"] for window in windows)
         if not self._windows:
             return {
@@ -464,7 +478,9 @@ class KernelCollector(Collector):
         inside_steps = {first + offset for first, steps, _ in self._windows for offset in range(steps)}
         before_steps = {first - offset for first, steps, _ in self._windows for offset in range(1, steps + 1)}
         inside = [ms for step, ms in self._step_ms.items() if step in inside_steps]
-        before = [ms for step, ms in self._step_ms.items() if step in before_steps and step not in inside_steps]
+        before = [
+            ms for step, ms in self._step_ms.items() if step in before_steps and step not in inside_steps
+        ]
         inside_mean = sum(inside) / len(inside) if inside else None
         before_mean = sum(before) / len(before) if before else None
         summary["windows"] = windows
@@ -478,7 +494,6 @@ class KernelCollector(Collector):
             "engine_pause_ns": self._engine_pause_ns,
         }
         return summary
-
 
     def _timeline(self, per_window: list[list[Any]]) -> list[tuple[int, int, str, int, int, int, str]]:
         """Every window's ops on the engine thread at their real times, on the spans' clock (see window_timeline)."""
@@ -498,7 +513,9 @@ class KernelCollector(Collector):
         return rows
 
 
-def window_timeline(events: list[Any], step_starts_ns: list[int]) -> list[tuple[int, str, int, int, int, str]]:
+def window_timeline(
+    events: list[Any], step_starts_ns: list[int]
+) -> list[tuple[int, str, int, int, int, str]]:
     """(step offset in the window, op, start_ns, end_ns, op depth, span) of each op on the engine thread.
 
     torch.profiler's times count from its own trace start, on its own clock; the spans tracer's count
@@ -507,8 +524,10 @@ def window_timeline(events: list[Any], step_starts_ns: list[int]) -> list[tuple[
     so the median of their differences is the offset. The engine thread is the thread those markers ran on. Depth 0 is
     an op called from Python; deeper ones are ops inside ops.
     """
-    markers = sorted((e for e in events if e.name == SPAN_PREFIX + STEP_SPAN and not _device(e)),
-                     key=lambda event: event.time_range.start)  # fmt: skip
+    markers = sorted(
+        (e for e in events if e.name == SPAN_PREFIX + STEP_SPAN and not _device(e)),
+        key=lambda event: event.time_range.start,
+    )
     if not markers or len(markers) != len(step_starts_ns):
         return []
     pairs = list(zip(markers, step_starts_ns))

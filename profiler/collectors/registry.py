@@ -85,8 +85,15 @@ def default_collectors(
     collectors: list[Collector] = [spans, GcCollector(tracer=spans.tracer)]
     first_step, steps, every = kernel_windows or (DEEP_KERNEL_WINDOWS if deep else DEFAULT_KERNEL_WINDOWS)
     # Each kept window holds torch.profiler's events (a few MB) until the run ends: the default keeps fewer.
-    collectors.append(KernelCollector(tracer=spans.tracer, first_step=first_step, steps=steps, every=every,
-                                      max_windows=16 if deep else 8))  # fmt: skip
+    collectors.append(
+        KernelCollector(
+            tracer=spans.tracer,
+            first_step=first_step,
+            steps=steps,
+            every=every,
+            max_windows=16 if deep else 8,
+        )
+    )
     if is_cuda(device):
         collectors.append(DeviceTimeCollector(tracer=spans.tracer, device=device, spans=device_spans))
     collectors.append(GpuCollector(device_index=device_index(device)))

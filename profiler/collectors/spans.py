@@ -90,7 +90,18 @@ class RecordLog:
 class _ThreadState:
     """One thread's open spans and finished events; only its own thread writes to it."""
 
-    __slots__ = ("counters", "events", "ident", "locks", "native_id", "pauses", "spilling", "stack", "step", "thread")
+    __slots__ = (
+        "counters",
+        "events",
+        "ident",
+        "locks",
+        "native_id",
+        "pauses",
+        "spilling",
+        "stack",
+        "step",
+        "thread",
+    )
 
     def __init__(self) -> None:
         self.thread = threading.current_thread()
@@ -112,7 +123,9 @@ class _ThreadState:
     def spill(self, file: SpillFile) -> None:
         """Move this thread's finished records into `file` (called on this thread only)."""
         if self.spilling:
-            self.spilling = all(log.spill(file) for log in (self.events, self.locks, self.pauses, self.counters))
+            self.spilling = all(
+                log.spill(file) for log in (self.events, self.locks, self.pauses, self.counters)
+            )
 
     def add_to_parent(self, ns: int) -> str:
         """Count `ns` (a lock wait, a pause) against the innermost open span; return its name."""
@@ -333,7 +346,11 @@ class RecordingTracer:
 
     def counters(self) -> list[tuple[str, int, float]]:
         """Every thread's sampled values as (name, time_ns, value), in time order."""
-        rows = [(name, int(t), value) for state in self.thread_states() for name, t, value in state.counters.records()]
+        rows = [
+            (name, int(t), value)
+            for state in self.thread_states()
+            for name, t, value in state.counters.records()
+        ]
         return sorted(rows, key=lambda row: row[1])
 
     def step_phase_table(self) -> dict[int, dict[str, int]]:

@@ -64,7 +64,9 @@ class SpillFile:
             if self._file is None:
                 raise ValueError("nothing was ever spilled to this file")
             if offset < 0 or offset + nbytes > self._size:
-                raise ValueError(f"bytes {offset}..{offset + nbytes} were never spilled (the file holds {self._size})")
+                raise ValueError(
+                    f"bytes {offset}..{offset + nbytes} were never spilled (the file holds {self._size})"
+                )
             fd = self._file.fileno()
             parts = []
             done = 0

@@ -154,7 +154,9 @@ def _sync_wrapper(
     return probe
 
 
-def _switching(timed: Callable[..., Any], func: Callable[..., Any], index: int, control: Any) -> Callable[..., Any]:
+def _switching(
+    timed: Callable[..., Any], func: Callable[..., Any], index: int, control: Any
+) -> Callable[..., Any]:
     """A step probe (`timed`) that first takes the switch's next turn, on each outermost call.
 
     A step nested in another (a table naming both a step and what it calls) keeps its caller's turn.

@@ -12,23 +12,40 @@ from profiler.session.options import EngineOptions
 from scenarios.spec import ScenarioSpec
 
 
-def run_throughput(options: EngineOptions, spec: ScenarioSpec, loaded: Any, profile: str,
-                   sink: list[dict[str, Any]] | None = None) -> float:  # fmt: skip
+def run_throughput(
+    options: EngineOptions,
+    spec: ScenarioSpec,
+    loaded: Any,
+    profile: str,
+    sink: list[dict[str, Any]] | None = None,
+) -> float:
     """Output tokens per second of one run (measured requests only, collectors' start/stop excluded)."""
     from profiler.session.session import run_session
 
     with tempfile.TemporaryDirectory(prefix="infer-prof-overhead-") as scratch:
-        outcome = run_session(options, spec, Path(scratch), loaded=loaded, profile=profile,
-                              stop_event=threading.Event(), write=False)  # fmt: skip
+        outcome = run_session(
+            options,
+            spec,
+            Path(scratch),
+            loaded=loaded,
+            profile=profile,
+            stop_event=threading.Event(),
+            write=False,
+        )
     if sink is not None and outcome.result.overhead is not None:
         sink.append(outcome.result.overhead)
     return float(outcome.result.metrics["output_token_throughput"])
 
 
 def measure_overhead(
-    options: EngineOptions, spec: ScenarioSpec, loaded: Any, *, profile: str = "default", pairs: int = 5,
+    options: EngineOptions,
+    spec: ScenarioSpec,
+    loaded: Any,
+    *,
+    profile: str = "default",
+    pairs: int = 5,
     warmup: int = 1,
-) -> tuple[ABResult, list[dict[str, Any]]]:  # fmt: skip
+) -> tuple[ABResult, list[dict[str, Any]]]:
     """Interleaved A/B (A = profile "off", B = `profile`) of output-token throughput, ABBA order.
 
     Returns the A/B result (ratio = median over pairs of B/A; 0.98 means 2% slower) and the profiled

@@ -200,8 +200,10 @@ def _pairs(blocks: Sequence[Block]) -> list[tuple[Block, Block]]:
 
 def _pair_rows(pairs: Sequence[tuple[Block, Block]]) -> np.ndarray:
     """One row per pair: (on tokens, on ns, off tokens, off ns)."""
-    return np.array([(on.tokens, on.end_ns - on.start_ns, off.tokens, off.end_ns - off.start_ns) for on, off in pairs],
-                    dtype=float).reshape(-1, 4)  # fmt: skip
+    return np.array(
+        [(on.tokens, on.end_ns - on.start_ns, off.tokens, off.end_ns - off.start_ns) for on, off in pairs],
+        dtype=float,
+    ).reshape(-1, 4)
 
 
 def ratio_of_totals(resampled: np.ndarray) -> np.ndarray:
@@ -222,7 +224,9 @@ def estimate(pairs: Sequence[tuple[Block, Block]], *, resamples: int = 2000, see
         raise ValueError("no complete on/off pair of blocks: the run was shorter than two blocks")
     interval = bootstrap([_pair_rows(pairs)], ratio_of_totals, resamples=resamples, seed=seed)
     pair_ratios = [on.throughput / off.throughput for on, off in pairs if off.throughput > 0]
-    return Estimate(ratio=interval.point, low=interval.low, high=interval.high, pairs=len(pairs), pair_ratios=pair_ratios)
+    return Estimate(
+        ratio=interval.point, low=interval.low, high=interval.high, pairs=len(pairs), pair_ratios=pair_ratios
+    )
 
 
 def paired_ratio(blocks: Sequence[Block], *, resamples: int = 2000, seed: int = 0) -> InRunResult:
@@ -281,9 +285,17 @@ def measure_inrun_overhead(
 
     hooks = SessionHooks(on_collectors=on_collectors, on_request_done=on_request_done)
     with tempfile.TemporaryDirectory(prefix="infer-prof-inrun-") as scratch:
-        outcome = run_session(options, spec, Path(scratch), loaded=loaded, profile=profile,
-                              stop_event=threading.Event(), hooks=hooks, write=False,
-                              sampling_rate=run_rate)  # fmt: skip
+        outcome = run_session(
+            options,
+            spec,
+            Path(scratch),
+            loaded=loaded,
+            profile=profile,
+            stop_event=threading.Event(),
+            hooks=hooks,
+            write=False,
+            sampling_rate=run_rate,
+        )
     toggler = holder.get("toggler")
     if toggler is None:
         raise RuntimeError(f"profile {profile!r} started no collectors: nothing to toggle")
@@ -307,9 +319,11 @@ def describe(estimate: Estimate) -> str:
         if estimate.pair_ratios
         else ""
     )
-    return (f"ratio {estimate.ratio:.4f}, overhead {estimate.overhead:.2%} (95% interval {1 - estimate.high:.2%} .. "
-            f"{1 - estimate.low:.2%}), {estimate.pairs} pairs, median pair {statistics.median(estimate.pair_ratios):.3f}"
-            f"{spread}")  # fmt: skip
+    return (
+        f"ratio {estimate.ratio:.4f}, overhead {estimate.overhead:.2%} (95% interval {1 - estimate.high:.2%} .. "
+        f"{1 - estimate.low:.2%}), {estimate.pairs} pairs, median pair {statistics.median(estimate.pair_ratios):.3f}"
+        f"{spread}"
+    )
 
 
 def summarize(result: InRunResult) -> str:

@@ -33,7 +33,9 @@ class WorkloadLog:
     sequences: dict[int, tuple[Any, Any]] = field(default_factory=dict)
     # Per sample() call: (index of the schedule() call it belongs to, seq ids, tokens drawn).
     samples: list[tuple[int, list[int], list[int]]] = field(default_factory=list)
-    logits_rows: list[Any] = field(default_factory=list)  # float32 CPU tensors, CAPTURE_ROWS rows at most each
+    logits_rows: list[Any] = field(
+        default_factory=list
+    )  # float32 CPU tensors, CAPTURE_ROWS rows at most each
     logits_device: str = "cpu"  # where the run's logits were: the Python sampler is replayed there
     steps_seen: int = 0  # schedule() calls in the whole run, recorded or not
 
@@ -81,7 +83,9 @@ class RecordingSampler:
         step = log.steps_seen - 1
         if step < len(log.schedules):  # the step's schedule() call was recorded
             if len(log.samples) % CAPTURE_EVERY == 0:
-                log.logits_rows.append(logits[:CAPTURE_ROWS].detach().to("cpu", dtype=torch.float32, copy=True))
+                log.logits_rows.append(
+                    logits[:CAPTURE_ROWS].detach().to("cpu", dtype=torch.float32, copy=True)
+                )
                 log.logits_device = str(logits.device)
             log.samples.append((step, seq_ids, tokens))
         return tokens

@@ -80,8 +80,11 @@ def default_twins(shape: PoolShape, names: Sequence[str]) -> Twins:
     from native_paths.toggles import make_twin
 
     status, sizes = loader.available(), asdict(shape)
-    return {name: (partial(make_twin, name, False, **sizes), partial(make_twin, name, True, **sizes))
-            for name in names if status.get(name) is True}  # fmt: skip
+    return {
+        name: (partial(make_twin, name, False, **sizes), partial(make_twin, name, True, **sizes))
+        for name in names
+        if status.get(name) is True
+    }
 
 
 def derive(log: WorkloadLog, shape: PoolShape) -> Derived:
@@ -93,7 +96,9 @@ def derive(log: WorkloadLog, shape: PoolShape) -> Derived:
     plans, tables = [], []
     for step, (arrivals, finished, free) in enumerate(log.schedules):
         if pool.num_free_blocks != free:
-            raise ReplayMismatch(f"step {step}: the replay has {pool.num_free_blocks} free KV blocks, the run had {free}")
+            raise ReplayMismatch(
+                f"step {step}: the replay has {pool.num_free_blocks} free KV blocks, the run had {free}"
+            )
         plan = scheduler.schedule(arrivals, finished, free).copy()
         tables.append(np.array(pool.step(plan.frees, plan.grow_seq_ids, plan.grow_num_blocks, plan.seq_ids)))
         plans.append(plan)
@@ -123,14 +128,17 @@ def time_kv(make: Callable[[], Any], derived: Derived, clock: Clock) -> tuple[li
     return times, tables
 
 
-def time_prepare(make: Callable[[], Any], log: WorkloadLog, derived: Derived, clock: Clock
-                 ) -> tuple[list[int], list[int]]:  # fmt: skip
+def time_prepare(
+    make: Callable[[], Any], log: WorkloadLog, derived: Derived, clock: Clock
+) -> tuple[list[int], list[int]]:
     """prepare() per step, in the engine's order: the step's finished sequences removed, its arrivals
     added, prepare(plan, tables) timed (the engine's `prepare` span), then the tokens it drew handed over."""
     from native_paths.bench_control import digest
 
     prepare, times, digests, drawn = make(), [], [], derived.drawn
-    for step, ((arrivals, finished, _), plan, tables) in enumerate(zip(log.schedules, derived.plans, derived.tables)):
+    for step, ((arrivals, finished, _), plan, tables) in enumerate(
+        zip(log.schedules, derived.plans, derived.tables)
+    ):
         for seq_id in finished:
             prepare.remove(seq_id)
         for new in arrivals:
@@ -161,15 +169,19 @@ def sampler_cases(log: WorkloadLog, limit: int = SAMPLER_STEPS) -> list[SamplerC
 
     if not log.samples or not log.logits_rows:
         return []
-    chosen = set(np.linspace(0, len(log.samples) - 1, min(limit, len(log.samples))).round().astype(int).tolist())
+    chosen = set(
+        np.linspace(0, len(log.samples) - 1, min(limit, len(log.samples))).round().astype(int).tolist()
+    )
     bank, last = torch.cat(log.logits_rows), max(chosen)
     drawn: dict[int, list[int]] = {}
     cases = []
     for index, (_, seq_ids, tokens) in enumerate(log.samples):
         if index in chosen:
             rows = (torch.arange(len(seq_ids)) + index) % len(bank)
-            registrations = [(seq_id, log.sequences[seq_id][0], [*log.sequences[seq_id][1], *drawn.get(seq_id, ())])
-                             for seq_id in seq_ids]  # fmt: skip
+            registrations = [
+                (seq_id, log.sequences[seq_id][0], [*log.sequences[seq_id][1], *drawn.get(seq_id, ())])
+                for seq_id in seq_ids
+            ]
             cases.append(SamplerCase(list(seq_ids), registrations, bank.index_select(0, rows)))
         if index == last:
             break
@@ -178,8 +190,9 @@ def sampler_cases(log: WorkloadLog, limit: int = SAMPLER_STEPS) -> list[SamplerC
     return cases
 
 
-def time_sampler_case(make: Callable[[], Any], case: SamplerCase, clock: Clock, logits: Any = None
-                      ) -> tuple[int, list[int]]:  # fmt: skip
+def time_sampler_case(
+    make: Callable[[], Any], case: SamplerCase, clock: Clock, logits: Any = None
+) -> tuple[int, list[int]]:
     """One sample() call on a fresh twin holding the case's sequences, after an untimed call that warms it;
     `logits`: the case's rows where this twin met them in the run (the Python twin on the run's device)."""
     logits = case.logits if logits is None else logits
@@ -195,8 +208,9 @@ def time_sampler_case(make: Callable[[], Any], case: SamplerCase, clock: Clock, 
 # -- taking turns -----------------------------------------------------------------------------------
 
 
-def interleaved(passes: tuple[Callable[[], tuple[list[int], Any]], Callable[[], tuple[list[int], Any]]],
-                repeats: int) -> tuple[list[list[int]], list[Any]]:  # fmt: skip
+def interleaved(
+    passes: tuple[Callable[[], tuple[list[int], Any]], Callable[[], tuple[list[int], Any]]], repeats: int
+) -> tuple[list[list[int]], list[Any]]:
     """Each pass `repeats` times, taking turns with the order alternating (P N N P P N ...); per pass the
     per-step median over its rounds, and the outputs of its last round (for the twins' agreement)."""
     rounds: list[list[list[int]]] = [[], []]
@@ -226,21 +240,30 @@ def speedup_of(python_ns: Sequence[int], native_ns: Sequence[int], *, time_order
 
 
 def replay_speedups(
-    log: WorkloadLog, shape: PoolShape, *, names: Sequence[str] = REPLAYED, repeats: int = REPEATS,
-    twins: Twins | None = None, clock: Clock = time.perf_counter_ns,
-) -> dict[str, Any]:  # fmt: skip
+    log: WorkloadLog,
+    shape: PoolShape,
+    *,
+    names: Sequence[str] = REPLAYED,
+    repeats: int = REPEATS,
+    twins: Twins | None = None,
+    clock: Clock = time.perf_counter_ns,
+) -> dict[str, Any]:
     """The result's `replay` section: per component {speedup, low, high, steps, python/native µs per step,
     twins_agree}, plus what was replayed and what was not (with why)."""
     twins = default_twins(shape, names) if twins is None else twins
     section: dict[str, Any] = {
-        "steps_recorded": len(log.schedules), "steps_in_run": log.steps_seen, "repeats": repeats,
-        "components": {}, "skipped": {},
-    }  # fmt: skip
+        "steps_recorded": len(log.schedules),
+        "steps_in_run": log.steps_seen,
+        "repeats": repeats,
+        "components": {},
+        "skipped": {},
+    }
     if not log.schedules:
         section["skipped"] = dict.fromkeys(names, "no step was recorded")
         return section
-    section["skipped"] = {name: "its C twin is not built (python native_paths/build.py)"
-                          for name in names if name not in twins}  # fmt: skip
+    section["skipped"] = {
+        name: "its C twin is not built (python native_paths/build.py)" for name in names if name not in twins
+    }
     if not twins:
         return section
     try:
@@ -267,8 +290,15 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _replay_all(section: dict[str, Any], names: Sequence[str], twins: Twins, log: WorkloadLog, derived: Derived,
-                repeats: int, clock: Clock) -> None:  # fmt: skip
+def _replay_all(
+    section: dict[str, Any],
+    names: Sequence[str],
+    twins: Twins,
+    log: WorkloadLog,
+    derived: Derived,
+    repeats: int,
+    clock: Clock,
+) -> None:
     for name in names:
         if name not in twins:
             continue
@@ -283,28 +313,48 @@ def _replay_all(section: dict[str, Any], names: Sequence[str], twins: Twins, log
             section["components"][name] = entry
 
 
-def _replay_one(name: str, pair: tuple[Callable[[], Any], Callable[[], Any]], log: WorkloadLog, derived: Derived,
-                repeats: int, clock: Clock) -> dict[str, Any] | None:  # fmt: skip
+def _replay_one(
+    name: str,
+    pair: tuple[Callable[[], Any], Callable[[], Any]],
+    log: WorkloadLog,
+    derived: Derived,
+    repeats: int,
+    clock: Clock,
+) -> dict[str, Any] | None:
     """One component's replay through both twins: its speedup entry, or None when the run gave it nothing to do."""
     py, c = pair
     if name == "scheduler":
-        times, plans = interleaved((lambda: time_scheduler(py, log, clock), lambda: time_scheduler(c, log, clock)),
-                                   repeats)  # fmt: skip
+        times, plans = interleaved(
+            (lambda: time_scheduler(py, log, clock), lambda: time_scheduler(c, log, clock)), repeats
+        )
         return {**speedup_of(*times, time_ordered=True), "twins_agree": plans[0] == plans[1]}
     if name == "kv_alloc":
-        times, tables = interleaved((lambda: time_kv(py, derived, clock), lambda: time_kv(c, derived, clock)), repeats)
+        times, tables = interleaved(
+            (lambda: time_kv(py, derived, clock), lambda: time_kv(c, derived, clock)), repeats
+        )
         agree = all(np.array_equal(a, b) for a, b in zip(*tables, strict=True))
         return {**speedup_of(*times, time_ordered=True), "twins_agree": agree}
     if name == "prepare":
-        times, digests = interleaved((lambda: time_prepare(py, log, derived, clock),
-                                      lambda: time_prepare(c, log, derived, clock)), repeats)  # fmt: skip
-        return {**speedup_of(*times, time_ordered=True), "twins_agree": digests[0] == digests[1]} if times[0] else None
+        times, digests = interleaved(
+            (lambda: time_prepare(py, log, derived, clock), lambda: time_prepare(c, log, derived, clock)),
+            repeats,
+        )
+        return (
+            {**speedup_of(*times, time_ordered=True), "twins_agree": digests[0] == digests[1]}
+            if times[0]
+            else None
+        )
     cases = sampler_cases(log)
     return _replay_sampler(pair, cases, repeats, clock, log.logits_device) if cases else None
 
 
-def _replay_sampler(pair: tuple[Callable[[], Any], Callable[[], Any]], cases: list[SamplerCase], repeats: int,
-                    clock: Clock, device: str = "cpu") -> dict[str, Any]:  # fmt: skip
+def _replay_sampler(
+    pair: tuple[Callable[[], Any], Callable[[], Any]],
+    cases: list[SamplerCase],
+    repeats: int,
+    clock: Clock,
+    device: str = "cpu",
+) -> dict[str, Any]:
     """Each case played by both twins in turn; a case's time is its median over the rounds. The Python twin
     gets the rows on the run's device, as it did in the run; the C twin on the host (the copy there is
     the prediction's added cost, profiler.session.transfer)."""
@@ -313,8 +363,10 @@ def _replay_sampler(pair: tuple[Callable[[], Any], Callable[[], Any]], cases: li
     for case in cases:
         on_device = case.logits.to(device)
         (py_times, c_times), tokens = interleaved(
-            (lambda case=case, on_device=on_device: _one(time_sampler_case(py, case, clock, on_device)),
-             lambda case=case: _one(time_sampler_case(c, case, clock))),
+            (
+                lambda case=case, on_device=on_device: _one(time_sampler_case(py, case, clock, on_device)),
+                lambda case=case: _one(time_sampler_case(c, case, clock)),
+            ),
             repeats,
         )
         python_ns.append(py_times[0])

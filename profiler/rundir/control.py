@@ -83,5 +83,7 @@ def drift_void(before: list[float], after: list[float], *, noise: float | None =
         moved = f"differs by {spread:.0%} between runs (limit {SPREAD_LIMIT:.0%})"
     else:
         return None
-    return (f"void: the machine changed: the control figure (model span time per token, which the compared "
-            f"twins cannot move) {moved}; re-run on a quiet machine")  # fmt: skip
+    return (
+        f"void: the machine changed: the control figure (model span time per token, which the compared "
+        f"twins cannot move) {moved}; re-run on a quiet machine"
+    )

@@ -55,12 +55,18 @@ def git_revision(start: Path | None = None) -> str | None:
     for folder in (start or Path.cwd(), Path(__file__).resolve().parent.parent):
         try:
             out = subprocess.run(
-                ["git", "rev-parse", "--short=12", "HEAD"], cwd=folder, capture_output=True, text=True, timeout=5
+                ["git", "rev-parse", "--short=12", "HEAD"],
+                cwd=folder,
+                capture_output=True,
+                text=True,
+                timeout=5,
             )
         except (OSError, subprocess.SubprocessError):
             return None
         if out.returncode == 0 and out.stdout.strip():
-            dirty = subprocess.run(["git", "status", "--porcelain"], cwd=folder, capture_output=True, text=True, timeout=5)
+            dirty = subprocess.run(
+                ["git", "status", "--porcelain"], cwd=folder, capture_output=True, text=True, timeout=5
+            )
             return out.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
     return None
 

@@ -21,7 +21,9 @@ def fallback_sentence(config: Mapping[str, Any]) -> str | None:
     if not missing:
         return None
     names = ", ".join(missing)
-    return f"Native {names} requested but not loaded: the Python twin ran instead, so this is not a native run"
+    return (
+        f"Native {names} requested but not loaded: the Python twin ran instead, so this is not a native run"
+    )
 
 
 def refuse_fallback(config: Mapping[str, Any], source: str, purpose: str) -> str | None:

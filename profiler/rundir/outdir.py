@@ -74,7 +74,9 @@ def _nearest_existing(path: Path, option: str) -> Path:
     for ancestor in [path, *path.absolute().parents]:
         if ancestor.exists():
             if not ancestor.is_dir():
-                raise OptionError(f"{option} {path}: {ancestor} is a file, so nothing can be created under it")
+                raise OptionError(
+                    f"{option} {path}: {ancestor} is a file, so nothing can be created under it"
+                )
             return ancestor
     return Path("/")
 
@@ -115,7 +117,9 @@ def claim_run_dir(path: Path, option: str = "--out") -> RunDirClaim:
     except FileExistsError:
         raise OptionError(f"{option} {path}: {_lock_owner(path)}") from None
     except OSError as exc:
-        raise OptionError(f"{option}: cannot create {path} ({exc.strerror or exc}); choose a writable place") from None
+        raise OptionError(
+            f"{option}: cannot create {path} ({exc.strerror or exc}); choose a writable place"
+        ) from None
     with os.fdopen(descriptor, "w") as handle:
         handle.write(f"{os.getpid()}\n")
     return RunDirClaim(path, created)

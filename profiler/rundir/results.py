@@ -54,18 +54,54 @@ from profiler.rundir.schema import (
 from profiler.rundir.validate import check_requests, check_steps, read_table, table_path
 
 REQUEST_COLUMNS = (
-    "request_id", "index", "priority", "warmup", "ok", "finish_reason", "error",
-    "prompt_tokens", "output_tokens", "arrival_ns", "scheduled_ns", "first_token_ns", "finish_ns",
-    "ttft_ms", "tpot_ms", "e2e_ms", "queue_ms", "num_preemptions", "token_ns",
-)  # fmt: skip
+    "request_id",
+    "index",
+    "priority",
+    "warmup",
+    "ok",
+    "finish_reason",
+    "error",
+    "prompt_tokens",
+    "output_tokens",
+    "arrival_ns",
+    "scheduled_ns",
+    "first_token_ns",
+    "finish_ns",
+    "ttft_ms",
+    "tpot_ms",
+    "e2e_ms",
+    "queue_ms",
+    "num_preemptions",
+    "token_ns",
+)
 
 STEP_COLUMNS = (
-    "step", "start_ns", "end_ns", "duration_ms", "batch_size", "prefill_tokens", "decode_tokens",
-    "blocks_used", "blocks_free", "kv_utilization", "fragmentation_slots", "preemptions",
-    "waiting", "running",
-)  # fmt: skip
+    "step",
+    "start_ns",
+    "end_ns",
+    "duration_ms",
+    "batch_size",
+    "prefill_tokens",
+    "decode_tokens",
+    "blocks_used",
+    "blocks_free",
+    "kv_utilization",
+    "fragmentation_slots",
+    "preemptions",
+    "waiting",
+    "running",
+)
 
-SAMPLE_LABEL_COLUMNS = ("line", "thread_id", "thread_name", "engine_thread", "category", "component", "dispatch", "samples")
+SAMPLE_LABEL_COLUMNS = (
+    "line",
+    "thread_id",
+    "thread_name",
+    "engine_thread",
+    "category",
+    "component",
+    "dispatch",
+    "samples",
+)
 SPAN_COLUMNS = ("step", "name", "start_ns", "end_ns", "depth")
 KERNEL_EVENT_COLUMNS = ("window", "step", "name", "start_ns", "end_ns", "depth", "span")
 GPU_TIMELINE_COLUMNS = ("step", "span", "start_ns", "end_ns")  # device work per span, on the host clock
@@ -75,8 +111,19 @@ LATENCY_METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "queue_ms")
 # Time-split categories and components (docs/architecture.md, "One name per component").
 # `waiting` is a client or load-generator thread waiting for the engine (its next token): not contention.
 CATEGORIES = ("interpreter", "lock", "allocation", "kernel", "idle", "waiting", "other")
-COMPONENTS = ("scheduler", "sampler", "kv_alloc", "prepare", "tokenizer", "detokenizer", "model_glue", "model_kernels",
-              "d2h", "queue", "api")  # fmt: skip
+COMPONENTS = (
+    "scheduler",
+    "sampler",
+    "kv_alloc",
+    "prepare",
+    "tokenizer",
+    "detokenizer",
+    "model_glue",
+    "model_kernels",
+    "d2h",
+    "queue",
+    "api",
+)
 
 
 @dataclass
@@ -160,7 +207,9 @@ def read_result(run_dir: str | Path) -> RunResult:
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ResultError(f"{result_path}: not valid JSON ({exc}); re-record the run") from None
     except OSError as exc:
-        raise ResultError(f"{result_path}: cannot be read ({exc.strerror or exc}); pass a run directory") from None
+        raise ResultError(
+            f"{result_path}: cannot be read ({exc.strerror or exc}); pass a run directory"
+        ) from None
     if not isinstance(data, dict):
         raise ResultError(f"{result_path}: expected a JSON object; re-record the run")
     result = RunResult.from_dict(data, source=str(result_path))
@@ -174,7 +223,10 @@ def read_run(run_dir: str | Path) -> RunData:
     path = Path(run_dir)
     result = read_result(path)
     tables = {}
-    for name, columns, check in (("requests", REQUEST_COLUMNS, check_requests), ("steps", STEP_COLUMNS, check_steps)):
+    for name, columns, check in (
+        ("requests", REQUEST_COLUMNS, check_requests),
+        ("steps", STEP_COLUMNS, check_steps),
+    ):
         file = table_path(path, name, result.files.get(name, f"{name}.csv"))
         if file.is_file():
             tables[name] = check(read_table(file, columns), file)

@@ -176,7 +176,9 @@ class Breakdown(TypedDict, total=False):
     notes: list[str]
     beyond_noise: list[str] | None  # categories whose gap between the methods is beyond noise
     components_beyond_noise: list[str] | None
-    share_intervals: dict[str, StepShare]  # control path -> its share of step time (profiler.analysis.step_shares)
+    share_intervals: dict[
+        str, StepShare
+    ]  # control path -> its share of step time (profiler.analysis.step_shares)
 
 
 class Prediction(TypedDict, total=False):
@@ -234,7 +236,9 @@ class Verdict(TypedDict, total=False):
     verify: Verify
     gpu: dict[str, Any]
     largest_control_path: dict[str, Any] | None  # {name, share} among the paths still in Python
-    foreign: dict[str, Any]  # another engine's verdict: engine loop, waits, critical path, bounds (analysis.foreign)
+    foreign: dict[
+        str, Any
+    ]  # another engine's verdict: engine loop, waits, critical path, bounds (analysis.foreign)
 
 
 class ReplayComponent(TypedDict, total=False):
@@ -307,7 +311,9 @@ class Target(TypedDict, total=False):
     failed_share: float | None  # of the measured requests, those that failed
     headline: str | None  # the line a run whose requests mostly failed leads with
     tree: dict[str, Any]  # the server's process tree: its root, how it was found
-    processes: list[dict[str, Any]] | None  # one entry per process: role, samples, split (session.target.processes)
+    processes: (
+        list[dict[str, Any]] | None
+    )  # one entry per process: role, samples, split (session.target.processes)
     probe: dict[str, Any] | None  # `--launch --probe`: spans timed inside the server (analysis.probe_spans)
 
 

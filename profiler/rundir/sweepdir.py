@@ -97,8 +97,23 @@ CELL_COLUMNS = (
 
 # The columns of both tables that hold figures: stored as floats (NaN where a run recorded none); the rest are
 # names, flags and counts, stored as they are.
-NOT_FIGURES = {"cell", "repeat", "repeats", "run_dir", "partial", "verdict", "category", "component", "native_active",
-               "host", "health_void", "twins", "baseline_cell", "resolved", "unresolved_reason"}  # fmt: skip
+NOT_FIGURES = {
+    "cell",
+    "repeat",
+    "repeats",
+    "run_dir",
+    "partial",
+    "verdict",
+    "category",
+    "component",
+    "native_active",
+    "host",
+    "health_void",
+    "twins",
+    "baseline_cell",
+    "resolved",
+    "unresolved_reason",
+}
 FIGURES = frozenset(RUN_COLUMNS + CELL_COLUMNS) - NOT_FIGURES
 
 
@@ -148,15 +163,26 @@ def read_manifest(sweep_dir: str | Path) -> dict[str, Any]:
             f"{path}: schema_version {data.get('schema_version')!r} is not supported "
             f"(this infer-prof reads {SCHEMA_VERSION}); re-run the sweep with this version"
         )
-    for key, kind, what in (("axes", dict, "a table of axes"), ("cells", list, "a list of cells"),
-                            ("repeats", int, "a whole number")):  # fmt: skip
+    for key, kind, what in (
+        ("axes", dict, "a table of axes"),
+        ("cells", list, "a list of cells"),
+        ("repeats", int, "a whole number"),
+    ):
         if key not in data:
             raise SweepError(f"{path}: missing {key!r}; re-run the sweep into a new directory")
         if not isinstance(data[key], kind) or isinstance(data[key], bool):
-            raise SweepError(f"{path}: {key!r} is {type(data[key]).__name__}, not {what}; re-run the sweep into a new directory")
+            raise SweepError(
+                f"{path}: {key!r} is {type(data[key]).__name__}, not {what}; re-run the sweep into a new directory"
+            )
     for cell in data["cells"]:
-        if not (isinstance(cell, dict) and isinstance(cell.get("id"), str) and isinstance(cell.get("values"), dict)):
-            raise SweepError(f"{path}: a cell is not {{id, values}} ({str(cell)[:80]}); re-run the sweep into a new directory")
+        if not (
+            isinstance(cell, dict)
+            and isinstance(cell.get("id"), str)
+            and isinstance(cell.get("values"), dict)
+        ):
+            raise SweepError(
+                f"{path}: a cell is not {{id, values}} ({str(cell)[:80]}); re-run the sweep into a new directory"
+            )
     return data
 
 

@@ -28,5 +28,7 @@ def twins_sentence(config: Mapping[str, Any]) -> str | None:
     names = twins_on(config)
     if not names:
         return None
-    return (f"C twins on in this run: {', '.join(names)}; their time is native code already, so nothing is "
-            "predicted for them and the largest control path is picked among the Python ones.")
+    return (
+        f"C twins on in this run: {', '.join(names)}; their time is native code already, so nothing is "
+        "predicted for them and the largest control path is picked among the Python ones."
+    )

@@ -16,11 +16,35 @@ import pandas as pd
 from errors import ResultError, check_size
 
 # Table cells: columns that must hold numbers (empty allowed), and the durations among them (>= 0).
-NUMERIC_REQUEST_COLUMNS = ("prompt_tokens", "output_tokens", "arrival_ns", "scheduled_ns", "first_token_ns",
-                           "finish_ns", "ttft_ms", "tpot_ms", "e2e_ms", "queue_ms", "num_preemptions")  # fmt: skip
-NUMERIC_STEP_COLUMNS = ("step", "start_ns", "end_ns", "duration_ms", "batch_size", "prefill_tokens", "decode_tokens",
-                        "blocks_used", "blocks_free", "kv_utilization", "fragmentation_slots", "preemptions",
-                        "waiting", "running")  # fmt: skip
+NUMERIC_REQUEST_COLUMNS = (
+    "prompt_tokens",
+    "output_tokens",
+    "arrival_ns",
+    "scheduled_ns",
+    "first_token_ns",
+    "finish_ns",
+    "ttft_ms",
+    "tpot_ms",
+    "e2e_ms",
+    "queue_ms",
+    "num_preemptions",
+)
+NUMERIC_STEP_COLUMNS = (
+    "step",
+    "start_ns",
+    "end_ns",
+    "duration_ms",
+    "batch_size",
+    "prefill_tokens",
+    "decode_tokens",
+    "blocks_used",
+    "blocks_free",
+    "kv_utilization",
+    "fragmentation_slots",
+    "preemptions",
+    "waiting",
+    "running",
+)
 # Columns every row of steps.csv has: a row without them was cut off (a truncated file).
 REQUIRED_STEP_COLUMNS = ("step", "start_ns", "end_ns")
 TOKEN_TIMES = re.compile(r"^\s*\d+(\s+\d+)*\s*$")
@@ -64,10 +88,14 @@ def check_requests(table: pd.DataFrame, path: Path) -> pd.DataFrame:
     if "token_ns" in table:
         for row, cell in table["token_ns"].items():
             if isinstance(cell, str) and cell.strip() and not TOKEN_TIMES.match(cell):
-                raise ResultError(f"{path}: row {int(row) + 2}, column token_ns holds {cell[:40]!r}, expected "
-                                  "space-separated integer timestamps; re-record the run")  # fmt: skip
+                raise ResultError(
+                    f"{path}: row {int(row) + 2}, column token_ns holds {cell[:40]!r}, expected "
+                    "space-separated integer timestamps; re-record the run"
+                )
             if not isinstance(cell, str) and not (isinstance(cell, float) and math.isnan(cell)):
-                raise ResultError(f"{path}: row {int(row) + 2}, column token_ns holds {cell!r}, expected timestamps")
+                raise ResultError(
+                    f"{path}: row {int(row) + 2}, column token_ns holds {cell!r}, expected timestamps"
+                )
     return table
 
 
@@ -91,8 +119,10 @@ def _numeric(table: pd.DataFrame, columns: tuple[str, ...] | list[str], path: Pa
         bad = converted.isna() & table[column].notna() & (table[column].astype(str).str.strip() != "")
         if bad.any():
             row = int(table.index[bad][0])
-            raise ResultError(f"{path}: row {row + 2}, column {column} holds {str(table[column][row])[:40]!r}, "
-                              "expected a number; re-record the run")  # fmt: skip
+            raise ResultError(
+                f"{path}: row {row + 2}, column {column} holds {str(table[column][row])[:40]!r}, "
+                "expected a number; re-record the run"
+            )
         table[column] = converted
     return table
 
@@ -101,8 +131,10 @@ def _non_negative(table: pd.DataFrame, columns: tuple[str, ...] | list[str], pat
     for column in columns:
         if column in table and (table[column] < 0).any():
             row = int(table.index[table[column] < 0][0])
-            raise ResultError(f"{path}: row {row + 2}, column {column} is {table[column][row]}, a negative "
-                              "duration or count; re-record the run")  # fmt: skip
+            raise ResultError(
+                f"{path}: row {row + 2}, column {column} is {table[column][row]}, a negative "
+                "duration or count; re-record the run"
+            )
 
 
 def whole_numbers(
@@ -121,8 +153,10 @@ def whole_numbers(
         fractional = values != values.round()
         if fractional.any():
             row = int(table.index[fractional][0])
-            raise ResultError(f"{path}: row {row + 2}, column {column} holds {values[row]}, expected a whole number; "
-                              "re-record the run")  # fmt: skip
+            raise ResultError(
+                f"{path}: row {row + 2}, column {column} holds {values[row]}, expected a whole number; "
+                "re-record the run"
+            )
         table[column] = values.astype("int64")
     _non_negative(table, [column for column in non_negative if column in table], path)
     return table

@@ -23,8 +23,12 @@ class AccessLog:
     line; the token counts come from the request's stream (ServeState.on_finished), the status from the
     response's start."""
 
-    def __init__(self, app: Any, emit: Callable[[str], None] = stderr_line,
-                 clock: Callable[[], float] = time.perf_counter) -> None:  # fmt: skip
+    def __init__(
+        self,
+        app: Any,
+        emit: Callable[[str], None] = stderr_line,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
         self.app, self.emit, self.clock = app, emit, clock
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -46,13 +50,21 @@ class AccessLog:
             ACCESS_RECORD.reset(token)
             # No response started: the app raised (uvicorn answers 500) or the client left first.
             status = record.get("status", 500)
-            self.emit(access_line(scope["method"], scope["path"], status, record.get("tokens"), self.clock() - started))
+            self.emit(
+                access_line(
+                    scope["method"], scope["path"], status, record.get("tokens"), self.clock() - started
+                )
+            )
 
 
 def access_line(method: str, path: str, status: int, tokens: tuple[int, int] | None, seconds: float) -> str:
     """`POST /v1/chat/completions -> 200 in 512 ms, 12 prompt + 34 output tokens`."""
     ms = seconds * 1000
-    text = f"{method} {path} -> {status} in {ms:.1f} ms" if ms < 10 else f"{method} {path} -> {status} in {ms:.0f} ms"
+    text = (
+        f"{method} {path} -> {status} in {ms:.1f} ms"
+        if ms < 10
+        else f"{method} {path} -> {status} in {ms:.0f} ms"
+    )
     if tokens is not None:
         text += f", {tokens[0]} prompt + {tokens[1]} output tokens"
     return text

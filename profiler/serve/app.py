@@ -27,7 +27,7 @@ from profiler.serve.protocol import (
     CompletionRequest,
     error_body,
     parse_body,
-)  # fmt: skip
+)
 from profiler.serve.responses import Reply, error_event
 from profiler.serve.state import ServeState
 
@@ -43,7 +43,9 @@ def create_app(state: ServeState) -> FastAPI:
         yield
         state.draining = True
 
-    app = FastAPI(title="infer-prof serve", lifespan=lifespan, openapi_url=None, docs_url=None, redoc_url=None)
+    app = FastAPI(
+        title="infer-prof serve", lifespan=lifespan, openapi_url=None, docs_url=None, redoc_url=None
+    )
     app.state.serve = state
 
     @app.exception_handler(HTTPRequestError)
@@ -61,8 +63,10 @@ def create_app(state: ServeState) -> FastAPI:
     async def failed(request: Request, exc: Exception) -> JSONResponse:
         # A bug of ours, not the client's: OpenAI's shape still, so that clients parse it.
         message = f"internal error: {type(exc).__name__}: {exc}"
-        return JSONResponse({"error": {"message": message, "type": "server_error", "param": None, "code": None}},
-                            status_code=500)  # fmt: skip
+        return JSONResponse(
+            {"error": {"message": message, "type": "server_error", "param": None, "code": None}},
+            status_code=500,
+        )
 
     @app.post("/v1/completions")
     async def completions(request: Request) -> Response:
@@ -75,8 +79,18 @@ def create_app(state: ServeState) -> FastAPI:
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
         created = int(state.info.get("started_at", time.time()))
-        return {"object": "list", "data": [{"id": state.model_name, "object": "model", "created": created,
-                "owned_by": "infer-prof", "max_model_len": state.engine.max_model_len}]}  # fmt: skip
+        return {
+            "object": "list",
+            "data": [
+                {
+                    "id": state.model_name,
+                    "object": "model",
+                    "created": created,
+                    "owned_by": "infer-prof",
+                    "max_model_len": state.engine.max_model_len,
+                }
+            ],
+        }
 
     @app.get("/health")
     async def health() -> JSONResponse:
@@ -104,7 +118,9 @@ def create_app(state: ServeState) -> FastAPI:
     async def profile_stop() -> Response:
         window = state.tracing.stop()
         if window is None:
-            raise HTTPRequestError("no profile window is open: POST /infer-prof/profile/start first", status=409)
+            raise HTTPRequestError(
+                "no profile window is open: POST /infer-prof/profile/start first", status=409
+            )
         return JSONResponse(window)
 
     return app
@@ -113,7 +129,9 @@ def create_app(state: ServeState) -> FastAPI:
 async def _read_body(request: Request) -> bytes:
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-        raise HTTPRequestError(f"the request body has {declared} bytes; the limit is {MAX_BODY_BYTES}", status=413)
+        raise HTTPRequestError(
+            f"the request body has {declared} bytes; the limit is {MAX_BODY_BYTES}", status=413
+        )
     chunks, size = [], 0
     async for chunk in request.stream():
         size += len(chunk)
@@ -139,8 +157,9 @@ def _prompt_ids(body: Any, state: ServeState) -> list[int]:
 def _submit(state: ServeState, body: Any, stream: RequestStream, prompt_ids: list[int], params: Any) -> Any:
     param = "messages" if isinstance(body, ChatCompletionRequest) else "prompt"
     try:
-        return state.engine.submit(prompt_ids, params, on_token=stream.on_token if body.stream else None,
-                                   on_finish=stream.on_finish)  # fmt: skip
+        return state.engine.submit(
+            prompt_ids, params, on_token=stream.on_token if body.stream else None, on_finish=stream.on_finish
+        )
     except PromptTooLongError as exc:
         raise HTTPRequestError(str(exc), param=param, code="context_length_exceeded") from None
     except EngineShutdownError as exc:
@@ -169,8 +188,9 @@ async def _generate(request: Request, state: ServeState, schema: type, *, chat: 
         handle = _submit(state, body, stream, prompt_ids, params)
         reply = Reply(chat=chat, model=state.model_name)
     if body.stream:
-        return EventSourceResponse(_events(state, reply, stream, handle, body.include_usage),
-                                   headers={"Cache-Control": "no-cache"})  # fmt: skip
+        return EventSourceResponse(
+            _events(state, reply, stream, handle, body.include_usage), headers={"Cache-Control": "no-cache"}
+        )
     return await _whole(request, state, reply, stream, handle)
 
 
@@ -183,7 +203,10 @@ async def _events(state: ServeState, reply: Reply, stream: RequestStream, handle
                 if isinstance(item, str):
                     events = [reply.delta_event(item)]
                 elif item.finish_reason == "error":
-                    events = [error_event(item.error or "the engine failed this request"), reply.final_events(item, False)[-1]]
+                    events = [
+                        error_event(item.error or "the engine failed this request"),
+                        reply.final_events(item, False)[-1],
+                    ]
                 else:
                     events = reply.final_events(item, include_usage)
             for event in events:
@@ -193,7 +216,9 @@ async def _events(state: ServeState, reply: Reply, stream: RequestStream, handle
             handle.cancel()
 
 
-async def _whole(request: Request, state: ServeState, reply: Reply, stream: RequestStream, handle: Any) -> Response:
+async def _whole(
+    request: Request, state: ServeState, reply: Reply, stream: RequestStream, handle: Any
+) -> Response:
     """A non-streaming reply; the request is cancelled if the client leaves before it is done."""
     finished = asyncio.ensure_future(stream.finished())
     gone = asyncio.ensure_future(_disconnected(request))
@@ -210,7 +235,9 @@ async def _whole(request: Request, state: ServeState, reply: Reply, stream: Requ
     with state.tracing.current().span(API_SPAN):
         if output.finish_reason == "error":
             error = HTTPRequestError(output.error or "the engine failed this request", status=500)
-            return JSONResponse({"error": {**error_body(error)["error"], "type": "server_error"}}, status_code=500)
+            return JSONResponse(
+                {"error": {**error_body(error)["error"], "type": "server_error"}}, status_code=500
+            )
         return Response(reply.body(output), media_type="application/json")
 
 

@@ -12,7 +12,7 @@ from prometheus_client import (
     Histogram,
     disable_created_metrics,
     generate_latest,
-)  # fmt: skip
+)
 
 from engine.sequence import RequestOutput
 
@@ -30,31 +30,63 @@ class ServerMetrics:
     def __init__(self, engine: Any, model_name: str) -> None:
         self.registry = CollectorRegistry()
         registry = self.registry
-        self.requests = Counter(f"{PREFIX}_requests", "Requests answered, by endpoint and outcome "
-                                "(stop, length, abort, error, rejected).", ["endpoint", "outcome"], registry=registry)  # fmt: skip
-        self.prompt_tokens = Counter(f"{PREFIX}_prompt_tokens", "Prompt tokens of finished requests.", registry=registry)
-        self.generation_tokens = Counter(f"{PREFIX}_generation_tokens", "Generated tokens of finished requests.", registry=registry)
-        self.ttft = Histogram(f"{PREFIX}_time_to_first_token_seconds", "Arrival at the engine to the first token.",
-                              buckets=TTFT_BUCKETS, registry=registry)  # fmt: skip
-        self.itl = Histogram(f"{PREFIX}_inter_token_latency_seconds", "Gap between consecutive tokens of a request.",
-                             buckets=ITL_BUCKETS, registry=registry)  # fmt: skip
-        self.e2e = Histogram(f"{PREFIX}_e2e_request_latency_seconds", "Arrival at the engine to the last token.",
-                             buckets=E2E_BUCKETS, registry=registry)  # fmt: skip
+        self.requests = Counter(
+            f"{PREFIX}_requests",
+            "Requests answered, by endpoint and outcome (stop, length, abort, error, rejected).",
+            ["endpoint", "outcome"],
+            registry=registry,
+        )
+        self.prompt_tokens = Counter(
+            f"{PREFIX}_prompt_tokens", "Prompt tokens of finished requests.", registry=registry
+        )
+        self.generation_tokens = Counter(
+            f"{PREFIX}_generation_tokens", "Generated tokens of finished requests.", registry=registry
+        )
+        self.ttft = Histogram(
+            f"{PREFIX}_time_to_first_token_seconds",
+            "Arrival at the engine to the first token.",
+            buckets=TTFT_BUCKETS,
+            registry=registry,
+        )
+        self.itl = Histogram(
+            f"{PREFIX}_inter_token_latency_seconds",
+            "Gap between consecutive tokens of a request.",
+            buckets=ITL_BUCKETS,
+            registry=registry,
+        )
+        self.e2e = Histogram(
+            f"{PREFIX}_e2e_request_latency_seconds",
+            "Arrival at the engine to the last token.",
+            buckets=E2E_BUCKETS,
+            registry=registry,
+        )
         info = Gauge(f"{PREFIX}_model_info", "The served model (value 1).", ["model"], registry=registry)
         info.labels(model=model_name).set(1)
         gauges = {
-            "kv_blocks_used": ("KV cache blocks in use.", lambda stats: stats["blocks_total"] - stats["blocks_free"]),
+            "kv_blocks_used": (
+                "KV cache blocks in use.",
+                lambda stats: stats["blocks_total"] - stats["blocks_free"],
+            ),
             "kv_blocks_total": ("KV cache blocks in the pool.", lambda stats: stats["blocks_total"]),
-            "kv_usage_ratio": ("KV cache blocks in use / pool size.",
-                               lambda stats: 1 - stats["blocks_free"] / max(1, stats["blocks_total"])),
-            "requests_waiting": ("Requests the scheduler holds but has not started (the queue depth).",
-                                 lambda stats: stats["waiting"]),
+            "kv_usage_ratio": (
+                "KV cache blocks in use / pool size.",
+                lambda stats: 1 - stats["blocks_free"] / max(1, stats["blocks_total"]),
+            ),
+            "requests_waiting": (
+                "Requests the scheduler holds but has not started (the queue depth).",
+                lambda stats: stats["waiting"],
+            ),
             "requests_running": ("Requests the scheduler is running.", lambda stats: stats["running"]),
-        }  # fmt: skip
+        }
         for name, (text, read) in gauges.items():
-            Gauge(f"{PREFIX}_{name}", text, registry=registry).set_function(lambda read=read: float(read(engine.stats())))
-        Gauge(f"{PREFIX}_requests_unfinished", "Requests accepted and not finished (submitted, waiting or running).",
-              registry=registry).set_function(lambda: float(engine.num_unfinished))  # fmt: skip
+            Gauge(f"{PREFIX}_{name}", text, registry=registry).set_function(
+                lambda read=read: float(read(engine.stats()))
+            )
+        Gauge(
+            f"{PREFIX}_requests_unfinished",
+            "Requests accepted and not finished (submitted, waiting or running).",
+            registry=registry,
+        ).set_function(lambda: float(engine.num_unfinished))
 
     def observe_finished(self, endpoint: str, output: RequestOutput) -> None:
         """Count one finished request and its latencies (from the engine's own timestamps)."""

@@ -88,7 +88,9 @@ def aligned_steps(records: list[dict[str, Any]], span_rows: list[dict[str, Any]]
     have been running when the window opened, so rows are matched by time: each record's start lies
     just inside the step span that contains it (the engine reads its clock first thing in a step).
     """
-    rows = sorted((row for row in span_rows if row.get("start_ns") is not None), key=lambda row: row["start_ns"])
+    rows = sorted(
+        (row for row in span_rows if row.get("start_ns") is not None), key=lambda row: row["start_ns"]
+    )
     starts = [row["start_ns"] for row in rows]
     out = []
     for record in records:

@@ -49,21 +49,33 @@ class _Sampling(BaseModel):
     def sampling_params(self, default_max_tokens: int) -> SamplingParams:
         """The engine's SamplingParams; an impossible value raises HTTPRequestError naming the field."""
         if self.n != 1:
-            raise HTTPRequestError(f"n={self.n} is not supported: this server returns one choice per request (n=1)", param="n")
+            raise HTTPRequestError(
+                f"n={self.n} is not supported: this server returns one choice per request (n=1)", param="n"
+            )
         if self.logprobs not in (None, False, 0):
-            raise HTTPRequestError("logprobs are not supported by this server: leave logprobs unset", param="logprobs")
+            raise HTTPRequestError(
+                "logprobs are not supported by this server: leave logprobs unset", param="logprobs"
+            )
         stops = [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
         if len(stops) > MAX_STOP_STRINGS:
-            raise HTTPRequestError(f"stop has {len(stops)} strings: give at most {MAX_STOP_STRINGS}", param="stop")
+            raise HTTPRequestError(
+                f"stop has {len(stops)} strings: give at most {MAX_STOP_STRINGS}", param="stop"
+            )
         max_tokens = self.max_tokens if self.max_tokens is not None else self.max_completion_tokens
         try:
             return SamplingParams(
-                temperature=self.temperature, top_k=0 if self.top_k == -1 else self.top_k, top_p=self.top_p,
-                min_p=self.min_p, repetition_penalty=self.repetition_penalty,
-                frequency_penalty=self.frequency_penalty, presence_penalty=self.presence_penalty, seed=self.seed,
-                max_tokens=default_max_tokens if max_tokens is None else max_tokens, stop=tuple(stops),
+                temperature=self.temperature,
+                top_k=0 if self.top_k == -1 else self.top_k,
+                top_p=self.top_p,
+                min_p=self.min_p,
+                repetition_penalty=self.repetition_penalty,
+                frequency_penalty=self.frequency_penalty,
+                presence_penalty=self.presence_penalty,
+                seed=self.seed,
+                max_tokens=default_max_tokens if max_tokens is None else max_tokens,
+                stop=tuple(stops),
                 ignore_eos=self.ignore_eos,
-            )  # fmt: skip
+            )
         except InvalidSamplingParams as exc:
             # The engine's message starts "sampling parameter NAME=VALUE": NAME is the request field.
             param = str(exc).removeprefix("sampling parameter ").partition("=")[0] or None
@@ -88,7 +100,9 @@ class CompletionRequest(_Sampling):
         if self.suffix:
             raise HTTPRequestError("suffix is not supported by this server: leave it unset", param="suffix")
         if self.best_of not in (None, 1):
-            raise HTTPRequestError("best_of is not supported by this server: leave it unset or 1", param="best_of")
+            raise HTTPRequestError(
+                "best_of is not supported by this server: leave it unset or 1", param="best_of"
+            )
 
 
 class TextPart(BaseModel):
@@ -121,26 +135,34 @@ class ChatCompletionRequest(_Sampling):
 def parse_body(raw: bytes, schema: type[_Sampling]) -> Any:
     """The validated request; bad JSON is a 400, a wrong type or shape a 422, each naming the field."""
     if len(raw) > MAX_BODY_BYTES:
-        raise HTTPRequestError(f"the request body has {len(raw)} bytes; the limit is {MAX_BODY_BYTES}", status=413)
+        raise HTTPRequestError(
+            f"the request body has {len(raw)} bytes; the limit is {MAX_BODY_BYTES}", status=413
+        )
     try:
         text = raw.decode("utf-8")
         # json recurses once per nested array: 200,000 of them in under 1 MiB would be a RecursionError (a 500).
         check_nesting(text, "the request body", _InvalidJSON)
         payload = json.loads(text, parse_constant=_reject_constant)
     except (ValueError, UnicodeDecodeError, RecursionError, _InvalidJSON) as exc:
-        raise HTTPRequestError(f"the request body is not valid JSON ({exc}): send a JSON object", code="invalid_json") from None
+        raise HTTPRequestError(
+            f"the request body is not valid JSON ({exc}): send a JSON object", code="invalid_json"
+        ) from None
     _check_text(payload, "")
     if not isinstance(payload, dict):
-        raise HTTPRequestError(f"the request body is a JSON {type(payload).__name__}: send a JSON object", status=422)
+        raise HTTPRequestError(
+            f"the request body is a JSON {type(payload).__name__}: send a JSON object", status=422
+        )
     try:
         request = schema.model_validate(payload)
     except ValidationError as exc:
         first = exc.errors()[0]
         field = ".".join(str(part) for part in first["loc"] if not _union_tag(part))
         raise HTTPRequestError(
-            f"{field or 'body'}: {first['msg']} ({exc.error_count()} problem(s) in the request)", status=422,
-            param=field or None, code="invalid_type",
-        ) from None  # fmt: skip
+            f"{field or 'body'}: {first['msg']} ({exc.error_count()} problem(s) in the request)",
+            status=422,
+            param=field or None,
+            code="invalid_type",
+        ) from None
     request.check_supported()
     return request
 
@@ -156,9 +178,12 @@ def _check_text(value: Any, where: str) -> None:
         try:
             value.encode("utf-8")
         except UnicodeEncodeError as exc:
-            raise HTTPRequestError(f"{where or 'body'}: a lone UTF-16 surrogate ({value[exc.start]!r}) at character "
-                                   f"{exc.start} is not text; send valid Unicode", param=where or None,
-                                   code="invalid_text") from None  # fmt: skip
+            raise HTTPRequestError(
+                f"{where or 'body'}: a lone UTF-16 surrogate ({value[exc.start]!r}) at character "
+                f"{exc.start} is not text; send valid Unicode",
+                param=where or None,
+                code="invalid_text",
+            ) from None
     elif isinstance(value, dict):
         for key, item in value.items():
             _check_text(key, where)
@@ -179,5 +204,7 @@ def _reject_constant(name: str) -> float:
 
 def error_body(exc: HTTPRequestError) -> dict[str, Any]:
     """OpenAI's error object: {"error": {message, type, param, code}}."""
-    kind = {404: "NotFoundError", 413: "invalid_request_error", 503: "service_unavailable"}.get(exc.status, "invalid_request_error")
+    kind = {404: "NotFoundError", 413: "invalid_request_error", 503: "service_unavailable"}.get(
+        exc.status, "invalid_request_error"
+    )
     return {"error": {"message": str(exc), "type": kind, "param": exc.param, "code": exc.code}}

@@ -33,7 +33,9 @@ class Reply:
         self.id = self.id or f"{'chatcmpl' if self.chat else 'cmpl'}-{uuid.uuid4().hex}"
 
     def _head(self, streaming: bool) -> dict[str, Any]:
-        kind = ("chat.completion.chunk" if streaming else "chat.completion") if self.chat else "text_completion"
+        kind = (
+            ("chat.completion.chunk" if streaming else "chat.completion") if self.chat else "text_completion"
+        )
         return {"id": self.id, "object": kind, "created": self.created, "model": self.model}
 
     # -- whole responses ----------------------------------------------------------------------------
@@ -41,10 +43,19 @@ class Reply:
     def body(self, output: RequestOutput) -> bytes:
         """The non-streaming response of a finished request."""
         if self.chat:
-            choice = {"index": 0, "message": {"role": "assistant", "content": output.text}, "logprobs": None,
-                      "finish_reason": output.finish_reason}  # fmt: skip
+            choice = {
+                "index": 0,
+                "message": {"role": "assistant", "content": output.text},
+                "logprobs": None,
+                "finish_reason": output.finish_reason,
+            }
         else:
-            choice = {"index": 0, "text": output.text, "logprobs": None, "finish_reason": output.finish_reason}
+            choice = {
+                "index": 0,
+                "text": output.text,
+                "logprobs": None,
+                "finish_reason": output.finish_reason,
+            }
         return _dumps({**self._head(False), "choices": [choice], "usage": usage(output)}).encode()
 
     # -- streaming --------------------------------------------------------------------------------
@@ -55,9 +66,15 @@ class Reply:
 
     def final_events(self, output: RequestOutput, include_usage: bool) -> list[bytes]:
         """The chunk with the finish reason, the usage chunk when asked for, then [DONE]."""
-        events = [format_sse_event(data_str=_dumps({**self._head(True), "choices": [self._choice("", output.finish_reason)]}))]
+        events = [
+            format_sse_event(
+                data_str=_dumps({**self._head(True), "choices": [self._choice("", output.finish_reason)]})
+            )
+        ]
         if include_usage:
-            events.append(format_sse_event(data_str=_dumps({**self._head(True), "choices": [], "usage": usage(output)})))
+            events.append(
+                format_sse_event(data_str=_dumps({**self._head(True), "choices": [], "usage": usage(output)}))
+            )
         return [*events, DONE_EVENT]
 
     def _choice(self, text: str, finish_reason: str | None) -> dict[str, Any]:
@@ -77,5 +94,6 @@ def usage(output: RequestOutput) -> dict[str, int]:
 
 def error_event(message: str) -> bytes:
     """A failure in the middle of a stream, as vLLM sends it: an error object in a data line."""
-    return format_sse_event(data_str=_dumps({"error": {"message": message, "type": "server_error", "param": None,
-                                                        "code": None}}))  # fmt: skip
+    return format_sse_event(
+        data_str=_dumps({"error": {"message": message, "type": "server_error", "param": None, "code": None}})
+    )

@@ -52,14 +52,18 @@ class ServeOptions:
     def __post_init__(self) -> None:
         if not self.host.strip():
             # An empty host would listen on every interface: exposing the engine must be asked for by name.
-            raise OptionError("--host='': give an address: 127.0.0.1 (this machine only) or 0.0.0.0 (every interface)")
+            raise OptionError(
+                "--host='': give an address: 127.0.0.1 (this machine only) or 0.0.0.0 (every interface)"
+            )
         if not (isinstance(self.port, int) and 0 <= self.port <= 65535):
             raise OptionError(f"--port={self.port}: use 0 (any free port) to 65535")
         # Each pending request holds its prompt and a stream; past these the value is a typo, not a plan.
         if not 1 <= self.max_pending <= MAX_PENDING:
             raise OptionError(f"--max-pending={self.max_pending}: use 1 to {MAX_PENDING:,}")
         if not math.isfinite(self.shutdown_timeout_s) or not 0 <= self.shutdown_timeout_s <= MAX_SHUTDOWN_S:
-            raise OptionError(f"--shutdown-timeout={self.shutdown_timeout_s}: use 0 to {MAX_SHUTDOWN_S:g} seconds")
+            raise OptionError(
+                f"--shutdown-timeout={self.shutdown_timeout_s}: use 0 to {MAX_SHUTDOWN_S:g} seconds"
+            )
         name = self.served_model_name
         if name is not None and (len(name) > 256 or not name.isprintable()):
             raise OptionError("--served-model-name: give one line of at most 256 printable characters")
@@ -98,8 +102,10 @@ def bind(host: str, port: int) -> socket.socket:
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
-        raise OptionError(f"--host {host} --port {port}: cannot listen there ({exc.strerror}); "
-                          "choose another port (0 picks a free one) or stop what holds it") from None  # fmt: skip
+        raise OptionError(
+            f"--host {host} --port {port}: cannot listen there ({exc.strerror}); "
+            "choose another port (0 picks a free one) or stop what holds it"
+        ) from None
     sock.listen(2048)
     sock.set_inheritable(True)
     return sock
@@ -108,17 +114,29 @@ def bind(host: str, port: int) -> socket.socket:
 def server_info(state: ServeState, built: Any, options: Any, version: str) -> dict[str, Any]:
     """GET /infer-prof/info: who this server is, for `run --target` (its pid lets py-spy attach)."""
     return {
-        "name": "infer-prof", "version": version, "pid": os.getpid(), "model": state.model_name,
-        "model_source": state.info.get("model_source"), "python": sys.version.split()[0],
-        "native": sorted(built.native_active), "engine": built.engine_config_dict(), "options": options.to_dict(),
-        "engine_thread_name": ENGINE_THREAD_NAME, "api_thread_name": API_THREAD_NAME, "started_at": time.time(),
-    }  # fmt: skip
+        "name": "infer-prof",
+        "version": version,
+        "pid": os.getpid(),
+        "model": state.model_name,
+        "model_source": state.info.get("model_source"),
+        "python": sys.version.split()[0],
+        "native": sorted(built.native_active),
+        "engine": built.engine_config_dict(),
+        "options": options.to_dict(),
+        "engine_thread_name": ENGINE_THREAD_NAME,
+        "api_thread_name": API_THREAD_NAME,
+        "started_at": time.time(),
+    }
 
 
 # The GGUF keys (llama.cpp's general.sampling.*) a model file may carry its makers' sampling settings in.
-GGUF_SAMPLING_KEYS = {"temperature": "general.sampling.temp", "top_k": "general.sampling.top_k",
-                      "top_p": "general.sampling.top_p", "min_p": "general.sampling.min_p",
-                      "repetition_penalty": "general.sampling.penalty_repeat"}  # fmt: skip
+GGUF_SAMPLING_KEYS = {
+    "temperature": "general.sampling.temp",
+    "top_k": "general.sampling.top_k",
+    "top_p": "general.sampling.top_p",
+    "min_p": "general.sampling.min_p",
+    "repetition_penalty": "general.sampling.penalty_repeat",
+}
 API_DEFAULT_TEMPERATURE = 1.0  # OpenAI's, what profiler/serve/protocol.py applies to a request without one
 SMALL_MODEL_PARAMETERS = 3e9  # under this, sampling at temperature 1.0 wanders off topic within a sentence
 
@@ -139,14 +157,24 @@ def sampling_lines(shipped: dict[str, float], parameters: int | None) -> list[st
     API's default temperature, with a note when the model is small enough to ramble at it."""
     if shipped:
         settings = ", ".join(f"{name} {value:g}" for name, value in shipped.items())
-        return [(f"sampling: the model's own settings (from its GGUF): {settings}; a request that leaves them out "
-                 f"gets the API's defaults (temperature {API_DEFAULT_TEMPERATURE:g}): send them with each request")]  # fmt: skip
-    lines = [(f"sampling: the model ships no settings; a request without `temperature` gets the API's default, "
-              f"{API_DEFAULT_TEMPERATURE:g}")]  # fmt: skip
+        return [
+            (
+                f"sampling: the model's own settings (from its GGUF): {settings}; a request that leaves them out "
+                f"gets the API's defaults (temperature {API_DEFAULT_TEMPERATURE:g}): send them with each request"
+            )
+        ]
+    lines = [
+        (
+            f"sampling: the model ships no settings; a request without `temperature` gets the API's default, "
+            f"{API_DEFAULT_TEMPERATURE:g}"
+        )
+    ]
     if parameters is not None and parameters < SMALL_MODEL_PARAMETERS:
-        lines.append(f"note: a small model ({parameters / 1e6:,.0f}M parameters) at temperature "
-                     f"{API_DEFAULT_TEMPERATURE:g} rambles; send temperature 0.2-0.7 (or the model's own "
-                     "recommendation) for coherent replies")  # fmt: skip
+        lines.append(
+            f"note: a small model ({parameters / 1e6:,.0f}M parameters) at temperature "
+            f"{API_DEFAULT_TEMPERATURE:g} rambles; send temperature 0.2-0.7 (or the model's own "
+            "recommendation) for coherent replies"
+        )
     return lines
 
 
@@ -160,14 +188,20 @@ def _drain(state: ServeState, timeout_s: float) -> None:
     timer.start()
 
 
-def run_server(state: ServeState, serve: ServeOptions, sock: socket.socket, on_listening: Callable[[str], None]) -> int:
+def run_server(
+    state: ServeState, serve: ServeOptions, sock: socket.socket, on_listening: Callable[[str], None]
+) -> int:
     """Serve until a signal; returns the exit code (0 after a graceful shutdown)."""
     app = create_app(state)
     config = uvicorn.Config(
-        AccessLog(app) if serve.access_log else app, log_level=serve.log_level, access_log=False, server_header=False,
-        timeout_graceful_shutdown=serve.shutdown_timeout_s + CANCEL_GRACE_S, lifespan="on",
+        AccessLog(app) if serve.access_log else app,
+        log_level=serve.log_level,
+        access_log=False,
+        server_header=False,
+        timeout_graceful_shutdown=serve.shutdown_timeout_s + CANCEL_GRACE_S,
+        lifespan="on",
         headers=[("server", f"infer-prof/{state.info.get('version', '?')}")],
-    )  # fmt: skip
+    )
     server = GracefulServer(config, on_exit=lambda: _drain(state, serve.shutdown_timeout_s))
     # py-spy and the spans name threads by their Python name: the event loop's is the API layer's.
     threading.current_thread().name = API_THREAD_NAME

@@ -57,27 +57,42 @@ class ServeState:
 
     def check_model(self, model: str | None) -> None:
         if model is not None and model != self.model_name:
-            raise HTTPRequestError(f"model {model!r} is not served here: this server serves {self.model_name!r} "
-                                   "(GET /v1/models)", status=404, param="model", code="model_not_found")  # fmt: skip
+            raise HTTPRequestError(
+                f"model {model!r} is not served here: this server serves {self.model_name!r} "
+                "(GET /v1/models)",
+                status=404,
+                param="model",
+                code="model_not_found",
+            )
 
     def check_capacity(self) -> None:
         """503 with Retry-After while shutting down or when `max_pending` requests are unfinished."""
         if self.draining or not self.engine_alive():
-            raise HTTPRequestError("the server is shutting down: send the request to another server",
-                                   status=503, code="shutting_down")  # fmt: skip
+            raise HTTPRequestError(
+                "the server is shutting down: send the request to another server",
+                status=503,
+                code="shutting_down",
+            )
         pending = self.engine.num_unfinished
         if pending >= self.max_pending:
             raise HTTPRequestError(
                 f"the queue is full ({pending} requests unfinished, limit {self.max_pending} set by --max-pending): "
-                f"retry after {RETRY_AFTER_S} s", status=503, code="queue_full", retry_after_s=RETRY_AFTER_S,
-            )  # fmt: skip
+                f"retry after {RETRY_AFTER_S} s",
+                status=503,
+                code="queue_full",
+                retry_after_s=RETRY_AFTER_S,
+            )
 
     def start_engine(self) -> None:
         """Start the engine thread and keep hold of it (GET /health reports whether it still runs)."""
         before = set(threading.enumerate())
         self.engine.start()
         self.engine_thread = next(
-            (thread for thread in threading.enumerate() if thread not in before and thread.name == ENGINE_THREAD_NAME),
+            (
+                thread
+                for thread in threading.enumerate()
+                if thread not in before and thread.name == ENGINE_THREAD_NAME
+            ),
             None,
         )
 

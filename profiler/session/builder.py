@@ -39,7 +39,9 @@ def openmp_config() -> dict[str, Any]:
     return {**wait_policy_decision(), "threads": torch.get_num_threads()}
 
 
-def load_for_options(options: EngineOptions, progress: Callable[[str], None] | None = None, *, checked: bool = False):
+def load_for_options(
+    options: EngineOptions, progress: Callable[[str], None] | None = None, *, checked: bool = False
+):
     """Load (or build, for synthetic:) the model the options name; torch threads are set first.
 
     Unless the caller already did (`checked`), the model's file and shape are checked first, and the
@@ -53,7 +55,9 @@ def load_for_options(options: EngineOptions, progress: Callable[[str], None] | N
         check_engine(options, engine_config(options))
     if options.threads:
         pin_threads(options.threads)
-    return load_model(options.model, dtype=options.dtype, seed=options.seed, device=options.device, progress=progress)
+    return load_model(
+        options.model, dtype=options.dtype, seed=options.seed, device=options.device, progress=progress
+    )
 
 
 def _install_graphs(model: Any, options: EngineOptions, config: EngineConfig) -> None:
@@ -66,7 +70,9 @@ def _install_graphs(model: Any, options: EngineOptions, config: EngineConfig) ->
     from engine.cuda_graphs import DecodeGraphs
 
     max_model_len = config.resolve_max_model_len(model.config.context_length)
-    model.graphs = DecodeGraphs(model, max_batch=config.max_num_seqs, max_blocks=-(-max_model_len // config.block_size))
+    model.graphs = DecodeGraphs(
+        model, max_batch=config.max_num_seqs, max_blocks=-(-max_model_len // config.block_size)
+    )
 
 
 def engine_config(options: EngineOptions) -> EngineConfig:
@@ -87,9 +93,13 @@ def build_engine(
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         components = make_components(
-            options.native, num_blocks=num_blocks, block_size=config.block_size, max_num_seqs=config.max_num_seqs,
-            max_batched_tokens=config.max_batched_tokens, policy=config.policy,
-        )  # fmt: skip
+            options.native,
+            num_blocks=num_blocks,
+            block_size=config.block_size,
+            max_num_seqs=config.max_num_seqs,
+            max_batched_tokens=config.max_batched_tokens,
+            policy=config.policy,
+        )
     notes = [str(warning.message) for warning in caught]
     scheduler, kv_alloc, sampler = components.scheduler, components.kv_alloc, components.sampler
     if injections:
@@ -97,10 +107,24 @@ def build_engine(
 
         scheduler, kv_alloc, sampler = apply_injections(injections, scheduler, kv_alloc, sampler, tracer)
     engine = Engine(
-        loaded.model, loaded.tokenizer, scheduler=scheduler, kv_alloc=kv_alloc, sampler=sampler, config=config,
-        prepare=components.prepare, tracer=tracer or NULL_TRACER,
-    )  # fmt: skip
+        loaded.model,
+        loaded.tokenizer,
+        scheduler=scheduler,
+        kv_alloc=kv_alloc,
+        sampler=sampler,
+        config=config,
+        prepare=components.prepare,
+        tracer=tracer or NULL_TRACER,
+    )
     return BuiltEngine(
-        engine=engine, config=config, native_active=components.native, warnings=notes,
-        components={"scheduler": scheduler, "kv_alloc": kv_alloc, "prepare": components.prepare, "sampler": sampler},
-    )  # fmt: skip
+        engine=engine,
+        config=config,
+        native_active=components.native,
+        warnings=notes,
+        components={
+            "scheduler": scheduler,
+            "kv_alloc": kv_alloc,
+            "prepare": components.prepare,
+            "sampler": sampler,
+        },
+    )

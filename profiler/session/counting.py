@@ -36,8 +36,12 @@ def run_counting(
 
     def submit_all(engine, batch):
         return {
-            request.index: engine.submit(prompts[request.index], SamplingParams(**request.sampling),
-                                         chat=request.chat, priority=request.priority)  # fmt: skip
+            request.index: engine.submit(
+                prompts[request.index],
+                SamplingParams(**request.sampling),
+                chat=request.chat,
+                priority=request.priority,
+            )
             for request in batch
         }
 
@@ -65,11 +69,21 @@ def run_counting(
     counters = collector.result(generated_tokens=generated)
 
     timings, rows = request_tables(measured, outputs)
-    metrics = compute_metrics(timings, duration_s=max(1e-9, (finished - started) / 1e9), slos=scenario.slo.as_dict())
+    metrics = compute_metrics(
+        timings, duration_s=max(1e-9, (finished - started) / 1e9), slos=scenario.slo.as_dict()
+    )
     steps = step_table(engine, None)
     result = RunResult(
-        config=run_config(options, loaded, built, scenario, profile="counters", requests=len(measured),
-                          collectors=["counters"], duration_s=None),
+        config=run_config(
+            options,
+            loaded,
+            built,
+            scenario,
+            profile="counters",
+            requests=len(measured),
+            collectors=["counters"],
+            duration_s=None,
+        ),
         environment=describe_environment(),
         scenario=scenario.to_dict(),
         metrics=metrics,

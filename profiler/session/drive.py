@@ -48,14 +48,33 @@ class RunOutput:
     SpillFile, the token times (~0.5 KB a request) go there and only the four request times stay.
     """
 
-    __slots__ = ("error", "finish_reason", "num_preemptions", "output_tokens", "prompt_tokens", "request_id",
-                 "_spilled", "_times")  # fmt: skip
+    __slots__ = (
+        "error",
+        "finish_reason",
+        "num_preemptions",
+        "output_tokens",
+        "prompt_tokens",
+        "request_id",
+        "_spilled",
+        "_times",
+    )
 
-    NONE = -1  # a time that never happened (scheduled_ns, first_token_ns of a request refused or aborted early)
+    NONE = (
+        -1
+    )  # a time that never happened (scheduled_ns, first_token_ns of a request refused or aborted early)
 
-    def __init__(self, request_id: int, finish_reason: str, error: str | None, num_preemptions: int,
-                 prompt_tokens: int, output_tokens: int, times: array, token_ns: array,
-                 spill: SpillFile | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        request_id: int,
+        finish_reason: str,
+        error: str | None,
+        num_preemptions: int,
+        prompt_tokens: int,
+        output_tokens: int,
+        times: array,
+        token_ns: array,
+        spill: SpillFile | None = None,
+    ) -> None:
         self.request_id = request_id
         self.finish_reason = finish_reason
         self.error = error
@@ -63,7 +82,9 @@ class RunOutput:
         self.prompt_tokens = prompt_tokens
         self.output_tokens = output_tokens
         self._times = times  # arrival, scheduled, first token, finish, then each token's time unless spilled
-        self._spilled: tuple[SpillFile, int, int] | None = None  # (file, offset, count) of spilled token times
+        self._spilled: tuple[SpillFile, int, int] | None = (
+            None  # (file, offset, count) of spilled token times
+        )
         at = spill.append(token_ns) if spill is not None and token_ns else None
         if at is None:  # no file, no tokens, or the file refused them: they stay here
             times.extend(token_ns)
@@ -75,10 +96,26 @@ class RunOutput:
         def known(ns: int | None) -> int:
             return cls.NONE if ns is None else ns
 
-        times = array("q", (output.arrival_ns, known(output.scheduled_ns), known(output.first_token_ns),
-                            known(output.finish_ns)))  # fmt: skip
-        return cls(output.request_id, output.finish_reason, output.error, output.num_preemptions,
-                   output.prompt_tokens, output.output_tokens, times, array("q", output.token_ns), spill)  # fmt: skip
+        times = array(
+            "q",
+            (
+                output.arrival_ns,
+                known(output.scheduled_ns),
+                known(output.first_token_ns),
+                known(output.finish_ns),
+            ),
+        )
+        return cls(
+            output.request_id,
+            output.finish_reason,
+            output.error,
+            output.num_preemptions,
+            output.prompt_tokens,
+            output.output_tokens,
+            times,
+            array("q", output.token_ns),
+            spill,
+        )
 
     def result(self, timeout: float | None = None) -> RunOutput:
         return self
@@ -120,14 +157,18 @@ class Drive:
     """What driving the load left behind: the handles, the wall-clock window, and how it ended."""
 
     tickets: dict[int, Ticket] = field(default_factory=dict)
-    rejected: dict[int, tuple[int, str]] = field(default_factory=dict)  # index -> (when, why) the engine refused it
+    rejected: dict[int, tuple[int, str]] = field(
+        default_factory=dict
+    )  # index -> (when, why) the engine refused it
     load: LoadResult | None = None
     wall_start_ns: int = 0
     wall_end_ns: int = 0
     interrupted: bool = False
     heap_trims: dict[str, Any] = field(default_factory=dict)  # HeapTrimmer.result() of the run
     spill: SpillFile = field(default_factory=SpillFile)  # finished requests' token times
-    health_probe: dict[str, Any] = field(default_factory=dict)  # HealthProbe.result(): the run's CPU and load figures
+    health_probe: dict[str, Any] = field(
+        default_factory=dict
+    )  # HealthProbe.result(): the run's CPU and load figures
 
     def outputs(self, timeout_s: float = 5.0) -> dict[int, Any]:
         """Each submitted request's final output (aborted ones included), by request index."""
@@ -175,7 +216,9 @@ def drive_load(
     def submit(request: RequestSpec) -> Ticket:
         try:
             params = SamplingParams(**request.sampling)
-            handle = engine.submit(prompts[request.index], params, chat=request.chat, priority=request.priority)
+            handle = engine.submit(
+                prompts[request.index], params, chat=request.chat, priority=request.priority
+            )
         except RequestError as refusal:
             # Recorded, not lost: the run's tables and counts show every request the engine refused, and why.
             drive.rejected[request.index] = (time.perf_counter_ns(), str(refusal))
@@ -192,9 +235,15 @@ def drive_load(
         on_started()
     trimmer = HeapTrimmer().start()  # started here so that the finally below always stops it
     try:
-        drive.load = run_load(list(requests), submit, mode=scenario.mode, clients=scenario.clients,
-                              duration_s=scenario.duration_s, stop_event=stop_event,
-                              on_done=DoneCounter(on_request_done))  # fmt: skip
+        drive.load = run_load(
+            list(requests),
+            submit,
+            mode=scenario.mode,
+            clients=scenario.clients,
+            duration_s=scenario.duration_s,
+            stop_event=stop_event,
+            on_done=DoneCounter(on_request_done),
+        )
     except KeyboardInterrupt:
         drive.interrupted = True
     finally:

@@ -31,10 +31,18 @@ def gpu_time_section(
                 steps.append((start, end))
             elif name in SPAN_COMPONENTS:
                 spans.setdefault(SPAN_COMPONENTS[name], []).append((start, end))
-    in_flight = [(row["arrival_ns"], row["finish_ns"]) for row in request_rows
-                 if row.get("arrival_ns") is not None and row.get("finish_ns") is not None]  # fmt: skip
-    split = gpu_idle_split(window=window, device=device_intervals(device_timer.pairs()), steps=steps,
-                           in_flight=in_flight, spans=spans)  # fmt: skip
+    in_flight = [
+        (row["arrival_ns"], row["finish_ns"])
+        for row in request_rows
+        if row.get("arrival_ns") is not None and row.get("finish_ns") is not None
+    ]
+    split = gpu_idle_split(
+        window=window,
+        device=device_intervals(device_timer.pairs()),
+        steps=steps,
+        in_flight=in_flight,
+        spans=spans,
+    )
     kernels = kernels or {}
     cuda, profiled = kernels.get("cuda") or {}, kernels.get("profiled_steps") or 0
     return {

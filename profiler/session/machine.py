@@ -17,6 +17,7 @@ def usable_cpus() -> int:
     except (AttributeError, OSError):
         return max(1, os.cpu_count() or 1)
 
+
 REALTIME_PRIORITY = 10  # any SCHED_FIFO priority preempts normal threads; py-spy sleeps between samples
 
 

@@ -16,7 +16,11 @@ from scenarios.spec import ScenarioSpec
 
 # A chat template wraps the user's text in a few tokens the scenario's prompt_tokens do not count.
 CHAT_TEMPLATE_TOKENS = 16
-ITEMSIZE = {"float32": 4, "bfloat16": 2, "int8": 4}  # int8: a float32 KV cache, and float32 weights until packed
+ITEMSIZE = {
+    "float32": 4,
+    "bfloat16": 2,
+    "int8": 4,
+}  # int8: a float32 KV cache, and float32 weights until packed
 
 
 @dataclass
@@ -65,8 +69,10 @@ def check_scenario(spec: ScenarioSpec, preflight: Preflight, options: EngineOpti
         return
     spec.validate_against_context(preflight.model.context_length)
     capacity = preflight.pool_blocks * options.block_size
-    needs = [request.prompt_tokens + request.max_tokens + (CHAT_TEMPLATE_TOKENS if request.chat else 0)
-             for request in generate_requests(spec, preflight.model.context_length)]  # fmt: skip
+    needs = [
+        request.prompt_tokens + request.max_tokens + (CHAT_TEMPLATE_TOKENS if request.chat else 0)
+        for request in generate_requests(spec, preflight.model.context_length)
+    ]
     too_big = sum(need > capacity for need in needs)
     if too_big == len(needs):
         smallest = min(needs)

@@ -35,17 +35,34 @@ def request_tables(
         if output is None:
             if rejected and request.index in rejected:
                 when, why = rejected[request.index]
-                timings.append(RequestTiming(request_id=-1, arrival_ns=when, scheduled_ns=None, first_token_ns=None,
-                                             finish_ns=None, ok=False, warmup=request.warmup))  # fmt: skip
+                timings.append(
+                    RequestTiming(
+                        request_id=-1,
+                        arrival_ns=when,
+                        scheduled_ns=None,
+                        first_token_ns=None,
+                        finish_ns=None,
+                        ok=False,
+                        warmup=request.warmup,
+                    )
+                )
                 rows.append(_rejected_row(request, when, why))
             continue
         ok = output.finish_reason in ("stop", "length")
-        timings.append(RequestTiming(
-            request_id=output.request_id, arrival_ns=output.arrival_ns, scheduled_ns=output.scheduled_ns,
-            first_token_ns=output.first_token_ns, token_ns=list(output.token_ns), finish_ns=output.finish_ns,
-            prompt_tokens=output.prompt_tokens, output_tokens=output.output_tokens, ok=ok,
-            warmup=request.warmup,
-        ))  # fmt: skip
+        timings.append(
+            RequestTiming(
+                request_id=output.request_id,
+                arrival_ns=output.arrival_ns,
+                scheduled_ns=output.scheduled_ns,
+                first_token_ns=output.first_token_ns,
+                token_ns=list(output.token_ns),
+                finish_ns=output.finish_ns,
+                prompt_tokens=output.prompt_tokens,
+                output_tokens=output.output_tokens,
+                ok=ok,
+                warmup=request.warmup,
+            )
+        )
         rows.append(_request_row(request, output, ok))
     return timings, rows
 
@@ -56,24 +73,50 @@ def _request_row(request: RequestSpec, output: Any, ok: bool) -> dict[str, Any]:
     e2e = (output.finish_ns - output.arrival_ns) * ms if output.finish_ns else None
     n = output.output_tokens
     return {
-        "request_id": output.request_id, "index": request.index, "priority": request.priority,
-        "warmup": request.warmup, "ok": ok, "finish_reason": output.finish_reason, "error": output.error,
-        "prompt_tokens": output.prompt_tokens, "output_tokens": n, "arrival_ns": output.arrival_ns,
-        "scheduled_ns": output.scheduled_ns, "first_token_ns": output.first_token_ns, "finish_ns": output.finish_ns,
-        "ttft_ms": ttft, "tpot_ms": (e2e - ttft) / (n - 1) if (ttft is not None and e2e is not None and n > 1) else None,
+        "request_id": output.request_id,
+        "index": request.index,
+        "priority": request.priority,
+        "warmup": request.warmup,
+        "ok": ok,
+        "finish_reason": output.finish_reason,
+        "error": output.error,
+        "prompt_tokens": output.prompt_tokens,
+        "output_tokens": n,
+        "arrival_ns": output.arrival_ns,
+        "scheduled_ns": output.scheduled_ns,
+        "first_token_ns": output.first_token_ns,
+        "finish_ns": output.finish_ns,
+        "ttft_ms": ttft,
+        "tpot_ms": (e2e - ttft) / (n - 1) if (ttft is not None and e2e is not None and n > 1) else None,
         "e2e_ms": e2e,
         "queue_ms": (output.scheduled_ns - output.arrival_ns) * ms if output.scheduled_ns else None,
-        "num_preemptions": output.num_preemptions, "token_ns": " ".join(str(t) for t in output.token_ns),
-    }  # fmt: skip
+        "num_preemptions": output.num_preemptions,
+        "token_ns": " ".join(str(t) for t in output.token_ns),
+    }
 
 
 def _rejected_row(request: RequestSpec, when_ns: int, why: str) -> dict[str, Any]:
     return {
-        "request_id": None, "index": request.index, "priority": request.priority, "warmup": request.warmup,
-        "ok": False, "finish_reason": "rejected", "error": why, "prompt_tokens": request.prompt_tokens,
-        "output_tokens": 0, "arrival_ns": when_ns, "scheduled_ns": None, "first_token_ns": None, "finish_ns": None,
-        "ttft_ms": None, "tpot_ms": None, "e2e_ms": None, "queue_ms": None, "num_preemptions": 0, "token_ns": "",
-    }  # fmt: skip
+        "request_id": None,
+        "index": request.index,
+        "priority": request.priority,
+        "warmup": request.warmup,
+        "ok": False,
+        "finish_reason": "rejected",
+        "error": why,
+        "prompt_tokens": request.prompt_tokens,
+        "output_tokens": 0,
+        "arrival_ns": when_ns,
+        "scheduled_ns": None,
+        "first_token_ns": None,
+        "finish_ns": None,
+        "ttft_ms": None,
+        "tpot_ms": None,
+        "e2e_ms": None,
+        "queue_ms": None,
+        "num_preemptions": 0,
+        "token_ns": "",
+    }
 
 
 def step_table(engine: Any, tracer: Any) -> pd.DataFrame:
@@ -90,17 +133,35 @@ def step_table(engine: Any, tracer: Any) -> pd.DataFrame:
 
 
 def run_config(
-    options: Any, loaded: Any, built: Any, scenario: ScenarioSpec, *, profile: str, requests: int,
-    collectors: list[str], duration_s: float | None, **extra: Any,
-) -> dict[str, Any]:  # fmt: skip
+    options: Any,
+    loaded: Any,
+    built: Any,
+    scenario: ScenarioSpec,
+    *,
+    profile: str,
+    requests: int,
+    collectors: list[str],
+    duration_s: float | None,
+    **extra: Any,
+) -> dict[str, Any]:
     """result.json's `config`: what was run, with which twins really on and which asked for."""
     return {
-        "model": options.model, "model_source": loaded.source, "dtype": options.dtype, "device": options.device,
+        "model": options.model,
+        "model_source": loaded.source,
+        "dtype": options.dtype,
+        "device": options.device,
         "graphs": options.graphs,
-        "native": sorted(built.native_active), "native_requested": sorted(options.native),
-        "scenario": scenario.name, "seed": options.seed, "requests": requests, "duration_s": duration_s,
-        "profile": profile, "collectors": collectors, "engine": built.engine_config_dict(), **extra,
-    }  # fmt: skip
+        "native": sorted(built.native_active),
+        "native_requested": sorted(options.native),
+        "scenario": scenario.name,
+        "seed": options.seed,
+        "requests": requests,
+        "duration_s": duration_s,
+        "profile": profile,
+        "collectors": collectors,
+        "engine": built.engine_config_dict(),
+        **extra,
+    }
 
 
 def write_samples(out_dir: Path, collector_results: dict[str, Any], result: RunResult) -> None:
@@ -132,12 +193,23 @@ def sample_labels(raw: str, *, engine_thread_id: int | None = None) -> pd.DataFr
         if stack is None or not stack.frames:
             continue
         label = classify(stack)
-        engine = stack.thread_id == engine_thread_id if engine_thread_id else stack.thread_name == ENGINE_THREAD_NAME
-        rows.append({
-            "line": number, "thread_id": stack.thread_id, "thread_name": stack.thread_name or "",
-            "engine_thread": bool(engine), "category": label.category, "component": label.component or "",
-            "dispatch": label.dispatch, "samples": stack.count,
-        })  # fmt: skip
+        engine = (
+            stack.thread_id == engine_thread_id
+            if engine_thread_id
+            else stack.thread_name == ENGINE_THREAD_NAME
+        )
+        rows.append(
+            {
+                "line": number,
+                "thread_id": stack.thread_id,
+                "thread_name": stack.thread_name or "",
+                "engine_thread": bool(engine),
+                "category": label.category,
+                "component": label.component or "",
+                "dispatch": label.dispatch,
+                "samples": stack.count,
+            }
+        )
     return pd.DataFrame(rows, columns=list(SAMPLE_LABEL_COLUMNS))
 
 
@@ -146,9 +218,13 @@ MAX_KERNEL_EVENTS = 250_000
 
 
 def write_trace_tables(
-    out_dir: Path, tracer: Any, collector_results: dict[str, Any], result: RunResult,
-    *, gpu_timeline: list[tuple[int, str, int, int]] | None = None,
-) -> None:  # fmt: skip
+    out_dir: Path,
+    tracer: Any,
+    collector_results: dict[str, Any],
+    result: RunResult,
+    *,
+    gpu_timeline: list[tuple[int, str, int, int]] | None = None,
+) -> None:
     """spans.csv (the engine thread's spans at their real times), after a deep run kernel_events.csv
     (torch.profiler's ops on the engine thread) and on a GPU gpu_timeline.csv (the device's work per span,
     from CUDA events), so trace.json places them where they happened."""
@@ -194,4 +270,3 @@ def kernel_event_table(timeline: list[tuple[Any, ...]], limit: int = MAX_KERNEL_
         keep_every = -(-len(table) // limit)
         table = table[table["window"].isin(windows[::keep_every])]
     return table.sort_values(["start_ns", "depth"], kind="stable").reset_index(drop=True)
-

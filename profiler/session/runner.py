@@ -52,8 +52,16 @@ def run_once(
         return run_counting(options, spec, out_dir, loaded=loaded, native_speedups=native_speedups).run_dir
     from profiler.session.session import run_session
 
-    return run_session(options, spec, out_dir, loaded=loaded, profile=profile, hooks=hooks,
-                       native_speedups=native_speedups, injections=injections).run_dir  # fmt: skip
+    return run_session(
+        options,
+        spec,
+        out_dir,
+        loaded=loaded,
+        profile=profile,
+        hooks=hooks,
+        native_speedups=native_speedups,
+        injections=injections,
+    ).run_dir
 
 
 def options_with(options: EngineOptions, **changes: Any) -> EngineOptions:

@@ -38,7 +38,9 @@ class SessionHooks:
     on_request_done: Callable[[int, int], None] | None = None  # (requests done, output tokens so far)
     message: Callable[[str], None] | None = None
     on_collectors: Callable[[list], None] | None = None  # the started collectors (the in-run overhead A/B)
-    on_engine: Callable[[Any], None] | None = None  # the built engine, before it starts (--verify's twin switch)
+    on_engine: Callable[[Any], None] | None = (
+        None  # the built engine, before it starts (--verify's twin switch)
+    )
 
 
 @dataclass
@@ -92,8 +94,15 @@ def run_session(
     `replay`: record the control workload and time both twins on it after the run (traced runs only)."""
     hooks = hooks or SessionHooks()
     stop_event = stop_event or threading.Event()
-    prepared = prepare_session(options, scenario, loaded, profile=profile, injections=injections,
-                               sampling_rate=sampling_rate, replay=replay)  # fmt: skip
+    prepared = prepare_session(
+        options,
+        scenario,
+        loaded,
+        profile=profile,
+        injections=injections,
+        sampling_rate=sampling_rate,
+        replay=replay,
+    )
     measured_total = sum(not request.warmup for request in prepared.requests)
     if hooks.on_engine:
         hooks.on_engine(prepared.built.engine)
@@ -105,31 +114,62 @@ def run_session(
             hooks.on_start(measured_total)
 
     try:
-        drive = drive_load(prepared.built.engine, scenario, prepared.requests, prepared.prompts, prepared.collectors,
-                           stop_event=stop_event, on_request_done=hooks.on_request_done, on_started=on_started)  # fmt: skip
+        drive = drive_load(
+            prepared.built.engine,
+            scenario,
+            prepared.requests,
+            prepared.prompts,
+            prepared.collectors,
+            stop_event=stop_event,
+            on_request_done=hooks.on_request_done,
+            on_started=on_started,
+        )
     finally:
         if injections:
             from profiler.checks.injections import close_injections
 
             close_injections(prepared.built.components)
     if drive.interrupted:
-        prepared.workload = None  # a stopped run stops now: no replay (its partial result has no predictions' speedups)
+        prepared.workload = (
+            None  # a stopped run stops now: no replay (its partial result has no predictions' speedups)
+        )
     elif prepared.workload is not None and hooks.message:
         hooks.message("timing the C twins on the run's own work")
-    outcome = record_session(options, scenario, loaded, prepared, drive, out_dir, profile=profile,
-                             native_speedups=native_speedups, measured_gains=measured_gains, injections=injections)  # fmt: skip
+    outcome = record_session(
+        options,
+        scenario,
+        loaded,
+        prepared,
+        drive,
+        out_dir,
+        profile=profile,
+        native_speedups=native_speedups,
+        measured_gains=measured_gains,
+        injections=injections,
+    )
     if write:
         write_run(out_dir, outcome.result, outcome.requests, outcome.steps)
         write_samples(out_dir, outcome.extras["collector_results"], outcome.result)
-        write_trace_tables(out_dir, prepared.tracer, outcome.extras["collector_results"], outcome.result,
-                           gpu_timeline=outcome.extras.get("gpu_timeline"))  # fmt: skip
+        write_trace_tables(
+            out_dir,
+            prepared.tracer,
+            outcome.extras["collector_results"],
+            outcome.result,
+            gpu_timeline=outcome.extras.get("gpu_timeline"),
+        )
     return outcome
 
 
 def prepare_session(
-    options: EngineOptions, scenario: ScenarioSpec, loaded: Any, *, profile: str,
-    injections: dict[str, Any] | None = None, sampling_rate: int | None = None, replay: bool = True,
-) -> Prepared:  # fmt: skip
+    options: EngineOptions,
+    scenario: ScenarioSpec,
+    loaded: Any,
+    *,
+    profile: str,
+    injections: dict[str, Any] | None = None,
+    sampling_rate: int | None = None,
+    replay: bool = True,
+) -> Prepared:
     """The scenario's requests and prompts, a fresh engine with the profile's tracer, and its collectors."""
     if profile not in PROFILES:
         raise OptionError(f"--profile={profile!r}: use one of {', '.join(PROFILES)}")
@@ -138,18 +178,36 @@ def prepare_session(
     cpu_clock = time.thread_time_ns if spans_record_cpu_time(profile) else None
     tracer = None if profile == "off" else RecordingTracer(cpu_clock=cpu_clock)
     built = build_engine(loaded, options, tracer=tracer, injections=injections)
-    collectors = default_collectors(profile, pid=os.getpid(), tracer=tracer, engine_thread_name=ENGINE_THREAD_NAME,
-                                    sampling_rate=sampling_rate, device=options.device) if tracer else []  # fmt: skip
+    collectors = (
+        default_collectors(
+            profile,
+            pid=os.getpid(),
+            tracer=tracer,
+            engine_thread_name=ENGINE_THREAD_NAME,
+            sampling_rate=sampling_rate,
+            device=options.device,
+        )
+        if tracer
+        else []
+    )
     # Traced runs keep their control workload, replayed after the run to measure the C twins' speedups on it.
     workload = install_recorder(built.engine) if tracer is not None and replay else None
     return Prepared(requests, prompts, built, tracer, collectors, workload)
 
 
 def record_session(
-    options: EngineOptions, scenario: ScenarioSpec, loaded: Any, prepared: Prepared, drive: Drive, out_dir: Path,
-    *, profile: str, native_speedups: dict[str, float] | None, measured_gains: dict[str, float] | None,
+    options: EngineOptions,
+    scenario: ScenarioSpec,
+    loaded: Any,
+    prepared: Prepared,
+    drive: Drive,
+    out_dir: Path,
+    *,
+    profile: str,
+    native_speedups: dict[str, float] | None,
+    measured_gains: dict[str, float] | None,
     injections: dict[str, Any] | None,
-) -> SessionOutcome:  # fmt: skip
+) -> SessionOutcome:
     """The run's metrics, steps, breakdown and verdict as one RunResult (not yet written)."""
     from profiler.analysis.metrics import compute_metrics
 
@@ -168,14 +226,36 @@ def record_session(
     engine = prepared.built.engine
     steps = step_table(engine, prepared.tracer)
     collector_results = {collector.name: collector.result() for collector in prepared.collectors}
-    statuses = {name: {"status": res.get("status", "ok"), "reason": res.get("reason")} for name, res in collector_results.items()}
+    statuses = {
+        name: {"status": res.get("status", "ok"), "reason": res.get("reason")}
+        for name, res in collector_results.items()
+    }
     health = _health(drive, metrics, scenario, request_rows)
-    analysis = _analyse(prepared, collector_results, statuses, drive.wall_end_ns - drive.wall_start_ns,
-                        native_speedups, measured_gains, options, steps, health) if prepared.tracer is not None else {}  # fmt: skip
+    analysis = (
+        _analyse(
+            prepared,
+            collector_results,
+            statuses,
+            drive.wall_end_ns - drive.wall_start_ns,
+            native_speedups,
+            measured_gains,
+            options,
+            steps,
+            health,
+        )
+        if prepared.tracer is not None
+        else {}
+    )
     analysis["health"] = health
     device_timer = next((c for c in prepared.collectors if c.name == "device_time"), None)
-    gpu_time = gpu_time_section(device_timer, prepared.tracer, request_rows, (measure_start, measure_end),
-                                engine_thread_name=ENGINE_THREAD_NAME, kernels=collector_results.get("kernels"))  # fmt: skip
+    gpu_time = gpu_time_section(
+        device_timer,
+        prepared.tracer,
+        request_rows,
+        (measure_start, measure_end),
+        engine_thread_name=ENGINE_THREAD_NAME,
+        kernels=collector_results.get("kernels"),
+    )
     if gpu_time is not None:
         from profiler.analysis.diagnose import gpu_verdict
 
@@ -183,35 +263,53 @@ def record_session(
         if analysis.get("verdict"):
             analysis["verdict"]["gpu"] = gpu_verdict(gpu_time)
     result = RunResult(
-        config=run_config(options, loaded, prepared.built, scenario, profile=profile,
-                          requests=sum(not request.warmup for request in prepared.requests),
-                          collectors=[collector.name for collector in prepared.collectors],
-                          duration_s=scenario.duration_s, injections=sorted((injections or {}).keys()), verify=False),
+        config=run_config(
+            options,
+            loaded,
+            prepared.built,
+            scenario,
+            profile=profile,
+            requests=sum(not request.warmup for request in prepared.requests),
+            collectors=[collector.name for collector in prepared.collectors],
+            duration_s=scenario.duration_s,
+            injections=sorted((injections or {}).keys()),
+            verify=False,
+        ),
         environment=describe_environment(),
         scenario=scenario.to_dict(),
         metrics=metrics,
         engine={**engine_section(engine, steps), "heap_trims": drive.heap_trims},
         collectors=statuses,
         partial=drive.interrupted,
-        partial_reason="stopped (Ctrl-C or SIGTERM): in-flight requests were aborted" if drive.interrupted else None,
+        partial_reason="stopped (Ctrl-C or SIGTERM): in-flight requests were aborted"
+        if drive.interrupted
+        else None,
         **analysis,
-    )  # fmt: skip
+    )
     extras = {"collector_results": collector_results, "built": prepared.built}
     if gpu_time is not None:
         extras["gpu_timeline"] = device_timer.timeline()  # type: ignore[union-attr]
-    return SessionOutcome(out_dir, result, pd.DataFrame(request_rows), steps, interrupted=drive.interrupted,
-                          extras=extras)  # fmt: skip
+    return SessionOutcome(
+        out_dir, result, pd.DataFrame(request_rows), steps, interrupted=drive.interrupted, extras=extras
+    )
 
 
-def _health(drive: Drive, metrics: dict[str, Any], scenario: ScenarioSpec, rows: list[dict[str, Any]]) -> dict[str, Any]:
+def _health(
+    drive: Drive, metrics: dict[str, Any], scenario: ScenarioSpec, rows: list[dict[str, Any]]
+) -> dict[str, Any]:
     """result.json's `health`: the probe's figures, the offered load (open loop: the measured arrivals' span)."""
     from profiler.analysis.health import health_section, latency_growth, offered_rate
 
-    scheduled = sorted(record.scheduled_ns for record in (drive.load.records if drive.load else [])
-                       if not record.request.warmup and record.scheduled_ns is not None)  # fmt: skip
+    scheduled = sorted(
+        record.scheduled_ns
+        for record in (drive.load.records if drive.load else [])
+        if not record.request.warmup and record.scheduled_ns is not None
+    )
     span_s = (scheduled[-1] - scheduled[0]) / 1e9 if len(scheduled) > 1 else None
     offered = offered_rate(scenario.to_dict(), len(scheduled), span_s)
-    measured = sorted((row for row in rows if not row.get("warmup") and row.get("ok")), key=lambda row: row["arrival_ns"])
+    measured = sorted(
+        (row for row in rows if not row.get("warmup") and row.get("ok")), key=lambda row: row["arrival_ns"]
+    )
     growth = latency_growth([row["e2e_ms"] for row in measured])
     return health_section(drive.health_probe, metrics, scenario.to_dict(), offered_rps=offered, growth=growth)
 
@@ -226,15 +324,25 @@ def engine_section(engine: Any, steps: pd.DataFrame) -> dict[str, Any]:
     extra = {"graphs": dataclasses.asdict(graphs.stats)} if graphs is not None else {}
     if engine.threads is not None:
         extra["threads"] = engine.threads.record()
-    return {**stats, "blocks_free_at_end": stats["blocks_free"], **engine_timeline_summary(steps.to_dict("records")),
-            **extra}  # fmt: skip
+    return {
+        **stats,
+        "blocks_free_at_end": stats["blocks_free"],
+        **engine_timeline_summary(steps.to_dict("records")),
+        **extra,
+    }
 
 
 def _analyse(
-    prepared: Prepared, collector_results: dict[str, Any], statuses: dict[str, Any], wall_ns: int,
-    native_speedups: dict[str, float] | None, measured_gains: dict[str, float] | None,
-    options: EngineOptions, steps: pd.DataFrame, health: dict[str, Any] | None = None,
-) -> dict[str, Any]:  # fmt: skip
+    prepared: Prepared,
+    collector_results: dict[str, Any],
+    statuses: dict[str, Any],
+    wall_ns: int,
+    native_speedups: dict[str, float] | None,
+    measured_gains: dict[str, float] | None,
+    options: EngineOptions,
+    steps: pd.DataFrame,
+    health: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """The breakdown, the verdict and the profiling cost of a traced run."""
     from profiler.analysis.breakdown import build_breakdown
     from profiler.analysis.diagnose import diagnose
@@ -243,17 +351,27 @@ def _analyse(
     from profiler.rundir.twins import expand
 
     # C twins' spans are native code, not interpreter time: the breakdown counts them as "other".
-    breakdown = build_breakdown(collector_results, engine_thread_name=ENGINE_THREAD_NAME, wall_ns=wall_ns,
-                                native_components=sorted(prepared.built.native_active))  # fmt: skip
+    breakdown = build_breakdown(
+        collector_results,
+        engine_thread_name=ENGINE_THREAD_NAME,
+        wall_ns=wall_ns,
+        native_components=sorted(prepared.built.native_active),
+    )
     breakdown["share_intervals"] = step_share_intervals(steps)
     replay = _replay(prepared)
     return {
         "breakdown": breakdown,
         "replay": replay,
-        "verdict": diagnose(breakdown, native_speedups=native_speedups, measured_gains=measured_gains, collectors=statuses,
-                            added_costs=_native_added_costs(prepared, options, steps, wall_ns),
-                            replayed=replay["components"] if replay else None,
-                            twins_on=expand(prepared.built.native_active), health=health),
+        "verdict": diagnose(
+            breakdown,
+            native_speedups=native_speedups,
+            measured_gains=measured_gains,
+            collectors=statuses,
+            added_costs=_native_added_costs(prepared, options, steps, wall_ns),
+            replayed=replay["components"] if replay else None,
+            twins_on=expand(prepared.built.native_active),
+            health=health,
+        ),
         # The collectors' self-measured costs; benchmarks/bench_overhead.py measures the real A/B ratio.
         "overhead": overhead_section(collector_results, wall_ns=wall_ns),
     }
@@ -266,20 +384,26 @@ def _replay(prepared: Prepared) -> dict[str, Any] | None:
     from profiler.replay.replay import PoolShape, replay_speedups
 
     engine, config = prepared.built.engine, prepared.built.config
-    shape = PoolShape(engine.num_blocks, config.block_size, config.max_num_seqs, config.max_batched_tokens, config.policy)
+    shape = PoolShape(
+        engine.num_blocks, config.block_size, config.max_num_seqs, config.max_batched_tokens, config.policy
+    )
     workload = prepared.workload
     # On a thread that exits: the Python sampler's torch ops would leave an OpenMP pool on this one, which
     # slows the engine thread of every later run in the process (see engine/setup_thread.py).
     return run_on_setup_thread(lambda: replay_speedups(workload, shape), "infer-prof-replay")
 
 
-def _native_added_costs(prepared: Prepared, options: EngineOptions, steps: pd.DataFrame, wall_ns: int) -> dict[str, float]:
+def _native_added_costs(
+    prepared: Prepared, options: EngineOptions, steps: pd.DataFrame, wall_ns: int
+) -> dict[str, float]:
     """On a GPU with the Python sampler: the logits copies the C sampler would add, as a share of wall time."""
     if options.device == "cpu" or "sampler" in prepared.built.native_active or steps.empty:
         return {}
     from profiler.session.transfer import sampler_copy_share
 
-    share = sampler_copy_share(options.device, steps.to_dict("records"), prepared.built.engine.vocab_size, wall_ns)
+    share = sampler_copy_share(
+        options.device, steps.to_dict("records"), prepared.built.engine.vocab_size, wall_ns
+    )
     return {"sampler": share} if share is not None else {}
 
 

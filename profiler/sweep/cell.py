@@ -68,7 +68,13 @@ def run_cell(
 
 def _warm_up(cell: Cell, loaded, stop_event: threading.Event) -> None:
     """A short unprofiled, unwritten run the first time this process runs the cell's model with its twins."""
-    key = (cell.options.model, cell.options.dtype, cell.options.seed, cell.options.device, cell.options.native)
+    key = (
+        cell.options.model,
+        cell.options.dtype,
+        cell.options.seed,
+        cell.options.device,
+        cell.options.native,
+    )
     if key in _warm or cell.scenario is None:
         return
     scenario = cell.scenario.with_overrides(num_requests=WARMUP_REQUESTS, warmup_requests=0)

@@ -114,8 +114,14 @@ def _plain_members(source: tarfile.TarFile) -> list[tarfile.TarInfo]:
     through of a run directory); SweepError otherwise, before anything is written."""
     members = source.getmembers()
     for member in members:
-        if not (member.isfile() or member.isdir()) or member.name.startswith("/") or ".." in Path(member.name).parts:
-            raise SweepError(f"a run directory sent back holds {member.name!r}, which is not a plain file inside it")
+        if (
+            not (member.isfile() or member.isdir())
+            or member.name.startswith("/")
+            or ".." in Path(member.name).parts
+        ):
+            raise SweepError(
+                f"a run directory sent back holds {member.name!r}, which is not a plain file inside it"
+            )
     return members
 
 

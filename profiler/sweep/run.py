@@ -37,9 +37,13 @@ class RayTarget:
 
     def __post_init__(self) -> None:
         address = RAY_ADDRESS.fullmatch(self.address)
-        if self.address not in ("auto", "local") and (address is None or not 0 < int(address["port"]) <= 65535):
-            raise OptionError(f"--ray {self.address}: use auto (the cluster this machine is in), local (start one "
-                              "here) or a cluster address HOST:PORT (or ray://HOST:PORT)")  # fmt: skip
+        if self.address not in ("auto", "local") and (
+            address is None or not 0 < int(address["port"]) <= 65535
+        ):
+            raise OptionError(
+                f"--ray {self.address}: use auto (the cluster this machine is in), local (start one "
+                "here) or a cluster address HOST:PORT (or ray://HOST:PORT)"
+            )
         if self.cell_cpus < 1:
             raise OptionError(f"--cell-cpus {self.cell_cpus} must be at least 1")
         if self.cell_gpus < 0:
@@ -101,8 +105,15 @@ def run_sweep(
 
             # The same torch threads as a Ray cell of the default size (--cell-cpus 1): local and Ray runs of one
             # cell ran with 2 and 1 threads on a 2-core machine and read interpreter shares of 13% and 51%.
-            local = [(replace(cell, options=replace(cell.options, threads=cell.options.threads or DEFAULT_CELL_CPUS)),
-                      repeat) for cell, repeat in todo]  # fmt: skip
+            local = [
+                (
+                    replace(
+                        cell, options=replace(cell.options, threads=cell.options.threads or DEFAULT_CELL_CPUS)
+                    ),
+                    repeat,
+                )
+                for cell, repeat in todo
+            ]
             run_local(local, out_dir, hooks=hooks, stop_event=stop_event)
         elif todo:
             from profiler.sweep.ray_cells import run_on_ray

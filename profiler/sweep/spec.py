@@ -50,6 +50,8 @@ SCENARIO_AXES = {
     "prompt_tokens": "integer",
     "chat": "boolean",
 }
+
+
 def engine_axes() -> dict[str, str]:
     """Every engine option (named as `infer-prof run` spells them, from OPTIONS) and the kind of its values."""
     return {option.name: option.axis_kind for option in OPTIONS}
@@ -146,9 +148,16 @@ class _Parser:
             if key not in TOP_KEYS:
                 raise self.fail(key, "unknown key at the top level", f"keys {', '.join(TOP_KEYS)}")
         description = data.get("description")
-        if not isinstance(description, str) or not description.strip() or "\n" in description or len(description) > 500:
+        if (
+            not isinstance(description, str)
+            or not description.strip()
+            or "\n" in description
+            or len(description) > 500
+        ):
             raise self.fail(
-                "description", "missing, not one line or over 500 characters", "one line of text: the question the sweep answers"
+                "description",
+                "missing, not one line or over 500 characters",
+                "one line of text: the question the sweep answers",
             )
         axes = self.axes(data.get("axes"))
         profile = self.choice(data.get("profile", "default"), "profile", PROFILES)
@@ -168,7 +177,9 @@ class _Parser:
         )
         runs = math.prod(len(values) for values in axes.values()) * spec.repeats
         if runs > MAX_RUNS:
-            raise self.fail("axes", f"{runs:,} runs (cells x repeats)", f"at most {MAX_RUNS:,}: fewer values or repeats")
+            raise self.fail(
+                "axes", f"{runs:,} runs (cells x repeats)", f"at most {MAX_RUNS:,}: fewer values or repeats"
+            )
         map_x, map_y = self.map(data.get("map", {}), axes)
         return replace(spec, map_x=map_x, map_y=map_y)
 

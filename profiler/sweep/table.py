@@ -121,7 +121,9 @@ def cells_table(cells: list[CellKey], runs: pd.DataFrame) -> pd.DataFrame:
         share_interval = mean_interval(shares) or _one_run_interval(group)
         gain_interval = mean_interval(gain)
         drift = _drift(group, by_cell.get(baseline)) if baseline else None
-        voids = [str(value) for value in group.get("health_void", []) if _present(value)] + ([drift] if drift else [])
+        voids = [str(value) for value in group.get("health_void", []) if _present(value)] + (
+            [drift] if drift else []
+        )
         resolution = resolve(share_interval, gain_interval, len(group), gains=bool(baseline), voids=voids)
         row: dict[str, Any] = dict(cell.values)
         row.update(
@@ -174,15 +176,27 @@ def _one_run_interval(group: pd.DataFrame) -> Interval | None:
     if len(group) != 1 or "interpreter_share_low" not in group:
         return None
     row = group.iloc[0]
-    if not (_present(row["interpreter_share"]) and _present(row["interpreter_share_low"])
-            and _present(row["interpreter_share_high"])):  # fmt: skip
+    if not (
+        _present(row["interpreter_share"])
+        and _present(row["interpreter_share_low"])
+        and _present(row["interpreter_share_high"])
+    ):
         return None
-    return Interval(float(row["interpreter_share"]), float(row["interpreter_share_low"]),
-                    float(row["interpreter_share_high"]))  # fmt: skip
+    return Interval(
+        float(row["interpreter_share"]),
+        float(row["interpreter_share_low"]),
+        float(row["interpreter_share_high"]),
+    )
 
 
-def resolve(share: Interval | None, gain: Interval | None, repeats: int, *, gains: bool,
-            voids: list[str] | None = None) -> dict[str, Any]:  # fmt: skip
+def resolve(
+    share: Interval | None,
+    gain: Interval | None,
+    repeats: int,
+    *,
+    gains: bool,
+    voids: list[str] | None = None,
+) -> dict[str, Any]:
     """Whether a cell can be read: {resolved, share_resolved, reason, repeats}.
 
     Unresolved: a run was distorted (its health void); the share's interval straddles a rule threshold
@@ -201,7 +215,9 @@ def resolve(share: Interval | None, gain: Interval | None, repeats: int, *, gain
         for threshold in THRESHOLDS:
             if share.low <= threshold <= share.high:
                 share_resolved = False
-                reasons.append(f"the share's interval {share.low:.1%}-{share.high:.1%} straddles the {threshold:.0%} rule")
+                reasons.append(
+                    f"the share's interval {share.low:.1%}-{share.high:.1%} straddles the {threshold:.0%} rule"
+                )
                 half = (share.high - share.low) / 2
                 count = repeats_to_resolve(repeats, half, abs(share.point - threshold))
                 if count:
@@ -214,13 +230,19 @@ def resolve(share: Interval | None, gain: Interval | None, repeats: int, *, gain
             needed.append(FIRST_NOISE_REPEATS)
         elif gain.low <= 0 <= gain.high:
             gain_resolved = False
-            reasons.append(f"the gain's interval {gain.low:+.1%} to {gain.high:+.1%} straddles 0 (noise swamps it)")
+            reasons.append(
+                f"the gain's interval {gain.low:+.1%} to {gain.high:+.1%} straddles 0 (noise swamps it)"
+            )
             count = repeats_to_resolve(repeats, (gain.high - gain.low) / 2, abs(gain.point))
             if count:
                 needed.append(count)
     resolved = share_resolved and gain_resolved
-    return {"resolved": resolved, "share_resolved": share_resolved, "reason": "; ".join(reasons) or None,
-            "repeats": max(needed) if needed and not resolved else None}  # fmt: skip
+    return {
+        "resolved": resolved,
+        "share_resolved": share_resolved,
+        "reason": "; ".join(reasons) or None,
+        "repeats": max(needed) if needed and not resolved else None,
+    }
 
 
 def _baselines(cells: list[CellKey]) -> dict[str, str]:

@@ -74,7 +74,9 @@ class MetricComparison:
     p_value: float | None
     verdict: str
     method: str
-    why: str | None = None  # why there is no ratio (not comparable), in words a reader sees instead of a number
+    why: str | None = (
+        None  # why there is no ratio (not comparable), in words a reader sees instead of a number
+    )
 
 
 @dataclass
@@ -88,7 +90,9 @@ class ComparisonResult:
     metrics: list[MetricComparison]
     # Percentage points after - before of the spans' time split, {"components": {...}, "categories": {...}}.
     time_split_shift: dict[str, dict[str, float]] = field(default_factory=dict)
-    time_split_method: str | None = None  # "spans", else "samples" (runs against another engine have no spans)
+    time_split_method: str | None = (
+        None  # "spans", else "samples" (runs against another engine have no spans)
+    )
     notes: list[str] = field(default_factory=list)
     # Each run's control figure in run order (reports.compare.drift.control_section); {} when unknown.
     control: dict[str, Any] = field(default_factory=dict)
@@ -136,8 +140,10 @@ def compare_runs(
             raise CompareError(refusal)
     unlike = unlike_runs([*before, *after])
     if unlike and not allow_unlike:
-        raise CompareError(f"these runs are unlike ({unlike}): compare runs of one scenario, model, request count "
-                           "and target, or pass --allow-unlike to compare them anyway")  # fmt: skip
+        raise CompareError(
+            f"these runs are unlike ({unlike}): compare runs of one scenario, model, request count "
+            "and target, or pass --allow-unlike to compare them anyway"
+        )
     # Mann-Whitney over per-run values needs 4+ runs a side to reach p < 0.05; with fewer, the runs'
     # own samples are pooled and bootstrapped in blocks, which can give a verdict (with the caveat noted).
     repeats = len(before) >= MIN_REPEATS and len(after) >= MIN_REPEATS
@@ -165,10 +171,22 @@ def compare_runs(
     control = control_section(before, after)
     if drift_note(control):
         notes.append(str(drift_note(control)))
-    void = drift_void([entry["value"] for entry in control["runs"] if entry["side"] == "before"],
-                      [entry["value"] for entry in control["runs"] if entry["side"] == "after"]) if control and drift_guard else None  # fmt: skip
-    distorted = next((f"void: {path}: {reason}" for path, run in zip([*before_dirs, *after_dirs], [*before, *after])
-                      if (reason := void_reason(run.result.health))), None)  # fmt: skip
+    void = (
+        drift_void(
+            [entry["value"] for entry in control["runs"] if entry["side"] == "before"],
+            [entry["value"] for entry in control["runs"] if entry["side"] == "after"],
+        )
+        if control and drift_guard
+        else None
+    )
+    distorted = next(
+        (
+            f"void: {path}: {reason}"
+            for path, run in zip([*before_dirs, *after_dirs], [*before, *after])
+            if (reason := void_reason(run.result.health))
+        ),
+        None,
+    )
     void = distorted or void
     if void:
         # A drift guard: a significant-looking change on a machine that changed under the runs is not a result.
@@ -178,13 +196,24 @@ def compare_runs(
                 metric.verdict = VOID
     shift, shift_method = _time_split_shift(before, after)
     if unlike:
-        notes.insert(0, f"Unlike runs compared on purpose (--allow-unlike): {unlike}; differences include theirs.")
+        notes.insert(
+            0, f"Unlike runs compared on purpose (--allow-unlike): {unlike}; differences include theirs."
+        )
     return ComparisonResult(
-        before=[str(path) for path in before_dirs], after=[str(path) for path in after_dirs],
-        mode="repeats" if repeats else "samples", confidence=confidence, min_effect=min_effect, seed=seed,
-        metrics=metrics, time_split_shift=shift, time_split_method=shift_method, notes=notes, control=control,
-        void=void, unlike=unlike,
-    )  # fmt: skip
+        before=[str(path) for path in before_dirs],
+        after=[str(path) for path in after_dirs],
+        mode="repeats" if repeats else "samples",
+        confidence=confidence,
+        min_effect=min_effect,
+        seed=seed,
+        metrics=metrics,
+        time_split_shift=shift,
+        time_split_method=shift_method,
+        notes=notes,
+        control=control,
+        void=void,
+        unlike=unlike,
+    )
 
 
 # What makes two runs a like-for-like comparison: the load and what served it. --native is what compare is for.
@@ -213,8 +242,14 @@ class _Settings:
     min_effect: float
 
 
-def verdict(ratio: float | None, interval: Interval | None, better: str | None, min_effect: float,
-            p_value: float | None = None, alpha: float = 0.05) -> str:  # fmt: skip
+def verdict(
+    ratio: float | None,
+    interval: Interval | None,
+    better: str | None,
+    min_effect: float,
+    p_value: float | None = None,
+    alpha: float = 0.05,
+) -> str:
     """faster / slower / no significant change (or higher / lower for metrics without a direction)."""
     if ratio is None or interval is None or not np.isfinite(ratio) or not np.isfinite(interval.low):
         return NOT_COMPARABLE
@@ -281,14 +316,25 @@ def _throughput_jobs(before: list[RunData], after: list[RunData]) -> list[_Sampl
     ]
     tokens = [_pooled(side, lambda run: samples.windowed_rates(run, "tokens")) for side in (before, after)]
     jobs = [
-        _SampleJob(THROUGHPUT_METRICS[0], requests[0], requests[1], mean_statistic, f"completions/s: {windows}"),
-        _SampleJob(THROUGHPUT_METRICS[1], tokens[0], tokens[1], mean_statistic, f"output tokens/s: {windows}"),
+        _SampleJob(
+            THROUGHPUT_METRICS[0], requests[0], requests[1], mean_statistic, f"completions/s: {windows}"
+        ),
+        _SampleJob(
+            THROUGHPUT_METRICS[1], tokens[0], tokens[1], mean_statistic, f"output tokens/s: {windows}"
+        ),
     ]
     good_before, good_after = _good_fraction(before), _good_fraction(after)
     if good_before is not None and good_after is not None:
         # Without the SLO in the result, goodput is windowed completions times the run's good fraction.
-        jobs.append(_SampleJob(THROUGHPUT_METRICS[2], requests[0] * good_before, requests[1] * good_after,
-                               mean_statistic, "windowed completions/s x the run's recorded good fraction"))  # fmt: skip
+        jobs.append(
+            _SampleJob(
+                THROUGHPUT_METRICS[2],
+                requests[0] * good_before,
+                requests[1] * good_after,
+                mean_statistic,
+                "windowed completions/s x the run's recorded good fraction",
+            )
+        )
     return jobs
 
 
@@ -296,19 +342,29 @@ def _share_jobs(before: list[RunData], after: list[RunData]) -> list[_SampleJob]
     old, new = _merge_blocks(before), _merge_blocks(after)
     method = f"phase ms / step ms over {samples.STEP_BLOCKS} contiguous step blocks, bootstrap"
     return [
-        _SampleJob(MetricSpec(f"share.{phase}", f"share: {phase}", "%", None), old[phase], new[phase],
-                   samples.ratio_of_sums, method)
-        for phase in old if phase in new
-    ]  # fmt: skip
+        _SampleJob(
+            MetricSpec(f"share.{phase}", f"share: {phase}", "%", None),
+            old[phase],
+            new[phase],
+            samples.ratio_of_sums,
+            method,
+        )
+        for phase in old
+        if phase in new
+    ]
 
 
 def _latency_jobs(before: list[RunData], after: list[RunData]) -> list[_SeriesJob]:
     jobs = []
     for spec in LATENCY_METRICS:
         name, stat = spec.name.split(".")
-        sides = [_pooled(side, functools.partial(samples.latency_series, name=name)) for side in (before, after)]
+        sides = [
+            _pooled(side, functools.partial(samples.latency_series, name=name)) for side in (before, after)
+        ]
         # About LATENCY_BLOCKS blocks a run, as many neighbours in a block as that makes.
-        block = max(1, round(max(len(sides[0]) / len(before), len(sides[1]) / len(after)) / samples.LATENCY_BLOCKS))
+        block = max(
+            1, round(max(len(sides[0]) / len(before), len(sides[1]) / len(after)) / samples.LATENCY_BLOCKS)
+        )
         per = "per-token, in time order" if name == "itl_ms" else "per-request, by arrival"
         method = f"{stat} of {per} samples; bootstrap over blocks of {block} neighbours (~{samples.LATENCY_BLOCKS} a run)"
         jobs.append(_SeriesJob(spec, sides[0], sides[1], float(stat[1:]), block, method))
@@ -318,8 +374,11 @@ def _latency_jobs(before: list[RunData], after: list[RunData]) -> list[_SeriesJo
 def _compare_samples(
     before: list[RunData], after: list[RunData], settings: _Settings
 ) -> list[MetricComparison]:
-    jobs: list[_SampleJob | _SeriesJob] = [*_throughput_jobs(before, after), *_share_jobs(before, after),
-                                           *_latency_jobs(before, after)]  # fmt: skip
+    jobs: list[_SampleJob | _SeriesJob] = [
+        *_throughput_jobs(before, after),
+        *_share_jobs(before, after),
+        *_latency_jobs(before, after),
+    ]
     comparisons = []
     for index, job in enumerate(jobs):
         if len(job.before) == 0 or len(job.after) == 0:
@@ -329,13 +388,25 @@ def _compare_samples(
             statistic, block, scale = quantile_statistic(job.percentile / 100), job.block, 1.0
         else:
             statistic, block, scale = job.statistic, 1, 100.0 if job.spec.unit == "%" else 1.0
-        interval = bootstrap_ratio(job.after, job.before, statistic, resamples=settings.n_boot,
-                                   confidence=settings.confidence, seed=settings.seed + index, block=block)  # fmt: skip
-        values = [float(statistic(np.asarray(side, dtype=float)[None])[0]) * scale for side in (job.before, job.after)]
+        interval = bootstrap_ratio(
+            job.after,
+            job.before,
+            statistic,
+            resamples=settings.n_boot,
+            confidence=settings.confidence,
+            seed=settings.seed + index,
+            block=block,
+        )
+        values = [
+            float(statistic(np.asarray(side, dtype=float)[None])[0]) * scale
+            for side in (job.before, job.after)
+        ]
         comparisons.append(_comparison(job.spec, values, interval, None, settings, job.method))
     if _on_gpu(before + after):  # one figure per run: no samples to resample within a run
-        comparisons += [_not_comparable(spec, "one value per run", f"compare {MIN_REPEATS}+ runs a side")
-                        for spec in GPU_METRICS]  # fmt: skip
+        comparisons += [
+            _not_comparable(spec, "one value per run", f"compare {MIN_REPEATS}+ runs a side")
+            for spec in GPU_METRICS
+        ]
     order = {spec.name: rank for rank, spec in enumerate([*THROUGHPUT_METRICS, *LATENCY_METRICS])}
     return sorted(comparisons, key=lambda metric: order.get(metric.name, len(order)))
 
@@ -354,15 +425,43 @@ def _comparison(
 ) -> MetricComparison:
     if not all(np.isfinite(value) for value in values) or not values[0] or not np.isfinite(interval.point):
         # A ratio of nothing (0 before, e.g. no request met the SLOs): say so instead of printing nan.
-        why = "0 before: no ratio" if np.isfinite(values[0]) and not values[0] else "no finite value on a side"
-        return MetricComparison(spec.name, spec.label, spec.unit, spec.better, _finite(values[0]), _finite(values[1]),
-                                None, None, None, None, NOT_COMPARABLE, f"{method} ({why})", why)  # fmt: skip
+        why = (
+            "0 before: no ratio" if np.isfinite(values[0]) and not values[0] else "no finite value on a side"
+        )
+        return MetricComparison(
+            spec.name,
+            spec.label,
+            spec.unit,
+            spec.better,
+            _finite(values[0]),
+            _finite(values[1]),
+            None,
+            None,
+            None,
+            None,
+            NOT_COMPARABLE,
+            f"{method} ({why})",
+            why,
+        )
     alpha = 1 - settings.confidence
     call = verdict(interval.point, interval, spec.better, settings.min_effect, p_value, alpha)
     low, high = _finite(interval.low), _finite(interval.high)
     why = None if low is not None and high is not None else "the resampled ratio was not finite: no interval"
-    return MetricComparison(spec.name, spec.label, spec.unit, spec.better, values[0], values[1], interval.point,
-                            low if why is None else None, high if why is None else None, p_value, call, method, why)  # fmt: skip
+    return MetricComparison(
+        spec.name,
+        spec.label,
+        spec.unit,
+        spec.better,
+        values[0],
+        values[1],
+        interval.point,
+        low if why is None else None,
+        high if why is None else None,
+        p_value,
+        call,
+        method,
+        why,
+    )
 
 
 def _finite(value: float) -> float | None:
@@ -402,9 +501,12 @@ def _compare_repeats(
         for c in phase_columns(before[0].steps)
         if c in set(phase_columns(after[0].steps))
     ]
-    specs = [*THROUGHPUT_METRICS, *LATENCY_METRICS,
-             *(MetricSpec(f"share.{phase}", f"share: {phase}", "%", None) for phase in phases),
-             *(GPU_METRICS if _on_gpu(before + after) else ())]  # fmt: skip
+    specs = [
+        *THROUGHPUT_METRICS,
+        *LATENCY_METRICS,
+        *(MetricSpec(f"share.{phase}", f"share: {phase}", "%", None) for phase in phases),
+        *(GPU_METRICS if _on_gpu(before + after) else ()),
+    ]
     method = "mean of per-run values; bootstrap over runs; Mann-Whitney U p-value"
     comparisons = []
     for index, spec in enumerate(specs):
@@ -413,8 +515,14 @@ def _compare_repeats(
             comparisons.append(_not_comparable(spec, method))
             continue
         before_values, after_values = (np.asarray(side, dtype=float) for side in per_run)
-        interval = bootstrap_ratio(after_values, before_values, mean_statistic, resamples=settings.n_boot,
-                                   confidence=settings.confidence, seed=settings.seed + index)  # fmt: skip
+        interval = bootstrap_ratio(
+            after_values,
+            before_values,
+            mean_statistic,
+            resamples=settings.n_boot,
+            confidence=settings.confidence,
+            seed=settings.seed + index,
+        )
         p_value = mann_whitney_u(after_values, before_values).p_value
         values = [float(before_values.mean()), float(after_values.mean())]
         comparisons.append(_comparison(spec, values, interval, p_value, settings, method))
@@ -422,15 +530,32 @@ def _compare_repeats(
 
 
 def _not_comparable(spec: MetricSpec, method: str, why: str = "missing on one side") -> MetricComparison:
-    return MetricComparison(spec.name, spec.label, spec.unit, spec.better, None, None, None, None, None, None,
-                            NOT_COMPARABLE, f"{method} ({why})", why)  # fmt: skip
+    return MetricComparison(
+        spec.name,
+        spec.label,
+        spec.unit,
+        spec.better,
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+        NOT_COMPARABLE,
+        f"{method} ({why})",
+        why,
+    )
 
 
-def _time_split_shift(before: list[RunData], after: list[RunData]) -> tuple[dict[str, dict[str, float]], str | None]:
+def _time_split_shift(
+    before: list[RunData], after: list[RunData]
+) -> tuple[dict[str, dict[str, float]], str | None]:
     """Mean share after minus before, in percentage points, per component and category, and the method it came
     from: spans where every run has them, else py-spy's samples (a `run --target` of another engine)."""
 
-    def mean_split(runs: list[RunData], method: str, group: str, names: tuple[str, ...]) -> dict[str, float] | None:
+    def mean_split(
+        runs: list[RunData], method: str, group: str, names: tuple[str, ...]
+    ) -> dict[str, float] | None:
         splits = [((run.result.breakdown or {}).get("methods") or {}).get(method) or {} for run in runs]
         if not all(splits):
             return None

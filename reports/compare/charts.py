@@ -16,28 +16,44 @@ VERDICT_COLOURS = {FASTER: "#1a7f37", SLOWER: "#c0392b", HIGHER: "#0072B2", LOWE
 def draw_improvements(target: Target, result: ComparisonResult) -> None:
     """Each directional metric's ratio after/before (the table's number) with its interval, on a log
     axis: throughput in one panel (right of 1 is better), latency in the other (left of 1 is better)."""
-    groups = [(title, [m for m in result.metrics if m.better == better and _drawable(m)])
-              for title, better in (("Throughput: after / before (right of 1 is better)", "higher"),
-                                    ("Latency: after / before (left of 1 is better)", "lower"))]  # fmt: skip
+    groups = [
+        (title, [m for m in result.metrics if m.better == better and _drawable(m)])
+        for title, better in (
+            ("Throughput: after / before (right of 1 is better)", "higher"),
+            ("Latency: after / before (left of 1 is better)", "lower"),
+        )
+    ]
     groups = [(title, rows) for title, rows in groups if rows]
     if not groups:
         ax = target.subplots()
         ax.text(0.5, 0.5, "no metric could be compared", ha="center", va="center", transform=ax.transAxes)
         ax.set_axis_off()
         return
-    axes = target.subplots(len(groups), 1, sharex=True, height_ratios=[len(rows) for _, rows in groups],
-                           squeeze=False)[:, 0]  # fmt: skip
+    axes = target.subplots(
+        len(groups), 1, sharex=True, height_ratios=[len(rows) for _, rows in groups], squeeze=False
+    )[:, 0]
     values = [v for _, rows in groups for m in rows for v in (m.ci_low, m.ci_high, m.ratio)]
     low, high = ratio_limits(values)
     for ax, (title, rows) in zip(axes, groups):
         for position, metric in enumerate(rows):
             colour = VERDICT_COLOURS.get(metric.verdict, "#777777")
-            ax.plot([metric.ci_low, metric.ci_high], [position, position], color=colour, linewidth=2.2,
-                    solid_capstyle="butt")  # fmt: skip
+            ax.plot(
+                [metric.ci_low, metric.ci_high],
+                [position, position],
+                color=colour,
+                linewidth=2.2,
+                solid_capstyle="butt",
+            )
             ax.plot(metric.ratio, position, "o", color=colour, markersize=6)
             # The same figure the table prints, so chart and table can be read against each other.
-            ax.text(metric.ci_high, position, f"  {fmt_ratio(metric.ratio)}  {metric.verdict}", va="center",
-                    fontsize=8, color=colour)  # fmt: skip
+            ax.text(
+                metric.ci_high,
+                position,
+                f"  {fmt_ratio(metric.ratio)}  {metric.verdict}",
+                va="center",
+                fontsize=8,
+                color=colour,
+            )
         ax.axvline(1.0, color="#333333", linewidth=1)
         ax.set_yticks(range(len(rows)), [metric.label for metric in rows])
         ax.set_ylim(len(rows) - 0.4, -0.6)
@@ -53,8 +69,10 @@ def draw_improvements(target: Target, result: ComparisonResult) -> None:
 
 
 def _drawable(metric: MetricComparison) -> bool:
-    return all(value is not None and np.isfinite(value) and value > 0
-               for value in (metric.ratio, metric.ci_low, metric.ci_high))  # fmt: skip
+    return all(
+        value is not None and np.isfinite(value) and value > 0
+        for value in (metric.ratio, metric.ci_low, metric.ci_high)
+    )
 
 
 def ratio_limits(values: list[float | None]) -> tuple[float, float]:
@@ -65,8 +83,35 @@ def ratio_limits(values: list[float | None]) -> tuple[float, float]:
 
 
 # Candidate ticks, roundest first: the ratios a reader names (2x, 0.5x, 10x, ... 1.1x, 0.9x).
-_TICKS = (1.0, 2.0, 0.5, 10.0, 0.1, 5.0, 0.2, 100.0, 0.01, 20.0, 0.05, 50.0, 0.02, 1.5, 0.67, 3.0, 0.33, 1.25, 0.8,
-          4.0, 0.25, 1.1, 0.9, 1.05, 0.95, 1.02, 0.98)  # fmt: skip
+_TICKS = (
+    1.0,
+    2.0,
+    0.5,
+    10.0,
+    0.1,
+    5.0,
+    0.2,
+    100.0,
+    0.01,
+    20.0,
+    0.05,
+    50.0,
+    0.02,
+    1.5,
+    0.67,
+    3.0,
+    0.33,
+    1.25,
+    0.8,
+    4.0,
+    0.25,
+    1.1,
+    0.9,
+    1.05,
+    0.95,
+    1.02,
+    0.98,
+)
 
 
 def log_ticks(low: float, high: float, max_ticks: int = 8) -> list[float]:
@@ -124,8 +169,14 @@ def draw_control(target: Target, control: dict[str, Any]) -> None:
     ax = target.subplots()
     for side, (colour, marker) in SIDE_STYLES.items():
         runs = sorted((run for run in control["runs"] if run["side"] == side), key=lambda run: run["order"])
-        ax.plot([run["order"] for run in runs], [run["value"] for run in runs], marker, color=colour, markersize=7,
-                label=f"{side}: mean {fmt_number(round(control[f'{side}_mean'], 1), control['unit'])}")  # fmt: skip
+        ax.plot(
+            [run["order"] for run in runs],
+            [run["value"] for run in runs],
+            marker,
+            color=colour,
+            markersize=7,
+            label=f"{side}: mean {fmt_number(round(control[f'{side}_mean'], 1), control['unit'])}",
+        )
         ax.axhline(control[f"{side}_mean"], color=colour, linestyle="--", linewidth=1)
     orders = [run["order"] for run in control["runs"]]
     ax.set_xticks(orders, [str(order) for order in orders])
@@ -134,5 +185,7 @@ def draw_control(target: Target, control: dict[str, Any]) -> None:
     ax.set_ylim(middle - half, middle + half)  # at least +-1.6% shown: a flat line must look flat
     ax.set_xlabel("run, in the order the runs ran")
     ax.set_ylabel(f"{control['unit']} per token")
-    ax.set_title(f"Control: {control['label']} (after/before {control['ratio']:.3f}x, spread {control['spread']:.1%})")
+    ax.set_title(
+        f"Control: {control['label']} (after/before {control['ratio']:.3f}x, spread {control['spread']:.1%})"
+    )
     ax.legend(loc="best", fontsize=8)

@@ -21,22 +21,39 @@ def control_section(before: list[RunData], after: list[RunData]) -> dict[str, An
     `order` is when the run ran among all of them (by its recorded time, then its clock), 1 first;
     `ratio` is after mean / before mean; `spread` is max / min - 1 over all runs. Empty when a run has
     no control figure (profiling off)."""
-    figures = [(side, run, control_figure(run)) for side, runs in (("before", before), ("after", after)) for run in runs]
+    figures = [
+        (side, run, control_figure(run))
+        for side, runs in (("before", before), ("after", after))
+        for run in runs
+    ]
     if not figures or any(figure is None for _, _, figure in figures):
         return {}
-    ranked = sorted(range(len(figures)), key=lambda i: (figures[i][1].result.created_at, run_start_ns(figures[i][1])))
+    ranked = sorted(
+        range(len(figures)), key=lambda i: (figures[i][1].result.created_at, run_start_ns(figures[i][1]))
+    )
     order = {index: rank + 1 for rank, index in enumerate(ranked)}
     first = figures[0][2]
     assert first is not None
-    runs = [{"side": side, "run": str(run.path), "order": order[index], "value": figure.value}
-            for index, (side, run, figure) in enumerate(figures) if figure is not None]  # fmt: skip
-    means = {side: float(np.mean([entry["value"] for entry in runs if entry["side"] == side])) for side in ("before", "after")}
+    runs = [
+        {"side": side, "run": str(run.path), "order": order[index], "value": figure.value}
+        for index, (side, run, figure) in enumerate(figures)
+        if figure is not None
+    ]
+    means = {
+        side: float(np.mean([entry["value"] for entry in runs if entry["side"] == side]))
+        for side in ("before", "after")
+    }
     values = [entry["value"] for entry in runs]
     return {
-        "name": first.name, "label": first.label, "unit": first.unit, "runs": runs,
-        "before_mean": means["before"], "after_mean": means["after"], "ratio": means["after"] / means["before"],
+        "name": first.name,
+        "label": first.label,
+        "unit": first.unit,
+        "runs": runs,
+        "before_mean": means["before"],
+        "after_mean": means["after"],
+        "ratio": means["after"] / means["before"],
         "spread": max(values) / min(values) - 1.0,
-    }  # fmt: skip
+    }
 
 
 def drift_note(section: dict[str, Any]) -> str | None:

@@ -18,8 +18,13 @@ from reports.templating import render
 
 def write_comparison_report(result: ComparisonResult, out_dir: str | Path) -> dict[str, Path]:
     """Write compare.json, compare.html and compare.pdf into out_dir; return {name: path relative to it}."""
-    return write_report_files(out_dir, "compare", result.to_dict(), render_comparison_html(result),
-                              lambda handle: _write_pdf(handle, result))  # fmt: skip
+    return write_report_files(
+        out_dir,
+        "compare",
+        result.to_dict(),
+        render_comparison_html(result),
+        lambda handle: _write_pdf(handle, result),
+    )
 
 
 CONTROL_HEIGHT = 3.2
@@ -47,7 +52,9 @@ def render_comparison_html(result: ComparisonResult) -> str:
         before=result.before,
         after=result.after,
         repeats=result.mode == "repeats",
-        mode_text="per-run values (repeats)" if result.mode == "repeats" else "bootstrap over each run's samples",
+        mode_text="per-run values (repeats)"
+        if result.mode == "repeats"
+        else "bootstrap over each run's samples",
         seed=result.seed,
         confidence=f"{result.confidence:.0%}",
         alpha=f"{1 - result.confidence:.2f}",
@@ -58,14 +65,27 @@ def render_comparison_html(result: ComparisonResult) -> str:
         notes=result.notes,
         control=result.control,
         charts={
-            "improvements": charts.draw_with(draw_improvements, result, width=10, height=_improvement_height(result),
-                                             label="ratios after over before with confidence intervals"),
-            "shift": charts.draw_with(draw_shift, result, width=10, height=_shift_height(result),
-                                      label="time split shift in percentage points"),
-            "control": charts.draw_with(draw_control, result.control, width=10, height=CONTROL_HEIGHT,
-                                        label="control figure per run") if result.control else None,
+            "improvements": charts.draw_with(
+                draw_improvements,
+                result,
+                width=10,
+                height=_improvement_height(result),
+                label="ratios after over before with confidence intervals",
+            ),
+            "shift": charts.draw_with(
+                draw_shift,
+                result,
+                width=10,
+                height=_shift_height(result),
+                label="time split shift in percentage points",
+            ),
+            "control": charts.draw_with(
+                draw_control, result.control, width=10, height=CONTROL_HEIGHT, label="control figure per run"
+            )
+            if result.control
+            else None,
         },
-    )  # fmt: skip
+    )
 
 
 def _write_pdf(handle: object, result: ComparisonResult) -> None:
@@ -95,7 +115,9 @@ def _write_pdf(handle: object, result: ComparisonResult) -> None:
         pdf.savefig(page)
         if result.control:
             page = charts.page(*A4_INCHES, CHART_AREA)
-            area, _ = page.subfigures(2, 1, height_ratios=[CONTROL_HEIGHT, 10.2 - CONTROL_HEIGHT], squeeze=False)[:, 0]
+            area, _ = page.subfigures(
+                2, 1, height_ratios=[CONTROL_HEIGHT, 10.2 - CONTROL_HEIGHT], squeeze=False
+            )[:, 0]
             area.suptitle("Drift: did the machine move?", fontsize=12, fontweight="bold", x=0.0, ha="left")
             draw_control(area, result.control)
             pdf.savefig(page)

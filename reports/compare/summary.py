@@ -18,7 +18,9 @@ from reports.run.summary import Table
 
 def headline(result: ComparisonResult) -> str:
     """One sentence: how many directional metrics got faster, slower, or did not move (or why none can be read)."""
-    unlike = f"Unlike runs ({result.unlike}), compared on purpose. " if getattr(result, "unlike", None) else ""
+    unlike = (
+        f"Unlike runs ({result.unlike}), compared on purpose. " if getattr(result, "unlike", None) else ""
+    )
     if result.void:
         return f"{unlike}{result.void[:1].upper()}{result.void[1:]}: no metric's change can be read."
     directional = [m for m in result.metrics if m.better is not None and m.verdict != NOT_COMPARABLE]
@@ -63,12 +65,25 @@ def metrics_table(result: ComparisonResult) -> Table:
             table.sections.append(len(table.rows))
         group = kind
         interval = (
-            f"{metric.ci_low:.3f} to {metric.ci_high:.3f}" if metric.ci_low is not None and metric.ci_high is not None
+            f"{metric.ci_low:.3f} to {metric.ci_high:.3f}"
+            if metric.ci_low is not None and metric.ci_high is not None
             else NOT_RECORDED
-        )  # fmt: skip
-        ratio = fmt_ratio(metric.ratio) if metric.ratio is not None else f"n/a ({metric.why})" if metric.why else "n/a"
-        row = [metric.label, _value(metric, metric.before), _value(metric, metric.after), ratio,
-               interval, metric.verdict]  # fmt: skip
+        )
+        ratio = (
+            fmt_ratio(metric.ratio)
+            if metric.ratio is not None
+            else f"n/a ({metric.why})"
+            if metric.why
+            else "n/a"
+        )
+        row = [
+            metric.label,
+            _value(metric, metric.before),
+            _value(metric, metric.after),
+            ratio,
+            interval,
+            metric.verdict,
+        ]
         if result.mode == "repeats":
             row.insert(5, NOT_RECORDED if metric.p_value is None else f"{metric.p_value:.3f}")
         table.rows.append(row)

@@ -22,8 +22,15 @@ def render_comparison(result: ComparisonResult, console: Console | None = None) 
     console.print(Text(f"  before: {', '.join(result.before)}"))
     console.print(Text(f"  after:  {', '.join(result.after)}"))
     console.print()
-    rich_table = RichTable(title="Metrics (ratio = after / before)", title_justify="left", title_style="bold",
-                           box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True)  # fmt: skip
+    rich_table = RichTable(
+        title="Metrics (ratio = after / before)",
+        title_justify="left",
+        title_style="bold",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        show_edge=False,
+        collapse_padding=True,
+    )
     rich_table.add_column("metric", no_wrap=True)
     rich_table.add_column("before", justify="right", overflow="fold")
     rich_table.add_column("after", justify="right", overflow="fold")

@@ -73,9 +73,14 @@ def sampled_profile(group: ThreadGroup, frames: _Frames) -> dict[str, Any]:
     samples = [[frames.index(*frame) for frame in stack.frames] for stack in group.stacks]
     weights = [stack.count for stack in group.stacks]
     return {
-        "type": "sampled", "name": f"py-spy samples: {group.label}", "unit": "none",
-        "startValue": 0, "endValue": sum(weights), "samples": samples, "weights": weights,
-    }  # fmt: skip
+        "type": "sampled",
+        "name": f"py-spy samples: {group.label}",
+        "unit": "none",
+        "startValue": 0,
+        "endValue": sum(weights),
+        "samples": samples,
+        "weights": weights,
+    }
 
 
 def evented_profile(run: RunData, frames: _Frames) -> dict[str, Any]:
@@ -107,12 +112,18 @@ def evented_profile(run: RunData, frames: _Frames) -> dict[str, Any]:
             events.append({"type": "C", "frame": step_frame, "at": _ms(step_end, start_ns)})
             end_value = max(end_value, _ms(step_end, start_ns))
     return {
-        "type": "evented", "name": "engine thread: steps and phases (spans)", "unit": "milliseconds",
-        "startValue": 0, "endValue": end_value, "events": events,
-    }  # fmt: skip
+        "type": "evented",
+        "name": "engine thread: steps and phases (spans)",
+        "unit": "milliseconds",
+        "startValue": 0,
+        "endValue": end_value,
+        "events": events,
+    }
 
 
-def _recorded_span_events(spans: pd.DataFrame, frames: _Frames, start_ns: int) -> tuple[list[dict[str, Any]], float]:
+def _recorded_span_events(
+    spans: pd.DataFrame, frames: _Frames, start_ns: int
+) -> tuple[list[dict[str, Any]], float]:
     """Open/close events of spans.csv at their recorded times (one thread's spans nest by construction)."""
     events: list[dict[str, Any]] = []
     open_spans: list[tuple[int, int]] = []  # (frame, end_ns)

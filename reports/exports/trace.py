@@ -36,17 +36,19 @@ def write_chrome_trace(run_dir: str | Path | RunData) -> Path:
             "model": run.result.config.get("model"),
             "scenario": run.result.config.get("scenario"),
             "phase_placement": (
-                "spans at their recorded start and end (spans.csv)" if spans is not None else
+                "spans at their recorded start and end (spans.csv)"
+                if spans is not None
                 # steps.csv holds each phase's total per step; their order inside the step is the engine's.
-                "phases laid end to end from the step start in engine order (this run has no spans.csv)"
+                else "phases laid end to end from the step start in engine order (this run has no spans.csv)"
             ),
             "torch_ops": (
                 f"{len(kernels):,} torch.profiler ops of the deep profile's windows, on the engine thread, put on the "
                 "spans' clock by each window's step markers and clamped inside the span they ran in"
-                if kernels is not None else "none (torch.profiler ran only with --profile deep)"
+                if kernels is not None
+                else "none (torch.profiler ran only with --profile deep)"
             ),
         },
-    }  # fmt: skip
+    }
     return write_text_atomic(run.path / TRACE_NAME, json.dumps(trace, separators=(",", ":")))
 
 
@@ -68,11 +70,17 @@ def _read_table(run: RunData, key: str, columns: tuple[str, ...]) -> pd.DataFram
     try:
         table = pd.read_csv(path)
     except (OSError, ValueError) as exc:
-        raise ReportError(f"{path}: not a readable {key}.csv ({exc}); re-record the run or delete the file") from None
+        raise ReportError(
+            f"{path}: not a readable {key}.csv ({exc}); re-record the run or delete the file"
+        ) from None
     missing = set(columns) - set(table.columns)
     if missing:
-        raise ReportError(f"{path}: missing column(s) {', '.join(sorted(missing))}; re-record the run or delete the file")
-    numbers = tuple(column for column in columns if column.endswith("_ns") or column in ("step", "depth", "window"))
+        raise ReportError(
+            f"{path}: missing column(s) {', '.join(sorted(missing))}; re-record the run or delete the file"
+        )
+    numbers = tuple(
+        column for column in columns if column.endswith("_ns") or column in ("step", "depth", "window")
+    )
     table = whole_numbers(table, numbers, path, non_negative=("depth", "window", "start_ns", "end_ns"))
     if (table["end_ns"] < table["start_ns"]).any():
         row = int(table.index[table["end_ns"] < table["start_ns"]][0]) + 2
@@ -90,14 +98,28 @@ def gpu_events(run: RunData, gpu: pd.DataFrame | None) -> list[dict[str, Any]]:
         {"ph": "M", "name": "thread_sort_index", "pid": PID, "tid": GPU_TID, "args": {"sort_index": 1}},
     ]
     by_step = {int(step): group.sort_values("start_ns") for step, group in gpu.groupby("step")}
-    steps = run.steps if not run.steps.empty and {"step", "start_ns", "end_ns"} <= set(run.steps.columns) else None
-    windows = {int(row.step): (int(row.start_ns), int(row.end_ns)) for row in steps.itertuples()} if steps is not None else {}
+    steps = (
+        run.steps
+        if not run.steps.empty and {"step", "start_ns", "end_ns"} <= set(run.steps.columns)
+        else None
+    )
+    windows = (
+        {int(row.step): (int(row.start_ns), int(row.end_ns)) for row in steps.itertuples()}
+        if steps is not None
+        else {}
+    )
     for step, group in by_step.items():
         cursor = windows.get(step, (int(group["start_ns"].iloc[0]), 0))[0]
         for row in group.itertuples():
             if row.start_ns > cursor:
-                events.append(_slice("idle: waiting for the host", "gpu_idle", cursor, int(row.start_ns), start_ns, step))
-            events.append(_slice(f"{row.span} (device)", "gpu", int(row.start_ns), int(row.end_ns), start_ns, step))
+                events.append(
+                    _slice(
+                        "idle: waiting for the host", "gpu_idle", cursor, int(row.start_ns), start_ns, step
+                    )
+                )
+            events.append(
+                _slice(f"{row.span} (device)", "gpu", int(row.start_ns), int(row.end_ns), start_ns, step)
+            )
             cursor = max(cursor, int(row.end_ns))
         end = windows.get(step, (0, cursor))[1]
         if end > cursor:
@@ -107,8 +129,16 @@ def gpu_events(run: RunData, gpu: pd.DataFrame | None) -> list[dict[str, Any]]:
 
 def _slice(name: str, category: str, begin_ns: int, end_ns: int, start_ns: int, step: int) -> dict[str, Any]:
     ts = _us(begin_ns, start_ns)
-    return {"ph": "X", "name": name, "cat": category, "pid": PID, "tid": GPU_TID, "ts": ts,
-            "dur": round(_us(end_ns, start_ns) - ts, 3), "args": {"step": step}}  # fmt: skip
+    return {
+        "ph": "X",
+        "name": name,
+        "cat": category,
+        "pid": PID,
+        "tid": GPU_TID,
+        "ts": ts,
+        "dur": round(_us(end_ns, start_ns) - ts, 3),
+        "args": {"step": step},
+    }
 
 
 def _us(ns: int, start_ns: int) -> float:
@@ -122,12 +152,17 @@ def chrome_trace_events(
     """All events of the trace, metadata first, then sorted by timestamp."""
     start_ns = run_start_ns(run)
     metadata = [
-        {"ph": "M", "name": "process_name", "pid": PID, "tid": 0,
-         "args": {"name": f"infer-prof engine ({run.result.config.get('model', 'unknown model')})"}},
+        {
+            "ph": "M",
+            "name": "process_name",
+            "pid": PID,
+            "tid": 0,
+            "args": {"name": f"infer-prof engine ({run.result.config.get('model', 'unknown model')})"},
+        },
         {"ph": "M", "name": "thread_name", "pid": PID, "tid": ENGINE_TID, "args": {"name": "engine loop"}},
         {"ph": "M", "name": "thread_name", "pid": PID, "tid": REQUESTS_TID, "args": {"name": "requests"}},
         {"ph": "M", "name": "thread_sort_index", "pid": PID, "tid": ENGINE_TID, "args": {"sort_index": 0}},
-    ]  # fmt: skip
+    ]
     if spans is not None:
         engine = _span_events(spans, run.steps, start_ns) + _op_events(kernels, start_ns)
         engine = nest_on_track(engine) + _counter_events(run.steps, start_ns)
@@ -140,18 +175,31 @@ def chrome_trace_events(
 
 
 def _step_args(row: dict[str, Any]) -> dict[str, int]:
-    return {"step": int(row["step"]), "batch_size": int(row["batch_size"]),
-            "prefill_tokens": int(row["prefill_tokens"]), "decode_tokens": int(row["decode_tokens"])}  # fmt: skip
+    return {
+        "step": int(row["step"]),
+        "batch_size": int(row["batch_size"]),
+        "prefill_tokens": int(row["prefill_tokens"]),
+        "decode_tokens": int(row["decode_tokens"]),
+    }
 
 
 def _span_events(spans: pd.DataFrame, steps: pd.DataFrame, start_ns: int) -> list[dict[str, Any]]:
     """Every recorded span of the engine thread where it ran: steps (with their steps.csv figures) and phases."""
-    args_by_step = {int(row["step"]): _step_args(row) for row in steps.to_dict("records")} if not steps.empty else {}
+    args_by_step = (
+        {int(row["step"]): _step_args(row) for row in steps.to_dict("records")} if not steps.empty else {}
+    )
     events = []
     for step, name, begin, end in zip(spans["step"], spans["name"], spans["start_ns"], spans["end_ns"]):
         ts = _us(int(begin), start_ns)
-        event = {"ph": "X", "name": str(name), "cat": "engine" if name == "step" else "phase", "pid": PID,
-                 "tid": ENGINE_TID, "ts": ts, "dur": round(_us(int(end), start_ns) - ts, 3)}  # fmt: skip
+        event = {
+            "ph": "X",
+            "name": str(name),
+            "cat": "engine" if name == "step" else "phase",
+            "pid": PID,
+            "tid": ENGINE_TID,
+            "ts": ts,
+            "dur": round(_us(int(end), start_ns) - ts, 3),
+        }
         if name == "step" and int(step) in args_by_step:
             event["args"] = args_by_step[int(step)]
         events.append(event)
@@ -162,12 +210,22 @@ def _op_events(kernels: pd.DataFrame | None, start_ns: int) -> list[dict[str, An
     if kernels is None:
         return []
     events = []
-    for window, name, begin, end, span in zip(kernels["window"], kernels["name"], kernels["start_ns"],
-                                              kernels["end_ns"], kernels["span"].fillna("")):  # fmt: skip
+    for window, name, begin, end, span in zip(
+        kernels["window"], kernels["name"], kernels["start_ns"], kernels["end_ns"], kernels["span"].fillna("")
+    ):
         ts = _us(int(begin), start_ns)
-        events.append({"ph": "X", "name": str(name), "cat": "aten", "pid": PID, "tid": ENGINE_TID, "ts": ts,
-                       "dur": max(0.0, round(_us(int(end), start_ns) - ts, 3)),
-                       "args": {"window": int(window), "span": str(span)}})  # fmt: skip
+        events.append(
+            {
+                "ph": "X",
+                "name": str(name),
+                "cat": "aten",
+                "pid": PID,
+                "tid": ENGINE_TID,
+                "ts": ts,
+                "dur": max(0.0, round(_us(int(end), start_ns) - ts, 3)),
+                "args": {"window": int(window), "span": str(span)},
+            }
+        )
     return events
 
 
@@ -214,8 +272,18 @@ def _step_events(steps: pd.DataFrame, start_ns: int) -> list[dict[str, Any]]:
     for row in steps.to_dict("records"):
         step_start, step_end = int(row["start_ns"]), int(row["end_ns"])
         ts = _us(step_start, start_ns)
-        events.append({"ph": "X", "name": "step", "cat": "engine", "pid": PID, "tid": ENGINE_TID, "ts": ts,
-                       "dur": round(_us(step_end, start_ns) - ts, 3), "args": _step_args(row)})  # fmt: skip
+        events.append(
+            {
+                "ph": "X",
+                "name": "step",
+                "cat": "engine",
+                "pid": PID,
+                "tid": ENGINE_TID,
+                "ts": ts,
+                "dur": round(_us(step_end, start_ns) - ts, 3),
+                "args": _step_args(row),
+            }
+        )
         cursor = step_start
         for column in phases:
             value = row.get(column)
@@ -226,8 +294,17 @@ def _step_events(steps: pd.DataFrame, start_ns: int) -> list[dict[str, Any]]:
             if phase_end <= cursor:
                 continue
             phase_ts = _us(cursor, start_ns)
-            events.append({"ph": "X", "name": column.removesuffix("_ms"), "cat": "phase", "pid": PID,
-                           "tid": ENGINE_TID, "ts": phase_ts, "dur": round(_us(phase_end, start_ns) - phase_ts, 3)})  # fmt: skip
+            events.append(
+                {
+                    "ph": "X",
+                    "name": column.removesuffix("_ms"),
+                    "cat": "phase",
+                    "pid": PID,
+                    "tid": ENGINE_TID,
+                    "ts": phase_ts,
+                    "dur": round(_us(phase_end, start_ns) - phase_ts, 3),
+                }
+            )
             cursor = phase_end
     return events + _counter_events(steps, start_ns)
 
@@ -245,9 +322,18 @@ def _request_events(requests: pd.DataFrame, start_ns: int) -> list[dict[str, Any
         end = finish if finish is not None else max(known)
         common = {"cat": "request", "id": f"0x{int(row.get('index', 0)):x}", "pid": PID, "tid": REQUESTS_TID}
         name = str(row.get("request_id") or f"request {row.get('index')}")
-        events.append({**common, "ph": "b", "name": name, "ts": _us(arrival, start_ns), "args": {
-            "prompt_tokens": _int(row.get("prompt_tokens")), "priority": _int(row.get("priority")),
-        }})  # fmt: skip
+        events.append(
+            {
+                **common,
+                "ph": "b",
+                "name": name,
+                "ts": _us(arrival, start_ns),
+                "args": {
+                    "prompt_tokens": _int(row.get("prompt_tokens")),
+                    "priority": _int(row.get("priority")),
+                },
+            }
+        )
         if scheduled is not None:
             # The queued interval nests inside the request's slice (same id, same category).
             events.append({**common, "ph": "b", "name": "queued", "ts": _us(arrival, start_ns)})
@@ -256,10 +342,19 @@ def _request_events(requests: pd.DataFrame, start_ns: int) -> list[dict[str, Any
             )
         if first_token is not None:
             events.append({**common, "ph": "n", "name": "first token", "ts": _us(first_token, start_ns)})
-        events.append({**common, "ph": "e", "name": name, "ts": _us(max(end, arrival), start_ns), "args": {
-            "output_tokens": _int(row.get("output_tokens")), "finish_reason": _text(row.get("finish_reason")),
-            "finished": finish is not None,
-        }})  # fmt: skip
+        events.append(
+            {
+                **common,
+                "ph": "e",
+                "name": name,
+                "ts": _us(max(end, arrival), start_ns),
+                "args": {
+                    "output_tokens": _int(row.get("output_tokens")),
+                    "finish_reason": _text(row.get("finish_reason")),
+                    "finished": finish is not None,
+                },
+            }
+        )
     return events
 
 

@@ -27,20 +27,42 @@ Target = Figure | SubFigure
 
 # Colour-blind-safe (Okabe-Ito based) and stable across charts: a component keeps its colour everywhere.
 COMPONENT_COLOURS = {
-    "scheduler": "#E69F00", "sampler": "#D55E00", "kv_alloc": "#CC79A7", "prepare": "#999933", "tokenizer": "#F0E442",
-    "detokenizer": "#8C6D31", "model_glue": "#56B4E9", "model_kernels": "#0072B2", "queue": "#009E73",
-    "d2h": "#44AA99", "api": "#7B3294", "model": "#3A8FC9", "unattributed": "#DDDDDD",
-}  # fmt: skip
+    "scheduler": "#E69F00",
+    "sampler": "#D55E00",
+    "kv_alloc": "#CC79A7",
+    "prepare": "#999933",
+    "tokenizer": "#F0E442",
+    "detokenizer": "#8C6D31",
+    "model_glue": "#56B4E9",
+    "model_kernels": "#0072B2",
+    "queue": "#009E73",
+    "d2h": "#44AA99",
+    "api": "#7B3294",
+    "model": "#3A8FC9",
+    "unattributed": "#DDDDDD",
+}
 # What a samples split calls "interpreter" when its stacks hold no native frames (py-spy without --native).
 PYTHON_OR_NATIVE = "Python or the native code it calls"
 CATEGORY_COLOURS = {
-    "interpreter": "#E69F00", "lock": "#D55E00", "allocation": "#CC79A7", "kernel": "#0072B2",
-    "idle": "#BBBBBB", "waiting": "#DDDDDD", "other": "#888888",
-}  # fmt: skip
+    "interpreter": "#E69F00",
+    "lock": "#D55E00",
+    "allocation": "#CC79A7",
+    "kernel": "#0072B2",
+    "idle": "#BBBBBB",
+    "waiting": "#DDDDDD",
+    "other": "#888888",
+}
 PHASE_COLOURS = {
-    "queue_ms": "#009E73", "scheduler_ms": "#E69F00", "kv_alloc_ms": "#CC79A7", "prepare_ms": "#999933", "model_ms": "#0072B2",
-    "sampler_ms": "#D55E00", "detokenize_ms": "#8C6D31", "tokenize_ms": "#F0E442", "other_ms": "#BBBBBB",
-}  # fmt: skip
+    "queue_ms": "#009E73",
+    "scheduler_ms": "#E69F00",
+    "kv_alloc_ms": "#CC79A7",
+    "prepare_ms": "#999933",
+    "model_ms": "#0072B2",
+    "sampler_ms": "#D55E00",
+    "detokenize_ms": "#8C6D31",
+    "tokenize_ms": "#F0E442",
+    "other_ms": "#BBBBBB",
+}
 PERCENTILE_STYLES = {"p50": ("#009E73", "--"), "p90": ("#E69F00", "-."), "p99": ("#D55E00", ":")}
 
 STYLE: dict[str, Any] = {
@@ -106,12 +128,25 @@ def _draw_component_bars(ax: Any, breakdown: dict[str, Any]) -> None:
         for name, share in shares.items():
             if share <= 0:
                 continue
-            ax.barh(position, share * 100, left=left * 100, color=COMPONENT_COLOURS[name],
-                    label=name if position == 0 or name in ("unattributed", "model") else None, edgecolor="white",
-                    linewidth=0.5)  # fmt: skip
+            ax.barh(
+                position,
+                share * 100,
+                left=left * 100,
+                color=COMPONENT_COLOURS[name],
+                label=name if position == 0 or name in ("unattributed", "model") else None,
+                edgecolor="white",
+                linewidth=0.5,
+            )
             if share >= 0.075:  # narrower segments cannot fit a label without colliding
-                ax.text((left + share / 2) * 100, position, f"{share:.0%}", ha="center", va="center", fontsize=8,
-                        color="white" if name in ("model_kernels", "sampler", "model") else "black")  # fmt: skip
+                ax.text(
+                    (left + share / 2) * 100,
+                    position,
+                    f"{share:.0%}",
+                    ha="center",
+                    va="center",
+                    fontsize=8,
+                    color="white" if name in ("model_kernels", "sampler", "model") else "black",
+                )
             left += share
     ax.set_yticks(range(len(rows)), [label for label, _ in rows])
     ax.invert_yaxis()
@@ -142,8 +177,11 @@ def component_rows(breakdown: dict[str, Any]) -> list[tuple[str, dict[str, float
     their split has one `model` share: it is drawn as that, never left as "unattributed" time."""
     methods = breakdown.get("methods") or {}
     rows = []
-    for label, split in (("spans (timed)", methods.get("spans")), ("samples (py-spy)", methods.get("samples")),
-                         ("client threads", breakdown.get("client_threads"))):  # fmt: skip
+    for label, split in (
+        ("spans (timed)", methods.get("spans")),
+        ("samples (py-spy)", methods.get("samples")),
+        ("client threads", breakdown.get("client_threads")),
+    ):
         if not split:
             continue
         recorded = split.get("components") or {}
@@ -161,8 +199,11 @@ def category_source(breakdown: dict[str, Any]) -> tuple[str, dict[str, float], b
     methods = breakdown.get("methods") or {}
     for method in ("spans", "samples"):
         split = methods.get(method) or {}
-        shares = {name: float(value) for name, value in (split.get("categories") or {}).items()
-                  if isinstance(value, (int, float)) and value > 0}  # fmt: skip
+        shares = {
+            name: float(value)
+            for name, value in (split.get("categories") or {}).items()
+            if isinstance(value, (int, float)) and value > 0
+        }
         mixed = method == "samples" and split.get("resolution") == "python"
         if mixed and (split.get("categories") or {}).get("interpreter") is None and shares:
             # Python-only samples leave interpreter and kernel unsplit: what the other categories do not
@@ -177,19 +218,37 @@ def _draw_category_donut(ax: Any, breakdown: dict[str, Any]) -> None:
     method, categories, mixed = category_source(breakdown)
     if not categories:
         ax.set_axis_off()
-        ax.text(0.5, 0.5, "no category split\nin this run", ha="center", va="center", color="#555555",
-                transform=ax.transAxes)  # fmt: skip
+        ax.text(
+            0.5,
+            0.5,
+            "no category split\nin this run",
+            ha="center",
+            va="center",
+            color="#555555",
+            transform=ax.transAxes,
+        )
         ax.set_title("Categories")
         return
     shares = [(name, categories[name]) for name in CATEGORIES if name in categories]
     wedges, _ = ax.pie(
-        [share for _, share in shares], colors=[CATEGORY_COLOURS[name] for name, _ in shares],
-        startangle=90, counterclock=False, wedgeprops={"width": 0.3, "edgecolor": "white"},
-    )  # fmt: skip
+        [share for _, share in shares],
+        colors=[CATEGORY_COLOURS[name] for name, _ in shares],
+        startangle=90,
+        counterclock=False,
+        wedgeprops={"width": 0.3, "edgecolor": "white"},
+    )
     # The long name on two lines: a wide legend would squeeze the donut to nothing.
-    names = ["Python or the native\ncode it calls" if mixed and name == "interpreter" else name for name, _ in shares]
-    ax.legend(wedges, [f"{name} {share:.1%}" for name, (_, share) in zip(names, shares)], loc="center left",
-              bbox_to_anchor=(0.92, 0.5), fontsize=8)  # fmt: skip
+    names = [
+        "Python or the native\ncode it calls" if mixed and name == "interpreter" else name
+        for name, _ in shares
+    ]
+    ax.legend(
+        wedges,
+        [f"{name} {share:.1%}" for name, (_, share) in zip(names, shares)],
+        loc="center left",
+        bbox_to_anchor=(0.92, 0.5),
+        fontsize=8,
+    )
     interpreter = categories.get("interpreter")
     if interpreter is not None:
         what = "Python or\nnative" if mixed else "interpreter"
@@ -204,9 +263,13 @@ def draw_timeline(target: Target, timeline: pd.DataFrame, end_s: float | None = 
     step_ax, batch_ax, kv_ax = target.subplots(3, 1, sharex=True, height_ratios=[2.2, 1, 1])
     phases = [c for c in timeline.columns if c.endswith("_ms")]
     if phases:
-        step_ax.stackplot(timeline["t_s"], *[timeline[c] for c in phases],
-                          labels=[c.removesuffix("_ms").replace("other", "outside spans") for c in phases],
-                          colors=[PHASE_COLOURS.get(c, "#999999") for c in phases], linewidth=0)  # fmt: skip
+        step_ax.stackplot(
+            timeline["t_s"],
+            *[timeline[c] for c in phases],
+            labels=[c.removesuffix("_ms").replace("other", "outside spans") for c in phases],
+            colors=[PHASE_COLOURS.get(c, "#999999") for c in phases],
+            linewidth=0,
+        )
         # Above the axes, not beside them: the axes then span the width, as the request timeline's do;
         # in rows of at most five, so that nine phases still fit a portrait page.
         target.legend(loc="outside upper center", ncol=min(len(phases), 5), fontsize=8)
@@ -231,7 +294,9 @@ def draw_timeline(target: Target, timeline: pd.DataFrame, end_s: float | None = 
     kv_ax.set_xlabel("seconds since the run started")
 
 
-def draw_latency_cdfs(target: Target, samples: dict[str, np.ndarray], slo: dict[str, float] | None = None) -> None:
+def draw_latency_cdfs(
+    target: Target, samples: dict[str, np.ndarray], slo: dict[str, float] | None = None
+) -> None:
     """One CDF per latency (TTFT, TPOT, ITL, E2E) with p50/p90/p99 marked and, where the scenario set
     one, the SLO target as a solid red line with the share of requests within it."""
     axes = target.subplots(2, 2).ravel()
@@ -239,7 +304,9 @@ def draw_latency_cdfs(target: Target, samples: dict[str, np.ndarray], slo: dict[
         label = LATENCY_LABELS.get(name, name)
         ax.set_title(f"{label} ({values.size:,} samples)")
         ax.set_xlabel("ms")
-        ax.xaxis.set_major_locator(MaxNLocator(nbins=5, min_n_ticks=3))  # 30,000 ms labels stay apart at half-page width
+        ax.xaxis.set_major_locator(
+            MaxNLocator(nbins=5, min_n_ticks=3)
+        )  # 30,000 ms labels stay apart at half-page width
         ax.set_ylim(0, 1.02)
         if values.size == 0:
             ax.text(0.5, 0.5, "no samples", ha="center", va="center", transform=ax.transAxes)
@@ -267,12 +334,15 @@ def _draw_slo(ax: Any, values: np.ndarray, target_ms: float) -> None:
     high = max(float(values.max()), target_ms) * 1.04
     low = min(float(values.min()), target_ms)
     ax.axvspan(target_ms, high, color=SLO_COLOUR, alpha=0.07, linewidth=0)
-    ax.axvline(target_ms, color=SLO_COLOUR, linewidth=1.8,
-               label=f"SLO {fmt_ms(target_ms)}: {within:.1%} within")  # fmt: skip
+    ax.axvline(
+        target_ms, color=SLO_COLOUR, linewidth=1.8, label=f"SLO {fmt_ms(target_ms)}: {within:.1%} within"
+    )
     ax.set_xlim(min(ax.get_xlim()[0], low), high)
 
 
-def draw_predictions(target: Target, predictions: dict[str, dict[str, Any]], noise: float | None = None) -> None:
+def draw_predictions(
+    target: Target, predictions: dict[str, dict[str, Any]], noise: float | None = None
+) -> None:
     """Predicted (Amdahl) vs measured end-to-end gain of each native path; `noise` (a fraction: how far
     --verify's Python runs differ) is shaded, and measured gains inside it are labelled so."""
     ax = target.subplots()
@@ -281,15 +351,35 @@ def draw_predictions(target: Target, predictions: dict[str, dict[str, Any]], noi
     predicted = [100 * float(predictions[n].get("predicted_gain") or 0.0) for n in names]
     measured = [predictions[n].get("measured_gain") for n in names]
     # The prediction's 95% interval, from the replayed speedup's (an interval only where both ends were measured).
-    spans = [(predictions[n].get("predicted_gain_low"), predictions[n].get("predicted_gain_high")) for n in names]
-    errors = np.array([[max(0.0, p - 100 * low), max(0.0, 100 * high - p)] if low is not None and high is not None
-                       else [0.0, 0.0] for p, (low, high) in zip(predicted, spans)]).T  # fmt: skip
-    bars = ax.barh(positions - 0.2, predicted, height=0.38, color="#56B4E9", label="predicted",
-                   xerr=errors if errors.any() else None, error_kw={"elinewidth": 1, "capsize": 2})  # fmt: skip
+    spans = [
+        (predictions[n].get("predicted_gain_low"), predictions[n].get("predicted_gain_high")) for n in names
+    ]
+    errors = np.array(
+        [
+            [max(0.0, p - 100 * low), max(0.0, 100 * high - p)]
+            if low is not None and high is not None
+            else [0.0, 0.0]
+            for p, (low, high) in zip(predicted, spans)
+        ]
+    ).T
+    bars = ax.barh(
+        positions - 0.2,
+        predicted,
+        height=0.38,
+        color="#56B4E9",
+        label="predicted",
+        xerr=errors if errors.any() else None,
+        error_kw={"elinewidth": 1, "capsize": 2},
+    )
     ax.bar_label(bars, [fmt_gain(v / 100) for v in predicted], padding=3, fontsize=8)
     if any(value is not None for value in measured):
-        bars = ax.barh(positions + 0.2, [100 * float(v) if v is not None else 0.0 for v in measured], height=0.38,
-                       color="#0072B2", label="measured")  # fmt: skip
+        bars = ax.barh(
+            positions + 0.2,
+            [100 * float(v) if v is not None else 0.0 for v in measured],
+            height=0.38,
+            color="#0072B2",
+            label="measured",
+        )
         labels = [_measured_label(value, noise) for value in measured]
         ax.bar_label(bars, labels, padding=3, fontsize=8)
     else:
@@ -299,13 +389,21 @@ def draw_predictions(target: Target, predictions: dict[str, dict[str, Any]], noi
     title = "Native path gains: predicted vs measured"
     if noise is not None:
         low, high = ax.get_xlim()
-        ax.axvspan(-noise * 100, noise * 100, color="#999999", alpha=0.18, linewidth=0,
-                   label=f"noise: Python runs differ by {noise:.1%}")  # fmt: skip
+        ax.axvspan(
+            -noise * 100,
+            noise * 100,
+            color="#999999",
+            alpha=0.18,
+            linewidth=0,
+            label=f"noise: Python runs differ by {noise:.1%}",
+        )
         ax.set_xlim(low, high)  # a wide noise band shades the whole chart rather than shrinking the bars
         if noise * 100 >= max(abs(low), abs(high)):
             title += f" (noise {noise:.0%} exceeds every gain shown)"
     ax.set_yticks(positions, names)
-    ax.set_ylim(len(names) - 0.35, -0.65)  # room under the last bar for its "not measured" label; top row first
+    ax.set_ylim(
+        len(names) - 0.35, -0.65
+    )  # room under the last bar for its "not measured" label; top row first
     ax.set_xlabel("end-to-end throughput gain, %")
     ax.set_title(title)
     ax.grid(axis="y", visible=False)

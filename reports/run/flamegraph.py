@@ -26,9 +26,14 @@ MIN_FRACTION = 0.001  # frames narrower than this share of their group are left 
 MAX_FRAMES = 1500  # per group: the widest are kept (a parent is never narrower than its children)
 NO_COMPONENT = "no component"  # a stack the classifier attributed to none (or a run without labels)
 MIXED = "several components"  # a caller whose samples are spread over components: the engine loop, the root
-OWN_COMPONENT = 0.75  # a frame takes a component's colour when at least this share of its samples is that component's
-COLOURS = {**{name: colour for name, colour in COMPONENT_COLOURS.items() if name != "unattributed"},
-           NO_COMPONENT: "#C9CFD6", MIXED: "#E8EAED"}  # fmt: skip
+OWN_COMPONENT = (
+    0.75  # a frame takes a component's colour when at least this share of its samples is that component's
+)
+COLOURS = {
+    **{name: colour for name, colour in COMPONENT_COLOURS.items() if name != "unattributed"},
+    NO_COMPONENT: "#C9CFD6",
+    MIXED: "#E8EAED",
+}
 DARK = ("model_kernels", "sampler", "api", "model", "detokenizer")  # colours that need white text
 SCRIPT = Path(__file__).parents[1] / "templates" / "flamegraph.js"
 
@@ -118,18 +123,24 @@ def render_flamegraph(groups: list[ThreadGroup]) -> Markup:
     parts = ['<div class="flame-tabs" role="tablist">']
     for index, group in enumerate(groups):
         selected = "true" if index == 0 else "false"
-        parts.append(f'<button type="button" role="tab" data-thread="{index}" aria-selected="{selected}">'
-                     f"{escape(group.label)}</button>")  # fmt: skip
+        parts.append(
+            f'<button type="button" role="tab" data-thread="{index}" aria-selected="{selected}">'
+            f"{escape(group.label)}</button>"
+        )
     parts.append("</div>")
     for index, group in enumerate(groups):
         hidden = "" if index == 0 else " hidden"
         parts.append(f'<div class="flame-pane" data-thread="{index}"{hidden}>{_svg(group, index)}</div>')
     parts.append(_legend(groups))
     if python_only(groups):
-        parts.append('<p class="caption">Python stacks only (py-spy without --native, the default profile): a '
-                     "frame's time is its Python line or the native code it calls, which this view cannot tell "
-                     "apart; <code>--profile deep</code> records native frames.</p>")  # fmt: skip
-    parts.append('<p class="flame-status caption" aria-live="polite">Whole thread shown. Click a frame to zoom in.</p>')
+        parts.append(
+            '<p class="caption">Python stacks only (py-spy without --native, the default profile): a '
+            "frame's time is its Python line or the native code it calls, which this view cannot tell "
+            "apart; <code>--profile deep</code> records native frames.</p>"
+        )
+    parts.append(
+        '<p class="flame-status caption" aria-live="polite">Whole thread shown. Click a frame to zoom in.</p>'
+    )
     return Markup("\n".join(parts))
 
 
@@ -144,13 +155,17 @@ def _svg(group: ThreadGroup, index: int) -> str:
     depth = max((box.depth for box in boxes), default=0) + 1
     frames = [_frame(box, group, mixed) for box in boxes]
     label = escape(f"flame graph of {group.label}")
-    return (f'<svg class="flame" data-thread="{index}" viewBox="0 0 {WIDTH} {depth * ROW}" width="100%" '
-            f'role="img" aria-label="{label}" font-family="DejaVu Sans Mono, monospace" font-size="11">'
-            + "".join(frames) + "</svg>")  # fmt: skip
+    return (
+        f'<svg class="flame" data-thread="{index}" viewBox="0 0 {WIDTH} {depth * ROW}" width="100%" '
+        f'role="img" aria-label="{label}" font-family="DejaVu Sans Mono, monospace" font-size="11">'
+        + "".join(frames)
+        + "</svg>"
+    )
 
 
 def category_mix(node: FlameNode, mixed: bool) -> str:
     """'interpreter 80%, lock 20%' (each name as a reader should read it) for a frame's tooltip."""
+
     def name(category: str) -> str:
         return PYTHON_OR_NATIVE if mixed and category == "interpreter" else category
 
@@ -165,17 +180,23 @@ def _frame(box: Box, group: ThreadGroup, mixed: bool = False) -> str:
     component = node.component
     x, width, y = box.x * WIDTH, box.width * WIDTH, box.depth * ROW
     parts = ", ".join(f"{part} {count / node.total:.0%}" for part, count in node.components.most_common(3))
-    tooltip = (f"{name}" + (f" ({where})" if where else "") + f"\n{node.total:,} samples, {share:.1%} of the thread;"
-               f" self {node.self_count / group.samples:.1%}\ncomponent: {parts}\n{category_mix(node, mixed)}")  # fmt: skip
+    tooltip = (
+        f"{name}" + (f" ({where})" if where else "") + f"\n{node.total:,} samples, {share:.1%} of the thread;"
+        f" self {node.self_count / group.samples:.1%}\ncomponent: {parts}\n{category_mix(node, mixed)}"
+    )
     text_colour = "#ffffff" if component in DARK else "#1d2330"
     text = _fit(name, width)
-    label = (f'<text x="{x + 3:.1f}" y="{y + 12.5:.1f}" fill="{text_colour}">{escape(text)}</text>' if text else "")
-    return (f'<g class="frame" data-x="{box.x:.6g}" data-w="{box.width:.6g}" data-depth="{box.depth}" '
-            f'data-name="{escape(name)}" data-where="{escape(where)}" data-share="{share:.1%}" '
-            f'data-component="{component}" data-category="{node.category}">'
-            f'<title>{escape(tooltip)}</title>'
-            f'<rect x="{x:.1f}" y="{y:.0f}" width="{max(width - 0.5, 0.1):.1f}" height="{ROW - 1}" rx="1.5" '
-            f'fill="{COLOURS[component]}"/>{label}</g>')  # fmt: skip
+    label = (
+        f'<text x="{x + 3:.1f}" y="{y + 12.5:.1f}" fill="{text_colour}">{escape(text)}</text>' if text else ""
+    )
+    return (
+        f'<g class="frame" data-x="{box.x:.6g}" data-w="{box.width:.6g}" data-depth="{box.depth}" '
+        f'data-name="{escape(name)}" data-where="{escape(where)}" data-share="{share:.1%}" '
+        f'data-component="{component}" data-category="{node.category}">'
+        f"<title>{escape(tooltip)}</title>"
+        f'<rect x="{x:.1f}" y="{y:.0f}" width="{max(width - 0.5, 0.1):.1f}" height="{ROW - 1}" rx="1.5" '
+        f'fill="{COLOURS[component]}"/>{label}</g>'
+    )
 
 
 def _fit(name: str, width: float, char: float = 6.4, pad: float = 3.0) -> str:
@@ -197,10 +218,17 @@ def group_components(groups: list[ThreadGroup]) -> Counter[str]:
 
 def _legend(groups: list[ThreadGroup]) -> str:
     seen = set(group_components(groups)) | {MIXED}
-    items = [f'<span class="swatch" style="background:{COLOURS[name]}"></span>{name}' for name in COLOURS if name in seen]
-    return (f'<p class="flame-legend caption">Colour: the component at least {OWN_COMPONENT:.0%} of a frame\'s samples '
-            "were attributed to (hover a frame for its categories). " + " ".join(f'<span class="legend-item">{item}</span>' for item in items)
-            + "</p>")  # fmt: skip
+    items = [
+        f'<span class="swatch" style="background:{COLOURS[name]}"></span>{name}'
+        for name in COLOURS
+        if name in seen
+    ]
+    return (
+        f'<p class="flame-legend caption">Colour: the component at least {OWN_COMPONENT:.0%} of a frame\'s samples '
+        "were attributed to (hover a frame for its categories). "
+        + " ".join(f'<span class="legend-item">{item}</span>' for item in items)
+        + "</p>"
+    )
 
 
 @lru_cache(maxsize=1)
@@ -219,8 +247,17 @@ def draw_flamegraph(target: Target, group: ThreadGroup, max_depth: int = 40) -> 
         ax.add_patch(_rectangle(box, COLOURS[box.node.component]))
         text = _fit(frame_label(box.node, group), box.width * 1000, char=7.5)
         if text:
-            ax.text(box.x + 0.002, box.depth + 0.5, text, va="center", ha="left", fontsize=5.5, clip_on=True,
-                    color="white" if box.node.component in DARK else "#1d2330", family="DejaVu Sans Mono")  # fmt: skip
+            ax.text(
+                box.x + 0.002,
+                box.depth + 0.5,
+                text,
+                va="center",
+                ha="left",
+                fontsize=5.5,
+                clip_on=True,
+                color="white" if box.node.component in DARK else "#1d2330",
+                family="DejaVu Sans Mono",
+            )
     depth = max((box.depth for box in boxes), default=0) + 1
     ax.set_xlim(0, 1)
     ax.set_ylim(depth, 0)
@@ -230,10 +267,18 @@ def draw_flamegraph(target: Target, group: ThreadGroup, max_depth: int = 40) -> 
 
     present = set(group_components([group])) | {MIXED}
     handles = [Patch(color=COLOURS[name], label=name) for name in COLOURS if name in present]
-    title = "colour: component" + ("; a frame's time is its Python line or the native code it calls"
-                                   if python_only([group]) else "")  # fmt: skip
-    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(len(handles), 6), fontsize=7,
-              title=title, title_fontsize=7)  # fmt: skip
+    title = "colour: component" + (
+        "; a frame's time is its Python line or the native code it calls" if python_only([group]) else ""
+    )
+    ax.legend(
+        handles=handles,
+        loc="upper center",
+        bbox_to_anchor=(0.5, 0.0),
+        ncol=min(len(handles), 6),
+        fontsize=7,
+        title=title,
+        title_fontsize=7,
+    )
 
 
 def _rectangle(box: Box, colour: str):

@@ -19,8 +19,10 @@ def top_frames_table(group: ThreadGroup | None, *, per_kind: int = 4, min_share:
     anywhere on the stack. Both are shares of the thread's samples. Components under `min_share`
     are left out.
     """
-    table = Table("Top frames of the engine thread (py-spy samples)",
-                  ["component", "kind", "function", "where", "self", "total"])  # fmt: skip
+    table = Table(
+        "Top frames of the engine thread (py-spy samples)",
+        ["component", "kind", "function", "where", "self", "total"],
+    )
     if group is None or not group.samples:
         table.note = "no py-spy samples of the engine thread in this run"
         return table
@@ -38,13 +40,23 @@ def top_frames_table(group: ThreadGroup | None, *, per_kind: int = 4, min_share:
         for kind, python in (("python", True), ("native", False)):
             for frame, self_count, total in hottest(stacks, python=python)[:per_kind]:
                 label = f"{component} ({fmt_pct(share, 0)})" if first else ""
-                table.rows.append([label, kind, frame.function, frame.where,
-                                   fmt_pct(self_count / thread_samples), fmt_pct(total / thread_samples)])  # fmt: skip
+                table.rows.append(
+                    [
+                        label,
+                        kind,
+                        frame.function,
+                        frame.where,
+                        fmt_pct(self_count / thread_samples),
+                        fmt_pct(total / thread_samples),
+                    ]
+                )
                 first = False
     notes = []
     if not any(not frame.python for stack in group.stacks for frame in stack.frames):
-        notes.append("no native stacks in this run (py-spy without --native): a Python frame's self time is its line "
-                     "or the native code it calls; --profile deep tells them apart")  # fmt: skip
+        notes.append(
+            "no native stacks in this run (py-spy without --native): a Python frame's self time is its line "
+            "or the native code it calls; --profile deep tells them apart"
+        )
     if not any(stack.category != "unclassified" for stack in group.stacks):
         notes.append("this run has no sample_labels.csv: stacks are not split by component")
     table.note = "; ".join(notes) or None

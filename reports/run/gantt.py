@@ -39,17 +39,27 @@ class RequestTimeline:
         return len(self.rows) < self.total
 
 
-def request_timeline(run: RunData, start_ns: int, max_rows: int = MAX_ROWS, bins: int = 300) -> RequestTimeline | None:
+def request_timeline(
+    run: RunData, start_ns: int, max_rows: int = MAX_ROWS, bins: int = 300
+) -> RequestTimeline | None:
     """The timeline of a run's requests, or None when it recorded none with an arrival time."""
     requests = run.requests
     if requests.empty or "arrival_ns" not in requests:
         return None
-    times = pd.DataFrame({
-        name: (pd.to_numeric(requests.get(column), errors="coerce") - start_ns) / 1e9
-        for name, column in (("arrival", "arrival_ns"), ("scheduled", "scheduled_ns"),
-                             ("first", "first_token_ns"), ("finish", "finish_ns"))
-    })  # fmt: skip
-    times["preemptions"] = pd.to_numeric(requests.get("num_preemptions", 0), errors="coerce").fillna(0).astype(int)
+    times = pd.DataFrame(
+        {
+            name: (pd.to_numeric(requests.get(column), errors="coerce") - start_ns) / 1e9
+            for name, column in (
+                ("arrival", "arrival_ns"),
+                ("scheduled", "scheduled_ns"),
+                ("first", "first_token_ns"),
+                ("finish", "finish_ns"),
+            )
+        }
+    )
+    times["preemptions"] = (
+        pd.to_numeric(requests.get("num_preemptions", 0), errors="coerce").fillna(0).astype(int)
+    )
     times["ok"] = flag(requests["ok"], True) if "ok" in requests else True
     times = times.dropna(subset=["arrival"]).sort_values("arrival", kind="stable").reset_index(drop=True)
     if times.empty:
@@ -62,8 +72,13 @@ def request_timeline(run: RunData, start_ns: int, max_rows: int = MAX_ROWS, bins
     if not steps.empty and "preemptions" in steps and "start_ns" in steps:
         hit = pd.to_numeric(steps["preemptions"], errors="coerce").fillna(0) > 0
         preempted_at = (steps.loc[hit, "start_ns"].to_numpy(dtype=float) - start_ns) / 1e9
-    return RequestTimeline(rows=_sample(times, max_rows), total=len(times), states=_states(times, end_s, bins),
-                           preemptions_s=preempted_at, end_s=end_s)  # fmt: skip
+    return RequestTimeline(
+        rows=_sample(times, max_rows),
+        total=len(times),
+        states=_states(times, end_s, bins),
+        preemptions_s=preempted_at,
+        end_s=end_s,
+    )
 
 
 def _end_s(run: RunData, start_ns: int, times: pd.DataFrame) -> float:
@@ -93,8 +108,14 @@ def _states(times: pd.DataFrame, end_s: float, bins: int) -> pd.DataFrame:
     def within(low: np.ndarray, high: np.ndarray) -> np.ndarray:
         return ((low[None, :] <= t[:, None]) & (t[:, None] < high[None, :])).sum(axis=1)
 
-    return pd.DataFrame({"t_s": t, "queued": within(arrival, scheduled), "prefill": within(scheduled, first),
-                         "decode": within(first, finish)})  # fmt: skip
+    return pd.DataFrame(
+        {
+            "t_s": t,
+            "queued": within(arrival, scheduled),
+            "prefill": within(scheduled, first),
+            "decode": within(first, finish),
+        }
+    )
 
 
 def draw_request_timeline(target: Target, timeline: RequestTimeline) -> None:
@@ -104,38 +125,76 @@ def draw_request_timeline(target: Target, timeline: RequestTimeline) -> None:
     y = np.arange(len(rows))
     scheduled = rows["scheduled"].fillna(rows["finish"])
     first = rows["first"].fillna(rows["finish"])
-    for state, left, right in (("queued", rows["arrival"], scheduled), ("prefill", scheduled, first),
-                               ("decode", first, rows["finish"])):  # fmt: skip
+    for state, left, right in (
+        ("queued", rows["arrival"], scheduled),
+        ("prefill", scheduled, first),
+        ("decode", first, rows["finish"]),
+    ):
         width = (right - left).clip(lower=0)
         gantt_ax.barh(y, width, left=left, height=0.82, color=STATE_COLOURS[state], linewidth=0, label=state)
     preempted = rows["preemptions"] > 0
     if preempted.any():
-        gantt_ax.scatter(rows.loc[preempted, "finish"], y[preempted], marker="x", s=14, color=PREEMPTION_COLOUR,
-                         linewidths=1, zorder=3, label="preempted (recomputed)")  # fmt: skip
+        gantt_ax.scatter(
+            rows.loc[preempted, "finish"],
+            y[preempted],
+            marker="x",
+            s=14,
+            color=PREEMPTION_COLOUR,
+            linewidths=1,
+            zorder=3,
+            label="preempted (recomputed)",
+        )
     failed = ~rows["ok"].astype(bool)
     if failed.any():
-        gantt_ax.scatter(rows.loc[failed, "finish"], y[failed], marker="|", s=30, color="#1d2330", zorder=3,
-                         label="failed or aborted")  # fmt: skip
+        gantt_ax.scatter(
+            rows.loc[failed, "finish"],
+            y[failed],
+            marker="|",
+            s=30,
+            color="#1d2330",
+            zorder=3,
+            label="failed or aborted",
+        )
     gantt_ax.set_ylim(len(rows) - 0.5, -0.5)
     gantt_ax.set_ylabel("requests, by arrival")
-    shown = f"every request ({timeline.total:,})" if not timeline.sampled else (
-        f"{len(rows):,} of {timeline.total:,} requests (evenly by arrival, preempted ones kept)")  # fmt: skip
+    shown = (
+        f"every request ({timeline.total:,})"
+        if not timeline.sampled
+        else (f"{len(rows):,} of {timeline.total:,} requests (evenly by arrival, preempted ones kept)")
+    )
     gantt_ax.set_title(f"Requests over the run: {shown}")
     gantt_ax.grid(axis="y", visible=False)
 
     states = timeline.states
-    states_ax.stackplot(states["t_s"], states["queued"], states["prefill"], states["decode"],
-                        colors=[STATE_COLOURS[name] for name in ("queued", "prefill", "decode")],
-                        labels=["queued", "prefill", "decode"], linewidth=0)  # fmt: skip
+    states_ax.stackplot(
+        states["t_s"],
+        states["queued"],
+        states["prefill"],
+        states["decode"],
+        colors=[STATE_COLOURS[name] for name in ("queued", "prefill", "decode")],
+        labels=["queued", "prefill", "decode"],
+        linewidth=0,
+    )
     if timeline.preemptions_s.size:
-        states_ax.plot(timeline.preemptions_s, np.zeros_like(timeline.preemptions_s), "|", color=PREEMPTION_COLOUR,
-                       markersize=10, clip_on=False, label=f"preemption ({timeline.preemptions_s.size:,} steps)")  # fmt: skip
+        states_ax.plot(
+            timeline.preemptions_s,
+            np.zeros_like(timeline.preemptions_s),
+            "|",
+            color=PREEMPTION_COLOUR,
+            markersize=10,
+            clip_on=False,
+            label=f"preemption ({timeline.preemptions_s.size:,} steps)",
+        )
     states_ax.set_ylabel("requests")
     states_ax.set_xlabel("seconds since the run started")
     states_ax.set_xlim(0, timeline.end_s)
     # One legend above both panels (the step timeline's sits above it too, so their time axes line up).
     handles, labels = gantt_ax.get_legend_handles_labels()
-    extra = [(h, label) for h, label in zip(*states_ax.get_legend_handles_labels()) if label.startswith("preemption")]
+    extra = [
+        (h, label)
+        for h, label in zip(*states_ax.get_legend_handles_labels())
+        if label.startswith("preemption")
+    ]
     handles += [h for h, _ in extra]
     labels += [label for _, label in extra]
     target.legend(handles, labels, loc="outside upper center", ncol=len(labels), fontsize=8)

@@ -22,7 +22,11 @@ REPORT_NAME = "report.html"
 # Files a reader may want next to the report, with what each one is for.
 LINKED_FILES = (
     ("trace", "trace.json", "Chrome/Perfetto trace: open in ui.perfetto.dev"),
-    ("speedscope", "speedscope.json", "the py-spy profile per thread group, engine thread first: open in speedscope.app"),
+    (
+        "speedscope",
+        "speedscope.json",
+        "the py-spy profile per thread group, engine thread first: open in speedscope.app",
+    ),
     ("samples", "samples.txt", "py-spy's raw stacks"),
     ("sample_labels", "sample_labels.csv", "each stack's category and component"),
     ("spans", "spans.csv", "the engine thread's spans at their real times"),
@@ -72,9 +76,13 @@ def render_html(data: ReportData) -> str:
         gpu=summary.gpu_table(result),
         latency=summary.latency_table(result),
         throughput=summary.throughput_table(result),
-        predictions=_without_note(summary.predictions_table(result)) if summary.noise_warning(result) else summary.predictions_table(result),
+        predictions=_without_note(summary.predictions_table(result))
+        if summary.noise_warning(result)
+        else summary.predictions_table(result),
         noise_warning=summary.noise_warning(result),
-        slo_text=", ".join(f"{LATENCY_LABELS[name]} {fmt_ms(value)}" for name, value in data.slo.targets.items()),
+        slo_text=", ".join(
+            f"{LATENCY_LABELS[name]} {fmt_ms(value)}" for name, value in data.slo.targets.items()
+        ),
         engine=summary.engine_table(result),
         collectors=summary.collectors_table(result),
         config=_key_value_table("Configuration", config),
@@ -96,19 +104,51 @@ def _charts(data: ReportData) -> dict[str, str | None]:
     has_latency = any(values.size for values in data.latencies.values())
     requests = gantt.request_timeline(data.run, data.start_ns)
     return {
-        "requests": charts.draw_with(gantt.draw_request_timeline, requests, width=10, height=6.2,
-                                     label="request timeline") if requests else None,
-        "time_split": charts.draw_with(charts.draw_time_split, result.breakdown, width=10, height=3.4,
-                                       label="time split by component and category") if result.breakdown else None,
-        "timeline": charts.draw_with(charts.draw_timeline, data.timeline, requests.end_s if requests else None,
-                                     width=10, height=5.6,
-                                     label="per-step timeline") if not data.timeline.empty else None,
-        "latency": charts.draw_with(charts.draw_latency_cdfs, data.latencies, data.slo.targets, width=10, height=5.6,
-                                    label="latency distributions") if has_latency else None,
-        "predictions": charts.draw_with(charts.draw_predictions, predictions, summary.verify_noise(result),
-                                        width=10, height=0.8 + 0.42 * len(predictions),
-                                        label="predicted versus measured native gains") if predictions else None,
-    }  # fmt: skip
+        "requests": charts.draw_with(
+            gantt.draw_request_timeline, requests, width=10, height=6.2, label="request timeline"
+        )
+        if requests
+        else None,
+        "time_split": charts.draw_with(
+            charts.draw_time_split,
+            result.breakdown,
+            width=10,
+            height=3.4,
+            label="time split by component and category",
+        )
+        if result.breakdown
+        else None,
+        "timeline": charts.draw_with(
+            charts.draw_timeline,
+            data.timeline,
+            requests.end_s if requests else None,
+            width=10,
+            height=5.6,
+            label="per-step timeline",
+        )
+        if not data.timeline.empty
+        else None,
+        "latency": charts.draw_with(
+            charts.draw_latency_cdfs,
+            data.latencies,
+            data.slo.targets,
+            width=10,
+            height=5.6,
+            label="latency distributions",
+        )
+        if has_latency
+        else None,
+        "predictions": charts.draw_with(
+            charts.draw_predictions,
+            predictions,
+            summary.verify_noise(result),
+            width=10,
+            height=0.8 + 0.42 * len(predictions),
+            label="predicted versus measured native gains",
+        )
+        if predictions
+        else None,
+    }
 
 
 def _without_note(table: Table) -> Table:

@@ -74,9 +74,15 @@ def _title_page(pages: TextPages, data: ReportData, title: str, missing: list[st
         pages.line(f"Not in this report: {note}", "muted", colour="#5b6475")
     pages.space(12)
     pages.table(
-        Table("Key figures", ["figure", "value", ""], rows=[
-            [figure.label, figure.value, figure.detail or ""] for figure in summary.key_figures(result, data.slo)
-        ]), text_columns=(2,)
+        Table(
+            "Key figures",
+            ["figure", "value", ""],
+            rows=[
+                [figure.label, figure.value, figure.detail or ""]
+                for figure in summary.key_figures(result, data.slo)
+            ],
+        ),
+        text_columns=(2,),
     )
     for optional in (summary.target_table(result), processes_table(result), summary.gpu_table(result)):
         if optional is not None:
@@ -111,25 +117,59 @@ def _chart_plan(data: ReportData) -> tuple[list[list[PlannedChart]], list[str]]:
     time_split = summary.time_split_table(result)
     requests = gantt.request_timeline(data.run, data.start_ns)
     planned = [
-        PlannedChart("Where the engine thread's time goes", charts.draw_time_split, result.breakdown, 3.6,
-                     None if result.breakdown else f"time split not measured ({why_not_measured(result, 'breakdown')})",
-                     with_next=True),
-        PlannedChart("", _draw_table_text, time_split, table_height(time_split),
-                     None if time_split.rows and result.breakdown else "time split table: no data"),
-        PlannedChart("Native paths", partial(charts.draw_predictions, noise=summary.verify_noise(result)),
-                     predictions, 1.3 + 0.45 * len(predictions),
-                     None if predictions else f"native path predictions ({why_not_measured(result, 'verdict')})"),
-        PlannedChart("Over the run", partial(charts.draw_timeline, end_s=requests.end_s if requests else None),
-                     data.timeline, 5.0, None if not data.timeline.empty else "timeline: the run recorded no steps"),
-        PlannedChart("Latency distributions (finished, non-warm-up requests)",
-                     partial(charts.draw_latency_cdfs, slo=data.slo.targets),
-                     data.latencies, 5.0, None if has_latency else "latency distributions: no finished requests"),
-        PlannedChart("Requests over the run", gantt.draw_request_timeline, requests, 7.0,
-                     None if requests else "request timeline: the run recorded no requests"),
-        PlannedChart("Where the engine thread's samples are (py-spy)", flamegraph.draw_flamegraph,
-                     data.engine_thread, _flame_height(data.engine_thread),
-                     None if data.engine_thread else f"flame graph ({why_not_measured(result, 'samples')})"),
-    ]  # fmt: skip
+        PlannedChart(
+            "Where the engine thread's time goes",
+            charts.draw_time_split,
+            result.breakdown,
+            3.6,
+            None
+            if result.breakdown
+            else f"time split not measured ({why_not_measured(result, 'breakdown')})",
+            with_next=True,
+        ),
+        PlannedChart(
+            "",
+            _draw_table_text,
+            time_split,
+            table_height(time_split),
+            None if time_split.rows and result.breakdown else "time split table: no data",
+        ),
+        PlannedChart(
+            "Native paths",
+            partial(charts.draw_predictions, noise=summary.verify_noise(result)),
+            predictions,
+            1.3 + 0.45 * len(predictions),
+            None if predictions else f"native path predictions ({why_not_measured(result, 'verdict')})",
+        ),
+        PlannedChart(
+            "Over the run",
+            partial(charts.draw_timeline, end_s=requests.end_s if requests else None),
+            data.timeline,
+            5.0,
+            None if not data.timeline.empty else "timeline: the run recorded no steps",
+        ),
+        PlannedChart(
+            "Latency distributions (finished, non-warm-up requests)",
+            partial(charts.draw_latency_cdfs, slo=data.slo.targets),
+            data.latencies,
+            5.0,
+            None if has_latency else "latency distributions: no finished requests",
+        ),
+        PlannedChart(
+            "Requests over the run",
+            gantt.draw_request_timeline,
+            requests,
+            7.0,
+            None if requests else "request timeline: the run recorded no requests",
+        ),
+        PlannedChart(
+            "Where the engine thread's samples are (py-spy)",
+            flamegraph.draw_flamegraph,
+            data.engine_thread,
+            _flame_height(data.engine_thread),
+            None if data.engine_thread else f"flame graph ({why_not_measured(result, 'samples')})",
+        ),
+    ]
     drawn = [chart for chart in planned if chart.missing is None]
     # The table under the time-split chart goes with it; its absence needs no second note.
     missing = [chart.missing for chart in planned if chart.missing is not None and chart.heading]
@@ -182,11 +222,19 @@ def _chart_pages(pdf: PdfPages, pages: list[list[PlannedChart]]) -> None:
         for chart in page_charts:
             ratios += [HEADING_IN, chart.height] if chart.heading else [chart.height]
         spare = max(0.0, PAGE_HEIGHT_IN - sum(ratios))
-        areas = iter(page.subfigures(len(ratios) + (1 if spare else 0), 1, squeeze=False,
-                                     height_ratios=ratios + ([spare] if spare else []))[:, 0])  # fmt: skip
+        areas = iter(
+            page.subfigures(
+                len(ratios) + (1 if spare else 0),
+                1,
+                squeeze=False,
+                height_ratios=ratios + ([spare] if spare else []),
+            )[:, 0]
+        )
         for chart in page_charts:
             if chart.heading:
-                next(areas).text(0.0, 0.5, chart.heading, fontsize=12, fontweight="bold", ha="left", va="center")
+                next(areas).text(
+                    0.0, 0.5, chart.heading, fontsize=12, fontweight="bold", ha="left", va="center"
+                )
             chart.draw(next(areas), chart.payload)
         pdf.savefig(page)
 
@@ -197,8 +245,16 @@ def _draw_table_text(area: SubFigure, table: Table) -> None:
     for index, text in enumerate([table.title, *table_lines(table)]):
         # Offsets in points from the area's top-left corner: exact whatever size the layout gives it.
         at = offset_copy(area.transSubfigure, fig=area.figure, y=-(index + 1) * height_pt, units="points")
-        area.text(0.0, 1.0, text, transform=at, fontsize=size, family="DejaVu Sans Mono",
-                  weight="bold" if index == 0 else "normal", va="baseline")  # fmt: skip
+        area.text(
+            0.0,
+            1.0,
+            text,
+            transform=at,
+            fontsize=size,
+            family="DejaVu Sans Mono",
+            weight="bold" if index == 0 else "normal",
+            va="baseline",
+        )
 
 
 def _table_pages(pages: TextPages, data: ReportData) -> None:
@@ -208,8 +264,11 @@ def _table_pages(pages: TextPages, data: ReportData) -> None:
         pages.table(top_frames_table(data.engine_thread), text_columns=(1, 2, 3))
     pages.table(summary.engine_table(result))
     pages.table(summary.collectors_table(result), text_columns=(1, 2))
-    for title, section in (("Configuration", result.config), ("Environment", result.environment),
-                           ("Scenario", result.scenario)):  # fmt: skip
+    for title, section in (
+        ("Configuration", result.config),
+        ("Environment", result.environment),
+        ("Scenario", result.scenario),
+    ):
         table = Table(title, ["key", "value"], rows=[list(row) for row in flatten(section)])
         table.note = None if table.rows else "not recorded"
         pages.table(table, text_columns=(1,))

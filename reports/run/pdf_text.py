@@ -57,9 +57,15 @@ class TextPages:
             page = self._ensure(height)
             self.y_pt -= height
             page.text(
-                (MARGIN_IN + indent * size * 0.55 / 72) / A4_INCHES[0], self.y_pt / self._height_pt(), piece,
-                fontsize=size, family=family, weight=weight, color=colour, va="baseline",
-            )  # fmt: skip
+                (MARGIN_IN + indent * size * 0.55 / 72) / A4_INCHES[0],
+                self.y_pt / self._height_pt(),
+                piece,
+                fontsize=size,
+                family=family,
+                weight=weight,
+                color=colour,
+                va="baseline",
+            )
 
     def space(self, points: float = 8) -> None:
         # Room at the foot of a page is not worth a page of its own: the next line starts one if it must.

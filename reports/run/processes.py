@@ -14,8 +14,11 @@ def processes_table(result: RunResult) -> Table | None:
     processes = (result.target or {}).get("processes")
     if not processes:
         return None
-    table = Table("Server processes (py-spy on each Python process; * the one the verdict reads)",
-                  ["pid", "role", "samples", "split", "named from"], text=True)  # fmt: skip
+    table = Table(
+        "Server processes (py-spy on each Python process; * the one the verdict reads)",
+        ["pid", "role", "samples", "split", "named from"],
+        text=True,
+    )
     for entry in processes:
         pid = f"{entry['pid']}{' *' if entry.get('primary') else ''}"
         role = entry.get("role") or "unknown"
@@ -40,7 +43,9 @@ def split_text(split: dict[str, Any]) -> str:
     categories = _top(split.get("categories") or {})
     if split.get("resolution") == "python" and split.get("python_leaf") is not None:
         categories = ", ".join(filter(None, [categories, f"Python leaf {fmt_pct(split['python_leaf'])}"]))
-    components = _top({name: share for name, share in (split.get("components") or {}).items() if name != "none"})
+    components = _top(
+        {name: share for name, share in (split.get("components") or {}).items() if name != "none"}
+    )
     return f"{thread}: {categories or 'nothing classified'}" + (f" | {components}" if components else "")
 
 

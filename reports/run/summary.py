@@ -47,12 +47,16 @@ def _verdict_sentence(result: RunResult) -> str:
     verdict = result.verdict
     if not verdict:
         return f"No verdict: the time split was not measured ({why_not_measured(result, 'verdict')})."
-    if verdict.get("rule") is None:  # a split without spans or native stacks (a served run's Python-only samples)
+    if (
+        verdict.get("rule") is None
+    ):  # a split without spans or native stacks (a served run's Python-only samples)
         return "No verdict: " + str((verdict.get("reasons") or ["no split could name a bottleneck"])[0])
     spans = _spans(result)
     categories = spans.get("categories", {})
     category = verdict.get("category")
-    category_share = f" ({fmt_pct(categories[category])} of the engine thread)" if category in categories else ""
+    category_share = (
+        f" ({fmt_pct(categories[category])} of the engine thread)" if category in categories else ""
+    )
     rule = str(verdict.get("rule") or "no rule recorded")
     component = verdict.get("component")
     sentence = (
@@ -60,9 +64,14 @@ def _verdict_sentence(result: RunResult) -> str:
         f"of the engine's busy time; most time goes to {CATEGORY_WORDS.get(str(category), category)}{category_share}"
         + (f", mostly in {component}" if component else "")
     )
-    control = {name: share for name, share in (spans.get("components") or {}).items()
-               if name in CONTROL_PATHS and isinstance(share, (int, float))}  # fmt: skip
-    if "largest_control_path" in verdict:  # the verdict's pick: Python control paths only (profiler.analysis.diagnose)
+    control = {
+        name: share
+        for name, share in (spans.get("components") or {}).items()
+        if name in CONTROL_PATHS and isinstance(share, (int, float))
+    }
+    if (
+        "largest_control_path" in verdict
+    ):  # the verdict's pick: Python control paths only (profiler.analysis.diagnose)
         largest = verdict["largest_control_path"]
         control = {largest["name"]: largest["share"]} if largest else {}
     if control:
@@ -119,20 +128,34 @@ def key_figures(result: RunResult, slo: SloCheck | None = None) -> list[KeyFigur
     ]
     for name, label in (("ttft_ms", "TTFT p50 / p99"), ("tpot_ms", "TPOT p50 / p99")):
         detail = describe_breaches(slo, name)
-        figures.append(KeyFigure(label, _pair_ms(metrics, name), f"SLO: {detail}" if detail else None,
-                                 alarm=bool(slo.breaches.get(name))))  # fmt: skip
+        figures.append(
+            KeyFigure(
+                label,
+                _pair_ms(metrics, name),
+                f"SLO: {detail}" if detail else None,
+                alarm=bool(slo.breaches.get(name)),
+            )
+        )
     if slo.targets:
         good = slo.good_fraction
-        figures.append(KeyFigure(
-            "Goodput", fmt_number(metrics.get("goodput"), "req/s"),
-            f"{fmt_pct(good)} of requests within every SLO" if good is not None else None,
-            alarm=good is not None and good < 1.0,
-        ))  # fmt: skip
+        figures.append(
+            KeyFigure(
+                "Goodput",
+                fmt_number(metrics.get("goodput"), "req/s"),
+                f"{fmt_pct(good)} of requests within every SLO" if good is not None else None,
+                alarm=good is not None and good < 1.0,
+            )
+        )
     if result.verdict:
         figures.append(KeyFigure("Interpreter share", fmt_pct(result.verdict.get("interpreter_share"))))
     failed = metrics.get("failed")
-    figures.append(KeyFigure("Completed / failed", f"{fmt_number(metrics.get('completed'))} / {fmt_number(failed)}",
-                             alarm=isinstance(failed, (int, float)) and failed > 0))  # fmt: skip
+    figures.append(
+        KeyFigure(
+            "Completed / failed",
+            f"{fmt_number(metrics.get('completed'))} / {fmt_number(failed)}",
+            alarm=isinstance(failed, (int, float)) and failed > 0,
+        )
+    )
     return figures
 
 
@@ -158,7 +181,9 @@ def _spans(result: RunResult) -> Split:
 
 def time_split_table(result: RunResult) -> Table:
     """Categories and components by method, with the two methods' disagreement in percentage points."""
-    table = Table("Time split (share of engine-thread wall time)", ["", "spans", "samples", "samples - spans"])
+    table = Table(
+        "Time split (share of engine-thread wall time)", ["", "spans", "samples", "samples - spans"]
+    )
     breakdown = result.breakdown
     if not breakdown:
         table.note = f"not measured ({why_not_measured(result, 'breakdown')})"
@@ -172,11 +197,15 @@ def time_split_table(result: RunResult) -> Table:
         # In a served run the other threads are the server's (its event loop), not load-generator clients.
         table.columns.append("other server threads" if result.target else "client threads")
     # Signed, samples minus spans (the breakdown's own convention): which method saw more matters.
-    recorded_gaps = {"categories": breakdown.get("disagreement") or {},
-                     "components": breakdown.get("component_disagreement") or {}}  # fmt: skip
+    recorded_gaps = {
+        "categories": breakdown.get("disagreement") or {},
+        "components": breakdown.get("component_disagreement") or {},
+    }
     # Older results carry no noise test (None): their gaps are printed as recorded.
-    beyond: dict[str, Any] = {"categories": breakdown.get("beyond_noise"),
-                              "components": breakdown.get("components_beyond_noise")}  # fmt: skip
+    beyond: dict[str, Any] = {
+        "categories": breakdown.get("beyond_noise"),
+        "components": breakdown.get("components_beyond_noise"),
+    }
     for group, names in (("categories", CATEGORIES), ("components", COMPONENTS)):
         table.sections.append(len(table.rows))
         for name in names:
@@ -192,7 +221,11 @@ def time_split_table(result: RunResult) -> Table:
             else:
                 gap = NOT_RECORDED
             spans_cell = fmt_pct(span_value)
-            if name in ASSUMED_WITHOUT_WINDOWS and spans.get("kernel_source") == "assumed" and span_value is not None:
+            if (
+                name in ASSUMED_WITHOUT_WINDOWS
+                and spans.get("kernel_source") == "assumed"
+                and span_value is not None
+            ):
                 spans_cell += " (assumed)"  # no kernel window ran and no native samples: not a measurement
             row = [name, spans_cell, fmt_pct(sample_value), gap]
             if client:
@@ -201,9 +234,15 @@ def time_split_table(result: RunResult) -> Table:
     whole = ((samples or {}).get("components") or {}).get("model")
     if whole is not None:  # python-only samples see the forward pass whole; the spans split it in two
         glue_and_kernels = _sum(spans, ("model_glue", "model_kernels")) if spans else None
-        table.rows.append(["model (whole)", fmt_pct(glue_and_kernels), fmt_pct(whole),
-                           fmt_pp((whole - glue_and_kernels) * 100) if glue_and_kernels is not None else NOT_RECORDED]
-                          + ([fmt_pct((client.get("components") or {}).get("model"))] if client else []))  # fmt: skip
+        table.rows.append(
+            [
+                "model (whole)",
+                fmt_pct(glue_and_kernels),
+                fmt_pct(whole),
+                fmt_pp((whole - glue_and_kernels) * 100) if glue_and_kernels is not None else NOT_RECORDED,
+            ]
+            + ([fmt_pct((client.get("components") or {}).get("model"))] if client else [])
+        )
     dispatch = [
         "dispatch",
         fmt_pct(spans.get("dispatch")),
@@ -211,17 +250,28 @@ def time_split_table(result: RunResult) -> Table:
         NOT_RECORDED,
     ]
     table.rows.append(dispatch + ([fmt_pct(client.get("dispatch"))] if client else []))
-    table.rows.append(["evidence", evidence(spans, "spans"), evidence(samples, "samples"), NOT_RECORDED]
-                      + ([evidence(client, "samples")] if client else []))  # fmt: skip
+    table.rows.append(
+        ["evidence", evidence(spans, "spans"), evidence(samples, "samples"), NOT_RECORDED]
+        + ([evidence(client, "samples")] if client else [])
+    )
     if spans.get("kernel_source"):
         resolved = (samples or {}).get("categories", {}).get("kernel") is not None  # native frames only
-        table.rows.append(["kernel share from", spans["kernel_source"], "native frames" if resolved else NOT_RECORDED,
-                           NOT_RECORDED] + ([NOT_RECORDED] if client else []))  # fmt: skip
+        table.rows.append(
+            [
+                "kernel share from",
+                spans["kernel_source"],
+                "native frames" if resolved else NOT_RECORDED,
+                NOT_RECORDED,
+            ]
+            + ([NOT_RECORDED] if client else [])
+        )
     if samples is None:
         table.note = f"samples not measured ({why_not_measured(result, 'samples')})"
     elif beyond["categories"] is not None:
-        table.note = (f"'{WITHIN_NOISE}': the spans share lies inside the samples share's 95% Wilson interval "
-                      f"({fmt_count(samples.get('samples'))} engine-thread samples): no disagreement beyond sampling noise")  # fmt: skip
+        table.note = (
+            f"'{WITHIN_NOISE}': the spans share lies inside the samples share's 95% Wilson interval "
+            f"({fmt_count(samples.get('samples'))} engine-thread samples): no disagreement beyond sampling noise"
+        )
     return table
 
 
@@ -240,7 +290,9 @@ def evidence(split: Mapping[str, Any] | None, method: str) -> str:
         return NOT_RECORDED
     if method == "spans":
         if split.get("spans") is None:
-            return f"{fmt_count(split.get('steps'))} steps" if split.get("steps") is not None else NOT_RECORDED
+            return (
+                f"{fmt_count(split.get('steps'))} steps" if split.get("steps") is not None else NOT_RECORDED
+            )
         return f"{fmt_count(split['spans'])} spans, {fmt_count(split.get('steps'))} steps"
     return f"{fmt_count(split.get('samples'))} samples" if split.get("samples") is not None else NOT_RECORDED
 
@@ -251,8 +303,15 @@ def latency_table(result: RunResult) -> Table:
     )
     for name, label in LATENCY_LABELS.items():
         stats = latency(result.metrics, name)
-        table.rows.append([label, fmt_ms(stats.get("mean")), fmt_ms(stats.get("p50")), fmt_ms(stats.get("p90")),
-                           fmt_ms(stats.get("p99"))])
+        table.rows.append(
+            [
+                label,
+                fmt_ms(stats.get("mean")),
+                fmt_ms(stats.get("p50")),
+                fmt_ms(stats.get("p90")),
+                fmt_ms(stats.get("p99")),
+            ]
+        )
     return table
 
 
@@ -289,9 +348,12 @@ def gpu_table(result: RunResult) -> Table | None:
     table.rows += [[f"  of the wait: {name.replace('_', ' ')}", fmt_pct(part)] for name, part in waited]
     table.sections.append(len(table.rows))
     figures: Mapping[str, Any] = gpu  # read by the names below
-    for name, label in (("window_gpu_idle_fraction", "idle between kernels (profiler windows)"),
-                        ("kernels_per_step", "kernels per step"), ("launches_per_step", "launches per step"),
-                        ("busy_ns_per_step", "device time per step (ms)")):  # fmt: skip
+    for name, label in (
+        ("window_gpu_idle_fraction", "idle between kernels (profiler windows)"),
+        ("kernels_per_step", "kernels per step"),
+        ("launches_per_step", "launches per step"),
+        ("busy_ns_per_step", "device time per step (ms)"),
+    ):
         value = figures.get(name)
         if name == "busy_ns_per_step" and isinstance(value, (int, float)):
             value = value / 1e6
@@ -332,8 +394,10 @@ def threads_text(threads: Mapping[str, Any]) -> str:
     """engine.thread_governor's record in words: '2', or '2, 1 for 3.2 s in 2 switches (other work wanted the cores)'."""
     text = fmt_number(threads.get("threads"))
     if threads.get("switches"):
-        text += (f", 1 for {fmt_number(threads.get('one_thread_s'), 's')} in {fmt_number(threads['switches'])} "
-                 "switches (other work wanted the cores)")  # fmt: skip
+        text += (
+            f", 1 for {fmt_number(threads.get('one_thread_s'), 's')} in {fmt_number(threads['switches'])} "
+            "switches (other work wanted the cores)"
+        )
     return text
 
 
@@ -352,32 +416,66 @@ def predictions_table(result: RunResult) -> Table:
     verified = ((result.verdict or {}).get("verify") or {}).get("components") or {}
     for component, prediction in predictions.items():
         if prediction.get("twin_on"):  # its C twin ran: nothing to predict (profiler.analysis.diagnose)
-            table.rows.append([component, fmt_pct(prediction.get("share")), "C twin on", "nothing to predict",
-                               NOT_RECORDED, NOT_RECORDED])  # fmt: skip
+            table.rows.append(
+                [
+                    component,
+                    fmt_pct(prediction.get("share")),
+                    "C twin on",
+                    "nothing to predict",
+                    NOT_RECORDED,
+                    NOT_RECORDED,
+                ]
+            )
             continue
         predicted, measured = prediction.get("predicted_gain"), prediction.get("measured_gain")
-        if prediction.get("void"):  # a busy machine's prediction (profiler.analysis.diagnose): no figure to act on
-            table.rows.append([component, fmt_pct(prediction.get("share")), _speedup_text(prediction),
-                               f"void: {prediction['void']}", _measured_text(measured, noise, verified.get(component)),
-                               NOT_RECORDED])  # fmt: skip
+        if prediction.get(
+            "void"
+        ):  # a busy machine's prediction (profiler.analysis.diagnose): no figure to act on
+            table.rows.append(
+                [
+                    component,
+                    fmt_pct(prediction.get("share")),
+                    _speedup_text(prediction),
+                    f"void: {prediction['void']}",
+                    _measured_text(measured, noise, verified.get(component)),
+                    NOT_RECORDED,
+                ]
+            )
             continue
         gap = (
             fmt_pp((measured - predicted) * 100)
             if predicted is not None and measured is not None
             else NOT_RECORDED
         )
-        table.rows.append([
-            component, fmt_pct(prediction.get("share")), _speedup_text(prediction),
-            fmt_gain(predicted) + _between(prediction.get("predicted_gain_low"), prediction.get("predicted_gain_high"),
-                                           lambda value: f"{value * 100:.1f}"),
-            _measured_text(measured, noise, verified.get(component)), gap,
-        ])  # fmt: skip
+        table.rows.append(
+            [
+                component,
+                fmt_pct(prediction.get("share")),
+                _speedup_text(prediction),
+                fmt_gain(predicted)
+                + _between(
+                    prediction.get("predicted_gain_low"),
+                    prediction.get("predicted_gain_high"),
+                    lambda value: f"{value * 100:.1f}",
+                ),
+                _measured_text(measured, noise, verified.get(component)),
+                gap,
+            ]
+        )
     if any(prediction.get("speedup_source") == "replay" for prediction in predictions.values()):
         replay = result.replay or {}
-        table.note = " ".join(filter(None, [table.note, (
-            f"Speedups: both twins replaying this run's own work ({replay.get('steps_recorded', 0):,} of "
-            f"{replay.get('steps_in_run', 0):,} steps recorded), median with its 95% interval."
-        )]))  # fmt: skip
+        table.note = " ".join(
+            filter(
+                None,
+                [
+                    table.note,
+                    (
+                        f"Speedups: both twins replaying this run's own work ({replay.get('steps_recorded', 0):,} of "
+                        f"{replay.get('steps_in_run', 0):,} steps recorded), median with its 95% interval."
+                    ),
+                ],
+            )
+        )
     return table
 
 
@@ -385,8 +483,11 @@ def _speedup_text(prediction: Mapping[str, Any]) -> str:
     speedup = prediction.get("native_speedup")
     if speedup is None:
         return NOT_RECORDED
-    text = f"{speedup:.1f}x" + _between(prediction.get("native_speedup_low"), prediction.get("native_speedup_high"),
-                                        lambda value: f"{value:.1f}")  # fmt: skip
+    text = f"{speedup:.1f}x" + _between(
+        prediction.get("native_speedup_low"),
+        prediction.get("native_speedup_high"),
+        lambda value: f"{value:.1f}",
+    )
     return text if prediction.get("speedup_source") == "replay" else f"{text} (microbenchmark)"
 
 
@@ -415,17 +516,29 @@ def noise_warning(result: RunResult) -> str | None:
     entries = (verify.get("components") or {}).values()
     in_run = [entry for entry in entries if entry.get("method") == "in-run"]
     if in_run and len(in_run) == len(entries):
-        unresolved = [note for name, entry in (verify.get("components") or {}).items()
-                      if (note := unresolved_note(name, entry))]  # fmt: skip
-        return " ".join([f"--verify measured with the twins taking turns in one run ({turns_text(in_run[0])}), at the "
-                         "same kinds of step: [low, high] is the measured gain's 95% interval over "
-                         f"{interval_unit_text(in_run[0])}.", *(f"{note}." for note in unresolved)])  # fmt: skip
+        unresolved = [
+            note
+            for name, entry in (verify.get("components") or {}).items()
+            if (note := unresolved_note(name, entry))
+        ]
+        return " ".join(
+            [
+                f"--verify measured with the twins taking turns in one run ({turns_text(in_run[0])}), at the "
+                "same kinds of step: [low, high] is the measured gain's 95% interval over "
+                f"{interval_unit_text(in_run[0])}.",
+                *(f"{note}." for note in unresolved),
+            ]
+        )
     if noise is None:
-        return ("--verify ran the Python twins once: how much its measured gains move from run to run is "
-                "unknown, so read them as one sample each")  # fmt: skip
+        return (
+            "--verify ran the Python twins once: how much its measured gains move from run to run is "
+            "unknown, so read them as one sample each"
+        )
     runs = verify.get("python_runs") or 2
-    return (f"--verify's {runs} Python runs differ by {fmt_pct(noise)} in busy time per token: a measured gain "
-            f"smaller than that (marked 'within noise') is noise, not the C twin's effect")  # fmt: skip
+    return (
+        f"--verify's {runs} Python runs differ by {fmt_pct(noise)} in busy time per token: a measured gain "
+        f"smaller than that (marked 'within noise') is noise, not the C twin's effect"
+    )
 
 
 def unresolved_note(name: str, entry: dict[str, Any]) -> str | None:
@@ -433,14 +546,18 @@ def unresolved_note(name: str, entry: dict[str, Any]) -> str | None:
     own phase's part says meanwhile; None when it can, or when the entry has no such figures."""
     if entry.get("resolves") is not False or not entry.get("predicted_gain"):
         return None
-    note = (f"{name}: its interval (±{entry['half_width'] * 100:.1f} points) is wider than "
-            f"±{entry['band'] / abs(entry['predicted_gain']):.0%} of its prediction (±{entry['band'] * 100:.1f}), so "
-            "this run cannot say whether the end-to-end prediction holds; more measured requests (-r) narrow it "
-            "while the machine holds steady")  # fmt: skip
+    note = (
+        f"{name}: its interval (±{entry['half_width'] * 100:.1f} points) is wider than "
+        f"±{entry['band'] / abs(entry['predicted_gain']):.0%} of its prediction (±{entry['band'] * 100:.1f}), so "
+        "this run cannot say whether the end-to-end prediction holds; more measured requests (-r) narrow it "
+        "while the machine holds steady"
+    )
     own = own_part_text(entry)
     if own:
-        note += (f"; its own span saved {entry['own_gain'] * 100:+.1f} points{own}, an interval the other spans' "
-                 "noise does not widen")  # fmt: skip
+        note += (
+            f"; its own span saved {entry['own_gain'] * 100:+.1f} points{own}, an interval the other spans' "
+            "noise does not widen"
+        )
     return note
 
 
@@ -467,7 +584,9 @@ def own_part_text(entry: dict[str, Any]) -> str:
     return f" [{low * 100:.1f}, {high * 100:.1f}]{ratio}"
 
 
-def _measured_text(measured: float | None, noise: float | None, verified: dict[str, Any] | None = None) -> str:
+def _measured_text(
+    measured: float | None, noise: float | None, verified: dict[str, Any] | None = None
+) -> str:
     if measured is None:
         return "not measured"
     if (verified or {}).get("method") == "in-run":  # at the same steps, its interval from units of blocks
@@ -516,20 +635,37 @@ def target_table(result: RunResult) -> Table | None:
     else:
         table.rows.append(["time split", f"unavailable: {split.get('reason') or 'no reason recorded'}"])
     for thread, row in (target.get("threads") or {}).items():
-        categories = ", ".join(f"{key} {fmt_pct(value)}" for key, value in sorted(row["categories"].items(), key=lambda kv: -kv[1])[:3])
-        components = ", ".join(f"{key} {fmt_pct(value)}" for key, value in sorted(row["components"].items(), key=lambda kv: -kv[1])[:3])
+        categories = ", ".join(
+            f"{key} {fmt_pct(value)}"
+            for key, value in sorted(row["categories"].items(), key=lambda kv: -kv[1])[:3]
+        )
+        components = ", ".join(
+            f"{key} {fmt_pct(value)}"
+            for key, value in sorted(row["components"].items(), key=lambda kv: -kv[1])[:3]
+        )
         gil_wait = f"; GIL wait {fmt_pct(row['gil_wait'])}" if row.get("gil_wait") is not None else ""
-        table.rows.append([f"thread {thread}", f"{row['samples']} samples: {categories} | {components}{gil_wait}"])
+        table.rows.append(
+            [f"thread {thread}", f"{row['samples']} samples: {categories} | {components}{gil_wait}"]
+        )
     gil = target.get("gil") or {}
-    for thread, entry in ((gil.get("spans_off_cpu") or {}).items()):
+    for thread, entry in (gil.get("spans_off_cpu") or {}).items():
         if entry:
-            table.rows.append([f"off-CPU in Python spans, {thread.replace('_', ' ')}",
-                               f"{fmt_pct(entry['off_cpu_share'])} of wall time ({fmt_pct(entry['off_cpu_fraction_of_spans'])} "
-                               "of those spans: GIL waits plus waiting for a core)"])  # fmt: skip
+            table.rows.append(
+                [
+                    f"off-CPU in Python spans, {thread.replace('_', ' ')}",
+                    f"{fmt_pct(entry['off_cpu_share'])} of wall time ({fmt_pct(entry['off_cpu_fraction_of_spans'])} "
+                    "of those spans: GIL waits plus waiting for a core)",
+                ]
+            )
     samples = gil.get("samples") or {}
     if samples:
-        table.rows.append(["GIL wait (native samples)", f"engine thread {fmt_pct(samples.get('engine_thread'))}, "
-                                                         f"API thread {fmt_pct(samples.get('api_thread'))}"])  # fmt: skip
+        table.rows.append(
+            [
+                "GIL wait (native samples)",
+                f"engine thread {fmt_pct(samples.get('engine_thread'))}, "
+                f"API thread {fmt_pct(samples.get('api_thread'))}",
+            ]
+        )
     if client:
         table.rows.append(["client", str(client.get("note"))])
     return table
@@ -567,9 +703,16 @@ def partial_run(result: RunResult) -> Headline | None:
 
 def failed_collectors(result: RunResult) -> Headline | None:
     """Collectors that failed (not skipped): the figures they feed are missing or partial."""
-    failed = [f"{name} ({status.get('reason') or 'no reason recorded'})"
-              for name, status in (result.collectors or {}).items() if (status or {}).get("status") == "failed"]  # fmt: skip
-    return Headline(f"Collector{'s' if len(failed) > 1 else ''} failed: {'; '.join(failed)}.") if failed else None
+    failed = [
+        f"{name} ({status.get('reason') or 'no reason recorded'})"
+        for name, status in (result.collectors or {}).items()
+        if (status or {}).get("status") == "failed"
+    ]
+    return (
+        Headline(f"Collector{'s' if len(failed) > 1 else ''} failed: {'; '.join(failed)}.")
+        if failed
+        else None
+    )
 
 
 def interval_straddles(result: RunResult) -> Headline | None:
@@ -579,8 +722,10 @@ def interval_straddles(result: RunResult) -> Headline | None:
     if not straddled or interval.get("low") is None:
         return None
     thresholds = " and ".join(f"{threshold:.0%}" for threshold in straddled)
-    return Headline(f"The interpreter share's 95% interval [{fmt_pct(interval['low'])}, {fmt_pct(interval['high'])}] "
-                    f"straddles the {thresholds} threshold: sample longer before acting on the verdict.")  # fmt: skip
+    return Headline(
+        f"The interpreter share's 95% interval [{fmt_pct(interval['low'])}, {fmt_pct(interval['high'])}] "
+        f"straddles the {thresholds} threshold: sample longer before acting on the verdict."
+    )
 
 
 # At or above this share of wall time waiting for work, the offered load limits the run (diagnose.IDLE_NOTE).
@@ -591,8 +736,11 @@ def engine_waited(result: RunResult) -> Headline | None:
     idle = (_spans(result).get("categories") or {}).get("idle")
     if not isinstance(idle, (int, float)) or idle < IDLE_HEADLINE:
         return None
-    return Headline(f"The engine thread waited for work {fmt_pct(idle)} of the time: the load, not the engine, "
-                    "limits throughput.", "note")  # fmt: skip
+    return Headline(
+        f"The engine thread waited for work {fmt_pct(idle)} of the time: the load, not the engine, "
+        "limits throughput.",
+        "note",
+    )
 
 
 # At or above this share of the run at one torch thread, the headline says the kernels ran on one thread.
@@ -607,11 +755,20 @@ def threads_lowered(result: RunResult) -> Headline | None:
     lowered = threads.get("one_thread_s") or 0.0
     if not lifetime or lowered < ONE_THREAD_HEADLINE * lifetime:
         return None
-    return Headline(f"torch ran on one thread for {fmt_number(lowered, 's')} of the engine's {fmt_number(lifetime, 's')}: "
-                    "other work wanted this machine's cores, so kernel times there are one thread's.", "note")  # fmt: skip
+    return Headline(
+        f"torch ran on one thread for {fmt_number(lowered, 's')} of the engine's {fmt_number(lifetime, 's')}: "
+        "other work wanted this machine's cores, so kernel times there are one thread's.",
+        "note",
+    )
 
 
-HEADLINE_RULES: list[HeadlineRule] = [partial_run, failed_collectors, interval_straddles, engine_waited, threads_lowered]
+HEADLINE_RULES: list[HeadlineRule] = [
+    partial_run,
+    failed_collectors,
+    interval_straddles,
+    engine_waited,
+    threads_lowered,
+]
 
 
 # Collectors that measure a GPU: skipped on a machine without one, which is no blind spot of the run.
@@ -627,7 +784,11 @@ def not_applicable(result: RunResult) -> str | None:
     """One line for what does not apply to this machine (GPU figures on a CPU run), or None."""
     if machine_has_gpu(result):
         return None
-    skipped = [name for name in GPU_COLLECTORS if ((result.collectors or {}).get(name) or {}).get("status") == "skipped"]
+    skipped = [
+        name
+        for name in GPU_COLLECTORS
+        if ((result.collectors or {}).get(name) or {}).get("status") == "skipped"
+    ]
     if not skipped:
         return None
     return "No GPU on this machine: GPU figures do not apply."
@@ -651,7 +812,11 @@ def _profile_limit(spot: str) -> str | None:
 
 def reading_blind_spots(result: RunResult) -> list[str]:
     """The blind spots that change how to read this run: not the machine's, not the profile's standing limits."""
-    return [spot for spot in blind_spots(result) if not machine_spot(result, spot) and _profile_limit(spot) is None]
+    return [
+        spot
+        for spot in blind_spots(result)
+        if not machine_spot(result, spot) and _profile_limit(spot) is None
+    ]
 
 
 def profile_limits(result: RunResult) -> str | None:
@@ -663,8 +828,11 @@ def profile_limits(result: RunResult) -> str | None:
 def applicable_skipped_collectors(result: RunResult) -> list[tuple[str, str, str]]:
     """skipped_collectors without the ones this machine cannot run (those are not_applicable's one line)."""
     gpu_ok = machine_has_gpu(result)
-    return [(names, status, reason) for names, status, reason in skipped_collectors(result)
-            if gpu_ok or status != "skipped" or not set(names.split(", ")) <= set(GPU_COLLECTORS)]  # fmt: skip
+    return [
+        (names, status, reason)
+        for names, status, reason in skipped_collectors(result)
+        if gpu_ok or status != "skipped" or not set(names.split(", ")) <= set(GPU_COLLECTORS)
+    ]
 
 
 # Components under this share of the busy step are folded into one line of the short summary's split.
@@ -678,7 +846,9 @@ def compact_split(result: RunResult) -> Table | None:
     breakdown = result.breakdown or {}
     methods = breakdown.get("methods") or {}
     present: list[tuple[str, Mapping[str, Any]]] = [
-        (name, split) for name, split in (("spans", methods.get("spans")), ("samples", methods.get("samples"))) if split
+        (name, split)
+        for name, split in (("spans", methods.get("spans")), ("samples", methods.get("samples")))
+        if split
     ]
     if not present:
         return None
@@ -690,16 +860,26 @@ def compact_split(result: RunResult) -> Table | None:
     def shown(values: list[Any]) -> bool:
         return any(isinstance(value, (int, float)) and value >= 0.0005 for value in values)
 
-    categories = [[name, *shares("categories", name)] for name in CATEGORIES if shown(shares("categories", name))]
+    categories = [
+        [name, *shares("categories", name)] for name in CATEGORIES if shown(shares("categories", name))
+    ]
     components, folded = [], [0.0] * len(present)
-    names = list(COMPONENTS) + (["model"] if any((split.get("components") or {}).get("model") is not None
-                                                 and not (split.get("components") or {}).get("model_kernels")
-                                                 for _, split in present) else [])  # fmt: skip
+    names = list(COMPONENTS) + (
+        ["model"]
+        if any(
+            (split.get("components") or {}).get("model") is not None
+            and not (split.get("components") or {}).get("model_kernels")
+            for _, split in present
+        )
+        else []
+    )
     for name in names:
         values = shares("components", name)
         if name == "model":  # python-only samples: the forward pass whole; spans give it as glue + kernels
-            values = [value if value is not None else _sum(split, ("model_glue", "model_kernels"))
-                      for value, (_, split) in zip(values, present)]  # fmt: skip
+            values = [
+                value if value is not None else _sum(split, ("model_glue", "model_kernels"))
+                for value, (_, split) in zip(values, present)
+            ]
         if any(isinstance(value, (int, float)) and value >= SPLIT_COMPONENT_MIN for value in values):
             components.append([name if name != "model" else "model (whole)", *values])
         else:
@@ -709,8 +889,9 @@ def compact_split(result: RunResult) -> Table | None:
     columns = [name for name, _ in present]
     table = Table(
         f"{_thread_title(result)} ({'; '.join(METHOD_WORDS[name] for name in columns)})",
-        ["category", *columns, "component", *columns], left_columns=(len(columns) + 1,),
-    )  # fmt: skip
+        ["category", *columns, "component", *columns],
+        left_columns=(len(columns) + 1,),
+    )
     blank: list[Any] = [""] + [None] * len(columns)
     for index in range(max(len(categories), len(components))):
         left = categories[index] if index < len(categories) else blank
@@ -734,7 +915,11 @@ METHOD_WORDS = {"spans": "spans: timed in-process", "samples": "samples: py-spy 
 def _thread_title(result: RunResult) -> str:
     """Whose time the split is: the engine thread, or a foreign server's thread that stood in for it."""
     thread = ((result.target or {}).get("split") or {}).get("engine_thread")
-    return f"Time of the server's thread {thread}" if thread and thread != "infer-prof-engine" else "Engine thread's time"
+    return (
+        f"Time of the server's thread {thread}"
+        if thread and thread != "infer-prof-engine"
+        else "Engine thread's time"
+    )
 
 
 def _sum(split: Mapping[str, Any], names: tuple[str, ...]) -> float | None:
@@ -750,9 +935,12 @@ def load_line(result: RunResult) -> str:
     """The load in one line: requests, throughput, typical latencies, failures."""
     metrics = result.metrics or {}
     completed, failed = metrics.get("completed"), metrics.get("failed")
-    parts = [f"{fmt_number(completed)} requests in {fmt_number(metrics.get('duration_s'), 's')}",
-             f"{fmt_number(metrics.get('output_token_throughput'), 'tok/s')} out",
-             f"TTFT p50 {fmt_ms(_p(metrics, 'ttft_ms', 'p50'))}", f"TPOT p50 {fmt_ms(_p(metrics, 'tpot_ms', 'p50'))}"]  # fmt: skip
+    parts = [
+        f"{fmt_number(completed)} requests in {fmt_number(metrics.get('duration_s'), 's')}",
+        f"{fmt_number(metrics.get('output_token_throughput'), 'tok/s')} out",
+        f"TTFT p50 {fmt_ms(_p(metrics, 'ttft_ms', 'p50'))}",
+        f"TPOT p50 {fmt_ms(_p(metrics, 'tpot_ms', 'p50'))}",
+    ]
     if isinstance(failed, (int, float)) and failed:
         parts.append(f"{fmt_number(failed)} failed")
     return "Load: " + ", ".join(parts) + "."
@@ -772,9 +960,13 @@ def slo_lines(result: RunResult, check: SloCheck | None = None) -> list[str]:
         if check is not None and check.breaches.get(name):
             lines.append(f"SLO breached: {label} {describe_breaches(check, name)}{spread}.")
         elif check is None and isinstance(stats.get("p99"), (int, float)) and stats["p99"] > target:
-            lines.append(f"SLO breached: {label} p99 {fmt_ms(stats['p99'])} is over its {_target_ms(target)} target.")
+            lines.append(
+                f"SLO breached: {label} p99 {fmt_ms(stats['p99'])} is over its {_target_ms(target)} target."
+            )
     if not lines:
-        met = ", ".join(f"{LATENCY_LABELS.get(name, name)} {_target_ms(target)}" for name, target in targets.items())
+        met = ", ".join(
+            f"{LATENCY_LABELS.get(name, name)} {_target_ms(target)}" for name, target in targets.items()
+        )
         lines.append(f"SLOs met by every measured request ({met}).")
     return lines
 
@@ -784,10 +976,14 @@ def gpu_line(result: RunResult) -> str | None:
     gpu = result.gpu_time
     if not gpu:
         return None
-    waited = {name: share for name, share in (gpu.get("idle_host_by_component") or {}).items() if share is not None}
+    waited = {
+        name: share for name, share in (gpu.get("idle_host_by_component") or {}).items() if share is not None
+    }
     most = f" (most for the {max(waited, key=lambda name: waited[name]).replace('_', ' ')})" if waited else ""
-    return (f"GPU: busy {fmt_pct(gpu.get('busy_share'))}, idle waiting for the host {fmt_pct(gpu.get('idle_host_share'))}"
-            f"{most}, idle with no work {fmt_pct(gpu.get('idle_no_work_share'))}.")  # fmt: skip
+    return (
+        f"GPU: busy {fmt_pct(gpu.get('busy_share'))}, idle waiting for the host {fmt_pct(gpu.get('idle_host_share'))}"
+        f"{most}, idle with no work {fmt_pct(gpu.get('idle_no_work_share'))}."
+    )
 
 
 def _target_ms(value: float) -> str:
@@ -800,10 +996,17 @@ def target_line(result: RunResult) -> str | None:
     if not target:
         return None
     server = target.get("server") or {}
-    name = " ".join(str(part) for part in (server.get("name"), server.get("version")) if part) or "unknown server"
+    name = (
+        " ".join(str(part) for part in (server.get("name"), server.get("version")) if part)
+        or "unknown server"
+    )
     split = target.get("split") or {}
-    measured = (f"split by {', '.join(split.get('methods') or [])}" + (f" of pid {target['pid']}" if target.get("pid") else "")
-                if split.get("available") else f"no split ({split.get('reason') or 'no reason recorded'})")  # fmt: skip
+    measured = (
+        f"split by {', '.join(split.get('methods') or [])}"
+        + (f" of pid {target['pid']}" if target.get("pid") else "")
+        if split.get("available")
+        else f"no split ({split.get('reason') or 'no reason recorded'})"
+    )
     return f"Target server: {name} at {target.get('url')}, model {server.get('model')}; {measured}."
 
 
@@ -812,21 +1015,30 @@ def prediction_lines(result: RunResult) -> list[str]:
     predictions = (result.verdict or {}).get("predictions") or {}
     if not predictions:
         return []
-    worth = {name: entry for name, entry in predictions.items()
-             if isinstance(entry.get("share"), (int, float)) and entry["share"] >= PREDICTION_SHARE_MIN}  # fmt: skip
+    worth = {
+        name: entry
+        for name, entry in predictions.items()
+        if isinstance(entry.get("share"), (int, float)) and entry["share"] >= PREDICTION_SHARE_MIN
+    }
     ranked = sorted(worth, key=lambda name: -(worth[name].get("predicted_gain") or 0.0))
     lines = ["Native gains if a path were C (Amdahl's law, end to end):"]
     for name in ranked:
         entry = worth[name]
         gain = fmt_gain(entry.get("predicted_gain")) + _between(
-            entry.get("predicted_gain_low"), entry.get("predicted_gain_high"), lambda value: f"{value * 100:.1f}")
+            entry.get("predicted_gain_low"),
+            entry.get("predicted_gain_high"),
+            lambda value: f"{value * 100:.1f}",
+        )
         measured = entry.get("measured_gain")
         speedup = entry.get("native_speedup")
         faster = f"C {speedup:.1f}x faster" if isinstance(speedup, (int, float)) else "C speedup not measured"
-        lines.append(f"  {name}: {fmt_pct(entry['share'])} of the step, {faster} -> {gain}"
-                     + (f"; measured {fmt_gain(measured)}" if measured is not None else ""))  # fmt: skip
+        lines.append(
+            f"  {name}: {fmt_pct(entry['share'])} of the step, {faster} -> {gain}"
+            + (f"; measured {fmt_gain(measured)}" if measured is not None else "")
+        )
     rest = [name for name in predictions if name not in worth]
     if rest:
-        lines.append(f"  {', '.join(rest)}: under {fmt_pct(PREDICTION_SHARE_MIN)} of the step each, "
-                     "nothing to gain.")  # fmt: skip
+        lines.append(
+            f"  {', '.join(rest)}: under {fmt_pct(PREDICTION_SHARE_MIN)} of the step each, nothing to gain."
+        )
     return lines

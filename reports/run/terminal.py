@@ -22,7 +22,10 @@ _HEADLINE_STYLES = {"alarm": "bold red", "warn": "yellow", "note": ""}
 
 
 def render_summary(
-    result_or_rundata: RunResult | RunData | str | Path, console: Console | None = None, *, verbose: bool = False,
+    result_or_rundata: RunResult | RunData | str | Path,
+    console: Console | None = None,
+    *,
+    verbose: bool = False,
     report: bool | None = None,
 ) -> None:
     """Print the run summary: by default one screen (verdict, headline warnings, the split, breached SLOs, the
@@ -51,9 +54,15 @@ def _render_short(result: RunResult, run: RunResult | RunData, console: Console,
     if split is not None:
         print_table(console, split)
     else:
-        console.print(Text(f"Time split: not measured ({why_not_measured(result, 'breakdown')}).", style="dim"))
-    for line in (summary.gpu_line(result), summary.load_line(result), summary.queued_line(result),
-                 *summary.probe_lines(result)):
+        console.print(
+            Text(f"Time split: not measured ({why_not_measured(result, 'breakdown')}).", style="dim")
+        )
+    for line in (
+        summary.gpu_line(result),
+        summary.load_line(result),
+        summary.queued_line(result),
+        *summary.probe_lines(result),
+    ):
         if line:
             console.print(Text(line))
     check = check_slos(run.requests, slo_targets(result)) if isinstance(run, RunData) else None
@@ -72,7 +81,9 @@ def _render_short(result: RunResult, run: RunResult | RunData, console: Console,
     if isinstance(run, RunData):
         html = run.path / "report.html"
         written = html.exists() if report is None else report
-        where = f"Report: {html}" if written else f"No report files: `infer-prof report {run.path}` writes them"
+        where = (
+            f"Report: {html}" if written else f"No report files: `infer-prof report {run.path}` writes them"
+        )
         console.print(Text(f"{where}; every table: --verbose", style="dim"))
 
 

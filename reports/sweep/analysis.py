@@ -200,7 +200,13 @@ def _facet(crossover: Crossover, label: str, python: pd.DataFrame, native: pd.Da
             if frame is python:
                 verdict[position[0]][position[1]] = row.get("verdict")
     return Facet(
-        label, grids["share"], grids["share_se"], verdict, grids["gain"], grids["gain_se"], grids["predicted"],
+        label,
+        grids["share"],
+        grids["share_se"],
+        verdict,
+        grids["gain"],
+        grids["gain_se"],
+        grids["predicted"],
         unresolved,
     )
 

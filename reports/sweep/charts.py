@@ -93,8 +93,16 @@ def draw_gain_map(ax: Any, crossover: Crossover, facet: Facet) -> None:
             continue
         if unresolved[line, column]:  # greyed, no verdict: the noise swamps the effect
             ax.add_patch(Rectangle((column - 0.5, line - 0.5), 1, 1, color="#d9d9d9", zorder=2))
-            ax.text(column, line, f"unresolved\n{gain:+.0%}", ha="center", va="center", fontsize=7, color="#666666",
-                    zorder=3)  # fmt: skip
+            ax.text(
+                column,
+                line,
+                f"unresolved\n{gain:+.0%}",
+                ha="center",
+                va="center",
+                fontsize=7,
+                color="#666666",
+                zorder=3,
+            )
             continue
         predicted = facet.predicted[line, column]
         text = f"{gain:+.1%}" + (f"\npred {predicted:+.1%}" if not math.isnan(predicted) else "")
@@ -175,7 +183,9 @@ def draw_predicted_vs_measured(target: Target, crossover: Crossover) -> None:
             label=f"{crossover.y}={_label(group)}" if crossover.y else None,
         )
     # Unresolved cells (noise swamps them) are drawn but do not set the axes: one -321% must not squash the rest.
-    values = [100 * v for p in points if not p.get("unresolved") for v in (p["predicted"], p["measured"])] or [0.0, 1.0]
+    values = [
+        100 * v for p in points if not p.get("unresolved") for v in (p["predicted"], p["measured"])
+    ] or [0.0, 1.0]
     low, high = min(0.0, *values), max(values)
     pad = 0.08 * (high - low or 1.0)
     ax.plot(

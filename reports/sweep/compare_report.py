@@ -27,8 +27,13 @@ from reports.terminal_table import print_table
 
 def write_sweep_comparison(comparison: SweepComparison, out_dir: str | Path) -> dict[str, Path]:
     """compare.json, compare.html and compare.pdf in out_dir; {name: path relative to it}."""
-    return write_report_files(out_dir, "compare", comparison.to_dict(), render_html(comparison),
-                              lambda handle: _write_pdf(handle, comparison))  # fmt: skip
+    return write_report_files(
+        out_dir,
+        "compare",
+        comparison.to_dict(),
+        render_html(comparison),
+        lambda handle: _write_pdf(handle, comparison),
+    )
 
 
 def cells_table(comparison: SweepComparison) -> Table:
@@ -37,8 +42,17 @@ def cells_table(comparison: SweepComparison) -> Table:
     rows = comparison.rows
     varying = [axis for axis in comparison.axes if axis != NATIVE_AXIS and rows[axis].nunique() > 1]
     sigmas = f"{NOISE_SIGMAS:g} SE"
-    columns = [*varying, "share before", "after", "difference", f"in {sigmas}", "verdict", "gain before", "after",
-               f"in {sigmas}"]  # fmt: skip
+    columns = [
+        *varying,
+        "share before",
+        "after",
+        "difference",
+        f"in {sigmas}",
+        "verdict",
+        "gain before",
+        "after",
+        f"in {sigmas}",
+    ]
     table = Table("Cells in both sweeps (gain: of the same cell with C twins on)", columns)
     python = rows[rows["twins"] == "none"]
     native = (
@@ -56,14 +70,19 @@ def cells_table(comparison: SweepComparison) -> Table:
             SHORT_VERDICTS.get(row[f"verdict_{side}"], str(row[f"verdict_{side}"]))
             for side in ("before", "after")
         )
-        table.rows.append([
-            *[str(row[axis]) for axis in varying], fmt_pct(row["share_before"]), fmt_pct(row["share_after"]),
-            fmt_pp(100 * row["share_diff"]), _yes_no(row["share_within_noise"]),
-            before if before == after else f"{before} -> {after}",
-            fmt_gain(gain["gain_before"]) if gain is not None else NOT_RECORDED,
-            fmt_gain(gain["gain_after"]) if gain is not None else NOT_RECORDED,
-            _yes_no(gain["gain_within_noise"]) if gain is not None else NOT_RECORDED,
-        ])  # fmt: skip
+        table.rows.append(
+            [
+                *[str(row[axis]) for axis in varying],
+                fmt_pct(row["share_before"]),
+                fmt_pct(row["share_after"]),
+                fmt_pp(100 * row["share_diff"]),
+                _yes_no(row["share_within_noise"]),
+                before if before == after else f"{before} -> {after}",
+                fmt_gain(gain["gain_before"]) if gain is not None else NOT_RECORDED,
+                fmt_gain(gain["gain_after"]) if gain is not None else NOT_RECORDED,
+                _yes_no(gain["gain_within_noise"]) if gain is not None else NOT_RECORDED,
+            ]
+        )
     if not table.rows:
         table.note = "no cell is in both sweeps"
     return table
@@ -87,8 +106,13 @@ def _map_height(comparison: SweepComparison) -> float:
 
 
 def render_html(comparison: SweepComparison) -> str:
-    maps = facet_svgs(draw_difference_maps, comparison, comparison.facets, height=_map_height(comparison),
-                      label="difference map")  # fmt: skip
+    maps = facet_svgs(
+        draw_difference_maps,
+        comparison,
+        comparison.facets,
+        height=_map_height(comparison),
+        label="difference map",
+    )
     return render(
         "sweep-compare.html.j2",
         headline=headline(comparison),
@@ -115,5 +139,10 @@ def _write_pdf(handle: Any, comparison: SweepComparison) -> None:
         pages.table(cells_table(comparison))
         pages.close()
         height = _map_height(comparison)
-        two_to_a_page(pdf, [(height, functools.partial(draw_difference_maps, comparison=comparison, facet=facet))
-                            for facet in comparison.facets])  # fmt: skip
+        two_to_a_page(
+            pdf,
+            [
+                (height, functools.partial(draw_difference_maps, comparison=comparison, facet=facet))
+                for facet in comparison.facets
+            ],
+        )

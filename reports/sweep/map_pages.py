@@ -19,10 +19,16 @@ def map_height(y_values: int, titles: float) -> float:
     return titles + 0.75 * max(2, y_values)
 
 
-def facet_svgs(draw: Callable[..., None], source: Any, facets: Sequence[Any], *, height: float, label: str) -> list[str]:
+def facet_svgs(
+    draw: Callable[..., None], source: Any, facets: Sequence[Any], *, height: float, label: str
+) -> list[str]:
     """One inline SVG per facet (a Facet or a FacetDifference): draw(target, source, facet), labelled '<label> <facet>'."""
-    return [charts.draw_with(draw, source, facet, width=MAP_WIDTH, height=height, label=f"{label} {facet.label}".strip())
-            for facet in facets]  # fmt: skip
+    return [
+        charts.draw_with(
+            draw, source, facet, width=MAP_WIDTH, height=height, label=f"{label} {facet.label}".strip()
+        )
+        for facet in facets
+    ]
 
 
 def two_to_a_page(pdf: PdfPages, plans: Sequence[tuple[float, Callable[[Any], None]]]) -> None:

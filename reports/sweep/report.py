@@ -43,7 +43,9 @@ def _map_height(crossover: Crossover) -> float:
 
 
 def render_sweep_html(crossover: Crossover) -> str:
-    maps = facet_svgs(draw_maps, crossover, crossover.facets, height=_map_height(crossover), label="crossover map")
+    maps = facet_svgs(
+        draw_maps, crossover, crossover.facets, height=_map_height(crossover), label="crossover map"
+    )
     scatter = (
         charts.draw_with(
             draw_predicted_vs_measured,

@@ -96,7 +96,9 @@ def cells_table(crossover: Crossover) -> Table:
             if partner.empty:
                 line += [NOT_RECORDED, NOT_RECORDED]
                 continue
-            measured = fmt_gain(partner["measured_gain"].iloc[0]) + _interval(partner.iloc[0], "measured_gain")
+            measured = fmt_gain(partner["measured_gain"].iloc[0]) + _interval(
+                partner.iloc[0], "measured_gain"
+            )
             if unresolved_text(partner.iloc[0]):
                 measured += " " + str(unresolved_text(partner.iloc[0]))
             line += [fmt_gain(partner["predicted_gain"].iloc[0]), measured]

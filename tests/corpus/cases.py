@@ -23,7 +23,9 @@ class Case:
     id: str
     args: list[str]
     before_work: bool = True  # refused before any model is loaded
-    watch: list[str] = field(default_factory=list)  # paths (relative to the scratch folder) that must not appear
+    watch: list[str] = field(
+        default_factory=list
+    )  # paths (relative to the scratch folder) that must not appear
 
 
 class Corpus:
@@ -35,7 +37,9 @@ class Corpus:
         self._good_run: Path | None = None
         self._deep_run: Path | None = None
 
-    def add(self, id: str, args: list[str], *, before_work: bool = True, watch: list[str] | None = None) -> None:
+    def add(
+        self, id: str, args: list[str], *, before_work: bool = True, watch: list[str] | None = None
+    ) -> None:
         self.cases.append(Case(id, [str(arg) for arg in args], before_work, watch or []))
 
     def file(self, name: str, content: str | bytes) -> Path:
@@ -53,7 +57,9 @@ class Corpus:
 
         if deep:
             if self._deep_run is None:
-                self._deep_run = make_run_dir(self.root / "good-deep-run", seed=1, n_requests=40, n_steps=80, deep=True)
+                self._deep_run = make_run_dir(
+                    self.root / "good-deep-run", seed=1, n_requests=40, n_steps=80, deep=True
+                )
             return self._deep_run
         if self._good_run is None:
             self._good_run = make_run_dir(self.root / "good-run", seed=1, n_requests=40, n_steps=80)
@@ -68,14 +74,33 @@ class Corpus:
 
 def build(root: Path) -> list[Case]:
     corpus = Corpus(root)
-    parts = (_usage, _run_flags, _out_paths, _scenarios, _budgets, _gguf, _run_dirs, _run_tables, _generate, _serve,
-             _sweeps, _others)  # fmt: skip
+    parts = (
+        _usage,
+        _run_flags,
+        _out_paths,
+        _scenarios,
+        _budgets,
+        _gguf,
+        _run_dirs,
+        _run_tables,
+        _generate,
+        _serve,
+        _sweeps,
+        _others,
+    )
     for part in parts:
         part(corpus)
     from tests.corpus import untried
 
-    for part in (untried.limits, untried.sweep_dirs, untried.damaged_runs, untried.budgets, untried.sweep_files,
-                 untried.serve_options, untried.golden_and_bench):  # fmt: skip
+    for part in (
+        untried.limits,
+        untried.sweep_dirs,
+        untried.damaged_runs,
+        untried.budgets,
+        untried.sweep_files,
+        untried.serve_options,
+        untried.golden_and_bench,
+    ):
         part(corpus)
     ids = [case.id for case in corpus.cases]
     assert len(ids) == len(set(ids)), "case ids must be unique"
@@ -86,8 +111,20 @@ def build(root: Path) -> list[Case]:
 
 
 def _usage(c: Corpus) -> None:
-    for command in ("run", "compare", "report", "selftest", "golden", "generate x", "doctor", "scenarios list",
-                    "models list", "bench native", "budget check b.toml", "budget baseline b.toml"):  # fmt: skip
+    for command in (
+        "run",
+        "compare",
+        "report",
+        "selftest",
+        "golden",
+        "generate x",
+        "doctor",
+        "scenarios list",
+        "models list",
+        "bench native",
+        "budget check b.toml",
+        "budget baseline b.toml",
+    ):
         c.add(f"usage-unknown-flag-{command.replace(' ', '-')}", [*command.split(), "--no-such-flag"])
     c.add("usage-unknown-command", ["no-such-command"])
     c.add("usage-unknown-subcommand", ["scenarios", "nope"])
@@ -108,38 +145,73 @@ def _usage(c: Corpus) -> None:
 
 def _run_flags(c: Corpus) -> None:
     bad = {
-        "requests-zero": ["-r", "0"], "requests-negative": ["-r", "-5"], "requests-huge": ["-r", "1000000000000"],
-        "duration-zero": ["--duration", "0"], "duration-negative": ["--duration", "-1"],
-        "duration-nan": ["--duration", "nan"], "duration-inf": ["--duration", "inf"],
-        "profile-unknown": ["--profile", "everything"], "native-unknown": ["--native", "gpu"],
-        "native-none-and-all": ["--native", "none,all"], "native-empty": ["--native", ""],
-        "dtype-unknown": ["--dtype", "float8"], "device-unknown": ["--device", "tpu"],
-        "device-index-text": ["--device", "cuda:x"], "device-cpu-index": ["--device", "cpu:1"],
-        "device-cuda-absent-or-out-of-range": ["--device", "cuda:9999"], "graphs-unknown": ["--graphs", "maybe"],
-        "graphs-on-the-cpu": ["--graphs", "on", "--device", "cpu"], "kv-blocks-zero": ["--kv-blocks", "0"],
-        "kv-blocks-negative": ["--kv-blocks", "-3"], "kv-blocks-huge": ["--kv-blocks", "1000000000000"],
-        "kv-memory-huge": ["--kv-memory", "1TiB"], "kv-memory-text": ["--kv-memory", "lots"],
-        "kv-memory-zero": ["--kv-memory", "0"], "kv-memory-empty": ["--kv-memory", ""],
-        "kv-memory-negative": ["--kv-memory", "-1MiB"], "kv-memory-nan": ["--kv-memory", "nanGiB"],
-        "kv-both": ["--kv-blocks", "8", "--kv-memory", "1MiB"], "block-size-zero": ["--block-size", "0"],
-        "block-size-huge": ["--block-size", "100000000"], "max-batch-zero": ["--max-batch", "0"],
-        "max-batch-huge": ["--max-batch", "1000000000"], "max-batched-tokens-zero": ["--max-batched-tokens", "0"],
-        "max-batched-tokens-huge": ["--max-batched-tokens", "1000000000000"], "policy-unknown": ["--policy", "lifo"],
-        "seed-negative": ["--seed", "-1"], "seed-huge": ["--seed", "99999999999999999999999"],
-        "threads-zero": ["--threads", "0"], "threads-huge": ["--threads", "100000"],
-        "threads-many": ["--threads", "5000"], "scenario-unknown": ["-s", "nosuch"],
-        "scenario-missing-file": ["-s", "/nonexistent/scenario.toml"], "model-unknown": ["-m", "nosuch-model"],
-        "model-missing-file": ["-m", "/nonexistent/model.gguf"], "model-synthetic-unknown": ["-m", "synthetic:gigantic"],
+        "requests-zero": ["-r", "0"],
+        "requests-negative": ["-r", "-5"],
+        "requests-huge": ["-r", "1000000000000"],
+        "duration-zero": ["--duration", "0"],
+        "duration-negative": ["--duration", "-1"],
+        "duration-nan": ["--duration", "nan"],
+        "duration-inf": ["--duration", "inf"],
+        "profile-unknown": ["--profile", "everything"],
+        "native-unknown": ["--native", "gpu"],
+        "native-none-and-all": ["--native", "none,all"],
+        "native-empty": ["--native", ""],
+        "dtype-unknown": ["--dtype", "float8"],
+        "device-unknown": ["--device", "tpu"],
+        "device-index-text": ["--device", "cuda:x"],
+        "device-cpu-index": ["--device", "cpu:1"],
+        "device-cuda-absent-or-out-of-range": ["--device", "cuda:9999"],
+        "graphs-unknown": ["--graphs", "maybe"],
+        "graphs-on-the-cpu": ["--graphs", "on", "--device", "cpu"],
+        "kv-blocks-zero": ["--kv-blocks", "0"],
+        "kv-blocks-negative": ["--kv-blocks", "-3"],
+        "kv-blocks-huge": ["--kv-blocks", "1000000000000"],
+        "kv-memory-huge": ["--kv-memory", "1TiB"],
+        "kv-memory-text": ["--kv-memory", "lots"],
+        "kv-memory-zero": ["--kv-memory", "0"],
+        "kv-memory-empty": ["--kv-memory", ""],
+        "kv-memory-negative": ["--kv-memory", "-1MiB"],
+        "kv-memory-nan": ["--kv-memory", "nanGiB"],
+        "kv-both": ["--kv-blocks", "8", "--kv-memory", "1MiB"],
+        "block-size-zero": ["--block-size", "0"],
+        "block-size-huge": ["--block-size", "100000000"],
+        "max-batch-zero": ["--max-batch", "0"],
+        "max-batch-huge": ["--max-batch", "1000000000"],
+        "max-batched-tokens-zero": ["--max-batched-tokens", "0"],
+        "max-batched-tokens-huge": ["--max-batched-tokens", "1000000000000"],
+        "policy-unknown": ["--policy", "lifo"],
+        "seed-negative": ["--seed", "-1"],
+        "seed-huge": ["--seed", "99999999999999999999999"],
+        "threads-zero": ["--threads", "0"],
+        "threads-huge": ["--threads", "100000"],
+        "threads-many": ["--threads", "5000"],
+        "scenario-unknown": ["-s", "nosuch"],
+        "scenario-missing-file": ["-s", "/nonexistent/scenario.toml"],
+        "model-unknown": ["-m", "nosuch-model"],
+        "model-missing-file": ["-m", "/nonexistent/model.gguf"],
+        "model-synthetic-unknown": ["-m", "synthetic:gigantic"],
         "model-synthetic-empty": ["-m", "synthetic:"],
-    }  # fmt: skip
+    }
     for name, flags in bad.items():
         model = [] if any(flag == "-m" for flag in flags) else SYNTH
         c.add(f"run-{name}", ["run", *model, *flags, "-o", "out-" + name], watch=["out-" + name])
-    c.add("run-kv-pool-smaller-than-any-request", ["run", *SYNTH, "-s", "long-context", "--kv-blocks", "8", "-o", "out-kv8"],
-          before_work=False, watch=["out-kv8"])  # fmt: skip
-    c.add("run-kv-one-block", ["run", *SYNTH, "-s", "edge", "--kv-blocks", "1", "-o", "out-kv1"], before_work=False,
-          watch=["out-kv1"])  # fmt: skip
-    c.add("run-verify-with-profile-off", ["run", *SYNTH, "--profile", "off", "--verify", "-o", "out-voff"], watch=["out-voff"])
+    c.add(
+        "run-kv-pool-smaller-than-any-request",
+        ["run", *SYNTH, "-s", "long-context", "--kv-blocks", "8", "-o", "out-kv8"],
+        before_work=False,
+        watch=["out-kv8"],
+    )
+    c.add(
+        "run-kv-one-block",
+        ["run", *SYNTH, "-s", "edge", "--kv-blocks", "1", "-o", "out-kv1"],
+        before_work=False,
+        watch=["out-kv1"],
+    )
+    c.add(
+        "run-verify-with-profile-off",
+        ["run", *SYNTH, "--profile", "off", "--verify", "-o", "out-voff"],
+        watch=["out-voff"],
+    )
 
 
 def _out_paths(c: Corpus) -> None:
@@ -147,15 +219,26 @@ def _out_paths(c: Corpus) -> None:
     existing = c.root / "finished-run"
     shutil.copytree(c.good_run(), existing)
     outs = {
-        "empty": "", "proc": "/proc/infer-prof-x", "sys": "/sys/infer-prof-x", "existing-file": "a-file",
-        "under-a-file": "a-file/sub", "dev-null": "/dev/null", "holds-a-run": "finished-run",
+        "empty": "",
+        "proc": "/proc/infer-prof-x",
+        "sys": "/sys/infer-prof-x",
+        "existing-file": "a-file",
+        "under-a-file": "a-file/sub",
+        "dev-null": "/dev/null",
+        "holds-a-run": "finished-run",
     }
     for name, out in outs.items():
         c.add(f"run-out-{name}", ["run", *SYNTH, "-o", out])
         c.add(f"compare-out-{name}", ["compare", str(c.good_run()), str(c.good_run()), "-o", out])
     for name, path in (("proc", "/proc/x.xml"), ("directory", "."), ("under-a-file", "a-file/j.xml")):
-        c.add(f"budget-junit-{name}", ["budget", "check", "budget-ok.toml", "--run", str(c.good_run()), "--junit", path])
-        c.add(f"budget-bmf-{name}", ["budget", "check", "budget-ok.toml", "--run", str(c.good_run()), "--bmf", path])
+        c.add(
+            f"budget-junit-{name}",
+            ["budget", "check", "budget-ok.toml", "--run", str(c.good_run()), "--junit", path],
+        )
+        c.add(
+            f"budget-bmf-{name}",
+            ["budget", "check", "budget-ok.toml", "--run", str(c.good_run()), "--bmf", path],
+        )
     c.file("budget-ok.toml", '[[budget]]\nmetric = "throughput"\nmin = 0\n')
 
 
@@ -188,23 +271,43 @@ def _scenarios(c: Corpus) -> None:
         "requests-zero": SCENARIO_OK.replace("num_requests = 4", "num_requests = 0"),
         "requests-bool": SCENARIO_OK.replace("num_requests = 4", "num_requests = true"),
         "mode-unknown": SCENARIO_OK.replace('mode = "open-loop"', 'mode = "sideways"'),
-        "closed-without-clients": SCENARIO_OK.replace('mode = "open-loop"\nrate = 2.0', 'mode = "closed-loop"'),
-        "clients-zero": SCENARIO_OK.replace('mode = "open-loop"\nrate = 2.0', 'mode = "closed-loop"\nclients = 0'),
-        "clients-huge": SCENARIO_OK.replace('mode = "open-loop"\nrate = 2.0', 'mode = "closed-loop"\nclients = 1000000'),
+        "closed-without-clients": SCENARIO_OK.replace(
+            'mode = "open-loop"\nrate = 2.0', 'mode = "closed-loop"'
+        ),
+        "clients-zero": SCENARIO_OK.replace(
+            'mode = "open-loop"\nrate = 2.0', 'mode = "closed-loop"\nclients = 0'
+        ),
+        "clients-huge": SCENARIO_OK.replace(
+            'mode = "open-loop"\nrate = 2.0', 'mode = "closed-loop"\nclients = 1000000'
+        ),
         "burstiness-nan": SCENARIO_OK + "burstiness = nan\n",
         "description-two-lines": SCENARIO_OK.replace('description = "ok"', 'description = "a\\nb"'),
-        "lengths-negative": SCENARIO_OK.replace('{ dist = "fixed", value = 16 }', '{ dist = "fixed", value = -16 }'),
-        "lengths-huge": SCENARIO_OK.replace('{ dist = "fixed", value = 16 }', '{ dist = "fixed", value = 100000000 }'),
-        "lengths-unknown-dist": SCENARIO_OK.replace('dist = "fixed", value = 16', 'dist = "zipfy", value = 16'),
-        "prompt-file-missing": SCENARIO_OK.replace('prompt_tokens = { dist = "fixed", value = 16 }\n', 'prompt_file = "nope.txt"\n'),
+        "lengths-negative": SCENARIO_OK.replace(
+            '{ dist = "fixed", value = 16 }', '{ dist = "fixed", value = -16 }'
+        ),
+        "lengths-huge": SCENARIO_OK.replace(
+            '{ dist = "fixed", value = 16 }', '{ dist = "fixed", value = 100000000 }'
+        ),
+        "lengths-unknown-dist": SCENARIO_OK.replace(
+            'dist = "fixed", value = 16', 'dist = "zipfy", value = 16'
+        ),
+        "prompt-file-missing": SCENARIO_OK.replace(
+            'prompt_tokens = { dist = "fixed", value = 16 }\n', 'prompt_file = "nope.txt"\n'
+        ),
         "sampling-temperature-negative": SCENARIO_OK + "[sampling]\ntemperature = -1\n",
         "sampling-top-k-huge": SCENARIO_OK + "[sampling]\ntop_k = 99999999999999999\n",
         "duration-negative": SCENARIO_OK + "duration_s = -3\n",
-        "seed-huge": SCENARIO_OK.replace('description = "ok"', 'description = "ok"\nseed = 9223372036854775807000'),
-    }  # fmt: skip
+        "seed-huge": SCENARIO_OK.replace(
+            'description = "ok"', 'description = "ok"\nseed = 9223372036854775807000'
+        ),
+    }
     for name, text in variants.items():
         path = c.file(f"scenarios/{name}.toml", text)
-        c.add(f"scenario-{name}", ["run", *SYNTH, "-s", path, "-o", f"out-scenario-{name}"], watch=[f"out-scenario-{name}"])
+        c.add(
+            f"scenario-{name}",
+            ["run", *SYNTH, "-s", path, "-o", f"out-scenario-{name}"],
+            watch=[f"out-scenario-{name}"],
+        )
     c.add("scenario-show-binary", ["scenarios", "show", c.root / "scenarios/binary.toml"])
     c.add("scenario-show-not-toml", ["scenarios", "show", c.root / "scenarios/not-toml.toml"])
     c.add("scenario-is-a-directory", ["run", *SYNTH, "-s", c.root / "scenarios"])
@@ -228,7 +331,7 @@ def _budgets(c: Corpus) -> None:
         "min-above-max": '[[budget]]\nmetric = "throughput"\nmin = 5\nmax = 1\n',
         "level-unknown": BUDGET_OK + 'level = "panic"\n',
         "requests-huge": 'requests = 1000000000000\nscenario = "chat"\n' + BUDGET_OK,
-        "repeats-zero": 'repeats = 0\n' + BUDGET_OK,
+        "repeats-zero": "repeats = 0\n" + BUDGET_OK,
         "alpha-one": "alpha = 1.0\n" + BUDGET_OK,
         "native-unknown": 'native = ["gpu"]\nscenario = "chat"\nmodel = "synthetic:tiny"\n' + BUDGET_OK,
     }
@@ -238,8 +341,18 @@ def _budgets(c: Corpus) -> None:
     c.add("budget-missing-file", ["budget", "check", "/nonexistent/budget.toml"])
     c.add("budget-is-a-directory", ["budget", "check", c.root / "budgets"])
     c.add("budget-run-missing", ["budget", "check", c.root / "budget-ok.toml", "--run", "/nonexistent/run"])
-    c.add("budget-baseline-garbage", ["budget", "check", c.file("budgets/ratio.toml", '[[budget]]\nmetric = "throughput"\nmin_ratio = 0.9\n'),
-                                      "--run", str(c.good_run()), "--baseline", c.file("garbage-baseline", "x")])  # fmt: skip
+    c.add(
+        "budget-baseline-garbage",
+        [
+            "budget",
+            "check",
+            c.file("budgets/ratio.toml", '[[budget]]\nmetric = "throughput"\nmin_ratio = 0.9\n'),
+            "--run",
+            str(c.good_run()),
+            "--baseline",
+            c.file("garbage-baseline", "x"),
+        ],
+    )
     c.add("budget-baseline-missing-file", ["budget", "baseline", "/nonexistent/budget.toml"])
 
 
@@ -253,18 +366,34 @@ def _gguf(c: Corpus) -> None:
     for fraction in (0.0, 0.01, 0.05, 0.2, 0.5, 0.9, 0.999):
         cut = int(len(data) * fraction)
         path = c.file(f"models/truncated-{cut}.gguf", data[:cut])
-        c.add(f"gguf-truncated-{cut}", ["run", "-m", path, "-s", "edge", "-r", "1", "-o", f"out-gguf-{cut}"],
-              before_work=False, watch=[f"out-gguf-{cut}"])  # fmt: skip
+        c.add(
+            f"gguf-truncated-{cut}",
+            ["run", "-m", path, "-s", "edge", "-r", "1", "-o", f"out-gguf-{cut}"],
+            before_work=False,
+            watch=[f"out-gguf-{cut}"],
+        )
     forged = bytearray(data)
     struct.pack_into("<Q", forged, 8, 2**40)  # tensor count
-    c.add("gguf-forged-tensor-count", ["run", "-m", c.file("models/forged-tensors.gguf", bytes(forged)), "-o", "out-forged1"],
-          before_work=False, watch=["out-forged1"])  # fmt: skip
+    c.add(
+        "gguf-forged-tensor-count",
+        ["run", "-m", c.file("models/forged-tensors.gguf", bytes(forged)), "-o", "out-forged1"],
+        before_work=False,
+        watch=["out-forged1"],
+    )
     forged = bytearray(data)
     struct.pack_into("<Q", forged, 16, 2**40)  # metadata key count
-    c.add("gguf-forged-key-count", ["run", "-m", c.file("models/forged-keys.gguf", bytes(forged)), "-o", "out-forged2"],
-          before_work=False, watch=["out-forged2"])  # fmt: skip
-    c.add("gguf-random-bytes", ["run", "-m", c.file("models/random.gguf", os.urandom(4096)), "-o", "out-random"],
-          before_work=False, watch=["out-random"])  # fmt: skip
+    c.add(
+        "gguf-forged-key-count",
+        ["run", "-m", c.file("models/forged-keys.gguf", bytes(forged)), "-o", "out-forged2"],
+        before_work=False,
+        watch=["out-forged2"],
+    )
+    c.add(
+        "gguf-random-bytes",
+        ["run", "-m", c.file("models/random.gguf", os.urandom(4096)), "-o", "out-random"],
+        before_work=False,
+        watch=["out-random"],
+    )
     c.add("gguf-empty", ["generate", "hi", "-m", c.file("models/empty.gguf", b"")], before_work=False)
     c.add("gguf-directory", ["generate", "hi", "-m", c.root / "models"], before_work=False)
     c.add("gguf-text-file", ["golden", "-m", c.file("models/readme.gguf", "hello\n")], before_work=False)
@@ -333,9 +462,16 @@ def _run_dirs(c: Corpus) -> None:
     for name, change in corruptions.items():
         run = c.corrupt_run(name, change)
         c.add(f"report-{name}", ["report", run])
-        c.add(f"compare-{name}", ["compare", run, str(c.good_run()), "-o", f"out-compare-{name}"], watch=[f"out-compare-{name}"])
+        c.add(
+            f"compare-{name}",
+            ["compare", run, str(c.good_run()), "-o", f"out-compare-{name}"],
+            watch=[f"out-compare-{name}"],
+        )
     # compare reads no py-spy samples, so only report must refuse them.
-    for name, content in (("samples-binary", b"\x9b\xff\x00" * 100), ("samples-malformed", "frame;frame no-count\n")):
+    for name, content in (
+        ("samples-binary", b"\x9b\xff\x00" * 100),
+        ("samples-malformed", "frame;frame no-count\n"),
+    ):
         c.add(f"report-{name}", ["report", c.corrupt_run(name, _write("samples.txt", content))])
         if name.startswith(("result", "schema", "metrics", "config", "files-escape", "requests")):
             c.add(f"budget-run-{name}", ["budget", "check", c.root / "budget-ok.toml", "--run", run])
@@ -385,17 +521,26 @@ def _edit_csv(relative: str, column: str, value: str) -> Callable[[Path], None]:
 
 def _generate(c: Corpus) -> None:
     bad = {
-        "prompt-not-utf8": ["caf\udce9"], "prompt-empty": [""], "max-tokens-zero": ["hi", "-n", "0"],
-        "max-tokens-negative": ["hi", "-n", "-4"], "max-tokens-huge": ["hi", "-n", "100000000000"],
-        "temperature-negative": ["hi", "-t", "-1"], "temperature-nan": ["hi", "-t", "nan"],
-        "temperature-inf": ["hi", "-t", "inf"], "top-k-negative": ["hi", "--top-k", "-1"],
+        "prompt-not-utf8": ["caf\udce9"],
+        "prompt-empty": [""],
+        "max-tokens-zero": ["hi", "-n", "0"],
+        "max-tokens-negative": ["hi", "-n", "-4"],
+        "max-tokens-huge": ["hi", "-n", "100000000000"],
+        "temperature-negative": ["hi", "-t", "-1"],
+        "temperature-nan": ["hi", "-t", "nan"],
+        "temperature-inf": ["hi", "-t", "inf"],
+        "top-k-negative": ["hi", "--top-k", "-1"],
         "top-k-huge": ["hi", "--top-k", "99999999999999999999"],
         "top-k-huge-native": ["hi", "--top-k", "99999999999999999999", "--native", "all"],
-        "top-p-zero": ["hi", "--top-p", "0"], "top-p-above-one": ["hi", "--top-p", "2"],
-        "min-p-above-one": ["hi", "--min-p", "1.5"], "repetition-penalty-zero": ["hi", "--repetition-penalty", "0"],
-        "repetition-penalty-nan": ["hi", "--repetition-penalty", "nan"], "seed-huge": ["hi", "--seed", "99999999999999999999999"],
-        "model-unknown": ["hi", "-m", "nosuch"], "threads-huge": ["hi", "--threads", "100000"],
-    }  # fmt: skip
+        "top-p-zero": ["hi", "--top-p", "0"],
+        "top-p-above-one": ["hi", "--top-p", "2"],
+        "min-p-above-one": ["hi", "--min-p", "1.5"],
+        "repetition-penalty-zero": ["hi", "--repetition-penalty", "0"],
+        "repetition-penalty-nan": ["hi", "--repetition-penalty", "nan"],
+        "seed-huge": ["hi", "--seed", "99999999999999999999999"],
+        "model-unknown": ["hi", "-m", "nosuch"],
+        "threads-huge": ["hi", "--threads", "100000"],
+    }
     for name, args in bad.items():
         model = [] if "-m" in args else SYNTH
         c.add(f"generate-{name}", ["generate", *args, *model])
@@ -404,32 +549,50 @@ def _generate(c: Corpus) -> None:
 def _serve(c: Corpus) -> None:
     """`serve` options and `run --target` inputs, refused before a model loads or a request is sent."""
     bad = {
-        "port-negative": ["-p", "-1"], "port-huge": ["-p", "70000"], "port-text": ["-p", "http"],
-        "host-empty": ["--host", ""], "host-bogus": ["--host", "not a host!"],
-        "max-pending-zero": ["--max-pending", "0"], "max-pending-negative": ["--max-pending", "-5"],
-        "shutdown-timeout-negative": ["--shutdown-timeout", "-1"], "shutdown-timeout-nan": ["--shutdown-timeout", "nan"],
-        "log-level-unknown": ["--log-level", "loud"], "served-model-name-empty": ["--served-model-name", ""],
-        "native-unknown": ["--native", "gpu"], "kv-blocks-zero": ["--kv-blocks", "0"],
-        "max-batch-zero": ["--max-batch", "0"], "policy-unknown": ["--policy", "lifo"],
-    }  # fmt: skip
+        "port-negative": ["-p", "-1"],
+        "port-huge": ["-p", "70000"],
+        "port-text": ["-p", "http"],
+        "host-empty": ["--host", ""],
+        "host-bogus": ["--host", "not a host!"],
+        "max-pending-zero": ["--max-pending", "0"],
+        "max-pending-negative": ["--max-pending", "-5"],
+        "shutdown-timeout-negative": ["--shutdown-timeout", "-1"],
+        "shutdown-timeout-nan": ["--shutdown-timeout", "nan"],
+        "log-level-unknown": ["--log-level", "loud"],
+        "served-model-name-empty": ["--served-model-name", ""],
+        "native-unknown": ["--native", "gpu"],
+        "kv-blocks-zero": ["--kv-blocks", "0"],
+        "max-batch-zero": ["--max-batch", "0"],
+        "policy-unknown": ["--policy", "lifo"],
+    }
     for name, args in bad.items():
         c.add(f"serve-{name}", ["serve", *SYNTH, *args])
     targets = {
-        "not-a-url": ["--target", "localhost"], "scheme-ftp": ["--target", "ftp://127.0.0.1:8000"],
-        "no-host": ["--target", "http://"], "port-huge": ["--target", "http://127.0.0.1:99999"],
-        "empty": ["--target", ""], "pid-without-target": ["--pid", "1"],
+        "not-a-url": ["--target", "localhost"],
+        "scheme-ftp": ["--target", "ftp://127.0.0.1:8000"],
+        "no-host": ["--target", "http://"],
+        "port-huge": ["--target", "http://127.0.0.1:99999"],
+        "empty": ["--target", ""],
+        "pid-without-target": ["--pid", "1"],
         "pid-negative": ["--target", "http://127.0.0.1:1", "--pid", "-4"],
         "native-with-target": ["--target", "http://127.0.0.1:1", "--native", "all"],
         "kv-blocks-with-target": ["--target", "http://127.0.0.1:1", "--kv-blocks", "8"],
         "nobody-listening": ["--target", "http://127.0.0.1:1"],
-    }  # fmt: skip
+    }
     for name, args in targets.items():
-        c.add(f"run-target-{name}", ["run", *args, "-r", "2", "-o", f"out-target-{name}"], watch=[f"out-target-{name}"])
+        c.add(
+            f"run-target-{name}",
+            ["run", *args, "-r", "2", "-o", f"out-target-{name}"],
+            watch=[f"out-target-{name}"],
+        )
 
 
 def _sweeps(c: Corpus) -> None:
     """Sweep files and sweep directories."""
-    good = (c.root / "sweep-ok.toml", 'description = "two cells"\nrepeats = 1\nrequests = 2\n[axes]\nmodel = ["synthetic:tiny"]\nclients = [1]\n')
+    good = (
+        c.root / "sweep-ok.toml",
+        'description = "two cells"\nrepeats = 1\nrequests = 2\n[axes]\nmodel = ["synthetic:tiny"]\nclients = [1]\n',
+    )
     c.file(good[0].name, good[1])
     files = {
         "binary": b"\xff\xfe\x00\x9b" * 50,
@@ -449,14 +612,22 @@ def _sweeps(c: Corpus) -> None:
         "seconds-nan": "seconds = nan\n[axes]\nclients = [1]\n",
         "map-axis-unknown": '[axes]\nclients = [1, 2]\n[map]\nx = "flavour"\n',
         "key-unknown": "colour = 1\n[axes]\nclients = [1]\n",
-        "cells-too-many": "[axes]\nclients = [" + ", ".join(str(n) for n in range(1, 101)) + "]\n"
-        + "output_tokens = [" + ", ".join(str(n) for n in range(1, 101)) + "]\n",
+        "cells-too-many": "[axes]\nclients = ["
+        + ", ".join(str(n) for n in range(1, 101))
+        + "]\n"
+        + "output_tokens = ["
+        + ", ".join(str(n) for n in range(1, 101))
+        + "]\n",
     }
     for name, content in files.items():
         if isinstance(content, str) and name not in ("not-toml", "no-axes"):
             content = f'description = "a bad sweep: {name}"\n' + content  # so the case reaches its own fault
         path = c.file(f"sweeps/{name}.toml", content)
-        c.add(f"sweep-file-{name}", ["sweep", "run", path, "-o", f"out-sweep-{name}"], watch=[f"out-sweep-{name}"])
+        c.add(
+            f"sweep-file-{name}",
+            ["sweep", "run", path, "-o", f"out-sweep-{name}"],
+            watch=[f"out-sweep-{name}"],
+        )
     c.add("sweep-file-missing", ["sweep", "run", c.root / "no-such-sweep.toml"])
     c.add("sweep-builtin-unknown", ["sweep", "run", "nosuch"])
     c.add("sweep-out-a-file", ["sweep", "run", good[0], "-o", c.file("sweep-out-file", "x")])

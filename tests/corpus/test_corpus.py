@@ -26,10 +26,18 @@ def _leftovers(root: Path) -> list[str]:
 def _run_worker(cases: list[Case], root: Path, cwd: Path | None = None) -> dict[str, dict]:
     """Run `cases` in one worker process (in `cwd`, by default `root`, where the case list is written)."""
     spec = root / "cases.json"
-    spec.write_text(json.dumps([{"id": case.id, "args": case.args, "cwd": str(cwd or root)} for case in cases]))
+    spec.write_text(
+        json.dumps([{"id": case.id, "args": case.args, "cwd": str(cwd or root)} for case in cases])
+    )
     environment = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200", "NO_COLOR": "1"}
-    process = subprocess.Popen([sys.executable, "-m", "tests.corpus.worker", str(spec)], cwd=ROOT, env=environment,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.corpus.worker", str(spec)],
+        cwd=ROOT,
+        env=environment,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         stdout, stderr = process.communicate(timeout=CASE_SECONDS * 4 + 3 * len(cases))
     except subprocess.TimeoutExpired:
@@ -43,7 +51,9 @@ def _run_worker(cases: list[Case], root: Path, cwd: Path | None = None) -> dict[
         else:
             results[record["id"]] = record
             started = None
-    assert started is None, f"case {started!r} never finished (a hang or a crash of the worker): {stderr[-2000:]}"
+    assert started is None, (
+        f"case {started!r} never finished (a hang or a crash of the worker): {stderr[-2000:]}"
+    )
     assert process.returncode == 0, f"the worker died: {stderr[-2000:]}"
     return results
 
@@ -59,8 +69,19 @@ def test_the_corpus_is_large_and_reaches_every_command(corpus) -> None:  # type:
     cases, _results, _root = corpus
     assert len(cases) >= MIN_CASES
     commands = {case.args[0] for case in cases}
-    assert {"run", "compare", "report", "budget", "generate", "golden", "bench", "selftest", "scenarios", "serve",
-            "sweep"} <= commands
+    assert {
+        "run",
+        "compare",
+        "report",
+        "budget",
+        "generate",
+        "golden",
+        "bench",
+        "selftest",
+        "scenarios",
+        "serve",
+        "sweep",
+    } <= commands
 
 
 def test_every_bad_input_is_exit_2_with_one_line(corpus) -> None:  # type: ignore[no-untyped-def]

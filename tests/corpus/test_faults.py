@@ -32,7 +32,9 @@ clients = 1
 
 def _mount(path: Path, options: str) -> None:
     path.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True, check=False)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True, check=False
+    )
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode(errors='replace').strip()}")
 
@@ -70,8 +72,10 @@ def mounts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Pat
             except OSError:
                 pass
         (root / "budget.toml").write_text('[[budget]]\nmetric = "throughput"\nmin = 0\n')
-        (root / "sweep.toml").write_text('description = "one cell"\nrepeats = 1\nrequests = 2\n'
-                                         '[axes]\nmodel = ["synthetic:tiny"]\nclients = [1]\n')  # fmt: skip
+        (root / "sweep.toml").write_text(
+            'description = "one cell"\nrepeats = 1\nrequests = 2\n'
+            '[axes]\nmodel = ["synthetic:tiny"]\nclients = [1]\n'
+        )
         (root / "quick.toml").write_text(QUICK)
         yield root, full, readonly
     finally:
@@ -86,24 +90,43 @@ def test_a_full_disk_or_a_read_only_mount_is_one_line_and_exit_2_under_every_com
     cases = [
         Case("full-report", ["report", str(full / "run")]),
         Case("full-compare", ["compare", good, good, "-o", str(full / "cmp")]),
-        Case("full-budget-junit", ["budget", "check", str(root / "budget.toml"), "--run", good, "--junit", str(full / "j.xml")]),
-        Case("full-sweep", ["sweep", "run", str(root / "sweep.toml"), "-o", str(full / "sweep")], before_work=False),
-        Case("full-run", ["run", *SYNTH, "-s", str(root / "quick.toml"), "-o", str(full / "new-run")], before_work=False),
+        Case(
+            "full-budget-junit",
+            ["budget", "check", str(root / "budget.toml"), "--run", good, "--junit", str(full / "j.xml")],
+        ),
+        Case(
+            "full-sweep",
+            ["sweep", "run", str(root / "sweep.toml"), "-o", str(full / "sweep")],
+            before_work=False,
+        ),
+        Case(
+            "full-run",
+            ["run", *SYNTH, "-s", str(root / "quick.toml"), "-o", str(full / "new-run")],
+            before_work=False,
+        ),
         Case("readonly-report", ["report", str(readonly / "run")]),
-        Case("readonly-run-out", ["run", *SYNTH, "-s", str(root / "quick.toml"), "-o", str(readonly / "new")]),
+        Case(
+            "readonly-run-out", ["run", *SYNTH, "-s", str(root / "quick.toml"), "-o", str(readonly / "new")]
+        ),
         Case("readonly-compare", ["compare", good, good, "-o", str(readonly / "cmp")]),
-        Case("readonly-budget-junit", ["budget", "check", str(root / "budget.toml"), "--run", good, "--junit",
-                                       str(readonly / "j.xml")]),
-    ]  # fmt: skip
+        Case(
+            "readonly-budget-junit",
+            ["budget", "check", str(root / "budget.toml"), "--run", good, "--junit", str(readonly / "j.xml")],
+        ),
+    ]
     results = _run_worker(cases, root)
     # no --out, in a read-only working directory: the default runs/ folder is refused before the model loads
-    results.update(_run_worker([Case("readonly-cwd", ["run", *SYNTH, "-s", str(root / "quick.toml")])], root, readonly))
+    results.update(
+        _run_worker([Case("readonly-cwd", ["run", *SYNTH, "-s", str(root / "quick.toml")])], root, readonly)
+    )
     wrong = []
     for case in [*cases, Case("readonly-cwd", [])]:
         result = results[case.id]
         errors = [line for line in result["stderr"].splitlines() if line.startswith("infer-prof: error:")]
         if result["code"] != 2 or len(errors) != 1 or "Traceback" in result["stderr"]:
-            wrong.append(f"{case.id}: exit {result['code']}, {len(errors)} error lines: {result['stderr'][-300:]}")
+            wrong.append(
+                f"{case.id}: exit {result['code']}, {len(errors)} error lines: {result['stderr'][-300:]}"
+            )
         elif case.before_work and result["loaded_model"]:
             wrong.append(f"{case.id}: loaded {result['loaded_model']} before refusing")
         elif not any(word in errors[0] for word in ("No space left", "Read-only", "cannot write")):
@@ -124,11 +147,18 @@ def test_two_runs_into_one_out_the_second_refuses_before_building_a_model(tmp_pa
 
 
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
-def test_a_signal_during_the_imports_is_one_line_and_128_plus_the_signal(signum: int, code: int, tmp_path: Path) -> None:
+def test_a_signal_during_the_imports_is_one_line_and_128_plus_the_signal(
+    signum: int, code: int, tmp_path: Path
+) -> None:
     command = ["-m", "profiler.cli", "run", *SYNTH, "-o", str(tmp_path / "out")]
-    process = subprocess.Popen([sys.executable, *command], cwd=ROOT,
-                               env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)  # fmt: skip
+    process = subprocess.Popen(
+        [sys.executable, *command],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     threading.Event().wait(0.5)  # the imports (torch, typer, the commands) take seconds longer than this
     process.send_signal(signum)
     _out, err = process.communicate(timeout=60)
@@ -139,21 +169,41 @@ def test_a_signal_during_the_imports_is_one_line_and_128_plus_the_signal(signum:
 
 @pytest.mark.parametrize(
     "body",
-    [b'{"prompt": "\\ud800x", "max_tokens": 2}', b'{"prompt": "hi", "stop": ["\\udfff"]}',
-     b'{"\\ud800": 1, "prompt": "hi"}', b"[" * 200_000 + b"]" * 200_000, b'{"prompt": ' + b"[" * 5000 + b"]" * 5000 + b"}",
-     b'{"prompt": "hi", "logit_bias": ' + b'{"a": ' * 3000 + b"1" + b"}" * 3000 + b"}"],
-    ids=["lone-surrogate-prompt", "lone-surrogate-stop", "lone-surrogate-key", "deep-array-200k", "deep-prompt",
-         "deep-object"],
-)  # fmt: skip
+    [
+        b'{"prompt": "\\ud800x", "max_tokens": 2}',
+        b'{"prompt": "hi", "stop": ["\\udfff"]}',
+        b'{"\\ud800": 1, "prompt": "hi"}',
+        b"[" * 200_000 + b"]" * 200_000,
+        b'{"prompt": ' + b"[" * 5000 + b"]" * 5000 + b"}",
+        b'{"prompt": "hi", "logit_bias": ' + b'{"a": ' * 3000 + b"1" + b"}" * 3000 + b"}",
+    ],
+    ids=[
+        "lone-surrogate-prompt",
+        "lone-surrogate-stop",
+        "lone-surrogate-key",
+        "deep-array-200k",
+        "deep-prompt",
+        "deep-object",
+    ],
+)
 def test_serve_answers_400_with_openais_error_to_any_body_it_cannot_parse(body: bytes) -> None:
     from tests.profiler.serve.conftest import running_server
 
     with running_server() as server:
-        response = httpx.post(f"{server.url}/v1/completions", content=body, timeout=30,
-                              headers={"content-type": "application/json"})  # fmt: skip
+        response = httpx.post(
+            f"{server.url}/v1/completions",
+            content=body,
+            timeout=30,
+            headers={"content-type": "application/json"},
+        )
         assert response.status_code == 400, response.text[:300]
         assert set(response.json()["error"]) == {"message", "type", "param", "code"}
-        assert httpx.post(f"{server.url}/v1/completions", json={"prompt": "hi", "max_tokens": 2}, timeout=30).status_code == 200
+        assert (
+            httpx.post(
+                f"{server.url}/v1/completions", json={"prompt": "hi", "max_tokens": 2}, timeout=30
+            ).status_code
+            == 200
+        )
 
 
 class _BrokenStream(http.server.BaseHTTPRequestHandler):
@@ -163,7 +213,9 @@ class _BrokenStream(http.server.BaseHTTPRequestHandler):
         pass
 
     def do_GET(self) -> None:
-        body = json.dumps({"object": "list", "data": [{"id": "broken", "object": "model", "owned_by": "x"}]}).encode()
+        body = json.dumps(
+            {"object": "list", "data": [{"id": "broken", "object": "model", "owned_by": "x"}]}
+        ).encode()
         self.send_response(200 if self.path.startswith("/v1/models") else 404)
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(body)))
@@ -183,9 +235,24 @@ def test_a_run_in_which_no_request_completed_exits_1_and_says_why(tmp_path: Path
     threading.Thread(target=server.serve_forever, daemon=True).start()
     (tmp_path / "quick.toml").write_text(QUICK)
     try:
-        results = _run_worker([Case("target", ["run", "--target", f"http://127.0.0.1:{server.server_port}", "-s",
-                                               str(tmp_path / "quick.toml"), "-o", str(tmp_path / "out"), "--no-report"])],
-                              tmp_path)  # fmt: skip
+        results = _run_worker(
+            [
+                Case(
+                    "target",
+                    [
+                        "run",
+                        "--target",
+                        f"http://127.0.0.1:{server.server_port}",
+                        "-s",
+                        str(tmp_path / "quick.toml"),
+                        "-o",
+                        str(tmp_path / "out"),
+                        "--no-report",
+                    ],
+                )
+            ],
+            tmp_path,
+        )
     finally:
         server.shutdown()
     result = results["target"]

@@ -12,7 +12,9 @@ from tests.corpus.cases import SCENARIO_OK, SYNTH, Corpus, _edit_result, _write
 
 DEEP = "[" * 5000 + "]" * 5000
 BUDGET_OK = '[[budget]]\nmetric = "throughput"\nmin = 0\n'
-SWEEP_OK = 'description = "one cell"\nrepeats = 1\nrequests = 2\n[axes]\nmodel = ["synthetic:tiny"]\nclients = [1]\n'
+SWEEP_OK = (
+    'description = "one cell"\nrepeats = 1\nrequests = 2\n[axes]\nmodel = ["synthetic:tiny"]\nclients = [1]\n'
+)
 
 
 def limits(c: Corpus) -> None:
@@ -24,28 +26,50 @@ def limits(c: Corpus) -> None:
         "description-huge": SCENARIO_OK.replace('description = "ok"', f'description = "{big}"'),
         "description-long": SCENARIO_OK.replace('description = "ok"', f'description = "{"a" * 600}"'),
         "comment-huge": SCENARIO_OK + "# " + big + "\n",
-        "warmup-over-requests": SCENARIO_OK.replace("num_requests = 4", "num_requests = 3\nwarmup_requests = 50"),
+        "warmup-over-requests": SCENARIO_OK.replace(
+            "num_requests = 4", "num_requests = 3\nwarmup_requests = 50"
+        ),
     }
     for name, text in scenarios.items():
         path = c.file(f"limits/scenario-{name}.toml", text)
-        c.add(f"limit-run-scenario-{name}", ["run", *SYNTH, "-s", path, "-o", f"out-limit-{name}"], watch=[f"out-limit-{name}"])
+        c.add(
+            f"limit-run-scenario-{name}",
+            ["run", *SYNTH, "-s", path, "-o", f"out-limit-{name}"],
+            watch=[f"out-limit-{name}"],
+        )
     c.add("limit-scenarios-show-deep", ["scenarios", "show", c.root / "limits/scenario-deep-array.toml"])
-    c.add("limit-scenarios-show-huge", ["scenarios", "show", c.root / "limits/scenario-description-huge.toml"])
+    c.add(
+        "limit-scenarios-show-huge", ["scenarios", "show", c.root / "limits/scenario-description-huge.toml"]
+    )
     for name, text in (("deep", SWEEP_OK + f"x = {DEEP}\n"), ("huge", "# " + big + "\n" + SWEEP_OK)):
         path = c.file(f"limits/sweep-{name}.toml", text)
-        c.add(f"limit-sweep-{name}", ["sweep", "run", path, "-o", f"out-limit-sweep-{name}"], watch=[f"out-limit-sweep-{name}"])
+        c.add(
+            f"limit-sweep-{name}",
+            ["sweep", "run", path, "-o", f"out-limit-sweep-{name}"],
+            watch=[f"out-limit-sweep-{name}"],
+        )
     for name, text in (("deep", BUDGET_OK + f"x = {DEEP}\n"), ("huge", "# " + big + "\n" + BUDGET_OK)):
         path = c.file(f"limits/budget-{name}.toml", text)
         c.add(f"limit-budget-{name}", ["budget", "check", path, "--run", str(c.good_run())])
     deep_result = c.corrupt_run("limit-result-deep", _write("result.json", '{"a": ' + DEEP + "}"))
     c.add("limit-report-result-deep", ["report", deep_result])
-    c.add("limit-compare-result-deep", ["compare", deep_result, str(c.good_run()), "-o", "out-limit-cmp"], watch=["out-limit-cmp"])
-    c.add("limit-budget-run-result-deep", ["budget", "check", c.root / "budget-ok.toml", "--run", deep_result])
+    c.add(
+        "limit-compare-result-deep",
+        ["compare", deep_result, str(c.good_run()), "-o", "out-limit-cmp"],
+        watch=["out-limit-cmp"],
+    )
+    c.add(
+        "limit-budget-run-result-deep", ["budget", "check", c.root / "budget-ok.toml", "--run", deep_result]
+    )
     long_name = "n" * 300
     c.add("limit-run-out-name-too-long", ["run", *SYNTH, "-o", f"{long_name}/x"])
-    c.add("limit-compare-out-name-too-long", ["compare", str(c.good_run()), str(c.good_run()), "-o", long_name])
-    c.add("limit-budget-junit-name-too-long", ["budget", "check", "budget-ok.toml", "--run", str(c.good_run()),
-                                               "--junit", f"{long_name}.xml"])  # fmt: skip
+    c.add(
+        "limit-compare-out-name-too-long", ["compare", str(c.good_run()), str(c.good_run()), "-o", long_name]
+    )
+    c.add(
+        "limit-budget-junit-name-too-long",
+        ["budget", "check", "budget-ok.toml", "--run", str(c.good_run()), "--junit", f"{long_name}.xml"],
+    )
     c.add("limit-sweep-out-name-too-long", ["sweep", "run", c.root / "sweep-ok.toml", "-o", long_name])
     c.add("limit-generate-max-tokens-over-context", ["generate", *SYNTH, "-n", "1000000000", "hi"])
     c.add("limit-generate-max-tokens-at-context", ["generate", *SYNTH, "-n", "2048", "hi"])
@@ -86,11 +110,22 @@ def sweep_dirs(c: Corpus) -> None:
         shutil.copytree(good, target)
         change(target)
         c.add(f"sweep-report-{name}", ["sweep", "report", target])
-    c.add("sweep-resume-damaged-manifest", ["sweep", "run", c.root / "sweep-ok.toml", "--resume", "-o",
-                                            c.root / "sweeps-damaged/manifest-a-list"])  # fmt: skip
+    c.add(
+        "sweep-resume-damaged-manifest",
+        [
+            "sweep",
+            "run",
+            c.root / "sweep-ok.toml",
+            "--resume",
+            "-o",
+            c.root / "sweeps-damaged/manifest-a-list",
+        ],
+    )
     other = c.root / "sweeps-damaged/other-axes"
     shutil.copytree(good, other)
-    c.add("sweep-resume-another-sweeps-dir", ["sweep", "run", c.root / "sweep-ok.toml", "--resume", "-o", other])
+    c.add(
+        "sweep-resume-another-sweeps-dir", ["sweep", "run", c.root / "sweep-ok.toml", "--resume", "-o", other]
+    )
 
 
 def damaged_runs(c: Corpus) -> None:
@@ -109,16 +144,35 @@ def damaged_runs(c: Corpus) -> None:
     for name, change in damages.items():
         run = c.corrupt_run(f"more-{name}", change)
         c.add(f"report-more-{name}", ["report", run])
-        c.add(f"compare-more-{name}", ["compare", str(c.good_run()), run, "-o", f"out-cmp-more-{name}"],
-              watch=[f"out-cmp-more-{name}"])  # fmt: skip
+        c.add(
+            f"compare-more-{name}",
+            ["compare", str(c.good_run()), run, "-o", f"out-cmp-more-{name}"],
+            watch=[f"out-cmp-more-{name}"],
+        )
         if name.startswith(("result", "metrics")):
             c.add(f"budget-run-more-{name}", ["budget", "check", c.root / "budget-ok.toml", "--run", run])
-    c.add("compare-a-sweep-dir", ["compare", str(c.good_run()), c.root / "good-sweep", "-o", "out-cmp-sweep"],
-          watch=["out-cmp-sweep"])  # fmt: skip
+    c.add(
+        "compare-a-sweep-dir",
+        ["compare", str(c.good_run()), c.root / "good-sweep", "-o", "out-cmp-sweep"],
+        watch=["out-cmp-sweep"],
+    )
     c.add("report-an-empty-dir", ["report", _empty_dir(c, "empty-run")])
-    c.add("budget-run-empty-dir", ["budget", "check", c.root / "budget-ok.toml", "--run", _empty_dir(c, "empty-run")])
-    c.add("budget-baseline-damaged-run", ["budget", "check", c.file("budgets/ratio-2.toml", '[[budget]]\nmetric = "throughput"\nmin_ratio = 0.9\n'),
-                                          "--run", str(c.good_run()), "--baseline", c.root / "runs/more-result-null"])  # fmt: skip
+    c.add(
+        "budget-run-empty-dir",
+        ["budget", "check", c.root / "budget-ok.toml", "--run", _empty_dir(c, "empty-run")],
+    )
+    c.add(
+        "budget-baseline-damaged-run",
+        [
+            "budget",
+            "check",
+            c.file("budgets/ratio-2.toml", '[[budget]]\nmetric = "throughput"\nmin_ratio = 0.9\n'),
+            "--run",
+            str(c.good_run()),
+            "--baseline",
+            c.root / "runs/more-result-null",
+        ],
+    )
 
 
 def _empty_dir(c: Corpus, name: str) -> Path:
@@ -146,7 +200,10 @@ def budgets(c: Corpus) -> None:
     for name, text in variants.items():
         path = c.file(f"budgets-more/{name}.toml", text)
         c.add(f"budget-more-{name}", ["budget", "check", path, "--run", str(c.good_run())])
-    c.add("budget-baseline-out-a-file", ["budget", "baseline", c.root / "budget-ok.toml", "-o", c.root / "a-file"])
+    c.add(
+        "budget-baseline-out-a-file",
+        ["budget", "baseline", c.root / "budget-ok.toml", "-o", c.root / "a-file"],
+    )
 
 
 def sweep_files(c: Corpus) -> None:
@@ -167,20 +224,32 @@ def sweep_files(c: Corpus) -> None:
         if not text.startswith("description"):
             text = f'description = "a bad sweep: {name}"\n' + text
         path = c.file(f"sweeps-more/{name}.toml", text)
-        c.add(f"sweep-more-{name}", ["sweep", "run", path, "-o", f"out-sweep-more-{name}"], watch=[f"out-sweep-more-{name}"])
+        c.add(
+            f"sweep-more-{name}",
+            ["sweep", "run", path, "-o", f"out-sweep-more-{name}"],
+            watch=[f"out-sweep-more-{name}"],
+        )
 
 
 def serve_options(c: Corpus) -> None:
     """Every `serve` option with a value it cannot use, refused before the model loads."""
     bad = {
-        "port-float": ["-p", "80.5"], "host-ipv4-out-of-range": ["--host", "999.1.1.1"],
-        "max-pending-huge": ["--max-pending", "1000000000000"], "shutdown-timeout-inf": ["--shutdown-timeout", "inf"],
-        "shutdown-timeout-huge": ["--shutdown-timeout", "1e12"], "log-level-empty": ["--log-level", ""],
-        "served-model-name-newline": ["--served-model-name", "a\nb"], "kv-memory-text": ["--kv-memory", "lots"],
-        "dtype-unknown": ["--dtype", "float8"], "device-unknown": ["--device", "tpu"],
-        "threads-zero": ["--threads", "0"], "seed-negative": ["--seed", "-1"], "block-size-zero": ["--block-size", "0"],
-        "graphs-on-the-cpu": ["--graphs", "on", "--device", "cpu"], "max-batched-tokens-zero": ["--max-batched-tokens", "0"],
-    }  # fmt: skip
+        "port-float": ["-p", "80.5"],
+        "host-ipv4-out-of-range": ["--host", "999.1.1.1"],
+        "max-pending-huge": ["--max-pending", "1000000000000"],
+        "shutdown-timeout-inf": ["--shutdown-timeout", "inf"],
+        "shutdown-timeout-huge": ["--shutdown-timeout", "1e12"],
+        "log-level-empty": ["--log-level", ""],
+        "served-model-name-newline": ["--served-model-name", "a\nb"],
+        "kv-memory-text": ["--kv-memory", "lots"],
+        "dtype-unknown": ["--dtype", "float8"],
+        "device-unknown": ["--device", "tpu"],
+        "threads-zero": ["--threads", "0"],
+        "seed-negative": ["--seed", "-1"],
+        "block-size-zero": ["--block-size", "0"],
+        "graphs-on-the-cpu": ["--graphs", "on", "--device", "cpu"],
+        "max-batched-tokens-zero": ["--max-batched-tokens", "0"],
+    }
     for name, args in bad.items():
         c.add(f"serve-more-{name}", ["serve", *SYNTH, *args])
     c.add("serve-model-missing-file", ["serve", "-m", "/nonexistent/model.gguf"])

@@ -36,8 +36,14 @@ def _run_case(case: dict[str, Any], loads: list[str]) -> dict[str, Any]:
         code = f"raised {type(exc).__name__}: {exc}"
     finally:
         os.chdir(previous)
-    return {"id": case["id"], "code": code, "stdout": out.getvalue(), "stderr": err.getvalue(),
-            "seconds": time.perf_counter() - started, "loaded_model": list(loads)}  # fmt: skip
+    return {
+        "id": case["id"],
+        "code": code,
+        "stdout": out.getvalue(),
+        "stderr": err.getvalue(),
+        "seconds": time.perf_counter() - started,
+        "loaded_model": list(loads),
+    }
 
 
 def main() -> None:

@@ -14,8 +14,9 @@ from engine.models import synthetic_weights
 from engine.tokenizer import Tokenizer
 from engine.types import ModelConfig, SamplingParams
 
-CONFIG = ModelConfig("test", vocab_size=300, dim=64, n_layers=2, n_heads=8, n_kv_heads=2, hidden_dim=96,
-                     context_length=256)  # fmt: skip
+CONFIG = ModelConfig(
+    "test", vocab_size=300, dim=64, n_layers=2, n_heads=8, n_kv_heads=2, hidden_dim=96, context_length=256
+)
 BLOCK = 4
 
 
@@ -36,7 +37,9 @@ def test_a_value_takes_the_smallest_bucket_holding_it(value: int, expected: int 
 def _models() -> tuple[LlamaModel, LlamaModel]:
     weights = synthetic_weights(CONFIG, seed=5)
     eager, graphed = LlamaModel(CONFIG, weights), LlamaModel(CONFIG, weights)
-    graphed.graphs = DecodeGraphs(graphed, max_batch=8, max_blocks=CONFIG.context_length // BLOCK, capture=False)
+    graphed.graphs = DecodeGraphs(
+        graphed, max_batch=8, max_blocks=CONFIG.context_length // BLOCK, capture=False
+    )
     for model in (eager, graphed):
         model.allocate_kv_cache(40, BLOCK)
     return eager, graphed
@@ -61,7 +64,10 @@ def test_padded_decode_steps_give_the_eager_logits_and_never_touch_a_real_block(
         torch.testing.assert_close(graphed.kv_pools[layer][:40], eager.kv_pools[layer])
     stats = graphed.graphs.stats
     assert stats.replayed_steps == 6 and stats.eager_steps == 1  # the prefill ran eagerly
-    assert sorted(map(tuple, stats.buckets)) == [(4, 2), (4, 4)]  # contexts 8 -> 13: 2 blocks of 4, then 3-4 (bucket 4)
+    assert sorted(map(tuple, stats.buckets)) == [
+        (4, 2),
+        (4, 4),
+    ]  # contexts 8 -> 13: 2 blocks of 4, then 3-4 (bucket 4)
 
 
 def test_steps_past_the_largest_bucket_or_with_unsampled_rows_run_eagerly() -> None:
@@ -77,11 +83,19 @@ def test_an_engine_on_graphs_gives_the_same_greedy_tokens() -> None:
     for graphs in (False, True):
         model = LlamaModel(CONFIG, synthetic_weights(CONFIG, seed=9))
         if graphs:
-            model.graphs = DecodeGraphs(model, max_batch=4, max_blocks=CONFIG.context_length // BLOCK, capture=False)
+            model.graphs = DecodeGraphs(
+                model, max_batch=4, max_blocks=CONFIG.context_length // BLOCK, capture=False
+            )
         config = EngineConfig(block_size=BLOCK, max_num_seqs=4, max_batched_tokens=64, num_kv_blocks=64)
         scheduler, kv_alloc, sampler = python_components(config, model)
-        engine = Engine(model, Tokenizer.byte_level(CONFIG.vocab_size), scheduler=scheduler, kv_alloc=kv_alloc,
-                        sampler=sampler, config=config)  # fmt: skip
+        engine = Engine(
+            model,
+            Tokenizer.byte_level(CONFIG.vocab_size),
+            scheduler=scheduler,
+            kv_alloc=kv_alloc,
+            sampler=sampler,
+            config=config,
+        )
         params = SamplingParams(max_tokens=12, ignore_eos=True)
         with engine:
             handles = [engine.submit([3 + i, 4 + i, 5 + i, 6], params) for i in range(6)]

@@ -18,9 +18,16 @@ def two_gpus() -> int:
 
 @pytest.mark.parametrize(
     ("spec", "count", "expected"),
-    [("cpu", no_gpu, "cpu"), ("auto", no_gpu, "cpu"), ("auto", two_gpus, "cuda:0"), ("cuda", two_gpus, "cuda:0"),
-     ("cuda:1", two_gpus, "cuda:1"), (" CUDA:1 ", two_gpus, "cuda:1"), ("cpu", two_gpus, "cpu")],
-)  # fmt: skip
+    [
+        ("cpu", no_gpu, "cpu"),
+        ("auto", no_gpu, "cpu"),
+        ("auto", two_gpus, "cuda:0"),
+        ("cuda", two_gpus, "cuda:0"),
+        ("cuda:1", two_gpus, "cuda:1"),
+        (" CUDA:1 ", two_gpus, "cuda:1"),
+        ("cpu", two_gpus, "cpu"),
+    ],
+)
 def test_a_spec_resolves_to_the_device_the_engine_will_use(spec, count, expected) -> None:  # type: ignore[no-untyped-def]
     assert resolve_device(spec, cuda_count=count) == expected
 
@@ -52,5 +59,7 @@ def test_an_index_past_the_last_gpu_lists_the_ones_there_are() -> None:
 
 def test_bfloat16_is_the_gpu_default_and_float32_the_cpu_one() -> None:
     assert default_dtype("cuda:0") == "bfloat16" and default_dtype("cpu") == "float32"
-    assert resolve_dtype_name("auto", "cuda:1") == "bfloat16" and resolve_dtype_name("auto", "cpu") == "float32"
+    assert (
+        resolve_dtype_name("auto", "cuda:1") == "bfloat16" and resolve_dtype_name("auto", "cpu") == "float32"
+    )
     assert resolve_dtype_name("float32", "cuda:0") == "float32"  # an explicit dtype is kept

@@ -28,9 +28,15 @@ def make_engine(model: FakeModel | None = None, **options) -> Engine:  # type: i
     scheduler, kv_alloc, sampler = python_components(config, model)
     extra = {"tracer": tracer} if tracer is not None else {}
     return Engine(
-        model, FakeTokenizer(model.config.vocab_size), scheduler=scheduler, kv_alloc=kv_alloc,
-        sampler=sampler, config=config, on_step=on_step, **extra,
-    )  # fmt: skip
+        model,
+        FakeTokenizer(model.config.vocab_size),
+        scheduler=scheduler,
+        kv_alloc=kv_alloc,
+        sampler=sampler,
+        config=config,
+        on_step=on_step,
+        **extra,
+    )
 
 
 @contextmanager
@@ -285,8 +291,9 @@ def test_cancel_in_flight_and_before_start() -> None:
         assert queued.result(timeout=30).finish_reason == "abort"
         assert queued.result().scheduled_ns is None
         first_token = threading.Event()
-        handle = engine.submit([5, 6], SamplingParams(max_tokens=10_000, ignore_eos=True),
-                               on_token=lambda _d: first_token.set())  # fmt: skip
+        handle = engine.submit(
+            [5, 6], SamplingParams(max_tokens=10_000, ignore_eos=True), on_token=lambda _d: first_token.set()
+        )
         assert first_token.wait(30)
         assert engine.cancel(handle.request_id)
         output = handle.result(timeout=30)
@@ -299,19 +306,25 @@ def test_on_finish_runs_once_per_request_whatever_ends_it() -> None:
     finished: dict[str, list[RequestOutput]] = {"done": [], "cancelled": [], "aborted": []}
     engine = make_engine(FakeModel(delay_s=0.002))
     with serving(engine):
-        done = engine.submit([5, 6], SamplingParams(max_tokens=3, ignore_eos=True),
-                             on_finish=finished["done"].append)  # fmt: skip
+        done = engine.submit(
+            [5, 6], SamplingParams(max_tokens=3, ignore_eos=True), on_finish=finished["done"].append
+        )
         assert done.result(timeout=30).ok
         started = threading.Event()
-        cancelled = engine.submit([5, 6], SamplingParams(max_tokens=10_000, ignore_eos=True),
-                                  on_token=lambda _d: started.set(), on_finish=finished["cancelled"].append)  # fmt: skip
+        cancelled = engine.submit(
+            [5, 6],
+            SamplingParams(max_tokens=10_000, ignore_eos=True),
+            on_token=lambda _d: started.set(),
+            on_finish=finished["cancelled"].append,
+        )
         assert started.wait(30) and cancelled.cancel()
         cancelled.result(timeout=30)
         # A callback that raises cannot fail a request that is already over, nor stop the engine.
         boom = engine.submit([7], SamplingParams(max_tokens=2, ignore_eos=True), on_finish=lambda _o: 1 / 0)
         assert boom.result(timeout=30).ok
-        aborted = engine.submit([5], SamplingParams(max_tokens=10_000, ignore_eos=True),
-                                on_finish=finished["aborted"].append)  # fmt: skip
+        aborted = engine.submit(
+            [5], SamplingParams(max_tokens=10_000, ignore_eos=True), on_finish=finished["aborted"].append
+        )
         engine.shutdown(abort=True, timeout=30)
     assert [o.finish_reason for o in finished["done"]] == ["length"]
     assert [o.finish_reason for o in finished["cancelled"]] == ["abort"]
@@ -463,8 +476,10 @@ def test_real_model_greedy_together_equals_alone_up_to_near_ties(tiny, num_kv_bl
         int(logits_after(tiny.model, first.prompt_token_ids + first.token_ids[:3]).argmax())
         == first.token_ids[3]
     )
-    print(f"num_kv_blocks={num_kv_blocks}: {divergences}/16 requests diverge (each at a near-tie); "
-          f"{preemptions} preemptions")  # fmt: skip
+    print(
+        f"num_kv_blocks={num_kv_blocks}: {divergences}/16 requests diverge (each at a near-tie); "
+        f"{preemptions} preemptions"
+    )
 
 
 class _HostSampler:
@@ -495,17 +510,28 @@ class _ModelOn(FakeModel):
         self.device = type("Device", (), {"type": device_type})()
 
 
-@pytest.mark.parametrize(("device_type", "host_sampler", "copied"),
-                         [("cuda", True, True), ("cuda", False, False), ("cpu", True, False)])  # fmt: skip
-def test_a_gpu_models_logits_reach_a_host_sampler_in_their_own_d2h_span(device_type, host_sampler, copied) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize(
+    ("device_type", "host_sampler", "copied"),
+    [("cuda", True, True), ("cuda", False, False), ("cpu", True, False)],
+)
+def test_a_gpu_models_logits_reach_a_host_sampler_in_their_own_d2h_span(
+    device_type, host_sampler, copied
+) -> None:  # type: ignore[no-untyped-def]
     tracer = RecordingTracer()
     model = _ModelOn(device_type)
     config = EngineConfig(block_size=4, max_batched_tokens=16)
     scheduler, kv_alloc, sampler = python_components(config, model)
     if host_sampler:
         sampler = _HostSampler(sampler)
-    engine = Engine(model, FakeTokenizer(model.config.vocab_size), scheduler=scheduler, kv_alloc=kv_alloc,
-                    sampler=sampler, config=config, tracer=tracer)  # fmt: skip
+    engine = Engine(
+        model,
+        FakeTokenizer(model.config.vocab_size),
+        scheduler=scheduler,
+        kv_alloc=kv_alloc,
+        sampler=sampler,
+        config=config,
+        tracer=tracer,
+    )
     with serving(engine):
         outputs = [h.result(timeout=30) for h in [engine.submit(p, GREEDY) for p in random_prompts(3, 11)]]
     assert all(len(output.token_ids) > 0 for output in outputs)

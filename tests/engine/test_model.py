@@ -251,12 +251,21 @@ def test_build_model_input_refuses_tokens_without_a_block() -> None:
 def test_padded_rows_are_exact_for_decode_batches_and_bounded_above() -> None:
     from engine.model import EXACT_ROWS, padded_rows, row_buckets
 
-    assert [padded_rows(rows) for rows in (1, EXACT_ROWS, EXACT_ROWS + 1, 30, 65)] == [1, EXACT_ROWS, 18, 30, 72]
+    assert [padded_rows(rows) for rows in (1, EXACT_ROWS, EXACT_ROWS + 1, 30, 65)] == [
+        1,
+        EXACT_ROWS,
+        18,
+        30,
+        72,
+    ]
     for rows in range(1, 5000):
         padded = padded_rows(rows)
         assert rows <= padded <= max(rows, rows * 1.125 + 1), rows
     # The point: few shapes for oneDNN's per-shape caches, however varied the step's token counts.
-    assert row_buckets(512) == sorted({padded_rows(rows) for rows in range(1, 513)}) and len(row_buckets(512)) == 56
+    assert (
+        row_buckets(512) == sorted({padded_rows(rows) for rows in range(1, 513)})
+        and len(row_buckets(512)) == 56
+    )
     assert len({padded_rows(rows) for rows in range(1, 2**20 + 1)}) == 144
 
 

@@ -47,8 +47,13 @@ def test_bad_dtype_is_refused_before_loading() -> None:
 def test_presets() -> None:
     tiny = SYNTHETIC_PRESETS["tiny"]
     assert (tiny.n_layers, tiny.dim, tiny.n_heads, tiny.n_kv_heads, tiny.hidden_dim, tiny.vocab_size) == (
-        2, 64, 4, 2, 172, 49152,
-    )  # fmt: skip
+        2,
+        64,
+        4,
+        2,
+        172,
+        49152,
+    )
     assert 0.9e9 < models.parameter_count(SYNTHETIC_PRESETS["large"]) < 1.3e9
     assert all(c.context_length == 2048 for c in SYNTHETIC_PRESETS.values())
 

@@ -19,10 +19,13 @@ from engine.sampler import PythonSampler
 from engine.tokenizer import Tokenizer
 from engine.types import ModelConfig, SamplingParams
 
-pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="these tests run the engine on a CUDA GPU")
+pytestmark = pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="these tests run the engine on a CUDA GPU"
+)
 
-CONFIG = ModelConfig("test", vocab_size=300, dim=64, n_layers=2, n_heads=8, n_kv_heads=2, hidden_dim=96,
-                     context_length=256)  # fmt: skip
+CONFIG = ModelConfig(
+    "test", vocab_size=300, dim=64, n_layers=2, n_heads=8, n_kv_heads=2, hidden_dim=96, context_length=256
+)
 BLOCK = 4
 
 
@@ -60,9 +63,14 @@ def test_captured_graphs_replay_the_eager_decode_steps() -> None:
 def test_the_python_sampler_on_the_gpu_draws_the_cpus_tokens() -> None:
     generator = torch.Generator().manual_seed(3)
     logits = torch.randn(6, 300, generator=generator) * 3
-    params = [SamplingParams(), SamplingParams(temperature=0.8, seed=1), SamplingParams(top_k=20, seed=2),
-              SamplingParams(top_p=0.9, seed=3), SamplingParams(min_p=0.05, seed=4),
-              SamplingParams(repetition_penalty=1.3, frequency_penalty=0.5, seed=5)]  # fmt: skip
+    params = [
+        SamplingParams(),
+        SamplingParams(temperature=0.8, seed=1),
+        SamplingParams(top_k=20, seed=2),
+        SamplingParams(top_p=0.9, seed=3),
+        SamplingParams(min_p=0.05, seed=4),
+        SamplingParams(repetition_penalty=1.3, frequency_penalty=0.5, seed=5),
+    ]
     picks = []
     for device in ("cpu", "cuda"):
         sampler = PythonSampler()
@@ -81,11 +89,19 @@ def test_an_engine_on_the_gpu_gives_the_cpus_greedy_tokens(graphs: bool) -> None
             model.graphs = DecodeGraphs(model, max_batch=4, max_blocks=CONFIG.context_length // BLOCK)
         config = EngineConfig(block_size=BLOCK, max_num_seqs=4, max_batched_tokens=64, num_kv_blocks=64)
         scheduler, kv_alloc, sampler = python_components(config, model)
-        engine = Engine(model, Tokenizer.byte_level(CONFIG.vocab_size), scheduler=scheduler, kv_alloc=kv_alloc,
-                        sampler=sampler, config=config)  # fmt: skip
+        engine = Engine(
+            model,
+            Tokenizer.byte_level(CONFIG.vocab_size),
+            scheduler=scheduler,
+            kv_alloc=kv_alloc,
+            sampler=sampler,
+            config=config,
+        )
         with engine:
-            handles = [engine.submit([3 + i, 4 + i, 5 + i, 6], SamplingParams(max_tokens=12, ignore_eos=True))
-                       for i in range(6)]  # fmt: skip
+            handles = [
+                engine.submit([3 + i, 4 + i, 5 + i, 6], SamplingParams(max_tokens=12, ignore_eos=True))
+                for i in range(6)
+            ]
             outputs.append([handle.result(timeout=120).token_ids for handle in handles])
     assert outputs[0] == outputs[1]
 
@@ -103,5 +119,5 @@ def test_cuda_event_pairs_time_device_work() -> None:
             a = (a @ a).clamp_(-1, 1)
         torch.cuda.synchronize()
     timer.stop()
-    (host_ns, elapsed_ns), = timer.pairs()
+    ((host_ns, elapsed_ns),) = timer.pairs()
     assert elapsed_ns > 1_000_000  # 20 matmuls of 4096^2 take milliseconds on any GPU

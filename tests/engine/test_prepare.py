@@ -15,9 +15,11 @@ def plan_of(rows: list[tuple[int, int, int, bool]]) -> StepPlan:
     """A plan with just the batch: (seq_id, num_tokens, start, sample) per row."""
     columns = list(zip(*rows)) if rows else [(), (), (), ()]
     return StepPlan(
-        seq_ids=np.array(columns[0], dtype=np.int64), num_tokens=np.array(columns[1], dtype=np.int64),
-        start_positions=np.array(columns[2], dtype=np.int64), samples=np.array(columns[3], dtype=np.bool_),
-    )  # fmt: skip
+        seq_ids=np.array(columns[0], dtype=np.int64),
+        num_tokens=np.array(columns[1], dtype=np.int64),
+        start_positions=np.array(columns[2], dtype=np.int64),
+        samples=np.array(columns[3], dtype=np.bool_),
+    )
 
 
 TABLES = np.array([[3, 4, -1], [0, 1, 2]], dtype=np.int32)
@@ -89,7 +91,9 @@ def test_a_failed_prepare_drops_the_sampled_rows_but_keeps_what_it_applied() -> 
     prepare.add(2, [1])
     with pytest.raises(ValueError, match="sampled token ids"):
         prepare.prepare(plan_of([(1, 1, 1, True)]), TABLES[:1])
-    assert prepare.tokens(1) == [5, 6] and prepare.num_sequences == 1  # nothing applied, the add still pending
+    assert (
+        prepare.tokens(1) == [5, 6] and prepare.num_sequences == 1
+    )  # nothing applied, the add still pending
     with pytest.raises(ValueError, match="0 sampled rows"):
         prepare.append_sampled([4])
     inp = prepare.prepare(plan_of([(2, 1, 0, True)]), TABLES[:1])

@@ -76,7 +76,10 @@ def test_int8_model_tracks_float32() -> None:
     quantized = LlamaModel(CONFIG, weights, dtype="int8", calibration_tokens=list(range(1, 200, 3)))
     assert quantized.weight_format == "int8" and quantized.quantized_engine == ENGINE
     assert isinstance(quantized.layers[0].down, Int8Linear) and isinstance(quantized.head, Int8Linear)
-    ids = [int(t) for t in torch.randint(0, CONFIG.vocab_size, (120,), generator=torch.Generator().manual_seed(4))]
+    ids = [
+        int(t)
+        for t in torch.randint(0, CONFIG.vocab_size, (120,), generator=torch.Generator().manual_seed(4))
+    ]
     want, got = all_logits(reference, ids), all_logits(quantized, ids)
     assert relative_error(got, want) < 0.1
     assert float((got.argmax(-1) == want.argmax(-1)).float().mean()) >= 0.9
@@ -105,8 +108,24 @@ def test_bad_dtypes_are_refused() -> None:
 
 def test_cli_refuses_a_bad_dtype_in_one_line() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "profiler.cli", "generate", "-m", "synthetic:tiny", "--dtype", "int4", "-n", "2", "hi"],
-        capture_output=True, text=True, cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, check=False,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "profiler.cli",
+            "generate",
+            "-m",
+            "synthetic:tiny",
+            "--dtype",
+            "int4",
+            "-n",
+            "2",
+            "hi",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        check=False,
+    )
     assert done.returncode == 2
     assert done.stderr.strip().count("\n") == 0 and "--dtype='int4'" in done.stderr

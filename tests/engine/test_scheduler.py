@@ -123,7 +123,9 @@ def test_priority_admission_order_and_preemption_victim() -> None:
         [NewSequence(0, 2, 4, 5), NewSequence(1, 2, 4, 1), NewSequence(2, 2, 4, 3)], [], 10
     )
     assert plan.seq_ids.tolist() == [1]
-    assert scheduler.schedule([NewSequence(3, 2, 4, 3)], [1], 9).seq_ids.tolist() == [2]  # 3 ties 2: earlier arrival
+    assert scheduler.schedule([NewSequence(3, 2, 4, 3)], [1], 9).seq_ids.tolist() == [
+        2
+    ]  # 3 ties 2: earlier arrival
     assert scheduler.schedule([], [2], 9).seq_ids.tolist() == [3]
     assert scheduler.schedule([], [3], 9).seq_ids.tolist() == [0]
 
@@ -166,7 +168,9 @@ def check_counts(plan: StepPlan, cached: dict[int, int], prompts: dict[int, int]
     for seq_id in plan.frees.tolist():
         cached.pop(seq_id, None)
     rows = batch(plan)
-    assert all(seq_id in cached for seq_id, *_ in rows[: plan.first_admitted]), "a running entry was not running"
+    assert all(seq_id in cached for seq_id, *_ in rows[: plan.first_admitted]), (
+        "a running entry was not running"
+    )
     assert not any(seq_id in cached for seq_id, *_ in rows[plan.first_admitted :]), "an admission was running"
     decode = sum(1 for seq_id, n, start, _ in rows if n == 1 and start >= prompts[seq_id])
     assert plan.decode_tokens == decode

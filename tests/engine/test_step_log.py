@@ -9,11 +9,20 @@ from engine.sequence import StepLog, StepRecord
 
 def _record(step: int, used: int, total: int = 40) -> StepRecord:
     return StepRecord(
-        step=step, start_ns=1_700_000_000_000_000 + step, end_ns=1_700_000_000_500_000 + step, batch_size=step % 7,
-        prefill_tokens=3 * step, decode_tokens=step, blocks_used=used, blocks_free=total - used,
-        kv_utilization=used / total, fragmentation_slots=used * 16 - step, preemptions=step % 2, waiting=step,
+        step=step,
+        start_ns=1_700_000_000_000_000 + step,
+        end_ns=1_700_000_000_500_000 + step,
+        batch_size=step % 7,
+        prefill_tokens=3 * step,
+        decode_tokens=step,
+        blocks_used=used,
+        blocks_free=total - used,
+        kv_utilization=used / total,
+        fragmentation_slots=used * 16 - step,
+        preemptions=step % 2,
+        waiting=step,
         running=step % 5,
-    )  # fmt: skip
+    )
 
 
 def test_records_come_back_equal_by_index_slice_and_iteration() -> None:

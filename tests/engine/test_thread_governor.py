@@ -23,7 +23,9 @@ class FakeMachine:
         self.busy = self.wait = self.engine = 0
         self.set_calls: list[int] = []
 
-    def window(self, own_wait_cores: float = 0.0, others_cores: float = 0.0, engine_cores: float = 1.0) -> None:
+    def window(
+        self, own_wait_cores: float = 0.0, others_cores: float = 0.0, engine_cores: float = 1.0
+    ) -> None:
         self.now += WINDOW_NS
         self.wait += int(own_wait_cores * WINDOW_NS)
         self.engine += int(engine_cores * WINDOW_NS)
@@ -67,29 +69,36 @@ def test_waiting_for_cpus_lowers_to_one_thread_and_a_quiet_spell_restores_it() -
     assert record["switches"] == 2 and record["threads_at_end"] == 2
     # Lowered at the end of the first busy window, raised at the end of the fourth quiet one: 2 + 4 windows.
     assert record["one_thread_s"] == (2 + tg.UP_WINDOWS) * tg.WINDOW_S
-    assert record["watched_s"] == 8 * tg.WINDOW_S  # the whole life it watched, which the lowered time is part of
+    assert (
+        record["watched_s"] == 8 * tg.WINDOW_S
+    )  # the whole life it watched, which the lowered time is part of
 
 
 def test_a_short_lull_does_not_bounce_the_count() -> None:
     machine = FakeMachine()
     governor = machine.governor()
     busy, quiet = {"own_wait_cores": 0.6, "others_cores": 1.0}, {"others_cores": 0.0}
-    counts = run(machine, governor, [busy] + [quiet] * (tg.UP_WINDOWS - 1) + [busy] + [quiet] * (tg.UP_WINDOWS - 1))
+    counts = run(
+        machine, governor, [busy] + [quiet] * (tg.UP_WINDOWS - 1) + [busy] + [quiet] * (tg.UP_WINDOWS - 1)
+    )
     assert set(counts) == {1} and machine.set_calls == [1]
 
 
 def test_the_engine_threads_own_cpu_is_not_counted_as_other_work() -> None:
     machine = FakeMachine()
     governor = machine.governor()
-    windows = [{"own_wait_cores": 0.6, "others_cores": 1.0}] + [{"engine_cores": 1.0, "others_cores": 0.1}] * tg.UP_WINDOWS
+    windows = [{"own_wait_cores": 0.6, "others_cores": 1.0}] + [
+        {"engine_cores": 1.0, "others_cores": 0.1}
+    ] * tg.UP_WINDOWS
     assert run(machine, governor, windows)[-1] == 2
 
 
 def test_reads_at_most_once_a_window() -> None:
     machine = FakeMachine()
     reads = []
-    governor = ThreadGovernor(2, machine.set_calls.append, read=lambda: reads.append(1) or machine.read(),
-                              clock=lambda: machine.now)  # fmt: skip
+    governor = ThreadGovernor(
+        2, machine.set_calls.append, read=lambda: reads.append(1) or machine.read(), clock=lambda: machine.now
+    )
     for _ in range(5):
         governor.tick()
     assert len(reads) == 1
@@ -144,8 +153,14 @@ def test_an_engine_lowers_its_own_threads_and_gives_them_back_when_it_stops() ->
         "thread = threading.Thread(target=lambda: later.append(torch.get_num_threads())); thread.start(); thread.join()\n"
         "print(seen[0], seen[-1], later[0], eng.threads.record()['switches'])\n"
     )
-    env = {key: value for key, value in os.environ.items() if key not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "INFER_PROF_OMP_POLICY")}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "INFER_PROF_OMP_POLICY")
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     # The first step ran on 2 threads (one look sets the baseline), later ones on 1; a thread started after
     # the engine stopped gets 2 again.

@@ -26,7 +26,10 @@ def test_user_choice_is_kept_and_the_count_is_left_alone() -> None:
     record = choose_wait_policy(env, torch_loaded=False)
     assert record["set_by"] == "user" and record["adaptive_threads"] is False
     assert env == {"OMP_WAIT_POLICY": "PASSIVE"}
-    assert choose_wait_policy({"GOMP_SPINCOUNT": "1000"}, torch_loaded=False)["wait_policy"] == "GOMP_SPINCOUNT=1000"
+    assert (
+        choose_wait_policy({"GOMP_SPINCOUNT": "1000"}, torch_loaded=False)["wait_policy"]
+        == "GOMP_SPINCOUNT=1000"
+    )
 
 
 def test_opt_out_leaves_libgomp_default_with_a_fixed_count() -> None:
@@ -39,12 +42,16 @@ def test_too_late_when_torch_is_already_loaded() -> None:
 
 
 def test_threads_the_user_pins_are_not_adapted() -> None:
-    code = ("import engine.threads as t, torch\n"
-            "before = t.adaptive_threads()\n"
-            "t.pin_threads(1)\n"
-            "print(before, t.adaptive_threads(), torch.get_num_threads(), t.wait_policy_decision()['threads_set_by'])")  # fmt: skip
+    code = (
+        "import engine.threads as t, torch\n"
+        "before = t.adaptive_threads()\n"
+        "t.pin_threads(1)\n"
+        "print(before, t.adaptive_threads(), torch.get_num_threads(), t.wait_policy_decision()['threads_set_by'])"
+    )
     env = {key: value for key, value in os.environ.items() if key not in CLEAN}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True, cwd=ROOT)
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True, cwd=ROOT
+    )
     assert out.stdout.split() == ["True", "False", "1", "user"]
 
 

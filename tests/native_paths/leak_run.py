@@ -41,9 +41,14 @@ def run(rounds: int, steps: int, vocab: int) -> int:
         for _ in range(steps):
             arrivals = []
             for _ in range(rng.choice([0, 1, 2])):
-                params = SamplingParams(temperature=rng.choice([0.0, 0.8]), top_k=rng.choice([0, 20]),
-                                        top_p=rng.choice([1.0, 0.9]), repetition_penalty=rng.choice([1.0, 1.2]),
-                                        frequency_penalty=rng.choice([0.0, 0.3]), seed=next_id)  # fmt: skip
+                params = SamplingParams(
+                    temperature=rng.choice([0.0, 0.8]),
+                    top_k=rng.choice([0, 20]),
+                    top_p=rng.choice([1.0, 0.9]),
+                    repetition_penalty=rng.choice([1.0, 1.2]),
+                    frequency_penalty=rng.choice([0.0, 0.3]),
+                    seed=next_id,
+                )
                 prompt = [rng.randrange(vocab) for _ in range(rng.randint(1, 20))]
                 arrivals.append(NewSequence(next_id, len(prompt), 8))
                 sampler.add(next_id, params, prompt[:8])
@@ -54,8 +59,9 @@ def run(rounds: int, steps: int, vocab: int) -> int:
             mirror.step(plan.frees, plan.grow_seq_ids, plan.grow_num_blocks, plan.seq_ids)
             tables = allocator.step(plan.frees, plan.grow_seq_ids, plan.grow_num_blocks, plan.seq_ids)
             core_plan = core.scheduler.schedule(arrivals, finished, 0)
-            core_tables = core.kv_alloc.step(core_plan.frees, core_plan.grow_seq_ids, core_plan.grow_num_blocks,
-                                             core_plan.seq_ids)  # fmt: skip
+            core_tables = core.kv_alloc.step(
+                core_plan.frees, core_plan.grow_seq_ids, core_plan.grow_num_blocks, core_plan.seq_ids
+            )
             if len(plan.seq_ids):
                 prepare.prepare(plan, tables)
                 core.prepare.prepare(core_plan, core_tables)
@@ -70,7 +76,13 @@ def run(rounds: int, steps: int, vocab: int) -> int:
                 sampler.remove(seq_id)
                 prepare.remove(seq_id)
                 core.prepare.remove(seq_id)
-        del scheduler, allocator, sampler, prepare, core  # dropped, not closed: weakref.finalize must free them
+        del (
+            scheduler,
+            allocator,
+            sampler,
+            prepare,
+            core,
+        )  # dropped, not closed: weakref.finalize must free them
         gc.collect()
         if lib.np_live_allocations() != 0:
             print(

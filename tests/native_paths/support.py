@@ -26,8 +26,12 @@ def _ensure_built() -> dict[str, bool | str]:
         return status
     completed = subprocess.run(
         [sys.executable, str(REPO_ROOT / "native_paths" / "build.py")],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     if completed.returncode != 0:
         status["reason"] = f"building the extension failed: {completed.stderr.strip()[-400:]}"
         return status

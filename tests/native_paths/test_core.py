@@ -20,17 +20,22 @@ from tests.native_paths.support import requires_native
 pytestmark = requires_native
 
 
-def make_core(num_blocks: int, block_size: int, max_num_seqs: int, max_batched_tokens: int,
-              policy: str = "fcfs") -> tuple[Any, Any, Any]:  # fmt: skip
+def make_core(
+    num_blocks: int, block_size: int, max_num_seqs: int, max_batched_tokens: int, policy: str = "fcfs"
+) -> tuple[Any, Any, Any]:
     from native_paths.core import core_components
 
     return core_components(num_blocks, block_size, max_num_seqs, max_batched_tokens, policy)
 
 
-def make_python(num_blocks: int, block_size: int, max_num_seqs: int, max_batched_tokens: int,
-                policy: str = "fcfs") -> tuple[Any, Any, Any]:  # fmt: skip
-    return (PythonScheduler(block_size, max_num_seqs, max_batched_tokens, policy),
-            PythonKVAllocator(num_blocks, block_size), PythonPrepare(block_size))  # fmt: skip
+def make_python(
+    num_blocks: int, block_size: int, max_num_seqs: int, max_batched_tokens: int, policy: str = "fcfs"
+) -> tuple[Any, Any, Any]:
+    return (
+        PythonScheduler(block_size, max_num_seqs, max_batched_tokens, policy),
+        PythonKVAllocator(num_blocks, block_size),
+        PythonPrepare(block_size),
+    )
 
 
 def drive(parts: tuple[Any, Any, Any], seed: int, steps: int, policy_priorities: bool) -> list[object]:
@@ -69,11 +74,17 @@ def drive(parts: tuple[Any, Any, Any], seed: int, steps: int, policy_priorities:
 
 
 @settings(max_examples=60, deadline=None)
-@given(policy=st.sampled_from(["fcfs", "priority"]), block_size=st.sampled_from([1, 2, 4, 16]),
-       num_blocks=st.integers(40, 80), max_num_seqs=st.integers(1, 8), max_batched_tokens=st.integers(1, 64),
-       seed=st.integers(0, 2**32))  # fmt: skip
-def test_core_steps_like_the_python_twins(policy: str, block_size: int, num_blocks: int, max_num_seqs: int,
-                                          max_batched_tokens: int, seed: int) -> None:  # fmt: skip
+@given(
+    policy=st.sampled_from(["fcfs", "priority"]),
+    block_size=st.sampled_from([1, 2, 4, 16]),
+    num_blocks=st.integers(40, 80),
+    max_num_seqs=st.integers(1, 8),
+    max_batched_tokens=st.integers(1, 64),
+    seed=st.integers(0, 2**32),
+)
+def test_core_steps_like_the_python_twins(
+    policy: str, block_size: int, num_blocks: int, max_num_seqs: int, max_batched_tokens: int, seed: int
+) -> None:
     sizes = (num_blocks, block_size, max_num_seqs, max_batched_tokens, policy)
     python = drive(make_python(*sizes), seed, 70, policy == "priority")
     native = drive(make_core(*sizes), seed, 70, policy == "priority")

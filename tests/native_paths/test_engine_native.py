@@ -24,13 +24,25 @@ def serve(
     scheduler, kv_alloc, sampler = python_components(config, model)
     prepare = None
     if native != "none":
-        parts = make_components(native, num_blocks=kv_alloc.num_blocks, block_size=config.block_size,
-                                max_num_seqs=config.max_num_seqs, max_batched_tokens=config.max_batched_tokens,
-                                policy=policy)  # fmt: skip
+        parts = make_components(
+            native,
+            num_blocks=kv_alloc.num_blocks,
+            block_size=config.block_size,
+            max_num_seqs=config.max_num_seqs,
+            max_batched_tokens=config.max_batched_tokens,
+            policy=policy,
+        )
         assert parts.native == parse_native(native)
         scheduler, kv_alloc, sampler, prepare = parts.scheduler, parts.kv_alloc, parts.sampler, parts.prepare
-    engine = Engine(model, FakeTokenizer(model.config.vocab_size), scheduler=scheduler, kv_alloc=kv_alloc,
-                    sampler=sampler, config=config, prepare=prepare)  # fmt: skip
+    engine = Engine(
+        model,
+        FakeTokenizer(model.config.vocab_size),
+        scheduler=scheduler,
+        kv_alloc=kv_alloc,
+        sampler=sampler,
+        config=config,
+        prepare=prepare,
+    )
     # Submitted before the engine starts: every run sees the same batches, so preemptions match too.
     handles = [engine.submit(prompt, p) for prompt, p in zip(prompts, params)]
     with engine:
@@ -43,10 +55,16 @@ def workload() -> tuple[list[list[int]], list[SamplingParams]]:
     rng = random.Random(5)
     prompts = [[rng.randrange(3, 256) for _ in range(rng.randrange(3, 30))] for _ in range(14)]
     params = [
-        SamplingParams(temperature=rng.choice([0.0, 0.7, 1.0]), top_k=rng.choice([0, 20]), top_p=rng.choice([1.0, 0.9]),
-                       repetition_penalty=rng.choice([1.0, 1.3]), max_tokens=rng.randrange(4, 24), seed=i)
+        SamplingParams(
+            temperature=rng.choice([0.0, 0.7, 1.0]),
+            top_k=rng.choice([0, 20]),
+            top_p=rng.choice([1.0, 0.9]),
+            repetition_penalty=rng.choice([1.0, 1.3]),
+            max_tokens=rng.randrange(4, 24),
+            seed=i,
+        )
         for i in range(14)
-    ]  # fmt: skip
+    ]
     return prompts, params
 
 
@@ -65,4 +83,6 @@ def test_every_native_combination_serves_the_same_tokens() -> None:
     prompts, params = workload()
     python_run = serve("none", prompts, params, "fcfs")
     for combination in every_combination():
-        assert serve(",".join(sorted(combination)), prompts, params, "fcfs") == python_run, sorted(combination)
+        assert serve(",".join(sorted(combination)), prompts, params, "fcfs") == python_run, sorted(
+            combination
+        )

@@ -23,9 +23,15 @@ counts = st.one_of(st.integers(-2, 6), st.integers(-(2**63), 2**63 - 1))
 
 @requires_native
 @settings(max_examples=FUZZ_EXAMPLES, deadline=None)
-@given(num_blocks=st.integers(1, 16), steps=st.lists(
-    st.tuples(st.lists(ids, max_size=4), st.lists(st.tuples(ids, counts), max_size=4), st.lists(ids, max_size=5)),
-    max_size=12))  # fmt: skip
+@given(
+    num_blocks=st.integers(1, 16),
+    steps=st.lists(
+        st.tuples(
+            st.lists(ids, max_size=4), st.lists(st.tuples(ids, counts), max_size=4), st.lists(ids, max_size=5)
+        ),
+        max_size=12,
+    ),
+)
 def test_allocator_survives_any_steps(num_blocks: int, steps: list) -> None:  # type: ignore[type-arg]
     from native_paths.kv_alloc import NativeKVAllocator
 
@@ -43,9 +49,19 @@ def test_allocator_survives_any_steps(num_blocks: int, steps: list) -> None:  # 
 
 @requires_native
 @settings(max_examples=FUZZ_EXAMPLES, deadline=None)
-@given(policy=st.sampled_from(["fcfs", "priority"]), calls=st.lists(st.tuples(
-    st.lists(st.tuples(ids, st.one_of(st.integers(-2, 40), st.integers(2**60, 2**64)), ids), max_size=4),
-    st.lists(ids, max_size=4), st.one_of(st.integers(-5, 30), st.integers(-(2**63), 2**63 - 1))), max_size=15))  # fmt: skip
+@given(
+    policy=st.sampled_from(["fcfs", "priority"]),
+    calls=st.lists(
+        st.tuples(
+            st.lists(
+                st.tuples(ids, st.one_of(st.integers(-2, 40), st.integers(2**60, 2**64)), ids), max_size=4
+            ),
+            st.lists(ids, max_size=4),
+            st.one_of(st.integers(-5, 30), st.integers(-(2**63), 2**63 - 1)),
+        ),
+        max_size=15,
+    ),
+)
 def test_scheduler_survives_any_calls(policy: str, calls: list) -> None:  # type: ignore[type-arg]
     from native_paths.scheduler import NativeScheduler
 
@@ -68,11 +84,19 @@ def test_scheduler_survives_any_calls(policy: str, calls: list) -> None:  # type
 def sampler_call(draw: st.DrawFn) -> tuple:  # type: ignore[type-arg]
     kind = draw(st.sampled_from(["add", "add", "remove", "sample", "sample", "sample"]))
     if kind == "add":
-        params = draw(st.builds(
-            SamplingParams, temperature=st.sampled_from([0.0, 1e-30, 0.5, 1.0, 1e30]),
-            top_k=st.integers(0, 70), top_p=st.sampled_from([1e-9, 0.5, 1.0]), min_p=st.sampled_from([0.0, 0.5, 1.0]),
-            repetition_penalty=st.sampled_from([1.0, 1e-30, 3.0]), frequency_penalty=st.sampled_from([0.0, 2.0]),
-            presence_penalty=st.sampled_from([0.0, -2.0]), seed=st.integers(0, 2**64 - 1)))  # fmt: skip
+        params = draw(
+            st.builds(
+                SamplingParams,
+                temperature=st.sampled_from([0.0, 1e-30, 0.5, 1.0, 1e30]),
+                top_k=st.integers(0, 70),
+                top_p=st.sampled_from([1e-9, 0.5, 1.0]),
+                min_p=st.sampled_from([0.0, 0.5, 1.0]),
+                repetition_penalty=st.sampled_from([1.0, 1e-30, 3.0]),
+                frequency_penalty=st.sampled_from([0.0, 2.0]),
+                presence_penalty=st.sampled_from([0.0, -2.0]),
+                seed=st.integers(0, 2**64 - 1),
+            )
+        )
         prompt = draw(st.lists(st.one_of(st.integers(0, 80), st.integers(-5, 2**40)), max_size=6))
         return ("add", draw(ids), params, prompt)
     if kind == "remove":
@@ -80,8 +104,14 @@ def sampler_call(draw: st.DrawFn) -> tuple:  # type: ignore[type-arg]
     rows = draw(st.integers(0, 4))
     vocab = draw(st.integers(0, 70))
     special = draw(st.sampled_from([None, np.nan, np.inf, -np.inf]))
-    return ("sample", draw(st.lists(ids, min_size=rows, max_size=rows)), vocab, special,
-            draw(st.sampled_from(["float32", "float32", "float64"])), draw(st.integers(0, 2**32 - 1)))  # fmt: skip
+    return (
+        "sample",
+        draw(st.lists(ids, min_size=rows, max_size=rows)),
+        vocab,
+        special,
+        draw(st.sampled_from(["float32", "float32", "float64"])),
+        draw(st.integers(0, 2**32 - 1)),
+    )
 
 
 @requires_native
@@ -111,11 +141,18 @@ def test_sampler_survives_any_calls(calls: list) -> None:  # type: ignore[type-a
 
 def random_plan(draw: st.DrawFn) -> StepPlan:
     rows = draw(st.integers(0, 4))
-    column = st.lists(st.one_of(st.integers(-3, 40), st.integers(-(2**63), 2**63 - 1)), min_size=rows, max_size=rows)
-    plan = StepPlan(seq_ids=np.array(draw(st.lists(ids.filter(lambda i: -(2**63) <= i < 2**63), min_size=rows,
-                                                    max_size=rows)), dtype=np.int64),  # fmt: skip
-                    num_tokens=np.array(draw(column), dtype=np.int64), start_positions=np.array(draw(column), dtype=np.int64),
-                    samples=np.array(draw(st.lists(st.booleans(), min_size=rows, max_size=rows)), dtype=np.bool_))  # fmt: skip
+    column = st.lists(
+        st.one_of(st.integers(-3, 40), st.integers(-(2**63), 2**63 - 1)), min_size=rows, max_size=rows
+    )
+    plan = StepPlan(
+        seq_ids=np.array(
+            draw(st.lists(ids.filter(lambda i: -(2**63) <= i < 2**63), min_size=rows, max_size=rows)),
+            dtype=np.int64,
+        ),
+        num_tokens=np.array(draw(column), dtype=np.int64),
+        start_positions=np.array(draw(column), dtype=np.int64),
+        samples=np.array(draw(st.lists(st.booleans(), min_size=rows, max_size=rows)), dtype=np.bool_),
+    )
     if draw(st.integers(0, 9)) == 0:  # arrays of unequal length
         plan.samples = np.ones(rows + 1, dtype=np.bool_)
     return plan
@@ -125,15 +162,27 @@ def random_plan(draw: st.DrawFn) -> StepPlan:
 def prepare_call(draw: st.DrawFn) -> tuple:  # type: ignore[type-arg]
     kind = draw(st.sampled_from(["add", "add", "remove", "sampled", "prepare", "prepare", "prepare"]))
     if kind == "add":
-        return ("add", draw(ids), draw(st.lists(st.one_of(st.integers(0, 50), st.integers(-5, 2**40)), max_size=40)))
+        return (
+            "add",
+            draw(ids),
+            draw(st.lists(st.one_of(st.integers(0, 50), st.integers(-5, 2**40)), max_size=40)),
+        )
     if kind == "remove":
         return ("remove", draw(ids))
     if kind == "sampled":
         return ("sampled", draw(st.lists(st.one_of(st.integers(0, 50), st.integers(-5, 2**64)), max_size=5)))
     plan = random_plan(draw)
     width = draw(st.integers(0, 6))
-    tables = np.array(draw(st.lists(st.integers(-2, 2**31 - 1), min_size=len(plan.seq_ids) * width,
-                                    max_size=len(plan.seq_ids) * width)), dtype=np.int32).reshape(len(plan.seq_ids), width)  # fmt: skip
+    tables = np.array(
+        draw(
+            st.lists(
+                st.integers(-2, 2**31 - 1),
+                min_size=len(plan.seq_ids) * width,
+                max_size=len(plan.seq_ids) * width,
+            )
+        ),
+        dtype=np.int32,
+    ).reshape(len(plan.seq_ids), width)
     if draw(st.booleans()) and width > 1:
         tables = tables[:, : width - 1]  # strided rows
     if draw(st.integers(0, 9)) == 0:
@@ -158,7 +207,9 @@ def test_prepare_survives_any_calls(block_size: int, calls: list) -> None:  # ty
                 prepare.append_sampled(call[1])
             else:
                 inp = prepare.prepare(call[1], call[2])
-                assert len(inp.token_ids) == len(inp.positions) == len(inp.slot_mapping) == sum(inp.query_lens)
+                assert (
+                    len(inp.token_ids) == len(inp.positions) == len(inp.slot_mapping) == sum(inp.query_lens)
+                )
                 assert len(inp.query_lens) == len(call[1].seq_ids)
         except EXPECTED:
             continue
@@ -166,10 +217,20 @@ def test_prepare_survives_any_calls(block_size: int, calls: list) -> None:  # ty
 
 @requires_native
 @settings(max_examples=FUZZ_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(policy=st.sampled_from(["fcfs", "priority"]), calls=st.lists(st.tuples(
-    st.lists(st.tuples(ids, st.one_of(st.integers(-2, 40), st.integers(2**60, 2**64)), ids), max_size=3),
-    st.lists(ids, max_size=3), st.lists(st.tuples(ids, st.lists(st.integers(-2, 60), max_size=30)), max_size=3),
-    st.lists(st.one_of(st.integers(0, 50), st.integers(-5, 2**64)), max_size=4)), max_size=14))  # fmt: skip
+@given(
+    policy=st.sampled_from(["fcfs", "priority"]),
+    calls=st.lists(
+        st.tuples(
+            st.lists(
+                st.tuples(ids, st.one_of(st.integers(-2, 40), st.integers(2**60, 2**64)), ids), max_size=3
+            ),
+            st.lists(ids, max_size=3),
+            st.lists(st.tuples(ids, st.lists(st.integers(-2, 60), max_size=30)), max_size=3),
+            st.lists(st.one_of(st.integers(0, 50), st.integers(-5, 2**64)), max_size=4),
+        ),
+        max_size=14,
+    ),
+)
 def test_core_survives_any_calls(policy: str, calls: list) -> None:  # type: ignore[type-arg]
     from native_paths.core import NativeCore
 
@@ -186,7 +247,9 @@ def test_core_survives_any_calls(policy: str, calls: list) -> None:  # type: ign
             pass
         try:
             plan = core.scheduler.schedule(
-                [NewSequence(seq_id, tokens, 4, priority) for seq_id, tokens, priority in arrivals], finished, 0
+                [NewSequence(seq_id, tokens, 4, priority) for seq_id, tokens, priority in arrivals],
+                finished,
+                0,
             )
             tables = core.kv_alloc.step(plan.frees, plan.grow_seq_ids, plan.grow_num_blocks, plan.seq_ids)
             if len(plan.seq_ids):

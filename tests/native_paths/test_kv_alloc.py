@@ -163,10 +163,16 @@ def test_twins_agree_on_tables_a_steady_batch_rewrites_in_place(batch: int, step
         grow_ids += frees
         batch_ids = {"same": ids, "reversed": ids[::-1], "drop_first": ids[1:]}[order]
         outcomes = [
-            np.array(pool.step(np.array(frees, dtype=np.int64), np.array(grow_ids, dtype=np.int64),
-                               np.ones(len(grow_ids), dtype=np.int64), np.array(batch_ids, dtype=np.int64)))
+            np.array(
+                pool.step(
+                    np.array(frees, dtype=np.int64),
+                    np.array(grow_ids, dtype=np.int64),
+                    np.ones(len(grow_ids), dtype=np.int64),
+                    np.array(batch_ids, dtype=np.int64),
+                )
+            )
             for pool in (python_pool, native_pool)
-        ]  # fmt: skip
+        ]
         assert outcomes[0].tolist() == outcomes[1].tolist()
     assert python_pool.free_block_ids() == native_pool.free_block_ids()
 

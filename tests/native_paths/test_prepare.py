@@ -43,7 +43,11 @@ def test_tokens_positions_slots_and_sampled_rows(make_prepare) -> None:  # type:
     prepare.remove(9)
     inp = prepare.prepare(plan_of([(7, 1, 5, True)]), TABLES[:1])
     assert inp.token_ids.tolist() == [99] and inp.slot_mapping.tolist() == [17]
-    assert prepare.tokens(7) == [11, 12, 13, 14, 15, 99] and prepare.tokens(9) == [] and prepare.num_sequences == 1
+    assert (
+        prepare.tokens(7) == [11, 12, 13, 14, 15, 99]
+        and prepare.tokens(9) == []
+        and prepare.num_sequences == 1
+    )
 
 
 @parametrize_prepare
@@ -128,7 +132,9 @@ def drive(prepare: Prepare, seed: int, steps: int, block_size: int, num_blocks: 
             live.add(next_id)
             next_id += 1
         if rng.random() < 0.1:
-            prepare.remove(rng.randrange(-3, next_id + 3))  # mostly unknown, sometimes a live one (its rows fail)
+            prepare.remove(
+                rng.randrange(-3, next_id + 3)
+            )  # mostly unknown, sometimes a live one (its rows fail)
         plan = scheduler.schedule(arrivals, finished, pool.num_free_blocks)
         tables = pool.step(plan.frees, plan.grow_seq_ids, plan.grow_num_blocks, plan.seq_ids)
         finished = []

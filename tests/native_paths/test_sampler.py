@@ -208,16 +208,27 @@ def logits_rows(draw: st.DrawFn, rows: int, vocab: int) -> np.ndarray:
     return x.astype(np.float32)
 
 
-def register(python: PythonSampler, native: Sampler, requests: dict[int, tuple[SamplingParams, list[int], list[int]]],
-             seq_id: int, params: SamplingParams, prompt: list[int]) -> None:  # fmt: skip
+def register(
+    python: PythonSampler,
+    native: Sampler,
+    requests: dict[int, tuple[SamplingParams, list[int], list[int]]],
+    seq_id: int,
+    params: SamplingParams,
+    prompt: list[int],
+) -> None:
     """Adds a sequence to both twins and to `requests`, the record compare_step checks a mismatch against."""
     requests[seq_id] = (params, prompt, [])
     python.add(seq_id, params, prompt)
     native.add(seq_id, params, prompt)
 
 
-def compare_step(python: PythonSampler, native: Sampler, logits: np.ndarray, seq_ids: list[int],
-                 requests: dict[int, tuple[SamplingParams, list[int], list[int]]]) -> None:  # fmt: skip
+def compare_step(
+    python: PythonSampler,
+    native: Sampler,
+    logits: np.ndarray,
+    seq_ids: list[int],
+    requests: dict[int, tuple[SamplingParams, list[int], list[int]]],
+) -> None:
     """Both twins draw one step; a difference must be a near-tie of the reference."""
     expected = python.sample(torch.from_numpy(logits), seq_ids)
     got = native.sample(torch.from_numpy(logits), seq_ids)
@@ -277,11 +288,19 @@ def test_the_pass_f_build_follows_the_cpu_and_the_switch() -> None:
     from native_paths.loader import require
     from native_paths.sampler import pass_f_variant
 
-    flags = next((line.split(":", 1)[1].split() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                  if line.startswith("flags")), [])  # fmt: skip
+    flags = next(
+        (
+            line.split(":", 1)[1].split()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("flags")
+        ),
+        [],
+    )
     if not flags:
         pytest.skip("no /proc/cpuinfo flags to compare with")
-    expected = "AVX-512+FMA" if "avx512f" in flags else "AVX2+FMA" if {"avx2", "fma"} <= set(flags) else "portable"
+    expected = (
+        "AVX-512+FMA" if "avx512f" in flags else "AVX2+FMA" if {"avx2", "fma"} <= set(flags) else "portable"
+    )
     assert pass_f_variant() == expected
     _, lib = require()
     lib.np_sampler_portable_pass_f(1)
@@ -349,9 +368,14 @@ def test_twins_agree_when_a_penalty_over_a_tiny_temperature_leaves_the_largest_f
     python, native = PythonSampler(), make_native()
     requests = {}
     for seq_id in range(rows):
-        request = SamplingParams(temperature=1e-30, top_p=top_p, min_p=0.1 if seq_id == 1 else 0.0,
-                                 frequency_penalty=2.0, repetition_penalty=3.0 if seq_id == 2 else 1.0,
-                                 seed=11 + seq_id)  # fmt: skip
+        request = SamplingParams(
+            temperature=1e-30,
+            top_p=top_p,
+            min_p=0.1 if seq_id == 1 else 0.0,
+            frequency_penalty=2.0,
+            repetition_penalty=3.0 if seq_id == 2 else 1.0,
+            seed=11 + seq_id,
+        )
         prompt = [7, 8, 9]
         register(python, native, requests, seq_id, request, prompt)
     for _ in range(4):
@@ -459,8 +483,15 @@ def test_native_memory_is_freed() -> None:
 
 @pytest.mark.parametrize(
     ("field", "value"),
-    [("top_k", 2**31), ("top_k", 10**20), ("max_tokens", 2**31), ("seed", -1), ("seed", 2**64), ("temperature", float("nan"))],
-)  # fmt: skip
+    [
+        ("top_k", 2**31),
+        ("top_k", 10**20),
+        ("max_tokens", 2**31),
+        ("seed", -1),
+        ("seed", 2**64),
+        ("temperature", float("nan")),
+    ],
+)
 def test_one_sampling_domain_guards_both_twins(field: str, value: object) -> None:
     """Values the C twin's fields cannot hold are refused when the parameters are made, so neither twin
     ever sees them (before, top_k 1e20 ran in Python and overflowed in C)."""

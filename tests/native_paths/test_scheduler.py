@@ -114,8 +114,15 @@ def test_native_memory_is_freed() -> None:
     assert lib.np_live_allocations() == baseline
 
 
-def drive(scheduler: Scheduler, pool: PythonKVAllocator, rng: random.Random, steps: int, id_space: int,
-          max_prompt: int = 30, finish_chance: float = 0.08) -> list[tuple[StepPlan, int, int]]:  # fmt: skip
+def drive(
+    scheduler: Scheduler,
+    pool: PythonKVAllocator,
+    rng: random.Random,
+    steps: int,
+    id_space: int,
+    max_prompt: int = 30,
+    finish_chance: float = 0.08,
+) -> list[tuple[StepPlan, int, int]]:
     """A random workload: arrivals (ids reused after they finish), finishes of running, waiting and
     unknown ids, with the real allocator giving the free blocks (so that preemption happens)."""
     trace: list[tuple[StepPlan, int, int]] = []
@@ -152,10 +159,20 @@ def drive(scheduler: Scheduler, pool: PythonKVAllocator, rng: random.Random, ste
 def test_twins_plan_identical_steps(
     policy: str, block_size: int, num_blocks: int, max_num_seqs: int, max_batched_tokens: int, seed: int
 ) -> None:
-    python = drive(PythonScheduler(block_size, max_num_seqs, max_batched_tokens, policy),
-                   PythonKVAllocator(num_blocks, block_size), random.Random(seed), 60, 24)  # fmt: skip
-    native = drive(make_native(block_size, max_num_seqs, max_batched_tokens, policy),
-                   PythonKVAllocator(num_blocks, block_size), random.Random(seed), 60, 24)  # fmt: skip
+    python = drive(
+        PythonScheduler(block_size, max_num_seqs, max_batched_tokens, policy),
+        PythonKVAllocator(num_blocks, block_size),
+        random.Random(seed),
+        60,
+        24,
+    )
+    native = drive(
+        make_native(block_size, max_num_seqs, max_batched_tokens, policy),
+        PythonKVAllocator(num_blocks, block_size),
+        random.Random(seed),
+        60,
+        24,
+    )
     for step, (expected, got) in enumerate(zip(python, native)):
         assert got == expected, f"step {step} differs"
     if any(len(plan.preempted) for plan, _, _ in python):
@@ -166,8 +183,12 @@ def test_twins_plan_identical_steps(
 @pytest.mark.parametrize("policy", ["fcfs", "priority"])
 def test_twins_agree_under_heavy_preemption(policy: str) -> None:
     """A pool far too small for the load: many preemptions per step (the random test may see few)."""
-    python = drive(PythonScheduler(2, 16, 48, policy), PythonKVAllocator(12, 2), random.Random(7), 300, 40, 6, 0.03)
-    native = drive(make_native(2, 16, 48, policy), PythonKVAllocator(12, 2), random.Random(7), 300, 40, 6, 0.03)
+    python = drive(
+        PythonScheduler(2, 16, 48, policy), PythonKVAllocator(12, 2), random.Random(7), 300, 40, 6, 0.03
+    )
+    native = drive(
+        make_native(2, 16, 48, policy), PythonKVAllocator(12, 2), random.Random(7), 300, 40, 6, 0.03
+    )
     assert sum(len(plan.preempted) for plan, _, _ in python) > 30
     assert native == python
 

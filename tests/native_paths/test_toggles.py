@@ -38,7 +38,9 @@ def test_parse_native(value: object, expected: set[str]) -> None:
 
 @pytest.mark.parametrize("value", ["", "gpu", "sampler,allocator", "none,kv", "all,sampler", ","])
 def test_parse_native_names_the_allowed_values(value: str) -> None:
-    with pytest.raises(toggles.InvalidNativeSelection, match="none, all, sampler, kv_alloc, scheduler, prepare, core") as caught:
+    with pytest.raises(
+        toggles.InvalidNativeSelection, match="none, all, sampler, kv_alloc, scheduler, prepare, core"
+    ) as caught:
         toggles.parse_native(value)
     assert isinstance(caught.value, InferProfError) and isinstance(caught.value, ValueError)
 
@@ -63,8 +65,16 @@ def test_available_reports_every_component() -> None:
 
 
 def test_missing_extension_falls_back_to_python_with_a_warning(monkeypatch: pytest.MonkeyPatch) -> None:
-    missing = {"built": False, "path": "", "reason": "no compiler here", "sampler": False, "kv_alloc": False,
-               "scheduler": False, "prepare": False, "core": False}  # fmt: skip
+    missing = {
+        "built": False,
+        "path": "",
+        "reason": "no compiler here",
+        "sampler": False,
+        "kv_alloc": False,
+        "scheduler": False,
+        "prepare": False,
+        "core": False,
+    }
     monkeypatch.setattr(loader, "available", lambda: missing)
     with pytest.warns(toggles.NativeFallbackWarning, match="no compiler here"):
         parts = toggles.make_components("all", **SIZES)

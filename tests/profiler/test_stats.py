@@ -22,7 +22,7 @@ from profiler.stats import (
     quantile_statistic,
     rate_statistic,
     smallest_p_value,
-)  # fmt: skip
+)
 
 
 def _u_by_pairs(x: list[float], y: list[float]) -> float:
@@ -34,9 +34,14 @@ def _permutation_p_less(x: np.ndarray, y: np.ndarray) -> float:
     """The exact one-sided p-value: the share of all splits of the pooled values with U at most the observed."""
     pooled, observed = np.concatenate([x, y]), _u_by_pairs(list(x), list(y))
     splits = list(itertools.combinations(range(len(pooled)), len(x)))
-    return float(np.mean([
-        _u_by_pairs(list(pooled[list(chosen)]), list(np.delete(pooled, list(chosen)))) <= observed for chosen in splits
-    ]))  # fmt: skip
+    return float(
+        np.mean(
+            [
+                _u_by_pairs(list(pooled[list(chosen)]), list(np.delete(pooled, list(chosen)))) <= observed
+                for chosen in splits
+            ]
+        )
+    )
 
 
 def test_u_of_a_textbook_example() -> None:
@@ -57,7 +62,9 @@ def test_exact_p_for_complete_separation_counts_orderings() -> None:
 def test_small_samples_without_ties_match_the_permutation_p_value() -> None:
     rng = np.random.default_rng(3)
     x, y = rng.normal(0.0, 1.0, 6), rng.normal(1.0, 1.0, 6)
-    assert mann_whitney_u(x, y, alternative="less").p_value == pytest.approx(_permutation_p_less(x, y), abs=1e-9)
+    assert mann_whitney_u(x, y, alternative="less").p_value == pytest.approx(
+        _permutation_p_less(x, y), abs=1e-9
+    )
 
 
 def test_ties_use_the_tie_corrected_normal_approximation() -> None:
@@ -81,7 +88,10 @@ def test_large_samples_tell_a_shift_from_no_shift() -> None:
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.integers(0, 20), min_size=1, max_size=15), st.lists(st.integers(0, 20), min_size=1, max_size=15))
+@given(
+    st.lists(st.integers(0, 20), min_size=1, max_size=15),
+    st.lists(st.integers(0, 20), min_size=1, max_size=15),
+)
 def test_u_statistics_sum_to_pairs_and_p_is_a_probability(x: list[int], y: list[int]) -> None:
     forward, backward = mann_whitney_u(x, y), mann_whitney_u(y, x)
     assert forward.u + backward.u == pytest.approx(len(x) * len(y))
@@ -91,7 +101,9 @@ def test_u_statistics_sum_to_pairs_and_p_is_a_probability(x: list[int], y: list[
 def test_smallest_p_value_tells_when_a_test_can_reach_alpha() -> None:
     assert smallest_p_value(3, 3, alternative="less") > 0.01  # 3 vs 3 repeats cannot show p < 0.01
     assert smallest_p_value(5, 5, alternative="less") < 0.01
-    assert smallest_p_value(5, 5, alternative="greater") == pytest.approx(smallest_p_value(5, 5, alternative="less"))
+    assert smallest_p_value(5, 5, alternative="greater") == pytest.approx(
+        smallest_p_value(5, 5, alternative="less")
+    )
     assert smallest_p_value(1, 1) > 0.3  # one run per side never shows anything
 
 
@@ -198,4 +210,3 @@ def test_wilson_interval_matches_the_textbook_and_stays_honest_at_small_n() -> N
     assert proportions_differ(wilson_interval(600, 1000), wilson_interval(400, 1000))
     with pytest.raises(ValueError):
         wilson_interval(3, 2)
-

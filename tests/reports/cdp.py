@@ -16,10 +16,19 @@ from pathlib import Path
 from typing import Any, Self
 
 CHROMIUM_FLAGS = (
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    "--disable-extensions", "--disable-default-apps", "--mute-audio", "--remote-debugging-pipe",
-)  # fmt: skip
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-extensions",
+    "--disable-default-apps",
+    "--mute-audio",
+    "--remote-debugging-pipe",
+)
 
 
 def find_chromium() -> str | None:
@@ -50,9 +59,12 @@ class Browser:
         # close_fds=False is safe: Python's own fds are close-on-exec; only 0-4 reach Chromium.
         self.process = subprocess.Popen(
             [executable, *CHROMIUM_FLAGS, f"--user-data-dir={user_data_dir}", "about:blank"],
-            preexec_fn=map_protocol_fds, close_fds=False,  # the test process forks no threads here
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+            preexec_fn=map_protocol_fds,
+            close_fds=False,  # the test process forks no threads here
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         os.close(to_browser_read)
         os.close(from_browser_write)
         self._buffer = b""
@@ -140,22 +152,29 @@ class Page:
         self.browser = browser
         self.width = width
         target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
-        self.session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+        self.session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})[
+            "sessionId"
+        ]
         for domain in ("Page", "Runtime", "Log", "Network"):
             browser.send(f"{domain}.enable", session=self.session)
         self.resize(width, height)
 
     def resize(self, width: int, height: int = 1000) -> None:
         self.width = width
-        self.browser.send("Emulation.setDeviceMetricsOverride",
-                          {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}, self.session)  # fmt: skip
+        self.browser.send(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
+            self.session,
+        )
 
     def open(self, url: str) -> None:
         self.browser.send("Page.navigate", {"url": url}, self.session)
         self.browser.wait_for("Page.loadEventFired")
 
     def evaluate(self, expression: str) -> Any:
-        reply = self.browser.send("Runtime.evaluate", {"expression": expression, "returnByValue": True}, self.session)
+        reply = self.browser.send(
+            "Runtime.evaluate", {"expression": expression, "returnByValue": True}, self.session
+        )
         if "exceptionDetails" in reply:
             raise RuntimeError(f"{expression[:60]!r} threw: {reply['exceptionDetails'].get('text')}")
         return reply["result"].get("value")
@@ -170,24 +189,36 @@ class Page:
         if box is None:
             raise LookupError(f"no element matches {selector!r}")
         for kind in ("mousePressed", "mouseReleased"):
-            self.browser.send("Input.dispatchMouseEvent", {"type": kind, "x": box["x"], "y": box["y"],
-                                                          "button": "left", "clickCount": 1}, self.session)  # fmt: skip
+            self.browser.send(
+                "Input.dispatchMouseEvent",
+                {"type": kind, "x": box["x"], "y": box["y"], "button": "left", "clickCount": 1},
+                self.session,
+            )
 
     def screenshot(self, path: Path, max_height: int = 12000) -> int:
         """The whole page (up to `max_height` px) as a PNG; returns its height."""
         metrics = self.browser.send("Page.getLayoutMetrics", session=self.session)
         height = int(min(metrics["cssContentSize"]["height"], max_height))
-        shot = self.browser.send("Page.captureScreenshot", {
-            "format": "png", "captureBeyondViewport": True,
-            "clip": {"x": 0, "y": 0, "width": self.width, "height": height, "scale": 1},
-        }, self.session)  # fmt: skip
+        shot = self.browser.send(
+            "Page.captureScreenshot",
+            {
+                "format": "png",
+                "captureBeyondViewport": True,
+                "clip": {"x": 0, "y": 0, "width": self.width, "height": height, "scale": 1},
+            },
+            self.session,
+        )
         path.write_bytes(base64.b64decode(shot["data"]))
         return height
 
     @property
     def requests(self) -> list[str]:
         """Every URL the page asked for so far (the page itself included)."""
-        return [e["params"]["request"]["url"] for e in self.browser.events if e["method"] == "Network.requestWillBeSent"]
+        return [
+            e["params"]["request"]["url"]
+            for e in self.browser.events
+            if e["method"] == "Network.requestWillBeSent"
+        ]
 
     @property
     def errors(self) -> list[str]:

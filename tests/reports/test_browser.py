@@ -156,7 +156,9 @@ def test_flame_graph_renders_switches_thread_and_zooms_on_click(reported_run, tm
         assert page.evaluate(_FLAME_STATE)["frames"] == engine_frames
         assert page.evaluate(_TARGET_WIDTH) == pytest.approx(picked["width"], rel=0.02)
         assert page.errors == []
-        assert page.requests == [page_url], "the page fetched something besides itself, before or after the clicks"
+        assert page.requests == [page_url], (
+            "the page fetched something besides itself, before or after the clicks"
+        )
 
 
 def test_compare_page_loads_clean_with_its_drift_chart(tmp_path):
@@ -173,6 +175,9 @@ def test_compare_page_loads_clean_with_its_drift_chart(tmp_path):
     _keep(tmp_path / "compare.png")
     assert seen["errors"] == [] and seen["requests"] == [page.as_uri()]
     labels = [chart["label"] for chart in seen["charts"]]
-    assert labels == ["ratios after over before with confidence intervals", "time split shift in percentage points",
-                      "control figure per run"]  # fmt: skip
+    assert labels == [
+        "ratios after over before with confidence intervals",
+        "time split shift in percentage points",
+        "control figure per run",
+    ]
     assert all(chart["width"] > 600 and chart["shapes"] > 10 for chart in seen["charts"]), seen["charts"]

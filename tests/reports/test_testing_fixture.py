@@ -12,9 +12,9 @@ def test_tables_have_schema_columns_and_requested_sizes(tmp_path):
     run = read_run(make_run_dir(tmp_path / "run", seed=1, n_requests=60, n_steps=200))
     assert set(REQUEST_COLUMNS) <= set(run.requests.columns)
     assert set(STEP_COLUMNS) <= set(run.steps.columns)
-    assert {f"{p}_ms" for p in ("scheduler", "kv_alloc", "prepare", "model", "sampler", "detokenize", "queue")} <= set(
-        run.steps.columns
-    )
+    assert {
+        f"{p}_ms" for p in ("scheduler", "kv_alloc", "prepare", "model", "sampler", "detokenize", "queue")
+    } <= set(run.steps.columns)
     assert len(run.steps) == 200 and len(run.requests) == 60
     assert (run.steps["batch_size"] > 0).all(), "an engine never steps with an empty batch"
     assert (run.steps["start_ns"].diff().dropna() > 0).all()

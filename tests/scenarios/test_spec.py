@@ -10,7 +10,16 @@ import pytest
 
 from scenarios.spec import ScenarioError, ScenarioSpec, builtin_names, describe, list_scenarios, load_scenario
 
-BUILTINS = ("batch-docs", "burst", "chat", "concurrency-30", "edge", "long-context", "mixed-priority", "trickle")
+BUILTINS = (
+    "batch-docs",
+    "burst",
+    "chat",
+    "concurrency-30",
+    "edge",
+    "long-context",
+    "mixed-priority",
+    "trickle",
+)
 SMOLLM2_CONTEXT = 8192
 
 MINIMAL = """\

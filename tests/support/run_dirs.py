@@ -124,7 +124,12 @@ def _spans(steps: pd.DataFrame) -> pd.DataFrame:
 
 
 KERNEL_WINDOWS = ((20, 3), (60, 3))  # (first step, steps) of the simulated torch.profiler windows
-_MODEL_OPS = (("aten::linear", "aten::addmm"), ("aten::silu", None), ("aten::mul", None), ("aten::linear", "aten::addmm"))
+_MODEL_OPS = (
+    ("aten::linear", "aten::addmm"),
+    ("aten::silu", None),
+    ("aten::mul", None),
+    ("aten::linear", "aten::addmm"),
+)
 
 
 def _kernel_events(spans: pd.DataFrame) -> pd.DataFrame:
@@ -198,37 +203,68 @@ def _simulate(
         unattributed_ms = rng.uniform(0.02, 0.08) / scale  # loop overhead outside any span
         duration_ms = sum(phase_ms.values()) + unattributed_ms
         step_end = step_start + int(duration_ms * 1e6)
-        used_blocks, used_slots, step_preemptions = _kv_step(running, waiting, prompt_tokens, scheduled_ns, preemptions)
+        used_blocks, used_slots, step_preemptions = _kv_step(
+            running, waiting, prompt_tokens, scheduled_ns, preemptions
+        )
         finished_now = []
         for index, tokens in running.items():
             running[index] = tokens + 1
             token_times[index].append(step_end)
             is_last_step = step == n_steps - 1
-            if running[index] >= output_tokens[index] or is_last_step or (index == failed_index and running[index] >= 4):
+            if (
+                running[index] >= output_tokens[index]
+                or is_last_step
+                or (index == failed_index and running[index] >= 4)
+            ):
                 finished_now.append(index)
         for index in finished_now:
             running.pop(index)
             done[index] = True
             finish_ns[index] = step_end
-        step_rows.append({
-            "step": step, "start_ns": step_start, "end_ns": step_end, "duration_ms": duration_ms, "batch_size": batch,
-            "prefill_tokens": prefill_tokens, "decode_tokens": batch, "blocks_used": used_blocks,
-            "blocks_free": NUM_KV_BLOCKS - used_blocks, "kv_utilization": used_blocks / NUM_KV_BLOCKS,
-            "fragmentation_slots": used_blocks * BLOCK_SIZE - used_slots, "preemptions": step_preemptions,
-            "waiting": len(waiting), "running": len(running), **{f"{name}_ms": value for name, value in phase_ms.items()},
-        })  # fmt: skip
+        step_rows.append(
+            {
+                "step": step,
+                "start_ns": step_start,
+                "end_ns": step_end,
+                "duration_ms": duration_ms,
+                "batch_size": batch,
+                "prefill_tokens": prefill_tokens,
+                "decode_tokens": batch,
+                "blocks_used": used_blocks,
+                "blocks_free": NUM_KV_BLOCKS - used_blocks,
+                "kv_utilization": used_blocks / NUM_KV_BLOCKS,
+                "fragmentation_slots": used_blocks * BLOCK_SIZE - used_slots,
+                "preemptions": step_preemptions,
+                "waiting": len(waiting),
+                "running": len(running),
+                **{f"{name}_ms": value for name, value in phase_ms.items()},
+            }
+        )
         previous_end = step_end
         step_start = step_end + int(rng.uniform(0.03, 0.12) * 1e6 / scale)
 
-    requests = _request_rows(token_times, done, failed_index, stops_at_eos, priority, prompt_tokens, arrival_ns,
-                             scheduled_ns, finish_ns, preemptions)  # fmt: skip
+    requests = _request_rows(
+        token_times,
+        done,
+        failed_index,
+        stops_at_eos,
+        priority,
+        prompt_tokens,
+        arrival_ns,
+        scheduled_ns,
+        finish_ns,
+        preemptions,
+    )
     return requests, pd.DataFrame(step_rows)
 
 
 def _kv_step(
-    running: dict[int, int], waiting: list[int], prompt_tokens: np.ndarray, scheduled_ns: np.ndarray,
+    running: dict[int, int],
+    waiting: list[int],
+    prompt_tokens: np.ndarray,
+    scheduled_ns: np.ndarray,
     preemptions: np.ndarray,
-) -> tuple[int, int, int]:  # fmt: skip
+) -> tuple[int, int, int]:
     """Blocks and slots the running requests hold; near a full pool the newest is preempted (recompute)."""
     used_blocks = sum(-(-(int(prompt_tokens[i]) + tokens + 1) // BLOCK_SIZE) for i, tokens in running.items())
     used_slots = sum(int(prompt_tokens[i]) + tokens + 1 for i, tokens in running.items())
@@ -242,10 +278,17 @@ def _kv_step(
 
 
 def _request_rows(
-    token_times: list[list[int]], done: np.ndarray, failed_index: int, stops_at_eos: np.ndarray, priority: np.ndarray,
-    prompt_tokens: np.ndarray, arrival_ns: np.ndarray, scheduled_ns: np.ndarray, finish_ns: np.ndarray,
+    token_times: list[list[int]],
+    done: np.ndarray,
+    failed_index: int,
+    stops_at_eos: np.ndarray,
+    priority: np.ndarray,
+    prompt_tokens: np.ndarray,
+    arrival_ns: np.ndarray,
+    scheduled_ns: np.ndarray,
+    finish_ns: np.ndarray,
     preemptions: np.ndarray,
-) -> pd.DataFrame:  # fmt: skip
+) -> pd.DataFrame:
     """requests.csv rows of the simulated requests: finished, failed (one), or aborted at the run's end."""
     n_requests = len(token_times)
     request_rows = []
@@ -261,20 +304,32 @@ def _request_rows(
             finish_reason, error = "error", "detokenizer raised UnicodeDecodeError (synthetic failure)"
         else:
             finish_reason, error = ("stop" if stops_at_eos[index] else "length"), None
-        request_rows.append({
-            "request_id": f"req-{index:05d}", "index": index, "priority": int(priority[index]),
-            "warmup": index < 2, "ok": ok and done[index], "finish_reason": finish_reason, "error": error,
-            "prompt_tokens": int(prompt_tokens[index]), "output_tokens": generated,
-            "arrival_ns": int(arrival_ns[index]), "scheduled_ns": int(scheduled_ns[index]) or None,
-            "first_token_ns": first, "finish_ns": finish,
-            "ttft_ms": (first - arrival_ns[index]) / 1e6 if first else None,
-            "tpot_ms": (finish - first) / 1e6 / (generated - 1) if finish and first and generated > 1 else None,
-            "e2e_ms": (finish - arrival_ns[index]) / 1e6 if finish else None,
-            "queue_ms": (scheduled_ns[index] - arrival_ns[index]) / 1e6 if scheduled_ns[index] else None,
-            "num_preemptions": int(preemptions[index]), "token_ns": " ".join(str(t) for t in times),
-        })  # fmt: skip
+        request_rows.append(
+            {
+                "request_id": f"req-{index:05d}",
+                "index": index,
+                "priority": int(priority[index]),
+                "warmup": index < 2,
+                "ok": ok and done[index],
+                "finish_reason": finish_reason,
+                "error": error,
+                "prompt_tokens": int(prompt_tokens[index]),
+                "output_tokens": generated,
+                "arrival_ns": int(arrival_ns[index]),
+                "scheduled_ns": int(scheduled_ns[index]) or None,
+                "first_token_ns": first,
+                "finish_ns": finish,
+                "ttft_ms": (first - arrival_ns[index]) / 1e6 if first else None,
+                "tpot_ms": (finish - first) / 1e6 / (generated - 1)
+                if finish and first and generated > 1
+                else None,
+                "e2e_ms": (finish - arrival_ns[index]) / 1e6 if finish else None,
+                "queue_ms": (scheduled_ns[index] - arrival_ns[index]) / 1e6 if scheduled_ns[index] else None,
+                "num_preemptions": int(preemptions[index]),
+                "token_ns": " ".join(str(t) for t in times),
+            }
+        )
     return pd.DataFrame(request_rows)
-
 
 
 def _latency(values: np.ndarray) -> dict[str, float] | None:
@@ -292,16 +347,21 @@ def _metrics(requests: pd.DataFrame) -> dict:
     )
     good = measured[(measured["ttft_ms"] <= TTFT_SLO_MS) & (measured["tpot_ms"].fillna(0) <= TPOT_SLO_MS)]
     return {
-        "completed": len(measured), "failed": int((~requests["ok"]).sum()),
+        "completed": len(measured),
+        "failed": int((~requests["ok"]).sum()),
         "request_throughput": len(measured) / duration_s,
         "output_token_throughput": float(measured["output_tokens"].sum()) / duration_s,
-        "total_token_throughput": float((measured["output_tokens"] + measured["prompt_tokens"]).sum()) / duration_s,
+        "total_token_throughput": float((measured["output_tokens"] + measured["prompt_tokens"]).sum())
+        / duration_s,
         "goodput": len(good) / duration_s,
-        **{name: _latency(measured[name].dropna().to_numpy(dtype=float)) for name in ("ttft_ms", "tpot_ms", "e2e_ms", "queue_ms")},
+        **{
+            name: _latency(measured[name].dropna().to_numpy(dtype=float))
+            for name in ("ttft_ms", "tpot_ms", "e2e_ms", "queue_ms")
+        },
         "itl_ms": _latency(itl),
         "duration_s": float(duration_s),
         "slo": {"ttft_ms": TTFT_SLO_MS, "tpot_ms": TPOT_SLO_MS},
-    }  # fmt: skip
+    }
 
 
 def _engine(steps: pd.DataFrame) -> dict:
@@ -309,10 +369,14 @@ def _engine(steps: pd.DataFrame) -> dict:
         return {"mean": float(steps[column].mean()), "max": float(steps[column].max())}
 
     return {
-        "steps": len(steps), "preemptions": int(steps["preemptions"].sum()), "blocks_total": NUM_KV_BLOCKS,
-        "blocks_free_at_end": int(steps["blocks_free"].iloc[-1]), "batch_size": mean_max("batch_size"),
-        "kv_utilization": mean_max("kv_utilization"), "fragmentation_slots": mean_max("fragmentation_slots"),
-    }  # fmt: skip
+        "steps": len(steps),
+        "preemptions": int(steps["preemptions"].sum()),
+        "blocks_total": NUM_KV_BLOCKS,
+        "blocks_free_at_end": int(steps["blocks_free"].iloc[-1]),
+        "batch_size": mean_max("batch_size"),
+        "kv_utilization": mean_max("kv_utilization"),
+        "fragmentation_slots": mean_max("fragmentation_slots"),
+    }
 
 
 def _normalized(shares: dict[str, float]) -> dict[str, float]:
@@ -324,16 +388,31 @@ def _breakdown(rng: np.random.Generator, steps: pd.DataFrame, with_samples: bool
     wall_ms = (steps["end_ns"].iloc[-1] - steps["start_ns"].iloc[0]) / 1e6
     phase = {name: float(steps[f"{name}_ms"].sum()) / wall_ms for name in PHASE_COSTS}
     components = {
-        "scheduler": phase["scheduler"], "sampler": phase["sampler"], "kv_alloc": phase["kv_alloc"],
-        "prepare": phase["prepare"], "tokenizer": 0.004, "detokenizer": phase["detokenize"], "model_glue": phase["model"] * 0.22,
-        "model_kernels": phase["model"] * 0.78, "d2h": 0.0, "queue": phase["queue"], "api": 0.0,
-    }  # fmt: skip
-    control = sum(phase[name] for name in ("scheduler", "sampler", "kv_alloc", "prepare", "detokenize", "queue"))
+        "scheduler": phase["scheduler"],
+        "sampler": phase["sampler"],
+        "kv_alloc": phase["kv_alloc"],
+        "prepare": phase["prepare"],
+        "tokenizer": 0.004,
+        "detokenizer": phase["detokenize"],
+        "model_glue": phase["model"] * 0.22,
+        "model_kernels": phase["model"] * 0.78,
+        "d2h": 0.0,
+        "queue": phase["queue"],
+        "api": 0.0,
+    }
+    control = sum(
+        phase[name] for name in ("scheduler", "sampler", "kv_alloc", "prepare", "detokenize", "queue")
+    )
     interpreter = control * 0.85 + components["model_glue"] * 0.6
     categories = {
-        "interpreter": interpreter, "lock": 0.012, "allocation": control * 0.08 + 0.01,
-        "kernel": components["model_kernels"], "idle": max(0.0, 1.0 - sum(phase.values()) - 0.01), "waiting": 0.0, "other": 0.02,
-    }  # fmt: skip
+        "interpreter": interpreter,
+        "lock": 0.012,
+        "allocation": control * 0.08 + 0.01,
+        "kernel": components["model_kernels"],
+        "idle": max(0.0, 1.0 - sum(phase.values()) - 0.01),
+        "waiting": 0.0,
+        "other": 0.02,
+    }
     spans = {
         "categories": _normalized(categories),
         "components": components,
@@ -344,20 +423,35 @@ def _breakdown(rng: np.random.Generator, steps: pd.DataFrame, with_samples: bool
     component_disagreement: dict[str, float] = {}
     if with_samples:
         noisy = {name: value * float(rng.lognormal(0.0, 0.12)) for name, value in categories.items()}
-        samples = {"categories": _normalized(noisy),
-                   "components": {name: value * float(rng.lognormal(0.0, 0.1)) for name, value in components.items()},
-                   "dispatch": spans["dispatch"] * 1.1}  # fmt: skip
+        samples = {
+            "categories": _normalized(noisy),
+            "components": {
+                name: value * float(rng.lognormal(0.0, 0.1)) for name, value in components.items()
+            },
+            "dispatch": spans["dispatch"] * 1.1,
+        }
         methods["samples"] = samples
         # Samples minus spans in percentage points, signed, as profiler/analysis/breakdown.py records it.
         disagreement = {
-            name: round((samples["categories"][name] - spans["categories"][name]) * 100, 2) for name in categories
+            name: round((samples["categories"][name] - spans["categories"][name]) * 100, 2)
+            for name in categories
         }
         component_disagreement = {
             name: round((samples["components"][name] - components[name]) * 100, 2) for name in components
         }
-    client = {"categories": {"interpreter": 0.05, "lock": 0.01, "allocation": 0.005, "kernel": 0.0, "idle": 0.06,
-                             "waiting": 0.87, "other": 0.005},
-              "components": dict.fromkeys(components, 0.0) | {"queue": 0.03, "tokenizer": 0.02}, "dispatch": 0.0}  # fmt: skip
+    client = {
+        "categories": {
+            "interpreter": 0.05,
+            "lock": 0.01,
+            "allocation": 0.005,
+            "kernel": 0.0,
+            "idle": 0.06,
+            "waiting": 0.87,
+            "other": 0.005,
+        },
+        "components": dict.fromkeys(components, 0.0) | {"queue": 0.03, "tokenizer": 0.02},
+        "dispatch": 0.0,
+    }
     return {
         "wall_s": wall_ms / 1e3,
         "methods": methods,
@@ -391,12 +485,19 @@ def _verdict(breakdown: dict, verify: bool) -> dict:
         predicted = 1.0 / (1.0 - share + share / speedup) - 1.0
         # A verify run switches each twin on; its measured gain lands near the Amdahl prediction.
         measured = predicted * (0.8 + 0.1 * len(component) / 8) if verify else None
-        predictions[component] = {"share": share, "native_speedup": speedup, "predicted_gain": predicted,
-                                  "measured_gain": measured}  # fmt: skip
+        predictions[component] = {
+            "share": share,
+            "native_speedup": speedup,
+            "predicted_gain": predicted,
+            "measured_gain": measured,
+        }
     top = max(NATIVE_SPEEDUP, key=lambda name: spans["components"][name])
     return {
-        "category": max(spans["categories"], key=spans["categories"].get), "component": top,
-        "share": spans["components"][top], "interpreter_share": interpreter_share, "rule": rule,
+        "category": max(spans["categories"], key=spans["categories"].get),
+        "component": top,
+        "share": spans["components"][top],
+        "interpreter_share": interpreter_share,
+        "rule": rule,
         "reasons": [
             f"interpreter time is {interpreter_share:.1%} of the engine thread (rule: 1% stay, 30% rewrite)",
             f"{top} is the largest control path at {spans['components'][top]:.1%} of wall time",
@@ -404,29 +505,50 @@ def _verdict(breakdown: dict, verify: bool) -> dict:
         ],
         "predictions": predictions,
         "blind_spots": ["GIL waits inside torch ops are counted as kernel time"],
-        **({"verify": {"python_runs": 2, "python_spread": VERIFY_SPREAD, "components": {}, "skipped": {}}}
-           if verify else {}),
-    }  # fmt: skip
+        **(
+            {"verify": {"python_runs": 2, "python_spread": VERIFY_SPREAD, "components": {}, "skipped": {}}}
+            if verify
+            else {}
+        ),
+    }
 
 
 def _config(seed: int, n_requests: int, with_breakdown: bool, with_samples: bool, verify: bool) -> dict:
     collectors = ["spans", "gc", "torch_profiler"] + (["py-spy"] if with_samples else [])
     return {
-        "model": "synthetic:tiny", "model_source": "seeded random weights", "dtype": "float32", "native": [],
-        "scenario": "chat-poisson", "seed": seed, "requests": n_requests, "duration_s": 60,
-        "engine": {"block_size": BLOCK_SIZE, "num_kv_blocks": NUM_KV_BLOCKS, "max_num_seqs": MAX_NUM_SEQS,
-                   "max_batched_tokens": 4096, "policy": "fcfs"},
-        "collectors": collectors if with_breakdown else [], "verify": verify,
+        "model": "synthetic:tiny",
+        "model_source": "seeded random weights",
+        "dtype": "float32",
+        "native": [],
+        "scenario": "chat-poisson",
+        "seed": seed,
+        "requests": n_requests,
+        "duration_s": 60,
+        "engine": {
+            "block_size": BLOCK_SIZE,
+            "num_kv_blocks": NUM_KV_BLOCKS,
+            "max_num_seqs": MAX_NUM_SEQS,
+            "max_batched_tokens": 4096,
+            "policy": "fcfs",
+        },
+        "collectors": collectors if with_breakdown else [],
+        "verify": verify,
         "profile": "default" if with_breakdown else "off",
-    }  # fmt: skip
+    }
 
 
 def _environment() -> dict:
     return {
-        "python": "3.11.2", "platform": "Linux-6.1.0-x86_64-with-glibc2.36", "cpu_model": "Synthetic CPU @ 2.0GHz",
-        "cpu_count": 2, "torch_version": "2.5.1+cpu", "torch_threads": 2, "gpu": None,
-        "git_revision": "0123456789abcdef0123456789abcdef01234567", "infer_prof_version": "0.1.0",
-    }  # fmt: skip
+        "python": "3.11.2",
+        "platform": "Linux-6.1.0-x86_64-with-glibc2.36",
+        "cpu_model": "Synthetic CPU @ 2.0GHz",
+        "cpu_count": 2,
+        "torch_version": "2.5.1+cpu",
+        "torch_threads": 2,
+        "gpu": None,
+        "git_revision": "0123456789abcdef0123456789abcdef01234567",
+        "infer_prof_version": "0.1.0",
+    }
 
 
 def _collectors(with_breakdown: bool, with_samples: bool) -> dict:
@@ -434,35 +556,56 @@ def _collectors(with_breakdown: bool, with_samples: bool) -> dict:
         off = {"status": "skipped", "reason": "--profile off"}
         return {"spans": off, "gc": off, "torch_profiler": off, "py-spy": off, "nvml": off}
     return {
-        "spans": {"status": "ok", "reason": None}, "gc": {"status": "ok", "reason": None},
+        "spans": {"status": "ok", "reason": None},
+        "gc": {"status": "ok", "reason": None},
         "torch_profiler": {"status": "ok", "reason": None},
-        "py-spy": {"status": "ok", "reason": None} if with_samples
-        else {"status": "skipped", "reason": "ptrace not permitted (kernel.yama.ptrace_scope=1); run as root or set it to 0"},
+        "py-spy": {"status": "ok", "reason": None}
+        if with_samples
+        else {
+            "status": "skipped",
+            "reason": "ptrace not permitted (kernel.yama.ptrace_scope=1); run as root or set it to 0",
+        },
         "nvml": {"status": "skipped", "reason": "no NVIDIA GPU found"},
-    }  # fmt: skip
+    }
 
 
 # Leaf frames per phase, as py-spy --native names them; the innermost frame decides the category.
 ENGINE_THREAD = "thread (4242): infer-prof-engine"
 _STACK_BASE = "Thread._bootstrap (threading.py:995);Thread._bootstrap_inner (threading.py:1038);Engine._run (engine/engine.py:141)"
 _PHASE_STACKS = {
-    "scheduler": ["Engine._step (engine/engine.py:97);PythonScheduler.schedule (engine/scheduler.py:58)",
-                  "Engine._step (engine/engine.py:97);PythonScheduler.schedule (engine/scheduler.py:58);PythonScheduler._can_append (engine/scheduler.py:121)"],
-    "kv_alloc": ["Engine._step (engine/engine.py:103);PythonKVAllocator.step (engine/kv_alloc.py:77);PythonKVAllocator._pop_free (engine/kv_alloc.py:40)",
-                 "Engine._step (engine/engine.py:103);PythonKVAllocator.step (engine/kv_alloc.py:77);PyObject_Malloc (libpython3.11.so)"],
-    "model": ["Engine._step (engine/engine.py:110);LlamaModel.forward (engine/model.py:88);LlamaModel.attention (engine/model.py:141);sgemm_kernel (libopenblas.so)",
-              "Engine._step (engine/engine.py:110);LlamaModel.forward (engine/model.py:88);LlamaModel.mlp (engine/model.py:170);at::native::silu_kernel (libtorch_cpu.so)",
-              "Engine._step (engine/engine.py:110);LlamaModel.forward (engine/model.py:88);LlamaModel._build_inputs (engine/model.py:60)"],
-    "sampler": ["Engine._step (engine/engine.py:118);PythonSampler.sample (engine/sampler.py:64);PythonSampler.top_p (engine/sampler.py:112)"],
-    "detokenize": ["Engine._step (engine/engine.py:125);IncrementalDetokenizer.decode (engine/tokenizer.py:90)"],
-    "queue": ["Engine._step (engine/engine.py:90);Engine._drain (engine/engine.py:72);take_gil (libpython3.11.so)"],
-}  # fmt: skip
+    "scheduler": [
+        "Engine._step (engine/engine.py:97);PythonScheduler.schedule (engine/scheduler.py:58)",
+        "Engine._step (engine/engine.py:97);PythonScheduler.schedule (engine/scheduler.py:58);PythonScheduler._can_append (engine/scheduler.py:121)",
+    ],
+    "kv_alloc": [
+        "Engine._step (engine/engine.py:103);PythonKVAllocator.step (engine/kv_alloc.py:77);PythonKVAllocator._pop_free (engine/kv_alloc.py:40)",
+        "Engine._step (engine/engine.py:103);PythonKVAllocator.step (engine/kv_alloc.py:77);PyObject_Malloc (libpython3.11.so)",
+    ],
+    "model": [
+        "Engine._step (engine/engine.py:110);LlamaModel.forward (engine/model.py:88);LlamaModel.attention (engine/model.py:141);sgemm_kernel (libopenblas.so)",
+        "Engine._step (engine/engine.py:110);LlamaModel.forward (engine/model.py:88);LlamaModel.mlp (engine/model.py:170);at::native::silu_kernel (libtorch_cpu.so)",
+        "Engine._step (engine/engine.py:110);LlamaModel.forward (engine/model.py:88);LlamaModel._build_inputs (engine/model.py:60)",
+    ],
+    "sampler": [
+        "Engine._step (engine/engine.py:118);PythonSampler.sample (engine/sampler.py:64);PythonSampler.top_p (engine/sampler.py:112)"
+    ],
+    "detokenize": [
+        "Engine._step (engine/engine.py:125);IncrementalDetokenizer.decode (engine/tokenizer.py:90)"
+    ],
+    "queue": [
+        "Engine._step (engine/engine.py:90);Engine._drain (engine/engine.py:72);take_gil (libpython3.11.so)"
+    ],
+}
 # Closed-loop clients spend nearly all their time waiting for their reply, as py-spy sees them.
 CLIENT_THREADS = 6
-_CLIENT_STACK = ("Thread._bootstrap (threading.py:995);Thread.run (threading.py:982);_Load.serve (scenarios/loadgen.py:178);"
-                 "Ticket.wait (profiler/session/drive.py:26);Condition.wait (threading.py:320)")  # fmt: skip
-_CLIENT_ENCODE = ("Thread._bootstrap (threading.py:995);Thread.run (threading.py:982);_Load.serve (scenarios/loadgen.py:170);"
-                  "Engine.submit (engine/engine.py:115);Tokenizer.encode (engine/tokenizer.py:40)")  # fmt: skip
+_CLIENT_STACK = (
+    "Thread._bootstrap (threading.py:995);Thread.run (threading.py:982);_Load.serve (scenarios/loadgen.py:178);"
+    "Ticket.wait (profiler/session/drive.py:26);Condition.wait (threading.py:320)"
+)
+_CLIENT_ENCODE = (
+    "Thread._bootstrap (threading.py:995);Thread.run (threading.py:982);_Load.serve (scenarios/loadgen.py:170);"
+    "Engine.submit (engine/engine.py:115);Tokenizer.encode (engine/tokenizer.py:40)"
+)
 
 
 def _collapsed_stacks(rng: np.random.Generator, steps: pd.DataFrame) -> str:
@@ -479,5 +622,7 @@ def _collapsed_stacks(rng: np.random.Generator, steps: pd.DataFrame) -> str:
         thread = f"thread ({5000 + client}): loadgen-client-{client}"
         lines.append(f"{thread};{_CLIENT_STACK} {max(1, int(wall * 0.97))}")
         lines.append(f"{thread};{_CLIENT_ENCODE} {max(1, int(wall * 0.03))}")
-    lines.append(f"thread (4000): MainThread;<module> (profiler/cli/main.py:12);Thread.join (threading.py:1119) {int(wall)}")
+    lines.append(
+        f"thread (4000): MainThread;<module> (profiler/cli/main.py:12);Thread.join (threading.py:1119) {int(wall)}"
+    )
     return "\n".join(lines) + "\n"

@@ -62,20 +62,32 @@ class HttpLoad:
     client_cpu_s: float  # this process's user+system CPU during the measured load
     loop_cpu_s: float  # the event loop thread's own CPU during it
     threads: int  # Python threads alive in this process during the load
-    dropped_fields: dict[str, str] = field(default_factory=dict)  # request field -> the server's words refusing it
+    dropped_fields: dict[str, str] = field(
+        default_factory=dict
+    )  # request field -> the server's words refusing it
 
 
 def request_body(request: RequestSpec, prompt: str, model: str) -> dict[str, Any]:
     """OpenAI fields for the scenario's sampling, plus vLLM's extras when they are not at their defaults."""
     sampling = request.sampling
     body: dict[str, Any] = {
-        "model": model, "max_tokens": sampling["max_tokens"], "temperature": sampling.get("temperature", 0.0),
-        "top_p": sampling.get("top_p", 1.0), "stream": True, "stream_options": {"include_usage": True},
-    }  # fmt: skip
+        "model": model,
+        "max_tokens": sampling["max_tokens"],
+        "temperature": sampling.get("temperature", 0.0),
+        "top_p": sampling.get("top_p", 1.0),
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     if sampling.get("seed") is not None:
         body["seed"] = sampling["seed"]
-    for name, off in (("top_k", 0), ("min_p", 0.0), ("repetition_penalty", 1.0), ("frequency_penalty", 0.0),
-                      ("presence_penalty", 0.0), ("ignore_eos", False)):  # fmt: skip
+    for name, off in (
+        ("top_k", 0),
+        ("min_p", 0.0),
+        ("repetition_penalty", 1.0),
+        ("frequency_penalty", 0.0),
+        ("presence_penalty", 0.0),
+        ("ignore_eos", False),
+    ):
         if sampling.get(name, off) != off:
             body[name] = sampling[name]
     if sampling.get("stop"):
@@ -89,11 +101,24 @@ def request_body(request: RequestSpec, prompt: str, model: str) -> dict[str, Any
 
 # Fields the server may refuse without the request losing its meaning: dropped (with a note) and the
 # request sent again once. model, the prompt or messages, max_tokens and stream are never dropped.
-DROPPABLE = ("ignore_eos", "top_k", "min_p", "repetition_penalty", "frequency_penalty", "presence_penalty", "seed",
-             "stop", "stream_options", "top_p", "temperature")  # fmt: skip
+DROPPABLE = (
+    "ignore_eos",
+    "top_k",
+    "min_p",
+    "repetition_penalty",
+    "frequency_penalty",
+    "presence_penalty",
+    "seed",
+    "stop",
+    "stream_options",
+    "top_p",
+    "temperature",
+)
 REFUSED_STATUS = (400, 422)
-CUT_SHORT = ("the stream ended without a finish_reason: the server cut the request short (llama-cpp-python's server "
-             "does when another request arrives, unless started with --interrupt_requests False)")  # fmt: skip
+CUT_SHORT = (
+    "the stream ended without a finish_reason: the server cut the request short (llama-cpp-python's server "
+    "does when another request arrives, unless started with --interrupt_requests False)"
+)
 
 
 def refused_fields(body: dict[str, Any], message: str, detail: Any = None) -> list[str]:
@@ -104,13 +129,22 @@ def refused_fields(body: dict[str, Any], message: str, detail: Any = None) -> li
         if isinstance(location, list) and location and location[-1] in body and location[-1] in DROPPABLE:
             named.append(str(location[-1]))
     for name in DROPPABLE:
-        if name in body and name not in named and re.search(rf"(?<![A-Za-z_]){re.escape(name)}(?![A-Za-z_])", message):
+        if (
+            name in body
+            and name not in named
+            and re.search(rf"(?<![A-Za-z_]){re.escape(name)}(?![A-Za-z_])", message)
+        ):
             named.append(name)
     return named
 
 
-async def _stream_one(client: httpx.AsyncClient, base: str, record: HttpRecord, body: dict[str, Any],
-                      dropped: dict[str, str] | None = None) -> None:  # fmt: skip
+async def _stream_one(
+    client: httpx.AsyncClient,
+    base: str,
+    record: HttpRecord,
+    body: dict[str, Any],
+    dropped: dict[str, str] | None = None,
+) -> None:
     """Send one request and time its stream; a 400/422 naming a droppable field drops it (into `dropped`,
     for every later request too) and sends the request once more."""
     path = "/v1/chat/completions" if "messages" in body else "/v1/completions"
@@ -124,7 +158,11 @@ async def _stream_one(client: httpx.AsyncClient, base: str, record: HttpRecord, 
                 record.status = response.status_code
                 if response.status_code != 200:
                     message, detail = error_message(await response.aread())
-                    refused = refused_fields(body, message, detail) if response.status_code in REFUSED_STATUS else []
+                    refused = (
+                        refused_fields(body, message, detail)
+                        if response.status_code in REFUSED_STATUS
+                        else []
+                    )
                     if refused and attempt == 0:
                         for name in refused:
                             dropped.setdefault(name, f"HTTP {response.status_code}: {message}")
@@ -203,7 +241,11 @@ def _detail_text(detail: Any) -> str:
         for entry in detail:
             if isinstance(entry, dict):
                 where = ".".join(str(part) for part in entry.get("loc") or [] if part != "body")
-                parts.append(f"{where}: {entry.get('msg') or entry.get('type') or entry}" if where else str(entry.get("msg") or entry))
+                parts.append(
+                    f"{where}: {entry.get('msg') or entry.get('type') or entry}"
+                    if where
+                    else str(entry.get("msg") or entry)
+                )
             else:
                 parts.append(str(entry))
         return "; ".join(parts)
@@ -213,15 +255,23 @@ def _detail_text(detail: Any) -> str:
 class _Driver:
     """One load: the shared client, stop flags and in-flight count."""
 
-    def __init__(self, base: str, model: str, prompts: dict[int, str], stop_event: threading.Event,
-                 on_done: Callable[[HttpRecord], None] | None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        base: str,
+        model: str,
+        prompts: dict[int, str],
+        stop_event: threading.Event,
+        on_done: Callable[[HttpRecord], None] | None,
+    ) -> None:
         self.base, self.model, self.prompts = base, model, prompts
         self.stop_event = stop_event
         self.on_done = on_done
         self.in_flight = 0
         self.peak_in_flight = 0
         self.tasks: set[asyncio.Task[None]] = set()
-        self.dropped: dict[str, str] = {}  # request fields the server refused, left out of every later request
+        self.dropped: dict[
+            str, str
+        ] = {}  # request fields the server refused, left out of every later request
         limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
         self.client = httpx.AsyncClient(timeout=httpx.Timeout(READ_TIMEOUT_S, connect=10.0), limits=limits)
 
@@ -229,9 +279,13 @@ class _Driver:
         self.in_flight += 1
         self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
         try:
-            await _stream_one(self.client, self.base, record,
-                              request_body(record.request, self.prompts[record.request.index], self.model),
-                              self.dropped)  # fmt: skip
+            await _stream_one(
+                self.client,
+                self.base,
+                record,
+                request_body(record.request, self.prompts[record.request.index], self.model),
+                self.dropped,
+            )
         except asyncio.CancelledError:
             record.error = record.error or "stopped: the load was interrupted"
             raise
@@ -284,10 +338,17 @@ class _Driver:
 
 
 async def drive_http(
-    base: str, model: str, requests: Sequence[RequestSpec], prompts: dict[int, str], *, mode: str,
-    clients: int | None, duration_s: float | None, stop_event: threading.Event,
+    base: str,
+    model: str,
+    requests: Sequence[RequestSpec],
+    prompts: dict[int, str],
+    *,
+    mode: str,
+    clients: int | None,
+    duration_s: float | None,
+    stop_event: threading.Event,
     on_done: Callable[[HttpRecord], None] | None = None,
-) -> HttpLoad:  # fmt: skip
+) -> HttpLoad:
     """Warm-up requests first (all at once), then the measured load, open or closed loop, like scenarios.loadgen."""
     driver = _Driver(base, model, prompts, stop_event, on_done)
     records = [HttpRecord(request) for request in requests]
@@ -309,11 +370,17 @@ async def drive_http(
     finally:
         await driver.client.aclose()
     return HttpLoad(
-        records=records, start_ns=start, end_ns=end, warmup_ns=start - warmup_start,
+        records=records,
+        start_ns=start,
+        end_ns=end,
+        warmup_ns=start - warmup_start,
         stopped_early=stop_event.is_set() and any(record.send_ns is None for record in measured),
-        peak_in_flight=driver.peak_in_flight, client_cpu_s=cpu_s, loop_cpu_s=loop_s, threads=threading.active_count(),
+        peak_in_flight=driver.peak_in_flight,
+        client_cpu_s=cpu_s,
+        loop_cpu_s=loop_s,
+        threads=threading.active_count(),
         dropped_fields=dict(driver.dropped),
-    )  # fmt: skip
+    )
 
 
 def _process_cpu_s() -> float:
@@ -348,16 +415,33 @@ def http_outcome(records: Sequence[HttpRecord], *, dropped: dict[str, str] | Non
     if failed:
         top = max(errors, key=lambda key: errors[key])
         most = share > MOST_FAILED
-        headline = (f"{'Most requests failed' if most else 'Some requests failed'}: {len(failed)} of {sent} "
-                    f"({share:.0%}); the commonest error ({errors[top]}x): {examples[top]}")  # fmt: skip
+        headline = (
+            f"{'Most requests failed' if most else 'Some requests failed'}: {len(failed)} of {sent} "
+            f"({share:.0%}); the commonest error ({errors[top]}x): {examples[top]}"
+        )
         survivors = sent - len(failed)
-        warning = (f"latencies and throughput come from the {survivors} request{'s' if survivors != 1 else ''} that "
-                   f"completed; the {len(failed)} that failed are not in them"
-                   + (": too few to describe the server" if most else ""))  # fmt: skip
-    notes = [f"the server refused {name!r} ({reason}): it was left out of every request after the first refusal"
-             + ("; outputs may now end at an end-of-sequence token, shorter than the scenario asks" if name == "ignore_eos"
-                else "")
-             for name, reason in (dropped or {}).items()]  # fmt: skip
-    return {"sent": sent, "failed": len(failed), "failed_share": share, "errors": errors, "error_examples": examples,
-            "headline": headline, "latency_warning": warning, "dropped_fields": dict(dropped or {}),
-            "notes": notes}  # fmt: skip
+        warning = (
+            f"latencies and throughput come from the {survivors} request{'s' if survivors != 1 else ''} that "
+            f"completed; the {len(failed)} that failed are not in them"
+            + (": too few to describe the server" if most else "")
+        )
+    notes = [
+        f"the server refused {name!r} ({reason}): it was left out of every request after the first refusal"
+        + (
+            "; outputs may now end at an end-of-sequence token, shorter than the scenario asks"
+            if name == "ignore_eos"
+            else ""
+        )
+        for name, reason in (dropped or {}).items()
+    ]
+    return {
+        "sent": sent,
+        "failed": len(failed),
+        "failed_share": share,
+        "errors": errors,
+        "error_examples": examples,
+        "headline": headline,
+        "latency_warning": warning,
+        "dropped_fields": dict(dropped or {}),
+        "notes": notes,
+    }

@@ -48,8 +48,10 @@ def probe_rows(tables: tuple[EngineTable, ...] | None = None) -> list[dict[str, 
     rows: dict[tuple[str, str], dict[str, str]] = {}
     for table in all_tables() if tables is None else tables:
         for component, module, function in table.probes:
-            rows.setdefault((module, function), {"component": component, "module": module, "function": function,
-                                                 "engine": table.name})  # fmt: skip
+            rows.setdefault(
+                (module, function),
+                {"component": component, "module": module, "function": function, "engine": table.name},
+            )
     return list(rows.values())
 
 

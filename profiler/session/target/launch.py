@@ -57,9 +57,18 @@ class LaunchedServer:
     """A server command run by /bin/sh in its own session (so a Ctrl-C meant for infer-prof does not reach
     it), its output in `log_path`; stop() ends every process of its group and any `extra_pids` given."""
 
-    def __init__(self, command: str, url: str, log_path: Path, *, timeout_s: float = LAUNCH_TIMEOUT_S,
-                 grace_s: float = STOP_GRACE_S, say: Callable[[str], None] = lambda text: None,
-                 stop_event: threading.Event | None = None, env: dict[str, str] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        command: str,
+        url: str,
+        log_path: Path,
+        *,
+        timeout_s: float = LAUNCH_TIMEOUT_S,
+        grace_s: float = STOP_GRACE_S,
+        say: Callable[[str], None] = lambda text: None,
+        stop_event: threading.Event | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
         if not command.strip():
             raise TargetError("--launch: the command is empty; give the server's command line in quotes")
         if not (timeout_s > 0):
@@ -80,9 +89,15 @@ class LaunchedServer:
     def start(self) -> None:
         env = {**os.environ, **self.extra_env}
         with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(["/bin/sh", "-c", self.command], stdout=log, stderr=subprocess.STDOUT,
-                                            stdin=subprocess.DEVNULL, start_new_session=True, env=env,
-                                            preexec_fn=_terminate_with_parent)  # fmt: skip
+            self.process = subprocess.Popen(
+                ["/bin/sh", "-c", self.command],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                env=env,
+                preexec_fn=_terminate_with_parent,
+            )
 
     def wait_ready(self) -> float:
         """Seconds until GET /v1/models answered 200; TargetError if the server exits or never answers."""
@@ -94,9 +109,13 @@ class LaunchedServer:
                 status = self.process.poll()
                 if status is not None:
                     self.exit_status = status
-                    raise TargetError(f"--launch: the server exited with status {status} before it answered"
-                                      f"{_why(status)}{self._tail()}")  # fmt: skip
-                if self.stop_event.is_set():  # Ctrl-C or SIGTERM while waiting: the CLI's "interrupted", exit 130
+                    raise TargetError(
+                        f"--launch: the server exited with status {status} before it answered"
+                        f"{_why(status)}{self._tail()}"
+                    )
+                if (
+                    self.stop_event.is_set()
+                ):  # Ctrl-C or SIGTERM while waiting: the CLI's "interrupted", exit 130
                     raise KeyboardInterrupt
                 try:
                     if client.get(f"{self.url}/v1/models").status_code == 200:
@@ -106,20 +125,26 @@ class LaunchedServer:
                     pass
                 now = time.perf_counter()
                 if now - started > self.timeout_s:
-                    raise TargetError(f"--launch: the server did not answer at {self.url}/v1/models within "
-                                      f"{self.timeout_s:g} s (raise --launch-timeout, or check --port/--target)"
-                                      f"{self._tail()}")  # fmt: skip
+                    raise TargetError(
+                        f"--launch: the server did not answer at {self.url}/v1/models within "
+                        f"{self.timeout_s:g} s (raise --launch-timeout, or check --port/--target)"
+                        f"{self._tail()}"
+                    )
                 if now >= next_note:
                     next_note = now + PROGRESS_EVERY_S
-                    self.say(f"waiting for {self.url}/v1/models: {now - started:.0f} s"
-                             f" of {self.timeout_s:.0f}{self._tail(1, ', log: ')}")  # fmt: skip
+                    self.say(
+                        f"waiting for {self.url}/v1/models: {now - started:.0f} s"
+                        f" of {self.timeout_s:.0f}{self._tail(1, ', log: ')}"
+                    )
                 self.stop_event.wait(READY_POLL_S)
 
     def check_alive(self) -> None:
         """TargetError when the server has exited (during the run)."""
         if self.process is not None and (status := self.process.poll()) is not None:
             self.exit_status = status
-            raise TargetError(f"--launch: the server exited with status {status} during the run{_why(status)}{self._tail()}")
+            raise TargetError(
+                f"--launch: the server exited with status {status} during the run{_why(status)}{self._tail()}"
+            )
 
     def stop(self, extra_pids: Iterable[int] = ()) -> None:
         """SIGTERM to the group, SIGKILL to what is left after the grace period; returns once none is left."""
@@ -168,7 +193,9 @@ class LaunchedServer:
 def target_url(target: str | None, port: int | None, launch: str | None) -> str:
     """Where the server answers: --target, else http://127.0.0.1:--port, else the --port the launched command names."""
     if target is not None and port is not None:
-        raise TargetError(f"--target {target} and --port {port}: give one of them (--port N means http://127.0.0.1:N)")
+        raise TargetError(
+            f"--target {target} and --port {port}: give one of them (--port N means http://127.0.0.1:N)"
+        )
     if port is not None:
         if not 1 <= port <= 65535:
             raise TargetError(f"--port={port}: give the server's TCP port, 1 to 65535")
@@ -177,27 +204,42 @@ def target_url(target: str | None, port: int | None, launch: str | None) -> str:
         return target
     named = port_in_command(launch or "")
     if named is None:
-        raise TargetError("--launch: the command names no --port; say where the server answers with --port N or "
-                          "--target URL")  # fmt: skip
+        raise TargetError(
+            "--launch: the command names no --port; say where the server answers with --port N or "
+            "--target URL"
+        )
     return f"http://127.0.0.1:{named}"
 
 
 @contextmanager
-def launched_server(command: str | None, url: str, log_path: Path, *, timeout_s: float = LAUNCH_TIMEOUT_S,
-                    say: Callable[[str], None] = lambda text: None, stop_event: threading.Event | None = None,
-                    env: dict[str, str] | None = None) -> Iterator[LaunchedServer | None]:  # fmt: skip
+def launched_server(
+    command: str | None,
+    url: str,
+    log_path: Path,
+    *,
+    timeout_s: float = LAUNCH_TIMEOUT_S,
+    say: Callable[[str], None] = lambda text: None,
+    stop_event: threading.Event | None = None,
+    env: dict[str, str] | None = None,
+) -> Iterator[LaunchedServer | None]:
     """Start `command` and yield it once it answers at `url` (None without a command); stop its whole group on
     the way out, whatever happens inside."""
     if command is None:
         yield None
         return
-    server = LaunchedServer(command, url, log_path, timeout_s=timeout_s, say=say, stop_event=stop_event, env=env)
+    server = LaunchedServer(
+        command, url, log_path, timeout_s=timeout_s, say=say, stop_event=stop_event, env=env
+    )
     if port_in_url(url) is not None and pids_listening(port_in_url(url) or 0):
-        raise TargetError(f"--launch: something already listens on {url}; stop it, or launch on another --port")
+        raise TargetError(
+            f"--launch: something already listens on {url}; stop it, or launch on another --port"
+        )
     server.start()
     try:
-        say(f"launched pid {server.pid}: {command} (log: {log_path}); waiting up to {timeout_s:.0f} s for "
-            f"{server.url}/v1/models")  # fmt: skip
+        say(
+            f"launched pid {server.pid}: {command} (log: {log_path}); waiting up to {timeout_s:.0f} s for "
+            f"{server.url}/v1/models"
+        )
         ready_s = server.wait_ready()
         say(f"the server answered after {ready_s:.1f} s")
         yield server

@@ -63,18 +63,24 @@ def probe(url: str, model: str | None = None) -> ServerInfo:
             response = client.get(f"{base}/v1/models")
             ours_info = _our_info(client, base)
     except httpx.HTTPError as exc:
-        raise TargetError(f"--target {base}: cannot reach the server ({type(exc).__name__}: {exc}); start it "
-                          "(e.g. `infer-prof serve`) or fix the URL") from None  # fmt: skip
+        raise TargetError(
+            f"--target {base}: cannot reach the server ({type(exc).__name__}: {exc}); start it "
+            "(e.g. `infer-prof serve`) or fix the URL"
+        ) from None
     if response.status_code != 200:
-        raise TargetError(f"--target {base}: GET /v1/models answered {response.status_code}: not an OpenAI-compatible "
-                          "server, or the URL points below its root")  # fmt: skip
+        raise TargetError(
+            f"--target {base}: GET /v1/models answered {response.status_code}: not an OpenAI-compatible "
+            "server, or the URL points below its root"
+        )
     try:
         models = [entry["id"] for entry in response.json()["data"]]
     except (ValueError, KeyError, TypeError):
         raise TargetError(f"--target {base}: GET /v1/models did not return OpenAI's model list") from None
     if not models and model is None:
-        raise TargetError(f"--target {base}: the server lists no model under /v1/models; name the one it serves "
-                          "with --target-model NAME")  # fmt: skip
+        raise TargetError(
+            f"--target {base}: the server lists no model under /v1/models; name the one it serves "
+            "with --target-model NAME"
+        )
     if model is not None and models and model not in models:
         raise TargetError(f"--target-model {model!r}: the server serves {', '.join(models)}")
     # An empty list with --target-model: some servers (transformers serve) list only their hub cache's models.
@@ -92,8 +98,17 @@ def probe(url: str, model: str | None = None) -> ServerInfo:
     pid = ours_info.get("pid") if ours_info and local else None
     if pid is not None and not os.path.exists(f"/proc/{pid}"):
         pid = None  # the same address on another machine (a tunnel, a container): not a pid here
-    return ServerInfo(url=base, model=model or models[0], name=name, version=version or None, source=source,
-                      ours=ours_info is not None, local=local, pid=pid, info=ours_info)  # fmt: skip
+    return ServerInfo(
+        url=base,
+        model=model or models[0],
+        name=name,
+        version=version or None,
+        source=source,
+        ours=ours_info is not None,
+        local=local,
+        pid=pid,
+        info=ours_info,
+    )
 
 
 def _our_info(client: httpx.Client, base: str) -> dict[str, Any] | None:

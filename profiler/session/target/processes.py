@@ -38,10 +38,14 @@ def busy_samples(sampling: dict[str, Any] | None) -> int:
     return sum(data["samples"] - data["categories"].get("idle", 0) for data in threads.values())
 
 
-def primary_pid(processes: list[WatchedProcess], results: dict[int, dict[str, Any]], prefer: int | None = None) -> int | None:
+def primary_pid(
+    processes: list[WatchedProcess], results: dict[int, dict[str, Any]], prefer: int | None = None
+) -> int | None:
     """The sampled process the run's verdict reads: `prefer` when it was sampled (our own server), else by role
     (PRIMARY_ROLES), and among one role the one with the most samples that are not idle."""
-    sampled = [watched for watched in processes if (results.get(watched.info.pid) or {}).get("status") == "ok"]
+    sampled = [
+        watched for watched in processes if (results.get(watched.info.pid) or {}).get("status") == "ok"
+    ]
     if not sampled:
         return None
     if prefer is not None and any(watched.info.pid == prefer for watched in sampled):
@@ -55,8 +59,9 @@ def primary_pid(processes: list[WatchedProcess], results: dict[int, dict[str, An
     return min(sampled, key=rank).info.pid
 
 
-def process_table(processes: list[WatchedProcess], results: dict[int, dict[str, Any]], primary: int | None,
-                  wall_ns: int) -> list[dict[str, Any]]:  # fmt: skip
+def process_table(
+    processes: list[WatchedProcess], results: dict[int, dict[str, Any]], primary: int | None, wall_ns: int
+) -> list[dict[str, Any]]:
     """target.processes: one entry per process seen, parents first, late children after."""
     table = []
     for watched in processes:
@@ -64,16 +69,26 @@ def process_table(processes: list[WatchedProcess], results: dict[int, dict[str, 
         sampling = results.get(info.pid)
         ok = (sampling or {}).get("status") == "ok"
         reason = watched.not_sampled or (None if ok else (sampling or {}).get("reason") or "not sampled")
-        table.append({
-            **info.to_dict(), "late": watched.late, "first_seen_s": round(watched.first_seen_s, 3),
-            "exited": watched.gone, "primary": info.pid == primary,
-            "sampled": ok, "not_sampled": None if ok else reason,
-            "mode": (sampling or {}).get("mode") if ok else None,  # "native" or "nonblocking" (Python frames only)
-            "samples": (sampling or {}).get("samples", 0) if ok else 0,
-            "busy_samples": busy_samples(sampling) if ok else 0,
-            "samples_file": f"samples-{info.pid}.txt" if ok and (sampling or {}).get("raw_text") else None,
-            "split": split_process(sampling, wall_ns, info.pid) if ok and sampling else None,
-        })  # fmt: skip
+        table.append(
+            {
+                **info.to_dict(),
+                "late": watched.late,
+                "first_seen_s": round(watched.first_seen_s, 3),
+                "exited": watched.gone,
+                "primary": info.pid == primary,
+                "sampled": ok,
+                "not_sampled": None if ok else reason,
+                "mode": (sampling or {}).get("mode")
+                if ok
+                else None,  # "native" or "nonblocking" (Python frames only)
+                "samples": (sampling or {}).get("samples", 0) if ok else 0,
+                "busy_samples": busy_samples(sampling) if ok else 0,
+                "samples_file": f"samples-{info.pid}.txt"
+                if ok and (sampling or {}).get("raw_text")
+                else None,
+                "split": split_process(sampling, wall_ns, info.pid) if ok and sampling else None,
+            }
+        )
     return table
 
 

@@ -49,9 +49,13 @@ def thread_rows(process: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def server_breakdown(
-    sampling: dict[str, Any] | None, window: dict[str, Any] | None, wall_ns: int, native_components: list[str],
-    *, pid: int | None = None,
-) -> tuple[dict[str, Any] | None, str, list[str]]:  # fmt: skip
+    sampling: dict[str, Any] | None,
+    window: dict[str, Any] | None,
+    wall_ns: int,
+    native_components: list[str],
+    *,
+    pid: int | None = None,
+) -> tuple[dict[str, Any] | None, str, list[str]]:
     """(breakdown, engine thread label, notes) from what was measured; breakdown None when nothing was."""
     sampled = sampling is not None and sampling.get("status") == "ok"
     if not is_ours(sampling, window):
@@ -60,10 +64,17 @@ def server_breakdown(
         assert sampling is not None
         breakdown = foreign_breakdown([process_split(sampling.get("raw_text") or "", pid)], wall_ns)
         process = breakdown["processes"][0]
-        pool = [thread for thread in process["threads"] if thread["thread_id"] in (process.get("engine_threads") or [])]
+        pool = [
+            thread
+            for thread in process["threads"]
+            if thread["thread_id"] in (process.get("engine_threads") or [])
+        ]
         # A pool that takes turns running the loop is named whole (foreign.loop_counts counts it as one loop).
-        label = (" + ".join(f"{thread['name'] or 'thread'} ({thread['thread_id']})" for thread in pool)
-                 if pool else ENGINE_THREAD)  # fmt: skip
+        label = (
+            " + ".join(f"{thread['name'] or 'thread'} ({thread['thread_id']})" for thread in pool)
+            if pool
+            else ENGINE_THREAD
+        )
         return breakdown, label, []
     results: dict[str, Any] = {}
     if window is not None:
@@ -73,18 +84,23 @@ def server_breakdown(
         results["sampling"] = sampling
     if not results:
         return None, ENGINE_THREAD, []
-    breakdown = build_breakdown(results, engine_thread_name=ENGINE_THREAD, wall_ns=wall_ns,
-                                native_components=native_components)  # fmt: skip
+    breakdown = build_breakdown(
+        results, engine_thread_name=ENGINE_THREAD, wall_ns=wall_ns, native_components=native_components
+    )
     return breakdown, ENGINE_THREAD, []
 
 
 NO_SPANS = "No spans: another engine is not traced, so components come from sampled frames, not timed calls."
 # With --probe: the named calls are timed, the rest still comes from samples.
-PROBE_SPANS = ("Spans only where the probe is: the engine table's named calls are timed, everything else "
-               "comes from sampled frames.")  # fmt: skip
+PROBE_SPANS = (
+    "Spans only where the probe is: the engine table's named calls are timed, everything else "
+    "comes from sampled frames."
+)
 
 
-def server_verdict(breakdown: dict[str, Any], collectors: dict[str, Any], *, probed: bool = False) -> dict[str, Any]:
+def server_verdict(
+    breakdown: dict[str, Any], collectors: dict[str, Any], *, probed: bool = False
+) -> dict[str, Any]:
     """The verdict: the foreign one when the breakdown holds processes (another engine), else diagnose()'s;
     `probed`: the in-process probe timed the engine's named calls (--probe)."""
     if breakdown.get("processes") is not None:
@@ -99,7 +115,9 @@ def server_verdict(breakdown: dict[str, Any], collectors: dict[str, Any], *, pro
     return diagnose(breakdown, native_speedups=None, measured_gains=None, collectors=collectors)
 
 
-def gil_section(window: dict[str, Any] | None, threads: dict[str, dict[str, Any]], engine_thread: str) -> dict[str, Any] | None:
+def gil_section(
+    window: dict[str, Any] | None, threads: dict[str, dict[str, Any]], engine_thread: str
+) -> dict[str, Any] | None:
     """GIL contention between the API layer and the engine thread, by each method that can see it.
 
     samples (native stacks): the share of each thread's samples waiting to take the GIL; spans: wall
@@ -110,15 +128,20 @@ def gil_section(window: dict[str, Any] | None, threads: dict[str, dict[str, Any]
     section: dict[str, Any] = {}
     samples = {label: row["gil_wait"] for label, row in threads.items() if row.get("gil_wait") is not None}
     if samples:
-        section["samples"] = {"engine_thread": _gil_of(threads, engine_thread, role="engine loop"),
-                              "api_thread": _gil_of(threads, API_THREAD_NAME, role="api"), "by_thread": samples}  # fmt: skip
+        section["samples"] = {
+            "engine_thread": _gil_of(threads, engine_thread, role="engine loop"),
+            "api_thread": _gil_of(threads, API_THREAD_NAME, role="api"),
+            "by_thread": samples,
+        }
     if window is not None:
         spans = window["collector_results"].get("spans") or {}
         wall = window.get("wall_ns") or 0
         section["spans_off_cpu"] = {
-            "engine_thread": _off_cpu(spans, ENGINE_THREAD, ("api", "scheduler", "kv_alloc", "detokenize", "queue"), wall),
+            "engine_thread": _off_cpu(
+                spans, ENGINE_THREAD, ("api", "scheduler", "kv_alloc", "detokenize", "queue"), wall
+            ),
             "api_thread": _off_cpu(spans, API_THREAD_NAME, ("api", "tokenize"), wall),
-        }  # fmt: skip
+        }
     return section or None
 
 
@@ -134,11 +157,16 @@ def _gil_of(threads: dict[str, dict[str, Any]], wanted: str, role: str) -> float
 
 def foreign_processes(samplings: Iterable[tuple[int | None, dict[str, Any]]]) -> list[dict[str, Any]]:
     """process_split() of each (pid, sampling result) whose sampling worked."""
-    return [process_split(sampling.get("raw_text") or "", pid) for pid, sampling in samplings
-            if sampling and sampling.get("status") == "ok"]  # fmt: skip
+    return [
+        process_split(sampling.get("raw_text") or "", pid)
+        for pid, sampling in samplings
+        if sampling and sampling.get("status") == "ok"
+    ]
 
 
-def _off_cpu(spans: dict[str, Any], thread: str, names: tuple[str, ...], wall_ns: int) -> dict[str, float] | None:
+def _off_cpu(
+    spans: dict[str, Any], thread: str, names: tuple[str, ...], wall_ns: int
+) -> dict[str, float] | None:
     data = (spans.get("threads") or {}).get(thread)
     if data is None or not wall_ns:
         return None
@@ -147,5 +175,8 @@ def _off_cpu(spans: dict[str, Any], thread: str, names: tuple[str, ...], wall_ns
     cpu_ns = sum(entry["cpu_ns"] for entry in chosen)
     # cpu_ns covers children too (a span's CPU clock runs across them); these spans have none but
     # lock waits, which are off-CPU themselves, so self time vs CPU time is the comparison.
-    return {"span_share": self_ns / wall_ns, "off_cpu_share": max(0.0, self_ns - cpu_ns) / wall_ns,
-            "off_cpu_fraction_of_spans": max(0.0, self_ns - cpu_ns) / self_ns if self_ns else 0.0}  # fmt: skip
+    return {
+        "span_share": self_ns / wall_ns,
+        "off_cpu_share": max(0.0, self_ns - cpu_ns) / wall_ns,
+        "off_cpu_fraction_of_spans": max(0.0, self_ns - cpu_ns) / self_ns if self_ns else 0.0,
+    }

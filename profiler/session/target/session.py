@@ -75,7 +75,9 @@ def target_port(url: str) -> int:
     return parts.port or (443 if parts.scheme == "https" else 80)
 
 
-def plan_target(server: ServerInfo, pid: int | None, profile: str, *, launched: int | None = None) -> TargetPlan:
+def plan_target(
+    server: ServerInfo, pid: int | None, profile: str, *, launched: int | None = None
+) -> TargetPlan:
     """Which process tree to sample: the --launch'ed command's, the tree holding --pid, our server's, or the one
     listening on the target's port. OptionError for a --pid that is no process here; TargetError for a --pid that
     is not Python or not the server's."""
@@ -93,12 +95,20 @@ def plan_target(server: ServerInfo, pid: int | None, profile: str, *, launched: 
     elif port is not None and profile != "off":
         try:
             tree = find_server_tree(None, port)
-        except TargetError as error:  # a server in a container or behind a proxy: measure the client side only
-            return TargetPlan(server, None, None, None if server.ours else f"{error} (py-spy has no process to attach to)")
+        except (
+            TargetError
+        ) as error:  # a server in a container or behind a proxy: measure the client side only
+            return TargetPlan(
+                server, None, None, None if server.ours else f"{error} (py-spy has no process to attach to)"
+            )
     else:
-        reason = ("the server is not on this machine: py-spy has no process to attach to (run infer-prof where the "
-                  "server runs, or use --launch)")  # fmt: skip
-        return TargetPlan(server, None, None, "--profile off" if profile == "off" else None if server.ours else reason)
+        reason = (
+            "the server is not on this machine: py-spy has no process to attach to (run infer-prof where the "
+            "server runs, or use --launch)"
+        )
+        return TargetPlan(
+            server, None, None, "--profile off" if profile == "off" else None if server.ours else reason
+        )
     return TargetPlan(server, tree.root, tree.source, "--profile off" if profile == "off" else None, tree)
 
 
@@ -115,10 +125,17 @@ def prompt_tokenizer(model: str):
 
 
 def run_target_session(
-    plan: TargetPlan, scenario: ScenarioSpec, out_dir: Path, *, tokenizer: Any, profile: str,
-    stop_event: threading.Event | None = None, hooks: SessionHooks | None = None, prompt_model: str = "",
+    plan: TargetPlan,
+    scenario: ScenarioSpec,
+    out_dir: Path,
+    *,
+    tokenizer: Any,
+    profile: str,
+    stop_event: threading.Event | None = None,
+    hooks: SessionHooks | None = None,
+    prompt_model: str = "",
     probe: ProbeSetup | None = None,
-) -> SessionOutcome:  # fmt: skip
+) -> SessionOutcome:
     """Drive the scenario against the server and write the run directory (result.json last)."""
     hooks = hooks or SessionHooks()
     stop_event = stop_event or threading.Event()
@@ -136,9 +153,19 @@ def run_target_session(
         hooks.on_start(sum(not request.warmup for request in requests))
     interrupted = False
     try:
-        load = asyncio.run(drive_http(server.url, server.model, requests, prompts, mode=scenario.mode,
-                                      clients=scenario.clients, duration_s=scenario.duration_s, stop_event=stop_event,
-                                      on_done=done))  # fmt: skip
+        load = asyncio.run(
+            drive_http(
+                server.url,
+                server.model,
+                requests,
+                prompts,
+                mode=scenario.mode,
+                clients=scenario.clients,
+                duration_s=scenario.duration_s,
+                stop_event=stop_event,
+                on_done=done,
+            )
+        )
     except KeyboardInterrupt:
         interrupted = True
         raise
@@ -148,15 +175,29 @@ def run_target_session(
         window_data = window.stop() if window and window_open else None
     interrupted = interrupted or load.stopped_early or stop_event.is_set()
     result, requests_df, steps_df, collector_results = record_target(
-        plan, scenario, load, window, window_data, tree, profile=profile, prompt_model=prompt_model, probe=probe,
-    )  # fmt: skip
+        plan,
+        scenario,
+        load,
+        window,
+        window_data,
+        tree,
+        profile=profile,
+        prompt_model=prompt_model,
+        probe=probe,
+    )
     result.partial = interrupted
     result.partial_reason = "interrupted (Ctrl-C): in-flight requests were cancelled" if interrupted else None
     write_run(out_dir, result, requests_df, steps_df)
     write_process_samples(out_dir, collector_results.get("processes") or {})
     write_samples(out_dir, collector_results, result)
-    return SessionOutcome(out_dir, result, requests_df, steps_df, interrupted=interrupted,
-                          extras={"collector_results": collector_results})  # fmt: skip
+    return SessionOutcome(
+        out_dir,
+        result,
+        requests_df,
+        steps_df,
+        interrupted=interrupted,
+        extras={"collector_results": collector_results},
+    )
 
 
 NATIVE_ATTACH_TRIES = 2  # of watch.ATTACH_TRIES
@@ -179,8 +220,12 @@ def tree_sampler(plan: TargetPlan, profile: str) -> TreeSampler | None:
         # tried twice before the last try goes without them.
         native_tries[pid] = native_tries.get(pid, 0) + 1
         use_native = native and native_tries[pid] <= NATIVE_ATTACH_TRIES
-        return SamplingCollector(pid=pid, rate=DEEP_RATE_HZ if deep else DEFAULT_RATE_HZ, native=use_native,
-                                 priority="realtime" if deep else "low")  # fmt: skip
+        return SamplingCollector(
+            pid=pid,
+            rate=DEEP_RATE_HZ if deep else DEFAULT_RATE_HZ,
+            native=use_native,
+            priority="realtime" if deep else "low",
+        )
 
     return TreeSampler(plan.pid, make_collector, port=plan.tree.port if plan.tree else None)
 
@@ -199,36 +244,55 @@ class _Progress:
 
 
 def record_target(
-    plan: TargetPlan, scenario: ScenarioSpec, load: HttpLoad, window: RemoteWindow | None,
-    window_data: dict[str, Any] | None, tree: TreeSampler | None, *, profile: str, prompt_model: str,
+    plan: TargetPlan,
+    scenario: ScenarioSpec,
+    load: HttpLoad,
+    window: RemoteWindow | None,
+    window_data: dict[str, Any] | None,
+    tree: TreeSampler | None,
+    *,
+    profile: str,
+    prompt_model: str,
     probe: ProbeSetup | None = None,
-) -> tuple[RunResult, pd.DataFrame, pd.DataFrame, dict[str, Any]]:  # fmt: skip
+) -> tuple[RunResult, pd.DataFrame, pd.DataFrame, dict[str, Any]]:
     """The run's result, requests.csv, steps.csv and collector results (`processes`: each pid's sampling)."""
     timings, rows = _request_tables(load.records)
-    measured_end = max([row["finish_ns"] for row in rows if not row["warmup"] and row["finish_ns"]] or [load.end_ns])
+    measured_end = max(
+        [row["finish_ns"] for row in rows if not row["warmup"] and row["finish_ns"]] or [load.end_ns]
+    )
     duration_s = max(1e-9, (measured_end - load.start_ns) / 1e9)
     metrics = compute_metrics(timings, duration_s=duration_s, slos=scenario.slo.as_dict())
     metrics["slo"] = scenario.slo.as_dict()
-    lags = [(r.send_ns - r.scheduled_ns) / 1e6 for r in load.records
-            if not r.request.warmup and r.send_ns is not None and r.scheduled_ns is not None]  # fmt: skip
-    metrics["loadgen_schedule_lag_ms"] = {"mean": float(np.mean(lags)) if lags else None,
-                                          "p99": float(np.percentile(lags, 99)) if lags else None,
-                                          "max": float(max(lags)) if lags else None}  # fmt: skip
+    lags = [
+        (r.send_ns - r.scheduled_ns) / 1e6
+        for r in load.records
+        if not r.request.warmup and r.send_ns is not None and r.scheduled_ns is not None
+    ]
+    metrics["loadgen_schedule_lag_ms"] = {
+        "mean": float(np.mean(lags)) if lags else None,
+        "p99": float(np.percentile(lags, 99)) if lags else None,
+        "max": float(max(lags)) if lags else None,
+    }
 
     watched = tree.processes() if tree is not None else []
     results = {w.info.pid: w.collector.result() for w in watched if w.collector is not None}
     primary = primary_pid(watched, results, prefer=plan.server.pid if plan.server.ours else None)
     sampling = results.get(primary) if primary is not None else _unsampled(plan, watched, results)
-    processes = process_table(watched, results, primary, load.end_ns - load.start_ns) if tree is not None else None
-    collectors = {"sampling": {"status": sampling["status"], "reason": sampling["reason"]}} if sampling else {}
+    processes = (
+        process_table(watched, results, primary, load.end_ns - load.start_ns) if tree is not None else None
+    )
+    collectors = (
+        {"sampling": {"status": sampling["status"], "reason": sampling["reason"]}} if sampling else {}
+    )
     if window is not None:
         ok = window_data is not None
         for name in ("spans", "gc"):
             collectors[name] = {"status": "ok" if ok else "failed", "reason": None if ok else window.error}
     steps = window_data["steps"] if window_data else []
     native = list((plan.server.info or {}).get("native") or [])
-    breakdown, engine_thread, _notes = server_breakdown(sampling, window_data, load.end_ns - load.start_ns, native,
-                                                        pid=primary)  # fmt: skip
+    breakdown, engine_thread, _notes = server_breakdown(
+        sampling, window_data, load.end_ns - load.start_ns, native, pid=primary
+    )
     sampled = [(pid, result) for pid, result in results.items() if result.get("status") == "ok"]
     if window_data is None and not plan.server.ours and len(sampled) > 1:
         # Another engine of several processes: the verdict reads the whole tree (the engine loop's process, the
@@ -247,16 +311,40 @@ def record_target(
             verdict.setdefault("foreign", {})["queueing"] = queued
         if probe_section is not None:
             engine = (verdict.get("foreign") or {}).get("engine") or "the engine"
-            probe_section["lines"] = probe_sentences(probe_section, engine) if probed else [f"In-process probe: {NO_PROBE}."]
-            verdict["reasons"] = [*verdict.get("reasons", []), *probe_section["lines"], *probe_bounds(probe_section, engine)]
+            probe_section["lines"] = (
+                probe_sentences(probe_section, engine) if probed else [f"In-process probe: {NO_PROBE}."]
+            )
+            verdict["reasons"] = [
+                *verdict.get("reasons", []),
+                *probe_section["lines"],
+                *probe_bounds(probe_section, engine),
+            ]
     result = RunResult(
         config=_config(plan, scenario, profile, list(collectors), prompt_model),
-        environment=describe_environment(), scenario=scenario.to_dict(), metrics=metrics,
-        engine={**(engine_timeline_summary(steps) if steps else {}), **({"steps": len(steps)} if steps else {})},
-        collectors=collectors, breakdown=breakdown, verdict=verdict,
-        target=_target_block(plan, load, breakdown, sampling, window, window_data, threads, engine_thread, duration_s,
-                             processes, primary),
-    )  # fmt: skip
+        environment=describe_environment(),
+        scenario=scenario.to_dict(),
+        metrics=metrics,
+        engine={
+            **(engine_timeline_summary(steps) if steps else {}),
+            **({"steps": len(steps)} if steps else {}),
+        },
+        collectors=collectors,
+        breakdown=breakdown,
+        verdict=verdict,
+        target=_target_block(
+            plan,
+            load,
+            breakdown,
+            sampling,
+            window,
+            window_data,
+            threads,
+            engine_thread,
+            duration_s,
+            processes,
+            primary,
+        ),
+    )
     if probe_section is not None:
         result.target["probe"] = probe_section
     collector_results: dict[str, Any] = {"sampling": sampling} if sampling else {}
@@ -265,22 +353,33 @@ def record_target(
     return result, pd.DataFrame(rows, columns=list(REQUEST_COLUMNS)), steps_df, collector_results
 
 
-NO_PROBE = ("no process of the server loaded the probe: does the command reset PYTHONPATH, or run Python with -S "
-            "or -I? (the probe is a sitecustomize on the PYTHONPATH it is given)")  # fmt: skip
+NO_PROBE = (
+    "no process of the server loaded the probe: does the command reset PYTHONPATH, or run Python with -S "
+    "or -I? (the probe is a sitecustomize on the PYTHONPATH it is given)"
+)
 PROBE_FLUSH_S = 0.6  # the probe writes its spans every 0.25 s
 
 
-def _probe_section(probe: ProbeSetup, load: HttpLoad, processes: list[dict[str, Any]] | None) -> dict[str, Any]:
+def _probe_section(
+    probe: ProbeSetup, load: HttpLoad, processes: list[dict[str, Any]] | None
+) -> dict[str, Any]:
     """The probe's spans (read once its last flush is in), analysed over the load."""
     time.sleep(PROBE_FLUSH_S)
     table = {int(entry["pid"]): entry for entry in processes or []}
-    section = analyse_probe(probe.probes, read_probe(probe), (load.start_ns, load.end_ns),
-                            roles={pid: str(entry.get("role")) for pid, entry in table.items()}, sampled=table)  # fmt: skip
+    section = analyse_probe(
+        probe.probes,
+        read_probe(probe),
+        (load.start_ns, load.end_ns),
+        roles={pid: str(entry.get("role")) for pid, entry in table.items()},
+        sampled=table,
+    )
     section["lines"] = []
     return section
 
 
-def _unsampled(plan: TargetPlan, watched: list[Any], results: dict[int, dict[str, Any]]) -> dict[str, Any] | None:
+def _unsampled(
+    plan: TargetPlan, watched: list[Any], results: dict[int, dict[str, Any]]
+) -> dict[str, Any] | None:
     """What stands for the sampling result when no process could be sampled: the first failure, or why none
     of the tree's processes was Python."""
     if plan.pid is None:
@@ -288,8 +387,10 @@ def _unsampled(plan: TargetPlan, watched: list[Any], results: dict[int, dict[str
     failed = [result for result in results.values() if result.get("status") != "ok"]
     if failed:
         return failed[0]
-    reason = (f"no Python process in the tree of pid {plan.pid} ({', '.join(w.info.title for w in watched) or 'gone'}): "
-              "py-spy samples Python only")  # fmt: skip
+    reason = (
+        f"no Python process in the tree of pid {plan.pid} ({', '.join(w.info.title for w in watched) or 'gone'}): "
+        "py-spy samples Python only"
+    )
     return {"status": "skipped", "reason": reason}
 
 
@@ -299,43 +400,96 @@ def _request_tables(records: list[HttpRecord]) -> tuple[list[RequestTiming], lis
         if record.send_ns is None:
             continue  # never sent (stopped before its turn)
         ok = record.ok
-        first = record.first_token_ns if record.first_token_ns is not None else (record.finish_ns if ok else None)
-        output_tokens = record.completion_tokens if record.completion_tokens is not None else len(record.token_ns)
-        prompt_tokens = record.prompt_tokens if record.prompt_tokens is not None else record.request.prompt_tokens
-        timings.append(RequestTiming(request_id=index, arrival_ns=record.send_ns, scheduled_ns=None, first_token_ns=first,
-                                     token_ns=list(record.token_ns), finish_ns=record.finish_ns,
-                                     prompt_tokens=prompt_tokens, output_tokens=output_tokens, ok=ok,
-                                     warmup=record.request.warmup))  # fmt: skip
+        first = (
+            record.first_token_ns if record.first_token_ns is not None else (record.finish_ns if ok else None)
+        )
+        output_tokens = (
+            record.completion_tokens if record.completion_tokens is not None else len(record.token_ns)
+        )
+        prompt_tokens = (
+            record.prompt_tokens if record.prompt_tokens is not None else record.request.prompt_tokens
+        )
+        timings.append(
+            RequestTiming(
+                request_id=index,
+                arrival_ns=record.send_ns,
+                scheduled_ns=None,
+                first_token_ns=first,
+                token_ns=list(record.token_ns),
+                finish_ns=record.finish_ns,
+                prompt_tokens=prompt_tokens,
+                output_tokens=output_tokens,
+                ok=ok,
+                warmup=record.request.warmup,
+            )
+        )
         ttft = (first - record.send_ns) / 1e6 if first is not None else None
         e2e = (record.finish_ns - record.send_ns) / 1e6 if record.finish_ns is not None else None
-        rows.append({
-            "request_id": index, "index": record.request.index, "priority": record.request.priority,
-            "warmup": record.request.warmup, "ok": ok, "finish_reason": record.finish_reason or ("error" if not ok else None),
-            "error": record.error, "prompt_tokens": prompt_tokens, "output_tokens": output_tokens,
-            "arrival_ns": record.send_ns, "scheduled_ns": None, "first_token_ns": first, "finish_ns": record.finish_ns,
-            "ttft_ms": ttft, "e2e_ms": e2e,
-            "tpot_ms": (e2e - ttft) / (output_tokens - 1) if ttft is not None and e2e is not None and output_tokens > 1 else None,
-            "queue_ms": None, "num_preemptions": None, "token_ns": " ".join(str(t) for t in record.token_ns),
-        })  # fmt: skip
+        rows.append(
+            {
+                "request_id": index,
+                "index": record.request.index,
+                "priority": record.request.priority,
+                "warmup": record.request.warmup,
+                "ok": ok,
+                "finish_reason": record.finish_reason or ("error" if not ok else None),
+                "error": record.error,
+                "prompt_tokens": prompt_tokens,
+                "output_tokens": output_tokens,
+                "arrival_ns": record.send_ns,
+                "scheduled_ns": None,
+                "first_token_ns": first,
+                "finish_ns": record.finish_ns,
+                "ttft_ms": ttft,
+                "e2e_ms": e2e,
+                "tpot_ms": (e2e - ttft) / (output_tokens - 1)
+                if ttft is not None and e2e is not None and output_tokens > 1
+                else None,
+                "queue_ms": None,
+                "num_preemptions": None,
+                "token_ns": " ".join(str(t) for t in record.token_ns),
+            }
+        )
     return timings, rows
 
 
-def _config(plan: TargetPlan, scenario: ScenarioSpec, profile: str, collectors: list[str], prompt_model: str) -> dict[str, Any]:
+def _config(
+    plan: TargetPlan, scenario: ScenarioSpec, profile: str, collectors: list[str], prompt_model: str
+) -> dict[str, Any]:
     info = plan.server.info or {}
     return {
-        "model": plan.server.model, "model_source": f"{plan.server.name or 'server'} at {plan.server.url}",
-        "dtype": (info.get("options") or {}).get("dtype"), "native": info.get("native", []), "native_requested": [],
-        "scenario": scenario.name, "seed": scenario.seed, "requests": scenario.num_requests,
-        "duration_s": scenario.duration_s, "profile": profile, "collectors": collectors, "engine": info.get("engine", {}),
-        "injections": [], "verify": False, "target": plan.server.url, "prompt_tokenizer": prompt_model,
-    }  # fmt: skip
+        "model": plan.server.model,
+        "model_source": f"{plan.server.name or 'server'} at {plan.server.url}",
+        "dtype": (info.get("options") or {}).get("dtype"),
+        "native": info.get("native", []),
+        "native_requested": [],
+        "scenario": scenario.name,
+        "seed": scenario.seed,
+        "requests": scenario.num_requests,
+        "duration_s": scenario.duration_s,
+        "profile": profile,
+        "collectors": collectors,
+        "engine": info.get("engine", {}),
+        "injections": [],
+        "verify": False,
+        "target": plan.server.url,
+        "prompt_tokenizer": prompt_model,
+    }
 
 
 def _target_block(
-    plan: TargetPlan, load: HttpLoad, breakdown: dict[str, Any] | None, sampling: dict[str, Any] | None,
-    window: RemoteWindow | None, window_data: dict[str, Any] | None, threads: dict[str, Any], engine_thread: str,
-    duration_s: float, processes: list[dict[str, Any]] | None, primary: int | None,
-) -> dict[str, Any]:  # fmt: skip
+    plan: TargetPlan,
+    load: HttpLoad,
+    breakdown: dict[str, Any] | None,
+    sampling: dict[str, Any] | None,
+    window: RemoteWindow | None,
+    window_data: dict[str, Any] | None,
+    threads: dict[str, Any],
+    engine_thread: str,
+    duration_s: float,
+    processes: list[dict[str, Any]] | None,
+    primary: int | None,
+) -> dict[str, Any]:
     methods = [name for name, split in ((breakdown or {}).get("methods") or {}).items() if split]
     reason = plan.split_unavailable
     if not methods and reason is None:
@@ -344,32 +498,59 @@ def _target_block(
             reasons.append(window.error)
         reason = "; ".join(filter(None, reasons)) or "nothing measured the server's time"
     wall_s = (load.end_ns - load.start_ns) / 1e9
-    lags = [(r.send_ns - r.scheduled_ns) / 1e6 for r in load.records
-            if not r.request.warmup and r.send_ns is not None and r.scheduled_ns is not None]  # fmt: skip
+    lags = [
+        (r.send_ns - r.scheduled_ns) / 1e6
+        for r in load.records
+        if not r.request.warmup and r.send_ns is not None and r.scheduled_ns is not None
+    ]
     lag = latency_summary(lags)
     busy = load.client_cpu_s / wall_s if wall_s > 0 else 0.0
     bottleneck = busy >= CLIENT_BUSY_FRACTION or (lag["p99"] or 0.0) > CLIENT_LAG_MS
     http = http_outcome(load.records, dropped=load.dropped_fields)
     return {
-        "url": plan.server.url, "ours": plan.server.ours,
+        "url": plan.server.url,
+        "ours": plan.server.ours,
         # Most requests failing is the run's first fact: the summary leads with the headline.
-        "failed_share": http["failed_share"], "headline": http["headline"],
-        "server": {"name": plan.server.name, "version": plan.server.version, "model": plan.server.model,
-                   "source": plan.server.source},
-        "pid": primary if primary is not None else plan.pid, "pid_source": plan.pid_source,
-        "tree": {"root": plan.pid, "source": plan.pid_source, "note": plan.tree.note if plan.tree else None,
-                 "listeners": plan.tree.listeners if plan.tree else []} if plan.pid is not None else None,
+        "failed_share": http["failed_share"],
+        "headline": http["headline"],
+        "server": {
+            "name": plan.server.name,
+            "version": plan.server.version,
+            "model": plan.server.model,
+            "source": plan.server.source,
+        },
+        "pid": primary if primary is not None else plan.pid,
+        "pid_source": plan.pid_source,
+        "tree": {
+            "root": plan.pid,
+            "source": plan.pid_source,
+            "note": plan.tree.note if plan.tree else None,
+            "listeners": plan.tree.listeners if plan.tree else [],
+        }
+        if plan.pid is not None
+        else None,
         "processes": processes,
-        "split": {"available": bool(methods), "methods": methods, "reason": None if methods else reason,
-                  "engine_thread": engine_thread if methods else None},
+        "split": {
+            "available": bool(methods),
+            "methods": methods,
+            "reason": None if methods else reason,
+            "engine_thread": engine_thread if methods else None,
+        },
         "threads": threads,
         "gil": gil_section(window_data, threads, engine_thread),
         "client": {
-            "cpu_s": load.client_cpu_s, "loop_cpu_s": load.loop_cpu_s, "wall_s": wall_s,
-            "cpu_fraction_of_one_core": busy, "python_threads": load.threads, "peak_in_flight": load.peak_in_flight,
-            "schedule_lag_ms": lag, "bottleneck": bottleneck,
-            "note": (f"the client used {busy:.0%} of one core and sent its requests {lag['p99'] or 0:.1f} ms late at p99: "
-                     + ("it may have limited the load" if bottleneck else "it was not the bottleneck")),
+            "cpu_s": load.client_cpu_s,
+            "loop_cpu_s": load.loop_cpu_s,
+            "wall_s": wall_s,
+            "cpu_fraction_of_one_core": busy,
+            "python_threads": load.threads,
+            "peak_in_flight": load.peak_in_flight,
+            "schedule_lag_ms": lag,
+            "bottleneck": bottleneck,
+            "note": (
+                f"the client used {busy:.0%} of one core and sent its requests {lag['p99'] or 0:.1f} ms late at p99: "
+                + ("it may have limited the load" if bottleneck else "it was not the bottleneck")
+            ),
         },
         "http": {**http, "measured_s": duration_s},
-    }  # fmt: skip
+    }

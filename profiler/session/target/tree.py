@@ -35,7 +35,10 @@ class ProcessInfo:
 # Process roles by title or command line, first match wins: (pattern, role). vLLM v1 names its processes with
 # setproctitle; single-process servers (llama-cpp-python, transformers serve) run the API and the loop together.
 ROLE_RULES: tuple[tuple[str, str], ...] = (
-    (r"^(sh|bash|dash|zsh)$", "shell (starts the server)"),  # first: --launch's /bin/sh -c holds the whole command
+    (
+        r"^(sh|bash|dash|zsh)$",
+        "shell (starts the server)",
+    ),  # first: --launch's /bin/sh -c holds the whole command
     (r"VLLM::EngineCor", "engine core"),  # comm keeps 15 characters of VLLM::EngineCore
     (r"VLLM::Worker", "model worker"),
     (r"VLLM::APIServer|vllm\.entrypoints|vllm serve", "API server"),
@@ -46,7 +49,7 @@ ROLE_RULES: tuple[tuple[str, str], ...] = (
     (r"multiprocessing\.resource_tracker|resource_tracker", "idle helper (multiprocessing resource tracker)"),
     (r"multiprocessing\.forkserver", "idle helper (multiprocessing fork server)"),
     (r"tokeniz", "tokenizer"),
-)  # fmt: skip
+)
 
 
 def assign_role(process: ProcessInfo, port: int | None = None) -> None:
@@ -62,7 +65,10 @@ def assign_role(process: ProcessInfo, port: int | None = None) -> None:
             f"listens on the target's port {port}" if port else "listens on the target's port"
         )
         return
-    process.role, process.role_source = "unknown", f"no rule matches its title {process.title!r} or command line"
+    process.role, process.role_source = (
+        "unknown",
+        f"no rule matches its title {process.title!r} or command line",
+    )
 
 
 def parse_listeners(text: str, port: int) -> set[int]:
@@ -219,8 +225,10 @@ def find_server_tree(
     listeners = pids_listening(port, proc) if port is not None else []
     if pid is None:
         if not listeners:
-            raise TargetError(f"no process on this machine listens on port {port}: start the server, or give its "
-                              "process with --pid")  # fmt: skip
+            raise TargetError(
+                f"no process on this machine listens on port {port}: start the server, or give its "
+                "process with --pid"
+            )
         tops = {tree_top(listener, table, proc) for listener in listeners}
         root = max(tops, key=lambda top: len(descendants(top, table)))
         return ServerTree(root, f"port {port}", port, listeners)
@@ -230,8 +238,10 @@ def find_server_tree(
             f"--pid {pid}: no such process on this machine; give the pid of a process of the server"
         )
     if not process.python:
-        raise TargetError(f"--pid {pid} ({process.title}) is not a Python process: py-spy samples Python only; give "
-                          "a Python process of the server, or leave --pid out to find it by its port")  # fmt: skip
+        raise TargetError(
+            f"--pid {pid} ({process.title}) is not a Python process: py-spy samples Python only; give "
+            "a Python process of the server, or leave --pid out to find it by its port"
+        )
     root = tree_top(pid, table, proc)
     if port is None or not listeners:
         why = (
@@ -246,9 +256,11 @@ def find_server_tree(
     if above:  # a listener above a process that is not Python (a shell between them): the tree starts there
         root = tree_top(above[0], table, proc)
     elif not set(descendants(root, table)) & set(listeners):
-        raise TargetError(f"--pid {pid} ({process.title}) is not the server: neither it nor its process tree listens "
-                          f"on port {port} (pid {', '.join(map(str, listeners))} does); give a pid of that server, or "
-                          "leave --pid out")  # fmt: skip
+        raise TargetError(
+            f"--pid {pid} ({process.title}) is not the server: neither it nor its process tree listens "
+            f"on port {port} (pid {', '.join(map(str, listeners))} does); give a pid of that server, or "
+            "leave --pid out"
+        )
     return ServerTree(root, "--pid", port, listeners)
 
 
@@ -267,7 +279,9 @@ def tree_pids(root: int, proc: Path = PROC) -> list[int]:
         try:
             for task in os.scandir(proc / str(pid) / "task"):
                 try:
-                    children.update(int(child) for child in (Path(task.path) / "children").read_text().split())
+                    children.update(
+                        int(child) for child in (Path(task.path) / "children").read_text().split()
+                    )
                 except (OSError, ValueError):
                     continue
         except OSError:

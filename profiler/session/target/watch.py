@@ -43,8 +43,15 @@ class TreeSampler:
     """Watch the tree under `root` between start() and stop(), sampling each Python process with
     `make_collector(pid)`; processes() lists every process seen, in the order they appeared."""
 
-    def __init__(self, root: int, make_collector: Callable[[int], Collector], *, port: int | None = None,
-                 poll_s: float = POLL_S, proc: Path = PROC) -> None:  # fmt: skip
+    def __init__(
+        self,
+        root: int,
+        make_collector: Callable[[int], Collector],
+        *,
+        port: int | None = None,
+        poll_s: float = POLL_S,
+        proc: Path = PROC,
+    ) -> None:
         self.root, self.port, self.poll_s, self.proc = root, port, poll_s, proc
         self._make_collector = make_collector
         self._seen: dict[int, WatchedProcess] = {}

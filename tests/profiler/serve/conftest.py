@@ -47,17 +47,22 @@ class Running:
 
 
 @contextmanager
-def running_server(*, delay_s: float = 0.0, max_pending: int = 64, num_kv_blocks: int = 64,
-                   context_length: int = 512) -> Iterator[Running]:  # fmt: skip
+def running_server(
+    *, delay_s: float = 0.0, max_pending: int = 64, num_kv_blocks: int = 64, context_length: int = 512
+) -> Iterator[Running]:
     model = FakeModel(delay_s=delay_s, context_length=context_length)
     config = EngineConfig(block_size=4, num_kv_blocks=num_kv_blocks, max_num_seqs=8)
     scheduler, kv_alloc, sampler = python_components(config, model)
-    engine = Engine(model, FakeTokenizer(), scheduler=scheduler, kv_alloc=kv_alloc, sampler=sampler, config=config)
+    engine = Engine(
+        model, FakeTokenizer(), scheduler=scheduler, kv_alloc=kv_alloc, sampler=sampler, config=config
+    )
     state = ServeState(engine=engine, tokenizer=engine.tokenizer, model_name=MODEL, max_pending=max_pending)
     sock = bind("127.0.0.1", 0)
     server = uvicorn.Server(uvicorn.Config(create_app(state), log_level="warning", lifespan="on"))
     state.start_engine()
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name=API_THREAD_NAME, daemon=True)
+    thread = threading.Thread(
+        target=server.run, kwargs={"sockets": [sock]}, name=API_THREAD_NAME, daemon=True
+    )
     thread.start()
     deadline = time.monotonic() + 30
     while not server.started and time.monotonic() < deadline:

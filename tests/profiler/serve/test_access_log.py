@@ -30,12 +30,15 @@ def logged_server() -> Iterator[tuple[str, list[str]]]:
     model = FakeModel(context_length=512)
     config = EngineConfig(block_size=4, num_kv_blocks=64, max_num_seqs=8)
     scheduler, kv_alloc, sampler = python_components(config, model)
-    engine = Engine(model, FakeTokenizer(), scheduler=scheduler, kv_alloc=kv_alloc, sampler=sampler, config=config)
+    engine = Engine(
+        model, FakeTokenizer(), scheduler=scheduler, kv_alloc=kv_alloc, sampler=sampler, config=config
+    )
     state = ServeState(engine=engine, tokenizer=engine.tokenizer, model_name=MODEL, max_pending=8)
     lines: list[str] = []
     sock = bind("127.0.0.1", 0)
-    server = uvicorn.Server(uvicorn.Config(AccessLog(create_app(state), emit=lines.append), log_level="warning",
-                                           lifespan="on"))  # fmt: skip
+    server = uvicorn.Server(
+        uvicorn.Config(AccessLog(create_app(state), emit=lines.append), log_level="warning", lifespan="on")
+    )
     state.start_engine()
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
@@ -53,7 +56,9 @@ def logged_server() -> Iterator[tuple[str, list[str]]]:
 
 
 def wait_for_lines(lines: list[str], count: int) -> list[str]:
-    deadline = time.monotonic() + 10  # a line is written when the response has been sent, just after the client reads it
+    deadline = (
+        time.monotonic() + 10
+    )  # a line is written when the response has been sent, just after the client reads it
     while len(lines) < count and time.monotonic() < deadline:
         time.sleep(0.01)
     return lines
@@ -61,11 +66,22 @@ def wait_for_lines(lines: list[str], count: int) -> list[str]:
 
 def test_one_line_per_request_with_status_tokens_and_time():
     with logged_server() as (url, lines):
-        whole = httpx.post(f"{url}/v1/completions", json={"model": MODEL, "prompt": "hello there", "max_tokens": 5},
-                           timeout=30).json()  # fmt: skip
-        with httpx.stream("POST", f"{url}/v1/chat/completions", timeout=30,
-                          json={"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4,
-                                "stream": True}) as streamed:  # fmt: skip
+        whole = httpx.post(
+            f"{url}/v1/completions",
+            json={"model": MODEL, "prompt": "hello there", "max_tokens": 5},
+            timeout=30,
+        ).json()
+        with httpx.stream(
+            "POST",
+            f"{url}/v1/chat/completions",
+            timeout=30,
+            json={
+                "model": MODEL,
+                "messages": [{"role": "user", "content": "hi"}],
+                "max_tokens": 4,
+                "stream": True,
+            },
+        ) as streamed:
             assert streamed.status_code == 200
             "".join(streamed.iter_text())
         refused = httpx.post(f"{url}/v1/completions", json={"model": "other", "prompt": "x"}, timeout=30)
@@ -75,8 +91,12 @@ def test_one_line_per_request_with_status_tokens_and_time():
     assert len(lines) == 4, lines
     usage = whole["usage"]
     assert lines[0].startswith("POST /v1/completions -> 200 in ")
-    assert lines[0].endswith(f" ms, {usage['prompt_tokens']} prompt + {usage['completion_tokens']} output tokens")
-    assert lines[1].startswith("POST /v1/chat/completions -> 200 in ") and lines[1].endswith(" + 4 output tokens")
+    assert lines[0].endswith(
+        f" ms, {usage['prompt_tokens']} prompt + {usage['completion_tokens']} output tokens"
+    )
+    assert lines[1].startswith("POST /v1/chat/completions -> 200 in ") and lines[1].endswith(
+        " + 4 output tokens"
+    )
     assert lines[2].startswith("POST /v1/completions -> 404 in ") and "tokens" not in lines[2]
     assert lines[3].startswith("GET /health -> 200 in ") and lines[3].endswith(" ms")
 
@@ -84,7 +104,8 @@ def test_one_line_per_request_with_status_tokens_and_time():
 def test_access_line():
     assert access_line("GET", "/health", 200, None, 0.00042) == "GET /health -> 200 in 0.4 ms"
     assert access_line("POST", "/v1/completions", 200, (12, 34), 0.5123) == (
-        "POST /v1/completions -> 200 in 512 ms, 12 prompt + 34 output tokens")  # fmt: skip
+        "POST /v1/completions -> 200 in 512 ms, 12 prompt + 34 output tokens"
+    )
 
 
 def test_sampling_lines_name_the_models_own_settings_or_the_api_default():
@@ -117,7 +138,9 @@ def test_quiet_turns_the_access_log_off(monkeypatch, flags, access_log):
     from profiler.cli.main import main  # noqa: F401  (registers the commands)
 
     seen = {}
-    monkeypatch.setattr("profiler.cli.serve.serve_command", lambda options, **kwargs: seen.update(kwargs) or 0)
+    monkeypatch.setattr(
+        "profiler.cli.serve.serve_command", lambda options, **kwargs: seen.update(kwargs) or 0
+    )
     result = CliRunner().invoke(app, ["serve", "-m", "synthetic:tiny", *flags])
     assert result.exit_code == 0, result.output
     assert seen["access_log"] is access_log
@@ -132,12 +155,18 @@ def test_serve_says_its_sampling_at_start_and_logs_each_request(tmp_path):
 
     errors = tmp_path / "stderr"
     with errors.open("w") as stderr:
-        process = subprocess.Popen([sys.executable, "-m", "profiler.cli", "serve", "-m", "synthetic:tiny", "--port", "0"],
-                                   stdout=subprocess.PIPE, stderr=stderr, text=True)  # fmt: skip
+        process = subprocess.Popen(
+            [sys.executable, "-m", "profiler.cli", "serve", "-m", "synthetic:tiny", "--port", "0"],
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+        )
         try:
             line = process.stdout.readline()  # type: ignore[union-attr]
             url = re.search(r"listening on (\S+)", line).group(1)  # type: ignore[union-attr]
-            reply = httpx.post(f"{url}/v1/completions", json={"prompt": "hello", "max_tokens": 3}, timeout=120)
+            reply = httpx.post(
+                f"{url}/v1/completions", json={"prompt": "hello", "max_tokens": 3}, timeout=120
+            )
             assert reply.status_code == 200
             time.sleep(0.5)
         finally:
@@ -145,4 +174,6 @@ def test_serve_says_its_sampling_at_start_and_logs_each_request(tmp_path):
             process.wait(timeout=60)
     text = errors.read_text()
     assert "sampling: the model ships no settings" in text and "rambles" in text, text
-    assert re.search(r"^POST /v1/completions -> 200 in \d+ ms, \d+ prompt \+ 3 output tokens$", text, re.MULTILINE), text
+    assert re.search(
+        r"^POST /v1/completions -> 200 in \d+ ms, \d+ prompt \+ 3 output tokens$", text, re.MULTILINE
+    ), text

@@ -22,47 +22,72 @@ def sse_chunks(response: httpx.Response) -> list:
     events = []
     for line in response.iter_lines():
         if line.startswith("data: "):
-            data = line[len("data: "):]
+            data = line[len("data: ") :]
             events.append(data if data == "[DONE]" else json.loads(data))
     return events
 
 
 def test_completion_is_the_engines_greedy_output_with_usage(served) -> None:
-    response = httpx.post(f"{served.url}/v1/completions", json={"model": MODEL, "prompt": "hello", **GREEDY}, timeout=30)
+    response = httpx.post(
+        f"{served.url}/v1/completions", json={"model": MODEL, "prompt": "hello", **GREEDY}, timeout=30
+    )
     assert response.status_code == 200 and response.headers["content-type"].startswith("application/json")
     body = response.json()
     prompt_ids = FakeTokenizer().encode("hello", add_special_tokens=True)
     expected = FakeTokenizer().decode(served.model.greedy(prompt_ids, 9))
     assert body["object"] == "text_completion" and body["model"] == MODEL
     assert body["choices"][0]["text"] == expected and body["choices"][0]["finish_reason"] == "length"
-    assert body["usage"] == {"prompt_tokens": len(prompt_ids), "completion_tokens": 9, "total_tokens": len(prompt_ids) + 9}
+    assert body["usage"] == {
+        "prompt_tokens": len(prompt_ids),
+        "completion_tokens": 9,
+        "total_tokens": len(prompt_ids) + 9,
+    }
 
 
 def test_chat_stream_carries_the_same_text_as_the_whole_reply(served) -> None:
-    request = {"messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": [{"type": "text", "text": "hi"}]}],
-               **GREEDY}  # fmt: skip
+    request = {
+        "messages": [
+            {"role": "system", "content": "be brief"},
+            {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+        ],
+        **GREEDY,
+    }
     whole = httpx.post(f"{served.url}/v1/chat/completions", json=request, timeout=30).json()
     assert whole["object"] == "chat.completion" and whole["choices"][0]["message"]["role"] == "assistant"
-    with httpx.stream("POST", f"{served.url}/v1/chat/completions", timeout=30,
-                      json={**request, "stream": True, "stream_options": {"include_usage": True}}) as response:  # fmt: skip
+    with httpx.stream(
+        "POST",
+        f"{served.url}/v1/chat/completions",
+        timeout=30,
+        json={**request, "stream": True, "stream_options": {"include_usage": True}},
+    ) as response:
         assert response.headers["content-type"].startswith("text/event-stream")
         chunks = sse_chunks(response)
     assert chunks[-1] == "[DONE]"
     usage, final, tokens = chunks[-2], chunks[-3], chunks[:-3]
     assert len(tokens) == 9 and tokens[0]["choices"][0]["delta"]["role"] == "assistant"
     assert all(chunk["object"] == "chat.completion.chunk" for chunk in chunks[:-1])
-    assert "".join(chunk["choices"][0]["delta"]["content"] for chunk in tokens) == whole["choices"][0]["message"]["content"]
+    assert (
+        "".join(chunk["choices"][0]["delta"]["content"] for chunk in tokens)
+        == whole["choices"][0]["message"]["content"]
+    )
     assert final["choices"][0]["finish_reason"] == "length" and usage["choices"] == []
     assert usage["usage"] == whole["usage"]
 
 
 def test_stop_strings_and_models_health_metrics(served) -> None:
-    body = httpx.post(f"{served.url}/v1/completions", json={"prompt": "hello", **GREEDY, "max_tokens": 40}, timeout=30).json()
+    body = httpx.post(
+        f"{served.url}/v1/completions", json={"prompt": "hello", **GREEDY, "max_tokens": 40}, timeout=30
+    ).json()
     text = body["choices"][0]["text"]
     stop = text[3:5]
-    cut = httpx.post(f"{served.url}/v1/completions", json={"prompt": "hello", **GREEDY, "max_tokens": 40, "stop": stop},
-                     timeout=30).json()  # fmt: skip
-    assert cut["choices"][0]["text"] == text[: text.index(stop)] and cut["choices"][0]["finish_reason"] == "stop"
+    cut = httpx.post(
+        f"{served.url}/v1/completions",
+        json={"prompt": "hello", **GREEDY, "max_tokens": 40, "stop": stop},
+        timeout=30,
+    ).json()
+    assert (
+        cut["choices"][0]["text"] == text[: text.index(stop)] and cut["choices"][0]["finish_reason"] == "stop"
+    )
     models = httpx.get(f"{served.url}/v1/models", timeout=10).json()
     assert [entry["id"] for entry in models["data"]] == [MODEL]
     assert httpx.get(f"{served.url}/health", timeout=10).json() == {"status": "ok"}
@@ -109,7 +134,10 @@ def test_twenty_malformed_requests_each_get_an_openai_error_and_never_reach_the_
     assert (engine.stats()["requests_finished"], served.metric("infer_prof_prompt_tokens_total")) == before
     assert served.metric("infer_prof_requests_total", endpoint="/v1/completions", outcome="rejected") >= 18
     # Still serving, and not one KV block held.
-    assert httpx.post(f"{served.url}/v1/completions", json={"prompt": "ok", **GREEDY}, timeout=30).status_code == 200
+    assert (
+        httpx.post(f"{served.url}/v1/completions", json={"prompt": "ok", **GREEDY}, timeout=30).status_code
+        == 200
+    )
     assert served.wait_for("infer_prof_kv_blocks_used", 0.0) == 0.0
     unknown = httpx.get(f"{served.url}/v1/nothing", timeout=10)
     assert unknown.status_code == 404 and "error" in unknown.json()
@@ -117,8 +145,12 @@ def test_twenty_malformed_requests_each_get_an_openai_error_and_never_reach_the_
 
 def test_a_full_queue_answers_503_with_retry_after() -> None:
     with running_server(delay_s=0.01, max_pending=1) as running:
-        with httpx.stream("POST", f"{running.url}/v1/completions", timeout=30,
-                          json={"prompt": "a", "max_tokens": 200, "ignore_eos": True, "stream": True}) as first:  # fmt: skip
+        with httpx.stream(
+            "POST",
+            f"{running.url}/v1/completions",
+            timeout=30,
+            json={"prompt": "a", "max_tokens": 200, "ignore_eos": True, "stream": True},
+        ) as first:
             assert first.status_code == 200
             lines = first.iter_lines()  # kept: a dropped line iterator closes the response
             next(lines)  # the first request is running
@@ -138,7 +170,10 @@ def test_a_client_that_leaves_cancels_its_request_and_frees_its_blocks(stream: b
         else:
             with pytest.raises(httpx.ReadTimeout):
                 httpx.post(f"{running.url}/v1/completions", json=request, timeout=httpx.Timeout(10, read=0.3))
-        assert running.wait_for("infer_prof_requests_total", 1.0, endpoint="/v1/completions", outcome="abort") == 1.0
+        assert (
+            running.wait_for("infer_prof_requests_total", 1.0, endpoint="/v1/completions", outcome="abort")
+            == 1.0
+        )
         assert running.wait_for("infer_prof_kv_blocks_used", 0.0) == 0.0
         assert running.state.engine.num_unfinished == 0
 
@@ -147,8 +182,12 @@ def test_a_profile_window_records_api_spans_on_both_threads(served) -> None:
     assert httpx.post(f"{served.url}/infer-prof/profile/stop", timeout=10).status_code == 409  # none open
     assert httpx.post(f"{served.url}/infer-prof/profile/start", timeout=10).json() == {"started": True}
     for _ in range(3):
-        with httpx.stream("POST", f"{served.url}/v1/completions", json={"prompt": "hey", **GREEDY, "stream": True},
-                          timeout=30) as response:  # fmt: skip
+        with httpx.stream(
+            "POST",
+            f"{served.url}/v1/completions",
+            json={"prompt": "hey", **GREEDY, "stream": True},
+            timeout=30,
+        ) as response:
             assert sse_chunks(response)[-1] == "[DONE]"
     window = httpx.post(f"{served.url}/infer-prof/profile/stop", timeout=30).json()
     threads = window["collector_results"]["spans"]["threads"]
@@ -164,8 +203,12 @@ def test_concurrent_streams_each_get_their_own_tokens(served) -> None:
     texts: dict[str, str] = {}
 
     def one(prompt: str) -> None:
-        with httpx.stream("POST", f"{served.url}/v1/completions", json={"prompt": prompt, **GREEDY, "stream": True},
-                          timeout=30) as response:  # fmt: skip
+        with httpx.stream(
+            "POST",
+            f"{served.url}/v1/completions",
+            json={"prompt": prompt, **GREEDY, "stream": True},
+            timeout=30,
+        ) as response:
             texts[prompt] = "".join(chunk["choices"][0]["text"] for chunk in sse_chunks(response)[:-1])
 
     threads = [threading.Thread(target=one, args=(prompt,)) for prompt in prompts]

@@ -1,0 +1,182 @@
+"""The replay of a run's own work: recorded as the engine asked it, reproduced exactly, timed in turns."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from engine.types import SamplingParams
+from profiler.analysis.diagnose import diagnose
+from profiler.replay import recorder
+from profiler.replay.recorder import WorkloadLog
+from profiler.replay.replay import PoolShape, interleaved, replay_speedups, sampler_cases, speedup_of
+
+
+def _needs_twins() -> None:
+    from native_paths.loader import available
+
+    if available().get("sampler") is not True:
+        pytest.skip("the C twins are not built (python native_paths/build.py)")
+
+
+def _run(tmp_path: Path, requests: int = 10, **overrides):  # type: ignore[no-untyped-def]
+    from profiler.session.builder import load_for_options
+    from profiler.session.options import EngineOptions
+    from profiler.session.session import run_session
+    from scenarios.spec import load_scenario
+
+    options = EngineOptions(model="synthetic:tiny")
+    spec = load_scenario("concurrency-30").with_overrides(num_requests=requests)
+    return run_session(options, spec, tmp_path / "run", loaded=load_for_options(options), **overrides)
+
+
+def test_a_run_replays_its_own_work_through_both_twins_and_predicts_with_it(tmp_path: Path) -> None:
+    _needs_twins()
+    outcome = _run(tmp_path)
+    data = json.loads((tmp_path / "run" / "result.json").read_text())
+    replay = data["replay"]
+    # Every step of the run was recorded, and the Python twins fed the recording reproduced the run.
+    assert replay["steps_recorded"] == replay["steps_in_run"] == data["engine"]["steps"] > 0
+    assert replay["skipped"] == {}
+    assert set(replay["components"]) == {"scheduler", "kv_alloc", "prepare", "sampler"}
+    for name, entry in replay["components"].items():
+        assert entry["twins_agree"] is True, name  # same plans, tables, model inputs and tokens
+        assert entry["low"] <= entry["speedup"] <= entry["high"], name
+        prediction = data["verdict"]["predictions"][name]
+        assert prediction["speedup_source"] == "replay"
+        assert prediction["native_speedup"] == entry["speedup"]
+        assert (
+            prediction["predicted_gain_low"]
+            <= prediction["predicted_gain"]
+            <= prediction["predicted_gain_high"]
+        )
+    # The sampler replays the run's own draws: as many rows as the chosen calls had sequences.
+    assert 0 < replay["components"]["sampler"]["rows"] <= outcome.result.engine["tokens_generated"]
+    assert replay["components"]["scheduler"]["steps"] == replay["steps_recorded"]
+    assert any("replaying" in reason and "sampler" in reason for reason in data["verdict"]["reasons"])
+    # What the reader sees: each speedup with its interval, and where the speedups came from.
+    from reports.run.summary import predictions_table
+
+    table = predictions_table(outcome.result)
+    sampler_row = next(row for row in table.rows if row[0] == "sampler")
+    sampler = replay["components"]["sampler"]
+    assert sampler_row[2] == f"{sampler['speedup']:.1f}x [{sampler['low']:.1f}, {sampler['high']:.1f}]"
+    assert "replaying this run's own work" in (table.note or "")
+
+
+def test_recording_stops_at_its_cap_and_the_replay_says_how_much_it_covered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _needs_twins()
+    monkeypatch.setattr(recorder, "MAX_STEPS", 12)
+    _run(tmp_path, requests=12)
+    replay = json.loads((tmp_path / "run" / "result.json").read_text())["replay"]
+    assert replay["steps_recorded"] == 12 < replay["steps_in_run"]
+    assert replay["components"]["scheduler"]["steps"] == 12 and replay["skipped"] == {}
+
+
+def test_a_recording_the_python_twins_do_not_reproduce_is_not_replayed(tmp_path: Path) -> None:
+    from engine.kv_alloc import PythonKVAllocator
+    from engine.scheduler import PythonScheduler
+
+    _needs_twins()
+    outcome = _run(tmp_path, requests=4, write=False)
+    log = outcome.extras["built"].engine.scheduler._log
+    config = outcome.extras["built"].config
+    shape = PoolShape(
+        outcome.extras["built"].engine.num_blocks,
+        config.block_size,
+        config.max_num_seqs,
+        config.max_batched_tokens,
+        config.policy,
+    )
+
+    def refuses() -> None:
+        raise ValueError("planted refusal")
+
+    # A twin that fails its replay costs that component its figure, not the run or the other components.
+    scheduler = (
+        lambda: PythonScheduler(config.block_size, config.max_num_seqs, config.max_batched_tokens),
+        refuses,
+    )
+    kv_alloc = (lambda: PythonKVAllocator(shape.num_blocks, shape.block_size),) * 2
+    section = replay_speedups(
+        log, shape, names=("scheduler", "kv_alloc"), twins={"scheduler": scheduler, "kv_alloc": kv_alloc}
+    )
+    assert section["skipped"] == {"scheduler": "its replay failed: ValueError: planted refusal"}
+    assert section["components"]["kv_alloc"]["twins_agree"] is True
+    arrivals, finished, free = log.schedules[3]
+    log.schedules[3] = (arrivals, finished, free - 1)  # the run's engine "had" one block fewer at step 3
+    section = replay_speedups(log, shape)
+    assert section["components"] == {}
+    assert all("did not reproduce the run (step 3:" in why for why in section["skipped"].values())
+
+
+def test_the_sampler_replay_gives_each_sequence_what_it_had_drawn_before_the_call() -> None:
+    params = SamplingParams(temperature=0.7, seed=5)
+    log = WorkloadLog(sequences={1: (params, [10, 11]), 2: (params, [20])})
+    log.samples = [(0, [1, 2], [100, 200]), (1, [1, 2], [101, 201]), (2, [2], [202])]
+    log.logits_rows = [torch.arange(12, dtype=torch.float32).reshape(2, 6)]
+    cases = sampler_cases(log, limit=3)
+    assert [case.seq_ids for case in cases] == [[1, 2], [1, 2], [2]]
+    assert cases[0].registrations == [(1, params, [10, 11]), (2, params, [20])]
+    assert cases[2].registrations == [(2, params, [20, 200, 201])]
+    # Rows come from the run's logits, rotated through the snapshot bank, one per sequence of the call.
+    assert cases[1].logits.shape == (2, 6) and torch.equal(cases[1].logits[0], log.logits_rows[0][1])
+
+
+def test_twins_take_turns_and_each_step_keeps_its_median_over_the_rounds() -> None:
+    order: list[str] = []
+    python_rounds = iter([[3, 3, 3], [3, 300, 3], [3, 3, 4]])  # round 2: another process took step 2's slice
+    native_rounds = iter([[1, 1, 1], [1, 1, 1], [2, 1, 1]])
+
+    def python() -> tuple[list[int], str]:
+        order.append("P")
+        return next(python_rounds), "same"
+
+    def native() -> tuple[list[int], str]:
+        order.append("N")
+        return next(native_rounds), "same"
+
+    (python_ns, native_ns), outputs = interleaved((python, native), repeats=3)
+    assert "".join(order) == "PNNPPN"  # ABBA: steady drift hits both twins alike
+    assert python_ns == [3, 3, 3] and native_ns == [1, 1, 1] and outputs == ["same", "same"]
+    result = speedup_of(python_ns, native_ns, time_ordered=True)
+    assert result["speedup"] == pytest.approx(3.0) and result["low"] == result["high"] == pytest.approx(3.0)
+
+
+def test_the_speedup_is_total_python_time_over_total_native_time_with_an_interval_over_steps() -> None:
+    # Cheap steps gain 2x, expensive ones 10x: Amdahl needs the ratio of totals (9x here), not a mean of ratios.
+    python_ns = [2, 2, 100, 100] * 10
+    native_ns = [1, 1, 10, 10] * 10
+    result = speedup_of(python_ns, native_ns, time_ordered=False)
+    assert result["speedup"] == pytest.approx(204 / 22)
+    assert result["low"] < result["speedup"] < result["high"] and result["steps"] == 40
+
+
+def test_a_replayed_speedup_takes_precedence_and_carries_its_interval_into_the_prediction() -> None:
+    split = {
+        "categories": {"interpreter": 0.6, "kernel": 0.4, "idle": 0.0},
+        "components": {"sampler": 0.5, "model_kernels": 0.4},
+    }
+    breakdown = {"methods": {"spans": split}}
+    replayed = {"sampler": {"speedup": 4.0, "low": 2.0, "high": 5.0, "steps": 24}}
+    verdict = diagnose(
+        breakdown,
+        native_speedups={"sampler": 50.0, "prepare": 3.0},
+        measured_gains=None,
+        collectors={},
+        replayed=replayed,
+    )
+    sampler, prepare = verdict["predictions"]["sampler"], verdict["predictions"]["prepare"]
+    assert sampler["speedup_source"] == "replay" and sampler["native_speedup"] == 4.0
+    assert sampler["predicted_gain"] == pytest.approx(0.5 * 0.75)
+    assert sampler["predicted_gain_low"] == pytest.approx(0.5 * 0.5)
+    assert sampler["predicted_gain_high"] == pytest.approx(0.5 * 0.8)
+    # Without a replay the caller's microbenchmark figure stands, and the reason says where it came from.
+    assert prepare["speedup_source"] == "microbenchmark" and prepare["predicted_gain_low"] is None
+    assert any("replaying 24 of this run's sampler steps" in reason for reason in verdict["reasons"])
+    assert any("microbenchmark, not on this run's work" in reason for reason in verdict["reasons"])
