@@ -77,7 +77,7 @@ def child(model_name: str, threads: int | None, steps: int, hog_levels: list[int
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from bench_model import decode_ms_per_step
 
-    from engine.models import load_model
+    from engine.loader import load_model
     from engine.thread_governor import default_governor, read_cpu
 
     if threads:

@@ -22,8 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench_model import PROMPTS
 
+from engine.loader import LoadedModel, load_model
 from engine.model_runner import build_model_input
-from engine.models import LoadedModel, load_model
 from scenarios.requests import generate_requests, prompt_text_for
 from scenarios.spec import load_scenario
 

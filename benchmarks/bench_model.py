@@ -30,8 +30,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from engine.loader import LoadedModel, load_model
 from engine.model_runner import build_model_input
-from engine.models import LoadedModel, load_model
 
 BLOCK_SIZE = 16
 PROMPTS = [
@@ -131,7 +131,7 @@ def spread(values: list[float]) -> str:
 
 def against_llama_cpp(args: argparse.Namespace) -> None:
     """float32 and int8 of our engine and llama.cpp's batch-1 decode, interleaved per round."""
-    from engine.models import find_smollm2
+    from engine.loader import find_smollm2
 
     float_model, int8_model = load_model(args.model, dtype="float32"), load_model(args.model, dtype="int8")
     print(

@@ -6,7 +6,7 @@ Each case runs in a fresh process (pools live as long as their thread), interlea
   main-pool: the main thread first runs one parallel op (a 4M-element add), as loading a model on it did;
   set-up:    that add runs through engine.setup_thread.run_on_setup_thread instead (what load_model does).
 It prints the median microseconds per call of each case and the ratios to `clean`, for the model's linear
-(oneDNN's _linear_pointwise, what engine.model uses when it can) and for F.linear.
+(oneDNN's _linear_pointwise, what engine.llama uses when it can) and for F.linear.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ _CHILD = """
 import json, sys, threading, time
 import torch
 torch.set_num_threads(2)
-from engine.model import _select_linear
+from engine.llama import _select_linear
 from engine.setup_thread import run_on_setup_thread
 case, calls = sys.argv[1], int(sys.argv[2])
 x, w = torch.randn(1, 576), torch.randn(1536, 576)

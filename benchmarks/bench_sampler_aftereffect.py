@@ -28,8 +28,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from engine.loader import load_model
 from engine.model_runner import build_model_input
-from engine.models import load_model
 from engine.sampler import PythonSampler
 from engine.types import SamplingParams
 

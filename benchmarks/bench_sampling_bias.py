@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_model import decode_ms_per_step
 
 from engine.engine import ENGINE_THREAD_NAME
-from engine.models import load_model
+from engine.loader import load_model
 from engine.setup_thread import run_on_setup_thread
 from profiler.collectors.registry import DEEP_RATE_HZ
 from profiler.collectors.sampling import PRIORITIES, SamplingCollector

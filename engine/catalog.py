@@ -35,7 +35,7 @@ SMOLLM2 = WheelSource(
 
 @dataclass(slots=True, frozen=True)
 class PresetShape:
-    """The architecture numbers of a synthetic preset (engine.models makes each a ModelConfig)."""
+    """The architecture numbers of a synthetic preset (engine.loader makes each a ModelConfig)."""
 
     vocab_size: int
     dim: int

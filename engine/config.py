@@ -15,7 +15,7 @@ if (
     from engine.scheduler import PythonScheduler
     from engine.types import Model
 
-# The model every face loads when none is named (engine.models finds or downloads it).
+# The model every face loads when none is named (engine.loader finds or downloads it).
 DEFAULT_MODEL = "smollm2-135m"
 # KV memory used when neither num_kv_blocks nor kv_memory_bytes is given (then capped to what
 # max_num_seqs full-length sequences could ever use).

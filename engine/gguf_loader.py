@@ -11,7 +11,7 @@ import gguf
 import numpy as np
 import torch
 
-from engine.model import LayerWeights, LlamaWeights, resolve_dtype
+from engine.llama import LayerWeights, LlamaWeights, resolve_dtype
 from engine.types import ModelConfig
 from errors import GGUFFormatError, ModelNotFoundError, UnsupportedModelError
 

@@ -560,7 +560,11 @@ ENGINE_RULES: tuple[tuple[str, str, str | None], ...] = (
     ("prepare", r"(^|/)engine/(prepare|model_runner)\.py$", None),
     ("prepare", r"(^|/)native_paths/\w*prepare\w*\.py$", None),
     ("scheduler", r"(^|/)native_paths/core\.py$", None),  # --native core: the fused call runs in schedule()
-    ("model", r"(^|/)engine/model\.py$", None),
+    (
+        "model",
+        r"(^|/)engine/(llama|model)\.py$",
+        None,
+    ),  # model.py: its name in runs recorded before the rename
     ("queue", r"(^|/)engine/engine\.py$", r"submit|queue|_drain|_take|_wait_for_work|arrival"),
     ("queue", r"(^|/)queue\.py$", None),
     # selftest's planted costs wrap the sampler (profiler.checks.injections): their frames are the sampler's.

@@ -72,7 +72,7 @@ def check_prompts(prompts: Sequence[str]) -> None:
 
 def check_fits_context(max_tokens: int, options: EngineOptions, option: str = "--max-tokens") -> None:
     """check_max_tokens before the model loads, from its shape (a model not on this machine yet is checked later)."""
-    from engine.models import describe_model
+    from engine.loader import describe_model
     from profiler.session.builder import engine_config
 
     described = describe_model(options.model)

@@ -403,7 +403,7 @@ def run_target_command(
     from profiler.session.target.inject import prepare_probe
     from profiler.session.target.launch import launched_server
     from profiler.session.target.probe import probe as probe_server
-    from profiler.session.target.session import plan_target, prompt_tokenizer, run_target_session
+    from profiler.session.target.target_session import plan_target, prompt_tokenizer, run_target_session
     from scenarios.spec import load_scenario
 
     console = Console(stderr=True)

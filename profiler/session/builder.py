@@ -47,7 +47,7 @@ def load_for_options(
     Unless the caller already did (`checked`), the model's file and shape are checked first, and the
     weights and KV pool against this machine's memory (profiler.session.preflight), so that a bad model
     or an impossible size is refused before the slow load starts."""
-    from engine.models import load_model
+    from engine.loader import load_model
     from engine.threads import pin_threads
     from profiler.session.preflight import check_engine
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from engine.config import EngineConfig
-from engine.model import kv_bytes_per_block
-from engine.models import describe_model, parameter_count
+from engine.llama import kv_bytes_per_block
+from engine.loader import describe_model, parameter_count
 from engine.types import ModelConfig, SamplingParams
 from errors import EngineConfigError, InvalidSamplingParams, ScenarioError
 from profiler.session.machine import device_memory_bytes, gib

@@ -79,7 +79,7 @@ def run_session(
     scenario: ScenarioSpec,
     out_dir: Path,
     *,
-    loaded,  # engine.models.LoadedModel, loaded once per CLI call
+    loaded,  # engine.loader.LoadedModel, loaded once per CLI call
     profile: str = "default",
     stop_event: threading.Event | None = None,
     hooks: SessionHooks | None = None,
@@ -320,7 +320,7 @@ def engine_section(engine: Any, steps: pd.DataFrame) -> dict[str, Any]:
     from profiler.analysis.metrics import engine_timeline_summary
 
     stats = engine.stats()
-    graphs = getattr(engine.model, "graphs", None)
+    graphs = getattr(engine.llama, "graphs", None)
     extra = {"graphs": dataclasses.asdict(graphs.stats)} if graphs is not None else {}
     if engine.threads is not None:
         extra["threads"] = engine.threads.record()

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from engine.models import DEFAULT_MODEL, SYNTHETIC_PREFIX, SYNTHETIC_PRESETS
+from engine.loader import DEFAULT_MODEL, SYNTHETIC_PREFIX, SYNTHETIC_PRESETS
 from errors import InferProfError, ModelNotFoundError, SweepError
 from profiler.session.options import EngineOptions, options_from_values
 from profiler.sweep.spec import RUN_AXES, SCENARIO_AXES, SweepSpec, json_value

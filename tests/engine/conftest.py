@@ -9,7 +9,7 @@ import gguf
 import numpy as np
 import pytest
 
-from engine.models import LoadedModel, _local_smollm2, load_model
+from engine.loader import LoadedModel, _local_smollm2, load_model
 from engine.tokenizer import _byte_alphabet
 
 SMOLLM2_MISSING = (

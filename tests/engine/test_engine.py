@@ -410,7 +410,7 @@ def test_spans_locks_counters_step_records_and_on_step() -> None:
 
 @pytest.fixture(scope="module")
 def tiny():  # type: ignore[no-untyped-def]
-    models = pytest.importorskip("engine.models", reason="engine.models (load_model) is not available yet")
+    models = pytest.importorskip("engine.loader", reason="engine.loader (load_model) is not available yet")
     return models.load_model("synthetic:tiny")
 
 

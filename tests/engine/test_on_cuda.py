@@ -12,9 +12,9 @@ import torch
 from engine.config import EngineConfig, python_components
 from engine.cuda_graphs import DecodeGraphs
 from engine.engine import Engine
-from engine.model import LlamaModel
+from engine.llama import LlamaModel
+from engine.loader import synthetic_weights
 from engine.model_runner import build_model_input
-from engine.models import synthetic_weights
 from engine.sampler import PythonSampler
 from engine.tokenizer import Tokenizer
 from engine.types import ModelConfig, SamplingParams

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import torch
 
-from engine.model import LlamaModel, resolve_dtype
+from engine.llama import LlamaModel, resolve_dtype
+from engine.loader import synthetic_weights
 from engine.model_runner import build_model_input
-from engine.models import synthetic_weights
 from engine.quantize import Int8Embedding, Int8Linear, preferred_engine, quantize_rows
 from engine.types import ModelConfig
 from errors import OptionError, UnsupportedModelError

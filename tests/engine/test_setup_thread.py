@@ -36,7 +36,7 @@ _PROBE = textwrap.dedent(
     import os, sys, time
     import torch
     torch.set_num_threads(2)
-    from engine import models
+    from engine import loader as models
     from engine.config import EngineConfig, python_components
     from engine.engine import Engine
 

@@ -15,7 +15,7 @@ if native.extension() is None:  # pragma: no cover - the suite builds the extens
 
 @pytest.fixture(scope="module")
 def tiny():
-    from engine.models import load_model
+    from engine.loader import load_model
 
     return load_model("synthetic:tiny")
 

@@ -14,7 +14,7 @@ if native.extension() is None:  # pragma: no cover - the suite builds the extens
 
 
 def test_counts_rise_to_the_total_in_each_run():
-    from engine.models import load_model
+    from engine.loader import load_model
     from profiler.checks.golden import SHADOW_PHASE, end_to_end_phase, run_golden
 
     seen: list[tuple[str, int, int]] = []

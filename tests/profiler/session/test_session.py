@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from engine.models import LoadedModel
+from engine.loader import LoadedModel
 from profiler.rundir.results import (
     CATEGORIES,
     COMPONENTS,

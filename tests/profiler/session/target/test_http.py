@@ -211,9 +211,9 @@ clients = 2
 def test_a_pid_run_against_another_engine_gets_roles_and_a_verdict_in_the_default_profile(
     tmp_path: Path,
 ) -> None:
-    from engine.models import _local_smollm2
+    from engine.loader import _local_smollm2
     from profiler.rundir.results import read_run
-    from profiler.session.target.session import plan_target, prompt_tokenizer, run_target_session
+    from profiler.session.target.target_session import plan_target, prompt_tokenizer, run_target_session
     from scenarios.spec import load_scenario
 
     if _local_smollm2() is None:

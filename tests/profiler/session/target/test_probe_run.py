@@ -14,7 +14,7 @@ from profiler.rundir.results import read_run
 from profiler.session.target.inject import prepare_probe
 from profiler.session.target.launch import launched_server
 from profiler.session.target.probe import probe
-from profiler.session.target.session import plan_target, run_target_session
+from profiler.session.target.target_session import plan_target, run_target_session
 from scenarios.spec import load_scenario
 from tests.profiler.session.target import fake_engine_loop
 from tests.profiler.session.target.conftest import fake_command, free_port

@@ -13,7 +13,7 @@ import pytest
 from profiler.rundir.results import read_run
 from profiler.session.target.launch import group_members, launched_server
 from profiler.session.target.probe import probe
-from profiler.session.target.session import plan_target, prompt_tokenizer, run_target_session
+from profiler.session.target.target_session import plan_target, prompt_tokenizer, run_target_session
 from profiler.session.target.tree import descendants, parents
 from scenarios.spec import load_scenario
 from tests.engine.conftest import SMOLLM2_MISSING
@@ -37,7 +37,7 @@ rate = 10.0
 
 @pytest.fixture
 def tokenizer():  # type: ignore[no-untyped-def]
-    from engine.models import _local_smollm2
+    from engine.loader import _local_smollm2
 
     if _local_smollm2() is None:
         pytest.skip(SMOLLM2_MISSING)  # prompts are sized with SmolLM2's tokenizer

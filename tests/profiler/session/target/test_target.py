@@ -21,7 +21,7 @@ from errors import OptionError, TargetError
 from profiler.rundir.results import read_run
 from profiler.serve.server import ServeOptions, bind
 from profiler.session.target.probe import ServerInfo, probe
-from profiler.session.target.session import plan_target, prompt_tokenizer, run_target_session
+from profiler.session.target.target_session import plan_target, prompt_tokenizer, run_target_session
 from scenarios.spec import load_scenario
 from tests.engine.conftest import SMOLLM2_MISSING
 
@@ -53,7 +53,7 @@ def stop(process: subprocess.Popen[str]) -> int:
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
-    from engine.models import _local_smollm2
+    from engine.loader import _local_smollm2
 
     if _local_smollm2() is None:
         pytest.skip(SMOLLM2_MISSING)  # run --target sizes prompts with SmolLM2's tokenizer

@@ -23,10 +23,10 @@ from engine.catalog import (
     cached_gguf,
     installed_gguf,
     list_models,
-    parameter_count,  # noqa: F401  (engine.models.parameter_count is what preflight and the tests use)
+    parameter_count,  # noqa: F401  (engine.loader.parameter_count is what preflight and the tests use)
 )
 from engine.gguf_loader import load_weights, open_gguf, read_config
-from engine.model import LayerWeights, LlamaModel, LlamaWeights, resolve_dtype
+from engine.llama import LayerWeights, LlamaModel, LlamaWeights, resolve_dtype
 from engine.setup_thread import run_on_setup_thread
 from engine.tokenizer import Tokenizer
 from engine.types import ModelConfig
@@ -49,7 +49,7 @@ SYNTHETIC_PRESETS: dict[str, ModelConfig] = {
 }
 
 
-# What int8's float32 calibration pass reads (engine.model.LlamaModel._quantize): ordinary chat-shaped
+# What int8's float32 calibration pass reads (engine.llama.LlamaModel._quantize): ordinary chat-shaped
 # prose, none of it from the prompts the agreement benchmark scores (benchmarks/bench_int8_agreement.py).
 CALIBRATION_TEXT = (
     "Summarise the history of the printing press in a few sentences, then give two reasons it mattered. "

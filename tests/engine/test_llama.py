@@ -7,9 +7,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from engine.model import LlamaModel
+from engine.llama import LlamaModel
+from engine.loader import synthetic_weights
 from engine.model_runner import build_model_input
-from engine.models import synthetic_weights
 from engine.types import Model, ModelConfig
 
 # llama.cpp's greedy answer to the chat-templated "What is the capital of France?":
@@ -249,7 +249,7 @@ def test_build_model_input_refuses_tokens_without_a_block() -> None:
 
 
 def test_padded_rows_are_exact_for_decode_batches_and_bounded_above() -> None:
-    from engine.model import EXACT_ROWS, padded_rows, row_buckets
+    from engine.llama import EXACT_ROWS, padded_rows, row_buckets
 
     assert [padded_rows(rows) for rows in (1, EXACT_ROWS, EXACT_ROWS + 1, 30, 65)] == [
         1,
@@ -270,7 +270,7 @@ def test_padded_rows_are_exact_for_decode_batches_and_bounded_above() -> None:
 
 
 def test_the_linear_gives_each_row_the_same_result_padded_or_not() -> None:
-    from engine.model import _select_linear
+    from engine.llama import _select_linear
 
     linear = _select_linear()
     torch.manual_seed(0)

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import torch
 
-from engine import models
+from engine import loader as models
+from engine.loader import SYNTHETIC_PRESETS, list_models, load_model
 from engine.model_runner import build_model_input
-from engine.models import SYNTHETIC_PRESETS, list_models, load_model
 from errors import ModelNotFoundError, UnsupportedModelError
 from tests.engine.conftest import write_tiny_gguf
 

@@ -115,7 +115,7 @@ def plan_target(
 @functools.cache  # tokenizers are immutable; reading one from a GGUF takes seconds
 def prompt_tokenizer(model: str):
     """The tokenizer prompts are sized with: the --model GGUF's, else SmolLM2's (synthetic models use it too)."""
-    from engine.models import find_smollm2
+    from engine.loader import find_smollm2
     from engine.tokenizer import Tokenizer
 
     if model.endswith(".gguf") or Path(model).expanduser().is_file():
