@@ -320,7 +320,7 @@ def engine_section(engine: Any, steps: pd.DataFrame) -> dict[str, Any]:
     from profiler.analysis.metrics import engine_timeline_summary
 
     stats = engine.stats()
-    graphs = getattr(engine.llama, "graphs", None)
+    graphs = getattr(engine.model, "graphs", None)
     extra = {"graphs": dataclasses.asdict(graphs.stats)} if graphs is not None else {}
     if engine.threads is not None:
         extra["threads"] = engine.threads.record()
