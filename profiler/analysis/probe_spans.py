@@ -96,7 +96,8 @@ def analyse_probe(
         inside = records[(records[:, START] >= start_ns) & (records[:, START] < end_ns)]
         own = exclusive_ns(inside)
         kept[pid] = np.column_stack([inside, own]) if len(inside) else np.zeros((0, 6), dtype=np.int64)
-    switches = [(int(start), int(on)) for start, _end, on in _step_table(kept, components)[1]]
+    step_pid, table = _step_table(kept, components)  # the yardstick, read once for shares, on-time and cost
+    switches = [(int(start), int(on)) for start, _end, on in table]
     wall_ns = max(1, on_time_ns(switches, window_ns))  # ... the others only while the steps have them on
     per_process: dict[int, dict[str, Any]] = {}
     for pid, entry in processes.items():
@@ -132,8 +133,8 @@ def analyse_probe(
         "processes": [per_process[pid] for pid in sorted(per_process)],
         "loaded_in": sorted(pid for pid, entry in per_process.items() if entry["loaded"]),
     }
-    section["steps"] = _steps(kept, components)
-    section["cost"] = _cost(kept, components, per_process, section["steps"], wall_ns)
+    section["steps"] = _steps(kept, components, step_pid, table)
+    section["cost"] = _cost(kept, per_process, section["steps"], table, wall_ns)
     section["agreement"] = _agreement(kept, components, sampled or {}, wall_ns)
     return section
 
@@ -156,8 +157,9 @@ def _step_table(kept: dict[int, np.ndarray], components: list[str]) -> tuple[int
     return pid, steps[:, [START, END, ON]]
 
 
-def _steps(kept: dict[int, np.ndarray], components: list[str]) -> dict[str, Any] | None:
-    pid, steps = _step_table(kept, components)
+def _steps(
+    kept: dict[int, np.ndarray], components: list[str], pid: int | None, steps: np.ndarray
+) -> dict[str, Any] | None:
     if pid is None:
         return None
     on = steps[steps[:, 2] == 1]
@@ -213,9 +215,9 @@ def _per_step_ms(
 
 def _cost(
     kept: dict[int, np.ndarray],
-    components: list[str],
     per_process: dict[int, dict[str, Any]],
     steps: dict[str, Any] | None,
+    table: np.ndarray,
     wall_ns: int,
 ) -> dict[str, Any]:
     """The probe's own cost: in-run A/B on step time (with an A/A beside it) and priced from calls x cost."""
@@ -234,8 +236,7 @@ def _cost(
         "ab": None,
         "aa": None,
     }
-    step_pid, table = _step_table(kept, components)
-    if step_pid is None or steps is None:
+    if steps is None:
         section["note"] = "no step probe recorded: the in-run A/B needs the engine's steps"
         return section
     ab, aa = adjacent_pairs(table)

@@ -161,7 +161,7 @@ def _switching(
 
     A step nested in another (a table naming both a step and what it calls) keeps its caller's turn.
     """
-    turns = _process_turns()
+    turns = _turns
     depth = _step_depth
 
     @functools.wraps(func)
@@ -179,18 +179,10 @@ def _switching(
     return probe
 
 
-_turns: Any = None
-_step_depth = (
-    threading.local()
-)  # how many step probes this thread is inside: all of them, not one per wrapper
-
-
-def _process_turns() -> Any:
-    """One ABBA cycle per process, shared by its step probes (an engine names more than one kind of step)."""
-    global _turns
-    if _turns is None:
-        _turns = itertools.cycle(_TURNS)
-    return _turns
+# One ABBA cycle per process, shared by its step probes (an engine names more than one kind of step), and
+# how many step probes each thread is inside: all of them, not one per wrapper.
+_turns = itertools.cycle(_TURNS)
+_step_depth = threading.local()
 
 
 def _coroutine_wrapper(
