@@ -1,10 +1,12 @@
-"""Builds the optional C twins (native_paths._native) at install time; without a compiler the install still succeeds."""
+"""Installs the rooms under one package, infer_prof, and builds the optional C twins (infer_prof.native_paths._native);
+without a compiler the install still succeeds."""
 
 import sys
 from pathlib import Path
 
-from setuptools import setup
+from setuptools import find_packages, setup
 from setuptools.command.build_ext import build_ext
+from setuptools.command.build_py import build_py
 
 
 class OptionalBuildExt(build_ext):
@@ -50,4 +52,24 @@ class OptionalBuildExt(build_ext):
         )
 
 
-setup(cffi_modules=["native_paths/build.py:ffibuilder"], cmdclass={"build_ext": OptionalBuildExt})
+class RoomsOnly(build_py):
+    """The package infer_prof is the repository root: of the modules lying there, only errors.py is ours to
+    install (not this setup.py)."""
+
+    def find_package_modules(self, package, package_dir):  # type: ignore[no-untyped-def]
+        found = super().find_package_modules(package, package_dir)
+        return [entry for entry in found if package != "infer_prof" or entry[1] == "errors"]
+
+
+# The repository's top-level folders are the rooms; installed, they are infer_prof.engine, infer_prof.profiler...
+# and errors.py is infer_prof.errors, so nothing infer-prof installs can shadow a user's own `engine` or `errors`
+# (docs/architecture.md, "The installed namespace"). tests/, benchmarks/ and docs/ are not rooms: not installed.
+ROOMS = ["engine", "profiler", "native_paths", "reports", "scenarios"]
+ROOM_PACKAGES = find_packages(include=[pattern for room in ROOMS for pattern in (room, room + ".*")])
+
+setup(
+    package_dir={"infer_prof": "."},
+    packages=["infer_prof", *("infer_prof." + package for package in ROOM_PACKAGES)],
+    cffi_modules=["native_paths/build.py:ffibuilder"],
+    cmdclass={"build_ext": OptionalBuildExt, "build_py": RoomsOnly},
+)

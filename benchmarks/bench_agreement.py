@@ -30,7 +30,17 @@ CASES = {
 def one_run(case: str, out: Path, scale: int = 1) -> dict[str, float]:
     arguments = list(CASES[case])
     arguments[arguments.index("-r") + 1] = str(int(arguments[arguments.index("-r") + 1]) * scale)
-    command = [sys.executable, "-m", "profiler.cli", "run", *arguments, "--profile", "deep", "-o", str(out)]
+    command = [
+        sys.executable,
+        "-m",
+        "infer_prof.profiler.cli",
+        "run",
+        *arguments,
+        "--profile",
+        "deep",
+        "-o",
+        str(out),
+    ]
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     breakdown = json.loads((out / "result.json").read_text())["breakdown"]
     spans, samples = breakdown["methods"]["spans"], breakdown["methods"]["samples"]

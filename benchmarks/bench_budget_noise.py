@@ -20,10 +20,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from profiler.budget.check import BudgetReport, check_budget
-from profiler.budget.spec import BudgetFile, load_budget
-from profiler.session.options import EngineOptions
-from profiler.session.runner import ModelCache, run_once
+from infer_prof.profiler.budget.check import BudgetReport, check_budget
+from infer_prof.profiler.budget.spec import BudgetFile, load_budget
+from infer_prof.profiler.session.options import EngineOptions
+from infer_prof.profiler.session.runner import ModelCache, run_once
 
 ROOT = Path(__file__).resolve().parents[1]
 SLOW_SAMPLER = {"slow_sampler": 1.2}

@@ -1,11 +1,11 @@
 """How long the CLI takes to start, against `import typer`: import of the entry point and `--help`, interleaved rounds.
 
 Run: python benchmarks/bench_cli_startup.py [--rounds 7] [--before /path/to/an/older/checkout]
-Each round runs, in turn, fresh interpreters for `import typer`, `from profiler.cli.main import main`
-and `python -m profiler.cli --help` (the console script's code), so a busy machine slows all alike; it
-prints each one's median wall time and its ratio to `import typer`'s, and the entry point's own
+Each round runs, in turn, fresh interpreters for `import typer`, `from infer_prof.profiler.cli.main import
+main` and `python -m infer_prof.profiler.cli --help` (the console script's code), so a busy machine slows all
+alike; it prints each one's median wall time and its ratio to `import typer`'s, and the entry point's own
 cumulative import time from `python -X importtime`. --before adds the same two commands run against
-another checkout (PYTHONPATH), e.g. the commit before the CLI imported its heavy code lazily.
+another checkout (one with the installed namespace, infer_prof), put first on PYTHONPATH through a link.
 """
 
 from __future__ import annotations
@@ -16,35 +16,49 @@ import re
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+from functools import cache
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent.parent
+ENTRY = "from infer_prof.profiler.cli.main import main"
 FLOOR = (
     "import sys, typer\napp = typer.Typer(rich_markup_mode='rich')\n@app.command()\ndef hello(name: str = 'x') -> None:\n"
     "    pass\nsys.argv = ['hello', '--help']\napp()"
 )
 
 
+@cache
+def import_path(root: Path) -> str:
+    """A folder whose one entry, infer_prof, links to `root`: first on PYTHONPATH, it makes `root` the
+    checkout that `import infer_prof` finds (ahead of the installed one)."""
+    folder = Path(tempfile.mkdtemp(prefix="cli_startup_"))
+    (folder / "infer_prof").symlink_to(root.resolve(), target_is_directory=True)
+    return str(folder)
+
+
 def wall(argv: list[str], root: Path) -> float:
-    env = {**os.environ, "PYTHONPATH": str(root), "COLUMNS": "100"}
+    env = {**os.environ, "PYTHONPATH": import_path(root), "COLUMNS": "100"}
     started = time.perf_counter()
     subprocess.run(argv, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
     return time.perf_counter() - started
 
 
 def importtime_us(root: Path) -> int:
-    """`python -X importtime`'s cumulative microseconds for profiler.cli.main, the entry point's whole import."""
-    env = {**os.environ, "PYTHONPATH": str(root)}
+    """`python -X importtime`'s cumulative microseconds for the entry point's whole import."""
+    env = {**os.environ, "PYTHONPATH": import_path(root)}
     done = subprocess.run(
-        [sys.executable, "-X", "importtime", "-c", "from profiler.cli.main import main"],
+        [sys.executable, "-X", "importtime", "-c", ENTRY],
         cwd=root,
         env=env,
         capture_output=True,
         text=True,
         check=True,
     )
-    lines = [line for line in done.stderr.splitlines() if re.search(r"\|\s+profiler\.cli\.main$", line)]
+    lines = [
+        line for line in done.stderr.splitlines() if re.search(r"\|\s+infer_prof\.profiler\.cli\.main$", line)
+    ]
     return int(lines[-1].split("|")[1])
 
 
@@ -55,17 +69,17 @@ def main() -> None:
     args = parser.parse_args()
     commands = {
         "import typer": ([sys.executable, "-c", "import typer"], HERE),
-        "from profiler.cli.main import main": (
-            [sys.executable, "-c", "from profiler.cli.main import main"],
+        ENTRY: (
+            [sys.executable, "-c", ENTRY],
             HERE,
         ),
-        "infer-prof --help": ([sys.executable, "-m", "profiler.cli", "--help"], HERE),
+        "infer-prof --help": ([sys.executable, "-m", "infer_prof.profiler.cli", "--help"], HERE),
         # The floor of any Rich-formatted typer help: typer.rich_utils imports rich and markdown-it.
         "a one-command typer app's --help": ([sys.executable, "-c", FLOOR], HERE),
     }
     if args.before is not None:
-        commands["before: from profiler.cli.main import main"] = (
-            commands["from profiler.cli.main import main"][0],
+        commands["before: " + ENTRY] = (
+            commands[ENTRY][0],
             args.before,
         )
         commands["before: infer-prof --help"] = (commands["infer-prof --help"][0], args.before)

@@ -71,14 +71,14 @@ def child(model_name: str, threads: int | None, steps: int, hog_levels: list[int
     """Runs in the measured process: load once, then TPOT at each hog level; one JSON line per level."""
     sys.path.insert(0, str(ROOT))
     # The engine first: it sets the wait policy (unless told not to) before torch loads libgomp.
-    import engine  # noqa: F401, I001
+    import infer_prof.engine  # noqa: F401, I001
     import torch
 
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from bench_model import decode_ms_per_step
 
-    from engine.loader import load_model
-    from engine.thread_governor import default_governor, read_cpu
+    from infer_prof.engine.loader import load_model
+    from infer_prof.engine.thread_governor import default_governor, read_cpu
 
     if threads:
         torch.set_num_threads(threads)

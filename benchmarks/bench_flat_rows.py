@@ -21,9 +21,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine.sampler import PythonSampler
-from engine.types import SamplingParams
-from native_paths.sampler import NativeSampler
+from infer_prof.engine.sampler import PythonSampler
+from infer_prof.engine.types import SamplingParams
+from infer_prof.native_paths.sampler import NativeSampler
 
 CASES = (  # name, std of the logits, sampling parameters
     ("N(0,1) top-p 0.9", 1.0, {"temperature": 1.0, "top_p": 0.9}),

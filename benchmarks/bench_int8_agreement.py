@@ -22,10 +22,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench_model import PROMPTS
 
-from engine.loader import LoadedModel, load_model
-from engine.model_runner import build_model_input
-from scenarios.requests import generate_requests, prompt_text_for
-from scenarios.spec import load_scenario
+from infer_prof.engine.loader import LoadedModel, load_model
+from infer_prof.engine.model_runner import build_model_input
+from infer_prof.scenarios.requests import generate_requests, prompt_text_for
+from infer_prof.scenarios.spec import load_scenario
 
 BLOCK = 16
 

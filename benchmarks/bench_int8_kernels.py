@@ -19,7 +19,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import engine  # noqa: F401, I001 - the engine's OpenMP wait policy, before torch loads
+import infer_prof.engine  # noqa: F401, I001 - the engine's OpenMP wait policy, before torch loads
 import torch
 
 SHAPES = {

@@ -20,8 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scenarios.loadgen import RequestSpec, generate_requests, prompt_text_for, run_load
-from scenarios.spec import load_scenario
+from infer_prof.scenarios.loadgen import RequestSpec, generate_requests, prompt_text_for, run_load
+from infer_prof.scenarios.spec import load_scenario
 
 DECODE_STEP_US = 30_000  # SmolLM2-135M on a 2-core CPU, small batch: the engine's unit of work
 

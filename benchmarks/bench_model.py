@@ -30,8 +30,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine.loader import LoadedModel, load_model
-from engine.model_runner import build_model_input
+from infer_prof.engine.loader import LoadedModel, load_model
+from infer_prof.engine.model_runner import build_model_input
 
 BLOCK_SIZE = 16
 PROMPTS = [
@@ -131,7 +131,7 @@ def spread(values: list[float]) -> str:
 
 def against_llama_cpp(args: argparse.Namespace) -> None:
     """float32 and int8 of our engine and llama.cpp's batch-1 decode, interleaved per round."""
-    from engine.loader import find_smollm2
+    from infer_prof.engine.loader import find_smollm2
 
     float_model, int8_model = load_model(args.model, dtype="float32"), load_model(args.model, dtype="int8")
     print(
@@ -216,9 +216,9 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     if args.int8_engine:
-        import engine.quantize
+        from infer_prof.engine import quantize
 
-        engine.quantize.DEFAULT_ENGINE = args.int8_engine
+        quantize.DEFAULT_ENGINE = args.int8_engine
     if args.against_llama_cpp:
         against_llama_cpp(args)
         return

@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from native_paths.bench import SAMPLER_MIX_BATCH, run_native_bench
+from infer_prof.native_paths.bench import SAMPLER_MIX_BATCH, run_native_bench
 
 # The targets: (what, which rows it judges, the measure, the bound, at least or at most).
 TARGETS = (

@@ -25,8 +25,8 @@ _CHILD = """
 import json, sys, threading, time
 import torch
 torch.set_num_threads(2)
-from engine.llama import _select_linear
-from engine.setup_thread import run_on_setup_thread
+from infer_prof.engine.llama import _select_linear
+from infer_prof.engine.setup_thread import run_on_setup_thread
 case, calls = sys.argv[1], int(sys.argv[2])
 x, w = torch.randn(1, 576), torch.randn(1536, 576)
 kinds = {"model linear": _select_linear(), "F.linear": torch.nn.functional.linear}

@@ -27,11 +27,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from profiler.overhead.ab import measure_overhead
-from profiler.overhead.costs import slowdown
-from profiler.session.builder import load_for_options
-from profiler.session.options import EngineOptions
-from scenarios.spec import load_scenario
+from infer_prof.profiler.overhead.ab import measure_overhead
+from infer_prof.profiler.overhead.costs import slowdown
+from infer_prof.profiler.session.builder import load_for_options
+from infer_prof.profiler.session.options import EngineOptions
+from infer_prof.scenarios.spec import load_scenario
 
 
 def main() -> int:
@@ -91,7 +91,7 @@ def main() -> int:
 
 
 def _in_run(args: argparse.Namespace, options: EngineOptions, spec, loaded) -> int:
-    from profiler.overhead.inrun import measure_inrun_overhead, summarize
+    from infer_prof.profiler.overhead.inrun import measure_inrun_overhead, summarize
 
     only: list[str] | None = [] if args.aa else (args.only.split(",") if args.only else None)
     what = "nothing (A/A)" if args.aa else (args.only or "all default collectors")
@@ -110,7 +110,7 @@ def _in_run(args: argparse.Namespace, options: EngineOptions, spec, loaded) -> i
 def _leave_out(names: set[str]) -> None:
     """Make every profile's collector list skip `names` (a measuring aid, not a product option). With
     spans left out, the session still injects its tracer, which then records nothing."""
-    from profiler.collectors import registry
+    from infer_prof.profiler.collectors import registry
 
     full = registry.default_collectors
 

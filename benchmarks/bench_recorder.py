@@ -19,8 +19,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from profiler.replay import recorder
-from profiler.replay.recorder import RecordingSampler, RecordingScheduler, WorkloadLog
+from infer_prof.profiler.replay import recorder
+from infer_prof.profiler.replay.recorder import RecordingSampler, RecordingScheduler, WorkloadLog
 
 
 class _Bare:
@@ -46,10 +46,10 @@ def _per_call_ns(call, calls: int = 20_000, rounds: int = 15) -> float:
 
 
 def main() -> None:
-    from profiler.session.builder import load_for_options
-    from profiler.session.options import EngineOptions
-    from profiler.session.session import run_session
-    from scenarios.spec import load_scenario
+    from infer_prof.profiler.session.builder import load_for_options
+    from infer_prof.profiler.session.options import EngineOptions
+    from infer_prof.profiler.session.session import run_session
+    from infer_prof.scenarios.spec import load_scenario
 
     options = EngineOptions(model="synthetic:tiny", device="cpu")
     spec = load_scenario("concurrency-30").with_overrides(num_requests=60)

@@ -28,10 +28,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine.loader import load_model
-from engine.model_runner import build_model_input
-from engine.sampler import PythonSampler
-from engine.types import SamplingParams
+from infer_prof.engine.loader import load_model
+from infer_prof.engine.model_runner import build_model_input
+from infer_prof.engine.sampler import PythonSampler
+from infer_prof.engine.types import SamplingParams
 
 BLOCK_SIZE = 16
 BLOCK_STEPS = 8
@@ -83,8 +83,8 @@ def main() -> int:
     args = parser.parse_args()
     if args.batch < 1 or args.steps < 2 * BLOCK_STEPS * len(ARMS):
         parser.error(f"--batch must be >= 1 and --steps >= {2 * BLOCK_STEPS * len(ARMS)}")
-    from native_paths.loader import require
-    from native_paths.sampler import NativeSampler
+    from infer_prof.native_paths.loader import require
+    from infer_prof.native_paths.sampler import NativeSampler
 
     require()
     torch.set_num_threads(args.threads)

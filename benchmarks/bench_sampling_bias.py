@@ -25,11 +25,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_model import decode_ms_per_step
 
-from engine.engine import ENGINE_THREAD_NAME
-from engine.loader import load_model
-from engine.setup_thread import run_on_setup_thread
-from profiler.collectors.registry import DEEP_RATE_HZ
-from profiler.collectors.sampling import PRIORITIES, SamplingCollector
+from infer_prof.engine.engine import ENGINE_THREAD_NAME
+from infer_prof.engine.loader import load_model
+from infer_prof.engine.setup_thread import run_on_setup_thread
+from infer_prof.profiler.collectors.registry import DEEP_RATE_HZ
+from infer_prof.profiler.collectors.sampling import PRIORITIES, SamplingCollector
 
 
 class TimedLinears:
@@ -74,7 +74,7 @@ def measure(loaded, timer: TimedLinears, priority: str, steps: int) -> tuple[flo
     result = collector.result()
     if result["status"] != "ok":
         raise SystemExit(f"py-spy: {result['reason']}")
-    from profiler.analysis.classify import parse_raw
+    from infer_prof.profiler.analysis.classify import parse_raw
 
     in_forward = in_linear = 0
     for stack in parse_raw(result["raw_text"]):

@@ -30,11 +30,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine.kv_alloc import PythonKVAllocator
-from engine.sampler import PythonSampler
-from engine.scheduler import PythonScheduler
-from engine.trace import NULL_TRACER
-from engine.types import NewSequence, SamplingParams, StepPlan
+from infer_prof.engine.kv_alloc import PythonKVAllocator
+from infer_prof.engine.sampler import PythonSampler
+from infer_prof.engine.scheduler import PythonScheduler
+from infer_prof.engine.trace import NULL_TRACER
+from infer_prof.engine.types import NewSequence, SamplingParams, StepPlan
 
 VOCAB = 49_152
 BLOCK_SIZE = 16

@@ -67,12 +67,12 @@ class RssReadings:
 
 def child(requests: int, native: str, profile: str, out: Path) -> dict:
     """One soak run in this process: the session's progress hook samples RSS at the marks."""
-    from native_paths.toggles import parse_native
-    from profiler.rundir.results import read_run
-    from profiler.session.builder import load_for_options
-    from profiler.session.options import EngineOptions
-    from profiler.session.session import SessionHooks, run_session
-    from scenarios.spec import load_scenario
+    from infer_prof.native_paths.toggles import parse_native
+    from infer_prof.profiler.rundir.results import read_run
+    from infer_prof.profiler.session.builder import load_for_options
+    from infer_prof.profiler.session.options import EngineOptions
+    from infer_prof.profiler.session.session import SessionHooks, run_session
+    from infer_prof.scenarios.spec import load_scenario
 
     options = EngineOptions(model="synthetic:tiny", native=parse_native(native), device="cpu")
     loaded = load_for_options(options)

@@ -21,10 +21,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
 
-from engine.trace import NULL_TRACER
-from profiler.collectors.sampling import SamplingCollector
-from profiler.collectors.spans import RecordingTracer
-from profiler.overhead.costs import interleave_ab, slowdown
+from infer_prof.engine.trace import NULL_TRACER
+from infer_prof.profiler.collectors.sampling import SamplingCollector
+from infer_prof.profiler.collectors.spans import RecordingTracer
+from infer_prof.profiler.overhead.costs import interleave_ab, slowdown
 
 PHASES = ("queue", "scheduler", "kv_alloc", "model", "sampler", "detokenize")
 EVENTS_PER_STEP = 1 + len(PHASES) + 1  # step span, phase spans, one lock use

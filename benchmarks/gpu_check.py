@@ -36,7 +36,7 @@ def say(message: str) -> None:
 
 def cli(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "profiler.cli", *args],
+        [sys.executable, "-m", "infer_prof.profiler.cli", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -46,9 +46,9 @@ def cli(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
 
 def greedy_tokens(model_name: str, graphs: str) -> list[list[int]]:
     """Greedy outputs of eight prompts on the GPU engine, built the way `run` builds it."""
-    from engine.types import SamplingParams
-    from profiler.session.builder import build_engine, load_for_options
-    from profiler.session.options import EngineOptions
+    from infer_prof.engine.types import SamplingParams
+    from infer_prof.profiler.session.builder import build_engine, load_for_options
+    from infer_prof.profiler.session.options import EngineOptions
 
     options = EngineOptions(model=model_name, device="cuda", dtype="auto", graphs=graphs, max_batch=8)
     built = build_engine(load_for_options(options), options)

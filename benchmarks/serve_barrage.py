@@ -11,7 +11,6 @@ was lost or failed, a bad request was not refused with a 4xx, or a block stayed 
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import re
 import subprocess
@@ -120,7 +119,7 @@ def start_server() -> tuple[subprocess.Popen[str], str]:
         [
             sys.executable,
             "-m",
-            "profiler.cli",
+            "infer_prof.profiler.cli",
             "serve",
             "-m",
             "synthetic:tiny",
@@ -132,7 +131,6 @@ def start_server() -> tuple[subprocess.Popen[str], str]:
             "64",
         ],
         cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,

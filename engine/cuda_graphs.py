@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from engine.types import ModelInput
+from infer_prof.engine.types import ModelInput
 
 SMALL_BATCHES = (1, 2, 4)  # then every multiple of BATCH_STEP, as vLLM's capture sizes
 BATCH_STEP = 8

@@ -7,15 +7,15 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from engine.config import EngineConfig
-from engine.prepare import PythonPrepare
-from engine.sampler import splitmix64
-from engine.sequence import Request, RequestHandle, RequestOutput, StepLog, StepRecord
-from engine.setup_thread import run_on_setup_thread
-from engine.thread_governor import ThreadGovernor, default_governor
-from engine.tokenizer import IncrementalDetokenizer
-from engine.trace import NULL_TRACER, Tracer
-from engine.types import (
+from infer_prof.engine.config import EngineConfig
+from infer_prof.engine.prepare import PythonPrepare
+from infer_prof.engine.sampler import splitmix64
+from infer_prof.engine.sequence import Request, RequestHandle, RequestOutput, StepLog, StepRecord
+from infer_prof.engine.setup_thread import run_on_setup_thread
+from infer_prof.engine.thread_governor import ThreadGovernor, default_governor
+from infer_prof.engine.tokenizer import IncrementalDetokenizer
+from infer_prof.engine.trace import NULL_TRACER, Tracer
+from infer_prof.engine.types import (
     KVAllocator,
     Model,
     NewSequence,
@@ -25,7 +25,7 @@ from engine.types import (
     Scheduler,
     StepPlan,
 )
-from errors import EngineShutdownError, PromptTooLongError, RequestError
+from infer_prof.errors import EngineShutdownError, PromptTooLongError, RequestError
 
 ENGINE_THREAD_NAME = "infer-prof-engine"
 

@@ -11,9 +11,9 @@ import gguf
 import numpy as np
 import torch
 
-from engine.llama import LayerWeights, LlamaWeights, resolve_dtype
-from engine.types import ModelConfig
-from errors import GGUFFormatError, ModelNotFoundError, UnsupportedModelError
+from infer_prof.engine.llama import LayerWeights, LlamaWeights, resolve_dtype
+from infer_prof.engine.types import ModelConfig
+from infer_prof.errors import GGUFFormatError, ModelNotFoundError, UnsupportedModelError
 
 SUPPORTED_ARCHITECTURES = ("llama",)
 

@@ -9,9 +9,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from engine.quantize import Int8Embedding, Int8Linear, preferred_engine
-from engine.types import ModelConfig, ModelInput
-from errors import UnsupportedModelError
+from infer_prof.engine.quantize import Int8Embedding, Int8Linear, preferred_engine
+from infer_prof.engine.types import ModelConfig, ModelInput
+from infer_prof.errors import UnsupportedModelError
 
 _DTYPES = {
     "float32": torch.float32,

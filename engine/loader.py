@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from engine.catalog import (
+from infer_prof.engine.catalog import (
     DEFAULT_MODEL,
     SMOLLM2,
     SYNTHETIC_PREFIX,
@@ -25,12 +25,12 @@ from engine.catalog import (
     list_models,
     parameter_count,  # noqa: F401  (engine.loader.parameter_count is what preflight and the tests use)
 )
-from engine.gguf_loader import load_weights, open_gguf, read_config
-from engine.llama import LayerWeights, LlamaModel, LlamaWeights, resolve_dtype
-from engine.setup_thread import run_on_setup_thread
-from engine.tokenizer import Tokenizer
-from engine.types import ModelConfig
-from errors import GGUFFormatError, ModelNotFoundError
+from infer_prof.engine.gguf_loader import load_weights, open_gguf, read_config
+from infer_prof.engine.llama import LayerWeights, LlamaModel, LlamaWeights, resolve_dtype
+from infer_prof.engine.setup_thread import run_on_setup_thread
+from infer_prof.engine.tokenizer import Tokenizer
+from infer_prof.engine.types import ModelConfig
+from infer_prof.errors import GGUFFormatError, ModelNotFoundError
 
 Progress = Callable[[str], None]
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from engine.types import SamplingParams
+from infer_prof.engine.types import SamplingParams
 
 MASK64 = (1 << 64) - 1
 ROW_CHUNK = 16

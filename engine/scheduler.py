@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.types import EMPTY_FLAGS, EMPTY_IDS, NewSequence, StepPlan
+from infer_prof.engine.types import EMPTY_FLAGS, EMPTY_IDS, NewSequence, StepPlan
 
 POLICIES = ("fcfs", "priority")
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import cffi
 
-MODULE_NAME = "native_paths._native"
+MODULE_NAME = "infer_prof.native_paths._native"
 PACKAGE_DIR = Path(__file__).resolve().parent
 CSRC = PACKAGE_DIR / "csrc"
 HEADER = CSRC / "native_paths.h"

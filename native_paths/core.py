@@ -13,11 +13,11 @@ from typing import Any
 
 import numpy as np
 
-from engine.types import ModelInput, NewSequence, StepPlan
-from native_paths.kv_alloc import KVInspection, TableViews, check_pool_config, raise_kv_error
-from native_paths.loader import require
-from native_paths.prepare import InputViews, PendingWork, PrepareQueries, raise_prepare_error
-from native_paths.scheduler import (
+from infer_prof.engine.types import ModelInput, NewSequence, StepPlan
+from infer_prof.native_paths.kv_alloc import KVInspection, TableViews, check_pool_config, raise_kv_error
+from infer_prof.native_paths.loader import require
+from infer_prof.native_paths.prepare import InputViews, PendingWork, PrepareQueries, raise_prepare_error
+from infer_prof.native_paths.scheduler import (
     NUM_COUNTS,
     POLICIES,
     PlanViews,

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from native_paths.loader import require
+from infer_prof.native_paths.loader import require
 
 
 class KVInspection:

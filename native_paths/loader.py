@@ -10,11 +10,11 @@ from collections.abc import Iterable
 from types import ModuleType
 from typing import Any
 
-from errors import NativeUnavailableError
+from infer_prof.errors import NativeUnavailableError
 
 # Point this at another build of the library (e.g. the sanitizer build, docs/native-dev.md).
 LIBRARY_PATH_VARIABLE = "INFER_PROF_NATIVE_PATH"
-MODULE_NAME = "native_paths._native"
+MODULE_NAME = "infer_prof.native_paths._native"
 
 # The C entry points each component needs; a library missing one is treated as not built.
 COMPONENT_SYMBOLS = {
@@ -35,7 +35,7 @@ _failure: str | None = None
 def _import_extension() -> ModuleType:
     path = os.environ.get(LIBRARY_PATH_VARIABLE)
     if not path:
-        from native_paths import _native  # type: ignore[attr-defined]
+        from infer_prof.native_paths import _native  # type: ignore[attr-defined]
 
         return _native
     if not os.path.isfile(path):

@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from engine.types import NewSequence, StepPlan
-from native_paths.loader import require
+from infer_prof.engine.types import NewSequence, StepPlan
+from infer_prof.native_paths.loader import require
 
 POLICIES = {"fcfs": 0, "priority": 1}
 MAX_PROMPT_TOKENS = 2**60  # far from int64 overflow in C's counters

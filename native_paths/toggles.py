@@ -7,8 +7,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from errors import InvalidNativeSelection
-from native_paths import loader
+from infer_prof.errors import InvalidNativeSelection
+from infer_prof.native_paths import loader
 
 COMPONENTS = ("sampler", "kv_alloc", "scheduler", "prepare")
 CORE = "core"  # scheduler + kv_alloc + prepare fused into one C call per step
@@ -93,7 +93,7 @@ def make_components(
         "policy": policy,
     }
     if CORE in usable:
-        from native_paths.core import core_components
+        from infer_prof.native_paths.core import core_components
 
         scheduler, kv_alloc, prepare = core_components(
             num_blocks, block_size, max_num_seqs, max_batched_tokens, policy
@@ -128,27 +128,27 @@ def make_twin(
     engine's types, and this is the one place that chooses between the two implementations."""
     if name == "sampler":
         if native:
-            from native_paths.sampler import NativeSampler as sampler_class
+            from infer_prof.native_paths.sampler import NativeSampler as sampler_class
         else:
-            from engine.sampler import PythonSampler as sampler_class  # type: ignore[assignment]
+            from infer_prof.engine.sampler import PythonSampler as sampler_class  # type: ignore[assignment]
         return sampler_class()
     if name == "kv_alloc":
         if native:
-            from native_paths.kv_alloc import NativeKVAllocator as kv_alloc_class
+            from infer_prof.native_paths.kv_alloc import NativeKVAllocator as kv_alloc_class
         else:
-            from engine.kv_alloc import PythonKVAllocator as kv_alloc_class  # type: ignore[assignment]
+            from infer_prof.engine.kv_alloc import PythonKVAllocator as kv_alloc_class  # type: ignore[assignment]
         return kv_alloc_class(num_blocks, block_size)
     if name == "scheduler":
         if native:
-            from native_paths.scheduler import NativeScheduler as scheduler_class
+            from infer_prof.native_paths.scheduler import NativeScheduler as scheduler_class
         else:
-            from engine.scheduler import PythonScheduler as scheduler_class  # type: ignore[assignment]
+            from infer_prof.engine.scheduler import PythonScheduler as scheduler_class  # type: ignore[assignment]
         return scheduler_class(block_size, max_num_seqs, max_batched_tokens, policy)
     if name == "prepare":
         if native:
-            from native_paths.prepare import NativePrepare as prepare_class
+            from infer_prof.native_paths.prepare import NativePrepare as prepare_class
         else:
-            from engine.prepare import PythonPrepare as prepare_class  # type: ignore[assignment]
+            from infer_prof.engine.prepare import PythonPrepare as prepare_class  # type: ignore[assignment]
         return prepare_class(block_size)
     raise ValueError(f"no twin named {name!r}; the twins are {', '.join(COMPONENTS)}")
 

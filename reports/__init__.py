@@ -15,19 +15,19 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "generate_reports": "reports.run.generate",
-    "render_summary": "reports.run.terminal",
-    "write_html_report": "reports.run.html",
-    "write_pdf_report": "reports.run.pdf",
-    "write_chrome_trace": "reports.exports.trace",
-    "write_speedscope": "reports.exports.speedscope",
-    "compare_runs": "reports.compare.analysis",
-    "ComparisonResult": "reports.compare.analysis",
-    "MetricComparison": "reports.compare.analysis",
-    "write_comparison_report": "reports.compare.report",
-    "render_comparison": "reports.compare.terminal",
-    "ReportError": "errors",
-    "CompareError": "errors",
+    "generate_reports": "infer_prof.reports.run.generate",
+    "render_summary": "infer_prof.reports.run.terminal",
+    "write_html_report": "infer_prof.reports.run.html",
+    "write_pdf_report": "infer_prof.reports.run.pdf",
+    "write_chrome_trace": "infer_prof.reports.exports.trace",
+    "write_speedscope": "infer_prof.reports.exports.speedscope",
+    "compare_runs": "infer_prof.reports.compare.analysis",
+    "ComparisonResult": "infer_prof.reports.compare.analysis",
+    "MetricComparison": "infer_prof.reports.compare.analysis",
+    "write_comparison_report": "infer_prof.reports.compare.report",
+    "render_comparison": "infer_prof.reports.compare.terminal",
+    "ReportError": "infer_prof.errors",
+    "CompareError": "infer_prof.errors",
 }
 __all__ = [
     "CompareError",

@@ -10,10 +10,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from profiler.rundir.results import STEP_COLUMNS, RunData, RunResult, read_run
-from profiler.rundir.samples import measured_requests, token_gaps_ms
-from reports.slo import SloCheck, check_slos, slo_targets
-from reports.stacks import ThreadGroup, process_groups, read_stacks, thread_groups
+from infer_prof.profiler.rundir.results import STEP_COLUMNS, RunData, RunResult, read_run
+from infer_prof.profiler.rundir.samples import measured_requests, token_gaps_ms
+from infer_prof.reports.slo import SloCheck, check_slos, slo_targets
+from infer_prof.reports.stacks import ThreadGroup, process_groups, read_stacks, thread_groups
 
 # The order phases run in within a step (engine/trace.py SPAN_NAMES; reports may not import engine).
 PHASE_ORDER = (

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from scenarios.requests import RequestSpec, generate_requests, prompt_text_for
+from infer_prof.scenarios.requests import RequestSpec, generate_requests, prompt_text_for
 
 __all__ = ["LoadRecord", "LoadResult", "RequestSpec", "generate_requests", "prompt_text_for", "run_load"]
 

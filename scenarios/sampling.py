@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field, fields
 
-from scenarios.lengths import LengthDist
+from infer_prof.scenarios.lengths import LengthDist
 
 # Allowed ranges, mirroring engine.types.SamplingParams (scenarios may not import the engine), so that a
 # bad value is reported with its file and key when the scenario loads, not later by the engine.

@@ -72,8 +72,31 @@ def lazy_exports(package: str) -> dict[str, str]:
     return {}
 
 
+PACKAGE = (
+    "infer_prof."  # what every room is installed under (docs/architecture.md, "The installed namespace")
+)
+
+
+def bare_imports(module: str) -> Iterator[tuple[str, int]]:
+    """(imported module, line) for each import of a room by its bare name (`import engine`), which the
+    installed package cannot satisfy."""
+    for node in ast.walk(ast.parse(modules()[module].read_text(encoding="utf-8"))):
+        names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+        if isinstance(node, ast.ImportFrom) and not node.level:
+            names = [node.module or ""]
+        for name in names:
+            if name.split(".")[0] in (*ROOMS, "errors"):
+                yield name, node.lineno
+
+
 def imports_of(module: str) -> Iterator[tuple[str, int]]:
-    """(imported module, line) for every import statement of `module`, wherever it stands."""
+    """(imported module, line) for every import statement of `module`, wherever it stands, named as in the
+    repository (`infer_prof.engine.llama` is `engine.llama`)."""
+    for name, line in _imports_as_written(module):
+        yield name.removeprefix(PACKAGE), line
+
+
+def _imports_as_written(module: str) -> Iterator[tuple[str, int]]:
     path = modules()[module]
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -88,10 +111,10 @@ def imports_of(module: str) -> Iterator[tuple[str, int]]:
             yield base, node.lineno
             for alias in node.names:
                 target = f"{base}.{alias.name}"
-                if target in modules():
+                if target.removeprefix(PACKAGE) in modules():
                     yield target, node.lineno
-                elif alias.name in lazy_exports(base):
-                    yield lazy_exports(base)[alias.name], node.lineno
+                elif alias.name in lazy_exports(base.removeprefix(PACKAGE)):
+                    yield lazy_exports(base.removeprefix(PACKAGE))[alias.name], node.lineno
 
 
 def ancestors(module: str) -> list[str]:
@@ -156,6 +179,12 @@ def test_the_walk_sees_imports_inside_functions_and_lazy_exports() -> None:
     # cli/run.py imports reports inside a function, through reports/__init__'s lazy exports.
     assert "reports.run.generate" in graph()["profiler.cli.run"]
     assert "profiler.session.session" in graph()["profiler.cli.run"]
+
+
+def test_every_room_is_imported_through_the_installed_package() -> None:
+    # `pip install -e .` installs only `infer_prof`: a bare `import engine` would find a user's own engine.
+    wrong = [f"{module}:{line} imports {name}" for module in modules() for name, line in bare_imports(module)]
+    assert wrong == []
 
 
 def test_no_import_cycles() -> None:

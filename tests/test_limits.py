@@ -9,7 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from errors import MAX_NESTING, OutputError, ScenarioError, check_nesting, output_error, read_bounded
+from infer_prof.errors import (
+    MAX_NESTING,
+    OutputError,
+    ScenarioError,
+    check_nesting,
+    output_error,
+    read_bounded,
+)
 
 
 def test_nesting_up_to_the_limit_parses_and_one_deeper_is_refused_before_the_parser() -> None:

@@ -55,10 +55,10 @@ import bisect
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple, TypeGuard
 
-from engine.engine import ENGINE_THREAD_NAME
-from profiler.collectors.spans import OUTSIDE
-from profiler.rundir.results import CATEGORIES, COMPONENTS
-from profiler.stats import wilson_interval
+from infer_prof.engine.engine import ENGINE_THREAD_NAME
+from infer_prof.profiler.collectors.spans import OUTSIDE
+from infer_prof.profiler.rundir.results import CATEGORIES, COMPONENTS
+from infer_prof.profiler.stats import wilson_interval
 
 # Engine span names (engine.trace.SPAN_NAMES) -> breakdown components; "step" is the loop itself.
 SPAN_COMPONENTS = {

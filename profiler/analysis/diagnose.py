@@ -23,9 +23,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from profiler.rundir.health import VOID_BUSY, void_reason
-from profiler.rundir.results import CATEGORIES
-from profiler.stats import wilson_interval
+from infer_prof.profiler.rundir.health import VOID_BUSY, void_reason
+from infer_prof.profiler.rundir.results import CATEGORIES
+from infer_prof.profiler.stats import wilson_interval
 
 STAY_UP_TO = 0.01
 REWRITE_FROM = 0.30

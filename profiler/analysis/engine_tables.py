@@ -39,7 +39,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from errors import TargetError
+from infer_prof.errors import TargetError
 
 Row = tuple[str, str, str | None]  # (label, file pattern, function pattern or None)
 ProbeRow = tuple[str, str, str]  # (component or "step", module, qualname in it)
@@ -463,7 +463,7 @@ def load_table(path: str | Path) -> EngineTable:
             f"engine table {path}: unknown key(s) {', '.join(sorted(unknown))}; use name, components, "
             "waits, wait_frames, roles, detect, probes"
         )
-    from profiler.rundir.results import COMPONENTS
+    from infer_prof.profiler.rundir.results import COMPONENTS
 
     components = COMPONENTS + ("model", "queue")
     detect = data.get("detect") or []

@@ -28,8 +28,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from profiler.analysis.breakdown import samples_split
-from profiler.analysis.diagnose import (
+from infer_prof.profiler.analysis.breakdown import samples_split
+from infer_prof.profiler.analysis.diagnose import (
     REWRITE_FROM,
     RULE_REWRITE,
     RULE_STAY,
@@ -38,7 +38,7 @@ from profiler.analysis.diagnose import (
     rule_for,
     straddled,
 )
-from profiler.stats import wilson_interval
+from infer_prof.profiler.stats import wilson_interval
 
 # Components whose Python-innermost samples are the engine's control code, not a line calling a kernel.
 CONTROL = ("scheduler", "kv_alloc", "prepare", "tokenizer", "detokenizer", "queue", "api", "sampler")

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from profiler.rundir.health import VOID_BUSY, VOID_SATURATED
+from infer_prof.profiler.rundir.health import VOID_BUSY, VOID_SATURATED
 
 # Alone on a core a thread waits only for its wake-ups (a share near 1); with one CPU-bound competitor per core the
 # scheduler gives it about half. Below 0.75 the run averaged at least half a competitor per core over its whole

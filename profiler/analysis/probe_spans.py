@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from profiler.stats import bootstrap, quantile_statistic, rate_statistic, wilson_interval
+from infer_prof.profiler.stats import bootstrap, quantile_statistic, rate_statistic, wilson_interval
 
 # Columns of a probe record: native thread id, probe index, start and end (perf_counter_ns), component probes on.
 TID, INDEX, START, END, ON = range(5)

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from profiler.stats import bootstrap, rate_statistic
+from infer_prof.profiler.stats import bootstrap, rate_statistic
 
 # steps.csv's phase columns (exclusive ms per step) for the paths a C twin can take over.
 PHASE_COLUMNS = {

@@ -15,14 +15,14 @@ from typing import Any
 
 import numpy as np
 
-from profiler.budget.spec import ALIASES, Assertion, BudgetError, BudgetFile
-from profiler.rundir.control import control_figure, drift_void
-from profiler.rundir.health import void_reason
-from profiler.rundir.native import refuse_fallback
-from profiler.rundir.results import ResultError, RunData, RunResult, read_result, read_run
-from profiler.rundir.samples import measured_requests, token_gaps_ms
-from profiler.rundir.twins import twins_on
-from profiler.stats import (
+from infer_prof.profiler.budget.spec import ALIASES, Assertion, BudgetError, BudgetFile
+from infer_prof.profiler.rundir.control import control_figure, drift_void
+from infer_prof.profiler.rundir.health import void_reason
+from infer_prof.profiler.rundir.native import refuse_fallback
+from infer_prof.profiler.rundir.results import ResultError, RunData, RunResult, read_result, read_run
+from infer_prof.profiler.rundir.samples import measured_requests, token_gaps_ms
+from infer_prof.profiler.rundir.twins import twins_on
+from infer_prof.profiler.stats import (
     Statistic,
     bootstrap_ratio,
     mann_whitney_u,

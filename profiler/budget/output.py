@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from profiler.budget.check import (
+from infer_prof.profiler.budget.check import (
     AssertionResult,
     BudgetReport,
     RunLike,
@@ -17,9 +17,9 @@ from profiler.budget.check import (
     format_value,
     load_results,
 )
-from profiler.budget.spec import ALIASES, KNOWN_COUNTERS
-from profiler.rundir.atomic import write_bytes_atomic, write_json_atomic
-from profiler.rundir.results import RunResult
+from infer_prof.profiler.budget.spec import ALIASES, KNOWN_COUNTERS
+from infer_prof.profiler.rundir.atomic import write_bytes_atomic, write_json_atomic
+from infer_prof.profiler.rundir.results import RunResult
 
 # What `write_bmf(runs)` reports when there is no budget to say which metrics matter.
 BMF_DEFAULT_METRICS = (

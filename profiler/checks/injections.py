@@ -86,7 +86,7 @@ class UntracedContendedSampler(ContendedSampler):
     """ContendedSampler whose lock is a plain threading.Lock taken with `with`: no span, no tracer.lock."""
 
     def __init__(self, inner: Any, hold_ms: float = HOLD_MS, period_ms: float = PERIOD_MS) -> None:
-        from engine.trace import NULL_TRACER
+        from infer_prof.engine.trace import NULL_TRACER
 
         super().__init__(inner, NULL_TRACER, hold_ms, period_ms)
 
@@ -121,7 +121,7 @@ def apply_injections(
     if "slow_sampler" in injections:
         sampler = SlowSampler(sampler, float(injections["slow_sampler"]))
     if "contended_lock" in injections:
-        from engine.trace import NULL_TRACER
+        from infer_prof.engine.trace import NULL_TRACER
 
         sampler = ContendedSampler(sampler, tracer or NULL_TRACER)
     if "untraced_lock" in injections:

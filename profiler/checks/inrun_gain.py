@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from profiler.stats import bootstrap
+from infer_prof.profiler.stats import bootstrap
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from profiler.overhead.inrun import abba_state
+from infer_prof.profiler.overhead.inrun import abba_state
 
 # A block is one step (C, Python, Python, C, ...: the twins change every other step), and the intervals
 # resample units of 8 steps. The model span's noise on this machine is mostly slow (step to step, lag 1,
@@ -107,7 +107,7 @@ class SamplerSwitch:
 
     def install(self, engine: Any) -> None:
         """Before the engine starts: its sampler (the Python twin) becomes the switch's Python side."""
-        from native_paths.toggles import make_twin
+        from infer_prof.native_paths.toggles import make_twin
 
         config = engine.config
         native = make_twin(

@@ -40,14 +40,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from profiler.analysis.diagnose import NATIVE_CAPABLE, amdahl_gain, diagnose, measured_gain
-from profiler.checks.inrun_gain import InRunGain, inrun_gain, label_steps
-from profiler.checks.twin_switch import SamplerSwitch
-from profiler.rundir.atomic import write_json_atomic, write_text_atomic
-from profiler.rundir.control import control_figure, drift_void
-from profiler.rundir.results import read_run
-from profiler.session.options import EngineOptions
-from profiler.session.session import SessionOutcome
+from infer_prof.profiler.analysis.diagnose import NATIVE_CAPABLE, amdahl_gain, diagnose, measured_gain
+from infer_prof.profiler.checks.inrun_gain import InRunGain, inrun_gain, label_steps
+from infer_prof.profiler.checks.twin_switch import SamplerSwitch
+from infer_prof.profiler.rundir.atomic import write_json_atomic, write_text_atomic
+from infer_prof.profiler.rundir.control import control_figure, drift_void
+from infer_prof.profiler.rundir.results import read_run
+from infer_prof.profiler.session.options import EngineOptions
+from infer_prof.profiler.session.session import SessionOutcome
 
 VERIFY_DIR = "verify"
 TURNS_FILE = "turns.csv"  # the switched sampler run's step -> (block, C twin served)
@@ -247,7 +247,7 @@ def verify_predictions(
     """Run again per native-capable component with its C twin on (`run_again`, a face's session with its
     progress display); rewrite result.json with the measured gains and return the verdict's `verify`
     section, or None when the main run has nothing to compare."""
-    from native_paths.loader import available
+    from infer_prof.native_paths.loader import available
 
     result = outcome.result
     predictions = (result.verdict or {}).get("predictions") or {}

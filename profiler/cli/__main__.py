@@ -1,5 +1,5 @@
-"""`python -m profiler.cli`: the same as the `infer-prof` console script."""
+"""`python -m infer_prof.profiler.cli`: the same as the `infer-prof` console script."""
 
-from profiler.cli.main import main
+from infer_prof.profiler.cli.main import main
 
 main()

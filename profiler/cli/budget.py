@@ -9,14 +9,14 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from profiler.cli.app import budget_app
-from profiler.cli.options import output_path
-from profiler.session.options import OPTION, EngineOptions
+from infer_prof.profiler.cli.app import budget_app
+from infer_prof.profiler.cli.options import output_path
+from infer_prof.profiler.session.options import OPTION, EngineOptions
 
 if TYPE_CHECKING:  # the CLI's help and usage errors load none of these (tests/profiler/cli/test_imports.py)
     from rich.console import Console
 
-    from profiler.budget.check import BudgetReport
+    from infer_prof.profiler.budget.check import BudgetReport
 
 _STYLES = {"PASS": "green", "FAIL": "bold red", "WARN": "yellow", "SKIP": "dim"}
 
@@ -83,10 +83,10 @@ def budget_baseline(
 
 def make_run_fn(out_root: Path, console: Console):
     """A run_fn(overrides) -> run dir for profiler.budget.check; models are loaded once per process."""
-    from native_paths.loader import require_twins
-    from native_paths.toggles import parse_native
-    from profiler.cli.progress import session_progress
-    from profiler.session.runner import ModelCache, run_once
+    from infer_prof.native_paths.loader import require_twins
+    from infer_prof.native_paths.toggles import parse_native
+    from infer_prof.profiler.cli.progress import session_progress
+    from infer_prof.profiler.session.runner import ModelCache, run_once
 
     models = ModelCache()
     counter = itertools.count(1)
@@ -138,10 +138,10 @@ def budget_check_command(
 ) -> int:
     from rich.console import Console
 
-    from profiler.budget.check import check_budget, check_budget_with_runner
-    from profiler.budget.output import write_bmf, write_junit
-    from profiler.budget.spec import load_budget
-    from profiler.rundir.outdir import check_output_file
+    from infer_prof.profiler.budget.check import check_budget, check_budget_with_runner
+    from infer_prof.profiler.budget.output import write_bmf, write_junit
+    from infer_prof.profiler.budget.spec import load_budget
+    from infer_prof.profiler.rundir.outdir import check_output_file
 
     console = Console(stderr=True)
     for option, path in (("--junit", junit), ("--bmf", bmf)):
@@ -165,8 +165,8 @@ def budget_check_command(
 def budget_baseline_command(budget_file: Path, *, out: Path) -> int:
     from rich.console import Console
 
-    from profiler.budget.check import record_runs
-    from profiler.budget.spec import load_budget
+    from infer_prof.profiler.budget.check import record_runs
+    from infer_prof.profiler.budget.spec import load_budget
 
     console = Console(stderr=True)
     budget = load_budget(budget_file)
@@ -182,7 +182,7 @@ def render_budget_report(report: BudgetReport, console: Console) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from profiler.budget.check import format_value
+    from infer_prof.profiler.budget.check import format_value
 
     title = f"budget {escape(report.budget.name)}: {len(report.runs)} run(s)"
     if report.baseline_runs:

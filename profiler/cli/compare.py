@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from errors import OptionError
-from profiler.cli.app import app
-from profiler.cli.options import dim_printer, engine_options, output_path
-from profiler.session.options import EngineOptions
+from infer_prof.errors import OptionError
+from infer_prof.profiler.cli.app import app
+from infer_prof.profiler.cli.options import dim_printer, engine_options, output_path
+from infer_prof.profiler.session.options import EngineOptions
 
 if TYPE_CHECKING:  # the CLI's help and usage errors load none of these (tests/profiler/cli/test_imports.py)
     from rich.console import Console
@@ -101,9 +101,9 @@ def compare_command(
 ) -> int:
     from rich.console import Console
 
-    from profiler.rundir.outdir import check_output_dir
-    from profiler.rundir.sweepdir import is_sweep_dir
-    from reports import compare_runs, render_comparison, write_comparison_report
+    from infer_prof.profiler.rundir.outdir import check_output_dir
+    from infer_prof.profiler.rundir.sweepdir import is_sweep_dir
+    from infer_prof.reports import compare_runs, render_comparison, write_comparison_report
 
     console = Console(stderr=True)
     out_dir = (
@@ -141,9 +141,9 @@ MAX_REPEATS = 100
 
 def _check_repeat_inputs(scenario: str, requests: int | None, before_native: str, after_native: str) -> None:
     """What --repeat will run, checked before the first of its runs starts."""
-    from native_paths.loader import require_twins
-    from native_paths.toggles import parse_native
-    from scenarios.spec import MAX_REQUESTS, load_scenario
+    from infer_prof.native_paths.loader import require_twins
+    from infer_prof.native_paths.toggles import parse_native
+    from infer_prof.scenarios.spec import MAX_REQUESTS, load_scenario
 
     for option, value in (("--before-native", before_native), ("--after-native", after_native)):
         try:
@@ -159,8 +159,8 @@ def _compare_sweeps(dirs: list[Path], out_dir: Path, console: Console) -> int:
     """Two sweep directories: cells matched by axis values, after - before against the repeats' noise."""
     from rich.console import Console
 
-    from profiler.rundir.sweepdir import is_sweep_dir
-    from reports.sweep import compare_sweeps, render_sweep_comparison, write_sweep_comparison
+    from infer_prof.profiler.rundir.sweepdir import is_sweep_dir
+    from infer_prof.reports.sweep import compare_sweeps, render_sweep_comparison, write_sweep_comparison
 
     plain = [str(path) for path in dirs if not is_sweep_dir(path)]
     if plain:
@@ -183,9 +183,9 @@ def _run_interleaved(
     console: Console,
 ) -> tuple[list[Path], list[Path]]:
     """Both configurations `repeat` times in ABBA order, so slow drift of a shared machine hits both alike."""
-    from native_paths.toggles import parse_native
-    from profiler.cli.progress import session_progress
-    from profiler.session.runner import ModelCache, options_with, run_once
+    from infer_prof.native_paths.toggles import parse_native
+    from infer_prof.profiler.cli.progress import session_progress
+    from infer_prof.profiler.session.runner import ModelCache, options_with, run_once
 
     sides = {
         "before": options_with(options, native=parse_native(before_native)),

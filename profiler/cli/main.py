@@ -6,15 +6,16 @@ import sys
 
 import typer
 
-from errors import OUTPUT_ERRNOS, InferProfError, output_error
-from profiler.cli import ANNOUNCED_STOPS
-from profiler.cli.app import app
-from profiler.cli.help_format import install as install_help_format
+from infer_prof.errors import OUTPUT_ERRNOS, InferProfError, output_error
+from infer_prof.profiler.cli import ANNOUNCED_STOPS
+from infer_prof.profiler.cli.app import app
+from infer_prof.profiler.cli.help_format import install as install_help_format
 
 # Each module registers its commands on `app`; this order is the order `infer-prof --help` lists them.
 # isort: off
-from profiler.cli import run, serve, sweep, compare, report, budget, selftest, golden, generate, bench  # noqa: F401
-from profiler.cli import doctor, catalog  # noqa: F401
+from infer_prof.profiler.cli import run, serve, sweep, compare, report, budget, selftest  # noqa: F401
+from infer_prof.profiler.cli import golden, generate, bench  # noqa: F401
+from infer_prof.profiler.cli import doctor, catalog  # noqa: F401
 # isort: on
 
 

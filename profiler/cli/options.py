@@ -11,7 +11,14 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from profiler.session.options import OPTION, OPTIONS, EngineOptions, Option, OptionError, options_from_values
+from infer_prof.profiler.session.options import (
+    OPTION,
+    OPTIONS,
+    EngineOptions,
+    Option,
+    OptionError,
+    options_from_values,
+)
 
 
 def _parameter(option: Option) -> inspect.Parameter:

@@ -10,12 +10,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Self
 
-from profiler.cli import ANNOUNCED_STOPS
+from infer_prof.profiler.cli import ANNOUNCED_STOPS
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from profiler.session import SessionHooks
+    from infer_prof.profiler.session import SessionHooks
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 LINE_EVERY_S = (
@@ -308,7 +308,7 @@ class Reporter:
 @contextmanager
 def session_progress(console: Console, label: str = "requests") -> Iterator[SessionHooks]:
     """Hooks that report one session: requests done / total, output tokens per second, elapsed time, ETA."""
-    from profiler.session import SessionHooks
+    from infer_prof.profiler.session import SessionHooks
 
     with Reporter(console) as reporter:
         task = reporter.task(label)

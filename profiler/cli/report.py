@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from profiler.cli.app import app
+from infer_prof.profiler.cli.app import app
 
 
 @app.command()
@@ -20,7 +20,7 @@ def report(
     """Regenerate report.html, report.pdf, trace.json and speedscope.json from a run directory."""
     from rich.console import Console
 
-    from reports import generate_reports, render_summary
+    from infer_prof.reports import generate_reports, render_summary
 
     render_summary(run_dir, Console(), verbose=verbose)
     files = generate_reports(run_dir)

@@ -12,17 +12,17 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from errors import OptionError
-from profiler.cli.app import app
-from profiler.cli.options import dim_printer, engine_options, output_path
-from profiler.cli.progress import GracefulStop, session_progress, stop_on_signals
-from profiler.rundir.outdir import check_run_dir, claim_default_run_dir, claim_run_dir
-from profiler.session.options import OPTIONS, EngineOptions
+from infer_prof.errors import OptionError
+from infer_prof.profiler.cli.app import app
+from infer_prof.profiler.cli.options import dim_printer, engine_options, output_path
+from infer_prof.profiler.cli.progress import GracefulStop, session_progress, stop_on_signals
+from infer_prof.profiler.rundir.outdir import check_run_dir, claim_default_run_dir, claim_run_dir
+from infer_prof.profiler.session.options import OPTIONS, EngineOptions
 
 if TYPE_CHECKING:  # the CLI's help and usage errors load none of these (tests/profiler/cli/test_imports.py)
     from rich.console import Console
 
-    from scenarios.spec import ScenarioSpec
+    from infer_prof.scenarios.spec import ScenarioSpec
 
 LAUNCH_TIMEOUT_S = 600.0  # vLLM's CPU build takes ~3 minutes to start on a 2-core machine
 INTERRUPTED_EXIT_CODE = 130  # the shell's convention for SIGINT; the partial result is still written
@@ -137,7 +137,7 @@ def run(
     if probe and launch is None:
         raise OptionError("--probe goes with --launch CMD: the probe is loaded into the server as it starts")
     if launch is not None or port is not None:
-        from profiler.session.target.launch import target_url
+        from infer_prof.profiler.session.target.launch import target_url
 
         if launch is not None and pid is not None:
             raise OptionError("--launch samples the whole tree of the server it starts: drop --pid")
@@ -203,7 +203,7 @@ def run_profiled(
     """One session with a progress bar (requests done / total, output tokens/s); `replay`: time the C twins
     on the run's recorded work after it (the predictions' speedups; --verify's extra runs do not need it);
     `switch` (profiler.checks.twin_switch.SamplerSwitch): alternate the sampler's twins during the run."""
-    from profiler.session.session import run_session
+    from infer_prof.profiler.session.session import run_session
 
     with session_progress(console, label) as hooks:
         if switch is not None:
@@ -277,7 +277,7 @@ def _claimed_run_dir(out: Path | None, scenario_name: str) -> Iterator[Path]:
 def _say_clipped_warmup(scenario: str, spec: ScenarioSpec, console: Console) -> None:
     """--requests below the scenario's warm-up shrank the warm-up with it (ScenarioSpec.with_overrides): say so once
     the run starts, not among the checks, which end in one line when they refuse."""
-    from scenarios.spec import load_scenario
+    from infer_prof.scenarios.spec import load_scenario
 
     planned = load_scenario(scenario).warmup_requests
     if spec.warmup_requests < planned:
@@ -327,15 +327,15 @@ def _checked_inputs(
 ) -> tuple[ScenarioSpec, EngineOptions]:
     """Every flag, file and size checked before the model loads: the scenario with its overrides, the output
     directory, the profile, the KV pool against memory and against the scenario's requests."""
-    from profiler.session.builder import engine_config
-    from profiler.session.preflight import check_engine, check_scenario
-    from scenarios.spec import load_scenario
+    from infer_prof.profiler.session.builder import engine_config
+    from infer_prof.profiler.session.preflight import check_engine, check_scenario
+    from infer_prof.scenarios.spec import load_scenario
 
     _check_load_flags(requests, duration, profile)
     if verify and profile == "off":
         raise OptionError("--verify compares profiled runs: drop --profile off, or drop --verify")
     if verify:
-        from native_paths.loader import require, require_twins
+        from infer_prof.native_paths.loader import require, require_twins
 
         # --verify measures C twins against this run: a twin that cannot load would be a Python run called native.
         require_twins(options.native, f"--verify with --native {','.join(sorted(options.native))}")
@@ -357,7 +357,7 @@ def _checked_inputs(
 
 
 def _load(options: EngineOptions, console: Console):
-    from profiler.session.builder import load_for_options
+    from infer_prof.profiler.session.builder import load_for_options
 
     return load_for_options(options, progress=dim_printer(console), checked=True)
 
@@ -399,12 +399,16 @@ def run_target_command(
     wait for it, probe it, drive it, stop it; then the summary and reports."""
     from rich.console import Console
 
-    from profiler.analysis.engine_tables import all_tables
-    from profiler.session.target.inject import prepare_probe
-    from profiler.session.target.launch import launched_server
-    from profiler.session.target.probe import probe as probe_server
-    from profiler.session.target.target_session import plan_target, prompt_tokenizer, run_target_session
-    from scenarios.spec import load_scenario
+    from infer_prof.profiler.analysis.engine_tables import all_tables
+    from infer_prof.profiler.session.target.inject import prepare_probe
+    from infer_prof.profiler.session.target.launch import launched_server
+    from infer_prof.profiler.session.target.probe import probe as probe_server
+    from infer_prof.profiler.session.target.target_session import (
+        plan_target,
+        prompt_tokenizer,
+        run_target_session,
+    )
+    from infer_prof.scenarios.spec import load_scenario
 
     console = Console(stderr=True)
     _check_load_flags(requests, duration, profile)
@@ -458,8 +462,8 @@ def run_target_command(
 
 def _check_load_flags(requests: int | None, duration: float | None, profile: str) -> None:
     """The flags that size and profile a load, whatever it is sent to."""
-    from profiler.collectors.registry import PROFILES
-    from scenarios.spec import MAX_REQUESTS
+    from infer_prof.profiler.collectors.registry import PROFILES
+    from infer_prof.scenarios.spec import MAX_REQUESTS
 
     if requests is not None and not 1 <= requests <= MAX_REQUESTS:
         raise OptionError(
@@ -472,7 +476,7 @@ def _check_load_flags(requests: int | None, duration: float | None, profile: str
 
 
 def _verify(outcome, options, spec, loaded, console, stop_event, profile) -> None:
-    from profiler.checks.verify import verify_predictions
+    from infer_prof.profiler.checks.verify import verify_predictions
 
     def run_again(native: frozenset[str], out_dir: Path, label: str, switch=None):
         return run_profiled(
@@ -506,8 +510,8 @@ def _write_reports(
     and marks the result partial (the measured run is whole; `infer-prof report DIR` writes what is missing)."""
     from rich.console import Console
 
-    from profiler.rundir.results import mark_partial
-    from reports import generate_reports, render_summary
+    from infer_prof.profiler.rundir.results import mark_partial
+    from infer_prof.reports import generate_reports, render_summary
 
     render_summary(outcome.run_dir, Console(), verbose=verbose, report=report)
     if report and not stop.event.is_set():
@@ -539,7 +543,7 @@ def render_verify(section: dict[str, Any], console: Console) -> None:
     """The --verify table: per component its share, speedup, predicted and measured gains."""
     from rich.table import Table
 
-    from reports.run.summary import interval_unit_text, own_part_text, turns_text, unresolved_note
+    from infer_prof.reports.run.summary import interval_unit_text, own_part_text, turns_text, unresolved_note
 
     def pct(value: float | None) -> str:
         return f"{value:.1%}" if value is not None else "-"

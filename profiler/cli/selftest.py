@@ -6,12 +6,12 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from profiler.cli.app import app
+from infer_prof.profiler.cli.app import app
 
 if TYPE_CHECKING:  # the CLI's help and usage errors load none of these (tests/profiler/cli/test_imports.py)
     from rich.console import Console
 
-    from profiler.checks.selftest import CaseResult
+    from infer_prof.profiler.checks.selftest import CaseResult
 
 
 @app.command()
@@ -27,8 +27,8 @@ def selftest(
     """Run planted bottlenecks whose answer is known by construction; exit 1 if any verdict is wrong."""
     from rich.console import Console
 
-    from profiler.checks.selftest import run_selftest, select_cases
-    from profiler.cli.progress import Reporter
+    from infer_prof.profiler.checks.selftest import run_selftest, select_cases
+    from infer_prof.profiler.cli.progress import Reporter
 
     cases = select_cases(only)  # a bad --only is the user's error before any case runs
     err = Console(stderr=True)

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 import typer.core
 
-from profiler.cli.app import app
-from profiler.cli.options import output_path
+from infer_prof.profiler.cli.app import app
+from infer_prof.profiler.cli.options import output_path
 
 if TYPE_CHECKING:  # the CLI's help and usage errors load none of these (tests/profiler/cli/test_imports.py)
     from rich.console import Console
@@ -119,8 +119,8 @@ def sweep_report(
     """Rebuild the merged tables from the run directories; print the summary; rewrite sweep.html and .pdf."""
     from rich.console import Console
 
-    from profiler.sweep.run import write_tables
-    from reports.sweep import read_crossover, render_sweep_summary, write_sweep_report
+    from infer_prof.profiler.sweep.run import write_tables
+    from infer_prof.reports.sweep import read_crossover, render_sweep_summary, write_sweep_report
 
     write_tables(sweep_dir)
     crossover = read_crossover(sweep_dir, x=x, y=y)
@@ -132,7 +132,7 @@ def sweep_report(
 @sweep_app.command("list")
 def sweep_list() -> None:
     """The built-in sweeps, each with what it asks."""
-    from profiler.sweep.spec import builtin_sweeps, load_sweep
+    from infer_prof.profiler.sweep.spec import builtin_sweeps, load_sweep
 
     for name in builtin_sweeps():
         spec = load_sweep(name)
@@ -154,14 +154,14 @@ def sweep_command(
 ) -> int:
     from rich.console import Console
 
-    from errors import OptionError
-    from profiler.cli.progress import stop_on_signals
-    from profiler.cli.sweep_progress import sweep_progress
-    from profiler.rundir.outdir import check_output_dir
-    from profiler.rundir.sweepdir import is_sweep_dir
-    from profiler.sweep.run import RayTarget, prepare_cells, run_sweep
-    from profiler.sweep.spec import load_sweep
-    from profiler.sweep.state import check_sweep_dir
+    from infer_prof.errors import OptionError
+    from infer_prof.profiler.cli.progress import stop_on_signals
+    from infer_prof.profiler.cli.sweep_progress import sweep_progress
+    from infer_prof.profiler.rundir.outdir import check_output_dir
+    from infer_prof.profiler.rundir.sweepdir import is_sweep_dir
+    from infer_prof.profiler.sweep.run import RayTarget, prepare_cells, run_sweep
+    from infer_prof.profiler.sweep.spec import load_sweep
+    from infer_prof.profiler.sweep.state import check_sweep_dir
 
     console = Console(stderr=True)
     spec = load_sweep(file)
@@ -192,7 +192,7 @@ def sweep_command(
 def _finish(outcome: Any, file: str, report: bool, console: Console) -> None:
     from rich.console import Console
 
-    from reports.sweep import read_crossover, render_sweep_summary, write_sweep_report
+    from infer_prof.reports.sweep import read_crossover, render_sweep_summary, write_sweep_report
 
     crossover = read_crossover(outcome.path)
     render_sweep_summary(crossover, Console())

@@ -23,8 +23,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from engine.device import is_cuda
-from profiler.collectors.base import Collector
+from infer_prof.engine.device import is_cuda
+from infer_prof.profiler.collectors.base import Collector
 
 DEVICE_SPANS = ("model", "d2h")
 EventFactory = Callable[
@@ -145,7 +145,7 @@ class DeviceTimeCollector(Collector):
 
     def timeline(self) -> list[tuple[int, str, int, int]]:
         """(step, span, start ns, end ns) of each pair's device work on the host clock (gpu_timeline.csv)."""
-        from profiler.analysis.gpu_idle import device_intervals
+        from infer_prof.profiler.analysis.gpu_idle import device_intervals
 
         intervals = device_intervals(self.pairs())
         return [

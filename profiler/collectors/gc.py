@@ -8,8 +8,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from profiler.collectors.base import Collector
-from profiler.collectors.spans import RecordingTracer
+from infer_prof.profiler.collectors.base import Collector
+from infer_prof.profiler.collectors.spans import RecordingTracer
 
 
 class GcCollector(Collector):

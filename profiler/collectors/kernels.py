@@ -28,9 +28,9 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
-from profiler.collectors.base import Collector
-from profiler.collectors.kineto_chatter import quietly_profiling, without_kineto_chatter
-from profiler.collectors.spans import STEP_SPAN, RecordingTracer
+from infer_prof.profiler.collectors.base import Collector
+from infer_prof.profiler.collectors.kineto_chatter import quietly_profiling, without_kineto_chatter
+from infer_prof.profiler.collectors.spans import STEP_SPAN, RecordingTracer
 
 SPAN_PREFIX = "span:"
 OUTSIDE_SPANS = ""

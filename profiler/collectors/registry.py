@@ -8,17 +8,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from engine.device import device_index, is_cuda
-from engine.engine import ENGINE_THREAD_NAME
-from errors import ProfileError
-from profiler.analysis.classify import IDLE_MARKER
-from profiler.collectors.base import Collector
-from profiler.collectors.device_time import DEVICE_SPANS, DeviceTimeCollector
-from profiler.collectors.gc import GcCollector
-from profiler.collectors.gpu import GpuCollector
-from profiler.collectors.kernels import KernelCollector
-from profiler.collectors.sampling import SamplingCollector
-from profiler.collectors.spans import RecordingTracer, SpanCollector
+from infer_prof.engine.device import device_index, is_cuda
+from infer_prof.engine.engine import ENGINE_THREAD_NAME
+from infer_prof.errors import ProfileError
+from infer_prof.profiler.analysis.classify import IDLE_MARKER
+from infer_prof.profiler.collectors.base import Collector
+from infer_prof.profiler.collectors.device_time import DEVICE_SPANS, DeviceTimeCollector
+from infer_prof.profiler.collectors.gc import GcCollector
+from infer_prof.profiler.collectors.gpu import GpuCollector
+from infer_prof.profiler.collectors.kernels import KernelCollector
+from infer_prof.profiler.collectors.sampling import SamplingCollector
+from infer_prof.profiler.collectors.spans import RecordingTracer, SpanCollector
 
 PROFILES = ("off", "default", "deep")
 # An odd rate so samples do not fall in lockstep with periodic engine work (10 ms ticks, 60 Hz clocks).

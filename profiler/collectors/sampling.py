@@ -24,9 +24,16 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from profiler.analysis.classify import IDLE_MARKER, ComponentRules, Stack, classify, is_gil_wait, parse_raw
-from profiler.collectors.base import Collector
-from profiler.session.machine import REALTIME_PRIORITY, realtime_allowed  # noqa: F401 (moved there: `doctor` runs it without torch)
+from infer_prof.profiler.analysis.classify import (
+    IDLE_MARKER,
+    ComponentRules,
+    Stack,
+    classify,
+    is_gil_wait,
+    parse_raw,
+)
+from infer_prof.profiler.collectors.base import Collector
+from infer_prof.profiler.session.machine import REALTIME_PRIORITY, realtime_allowed  # noqa: F401 (moved there: `doctor` runs it without torch)
 
 _ATTACHED = "Sampling process"
 _SUMMARY = re.compile(r"Samples:\s*(\d+)\s+Errors:\s*(\d+)")

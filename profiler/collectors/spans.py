@@ -10,8 +10,8 @@ from collections.abc import Callable, Iterator
 from contextlib import nullcontext
 from typing import Any
 
-from profiler.collectors.base import Collector
-from profiler.collectors.spill import SpillFile
+from infer_prof.profiler.collectors.base import Collector
+from infer_prof.profiler.collectors.spill import SpillFile
 
 Clock = Callable[[], int]
 StepListener = Callable[[int, bool], None]  # (step index, begin?)

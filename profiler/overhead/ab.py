@@ -7,9 +7,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from profiler.overhead.costs import ABResult, interleave_ab
-from profiler.session.options import EngineOptions
-from scenarios.spec import ScenarioSpec
+from infer_prof.profiler.overhead.costs import ABResult, interleave_ab
+from infer_prof.profiler.session.options import EngineOptions
+from infer_prof.scenarios.spec import ScenarioSpec
 
 
 def run_throughput(
@@ -20,7 +20,7 @@ def run_throughput(
     sink: list[dict[str, Any]] | None = None,
 ) -> float:
     """Output tokens per second of one run (measured requests only, collectors' start/stop excluded)."""
-    from profiler.session.session import run_session
+    from infer_prof.profiler.session.session import run_session
 
     with tempfile.TemporaryDirectory(prefix="infer-prof-overhead-") as scratch:
         outcome = run_session(

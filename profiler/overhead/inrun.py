@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from profiler.collectors.base import Collector
-from profiler.stats import bootstrap
+from infer_prof.profiler.collectors.base import Collector
+from infer_prof.profiler.stats import bootstrap
 
 
 @dataclass(slots=True)
@@ -262,8 +262,8 @@ def measure_inrun_overhead(
     profile). `only` toggles just the named collectors, the rest measuring throughout: what each
     one costs; `only=[]` toggles none, an A/A run that shows the method's own noise.
     """
-    from profiler.collectors.registry import DEEP_RATE_HZ, DEFAULT_RATE_HZ
-    from profiler.session.session import SessionHooks, run_session
+    from infer_prof.profiler.collectors.registry import DEEP_RATE_HZ, DEFAULT_RATE_HZ
+    from infer_prof.profiler.session.session import SessionHooks, run_session
 
     # The same block shape and py-spy rate whatever `only` says, so that an A/A run (only=[]) or a
     # run toggling some collectors has the noise of the full A/B. Deep mode's py-spy cannot pause.

@@ -38,8 +38,8 @@ from typing import Any
 
 import numpy as np
 
-from profiler.replay.recorder import WorkloadLog
-from profiler.stats import block_length, bootstrap, rate_statistic
+from infer_prof.profiler.replay.recorder import WorkloadLog
+from infer_prof.profiler.stats import block_length, bootstrap, rate_statistic
 
 REPLAYED = ("scheduler", "kv_alloc", "prepare", "sampler")
 REPEATS = 3
@@ -76,8 +76,8 @@ Twins = dict[str, tuple[Callable[[], Any], Callable[[], Any]]]
 
 def default_twins(shape: PoolShape, names: Sequence[str]) -> Twins:
     """name -> (make Python twin, make C twin) for each name whose C twin is loadable."""
-    from native_paths import loader
-    from native_paths.toggles import make_twin
+    from infer_prof.native_paths import loader
+    from infer_prof.native_paths.toggles import make_twin
 
     status, sizes = loader.available(), asdict(shape)
     return {
@@ -90,7 +90,7 @@ def default_twins(shape: PoolShape, names: Sequence[str]) -> Twins:
 def derive(log: WorkloadLog, shape: PoolShape) -> Derived:
     """Replay the recorded schedule through the Python scheduler and allocator (untimed), checking at every
     step that the allocator has the free blocks the run's engine reported; ReplayMismatch if not."""
-    from native_paths.toggles import make_twin
+    from infer_prof.native_paths.toggles import make_twin
 
     scheduler, pool = (make_twin(name, False, **asdict(shape)) for name in ("scheduler", "kv_alloc"))
     plans, tables = [], []
@@ -133,7 +133,7 @@ def time_prepare(
 ) -> tuple[list[int], list[int]]:
     """prepare() per step, in the engine's order: the step's finished sequences removed, its arrivals
     added, prepare(plan, tables) timed (the engine's `prepare` span), then the tokens it drew handed over."""
-    from native_paths.bench_control import digest
+    from infer_prof.native_paths.bench_control import digest
 
     prepare, times, digests, drawn = make(), [], [], derived.drawn
     for step, ((arrivals, finished, _), plan, tables) in enumerate(

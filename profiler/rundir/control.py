@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from profiler.rundir.results import RunData
+from infer_prof.profiler.rundir.results import RunData
 
 CONTROL_NAME = "model_us_per_token"
 

@@ -33,9 +33,9 @@ from typing import Any
 
 import pandas as pd
 
-from errors import MAX_DATA_BYTES, ResultError, read_bounded
-from profiler.rundir.atomic import write_atomic, write_json_atomic
-from profiler.rundir.schema import (
+from infer_prof.errors import MAX_DATA_BYTES, ResultError, read_bounded
+from infer_prof.profiler.rundir.atomic import write_atomic, write_json_atomic
+from infer_prof.profiler.rundir.schema import (
     SCHEMA_VERSION,
     Breakdown,
     CollectorStatus,
@@ -51,7 +51,7 @@ from profiler.rundir.schema import (
     Verdict,
     check_file,
 )
-from profiler.rundir.validate import check_requests, check_steps, read_table, table_path
+from infer_prof.profiler.rundir.validate import check_requests, check_steps, read_table, table_path
 
 REQUEST_COLUMNS = (
     "request_id",

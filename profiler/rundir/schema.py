@@ -13,7 +13,7 @@ import types
 import typing
 from typing import Any, Literal, TypedDict, Union
 
-from errors import ResultError
+from infer_prof.errors import ResultError
 
 # The version written now, and the oldest this infer-prof still reads (older files lack sections that are
 # optional here, so they load; a file before the oldest is refused with one line).
@@ -522,7 +522,7 @@ def markdown() -> str:
     lines = [
         "# result.json schema",
         "",
-        "Generated from `profiler/rundir/schema.py` by `python -m profiler.rundir.schema > docs/result-schema.md`;",
+        "Generated from `profiler/rundir/schema.py` by `python -m infer_prof.profiler.rundir.schema > docs/result-schema.md`;",
         "do not edit by hand. "
         f"schema_version {SCHEMA_VERSION}; files from version {OLDEST_READABLE_VERSION} on are read.",
         "Every field below the top level may be null (not measured); keys not listed are kept and ignored.",

@@ -14,7 +14,7 @@ from prometheus_client import (
     generate_latest,
 )
 
-from engine.sequence import RequestOutput
+from infer_prof.engine.sequence import RequestOutput
 
 PREFIX = "infer_prof"
 disable_created_metrics()  # the `_created` timestamp series double the output and no dashboard reads them

@@ -14,10 +14,10 @@ import time
 from dataclasses import asdict
 from typing import Any
 
-from engine.engine import ENGINE_THREAD_NAME
-from engine.trace import NULL_TRACER, Tracer
-from profiler.collectors.gc import GcCollector
-from profiler.collectors.spans import RecordingTracer, SpanCollector
+from infer_prof.engine.engine import ENGINE_THREAD_NAME
+from infer_prof.engine.trace import NULL_TRACER, Tracer
+from infer_prof.profiler.collectors.gc import GcCollector
+from infer_prof.profiler.collectors.spans import RecordingTracer, SpanCollector
 
 API_THREAD_NAME = "infer-prof-api"  # the event loop's thread: request parsing, validation, encoding
 

@@ -22,13 +22,13 @@ from typing import Any
 
 import uvicorn
 
-from engine.engine import ENGINE_THREAD_NAME
-from errors import OptionError
-from profiler.serve.access_log import AccessLog
-from profiler.serve.app import create_app
-from profiler.serve.profiling import API_THREAD_NAME
-from profiler.serve.state import ServeState
-from profiler.session.heap import HeapTrimmer
+from infer_prof.engine.engine import ENGINE_THREAD_NAME
+from infer_prof.errors import OptionError
+from infer_prof.profiler.serve.access_log import AccessLog
+from infer_prof.profiler.serve.app import create_app
+from infer_prof.profiler.serve.profiling import API_THREAD_NAME
+from infer_prof.profiler.serve.state import ServeState
+from infer_prof.profiler.session.heap import HeapTrimmer
 
 CANCEL_GRACE_S = 5.0  # after the engine aborted what was left, how long streams get to send their last chunk
 
@@ -145,7 +145,7 @@ def gguf_sampling(path: str | os.PathLike[str] | None) -> dict[str, float]:
     """The sampling settings a GGUF ships (general.sampling.*), by SamplingParams name; {} when none or no file."""
     if path is None:
         return {}
-    from engine.gguf_loader import field_value, open_gguf
+    from infer_prof.engine.gguf_loader import field_value, open_gguf
 
     reader = open_gguf(path)
     found = {name: field_value(reader, key) for name, key in GGUF_SAMPLING_KEYS.items()}

@@ -6,10 +6,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from engine.config import EngineConfig, pool_blocks_for
-from engine.engine import Engine
-from engine.trace import NULL_TRACER, Tracer
-from profiler.session.options import EngineOptions
+from infer_prof.engine.config import EngineConfig, pool_blocks_for
+from infer_prof.engine.engine import Engine
+from infer_prof.engine.trace import NULL_TRACER, Tracer
+from infer_prof.profiler.session.options import EngineOptions
 
 
 @dataclass
@@ -34,7 +34,7 @@ def openmp_config() -> dict[str, Any]:
     """How torch's OpenMP threads wait and how many there are, with who chose (engine.threads)."""
     import torch
 
-    from engine.threads import wait_policy_decision
+    from infer_prof.engine.threads import wait_policy_decision
 
     return {**wait_policy_decision(), "threads": torch.get_num_threads()}
 
@@ -47,9 +47,9 @@ def load_for_options(
     Unless the caller already did (`checked`), the model's file and shape are checked first, and the
     weights and KV pool against this machine's memory (profiler.session.preflight), so that a bad model
     or an impossible size is refused before the slow load starts."""
-    from engine.loader import load_model
-    from engine.threads import pin_threads
-    from profiler.session.preflight import check_engine
+    from infer_prof.engine.loader import load_model
+    from infer_prof.engine.threads import pin_threads
+    from infer_prof.profiler.session.preflight import check_engine
 
     if not checked:
         check_engine(options, engine_config(options))
@@ -67,7 +67,7 @@ def _install_graphs(model: Any, options: EngineOptions, config: EngineConfig) ->
     if options.graphs != "on":
         model.graphs = None
         return
-    from engine.cuda_graphs import DecodeGraphs
+    from infer_prof.engine.cuda_graphs import DecodeGraphs
 
     max_model_len = config.resolve_max_model_len(model.config.context_length)
     model.graphs = DecodeGraphs(
@@ -85,7 +85,7 @@ def build_engine(
     """A fresh engine over an already loaded model; components per options.native, wrapped by any injections."""
     import warnings
 
-    from native_paths.toggles import make_components
+    from infer_prof.native_paths.toggles import make_components
 
     config = engine_config(options)
     num_blocks = pool_blocks_for(config, loaded.model)
@@ -103,7 +103,7 @@ def build_engine(
     notes = [str(warning.message) for warning in caught]
     scheduler, kv_alloc, sampler = components.scheduler, components.kv_alloc, components.sampler
     if injections:
-        from profiler.checks.injections import apply_injections
+        from infer_prof.profiler.checks.injections import apply_injections
 
         scheduler, kv_alloc, sampler = apply_injections(injections, scheduler, kv_alloc, sampler, tracer)
     engine = Engine(

@@ -12,22 +12,22 @@ from pathlib import Path
 
 import pandas as pd
 
-from engine.types import SamplingParams
-from profiler.rundir.environment import describe_environment
-from profiler.rundir.results import RunResult, write_run
-from profiler.session.builder import build_engine
-from profiler.session.options import EngineOptions
-from profiler.session.record import request_tables, run_config, step_table
-from profiler.session.session import SessionOutcome, engine_section, prepare_prompts
-from scenarios.loadgen import generate_requests
-from scenarios.spec import ScenarioSpec
+from infer_prof.engine.types import SamplingParams
+from infer_prof.profiler.rundir.environment import describe_environment
+from infer_prof.profiler.rundir.results import RunResult, write_run
+from infer_prof.profiler.session.builder import build_engine
+from infer_prof.profiler.session.options import EngineOptions
+from infer_prof.profiler.session.record import request_tables, run_config, step_table
+from infer_prof.profiler.session.session import SessionOutcome, engine_section, prepare_prompts
+from infer_prof.scenarios.loadgen import generate_requests
+from infer_prof.scenarios.spec import ScenarioSpec
 
 
 def run_counting(
     options: EngineOptions, scenario: ScenarioSpec, out_dir: Path, *, loaded, native_speedups=None
 ) -> SessionOutcome:
-    from profiler.analysis.metrics import compute_metrics
-    from profiler.collectors.counters import CounterCollector
+    from infer_prof.profiler.analysis.metrics import compute_metrics
+    from infer_prof.profiler.collectors.counters import CounterCollector
 
     requests = generate_requests(scenario, loaded.config.context_length)
     prompts = prepare_prompts(requests, loaded.tokenizer)

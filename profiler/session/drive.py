@@ -9,13 +9,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.types import SamplingParams
-from errors import RequestError
-from profiler.collectors.health import HealthProbe
-from profiler.collectors.spill import SpillFile
-from profiler.session.heap import HeapTrimmer
-from scenarios.loadgen import LoadRecord, LoadResult, RequestSpec, run_load
-from scenarios.spec import ScenarioSpec
+from infer_prof.engine.types import SamplingParams
+from infer_prof.errors import RequestError
+from infer_prof.profiler.collectors.health import HealthProbe
+from infer_prof.profiler.collectors.spill import SpillFile
+from infer_prof.profiler.session.heap import HeapTrimmer
+from infer_prof.scenarios.loadgen import LoadRecord, LoadResult, RequestSpec, run_load
+from infer_prof.scenarios.spec import ScenarioSpec
 
 
 class Ticket:

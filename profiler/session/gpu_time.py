@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from profiler.analysis.breakdown import SPAN_COMPONENTS
-from profiler.analysis.gpu_idle import device_intervals, gpu_idle_split
-from profiler.collectors.spans import STEP_SPAN
+from infer_prof.profiler.analysis.breakdown import SPAN_COMPONENTS
+from infer_prof.profiler.analysis.gpu_idle import device_intervals, gpu_idle_split
+from infer_prof.profiler.collectors.spans import STEP_SPAN
 
 
 def gpu_time_section(

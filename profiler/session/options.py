@@ -7,10 +7,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from engine.config import DEFAULT_MODEL, EngineConfig
-from engine.device import resolve_device, resolve_dtype_name
-from errors import EngineConfigError, OptionError
-from profiler.session.machine import available_memory_bytes, gib, usable_cpus
+from infer_prof.engine.config import DEFAULT_MODEL, EngineConfig
+from infer_prof.engine.device import resolve_device, resolve_dtype_name
+from infer_prof.errors import EngineConfigError, OptionError
+from infer_prof.profiler.session.machine import available_memory_bytes, gib, usable_cpus
 
 # Sizes one engine can be given: the KV block ids and the plans' counts are 32-bit in the C twins, and
 # beyond these the engine would spend the machine's memory on bookkeeping long before it served a token.
@@ -307,7 +307,7 @@ class EngineOptions:
 def options_from_values(values: Mapping[str, Any]) -> EngineOptions:
     """EngineOptions from values named as OPTIONS (the CLI's and a sweep axis'): native and kv_memory given as
     text are parsed, and an option not given takes its default."""
-    from native_paths.toggles import parse_native
+    from infer_prof.native_paths.toggles import parse_native
 
     given = {option.name: values.get(option.name, option.default) for option in OPTIONS}
     kv_memory = given.pop("kv_memory")

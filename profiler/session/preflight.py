@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from engine.config import EngineConfig
-from engine.llama import kv_bytes_per_block
-from engine.loader import describe_model, parameter_count
-from engine.types import ModelConfig, SamplingParams
-from errors import EngineConfigError, InvalidSamplingParams, ScenarioError
-from profiler.session.machine import device_memory_bytes, gib
-from profiler.session.options import EngineOptions, in_flag_terms
-from scenarios.requests import generate_requests
-from scenarios.spec import ScenarioSpec
+from infer_prof.engine.config import EngineConfig
+from infer_prof.engine.llama import kv_bytes_per_block
+from infer_prof.engine.loader import describe_model, parameter_count
+from infer_prof.engine.types import ModelConfig, SamplingParams
+from infer_prof.errors import EngineConfigError, InvalidSamplingParams, ScenarioError
+from infer_prof.profiler.session.machine import device_memory_bytes, gib
+from infer_prof.profiler.session.options import EngineOptions, in_flag_terms
+from infer_prof.scenarios.requests import generate_requests
+from infer_prof.scenarios.spec import ScenarioSpec
 
 # A chat template wraps the user's text in a few tokens the scenario's prompt_tokens do not count.
 CHAT_TEMPLATE_TOKENS = 16

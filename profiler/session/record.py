@@ -8,17 +8,17 @@ from typing import Any
 
 import pandas as pd
 
-from profiler.analysis.metrics import RequestTiming
-from profiler.rundir.atomic import write_atomic, write_json_atomic, write_text_atomic
-from profiler.rundir.results import (
+from infer_prof.profiler.analysis.metrics import RequestTiming
+from infer_prof.profiler.rundir.atomic import write_atomic, write_json_atomic, write_text_atomic
+from infer_prof.profiler.rundir.results import (
     GPU_TIMELINE_COLUMNS,
     KERNEL_EVENT_COLUMNS,
     SAMPLE_LABEL_COLUMNS,
     SPAN_COLUMNS,
     RunResult,
 )
-from scenarios.loadgen import RequestSpec
-from scenarios.spec import ScenarioSpec
+from infer_prof.scenarios.loadgen import RequestSpec
+from infer_prof.scenarios.spec import ScenarioSpec
 
 # The engine's phase spans, one `<phase>_ms` column each in steps.csv.
 STEP_PHASES = ("queue", "scheduler", "kv_alloc", "prepare", "model", "sampler", "detokenize")
@@ -184,8 +184,8 @@ def sample_labels(raw: str, *, engine_thread_id: int | None = None) -> pd.DataFr
 
     The sampling collector classifies with classify()'s defaults (collectors/registry.py passes them),
     so the labels here are the ones its thread totals were counted from."""
-    from engine.engine import ENGINE_THREAD_NAME
-    from profiler.analysis.classify import classify, parse_line
+    from infer_prof.engine.engine import ENGINE_THREAD_NAME
+    from infer_prof.profiler.analysis.classify import classify, parse_line
 
     rows = []
     for number, line in enumerate(raw.splitlines(), start=1):
@@ -250,7 +250,7 @@ def write_trace_tables(
 
 def span_table(tracer: Any) -> pd.DataFrame:
     """spans.csv: every span of the engine thread (step, name, start_ns, end_ns, depth), in start order."""
-    from engine.engine import ENGINE_THREAD_NAME
+    from infer_prof.engine.engine import ENGINE_THREAD_NAME
 
     rows = []
     for state in tracer.thread_states() if tracer is not None else []:

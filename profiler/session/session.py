@@ -14,20 +14,26 @@ from typing import Any
 
 import pandas as pd
 
-from engine.engine import ENGINE_THREAD_NAME
-from engine.setup_thread import run_on_setup_thread
-from profiler.collectors.registry import PROFILES, default_collectors, spans_record_cpu_time
-from profiler.collectors.spans import RecordingTracer
-from profiler.replay.recorder import WorkloadLog, install_recorder
-from profiler.rundir.environment import describe_environment
-from profiler.rundir.results import RunResult, write_run
-from profiler.session.builder import BuiltEngine, build_engine
-from profiler.session.drive import Drive, drive_load
-from profiler.session.gpu_time import gpu_time_section
-from profiler.session.options import EngineOptions, OptionError
-from profiler.session.record import request_tables, run_config, step_table, write_samples, write_trace_tables
-from scenarios.loadgen import RequestSpec, generate_requests, prompt_text_for
-from scenarios.spec import ScenarioSpec
+from infer_prof.engine.engine import ENGINE_THREAD_NAME
+from infer_prof.engine.setup_thread import run_on_setup_thread
+from infer_prof.profiler.collectors.registry import PROFILES, default_collectors, spans_record_cpu_time
+from infer_prof.profiler.collectors.spans import RecordingTracer
+from infer_prof.profiler.replay.recorder import WorkloadLog, install_recorder
+from infer_prof.profiler.rundir.environment import describe_environment
+from infer_prof.profiler.rundir.results import RunResult, write_run
+from infer_prof.profiler.session.builder import BuiltEngine, build_engine
+from infer_prof.profiler.session.drive import Drive, drive_load
+from infer_prof.profiler.session.gpu_time import gpu_time_section
+from infer_prof.profiler.session.options import EngineOptions, OptionError
+from infer_prof.profiler.session.record import (
+    request_tables,
+    run_config,
+    step_table,
+    write_samples,
+    write_trace_tables,
+)
+from infer_prof.scenarios.loadgen import RequestSpec, generate_requests, prompt_text_for
+from infer_prof.scenarios.spec import ScenarioSpec
 
 
 @dataclass
@@ -126,7 +132,7 @@ def run_session(
         )
     finally:
         if injections:
-            from profiler.checks.injections import close_injections
+            from infer_prof.profiler.checks.injections import close_injections
 
             close_injections(prepared.built.components)
     if drive.interrupted:
@@ -209,7 +215,7 @@ def record_session(
     injections: dict[str, Any] | None,
 ) -> SessionOutcome:
     """The run's metrics, steps, breakdown and verdict as one RunResult (not yet written)."""
-    from profiler.analysis.metrics import compute_metrics
+    from infer_prof.profiler.analysis.metrics import compute_metrics
 
     timings, request_rows = request_tables(prepared.requests, drive.outputs(), drive.rejected)
     measure_start = drive.load.start_ns if drive.load else drive.wall_start_ns
@@ -257,7 +263,7 @@ def record_session(
         kernels=collector_results.get("kernels"),
     )
     if gpu_time is not None:
-        from profiler.analysis.diagnose import gpu_verdict
+        from infer_prof.profiler.analysis.diagnose import gpu_verdict
 
         analysis["gpu_time"] = gpu_time
         if analysis.get("verdict"):
@@ -298,7 +304,7 @@ def _health(
     drive: Drive, metrics: dict[str, Any], scenario: ScenarioSpec, rows: list[dict[str, Any]]
 ) -> dict[str, Any]:
     """result.json's `health`: the probe's figures, the offered load (open loop: the measured arrivals' span)."""
-    from profiler.analysis.health import health_section, latency_growth, offered_rate
+    from infer_prof.profiler.analysis.health import health_section, latency_growth, offered_rate
 
     scheduled = sorted(
         record.scheduled_ns
@@ -317,7 +323,7 @@ def _health(
 def engine_section(engine: Any, steps: pd.DataFrame) -> dict[str, Any]:
     """result.json's `engine`: its counters after shutdown (so the pool's free count is at the end) and the
     step timeline's summary."""
-    from profiler.analysis.metrics import engine_timeline_summary
+    from infer_prof.profiler.analysis.metrics import engine_timeline_summary
 
     stats = engine.stats()
     graphs = getattr(engine.model, "graphs", None)
@@ -344,11 +350,11 @@ def _analyse(
     health: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The breakdown, the verdict and the profiling cost of a traced run."""
-    from profiler.analysis.breakdown import build_breakdown
-    from profiler.analysis.diagnose import diagnose
-    from profiler.analysis.step_shares import step_share_intervals
-    from profiler.overhead.costs import overhead_section
-    from profiler.rundir.twins import expand
+    from infer_prof.profiler.analysis.breakdown import build_breakdown
+    from infer_prof.profiler.analysis.diagnose import diagnose
+    from infer_prof.profiler.analysis.step_shares import step_share_intervals
+    from infer_prof.profiler.overhead.costs import overhead_section
+    from infer_prof.profiler.rundir.twins import expand
 
     # C twins' spans are native code, not interpreter time: the breakdown counts them as "other".
     breakdown = build_breakdown(
@@ -381,7 +387,7 @@ def _replay(prepared: Prepared) -> dict[str, Any] | None:
     """The C twins timed against the Python twins on this run's recorded work (profiler.replay.replay)."""
     if prepared.workload is None:
         return None
-    from profiler.replay.replay import PoolShape, replay_speedups
+    from infer_prof.profiler.replay.replay import PoolShape, replay_speedups
 
     engine, config = prepared.built.engine, prepared.built.config
     shape = PoolShape(
@@ -399,7 +405,7 @@ def _native_added_costs(
     """On a GPU with the Python sampler: the logits copies the C sampler would add, as a share of wall time."""
     if options.device == "cpu" or "sampler" in prepared.built.native_active or steps.empty:
         return {}
-    from profiler.session.transfer import sampler_copy_share
+    from infer_prof.profiler.session.transfer import sampler_copy_share
 
     share = sampler_copy_share(
         options.device, steps.to_dict("records"), prepared.built.engine.vocab_size, wall_ns

@@ -1,7 +1,7 @@
 """Sweeps: one `infer-prof run` per combination of axis values, into a directory of run directories and
 two merged tables (where Python becomes the bottleneck, across model sizes and loads).
 
-Public surface (imported lazily, so `import profiler.sweep` pulls in neither torch nor Ray):
+Public surface (imported lazily, so `import infer_prof.profiler.sweep` pulls in neither torch nor Ray):
 
     load_sweep, builtin_sweeps, SweepSpec      the sweep file (sweep/spec.py)
     build_cells, run_order, Cell, CellKey      the grid (sweep/grid.py)
@@ -15,19 +15,19 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "load_sweep": "profiler.sweep.spec",
-    "builtin_sweeps": "profiler.sweep.spec",
-    "SweepSpec": "profiler.sweep.spec",
-    "build_cells": "profiler.sweep.grid",
-    "run_order": "profiler.sweep.grid",
-    "Cell": "profiler.sweep.grid",
-    "CellKey": "profiler.sweep.grid",
-    "run_sweep": "profiler.sweep.run",
-    "write_tables": "profiler.sweep.run",
-    "prepare_cells": "profiler.sweep.run",
-    "RayTarget": "profiler.sweep.run",
-    "SweepOutcome": "profiler.sweep.run",
-    "SweepHooks": "profiler.sweep.hooks",
+    "load_sweep": "infer_prof.profiler.sweep.spec",
+    "builtin_sweeps": "infer_prof.profiler.sweep.spec",
+    "SweepSpec": "infer_prof.profiler.sweep.spec",
+    "build_cells": "infer_prof.profiler.sweep.grid",
+    "run_order": "infer_prof.profiler.sweep.grid",
+    "Cell": "infer_prof.profiler.sweep.grid",
+    "CellKey": "infer_prof.profiler.sweep.grid",
+    "run_sweep": "infer_prof.profiler.sweep.run",
+    "write_tables": "infer_prof.profiler.sweep.run",
+    "prepare_cells": "infer_prof.profiler.sweep.run",
+    "RayTarget": "infer_prof.profiler.sweep.run",
+    "SweepOutcome": "infer_prof.profiler.sweep.run",
+    "SweepHooks": "infer_prof.profiler.sweep.hooks",
 }
 __all__ = sorted(_EXPORTS)
 
@@ -35,4 +35,4 @@ __all__ = sorted(_EXPORTS)
 def __getattr__(name: str) -> Any:
     if name in _EXPORTS:
         return getattr(importlib.import_module(_EXPORTS[name]), name)
-    raise AttributeError(f"module 'profiler.sweep' has no attribute {name!r}")
+    raise AttributeError(f"module 'infer_prof.profiler.sweep' has no attribute {name!r}")

@@ -10,12 +10,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from engine.loader import DEFAULT_MODEL, SYNTHETIC_PREFIX, SYNTHETIC_PRESETS
-from errors import InferProfError, ModelNotFoundError, SweepError
-from profiler.session.options import EngineOptions, options_from_values
-from profiler.sweep.spec import RUN_AXES, SCENARIO_AXES, SweepSpec, json_value
-from scenarios.lengths import LengthDist
-from scenarios.spec import ScenarioSpec, load_scenario
+from infer_prof.engine.loader import DEFAULT_MODEL, SYNTHETIC_PREFIX, SYNTHETIC_PRESETS
+from infer_prof.errors import InferProfError, ModelNotFoundError, SweepError
+from infer_prof.profiler.session.options import EngineOptions, options_from_values
+from infer_prof.profiler.sweep.spec import RUN_AXES, SCENARIO_AXES, SweepSpec, json_value
+from infer_prof.scenarios.lengths import LengthDist
+from infer_prof.scenarios.spec import ScenarioSpec, load_scenario
 
 DEFAULT_SCENARIO = "chat"  # what `infer-prof run` runs without --scenario
 NATIVE_AXIS = "native"
@@ -189,7 +189,7 @@ def context_length(model: str) -> int | None:
     if model.startswith(SYNTHETIC_PREFIX):
         return SYNTHETIC_PRESETS[model[len(SYNTHETIC_PREFIX) :]].context_length
     if model.endswith(".gguf"):
-        from engine.gguf_loader import open_gguf, read_config
+        from infer_prof.engine.gguf_loader import open_gguf, read_config
 
         return read_config(open_gguf(model)).context_length
     return None

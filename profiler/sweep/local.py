@@ -5,11 +5,11 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from profiler.rundir.sweepdir import run_dir_of
-from profiler.session.runner import ModelCache
-from profiler.sweep.cell import run_cell
-from profiler.sweep.grid import Cell
-from profiler.sweep.hooks import SweepHooks
+from infer_prof.profiler.rundir.sweepdir import run_dir_of
+from infer_prof.profiler.session.runner import ModelCache
+from infer_prof.profiler.sweep.cell import run_cell
+from infer_prof.profiler.sweep.grid import Cell
+from infer_prof.profiler.sweep.hooks import SweepHooks
 
 
 def run_local(

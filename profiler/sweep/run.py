@@ -11,13 +11,19 @@ from typing import Any
 
 import pandas as pd
 
-from errors import OptionError
-from profiler.rundir.sweepdir import CELLS_TABLE, RUNS_TABLE, read_manifest, write_manifest, write_table
-from profiler.sweep.grid import Cell, CellKey, build_cells, check_contexts, run_order
-from profiler.sweep.hooks import SweepHooks
-from profiler.sweep.spec import SweepSpec
-from profiler.sweep.state import open_sweep_dir, pending
-from profiler.sweep.table import cells_table, runs_table
+from infer_prof.errors import OptionError
+from infer_prof.profiler.rundir.sweepdir import (
+    CELLS_TABLE,
+    RUNS_TABLE,
+    read_manifest,
+    write_manifest,
+    write_table,
+)
+from infer_prof.profiler.sweep.grid import Cell, CellKey, build_cells, check_contexts, run_order
+from infer_prof.profiler.sweep.hooks import SweepHooks
+from infer_prof.profiler.sweep.spec import SweepSpec
+from infer_prof.profiler.sweep.state import open_sweep_dir, pending
+from infer_prof.profiler.sweep.table import cells_table, runs_table
 
 RAY_ADDRESS = re.compile(r"(ray://)?[A-Za-z0-9._-]+:(?P<port>[0-9]{1,5})")
 
@@ -101,7 +107,7 @@ def run_sweep(
     hooks.plan(len(order), done_before)
     try:
         if ray is None:
-            from profiler.sweep.local import run_local
+            from infer_prof.profiler.sweep.local import run_local
 
             # The same torch threads as a Ray cell of the default size (--cell-cpus 1): local and Ray runs of one
             # cell ran with 2 and 1 threads on a 2-core machine and read interpreter shares of 13% and 51%.
@@ -116,7 +122,7 @@ def run_sweep(
             ]
             run_local(local, out_dir, hooks=hooks, stop_event=stop_event)
         elif todo:
-            from profiler.sweep.ray_cells import run_on_ray
+            from infer_prof.profiler.sweep.ray_cells import run_on_ray
 
             run_on_ray(
                 todo,

@@ -28,9 +28,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from errors import SweepError, read_bounded
-from profiler.session.options import OPTIONS
-from scenarios.spec import BUILTIN_DIR
+from infer_prof.errors import SweepError, read_bounded
+from infer_prof.profiler.session.options import OPTIONS
+from infer_prof.scenarios.spec import BUILTIN_DIR
 
 SWEEPS_DIR = BUILTIN_DIR.parent / "sweeps"
 # A sweep of more runs than this is a typo in an axis, not a plan: at ~1 minute a run it would take a day.

@@ -11,16 +11,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from errors import ResultError
-from native_paths.toggles import parse_native
-from profiler.analysis.diagnose import NATIVE_CAPABLE, THRESHOLDS, rule_for
-from profiler.checks.verify import busy_ns_per_token
-from profiler.rundir.control import control_figure, drift_void
-from profiler.rundir.health import void_reason
-from profiler.rundir.results import RunResult, read_result, read_run
-from profiler.rundir.sweepdir import CELL_COLUMNS, FIGURES, RUN_COLUMNS, run_dir_of
-from profiler.stats import Interval, mean_interval, repeats_to_resolve
-from profiler.sweep.grid import NATIVE_AXIS, CellKey
+from infer_prof.errors import ResultError
+from infer_prof.native_paths.toggles import parse_native
+from infer_prof.profiler.analysis.diagnose import NATIVE_CAPABLE, THRESHOLDS, rule_for
+from infer_prof.profiler.checks.verify import busy_ns_per_token
+from infer_prof.profiler.rundir.control import control_figure, drift_void
+from infer_prof.profiler.rundir.health import void_reason
+from infer_prof.profiler.rundir.results import RunResult, read_result, read_run
+from infer_prof.profiler.rundir.sweepdir import CELL_COLUMNS, FIGURES, RUN_COLUMNS, run_dir_of
+from infer_prof.profiler.stats import Interval, mean_interval, repeats_to_resolve
+from infer_prof.profiler.sweep.grid import NATIVE_AXIS, CellKey
 
 CELL_FILE = (
     "sweep-cell.json"  # beside result.json: which cell and repeat a run directory is, and where it ran

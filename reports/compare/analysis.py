@@ -18,15 +18,21 @@ from typing import Any
 
 import numpy as np
 
-from errors import CompareError
-from profiler.rundir.control import drift_void
-from profiler.rundir.health import void_reason
-from profiler.rundir.native import refuse_fallback
-from profiler.rundir.results import CATEGORIES, COMPONENTS, RunData, read_run
-from profiler.stats import Interval, bootstrap_ratio, mann_whitney_u, mean_statistic, quantile_statistic
-from reports.compare import samples
-from reports.compare.drift import control_section, drift_note
-from reports.rundata import phase_columns
+from infer_prof.errors import CompareError
+from infer_prof.profiler.rundir.control import drift_void
+from infer_prof.profiler.rundir.health import void_reason
+from infer_prof.profiler.rundir.native import refuse_fallback
+from infer_prof.profiler.rundir.results import CATEGORIES, COMPONENTS, RunData, read_run
+from infer_prof.profiler.stats import (
+    Interval,
+    bootstrap_ratio,
+    mann_whitney_u,
+    mean_statistic,
+    quantile_statistic,
+)
+from infer_prof.reports.compare import samples
+from infer_prof.reports.compare.drift import control_section, drift_note
+from infer_prof.reports.rundata import phase_columns
 
 FASTER, SLOWER, NO_CHANGE = "faster", "slower", "no significant change"
 HIGHER, LOWER, NOT_COMPARABLE = "higher", "lower", "not comparable"

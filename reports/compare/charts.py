@@ -6,9 +6,16 @@ from typing import Any
 
 import numpy as np
 
-from reports.compare.analysis import FASTER, HIGHER, LOWER, SLOWER, ComparisonResult, MetricComparison
-from reports.format import fmt_number, fmt_pp, fmt_ratio
-from reports.run.charts import COMPONENT_COLOURS, Target
+from infer_prof.reports.compare.analysis import (
+    FASTER,
+    HIGHER,
+    LOWER,
+    SLOWER,
+    ComparisonResult,
+    MetricComparison,
+)
+from infer_prof.reports.format import fmt_number, fmt_pp, fmt_ratio
+from infer_prof.reports.run.charts import COMPONENT_COLOURS, Target
 
 VERDICT_COLOURS = {FASTER: "#1a7f37", SLOWER: "#c0392b", HIGHER: "#0072B2", LOWER: "#E69F00"}
 

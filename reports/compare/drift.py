@@ -10,9 +10,9 @@ from typing import Any
 
 import numpy as np
 
-from profiler.rundir.control import control_figure
-from profiler.rundir.results import RunData
-from reports.rundata import run_start_ns
+from infer_prof.profiler.rundir.control import control_figure
+from infer_prof.profiler.rundir.results import RunData
+from infer_prof.reports.rundata import run_start_ns
 
 
 def control_section(before: list[RunData], after: list[RunData]) -> dict[str, Any]:

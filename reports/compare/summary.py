@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from reports.compare.analysis import (
+from infer_prof.reports.compare.analysis import (
     FASTER,
     NOT_COMPARABLE,
     SLOWER,
@@ -12,8 +12,8 @@ from reports.compare.analysis import (
     MetricComparison,
     metric_group,
 )
-from reports.format import NOT_RECORDED, fmt_ms, fmt_number, fmt_pp, fmt_ratio
-from reports.run.summary import Table
+from infer_prof.reports.format import NOT_RECORDED, fmt_ms, fmt_number, fmt_pp, fmt_ratio
+from infer_prof.reports.run.summary import Table
 
 
 def headline(result: ComparisonResult) -> str:

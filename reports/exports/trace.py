@@ -10,11 +10,16 @@ from typing import Any
 
 import pandas as pd
 
-from errors import ReportError
-from profiler.rundir.atomic import write_text_atomic
-from profiler.rundir.results import GPU_TIMELINE_COLUMNS, KERNEL_EVENT_COLUMNS, SPAN_COLUMNS, RunData
-from profiler.rundir.validate import whole_numbers
-from reports.rundata import load_run, phase_columns, run_start_ns
+from infer_prof.errors import ReportError
+from infer_prof.profiler.rundir.atomic import write_text_atomic
+from infer_prof.profiler.rundir.results import (
+    GPU_TIMELINE_COLUMNS,
+    KERNEL_EVENT_COLUMNS,
+    SPAN_COLUMNS,
+    RunData,
+)
+from infer_prof.profiler.rundir.validate import whole_numbers
+from infer_prof.reports.rundata import load_run, phase_columns, run_start_ns
 
 TRACE_NAME = "trace.json"
 PID = 1

@@ -17,8 +17,8 @@ from pathlib import Path
 
 from markupsafe import Markup, escape
 
-from reports.run.charts import COMPONENT_COLOURS, PYTHON_OR_NATIVE, Target
-from reports.stacks import UNCLASSIFIED, SampledStack, StackFrame, ThreadGroup
+from infer_prof.reports.run.charts import COMPONENT_COLOURS, PYTHON_OR_NATIVE, Target
+from infer_prof.reports.stacks import UNCLASSIFIED, SampledStack, StackFrame, ThreadGroup
 
 WIDTH = 1000  # SVG user units across; the SVG scales to the page width
 ROW = 17  # units per stack depth

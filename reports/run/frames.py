@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 
-from reports.format import fmt_pct
-from reports.run.summary import Table
-from reports.stacks import SampledStack, StackFrame, ThreadGroup
+from infer_prof.reports.format import fmt_pct
+from infer_prof.reports.run.summary import Table
+from infer_prof.reports.stacks import SampledStack, StackFrame, ThreadGroup
 
 NO_COMPONENT = "(no component)"
 

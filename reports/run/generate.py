@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from profiler.rundir.results import RunData
-from reports.exports.speedscope import write_speedscope
-from reports.exports.trace import write_chrome_trace
-from reports.run.html import write_html_report
-from reports.run.pdf import write_pdf_report
-from reports.rundata import prepare
+from infer_prof.profiler.rundir.results import RunData
+from infer_prof.reports.exports.speedscope import write_speedscope
+from infer_prof.reports.exports.trace import write_chrome_trace
+from infer_prof.reports.run.html import write_html_report
+from infer_prof.reports.run.pdf import write_pdf_report
+from infer_prof.reports.rundata import prepare
 
 
 def generate_reports(

@@ -8,15 +8,15 @@ from typing import Any
 
 from markupsafe import Markup
 
-from profiler.rundir.atomic import write_text_atomic
-from profiler.rundir.results import RunData
-from reports.format import flatten, fmt_ms
-from reports.run import charts, flamegraph, gantt, summary
-from reports.run.frames import top_frames_table
-from reports.run.processes import processes_table
-from reports.run.summary import Table
-from reports.rundata import LATENCY_LABELS, ReportData, prepare, why_not_measured
-from reports.templating import render
+from infer_prof.profiler.rundir.atomic import write_text_atomic
+from infer_prof.profiler.rundir.results import RunData
+from infer_prof.reports.format import flatten, fmt_ms
+from infer_prof.reports.run import charts, flamegraph, gantt, summary
+from infer_prof.reports.run.frames import top_frames_table
+from infer_prof.reports.run.processes import processes_table
+from infer_prof.reports.run.summary import Table
+from infer_prof.reports.rundata import LATENCY_LABELS, ReportData, prepare, why_not_measured
+from infer_prof.reports.templating import render
 
 REPORT_NAME = "report.html"
 # Files a reader may want next to the report, with what each one is for.

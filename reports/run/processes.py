@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from profiler.rundir.results import RunResult
-from reports.format import fmt_pct
-from reports.run.summary import Table
+from infer_prof.profiler.rundir.results import RunResult
+from infer_prof.reports.format import fmt_pct
+from infer_prof.reports.run.summary import Table
 
 
 def processes_table(result: RunResult) -> Table | None:

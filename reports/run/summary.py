@@ -6,13 +6,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from profiler.rundir.native import fallback_sentence
-from profiler.rundir.results import CATEGORIES, COMPONENTS, RunResult
-from profiler.rundir.schema import Split, latency
-from profiler.rundir.twins import twins_sentence
-from reports.format import NOT_RECORDED, fmt_gain, fmt_ms, fmt_number, fmt_pct, fmt_pp
-from reports.rundata import LATENCY_LABELS, why_not_measured
-from reports.slo import SloCheck, describe_breaches, slo_targets
+from infer_prof.profiler.rundir.native import fallback_sentence
+from infer_prof.profiler.rundir.results import CATEGORIES, COMPONENTS, RunResult
+from infer_prof.profiler.rundir.schema import Split, latency
+from infer_prof.profiler.rundir.twins import twins_sentence
+from infer_prof.reports.format import NOT_RECORDED, fmt_gain, fmt_ms, fmt_number, fmt_pct, fmt_pp
+from infer_prof.reports.rundata import LATENCY_LABELS, why_not_measured
+from infer_prof.reports.slo import SloCheck, describe_breaches, slo_targets
 
 
 @dataclass

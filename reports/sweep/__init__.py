@@ -7,14 +7,14 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "read_crossover": "reports.sweep.analysis",
-    "build_crossover": "reports.sweep.analysis",
-    "Crossover": "reports.sweep.analysis",
-    "render_sweep_summary": "reports.sweep.terminal",
-    "write_sweep_report": "reports.sweep.report",
-    "compare_sweeps": "reports.sweep.compare",
-    "render_sweep_comparison": "reports.sweep.compare_report",
-    "write_sweep_comparison": "reports.sweep.compare_report",
+    "read_crossover": "infer_prof.reports.sweep.analysis",
+    "build_crossover": "infer_prof.reports.sweep.analysis",
+    "Crossover": "infer_prof.reports.sweep.analysis",
+    "render_sweep_summary": "infer_prof.reports.sweep.terminal",
+    "write_sweep_report": "infer_prof.reports.sweep.report",
+    "compare_sweeps": "infer_prof.reports.sweep.compare",
+    "render_sweep_comparison": "infer_prof.reports.sweep.compare_report",
+    "write_sweep_comparison": "infer_prof.reports.sweep.compare_report",
 }
 __all__ = sorted(_EXPORTS)
 
@@ -22,4 +22,4 @@ __all__ = sorted(_EXPORTS)
 def __getattr__(name: str) -> Any:
     if name in _EXPORTS:
         return getattr(importlib.import_module(_EXPORTS[name]), name)
-    raise AttributeError(f"module 'reports.sweep' has no attribute {name!r}")
+    raise AttributeError(f"module 'infer_prof.reports.sweep' has no attribute {name!r}")

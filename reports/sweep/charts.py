@@ -11,8 +11,8 @@ from matplotlib.colors import LogNorm, TwoSlopeNorm
 from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 
-from reports.run.charts import Target
-from reports.sweep.analysis import HIGH_LINE, LOW_LINE, Crossover, Facet
+from infer_prof.reports.run.charts import Target
+from infer_prof.reports.sweep.analysis import HIGH_LINE, LOW_LINE, Crossover, Facet
 
 SHARE_FLOOR = 0.002  # the colour scale's bottom: shares below it all look like "almost no Python"
 LINE_STYLES = {LOW_LINE: ("#56B4E9", "--"), HIGH_LINE: ("#D55E00", "-")}

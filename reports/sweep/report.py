@@ -10,14 +10,14 @@ from typing import Any
 from matplotlib.backends.backend_pdf import PdfPages
 from matplotlib.figure import Figure
 
-from profiler.rundir.atomic import write_atomic, write_text_atomic
-from reports.run import charts
-from reports.run.pdf_text import A4_INCHES, TextPages
-from reports.sweep import summary
-from reports.sweep.analysis import HIGH_LINE, Crossover
-from reports.sweep.charts import draw_maps, draw_predicted_vs_measured
-from reports.sweep.map_pages import facet_svgs, map_height, two_to_a_page
-from reports.templating import render
+from infer_prof.profiler.rundir.atomic import write_atomic, write_text_atomic
+from infer_prof.reports.run import charts
+from infer_prof.reports.run.pdf_text import A4_INCHES, TextPages
+from infer_prof.reports.sweep import summary
+from infer_prof.reports.sweep.analysis import HIGH_LINE, Crossover
+from infer_prof.reports.sweep.charts import draw_maps, draw_predicted_vs_measured
+from infer_prof.reports.sweep.map_pages import facet_svgs, map_height, two_to_a_page
+from infer_prof.reports.templating import render
 
 HTML_NAME, PDF_NAME = "sweep.html", "sweep.pdf"
 FILES = (

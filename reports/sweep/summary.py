@@ -7,10 +7,10 @@ from typing import Any
 
 import pandas as pd
 
-from reports.format import NOT_RECORDED, fmt_gain, fmt_number, fmt_pct
-from reports.run.summary import Table
-from reports.sweep.analysis import HIGH_LINE, LOW_LINE, NATIVE_AXIS, Crossover
-from reports.sweep.charts import SHORT_VERDICTS
+from infer_prof.reports.format import NOT_RECORDED, fmt_gain, fmt_number, fmt_pct
+from infer_prof.reports.run.summary import Table
+from infer_prof.reports.sweep.analysis import HIGH_LINE, LOW_LINE, NATIVE_AXIS, Crossover
+from infer_prof.reports.sweep.charts import SHORT_VERDICTS
 
 METHOD = [
     (

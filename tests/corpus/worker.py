@@ -18,7 +18,7 @@ from typing import Any
 
 
 def _run_case(case: dict[str, Any], loads: list[str]) -> dict[str, Any]:
-    from profiler.cli.main import main
+    from infer_prof.profiler.cli.main import main
 
     loads.clear()
     out, err = io.StringIO(), io.StringIO()
@@ -47,17 +47,17 @@ def _run_case(case: dict[str, Any], loads: list[str]) -> dict[str, Any]:
 
 
 def main() -> None:
-    import engine.loader
+    from infer_prof.engine import loader
 
     cases = json.loads(open(sys.argv[1], encoding="utf-8").read())
     loads: list[str] = []
-    real_load = engine.loader.load_model
+    real_load = loader.load_model
 
     def recording_load(name, *args, **kwargs):  # type: ignore[no-untyped-def]
         loads.append(str(name))
         return real_load(name, *args, **kwargs)
 
-    engine.loader.load_model = recording_load
+    loader.load_model = recording_load
     report = sys.__stdout__
     for case in cases:
         print(json.dumps({"start": case["id"]}), file=report, flush=True)

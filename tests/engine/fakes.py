@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from engine.types import ModelConfig, ModelInput
+from infer_prof.engine.types import ModelConfig, ModelInput
 
 BOS, EOS, PAD = 0, 1, 2
 FIRST_CHAR_ID = 3

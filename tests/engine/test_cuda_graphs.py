@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from engine.config import EngineConfig, python_components
-from engine.cuda_graphs import DecodeGraphs, batch_buckets, block_buckets, bucket_for
-from engine.engine import Engine
-from engine.llama import LlamaModel
-from engine.loader import synthetic_weights
-from engine.model_runner import build_model_input
-from engine.tokenizer import Tokenizer
-from engine.types import ModelConfig, SamplingParams
+from infer_prof.engine.config import EngineConfig, python_components
+from infer_prof.engine.cuda_graphs import DecodeGraphs, batch_buckets, block_buckets, bucket_for
+from infer_prof.engine.engine import Engine
+from infer_prof.engine.llama import LlamaModel
+from infer_prof.engine.loader import synthetic_weights
+from infer_prof.engine.model_runner import build_model_input
+from infer_prof.engine.tokenizer import Tokenizer
+from infer_prof.engine.types import ModelConfig, SamplingParams
 
 CONFIG = ModelConfig(
     "test", vocab_size=300, dim=64, n_layers=2, n_heads=8, n_kv_heads=2, hidden_dim=96, context_length=256

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine.device import default_dtype, resolve_device, resolve_dtype_name
-from errors import OptionError
+from infer_prof.engine.device import default_dtype, resolve_device, resolve_dtype_name
+from infer_prof.errors import OptionError
 
 
 def no_gpu() -> int:

@@ -9,12 +9,12 @@ from contextlib import contextmanager
 
 import pytest
 
-from engine.config import EngineConfig, EngineConfigError, python_components
-from engine.engine import Engine, derive_seed
-from engine.sequence import RequestOutput, StepRecord
-from engine.trace import SPAN_NAMES
-from engine.types import SamplingParams
-from errors import EngineShutdownError, InvalidSamplingParams, PromptTooLongError, RequestError
+from infer_prof.engine.config import EngineConfig, EngineConfigError, python_components
+from infer_prof.engine.engine import Engine, derive_seed
+from infer_prof.engine.sequence import RequestOutput, StepRecord
+from infer_prof.engine.trace import SPAN_NAMES
+from infer_prof.engine.types import SamplingParams
+from infer_prof.errors import EngineShutdownError, InvalidSamplingParams, PromptTooLongError, RequestError
 from tests.engine.fakes import EOS, FakeModel, FakeTokenizer
 
 GREEDY = SamplingParams(max_tokens=12)
@@ -410,7 +410,9 @@ def test_spans_locks_counters_step_records_and_on_step() -> None:
 
 @pytest.fixture(scope="module")
 def tiny():  # type: ignore[no-untyped-def]
-    models = pytest.importorskip("engine.loader", reason="engine.loader (load_model) is not available yet")
+    models = pytest.importorskip(
+        "infer_prof.engine.loader", reason="engine.loader (load_model) is not available yet"
+    )
     return models.load_model("synthetic:tiny")
 
 
@@ -418,7 +420,7 @@ def logits_after(model, tokens: list[int], block_size: int = 16):  # type: ignor
     """The model's logits after `tokens`, computed alone in one prefill (reallocates the model's cache)."""
     import numpy as np
 
-    from engine.model_runner import build_model_input
+    from infer_prof.engine.model_runner import build_model_input
 
     num_blocks = -(-len(tokens) // block_size)
     model.allocate_kv_cache(num_blocks, block_size)

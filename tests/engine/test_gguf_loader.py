@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from engine.gguf_loader import load_weights, open_gguf, read_config
-from errors import GGUFFormatError, ModelNotFoundError, UnsupportedModelError
+from infer_prof.engine.gguf_loader import load_weights, open_gguf, read_config
+from infer_prof.errors import GGUFFormatError, ModelNotFoundError, UnsupportedModelError
 from tests.engine.conftest import tiny_vocab, write_tiny_gguf
 
 Q = gguf.GGMLQuantizationType

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.kv_alloc import PythonKVAllocator, blocks_for_tokens, num_blocks_for_memory
-from engine.types import KVAllocator
+from infer_prof.engine.kv_alloc import PythonKVAllocator, blocks_for_tokens, num_blocks_for_memory
+from infer_prof.engine.types import KVAllocator
 
 
 def check_invariants(pool: PythonKVAllocator) -> None:

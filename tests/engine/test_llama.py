@@ -7,10 +7,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from engine.llama import LlamaModel
-from engine.loader import synthetic_weights
-from engine.model_runner import build_model_input
-from engine.types import Model, ModelConfig
+from infer_prof.engine.llama import LlamaModel
+from infer_prof.engine.loader import synthetic_weights
+from infer_prof.engine.model_runner import build_model_input
+from infer_prof.engine.types import Model, ModelConfig
 
 # llama.cpp's greedy answer to the chat-templated "What is the capital of France?":
 # "The capital of France is Paris.<|im_end|>"
@@ -249,7 +249,7 @@ def test_build_model_input_refuses_tokens_without_a_block() -> None:
 
 
 def test_padded_rows_are_exact_for_decode_batches_and_bounded_above() -> None:
-    from engine.llama import EXACT_ROWS, padded_rows, row_buckets
+    from infer_prof.engine.llama import EXACT_ROWS, padded_rows, row_buckets
 
     assert [padded_rows(rows) for rows in (1, EXACT_ROWS, EXACT_ROWS + 1, 30, 65)] == [
         1,
@@ -270,7 +270,7 @@ def test_padded_rows_are_exact_for_decode_batches_and_bounded_above() -> None:
 
 
 def test_the_linear_gives_each_row_the_same_result_padded_or_not() -> None:
-    from engine.llama import _select_linear
+    from infer_prof.engine.llama import _select_linear
 
     linear = _select_linear()
     torch.manual_seed(0)

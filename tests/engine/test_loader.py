@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import torch
 
-from engine import loader as models
-from engine.loader import SYNTHETIC_PRESETS, list_models, load_model
-from engine.model_runner import build_model_input
-from errors import ModelNotFoundError, UnsupportedModelError
+from infer_prof.engine import loader as models
+from infer_prof.engine.loader import SYNTHETIC_PRESETS, list_models, load_model
+from infer_prof.engine.model_runner import build_model_input
+from infer_prof.errors import ModelNotFoundError, UnsupportedModelError
 from tests.engine.conftest import write_tiny_gguf
 
 TINY_TENSOR_COUNT = 2 + 9 * 2  # embedding, output norm, nine tensors per layer, two layers

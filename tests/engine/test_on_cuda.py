@@ -9,15 +9,15 @@ from __future__ import annotations
 import pytest
 import torch
 
-from engine.config import EngineConfig, python_components
-from engine.cuda_graphs import DecodeGraphs
-from engine.engine import Engine
-from engine.llama import LlamaModel
-from engine.loader import synthetic_weights
-from engine.model_runner import build_model_input
-from engine.sampler import PythonSampler
-from engine.tokenizer import Tokenizer
-from engine.types import ModelConfig, SamplingParams
+from infer_prof.engine.config import EngineConfig, python_components
+from infer_prof.engine.cuda_graphs import DecodeGraphs
+from infer_prof.engine.engine import Engine
+from infer_prof.engine.llama import LlamaModel
+from infer_prof.engine.loader import synthetic_weights
+from infer_prof.engine.model_runner import build_model_input
+from infer_prof.engine.sampler import PythonSampler
+from infer_prof.engine.tokenizer import Tokenizer
+from infer_prof.engine.types import ModelConfig, SamplingParams
 
 pytestmark = pytest.mark.skipif(
     not torch.cuda.is_available(), reason="these tests run the engine on a CUDA GPU"
@@ -107,8 +107,8 @@ def test_an_engine_on_the_gpu_gives_the_cpus_greedy_tokens(graphs: bool) -> None
 
 
 def test_cuda_event_pairs_time_device_work() -> None:
-    from profiler.collectors.device_time import DeviceTimeCollector
-    from profiler.collectors.spans import RecordingTracer
+    from infer_prof.profiler.collectors.device_time import DeviceTimeCollector
+    from infer_prof.profiler.collectors.spans import RecordingTracer
 
     tracer = RecordingTracer()
     timer = DeviceTimeCollector(tracer=tracer, device="cuda:0")

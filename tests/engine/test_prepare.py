@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from engine.model_runner import build_model_input
-from engine.prepare import PythonPrepare
-from engine.types import ModelInput, Prepare, StepPlan
+from infer_prof.engine.model_runner import build_model_input
+from infer_prof.engine.prepare import PythonPrepare
+from infer_prof.engine.types import ModelInput, Prepare, StepPlan
 
 
 def plan_of(rows: list[tuple[int, int, int, bool]]) -> StepPlan:

@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 import torch
 
-from engine.llama import LlamaModel, resolve_dtype
-from engine.loader import synthetic_weights
-from engine.model_runner import build_model_input
-from engine.quantize import Int8Embedding, Int8Linear, preferred_engine, quantize_rows
-from engine.types import ModelConfig
-from errors import OptionError, UnsupportedModelError
-from profiler.session.options import EngineOptions
+from infer_prof.engine.llama import LlamaModel, resolve_dtype
+from infer_prof.engine.loader import synthetic_weights
+from infer_prof.engine.model_runner import build_model_input
+from infer_prof.engine.quantize import Int8Embedding, Int8Linear, preferred_engine, quantize_rows
+from infer_prof.engine.types import ModelConfig
+from infer_prof.errors import OptionError, UnsupportedModelError
+from infer_prof.profiler.session.options import EngineOptions
 
 ROOT = Path(__file__).resolve().parents[2]
 ENGINE = preferred_engine()
@@ -111,7 +111,7 @@ def test_cli_refuses_a_bad_dtype_in_one_line() -> None:
         [
             sys.executable,
             "-m",
-            "profiler.cli",
+            "infer_prof.profiler.cli",
             "generate",
             "-m",
             "synthetic:tiny",

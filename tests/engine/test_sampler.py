@@ -9,8 +9,8 @@ from collections import Counter
 import pytest
 import torch
 
-from engine.sampler import PythonSampler, RowBuffers, splitmix64_uniform
-from engine.types import Sampler, SamplingParams
+from infer_prof.engine.sampler import PythonSampler, RowBuffers, splitmix64_uniform
+from infer_prof.engine.types import Sampler, SamplingParams
 
 
 def reference_sample(

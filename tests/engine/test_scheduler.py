@@ -6,9 +6,9 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from engine.kv_alloc import PythonKVAllocator
-from engine.scheduler import PythonScheduler
-from engine.types import NewSequence, Scheduler, StepPlan
+from infer_prof.engine.kv_alloc import PythonKVAllocator
+from infer_prof.engine.scheduler import PythonScheduler
+from infer_prof.engine.types import NewSequence, Scheduler, StepPlan
 
 
 def batch(plan: StepPlan) -> list[tuple[int, int, int, bool]]:

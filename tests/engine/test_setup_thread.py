@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.setup_thread import run_on_setup_thread
+from infer_prof.engine.setup_thread import run_on_setup_thread
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -36,9 +36,9 @@ _PROBE = textwrap.dedent(
     import os, sys, time
     import torch
     torch.set_num_threads(2)
-    from engine import loader as models
-    from engine.config import EngineConfig, python_components
-    from engine.engine import Engine
+    from infer_prof.engine import loader as models
+    from infer_prof.engine.config import EngineConfig, python_components
+    from infer_prof.engine.engine import Engine
 
     def settled_count(baseline):
         # Exiting pool workers take a moment to go; wait for the count to come back (or give up).

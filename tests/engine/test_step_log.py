@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.sequence import StepLog, StepRecord
+from infer_prof.engine.sequence import StepLog, StepRecord
 
 
 def _record(step: int, used: int, total: int = 40) -> StepRecord:

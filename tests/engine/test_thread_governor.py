@@ -1,4 +1,4 @@
-"""engine.thread_governor: one torch thread while our threads wait for CPUs, all of them once the machine is quiet."""
+"""infer_prof.engine.thread_governor: one torch thread while our threads wait for CPUs, all of them once the machine is quiet."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import sys
 import time
 from pathlib import Path
 
-from engine import thread_governor as tg
-from engine.thread_governor import CpuReading, ThreadGovernor
+from infer_prof.engine import thread_governor as tg
+from infer_prof.engine.thread_governor import CpuReading, ThreadGovernor
 
 ROOT = Path(__file__).resolve().parents[2]
 WINDOW_NS = int(tg.WINDOW_S * 1e9)
@@ -140,8 +140,8 @@ def test_an_engine_lowers_its_own_threads_and_gives_them_back_when_it_stops() ->
     # In a fresh process (torch's thread count is per process), with thresholds that lower at the first look.
     code = (
         "import threading, torch\n"
-        "import engine.thread_governor as tg\n"
-        "from engine.types import SamplingParams\n"
+        "import infer_prof.engine.thread_governor as tg\n"
+        "from infer_prof.engine.types import SamplingParams\n"
         "from tests.engine.test_engine import make_engine\n"
         "tg.DOWN_WAIT, tg.WINDOW_S, tg.UP_WINDOWS = -1.0, 0.0, 10**9\n"
         "torch.set_num_threads(2)\n"

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from engine.threads import DEFAULT_WAIT_POLICY, OPT_OUT, choose_wait_policy
+from infer_prof.engine.threads import DEFAULT_WAIT_POLICY, OPT_OUT, choose_wait_policy
 
 ROOT = Path(__file__).resolve().parents[2]
 CLEAN = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", OPT_OUT)
@@ -43,7 +43,7 @@ def test_too_late_when_torch_is_already_loaded() -> None:
 
 def test_threads_the_user_pins_are_not_adapted() -> None:
     code = (
-        "import engine.threads as t, torch\n"
+        "import infer_prof.engine.threads as t, torch\n"
         "before = t.adaptive_threads()\n"
         "t.pin_threads(1)\n"
         "print(before, t.adaptive_threads(), torch.get_num_threads(), t.wait_policy_decision()['threads_set_by'])"
@@ -60,7 +60,7 @@ def test_a_launched_server_gets_the_users_environment_and_the_extra_variables(tm
     script = (
         "import os, engine\n"
         "from pathlib import Path\n"
-        "from profiler.session.target.launch import LaunchedServer\n"
+        "from infer_prof.profiler.session.target.launch import LaunchedServer\n"
         f"server = LaunchedServer('echo policy=${{OMP_WAIT_POLICY:-unset}} extra=$EXTRA', 'http://127.0.0.1:9', Path({str(tmp_path / 'log')!r}), env={{'EXTRA': 'yes'}})\n"
         "server.start(); server.process.wait(timeout=30)\n"
     )

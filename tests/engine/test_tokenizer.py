@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.tokenizer import IncrementalDetokenizer, Tokenizer
-from errors import RequestError, UnsupportedModelError
+from infer_prof.engine.tokenizer import IncrementalDetokenizer, Tokenizer
+from infer_prof.errors import RequestError, UnsupportedModelError
 
 # Ids llama.cpp (llama-tokenize on SmolLM2-135M-Instruct) gives the chat-templated question.
 LLAMA_CPP_FRANCE_IDS = [

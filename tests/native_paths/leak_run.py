@@ -14,17 +14,17 @@ import sys
 
 import numpy as np
 
-from engine.kv_alloc import PythonKVAllocator
-from engine.types import NewSequence, SamplingParams
+from infer_prof.engine.kv_alloc import PythonKVAllocator
+from infer_prof.engine.types import NewSequence, SamplingParams
 
 
 def run(rounds: int, steps: int, vocab: int) -> int:
-    from native_paths.core import NativeCore
-    from native_paths.kv_alloc import NativeKVAllocator
-    from native_paths.loader import require
-    from native_paths.prepare import NativePrepare
-    from native_paths.sampler import NativeSampler
-    from native_paths.scheduler import NativeScheduler
+    from infer_prof.native_paths.core import NativeCore
+    from infer_prof.native_paths.kv_alloc import NativeKVAllocator
+    from infer_prof.native_paths.loader import require
+    from infer_prof.native_paths.prepare import NativePrepare
+    from infer_prof.native_paths.sampler import NativeSampler
+    from infer_prof.native_paths.scheduler import NativeScheduler
 
     _, lib = require()
     rng = random.Random(0)

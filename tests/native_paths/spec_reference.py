@@ -12,7 +12,7 @@ from collections import Counter
 
 import numpy as np
 
-from engine.types import SamplingParams
+from infer_prof.engine.types import SamplingParams
 
 MASK64 = (1 << 64) - 1
 GOLDEN = 0x9E3779B97F4A7C15

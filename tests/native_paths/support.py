@@ -17,7 +17,7 @@ FUZZ_EXAMPLES = int(os.environ.get("INFER_PROF_FUZZ_EXAMPLES", "200"))
 
 def _ensure_built() -> dict[str, bool | str]:
     """Build native_paths._native once if a compiler exists and no build is there; report availability."""
-    from native_paths import loader
+    from infer_prof.native_paths import loader
 
     status = loader.available()
     if status["built"] or os.environ.get("INFER_PROF_NO_NATIVE_BUILD") == "1":

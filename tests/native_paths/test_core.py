@@ -11,10 +11,10 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from engine.kv_alloc import PythonKVAllocator
-from engine.prepare import PythonPrepare
-from engine.scheduler import PythonScheduler
-from engine.types import KVAllocator, NewSequence, Prepare, Scheduler
+from infer_prof.engine.kv_alloc import PythonKVAllocator
+from infer_prof.engine.prepare import PythonPrepare
+from infer_prof.engine.scheduler import PythonScheduler
+from infer_prof.engine.types import KVAllocator, NewSequence, Prepare, Scheduler
 from tests.native_paths.support import requires_native
 
 pytestmark = requires_native
@@ -23,7 +23,7 @@ pytestmark = requires_native
 def make_core(
     num_blocks: int, block_size: int, max_num_seqs: int, max_batched_tokens: int, policy: str = "fcfs"
 ) -> tuple[Any, Any, Any]:
-    from native_paths.core import core_components
+    from infer_prof.native_paths.core import core_components
 
     return core_components(num_blocks, block_size, max_num_seqs, max_batched_tokens, policy)
 
@@ -119,8 +119,8 @@ def test_a_preparation_failure_fails_at_prepare_and_the_plan_stands() -> None:
 
 
 def test_core_memory_is_freed() -> None:
-    from native_paths.core import NativeCore
-    from native_paths.loader import require
+    from infer_prof.native_paths.core import NativeCore
+    from infer_prof.native_paths.loader import require
 
     _, lib = require()
     gc.collect()

@@ -6,10 +6,10 @@ import random
 
 import pytest
 
-from engine.config import EngineConfig, python_components
-from engine.engine import Engine
-from engine.types import SamplingParams
-from native_paths.toggles import every_combination, make_components, parse_native
+from infer_prof.engine.config import EngineConfig, python_components
+from infer_prof.engine.engine import Engine
+from infer_prof.engine.types import SamplingParams
+from infer_prof.native_paths.toggles import every_combination, make_components, parse_native
 from tests.engine.fakes import FakeModel, FakeTokenizer
 from tests.native_paths.support import requires_native
 

@@ -11,8 +11,8 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.types import NewSequence, SamplingParams, StepPlan
-from errors import InvalidSamplingParams
+from infer_prof.engine.types import NewSequence, SamplingParams, StepPlan
+from infer_prof.errors import InvalidSamplingParams
 from tests.native_paths.support import FUZZ_EXAMPLES, requires_native
 
 EXPECTED = (ValueError, KeyError, RuntimeError, TypeError, OverflowError, InvalidSamplingParams)
@@ -33,7 +33,7 @@ counts = st.one_of(st.integers(-2, 6), st.integers(-(2**63), 2**63 - 1))
     ),
 )
 def test_allocator_survives_any_steps(num_blocks: int, steps: list) -> None:  # type: ignore[type-arg]
-    from native_paths.kv_alloc import NativeKVAllocator
+    from infer_prof.native_paths.kv_alloc import NativeKVAllocator
 
     pool = NativeKVAllocator(num_blocks, 4)
     for frees, grows, batch in steps:
@@ -63,7 +63,7 @@ def test_allocator_survives_any_steps(num_blocks: int, steps: list) -> None:  # 
     ),
 )
 def test_scheduler_survives_any_calls(policy: str, calls: list) -> None:  # type: ignore[type-arg]
-    from native_paths.scheduler import NativeScheduler
+    from infer_prof.native_paths.scheduler import NativeScheduler
 
     scheduler = NativeScheduler(4, 3, 16, policy)
     for arrivals, finished, free_blocks in calls:
@@ -118,7 +118,7 @@ def sampler_call(draw: st.DrawFn) -> tuple:  # type: ignore[type-arg]
 @settings(max_examples=FUZZ_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(calls=st.lists(sampler_call(), max_size=14))
 def test_sampler_survives_any_calls(calls: list) -> None:  # type: ignore[type-arg]
-    from native_paths.sampler import NativeSampler
+    from infer_prof.native_paths.sampler import NativeSampler
 
     sampler = NativeSampler()
     for call in calls:
@@ -194,7 +194,7 @@ def prepare_call(draw: st.DrawFn) -> tuple:  # type: ignore[type-arg]
 @settings(max_examples=FUZZ_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(block_size=st.sampled_from([1, 3, 4]), calls=st.lists(prepare_call(), max_size=16))
 def test_prepare_survives_any_calls(block_size: int, calls: list) -> None:  # type: ignore[type-arg]
-    from native_paths.prepare import NativePrepare
+    from infer_prof.native_paths.prepare import NativePrepare
 
     prepare = NativePrepare(block_size)
     for call in calls:
@@ -232,7 +232,7 @@ def test_prepare_survives_any_calls(block_size: int, calls: list) -> None:  # ty
     ),
 )
 def test_core_survives_any_calls(policy: str, calls: list) -> None:  # type: ignore[type-arg]
-    from native_paths.core import NativeCore
+    from infer_prof.native_paths.core import NativeCore
 
     core = NativeCore(12, 4, 3, 16, policy)
     for arrivals, finished, adds, sampled in calls:

@@ -9,13 +9,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.kv_alloc import PythonKVAllocator
-from engine.types import KVAllocator
+from infer_prof.engine.kv_alloc import PythonKVAllocator
+from infer_prof.engine.types import KVAllocator
 from tests.native_paths.support import requires_native, twin_params
 
 
 def make_native(num_blocks: int, block_size: int) -> KVAllocator:
-    from native_paths.kv_alloc import NativeKVAllocator
+    from infer_prof.native_paths.kv_alloc import NativeKVAllocator
 
     return NativeKVAllocator(num_blocks, block_size)
 
@@ -91,7 +91,7 @@ def test_adapter_rejects_bad_arguments_before_calling_c() -> None:
 
 @requires_native
 def test_close_frees_all_native_memory() -> None:
-    from native_paths.loader import require
+    from infer_prof.native_paths.loader import require
 
     _, lib = require()
     gc.collect()

@@ -10,16 +10,16 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from engine.kv_alloc import PythonKVAllocator
-from engine.prepare import PythonPrepare
-from engine.scheduler import PythonScheduler
-from engine.types import NewSequence, Prepare
+from infer_prof.engine.kv_alloc import PythonKVAllocator
+from infer_prof.engine.prepare import PythonPrepare
+from infer_prof.engine.scheduler import PythonScheduler
+from infer_prof.engine.types import NewSequence, Prepare
 from tests.engine.test_prepare import TABLES, plan_of
 from tests.native_paths.support import requires_native, twin_params
 
 
 def make_native(block_size: int) -> Prepare:
-    from native_paths.prepare import NativePrepare
+    from infer_prof.native_paths.prepare import NativePrepare
 
     return NativePrepare(block_size)
 
@@ -97,7 +97,7 @@ def test_strided_tables_from_a_reused_buffer(make_prepare) -> None:  # type: ign
 
 @requires_native
 def test_native_memory_is_freed_and_views_survive_growth() -> None:
-    from native_paths.loader import require
+    from infer_prof.native_paths.loader import require
 
     _, lib = require()
     gc.collect()

@@ -10,8 +10,8 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.sampler import PythonSampler
-from engine.types import Sampler, SamplingParams
+from infer_prof.engine.sampler import PythonSampler
+from infer_prof.engine.types import Sampler, SamplingParams
 from tests.native_paths.spec_reference import NEAR_TIE, penalized, reference_draw, seed_for, uniform
 from tests.native_paths.support import requires_native, twin_params
 
@@ -19,7 +19,7 @@ INF = float("inf")
 
 
 def make_native() -> Sampler:
-    from native_paths.sampler import NativeSampler
+    from infer_prof.native_paths.sampler import NativeSampler
 
     return NativeSampler()
 
@@ -271,7 +271,7 @@ def pass_f_build(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def
     if request.param == "widest":
         yield request.param
         return
-    from native_paths.loader import require
+    from infer_prof.native_paths.loader import require
 
     _, lib = require()
     lib.np_sampler_portable_pass_f(1)
@@ -285,8 +285,8 @@ def pass_f_build(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def
 def test_the_pass_f_build_follows_the_cpu_and_the_switch() -> None:
     from pathlib import Path
 
-    from native_paths.loader import require
-    from native_paths.sampler import pass_f_variant
+    from infer_prof.native_paths.loader import require
+    from infer_prof.native_paths.sampler import pass_f_variant
 
     flags = next(
         (
@@ -463,7 +463,7 @@ def test_adapter_validates_logits_and_prompts_before_calling_c() -> None:
 
 @requires_native
 def test_native_memory_is_freed() -> None:
-    from native_paths.loader import require
+    from infer_prof.native_paths.loader import require
 
     _, lib = require()
     gc.collect()
@@ -495,8 +495,8 @@ def test_native_memory_is_freed() -> None:
 def test_one_sampling_domain_guards_both_twins(field: str, value: object) -> None:
     """Values the C twin's fields cannot hold are refused when the parameters are made, so neither twin
     ever sees them (before, top_k 1e20 ran in Python and overflowed in C)."""
-    from engine.types import SamplingParams
-    from errors import InvalidSamplingParams
+    from infer_prof.engine.types import SamplingParams
+    from infer_prof.errors import InvalidSamplingParams
 
     with pytest.raises(InvalidSamplingParams, match=field):
         SamplingParams(**{field: value})

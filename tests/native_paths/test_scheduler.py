@@ -9,16 +9,16 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from engine.kv_alloc import PythonKVAllocator
-from engine.scheduler import PythonScheduler
-from engine.types import NewSequence, Scheduler, StepPlan
+from infer_prof.engine.kv_alloc import PythonKVAllocator
+from infer_prof.engine.scheduler import PythonScheduler
+from infer_prof.engine.types import NewSequence, Scheduler, StepPlan
 from tests.native_paths.support import requires_native, twin_params
 
 
 def make_native(
     block_size: int, max_num_seqs: int, max_batched_tokens: int, policy: str = "fcfs"
 ) -> Scheduler:
-    from native_paths.scheduler import NativeScheduler
+    from infer_prof.native_paths.scheduler import NativeScheduler
 
     return NativeScheduler(block_size, max_num_seqs, max_batched_tokens, policy)
 
@@ -102,7 +102,7 @@ def test_adapter_refuses_bad_arguments() -> None:
 
 @requires_native
 def test_native_memory_is_freed() -> None:
-    from native_paths.loader import require
+    from infer_prof.native_paths.loader import require
 
     _, lib = require()
     gc.collect()

@@ -6,12 +6,12 @@ import warnings
 
 import pytest
 
-from engine.kv_alloc import PythonKVAllocator
-from engine.prepare import PythonPrepare
-from engine.sampler import PythonSampler
-from engine.scheduler import PythonScheduler
-from errors import InferProfError
-from native_paths import loader, toggles
+from infer_prof.engine.kv_alloc import PythonKVAllocator
+from infer_prof.engine.prepare import PythonPrepare
+from infer_prof.engine.sampler import PythonSampler
+from infer_prof.engine.scheduler import PythonScheduler
+from infer_prof.errors import InferProfError
+from infer_prof.native_paths import loader, toggles
 from tests.native_paths.support import requires_native
 
 SIZES = {"num_blocks": 16, "block_size": 4, "max_num_seqs": 4, "max_batched_tokens": 32}
@@ -97,9 +97,9 @@ def test_python_everywhere_needs_no_extension(monkeypatch: pytest.MonkeyPatch) -
 
 @requires_native
 def test_native_components_when_built() -> None:
-    from native_paths.kv_alloc import NativeKVAllocator
-    from native_paths.sampler import NativeSampler
-    from native_paths.scheduler import NativeScheduler
+    from infer_prof.native_paths.kv_alloc import NativeKVAllocator
+    from infer_prof.native_paths.sampler import NativeSampler
+    from infer_prof.native_paths.scheduler import NativeScheduler
 
     parts = toggles.make_components("sampler,scheduler", policy="priority", **SIZES)
     assert isinstance(parts.sampler, NativeSampler) and isinstance(parts.scheduler, NativeScheduler)
@@ -110,8 +110,8 @@ def test_native_components_when_built() -> None:
 
 @requires_native
 def test_the_core_is_three_faces_of_one_native_object() -> None:
-    from native_paths.core import CoreKVAllocator, CorePrepare, CoreScheduler
-    from native_paths.sampler import NativeSampler
+    from infer_prof.native_paths.core import CoreKVAllocator, CorePrepare, CoreScheduler
+    from infer_prof.native_paths.sampler import NativeSampler
 
     parts = toggles.make_components("core,sampler", **SIZES)
     assert isinstance(parts.scheduler, CoreScheduler) and isinstance(parts.kv_alloc, CoreKVAllocator)

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from profiler.stats import (
+from infer_prof.profiler.stats import (
     _moving_block_distribution,
     _scipy_distribution,
     block_length,
@@ -197,7 +197,7 @@ def test_bad_inputs_raise() -> None:
 
 
 def test_wilson_interval_matches_the_textbook_and_stays_honest_at_small_n() -> None:
-    from profiler.stats import proportions_differ, wilson_interval
+    from infer_prof.profiler.stats import proportions_differ, wilson_interval
 
     # Wilson (1927) / Newcombe (1998) table: 81 of 263 -> [0.2553, 0.3662] at 95%.
     interval = wilson_interval(81, 263)

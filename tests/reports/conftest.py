@@ -39,7 +39,7 @@ def bare_run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def reported_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A run with every report generated once (the browser and PDF tests look at these files)."""
-    from reports.run.generate import generate_reports
+    from infer_prof.reports.run.generate import generate_reports
 
     path = make_run_dir(tmp_path_factory.mktemp("runs") / "reported", seed=13, n_requests=120, n_steps=400)
     generate_reports(path)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from profiler.rundir.results import STEP_COLUMNS
+from infer_prof.profiler.rundir.results import STEP_COLUMNS
 from tests.support.run_dirs import make_run_dir
 
 

@@ -77,7 +77,7 @@ _TILE_PROBE = """
 def long_values_run(tmp_path_factory):
     import json
 
-    from reports.run.html import write_html_report
+    from infer_prof.reports.run.html import write_html_report
     from tests.support.run_dirs import make_run_dir
 
     path = make_run_dir(tmp_path_factory.mktemp("runs") / "long", seed=31, n_requests=40, n_steps=80)
@@ -162,8 +162,8 @@ def test_flame_graph_renders_switches_thread_and_zooms_on_click(reported_run, tm
 
 
 def test_compare_page_loads_clean_with_its_drift_chart(tmp_path):
-    from reports.compare.analysis import compare_runs
-    from reports.compare.report import write_comparison_report
+    from infer_prof.reports.compare.analysis import compare_runs
+    from infer_prof.reports.compare.report import write_comparison_report
     from tests.support.run_dirs import make_run_dir
 
     size = {"n_requests": 40, "n_steps": 100}

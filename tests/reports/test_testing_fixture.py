@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from profiler.rundir.results import CATEGORIES, COMPONENTS, REQUEST_COLUMNS, STEP_COLUMNS, read_run
+from infer_prof.profiler.rundir.results import CATEGORIES, COMPONENTS, REQUEST_COLUMNS, STEP_COLUMNS, read_run
 from tests.support.run_dirs import make_run_dir
 
 

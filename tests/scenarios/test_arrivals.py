@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from scenarios.arrivals import arrival_offsets, arrivals_within, interarrival_gaps
+from infer_prof.scenarios.arrivals import arrival_offsets, arrivals_within, interarrival_gaps
 
 
 @pytest.mark.parametrize(("rate", "burstiness"), [(2.0, 1.0), (5.0, 0.25), (0.5, 4.0)])

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scenarios.lengths import LengthDist
+from infer_prof.scenarios.lengths import LengthDist
 
 
 def rng() -> np.random.Generator:

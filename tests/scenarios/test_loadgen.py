@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from scenarios.loadgen import LoadRecord, RequestSpec, run_load
+from infer_prof.scenarios.loadgen import LoadRecord, RequestSpec, run_load
 from tests.scenarios.fake_time import FakeClock
 
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from scenarios.loadgen import generate_requests, prompt_text_for
-from scenarios.prompts import WORDS, synthetic_text, words_for_tokens
-from scenarios.spec import ScenarioError, load_scenario
+from infer_prof.scenarios.loadgen import generate_requests, prompt_text_for
+from infer_prof.scenarios.prompts import WORDS, synthetic_text, words_for_tokens
+from infer_prof.scenarios.spec import ScenarioError, load_scenario
 
 
 def test_same_seed_same_stream_different_seed_different_stream() -> None:

@@ -8,7 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from scenarios.spec import ScenarioError, ScenarioSpec, builtin_names, describe, list_scenarios, load_scenario
+from infer_prof.scenarios.spec import (
+    ScenarioError,
+    ScenarioSpec,
+    builtin_names,
+    describe,
+    list_scenarios,
+    load_scenario,
+)
 
 BUILTINS = (
     "batch-docs",

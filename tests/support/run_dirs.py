@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from profiler.rundir.atomic import write_atomic, write_text_atomic
-from profiler.rundir.results import RunResult, write_run
+from infer_prof.profiler.rundir.atomic import write_atomic, write_text_atomic
+from infer_prof.profiler.rundir.results import RunResult, write_run
 
 # The phases the engine thread spends a step in, with (base ms, ms per running sequence, ms per
 # prefill token): shaped like a small CPU model where the forward pass dominates and the Python
@@ -87,7 +87,7 @@ def make_run_dir(
     run_path = Path(path)
     run_path.mkdir(parents=True, exist_ok=True)
     if with_samples:
-        from profiler.session.record import sample_labels
+        from infer_prof.profiler.session.record import sample_labels
 
         raw = _collapsed_stacks(rng, steps)
         write_text_atomic(run_path / "samples.txt", raw)

@@ -8,11 +8,11 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from profiler.rundir.sweepdir import run_dir_of
-from profiler.sweep.grid import build_cells
-from profiler.sweep.run import write_tables
-from profiler.sweep.spec import load_sweep
-from profiler.sweep.state import open_sweep_dir
+from infer_prof.profiler.rundir.sweepdir import run_dir_of
+from infer_prof.profiler.sweep.grid import build_cells
+from infer_prof.profiler.sweep.run import write_tables
+from infer_prof.profiler.sweep.spec import load_sweep
+from infer_prof.profiler.sweep.state import open_sweep_dir
 from tests.support.run_dirs import make_run_dir
 
 MODELS = ("synthetic:tiny", "synthetic:small", "synthetic:base")

@@ -21,7 +21,7 @@ from typing import Any
 
 import httpx
 
-from scenarios.loadgen import RequestSpec
+from infer_prof.scenarios.loadgen import RequestSpec
 
 _MAX_PAUSE_S = 0.1  # the dispatcher notices a stop within this time
 READ_TIMEOUT_S = 600.0  # a long generation on a loaded CPU server can take minutes; a hung one ends here

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from profiler.analysis.engine_tables import EngineTable, all_tables
+from infer_prof.profiler.analysis.engine_tables import EngineTable, all_tables
 
 PROBE_DIR_ENV = "INFER_PROF_PROBE_DIR"
 SOURCE = Path(__file__).resolve().parents[2] / "inject" / "sitecustomize.py"

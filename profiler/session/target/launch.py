@@ -16,8 +16,8 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from errors import TargetError
-from profiler.session.target.tree import PROC, descendants, parents, pids_listening
+from infer_prof.errors import TargetError
+from infer_prof.profiler.session.target.tree import PROC, descendants, parents, pids_listening
 
 LAUNCH_TIMEOUT_S = 600.0  # vLLM's CPU build takes ~3 minutes to start on a 2-core machine
 STOP_GRACE_S = 15.0  # after SIGTERM, before SIGKILL: vLLM shuts its engine and workers down in a few seconds

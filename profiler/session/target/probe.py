@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from errors import TargetError
+from infer_prof.errors import TargetError
 
 PROBE_TIMEOUT_S = 10.0
 

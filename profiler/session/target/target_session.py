@@ -25,33 +25,38 @@ from urllib.parse import urlsplit
 import numpy as np
 import pandas as pd
 
-from errors import TargetError
-from profiler.analysis.foreign import foreign_breakdown, queueing_reason
-from profiler.analysis.metrics import RequestTiming, compute_metrics, engine_timeline_summary, latency_summary
-from profiler.analysis.probe_spans import analyse_probe, probe_bounds, probe_sentences
-from profiler.collectors.registry import DEEP_RATE_HZ, DEFAULT_RATE_HZ, PROFILES
-from profiler.collectors.sampling import SamplingCollector
-from profiler.rundir.environment import describe_environment
-from profiler.rundir.results import REQUEST_COLUMNS, STEP_COLUMNS, RunResult, write_run
-from profiler.session.options import OptionError
-from profiler.session.record import write_samples
-from profiler.session.session import SessionHooks, SessionOutcome, prepare_prompts
-from profiler.session.target.client import HttpLoad, HttpRecord, drive_http, http_outcome
-from profiler.session.target.inject import ProbeSetup, read_probe
-from profiler.session.target.probe import ServerInfo
-from profiler.session.target.processes import primary_pid, process_table, write_process_samples
-from profiler.session.target.remote import RemoteWindow
-from profiler.session.target.server_split import (
+from infer_prof.errors import TargetError
+from infer_prof.profiler.analysis.foreign import foreign_breakdown, queueing_reason
+from infer_prof.profiler.analysis.metrics import (
+    RequestTiming,
+    compute_metrics,
+    engine_timeline_summary,
+    latency_summary,
+)
+from infer_prof.profiler.analysis.probe_spans import analyse_probe, probe_bounds, probe_sentences
+from infer_prof.profiler.collectors.registry import DEEP_RATE_HZ, DEFAULT_RATE_HZ, PROFILES
+from infer_prof.profiler.collectors.sampling import SamplingCollector
+from infer_prof.profiler.rundir.environment import describe_environment
+from infer_prof.profiler.rundir.results import REQUEST_COLUMNS, STEP_COLUMNS, RunResult, write_run
+from infer_prof.profiler.session.options import OptionError
+from infer_prof.profiler.session.record import write_samples
+from infer_prof.profiler.session.session import SessionHooks, SessionOutcome, prepare_prompts
+from infer_prof.profiler.session.target.client import HttpLoad, HttpRecord, drive_http, http_outcome
+from infer_prof.profiler.session.target.inject import ProbeSetup, read_probe
+from infer_prof.profiler.session.target.probe import ServerInfo
+from infer_prof.profiler.session.target.processes import primary_pid, process_table, write_process_samples
+from infer_prof.profiler.session.target.remote import RemoteWindow
+from infer_prof.profiler.session.target.server_split import (
     foreign_processes,
     gil_section,
     server_breakdown,
     server_verdict,
     thread_table,
 )
-from profiler.session.target.tree import ServerTree, find_server_tree
-from profiler.session.target.watch import TreeSampler
-from scenarios.loadgen import generate_requests
-from scenarios.spec import ScenarioSpec
+from infer_prof.profiler.session.target.tree import ServerTree, find_server_tree
+from infer_prof.profiler.session.target.watch import TreeSampler
+from infer_prof.scenarios.loadgen import generate_requests
+from infer_prof.scenarios.spec import ScenarioSpec
 
 CLIENT_BUSY_FRACTION = 0.8  # of one core: above it the client may be what limits the load
 CLIENT_LAG_MS = 50.0  # p99 lateness of sends against the schedule that says the same
@@ -115,8 +120,8 @@ def plan_target(
 @functools.cache  # tokenizers are immutable; reading one from a GGUF takes seconds
 def prompt_tokenizer(model: str):
     """The tokenizer prompts are sized with: the --model GGUF's, else SmolLM2's (synthetic models use it too)."""
-    from engine.loader import find_smollm2
-    from engine.tokenizer import Tokenizer
+    from infer_prof.engine.loader import find_smollm2
+    from infer_prof.engine.tokenizer import Tokenizer
 
     if model.endswith(".gguf") or Path(model).expanduser().is_file():
         return Tokenizer.from_gguf(Path(model).expanduser())

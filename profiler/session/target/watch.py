@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from profiler.collectors.base import Collector
-from profiler.session.target.tree import (
+from infer_prof.profiler.collectors.base import Collector
+from infer_prof.profiler.session.target.tree import (
     PROC,
     ProcessInfo,
     assign_role,

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from profiler.analysis.breakdown import build_breakdown
-from profiler.rundir.results import CATEGORIES, COMPONENTS
+from infer_prof.profiler.analysis.breakdown import build_breakdown
+from infer_prof.profiler.rundir.results import CATEGORIES, COMPONENTS
 
 ENGINE = "infer-prof-engine"
 WALL = 1000  # ns; every number below is a share of it
@@ -439,7 +439,7 @@ def test_spans_categories_always_add_up_to_the_wall(
 
 
 def test_a_gap_is_beyond_noise_only_when_the_spans_share_leaves_the_samples_interval() -> None:
-    from profiler.analysis.breakdown import _beyond_noise
+    from infer_prof.profiler.analysis.breakdown import _beyond_noise
 
     spans = {"categories": {"interpreter": 0.10, "kernel": 0.90}}
     # 2 engine-thread samples, one of each: a 40-point gap that 2 samples cannot show.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from profiler.analysis.classify import (
+from infer_prof.profiler.analysis.classify import (
     ComponentRules,
     Frame,
     base_symbol,

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from profiler.analysis.diagnose import (
+from infer_prof.profiler.analysis.diagnose import (
     RULE_REWRITE,
     RULE_STAY,
     RULE_TARGETED,
@@ -15,7 +15,7 @@ from profiler.analysis.diagnose import (
     measured_gain,
     rule_for,
 )
-from profiler.overhead.costs import (
+from infer_prof.profiler.overhead.costs import (
     ABResult,
     collector_costs,
     interleave_ab,
@@ -318,8 +318,8 @@ def test_a_disagreement_within_sampling_noise_is_not_reported() -> None:
 
 
 def test_a_native_twins_added_copy_is_subtracted_from_its_predicted_gain() -> None:
-    from profiler.analysis.diagnose import _predictions, _speedups
-    from profiler.session.transfer import sampler_copy_share
+    from infer_prof.profiler.analysis.diagnose import _predictions, _speedups
+    from infer_prof.profiler.session.transfer import sampler_copy_share
 
     split = {"components": {"sampler": 0.40, "scheduler": 0.0, "kv_alloc": 0.0, "prepare": 0.0}}
     speedups = _speedups({"sampler": 10.0}, None)

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from profiler.analysis.gpu_idle import (
+from infer_prof.profiler.analysis.gpu_idle import (
     BETWEEN_STEPS,
     STEP_OTHER,
     device_intervals,

@@ -10,16 +10,21 @@ from pathlib import Path
 
 import pytest
 
-from errors import CompareError
-from profiler.analysis.health import (
+from infer_prof.errors import CompareError
+from infer_prof.profiler.analysis.health import (
     CONTENDED_BELOW,
     SATURATED_DELIVERED_BELOW,
     health_section,
     latency_growth,
     offered_rate,
 )
-from profiler.collectors.health import HealthProbe, our_running_threads, read_cpu_times, read_procs_running
-from profiler.rundir.health import VOID_BUSY, VOID_SATURATED, void_reason
+from infer_prof.profiler.collectors.health import (
+    HealthProbe,
+    our_running_threads,
+    read_cpu_times,
+    read_procs_running,
+)
+from infer_prof.profiler.rundir.health import VOID_BUSY, VOID_SATURATED, void_reason
 from tests.support.run_dirs import make_run_dir
 
 OPEN = {"load": {"mode": "open-loop", "rate": 2.0}}
@@ -172,8 +177,8 @@ def runs(tmp_path_factory):
 
 
 def test_compare_calls_a_busy_run_void(runs):
-    from reports.compare.analysis import VOID, compare_runs
-    from reports.compare.summary import headline
+    from infer_prof.reports.compare.analysis import VOID, compare_runs
+    from infer_prof.reports.compare.summary import headline
 
     _with_health(runs["busy"], BUSY)
     result = compare_runs([runs["a"]], [runs["busy"]], n_boot=100, drift_guard=False)
@@ -183,8 +188,8 @@ def test_compare_calls_a_busy_run_void(runs):
 
 
 def test_compare_refuses_unlike_runs_unless_allowed(runs):
-    from reports.compare.analysis import compare_runs
-    from reports.compare.summary import headline
+    from infer_prof.reports.compare.analysis import compare_runs
+    from infer_prof.reports.compare.summary import headline
 
     _with_health(runs["other"], None, scenario="concurrency-30")
     with pytest.raises(CompareError, match="scenario chat-poisson vs concurrency-30.*--allow-unlike"):
@@ -196,8 +201,8 @@ def test_compare_refuses_unlike_runs_unless_allowed(runs):
 
 
 def test_compare_requests_per_second_is_the_runs_own_headline(runs):
-    from profiler.rundir.results import read_result
-    from reports.compare.analysis import compare_runs
+    from infer_prof.profiler.rundir.results import read_result
+    from infer_prof.reports.compare.analysis import compare_runs
 
     result = compare_runs([runs["a"]], [runs["b"]], n_boot=100, drift_guard=False)
     metric = result.metric("request_throughput")
@@ -211,9 +216,9 @@ def test_compare_never_prints_nan_for_a_zero_goodput(runs, tmp_path):
 
     from rich.console import Console
 
-    from reports.compare.analysis import compare_runs
-    from reports.compare.summary import metrics_table
-    from reports.compare.terminal import render_comparison
+    from infer_prof.reports.compare.analysis import compare_runs
+    from infer_prof.reports.compare.summary import metrics_table
+    from infer_prof.reports.compare.terminal import render_comparison
 
     zero = Path(tmp_path / "zero")
     make_run_dir(zero, seed=5, n_requests=60, n_steps=200)
@@ -230,8 +235,8 @@ def test_compare_never_prints_nan_for_a_zero_goodput(runs, tmp_path):
 
 
 def test_a_budget_on_a_busy_run_is_void_not_a_pass(runs, tmp_path):
-    from profiler.budget.check import check_budget
-    from profiler.budget.spec import parse_budget
+    from infer_prof.profiler.budget.check import check_budget
+    from infer_prof.profiler.budget.spec import parse_budget
 
     budget = parse_budget('[[budget]]\nname = "tput"\nmetric = "metrics.request_throughput"\nmin = 0.0\n')
     report = check_budget(budget, [runs["busy"]])
@@ -241,7 +246,7 @@ def test_a_budget_on_a_busy_run_is_void_not_a_pass(runs, tmp_path):
 
 
 def test_selftest_says_void_when_the_machine_was_busy():
-    from profiler.checks.selftest import CASES, CaseResult
+    from infer_prof.profiler.checks.selftest import CASES, CaseResult
 
     case = CASES[0]
     wrong_on_busy = CaseResult(case, "kernel", 0.5, "model_kernels", 1.0, [], busy=void_reason(BUSY))
@@ -253,8 +258,8 @@ def test_selftest_says_void_when_the_machine_was_busy():
 
 
 def test_no_prediction_and_no_control_path_for_twins_that_were_on():
-    from profiler.analysis.diagnose import diagnose
-    from profiler.rundir.twins import expand, twins_sentence
+    from infer_prof.profiler.analysis.diagnose import diagnose
+    from infer_prof.profiler.rundir.twins import expand, twins_sentence
 
     split = {
         "categories": {
@@ -298,7 +303,7 @@ def test_no_prediction_and_no_control_path_for_twins_that_were_on():
 
 
 def test_predictions_on_a_busy_machine_are_void():
-    from profiler.analysis.diagnose import diagnose
+    from infer_prof.profiler.analysis.diagnose import diagnose
 
     split = {"categories": {"interpreter": 0.5, "kernel": 0.5, "idle": 0.0}, "components": {"sampler": 0.4}}
     verdict = diagnose(

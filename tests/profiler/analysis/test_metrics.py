@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from profiler.analysis.metrics import LATENCY_KEYS, RequestTiming, compute_metrics, engine_timeline_summary
+from infer_prof.profiler.analysis.metrics import (
+    LATENCY_KEYS,
+    RequestTiming,
+    compute_metrics,
+    engine_timeline_summary,
+)
 
 MS = 1_000_000  # nanoseconds
 

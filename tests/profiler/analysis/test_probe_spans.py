@@ -6,7 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from profiler.analysis.probe_spans import analyse_probe, exclusive_ns, probe_bounds, probe_sentences
+from infer_prof.profiler.analysis.probe_spans import (
+    analyse_probe,
+    exclusive_ns,
+    probe_bounds,
+    probe_sentences,
+)
 
 PROBES = [
     {"component": "step"},
@@ -150,7 +155,7 @@ def test_a_probe_share_inside_or_outside_the_samples_interval() -> None:
 
 
 def test_on_time_follows_the_steps_turns_inside_the_window() -> None:
-    from profiler.analysis.probe_spans import on_time_ns
+    from infer_prof.profiler.analysis.probe_spans import on_time_ns
 
     assert on_time_ns([], (0, 500)) == 500
     assert on_time_ns([(100, 0), (300, 1)], (0, 500)) == 300
@@ -172,7 +177,7 @@ def test_shares_of_wall_count_only_the_time_the_probes_were_on() -> None:
 
 
 def test_the_critical_path_reads_loop_work_then_the_wait_on_the_worker() -> None:
-    from profiler.analysis.probe_spans import critical_path
+    from infer_prof.profiler.analysis.probe_spans import critical_path
 
     steps = {
         "mean_ms": 100.0,

@@ -10,12 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from errors import TargetError
-from profiler.analysis.classify import classify, parse_frame, parse_line, parse_raw
-from profiler.analysis.engine_tables import BUILTIN_TABLES, load_table, table_paths
-from profiler.analysis.foreign import foreign_breakdown, foreign_verdict
-from profiler.analysis.roles import process_roles
-from profiler.session.target.server_split import process_split, server_breakdown, server_verdict, thread_table
+from infer_prof.errors import TargetError
+from infer_prof.profiler.analysis.classify import classify, parse_frame, parse_line, parse_raw
+from infer_prof.profiler.analysis.engine_tables import BUILTIN_TABLES, load_table, table_paths
+from infer_prof.profiler.analysis.foreign import foreign_breakdown, foreign_verdict
+from infer_prof.profiler.analysis.roles import process_roles
+from infer_prof.profiler.session.target.server_split import (
+    process_split,
+    server_breakdown,
+    server_verdict,
+    thread_table,
+)
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "pyspy"
 
@@ -538,7 +543,7 @@ def test_recorded_llama_server_threads_taking_turns_are_one_loop_not_half_idle()
 
 
 def test_a_busy_loop_and_a_late_first_token_say_requests_queued() -> None:
-    from profiler.analysis.foreign import queueing_reason
+    from infer_prof.profiler.analysis.foreign import queueing_reason
 
     verdict = {"foreign": {"loop": {"idle": 0.08}}}
     line = queueing_reason(verdict, {"ttft_ms": {"p50": 8497.0}, "tpot_ms": {"p50": 13.76}})

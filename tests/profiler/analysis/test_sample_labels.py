@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from profiler.analysis.classify import parse_raw
-from profiler.collectors.sampling import summarize_stacks
-from profiler.session.record import sample_labels
+from infer_prof.profiler.analysis.classify import parse_raw
+from infer_prof.profiler.collectors.sampling import summarize_stacks
+from infer_prof.profiler.session.record import sample_labels
 from tests.support.run_dirs import make_run_dir
 
 

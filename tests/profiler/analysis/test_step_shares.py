@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from profiler.analysis.diagnose import diagnose
-from profiler.analysis.step_shares import step_share_intervals
+from infer_prof.profiler.analysis.diagnose import diagnose
+from infer_prof.profiler.analysis.step_shares import step_share_intervals
 from tests.profiler.analysis.test_diagnose import ALL_OK, breakdown, split
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from profiler.analysis.classify import ComponentRules, classify, is_gil_wait, parse_line
+from infer_prof.profiler.analysis.classify import ComponentRules, classify, is_gil_wait, parse_line
 
 RULES = ComponentRules()
 

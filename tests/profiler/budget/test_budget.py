@@ -12,17 +12,17 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from profiler.budget.check import (
+from infer_prof.profiler.budget.check import (
     COUNTING_PROFILE,
     check_budget,
     check_budget_with_runner,
     expand_run_dirs,
     record_runs,
 )
-from profiler.budget.output import bmf_document, write_bmf, write_junit
-from profiler.budget.spec import ALIASES, BudgetError, load_budget, parse_budget
-from profiler.cli.budget import render_budget_report
-from profiler.rundir.results import read_result
+from infer_prof.profiler.budget.output import bmf_document, write_bmf, write_junit
+from infer_prof.profiler.budget.spec import ALIASES, BudgetError, load_budget, parse_budget
+from infer_prof.profiler.cli.budget import render_budget_report
+from infer_prof.profiler.rundir.results import read_result
 from tests.support.run_dirs import make_run_dir
 
 ROOT = Path(__file__).resolve().parents[3]

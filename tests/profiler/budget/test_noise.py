@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from profiler.budget.check import BudgetReport, check_budget
-from profiler.budget.spec import load_budget
-from profiler.session.options import EngineOptions
-from profiler.session.runner import ModelCache, run_once
+from infer_prof.profiler.budget.check import BudgetReport, check_budget
+from infer_prof.profiler.budget.spec import load_budget
+from infer_prof.profiler.session.options import EngineOptions
+from infer_prof.profiler.session.runner import ModelCache, run_once
 
 ROOT = Path(__file__).resolve().parents[3]
 BUDGET = load_budget(ROOT / "budgets" / "noise.toml")

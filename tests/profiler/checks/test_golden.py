@@ -5,23 +5,23 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.types import SamplingParams
-from profiler.checks.golden_explain import explain
+from infer_prof.engine.types import SamplingParams
+from infer_prof.profiler.checks.golden_explain import explain
 
-native = pytest.importorskip("native_paths.loader")
+native = pytest.importorskip("infer_prof.native_paths.loader")
 if native.extension() is None:  # pragma: no cover - the suite builds the extension
     pytest.skip("native extension not built", allow_module_level=True)
 
 
 @pytest.fixture(scope="module")
 def tiny():
-    from engine.loader import load_model
+    from infer_prof.engine.loader import load_model
 
     return load_model("synthetic:tiny")
 
 
 def test_twins_agree_on_a_workload_with_preemption(tiny):
-    from profiler.checks.golden import run_golden
+    from infer_prof.profiler.checks.golden import run_golden
 
     report = run_golden(tiny, requests=24, max_tokens=16, max_batch=16)
     assert report.preemptions > 0, "the default pool must be small enough to force preemption"
@@ -31,8 +31,8 @@ def test_twins_agree_on_a_workload_with_preemption(tiny):
 
 
 def test_a_planted_sampler_bug_is_a_logic_error(tiny, monkeypatch):
-    from native_paths.sampler import NativeSampler
-    from profiler.checks import golden
+    from infer_prof.native_paths.sampler import NativeSampler
+    from infer_prof.profiler.checks import golden
 
     real = NativeSampler.sample
 
@@ -48,8 +48,8 @@ def test_a_planted_sampler_bug_is_a_logic_error(tiny, monkeypatch):
 
 
 def test_a_planted_scheduler_bug_is_reported(tiny, monkeypatch):
-    from native_paths.scheduler import NativeScheduler
-    from profiler.checks import golden
+    from infer_prof.native_paths.scheduler import NativeScheduler
+    from infer_prof.profiler.checks import golden
 
     real = NativeScheduler.schedule
 
@@ -69,7 +69,7 @@ def test_explain_draw_boundary_is_a_near_tie():
     row = np.full(8, -50.0, dtype=np.float32)
     row[2] = row[5] = 1.0
     params = SamplingParams(temperature=1.0, seed=123)
-    from engine.sampler import splitmix64_uniform
+    from infer_prof.engine.sampler import splitmix64_uniform
 
     u = splitmix64_uniform(123, 0)
     result = explain(row, params, [], [], 0, 2, 5)
@@ -118,7 +118,7 @@ def _tight_top_k_row() -> np.ndarray:
 def _draws(row: np.ndarray, params: SamplingParams) -> int:
     import torch
 
-    from engine.sampler import PythonSampler
+    from infer_prof.engine.sampler import PythonSampler
 
     sampler = PythonSampler()
     sampler.add(0, params, [])
@@ -130,7 +130,7 @@ def test_an_off_by_one_top_k_next_to_a_tight_cut_is_a_logic_error():
     # the target 0.85 picks 0; the buggy {0, 1, 2} (total 2.0) has target 1.13 and picks 1. Rounding
     # could only swap 1 and 2 at the cut ({0, 2}: still 0), so this is not a near-tie although a cut in
     # the row lies within rounding.
-    from profiler.checks.golden_explain import _close
+    from infer_prof.profiler.checks.golden_explain import _close
 
     row = _tight_top_k_row()
     params = SamplingParams(temperature=1.0, top_k=2, seed=1)
@@ -161,8 +161,8 @@ def test_a_token_outside_a_clear_top_k_cut_is_a_logic_error():
 
 @pytest.mark.slow  # 18 engine runs
 def test_every_native_combination_serves_the_python_tokens(tiny):
-    from native_paths.toggles import every_combination
-    from profiler.checks.golden import run_golden
+    from infer_prof.native_paths.toggles import every_combination
+    from infer_prof.profiler.checks.golden import run_golden
 
     combinations = [",".join(sorted(selection)) for selection in every_combination()]
     report = run_golden(tiny, requests=8, max_tokens=16, max_batch=8, kv_blocks=14, combinations=combinations)
@@ -171,8 +171,8 @@ def test_every_native_combination_serves_the_python_tokens(tiny):
 
 
 def test_a_planted_preparation_bug_is_reported_for_the_twin_and_end_to_end(tiny, monkeypatch):
-    from native_paths.prepare import NativePrepare
-    from profiler.checks import golden
+    from infer_prof.native_paths.prepare import NativePrepare
+    from infer_prof.profiler.checks import golden
 
     real = NativePrepare.prepare
 
@@ -188,8 +188,8 @@ def test_a_planted_preparation_bug_is_reported_for_the_twin_and_end_to_end(tiny,
 
 
 def test_a_planted_core_bug_is_reported(tiny, monkeypatch):
-    from native_paths.core import CoreKVAllocator
-    from profiler.checks import golden
+    from infer_prof.native_paths.core import CoreKVAllocator
+    from infer_prof.profiler.checks import golden
 
     real = CoreKVAllocator.step
 

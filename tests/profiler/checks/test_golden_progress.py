@@ -8,14 +8,14 @@ import threading
 
 import pytest
 
-native = pytest.importorskip("native_paths.loader")
+native = pytest.importorskip("infer_prof.native_paths.loader")
 if native.extension() is None:  # pragma: no cover - the suite builds the extension
     pytest.skip("native extension not built", allow_module_level=True)
 
 
 def test_counts_rise_to_the_total_in_each_run():
-    from engine.loader import load_model
-    from profiler.checks.golden import SHADOW_PHASE, end_to_end_phase, run_golden
+    from infer_prof.engine.loader import load_model
+    from infer_prof.profiler.checks.golden import SHADOW_PHASE, end_to_end_phase, run_golden
 
     seen: list[tuple[str, int, int]] = []
     report = run_golden(
@@ -37,7 +37,7 @@ def test_counts_rise_to_the_total_in_each_run():
 
 
 def test_report_finished_follows_handles_as_they_finish():
-    from profiler.checks.golden import _report_finished
+    from infer_prof.profiler.checks.golden import _report_finished
 
     class Handle:
         def __init__(self) -> None:
@@ -65,7 +65,18 @@ def test_report_finished_follows_handles_as_they_finish():
 
 def test_the_command_draws_a_bar_per_run():
     result = subprocess.run(
-        [sys.executable, "-m", "profiler.cli", "golden", "-m", "synthetic:tiny", "-r", "5", "-n", "3"],
+        [
+            sys.executable,
+            "-m",
+            "infer_prof.profiler.cli",
+            "golden",
+            "-m",
+            "synthetic:tiny",
+            "-r",
+            "5",
+            "-n",
+            "3",
+        ],
         capture_output=True,
         text=True,
         timeout=240,

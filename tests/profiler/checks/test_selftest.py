@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from profiler.checks import selftest
-from profiler.checks.injections import ContendedSampler, apply_injections, close_injections
-from profiler.checks.selftest import CASES, CaseResult, run_case, run_selftest, select_cases
-from profiler.cli.selftest import render_selftest
-from profiler.rundir.results import read_result
-from profiler.session.options import OptionError
-from profiler.session.runner import ModelCache
+from infer_prof.profiler.checks import selftest
+from infer_prof.profiler.checks.injections import ContendedSampler, apply_injections, close_injections
+from infer_prof.profiler.checks.selftest import CASES, CaseResult, run_case, run_selftest, select_cases
+from infer_prof.profiler.cli.selftest import render_selftest
+from infer_prof.profiler.rundir.results import read_result
+from infer_prof.profiler.session.options import OptionError
+from infer_prof.profiler.session.runner import ModelCache
 
 
 @pytest.fixture(scope="module")

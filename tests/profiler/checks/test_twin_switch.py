@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from profiler.checks.inrun_gain import inrun_gain, label_steps
-from profiler.checks.twin_switch import SamplerSwitch, SwitchingSampler
+from infer_prof.profiler.checks.inrun_gain import inrun_gain, label_steps
+from infer_prof.profiler.checks.twin_switch import SamplerSwitch, SwitchingSampler
 
 
 class _Twin:
@@ -200,13 +200,13 @@ def test_blocks_of_one_step_resampled_in_units_of_eight_narrow_the_interval_of_a
 
 def test_a_switched_greedy_run_draws_the_tokens_of_an_unswitched_one(tmp_path: Path) -> None:
     """Greedy draws need no RNG or history, so both twins taking turns must give the Python twin's tokens."""
-    from native_paths.loader import available
-    from profiler.replay.recorder import install_recorder
-    from profiler.session.builder import load_for_options
-    from profiler.session.options import EngineOptions
-    from profiler.session.session import SessionHooks, run_session
-    from scenarios.sampling import SamplingSettings
-    from scenarios.spec import load_scenario
+    from infer_prof.native_paths.loader import available
+    from infer_prof.profiler.replay.recorder import install_recorder
+    from infer_prof.profiler.session.builder import load_for_options
+    from infer_prof.profiler.session.options import EngineOptions
+    from infer_prof.profiler.session.session import SessionHooks, run_session
+    from infer_prof.scenarios.sampling import SamplingSettings
+    from infer_prof.scenarios.spec import load_scenario
 
     if available().get("sampler") is not True:
         pytest.skip("the C twins are not built (python native_paths/build.py)")

@@ -12,8 +12,13 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from profiler.analysis.diagnose import amdahl_gain
-from profiler.checks.verify import busy_ns_per_token, compare_component, component_ns_per_token, python_spread
+from infer_prof.profiler.analysis.diagnose import amdahl_gain
+from infer_prof.profiler.checks.verify import (
+    busy_ns_per_token,
+    compare_component,
+    component_ns_per_token,
+    python_spread,
+)
 
 
 def fake_result(wall_s: float, idle: float, sampler: float, tokens: int) -> Any:
@@ -62,12 +67,12 @@ def test_a_microbenchmark_speedup_takes_precedence_and_python_runs_average() -> 
 def test_verify_rewrites_result_json_with_both_gains(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, void: bool
 ) -> None:
-    from native_paths.loader import available
-    from profiler.checks.verify import verify_predictions
-    from profiler.session.builder import load_for_options
-    from profiler.session.options import EngineOptions
-    from profiler.session.session import SessionHooks, run_session
-    from scenarios.spec import load_scenario
+    from infer_prof.native_paths.loader import available
+    from infer_prof.profiler.checks.verify import verify_predictions
+    from infer_prof.profiler.session.builder import load_for_options
+    from infer_prof.profiler.session.options import EngineOptions
+    from infer_prof.profiler.session.session import SessionHooks, run_session
+    from infer_prof.scenarios.spec import load_scenario
 
     if available().get("sampler") is not True:
         pytest.skip("the C twins are not built (python native_paths/build.py)")
@@ -83,12 +88,12 @@ def test_verify_rewrites_result_json_with_both_gains(
         return run_session(dataclasses.replace(options, native=native), spec, out, loaded=loaded, hooks=hooks)
 
     # The sampler's twins take turns in blocks short enough for this short run.
-    monkeypatch.setattr("profiler.checks.twin_switch.BLOCK_STEPS", 2)
+    monkeypatch.setattr("infer_prof.profiler.checks.twin_switch.BLOCK_STEPS", 2)
 
     # The drift guard's answer is fixed here (its arithmetic is tested in test_control.py): short runs on a
     # shared machine move the control figure either way, and this test is about the plumbing of both paths.
     reason = "void: the machine changed (planted)" if void else None
-    monkeypatch.setattr("profiler.checks.verify.drift_void", lambda *args, **kwargs: reason)
+    monkeypatch.setattr("infer_prof.profiler.checks.verify.drift_void", lambda *args, **kwargs: reason)
     main = run_session(options, spec, tmp_path / "run", loaded=loaded)
     section = verify_predictions(
         main, options, stop_event=threading.Event(), native_speedups=None, run_again=run_again
@@ -164,7 +169,7 @@ def _steps(rows: list[tuple[int, int, float]]) -> pd.DataFrame:
 
 
 def test_the_mix_matched_gain_weighs_each_kind_of_step_as_the_python_runs_had_it() -> None:
-    from profiler.checks.verify import mix_matched_gain
+    from infer_prof.profiler.checks.verify import mix_matched_gain
 
     # The native run makes every kind of step 10% faster but runs smaller batches (as an open loop does
     # when the engine is faster): per step kind it is 10% faster, whatever its own mix.
@@ -185,9 +190,9 @@ def test_the_verify_table_shows_an_in_run_gain_with_its_interval_and_where_it_ca
 
     from rich.console import Console
 
-    from profiler.checks.inrun_gain import InRunGain
-    from profiler.checks.verify import inrun_entry
-    from profiler.cli.run import render_verify
+    from infer_prof.profiler.checks.inrun_gain import InRunGain
+    from infer_prof.profiler.checks.verify import inrun_entry
+    from infer_prof.profiler.cli.run import render_verify
 
     gain = InRunGain(
         0.10,
@@ -238,8 +243,8 @@ def test_the_verify_table_shows_an_in_run_gain_with_its_interval_and_where_it_ca
 
 
 def test_an_interval_judges_a_prediction_only_when_it_is_narrower_than_the_band() -> None:
-    from profiler.checks.verify import resolution
-    from reports.run.summary import unresolved_note
+    from infer_prof.profiler.checks.verify import resolution
+    from infer_prof.reports.run.summary import unresolved_note
 
     narrow = resolution(0.02, 0.017, 0.0235)  # +-0.325 points against +-0.4
     assert (

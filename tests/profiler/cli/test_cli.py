@@ -15,7 +15,10 @@ from tests.engine.conftest import write_tiny_gguf
 
 def cli(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "profiler.cli", *args], capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-m", "infer_prof.profiler.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 
@@ -140,7 +143,7 @@ def test_ctrl_c_writes_a_partial_result(tmp_path: Path):
         [
             sys.executable,
             "-m",
-            "profiler.cli",
+            "infer_prof.profiler.cli",
             "run",
             "--model",
             "synthetic:tiny",
@@ -209,8 +212,8 @@ def test_engine_options_are_declared_once_and_arrive_as_one_validated_object() -
     import typer
     from typer.testing import CliRunner
 
-    from profiler.cli.options import engine_options
-    from profiler.session.options import EngineOptions
+    from infer_prof.profiler.cli.options import engine_options
+    from infer_prof.profiler.session.options import EngineOptions
 
     toy = typer.Typer()
     seen: list[tuple[int, EngineOptions]] = []

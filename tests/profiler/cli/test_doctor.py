@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from profiler.cli import doctor
+from infer_prof.profiler.cli import doctor
 
 
 def _by_name(rows):  # type: ignore[no-untyped-def]
@@ -10,7 +10,7 @@ def _by_name(rows):  # type: ignore[no-untyped-def]
 
 
 def test_loaded_twins_are_reported_built_with_their_library(monkeypatch):
-    from native_paths.loader import COMPONENT_SYMBOLS
+    from infer_prof.native_paths.loader import COMPONENT_SYMBOLS
 
     status = {
         "built": True,
@@ -18,7 +18,7 @@ def test_loaded_twins_are_reported_built_with_their_library(monkeypatch):
         "reason": "",
         **dict.fromkeys(COMPONENT_SYMBOLS, True),
     }
-    monkeypatch.setattr("native_paths.loader.available", lambda: status)
+    monkeypatch.setattr("infer_prof.native_paths.loader.available", lambda: status)
     rows = _by_name(doctor.native_rows())
     assert rows["native library"] == ("built", "/x/_native.abi3.so")
     assert set(COMPONENT_SYMBOLS) >= {"sampler", "kv_alloc", "scheduler", "prepare", "core"}
@@ -37,7 +37,7 @@ def test_a_library_without_one_twin_names_it(monkeypatch):
         "kv_alloc": True,
         "scheduler": True,
     }
-    monkeypatch.setattr("native_paths.loader.available", lambda: status)
+    monkeypatch.setattr("infer_prof.native_paths.loader.available", lambda: status)
     rows = _by_name(doctor.native_rows())
     assert rows["native sampler"][0] == "missing" and "lacks sampler" in rows["native sampler"][1]
     assert rows["native kv_alloc"][0] == "built"
@@ -52,7 +52,7 @@ def test_an_unbuilt_library_says_why_once(monkeypatch):
         "kv_alloc": False,
         "scheduler": False,
     }
-    monkeypatch.setattr("native_paths.loader.available", lambda: status)
+    monkeypatch.setattr("infer_prof.native_paths.loader.available", lambda: status)
     rows = _by_name(doctor.native_rows())
     assert rows["native library"] == (
         "missing",
@@ -62,7 +62,7 @@ def test_an_unbuilt_library_says_why_once(monkeypatch):
 
 
 def test_the_real_installation_reports_its_twins_and_model():
-    from native_paths.loader import available
+    from infer_prof.native_paths.loader import available
 
     rows = _by_name(doctor.doctor_rows())
     if available()["built"]:
@@ -73,9 +73,9 @@ def test_the_real_installation_reports_its_twins_and_model():
 
 def test_default_model_row_follows_the_lookup(monkeypatch, tmp_path):
     path = tmp_path / "SmolLM2.gguf"
-    monkeypatch.setattr("engine.catalog.local_gguf", lambda: path)
+    monkeypatch.setattr("infer_prof.engine.catalog.local_gguf", lambda: path)
     assert doctor.default_model_status() == ("ok", str(path))
-    monkeypatch.setattr("engine.catalog.local_gguf", lambda: None)
+    monkeypatch.setattr("infer_prof.engine.catalog.local_gguf", lambda: None)
     status, detail = doctor.default_model_status()
     assert status == "not local" and "downloaded with pip on first use" in detail
 

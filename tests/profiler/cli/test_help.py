@@ -14,8 +14,8 @@ from tests.profiler.cli.test_imports import every_help
 # installs the folding help) or "app" (typer's own rendering, the control that shows what is fixed).
 PROBE = """
 import contextlib, io, json, sys
-from profiler.cli.main import main
-from profiler.cli.app import app
+from infer_prof.profiler.cli.main import main
+from infer_prof.profiler.cli.app import app
 entry, out, texts = sys.argv[1], sys.argv[2], {}
 for argv in json.loads(sys.argv[3]):
     sys.argv = ["infer-prof", *argv]

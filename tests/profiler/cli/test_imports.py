@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-HEAVY = ("torch", "pandas", "matplotlib", "scipy", "reports")
+HEAVY = ("torch", "pandas", "matplotlib", "scipy", "infer_prof.reports")
 
 # Runs each argv through the console-script entry in one fresh interpreter and records, per argv, its exit
 # code and the heavy top-level modules loaded so far (so the first command to pull one in is the culprit).
 PROBE = """
 import json, sys
-from profiler.cli.main import main
+from infer_prof.profiler.cli.main import main
 heavy, out, seen = json.loads(sys.argv[1]), sys.argv[2], {}
 for argv in json.loads(sys.argv[3]):
     sys.argv = ["infer-prof", *argv]
@@ -54,8 +54,8 @@ def every_help() -> list[list[str]]:
     """`--help` of the app, of every command and of every subcommand, found by walking the click tree."""
     import typer.main
 
-    from profiler.cli.app import app
-    from profiler.cli.main import main  # noqa: F401  (registers the commands)
+    from infer_prof.profiler.cli.app import app
+    from infer_prof.profiler.cli.main import main  # noqa: F401  (registers the commands)
 
     found: list[list[str]] = [["--help"]]
 
@@ -106,4 +106,4 @@ def test_the_probe_sees_a_heavy_import(tmp_path):
     """The check can fail: `report` on a folder that is no run imports the reports before it refuses it."""
     result = probe([["report", str(tmp_path)]], tmp_path)[f"report {tmp_path}"]
     assert result["code"] == 2
-    assert "reports" in result["heavy"]
+    assert "infer_prof.reports" in result["heavy"]

@@ -10,7 +10,7 @@ import sys
 
 from rich.console import Console
 
-from profiler.cli.progress import LineProgress, Reporter, duration_text, rate_text
+from infer_prof.profiler.cli.progress import LineProgress, Reporter, duration_text, rate_text
 
 
 class FakeClock:
@@ -149,7 +149,7 @@ def test_run_with_stderr_to_a_file_writes_progress_lines(tmp_path):
             [
                 sys.executable,
                 "-m",
-                "profiler.cli",
+                "infer_prof.profiler.cli",
                 "run",
                 "-m",
                 "synthetic:tiny",

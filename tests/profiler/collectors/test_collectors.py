@@ -11,15 +11,15 @@ from typing import Any
 import pytest
 import torch
 
-from engine.trace import Tracer
-from profiler.collectors import ProfileError, default_collectors, find_tracer, start_all, stop_all
-from profiler.collectors.base import Collector
-from profiler.collectors.gc import GcCollector
-from profiler.collectors.gpu import GpuCollector
-from profiler.collectors.kernels import KernelCollector, summarize_events
-from profiler.collectors.registry import DEFAULT_KERNEL_WINDOWS, DEFAULT_RATE_HZ
-from profiler.collectors.sampling import SamplingCollector
-from profiler.collectors.spans import RecordingTracer, SpanCollector
+from infer_prof.engine.trace import Tracer
+from infer_prof.profiler.collectors import ProfileError, default_collectors, find_tracer, start_all, stop_all
+from infer_prof.profiler.collectors.base import Collector
+from infer_prof.profiler.collectors.gc import GcCollector
+from infer_prof.profiler.collectors.gpu import GpuCollector
+from infer_prof.profiler.collectors.kernels import KernelCollector, summarize_events
+from infer_prof.profiler.collectors.registry import DEFAULT_KERNEL_WINDOWS, DEFAULT_RATE_HZ
+from infer_prof.profiler.collectors.sampling import SamplingCollector
+from infer_prof.profiler.collectors.spans import RecordingTracer, SpanCollector
 
 
 class FakeClock:
@@ -458,7 +458,7 @@ class FakeNvml:
 
 
 def test_gpu_collector_skips_without_a_driver(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("profiler.collectors.gpu._nvml", lambda: FakeNvml(fail_init=True))
+    monkeypatch.setattr("infer_prof.profiler.collectors.gpu._nvml", lambda: FakeNvml(fail_init=True))
     collector = GpuCollector()
     collector.start()
     collector.stop()
@@ -480,7 +480,7 @@ def test_gpu_collector_on_this_machine_never_crashes() -> None:
 
 def test_gpu_collector_samples_a_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     nvml = FakeNvml()
-    monkeypatch.setattr("profiler.collectors.gpu._nvml", lambda: nvml)
+    monkeypatch.setattr("infer_prof.profiler.collectors.gpu._nvml", lambda: nvml)
     collector = GpuCollector(interval_s=0.005)
     collector.start()
     threading.Event().wait(0.05)
@@ -563,7 +563,7 @@ def test_registry_start_stop_without_py_spy_keeps_the_rest(monkeypatch: pytest.M
 
 
 def test_record_log_keeps_names_and_numbers_aligned() -> None:
-    from profiler.collectors.spans import RecordLog
+    from infer_prof.profiler.collectors.spans import RecordLog
 
     log = RecordLog(2, 3)
     for i in range(5):
@@ -576,7 +576,7 @@ def test_record_log_keeps_names_and_numbers_aligned() -> None:
 def test_counters_of_two_threads_come_back_in_time_order() -> None:
     import threading
 
-    from profiler.collectors.spans import RecordingTracer
+    from infer_prof.profiler.collectors.spans import RecordingTracer
 
     ticks = iter(range(100, 200))
     tracer = RecordingTracer(clock=lambda: next(ticks), cpu_clock=None)

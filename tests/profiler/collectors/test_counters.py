@@ -7,7 +7,7 @@ import threading
 import pytest
 import torch
 
-from profiler.collectors.counters import CounterCollector
+from infer_prof.profiler.collectors.counters import CounterCollector
 
 
 def _double(value: int) -> int:
@@ -134,11 +134,11 @@ def test_an_adapter_passed_twice_counts_once() -> None:
 
 @pytest.mark.parametrize("native, per_step", [("all", 4), ("core,sampler", 2), ("prepare", 1)])
 def test_one_native_call_per_component_per_step_through_the_engine(native: str, per_step: int) -> None:
-    from engine.config import EngineConfig
-    from engine.engine import Engine
-    from engine.types import SamplingParams
-    from native_paths import loader
-    from native_paths.toggles import make_components
+    from infer_prof.engine.config import EngineConfig
+    from infer_prof.engine.engine import Engine
+    from infer_prof.engine.types import SamplingParams
+    from infer_prof.native_paths import loader
+    from infer_prof.native_paths.toggles import make_components
     from tests.engine.fakes import FakeModel, FakeTokenizer
 
     if not loader.available()["built"]:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from profiler.analysis.gpu_idle import device_intervals, gpu_idle_split
-from profiler.collectors.base import OK, SKIPPED
-from profiler.collectors.device_time import DeviceTimeCollector
-from profiler.collectors.spans import RecordingTracer
+from infer_prof.profiler.analysis.gpu_idle import device_intervals, gpu_idle_split
+from infer_prof.profiler.collectors.base import OK, SKIPPED
+from infer_prof.profiler.collectors.device_time import DeviceTimeCollector
+from infer_prof.profiler.collectors.spans import RecordingTracer
 from tests.support.fake_gpu import FakeEvent, FakeGpu, run_steps
 
 

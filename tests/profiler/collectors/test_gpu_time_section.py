@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import threading
 
-from engine.engine import ENGINE_THREAD_NAME
-from profiler.collectors.device_time import DeviceTimeCollector
-from profiler.collectors.spans import RecordingTracer
-from profiler.session.gpu_time import gpu_time_section
+from infer_prof.engine.engine import ENGINE_THREAD_NAME
+from infer_prof.profiler.collectors.device_time import DeviceTimeCollector
+from infer_prof.profiler.collectors.spans import RecordingTracer
+from infer_prof.profiler.session.gpu_time import gpu_time_section
 from tests.support.fake_gpu import FakeGpu, run_steps
 
 

@@ -9,9 +9,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from profiler.collectors.kernels import KernelCollector  # noqa: E402
-from profiler.collectors.spans import SpanCollector  # noqa: E402
-from profiler.session.record import kernel_event_table, span_table  # noqa: E402
+from infer_prof.profiler.collectors.kernels import KernelCollector  # noqa: E402
+from infer_prof.profiler.collectors.spans import SpanCollector  # noqa: E402
+from infer_prof.profiler.session.record import kernel_event_table, span_table  # noqa: E402
 
 
 def _run_steps(spans: SpanCollector, steps: int) -> None:

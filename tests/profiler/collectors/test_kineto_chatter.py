@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.profiler as torch_profiler
 
-from profiler.collectors.kineto_chatter import quietly_profiling, without_kineto_chatter
+from infer_prof.profiler.collectors.kineto_chatter import quietly_profiling, without_kineto_chatter
 
 
 def test_only_the_chatter_is_dropped(capfd: pytest.CaptureFixture[str]) -> None:

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 import torch
 
-from profiler.collectors.sampling import SamplingCollector, py_spy_command, realtime_allowed
+from infer_prof.profiler.collectors.sampling import SamplingCollector, py_spy_command, realtime_allowed
 
 ENGINE = "infer-prof-engine"
 

@@ -8,11 +8,11 @@ from array import array
 
 import pytest
 
-from engine.sequence import RequestOutput
-from profiler.collectors import spans
-from profiler.collectors.spans import RecordingTracer, RecordLog
-from profiler.collectors.spill import SpillFile
-from profiler.session.drive import RunOutput
+from infer_prof.engine.sequence import RequestOutput
+from infer_prof.profiler.collectors import spans
+from infer_prof.profiler.collectors.spans import RecordingTracer, RecordLog
+from infer_prof.profiler.collectors.spill import SpillFile
+from infer_prof.profiler.session.drive import RunOutput
 
 
 def test_appended_bytes_read_back_at_their_offsets() -> None:

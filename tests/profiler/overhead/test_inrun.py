@@ -8,11 +8,11 @@ import time
 
 import pytest
 
-from profiler.collectors.base import Collector
-from profiler.collectors.gc import GcCollector
-from profiler.collectors.sampling import SamplingCollector
-from profiler.collectors.spans import SpanCollector
-from profiler.overhead.inrun import (
+from infer_prof.profiler.collectors.base import Collector
+from infer_prof.profiler.collectors.gc import GcCollector
+from infer_prof.profiler.collectors.sampling import SamplingCollector
+from infer_prof.profiler.collectors.spans import SpanCollector
+from infer_prof.profiler.overhead.inrun import (
     Block,
     BlockToggler,
     abba_state,
@@ -20,9 +20,9 @@ from profiler.overhead.inrun import (
     measure_inrun_overhead,
     paired_ratio,
 )
-from profiler.session.builder import load_for_options
-from profiler.session.options import EngineOptions
-from scenarios.spec import load_scenario
+from infer_prof.profiler.session.builder import load_for_options
+from infer_prof.profiler.session.options import EngineOptions
+from infer_prof.scenarios.spec import load_scenario
 
 
 class Switch(Collector):

@@ -8,25 +8,31 @@ from pathlib import Path
 import pytest
 import torch
 
-from engine.types import SamplingParams
-from profiler.analysis.diagnose import diagnose
-from profiler.replay import recorder
-from profiler.replay.recorder import WorkloadLog
-from profiler.replay.replay import PoolShape, interleaved, replay_speedups, sampler_cases, speedup_of
+from infer_prof.engine.types import SamplingParams
+from infer_prof.profiler.analysis.diagnose import diagnose
+from infer_prof.profiler.replay import recorder
+from infer_prof.profiler.replay.recorder import WorkloadLog
+from infer_prof.profiler.replay.replay import (
+    PoolShape,
+    interleaved,
+    replay_speedups,
+    sampler_cases,
+    speedup_of,
+)
 
 
 def _needs_twins() -> None:
-    from native_paths.loader import available
+    from infer_prof.native_paths.loader import available
 
     if available().get("sampler") is not True:
         pytest.skip("the C twins are not built (python native_paths/build.py)")
 
 
 def _run(tmp_path: Path, requests: int = 10, **overrides):  # type: ignore[no-untyped-def]
-    from profiler.session.builder import load_for_options
-    from profiler.session.options import EngineOptions
-    from profiler.session.session import run_session
-    from scenarios.spec import load_scenario
+    from infer_prof.profiler.session.builder import load_for_options
+    from infer_prof.profiler.session.options import EngineOptions
+    from infer_prof.profiler.session.session import run_session
+    from infer_prof.scenarios.spec import load_scenario
 
     options = EngineOptions(model="synthetic:tiny")
     spec = load_scenario("concurrency-30").with_overrides(num_requests=requests)
@@ -58,7 +64,7 @@ def test_a_run_replays_its_own_work_through_both_twins_and_predicts_with_it(tmp_
     assert replay["components"]["scheduler"]["steps"] == replay["steps_recorded"]
     assert any("replaying" in reason and "sampler" in reason for reason in data["verdict"]["reasons"])
     # What the reader sees: each speedup with its interval, and where the speedups came from.
-    from reports.run.summary import predictions_table
+    from infer_prof.reports.run.summary import predictions_table
 
     table = predictions_table(outcome.result)
     sampler_row = next(row for row in table.rows if row[0] == "sampler")
@@ -79,8 +85,8 @@ def test_recording_stops_at_its_cap_and_the_replay_says_how_much_it_covered(
 
 
 def test_a_recording_the_python_twins_do_not_reproduce_is_not_replayed(tmp_path: Path) -> None:
-    from engine.kv_alloc import PythonKVAllocator
-    from engine.scheduler import PythonScheduler
+    from infer_prof.engine.kv_alloc import PythonKVAllocator
+    from infer_prof.engine.scheduler import PythonScheduler
 
     _needs_twins()
     outcome = _run(tmp_path, requests=4, write=False)

@@ -9,7 +9,12 @@ from contextlib import contextmanager
 
 import pytest
 
-from profiler.rundir.atomic import current_umask, write_bytes_atomic, write_json_atomic, write_text_atomic
+from infer_prof.profiler.rundir.atomic import (
+    current_umask,
+    write_bytes_atomic,
+    write_json_atomic,
+    write_text_atomic,
+)
 
 
 @contextmanager
@@ -47,7 +52,7 @@ def test_a_rewrite_takes_the_umask_of_now(tmp_path):
 
 
 def test_every_report_file_is_readable_by_the_group_and_others(tmp_path):
-    from reports.run.generate import generate_reports
+    from infer_prof.reports.run.generate import generate_reports
     from tests.support.run_dirs import make_run_dir
 
     with umask(0o022):

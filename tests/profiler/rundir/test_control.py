@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from profiler.rundir.control import control_figure
-from profiler.rundir.results import read_run
+from infer_prof.profiler.rundir.control import control_figure
+from infer_prof.profiler.rundir.results import read_run
 from tests.support.run_dirs import make_run_dir
 
 
@@ -39,7 +39,7 @@ def test_none_without_a_model_span_or_tokens(tmp_path):
 
 
 def test_drift_void_names_the_move_and_holds_within_its_limits() -> None:
-    from profiler.rundir.control import drift_void
+    from infer_prof.profiler.rundir.control import drift_void
 
     assert drift_void([100.0, 104.0], [98.0, 103.0]) is None  # a few percent: the machine held
     assert "1.50x" in (drift_void([100.0], [150.0]) or "")
@@ -51,7 +51,7 @@ def test_drift_void_names_the_move_and_holds_within_its_limits() -> None:
 
 
 def test_with_a_noise_floor_the_sides_may_differ_by_it_and_the_spread_limit_is_off() -> None:
-    from profiler.rundir.control import drift_void
+    from infer_prof.profiler.rundir.control import drift_void
 
     python, native = [100.0, 135.0], [102.0]  # the two Python runs already differ by 35%
     assert drift_void(python, native) is not None  # without the floor: the spread between runs voids it

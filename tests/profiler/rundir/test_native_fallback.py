@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from errors import BudgetError, CompareError, NativeUnavailableError
-from native_paths import loader
-from profiler.rundir.native import missing_native
-from profiler.rundir.results import read_result
+from infer_prof.errors import BudgetError, CompareError, NativeUnavailableError
+from infer_prof.native_paths import loader
+from infer_prof.profiler.rundir.native import missing_native
+from infer_prof.profiler.rundir.results import read_result
 from tests.support.run_dirs import make_run_dir
 
 # How the suite makes the C library unloadable: point the loader at a file that is not there.
@@ -42,7 +42,11 @@ def unloadable(monkeypatch: pytest.MonkeyPatch) -> None:
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, **UNLOADABLE}
     return subprocess.run(
-        [sys.executable, "-m", "profiler.cli", *args], capture_output=True, text=True, timeout=240, env=env
+        [sys.executable, "-m", "infer_prof.profiler.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=env,
     )
 
 
@@ -55,10 +59,10 @@ def _one_line_error(result: subprocess.CompletedProcess[str], *needles: str) -> 
 
 
 def test_the_headline_names_the_twins_that_did_not_load(tmp_path: Path) -> None:
-    from reports.run.html import render_html
-    from reports.run.summary import headline
-    from reports.run.terminal import render_summary
-    from reports.rundata import prepare
+    from infer_prof.reports.run.html import render_html
+    from infer_prof.reports.run.summary import headline
+    from infer_prof.reports.run.terminal import render_summary
+    from infer_prof.reports.rundata import prepare
 
     run = _fallback_run(tmp_path / "run", ["kv_alloc", "sampler"])
     result = read_result(run)
@@ -75,16 +79,16 @@ def test_the_headline_names_the_twins_that_did_not_load(tmp_path: Path) -> None:
 
 
 def test_a_run_that_got_its_twins_says_nothing_of_it(tmp_path: Path) -> None:
-    from reports.run.summary import headline
+    from infer_prof.reports.run.summary import headline
 
     run = make_run_dir(tmp_path / "run", seed=3, n_requests=30, n_steps=60)
     assert "not loaded" not in headline(read_result(run))
 
 
 def test_compare_and_budget_refuse_a_python_run_called_native(tmp_path: Path) -> None:
-    from profiler.budget.check import check_budget
-    from profiler.budget.spec import load_budget
-    from reports.compare.analysis import compare_runs
+    from infer_prof.profiler.budget.check import check_budget
+    from infer_prof.profiler.budget.spec import load_budget
+    from infer_prof.reports.compare.analysis import compare_runs
 
     fallback = _fallback_run(tmp_path / "fallback", ["sampler"])
     good = make_run_dir(tmp_path / "good", seed=4, n_requests=30, n_steps=60)
@@ -125,7 +129,7 @@ def test_compare_repeat_refuses_before_its_first_run() -> None:
 def test_a_budget_run_with_unloadable_twins_is_refused_before_it_runs(
     tmp_path: Path, unloadable: None
 ) -> None:
-    from profiler.cli.budget import make_run_fn
+    from infer_prof.profiler.cli.budget import make_run_fn
 
     run_fn = make_run_fn(tmp_path, Console(stderr=True))
     with pytest.raises(NativeUnavailableError, match="budget: the C twin of sampler cannot be loaded"):

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from errors import ResultError
-from profiler.budget.spec import ALIASES
-from profiler.rundir import schema
-from profiler.rundir.results import RunResult, read_result
-from reports.compare.analysis import GPU_METRICS, LATENCY_METRICS, THROUGHPUT_METRICS
+from infer_prof.errors import ResultError
+from infer_prof.profiler.budget.spec import ALIASES
+from infer_prof.profiler.rundir import schema
+from infer_prof.profiler.rundir.results import RunResult, read_result
+from infer_prof.reports.compare.analysis import GPU_METRICS, LATENCY_METRICS, THROUGHPUT_METRICS
 from tests.support.run_dirs import make_run_dir
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -45,7 +45,7 @@ def test_a_file_of_this_version_reads_and_its_sections_have_their_types(good: di
 
 
 def test_an_older_file_the_tool_still_supports_loads_and_renders() -> None:
-    from reports.run.summary import headline, key_figures
+    from infer_prof.reports.run.summary import headline, key_figures
 
     result = read_result(OLD_RESULT)
     assert result.gpu_time is None and result.replay is None and result.target is None
@@ -165,7 +165,8 @@ def test_renaming_a_schema_field_makes_the_type_checker_name_every_reader(tmp_pa
         and path.name != "schema.py"
     )
     assert readers, "no reader of metrics.goodput found: pick another field for this test"
-    copy = tmp_path / "tree"
+    tree = tmp_path / "tree"
+    copy = tree / "infer_prof"  # the rooms under the name they are installed as
     for name in ("engine", "profiler", "reports", "native_paths", "scenarios"):
         shutil.copytree(ROOT / name, copy / name, ignore=shutil.ignore_patterns("*.so", "__pycache__"))
     shutil.copy(ROOT / "errors.py", copy / "errors.py")
@@ -178,18 +179,21 @@ def test_renaming_a_schema_field_makes_the_type_checker_name_every_reader(tmp_pa
                 "-m",
                 "mypy",
                 "--follow-imports=silent",
+                "--explicit-package-bases",
                 "--ignore-missing-imports",
                 "--no-error-summary",
                 "--cache-dir",
                 str(tmp_path / "cache"),
-                *readers,
+                *("infer_prof/" + reader for reader in readers),
             ],
-            cwd=copy,
+            cwd=tree,
             capture_output=True,
             text=True,
-            env={"PATH": "", "PYTHONPATH": str(copy), "HOME": str(tmp_path)},
+            env={"PATH": "", "PYTHONPATH": str(tree), "HOME": str(tmp_path)},
         )
-        return {line for line in checked.stdout.splitlines() if ": error: " in line}
+        return {
+            line.removeprefix("infer_prof/") for line in checked.stdout.splitlines() if ": error: " in line
+        }
 
     before = errors()
     section, name = RENAMED

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from profiler.rundir.outdir import LOCK_NAME
-from profiler.rundir.results import read_run
+from infer_prof.profiler.rundir.outdir import LOCK_NAME
+from infer_prof.profiler.rundir.results import read_run
 
 PHASE_MARKERS = {"load": "building synthetic", "run": "load started", "reports": "writing reports"}
 
@@ -22,7 +22,7 @@ def _start(out: Path, requests: int, *extra: str) -> subprocess.Popen:
     command = [
         sys.executable,
         "-m",
-        "profiler.cli",
+        "infer_prof.profiler.cli",
         "run",
         "-m",
         "synthetic:tiny",

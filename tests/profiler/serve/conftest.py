@@ -13,12 +13,12 @@ import pytest
 import uvicorn
 from prometheus_client.parser import text_string_to_metric_families
 
-from engine.config import EngineConfig, python_components
-from engine.engine import Engine
-from profiler.serve.app import create_app
-from profiler.serve.profiling import API_THREAD_NAME
-from profiler.serve.server import bind
-from profiler.serve.state import ServeState
+from infer_prof.engine.config import EngineConfig, python_components
+from infer_prof.engine.engine import Engine
+from infer_prof.profiler.serve.app import create_app
+from infer_prof.profiler.serve.profiling import API_THREAD_NAME
+from infer_prof.profiler.serve.server import bind
+from infer_prof.profiler.serve.state import ServeState
 from tests.engine.fakes import FakeModel, FakeTokenizer
 
 MODEL = "fake-model"

@@ -13,12 +13,12 @@ import httpx
 import pytest
 import uvicorn
 
-from engine.config import EngineConfig, python_components
-from engine.engine import Engine
-from profiler.serve.access_log import AccessLog, access_line
-from profiler.serve.app import create_app
-from profiler.serve.server import bind, gguf_sampling, sampling_lines
-from profiler.serve.state import ServeState
+from infer_prof.engine.config import EngineConfig, python_components
+from infer_prof.engine.engine import Engine
+from infer_prof.profiler.serve.access_log import AccessLog, access_line
+from infer_prof.profiler.serve.app import create_app
+from infer_prof.profiler.serve.server import bind, gguf_sampling, sampling_lines
+from infer_prof.profiler.serve.state import ServeState
 from tests.engine.fakes import FakeModel, FakeTokenizer
 
 MODEL = "fake-model"
@@ -134,12 +134,12 @@ def test_gguf_sampling_reads_general_sampling_keys(tmp_path):
 def test_quiet_turns_the_access_log_off(monkeypatch, flags, access_log):
     from typer.testing import CliRunner
 
-    from profiler.cli.app import app
-    from profiler.cli.main import main  # noqa: F401  (registers the commands)
+    from infer_prof.profiler.cli.app import app
+    from infer_prof.profiler.cli.main import main  # noqa: F401  (registers the commands)
 
     seen = {}
     monkeypatch.setattr(
-        "profiler.cli.serve.serve_command", lambda options, **kwargs: seen.update(kwargs) or 0
+        "infer_prof.profiler.cli.serve.serve_command", lambda options, **kwargs: seen.update(kwargs) or 0
     )
     result = CliRunner().invoke(app, ["serve", "-m", "synthetic:tiny", *flags])
     assert result.exit_code == 0, result.output
@@ -156,7 +156,7 @@ def test_serve_says_its_sampling_at_start_and_logs_each_request(tmp_path):
     errors = tmp_path / "stderr"
     with errors.open("w") as stderr:
         process = subprocess.Popen(
-            [sys.executable, "-m", "profiler.cli", "serve", "-m", "synthetic:tiny", "--port", "0"],
+            [sys.executable, "-m", "infer_prof.profiler.cli", "serve", "-m", "synthetic:tiny", "--port", "0"],
             stdout=subprocess.PIPE,
             stderr=stderr,
             text=True,

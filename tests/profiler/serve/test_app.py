@@ -9,8 +9,8 @@ import time
 import httpx
 import pytest
 
-from engine.engine import ENGINE_THREAD_NAME
-from profiler.serve.profiling import API_THREAD_NAME
+from infer_prof.engine.engine import ENGINE_THREAD_NAME
+from infer_prof.profiler.serve.profiling import API_THREAD_NAME
 from tests.engine.fakes import FakeTokenizer
 from tests.profiler.serve.conftest import MODEL, running_server
 

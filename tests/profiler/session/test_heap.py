@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from profiler.session.heap import HeapTrimmer
+from infer_prof.profiler.session.heap import HeapTrimmer
 
 
 def rss_mib() -> float:

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.config import EngineConfig
-from errors import EngineConfigError, OptionError
-from profiler.cli.options import engine_options
-from profiler.session.options import OPTION, OPTIONS, EngineOptions
-from profiler.sweep.spec import engine_axes
+from infer_prof.engine.config import EngineConfig
+from infer_prof.errors import EngineConfigError, OptionError
+from infer_prof.profiler.cli.options import engine_options
+from infer_prof.profiler.session.options import OPTION, OPTIONS, EngineOptions
+from infer_prof.profiler.sweep.spec import engine_axes
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from engine.sequence import RequestOutput
-from profiler.session.drive import RunOutput
+from infer_prof.engine.sequence import RequestOutput
+from infer_prof.profiler.session.drive import RunOutput
 
 
 def _output(**changes) -> RequestOutput:  # type: ignore[no-untyped-def]

@@ -9,8 +9,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from engine.loader import LoadedModel
-from profiler.rundir.results import (
+from infer_prof.engine.loader import LoadedModel
+from infer_prof.profiler.rundir.results import (
     CATEGORIES,
     COMPONENTS,
     LATENCY_METRICS,
@@ -18,10 +18,10 @@ from profiler.rundir.results import (
     read_result,
     read_run,
 )
-from profiler.session.builder import load_for_options
-from profiler.session.options import EngineOptions
-from profiler.session.session import SessionHooks, SessionOutcome, run_session
-from scenarios.spec import builtin_names, load_scenario
+from infer_prof.profiler.session.builder import load_for_options
+from infer_prof.profiler.session.options import EngineOptions
+from infer_prof.profiler.session.session import SessionHooks, SessionOutcome, run_session
+from infer_prof.scenarios.spec import builtin_names, load_scenario
 
 TINY = EngineOptions(model="synthetic:tiny")
 PHASE_COLUMNS = ("queue_ms", "scheduler_ms", "kv_alloc_ms", "model_ms", "sampler_ms", "detokenize_ms")

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import ray
 
-from errors import OptionError
-from profiler.rundir.sweepdir import RUN_COLUMNS, read_sweep, run_dir_of
-from profiler.sweep import RayTarget, build_cells, load_sweep, run_sweep
-from profiler.sweep.ray_cells import pack, unpack
+from infer_prof.errors import OptionError
+from infer_prof.profiler.rundir.sweepdir import RUN_COLUMNS, read_sweep, run_dir_of
+from infer_prof.profiler.sweep import RayTarget, build_cells, load_sweep, run_sweep
+from infer_prof.profiler.sweep.ray_cells import pack, unpack
 
 TINY = """description = "the tiny model at one and two clients, Python and C twins, on Ray"
 repeats = 1
@@ -83,7 +83,7 @@ def test_an_archive_with_a_link_or_a_path_outside_is_refused_whole(
     import io
     import tarfile
 
-    from errors import InferProfError
+    from infer_prof.errors import InferProfError
 
     if filters.startswith("without"):
         monkeypatch.delattr(tarfile, "data_filter", raising=False)

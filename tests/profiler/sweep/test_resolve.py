@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from profiler.stats import Interval, mean_interval, repeats_to_resolve
-from profiler.sweep.table import resolve
+from infer_prof.profiler.stats import Interval, mean_interval, repeats_to_resolve
+from infer_prof.profiler.sweep.table import resolve
 
 
 def test_mean_interval_needs_two_repeats_and_widens_with_spread():
@@ -51,7 +51,7 @@ def test_each_rule_threshold_is_checked(value):
 def test_the_drift_guard_voids_a_gain_whose_machine_moved():
     import pandas as pd
 
-    from profiler.sweep.table import _drift
+    from infer_prof.profiler.sweep.table import _drift
 
     python = pd.DataFrame({"control_us_per_token": [100.0, 102.0]})
     steady = pd.DataFrame({"control_us_per_token": [101.0, 99.0]})

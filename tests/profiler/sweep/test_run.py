@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from errors import SweepError
-from profiler.rundir.results import read_run
-from profiler.rundir.sweepdir import read_manifest, read_sweep, run_dir_of
-from profiler.sweep import SweepHooks, load_sweep, run_sweep
+from infer_prof.errors import SweepError
+from infer_prof.profiler.rundir.results import read_run
+from infer_prof.profiler.rundir.sweepdir import read_manifest, read_sweep, run_dir_of
+from infer_prof.profiler.sweep import SweepHooks, load_sweep, run_sweep
 
 TINY = """description = "the tiny model at one and two clients, Python and C twins"
 repeats = 1

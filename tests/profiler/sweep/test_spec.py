@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from errors import InferProfError, SweepError
-from profiler.sweep.grid import build_cells, check_contexts, run_order
-from profiler.sweep.spec import builtin_sweeps, load_sweep
+from infer_prof.errors import InferProfError, SweepError
+from infer_prof.profiler.sweep.grid import build_cells, check_contexts, run_order
+from infer_prof.profiler.sweep.spec import builtin_sweeps, load_sweep
 
 GOOD = """description = "a small map"
 repeats = 2

@@ -9,9 +9,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from errors import SweepError
-from profiler.rundir.sweepdir import CELL_COLUMNS, RUN_COLUMNS, read_sweep, run_dir_of
-from profiler.sweep.run import write_tables
+from infer_prof.errors import SweepError
+from infer_prof.profiler.rundir.sweepdir import CELL_COLUMNS, RUN_COLUMNS, read_sweep, run_dir_of
+from infer_prof.profiler.sweep.run import write_tables
 from tests.support.sweep_dirs import CLIENTS, MODELS, PYTHON_BUSY_US, SHARES, expected_gain, make_sweep_dir
 
 

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-from reports.compare.analysis import FASTER, NO_CHANGE, SLOWER, ComparisonResult, MetricComparison
-from reports.compare.charts import draw_improvements, log_ticks, ratio_limits
-from reports.compare.summary import metrics_table
-from reports.run import charts
+from infer_prof.reports.compare.analysis import FASTER, NO_CHANGE, SLOWER, ComparisonResult, MetricComparison
+from infer_prof.reports.compare.charts import draw_improvements, log_ticks, ratio_limits
+from infer_prof.reports.compare.summary import metrics_table
+from infer_prof.reports.run import charts
 
 
 def _metric(name: str, better: str, ratio: float, low: float, high: float, verdict: str) -> MetricComparison:
@@ -51,7 +51,7 @@ def test_each_row_prints_the_ratio_the_table_prints():
 
 
 def test_chart_and_table_agree_on_a_real_comparison(tmp_path):
-    from reports.compare.analysis import compare_runs
+    from infer_prof.reports.compare.analysis import compare_runs
     from tests.support.run_dirs import make_run_dir
 
     before = make_run_dir(tmp_path / "a", seed=101, n_requests=60, n_steps=200)

@@ -9,11 +9,11 @@ import re
 import pytest
 from rich.console import Console
 
-from errors import CompareError
-from profiler.stats import Interval
-from reports.compare.analysis import FASTER, NO_CHANGE, compare_runs, verdict
-from reports.compare.report import write_comparison_report
-from reports.compare.terminal import render_comparison
+from infer_prof.errors import CompareError
+from infer_prof.profiler.stats import Interval
+from infer_prof.reports.compare.analysis import FASTER, NO_CHANGE, compare_runs, verdict
+from infer_prof.reports.compare.report import write_comparison_report
+from infer_prof.reports.compare.terminal import render_comparison
 from tests.support.run_dirs import make_run_dir
 
 THROUGHPUT = ("request_throughput", "output_token_throughput", "goodput")
@@ -114,8 +114,8 @@ def test_drift_shows_the_machine_moving_not_the_change(tmp_path):
     """The control figure (model time per token) follows a slower machine and ignores faster control paths."""
     import pandas as pd
 
-    from reports.compare.charts import draw_control
-    from reports.run import charts
+    from infer_prof.reports.compare.charts import draw_control
+    from infer_prof.reports.run import charts
 
     size = {"n_requests": 30, "n_steps": 80}
     before = [make_run_dir(tmp_path / f"b{i}", seed=600 + i, **size) for i in range(2)]
@@ -152,7 +152,7 @@ def test_the_drift_guard_voids_an_a_a_on_a_machine_that_changed_and_not_a_contro
     A change that only makes control paths faster keeps the control figure, and its verdict stands."""
     import pandas as pd
 
-    from reports.compare.summary import headline
+    from infer_prof.reports.compare.summary import headline
 
     size = {"n_requests": 40, "n_steps": 120}
     before = [make_run_dir(tmp_path / f"b{i}", seed=800 + i, **size) for i in range(2)]

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from errors import ReportError
-from reports.exports.speedscope import SCHEMA_URL, parse_frame, write_speedscope
+from infer_prof.errors import ReportError
+from infer_prof.reports.exports.speedscope import SCHEMA_URL, parse_frame, write_speedscope
 
 UNITS = {"none", "nanoseconds", "microseconds", "milliseconds", "seconds", "bytes"}
 
@@ -148,8 +148,8 @@ def test_malformed_samples_name_the_line(run_dir, tmp_path):
 def test_evented_profile_places_phases_where_they_ran(run_copy):
     import pandas as pd
 
-    from profiler.rundir.results import read_run
-    from reports.rundata import run_start_ns
+    from infer_prof.profiler.rundir.results import read_run
+    from infer_prof.reports.rundata import run_start_ns
 
     document = json.loads(write_speedscope(run_copy).read_text())
     assert validate_speedscope(document) == []

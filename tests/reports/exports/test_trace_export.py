@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 
-from profiler.rundir.results import read_run
-from reports.exports.trace import write_chrome_trace
+from infer_prof.profiler.rundir.results import read_run
+from infer_prof.reports.exports.trace import write_chrome_trace
 
 EPSILON_US = 1e-3  # one nanosecond: timestamps carry ns precision as fractional microseconds
 
@@ -132,7 +132,7 @@ def test_phases_are_clamped_inside_their_step(tmp_path):
 def test_phases_sit_at_their_recorded_start_times(run_copy):
     import pandas as pd
 
-    from reports.rundata import run_start_ns
+    from infer_prof.reports.rundata import run_start_ns
 
     run = read_run(run_copy)
     spans = pd.read_csv(run_copy / "spans.csv")
@@ -156,8 +156,8 @@ def test_phases_sit_at_their_recorded_start_times(run_copy):
 def test_deep_runs_put_torch_ops_on_the_engine_lane_at_their_times(tmp_path):
     import pandas as pd
 
-    from reports.exports.trace import ENGINE_TID
-    from reports.rundata import run_start_ns
+    from infer_prof.reports.exports.trace import ENGINE_TID
+    from infer_prof.reports.rundata import run_start_ns
     from tests.support.run_dirs import make_run_dir
 
     path = make_run_dir(tmp_path / "deep", seed=5, n_requests=40, n_steps=80, deep=True)
@@ -187,7 +187,7 @@ def test_without_spans_csv_phases_fall_back_to_engine_order(tmp_path):
 
 
 def test_nesting_clamps_children_into_their_parent():
-    from reports.exports.trace import nest_on_track
+    from infer_prof.reports.exports.trace import nest_on_track
 
     events = [
         {"ph": "X", "name": "parent", "ts": 0.0, "dur": 10.0},

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from profiler.rundir.results import read_run
-from reports.run import charts
+from infer_prof.profiler.rundir.results import read_run
+from infer_prof.reports.run import charts
 
 
 def _texts(fig) -> list[str]:  # type: ignore[no-untyped-def]
@@ -30,7 +30,7 @@ def test_predictions_chart_marks_gains_inside_the_noise(run_dir):
 
 
 def test_latency_charts_draw_the_slo_targets_with_the_share_within(run_dir):
-    from reports.rundata import prepare
+    from infer_prof.reports.rundata import prepare
 
     data = prepare(run_dir)
     assert data.slo.targets == {"ttft_ms": 2000.0, "tpot_ms": 50.0}

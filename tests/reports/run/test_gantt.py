@@ -6,10 +6,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from profiler.rundir.results import read_run
-from reports.run import charts
-from reports.run.gantt import draw_request_timeline, request_timeline
-from reports.rundata import run_start_ns
+from infer_prof.profiler.rundir.results import read_run
+from infer_prof.reports.run import charts
+from infer_prof.reports.run.gantt import draw_request_timeline, request_timeline
+from infer_prof.reports.rundata import run_start_ns
 
 
 def test_states_follow_the_request_table(run_dir):

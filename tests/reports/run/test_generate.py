@@ -5,8 +5,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import reports
-from reports.run.generate import generate_reports
+from infer_prof import reports
+from infer_prof.reports.run.generate import generate_reports
 from tests.support.run_dirs import make_run_dir
 
 REPORTS_PACKAGE = Path(reports.__file__).parent
@@ -48,7 +48,7 @@ def test_reports_never_import_engine_or_native_paths():
 def test_a_run_that_recorded_nothing_still_gets_reports(tmp_path):
     import pandas as pd
 
-    from profiler.rundir.results import REQUEST_COLUMNS, STEP_COLUMNS, RunResult, write_run
+    from infer_prof.profiler.rundir.results import REQUEST_COLUMNS, STEP_COLUMNS, RunResult, write_run
 
     result = RunResult(
         config={"model": "m", "scenario": "s"},

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from profiler.analysis.diagnose import gpu_verdict
-from profiler.rundir.results import read_run
-from reports.run import summary
-from reports.run.html import render_html
-from reports.run.terminal import render_summary
-from reports.rundata import prepare
+from infer_prof.profiler.analysis.diagnose import gpu_verdict
+from infer_prof.profiler.rundir.results import read_run
+from infer_prof.reports.run import summary
+from infer_prof.reports.run.html import render_html
+from infer_prof.reports.run.terminal import render_summary
+from infer_prof.reports.rundata import prepare
 
 GPU_TIME = {
     "device": "cuda:0",
@@ -78,7 +78,7 @@ def test_a_cpu_run_has_no_gpu_table(run_dir: Path) -> None:
 
 
 def test_the_trace_has_a_gpu_lane_of_device_work_and_the_gaps_between(run_dir: Path, tmp_path: Path) -> None:
-    from reports.exports.trace import GPU_TID, write_chrome_trace
+    from infer_prof.reports.exports.trace import GPU_TID, write_chrome_trace
 
     gpu_dir = _gpu_run(run_dir, tmp_path)
     steps = read_run(gpu_dir).steps.head(2)
@@ -108,8 +108,8 @@ def test_the_trace_has_a_gpu_lane_of_device_work_and_the_gaps_between(run_dir: P
 
 
 def test_a_broken_gpu_timeline_is_one_report_error(run_dir: Path, tmp_path: Path) -> None:
-    from errors import ReportError
-    from reports.exports.trace import write_chrome_trace
+    from infer_prof.errors import ReportError
+    from infer_prof.reports.exports.trace import write_chrome_trace
 
     gpu_dir = _gpu_run(run_dir, tmp_path)
     (gpu_dir / "gpu_timeline.csv").write_text("step,span,start_ns,end_ns\n0,model,500,100\n")

@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from profiler.rundir.results import read_run
-from reports.run.html import write_html_report
+from infer_prof.profiler.rundir.results import read_run
+from infer_prof.reports.run.html import write_html_report
 from tests.support.run_dirs import make_run_dir
 
 # Anything that would make a browser fetch: scripts, stylesheets, fonts, remote images or frames.
@@ -109,7 +109,7 @@ def test_flame_graph_engine_thread_first_and_top_frames(html):
 
 
 def test_flame_frames_take_their_components_colour_and_long_names_keep_their_end(html):
-    from reports.run.flamegraph import COLOURS, _fit
+    from infer_prof.reports.run.flamegraph import COLOURS, _fit
 
     frames = re.findall(
         r'data-name="([^"]*)"[^>]*data-component="([^"]*)"[^>]*>(?:<title>[^<]*</title>)'

@@ -9,7 +9,7 @@ import subprocess
 import pytest
 from matplotlib.image import imread
 
-from reports.run.pdf import write_pdf_report
+from infer_prof.reports.run.pdf import write_pdf_report
 
 # Title page, four chart pages packed in reading order (time split and its table; native paths and the timeline;
 # latency; requests and the fixture's shallow flame graph), two table pages.
@@ -50,8 +50,8 @@ def test_pages_render_and_none_is_blank(reported_run, tmp_path):
 
 
 def test_long_values_wrap_inside_the_page_and_are_never_cut():
-    from reports.run.pdf_text import STYLES, table_lines
-    from reports.run.summary import Table
+    from infer_prof.reports.run.pdf_text import STYLES, table_lines
+    from infer_prof.reports.run.summary import Table
 
     value = "/home/team/shared/models/" + "very-long-directory-name/" * 6 + "SmolLM2-135M-Instruct.Q4_1.gguf"
     table = Table("Configuration", ["key", "value"], rows=[["model_source", value], ["seed", "0"]])

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import copy
 
-from profiler.rundir.results import read_run
-from reports.run import summary
+from infer_prof.profiler.rundir.results import read_run
+from infer_prof.reports.run import summary
 
 
 def _row(table, name):  # type: ignore[no-untyped-def]
@@ -85,7 +85,7 @@ def test_an_in_run_gain_too_wide_to_judge_its_prediction_says_what_would(run_dir
 def test_tiles_show_slo_breaches_and_goodput(run_dir):
     import pandas as pd
 
-    from reports.slo import check_slos
+    from infer_prof.reports.slo import check_slos
 
     run = read_run(run_dir)
     requests = run.requests.copy()
@@ -112,7 +112,7 @@ def test_tiles_show_slo_breaches_and_goodput(run_dir):
 
 
 def test_no_slo_means_no_goodput_tile_and_no_alarm(run_dir):
-    from reports.slo import check_slos
+    from infer_prof.reports.slo import check_slos
 
     run = read_run(run_dir)
     tiles = {figure.label: figure for figure in summary.key_figures(run.result, check_slos(run.requests, {}))}

@@ -8,9 +8,9 @@ import re
 
 from rich.console import Console
 
-from profiler.rundir.results import CATEGORIES, COMPONENTS, read_run
-from reports.run import summary
-from reports.run.terminal import render_summary
+from infer_prof.profiler.rundir.results import CATEGORIES, COMPONENTS, read_run
+from infer_prof.reports.run import summary
+from infer_prof.reports.run.terminal import render_summary
 
 ANSI = re.compile(r"\x1b\[")
 

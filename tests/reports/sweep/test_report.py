@@ -11,18 +11,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from errors import CompareError, SweepError
-from reports.run import charts
-from reports.sweep import (
+from infer_prof.errors import CompareError, SweepError
+from infer_prof.reports.run import charts
+from infer_prof.reports.sweep import (
     compare_sweeps,
     read_crossover,
     render_sweep_summary,
     write_sweep_comparison,
     write_sweep_report,
 )
-from reports.sweep.analysis import HIGH_LINE, LOW_LINE
-from reports.sweep.charts import draw_share_map
-from reports.sweep.compare import headline, summary_counts
+from infer_prof.reports.sweep.analysis import HIGH_LINE, LOW_LINE
+from infer_prof.reports.sweep.charts import draw_share_map
+from infer_prof.reports.sweep.compare import headline, summary_counts
 from tests.support.sweep_dirs import SHARES, make_sweep_dir
 
 # What would make a browser fetch something (the SVGs' xmlns URIs are names, not fetches).

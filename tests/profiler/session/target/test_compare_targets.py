@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from reports.compare.analysis import compare_runs
-from reports.compare.summary import shift_table
+from infer_prof.reports.compare.analysis import compare_runs
+from infer_prof.reports.compare.summary import shift_table
 from tests.support.run_dirs import make_run_dir
 
 

@@ -16,8 +16,8 @@ from typing import Any, ClassVar
 import httpx
 import pytest
 
-from errors import TargetError
-from profiler.session.target.client import (
+from infer_prof.errors import TargetError
+from infer_prof.profiler.session.target.client import (
     CUT_SHORT,
     HttpRecord,
     _stream_one,
@@ -25,8 +25,8 @@ from profiler.session.target.client import (
     http_outcome,
     request_body,
 )
-from profiler.session.target.probe import probe
-from scenarios.loadgen import RequestSpec
+from infer_prof.profiler.session.target.probe import probe
+from infer_prof.scenarios.loadgen import RequestSpec
 
 
 @pytest.mark.parametrize(
@@ -211,10 +211,14 @@ clients = 2
 def test_a_pid_run_against_another_engine_gets_roles_and_a_verdict_in_the_default_profile(
     tmp_path: Path,
 ) -> None:
-    from engine.loader import _local_smollm2
-    from profiler.rundir.results import read_run
-    from profiler.session.target.target_session import plan_target, prompt_tokenizer, run_target_session
-    from scenarios.spec import load_scenario
+    from infer_prof.engine.loader import _local_smollm2
+    from infer_prof.profiler.rundir.results import read_run
+    from infer_prof.profiler.session.target.target_session import (
+        plan_target,
+        prompt_tokenizer,
+        run_target_session,
+    )
+    from infer_prof.scenarios.spec import load_scenario
 
     if _local_smollm2() is None:
         pytest.skip("run --target sizes prompts with SmolLM2's tokenizer")

@@ -11,15 +11,15 @@ from pathlib import Path
 import httpx
 import pytest
 
-from errors import TargetError
-from profiler.session.target.launch import (
+from infer_prof.errors import TargetError
+from infer_prof.profiler.session.target.launch import (
     LaunchedServer,
     group_members,
     launched_server,
     port_in_command,
     target_url,
 )
-from profiler.session.target.tree import descendants, parents
+from infer_prof.profiler.session.target.tree import descendants, parents
 from tests.profiler.session.target.conftest import alive, fake_command, free_port, wait_for
 
 

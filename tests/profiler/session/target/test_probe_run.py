@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from profiler.rundir.results import read_run
-from profiler.session.target.inject import prepare_probe
-from profiler.session.target.launch import launched_server
-from profiler.session.target.probe import probe
-from profiler.session.target.target_session import plan_target, run_target_session
-from scenarios.spec import load_scenario
+from infer_prof.profiler.rundir.results import read_run
+from infer_prof.profiler.session.target.inject import prepare_probe
+from infer_prof.profiler.session.target.launch import launched_server
+from infer_prof.profiler.session.target.probe import probe
+from infer_prof.profiler.session.target.target_session import plan_target, run_target_session
+from infer_prof.scenarios.spec import load_scenario
 from tests.profiler.session.target import fake_engine_loop
 from tests.profiler.session.target.conftest import fake_command, free_port
 from tests.profiler.session.target.test_run_tree import STEADY, tokenizer  # noqa: F401  (a fixture)
@@ -74,8 +74,8 @@ def test_a_probed_launch_times_the_engines_functions_inside_its_processes(
     assert any("In-process probe" in reason for reason in result.verdict["reasons"])
     assert (out / "probe" / f"spans-{engine['pid']}.tsv").is_file()
     # The report's flame graph has a group per other process, labelled from its own sample_labels-<pid>.csv.
-    from reports.run.flamegraph import render_flamegraph
-    from reports.rundata import prepare
+    from infer_prof.reports.run.flamegraph import render_flamegraph
+    from infer_prof.reports.rundata import prepare
 
     groups = prepare(out).threads
     api_group = next(group for group in groups if group.name == f"API server, pid {api['pid']}")
@@ -90,7 +90,7 @@ def test_a_probed_launch_times_the_engines_functions_inside_its_processes(
 
 def test_probe_goes_with_launch() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "profiler.cli", "run", "--target", "http://127.0.0.1:9", "--probe"],
+        [sys.executable, "-m", "infer_prof.profiler.cli", "run", "--target", "http://127.0.0.1:9", "--probe"],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -103,8 +103,8 @@ def test_probe_goes_with_launch() -> None:
 
 
 def test_a_user_tables_probe_rows_are_checked(tmp_path: Path) -> None:
-    from errors import TargetError
-    from profiler.analysis.engine_tables import load_table
+    from infer_prof.errors import TargetError
+    from infer_prof.profiler.analysis.engine_tables import load_table
 
     good = tmp_path / "good.toml"
     good.write_text(fake_engine_loop.TABLE)

@@ -6,12 +6,12 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from profiler.analysis.classify import parse_raw
-from profiler.collectors.sampling import summarize_stacks
-from profiler.session.target.processes import primary_pid, process_table
-from profiler.session.target.tree import ProcessInfo
-from profiler.session.target.watch import WatchedProcess
-from reports.run.processes import processes_table
+from infer_prof.profiler.analysis.classify import parse_raw
+from infer_prof.profiler.collectors.sampling import summarize_stacks
+from infer_prof.profiler.session.target.processes import primary_pid, process_table
+from infer_prof.profiler.session.target.tree import ProcessInfo
+from infer_prof.profiler.session.target.watch import WatchedProcess
+from infer_prof.reports.run.processes import processes_table
 
 BUSY = "thread (1): MainThread;step (engine.py:10);work (engine.py:20) 9\n"
 IDLE = "thread (2): Thread-1;Thread.run (threading.py:982);BaseSelector.select (selectors.py:468) 30\n"

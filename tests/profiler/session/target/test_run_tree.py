@@ -10,12 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from profiler.rundir.results import read_run
-from profiler.session.target.launch import group_members, launched_server
-from profiler.session.target.probe import probe
-from profiler.session.target.target_session import plan_target, prompt_tokenizer, run_target_session
-from profiler.session.target.tree import descendants, parents
-from scenarios.spec import load_scenario
+from infer_prof.profiler.rundir.results import read_run
+from infer_prof.profiler.session.target.launch import group_members, launched_server
+from infer_prof.profiler.session.target.probe import probe
+from infer_prof.profiler.session.target.target_session import (
+    plan_target,
+    prompt_tokenizer,
+    run_target_session,
+)
+from infer_prof.profiler.session.target.tree import descendants, parents
+from infer_prof.scenarios.spec import load_scenario
 from tests.engine.conftest import SMOLLM2_MISSING
 from tests.profiler.session.target.conftest import FakeServer, alive, fake_command, free_port
 
@@ -37,7 +41,7 @@ rate = 10.0
 
 @pytest.fixture
 def tokenizer():  # type: ignore[no-untyped-def]
-    from engine.loader import _local_smollm2
+    from infer_prof.engine.loader import _local_smollm2
 
     if _local_smollm2() is None:
         pytest.skip(SMOLLM2_MISSING)  # prompts are sized with SmolLM2's tokenizer
@@ -107,7 +111,15 @@ def test_bad_launch_and_pid_are_one_line_and_exit_2(tmp_path: Path) -> None:
         )
         for index, (args, needle) in enumerate(cases):
             done = subprocess.run(
-                [sys.executable, "-m", "profiler.cli", "run", *args, "--out", str(tmp_path / str(index))],
+                [
+                    sys.executable,
+                    "-m",
+                    "infer_prof.profiler.cli",
+                    "run",
+                    *args,
+                    "--out",
+                    str(tmp_path / str(index)),
+                ],
                 cwd=ROOT,
                 capture_output=True,
                 text=True,

@@ -17,16 +17,20 @@ import httpx
 import pytest
 from rich.console import Console
 
-from errors import OptionError, TargetError
-from profiler.rundir.results import read_run
-from profiler.serve.server import ServeOptions, bind
-from profiler.session.target.probe import ServerInfo, probe
-from profiler.session.target.target_session import plan_target, prompt_tokenizer, run_target_session
-from scenarios.spec import load_scenario
+from infer_prof.errors import OptionError, TargetError
+from infer_prof.profiler.rundir.results import read_run
+from infer_prof.profiler.serve.server import ServeOptions, bind
+from infer_prof.profiler.session.target.probe import ServerInfo, probe
+from infer_prof.profiler.session.target.target_session import (
+    plan_target,
+    prompt_tokenizer,
+    run_target_session,
+)
+from infer_prof.scenarios.spec import load_scenario
 from tests.engine.conftest import SMOLLM2_MISSING
 
 ROOT = Path(__file__).resolve().parents[4]
-CLI = [sys.executable, "-m", "profiler.cli"]
+CLI = [sys.executable, "-m", "infer_prof.profiler.cli"]
 
 
 def start_server(*extra: str) -> tuple[subprocess.Popen[str], str]:
@@ -53,7 +57,7 @@ def stop(process: subprocess.Popen[str]) -> int:
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
-    from engine.loader import _local_smollm2
+    from infer_prof.engine.loader import _local_smollm2
 
     if _local_smollm2() is None:
         pytest.skip(SMOLLM2_MISSING)  # run --target sizes prompts with SmolLM2's tokenizer
@@ -145,7 +149,7 @@ def test_a_served_run_measures_the_api_layer_and_the_client(
 
 def _measured(scenario: Path, requests: int = 10):  # type: ignore[no-untyped-def]
     spec = load_scenario(str(scenario)).with_overrides(num_requests=requests, duration_s=None, seed=None)
-    from scenarios.loadgen import generate_requests
+    from infer_prof.scenarios.loadgen import generate_requests
 
     return [request for request in generate_requests(spec, 2048) if not request.warmup]
 
@@ -166,8 +170,8 @@ def test_a_pid_that_is_not_python_is_refused_before_any_load(
 def test_compare_report_and_budget_work_on_target_runs(server: str, tmp_path: Path, quick_chat: Path) -> None:
     from typer.testing import CliRunner
 
-    from profiler.cli.main import app
-    from reports import compare_runs, render_summary, write_html_report
+    from infer_prof.profiler.cli.main import app
+    from infer_prof.reports import compare_runs, render_summary, write_html_report
 
     for name in ("before", "after"):
         target_run(server, tmp_path / name, quick_chat, requests=8)

@@ -9,16 +9,16 @@ from typing import ClassVar
 
 import pytest
 
-from errors import TargetError
-from profiler.collectors.base import Collector
-from profiler.session.target.tree import (
+from infer_prof.errors import TargetError
+from infer_prof.profiler.collectors.base import Collector
+from infer_prof.profiler.session.target.tree import (
     ProcessInfo,
     assign_role,
     find_server_tree,
     parse_listeners,
     tree_processes,
 )
-from profiler.session.target.watch import TreeSampler
+from infer_prof.profiler.session.target.watch import TreeSampler
 from tests.profiler.session.target.conftest import FakeServer, wait_for
 
 # /proc/net/tcp: a listener on 8000 (0x1F40), a connection to 8000 and a listener on another port.
