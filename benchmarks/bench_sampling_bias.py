@@ -61,7 +61,7 @@ def measure(loaded, timer: TimedLinears, priority: str, steps: int) -> tuple[flo
     collector = SamplingCollector(
         pid=os.getpid(),
         rate=DEEP_RATE_HZ,
-        native=True,
+        native_stacks=True,
         priority=priority,
         engine_thread_id_getter=lambda: thread.native_id,
     )

@@ -26,7 +26,7 @@ from infer_prof.profiler.collectors.sampling import SamplingCollector
 from infer_prof.profiler.collectors.spans import RecordingTracer
 from infer_prof.profiler.overhead.costs import interleave_ab, slowdown
 
-PHASES = ("queue", "scheduler", "kv_alloc", "model", "sampler", "detokenize")
+PHASES = ("queue", "scheduler", "kv_alloc", "model", "sampler", "detokenizer")
 EVENTS_PER_STEP = 1 + len(PHASES) + 1  # step span, phase spans, one lock use
 
 
@@ -92,7 +92,7 @@ def matmul_throughput(seconds: float) -> float:
 
 
 def bench_py_spy(pairs: int, seconds: float, rate: int, native: bool) -> None:
-    probe = SamplingCollector(rate=rate, native=native)
+    probe = SamplingCollector(rate=rate, native_stacks=native)
     probe.start()
     if probe.status != "ok":
         print(f"py-spy A/B skipped: {probe.reason}")
@@ -100,7 +100,7 @@ def bench_py_spy(pairs: int, seconds: float, rate: int, native: bool) -> None:
     probe.stop()
 
     def with_py_spy() -> float:
-        collector = SamplingCollector(rate=rate, native=native)
+        collector = SamplingCollector(rate=rate, native_stacks=native)
         collector.start()  # returns once py-spy has attached: the timed loop is all sampled
         try:
             return matmul_throughput(seconds)

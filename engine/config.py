@@ -17,8 +17,8 @@ if (
 
 # The model every face loads when none is named (engine.loader finds or downloads it).
 DEFAULT_MODEL = "smollm2-135m"
-# KV memory used when neither num_kv_blocks nor kv_memory_bytes is given (then capped to what
-# max_num_seqs full-length sequences could ever use).
+# KV memory used when neither kv_blocks nor kv_memory_bytes is given (then capped to what
+# max_batch full-length sequences could ever use).
 DEFAULT_KV_MEMORY_BYTES = 256 * 2**20
 
 
@@ -36,25 +36,25 @@ class EngineConfig:
     (profiler.session.options reads them)."""
 
     block_size: int = 16  # token slots per KV block
-    num_kv_blocks: int | None = None  # the pool size in blocks ...
+    kv_blocks: int | None = None  # the pool size in blocks ...
     kv_memory_bytes: int | None = None  # ... or in bytes (give at most one of the two)
-    max_num_seqs: int = 32  # most sequences running at once
+    max_batch: int = 32  # most sequences running at once
     max_batched_tokens: int = 512  # token budget of one step (prefill chunks + decodes)
     policy: str = "fcfs"  # "fcfs" or "priority"
     seed: int = 0  # requests without a seed get one derived from this and their request id
     max_model_len: int | None = None  # prompt + output tokens per request; None: the model's context
 
     def __post_init__(self) -> None:
-        for name in ("block_size", "max_num_seqs", "max_batched_tokens"):
+        for name in ("block_size", "max_batch", "max_batched_tokens"):
             value = getattr(self, name)
             if not (_is_int(value) and value >= 1):
                 raise _bad(name, value, "use an integer >= 1")
-        if self.num_kv_blocks is not None and self.kv_memory_bytes is not None:
+        if self.kv_blocks is not None and self.kv_memory_bytes is not None:
             raise EngineConfigError(
-                "engine options num_kv_blocks and kv_memory_bytes both size the KV pool: give one of them"
+                "engine options kv_blocks and kv_memory_bytes both size the KV pool: give one of them"
             )
-        if self.num_kv_blocks is not None and not (_is_int(self.num_kv_blocks) and self.num_kv_blocks >= 1):
-            raise _bad("num_kv_blocks", self.num_kv_blocks, "use an integer >= 1")
+        if self.kv_blocks is not None and not (_is_int(self.kv_blocks) and self.kv_blocks >= 1):
+            raise _bad("kv_blocks", self.kv_blocks, "use an integer >= 1")
         if self.kv_memory_bytes is not None and not (
             _is_int(self.kv_memory_bytes) and self.kv_memory_bytes >= 1
         ):
@@ -81,15 +81,15 @@ class EngineConfig:
         """The KV pool size in blocks: given, or from a memory budget (the default one capped to need)."""
         from infer_prof.engine.kv_alloc import blocks_for_tokens, num_blocks_for_memory
 
-        if self.num_kv_blocks is not None:
-            return self.num_kv_blocks
+        if self.kv_blocks is not None:
+            return self.kv_blocks
         if self.kv_memory_bytes is not None:
             blocks = num_blocks_for_memory(self.kv_memory_bytes, bytes_per_block)
             if blocks < 1:
                 allowed = f"one KV block of {self.block_size} tokens takes {bytes_per_block} bytes; give at least that"
                 raise _bad("kv_memory_bytes", self.kv_memory_bytes, allowed)
             return blocks
-        needed = self.max_num_seqs * blocks_for_tokens(max_model_len, self.block_size)
+        needed = self.max_batch * blocks_for_tokens(max_model_len, self.block_size)
         return max(1, min(num_blocks_for_memory(DEFAULT_KV_MEMORY_BYTES, bytes_per_block), needed))
 
 
@@ -108,7 +108,5 @@ def python_components(
     from infer_prof.engine.scheduler import PythonScheduler
 
     num_blocks = pool_blocks_for(config, model)
-    scheduler = PythonScheduler(
-        config.block_size, config.max_num_seqs, config.max_batched_tokens, config.policy
-    )
+    scheduler = PythonScheduler(config.block_size, config.max_batch, config.max_batched_tokens, config.policy)
     return scheduler, PythonKVAllocator(num_blocks, config.block_size), PythonSampler()

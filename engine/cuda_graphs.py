@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from infer_prof.engine.types import ModelInput
+
+if TYPE_CHECKING:
+    from infer_prof.engine.llama import LlamaModel
 
 SMALL_BATCHES = (1, 2, 4)  # then every multiple of BATCH_STEP, as vLLM's capture sizes
 BATCH_STEP = 8
@@ -87,7 +90,7 @@ class DecodeGraphs:
     computation eagerly). Install with `model.graphs = DecodeGraphs(model, ...)` before the KV cache is
     allocated; the model calls run() at the top of every forward."""
 
-    def __init__(self, model: Any, *, max_batch: int, max_blocks: int, capture: bool = True) -> None:
+    def __init__(self, model: LlamaModel, *, max_batch: int, max_blocks: int, capture: bool = True) -> None:
         self.model = model
         self.capture = capture
         self.batch_buckets = batch_buckets(max_batch)

@@ -171,7 +171,7 @@ class Engine:
         if isinstance(prompt, str):
             if not prompt:
                 raise RequestError("the prompt is empty: give at least one character or token id")
-            with self.tracer.span("tokenize"):
+            with self.tracer.span("tokenizer"):
                 if chat:
                     ids = list(self.tokenizer.encode_chat(prompt))
                 else:
@@ -265,7 +265,7 @@ class Engine:
         try:
             warm_up = getattr(self.model, "warm_up", None)
             if warm_up is not None:
-                warm_up(self.config.max_batched_tokens, self.config.max_num_seqs)
+                warm_up(self.config.max_batched_tokens, self.config.max_batch)
         finally:
             self._warmed.set()
 
@@ -406,7 +406,7 @@ class Engine:
         now = self.clock()
         self._num_generated += len(sampled_ids)
         sampled = [self._running[seq_id] for seq_id in sampled_ids]
-        with self.tracer.span("detokenize"):
+        with self.tracer.span("detokenizer"):
             updates = [self._append_token(request, token, now) for request, token in zip(sampled, tokens)]
         for request, (delta, reason) in zip(sampled, updates):
             self._deliver(request, delta)

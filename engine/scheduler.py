@@ -39,17 +39,17 @@ class PythonScheduler:
     """engine.types.Scheduler: one plan per engine step, pure bookkeeping over token and block counts."""
 
     def __init__(
-        self, block_size: int, max_num_seqs: int, max_batched_tokens: int, policy: str = "fcfs"
+        self, block_size: int, max_batch: int, max_batched_tokens: int, policy: str = "fcfs"
     ) -> None:
-        if block_size < 1 or max_num_seqs < 1 or max_batched_tokens < 1:
+        if block_size < 1 or max_batch < 1 or max_batched_tokens < 1:
             raise ValueError(
-                f"block_size={block_size}, max_num_seqs={max_num_seqs} and "
+                f"block_size={block_size}, max_batch={max_batch} and "
                 f"max_batched_tokens={max_batched_tokens} must all be >= 1"
             )
         if policy not in POLICIES:
             raise ValueError(f"unknown scheduling policy {policy!r}: use one of {', '.join(POLICIES)}")
         self.block_size = block_size
-        self.max_num_seqs = max_num_seqs
+        self.max_batch = max_batch
         self.max_batched_tokens = max_batched_tokens
         self.policy = policy
         self._seqs: dict[int, SeqState] = {}
@@ -159,7 +159,7 @@ class PythonScheduler:
         first_admitted = len(scheduled)
 
         if not preempted_ids:
-            while len(self._running) < self.max_num_seqs and budget > 0:
+            while len(self._running) < self.max_batch and budget > 0:
                 seq = self._peek_waiting()
                 if seq is None:
                     break

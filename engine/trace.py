@@ -6,7 +6,8 @@ import threading
 from contextlib import AbstractContextManager, nullcontext
 from typing import Protocol, runtime_checkable
 
-# The names the engine and its components use for spans; the profiler maps them to components.
+# The names the engine and its components use for spans: each is the name of the component it times (the
+# breakdown's), except "step", the loop itself.
 SPAN_NAMES = (
     "step",
     "queue",
@@ -16,8 +17,8 @@ SPAN_NAMES = (
     "model",
     "d2h",
     "sampler",
-    "detokenize",
-    "tokenize",
+    "detokenizer",
+    "tokenizer",
 )
 
 

@@ -23,7 +23,7 @@ import torch
 from infer_prof.engine.kv_alloc import PythonKVAllocator
 from infer_prof.engine.sampler import PythonSampler
 from infer_prof.engine.scheduler import PythonScheduler
-from infer_prof.engine.types import NewSequence, SamplingParams
+from infer_prof.engine.types import NewSequence, SamplingParams, Scheduler
 from infer_prof.native_paths.bench_rows import bench_row
 
 COMPONENTS = ("sampler", "kv_alloc", "scheduler", "prepare", "core")
@@ -246,7 +246,7 @@ def bench_kv(batch: int, repeats: int, seed: int, steps: int = 200) -> dict[str,
 
 
 def drive_scheduler(
-    scheduler: Any, batch: int, steps: int, rng: random.Random
+    scheduler: Scheduler, batch: int, steps: int, rng: random.Random
 ) -> tuple[list[float], list[Any]]:
     """Fill `batch` running sequences, then time `steps` schedule() calls of a steady decode load
     (1/200 finish per step, replaced by arrivals whose prompts take chunked prefill)."""

@@ -33,7 +33,7 @@ import numpy as np
 from infer_prof.engine.kv_alloc import PythonKVAllocator
 from infer_prof.engine.prepare import PythonPrepare
 from infer_prof.engine.scheduler import PythonScheduler
-from infer_prof.engine.types import ModelInput, NewSequence
+from infer_prof.engine.types import KVAllocator, ModelInput, NewSequence, Prepare, Scheduler
 from infer_prof.native_paths.bench_rows import bench_row
 
 BLOCK_SIZE = 16
@@ -53,7 +53,9 @@ class ControlLoop:
     """Drives scheduler, allocator and preparation like the engine, with seeded arrivals and finishes;
     `timed(phase)` says which parts of each step count ("schedule", "kv_alloc", "prepare")."""
 
-    def __init__(self, scheduler: Any, kv_alloc: Any, prepare: Any, batch: int, seed: int) -> None:
+    def __init__(
+        self, scheduler: Scheduler, kv_alloc: KVAllocator, prepare: Prepare, batch: int, seed: int
+    ) -> None:
         self.scheduler, self.kv_alloc, self.prepare = scheduler, kv_alloc, prepare
         self.batch = batch
         self.rng = random.Random(seed)
@@ -174,7 +176,7 @@ def bench_prepare(batch: int, repeats: int, seed: int, steps: int = 200) -> dict
     from infer_prof.native_paths.prepare import NativePrepare
     from infer_prof.native_paths.scheduler import NativeScheduler
 
-    def run(prepare_class: Any) -> Callable[[], tuple[list[float], list[int]]]:
+    def run(prepare_class: Callable[[int], Prepare]) -> Callable[[], tuple[list[float], list[int]]]:
         def go() -> tuple[list[float], list[int]]:
             scheduler = NativeScheduler(BLOCK_SIZE, batch, max(2048, 2 * batch))
             loop = ControlLoop(

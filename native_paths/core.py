@@ -36,15 +36,15 @@ class NativeCore:
         self,
         num_blocks: int,
         block_size: int,
-        max_num_seqs: int,
+        max_batch: int,
         max_batched_tokens: int,
         policy: str = "fcfs",
     ) -> None:
         check_pool_config(num_blocks, block_size)
-        check_scheduler_config(block_size, max_num_seqs, max_batched_tokens, policy)
+        check_scheduler_config(block_size, max_batch, max_batched_tokens, policy)
         self._ffi, self._lib = ffi, lib = require()
         self._core = lib.np_core_create(
-            num_blocks, block_size, max_num_seqs, max_batched_tokens, POLICIES[policy]
+            num_blocks, block_size, max_batch, max_batched_tokens, POLICIES[policy]
         )
         if self._core == ffi.NULL:
             raise MemoryError(f"cannot allocate the native core ({num_blocks} KV blocks)")
@@ -55,7 +55,7 @@ class NativeCore:
         self.input_views = InputViews(ffi, lib.np_prepare_output_of(lib.np_core_prepare(self._core)))
         self.outcome = 0  # the last step's NP_CORE_* failure bits
         self.fresh_tables = self.fresh_input = False  # produced by a step and not yet handed over
-        self.scheduler = CoreScheduler(self, block_size, max_num_seqs, max_batched_tokens, policy)
+        self.scheduler = CoreScheduler(self, block_size, max_batch, max_batched_tokens, policy)
         self.kv_alloc = CoreKVAllocator(self, num_blocks, block_size)
         self.prepare = CorePrepare(self, block_size)
 
@@ -95,11 +95,11 @@ class CoreScheduler:
     """engine.types.Scheduler: schedule() runs the whole fused step (the one counted foreign call)."""
 
     def __init__(
-        self, core: NativeCore, block_size: int, max_num_seqs: int, max_batched_tokens: int, policy: str
+        self, core: NativeCore, block_size: int, max_batch: int, max_batched_tokens: int, policy: str
     ) -> None:
         self._core = core
         self.block_size = block_size
-        self.max_num_seqs = max_num_seqs
+        self.max_batch = max_batch
         self.max_batched_tokens = max_batched_tokens
         self.policy = policy
         self.calls = 0
@@ -192,8 +192,8 @@ class CorePrepare(PrepareQueries):
 
 
 def core_components(
-    num_blocks: int, block_size: int, max_num_seqs: int, max_batched_tokens: int, policy: str = "fcfs"
+    num_blocks: int, block_size: int, max_batch: int, max_batched_tokens: int, policy: str = "fcfs"
 ) -> tuple[Any, Any, Any]:
     """(scheduler, kv_alloc, prepare) of one fused core."""
-    core = NativeCore(num_blocks, block_size, max_num_seqs, max_batched_tokens, policy)
+    core = NativeCore(num_blocks, block_size, max_batch, max_batched_tokens, policy)
     return core.scheduler, core.kv_alloc, core.prepare

@@ -33,16 +33,16 @@ PLAN_FIELDS = (
 NUM_COUNTS = 4  # n_batch, n_frees, n_preempted, n_grows
 
 
-def check_scheduler_config(block_size: int, max_num_seqs: int, max_batched_tokens: int, policy: str) -> None:
+def check_scheduler_config(block_size: int, max_batch: int, max_batched_tokens: int, policy: str) -> None:
     """The checks of PythonScheduler's constructor, plus the int64 range C keeps its counters in."""
     for name, value in (
         ("block_size", block_size),
-        ("max_num_seqs", max_num_seqs),
+        ("max_batch", max_batch),
         ("max_batched_tokens", max_batched_tokens),
     ):
         if not isinstance(value, int) or not 1 <= value <= 2**62:
             raise ValueError(
-                f"block_size={block_size}, max_num_seqs={max_num_seqs} and "
+                f"block_size={block_size}, max_batch={max_batch} and "
                 f"max_batched_tokens={max_batched_tokens} must all be >= 1 ({name} is not)"
             )
     if policy not in POLICIES:
@@ -153,17 +153,17 @@ class NativeScheduler:
     """
 
     def __init__(
-        self, block_size: int, max_num_seqs: int, max_batched_tokens: int, policy: str = "fcfs"
+        self, block_size: int, max_batch: int, max_batched_tokens: int, policy: str = "fcfs"
     ) -> None:
-        check_scheduler_config(block_size, max_num_seqs, max_batched_tokens, policy)
+        check_scheduler_config(block_size, max_batch, max_batched_tokens, policy)
         self._ffi, self._lib = require()
         self.block_size = block_size
-        self.max_num_seqs = max_num_seqs
+        self.max_batch = max_batch
         self.max_batched_tokens = max_batched_tokens
         self.policy = policy
         self.calls = 0
         self._scheduler = self._lib.np_scheduler_create(
-            block_size, max_num_seqs, max_batched_tokens, POLICIES[policy]
+            block_size, max_batch, max_batched_tokens, POLICIES[policy]
         )
         if self._scheduler == self._ffi.NULL:
             raise MemoryError("cannot allocate the native scheduler")

@@ -5,10 +5,13 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infer_prof.errors import InvalidNativeSelection
 from infer_prof.native_paths import loader
+
+if TYPE_CHECKING:  # engine.types imports torch, which --help and the quick commands must not load
+    from infer_prof.engine.types import KVAllocator, Prepare, Sampler, Scheduler
 
 COMPONENTS = ("sampler", "kv_alloc", "scheduler", "prepare")
 CORE = "core"  # scheduler + kv_alloc + prepare fused into one C call per step
@@ -53,10 +56,10 @@ def parse_native(value: str | Iterable[str] | None) -> frozenset[str]:
 class Components:
     """The four components for one engine, and which of them really run natively."""
 
-    sampler: Any
-    kv_alloc: Any
-    scheduler: Any
-    prepare: Any
+    sampler: Sampler
+    kv_alloc: KVAllocator
+    scheduler: Scheduler
+    prepare: Prepare
     native: frozenset[str]  # names whose C twin is in use ("core" for the fused three)
     fallbacks: tuple[str, ...] = ()  # names asked for natively that fell back to Python
 
@@ -66,7 +69,7 @@ def make_components(
     *,
     num_blocks: int,
     block_size: int,
-    max_num_seqs: int,
+    max_batch: int,
     max_batched_tokens: int,
     policy: str = "fcfs",
 ) -> Components:
@@ -88,7 +91,7 @@ def make_components(
     sizes = {
         "num_blocks": num_blocks,
         "block_size": block_size,
-        "max_num_seqs": max_num_seqs,
+        "max_batch": max_batch,
         "max_batched_tokens": max_batched_tokens,
         "policy": policy,
     }
@@ -96,7 +99,7 @@ def make_components(
         from infer_prof.native_paths.core import core_components
 
         scheduler, kv_alloc, prepare = core_components(
-            num_blocks, block_size, max_num_seqs, max_batched_tokens, policy
+            num_blocks, block_size, max_batch, max_batched_tokens, policy
         )
         return Components(
             sampler=make_twin("sampler", "sampler" in usable, **sizes),
@@ -119,7 +122,7 @@ def make_twin(
     *,
     num_blocks: int,
     block_size: int,
-    max_num_seqs: int,
+    max_batch: int,
     max_batched_tokens: int,
     policy: str = "fcfs",
 ) -> Any:
@@ -143,7 +146,7 @@ def make_twin(
             from infer_prof.native_paths.scheduler import NativeScheduler as scheduler_class
         else:
             from infer_prof.engine.scheduler import PythonScheduler as scheduler_class  # type: ignore[assignment]
-        return scheduler_class(block_size, max_num_seqs, max_batched_tokens, policy)
+        return scheduler_class(block_size, max_batch, max_batched_tokens, policy)
     if name == "prepare":
         if native:
             from infer_prof.native_paths.prepare import NativePrepare as prepare_class

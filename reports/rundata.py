@@ -24,8 +24,8 @@ PHASE_ORDER = (
     "model",
     "d2h",
     "sampler",
-    "detokenize",
-    "tokenize",
+    "detokenizer",
+    "tokenizer",
 )
 LATENCY_NAMES = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
 LATENCY_LABELS = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "itl_ms": "ITL", "e2e_ms": "E2E", "queue_ms": "Queue"}

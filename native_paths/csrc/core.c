@@ -13,11 +13,11 @@ struct np_core {
     int status; /* why the allocator or preparation failed in the last step */
 };
 
-np_core *np_core_create(int32_t num_blocks, int32_t block_size, int64_t max_num_seqs, int64_t max_batched_tokens,
+np_core *np_core_create(int32_t num_blocks, int32_t block_size, int64_t max_batch, int64_t max_batched_tokens,
                         int policy) {
     np_core *core = np_calloc(1, sizeof *core);
     if (!core) return NULL;
-    core->scheduler = np_scheduler_create(block_size, max_num_seqs, max_batched_tokens, policy);
+    core->scheduler = np_scheduler_create(block_size, max_batch, max_batched_tokens, policy);
     core->kv = np_kv_alloc_create(num_blocks, block_size);
     core->prepare = np_prepare_create(block_size);
     if (!core->scheduler || !core->kv || !core->prepare) {

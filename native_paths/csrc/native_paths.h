@@ -130,7 +130,7 @@ typedef struct {
     int64_t *grow_num_blocks;
 } np_plan;
 
-np_scheduler *np_scheduler_create(int64_t block_size, int64_t max_num_seqs, int64_t max_batched_tokens,
+np_scheduler *np_scheduler_create(int64_t block_size, int64_t max_batch, int64_t max_batched_tokens,
                                   int policy);
 void np_scheduler_destroy(np_scheduler *scheduler);
 /* inputs: arrival ids, their prompt token counts, their priorities (n_arrivals each), then the
@@ -195,7 +195,7 @@ typedef struct np_core np_core;
 /* Beyond the NP_PLAN_* bits, what a core step's return value can say. */
 enum { NP_CORE_KV_FAILED = 32, NP_CORE_PREPARE_FAILED = 64 };
 
-np_core *np_core_create(int32_t num_blocks, int32_t block_size, int64_t max_num_seqs, int64_t max_batched_tokens,
+np_core *np_core_create(int32_t num_blocks, int32_t block_size, int64_t max_batch, int64_t max_batched_tokens,
                         int policy);
 void np_core_destroy(np_core *core);
 /* Applies the preparation's pending work (as np_prepare_step), schedules with the core's own free

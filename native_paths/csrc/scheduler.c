@@ -28,7 +28,7 @@ typedef struct {
 struct np_scheduler {
     int64_t block_size;
     int block_shift; /* log2(block_size) when it is a power of two (a shift beats a division), else -1 */
-    int64_t max_num_seqs;
+    int64_t max_batch;
     int64_t max_batched_tokens;
     int policy;
     int64_t next_arrival;
@@ -51,9 +51,9 @@ struct np_scheduler {
     int64_t last_counts[4]; /* the previous plan's n_batch, n_frees, n_preempted, n_grows (-1: unknown) */
 };
 
-np_scheduler *np_scheduler_create(int64_t block_size, int64_t max_num_seqs, int64_t max_batched_tokens, int policy) {
+np_scheduler *np_scheduler_create(int64_t block_size, int64_t max_batch, int64_t max_batched_tokens, int policy) {
     np_scheduler *s;
-    if (block_size < 1 || max_num_seqs < 1 || max_batched_tokens < 1) return NULL;
+    if (block_size < 1 || max_batch < 1 || max_batched_tokens < 1) return NULL;
     if (policy != NP_POLICY_FCFS && policy != NP_POLICY_PRIORITY) return NULL;
     s = np_calloc(1, sizeof *s);
     if (!s) return NULL;
@@ -63,7 +63,7 @@ np_scheduler *np_scheduler_create(int64_t block_size, int64_t max_num_seqs, int6
         for (s->block_shift = 0; ((int64_t)1 << s->block_shift) < block_size; s->block_shift++) {
         }
     }
-    s->max_num_seqs = max_num_seqs;
+    s->max_batch = max_batch;
     s->max_batched_tokens = max_batched_tokens;
     s->policy = policy;
     s->fcfs_head = -1;
@@ -219,10 +219,10 @@ static int reserve_plan_array(np_scheduler *s, void *array_address, int64_t capa
 }
 
 /* Reserves every array a step can fill, before the step changes anything. A plan holds at most
- * min(max_num_seqs, sequences known) entries in each array: frees and preemptions come from running. */
+ * min(max_batch, sequences known) entries in each array: frees and preemptions come from running. */
 static int reserve_step(np_scheduler *s, int64_t n_arrivals) {
     int64_t live = s->slots.size + n_arrivals + 1, slots = s->seqs_used + n_arrivals + 1;
-    int64_t entries = live < s->max_num_seqs ? live : s->max_num_seqs, capacity = s->plan.capacity;
+    int64_t entries = live < s->max_batch ? live : s->max_batch, capacity = s->plan.capacity;
     np_plan *plan = &s->plan;
     if (np_idmap_reserve(&s->slots, n_arrivals) || np_reserve(&s->seqs, &s->seqs_capacity, slots, sizeof(seq_state)) ||
         np_reserve(&s->spare, &s->spare_capacity, slots, sizeof(int32_t)) ||
@@ -370,7 +370,7 @@ int np_scheduler_step(np_scheduler *s, const int64_t *inputs, int64_t n_arrivals
     plan->first_admitted = plan->n_batch;
 
     /* Waiting phase, only when nothing was preempted: admit from the head while it fits. */
-    while (!preempted && s->num_running < s->max_num_seqs && budget > 0 && s->num_waiting > 0) {
+    while (!preempted && s->num_running < s->max_batch && budget > 0 && s->num_waiting > 0) {
         int32_t slot = s->heap[0];
         seq_state *q = &s->seqs[slot];
         int64_t num_tokens = q->total - q->computed < budget ? q->total - q->computed : budget;

@@ -53,21 +53,24 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable, Mapping
-from typing import Any, NamedTuple, TypeGuard
+from typing import Any, Literal, NamedTuple, TypedDict, TypeGuard
 
 from infer_prof.engine.engine import ENGINE_THREAD_NAME
 from infer_prof.profiler.collectors.spans import OUTSIDE
-from infer_prof.profiler.rundir.results import CATEGORIES, COMPONENTS
+from infer_prof.profiler.rundir.results import CATEGORIES, COMPONENTS, LEGACY_SPAN_NAMES
+from infer_prof.profiler.rundir.schema import Breakdown, Split
 from infer_prof.profiler.stats import wilson_interval
 
-# Engine span names (engine.trace.SPAN_NAMES) -> breakdown components; "step" is the loop itself.
+# Engine span names (engine.trace.SPAN_NAMES) -> breakdown components; "step" is the loop itself. Runs recorded
+# before the spans took their components' names called two of them "tokenize" and "detokenize" (LEGACY_SPAN_NAMES).
 SPAN_COMPONENTS = {
     "scheduler": "scheduler",
     "sampler": "sampler",
     "kv_alloc": "kv_alloc",
     "prepare": "prepare",
-    "tokenize": "tokenizer",
-    "detokenize": "detokenizer",
+    "tokenizer": "tokenizer",
+    "detokenizer": "detokenizer",
+    **LEGACY_SPAN_NAMES,
     "queue": "queue",
     "model": "model",
     "d2h": "d2h",  # a GPU model's logits copied to the host for a sampler that reads host memory
@@ -107,7 +110,7 @@ def _self_ns_in(steps: list[dict[str, Any]], span: str, chosen: set[int]) -> flo
     return sum(row.get(column, 0.0) for row in steps if row["step"] in chosen) * 1e6
 
 
-def _samples_model_fraction(samples_engine: dict[str, Any] | None) -> float | None:
+def _samples_model_fraction(samples_engine: Split | None) -> float | None:
     if not samples_engine or samples_engine.get("resolution") != "native":
         return None
     components = samples_engine.get("components", {})
@@ -193,7 +196,7 @@ class SpanFractions(NamedTuple):
 def kernel_fractions(
     spans: dict[str, Any],
     kernels: dict[str, Any] | None,
-    samples_engine: dict[str, Any] | None,
+    samples_engine: Split | None,
     notes: list[str],
 ) -> SpanFractions:
     """Per span name, the fraction of its self time spent in torch kernels (the kernel model above), and
@@ -265,10 +268,10 @@ def spans_split(
     wall_ns: int,
     kernels: dict[str, Any] | None,
     gc: dict[str, Any] | None,
-    samples_engine: dict[str, Any] | None,
+    samples_engine: Split | None,
     native_components: Iterable[str],
     notes: list[str],
-) -> dict[str, Any] | None:
+) -> Split | None:
     """The spans SPLIT of the engine thread (see the module docstring), or None without its spans."""
     thread = spans.get("threads", {}).get(engine_thread_name)
     if thread is None:
@@ -326,6 +329,8 @@ def spans_split(
             f"spans cover {covered / 1e9:.3f} s, more than the run's wall time {wall / 1e9:.3f} s: "
             "pass the window the tracer recorded"
         )
+    kernel_fraction_by_span: dict[str, float | None] = dict(kernel_fraction)
+    fee_fraction_by_span: dict[str, float | None] = dict(fractions.fee)
     return {
         "categories": _fractions(categories, wall),
         "components": _fractions(components, wall),
@@ -333,9 +338,9 @@ def spans_split(
         "dispatch": sum(fee_ns.values()) / wall if fractions.fee and wall > 0 else None,
         "lock_by_component": _fractions(lock_by_component, wall),
         "allocation_by_component": _fractions(allocation_by_component, wall),
-        "kernel_fraction_by_span": kernel_fraction,
+        "kernel_fraction_by_span": kernel_fraction_by_span,
         "kernel_source": fractions.source,
-        "fee_fraction_by_span": fractions.fee,
+        "fee_fraction_by_span": fee_fraction_by_span,
         "steps": len(spans.get("steps", [])),
         "spans": sum(
             int(entry.get("count", 0)) for entry in thread["spans"].values()
@@ -386,8 +391,23 @@ def _components(
     return components, lock_by_component, allocation_by_component
 
 
-def _pool(threads: Iterable[dict[str, Any]]) -> dict[str, Any] | None:
-    pooled: dict[str, Any] = {
+SplitTable = Literal["categories", "components"]  # the two share tables of a Split the methods compare
+
+
+class SampleCounts(TypedDict):
+    """py-spy sample counts pooled over threads: the input of samples_split."""
+
+    samples: int
+    native_samples: int
+    categories: dict[str, int]
+    components: dict[str, int]
+    lock_components: dict[str, int]
+    gil_components: dict[str, int]
+    dispatch: int
+
+
+def _pool(threads: Iterable[dict[str, Any]]) -> SampleCounts | None:
+    pooled: SampleCounts = {
         "samples": 0,
         "native_samples": 0,
         "categories": {},
@@ -401,16 +421,17 @@ def _pool(threads: Iterable[dict[str, Any]]) -> dict[str, Any] | None:
         pooled["native_samples"] += thread.get("native_samples", 0)
         pooled["dispatch"] += thread.get("dispatch", 0)
         for key in ("categories", "components", "lock_components", "gil_components"):
+            into: dict[str, int] = pooled[key]
             for name, count in (thread.get(key) or {}).items():
-                pooled[key][name] = pooled[key].get(name, 0) + count
+                into[name] = into.get(name, 0) + count
     return pooled if pooled["samples"] else None
 
 
-def _shares(counts: dict[str, int] | None, total: int) -> dict[str, float]:
+def _shares(counts: dict[str, int] | None, total: int) -> dict[str, float | None]:
     return {name: count / total for name, count in (counts or {}).items() if count and name in COMPONENTS}
 
 
-def samples_split(counts: dict[str, Any] | None) -> dict[str, Any] | None:
+def samples_split(counts: SampleCounts | Mapping[str, Any] | None) -> Split | None:
     """A SPLIT from pooled sample counts; categories a Python-only sample cannot resolve are null."""
     if not counts:
         return None
@@ -422,7 +443,7 @@ def samples_split(counts: dict[str, Any] | None) -> dict[str, Any] | None:
     components: dict[str, float | None] = {
         name: counts["components"].get(name, 0) / total for name in COMPONENTS
     }
-    split: dict[str, Any] = {"samples": total, "resolution": resolution}
+    split: Split = {"samples": total, "resolution": resolution}
     if resolution == "python":
         split["python_leaf"] = categories["interpreter"]
         for name in ("interpreter", "kernel", "allocation"):
@@ -440,12 +461,10 @@ def samples_split(counts: dict[str, Any] | None) -> dict[str, Any] | None:
     return split
 
 
-def _difference_pp(
-    samples: dict[str, Any] | None, spans: dict[str, Any] | None, key: str
-) -> dict[str, float]:
+def _difference_pp(samples: Split | None, spans: Split | None, key: SplitTable) -> dict[str, float | None]:
     if not samples or not spans:
         return {}
-    out = {}
+    out: dict[str, float | None] = {}
     for name, value in samples[key].items():
         other = spans[key].get(name)
         if value is not None and other is not None:
@@ -453,7 +472,7 @@ def _difference_pp(
     return out
 
 
-def _beyond_noise(samples: dict[str, Any] | None, spans: dict[str, Any] | None, key: str) -> list[str]:
+def _beyond_noise(samples: Split | None, spans: Split | None, key: SplitTable) -> list[str]:
     """Names whose spans share (exact) lies outside the samples share's Wilson interval (its sampling noise)."""
     if not samples or not spans or not samples.get("samples"):
         return []
@@ -476,7 +495,7 @@ def build_breakdown(
     engine_thread_name: str = ENGINE_THREAD_NAME,
     wall_ns: int,
     native_components: Iterable[str] = (),
-) -> dict[str, Any]:
+) -> Breakdown:
     """The result's `breakdown` section from {collector name: collector result} (see the module docstring).
 
     wall_ns: the engine thread's observed wall time (normally the spans tracer's recorded window).
@@ -525,7 +544,7 @@ def build_breakdown(
         )
     disagreement = _difference_pp(samples, spans, "categories")
     beyond_noise = _beyond_noise(samples, spans, "categories")
-    if disagreement.get("lock", 0.0) >= UNSEEN_WAIT_PP and "lock" in beyond_noise:
+    if (disagreement.get("lock") or 0.0) >= UNSEEN_WAIT_PP and "lock" in beyond_noise:
         notes.append(
             f"samples saw the engine thread waiting {disagreement['lock']:.1f} points more than its traced locks "
             "account for (mostly the GIL, taken back after each torch call): the spans method cannot see those "

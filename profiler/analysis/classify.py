@@ -110,7 +110,8 @@ class Stack:
     count: int
 
     @property
-    def native(self) -> bool:
+    def has_native_frames(self) -> bool:
+        """Whether py-spy --native unwound C frames into it ("native" alone names the C twins, not these)."""
         return any(not frame.python for frame in self.frames)
 
 

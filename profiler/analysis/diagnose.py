@@ -21,10 +21,24 @@ predicted_gain_low/high; predicted_gain is the fraction of step time saved. meas
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TypedDict
 
 from infer_prof.profiler.rundir.health import VOID_BUSY, void_reason
 from infer_prof.profiler.rundir.results import CATEGORIES
+from infer_prof.profiler.rundir.schema import (
+    Breakdown,
+    CollectorStatus,
+    ControlPath,
+    GpuTime,
+    GpuVerdict,
+    Health,
+    Interval,
+    Prediction,
+    ReplayComponent,
+    Split,
+    StepShare,
+    Verdict,
+)
 from infer_prof.profiler.stats import wilson_interval
 
 STAY_UP_TO = 0.01
@@ -49,6 +63,16 @@ CONTROL_COMPONENTS = (
 )
 DISAGREEMENT_NOTE_PP = 10.0
 IDLE_NOTE = 0.30
+
+
+class Speedup(TypedDict, total=False):
+    """A C twin's speedup over the Python twin, with where it came from ("replay" or "microbenchmark")."""
+
+    speedup: float
+    low: float | None
+    high: float | None
+    source: str
+    steps: int | None
 
 
 def rule_for(interpreter_share: float) -> str:
@@ -82,16 +106,17 @@ def _largest(values: dict[str, float | None], names: Iterable[str] | None = None
     return max(candidates, key=lambda item: item[1])
 
 
-def interpreter_interval(breakdown: dict[str, Any]) -> dict[str, Any] | None:
+def interpreter_interval(breakdown: Breakdown) -> Interval | None:
     """The interpreter share of busy time with its 95% Wilson interval, from the engine thread's native
     samples ({share, low, high, samples, method}); None without native samples to count."""
     samples = breakdown.get("methods", {}).get("samples") or {}
     total = samples.get("samples") or 0
     categories = samples.get("categories") or {}
-    if samples.get("resolution") != "native" or not total or categories.get("interpreter") is None:
+    interpreter = categories.get("interpreter")
+    if samples.get("resolution") != "native" or not total or interpreter is None:
         return None
     busy = round((1.0 - (categories.get("idle") or 0.0)) * total)
-    hits = min(busy, round(categories["interpreter"] * total))
+    hits = min(busy, round(interpreter * total))
     interval = wilson_interval(hits, busy)
     return {
         "share": interval.point,
@@ -102,24 +127,28 @@ def interpreter_interval(breakdown: dict[str, Any]) -> dict[str, Any] | None:
     }
 
 
-def straddled(interval: dict[str, Any] | None) -> list[float]:
+def straddled(interval: Interval | None) -> list[float]:
     """The rule's thresholds that lie inside the interval: the run cannot tell which side it is on."""
     if not interval:
         return []
-    return [threshold for threshold in THRESHOLDS if interval["low"] <= threshold <= interval["high"]]
+    low, high = interval["low"], interval["high"]
+    if low is None or high is None:  # never written so; the interval's fields are nullable in the schema
+        return []
+    return [threshold for threshold in THRESHOLDS if low <= threshold <= high]
 
 
-def _pick_split(breakdown: dict[str, Any]) -> tuple[str | None, dict[str, Any] | None]:
+def _pick_split(breakdown: Breakdown) -> tuple[str | None, Split | None]:
     methods = breakdown.get("methods", {})
-    if methods.get("spans"):
-        return "spans", methods["spans"]
+    spans = methods.get("spans")
+    if spans:
+        return "spans", spans
     samples = methods.get("samples")
     if samples and samples.get("resolution") == "native":
         return "samples", samples
     return None, None
 
 
-def _component_for(category: str, split: dict[str, Any]) -> str | None:
+def _component_for(category: str, split: Split) -> str | None:
     components = split["components"]
     if category == "kernel":
         return "model_kernels" if components.get("model_kernels") else _largest(components)[0]
@@ -133,7 +162,7 @@ def _component_for(category: str, split: dict[str, Any]) -> str | None:
     return name if value > 0 else None
 
 
-def blind_spots(breakdown: dict[str, Any], collectors: dict[str, Any]) -> list[str]:
+def blind_spots(breakdown: Breakdown, collectors: dict[str, CollectorStatus]) -> list[str]:
     """What this run could not see, as sentences, from the collectors' statuses and the breakdown."""
     spots = []
 
@@ -182,16 +211,16 @@ def blind_spots(breakdown: dict[str, Any], collectors: dict[str, Any]) -> list[s
 
 
 def diagnose(
-    breakdown: dict[str, Any],
+    breakdown: Breakdown,
     *,
     native_speedups: dict[str, float] | None,
     measured_gains: dict[str, float] | None,
-    collectors: dict[str, Any],
+    collectors: dict[str, CollectorStatus],
     added_costs: dict[str, float] | None = None,
-    replayed: dict[str, dict[str, Any]] | None = None,
+    replayed: dict[str, ReplayComponent] | None = None,
     twins_on: Iterable[str] = (),
-    health: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+    health: Health | None = None,
+) -> Verdict:
     """The result's `verdict` section (shape in profiler/rundir/results.py) from a breakdown and the collectors section.
 
     replayed: per component, the speedup measured by replaying this run's work through both twins
@@ -275,7 +304,11 @@ def diagnose(
     # Older results lack `beyond_noise`: then every large gap is said, as before.
     noisy_free = breakdown.get("beyond_noise")
     for name, points in sorted(breakdown.get("disagreement", {}).items()):
-        if abs(points) >= DISAGREEMENT_NOTE_PP and (noisy_free is None or name in noisy_free):
+        if (
+            points is not None
+            and abs(points) >= DISAGREEMENT_NOTE_PP
+            and (noisy_free is None or name in noisy_free)
+        ):
             reasons.append(
                 f"Spans and samples disagree on {name} by {points:+.1f} percentage points; "
                 "trust the spans for components and the samples for what native code does."
@@ -320,7 +353,7 @@ def diagnose(
     }
 
 
-def largest_control_path(split: dict[str, Any], twins_on: Iterable[str] = ()) -> dict[str, Any] | None:
+def largest_control_path(split: Split, twins_on: Iterable[str] = ()) -> ControlPath | None:
     """{name, share} of the largest control path still in Python (not model_glue, not a twin that was on)."""
     skip = set(twins_on)
     name, share = _largest(
@@ -330,18 +363,19 @@ def largest_control_path(split: dict[str, Any], twins_on: Iterable[str] = ()) ->
 
 
 def _speedups(
-    native_speedups: dict[str, float] | None, replayed: dict[str, dict[str, Any]] | None
-) -> dict[str, dict[str, Any]]:
+    native_speedups: dict[str, float] | None, replayed: dict[str, ReplayComponent] | None
+) -> dict[str, Speedup]:
     """Per component: {speedup, low, high, source, steps}, the replay's where it has one."""
-    chosen = {
+    chosen: dict[str, Speedup] = {
         name: {"speedup": value, "low": None, "high": None, "source": "microbenchmark", "steps": None}
         for name, value in (native_speedups or {}).items()
         if value
     }
     for name, entry in (replayed or {}).items():
-        if entry.get("speedup"):
+        speedup = entry.get("speedup")
+        if speedup:
             chosen[name] = {
-                "speedup": entry["speedup"],
+                "speedup": speedup,
                 "low": entry.get("low"),
                 "high": entry.get("high"),
                 "source": "replay",
@@ -351,21 +385,21 @@ def _speedups(
 
 
 def _predictions(
-    split: dict[str, Any],
+    split: Split,
     busy: float,
-    speedups: dict[str, dict[str, Any]],
+    speedups: dict[str, Speedup],
     measured_gains: dict[str, float] | None,
     reasons: list[str],
     added_costs: dict[str, float] | None = None,
     twins_on: Iterable[str] = (),
-    share_intervals: dict[str, dict[str, Any]] | None = None,
-) -> dict[str, dict[str, Any]]:
+    share_intervals: dict[str, StepShare] | None = None,
+) -> dict[str, Prediction]:
     """Per native-capable component: its share of busy time, speedup (with its interval when replayed) and
     Amdahl gain (reasons get a line each), less any work the native twin adds (`added_costs`, shares of wall time).
 
     The gain's interval joins the speedup's with the share's (`share_intervals`, from resampling the run's
     steps: profiler.analysis.step_shares): a path near its Amdahl limit (a 50x twin) owes its spread to its share."""
-    predictions: dict[str, dict[str, Any]] = {}
+    predictions: dict[str, Prediction] = {}
     for name in NATIVE_CAPABLE:
         if name in twins_on:
             # Its C twin already ran: the share is native time, and a speedup over itself predicts nothing.
@@ -383,7 +417,7 @@ def _predictions(
             }
             continue
         component_share = (split["components"].get(name) or 0.0) / busy if busy > 0 else 0.0
-        found = speedups.get(name) or {}
+        found: Speedup = speedups.get(name) or {}
         speedup, low, high = found.get("speedup"), found.get("low"), found.get("high")
         added = ((added_costs or {}).get(name) or 0.0) / busy if busy > 0 else 0.0
 
@@ -431,14 +465,14 @@ def _predictions(
     return predictions
 
 
-def _share_bounds(share: float, interval: dict[str, Any] | None) -> tuple[float, float]:
+def _share_bounds(share: float, interval: StepShare | None) -> tuple[float, float]:
     """The share's 95% bounds: its step-time interval's relative width applied to the share of busy time."""
     if not interval or not interval.get("share"):
         return share, share
     return share * interval["low"] / interval["share"], share * interval["high"] / interval["share"]
 
 
-def gpu_verdict(gpu_time: dict[str, Any]) -> dict[str, Any]:
+def gpu_verdict(gpu_time: GpuTime) -> GpuVerdict:
     """The verdict on a GPU, in the field's words: how much of the run the GPU waited for the host, the
     1% / 30% rule applied to that share, and which host work it waited on (largest first)."""
     share = gpu_time.get("idle_host_share")

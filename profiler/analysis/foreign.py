@@ -26,7 +26,7 @@ the samples whose innermost Python frame is control code (lower) to every Python
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from infer_prof.profiler.analysis.breakdown import samples_split
 from infer_prof.profiler.analysis.diagnose import (
@@ -37,6 +37,17 @@ from infer_prof.profiler.analysis.diagnose import (
     STAY_UP_TO,
     rule_for,
     straddled,
+)
+from infer_prof.profiler.rundir.schema import (
+    AmdahlBound,
+    ApiThread,
+    Breakdown,
+    CriticalPath,
+    ForeignProcess,
+    Interval,
+    Metrics,
+    SampledThread,
+    Verdict,
 )
 from infer_prof.profiler.stats import wilson_interval
 
@@ -139,7 +150,7 @@ def engine_threads(process: dict[str, Any]) -> list[dict[str, Any]]:
     return [thread for thread in process["threads"] if thread["thread_id"] in process["engine_threads"]]
 
 
-def foreign_breakdown(processes: Sequence[dict[str, Any]], wall_ns: int) -> dict[str, Any]:
+def foreign_breakdown(processes: Sequence[dict[str, Any]], wall_ns: int) -> Breakdown:
     """A `breakdown` section from processes (ProcessRoles.as_dict): the engine process's engine threads as the
     samples split, every other thread pooled as client_threads, and the processes themselves."""
     notes: list[str] = []
@@ -192,13 +203,11 @@ def _words(component: str) -> str:
     return COMPONENT_WORDS.get(component, component)
 
 
-def foreign_verdict(
-    processes: Sequence[dict[str, Any]], *, blind_spots: list[str] | None = None
-) -> dict[str, Any]:
+def foreign_verdict(processes: Sequence[dict[str, Any]], *, blind_spots: list[str] | None = None) -> Verdict:
     """The result's `verdict` section for a foreign engine (same keys as diagnose(), plus `foreign`)."""
     spots = list(blind_spots or [])
     chosen = engine_process(processes)
-    empty: dict[str, Any] = {
+    empty: Verdict = {
         "category": None,
         "component": None,
         "share": None,
@@ -268,7 +277,7 @@ def foreign_verdict(
             "bounds from Python-only stacks: control-code lines (lower) to every Python-innermost sample "
             "(upper), each with its Wilson 95% interval; native stacks would measure it"
         )
-    interval_dict = {"share": share, "low": low, "high": high, "samples": busy, "method": method}
+    interval_dict: Interval = {"share": share, "low": low, "high": high, "samples": busy, "method": method}
     unsure = straddled(interval_dict)
     rule = rule_for(share)
     engine_name = chosen.get("engine") or "this engine"
@@ -310,7 +319,7 @@ def foreign_verdict(
     )
 
     worker = _worker_process(processes, chosen)
-    critical = None
+    critical: CriticalPath | None = None
     if on_worker:
         critical = {
             "loop_work": (busy - on_worker) / busy,
@@ -432,7 +441,12 @@ def _worker_process(processes: Sequence[dict[str, Any]], chosen: dict[str, Any])
     return max(workers, key=lambda p: sum(t["counts"]["work"] for t in engine_threads(p)), default=None)
 
 
-def _waits_seen(processes: Sequence[dict[str, Any]]) -> dict[str, Any]:
+class WaitsSeen(TypedDict):
+    shares: dict[str, float]  # wait kind -> share of every sampled thread's samples
+    sentences: list[str]
+
+
+def _waits_seen(processes: Sequence[dict[str, Any]]) -> WaitsSeen:
     """Which waits the run saw, over every thread: for work (idle), behind another request (queueing), contention."""
     idle = queueing = contention = client = total = 0
     for process in processes:
@@ -477,7 +491,7 @@ def _waits_seen(processes: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return {"shares": shares, "sentences": sentences}
 
 
-def _api_section(processes: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+def _api_section(processes: Sequence[dict[str, Any]]) -> ApiThread | None:
     """The API / event-loop thread with the most work: its busy share and GIL waits."""
     candidates = [
         (process, thread) for process in processes for thread in process["threads"] if thread["role"] == "api"
@@ -507,11 +521,11 @@ def _api_section(processes: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
 
 
 def _amdahl(
-    loop: dict[str, Any], busy: int, critical: dict[str, Any] | None, worker: dict[str, Any] | None
-) -> dict[str, dict[str, Any]]:
+    loop: dict[str, Any], busy: int, critical: CriticalPath | None, worker: dict[str, Any] | None
+) -> dict[str, AmdahlBound]:
     """Per component, the share of the loop's busy time it takes (the Amdahl bound at infinite speedup) and
     its Wilson interval; a worker's components scaled by the loop's wait on the worker."""
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, AmdahlBound] = {}
     waiting = loop["waits"].get("worker", 0)
     for name in AMDAHL_COMPONENTS:
         count = sum(
@@ -528,9 +542,10 @@ def _amdahl(
                 "samples": count,
                 "where": "engine loop",
             }
-    if critical and critical.get("worker") and worker is not None and waiting:
+    worker_split = critical.get("worker") if critical else None
+    if worker_split and worker is not None and waiting:
         worker_counts = loop_counts(engine_threads(worker))
-        worker_busy = critical["worker"]["busy_samples"]
+        worker_busy = worker_split["busy_samples"]
         wait_iv = _interval(waiting, busy)
         for name in ("sampler", "prepare", "model_glue", "model_kernels"):
             count = sum(
@@ -551,7 +566,7 @@ def _amdahl(
     return out
 
 
-def _process_rows(processes: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+def _process_rows(processes: Sequence[dict[str, Any]]) -> list[ForeignProcess]:
     """One row per process: pid, role, engine, engine thread, and each thread's role and split (counts left out)."""
     return [
         {
@@ -561,8 +576,8 @@ def _process_rows(processes: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             "engine": process.get("engine"),
             "engine_thread": process.get("engine_thread"),
             "resolution": process.get("resolution"),
-            "threads": [
-                {key: value for key, value in thread.items() if key != "counts"}
+            "threads": [  # analysis.roles's thread rows, less their counts: SampledThread
+                cast(SampledThread, {key: value for key, value in thread.items() if key != "counts"})
                 for thread in process["threads"]
             ],
         }
@@ -577,7 +592,7 @@ BUSY_LOOP = (
 )
 
 
-def queueing_reason(verdict: dict[str, Any], metrics: dict[str, Any]) -> str | None:
+def queueing_reason(verdict: Verdict, metrics: Metrics) -> str | None:
     """What the client saw that samples cannot: with the loop busy and the first token many tokens' time late,
     requests queued behind one another (on a lock or an event loop), rather than the loop waiting for work."""
     loop = ((verdict.get("foreign") or {}).get("loop")) or {}

@@ -21,6 +21,7 @@ import math
 from typing import Any
 
 from infer_prof.profiler.rundir.health import VOID_BUSY, VOID_SATURATED
+from infer_prof.profiler.rundir.schema import Health, Metrics
 
 # Alone on a core a thread waits only for its wake-ups (a share near 1); with one CPU-bound competitor per core the
 # scheduler gives it about half. Below 0.75 the run averaged at least half a competitor per core over its whole
@@ -43,7 +44,7 @@ SATURATED_QUEUE_SHARE = 0.50
 SATURATED_LATENCY_GROWTH = 2.0
 
 
-def _number(value: Any) -> float | None:
+def _number(value: object) -> float | None:
     return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
 
 
@@ -73,12 +74,12 @@ def latency_growth(e2e_ms_by_arrival: list[float]) -> float | None:
 
 def health_section(
     probe: dict[str, Any],
-    metrics: dict[str, Any],
+    metrics: Metrics,
     scenario: dict[str, Any],
     *,
     offered_rps: float | None,
     growth: float | None = None,
-) -> dict[str, Any]:
+) -> Health:
     """result.json's `health` from the probe's raw figures (profiler.collectors.health) and the run's metrics.
 
     {engine_thread: {cpu_s, wait_s, core_share | null}, machine: {cpus, others_cores, others_runnable_mean,
@@ -106,7 +107,7 @@ def health_section(
         saturated = mode == "open-loop" and backlog
     else:
         saturated = ratio < SATURATED_DELIVERED_BELOW or (backlog and ratio < BACKLOG_DELIVERED_BELOW)
-    section = {
+    section: Health = {
         "engine_thread": {"cpu_s": cpu_s, "wait_s": wait_s, "core_share": core_share},
         "machine": {
             "cpus": probe.get("cpus"),
@@ -138,7 +139,7 @@ def health_section(
     return section
 
 
-def health_lines(health: dict[str, Any] | None) -> list[str]:
+def health_lines(health: Health | None) -> list[str]:
     """The headline's warnings about the run itself, in plain words with the measured figures (empty: healthy)."""
     if not health:
         return []

@@ -26,6 +26,15 @@ from typing import Any
 
 import numpy as np
 
+from infer_prof.profiler.rundir.schema import (
+    PairedDifference,
+    Probe,
+    ProbeAgreement,
+    ProbeCost,
+    ProbeProcess,
+    ProbeShare,
+    ProbeSteps,
+)
 from infer_prof.profiler.stats import bootstrap, quantile_statistic, rate_statistic, wilson_interval
 
 # Columns of a probe record: native thread id, probe index, start and end (perf_counter_ns), component probes on.
@@ -79,12 +88,12 @@ def on_time_ns(switches: list[tuple[int, int]], window_ns: tuple[int, int]) -> i
 
 
 def analyse_probe(
-    probes: list[dict[str, Any]],
+    probes: list[dict[str, str]],
     processes: dict[int, dict[str, Any]],
     window_ns: tuple[int, int],
     roles: dict[int, str] | None = None,
     sampled: dict[int, dict[str, Any]] | None = None,
-) -> dict[str, Any]:
+) -> Probe:
     """The probe section of a run: `processes` maps pid -> {"records": (N, 5) int64, "status": probe-PID.json}."""
     roles = roles or {}
     start_ns, end_ns = window_ns
@@ -99,7 +108,7 @@ def analyse_probe(
     step_pid, table = _step_table(kept, components)  # the yardstick, read once for shares, on-time and cost
     switches = [(int(start), int(on)) for start, _end, on in table]
     wall_ns = max(1, on_time_ns(switches, window_ns))  # ... the others only while the steps have them on
-    per_process: dict[int, dict[str, Any]] = {}
+    per_process: dict[int, ProbeProcess] = {}
     for pid, entry in processes.items():
         inside, own = kept[pid][:, :5], kept[pid][:, 5]
         status = entry.get("status") or {}
@@ -126,15 +135,15 @@ def analyse_probe(
                 for name, v in sorted(totals.items(), key=lambda item: -item[1]["ms"])
             },
         }
-    section: dict[str, Any] = {
+    section: Probe = {
         "window_s": window / 1e9,
         "probes_on_s": wall_ns / 1e9,
         "switches": sum(a[1] != b[1] for a, b in zip(switches, switches[1:])),
         "processes": [per_process[pid] for pid in sorted(per_process)],
         "loaded_in": sorted(pid for pid, entry in per_process.items() if entry["loaded"]),
     }
-    section["steps"] = _steps(kept, components, step_pid, table)
-    section["cost"] = _cost(kept, per_process, section["steps"], table, wall_ns)
+    section["steps"] = steps = _steps(kept, components, step_pid, table)
+    section["cost"] = _cost(kept, per_process, steps, table, wall_ns)
     section["agreement"] = _agreement(kept, components, sampled or {}, wall_ns)
     return section
 
@@ -159,18 +168,19 @@ def _step_table(kept: dict[int, np.ndarray], components: list[str]) -> tuple[int
 
 def _steps(
     kept: dict[int, np.ndarray], components: list[str], pid: int | None, steps: np.ndarray
-) -> dict[str, Any] | None:
+) -> ProbeSteps | None:
     if pid is None:
         return None
     on = steps[steps[:, 2] == 1]
     duration_ms = (on[:, 1] - on[:, 0]) / 1e6
-    section: dict[str, Any] = {
+    shares: dict[str, ProbeShare] = {}
+    section: ProbeSteps = {
         "pid": pid,
         "count": int(len(steps)),
         "with_probes_on": int(len(on)),
         "mean_ms": float(duration_ms.mean()) if len(on) else None,
         "p50_ms": float(np.median(duration_ms)) if len(on) else None,
-        "components": {},
+        "components": shares,
     }
     if len(on) < MIN_STEPS:
         section["note"] = f"{len(on)} steps with the probes on: too few for shares (at least {MIN_STEPS})"
@@ -180,7 +190,7 @@ def _steps(
         interval = bootstrap(
             [np.column_stack([values, duration_ms])], rate_statistic, block=None, resamples=1000
         )
-        section["components"][name] = {
+        shares[name] = {
             "ms_per_step": float(values.mean()),
             "share": interval.point,
             "low": None if math.isnan(interval.low) else interval.low,
@@ -215,11 +225,11 @@ def _per_step_ms(
 
 def _cost(
     kept: dict[int, np.ndarray],
-    per_process: dict[int, dict[str, Any]],
-    steps: dict[str, Any] | None,
+    per_process: dict[int, ProbeProcess],
+    steps: ProbeSteps | None,
     table: np.ndarray,
     wall_ns: int,
-) -> dict[str, Any]:
+) -> ProbeCost:
     """The probe's own cost: in-run A/B on step time (with an A/A beside it) and priced from calls x cost."""
     priced = {}
     for pid, rows in kept.items():
@@ -230,7 +240,7 @@ def _cost(
             priced[pid] = (
                 int(calls.max(initial=0)) * cost / wall_ns
             )  # its busiest thread's calls x the cost of one
-    section: dict[str, Any] = {
+    section: ProbeCost = {
         "priced": max(priced.values()) if priced else None,
         "priced_by_pid": {str(pid): share for pid, share in priced.items()},
         "ab": None,
@@ -278,7 +288,7 @@ def adjacent_pairs(table: np.ndarray) -> tuple[list[tuple[float, float]], list[t
     return ab, aa
 
 
-def _relative(pairs: list[tuple[float, float]]) -> dict[str, Any]:
+def _relative(pairs: list[tuple[float, float]]) -> PairedDifference:
     """The typical relative difference first / second - 1, with a bootstrap interval over units.
 
     A unit is two consecutive pairs, whose orders are opposite (ABBA), so the mean of their log(first / second)
@@ -301,10 +311,10 @@ def _relative(pairs: list[tuple[float, float]]) -> dict[str, Any]:
 
 def _agreement(
     kept: dict[int, np.ndarray], components: list[str], sampled: dict[int, dict[str, Any]], wall_ns: int
-) -> list[dict[str, Any]]:
+) -> list[ProbeAgreement]:
     """Per (process, thread, component) both measured: the probe's share of the thread's wall time against
     the samples' Wilson interval for that thread."""
-    rows = []
+    rows: list[ProbeAgreement] = []
     for pid, records in kept.items():
         threads = ((sampled.get(pid) or {}).get("split") or {}).get("threads") or {}
         for thread in threads.values():
@@ -336,7 +346,7 @@ def _agreement(
     return rows
 
 
-def probe_bounds(section: dict[str, Any], engine: str) -> list[str]:
+def probe_bounds(section: Probe, engine: str) -> list[str]:
     """The Amdahl bound of each component on the step's path, from the probe's shares (the verdict's long form)."""
     components = (section.get("steps") or {}).get("components") or {}
     return [
@@ -348,7 +358,7 @@ def probe_bounds(section: dict[str, Any], engine: str) -> list[str]:
     ]
 
 
-def probe_sentences(section: dict[str, Any], engine: str) -> list[str]:
+def probe_sentences(section: Probe, engine: str) -> list[str]:
     """The summary's lines from the probe: time per step, the critical path, agreement, cost."""
     lines = []
     steps = section.get("steps")
@@ -380,9 +390,9 @@ def probe_sentences(section: dict[str, Any], engine: str) -> list[str]:
             f"Probe against samples: {agreeing} of {len(agreement)} component shares fall inside the samples' "
             f"95% interval" + (f"; outside: {'; '.join(worst)}." if worst else ".")
         )
-    cost = section.get("cost") or {}
-    if cost.get("ab"):
-        ab, aa = cost["ab"], cost.get("aa")
+    cost: ProbeCost = section.get("cost") or {}
+    ab, aa = cost.get("ab"), cost.get("aa")
+    if ab:
         pairs = (
             f" (median of {ab['units']:,} units of neighbouring steps on and off)" if ab.get("units") else ""
         )
@@ -411,15 +421,16 @@ def probe_sentences(section: dict[str, Any], engine: str) -> list[str]:
     return lines
 
 
-def _unresolved(aa: dict[str, Any] | None, priced: float | None) -> bool:
+def _unresolved(aa: PairedDifference | None, priced: float | None) -> bool:
     """The A/A's interval is wider than AA_RESOLVES: the A/B beside it cannot tell a cost of the priced size
     (or of the 1% the probe is allowed) from the load's own variation."""
-    if not aa or aa.get("low") is None or aa.get("high") is None:
+    low, high = (aa.get("low"), aa.get("high")) if aa else (None, None)
+    if low is None or high is None:
         return False
-    return aa["high"] - aa["low"] > max(AA_RESOLVES, 4 * (priced or 0.0))
+    return high - low > max(AA_RESOLVES, 4 * (priced or 0.0))
 
 
-def critical_path(steps: dict[str, Any]) -> str | None:
+def critical_path(steps: ProbeSteps) -> str | None:
     """A step of a loop that hands the model to another process, in order: the loop's own work, the wait on
     the worker and what the worker's probes timed inside it; None when the loop does not wait on a worker."""
     components = steps.get("components") or {}
@@ -449,7 +460,9 @@ def _signed(value: float) -> str:
     return f"{value * 100:+.1f}%"
 
 
-def _iv(entry: dict[str, Any], prefix: str = " [", *, signed: bool = False) -> str:
+def _iv(
+    entry: ProbeShare | PairedDifference | ProbeAgreement, prefix: str = " [", *, signed: bool = False
+) -> str:
     low, high = entry.get("low"), entry.get("high")
     if low is None or high is None:
         return ""

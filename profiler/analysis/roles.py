@@ -124,7 +124,7 @@ class ThreadSplit:
             "work": self.work,
         }
 
-    def as_dict(self, native: bool) -> dict[str, Any]:
+    def as_dict(self, native_stacks: bool) -> dict[str, Any]:
         total = self.samples or 1
         return {
             "thread_id": self.thread_id,
@@ -137,7 +137,7 @@ class ThreadSplit:
             "categories": {key: count / total for key, count in self.categories.most_common()},
             "components": {key: count / total for key, count in self.components.most_common()},
             "waits": {key: count / total for key, count in self.waits.most_common()},
-            "gil_wait": self.gil_samples / total if native else None,
+            "gil_wait": self.gil_samples / total if native_stacks else None,
             "event_loop": self.event_loop,
             "counts": self.counts(),
         }
@@ -153,7 +153,7 @@ class ProcessRoles:
     role: str  # the process's job: its engine thread's role, else its busiest thread's; "idle" or "unknown"
     engine_thread: int | None  # thread id
     engine_threads: list[int]  # every engine-loop thread (pooled for the engine split), or the chosen one
-    native: bool  # most samples carry native frames: interpreter vs kernel is resolved
+    native_stacks: bool  # most samples carry native frames: interpreter vs kernel is resolved
     notes: list[str]
 
     def thread(self, thread_id: int | None) -> ThreadSplit | None:
@@ -192,8 +192,8 @@ class ProcessRoles:
             "engine": self.engine,
             "engine_thread": self.engine_thread,
             "engine_threads": self.engine_threads,
-            "resolution": "native" if self.native else "python",
-            "threads": [thread.as_dict(self.native) for thread in self.threads],
+            "resolution": "native" if self.native_stacks else "python",
+            "threads": [thread.as_dict(self.native_stacks) for thread in self.threads],
             "notes": self.notes,
         }
 
@@ -261,7 +261,7 @@ def process_roles(
         label = classify(stack, rules=rules, waits=waits)
         count = stack.count
         thread.samples += count
-        if stack.native:
+        if stack.has_native_frames:
             thread.native_samples += count
         thread.categories[label.category] += count
         thread.components[label.component or "none"] += count
@@ -272,7 +272,7 @@ def process_roles(
             thread.event_loop = True
         if label.dispatch:
             thread.dispatch += count
-        gil = label.category == "lock" and stack.native and is_gil_wait(stack.frames)
+        gil = label.category == "lock" and stack.has_native_frames and is_gil_wait(stack.frames)
         if label.category == "lock":
             thread.lock_components[label.component or "none"] += count
             if gil:
@@ -292,7 +292,7 @@ def process_roles(
                 thread.votes[role] += count
     ordered = sorted(threads.values(), key=lambda thread: (-thread.samples, thread.thread_id or 0))
     total = sum(thread.samples for thread in ordered)
-    native = total > 0 and sum(thread.native_samples for thread in ordered) >= 0.5 * total
+    native_stacks = total > 0 and sum(thread.native_samples for thread in ordered) >= 0.5 * total
     notes: list[str] = []
     for thread in ordered:
         _assign(thread)
@@ -306,7 +306,7 @@ def process_roles(
     else:
         role = "idle" if ordered else UNKNOWN
     return ProcessRoles(
-        pid, ordered, _engine_of(stacks, tables), role, engine_thread, engine_threads, native, notes
+        pid, ordered, _engine_of(stacks, tables), role, engine_thread, engine_threads, native_stacks, notes
     )
 
 

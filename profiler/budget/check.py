@@ -16,12 +16,12 @@ from typing import Any
 import numpy as np
 
 from infer_prof.profiler.budget.spec import ALIASES, Assertion, BudgetError, BudgetFile
-from infer_prof.profiler.rundir.control import control_figure, drift_void
 from infer_prof.profiler.rundir.health import void_reason
 from infer_prof.profiler.rundir.native import refuse_fallback
 from infer_prof.profiler.rundir.results import ResultError, RunData, RunResult, read_result, read_run
 from infer_prof.profiler.rundir.samples import measured_requests, token_gaps_ms
 from infer_prof.profiler.rundir.twins import twins_on
+from infer_prof.profiler.rundir.yardstick import drift_void, yardstick
 from infer_prof.profiler.stats import (
     Statistic,
     bootstrap_ratio,
@@ -360,12 +360,10 @@ def _compare_to_baseline(
 
 
 def _drift(runs: list[_Run], baselines: list[_Run]) -> str | None:
-    """drift_void over the timed runs' control figures (counting runs and in-memory results have none)."""
+    """drift_void over the timed runs' yardsticks (counting runs and in-memory results have none)."""
 
     def figures(side: list[_Run]) -> list[float]:
-        found = [
-            control_figure(data) for run in side if not run.is_counting and (data := run.data()) is not None
-        ]
+        found = [yardstick(data) for run in side if not run.is_counting and (data := run.data()) is not None]
         return [figure.value for figure in found if figure is not None]
 
     return drift_void(figures(baselines), figures(runs))

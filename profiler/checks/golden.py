@@ -25,7 +25,15 @@ import numpy as np
 from infer_prof.engine.config import EngineConfig
 from infer_prof.engine.engine import Engine
 from infer_prof.engine.kv_alloc import blocks_for_tokens
-from infer_prof.engine.types import ModelInput, SamplingParams, StepPlan
+from infer_prof.engine.types import (
+    KVAllocator,
+    ModelInput,
+    Prepare,
+    Sampler,
+    SamplingParams,
+    Scheduler,
+    StepPlan,
+)
 from infer_prof.profiler.checks.golden_explain import Explanation, explain
 from infer_prof.profiler.session.options import OPTION
 
@@ -109,7 +117,7 @@ class _Shadow:
 
 
 class ShadowScheduler:
-    def __init__(self, python: Any, native: Any, shadow: _Shadow) -> None:
+    def __init__(self, python: Scheduler, native: Scheduler, shadow: _Shadow) -> None:
         self.python, self.native, self.shadow = python, native, shadow
         self.block_size = python.block_size
 
@@ -142,7 +150,7 @@ class ShadowScheduler:
 
 
 class ShadowAllocator:
-    def __init__(self, python: Any, native: Any, shadow: _Shadow) -> None:
+    def __init__(self, python: KVAllocator, native: KVAllocator, shadow: _Shadow) -> None:
         self.python, self.native, self.shadow = python, native, shadow
         self.num_blocks, self.block_size = python.num_blocks, python.block_size
 
@@ -182,7 +190,7 @@ class ShadowAllocator:
 
 
 class ShadowPrepare:
-    def __init__(self, python: Any, native: Any, shadow: _Shadow) -> None:
+    def __init__(self, python: Prepare, native: Prepare, shadow: _Shadow) -> None:
         self.python, self.native, self.shadow = python, native, shadow
         self.block_size = python.block_size
 
@@ -223,7 +231,7 @@ class ShadowPrepare:
 
 
 class ShadowSampler:
-    def __init__(self, python: Any, native: Any, shadow: _Shadow) -> None:
+    def __init__(self, python: Sampler, native: Sampler, shadow: _Shadow) -> None:
         self.python, self.native, self.shadow = python, native, shadow
         self.requests: dict[int, tuple[SamplingParams, list[int], list[int]]] = {}  # params, prompt, output
 
@@ -345,14 +353,14 @@ def run_golden(
         # About a third of what the running batch needs at full length: preemption must happen.
         per_request = blocks_for_tokens(120 + max_tokens, block_size)
         kv_blocks = max(per_request + 1, max_batch * per_request // 3)
-    config = EngineConfig(block_size=block_size, num_kv_blocks=kv_blocks, max_num_seqs=max_batch, seed=seed)
+    config = EngineConfig(block_size=block_size, kv_blocks=kv_blocks, max_batch=max_batch, seed=seed)
 
     def twins(native: frozenset[str]):
         made = make_components(
             native,
             num_blocks=kv_blocks,
             block_size=block_size,
-            max_num_seqs=max_batch,
+            max_batch=max_batch,
             max_batched_tokens=config.max_batched_tokens,
             policy=config.policy,
         )

@@ -15,7 +15,13 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+
+    from infer_prof.engine.trace import Tracer
+    from infer_prof.engine.types import KVAllocator, Sampler, SamplingParams, Scheduler
 
 INJECTIONS = ("slow_sampler", "contended_lock", "untraced_lock", "allocation_heavy")
 
@@ -30,17 +36,17 @@ PERIOD_MS = 62.0
 class SlowSampler:
     """Delegates to a sampler, then spins for (factor - 1) x the time the real call took."""
 
-    def __init__(self, inner: Any, factor: float) -> None:
+    def __init__(self, inner: Sampler, factor: float) -> None:
         self.inner = inner
         self.factor = factor
 
-    def add(self, seq_id: int, params: Any, prompt_token_ids: Sequence[int]) -> None:
+    def add(self, seq_id: int, params: SamplingParams, prompt_token_ids: Sequence[int]) -> None:
         self.inner.add(seq_id, params, prompt_token_ids)
 
     def remove(self, seq_id: int) -> None:
         self.inner.remove(seq_id)
 
-    def sample(self, logits: Any, seq_ids: Sequence[int]) -> list[int]:
+    def sample(self, logits: torch.Tensor, seq_ids: Sequence[int]) -> list[int]:
         start = time.perf_counter_ns()
         tokens = self.inner.sample(logits, seq_ids)
         extra = (time.perf_counter_ns() - start) * (self.factor - 1.0)
@@ -57,7 +63,7 @@ class ContendedSampler(SlowSampler):
     """Every sample() first takes a lock that a hog thread holds for `hold_ms` out of every `period_ms`."""
 
     def __init__(
-        self, inner: Any, tracer: Any, hold_ms: float = HOLD_MS, period_ms: float = PERIOD_MS
+        self, inner: Sampler, tracer: Tracer, hold_ms: float = HOLD_MS, period_ms: float = PERIOD_MS
     ) -> None:
         super().__init__(inner, 1.0)
         self.tracer = tracer
@@ -74,7 +80,7 @@ class ContendedSampler(SlowSampler):
                 time.sleep(hold_s)
             time.sleep(max(0.0, period_s - hold_s))
 
-    def sample(self, logits: Any, seq_ids: Sequence[int]) -> list[int]:
+    def sample(self, logits: torch.Tensor, seq_ids: Sequence[int]) -> list[int]:
         with self.tracer.lock(self.lock, "injected_contended_lock"):
             return self.inner.sample(logits, seq_ids)
 
@@ -85,12 +91,12 @@ class ContendedSampler(SlowSampler):
 class UntracedContendedSampler(ContendedSampler):
     """ContendedSampler whose lock is a plain threading.Lock taken with `with`: no span, no tracer.lock."""
 
-    def __init__(self, inner: Any, hold_ms: float = HOLD_MS, period_ms: float = PERIOD_MS) -> None:
+    def __init__(self, inner: Sampler, hold_ms: float = HOLD_MS, period_ms: float = PERIOD_MS) -> None:
         from infer_prof.engine.trace import NULL_TRACER
 
         super().__init__(inner, NULL_TRACER, hold_ms, period_ms)
 
-    def sample(self, logits: Any, seq_ids: Sequence[int]) -> list[int]:
+    def sample(self, logits: torch.Tensor, seq_ids: Sequence[int]) -> list[int]:
         with self.lock:
             return self.inner.sample(logits, seq_ids)
 
@@ -98,11 +104,11 @@ class UntracedContendedSampler(ContendedSampler):
 class AllocatingSampler(SlowSampler):
     """Every sample() builds and drops `objects` small containers: allocator and GC work on the step."""
 
-    def __init__(self, inner: Any, objects: int = 60_000) -> None:
+    def __init__(self, inner: Sampler, objects: int = 60_000) -> None:
         super().__init__(inner, 1.0)
         self.objects = objects
 
-    def sample(self, logits: Any, seq_ids: Sequence[int]) -> list[int]:
+    def sample(self, logits: torch.Tensor, seq_ids: Sequence[int]) -> list[int]:
         garbage = [{"i": i, "l": [i, i + 1]} for i in range(self.objects)]
         for i in range(0, len(garbage) - 1, 2):  # reference cycles: only the cyclic GC can free these
             garbage[i]["peer"] = garbage[i + 1]
@@ -112,8 +118,12 @@ class AllocatingSampler(SlowSampler):
 
 
 def apply_injections(
-    injections: dict[str, Any], scheduler: Any, kv_alloc: Any, sampler: Any, tracer: Any = None
-):
+    injections: dict[str, Any],
+    scheduler: Scheduler,
+    kv_alloc: KVAllocator,
+    sampler: Sampler,
+    tracer: Tracer | None = None,
+) -> tuple[Scheduler, KVAllocator, Sampler]:
     """Wrap components per `injections` ({name: setting}); unknown names are a programming error."""
     unknown = set(injections) - set(INJECTIONS)
     if unknown:

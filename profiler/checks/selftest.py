@@ -36,15 +36,18 @@ from __future__ import annotations
 
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infer_prof.profiler.session.options import EngineOptions, OptionError
 from infer_prof.scenarios.lengths import LengthDist
 from infer_prof.scenarios.sampling import SamplingSettings
 from infer_prof.scenarios.spec import ScenarioSpec, load_scenario
+
+if TYPE_CHECKING:
+    from infer_prof.profiler.rundir.results import RunResult
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,7 +244,7 @@ def run_case(case: Case, *, quick: bool, out_dir: Path, models: Any = None) -> C
     )
 
 
-def _busy(result: Any) -> str | None:
+def _busy(result: RunResult) -> str | None:
     """The run's void reason when the machine was busy; a saturated engine is by design in some cases (idle, lock)."""
     from infer_prof.profiler.rundir.health import VOID_BUSY, void_reason
 
@@ -249,12 +252,13 @@ def _busy(result: Any) -> str | None:
     return void_reason(health) if health.get("void") == VOID_BUSY else None
 
 
-def _answer(case: Case, result: Any) -> tuple[str | None, float | None, str | None]:
+def _answer(case: Case, result: RunResult) -> tuple[str | None, float | None, str | None]:
     """(category, share, component) the case is judged on: the verdict's, or the samples split's largest."""
     if case.method != "samples":
         verdict = result.verdict or {}
         return verdict.get("category"), verdict.get("share"), verdict.get("component")
-    samples = ((result.breakdown or {}).get("methods") or {}).get("samples") or {}
+    # Read as a plain mapping: the keys are built from the category's name (f"{category}_by_component").
+    samples: Mapping[str, Any] = ((result.breakdown or {}).get("methods") or {}).get("samples") or {}
     categories = {
         name: value for name, value in (samples.get("categories") or {}).items() if value is not None
     }

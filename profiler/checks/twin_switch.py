@@ -21,9 +21,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infer_prof.profiler.overhead.inrun import abba_state
+
+if TYPE_CHECKING:
+    import torch
+
+    from infer_prof.engine.engine import Engine
+    from infer_prof.engine.types import Sampler, SamplingParams
 
 # A block is one step (C, Python, Python, C, ...: the twins change every other step), and the intervals
 # resample units of 8 steps. The model span's noise on this machine is mostly slow (step to step, lag 1,
@@ -43,12 +49,14 @@ class SwitchingSampler:
     Python twin serves; then the twins take turns every `block_steps` calls in ABBA order (C, Python,
     Python, C, ...), and `calls` keeps (perf_counter_ns at the call, block index, C serving) per call."""
 
-    def __init__(self, python: Any, native: Any, *, block_steps: int = BLOCK_STEPS) -> None:
+    def __init__(self, python: Sampler, native: Sampler, *, block_steps: int = BLOCK_STEPS) -> None:
         if block_steps < 1:
             raise ValueError(f"block_steps={block_steps}: a block holds at least one step")
         self._twins = (python, native)
         self._serving = False  # False: the Python twin; True: the C twin
-        self._sequences: dict[int, tuple[Any, list[int]]] = {}  # live: (params, prompt + tokens drawn)
+        self._sequences: dict[
+            int, tuple[SamplingParams, list[int]]
+        ] = {}  # live: (params, prompt + tokens drawn)
         self.block_steps = block_steps
         self._alternating = False
         self._call = 0  # sampler calls since start()
@@ -59,7 +67,7 @@ class SwitchingSampler:
         """Begin alternating (from any thread: read by the engine thread at its next call)."""
         self._alternating = True
 
-    def add(self, seq_id: int, params: Any, prompt_token_ids: Sequence[int]) -> None:
+    def add(self, seq_id: int, params: SamplingParams, prompt_token_ids: Sequence[int]) -> None:
         self._twins[self._serving].add(seq_id, params, prompt_token_ids)
         self._sequences[seq_id] = (params, list(prompt_token_ids))
 
@@ -67,7 +75,7 @@ class SwitchingSampler:
         self._twins[self._serving].remove(seq_id)
         self._sequences.pop(seq_id, None)
 
-    def sample(self, logits: Any, seq_ids: Sequence[int]) -> list[int]:
+    def sample(self, logits: torch.Tensor, seq_ids: Sequence[int]) -> list[int]:
         if self._alternating:
             block = self._call // self.block_steps
             if abba_state(block) != self._serving:
@@ -105,7 +113,7 @@ class SamplerSwitch:
         """Blocks per unit the intervals resample: UNIT_STEPS' worth, an even number, at least a pair."""
         return max(2, 2 * round(UNIT_STEPS / self.block_steps / 2))
 
-    def install(self, engine: Any) -> None:
+    def install(self, engine: Engine) -> None:
         """Before the engine starts: its sampler (the Python twin) becomes the switch's Python side."""
         from infer_prof.native_paths.toggles import make_twin
 
@@ -115,7 +123,7 @@ class SamplerSwitch:
             True,
             num_blocks=engine.num_blocks,
             block_size=engine.block_size,
-            max_num_seqs=config.max_num_seqs,
+            max_batch=config.max_batch,
             max_batched_tokens=config.max_batched_tokens,
         )
         self.sampler = SwitchingSampler(engine.sampler, native, block_steps=self.block_steps)

@@ -38,23 +38,26 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infer_prof.profiler.analysis.diagnose import NATIVE_CAPABLE, amdahl_gain, diagnose, measured_gain
 from infer_prof.profiler.checks.inrun_gain import InRunGain, inrun_gain, label_steps
 from infer_prof.profiler.checks.twin_switch import SamplerSwitch
 from infer_prof.profiler.rundir.atomic import write_json_atomic, write_text_atomic
-from infer_prof.profiler.rundir.control import control_figure, drift_void
 from infer_prof.profiler.rundir.results import read_run
+from infer_prof.profiler.rundir.yardstick import drift_void, yardstick
 from infer_prof.profiler.session.options import EngineOptions
 from infer_prof.profiler.session.session import SessionOutcome
+
+if TYPE_CHECKING:
+    from infer_prof.profiler.rundir.results import RunResult
 
 VERIFY_DIR = "verify"
 TURNS_FILE = "turns.csv"  # the switched sampler run's step -> (block, C twin served)
 AGREEMENT_BAND = 0.2  # a prediction holds when measured / predicted lies within 1 +- this
 
 
-def _per_token_ns(result: Any, fraction: Callable[[dict[str, Any]], float]) -> float | None:
+def _per_token_ns(result: RunResult, fraction: Callable[[dict[str, Any]], float]) -> float | None:
     """fraction(spans split) of the engine thread's wall time, per generated token (ns), or None."""
     spans = ((result.breakdown or {}).get("methods") or {}).get("spans")
     tokens = (result.engine or {}).get("tokens_generated") or 0
@@ -63,12 +66,12 @@ def _per_token_ns(result: Any, fraction: Callable[[dict[str, Any]], float]) -> f
     return fraction(spans) * result.breakdown["wall_s"] * 1e9 / tokens
 
 
-def busy_ns_per_token(result: Any) -> float | None:
+def busy_ns_per_token(result: RunResult) -> float | None:
     """Engine-thread busy time (wall minus idle) per generated token (ns) from a RunResult's spans split."""
     return _per_token_ns(result, lambda spans: 1.0 - (spans["categories"].get("idle") or 0.0))
 
 
-def component_ns_per_token(result: Any, component: str) -> float | None:
+def component_ns_per_token(result: RunResult, component: str) -> float | None:
     """A component's span time (self + its lock waits and GC pauses) per generated token (ns)."""
     return _per_token_ns(result, lambda spans: spans["components"].get(component) or 0.0)
 
@@ -334,7 +337,7 @@ def verify_predictions(
         }
         # The drift guard: the model span's time per token cannot move with a control-path twin; if it did,
         # the machine changed between the runs and the measured gain is the machine's, not the twin's. The
-        # noise it allows is the spread of all the Python runs' control figures.
+        # noise it allows is the spread of all the Python runs' yardsticks.
         entry["void"] = drift_void(
             _controls(around_data), _controls([native_data]), noise=_spread(python_controls)
         )
@@ -344,7 +347,7 @@ def verify_predictions(
 
 
 def _switched_run(
-    outcome: SessionOutcome, options: Any, prediction: dict[str, Any], run_again: RunAgain
+    outcome: SessionOutcome, options: EngineOptions, prediction: dict[str, Any], run_again: RunAgain
 ) -> dict[str, Any] | str:
     """One run with the sampler's twins taking turns: its verify entry, or why there is none."""
     switch = SamplerSwitch()
@@ -385,13 +388,13 @@ def _switched_run(
 
 
 def _spread(values: list[float]) -> float:
-    """max / min - 1 of the Python runs' control figures: how far the machine moved between them."""
+    """max / min - 1 of the Python runs' yardsticks: how far the machine moved between them."""
     return max(values) / min(values) - 1.0 if len(values) > 1 else 0.0
 
 
 def _controls(runs: list[Any]) -> list[float]:
-    """The control figure (profiler.rundir.control) of each run (RunData) that has one."""
-    figures = [control_figure(run) for run in runs]
+    """The yardstick (profiler.rundir.yardstick) of each run (RunData) that has one."""
+    figures = [yardstick(run) for run in runs]
     return [figure.value for figure in figures if figure is not None]
 
 

@@ -22,6 +22,7 @@ from infer_prof.profiler.session.options import OPTIONS, EngineOptions
 if TYPE_CHECKING:  # the CLI's help and usage errors load none of these (tests/profiler/cli/test_imports.py)
     from rich.console import Console
 
+    from infer_prof.profiler.session.session import SessionOutcome
     from infer_prof.scenarios.spec import ScenarioSpec
 
 LAUNCH_TIMEOUT_S = 600.0  # vLLM's CPU build takes ~3 minutes to start on a 2-core machine
@@ -287,7 +288,7 @@ def _say_clipped_warmup(scenario: str, spec: ScenarioSpec, console: Console) -> 
         )
 
 
-def _exit_code(stop: GracefulStop, outcome: Any, console: Console) -> int:
+def _exit_code(stop: GracefulStop, outcome: SessionOutcome, console: Console) -> int:
     """128 + the signal that stopped the run, 130 for a run cut short otherwise, 1 when no request completed
     (nothing was measured, whatever the files say), else 0."""
     if stop.exit_code is not None:
@@ -303,7 +304,7 @@ def _exit_code(stop: GracefulStop, outcome: Any, console: Console) -> int:
     return 0
 
 
-def _first_failure(outcome: Any) -> str:
+def _first_failure(outcome: SessionOutcome) -> str:
     """Why the first measured request failed, from the run's requests table, on one line."""
     table = outcome.requests
     if "warmup" in table.columns:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import datetime as _dt
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 import typer.core
@@ -16,6 +16,8 @@ from infer_prof.profiler.cli.options import output_path
 
 if TYPE_CHECKING:  # the CLI's help and usage errors load none of these (tests/profiler/cli/test_imports.py)
     from rich.console import Console
+
+    from infer_prof.profiler.sweep.run import SweepOutcome
 
 INTERRUPTED_EXIT_CODE = 130
 
@@ -189,7 +191,7 @@ def sweep_command(
     return 0
 
 
-def _finish(outcome: Any, file: str, report: bool, console: Console) -> None:
+def _finish(outcome: SweepOutcome, file: str, report: bool, console: Console) -> None:
     from rich.console import Console
 
     from infer_prof.reports.sweep import read_crossover, render_sweep_summary, write_sweep_report

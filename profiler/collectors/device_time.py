@@ -21,10 +21,13 @@ from __future__ import annotations
 from array import array
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infer_prof.engine.device import is_cuda
 from infer_prof.profiler.collectors.base import Collector
+
+if TYPE_CHECKING:
+    from infer_prof.profiler.collectors.spans import RecordingTracer
 
 DEVICE_SPANS = ("model", "d2h")
 EventFactory = Callable[
@@ -40,7 +43,7 @@ class DeviceTimeCollector(Collector):
     def __init__(
         self,
         *,
-        tracer: Any,
+        tracer: RecordingTracer,
         device: str,
         spans: tuple[str, ...] = DEVICE_SPANS,
         event_factory: EventFactory | None = None,

@@ -101,7 +101,7 @@ def default_collectors(
         SamplingCollector(
             pid=pid if pid is not None else os.getpid(),
             rate=sampling_rate or (DEEP_RATE_HZ if deep else DEFAULT_RATE_HZ),
-            native=deep,
+            native_stacks=deep,
             # Deep mode resolves kernels, so its samples must land when they are due: py-spy runs
             # under SCHED_FIFO where allowed (see sampling.PRIORITIES for the measured bias). The
             # cheap default mode, Python stacks only, stays nice so that it costs the engine least.

@@ -56,7 +56,7 @@ def py_spy_command(
     output: str,
     *,
     rate: int,
-    native: bool,
+    native_stacks: bool,
     idle: bool,
     gil: bool,
     duration_s: int | None = None,
@@ -75,7 +75,7 @@ def py_spy_command(
         "--threads",
     ]
     # --nonblocking cannot be combined with --native (py-spy refuses): native stacks need the pause.
-    command.append("--native" if native else "--nonblocking")
+    command.append("--native" if native_stacks else "--nonblocking")
     if idle:
         command.append("--idle")
     if gil:
@@ -121,13 +121,13 @@ def summarize_stacks(
             entry["thread_ids"].append(stack.thread_id)
         label = classify(stack, idle_marker=idle_marker, rules=rules)
         entry["samples"] += stack.count
-        if stack.native:
+        if stack.has_native_frames:
             entry["native_samples"] += stack.count
         entry["categories"][label.category] += stack.count
         entry["components"][label.component or "none"] += stack.count
         if label.category == "lock":
             entry["lock_components"][label.component or "none"] += stack.count
-            if stack.native and is_gil_wait(stack.frames):
+            if stack.has_native_frames and is_gil_wait(stack.frames):
                 entry["gil_components"][label.component or "none"] += stack.count
         if label.dispatch:
             entry["dispatch"] += stack.count
@@ -160,7 +160,7 @@ class SamplingCollector(Collector):
         *,
         pid: int | None = None,
         rate: int = 59,
-        native: bool = False,
+        native_stacks: bool = False,
         idle: bool = True,
         gil: bool = False,
         py_spy: str | None = None,
@@ -176,7 +176,7 @@ class SamplingCollector(Collector):
         super().__init__()
         self.pid = pid if pid is not None else os.getpid()
         self.rate = rate
-        self.native = native
+        self.native_stacks = native_stacks
         if priority not in PRIORITIES:
             raise ValueError(f"priority={priority!r}: use one of {', '.join(PRIORITIES)}")
         self.priority = priority
@@ -207,7 +207,7 @@ class SamplingCollector(Collector):
 
     @property
     def mode(self) -> str:
-        return "native" if self.native else "nonblocking"
+        return "native" if self.native_stacks else "nonblocking"
 
     def _start(self) -> None:
         assert self._py_spy is not None
@@ -224,7 +224,7 @@ class SamplingCollector(Collector):
             self.pid,
             str(self.raw_path),
             rate=self.rate,
-            native=self.native,
+            native_stacks=self.native_stacks,
             idle=self.idle,
             gil=self.gil,
             duration_s=self.duration_s,
@@ -293,7 +293,7 @@ class SamplingCollector(Collector):
     def _can_pause(self) -> bool:
         # A native-mode py-spy holds the process under ptrace while it samples: stopping it then
         # could leave the engine stopped too. A non-blocking one only reads memory, so it can pause.
-        return not self.native and self._process is not None and self._process.poll() is None
+        return not self.native_stacks and self._process is not None and self._process.poll() is None
 
     def _pause(self) -> None:
         assert self._process is not None
@@ -341,7 +341,7 @@ class SamplingCollector(Collector):
             "mode": self.mode,
             "rate_hz": self.rate,
             "scheduling": self.scheduling,
-            "native_stacks": self.native,
+            "native_stacks": self.native_stacks,
             "samples": samples,
             "errors": errors,
             "raw_path": str(self.raw_path) if self._output_dir is not None else None,

@@ -6,7 +6,7 @@
 #
 # Layout of INFER_PROF_PROBE_DIR (the probe is active only when it holds probes.json):
 #   probes.json         {"probes": [{"component", "module", "function"}, ...], "switch": "step"?}, read here
-#   control             optional, 1 byte: b"0" turns component probes off, anything else on; rewrite it in
+#   switch              optional, 1 byte: b"0" turns component probes off, anything else on; rewrite it in
 #                       place (not by os.replace): the probe keeps the file it mapped at start-up. With
 #                       "switch": "step", each outermost call of a step probe writes it itself, in ABBA
 #                       turns (1, 0, 0, 1, ...), so neighbouring steps pair on with off for the in-run A/B
@@ -34,15 +34,15 @@ if TYPE_CHECKING:
     from typing import Any
 
 ENV = "INFER_PROF_PROBE_DIR"
-STEP = "step"  # the yardstick component: it records whatever the control flag says
+STEP = "step"  # the yardstick component: it records whatever the switch flag says
 MARK = "__infer_prof_probe__"  # on every wrapper, holding its probe index: nothing is wrapped twice
 FLUSH_S = 0.25
 MAX_PENDING = 1_000_000  # records held between flushes; beyond, new ones are dropped and counted
 MAX_ERRORS = 50
 COST_CALLS = 10_000  # x 3 runs x (wrapped + bare): ~20 ms on a slow machine, paid at every start-up
-_OFF = ord("0")  # the control byte that turns component probes off; any other byte, or no file, is on
+_OFF = ord("0")  # the switch byte that turns component probes off; any other byte, or no file, is on
 _TURNS = b"1001"  # the step switch's ABBA order, one step a turn
-SWITCHED = "mapped, switched by the steps"  # the control's state when the step probes write it
+SWITCHED = "mapped, switched by the steps"  # the switch's state when the step probes write it
 _LINE = "%d\t%d\t%d\t%d\t%d\n"
 
 # This process's unflushed records (thread_id, probe_index, start_ns, end_ns, on). Wrappers hold its bound
@@ -95,10 +95,10 @@ def _spec(entry: object) -> _Spec:
     return _Spec(component, module, function)
 
 
-def _open_control(directory: str, writable: bool) -> tuple[Any, str]:
-    """The control byte's holder (indexed by every wrapper call) and how it was found; mapped shared and
+def _open_switch(directory: str, writable: bool) -> tuple[Any, str]:
+    """The switch byte's holder (indexed by every wrapper call) and how it was found; mapped shared and
     writable when the steps switch it, so every process of the tree sees a step's turn at once."""
-    path = os.path.join(directory, "control")
+    path = os.path.join(directory, "switch")
     try:
         fd = os.open(path, os.O_RDWR if writable else os.O_RDONLY)
     except FileNotFoundError:
@@ -106,7 +106,7 @@ def _open_control(directory: str, writable: bool) -> tuple[Any, str]:
     except PermissionError:
         if not writable:
             raise
-        held, _state = _open_control(directory, False)
+        held, _state = _open_switch(directory, False)
         return held, "mapped read-only"  # the steps cannot switch it: the probes stay on
     try:
         if writable:
@@ -121,7 +121,7 @@ def _sync_wrapper(
     index: int,
     always: bool,
     sink: list[Any],
-    control: Any,
+    switch: Any,
     drop: Callable[[], None],
 ) -> Callable[..., Any]:
     """One span per call, also when the call raises; the hot path, so everything it needs is a local."""
@@ -133,7 +133,7 @@ def _sync_wrapper(
 
     @functools.wraps(func)
     def probe(*args: Any, **kwargs: Any) -> Any:
-        on = control[0] != off
+        on = switch[0] != off
         if not (on or always):
             return func(*args, **kwargs)
         start = clock()
@@ -155,7 +155,7 @@ def _sync_wrapper(
 
 
 def _switching(
-    timed: Callable[..., Any], func: Callable[..., Any], index: int, control: Any
+    timed: Callable[..., Any], func: Callable[..., Any], index: int, switch: Any
 ) -> Callable[..., Any]:
     """A step probe (`timed`) that first takes the switch's next turn, on each outermost call.
 
@@ -168,7 +168,7 @@ def _switching(
     def probe(*args: Any, **kwargs: Any) -> Any:
         level = getattr(depth, "level", 0)
         if level == 0:
-            control[0] = next(turns)
+            switch[0] = next(turns)
         depth.level = level + 1
         try:
             return timed(*args, **kwargs)
@@ -190,7 +190,7 @@ def _coroutine_wrapper(
     index: int,
     always: bool,
     sink: list[Any],
-    control: Any,
+    switch: Any,
     drop: Callable[[], None],
 ) -> Callable[..., Any]:
     """One span per slice of the coroutine's run, so the time it spends suspended in awaits is not counted."""
@@ -198,9 +198,9 @@ def _coroutine_wrapper(
     @functools.wraps(func)
     async def probe(*args: Any, **kwargs: Any) -> Any:
         coro = func(*args, **kwargs)
-        if type(coro) is not types.CoroutineType or not (always or control[0] != _OFF):
+        if type(coro) is not types.CoroutineType or not (always or switch[0] != _OFF):
             return await coro  # off, or an awaitable that is no native coroutine: straight through
-        return await _Slices(coro, index, always, sink, control, drop)
+        return await _Slices(coro, index, always, sink, switch, drop)
 
     setattr(probe, MARK, index)
     return probe
@@ -209,16 +209,16 @@ def _coroutine_wrapper(
 class _Slices:
     """Awaitable that drives a coroutine's __await__ iterator by hand, timing each resumption."""
 
-    __slots__ = ("_always", "_control", "_coro", "_drop", "_index", "_sink")
+    __slots__ = ("_always", "_switch", "_coro", "_drop", "_index", "_sink")
 
     def __init__(
-        self, coro: Any, index: int, always: bool, sink: list[Any], control: Any, drop: Callable[[], None]
+        self, coro: Any, index: int, always: bool, sink: list[Any], switch: Any, drop: Callable[[], None]
     ) -> None:
         self._coro = coro
         self._index = index
         self._always = always
         self._sink = sink
-        self._control = control
+        self._switch = switch
         self._drop = drop
 
     def __await__(self) -> Generator[Any, Any, Any]:
@@ -227,7 +227,7 @@ class _Slices:
         value: Any = None
         error: BaseException | None = None
         while True:
-            on = self._control[0] != _OFF
+            on = self._switch[0] != _OFF
             start = clock()
             try:
                 try:
@@ -401,8 +401,8 @@ class _Probe:
         self.errors: list[str] = []
         self.dropped = 0  # approximate under threads: the drop path is rare and need not be exact
         self.cost_ns: int | None = None
-        self.control: Any = b"1"
-        self.control_state = "absent"
+        self.switch: Any = b"1"
+        self.switch_state = "absent"
         self.switch_by_step = False
         self.lock = threading.RLock()  # probe state and the status file; re-entrant: patching may import
         self.flush_lock = threading.Lock()
@@ -433,9 +433,9 @@ class _Probe:
                 self.modules.setdefault(spec.module, []).append(index)
                 self.pending.add(index)
 
-    def open_control(self) -> None:
-        self.control_state = "error"  # until mapped: a broken control file leaves the probes on
-        self.control, self.control_state = _open_control(self.directory, self.switch_by_step)
+    def open_switch(self) -> None:
+        self.switch_state = "error"  # until mapped: a broken switch file leaves the probes on
+        self.switch, self.switch_state = _open_switch(self.directory, self.switch_by_step)
 
     def measure_cost(self) -> None:
         """The recording path's cost per call, against a throwaway list: median of 3 runs (~10-30 ms)."""
@@ -444,7 +444,7 @@ class _Probe:
         def noop() -> None:
             return None
 
-        wrapped = _sync_wrapper(noop, -1, True, sink, self.control, self.drop)
+        wrapped = _sync_wrapper(noop, -1, True, sink, self.switch, self.drop)
         clock = time.perf_counter_ns
         calls = range(COST_CALLS)
         samples = []
@@ -515,9 +515,9 @@ class _Probe:
             return
         is_step = spec.component == STEP
         wrap = _sync_wrapper if kind == "sync" else _coroutine_wrapper
-        probe = wrap(func, index, is_step, _records, self.control, self.drop)
-        if is_step and kind == "sync" and self.control_state == SWITCHED:
-            probe = _switching(probe, func, index, self.control)
+        probe = wrap(func, index, is_step, _records, self.switch, self.drop)
+        if is_step and kind == "sync" and self.switch_state == SWITCHED:
+            probe = _switching(probe, func, index, self.switch)
         setattr(holder, name, probe if rewrap is None else rewrap(probe))
         entry = {"module": spec.module, "function": spec.function, "kind": kind, "owner": _owner_name(holder)}
         if holder is not owner:
@@ -597,7 +597,7 @@ class _Probe:
             "python": sys.version.split()[0],
             "clock": "perf_counter_ns",
             "cost_ns": self.cost_ns,
-            "control": self.control_state,
+            "switch": self.switch_state,
             "patched": [self.patched[index] for index in sorted(self.patched)],
             "missing": [self.missing[index] for index in sorted(self.missing)],
             "skipped": [self.skipped[index] for index in sorted(self.skipped)],
@@ -628,7 +628,7 @@ def _activate(directory: str) -> None:
     global _probe
     probe = _probe = _Probe(directory)
     probe.attempt(probe.load, "reading probes.json")
-    probe.attempt(probe.open_control, "mapping the control file")
+    probe.attempt(probe.open_switch, "mapping the switch file")
     probe.attempt(probe.measure_cost, "measuring cost_ns")
     probe.attempt(probe.patch_imported, "patching imported modules")
     probe.attempt(probe.install_finder, "installing the import hook")

@@ -5,17 +5,20 @@ from __future__ import annotations
 import tempfile
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infer_prof.profiler.overhead.costs import ABResult, interleave_ab
 from infer_prof.profiler.session.options import EngineOptions
 from infer_prof.scenarios.spec import ScenarioSpec
 
+if TYPE_CHECKING:
+    from infer_prof.engine.loader import LoadedModel
+
 
 def run_throughput(
     options: EngineOptions,
     spec: ScenarioSpec,
-    loaded: Any,
+    loaded: LoadedModel,
     profile: str,
     sink: list[dict[str, Any]] | None = None,
 ) -> float:
@@ -40,7 +43,7 @@ def run_throughput(
 def measure_overhead(
     options: EngineOptions,
     spec: ScenarioSpec,
-    loaded: Any,
+    loaded: LoadedModel,
     *,
     profile: str = "default",
     pairs: int = 5,

@@ -20,12 +20,17 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from infer_prof.profiler.collectors.base import Collector
 from infer_prof.profiler.stats import bootstrap
+
+if TYPE_CHECKING:
+    from infer_prof.engine.loader import LoadedModel
+    from infer_prof.profiler.session.options import EngineOptions
+    from infer_prof.scenarios.spec import ScenarioSpec
 
 
 @dataclass(slots=True)
@@ -242,9 +247,9 @@ def paired_ratio(blocks: Sequence[Block], *, resamples: int = 2000, seed: int = 
 
 
 def measure_inrun_overhead(
-    options: Any,
-    spec: Any,
-    loaded: Any,
+    options: EngineOptions,
+    spec: ScenarioSpec,
+    loaded: LoadedModel,
     *,
     profile: str = "default",
     on_s: float = 0.2,

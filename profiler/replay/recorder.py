@@ -13,10 +13,14 @@ scheduler and sampler spans, and every CAPTURE_EVERY-th sampler call copies CAPT
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
+
+if TYPE_CHECKING:
+    from infer_prof.engine.engine import Engine
 
 MAX_STEPS = 1024
 CAPTURE_EVERY = 32
@@ -28,11 +32,11 @@ class WorkloadLog:
     """One run's control workload, in the order the engine issued it."""
 
     # Per schedule() call: (arrivals, finished ids, free blocks); the lists are the engine's own, never reused.
-    schedules: list[tuple[list[Any], list[int], int]] = field(default_factory=list)
+    schedules: list[tuple[Sequence[Any], Sequence[int], int]] = field(default_factory=list)
     # seq_id -> (SamplingParams, prompt token ids), from sampler.add().
     sequences: dict[int, tuple[Any, Any]] = field(default_factory=dict)
     # Per sample() call: (index of the schedule() call it belongs to, seq ids, tokens drawn).
-    samples: list[tuple[int, list[int], list[int]]] = field(default_factory=list)
+    samples: list[tuple[int, Sequence[int], list[int]]] = field(default_factory=list)
     logits_rows: list[Any] = field(
         default_factory=list
     )  # float32 CPU tensors, CAPTURE_ROWS rows at most each
@@ -51,7 +55,7 @@ class RecordingScheduler:
         self._inner = inner
         self._log = log
 
-    def schedule(self, arrivals: list[Any], finished: list[int], free_blocks: int) -> Any:
+    def schedule(self, arrivals: Sequence[Any], finished: Sequence[int], free_blocks: int) -> Any:
         log = self._log
         log.steps_seen += 1
         if log.open:
@@ -77,7 +81,7 @@ class RecordingSampler:
     def remove(self, seq_id: int) -> None:
         self._inner.remove(seq_id)
 
-    def sample(self, logits: Any, seq_ids: list[int]) -> list[int]:
+    def sample(self, logits: Any, seq_ids: Sequence[int]) -> list[int]:
         tokens = self._inner.sample(logits, seq_ids)
         log = self._log
         step = log.steps_seen - 1
@@ -94,7 +98,7 @@ class RecordingSampler:
         return getattr(self._inner, name)
 
 
-def install_recorder(engine: Any) -> WorkloadLog:
+def install_recorder(engine: Engine) -> WorkloadLog:
     """Put recording proxies in front of the engine's scheduler and sampler (before it starts); the log fills as it runs."""
     log = WorkloadLog()
     engine.scheduler = RecordingScheduler(engine.scheduler, log)

@@ -53,7 +53,7 @@ class PoolShape:
 
     num_blocks: int
     block_size: int
-    max_num_seqs: int
+    max_batch: int
     max_batched_tokens: int
     policy: str = "fcfs"
 

@@ -124,6 +124,21 @@ COMPONENTS = (
     "queue",
     "api",
 )
+# Span names of runs recorded before each span took its component's name, old -> new. The readers of steps.csv
+# (its `<span>_ms` columns) and of the span tables rename them (current_span_names), so old runs read the same.
+LEGACY_SPAN_NAMES = {"tokenize": "tokenizer", "detokenize": "detokenizer"}
+# config.engine keys of runs recorded before the engine took the options' names (vLLM's), old -> new.
+LEGACY_ENGINE_KEYS = {"max_num_seqs": "max_batch", "num_kv_blocks": "kv_blocks"}
+
+
+def current_span_names(table: pd.DataFrame) -> pd.DataFrame:
+    """`table` with the legacy span names (LEGACY_SPAN_NAMES) renamed: as `<span>_ms` columns (steps.csv) and as
+    values of a `name` or `span` column (spans.csv, kernel_events.csv, gpu_timeline.csv)."""
+    table = table.rename(columns={f"{old}_ms": f"{new}_ms" for old, new in LEGACY_SPAN_NAMES.items()})
+    for column in ("name", "span"):
+        if column in table.columns and table[column].isin(list(LEGACY_SPAN_NAMES)).any():
+            table[column] = table[column].replace(LEGACY_SPAN_NAMES)
+    return table
 
 
 @dataclass
@@ -158,6 +173,10 @@ class RunResult:
     @classmethod
     def from_dict(cls, data: dict[str, Any], *, source: str = "result.json") -> RunResult:
         check_file(data, source)
+        engine = (data.get("config") or {}).get("engine")
+        if isinstance(engine, dict) and LEGACY_ENGINE_KEYS.keys() & engine.keys():
+            renamed = {LEGACY_ENGINE_KEYS.get(key, key): value for key, value in engine.items()}
+            data = {**data, "config": {**data["config"], "engine": renamed}}
         known = {f.name for f in fields(cls)}
         return cls(**{key: value for key, value in data.items() if key in known})
 
@@ -229,7 +248,7 @@ def read_run(run_dir: str | Path) -> RunData:
     ):
         file = table_path(path, name, result.files.get(name, f"{name}.csv"))
         if file.is_file():
-            tables[name] = check(read_table(file, columns), file)
+            tables[name] = check(current_span_names(read_table(file, columns)), file)
         elif file.exists() and not file.is_file():
             raise ResultError(f"{file}: is not a file; re-record the run")
         else:

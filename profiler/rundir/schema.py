@@ -39,9 +39,9 @@ class EngineSizes(TypedDict, total=False):
     """The engine's config as it ran (engine.config.EngineConfig, with the pool size it resolved to)."""
 
     block_size: int
-    num_kv_blocks: int
+    kv_blocks: int
     kv_memory_bytes: int | None
-    max_num_seqs: int
+    max_batch: int
     max_batched_tokens: int
     policy: str
     seed: int
@@ -53,7 +53,7 @@ class Config(TypedDict, total=False):
 
     model: str
     model_source: str
-    dtype: str
+    dtype: str | None  # null for a `run --target` server that does not say
     device: str
     graphs: str
     native: list[str]  # the C twins that ran
@@ -67,6 +67,8 @@ class Config(TypedDict, total=False):
     engine: EngineSizes
     injections: list[str]  # test instruments planted by selftest
     verify: bool
+    target: str  # `run --target`: the server's URL
+    prompt_tokenizer: str  # `run --target`: the model whose tokenizer sized the prompts
 
 
 class Gpu(TypedDict, total=False):
@@ -148,12 +150,15 @@ class Split(TypedDict, total=False):
     resolution: str  # "python" or "native"
     python_leaf: float | None  # the share of samples whose leaf frame is Python code
     lock_by_component: dict[str, float | None]
-    gil_by_component: dict[str, float | None]
+    gil_by_component: dict[str, float | None] | None  # null without native stacks
     allocation_by_component: dict[str, float | None]
     kernel_fraction_by_span: dict[str, float | None]
     fee_fraction_by_span: dict[str, float | None]
     kernel_source: str | None  # where the kernel share came from: "windows", "native", "assumed"
     steps: int
+    spans: int  # spans only: how many spans were timed (the evidence)
+    locks_seen: str  # spans only: "traced", the locks `lock` can hold (taken through tracer.lock())
+    traced_locks: list[str]  # spans only: their names
 
 
 class StepShare(TypedDict, total=False):
@@ -169,7 +174,7 @@ class Breakdown(TypedDict, total=False):
     """Where the engine thread's time went, by spans and by py-spy samples, and how far they disagree."""
 
     wall_s: float
-    methods: dict[str, Split]  # "spans", "samples"
+    methods: dict[str, Split | None]  # "spans", "samples"
     disagreement: dict[str, float | None]  # category -> percentage points
     component_disagreement: dict[str, float | None]
     client_threads: Split | None
@@ -179,6 +184,7 @@ class Breakdown(TypedDict, total=False):
     share_intervals: dict[
         str, StepShare
     ]  # control path -> its share of step time (profiler.analysis.step_shares)
+    processes: list[dict[str, Any]]  # another engine's processes as analysis.roles reads them (its own shape)
 
 
 class Prediction(TypedDict, total=False):
@@ -196,6 +202,7 @@ class Prediction(TypedDict, total=False):
     share_low: float  # the share's 95% bounds (its step-time interval), which the gain's interval carries
     share_high: float
     twin_on: bool  # the C twin was on in this run: nothing to predict
+    added_cost: float  # work the C twin adds that the Python twin does not (the logits' copy to the host)
     void: str | None  # why the prediction cannot be trusted (a busy machine), None when it can
 
 
@@ -219,6 +226,106 @@ class Verify(TypedDict, total=False):
     skipped: dict[str, str]
 
 
+class GpuVerdict(TypedDict, total=False):
+    """The verdict on a GPU: the share of the run the GPU waited for the host, the rule on it, and on what."""
+
+    idle_host_share: float | None
+    rule: str | None
+    waited_on: list[list[str | float]]  # [component, its part of the host wait], largest first
+    sentence: str
+
+
+class ControlPath(TypedDict, total=False):
+    name: str
+    share: float
+
+
+class SampledThread(TypedDict, total=False):
+    """One sampled thread of a server: its role (and why) and the shares of its own samples (analysis.roles)."""
+
+    thread_id: int | None
+    name: str | None
+    role: str
+    role_words: str
+    reason: str
+    samples: int
+    work_share: float
+    categories: dict[str, float]
+    components: dict[str, float]
+    waits: dict[str, float]
+    gil_wait: float | None  # native stacks only
+    event_loop: bool
+
+
+class ForeignProcess(TypedDict, total=False):
+    """One sampled process of another engine: its role, engine, engine thread and threads."""
+
+    pid: int | None
+    role: str
+    role_words: str | None
+    engine: str | None
+    engine_thread: int | None
+    resolution: str | None
+    threads: list[SampledThread]
+
+
+class WorkerSplit(TypedDict, total=False):
+    """The model worker's own split of its busy samples (kernel and interpreter need native stacks)."""
+
+    pid: int | None
+    busy_samples: float
+    kernel: float | None
+    interpreter: float | None
+    components: dict[str, float]
+
+
+class CriticalPath(TypedDict, total=False):
+    """A step of a loop that waits on its model worker: the loop's own work, the wait, the worker's split."""
+
+    loop_work: float
+    waiting_on_worker: float
+    worker: WorkerSplit | None
+
+
+class ApiThread(TypedDict, total=False):
+    """The API server's event loop: its busy share and GIL waits."""
+
+    pid: int | None
+    thread_id: int | None
+    work_share: float
+    gil_wait: float | None
+    components: dict[str, float] | None
+    sentence: str
+
+
+class AmdahlBound(TypedDict, total=False):
+    """A component's share of the loop's busy time: its Amdahl bound at an infinite speedup, with its interval."""
+
+    bound: float
+    low: float
+    high: float
+    samples: float
+    where: str
+
+
+class ForeignVerdict(TypedDict, total=False):
+    """Another engine's verdict (profiler.analysis.foreign): its loop, waits, critical path and Amdahl bounds."""
+
+    engine: str | None
+    engine_pid: int | None
+    engine_threads: list[int]
+    loop: dict[
+        str, float | None
+    ]  # samples, busy, and shares of busy time: interpreter, kernel, waiting_on_worker...
+    critical_path: CriticalPath | None
+    waits: dict[str, float]  # wait kind -> share of every sampled thread's samples
+    api: ApiThread | None
+    amdahl: dict[str, AmdahlBound]
+    amdahl_note: str
+    processes: list[ForeignProcess]
+    queueing: str  # requests queued behind one another (analysis.foreign.queueing_reason)
+
+
 class Verdict(TypedDict, total=False):
     """The bottleneck in one sentence's worth of fields, and what moving each control path to C would gain."""
 
@@ -232,13 +339,12 @@ class Verdict(TypedDict, total=False):
     reasons: list[str]
     blind_spots: list[str]
     predictions: dict[str, Prediction]
-    source: str  # "spans" or "samples"
+    source: str | None  # "spans" or "samples"; null when neither is available
     verify: Verify
-    gpu: dict[str, Any]
-    largest_control_path: dict[str, Any] | None  # {name, share} among the paths still in Python
-    foreign: dict[
-        str, Any
-    ]  # another engine's verdict: engine loop, waits, critical path, bounds (analysis.foreign)
+    gpu: GpuVerdict
+    largest_control_path: ControlPath | None  # among the paths still in Python
+    twins_on: list[str]  # the control paths whose C twin ran: nothing is predicted for them
+    foreign: ForeignVerdict  # another engine's verdict: engine loop, waits, critical path, bounds
 
 
 class ReplayComponent(TypedDict, total=False):
@@ -280,7 +386,7 @@ class GpuTime(TypedDict, total=False):
     busy_share: float | None
     idle_host_share: float | None
     idle_no_work_share: float | None
-    idle_host_by_component: dict[str, float | None]
+    idle_host_by_component: dict[str, float]
     device: str  # profiler.collectors.device_time's figures: the device, its event pairs and steps
     pairs: int
     unread_pairs: int
@@ -295,26 +401,182 @@ class GpuTime(TypedDict, total=False):
     top_kernels: list[Any]
 
 
+class TargetServer(TypedDict, total=False):
+    name: str | None
+    version: str | None
+    model: str
+    source: str  # where name and version came from
+
+
+class TargetTree(TypedDict, total=False):
+    """The server's process tree: its root, how it was found, a note when a check could not be made."""
+
+    root: int | None
+    source: str | None
+    note: str | None
+    listeners: list[int]
+
+
+class TargetSplit(TypedDict, total=False):
+    """Whether the server's time could be split, by which methods, and why not."""
+
+    available: bool
+    methods: list[str]
+    reason: str | None
+    engine_thread: str | None
+
+
+class GilSamples(TypedDict, total=False):
+    engine_thread: float | None
+    api_thread: float | None
+    by_thread: dict[str, float]
+
+
+class Gil(TypedDict, total=False):
+    """GIL contention between the API layer and the engine thread (session.target.server_split.gil_section)."""
+
+    samples: GilSamples  # native stacks: the share of each thread's samples waiting for the GIL
+    spans_off_cpu: dict[str, dict[str, float] | None]  # thread -> span_share, off_cpu_share, ...
+
+
+class TargetClient(TypedDict, total=False):
+    """The load generator itself: its CPU, its lateness against the schedule, whether it limited the load."""
+
+    cpu_s: float
+    loop_cpu_s: float
+    wall_s: float
+    cpu_fraction_of_one_core: float
+    python_threads: int
+    peak_in_flight: int
+    schedule_lag_ms: dict[str, float | None]  # mean, p50, p90, p99
+    bottleneck: bool
+    note: str
+
+
+class ProbeCalls(TypedDict, total=False):
+    calls: int
+    ms: float
+    share_of_wall: float
+
+
+class ProbeProcess(TypedDict, total=False):
+    """One process of the server as the probe saw it: what it patched, missed, dropped, and its components."""
+
+    pid: int
+    role: str | None
+    loaded: bool
+    records: int
+    patched: list[str]
+    missing: list[str]
+    dropped: int
+    cost_ns: float | None
+    components: dict[str, ProbeCalls]
+
+
+class ProbeShare(TypedDict, total=False):
+    """A component's time per step and its share of step time, with a bootstrap 95% interval."""
+
+    ms_per_step: float
+    share: float
+    low: float | None
+    high: float | None
+    where: str  # "engine loop" or "other process"
+
+
+class ProbeSteps(TypedDict, total=False):
+    """The engine's steps as the probe timed them, and each component's share of them."""
+
+    pid: int
+    count: int
+    with_probes_on: int
+    mean_ms: float | None
+    p50_ms: float | None
+    components: dict[str, ProbeShare]
+    note: str
+
+
+class PairedDifference(TypedDict, total=False):
+    """The typical relative step-time difference of paired steps, with a bootstrap 95% interval."""
+
+    point: float
+    low: float | None
+    high: float | None
+    pairs: int
+    units: int
+    statistic: str
+
+
+class ProbeCost(TypedDict, total=False):
+    """The probe's own cost: in-run A/B on step time, an A/A beside it, and priced from calls x cost."""
+
+    priced: float | None
+    priced_by_pid: dict[str, float]
+    ab: PairedDifference | None
+    aa: PairedDifference | None
+    note: str
+    pairs: dict[str, int]  # on_off, like
+
+
+class ProbeAgreement(TypedDict, total=False):
+    """One component on one thread: the probe's share of the thread's wall time against the samples' interval."""
+
+    pid: int
+    thread: str | None
+    thread_id: int
+    component: str
+    probe_share: float
+    sample_share: float
+    samples: int
+    low: float
+    high: float
+    agree: bool
+
+
+class Probe(TypedDict, total=False):
+    """`--launch --probe`: spans timed inside the server (profiler.analysis.probe_spans)."""
+
+    window_s: float
+    probes_on_s: float
+    switches: int
+    processes: list[ProbeProcess]
+    loaded_in: list[int]
+    steps: ProbeSteps | None
+    cost: ProbeCost
+    agreement: list[ProbeAgreement]
+    lines: list[str]
+
+
 class Target(TypedDict, total=False):
     """`run --target URL`: the server profiled over HTTP (null for an in-process run)."""
 
     url: str
-    server: dict[str, Any]
+    server: TargetServer
     ours: bool
     pid: int | None
     pid_source: str | None
-    split: dict[str, Any]
-    threads: dict[str, Any]
-    gil: dict[str, Any] | None
-    client: dict[str, Any]
-    http: dict[str, Any]
+    split: TargetSplit
+    threads: dict[str, SampledThread]  # "name (thread id)" -> the thread
+    gil: Gil | None
+    client: TargetClient
+    http: dict[str, Any]  # session.target.client.http_outcome
     failed_share: float | None  # of the measured requests, those that failed
     headline: str | None  # the line a run whose requests mostly failed leads with
-    tree: dict[str, Any]  # the server's process tree: its root, how it was found
+    tree: TargetTree | None  # the server's process tree: its root, how it was found
     processes: (
         list[dict[str, Any]] | None
     )  # one entry per process: role, samples, split (session.target.processes)
-    probe: dict[str, Any] | None  # `--launch --probe`: spans timed inside the server (analysis.probe_spans)
+    probe: Probe | None  # `--launch --probe`: spans timed inside the server (analysis.probe_spans)
+
+
+class HealthLoad(TypedDict, total=False):
+    """Offered against delivered load, the queue's share of latency, and how latency grew over the run."""
+
+    mode: str | None
+    offered_rps: float | None
+    delivered_rps: float | None
+    delivered_ratio: float | None
+    queue_share: float | None
+    latency_growth: float | None
 
 
 class Health(TypedDict, total=False):
@@ -323,7 +585,7 @@ class Health(TypedDict, total=False):
 
     engine_thread: dict[str, float | None]  # cpu_s, wait_s, core_share
     machine: dict[str, float | int | None]  # cpus, others_cores, others_runnable_mean, steal_fraction
-    load: dict[str, Any]  # mode, offered_rps, delivered_rps, delivered_ratio, queue_share, latency_growth
+    load: HealthLoad
     contended: bool
     saturated: bool
     at_capacity: bool

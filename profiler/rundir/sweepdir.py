@@ -60,7 +60,7 @@ RUN_COLUMNS = (
     "interpreter_share_low",  # the run's own 95% interval of its share (verdict.interpreter_interval; null without)
     "interpreter_share_high",
     "health_void",  # why the run was distorted (a busy machine, a saturated engine: result.json health), or null
-    "control_us_per_token",  # the run's control figure (profiler.rundir.control): the sweep's drift guard
+    "yardstick_us_per_token",  # the run's yardstick (profiler.rundir.yardstick): the sweep's drift guard
 )
 # cells table, after the axes. twins is the C twins the cell switches on ("none" for Python control paths,
 # else a sorted comma list); interpreter_share is the mean over repeats and interpreter_share_se its
@@ -197,6 +197,10 @@ def write_table(sweep_dir: str | Path, name: str, table: pd.DataFrame) -> dict[s
     }
 
 
+# Columns renamed since sweeps were first written, old name -> new: read_table renames them in older sweeps.
+RENAMED_COLUMNS = {"control_us_per_token": "yardstick_us_per_token"}
+
+
 def read_table(sweep_dir: str | Path, name: str) -> pd.DataFrame:
     """<name>.parquet (or, without pyarrow's file, <name>.csv); an empty table when neither exists."""
     folder = Path(sweep_dir)
@@ -204,10 +208,10 @@ def read_table(sweep_dir: str | Path, name: str) -> pd.DataFrame:
     try:
         if parquet.is_file():
             check_size(parquet, SweepError)
-            return pd.read_parquet(io.BytesIO(parquet.read_bytes()))
+            return pd.read_parquet(io.BytesIO(parquet.read_bytes())).rename(columns=RENAMED_COLUMNS)
         if csv.is_file():
             check_size(csv, SweepError)
-            return pd.read_csv(csv)
+            return pd.read_csv(csv).rename(columns=RENAMED_COLUMNS)
     except (OSError, ValueError) as err:
         raise SweepError(
             f"{folder}: cannot read the {name} table ({err}); run `infer-prof sweep report {folder}` "

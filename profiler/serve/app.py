@@ -177,7 +177,7 @@ async def _generate(request: Request, state: ServeState, schema: type, *, chat: 
         state.check_model(body.model)
         params = body.sampling_params(state.engine.max_model_len if chat else COMPLETION_DEFAULT_MAX_TOKENS)
         state.check_capacity()
-    with tracer.span("tokenize"):
+    with tracer.span("tokenizer"):
         try:
             prompt_ids = _prompt_ids(body, state)
         except RequestError as exc:  # a conversation the chat template cannot render

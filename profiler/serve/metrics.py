@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -16,6 +16,9 @@ from prometheus_client import (
 
 from infer_prof.engine.sequence import RequestOutput
 
+if TYPE_CHECKING:
+    from infer_prof.engine.engine import Engine
+
 PREFIX = "infer_prof"
 disable_created_metrics()  # the `_created` timestamp series double the output and no dashboard reads them
 # Seconds; CPU-sized: a first token takes tens of ms on a tiny model, seconds on a big one under load.
@@ -27,7 +30,7 @@ E2E_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 class ServerMetrics:
     """One registry per server (tests start several); gauges read the engine when scraped."""
 
-    def __init__(self, engine: Any, model_name: str) -> None:
+    def __init__(self, engine: Engine, model_name: str) -> None:
         self.registry = CollectorRegistry()
         registry = self.registry
         self.requests = Counter(

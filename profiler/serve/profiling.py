@@ -12,12 +12,15 @@ import bisect
 import threading
 import time
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infer_prof.engine.engine import ENGINE_THREAD_NAME
 from infer_prof.engine.trace import NULL_TRACER, Tracer
 from infer_prof.profiler.collectors.gc import GcCollector
 from infer_prof.profiler.collectors.spans import RecordingTracer, SpanCollector
+
+if TYPE_CHECKING:
+    from infer_prof.engine.engine import Engine
 
 API_THREAD_NAME = "infer-prof-api"  # the event loop's thread: request parsing, validation, encoding
 
@@ -25,7 +28,7 @@ API_THREAD_NAME = "infer-prof-api"  # the event loop's thread: request parsing, 
 class ServerTracing:
     """The tracer the engine and the API layer use now, and the one open window (if any)."""
 
-    def __init__(self, engine: Any) -> None:
+    def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.tracer: Tracer = NULL_TRACER
         self._lock = threading.Lock()

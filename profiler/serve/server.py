@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
 
@@ -29,6 +29,10 @@ from infer_prof.profiler.serve.app import create_app
 from infer_prof.profiler.serve.profiling import API_THREAD_NAME
 from infer_prof.profiler.serve.state import ServeState
 from infer_prof.profiler.session.heap import HeapTrimmer
+
+if TYPE_CHECKING:
+    from infer_prof.profiler.session.builder import BuiltEngine
+    from infer_prof.profiler.session.options import EngineOptions
 
 CANCEL_GRACE_S = 5.0  # after the engine aborted what was left, how long streams get to send their last chunk
 
@@ -111,7 +115,9 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def server_info(state: ServeState, built: Any, options: Any, version: str) -> dict[str, Any]:
+def server_info(
+    state: ServeState, built: BuiltEngine, options: EngineOptions, version: str
+) -> dict[str, Any]:
     """GET /infer-prof/info: who this server is, for `run --target` (its pid lets py-spy attach)."""
     return {
         "name": "infer-prof",

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infer_prof.engine.config import EngineConfig, pool_blocks_for
 from infer_prof.engine.engine import Engine
 from infer_prof.engine.trace import NULL_TRACER, Tracer
 from infer_prof.profiler.session.options import EngineOptions
+
+if TYPE_CHECKING:
+    from infer_prof.engine.llama import LlamaModel
 
 
 @dataclass
@@ -24,7 +27,7 @@ class BuiltEngine:
 
     def engine_config_dict(self) -> dict[str, Any]:
         data = asdict(self.config)
-        data["num_kv_blocks"] = self.engine.num_blocks
+        data["kv_blocks"] = self.engine.num_blocks
         data["max_model_len"] = self.engine.max_model_len
         data["openmp"] = openmp_config()
         return data
@@ -60,7 +63,7 @@ def load_for_options(
     )
 
 
-def _install_graphs(model: Any, options: EngineOptions, config: EngineConfig) -> None:
+def _install_graphs(model: LlamaModel, options: EngineOptions, config: EngineConfig) -> None:
     """CUDA graphs on this build's model, or off: a cached model may have served a build with the other setting."""
     if not hasattr(model, "graphs"):
         return
@@ -71,7 +74,7 @@ def _install_graphs(model: Any, options: EngineOptions, config: EngineConfig) ->
 
     max_model_len = config.resolve_max_model_len(model.config.context_length)
     model.graphs = DecodeGraphs(
-        model, max_batch=config.max_num_seqs, max_blocks=-(-max_model_len // config.block_size)
+        model, max_batch=config.max_batch, max_blocks=-(-max_model_len // config.block_size)
     )
 
 
@@ -96,7 +99,7 @@ def build_engine(
             options.native,
             num_blocks=num_blocks,
             block_size=config.block_size,
-            max_num_seqs=config.max_num_seqs,
+            max_batch=config.max_batch,
             max_batched_tokens=config.max_batched_tokens,
             policy=config.policy,
         )

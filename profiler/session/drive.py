@@ -7,7 +7,7 @@ import time
 from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infer_prof.engine.types import SamplingParams
 from infer_prof.errors import RequestError
@@ -16,6 +16,9 @@ from infer_prof.profiler.collectors.spill import SpillFile
 from infer_prof.profiler.session.heap import HeapTrimmer
 from infer_prof.scenarios.loadgen import LoadRecord, LoadResult, RequestSpec, run_load
 from infer_prof.scenarios.spec import ScenarioSpec
+
+if TYPE_CHECKING:
+    from infer_prof.engine.engine import Engine
 
 
 class Ticket:
@@ -199,7 +202,7 @@ class DoneCounter:
 
 
 def drive_load(
-    engine: Any,
+    engine: Engine,
     scenario: ScenarioSpec,
     requests: Sequence[RequestSpec],
     prompts: dict[int, str],

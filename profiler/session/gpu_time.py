@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infer_prof.profiler.analysis.breakdown import SPAN_COMPONENTS
 from infer_prof.profiler.analysis.gpu_idle import device_intervals, gpu_idle_split
 from infer_prof.profiler.collectors.spans import STEP_SPAN
 
+if TYPE_CHECKING:
+    from infer_prof.profiler.collectors.spans import RecordingTracer
+
 
 def gpu_time_section(
     device_timer: Any,
-    tracer: Any,
+    tracer: RecordingTracer | None,
     request_rows: list[dict[str, Any]],
     window: tuple[int, int],
     *,
@@ -21,6 +24,7 @@ def gpu_time_section(
     """The GPU idle split of a run on a GPU, or None when the device timer did not run (a CPU run)."""
     if device_timer is None or device_timer.status != "ok":
         return None
+    assert tracer is not None  # the device timer hooks the tracer's spans: it runs on traced runs only
     steps: list[tuple[int, int]] = []
     spans: dict[str, list[tuple[int, int]]] = {}
     for state in tracer.thread_states():

@@ -50,8 +50,8 @@ class Option:
 
     `name` is the option's one name: EngineOptions' field (but kv_memory, given as text, is the field
     kv_memory_bytes once parsed), the sweep axis and the budget override key. `engine_field` is the
-    EngineConfig field it becomes, where the engine keeps vLLM's name (max_num_seqs, num_kv_blocks: the
-    names result.json's config.engine records, so old run directories read the same)."""
+    EngineConfig field it becomes (the same name, but kv_memory's): how an engine-config error is put in the
+    flags' terms."""
 
     name: str
     flag: str
@@ -120,9 +120,9 @@ OPTIONS: tuple[Option, ...] = (
         "kv_blocks",
         "--kv-blocks",
         int,
-        _ENGINE_DEFAULTS["num_kv_blocks"],
+        _ENGINE_DEFAULTS["kv_blocks"],
         most=MAX_KV_BLOCKS,
-        engine_field="num_kv_blocks",
+        engine_field="kv_blocks",
         help="KV pool size in blocks (or use --kv-memory).",
     ),
     Option(
@@ -146,9 +146,9 @@ OPTIONS: tuple[Option, ...] = (
         "max_batch",
         "--max-batch",
         int,
-        _ENGINE_DEFAULTS["max_num_seqs"],
+        _ENGINE_DEFAULTS["max_batch"],
         most=MAX_BATCH,
-        engine_field="max_num_seqs",
+        engine_field="max_batch",
         help="Most sequences running at once.",
     ),
     Option(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -20,8 +20,15 @@ from infer_prof.profiler.rundir.results import (
 from infer_prof.scenarios.loadgen import RequestSpec
 from infer_prof.scenarios.spec import ScenarioSpec
 
+if TYPE_CHECKING:
+    from infer_prof.engine.engine import Engine
+    from infer_prof.engine.loader import LoadedModel
+    from infer_prof.profiler.collectors.spans import RecordingTracer
+    from infer_prof.profiler.session.builder import BuiltEngine
+    from infer_prof.profiler.session.options import EngineOptions
+
 # The engine's phase spans, one `<phase>_ms` column each in steps.csv.
-STEP_PHASES = ("queue", "scheduler", "kv_alloc", "prepare", "model", "sampler", "detokenize")
+STEP_PHASES = ("queue", "scheduler", "kv_alloc", "prepare", "model", "sampler", "detokenizer")
 
 
 def request_tables(
@@ -119,7 +126,7 @@ def _rejected_row(request: RequestSpec, when_ns: int, why: str) -> dict[str, Any
     }
 
 
-def step_table(engine: Any, tracer: Any) -> pd.DataFrame:
+def step_table(engine: Engine, tracer: RecordingTracer | None) -> pd.DataFrame:
     """steps.csv: the engine's step records, plus each phase's span time in that step when traced."""
     rows = [asdict(record) if is_dataclass(record) else dict(record) for record in engine.step_records]
     steps = pd.DataFrame(rows)
@@ -133,9 +140,9 @@ def step_table(engine: Any, tracer: Any) -> pd.DataFrame:
 
 
 def run_config(
-    options: Any,
-    loaded: Any,
-    built: Any,
+    options: EngineOptions,
+    loaded: LoadedModel,
+    built: BuiltEngine,
     scenario: ScenarioSpec,
     *,
     profile: str,
@@ -219,7 +226,7 @@ MAX_KERNEL_EVENTS = 250_000
 
 def write_trace_tables(
     out_dir: Path,
-    tracer: Any,
+    tracer: RecordingTracer | None,
     collector_results: dict[str, Any],
     result: RunResult,
     *,
@@ -248,7 +255,7 @@ def write_trace_tables(
         write_json_atomic(Path(out_dir) / "result.json", result.to_dict())
 
 
-def span_table(tracer: Any) -> pd.DataFrame:
+def span_table(tracer: RecordingTracer | None) -> pd.DataFrame:
     """spans.csv: every span of the engine thread (step, name, start_ns, end_ns, depth), in start order."""
     from infer_prof.engine.engine import ENGINE_THREAD_NAME
 

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -34,6 +34,10 @@ from infer_prof.profiler.session.record import (
 )
 from infer_prof.scenarios.loadgen import RequestSpec, generate_requests, prompt_text_for
 from infer_prof.scenarios.spec import ScenarioSpec
+
+if TYPE_CHECKING:
+    from infer_prof.engine.engine import Engine
+    from infer_prof.engine.loader import LoadedModel
 
 
 @dataclass
@@ -169,7 +173,7 @@ def run_session(
 def prepare_session(
     options: EngineOptions,
     scenario: ScenarioSpec,
-    loaded: Any,
+    loaded: LoadedModel,
     *,
     profile: str,
     injections: dict[str, Any] | None = None,
@@ -204,7 +208,7 @@ def prepare_session(
 def record_session(
     options: EngineOptions,
     scenario: ScenarioSpec,
-    loaded: Any,
+    loaded: LoadedModel,
     prepared: Prepared,
     drive: Drive,
     out_dir: Path,
@@ -320,7 +324,7 @@ def _health(
     return health_section(drive.health_probe, metrics, scenario.to_dict(), offered_rps=offered, growth=growth)
 
 
-def engine_section(engine: Any, steps: pd.DataFrame) -> dict[str, Any]:
+def engine_section(engine: Engine, steps: pd.DataFrame) -> dict[str, Any]:
     """result.json's `engine`: its counters after shutdown (so the pool's free count is at the end) and the
     step timeline's summary."""
     from infer_prof.profiler.analysis.metrics import engine_timeline_summary
@@ -391,7 +395,7 @@ def _replay(prepared: Prepared) -> dict[str, Any] | None:
 
     engine, config = prepared.built.engine, prepared.built.config
     shape = PoolShape(
-        engine.num_blocks, config.block_size, config.max_num_seqs, config.max_batched_tokens, config.policy
+        engine.num_blocks, config.block_size, config.max_batch, config.max_batched_tokens, config.policy
     )
     workload = prepared.workload
     # On a thread that exits: the Python sampler's torch ops would leave an OpenMP pool on this one, which

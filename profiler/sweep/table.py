@@ -15,10 +15,10 @@ from infer_prof.errors import ResultError
 from infer_prof.native_paths.toggles import parse_native
 from infer_prof.profiler.analysis.diagnose import NATIVE_CAPABLE, THRESHOLDS, rule_for
 from infer_prof.profiler.checks.verify import busy_ns_per_token
-from infer_prof.profiler.rundir.control import control_figure, drift_void
 from infer_prof.profiler.rundir.health import void_reason
 from infer_prof.profiler.rundir.results import RunResult, read_result, read_run
 from infer_prof.profiler.rundir.sweepdir import CELL_COLUMNS, FIGURES, RUN_COLUMNS, run_dir_of
+from infer_prof.profiler.rundir.yardstick import drift_void, yardstick
 from infer_prof.profiler.stats import Interval, mean_interval, repeats_to_resolve
 from infer_prof.profiler.sweep.grid import NATIVE_AXIS, CellKey
 
@@ -70,16 +70,16 @@ def run_row(cell: CellKey, repeat: int, result: RunResult, run_dir: Path, sweep_
             "interpreter_share_low": interval.get("low"),
             "interpreter_share_high": interval.get("high"),
             "health_void": void_reason(result.health),
-            "control_us_per_token": _control(run_dir),
+            "yardstick_us_per_token": _control(run_dir),
         }
     )
     return row
 
 
 def _control(run_dir: Path) -> float | None:
-    """The run's control figure (model span time per token), None without spans or when its tables are damaged."""
+    """The run's yardstick (model span time per token), None without spans or when its tables are damaged."""
     try:
-        figure = control_figure(read_run(run_dir))
+        figure = yardstick(read_run(run_dir))
     except ResultError:
         return None
     return figure.value if figure else None
@@ -164,11 +164,11 @@ FIRST_NOISE_REPEATS = 3
 
 
 def _drift(native: pd.DataFrame, python: pd.DataFrame | None) -> str | None:
-    """The drift guard across a sweep: a native cell's gain is void when the control figure moved between it and
-    its Python cell (the machine changed between their runs: profiler.rundir.control.drift_void)."""
-    if python is None or "control_us_per_token" not in native or "control_us_per_token" not in python:
+    """The drift guard across a sweep: a native cell's gain is void when the yardstick moved between it and
+    its Python cell (the machine changed between their runs: profiler.rundir.yardstick.drift_void)."""
+    if python is None or "yardstick_us_per_token" not in native or "yardstick_us_per_token" not in python:
         return None
-    return drift_void(_numbers(python["control_us_per_token"]), _numbers(native["control_us_per_token"]))
+    return drift_void(_numbers(python["yardstick_us_per_token"]), _numbers(native["yardstick_us_per_token"]))
 
 
 def _one_run_interval(group: pd.DataFrame) -> Interval | None:

@@ -19,10 +19,10 @@ from typing import Any
 import numpy as np
 
 from infer_prof.errors import CompareError
-from infer_prof.profiler.rundir.control import drift_void
 from infer_prof.profiler.rundir.health import void_reason
 from infer_prof.profiler.rundir.native import refuse_fallback
 from infer_prof.profiler.rundir.results import CATEGORIES, COMPONENTS, RunData, read_run
+from infer_prof.profiler.rundir.yardstick import drift_void
 from infer_prof.profiler.stats import (
     Interval,
     bootstrap_ratio,
@@ -31,12 +31,12 @@ from infer_prof.profiler.stats import (
     quantile_statistic,
 )
 from infer_prof.reports.compare import samples
-from infer_prof.reports.compare.drift import control_section, drift_note
+from infer_prof.reports.compare.drift import drift_note, yardstick_section
 from infer_prof.reports.rundata import phase_columns
 
 FASTER, SLOWER, NO_CHANGE = "faster", "slower", "no significant change"
 HIGHER, LOWER, NOT_COMPARABLE = "higher", "lower", "not comparable"
-VOID = "void"  # the control figure moved: the machine changed, so no metric's change can be read
+VOID = "void"  # the yardstick moved: the machine changed, so no metric's change can be read
 
 
 @dataclass(frozen=True)
@@ -100,9 +100,9 @@ class ComparisonResult:
         None  # "spans", else "samples" (runs against another engine have no spans)
     )
     notes: list[str] = field(default_factory=list)
-    # Each run's control figure in run order (reports.compare.drift.control_section); {} when unknown.
-    control: dict[str, Any] = field(default_factory=dict)
-    void: str | None = None  # why the comparison is void (profiler.rundir.control.drift_void), or None
+    # Each run's yardstick in run order (reports.compare.drift.yardstick_section); {} when unknown.
+    yardstick: dict[str, Any] = field(default_factory=dict)
+    void: str | None = None  # why the comparison is void (profiler.rundir.yardstick.drift_void), or None
     unlike: str | None = None  # what differs between runs compared anyway (--allow-unlike), or None
 
     def metric(self, name: str) -> MetricComparison:
@@ -131,8 +131,8 @@ def compare_runs(
 ) -> ComparisonResult:
     """Compare the runs in `before_dirs` with those in `after_dirs` (see the module docstring).
 
-    drift_guard: declare the comparison void when the control figure (profiler.rundir.control) moved;
-    pass False when the change itself touches the model (then its time per token is no control).
+    drift_guard: declare the comparison void when the yardstick (profiler.rundir.yardstick) moved;
+    pass False when the change itself touches the model (then its time per token is no yardstick).
     allow_unlike: compare runs of different scenarios, models, request counts or targets (CompareError
     otherwise); the result then says so first. A run whose health is void (a busy machine, a saturated
     engine) voids the comparison."""
@@ -174,15 +174,15 @@ def compare_runs(
         notes.append(
             "p99 from a few hundred samples rests on a handful of requests: read its interval as optimistic."
         )
-    control = control_section(before, after)
-    if drift_note(control):
-        notes.append(str(drift_note(control)))
+    yardstick = yardstick_section(before, after)
+    if drift_note(yardstick):
+        notes.append(str(drift_note(yardstick)))
     void = (
         drift_void(
-            [entry["value"] for entry in control["runs"] if entry["side"] == "before"],
-            [entry["value"] for entry in control["runs"] if entry["side"] == "after"],
+            [entry["value"] for entry in yardstick["runs"] if entry["side"] == "before"],
+            [entry["value"] for entry in yardstick["runs"] if entry["side"] == "after"],
         )
-        if control and drift_guard
+        if yardstick and drift_guard
         else None
     )
     distorted = next(
@@ -216,7 +216,7 @@ def compare_runs(
         time_split_shift=shift,
         time_split_method=shift_method,
         notes=notes,
-        control=control,
+        yardstick=yardstick,
         void=void,
         unlike=unlike,
     )

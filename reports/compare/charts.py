@@ -170,29 +170,29 @@ def draw_shift(target: Target, result: ComparisonResult) -> None:
 SIDE_STYLES = {"before": ("#0072B2", "o"), "after": ("#E69F00", "s")}
 
 
-def draw_control(target: Target, control: dict[str, Any]) -> None:
-    """The control figure of every run in the order the runs ran, each side's mean dashed: a figure the
+def draw_yardstick(target: Target, yardstick: dict[str, Any]) -> None:
+    """The yardstick of every run in the order the runs ran, each side's mean dashed: a figure the
     change cannot move, so a slope or a gap here is the machine."""
     ax = target.subplots()
     for side, (colour, marker) in SIDE_STYLES.items():
-        runs = sorted((run for run in control["runs"] if run["side"] == side), key=lambda run: run["order"])
+        runs = sorted((run for run in yardstick["runs"] if run["side"] == side), key=lambda run: run["order"])
         ax.plot(
             [run["order"] for run in runs],
             [run["value"] for run in runs],
             marker,
             color=colour,
             markersize=7,
-            label=f"{side}: mean {fmt_number(round(control[f'{side}_mean'], 1), control['unit'])}",
+            label=f"{side}: mean {fmt_number(round(yardstick[f'{side}_mean'], 1), yardstick['unit'])}",
         )
-        ax.axhline(control[f"{side}_mean"], color=colour, linestyle="--", linewidth=1)
-    orders = [run["order"] for run in control["runs"]]
+        ax.axhline(yardstick[f"{side}_mean"], color=colour, linestyle="--", linewidth=1)
+    orders = [run["order"] for run in yardstick["runs"]]
     ax.set_xticks(orders, [str(order) for order in orders])
-    values = [run["value"] for run in control["runs"]]
+    values = [run["value"] for run in yardstick["runs"]]
     middle, half = (max(values) + min(values)) / 2, max(max(values) - min(values), 0.02 * max(values)) * 0.8
     ax.set_ylim(middle - half, middle + half)  # at least +-1.6% shown: a flat line must look flat
     ax.set_xlabel("run, in the order the runs ran")
-    ax.set_ylabel(f"{control['unit']} per token")
+    ax.set_ylabel(f"{yardstick['unit']} per token")
     ax.set_title(
-        f"Control: {control['label']} (after/before {control['ratio']:.3f}x, spread {control['spread']:.1%})"
+        f"Yardstick: {yardstick['label']} (after/before {yardstick['ratio']:.3f}x, spread {yardstick['spread']:.1%})"
     )
     ax.legend(loc="best", fontsize=8)

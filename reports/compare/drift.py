@@ -1,6 +1,6 @@
-"""Drift of a comparison: each run's control figure (profiler.rundir.control), in the order the runs ran.
+"""Drift of a comparison: each run's yardstick (profiler.rundir.yardstick), in the order the runs ran.
 
-The control figure is a number the compared change cannot move; plotted per repeat, it shows when
+The yardstick is a number the compared change cannot move; plotted per repeat, it shows when
 the machine moved instead. The section is plain data in compare.json and drawn by compare/charts.py.
 """
 
@@ -10,21 +10,19 @@ from typing import Any
 
 import numpy as np
 
-from infer_prof.profiler.rundir.control import control_figure
 from infer_prof.profiler.rundir.results import RunData
+from infer_prof.profiler.rundir.yardstick import yardstick
 from infer_prof.reports.rundata import run_start_ns
 
 
-def control_section(before: list[RunData], after: list[RunData]) -> dict[str, Any]:
+def yardstick_section(before: list[RunData], after: list[RunData]) -> dict[str, Any]:
     """{name, label, unit, runs: [{side, run, order, value}], before_mean, after_mean, ratio, spread} or {}.
 
     `order` is when the run ran among all of them (by its recorded time, then its clock), 1 first;
     `ratio` is after mean / before mean; `spread` is max / min - 1 over all runs. Empty when a run has
-    no control figure (profiling off)."""
+    no yardstick (profiling off)."""
     figures = [
-        (side, run, control_figure(run))
-        for side, runs in (("before", before), ("after", after))
-        for run in runs
+        (side, run, yardstick(run)) for side, runs in (("before", before), ("after", after)) for run in runs
     ]
     if not figures or any(figure is None for _, _, figure in figures):
         return {}
@@ -57,11 +55,11 @@ def control_section(before: list[RunData], after: list[RunData]) -> dict[str, An
 
 
 def drift_note(section: dict[str, Any]) -> str | None:
-    """One sentence for the comparison's notes: how far the control figure moved."""
+    """One sentence for the comparison's notes: how far the yardstick moved."""
     if not section:
         return None
     return (
-        f"Control figure ({section['label']}, which the compared twins cannot move): after/before "
+        f"Yardstick ({section['label']}, which the compared twins cannot move): after/before "
         f"{section['ratio']:.3f}x, and {section['spread']:.1%} between the fastest and slowest run. A metric "
         "that moved less than that may have moved with the machine, not with the change."
     )

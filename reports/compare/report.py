@@ -9,7 +9,7 @@ from matplotlib.figure import Figure
 
 from infer_prof.reports.compare import summary as compare_summary
 from infer_prof.reports.compare.analysis import FASTER, SLOWER, ComparisonResult
-from infer_prof.reports.compare.charts import draw_control, draw_improvements, draw_shift
+from infer_prof.reports.compare.charts import draw_improvements, draw_shift, draw_yardstick
 from infer_prof.reports.report_files import write_report_files
 from infer_prof.reports.run import charts
 from infer_prof.reports.run.pdf_text import A4_INCHES, CHART_AREA, TextPages
@@ -27,7 +27,7 @@ def write_comparison_report(result: ComparisonResult, out_dir: str | Path) -> di
     )
 
 
-CONTROL_HEIGHT = 3.2
+YARDSTICK_HEIGHT = 3.2
 
 
 def _improvement_height(result: ComparisonResult) -> float:
@@ -63,7 +63,7 @@ def render_comparison_html(result: ComparisonResult) -> str:
         shift=compare_summary.shift_table(result),
         methods=methods,
         notes=result.notes,
-        control=result.control,
+        yardstick=result.yardstick,
         charts={
             "improvements": charts.draw_with(
                 draw_improvements,
@@ -79,10 +79,10 @@ def render_comparison_html(result: ComparisonResult) -> str:
                 height=_shift_height(result),
                 label="time split shift in percentage points",
             ),
-            "control": charts.draw_with(
-                draw_control, result.control, width=10, height=CONTROL_HEIGHT, label="control figure per run"
+            "yardstick": charts.draw_with(
+                draw_yardstick, result.yardstick, width=10, height=YARDSTICK_HEIGHT, label="yardstick per run"
             )
-            if result.control
+            if result.yardstick
             else None,
         },
     )
@@ -113,11 +113,11 @@ def _write_pdf(handle: object, result: ComparisonResult) -> None:
         draw_improvements(areas[0], result)
         draw_shift(areas[1], result)
         pdf.savefig(page)
-        if result.control:
+        if result.yardstick:
             page = charts.page(*A4_INCHES, CHART_AREA)
             area, _ = page.subfigures(
-                2, 1, height_ratios=[CONTROL_HEIGHT, 10.2 - CONTROL_HEIGHT], squeeze=False
+                2, 1, height_ratios=[YARDSTICK_HEIGHT, 10.2 - YARDSTICK_HEIGHT], squeeze=False
             )[:, 0]
             area.suptitle("Drift: did the machine move?", fontsize=12, fontweight="bold", x=0.0, ha="left")
-            draw_control(area, result.control)
+            draw_yardstick(area, result.yardstick)
             pdf.savefig(page)

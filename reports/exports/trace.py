@@ -17,6 +17,7 @@ from infer_prof.profiler.rundir.results import (
     KERNEL_EVENT_COLUMNS,
     SPAN_COLUMNS,
     RunData,
+    current_span_names,
 )
 from infer_prof.profiler.rundir.validate import whole_numbers
 from infer_prof.reports.rundata import load_run, phase_columns, run_start_ns
@@ -90,7 +91,7 @@ def _read_table(run: RunData, key: str, columns: tuple[str, ...]) -> pd.DataFram
     if (table["end_ns"] < table["start_ns"]).any():
         row = int(table.index[table["end_ns"] < table["start_ns"]][0]) + 2
         raise ReportError(f"{path}: row {row} ends before it starts; re-record the run or delete the file")
-    return table if not table.empty else None
+    return current_span_names(table) if not table.empty else None
 
 
 def gpu_events(run: RunData, gpu: pd.DataFrame | None) -> list[dict[str, Any]]:

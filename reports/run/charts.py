@@ -59,8 +59,8 @@ PHASE_COLOURS = {
     "prepare_ms": "#999933",
     "model_ms": "#0072B2",
     "sampler_ms": "#D55E00",
-    "detokenize_ms": "#8C6D31",
-    "tokenize_ms": "#F0E442",
+    "detokenizer_ms": "#8C6D31",
+    "tokenizer_ms": "#F0E442",
     "other_ms": "#BBBBBB",
 }
 PERCENTILE_STYLES = {"p50": ("#009E73", "--"), "p90": ("#E69F00", "-."), "p99": ("#D55E00", ":")}

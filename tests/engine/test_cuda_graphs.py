@@ -86,7 +86,7 @@ def test_an_engine_on_graphs_gives_the_same_greedy_tokens() -> None:
             model.graphs = DecodeGraphs(
                 model, max_batch=4, max_blocks=CONFIG.context_length // BLOCK, capture=False
             )
-        config = EngineConfig(block_size=BLOCK, max_num_seqs=4, max_batched_tokens=64, num_kv_blocks=64)
+        config = EngineConfig(block_size=BLOCK, max_batch=4, max_batched_tokens=64, kv_blocks=64)
         scheduler, kv_alloc, sampler = python_components(config, model)
         engine = Engine(
             model,

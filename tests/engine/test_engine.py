@@ -71,7 +71,7 @@ def test_greedy_outputs_survive_preemption_in_a_tiny_kv_pool() -> None:
     model = FakeModel()
     prompts = random_prompts(16, seed=2, lo=8, hi=20)
     params = SamplingParams(max_tokens=20, ignore_eos=True)
-    engine = make_engine(model, block_size=4, num_kv_blocks=12, max_num_seqs=8, max_batched_tokens=32)
+    engine = make_engine(model, block_size=4, kv_blocks=12, max_batch=8, max_batched_tokens=32)
     with serving(engine):
         outputs = [h.result(timeout=60) for h in [engine.submit(p, params) for p in prompts]]
     assert engine.stats()["preemptions"] > 0
@@ -124,7 +124,7 @@ def test_unseeded_requests_get_a_deterministic_seed_from_the_engine_seed_and_req
 
 def test_64_client_threads_1000_requests_each_completes_exactly_once() -> None:
     model = FakeModel()
-    engine = make_engine(model, block_size=4, num_kv_blocks=256, max_num_seqs=32, max_batched_tokens=128)
+    engine = make_engine(model, block_size=4, kv_blocks=256, max_batch=32, max_batched_tokens=128)
     results: dict[int, RequestOutput] = {}
     expected: dict[int, list[int]] = {}
     errors: list[BaseException] = []
@@ -169,7 +169,7 @@ def test_64_client_threads_1000_requests_each_completes_exactly_once() -> None:
 
 
 def test_bad_requests_are_refused_clearly_and_the_engine_keeps_serving() -> None:
-    engine = make_engine(FakeModel(context_length=64), block_size=4, num_kv_blocks=10)
+    engine = make_engine(FakeModel(context_length=64), block_size=4, kv_blocks=10)
     with serving(engine):
         with pytest.raises(RequestError, match="empty"):
             engine.submit("", GREEDY)
@@ -197,7 +197,7 @@ def test_config_errors_name_the_option() -> None:
     with pytest.raises(EngineConfigError, match=r"block_size = 0"):
         EngineConfig(block_size=0)
     with pytest.raises(EngineConfigError, match="give one of them"):
-        EngineConfig(num_kv_blocks=4, kv_memory_bytes=1 << 20)
+        EngineConfig(kv_blocks=4, kv_memory_bytes=1 << 20)
     with pytest.raises(EngineConfigError, match="policy"):
         EngineConfig(policy="lifo")
     with pytest.raises(EngineConfigError, match="kv_memory_bytes = 10"):
@@ -205,8 +205,8 @@ def test_config_errors_name_the_option() -> None:
     with pytest.raises(EngineConfigError, match="context length is 64"):
         EngineConfig(max_model_len=100).resolve_max_model_len(64)
     assert EngineConfig(kv_memory_bytes=10 * 1024).resolve_num_blocks(1024, 100) == 10
-    # Default: 256 MiB of blocks, capped to max_num_seqs full-length sequences.
-    assert EngineConfig(max_num_seqs=2, block_size=16).resolve_num_blocks(1024, 100) == 2 * 7
+    # Default: 256 MiB of blocks, capped to max_batch full-length sequences.
+    assert EngineConfig(max_batch=2, block_size=16).resolve_num_blocks(1024, 100) == 2 * 7
     assert EngineConfig(block_size=16).resolve_num_blocks(2**24, 2048) == 16
 
 
@@ -333,7 +333,7 @@ def test_on_finish_runs_once_per_request_whatever_ends_it() -> None:
 
 
 def test_shutdown_with_abort_returns_every_block_and_fails_nobody_silently() -> None:
-    engine = make_engine(FakeModel(delay_s=0.001), block_size=4, max_num_seqs=4)
+    engine = make_engine(FakeModel(delay_s=0.001), block_size=4, max_batch=4)
     engine.start()
     handles = [
         engine.submit(p, SamplingParams(max_tokens=5000, ignore_eos=True)) for p in random_prompts(10, 6)
@@ -391,7 +391,7 @@ def test_spans_locks_counters_step_records_and_on_step() -> None:
         time.sleep(0.1)
         assert len(engine.step_records) == steps_when_idle  # idle: no busy loop, no empty steps
     assert set(tracer.spans) <= set(SPAN_NAMES)
-    assert {"step", "queue", "scheduler", "kv_alloc", "model", "sampler", "detokenize"} <= set(tracer.spans)
+    assert {"step", "queue", "scheduler", "kv_alloc", "model", "sampler", "detokenizer"} <= set(tracer.spans)
     assert "submit" in tracer.locks
     assert seen == list(engine.step_records) and tracer.spans.count("step") == len(seen)
     assert tracer.counters["batch_size"] == [r.batch_size for r in seen]
@@ -444,13 +444,13 @@ def compare_with_near_ties(tiny, together: list[RequestOutput], alone: list[Requ
     return divergences
 
 
-@pytest.mark.parametrize("num_kv_blocks", [None, 12])
-def test_real_model_greedy_together_equals_alone_up_to_near_ties(tiny, num_kv_blocks) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("kv_blocks", [None, 12])
+def test_real_model_greedy_together_equals_alone_up_to_near_ties(tiny, kv_blocks) -> None:  # type: ignore[no-untyped-def]
     rng = random.Random(11)
     prompts: list[str | list[int]] = [f"Request {i}: tell me about {w}" for i, w in enumerate("abcdefgh")]
     prompts += [[rng.randrange(100, 49152) for _ in range(rng.randrange(5, 60))] for _ in range(8)]
     params = SamplingParams(max_tokens=16, ignore_eos=True)
-    config = EngineConfig(block_size=16, num_kv_blocks=num_kv_blocks, max_num_seqs=16, max_batched_tokens=128)
+    config = EngineConfig(block_size=16, kv_blocks=kv_blocks, max_batch=16, max_batched_tokens=128)
 
     def build() -> Engine:
         scheduler, kv_alloc, sampler = python_components(config, tiny.model)
@@ -468,7 +468,7 @@ def test_real_model_greedy_together_equals_alone_up_to_near_ties(tiny, num_kv_bl
         preemptions = engine.stats()["preemptions"]
     with serving(build()) as engine:
         alone = [engine.submit(p, params).result(timeout=120) for p in prompts]
-    if num_kv_blocks is not None:
+    if kv_blocks is not None:
         assert preemptions > 0, "the small pool was meant to force preemption"
     assert all(o.finish_reason == "length" and len(o.token_ids) == 16 for o in together + alone)
     divergences = compare_with_near_ties(tiny, together, alone)
@@ -479,7 +479,7 @@ def test_real_model_greedy_together_equals_alone_up_to_near_ties(tiny, num_kv_bl
         == first.token_ids[3]
     )
     print(
-        f"num_kv_blocks={num_kv_blocks}: {divergences}/16 requests diverge (each at a near-tie); "
+        f"kv_blocks={kv_blocks}: {divergences}/16 requests diverge (each at a near-tie); "
         f"{preemptions} preemptions"
     )
 

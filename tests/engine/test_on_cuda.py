@@ -87,7 +87,7 @@ def test_an_engine_on_the_gpu_gives_the_cpus_greedy_tokens(graphs: bool) -> None
         model = LlamaModel(CONFIG, synthetic_weights(CONFIG, seed=9), device=device)
         if graphs and device == "cuda":
             model.graphs = DecodeGraphs(model, max_batch=4, max_blocks=CONFIG.context_length // BLOCK)
-        config = EngineConfig(block_size=BLOCK, max_num_seqs=4, max_batched_tokens=64, num_kv_blocks=64)
+        config = EngineConfig(block_size=BLOCK, max_batch=4, max_batched_tokens=64, kv_blocks=64)
         scheduler, kv_alloc, sampler = python_components(config, model)
         engine = Engine(
             model,

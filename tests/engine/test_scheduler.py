@@ -23,12 +23,12 @@ def test_is_a_scheduler_and_validates_its_config() -> None:
     assert isinstance(PythonScheduler(16, 4, 64), Scheduler)
     with pytest.raises(ValueError, match="policy"):
         PythonScheduler(16, 4, 64, policy="lifo")
-    with pytest.raises(ValueError, match="max_num_seqs"):
+    with pytest.raises(ValueError, match="max_batch"):
         PythonScheduler(16, 0, 64)
 
 
 def test_chunked_prefill_of_a_long_prompt_then_decode() -> None:
-    scheduler = PythonScheduler(block_size=4, max_num_seqs=4, max_batched_tokens=8)
+    scheduler = PythonScheduler(block_size=4, max_batch=4, max_batched_tokens=8)
     plan = scheduler.schedule([NewSequence(1, 20, 5)], [], 100)
     assert batch(plan) == [(1, 8, 0, False)] and grows(plan) == [(1, 2)]
     plan = scheduler.schedule([], [], 98)
@@ -43,7 +43,7 @@ def test_chunked_prefill_of_a_long_prompt_then_decode() -> None:
 
 
 def test_decode_batching_running_first_then_a_chunk_of_the_waiting_head() -> None:
-    scheduler = PythonScheduler(block_size=4, max_num_seqs=8, max_batched_tokens=10)
+    scheduler = PythonScheduler(block_size=4, max_batch=8, max_batched_tokens=10)
     plan = scheduler.schedule([NewSequence(i, 3, 9) for i in range(3)], [], 100)
     assert batch(plan) == [(0, 3, 0, True), (1, 3, 0, True), (2, 3, 0, True)]
     plan = scheduler.schedule([NewSequence(3, 12, 9), NewSequence(4, 2, 9)], [], 97)
@@ -64,7 +64,7 @@ def test_decode_batching_running_first_then_a_chunk_of_the_waiting_head() -> Non
 
 
 def test_max_num_seqs_limits_running() -> None:
-    scheduler = PythonScheduler(block_size=4, max_num_seqs=2, max_batched_tokens=100)
+    scheduler = PythonScheduler(block_size=4, max_batch=2, max_batched_tokens=100)
     plan = scheduler.schedule([NewSequence(i, 2, 4) for i in range(5)], [], 100)
     assert plan.seq_ids.tolist() == [0, 1] and scheduler.num_running == 2 and scheduler.num_waiting == 3
     plan = scheduler.schedule([], [0], 98)
@@ -72,7 +72,7 @@ def test_max_num_seqs_limits_running() -> None:
 
 
 def test_finished_running_frees_blocks_finished_waiting_is_dropped_unknown_ignored() -> None:
-    scheduler = PythonScheduler(block_size=4, max_num_seqs=1, max_batched_tokens=100)
+    scheduler = PythonScheduler(block_size=4, max_batch=1, max_batched_tokens=100)
     scheduler.schedule([NewSequence(0, 5, 4), NewSequence(1, 5, 4)], [], 2)
     plan = scheduler.schedule([], [1, 0, 77], 0)  # 0's two blocks come back and go to... nobody waits
     assert plan.frees.tolist() == [0] and plan.seq_ids.tolist() == [] and scheduler.num_waiting == 0
@@ -80,7 +80,7 @@ def test_finished_running_frees_blocks_finished_waiting_is_dropped_unknown_ignor
 
 
 def test_preemption_of_the_newest_when_blocks_run_out_and_it_waits_at_the_head() -> None:
-    scheduler = PythonScheduler(block_size=4, max_num_seqs=4, max_batched_tokens=100)
+    scheduler = PythonScheduler(block_size=4, max_batch=4, max_batched_tokens=100)
     pool = PythonKVAllocator(4, 4)
 
     def step(arrivals: list[NewSequence], finished: list[int]) -> StepPlan:
@@ -105,12 +105,12 @@ def test_preemption_of_the_newest_when_blocks_run_out_and_it_waits_at_the_head()
 
 
 def test_preemption_of_itself_when_the_newest_cannot_grow() -> None:
-    scheduler = PythonScheduler(block_size=2, max_num_seqs=4, max_batched_tokens=100)
+    scheduler = PythonScheduler(block_size=2, max_batch=4, max_batched_tokens=100)
     scheduler.schedule([NewSequence(0, 2, 10), NewSequence(1, 2, 10)], [], 2)
     plan = scheduler.schedule([], [], 0)
     # 0 needs a block: 1 is preempted for it (the newest); then nothing more runs this step.
     assert plan.preempted.tolist() == [1] and plan.seq_ids.tolist() == [0]
-    scheduler = PythonScheduler(block_size=2, max_num_seqs=4, max_batched_tokens=100)
+    scheduler = PythonScheduler(block_size=2, max_batch=4, max_batched_tokens=100)
     scheduler.schedule([NewSequence(0, 1, 10), NewSequence(1, 2, 10)], [], 2)
     plan = scheduler.schedule([], [], 0)
     # 0 (position 1) still fits its block; 1 (position 2) needs one, and is itself the newest.
@@ -118,7 +118,7 @@ def test_preemption_of_itself_when_the_newest_cannot_grow() -> None:
 
 
 def test_priority_admission_order_and_preemption_victim() -> None:
-    scheduler = PythonScheduler(block_size=4, max_num_seqs=1, max_batched_tokens=100, policy="priority")
+    scheduler = PythonScheduler(block_size=4, max_batch=1, max_batched_tokens=100, policy="priority")
     plan = scheduler.schedule(
         [NewSequence(0, 2, 4, 5), NewSequence(1, 2, 4, 1), NewSequence(2, 2, 4, 3)], [], 10
     )
@@ -129,7 +129,7 @@ def test_priority_admission_order_and_preemption_victim() -> None:
     assert scheduler.schedule([], [2], 9).seq_ids.tolist() == [3]
     assert scheduler.schedule([], [3], 9).seq_ids.tolist() == [0]
 
-    scheduler = PythonScheduler(block_size=2, max_num_seqs=4, max_batched_tokens=100, policy="priority")
+    scheduler = PythonScheduler(block_size=2, max_batch=4, max_batched_tokens=100, policy="priority")
     arrivals = [NewSequence(0, 2, 9, 0), NewSequence(1, 2, 9, 9), NewSequence(2, 2, 9, 1)]
     scheduler.schedule(arrivals, [], 3)
     plan = scheduler.schedule([], [], 0)
@@ -140,7 +140,7 @@ def test_priority_admission_order_and_preemption_victim() -> None:
 
 
 def test_priority_victim_is_never_a_sequence_already_scheduled_this_step() -> None:
-    scheduler = PythonScheduler(block_size=4, max_num_seqs=4, max_batched_tokens=100, policy="priority")
+    scheduler = PythonScheduler(block_size=4, max_batch=4, max_batched_tokens=100, policy="priority")
     scheduler.schedule([NewSequence(0, 5, 9, priority=9)], [], 2)
     assert scheduler.schedule([NewSequence(1, 4, 9, priority=0)], [], 1).seq_ids.tolist() == [0, 1]
     plan = scheduler.schedule([], [], 0)
@@ -149,7 +149,7 @@ def test_priority_victim_is_never_a_sequence_already_scheduled_this_step() -> No
 
 
 def test_frees_list_finished_then_preempted() -> None:
-    scheduler = PythonScheduler(block_size=2, max_num_seqs=4, max_batched_tokens=100)
+    scheduler = PythonScheduler(block_size=2, max_batch=4, max_batched_tokens=100)
     scheduler.schedule([NewSequence(i, 2, 9) for i in range(3)], [], 3)
     plan = scheduler.schedule([], [0], 0)
     # 0's block goes to 1; 2 (the newest) then needs one and preempts itself.
@@ -188,7 +188,7 @@ request = st.tuples(st.integers(0, 6), st.integers(1, 40), st.integers(1, 12), s
     policy=st.sampled_from(["fcfs", "priority"]),
     block_size=st.sampled_from([1, 2, 4, 16]),
     num_blocks=st.integers(4, 40),
-    max_num_seqs=st.integers(1, 6),
+    max_batch=st.integers(1, 6),
     max_batched_tokens=st.integers(1, 48),
     requests=st.lists(request, min_size=1, max_size=25),
     finish_rolls=st.lists(st.integers(0, 9), min_size=8, max_size=8),
@@ -197,13 +197,13 @@ def test_random_workload_never_overallocates_respects_budgets_and_completes(
     policy: str,
     block_size: int,
     num_blocks: int,
-    max_num_seqs: int,
+    max_batch: int,
     max_batched_tokens: int,
     requests: list[tuple[int, int, int, int]],
     finish_rolls: list[int],
 ) -> None:
     capacity = num_blocks * block_size
-    scheduler = PythonScheduler(block_size, max_num_seqs, max_batched_tokens, policy)
+    scheduler = PythonScheduler(block_size, max_batch, max_batched_tokens, policy)
     pool = PythonKVAllocator(num_blocks, block_size)
     # (arrival step, prompt, max_tokens, priority), trimmed so that each request fits the pool alone.
     pending = []
@@ -227,7 +227,7 @@ def test_random_workload_never_overallocates_respects_budgets_and_completes(
         check_counts(plan, cached, {new.seq_id: new.num_prompt_tokens for _, new in pending})
         assert (plan.num_waiting, plan.num_running) == (scheduler.num_waiting, scheduler.num_running)
         assert plan.num_batched_tokens <= max_batched_tokens
-        assert len(plan) <= max_num_seqs and scheduler.num_running <= max_num_seqs
+        assert len(plan) <= max_batch and scheduler.num_running <= max_batch
         assert len(set(plan.seq_ids)) == len(plan)
         assert not set(plan.seq_ids) & done
         for row, (seq_id, n, start, sample) in enumerate(batch(plan)):

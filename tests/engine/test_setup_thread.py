@@ -54,7 +54,7 @@ _PROBE = textwrap.dedent(
     else:
         loaded = models.load_model("synthetic:tiny")
         if case == "engine":
-            config = EngineConfig(num_kv_blocks=4096)  # a cache big enough for a parallel fill
+            config = EngineConfig(kv_blocks=4096)  # a cache big enough for a parallel fill
             scheduler, kv_alloc, sampler = python_components(config, loaded.model)
             Engine(loaded.model, loaded.tokenizer, scheduler=scheduler, kv_alloc=kv_alloc,
                    sampler=sampler, config=config)

@@ -21,18 +21,18 @@ pytestmark = requires_native
 
 
 def make_core(
-    num_blocks: int, block_size: int, max_num_seqs: int, max_batched_tokens: int, policy: str = "fcfs"
+    num_blocks: int, block_size: int, max_batch: int, max_batched_tokens: int, policy: str = "fcfs"
 ) -> tuple[Any, Any, Any]:
     from infer_prof.native_paths.core import core_components
 
-    return core_components(num_blocks, block_size, max_num_seqs, max_batched_tokens, policy)
+    return core_components(num_blocks, block_size, max_batch, max_batched_tokens, policy)
 
 
 def make_python(
-    num_blocks: int, block_size: int, max_num_seqs: int, max_batched_tokens: int, policy: str = "fcfs"
+    num_blocks: int, block_size: int, max_batch: int, max_batched_tokens: int, policy: str = "fcfs"
 ) -> tuple[Any, Any, Any]:
     return (
-        PythonScheduler(block_size, max_num_seqs, max_batched_tokens, policy),
+        PythonScheduler(block_size, max_batch, max_batched_tokens, policy),
         PythonKVAllocator(num_blocks, block_size),
         PythonPrepare(block_size),
     )
@@ -78,14 +78,14 @@ def drive(parts: tuple[Any, Any, Any], seed: int, steps: int, policy_priorities:
     policy=st.sampled_from(["fcfs", "priority"]),
     block_size=st.sampled_from([1, 2, 4, 16]),
     num_blocks=st.integers(40, 80),
-    max_num_seqs=st.integers(1, 8),
+    max_batch=st.integers(1, 8),
     max_batched_tokens=st.integers(1, 64),
     seed=st.integers(0, 2**32),
 )
 def test_core_steps_like_the_python_twins(
-    policy: str, block_size: int, num_blocks: int, max_num_seqs: int, max_batched_tokens: int, seed: int
+    policy: str, block_size: int, num_blocks: int, max_batch: int, max_batched_tokens: int, seed: int
 ) -> None:
-    sizes = (num_blocks, block_size, max_num_seqs, max_batched_tokens, policy)
+    sizes = (num_blocks, block_size, max_batch, max_batched_tokens, policy)
     python = drive(make_python(*sizes), seed, 70, policy == "priority")
     native = drive(make_core(*sizes), seed, 70, policy == "priority")
     assert native == python

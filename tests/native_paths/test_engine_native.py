@@ -18,9 +18,7 @@ def serve(
     native: str, prompts: list[list[int]], params: list[SamplingParams], policy: str
 ) -> tuple[list[list[int]], int]:
     model = FakeModel()
-    config = EngineConfig(
-        block_size=4, num_kv_blocks=40, max_num_seqs=6, max_batched_tokens=48, policy=policy
-    )
+    config = EngineConfig(block_size=4, kv_blocks=40, max_batch=6, max_batched_tokens=48, policy=policy)
     scheduler, kv_alloc, sampler = python_components(config, model)
     prepare = None
     if native != "none":
@@ -28,7 +26,7 @@ def serve(
             native,
             num_blocks=kv_alloc.num_blocks,
             block_size=config.block_size,
-            max_num_seqs=config.max_num_seqs,
+            max_batch=config.max_batch,
             max_batched_tokens=config.max_batched_tokens,
             policy=policy,
         )

@@ -15,12 +15,10 @@ from infer_prof.engine.types import NewSequence, Scheduler, StepPlan
 from tests.native_paths.support import requires_native, twin_params
 
 
-def make_native(
-    block_size: int, max_num_seqs: int, max_batched_tokens: int, policy: str = "fcfs"
-) -> Scheduler:
+def make_native(block_size: int, max_batch: int, max_batched_tokens: int, policy: str = "fcfs") -> Scheduler:
     from infer_prof.native_paths.scheduler import NativeScheduler
 
-    return NativeScheduler(block_size, max_num_seqs, max_batched_tokens, policy)
+    return NativeScheduler(block_size, max_batch, max_batched_tokens, policy)
 
 
 parametrize_scheduler = pytest.mark.parametrize("make_scheduler", twin_params(PythonScheduler, make_native))
@@ -89,7 +87,7 @@ def test_duplicate_arrival_is_refused_like_python(make_scheduler) -> None:  # ty
 def test_adapter_refuses_bad_arguments() -> None:
     with pytest.raises(ValueError, match="policy"):
         make_native(4, 4, 100, "lifo")
-    with pytest.raises(ValueError, match="max_num_seqs"):
+    with pytest.raises(ValueError, match="max_batch"):
         make_native(4, 0, 100)
     scheduler = make_native(4, 1, 100)
     scheduler.schedule([NewSequence(7, 3, 4), NewSequence(8, 3, 4)], [], 10)
@@ -152,22 +150,22 @@ def drive(
     policy=st.sampled_from(["fcfs", "priority"]),
     block_size=st.sampled_from([1, 2, 3, 4, 16]),
     num_blocks=st.integers(2, 40),
-    max_num_seqs=st.integers(1, 8),
+    max_batch=st.integers(1, 8),
     max_batched_tokens=st.integers(1, 64),
     seed=st.integers(0, 2**32),
 )
 def test_twins_plan_identical_steps(
-    policy: str, block_size: int, num_blocks: int, max_num_seqs: int, max_batched_tokens: int, seed: int
+    policy: str, block_size: int, num_blocks: int, max_batch: int, max_batched_tokens: int, seed: int
 ) -> None:
     python = drive(
-        PythonScheduler(block_size, max_num_seqs, max_batched_tokens, policy),
+        PythonScheduler(block_size, max_batch, max_batched_tokens, policy),
         PythonKVAllocator(num_blocks, block_size),
         random.Random(seed),
         60,
         24,
     )
     native = drive(
-        make_native(block_size, max_num_seqs, max_batched_tokens, policy),
+        make_native(block_size, max_batch, max_batched_tokens, policy),
         PythonKVAllocator(num_blocks, block_size),
         random.Random(seed),
         60,

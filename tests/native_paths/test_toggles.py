@@ -14,7 +14,7 @@ from infer_prof.errors import InferProfError
 from infer_prof.native_paths import loader, toggles
 from tests.native_paths.support import requires_native
 
-SIZES = {"num_blocks": 16, "block_size": 4, "max_num_seqs": 4, "max_batched_tokens": 32}
+SIZES = {"num_blocks": 16, "block_size": 4, "max_batch": 4, "max_batched_tokens": 32}
 
 
 @pytest.mark.parametrize(

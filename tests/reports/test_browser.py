@@ -178,6 +178,6 @@ def test_compare_page_loads_clean_with_its_drift_chart(tmp_path):
     assert labels == [
         "ratios after over before with confidence intervals",
         "time split shift in percentage points",
-        "control figure per run",
+        "yardstick per run",
     ]
     assert all(chart["width"] > 600 and chart["shapes"] > 10 for chart in seen["charts"]), seen["charts"]

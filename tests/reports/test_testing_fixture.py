@@ -13,7 +13,7 @@ def test_tables_have_schema_columns_and_requested_sizes(tmp_path):
     assert set(REQUEST_COLUMNS) <= set(run.requests.columns)
     assert set(STEP_COLUMNS) <= set(run.steps.columns)
     assert {
-        f"{p}_ms" for p in ("scheduler", "kv_alloc", "prepare", "model", "sampler", "detokenize", "queue")
+        f"{p}_ms" for p in ("scheduler", "kv_alloc", "prepare", "model", "sampler", "detokenizer", "queue")
     } <= set(run.steps.columns)
     assert len(run.steps) == 200 and len(run.requests) == 60
     assert (run.steps["batch_size"] > 0).all(), "an engine never steps with an empty batch"

@@ -20,7 +20,7 @@ PHASE_COSTS = {
     "prepare": (0.05, 0.010, 0.001),
     "model": (5.5, 0.42, 0.004),
     "sampler": (0.20, 0.060, 0.0),
-    "detokenize": (0.08, 0.025, 0.0),
+    "detokenizer": (0.08, 0.025, 0.0),
 }
 BLOCK_SIZE = 16
 NUM_KV_BLOCKS = 2048
@@ -393,7 +393,7 @@ def _breakdown(rng: np.random.Generator, steps: pd.DataFrame, with_samples: bool
         "kv_alloc": phase["kv_alloc"],
         "prepare": phase["prepare"],
         "tokenizer": 0.004,
-        "detokenizer": phase["detokenize"],
+        "detokenizer": phase["detokenizer"],
         "model_glue": phase["model"] * 0.22,
         "model_kernels": phase["model"] * 0.78,
         "d2h": 0.0,
@@ -401,7 +401,7 @@ def _breakdown(rng: np.random.Generator, steps: pd.DataFrame, with_samples: bool
         "api": 0.0,
     }
     control = sum(
-        phase[name] for name in ("scheduler", "sampler", "kv_alloc", "prepare", "detokenize", "queue")
+        phase[name] for name in ("scheduler", "sampler", "kv_alloc", "prepare", "detokenizer", "queue")
     )
     interpreter = control * 0.85 + components["model_glue"] * 0.6
     categories = {
@@ -526,8 +526,8 @@ def _config(seed: int, n_requests: int, with_breakdown: bool, with_samples: bool
         "duration_s": 60,
         "engine": {
             "block_size": BLOCK_SIZE,
-            "num_kv_blocks": NUM_KV_BLOCKS,
-            "max_num_seqs": MAX_NUM_SEQS,
+            "kv_blocks": NUM_KV_BLOCKS,
+            "max_batch": MAX_NUM_SEQS,
             "max_batched_tokens": 4096,
             "policy": "fcfs",
         },
@@ -589,7 +589,7 @@ _PHASE_STACKS = {
     "sampler": [
         "Engine._step (engine/engine.py:118);PythonSampler.sample (engine/sampler.py:64);PythonSampler.top_p (engine/sampler.py:112)"
     ],
-    "detokenize": [
+    "detokenizer": [
         "Engine._step (engine/engine.py:125);IncrementalDetokenizer.decode (engine/tokenizer.py:90)"
     ],
     "queue": [

@@ -4,7 +4,7 @@ The probe is profiler/inject/sitecustomize.py, copied into the run directory's p
 first on the server's PYTHONPATH; every Python process of the server (and each one it spawns, which
 inherits the environment) imports it at start-up. It times the functions the engine tables name
 (engine_tables.EngineTable.probes, the user's tables first) and writes spans-PID.tsv and probe-PID.json
-into that folder. The folder's `control` byte switches the component probes (not the step probe) on
+into that folder. The folder's `switch` byte switches the component probes (not the step probe) on
 and off, and the step probe itself writes it before each step (1, 0, 0, 1, ...): neighbouring steps
 then pair on with off, the in-run A/B of the probe's own cost, as --verify pairs the sampler's twins.
 Blocks of wall time (2 s each) were tried first: vLLM's step time moved with its batch from one block
@@ -62,7 +62,7 @@ def prepare_probe(run_dir: Path, tables: tuple[EngineTable, ...] | None = None) 
     shutil.copyfile(SOURCE, folder / "sitecustomize.py")
     rows = probe_rows(tables)
     (folder / "probes.json").write_text(json.dumps({"probes": rows, "switch": "step"}, indent=1))
-    (folder / "control").write_bytes(b"1")
+    (folder / "switch").write_bytes(b"1")
     return ProbeSetup(folder, rows)
 
 

@@ -11,13 +11,14 @@ list to foreign_breakdown() and server_verdict().
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 from infer_prof.engine.engine import ENGINE_THREAD_NAME as ENGINE_THREAD
 from infer_prof.profiler.analysis.breakdown import build_breakdown
 from infer_prof.profiler.analysis.classify import parse_raw
 from infer_prof.profiler.analysis.foreign import foreign_breakdown, foreign_verdict
 from infer_prof.profiler.analysis.roles import process_roles
+from infer_prof.profiler.rundir.schema import Breakdown, CollectorStatus, Gil, SampledThread, Verdict
 from infer_prof.profiler.serve.profiling import API_THREAD_NAME
 
 
@@ -31,20 +32,21 @@ def is_ours(sampling: dict[str, Any] | None, window: dict[str, Any] | None) -> b
     return window is not None or ENGINE_THREAD in ((sampling or {}).get("threads") or {})
 
 
-def thread_table(sampling: dict[str, Any], pid: int | None = None) -> dict[str, dict[str, Any]]:
+def thread_table(sampling: dict[str, Any], pid: int | None = None) -> dict[str, SampledThread]:
     """Each sampled thread's split, keyed "name (thread id)": shares of its own samples by category and
     component, its waits by kind, its role (and why), and its GIL waits (native stacks only)."""
     process = process_split(sampling.get("raw_text") or "", pid)
     return thread_rows(process)
 
 
-def thread_rows(process: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    rows = {}
+def thread_rows(process: dict[str, Any]) -> dict[str, SampledThread]:
+    rows: dict[str, SampledThread] = {}
     for thread in process["threads"]:
         if not thread["samples"]:
             continue
         label = f"{thread['name'] or 'thread'} ({thread['thread_id']})"
-        rows[label] = {key: value for key, value in thread.items() if key != "counts"}
+        # analysis.roles's row: SampledThread's fields and the thread's counts, which the table leaves out
+        rows[label] = cast(SampledThread, {key: value for key, value in thread.items() if key != "counts"})
     return rows
 
 
@@ -55,7 +57,7 @@ def server_breakdown(
     native_components: list[str],
     *,
     pid: int | None = None,
-) -> tuple[dict[str, Any] | None, str, list[str]]:
+) -> tuple[Breakdown | None, str, list[str]]:
     """(breakdown, engine thread label, notes) from what was measured; breakdown None when nothing was."""
     sampled = sampling is not None and sampling.get("status") == "ok"
     if not is_ours(sampling, window):
@@ -99,8 +101,8 @@ PROBE_SPANS = (
 
 
 def server_verdict(
-    breakdown: dict[str, Any], collectors: dict[str, Any], *, probed: bool = False
-) -> dict[str, Any]:
+    breakdown: Breakdown, collectors: dict[str, CollectorStatus], *, probed: bool = False
+) -> Verdict:
     """The verdict: the foreign one when the breakdown holds processes (another engine), else diagnose()'s;
     `probed`: the in-process probe timed the engine's named calls (--probe)."""
     if breakdown.get("processes") is not None:
@@ -116,17 +118,17 @@ def server_verdict(
 
 
 def gil_section(
-    window: dict[str, Any] | None, threads: dict[str, dict[str, Any]], engine_thread: str
-) -> dict[str, Any] | None:
+    window: dict[str, Any] | None, threads: dict[str, SampledThread], engine_thread: str
+) -> Gil | None:
     """GIL contention between the API layer and the engine thread, by each method that can see it.
 
     samples (native stacks): the share of each thread's samples waiting to take the GIL; spans: wall
-    minus CPU time inside pure-Python spans (api, scheduler, kv_alloc, detokenize on the engine
+    minus CPU time inside pure-Python spans (api, scheduler, kv_alloc, detokenizer on the engine
     thread; api and tokenize on the event loop), an upper bound on GIL waits (it includes waiting for
     a core on a busy machine). threads: thread_table()'s rows; engine_thread: a row's label or a thread name.
     """
-    section: dict[str, Any] = {}
-    samples = {label: row["gil_wait"] for label, row in threads.items() if row.get("gil_wait") is not None}
+    section: Gil = {}
+    samples = {label: gil for label, row in threads.items() if (gil := row.get("gil_wait")) is not None}
     if samples:
         section["samples"] = {
             "engine_thread": _gil_of(threads, engine_thread, role="engine loop"),
@@ -138,14 +140,14 @@ def gil_section(
         wall = window.get("wall_ns") or 0
         section["spans_off_cpu"] = {
             "engine_thread": _off_cpu(
-                spans, ENGINE_THREAD, ("api", "scheduler", "kv_alloc", "detokenize", "queue"), wall
+                spans, ENGINE_THREAD, ("api", "scheduler", "kv_alloc", "detokenizer", "queue"), wall
             ),
-            "api_thread": _off_cpu(spans, API_THREAD_NAME, ("api", "tokenize"), wall),
+            "api_thread": _off_cpu(spans, API_THREAD_NAME, ("api", "tokenizer"), wall),
         }
     return section or None
 
 
-def _gil_of(threads: dict[str, dict[str, Any]], wanted: str, role: str) -> float | None:
+def _gil_of(threads: dict[str, SampledThread], wanted: str, role: str) -> float | None:
     """The GIL share of the row labelled or named `wanted`, else of the busiest row with `role`."""
     for label, row in threads.items():
         if label == wanted or row.get("name") == wanted:

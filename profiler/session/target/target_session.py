@@ -19,7 +19,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlsplit
 
 import numpy as np
@@ -38,6 +38,17 @@ from infer_prof.profiler.collectors.registry import DEEP_RATE_HZ, DEFAULT_RATE_H
 from infer_prof.profiler.collectors.sampling import SamplingCollector
 from infer_prof.profiler.rundir.environment import describe_environment
 from infer_prof.profiler.rundir.results import REQUEST_COLUMNS, STEP_COLUMNS, RunResult, write_run
+from infer_prof.profiler.rundir.schema import (
+    Breakdown,
+    CollectorStatus,
+    Config,
+    EngineFigures,
+    Environment,
+    Metrics,
+    Probe,
+    SampledThread,
+    Target,
+)
 from infer_prof.profiler.session.options import OptionError
 from infer_prof.profiler.session.record import write_samples
 from infer_prof.profiler.session.session import SessionHooks, SessionOutcome, prepare_prompts
@@ -57,6 +68,9 @@ from infer_prof.profiler.session.target.tree import ServerTree, find_server_tree
 from infer_prof.profiler.session.target.watch import TreeSampler
 from infer_prof.scenarios.loadgen import generate_requests
 from infer_prof.scenarios.spec import ScenarioSpec
+
+if TYPE_CHECKING:
+    from infer_prof.engine.tokenizer import Tokenizer
 
 CLIENT_BUSY_FRACTION = 0.8  # of one core: above it the client may be what limits the load
 CLIENT_LAG_MS = 50.0  # p99 lateness of sends against the schedule that says the same
@@ -134,7 +148,7 @@ def run_target_session(
     scenario: ScenarioSpec,
     out_dir: Path,
     *,
-    tokenizer: Any,
+    tokenizer: Tokenizer,
     profile: str,
     stop_event: threading.Event | None = None,
     hooks: SessionHooks | None = None,
@@ -217,18 +231,18 @@ def tree_sampler(plan: TargetPlan, profile: str) -> TreeSampler | None:
     if plan.pid is None or profile == "off":
         return None
     deep = profile == "deep"
-    native = deep or not plan.server.ours
+    native_stacks = deep or not plan.server.ours
     native_tries: dict[int, int] = {}
 
     def make_collector(pid: int) -> SamplingCollector:
         # A process caught while it starts can refuse an attach that works a moment later: native stacks are
         # tried twice before the last try goes without them.
         native_tries[pid] = native_tries.get(pid, 0) + 1
-        use_native = native and native_tries[pid] <= NATIVE_ATTACH_TRIES
+        use_native = native_stacks and native_tries[pid] <= NATIVE_ATTACH_TRIES
         return SamplingCollector(
             pid=pid,
             rate=DEEP_RATE_HZ if deep else DEFAULT_RATE_HZ,
-            native=use_native,
+            native_stacks=use_native,
             priority="realtime" if deep else "low",
         )
 
@@ -286,7 +300,7 @@ def record_target(
     processes = (
         process_table(watched, results, primary, load.end_ns - load.start_ns) if tree is not None else None
     )
-    collectors = (
+    collectors: dict[str, CollectorStatus] = (
         {"sampling": {"status": sampling["status"], "reason": sampling["reason"]}} if sampling else {}
     )
     if window is not None:
@@ -310,7 +324,7 @@ def record_target(
         collectors["probe"] = {"status": "ok" if probed else "failed", "reason": None if probed else NO_PROBE}
     verdict = server_verdict(breakdown, collectors, probed=probed) if breakdown is not None else None
     if verdict is not None:
-        queued = queueing_reason(verdict, metrics)
+        queued = queueing_reason(verdict, cast(Metrics, metrics))
         if queued:
             verdict["reasons"] = [*verdict.get("reasons", []), queued]
             verdict.setdefault("foreign", {})["queueing"] = queued
@@ -324,34 +338,39 @@ def record_target(
                 *probe_section["lines"],
                 *probe_bounds(probe_section, engine),
             ]
+    target = _target_block(
+        plan,
+        load,
+        breakdown,
+        sampling,
+        window,
+        window_data,
+        threads,
+        engine_thread,
+        duration_s,
+        processes,
+        primary,
+    )
+    if probe_section is not None:
+        target["probe"] = probe_section
+    # describe_environment, compute_metrics and engine_timeline_summary build their sections as plain dicts.
     result = RunResult(
         config=_config(plan, scenario, profile, list(collectors), prompt_model),
-        environment=describe_environment(),
+        environment=cast(Environment, describe_environment()),
         scenario=scenario.to_dict(),
-        metrics=metrics,
-        engine={
-            **(engine_timeline_summary(steps) if steps else {}),
-            **({"steps": len(steps)} if steps else {}),
-        },
+        metrics=cast(Metrics, metrics),
+        engine=cast(
+            EngineFigures,
+            {
+                **(engine_timeline_summary(steps) if steps else {}),
+                **({"steps": len(steps)} if steps else {}),
+            },
+        ),
         collectors=collectors,
         breakdown=breakdown,
         verdict=verdict,
-        target=_target_block(
-            plan,
-            load,
-            breakdown,
-            sampling,
-            window,
-            window_data,
-            threads,
-            engine_thread,
-            duration_s,
-            processes,
-            primary,
-        ),
+        target=target,
     )
-    if probe_section is not None:
-        result.target["probe"] = probe_section
     collector_results: dict[str, Any] = {"sampling": sampling} if sampling else {}
     collector_results["processes"] = results
     steps_df = pd.DataFrame(steps) if steps else pd.DataFrame(columns=list(STEP_COLUMNS))
@@ -365,9 +384,7 @@ NO_PROBE = (
 PROBE_FLUSH_S = 0.6  # the probe writes its spans every 0.25 s
 
 
-def _probe_section(
-    probe: ProbeSetup, load: HttpLoad, processes: list[dict[str, Any]] | None
-) -> dict[str, Any]:
+def _probe_section(probe: ProbeSetup, load: HttpLoad, processes: list[dict[str, Any]] | None) -> Probe:
     """The probe's spans (read once its last flush is in), analysed over the load."""
     time.sleep(PROBE_FLUSH_S)
     table = {int(entry["pid"]): entry for entry in processes or []}
@@ -460,7 +477,7 @@ def _request_tables(records: list[HttpRecord]) -> tuple[list[RequestTiming], lis
 
 def _config(
     plan: TargetPlan, scenario: ScenarioSpec, profile: str, collectors: list[str], prompt_model: str
-) -> dict[str, Any]:
+) -> Config:
     info = plan.server.info or {}
     return {
         "model": plan.server.model,
@@ -485,16 +502,16 @@ def _config(
 def _target_block(
     plan: TargetPlan,
     load: HttpLoad,
-    breakdown: dict[str, Any] | None,
+    breakdown: Breakdown | None,
     sampling: dict[str, Any] | None,
     window: RemoteWindow | None,
     window_data: dict[str, Any] | None,
-    threads: dict[str, Any],
+    threads: dict[str, SampledThread],
     engine_thread: str,
     duration_s: float,
     processes: list[dict[str, Any]] | None,
     primary: int | None,
-) -> dict[str, Any]:
+) -> Target:
     methods = [name for name, split in ((breakdown or {}).get("methods") or {}).items() if split]
     reason = plan.split_unavailable
     if not methods and reason is None:

@@ -35,7 +35,7 @@ def spans_result() -> dict[str, Any]:
                     "kv_alloc": span(20),
                     "model": span(400),
                     "sampler": span(80),
-                    "detokenize": span(30),
+                    "detokenizer": span(30),
                 },
                 "locks": {
                     "queue": {
@@ -52,7 +52,7 @@ def spans_result() -> dict[str, Any]:
             },
             "client-0": {
                 "native_ids": [12],
-                "spans": {"tokenize": span(300)},
+                "spans": {"tokenizer": span(300)},
                 "locks": {},
                 "pauses": {},
                 "covered_ns": 300,

@@ -82,7 +82,7 @@ def test_parse_line_reads_thread_frames_and_count() -> None:
     assert parsed.frames[-1] == Frame("clock_nanosleep", "libc.so.6", False)
     assert parsed.frames[-2] == Frame("time_sleep", "libpython3.11.so.1.0", False)
     assert Frame("client", "work.py", True) in parsed.frames
-    assert parsed.native
+    assert parsed.has_native_frames
 
 
 def test_parse_frame_handles_cpp_parentheses_addresses_and_no_line_numbers() -> None:
@@ -103,7 +103,9 @@ def test_parse_frame_handles_cpp_parentheses_addresses_and_no_line_numbers() -> 
 
 def test_parse_line_without_threads_and_malformed_lines() -> None:
     parsed = parse_line("<module> (x.py:1);f (x.py:2) 7")
-    assert parsed is not None and parsed.thread_id is None and parsed.count == 7 and not parsed.native
+    assert (
+        parsed is not None and parsed.thread_id is None and parsed.count == 7 and not parsed.has_native_frames
+    )
     assert parse_line("") is None
     assert parse_line("no count here") is None
     assert len(parse_raw("\n".join(REAL.values()) + "\n\n")) == len(REAL)

@@ -59,7 +59,7 @@ def test_same_config_repeats_pass_and_a_slower_sampler_fails(tmp_path: Path) -> 
     run()  # the first run of a process is ~10% slower (warm-up): never a baseline
     report = sides()
     for _ in range(2):
-        # A void comparison (the control figure says the machine itself moved under the runs) is
+        # A void comparison (the yardstick says the machine itself moved under the runs) is
         # no reading, and the checker fails it on purpose; read again, as its message says. A false
         # alarm on a machine that held still fails at once.
         if not any(r.test == "void" for r in report.failed_errors):

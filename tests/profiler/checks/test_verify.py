@@ -90,8 +90,8 @@ def test_verify_rewrites_result_json_with_both_gains(
     # The sampler's twins take turns in blocks short enough for this short run.
     monkeypatch.setattr("infer_prof.profiler.checks.twin_switch.BLOCK_STEPS", 2)
 
-    # The drift guard's answer is fixed here (its arithmetic is tested in test_control.py): short runs on a
-    # shared machine move the control figure either way, and this test is about the plumbing of both paths.
+    # The drift guard's answer is fixed here (its arithmetic is tested in test_yardstick.py): short runs on a
+    # shared machine move the yardstick either way, and this test is about the plumbing of both paths.
     reason = "void: the machine changed (planted)" if void else None
     monkeypatch.setattr("infer_prof.profiler.checks.verify.drift_void", lambda *args, **kwargs: reason)
     main = run_session(options, spec, tmp_path / "run", loaded=loaded)

@@ -119,7 +119,7 @@ def test_step_phase_table_for_the_sessions_steps_csv() -> None:
     clock = FakeClock()
     tracer = RecordingTracer(clock=clock, cpu_clock=None)
     run_nested(tracer, clock)
-    with tracer.span("tokenize"):  # outside any step: not in the table
+    with tracer.span("tokenizer"):  # outside any step: not in the table
         clock.advance(9)
     assert tracer.step_phase_table() == {
         0: {"step": 33, "scheduler": 32, "kv_alloc": 5, "lock_wait": 7, "gc": 4}
@@ -131,7 +131,7 @@ def test_spans_outside_steps_and_on_other_threads_are_kept_apart() -> None:
     both_open = threading.Barrier(2)
 
     def client() -> None:
-        with tracer.span("tokenize"):
+        with tracer.span("tokenizer"):
             both_open.wait(timeout=5)
 
     worker = threading.Thread(target=client, name="client-0")
@@ -140,7 +140,7 @@ def test_spans_outside_steps_and_on_other_threads_are_kept_apart() -> None:
         both_open.wait(timeout=5)
     worker.join()
     threads = tracer.summary()["threads"]
-    assert set(threads["client-0"]["spans"]) == {"tokenize"}
+    assert set(threads["client-0"]["spans"]) == {"tokenizer"}
     assert set(threads[threading.current_thread().name]["spans"]) == {"step"}
     # The client's span was open at the same time but is not the engine step's child.
     assert (
@@ -524,11 +524,13 @@ def test_registry_profiles() -> None:
     assert (windows.first_step, windows.steps, windows.every) == DEFAULT_KERNEL_WINDOWS  # type: ignore[attr-defined]
     sampling = default[-1]
     assert (
-        isinstance(sampling, SamplingCollector) and not sampling.native and sampling.rate == DEFAULT_RATE_HZ
+        isinstance(sampling, SamplingCollector)
+        and not sampling.native_stacks
+        and sampling.rate == DEFAULT_RATE_HZ
     )
     deep = default_collectors("deep", kernel_windows=(3, 2, 10))
     assert [c.name for c in deep] == ["spans", "gc", "kernels", "gpu", "sampling"]
-    assert deep[-1].native  # type: ignore[attr-defined]
+    assert deep[-1].native_stacks  # type: ignore[attr-defined]
     assert find_tracer(deep) is deep[0].tracer  # type: ignore[attr-defined]
     with pytest.raises(ProfileError, match="--profile='fast'"):
         default_collectors("fast")

@@ -144,8 +144,8 @@ def test_one_native_call_per_component_per_step_through_the_engine(native: str, 
     if not loader.available()["built"]:
         pytest.skip("native extension not built")
     model = FakeModel()
-    config = EngineConfig(block_size=4, num_kv_blocks=64, max_num_seqs=4, max_batched_tokens=64)
-    parts = make_components(native, num_blocks=64, block_size=4, max_num_seqs=4, max_batched_tokens=64)
+    config = EngineConfig(block_size=4, kv_blocks=64, max_batch=4, max_batched_tokens=64)
+    parts = make_components(native, num_blocks=64, block_size=4, max_batch=4, max_batched_tokens=64)
     engine = Engine(
         model,
         FakeTokenizer(),

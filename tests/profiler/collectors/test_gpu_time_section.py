@@ -24,7 +24,7 @@ def test_the_section_splits_the_engine_threads_steps_and_leaves_client_threads_o
     thread = threading.Thread(target=engine_loop, name=ENGINE_THREAD_NAME)
     thread.start()
     thread.join()
-    with tracer.span("tokenize"):  # a client thread's span: not the engine's, not in the split
+    with tracer.span("tokenizer"):  # a client thread's span: not the engine's, not in the split
         pass
     timer.stop()
     rows = [

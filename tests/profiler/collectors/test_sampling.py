@@ -48,7 +48,10 @@ def engine() -> Iterator[BusyEngine]:
 
 def sample(engine: BusyEngine, *, native: bool, seconds: float, priority: str = "low") -> dict:  # type: ignore[type-arg]
     collector = SamplingCollector(
-        rate=100, native=native, engine_thread_id_getter=lambda: engine.thread.native_id, priority=priority
+        rate=100,
+        native_stacks=native,
+        engine_thread_id_getter=lambda: engine.thread.native_id,
+        priority=priority,
     )
     collector.start()
     if collector.status == "skipped":
@@ -109,8 +112,10 @@ def test_attach_failure_is_skipped_with_reason() -> None:
 
 
 def test_command_never_combines_native_with_nonblocking() -> None:
-    native = py_spy_command("py-spy", 7, "out.txt", rate=97, native=True, idle=True, gil=False)
-    cheap = py_spy_command("py-spy", 7, "out.txt", rate=59, native=False, idle=False, gil=True, duration_s=3)
+    native = py_spy_command("py-spy", 7, "out.txt", rate=97, native_stacks=True, idle=True, gil=False)
+    cheap = py_spy_command(
+        "py-spy", 7, "out.txt", rate=59, native_stacks=False, idle=False, gil=True, duration_s=3
+    )
     assert "--native" in native and "--nonblocking" not in native and "--idle" in native
     assert "--nonblocking" in cheap and "--native" not in cheap and "--gil" in cheap
     assert cheap[cheap.index("--duration") + 1] == "3" and cheap[cheap.index("--rate") + 1] == "59"

@@ -109,7 +109,7 @@ def _probe(module: str, function: str, component: str = "scheduler") -> dict[str
     return {"component": component, "module": module, "function": function}
 
 
-def _setup(tmp_path: Path, probes: object = None, control: bytes | None = None) -> Path:
+def _setup(tmp_path: Path, probes: object = None, switch: bytes | None = None) -> Path:
     """The probe folder (a copy of sitecustomize.py), a module folder and the probe dir; returns the probe dir."""
     inject = tmp_path / "inject"
     inject.mkdir()
@@ -122,8 +122,8 @@ def _setup(tmp_path: Path, probes: object = None, control: bytes | None = None) 
     if probes is not None:
         text = probes if isinstance(probes, str) else json.dumps({"probes": probes})
         (probe_dir / "probes.json").write_text(text)
-    if control is not None:
-        (probe_dir / "control").write_bytes(control)
+    if switch is not None:
+        (probe_dir / "switch").write_bytes(switch)
     return probe_dir
 
 
@@ -322,7 +322,7 @@ def test_the_control_file_turns_component_probes_off_but_not_the_step_probe(tmp_
     probe_dir = _setup(
         tmp_path,
         [_probe("work", "slow"), _probe("work", "Box.method", component="step")],
-        control=b"0",
+        switch=b"0",
     )
     _ok(
         _run(
@@ -330,8 +330,8 @@ def test_the_control_file_turns_component_probes_off_but_not_the_step_probe(tmp_
             f"""
             import work
             assert work.slow(1) == 2 and work.Box().method(1) == ("method", 1)
-            with open({str(probe_dir / "control")!r}, "r+b") as control:  # in place: the probe maps this file
-                control.write(b"1")
+            with open({str(probe_dir / "switch")!r}, "r+b") as switch:  # in place: the probe maps this file
+                switch.write(b"1")
             assert work.slow(1) == 2 and work.Box().method(1) == ("method", 1)
             """,
         )
@@ -339,7 +339,7 @@ def test_the_control_file_turns_component_probes_off_but_not_the_step_probe(tmp_
     spans = _by_index(_spans(probe_dir))
     assert [row[4] for row in spans[0]] == [1]  # the component probe: only once the flag said on
     assert [row[4] for row in spans[1]] == [0, 1]  # the step probe: both calls, with the flag at their start
-    assert _status(probe_dir)["control"] == "mapped"
+    assert _status(probe_dir)["switch"] == "mapped"
 
 
 def test_with_the_step_switch_each_outermost_step_takes_the_next_abba_turn_and_components_follow(tmp_path):
@@ -349,7 +349,7 @@ def test_with_the_step_switch_each_outermost_step_takes_the_next_abba_turn_and_c
         _probe("work", "Box.method", component="step"),
         _probe("work", "Box.static", component="step"),
     ]
-    probe_dir = _setup(tmp_path, json.dumps({"probes": probes, "switch": "step"}), control=b"1")
+    probe_dir = _setup(tmp_path, json.dumps({"probes": probes, "switch": "step"}), switch=b"1")
     _ok(
         _run(
             tmp_path,
@@ -368,13 +368,13 @@ def test_with_the_step_switch_each_outermost_step_takes_the_next_abba_turn_and_c
     assert [row[4] for row in turns] == [1, 0, 0, 1] * 3
     # slow runs after each static step, whose turn is 0, 1, 0, 1, 0, 1: it records only under the on turns.
     assert len(spans[0]) == 3 and all(row[4] == 1 for row in spans[0])
-    assert _status(probe_dir)["control"] == "mapped, switched by the steps"
-    assert (probe_dir / "control").read_bytes() == b"1"  # the last turn, written in place for every process
+    assert _status(probe_dir)["switch"] == "mapped, switched by the steps"
+    assert (probe_dir / "switch").read_bytes() == b"1"  # the last turn, written in place for every process
 
 
 def test_a_step_nested_in_a_step_keeps_its_callers_turn(tmp_path):
     probes = [_probe("work", "outer", component="step"), _probe("work", "slow", component="step")]
-    probe_dir = _setup(tmp_path, json.dumps({"probes": probes, "switch": "step"}), control=b"1")
+    probe_dir = _setup(tmp_path, json.dumps({"probes": probes, "switch": "step"}), switch=b"1")
     _ok(_run(tmp_path, "import work\nfor _ in range(4):\n    work.outer(1)\n"))  # outer calls slow
     spans = _by_index(_spans(probe_dir))
     assert [row[4] for row in spans[0]] == [1, 0, 0, 1]
@@ -493,7 +493,7 @@ def test_the_status_file_describes_the_process_and_the_probe_cost(tmp_path):
     assert status["argv"] == ["-c"]
     assert status["python"] == sys.version.split()[0] and status["clock"] == "perf_counter_ns"
     assert isinstance(status["cost_ns"], int) and 0 < status["cost_ns"] < 100_000
-    assert status["control"] == "absent" and status["dropped"] == 0
+    assert status["switch"] == "absent" and status["dropped"] == 0
     assert [p["index"] for p in status["patched"]] == [0]
 
 

@@ -179,7 +179,7 @@ def test_paused_gc_collector_takes_its_callback_out() -> None:
 
 def test_native_sampling_refuses_to_pause() -> None:
     # Stopping a py-spy that holds the process under ptrace could stop the engine with it.
-    collector = SamplingCollector(native=True)
+    collector = SamplingCollector(native_stacks=True)
     collector.status = "ok"
     assert collector.pause() is False
 

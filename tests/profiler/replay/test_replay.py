@@ -95,7 +95,7 @@ def test_a_recording_the_python_twins_do_not_reproduce_is_not_replayed(tmp_path:
     shape = PoolShape(
         outcome.extras["built"].engine.num_blocks,
         config.block_size,
-        config.max_num_seqs,
+        config.max_batch,
         config.max_batched_tokens,
         config.policy,
     )
@@ -105,7 +105,7 @@ def test_a_recording_the_python_twins_do_not_reproduce_is_not_replayed(tmp_path:
 
     # A twin that fails its replay costs that component its figure, not the run or the other components.
     scheduler = (
-        lambda: PythonScheduler(config.block_size, config.max_num_seqs, config.max_batched_tokens),
+        lambda: PythonScheduler(config.block_size, config.max_batch, config.max_batched_tokens),
         refuses,
     )
     kv_alloc = (lambda: PythonKVAllocator(shape.num_blocks, shape.block_size),) * 2

@@ -51,6 +51,10 @@ def test_an_older_file_the_tool_still_supports_loads_and_renders() -> None:
     assert result.gpu_time is None and result.replay is None and result.target is None
     assert result.verdict is not None and result.verdict["component"]
     assert headline(result) and key_figures(result)
+    # It names the engine's sizes as vLLM does; read, they carry the options' names.
+    assert json.loads(OLD_RESULT.read_text())["config"]["engine"]["max_num_seqs"] == 48
+    assert result.config["engine"]["max_batch"] == 48 and result.config["engine"]["kv_blocks"] == 2048
+    assert "max_num_seqs" not in result.config["engine"] and "num_kv_blocks" not in result.config["engine"]
 
 
 @pytest.mark.parametrize(

@@ -48,10 +48,10 @@ class Running:
 
 @contextmanager
 def running_server(
-    *, delay_s: float = 0.0, max_pending: int = 64, num_kv_blocks: int = 64, context_length: int = 512
+    *, delay_s: float = 0.0, max_pending: int = 64, kv_blocks: int = 64, context_length: int = 512
 ) -> Iterator[Running]:
     model = FakeModel(delay_s=delay_s, context_length=context_length)
-    config = EngineConfig(block_size=4, num_kv_blocks=num_kv_blocks, max_num_seqs=8)
+    config = EngineConfig(block_size=4, kv_blocks=kv_blocks, max_batch=8)
     scheduler, kv_alloc, sampler = python_components(config, model)
     engine = Engine(
         model, FakeTokenizer(), scheduler=scheduler, kv_alloc=kv_alloc, sampler=sampler, config=config

@@ -28,7 +28,7 @@ MODEL = "fake-model"
 def logged_server() -> Iterator[tuple[str, list[str]]]:
     """A real uvicorn server over the fake model, its app wrapped in the access log; yields (url, lines)."""
     model = FakeModel(context_length=512)
-    config = EngineConfig(block_size=4, num_kv_blocks=64, max_num_seqs=8)
+    config = EngineConfig(block_size=4, kv_blocks=64, max_batch=8)
     scheduler, kv_alloc, sampler = python_components(config, model)
     engine = Engine(
         model, FakeTokenizer(), scheduler=scheduler, kv_alloc=kv_alloc, sampler=sampler, config=config

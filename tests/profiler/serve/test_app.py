@@ -191,7 +191,7 @@ def test_a_profile_window_records_api_spans_on_both_threads(served) -> None:
             assert sse_chunks(response)[-1] == "[DONE]"
     window = httpx.post(f"{served.url}/infer-prof/profile/stop", timeout=30).json()
     threads = window["collector_results"]["spans"]["threads"]
-    assert {"api", "tokenize"} <= set(threads[API_THREAD_NAME]["spans"])  # parse, validate, encode, tokenize
+    assert {"api", "tokenizer"} <= set(threads[API_THREAD_NAME]["spans"])  # parse, validate, encode, tokenize
     assert threads[ENGINE_THREAD_NAME]["spans"]["api"]["count"] >= 3 * 9  # the hand-off of every token
     assert window["steps"] and all("model_ms" in row for row in window["steps"] if row["batch_size"])
     assert served.state.engine.tracer is served.state.tracing.tracer  # back to the no-op tracer

@@ -33,7 +33,7 @@ def test_the_engine_sizes_defaults_are_the_engines_own() -> None:
         if option.engine_field:
             assert option.default == engine[option.engine_field], option.name
     config = EngineOptions(device="cpu").engine_config()
-    assert (config.max_num_seqs, config.num_kv_blocks) == (OPTION["max_batch"].default, None)
+    assert (config.max_batch, config.kv_blocks) == (OPTION["max_batch"].default, None)
 
 
 def test_the_cli_signature_and_the_sweep_axes_are_built_from_the_table() -> None:

@@ -24,7 +24,7 @@ from infer_prof.profiler.session.session import SessionHooks, SessionOutcome, ru
 from infer_prof.scenarios.spec import builtin_names, load_scenario
 
 TINY = EngineOptions(model="synthetic:tiny")
-PHASE_COLUMNS = ("queue_ms", "scheduler_ms", "kv_alloc_ms", "model_ms", "sampler_ms", "detokenize_ms")
+PHASE_COLUMNS = ("queue_ms", "scheduler_ms", "kv_alloc_ms", "model_ms", "sampler_ms", "detokenizer_ms")
 
 
 @pytest.fixture(scope="module")

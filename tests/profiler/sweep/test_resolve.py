@@ -53,8 +53,8 @@ def test_the_drift_guard_voids_a_gain_whose_machine_moved():
 
     from infer_prof.profiler.sweep.table import _drift
 
-    python = pd.DataFrame({"control_us_per_token": [100.0, 102.0]})
-    steady = pd.DataFrame({"control_us_per_token": [101.0, 99.0]})
-    moved = pd.DataFrame({"control_us_per_token": [160.0, 150.0]})
+    python = pd.DataFrame({"yardstick_us_per_token": [100.0, 102.0]})
+    steady = pd.DataFrame({"yardstick_us_per_token": [101.0, 99.0]})
+    moved = pd.DataFrame({"yardstick_us_per_token": [160.0, 150.0]})
     assert _drift(steady, python) is None
     assert "the machine changed" in _drift(moved, python)

@@ -101,3 +101,20 @@ def test_run_directories_are_where_the_contract_says(sweep_dir: Path) -> None:
     for _, row in runs.iterrows():
         assert sweep_dir / row["run_dir"] == run_dir_of(sweep_dir, row["cell"], int(row["repeat"]))
         assert row["host"] == "fabricated"
+
+
+def test_a_sweep_written_before_the_yardstick_was_renamed_reads_its_column_under_the_new_name(
+    sweep_dir: Path, tmp_path: Path
+) -> None:
+    old = tmp_path / "old"
+    old.mkdir()
+    for name in ("runs", "cells"):
+        frame = pd.read_csv(sweep_dir / f"{name}.csv")
+        frame.rename(columns={"yardstick_us_per_token": "control_us_per_token"}).to_csv(old / f"{name}.csv")
+    (old / "sweep.json").write_text((sweep_dir / "sweep.json").read_text())
+    runs = read_sweep(old).runs
+    assert "control_us_per_token" not in runs.columns
+    assert (
+        runs["yardstick_us_per_token"].tolist()
+        == read_sweep(sweep_dir).runs["yardstick_us_per_token"].tolist()
+    )

@@ -95,8 +95,8 @@ def test_reports_and_terminal(runs, tmp_path):
     data = json.loads((tmp_path / "out" / "compare.json").read_text())
     assert {m["name"] for m in data["metrics"]} >= set(THROUGHPUT) | {"ttft_ms.p99", "e2e_ms.p50"}
     html = (tmp_path / "out" / "compare.html").read_text()
-    assert html.count("<svg") == 3 and "<script" not in html  # ratios, shift, control figure
-    assert data["control"]["name"] == "model_us_per_token" and len(data["control"]["runs"]) == 2
+    assert html.count("<svg") == 3 and "<script" not in html  # ratios, shift, yardstick
+    assert data["yardstick"]["name"] == "model_us_per_token" and len(data["yardstick"]["runs"]) == 2
     assert (tmp_path / "out" / "compare.pdf").read_bytes().startswith(b"%PDF")
     console = Console(file=io.StringIO(), width=80, no_color=True, force_terminal=False)
     render_comparison(result, console)
@@ -111,10 +111,10 @@ def test_needs_runs_on_both_sides(runs):
 
 
 def test_drift_shows_the_machine_moving_not_the_change(tmp_path):
-    """The control figure (model time per token) follows a slower machine and ignores faster control paths."""
+    """The yardstick (model time per token) follows a slower machine and ignores faster control paths."""
     import pandas as pd
 
-    from infer_prof.reports.compare.charts import draw_control
+    from infer_prof.reports.compare.charts import draw_yardstick
     from infer_prof.reports.run import charts
 
     size = {"n_requests": 30, "n_steps": 80}
@@ -124,22 +124,22 @@ def test_drift_shows_the_machine_moving_not_the_change(tmp_path):
         steps = pd.read_csv(path / "steps.csv")
         steps[["scheduler_ms", "sampler_ms", "kv_alloc_ms"]] /= 5
         steps.to_csv(path / "steps.csv", index=False)
-    steady = compare_runs(before, after, n_boot=100).control
+    steady = compare_runs(before, after, n_boot=100).yardstick
     assert abs(steady["ratio"] - 1) < 0.1, steady
     steps = pd.read_csv(after[1] / "steps.csv")
     steps["model_ms"] *= 1.5  # the machine slowed down during the last run
     steps.to_csv(after[1] / "steps.csv", index=False)
     result = compare_runs(before, after, n_boot=100)
-    drifted = result.control
+    drifted = result.yardstick
     assert drifted["spread"] > steady["spread"] + 0.3 and drifted["ratio"] > steady["ratio"] * 1.15
     assert sorted(run["order"] for run in drifted["runs"]) == [1, 2, 3, 4]
-    assert any("Control figure" in note and f"{drifted['ratio']:.3f}x" in note for note in result.notes)
+    assert any("Yardstick" in note and f"{drifted['ratio']:.3f}x" in note for note in result.notes)
     assert result.void and all(
         metric.verdict == "void" for metric in result.metrics if metric.verdict != "not comparable"
     )
     with charts.chart_style():
         fig = charts.figure(10, 3)
-        draw_control(fig, drifted)
+        draw_yardstick(fig, drifted)
     points = [line for line in fig.axes[0].get_lines() if line.get_marker() in ("o", "s")]
     assert sorted(len(line.get_xdata()) for line in points) == [2, 2]
     assert max(max(line.get_ydata()) for line in points) == pytest.approx(
@@ -149,7 +149,7 @@ def test_drift_shows_the_machine_moving_not_the_change(tmp_path):
 
 def test_the_drift_guard_voids_an_a_a_on_a_machine_that_changed_and_not_a_control_path_change(tmp_path):
     """Identical configurations, the machine 1.6x slower for the after runs: void, never 'faster'/'slower'.
-    A change that only makes control paths faster keeps the control figure, and its verdict stands."""
+    A change that only makes control paths faster keeps the yardstick, and its verdict stands."""
     import pandas as pd
 
     from infer_prof.reports.compare.summary import headline

@@ -90,7 +90,7 @@ def test_trace_is_valid_and_complete(run_copy):
         "prepare",
         "model",
         "sampler",
-        "detokenize",
+        "detokenizer",
     }
     assert {e["name"] for e in events if e["ph"] == "C"} == {"batch_size", "kv_utilization", "queue"}
     assert sum(

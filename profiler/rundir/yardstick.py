@@ -1,10 +1,10 @@
-"""A run's control figure: a number the compared change cannot move, so that if it moves, the machine moved.
+"""A run's yardstick: a number the compared change cannot move, so that if it moves, the machine moved.
 
 compare plots it per repeat beside the change's metrics; a drift guard can declare a comparison void
 when it moves too much. The figure is the model span's time per token the model processed (prefill
 and decode tokens, every step): the forward pass is the same code in every run, so swapping the
 scheduler, sampler or KV allocator between their Python and C twins (token for token equivalent,
-docs/twin-spec.md) leaves it alone, while a slower or busier machine raises it. It is not a control
+docs/twin-spec.md) leaves it alone, while a slower or busier machine raises it. It is no yardstick
 for changes that touch the model, its dtype or threads, or the batch sizes the engine runs (the
 batch shape changes what a forward costs per token).
 """
@@ -17,12 +17,12 @@ import pandas as pd
 
 from infer_prof.profiler.rundir.results import RunData
 
-CONTROL_NAME = "model_us_per_token"
+YARDSTICK_NAME = "model_us_per_token"
 
 
 @dataclass(frozen=True)
-class ControlFigure:
-    """One run's control figure: its value, what it is, and how many steps and tokens it rests on."""
+class Yardstick:
+    """One run's yardstick: its value, what it is, and how many steps and tokens it rests on."""
 
     name: str
     label: str
@@ -32,7 +32,7 @@ class ControlFigure:
     tokens: int
 
 
-def control_figure(run: RunData) -> ControlFigure | None:
+def yardstick(run: RunData) -> Yardstick | None:
     """The model span's time per processed token in microseconds (see the module docstring), or None
     when the run has no traced model span (profile off) or processed no token."""
     steps = run.steps
@@ -45,8 +45,8 @@ def control_figure(run: RunData) -> ControlFigure | None:
     total_tokens = int(tokens.sum())
     if total_tokens <= 0 or float(model_ms.sum()) <= 0:
         return None
-    return ControlFigure(
-        name=CONTROL_NAME,
+    return Yardstick(
+        name=YARDSTICK_NAME,
         label="model span time per processed token",
         unit="us",
         value=float(model_ms.sum()) * 1e3 / total_tokens,
@@ -55,7 +55,7 @@ def control_figure(run: RunData) -> ControlFigure | None:
     )
 
 
-# How far the control figure may move before an A/B is void. Identical configurations on this 2-core
+# How far the yardstick may move before an A/B is void. Identical configurations on this 2-core
 # machine put it within ~7% of each other across six interleaved runs (compare --repeat 3, 1.018x
 # after/before); a CPU hog started half-way moved it by 40% and more. Past these limits a change in
 # throughput says more about the machine than about the change. A slow-down part-way through six
@@ -66,7 +66,7 @@ SPREAD_LIMIT = 0.20  # slowest / fastest run over all runs, minus 1
 
 
 def drift_void(before: list[float], after: list[float], *, noise: float | None = None) -> str | None:
-    """Why an A/B whose runs have these control figures is void (the machine changed), or None when it held.
+    """Why an A/B whose runs have these yardsticks is void (the machine changed), or None when it held.
 
     noise: when given (the reference side's own spread, e.g. --verify's two Python runs), the sides
     may differ by that much before the A/B is void, and no limit applies to the spread between runs:
@@ -84,6 +84,6 @@ def drift_void(before: list[float], after: list[float], *, noise: float | None =
     else:
         return None
     return (
-        f"void: the machine changed: the control figure (model span time per token, which the compared "
+        f"void: the machine changed: the yardstick (model span time per token, which the compared "
         f"twins cannot move) {moved}; re-run on a quiet machine"
     )

@@ -1,17 +1,17 @@
-"""The control figure: the model span's time per processed token, unmoved by control-path changes."""
+"""The yardstick: the model span's time per processed token, unmoved by control-path changes."""
 
 from __future__ import annotations
 
 import pytest
 
-from infer_prof.profiler.rundir.control import control_figure
 from infer_prof.profiler.rundir.results import read_run
+from infer_prof.profiler.rundir.yardstick import yardstick
 from tests.support.run_dirs import make_run_dir
 
 
 def test_is_model_time_over_every_processed_token(tmp_path):
     run = read_run(make_run_dir(tmp_path / "run", seed=1, n_requests=30, n_steps=60))
-    figure = control_figure(run)
+    figure = yardstick(run)
     tokens = (run.steps["prefill_tokens"] + run.steps["decode_tokens"]).sum()
     assert figure.value == pytest.approx(run.steps["model_ms"].sum() * 1000 / tokens)
     assert figure.unit == "us" and figure.tokens == tokens and figure.steps == len(run.steps)
@@ -19,27 +19,27 @@ def test_is_model_time_over_every_processed_token(tmp_path):
 
 def test_control_paths_getting_faster_leave_it_alone_and_a_slower_model_moves_it(tmp_path):
     run = read_run(make_run_dir(tmp_path / "run", seed=1, n_requests=30, n_steps=60))
-    base = control_figure(run).value
+    base = yardstick(run).value
     faster_control = run.steps.copy()
     for phase in ("scheduler_ms", "sampler_ms", "kv_alloc_ms"):
         faster_control[phase] /= 5
     run.steps = faster_control
-    assert control_figure(run).value == pytest.approx(base)
+    assert yardstick(run).value == pytest.approx(base)
     run.steps = faster_control.assign(model_ms=faster_control["model_ms"] * 1.2)  # the machine slowed
-    assert control_figure(run).value == pytest.approx(base * 1.2)
+    assert yardstick(run).value == pytest.approx(base * 1.2)
 
 
 def test_none_without_a_model_span_or_tokens(tmp_path):
     bare = read_run(make_run_dir(tmp_path / "bare", seed=2, n_requests=20, n_steps=30))
     bare.steps = bare.steps.drop(columns=["model_ms"])
-    assert control_figure(bare) is None
+    assert yardstick(bare) is None
     idle = read_run(make_run_dir(tmp_path / "idle", seed=2, n_requests=20, n_steps=30))
     idle.steps = idle.steps.assign(prefill_tokens=0, decode_tokens=0)
-    assert control_figure(idle) is None
+    assert yardstick(idle) is None
 
 
 def test_drift_void_names_the_move_and_holds_within_its_limits() -> None:
-    from infer_prof.profiler.rundir.control import drift_void
+    from infer_prof.profiler.rundir.yardstick import drift_void
 
     assert drift_void([100.0, 104.0], [98.0, 103.0]) is None  # a few percent: the machine held
     assert "1.50x" in (drift_void([100.0], [150.0]) or "")
@@ -51,7 +51,7 @@ def test_drift_void_names_the_move_and_holds_within_its_limits() -> None:
 
 
 def test_with_a_noise_floor_the_sides_may_differ_by_it_and_the_spread_limit_is_off() -> None:
-    from infer_prof.profiler.rundir.control import drift_void
+    from infer_prof.profiler.rundir.yardstick import drift_void
 
     python, native = [100.0, 135.0], [102.0]  # the two Python runs already differ by 35%
     assert drift_void(python, native) is not None  # without the floor: the spread between runs voids it
