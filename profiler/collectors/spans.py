@@ -97,6 +97,7 @@ class _ThreadState:
         "locks",
         "native_id",
         "pauses",
+        "spans",
         "spilling",
         "stack",
         "step",
@@ -118,6 +119,9 @@ class _ThreadState:
         # Sampled values: name; time_ns, value (as a float, exact for integers below 2**53).
         self.counters = RecordLog(1, 2, "d")
         self.step = -1
+        # One context manager per span name, reused: it holds no per-use state (that is on `stack`), so a
+        # span costs no object allocation, only the dict lookup that finds it.
+        self.spans: dict[str, _Span] = {}
         self.spilling = True  # until the spill file refuses a chunk; then every record stays in memory
 
     def spill(self, file: SpillFile) -> None:
@@ -137,7 +141,7 @@ class _ThreadState:
 
 
 class _Span:
-    """The context manager of one span; small and slotted because one is made per span."""
+    """The context manager of one span name on one thread: slotted, made once and reused (see _ThreadState.spans)."""
 
     __slots__ = ("name", "state", "tracer")
 
@@ -251,7 +255,11 @@ class RecordingTracer:
             state = self._local.state
         except AttributeError:
             state = self._new_state()
-        return _Span(self, state, name)
+        try:
+            return state.spans[name]
+        except KeyError:
+            span = state.spans[name] = _Span(self, state, name)
+            return span
 
     def lock(self, lock: Any, name: str) -> Any:
         if not self._recording:

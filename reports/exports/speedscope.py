@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 import pandas as pd
 
@@ -25,17 +25,46 @@ SPEEDSCOPE_NAME = "speedscope.json"
 SCHEMA_URL = "https://www.speedscope.app/file-format-schema.json"
 
 
+class Frame(TypedDict, total=False):
+    """speedscope's frame: a function's name, and where it is when known."""
+
+    name: str
+    file: str
+    line: int
+
+
+class Event(TypedDict):
+    """speedscope's evented profile: a frame opened ("O") or closed ("C") at a time (ms)."""
+
+    type: str
+    frame: int
+    at: float
+
+
+class Profile(TypedDict, total=False):
+    """speedscope's profile: "sampled" (samples and weights) or "evented" (events)."""
+
+    type: str
+    name: str
+    unit: str
+    startValue: float
+    endValue: float
+    samples: list[list[int]]
+    weights: list[int]
+    events: list[Event]
+
+
 class _Frames:
     """speedscope's shared frame table: each distinct (name, file, line) once, referred to by index."""
 
     def __init__(self) -> None:
-        self.frames: list[dict[str, Any]] = []
+        self.frames: list[Frame] = []
         self._index: dict[tuple[str, str | None, int | None], int] = {}
 
     def index(self, name: str, file: str | None = None, line: int | None = None) -> int:
         key = (name, file, line)
         if key not in self._index:
-            frame: dict[str, Any] = {"name": name}
+            frame: Frame = {"name": name}
             if file:
                 frame["file"] = file
             if line is not None:
@@ -68,7 +97,7 @@ def write_speedscope(run_dir: str | Path | RunData) -> Path:
     return write_text_atomic(run.path / SPEEDSCOPE_NAME, json.dumps(document, separators=(",", ":")))
 
 
-def sampled_profile(group: ThreadGroup, frames: _Frames) -> dict[str, Any]:
+def sampled_profile(group: ThreadGroup, frames: _Frames) -> Profile:
     """One thread group's stacks (the thread frame left out: the profile's name says the thread)."""
     samples = [[frames.index(*frame) for frame in stack.frames] for stack in group.stacks]
     weights = [stack.count for stack in group.stacks]
@@ -83,11 +112,11 @@ def sampled_profile(group: ThreadGroup, frames: _Frames) -> dict[str, Any]:
     }
 
 
-def evented_profile(run: RunData, frames: _Frames) -> dict[str, Any]:
+def evented_profile(run: RunData, frames: _Frames) -> Profile:
     """Steps and their phases on the engine thread, in milliseconds since the run started: where they ran
     (spans.csv), or, for a run without it, laid end to end from each step's start (steps.csv)."""
     steps = run.steps
-    events: list[dict[str, Any]] = []
+    events: list[Event] = []
     start_ns = run_start_ns(run)
     end_value = 0.0
     spans, _ = read_span_tables(run)
@@ -121,11 +150,9 @@ def evented_profile(run: RunData, frames: _Frames) -> dict[str, Any]:
     }
 
 
-def _recorded_span_events(
-    spans: pd.DataFrame, frames: _Frames, start_ns: int
-) -> tuple[list[dict[str, Any]], float]:
+def _recorded_span_events(spans: pd.DataFrame, frames: _Frames, start_ns: int) -> tuple[list[Event], float]:
     """Open/close events of spans.csv at their recorded times (one thread's spans nest by construction)."""
-    events: list[dict[str, Any]] = []
+    events: list[Event] = []
     open_spans: list[tuple[int, int]] = []  # (frame, end_ns)
     end_value = 0.0
     ordered = spans.sort_values(["start_ns", "depth"], kind="stable")

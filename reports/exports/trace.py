@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import pandas as pd
 
@@ -58,6 +58,21 @@ def write_chrome_trace(run_dir: str | Path | RunData) -> Path:
     return write_text_atomic(run.path / TRACE_NAME, json.dumps(trace, separators=(",", ":")))
 
 
+class TraceEvent(TypedDict, total=False):
+    """One event of the Chrome trace (the Trace Event Format's fields this export writes)."""
+
+    name: str
+    cat: str
+    ph: str  # "X" a slice, "M" metadata, "C" a counter, "i" an instant, "b"/"e" an async pair
+    ts: float  # microseconds from the run's start
+    dur: float
+    pid: int
+    tid: int | str
+    id: int | str
+    s: str
+    args: dict[str, Any]
+
+
 def read_span_tables(run: RunData) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
     """spans.csv and kernel_events.csv of the run (None for a file it did not write)."""
     return _read_table(run, "spans", SPAN_COLUMNS), _read_table(run, "kernel_events", KERNEL_EVENT_COLUMNS)
@@ -94,12 +109,12 @@ def _read_table(run: RunData, key: str, columns: tuple[str, ...]) -> pd.DataFram
     return current_span_names(table) if not table.empty else None
 
 
-def gpu_events(run: RunData, gpu: pd.DataFrame | None) -> list[dict[str, Any]]:
+def gpu_events(run: RunData, gpu: pd.DataFrame | None) -> list[TraceEvent]:
     """The GPU lane: each span's device work, and inside each step the gaps the device had nothing queued."""
     if gpu is None:
         return []
     start_ns = run_start_ns(run)
-    events: list[dict[str, Any]] = [
+    events: list[TraceEvent] = [
         {"ph": "M", "name": "thread_name", "pid": PID, "tid": GPU_TID, "args": {"name": "GPU (CUDA events)"}},
         {"ph": "M", "name": "thread_sort_index", "pid": PID, "tid": GPU_TID, "args": {"sort_index": 1}},
     ]
@@ -133,7 +148,7 @@ def gpu_events(run: RunData, gpu: pd.DataFrame | None) -> list[dict[str, Any]]:
     return events
 
 
-def _slice(name: str, category: str, begin_ns: int, end_ns: int, start_ns: int, step: int) -> dict[str, Any]:
+def _slice(name: str, category: str, begin_ns: int, end_ns: int, start_ns: int, step: int) -> TraceEvent:
     ts = _us(begin_ns, start_ns)
     return {
         "ph": "X",
@@ -154,10 +169,10 @@ def _us(ns: int, start_ns: int) -> float:
 
 def chrome_trace_events(
     run: RunData, spans: pd.DataFrame | None = None, kernels: pd.DataFrame | None = None
-) -> list[dict[str, Any]]:
+) -> list[TraceEvent]:
     """All events of the trace, metadata first, then sorted by timestamp."""
     start_ns = run_start_ns(run)
-    metadata = [
+    metadata: list[TraceEvent] = [
         {
             "ph": "M",
             "name": "process_name",
@@ -189,15 +204,15 @@ def _step_args(row: dict[str, Any]) -> dict[str, int]:
     }
 
 
-def _span_events(spans: pd.DataFrame, steps: pd.DataFrame, start_ns: int) -> list[dict[str, Any]]:
+def _span_events(spans: pd.DataFrame, steps: pd.DataFrame, start_ns: int) -> list[TraceEvent]:
     """Every recorded span of the engine thread where it ran: steps (with their steps.csv figures) and phases."""
     args_by_step = (
         {int(row["step"]): _step_args(row) for row in steps.to_dict("records")} if not steps.empty else {}
     )
-    events = []
+    events: list[TraceEvent] = []
     for step, name, begin, end in zip(spans["step"], spans["name"], spans["start_ns"], spans["end_ns"]):
         ts = _us(int(begin), start_ns)
-        event = {
+        event: TraceEvent = {
             "ph": "X",
             "name": str(name),
             "cat": "engine" if name == "step" else "phase",
@@ -207,15 +222,15 @@ def _span_events(spans: pd.DataFrame, steps: pd.DataFrame, start_ns: int) -> lis
             "dur": round(_us(int(end), start_ns) - ts, 3),
         }
         if name == "step" and int(step) in args_by_step:
-            event["args"] = args_by_step[int(step)]
+            event["args"] = dict(args_by_step[int(step)])
         events.append(event)
     return events
 
 
-def _op_events(kernels: pd.DataFrame | None, start_ns: int) -> list[dict[str, Any]]:
+def _op_events(kernels: pd.DataFrame | None, start_ns: int) -> list[TraceEvent]:
     if kernels is None:
         return []
-    events = []
+    events: list[TraceEvent] = []
     for window, name, begin, end, span in zip(
         kernels["window"], kernels["name"], kernels["start_ns"], kernels["end_ns"], kernels["span"].fillna("")
     ):
@@ -235,7 +250,7 @@ def _op_events(kernels: pd.DataFrame | None, start_ns: int) -> list[dict[str, An
     return events
 
 
-def nest_on_track(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def nest_on_track(events: list[TraceEvent]) -> list[TraceEvent]:
     """Clamp X events of one track so that each lies inside the one it started in.
 
     Spans nest exactly (one thread's stack); torch ops are placed on the spans' clock to within a few
@@ -255,11 +270,11 @@ def nest_on_track(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return ordered
 
 
-def _counter_events(steps: pd.DataFrame, start_ns: int) -> list[dict[str, Any]]:
-    events: list[dict[str, Any]] = []
+def _counter_events(steps: pd.DataFrame, start_ns: int) -> list[TraceEvent]:
+    events: list[TraceEvent] = []
     for row in steps.to_dict("records") if not steps.empty else []:
         ts = _us(int(row["start_ns"]), start_ns)
-        counters = {
+        counters: dict[str, dict[str, Any]] = {
             "batch_size": {"running": int(row["batch_size"])},
             "kv_utilization": {"percent": round(float(row["kv_utilization"]) * 100, 3)},
             "queue": {"waiting": int(row["waiting"]), "running": int(row["running"])},
@@ -269,12 +284,12 @@ def _counter_events(steps: pd.DataFrame, start_ns: int) -> list[dict[str, Any]]:
     return events
 
 
-def _step_events(steps: pd.DataFrame, start_ns: int) -> list[dict[str, Any]]:
+def _step_events(steps: pd.DataFrame, start_ns: int) -> list[TraceEvent]:
     """Without spans.csv (older runs): steps from steps.csv, their phases laid end to end from the step start."""
     if steps.empty:
         return []
     phases = phase_columns(steps)
-    events: list[dict[str, Any]] = []
+    events: list[TraceEvent] = []
     for row in steps.to_dict("records"):
         step_start, step_end = int(row["start_ns"]), int(row["end_ns"])
         ts = _us(step_start, start_ns)
@@ -315,8 +330,8 @@ def _step_events(steps: pd.DataFrame, start_ns: int) -> list[dict[str, Any]]:
     return events + _counter_events(steps, start_ns)
 
 
-def _request_events(requests: pd.DataFrame, start_ns: int) -> list[dict[str, Any]]:
-    events: list[dict[str, Any]] = []
+def _request_events(requests: pd.DataFrame, start_ns: int) -> list[TraceEvent]:
+    events: list[TraceEvent] = []
     for row in requests.to_dict("records"):
         arrival = _int(row.get("arrival_ns"))
         if arrival is None:
@@ -326,7 +341,12 @@ def _request_events(requests: pd.DataFrame, start_ns: int) -> list[dict[str, Any
         )
         known = [t for t in (arrival, scheduled, first_token, finish) if t is not None]
         end = finish if finish is not None else max(known)
-        common = {"cat": "request", "id": f"0x{int(row.get('index', 0)):x}", "pid": PID, "tid": REQUESTS_TID}
+        common: TraceEvent = {
+            "cat": "request",
+            "id": f"0x{int(row.get('index', 0)):x}",
+            "pid": PID,
+            "tid": REQUESTS_TID,
+        }
         name = str(row.get("request_id") or f"request {row.get('index')}")
         events.append(
             {

@@ -95,6 +95,22 @@ def test_recording_tracer_exact_exclusive_times_lock_waits_and_pauses() -> None:
     assert thread["covered_ns"] == 81
 
 
+def test_a_span_nested_in_one_of_its_own_name_is_timed_as_two() -> None:
+    # The tracer reuses one context manager per span name and thread: each use's times live on the stack.
+    clock = FakeClock()
+    tracer = RecordingTracer(clock=clock, cpu_clock=None)
+    outer = tracer.span("model")
+    with outer:
+        clock.advance(10)
+        inner = tracer.span("model")
+        with inner:
+            clock.advance(5)
+        clock.advance(1)
+    assert inner is outer  # the same object served both uses
+    spans = tracer.summary()["threads"][threading.current_thread().name]["spans"]
+    assert spans["model"] == {"count": 2, "total_ns": 16 + 5, "self_ns": 11 + 5, "cpu_ns": 0}
+
+
 def test_step_rows_add_up_to_the_step_duration() -> None:
     clock = FakeClock()
     tracer = RecordingTracer(clock=clock, cpu_clock=None)
