@@ -1,16 +1,22 @@
 """What the always-on collectors cost: RecordingTracer vs the no-op tracer per span, and py-spy on a torch loop (A/B).
 
-Run: python benchmarks/bench_tracer.py [--pairs 5] [--seconds 1.0] [--rate 59] [--native]
+Run: python benchmarks/bench_tracer.py [--pairs 5] [--seconds 1.0] [--rate 59] [--native] [--against REV]
 Every number states what it measured: per-span costs are the best of 5 timed loops of nested spans
 shaped like an engine step (1 step span holding 6 phase spans and 1 lock use), net of the empty loop;
 the py-spy ratio is the median over ABBA-interleaved pairs of (throughput with py-spy attached) /
 (throughput without), for a loop of 256x256 float32 matmuls plus a little Python per iteration.
+--against REV times this tree's RecordingTracer against the one of git revision REV, in interleaved rounds
+of one process, and prints their per-event costs and the ratio (this / REV) per round.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import statistics
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -76,6 +82,46 @@ def bench_tracer() -> None:
     )
 
 
+def tracer_of_revision(revision: str) -> Any:
+    """RecordingTracer as profiler/collectors/spans.py was at `revision` (its imports are this tree's)."""
+    root = Path(__file__).resolve().parents[1]
+    source = subprocess.run(
+        ["git", "show", f"{revision}:profiler/collectors/spans.py"], cwd=root, capture_output=True, text=True
+    )
+    if source.returncode != 0:
+        sys.exit(
+            f"bench_tracer: cannot read profiler/collectors/spans.py at {revision}: {source.stderr.strip()}"
+        )
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as handle:
+        handle.write(source.stdout)
+    spec = importlib.util.spec_from_file_location("spans_at_revision", handle.name)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.RecordingTracer
+
+
+def bench_against(revision: str, rounds: int = 9) -> None:
+    """This tree's tracer against `revision`'s, wall clock only (as the default profile records)."""
+    makers = {"this tree": lambda: RecordingTracer(cpu_clock=None)}
+    old = tracer_of_revision(revision)
+    makers[revision] = lambda: old(cpu_clock=None)
+    costs: dict[str, list[float]] = {name: [] for name in makers}
+    ratios = []
+    for round_ in range(rounds):
+        order = list(makers.items()) if round_ % 2 == 0 else list(makers.items())[::-1]
+        got = {name: per_event_ns(make) for name, make in order}
+        for name, value in got.items():
+            costs[name].append(value)
+        ratios.append(got["this tree"] / got[revision])
+    print(f"per span/lock use, {rounds} interleaved rounds (median, range):")
+    for name, values in costs.items():
+        print(f"  {name:12s} {statistics.median(values):6.0f} ns  ({min(values):.0f}-{max(values):.0f})")
+    print(
+        f"  this tree / {revision}: median {statistics.median(ratios):.3f} ({min(ratios):.3f}-{max(ratios):.3f})"
+    )
+
+
 def matmul_throughput(seconds: float) -> float:
     """Iterations per second of a small torch + Python loop, over `seconds`."""
     weights = torch.randn(256, 256)
@@ -125,8 +171,12 @@ def main() -> None:
     parser.add_argument(
         "--native", action="store_true", help="py-spy --native (blocking) instead of --nonblocking"
     )
+    parser.add_argument("--against", metavar="REV", help="time this tree's tracer against git revision REV's")
     args = parser.parse_args()
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, python {sys.version.split()[0]}")
+    if args.against:
+        bench_against(args.against)
+        return
     bench_tracer()
     bench_py_spy(args.pairs, args.seconds, args.rate, args.native)
 

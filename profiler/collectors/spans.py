@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import struct
 import threading
 import time
 from array import array
@@ -37,13 +38,16 @@ class RecordLog:
     a run of any length holds at most a chunk of them; records() reads the spilled chunks first.
     """
 
-    __slots__ = ("_chunks", "_codes", "_name_table", "name_width", "names", "value_width", "values")
+    __slots__ = ("_chunks", "_codes", "_name_table", "name_width", "names", "pack", "value_width", "values")
 
     def __init__(self, name_width: int, value_width: int, typecode: str = "q") -> None:
         self.name_width = name_width
         self.value_width = value_width
         self.names: list[str] = []
         self.values = array(typecode)
+        # A record's numbers go in as bytes (values.frombytes(pack(...))): array.extend from a tuple converts
+        # item by item, and cost ~0.4 us a span against ~0.1 us this way (struct's native layout is the array's).
+        self.pack = struct.Struct(f"{value_width}{typecode}").pack
         self._codes: dict[str, int] = {}
         self._name_table: list[str] = []
         # Spilled chunks: (file, records, offset of the name codes, offset of the numbers).
@@ -174,7 +178,9 @@ class _Span:
             stack[-1][2] += duration
         events = state.events
         events.names.append(name)
-        events.values.extend((start, end, duration - child_ns, cpu_end - cpu_start, len(stack), state.step))
+        events.values.frombytes(
+            events.pack(start, end, duration - child_ns, cpu_end - cpu_start, len(stack), state.step)
+        )
         if not stack and len(events.names) >= SPILL_RECORDS:
             state.spill(tracer.spill_file)  # between top-level spans: a chunk written every ~1,000 steps
         if tracer._span_hook is not None:
@@ -210,7 +216,7 @@ class _LockUse:
         state = self.state
         locks = state.locks
         locks.names.extend((self.name, self.parent))
-        locks.values.extend((state.step, self.asked, self.got, released))
+        locks.values.frombytes(locks.pack(state.step, self.asked, self.got, released))
 
 
 class RecordingTracer:
@@ -278,7 +284,7 @@ class RecordingTracer:
                 state = self._new_state()
             counters = state.counters
             counters.names.append(name)
-            counters.values.extend((self._clock(), value))
+            counters.values.frombytes(counters.pack(self._clock(), value))
 
     # -- control ----------------------------------------------------------------------------------
 
@@ -339,7 +345,7 @@ class RecordingTracer:
         parent = state.add_to_parent(end_ns - start_ns)
         pauses = state.pauses
         pauses.names.extend((kind, parent))
-        pauses.values.extend((state.step, start_ns, end_ns))
+        pauses.values.frombytes(pauses.pack(state.step, start_ns, end_ns))
 
     def current_step(self) -> int:
         """The step the calling thread is in (-1 outside every step)."""
