@@ -94,10 +94,13 @@ def tracer_of_revision(revision: str) -> Any:
         )
     with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as handle:
         handle.write(source.stdout)
-    spec = importlib.util.spec_from_file_location("spans_at_revision", handle.name)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    try:
+        spec = importlib.util.spec_from_file_location("spans_at_revision", handle.name)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        Path(handle.name).unlink()  # loaded: the module needs its file no more
     return module.RecordingTracer
 
 
