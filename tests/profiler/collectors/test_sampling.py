@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Iterator
@@ -46,7 +45,7 @@ def engine() -> Iterator[BusyEngine]:
     busy.thread.join(timeout=5)
 
 
-def sample(engine: BusyEngine, *, native: bool, seconds: float, priority: str = "low") -> dict:  # type: ignore[type-arg]
+def start_sampling(engine: BusyEngine, *, native: bool, priority: str = "low") -> SamplingCollector:
     collector = SamplingCollector(
         rate=100,
         native_stacks=native,
@@ -56,6 +55,11 @@ def sample(engine: BusyEngine, *, native: bool, seconds: float, priority: str = 
     collector.start()
     if collector.status == "skipped":
         pytest.skip(f"py-spy cannot attach here: {collector.reason}")
+    return collector
+
+
+def sample(engine: BusyEngine, *, native: bool, seconds: float, priority: str = "low") -> dict:  # type: ignore[type-arg]
+    collector = start_sampling(engine, native=native, priority=priority)
     time.sleep(seconds)
     collector.stop()
     return collector.result()
@@ -86,15 +90,19 @@ def test_native_sampling_resolves_kernels(engine: BusyEngine) -> None:
 
 
 def test_realtime_sampling_reports_what_it_got_and_leaves_no_files(engine: BusyEngine) -> None:
-    before = {entry for entry in os.listdir("/tmp") if entry.startswith("infer-prof-pyspy-")}
-    result = sample(engine, native=True, seconds=1.0, priority="realtime")
+    collector = start_sampling(engine, native=True, priority="realtime")
+    assert collector.raw_path is not None
+    folder = collector.raw_path.parent  # this collector's own temporary folder, not /tmp as a whole
+    assert folder.name.startswith("infer-prof-pyspy-") and folder.is_dir()
+    time.sleep(1.0)
+    collector.stop()
+    result = collector.result()
     assert result["status"] == "ok", result["reason"]
     # SCHED_FIFO where this process may grant it, else the normal priority, said so.
     assert result["scheduling"] == ("realtime" if realtime_allowed() else "normal")
     assert result["threads"][ENGINE]["categories"].get("kernel", 0) > 0
     assert result["raw_text"] and result["raw_path"] is None
-    after = {entry for entry in os.listdir("/tmp") if entry.startswith("infer-prof-pyspy-")}
-    assert after <= before  # py-spy's temporary folder is read back and removed
+    assert not folder.exists()  # py-spy's temporary folder is read back and removed
 
 
 def test_unknown_priority_is_refused() -> None:
