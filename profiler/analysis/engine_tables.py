@@ -17,6 +17,9 @@ or "" for any function), regular expressions searched in py-spy's frame file and
     probes       functions `run --launch CMD --probe` times from inside the server, as rows of (component,
                  module, qualname): "step" marks the engine's step (the yardstick), the other components
                  are timed within it (profiler/inject/sitecustomize.py, profiler/analysis/probe_spans.py)
+    step_size    (module, qualname, attribute): one of the probes, called once a step, whose return value's
+                 attribute counts the step's work (tokens scheduled); the probe's in-run A/B then pairs
+                 only steps of equal size, since a step's time follows its batch far more than the probe
 
 Your own engine: write a TOML file with the same rows (docs/engine-tables.md) and put it in
 ~/.config/infer-prof/engines/, or name files or folders in INFER_PROF_ENGINE_TABLES (os.pathsep
@@ -28,6 +31,7 @@ between them); user tables are read before the built-in ones, so their rows win.
     wait_frames = [["idle", "myengine/shm\\.py$", "spin"]]
     roles = [["engine loop", "myengine/loop\\.py$", "run_loop"]]
     probes = [["step", "myengine.loop", "Loop.step"], ["scheduler", "myengine.sched", "Scheduler.schedule"]]
+    step_size = ["myengine.sched", "Scheduler.schedule", "num_tokens"]
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from infer_prof.errors import TargetError
 
 Row = tuple[str, str, str | None]  # (label, file pattern, function pattern or None)
 ProbeRow = tuple[str, str, str]  # (component or "step", module, qualname in it)
+SizeRow = tuple[str, str, str]  # (module, qualname, attribute of its return value)
 
 WAIT_KINDS = ("idle", "queueing", "worker", "client")
 ROLES = ("engine loop", "model worker", "api", "tokenizer")
@@ -76,6 +81,7 @@ class EngineTable:
         default=()
     )  # file patterns whose frames say this engine runs in a process
     probes: tuple[ProbeRow, ...] = ()
+    step_size: SizeRow | None = None
 
 
 # -- built-in tables ---------------------------------------------------------------------------------------
@@ -236,6 +242,8 @@ VLLM = EngineTable(
             "OpenAIServingChat.create_chat_completion",
         ),
     ),
+    # SchedulerOutput: the tokens of every sequence in the step (a decode step's batch; a prefill's prompt).
+    step_size=("vllm.v1.core.sched.scheduler", "Scheduler.schedule", "total_num_scheduled_tokens"),
 )
 
 SGLANG = EngineTable(
@@ -457,11 +465,20 @@ def load_table(path: str | Path) -> EngineTable:
         raise TargetError(f"engine table {path}: cannot read it ({exc.strerror or exc})") from None
     except tomllib.TOMLDecodeError as exc:
         raise TargetError(f"engine table {path}: not valid TOML ({exc})") from None
-    unknown = set(data) - {"name", "components", "waits", "wait_frames", "roles", "detect", "probes"}
+    unknown = set(data) - {
+        "name",
+        "components",
+        "waits",
+        "wait_frames",
+        "roles",
+        "detect",
+        "probes",
+        "step_size",
+    }
     if unknown:
         raise TargetError(
             f"engine table {path}: unknown key(s) {', '.join(sorted(unknown))}; use name, components, "
-            "waits, wait_frames, roles, detect, probes"
+            "waits, wait_frames, roles, detect, probes, step_size"
         )
     from infer_prof.profiler.rundir.results import COMPONENTS
 
@@ -469,6 +486,7 @@ def load_table(path: str | Path) -> EngineTable:
     detect = data.get("detect") or []
     if not isinstance(detect, list) or not all(isinstance(item, str) for item in detect):
         raise TargetError(f"engine table {path}: 'detect' must be a list of file patterns")
+    probes = _probe_rows(data.get("probes"), path)
     return EngineTable(
         name=str(data.get("name") or path.stem),
         components=_rows(data.get("components"), "components", path, components),
@@ -477,8 +495,30 @@ def load_table(path: str | Path) -> EngineTable:
         roles=_rows(data.get("roles"), "roles", path, ROLES),
         source=str(path),
         detect=tuple(detect),
-        probes=_probe_rows(data.get("probes"), path),
+        probes=probes,
+        step_size=_step_size(data.get("step_size"), probes, path),
     )
+
+
+def _step_size(data: object, probes: tuple[ProbeRow, ...], path: Path) -> SizeRow | None:
+    if data is None:
+        return None
+    if not (
+        isinstance(data, list) and len(data) == 3 and all(isinstance(cell, str) and cell for cell in data)
+    ):
+        raise TargetError(
+            f"engine table {path}: step_size must be [module, function, attribute], three non-empty strings "
+            '(e.g. ["myengine.sched", "Scheduler.schedule", "num_tokens"])'
+        )
+    module, function, attribute = data
+    if not any(row[1:] == (module, function) for row in probes):
+        raise TargetError(
+            f"engine table {path}: step_size names {module}:{function}, which is not one of its probes; "
+            "add it to probes (the size is read as that probe returns)"
+        )
+    if not attribute.isidentifier():
+        raise TargetError(f"engine table {path}: step_size attribute {attribute!r} is not an attribute name")
+    return (module, function, attribute)
 
 
 def _probe_rows(data: object, path: Path) -> tuple[ProbeRow, ...]:

@@ -12,7 +12,10 @@ resumption of a coroutine) on every thread of every Python process of a launched
     cost             in-run A/B: the step probe always records, and before each step it switches the
                      others on or off in ABBA turns, so step time with and without them, over neighbouring
                      pairs of steps (the median pair), prices the probe; an A/A over neighbouring like pairs
-                     beside it shows the noise; and priced = calls made while on x measured cost / time on
+                     beside it shows the noise; and priced = calls made while on x measured cost / time on.
+                     Where the engine's table counts each step's work (step_size: vLLM's tokens scheduled),
+                     only neighbours of about equal size (SIZE_TOLERANCE) are paired: a step's time follows
+                     its batch, and two steps of different batches differ by far more than the probe costs
     agreement        each component's share of its thread's wall time against the samples' share of
                      that thread (a Wilson interval): the two methods agree when the probe's figure falls
                      inside the samples' interval
@@ -41,6 +44,10 @@ from infer_prof.profiler.stats import bootstrap, quantile_statistic, rate_statis
 TID, INDEX, START, END, ON = range(5)
 STEP = "step"
 MIN_STEPS = 8  # fewer steps than this give no shares: one batch's noise would read as a result
+# Neighbours pair when their sizes differ by at most this fraction of the larger (equal below ten tokens). Chosen
+# by the A/A's width on the first vLLM run that recorded sizes (docs/measurements.md): equal sizes only kept too
+# few pairs, and wider tolerances let the batch's own swings back in.
+SIZE_TOLERANCE = 0.10
 AA_RESOLVES = 0.02  # an A/A interval wider than this cannot resolve the probe's 1% allowance
 NAMES = {"worker": "waiting on the model worker"}  # the engine loop's wait, named in sentences
 # Sample components each probe component is compared with (the samples name Python by file, the probe by call).
@@ -94,7 +101,8 @@ def analyse_probe(
     roles: dict[int, str] | None = None,
     sampled: dict[int, dict[str, Any]] | None = None,
 ) -> Probe:
-    """The probe section of a run: `processes` maps pid -> {"records": (N, 5) int64, "status": probe-PID.json}."""
+    """The probe section of a run: `processes` maps pid -> {"records": (N, 5) int64, "status": probe-PID.json,
+    "sizes": (M, 2) int64 at_ns and size, where a probe counts the steps' work}."""
     roles = roles or {}
     start_ns, end_ns = window_ns
     window = max(1, end_ns - start_ns)  # the step probe records throughout ...
@@ -143,9 +151,24 @@ def analyse_probe(
         "loaded_in": sorted(pid for pid, entry in per_process.items() if entry["loaded"]),
     }
     section["steps"] = steps = _steps(kept, components, step_pid, table)
-    section["cost"] = _cost(kept, per_process, steps, table, wall_ns)
+    sizes = step_sizes(table, [entry.get("sizes") for entry in processes.values()])
+    section["cost"] = _cost(kept, per_process, steps, table, wall_ns, sizes)
     section["agreement"] = _agreement(kept, components, sampled or {}, wall_ns)
     return section
+
+
+def step_sizes(table: np.ndarray, found: list[Any]) -> np.ndarray | None:
+    """Each step's size (the sizes recorded while it ran, summed; -1 where none was), or None when no process
+    recorded a size: the engine's table names no step_size, or the run predates it."""
+    recorded = [np.asarray(rows, dtype=np.int64).reshape(-1, 2) for rows in found if rows is not None]
+    at_sizes = np.concatenate(recorded) if recorded else np.zeros((0, 2), dtype=np.int64)
+    if not len(at_sizes):
+        return None
+    at_sizes = at_sizes[np.argsort(at_sizes[:, 0], kind="stable")]
+    running = np.concatenate([[0], np.cumsum(at_sizes[:, 1])])
+    low = np.searchsorted(at_sizes[:, 0], table[:, 0])
+    high = np.searchsorted(at_sizes[:, 0], table[:, 1])
+    return np.where(high > low, running[high] - running[low], -1).astype(np.int64)
 
 
 def _step_pid(kept: dict[int, np.ndarray], components: list[str]) -> int | None:
@@ -229,6 +252,7 @@ def _cost(
     steps: ProbeSteps | None,
     table: np.ndarray,
     wall_ns: int,
+    sizes: np.ndarray | None = None,
 ) -> ProbeCost:
     """The probe's own cost: in-run A/B on step time (with an A/A beside it) and priced from calls x cost."""
     priced = {}
@@ -249,12 +273,19 @@ def _cost(
     if steps is None:
         section["note"] = "no step probe recorded: the in-run A/B needs the engine's steps"
         return section
-    ab, aa = adjacent_pairs(table)
+    ab, aa = adjacent_pairs(table, sizes)
     section["pairs"] = {"on_off": len(ab), "like": len(aa)}
+    if sizes is not None:
+        section["matched_by"] = f"step sizes within {SIZE_TOLERANCE:.0%}"
     if len(ab) < MIN_STEPS:
         section["note"] = (
-            f"{len(ab)} on/off pair(s) of steps: the run was too short for the A/B (the steps take turns)"
+            f"{len(ab)} on/off pair(s) of steps"
+            + (" of about equal size" if sizes is not None else "")
+            + ": the run was too short for the A/B (the steps take turns)"
         )
+        return section
+    if min(sum(order for *_ms, order in ab), sum(1 - order for *_ms, order in ab)) < MIN_STEPS // 2:
+        section["note"] = "the on/off pairs came in one order only: no ABBA units for the A/B"
         return section
     section["ab"] = _relative(ab)
     if len(aa) >= MIN_STEPS:
@@ -262,42 +293,55 @@ def _cost(
     return section
 
 
-def adjacent_pairs(table: np.ndarray) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
+Pair = tuple[float, float, int]  # (first arm's ms, second arm's ms, order: 0 or 1)
+
+
+def adjacent_pairs(table: np.ndarray, sizes: np.ndarray | None = None) -> tuple[list[Pair], list[Pair]]:
     """Neighbouring steps paired, as ms: (on, off) where their turns differ, the A/B; and like with like, the A/A.
 
     The steps take turns 1, 0, 0, 1, ...: a step is paired with its neighbour, so the load's drift (a batch
-    filling up) cancels within a pair, and on comes first in half the pairs and second in the other half, so
-    does an effect of a step's place (the step after a long one). The A/A alternates its order the same way.
+    filling up) cancels within a pair. Each pair carries its order: for the A/B whether the step switched on
+    came first (1) or second (0), so an effect of a step's place (the step after a long one) cancels between
+    orders; the A/A alternates its order the same way. With `sizes`, neighbours whose sizes differ by more
+    than SIZE_TOLERANCE of the larger (or are unknown) are not paired.
     """
     durations = (table[:, 1] - table[:, 0]) / 1e6
     flags = table[:, 2].astype(int)
-    ab: list[tuple[float, float]] = []
-    aa: list[tuple[float, float]] = []
+    ab: list[Pair] = []
+    aa: list[Pair] = []
     for differ, pairs in ((True, ab), (False, aa)):
         index = 0
         while index + 1 < len(durations):
-            if (flags[index] != flags[index + 1]) != differ:
+            unlike = sizes is not None and not _alike(int(sizes[index]), int(sizes[index + 1]))
+            if (flags[index] != flags[index + 1]) != differ or unlike:
                 index += 1
                 continue
             first, second = float(durations[index]), float(durations[index + 1])
             if differ:
-                pairs.append((first, second) if flags[index] == 1 else (second, first))
+                on_first = int(flags[index] == 1)
+                pairs.append((first, second, on_first) if on_first else (second, first, on_first))
             else:
-                pairs.append((first, second) if len(pairs) % 2 == 0 else (second, first))
+                order = len(pairs) % 2
+                pairs.append((first, second, order) if order == 0 else (second, first, order))
             index += 2
     return ab, aa
 
 
-def _relative(pairs: list[tuple[float, float]]) -> PairedDifference:
+def _alike(size: int, other: int) -> bool:
+    return size >= 0 and other >= 0 and abs(size - other) <= SIZE_TOLERANCE * max(size, other)
+
+
+def _relative(pairs: list[Pair]) -> PairedDifference:
     """The typical relative difference first / second - 1, with a bootstrap interval over units.
 
-    A unit is two consecutive pairs, whose orders are opposite (ABBA), so the mean of their log(first / second)
+    A unit is a pair of each order, taken in time order (ABBA), so the mean of their log(first / second)
     holds no effect of a step's place; the figure is the median unit. A median, not a ratio of sums: a CPU
     server's steps run from tens of ms (decode) to seconds (a batch of prefills), and one long step in one
     arm would swamp a cost paid per call, which is what the probe adds to every step alike."""
-    values = np.asarray(pairs, dtype=float)
-    logs = np.log(np.maximum(values[:, 0], 1e-9) / np.maximum(values[:, 1], 1e-9))
-    units = logs[: len(logs) // 2 * 2].reshape(-1, 2).mean(axis=1)
+    by_order: list[list[float]] = [[], []]
+    for first, second, order in pairs:
+        by_order[order].append(math.log(max(first, 1e-9) / max(second, 1e-9)))
+    units = np.array([(a + b) / 2 for a, b in zip(*by_order, strict=False)], dtype=float)
     interval = bootstrap([units], quantile_statistic(0.5), block=None, resamples=2000)
     return {
         "point": math.expm1(interval.point),
@@ -393,8 +437,11 @@ def probe_sentences(section: Probe, engine: str) -> list[str]:
     cost: ProbeCost = section.get("cost") or {}
     ab, aa = cost.get("ab"), cost.get("aa")
     if ab:
+        size = " of about equal size" if cost.get("matched_by") else ""
         pairs = (
-            f" (median of {ab['units']:,} units of neighbouring steps on and off)" if ab.get("units") else ""
+            f" (median of {ab['units']:,} units of neighbouring steps{size} on and off)"
+            if ab.get("units")
+            else ""
         )
         lines.append(
             f"The probe's cost, in-run A/B on step time: {_signed(ab['point'])}{_iv(ab, ' [', signed=True)}{pairs}"

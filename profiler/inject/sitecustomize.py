@@ -5,13 +5,17 @@
 # must never raise into its host: each failure is caught and listed in this process's status file instead.
 #
 # Layout of INFER_PROF_PROBE_DIR (the probe is active only when it holds probes.json):
-#   probes.json         {"probes": [{"component", "module", "function"}, ...], "switch": "step"?}, read here
+#   probes.json         {"probes": [{"component", "module", "function", "size"?}, ...], "switch": "step"?},
+#                       read here; "size" names an attribute of the function's return value that counts a
+#                       step's work (vLLM's SchedulerOutput.total_num_scheduled_tokens): read on every call,
+#                       on or off, so the in-run A/B can pair steps of equal size
 #   switch              optional, 1 byte: b"0" turns component probes off, anything else on; rewrite it in
 #                       place (not by os.replace): the probe keeps the file it mapped at start-up. With
 #                       "switch": "step", each outermost call of a step probe writes it itself, in ABBA
 #                       turns (1, 0, 0, 1, ...), so neighbouring steps pair on with off for the in-run A/B
 #   probe-<pid>.json    written here: what was patched, missing, skipped, pending; cost_ns; errors
 #   spans-<pid>.tsv     appended here: thread_id, probe_index, start_ns, end_ns, on (perf_counter_ns)
+#   sizes-<pid>.tsv     appended here: at_ns (perf_counter_ns at return), size; from "size" probes only
 
 from __future__ import annotations
 
@@ -44,10 +48,12 @@ _OFF = ord("0")  # the switch byte that turns component probes off; any other by
 _TURNS = b"1001"  # the step switch's ABBA order, one step a turn
 SWITCHED = "mapped, switched by the steps"  # the switch's state when the step probes write it
 _LINE = "%d\t%d\t%d\t%d\t%d\n"
+_SIZE_LINE = "%d\t%d\n"
 
 # This process's unflushed records (thread_id, probe_index, start_ns, end_ns, on). Wrappers hold its bound
 # append, so the flusher drains it in place rather than swapping in a new list.
 _records: list[tuple[int, int, int, int, bool]] = []
+_sizes: list[tuple[int, int]] = []  # (at_ns, size) from the "size" probes, drained the same way
 _probe: _Probe | None = None
 # Each thread's native id, looked up once: get_native_id() is a system call (~200 ns) on every call.
 _thread_ids = threading.local()
@@ -56,12 +62,13 @@ _thread_ids = threading.local()
 class _Spec:
     """One entry of probes.json."""
 
-    __slots__ = ("component", "function", "module")
+    __slots__ = ("component", "function", "module", "size")
 
-    def __init__(self, component: str, module: str, function: str) -> None:
+    def __init__(self, component: str, module: str, function: str, size: str | None = None) -> None:
         self.component = component
         self.module = module
         self.function = function
+        self.size = size
 
 
 def _read_specs(path: str) -> tuple[list[_Spec | None], bool, list[str]]:
@@ -92,7 +99,10 @@ def _spec(entry: object) -> _Spec:
     component, module, function = (str(field) for field in fields)
     if "" in function.split("."):
         raise ValueError(f"function {function!r} is not a qualname")
-    return _Spec(component, module, function)
+    size = entry.get("size")
+    if size is not None and not (isinstance(size, str) and size.isidentifier()):
+        raise ValueError(f"size {size!r} is not an attribute name")
+    return _Spec(component, module, function, size)
 
 
 def _open_switch(directory: str, writable: bool) -> tuple[Any, str]:
@@ -174,6 +184,26 @@ def _switching(
             return timed(*args, **kwargs)
         finally:
             depth.level = level
+
+    setattr(probe, MARK, index)
+    return probe
+
+
+def _sizing(
+    timed: Callable[..., Any], func: Callable[..., Any], index: int, attribute: str
+) -> Callable[..., Any]:
+    """A probe (`timed`) that also keeps the size its call returned (`attribute` of the result), on or off:
+    one clock read and one append per call, outside the timed span, so both turns of the A/B pay it alike."""
+    append = _sizes.append
+    clock = time.perf_counter_ns
+
+    @functools.wraps(func)
+    def probe(*args: Any, **kwargs: Any) -> Any:
+        result = timed(*args, **kwargs)
+        size = getattr(result, attribute, None)
+        if type(size) is int and len(_sizes) < MAX_PENDING:
+            append((clock(), size))
+        return result
 
     setattr(probe, MARK, index)
     return probe
@@ -518,6 +548,8 @@ class _Probe:
         probe = wrap(func, index, is_step, _records, self.switch, self.drop)
         if is_step and kind == "sync" and self.switch_state == SWITCHED:
             probe = _switching(probe, func, index, self.switch)
+        if spec.size and kind == "sync":  # a coroutine's result is known only when awaited: no size
+            probe = _sizing(probe, func, index, spec.size)
         setattr(holder, name, probe if rewrap is None else rewrap(probe))
         entry = {"module": spec.module, "function": spec.function, "kind": kind, "owner": _owner_name(holder)}
         if holder is not owner:
@@ -555,13 +587,14 @@ class _Probe:
 
     def flush(self) -> None:
         with self.flush_lock:
-            batch = _records[:]  # appends only ever land at the end, so the first len(batch) are these
-            if not batch:
-                return
-            del _records[: len(batch)]
-            text = "".join(map(_LINE.__mod__, batch))
-            with open(os.path.join(self.directory, f"spans-{os.getpid()}.tsv"), "a") as fh:
-                fh.write(text)
+            for pending, line, stem in ((_records, _LINE, "spans"), (_sizes, _SIZE_LINE, "sizes")):
+                batch = pending[:]  # appends only ever land at the end, so the first len(batch) are these
+                if not batch:
+                    continue
+                del pending[: len(batch)]
+                text = "".join(map(line.__mod__, batch))
+                with open(os.path.join(self.directory, f"{stem}-{os.getpid()}.tsv"), "a") as fh:
+                    fh.write(text)
 
     def at_exit(self) -> None:
         self.attempt(self.flush, "flushing spans at exit")
@@ -571,6 +604,7 @@ class _Probe:
         """A forked child has its own files and flusher; the parent's unflushed records stay the parent's."""
         try:
             del _records[:]
+            del _sizes[:]
             vars(_thread_ids).pop("native", None)  # this thread is the child's only one, under a new id
             self.pid = os.getpid()
             self.lock = threading.RLock()  # another thread may have held them at the fork

@@ -44,14 +44,15 @@ class ProbeSetup:
 
 
 def probe_rows(tables: tuple[EngineTable, ...] | None = None) -> list[dict[str, str]]:
-    """Every table's probes, the user's first; one row per (module, function)."""
+    """Every table's probes, the user's first; one row per (module, function), with "size" where the table
+    counts its steps' work through that function."""
     rows: dict[tuple[str, str], dict[str, str]] = {}
     for table in all_tables() if tables is None else tables:
         for component, module, function in table.probes:
-            rows.setdefault(
-                (module, function),
-                {"component": component, "module": module, "function": function, "engine": table.name},
-            )
+            row = {"component": component, "module": module, "function": function, "engine": table.name}
+            if table.step_size is not None and table.step_size[:2] == (module, function):
+                row["size"] = table.step_size[2]  # the probe keeps this attribute of what each call returns
+            rows.setdefault((module, function), row)
     return list(rows.values())
 
 
@@ -67,7 +68,8 @@ def prepare_probe(run_dir: Path, tables: tuple[EngineTable, ...] | None = None) 
 
 
 def read_probe(setup: ProbeSetup) -> dict[int, dict[str, Any]]:
-    """pid -> {"records": (N, 5) int64, "status": its probe-PID.json} for every process that loaded the probe."""
+    """pid -> {"records": (N, 5) int64, "sizes": (M, 2) int64, "status": its probe-PID.json} for every process
+    that loaded the probe (sizes: at_ns, size from the probes that count a step's work)."""
     found: dict[int, dict[str, Any]] = {}
     for status_path in setup.folder.glob("probe-*.json"):
         pid = _pid(status_path.stem)
@@ -82,7 +84,11 @@ def read_probe(setup: ProbeSetup) -> dict[int, dict[str, Any]]:
         pid = _pid(spans_path.stem)
         if pid is None:
             continue
-        found.setdefault(pid, {"status": {}})["records"] = _records(spans_path)
+        found.setdefault(pid, {"status": {}})["records"] = _records(spans_path, 5)
+    for sizes_path in setup.folder.glob("sizes-*.tsv"):
+        pid = _pid(sizes_path.stem)
+        if pid is not None and pid in found:
+            found[pid]["sizes"] = _records(sizes_path, 2)
     return found
 
 
@@ -91,14 +97,14 @@ def _pid(stem: str) -> int | None:
     return int(tail) if tail.isdigit() else None
 
 
-def _records(path: Path) -> np.ndarray:
+def _records(path: Path, columns: int) -> np.ndarray:
     rows = []
     with open(path) as handle:
         for line in handle:
             fields = line.split("\t")
-            if len(fields) == 5:
+            if len(fields) == columns:
                 try:
                     rows.append([int(value) for value in fields])
                 except ValueError:
                     continue  # a line cut short when the process was killed mid-write
-    return np.asarray(rows, dtype=np.int64).reshape(-1, 5)
+    return np.asarray(rows, dtype=np.int64).reshape(-1, columns)

@@ -113,6 +113,37 @@ def test_abba_turns_cancel_an_effect_of_a_steps_place_whatever_the_phase_the_win
     assert cost["ab"]["pairs"] == 399 and cost["ab"]["units"] == 199  # the first step pairs with nothing
 
 
+def _batches(steps: int, *, cost: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """A loop whose step time follows its batch (1 ms a sequence, 0.5% noise), the batch changing at most
+    steps and one step in ten a prefill of a few hundred tokens; steps on the probes' turn (ABBA) take
+    `cost` longer. Returns the step records and the sizes the probe would read, one within each step."""
+    rng = np.random.default_rng(seed)
+    rows, sizes, t, batch = [], [], 0, 16
+    for index in range(steps):
+        if rng.random() < 0.7:
+            batch = int(np.clip(batch + rng.integers(-6, 7), 1, 48))
+        size = batch + (int(rng.integers(100, 400)) if rng.random() < 0.1 else 0)
+        on = (1, 0, 0, 1)[index % 4]
+        length = int(size * MS * (1 + rng.normal(0, 0.005)) * (1 + cost * on))
+        rows.append([7, 0, t, t + length, on])
+        sizes.append([t + 1000, size])
+        t += length + MS
+    return np.array(rows, dtype=np.int64), np.array(sizes, dtype=np.int64)
+
+
+def test_pairing_steps_of_like_size_resolves_a_cost_the_batchs_swings_hide() -> None:
+    records, sizes = _batches(1200, cost=0.02, seed=5)
+    window = (0, int(records[:, 3].max()) + 1)
+    plain = analyse_probe(PROBES, {3: {"records": records, "status": {}}}, window)["cost"]
+    matched = analyse_probe(PROBES, {3: {"records": records, "status": {}, "sizes": sizes}}, window)["cost"]
+    assert matched["matched_by"] == "step sizes within 10%" and "matched_by" not in plain
+    ab, aa = matched["ab"], matched["aa"]
+    assert ab["low"] < 0.02 < ab["high"] and ab["high"] - ab["low"] < 0.01  # the +2% cost, resolved
+    assert aa["low"] < 0 < aa["high"] and aa["high"] - aa["low"] < 0.01
+    assert ab["pairs"] < plain["ab"]["pairs"]  # neighbours of unlike size are not paired
+    assert plain["ab"]["low"] < 0 < plain["ab"]["high"]  # unpaired by size, the cost is lost in the swings
+
+
 def test_too_few_steps_give_no_shares_and_say_why() -> None:
     records = _loop(5, scheduler_ms=1.0, model_ms=8.0)
     section = analyse_probe(

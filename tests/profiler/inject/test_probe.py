@@ -98,6 +98,15 @@ def gen():
 
 async def agen():
     yield 1
+
+
+class Planned:
+    def __init__(self, tokens):
+        self.tokens = tokens
+
+
+def plan(tokens):
+    return Planned(tokens)
 """
 
 # A sitecustomize later on the path, which ours must still run, and a script that shows whether it ran.
@@ -370,6 +379,41 @@ def test_with_the_step_switch_each_outermost_step_takes_the_next_abba_turn_and_c
     assert len(spans[0]) == 3 and all(row[4] == 1 for row in spans[0])
     assert _status(probe_dir)["switch"] == "mapped, switched by the steps"
     assert (probe_dir / "switch").read_bytes() == b"1"  # the last turn, written in place for every process
+
+
+def test_a_size_probe_keeps_each_calls_size_on_and_off_and_its_span_only_on(tmp_path):
+    plan = {**_probe("work", "plan"), "size": "tokens"}
+    probes = [plan, _probe("work", "Box.method", component="step")]
+    probe_dir = _setup(tmp_path, json.dumps({"probes": probes, "switch": "step"}), switch=b"1")
+    _ok(
+        _run(
+            tmp_path,
+            """
+            import work
+            for tokens in (5, 6, 7, 8):
+                work.Box().method(1)  # the step's turn: 1, 0, 0, 1
+                assert work.plan(tokens).tokens == tokens  # the result goes back to the caller unchanged
+            work.plan("many")  # not an int: no size
+            """,
+        )
+    )
+    spans = _by_index(_spans(probe_dir))
+    # plan's spans: only under the on turns (after the first and the last step, and the call of "many")
+    assert [row[4] for row in spans[0]] == [1, 1, 1]
+    (sizes_path,) = probe_dir.glob("sizes-*.tsv")
+    rows = [tuple(map(int, line.split("\t"))) for line in sizes_path.read_text().splitlines()]
+    assert [size for _at, size in rows] == [5, 6, 7, 8]  # every call, on or off
+    steps = spans[1]
+    assert all(step[3] <= at for step, (at, _size) in zip(steps, rows))  # read as plan returned
+
+
+def test_a_size_that_is_not_an_attribute_name_is_an_invalid_entry(tmp_path):
+    plan = {**_probe("work", "plan"), "size": "tokens.count"}
+    probe_dir = _setup(tmp_path, [plan])
+    _ok(_run(tmp_path, "import work\nwork.plan(3)\n"))
+    status = _status(probe_dir)
+    assert status["skipped"][0]["why"] == "invalid entry in probes.json"
+    assert any("size 'tokens.count' is not an attribute name" in error for error in status["errors"])
 
 
 def test_a_step_nested_in_a_step_keeps_its_callers_turn(tmp_path):

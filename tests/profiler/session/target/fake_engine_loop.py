@@ -17,9 +17,21 @@ def busy(seconds: float) -> None:
         sum(index * index for index in range(50))
 
 
+class Batch:
+    """What a schedule returns: its size in tokens, which the engine table names as the step's size."""
+
+    def __init__(self, tokens: int) -> None:
+        self.tokens = tokens
+
+
 class Loop:
-    def schedule(self) -> None:
+    def __init__(self) -> None:
+        self.steps = 0
+
+    def schedule(self) -> Batch:
         busy(SCHEDULE_S)
+        self.steps += 1
+        return Batch(4 if self.steps // 8 % 2 else 8)  # the batch changes every eight steps
 
     def model(self) -> None:
         time.sleep(MODEL_S)
@@ -50,4 +62,5 @@ probes = [
   ["model", "fake_engine_loop", "Loop.model"],
   ["sampler", "fake_engine_loop", "Loop.sample"],
 ]
+step_size = ["fake_engine_loop", "Loop.schedule", "tokens"]
 """
