@@ -169,7 +169,7 @@ def test_a_replayed_speedup_takes_precedence_and_carries_its_interval_into_the_p
         "components": {"sampler": 0.5, "model_kernels": 0.4},
     }
     breakdown = {"methods": {"spans": split}}
-    replayed = {"sampler": {"speedup": 4.0, "low": 2.0, "high": 5.0, "steps": 24}}
+    replayed = {"sampler": {"speedup": 4.0, "low": 2.0, "high": 5.0, "steps": 24, "rows": 66}}
     verdict = diagnose(
         breakdown,
         native_speedups={"sampler": 50.0, "prepare": 3.0},
@@ -184,5 +184,9 @@ def test_a_replayed_speedup_takes_precedence_and_carries_its_interval_into_the_p
     assert sampler["predicted_gain_high"] == pytest.approx(0.5 * 0.8)
     # Without a replay the caller's microbenchmark figure stands, and the reason says where it came from.
     assert prepare["speedup_source"] == "microbenchmark" and prepare["predicted_gain_low"] is None
-    assert any("replaying 24 of this run's sampler steps" in reason for reason in verdict["reasons"])
+    # The batch it was replayed at, since a C sampler's lead over Python's depends on it.
+    assert any(
+        "replaying 24 of this run's sampler steps of 2.8 sequences on average" in reason
+        for reason in verdict["reasons"]
+    )
     assert any("microbenchmark, not on this run's work" in reason for reason in verdict["reasons"])
