@@ -72,16 +72,25 @@ class Box:
     node: FlameNode
 
 
-def build_tree(stacks: list[SampledStack]) -> FlameNode:
+def shown_component(stack: SampledStack, whole_model: bool) -> str:
+    """The component a stack is coloured by: with `whole_model` (no native stacks in its group) the forward's
+    glue and kernels are the model whole, as in the time split's samples bar, since no frame tells them apart."""
+    if whole_model and stack.component in ("model_glue", "model_kernels"):
+        return "model"
+    return stack.component if stack.component in COLOURS else NO_COMPONENT
+
+
+def build_tree(stacks: list[SampledStack], whole_model: bool = False) -> FlameNode:
     root = FlameNode(None)
     for stack in stacks:
         node = root
+        component = shown_component(stack, whole_model)
         for frame in (None, *stack.frames):
             if frame is not None:
                 node = node.children.setdefault(frame, FlameNode(frame))
             node.total += stack.count
             node.categories[stack.category] += stack.count
-            node.components[stack.component if stack.component in COLOURS else NO_COMPONENT] += stack.count
+            node.components[component] += stack.count
         node.self_count += stack.count
     return root
 
@@ -150,7 +159,7 @@ def python_only(groups: list[ThreadGroup]) -> bool:
 
 
 def _svg(group: ThreadGroup, index: int) -> str:
-    boxes = layout(build_tree(group.stacks))
+    boxes = layout(build_tree(group.stacks, python_only([group])))
     mixed = python_only([group])
     depth = max((box.depth for box in boxes), default=0) + 1
     frames = [_frame(box, group, mixed) for box in boxes]
@@ -211,8 +220,9 @@ def _fit(name: str, width: float, char: float = 6.4, pad: float = 3.0) -> str:
 def group_components(groups: list[ThreadGroup]) -> Counter[str]:
     counts: Counter[str] = Counter()
     for group in groups:
+        whole_model = python_only([group])
         for stack in group.stacks:
-            counts[stack.component if stack.component in COLOURS else NO_COMPONENT] += stack.count
+            counts[shown_component(stack, whole_model)] += stack.count
     return counts
 
 
@@ -242,7 +252,11 @@ def script() -> tuple[Markup, str]:
 def draw_flamegraph(target: Target, group: ThreadGroup, max_depth: int = 40) -> None:
     """The same icicle for paper (matplotlib): the first `max_depth` levels, labels where they fit."""
     ax = target.subplots()
-    boxes = [box for box in layout(build_tree(group.stacks), min_fraction=0.002) if box.depth < max_depth]
+    boxes = [
+        box
+        for box in layout(build_tree(group.stacks, python_only([group])), min_fraction=0.002)
+        if box.depth < max_depth
+    ]
     for box in boxes:
         ax.add_patch(_rectangle(box, COLOURS[box.node.component]))
         text = _fit(frame_label(box.node, group), box.width * 1000, char=7.5)

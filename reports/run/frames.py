@@ -9,6 +9,10 @@ from infer_prof.reports.run.summary import Table
 from infer_prof.reports.stacks import SampledStack, StackFrame, ThreadGroup
 
 NO_COMPONENT = "(no component)"
+# Without native stacks a sample in the forward pass cannot tell its Python glue from the kernels it calls, so
+# its rows read as the model whole, as in the time-split table (profiler.analysis.breakdown), not as glue.
+MODEL_PARTS = ("model_glue", "model_kernels")
+MODEL_WHOLE = "model (whole)"
 
 
 def top_frames_table(group: ThreadGroup | None, *, per_kind: int = 4, min_share: float = 0.01) -> Table:
@@ -27,9 +31,11 @@ def top_frames_table(group: ThreadGroup | None, *, per_kind: int = 4, min_share:
         table.note = "no py-spy samples of the engine thread in this run"
         return table
     thread_samples = group.samples
+    python_only = not any(not frame.python for stack in group.stacks for frame in stack.frames)
     by_component: dict[str, list[SampledStack]] = defaultdict(list)
     for stack in group.stacks:
-        by_component[stack.component or NO_COMPONENT].append(stack)
+        component = stack.component or NO_COMPONENT
+        by_component[MODEL_WHOLE if python_only and component in MODEL_PARTS else component].append(stack)
     ranked = sorted(by_component.items(), key=lambda item: -sum(stack.count for stack in item[1]))
     for component, stacks in ranked:
         share = sum(stack.count for stack in stacks) / thread_samples
@@ -52,7 +58,7 @@ def top_frames_table(group: ThreadGroup | None, *, per_kind: int = 4, min_share:
                 )
                 first = False
     notes = []
-    if not any(not frame.python for stack in group.stacks for frame in stack.frames):
+    if python_only:
         notes.append(
             "no native stacks in this run (py-spy without --native): a Python frame's self time is its line "
             "or the native code it calls; --profile deep tells them apart"
