@@ -392,7 +392,10 @@ def test_tables_are_found_in_the_folder_the_environment_names(
         ("name = ", "not valid TOML"),
         ("name = 'x'\nstep_size = ['m', 'f']", r"step_size must be \[module, function, attribute\]"),
         ("name = 'x'\nstep_size = ['m', 'f', 'n']", "not one of its probes"),
-        ("name = 'x'\nprobes = [['scheduler', 'm', 'f']]\nstep_size = ['m', 'f', 'n.x']", "not an attribute name"),
+        (
+            "name = 'x'\nprobes = [['scheduler', 'm', 'f']]\nstep_size = ['m', 'f', 'n.x']",
+            "not an attribute name",
+        ),
     ],
 )
 def test_a_bad_table_is_one_error_naming_the_file(tmp_path: Path, text: str, words: str) -> None:
