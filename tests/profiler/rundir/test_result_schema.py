@@ -108,7 +108,7 @@ def test_a_file_too_old_or_too_new_is_refused_with_one_line(
 def test_the_schema_doc_is_generated_from_the_types() -> None:
     committed = (ROOT / "docs" / "result-schema.md").read_text(encoding="utf-8")
     assert committed == schema.markdown(), (
-        "docs/result-schema.md is stale: run `python -m profiler.rundir.schema > docs/result-schema.md`"
+        "docs/result-schema.md is stale: run `python -m infer_prof.profiler.rundir.schema > docs/result-schema.md`"
     )
     for section in schema.sections():
         assert f"## {section.__name__}" in committed
