@@ -175,5 +175,5 @@ def test_serve_says_its_sampling_at_start_and_logs_each_request(tmp_path):
     text = errors.read_text()
     assert "sampling: the model ships no settings" in text and "rambles" in text, text
     assert re.search(
-        r"^POST /v1/completions -> 200 in \d+ ms, \d+ prompt \+ 3 output tokens$", text, re.MULTILINE
+        r"^POST /v1/completions -> 200 in \d+(\.\d)? ms, \d+ prompt \+ 3 output tokens$", text, re.MULTILINE
     ), text
