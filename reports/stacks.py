@@ -89,6 +89,18 @@ class ThreadGroup:
         return counts
 
 
+def python_only(groups: list[ThreadGroup]) -> bool:
+    """True when no stack holds a native frame: the samples cannot tell Python from the native code it calls."""
+    return not any(not frame.python for group in groups for stack in group.stacks for frame in stack.frames)
+
+
+def shown_component(component: str, no_native: bool) -> str:
+    """The component a sample is shown under: without native stacks the forward's glue and kernels are one,
+    "model", since no frame tells a Python line from the kernel it calls (the time split does the same,
+    profiler.analysis.breakdown)."""
+    return "model" if no_native and component in ("model_glue", "model_kernels") else component
+
+
 def parse_frame(text: str) -> StackFrame:
     """`function (file:line)` or `symbol (library)`; a bare name has neither file nor line."""
     match = _FRAME.match(text.strip())

@@ -455,8 +455,8 @@ def _predictions(
                 where = f"replaying {found['steps']:,} of this run's {name} steps"
                 rows, steps = found.get("rows"), found.get("steps")
                 if rows and steps:
-                    # A C sampler's lead over Python's shrinks as the batch grows (its fixed cost per call
-                    # is tiny, Python's is not): the batch it was measured at says which speedup this is.
+                    # On mixed settings a C sampler's lead over Python's moves with the batch (5x at one
+                    # row, 20-60x beyond: docs/measurements.md), so the batch says which speedup this is.
                     where += f" of {rows / steps:.1f} sequences on average"
                 where += f", 95% interval {low:.1f}-{high:.1f}x" if low and high else ""
             else:

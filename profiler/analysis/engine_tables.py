@@ -19,7 +19,7 @@ or "" for any function), regular expressions searched in py-spy's frame file and
                  are timed within it (profiler/inject/sitecustomize.py, profiler/analysis/probe_spans.py)
     step_size    (module, qualname, attribute): one of the probes, called once a step, whose return value's
                  attribute counts the step's work (tokens scheduled); the probe's in-run A/B then pairs
-                 only steps of equal size, since a step's time follows its batch far more than the probe
+                 only steps of about equal size, since a step's time follows its batch far more than the probe
 
 Your own engine: write a TOML file with the same rows (docs/engine-tables.md) and put it in
 ~/.config/infer-prof/engines/, or name files or folders in INFER_PROF_ENGINE_TABLES (os.pathsep
@@ -48,6 +48,7 @@ from infer_prof.errors import TargetError
 Row = tuple[str, str, str | None]  # (label, file pattern, function pattern or None)
 ProbeRow = tuple[str, str, str]  # (component or "step", module, qualname in it)
 SizeRow = tuple[str, str, str]  # (module, qualname, attribute of its return value)
+TABLE_KEYS = ("name", "components", "waits", "wait_frames", "roles", "detect", "probes", "step_size")
 
 WAIT_KINDS = ("idle", "queueing", "worker", "client")
 ROLES = ("engine loop", "model worker", "api", "tokenizer")
@@ -465,20 +466,10 @@ def load_table(path: str | Path) -> EngineTable:
         raise TargetError(f"engine table {path}: cannot read it ({exc.strerror or exc})") from None
     except tomllib.TOMLDecodeError as exc:
         raise TargetError(f"engine table {path}: not valid TOML ({exc})") from None
-    unknown = set(data) - {
-        "name",
-        "components",
-        "waits",
-        "wait_frames",
-        "roles",
-        "detect",
-        "probes",
-        "step_size",
-    }
+    unknown = set(data) - set(TABLE_KEYS)
     if unknown:
         raise TargetError(
-            f"engine table {path}: unknown key(s) {', '.join(sorted(unknown))}; use name, components, "
-            "waits, wait_frames, roles, detect, probes, step_size"
+            f"engine table {path}: unknown key(s) {', '.join(sorted(unknown))}; use {', '.join(TABLE_KEYS)}"
         )
     from infer_prof.profiler.rundir.results import COMPONENTS
 

@@ -8,7 +8,7 @@
 #   probes.json         {"probes": [{"component", "module", "function", "size"?}, ...], "switch": "step"?},
 #                       read here; "size" names an attribute of the function's return value that counts a
 #                       step's work (vLLM's SchedulerOutput.total_num_scheduled_tokens): read on every call,
-#                       on or off, so the in-run A/B can pair steps of equal size
+#                       on or off, so the in-run A/B can pair steps of about equal size
 #   switch              optional, 1 byte: b"0" turns component probes off, anything else on; rewrite it in
 #                       place (not by os.replace): the probe keeps the file it mapped at start-up. With
 #                       "switch": "step", each outermost call of a step probe writes it itself, in ABBA

@@ -515,7 +515,7 @@ class ProbeCost(TypedDict, total=False):
     aa: PairedDifference | None
     note: str
     pairs: dict[str, int]  # on_off, like
-    matched_by: str  # "equal step size" where only neighbours of equal size were paired
+    matched_by: str  # "step sizes within 10%" where only neighbours of about equal size were paired
 
 
 class ProbeAgreement(TypedDict, total=False):

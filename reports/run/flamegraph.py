@@ -18,7 +18,14 @@ from pathlib import Path
 from markupsafe import Markup, escape
 
 from infer_prof.reports.run.charts import COMPONENT_COLOURS, PYTHON_OR_NATIVE, Target
-from infer_prof.reports.stacks import UNCLASSIFIED, SampledStack, StackFrame, ThreadGroup
+from infer_prof.reports.stacks import (
+    UNCLASSIFIED,
+    SampledStack,
+    StackFrame,
+    ThreadGroup,
+    python_only,
+    shown_component,
+)
 
 WIDTH = 1000  # SVG user units across; the SVG scales to the page width
 ROW = 17  # units per stack depth
@@ -72,19 +79,17 @@ class Box:
     node: FlameNode
 
 
-def shown_component(stack: SampledStack, whole_model: bool) -> str:
-    """The component a stack is coloured by: with `whole_model` (no native stacks in its group) the forward's
-    glue and kernels are the model whole, as in the time split's samples bar, since no frame tells them apart."""
-    if whole_model and stack.component in ("model_glue", "model_kernels"):
-        return "model"
-    return stack.component if stack.component in COLOURS else NO_COMPONENT
+def colour_key(stack: SampledStack, whole_model: bool) -> str:
+    """The component a stack is coloured by (the model whole when its group has no native stacks)."""
+    component = shown_component(stack.component, whole_model)
+    return component if component in COLOURS else NO_COMPONENT
 
 
 def build_tree(stacks: list[SampledStack], whole_model: bool = False) -> FlameNode:
     root = FlameNode(None)
     for stack in stacks:
         node = root
-        component = shown_component(stack, whole_model)
+        component = colour_key(stack, whole_model)
         for frame in (None, *stack.frames):
             if frame is not None:
                 node = node.children.setdefault(frame, FlameNode(frame))
@@ -153,14 +158,9 @@ def render_flamegraph(groups: list[ThreadGroup]) -> Markup:
     return Markup("\n".join(parts))
 
 
-def python_only(groups: list[ThreadGroup]) -> bool:
-    """True when no stack holds a native frame: the samples cannot tell Python from the native code it calls."""
-    return not any(not frame.python for group in groups for stack in group.stacks for frame in stack.frames)
-
-
 def _svg(group: ThreadGroup, index: int) -> str:
-    boxes = layout(build_tree(group.stacks, python_only([group])))
     mixed = python_only([group])
+    boxes = layout(build_tree(group.stacks, mixed))
     depth = max((box.depth for box in boxes), default=0) + 1
     frames = [_frame(box, group, mixed) for box in boxes]
     label = escape(f"flame graph of {group.label}")
@@ -222,7 +222,7 @@ def group_components(groups: list[ThreadGroup]) -> Counter[str]:
     for group in groups:
         whole_model = python_only([group])
         for stack in group.stacks:
-            counts[shown_component(stack, whole_model)] += stack.count
+            counts[colour_key(stack, whole_model)] += stack.count
     return counts
 
 

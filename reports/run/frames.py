@@ -6,13 +6,10 @@ from collections import Counter, defaultdict
 
 from infer_prof.reports.format import fmt_pct
 from infer_prof.reports.run.summary import Table
-from infer_prof.reports.stacks import SampledStack, StackFrame, ThreadGroup
+from infer_prof.reports.stacks import SampledStack, StackFrame, ThreadGroup, python_only, shown_component
 
 NO_COMPONENT = "(no component)"
-# Without native stacks a sample in the forward pass cannot tell its Python glue from the kernels it calls, so
-# its rows read as the model whole, as in the time-split table (profiler.analysis.breakdown), not as glue.
-MODEL_PARTS = ("model_glue", "model_kernels")
-MODEL_WHOLE = "model (whole)"
+MODEL_WHOLE = "model (whole)"  # the forward's rows without native stacks, named as in the time-split table
 
 
 def top_frames_table(group: ThreadGroup | None, *, per_kind: int = 4, min_share: float = 0.01) -> Table:
@@ -31,11 +28,11 @@ def top_frames_table(group: ThreadGroup | None, *, per_kind: int = 4, min_share:
         table.note = "no py-spy samples of the engine thread in this run"
         return table
     thread_samples = group.samples
-    python_only = not any(not frame.python for stack in group.stacks for frame in stack.frames)
+    no_native = python_only([group])
     by_component: dict[str, list[SampledStack]] = defaultdict(list)
     for stack in group.stacks:
-        component = stack.component or NO_COMPONENT
-        by_component[MODEL_WHOLE if python_only and component in MODEL_PARTS else component].append(stack)
+        component = shown_component(stack.component, no_native) or NO_COMPONENT
+        by_component[MODEL_WHOLE if component == "model" else component].append(stack)
     ranked = sorted(by_component.items(), key=lambda item: -sum(stack.count for stack in item[1]))
     for component, stacks in ranked:
         share = sum(stack.count for stack in stacks) / thread_samples
@@ -58,7 +55,7 @@ def top_frames_table(group: ThreadGroup | None, *, per_kind: int = 4, min_share:
                 )
                 first = False
     notes = []
-    if python_only:
+    if no_native:
         notes.append(
             "no native stacks in this run (py-spy without --native): a Python frame's self time is its line "
             "or the native code it calls; --profile deep tells them apart"

@@ -39,7 +39,8 @@ def test_with_native_stacks_glue_and_kernels_keep_their_own_rows() -> None:
 
 
 def test_the_flame_graph_colours_python_only_forward_samples_as_the_model_whole() -> None:
-    from infer_prof.reports.run.flamegraph import build_tree, group_components, python_only
+    from infer_prof.reports.run.flamegraph import build_tree, group_components
+    from infer_prof.reports.stacks import python_only
 
     python = _group(((RUN_LAYERS, CALL), 85, "model_glue"), ((TOP_P,), 15, "sampler"))
     assert python_only([python]) and group_components([python]) == {"model": 85, "sampler": 15}
