@@ -94,8 +94,13 @@ class Int8Linear:
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if self.inverse_smoothing is not None:
             x = x * self.inverse_smoothing
-        # reduce_range=False: 8-bit activations; the VNNI/AVX-512 kernels do not saturate at this width.
-        return torch.ops.quantized.linear_dynamic(x, self.packed, False)
+        # Called with an argument that is not a tensor (the packed weights), torch.ops looks for a
+        # __torch_function__ override on it, and that lookup raises and swallows a C++ exception per
+        # call: half of a batch-1 call's time on SmolLM2 (docs/measurements.md). Nothing here overrides
+        # torch functions, so the lookup is switched off around the call.
+        with torch._C.DisableTorchFunction():
+            # reduce_range=False: 8-bit activations; the VNNI/AVX-512 kernels do not saturate at this width.
+            return torch.ops.quantized.linear_dynamic(x, self.packed, False)
 
 
 class quantized_engine:  # used like a function, as torch's own context managers are
