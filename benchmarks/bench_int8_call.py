@@ -21,10 +21,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_model import decode_ms_per_step  # noqa: E402
+from bench_model import decode_ms_per_step
 
-from infer_prof.engine.loader import load_model  # noqa: E402
-from infer_prof.engine.quantize import Int8Linear  # noqa: E402
+from infer_prof.engine.loader import load_model
+from infer_prof.engine.quantize import Int8Linear
 
 SHIPPED = Int8Linear.__call__
 
