@@ -8,9 +8,9 @@ on the mix. So the run's recorded work (profiler.replay.recorder) is played agai
     scheduler  every recorded schedule() call, with the run's arrivals, finishes and free counts
     kv_alloc   every step's frees and grows from those plans (the run's KV events)
     prepare    every step's prepare() with the plan, the block tables and the tokens the run drew
-    sampler    up to SAMPLER_STEPS of the run's sample() calls, spread over the run, each with the
-               run's sequences, their parameters, prompts and tokens drawn so far, on logits rows
-               the run's model produced
+    sampler    up to SAMPLER_STEPS of the run's sample() calls whose logits rows the recorder
+               captured, spread over the run, each with the run's sequences, their parameters,
+               prompts and tokens drawn so far, on the rows the run's model produced at that call
 
 First the Python twins replay the schedule untimed and must reproduce the run (the free-block count
 the engine passed at each step); a run they do not reproduce gets no replay. Then the twins take
@@ -20,8 +20,7 @@ bootstrap interval over steps (blocks of neighbouring steps for the time-ordered
 
 What the replay cannot reproduce: a sequence's earlier tokens reach the sampler as part of its prompt,
 so frequency and presence penalties see fewer tokens than they did in the run (the repetition penalty
-sees the same set); the sampler's rows come from CAPTURE_ROWS-row snapshots of the run's logits, reused
-across the batch. The engine's own cost around each call (spans, the step loop) is not in either twin.
+sees the same set); a call's rows are the CAPTURE_ROWS rows captured at it, cycled over a wider batch. The engine's own cost around each call (spans, the step loop) is not in either twin.
 """
 
 from __future__ import annotations
@@ -164,25 +163,29 @@ class SamplerCase:
 
 
 def sampler_cases(log: WorkloadLog, limit: int = SAMPLER_STEPS) -> list[SamplerCase]:
-    """Up to `limit` of the run's sample() calls, evenly spread, with each sequence's history at that call."""
+    """Up to `limit` of the run's sample() calls whose logits rows were captured, evenly spread, each with
+    its sequences' history at that call and its own captured rows (cycled over a batch wider than the
+    capture). No two cases share a row, so the interval over cases holds the spread between the run's
+    rows: a flat row costs the C sampler several times what a peaked one does (docs/measurements.md)."""
     import torch
 
     if not log.samples or not log.logits_rows:
         return []
-    chosen = set(
-        np.linspace(0, len(log.samples) - 1, min(limit, len(log.samples))).round().astype(int).tolist()
-    )
-    bank, last = torch.cat(log.logits_rows), max(chosen)
+    snapshots = len(log.logits_rows)
+    picks = np.linspace(0, snapshots - 1, min(limit, snapshots)).round().astype(int).tolist()
+    chosen = {log.logits_at[j]: log.logits_rows[j] for j in picks}
+    last = max(chosen)
     drawn: dict[int, list[int]] = {}
     cases = []
     for index, (_, seq_ids, tokens) in enumerate(log.samples):
-        if index in chosen:
-            rows = (torch.arange(len(seq_ids)) + index) % len(bank)
+        captured = chosen.get(index)
+        if captured is not None:
+            rows = torch.arange(len(seq_ids)) % len(captured)
             registrations = [
                 (seq_id, log.sequences[seq_id][0], [*log.sequences[seq_id][1], *drawn.get(seq_id, ())])
                 for seq_id in seq_ids
             ]
-            cases.append(SamplerCase(list(seq_ids), registrations, bank.index_select(0, rows)))
+            cases.append(SamplerCase(list(seq_ids), registrations, captured.index_select(0, rows)))
         if index == last:
             break
         for seq_id, token in zip(seq_ids, tokens):

@@ -125,13 +125,29 @@ def test_the_sampler_replay_gives_each_sequence_what_it_had_drawn_before_the_cal
     params = SamplingParams(temperature=0.7, seed=5)
     log = WorkloadLog(sequences={1: (params, [10, 11]), 2: (params, [20])})
     log.samples = [(0, [1, 2], [100, 200]), (1, [1, 2], [101, 201]), (2, [2], [202])]
-    log.logits_rows = [torch.arange(12, dtype=torch.float32).reshape(2, 6)]
+    log.logits_rows = [torch.zeros(2, 6), torch.ones(1, 6), torch.full((2, 6), 2.0)]
+    log.logits_at = [0, 1, 2]
     cases = sampler_cases(log, limit=3)
     assert [case.seq_ids for case in cases] == [[1, 2], [1, 2], [2]]
     assert cases[0].registrations == [(1, params, [10, 11]), (2, params, [20])]
     assert cases[2].registrations == [(2, params, [20, 200, 201])]
-    # Rows come from the run's logits, rotated through the snapshot bank, one per sequence of the call.
-    assert cases[1].logits.shape == (2, 6) and torch.equal(cases[1].logits[0], log.logits_rows[0][1])
+    # Each call replays the rows captured at it, one per sequence: a one-row capture serves a batch of two.
+    assert [case.logits.tolist() for case in cases[:2]] == [[[0.0] * 6] * 2, [[1.0] * 6] * 2]
+    assert cases[2].logits.tolist() == [[2.0] * 6]
+
+
+def test_sampler_cases_are_the_captured_calls_spread_over_the_run_and_share_no_row() -> None:
+    params = SamplingParams(temperature=0.7, seed=5)
+    log = WorkloadLog(sequences={1: (params, [10])})
+    log.samples = [(step, [1], [7]) for step in range(100)]
+    log.logits_at = list(range(0, 100, 10))  # ten captures, one every tenth call
+    log.logits_rows = [torch.full((1, 4), float(at)) for at in log.logits_at]
+    cases = sampler_cases(log, limit=4)
+    # Four of the ten, first and last included; each carries its own call's history and its own row.
+    assert [len(case.registrations[0][2]) - 1 for case in cases] == [0, 30, 60, 90]
+    assert [case.logits[0, 0].item() for case in cases] == [0.0, 30.0, 60.0, 90.0]
+    # A log without captures replays no sampler call (the section then says so).
+    assert sampler_cases(WorkloadLog(sequences=log.sequences, samples=log.samples)) == []
 
 
 def test_twins_take_turns_and_each_step_keeps_its_median_over_the_rounds() -> None:
