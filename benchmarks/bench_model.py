@@ -87,7 +87,7 @@ from llama_cpp import Llama
 path, threads, steps, prompt = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 llm = Llama(model_path=path, n_ctx=1024, n_threads=threads, n_threads_batch=threads, verbose=False)
 tokens = llm.tokenize(prompt.encode(), add_bos=True, special=True)
-for token in tokens:  # one at a time: a native build with AMX crashed evaluating a batch of tokens here
+for token in tokens:  # one at a time: a native build crashed evaluating a batch of tokens on an AMX CPU
     llm.eval([token])
 token, times = int(np.argmax(llm.scores[llm.n_tokens - 1])), []
 for step in range(steps + 3):

@@ -78,7 +78,6 @@ def main() -> None:
         if len(sample_log.samples) >= 3200:  # a multiple of 32: captures stay 1 call in 32
             sample_log.samples.clear()
             sample_log.logits_rows.clear()
-            sample_log.logits_at.clear()
 
     added = {
         "schedule()": _per_call_ns(schedule) - _per_call_ns(lambda: (bare.schedule([], [], 0), spare.pop())),

@@ -27,6 +27,12 @@ CAPTURE_EVERY = 32
 CAPTURE_ROWS = 4
 
 
+def captured_call(snapshot: int) -> int:
+    """The index in WorkloadLog.samples of the call that logits_rows[snapshot] was captured at (the rule in
+    RecordingSampler.sample: every CAPTURE_EVERY-th call, from the first)."""
+    return snapshot * CAPTURE_EVERY
+
+
 @dataclass
 class WorkloadLog:
     """One run's control workload, in the order the engine issued it."""
@@ -40,7 +46,6 @@ class WorkloadLog:
     logits_rows: list[Any] = field(
         default_factory=list
     )  # float32 CPU tensors, CAPTURE_ROWS rows at most each
-    logits_at: list[int] = field(default_factory=list)  # per snapshot: the index in `samples` of its call
     logits_device: str = "cpu"  # where the run's logits were: the Python sampler is replayed there
     steps_seen: int = 0  # schedule() calls in the whole run, recorded or not
 
@@ -91,7 +96,6 @@ class RecordingSampler:
                 log.logits_rows.append(
                     logits[:CAPTURE_ROWS].detach().to("cpu", dtype=torch.float32, copy=True)
                 )
-                log.logits_at.append(len(log.samples))
                 log.logits_device = str(logits.device)
             log.samples.append((step, seq_ids, tokens))
         return tokens

@@ -20,7 +20,8 @@ bootstrap interval over steps (blocks of neighbouring steps for the time-ordered
 
 What the replay cannot reproduce: a sequence's earlier tokens reach the sampler as part of its prompt,
 so frequency and presence penalties see fewer tokens than they did in the run (the repetition penalty
-sees the same set); a call's rows are the CAPTURE_ROWS rows captured at it, cycled over a wider batch. The engine's own cost around each call (spans, the step loop) is not in either twin.
+sees the same set); a call's rows are the CAPTURE_ROWS rows captured at it, cycled over a wider batch.
+The engine's own cost around each call (spans, the step loop) is not in either twin.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from infer_prof.profiler.replay.recorder import WorkloadLog
+from infer_prof.profiler.replay.recorder import WorkloadLog, captured_call
 from infer_prof.profiler.stats import block_length, bootstrap, rate_statistic
 
 REPLAYED = ("scheduler", "kv_alloc", "prepare", "sampler")
@@ -173,7 +174,7 @@ def sampler_cases(log: WorkloadLog, limit: int = SAMPLER_STEPS) -> list[SamplerC
         return []
     snapshots = len(log.logits_rows)
     picks = np.linspace(0, snapshots - 1, min(limit, snapshots)).round().astype(int).tolist()
-    chosen = {log.logits_at[j]: log.logits_rows[j] for j in picks}
+    chosen = {captured_call(j): log.logits_rows[j] for j in picks}
     last = max(chosen)
     drawn: dict[int, list[int]] = {}
     cases = []

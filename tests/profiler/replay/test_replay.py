@@ -11,7 +11,7 @@ import torch
 from infer_prof.engine.types import SamplingParams
 from infer_prof.profiler.analysis.diagnose import diagnose
 from infer_prof.profiler.replay import recorder
-from infer_prof.profiler.replay.recorder import WorkloadLog
+from infer_prof.profiler.replay.recorder import CAPTURE_EVERY, WorkloadLog, captured_call
 from infer_prof.profiler.replay.replay import (
     PoolShape,
     interleaved,
@@ -124,28 +124,47 @@ def test_a_recording_the_python_twins_do_not_reproduce_is_not_replayed(tmp_path:
 def test_the_sampler_replay_gives_each_sequence_what_it_had_drawn_before_the_call() -> None:
     params = SamplingParams(temperature=0.7, seed=5)
     log = WorkloadLog(sequences={1: (params, [10, 11]), 2: (params, [20])})
-    log.samples = [(0, [1, 2], [100, 200]), (1, [1, 2], [101, 201]), (2, [2], [202])]
+    calls = [([1, 2], [100, 200]), ([1, 2], [101, 201]), ([2], [202])]
+    # The recorder captures every CAPTURE_EVERY-th call: these three calls are captures 0, 1 and 2.
+    log.samples = [(0, [1], [7])] * (2 * CAPTURE_EVERY + 1)
+    for capture, (seq_ids, tokens) in enumerate(calls):
+        log.samples[captured_call(capture)] = (capture, seq_ids, tokens)
     log.logits_rows = [torch.zeros(2, 6), torch.ones(1, 6), torch.full((2, 6), 2.0)]
-    log.logits_at = [0, 1, 2]
     cases = sampler_cases(log, limit=3)
     assert [case.seq_ids for case in cases] == [[1, 2], [1, 2], [2]]
     assert cases[0].registrations == [(1, params, [10, 11]), (2, params, [20])]
+    between = [7] * (CAPTURE_EVERY - 1)  # what sequence 1 drew in the uncaptured calls
+    assert cases[1].registrations[0] == (1, params, [10, 11, 100, *between])
     assert cases[2].registrations == [(2, params, [20, 200, 201])]
     # Each call replays the rows captured at it, one per sequence: a one-row capture serves a batch of two.
     assert [case.logits.tolist() for case in cases[:2]] == [[[0.0] * 6] * 2, [[1.0] * 6] * 2]
     assert cases[2].logits.tolist() == [[2.0] * 6]
 
 
+def test_captured_call_names_the_call_each_capture_was_taken_at() -> None:
+    class Echo:  # a sampler that draws the first logit of each row
+        def sample(self, logits: torch.Tensor, seq_ids: list[int]) -> list[int]:
+            return [int(v) for v in logits[:, 0]]
+
+    log = WorkloadLog()
+    sampler = recorder.RecordingSampler(Echo(), log)
+    for call in range(3 * CAPTURE_EVERY):
+        log.schedules.append(([], [], 0))
+        log.steps_seen += 1
+        sampler.sample(torch.full((2, 3), float(call)), [1, 2])
+    assert len(log.logits_rows) == 3
+    assert [rows[0, 0].item() for rows in log.logits_rows] == [captured_call(j) for j in range(3)]
+
+
 def test_sampler_cases_are_the_captured_calls_spread_over_the_run_and_share_no_row() -> None:
     params = SamplingParams(temperature=0.7, seed=5)
     log = WorkloadLog(sequences={1: (params, [10])})
-    log.samples = [(step, [1], [7]) for step in range(100)]
-    log.logits_at = list(range(0, 100, 10))  # ten captures, one every tenth call
-    log.logits_rows = [torch.full((1, 4), float(at)) for at in log.logits_at]
+    log.samples = [(step, [1], [7]) for step in range(10 * CAPTURE_EVERY)]
+    log.logits_rows = [torch.full((1, 4), float(capture)) for capture in range(10)]  # ten captures
     cases = sampler_cases(log, limit=4)
     # Four of the ten, first and last included; each carries its own call's history and its own row.
-    assert [len(case.registrations[0][2]) - 1 for case in cases] == [0, 30, 60, 90]
-    assert [case.logits[0, 0].item() for case in cases] == [0.0, 30.0, 60.0, 90.0]
+    assert [len(case.registrations[0][2]) - 1 for case in cases] == [captured_call(c) for c in (0, 3, 6, 9)]
+    assert [case.logits[0, 0].item() for case in cases] == [0.0, 3.0, 6.0, 9.0]
     # A log without captures replays no sampler call (the section then says so).
     assert sampler_cases(WorkloadLog(sequences=log.sequences, samples=log.samples)) == []
 
