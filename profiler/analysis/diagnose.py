@@ -74,6 +74,7 @@ class Speedup(TypedDict, total=False):
     source: str
     steps: int | None
     rows: int | None  # the sampler's replay: sequences over its steps (a speedup depends on the batch)
+    lowered: int | None  # the sampler's replay: steps played at fewer torch threads, as the run had them
 
 
 def rule_for(interpreter_share: float) -> str:
@@ -382,8 +383,17 @@ def _speedups(
                 "source": "replay",
                 "steps": entry.get("steps"),
                 "rows": entry.get("rows"),
+                "lowered": _lowered_calls(entry),
             }
     return chosen
+
+
+def _lowered_calls(entry: ReplayComponent) -> int | None:
+    """How many replayed calls ran at fewer torch threads than the replay's own count (a governor's)."""
+    own, counts = entry.get("torch_threads_own"), entry.get("torch_threads")
+    if not own or not counts:
+        return None
+    return sum(calls for threads, calls in counts.items() if int(threads) < own) or None
 
 
 def _predictions(
@@ -458,6 +468,10 @@ def _predictions(
                     # On mixed settings a C sampler's lead over Python's moves with the batch (5x at one
                     # row, 20-60x beyond: docs/measurements.md), so the batch says which speedup this is.
                     where += f" of {rows / steps:.1f} sequences on average"
+                lowered = found.get("lowered")
+                if lowered:
+                    some = "all" if lowered == steps else f"{lowered}"
+                    where += f" ({some} at the fewer torch threads the engine had then)"
                 where += f", 95% interval {low:.1f}-{high:.1f}x" if low and high else ""
             else:
                 where = "in its microbenchmark, not on this run's work"

@@ -47,6 +47,9 @@ class WorkloadLog:
         default_factory=list
     )  # float32 CPU tensors, CAPTURE_ROWS rows at most each
     logits_device: str = "cpu"  # where the run's logits were: the Python sampler is replayed there
+    # torch's thread count on the engine thread at each capture (engine.thread_governor may lower it under
+    # contention): the Python sampler is replayed at the count it ran at.
+    capture_threads: list[int] = field(default_factory=list)
     steps_seen: int = 0  # schedule() calls in the whole run, recorded or not
 
     @property
@@ -97,6 +100,7 @@ class RecordingSampler:
                     logits[:CAPTURE_ROWS].detach().to("cpu", dtype=torch.float32, copy=True)
                 )
                 log.logits_device = str(logits.device)
+                log.capture_threads.append(torch.get_num_threads())
             log.samples.append((step, seq_ids, tokens))
         return tokens
 

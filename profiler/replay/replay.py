@@ -161,6 +161,7 @@ class SamplerCase:
     seq_ids: list[int]
     registrations: list[tuple[int, Any, list[int]]]  # (seq_id, params, prompt + tokens drawn before)
     logits: Any
+    threads: int | None = None  # torch's thread count on the engine thread at the call (None: not recorded)
 
 
 def sampler_cases(log: WorkloadLog, limit: int = SAMPLER_STEPS) -> list[SamplerCase]:
@@ -174,19 +175,21 @@ def sampler_cases(log: WorkloadLog, limit: int = SAMPLER_STEPS) -> list[SamplerC
         return []
     snapshots = len(log.logits_rows)
     picks = np.linspace(0, snapshots - 1, min(limit, snapshots)).round().astype(int).tolist()
-    chosen = {captured_call(j): log.logits_rows[j] for j in picks}
+    chosen = {captured_call(j): j for j in picks}
     last = max(chosen)
     drawn: dict[int, list[int]] = {}
     cases = []
     for index, (_, seq_ids, tokens) in enumerate(log.samples):
-        captured = chosen.get(index)
-        if captured is not None:
+        snapshot = chosen.get(index)
+        if snapshot is not None:
+            captured = log.logits_rows[snapshot]
             rows = torch.arange(len(seq_ids)) % len(captured)
             registrations = [
                 (seq_id, log.sequences[seq_id][0], [*log.sequences[seq_id][1], *drawn.get(seq_id, ())])
                 for seq_id in seq_ids
             ]
-            cases.append(SamplerCase(list(seq_ids), registrations, captured.index_select(0, rows)))
+            threads = log.capture_threads[snapshot] if snapshot < len(log.capture_threads) else None
+            cases.append(SamplerCase(list(seq_ids), registrations, captured.index_select(0, rows), threads))
         if index == last:
             break
         for seq_id, token in zip(seq_ids, tokens):
@@ -361,23 +364,60 @@ def _replay_sampler(
 ) -> dict[str, Any]:
     """Each case played by both twins in turn; a case's time is its median over the rounds. The Python twin
     gets the rows on the run's device, as it did in the run; the C twin on the host (the copy there is
-    the prediction's added cost, profiler.session.transfer)."""
+    the prediction's added cost, profiler.session.transfer). Both play at the torch thread count the
+    engine thread had at the call.
+
+    Why the thread count: under one busy-loop hog the engine's governor held torch at one thread for most
+    of a SmolLM2 run, while the replay, after the load, ran the Python twin at torch's two and waited on
+    OpenMP barriers: 1.8-2.2x slower per row than in the run. The C twin (one thread) did not move, so the
+    replayed speedup read 8-11x against 2.5-2.9x quiet, and the prediction overshot (docs/measurements.md)."""
+    import torch
+
     py, c = pair
     python_ns, native_ns, agree = [], [], True
+    threads: dict[str, int] = {}
+    own = torch.get_num_threads()
     for case in cases:
         on_device = case.logits.to(device)
-        (py_times, c_times), tokens = interleaved(
-            (
-                lambda case=case, on_device=on_device: _one(time_sampler_case(py, case, clock, on_device)),
-                lambda case=case: _one(time_sampler_case(c, case, clock)),
-            ),
-            repeats,
-        )
+        with torch_threads(case.threads) as count:
+            (py_times, c_times), tokens = interleaved(
+                (
+                    lambda case=case, on_device=on_device: _one(
+                        time_sampler_case(py, case, clock, on_device)
+                    ),
+                    lambda case=case: _one(time_sampler_case(c, case, clock)),
+                ),
+                repeats,
+            )
+        threads[str(count)] = threads.get(str(count), 0) + 1
         python_ns.append(py_times[0])
         native_ns.append(c_times[0])
         agree = agree and tokens[0] == tokens[1]
     rows = sum(len(case.seq_ids) for case in cases)
-    return {**speedup_of(python_ns, native_ns, time_ordered=False), "twins_agree": agree, "rows": rows}
+    return {
+        **speedup_of(python_ns, native_ns, time_ordered=False),
+        "twins_agree": agree,
+        "rows": rows,
+        "torch_threads": threads,
+        "torch_threads_own": own,
+    }
+
+
+@contextmanager
+def torch_threads(count: int | None) -> Iterator[int]:
+    """torch's thread count set to `count` on this thread for the block (None: left as it is), given back
+    after; yields the count in force."""
+    import torch
+
+    before = torch.get_num_threads()
+    if count is None or count < 1 or count == before:
+        yield before
+        return
+    torch.set_num_threads(count)
+    try:
+        yield count
+    finally:
+        torch.set_num_threads(before)
 
 
 def _one(timed: tuple[int, list[int]]) -> tuple[list[int], list[int]]:

@@ -356,6 +356,8 @@ class ReplayComponent(TypedDict, total=False):
     native_us_per_step: float | None
     twins_agree: bool
     rows: int
+    torch_threads: dict[str, int]  # sampler: {torch thread count: replayed calls}, each at its call's count
+    torch_threads_own: int  # sampler: torch's count on the replay's thread, where the run did not lower it
 
 
 class Replay(TypedDict, total=False):

@@ -39,6 +39,15 @@ def _run(tmp_path: Path, requests: int = 10, **overrides):  # type: ignore[no-un
     return run_session(options, spec, tmp_path / "run", loaded=load_for_options(options), **overrides)
 
 
+def _log_and_shape(outcome):  # type: ignore[no-untyped-def]
+    built = outcome.extras["built"]
+    config = built.config
+    shape = PoolShape(
+        built.engine.num_blocks, config.block_size, config.max_batch, config.max_batched_tokens, config.policy
+    )
+    return built.engine.scheduler._log, shape
+
+
 def test_a_run_replays_its_own_work_through_both_twins_and_predicts_with_it(tmp_path: Path) -> None:
     _needs_twins()
     outcome = _run(tmp_path)
@@ -90,15 +99,8 @@ def test_a_recording_the_python_twins_do_not_reproduce_is_not_replayed(tmp_path:
 
     _needs_twins()
     outcome = _run(tmp_path, requests=4, write=False)
-    log = outcome.extras["built"].engine.scheduler._log
+    log, shape = _log_and_shape(outcome)
     config = outcome.extras["built"].config
-    shape = PoolShape(
-        outcome.extras["built"].engine.num_blocks,
-        config.block_size,
-        config.max_batch,
-        config.max_batched_tokens,
-        config.policy,
-    )
 
     def refuses() -> None:
         raise ValueError("planted refusal")
@@ -119,6 +121,33 @@ def test_a_recording_the_python_twins_do_not_reproduce_is_not_replayed(tmp_path:
     section = replay_speedups(log, shape)
     assert section["components"] == {}
     assert all("did not reproduce the run (step 3:" in why for why in section["skipped"].values())
+
+
+def test_each_replayed_sampler_call_plays_at_the_thread_count_the_engine_had_at_it(tmp_path: Path) -> None:
+    from infer_prof.engine.sampler import PythonSampler
+
+    _needs_twins()
+    log, shape = _log_and_shape(_run(tmp_path, requests=4, write=False))
+    assert len(log.capture_threads) == len(log.logits_rows) > 0  # one count per capture
+    seen: list[int] = []
+
+    class Counting(PythonSampler):
+        def sample(self, logits: torch.Tensor, seq_ids: list[int]) -> list[int]:  # type: ignore[override]
+            seen.append(torch.get_num_threads())
+            return super().sample(logits, seq_ids)
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        for count in (1, 2):
+            log.capture_threads = [count] * len(log.logits_rows)  # as if the governor had held `count`
+            seen.clear()
+            section = replay_speedups(log, shape, names=("sampler",), twins={"sampler": (Counting, Counting)})
+            sampler = section["components"]["sampler"]
+            assert set(seen) == {count} and sampler["torch_threads"] == {str(count): sampler["steps"]}
+            assert torch.get_num_threads() == 2  # torch's own count given back after each call
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_the_sampler_replay_gives_each_sequence_what_it_had_drawn_before_the_call() -> None:
@@ -148,12 +177,18 @@ def test_captured_call_names_the_call_each_capture_was_taken_at() -> None:
 
     log = WorkloadLog()
     sampler = recorder.RecordingSampler(Echo(), log)
-    for call in range(3 * CAPTURE_EVERY):
-        log.schedules.append(([], [], 0))
-        log.steps_seen += 1
-        sampler.sample(torch.full((2, 3), float(call)), [1, 2])
+    before = torch.get_num_threads()
+    try:
+        for call in range(3 * CAPTURE_EVERY):
+            torch.set_num_threads(1 if call < CAPTURE_EVERY else 2)  # a governor lowering, then raising
+            log.schedules.append(([], [], 0))
+            log.steps_seen += 1
+            sampler.sample(torch.full((2, 3), float(call)), [1, 2])
+    finally:
+        torch.set_num_threads(before)
     assert len(log.logits_rows) == 3
     assert [rows[0, 0].item() for rows in log.logits_rows] == [captured_call(j) for j in range(3)]
+    assert log.capture_threads == [1, 2, 2]  # the engine thread's count at each capture
 
 
 def test_sampler_cases_are_the_captured_calls_spread_over_the_run_and_share_no_row() -> None:
@@ -225,3 +260,23 @@ def test_a_replayed_speedup_takes_precedence_and_carries_its_interval_into_the_p
         for reason in verdict["reasons"]
     )
     assert any("microbenchmark, not on this run's work" in reason for reason in verdict["reasons"])
+
+
+def test_the_reason_says_when_replayed_calls_ran_at_the_fewer_threads_the_engine_had() -> None:
+    split = {"categories": {"interpreter": 0.6, "kernel": 0.4}, "components": {"sampler": 0.5}}
+    breakdown = {"methods": {"spans": split}}
+
+    def reason(threads: dict[str, int], own: int) -> str:
+        replayed = {
+            "sampler": {"speedup": 4.0, "low": 2.0, "high": 5.0, "steps": 24, "rows": 66}
+            | {"torch_threads": threads, "torch_threads_own": own}
+        }
+        verdict = diagnose(
+            breakdown, native_speedups=None, measured_gains=None, collectors={}, replayed=replayed
+        )
+        return next(r for r in verdict["reasons"] if "A native sampler" in r)
+
+    assert "(18 at the fewer torch threads the engine had then)" in reason({"1": 18, "2": 6}, own=2)
+    assert "(all at the fewer torch threads" in reason({"1": 24}, own=2)
+    assert "torch threads" not in reason({"2": 24}, own=2)  # never lowered: nothing to say
+    assert "torch threads" not in reason({"1": 24}, own=1)  # one thread is all torch had
