@@ -8,7 +8,9 @@ distribution (a flat row and a peaked one cost a sampler very different amounts)
 
 Recording stops after MAX_STEPS steps, so that a long run keeps bounded memory; the replay then
 covers the run's first MAX_STEPS steps and says so. Per step it costs two list appends inside the
-scheduler and sampler spans, and every CAPTURE_EVERY-th sampler call copies CAPTURE_ROWS rows.
+scheduler and sampler spans, and every `capture_every`-th sampler call copies CAPTURE_ROWS rows: every
+CAPTURE_EVERY-th at first, then, each time MAX_CAPTURES are held, every other capture is dropped and the
+period doubles, so a short run keeps many captures and a long one no more than MAX_CAPTURES.
 """
 
 from __future__ import annotations
@@ -23,14 +25,17 @@ if TYPE_CHECKING:
     from infer_prof.engine.engine import Engine
 
 MAX_STEPS = 1024
-CAPTURE_EVERY = 32
+# Why 8 and 48: with a fixed period of 32 a 48-request run kept 9 captures, and the replay's interval over
+# 9 calls was ±15%; the replay plays up to 24 calls (replay.SAMPLER_STEPS), which 48 leave room to spread.
+CAPTURE_EVERY = 8
+MAX_CAPTURES = 48  # even: the capture after a thinning falls on a multiple of the doubled period
 CAPTURE_ROWS = 4
 
 
-def captured_call(snapshot: int) -> int:
-    """The index in WorkloadLog.samples of the call that logits_rows[snapshot] was captured at (the rule in
-    RecordingSampler.sample: every CAPTURE_EVERY-th call, from the first)."""
-    return snapshot * CAPTURE_EVERY
+def captured_call(log: WorkloadLog, snapshot: int) -> int:
+    """The index in log.samples of the call that log.logits_rows[snapshot] was captured at (the rule in
+    RecordingSampler.sample: every log.capture_every-th call, from the first)."""
+    return snapshot * log.capture_every
 
 
 @dataclass
@@ -50,6 +55,7 @@ class WorkloadLog:
     # torch's thread count on the engine thread at each capture (engine.thread_governor may lower it under
     # contention): the Python sampler is replayed at the count it ran at.
     capture_threads: list[int] = field(default_factory=list)
+    capture_every: int = CAPTURE_EVERY  # the period captures are kept at now (doubles as they thin out)
     steps_seen: int = 0  # schedule() calls in the whole run, recorded or not
 
     @property
@@ -95,12 +101,15 @@ class RecordingSampler:
         log = self._log
         step = log.steps_seen - 1
         if step < len(log.schedules):  # the step's schedule() call was recorded
-            if len(log.samples) % CAPTURE_EVERY == 0:
+            if len(log.samples) % log.capture_every == 0:
                 log.logits_rows.append(
                     logits[:CAPTURE_ROWS].detach().to("cpu", dtype=torch.float32, copy=True)
                 )
                 log.logits_device = str(logits.device)
                 log.capture_threads.append(torch.get_num_threads())
+                if len(log.logits_rows) >= MAX_CAPTURES:  # keep the even ones: multiples of twice the period
+                    del log.logits_rows[1::2], log.capture_threads[1::2]
+                    log.capture_every *= 2
             log.samples.append((step, seq_ids, tokens))
         return tokens
 

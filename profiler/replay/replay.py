@@ -175,7 +175,7 @@ def sampler_cases(log: WorkloadLog, limit: int = SAMPLER_STEPS) -> list[SamplerC
         return []
     snapshots = len(log.logits_rows)
     picks = np.linspace(0, snapshots - 1, min(limit, snapshots)).round().astype(int).tolist()
-    chosen = {captured_call(j): j for j in picks}
+    chosen = {captured_call(log, j): j for j in picks}
     last = max(chosen)
     drawn: dict[int, list[int]] = {}
     cases = []

@@ -39,6 +39,13 @@ def _run(tmp_path: Path, requests: int = 10, **overrides):  # type: ignore[no-un
     return run_session(options, spec, tmp_path / "run", loaded=load_for_options(options), **overrides)
 
 
+class _Echo:
+    """A sampler that draws the first logit of each row: a capture's rows name the call they came from."""
+
+    def sample(self, logits: torch.Tensor, seq_ids: list[int]) -> list[int]:
+        return [int(v) for v in logits[:, 0]]
+
+
 def _log_and_shape(outcome):  # type: ignore[no-untyped-def]
     built = outcome.extras["built"]
     config = built.config
@@ -157,7 +164,7 @@ def test_the_sampler_replay_gives_each_sequence_what_it_had_drawn_before_the_cal
     # The recorder captures every CAPTURE_EVERY-th call: these three calls are captures 0, 1 and 2.
     log.samples = [(0, [1], [7])] * (2 * CAPTURE_EVERY + 1)
     for capture, (seq_ids, tokens) in enumerate(calls):
-        log.samples[captured_call(capture)] = (capture, seq_ids, tokens)
+        log.samples[captured_call(log, capture)] = (capture, seq_ids, tokens)
     log.logits_rows = [torch.zeros(2, 6), torch.ones(1, 6), torch.full((2, 6), 2.0)]
     cases = sampler_cases(log, limit=3)
     assert [case.seq_ids for case in cases] == [[1, 2], [1, 2], [2]]
@@ -171,12 +178,8 @@ def test_the_sampler_replay_gives_each_sequence_what_it_had_drawn_before_the_cal
 
 
 def test_captured_call_names_the_call_each_capture_was_taken_at() -> None:
-    class Echo:  # a sampler that draws the first logit of each row
-        def sample(self, logits: torch.Tensor, seq_ids: list[int]) -> list[int]:
-            return [int(v) for v in logits[:, 0]]
-
     log = WorkloadLog()
-    sampler = recorder.RecordingSampler(Echo(), log)
+    sampler = recorder.RecordingSampler(_Echo(), log)
     before = torch.get_num_threads()
     try:
         for call in range(3 * CAPTURE_EVERY):
@@ -187,8 +190,25 @@ def test_captured_call_names_the_call_each_capture_was_taken_at() -> None:
     finally:
         torch.set_num_threads(before)
     assert len(log.logits_rows) == 3
-    assert [rows[0, 0].item() for rows in log.logits_rows] == [captured_call(j) for j in range(3)]
+    assert [rows[0, 0].item() for rows in log.logits_rows] == [captured_call(log, j) for j in range(3)]
     assert log.capture_threads == [1, 2, 2]  # the engine thread's count at each capture
+
+
+def test_captures_thin_out_as_the_run_grows_and_still_name_their_calls(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(recorder, "MAX_CAPTURES", 4)
+    log = WorkloadLog()
+    sampler = recorder.RecordingSampler(_Echo(), log)
+    for call in range(20 * CAPTURE_EVERY + 1):
+        log.schedules.append(([], [], 0))
+        log.steps_seen += 1
+        sampler.sample(torch.full((1, 3), float(call)), [1])
+    # Four captures were held three times (at calls 3, 6 and 12 periods in), each time halved: the period
+    # is now 8 times the first, and three captures are left, evenly spread.
+    assert log.capture_every == 8 * CAPTURE_EVERY and len(log.logits_rows) == len(log.capture_threads) == 3
+    assert [rows[0, 0].item() for rows in log.logits_rows] == [captured_call(log, j) for j in range(3)]
+    assert [captured_call(log, j) for j in range(3)] == [0, 8 * CAPTURE_EVERY, 16 * CAPTURE_EVERY]
 
 
 def test_sampler_cases_are_the_captured_calls_spread_over_the_run_and_share_no_row() -> None:
@@ -198,7 +218,9 @@ def test_sampler_cases_are_the_captured_calls_spread_over_the_run_and_share_no_r
     log.logits_rows = [torch.full((1, 4), float(capture)) for capture in range(10)]  # ten captures
     cases = sampler_cases(log, limit=4)
     # Four of the ten, first and last included; each carries its own call's history and its own row.
-    assert [len(case.registrations[0][2]) - 1 for case in cases] == [captured_call(c) for c in (0, 3, 6, 9)]
+    assert [len(case.registrations[0][2]) - 1 for case in cases] == [
+        captured_call(log, c) for c in (0, 3, 6, 9)
+    ]
     assert [case.logits[0, 0].item() for case in cases] == [0.0, 3.0, 6.0, 9.0]
     # A log without captures replays no sampler call (the section then says so).
     assert sampler_cases(WorkloadLog(sequences=log.sequences, samples=log.samples)) == []
