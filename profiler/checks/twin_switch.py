@@ -10,7 +10,7 @@ call is labelled with the twin that served it, so every step is credited to the 
 
 The sampler can change twins between steps because its state is small and rebuilt on demand: each
 live sequence's parameters and its prompt plus the tokens drawn so far. The twin taking over gets
-them as fresh registrations, and its first sample() call of a block pays for that (~0.1 ms at batch 30). Two things differ
+them as fresh registrations, applied in the switch, which is timed and taken out of the step. Two things differ
 from an unswitched run, neither of them a cost that favours a twin: a re-registered sequence's RNG
 position starts again at 0, and the tokens it drew count as its prompt (for the repetition penalty;
 frequency and presence penalties count again from the switch). So the switched run's tokens are not
@@ -37,8 +37,10 @@ if TYPE_CHECKING:
 # switched runs of three SmolLM2 `concurrency-30` verifies (2,300-6,600 steps, the sampler span taken out
 # and the steps labelled afresh), blocks of 1 step gave null gains of -0.10, +0.01 and +0.09 points with
 # half-widths of 0.42-0.52, where blocks of 8 gave 0.77-0.88: the same interval from a quarter to half the
-# steps. Switching is not free, but small and paid by both twins: the first call of a block took 0.12 ms
-# (Python) and 0.17 ms (C) longer than the others (medians at batch >= 25; the C twin saved 6.8 ms a call).
+# steps. Switching is not free: the first call of a block took 0.12 ms (Python) and 0.17 ms (C) longer than
+# the others there (medians at batch >= 25; the C twin saved 6.8 ms a call), but on synthetic:tiny with
+# 200-token prompts the Python twin paid more than the C twin, so each switch is timed and taken out of its
+# step (inrun_gain.label_steps).
 BLOCK_STEPS = 1  # sampler calls per block
 UNIT_STEPS = 8  # steps per resampled unit (profiler.checks.inrun_gain's unit_blocks = UNIT_STEPS / block)
 MAX_CALLS = 1_000_000  # labels kept (16 bytes each): a longer run keeps the first million
@@ -61,6 +63,7 @@ class SwitchingSampler:
         self._alternating = False
         self._call = 0  # sampler calls since start()
         self.calls: list[tuple[int, int, bool]] = []
+        self.switch_ns: list[int] = []  # per call in `calls`: the time its switch of twins took (0: none)
         self.switches = 0
 
     def start(self) -> None:
@@ -78,18 +81,20 @@ class SwitchingSampler:
     def sample(self, logits: torch.Tensor, seq_ids: Sequence[int]) -> list[int]:
         if self._alternating:
             block = self._call // self.block_steps
-            if abba_state(block) != self._serving:
-                self._switch()
+            switch_ns = self._switch() if abba_state(block) != self._serving else 0
             self._call += 1
             if len(self.calls) < MAX_CALLS:
                 self.calls.append((time.perf_counter_ns(), block, self._serving))
+                self.switch_ns.append(switch_ns)
         tokens = self._twins[self._serving].sample(logits, seq_ids)
         sequences = self._sequences
         for seq_id, token in zip(seq_ids, tokens):
             sequences[seq_id][1].append(token)
         return tokens
 
-    def _switch(self) -> None:
+    def _switch(self) -> int:
+        """Hand the live sequences to the other twin; returns the ns it took (taken out of the step)."""
+        start = time.perf_counter_ns()
         leaving, taking = self._twins[self._serving], self._twins[not self._serving]
         # The leaving twin's removals stay pending until it serves again; both twins apply pending
         # removals before registrations, so the sequences it gets back then are the fresh ones.
@@ -97,8 +102,14 @@ class SwitchingSampler:
             leaving.remove(seq_id)
         for seq_id, (params, history) in self._sequences.items():
             taking.add(seq_id, params, list(history))
+        # Both of our twins apply what is pending on len(): the registrations happen here, where they are
+        # timed, not inside the call that follows.
+        apply_pending = getattr(taking, "__len__", None)
+        if apply_pending is not None:
+            apply_pending()
         self._serving = not self._serving
         self.switches += 1
+        return time.perf_counter_ns() - start
 
 
 class SamplerSwitch:
@@ -138,6 +149,10 @@ class SamplerSwitch:
     @property
     def calls(self) -> list[tuple[int, int, bool]]:
         return list(self.sampler.calls) if self.sampler is not None else []
+
+    @property
+    def switch_ns(self) -> list[int]:
+        return list(self.sampler.switch_ns) if self.sampler is not None else []
 
     @property
     def switches(self) -> int:

@@ -363,7 +363,7 @@ def _switched_run(
     if failed > ((outcome.result.metrics or {}).get("failed") or 0):
         return f"{failed} request(s) failed in its run (see {_relative(outcome, Path(run.run_dir))}/requests.csv)"
     calls = switch.calls
-    labelled = label_steps(calls, run.steps)
+    labelled = label_steps(calls, run.steps, switch.switch_ns)
     gain = inrun_gain(labelled, own="sampler", unit_blocks=switch.unit_blocks)
     if gain is None or switch.switches < 2:
         return (
@@ -372,7 +372,8 @@ def _switched_run(
         )
     # Which twin served each step, beside the run's steps.csv: the figures can be taken again from the files.
     write_text_atomic(
-        Path(run.run_dir) / TURNS_FILE, labelled[["step", "block", "native"]].to_csv(index=False)
+        Path(run.run_dir) / TURNS_FILE,
+        labelled[["step", "block", "native", "switch_ms"]].to_csv(index=False),
     )
     entry = inrun_entry(
         prediction,
@@ -384,6 +385,16 @@ def _switched_run(
     )
     entry["run_dir"] = _relative(outcome, Path(run.run_dir))
     entry["turns"] = f"{entry['run_dir']}/{TURNS_FILE}"
+    # What a switch took, per twin taking over, taken out of its step (label_steps): mean ms a switch.
+    switched = labelled[labelled["switch_ms"] > 0]
+    entry["switch_ms"] = {
+        twin: round(float(rows["switch_ms"].mean()), 4)
+        for twin, rows in (
+            ("python", switched[~switched["native"]]),
+            ("native", switched[switched["native"]]),
+        )
+        if len(rows)
+    }
     return entry
 
 

@@ -566,7 +566,14 @@ def turns_text(entry: dict[str, Any]) -> str:
     size = entry.get("block_steps")
     blocks = f"blocks of {size} step{'s' if size != 1 else ''}" if size else "blocks of steps"
     switches = f", {entry['switches']} switches" if entry.get("switches") is not None else ""
+    taken = entry.get("switch_ms") or {}
+    if taken:  # a switch's own time (the twin taking over registering the live sequences), taken out
+        each = ", ".join(f"{TWIN_NAMES.get(twin, twin)} {ms:.2f} ms" for twin, ms in taken.items())
+        switches += f", each switch's own time taken out ({each} a switch)"
     return f"{entry.get('pairs')} pairs of {blocks}{switches}"
+
+
+TWIN_NAMES = {"python": "Python", "native": "C"}
 
 
 def interval_unit_text(entry: dict[str, Any]) -> str:

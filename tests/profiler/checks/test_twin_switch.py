@@ -41,6 +41,10 @@ class _Twin:
         assert all(seq_id in self.live for seq_id in seq_ids), (seq_ids, self.live)
         return [100 + self.ident] * len(seq_ids)
 
+    def __len__(self) -> int:  # as both real twins do: what is pending is applied first
+        self._apply()
+        return len(self.live)
+
 
 def test_the_twin_taking_over_gets_every_live_sequence_with_its_history() -> None:
     python, native = _Twin(0), _Twin(1)
@@ -54,6 +58,7 @@ def test_the_twin_taking_over_gets_every_live_sequence_with_its_history() -> Non
     sampler.add(3, None, [9])  # registered with the twin serving, then carried over
     assert sampler.sample(None, [1, 3]) == [101, 101]  # block 0 is the C twin's (ABBA: C, Py, Py, C)
     assert native.live == {1: [5, 6, 100], 3: [9]}  # prompt + the token drawn before the switch
+    assert sampler.switch_ns[0] > 0  # the switch, registrations applied, timed apart from the call
     assert python.pending[-2:] == [("remove", 1, []), ("remove", 3, [])]  # forgotten when it serves again
     assert sampler.sample(None, [1]) == [101]
     assert sampler.sample(None, [1]) == [100]  # block 1: Python
@@ -76,6 +81,8 @@ def test_the_twin_taking_over_gets_every_live_sequence_with_its_history() -> Non
         (4, True),
     ]
     assert sampler.switches == 3  # blocks 3 and 4 are both the C twin's: no switch between them
+    switched = [i for i, taken in enumerate(sampler.switch_ns) if taken > 0]
+    assert len(sampler.switch_ns) == len(sampler.calls) and switched == [0, 2, 6]
     with pytest.raises(ValueError, match="block_steps=0"):
         SwitchingSampler(python, native, block_steps=0)
 
@@ -126,6 +133,31 @@ def test_the_gains_come_from_block_pairs_and_the_same_steps_gain_holds_the_kinds
     assert inrun_gain(label_steps(calls[:8], _steps(rows))) is None
     assert inrun_gain(label_steps([], _steps(rows))) is None
     assert label_steps(calls, _steps(rows))["native"].tolist() == [call[2] for call in calls]
+
+
+def test_a_switchs_own_time_is_taken_out_of_its_step_before_the_gain() -> None:
+    # Blocks of one step, C, Python, Python, C...: every Python step that follows a switch pays 3 ms for
+    # it and every C one 1 ms, on top of the 8 ms a step the C twin saves. Taken out, the gain is the 8 ms.
+    ms, rows, calls, switch_ns, now = 1_000_000, [], [], [], 0
+    for block in range(16):
+        native = block % 4 in (0, 3)
+        switched = block == 0 or native != ((block - 1) % 4 in (0, 3))
+        taken = (1.0 if native else 3.0) if switched else 0.0
+        sampler = (2.0 if native else 10.0) + taken
+        length = 90.0 + sampler
+        rows.append((now, now + int(length * ms), 8, 0, sampler, 90.0))
+        calls.append((now + 1000, block, native))
+        switch_ns.append(int(taken * ms))
+        now += int(length * ms) + 5
+    steps = _steps(rows).assign(duration_ms=lambda frame: (frame.end_ns - frame.start_ns) / ms)
+    with_switches = inrun_gain(label_steps(calls, steps), resamples=200)
+    labelled = label_steps(calls, steps, switch_ns)
+    without = inrun_gain(labelled, resamples=200)
+    assert with_switches is not None and without is not None
+    assert without.parts["sampler"] == pytest.approx(8 / 100) and without.mix_gain == pytest.approx(8 / 100)
+    assert with_switches.parts["sampler"] > without.parts["sampler"]  # the Python twin's dearer switch
+    assert "switch" not in without.parts  # the time taken out is not a phase of the step
+    assert labelled["switch_ms"].tolist() == [taken / ms for taken in switch_ns]
 
 
 def test_the_twins_own_phase_gets_an_interval_the_other_phases_noise_does_not_widen() -> None:
