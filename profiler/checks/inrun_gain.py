@@ -59,9 +59,8 @@ def label_steps(
     """The steps that made a sampler call, with that call's `block` and `native` (the C twin served) added,
     and, given the time each call's switch of twins took (`switch_ns`), that time taken out of the step:
     its end, its duration and its sampler phase. No twin pays a switch once it is the only one, and the
-    twins do not pay it alike: on synthetic:tiny with 200-token prompts the Python twin's calls took
-    0.09-0.21 ms a row longer in the switched run than in an unswitched one, the C twin's 0.05-0.10 ms
-    (docs/measurements.md)."""
+    twins do not pay it alike: on synthetic:tiny with 200-token prompts a switch took the Python twin
+    0.11-0.20 ms and the C twin 0.19-0.25 ms (docs/measurements.md)."""
     if not len(calls) or steps is None or not len(steps):
         return pd.DataFrame(columns=[*(steps.columns if steps is not None else []), "block", "native"])
     times = np.array([call[0] for call in calls], dtype=np.int64)

@@ -38,9 +38,9 @@ if TYPE_CHECKING:
 # and the steps labelled afresh), blocks of 1 step gave null gains of -0.10, +0.01 and +0.09 points with
 # half-widths of 0.42-0.52, where blocks of 8 gave 0.77-0.88: the same interval from a quarter to half the
 # steps. Switching is not free: the first call of a block took 0.12 ms (Python) and 0.17 ms (C) longer than
-# the others there (medians at batch >= 25; the C twin saved 6.8 ms a call), but on synthetic:tiny with
-# 200-token prompts the Python twin paid more than the C twin, so each switch is timed and taken out of its
-# step (inrun_gain.label_steps).
+# the others there (medians at batch >= 25; the C twin saved 6.8 ms a call), and the twins do not pay alike
+# (on synthetic:tiny with 200-token prompts a switch took the Python twin 0.11-0.20 ms, the C twin
+# 0.19-0.25 ms), so each switch is timed and taken out of its step (inrun_gain.label_steps).
 BLOCK_STEPS = 1  # sampler calls per block
 UNIT_STEPS = 8  # steps per resampled unit (profiler.checks.inrun_gain's unit_blocks = UNIT_STEPS / block)
 MAX_CALLS = 1_000_000  # labels kept (16 bytes each): a longer run keeps the first million
