@@ -75,13 +75,16 @@ def main() -> None:
 
     def sample() -> None:
         sampler.sample(logits, ids)
-        if len(sample_log.samples) >= 3200:  # a multiple of 32: captures stay 1 call in 32
+        # Start afresh before the captures first thin out: they stay 1 call in CAPTURE_EVERY, the dearest
+        # rate a run has (its first calls).
+        if len(sample_log.samples) >= (recorder.MAX_CAPTURES - 1) * recorder.CAPTURE_EVERY:
             sample_log.samples.clear()
             sample_log.logits_rows.clear()
+            sample_log.capture_threads.clear()
 
     added = {
         "schedule()": _per_call_ns(schedule) - _per_call_ns(lambda: (bare.schedule([], [], 0), spare.pop())),
-        "sample(), 1 call in 32 capturing": _per_call_ns(sample)
+        f"sample(), 1 call in {recorder.CAPTURE_EVERY} capturing": _per_call_ns(sample)
         - _per_call_ns(lambda: bare.sample(logits, ids)),
         "attribute reads (x2)": 2
         * (_per_call_ns(lambda: scheduler.num_waiting) - _per_call_ns(lambda: bare.num_waiting)),
