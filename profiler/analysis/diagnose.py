@@ -75,6 +75,7 @@ class Speedup(TypedDict, total=False):
     steps: int | None
     rows: int | None  # the sampler's replay: sequences over its steps (a speedup depends on the batch)
     lowered: int | None  # the sampler's replay: steps played at fewer torch threads, as the run had them
+    python_priced: str | None  # the sampler's replay: "run" when the Python side is the run's own time
 
 
 def rule_for(interpreter_share: float) -> str:
@@ -384,6 +385,7 @@ def _speedups(
                 "steps": entry.get("steps"),
                 "rows": entry.get("rows"),
                 "lowered": _lowered_calls(entry),
+                "python_priced": entry.get("python_priced"),
             }
     return chosen
 
@@ -469,7 +471,9 @@ def _predictions(
                     # row, 20-60x beyond: docs/measurements.md), so the batch says which speedup this is.
                     where += f" of {rows / steps:.1f} sequences on average"
                 lowered = found.get("lowered")
-                if lowered:
+                if found.get("python_priced") == "run":
+                    where += ", the Python twin's time as the run measured it at those calls"
+                elif lowered:
                     some = "all" if lowered == steps else f"{lowered}"
                     where += f" ({some} at the fewer torch threads the engine had then)"
                 where += f", 95% interval {low:.1f}-{high:.1f}x" if low and high else ""

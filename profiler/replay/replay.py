@@ -17,6 +17,11 @@ the engine passed at each step); a run they do not reproduce gets no replay. The
 turns, `repeats` rounds with the order alternating (ABBA), and each step keeps its median time. The
 speedup is sum(Python) / sum(C) of those medians, the Amdahl factor for this run's work, with a
 bootstrap interval over steps (blocks of neighbouring steps for the time-ordered control replays).
+The sampler's Python side is the exception where the run's sampler was the Python twin on the host:
+the recorder timed those very calls in the run, so the speedup is the run's time over the C twin's
+replayed one. The replay comes after the load, where the machine may differ (a busy neighbour, another
+torch thread count, a warm cache), and its Python twin ran 1.05-1.37x slower per row than the run's
+own on synthetic:tiny (docs/measurements.md); the C twin, one thread, matched the run within noise.
 
 What the replay cannot reproduce: a sequence's earlier tokens reach the sampler as part of its prompt,
 so frequency and presence penalties see fewer tokens than they did in the run (the repetition penalty
@@ -162,6 +167,9 @@ class SamplerCase:
     registrations: list[tuple[int, Any, list[int]]]  # (seq_id, params, prompt + tokens drawn before)
     logits: Any
     threads: int | None = None  # torch's thread count on the engine thread at the call (None: not recorded)
+    run_ns: int | None = (
+        None  # the engine's Python twin's time at the call, timed in the run (None: not priced)
+    )
 
 
 def sampler_cases(log: WorkloadLog, limit: int = SAMPLER_STEPS) -> list[SamplerCase]:
@@ -189,7 +197,12 @@ def sampler_cases(log: WorkloadLog, limit: int = SAMPLER_STEPS) -> list[SamplerC
                 for seq_id in seq_ids
             ]
             threads = log.capture_threads[snapshot] if snapshot < len(log.capture_threads) else None
-            cases.append(SamplerCase(list(seq_ids), registrations, captured.index_select(0, rows), threads))
+            run_ns = (
+                log.capture_ns[snapshot] if log.python_sampler and snapshot < len(log.capture_ns) else None
+            )
+            cases.append(
+                SamplerCase(list(seq_ids), registrations, captured.index_select(0, rows), threads, run_ns)
+            )
         if index == last:
             break
         for seq_id, token in zip(seq_ids, tokens):
@@ -365,7 +378,9 @@ def _replay_sampler(
     """Each case played by both twins in turn; a case's time is its median over the rounds. The Python twin
     gets the rows on the run's device, as it did in the run; the C twin on the host (the copy there is
     the prediction's added cost, profiler.session.transfer). Both play at the torch thread count the
-    engine thread had at the call.
+    engine thread had at the call. Where the run's Python twin was timed at the cases on the host
+    (SamplerCase.run_ns), the speedup is that time over the C twin's replayed one (`python_priced`
+    "run"); the replayed Python time stays beside it (`replayed_python_over_run`).
 
     Why the thread count: under one busy-loop hog the engine's governor held torch at one thread for most
     of a SmolLM2 run, while the replay, after the load, ran the Python twin at torch's two and waited on
@@ -393,13 +408,29 @@ def _replay_sampler(
         python_ns.append(py_times[0])
         native_ns.append(c_times[0])
         agree = agree and tokens[0] == tokens[1]
-    rows = sum(len(case.seq_ids) for case in cases)
+    common = {"twins_agree": agree, "torch_threads": threads, "torch_threads_own": own}
+    on_host = torch.device(device).type == "cpu"
+    priced = [index for index, case in enumerate(cases) if case.run_ns is not None] if on_host else []
+    if (
+        len(priced) < 2
+    ):  # a run on a device (its sampler's time there waits on the model's kernels) or too few
+        rows = sum(len(case.seq_ids) for case in cases)
+        return {
+            **speedup_of(python_ns, native_ns, time_ordered=False),
+            **common,
+            "rows": rows,
+            "python_priced": "replay",
+        }
+    run_ns = [cases[index].run_ns or 0 for index in priced]
+    replayed = [python_ns[index] for index in priced]
     return {
-        **speedup_of(python_ns, native_ns, time_ordered=False),
-        "twins_agree": agree,
-        "rows": rows,
-        "torch_threads": threads,
-        "torch_threads_own": own,
+        **speedup_of(run_ns, [native_ns[index] for index in priced], time_ordered=False),
+        **common,
+        "rows": sum(len(cases[index].seq_ids) for index in priced),
+        "python_priced": "run",
+        # The replay's own Python timing, beside the run's: how much the replay's conditions moved it.
+        "replayed_python_us_per_step": float(np.mean(replayed) / 1e3),
+        "replayed_python_over_run": float(sum(replayed) / sum(run_ns)) if sum(run_ns) else None,
     }
 
 

@@ -14,6 +14,8 @@ from infer_prof.profiler.replay import recorder
 from infer_prof.profiler.replay.recorder import CAPTURE_EVERY, WorkloadLog, captured_call
 from infer_prof.profiler.replay.replay import (
     PoolShape,
+    SamplerCase,
+    _replay_sampler,
     interleaved,
     replay_speedups,
     sampler_cases,
@@ -44,6 +46,13 @@ class _Echo:
 
     def sample(self, logits: torch.Tensor, seq_ids: list[int]) -> list[int]:
         return [int(v) for v in logits[:, 0]]
+
+
+class _EchoTwin(_Echo):
+    """_Echo as a twin the replay can make and register sequences with."""
+
+    def add(self, seq_id: int, params: SamplingParams, history: list[int]) -> None:
+        pass
 
 
 def _log_and_shape(outcome):  # type: ignore[no-untyped-def]
@@ -79,6 +88,10 @@ def test_a_run_replays_its_own_work_through_both_twins_and_predicts_with_it(tmp_
     assert 0 < replay["components"]["sampler"]["rows"] <= outcome.result.engine["tokens_generated"]
     assert replay["components"]["scheduler"]["steps"] == replay["steps_recorded"]
     assert any("replaying" in reason and "sampler" in reason for reason in data["verdict"]["reasons"])
+    # The engine's sampler was the Python twin on the host: the run's own timing of it prices that side.
+    assert _log_and_shape(outcome)[0].python_sampler is True
+    assert replay["components"]["sampler"]["python_priced"] == "run"
+    assert any("as the run measured it at those calls" in reason for reason in data["verdict"]["reasons"])
     # What the reader sees: each speedup with its interval, and where the speedups came from.
     from infer_prof.reports.run.summary import predictions_table
 
@@ -151,7 +164,7 @@ def test_each_replayed_sampler_call_plays_at_the_thread_count_the_engine_had_at_
             seen.clear()
             section = replay_speedups(log, shape, names=("sampler",), twins={"sampler": (Counting, Counting)})
             sampler = section["components"]["sampler"]
-            assert set(seen) == {count} and sampler["torch_threads"] == {str(count): sampler["steps"]}
+            assert set(seen) == {count} and sampler["torch_threads"] == {str(count): len(sampler_cases(log))}
             assert torch.get_num_threads() == 2  # torch's own count given back after each call
     finally:
         torch.set_num_threads(before)
@@ -209,6 +222,52 @@ def test_captures_thin_out_as_the_run_grows_and_still_name_their_calls(
     assert log.capture_every == 8 * CAPTURE_EVERY and len(log.logits_rows) == len(log.capture_threads) == 3
     assert [rows[0, 0].item() for rows in log.logits_rows] == [captured_call(log, j) for j in range(3)]
     assert [captured_call(log, j) for j in range(3)] == [0, 8 * CAPTURE_EVERY, 16 * CAPTURE_EVERY]
+
+
+def test_the_recorder_times_the_engine_sampler_at_each_capture_but_the_first_call() -> None:
+    class Sleepy(_Echo):
+        def sample(self, logits: torch.Tensor, seq_ids: list[int]) -> list[int]:
+            torch.ones(1000).sum()  # some work for the clock to see
+            return super().sample(logits, seq_ids)
+
+    log = WorkloadLog()
+    sampler = recorder.RecordingSampler(Sleepy(), log)
+    for call in range(2 * CAPTURE_EVERY + 1):
+        log.schedules.append(([], [], 0))
+        log.steps_seen += 1
+        sampler.sample(torch.full((1, 3), float(call)), [1])
+    # The first call carries torch's one-off set-up: it is captured but not priced.
+    assert len(log.capture_ns) == len(log.logits_rows) == 3
+    assert log.capture_ns[0] is None and all(isinstance(ns, int) and ns > 0 for ns in log.capture_ns[1:])
+
+
+def _ticking_clock(step: int = 10):  # type: ignore[no-untyped-def]
+    """A clock that moves `step` at each read: every timed call takes exactly `step`."""
+    now = [0]
+
+    def clock() -> int:
+        now[0] += step
+        return now[0]
+
+    return clock
+
+
+def test_the_sampler_speedup_takes_the_python_side_from_the_run_where_the_run_timed_it() -> None:
+    params = SamplingParams(temperature=0.7, seed=5)
+
+    def cases(*run_ns: int | None) -> list[SamplerCase]:
+        return [SamplerCase([1], [(1, params, [3])], torch.zeros(1, 6), 1, ns) for ns in run_ns]
+
+    # Every replayed call takes 10 for either twin; the run's Python twin took 30 and 50 at the priced calls
+    # (the first call is not priced: it carries torch's one-off set-up).
+    entry = _replay_sampler((_EchoTwin, _EchoTwin), cases(None, 30, 50), 3, _ticking_clock())
+    assert entry["python_priced"] == "run"
+    assert entry["speedup"] == pytest.approx(80 / 20) and entry["steps"] == 2 and entry["rows"] == 2
+    assert entry["replayed_python_over_run"] == pytest.approx(20 / 80)
+    # A run whose sampler was not the Python twin timed nothing to price it by: the replay prices both twins.
+    entry = _replay_sampler((_EchoTwin, _EchoTwin), cases(None, None, None), 3, _ticking_clock())
+    assert entry["python_priced"] == "replay" and entry["steps"] == 3
+    assert entry["speedup"] == pytest.approx(1.0) and "replayed_python_over_run" not in entry
 
 
 def test_sampler_cases_are_the_captured_calls_spread_over_the_run_and_share_no_row() -> None:
