@@ -544,7 +544,13 @@ def render_verify(section: dict[str, Any], console: Console) -> None:
     """The --verify table: per component its share, speedup, predicted and measured gains."""
     from rich.table import Table
 
-    from infer_prof.reports.run.summary import interval_unit_text, own_part_text, turns_text, unresolved_note
+    from infer_prof.reports.run.summary import (
+        interval_unit_text,
+        own_part_text,
+        runs_text,
+        turns_text,
+        unresolved_note,
+    )
 
     def pct(value: float | None) -> str:
         return f"{value:.1%}" if value is not None else "-"
@@ -601,7 +607,7 @@ def render_verify(section: dict[str, Any], console: Console) -> None:
                 for phase, part in sorted(parts.items(), key=lambda kv: -abs(kv[1]))
             )
             console.print(
-                f"{name}: its two twins took turns within one run ({turns_text(entry)}), measured at the "
+                f"{name}: its two twins took turns within {runs_text(entry)} ({turns_text(entry)}), measured at the "
                 f"same kinds of step; \\[low, high]: 95% interval over {interval_unit_text(entry)}"
                 + (f"; points of step time saved by phase: {where}" if where else "")
             )

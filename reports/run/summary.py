@@ -523,7 +523,7 @@ def noise_warning(result: RunResult) -> str | None:
         ]
         return " ".join(
             [
-                f"--verify measured with the twins taking turns in one run ({turns_text(in_run[0])}), at the "
+                f"--verify measured with the twins taking turns in {runs_text(in_run[0])} ({turns_text(in_run[0])}), at the "
                 "same kinds of step: [low, high] is the measured gain's 95% interval over "
                 f"{interval_unit_text(in_run[0])}.",
                 *(f"{note}." for note in unresolved),
@@ -559,6 +559,12 @@ def unresolved_note(name: str, entry: dict[str, Any]) -> str | None:
             "noise does not widen"
         )
     return note
+
+
+def runs_text(entry: dict[str, Any]) -> str:
+    """'one run', or '3 runs pooled' when the first switched run's interval was too wide to judge (verify)."""
+    runs = len(entry.get("run_dirs") or []) or 1
+    return "one run" if runs == 1 else f"{runs} runs pooled (fewer could not judge the prediction)"
 
 
 def turns_text(entry: dict[str, Any]) -> str:
