@@ -81,7 +81,6 @@ def main() -> None:
             sample_log.samples.clear()
             sample_log.logits_rows.clear()
             sample_log.capture_threads.clear()
-            sample_log.capture_ns.clear()
 
     added = {
         "schedule()": _per_call_ns(schedule) - _per_call_ns(lambda: (bare.schedule([], [], 0), spare.pop())),

@@ -472,7 +472,7 @@ def _predictions(
                     where += f" of {rows / steps:.1f} sequences on average"
                 lowered = found.get("lowered")
                 if found.get("python_priced") == "run":
-                    where += ", the Python twin's time as the run measured it at those calls"
+                    where += ", the Python twin's time a row as the run measured it"
                 elif lowered:
                     some = "all" if lowered == steps else f"{lowered}"
                     where += f" ({some} at the fewer torch threads the engine had then)"

@@ -10,8 +10,8 @@ Recording stops after MAX_STEPS steps, so that a long run keeps bounded memory; 
 covers the run's first MAX_STEPS steps and says so. Per step it costs two list appends inside the
 scheduler and sampler spans, and every `capture_every`-th sampler call copies CAPTURE_ROWS rows: every
 CAPTURE_EVERY-th at first, then, each time MAX_CAPTURES are held, every other capture is dropped and the
-period doubles, so a short run keeps many captures and a long one no more than MAX_CAPTURES. A call that
-captures is also timed (two clock reads), which prices the engine's sampler in the run's own conditions.
+period doubles, so a short run keeps many captures and a long one no more than MAX_CAPTURES. Each sampler
+call is also timed (two clock reads), which prices the engine's sampler in the run's own conditions.
 """
 
 from __future__ import annotations
@@ -59,10 +59,12 @@ class WorkloadLog:
     # torch's thread count on the engine thread at each capture (engine.thread_governor may lower it under
     # contention): the Python sampler is replayed at the count it ran at.
     capture_threads: list[int] = field(default_factory=list)
-    # The engine's own sample() time at each capture, timed around the call in the run's conditions (None at
-    # the run's first call, which carries torch's one-off set-up), and whether the engine's sampler was the
-    # Python twin: the replay then prices that twin from these instead of from its own timing.
-    capture_ns: list[int | None] = field(default_factory=list)
+    # The engine's own sampler over every recorded call but the first (which carries torch's one-off set-up),
+    # timed around the call in the run's conditions: time, rows and calls. Where the engine's sampler was the
+    # Python twin (python_sampler), the replay prices that twin by these instead of by its own timing.
+    sampler_ns: int = 0
+    sampler_rows: int = 0
+    sampler_calls: int = 0
     python_sampler: bool = False
     capture_every: int = CAPTURE_EVERY  # the period captures are kept at now (doubles as they thin out)
     steps_seen: int = 0  # schedule() calls in the whole run, recorded or not
@@ -109,17 +111,19 @@ class RecordingSampler:
         log = self._log
         step = log.steps_seen - 1
         recorded = step < len(log.schedules)  # the step's schedule() call was recorded
-        if not (recorded and len(log.samples) % log.capture_every == 0):
-            tokens = self._inner.sample(logits, seq_ids)
-        else:
-            start = time.perf_counter_ns()
-            tokens = self._inner.sample(logits, seq_ids)
-            log.capture_ns.append(time.perf_counter_ns() - start if log.samples else None)
+        start = time.perf_counter_ns()
+        tokens = self._inner.sample(logits, seq_ids)
+        took = time.perf_counter_ns() - start
+        if recorded and log.samples:  # not the first call: it carries torch's one-off set-up
+            log.sampler_ns += took
+            log.sampler_rows += len(seq_ids)
+            log.sampler_calls += 1
+        if recorded and len(log.samples) % log.capture_every == 0:
             log.logits_rows.append(logits[:CAPTURE_ROWS].detach().to("cpu", dtype=torch.float32, copy=True))
             log.logits_device = str(logits.device)
             log.capture_threads.append(torch.get_num_threads())
             if len(log.logits_rows) >= MAX_CAPTURES:  # keep the even ones: multiples of twice the period
-                del log.logits_rows[1::2], log.capture_threads[1::2], log.capture_ns[1::2]
+                del log.logits_rows[1::2], log.capture_threads[1::2]
                 log.capture_every *= 2
         if recorded:
             log.samples.append((step, seq_ids, tokens))

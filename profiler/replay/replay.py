@@ -18,8 +18,8 @@ turns, `repeats` rounds with the order alternating (ABBA), and each step keeps i
 speedup is sum(Python) / sum(C) of those medians, the Amdahl factor for this run's work, with a
 bootstrap interval over steps (blocks of neighbouring steps for the time-ordered control replays).
 The sampler's Python side is the exception where the run's sampler was the Python twin on the host:
-the recorder timed those very calls in the run, so the speedup is the run's time over the C twin's
-replayed one. The replay comes after the load, where the machine may differ (a busy neighbour, another
+the recorder timed its calls in the run, so the speedup is the run's time a row over the C twin's
+replayed time a row. The replay comes after the load, where the machine may differ (a busy neighbour, another
 torch thread count, a warm cache), and its Python twin ran 1.05-1.37x slower per row than the run's
 own on synthetic:tiny (docs/measurements.md); the C twin, one thread, matched the run within noise.
 
@@ -167,9 +167,6 @@ class SamplerCase:
     registrations: list[tuple[int, Any, list[int]]]  # (seq_id, params, prompt + tokens drawn before)
     logits: Any
     threads: int | None = None  # torch's thread count on the engine thread at the call (None: not recorded)
-    run_ns: int | None = (
-        None  # the engine's Python twin's time at the call, timed in the run (None: not priced)
-    )
 
 
 def sampler_cases(log: WorkloadLog, limit: int = SAMPLER_STEPS) -> list[SamplerCase]:
@@ -197,12 +194,7 @@ def sampler_cases(log: WorkloadLog, limit: int = SAMPLER_STEPS) -> list[SamplerC
                 for seq_id in seq_ids
             ]
             threads = log.capture_threads[snapshot] if snapshot < len(log.capture_threads) else None
-            run_ns = (
-                log.capture_ns[snapshot] if log.python_sampler and snapshot < len(log.capture_ns) else None
-            )
-            cases.append(
-                SamplerCase(list(seq_ids), registrations, captured.index_select(0, rows), threads, run_ns)
-            )
+            cases.append(SamplerCase(list(seq_ids), registrations, captured.index_select(0, rows), threads))
         if index == last:
             break
         for seq_id, token in zip(seq_ids, tokens):
@@ -365,7 +357,17 @@ def _replay_one(
             else None
         )
     cases = sampler_cases(log)
-    return _replay_sampler(pair, cases, repeats, clock, log.logits_device) if cases else None
+    run = RunPrice(log.sampler_ns, log.sampler_rows, log.sampler_calls) if log.python_sampler else None
+    return _replay_sampler(pair, cases, repeats, clock, log.logits_device, run) if cases else None
+
+
+@dataclass(frozen=True)
+class RunPrice:
+    """What the run's own Python sampler took over its recorded calls but the first (recorder.WorkloadLog)."""
+
+    ns: int
+    rows: int
+    calls: int
 
 
 def _replay_sampler(
@@ -374,13 +376,17 @@ def _replay_sampler(
     repeats: int,
     clock: Clock,
     device: str = "cpu",
+    run: RunPrice | None = None,
 ) -> dict[str, Any]:
     """Each case played by both twins in turn; a case's time is its median over the rounds. The Python twin
     gets the rows on the run's device, as it did in the run; the C twin on the host (the copy there is
     the prediction's added cost, profiler.session.transfer). Both play at the torch thread count the
-    engine thread had at the call. Where the run's Python twin was timed at the cases on the host
-    (SamplerCase.run_ns), the speedup is that time over the C twin's replayed one (`python_priced`
-    "run"); the replayed Python time stays beside it (`replayed_python_over_run`).
+    engine thread had at the call. Where the run's own sampler was the Python twin on the host (`run`), the
+    speedup is the run's Python time a row over the C twin's replayed time a row (`python_priced` "run"),
+    with an interval over the cases; the replayed Python time stays beside it (`replayed_python_over_run`).
+    Why a row, over all the run's calls: under a busy neighbour single in-run calls have a heavy tail (a
+    call at two torch threads waiting at OpenMP barriers), which 24 cases catch or miss by chance; the
+    run's total has them at their real frequency, and the C twin's time a row has no such tail.
 
     Why the thread count: under one busy-loop hog the engine's governor held torch at one thread for most
     of a SmolLM2 run, while the replay, after the load, ran the Python twin at torch's two and waited on
@@ -409,28 +415,34 @@ def _replay_sampler(
         native_ns.append(c_times[0])
         agree = agree and tokens[0] == tokens[1]
     common = {"twins_agree": agree, "torch_threads": threads, "torch_threads_own": own}
-    on_host = torch.device(device).type == "cpu"
-    priced = [index for index, case in enumerate(cases) if case.run_ns is not None] if on_host else []
-    if (
-        len(priced) < 2
-    ):  # a run on a device (its sampler's time there waits on the model's kernels) or too few
-        rows = sum(len(case.seq_ids) for case in cases)
-        return {
-            **speedup_of(python_ns, native_ns, time_ordered=False),
-            **common,
-            "rows": rows,
-            "python_priced": "replay",
-        }
-    run_ns = [cases[index].run_ns or 0 for index in priced]
-    replayed = [python_ns[index] for index in priced]
+    rows = sum(len(case.seq_ids) for case in cases)
+    if run is None or run.rows <= 0 or run.calls <= 0 or torch.device(device).type != "cpu":
+        # Off the host the run's sampler time waits on the model's kernels; without the run's Python twin
+        # there is nothing of the run to price it by: the replay prices both twins.
+        replayed = speedup_of(python_ns, native_ns, time_ordered=False)
+        return {**replayed, **common, "rows": rows, "python_priced": "replay"}
+    run_per_row = run.ns / run.rows
+    pairs = np.column_stack([[len(case.seq_ids) for case in cases], native_ns]).astype(float)
+    rows_per_native_ns = bootstrap([pairs], rate_statistic) if len(pairs) > 1 else None
+    native_per_row = pairs[:, 1].sum() / rows
+
+    def bound(value: float | None) -> float | None:
+        return run_per_row * value if value is not None and math.isfinite(value) else None
+
     return {
-        **speedup_of(run_ns, [native_ns[index] for index in priced], time_ordered=False),
+        "speedup": run_per_row / native_per_row if native_per_row > 0 else None,
+        "low": bound(rows_per_native_ns.low) if rows_per_native_ns else None,
+        "high": bound(rows_per_native_ns.high) if rows_per_native_ns else None,
+        "steps": len(cases),
+        "python_us_per_step": run.ns / run.calls / 1e3,  # the run's, over its calls
+        "native_us_per_step": native_per_row * run.rows / run.calls / 1e3,  # the replay's, at the run's rows
         **common,
-        "rows": sum(len(cases[index].seq_ids) for index in priced),
+        "rows": rows,
         "python_priced": "run",
+        "run_calls": run.calls,
         # The replay's own Python timing, beside the run's: how much the replay's conditions moved it.
-        "replayed_python_us_per_step": float(np.mean(replayed) / 1e3),
-        "replayed_python_over_run": float(sum(replayed) / sum(run_ns)) if sum(run_ns) else None,
+        "replayed_python_us_per_step": float(np.mean(python_ns) / 1e3),
+        "replayed_python_over_run": float(sum(python_ns) / rows / run_per_row),
     }
 
 

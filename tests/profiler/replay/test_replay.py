@@ -14,6 +14,7 @@ from infer_prof.profiler.replay import recorder
 from infer_prof.profiler.replay.recorder import CAPTURE_EVERY, WorkloadLog, captured_call
 from infer_prof.profiler.replay.replay import (
     PoolShape,
+    RunPrice,
     SamplerCase,
     _replay_sampler,
     interleaved,
@@ -91,7 +92,7 @@ def test_a_run_replays_its_own_work_through_both_twins_and_predicts_with_it(tmp_
     # The engine's sampler was the Python twin on the host: the run's own timing of it prices that side.
     assert _log_and_shape(outcome)[0].python_sampler is True
     assert replay["components"]["sampler"]["python_priced"] == "run"
-    assert any("as the run measured it at those calls" in reason for reason in data["verdict"]["reasons"])
+    assert any("time a row as the run measured it" in reason for reason in data["verdict"]["reasons"])
     # What the reader sees: each speedup with its interval, and where the speedups came from.
     from infer_prof.reports.run.summary import predictions_table
 
@@ -224,21 +225,23 @@ def test_captures_thin_out_as_the_run_grows_and_still_name_their_calls(
     assert [captured_call(log, j) for j in range(3)] == [0, 8 * CAPTURE_EVERY, 16 * CAPTURE_EVERY]
 
 
-def test_the_recorder_times_the_engine_sampler_at_each_capture_but_the_first_call() -> None:
-    class Sleepy(_Echo):
+def test_the_recorder_times_the_engine_sampler_over_every_recorded_call_but_the_first() -> None:
+    class Busy(_Echo):
         def sample(self, logits: torch.Tensor, seq_ids: list[int]) -> list[int]:
             torch.ones(1000).sum()  # some work for the clock to see
             return super().sample(logits, seq_ids)
 
     log = WorkloadLog()
-    sampler = recorder.RecordingSampler(Sleepy(), log)
-    for call in range(2 * CAPTURE_EVERY + 1):
+    sampler = recorder.RecordingSampler(Busy(), log)
+    for call in range(5):
         log.schedules.append(([], [], 0))
         log.steps_seen += 1
-        sampler.sample(torch.full((1, 3), float(call)), [1])
-    # The first call carries torch's one-off set-up: it is captured but not priced.
-    assert len(log.capture_ns) == len(log.logits_rows) == 3
-    assert log.capture_ns[0] is None and all(isinstance(ns, int) and ns > 0 for ns in log.capture_ns[1:])
+        sampler.sample(torch.full((call + 1, 3), float(call)), list(range(call + 1)))
+    # The first call carries torch's one-off set-up: the other four calls of 2 + 3 + 4 + 5 rows price the twin.
+    assert log.sampler_calls == 4 and log.sampler_rows == 14 and log.sampler_ns > 0
+    log.steps_seen += 1  # a step whose schedule() was not recorded: its call is not counted
+    sampler.sample(torch.zeros(2, 3), [0, 1])
+    assert log.sampler_calls == 4
 
 
 def _ticking_clock(step: int = 10):  # type: ignore[no-untyped-def]
@@ -254,20 +257,23 @@ def _ticking_clock(step: int = 10):  # type: ignore[no-untyped-def]
 
 def test_the_sampler_speedup_takes_the_python_side_from_the_run_where_the_run_timed_it() -> None:
     params = SamplingParams(temperature=0.7, seed=5)
-
-    def cases(*run_ns: int | None) -> list[SamplerCase]:
-        return [SamplerCase([1], [(1, params, [3])], torch.zeros(1, 6), 1, ns) for ns in run_ns]
-
-    # Every replayed call takes 10 for either twin; the run's Python twin took 30 and 50 at the priced calls
-    # (the first call is not priced: it carries torch's one-off set-up).
-    entry = _replay_sampler((_EchoTwin, _EchoTwin), cases(None, 30, 50), 3, _ticking_clock())
-    assert entry["python_priced"] == "run"
-    assert entry["speedup"] == pytest.approx(80 / 20) and entry["steps"] == 2 and entry["rows"] == 2
-    assert entry["replayed_python_over_run"] == pytest.approx(20 / 80)
-    # A run whose sampler was not the Python twin timed nothing to price it by: the replay prices both twins.
-    entry = _replay_sampler((_EchoTwin, _EchoTwin), cases(None, None, None), 3, _ticking_clock())
-    assert entry["python_priced"] == "replay" and entry["steps"] == 3
-    assert entry["speedup"] == pytest.approx(1.0) and "replayed_python_over_run" not in entry
+    cases = [
+        SamplerCase([1, 2][:rows], [(1, params, [3]), (2, params, [4])][:rows], torch.zeros(rows, 6), 1)
+        for rows in (1, 2, 1)
+    ]
+    # Every replayed call took 10 for either twin: the C twin's 30 over 4 rows is 7.5 a row. The run's Python
+    # twin took 600 over 20 rows in 8 calls: 30 a row, 4x the C twin's.
+    entry = _replay_sampler((_EchoTwin, _EchoTwin), cases, 3, _ticking_clock(), "cpu", RunPrice(600, 20, 8))
+    assert entry["python_priced"] == "run" and entry["run_calls"] == 8
+    assert entry["speedup"] == pytest.approx(4.0) and entry["steps"] == 3 and entry["rows"] == 4
+    assert entry["low"] <= entry["speedup"] <= entry["high"]
+    assert entry["python_us_per_step"] == pytest.approx(600 / 8 / 1e3)
+    assert entry["native_us_per_step"] == pytest.approx(7.5 * 20 / 8 / 1e3)  # the C twin at the run's rows
+    assert entry["replayed_python_over_run"] == pytest.approx(7.5 / 30)
+    # A run whose sampler was not the Python twin gave nothing to price it by: the replay prices both twins.
+    entry = _replay_sampler((_EchoTwin, _EchoTwin), cases, 3, _ticking_clock(), "cpu", None)
+    assert entry["python_priced"] == "replay" and entry["speedup"] == pytest.approx(1.0)
+    assert "replayed_python_over_run" not in entry
 
 
 def test_sampler_cases_are_the_captured_calls_spread_over_the_run_and_share_no_row() -> None:
