@@ -183,7 +183,8 @@ def resolution(predicted: float | None, low: float | None, high: float | None) -
     The twin's own part (own_gain) is judged apart: its half-width was 0.05 points at 3,000 requests."""
     if predicted is None or low is None or high is None or predicted == 0:
         return {"half_width": None, "band": None, "resolves": None}
-    half, band = (high - low) / 2, AGREEMENT_BAND * abs(predicted)
+    # Plain floats and bools: a numpy bool is not `False` to an `is` test, nor JSON to the standard library.
+    half, band = float(high - low) / 2, AGREEMENT_BAND * abs(float(predicted))
     return {"half_width": half, "band": band, "resolves": half <= band}
 
 

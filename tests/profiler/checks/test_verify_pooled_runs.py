@@ -62,7 +62,7 @@ class _Runs:
 def _verify(tmp_path: Path, predicted: float, runs: _Runs) -> dict[str, Any] | str:
     outcome = SimpleNamespace(run_dir=tmp_path, result=SimpleNamespace(metrics={}))
     prediction = {
-        "predicted_gain": predicted,
+        "predicted_gain": np.float64(predicted),  # as a verdict gives it: numpy bools compared
         "share": 0.3,
         "native_speedup": 2.5,
         "speedup_source": "replay",
