@@ -104,6 +104,12 @@ def child(model_name: str, threads: int | None, steps: int, hog_levels: list[int
                     - (cpu.engine_cpu_ns - cpu_before.engine_cpu_ns)
                 )
                 / wall,
+                # ... and other processes' alone (all but this process's threads): the second lowering signal.
+                "outside_cores": (
+                    (cpu.machine_busy_ns - cpu_before.machine_busy_ns)
+                    - (cpu.process_cpu_ns - cpu_before.process_cpu_ns)
+                )
+                / wall,
             }
             record = {
                 "hogs": hogs,
@@ -169,7 +175,8 @@ def main() -> None:
                         f"round {round_no} {model_name:16} {config:10} hogs {rec['hogs']}: "
                         f"TPOT {rec['tpot_ms']:8.1f} ms  ({rec['threads']} threads; load average "
                         f"{rec['load_before']:.1f} -> {rec['load_after']:.1f}; run-queue wait "
-                        f"{rec['own_wait_cores']:.2f} cores, rest of the machine {rec['others_cores']:.2f})",
+                        f"{rec['own_wait_cores']:.2f} cores, rest of the machine {rec['others_cores']:.2f}, "
+                        f"other processes {rec.get('outside_cores', float('nan')):.2f})",
                         flush=True,
                     )
 

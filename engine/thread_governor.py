@@ -1,4 +1,4 @@
-"""One torch thread while other work wants this machine's cores, all of them again once the cores are free."""
+"""One torch thread while other processes want this machine's cores, all of them again once the cores are free."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from typing import Any
 # barrier, so a busy neighbour takes a share of a core instead of stalling every parallel region.
 # benchmarks/bench_contention.py measures them side by side; docs/measurements.md has the figures.
 WINDOW_S = 0.5  # how often /proc is read; the engine thread calls tick() once a step
-DOWN_WAIT = 0.2  # our threads' summed run-queue wait, in cores, that lowers torch to one thread
+DOWN_WAIT = 0.2  # our threads' summed run-queue wait, in cores, that lowers torch to one thread ...
+DOWN_OTHERS = 0.3  # ... when other processes use this many cores too: a wait our own threads cause is not it
 UP_BUSY = 0.3  # cores the rest of the machine may use (everything but the engine thread) to raise it again
 UP_WINDOWS = 4  # ... over this many windows in a row, so that a short lull does not bounce the count
 
@@ -20,12 +21,13 @@ UP_WINDOWS = 4  # ... over this many windows in a row, so that a short lull does
 @dataclass(frozen=True)
 class CpuReading:
     """One look at /proc: wall clock, the machine's busy CPU time, our threads' run-queue wait, the engine
-    thread's CPU time."""
+    thread's CPU time, and this process's (every thread's)."""
 
     wall_ns: int
     machine_busy_ns: int
     own_wait_ns: int
     engine_cpu_ns: int
+    process_cpu_ns: int
 
 
 def machine_busy_ns(stat_path: str = "/proc/stat") -> int:
@@ -49,7 +51,9 @@ def own_wait_ns(task_dir: str = "/proc/self/task") -> int:
 
 
 def read_cpu() -> CpuReading:
-    return CpuReading(time.monotonic_ns(), machine_busy_ns(), own_wait_ns(), time.thread_time_ns())
+    return CpuReading(
+        time.monotonic_ns(), machine_busy_ns(), own_wait_ns(), time.thread_time_ns(), time.process_time_ns()
+    )
 
 
 def available() -> bool:
@@ -62,8 +66,8 @@ def available() -> bool:
 
 
 class ThreadGovernor:
-    """Called by the engine thread once a step: lowers torch to one thread when our threads wait for CPUs,
-    raises it back when the rest of the machine has been quiet for UP_WINDOWS windows."""
+    """Called by the engine thread once a step: lowers torch to one thread when our threads wait for CPUs while
+    other processes use them, raises it back when the rest of the machine has been quiet for UP_WINDOWS windows."""
 
     def __init__(
         self,
@@ -99,7 +103,13 @@ class ThreadGovernor:
     def _decide(self, last: CpuReading, now: CpuReading) -> None:
         wall = max(1, now.wall_ns - last.wall_ns)
         if self.current > 1:
-            if (now.own_wait_ns - last.own_wait_ns) / wall >= DOWN_WAIT:
+            # Why both: with many threads of our own (an in-process load's clients waking for every token) our
+            # spinning OpenMP worker makes them wait on a quiet machine too: 0.2+ cores on synthetic:tiny with
+            # 12 clients, which lowered torch for 30-45% of such runs and slowed its sampler 1.5x while it did.
+            outside = (
+                (now.machine_busy_ns - last.machine_busy_ns) - (now.process_cpu_ns - last.process_cpu_ns)
+            ) / wall
+            if (now.own_wait_ns - last.own_wait_ns) / wall >= DOWN_WAIT and outside >= DOWN_OTHERS:
                 self._switch(1, now.wall_ns)
             return
         others = (

@@ -16,23 +16,29 @@ WINDOW_NS = int(tg.WINDOW_S * 1e9)
 
 
 class FakeMachine:
-    """/proc as a script: each window adds the given run-queue wait and the rest of the machine's CPU use."""
+    """/proc as a script: each window adds the given run-queue wait, the CPU use of other processes
+    (`others_cores`) and of our own threads besides the engine's (`own_cores`: an OpenMP worker, clients)."""
 
     def __init__(self) -> None:
         self.now = 0
-        self.busy = self.wait = self.engine = 0
+        self.busy = self.wait = self.engine = self.process = 0
         self.set_calls: list[int] = []
 
     def window(
-        self, own_wait_cores: float = 0.0, others_cores: float = 0.0, engine_cores: float = 1.0
+        self,
+        own_wait_cores: float = 0.0,
+        others_cores: float = 0.0,
+        engine_cores: float = 1.0,
+        own_cores: float = 0.0,
     ) -> None:
         self.now += WINDOW_NS
         self.wait += int(own_wait_cores * WINDOW_NS)
         self.engine += int(engine_cores * WINDOW_NS)
-        self.busy += int((others_cores + engine_cores) * WINDOW_NS)
+        self.process += int((engine_cores + own_cores) * WINDOW_NS)
+        self.busy += int((others_cores + engine_cores + own_cores) * WINDOW_NS)
 
     def read(self) -> CpuReading:
-        return CpuReading(self.now, self.busy, self.wait, self.engine)
+        return CpuReading(self.now, self.busy, self.wait, self.engine, self.process)
 
     def governor(self, threads: int = 2) -> ThreadGovernor:
         return ThreadGovernor(threads, self.set_calls.append, read=self.read, clock=lambda: self.now)
@@ -74,6 +80,16 @@ def test_waiting_for_cpus_lowers_to_one_thread_and_a_quiet_spell_restores_it() -
     )  # the whole life it watched, which the lowered time is part of
 
 
+def test_our_own_threads_waiting_on_a_quiet_machine_keep_every_thread() -> None:
+    # An in-process load's clients wait behind our spinning OpenMP worker: the wait is ours, not a neighbour's.
+    machine = FakeMachine()
+    governor = machine.governor()
+    ours = {"own_wait_cores": 0.5, "own_cores": 0.9, "others_cores": 0.05}
+    assert run(machine, governor, [ours] * 10) == [2] * 10 and machine.set_calls == []
+    # The same wait beside a neighbour's busy loop lowers the count.
+    assert run(machine, governor, [{**ours, "others_cores": 0.7}]) == [1]
+
+
 def test_a_short_lull_does_not_bounce_the_count() -> None:
     machine = FakeMachine()
     governor = machine.governor()
@@ -107,7 +123,7 @@ def test_reads_at_most_once_a_window() -> None:
 def test_close_gives_the_threads_back_and_one_thread_has_nothing_to_govern() -> None:
     machine = FakeMachine()
     governor = machine.governor()
-    run(machine, governor, [{"own_wait_cores": 1.0}])
+    run(machine, governor, [{"own_wait_cores": 1.0, "others_cores": 1.0}])
     governor.close()
     assert machine.set_calls == [1, 2] and governor.current == 2
     single = machine.governor(threads=1)
