@@ -34,6 +34,10 @@ MAX_STEPS = 1024
 CAPTURE_EVERY = 8
 MAX_CAPTURES = 48  # even: the capture after a thinning falls on a multiple of the doubled period
 CAPTURE_ROWS = 4
+# Why chunks of 8 calls: on synthetic:tiny sampler-heavy the Python sampler's time a row moved +-7% between
+# three quiet runs of one scenario; a bootstrap over chunks of 8 neighbouring calls of one run gave +-4.5-9.5%,
+# where one over single calls would count the run's slow drift as settled.
+CHUNK_CALLS = 8
 
 
 def captured_call(log: WorkloadLog, snapshot: int) -> int:
@@ -60,11 +64,10 @@ class WorkloadLog:
     # contention): the Python sampler is replayed at the count it ran at.
     capture_threads: list[int] = field(default_factory=list)
     # The engine's own sampler over every recorded call but the first (which carries torch's one-off set-up),
-    # timed around the call in the run's conditions: time, rows and calls. Where the engine's sampler was the
-    # Python twin (python_sampler), the replay prices that twin by these instead of by its own timing.
-    sampler_ns: int = 0
-    sampler_rows: int = 0
-    sampler_calls: int = 0
+    # timed around the call in the run's conditions: [ns, rows, calls] per CHUNK_CALLS consecutive calls. Where
+    # the engine's sampler was the Python twin (python_sampler), the replay prices that twin by these instead
+    # of by its own timing, with an interval over the chunks.
+    sampler_chunks: list[list[int]] = field(default_factory=list)
     python_sampler: bool = False
     capture_every: int = CAPTURE_EVERY  # the period captures are kept at now (doubles as they thin out)
     steps_seen: int = 0  # schedule() calls in the whole run, recorded or not
@@ -115,9 +118,13 @@ class RecordingSampler:
         tokens = self._inner.sample(logits, seq_ids)
         took = time.perf_counter_ns() - start
         if recorded and log.samples:  # not the first call: it carries torch's one-off set-up
-            log.sampler_ns += took
-            log.sampler_rows += len(seq_ids)
-            log.sampler_calls += 1
+            chunks = log.sampler_chunks
+            if not chunks or chunks[-1][2] >= CHUNK_CALLS:
+                chunks.append([0, 0, 0])
+            chunk = chunks[-1]
+            chunk[0] += took
+            chunk[1] += len(seq_ids)
+            chunk[2] += 1
         if recorded and len(log.samples) % log.capture_every == 0:
             log.logits_rows.append(logits[:CAPTURE_ROWS].detach().to("cpu", dtype=torch.float32, copy=True))
             log.logits_device = str(logits.device)

@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from infer_prof.profiler.replay.recorder import WorkloadLog, captured_call
-from infer_prof.profiler.stats import block_length, bootstrap, rate_statistic
+from infer_prof.profiler.stats import block_length, bootstrap, rate_statistic, ratio_of
 
 REPLAYED = ("scheduler", "kv_alloc", "prepare", "sampler")
 REPEATS = 3
@@ -357,17 +357,28 @@ def _replay_one(
             else None
         )
     cases = sampler_cases(log)
-    run = RunPrice(log.sampler_ns, log.sampler_rows, log.sampler_calls) if log.python_sampler else None
+    run = RunPrice(tuple(map(tuple, log.sampler_chunks))) if log.python_sampler else None
     return _replay_sampler(pair, cases, repeats, clock, log.logits_device, run) if cases else None
 
 
 @dataclass(frozen=True)
 class RunPrice:
-    """What the run's own Python sampler took over its recorded calls but the first (recorder.WorkloadLog)."""
+    """What the run's own Python sampler took over its recorded calls but the first (recorder.WorkloadLog):
+    (ns, rows, calls) per chunk of neighbouring calls."""
 
-    ns: int
-    rows: int
-    calls: int
+    chunks: tuple[tuple[int, ...], ...]
+
+    @property
+    def ns(self) -> int:
+        return sum(chunk[0] for chunk in self.chunks)
+
+    @property
+    def rows(self) -> int:
+        return sum(chunk[1] for chunk in self.chunks)
+
+    @property
+    def calls(self) -> int:
+        return sum(chunk[2] for chunk in self.chunks)
 
 
 def _replay_sampler(
@@ -383,7 +394,8 @@ def _replay_sampler(
     the prediction's added cost, profiler.session.transfer). Both play at the torch thread count the
     engine thread had at the call. Where the run's own sampler was the Python twin on the host (`run`), the
     speedup is the run's Python time a row over the C twin's replayed time a row (`python_priced` "run"),
-    with an interval over the cases; the replayed Python time stays beside it (`replayed_python_over_run`).
+    with an interval over the run's chunks of calls and the cases; the replayed Python time stays beside it
+    (`replayed_python_over_run`).
     Why a row, over all the run's calls: under a busy neighbour single in-run calls have a heavy tail (a
     call at two torch threads waiting at OpenMP barriers), which 24 cases catch or miss by chance; the
     run's total has them at their real frequency, and the C twin's time a row has no such tail.
@@ -422,17 +434,19 @@ def _replay_sampler(
         replayed = speedup_of(python_ns, native_ns, time_ordered=False)
         return {**replayed, **common, "rows": rows, "python_priced": "replay"}
     run_per_row = run.ns / run.rows
-    pairs = np.column_stack([[len(case.seq_ids) for case in cases], native_ns]).astype(float)
-    rows_per_native_ns = bootstrap([pairs], rate_statistic) if len(pairs) > 1 else None
-    native_per_row = pairs[:, 1].sum() / rows
+    python = np.array([chunk[:2] for chunk in run.chunks], dtype=float)  # (ns, rows) per chunk of calls
+    native = np.column_stack([native_ns, [len(case.seq_ids) for case in cases]]).astype(float)  # (ns, rows)
+    native_per_row = native[:, 0].sum() / rows
+    # Both sides resampled: the run's chunks (its drift, which moves the Python twin between runs) and the cases.
+    interval = bootstrap([python, native], ratio_of(rate_statistic))
 
-    def bound(value: float | None) -> float | None:
-        return run_per_row * value if value is not None and math.isfinite(value) else None
+    def bound(value: float) -> float | None:
+        return value if math.isfinite(value) else None
 
     return {
         "speedup": run_per_row / native_per_row if native_per_row > 0 else None,
-        "low": bound(rows_per_native_ns.low) if rows_per_native_ns else None,
-        "high": bound(rows_per_native_ns.high) if rows_per_native_ns else None,
+        "low": bound(interval.low),
+        "high": bound(interval.high),
         "steps": len(cases),
         "python_us_per_step": run.ns / run.calls / 1e3,  # the run's, over its calls
         "native_us_per_step": native_per_row * run.rows / run.calls / 1e3,  # the replay's, at the run's rows

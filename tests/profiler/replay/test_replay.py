@@ -233,15 +233,21 @@ def test_the_recorder_times_the_engine_sampler_over_every_recorded_call_but_the_
 
     log = WorkloadLog()
     sampler = recorder.RecordingSampler(Busy(), log)
-    for call in range(5):
+    for call in range(1 + recorder.CHUNK_CALLS + 2):
+        rows = call % 3 + 1
         log.schedules.append(([], [], 0))
         log.steps_seen += 1
-        sampler.sample(torch.full((call + 1, 3), float(call)), list(range(call + 1)))
-    # The first call carries torch's one-off set-up: the other four calls of 2 + 3 + 4 + 5 rows price the twin.
-    assert log.sampler_calls == 4 and log.sampler_rows == 14 and log.sampler_ns > 0
+        sampler.sample(torch.full((rows, 3), float(call)), list(range(rows)))
+    # The first call carries torch's one-off set-up; the others are summed in chunks of CHUNK_CALLS calls.
+    chunks = log.sampler_chunks
+    assert [chunk[2] for chunk in chunks] == [recorder.CHUNK_CALLS, 2] and all(
+        chunk[0] > 0 for chunk in chunks
+    )
+    every_rows = [call % 3 + 1 for call in range(1 + recorder.CHUNK_CALLS + 2)][1:]
+    assert [chunk[1] for chunk in chunks] == [sum(every_rows[: recorder.CHUNK_CALLS]), sum(every_rows[-2:])]
     log.steps_seen += 1  # a step whose schedule() was not recorded: its call is not counted
     sampler.sample(torch.zeros(2, 3), [0, 1])
-    assert log.sampler_calls == 4
+    assert sum(chunk[2] for chunk in log.sampler_chunks) == recorder.CHUNK_CALLS + 2
 
 
 def _ticking_clock(step: int = 10):  # type: ignore[no-untyped-def]
@@ -262,14 +268,20 @@ def test_the_sampler_speedup_takes_the_python_side_from_the_run_where_the_run_ti
         for rows in (1, 2, 1)
     ]
     # Every replayed call took 10 for either twin: the C twin's 30 over 4 rows is 7.5 a row. The run's Python
-    # twin took 600 over 20 rows in 8 calls: 30 a row, 4x the C twin's.
-    entry = _replay_sampler((_EchoTwin, _EchoTwin), cases, 3, _ticking_clock(), "cpu", RunPrice(600, 20, 8))
+    # twin took 600 over 20 rows in 8 calls (two chunks of 4): 30 a row, 4x the C twin's.
+    run = RunPrice(((240, 8, 4), (360, 12, 4)))
+    entry = _replay_sampler((_EchoTwin, _EchoTwin), cases, 3, _ticking_clock(), "cpu", run)
     assert entry["python_priced"] == "run" and entry["run_calls"] == 8
     assert entry["speedup"] == pytest.approx(4.0) and entry["steps"] == 3 and entry["rows"] == 4
     assert entry["low"] <= entry["speedup"] <= entry["high"]
     assert entry["python_us_per_step"] == pytest.approx(600 / 8 / 1e3)
     assert entry["native_us_per_step"] == pytest.approx(7.5 * 20 / 8 / 1e3)  # the C twin at the run's rows
     assert entry["replayed_python_over_run"] == pytest.approx(7.5 / 30)
+    # A run whose Python twin drifted between its chunks (the same 30 a row in all) gets a wider interval.
+    drifting = RunPrice(((100, 8, 4), (500, 12, 4)))
+    wide = _replay_sampler((_EchoTwin, _EchoTwin), cases, 3, _ticking_clock(), "cpu", drifting)
+    assert wide["speedup"] == pytest.approx(4.0)
+    assert wide["high"] - wide["low"] > entry["high"] - entry["low"]
     # A run whose sampler was not the Python twin gave nothing to price it by: the replay prices both twins.
     entry = _replay_sampler((_EchoTwin, _EchoTwin), cases, 3, _ticking_clock(), "cpu", None)
     assert entry["python_priced"] == "replay" and entry["speedup"] == pytest.approx(1.0)
