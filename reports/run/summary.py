@@ -543,14 +543,16 @@ def noise_warning(result: RunResult) -> str | None:
 
 def unresolved_note(name: str, entry: dict[str, Any]) -> str | None:
     """Why an in-run measured gain cannot judge its prediction (profiler.checks.verify.resolution), and what its
-    own phase's part says meanwhile; None when it can, or when the entry has no such figures."""
-    if entry.get("resolves") is not False or not entry.get("predicted_gain"):
+    own phase's part says meanwhile; or why the prediction itself is too wide to be judged; None when neither."""
+    if not entry.get("predicted_gain"):
         return None
+    if entry.get("resolves") is not False:
+        return _unjudgeable_prediction(name, entry)
     note = (
         f"{name}: its interval (±{entry['half_width'] * 100:.1f} points) is wider than "
         f"±{entry['band'] / abs(entry['predicted_gain']):.0%} of its prediction (±{entry['band'] * 100:.1f}), so "
-        "this run cannot say whether the end-to-end prediction holds; more measured requests (-r) narrow it "
-        "while the machine holds steady"
+        f"{_these_runs(entry)} cannot say whether the end-to-end prediction holds; more measured requests (-r) "
+        "narrow it while the machine holds steady"
     )
     own = own_part_text(entry)
     if own:
@@ -564,7 +566,26 @@ def unresolved_note(name: str, entry: dict[str, Any]) -> str | None:
 def runs_text(entry: dict[str, Any]) -> str:
     """'one run', or '3 runs pooled' when the first switched run's interval was too wide to judge (verify)."""
     runs = len(entry.get("run_dirs") or []) or 1
-    return "one run" if runs == 1 else f"{runs} runs pooled (fewer could not judge the prediction)"
+    return "one run" if runs == 1 else f"{runs} runs, pooled because fewer could not judge the prediction"
+
+
+def _unjudgeable_prediction(name: str, entry: dict[str, Any]) -> str | None:
+    """Why a prediction cannot be checked to the band however narrow the measurement (its own interval is wider)."""
+    if entry.get("prediction_resolves") is not False:
+        return None
+    predicted, band = entry["predicted_gain"], entry["band"]
+    speedup = entry.get("native_speedup")
+    faster = f" with a C twin only {speedup:.2f}x faster," if speedup else ""
+    return (
+        f"{name}: its prediction's own interval (±{entry['predicted_half_width'] * 100:.1f} points) is wider than "
+        f"±{band / abs(predicted):.0%} of it,{faster} so no run can check it to ±{band / abs(predicted):.0%}: the "
+        "prediction is void at that precision, and the measured gain is the figure to act on"
+    )
+
+
+def _these_runs(entry: dict[str, Any]) -> str:
+    runs = len(entry.get("run_dirs") or []) or 1
+    return "this run" if runs == 1 else f"these {runs} runs"
 
 
 def turns_text(entry: dict[str, Any]) -> str:

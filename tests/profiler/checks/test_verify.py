@@ -258,3 +258,24 @@ def test_an_interval_judges_a_prediction_only_when_it_is_narrower_than_the_band(
     assert (
         resolution(0.02, None, None)["resolves"] is None and resolution(None, 0.0, 0.04)["resolves"] is None
     )
+
+
+def test_a_prediction_wider_than_the_band_is_void_at_that_precision_whatever_the_measurement() -> None:
+    from infer_prof.profiler.checks.inrun_gain import InRunGain
+    from infer_prof.profiler.checks.verify import inrun_entry
+    from infer_prof.reports.run.summary import unresolved_note
+
+    gain = InRunGain(0.17, 0.14, 0.19, 0.169, 0.146, 0.193, 1.0, 400, 800, 8.9, 8.9, units=100)
+    prediction = {"share": 0.502, "native_speedup": 1.36, "speedup_source": "replay", "predicted_gain": 0.132}
+    # +-12.2 points of prediction against a band of +-2.6 (20% of 13.2%): no measurement can check it.
+    wide = inrun_entry({**prediction, "predicted_gain_low": 0.072, "predicted_gain_high": 0.195}, gain, 800)
+    assert wide["resolves"] is True and wide["prediction_resolves"] is False
+    assert wide["predicted_half_width"] == pytest.approx(0.0615)
+    note = unresolved_note("sampler", wide)
+    assert note is not None and "prediction's own interval (±6.2 points) is wider than ±20% of it" in note
+    assert "only 1.36x faster" in note and "void at that precision" in note
+    # A prediction inside the band is judged as before: no note once the measurement resolves.
+    narrow = inrun_entry({**prediction, "predicted_gain_low": 0.125, "predicted_gain_high": 0.139}, gain, 800)
+    assert narrow["prediction_resolves"] is True and unresolved_note("sampler", narrow) is None
+    # Without the prediction's interval (a microbenchmark's speedup) there is nothing to judge it by.
+    assert inrun_entry(prediction, gain, 800)["prediction_resolves"] is None

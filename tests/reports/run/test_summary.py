@@ -76,6 +76,14 @@ def test_an_in_run_gain_too_wide_to_judge_its_prediction_says_what_would(run_dir
     )
     assert "cannot say whether the end-to-end prediction holds; more measured requests (-r) narrow it" in note
     assert "own span" not in note  # no own-phase figures in this entry
+    assert "taking turns in one run" in note and "so this run cannot say" in note
+    entry.update(
+        run_dirs=["verify/switched-sampler", "verify/switched-sampler-2", "verify/switched-sampler-3"]
+    )
+    note = summary.noise_warning(result)
+    assert "in 3 runs, pooled because fewer could not judge the prediction" in note
+    assert "so these 3 runs cannot say" in note
+    del entry["run_dirs"]
     entry.update(own_gain=0.0206, own_low=0.0201, own_high=0.0210, own_agreement=0.99)
     assert "its own span saved +2.1 points [2.0, 2.1] (0.99x its prediction)" in summary.noise_warning(result)
     entry.update(resolves=True)
