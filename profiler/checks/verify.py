@@ -375,9 +375,7 @@ def _switched_run(
     for attempt in range(MAX_SWITCHED_RUNS):
         switch = SamplerSwitch()
         label = "verify: sampler twins in turns" + (
-            f" (run {attempt + 1} of up to {MAX_SWITCHED_RUNS}: the interval is still too wide)"
-            if attempt
-            else ""
+            f", run {attempt + 1} of up to {MAX_SWITCHED_RUNS}" if attempt else ""
         )
         name = "switched-sampler" + (f"-{attempt + 1}" if attempt else "")
         run = run_again(frozenset(options.native), _verify_dir(outcome, name), label, switch)

@@ -149,6 +149,7 @@ def test_the_real_proc_readings_move_forward() -> None:
     sum(i * i for i in range(300_000))  # some CPU on this thread
     second = tg.read_cpu()
     assert second.wall_ns > first.wall_ns and second.engine_cpu_ns > first.engine_cpu_ns
+    assert second.process_cpu_ns >= first.process_cpu_ns + (second.engine_cpu_ns - first.engine_cpu_ns) // 2
     assert second.machine_busy_ns >= first.machine_busy_ns and second.own_wait_ns >= first.own_wait_ns
 
 
@@ -159,7 +160,7 @@ def test_an_engine_lowers_its_own_threads_and_gives_them_back_when_it_stops() ->
         "import infer_prof.engine.thread_governor as tg\n"
         "from infer_prof.engine.types import SamplingParams\n"
         "from tests.engine.test_engine import make_engine\n"
-        "tg.DOWN_WAIT, tg.WINDOW_S, tg.UP_WINDOWS = -1.0, 0.0, 10**9\n"
+        "tg.DOWN_WAIT, tg.DOWN_OTHERS, tg.WINDOW_S, tg.UP_WINDOWS = -1.0, -1.0, 0.0, 10**9\n"
         "torch.set_num_threads(2)\n"
         "seen = []\n"
         "eng = make_engine(on_step=lambda record: seen.append(torch.get_num_threads()))\n"

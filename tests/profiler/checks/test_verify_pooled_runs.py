@@ -80,7 +80,7 @@ def test_a_switched_run_too_noisy_to_judge_is_followed_by_more_until_one_resolve
     assert entry["run_dirs"] == ["verify/switched-sampler", "verify/switched-sampler-2"]
     assert entry["steps"] == 2 * 240 and entry["half_width"] == pytest.approx(two)
     assert all((tmp_path / "a" / run_dir / TURNS_FILE).exists() for run_dir in entry["run_dirs"])
-    assert "run 2 of up to 3" in fed.labels[1]
+    assert fed.labels[1].endswith(", run 2 of up to 3")
     # A band one run resolves: no second run.
     entry = _verify(tmp_path / "b", 2 * one / AGREEMENT_BAND, fed := _Runs(runs))
     assert (
