@@ -104,8 +104,8 @@ class ThreadGovernor:
         wall = max(1, now.wall_ns - last.wall_ns)
         if self.current > 1:
             # Why both: with many threads of our own (an in-process load's clients waking for every token) our
-            # spinning OpenMP worker makes them wait on a quiet machine too: 0.2+ cores on synthetic:tiny with
-            # 12 clients, which lowered torch for 30-45% of such runs and slowed its sampler 1.5x while it did.
+            # spinning OpenMP worker makes them wait on a quiet machine too, which alone lowered torch for a
+            # large part of such runs (docs/measurements.md).
             outside = (
                 (now.machine_busy_ns - last.machine_busy_ns) - (now.process_cpu_ns - last.process_cpu_ns)
             ) / wall

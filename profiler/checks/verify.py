@@ -204,8 +204,8 @@ def inrun_entry(
     predicted = prediction.get("predicted_gain")
     own_gain = gain.parts.get(own) if own is not None else None
     # The other side of the check: a prediction whose own interval is wider than the band cannot be checked to
-    # it by any run. On synthetic:tiny a C sampler only 1.4x faster than the Python one turns every 7% its
-    # time a row moves between runs into 20% of the gain.
+    # it by any run. With a C twin not much faster than the Python one, a few percent of either twin's time a
+    # row is many percent of the gain.
     checkable = resolution(
         predicted, prediction.get("predicted_gain_low"), prediction.get("predicted_gain_high")
     )
@@ -355,8 +355,8 @@ def verify_predictions(
     return result.verdict["verify"]
 
 
-# Why up to three: on synthetic:tiny a switched run of a 48-request scenario has ~280 steps, and the model span's
-# noise under a busy neighbour left 5 of 6 such runs unresolved (half-widths 1.2-2x the band). Each run added
+# Why more than one: a short scenario's switched run on a small model has a few hundred steps, and the model
+# span's noise under a busy neighbour left most such runs unresolved (docs/measurements.md). Each run added
 # narrows the interval by about sqrt(runs / (runs - 1)); a run that resolves stops the series.
 MAX_SWITCHED_RUNS = 3
 

@@ -34,9 +34,10 @@ MAX_STEPS = 1024
 CAPTURE_EVERY = 8
 MAX_CAPTURES = 48  # even: the capture after a thinning falls on a multiple of the doubled period
 CAPTURE_ROWS = 4
-# Why chunks of 8 calls: on synthetic:tiny sampler-heavy the Python sampler's time a row moved +-7% between
-# three quiet runs of one scenario; a bootstrap over chunks of 8 neighbouring calls of one run gave +-4.5-9.5%,
-# where one over single calls would count the run's slow drift as settled.
+# Why chunks: the Python sampler's time a row drifts within a run as it moves between runs, and a bootstrap
+# over single calls would count that drift as settled; chunks of 8 neighbouring calls gave an interval about
+# as wide as the spread between quiet runs of one scenario (docs/measurements.md). A move that lasts the whole
+# run is not seen by any chunk.
 CHUNK_CALLS = 8
 
 

@@ -20,8 +20,8 @@ bootstrap interval over steps (blocks of neighbouring steps for the time-ordered
 The sampler's Python side is the exception where the run's sampler was the Python twin on the host:
 the recorder timed its calls in the run, so the speedup is the run's time a row over the C twin's
 replayed time a row. The replay comes after the load, where the machine may differ (a busy neighbour, another
-torch thread count, a warm cache), and its Python twin ran 1.05-1.37x slower per row than the run's
-own on synthetic:tiny (docs/measurements.md); the C twin, one thread, matched the run within noise.
+torch thread count, a warm cache): its Python twin ran slower per row than the run's own on synthetic:tiny,
+most under a busy neighbour, while the C twin, one thread, moved much less (docs/measurements.md).
 
 What the replay cannot reproduce: a sequence's earlier tokens reach the sampler as part of its prompt,
 so frequency and presence penalties see fewer tokens than they did in the run (the repetition penalty
