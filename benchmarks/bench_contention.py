@@ -176,7 +176,7 @@ def main() -> None:
                         f"TPOT {rec['tpot_ms']:8.1f} ms  ({rec['threads']} threads; load average "
                         f"{rec['load_before']:.1f} -> {rec['load_after']:.1f}; run-queue wait "
                         f"{rec['own_wait_cores']:.2f} cores, rest of the machine {rec['others_cores']:.2f}, "
-                        f"other processes {rec.get('outside_cores', float('nan')):.2f})",
+                        f"other processes {rec['outside_cores']:.2f})",
                         flush=True,
                     )
 

@@ -367,10 +367,9 @@ def _switched_run(
     """Runs with the sampler's twins taking turns, pooled: its verify entry, or why there is none. A run whose
     interval cannot judge the prediction (resolution) is followed by another, up to MAX_SWITCHED_RUNS, and the
     gain is taken over all their steps (each run's blocks kept apart in the resampled units)."""
-    frames: list[pd.DataFrame] = []
+    pooled: pd.DataFrame | None = None  # every usable run's labelled steps, each run's blocks numbered apart
     run_dirs: list[str] = []
     switches = 0
-    switch = SamplerSwitch()
     gain: InRunGain | None = None
     for attempt in range(MAX_SWITCHED_RUNS):
         switch = SamplerSwitch()
@@ -380,32 +379,35 @@ def _switched_run(
         name = "switched-sampler" + (f"-{attempt + 1}" if attempt else "")
         run = run_again(frozenset(options.native), _verify_dir(outcome, name), label, switch)
         problem = _unusable(outcome, run)
-        labelled = label_steps(switch.calls, run.steps, switch.switch_ns) if problem is None else None
-        if labelled is not None and (switch.switches < 2 or not len(labelled)):
-            problem = (
-                f"its run was too short for the twins to take turns ({switch.switches} switch(es) in "
-                f"{len(switch.calls)} sampler calls, {switch.block_steps} a block)"
-            )
-        if problem is not None or labelled is None:
-            if not frames:
-                return problem or "its run gave no labelled step"
+        if problem is None:
+            labelled = label_steps(switch.calls, run.steps, switch.switch_ns)
+            if switch.switches < 2 or not len(labelled):
+                problem = (
+                    f"its run was too short for the twins to take turns ({switch.switches} switch(es) in "
+                    f"{len(switch.calls)} sampler calls, {switch.block_steps} a block)"
+                )
+        if problem is not None:
+            if pooled is None:
+                return problem
             break  # the runs so far stand; this one is left out
         # Which twin served each step, beside the run's steps.csv: the figures can be taken again from the files.
         write_text_atomic(
             Path(run.run_dir) / TURNS_FILE,
             labelled[["step", "block", "native", "switch_ms"]].to_csv(index=False),
         )
-        # Each run's blocks start a fresh unit, so that no resampled unit holds steps of two runs.
-        offset = 0 if not frames else _next_unit(frames[-1], switch.unit_blocks)
-        frames.append(labelled.assign(block=labelled["block"] + offset))
+        if pooled is None:
+            pooled = labelled
+        else:  # its blocks start a fresh unit, so that no resampled unit holds steps of two runs
+            offset = _next_unit(pooled, switch.unit_blocks)
+            pooled = pd.concat([pooled, labelled.assign(block=labelled["block"] + offset)], ignore_index=True)
         run_dirs.append(_relative(outcome, Path(run.run_dir)))
         switches += switch.switches
-        gain = inrun_gain(pd.concat(frames, ignore_index=True), own="sampler", unit_blocks=switch.unit_blocks)
+        gain = inrun_gain(pooled, own="sampler", unit_blocks=switch.unit_blocks)
         if gain is None:
             return f"its run was too short for the twins to take turns ({switches} switches)"
         if resolution(prediction.get("predicted_gain"), gain.mix_low, gain.mix_high)["resolves"] is not False:
             break
-    assert gain is not None  # the loop returned unless a run was labelled
+    assert gain is not None and pooled is not None  # the loop returned unless a run was labelled
     entry = inrun_entry(
         prediction,
         gain,
@@ -418,7 +420,6 @@ def _switched_run(
     entry["run_dirs"] = run_dirs  # every switched run pooled, in order
     entry["turns"] = f"{entry['run_dir']}/{TURNS_FILE}"
     # What a switch took, per twin taking over, taken out of its step (label_steps): mean ms a switch.
-    pooled = pd.concat(frames, ignore_index=True)
     switched = pooled[pooled["switch_ms"] > 0]
     entry["switch_ms"] = {
         twin: round(float(rows["switch_ms"].mean()), 4)

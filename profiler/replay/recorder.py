@@ -114,11 +114,12 @@ class RecordingSampler:
     def sample(self, logits: Any, seq_ids: Sequence[int]) -> list[int]:
         log = self._log
         step = log.steps_seen - 1
-        recorded = step < len(log.schedules)  # the step's schedule() call was recorded
+        if step >= len(log.schedules):  # the step's schedule() call was not recorded: the log has closed
+            return self._inner.sample(logits, seq_ids)
         start = time.perf_counter_ns()
         tokens = self._inner.sample(logits, seq_ids)
         took = time.perf_counter_ns() - start
-        if recorded and log.samples:  # not the first call: it carries torch's one-off set-up
+        if log.samples:  # not the first call: it carries torch's one-off set-up
             chunks = log.sampler_chunks
             if not chunks or chunks[-1][2] >= CHUNK_CALLS:
                 chunks.append([0, 0, 0])
@@ -126,15 +127,14 @@ class RecordingSampler:
             chunk[0] += took
             chunk[1] += len(seq_ids)
             chunk[2] += 1
-        if recorded and len(log.samples) % log.capture_every == 0:
+        if len(log.samples) % log.capture_every == 0:
             log.logits_rows.append(logits[:CAPTURE_ROWS].detach().to("cpu", dtype=torch.float32, copy=True))
             log.logits_device = str(logits.device)
             log.capture_threads.append(torch.get_num_threads())
             if len(log.logits_rows) >= MAX_CAPTURES:  # keep the even ones: multiples of twice the period
                 del log.logits_rows[1::2], log.capture_threads[1::2]
                 log.capture_every *= 2
-        if recorded:
-            log.samples.append((step, seq_ids, tokens))
+        log.samples.append((step, seq_ids, tokens))
         return tokens
 
     def __getattr__(self, name: str) -> Any:

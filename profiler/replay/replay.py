@@ -357,28 +357,8 @@ def _replay_one(
             else None
         )
     cases = sampler_cases(log)
-    run = RunPrice(tuple(map(tuple, log.sampler_chunks))) if log.python_sampler else None
+    run = log.sampler_chunks if log.python_sampler else None
     return _replay_sampler(pair, cases, repeats, clock, log.logits_device, run) if cases else None
-
-
-@dataclass(frozen=True)
-class RunPrice:
-    """What the run's own Python sampler took over its recorded calls but the first (recorder.WorkloadLog):
-    (ns, rows, calls) per chunk of neighbouring calls."""
-
-    chunks: tuple[tuple[int, ...], ...]
-
-    @property
-    def ns(self) -> int:
-        return sum(chunk[0] for chunk in self.chunks)
-
-    @property
-    def rows(self) -> int:
-        return sum(chunk[1] for chunk in self.chunks)
-
-    @property
-    def calls(self) -> int:
-        return sum(chunk[2] for chunk in self.chunks)
 
 
 def _replay_sampler(
@@ -387,12 +367,13 @@ def _replay_sampler(
     repeats: int,
     clock: Clock,
     device: str = "cpu",
-    run: RunPrice | None = None,
+    run: Sequence[Sequence[int]] | None = None,
 ) -> dict[str, Any]:
     """Each case played by both twins in turn; a case's time is its median over the rounds. The Python twin
     gets the rows on the run's device, as it did in the run; the C twin on the host (the copy there is
     the prediction's added cost, profiler.session.transfer). Both play at the torch thread count the
-    engine thread had at the call. Where the run's own sampler was the Python twin on the host (`run`), the
+    engine thread had at the call. Where the run's own sampler was the Python twin on the host (`run`: its
+    (ns, rows, calls) per chunk of calls, recorder.WorkloadLog.sampler_chunks), the
     speedup is the run's Python time a row over the C twin's replayed time a row (`python_priced` "run"),
     with an interval over the run's chunks of calls and the cases; the replayed Python time stays beside it
     (`replayed_python_over_run`).
@@ -428,13 +409,15 @@ def _replay_sampler(
         agree = agree and tokens[0] == tokens[1]
     common = {"twins_agree": agree, "torch_threads": threads, "torch_threads_own": own}
     rows = sum(len(case.seq_ids) for case in cases)
-    if run is None or run.rows <= 0 or run.calls <= 0 or torch.device(device).type != "cpu":
+    chunks = np.array(run or [], dtype=float).reshape(-1, 3)  # (ns, rows, calls) per chunk of the run's calls
+    run_ns, run_rows, run_calls = chunks.sum(axis=0)
+    if run_rows <= 0 or torch.device(device).type != "cpu":
         # Off the host the run's sampler time waits on the model's kernels; without the run's Python twin
         # there is nothing of the run to price it by: the replay prices both twins.
         replayed = speedup_of(python_ns, native_ns, time_ordered=False)
         return {**replayed, **common, "rows": rows, "python_priced": "replay"}
-    run_per_row = run.ns / run.rows
-    python = np.array([chunk[:2] for chunk in run.chunks], dtype=float)  # (ns, rows) per chunk of calls
+    run_per_row = run_ns / run_rows
+    python = chunks[:, :2]  # (ns, rows) per chunk
     native = np.column_stack([native_ns, [len(case.seq_ids) for case in cases]]).astype(float)  # (ns, rows)
     native_per_row = native[:, 0].sum() / rows
     # Both sides resampled: the run's chunks (its drift, which moves the Python twin between runs) and the cases.
@@ -448,12 +431,12 @@ def _replay_sampler(
         "low": bound(interval.low),
         "high": bound(interval.high),
         "steps": len(cases),
-        "python_us_per_step": run.ns / run.calls / 1e3,  # the run's, over its calls
-        "native_us_per_step": native_per_row * run.rows / run.calls / 1e3,  # the replay's, at the run's rows
+        "python_us_per_step": run_ns / run_calls / 1e3,  # the run's, over its calls
+        "native_us_per_step": native_per_row * run_rows / run_calls / 1e3,  # the replay's, at the run's rows
         **common,
         "rows": rows,
         "python_priced": "run",
-        "run_calls": run.calls,
+        "run_calls": int(run_calls),
         # The replay's own Python timing, beside the run's: how much the replay's conditions moved it.
         "replayed_python_us_per_step": float(np.mean(python_ns) / 1e3),
         "replayed_python_over_run": float(sum(python_ns) / rows / run_per_row),

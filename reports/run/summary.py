@@ -563,9 +563,14 @@ def unresolved_note(name: str, entry: dict[str, Any]) -> str | None:
     return note
 
 
+def _runs_pooled(entry: dict[str, Any]) -> int:
+    """How many switched runs an in-run entry pooled (results before pooling: one)."""
+    return len(entry.get("run_dirs") or []) or 1
+
+
 def runs_text(entry: dict[str, Any]) -> str:
-    """'one run', or '3 runs pooled' when the first switched run's interval was too wide to judge (verify)."""
-    runs = len(entry.get("run_dirs") or []) or 1
+    """'one run', or '3 runs, pooled ...' when fewer switched runs were too noisy to judge (verify)."""
+    runs = _runs_pooled(entry)
     return "one run" if runs == 1 else f"{runs} runs, pooled because fewer could not judge the prediction"
 
 
@@ -573,18 +578,18 @@ def _unjudgeable_prediction(name: str, entry: dict[str, Any]) -> str | None:
     """Why a prediction cannot be checked to the band however narrow the measurement (its own interval is wider)."""
     if entry.get("prediction_resolves") is not False:
         return None
-    predicted, band = entry["predicted_gain"], entry["band"]
+    band = f"±{entry['band'] / abs(entry['predicted_gain']):.0%}"
     speedup = entry.get("native_speedup")
     faster = f" with a C twin only {speedup:.2f}x faster," if speedup else ""
     return (
         f"{name}: its prediction's own interval (±{entry['predicted_half_width'] * 100:.1f} points) is wider than "
-        f"±{band / abs(predicted):.0%} of it,{faster} so no run can check it to ±{band / abs(predicted):.0%}: the "
-        "prediction is void at that precision, and the measured gain is the figure to act on"
+        f"{band} of it,{faster} so no run can check it to {band}: the prediction is void at that precision, "
+        "and the measured gain is the figure to act on"
     )
 
 
 def _these_runs(entry: dict[str, Any]) -> str:
-    runs = len(entry.get("run_dirs") or []) or 1
+    runs = _runs_pooled(entry)
     return "this run" if runs == 1 else f"these {runs} runs"
 
 

@@ -14,7 +14,6 @@ from infer_prof.profiler.replay import recorder
 from infer_prof.profiler.replay.recorder import CAPTURE_EVERY, WorkloadLog, captured_call
 from infer_prof.profiler.replay.replay import (
     PoolShape,
-    RunPrice,
     SamplerCase,
     _replay_sampler,
     interleaved,
@@ -269,7 +268,7 @@ def test_the_sampler_speedup_takes_the_python_side_from_the_run_where_the_run_ti
     ]
     # Every replayed call took 10 for either twin: the C twin's 30 over 4 rows is 7.5 a row. The run's Python
     # twin took 600 over 20 rows in 8 calls (two chunks of 4): 30 a row, 4x the C twin's.
-    run = RunPrice(((240, 8, 4), (360, 12, 4)))
+    run = [[240, 8, 4], [360, 12, 4]]  # (ns, rows, calls) per chunk, as the recorder keeps them
     entry = _replay_sampler((_EchoTwin, _EchoTwin), cases, 3, _ticking_clock(), "cpu", run)
     assert entry["python_priced"] == "run" and entry["run_calls"] == 8
     assert entry["speedup"] == pytest.approx(4.0) and entry["steps"] == 3 and entry["rows"] == 4
@@ -278,7 +277,7 @@ def test_the_sampler_speedup_takes_the_python_side_from_the_run_where_the_run_ti
     assert entry["native_us_per_step"] == pytest.approx(7.5 * 20 / 8 / 1e3)  # the C twin at the run's rows
     assert entry["replayed_python_over_run"] == pytest.approx(7.5 / 30)
     # A run whose Python twin drifted between its chunks (the same 30 a row in all) gets a wider interval.
-    drifting = RunPrice(((100, 8, 4), (500, 12, 4)))
+    drifting = [[100, 8, 4], [500, 12, 4]]
     wide = _replay_sampler((_EchoTwin, _EchoTwin), cases, 3, _ticking_clock(), "cpu", drifting)
     assert wide["speedup"] == pytest.approx(4.0)
     assert wide["high"] - wide["low"] > entry["high"] - entry["low"]
