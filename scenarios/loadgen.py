@@ -1,10 +1,15 @@
-"""The load generator: client threads that submit a request stream on schedule (open loop) or N at a time (closed loop).
+"""The load generator: submits a request stream on schedule (open loop) or N at a time (closed loop).
 
     records = run_load(generate_requests(spec, ctx), engine_submit, mode=spec.mode, clients=spec.clients,
                        duration_s=spec.duration_s, stop_event=ctrl_c).records
 
 `submit(request)` is the caller's: it returns a ticket whose `.wait()` returns when the request has
-finished. Warmup requests run to completion first (like vLLM's initial test run), then the measured
+finished, and one client thread waits on each ticket. A caller whose engine can say when a request
+ends passes `notifies=True` and a `submit(request, done)` that calls `done()` then: the calling thread
+drives the whole load and no client thread starts. That is what a run uses. Every client thread is a
+thread py-spy reads at each sample (30 of them cost it about eight times the CPU of one:
+docs/measurements.md), and thirty threads woken per finished request compete with the engine thread
+for the GIL. Warmup requests run to completion first (like vLLM's initial test run), then the measured
 load starts. Time comes from `clock` (perf_counter_ns) and `sleep`, both injectable for fake-clock tests.
 """
 
@@ -13,6 +18,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -87,7 +93,7 @@ class LoadResult:
 
 def run_load(
     requests: Sequence[RequestSpec],
-    submit: Callable[[RequestSpec], Ticket],
+    submit: Callable[..., Ticket],  # (request) -> Ticket; with notifies, (request, done) -> Ticket
     *,
     mode: str,
     clients: int | None = None,
@@ -97,6 +103,7 @@ def run_load(
     clock: Callable[[], int] = time.perf_counter_ns,
     sleep: Callable[[float], object] | None = None,
     wait_on_stop: bool = True,
+    notifies: bool = False,
 ) -> LoadResult:
     """Drive `submit` with the requests and return when the load is over.
 
@@ -108,13 +115,16 @@ def run_load(
     `wait_on_stop` is False and the stop came from `stop_event` (they are left to the caller).
     A failed submit() or wait() marks that request failed and the load continues. `sleep=None` waits
     on the stop event (real time); pass a fake to test the schedule without sleeping.
+    `notifies`: submit is `submit(request, done)` and calls `done()` once, from any thread, when the
+    request has ended; the calling thread then submits, and reads each finished ticket with wait(0),
+    itself (the schedule and the concurrency as above, `client` the closed-loop slot, 0 in open loop).
     A KeyboardInterrupt inside run_load sets stop_event (no new submissions) and propagates.
     """
     if mode not in ("open-loop", "closed-loop"):
         raise ValueError(f"mode {mode!r} is unknown; allowed: open-loop, closed-loop")
     if mode == "closed-loop" and (clients is None or clients < 1):
         raise ValueError(f"clients={clients!r}: a closed-loop load needs clients >= 1")
-    load = _Load(submit, stop_event or threading.Event(), on_done, clock, sleep, wait_on_stop)
+    load = _Load(submit, stop_event or threading.Event(), on_done, clock, sleep, wait_on_stop, notifies)
     records = [LoadRecord(request) for request in requests]
     warmups = [record for record in records if record.request.warmup]
     measured = [record for record in records if not record.request.warmup]
@@ -148,13 +158,14 @@ def run_load(
 class _Load:
     """The shared state of one run_load call: stop flags, in-flight counting, the client threads."""
 
-    def __init__(self, submit, stop, on_done, clock, sleep, wait_on_stop) -> None:
+    def __init__(self, submit, stop, on_done, clock, sleep, wait_on_stop, notifies=False) -> None:
         self.submit = submit
         self.stop: threading.Event = stop
         self.on_done = on_done
         self.clock = clock
         self.sleep = sleep
         self.wait_on_stop = wait_on_stop
+        self.notifies = notifies
         self.lock = threading.Lock()
         self.in_flight = 0
         self.peak_in_flight = 0
@@ -164,21 +175,29 @@ class _Load:
     def halted(self) -> bool:
         return self.stop.is_set() or self.callback_error is not None
 
-    def serve(self, record: LoadRecord, client: int) -> None:
-        """Submit one request and wait for it, on the calling client thread."""
+    def begin(self, record: LoadRecord, client: int, *done: Callable[[], None]) -> bool:
+        """Submit one request (`done` goes to a notifying submit); False if submit() refused it."""
         record.client = client
         with self.lock:
             self.in_flight += 1
             self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
         record.submit_ns = self.clock()
         try:
-            ticket = self.submit(record.request)
+            record.ticket = self.submit(record.request, *done)
             record.accepted_ns = self.clock()
-            record.ticket = ticket
-            ticket.wait()
-        except Exception as err:  # the engine refused or failed this request; the load goes on
+            return True
+        except Exception as err:  # the engine refused this request; the load goes on
             record.error = f"{type(err).__name__}: {err}"
-        record.done_ns = self.clock()
+            return False
+
+    def end(self, record: LoadRecord, done_ns: int | None = None) -> None:
+        """Read the finished ticket (wait(0) when notified) and count the request as done."""
+        if record.ticket is not None:
+            try:
+                record.ticket.wait(0 if self.notifies else None)
+            except Exception as err:  # the engine failed this request; the load goes on
+                record.error = f"{type(err).__name__}: {err}"
+        record.done_ns = self.clock() if done_ns is None else done_ns
         with self.lock:
             self.in_flight -= 1
         if self.on_done is not None:
@@ -186,6 +205,68 @@ class _Load:
                 self.on_done(record)
             except BaseException as err:  # a caller bug: stop the load, re-raise it from run_load
                 self.callback_error = self.callback_error or err
+
+    def serve(self, record: LoadRecord, client: int) -> None:
+        """Submit one request and wait for it, on the calling client thread."""
+        self.begin(record, client)
+        self.end(record)
+
+    def drive_notified(self, records: list[LoadRecord], clients: int | None, deadline: int | None) -> None:
+        """Either loop on the calling thread, finished requests arriving by done(): closed (`clients`
+        slots) keeps that many in flight; open (`clients` None) submits each record at its scheduled_ns."""
+        finished: queue.SimpleQueue[tuple[LoadRecord, int]] = queue.SimpleQueue()
+        pending = deque(records)
+        free = list(range(clients))[::-1] if clients is not None else []  # closed loop's idle slots
+        in_flight = 0
+
+        def next_arrival() -> int | None:
+            """Open loop: when the next record is due, None when no more will be submitted."""
+            if clients is not None or not pending or self.halted():
+                return None
+            due = pending[0].scheduled_ns
+            return None if deadline is not None and due >= deadline else due  # type: ignore[operator]
+
+        def may_submit() -> bool:
+            if clients is None:
+                due = next_arrival()
+                return due is not None and due <= self.clock()
+            open_slot = bool(pending and free) and not self.halted()
+            return open_slot and (deadline is None or self.clock() < deadline)
+
+        def done(record: LoadRecord) -> Callable[[], None]:
+            return lambda: finished.put((record, self.clock()))
+
+        def close(record: LoadRecord, done_ns: int | None = None) -> None:
+            self.end(record, done_ns)
+            if clients is not None:
+                free.append(record.client)
+
+        while True:
+            while may_submit():
+                record = pending.popleft()
+                if clients is None:
+                    record.dispatched_ns = self.clock()
+                else:
+                    record.scheduled_ns = self.clock()
+                if self.begin(record, free.pop() if clients is not None else 0, done(record)):
+                    in_flight += 1
+                else:
+                    close(record)
+            due = next_arrival()
+            if (not in_flight and due is None) or (self.stop.is_set() and not self.wait_on_stop):
+                return
+            wait_s = _MAX_PAUSE_S if due is None else min(_MAX_PAUSE_S, max(0.0, (due - self.clock()) / 1e9))
+            if due is not None and self.sleep is not None and finished.empty():
+                self.sleep(wait_s)  # the injected clock's sleep: a test's schedule, without waiting
+                continue
+            try:
+                item = finished.get(timeout=wait_s) if wait_s > 0 else finished.get_nowait()
+                while True:
+                    close(*item)
+                    in_flight -= 1
+                    item = finished.get_nowait()
+            except queue.Empty:
+                pass
 
     def start_thread(self, target: Callable[[int], None], threads: list[threading.Thread]) -> None:
         number = self.threads_started
@@ -204,6 +285,9 @@ class _Load:
                     return
 
     def closed_loop(self, records: list[LoadRecord], clients: int, deadline: int | None) -> None:
+        if self.notifies:
+            self.drive_notified(records, clients, deadline)
+            return
         pending = iter(records)
 
         def client(number: int) -> None:
@@ -222,6 +306,11 @@ class _Load:
         self.join(threads)
 
     def open_loop(self, records: list[LoadRecord], start: int, deadline: int | None, clients: int) -> None:
+        for record in records:
+            record.scheduled_ns = start + round(record.request.arrival_s * 1e9)
+        if self.notifies:
+            self.drive_notified(records, None, deadline)
+            return
         work: queue.SimpleQueue[LoadRecord | None] = queue.SimpleQueue()
         idle = [0]  # threads free to take work; a dispatch reserves one, a finished request frees one
 
@@ -235,8 +324,6 @@ class _Load:
         for _ in range(min(clients, len(records))):
             self.start_thread(client, threads)
             idle[0] += 1
-        for record in records:
-            record.scheduled_ns = start + round(record.request.arrival_s * 1e9)
         for record in records:
             if deadline is not None and record.scheduled_ns >= deadline:  # type: ignore[operator]
                 break

@@ -1,4 +1,4 @@
-"""Drive a scenario's requests through a started engine from client threads, with the collectors running around it."""
+"""Drive a scenario's requests through a started engine from the calling thread, with the collectors running around it."""
 
 from __future__ import annotations
 
@@ -179,7 +179,7 @@ class Drive:
 
 
 class DoneCounter:
-    """Counts finished measured requests and their tokens for a progress callback, from any client thread."""
+    """Counts finished measured requests and their tokens for a progress callback, on the thread that drives the load."""
 
     def __init__(self, callback: Callable[[int, int], None] | None) -> None:
         self.callback = callback
@@ -216,11 +216,15 @@ def drive_load(
     """Start the engine and the collectors, run the load, then stop all of them (Ctrl-C included)."""
     drive = Drive()
 
-    def submit(request: RequestSpec) -> Ticket:
+    def submit(request: RequestSpec, done: Callable[[], None]) -> Ticket:
         try:
             params = SamplingParams(**request.sampling)
             handle = engine.submit(
-                prompts[request.index], params, chat=request.chat, priority=request.priority
+                prompts[request.index],
+                params,
+                chat=request.chat,
+                priority=request.priority,
+                on_finish=lambda output: done(),
             )
         except RequestError as refusal:
             # Recorded, not lost: the run's tables and counts show every request the engine refused, and why.
@@ -246,6 +250,7 @@ def drive_load(
             duration_s=scenario.duration_s,
             stop_event=stop_event,
             on_done=DoneCounter(on_request_done),
+            notifies=True,  # this thread drives the load: no client threads for py-spy to read
         )
     except KeyboardInterrupt:
         drive.interrupted = True

@@ -1,10 +1,13 @@
-"""The load generator: open-loop timing on a fake clock, closed-loop concurrency, failures, stops, warmup."""
+"""The load generator: open-loop timing on a fake clock, closed-loop concurrency, failures, stops, warmup;
+with client threads waiting on tickets and with a submit that notifies (the calling thread drives)."""
 
 from __future__ import annotations
 
 import random
 import threading
 import time
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -69,25 +72,91 @@ class InFlightTracker:
             return True
 
 
+class EndedTicket:
+    """What a notifying submit returns: wait() reports how the fake engine thread saw the request end."""
+
+    def __init__(self) -> None:
+        self.error: Exception | None = None
+
+    def wait(self, timeout: float | None = None) -> bool:
+        if self.error is not None:
+            raise self.error
+        return True
+
+
+def notifying(submit: Callable[[RequestSpec], Any]) -> Callable[[RequestSpec, Callable[[], None]], Any]:
+    """A notifying submit over a ticket-returning one: a fake engine thread waits on the ticket, then
+    calls done(); the load reads the ended request from an EndedTicket."""
+
+    def submit_notifying(request: RequestSpec, done: Callable[[], None]) -> EndedTicket:
+        ticket, ended = submit(request), EndedTicket()
+
+        def finish() -> None:
+            try:
+                ticket.wait()
+            except Exception as err:
+                ended.error = err
+            done()
+
+        threading.Thread(target=finish, name="fake-engine", daemon=True).start()
+        return ended
+
+    return submit_notifying
+
+
+def done_at_once(request: RequestSpec, done: Callable[[], None]) -> DoneTicket:
+    done()  # the request ended inside submit(): the load must still see it after submit returns
+    return DoneTicket()
+
+
+@pytest.mark.parametrize("notifies", [False, True])
 @pytest.mark.parametrize("clients", [1, 4, 9])
-def test_closed_loop_keeps_at_most_n_in_flight(clients: int) -> None:
+def test_closed_loop_keeps_at_most_n_in_flight(clients: int, notifies: bool) -> None:
     tracker = InFlightTracker()
-    result = run_load(make_requests([0.0] * 60), tracker.submit, mode="closed-loop", clients=clients)
+    submit = notifying(tracker.submit) if notifies else tracker.submit
+    result = run_load(
+        make_requests([0.0] * 60), submit, mode="closed-loop", clients=clients, notifies=notifies
+    )
     assert tracker.peak == clients == result.peak_in_flight
-    assert result.count("done") == 60 and result.client_threads == clients
+    assert result.count("done") == 60 and result.client_threads == (0 if notifies else clients)
     assert {record.client for record in result.records} == set(range(clients))
 
 
-def test_open_loop_submits_on_schedule_with_a_fake_clock() -> None:
+def test_a_notifying_load_starts_no_thread_and_submits_from_the_calling_thread() -> None:
+    submitters: set[int] = set()
+    tracker = InFlightTracker()
+
+    def submit(request: RequestSpec) -> InFlightTracker.Ticket:
+        submitters.add(threading.get_ident())
+        return tracker.submit(request)
+
+    before = {thread.name for thread in threading.enumerate()}
+    result = run_load(
+        make_requests([0.0] * 40, warmup=4),
+        notifying(submit),
+        mode="closed-loop",
+        clients=6,
+        notifies=True,
+        on_done=lambda record: submitters.add(threading.get_ident()),
+    )
+    assert submitters == {threading.get_ident()}  # submits and on_done, all on this thread
+    assert not {t.name for t in threading.enumerate()} - before - {"fake-engine"}
+    assert result.count("done") == 44
+    assert all(r.scheduled_ns <= r.submit_ns <= r.accepted_ns <= r.done_ns for r in result.records)
+
+
+@pytest.mark.parametrize("notifies", [False, True])
+def test_open_loop_submits_on_schedule_with_a_fake_clock(notifies: bool) -> None:
     fake = FakeClock()
     arrivals = [0.0, 0.5, 0.5, 1.25, 3.0, 3.0000001]
     result = run_load(
         make_requests(arrivals),
-        lambda request: DoneTicket(),
+        done_at_once if notifies else lambda request: DoneTicket(),
         mode="open-loop",
         clients=2,
         clock=fake.clock,
         sleep=fake.sleep,
+        notifies=notifies,
     )
     for record, arrival in zip(result.records, arrivals):
         assert record.scheduled_ns == result.start_ns + round(arrival * 1e9)
@@ -99,7 +168,8 @@ def test_open_loop_submits_on_schedule_with_a_fake_clock() -> None:
     assert result.schedule_lag_ms()["max"] >= 0
 
 
-def test_open_loop_never_waits_for_slow_requests() -> None:
+@pytest.mark.parametrize("notifies", [False, True])
+def test_open_loop_never_waits_for_slow_requests(notifies: bool) -> None:
     fake, gate = FakeClock(), threading.Event()
     submitted = threading.Semaphore(0)
 
@@ -112,11 +182,12 @@ def test_open_loop_never_waits_for_slow_requests() -> None:
         target=lambda: results.append(
             run_load(
                 make_requests([0.0, 1.0, 2.0, 3.0, 4.0]),
-                submit,
+                notifying(submit) if notifies else submit,
                 mode="open-loop",
                 clients=1,
                 clock=fake.clock,
                 sleep=fake.sleep,
+                notifies=notifies,
             )
         )
     )
@@ -126,11 +197,12 @@ def test_open_loop_never_waits_for_slow_requests() -> None:
     gate.set()
     runner.join(timeout=5)
     (result,) = results
-    assert result.client_threads == 5 and result.peak_in_flight == 5
+    assert result.client_threads == (0 if notifies else 5) and result.peak_in_flight == 5
     assert [record.dispatched_ns - result.start_ns for record in result.records] == [0, 1e9, 2e9, 3e9, 4e9]
 
 
-def test_a_refused_request_fails_and_the_load_continues() -> None:
+@pytest.mark.parametrize("notifies", [False, True])
+def test_a_refused_request_fails_and_the_load_continues(notifies: bool) -> None:
     def submit(request: RequestSpec) -> DoneTicket:
         if request.index == 2:
             raise ValueError("prompt too long for the KV pool")
@@ -140,12 +212,19 @@ def test_a_refused_request_fails_and_the_load_continues() -> None:
         def wait(self, timeout: float | None = None) -> bool:
             raise RuntimeError("engine died")
 
+    wrap = notifying if notifies else lambda submit: submit
     for mode in ("open-loop", "closed-loop"):
-        result = run_load(make_requests([0.0] * 5), submit, mode=mode, clients=2)
+        result = run_load(make_requests([0.0] * 5), wrap(submit), mode=mode, clients=2, notifies=notifies)
         assert [record.status for record in result.records] == ["done", "done", "failed", "done", "done"]
         assert result.records[2].error == "ValueError: prompt too long for the KV pool"
         assert result.records[2].done_ns is not None and result.records[2].ticket is None
-    result = run_load(make_requests([0.0]), lambda request: BrokenTicket(), mode="closed-loop", clients=1)
+    result = run_load(
+        make_requests([0.0]),
+        wrap(lambda request: BrokenTicket()),
+        mode="closed-loop",
+        clients=1,
+        notifies=notifies,
+    )
     assert result.records[0].error == "RuntimeError: engine died"
 
 
@@ -164,7 +243,8 @@ def test_duration_stops_open_loop_submissions() -> None:
     assert not result.stopped_early
 
 
-def test_duration_stops_closed_loop_clients() -> None:
+@pytest.mark.parametrize("notifies", [False, True])
+def test_duration_stops_closed_loop_clients(notifies: bool) -> None:
     fake = FakeClock()
 
     class OneSecondTicket:
@@ -172,14 +252,16 @@ def test_duration_stops_closed_loop_clients() -> None:
             fake.sleep(1.0)
             return True
 
+    submit = lambda request: OneSecondTicket()  # noqa: E731
     result = run_load(
         make_requests([0.0] * 10),
-        lambda request: OneSecondTicket(),
+        notifying(submit) if notifies else submit,
         mode="closed-loop",
         clients=1,
         duration_s=2.5,
         clock=fake.clock,
         sleep=fake.sleep,
+        notifies=notifies,
     )
     assert result.count("done") == 3 and result.count("not_submitted") == 7
 
@@ -206,7 +288,8 @@ def test_stop_event_ends_an_open_loop_load_early() -> None:
     assert result.stopped_early
 
 
-def test_stop_without_waiting_leaves_in_flight_requests_to_the_caller() -> None:
+@pytest.mark.parametrize("notifies", [False, True])
+def test_stop_without_waiting_leaves_in_flight_requests_to_the_caller(notifies: bool) -> None:
     gate, stop = threading.Event(), threading.Event()
 
     def submit(request: RequestSpec) -> GatedTicket:
@@ -215,11 +298,12 @@ def test_stop_without_waiting_leaves_in_flight_requests_to_the_caller() -> None:
 
     result = run_load(
         make_requests([0.0, 0.0, 0.0]),
-        submit,
+        notifying(submit) if notifies else submit,
         mode="closed-loop",
         clients=1,
         stop_event=stop,
         wait_on_stop=False,
+        notifies=notifies,
     )
     assert [record.status for record in result.records] == ["in_flight", "not_submitted", "not_submitted"]
     gate.set()
@@ -237,17 +321,19 @@ def test_warmup_finishes_before_the_measured_load_starts() -> None:
     assert result.warmup_ns > 0 and len(done) == 6
 
 
-def test_a_failing_on_done_callback_is_raised() -> None:
+@pytest.mark.parametrize("notifies", [False, True])
+def test_a_failing_on_done_callback_is_raised(notifies: bool) -> None:
     def on_done(record: LoadRecord) -> None:
         raise KeyError("bug in the caller")
 
     with pytest.raises(KeyError, match="bug in the caller"):
         run_load(
             make_requests([0.0] * 3),
-            lambda request: DoneTicket(),
+            done_at_once if notifies else lambda request: DoneTicket(),
             mode="closed-loop",
             clients=1,
             on_done=on_done,
+            notifies=notifies,
         )
 
 
