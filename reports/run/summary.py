@@ -546,10 +546,13 @@ def unresolved_note(name: str, entry: dict[str, Any]) -> str | None:
     own phase's part says meanwhile; or why the prediction itself is too wide to be judged; None when neither."""
     if not entry.get("predicted_gain"):
         return None
+    void = _unjudgeable_prediction(name, entry)
     if entry.get("resolves") is not False:
-        return _unjudgeable_prediction(name, entry)
+        return void
+    # When both are too wide, both reasons: a narrower measurement alone would still judge nothing.
+    subject = f"{name}: its interval" if void is None else f"{void}. Its measured interval too"
     note = (
-        f"{name}: its interval (±{entry['half_width'] * 100:.1f} points) is wider than "
+        f"{subject} (±{entry['half_width'] * 100:.1f} points) is wider than "
         f"±{entry['band'] / abs(entry['predicted_gain']):.0%} of its prediction (±{entry['band'] * 100:.1f}), so "
         f"{_these_runs(entry)} cannot say whether the end-to-end prediction holds; more measured requests (-r) "
         "narrow it while the machine holds steady"

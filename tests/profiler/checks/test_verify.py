@@ -279,3 +279,21 @@ def test_a_prediction_wider_than_the_band_is_void_at_that_precision_whatever_the
     assert narrow["prediction_resolves"] is True and unresolved_note("sampler", narrow) is None
     # Without the prediction's interval (a microbenchmark's speedup) there is nothing to judge it by.
     assert inrun_entry(prediction, gain, 800)["prediction_resolves"] is None
+
+
+def test_when_both_intervals_are_too_wide_the_note_gives_both_reasons() -> None:
+    from infer_prof.profiler.checks.inrun_gain import InRunGain
+    from infer_prof.profiler.checks.verify import inrun_entry
+    from infer_prof.reports.run.summary import unresolved_note
+
+    wide_gain = InRunGain(0.17, 0.14, 0.19, 0.169, 0.099, 0.239, 1.0, 400, 800, 8.9, 8.9, units=100)
+    prediction = {"share": 0.502, "native_speedup": 1.36, "speedup_source": "replay", "predicted_gain": 0.132}
+    entry = inrun_entry(
+        {**prediction, "predicted_gain_low": 0.072, "predicted_gain_high": 0.195}, wide_gain, 800
+    )
+    assert entry["resolves"] is False and entry["prediction_resolves"] is False
+    note = unresolved_note("sampler", entry)
+    assert note is not None and note.startswith("sampler: its prediction's own interval (±6.2 points)")
+    assert (
+        "void at that precision" in note and "Its measured interval too (±7.0 points) is wider than" in note
+    )
