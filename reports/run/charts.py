@@ -180,7 +180,7 @@ def component_rows(breakdown: dict[str, Any]) -> list[tuple[str, dict[str, float
     for label, split in (
         ("spans (timed)", methods.get("spans")),
         ("samples (py-spy)", methods.get("samples")),
-        ("client threads", breakdown.get("client_threads")),
+        ("other threads", breakdown.get("client_threads")),
     ):
         if not split:
             continue

@@ -194,8 +194,8 @@ def time_split_table(result: RunResult) -> Table:
     samples: Mapping[str, Any] | None = methods.get("samples")
     client: Mapping[str, Any] | None = breakdown.get("client_threads")
     if client:
-        # In a served run the other threads are the server's (its event loop), not load-generator clients.
-        table.columns.append("other server threads" if result.target else "client threads")
+        # In a served run they are the server's (its event loop); in-process, the load driver and the collectors'.
+        table.columns.append("other server threads" if result.target else "other threads")
     # Signed, samples minus spans (the breakdown's own convention): which method saw more matters.
     recorded_gaps = {
         "categories": breakdown.get("disagreement") or {},
