@@ -420,8 +420,9 @@ def _replay_sampler(
     python = chunks[:, :2]  # (ns, rows) per chunk
     native = np.column_stack([native_ns, [len(case.seq_ids) for case in cases]]).astype(float)  # (ns, rows)
     native_per_row = native[:, 0].sum() / rows
-    # Both sides resampled: the run's chunks (its drift, which moves the Python twin between runs) and the cases.
-    interval = bootstrap([python, native], ratio_of(rate_statistic))
+    # Both sides resampled: the run's chunks and the cases, each in time order as runs of neighbours (block
+    # None), so that a drift within the run widens the interval as a rerun would see it (as the shares do).
+    interval = bootstrap([python, native], ratio_of(rate_statistic), block=None)
 
     def bound(value: float) -> float | None:
         return value if math.isfinite(value) else None

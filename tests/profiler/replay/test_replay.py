@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -285,6 +286,21 @@ def test_the_sampler_speedup_takes_the_python_side_from_the_run_where_the_run_ti
     entry = _replay_sampler((_EchoTwin, _EchoTwin), cases, 3, _ticking_clock(), "cpu", None)
     assert entry["python_priced"] == "replay" and entry["speedup"] == pytest.approx(1.0)
     assert "replayed_python_over_run" not in entry
+
+
+def test_a_slow_drift_in_the_runs_sampler_time_widens_the_speedup_interval_more_than_scattered_noise() -> (
+    None
+):
+    params = SamplingParams(temperature=0.7, seed=5)
+    cases = [SamplerCase([1], [(1, params, [3])], torch.zeros(1, 6), 1) for _ in range(16)]
+    # The same 64 chunks twice: in the run's order, the Python twin 20 a row for the first half and 40 for
+    # the second (a machine that got busier); shuffled, the same times with no order to them.
+    drifting = [[20 * 8, 8, 4]] * 32 + [[40 * 8, 8, 4]] * 32
+    scattered = [drifting[i] for i in np.random.default_rng(1).permutation(64)]
+    ordered = _replay_sampler((_EchoTwin, _EchoTwin), cases, 3, _ticking_clock(), "cpu", drifting)
+    shuffled = _replay_sampler((_EchoTwin, _EchoTwin), cases, 3, _ticking_clock(), "cpu", scattered)
+    assert ordered["speedup"] == pytest.approx(shuffled["speedup"]) == pytest.approx(3.0)
+    assert ordered["high"] - ordered["low"] > 1.5 * (shuffled["high"] - shuffled["low"])
 
 
 def test_sampler_cases_are_the_captured_calls_spread_over_the_run_and_share_no_row() -> None:
