@@ -74,7 +74,7 @@ class LoadResult:
     warmup_ns: int  # how long the warmup requests took
     stopped_early: bool  # stop_event ended the load before every request was submitted
     peak_in_flight: int
-    client_threads: int
+    client_threads: int  # client threads started: 0 when the submit notifies (the calling thread drove)
 
     def count(self, status: str) -> int:
         return sum(record.status == status for record in self.records)
