@@ -286,7 +286,7 @@ def measure_inrun_overhead(
 
     def on_request_done(done: int, _tokens: int) -> None:
         if stop_after is not None and done >= stop_after and "toggler" in holder:
-            holder["toggler"].request_stop()  # a client thread: joined after the run, not here
+            holder["toggler"].request_stop()  # on the load's thread: joined after the run, not here
 
     hooks = SessionHooks(on_collectors=on_collectors, on_request_done=on_request_done)
     with tempfile.TemporaryDirectory(prefix="infer-prof-inrun-") as scratch:
