@@ -6,10 +6,10 @@
 `submit(request)` is the caller's: it returns a ticket whose `.wait()` returns when the request has
 finished, and one client thread waits on each ticket. A caller whose engine can say when a request
 ends passes `notifies=True` and a `submit(request, done)` that calls `done()` then: the calling thread
-drives the whole load and no client thread starts. That is what a run uses. Every client thread is a
-thread py-spy reads at each sample (30 of them cost it about eight times the CPU of one:
-docs/measurements.md), and thirty threads woken per finished request compete with the engine thread
-for the GIL. Warmup requests run to completion first (like vLLM's initial test run), then the measured
+drives the whole load and no client thread starts. That is what a run uses: every client thread is
+one more stack for py-spy to read at each sample (30 idle ones cost it about eight times the CPU of
+one: docs/measurements.md), and one more thread to wake, per finished request, that competes with the
+engine thread for the GIL. Warmup requests run to completion first (like vLLM's initial test run), then the measured
 load starts. Time comes from `clock` (perf_counter_ns) and `sleep`, both injectable for fake-clock tests.
 """
 
@@ -158,7 +158,7 @@ def run_load(
 class _Load:
     """The shared state of one run_load call: stop flags, in-flight counting, the client threads."""
 
-    def __init__(self, submit, stop, on_done, clock, sleep, wait_on_stop, notifies=False) -> None:
+    def __init__(self, submit, stop, on_done, clock, sleep, wait_on_stop, notifies) -> None:
         self.submit = submit
         self.stop: threading.Event = stop
         self.on_done = on_done
@@ -217,7 +217,6 @@ class _Load:
         finished: queue.SimpleQueue[tuple[LoadRecord, int]] = queue.SimpleQueue()
         pending = deque(records)
         free = list(range(clients))[::-1] if clients is not None else []  # closed loop's idle slots
-        in_flight = 0
 
         def next_arrival() -> int | None:
             """Open loop: when the next record is due, None when no more will be submitted."""
@@ -248,22 +247,19 @@ class _Load:
                     record.dispatched_ns = self.clock()
                 else:
                     record.scheduled_ns = self.clock()
-                if self.begin(record, free.pop() if clients is not None else 0, done(record)):
-                    in_flight += 1
-                else:
-                    close(record)
+                if not self.begin(record, free.pop() if clients is not None else 0, done(record)):
+                    close(record)  # refused: its slot is free again at once
             due = next_arrival()
-            if (not in_flight and due is None) or (self.stop.is_set() and not self.wait_on_stop):
+            if (not self.in_flight and due is None) or (self.stop.is_set() and not self.wait_on_stop):
                 return
             wait_s = _MAX_PAUSE_S if due is None else min(_MAX_PAUSE_S, max(0.0, (due - self.clock()) / 1e9))
             if due is not None and self.sleep is not None and finished.empty():
                 self.sleep(wait_s)  # the injected clock's sleep: a test's schedule, without waiting
                 continue
             try:
-                item = finished.get(timeout=wait_s) if wait_s > 0 else finished.get_nowait()
+                item = finished.get(timeout=wait_s)
                 while True:
                     close(*item)
-                    in_flight -= 1
                     item = finished.get_nowait()
             except queue.Empty:
                 pass

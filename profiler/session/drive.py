@@ -185,7 +185,6 @@ class DoneCounter:
         self.callback = callback
         self.requests = 0
         self.tokens = 0
-        self._lock = threading.Lock()
 
     def __call__(self, record: LoadRecord) -> None:
         if record.request.warmup:
@@ -193,12 +192,10 @@ class DoneCounter:
         tokens = 0
         if record.ticket is not None and record.error is None:
             tokens = record.ticket.wait(timeout=0).output_tokens
-        with self._lock:
-            self.requests += 1
-            self.tokens += tokens
-            counts = (self.requests, self.tokens)
+        self.requests += 1
+        self.tokens += tokens
         if self.callback:
-            self.callback(*counts)
+            self.callback(self.requests, self.tokens)
 
 
 def drive_load(
