@@ -68,7 +68,7 @@ def test_verify_rewrites_result_json_with_both_gains(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, void: bool
 ) -> None:
     from infer_prof.native_paths.loader import available
-    from infer_prof.profiler.checks.verify import verify_predictions
+    from infer_prof.profiler.checks.verify import MAX_SWITCHED_RUNS, verify_predictions
     from infer_prof.profiler.session.builder import load_for_options
     from infer_prof.profiler.session.options import EngineOptions
     from infer_prof.profiler.session.session import SessionHooks, run_session
@@ -100,15 +100,18 @@ def test_verify_rewrites_result_json_with_both_gains(
     )
 
     # Interleaved: every C-twin run is followed by a Python run, so each has a Python run on either side;
-    # the sampler's twins take turns within one run of the main run's configuration.
+    # the sampler's twins take turns within runs of the main run's configuration, one after another: a run too
+    # noisy to judge the prediction is followed by another, so how many depends on this machine's noise.
     python = frozenset({"kv_alloc"})
-    assert calls == [
+    switched = [index for index, (_, has_switch) in enumerate(calls) if has_switch]
+    assert 1 <= len(switched) <= MAX_SWITCHED_RUNS and switched == list(range(2, 2 + len(switched)))
+    assert [call for call in calls if not call[1]] == [
         (frozenset({"kv_alloc", "scheduler"}), False),
         (python, False),
-        (python, True),
         (frozenset({"kv_alloc", "prepare"}), False),
         (python, False),
     ]
+    assert all(native == python for native, has_switch in calls if has_switch)
     data = json.loads((tmp_path / "run" / "result.json").read_text())
     assert data["config"]["verify"] is True
     sampler = data["verdict"]["predictions"]["sampler"]
@@ -138,6 +141,7 @@ def test_verify_rewrites_result_json_with_both_gains(
         == data["verdict"]["predictions"]["scheduler"]["measured_gain"]
     )
     assert (tmp_path / "run" / details["components"]["sampler"]["run_dir"] / "result.json").exists()
+    assert len(details["components"]["sampler"]["run_dirs"]) == len(switched)  # every switched run pooled
     assert details["python_runs"] == 3  # the main run and one after each whole-run C-twin run
     # The prepare twin ran after the scheduler's: its neighbours are the Python runs after each of them.
     assert details["components"]["prepare"]["python_neighbours"] == [
