@@ -110,6 +110,7 @@ def default_collectors(
             output_dir=output_dir,
             idle_marker=idle_marker,
             engine_thread_id_getter=engine_thread_id_getter or _thread_id_by_name(engine_thread_name),
+            ends_with_starter=True,  # session/drive.py starts and stops the collectors on one thread
         )
     )
     return collectors

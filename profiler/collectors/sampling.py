@@ -11,6 +11,7 @@ If py-spy is missing or cannot attach (ptrace permission), the collector is "ski
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -33,6 +34,7 @@ from infer_prof.profiler.analysis.classify import (
     parse_raw,
 )
 from infer_prof.profiler.collectors.base import Collector
+from infer_prof.profiler.orphans import kill_with_parent
 from infer_prof.profiler.session.machine import REALTIME_PRIORITY, realtime_allowed  # noqa: F401 (moved there: `doctor` runs it without torch)
 
 _ATTACHED = "Sampling process"
@@ -172,9 +174,12 @@ class SamplingCollector(Collector):
         attach_timeout_s: float = 10.0,
         stop_timeout_s: float = 60.0,
         priority: str = "low",
+        ends_with_starter: bool = False,
     ) -> None:
         super().__init__()
         self.pid = pid if pid is not None else os.getpid()
+        # py-spy gets SIGKILL when the thread that called start() ends: for callers that stop it on that thread.
+        self.ends_with_starter = ends_with_starter
         self.rate = rate
         self.native_stacks = native_stacks
         if priority not in PRIORITIES:
@@ -238,7 +243,7 @@ class SamplingCollector(Collector):
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
                 env={**os.environ, "RUST_BACKTRACE": "0"},
-                preexec_fn=_PRIORITY_SETTERS[self.priority],
+                preexec_fn=functools.partial(_prepare_child, self.priority, self.ends_with_starter),
             )
         self.scheduling = _scheduling_of(self._process.pid, self.priority)
         self._started_at = time.perf_counter()
@@ -402,3 +407,14 @@ _PRIORITY_SETTERS: dict[str, Callable[[], None] | None] = {
     "normal": None,
     "realtime": _realtime_priority,
 }
+
+
+def _prepare_child(priority: str, ends_with_starter: bool) -> None:
+    """py-spy between fork and exec: its priority and, when asked, death with the thread that started it. The
+    in-run A/B stops py-spy with SIGSTOP between its blocks; a profiler killed then would leave it stopped for
+    good. Not for a sampler whose starting thread ends first: the tree watcher's, stopped after its thread."""
+    if ends_with_starter:
+        kill_with_parent()
+    setter = _PRIORITY_SETTERS[priority]
+    if setter is not None:
+        setter()

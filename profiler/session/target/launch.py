@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ctypes
 import os
 import re
 import signal
@@ -17,6 +16,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from infer_prof.errors import TargetError
+from infer_prof.profiler.orphans import terminate_with_parent
 from infer_prof.profiler.session.target.tree import PROC, descendants, parents, pids_listening
 
 LAUNCH_TIMEOUT_S = 600.0  # vLLM's CPU build takes ~3 minutes to start on a 2-core machine
@@ -24,7 +24,6 @@ STOP_GRACE_S = 15.0  # after SIGTERM, before SIGKILL: vLLM shuts its engine and 
 READY_POLL_S = 0.5
 PROGRESS_EVERY_S = 15.0
 LOG_TAIL_LINES = 3
-_PR_SET_PDEATHSIG = 1
 
 
 def port_in_command(command: str) -> int | None:
@@ -43,14 +42,6 @@ def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
         return ""
     kept = [line.strip() for line in text.splitlines() if line.strip()][-lines:]
     return " | ".join(kept)
-
-
-def _terminate_with_parent() -> None:
-    # If infer-prof itself is killed outright, the server's shell gets SIGTERM instead of running on.
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
 
 
 class LaunchedServer:
@@ -96,7 +87,7 @@ class LaunchedServer:
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
                 env=env,
-                preexec_fn=_terminate_with_parent,
+                preexec_fn=terminate_with_parent,  # infer-prof killed outright: the shell gets SIGTERM
             )
 
     def wait_ready(self) -> float:
