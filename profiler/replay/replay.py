@@ -22,6 +22,7 @@ the recorder timed its calls in the run, so the speedup is the run's time a row 
 replayed time a row. The replay comes after the load, where the machine may differ (a busy neighbour, another
 torch thread count, a warm cache): its Python twin ran slower per row than the run's own on synthetic:tiny,
 most under a busy neighbour, while the C twin, one thread, moved much less (docs/measurements.md).
+Each timed sampler call finds the caches as a run's call finds them after the forward (CacheEvictor).
 
 What the replay cannot reproduce: a sequence's earlier tokens reach the sampler as part of its prompt,
 so frequency and presence penalties see fewer tokens than they did in the run (the repetition penalty
@@ -31,6 +32,7 @@ The engine's own cost around each call (spans, the step loop) is not in either t
 
 from __future__ import annotations
 
+import functools
 import gc
 import math
 import statistics
@@ -49,6 +51,9 @@ from infer_prof.profiler.stats import block_length, bootstrap, rate_statistic, r
 REPLAYED = ("scheduler", "kv_alloc", "prepare", "sampler")
 REPEATS = 3
 SAMPLER_STEPS = 24
+# More than a core's private caches here (2 MB of L2 each) with room to spare; 64 MB, read once before each
+# timed sampler call, adds about a second to a replay of 24 cases (docs/measurements.md, "The replay's caches").
+EVICT_BYTES = 64 * 2**20
 Clock = Callable[[], int]
 
 
@@ -202,16 +207,47 @@ def sampler_cases(log: WorkloadLog, limit: int = SAMPLER_STEPS) -> list[SamplerC
     return cases
 
 
+@functools.cache
+def _evict_buffer(floats: int) -> np.ndarray:
+    # Kept for the process: its first touch faults every page in (about half a second for 64 MB here),
+    # which a sweep's runs, replayed one after another in one process, pay once.
+    return np.ones(floats, dtype=np.float32)
+
+
+class CacheEvictor:
+    """Puts the caches where a run's sample() call finds them: just after the model's forward, which streams
+    the weights through every cache and writes the logits last. A replayed call right after its warm-up
+    call instead finds its code, its state and the rows hot, and read about a quarter faster for the C
+    twin on SmolLM2 `chat` than with this (docs/measurements.md, "The replay's caches")."""
+
+    def __init__(self, nbytes: int = EVICT_BYTES) -> None:
+        self._buffer = _evict_buffer(max(1, nbytes // 4))
+
+    def __call__(self, logits: Any) -> None:
+        float(
+            self._buffer.sum()
+        )  # read through: the core's own caches hold none of the sampler's lines after
+        if getattr(logits, "device", None) is not None and logits.device.type == "cpu":
+            float(logits.sum())  # the rows back in, as the output head leaves them
+
+
 def time_sampler_case(
-    make: Callable[[], Any], case: SamplerCase, clock: Clock, logits: Any = None
+    make: Callable[[], Any],
+    case: SamplerCase,
+    clock: Clock,
+    logits: Any = None,
+    evict: Callable[[Any], None] | None = None,
 ) -> tuple[int, list[int]]:
-    """One sample() call on a fresh twin holding the case's sequences, after an untimed call that warms it;
-    `logits`: the case's rows where this twin met them in the run (the Python twin on the run's device)."""
+    """One sample() call on a fresh twin holding the case's sequences, after an untimed call that warms it
+    and `evict` (CacheEvictor: the caches as a run leaves them); `logits`: the case's rows where this twin
+    met them in the run (the Python twin on the run's device)."""
     logits = case.logits if logits is None else logits
     sampler = make()
     for seq_id, params, history in case.registrations:
         sampler.add(seq_id, params, history)
     tokens = sampler.sample(logits, case.seq_ids)
+    if evict is not None:
+        evict(logits)
     start = clock()
     sampler.sample(logits, case.seq_ids)  # returns a list: a device's work is done when it returns
     return clock() - start, tokens
@@ -368,8 +404,10 @@ def _replay_sampler(
     clock: Clock,
     device: str = "cpu",
     run: Sequence[Sequence[int]] | None = None,
+    evictor: Callable[[Any], None] | None = None,
 ) -> dict[str, Any]:
-    """Each case played by both twins in turn; a case's time is its median over the rounds. The Python twin
+    """Each case played by both twins in turn, each timed call after a CacheEvictor (or `evictor`); a case's
+    time is its median over the rounds. The Python twin
     gets the rows on the run's device, as it did in the run; the C twin on the host (the copy there is
     the prediction's added cost, profiler.session.transfer). Both play at the torch thread count the
     engine thread had at the call. Where the run's own sampler was the Python twin on the host (`run`: its
@@ -391,15 +429,16 @@ def _replay_sampler(
     python_ns, native_ns, agree = [], [], True
     threads: dict[str, int] = {}
     own = torch.get_num_threads()
+    evict = evictor or CacheEvictor()
     for case in cases:
         on_device = case.logits.to(device)
         with torch_threads(case.threads) as count:
             (py_times, c_times), tokens = interleaved(
                 (
                     lambda case=case, on_device=on_device: _one(
-                        time_sampler_case(py, case, clock, on_device)
+                        time_sampler_case(py, case, clock, on_device, evict)
                     ),
-                    lambda case=case: _one(time_sampler_case(c, case, clock)),
+                    lambda case=case: _one(time_sampler_case(c, case, clock, evict=evict)),
                 ),
                 repeats,
             )

@@ -14,6 +14,7 @@ from infer_prof.profiler.analysis.diagnose import diagnose
 from infer_prof.profiler.replay import recorder
 from infer_prof.profiler.replay.recorder import CAPTURE_EVERY, WorkloadLog, captured_call
 from infer_prof.profiler.replay.replay import (
+    CacheEvictor,
     PoolShape,
     SamplerCase,
     _replay_sampler,
@@ -21,6 +22,7 @@ from infer_prof.profiler.replay.replay import (
     replay_speedups,
     sampler_cases,
     speedup_of,
+    time_sampler_case,
 )
 
 
@@ -394,3 +396,35 @@ def test_the_reason_says_when_replayed_calls_ran_at_the_fewer_threads_the_engine
     assert "(all at the fewer torch threads" in reason({"1": 24}, own=2)
     assert "torch threads" not in reason({"2": 24}, own=2)  # never lowered: nothing to say
     assert "torch threads" not in reason({"1": 24}, own=1)  # one thread is all torch had
+
+
+def test_every_timed_sampler_call_comes_after_its_warm_up_and_the_caches_evicted() -> None:
+    events: list[str] = []
+
+    class Twin(_EchoTwin):
+        def sample(self, logits: torch.Tensor, seq_ids: list[int]) -> list[int]:
+            events.append("sample")
+            return super().sample(logits, seq_ids)
+
+    def clock() -> int:
+        events.append("clock")
+        return len(events)
+
+    params = SamplingParams(temperature=0.7, seed=5)
+    case = SamplerCase([1], [(1, params, [3])], torch.full((1, 6), 4.0), 1)
+    _ns, tokens = time_sampler_case(Twin, case, clock, evict=lambda logits: events.append("evict"))
+    assert events == ["sample", "evict", "clock", "sample", "clock"] and tokens == [4]
+    # The replay evicts before every timed call of both twins: 2 twins x 3 rounds x 2 cases.
+    evicted: list[object] = []
+    _replay_sampler((Twin, _EchoTwin), [case, case], 3, _ticking_clock(), "cpu", None, evictor=evicted.append)
+    assert len(evicted) == 12 and all(isinstance(rows, torch.Tensor) for rows in evicted)
+
+
+def test_the_cache_evictor_reads_a_buffer_and_the_host_rows_and_leaves_the_rows_as_they_were() -> None:
+    rows = torch.tensor([[1.0, -0.0, float("nan")]])
+    before = rows.clone()
+    evict = CacheEvictor(nbytes=1 << 16)
+    evict(rows)
+    evict([1, 2])  # rows that are not a tensor (never in the replay) are left alone, not an error
+    assert torch.equal(rows.isnan(), before.isnan()) and torch.equal(rows[:, :2], before[:, :2])
+    assert torch.signbit(rows[0, 1])  # read, never rewritten: -0.0 stays -0.0
