@@ -57,10 +57,13 @@ def one_run(case: str, out: Path, scale: int = 1) -> dict[str, float]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--cases", default="control,kernel")
+    parser.add_argument("--cases", default="control,kernel", help=f"comma-separated, of: {', '.join(CASES)}")
     parser.add_argument("--scale", type=int, default=1, help="multiply each case's requests")
     parser.add_argument("--out", type=Path, default=Path("runs/agreement"))
     args = parser.parse_args()
+    unknown = [case for case in args.cases.split(",") if case not in CASES]
+    if unknown:
+        parser.error(f"--cases: {', '.join(unknown)} is not a case; use {', '.join(CASES)}")
     for case in args.cases.split(","):
         gaps = []
         for index in range(args.runs):
