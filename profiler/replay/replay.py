@@ -51,8 +51,8 @@ from infer_prof.profiler.stats import block_length, bootstrap, rate_statistic, r
 REPLAYED = ("scheduler", "kv_alloc", "prepare", "sampler")
 REPEATS = 3
 SAMPLER_STEPS = 24
-# More than a core's private caches here (2 MB of L2 each) with room to spare; 64 MB, read once before each
-# timed sampler call, adds about a second to a replay of 24 cases (docs/measurements.md, "The replay's caches").
+# Many times a core's private caches, yet a read of it before each timed sampler call adds little to a replay
+# (its cost and its effect: docs/measurements.md, "The replay's caches").
 EVICT_BYTES = 64 * 2**20
 Clock = Callable[[], int]
 
@@ -209,24 +209,23 @@ def sampler_cases(log: WorkloadLog, limit: int = SAMPLER_STEPS) -> list[SamplerC
 
 @functools.cache
 def _evict_buffer(floats: int) -> np.ndarray:
-    # Kept for the process: its first touch faults every page in (about half a second for 64 MB here),
-    # which a sweep's runs, replayed one after another in one process, pay once.
+    # Kept for the process: its first touch faults every page in, which a sweep's runs, replayed one after
+    # another in one process, then pay once.
     return np.ones(floats, dtype=np.float32)
 
 
 class CacheEvictor:
     """Puts the caches where a run's sample() call finds them: just after the model's forward, which streams
     the weights through every cache and writes the logits last. A replayed call right after its warm-up
-    call instead finds its code, its state and the rows hot, and read about a quarter faster for the C
-    twin on SmolLM2 `chat` than with this (docs/measurements.md, "The replay's caches")."""
+    call instead finds its code, its state and the rows hot: the C twin, whose work is small, read faster
+    than in the run, the more so the smaller its work (docs/measurements.md, "The replay's caches")."""
 
     def __init__(self, nbytes: int = EVICT_BYTES) -> None:
         self._buffer = _evict_buffer(max(1, nbytes // 4))
 
     def __call__(self, logits: Any) -> None:
-        float(
-            self._buffer.sum()
-        )  # read through: the core's own caches hold none of the sampler's lines after
+        # Read through: afterwards the core's own caches hold none of the sampler's lines.
+        float(self._buffer.sum())
         if getattr(logits, "device", None) is not None and logits.device.type == "cpu":
             float(logits.sum())  # the rows back in, as the output head leaves them
 
