@@ -515,30 +515,30 @@ def noise_warning(result: RunResult) -> str | None:
     noise = verify_noise(result)
     entries = (verify.get("components") or {}).values()
     in_run = [entry for entry in entries if entry.get("method") == "in-run"]
+    # Said whatever else ran: an in-run prediction too wide to judge is void at that precision.
+    unresolved = [
+        f"{note}."
+        for name, entry in (verify.get("components") or {}).items()
+        if entry.get("method") == "in-run" and (note := unresolved_note(name, entry))
+    ]
     if in_run and len(in_run) == len(entries):
-        unresolved = [
-            note
-            for name, entry in (verify.get("components") or {}).items()
-            if (note := unresolved_note(name, entry))
-        ]
-        return " ".join(
-            [
-                f"--verify measured with the twins taking turns in {runs_text(in_run[0])} ({turns_text(in_run[0])}), at the "
-                "same kinds of step: [low, high] is the measured gain's 95% interval over "
-                f"{interval_unit_text(in_run[0])}.",
-                *(f"{note}." for note in unresolved),
-            ]
+        first = (
+            f"--verify measured with the twins taking turns in {runs_text(in_run[0])} ({turns_text(in_run[0])}), at "
+            "the same kinds of step: [low, high] is the measured gain's 95% interval over "
+            f"{interval_unit_text(in_run[0])}."
         )
-    if noise is None:
-        return (
-            "--verify ran the Python twins once: how much its measured gains move from run to run is "
-            "unknown, so read them as one sample each"
+    elif noise is None:
+        first = (
+            "--verify ran the Python twins once: how much its measured gains move from run to run is unknown, so "
+            "read them as one sample each."
         )
-    runs = verify.get("python_runs") or 2
-    return (
-        f"--verify's {runs} Python runs differ by {fmt_pct(noise)} in busy time per token: a measured gain "
-        f"smaller than that (marked 'within noise') is noise, not the C twin's effect"
-    )
+    else:
+        first = (
+            f"--verify's {verify.get('python_runs') or 2} Python runs differ by {fmt_pct(noise)} in busy time per "
+            "token: a measured gain smaller than that (marked 'within noise') is noise, not the C twin's effect."
+        )
+    # Sentences joined; the last one's period is left to the caller (the HTML adds its own).
+    return " ".join([first, *unresolved]).removesuffix(".")
 
 
 def unresolved_note(name: str, entry: dict[str, Any]) -> str | None:

@@ -163,3 +163,34 @@ def test_an_assumed_kernel_share_is_printed_as_assumed_and_a_measured_one_is_not
     assert (
         not _row(table, "lock")[1].endswith("(assumed)") and _row(table, "kernel share from")[1] == "assumed"
     )
+
+
+def test_a_too_wide_in_run_prediction_is_said_beside_the_whole_runs_noise(run_dir):
+    # --verify of every twin: the sampler in-run, the others as whole runs. The sampler's note used to be
+    # dropped whenever any twin ran as whole runs.
+    result = copy.deepcopy(read_run(run_dir).result)
+    sampler = {
+        "method": "in-run",
+        "pairs": 16,
+        "predicted_gain": 0.135,
+        "predicted_half_width": 0.093,
+        "prediction_resolves": False,
+        "measured_gain": 0.174,
+        "half_width": 0.025,
+        "band": 0.027,
+        "resolves": True,
+        "native_speedup": 1.34,
+    }
+    scheduler = {"method": "runs", "predicted_gain": 0.005, "measured_gain": 0.03}
+    result.verdict["verify"] = {
+        "python_runs": 4,
+        "python_spread": 0.13,
+        "components": {"sampler": sampler, "scheduler": scheduler},
+    }
+    note = summary.noise_warning(result)
+    assert "Python runs differ by 13" in note
+    assert "sampler: its prediction's own interval (±9.3 points) is wider than ±20% of it" in note
+    result.verdict["verify"]["python_spread"] = None
+    assert "its prediction's own interval" in summary.noise_warning(result)
+    sampler.update(prediction_resolves=True)
+    assert "prediction's own interval" not in summary.noise_warning(result)
