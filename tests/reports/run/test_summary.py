@@ -51,17 +51,16 @@ def test_one_python_run_means_unknown_noise_and_no_verify_means_no_note(run_dir)
     assert summary.noise_warning(result) is None and summary.predictions_table(result).note is None
 
 
+def _in_run_entry(**fields: object) -> dict[str, object]:
+    """A --verify entry of a twin measured in-run over 16 pairs of blocks, with the given figures."""
+    return {"method": "in-run", "pairs": 16, **fields}
+
+
 def test_an_in_run_gain_too_wide_to_judge_its_prediction_says_what_would(run_dir):
     result = copy.deepcopy(read_run(run_dir).result)
-    entry = {
-        "method": "in-run",
-        "pairs": 16,
-        "predicted_gain": 0.021,
-        "measured_gain": 0.034,
-        "half_width": 0.016,
-        "band": 0.0042,
-        "resolves": False,
-    }
+    entry = _in_run_entry(
+        predicted_gain=0.021, measured_gain=0.034, half_width=0.016, band=0.0042, resolves=False
+    )
     result.verdict["verify"] = {"python_runs": 1, "python_spread": None, "components": {"sampler": entry}}
     note = summary.noise_warning(result)
     assert (
@@ -169,18 +168,16 @@ def test_a_too_wide_in_run_prediction_is_said_beside_the_whole_runs_noise(run_di
     # --verify of every twin: the sampler in-run, the others as whole runs. The sampler's note used to be
     # dropped whenever any twin ran as whole runs.
     result = copy.deepcopy(read_run(run_dir).result)
-    sampler = {
-        "method": "in-run",
-        "pairs": 16,
-        "predicted_gain": 0.135,
-        "predicted_half_width": 0.093,
-        "prediction_resolves": False,
-        "measured_gain": 0.174,
-        "half_width": 0.025,
-        "band": 0.027,
-        "resolves": True,
-        "native_speedup": 1.34,
-    }
+    sampler = _in_run_entry(
+        predicted_gain=0.135,
+        predicted_half_width=0.093,
+        prediction_resolves=False,
+        measured_gain=0.174,
+        half_width=0.025,
+        band=0.027,
+        resolves=True,
+        native_speedup=1.34,
+    )
     scheduler = {"method": "runs", "predicted_gain": 0.005, "measured_gain": 0.03}
     result.verdict["verify"] = {
         "python_runs": 4,
