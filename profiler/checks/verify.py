@@ -244,18 +244,6 @@ def inrun_entry(
     }
 
 
-def unjudgeable_prediction(name: str, entry: dict[str, Any]) -> str | None:
-    """A blind spot for an in-run entry whose prediction is wider than the band it is judged to (resolution):
-    no run can check it, so the measured gain is the figure to act on; None otherwise."""
-    if entry.get("prediction_resolves") is not False or not entry.get("predicted_gain"):
-        return None
-    band = entry["band"] / abs(entry["predicted_gain"])
-    return (
-        f"--verify: the {name} prediction's own interval (±{entry['predicted_half_width'] * 100:.1f} points) is "
-        f"wider than ±{band:.0%} of it, so no run can check it to that precision; act on the measured gain."
-    )
-
-
 def _within(value: float | None, low: float | None, high: float | None) -> bool | None:
     return low <= value <= high if value is not None and low is not None and high is not None else None
 
@@ -524,9 +512,6 @@ def _record(
     for name, entry in details.items():
         if entry.get("void"):
             verdict.setdefault("blind_spots", []).append(f"--verify's {name} run is {entry['void']}")
-        unjudgeable = unjudgeable_prediction(name, entry)
-        if unjudgeable:
-            verdict.setdefault("blind_spots", []).append(unjudgeable)
     if spread is not None and measured:
         verdict.setdefault("blind_spots", []).append(
             f"--verify's {len(python_results)} Python runs differ by {spread:.1%} in busy time per token: "

@@ -516,11 +516,7 @@ def noise_warning(result: RunResult) -> str | None:
     entries = (verify.get("components") or {}).values()
     in_run = [entry for entry in entries if entry.get("method") == "in-run"]
     # Said whatever else ran: an in-run prediction too wide to judge is void at that precision.
-    unresolved = [
-        f"{note}."
-        for name, entry in (verify.get("components") or {}).items()
-        if entry.get("method") == "in-run" and (note := unresolved_note(name, entry))
-    ]
+    unresolved = [f"{note}." for note in unresolved_notes(result)]
     if in_run and len(in_run) == len(entries):
         first = (
             f"--verify measured with the twins taking turns in {runs_text(in_run[0])} ({turns_text(in_run[0])}), at "
@@ -539,6 +535,16 @@ def noise_warning(result: RunResult) -> str | None:
         )
     # Sentences joined; the last one's period is left to the caller (the HTML adds its own).
     return " ".join([first, *unresolved]).removesuffix(".")
+
+
+def unresolved_notes(result: RunResult) -> list[str]:
+    """unresolved_note() of every twin --verify measured in-run (empty without --verify)."""
+    components = ((result.verdict or {}).get("verify") or {}).get("components") or {}
+    return [
+        note
+        for name, entry in components.items()
+        if entry.get("method") == "in-run" and (note := unresolved_note(name, entry))
+    ]
 
 
 def unresolved_note(name: str, entry: dict[str, Any]) -> str | None:

@@ -70,6 +70,8 @@ def _render_short(result: RunResult, run: RunResult | RunData, console: Console,
         console.print(Text(line, style="bold red" if line.startswith("SLO breached") else ""))
     for line in summary.prediction_lines(result):
         console.print(Text(line))
+    for note in summary.unresolved_notes(result):  # the full view has it under the predictions table
+        console.print(Text(f"Not checkable: {note}.", style="yellow"))
     for spot in summary.reading_blind_spots(result):
         console.print(Text(f"Blind spot: {spot}", style="yellow"))
     for name, status, reason in summary.applicable_skipped_collectors(result):

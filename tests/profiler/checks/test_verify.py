@@ -301,18 +301,3 @@ def test_when_both_intervals_are_too_wide_the_note_gives_both_reasons() -> None:
     assert (
         "void at that precision" in note and "Its measured interval too (±7.0 points) is wider than" in note
     )
-
-
-def test_a_prediction_wider_than_its_band_is_a_blind_spot_of_the_verdict() -> None:
-    from infer_prof.profiler.checks.verify import unjudgeable_prediction
-
-    entry = {
-        "predicted_gain": 0.135,
-        "predicted_half_width": 0.093,
-        "band": 0.027,
-        "prediction_resolves": False,
-    }
-    spot = unjudgeable_prediction("sampler", entry)
-    assert spot is not None and "(±9.3 points) is wider than ±20% of it" in spot and "measured gain" in spot
-    assert unjudgeable_prediction("sampler", {**entry, "prediction_resolves": True}) is None
-    assert unjudgeable_prediction("scheduler", {"predicted_gain": 0.005}) is None  # whole runs: no such field

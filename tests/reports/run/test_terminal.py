@@ -168,3 +168,27 @@ def test_a_run_mostly_on_one_torch_thread_says_so_and_the_engine_table_counts_th
         summary.threads_lowered(result) is None
         and dict(summary.engine_table(result).rows)["torch threads"] == "2"
     )
+
+
+def test_the_short_summary_says_when_a_verify_prediction_cannot_be_checked(run_dir):
+    # The full view has this note under the predictions table; the one screen says it after the predictions.
+    result = copy.deepcopy(read_run(run_dir).result)
+    sampler = {
+        "method": "in-run",
+        "pairs": 16,
+        "predicted_gain": 0.135,
+        "predicted_half_width": 0.093,
+        "prediction_resolves": False,
+        "measured_gain": 0.174,
+        "half_width": 0.025,
+        "band": 0.027,
+        "resolves": True,
+    }
+    result.verdict["verify"] = {"python_runs": 4, "python_spread": 0.05, "components": {"sampler": sampler}}
+    flowing = " ".join(_render(result, no_color=True, force_terminal=False).split())
+    assert (
+        "Not checkable: sampler: its prediction's own interval (±9.3 points) is wider than ±20% of it"
+        in flowing
+    )
+    sampler["prediction_resolves"] = True
+    assert "Not checkable" not in _render(result, no_color=True, force_terminal=False)
