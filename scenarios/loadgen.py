@@ -48,7 +48,7 @@ class LoadRecord:
     )
     dispatched_ns: int | None = None  # open loop: when the dispatcher handed it to a client thread
     submit_ns: int | None = None  # when the client called submit()
-    accepted_ns: int | None = None  # when submit() returned its ticket
+    accepted_ns: int | None = None  # when submit() returned its ticket (a notified request may end before)
     done_ns: int | None = None  # when ticket.wait() returned, or submit()/wait() raised
     error: str | None = None  # "ExceptionType: message" from submit() or wait()
     ticket: Any = None
