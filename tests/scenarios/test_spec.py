@@ -61,6 +61,19 @@ def test_every_builtin_loads_validates_and_describes_itself(name: str) -> None:
     assert {"load", "requests", "prompt", "output", "sampling", "SLO", "seed"} <= set(rows)
 
 
+BENCHMARK_SCENARIOS = sorted(
+    (Path(__file__).resolve().parents[2] / "benchmarks" / "scenarios").glob("*.toml")
+)
+
+
+@pytest.mark.parametrize("path", BENCHMARK_SCENARIOS, ids=[path.stem for path in BENCHMARK_SCENARIOS])
+def test_every_benchmark_scenario_loads_and_fits_smollm2(path: Path) -> None:
+    """docs/measurements.md runs these by path: a key renamed in the schema must not break them unseen."""
+    spec = load_scenario(str(path))
+    spec.validate_against_context(SMOLLM2_CONTEXT)
+    assert spec.name == path.stem and spec.description and "\n" not in spec.description
+
+
 def test_builtin_shapes_match_the_situations_they_model() -> None:
     specs = {spec.name: spec for spec in list_scenarios()}
     assert specs["chat"].mode == "open-loop" and specs["chat"].burstiness == 1 and specs["chat"].chat
