@@ -80,8 +80,8 @@ def test_a_stop_signal_leaves_a_valid_partial_result(
     process = _start(out, requests)
     _wait_for(process, PHASE_MARKERS[phase], delay_s=3.0 if phase == "run" else 0.0)
     process.send_signal(signum)
-    process.communicate(timeout=180)
-    assert process.returncode == 128 + signum
+    _out, err = process.communicate(timeout=180)
+    assert process.returncode == 128 + signum, err[-3000:]  # once seen as 1 under load: say why if again
     run = read_run(out)  # complete and readable: every file was written whole
     assert run.result.partial and run.result.partial_reason
     assert _leftovers(out) == [] and not (out / LOCK_NAME).exists()

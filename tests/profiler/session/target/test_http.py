@@ -194,10 +194,12 @@ def test_an_empty_model_list_is_accepted_with_target_model(empty_models: str) ->
 
 
 FAKE_SERVER = Path(__file__).parents[2] / "fixtures" / "fake_engine_server.py"
+# 48 requests keep the fake engine busy for about 9 s, some 30 of py-spy's 3 Hz samples. With 12 (2 s), a run
+# beside a busy loop got 2 samples, neither of them in the kernel, and the verdict had no kernel time to show.
 FAKE_SCENARIO = """
 description = "closed loop, short"
 seed = 0
-num_requests = 12
+num_requests = 48
 warmup_requests = 0
 prompt_tokens = { dist = "fixed", value = 8 }
 output_tokens = { dist = "fixed", value = 24 }
