@@ -1063,10 +1063,13 @@ def prediction_lines(result: RunResult) -> list[str]:
     predictions = (result.verdict or {}).get("predictions") or {}
     if not predictions:
         return []
+    twins_on = [name for name, entry in predictions.items() if entry.get("twin_on")]
     worth = {
         name: entry
         for name, entry in predictions.items()
-        if isinstance(entry.get("share"), (int, float)) and entry["share"] >= PREDICTION_SHARE_MIN
+        if name not in twins_on
+        and isinstance(entry.get("share"), (int, float))
+        and entry["share"] >= PREDICTION_SHARE_MIN
     }
     ranked = sorted(worth, key=lambda name: -(worth[name].get("predicted_gain") or 0.0))
     lines = ["Native gains if a path were C (Amdahl's law, end to end):"]
@@ -1084,9 +1087,11 @@ def prediction_lines(result: RunResult) -> list[str]:
             f"  {name}: {fmt_pct(entry['share'])} of the step, {faster} -> {gain}"
             + (f"; measured {fmt_gain(measured)}" if measured is not None else "")
         )
-    rest = [name for name in predictions if name not in worth]
+    rest = [name for name in predictions if name not in worth and name not in twins_on]
     if rest:
         lines.append(
             f"  {', '.join(rest)}: under {fmt_pct(PREDICTION_SHARE_MIN)} of the step each, nothing to gain."
         )
+    if twins_on:  # a C twin that ran is native code already (profiler.analysis.diagnose): no prediction
+        lines.append(f"  {', '.join(twins_on)}: C twin on in this run, nothing to predict.")
     return lines

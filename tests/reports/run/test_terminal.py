@@ -122,6 +122,20 @@ def test_predictions_too_small_to_pay_fold_into_one_line(run_dir):
     assert any(line.strip().startswith("sampler: ") for line in lines)
 
 
+def test_twins_that_ran_get_one_line_and_no_prediction(run_dir):
+    result = copy.deepcopy(read_run(run_dir).result)
+    for name in ("sampler", "prepare"):
+        entry = result.verdict["predictions"][name]
+        entry.update(twin_on=True, native_speedup=None, predicted_gain=None)
+        entry.update(predicted_gain_low=None, predicted_gain_high=None)
+    lines = [line.strip() for line in summary.prediction_lines(result)]
+    assert "sampler, prepare: C twin on in this run, nothing to predict." in lines
+    assert not any(
+        "speedup not measured" in line or line.startswith(("sampler:", "prepare:")) for line in lines
+    )
+    assert any(line.startswith("scheduler") for line in lines)  # a Python twin still gets its line
+
+
 def test_headline_warnings_come_right_after_the_verdict_in_rule_order(run_dir):
     result = copy.deepcopy(read_run(run_dir).result)
     result.partial, result.partial_reason = True, "stopped by SIGINT"
