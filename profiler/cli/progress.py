@@ -3,6 +3,7 @@ every tenth of the work or every ten seconds elsewhere), and Ctrl-C or SIGTERM t
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 import time
@@ -49,10 +50,26 @@ class GracefulStop:
         ANNOUNCED_STOPS.append(signum)
         self.event.set()
         name = "Ctrl-C" if signum == signal.SIGINT else "SIGTERM"
-        self.console.print(
-            f"[yellow]{name}: stopping; in-flight requests are aborted and a partial result is written "
-            "(send it again to quit now)[/yellow]"
+        self._say(
+            f"{name}: stopping; in-flight requests are aborted and a partial result is written "
+            "(send it again to quit now)"
         )
+
+    def _say(self, text: str) -> None:
+        """One line in one system call, not through the console: a handler runs between any two bytecodes of the
+        main thread, which may be inside a write to this very stream, and Python's buffered writer then raises
+        "reentrant call" out of the handler (a run stopped while it printed "writing reports" exited 1 so)."""
+        try:
+            descriptor = self.console.file.fileno()
+        except (AttributeError, OSError, ValueError):  # a console on a StringIO (tests): no descriptor
+            self.console.file.write(text + "\n")
+            return
+        colour = self.console.is_terminal and not self.console.no_color
+        line = f"\x1b[33m{text}\x1b[0m\n" if colour else text + "\n"
+        try:
+            os.write(descriptor, line.encode())
+        except OSError:  # stderr closed or full: the stop itself must still happen
+            pass
 
 
 @contextmanager

@@ -175,3 +175,32 @@ def test_run_with_stderr_to_a_file_writes_progress_lines(tmp_path):
     ]
     assert counts and counts == sorted(counts) and counts[-1] == 20, text
     assert re.search(r"ETA \d+", text), text
+
+
+def test_the_stop_notice_bypasses_the_console_so_a_handler_cannot_reenter_its_write(tmp_path):
+    """A signal handler runs between any two bytecodes of the main thread, which may be inside the console's
+    own write to stderr (Python's buffered writer then raises "reentrant call" out of the handler, and a run
+    stopped while printing exited 1): the notice goes out in one os.write on the console's descriptor."""
+    import signal
+
+    from infer_prof.profiler.cli import ANNOUNCED_STOPS
+    from infer_prof.profiler.cli.progress import GracefulStop
+
+    with open(tmp_path / "stderr", "w") as stream:
+        console = Console(file=stream, force_terminal=False)
+
+        def busy_console(*args, **kwargs):  # type: ignore[no-untyped-def]
+            raise RuntimeError("reentrant call inside <_io.BufferedWriter name='<stderr>'>")
+
+        console.print = busy_console  # type: ignore[method-assign]
+        stop = GracefulStop(console)
+        try:
+            stop._handle(signal.SIGINT, None)
+        finally:
+            ANNOUNCED_STOPS.remove(signal.SIGINT)  # process-wide: main() reads it to word its own exit line
+    assert stop.event.is_set() and stop.exit_code == 130
+    written = (tmp_path / "stderr").read_text()
+    assert (
+        written
+        == "Ctrl-C: stopping; in-flight requests are aborted and a partial result is written (send it again to quit now)\n"
+    )
