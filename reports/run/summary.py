@@ -1072,6 +1072,9 @@ def prediction_lines(result: RunResult) -> list[str]:
         and entry["share"] >= PREDICTION_SHARE_MIN
     }
     ranked = sorted(worth, key=lambda name: -(worth[name].get("predicted_gain") or 0.0))
+    unmeasured = "C speedup not measured" + (
+        " (a stopped run is not replayed)" if result.partial and result.replay is None else ""
+    )
     lines = ["Native gains if a path were C (Amdahl's law, end to end):"]
     for name in ranked:
         entry = worth[name]
@@ -1082,7 +1085,7 @@ def prediction_lines(result: RunResult) -> list[str]:
         )
         measured = entry.get("measured_gain")
         speedup = entry.get("native_speedup")
-        faster = f"C {speedup:.1f}x faster" if isinstance(speedup, (int, float)) else "C speedup not measured"
+        faster = f"C {speedup:.1f}x faster" if isinstance(speedup, (int, float)) else unmeasured
         lines.append(
             f"  {name}: {fmt_pct(entry['share'])} of the step, {faster} -> {gain}"
             + (f"; measured {fmt_gain(measured)}" if measured is not None else "")

@@ -136,6 +136,19 @@ def test_twins_that_ran_get_one_line_and_no_prediction(run_dir):
     assert any(line.startswith("scheduler") for line in lines)  # a Python twin still gets its line
 
 
+def test_a_stopped_run_says_why_its_speedups_were_not_measured(run_dir):
+    result = copy.deepcopy(read_run(run_dir).result)
+    for entry in result.verdict["predictions"].values():
+        entry.update(
+            native_speedup=None, predicted_gain=None, predicted_gain_low=None, predicted_gain_high=None
+        )
+    unmeasured = [line for line in summary.prediction_lines(result) if "not measured" in line]
+    assert unmeasured and not any("stopped" in line for line in unmeasured)
+    result.partial, result.partial_reason, result.replay = True, "stopped (Ctrl-C or SIGTERM)", None
+    unmeasured = [line for line in summary.prediction_lines(result) if "not measured" in line]
+    assert unmeasured and all("(a stopped run is not replayed)" in line for line in unmeasured)
+
+
 def test_headline_warnings_come_right_after_the_verdict_in_rule_order(run_dir):
     result = copy.deepcopy(read_run(run_dir).result)
     result.partial, result.partial_reason = True, "stopped by SIGINT"
