@@ -61,10 +61,11 @@ def main() -> int:
     parser.add_argument("--scale", type=int, default=1, help="multiply each case's requests")
     parser.add_argument("--out", type=Path, default=Path("runs/agreement"))
     args = parser.parse_args()
-    unknown = [case for case in args.cases.split(",") if case not in CASES]
+    cases = args.cases.split(",")
+    unknown = [case for case in cases if case not in CASES]
     if unknown:
         parser.error(f"--cases: {', '.join(unknown)} is not a case; use {', '.join(CASES)}")
-    for case in args.cases.split(","):
+    for case in cases:
         gaps = []
         for index in range(args.runs):
             row = one_run(case, args.out / f"{case}-{index}", args.scale)

@@ -122,12 +122,16 @@ def test_predictions_too_small_to_pay_fold_into_one_line(run_dir):
     assert any(line.strip().startswith("sampler: ") for line in lines)
 
 
+def _without_speedup(entry: dict) -> None:
+    """A prediction entry as a run leaves it when no C speedup was measured for it."""
+    entry.update(native_speedup=None, predicted_gain=None, predicted_gain_low=None, predicted_gain_high=None)
+
+
 def test_twins_that_ran_get_one_line_and_no_prediction(run_dir):
     result = copy.deepcopy(read_run(run_dir).result)
     for name in ("sampler", "prepare"):
-        entry = result.verdict["predictions"][name]
-        entry.update(twin_on=True, native_speedup=None, predicted_gain=None)
-        entry.update(predicted_gain_low=None, predicted_gain_high=None)
+        _without_speedup(result.verdict["predictions"][name])
+        result.verdict["predictions"][name]["twin_on"] = True
     lines = [line.strip() for line in summary.prediction_lines(result)]
     assert "sampler, prepare: C twin on in this run, nothing to predict." in lines
     assert not any(
@@ -139,9 +143,7 @@ def test_twins_that_ran_get_one_line_and_no_prediction(run_dir):
 def test_a_stopped_run_says_why_its_speedups_were_not_measured(run_dir):
     result = copy.deepcopy(read_run(run_dir).result)
     for entry in result.verdict["predictions"].values():
-        entry.update(
-            native_speedup=None, predicted_gain=None, predicted_gain_low=None, predicted_gain_high=None
-        )
+        _without_speedup(entry)
     unmeasured = [line for line in summary.prediction_lines(result) if "not measured" in line]
     assert unmeasured and not any("stopped" in line for line in unmeasured)
     result.partial, result.partial_reason, result.replay = True, "stopped (Ctrl-C or SIGTERM)", None
