@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -62,17 +61,20 @@ def interleave_ab(
     return result
 
 
-def collector_costs(
-    collector_results: dict[str, Any], *, wall_ns: int, cpu_count: int | None = None
-) -> dict[str, float | None]:
+def collector_costs(collector_results: dict[str, Any], *, wall_ns: int) -> dict[str, float | None]:
     """Each collector's self-measured cost as a fraction of the run's wall time.
 
     spans/gc: recorded events x calibrated cost per event; kernels: the window's extra step time plus
-    the engine pauses to start/stop it; sampling: py-spy's CPU time as a share of the machine's cores
-    (in --native mode the process is also paused per sample, which only an A/B run shows); gpu: its
-    sampling thread's CPU time.
+    the engine pauses to start/stop it; sampling: py-spy's CPU time as a share of one core (in --native
+    mode the process is also paused per sample, which only an A/B run shows); gpu: its sampling
+    thread's CPU time.
+
+    Why one core and not the machine's cores: torch's threads fill every core in a parallel region, and
+    a region waits for its slowest thread, so the CPU py-spy takes from any one of them is the step's
+    time. In-run A/Bs that toggled only py-spy on a 2-core machine read 0.87x and 1.1x its CPU share of one
+    core while on (docs/measurements.md): the share of the two cores was half the cost. On a machine
+    whose engine leaves cores idle the estimate errs high.
     """
-    cores = cpu_count or os.cpu_count() or 1
     costs: dict[str, float | None] = {}
     for name, result in collector_results.items():
         if not result or result.get("status") != "ok":
@@ -87,7 +89,7 @@ def collector_costs(
             costs[name] = (extra + overhead.get("engine_pause_ns", 0)) / wall_ns if wall_ns else None
         elif name == "sampling":
             fraction = overhead.get("py_spy_cpu_fraction")
-            costs[name] = fraction / cores if fraction is not None else None
+            costs[name] = fraction
         elif name == "gpu":
             costs[name] = overhead.get("sampler_cpu_s", 0) * 1e9 / wall_ns if wall_ns else None
     return costs
@@ -98,10 +100,9 @@ def overhead_section(
     *,
     wall_ns: int,
     ab: ABResult | None = None,
-    cpu_count: int | None = None,
 ) -> dict[str, Any]:
     """The result's `overhead` section: a measured A/B ratio when there is one, else an estimate from costs."""
-    costs = collector_costs(collector_results, wall_ns=wall_ns, cpu_count=cpu_count)
+    costs = collector_costs(collector_results, wall_ns=wall_ns)
     if ab is not None and ab.ratio is not None:
         return {
             "throughput_ratio": ab.ratio,

@@ -248,11 +248,12 @@ def test_overhead_section_measured_or_estimated() -> None:
         "sampling": {"status": "ok", "overhead": {"py_spy_cpu_fraction": 0.1}},
         "gpu": {"status": "skipped", "reason": "no NVIDIA GPU/driver"},
     }
-    costs = collector_costs(results, wall_ns=wall, cpu_count=2)
-    # kernels: 10 steps x 15 ms x (1 - 1/1.5) = 50 ms extra + 50 ms pause = 100 ms of 10 s
-    assert costs == pytest.approx({"spans": 0.002, "gc": 0.001, "kernels": 0.01, "sampling": 0.05})
-    estimated = overhead_section(results, wall_ns=wall, cpu_count=2)
-    assert estimated["throughput_ratio"] == pytest.approx(1 / 1.063) and estimated["method"].startswith(
+    costs = collector_costs(results, wall_ns=wall)
+    # kernels: 10 steps x 15 ms x (1 - 1/1.5) = 50 ms extra + 50 ms pause = 100 ms of 10 s;
+    # sampling: py-spy's CPU share of one core, whatever the machine's core count
+    assert costs == pytest.approx({"spans": 0.002, "gc": 0.001, "kernels": 0.01, "sampling": 0.1})
+    estimated = overhead_section(results, wall_ns=wall)
+    assert estimated["throughput_ratio"] == pytest.approx(1 / 1.113) and estimated["method"].startswith(
         "estimated"
     )
     measured = overhead_section(
