@@ -1,7 +1,7 @@
 """What profiling costs a whole run: one scenario on synthetic:tiny with collectors off vs default (and deep), ABBA.
 
 Run: python benchmarks/bench_overhead.py [--pairs 6] [--requests 90] [--scenario concurrency-30] [--deep] [--without sampling] [--aa]
-     python benchmarks/bench_overhead.py --in-run [--requests 24000] [--only spans,gc] [--aa]
+     python benchmarks/bench_overhead.py --in-run [--requests 24000] [--only spans,gc] [--aa] [--rate 100]
 What it measures: output tokens/s of the measured requests (warm-up excluded, collector start/stop
 outside the window) of runs alternating profile "off" (A) and the profile under test (B) in ABBA
 order after one discarded warm-up pair; the ratio is the median over pairs of B/A, so 0.98 means the
@@ -47,6 +47,12 @@ def main() -> int:
     parser.add_argument("--in-run", action="store_true", help="toggle the default collectors inside one run")
     parser.add_argument("--only", default="", help="--in-run: the collectors to toggle (default: all)")
     parser.add_argument("--on-s", type=float, default=0.2, help="--in-run: seconds per 'on' block")
+    parser.add_argument(
+        "--rate",
+        type=int,
+        default=None,
+        help="--in-run: py-spy's rate in Hz instead of the profile's (a high rate resolves its cost per sample)",
+    )
     parser.add_argument(
         "--without",
         default="",
@@ -98,7 +104,7 @@ def _in_run(args: argparse.Namespace, options: EngineOptions, spec, loaded) -> i
     print(
         f"{args.model}, scenario {spec.name} ({spec.num_requests} requests), default profile, toggling {what}"
     )
-    result = measure_inrun_overhead(options, spec, loaded, on_s=args.on_s, only=only)
+    result = measure_inrun_overhead(options, spec, loaded, on_s=args.on_s, only=only, rate_hz=args.rate)
     print(
         f"blocks: {result.on_s:.2f} s on / {result.off_s:.2f} s off; py-spy configured at {result.sampling_rate_hz} Hz; "
         f"paused: {', '.join(result.paused) or 'none'}"

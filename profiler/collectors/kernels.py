@@ -1,8 +1,9 @@
 """torch.profiler over short windows of engine steps spread over the run: per span, aten op time split into kernel and framework fee.
 
 torch.profiler slows a CPU step x1.3-1.7 and records ~5,000 events per step, so it runs only over
-windows of `steps` steps: the first at `first_step` (after warm-up), then one every `every` steps,
-switched on and off by the spans tracer's step callbacks on the engine thread. One window read a
+windows of `steps` steps: the first at `first_step` (after warm-up), then one every `every` steps
+but never less than `min_gap_s` of wall clock after the last one, switched on and off by the spans
+tracer's step callbacks on the engine thread. The gap bounds what windows cost where steps are short. One window read a
 model span's kernel share as 66%, 83% and 92% in three runs of one scenario; windows spread over the
 run describe the run, not one moment of it. At most `max_windows` are kept: when that many are held,
 the period doubles and every other window is dropped, so the kept ones stay evenly spread however
@@ -299,18 +300,26 @@ class KernelCollector(Collector):
         steps: int = 5,
         every: int = 40,
         max_windows: int = 16,
+        min_gap_s: float = 0.0,
         mark_spans: bool = True,
         warm_up: bool = True,
+        clock: Callable[[], int] = time.perf_counter_ns,
     ) -> None:
+        """`min_gap_s`: a due window opens only this long after the last one opened (wall clock); 0 = by
+        steps alone."""
         super().__init__()
-        if steps < 1 or first_step < 0 or every < steps or max_windows < 2:
+        if steps < 1 or first_step < 0 or every < steps or max_windows < 2 or min_gap_s < 0:
             raise ValueError(
-                "kernel windows need first_step >= 0, steps >= 1, every >= steps and max_windows >= 2"
+                "kernel windows need first_step >= 0, steps >= 1, every >= steps, max_windows >= 2 "
+                "and min_gap_s >= 0"
             )
         self.first_step = first_step
         self.steps = steps
         self.every = every
         self.max_windows = max_windows
+        self._min_gap_ns = int(min_gap_s * 1e9)
+        self._last_open_ns: int | None = None
+        self._clock = clock
         self._tracer = tracer
         self._mark_spans = mark_spans and tracer is not None
         self._profile: Any = None
@@ -361,6 +370,9 @@ class KernelCollector(Collector):
     def _resume(self) -> None:
         self._held = False
 
+    def _gap_passed(self, now_ns: int) -> bool:
+        return self._last_open_ns is None or now_ns - self._last_open_ns >= self._min_gap_ns
+
     def _near_window(self, step: int) -> bool:
         """Inside a window or among the `steps` steps before one (the comparison for the slowdown)."""
         offset = (step - self.first_step) % self.every
@@ -372,13 +384,14 @@ class KernelCollector(Collector):
         """Step callback (engine thread): open a window at its first step, close it after its last."""
         if self.status != "ok":
             return
-        now = time.perf_counter_ns()
+        now = self._clock()
         if begin:
             self._step_begin[step] = now
-            if self._profile is None and not self._held and self._due(step):
+            if self._profile is None and not self._held and self._due(step) and self._gap_passed(now):
+                self._last_open_ns = now
                 self._open_window(step)
-                self._engine_pause_ns += time.perf_counter_ns() - now
-                self._step_begin[step] = time.perf_counter_ns()
+                self._engine_pause_ns += self._clock() - now
+                self._step_begin[step] = self._clock()
             return
         began = self._step_begin.pop(step, None)
         if began is not None and self._near_window(step):
@@ -387,7 +400,7 @@ class KernelCollector(Collector):
             self._open_steps = step - self._open_at + 1
             if self._open_steps >= self.steps:
                 self._close_window()
-                self._engine_pause_ns += time.perf_counter_ns() - now
+                self._engine_pause_ns += self._clock() - now
 
     def _open_window(self, step: int) -> None:
         try:

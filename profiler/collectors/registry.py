@@ -38,6 +38,10 @@ def spans_record_cpu_time(profile: str) -> bool:
 # x1.3-1.7 slower, so one step in a hundred costs about 0.5% (measured in-run: docs/measurements.md).
 # Deep spends more for detail: five steps in forty, and their ops in kernel_events.csv.
 DEFAULT_KERNEL_WINDOWS = (5, 1, 100)
+# Each window costs the engine about 5 ms (torch.profiler's start and stop, and the profiled step): 318
+# windows cost 4.9% of 31 s in an in-run A/B (docs/measurements.md). Five seconds apart, windows cost at
+# most 0.1% of a run whatever its step length; a one-minute run still gets a dozen.
+DEFAULT_WINDOW_GAP_S = 5.0
 DEEP_KERNEL_WINDOWS = (20, 5, 40)
 
 
@@ -63,8 +67,8 @@ def default_collectors(
              the cheap ones, always on (py-spy reads every thread's stack per sample, so its rate
              stays low: see DEFAULT_RATE_HZ; the whole profile cost 1.6% on a 30-client run,
              benchmarks/bench_overhead.py --in-run), and torch.profiler over one step in every
-             100 (DEFAULT_KERNEL_WINDOWS): the model span's kernel share and torch's per-op fee
-             measured in every run, not assumed
+             100 (DEFAULT_KERNEL_WINDOWS), at least DEFAULT_WINDOW_GAP_S apart: the model span's
+             kernel share and torch's per-op fee measured in every run, not assumed
     deep:    the same, plus py-spy --native at 29 Hz (pauses the process and unwinds every thread
              per sample: x1.4-1.6 on a single-threaded torch loop, but x20 at 97 Hz with 30 client
              threads) and torch.profiler over `kernel_windows` = (first step, steps per window, period in
@@ -92,6 +96,7 @@ def default_collectors(
             steps=steps,
             every=every,
             max_windows=16 if deep else 8,
+            min_gap_s=0.0 if deep else DEFAULT_WINDOW_GAP_S,  # deep is for short runs, priced as such
         )
     )
     if is_cuda(device):

@@ -81,6 +81,7 @@ class InRunResult:
     paused: list[str] = field(default_factory=list)  # collectors that were switched off in "off" blocks
     blocks: list[Block] = field(default_factory=list)
     sampling_rate_hz: int | None = None  # py-spy's configured rate in this run (see measure_inrun_overhead)
+    py_spy_cpu_s: float | None = None  # py-spy's CPU over the whole run (start-up and settling included)
     on_s: float = 0.0
     off_s: float = 0.0
 
@@ -255,6 +256,7 @@ def measure_inrun_overhead(
     on_s: float = 0.2,
     settle_s: float = 2.0,
     only: Sequence[str] | None = None,
+    rate_hz: int | None = None,
 ) -> InRunResult:
     """One run of `spec` under `profile` with its collectors toggled in ABBA blocks.
 
@@ -265,14 +267,15 @@ def measure_inrun_overhead(
     py-spy's first reads) and stops once no new request will be submitted (the last `clients`
     requests drain the batch, which would slow the final blocks for a reason that is not the
     profile). `only` toggles just the named collectors, the rest measuring throughout: what each
-    one costs; `only=[]` toggles none, an A/A run that shows the method's own noise.
+    one costs; `only=[]` toggles none, an A/A run that shows the method's own noise. `rate_hz` replaces
+    the profile's py-spy rate: a high one makes py-spy's cost per sample large enough to resolve.
     """
     from infer_prof.profiler.collectors.registry import DEEP_RATE_HZ, DEFAULT_RATE_HZ
     from infer_prof.profiler.session.session import SessionHooks, run_session
 
     # The same block shape and py-spy rate whatever `only` says, so that an A/A run (only=[]) or a
     # run toggling some collectors has the noise of the full A/B. Deep mode's py-spy cannot pause.
-    rate = DEEP_RATE_HZ if profile == "deep" else DEFAULT_RATE_HZ
+    rate = rate_hz or (DEEP_RATE_HZ if profile == "deep" else DEFAULT_RATE_HZ)
     run_rate = rate if profile == "deep" else max(1, round(rate / 3))
     on_fraction = 0.5 if profile == "deep" else run_rate / rate
     off_s = on_s * (1 - on_fraction) / on_fraction
@@ -313,6 +316,8 @@ def measure_inrun_overhead(
     result.blocks = blocks
     result.paused = sorted(toggler.paused_names)
     result.sampling_rate_hz = run_rate
+    sampling = outcome.extras.get("collector_results", {}).get("sampling") or {}
+    result.py_spy_cpu_s = (sampling.get("overhead") or {}).get("py_spy_cpu_s")
     result.on_s, result.off_s = on_s, off_s
     return result
 
@@ -341,4 +346,11 @@ def summarize(result: InRunResult) -> str:
     lines.append(
         f"stalled blocks: {result.stalls_on} in {on_s:.0f} s on, {result.stalls_off} in {off_s:.0f} s off"
     )
+    if result.py_spy_cpu_s is not None and "sampling" in result.paused and on_s > 0:
+        # py-spy samples only while on (it is stopped in "off" blocks), so its CPU per second on is the
+        # share of a core it took there; its start-up and the settling before toggling add to it.
+        lines.append(
+            f"py-spy: {result.py_spy_cpu_s:.2f} s of CPU, {result.py_spy_cpu_s / on_s:.2%} of one core over "
+            "the on blocks (at most: its start-up counts too)"
+        )
     return "\n".join(lines)

@@ -313,9 +313,35 @@ def test_a_paused_kernel_collector_opens_no_window_until_resumed() -> None:
     assert [window["first_step"] for window in kernels.result()["windows"]] == [0, 6]
 
 
+def test_a_due_kernel_window_waits_for_the_minimum_gap_after_the_last_one() -> None:
+    spans = SpanCollector(cpu_time=False)
+    now = [0]
+    kernels = KernelCollector(
+        tracer=spans.tracer,
+        first_step=0,
+        steps=1,
+        every=2,
+        min_gap_s=1.0,
+        mark_spans=False,
+        clock=lambda: now[0],
+    )
+    spans.start()
+    kernels.start()
+    for step in range(10):
+        now[0] = int(step * 0.3e9)  # a step every 0.3 s: due every 0.6 s, the gap allows one a second
+        with spans.tracer.span("step"):
+            torch.ones(2).add_(1)
+    kernels.stop()
+    spans.stop()
+    # Due at 0, 2, 4, 6, 8 (0, 0.6, 1.2, 1.8, 2.4 s): 2 is 0.6 s after 0, and 6 is 0.6 s after 4.
+    assert [window["first_step"] for window in kernels.result()["windows"]] == [0, 4, 8]
+
+
 def test_kernel_windows_refuse_an_impossible_schedule() -> None:
     with pytest.raises(ValueError, match="every >= steps"):
         KernelCollector(first_step=0, steps=5, every=2, warm_up=False)
+    with pytest.raises(ValueError, match="min_gap_s >= 0"):
+        KernelCollector(first_step=0, steps=1, every=2, min_gap_s=-1.0, warm_up=False)
 
 
 def test_kernel_window_not_reached_reports_so() -> None:
