@@ -2,10 +2,10 @@
 
 torch.profiler slows a CPU step x1.3-1.7 and records ~5,000 events per step, so it runs only over
 windows of `steps` steps: the first at `first_step` (after warm-up), then one every `every` steps
-but never less than `min_gap_s` of wall clock after the last one, switched on and off by the spans
-tracer's step callbacks on the engine thread. The gap bounds what windows cost where steps are short. One window read a
-model span's kernel share as 66%, 83% and 92% in three runs of one scenario; windows spread over the
-run describe the run, not one moment of it. At most `max_windows` are kept: when that many are held,
+but never less than `min_gap_s` of wall clock after the last one (which bounds what windows cost where
+steps are short), switched on and off by the spans tracer's step callbacks on the engine thread. One
+window read a model span's kernel share as 66%, 83% and 92% in three runs of one scenario; windows
+spread over the run describe the run, not one moment of it. At most `max_windows` are kept: when that many are held,
 the period doubles and every other window is dropped, so the kept ones stay evenly spread however
 long the run is. While a window runs, every engine span is also marked as a
 `record_function("span:<name>")`, so each op's self time is attributed to the span it ran in.

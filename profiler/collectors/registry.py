@@ -38,9 +38,9 @@ def spans_record_cpu_time(profile: str) -> bool:
 # x1.3-1.7 slower, so one step in a hundred costs about 0.5% (measured in-run: docs/measurements.md).
 # Deep spends more for detail: five steps in forty, and their ops in kernel_events.csv.
 DEFAULT_KERNEL_WINDOWS = (5, 1, 100)
-# Each window costs the engine about 5 ms (torch.profiler's start and stop, and the profiled step): 318
-# windows cost 4.9% of 31 s in an in-run A/B (docs/measurements.md). Five seconds apart, windows cost at
-# most 0.1% of a run whatever its step length; a one-minute run still gets a dozen.
+# Each window costs the engine a few ms whatever the step's length (torch.profiler's start and stop, and
+# the profiled step; an in-run A/B in docs/measurements.md). Five seconds apart, windows cost about 0.1%
+# of a run at most; a one-minute run still gets a dozen.
 DEFAULT_WINDOW_GAP_S = 5.0
 DEEP_KERNEL_WINDOWS = (20, 5, 40)
 

@@ -71,9 +71,9 @@ def collector_costs(collector_results: dict[str, Any], *, wall_ns: int) -> dict[
 
     Why one core and not the machine's cores: torch's threads fill every core in a parallel region, and
     a region waits for its slowest thread, so the CPU py-spy takes from any one of them is the step's
-    time. In-run A/Bs that toggled only py-spy on a 2-core machine read 0.87x and 1.1x its CPU share of one
-    core while on (docs/measurements.md): the share of the two cores was half the cost. On a machine
-    whose engine leaves cores idle the estimate errs high.
+    time. In-run A/Bs that toggled only py-spy on a 2-core machine read about its CPU share of one core
+    while on, twice its share of the two cores (docs/measurements.md). On a machine whose engine leaves
+    cores idle the estimate errs high.
     """
     costs: dict[str, float | None] = {}
     for name, result in collector_results.items():
