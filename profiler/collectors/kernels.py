@@ -72,6 +72,12 @@ def _device(event: Any) -> bool:
     return "CUDA" in str(getattr(event, "device_type", "CPU"))
 
 
+def _kernel(event: Any) -> bool:
+    """Device work: a device event that is not the GPU-side copy of a `span:` marker, which Kineto
+    reports as a device event covering the whole span (counting it hid every gap in the span)."""
+    return _device(event) and not event.name.startswith(SPAN_PREFIX)
+
+
 def _span_of(event: Any) -> str:
     parent = event.cpu_parent
     while parent is not None:
@@ -103,11 +109,11 @@ def _cuda_summary(windows: list[list[Any]]) -> dict[str, Any] | None:
     by_kernel: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
     for events in windows:
         for event in events:
-            if _device(event):
+            if _kernel(event):
                 entry = by_kernel[event.name]
                 entry[0] += event.time_range.end - event.time_range.start
                 entry[1] += 1
-        gpu = [(e.time_range.start, e.time_range.end) for e in events if _device(e)]
+        gpu = [(e.time_range.start, e.time_range.end) for e in events if _kernel(e)]
         cpu = [(e.time_range.start, e.time_range.end) for e in events if not _device(e)]
         if not gpu:
             continue

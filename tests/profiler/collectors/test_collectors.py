@@ -388,6 +388,8 @@ def test_summarize_events_counts_cuda_runtime_as_torch_time_and_finds_gpu_gaps()
         fake_event("sgemm_kernel", 20, 50, 0, device="CUDA"),
         fake_event("sgemm_kernel", 40, 80, 0, device="CUDA"),
         fake_event("copy_kernel", 150, 160, 0, device="CUDA"),
+        # Kineto's GPU-side copy of a span marker, covering the whole span: no kernel, and no busy time.
+        fake_event("span:sampler", 100, 200, 0, device="CUDA"),
     ]
     summary = summarize_events([model, mm, launch, sampler, copy, sync, outside, *kernels], steps=1)
     assert summary["by_span"]["model"] == {
