@@ -37,7 +37,10 @@ class GpuCollector(Collector):
 
     name = "gpu"
 
-    def __init__(self, *, device_index: int = 0, interval_s: float = 0.1) -> None:
+    # Once a second: the driver's utilization counters average over their own sample period (1/6 s to
+    # 1 s), so faster polls mostly re-read them, and each poll's NVML calls cost CPU time
+    # (docs/measurements.md, "The GPU check on an H100").
+    def __init__(self, *, device_index: int = 0, interval_s: float = 1.0) -> None:
         super().__init__()
         self.device_index = device_index
         self.interval_s = interval_s

@@ -405,6 +405,7 @@ class GpuTime(TypedDict, total=False):
     launches_per_step: float | None
     mean_kernel_ns: float | None
     top_kernels: list[Any]
+    nvml: dict[str, Any]  # profiler.collectors.gpu's result (this process's and the device's), or its status
 
 
 class TargetServer(TypedDict, total=False):

@@ -20,6 +20,7 @@ def gpu_time_section(
     *,
     engine_thread_name: str,
     kernels: dict[str, Any] | None = None,
+    nvml: dict[str, Any] | None = None,
 ) -> dict[str, Any] | None:
     """The GPU idle split of a run on a GPU, or None when the device timer did not run (a CPU run)."""
     if device_timer is None or device_timer.status != "ok":
@@ -58,4 +59,13 @@ def gpu_time_section(
         "launches_per_step": kernels.get("launches_per_step"),
         "mean_kernel_ns": cuda.get("mean_kernel_ns"),
         "top_kernels": cuda.get("top_kernels") or [],
+        "nvml": nvml_figures(nvml),
     }
+
+
+def nvml_figures(nvml: dict[str, Any] | None) -> dict[str, Any]:
+    """The NVML collector's figures as result.json keeps them: this process's memory and SM time beside
+    the whole device's, or the status and reason when it did not run."""
+    if not nvml or nvml.get("status", "ok") != "ok":
+        return {"status": (nvml or {}).get("status", "off"), "reason": (nvml or {}).get("reason")}
+    return {key: value for key, value in nvml.items() if key != "overhead"}

@@ -265,6 +265,7 @@ def record_session(
         (measure_start, measure_end),
         engine_thread_name=ENGINE_THREAD_NAME,
         kernels=collector_results.get("kernels"),
+        nvml=collector_results.get("gpu"),
     )
     if gpu_time is not None:
         from infer_prof.profiler.analysis.diagnose import gpu_verdict

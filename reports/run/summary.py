@@ -358,7 +358,33 @@ def gpu_table(result: RunResult) -> Table | None:
         if name == "busy_ns_per_step" and isinstance(value, (int, float)):
             value = value / 1e6
         table.rows.append([label, fmt_pct(value) if name.endswith("fraction") else fmt_number(value)])
+    nvml = gpu.get("nvml")
+    if nvml:
+        table.sections.append(len(table.rows))
+        table.rows += nvml_rows(nvml)
     return table
+
+
+def nvml_rows(nvml: Mapping[str, Any]) -> list[list[str]]:
+    """NVML's view beside the events': this process's device memory and SM time, and the whole device's
+    utilization (every process on it); a figure the driver did not report reads "not reported"."""
+    if nvml.get("status", "ok") != "ok":
+        return [["NVML", f"{nvml.get('status')}: {nvml.get('reason') or 'no reason given'}"]]
+    process = nvml.get("process") or {}
+
+    def stat(stats: Any, key: str, unit: str) -> str:
+        value = stats.get(key) if isinstance(stats, Mapping) else None
+        return fmt_number(value, unit) if value is not None else "not reported"
+
+    memory = process.get("memory_used_mib")
+    return [
+        [
+            "this process's device memory, mean / max (NVML)",
+            f"{stat(memory, 'mean', 'MiB')} / {stat(memory, 'max', 'MiB')}",
+        ],
+        ["this process's SM time, mean (NVML)", stat(process.get("sm_utilization_pct"), "mean", "%")],
+        ["whole device utilization, mean (NVML)", stat(nvml.get("utilization_pct"), "mean", "%")],
+    ]
 
 
 def engine_table(result: RunResult) -> Table:

@@ -31,6 +31,15 @@ GPU_TIME = {
     "window_gpu_idle_fraction": 0.1,
     "kernels_per_step": 412.0,
     "launches_per_step": 415.0,
+    "nvml": {
+        "status": "ok",
+        "process": {
+            "pid": 7,
+            "samples": 20,
+            "memory_used_mib": {"mean": 1210.5, "p50": 1200.0, "max": 1536.0},
+        },
+        "utilization_pct": {"mean": 41.5, "p50": 40.0, "max": 77.0},
+    },
 }
 
 
@@ -68,9 +77,17 @@ def test_terminal_and_html_show_the_gpu_split(run_dir: Path, tmp_path: Path) -> 
     text = " ".join(console.file.getvalue().split())
     assert "GPU time" in text and "idle, waiting for the host" in text and "of the wait: sampler" in text
     assert "launches per step" in text and "415" in text
+    assert "this process's device memory, mean / max (NVML) 1,210.5 MiB / 1,536 MiB" in text
+    assert "this process's SM time, mean (NVML) not reported" in text  # the driver gave no SM samples
+    assert "whole device utilization, mean (NVML) 41.5 %" in text
     html = render_html(prepare(read_run(gpu_dir)))
     assert "The GPU&#39;s time" in html or "The GPU's time" in html
     assert "idle, waiting for the host" in html
+
+
+def test_nvml_that_did_not_run_is_one_row_with_its_reason() -> None:
+    rows = summary.nvml_rows({"status": "skipped", "reason": "nvidia-ml-py (pynvml) is not installed"})
+    assert rows == [["NVML", "skipped: nvidia-ml-py (pynvml) is not installed"]]
 
 
 def test_a_cpu_run_has_no_gpu_table(run_dir: Path) -> None:
