@@ -23,14 +23,29 @@ def selftest(
         ),
     ] = False,
     only: Annotated[Optional[str], typer.Option("--only", help="Comma list of case names to run.")] = None,
+    out: Annotated[
+        Optional[str],
+        typer.Option(
+            "--out",
+            "-o",
+            help="Keep each case's run directory in this new or empty folder (DIR/<case>; `infer-prof "
+            "report DIR/<case>` shows why a case was named as it was). Default: a temporary folder, deleted.",
+        ),
+    ] = None,
 ) -> None:
     """Run planted bottlenecks whose answer is known by construction; exit 1 if any verdict is wrong."""
+    from pathlib import Path
+
     from rich.console import Console
 
     from infer_prof.profiler.checks.selftest import run_selftest, select_cases
     from infer_prof.profiler.cli.progress import Reporter
+    from infer_prof.profiler.rundir.outdir import check_run_dir
 
-    cases = select_cases(only)  # a bad --only is the user's error before any case runs
+    cases = select_cases(only)  # a bad --only or --out is the user's error before any case runs
+    out_dir = Path(out) if out is not None else None
+    if out_dir is not None:
+        check_run_dir(out_dir)
     err = Console(stderr=True)
     with Reporter(err) as reporter:
         task = reporter.task("selftest", total=len(cases), unit="cases")
@@ -41,7 +56,7 @@ def selftest(
             started.append(case.name)
 
         task.start(len(cases))
-        results = run_selftest(quick=quick, only=only, on_case=on_case)
+        results = run_selftest(quick=quick, only=only, out_dir=out_dir, on_case=on_case)
         task.update(len(results), note="")
         task.finish()
     raise typer.Exit(render_selftest(results, quick=quick, out=Console(), err=err))

@@ -652,6 +652,7 @@ def _others(c: Corpus) -> None:
     c.add("bench-repeats-huge", ["bench", "native", "--repeats", "100000000"])
     c.add("selftest-only-unknown", ["selftest", "--only", "nope"])
     c.add("selftest-only-empty", ["selftest", "--only", ","])
+    c.add("selftest-out-not-empty", ["selftest", "--only", "idle", "--out", c.good_run()])
     c.add("compare-repeat-zero", ["compare", "--repeat", "0", *SYNTH])
     c.add("compare-repeat-and-dirs", ["compare", str(c.good_run()), "--repeat", "2", *SYNTH])
     c.add("compare-repeat-native-unknown", ["compare", "--repeat", "1", "--after-native", "gpu", *SYNTH])

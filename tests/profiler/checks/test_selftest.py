@@ -60,6 +60,23 @@ def test_a_misnamed_case_makes_the_exit_code_1(monkeypatch: pytest.MonkeyPatch, 
         assert render_selftest(results, quick=True, out=quiet, err=quiet) == code
 
 
+def test_selftest_out_keeps_each_cases_run_directory(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from infer_prof.profiler.cli.main import app
+
+    def fake_run(case, *, quick, out_dir, models=None):  # type: ignore[no-untyped-def]
+        (out_dir / case.name).mkdir(parents=True)
+        (out_dir / case.name / "result.json").write_text("{}")
+        return CaseResult(case, case.expected, 0.5, case.component, 0.0, [])
+
+    monkeypatch.setattr(selftest, "run_case", fake_run)
+    kept = tmp_path / "kept"
+    result = CliRunner().invoke(app, ["selftest", "--quick", "--only", "idle,lock", "--out", str(kept)])
+    assert result.exit_code == 0, result.output
+    assert sorted(path.name for path in kept.iterdir()) == ["idle", "lock"]
+
+
 class _Sampler:
     def sample(self, logits, seq_ids):  # type: ignore[no-untyped-def]
         return [0] * len(seq_ids)
