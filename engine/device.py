@@ -62,3 +62,18 @@ def default_dtype(device: str) -> str:
 def resolve_dtype_name(dtype: str, device: str) -> str:
     """`dtype` with "auto" replaced by the device's default."""
     return default_dtype(device) if dtype == "auto" else dtype
+
+
+def avoid_attention_plan_builds() -> None:
+    """Take cuDNN out of torch's attention backends (process-wide; torch offers no narrower switch).
+
+    cuDNN's attention builds an execution plan for each new shape, hundreds of ms each, and a serving
+    step's shapes change with its batch and context lengths: on an H100 the steps that met a new shape
+    took 240-840 ms (docs/measurements.md, "The GPU check on an H100"). Flash, memory-efficient and math
+    attention need no plan.
+    """
+    import torch
+
+    enable = getattr(torch.backends.cuda, "enable_cudnn_sdp", None)
+    if enable is not None:  # torch builds before 2.3 have no cuDNN attention to avoid
+        enable(False)

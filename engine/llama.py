@@ -9,6 +9,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from infer_prof.engine.device import avoid_attention_plan_builds
 from infer_prof.engine.quantize import Int8Embedding, Int8Linear, preferred_engine
 from infer_prof.engine.types import ModelConfig, ModelInput
 from infer_prof.errors import UnsupportedModelError
@@ -183,6 +184,8 @@ class LlamaModel:
         self.device = torch.device(device)
         on_device = self._on_device = self.device.type != "cpu"
         self._cuda = self.device.type == "cuda"
+        if self._cuda:
+            avoid_attention_plan_builds()
         self.quantized_engine: str | None = None
         if self.weight_format == "int8" and (on_device or preferred_engine() is None):
             why = f"not on {device}" if on_device else "and this torch build has no quantized engine"

@@ -63,3 +63,18 @@ def test_bfloat16_is_the_gpu_default_and_float32_the_cpu_one() -> None:
         resolve_dtype_name("auto", "cuda:1") == "bfloat16" and resolve_dtype_name("auto", "cpu") == "float32"
     )
     assert resolve_dtype_name("float32", "cuda:0") == "float32"  # an explicit dtype is kept
+
+
+def test_a_model_on_a_gpu_takes_cudnn_out_of_the_attention_backends() -> None:
+    import torch
+
+    from infer_prof.engine.device import avoid_attention_plan_builds
+
+    was = torch.backends.cuda.cudnn_sdp_enabled()
+    torch.backends.cuda.enable_cudnn_sdp(True)
+    try:
+        avoid_attention_plan_builds()
+        assert not torch.backends.cuda.cudnn_sdp_enabled()
+        assert torch.backends.cuda.flash_sdp_enabled() and torch.backends.cuda.mem_efficient_sdp_enabled()
+    finally:
+        torch.backends.cuda.enable_cudnn_sdp(was)

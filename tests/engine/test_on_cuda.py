@@ -121,3 +121,8 @@ def test_cuda_event_pairs_time_device_work() -> None:
     timer.stop()
     ((host_ns, elapsed_ns),) = timer.pairs()
     assert elapsed_ns > 1_000_000  # 20 matmuls of 4096^2 take milliseconds on any GPU
+
+
+def test_a_model_on_the_gpu_runs_attention_without_cudnn() -> None:
+    _model("cuda")
+    assert not torch.backends.cuda.cudnn_sdp_enabled()  # plans per new shape cost hundreds of ms a step
