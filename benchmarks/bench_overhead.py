@@ -16,6 +16,9 @@ rate so that "on" blocks sample at its usual rate) and the blocks' throughputs c
 bootstrap interval over pairs. Neighbouring blocks share the machine's drift, which whole runs do
 not, so the interval is what tells whether the cost is under a threshold. `--only` toggles some
 collectors (the rest stay on), `--aa` toggles none: the same bookkeeping with nothing switched.
+`--plant-us N` adds a known cost to check the method itself: a collector that spins N us at the start
+of every step while on (toggle it alone with `--only planted`); the summary then prints the cost the
+spins took of the "on" blocks' time beside what the A/B reads.
 """
 
 from __future__ import annotations
@@ -23,10 +26,13 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from infer_prof.profiler.collectors.base import Collector
 from infer_prof.profiler.overhead.ab import measure_overhead
 from infer_prof.profiler.overhead.costs import slowdown
 from infer_prof.profiler.session.builder import load_for_options
@@ -59,15 +65,24 @@ def main() -> int:
         help="collectors to leave out of the profile under test, "
         "comma-separated (e.g. sampling, or spans,gc), to see what each one costs",
     )
+    parser.add_argument(
+        "--plant-us",
+        type=float,
+        default=0.0,
+        help="--in-run: add a known cost, N us of spinning at every step's start while on (the 'planted' collector)",
+    )
     args = parser.parse_args()
+    if args.plant_us < 0 or (args.plant_us and not args.in_run):
+        parser.error("--plant-us takes a positive number of microseconds, with --in-run")
     if args.without:
         _leave_out(set(args.without.split(",")))
+    planted = _plant(args.plant_us) if args.plant_us else None
 
     options = EngineOptions(model=args.model, device="cpu")
     loaded = load_for_options(options)
     spec = load_scenario(args.scenario).with_overrides(num_requests=args.requests)
     if args.in_run:
-        return _in_run(args, options, spec, loaded)
+        return _in_run(args, options, spec, loaded, planted)
     left_out = f", profiles without {args.without}" if args.without else ""
     print(
         f"{args.model}, scenario {spec.name} ({args.requests} requests), {args.pairs} ABBA pairs per profile{left_out}"
@@ -96,7 +111,7 @@ def main() -> int:
     return 0
 
 
-def _in_run(args: argparse.Namespace, options: EngineOptions, spec, loaded) -> int:
+def _in_run(args: argparse.Namespace, options: EngineOptions, spec, loaded, planted: list[Any] | None) -> int:
     from infer_prof.profiler.overhead.inrun import measure_inrun_overhead, summarize
 
     only: list[str] | None = [] if args.aa else (args.only.split(",") if args.only else None)
@@ -110,7 +125,79 @@ def _in_run(args: argparse.Namespace, options: EngineOptions, spec, loaded) -> i
         f"paused: {', '.join(result.paused) or 'none'}"
     )
     print(summarize(result))
+    if planted:
+        spun, on_ns = planted[-1].spun_in(result.blocks)
+        print(
+            f"planted: {args.plant_us:g} us a step took {spun / on_ns:.2%} of the on blocks' time "
+            f"(expected ratio {1 - spun / on_ns:.4f}; the A/B above should read it)"
+        )
     return 0
+
+
+class PlantedCost(Collector):
+    """A known cost for checking the in-run A/B: spins `spin_us` at the start of every step while on."""
+
+    name = "planted"
+
+    def __init__(self, tracer: Any, spin_us: float) -> None:
+        super().__init__()
+        self._tracer = tracer
+        self._spin_ns = int(spin_us * 1e3)
+        self._on = True
+        self.spins: list[tuple[int, int]] = []  # (start_ns, end_ns) of every spin, on the tracer's clock
+
+    def _start(self) -> None:
+        self._tracer.add_step_listener(self._on_step)
+
+    def _stop(self) -> None:
+        self._on = False
+
+    def _can_pause(self) -> bool:
+        return True
+
+    def _pause(self) -> None:
+        self._on = False
+
+    def _resume(self) -> None:
+        self._on = True
+
+    def _on_step(self, _step: int, begin: bool) -> None:
+        if begin and self._on:
+            start = time.perf_counter_ns()
+            while time.perf_counter_ns() - start < self._spin_ns:
+                pass
+            self.spins.append((start, time.perf_counter_ns()))
+
+    def _result(self) -> dict[str, Any]:
+        return {"spins": len(self.spins)}
+
+    def spun_in(self, blocks: list[Any]) -> tuple[int, int]:
+        """(ns spent spinning inside the "on" blocks, those blocks' total ns)."""
+        on = [(block.start_ns, block.end_ns) for block in blocks if block.on]
+        spun = sum(
+            min(end, block_end) - max(start, block_start)
+            for start, end in self.spins
+            for block_start, block_end in on
+            if start < block_end and end > block_start
+        )
+        return spun, sum(end - start for start, end in on)
+
+
+def _plant(spin_us: float) -> list[Any]:
+    """Make the profile's collectors include a PlantedCost on the spans tracer; the list gets each one made."""
+    from infer_prof.profiler.collectors import registry
+
+    full = registry.default_collectors
+    made: list[Any] = []
+
+    def with_planted(profile: str, **kwargs):
+        collectors = full(profile, **kwargs)
+        spans = next(collector for collector in collectors if collector.name == "spans")
+        made.append(PlantedCost(spans.tracer, spin_us))
+        return [*collectors, made[-1]]
+
+    registry.default_collectors = with_planted
+    return made
 
 
 def _leave_out(names: set[str]) -> None:
