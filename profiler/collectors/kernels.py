@@ -311,8 +311,9 @@ class KernelCollector(Collector):
         warm_up: bool = True,
         clock: Callable[[], int] = time.perf_counter_ns,
     ) -> None:
-        """`min_gap_s`: a due window opens only this long after the last one opened (wall clock); 0 = by
-        steps alone."""
+        """`min_gap_s`: a due window opens only this long after the last one opened, not counting time the
+        collector was paused (the in-run A/B's "off" blocks, which would otherwise crowd the windows into
+        its "on" blocks and overstate their cost); 0 = by steps alone."""
         super().__init__()
         if steps < 1 or first_step < 0 or every < steps or max_windows < 2 or min_gap_s < 0:
             raise ValueError(
@@ -325,6 +326,9 @@ class KernelCollector(Collector):
         self.max_windows = max_windows
         self._min_gap_ns = int(min_gap_s * 1e9)
         self._last_open_ns: int | None = None
+        self._held_ns = 0  # time paused so far (the in-run A/B), kept out of the gap
+        self._held_ns_at_open = 0
+        self._held_since: int | None = None
         self._clock = clock
         self._tracer = tracer
         self._mark_spans = mark_spans and tracer is not None
@@ -371,13 +375,19 @@ class KernelCollector(Collector):
         return True
 
     def _pause(self) -> None:
+        self._held_since = self._clock()
         self._held = True
 
     def _resume(self) -> None:
+        if self._held_since is not None:
+            self._held_ns += self._clock() - self._held_since
+            self._held_since = None
         self._held = False
 
     def _gap_passed(self, now_ns: int) -> bool:
-        return self._last_open_ns is None or now_ns - self._last_open_ns >= self._min_gap_ns
+        if self._last_open_ns is None:
+            return True
+        return now_ns - self._last_open_ns - (self._held_ns - self._held_ns_at_open) >= self._min_gap_ns
 
     def _near_window(self, step: int) -> bool:
         """Inside a window or among the `steps` steps before one (the comparison for the slowdown)."""
@@ -394,7 +404,7 @@ class KernelCollector(Collector):
         if begin:
             self._step_begin[step] = now
             if self._profile is None and not self._held and self._due(step) and self._gap_passed(now):
-                self._last_open_ns = now
+                self._last_open_ns, self._held_ns_at_open = now, self._held_ns
                 self._open_window(step)
                 self._engine_pause_ns += self._clock() - now
                 self._step_begin[step] = self._clock()

@@ -337,6 +337,35 @@ def test_a_due_kernel_window_waits_for_the_minimum_gap_after_the_last_one() -> N
     assert [window["first_step"] for window in kernels.result()["windows"]] == [0, 4, 8]
 
 
+def test_time_paused_does_not_count_towards_the_windows_gap() -> None:
+    spans = SpanCollector(cpu_time=False)
+    now = [0]
+    kernels = KernelCollector(
+        tracer=spans.tracer,
+        first_step=0,
+        steps=1,
+        every=2,
+        min_gap_s=1.0,
+        mark_spans=False,
+        clock=lambda: now[0],
+    )
+    spans.start()
+    kernels.start()
+    for step in range(12):
+        now[0] = int(step * 0.3e9)  # a step every 0.3 s; due at even steps
+        if step == 1:
+            kernels.pause()  # 1.2 s paused, as the in-run A/B's "off" blocks are
+        if step == 5:
+            kernels.resume()
+        with spans.tracer.span("step"):
+            torch.ones(2).add_(1)
+    kernels.stop()
+    spans.stop()
+    # Window at 0 s; paused 0.3-1.5 s, so 1.0 s of unpaused time has passed only at 2.2 s: step 8
+    # (2.4 s) opens the next one, not step 6 (1.8 s, 0.6 s unpaused), as it would without the pause.
+    assert [window["first_step"] for window in kernels.result()["windows"]] == [0, 8]
+
+
 def test_kernel_windows_refuse_an_impossible_schedule() -> None:
     with pytest.raises(ValueError, match="every >= steps"):
         KernelCollector(first_step=0, steps=5, every=2, warm_up=False)
