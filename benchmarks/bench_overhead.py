@@ -186,13 +186,14 @@ class PlantedCost(Collector):
 def _plant(spin_us: float) -> list[Any]:
     """Make the profile's collectors include a PlantedCost on the spans tracer; the list gets each one made."""
     from infer_prof.profiler.collectors import registry
+    from infer_prof.profiler.collectors.spans import SpanCollector
 
     full = registry.default_collectors
     made: list[Any] = []
 
     def with_planted(profile: str, **kwargs):
         collectors = full(profile, **kwargs)
-        spans = next(collector for collector in collectors if collector.name == "spans")
+        spans = next(collector for collector in collectors if isinstance(collector, SpanCollector))
         made.append(PlantedCost(spans.tracer, spin_us))
         return [*collectors, made[-1]]
 
