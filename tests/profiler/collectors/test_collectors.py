@@ -313,7 +313,9 @@ def test_a_paused_kernel_collector_opens_no_window_until_resumed() -> None:
     assert [window["first_step"] for window in kernels.result()["windows"]] == [0, 6]
 
 
-def test_a_due_kernel_window_waits_for_the_minimum_gap_after_the_last_one() -> None:
+def _windows_a_second_apart(steps: int, paused: tuple[int, int] | None = None) -> list[int]:
+    """First steps of the kernel windows over `steps` steps 0.3 s apart, due at every even step, at
+    least 1 s apart; `paused`: (step, step) the collector is paused from and resumed at."""
     spans = SpanCollector(cpu_time=False)
     now = [0]
     kernels = KernelCollector(
@@ -327,43 +329,29 @@ def test_a_due_kernel_window_waits_for_the_minimum_gap_after_the_last_one() -> N
     )
     spans.start()
     kernels.start()
-    for step in range(10):
-        now[0] = int(step * 0.3e9)  # a step every 0.3 s: due every 0.6 s, the gap allows one a second
-        with spans.tracer.span("step"):
-            torch.ones(2).add_(1)
-    kernels.stop()
-    spans.stop()
-    # Due at 0, 2, 4, 6, 8 (0, 0.6, 1.2, 1.8, 2.4 s): 2 is 0.6 s after 0, and 6 is 0.6 s after 4.
-    assert [window["first_step"] for window in kernels.result()["windows"]] == [0, 4, 8]
-
-
-def test_time_paused_does_not_count_towards_the_windows_gap() -> None:
-    spans = SpanCollector(cpu_time=False)
-    now = [0]
-    kernels = KernelCollector(
-        tracer=spans.tracer,
-        first_step=0,
-        steps=1,
-        every=2,
-        min_gap_s=1.0,
-        mark_spans=False,
-        clock=lambda: now[0],
-    )
-    spans.start()
-    kernels.start()
-    for step in range(12):
-        now[0] = int(step * 0.3e9)  # a step every 0.3 s; due at even steps
-        if step == 1:
-            kernels.pause()  # 1.2 s paused, as the in-run A/B's "off" blocks are
-        if step == 5:
+    for step in range(steps):
+        now[0] = int(step * 0.3e9)
+        if paused and step == paused[0]:
+            kernels.pause()
+        if paused and step == paused[1]:
             kernels.resume()
         with spans.tracer.span("step"):
             torch.ones(2).add_(1)
     kernels.stop()
     spans.stop()
-    # Window at 0 s; paused 0.3-1.5 s, so 1.0 s of unpaused time has passed only at 2.2 s: step 8
-    # (2.4 s) opens the next one, not step 6 (1.8 s, 0.6 s unpaused), as it would without the pause.
-    assert [window["first_step"] for window in kernels.result()["windows"]] == [0, 8]
+    return [window["first_step"] for window in kernels.result()["windows"]]
+
+
+def test_a_due_kernel_window_waits_for_the_minimum_gap_after_the_last_one() -> None:
+    # Due at 0, 2, 4, 6, 8 (0, 0.6, 1.2, 1.8, 2.4 s): 2 is 0.6 s after 0, and 6 is 0.6 s after 4.
+    assert _windows_a_second_apart(10) == [0, 4, 8]
+
+
+def test_time_paused_does_not_count_towards_the_windows_gap() -> None:
+    # Window at 0 s; paused 0.3-1.5 s (as the in-run A/B's "off" blocks are), so 1.0 s of unpaused time
+    # has passed only at 2.2 s: step 8 (2.4 s) opens the next one, not step 6 (1.8 s, 0.6 s unpaused),
+    # as it would without the pause.
+    assert _windows_a_second_apart(12, paused=(1, 5)) == [0, 8]
 
 
 def test_kernel_windows_refuse_an_impossible_schedule() -> None:
