@@ -382,6 +382,38 @@ class Overhead(TypedDict, total=False):
     collectors: dict[str, float | None]
 
 
+class NvmlStats(TypedDict, total=False):
+    mean: float | None
+    p50: float | None
+    max: float | None
+
+
+class NvmlProcess(TypedDict, total=False):
+    """This process on the GPU, as NVML reports it (null where the driver does not)."""
+
+    pid: int | None
+    samples: int
+    memory_used_mib: NvmlStats | None
+    sm_utilization_pct: NvmlStats | None
+
+
+class Nvml(TypedDict, total=False):
+    """profiler.collectors.gpu's figures, polled once a second: this process's beside the whole device's
+    (every process on it); only status and reason when it did not run."""
+
+    status: str
+    reason: str | None
+    device: str
+    driver: str
+    memory_total_mib: float
+    samples: int
+    interval_s: float
+    process: NvmlProcess
+    utilization_pct: NvmlStats | None
+    memory_utilization_pct: NvmlStats | None
+    memory_used_mib: NvmlStats | None
+
+
 class GpuTime(TypedDict, total=False):
     """A GPU run's device-busy time and its idle time split by cause (profiler.session.gpu_time)."""
 
@@ -405,7 +437,7 @@ class GpuTime(TypedDict, total=False):
     launches_per_step: float | None
     mean_kernel_ns: float | None
     top_kernels: list[Any]
-    nvml: dict[str, Any]  # profiler.collectors.gpu's result (this process's and the device's), or its status
+    nvml: Nvml
 
 
 class TargetServer(TypedDict, total=False):
