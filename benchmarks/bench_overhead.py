@@ -27,6 +27,7 @@ import argparse
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -172,46 +173,54 @@ class PlantedCost(Collector):
         return {"spins": len(self.spins)}
 
     def spun_in(self, blocks: list[Any]) -> tuple[int, int]:
-        """(ns spent spinning inside the "on" blocks, those blocks' total ns)."""
+        """(ns spent spinning inside the "on" blocks, those blocks' total ns); spins and blocks are both in
+        time order, so one pass over each."""
         on = [(block.start_ns, block.end_ns) for block in blocks if block.on]
-        spun = sum(
-            min(end, block_end) - max(start, block_start)
-            for start, end in self.spins
-            for block_start, block_end in on
-            if start < block_end and end > block_start
-        )
+        spun, first = 0, 0
+        for start, end in self.spins:
+            while first < len(on) and on[first][1] <= start:
+                first += 1
+            index = first
+            while index < len(on) and on[index][0] < end:
+                spun += min(end, on[index][1]) - max(start, on[index][0])
+                index += 1
         return spun, sum(end - start for start, end in on)
 
 
 def _plant(spin_us: float) -> list[Any]:
     """Make the profile's collectors include a PlantedCost on the spans tracer; the list gets each one made."""
-    from infer_prof.profiler.collectors import registry
     from infer_prof.profiler.collectors.spans import SpanCollector
 
-    full = registry.default_collectors
     made: list[Any] = []
 
-    def with_planted(profile: str, **kwargs):
-        collectors = full(profile, **kwargs)
+    def add_planted(collectors: list[Any]) -> list[Any]:
         spans = next(collector for collector in collectors if isinstance(collector, SpanCollector))
         made.append(PlantedCost(spans.tracer, spin_us))
         return [*collectors, made[-1]]
 
-    registry.default_collectors = with_planted
+    _edit_collectors(add_planted)
     return made
 
 
 def _leave_out(names: set[str]) -> None:
     """Make every profile's collector list skip `names` (a measuring aid, not a product option). With
     spans left out, the session still injects its tracer, which then records nothing."""
+    _edit_collectors(
+        lambda collectors: [collector for collector in collectors if collector.name not in names]
+    )
+
+
+def _edit_collectors(edit: Callable[[list[Any]], list[Any]]) -> None:
+    """Pass every profile's collector list through `edit` (sessions import the registry lazily, so this
+    runs before any of them reads it)."""
     from infer_prof.profiler.collectors import registry
 
     full = registry.default_collectors
 
-    def without(profile: str, **kwargs):
-        return [collector for collector in full(profile, **kwargs) if collector.name not in names]
+    def edited(profile: str, **kwargs):
+        return edit(full(profile, **kwargs))
 
-    registry.default_collectors = without
+    registry.default_collectors = edited
 
 
 if __name__ == "__main__":

@@ -84,7 +84,8 @@ def run_figures(run_dir: Path) -> dict[str, Any]:
     spans = ((result.get("breakdown") or {}).get("methods") or {}).get("spans") or {}
     components = sorted((spans.get("components") or {}).items(), key=lambda item: -(item[1] or 0))[:5]
     gpu_time = result.get("gpu_time") or {}
-    nvml = (result.get("collectors") or {}).get("gpu") or {}
+    # The figures are in gpu_time; without it (a CPU run), collectors.gpu still says why NVML did not run.
+    nvml = gpu_time.get("nvml") or (result.get("collectors") or {}).get("gpu") or {}
     process = nvml.get("process") or {}
     engine = result.get("engine") or {}
     steps = engine.get("steps") or 0

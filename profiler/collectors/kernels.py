@@ -2,11 +2,11 @@
 
 torch.profiler slows a CPU step x1.3-1.7 and records ~5,000 events per step, so it runs only over
 windows of `steps` steps: the first at `first_step` (after warm-up), then one every `every` steps
-but never less than `min_gap_s` of wall clock after the last one (which bounds what windows cost where
-steps are short), switched on and off by the spans tracer's step callbacks on the engine thread. One
-window read a model span's kernel share as 66%, 83% and 92% in three runs of one scenario; windows
-spread over the run describe the run, not one moment of it. At most `max_windows` are kept: when that many are held,
-the period doubles and every other window is dropped, so the kept ones stay evenly spread however
+but never less than `min_gap_s` of unpaused time after the last one (which bounds what windows cost
+where steps are short), switched on and off by the spans tracer's step callbacks on the engine thread.
+One window read a model span's kernel share as 66%, 83% and 92% in three runs of one scenario; windows
+spread over the run describe the run, not one moment of it. At most `max_windows` are kept: when that
+many are held, the period doubles and every other window is dropped, so the kept ones stay evenly spread however
 long the run is. While a window runs, every engine span is also marked as a
 `record_function("span:<name>")`, so each op's self time is attributed to the span it ran in.
 
@@ -328,6 +328,7 @@ class KernelCollector(Collector):
         self._last_open_ns: int | None = None
         self._held_ns = 0  # time paused so far (the in-run A/B), kept out of the gap
         self._held_ns_at_open = 0
+        # Paused by the in-run A/B since then (None: measuring): no new window opens, one open runs to its end.
         self._held_since: int | None = None
         self._clock = clock
         self._tracer = tracer
@@ -344,7 +345,6 @@ class KernelCollector(Collector):
         self._cuda = False
         self._fees_us: dict[str, float] = {}  # price_op_fees(), at warm-up
         self._lock = threading.Lock()  # stop() (session thread) vs a window's end (engine thread)
-        self._held = False  # paused by the in-run A/B: no new window opens (one open runs to its end)
         try:
             import torch  # noqa: F401
         except ImportError:
@@ -376,13 +376,11 @@ class KernelCollector(Collector):
 
     def _pause(self) -> None:
         self._held_since = self._clock()
-        self._held = True
 
     def _resume(self) -> None:
         if self._held_since is not None:
             self._held_ns += self._clock() - self._held_since
             self._held_since = None
-        self._held = False
 
     def _gap_passed(self, now_ns: int) -> bool:
         if self._last_open_ns is None:
@@ -403,7 +401,12 @@ class KernelCollector(Collector):
         now = self._clock()
         if begin:
             self._step_begin[step] = now
-            if self._profile is None and not self._held and self._due(step) and self._gap_passed(now):
+            if (
+                self._profile is None
+                and self._held_since is None
+                and self._due(step)
+                and self._gap_passed(now)
+            ):
                 self._last_open_ns, self._held_ns_at_open = now, self._held_ns
                 self._open_window(step)
                 self._engine_pause_ns += self._clock() - now
