@@ -11,8 +11,8 @@ spread of the per-pair ratios before trusting a difference of a few percent; `--
 itself, which shows how far apart two identical profiles come out.
 
 `--in-run` measures the default profile inside one long run instead (profiler.overhead.inrun): its
-collectors are paused and resumed in ABBA blocks (0.2 s on, 0.4 s off, py-spy at a third of its
-rate so that "on" blocks sample at its usual rate) and the blocks' throughputs compared, with a 95%
+collectors are paused and resumed in ABBA blocks (0.2 s on, then off for as long as py-spy's slower
+rate needs so that "on" blocks sample at its usual rate: 0.2 s at the default 2 Hz) and the blocks' throughputs compared, with a 95%
 bootstrap interval over pairs. Neighbouring blocks share the machine's drift, which whole runs do
 not, so the interval is what tells whether the cost is under a threshold. `--only` toggles some
 collectors (the rest stay on), `--aa` toggles none: the same bookkeeping with nothing switched.
@@ -67,6 +67,12 @@ def main() -> int:
         "comma-separated (e.g. sampling, or spans,gc), to see what each one costs",
     )
     parser.add_argument(
+        "--runs",
+        type=int,
+        default=1,
+        help="--in-run: toggled runs one after another, each printed, then their pairs pooled into one estimate",
+    )
+    parser.add_argument(
         "--plant-us",
         type=float,
         default=0.0,
@@ -75,6 +81,8 @@ def main() -> int:
     args = parser.parse_args()
     if args.plant_us < 0 or (args.plant_us and not args.in_run):
         parser.error("--plant-us takes a positive number of microseconds, with --in-run")
+    if args.runs < 1 or (args.runs > 1 and not args.in_run):
+        parser.error("--runs takes a whole number of runs, at least 1, with --in-run")
     if args.without:
         _leave_out(set(args.without.split(",")))
     planted = _plant(args.plant_us) if args.plant_us else None
@@ -113,25 +121,33 @@ def main() -> int:
 
 
 def _in_run(args: argparse.Namespace, options: EngineOptions, spec, loaded, planted: list[Any] | None) -> int:
-    from infer_prof.profiler.overhead.inrun import measure_inrun_overhead, summarize
+    from infer_prof.profiler.overhead.inrun import describe, measure_inrun_overhead, pooled, summarize
 
     only: list[str] | None = [] if args.aa else (args.only.split(",") if args.only else None)
     what = "nothing (A/A)" if args.aa else (args.only or "all default collectors")
     print(
         f"{args.model}, scenario {spec.name} ({spec.num_requests} requests), default profile, toggling {what}"
     )
-    result = measure_inrun_overhead(options, spec, loaded, on_s=args.on_s, only=only, rate_hz=args.rate)
-    print(
-        f"blocks: {result.on_s:.2f} s on / {result.off_s:.2f} s off; py-spy configured at {result.sampling_rate_hz} Hz; "
-        f"paused: {', '.join(result.paused) or 'none'}"
-    )
-    print(summarize(result))
-    if planted:
-        spun, on_ns = planted[-1].spun_in(result.blocks)
+    results = []
+    for run in range(1, args.runs + 1):
+        if args.runs > 1:
+            print(f"run {run} of {args.runs}, {time.strftime('%H:%M:%S')}")
+        result = measure_inrun_overhead(options, spec, loaded, on_s=args.on_s, only=only, rate_hz=args.rate)
+        results.append(result)
         print(
-            f"planted: {args.plant_us:g} us a step took {spun / on_ns:.2%} of the on blocks' time "
-            f"(expected ratio {1 - spun / on_ns:.4f}; the A/B above should read it)"
+            f"blocks: {result.on_s:.2f} s on / {result.off_s:.2f} s off; py-spy configured at "
+            f"{result.sampling_rate_hz} Hz; paused: {', '.join(result.paused) or 'none'}"
         )
+        print(summarize(result))
+        if planted:
+            spun, on_ns = planted[-1].spun_in(result.blocks)
+            print(
+                f"planted: {args.plant_us:g} us a step took {spun / on_ns:.2%} of the on blocks' time "
+                f"(expected ratio {1 - spun / on_ns:.4f}; the A/B above should read it)"
+            )
+    if len(results) > 1:
+        # Runs minutes apart have differed by more than one run's interval: read the runs above beside it.
+        print(f"pooled over {len(results)} runs: {describe(pooled(results))}")
     return 0
 
 

@@ -307,24 +307,43 @@ class KernelCollector(Collector):
         every: int = 40,
         max_windows: int = 16,
         min_gap_s: float = 0.0,
+        cost_budget: float | None = None,
         mark_spans: bool = True,
         warm_up: bool = True,
         clock: Callable[[], int] = time.perf_counter_ns,
     ) -> None:
         """`min_gap_s`: a due window opens only this long after the last one opened, not counting time the
         collector was paused (the in-run A/B's "off" blocks, which would otherwise crowd the windows into
-        its "on" blocks and overstate their cost); 0 = by steps alone."""
+        its "on" blocks and overstate their cost); 0 = by steps alone. `cost_budget`: the share of the
+        engine's time the windows may take; after each window the gap grows to its measured cost (the
+        engine's pause to start and stop torch.profiler, and how much longer its steps took than the step
+        before it) divided by this share, so a model with long steps gets fewer windows."""
         super().__init__()
-        if steps < 1 or first_step < 0 or every < steps or max_windows < 2 or min_gap_s < 0:
+        if (
+            steps < 1
+            or first_step < 0
+            or every < steps
+            or max_windows < 2
+            or min_gap_s < 0
+            or (cost_budget is not None and not 0 < cost_budget <= 1)
+        ):
             raise ValueError(
-                "kernel windows need first_step >= 0, steps >= 1, every >= steps, max_windows >= 2 "
-                "and min_gap_s >= 0"
+                "kernel windows need first_step >= 0, steps >= 1, every >= steps, max_windows >= 2, "
+                "min_gap_s >= 0 and a cost_budget in (0, 1]"
             )
         self.first_step = first_step
         self.steps = steps
         self.every = every
         self.max_windows = max_windows
         self._min_gap_ns = int(min_gap_s * 1e9)
+        self._cost_budget = cost_budget
+        self._gap_ns = (
+            self._min_gap_ns
+        )  # before the next window: the minimum, or the last window's cost / budget
+        self._window_cost_ns = 0  # the open window's cost so far
+        self._usual_step_ns: int | None = (
+            None  # the last step outside every window, what a profiled one is held to
+        )
         self._last_open_ns: int | None = None
         self._held_ns = 0  # time paused so far (the in-run A/B), kept out of the gap
         self._held_ns_at_open = 0
@@ -385,7 +404,7 @@ class KernelCollector(Collector):
     def _gap_passed(self, now_ns: int) -> bool:
         if self._last_open_ns is None:
             return True
-        return now_ns - self._last_open_ns - (self._held_ns - self._held_ns_at_open) >= self._min_gap_ns
+        return now_ns - self._last_open_ns - (self._held_ns - self._held_ns_at_open) >= self._gap_ns
 
     def _near_window(self, step: int) -> bool:
         """Inside a window or among the `steps` steps before one (the comparison for the slowdown)."""
@@ -409,17 +428,28 @@ class KernelCollector(Collector):
             ):
                 self._last_open_ns, self._held_ns_at_open = now, self._held_ns
                 self._open_window(step)
-                self._engine_pause_ns += self._clock() - now
-                self._step_begin[step] = self._clock()
+                opened = self._clock()
+                self._engine_pause_ns += opened - now
+                self._window_cost_ns = opened - now
+                self._step_begin[step] = opened
             return
         began = self._step_begin.pop(step, None)
-        if began is not None and self._near_window(step):
-            self._step_ms[step] = (now - began) / 1e6
+        took = None if began is None else now - began
+        if took is not None and self._near_window(step):
+            self._step_ms[step] = took / 1e6
         if self._profile is not None and self._open_at is not None and step >= self._open_at:
+            if took is not None and self._usual_step_ns is not None:
+                self._window_cost_ns += max(0, took - self._usual_step_ns)
             self._open_steps = step - self._open_at + 1
             if self._open_steps >= self.steps:
                 self._close_window()
-                self._engine_pause_ns += self._clock() - now
+                closed = self._clock() - now
+                self._engine_pause_ns += closed
+                self._window_cost_ns += closed
+                if self._cost_budget is not None:
+                    self._gap_ns = max(self._min_gap_ns, int(self._window_cost_ns / self._cost_budget))
+        elif took is not None:
+            self._usual_step_ns = took
 
     def _open_window(self, step: int) -> None:
         try:

@@ -24,7 +24,13 @@ PROFILES = ("off", "default", "deep")
 # An odd rate so samples do not fall in lockstep with periodic engine work (10 ms ticks, 60 Hz clocks).
 # Measured on synthetic:tiny concurrency-30 (30 client threads, 2 cores): 59 Hz cost 11-12% of throughput,
 # 19 Hz 6.5-6.8%, 9 Hz 4.2-5.8%; 3 Hz ran 4.1% faster than 9 Hz in one interleaved A/B (7 of 8 pairs).
-DEFAULT_RATE_HZ = 3
+DEFAULT_RATE_HZ = 3  # a launched server's profile (session.target), where samples are the main measurement
+# The built-in engine's spans time its phases exactly; its samples only cross-check them and show the threads
+# the spans do not. py-spy costs about 1 ms of CPU a sample at any low rate, and was half the default
+# profile's cost (docs/measurements.md, "Crediting blocks by overlap, and a cheaper default profile"), so
+# that engine is sampled less. An even rate could fall in step with periodic work; there that would bias
+# only the cross-check.
+TRACED_RATE_HZ = 2
 DEEP_RATE_HZ = 29  # --native pauses the process to unwind every thread: 97 Hz cost x20 with 30 client threads
 
 
@@ -38,10 +44,12 @@ def spans_record_cpu_time(profile: str) -> bool:
 # x1.3-1.7 slower, so one step in a hundred costs about 0.5% (measured in-run: docs/measurements.md).
 # Deep spends more for detail: five steps in forty, and their ops in kernel_events.csv.
 DEFAULT_KERNEL_WINDOWS = (5, 1, 100)
-# Each window costs the engine a few ms whatever the step's length (torch.profiler's start and stop, and
-# the profiled step; an in-run A/B in docs/measurements.md). Five seconds apart, windows cost about 0.1%
-# of a run at most; a one-minute run still gets a dozen.
+# Each window costs the engine a few ms whatever the step's length (torch.profiler's start and stop), and
+# the profiled step runs longer, by more the more ops it holds (an in-run A/B in docs/measurements.md). So
+# windows open at least DEFAULT_WINDOW_GAP_S apart, and further apart when the last one cost more than
+# DEFAULT_WINDOW_BUDGET of that gap: windows take at most about 0.1% of the engine's time on any model.
 DEFAULT_WINDOW_GAP_S = 5.0
+DEFAULT_WINDOW_BUDGET = 0.001
 DEEP_KERNEL_WINDOWS = (20, 5, 40)
 
 
@@ -63,11 +71,12 @@ def default_collectors(
     """The collectors of a profile, in start order (stop them in reverse).
 
     off:     none (the engine keeps engine.trace.NULL_TRACER)
-    default: spans (wall clock only), GC, py-spy --nonblocking at 3 Hz, NVML when a GPU exists:
+    default: spans (wall clock only), GC, py-spy --nonblocking at 2 Hz, NVML when a GPU exists:
              the cheap ones, always on (py-spy reads every thread's stack per sample, so its rate
-             stays low: see DEFAULT_RATE_HZ; the whole profile's cost is measured by
+             stays low: see DEFAULT_RATE_HZ and TRACED_RATE_HZ; the whole profile's cost is measured by
              benchmarks/bench_overhead.py --in-run, docs/measurements.md), and torch.profiler over
-             one step in every 100 (DEFAULT_KERNEL_WINDOWS), at least DEFAULT_WINDOW_GAP_S apart: the
+             one step in every 100 (DEFAULT_KERNEL_WINDOWS), at least DEFAULT_WINDOW_GAP_S apart and within
+             DEFAULT_WINDOW_BUDGET of the engine's time: the
              model span's kernel share and torch's per-op fee measured in every run, not assumed
     deep:    the same, plus py-spy --native at 29 Hz (pauses the process and unwinds every thread
              per sample: x1.4-1.6 on a single-threaded torch loop, but x20 at 97 Hz with 30 client
@@ -97,6 +106,7 @@ def default_collectors(
             every=every,
             max_windows=16 if deep else 8,
             min_gap_s=0.0 if deep else DEFAULT_WINDOW_GAP_S,  # deep is for short runs, priced as such
+            cost_budget=None if deep else DEFAULT_WINDOW_BUDGET,
         )
     )
     if is_cuda(device):
@@ -105,7 +115,7 @@ def default_collectors(
     collectors.append(
         SamplingCollector(
             pid=pid if pid is not None else os.getpid(),
-            rate=sampling_rate or (DEEP_RATE_HZ if deep else DEFAULT_RATE_HZ),
+            rate=sampling_rate or (DEEP_RATE_HZ if deep else TRACED_RATE_HZ),
             native_stacks=deep,
             # Deep mode resolves kernels, so its samples must land when they are due: py-spy runs
             # under SCHED_FIFO where allowed (see sampling.PRIORITIES for the measured bias). The

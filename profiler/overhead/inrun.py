@@ -40,7 +40,7 @@ class Block:
     start_ns: int
     end_ns: int
     on: bool
-    tokens: int = 0
+    tokens: float = 0.0  # the steps' tokens, each spread over the blocks its step overlapped
     stalled: bool = False  # a stall (a step many times the usual length) overlapped this block
 
     @property
@@ -170,28 +170,35 @@ def blocks_from_steps(
     *,
     stall_factor: float = 10.0,
 ) -> list[Block]:
-    """Blocks between consecutive boundaries, each credited with the tokens of the steps that ended in
-    it; a block that a step `stall_factor` times the median step's length overlapped is `stalled`."""
+    """Blocks between consecutive boundaries, each credited with the part of every step's tokens that its
+    overlap with the step is of the step's length; a block that a step `stall_factor` times the median
+    step's length overlapped is `stalled`.
+
+    Spread, not counted whole where a step ended: a 0.05 s block holds about seven 7 ms steps, so whole
+    steps would add up to a step's tokens of noise to every block (docs/measurements.md, "Crediting
+    blocks by overlap").
+    """
     blocks = [
         Block(start, end, on) for (start, on), (end, _next) in itertools.pairwise(boundaries) if end > start
     ]
     durations = sorted(end - start for start, end in zip(step_starts_ns, step_ends_ns))
     stall_ns = stall_factor * durations[len(durations) // 2] if durations else float("inf")
-    order = sorted(range(len(step_ends_ns)), key=step_ends_ns.__getitem__)
+    order = sorted(range(len(step_starts_ns)), key=step_starts_ns.__getitem__)
     cursor = 0
     for index in order:
         start, end = step_starts_ns[index], step_ends_ns[index]
-        while cursor < len(blocks) and blocks[cursor].end_ns <= end:
-            cursor += 1
-        if cursor == len(blocks):
-            break
-        if blocks[cursor].start_ns <= end:
-            blocks[cursor].tokens += step_tokens[index]
-        if end - start > stall_ns:
-            back = cursor
-            while back >= 0 and blocks[back].end_ns > start:
-                blocks[back].stalled = True
-                back -= 1
+        if end <= start:
+            continue  # a step of no length has no time to share out (clocks never give one)
+        while cursor < len(blocks) and blocks[cursor].end_ns <= start:
+            cursor += 1  # steps go in start order, so no later step reaches back before this block
+        overlapped = cursor
+        while overlapped < len(blocks) and blocks[overlapped].start_ns < end:
+            block = blocks[overlapped]
+            overlap = min(end, block.end_ns) - max(start, block.start_ns)
+            block.tokens += step_tokens[index] * overlap / (end - start)
+            if end - start > stall_ns:
+                block.stalled = True
+            overlapped += 1
     return blocks
 
 
@@ -247,6 +254,12 @@ def paired_ratio(blocks: Sequence[Block], *, resamples: int = 2000, seed: int = 
     )
 
 
+def pooled(results: Sequence[InRunResult], *, resamples: int = 2000, seed: int = 0) -> Estimate:
+    """One estimate over the complete pairs of several toggled runs of the same profile, as if one long run."""
+    pairs = [pair for result in results for pair in _pairs(result.blocks)]
+    return estimate(pairs, resamples=resamples, seed=seed)
+
+
 def measure_inrun_overhead(
     options: EngineOptions,
     spec: ScenarioSpec,
@@ -262,20 +275,20 @@ def measure_inrun_overhead(
 
     py-spy, paused, owes its samples: its timer keeps the average rate over the whole run, so after
     a pause it samples back to back until it has caught up. To make "on" blocks pay py-spy's real
-    rate, it runs at a third of the profile's rate and "on" blocks last a third of the time (the
-    "off" blocks twice `on_s`). Toggling starts `settle_s` after the collectors (warm-up requests,
+    rate, it runs at a whole number of Hz near a third of the profile's rate, and "on" blocks take that
+    share of the time (at the default 2 Hz: 1 Hz, and "off" blocks as long as `on_s`). Toggling starts `settle_s` after the collectors (warm-up requests,
     py-spy's first reads) and stops once no new request will be submitted (the last `clients`
     requests drain the batch, which would slow the final blocks for a reason that is not the
     profile). `only` toggles just the named collectors, the rest measuring throughout: what each
     one costs; `only=[]` toggles none, an A/A run that shows the method's own noise. `rate_hz` replaces
     the profile's py-spy rate: a high one makes py-spy's cost per sample large enough to resolve.
     """
-    from infer_prof.profiler.collectors.registry import DEEP_RATE_HZ, DEFAULT_RATE_HZ
+    from infer_prof.profiler.collectors.registry import DEEP_RATE_HZ, TRACED_RATE_HZ
     from infer_prof.profiler.session.session import SessionHooks, run_session
 
     # The same block shape and py-spy rate whatever `only` says, so that an A/A run (only=[]) or a
     # run toggling some collectors has the noise of the full A/B. Deep mode's py-spy cannot pause.
-    rate = rate_hz or (DEEP_RATE_HZ if profile == "deep" else DEFAULT_RATE_HZ)
+    rate = rate_hz or (DEEP_RATE_HZ if profile == "deep" else TRACED_RATE_HZ)
     run_rate = rate if profile == "deep" else max(1, round(rate / 3))
     on_fraction = 0.5 if profile == "deep" else run_rate / rate
     off_s = on_s * (1 - on_fraction) / on_fraction

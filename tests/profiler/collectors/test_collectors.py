@@ -17,7 +17,7 @@ from infer_prof.profiler.collectors.base import Collector
 from infer_prof.profiler.collectors.gc import GcCollector
 from infer_prof.profiler.collectors.gpu import GpuCollector
 from infer_prof.profiler.collectors.kernels import KernelCollector, summarize_events
-from infer_prof.profiler.collectors.registry import DEFAULT_KERNEL_WINDOWS, DEFAULT_RATE_HZ
+from infer_prof.profiler.collectors.registry import DEFAULT_KERNEL_WINDOWS, TRACED_RATE_HZ
 from infer_prof.profiler.collectors.sampling import SamplingCollector
 from infer_prof.profiler.collectors.spans import RecordingTracer, SpanCollector
 
@@ -354,11 +354,46 @@ def test_time_paused_does_not_count_towards_the_windows_gap() -> None:
     assert _windows_a_second_apart(12, paused=(1, 5)) == [0, 8]
 
 
+def _windows_that_cost(steps: int, cost_budget: float | None) -> list[int]:
+    """First steps of the kernel windows over `steps` steps of 0.1 s, a profiled step taking 0.3 s; windows
+    due at every even step from 2, at least 0.5 s apart, within `cost_budget` of the time."""
+    spans = SpanCollector(cpu_time=False)
+    now = [0]
+    kernels = KernelCollector(
+        tracer=spans.tracer,
+        first_step=2,
+        steps=1,
+        every=2,
+        min_gap_s=0.5,
+        cost_budget=cost_budget,
+        mark_spans=False,
+        clock=lambda: now[0],
+    )
+    spans.start()
+    kernels.start()
+    for _step in range(steps):
+        with spans.tracer.span("step"):
+            torch.ones(2).add_(1)
+            now[0] += 300_000_000 if kernels._profile is not None else 100_000_000
+    kernels.stop()
+    spans.stop()
+    return [window["first_step"] for window in kernels.result()["windows"]]
+
+
+def test_a_window_that_cost_more_than_its_budget_pushes_the_next_one_further_off() -> None:
+    # The window at step 2 (0.2 s) made its step 0.2 s longer than the one before: at a 10% budget the next
+    # may open 2 s after it, at step 20 (0.5 s + 17 steps of 0.1 s); the 0.5 s minimum alone allows step 6.
+    assert _windows_that_cost(24, cost_budget=0.1) == [2, 20]
+    assert _windows_that_cost(24, cost_budget=None)[:3] == [2, 6, 10]
+
+
 def test_kernel_windows_refuse_an_impossible_schedule() -> None:
     with pytest.raises(ValueError, match="every >= steps"):
         KernelCollector(first_step=0, steps=5, every=2, warm_up=False)
     with pytest.raises(ValueError, match="min_gap_s >= 0"):
         KernelCollector(first_step=0, steps=1, every=2, min_gap_s=-1.0, warm_up=False)
+    with pytest.raises(ValueError, match="cost_budget in"):
+        KernelCollector(first_step=0, steps=1, every=2, cost_budget=0.0, warm_up=False)
 
 
 def test_kernel_window_not_reached_reports_so() -> None:
@@ -587,7 +622,7 @@ def test_registry_profiles() -> None:
     assert (
         isinstance(sampling, SamplingCollector)
         and not sampling.native_stacks
-        and sampling.rate == DEFAULT_RATE_HZ
+        and sampling.rate == TRACED_RATE_HZ
     )
     deep = default_collectors("deep", kernel_windows=(3, 2, 10))
     assert [c.name for c in deep] == ["spans", "gc", "kernels", "gpu", "sampling"]

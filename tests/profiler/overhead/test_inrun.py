@@ -15,10 +15,12 @@ from infer_prof.profiler.collectors.spans import SpanCollector
 from infer_prof.profiler.overhead.inrun import (
     Block,
     BlockToggler,
+    InRunResult,
     abba_state,
     blocks_from_steps,
     measure_inrun_overhead,
     paired_ratio,
+    pooled,
     summarize,
 )
 from infer_prof.profiler.session.builder import load_for_options
@@ -49,19 +51,31 @@ def test_abba_order_gives_every_pair_one_block_of_each() -> None:
     assert [abba_state(index) for index in range(8)] == [True, False, False, True, True, False, False, True]
 
 
-def test_steps_are_credited_to_the_block_they_ended_in() -> None:
+def test_each_step_s_tokens_are_shared_by_the_blocks_it_overlapped() -> None:
     boundaries = [(100, True), (200, False), (400, False), (600, True)]
-    ends = [50, 150, 199, 200, 350, 599, 700]  # before the first block, ..., after the last: dropped
-    starts = [end - 10 for end in ends]
-    tokens = [1000, 1, 2, 4, 8, 16, 1000]
+    starts = [50, 150, 250, 400]
+    ends = [150, 250, 400, 700]  # half before the first block, across a boundary, inside one, past the last
+    tokens = [10, 4, 6, 3]
     blocks = blocks_from_steps(boundaries, starts, ends, tokens)
-    assert [(block.start_ns, block.end_ns, block.on, block.tokens) for block in blocks] == [
-        (100, 200, True, 3),
-        (200, 400, False, 12),
-        (400, 600, False, 16),
+    assert [(block.start_ns, block.end_ns, block.on) for block in blocks] == [
+        (100, 200, True),
+        (200, 400, False),
+        (400, 600, False),
     ]
-    assert blocks[0].throughput == pytest.approx(3e9 / 100)
+    assert [block.tokens for block in blocks] == pytest.approx([5 + 2, 2 + 6, 2])
+    assert blocks[0].throughput == pytest.approx(7e9 / 100)
     assert not any(block.stalled for block in blocks)
+
+
+def test_crediting_by_overlap_reads_a_steady_rate_whatever_the_step_phase() -> None:
+    """Whole steps counted where they ended give a block one step more or less by chance; shares do not."""
+    step_ns, tokens = 7_000_000, 30
+    starts = list(range(0, 3_000_000_000, step_ns))
+    ends = [start + step_ns for start in starts]
+    boundaries = [(1_000_000 + index * 50_000_000, index % 2 == 0) for index in range(50)]
+    blocks = blocks_from_steps(boundaries, starts, ends, [tokens] * len(starts))
+    rate = tokens * 1e9 / step_ns
+    assert [block.throughput for block in blocks] == pytest.approx([rate] * len(blocks))
 
 
 def test_a_stall_marks_every_block_it_overlapped() -> None:
@@ -70,7 +84,9 @@ def test_a_stall_marks_every_block_it_overlapped() -> None:
     ends = [10, 20, 30, 40, 140, 560]  # the last step lasts 420 ns, 42 times the usual 10
     blocks = blocks_from_steps(boundaries, starts, ends, [1] * 6)
     assert [block.stalled for block in blocks] == [False, True, True, True]
-    assert [block.tokens for block in blocks] == [4, 1, 0, 1]
+    assert [block.tokens for block in blocks] == pytest.approx(
+        [4 + 60 / 100, 40 / 100 + 160 / 420, 200 / 420, 60 / 420]
+    )
 
 
 def drifting_blocks(cost: float, pairs: int, seed: int = 1) -> list[Block]:
@@ -113,6 +129,17 @@ def test_steady_estimate_leaves_out_stalled_pairs() -> None:
     assert result.steady is not None and result.steady.pairs == 197
     assert result.steady.ratio == pytest.approx(0.95, abs=0.01)
     assert result.steady.high - result.steady.low < result.all.high - result.all.low
+
+
+def test_pooled_runs_read_as_one_run_of_all_their_pairs() -> None:
+    first, second = drifting_blocks(0.05, pairs=100, seed=1), drifting_blocks(0.05, pairs=100, seed=2)
+    runs = [
+        InRunResult(all=paired_ratio(blocks).all, steady=None, blocks=blocks) for blocks in (first, second)
+    ]
+    together = pooled(runs)
+    assert together.pairs == 200
+    assert together.ratio == pytest.approx(paired_ratio(first + second).all.ratio)
+    assert together.high - together.low < min(run.all.high - run.all.low for run in runs)
 
 
 def test_paired_ratio_needs_a_complete_pair() -> None:
