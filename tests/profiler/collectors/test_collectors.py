@@ -313,33 +313,50 @@ def test_a_paused_kernel_collector_opens_no_window_until_resumed() -> None:
     assert [window["first_step"] for window in kernels.result()["windows"]] == [0, 6]
 
 
-def _windows_a_second_apart(steps: int, paused: tuple[int, int] | None = None) -> list[int]:
-    """First steps of the kernel windows over `steps` steps 0.3 s apart, due at every even step, at
-    least 1 s apart; `paused`: (step, step) the collector is paused from and resumed at."""
+def _window_steps(
+    steps: int,
+    *,
+    first_step: int,
+    min_gap_s: float,
+    step_s: float,
+    profiled_step_s: float | None = None,
+    cost_budget: float | None = None,
+    paused: tuple[int, int] | None = None,
+) -> list[int]:
+    """First steps of the kernel windows over `steps` steps of `step_s` seconds (`profiled_step_s` inside a
+    window), due at every even step from `first_step`, at least `min_gap_s` apart and within `cost_budget`
+    of the time; `paused`: (step, step) the collector is paused from and resumed at."""
     spans = SpanCollector(cpu_time=False)
     now = [0]
     kernels = KernelCollector(
         tracer=spans.tracer,
-        first_step=0,
+        first_step=first_step,
         steps=1,
         every=2,
-        min_gap_s=1.0,
+        min_gap_s=min_gap_s,
+        cost_budget=cost_budget,
         mark_spans=False,
         clock=lambda: now[0],
     )
     spans.start()
     kernels.start()
     for step in range(steps):
-        now[0] = int(step * 0.3e9)
         if paused and step == paused[0]:
             kernels.pause()
         if paused and step == paused[1]:
             kernels.resume()
         with spans.tracer.span("step"):
             torch.ones(2).add_(1)
+            profiled = profiled_step_s is not None and kernels._profile is not None
+            now[0] += int((profiled_step_s if profiled else step_s) * 1e9)
     kernels.stop()
     spans.stop()
     return [window["first_step"] for window in kernels.result()["windows"]]
+
+
+def _windows_a_second_apart(steps: int, paused: tuple[int, int] | None = None) -> list[int]:
+    """Steps 0.3 s long, windows due at every even step and at least 1 s apart."""
+    return _window_steps(steps, first_step=0, min_gap_s=1.0, step_s=0.3, paused=paused)
 
 
 def test_a_due_kernel_window_waits_for_the_minimum_gap_after_the_last_one() -> None:
@@ -355,29 +372,10 @@ def test_time_paused_does_not_count_towards_the_windows_gap() -> None:
 
 
 def _windows_that_cost(steps: int, cost_budget: float | None) -> list[int]:
-    """First steps of the kernel windows over `steps` steps of 0.1 s, a profiled step taking 0.3 s; windows
-    due at every even step from 2, at least 0.5 s apart, within `cost_budget` of the time."""
-    spans = SpanCollector(cpu_time=False)
-    now = [0]
-    kernels = KernelCollector(
-        tracer=spans.tracer,
-        first_step=2,
-        steps=1,
-        every=2,
-        min_gap_s=0.5,
-        cost_budget=cost_budget,
-        mark_spans=False,
-        clock=lambda: now[0],
+    """Steps of 0.1 s, 0.3 s inside a window; windows due at every even step from 2, at least 0.5 s apart."""
+    return _window_steps(
+        steps, first_step=2, min_gap_s=0.5, step_s=0.1, profiled_step_s=0.3, cost_budget=cost_budget
     )
-    spans.start()
-    kernels.start()
-    for _step in range(steps):
-        with spans.tracer.span("step"):
-            torch.ones(2).add_(1)
-            now[0] += 300_000_000 if kernels._profile is not None else 100_000_000
-    kernels.stop()
-    spans.stop()
-    return [window["first_step"] for window in kernels.result()["windows"]]
 
 
 def test_a_window_that_cost_more_than_its_budget_pushes_the_next_one_further_off() -> None:
