@@ -39,7 +39,8 @@ def _start(out: Path, requests: int, *extra: str) -> subprocess.Popen:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, "COLUMNS": "120"},
+        # A killed run cannot remove py-spy's scratch folder: keep it in the test's own folder, not /tmp.
+        env={**os.environ, "COLUMNS": "120", "TMPDIR": str(out.parent)},
     )
 
 
