@@ -359,6 +359,11 @@ def summarize(result: InRunResult) -> str:
     lines.append(
         f"stalled blocks: {result.stalls_on} in {on_s:.0f} s on, {result.stalls_off} in {off_s:.0f} s off"
     )
+    if on_s > 0 and off_s > 0:
+        # The share a profile costs grows as the engine gets faster (docs/measurements.md), so say how fast.
+        on_tokens = sum(block.tokens for block in result.blocks if block.on)
+        off_tokens = sum(block.tokens for block in result.blocks if not block.on)
+        lines.append(f"throughput: {on_tokens / on_s:.0f} tok/s on, {off_tokens / off_s:.0f} tok/s off")
     if result.py_spy_cpu_s is not None and "sampling" in result.paused and on_s > 0:
         # py-spy samples only while on (it is stopped in "off" blocks), so its CPU per second on is the
         # share of a core it took there; its start-up and the settling before toggling add to it.

@@ -256,4 +256,4 @@ def test_measure_inrun_overhead_on_a_short_run() -> None:
         # rate_hz=9 stands in for the profile's rate: py-spy runs at a third of it, on a third of the time
         assert result.sampling_rate_hz == 3 and result.off_s == pytest.approx(2 * result.on_s)
         assert result.py_spy_cpu_s is not None and result.py_spy_cpu_s >= 0
-        assert "py-spy: " in summarize(result)
+        assert "py-spy: " in summarize(result) and " tok/s off" in summarize(result)
