@@ -12,8 +12,8 @@ itself, which shows how far apart two identical profiles come out.
 
 `--in-run` measures the default profile inside one long run instead (profiler.overhead.inrun): its
 collectors are paused and resumed in ABBA blocks (0.2 s on, then off for as long as py-spy's slower
-rate needs so that "on" blocks sample at its usual rate: 0.2 s at the default 2 Hz) and the blocks' throughputs compared, with a 95%
-bootstrap interval over pairs. Neighbouring blocks share the machine's drift, which whole runs do
+rate needs so that "on" blocks sample at its usual rate: 0.2 s at the default 2 Hz) and the blocks'
+throughputs compared, with a 95% bootstrap interval over pairs. Neighbouring blocks share the machine's drift, which whole runs do
 not, so the interval is what tells whether the cost is under a threshold. `--only` toggles some
 collectors (the rest stay on), `--aa` toggles none: the same bookkeeping with nothing switched.
 `--plant-us N` adds a known cost to check the method itself: a collector that spins N us at the start

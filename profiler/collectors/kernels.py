@@ -1,14 +1,15 @@
 """torch.profiler over short windows of engine steps spread over the run: per span, aten op time split into kernel and framework fee.
 
 torch.profiler slows a CPU step x1.3-1.7 and records ~5,000 events per step, so it runs only over
-windows of `steps` steps: the first at `first_step` (after warm-up), then one every `every` steps
-but never less than `min_gap_s` of unpaused time after the last one (which bounds what windows cost
-where steps are short), switched on and off by the spans tracer's step callbacks on the engine thread.
-One window read a model span's kernel share as 66%, 83% and 92% in three runs of one scenario; windows
-spread over the run describe the run, not one moment of it. At most `max_windows` are kept: when that
-many are held, the period doubles and every other window is dropped, so the kept ones stay evenly spread however
-long the run is. While a window runs, every engine span is also marked as a
-`record_function("span:<name>")`, so each op's self time is attributed to the span it ran in.
+windows of `steps` steps: the first at `first_step` (after warm-up), then one every `every` steps but
+never less than `min_gap_s` of unpaused time after the last one, nor less than the last window's
+measured cost over `cost_budget` (which bound what windows cost where steps are short and where they are
+long), switched on and off by the spans tracer's step callbacks on the engine thread. One window read a
+model span's kernel share as 66%, 83% and 92% in three runs of one scenario; windows spread over the run
+describe the run, not one moment of it. At most `max_windows` are kept: when that many are held, the
+period doubles and every other window is dropped, so the kept ones stay evenly spread however long the
+run is. While a window runs, every engine span is also marked as a `record_function("span:<name>")`, so
+each op's self time is attributed to the span it ran in.
 
 An op's self time is not all compute. Ops that compute nothing (views, reshapes, tensor creation:
 FEE_OPS) are pure framework fee, and every other op pays a fee on the way in (dispatcher, autograd
@@ -337,13 +338,11 @@ class KernelCollector(Collector):
         self.max_windows = max_windows
         self._min_gap_ns = int(min_gap_s * 1e9)
         self._cost_budget = cost_budget
-        self._gap_ns = (
-            self._min_gap_ns
-        )  # before the next window: the minimum, or the last window's cost / budget
+        # The gap before the next window: the minimum, or the last window's cost over the budget.
+        self._gap_ns = self._min_gap_ns
         self._window_cost_ns = 0  # the open window's cost so far
-        self._usual_step_ns: int | None = (
-            None  # the last step outside every window, what a profiled one is held to
-        )
+        # The last step outside every window: what a profiled step's length is held to.
+        self._usual_step_ns: int | None = None
         self._last_open_ns: int | None = None
         self._held_ns = 0  # time paused so far (the in-run A/B), kept out of the gap
         self._held_ns_at_open = 0

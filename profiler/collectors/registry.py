@@ -75,9 +75,9 @@ def default_collectors(
              the cheap ones, always on (py-spy reads every thread's stack per sample, so its rate
              stays low: see DEFAULT_RATE_HZ and TRACED_RATE_HZ; the whole profile's cost is measured by
              benchmarks/bench_overhead.py --in-run, docs/measurements.md), and torch.profiler over
-             one step in every 100 (DEFAULT_KERNEL_WINDOWS), at least DEFAULT_WINDOW_GAP_S apart and within
-             DEFAULT_WINDOW_BUDGET of the engine's time: the
-             model span's kernel share and torch's per-op fee measured in every run, not assumed
+             one step in every 100 (DEFAULT_KERNEL_WINDOWS), at least DEFAULT_WINDOW_GAP_S apart and
+             within DEFAULT_WINDOW_BUDGET of the engine's time: the model span's kernel share and
+             torch's per-op fee measured in every run, not assumed
     deep:    the same, plus py-spy --native at 29 Hz (pauses the process and unwinds every thread
              per sample: x1.4-1.6 on a single-threaded torch loop, but x20 at 97 Hz with 30 client
              threads) and torch.profiler over `kernel_windows` = (first step, steps per window, period in

@@ -176,7 +176,7 @@ def blocks_from_steps(
 
     Spread, not counted whole where a step ended: a 0.05 s block holds about seven 7 ms steps, so whole
     steps would add up to a step's tokens of noise to every block (docs/measurements.md, "Crediting
-    blocks by overlap").
+    blocks by overlap, and a cheaper default profile").
     """
     blocks = [
         Block(start, end, on) for (start, on), (end, _next) in itertools.pairwise(boundaries) if end > start
@@ -189,6 +189,7 @@ def blocks_from_steps(
         start, end = step_starts_ns[index], step_ends_ns[index]
         if end <= start:
             continue  # a step of no length has no time to share out (clocks never give one)
+        stalled = end - start > stall_ns
         while cursor < len(blocks) and blocks[cursor].end_ns <= start:
             cursor += 1  # steps go in start order, so no later step reaches back before this block
         overlapped = cursor
@@ -196,8 +197,7 @@ def blocks_from_steps(
             block = blocks[overlapped]
             overlap = min(end, block.end_ns) - max(start, block.start_ns)
             block.tokens += step_tokens[index] * overlap / (end - start)
-            if end - start > stall_ns:
-                block.stalled = True
+            block.stalled = block.stalled or stalled
             overlapped += 1
     return blocks
 
@@ -273,15 +273,16 @@ def measure_inrun_overhead(
 ) -> InRunResult:
     """One run of `spec` under `profile` with its collectors toggled in ABBA blocks.
 
-    py-spy, paused, owes its samples: its timer keeps the average rate over the whole run, so after
-    a pause it samples back to back until it has caught up. To make "on" blocks pay py-spy's real
-    rate, it runs at a whole number of Hz near a third of the profile's rate, and "on" blocks take that
-    share of the time (at the default 2 Hz: 1 Hz, and "off" blocks as long as `on_s`). Toggling starts `settle_s` after the collectors (warm-up requests,
-    py-spy's first reads) and stops once no new request will be submitted (the last `clients`
-    requests drain the batch, which would slow the final blocks for a reason that is not the
-    profile). `only` toggles just the named collectors, the rest measuring throughout: what each
-    one costs; `only=[]` toggles none, an A/A run that shows the method's own noise. `rate_hz` replaces
-    the profile's py-spy rate: a high one makes py-spy's cost per sample large enough to resolve.
+    py-spy, paused, owes its samples: its timer keeps the average rate over the whole run, so after a pause
+    it samples back to back until it has caught up. To make "on" blocks pay py-spy's real rate, it runs
+    at a whole number of Hz near a third of the profile's rate, and "on" blocks take that share of the
+    time (at the default 2 Hz: 1 Hz, and "off" blocks as long as `on_s`). Toggling starts `settle_s`
+    after the collectors (warm-up requests, py-spy's first reads) and stops once no new request will be
+    submitted (the last `clients` requests drain the batch, which would slow the final blocks for a
+    reason that is not the profile). `only` toggles just the named collectors, the rest measuring
+    throughout: what each one costs; `only=[]` toggles none, an A/A run that shows the method's own
+    noise. `rate_hz` replaces the profile's py-spy rate: a high one makes py-spy's cost per sample large
+    enough to resolve.
     """
     from infer_prof.profiler.collectors.registry import DEEP_RATE_HZ, TRACED_RATE_HZ
     from infer_prof.profiler.session.session import SessionHooks, run_session
