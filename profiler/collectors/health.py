@@ -118,6 +118,11 @@ class HealthProbe:
                 # procs_running counts the reader too (it is running to read): it is one of ours.
                 self._others_runnable.append(max(0, running - our_running_threads(self.proc)))
 
+    @property
+    def samples_taken(self) -> int:
+        """How many times the sampler has read procs_running so far."""
+        return len(self._others_runnable)
+
     def start(self) -> HealthProbe:
         self._native_id = self._engine_native_id()
         self._start = self._snapshot()
