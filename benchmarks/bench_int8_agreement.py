@@ -1,12 +1,13 @@
-"""How closely --dtype int8 tracks float32: top-1 agreement and logit error over greedy continuations.
+"""How closely --dtype int8 (or q4_1) tracks float32: top-1 agreement and logit error over greedy continuations.
 
 Usage: python benchmarks/bench_int8_agreement.py [--model smollm2-135m] [--tokens 48] [--chat-prompts 8]
+       [--dtype int8|q4_1]
 
 float32 greedily continues each prompt (the four of bench_model.py, which README's examples use, and the
 first `--chat-prompts` of the `chat` scenario, chat-templated); then both models read prompt plus
-continuation in one prefill, and at every continuation position the int8 model's top token is compared
-with float32's (teacher forcing: one early disagreement does not shift the rest). Also printed: the
-relative L2 error of the logits, and whether float32's token is in int8's top 5.
+continuation in one prefill, and at every continuation position the quantized model's top token is
+compared with float32's (teacher forcing: one early disagreement does not shift the rest). Also printed:
+the relative L2 error of the logits, and whether float32's token is in the quantized model's top 5.
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_model import PROMPTS
+from bench_model import PROMPTS, load
 
-from infer_prof.engine.loader import LoadedModel, load_model
+from infer_prof.engine.loader import LoadedModel
 from infer_prof.engine.model_runner import build_model_input
 from infer_prof.scenarios.requests import generate_requests, prompt_text_for
 from infer_prof.scenarios.spec import load_scenario
@@ -59,9 +60,11 @@ def main() -> None:
     parser.add_argument("--model", default="smollm2-135m")
     parser.add_argument("--tokens", type=int, default=48)
     parser.add_argument("--chat-prompts", type=int, default=8)
+    parser.add_argument("--dtype", default="int8", choices=["int8", "q4_1"])
     args = parser.parse_args()
-    reference, quantized = load_model(args.model), load_model(args.model, dtype="int8")
-    print(f"model: {reference.source}; int8 engine: {quantized.model.quantized_engine}")
+    reference, quantized = load(args.model, "float32"), load(args.model, args.dtype)
+    engine = quantized.model.quantized_engine or "the C block kernel"
+    print(f"model: {reference.source}; {args.dtype} linears on {engine}")
     chat = load_scenario("chat")
     requests = generate_requests(chat, reference.config.context_length)[: args.chat_prompts]
     prompts = [("readme", p) for p in PROMPTS] + [("chat", prompt_text_for(r)) for r in requests]
@@ -84,7 +87,8 @@ def main() -> None:
         )
     for key, (agree, top5, n) in totals.items():
         print(
-            f"{key:6} top-1 agreement {agree}/{n} = {agree / n:.1%}; float32's token in int8's top 5: {top5 / n:.1%}"
+            f"{key:6} top-1 agreement {agree}/{n} = {agree / n:.1%}; "
+            f"float32's token in {args.dtype}'s top 5: {top5 / n:.1%}"
         )
 
 

@@ -6,10 +6,11 @@ Usage: python benchmarks/bench_model.py [--model smollm2-135m] [--rounds 3] [--s
 Batch 1 and batch 16 are measured in alternating rounds so that noise from other processes on the
 machine hits both alike; each round prints its own ratio, and the summary gives medians.
 
---against-llama-cpp loads the model in float32 and int8 and, each round, times batch-1 and batch-16
-decode of both and llama.cpp's batch-1 decode of the same GGUF (llama-cpp-python, `--threads` threads),
-then prints per-round ratios and their median and min-max: int8 vs llama.cpp at batch 1 (ms/token),
-int8 batch-16 tokens/s vs llama.cpp's single stream, and float32 vs int8 at batch 1 and 16. llama.cpp
+--against-llama-cpp loads the model in float32, int8 and q4_1 and, each round, times batch-1 and batch-16
+decode of each and llama.cpp's batch-1 decode of the same GGUF (llama-cpp-python, `--threads` threads),
+then prints per-round ratios and their median and min-max: int8 and q4_1 vs llama.cpp at batch 1
+(ms/token), their batch-16 tokens/s vs llama.cpp's single stream, and float32 vs each at batch 1 and 16.
+llama.cpp
 runs in this interpreter when it imports llama_cpp, else under `--llama-python` (a Python that has
 llama-cpp-python; it needs no torch); with neither, the llama.cpp rows say they were skipped.
 """
@@ -130,11 +131,21 @@ def spread(values: list[float]) -> str:
     return f"median {statistics.median(values):.2f}x (min {min(values):.2f}, max {max(values):.2f})"
 
 
+def load(model: str, dtype: str) -> LoadedModel:
+    """The model in `dtype`; q4_1's linears on the C kernel, as the engine runs them."""
+    if dtype != "q4_1":
+        return load_model(model, dtype=dtype)
+    from infer_prof.native_paths.block_linear import kernel
+
+    return load_model(model, dtype=dtype, block_kernel=kernel())
+
+
 def against_llama_cpp(args: argparse.Namespace) -> None:
-    """float32 and int8 of our engine and llama.cpp's batch-1 decode, interleaved per round."""
+    """float32, int8 and q4_1 of our engine and llama.cpp's batch-1 decode, interleaved per round."""
     from infer_prof.engine.loader import find_smollm2
 
-    float_model, int8_model = load_model(args.model, dtype="float32"), load_model(args.model, dtype="int8")
+    float_model, int8_model = load(args.model, "float32"), load(args.model, "int8")
+    q4_model = load(args.model, "q4_1")
     print(
         f"model: {float_model.source}; int8 linears on torch's {int8_model.model.quantized_engine!r} engine"
     )
@@ -151,8 +162,10 @@ def against_llama_cpp(args: argparse.Namespace) -> None:
     rows: dict[str, list[float]] = {}
     for round_no in range(1, args.rounds + 1):
         figures = {
+            "q4_1 b1": decode_ms_per_step(q4_model, 1, args.steps),
             "int8 b1": decode_ms_per_step(int8_model, 1, args.steps),
             "fp32 b1": decode_ms_per_step(float_model, 1, args.steps),
+            "q4_1 b16": decode_ms_per_step(q4_model, args.batch, args.steps),
             "int8 b16": decode_ms_per_step(int8_model, args.batch, args.steps),
             "fp32 b16": decode_ms_per_step(float_model, args.batch, args.steps),
         }
@@ -176,25 +189,26 @@ def against_llama_cpp(args: argparse.Namespace) -> None:
             f"  {key:13} {statistics.median(values):7.1f} ms/step = {tokens * 1e3 / statistics.median(values):6.1f} tok/s"
         )
 
-    def ratio(per_round):  # one figure per round, for spread()
-        return [per_round(i) for i in range(args.rounds)]
+    def ratios(top: list[float], bottom: list[float]) -> str:  # one figure per round, then spread()
+        return spread([t / u for t, u in zip(top, bottom)])
 
-    print(f"  fp32 / int8 time, batch 1:  {spread(ratio(lambda i: rows['fp32 b1'][i] / rows['int8 b1'][i]))}")
-    print(
-        f"  fp32 / int8 time, batch {b}: {spread(ratio(lambda i: rows['fp32 b16'][i] / rows['int8 b16'][i]))}"
-    )
+    for ours in ("int8", "q4_1"):
+        print(f"  fp32 / {ours} time, batch 1:  {ratios(rows['fp32 b1'], rows[f'{ours} b1'])}")
+        print(f"  fp32 / {ours} time, batch {b}: {ratios(rows['fp32 b16'], rows[f'{ours} b16'])}")
+    print(f"  int8 / q4_1 time, batch 1:  {ratios(rows['int8 b1'], rows['q4_1 b1'])}")
+    print(f"  int8 / q4_1 time, batch {b}: {ratios(rows['int8 b16'], rows['q4_1 b16'])}")
     if "llama.cpp b1" in rows:
         llama = rows["llama.cpp b1"]
         print(f"  llama.cpp {version} Q4_1 ({gguf.name}):")
-        print(
-            f"  int8 / llama.cpp ms per token, batch 1: {spread(ratio(lambda i: rows['int8 b1'][i] / llama[i]))}"
-        )
-        print(
-            f"  int8 batch-{b} tok/s / llama.cpp single stream tok/s: "
-            f"{spread(ratio(lambda i: (b / rows['int8 b16'][i]) / (1 / llama[i])))}"
-        )
+        for ours in ("int8", "q4_1"):
+            print(f"  {ours} / llama.cpp ms per token, batch 1: {ratios(rows[f'{ours} b1'], llama)}")
+            # tokens/s of our batch over llama.cpp's single stream = b * llama.cpp's ms / our step's ms
+            print(
+                f"  {ours} batch-{b} tok/s / llama.cpp single stream tok/s: "
+                f"{ratios([b * value for value in llama], rows[f'{ours} b16'])}"
+            )
     else:
-        print("  llama.cpp: SKIPPED (no llama_cpp): int8 vs llama.cpp ratios not measured")
+        print("  llama.cpp: SKIPPED (no llama_cpp): the ratios against llama.cpp were not measured")
 
 
 def main() -> None:
@@ -225,7 +239,7 @@ def main() -> None:
         return
 
     start = time.perf_counter()
-    loaded = load_model(args.model, dtype=args.dtype)
+    loaded = load(args.model, args.dtype)
     load_s = time.perf_counter() - start
     print(f"model: {loaded.source}")
     print(f"load: {load_s:.2f} s wall (open GGUF, dequantize, fuse weights, build tokenizer)")

@@ -9,9 +9,10 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from infer_prof.engine.blockquant import BlockLinear
 from infer_prof.engine.device import avoid_attention_plan_builds
 from infer_prof.engine.quantize import Int8Embedding, Int8Linear, preferred_engine
-from infer_prof.engine.types import ModelConfig, ModelInput
+from infer_prof.engine.types import BlockKernel, ModelConfig, ModelInput
 from infer_prof.errors import UnsupportedModelError
 
 _DTYPES = {
@@ -21,7 +22,11 @@ _DTYPES = {
     "bf16": torch.bfloat16,
     # 8-bit weights (engine.quantize); activations, norms and the KV cache stay float32.
     "int8": torch.float32,
+    # 4-bit weights in llama.cpp's Q4_1 numbers, the head in 8 (engine.blockquant), run by a C kernel;
+    # the rest float32, as int8's.
+    "q4_1": torch.float32,
 }
+PACKED_FORMATS = ("int8", "q4_1")  # weight formats whose linears are callables, not tensors
 
 
 def resolve_dtype(name: str) -> torch.dtype:
@@ -30,7 +35,7 @@ def resolve_dtype(name: str) -> torch.dtype:
         return _DTYPES[name]
     except KeyError:
         raise UnsupportedModelError(
-            f"dtype {name!r} is not supported: use float32, bfloat16 or int8"
+            f"dtype {name!r} is not supported: use float32, bfloat16, int8 or q4_1"
         ) from None
 
 
@@ -38,13 +43,13 @@ def resolve_dtype(name: str) -> torch.dtype:
 class LayerWeights:
     """One transformer block; matrices are [out, in], Q/K rows in llama.cpp's interleaved-pair order."""
 
-    # The four matrices are packed Int8Linears in an int8 model (LlamaModel._quantize).
+    # The four matrices are Int8Linears in an int8 model (LlamaModel._quantize), BlockLinears in a q4_1 one.
     attn_norm: torch.Tensor  # float32 [dim]
-    qkv: torch.Tensor | Int8Linear  # [(n_heads + 2 * n_kv_heads) * head_dim, dim]
-    attn_out: torch.Tensor | Int8Linear  # [dim, n_heads * head_dim]
+    qkv: torch.Tensor | Int8Linear | BlockLinear  # [(n_heads + 2 * n_kv_heads) * head_dim, dim]
+    attn_out: torch.Tensor | Int8Linear | BlockLinear  # [dim, n_heads * head_dim]
     ffn_norm: torch.Tensor  # float32 [dim]
-    gate_up: torch.Tensor | Int8Linear  # [2 * hidden_dim, dim]: gate rows then up rows
-    down: torch.Tensor | Int8Linear  # [dim, hidden_dim]
+    gate_up: torch.Tensor | Int8Linear | BlockLinear  # [2 * hidden_dim, dim]: gate rows then up rows
+    down: torch.Tensor | Int8Linear | BlockLinear  # [dim, hidden_dim]
 
 
 @dataclass(slots=True)
@@ -57,7 +62,7 @@ class LlamaWeights:
     output: torch.Tensor | None = None  # [vocab, dim]
 
 
-Linear = Callable[[torch.Tensor, Any], torch.Tensor]  # weight: a tensor, or an engine.quantize.Int8Linear
+Linear = Callable[[torch.Tensor, Any], torch.Tensor]  # weight: a tensor, an Int8Linear or a BlockLinear
 
 # SDPA maps query heads onto shared KV heads itself from torch 2.5; older versions need a K/V copy.
 _SDPA_HAS_GQA = tuple(int(part) for part in torch.__version__.split(".")[:2]) >= (2, 5)
@@ -67,7 +72,7 @@ def _plain_linear(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return x @ w.t()
 
 
-def _int8_linear(x: torch.Tensor, w: Any) -> torch.Tensor:
+def _packed_linear(x: torch.Tensor, w: Any) -> torch.Tensor:
     return w(x)
 
 
@@ -170,9 +175,11 @@ class LlamaModel:
         dtype: str = "float32",
         device: str = "cpu",
         calibration_tokens: Sequence[int] | None = None,
+        block_kernel: BlockKernel | None = None,
     ) -> None:
         """`calibration_tokens`: the text whose float32 activations set int8's smoothing (dtype int8 only;
-        None = a fixed spread of token ids)."""
+        None = a fixed spread of token ids). `block_kernel`: what runs dtype q4_1's linears
+        (native_paths.block_linear.kernel(); None = engine.blockquant's Python twin, exact but slow)."""
         if config.dim % config.n_heads or config.n_heads % config.n_kv_heads or config.head_dim % 2:
             raise UnsupportedModelError(
                 f"model {config.name!r}: dim {config.dim}, {config.n_heads} heads and {config.n_kv_heads} "
@@ -180,7 +187,7 @@ class LlamaModel:
             )
         self.config = config
         self.dtype = resolve_dtype(dtype)  # of activations and the KV cache
-        self.weight_format = "int8" if dtype == "int8" else str(self.dtype).removeprefix("torch.")
+        self.weight_format = dtype if dtype in PACKED_FORMATS else str(self.dtype).removeprefix("torch.")
         self.device = torch.device(device)
         on_device = self._on_device = self.device.type != "cpu"
         self._cuda = self.device.type == "cuda"
@@ -190,6 +197,10 @@ class LlamaModel:
         if self.weight_format == "int8" and (on_device or preferred_engine() is None):
             why = f"not on {device}" if on_device else "and this torch build has no quantized engine"
             raise UnsupportedModelError(f"dtype int8 runs on the CPU only, {why}: use float32 or bfloat16")
+        if self.weight_format == "q4_1" and on_device:
+            raise UnsupportedModelError(
+                f"dtype q4_1 runs on the CPU only, not on {device}: use float32 or bfloat16"
+            )
         cast = self._cast
         self.embedding: Any = cast(weights.token_embedding)
         self._embed: Callable[[torch.Tensor], torch.Tensor] = lambda ids: F.embedding(
@@ -223,6 +234,8 @@ class LlamaModel:
         self.graphs: Any = None
         if self.weight_format == "int8":
             self._quantize(calibration_tokens)
+        elif self.weight_format == "q4_1":
+            self._pack_blocks(block_kernel)
 
     @torch.inference_mode()
     def _quantize(self, calibration_tokens: Sequence[int] | None) -> None:
@@ -277,9 +290,28 @@ class LlamaModel:
         self.output_norm = _take_smoothing(self.output_norm, self.head)
         self.embedding = Int8Embedding.from_float(self.embedding)
         self._embed = self.embedding
-        self._linear = _int8_linear
+        self._linear = _packed_linear
         self.quantized_engine = engine
         self.kv_pools, self.num_blocks, self.block_size = [], 0, 0
+
+    def _pack_blocks(self, kernel: BlockKernel | None) -> None:
+        """Replace the float32 matrices by block-quantized ones (engine.blockquant): the layers' in 4 bits,
+        the head in 8, as llama.cpp's Q4_1 files keep it (a 4-bit head agreed with float32's top-1 token
+        at 70% of SmolLM2's positions; docs/measurements.md). The activations are quantized per block of
+        32, not per tensor as int8's are, so no outlier smoothing and no calibration pass are needed. The
+        embedding keeps int8 rows: a lookup reads one row a token."""
+
+        def pack(weight: torch.Tensor | Int8Linear | BlockLinear, bits: int) -> BlockLinear:
+            assert isinstance(weight, torch.Tensor)
+            return BlockLinear.from_float(weight, bits, kernel)
+
+        for layer in self.layers:
+            layer.qkv, layer.attn_out = pack(layer.qkv, 4), pack(layer.attn_out, 4)
+            layer.gate_up, layer.down = pack(layer.gate_up, 4), pack(layer.down, 4)
+        self.head = pack(self.head, 8)
+        self.embedding = Int8Embedding.from_float(self.embedding)
+        self._embed = self.embedding
+        self._linear = _packed_linear
 
     def _cast(self, weight: torch.Tensor | Int8Linear) -> torch.Tensor:
         assert isinstance(weight, torch.Tensor), "a model is built from float weights; int8 packs them itself"
@@ -328,6 +360,8 @@ class LlamaModel:
         calling thread: oneDNN's primitives are compiled and cached before the first request instead
         of during the run, so a long run's memory stays flat (the rare shapes of a draining batch
         included) and no step pays for a compilation. The layers share their weights' shapes."""
+        if self.weight_format == "q4_1":
+            return  # its C kernel compiles nothing per shape
         layer, dtype, device = self.layers[0], self.dtype, self.device
         for rows in row_buckets(min(max_tokens, WARM_ROWS)):
             for weight in (layer.qkv, layer.attn_out, layer.gate_up, layer.down):

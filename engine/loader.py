@@ -29,7 +29,7 @@ from infer_prof.engine.gguf_loader import load_weights, open_gguf, read_config
 from infer_prof.engine.llama import LayerWeights, LlamaModel, LlamaWeights, resolve_dtype
 from infer_prof.engine.setup_thread import run_on_setup_thread
 from infer_prof.engine.tokenizer import Tokenizer
-from infer_prof.engine.types import ModelConfig
+from infer_prof.engine.types import BlockKernel, ModelConfig
 from infer_prof.errors import GGUFFormatError, ModelNotFoundError
 
 Progress = Callable[[str], None]
@@ -76,27 +76,41 @@ def load_model(
     seed: int = 0,
     device: str = "cpu",
     progress: Progress | None = None,
+    block_kernel: BlockKernel | None = None,
 ) -> LoadedModel:
     """Resolve a model name (see list_models()), read it on the CPU and place it on `device` in `dtype`
-    (a resolved device: "cpu" or "cuda:N", see engine.device)."""
+    (a resolved device: "cpu" or "cuda:N", see engine.device). `block_kernel` runs dtype q4_1's linears
+    (None: engine.blockquant's Python twin)."""
     resolve_dtype(dtype)  # reject a bad dtype before any slow work
     say = progress or (lambda message: None)
     # Off the calling thread: its OpenMP pool would outlive the load and slow the engine thread's.
-    return run_on_setup_thread(lambda: _load(spec, dtype, seed, device, say), "infer-prof-load")
+    build = _Build(dtype, seed, device, say, block_kernel)
+    return run_on_setup_thread(lambda: _load(spec, build), "infer-prof-load")
 
 
-def _load(spec: str, dtype: str, seed: int, device: str, say: Progress) -> LoadedModel:
+@dataclass(slots=True, frozen=True)
+class _Build:
+    """How to build a model, whichever source it comes from."""
+
+    dtype: str
+    seed: int
+    device: str
+    say: Progress
+    block_kernel: BlockKernel | None
+
+
+def _load(spec: str, build: _Build) -> LoadedModel:
     if spec == DEFAULT_MODEL:
-        path, where = find_smollm2(say)
-        return _load_gguf(path, DEFAULT_MODEL, f"{DEFAULT_MODEL} from {where} ({path})", dtype, device, say)
+        path, where = find_smollm2(build.say)
+        return _load_gguf(path, DEFAULT_MODEL, f"{DEFAULT_MODEL} from {where} ({path})", build)
     if spec.startswith(SYNTHETIC_PREFIX):
         preset = spec[len(SYNTHETIC_PREFIX) :]
         if preset not in SYNTHETIC_PRESETS:
             raise ModelNotFoundError(f"unknown synthetic preset {preset!r}: valid names are {_valid_names()}")
-        return _load_synthetic(preset, dtype, seed, device, say)
+        return _load_synthetic(preset, build)
     if spec.endswith(".gguf") or Path(spec).expanduser().is_file():
         path = Path(spec).expanduser()
-        return _load_gguf(path, path.stem, f"GGUF file {path}", dtype, device, say)
+        return _load_gguf(path, path.stem, f"GGUF file {path}", build)
     raise ModelNotFoundError(f"unknown model {spec!r}: valid names are {_valid_names()}")
 
 
@@ -122,16 +136,23 @@ def _valid_names() -> str:
     return ", ".join(name for name, _ in list_models())
 
 
-def _load_gguf(path: Path, name: str, source: str, dtype: str, device: str, say: Progress) -> LoadedModel:
-    say(f"loading {path}")
+def _load_gguf(path: Path, name: str, source: str, build: _Build) -> LoadedModel:
+    build.say(f"loading {path}")
     reader = open_gguf(path)
     config = read_config(reader, name)
-    weights = load_weights(reader, config, dtype)
+    weights = load_weights(reader, config, build.dtype)
     tokenizer = Tokenizer.from_gguf(reader)
     del reader  # the weights are copies: release the file's memory map
-    calibration = tokenizer.encode_chat(CALIBRATION_TEXT) if dtype == "int8" else None
-    model = LlamaModel(config, weights, dtype, device, calibration_tokens=calibration)
-    return LoadedModel(model, tokenizer, config, _on(source, device))
+    calibration = tokenizer.encode_chat(CALIBRATION_TEXT) if build.dtype == "int8" else None
+    model = LlamaModel(
+        config,
+        weights,
+        build.dtype,
+        build.device,
+        calibration_tokens=calibration,
+        block_kernel=build.block_kernel,
+    )
+    return LoadedModel(model, tokenizer, config, _on(source, build.device))
 
 
 # ---------------------------------------------------------------------------------- synthetic models
@@ -171,10 +192,11 @@ def _on(source: str, device: str) -> str:
     return source if device == "cpu" else f"{source}, on {device}"
 
 
-def _load_synthetic(preset: str, dtype: str, seed: int, device: str, say: Progress) -> LoadedModel:
+def _load_synthetic(preset: str, build: _Build) -> LoadedModel:
     config = SYNTHETIC_PRESETS[preset]
-    say(f"building {config.name} with seed {seed}")
-    model = LlamaModel(config, synthetic_weights(config, seed, dtype), dtype, device)
+    build.say(f"building {config.name} with seed {build.seed}")
+    weights = synthetic_weights(config, build.seed, build.dtype)
+    model = LlamaModel(config, weights, build.dtype, build.device, block_kernel=build.block_kernel)
     local = _local_smollm2()
     if local is not None:
         tokenizer, tokenizer_source = _cached_tokenizer(local), f"SmolLM2 tokenizer from {local}"
@@ -184,7 +206,7 @@ def _load_synthetic(preset: str, dtype: str, seed: int, device: str, say: Progre
         model,
         tokenizer,
         config,
-        _on(f"{config.name} (random weights, seed {seed}; {tokenizer_source})", device),
+        _on(f"{config.name} (random weights, seed {build.seed}; {tokenizer_source})", build.device),
     )
 
 

@@ -400,3 +400,13 @@ class Model(Protocol):
     def forward(self, inp: ModelInput) -> torch.Tensor:
         """Returns float32 logits [S, vocab] for inp.sample_indices."""
         ...
+
+
+class BlockKernel(Protocol):
+    """Runs a block-quantized linear (engine.blockquant): the C kernel in native_paths, or the Python twin."""
+
+    def __call__(
+        self, packed: torch.Tensor, bits: int, out: int, width: int, x: torch.Tensor
+    ) -> torch.Tensor:
+        """y float32 [rows, out] for x [rows, width] and the [out, width] matrix `packed` holds in `bits` bits."""
+        ...

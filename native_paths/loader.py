@@ -103,3 +103,16 @@ def require_twins(names: Iterable[str], flag: str) -> None:
             f"{flag}: the C twin of {', '.join(missing)} cannot be loaded, so the Python twin would run in its "
             f"place: {status['reason'] or f'not built; {BUILD_HINT}'}"
         )
+
+
+def require_symbol(symbol: str, flag: str) -> None:
+    """NativeUnavailableError naming `flag` when the library is not built or lacks the C entry point `symbol`
+    (a kernel with no Python stand-in fast enough to run in its place)."""
+    module = extension()
+    if module is None:
+        raise NativeUnavailableError(f"{flag} needs the C library: {_failure or BUILD_HINT}")
+    if not hasattr(module.lib, symbol):
+        path = getattr(module, "__file__", "")
+        raise NativeUnavailableError(
+            f"{flag}: the library at {path} lacks {symbol}; rebuild it ({BUILD_HINT})"
+        )

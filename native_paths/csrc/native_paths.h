@@ -209,6 +209,20 @@ int np_core_status(const np_core *core);
 np_scheduler *np_core_scheduler(np_core *core);
 np_kv_alloc *np_core_kv_alloc(np_core *core);
 np_prepare *np_core_prepare(np_core *core);
+/* ---- block-quantized linear (block_linear.c) ---- */
+/* GOMP_parallel, omp_get_thread_num and omp_get_num_threads of the libgomp torch loaded (all NULL: one
+ * thread); the kernel then splits its output rows over torch's own threads. */
+void np_block_set_openmp(void *parallel, void *thread_num, void *num_threads);
+/* y[rows, out] = x[rows, in] times the transpose of a [out, in] matrix packed by engine/blockquant.py:
+ * for each group of four rows, for each block of 32 columns (the last one padded with zero weights),
+ * bits 4: 80 bytes (four float16 scales, four float16 minimums, four rows of 16 bytes of nibbles);
+ * bits 8: 136 bytes (four float16 scales, four rows of 32 signed bytes). The activations are quantized
+ * to 8 bits per block of 32. `simd` caps the vector loops: 0 portable C, 1 AVX2, 2 AVX-512 VNNI where the
+ * CPU has them (tests compare all three). */
+int np_block_linear(const uint8_t *packed, int32_t bits, int64_t out, int64_t in, const float *x, int64_t rows,
+                    float *y, int32_t threads, int32_t simd);
+/* The best vector level np_block_linear can use on this CPU (0, 1 or 2, as its `simd`). */
+int np_block_simd(void);
 /* cdef-end */
 
 /* ---- Internal helpers shared by the C files (not part of the Python interface) ---- */

@@ -58,8 +58,18 @@ def load_for_options(
         check_engine(options, engine_config(options))
     if options.threads:
         pin_threads(options.threads)
+    block_kernel = None
+    if options.dtype == "q4_1":
+        from infer_prof.native_paths.block_linear import kernel
+
+        block_kernel = kernel()
     return load_model(
-        options.model, dtype=options.dtype, seed=options.seed, device=options.device, progress=progress
+        options.model,
+        dtype=options.dtype,
+        seed=options.seed,
+        device=options.device,
+        progress=progress,
+        block_kernel=block_kernel,
     )
 
 

@@ -19,7 +19,7 @@ MAX_KV_BLOCKS = 2**24
 MAX_BATCH = 65_536
 MAX_BATCHED_TOKENS = 2**20
 MAX_SEED = 2**63 - 1
-DTYPES = ("float32", "bfloat16", "int8")
+DTYPES = ("float32", "bfloat16", "int8", "q4_1")
 ENGINE_LIMIT = "what one engine can use"
 
 # The engine's own sizes keep its defaults: read here, so no face restates them.
@@ -96,7 +96,7 @@ OPTIONS: tuple[Option, ...] = (
         "--dtype",
         str,
         "auto",
-        help="Weights and activations: float32, bfloat16, int8 (8-bit weights, float32 activations; CPU only), or auto (bfloat16 on a GPU, float32 on the CPU).",
+        help="Weights and activations: float32, bfloat16, int8 (8-bit weights, float32 activations; CPU only), q4_1 (4-bit weights in llama.cpp's Q4_1 numbers, run by a C kernel; CPU only), or auto (bfloat16 on a GPU, float32 on the CPU).",
     ),
     Option(
         "device",
@@ -264,17 +264,22 @@ class EngineOptions:
         )
         if self.dtype not in DTYPES:
             raise OptionError(
-                f"--dtype={self.dtype!r}: use float32, bfloat16, int8 (8-bit weights, CPU) or auto "
+                f"--dtype={self.dtype!r}: use float32, bfloat16, int8 (8-bit weights, CPU), q4_1 (4-bit weights, CPU) or auto "
                 "(bfloat16 on a GPU, float32 on the CPU)"
             )
         for option in OPTIONS:
             if option.name != "kv_memory":
                 option.check(getattr(self, option.field))
-        if self.dtype == "int8" and self.device != "cpu":
+        if self.dtype in ("int8", "q4_1") and self.device != "cpu":
+            kernels = "torch's int8 linears" if self.dtype == "int8" else "a C kernel for x86 and portable C"
             raise OptionError(
-                f"--dtype int8 runs on the CPU only (torch's int8 linears): use --device cpu, or "
+                f"--dtype {self.dtype} runs on the CPU only ({kernels}): use --device cpu, or "
                 f"float32 or bfloat16 on {self.device}"
             )
+        if self.dtype == "q4_1":
+            from infer_prof.native_paths.loader import require_symbol
+
+            require_symbol("np_block_linear", "--dtype q4_1")
         available = available_memory_bytes()
         if (
             self.device == "cpu"

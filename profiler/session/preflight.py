@@ -20,7 +20,8 @@ ITEMSIZE = {
     "float32": 4,
     "bfloat16": 2,
     "int8": 4,
-}  # int8: a float32 KV cache, and float32 weights until packed
+    "q4_1": 4,
+}  # int8 and q4_1: a float32 KV cache, and float32 weights until packed
 
 
 @dataclass

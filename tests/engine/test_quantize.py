@@ -99,7 +99,7 @@ def test_int8_decode_steps_match_a_prefill() -> None:
 
 
 def test_bad_dtypes_are_refused() -> None:
-    with pytest.raises(UnsupportedModelError, match="float32, bfloat16 or int8"):
+    with pytest.raises(UnsupportedModelError, match="float32, bfloat16, int8 or q4_1"):
         resolve_dtype("int4")
     with pytest.raises(OptionError, match="int8"):
         EngineOptions(model="synthetic:tiny", dtype="int4")
