@@ -23,9 +23,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_model import BLOCK_SIZE, PROMPTS
+from bench_model import BLOCK_SIZE, PROMPTS, load
 
-from infer_prof.engine.loader import load_model
 from infer_prof.engine.model_runner import build_model_input
 from infer_prof.engine.types import ModelConfig
 
@@ -37,8 +36,10 @@ def linear_weight_bytes(config: ModelConfig, dtype: str) -> int:
     q, kv = config.n_heads * config.head_dim, config.n_kv_heads * config.head_dim
     d, hidden = config.dim, config.hidden_dim
     per_layer = (q + 2 * kv) * d + q * d + 2 * hidden * d + d * hidden
-    params = config.n_layers * per_layer + config.vocab_size * d
-    return params * (1 if dtype == "int8" else torch.finfo(getattr(torch, dtype)).bits // 8)
+    layers, head = config.n_layers * per_layer, config.vocab_size * d
+    if dtype == "q4_1":  # 80 bytes per 128 weights in the layers, 136 in the 8-bit head (engine.blockquant)
+        return (layers * 80 + head * 136) // 128
+    return (layers + head) * (1 if dtype == "int8" else torch.finfo(getattr(torch, dtype)).bits // 8)
 
 
 def read_bandwidth(repeats: int = 7) -> float:
@@ -61,7 +62,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    loaded = load_model(args.model, dtype=args.dtype)
+    loaded = load(args.model, args.dtype)
     model = loaded.model
     prompt = loaded.tokenizer.encode_chat(PROMPTS[1])
     blocks = -(-(len(prompt) + 2 * args.steps + 32) // BLOCK_SIZE)

@@ -30,6 +30,10 @@ class BuiltEngine:
         data["kv_blocks"] = self.engine.num_blocks
         data["max_model_len"] = self.engine.max_model_len
         data["openmp"] = openmp_config()
+        if getattr(self.engine.model, "weight_format", "") == "q4_1":
+            from infer_prof.native_paths.block_linear import describe
+
+            data["block_kernel"] = describe()
         return data
 
 

@@ -50,7 +50,7 @@ _PROBE = textwrap.dedent(
     baseline = len(os.listdir("/proc/self/task"))
     case = sys.argv[1]
     if case == "control":
-        models._load("synthetic:tiny", "float32", 0, "cpu", lambda message: None)
+        models._load("synthetic:tiny", models._Build("float32", 0, "cpu", lambda message: None, None))
     else:
         loaded = models.load_model("synthetic:tiny")
         if case == "engine":

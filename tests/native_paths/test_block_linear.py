@@ -160,6 +160,16 @@ def test_a_q4_model_on_the_c_kernel_gives_its_twins_logits() -> None:
     assert float((got.argmax(-1) == want.argmax(-1)).float().mean()) >= 0.9
 
 
+def test_the_kernel_says_what_runs_it() -> None:
+    from infer_prof.native_paths.block_linear import VECTOR_LOOPS, describe, kernel
+    from infer_prof.native_paths.loader import require
+
+    kernel()
+    figures = describe()
+    assert figures["vector_loop"] == VECTOR_LOOPS[int(require()[1].np_block_simd())]
+    assert figures["threads"].startswith(("torch's OpenMP threads", "one thread"))
+
+
 def test_torchs_libgomp_is_preferred_to_another_one(tmp_path) -> None:
     from infer_prof.native_paths.block_linear import loaded_libgomp
 
@@ -219,3 +229,14 @@ def test_generate_runs_a_q4_model_through_the_c_kernel() -> None:
     assert done.returncode == 0, done.stderr[-500:]
     result = json.loads(done.stdout.splitlines()[0])
     assert len(result["token_ids"]) == 4 and result["error"] is None
+
+
+def test_torch_profiler_sees_the_kernel_as_an_op() -> None:
+    """Else a profile window would count the kernel's time as the Python between the model's ops."""
+    from infer_prof.native_paths.block_linear import OP_NAME, kernel
+
+    run, packed, x = kernel(), pack(torch.randn(64, 64), 4), torch.randn(2, 64)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profile:
+        run(packed, 4, 64, 64, x)
+        run(packed, 4, 64, 64, x)
+    assert [event.name for event in profile.events()].count(OP_NAME) == 2
