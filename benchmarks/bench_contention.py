@@ -1,7 +1,7 @@
 """Batch-1 decode TPOT with 0, 1 and 2 busy-loop hogs, per OpenMP wait policy and thread count, in one run.
 
 Usage: python benchmarks/bench_contention.py [--models smollm2-135m synthetic:small] [--rounds 3] [--steps 12]
-       [--configs shipped passive engine]
+       [--configs shipped passive engine] [--dtype float32|int8|q4_1]
 
 libgomp reads its wait policy once, when torch loads it, so every configuration is measured in a fresh
 child process with its environment set before `import torch`. Each child loads the model once, then for
@@ -67,7 +67,7 @@ def load_average() -> float:
     return os.getloadavg()[0]
 
 
-def child(model_name: str, threads: int | None, steps: int, hog_levels: list[int]) -> None:
+def child(model_name: str, threads: int | None, steps: int, hog_levels: list[int], dtype: str) -> None:
     """Runs in the measured process: load once, then TPOT at each hog level; one JSON line per level."""
     sys.path.insert(0, str(ROOT))
     # The engine first: it sets the wait policy (unless told not to) before torch loads libgomp.
@@ -75,14 +75,13 @@ def child(model_name: str, threads: int | None, steps: int, hog_levels: list[int
     import torch
 
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    from bench_model import decode_ms_per_step
+    from bench_model import decode_ms_per_step, load
 
-    from infer_prof.engine.loader import load_model
     from infer_prof.engine.thread_governor import default_governor, read_cpu
 
     if threads:
         torch.set_num_threads(threads)
-    loaded = load_model(model_name)
+    loaded = load(model_name, dtype)
     # This thread decodes, so it is the one the engine's governor would watch (None unless the engine chose).
     governor = default_governor()
     for hogs in hog_levels:
@@ -130,7 +129,7 @@ def child(model_name: str, threads: int | None, steps: int, hog_levels: list[int
                 proc.wait()
 
 
-def measure(model_name: str, config: str, steps: int, hog_levels: list[int]) -> list[dict]:
+def measure(model_name: str, config: str, steps: int, hog_levels: list[int], dtype: str) -> list[dict]:
     env, threads = config_env(config)
     command = [
         sys.executable,
@@ -139,6 +138,8 @@ def measure(model_name: str, config: str, steps: int, hog_levels: list[int]) -> 
         model_name,
         "--steps",
         str(steps),
+        "--dtype",
+        dtype,
         "--hogs",
         *map(str, hog_levels),
     ] + (["--threads", str(threads)] if threads else [])
@@ -156,10 +157,11 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=12)
     parser.add_argument("--hogs", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--dtype", default="float32", help="the model's weights: float32, int8 or q4_1")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.child, args.threads, args.steps, args.hogs)
+        child(args.child, args.threads, args.steps, args.hogs, args.dtype)
         return
 
     print(
@@ -169,7 +171,7 @@ def main() -> None:
     for round_no in range(1, args.rounds + 1):
         for model_name in args.models:
             for config in args.configs:
-                for rec in measure(model_name, config, args.steps, args.hogs):
+                for rec in measure(model_name, config, args.steps, args.hogs, args.dtype):
                     results.setdefault((model_name, config, rec["hogs"]), []).append(rec["tpot_ms"])
                     print(
                         f"round {round_no} {model_name:16} {config:10} hogs {rec['hogs']}: "

@@ -107,8 +107,8 @@ static void quantize_row(const float *x, int64_t in, int8_t *q, float *scale, fl
  * rows of nb); y[r * 4 + i] for activation row r and weight row i. `g` is the group's first block. */
 typedef void (*group_fn)(const void *, int64_t, const int8_t *, const float *, const float *, float *);
 
-/* How far ahead of the block being read the vector loops ask for the weights: the hardware prefetcher
- * alone left a thread reading 6.5 GB/s from memory; at 2 KB ahead, 10-12 (docs/measurements.md). */
+/* How far ahead of the block being read the vector loops ask for the weights: with the hardware
+ * prefetcher alone a thread read far below the memory's rate (docs/measurements.md has the figures). */
 #define PREFETCH_BYTES 2048
 #define CHUNK 4 /* activation rows the 4-bit vector kernel takes at once */
 
@@ -146,6 +146,14 @@ static void q8_scalar(const void *group, int64_t nb, const int8_t *q, const floa
 }
 
 #ifdef NP_BL_X86
+/* A 4-bit loop's step k: block b of the group, its weights asked for ahead, and its four scales and
+ * minimums as floats (dm: d0-d3 then m0-m3; m: the minimums). */
+#define NP_Q4_BLOCK_SCALES                                                                                \
+    const q4_group *b = g + k;                                                                            \
+    _mm_prefetch((const char *)b + PREFETCH_BYTES, _MM_HINT_T0);                                          \
+    __m256 dm = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)b->d));                                  \
+    __m128 m = _mm256_extractf128_ps(dm, 1);
+
 /* 4 bits: weight rows 0-1 and 2-3 of a group each fill one 256-bit register: the low 128 bits hold the
  * first row's nibbles, the high 128 the second's, against a block of activations broadcast to both
  * halves, so that a product gives 4 int32 lanes per weight row. The nibbles are unpacked once per
@@ -163,10 +171,7 @@ static void q8_scalar(const void *group, int64_t nb, const int8_t *q, const floa
         minimums[r] = _mm_setzero_ps();                                                                   \
     }                                                                                                     \
     for (int64_t k = 0; k < nb; k++) {                                                                    \
-        const q4_group *b = g + k;                                                                        \
-        _mm_prefetch((const char *)b + PREFETCH_BYTES, _MM_HINT_T0);                                      \
-        __m256 dm = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)b->d)); /* d0-d3, m0-m3 */           \
-        __m128 m = _mm256_extractf128_ps(dm, 1);                                                          \
+        NP_Q4_BLOCK_SCALES                                                                                \
         __m256i w01 = _mm256_loadu_si256((const __m256i *)b->qs[0]);                                      \
         __m256i w23 = _mm256_loadu_si256((const __m256i *)b->qs[2]);                                      \
         __m256i lo01 = _mm256_and_si256(w01, low), hi01 = _mm256_and_si256(_mm256_srli_epi16(w01, 4), low); \
@@ -248,10 +253,7 @@ static void q8_scalar(const void *group, int64_t nb, const int8_t *q, const floa
         minimums[r] = _mm_setzero_ps();                                                                   \
     }                                                                                                     \
     for (int64_t k = 0; k < nb; k++) {                                                                    \
-        const q4_group *b = g + k;                                                                        \
-        _mm_prefetch((const char *)b + PREFETCH_BYTES, _MM_HINT_T0);                                      \
-        __m256 dm = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)b->d)); /* d0-d3, m0-m3 */           \
-        __m128 m = _mm256_extractf128_ps(dm, 1);                                                          \
+        NP_Q4_BLOCK_SCALES                                                                                \
         __m512i w = _mm512_loadu_si512(b->qs);                                                            \
         __m512i lo = _mm512_and_si512(w, low), hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), low);      \
         /* each row's scale over its four lanes, once for all activation rows */                          \
