@@ -69,6 +69,19 @@ def test_the_c_kernel_gives_the_twins_sums(bits, out, width, rows, threads, simd
 
 
 @pytest.mark.parametrize("bits", [4, 8])
+def test_a_row_gets_the_same_bits_in_any_batch(bits: int) -> None:
+    """Rows go through the four-row and the one-row loops alike, so a sequence's logits do not depend on
+    what else is in its step."""
+    g = torch.Generator().manual_seed(9)
+    packed, x = pack(torch.randn(36, 200, generator=g), bits), torch.randn(7, 200, generator=g)
+    for level in (0, 1, 2):
+        batch = native_call(packed, bits, 36, 200, x, simd=level)[1]
+        for row in range(7):
+            alone = native_call(packed, bits, 36, 200, x[row : row + 1].contiguous(), simd=level)[1]
+            assert torch.equal(alone[0], batch[row])
+
+
+@pytest.mark.parametrize("bits", [4, 8])
 def test_threads_split_rows_without_changing_a_bit(bits: int) -> None:
     g = torch.Generator().manual_seed(7)
     packed, x = pack(torch.randn(203, 96, generator=g), bits), torch.randn(6, 96, generator=g)
