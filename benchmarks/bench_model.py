@@ -132,12 +132,10 @@ def spread(values: list[float]) -> str:
 
 
 def load(model: str, dtype: str) -> LoadedModel:
-    """The model in `dtype`; q4_1's linears on the C kernel, as the engine runs them."""
-    if dtype != "q4_1":
-        return load_model(model, dtype=dtype)
-    from infer_prof.native_paths.block_linear import kernel
+    """The model in `dtype`, on the native kernels the engine gives that dtype (q4_1's)."""
+    from infer_prof.native_paths.kernels import model_kernels
 
-    return load_model(model, dtype=dtype, block_kernel=kernel())
+    return load_model(model, dtype=dtype, kernels=model_kernels(dtype))
 
 
 def against_llama_cpp(args: argparse.Namespace) -> None:

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from infer_prof.engine.blockquant import BlockLinear
 from infer_prof.engine.device import avoid_attention_plan_builds
 from infer_prof.engine.quantize import Int8Embedding, Int8Linear, preferred_engine
-from infer_prof.engine.types import BlockKernel, ModelConfig, ModelInput
+from infer_prof.engine.types import BlockKernel, ModelConfig, ModelInput, ModelKernels
 from infer_prof.errors import UnsupportedModelError
 
 _DTYPES = {
@@ -158,6 +158,7 @@ class _StepPlan:
     decode_blocks: torch.Tensor | None  # int64 [Bd * max_blocks] block ids (padding -> block 0)
     decode_mask: torch.Tensor | None  # additive [Bd, 1, 1, max_blocks * block_size]
     prefills: list[_Prefill]
+    decode_lens: torch.Tensor | None = None  # int64 [Bd] context lengths, for a native decode attention
 
 
 class LlamaModel:
@@ -175,11 +176,12 @@ class LlamaModel:
         dtype: str = "float32",
         device: str = "cpu",
         calibration_tokens: Sequence[int] | None = None,
-        block_kernel: BlockKernel | None = None,
+        kernels: ModelKernels | None = None,
     ) -> None:
         """`calibration_tokens`: the text whose float32 activations set int8's smoothing (dtype int8 only;
-        None = a fixed spread of token ids). `block_kernel`: what runs dtype q4_1's linears
-        (native_paths.block_linear.kernel(); None = engine.blockquant's Python twin, exact but slow)."""
+        None = a fixed spread of token ids). `kernels`: native kernels to run in place of torch code:
+        dtype q4_1's linears (None: engine.blockquant's Python twin, exact but slow) and the decode
+        attention of a float32 KV cache on the CPU (None: a gather and SDPA)."""
         if config.dim % config.n_heads or config.n_heads % config.n_kv_heads or config.head_dim % 2:
             raise UnsupportedModelError(
                 f"model {config.name!r}: dim {config.dim}, {config.n_heads} heads and {config.n_kv_heads} "
@@ -235,7 +237,11 @@ class LlamaModel:
         if self.weight_format == "int8":
             self._quantize(calibration_tokens)
         elif self.weight_format == "q4_1":
-            self._pack_blocks(block_kernel)
+            self._pack_blocks(kernels.block_linear if kernels else None)
+        # The native decode attention reads a float32 pool in host memory.
+        self._decode_kernel = (
+            kernels.decode_attention if kernels and not on_device and self.dtype == torch.float32 else None
+        )
 
     @torch.inference_mode()
     def _quantize(self, calibration_tokens: Sequence[int] | None) -> None:
@@ -473,6 +479,9 @@ class LlamaModel:
         c = self.config
         group, hd, n_kv = c.n_heads // c.n_kv_heads, c.head_dim, c.n_kv_heads
         batch = q.shape[0]
+        if self._decode_kernel is not None and plan.decode_lens is not None:
+            tables = plan.decode_blocks.view(batch, -1)
+            return self._decode_kernel(q, pool, tables, plan.decode_lens, n_kv)
         kv = pool.view(self.num_blocks, -1).index_select(0, plan.decode_blocks).view(batch, -1, 2, n_kv, hd)
         # The group's query heads share one KV head, so they ride along as extra query rows: no K/V copy.
         o = F.scaled_dot_product_attention(
@@ -497,7 +506,7 @@ class LlamaModel:
         span = torch.arange(n_blocks * self.block_size, device=self.device)
         visible = (span.unsqueeze(0) < lens.unsqueeze(1)).view(batch, 1, 1, -1)
         return _StepPlan(
-            self._rope_table(positions), slots, None, blocks.reshape(-1), self._additive(visible), []
+            self._rope_table(positions), slots, None, blocks.reshape(-1), self._additive(visible), [], lens
         )
 
     def _plan(self, inp: ModelInput) -> _StepPlan:
@@ -505,7 +514,7 @@ class LlamaModel:
         rope = self._rope_table(inp.positions)
         query_lens, context_lens = inp.query_lens, inp.context_lens
         decode_seqs = [i for i, n in enumerate(query_lens) if n == 1]
-        decode_rows = decode_blocks = decode_mask = None
+        decode_rows = decode_blocks = decode_mask = decode_lens = None
         prefills: list[_Prefill] = []
         if decode_seqs:
             all_decode = len(decode_seqs) == len(query_lens)
@@ -518,6 +527,7 @@ class LlamaModel:
                 len(lens), 1, 1, -1
             )
             decode_mask = self._additive(visible)
+            decode_lens = lens
             if not all_decode:
                 starts = [0]
                 for n in query_lens[:-1]:
@@ -538,7 +548,9 @@ class LlamaModel:
                     )
                 prefills.append(_Prefill(row, row + n, slots, mask))
             row += n
-        return _StepPlan(rope, inp.slot_mapping, decode_rows, decode_blocks, decode_mask, prefills)
+        return _StepPlan(
+            rope, inp.slot_mapping, decode_rows, decode_blocks, decode_mask, prefills, decode_lens
+        )
 
     def _additive(self, visible: torch.Tensor) -> torch.Tensor:
         """0 / -inf mask built once per step: SDPA would otherwise convert a bool mask in every layer."""

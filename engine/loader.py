@@ -29,7 +29,7 @@ from infer_prof.engine.gguf_loader import load_weights, open_gguf, read_config
 from infer_prof.engine.llama import LayerWeights, LlamaModel, LlamaWeights, resolve_dtype
 from infer_prof.engine.setup_thread import run_on_setup_thread
 from infer_prof.engine.tokenizer import Tokenizer
-from infer_prof.engine.types import BlockKernel, ModelConfig
+from infer_prof.engine.types import ModelConfig, ModelKernels
 from infer_prof.errors import GGUFFormatError, ModelNotFoundError
 
 Progress = Callable[[str], None]
@@ -76,15 +76,15 @@ def load_model(
     seed: int = 0,
     device: str = "cpu",
     progress: Progress | None = None,
-    block_kernel: BlockKernel | None = None,
+    kernels: ModelKernels | None = None,
 ) -> LoadedModel:
     """Resolve a model name (see list_models()), read it on the CPU and place it on `device` in `dtype`
-    (a resolved device: "cpu" or "cuda:N", see engine.device). `block_kernel` runs dtype q4_1's linears
-    (None: engine.blockquant's Python twin)."""
+    (a resolved device: "cpu" or "cuda:N", see engine.device). `kernels`: native kernels the model runs in
+    place of torch code (engine.llama.LlamaModel; None: the torch code, their Python twins)."""
     resolve_dtype(dtype)  # reject a bad dtype before any slow work
     say = progress or (lambda message: None)
     # Off the calling thread: its OpenMP pool would outlive the load and slow the engine thread's.
-    build = _Build(dtype, seed, device, say, block_kernel)
+    build = _Build(dtype, seed, device, say, kernels)
     return run_on_setup_thread(lambda: _load(spec, build), "infer-prof-load")
 
 
@@ -96,7 +96,7 @@ class _Build:
     seed: int
     device: str
     say: Progress
-    block_kernel: BlockKernel | None
+    kernels: ModelKernels | None
 
 
 def _load(spec: str, build: _Build) -> LoadedModel:
@@ -150,7 +150,7 @@ def _load_gguf(path: Path, name: str, source: str, build: _Build) -> LoadedModel
         build.dtype,
         build.device,
         calibration_tokens=calibration,
-        block_kernel=build.block_kernel,
+        kernels=build.kernels,
     )
     return LoadedModel(model, tokenizer, config, _on(source, build.device))
 
@@ -196,7 +196,7 @@ def _load_synthetic(preset: str, build: _Build) -> LoadedModel:
     config = SYNTHETIC_PRESETS[preset]
     build.say(f"building {config.name} with seed {build.seed}")
     weights = synthetic_weights(config, build.seed, build.dtype)
-    model = LlamaModel(config, weights, build.dtype, build.device, block_kernel=build.block_kernel)
+    model = LlamaModel(config, weights, build.dtype, build.device, kernels=build.kernels)
     local = _local_smollm2()
     if local is not None:
         tokenizer, tokenizer_source = _cached_tokenizer(local), f"SmolLM2 tokenizer from {local}"

@@ -410,3 +410,23 @@ class BlockKernel(Protocol):
     ) -> torch.Tensor:
         """y float32 [rows, out] for x [rows, width] and the [out, width] matrix `packed` holds in `bits` bits."""
         ...
+
+
+class DecodeAttentionKernel(Protocol):
+    """Runs a decode step's attention against a layer's paged KV pool in place (native_paths.decode_attention);
+    engine.llama's gather and SDPA are its Python twin."""
+
+    def __call__(
+        self, q: torch.Tensor, pool: torch.Tensor, tables: torch.Tensor, lens: torch.Tensor, n_kv_heads: int
+    ) -> torch.Tensor:
+        """out float32 [B, n_heads * head_dim] for q [B, n_heads * head_dim], pool [blocks, block_size, 2,
+        n_kv_heads, head_dim], tables int64 [B, width] and lens int64 [B]."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class ModelKernels:
+    """Native kernels a model may run instead of its torch code; None: the torch code (the Python twin)."""
+
+    block_linear: BlockKernel | None = None
+    decode_attention: DecodeAttentionKernel | None = None

@@ -2,60 +2,22 @@
 
 from __future__ import annotations
 
-import ctypes
-from pathlib import Path
-from typing import Any
-
 import torch
 
 from infer_prof.engine.types import BlockKernel
+from infer_prof.native_paths import openmp
 from infer_prof.native_paths.loader import require, require_symbol
 
-_bound: dict[str, Any] = {}
 OP_NAME = "infer_prof::block_linear"
 profiling = torch._C._autograd._profiler_enabled
 BEST_VECTOR_LOOP = 2  # np_block_linear's `simd`: whatever this CPU has, up to AVX-512 VNNI
-
-
-def loaded_libgomp(maps: Path = Path("/proc/self/maps"), prefer: str = "") -> str | None:
-    """The path of a libgomp this process has loaded, the first one under `prefer` (torch's folder) if any;
-    None with no /proc or no libgomp (another OpenMP runtime, or none)."""
-    try:
-        lines = maps.read_text().splitlines()
-    except OSError:
-        return None
-    found = [line.split()[-1] for line in lines if "/libgomp" in line and ".so" in line]
-    preferred = [path for path in found if prefer and path.startswith(prefer)]
-    return next(iter(preferred + found), None)
-
-
-def _bind_openmp(ffi: Any, lib: Any) -> str:
-    """Hand the kernel GOMP_parallel and friends of torch's libgomp, so its rows split over torch's
-    threads (no second pool spinning against them); "one thread" where there is none to hand."""
-    torch.get_num_threads()  # makes sure torch has loaded its OpenMP runtime
-    # Another library may have loaded a libgomp of its own: torch's is the one whose threads it runs.
-    path = loaded_libgomp(prefer=str(Path(torch.__file__).resolve().parent))
-    if path is None:
-        lib.np_block_set_openmp(ffi.NULL, ffi.NULL, ffi.NULL)
-        return "one thread (no libgomp loaded)"
-    # Opening a library that is already loaded returns the same instance: torch's pool, not a new one.
-    gomp = ctypes.CDLL(path)
-
-    def address(symbol: str) -> Any:
-        return ffi.cast("void *", ctypes.cast(getattr(gomp, symbol), ctypes.c_void_p).value)
-
-    lib.np_block_set_openmp(
-        address("GOMP_parallel"), address("omp_get_thread_num"), address("omp_get_num_threads")
-    )
-    return f"torch's OpenMP threads ({path})"
 
 
 def kernel() -> BlockKernel:
     """engine.blockquant's kernel in C; NativeUnavailableError when the extension is not built or predates it."""
     require_symbol("np_block_linear", "dtype q4_1")
     ffi, lib = require()
-    if "threads" not in _bound:
-        _bound["threads"] = _bind_openmp(ffi, lib)
+    openmp.bind()
     run, cast = lib.np_block_linear, ffi.cast
 
     def block_linear(packed: torch.Tensor, bits: int, out: int, width: int, x: torch.Tensor) -> torch.Tensor:
@@ -101,5 +63,5 @@ def describe() -> dict[str, str]:
     _, lib = require()
     return {
         "vector_loop": VECTOR_LOOPS.get(int(lib.np_block_simd()), "unknown"),
-        "threads": _bound.get("threads", "not loaded"),
+        "threads": openmp.bind(),
     }

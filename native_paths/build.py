@@ -22,7 +22,16 @@ MODULE_NAME = "infer_prof.native_paths._native"
 PACKAGE_DIR = Path(__file__).resolve().parent
 CSRC = PACKAGE_DIR / "csrc"
 HEADER = CSRC / "native_paths.h"
-SOURCES = ("kv_alloc.c", "sampler.c", "scheduler.c", "prepare.c", "core.c", "block_linear.c")
+SOURCES = (
+    "kv_alloc.c",
+    "sampler.c",
+    "scheduler.c",
+    "prepare.c",
+    "core.c",
+    "parallel.c",
+    "block_linear.c",
+    "decode_attention.c",
+)
 
 # -std=c99 also keeps GCC from fusing a*b+c into FMAs, which would make the sampler's float64
 # arithmetic differ from the Python twin's; -ffp-contract=off says so explicitly. -fno-trapping-math

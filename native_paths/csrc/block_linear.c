@@ -7,9 +7,8 @@
  * activations are quantized per call to 8 bits per block of 32 (a scale and the block's sum, as
  * llama.cpp's Q8_1 does), so a block's dot product is integer arithmetic and two float multiplies:
  *     sum_j (dw*qw_j + mw) * (dx*qx_j) = dw*dx * sum_j qw_j*qx_j + mw * (dx * sum_j qx_j)
- * (mw = 0 for 8 bits). Output rows are split between torch's own OpenMP threads (GOMP_parallel, handed
- * in by Python), so the kernel neither adds threads that compete with torch's spinning ones nor
- * ignores the thread count the engine chose. The Python twin (engine/blockquant.py) computes the same
+ * (mw = 0 for 8 bits). Output rows are split between torch's own OpenMP threads (parallel.c). The
+ * Python twin (engine/blockquant.py) computes the same
  * sums in torch. */
 #include "native_paths.h"
 
@@ -38,23 +37,6 @@ typedef struct {
     uint16_t d[GROUP];
     int8_t qs[GROUP][QK];
 } q8_group;
-
-typedef void (*gomp_parallel_fn)(void (*)(void *), void *, unsigned, unsigned);
-typedef int (*omp_query_fn)(void);
-
-static gomp_parallel_fn gomp_parallel = NULL;
-static omp_query_fn omp_thread_num = NULL, omp_num_threads = NULL;
-
-void np_block_set_openmp(void *parallel, void *thread_num, void *num_threads) {
-    if (parallel && thread_num && num_threads) {
-        gomp_parallel = (gomp_parallel_fn)parallel;
-        omp_thread_num = (omp_query_fn)thread_num;
-        omp_num_threads = (omp_query_fn)num_threads;
-    } else {
-        gomp_parallel = NULL;
-        omp_thread_num = omp_num_threads = NULL;
-    }
-}
 
 static float half_to_float(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000) << 16, exponent = (h >> 10) & 0x1f, mantissa = h & 0x3ff, bits;
@@ -361,8 +343,8 @@ static int64_t groups_of(int64_t out) { return (out + GROUP - 1) / GROUP; }
 
 static void run_share(void *data) {
     block_job *job = data;
-    /* the team may be smaller than asked for: share by the size it has */
-    int64_t part = omp_thread_num(), team = omp_num_threads(), groups = groups_of(job->out);
+    int64_t part, team, groups = groups_of(job->out);
+    np_team(&part, &team);
     int64_t per = (groups + team - 1) / team;
     int64_t first = part * per, last = first + per < groups ? first + per : groups;
     if (first < last) {
@@ -411,11 +393,7 @@ int np_block_linear(const uint8_t *packed, int32_t bits, int64_t out, int64_t in
     int64_t group_bytes = bits == 4 ? (int64_t)sizeof(q4_group) : (int64_t)sizeof(q8_group);
     block_job job = {packed, group_bytes, out, nb, rows, q, scales, scales + rows * nb, y, NULL, NULL};
     pick_kernels(bits, simd, &job.one, &job.chunk);
-    if (threads > 1 && gomp_parallel && groups_of(out) >= threads) {
-        gomp_parallel(run_share, &job, (unsigned)threads, 0);
-    } else {
-        run_groups(&job, 0, groups_of(out));
-    }
+    np_run_parallel(run_share, &job, groups_of(out) >= threads ? threads : 1);
     np_free(q);
     np_free(scales);
     return NP_OK;

@@ -209,10 +209,12 @@ int np_core_status(const np_core *core);
 np_scheduler *np_core_scheduler(np_core *core);
 np_kv_alloc *np_core_kv_alloc(np_core *core);
 np_prepare *np_core_prepare(np_core *core);
-/* ---- block-quantized linear (block_linear.c) ---- */
+/* ---- torch's OpenMP threads for the kernels (parallel.c) ---- */
 /* GOMP_parallel, omp_get_thread_num and omp_get_num_threads of the libgomp torch loaded (all NULL: one
- * thread); the kernel then splits its output rows over torch's own threads. */
-void np_block_set_openmp(void *parallel, void *thread_num, void *num_threads);
+ * thread); the kernels then split their work over torch's own threads. */
+void np_set_openmp(void *parallel, void *thread_num, void *num_threads);
+
+/* ---- block-quantized linear (block_linear.c) ---- */
 /* y[rows, out] = x[rows, in] times the transpose of a [out, in] matrix packed by engine/blockquant.py:
  * for each group of four rows, for each block of 32 columns (the last one padded with zero weights),
  * bits 4: 80 bytes (four float16 scales, four float16 minimums, four rows of 16 bytes of nibbles);
@@ -223,6 +225,17 @@ int np_block_linear(const uint8_t *packed, int32_t bits, int64_t out, int64_t in
                     float *y, int32_t threads, int32_t simd);
 /* The best vector level np_block_linear can use on this CPU (0, 1 or 2, as its `simd`). */
 int np_block_simd(void);
+
+/* ---- decode attention over the paged KV cache (decode_attention.c) ---- */
+/* out[batch, n_heads * head_dim] for one query row a sequence, q[batch, n_heads * head_dim], against a
+ * layer's pool [num_blocks, block_size, 2 (K, V), n_kv, head_dim]: sequence b's first lens[b] positions,
+ * position t in block tables[b * table_width + t / block_size]; query head h reads KV head
+ * h / (n_heads / n_kv). NP_ERR_ARG, before any work, for a bad size, a length past the table or a used
+ * block id outside the pool. `simd` 0 forces the portable loop, 1 allows AVX2 (tests compare the two). */
+int np_decode_attention(const float *q, int64_t batch, int64_t n_heads, int64_t n_kv, int64_t head_dim,
+                        const float *pool, int64_t num_blocks, int64_t block_size, const int64_t *tables,
+                        int64_t table_width, const int64_t *lens, float scale, float *out, int32_t threads,
+                        int32_t simd);
 /* cdef-end */
 
 /* ---- Internal helpers shared by the C files (not part of the Python interface) ---- */
@@ -233,6 +246,10 @@ void np_free(void *pointer);
 /* Grows the array whose address is given (a T **) to hold at least `needed` items of `item_size`
  * bytes, doubling; NP_OK, or NP_ERR_NOMEM with the array unchanged. */
 int np_reserve(void *array_address, int64_t *capacity, int64_t needed, size_t item_size);
+/* `work(data)` on `threads` of torch's OpenMP threads (one, the caller, when none were handed in), and
+ * inside it this thread's part of the team and the team's size (0 and 1 outside a parallel run). */
+void np_run_parallel(void (*work)(void *), void *data, int threads);
+void np_team(int64_t *part, int64_t *team);
 
 /* Arrays a component handed out and then outgrew: kept until it is destroyed, since Python may
  * still hold views of them. */

@@ -56,24 +56,20 @@ def load_for_options(
     or an impossible size is refused before the slow load starts."""
     from infer_prof.engine.loader import load_model
     from infer_prof.engine.threads import pin_threads
+    from infer_prof.native_paths.kernels import model_kernels
     from infer_prof.profiler.session.preflight import check_engine
 
     if not checked:
         check_engine(options, engine_config(options))
     if options.threads:
         pin_threads(options.threads)
-    block_kernel = None
-    if options.dtype == "q4_1":
-        from infer_prof.native_paths.block_linear import kernel
-
-        block_kernel = kernel()
     return load_model(
         options.model,
         dtype=options.dtype,
         seed=options.seed,
         device=options.device,
         progress=progress,
-        block_kernel=block_kernel,
+        kernels=model_kernels(options.dtype),
     )
 
 

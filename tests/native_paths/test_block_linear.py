@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from infer_prof.engine.blockquant import block_linear_reference, dequantize, pack
 from infer_prof.engine.llama import LlamaModel
 from infer_prof.engine.loader import synthetic_weights
+from infer_prof.engine.types import ModelKernels
 from tests.engine.test_quantize import CONFIG, all_logits
 from tests.native_paths.support import FUZZ_EXAMPLES, requires_native
 
@@ -162,7 +163,7 @@ def test_a_q4_model_on_the_c_kernel_gives_its_twins_logits() -> None:
 
     weights = synthetic_weights(CONFIG, seed=3)
     twin = LlamaModel(CONFIG, weights, dtype="q4_1")
-    native = LlamaModel(CONFIG, weights, dtype="q4_1", block_kernel=kernel())
+    native = LlamaModel(CONFIG, weights, dtype="q4_1", kernels=ModelKernels(block_linear=kernel()))
     ids = [
         int(t) for t in torch.randint(0, CONFIG.vocab_size, (40,), generator=torch.Generator().manual_seed(4))
     ]
@@ -184,7 +185,7 @@ def test_the_kernel_says_what_runs_it() -> None:
 
 
 def test_torchs_libgomp_is_preferred_to_another_one(tmp_path) -> None:
-    from infer_prof.native_paths.block_linear import loaded_libgomp
+    from infer_prof.native_paths.openmp import loaded_libgomp
 
     maps = tmp_path / "maps"
     maps.write_text(

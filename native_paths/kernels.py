@@ -1,0 +1,15 @@
+"""The native kernels a model runs for a dtype: q4_1's block-quantized linears and the decode attention."""
+
+from __future__ import annotations
+
+from infer_prof.engine.types import ModelKernels
+
+
+def model_kernels(dtype: str) -> ModelKernels | None:
+    """The C kernels `dtype` runs on (NativeUnavailableError when they are not built); None for the dtypes
+    that run on torch alone. q4_1 exists to decode fast on the CPU, so it also takes the C decode attention."""
+    if dtype != "q4_1":
+        return None
+    from infer_prof.native_paths import block_linear, decode_attention
+
+    return ModelKernels(block_linear=block_linear.kernel(), decode_attention=decode_attention.kernel())
