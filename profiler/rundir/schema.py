@@ -35,6 +35,25 @@ class MeanMax(TypedDict, total=False):
     max: float | None
 
 
+class OpenMP(TypedDict, total=False):
+    """How torch's OpenMP threads waited and how many ran at the start, and who chose (engine.threads)."""
+
+    wait_policy: str
+    set_by: str  # "infer-prof", "user", or the opt-out variable
+    adaptive_threads: bool  # whether the engine could lower torch to one thread under contention
+    why: str
+    applied: bool  # false when torch was loaded before the choice could take effect
+    threads: int
+    threads_set_by: str
+
+
+class BlockKernel(TypedDict, total=False):
+    """What ran --dtype q4_1's C kernels (native_paths.block_linear): the vector loop and the threads."""
+
+    vector_loop: str  # "AVX-512 VNNI", "AVX2" or "portable C"
+    threads: str  # torch's OpenMP threads (with the libgomp's path), or one thread
+
+
 class EngineSizes(TypedDict, total=False):
     """The engine's config as it ran (engine.config.EngineConfig, with the pool size it resolved to)."""
 
@@ -46,6 +65,8 @@ class EngineSizes(TypedDict, total=False):
     policy: str
     seed: int
     max_model_len: int | None
+    openmp: OpenMP | None
+    block_kernel: BlockKernel | None  # only for --dtype q4_1
 
 
 class Config(TypedDict, total=False):
