@@ -98,7 +98,9 @@ def quantize_activations(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, t
     dx = the block's largest |x| / 127, qx = x * (127 / largest) rounded half to even."""
     cut = _blocks(x)[: x.shape[0]]
     largest = cut.abs().amax(-1)
-    inverse = torch.where(largest > 0, 127.0 / largest, torch.zeros_like(largest))
+    # A true division, as the C kernel's 127.0f / amax: torch computes `127.0 / tensor` as a reciprocal
+    # times 127, which can differ in the last bit and so round a tie (x * inverse = n + 0.5) the other way.
+    inverse = torch.where(largest > 0, torch.full_like(largest, 127.0) / largest, torch.zeros_like(largest))
     qx = torch.round(cut * inverse[..., None])
     dx = largest / 127.0
     return qx.to(torch.int32), dx, dx * qx.sum(-1)
