@@ -156,9 +156,11 @@ class _StepPlan:
     slots: torch.Tensor  # int64 [T]
     decode_rows: torch.Tensor | None  # rows of the one-token sequences; None when every sequence decodes
     decode_blocks: torch.Tensor | None  # int64 [Bd * max_blocks] block ids (padding -> block 0)
-    decode_mask: torch.Tensor | None  # additive [Bd, 1, 1, max_blocks * block_size]
+    decode_mask: (
+        torch.Tensor | None
+    )  # additive [Bd, 1, 1, max_blocks * block_size]; None for a native attention
     prefills: list[_Prefill]
-    decode_lens: torch.Tensor | None = None  # int64 [Bd] context lengths, for a native decode attention
+    decode_lens: torch.Tensor | None = None  # int64 [Bd] context lengths, set with decode_blocks
 
 
 class LlamaModel:
@@ -234,14 +236,15 @@ class LlamaModel:
         # Decode steps replayed as CUDA graphs (engine.cuda_graphs.DecodeGraphs), or None: every step eager.
         # Set before allocate_kv_cache(): the graphs' padding rows write into one extra scratch block.
         self.graphs: Any = None
+        # The native decode attention reads a float32 pool in host memory. Set before int8's calibration
+        # forward, which plans a step as every forward does.
+        self._decode_kernel = (
+            kernels.decode_attention if kernels and not on_device and self.dtype == torch.float32 else None
+        )
         if self.weight_format == "int8":
             self._quantize(calibration_tokens)
         elif self.weight_format == "q4_1":
             self._pack_blocks(kernels.block_linear if kernels else None)
-        # The native decode attention reads a float32 pool in host memory.
-        self._decode_kernel = (
-            kernels.decode_attention if kernels and not on_device and self.dtype == torch.float32 else None
-        )
 
     @torch.inference_mode()
     def _quantize(self, calibration_tokens: Sequence[int] | None) -> None:
@@ -479,9 +482,8 @@ class LlamaModel:
         c = self.config
         group, hd, n_kv = c.n_heads // c.n_kv_heads, c.head_dim, c.n_kv_heads
         batch = q.shape[0]
-        if self._decode_kernel is not None and plan.decode_lens is not None:
-            tables = plan.decode_blocks.view(batch, -1)
-            return self._decode_kernel(q, pool, tables, plan.decode_lens, n_kv)
+        if self._decode_kernel is not None:
+            return self._decode_kernel(q, pool, plan.decode_blocks.view(batch, -1), plan.decode_lens, n_kv)
         kv = pool.view(self.num_blocks, -1).index_select(0, plan.decode_blocks).view(batch, -1, 2, n_kv, hd)
         # The group's query heads share one KV head, so they ride along as extra query rows: no K/V copy.
         o = F.scaled_dot_product_attention(
@@ -522,12 +524,11 @@ class LlamaModel:
             longest = max(context_lens[i] for i in decode_seqs)
             n_blocks = -(-longest // bs)
             decode_blocks = tables[:, :n_blocks].to(torch.int64).clamp(min=0).reshape(-1)
-            lens = torch.tensor([context_lens[i] for i in decode_seqs], device=device)
-            visible = (torch.arange(n_blocks * bs, device=device).unsqueeze(0) < lens.unsqueeze(1)).view(
-                len(lens), 1, 1, -1
-            )
-            decode_mask = self._additive(visible)
-            decode_lens = lens
+            decode_lens = torch.tensor([context_lens[i] for i in decode_seqs], device=device)
+            if self._decode_kernel is None:  # the native attention reads the lengths, not a mask
+                span = torch.arange(n_blocks * bs, device=device).unsqueeze(0)
+                visible = (span < decode_lens.unsqueeze(1)).view(len(decode_lens), 1, 1, -1)
+                decode_mask = self._additive(visible)
             if not all_decode:
                 starts = [0]
                 for n in query_lens[:-1]:

@@ -6,16 +6,16 @@ import torch
 
 from infer_prof.engine.types import BlockKernel
 from infer_prof.native_paths import openmp
-from infer_prof.native_paths.loader import require, require_symbol
+from infer_prof.native_paths.as_op import call_as_op
+from infer_prof.native_paths.loader import require, require_symbols
 
 OP_NAME = "infer_prof::block_linear"
-profiling = torch._C._autograd._profiler_enabled
 BEST_VECTOR_LOOP = 2  # np_block_linear's `simd`: whatever this CPU has, up to AVX-512 VNNI
 
 
 def kernel() -> BlockKernel:
     """engine.blockquant's kernel in C; NativeUnavailableError when the extension is not built or predates it."""
-    require_symbol("np_block_linear", "dtype q4_1")
+    require_symbols("--dtype q4_1", "np_block_linear")
     ffi, lib = require()
     openmp.bind()
     run, cast = lib.np_block_linear, ffi.cast
@@ -36,14 +36,7 @@ def kernel() -> BlockKernel:
             torch.get_num_threads(),
             BEST_VECTOR_LOOP,
         )
-        if profiling():
-            # Named as an op, so that torch.profiler (and the windows of profiler.collectors.kernels, which
-            # count every `a::b` event) see the kernel's time as an op's, not as Python between ops. Only
-            # under a profiler: an idle record_function costs about 8 us a call.
-            with torch.profiler.record_function(OP_NAME):
-                status = run(*call)
-        else:
-            status = run(*call)
+        status = call_as_op(OP_NAME, run, call)
         if status != 0:
             if status == lib.NP_ERR_NOMEM:
                 raise MemoryError("the native block-quantized linear ran out of memory")

@@ -8,16 +8,16 @@ import torch
 
 from infer_prof.engine.types import DecodeAttentionKernel
 from infer_prof.native_paths import openmp
-from infer_prof.native_paths.loader import require, require_symbol
+from infer_prof.native_paths.as_op import call_as_op
+from infer_prof.native_paths.loader import require, require_symbols
 
 OP_NAME = "infer_prof::decode_attention"
-profiling = torch._C._autograd._profiler_enabled
 
 
 def kernel(simd: int = 1) -> DecodeAttentionKernel:
     """engine.llama's decode attention in C (`simd` 0: its portable loop, for tests); NativeUnavailableError
     when the extension is not built or predates it."""
-    require_symbol("np_decode_attention", "dtype q4_1")
+    require_symbols("--dtype q4_1", "np_decode_attention")
     ffi, lib = require()
     openmp.bind()
     run, cast = lib.np_decode_attention, ffi.cast
@@ -49,11 +49,7 @@ def kernel(simd: int = 1) -> DecodeAttentionKernel:
             torch.get_num_threads(),
             simd,
         )
-        if profiling():  # seen as an op by torch.profiler, as native_paths.block_linear explains
-            with torch.profiler.record_function(OP_NAME):
-                status = run(*call)
-        else:
-            status = run(*call)
+        status = call_as_op(OP_NAME, run, call)
         if status != 0:
             raise ValueError(
                 f"the native decode attention refused {batch} rows against a pool of {num_blocks} blocks "

@@ -105,14 +105,15 @@ def require_twins(names: Iterable[str], flag: str) -> None:
         )
 
 
-def require_symbol(symbol: str, flag: str) -> None:
-    """NativeUnavailableError naming `flag` when the library is not built or lacks the C entry point `symbol`
-    (a kernel with no Python stand-in fast enough to run in its place)."""
+def require_symbols(flag: str, *symbols: str) -> None:
+    """NativeUnavailableError naming `flag` when the library is not built or lacks one of the C entry points
+    `symbols` (kernels with no Python stand-in fast enough to run in their place)."""
     module = extension()
     if module is None:
         raise NativeUnavailableError(f"{flag} needs the C library: {_failure or BUILD_HINT}")
-    if not hasattr(module.lib, symbol):
+    missing = [symbol for symbol in symbols if not hasattr(module.lib, symbol)]
+    if missing:
         path = getattr(module, "__file__", "")
         raise NativeUnavailableError(
-            f"{flag}: the library at {path} lacks {symbol}; rebuild it ({BUILD_HINT})"
+            f"{flag}: the library at {path} lacks {', '.join(missing)}; rebuild it ({BUILD_HINT})"
         )

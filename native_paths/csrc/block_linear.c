@@ -136,12 +136,25 @@ static void q8_scalar(const void *group, int64_t nb, const int8_t *q, const floa
     __m256 dm = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)b->d));                                  \
     __m128 m = _mm256_extractf128_ps(dm, 1);
 
+#define NP_AVX2 "avx2,fma,f16c"
+
+__attribute__((target(NP_AVX2))) static inline float sum_of_8(__m256 v) {
+    __m128 half = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    half = _mm_add_ps(half, _mm_movehl_ps(half, half));
+    return _mm_cvtss_f32(_mm_add_ss(half, _mm_movehdup_ps(half)));
+}
+
+/* AVX2, 4 bits: maddubs adds unsigned-times-signed byte products pairwise into int16, where two 4-bit
+ * products (at most 2 * 15 * 128 each) still fit when added; madd then sums pairs into int32 lanes. */
+#define NP_MADDUBS(u1, s1, u2, s2)                                                                        \
+    _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(u1, s1), _mm256_maddubs_epi16(u2, s2)),      \
+                      _mm256_set1_epi16(1))
+
 /* 4 bits: weight rows 0-1 and 2-3 of a group each fill one 256-bit register: the low 128 bits hold the
  * first row's nibbles, the high 128 the second's, against a block of activations broadcast to both
  * halves, so that a product gives 4 int32 lanes per weight row. The nibbles are unpacked once per
- * block and used for all R activation rows. PRODUCT(u, s) sums products of unsigned bytes u and signed
- * bytes s four at a time into int32 lanes. */
-#define NP_Q4_BODY(R, PRODUCT)                                                                           \
+ * block and used for all R activation rows. */
+#define NP_Q4_BODY(R)                                                                                    \
     const q4_group *g = group;                                                                           \
     const __m256i low = _mm256_set1_epi8(0x0f);                                                          \
     const __m256i rows01 = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);                                    \
@@ -164,7 +177,8 @@ static void q8_scalar(const void *group, int64_t nb, const int8_t *q, const floa
             __m256i xhi = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(qb + 16)));       \
             __m256 scaled = _mm256_mul_ps(dm, _mm256_set1_ps(scale[r * nb + k]));                         \
             minimums[r] = _mm_fmadd_ps(m, _mm_set1_ps(ssum[r * nb + k]), minimums[r]);                    \
-            __m256i p01 = PRODUCT(lo01, xlo, hi01, xhi), p23 = PRODUCT(lo23, xlo, hi23, xhi);             \
+            __m256i p01 = NP_MADDUBS(lo01, xlo, hi01, xhi);                                               \
+            __m256i p23 = NP_MADDUBS(lo23, xlo, hi23, xhi);                                               \
             acc01[r] = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(scaled, rows01), _mm256_cvtepi32_ps(p01), \
                                        acc01[r]);                                                         \
             acc23[r] = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(scaled, rows23), _mm256_cvtepi32_ps(p23), \
@@ -184,9 +198,10 @@ static void q8_scalar(const void *group, int64_t nb, const int8_t *q, const floa
         y[r * GROUP + 3] = lanes[5] + mins[3];                                                            \
     }
 
-/* 8 bits, one activation row: each weight row's 32 bytes against the block's 32 activations. Signed
- * times signed goes through the unsigned-times-signed products as |w| times x with w's sign. */
-#define NP_Q8_BODY(PRODUCT)                                                                              \
+/* AVX2, 8 bits, one activation row: each weight row's 32 bytes against the block's 32 activations. Signed
+ * times signed goes through maddubs's unsigned-times-signed products as |w| times x with w's sign; a
+ * pair of them (at most 2 * 127 * 127) fits int16. */
+#define NP_Q8_BODY                                                                                       \
     const q8_group *g = group;                                                                           \
     __m256 acc[GROUP];                                                                                    \
     (void)ssum;                                                                                           \
@@ -203,23 +218,14 @@ static void q8_scalar(const void *group, int64_t nb, const int8_t *q, const floa
                                          _mm_set1_ps(scale[k])));                                         \
         for (int i = 0; i < GROUP; i++) {                                                                 \
             __m256i w = _mm256_loadu_si256((const __m256i *)b->qs[i]);                                    \
-            __m256i p = PRODUCT(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w), _mm256_setzero_si256(),   \
-                                _mm256_setzero_si256());                                                  \
+            __m256i pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));         \
+            __m256i p = _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));                                   \
             acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(scaled[i]), _mm256_cvtepi32_ps(p), acc[i]);          \
         }                                                                                                 \
     }                                                                                                     \
     for (int i = 0; i < GROUP; i++) {                                                                     \
-        __m128 half = _mm_add_ps(_mm256_castps256_ps128(acc[i]), _mm256_extractf128_ps(acc[i], 1));     \
-        half = _mm_add_ps(half, _mm_movehl_ps(half, half));                                               \
-        half = _mm_add_ss(half, _mm_movehdup_ps(half));                                                   \
-        y[i] = _mm_cvtss_f32(half);                                                                       \
+        y[i] = sum_of_8(acc[i]);                                                                          \
     }
-
-/* AVX2: maddubs adds byte products pairwise into int16, which two 4-bit products (at most 2 * 15 * 128
- * each) fit together, and one 8-bit pair (at most 2 * 127 * 127) fits alone; madd then sums to int32. */
-#define NP_MADDUBS(u1, s1, u2, s2)                                                                        \
-    _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(u1, s1), _mm256_maddubs_epi16(u2, s2)),      \
-                      _mm256_set1_epi16(1))
 
 /* AVX-512 VNNI, 4 bits: the whole group's block in one 512-bit register, four rows of 16 nibble bytes,
  * against the block's activations broadcast to the four 128-bit lanes; dpbusd multiplies and sums four
@@ -255,7 +261,8 @@ static void q8_scalar(const void *group, int64_t nb, const int8_t *q, const floa
         _mm512_storeu_ps(lanes, acc[r]);                                                                  \
         _mm_storeu_ps(mins, minimums[r]);                                                                 \
         for (int i = 0; i < GROUP; i++) {                                                                 \
-            y[r * GROUP + i] = (lanes[4 * i] + lanes[4 * i + 1]) + (lanes[4 * i + 2] + lanes[4 * i + 3]) + mins[i]; \
+            float four = (lanes[4 * i] + lanes[4 * i + 1]) + (lanes[4 * i + 2] + lanes[4 * i + 3]);      \
+            y[r * GROUP + i] = four + mins[i];                                                            \
         }                                                                                                 \
     }
 
@@ -282,19 +289,13 @@ static void q8_scalar(const void *group, int64_t nb, const int8_t *q, const floa
         acc01 = _mm512_fmadd_ps(d01, _mm512_cvtepi32_ps(p01), acc01);                                     \
         acc23 = _mm512_fmadd_ps(d23, _mm512_cvtepi32_ps(p23), acc23);                                     \
     }                                                                                                     \
-    y[0] = sum_of_8(_mm512_castps512_ps256(acc01));                                          \
-    y[1] = sum_of_8(_mm512_extractf32x8_ps(acc01, 1));                                       \
-    y[2] = sum_of_8(_mm512_castps512_ps256(acc23));                                          \
+    y[0] = sum_of_8(_mm512_castps512_ps256(acc01));                                                       \
+    y[1] = sum_of_8(_mm512_extractf32x8_ps(acc01, 1));                                                    \
+    y[2] = sum_of_8(_mm512_castps512_ps256(acc23));                                                       \
     y[3] = sum_of_8(_mm512_extractf32x8_ps(acc23, 1));
 
-#define NP_AVX2 "avx2,fma,f16c"
 #define NP_AVX512 "avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni"
 
-__attribute__((target(NP_AVX2))) static inline float sum_of_8(__m256 v) {
-    __m128 half = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    half = _mm_add_ps(half, _mm_movehl_ps(half, half));
-    return _mm_cvtss_f32(_mm_add_ss(half, _mm_movehdup_ps(half)));
-}
 
 #define NP_DEFINE(NAME, TARGET, BODY)                                                                     \
     __attribute__((target(TARGET))) static void NAME(const void *group, int64_t nb, const int8_t *q,      \
@@ -302,9 +303,9 @@ __attribute__((target(NP_AVX2))) static inline float sum_of_8(__m256 v) {
         BODY                                                                                              \
     }
 
-NP_DEFINE(q4_avx2_1, NP_AVX2, NP_Q4_BODY(1, NP_MADDUBS))
-NP_DEFINE(q4_avx2_4, NP_AVX2, NP_Q4_BODY(CHUNK, NP_MADDUBS))
-NP_DEFINE(q8_avx2_1, NP_AVX2, NP_Q8_BODY(NP_MADDUBS))
+NP_DEFINE(q4_avx2_1, NP_AVX2, NP_Q4_BODY(1))
+NP_DEFINE(q4_avx2_4, NP_AVX2, NP_Q4_BODY(CHUNK))
+NP_DEFINE(q8_avx2_1, NP_AVX2, NP_Q8_BODY)
 NP_DEFINE(q4_avx512_1, NP_AVX512, NP_Q4_512_BODY(1))
 NP_DEFINE(q4_avx512_4, NP_AVX512, NP_Q4_512_BODY(CHUNK))
 NP_DEFINE(q8_avx512_1, NP_AVX512, NP_Q8_512_BODY)

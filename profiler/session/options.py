@@ -277,9 +277,9 @@ class EngineOptions:
                 f"float32 or bfloat16 on {self.device}"
             )
         if self.dtype == "q4_1":
-            from infer_prof.native_paths.loader import require_symbol
+            from infer_prof.native_paths.loader import require_symbols
 
-            require_symbol("np_block_linear", "--dtype q4_1")
+            require_symbols("--dtype q4_1", "np_block_linear", "np_decode_attention")
         available = available_memory_bytes()
         if (
             self.device == "cpu"

@@ -222,7 +222,9 @@ def test_q4_needs_the_library_and_says_how_to_build_it(monkeypatch) -> None:
         __file__ = "/old/_native.so"
 
     monkeypatch.setattr(loader, "extension", lambda: Stale)
-    with pytest.raises(NativeUnavailableError, match="lacks np_block_linear; rebuild it"):
+    with pytest.raises(
+        NativeUnavailableError, match="lacks np_block_linear, np_decode_attention; rebuild it"
+    ):
         EngineOptions(model="synthetic:tiny", dtype="q4_1")
 
 
