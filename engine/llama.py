@@ -12,7 +12,14 @@ import torch.nn.functional as F
 from infer_prof.engine.blockquant import BlockLinear
 from infer_prof.engine.device import avoid_attention_plan_builds
 from infer_prof.engine.quantize import Int8Embedding, Int8Linear, preferred_engine
-from infer_prof.engine.types import BlockKernel, ModelConfig, ModelInput, ModelKernels
+from infer_prof.engine.types import (
+    BlockKernel,
+    DecodeLayers,
+    ModelConfig,
+    ModelInput,
+    ModelKernels,
+    PackedLayer,
+)
 from infer_prof.errors import UnsupportedModelError
 
 _DTYPES = {
@@ -241,6 +248,9 @@ class LlamaModel:
         self._decode_kernel = (
             kernels.decode_attention if kernels and not on_device and self.dtype == torch.float32 else None
         )
+        # q4_1's all-decode steps run every layer in one native call, bound to the pools once they exist.
+        self._layers_kernel = kernels.decode_layers if kernels and self.weight_format == "q4_1" else None
+        self._decode_layers: DecodeLayers | None = None
         if self.weight_format == "int8":
             self._quantize(calibration_tokens)
         elif self.weight_format == "q4_1":
@@ -342,7 +352,7 @@ class LlamaModel:
             )
         c = self.config
         physical = num_blocks + (1 if self.graphs is not None else 0)  # the graphs' scratch block is the last
-        self.kv_pools = []  # free the old pools before allocating new ones
+        self.kv_pools, self._decode_layers = [], None  # free the old pools before allocating new ones
         self.kv_pools = [
             torch.zeros(
                 physical, block_size, 2, c.n_kv_heads, c.head_dim, dtype=self.dtype, device=self.device
@@ -403,22 +413,52 @@ class LlamaModel:
         c, linear = self.config, self._linear
         q_width, kv_width = c.n_heads * c.head_dim, c.n_kv_heads * c.head_dim
         x = self._embed(token_ids)
-        for layer, pool in zip(self.layers, self.kv_pools):
-            h = _rms_norm(x, layer.attn_norm, c.norm_eps).to(self.dtype)
-            qkv = linear(h, layer.qkv)
-            qk = self._rope(qkv[:, : q_width + kv_width], plan.rope)
-            q, k, v = qk[:, :q_width], qk[:, q_width:], qkv[:, q_width + kv_width :]
-            flat = pool.view(-1, 2, kv_width)
-            flat[:, 0].index_copy_(0, plan.slots, k)
-            flat[:, 1].index_copy_(0, plan.slots, v)
-            attn = self._attention(q, k, v, pool, plan)
-            x = x + linear(attn, layer.attn_out)
-            h = _rms_norm(x, layer.ffn_norm, c.norm_eps).to(self.dtype)
-            gate_up = linear(h, layer.gate_up)
-            x = x + linear(F.silu(gate_up[:, : c.hidden_dim]) * gate_up[:, c.hidden_dim :], layer.down)
+        native = self._native_layers(plan)
+        if native is not None:
+            assert plan.decode_blocks is not None and plan.decode_lens is not None  # an all-decode plan
+            tables = plan.decode_blocks.view(x.shape[0], -1)
+            native(x, torch.view_as_real(plan.rope), plan.slots, tables, plan.decode_lens)
+        else:
+            for layer, pool in zip(self.layers, self.kv_pools):
+                h = _rms_norm(x, layer.attn_norm, c.norm_eps).to(self.dtype)
+                qkv = linear(h, layer.qkv)
+                qk = self._rope(qkv[:, : q_width + kv_width], plan.rope)
+                q, k, v = qk[:, :q_width], qk[:, q_width:], qkv[:, q_width + kv_width :]
+                flat = pool.view(-1, 2, kv_width)
+                flat[:, 0].index_copy_(0, plan.slots, k)
+                flat[:, 1].index_copy_(0, plan.slots, v)
+                attn = self._attention(q, k, v, pool, plan)
+                x = x + linear(attn, layer.attn_out)
+                h = _rms_norm(x, layer.ffn_norm, c.norm_eps).to(self.dtype)
+                gate_up = linear(h, layer.gate_up)
+                x = x + linear(F.silu(gate_up[:, : c.hidden_dim]) * gate_up[:, c.hidden_dim :], layer.down)
         x = x.index_select(0, sample_indices)
         h = _rms_norm(x, self.output_norm, c.norm_eps).to(self.dtype)
         return linear(h, self.head).float()
+
+    def _native_layers(self, plan: _StepPlan) -> DecodeLayers | None:
+        """The native run of every layer when this step suits it (q4_1, every sequence decoding), bound on
+        first use after allocate_kv_cache(); None: the layers run op by op below."""
+        if self._layers_kernel is None or plan.decode_rows is not None or plan.prefills:
+            return None
+        if self._decode_layers is None:
+            self._decode_layers = self._layers_kernel(self.config, self.packed_layers())
+        return self._decode_layers
+
+    def packed_layers(self) -> list[PackedLayer]:
+        """A q4_1 model's layers with their KV pools, as a native decode step reads them."""
+        return [
+            PackedLayer(
+                attn_norm=layer.attn_norm,
+                ffn_norm=layer.ffn_norm,
+                qkv=_packed(layer.qkv),
+                attn_out=_packed(layer.attn_out),
+                gate_up=_packed(layer.gate_up),
+                down=_packed(layer.down),
+                pool=pool,
+            )
+            for layer, pool in zip(self.layers, self.kv_pools)
+        ]
 
     def _to_device(self, inp: ModelInput) -> ModelInput:
         """The step's host-prepared arrays copied to the model's device (the lengths stay host lists)."""
@@ -558,6 +598,11 @@ class LlamaModel:
         return torch.zeros(visible.shape, dtype=self.dtype, device=self.device).masked_fill_(
             ~visible, float("-inf")
         )
+
+
+def _packed(weight: torch.Tensor | Int8Linear | BlockLinear) -> torch.Tensor:
+    assert isinstance(weight, BlockLinear) and weight.bits == 4, "q4_1's layers are 4-bit BlockLinears"
+    return weight.packed
 
 
 def _take_smoothing(scale: torch.Tensor, linear: Int8Linear) -> torch.Tensor:

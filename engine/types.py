@@ -425,8 +425,47 @@ class DecodeAttentionKernel(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
+class PackedLayer:
+    """One layer of a q4_1 model as a native decode step reads it: the norms' float32 weights [dim], the four
+    4-bit matrices as engine.blockquant packs them, and the layer's KV pool."""
+
+    attn_norm: torch.Tensor
+    ffn_norm: torch.Tensor
+    qkv: torch.Tensor
+    attn_out: torch.Tensor
+    gate_up: torch.Tensor
+    down: torch.Tensor
+    pool: torch.Tensor  # float32 [num_blocks, block_size, 2, n_kv_heads, head_dim]
+
+
+class DecodeLayers(Protocol):
+    """A model's layers bound to native code (DecodeLayersKernel): runs them all for one decode step."""
+
+    def __call__(
+        self,
+        x: torch.Tensor,
+        rope: torch.Tensor,
+        slots: torch.Tensor,
+        tables: torch.Tensor,
+        lens: torch.Tensor,
+    ) -> None:
+        """Updates x float32 [B, dim] in place through every layer and writes each row's key and value at its
+        slot (int64 [B]); rope float32 [B, 1, head_dim // 2, 2] the (cos, sin) pairs of the rows' positions,
+        tables int64 [B, width] and lens int64 [B] as DecodeAttentionKernel reads them."""
+        ...
+
+
+class DecodeLayersKernel(Protocol):
+    """Binds a q4_1 model's layers for native_paths.decode_layers, which runs a decode step's layers in one
+    call; engine.llama's run_layers, op by op, is its Python twin."""
+
+    def __call__(self, config: ModelConfig, layers: Sequence[PackedLayer]) -> DecodeLayers: ...
+
+
+@dataclass(frozen=True, slots=True)
 class ModelKernels:
     """Native kernels a model may run instead of its torch code; None: the torch code (the Python twin)."""
 
     block_linear: BlockKernel | None = None
     decode_attention: DecodeAttentionKernel | None = None
+    decode_layers: DecodeLayersKernel | None = None  # q4_1's all-decode steps, whole

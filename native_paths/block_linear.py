@@ -52,9 +52,10 @@ VECTOR_LOOPS = {0: "portable C", 1: "AVX2", 2: "AVX-512 VNNI"}
 
 
 def describe() -> dict[str, str]:
-    """What runs the kernel on this machine, for a run's result: its vector loop and its threads."""
+    """What runs the kernels on this machine, for a run's result: the vector loop, the threads, the decode steps."""
     _, lib = require()
     return {
         "vector_loop": VECTOR_LOOPS.get(int(lib.np_block_simd()), "unknown"),
         "threads": openmp.bind(),
+        "decode_steps": "every layer in one C call (native_paths.decode_layers)",
     }

@@ -31,6 +31,7 @@ SOURCES = (
     "parallel.c",
     "block_linear.c",
     "decode_attention.c",
+    "decode_layers.c",
 )
 
 # -std=c99 also keeps GCC from fusing a*b+c into FMAs, which would make the sampler's float64

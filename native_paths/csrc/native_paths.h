@@ -236,6 +236,32 @@ int np_decode_attention(const float *q, int64_t batch, int64_t n_heads, int64_t 
                         const float *pool, int64_t num_blocks, int64_t block_size, const int64_t *tables,
                         int64_t table_width, const int64_t *lens, float scale, float *out, int32_t threads,
                         int32_t simd);
+/* ---- a decode step's layers in one call (decode_layers.c) ---- */
+/* One layer's weights: its two norms' float32 weights, its four 4-bit matrices packed as np_block_linear
+ * reads them (QKV [q + 2 kv widths, dim], output [dim, q width], gate and up [2 hidden, dim], down
+ * [dim, hidden]), and its KV pool [num_blocks, block_size, 2 (K, V), n_kv, head_dim]. */
+typedef struct {
+    const float *attn_norm;
+    const float *ffn_norm;
+    const uint8_t *qkv;
+    const uint8_t *attn_out;
+    const uint8_t *gate_up;
+    const uint8_t *down;
+    float *pool;
+} np_decode_layer;
+
+typedef struct {
+    int64_t dim, n_heads, n_kv, head_dim, hidden, num_blocks, block_size;
+    float eps; /* the norms' */
+} np_decode_shape;
+
+/* Runs `n_layers` Llama layers over x[batch, dim] in place for a step in which every sequence computes one
+ * token: rope[batch, head_dim / 2, 2] the (cos, sin) of each row's position, slots[batch] where its key
+ * and value go, tables and lens as np_decode_attention reads them. NP_ERR_ARG, before any work, for a bad
+ * size, slot, length or block id; NP_ERR_NOMEM may leave the step half done. `simd` as np_block_linear's. */
+int np_decode_layers(const np_decode_layer *layers, int64_t n_layers, const np_decode_shape *shape, float *x,
+                     int64_t batch, const float *rope, const int64_t *slots, const int64_t *tables,
+                     int64_t table_width, const int64_t *lens, int32_t threads, int32_t simd);
 /* cdef-end */
 
 /* ---- Internal helpers shared by the C files (not part of the Python interface) ---- */

@@ -48,10 +48,11 @@ class OpenMP(TypedDict, total=False):
 
 
 class BlockKernel(TypedDict, total=False):
-    """What ran --dtype q4_1's C kernels (native_paths.block_linear): the vector loop and the threads."""
+    """What ran --dtype q4_1's C kernels (native_paths.block_linear): the vector loop, the threads, the decode steps."""
 
     vector_loop: str  # "AVX-512 VNNI", "AVX2" or "portable C"
     threads: str  # torch's OpenMP threads (with the libgomp's path), or one thread
+    decode_steps: str  # how a step in which every sequence decodes runs its layers
 
 
 class EngineSizes(TypedDict, total=False):

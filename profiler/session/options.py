@@ -279,7 +279,7 @@ class EngineOptions:
         if self.dtype == "q4_1":
             from infer_prof.native_paths.loader import require_symbols
 
-            require_symbols("--dtype q4_1", "np_block_linear", "np_decode_attention")
+            require_symbols("--dtype q4_1", "np_block_linear", "np_decode_attention", "np_decode_layers")
         available = available_memory_bytes()
         if (
             self.device == "cpu"

@@ -223,7 +223,8 @@ def test_q4_needs_the_library_and_says_how_to_build_it(monkeypatch) -> None:
 
     monkeypatch.setattr(loader, "extension", lambda: Stale)
     with pytest.raises(
-        NativeUnavailableError, match="lacks np_block_linear, np_decode_attention; rebuild it"
+        NativeUnavailableError,
+        match="lacks np_block_linear, np_decode_attention, np_decode_layers; rebuild it",
     ):
         EngineOptions(model="synthetic:tiny", dtype="q4_1")
 
