@@ -92,7 +92,7 @@ typedef void (*group_fn)(const void *, int64_t, const int8_t *, const float *, c
 /* How far ahead of the block being read the vector loops ask for the weights: with the hardware
  * prefetcher alone a thread read far below the memory's rate (docs/measurements.md has the figures). */
 #define PREFETCH_BYTES 2048
-#define CHUNK 4 /* activation rows the 4-bit vector kernel takes at once */
+#define CHUNK 4 /* activation rows the vector kernels take at once (8 bits: AVX-512 VNNI only) */
 
 static void q4_scalar(const void *group, int64_t nb, const int8_t *q, const float *scale, const float *ssum,
                       float *y) {
@@ -266,33 +266,50 @@ __attribute__((target(NP_AVX2))) static inline float sum_of_8(__m256 v) {
         }                                                                                                 \
     }
 
-/* AVX-512 VNNI, 8 bits: two rows' 32 bytes per 512-bit register against the block's activations in both
- * halves. dpbusd wants unsigned times signed: |w| times x negated where w is negative. */
-#define NP_Q8_512_BODY                                                                                    \
+/* AVX-512 VNNI, 8 bits: two weight rows' 32 bytes per 512-bit register against a block of activations in
+ * both halves. dpbusd wants unsigned times signed, so the weights are read with their top bit flipped,
+ * w + 128 as an unsigned byte, once a block for all R activation rows:
+ *     sum_j (w_j + 128) * qx_j = sum_j w_j * qx_j + 128 * sum_j qx_j,
+ * and the surplus leaves through the block's activation sum, as a Q4_1 minimum of -128 * d would. */
+#define NP_Q8_512_BODY(R)                                                                                 \
     const q8_group *g = group;                                                                           \
+    const __m512i flip = _mm512_set1_epi8((char)0x80);                                                   \
     const __m512i by_row = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);            \
-    __m512 acc01 = _mm512_setzero_ps(), acc23 = _mm512_setzero_ps();                                     \
-    (void)ssum;                                                                                           \
+    __m512 acc01[R], acc23[R];                                                                            \
+    __m128 surplus[R];                                                                                    \
+    for (int r = 0; r < R; r++) {                                                                         \
+        acc01[r] = acc23[r] = _mm512_setzero_ps();                                                        \
+        surplus[r] = _mm_setzero_ps();                                                                    \
+    }                                                                                                     \
     for (int64_t k = 0; k < nb; k++) {                                                                    \
         const q8_group *b = g + k;                                                                        \
         _mm_prefetch((const char *)b + PREFETCH_BYTES, _MM_HINT_T0);                                      \
         _mm_prefetch((const char *)b + PREFETCH_BYTES + 64, _MM_HINT_T0);                                 \
-        __m512i x = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(q + k * QK)));           \
-        __m128 d = _mm_mul_ps(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)b->d)), _mm_set1_ps(scale[k])); \
-        __m512i w01 = _mm512_loadu_si512(b->qs[0]), w23 = _mm512_loadu_si512(b->qs[2]);                  \
-        __m512i x01 = _mm512_mask_sub_epi8(x, _mm512_movepi8_mask(w01), _mm512_setzero_si512(), x);       \
-        __m512i x23 = _mm512_mask_sub_epi8(x, _mm512_movepi8_mask(w23), _mm512_setzero_si512(), x);       \
-        __m512i p01 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(w01), x01);             \
-        __m512i p23 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(w23), x23);             \
+        __m128 d = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)b->d));                                  \
+        __m128 m = _mm_mul_ps(d, _mm_set1_ps(-128.0f));                                                   \
         __m512 d01 = _mm512_permutexvar_ps(by_row, _mm512_castps128_ps512(d));                            \
         __m512 d23 = _mm512_permutexvar_ps(by_row, _mm512_castps128_ps512(_mm_movehl_ps(d, d)));          \
-        acc01 = _mm512_fmadd_ps(d01, _mm512_cvtepi32_ps(p01), acc01);                                     \
-        acc23 = _mm512_fmadd_ps(d23, _mm512_cvtepi32_ps(p23), acc23);                                     \
+        __m512i w01 = _mm512_xor_si512(_mm512_loadu_si512(b->qs[0]), flip);                               \
+        __m512i w23 = _mm512_xor_si512(_mm512_loadu_si512(b->qs[2]), flip);                               \
+        for (int r = 0; r < R; r++) {                                                                     \
+            const int8_t *qb = q + (r * nb + k) * QK;                                                     \
+            __m512i x = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)qb));                 \
+            __m512 dx = _mm512_set1_ps(scale[r * nb + k]);                                                \
+            __m512i p01 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w01, x);                            \
+            __m512i p23 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w23, x);                            \
+            acc01[r] = _mm512_fmadd_ps(d01, _mm512_mul_ps(_mm512_cvtepi32_ps(p01), dx), acc01[r]);        \
+            acc23[r] = _mm512_fmadd_ps(d23, _mm512_mul_ps(_mm512_cvtepi32_ps(p23), dx), acc23[r]);        \
+            surplus[r] = _mm_fmadd_ps(m, _mm_set1_ps(ssum[r * nb + k]), surplus[r]);                      \
+        }                                                                                                 \
     }                                                                                                     \
-    y[0] = sum_of_8(_mm512_castps512_ps256(acc01));                                                       \
-    y[1] = sum_of_8(_mm512_extractf32x8_ps(acc01, 1));                                                    \
-    y[2] = sum_of_8(_mm512_castps512_ps256(acc23));                                                       \
-    y[3] = sum_of_8(_mm512_extractf32x8_ps(acc23, 1));
+    for (int r = 0; r < R; r++) {                                                                         \
+        float less[4];                                                                                    \
+        _mm_storeu_ps(less, surplus[r]);                                                                  \
+        y[r * GROUP + 0] = sum_of_8(_mm512_castps512_ps256(acc01[r])) + less[0];                          \
+        y[r * GROUP + 1] = sum_of_8(_mm512_extractf32x8_ps(acc01[r], 1)) + less[1];                       \
+        y[r * GROUP + 2] = sum_of_8(_mm512_castps512_ps256(acc23[r])) + less[2];                          \
+        y[r * GROUP + 3] = sum_of_8(_mm512_extractf32x8_ps(acc23[r], 1)) + less[3];                       \
+    }
 
 #define NP_AVX512 "avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni"
 
@@ -308,7 +325,8 @@ NP_DEFINE(q4_avx2_4, NP_AVX2, NP_Q4_BODY(CHUNK))
 NP_DEFINE(q8_avx2_1, NP_AVX2, NP_Q8_BODY)
 NP_DEFINE(q4_avx512_1, NP_AVX512, NP_Q4_512_BODY(1))
 NP_DEFINE(q4_avx512_4, NP_AVX512, NP_Q4_512_BODY(CHUNK))
-NP_DEFINE(q8_avx512_1, NP_AVX512, NP_Q8_512_BODY)
+NP_DEFINE(q8_avx512_1, NP_AVX512, NP_Q8_512_BODY(1))
+NP_DEFINE(q8_avx512_4, NP_AVX512, NP_Q8_512_BODY(CHUNK))
 #endif
 
 typedef struct {
@@ -369,6 +387,7 @@ static void pick_kernels(int bits, int simd, group_fn *one, group_fn *chunk) {
             *chunk = wide ? q4_avx512_4 : q4_avx2_4;
         } else {
             *one = wide ? q8_avx512_1 : q8_avx2_1;
+            *chunk = wide ? q8_avx512_4 : NULL;
         }
     }
 #endif

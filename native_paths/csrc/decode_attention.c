@@ -112,6 +112,56 @@ __attribute__((target(AVX2))) static void scale_add(float *acc, float scale, flo
     }
 }
 
+/* out = out * shrink + sum_i weights[i] * (the value at slots[i] + offset), 64 columns at a time held in
+ * registers across the chunk's positions (per column the same operations, in the same order, as one
+ * scale_add a position). */
+__attribute__((target(AVX2))) static void add_values(float *out, float shrink, const float *weights,
+                                                     const float *const *slots, int64_t n, int64_t offset,
+                                                     int64_t hd) {
+    __m256 s = _mm256_set1_ps(shrink);
+    int64_t j = 0;
+    for (; j + 64 <= hd; j += 64) {
+        __m256 acc[8];
+        for (int c = 0; c < 8; c++) {
+            acc[c] = _mm256_mul_ps(_mm256_loadu_ps(out + j + 8 * c), s);
+        }
+        for (int64_t i = 0; i < n; i++) {
+            const float *v = slots[i] + offset + j;
+            __m256 w = _mm256_set1_ps(weights[i]);
+            for (int c = 0; c < 8; c++) {
+                acc[c] = _mm256_fmadd_ps(w, _mm256_loadu_ps(v + 8 * c), acc[c]);
+            }
+        }
+        for (int c = 0; c < 8; c++) {
+            _mm256_storeu_ps(out + j + 8 * c, acc[c]);
+        }
+    }
+    for (; j + 8 <= hd; j += 8) {
+        __m256 acc = _mm256_mul_ps(_mm256_loadu_ps(out + j), s);
+        for (int64_t i = 0; i < n; i++) {
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(weights[i]), _mm256_loadu_ps(slots[i] + offset + j), acc);
+        }
+        _mm256_storeu_ps(out + j, acc);
+    }
+    for (; j < hd; j++) {
+        float acc = out[j] * shrink;
+        for (int64_t i = 0; i < n; i++) {
+            acc += weights[i] * slots[i][offset + j];
+        }
+        out[j] = acc;
+    }
+}
+
+/* Asks for a position's key and value of one KV head (a 64-byte line every 16 floats) ahead of their use:
+ * positions lie a slot apart in the pool, too far apart for the hardware prefetcher to follow. */
+#define AHEAD 8 /* positions */
+static inline void fetch_position(const float *k, int64_t kv_width, int64_t hd) {
+    for (int64_t j = 0; j < hd; j += 16) {
+        _mm_prefetch((const char *)(k + j), _MM_HINT_T0);
+        _mm_prefetch((const char *)(k + kv_width + j), _MM_HINT_T0);
+    }
+}
+
 /* attend(), CHUNK positions at a time: their scores for every query head of the group, one rescale of the
  * running sums per chunk, the exponentials 8 at a time, then the values. */
 __attribute__((target(AVX2))) static void attend_avx2(const attention_job *job, int64_t b, int64_t g) {
@@ -120,7 +170,7 @@ __attribute__((target(AVX2))) static void attend_avx2(const attention_job *job, 
     const int64_t *table = job->tables + b * job->table_width;
     const float *q = job->q + (b * job->n_heads + g * group) * hd;
     float *out = job->out + (b * job->n_heads + g * group) * hd;
-    float scores[MAX_GROUP][CHUNK], running_max[MAX_GROUP], total[MAX_GROUP];
+    float scores[MAX_GROUP][CHUNK], running_max[MAX_GROUP], total[MAX_GROUP], shrink[MAX_GROUP];
     const float *slots[CHUNK];
     for (int64_t h = 0; h < group; h++) {
         running_max[h] = -INFINITY;
@@ -134,6 +184,14 @@ __attribute__((target(AVX2))) static void attend_avx2(const attention_job *job, 
         for (int64_t i = 0; i < n; i++) {
             int64_t t = start + i;
             slots[i] = job->pool + (table[t / bs] * bs + t % bs) * 2 * kv_width + g * hd;
+        }
+        for (int64_t i = 0; i < n && i < AHEAD; i++) {
+            fetch_position(slots[i], kv_width, hd);
+        }
+        for (int64_t i = 0; i < n; i++) {
+            if (i + AHEAD < n) {
+                fetch_position(slots[i + AHEAD], kv_width, hd);
+            }
             for (int64_t h = 0; h < group; h++) {
                 scores[h][i] = dot(q + h * hd, slots[i], hd) * job->scale;
             }
@@ -144,9 +202,8 @@ __attribute__((target(AVX2))) static void attend_avx2(const attention_job *job, 
                 chunk_max = scores[h][i] > chunk_max ? scores[h][i] : chunk_max;
             }
             float new_max = chunk_max > running_max[h] ? chunk_max : running_max[h];
-            float shrink = expf(running_max[h] - new_max);
-            total[h] *= shrink;
-            scale_add(out + h * hd, shrink, 0.0f, out + h * hd, hd);
+            shrink[h] = expf(running_max[h] - new_max);
+            total[h] *= shrink[h];
             running_max[h] = new_max;
             int64_t i = 0;
             __m256 sum = _mm256_setzero_ps();
@@ -165,11 +222,8 @@ __attribute__((target(AVX2))) static void attend_avx2(const attention_job *job, 
                 total[h] += scores[h][i];
             }
         }
-        for (int64_t i = 0; i < n; i++) {
-            const float *v = slots[i] + kv_width;
-            for (int64_t h = 0; h < group; h++) {
-                scale_add(out + h * hd, 1.0f, scores[h][i], v, hd);
-            }
+        for (int64_t h = 0; h < group; h++) {
+            add_values(out + h * hd, shrink[h], scores[h], slots, n, kv_width, hd);
         }
     }
     for (int64_t h = 0; h < group; h++) {
