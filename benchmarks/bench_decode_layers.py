@@ -11,14 +11,13 @@ ratio's median and range over rounds. Only the layers differ: the embedding, the
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_model import decode_ms_per_step, load
+from bench_model import decode_ms_per_step, load, spread
 
 
 def main() -> None:
@@ -48,10 +47,7 @@ def main() -> None:
             )
     model._layers_kernel = one_call
     for batch, values in ratios.items():
-        print(
-            f"batch {batch:2}: op-by-op time / one-call time, median {statistics.median(values):.2f}x "
-            f"(min {min(values):.2f}, max {max(values):.2f}) over {len(values)} rounds"
-        )
+        print(f"batch {batch:2}: op-by-op time / one-call time, {spread(values)} over {len(values)} rounds")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,6 @@ from collections.abc import Sequence
 
 import torch
 
-from infer_prof.engine.blockquant import BLOCK, GROUP
 from infer_prof.engine.types import DecodeLayers, DecodeLayersKernel, ModelConfig, PackedLayer
 from infer_prof.native_paths import openmp
 from infer_prof.native_paths.as_op import call_as_op
@@ -14,7 +13,9 @@ from infer_prof.native_paths.block_linear import BEST_VECTOR_LOOP
 from infer_prof.native_paths.loader import require, require_symbols
 
 OP_NAME = "infer_prof::decode_layers"
-Q4_BYTES = 80  # one group's block of 4-bit weights (engine.blockquant)
+# engine.blockquant's packing, as csrc/block_linear.c reads it: rows in groups of 4, columns in blocks of 32,
+# 80 bytes a group's 4-bit block.
+GROUP, BLOCK, Q4_BYTES = 4, 32, 80
 
 
 def _check_matrix(name: str, packed: torch.Tensor, out: int, width: int) -> None:
