@@ -247,14 +247,8 @@ static void run_share(void *data) {
     }
 }
 
-int np_decode_attention(const float *q, int64_t batch, int64_t n_heads, int64_t n_kv, int64_t head_dim,
-                        const float *pool, int64_t num_blocks, int64_t block_size, const int64_t *tables,
-                        int64_t table_width, const int64_t *lens, float scale, float *out, int32_t threads,
-                        int32_t simd) {
-    if (batch < 1 || n_kv < 1 || n_heads < n_kv || n_heads % n_kv || head_dim < 1 || num_blocks < 1 ||
-        block_size < 1 || table_width < 1 || threads < 1 || !(scale > 0.0f)) {
-        return NP_ERR_ARG;
-    }
+int np_check_paged_lengths(int64_t batch, int64_t num_blocks, int64_t block_size, const int64_t *tables,
+                            int64_t table_width, const int64_t *lens) {
     for (int64_t b = 0; b < batch; b++) {
         if (lens[b] < 1 || lens[b] > table_width * block_size) {
             return NP_ERR_ARG;
@@ -266,12 +260,33 @@ int np_decode_attention(const float *q, int64_t batch, int64_t n_heads, int64_t 
             }
         }
     }
+    return NP_OK;
+}
+
+void np_decode_attention_checked(const float *q, int64_t batch, int64_t n_heads, int64_t n_kv, int64_t head_dim,
+                                 const float *pool, int64_t block_size, const int64_t *tables,
+                                 int64_t table_width, const int64_t *lens, float scale, float *out,
+                                 int32_t threads, int32_t simd) {
     attention_job job = {q, pool, tables, lens, batch, n_heads, n_kv, head_dim, block_size, table_width,
                          scale, out, 0};
 #ifdef NP_ATTENTION_AVX2
     job.vector = simd >= 1 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 #endif
+    (void)simd;
     int64_t tasks = batch * n_kv;
     np_run_parallel(run_share, &job, tasks >= threads ? threads : 1);
+}
+
+int np_decode_attention(const float *q, int64_t batch, int64_t n_heads, int64_t n_kv, int64_t head_dim,
+                        const float *pool, int64_t num_blocks, int64_t block_size, const int64_t *tables,
+                        int64_t table_width, const int64_t *lens, float scale, float *out, int32_t threads,
+                        int32_t simd) {
+    if (batch < 1 || n_kv < 1 || n_heads < n_kv || n_heads % n_kv || head_dim < 1 || num_blocks < 1 ||
+        block_size < 1 || table_width < 1 || threads < 1 || !(scale > 0.0f) ||
+        np_check_paged_lengths(batch, num_blocks, block_size, tables, table_width, lens) != NP_OK) {
+        return NP_ERR_ARG;
+    }
+    np_decode_attention_checked(q, batch, n_heads, n_kv, head_dim, pool, block_size, tables, table_width, lens,
+                                scale, out, threads, simd);
     return NP_OK;
 }

@@ -35,21 +35,20 @@ static void rotate(const float *in, int64_t heads, int64_t head_dim, const float
     }
 }
 
-static int check_step(int64_t batch, int64_t num_blocks, int64_t block_size, const int64_t *slots,
-                      const int64_t *tables, int64_t table_width, const int64_t *lens) {
+/* x[0..n) += delta[0..n): a residual connection */
+static void add_into(float *x, const float *delta, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        x[i] += delta[i];
+    }
+}
+
+static int slots_fit(int64_t batch, const int64_t *slots, int64_t capacity) {
     for (int64_t b = 0; b < batch; b++) {
-        if (slots[b] < 0 || slots[b] >= num_blocks * block_size || lens[b] < 1 ||
-            lens[b] > table_width * block_size) {
-            return NP_ERR_ARG;
-        }
-        for (int64_t i = 0; i < (lens[b] + block_size - 1) / block_size; i++) {
-            int64_t block = tables[b * table_width + i];
-            if (block < 0 || block >= num_blocks) {
-                return NP_ERR_ARG;
-            }
+        if (slots[b] < 0 || slots[b] >= capacity) {
+            return 0;
         }
     }
-    return NP_OK;
+    return 1;
 }
 
 int np_decode_layers(const np_decode_layer *layers, int64_t n_layers, const np_decode_shape *shape, float *x,
@@ -62,8 +61,9 @@ int np_decode_layers(const np_decode_layer *layers, int64_t n_layers, const np_d
         !(shape->eps >= 0.0f)) {
         return NP_ERR_ARG;
     }
-    /* every index is checked before the first layer writes its keys: a refused step changes nothing */
-    if (check_step(batch, num_blocks, bs, slots, tables, table_width, lens) != NP_OK) {
+    /* every index is checked once, before the first layer writes its keys: a refused step changes nothing */
+    if (!slots_fit(batch, slots, num_blocks * bs) ||
+        np_check_paged_lengths(batch, num_blocks, bs, tables, table_width, lens) != NP_OK) {
         return NP_ERR_ARG;
     }
     int64_t q_width = n_heads * hd, kv_width = n_kv * hd, qkv_width = q_width + 2 * kv_width;
@@ -92,17 +92,13 @@ int np_decode_layers(const np_decode_layer *layers, int64_t n_layers, const np_d
             rotate(row + q_width, n_kv, hd, cos_sin, kv);
             memcpy(kv + kv_width, row + q_width + kv_width, sizeof(float) * (size_t)kv_width);
         }
-        status = np_decode_attention(q, batch, n_heads, n_kv, hd, layer->pool, num_blocks, bs, tables,
-                                     table_width, lens, scale, h, threads, attention_simd);
-        if (status == NP_OK) {
-            status = np_block_linear(layer->attn_out, 4, dim, q_width, h, batch, delta, threads, simd);
-        }
+        np_decode_attention_checked(q, batch, n_heads, n_kv, hd, layer->pool, bs, tables, table_width, lens, scale,
+                                    h, threads, attention_simd);
+        status = np_block_linear(layer->attn_out, 4, dim, q_width, h, batch, delta, threads, simd);
         if (status != NP_OK) {
             break;
         }
-        for (int64_t i = 0; i < batch * dim; i++) {
-            x[i] += delta[i];
-        }
+        add_into(x, delta, batch * dim);
         for (int64_t b = 0; b < batch; b++) {
             rms_norm(x + b * dim, layer->ffn_norm, dim, shape->eps, h + b * dim);
         }
@@ -118,9 +114,7 @@ int np_decode_layers(const np_decode_layer *layers, int64_t n_layers, const np_d
         }
         status = np_block_linear(layer->down, 4, dim, hidden, q, batch, delta, threads, simd);
         if (status == NP_OK) {
-            for (int64_t i = 0; i < batch * dim; i++) {
-                x[i] += delta[i];
-            }
+            add_into(x, delta, batch * dim);
         }
     }
     np_free(h);

@@ -276,6 +276,14 @@ int np_reserve(void *array_address, int64_t *capacity, int64_t needed, size_t it
  * inside it this thread's part of the team and the team's size (0 and 1 outside a parallel run). */
 void np_run_parallel(void (*work)(void *), void *data, int threads);
 void np_team(int64_t *part, int64_t *team);
+/* np_decode_attention's checks of lengths and used block ids (NP_OK or NP_ERR_ARG), and its work once they
+ * passed: decode_layers.c checks a step once, not once a layer. */
+int np_check_paged_lengths(int64_t batch, int64_t num_blocks, int64_t block_size, const int64_t *tables,
+                           int64_t table_width, const int64_t *lens);
+void np_decode_attention_checked(const float *q, int64_t batch, int64_t n_heads, int64_t n_kv, int64_t head_dim,
+                                 const float *pool, int64_t block_size, const int64_t *tables,
+                                 int64_t table_width, const int64_t *lens, float scale, float *out,
+                                 int32_t threads, int32_t simd);
 
 /* Arrays a component handed out and then outgrew: kept until it is destroyed, since Python may
  * still hold views of them. */
