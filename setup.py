@@ -4,7 +4,7 @@ without a compiler the install still succeeds."""
 import sys
 from pathlib import Path
 
-from setuptools import find_packages, setup
+from setuptools import Extension, find_packages, setup
 from setuptools.command.build_ext import build_ext
 from setuptools.command.build_py import build_py
 
@@ -46,8 +46,9 @@ class OptionalBuildExt(build_ext):
     @staticmethod
     def _skip(error: Exception) -> None:
         print(
-            f"WARNING: the native_paths C extension was not built ({error}); infer-prof will run the "
-            "Python sampler, allocator and scheduler. Install a C compiler and reinstall to get them.",
+            f"WARNING: a C extension was not built ({error}); infer-prof will run its Python twins (the "
+            "sampler, allocator and scheduler, and the tracer's spans). Install a C compiler and reinstall "
+            "to get them.",
             file=sys.stderr,
         )
 
@@ -67,9 +68,17 @@ class RoomsOnly(build_py):
 ROOMS = ["engine", "profiler", "native_paths", "reports", "scenarios"]
 ROOM_PACKAGES = find_packages(include=[pattern for room in ROOMS for pattern in (room, room + ".*")])
 
+# The recording tracer's spans in C (profiler/collectors/span_log.py has its Python twin, used without it).
+SPAN_LOG = Extension(
+    "infer_prof.profiler.collectors._span_log",
+    sources=["profiler/collectors/csrc/span_log.c"],
+    extra_compile_args=["-std=c99", "-O2", "-Wall", "-Wextra"],
+)
+
 setup(
     package_dir={"infer_prof": "."},
     packages=["infer_prof", *("infer_prof." + package for package in ROOM_PACKAGES)],
     cffi_modules=["native_paths/build.py:ffibuilder"],
+    ext_modules=[SPAN_LOG],
     cmdclass={"build_ext": OptionalBuildExt, "build_py": RoomsOnly},
 )

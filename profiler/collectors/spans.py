@@ -2,308 +2,253 @@
 
 from __future__ import annotations
 
-import struct
 import threading
 import time
 from array import array
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import nullcontext
 from typing import Any
 
 from infer_prof.profiler.collectors.base import Collector
+from infer_prof.profiler.collectors.record_log import RecordLog
+from infer_prof.profiler.collectors.span_decode import OUTSIDE, STEP_SPAN, ThreadRecords
+from infer_prof.profiler.collectors.span_log import PAUSE, STEP_MARK, implementation
 from infer_prof.profiler.collectors.spill import SpillFile
+
+__all__ = ["OUTSIDE", "STEP_SPAN", "RecordLog", "RecordingTracer", "SpanCollector"]
 
 Clock = Callable[[], int]
 StepListener = Callable[[int, bool], None]  # (step index, begin?)
 SpanHook = Callable[[str, bool], None]  # (span name, enter?)
 
-STEP_SPAN = "step"
-OUTSIDE = ""  # the parent name of a lock wait or pause that happened outside every span
-
 _NULL = nullcontext()
-# A thread's records are spilled to disk once it holds this many spans (~450 KB of them).
+# A thread's log is moved to the spill file when an outermost span or lock use ends with this many words held
+# (256 KB: ~8,000 spans, a chunk written every ~1,000 engine steps).
+SPILL_WORDS = 1 << 15
+# Lock uses a thread keeps ready, by (name, lock); past this many (a lock made per use) they are dropped and
+# made again, so a thread holds no lock alive for long.
+KEPT_LOCK_USES = 64
+# Decoded records are moved to the spill file in chunks of this many spans and lock uses (~450 KB).
 SPILL_RECORDS = 8192
 
 
-class RecordLog:
-    """Records of a few names (str) and numbers each, kept as a list of names and an 8-byte array of numbers.
-
-    A record per span is kept for the whole run, so its size is the profiler's memory growth: as
-    Python ints in a list a span's six numbers cost ~200 bytes (a 32-byte int object and an 8-byte
-    slot each), in an array 48. In a 10,000-request soak that was ~3 KB a request of RSS growth.
-    Arrays hold no objects, so they also add nothing to the garbage collector's work. Only the
-    owning thread appends (names first, then numbers), so the two stay aligned without a lock.
-    spill() moves the records held so far into a SpillFile (names as codes into `_name_table`), so
-    a run of any length holds at most a chunk of them; records() reads the spilled chunks first.
-    """
-
-    __slots__ = ("_chunks", "_codes", "_name_table", "name_width", "names", "pack", "value_width", "values")
-
-    def __init__(self, name_width: int, value_width: int, typecode: str = "q") -> None:
-        self.name_width = name_width
-        self.value_width = value_width
-        self.names: list[str] = []
-        self.values = array(typecode)
-        # A record's numbers go in as bytes (values.frombytes(pack(...))): array.extend from a tuple converts
-        # item by item, and cost ~0.4 us a span against ~0.1 us this way (struct's native layout is the array's).
-        self.pack = struct.Struct(f"{value_width}{typecode}").pack
-        self._codes: dict[str, int] = {}
-        self._name_table: list[str] = []
-        # Spilled chunks: (file, records, offset of the name codes, offset of the numbers).
-        self._chunks: list[tuple[SpillFile, int, int, int]] = []
-
-    def __len__(self) -> int:
-        return sum(chunk[1] for chunk in self._chunks) + len(self.names) // self.name_width
-
-    def spill(self, file: SpillFile) -> bool:
-        """Move the records held in memory into `file` (owning thread only); False when the file refused them."""
-        count = len(self.names) // self.name_width
-        if not count:
-            return True
-        codes = self._codes
-        for name in set(self.names):
-            if name not in codes:
-                codes[name] = len(self._name_table)
-                self._name_table.append(name)
-        name_codes = array("i", map(codes.__getitem__, self.names))
-        names_at = file.append(name_codes)
-        values_at = file.append(self.values) if names_at is not None else None
-        if names_at is None or values_at is None:
-            return False
-        self._chunks.append((file, count, names_at, values_at))
-        self.names = []
-        del self.values[:]  # frees the buffer; the array object is kept
-        return True
-
-    def records(self) -> Iterator[tuple[Any, ...]]:
-        """Each record as a tuple: its names, then its numbers (spilled ones first, in the order written)."""
-        for file, count, names_at, values_at in self._chunks:
-            table = self._name_table
-            names = [table[code] for code in file.read_array("i", names_at, count * self.name_width)]
-            values = file.read_array(self.values.typecode, values_at, count * self.value_width)
-            yield from self._tuples(names, values)
-        yield from self._tuples(self.names, self.values)
-
-    def _tuples(self, names: list[str], values: array) -> Iterator[tuple[Any, ...]]:
-        heads = zip(*([iter(names)] * self.name_width), strict=False)
-        tails = zip(*([iter(values)] * self.value_width), strict=False)
-        return (head + tail for head, tail in zip(heads, tails, strict=False))
-
-
 class _ThreadState:
-    """One thread's open spans and finished events; only its own thread writes to it."""
+    """One thread's log (only its thread writes to it) and, once decoded, its records."""
 
-    __slots__ = (
-        "counters",
-        "events",
-        "ident",
-        "locks",
-        "native_id",
-        "pauses",
-        "spans",
-        "spilling",
-        "stack",
-        "step",
-        "thread",
-    )
+    __slots__ = ("chunks", "ident", "lock_uses", "log", "native_id", "records", "spans", "step", "thread")
 
-    def __init__(self) -> None:
+    def __init__(self, log: Any, cpu: bool) -> None:
         self.thread = threading.current_thread()
         self.ident = threading.get_ident()
         self.native_id = threading.get_native_id()
-        # Open spans, innermost last: [name, start_ns, child_ns, cpu_start_ns].
-        self.stack: list[list[Any]] = []
-        # Finished spans: name; start_ns, end_ns, self_ns, cpu_ns, depth, step.
-        self.events = RecordLog(1, 6)
-        # Lock uses: lock name, parent span; step, asked_ns, got_ns, released_ns.
-        self.locks = RecordLog(2, 4)
-        # Pauses reported by other collectors (GC): kind, parent span; step, start_ns, end_ns.
-        self.pauses = RecordLog(2, 3)
-        # Sampled values: name; time_ns, value (as a float, exact for integers below 2**53).
-        self.counters = RecordLog(1, 2, "d")
+        self.log = log
+        # One context manager per span name and per (name, lock), reused: a use holds no state of its own
+        # (its clock readings go to the log), so it costs no object allocation, only the lookup that finds it.
+        self.spans: dict[Any, Any] = {}
+        self.lock_uses = 0
         self.step = -1
-        # One context manager per span name, reused: it holds no per-use state (that is on `stack`), so a
-        # span costs no object allocation, only the dict lookup that finds it.
-        self.spans: dict[str, _Span] = {}
-        self.spilling = True  # until the spill file refuses a chunk; then every record stays in memory
+        # The log's words moved out so far, in order, not yet decoded: (spill file, offset, words) or bytes.
+        self.chunks: list[tuple[SpillFile, int, int] | bytes] = []
+        self.records = ThreadRecords(cpu)
 
-    def spill(self, file: SpillFile) -> None:
-        """Move this thread's finished records into `file` (called on this thread only)."""
-        if self.spilling:
-            self.spilling = all(
-                log.spill(file) for log in (self.events, self.locks, self.pauses, self.counters)
-            )
+    # What the summary reads, decoded (RecordingTracer.thread_states() decodes first).
+    @property
+    def events(self) -> RecordLog:
+        return self.records.events
 
-    def add_to_parent(self, ns: int) -> str:
-        """Count `ns` (a lock wait, a pause) against the innermost open span; return its name."""
-        stack = self.stack
-        if stack:
-            stack[-1][2] += ns
-            return stack[-1][0]
-        return OUTSIDE
+    @property
+    def locks(self) -> RecordLog:
+        return self.records.locks
+
+    @property
+    def pauses(self) -> RecordLog:
+        return self.records.pauses
+
+    @property
+    def counters(self) -> RecordLog:
+        return self.records.counters
 
 
-class _Span:
-    """The context manager of one span name on one thread: slotted, made once and reused (see _ThreadState.spans)."""
+class _StepSpan:
+    """The "step" span: numbers the step and calls the step listeners and span hooks around the log's span."""
 
-    __slots__ = ("name", "state", "tracer")
+    __slots__ = ("inner", "log", "state", "tracer")
 
-    def __init__(self, tracer: RecordingTracer, state: _ThreadState, name: str) -> None:
+    def __init__(self, tracer: RecordingTracer, state: _ThreadState, inner: Any) -> None:
         self.tracer = tracer
         self.state = state
-        self.name = name
+        self.log = state.log
+        self.inner = inner
 
     def __enter__(self) -> None:
         tracer = self.tracer
-        name = self.name
-        state = self.state
-        if name == STEP_SPAN:
-            state.step = tracer._begin_step()
+        step = self.state.step = tracer._begin_step()
+        self.log.push(STEP_MARK, step)
         if tracer._span_hook is not None:
-            tracer._span_hook(name, True)
-        cpu_clock = tracer._cpu_clock
-        state.stack.append([name, tracer._clock(), 0, cpu_clock() if cpu_clock is not None else 0])
+            tracer._span_hook(STEP_SPAN, True)
+        self.inner.__enter__()
 
     def __exit__(self, *exc: object) -> None:
+        self.inner.__exit__(None, None, None)
         tracer = self.tracer
-        end = tracer._clock()
-        cpu_clock = tracer._cpu_clock
-        cpu_end = cpu_clock() if cpu_clock is not None else 0
-        state = self.state
-        stack = state.stack
-        name, start, child_ns, cpu_start = stack.pop()
-        duration = end - start
-        if stack:
-            stack[-1][2] += duration
-        events = state.events
-        events.names.append(name)
-        events.values.frombytes(
-            events.pack(start, end, duration - child_ns, cpu_end - cpu_start, len(stack), state.step)
-        )
-        if not stack and len(events.names) >= SPILL_RECORDS:
-            state.spill(tracer.spill_file)  # between top-level spans: a chunk written every ~1,000 steps
         if tracer._span_hook is not None:
-            tracer._span_hook(name, False)
-        if name == STEP_SPAN:
-            tracer._end_step(state.step)
-            state.step = -1
+            tracer._span_hook(STEP_SPAN, False)
+        tracer._end_step(self.state.step)
+        self.state.step = -1
 
 
-class _LockUse:
-    """Acquire a lock timing the wait; the wait counts as a child of the enclosing span (lock, not its self time)."""
+class _Hooked:
+    """A span while span hooks are installed: calls `hook(name, enter)` around the thread's span."""
 
-    __slots__ = ("asked", "got", "lock", "name", "parent", "state", "tracer")
+    __slots__ = ("hook", "inner", "name")
 
-    def __init__(self, tracer: RecordingTracer, state: _ThreadState, lock: Any, name: str) -> None:
-        self.tracer = tracer
-        self.state = state
-        self.lock = lock
+    def __init__(self, hook: SpanHook, name: str, inner: Any) -> None:
+        self.hook = hook
         self.name = name
+        self.inner = inner
 
     def __enter__(self) -> None:
-        clock = self.tracer._clock
-        asked = clock()
-        self.lock.acquire()
-        got = clock()
-        self.parent = self.state.add_to_parent(got - asked)
-        self.asked = asked
-        self.got = got
+        self.hook(self.name, True)
+        self.inner.__enter__()
 
     def __exit__(self, *exc: object) -> None:
-        released = self.tracer._clock()
-        self.lock.release()
-        state = self.state
-        locks = state.locks
-        locks.names.extend((self.name, self.parent))
-        locks.values.frombytes(locks.pack(state.step, self.asked, self.got, released))
+        self.inner.__exit__(None, None, None)
+        self.hook(self.name, False)
+
+
+def _lock_off(lock: Any, name: str) -> Any:
+    return lock  # a Lock/Condition is its own context manager, as in NullTracer
+
+
+def _counter_off(name: str, value: float) -> None:
+    return None
 
 
 class RecordingTracer:
     """An engine.trace.Tracer that records spans, lock waits and counters with little cost per event.
 
-    Each thread appends plain tuples to its own lists (no dict per event, no lock on the hot path);
-    everything is summarized after the run by `summary()`. Exclusive ("self") time of a span is its
-    duration minus its child spans, its lock waits and the pauses (GC) that other collectors report
-    through `record_pause`, so self times, lock waits and pauses of one thread never overlap.
+    A span's enter and exit append a code and a clock reading to the thread's own log (span_log.py: C
+    when built, else its Python twin), with no lock and no object made; everything else (self times,
+    depths, parents, steps) is decoded after the run (span_decode.py) when `thread_states()` is read.
+    Exclusive ("self") time of a span is its duration minus its child spans, its lock waits and the
+    pauses (GC) that other collectors report through `record_pause`, so self times, lock waits and
+    pauses of one thread never overlap.
 
     clock: wall clock in ns (perf_counter_ns); cpu_clock: the thread's CPU clock in ns
-    (thread_time_ns, a real system call of ~0.45 us here, so it can be switched off with None).
-    Steps are numbered 0, 1, 2... in the order "step" spans are entered.
+    (thread_time_ns, a real system call, so it can be switched off with None). Other clocks (tests'
+    fake ones) are called through Python. native: True for the C log, False for the Python twin,
+    None for C when built (see span_log.implementation). recording: False records nothing until
+    enable(). Steps are numbered 0, 1, 2... in the order
+    "step" spans are entered.
+
+    `span`, `lock` and `counter` are attributes, not methods: while recording with no span hooks they
+    are the C table's own functions, so the engine's call goes straight to C.
     """
 
+    span: Callable[[str], Any]
+    lock: Callable[[Any, str], Any]
+    counter: Callable[[str, float], None]
+
     def __init__(
-        self, *, clock: Clock = time.perf_counter_ns, cpu_clock: Clock | None = time.thread_time_ns
+        self,
+        *,
+        clock: Clock = time.perf_counter_ns,
+        cpu_clock: Clock | None = time.thread_time_ns,
+        native: bool | None = None,
+        recording: bool = True,
     ) -> None:
         self._clock = clock
         self._cpu_clock = cpu_clock
+        self._module, self.recorder = implementation(native)
         self._local = threading.local()
         self._states: list[_ThreadState] = []
-        self._states_lock = threading.Lock()
-        self._recording = True
+        self._states_lock = threading.Lock()  # also held while decoding
+        self._codes: dict[str, int] = {}
+        self._names: list[str] = []
+        self._table = self._module.Table(
+            self._local, self._codes, self._miss_span, self._miss_lock, self._miss_code
+        )
+        self._recording = recording  # until enable() or disable()
         self._paused = False
         self._next_step = 0
         self._step_listeners: list[StepListener] = []
         self._span_hook: SpanHook | None = None  # the hooks below as one callable; None when there are none
         self._span_hooks: list[SpanHook] = []
         self.first_ns: int | None = None  # set by enable(); the start of the recorded window
-        self.spill_file = SpillFile()  # where finished records go once a thread holds SPILL_RECORDS spans
+        self.spill_file = SpillFile()  # where a thread's words go once it holds SPILL_WORDS of them
         self.last_ns: int | None = None  # set by disable()
+        self._route()
 
-    # -- engine.trace.Tracer ----------------------------------------------------------------------
+    # -- engine.trace.Tracer: span, lock and counter are routed by _route() ------------------------
 
-    def span(self, name: str) -> Any:
+    def _route(self) -> None:
+        """Point span/lock/counter at what the tracer's state calls for (the C table's when recording)."""
         if not self._recording:
-            if self._paused and name == STEP_SPAN:
-                self._next_step += 1  # paused, steps keep their numbers (the engine's StepRecord.step)
-            return _NULL
-        try:
-            state = self._local.state
-        except AttributeError:
-            state = self._new_state()
-        try:
-            return state.spans[name]
-        except KeyError:
-            span = state.spans[name] = _Span(self, state, name)
+            self.span, self.lock, self.counter = self._span_off, _lock_off, _counter_off
+            return
+        self.span = self._span_hooked if self._span_hook is not None else self._table.span
+        self.lock = self._table.lock
+        self.counter = self._table.counter
+
+    def _span_off(self, name: str) -> Any:
+        if self._paused and name == STEP_SPAN:
+            self._next_step += 1  # paused, steps keep their numbers (the engine's StepRecord.step)
+        return _NULL
+
+    def _span_hooked(self, name: str) -> Any:
+        span = self._table.span(name)
+        hook = self._span_hook
+        if (
+            hook is None or name == STEP_SPAN
+        ):  # the step span calls the hooks itself, after the step listeners
             return span
+        return _Hooked(hook, name, span)
 
-    def lock(self, lock: Any, name: str) -> Any:
-        if not self._recording:
-            return lock  # a Lock/Condition is its own context manager, as in NullTracer
-        try:
-            state = self._local.state
-        except AttributeError:
-            state = self._new_state()
-        return _LockUse(self, state, lock, name)
+    def _miss_span(self, name: str) -> Any:
+        state = self._state()
+        span = state.log.span(self._code(name))
+        if name == STEP_SPAN:
+            span = _StepSpan(self, state, span)
+        state.spans[name] = span
+        return span
 
-    def counter(self, name: str, value: float) -> None:
-        if self._recording:
-            try:
-                state = self._local.state
-            except AttributeError:
-                state = self._new_state()
-            counters = state.counters
-            counters.names.append(name)
-            counters.values.frombytes(counters.pack(self._clock(), value))
+    def _miss_lock(self, lock: Any, name: str) -> Any:
+        state = self._state()
+        if state.lock_uses >= KEPT_LOCK_USES:
+            for key in [key for key in state.spans if isinstance(key, tuple)]:
+                del state.spans[key]
+            state.lock_uses = 0
+        use = state.spans[name, lock] = state.log.lock_use(lock, self._code(name))
+        state.lock_uses += 1
+        return use
+
+    def _miss_code(self, name: str) -> None:
+        self._state()
+        self._code(name)
 
     # -- control ----------------------------------------------------------------------------------
 
     def enable(self) -> None:
         self._recording = True
+        self._route()
         self.first_ns = self._clock()
 
     def disable(self) -> None:
         self._recording = False
+        self._route()
         self.last_ns = self._clock()
 
     def pause(self) -> None:
         """Record nothing until resume() (the in-run overhead A/B), but keep numbering steps."""
         self._paused = True
         self._recording = False
+        self._route()
 
     def resume(self) -> None:
         self._paused = False
         self._recording = True
+        self._route()
 
     @property
     def clock(self) -> Clock:
@@ -328,24 +273,19 @@ class RecordingTracer:
         hooks = tuple(self._span_hooks)
         if len(hooks) <= 1:  # the common case costs one call, as before there could be several
             self._span_hook = hooks[0] if hooks else None
-            return
+        else:
 
-        def every(name: str, enter: bool) -> None:
-            for hook in hooks:
-                hook(name, enter)
+            def every(name: str, enter: bool) -> None:
+                for hook in hooks:
+                    hook(name, enter)
 
-        self._span_hook = every
+            self._span_hook = every
+        self._route()
 
     def record_pause(self, kind: str, start_ns: int, end_ns: int) -> None:
         """A pause of the calling thread (a GC collection) that is not its enclosing span's own work."""
-        try:
-            state = self._local.state
-        except AttributeError:
-            state = self._new_state()
-        parent = state.add_to_parent(end_ns - start_ns)
-        pauses = state.pauses
-        pauses.names.extend((kind, parent))
-        pauses.values.frombytes(pauses.pack(state.step, start_ns, end_ns))
+        state = self._state()
+        state.log.push(PAUSE, self._code(kind), start_ns, end_ns)
 
     def current_step(self) -> int:
         """The step the calling thread is in (-1 outside every step)."""
@@ -355,7 +295,10 @@ class RecordingTracer:
     # -- results ----------------------------------------------------------------------------------
 
     def thread_states(self) -> list[_ThreadState]:
+        """Every thread's state, its words decoded into records so far."""
         with self._states_lock:
+            for state in self._states:
+                self._decode(state)
             return list(self._states)
 
     def counters(self) -> list[tuple[str, int, float]]:
@@ -373,21 +316,67 @@ class RecordingTracer:
 
     def summary(self) -> dict[str, Any]:
         """Per-thread totals, per-step rows and counters, JSON-ready (see SpanCollector for the shape)."""
+        states = self.thread_states()
         return {
-            "threads": {name: data for name, data in _per_thread(self.thread_states()).items()},
-            "steps": step_rows(self.thread_states()),
+            "threads": {name: data for name, data in _per_thread(states).items()},
+            "steps": step_rows(states),
             "counters": _counter_summary(self.counters()),
             "window_ns": _window(self),
         }
 
     # -- internals --------------------------------------------------------------------------------
 
-    def _new_state(self) -> _ThreadState:
-        state = _ThreadState()
-        self._local.state = state
+    def _state(self) -> _ThreadState:
+        """The calling thread's state, made (with its log) on the thread's first record."""
+        try:
+            return self._local.state
+        except AttributeError:
+            pass
+        cpu = self._cpu_clock is not None
+        state = _ThreadState(None, cpu)
+        state.log = self._module.SpanLog(
+            limit=SPILL_WORDS,
+            cpu=cpu,
+            clock=None if self._clock is time.perf_counter_ns else self._clock,
+            cpu_clock=None if self._cpu_clock in (None, time.thread_time_ns) else self._cpu_clock,
+            on_full=lambda: self._spill(state),
+        )
+        local = self._local
+        local.state, local.log, local.spans = state, state.log, state.spans
         with self._states_lock:
             self._states.append(state)
         return state
+
+    def _code(self, name: str) -> int:
+        code = self._codes.get(name)
+        if code is None:
+            with self._states_lock:
+                code = self._codes.get(name)
+                if code is None:
+                    code = self._codes[name] = len(self._names)
+                    self._names.append(name)
+        return code
+
+    def _spill(self, state: _ThreadState) -> None:
+        """Move the thread's words to the spill file (on its own thread, between its outermost spans)."""
+        with self._states_lock:  # a decode (another thread) never sees a chunk half moved
+            words = state.log.take()
+            offset = self.spill_file.append(words)  # None when the file cannot take them: kept in memory
+            state.chunks.append(words if offset is None else (self.spill_file, offset, len(words) // 8))
+
+    def _decode(self, state: _ThreadState) -> None:
+        """Decode the thread's words moved out so far and those its log holds (under _states_lock)."""
+        chunks, state.chunks = state.chunks, []
+        chunks.append(state.log.take())
+        for chunk in chunks:
+            words = array("q")
+            if isinstance(chunk, bytes):
+                words.frombytes(chunk)
+            else:
+                file, offset, count = chunk
+                words = file.read_array("q", offset, count)
+            state.records.feed(words, self._names)
+            _spill_records(state.records.logs(), self.spill_file)
 
     def _begin_step(self) -> int:
         step = self._next_step
@@ -399,6 +388,14 @@ class RecordingTracer:
     def _end_step(self, step: int) -> None:
         for listener in self._step_listeners:
             listener(step, False)
+
+
+def _spill_records(logs: tuple[RecordLog, ...], file: SpillFile) -> None:
+    """Keep decoded records in the spill file once a chunk of them is held, so decoding holds memory bounded."""
+    if len(logs[0].names) + len(logs[1].names) < SPILL_RECORDS:
+        return
+    for log in logs:
+        log.spill(file)
 
 
 def _window(tracer: RecordingTracer) -> int | None:
@@ -564,7 +561,7 @@ class SpanCollector(Collector):
     result() = {status, reason, threads: {thread name: {native_ids, spans: {name: {count, total_ns,
     self_ns, cpu_ns}}, locks: {name: {count, wait_ns, hold_ns, max_wait_ns, by_parent}}, pauses:
     {kind: {count, total_ns, by_parent}}, covered_ns, spans_recorded}}, steps: [row], counters,
-    window_ns, overhead: {per_span_ns, per_lock_ns, cpu_time, estimated_ns, fraction}}
+    window_ns, overhead: {per_span_ns, per_lock_ns, cpu_time, recorder, estimated_ns, fraction}}
     """
 
     name = "spans"
@@ -585,8 +582,8 @@ class SpanCollector(Collector):
         else:
             self._cpu_clock = cpu_clock if cpu_time else None
             self._clock = clock
-            self.tracer = RecordingTracer(clock=clock, cpu_clock=self._cpu_clock)
-            self.tracer._recording = False  # records between start() and stop()
+            # Records between start() and stop().
+            self.tracer = RecordingTracer(clock=clock, cpu_clock=self._cpu_clock, recording=False)
         self._cost: dict[str, float] | None = None
 
     def _start(self) -> None:
@@ -615,6 +612,7 @@ class SpanCollector(Collector):
         summary["overhead"] = {
             **cost,
             "cpu_time": self._cpu_clock is not None,
+            "recorder": self.tracer.recorder,  # "c": the C span log; "python": its twin (not built)
             "estimated_ns": estimated,
             # Spans of all threads share two cores here; the engine thread's share is what slows steps.
             "fraction": estimated / window if window else None,

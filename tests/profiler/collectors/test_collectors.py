@@ -74,9 +74,10 @@ def run_nested(tracer: RecordingTracer, clock: FakeClock, cpu: FakeClock | None 
     return lock
 
 
-def test_recording_tracer_exact_exclusive_times_lock_waits_and_pauses() -> None:
+def test_recording_tracer_exact_exclusive_times_lock_waits_and_pauses(recorder: str) -> None:
     clock, cpu = FakeClock(), FakeClock()
     tracer = RecordingTracer(clock=clock, cpu_clock=cpu)
+    assert tracer.recorder == recorder
     run_nested(tracer, clock, cpu)
     thread = tracer.summary()["threads"][threading.current_thread().name]
     spans = thread["spans"]
@@ -95,7 +96,7 @@ def test_recording_tracer_exact_exclusive_times_lock_waits_and_pauses() -> None:
     assert thread["covered_ns"] == 81
 
 
-def test_a_span_nested_in_one_of_its_own_name_is_timed_as_two() -> None:
+def test_a_span_nested_in_one_of_its_own_name_is_timed_as_two(recorder: str) -> None:
     # The tracer reuses one context manager per span name and thread: each use's times live on the stack.
     clock = FakeClock()
     tracer = RecordingTracer(clock=clock, cpu_clock=None)
@@ -111,7 +112,7 @@ def test_a_span_nested_in_one_of_its_own_name_is_timed_as_two() -> None:
     assert spans["model"] == {"count": 2, "total_ns": 16 + 5, "self_ns": 11 + 5, "cpu_ns": 0}
 
 
-def test_step_rows_add_up_to_the_step_duration() -> None:
+def test_step_rows_add_up_to_the_step_duration(recorder: str) -> None:
     clock = FakeClock()
     tracer = RecordingTracer(clock=clock, cpu_clock=None)
     run_nested(tracer, clock)
@@ -131,7 +132,7 @@ def test_step_rows_add_up_to_the_step_duration() -> None:
     assert rows[1]["start_ns"] == 181
 
 
-def test_step_phase_table_for_the_sessions_steps_csv() -> None:
+def test_step_phase_table_for_the_sessions_steps_csv(recorder: str) -> None:
     clock = FakeClock()
     tracer = RecordingTracer(clock=clock, cpu_clock=None)
     run_nested(tracer, clock)
@@ -142,7 +143,7 @@ def test_step_phase_table_for_the_sessions_steps_csv() -> None:
     }
 
 
-def test_spans_outside_steps_and_on_other_threads_are_kept_apart() -> None:
+def test_spans_outside_steps_and_on_other_threads_are_kept_apart(recorder: str) -> None:
     tracer = RecordingTracer()
     both_open = threading.Barrier(2)
 
@@ -166,7 +167,7 @@ def test_spans_outside_steps_and_on_other_threads_are_kept_apart() -> None:
     assert [row["step"] for row in tracer.summary()["steps"]] == [0]
 
 
-def test_step_listeners_and_span_hook_see_every_step_and_span() -> None:
+def test_step_listeners_and_span_hook_see_every_step_and_span(recorder: str) -> None:
     tracer = RecordingTracer()
     seen: list[tuple[Any, ...]] = []
     tracer.add_step_listener(lambda step, begin: seen.append(("step", step, begin)))
@@ -185,7 +186,7 @@ def test_step_listeners_and_span_hook_see_every_step_and_span() -> None:
     assert seen[6] == ("step", 1, True)
 
 
-def test_several_span_hooks_each_see_every_span_until_removed() -> None:
+def test_several_span_hooks_each_see_every_span_until_removed(recorder: str) -> None:
     tracer = RecordingTracer()
     first: list[tuple[str, bool]] = []
     second: list[tuple[str, bool]] = []
@@ -208,7 +209,7 @@ def test_several_span_hooks_each_see_every_span_until_removed() -> None:
     assert tracer._span_hook is None
 
 
-def test_tracer_is_an_engine_tracer_and_records_only_while_enabled() -> None:
+def test_tracer_is_an_engine_tracer_and_records_only_while_enabled(recorder: str) -> None:
     collector = SpanCollector()
     tracer = collector.tracer
     assert isinstance(tracer, Tracer)
@@ -229,7 +230,7 @@ def test_tracer_is_an_engine_tracer_and_records_only_while_enabled() -> None:
     assert result["overhead"]["per_span_ns"] > 0 and result["window_ns"] > 0
 
 
-def test_gc_pause_is_timed_and_attributed_to_the_open_span() -> None:
+def test_gc_pause_is_timed_and_attributed_to_the_open_span(recorder: str) -> None:
     spans = SpanCollector()
     collector = GcCollector(tracer=spans.tracer)
     spans.start()
