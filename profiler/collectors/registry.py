@@ -35,8 +35,9 @@ DEEP_RATE_HZ = 29  # --native pauses the process to unwind every thread: 97 Hz c
 
 
 def spans_record_cpu_time(profile: str) -> bool:
-    """Whether spans also record the thread's CPU time: two system calls a span (1.8 against 0.7 us,
-    benchmarks/bench_tracer.py) that nothing the default profile reports reads, so deep only."""
+    """Whether spans also record the thread's CPU time: two system calls a span, several times what the rest
+    of a C span costs (benchmarks/bench_tracer.py, docs/measurements.md), that nothing the default profile
+    reports reads, so deep only."""
     return profile == "deep"
 
 
