@@ -163,7 +163,8 @@ class RecordingTracer:
         self._module, self.recorder = implementation(native)
         self._local = threading.local()
         self._states: list[_ThreadState] = []
-        self._states_lock = threading.Lock()  # also held while decoding
+        # Also held while decoding; reentrant, since a GC pause recorded while decoding may make a thread state.
+        self._states_lock = threading.RLock()
         self._codes: dict[str, int] = {}
         self._names: list[str] = []
         self._table = self._module.Table(

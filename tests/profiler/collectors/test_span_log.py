@@ -294,3 +294,21 @@ def test_implementation_insists_when_asked(monkeypatch) -> None:  # type: ignore
             assert NATIVE.__file__ == built
         monkeypatch.setenv("INFER_PROF_PYTHON_SPANS", "1")
         assert implementation()[1] == "python" and implementation(True)[1] == "c"
+
+
+def test_a_pause_recorded_while_decoding_does_not_deadlock(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    tracer = RecordingTracer(cpu_clock=None)
+    with tracer.span("model"):
+        pass
+    feed = ThreadRecords.feed
+
+    def feed_and_pause(self: ThreadRecords, words: array, names: list[str]) -> None:
+        tracer.record_pause("gc", 1, 2)  # as the GC collector's callback would, on the decoding thread
+        feed(self, words, names)
+
+    monkeypatch.setattr(ThreadRecords, "feed", feed_and_pause)
+    seen: list[Any] = []
+    reader = threading.Thread(target=lambda: seen.append(tracer.thread_states()), name="reader", daemon=True)
+    reader.start()
+    reader.join(timeout=30)
+    assert not reader.is_alive() and len(seen[0]) == 2  # the reader got a state of its own for the pause
