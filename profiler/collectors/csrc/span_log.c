@@ -102,11 +102,15 @@ static int reserve(SpanLog *log, Py_ssize_t more) {
     return 0;
 }
 
+/* Room is reserved only after the last call that can run Python code (a test's clock, a lock's acquire or
+ * release), since that code may append to this same log (the GC collector's pauses) and use the room up. */
+
 /* Appends code, wall[, cpu] read now; -1 with an exception set when a clock or the memory failed. */
 static int push_mark(SpanLog *log, int64_t code) {
     int64_t wall, cpu = 0;
-    if (reserve(log, 3) < 0 || wall_now(log, &wall) < 0) return -1;
+    if (wall_now(log, &wall) < 0) return -1;
     if (log->cpu && read_clock(log->cpu_clock, CLOCK_THREAD_CPUTIME_ID, &cpu) < 0) return -1;
+    if (reserve(log, 3) < 0) return -1;
     int64_t *at = log->words + log->len;
     at[0] = code;
     at[1] = wall;
@@ -172,13 +176,25 @@ static void SpanLog_dealloc(SpanLog *self) {
 static Py_ssize_t SpanLog_length(SpanLog *self) { return self->len; }
 
 static PyObject *SpanLog_push(SpanLog *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (reserve(self, nargs) < 0) return NULL;
+    /* Converted first (an argument's __index__ may run Python code), then appended all at once. */
+    int64_t small[8];
+    int64_t *words = nargs <= 8 ? small : PyMem_Malloc((size_t)nargs * sizeof(int64_t));
+    if (words == NULL) return PyErr_NoMemory();
     for (Py_ssize_t i = 0; i < nargs; i++) {
         long long word = PyLong_AsLongLong(args[i]);
-        if (word == -1 && PyErr_Occurred()) return NULL; /* nothing of this call was counted yet */
-        self->words[self->len + i] = word;
+        if (word == -1 && PyErr_Occurred()) {
+            if (words != small) PyMem_Free(words);
+            return NULL; /* nothing of this call was appended */
+        }
+        words[i] = word;
     }
-    self->len += nargs;
+    int failed = reserve(self, nargs) < 0;
+    if (!failed) {
+        memcpy(self->words + self->len, words, (size_t)nargs * sizeof(int64_t));
+        self->len += nargs;
+    }
+    if (words != small) PyMem_Free(words);
+    if (failed) return NULL;
     Py_RETURN_NONE;
 }
 
@@ -356,11 +372,11 @@ static PyObject *LockUse_enter(LockUse *self, PyObject *Py_UNUSED(ignored)) {
     SpanLog *log = self->log;
     if (cleared(log)) return NULL;
     int64_t asked, got;
-    if (reserve(log, 4) < 0 || wall_now(log, &asked) < 0) return NULL;
+    if (wall_now(log, &asked) < 0) return NULL;
     PyObject *taken = PyObject_CallNoArgs(self->acquire);
     if (taken == NULL) return NULL; /* not acquired: nothing recorded */
     Py_DECREF(taken);
-    if (wall_now(log, &got) < 0) {
+    if (wall_now(log, &got) < 0 || reserve(log, 4) < 0) {
         /* Acquired, but unrecordable: release so no one waits forever, and say why. */
         PyObject *type, *value, *traceback;
         PyErr_Fetch(&type, &value, &traceback);
@@ -383,7 +399,7 @@ static PyObject *LockUse_exit(LockUse *self, PyObject *const *Py_UNUSED(args), P
     SpanLog *log = self->log;
     if (cleared(log)) return NULL;
     int64_t released;
-    int failed = reserve(log, 2) < 0 || wall_now(log, &released) < 0;
+    int failed = wall_now(log, &released) < 0;
     /* Release whatever happened to the record: a lock held forever would hang the engine. */
     PyObject *type, *value, *traceback;
     if (failed) PyErr_Fetch(&type, &value, &traceback);
@@ -395,6 +411,7 @@ static PyObject *LockUse_exit(LockUse *self, PyObject *const *Py_UNUSED(args), P
     }
     if (freed == NULL) return NULL;
     Py_DECREF(freed);
+    if (reserve(log, 2) < 0) return NULL;
     log->words[log->len] = LOCK_RELEASED;
     log->words[log->len + 1] = released;
     log->len += 2;
@@ -536,7 +553,7 @@ static PyObject *Table_counter(Table *self, PyObject *const *args, Py_ssize_t na
     long long code = PyLong_AsLongLong(code_object);
     int64_t now, bits;
     memcpy(&bits, &value, sizeof bits);
-    if ((code == -1 && PyErr_Occurred()) || reserve(log, 4) < 0 || wall_now(log, &now) < 0) {
+    if ((code == -1 && PyErr_Occurred()) || wall_now(log, &now) < 0 || reserve(log, 4) < 0) {
         Py_DECREF(log_object);
         return NULL;
     }

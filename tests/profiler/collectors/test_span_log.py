@@ -312,3 +312,27 @@ def test_a_pause_recorded_while_decoding_does_not_deadlock(monkeypatch) -> None:
     reader.start()
     reader.join(timeout=30)
     assert not reader.is_alive() and len(seen[0]) == 2  # the reader got a state of its own for the pause
+
+
+@pytest.mark.parametrize(
+    "module", [pytest.param(NATIVE, id="c", marks=needs_c), pytest.param(python_twin, id="py")]
+)
+def test_a_clock_that_appends_to_its_own_log_overruns_and_loses_nothing(module: Any) -> None:
+    # As the GC collector's pause may land on the log while a clock or a lock runs Python code: the room
+    # for a record is taken after those calls (under .ci/sanitize an overrun here is a report).
+    log: Any = None
+
+    def clock() -> int:
+        if len(log) == 0:
+            log.push(*([STEP_MARK, 7] * 512))  # 1,024 words: a full first buffer
+        return 5
+
+    log = module.SpanLog(clock=clock)
+    with log.span(0):
+        pass
+    lock = threading.Lock()
+    with log.lock_use(lock, 1):
+        log.push(PAUSE, 2, 3, 4)
+    words = words_of(log.take())
+    assert words[:1024] == [STEP_MARK, 7] * 512
+    assert words[1024:] == [0, 5, SPAN_EXIT, 5, LOCK_GOT, 1, 5, 5, PAUSE, 2, 3, 4, LOCK_RELEASED, 5]
