@@ -11,6 +11,8 @@ from array import array
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from infer_prof.profiler.collectors import spans
 from infer_prof.profiler.collectors.span_decode import ThreadRecords
@@ -336,3 +338,49 @@ def test_a_clock_that_appends_to_its_own_log_overruns_and_loses_nothing(module: 
     words = words_of(log.take())
     assert words[:1024] == [STEP_MARK, 7] * 512
     assert words[1024:] == [0, 5, SPAN_EXIT, 5, LOCK_GOT, 1, 5, 5, PAUSE, 2, 3, 4, LOCK_RELEASED, 5]
+
+
+# A script: ("pause",) records a pause; ("span" | "lock", code, children) runs its children inside a span or
+# a lock use of that code.
+SCRIPTS = st.recursive(
+    st.just(("pause",)),
+    lambda children: st.tuples(
+        st.sampled_from(["span", "lock"]), st.integers(0, 3), st.lists(children, max_size=4)
+    ),
+    max_leaves=40,
+)
+
+
+def run_script(module: Any, node: Any, limit: int) -> tuple[list[int], int, int]:
+    """Run `node` on a fresh log of `module`; (every word written, hand-overs, spans and lock uses run)."""
+    taken: list[int] = []
+    log = module.SpanLog(limit=limit, clock=Ticks(), on_full=lambda: taken.extend(words_of(log.take())))
+    lock = threading.RLock()  # lock uses nest in the scripts
+    counts = [0]
+
+    def run(part: Any) -> None:
+        if part[0] == "pause":
+            log.push(PAUSE, 9, 1, 2)
+            return
+        kind, code, children = part
+        counts[0] += 1
+        with log.span(code) if kind == "span" else log.lock_use(lock, code):
+            for child in children:
+                run(child)
+
+    run(node)
+    handed = len(taken)
+    return taken + words_of(log.take()), handed, counts[0]
+
+
+@needs_c
+@settings(max_examples=int(os.environ.get("INFER_PROF_FUZZ_EXAMPLES", "200")), deadline=None)
+@given(script=SCRIPTS, limit=st.integers(1, 64))
+def test_random_scripts_write_the_same_words_in_both_twins_and_decode(script: Any, limit: int) -> None:
+    words, handed, uses = run_script(NATIVE, script, limit)
+    assert (words, handed) == run_script(python_twin, script, limit)[:2]
+    records = ThreadRecords(cpu=False)
+    records.feed(array("q", words), ["a", "b", "c", "d", "gc"] * 2)
+    assert len(records.events) + len(records.locks) == uses
+    for _name, start, end, self_ns, _cpu, depth, step in records.events.records():
+        assert start <= end and 0 <= self_ns <= end - start and depth >= 0 and step == -1
