@@ -590,6 +590,13 @@ class SpanCollector(Collector):
     def _start(self) -> None:
         # Calibrate on a scratch tracer so the calibration spans never reach the results.
         self._cost = measure_span_cost(lambda: RecordingTracer(clock=self._clock, cpu_clock=self._cpu_clock))
+        if (
+            self.tracer.recorder != "c"
+        ):  # it ran, at several times the cost per span: say so in the run's table
+            self.reason = (
+                "spans ran on the span log's Python twin (the C one is not built, or INFER_PROF_PYTHON_SPANS is "
+                "set): a span costs several times more; `pip install -e .` with a C compiler builds it"
+            )
         self.tracer.enable()
 
     def _stop(self) -> None:

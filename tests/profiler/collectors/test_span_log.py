@@ -384,3 +384,15 @@ def test_random_scripts_write_the_same_words_in_both_twins_and_decode(script: An
     assert len(records.events) + len(records.locks) == uses
     for _name, start, end, self_ns, _cpu, depth, step in records.events.records():
         assert start <= end and 0 <= self_ns <= end - start and depth >= 0 and step == -1
+
+
+def test_the_collector_says_when_spans_ran_on_the_python_twin(recorder: str) -> None:
+    collector = spans.SpanCollector()
+    collector.start()
+    collector.stop()
+    entry = collector.status_entry()
+    assert entry["status"] == "ok" and collector.result()["overhead"]["recorder"] == recorder
+    if recorder == "c":
+        assert entry["reason"] is None
+    else:
+        assert "Python twin" in entry["reason"] and "pip install -e ." in entry["reason"]
