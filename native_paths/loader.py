@@ -32,21 +32,27 @@ _module: ModuleType | None = None
 _failure: str | None = None
 
 
+def load_extension_file(module_name: str, path: str, variable: str) -> ModuleType:
+    """The extension module `module_name` loaded from the file `path` (named by the environment's `variable`,
+    e.g. a sanitizer build) instead of the package's own; ImportError when it is not a loadable file."""
+    if not os.path.isfile(path):
+        raise ImportError(f"{variable}={path} is not a file")
+    loader = importlib.machinery.ExtensionFileLoader(module_name, path)
+    spec = importlib.util.spec_from_file_location(module_name, path, loader=loader)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    sys.modules[module_name] = module
+    return module
+
+
 def _import_extension() -> ModuleType:
     path = os.environ.get(LIBRARY_PATH_VARIABLE)
     if not path:
         from infer_prof.native_paths import _native  # type: ignore[attr-defined]
 
         return _native
-    if not os.path.isfile(path):
-        raise ImportError(f"{LIBRARY_PATH_VARIABLE}={path} is not a file")
-    loader = importlib.machinery.ExtensionFileLoader(MODULE_NAME, path)
-    spec = importlib.util.spec_from_file_location(MODULE_NAME, path, loader=loader)
-    assert spec is not None
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    sys.modules[MODULE_NAME] = module
-    return module
+    return load_extension_file(MODULE_NAME, path, LIBRARY_PATH_VARIABLE)
 
 
 def extension() -> ModuleType | None:

@@ -17,8 +17,6 @@ Words, by record (the first word says which; cpu is there only when the log reco
 
 from __future__ import annotations
 
-import importlib.machinery
-import importlib.util
 import operator
 import os
 import struct
@@ -28,6 +26,8 @@ import types
 from array import array
 from collections.abc import Callable
 from typing import Any
+
+from infer_prof.native_paths.loader import load_extension_file
 
 SPAN_EXIT = -1
 STEP_MARK = -2
@@ -153,18 +153,17 @@ class PySpan:
 class PyLockUse:
     """The Python twin of the C LockUse: acquires the lock, timing the wait."""
 
-    __slots__ = ("code", "lock", "log")
+    __slots__ = ("acquire", "code", "log", "release")
 
     def __init__(self, log: PySpanLog, lock: Any, code: int) -> None:
         self.log = log
-        self.lock = lock
         self.code = code
-        lock.acquire, lock.release  # noqa: B018 - refused at creation, as the C log refuses, when missing
+        self.acquire, self.release = lock.acquire, lock.release  # bound once, as the C log binds them
 
     def __enter__(self) -> None:
         log = self.log
         asked = log.now()
-        self.lock.acquire()
+        self.acquire()
         log.words.extend((LOCK_GOT, self.code, asked, log.now()))
         log.open += 1
 
@@ -173,7 +172,7 @@ class PyLockUse:
         try:
             released = log.now()
         finally:
-            self.lock.release()  # whatever happened to the record: a lock held forever would hang the engine
+            self.release()  # whatever happened to the record: a lock held forever would hang the engine
         log.words.extend((LOCK_RELEASED, released))
         log.after_exit()
 
@@ -225,17 +224,11 @@ python_twin = types.SimpleNamespace(SpanLog=PySpanLog, Table=PyTable)
 def native() -> Any | None:
     """The C module (`_span_log`, or the build INFER_PROF_SPAN_LOG_PATH names), or None when it is not built."""
     path = os.environ.get(LIBRARY_PATH_VARIABLE)
-    if path:
-        if MODULE_NAME not in sys.modules:
-            loader = importlib.machinery.ExtensionFileLoader(MODULE_NAME, path)
-            spec = importlib.util.spec_from_file_location(MODULE_NAME, path, loader=loader)
-            if spec is None:
-                return None
-            module = importlib.util.module_from_spec(spec)
-            loader.exec_module(module)
-            sys.modules[MODULE_NAME] = module
-        return sys.modules[MODULE_NAME]
     try:
+        if path:  # loaded once: every tracer of the process then uses the same build
+            return sys.modules.get(MODULE_NAME) or load_extension_file(
+                MODULE_NAME, path, LIBRARY_PATH_VARIABLE
+            )
         from infer_prof.profiler.collectors import _span_log  # type: ignore[attr-defined]
     except ImportError:
         return None

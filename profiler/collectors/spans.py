@@ -29,7 +29,7 @@ SPILL_WORDS = 1 << 15
 # Lock uses a thread keeps ready, by (name, lock); past this many (a lock made per use) they are dropped and
 # made again, so a thread holds no lock alive for long.
 KEPT_LOCK_USES = 64
-# Decoded records are moved to the spill file in chunks of this many spans and lock uses (~450 KB).
+# Decoded records are moved to the spill file in chunks of this many (spans, lock uses, pauses, counters).
 SPILL_RECORDS = 8192
 
 
@@ -38,11 +38,11 @@ class _ThreadState:
 
     __slots__ = ("chunks", "ident", "lock_uses", "log", "native_id", "records", "spans", "step", "thread")
 
-    def __init__(self, log: Any, cpu: bool) -> None:
+    def __init__(self, cpu: bool) -> None:
         self.thread = threading.current_thread()
         self.ident = threading.get_ident()
         self.native_id = threading.get_native_id()
-        self.log = log
+        self.log: Any = None  # set by the tracer right after: the log's on_full needs this state
         # One context manager per span name and per (name, lock), reused: a use holds no state of its own
         # (its clock readings go to the log), so it costs no object allocation, only the lookup that finds it.
         self.spans: dict[Any, Any] = {}
@@ -73,18 +73,17 @@ class _ThreadState:
 class _StepSpan:
     """The "step" span: numbers the step and calls the step listeners and span hooks around the log's span."""
 
-    __slots__ = ("inner", "log", "state", "tracer")
+    __slots__ = ("inner", "state", "tracer")
 
     def __init__(self, tracer: RecordingTracer, state: _ThreadState, inner: Any) -> None:
         self.tracer = tracer
         self.state = state
-        self.log = state.log
         self.inner = inner
 
     def __enter__(self) -> None:
         tracer = self.tracer
         step = self.state.step = tracer._begin_step()
-        self.log.push(STEP_MARK, step)
+        self.state.log.push(STEP_MARK, step)
         if tracer._span_hook is not None:
             tracer._span_hook(STEP_SPAN, True)
         self.inner.__enter__()
@@ -200,9 +199,8 @@ class RecordingTracer:
     def _span_hooked(self, name: str) -> Any:
         span = self._table.span(name)
         hook = self._span_hook
-        if (
-            hook is None or name == STEP_SPAN
-        ):  # the step span calls the hooks itself, after the step listeners
+        # The step span calls the hooks itself, after the step listeners.
+        if hook is None or name == STEP_SPAN:
             return span
         return _Hooked(hook, name, span)
 
@@ -334,7 +332,7 @@ class RecordingTracer:
         except AttributeError:
             pass
         cpu = self._cpu_clock is not None
-        state = _ThreadState(None, cpu)
+        state = _ThreadState(cpu)
         state.log = self._module.SpanLog(
             limit=SPILL_WORDS,
             cpu=cpu,
@@ -370,8 +368,8 @@ class RecordingTracer:
         chunks, state.chunks = state.chunks, []
         chunks.append(state.log.take())
         for chunk in chunks:
-            words = array("q")
             if isinstance(chunk, bytes):
+                words = array("q")
                 words.frombytes(chunk)
             else:
                 file, offset, count = chunk
@@ -393,7 +391,7 @@ class RecordingTracer:
 
 def _spill_records(logs: tuple[RecordLog, ...], file: SpillFile) -> None:
     """Keep decoded records in the spill file once a chunk of them is held, so decoding holds memory bounded."""
-    if len(logs[0].names) + len(logs[1].names) < SPILL_RECORDS:
+    if sum(len(log.names) // log.name_width for log in logs) < SPILL_RECORDS:
         return
     for log in logs:
         log.spill(file)
