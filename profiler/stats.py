@@ -103,6 +103,16 @@ def ratio_of(statistic: Statistic) -> Statistic:
     return ratio
 
 
+def difference_of(statistic: Statistic) -> Statistic:
+    """statistic(first sample) - statistic(second sample), for bootstrap() over two samples."""
+
+    def difference(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return statistic(first) - statistic(second)
+
+    return difference
+
+
 def block_length(n: int) -> int:
     """Block length for time-ordered samples: sqrt(n), so neighbours that share a batch stay together."""
     return max(1, round(math.sqrt(n)))

@@ -17,6 +17,7 @@ from infer_prof.profiler.stats import (
     block_length,
     bootstrap,
     bootstrap_ratio,
+    difference_of,
     mann_whitney_u,
     mean_statistic,
     quantile_statistic,
@@ -117,6 +118,15 @@ def test_bootstrap_interval_covers_the_true_ratio_and_is_seeded() -> None:
     assert bootstrap_ratio(slower, baseline, seed=11) == interval
     median = bootstrap_ratio(slower, baseline, quantile_statistic(0.5), seed=11)
     assert median.low < 1.25 < median.high
+
+
+def test_difference_of_two_samples_brackets_the_true_difference() -> None:
+    rng = np.random.default_rng(5)
+    first = rng.normal(3.0, 1.0, 400)
+    second = rng.normal(2.0, 1.0, 400)
+    interval = bootstrap([first, second], difference_of(mean_statistic), seed=2)
+    assert interval.low < 1.0 < interval.high
+    assert interval.excludes(0.0)
 
 
 def test_a_single_row_has_its_point_but_no_interval() -> None:
