@@ -75,8 +75,11 @@ SPAN_LOG = Extension(
     extra_compile_args=["-std=c99", "-O2", "-Wall", "-Wextra"],
 )
 
+# The package's one folder is .pkg/infer_prof, a committed link to the repository root: a plain path
+# entry (.pkg) then finds infer_prof, for an editable install (a static .pth, no import hook), pyright and
+# mypy alike (docs/architecture.md, "The installed namespace").
 setup(
-    package_dir={"infer_prof": "."},
+    package_dir={"": ".pkg"},
     packages=["infer_prof", *("infer_prof." + package for package in ROOM_PACKAGES)],
     cffi_modules=["native_paths/build.py:ffibuilder"],
     ext_modules=[SPAN_LOG],
