@@ -1,0 +1,258 @@
+"""`run --what-if` on the built-in engine: a run whose named components get a busy delay per call in ABBA turns of steps, and each one's sensitivity from the steps' response.
+
+Coz's virtual speedup for the engine loop: every call of a named component is followed by a delay of a
+fraction (the level) of that call's own measured duration, CPU work that holds the GIL and a core
+(profiler.checks.delay). The delay comes from a span hook on the recording tracer, so the engine knows
+nothing of it: the component's own span keeps its own time, and the step around it grows by what the
+delay costs the step. Turns of BLOCK_STEPS steps cycle through off, on, on, off per (component, level),
+the order of the pairs reversed every other cycle (ABBA, so a steady drift favours no level), and two
+off turns meet between pairs (the A/A). Each step is labelled with its turn, its level and the ms the
+delay added; profiler.analysis.sensitivity pairs the turns and gives each component's sensitivity.
+
+The slowdown runs apart from the main run, in what-if/ under it: the main run's shares and replayed
+speedups stay those of an undelayed engine, and the slowdown's predicted gain uses them.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from infer_prof.errors import OptionError
+from infer_prof.profiler.analysis.sensitivity import (
+    DelayBlock,
+    NotEnoughBlocks,
+    Sensitivity,
+    estimate_sensitivity,
+)
+from infer_prof.profiler.checks.delay import Clock, Spinner
+
+if TYPE_CHECKING:
+    from infer_prof.engine.engine import Engine
+
+# The engine loop's components that a span names (engine/trace.py) and a step runs in turn.
+COMPONENTS = ("scheduler", "kv_alloc", "prepare", "sampler", "detokenizer")
+LEVELS = (0.5, 1.0)  # fractions of a call's own duration: two, so a curve would show
+# Steps a turn lasts. One-step turns cancel the most drift, but a delayed step lets more requests arrive
+# for the next one, and that next step would be an off turn's; four steps keep that aftereffect to a
+# quarter of a turn.
+BLOCK_STEPS = 4
+MAX_LEVEL = 10.0
+MAX_ROWS = 2_000_000  # labelled steps kept
+
+
+def check_components(names: Sequence[str], levels: Sequence[float] = LEVELS) -> tuple[str, ...]:
+    """The components of `--what-if` on the built-in engine, checked before work starts (OptionError names the fix)."""
+    chosen = tuple(dict.fromkeys(name.strip() for name in names if name.strip()))
+    if not chosen:
+        raise OptionError(f"--what-if needs at least one component: one or more of {', '.join(COMPONENTS)}")
+    unknown = [name for name in chosen if name not in COMPONENTS]
+    if unknown:
+        raise OptionError(
+            f"--what-if {','.join(unknown)}: the built-in engine has no such component; use {', '.join(COMPONENTS)}"
+        )
+    if not levels or not all(0 < level <= MAX_LEVEL for level in levels):
+        raise OptionError(
+            f"--what-if levels {list(levels)}: give fractions of a call above 0, up to {MAX_LEVEL:g}"
+        )
+    return chosen
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """A block's setting: the component delayed (None: no delay) and its level."""
+
+    component: str | None
+    level: float
+
+
+def turn_of(block: int, components: Sequence[str], levels: Sequence[float]) -> Turn:
+    """Block `block`'s turn: per (component, level) off, on, on, off; the pairs in reverse order every other cycle."""
+    experiments = [(component, level) for component in components for level in levels]
+    cycle, position = divmod(block, 4 * len(experiments))
+    pair, within = divmod(position, 4)
+    if cycle % 2:
+        pair = len(experiments) - 1 - pair
+    if within in (0, 3):
+        return Turn(None, 0.0)
+    component, level = experiments[pair]
+    return Turn(component, level)
+
+
+@dataclass(slots=True)
+class _StepRow:
+    step: int
+    block: int
+    component: str | None
+    level: float
+    added_ns: int = 0
+    requested_ns: int = 0
+    calls: int = 0
+
+
+class SlowdownExperiment:
+    """Delays the named components' calls in turns of steps, through the engine's recording tracer's hooks.
+
+    Duck-types profiler.checks.twin_switch.SamplerSwitch for a session's hooks: install(engine) before
+    the engine starts, start() once the collectors run (warm-up over); until then no step is delayed.
+    """
+
+    def __init__(
+        self,
+        components: Sequence[str],
+        *,
+        levels: Sequence[float] = LEVELS,
+        block_steps: int = BLOCK_STEPS,
+        clock: Clock = time.perf_counter_ns,
+        spinner: Spinner | None = None,
+    ) -> None:
+        if block_steps < 1:
+            raise ValueError(f"block_steps={block_steps}: a turn holds at least one step")
+        self.components = check_components(components, levels)
+        self.levels = tuple(levels)
+        self.block_steps = block_steps
+        self.clock = clock
+        self.spinner = spinner or Spinner(clock)
+        self.rows: list[_StepRow] = []
+        self._started = False
+        self._steps = 0  # steps begun since start()
+        self._row: _StepRow | None = None  # the step in progress
+        self._target: str | None = None  # the component this step delays
+        self._entered_ns = 0
+
+    def install(self, engine: Engine) -> None:
+        """Before the engine starts: hook its recording tracer's steps and spans."""
+        tracer = engine.tracer
+        if not hasattr(tracer, "add_span_hook") or not hasattr(tracer, "add_step_listener"):
+            raise RuntimeError(
+                "--what-if delays calls through the recording tracer: the run must be profiled"
+            )
+        tracer.add_step_listener(self.on_step)
+        tracer.add_span_hook(self.on_span)
+
+    def start(self, _collectors: Any = None) -> None:
+        """The session's on_collectors hook: calibrate the delay, then delay from the next step on."""
+        self.spinner.calibrate()
+        self._started = True
+
+    def on_step(self, step: int, begin: bool) -> None:
+        if not begin:
+            row, self._row, self._target = self._row, None, None
+            if row is not None and len(self.rows) < MAX_ROWS:
+                self.rows.append(row)
+            return
+        if not self._started:
+            return
+        block = self._steps // self.block_steps
+        self._steps += 1
+        turn = turn_of(block, self.components, self.levels)
+        self._row = _StepRow(step, block, turn.component, turn.level)
+        self._target = turn.component
+
+    def on_span(self, name: str, enter: bool) -> None:
+        if name != self._target:
+            return
+        now = self.clock()
+        if enter:
+            self._entered_ns = now
+            return
+        row = self._row
+        assert row is not None  # a target is set only inside a step
+        requested = int(row.level * (now - self._entered_ns))
+        row.added_ns += self.spinner.spin(now, requested)
+        row.requested_ns += requested
+        row.calls += 1
+
+    def labels(self) -> pd.DataFrame:
+        """Per delayed-run step: its turn's block, component ("" when off), level, and the delay's ms and calls."""
+        return pd.DataFrame(
+            {
+                "step": [row.step for row in self.rows],
+                "block": [row.block for row in self.rows],
+                "what_if_component": [row.component or "" for row in self.rows],
+                "what_if_level": [row.level for row in self.rows],
+                "what_if_added_ms": [row.added_ns / 1e6 for row in self.rows],
+                "what_if_requested_ms": [row.requested_ns / 1e6 for row in self.rows],
+                "what_if_calls": [row.calls for row in self.rows],
+            }
+        )
+
+
+def label_steps(labels: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
+    """The run's steps that a turn covered, with their labels (the tracer numbers steps as the engine does)."""
+    if not len(labels) or steps is None or not len(steps) or "step" not in steps:
+        return pd.DataFrame(columns=[*(steps.columns if steps is not None else []), *labels.columns])
+    return steps.merge(labels, on="step", how="inner")
+
+
+def delay_blocks(labelled: pd.DataFrame, component: str) -> list[DelayBlock]:
+    """One DelayBlock per turn that was off or delayed `component` (other components' turns are left out)."""
+    mine = labelled[(labelled["what_if_component"] == "") | (labelled["what_if_component"] == component)]
+    blocks = []
+    for block, rows in mine.groupby("block", sort=True):
+        blocks.append(
+            DelayBlock(
+                index=int(block),
+                level=float(rows["what_if_level"].iloc[0]),
+                added_ms=float(rows["what_if_added_ms"].sum()),
+                response_ms=float(rows["duration_ms"].sum()),
+                units=float(len(rows)),
+            )
+        )
+    return blocks
+
+
+@dataclass(frozen=True, slots=True)
+class ComponentSlowdown:
+    """One component's experiment: its sensitivity (None with `void` saying why) and the delay's accuracy."""
+
+    component: str
+    sensitivity: Sensitivity | None
+    void: str | None
+    requested_ms: float
+    added_ms: float
+    calls: int
+    share_off: float | None  # its span time over step time in the off turns: its share undelayed
+
+    @property
+    def accuracy(self) -> float | None:
+        """added / requested over the run (1.0: exact)."""
+        return self.added_ms / self.requested_ms if self.requested_ms > 0 else None
+
+
+def analyse(
+    labelled: pd.DataFrame, components: Sequence[str], *, resamples: int = 2000
+) -> list[ComponentSlowdown]:
+    """Each component's sensitivity over the labelled steps, and what its delay added against what was asked."""
+    found = []
+    off = labelled[labelled["what_if_component"] == ""] if len(labelled) else labelled
+    for component in components:
+        mine = labelled[labelled["what_if_component"] == component] if len(labelled) else labelled
+        column = f"{component}_ms"
+        share = None
+        if len(off) and column in off and off["duration_ms"].sum() > 0:
+            share = float(off[column].sum() / off["duration_ms"].sum())
+        try:
+            sensitivity: Sensitivity | None = estimate_sensitivity(
+                component, delay_blocks(labelled, component) if len(labelled) else [], resamples=resamples
+            )
+            void = None
+        except NotEnoughBlocks as error:
+            sensitivity, void = None, str(error)
+        found.append(
+            ComponentSlowdown(
+                component=component,
+                sensitivity=sensitivity,
+                void=void,
+                requested_ms=float(mine["what_if_requested_ms"].sum()) if len(mine) else 0.0,
+                added_ms=float(mine["what_if_added_ms"].sum()) if len(mine) else 0.0,
+                calls=int(mine["what_if_calls"].sum()) if len(mine) else 0,
+                share_off=share if share is None or math.isfinite(share) else None,
+            )
+        )
+    return found
