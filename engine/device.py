@@ -67,10 +67,10 @@ def resolve_dtype_name(dtype: str, device: str) -> str:
 def avoid_attention_plan_builds() -> None:
     """Take cuDNN out of torch's attention backends (process-wide; torch offers no narrower switch).
 
-    cuDNN's attention builds an execution plan for each new shape, hundreds of ms each, and a serving
-    step's shapes change with its batch and context lengths: on an H100 the steps that met a new shape
-    took 240-840 ms (docs/measurements.md, "The GPU check on an H100"). Flash, memory-efficient and math
-    attention need no plan.
+    cuDNN's attention builds an execution plan for each new shape, and a serving step's shapes change
+    with its batch and context lengths, so the steps that met a new shape were the slow ones
+    (docs/measurements.md, "The GPU check on an H100"). Flash, memory-efficient and math attention need
+    no plan.
     """
     import torch
 

@@ -77,10 +77,9 @@ class RowBuffers:
     """Row-major working buffers kept across steps: `rows(name, n, ...)` is the first n rows of the one
     named, grown (to a power of two rows) only when a step needs more.
 
-    Why: a step's working copies are batch-sized (200-400 KB a row over SmolLM2's 49,152 tokens), and
-    fresh ones each step cost their allocation and their first touch of every page: on
-    concurrency-30's mix at batch 30 (one thread), the sampler made them fresh took 14.6 and 12.0 ms a
-    step in two runs, with these buffers 12.7 and 10.8 ms (0.87x, 0.90x), drawing the same tokens.
+    Why: a step's working copies are batch-sized (a row is the vocabulary in float64), and fresh ones
+    each step cost their allocation and their first touch of every page; kept, the sampler's step was
+    shorter, drawing the same tokens (docs/measurements.md, "Figures that stood in code comments").
     """
 
     def __init__(self) -> None:
@@ -157,8 +156,9 @@ class PythonSampler:
             (greedy_penalized, _pick_greedy, False),
             (top_k, _draw_top_k, False),
         ]
-        # Full-vocabulary rows go in chunks: ~8 float64 passes over 16 rows (6 MB) stay in cache, over
-        # 256 rows (100 MB) they do not, which measured 3-4x slower per row.
+        # Full-vocabulary rows go in chunks: the sampler's float64 passes over a chunk stay in cache, over
+        # a whole wide batch they do not (slower per row: docs/measurements.md, "Figures that stood in code
+        # comments").
         groups += [(full[i : i + ROW_CHUNK], _draw_full, True) for i in range(0, len(full), ROW_CHUNK)]
         for group, pick, private in groups:
             if group:

@@ -10,11 +10,9 @@ T = TypeVar("T")
 
 # Why: libgomp (torch's OpenMP on Linux) gives every thread that runs a parallel region its own pool of
 # worker threads, kept until that thread exits. A pool on the main thread (from loading weights, filling
-# the KV cache or a microbenchmark) slowed the engine thread's oneDNN linears: a batch-1 576x1536 linear
-# on a second thread took 35 us, and 81 us once the main thread had run one parallel op
-# (benchmarks/bench_openmp_pools.py); the synthetic:base decode step in `infer-prof run` took 27 ms of
-# model time, and 20 ms with that work moved here. A pool started on a thread that exits goes away
-# with it, so the engine thread's pool is the only one.
+# the KV cache or a microbenchmark) slows the engine thread's oneDNN linears (measured: docs/measurements.md,
+# "Figures that stood in code comments"). A pool started on a thread that exits goes away with it, so the
+# engine thread's pool is the only one.
 
 
 def run_on_setup_thread(work: Callable[[], T], name: str = "infer-prof-setup") -> T:

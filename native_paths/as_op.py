@@ -13,7 +13,7 @@ profiling = torch._C._autograd._profiler_enabled
 def call_as_op(name: str, function: Callable[..., int], args: tuple[Any, ...]) -> int:
     """`function(*args)`, inside `record_function(name)` when a profiler records: torch.profiler, and the
     windows of profiler.collectors.kernels (which count every `a::b` event), then see the kernel's time as
-    an op's rather than as Python between ops. Only then: an idle record_function costs about 8 us a call."""
+    an op's rather than as Python between ops. Only then: an idle record_function costs more than most C calls."""
     if profiling():
         with torch.profiler.record_function(name):
             return function(*args)

@@ -109,10 +109,10 @@ def sampler_params(mix: str, index: int) -> SamplingParams:
     return SamplingParams(temperature=0.8, top_k=50 + step % 50, top_p=0.9, repetition_penalty=1.1, seed=seed)
 
 
-# Untimed sums of the logits before a timed sampler call. After the 10 ms pause between rounds the
-# first sum of 32 rows took 1.37x the steady time, the second 1.10x, the third and later 1.0x. (A
-# longer ramp does not suit 1 row: after 2 ms of numpy sums the first C call took 4x its steady time,
-# its own code gone cold, so the row would time the ramp, not the sampler.)
+# Untimed sums of the logits before a timed sampler call: after the pause between rounds the first sums
+# run slow until the caches are warm again, and three reached the steady time. (A longer ramp does not suit
+# 1 row: the first C call after it ran slow, its own code gone cold, so the row would time the ramp, not
+# the sampler.) docs/measurements.md, "Figures that stood in code comments".
 RAMP_SUMS = 3
 
 SAMPLER_MIXES = ("greedy", "top_k50_top_p0.9", "top_p0.9", "penalties", "mixed")

@@ -38,7 +38,7 @@ SOURCES = (
 # arithmetic differ from the Python twin's; -ffp-contract=off says so explicitly. -fno-trapping-math
 # changes no value (nothing here reads floating-point exception flags) but lets GCC if-convert the
 # sampler's clamped exp loops: without it they stay scalar on AVX2 (only AVX-512's masked stores
-# made them safe), which made a top-p row about 6x slower there.
+# made them safe), which made a top-p row several times slower there.
 BASE_FLAGS = [
     "-std=c99",
     "-Wall",

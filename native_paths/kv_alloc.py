@@ -95,7 +95,7 @@ class NativeKVAllocator(KVInspection):
                 f"grow_seq_ids has {n_grows} entries but grow_num_blocks has {len(grow_num_blocks)}"
             )
         # A plan's arrays go over as they are (no copy); lists are packed once. Four plain calls, not a
-        # generator: at 256 sequences the whole C step is ~11 us, so the adapter's own lines show.
+        # generator: the whole C step is short enough that the adapter's own lines show.
         ffi, what = self._ffi, "sequence ids and block counts"
         frees_pointer = int64_pointer(ffi, frees, what)
         grows_pointer = int64_pointer(ffi, grow_seq_ids, what)

@@ -32,8 +32,8 @@ CONTENDED_BELOW = 0.75
 MIN_DEMAND_S = 0.5
 # Open loop: the engine delivered under half the offered request rate: saturated, whatever else. (A run that keeps
 # up delivers near its offered rate; the drain after the last arrival lowers it by under half while a request's
-# latency is shorter than the arrival window. Measured on a busy run: 6.5% of the offered rate, latencies flat at
-# ~230 s because every request arrived before the first one finished.)
+# latency is shorter than the arrival window. A busy run delivered a small fraction of it: docs/measurements.md,
+# "Figures that stood in code comments".)
 SATURATED_DELIVERED_BELOW = 0.50
 # Under 80% of it and a backlog (below): saturated too.
 BACKLOG_DELIVERED_BELOW = 0.80

@@ -26,9 +26,9 @@ if TYPE_CHECKING:
 INJECTIONS = ("slow_sampler", "contended_lock", "untraced_lock", "allocation_heavy")
 
 # The lock hog's schedule. A sampler call waits about HOLD_MS - R for the lock, where R is the rest of its
-# step, so the wait is the step's largest part while R < HOLD_MS / 2. At 20 of every 22 ms that margin was
-# ~11 ms and a slow CI machine's tiny-model step under --profile deep came near it (the untraced-lock case
-# once found interpreter time, 34%, larger than the lock's); 60 of every 62 ms leaves ~30 ms.
+# step, so the wait is the step's largest part while R < HOLD_MS / 2: the hold is long enough that a slow CI
+# machine's tiny-model step under --profile deep stays well inside that margin (a shorter one did not:
+# docs/measurements.md, "Figures that stood in code comments").
 HOLD_MS = 60.0
 PERIOD_MS = 62.0
 

@@ -365,12 +365,9 @@ class SamplingCollector(Collector):
 # How the sampler is scheduled. A --native sample stops the threads one at a time, in thread-id order,
 # and a sleeping thread must be woken and get a core before it stops; meanwhile the engine thread runs
 # on, so when the engine keeps every core busy its sample lands late, in the serial code after a
-# kernel. Measured with `perf sched` on a decode-like loop (2 cores): py-spy stopped four sleeping
-# threads first and the working thread a median 370 us after py-spy woke. On a synthetic:base decode
-# loop (benchmarks/bench_sampling_bias.py) the linears took 72-79% of the forward by direct timing;
-# while an idle OpenMP pool sat on the main thread (see engine/setup_thread.py), samples put 40% there
-# at low priority, 43-58% at normal and 60-67% under SCHED_FIFO, which takes a core at once. Without
-# that pool, samples and timing differed by +1.5 (low), -4.4 (normal) and -0.5 points (SCHED_FIFO).
+# kernel. The bias this gives, by priority, against direct timing, is measured by
+# benchmarks/bench_sampling_bias.py (docs/measurements.md, "Figures that stood in code comments"):
+# large only while an idle OpenMP pool sat on the main thread (see engine/setup_thread.py).
 #   low:      nice 19; the cheap default mode (Python-only stacks, where the delay matters least),
 #             so that the sampler takes a core only when one is free;
 #   normal:   the default priority;

@@ -68,9 +68,9 @@ class InRunResult:
     """Both estimates of one toggled run and how it was toggled.
 
     all: every complete pair. steady: the pairs no stall touched. A stall is a step ten times the
-    median's length; the ones looked at were full garbage collections of the engine's heap (0.2 s
-    after a few thousand requests, 0.7 s after 24,000), which come as likely in a block of either
-    kind. One stall decides its pair's ratio, so the steady estimate is the narrower one;
+    median's length; the ones looked at were full garbage collections of the engine's heap (longer as
+    the run's requests pile up), which come as likely in a block of either kind. One stall decides its
+    pair's ratio, so the steady estimate is the narrower one;
     stalls_on/stalls_off show whether stalls favoured a side (mind that "off" blocks are longer).
     """
 

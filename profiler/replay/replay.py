@@ -2,8 +2,9 @@
 
 The speedup a prediction needs is the one on this run's work: its batch sizes, its mix of sampling
 parameters, its KV events, its logits. A fixed microbenchmark measures another workload (one batch
-size, one parameter mix, synthetic logits), and measured 5.8x to 68x for the same sampler depending
-on the mix. So the run's recorded work (profiler.replay.recorder) is played again through both twins:
+size, one parameter mix, synthetic logits), and its speedup for the same sampler moved by an order of
+magnitude with the mix (docs/measurements.md, "The sampler's replayed speedup against the bench"). So the
+run's recorded work (profiler.replay.recorder) is played again through both twins:
 
     scheduler  every recorded schedule() call, with the run's arrivals, finishes and free counts
     kv_alloc   every step's frees and grows from those plans (the run's KV events)
@@ -420,8 +421,8 @@ def _replay_sampler(
 
     Why the thread count: under one busy-loop hog the engine's governor held torch at one thread for most
     of a SmolLM2 run, while the replay, after the load, ran the Python twin at torch's two and waited on
-    OpenMP barriers: 1.8-2.2x slower per row than in the run. The C twin (one thread) did not move, so the
-    replayed speedup read 8-11x against 2.5-2.9x quiet, and the prediction overshot (docs/measurements.md)."""
+    OpenMP barriers, slower per row than in the run. The C twin (one thread) did not move, so the replayed
+    speedup read several times the quiet one, and the prediction overshot (docs/measurements.md)."""
     import torch
 
     py, c = pair

@@ -55,12 +55,10 @@ def yardstick(run: RunData) -> Yardstick | None:
     )
 
 
-# How far the yardstick may move before an A/B is void. Identical configurations on this 2-core
-# machine put it within ~7% of each other across six interleaved runs (compare --repeat 3, 1.018x
-# after/before); a CPU hog started half-way moved it by 40% and more. Past these limits a change in
-# throughput says more about the machine than about the change. A slow-down part-way through six
-# interleaved same-config runs moved it 26% (92-116) while the sides' means stayed within 7%, and the
-# sampler share followed it to a false 1.08x: a spread of 20% is already a machine that changed.
+# How far the yardstick may move before an A/B is void: past these limits a change in throughput says
+# more about the machine than about the change. The limits sit between what identical configurations
+# moved on a quiet machine and what a CPU hog or a slow-down part-way through did (docs/measurements.md,
+# "Figures that stood in code comments").
 DRIFT_LIMIT = 0.10  # after mean / before mean further than this from 1
 SPREAD_LIMIT = 0.20  # slowest / fastest run over all runs, minus 1
 

@@ -1,12 +1,11 @@
 """Hands memory the engine freed back to the operating system now and then while a run or a server goes on.
 
-Why: measured on a 10,000-request soak (benchmarks/bench_soak.py), the process's resident memory crept
-up ~0.5 MB a second while the Python heap and every table the run keeps grew by a fraction of that.
-The rest was memory already freed (torch's per-step tensors, the profiler windows' results) that
-glibc's malloc keeps in its arenas: one malloc_trim(0) gave back ~80 MB, and RSS after a trim grew
-only by the tables the run keeps (~2 KB a request). After a trim the creep starts again (~10 MB in
-20 s), hence one every 10 s; a trim takes 2-8 ms, ~0.05% of the run, and holds malloc's locks while
-it runs. On a C library without malloc_trim (musl, macOS) the trimmer does nothing and says so.
+Why: on a long soak (benchmarks/bench_soak.py) the process's resident memory crept up far faster than the
+Python heap and every table the run keeps. The rest was memory already freed (torch's per-step tensors,
+the profiler windows' results) that glibc's malloc keeps in its arenas, and malloc_trim(0) gives it back;
+the creep starts again after a trim, hence one now and then, and a trim is cheap against the run but holds
+malloc's locks while it runs (docs/measurements.md, "Figures that stood in code comments"). On a C library
+without malloc_trim (musl, macOS) the trimmer does nothing and says so.
 """
 
 from __future__ import annotations
