@@ -21,17 +21,16 @@ from infer_prof.profiler.collectors.sampling import SamplingCollector
 from infer_prof.profiler.collectors.spans import RecordingTracer, SpanCollector
 
 PROFILES = ("off", "default", "deep")
-# An odd rate so samples do not fall in lockstep with periodic engine work (10 ms ticks, 60 Hz clocks).
-# Measured on synthetic:tiny concurrency-30 (30 client threads, 2 cores): 59 Hz cost 11-12% of throughput,
-# 19 Hz 6.5-6.8%, 9 Hz 4.2-5.8%; 3 Hz ran 4.1% faster than 9 Hz in one interleaved A/B (7 of 8 pairs).
+# An odd rate so samples do not fall in lockstep with periodic engine work (10 ms ticks, 60 Hz clocks); a
+# low one because py-spy's cost grows with its rate (docs/measurements.md, "Figures that stood in code comments").
 DEFAULT_RATE_HZ = 3  # a launched server's profile (session.target), where samples are the main measurement
 # The built-in engine's spans time its phases exactly; its samples only cross-check them and show the threads
-# the spans do not. py-spy costs about 1 ms of CPU a sample at any low rate, and was half the default
-# profile's cost (docs/measurements.md, "Crediting blocks by overlap, and a cheaper default profile"), so
+# the spans do not. py-spy's CPU a sample was half the default profile's cost (docs/measurements.md,
+# "Crediting blocks by overlap, and a cheaper default profile"), so
 # that engine is sampled less. An even rate could fall in step with periodic work; there that would bias
 # only the cross-check.
 TRACED_RATE_HZ = 2
-DEEP_RATE_HZ = 29  # --native pauses the process to unwind every thread: 97 Hz cost x20 with 30 client threads
+DEEP_RATE_HZ = 29  # --native pauses the process to unwind every thread: a high rate costs many times more
 
 
 def spans_record_cpu_time(profile: str) -> bool:
