@@ -264,3 +264,65 @@ def repeats_to_resolve(repeats: int, half_width: float, distance: float, *, most
         return None
     needed = math.ceil(repeats * (half_width / distance) ** 2)
     return min(most, max(repeats + 1, needed))
+
+
+def bootstrap_standard_error(
+    sample: np.ndarray | Sequence[float],
+    statistic: Statistic,
+    *,
+    resamples: int = 400,
+    seed: int = 0,
+    block: int | None = None,
+) -> float:
+    """The standard deviation of statistic(sample) over moving-block resamples of its rows (block None: sqrt(n)),
+    for an interval whose other parts are not resampled (see `combined_interval`); NaN with under two rows."""
+    data = np.asarray(sample, dtype=float)
+    if len(data) < 2:
+        return math.nan
+    rng = np.random.default_rng(seed)
+    size = block or block_length(len(data))
+    distribution = _moving_block_distribution([data], statistic, resamples, [size], rng)
+    finite = distribution[np.isfinite(distribution)]
+    return float(finite.std(ddof=1)) if finite.size > 1 else math.nan
+
+
+def combined_half_width(
+    errors: np.ndarray | Sequence[float], freedoms: np.ndarray | Sequence[float], confidence: float | np.ndarray
+) -> np.ndarray:
+    """Half-width of a two-sided Student-t interval for a sum of independent estimates, each with its standard
+    error and degrees of freedom (inf for a known variance): the root of the summed variances times t at the
+    fewest freedoms of any part that varies. That bounds Welch-Satterthwaite's freedoms from below, which
+    undercover (90% for 95% in a simulation) when one part's variance is estimated from two or three values (a few
+    kernel windows): their estimate is often small, and the formula then trusts the other part's freedoms.
+    The last axis holds the parts; leading axes broadcast (vectorised runs)."""
+    se = np.asarray(errors, dtype=float)
+    df = np.broadcast_to(np.asarray(freedoms, dtype=float), se.shape)
+    freedom = np.where(se > 0, df, np.inf).min(axis=-1)
+    level = np.asarray(confidence, dtype=float)
+    return scipy.stats.t.ppf(0.5 + level / 2, freedom) * np.sqrt((se**2).sum(axis=-1))
+
+
+def spent_confidence(look: int, confidence: float = 0.95) -> float:
+    """The confidence to give the look-th interval (1, 2, ...) of a run that looks after every round and stops when
+    it likes: alpha spent as alpha / (look (look + 1)), which sums to alpha over all looks, so the interval where
+    the run stops covers with at least `confidence` (a union bound: a confidence sequence, valid at any stop)."""
+    if look < 1:
+        raise ValueError(f"looks are numbered from 1, not {look}")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), not {confidence}")
+    return 1.0 - (1.0 - confidence) / (look * (look + 1))
+
+
+def combined_interval(
+    point: float,
+    errors: Sequence[float],
+    freedoms: Sequence[float],
+    *,
+    confidence: float = 0.95,
+    bounds: tuple[float, float] = (0.0, 1.0),
+) -> Interval:
+    """point +- combined_half_width(...), clipped to `bounds` (a share stays in [0, 1]); NaN when an error is."""
+    if not errors or any(not math.isfinite(error) for error in errors):
+        return Interval(point, math.nan, math.nan, confidence)
+    half = float(combined_half_width(np.asarray(errors)[None, :], np.asarray(freedoms)[None, :], confidence)[0])
+    return Interval(point, max(bounds[0], point - half), min(bounds[1], point + half), confidence)

@@ -79,6 +79,19 @@ class LoadResult:
     def count(self, status: str) -> int:
         return sum(record.status == status for record in self.records)
 
+    def joined(self, later: LoadResult) -> LoadResult:
+        """This load and a later round of it as one: every record, from this start to the later end."""
+        return LoadResult(
+            records=self.records + later.records,
+            mode=self.mode,
+            start_ns=self.start_ns,
+            end_ns=later.end_ns,
+            warmup_ns=self.warmup_ns + later.warmup_ns,
+            stopped_early=self.stopped_early or later.stopped_early,
+            peak_in_flight=max(self.peak_in_flight, later.peak_in_flight),
+            client_threads=self.client_threads + later.client_threads,
+        )
+
     def schedule_lag_ms(self) -> dict[str, float | None]:
         """How late measured requests reached submit() after their scheduled time (the generator keeping up)."""
         lags = [

@@ -6,9 +6,11 @@ idle excluded):
     >= 30% "a native rewrite pays"   (Python is the step's bottleneck)
     else   "targeted native paths"   (the band between: measure further, rewrite selectively, the
                                       biggest control components first)
-The share comes with a 95% interval: the Wilson interval of the engine thread's interpreter samples
-among its busy samples (profiler.stats), when native stack samples resolve interpreter time. When the
-interval straddles 1% or 30% the verdict says that this run cannot tell the two sides apart.
+The share comes with a 95% interval: the spans' (the steps' noise and the kernel windows' spread:
+profiler.analysis.share_interval), the Wilson interval of the engine thread's interpreter samples among
+its busy samples (profiler.stats) when native stack samples resolve interpreter time, or both intersected
+(verdict_interval). When the interval straddles 1% or 30% the verdict says that this run cannot tell yet
+which side it is on, and what holds the interval open.
 Prediction per native-capable component c (scheduler, sampler, kv_alloc, prepare), Amdahl's law:
     predicted_gain = share(c) x (1 - 1 / native_speedup(c))
 share(c) is c's share of busy step time (spans), native_speedup(c) the C twin's speedup over the Python
@@ -109,9 +111,9 @@ def _largest(values: dict[str, float | None], names: Iterable[str] | None = None
     return max(candidates, key=lambda item: item[1])
 
 
-def interpreter_interval(breakdown: Breakdown) -> Interval | None:
-    """The interpreter share of busy time with its 95% Wilson interval, from the engine thread's native
-    samples ({share, low, high, samples, method}); None without native samples to count."""
+def interpreter_interval(breakdown: Breakdown, *, confidence: float = 0.95) -> Interval | None:
+    """The interpreter share of busy time with its Wilson interval (95% unless asked), from the engine thread's
+    native samples ({share, low, high, samples, method}); None without native samples to count."""
     samples = breakdown.get("methods", {}).get("samples") or {}
     total = samples.get("samples") or 0
     categories = samples.get("categories") or {}
@@ -120,13 +122,58 @@ def interpreter_interval(breakdown: Breakdown) -> Interval | None:
         return None
     busy = round((1.0 - (categories.get("idle") or 0.0)) * total)
     hits = min(busy, round(interpreter * total))
-    interval = wilson_interval(hits, busy)
+    interval = wilson_interval(hits, busy, confidence=confidence)
     return {
         "share": interval.point,
         "low": interval.low,
         "high": interval.high,
         "samples": busy,
-        "method": "Wilson 95% interval of interpreter samples among the engine thread's busy samples",
+        "method": f"Wilson {_level(confidence)} interval of interpreter samples among the engine thread's busy samples",
+        "confidence": confidence,
+    }
+
+
+def _level(confidence: float) -> str:
+    return f"{confidence:.1%}".replace(".0%", "%")
+
+
+def spans_confidence(breakdown: Breakdown, confidence: float = 0.95) -> float:
+    """The level to make the spans' interval at: `confidence`, or its half miss rate where native samples give a
+    second interval to intersect with (verdict_interval), so the intersection still covers at `confidence`."""
+    if interpreter_interval(breakdown) is None:
+        return confidence
+    return 1 - (1 - confidence) / 2
+
+
+def verdict_interval(
+    breakdown: Breakdown, spans_interval: Interval | None, *, confidence: float = 0.95
+) -> Interval | None:
+    """The verdict's interval for the interpreter share: the spans' (steps and kernel windows, made by the caller at
+    spans_confidence(): profiler.analysis.share_interval) and the native samples' Wilson interval where both exist,
+    each at half the miss rate (Bonferroni) and intersected, so the result still covers at `confidence`; should
+    the two not overlap, the methods disagree and their hull is kept. One alone is used as it is."""
+    if spans_interval is None:
+        return interpreter_interval(breakdown, confidence=confidence)
+    half = 1 - (1 - confidence) / 2
+    samples = interpreter_interval(breakdown, confidence=half)
+    spans_low, spans_high = spans_interval.get("low"), spans_interval.get("high")
+    if samples is None or spans_low is None or spans_high is None:
+        return spans_interval
+    samples_low, samples_high = samples.get("low") or 0.0, samples.get("high") or 1.0
+    low, high = max(spans_low, samples_low), min(spans_high, samples_high)
+    how = "intersected"
+    if low > high:
+        low, high = min(spans_low, samples_low), max(spans_high, samples_high)
+        how = "which disagree, so their hull is kept"
+    return {
+        **spans_interval,
+        "low": low,
+        "high": high,
+        "confidence": confidence,
+        "method": (
+            f"{_level(confidence)}: the spans' interval ({spans_interval.get('method')}) and the native samples' "
+            f"Wilson interval over {samples['samples']:,} busy samples, each at {_level(half)}, {how}"
+        ),
     }
 
 
@@ -223,6 +270,8 @@ def diagnose(
     replayed: dict[str, ReplayComponent] | None = None,
     twins_on: Iterable[str] = (),
     health: Health | None = None,
+    spans_interval: Interval | None = None,
+    confidence: float = 0.95,
 ) -> Verdict:
     """The result's `verdict` section (shape in profiler/rundir/results.py) from a breakdown and the collectors section.
 
@@ -236,6 +285,10 @@ def diagnose(
 
     twins_on: components whose C twin ran (profiler.rundir.twins.twins_on): their prediction is empty
     (`twin_on`: true) and the largest control path is chosen among the rest.
+
+    spans_interval: the interpreter share's interval from the steps and kernel windows
+    (profiler.analysis.share_interval), made at `confidence` (higher than 95% at a later look of a run that
+    stops when resolved: profiler.stats.spent_confidence); see verdict_interval for how it joins the samples'.
 
     health: the run's health section (profiler.analysis.health); on a busy machine each prediction is marked
     `void` with the reason: the shares it rests on were measured under contention and its speedup replayed
@@ -264,7 +317,7 @@ def diagnose(
     category, share = _largest({name: categories.get(name) for name in CATEGORIES})
     component = _component_for(category, split) if category else None
 
-    interval = interpreter_interval(breakdown)
+    interval = verdict_interval(breakdown, spans_interval, confidence=confidence)
     unsure = straddled(interval)
     reasons = [
         (
@@ -277,21 +330,29 @@ def diagnose(
             + (f", mostly in {component}." if component else ".")
         ),
     ]
-    if interval:
+    if interval and interval.get("low") is not None and interval.get("high") is not None:
+        evidence = (
+            f"from {interval['samples']:,} busy engine-thread samples"
+            if spans_interval is None
+            else f"({interval.get('method')})"
+        )
         reasons.append(
-            f"Its 95% interval from {interval['samples']:,} busy engine-thread samples is "
-            f"[{interval['low']:.1%}, {interval['high']:.1%}] (samples: {interval['share']:.1%})"
+            f"Its {_level(interval.get('confidence') or 0.95)} interval {evidence} is "
+            f"[{interval['low']:.1%}, {interval['high']:.1%}]"
+            + (f" (samples: {interval['share']:.1%})" if spans_interval is None else "")
             + (
                 f"; it straddles the {' and '.join(f'{t:.0%}' for t in unsure)} threshold"
-                f"{'s' if len(unsure) > 1 else ''}: this run cannot tell which side of the rule it is on, so sample "
-                "longer before acting on it."
+                f"{'s' if len(unsure) > 1 else ''}: this run cannot tell yet which side of the rule it is on"
+                + (f" (held open by the {interval['widest']})" if interval.get("widest") else "")
+                + ", so run longer (`--until resolved`) before acting on it."
                 if unsure
                 else "; it clears the rule's thresholds."
             )
         )
     else:
         reasons.append(
-            "No interval for the interpreter share: it needs native stack samples (--profile deep) to count."
+            "No interval for the interpreter share: too few steps to resample, and no native stack samples "
+            "(--profile deep) to count."
         )
     if idle >= IDLE_NOTE:
         reasons.append(

@@ -335,9 +335,21 @@ def session_progress(console: Console, label: str = "requests") -> Iterator[Sess
             started[0] = reporter.clock()
             task.start(total, "load started")  # without a terminal: "<label>: load started, N requests"
 
+        estimate = [""]  # `--until resolved`: the last look's share and interval, carried by every later line
+
         def on_done(requests_done: int, tokens: int) -> None:
             elapsed = max(1e-9, reporter.clock() - started[0])
-            task.update(requests_done, note=f"{tokens / elapsed:.1f} tok/s")
+            task.update(requests_done, note=f"{tokens / elapsed:.1f} tok/s{estimate[0]}")
+
+        def on_look(look: Any) -> None:  # profiler.session.until.Look, after each round
+            estimate[0] = f"; {look.progress_text()}"
+            if reporter.rich is not None:
+                task.update(note=estimate[0][2:])
+            else:
+                reporter.emit(f"{label}: round {look.rounds}, {look.progress_text()}")
+
+        def on_more(total: int) -> None:
+            task.update(total=total)
 
         def message(text: str) -> None:  # work after the load (e.g. the replay) says what it is doing
             if reporter.rich is not None:
@@ -346,6 +358,8 @@ def session_progress(console: Console, label: str = "requests") -> Iterator[Sess
                 reporter.emit(f"{label}: {text}")
 
         try:
-            yield SessionHooks(on_start=on_start, on_request_done=on_done, message=message)
+            yield SessionHooks(
+                on_start=on_start, on_request_done=on_done, message=message, on_look=on_look, on_more=on_more
+            )
         finally:
             task.finish()

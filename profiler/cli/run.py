@@ -128,10 +128,30 @@ def run(
             help="With --launch: also time the engine's own functions (its step, scheduler, model, sampler, detokenizer; the engine tables name them) from inside every server process; the probe's own cost is measured in the run, by turns on and off.",
         ),
     ] = False,
+    until: Annotated[
+        Optional[str],
+        typer.Option(
+            "--until",
+            help="resolved: go on in whole rounds of the scenario until the interpreter share's interval clears the 1% and 30% thresholds and each prediction's share is narrow enough to act on, or --max-time passes; the run then says what held it up.",
+        ),
+    ] = None,
+    max_time: Annotated[
+        Optional[float],
+        typer.Option(
+            "--max-time", help="With --until resolved: the most seconds of load to spend resolving."
+        ),
+    ] = None,
     *,
     options: EngineOptions,
 ) -> None:
     """Run the engine under a load scenario, measure where the time goes, and write a run directory."""
+    from infer_prof.profiler.session.until import checked_until
+
+    until_max_time_s = checked_until(until, max_time)
+    if until_max_time_s is not None and (target is not None or launch is not None or port is not None):
+        raise OptionError(
+            "--until resolved runs the built-in engine's rounds: it does not go with --target or --launch yet"
+        )
     options = dataclasses.replace(options, policy=policy or "fcfs")
     if launch_timeout is not None and launch is None:
         raise OptionError("--launch-timeout goes with --launch CMD: give the server's command too")
@@ -184,6 +204,7 @@ def run(
         verify=verify,
         policy_given=policy is not None,
         verbose=verbose,
+        until_max_time_s=until_max_time_s,
     )
     raise typer.Exit(code)
 
@@ -200,6 +221,7 @@ def run_profiled(
     label: str = "requests",
     replay: bool = True,
     switch=None,
+    until_max_time_s: float | None = None,
 ):
     """One session with a progress bar (requests done / total, output tokens/s); `replay`: time the C twins
     on the run's recorded work after it (the predictions' speedups; --verify's extra runs do not need it);
@@ -220,6 +242,7 @@ def run_profiled(
             stop_event=stop_event,
             hooks=hooks,
             replay=replay,
+            until_max_time_s=until_max_time_s,
         )
 
 
@@ -235,6 +258,7 @@ def run_command(
     verify: bool,
     policy_given: bool = True,
     verbose: bool = False,
+    until_max_time_s: float | None = None,
 ) -> int:
     """Check every input, load the model, run the session (with --verify's extra runs), write the reports."""
     from rich.console import Console
@@ -258,6 +282,7 @@ def run_command(
             profile=profile,
             console=console,
             stop_event=stop.event,
+            until_max_time_s=until_max_time_s,
         )
         if verify and not outcome.interrupted:
             _verify(outcome, options, spec, loaded, console, stop.event, profile)

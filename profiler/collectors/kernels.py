@@ -356,6 +356,7 @@ class KernelCollector(Collector):
         self._open_steps = 0
         # Stopped windows: (first step, steps, profile); events are read after the run, off the engine thread.
         self._windows: list[tuple[int, int, Any]] = []
+        self._splits: dict[int, dict[str, dict[str, float]]] = {}  # windows_so_far()'s, by first step
         self._step_begin: dict[int, int] = {}
         self._step_ms: dict[int, float] = {}
         self._engine_pause_ns = 0
@@ -497,6 +498,26 @@ class KernelCollector(Collector):
                 self._windows.append((first, steps, profile))
             if len(self._windows) >= self.max_windows:
                 self._thin_out()
+
+    def windows_so_far(self) -> list[dict[str, Any]]:
+        """The windows closed so far, each with its own split ({first_step, steps, by_span: {span: {aten_self_ns,
+        fee_ns, runtime_ns}}}), for a running estimate between rounds of the load; each window's events are read
+        once, on the caller's thread (torch keeps them for result())."""
+        with self._lock:
+            closed = list(self._windows)
+        out = []
+        for first, steps, profile in closed:
+            split = self._splits.get(first)
+            if split is None:
+                summary = summarize_events(
+                    [], steps, windows=[list(profile.events())], fees_us=self._fees_us or None
+                )
+                split = self._splits[first] = {
+                    span: {key: entry[key] for key in ("aten_self_ns", "fee_ns", "runtime_ns")}
+                    for span, entry in summary["by_window"][0].items()
+                }
+            out.append({"first_step": first, "steps": steps, "by_span": split})
+        return out
 
     def _thin_out(self) -> None:
         """Double the period and keep the windows that fall on it: bounded memory, still evenly spread."""

@@ -51,6 +51,14 @@ DEFAULT_KERNEL_WINDOWS = (5, 1, 100)
 DEFAULT_WINDOW_GAP_S = 5.0
 DEFAULT_WINDOW_BUDGET = 0.001
 DEEP_KERNEL_WINDOWS = (20, 5, 40)
+# A run that goes on until its answer is known (`run --until resolved`) needs the kernel fraction resolved, and
+# one step's fraction moves a lot from window to window (a step's batch and phase change it): one step in ten,
+# at least RESOLVE_WINDOW_GAP_S apart and within RESOLVE_WINDOW_BUDGET of the engine's time, so that tens of
+# windows come in a minute; up to RESOLVE_MAX_WINDOWS kept (then thinned as any run's).
+RESOLVE_KERNEL_WINDOWS = (5, 1, 10)
+RESOLVE_WINDOW_GAP_S = 0.5
+RESOLVE_WINDOW_BUDGET = 0.02
+RESOLVE_MAX_WINDOWS = 64
 
 
 def default_collectors(
@@ -67,6 +75,7 @@ def default_collectors(
     engine_thread_name: str = ENGINE_THREAD_NAME,
     device: str = "cpu",
     device_spans: tuple[str, ...] = DEVICE_SPANS,
+    resolve: bool = False,
 ) -> list[Collector]:
     """The collectors of a profile, in start order (stop them in reverse).
 
@@ -84,6 +93,7 @@ def default_collectors(
              steps): short windows spread over the run (collectors.kernels)
     on a GPU (`device` "cuda:N") both profiles add the device timer: CUDA events around the spans of
              device work (`device_spans`), for the GPU idle split.
+    resolve: the run goes on until resolved: denser kernel windows (RESOLVE_KERNEL_WINDOWS), unless given.
     tracer: the RecordingTracer already injected into the engine (one is made when None).
     engine_thread_id_getter returns the engine thread's native id (Thread.native_id) once it runs;
     py-spy reports threads by that id, so the engine's samples are found even if renamed. Without
@@ -96,7 +106,10 @@ def default_collectors(
     deep = profile == "deep"
     spans = SpanCollector(cpu_time=spans_record_cpu_time(profile), tracer=tracer)
     collectors: list[Collector] = [spans, GcCollector(tracer=spans.tracer)]
-    first_step, steps, every = kernel_windows or (DEEP_KERNEL_WINDOWS if deep else DEFAULT_KERNEL_WINDOWS)
+    dense = resolve and not deep and kernel_windows is None
+    first_step, steps, every = kernel_windows or (
+        DEEP_KERNEL_WINDOWS if deep else RESOLVE_KERNEL_WINDOWS if dense else DEFAULT_KERNEL_WINDOWS
+    )
     # Each kept window holds torch.profiler's events (a few MB) until the run ends: the default keeps fewer.
     collectors.append(
         KernelCollector(
@@ -104,9 +117,10 @@ def default_collectors(
             first_step=first_step,
             steps=steps,
             every=every,
-            max_windows=16 if deep else 8,
-            min_gap_s=0.0 if deep else DEFAULT_WINDOW_GAP_S,  # deep is for short runs, priced as such
-            cost_budget=None if deep else DEFAULT_WINDOW_BUDGET,
+            max_windows=16 if deep else RESOLVE_MAX_WINDOWS if dense else 8,
+            # deep is for short runs, priced as such
+            min_gap_s=0.0 if deep else RESOLVE_WINDOW_GAP_S if dense else DEFAULT_WINDOW_GAP_S,
+            cost_budget=None if deep else RESOLVE_WINDOW_BUDGET if dense else DEFAULT_WINDOW_BUDGET,
         )
     )
     if is_cuda(device):

@@ -229,13 +229,17 @@ class Prediction(TypedDict, total=False):
 
 
 class Interval(TypedDict, total=False):
-    """The interpreter share of busy time with its 95% Wilson interval, from native samples."""
+    """The interpreter share of busy time with its interval: native samples' Wilson interval, the spans' (steps and
+    kernel windows: profiler.analysis.share_interval), or both intersected; `method` says which."""
 
     share: float | None
     low: float | None
     high: float | None
-    samples: int
+    samples: int  # the evidence counted: busy engine samples, or steps for the spans' interval
     method: str
+    confidence: float  # 0.95, or higher at a later look of a run that stopped when resolved (profiler.stats)
+    windows: int  # torch.profiler windows whose kernel fractions entered the interval
+    widest: str  # the input that holds the interval open: "steps", "kernel windows", "kernel windows (too few)"
 
 
 class Verify(TypedDict, total=False):
@@ -348,6 +352,21 @@ class ForeignVerdict(TypedDict, total=False):
     queueing: str  # requests queued behind one another (analysis.foreign.queueing_reason)
 
 
+class Stopping(TypedDict, total=False):
+    """`run --until resolved`: how the run that went on until its answer was known ended (profiler.session.until)."""
+
+    rule: str  # "until resolved"
+    stopped_by: str | None  # "resolved", "time cap"; null when no round ended (a stopped run)
+    looks: int  # looks taken, one after each whole round; the intervals' confidence is spent over them
+    rounds: int  # whole rounds of the scenario's load driven
+    elapsed_s: float  # load time at the last look
+    max_time_s: float
+    confidence: float  # the final intervals' level: 1 - 0.05 / (looks (looks + 1)), which keeps 95% at any stop
+    held_by: list[str]  # at the last look, what was not resolved (empty when resolved)
+    widths: str  # the widths a look asks of the share and of each prediction
+    look_s: float  # the looks' own time, all together (the engine idles between rounds meanwhile)
+
+
 class Verdict(TypedDict, total=False):
     """The bottleneck in one sentence's worth of fields, and what moving each control path to C would gain."""
 
@@ -367,6 +386,7 @@ class Verdict(TypedDict, total=False):
     largest_control_path: ControlPath | None  # among the paths still in Python
     twins_on: list[str]  # the control paths whose C twin ran: nothing is predicted for them
     foreign: ForeignVerdict  # another engine's verdict: engine loop, waits, critical path, bounds
+    stopping: Stopping  # `run --until resolved`: rounds, looks, and what held the answer up
 
 
 class ReplayComponent(TypedDict, total=False):

@@ -172,6 +172,7 @@ class Drive:
     health_probe: dict[str, Any] = field(
         default_factory=dict
     )  # HealthProbe.result(): the run's CPU and load figures
+    rounds: int = 0  # whole rounds of the scenario's load driven (more: the run went on until resolved)
 
     def outputs(self, timeout_s: float = 5.0) -> dict[int, Any]:
         """Each submitted request's final output (aborted ones included), by request index."""
@@ -209,8 +210,12 @@ def drive_load(
     on_request_done: Callable[[int, int], None] | None = None,
     on_started: Callable[[], None] | None = None,
     engine_thread_name: str = "infer-prof-engine",
+    next_round: Callable[[int], Sequence[RequestSpec] | None] | None = None,
 ) -> Drive:
-    """Start the engine and the collectors, run the load, then stop all of them (Ctrl-C included)."""
+    """Start the engine and the collectors, run the load, then stop all of them (Ctrl-C included).
+
+    next_round(rounds done) is asked after each whole round of the load for the next round's requests (their
+    prompts already in `prompts`), or None to stop: the load of a run that goes on until its answer is known."""
     drive = Drive()
 
     def submit(request: RequestSpec, done: Callable[[], None]) -> Ticket:
@@ -238,17 +243,24 @@ def drive_load(
     if on_started:
         on_started()
     trimmer = HeapTrimmer().start()  # started here so that the finally below always stops it
+    counter = DoneCounter(on_request_done)
     try:
-        drive.load = run_load(
-            list(requests),
-            submit,
-            mode=scenario.mode,
-            clients=scenario.clients,
-            duration_s=scenario.duration_s,
-            stop_event=stop_event,
-            on_done=DoneCounter(on_request_done),
-            notifies=True,  # this thread drives the load: no client threads for py-spy to read
-        )
+        batch: Sequence[RequestSpec] | None = requests
+        while batch:
+            load = run_load(
+                list(batch),
+                submit,
+                mode=scenario.mode,
+                clients=scenario.clients,
+                duration_s=scenario.duration_s,
+                stop_event=stop_event,
+                on_done=counter,
+                notifies=True,  # this thread drives the load: no client threads for py-spy to read
+            )
+            drive.load = load if drive.load is None else drive.load.joined(load)
+            drive.rounds += 1
+            stopped = stop_event.is_set() or load.stopped_early
+            batch = None if stopped or next_round is None else next_round(drive.rounds)
     except KeyboardInterrupt:
         drive.interrupted = True
     finally:

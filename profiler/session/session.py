@@ -32,6 +32,7 @@ from infer_prof.profiler.session.record import (
     write_samples,
     write_trace_tables,
 )
+from infer_prof.profiler.session.until import Look, Stopper
 from infer_prof.scenarios.loadgen import RequestSpec, generate_requests, prompt_text_for
 from infer_prof.scenarios.spec import ScenarioSpec
 
@@ -51,6 +52,8 @@ class SessionHooks:
     on_engine: Callable[[Any], None] | None = (
         None  # the built engine, before it starts (--verify's twin switch)
     )
+    on_look: Callable[[Any], None] | None = None  # `--until resolved`: each look's profiler.session.until.Look
+    on_more: Callable[[int], None] | None = None  # `--until resolved`: the measured requests' new total
 
 
 @dataclass
@@ -99,9 +102,12 @@ def run_session(
     injections: dict[str, Any] | None = None,
     sampling_rate: int | None = None,
     replay: bool = True,
+    until_max_time_s: float | None = None,
 ) -> SessionOutcome:
     """Run one scenario through a freshly built engine and write its run directory (result.json last);
-    `replay`: record the control workload and time both twins on it after the run (traced runs only)."""
+    `replay`: record the control workload and time both twins on it after the run (traced runs only);
+    `until_max_time_s`: go on in whole rounds of the scenario until the answer is resolved or this many seconds
+    have passed (profiler.session.until)."""
     hooks = hooks or SessionHooks()
     stop_event = stop_event or threading.Event()
     prepared = prepare_session(
@@ -112,12 +118,18 @@ def run_session(
         injections=injections,
         sampling_rate=sampling_rate,
         replay=replay,
+        resolve=until_max_time_s is not None,
     )
     measured_total = sum(not request.warmup for request in prepared.requests)
+    stopper = (
+        _stopper(prepared, until_max_time_s, hooks) if until_max_time_s is not None and prepared.tracer else None
+    )
     if hooks.on_engine:
         hooks.on_engine(prepared.built.engine)
 
     def on_started() -> None:
+        if stopper is not None:
+            stopper.start()
         if hooks.on_collectors:
             hooks.on_collectors(prepared.collectors)
         if hooks.on_start:
@@ -133,6 +145,7 @@ def run_session(
             stop_event=stop_event,
             on_request_done=hooks.on_request_done,
             on_started=on_started,
+            next_round=_next_round(prepared, scenario, loaded, stopper, hooks) if stopper else None,
         )
     finally:
         if injections:
@@ -156,6 +169,7 @@ def run_session(
         native_speedups=native_speedups,
         measured_gains=measured_gains,
         injections=injections,
+        stopper=stopper,
     )
     if write:
         write_run(out_dir, outcome.result, outcome.requests, outcome.steps)
@@ -179,6 +193,7 @@ def prepare_session(
     injections: dict[str, Any] | None = None,
     sampling_rate: int | None = None,
     replay: bool = True,
+    resolve: bool = False,
 ) -> Prepared:
     """The scenario's requests and prompts, a fresh engine with the profile's tracer, and its collectors."""
     if profile not in PROFILES:
@@ -196,6 +211,7 @@ def prepare_session(
             engine_thread_name=ENGINE_THREAD_NAME,
             sampling_rate=sampling_rate,
             device=options.device,
+            resolve=resolve,
         )
         if tracer
         else []
@@ -217,6 +233,7 @@ def record_session(
     native_speedups: dict[str, float] | None,
     measured_gains: dict[str, float] | None,
     injections: dict[str, Any] | None,
+    stopper: Stopper | None = None,
 ) -> SessionOutcome:
     """The run's metrics, steps, breakdown and verdict as one RunResult (not yet written)."""
     from infer_prof.profiler.analysis.metrics import compute_metrics
@@ -252,10 +269,13 @@ def record_session(
             options,
             steps,
             health,
+            confidence=stopper.confidence if stopper is not None else 0.95,
         )
         if prepared.tracer is not None
         else {}
     )
+    if stopper is not None and analysis.get("verdict"):
+        analysis["verdict"]["stopping"] = stopper.record()
     analysis["health"] = health
     device_timer = next((c for c in prepared.collectors if c.name == "device_time"), None)
     gpu_time = gpu_time_section(
@@ -353,8 +373,10 @@ def _analyse(
     options: EngineOptions,
     steps: pd.DataFrame,
     health: dict[str, Any] | None = None,
+    confidence: float = 0.95,
 ) -> dict[str, Any]:
-    """The breakdown, the verdict and the profiling cost of a traced run."""
+    """The breakdown, the verdict and the profiling cost of a traced run; `confidence`: the interpreter share's
+    interval's (higher than 95% where a run that stops when resolved looked more than once)."""
     from infer_prof.profiler.analysis.breakdown import build_breakdown
     from infer_prof.profiler.analysis.diagnose import diagnose
     from infer_prof.profiler.analysis.step_shares import step_share_intervals
@@ -370,6 +392,9 @@ def _analyse(
     )
     breakdown["share_intervals"] = step_share_intervals(steps)
     replay = _replay(prepared)
+    spans_interval = spans_share_interval(
+        breakdown, steps, collector_results.get("kernels"), prepared.built.native_active, confidence
+    )
     return {
         "breakdown": breakdown,
         "replay": replay,
@@ -382,10 +407,74 @@ def _analyse(
             replayed=replay["components"] if replay else None,
             twins_on=expand(prepared.built.native_active),
             health=health,
+            spans_interval=spans_interval,
+            confidence=confidence,
         ),
         # The collectors' self-measured costs; benchmarks/bench_overhead.py measures the real A/B ratio.
         "overhead": overhead_section(collector_results, wall_ns=wall_ns),
     }
+
+
+def spans_share_interval(
+    breakdown: Any, steps: pd.DataFrame, kernels: dict[str, Any] | None, native: Any, confidence: float
+) -> Any:
+    """The interpreter share's interval from the steps and kernel windows (profiler.analysis.share_interval), made
+    at the level diagnose's verdict_interval wants it; None without a spans split."""
+    from infer_prof.profiler.analysis.diagnose import spans_confidence
+    from infer_prof.profiler.analysis.share_interval import breakdown_share_interval
+
+    spans = (breakdown.get("methods") or {}).get("spans") or {}
+    categories = spans.get("categories") or {}
+    busy = 1.0 - (categories.get("idle") or 0.0)
+    point = (categories.get("interpreter") or 0.0) / busy if busy > 0 else None
+    interval = breakdown_share_interval(
+        breakdown,
+        steps.to_dict("records") if not steps.empty else [],
+        kernels,
+        point=point,
+        native=sorted(native),
+        confidence=spans_confidence(breakdown, confidence),
+    )
+    return interval.record() if interval is not None else None
+
+
+def _stopper(prepared: Prepared, max_time_s: float, hooks: SessionHooks) -> Stopper:
+    """The until-resolved rule over this session's steps so far and its kernel windows closed so far."""
+    kernels = next((c for c in prepared.collectors if c.name == "kernels"), None)
+    engine, tracer = prepared.built.engine, prepared.tracer
+
+    def estimate() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        steps = step_table(engine, tracer)
+        windows = kernels.windows_so_far() if kernels is not None and kernels.status == "ok" else []
+        return (steps.to_dict("records") if not steps.empty else []), windows
+
+    def on_look(look: Look) -> None:
+        if hooks.on_look:
+            hooks.on_look(look)
+
+    return Stopper(max_time_s, estimate, native=sorted(prepared.built.native_active), on_look=on_look)
+
+
+def _next_round(
+    prepared: Prepared, scenario: ScenarioSpec, loaded: LoadedModel, stopper: Stopper, hooks: SessionHooks
+) -> Callable[[int], list[RequestSpec] | None]:
+    """After each round: the stopper's look, then the next round's requests (the scenario's measured requests drawn
+    again with the seed moved on by the rounds done, numbered after the last), or None to stop."""
+
+    def next_round(rounds: int) -> list[RequestSpec] | None:
+        if not stopper(rounds):
+            return None
+        again = scenario.with_overrides(seed=scenario.seed + rounds)
+        first = max(request.index for request in prepared.requests) + 1
+        drawn = [request for request in generate_requests(again, loaded.config.context_length) if not request.warmup]
+        batch = [dataclasses.replace(request, index=first + number) for number, request in enumerate(drawn)]
+        prepared.prompts.update(prepare_prompts(batch, loaded.tokenizer))
+        prepared.requests.extend(batch)
+        if hooks.on_more:
+            hooks.on_more(sum(not request.warmup for request in prepared.requests))
+        return batch
+
+    return next_round
 
 
 def _replay(prepared: Prepared) -> dict[str, Any] | None:

@@ -59,9 +59,15 @@ def _verdict_sentence(result: RunResult) -> str:
     )
     rule = str(verdict.get("rule") or "no rule recorded")
     component = verdict.get("component")
+    interval = verdict.get("interpreter_interval") or {}
+    bounds = (
+        f" [{fmt_pct(interval['low'])}, {fmt_pct(interval['high'])}]"
+        if interval.get("low") is not None and interval.get("high") is not None
+        else ""
+    )
     sentence = (
-        f"{rule[:1].upper()}{rule[1:]}: interpreter (Python) time is {fmt_pct(verdict.get('interpreter_share'))} "
-        f"of the engine's busy time; most time goes to {CATEGORY_WORDS.get(str(category), category)}{category_share}"
+        f"{rule[:1].upper()}{rule[1:]}: interpreter (Python) time is {fmt_pct(verdict.get('interpreter_share'))}"
+        f"{bounds} of the engine's busy time; most time goes to {CATEGORY_WORDS.get(str(category), category)}{category_share}"
         + (f", mostly in {component}" if component else "")
     )
     control = {
@@ -796,9 +802,29 @@ def interval_straddles(result: RunResult) -> Headline | None:
     if not straddled or interval.get("low") is None:
         return None
     thresholds = " and ".join(f"{threshold:.0%}" for threshold in straddled)
+    level = f"{interval.get('confidence') or 0.95:.1%}".replace(".0%", "%")
+    widest = f", held open by the {interval['widest']}" if interval.get("widest") else ""
     return Headline(
-        f"The interpreter share's 95% interval [{fmt_pct(interval['low'])}, {fmt_pct(interval['high'])}] "
-        f"straddles the {thresholds} threshold: sample longer before acting on the verdict."
+        f"The interpreter share's {level} interval [{fmt_pct(interval['low'])}, {fmt_pct(interval['high'])}] "
+        f"straddles the {thresholds} threshold{widest}: this run cannot tell yet; run longer ("
+        + ("a larger --max-time" if verdict.get("stopping") else "`--until resolved --max-time SECONDS`")
+        + ") before acting on the verdict."
+    )
+
+
+def stopped_when(result: RunResult) -> Headline | None:
+    """`--until resolved`: how many rounds the answer took, or the time cap and what held it up."""
+    stopping = (result.verdict or {}).get("stopping") or {}
+    if not stopping:
+        return None
+    rounds = f"{stopping.get('rounds', 0)} round{'s' if stopping.get('rounds') != 1 else ''}"
+    elapsed = fmt_number(stopping.get("elapsed_s"), "s")
+    if stopping.get("stopped_by") == "resolved":
+        return Headline(f"Resolved after {rounds} of the scenario ({elapsed} of load).", "note")
+    held = "; ".join(stopping.get("held_by") or []) or "nothing recorded"
+    return Headline(
+        f"Stopped at the time cap after {rounds} ({elapsed} of {fmt_number(stopping.get('max_time_s'), 's')}), "
+        f"not resolved: held up by {held}."
     )
 
 
@@ -840,6 +866,7 @@ HEADLINE_RULES: list[HeadlineRule] = [
     partial_run,
     failed_collectors,
     interval_straddles,
+    stopped_when,
     engine_waited,
     threads_lowered,
 ]
