@@ -33,6 +33,7 @@ from typing import Any
 
 import pandas as pd
 
+from infer_prof.engine.trace import SPAN_NAMES
 from infer_prof.errors import MAX_DATA_BYTES, ResultError, read_bounded
 from infer_prof.profiler.rundir.atomic import write_atomic, write_json_atomic
 from infer_prof.profiler.rundir.schema import (
@@ -51,7 +52,13 @@ from infer_prof.profiler.rundir.schema import (
     Verdict,
     check_file,
 )
-from infer_prof.profiler.rundir.validate import check_requests, check_steps, read_table, table_path
+from infer_prof.profiler.rundir.validate import (
+    STEP_COLUMNS,
+    check_requests,
+    check_steps,
+    read_table,
+    table_path,
+)
 
 REQUEST_COLUMNS = (
     "request_id",
@@ -73,23 +80,6 @@ REQUEST_COLUMNS = (
     "queue_ms",
     "num_preemptions",
     "token_ns",
-)
-
-STEP_COLUMNS = (
-    "step",
-    "start_ns",
-    "end_ns",
-    "duration_ms",
-    "batch_size",
-    "prefill_tokens",
-    "decode_tokens",
-    "blocks_used",
-    "blocks_free",
-    "kv_utilization",
-    "fragmentation_slots",
-    "preemptions",
-    "waiting",
-    "running",
 )
 
 SAMPLE_LABEL_COLUMNS = (
@@ -124,6 +114,8 @@ COMPONENTS = (
     "queue",
     "api",
 )
+# steps.csv's `<phase>_ms` columns in the order a step runs them: the engine's spans but the step itself.
+PHASE_ORDER = tuple(name for name in SPAN_NAMES if name != "step")
 # Span names of runs recorded before each span took its component's name, old -> new. The readers of steps.csv
 # (its `<span>_ms` columns) and of the span tables rename them (current_span_names), so old runs read the same.
 LEGACY_SPAN_NAMES = {"tokenize": "tokenizer", "detokenize": "detokenizer"}

@@ -29,7 +29,8 @@ NUMERIC_REQUEST_COLUMNS = (
     "queue_ms",
     "num_preemptions",
 )
-NUMERIC_STEP_COLUMNS = (
+# steps.csv's columns (besides its `<phase>_ms` span columns), every one a number.
+STEP_COLUMNS = (
     "step",
     "start_ns",
     "end_ns",
@@ -102,7 +103,7 @@ def check_requests(table: pd.DataFrame, path: Path) -> pd.DataFrame:
 def check_steps(table: pd.DataFrame, path: Path) -> pd.DataFrame:
     """steps.csv: every row whole (a cut-off file is refused), numbers where numbers belong, durations >= 0."""
     phases = [column for column in table.columns if column.endswith("_ms")]
-    table = _numeric(table, (*NUMERIC_STEP_COLUMNS, *phases), path)
+    table = _numeric(table, (*STEP_COLUMNS, *phases), path)
     for column in REQUIRED_STEP_COLUMNS:
         if column in table and table[column].isna().any():
             row = int(table.index[table[column].isna()][0]) + 2
