@@ -23,6 +23,7 @@ it; the CLI prints it as one line on stderr and exits 2, never a traceback.
     ├── SweepError                   a sweep file, or a sweep directory that cannot be run, resumed or read
     ├── BudgetError                  a budget file, or a budget check that cannot be evaluated
     ├── ResultError                  a run directory that is missing, incomplete or of another schema
+    ├── LedgerError                  a prediction ledger that is missing, unreadable or cannot be appended to
     ├── ReportError                  a run directory's files cannot be turned into a report
     │   └── CompareError             the runs given to compare cannot be compared
     └── OutputError                  an output path the system will not let us write (full, read-only, ...)
@@ -136,6 +137,10 @@ class SweepError(InferProfError):
 
 class BudgetError(InferProfError):
     """A budget file or a budget check that cannot be evaluated."""
+
+
+class LedgerError(InferProfError):
+    """A prediction ledger (profiler.ledger) that is missing, holds no record, or cannot be appended to."""
 
 
 class ResultError(InferProfError):

@@ -45,6 +45,7 @@ import pandas as pd
 from infer_prof.profiler.analysis.diagnose import NATIVE_CAPABLE, amdahl_gain, diagnose, measured_gain
 from infer_prof.profiler.checks.inrun_gain import InRunGain, inrun_gain, label_steps
 from infer_prof.profiler.checks.twin_switch import SamplerSwitch
+from infer_prof.profiler.ledger.verify_pairs import append_verify_pairs
 from infer_prof.profiler.rundir.atomic import write_json_atomic, write_text_atomic
 from infer_prof.profiler.rundir.results import read_run
 from infer_prof.profiler.rundir.yardstick import drift_void, yardstick
@@ -255,10 +256,12 @@ def verify_predictions(
     stop_event: threading.Event,
     native_speedups: dict[str, float] | None,
     run_again: RunAgain,
+    ledger: Path | None = None,
 ) -> dict[str, Any] | None:
     """Run again per native-capable component with its C twin on (`run_again`, a face's session with its
     progress display); rewrite result.json with the measured gains and return the verdict's `verify`
-    section, or None when the main run has nothing to compare."""
+    section, or None when the main run has nothing to compare. Each predicted/measured pair is appended to
+    the prediction ledger (`ledger`, else profiler.ledger's default beside the run directory)."""
     from infer_prof.native_paths.loader import available
 
     result = outcome.result
@@ -351,7 +354,7 @@ def verify_predictions(
             _controls(around_data), _controls([native_data]), noise=_spread(python_controls)
         )
         details[component] = entry
-    _record(outcome, native_speedups, details, skipped, python_results)
+    _record(outcome, native_speedups, details, skipped, python_results, ledger)
     return result.verdict["verify"]
 
 
@@ -475,9 +478,12 @@ def _record(
     details: dict[str, Any],
     skipped: dict[str, str],
     python_results: list[Any],
+    ledger: Path | None = None,
 ) -> None:
     """The verdict again with the measured gains, and its `verify` section; result.json rewritten."""
     result = outcome.result
+    # The ledger keeps score across runs; it reads the predictions' intervals from the verdict before this one.
+    ledger_note = append_verify_pairs(Path(outcome.run_dir), result, details, ledger)
     speedups = dict(native_speedups or {})
     speedups.update(
         {name: entry["native_speedup"] for name, entry in details.items() if entry["native_speedup"]}
@@ -504,6 +510,7 @@ def _record(
         "python_spread": spread,
         "components": details,
         "skipped": skipped,
+        "ledger": ledger_note,
     }
     # The noise floor travels with the gains it qualifies, not only on the terminal that printed it.
     for prediction in (verdict.get("predictions") or {}).values():

@@ -14,7 +14,7 @@ from infer_prof.profiler.cli.help_format import install as install_help_format
 # Each module registers its commands on `app`; this order is the order `infer-prof --help` lists them.
 # isort: off
 from infer_prof.profiler.cli import run, serve, sweep, compare, report, budget, selftest  # noqa: F401
-from infer_prof.profiler.cli import golden, generate, bench  # noqa: F401
+from infer_prof.profiler.cli import golden, generate, bench, ledger  # noqa: F401
 from infer_prof.profiler.cli import doctor, catalog  # noqa: F401
 # isort: on
 

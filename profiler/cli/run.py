@@ -69,6 +69,13 @@ def run(
             help="Also run with each predicted native path on and report predicted vs measured gain.",
         ),
     ] = False,
+    ledger: Annotated[
+        Optional[str],
+        typer.Option(
+            "--ledger",
+            help="With --verify: the prediction ledger its predicted/measured pairs are appended to (default: INFER_PROF_LEDGER, else ledger.jsonl beside the run directory; `infer-prof ledger` scores it).",
+        ),
+    ] = None,
     policy: Annotated[
         Optional[str],
         typer.Option(
@@ -204,6 +211,7 @@ def run(
         verify=verify,
         policy_given=policy is not None,
         verbose=verbose,
+        ledger=output_path(ledger, "--ledger"),
         until_max_time_s=until_max_time_s,
     )
     raise typer.Exit(code)
@@ -258,6 +266,7 @@ def run_command(
     verify: bool,
     policy_given: bool = True,
     verbose: bool = False,
+    ledger: Path | None = None,
     until_max_time_s: float | None = None,
 ) -> int:
     """Check every input, load the model, run the session (with --verify's extra runs), write the reports."""
@@ -267,8 +276,12 @@ def run_command(
     spec, options = _checked_inputs(
         options, scenario, requests, duration, out, profile, verify, policy_given, console
     )
+    if ledger is not None and not verify:
+        raise OptionError("--ledger names where --verify's pairs go: add --verify, or drop --ledger")
     # The run directory is claimed before the model loads: a second run into it, or an unwritable default, is refused first.
     with stop_on_signals(console) as stop, _claimed_run_dir(out, spec.name) as run_dir:
+        if verify:
+            ledger = _checked_ledger(run_dir, ledger)
         loaded = _load(options, console)
         console.print(
             f"model [bold]{options.model}[/bold] ({loaded.source}); scenario [bold]{spec.name}[/bold]: {spec.description}"
@@ -285,7 +298,7 @@ def run_command(
             until_max_time_s=until_max_time_s,
         )
         if verify and not outcome.interrupted:
-            _verify(outcome, options, spec, loaded, console, stop.event, profile)
+            _verify(outcome, options, spec, loaded, console, stop.event, profile, ledger)
         _write_reports(outcome, report, console, stop, verbose=verbose)
     return _exit_code(stop, outcome, console)
 
@@ -501,7 +514,16 @@ def _check_load_flags(requests: int | None, duration: float | None, profile: str
         raise OptionError(f"--profile={profile!r}: use one of {', '.join(PROFILES)}")
 
 
-def _verify(outcome, options, spec, loaded, console, stop_event, profile) -> None:
+def _checked_ledger(run_dir: Path, given: Path | None) -> Path:
+    """The ledger --verify will append to, checked before the model loads (profiler.ledger.store)."""
+    from infer_prof.profiler.ledger.store import check_appendable, chosen_ledger
+
+    path, source = chosen_ledger(run_dir, given)
+    check_appendable(path, source=source)
+    return path
+
+
+def _verify(outcome, options, spec, loaded, console, stop_event, profile, ledger=None) -> None:
     from infer_prof.profiler.checks.verify import verify_predictions
 
     def run_again(native: frozenset[str], out_dir: Path, label: str, switch=None):
@@ -519,7 +541,7 @@ def _verify(outcome, options, spec, loaded, console, stop_event, profile) -> Non
         )
 
     section = verify_predictions(
-        outcome, options, stop_event=stop_event, native_speedups=None, run_again=run_again
+        outcome, options, stop_event=stop_event, native_speedups=None, run_again=run_again, ledger=ledger
     )
     if section is None:
         console.print(
@@ -652,3 +674,5 @@ def render_verify(section: dict[str, Any], console: Console) -> None:
         "runs had it; in an open loop a faster engine runs smaller batches, which the end-to-end "
         "figure includes and Amdahl's prediction does not"
     )
+    if section.get("ledger"):
+        console.print(f"prediction ledger: {section['ledger']}", soft_wrap=True)

@@ -1,0 +1,91 @@
+"""The ledger's score: per kind of prediction and per component, how far measured gains landed from predicted ones."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from infer_prof.profiler.ledger.records import LedgerRecord
+from infer_prof.profiler.stats import wilson_interval
+
+# The project's target for a prediction: measured / predicted within 1 +- this (profiler.checks.verify's band).
+AGREEMENT_BAND = 0.2
+ALL = "all"
+
+
+@dataclass(frozen=True, slots=True)
+class Score:
+    """One group of pairs (a kind, a component, or all): void pairs are counted, not scored.
+
+    median_error_points: the median |measured - predicted| in percentage points of the step;
+    median_relative_error: the median |measured - predicted| / |predicted| (pairs predicting no gain left out);
+    inside / with_interval: pairs whose measured gain fell inside the predicted interval, of those that had
+    one, with the share's Wilson 95% interval; within_band: pairs with measured / predicted within
+    1 +- AGREEMENT_BAND."""
+
+    kind: str
+    component: str
+    pairs: int
+    void: int
+    median_error_points: float | None
+    median_relative_error: float | None
+    inside: int
+    with_interval: int
+    inside_share: float | None
+    inside_low: float | None
+    inside_high: float | None
+    within_band: int
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerSummary:
+    """The whole ledger's score first, then each kind's, then each (kind, component)'s."""
+
+    total: Score
+    by_kind: list[Score]
+    by_component: list[Score]
+    records: int
+    first_recorded: str | None
+    last_recorded: str | None
+
+
+def summarize(records: Sequence[LedgerRecord]) -> LedgerSummary:
+    """The score of every group of `records` (pure: no I/O)."""
+    kinds = sorted({record.kind for record in records})
+    pairs = sorted({(record.kind, record.component) for record in records})
+    times = sorted(record.recorded_at for record in records)
+    return LedgerSummary(
+        total=score(records, ALL, ALL),
+        by_kind=[score([r for r in records if r.kind == kind], kind, ALL) for kind in kinds],
+        by_component=[score([r for r in records if (r.kind, r.component) == key], *key) for key in pairs],
+        records=len(records),
+        first_recorded=times[0] if times else None,
+        last_recorded=times[-1] if times else None,
+    )
+
+
+def score(records: Sequence[LedgerRecord], kind: str, component: str) -> Score:
+    """The score of one group: its healthy pairs' errors and coverage, its void pairs counted apart."""
+    healthy = [record for record in records if not record.void]
+    errors = [abs(record.error) * 100 for record in healthy]
+    relative = [value for value in (record.relative_error for record in healthy) if value is not None]
+    judged = [record.inside_predicted for record in healthy if record.inside_predicted is not None]
+    inside = sum(judged)
+    interval = wilson_interval(inside, len(judged)) if judged else None
+    return Score(
+        kind=kind,
+        component=component,
+        pairs=len(healthy),
+        void=len(records) - len(healthy),
+        median_error_points=statistics.median(errors) if errors else None,
+        median_relative_error=statistics.median(relative) if relative else None,
+        inside=inside,
+        with_interval=len(judged),
+        inside_share=interval.point if interval else None,
+        inside_low=interval.low if interval else None,
+        inside_high=interval.high if interval else None,
+        within_band=sum(
+            1 for value in relative if value <= AGREEMENT_BAND + 1e-12
+        ),  # |m - p| / |p| <= band is |m / p - 1| <= band
+    )

@@ -1,0 +1,140 @@
+"""`run --verify`'s predicted/measured pairs turned into ledger records and appended, one a component."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from infer_prof.errors import InferProfError
+from infer_prof.profiler.ledger.records import LedgerRecord, health_text, now_utc
+from infer_prof.profiler.ledger.store import append_record, ledger_path
+from infer_prof.profiler.rundir.health import void_reason
+
+if TYPE_CHECKING:
+    from infer_prof.profiler.rundir.results import RunResult
+
+
+def verify_records(
+    run_dir: Path,
+    result: RunResult,
+    components: Mapping[str, Mapping[str, Any]],
+    *,
+    recorded_at: str | None = None,
+) -> list[LedgerRecord]:
+    """One "verify" record per component of --verify's section with both a predicted and a measured gain.
+
+    `result` is the main run's, with its verdict before --verify rewrote it: the predictions' intervals come
+    from there when the pair's prediction is that one (same gain). A pair is void when its own drift guard
+    voided it, or when the main run or any run it was measured in was void by its health."""
+    config: Mapping[str, Any] = result.config or {}
+    predictions: Mapping[str, Any] = (result.verdict or {}).get("predictions") or {}
+    main_void = void_reason(result.health)
+    when = recorded_at or now_utc()
+    records = []
+    for component, entry in components.items():
+        predicted, measured = entry.get("predicted_gain"), entry.get("measured_gain")
+        if not _finite(predicted) or not _finite(measured):
+            continue
+        low, high = _predicted_interval(predictions.get(component) or {}, predicted)
+        records.append(
+            LedgerRecord(
+                kind="verify",
+                scenario=str(config.get("scenario") or ""),
+                model=str(config.get("model") or ""),
+                dtype=str(config.get("dtype") or ""),
+                component=component,
+                predicted=float(predicted),
+                predicted_low=low,
+                predicted_high=high,
+                measured=float(measured),
+                measured_low=_number(entry.get("measured_low")),
+                measured_high=_number(entry.get("measured_high")),
+                health=health_text(entry.get("void") or _runs_void(run_dir, entry, main_void)),
+                commit=(result.environment or {}).get("git_revision"),
+                run_dir=str(run_dir),
+                recorded_at=when,
+                method=_method(entry),
+            )
+        )
+    return records
+
+
+def append_verify_pairs(
+    run_dir: Path,
+    result: RunResult,
+    components: Mapping[str, Mapping[str, Any]],
+    path: Path | None = None,
+) -> str:
+    """Append --verify's pairs to the ledger (`path`, else ledger_path(run_dir)); one sentence saying where they
+    went, or why they did not. A ledger that cannot be written never fails the run that measured the pairs."""
+    records = verify_records(run_dir, result, components)
+    if not records:
+        return "no pair to record"
+    target = ledger_path(run_dir, path)
+    try:
+        for record in records:
+            append_record(record, target)
+    except InferProfError as exc:
+        return f"not recorded: {exc}"
+    return f"{len(records)} pair(s) appended to {target}"
+
+
+def _predicted_interval(prediction: Mapping[str, Any], predicted: float) -> tuple[float | None, float | None]:
+    """The verdict's interval of this prediction, when the pair's predicted gain is the verdict's (a prediction
+    made with the verify run's own span speedup has no interval)."""
+    gain = prediction.get("predicted_gain")
+    if not _finite(gain) or not math.isclose(float(gain), predicted, rel_tol=1e-9, abs_tol=1e-12):
+        return None, None
+    low, high = _number(prediction.get("predicted_gain_low")), _number(prediction.get("predicted_gain_high"))
+    return (low, high) if low is not None and high is not None else (None, None)
+
+
+def _runs_void(run_dir: Path, entry: Mapping[str, Any], main_void: str | None) -> str | None:
+    """Why the pair's runs are void by their health: the main run's, else the first void run it was measured in
+    (its C-twin run or switched runs, and its Python neighbours)."""
+    if main_void:
+        return f"the main run: {main_void}"
+    measured_in = [
+        *(entry.get("run_dirs") or [entry.get("run_dir")]),
+        *(entry.get("python_neighbours") or []),
+    ]
+    for relative in measured_in:
+        if not relative or relative == ".":
+            continue
+        reason = void_reason(_health(run_dir / str(relative)))
+        if reason:
+            return f"its run {relative}: {reason}"
+    return None
+
+
+def _health(run_dir: Path) -> dict[str, Any] | None:
+    """A run directory's health section, None when it cannot be read (a pair is not voided by a missing file)."""
+    try:
+        data = json.loads((run_dir / "result.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    health = data.get("health") if isinstance(data, dict) else None
+    return health if isinstance(health, dict) else None
+
+
+def _method(entry: Mapping[str, Any]) -> str:
+    """How the pair was obtained, in a few words: the Amdahl prediction's share and speedup, and how it was measured."""
+    share, speedup = entry.get("share"), entry.get("native_speedup")
+    parts = [f"Amdahl: share {share:.1%}" if _finite(share) else "Amdahl"]
+    if _finite(speedup):
+        parts.append(f"{entry.get('speedup_source') or 'given'} speedup {speedup:.1f}x")
+    measured = (
+        "twins in turns in one run" if entry.get("method") == "in-run" else "whole runs, twin on vs off"
+    )
+    return ", ".join(parts) + f"; measured: {measured}"
+
+
+def _finite(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _number(value: object) -> float | None:
+    return float(value) if _finite(value) else None  # type: ignore[arg-type]
