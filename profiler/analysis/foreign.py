@@ -18,7 +18,9 @@ the worker's own kernel / Python split is shown when its process was sampled), t
 
 Predicted gains: no C twin exists for a foreign engine, so each component gets the Amdahl bound at an
 infinite speedup, its share of the loop's busy time ("if the scheduler cost nothing the step would be
-X% shorter"), with the Wilson 95% interval of that share (profiler.stats); nothing here can verify it.
+X% shorter"), with the Wilson 95% interval of that share (profiler.stats): a bound only. A slowdown run
+(`--what-if`, profiler.analysis.probe_slowdown) measures a component's sensitivity instead, and
+with_slowdowns() relabels its line: slowdown-measured, with the sensitivity and the gain it predicts.
 With Python-only stacks (py-spy without --native) the interpreter share is bounded, not measured: from
 the samples whose innermost Python frame is control code (lower) to every Python-innermost sample (upper).
 """
@@ -46,6 +48,8 @@ from infer_prof.profiler.rundir.schema import (
     ForeignProcess,
     Interval,
     Metrics,
+    ProbeSlowdown,
+    ProbeWhatIf,
     SampledThread,
     Verdict,
 )
@@ -371,7 +375,7 @@ def foreign_verdict(processes: Sequence[dict[str, Any]], *, blind_spots: list[st
             reasons.append(
                 f"If {_words(name)} cost nothing, the {loop_words}'s step would be at most {entry['bound']:.1%} "
                 f"shorter (Amdahl at an infinite speedup, 95% interval {entry['low']:.1%}-{entry['high']:.1%}); "
-                f"{engine_name} has no C twin here, so nothing can verify it."
+                + bound_only(engine_name)
             )
     category_counts = {
         "interpreter": interpreter,
@@ -424,6 +428,61 @@ def foreign_verdict(processes: Sequence[dict[str, Any]], *, blind_spots: list[st
             "processes": _process_rows(processes),
         },
     }
+
+
+BOUND_ONLY = "bound only (Amdahl)"
+
+
+def bound_only(engine: str) -> str:
+    """How a bound's line ends: what it is, and why nothing checked it."""
+    return f"{BOUND_ONLY}: {engine} has no C twin here, and no slowdown measured it (--what-if would)."
+
+
+def slowdown_measured(entry: ProbeSlowdown) -> str:
+    """How a line measured by a slowdown says so: its sensitivity with its interval, and the gain it predicts."""
+    words = f"slowdown-measured (sensitivity {entry['sensitivity']:.2f}"
+    if entry.get("low") is not None and entry.get("high") is not None:
+        words += f" [{entry['low']:.2f}, {entry['high']:.2f}]"
+    words += ")"
+    gain = entry.get("gain")
+    if gain is not None:
+        interval = (
+            f" [{gain['low']:.1%}, {gain['high']:.1%}]"
+            if gain.get("low") is not None and gain.get("high") is not None
+            else ""
+        )
+        words += f": {gain['speedup']:g}x faster, it would save {gain['gain']:.1%}{interval} of the " + (
+            "step" if entry.get("path") == "step" else f"time per {entry.get('units', 'steps')[:-1]}"
+        )
+    if entry.get("linear") is False:
+        words += " (its levels disagree: a curve, so this holds near the levels tried)"
+    return words + "."
+
+
+def with_slowdowns(verdict: Verdict, what_if: ProbeWhatIf | None) -> None:
+    """Mark each of the foreign verdict's predictions with how it was obtained: a component a slowdown run measured
+    gets its sensitivity and predicted gain in place of "bound only"; every other keeps its Amdahl bound."""
+    foreign = verdict.get("foreign") or {}
+    amdahl = foreign.get("amdahl") or {}
+    engine = foreign.get("engine") or "this engine"
+    measured = {
+        name: entry
+        for name, entry in ((what_if or {}).get("components") or {}).items()
+        if entry.get("sensitivity") is not None
+    }
+    tail = bound_only(engine)
+    reasons = list(verdict.get("reasons") or [])
+    for name, bound in amdahl.items():
+        entry = measured.get(name.removeprefix("worker:"))
+        bound["method"] = BOUND_ONLY if entry is None else slowdown_measured(entry).removesuffix(".")
+        if entry is None:
+            continue
+        start = f"If {_words(name)} cost nothing,"
+        reasons = [
+            reason.replace(tail, slowdown_measured(entry)) if reason.startswith(start) else reason
+            for reason in reasons
+        ]
+    verdict["reasons"] = reasons
 
 
 def _largest_component(by_category: dict[str, int], category: str) -> str | None:
@@ -541,6 +600,7 @@ def _amdahl(
                 "high": interval["high"],
                 "samples": count,
                 "where": "engine loop",
+                "method": BOUND_ONLY,
             }
     worker_split = critical.get("worker") if critical else None
     if worker_split and worker is not None and waiting:
@@ -562,6 +622,7 @@ def _amdahl(
                     "high": min(1.0, wait_iv["high"] * part["high"]),
                     "samples": count,
                     "where": f"model worker pid {worker['pid']}",
+                    "method": BOUND_ONLY,
                 }
     return out
 

@@ -150,11 +150,32 @@ def analyse_probe(
         "processes": [per_process[pid] for pid in sorted(per_process)],
         "loaded_in": sorted(pid for pid, entry in per_process.items() if entry["loaded"]),
     }
-    section["steps"] = steps = _steps(kept, components, step_pid, table)
-    sizes = step_sizes(table, [entry.get("sizes") for entry in processes.values()])
-    section["cost"] = _cost(kept, per_process, steps, table, wall_ns, sizes)
+    turns = processes.get(step_pid, {}).get("turns") if step_pid is not None else None
+    if turns is not None and len(turns):
+        # A slowdown run (--what-if): the probes stay on, and a step under a delay measures no share; the A/B
+        # of the probe's own cost needs turns with the probes off, which such a run has none of.
+        undelayed = table.copy()
+        undelayed[:, 2] = _turn_of(table[:, 0], turns) == ord("1")
+        section["steps"] = _steps(kept, components, step_pid, undelayed)
+        section["cost"] = _cost(kept, per_process, None, table, wall_ns)
+        section["cost"]["note"] = (
+            "a slowdown run keeps the probes on in every turn: their cost is priced from calls; a run without "
+            "--what-if measures it by turns on and off"
+        )
+    else:
+        section["steps"] = steps = _steps(kept, components, step_pid, table)
+        sizes = step_sizes(table, [entry.get("sizes") for entry in processes.values()])
+        section["cost"] = _cost(kept, per_process, steps, table, wall_ns, sizes)
     section["agreement"] = _agreement(kept, components, sampled or {}, wall_ns)
     return section
+
+
+def _turn_of(step_starts: np.ndarray, turns: np.ndarray) -> np.ndarray:
+    """Each step's switch byte in a slowdown run: the last turn logged at or before its start (-1 before any)."""
+    turns = np.asarray(turns, dtype=np.int64).reshape(-1, 2)
+    turns = turns[np.argsort(turns[:, 0], kind="stable")]
+    at = np.searchsorted(turns[:, 0], step_starts, side="right") - 1
+    return np.where(at >= 0, turns[np.maximum(at, 0), 1], -1)
 
 
 def step_sizes(table: np.ndarray, found: list[Any]) -> np.ndarray | None:
@@ -220,7 +241,46 @@ def _steps(
             "high": None if math.isnan(interval.high) else interval.high,
             "where": "engine loop" if _on_loop(kept, components, pid, name) else "other process",
         }
+    own = loop_work_ms(kept, components, pid, on)
+    if own is not None:
+        interval = bootstrap(
+            [np.column_stack([own, duration_ms])], rate_statistic, block=None, resamples=1000
+        )
+        section["loop_work"] = {
+            "ms_per_step": float(own.mean()),
+            "share": interval.point,
+            "low": None if math.isnan(interval.low) else interval.low,
+            "high": None if math.isnan(interval.high) else interval.high,
+            "where": "engine loop",
+        }
     return section
+
+
+# Probe components that are the loop waiting (on its model worker, for work), not working: engine_tables.WAIT_KINDS.
+LOOP_WAITS = ("idle", "queueing", "worker", "client")
+
+
+def loop_work_ms(
+    kept: dict[int, np.ndarray], components: list[str], pid: int, steps: np.ndarray
+) -> np.ndarray | None:
+    """Per step (rows start, end, on), the engine loop's own work in ms: the step span's exclusive time (the loop's
+    code no probe names) plus every probed call on the step's thread that is not a wait. Interpreter time is part
+    of it, so its share of step time bounds the loop's interpreter share from above. None without step records."""
+    rows = kept.get(pid)
+    if rows is None or not len(rows) or not len(steps):
+        return None
+    is_step = np.array([components[int(i)] == STEP for i in rows[:, INDEX]], dtype=bool)
+    waits = np.array([components[int(i)] in LOOP_WAITS for i in rows[:, INDEX]], dtype=bool)
+    starts, ends = steps[:, 0], steps[:, 1]
+    own = np.zeros(len(steps))
+    step_rows = rows[is_step]
+    threads = {int(row[START]): int(row[TID]) for row in step_rows}
+    for row in rows[~waits]:
+        at = int(np.searchsorted(starts, row[START], side="right")) - 1
+        if at < 0 or row[START] >= ends[at] or threads.get(int(starts[at])) != int(row[TID]):
+            continue  # outside the steps, or another thread's or process's work
+        own[at] += row[5] / 1e6
+    return own
 
 
 def _on_loop(kept: dict[int, np.ndarray], components: list[str], pid: int, name: str) -> bool:
@@ -391,15 +451,27 @@ def _agreement(
 
 
 def probe_bounds(section: Probe, engine: str) -> list[str]:
-    """The Amdahl bound of each component on the step's path, from the probe's shares (the verdict's long form)."""
+    """The Amdahl bound of each component on the step's path, from the probe's shares (the verdict's long form),
+    each saying how it was obtained: slowdown-measured where a --what-if run measured it, else a bound only."""
+    from infer_prof.profiler.analysis.foreign import slowdown_measured  # foreign imports the engine: lazy
+
     components = (section.get("steps") or {}).get("components") or {}
-    return [
-        f"If {engine}'s {name} cost nothing, its step would be at most {_pct(entry['share'])} shorter "
-        f"(Amdahl at an infinite speedup{_iv(entry, ', 95% interval ')}, from the probe's spans); "
-        f"no C twin exists there, so nothing can verify it."
-        for name, entry in components.items()
-        if name not in ("model", "worker")
-    ]
+    measured = (section.get("what_if") or {}).get("components") or {}
+    lines = []
+    for name, entry in components.items():
+        if name in ("model", "worker"):
+            continue
+        slowdown = measured.get(name)
+        how = (
+            slowdown_measured(slowdown)
+            if slowdown is not None and slowdown.get("sensitivity") is not None
+            else "bound only (Amdahl): no C twin exists there, and no slowdown measured it (--what-if would)."
+        )
+        lines.append(
+            f"If {engine}'s {name} cost nothing, its step would be at most {_pct(entry['share'])} shorter "
+            f"(Amdahl at an infinite speedup{_iv(entry, ', 95% interval ')}, from the probe's spans); {how}"
+        )
+    return lines
 
 
 def probe_sentences(section: Probe, engine: str) -> list[str]:

@@ -16,6 +16,16 @@
 #   probe-<pid>.json    written here: what was patched, missing, skipped, pending; cost_ns; errors
 #   spans-<pid>.tsv     appended here: thread_id, probe_index, start_ns, end_ns, on (perf_counter_ns)
 #   sizes-<pid>.tsv     appended here: at_ns (perf_counter_ns at return), size; from "size" probes only
+#
+# Slowdown experiments (`run --what-if`, Coz's virtual speedup): probes.json's optional "what_if" object,
+# {"components": [...], "levels": [...], "turn_steps": N}, makes every call of a named component (sync functions
+# only) add a busy loop of `level` x that call's own duration after it returns: CPU work that holds the GIL the
+# way the component's own Python does. Each (component, level) is one experiment with a switch byte of its own
+# (b"a" + its number); the step probes then turn the switch through 1 X X 1 per experiment (ABBA, N steps a
+# turn), the component probes stay on throughout, and junctions 1 | 1 are the A/A. Files, written only then:
+#   delays-<pid>.tsv    thread_id, probe_index, call start_ns, call end_ns, delay start_ns, delay end_ns,
+#                       requested_ns, switch byte: one line per delayed call
+#   turns-<pid>.tsv     at_ns, switch byte: the turn each outermost step took, written just before it runs
 
 from __future__ import annotations
 
@@ -49,11 +59,18 @@ _TURNS = b"1001"  # the step switch's ABBA order, one step a turn
 SWITCHED = "mapped, switched by the steps"  # the switch's state when the step probes write it
 _LINE = "%d\t%d\t%d\t%d\t%d\n"
 _SIZE_LINE = "%d\t%d\n"
+_DELAY_LINE = "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n"
+_ON = ord("1")  # a slowdown run's turn without delay
+_FIRST_CODE = ord("a")  # experiment i's switch byte is _FIRST_CODE + i
+MAX_EXPERIMENTS = 26
+CALIBRATE_NS = 20_000  # the busy loop is calibrated on delays of this size, 200 times (~4 ms)
 
 # This process's unflushed records (thread_id, probe_index, start_ns, end_ns, on). Wrappers hold its bound
 # append, so the flusher drains it in place rather than swapping in a new list.
 _records: list[tuple[int, int, int, int, bool]] = []
 _sizes: list[tuple[int, int]] = []  # (at_ns, size) from the "size" probes, drained the same way
+_delays: list[tuple[int, ...]] = []  # the delayed calls (delays-<pid>.tsv's columns), drained the same way
+_turn_log: list[tuple[int, int]] = []  # (at_ns, switch byte) of every step in a slowdown run
 _probe: _Probe | None = None
 # Each thread's native id, looked up once: get_native_id() is a system call (~200 ns) on every call.
 _thread_ids = threading.local()
@@ -103,6 +120,69 @@ def _spec(entry: object) -> _Spec:
     if size is not None and not (isinstance(size, str) and size.isidentifier()):
         raise ValueError(f"size {size!r} is not an attribute name")
     return _Spec(component, module, function, size)
+
+
+class _WhatIf:
+    """probes.json's "what_if": the experiments (component, level) in order, and the steps a turn lasts."""
+
+    __slots__ = ("experiments", "turn_steps")
+
+    def __init__(self, doc: Any) -> None:
+        if not isinstance(doc, dict):
+            raise ValueError('"what_if" is not an object')
+        components, levels, steps = doc.get("components"), doc.get("levels"), doc.get("turn_steps", 1)
+        if not (isinstance(components, list) and components and all(isinstance(c, str) for c in components)):
+            raise ValueError('"what_if": "components" must be a non-empty list of names')
+        if not (
+            isinstance(levels, list) and levels and all(type(v) in (int, float) and v > 0 for v in levels)
+        ):
+            raise ValueError('"what_if": "levels" must be a non-empty list of positive fractions')
+        if not (type(steps) is int and steps >= 1):
+            raise ValueError('"what_if": "turn_steps" must be a positive integer')
+        self.experiments = [(str(c), float(v)) for c in components for v in levels][:MAX_EXPERIMENTS]
+        self.turn_steps = steps
+
+    def turns(self) -> list[int]:
+        """The switch bytes the steps take in turn: 1 X X 1 per experiment X, each for turn_steps steps."""
+        order: list[int] = []
+        for number in range(len(self.experiments)):
+            code = _FIRST_CODE + number
+            for state in (_ON, code, code, _ON):
+                order.extend([state] * self.turn_steps)
+        return order
+
+    def fractions(self, component: str) -> list[float]:
+        """Per switch byte, the delay as a fraction of a call of `component` (0 where it is not delayed)."""
+        table = [0.0] * 256
+        for number, (name, level) in enumerate(self.experiments):
+            if name == component:
+                table[_FIRST_CODE + number] = level
+        return table
+
+
+def _read_what_if(path: str) -> _WhatIf | None:
+    with open(path, "rb") as fh:
+        doc = json.load(fh)
+    found = doc.get("what_if") if isinstance(doc, dict) else None
+    return None if found is None else _WhatIf(found)
+
+
+def _spin(until: int, clock: Callable[[], int]) -> int:
+    """Busy until the clock reads `until` (holding the GIL as Python work does); the clock at the end."""
+    now = clock()
+    while now < until:
+        now = clock()
+    return now
+
+
+def _calibrate(clock: Callable[[], int]) -> int:
+    """What a delay overshoots by (the last clock reads and the loop's exit), median of 200: taken off each."""
+    overshoots = []
+    for _ in range(200):
+        began = clock()
+        done = _spin(began + CALIBRATE_NS, clock)
+        overshoots.append(done - began - CALIBRATE_NS)
+    return max(0, sorted(overshoots)[100])
 
 
 def _open_switch(directory: str, writable: bool) -> tuple[Any, str]:
@@ -159,6 +239,79 @@ def _sync_wrapper(
                 append((thread_id, index, start, end, on))
             else:
                 drop()
+
+    setattr(probe, MARK, index)
+    return probe
+
+
+def _delaying_wrapper(
+    func: Callable[..., Any],
+    index: int,
+    sink: list[Any],
+    switch: Any,
+    drop: Callable[[], None],
+    fractions: list[float],
+    overshoot_ns: int,
+) -> Callable[..., Any]:
+    """_sync_wrapper's span, then the switch's delay for this component: fractions[switch byte] x the call's
+    own duration, busy; a wrapper of its own so that a probe without a delay keeps _sync_wrapper's path."""
+    append = sink.append
+    note = _delays.append
+    clock = time.perf_counter_ns
+    ids = _thread_ids
+    off = _OFF
+    cap = MAX_PENDING
+    spin = _spin
+
+    @functools.wraps(func)
+    def probe(*args: Any, **kwargs: Any) -> Any:
+        state = switch[0]
+        if state == off:
+            return func(*args, **kwargs)
+        start = clock()
+        try:
+            return func(*args, **kwargs)
+        finally:
+            end = clock()
+            try:
+                thread_id = ids.native
+            except AttributeError:
+                thread_id = ids.native = threading.get_native_id()
+            if len(sink) < cap:
+                append((thread_id, index, start, end, True))
+                fraction = fractions[state]
+                if fraction:
+                    requested = int((end - start) * fraction)
+                    began = clock()
+                    done = spin(began + requested - overshoot_ns, clock)
+                    note((thread_id, index, start, end, began, done, requested, state))
+            else:
+                drop()
+
+    setattr(probe, MARK, index)
+    return probe
+
+
+def _turning(
+    timed: Callable[..., Any], func: Callable[..., Any], index: int, switch: Any, turns: Any
+) -> Callable[..., Any]:
+    """A step probe of a slowdown run: as _switching, from the experiments' turns, and it logs each turn."""
+    depth = _step_depth
+    log = _turn_log.append
+    clock = time.perf_counter_ns
+
+    @functools.wraps(func)
+    def probe(*args: Any, **kwargs: Any) -> Any:
+        level = getattr(depth, "level", 0)
+        if level == 0:
+            state = switch[0] = next(turns)
+            if len(_turn_log) < MAX_PENDING:
+                log((clock(), state))
+        depth.level = level + 1
+        try:
+            return timed(*args, **kwargs)
+        finally:
+            depth.level = level
 
     setattr(probe, MARK, index)
     return probe
@@ -434,6 +587,11 @@ class _Probe:
         self.switch: Any = b"1"
         self.switch_state = "absent"
         self.switch_by_step = False
+        self.what_if: _WhatIf | None = None
+        self.what_if_turns: Any = None  # the experiments' cycle of switch bytes, shared by the step probes
+        self.swap: Any = None  # `--swap`: the module of this folder that replaces an engine's function
+        self.overshoot_ns: int | None = None
+        self.delayed: list[int] = []
         self.lock = threading.RLock()  # probe state and the status file; re-entrant: patching may import
         self.flush_lock = threading.Lock()
         self.flusher_pid: int | None = None
@@ -466,6 +624,36 @@ class _Probe:
     def open_switch(self) -> None:
         self.switch_state = "error"  # until mapped: a broken switch file leaves the probes on
         self.switch, self.switch_state = _open_switch(self.directory, self.switch_by_step)
+
+    def load_swap(self) -> None:
+        """probes.json's "swap": its module (a file of this folder, e.g. vllm_sampler_swap.py) replaces a function
+        when that function's module is imported; the steps then turn the switch through its turns (with and
+        without the swap) as they do a slowdown's. Never with a slowdown run: the host refuses the two together."""
+        with open(os.path.join(self.directory, "probes.json"), "rb") as fh:
+            doc = json.load(fh)
+        found = doc.get("swap") if isinstance(doc, dict) else None
+        if not isinstance(found, dict):
+            return
+        spec = importlib.util.spec_from_file_location(
+            "infer_prof_swap", os.path.join(self.directory, os.path.basename(str(found.get("file"))))
+        )
+        if spec is None or spec.loader is None:
+            raise ImportError(f"swap module {found.get('file')!r} not found")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        self.swap = module.Swap(found, self.directory, self.switch)
+        self.modules.setdefault(self.swap.module, [])
+        if self.switch_state == SWITCHED and self.what_if is None:
+            self.what_if_turns = itertools.cycle(self.swap.turns)
+
+    def load_what_if(self) -> None:
+        """The slowdown experiments, if probes.json asks for them; their busy loop calibrated on this machine."""
+        if not self.specs:
+            return  # probes.json could not be read: its error is listed once, by load()
+        self.what_if = _read_what_if(os.path.join(self.directory, "probes.json"))
+        if self.what_if is not None:
+            self.what_if_turns = itertools.cycle(self.what_if.turns())
+            self.overshoot_ns = _calibrate(time.perf_counter_ns)
 
     def measure_cost(self) -> None:
         """The recording path's cost per call, against a throwaway list: median of 3 runs (~10-30 ms)."""
@@ -510,6 +698,8 @@ class _Probe:
                 for index in self.modules.get(name, ()):
                     self.pending.discard(index)
                     self.attempt(functools.partial(self.patch, index, module), f"patching probe {index}")
+                if self.swap is not None and name == self.swap.module:
+                    self.attempt(functools.partial(self.swap.on_import, module), f"swapping in {name}")
                 changed = self._outcome() != before
             if changed:
                 self.write_status()
@@ -545,9 +735,19 @@ class _Probe:
             return
         is_step = spec.component == STEP
         wrap = _sync_wrapper if kind == "sync" else _coroutine_wrapper
-        probe = wrap(func, index, is_step, _records, self.switch, self.drop)
+        delays = self.what_if.fractions(spec.component) if self.what_if and not is_step else None
+        if delays is not None and any(delays) and kind == "sync":
+            probe = _delaying_wrapper(
+                func, index, _records, self.switch, self.drop, delays, self.overshoot_ns or 0
+            )
+            self.delayed.append(index)
+        else:
+            probe = wrap(func, index, is_step, _records, self.switch, self.drop)
         if is_step and kind == "sync" and self.switch_state == SWITCHED:
-            probe = _switching(probe, func, index, self.switch)
+            if self.what_if_turns is not None:
+                probe = _turning(probe, func, index, self.switch, self.what_if_turns)
+            else:
+                probe = _switching(probe, func, index, self.switch)
         if spec.size and kind == "sync":  # a coroutine's result is known only when awaited: no size
             probe = _sizing(probe, func, index, spec.size)
         setattr(holder, name, probe if rewrap is None else rewrap(probe))
@@ -587,7 +787,12 @@ class _Probe:
 
     def flush(self) -> None:
         with self.flush_lock:
-            for pending, line, stem in ((_records, _LINE, "spans"), (_sizes, _SIZE_LINE, "sizes")):
+            for pending, line, stem in (
+                (_records, _LINE, "spans"),
+                (_sizes, _SIZE_LINE, "sizes"),
+                (_delays, _DELAY_LINE, "delays"),
+                (_turn_log, _SIZE_LINE, "turns"),
+            ):
                 batch = pending[:]  # appends only ever land at the end, so the first len(batch) are these
                 if not batch:
                     continue
@@ -605,6 +810,8 @@ class _Probe:
         try:
             del _records[:]
             del _sizes[:]
+            del _delays[:]
+            del _turn_log[:]
             vars(_thread_ids).pop("native", None)  # this thread is the child's only one, under a new id
             self.pid = os.getpid()
             self.lock = threading.RLock()  # another thread may have held them at the fork
@@ -638,6 +845,18 @@ class _Probe:
             "pending": sorted(self.pending),
             "dropped": self.dropped,
             "errors": list(self.errors),
+            **(
+                {
+                    "what_if": {
+                        "experiments": [list(pair) for pair in self.what_if.experiments],
+                        "turn_steps": self.what_if.turn_steps,
+                        "delayed": sorted(self.delayed),
+                        "overshoot_ns": self.overshoot_ns,
+                    }
+                }
+                if self.what_if is not None
+                else {}
+            ),
         }
 
     def write_status(self) -> None:
@@ -663,6 +882,8 @@ def _activate(directory: str) -> None:
     probe = _probe = _Probe(directory)
     probe.attempt(probe.load, "reading probes.json")
     probe.attempt(probe.open_switch, "mapping the switch file")
+    probe.attempt(probe.load_what_if, "reading probes.json's what_if")
+    probe.attempt(probe.load_swap, "loading probes.json's swap")
     probe.attempt(probe.measure_cost, "measuring cost_ns")
     probe.attempt(probe.patch_imported, "patching imported modules")
     probe.attempt(probe.install_finder, "installing the import hook")

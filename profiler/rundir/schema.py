@@ -332,6 +332,7 @@ class AmdahlBound(TypedDict, total=False):
     high: float
     samples: float
     where: str
+    method: str  # "bound only (Amdahl)", or "slowdown-measured (sensitivity s [lo, hi]) ..." after a --what-if run
 
 
 class ForeignVerdict(TypedDict, total=False):
@@ -614,6 +615,88 @@ class ProbeAgreement(TypedDict, total=False):
     agree: bool
 
 
+class SlowdownLevel(TypedDict, total=False):
+    """One delay level of a slowdown: its sensitivity, and the curve's point (ms added, ms of response, per unit)."""
+
+    level: float
+    sensitivity: float | None
+    low: float | None
+    high: float | None
+    pairs: int
+    added_ms_per_unit: float
+    response_ms_per_unit: float
+    within_noise: bool  # its interval holds 0: the response could not be told from no delay
+
+
+class SlowdownNull(TypedDict, total=False):
+    """The A/A: neighbouring turns without a delay; their response difference per unit, with its interval."""
+
+    difference_ms: float
+    low: float | None
+    high: float | None
+    pairs: int
+
+
+class SlowdownGain(TypedDict, total=False):
+    """The predicted gain of a k-times faster component: sensitivity x its share x (1 - 1/k), as a fraction."""
+
+    speedup: float
+    gain: float
+    low: float | None
+    high: float | None
+
+
+class Headroom(TypedDict, total=False):
+    """How much slower a component beside the loop can get before it limits throughput (x its own time)."""
+
+    utilisation: float  # the busy share of the thread it runs on, in turns without a delay
+    extrapolated_x: float | None  # the factor at which that thread would be busy all the time
+    measured_x: float | None  # 1 + the largest level whose response stayed within noise: at least this
+    method: str
+
+
+class DelayAccuracy(TypedDict, total=False):
+    """The delays the probe added against those it was asked for, per call."""
+
+    calls: int
+    requested_ms: float
+    added_ms: float
+    ratio: float  # added / requested, summed over the calls
+    median_error: float  # median over calls of |added / requested - 1|
+    within_5pct: float  # share of calls whose added time is within 5% of the requested
+
+
+class ProbeSlowdown(TypedDict, total=False):
+    """One component's slowdown experiment (profiler.analysis.probe_slowdown)."""
+
+    component: str
+    path: str  # "step" (on the step's path: response = step time) or "beside" (response = time per unit)
+    units: str  # "steps" or "tokens"
+    sensitivity: float | None
+    low: float | None
+    high: float | None
+    pairs: int
+    linear: bool | None
+    levels: list[SlowdownLevel]
+    null: SlowdownNull | None
+    share: float | None  # its time over the response's, in turns without a delay
+    ms_per_unit: float | None
+    gain: SlowdownGain | None
+    headroom: Headroom | None
+    accuracy: DelayAccuracy | None
+    note: str
+
+
+class ProbeWhatIf(TypedDict, total=False):
+    """`--what-if`: the slowdown experiments the probe ran, and what each component's response says."""
+
+    levels: list[float]
+    turn_steps: int
+    turns: int
+    components: dict[str, ProbeSlowdown]
+    lines: list[str]
+
+
 class Probe(TypedDict, total=False):
     """`--launch --probe`: spans timed inside the server (profiler.analysis.probe_spans)."""
 
@@ -626,6 +709,7 @@ class Probe(TypedDict, total=False):
     cost: ProbeCost
     agreement: list[ProbeAgreement]
     lines: list[str]
+    what_if: ProbeWhatIf
 
 
 class Target(TypedDict, total=False):

@@ -9,6 +9,11 @@ and off, and the step probe itself writes it before each step (1, 0, 0, 1, ...):
 then pair on with off, the in-run A/B of the probe's own cost, as --verify pairs the sampler's twins.
 Blocks of wall time (2 s each) were tried first: vLLM's step time moved with its batch from one block
 to the next by tens of percent, so the A/B could not resolve its 1% allowance.
+
+With `--what-if COMPONENT,...` (a slowdown run) probes.json also names the experiments: every call of a
+named component adds a busy delay of a fraction of its own duration, at each level in turn, and the steps
+turn the switch through delay and no delay instead of on and off (profiler.analysis.probe_slowdown reads
+the response).
 """
 
 from __future__ import annotations
@@ -23,10 +28,59 @@ from typing import Any
 
 import numpy as np
 
+from infer_prof.errors import TargetError
 from infer_prof.profiler.analysis.engine_tables import EngineTable, all_tables
 
 PROBE_DIR_ENV = "INFER_PROF_PROBE_DIR"
+# The delay levels of a slowdown run, as fractions of each call's own duration: two, so a curve shows.
+WHAT_IF_LEVELS = (0.25, 0.5)
+# Components that run beside the engine loop (vLLM's API server) act on it through queues, a few steps late:
+# their turns last this many steps, so a turn's response holds its own delay's effect.
+BESIDE_THE_LOOP = ("api", "tokenizer", "detokenizer")
+BESIDE_TURN_STEPS = 8
+MAX_EXPERIMENTS = 26  # the probe's switch bytes, a to z: one per (component, level)
+MAX_LEVEL = 10.0  # a delay of ten times the call's own time is already far outside the engine's regime
 SOURCE = Path(__file__).resolve().parents[2] / "inject" / "sitecustomize.py"
+
+
+@dataclass(frozen=True, slots=True)
+class WhatIf:
+    """A slowdown run: the components whose calls are delayed, the levels (fractions of a call), steps a turn."""
+
+    components: tuple[str, ...]
+    levels: tuple[float, ...] = WHAT_IF_LEVELS
+    turn_steps: int | None = None  # None: BESIDE_TURN_STEPS when a component runs beside the loop, else 1
+
+    def steps_a_turn(self) -> int:
+        if self.turn_steps is not None:
+            return self.turn_steps
+        return BESIDE_TURN_STEPS if set(self.components) & set(BESIDE_THE_LOOP) else 1
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "components": list(self.components),
+            "levels": list(self.levels),
+            "turn_steps": self.steps_a_turn(),
+        }
+
+
+def check_what_if(what_if: WhatIf, rows: list[dict[str, str]]) -> None:
+    """TargetError unless each component is one the probes time (not the step itself), levels and all."""
+    timed = sorted({row["component"] for row in rows} - {"step"})
+    for name in what_if.components:
+        if name not in timed:
+            raise TargetError(
+                f"--what-if {name}: the engine tables time no such component; use one of {', '.join(timed)}"
+            )
+    if not what_if.levels or not all(0 < level <= MAX_LEVEL for level in what_if.levels):
+        raise TargetError(
+            f"--what-if levels {what_if.levels}: give fractions of a call above 0, up to {MAX_LEVEL:g}"
+        )
+    if len(what_if.components) * len(what_if.levels) > MAX_EXPERIMENTS:
+        raise TargetError(
+            f"--what-if: {len(what_if.components)} components x {len(what_if.levels)} levels is more than the "
+            f"probe's {MAX_EXPERIMENTS} experiments; name fewer components"
+        )
 
 
 @dataclass
@@ -35,6 +89,7 @@ class ProbeSetup:
 
     folder: Path
     probes: list[dict[str, str]]
+    what_if: WhatIf | None = None
 
     def env(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
         """What the launched command's environment gains: our folder first on PYTHONPATH, and where to write."""
@@ -56,20 +111,28 @@ def probe_rows(tables: tuple[EngineTable, ...] | None = None) -> list[dict[str, 
     return list(rows.values())
 
 
-def prepare_probe(run_dir: Path, tables: tuple[EngineTable, ...] | None = None) -> ProbeSetup:
-    """The probe's folder: its code, probes.json (switched by the steps), and the switch (on until a step turns it)."""
+def prepare_probe(
+    run_dir: Path, tables: tuple[EngineTable, ...] | None = None, what_if: WhatIf | None = None
+) -> ProbeSetup:
+    """The probe's folder: its code, probes.json (switched by the steps; with the slowdown experiments of
+    `what_if`), and the switch (on until a step turns it)."""
     folder = run_dir / "probe"
     folder.mkdir(exist_ok=True)
     shutil.copyfile(SOURCE, folder / "sitecustomize.py")
     rows = probe_rows(tables)
-    (folder / "probes.json").write_text(json.dumps({"probes": rows, "switch": "step"}, indent=1))
+    doc: dict[str, Any] = {"probes": rows, "switch": "step"}
+    if what_if is not None:
+        check_what_if(what_if, rows)
+        doc["what_if"] = what_if.as_json()
+    (folder / "probes.json").write_text(json.dumps(doc, indent=1))
     (folder / "switch").write_bytes(b"1")
-    return ProbeSetup(folder, rows)
+    return ProbeSetup(folder, rows, what_if)
 
 
 def read_probe(setup: ProbeSetup) -> dict[int, dict[str, Any]]:
     """pid -> {"records": (N, 5) int64, "sizes": (M, 2) int64, "status": its probe-PID.json} for every process
-    that loaded the probe (sizes: at_ns, size from the probes that count a step's work)."""
+    that loaded the probe (sizes: at_ns, size from the probes that count a step's work); a slowdown run's
+    processes also hold "delays" (N, 8) and "turns" (M, 2): the sitecustomize's delays- and turns-PID.tsv."""
     found: dict[int, dict[str, Any]] = {}
     for status_path in setup.folder.glob("probe-*.json"):
         pid = _pid(status_path.stem)
@@ -85,10 +148,11 @@ def read_probe(setup: ProbeSetup) -> dict[int, dict[str, Any]]:
         if pid is None:
             continue
         found.setdefault(pid, {"status": {}})["records"] = _records(spans_path, 5)
-    for sizes_path in setup.folder.glob("sizes-*.tsv"):
-        pid = _pid(sizes_path.stem)
-        if pid is not None and pid in found:
-            found[pid]["sizes"] = _records(sizes_path, 2)
+    for stem, columns in (("sizes", 2), ("delays", 8), ("turns", 2)):
+        for path in setup.folder.glob(f"{stem}-*.tsv"):
+            pid = _pid(path.stem)
+            if pid is not None and pid in found:
+                found[pid][stem] = _records(path, columns)
     return found
 
 

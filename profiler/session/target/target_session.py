@@ -26,13 +26,14 @@ import numpy as np
 import pandas as pd
 
 from infer_prof.errors import TargetError
-from infer_prof.profiler.analysis.foreign import foreign_breakdown, queueing_reason
+from infer_prof.profiler.analysis.foreign import foreign_breakdown, queueing_reason, with_slowdowns
 from infer_prof.profiler.analysis.metrics import (
     RequestTiming,
     compute_metrics,
     engine_timeline_summary,
     latency_summary,
 )
+from infer_prof.profiler.analysis.probe_slowdown import analyse_slowdowns
 from infer_prof.profiler.analysis.probe_spans import analyse_probe, probe_bounds, probe_sentences
 from infer_prof.profiler.collectors.registry import DEEP_RATE_HZ, DEFAULT_RATE_HZ, PROFILES
 from infer_prof.profiler.collectors.sampling import SamplingCollector
@@ -333,11 +334,15 @@ def record_target(
             probe_section["lines"] = (
                 probe_sentences(probe_section, engine) if probed else [f"In-process probe: {NO_PROBE}."]
             )
+            what_if = probe_section.get("what_if")
             verdict["reasons"] = [
                 *verdict.get("reasons", []),
                 *probe_section["lines"],
+                *(what_if or {}).get("lines", []),
                 *probe_bounds(probe_section, engine),
             ]
+            if what_if is not None:
+                with_slowdowns(verdict, what_if)
     target = _target_block(
         plan,
         load,
@@ -388,14 +393,24 @@ def _probe_section(probe: ProbeSetup, load: HttpLoad, processes: list[dict[str, 
     """The probe's spans (read once its last flush is in), analysed over the load."""
     time.sleep(PROBE_FLUSH_S)
     table = {int(entry["pid"]): entry for entry in processes or []}
+    found = read_probe(probe)
     section = analyse_probe(
         probe.probes,
-        read_probe(probe),
+        found,
         (load.start_ns, load.end_ns),
         roles={pid: str(entry.get("role")) for pid, entry in table.items()},
         sampled=table,
     )
     section["lines"] = []
+    if probe.what_if is not None:
+        what_if = analyse_slowdowns(
+            probe.probes,
+            found,
+            (load.start_ns, load.end_ns),
+            roles={pid: str(entry.get("role")) for pid, entry in table.items()},
+        )
+        if what_if is not None:
+            section["what_if"] = what_if
     return section
 
 

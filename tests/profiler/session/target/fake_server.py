@@ -112,6 +112,11 @@ def main() -> None:
         action="store_true",
         help="the engine child steps fake_engine_loop.Loop (named functions for the probe)",
     )
+    parser.add_argument(
+        "--api-work",
+        action="store_true",
+        help="a thread of the API process runs fake_api_work.OutputLoop beside the engine child's steps",
+    )
     parser.add_argument("--late-child-after", type=int, help="start a second child after this many requests")
     parser.add_argument("--ready-after", type=float, default=0.0, help="seconds before it listens")
     parser.add_argument(
@@ -138,6 +143,10 @@ def main() -> None:
         sys.exit(3)
     time.sleep(args.ready_after)
     server = FakeServer(args.port, args.late_child_after)
+    if args.api_work:
+        import fake_api_work  # imported, not defined here: the probe patches modules as they are imported
+
+        fake_api_work.start()
     if not args.no_child:
         server.children.append(spawn_child(ENGINE_TITLE, args.engine_loop))
     print(f"listening on http://127.0.0.1:{server.server_address[1]}", flush=True)

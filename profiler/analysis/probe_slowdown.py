@@ -1,0 +1,500 @@
+"""What a slowdown run's probe records say: each delayed component's sensitivity, the gain a faster one would bring, and the headroom of one beside the engine loop.
+
+A `--what-if` run (profiler/inject/sitecustomize.py) delays every call of a named component by a busy
+loop of a fraction (the level) of the call's own duration, in turns the engine's steps take: no delay,
+delay, delay, no delay (ABBA), one (component, level) experiment after another. Here each turn becomes a
+block (profiler.analysis.sensitivity.DelayBlock):
+
+    on the step's path   a component the engine's steps run (on the thread that steps), or one in a model
+                         worker the loop waits on (its process's role, or its calls inside the loop's waits
+                         on the worker): the response is the steps' own time, per step
+    beside the loop      any other (vLLM's API server, its output processor): the response is the turn's wall time from its first step to the next
+                         turn's, per token generated (per step without sizes), i.e. 1 / throughput
+
+A block's added time is the delay the component's calls actually added in it. The sensitivity (added
+response per added ms) then gives the predicted gain of a k-times faster component, sensitivity x its
+share x (1 - 1/k), and for a component beside the loop its headroom, how much slower it can get before it
+limits throughput, two ways: measured, 1 + the largest level whose response stayed within noise (at least
+that; its interval holds 0), and extrapolated from the busy share u of the thread it runs on, where its own
+share is c: (1 - u + c) / c times its time fills the thread.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from infer_prof.profiler.analysis.probe_spans import END, INDEX, START, STEP, TID, exclusive_ns
+from infer_prof.profiler.analysis.sensitivity import (
+    DelayBlock,
+    NotEnoughBlocks,
+    Sensitivity,
+    estimate_sensitivity,
+    predicted_gain,
+)
+from infer_prof.profiler.rundir.schema import (
+    DelayAccuracy,
+    Headroom,
+    ProbeSlowdown,
+    ProbeWhatIf,
+    SlowdownLevel,
+)
+
+NO_DELAY = ord("1")  # the switch byte of a turn without a delay
+FIRST_CODE = ord("a")  # experiment i's switch byte
+# Columns of a delays-PID.tsv row (sitecustomize's _DELAY_LINE).
+D_TID, D_INDEX, D_START, D_END, D_BEGAN, D_DONE, D_REQUESTED, D_STATE = range(8)
+ON_PATH = 0.9  # a component with this share of its calls in the loop's steps (or waits on the worker) is on the path
+WORKER = "worker"  # the loop's wait on its model worker (vLLM's executor calls)
+SPEEDUP = 10.0  # the speedup the verdict's predictions are shown at
+SIZE_TOLERANCE = 0.10  # one-step turns pair only with neighbours of about equal size (probe_spans' rule)
+ACCURATE = 0.05  # a delayed call's added time within this fraction of the requested counts as accurate
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """One turn of the switch: its steps (rows of the step table), the byte it set, and its time slice."""
+
+    number: int
+    state: int
+    first: int  # index of its first step in the step table
+    last: int  # index of its last step
+    start_ns: int
+    end_ns: int  # the next turn's first step's start (its own last step's end for the final turn)
+
+
+def outermost_steps(records: np.ndarray, step_indices: Sequence[int]) -> np.ndarray:
+    """The step records of one process that no other step record holds, in time order (rows of records)."""
+    rows = records[np.isin(records[:, INDEX], list(step_indices))]
+    rows = rows[np.lexsort((-rows[:, END], rows[:, START]))]
+    kept, reach = [], -1
+    for row in rows:
+        if row[END] <= reach:
+            continue  # nested: a step probe called inside another keeps its caller's turn
+        kept.append(row)
+        reach = int(row[END])
+    return np.asarray(kept, dtype=np.int64).reshape(-1, records.shape[1])
+
+
+def group_turns(steps: np.ndarray, turns: np.ndarray, turn_steps: int) -> list[Turn]:
+    """The steps grouped by the turn they took: the k-th logged turn belongs to block k // turn_steps."""
+    turns = np.asarray(turns, dtype=np.int64).reshape(-1, 2)
+    turns = turns[np.argsort(turns[:, 0], kind="stable")]
+    if not len(steps) or not len(turns):
+        return []
+    at = np.searchsorted(turns[:, 0], steps[:, START], side="right") - 1
+    blocks: dict[int, list[int]] = {}
+    for row, logged in enumerate(at):
+        if logged >= 0:
+            blocks.setdefault(int(logged) // turn_steps, []).append(row)
+    numbers = sorted(blocks)
+    found = []
+    for position, number in enumerate(numbers):
+        rows = blocks[number]
+        following = numbers[position + 1] if position + 1 < len(numbers) else None
+        end_ns = (
+            int(steps[blocks[following][0], START]) if following is not None else int(steps[rows[-1], END])
+        )
+        found.append(
+            Turn(
+                number=number,
+                state=int(turns[int(at[rows[0]]), 1]),
+                first=rows[0],
+                last=rows[-1],
+                start_ns=int(steps[rows[0], START]),
+                end_ns=end_ns,
+            )
+        )
+    return found
+
+
+def analyse_slowdowns(
+    probes: list[dict[str, str]],
+    processes: dict[int, dict[str, Any]],
+    window_ns: tuple[int, int],
+    *,
+    roles: dict[int, str] | None = None,
+    resamples: int = 2000,
+) -> ProbeWhatIf | None:
+    """The what_if section of a slowdown run's probe, or None when no process ran the experiments."""
+    components = [str(probe.get("component")) for probe in probes]
+    step_indices = [i for i, name in enumerate(components) if name == STEP]
+    start_ns, end_ns = window_ns
+    inside: dict[int, np.ndarray] = {}
+    for pid, entry in processes.items():
+        records = np.asarray(entry.get("records"), dtype=np.int64).reshape(-1, 5)
+        records = records[(records[:, START] >= start_ns) & (records[:, START] < end_ns)]
+        inside[pid] = np.column_stack([records, exclusive_ns(records)])
+    loop = max(inside, key=lambda pid: int(np.isin(inside[pid][:, INDEX], step_indices).sum()), default=None)
+    config = ((processes.get(loop) or {}).get("status") or {}).get("what_if") if loop is not None else None
+    turns = (processes.get(loop) or {}).get("turns") if loop is not None else None
+    if not config or turns is None:
+        return None
+    experiments = [(str(name), float(level)) for name, level in config.get("experiments") or []]
+    turn_steps = int(config.get("turn_steps") or 1)
+    steps = outermost_steps(inside[loop], step_indices)
+    blocks = [turn for turn in group_turns(steps, turns, turn_steps) if turn.start_ns >= start_ns]
+    sizes = _step_sizes(steps, processes)
+    delays = _delays(processes, components, window_ns)
+    section: ProbeWhatIf = {
+        "levels": sorted({level for _name, level in experiments}),
+        "turn_steps": turn_steps,
+        "turns": len(blocks),
+        "components": {},
+    }
+    for name in dict.fromkeys(name for name, _level in experiments):
+        levels = {
+            FIRST_CODE + number: level for number, (other, level) in enumerate(experiments) if other == name
+        }
+        calls = _calls(inside, components, name)
+        on_path = _on_path(calls, steps, inside[loop], components, loop, roles or {})
+        section["components"][name] = _component(
+            name, levels, steps, blocks, sizes, delays.get(name), calls, on_path, inside, resamples
+        )
+    section["lines"] = slowdown_sentences(section)
+    return section
+
+
+def _step_sizes(steps: np.ndarray, processes: dict[int, dict[str, Any]]) -> np.ndarray | None:
+    """Each step's size (the sizes recorded while it ran), or None without sizes; -1 where none was recorded."""
+    found = [
+        np.asarray(entry["sizes"], dtype=np.int64).reshape(-1, 2)
+        for entry in processes.values()
+        if "sizes" in entry
+    ]
+    rows = np.concatenate(found) if found else np.zeros((0, 2), dtype=np.int64)
+    if not len(rows):
+        return None
+    rows = rows[np.argsort(rows[:, 0], kind="stable")]
+    running = np.concatenate([[0], np.cumsum(rows[:, 1])])
+    low = np.searchsorted(rows[:, 0], steps[:, START])
+    high = np.searchsorted(rows[:, 0], steps[:, END])
+    return np.where(high > low, running[high] - running[low], -1)
+
+
+def _delays(
+    processes: dict[int, dict[str, Any]], components: list[str], window_ns: tuple[int, int]
+) -> dict[str, np.ndarray]:
+    """Every delayed call inside the window, by component (delays-PID.tsv rows)."""
+    by_name: dict[str, list[np.ndarray]] = {}
+    for entry in processes.values():
+        rows = np.asarray(entry.get("delays", np.zeros((0, 8))), dtype=np.int64).reshape(-1, 8)
+        rows = rows[(rows[:, D_BEGAN] >= window_ns[0]) & (rows[:, D_BEGAN] < window_ns[1])]
+        for index in np.unique(rows[:, D_INDEX]):
+            name = components[int(index)] if 0 <= index < len(components) else "unknown"
+            by_name.setdefault(name, []).append(rows[rows[:, D_INDEX] == index])
+    return {name: np.concatenate(parts) for name, parts in by_name.items()}
+
+
+def _calls(inside: dict[int, np.ndarray], components: list[str], name: str) -> np.ndarray:
+    """The component's spans from every process: rows of (tid, index, start, end, on, own), plus its pid."""
+    parts = []
+    for pid, rows in inside.items():
+        mine = rows[np.array([components[int(i)] == name for i in rows[:, INDEX]], dtype=bool)]
+        if len(mine):
+            parts.append(np.column_stack([mine, np.full(len(mine), pid)]))
+    return np.concatenate(parts) if parts else np.zeros((0, 7), dtype=np.int64)
+
+
+def _on_path(
+    calls: np.ndarray,
+    steps: np.ndarray,
+    loop_rows: np.ndarray,
+    components: list[str],
+    loop: int,
+    roles: dict[int, str],
+) -> bool:
+    """Whether the component's calls are part of the steps: run by the thread that steps, inside its steps; or in
+    a model worker's process (by its role, or its calls inside the loop's waits on the worker)."""
+    if not len(calls):
+        return False
+    stepping = set(steps[:, TID].tolist())
+    ours = (calls[:, 6] == loop) & np.isin(calls[:, TID], list(stepping))
+    in_steps = _within(calls[:, START], steps[:, START], steps[:, END]) >= 0
+    if float((ours & in_steps).mean()) >= ON_PATH:
+        return True
+    others = {int(pid) for pid in calls[calls[:, 6] != loop, 6]}
+    if others and all(roles.get(pid) == "model worker" for pid in others):
+        return True
+    waits = loop_rows[np.array([components[int(i)] == WORKER for i in loop_rows[:, INDEX]], dtype=bool)]
+    if not len(waits):
+        return False
+    waits = outermost_steps(waits, sorted({int(i) for i in waits[:, INDEX]}))
+    return float((_within(calls[:, START], waits[:, START], waits[:, END]) >= 0).mean()) >= ON_PATH
+
+
+def _within(times: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Index of the interval (sorted, disjoint) each time falls in, -1 outside every one."""
+    at = np.searchsorted(starts, times, side="right") - 1
+    ok = (at >= 0) & (times < ends[np.maximum(at, 0)])
+    return np.where(ok, at, -1)
+
+
+def _component(
+    name: str,
+    levels: dict[int, float],
+    steps: np.ndarray,
+    turns: list[Turn],
+    sizes: np.ndarray | None,
+    delays: np.ndarray | None,
+    calls: np.ndarray,
+    on_path: bool,
+    inside: dict[int, np.ndarray],
+    resamples: int,
+) -> ProbeSlowdown:
+    delays = delays if delays is not None else np.zeros((0, 8), dtype=np.int64)
+    by_tokens = not on_path and sizes is not None and bool((sizes >= 0).all())
+    out: ProbeSlowdown = {
+        "component": name,
+        "path": "step" if on_path else "beside",
+        "units": "tokens" if by_tokens else "steps",
+        "sensitivity": None,
+        "low": None,
+        "high": None,
+        "pairs": 0,
+        "linear": None,
+        "levels": [],
+        "null": None,
+        "share": None,
+        "ms_per_unit": None,
+        "gain": None,
+        "headroom": None,
+        "accuracy": _accuracy(delays),
+    }
+    if not len(calls):
+        out["note"] = f"no call of {name} was timed in the run: nothing was delayed"
+        return out
+    kept = [turn for turn in turns if turn.state == NO_DELAY or turn.state in levels]
+    if on_path:
+        starts, ends = steps[:, START], steps[:, END]
+    else:
+        starts = np.array([turn.start_ns for turn in kept], dtype=np.int64)
+        ends = np.array([turn.end_ns for turn in kept], dtype=np.int64)
+    delay_at = _within(delays[:, D_BEGAN], starts, ends)
+    call_at = _within(calls[:, START], starts, ends)
+    added = np.bincount(
+        delay_at[delay_at >= 0],
+        (delays[delay_at >= 0, D_DONE] - delays[delay_at >= 0, D_BEGAN]) / 1e6,
+        minlength=len(starts),
+    )
+    own = np.bincount(call_at[call_at >= 0], calls[call_at >= 0, 5] / 1e6, minlength=len(starts))
+    blocks, own_off, response_off = [], 0.0, 0.0
+    for position, turn in enumerate(kept):
+        level = levels.get(turn.state, 0.0)
+        if on_path:
+            span = slice(turn.first, turn.last + 1)
+            response = float((steps[span, END] - steps[span, START]).sum()) / 1e6
+            units = float(turn.last - turn.first + 1)
+            block_added, block_own = float(added[span].sum()), float(own[span].sum())
+        else:
+            response = (turn.end_ns - turn.start_ns) / 1e6
+            units = (
+                float(sizes[turn.first : turn.last + 1].sum())
+                if by_tokens and sizes is not None
+                else float(turn.last - turn.first + 1)
+            )
+            block_added, block_own = float(added[position]), float(own[position])
+        if level == 0.0:
+            own_off += block_own
+            response_off += response
+        blocks.append(DelayBlock(turn.number, level, block_added, response, units))
+    if sizes is not None and on_path and all(turn.last == turn.first for turn in kept):
+        blocks = _matched(blocks, [int(sizes[turn.first]) for turn in kept])
+    share = own_off / response_off if response_off > 0 else None
+    off_units = sum(block.units for block in blocks if block.level == 0.0)
+    out["share"] = share
+    out["ms_per_unit"] = own_off / off_units if off_units else None
+    try:
+        sensitivity = estimate_sensitivity(name, blocks, resamples=resamples)
+    except NotEnoughBlocks as exc:
+        out["note"] = str(exc)
+        return out
+    out.update(_figures(sensitivity))
+    if share is not None:
+        gain = predicted_gain(sensitivity, min(1.0, share), SPEEDUP)
+        out["gain"] = {"speedup": SPEEDUP, "gain": gain.gain, "low": gain.low, "high": gain.high}
+    if not on_path:
+        out["headroom"] = _headroom(name, calls, inside, kept, levels, out["levels"])
+    return out
+
+
+def _matched(blocks: list[DelayBlock], sizes: list[int]) -> list[DelayBlock]:
+    """One-step turns with sizes: a delayed step whose nearest undelayed neighbours differ in size (by more than
+    SIZE_TOLERANCE) is left out, since a step's time follows its batch far more than its delay."""
+    kept = []
+    for position, block in enumerate(blocks):
+        if block.level > 0:
+            neighbours = [_nearest_off(blocks, position, step) for step in (-1, 1)]
+            if any(other is not None and not _alike(sizes[position], sizes[other]) for other in neighbours):
+                continue
+        kept.append(block)
+    return kept
+
+
+def _nearest_off(blocks: list[DelayBlock], position: int, step: int) -> int | None:
+    other = position + step
+    while 0 <= other < len(blocks) and blocks[other].level > 0:
+        other += step
+    return other if 0 <= other < len(blocks) else None
+
+
+def _alike(size: int, other: int) -> bool:
+    return size >= 0 and other >= 0 and abs(size - other) <= SIZE_TOLERANCE * max(size, other)
+
+
+def _figures(sensitivity: Sensitivity) -> ProbeSlowdown:
+    levels: list[SlowdownLevel] = [
+        {
+            "level": entry.level,
+            "sensitivity": None if math.isnan(entry.value) else entry.value,
+            "low": entry.low,
+            "high": entry.high,
+            "pairs": entry.pairs,
+            "added_ms_per_unit": entry.added_ms_per_unit,
+            "response_ms_per_unit": entry.response_ms_per_unit,
+            "within_noise": entry.low is not None
+            and entry.high is not None
+            and entry.low <= 0.0 <= entry.high,
+        }
+        for entry in sensitivity.per_level
+    ]
+    null = sensitivity.null
+    return {
+        "sensitivity": sensitivity.value,
+        "low": sensitivity.low,
+        "high": sensitivity.high,
+        "pairs": sensitivity.pairs,
+        "linear": sensitivity.linear,
+        "levels": levels,
+        "null": None
+        if null is None
+        else {"difference_ms": null.difference_ms, "low": null.low, "high": null.high, "pairs": null.pairs},
+    }
+
+
+def _headroom(
+    name: str,
+    calls: np.ndarray,
+    inside: dict[int, np.ndarray],
+    turns: list[Turn],
+    levels: dict[int, float],
+    measured: list[SlowdownLevel],
+) -> Headroom:
+    """Utilisation of the component's busiest thread in undelayed turns, and the two headroom figures."""
+    off = [turn for turn in turns if turn.state == NO_DELAY]
+    starts = np.array([turn.start_ns for turn in off], dtype=np.int64)
+    ends = np.array([turn.end_ns for turn in off], dtype=np.int64)
+    wall = float((ends - starts).sum())
+    pid_col, tid_col = 6, TID
+    threads, weights = np.unique(calls[:, [pid_col, tid_col]], axis=0, return_counts=True)
+    pid, tid = (int(value) for value in threads[int(np.argmax(weights))])
+    rows = inside[pid][inside[pid][:, TID] == tid]
+    at = _within(rows[:, START], starts, ends)
+    busy = float(rows[at >= 0, 5].sum())
+    mine = calls[(calls[:, pid_col] == pid) & (calls[:, TID] == tid)]
+    own = float(mine[_within(mine[:, START], starts, ends) >= 0, 5].sum())
+    utilisation = busy / wall if wall > 0 else math.nan
+    share = own / wall if wall > 0 else math.nan
+    extrapolated = (1.0 - utilisation + share) / share if share > 0 and utilisation <= 1.0 else None
+    quiet = [entry["level"] for entry in measured if entry.get("within_noise")]
+    return {
+        "utilisation": utilisation,
+        "extrapolated_x": extrapolated,
+        "measured_x": 1.0 + max(quiet) if quiet else None,
+        "method": (
+            f"measured: 1 + the largest level whose response could not be told from none (at least that); "
+            f"extrapolated: the factor at which {name}'s thread (pid {pid}, thread {tid}), busy "
+            f"{utilisation:.0%} of the time with {name} {share:.0%}, would be busy all the time"
+        ),
+    }
+
+
+def _accuracy(delays: np.ndarray) -> DelayAccuracy | None:
+    requested = delays[:, D_REQUESTED].astype(float)
+    added = (delays[:, D_DONE] - delays[:, D_BEGAN]).astype(float)
+    useful = requested > 0
+    if not useful.any():
+        return None
+    errors = np.abs(added[useful] / requested[useful] - 1.0)
+    return {
+        "calls": int(useful.sum()),
+        "requested_ms": float(requested[useful].sum() / 1e6),
+        "added_ms": float(added[useful].sum() / 1e6),
+        "ratio": float(added[useful].sum() / requested[useful].sum()),
+        "median_error": float(np.median(errors)),
+        "within_5pct": float((errors <= ACCURATE).mean()),
+    }
+
+
+def slowdown_sentences(section: ProbeWhatIf) -> list[str]:
+    """The summary's lines: per component, its sensitivity, levels, predicted gain and headroom."""
+    lines = []
+    for name, entry in section.get("components", {}).items():
+        if entry.get("sensitivity") is None:
+            lines.append(f"Slowdown of {name}: no sensitivity ({entry.get('note', 'no result')}).")
+            continue
+        where = (
+            "on the step's path, response: step time"
+            if entry["path"] == "step"
+            else f"beside the loop, response: wall time per {entry['units'][:-1]}"
+        )
+        levels = ", ".join(
+            f"{level['level']:g}x its time: {_num(level['sensitivity'])}{_iv(level['low'], level['high'])}"
+            for level in entry.get("levels", [])
+        )
+        text = (
+            f"Slowdown of {name} ({where}): sensitivity {_num(entry['sensitivity'])}{_iv(entry['low'], entry['high'])} "
+            f"over {entry['pairs']} pairs of turns (by level: {levels}"
+            + (
+                "; the levels disagree: a curve, not a line, so the prediction holds near the levels tried"
+                if entry.get("linear") is False
+                else ""
+            )
+            + ")"
+        )
+        gain = entry.get("gain")
+        if gain is not None:
+            text += (
+                f"; a {gain['speedup']:g}x faster {name} would save {gain['gain']:.1%}"
+                f"{_iv(gain['low'], gain['high'], pct=True)} of the "
+                + ("step" if entry["path"] == "step" else f"time per {entry['units'][:-1]}")
+                + f" (slowdown-measured: sensitivity x its share {entry['share']:.1%} x (1 - 1/{gain['speedup']:g}))"
+            )
+        headroom = entry.get("headroom")
+        if headroom is not None:
+            measured, extrapolated = headroom.get("measured_x"), headroom.get("extrapolated_x")
+            text += (
+                "; headroom: "
+                + (
+                    f"at least {measured:g}x its time measured"
+                    if measured
+                    else "none measured (the lowest level already moved the response)"
+                )
+                + (
+                    f", {extrapolated:.1f}x extrapolated from its thread's {headroom['utilisation']:.0%} utilisation"
+                    if extrapolated
+                    else ""
+                )
+            )
+        accuracy = entry.get("accuracy")
+        if accuracy:
+            text += (
+                f"; the delay per call: median {accuracy['median_error']:.1%} off the requested, "
+                f"{accuracy['within_5pct']:.0%} of {accuracy['calls']:,} calls within 5%"
+            )
+        lines.append(text + ".")
+    return lines
+
+
+def _num(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}"
+
+
+def _iv(low: float | None, high: float | None, *, pct: bool = False) -> str:
+    if low is None or high is None:
+        return ""
+    return f" [{low:.1%}, {high:.1%}]" if pct else f" [{low:.2f}, {high:.2f}]"

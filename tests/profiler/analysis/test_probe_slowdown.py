@@ -1,0 +1,278 @@
+"""Slowdown experiments through the probe, in two real processes that load it (no server, no HTTP): a delay on the
+loop's serial sampler comes back one for one in the step (sensitivity near 1), a delay on an output loop in another
+process that overlaps the steps does not (near 0, with headroom), each asserted with its interval; the delays the
+probe added per call are the ones it was asked for; and the turns, blocks and accuracy figures from fixed records."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from infer_prof.errors import TargetError
+from infer_prof.profiler.analysis.engine_tables import load_table
+from infer_prof.profiler.analysis.probe_slowdown import (
+    _accuracy,
+    analyse_slowdowns,
+    group_turns,
+    outermost_steps,
+)
+from infer_prof.profiler.rundir.schema import ProbeWhatIf
+from infer_prof.profiler.session.target.inject import WhatIf, prepare_probe, read_probe
+
+# The loop steps: the model (asleep, off the interpreter), then the sampler (busy Python, on the step's path). The
+# output loop, in a process of its own, busies Python beside the steps as vLLM's API server's output processor does.
+MODULE = """
+import os
+import time
+
+
+def busy(seconds):
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        pass
+
+
+class Loop:
+    def __init__(self, model_s, sample_s):
+        self.model_s, self.sample_s = model_s, sample_s
+
+    def model(self):
+        time.sleep(self.model_s)
+
+    def sample(self):
+        busy(self.sample_s)
+
+    def step(self):
+        self.model()
+        self.sample()
+
+
+class Output:
+    def process(self, seconds):
+        busy(seconds)
+
+
+def run_loop(seconds, cpu, model_s, sample_s):
+    os.sched_setaffinity(0, {cpu})
+    loop, end = Loop(model_s, sample_s), time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        loop.step()
+
+
+def run_output(seconds, cpu, busy_s, pause_s):
+    os.sched_setaffinity(0, {cpu})
+    output, end = Output(), time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        output.process(busy_s)
+        time.sleep(pause_s)
+"""
+
+TABLE = """
+name = "slowloop"
+probes = [
+  ["step", "slowloop", "Loop.step"],
+  ["model", "slowloop", "Loop.model"],
+  ["sampler", "slowloop", "Loop.sample"],
+  ["detokenizer", "slowloop", "Output.process"],
+]
+"""
+RUN_S = 3.0
+
+
+def _slowdown(
+    tmp_path: Path, what_if: WhatIf, loop: tuple[float, float], output: tuple[float, float]
+) -> ProbeWhatIf:
+    """Run the loop (model, sample seconds) and the output loop (busy, pause seconds) with the probe, each on a core
+    of its own: the output loop's delay then takes no CPU from the steps (on one core, or a machine whose every core
+    is busy, it would, and the slowdown would rightly say so)."""
+    (tmp_path / "modules").mkdir()
+    (tmp_path / "modules" / "slowloop.py").write_text(textwrap.dedent(MODULE))
+    (tmp_path / "slowloop.toml").write_text(TABLE)
+    setup = prepare_probe(tmp_path, (load_table(tmp_path / "slowloop.toml"),), what_if)
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    env.update(
+        PYTHONPATH=os.pathsep.join([str(setup.folder), str(tmp_path / "modules")]),
+        INFER_PROF_PROBE_DIR=str(setup.folder),
+    )
+    first, second = sorted(os.sched_getaffinity(0))[:2]
+    calls = [
+        f"run_output({RUN_S}, {first}, {output[0]}, {output[1]})",
+        f"run_loop({RUN_S}, {second}, {loop[0]}, {loop[1]})",
+    ]
+    processes = [
+        subprocess.Popen([sys.executable, "-c", f"import slowloop; slowloop.{call}"], env=env, cwd=tmp_path)
+        for call in calls
+    ]
+    for process in processes:
+        assert process.wait(timeout=60) == 0
+    section = analyse_slowdowns(setup.probes, read_probe(setup), (0, 2**62))
+    assert section is not None
+    print("\n".join(section["lines"]))
+    return section
+
+
+TWO_CORES = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="the two processes need a core each")
+
+
+@pytest.mark.slow
+@TWO_CORES
+def test_a_serial_sampler_reads_about_one(tmp_path: Path) -> None:
+    section = _slowdown(
+        tmp_path, WhatIf(("sampler",), levels=(0.5, 1.0), turn_steps=1), (0.002, 0.002), (0.001, 0.003)
+    )
+    serial = section["components"]["sampler"]
+    assert serial["path"] == "step" and serial["units"] == "steps"
+    assert 0.7 <= serial["low"] <= serial["sensitivity"] <= serial["high"] <= 1.3
+    assert [level["level"] for level in serial["levels"]] == [0.5, 1.0]
+    # A 10x faster sampler saves its sensitivity x its share x 0.9 of the step.
+    gain = serial["gain"]
+    assert gain is not None and gain["low"] <= gain["gain"] <= gain["high"]
+    assert gain["gain"] == pytest.approx(serial["sensitivity"] * serial["share"] * 0.9)
+    assert serial["accuracy"]["calls"] > 50
+
+
+@pytest.mark.slow
+@TWO_CORES
+def test_an_output_loop_overlapping_the_steps_in_another_process_reads_about_zero(tmp_path: Path) -> None:
+    section = _slowdown(
+        tmp_path, WhatIf(("detokenizer",), levels=(1.0, 2.0), turn_steps=4), (0.004, 0.0005), (0.003, 0.003)
+    )
+    overlapped = section["components"]["detokenizer"]
+    assert overlapped["path"] == "beside"
+    assert -0.35 <= overlapped["low"] <= overlapped["sensitivity"] <= overlapped["high"] <= 0.35
+    headroom = overlapped["headroom"]
+    assert headroom is not None and headroom["measured_x"] is not None and headroom["extrapolated_x"] > 1.5
+    assert overlapped["accuracy"]["calls"] > 20
+
+
+ACCURACY = """
+import slowloop
+
+loop = slowloop.Loop(0.0, 0.0002)
+for _ in range(2000):
+    loop.step()
+"""
+
+
+@pytest.mark.slow
+def test_the_delay_added_per_call_is_the_one_asked_for(tmp_path: Path) -> None:
+    """Calls of 0.2 ms delayed by half and all of it: the median call's added time within 5% of the requested.
+    (The median: a call whose thread is preempted mid-delay returns late, by as long as the preemption.)"""
+    (tmp_path / "modules").mkdir()
+    (tmp_path / "modules" / "slowloop.py").write_text(textwrap.dedent(MODULE))
+    (tmp_path / "slowloop.toml").write_text(TABLE)
+    setup = prepare_probe(
+        tmp_path, (load_table(tmp_path / "slowloop.toml"),), WhatIf(("sampler",), levels=(0.5, 1.0))
+    )
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    env.update(
+        PYTHONPATH=os.pathsep.join([str(setup.folder), str(tmp_path / "modules")]),
+        INFER_PROF_PROBE_DIR=str(setup.folder),
+    )
+    subprocess.run([sys.executable, "-c", ACCURACY], env=env, cwd=tmp_path, check=True, timeout=60)
+    (delays,) = [entry["delays"] for entry in read_probe(setup).values() if "delays" in entry]
+    accuracy = _accuracy(delays)
+    assert accuracy is not None and accuracy["calls"] == 1000  # 1 a a 1: half the steps delayed
+    assert accuracy["median_error"] <= 0.05 and accuracy["within_5pct"] >= 0.5
+    print(accuracy)
+
+
+# Fixed records: one loop process whose steps took turns 1 a a 1 (two steps a turn) with a serial component's
+# delays inside the delayed steps, so the analysis is checked without timing anything.
+def _fixed_processes() -> tuple[list[dict[str, str]], dict[int, dict[str, object]]]:
+    probes = [
+        {"component": "step", "module": "m", "function": "Loop.step"},
+        {"component": "sampler", "module": "m", "function": "Loop.sample"},
+    ]
+    records, delays, turns = [], [], []
+    at, rng = 1_000_000, np.random.default_rng(3)
+    order = [ord(c) for c in "1aa1"] * 40
+    for number, state in enumerate(order):
+        for _ in range(2):
+            turns.append((at - 10, state))
+            sample = int(1_000_000 + rng.integers(0, 50_000))  # 1 ms, and a little noise
+            delay = sample // 2 if state == ord("a") else 0
+            model = 3_000_000
+            records.append((7, 1, at + model, at + model + sample, 1))
+            if delay:
+                delays.append(
+                    (
+                        7,
+                        1,
+                        at + model,
+                        at + model + sample,
+                        at + model + sample + 100,
+                        at + model + sample + 100 + delay,
+                        delay,
+                        state,
+                    )
+                )
+            records.append((7, 0, at, at + model + sample + delay + 200, 1))
+            at += model + sample + delay + 1_000_000
+        del number
+    status = {
+        "what_if": {"experiments": [["sampler", 0.5]], "turn_steps": 2, "delayed": [1], "overshoot_ns": 50}
+    }
+    process = {
+        "records": np.array(records, dtype=np.int64),
+        "delays": np.array(delays, dtype=np.int64),
+        "turns": np.array(turns, dtype=np.int64),
+        "status": status,
+    }
+    return probes, {11: process}
+
+
+def test_fixed_records_give_a_serial_sensitivity_of_one_and_exact_accuracy() -> None:
+    probes, processes = _fixed_processes()
+    section = analyse_slowdowns(probes, processes, (0, 2**62), resamples=500)
+    assert section is not None and section["turn_steps"] == 2 and section["turns"] == 160
+    entry = section["components"]["sampler"]
+    assert entry["path"] == "step" and entry["units"] == "steps"
+    assert entry["sensitivity"] == pytest.approx(1.0, abs=0.01)
+    assert entry["low"] <= 1.0 <= entry["high"]
+    assert entry["accuracy"] == {
+        "calls": 160,
+        "requested_ms": pytest.approx(entry["accuracy"]["added_ms"]),
+        "added_ms": entry["accuracy"]["added_ms"],
+        "ratio": 1.0,
+        "median_error": 0.0,
+        "within_5pct": 1.0,
+    }
+    assert entry["share"] == pytest.approx(1.025 / 4.0252, rel=0.02)
+    assert entry["gain"]["gain"] == pytest.approx(entry["sensitivity"] * entry["share"] * 0.9)
+
+
+def test_turns_group_steps_by_the_turn_they_took() -> None:
+    steps = np.array([[1, 0, 100, 110, 1], [1, 0, 120, 130, 1], [1, 0, 140, 150, 1], [1, 0, 160, 170, 1]])
+    turns = np.array([[99, ord("1")], [119, ord("a")], [139, ord("a")], [159, ord("1")]])
+    blocks = group_turns(steps, turns, 2)
+    assert [(block.number, block.state, block.first, block.last) for block in blocks] == [
+        (0, ord("1"), 0, 1),
+        (1, ord("a"), 2, 3),
+    ]
+    assert (blocks[0].start_ns, blocks[0].end_ns) == (
+        100,
+        140,
+    )  # a turn's slice runs to the next turn's start
+    nested = np.array([[1, 0, 100, 200, 1], [1, 0, 110, 150, 1], [1, 0, 210, 220, 1]])
+    assert outermost_steps(nested, [0])[:, 2].tolist() == [100, 210]
+
+
+def test_what_if_names_a_component_the_probes_time(tmp_path: Path) -> None:
+    (tmp_path / "slowloop.toml").write_text(TABLE)
+    table = load_table(tmp_path / "slowloop.toml")
+    with pytest.raises(TargetError, match="--what-if scheduler: the engine tables time no such component"):
+        prepare_probe(tmp_path, (table,), WhatIf(("scheduler",)))
+    with pytest.raises(TargetError, match="levels"):
+        prepare_probe(tmp_path, (table,), WhatIf(("sampler",), levels=(0.0,)))
+    setup = prepare_probe(tmp_path, (table,), WhatIf(("sampler", "detokenizer")))
+    assert (
+        setup.what_if is not None and setup.what_if.steps_a_turn() == 8
+    )  # the detokenizer runs beside the loop
+    assert WhatIf(("sampler",)).steps_a_turn() == 1

@@ -1,0 +1,77 @@
+"""`run --launch CMD --probe --what-if` against the fake multi-process server: the probe delays the engine child's
+sampler (on the step's path) and the API process's output loop (beside the steps, in another process) in turns, and
+the run's result holds each one's sensitivity with its interval, levels, predicted gain, the output loop's headroom,
+and the verdict's slowdown-measured lines."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from infer_prof.profiler.rundir.results import read_run
+from infer_prof.profiler.session.target.inject import WhatIf, prepare_probe
+from infer_prof.profiler.session.target.launch import launched_server
+from infer_prof.profiler.session.target.probe import probe
+from infer_prof.profiler.session.target.target_session import plan_target, run_target_session
+from infer_prof.scenarios.spec import load_scenario
+from tests.profiler.session.target import fake_api_work, fake_engine_loop
+from tests.profiler.session.target.conftest import fake_command, free_port
+from tests.profiler.session.target.test_run_tree import tokenizer  # noqa: F401  (a fixture)
+
+LOAD = """
+description = "steady, long enough for the turns"
+seed = 0
+num_requests = 30
+warmup_requests = 1
+prompt_tokens = { dist = "fixed", value = 16 }
+output_tokens = { dist = "fixed", value = 8 }
+[load]
+mode = "open-loop"
+rate = 10.0
+"""
+
+
+@pytest.mark.slow
+def test_a_slowdown_tells_a_serial_component_from_an_overlapped_one(
+    tmp_path: Path,
+    tokenizer,  # noqa: F811
+    monkeypatch,
+) -> None:  # type: ignore[no-untyped-def]
+    tables = tmp_path / "tables"
+    tables.mkdir()
+    table = fake_engine_loop.TABLE.replace("probes = [\n", "probes = [\n" + fake_api_work.TABLE_ROW)
+    (tables / "fake.toml").write_text(table)
+    monkeypatch.setenv("INFER_PROF_ENGINE_TABLES", str(tables))
+    scenario = tmp_path / "load.toml"
+    scenario.write_text(LOAD)
+    spec = load_scenario(str(scenario))
+    port, out = free_port(), tmp_path / "run"
+    out.mkdir()
+    setup = prepare_probe(out, what_if=WhatIf(("sampler", "detokenizer"), levels=(0.5, 1.0), turn_steps=4))
+    command = fake_command("--port", str(port), "--engine-loop", "--api-work")
+    with launched_server(
+        command, f"http://127.0.0.1:{port}", out / "server.log", timeout_s=60, env=setup.env()
+    ) as server:
+        assert server is not None
+        plan = plan_target(probe(f"http://127.0.0.1:{port}"), None, "default", launched=server.pid)
+        run_target_session(plan, spec, out, tokenizer=tokenizer, profile="default", probe=setup)
+    result = read_run(out).result
+    section = result.target["probe"]
+    what_if = section["what_if"]
+    assert what_if["levels"] == [0.5, 1.0] and what_if["turn_steps"] == 4 and what_if["turns"] > 0
+    serial, overlapped = what_if["components"]["sampler"], what_if["components"]["detokenizer"]
+    # The sampler runs in the engine child's steps; the output loop on a thread of the API process beside them.
+    assert serial["path"] == "step" and overlapped["path"] == "beside"
+    for entry in (serial, overlapped):
+        assert entry["low"] <= entry["sensitivity"] <= entry["high"] and entry["pairs"] > 0
+        assert [level["level"] for level in entry["levels"]] == [0.5, 1.0]
+        assert entry["accuracy"]["calls"] > 0 and entry["gain"] is not None
+    assert overlapped["headroom"] is not None and serial["headroom"] is None
+    # (How near 1 and 0 they come is asserted in tests/profiler/analysis/test_probe_slowdown.py, with each
+    # process on a core of its own; here the server's processes share this machine's cores with its other load.)
+    # Steps under a delay are no measure of the components' shares: the shares come from the undelayed turns.
+    assert section["steps"]["with_probes_on"] < section["steps"]["count"]
+    assert "priced from calls" in section["cost"]["note"]
+    assert any(line.startswith("Slowdown of sampler") for line in what_if["lines"])
+    assert any("slowdown-measured" in line for line in result.verdict["reasons"])
