@@ -41,6 +41,8 @@ class DelayBlock:
     response_ms: float  # the end-to-end quantity summed over the block (step time in-process; for a
     # component in another process, wall time attributed to the block's tokens)
     units: float  # what response and added are per: steps (in-process) or tokens generated
+    expected_ms: float = 0.0  # optional: the response the block's units take by their kind alone (batch size,
+    # prefill), from the off blocks; subtracted before pairing, so a block of long prefills is not read as response
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,7 +157,7 @@ def predicted_gain(sensitivity: Sensitivity, component_share: float, speedup: fl
 
 
 def _per_unit(block: DelayBlock) -> tuple[float, float]:
-    return block.response_ms / block.units, block.added_ms / block.units
+    return (block.response_ms - block.expected_ms) / block.units, block.added_ms / block.units
 
 
 def _neighbours(ordered: list[DelayBlock], position: int) -> list[DelayBlock]:
@@ -179,7 +181,9 @@ def _pairs(ordered: list[DelayBlock]) -> list[_Pair]:
         if not references:
             continue
         off_units = sum(reference.units for reference in references)
-        off_response = sum(reference.response_ms for reference in references) / off_units
+        off_response = (
+            sum(reference.response_ms - reference.expected_ms for reference in references) / off_units
+        )
         off_added = sum(reference.added_ms for reference in references) / off_units
         on_response, on_added = _per_unit(block)
         pairs.append(

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pandas as pd
 
 from infer_prof.errors import OptionError
@@ -190,9 +191,38 @@ def label_steps(labels: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     return steps.merge(labels, on="step", how="inner")
 
 
+def expected_ms(labelled: pd.DataFrame) -> np.ndarray:
+    """Each step's time by its kind alone, fitted on the off turns' steps: its kind's mean (batch size, and whether
+    it prefills) plus a pooled slope per prefill token. A delay does not choose which steps prefill, so taking this
+    out of every step leaves the delay's response and removes most of the noise that a turn's mix of steps adds."""
+    if not len(labelled) or not {"batch_size", "prefill_tokens"} <= set(labelled.columns):
+        return np.zeros(len(labelled))
+    kind = labelled["batch_size"].astype(str) + "/" + (labelled["prefill_tokens"] > 0).astype(str)
+    prefill = labelled["prefill_tokens"].to_numpy(dtype=float)
+    duration = labelled["duration_ms"].to_numpy(dtype=float)
+    off = (labelled["what_if_component"] == "").to_numpy()
+    frame = pd.DataFrame({"kind": kind[off], "prefill": prefill[off], "duration": duration[off]})
+    if not len(frame):
+        return np.zeros(len(labelled))
+    means = frame.groupby("kind")[["prefill", "duration"]].mean()
+    centred_prefill = frame["prefill"] - frame["kind"].map(means["prefill"])
+    centred_duration = frame["duration"] - frame["kind"].map(means["duration"])
+    spread = float((centred_prefill**2).sum())
+    slope = float((centred_prefill * centred_duration).sum()) / spread if spread > 0 else 0.0
+    kind_prefill = kind.map(means["prefill"]).to_numpy(dtype=float, copy=True)
+    kind_duration = kind.map(means["duration"]).to_numpy(dtype=float, copy=True)
+    # A kind no off step had: the off steps' overall level, by the same slope.
+    unseen = np.isnan(kind_duration)
+    kind_prefill[unseen] = frame["prefill"].mean()
+    kind_duration[unseen] = frame["duration"].mean()
+    return kind_duration + slope * (prefill - kind_prefill)
+
+
 def delay_blocks(labelled: pd.DataFrame, component: str) -> list[DelayBlock]:
-    """One DelayBlock per turn that was off or delayed `component` (other components' turns are left out)."""
-    mine = labelled[(labelled["what_if_component"] == "") | (labelled["what_if_component"] == component)]
+    """One DelayBlock per turn that was off or delayed `component` (other components' turns are left out), each
+    with the time its steps take by their kind (expected_ms), which the pairs take out of the response."""
+    mine = labelled.assign(expected_ms=expected_ms(labelled))
+    mine = mine[(mine["what_if_component"] == "") | (mine["what_if_component"] == component)]
     blocks = []
     for block, rows in mine.groupby("block", sort=True):
         blocks.append(
@@ -202,6 +232,7 @@ def delay_blocks(labelled: pd.DataFrame, component: str) -> list[DelayBlock]:
                 added_ms=float(rows["what_if_added_ms"].sum()),
                 response_ms=float(rows["duration_ms"].sum()),
                 units=float(len(rows)),
+                expected_ms=float(rows["expected_ms"].sum()),
             )
         )
     return blocks

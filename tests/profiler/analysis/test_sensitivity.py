@@ -159,3 +159,22 @@ def test_empty_blocks_are_skipped_and_order_comes_from_the_index() -> None:
     blocks = _blocks(lambda level, added: added)
     shuffled = list(reversed(blocks)) + [DelayBlock(999, 1.0, 0.0, 0.0, 0)]
     assert estimate_sensitivity("sampler", shuffled).value == pytest.approx(1.0)
+
+
+def test_the_expected_response_of_a_blocks_kind_is_taken_out_before_pairing() -> None:
+    rng = np.random.default_rng(4)
+    plain, adjusted = [], []
+    for block in _blocks(lambda level, added: added):
+        kind_ms = float(rng.choice([0.0, 60.0]))  # a block of long prefills, or not, whatever its level
+        plain.append(
+            DelayBlock(block.index, block.level, block.added_ms, block.response_ms + kind_ms, block.units)
+        )
+        adjusted.append(
+            DelayBlock(
+                block.index, block.level, block.added_ms, block.response_ms + kind_ms, block.units, kind_ms
+            )
+        )
+    noisy = estimate_sensitivity("sampler", plain)
+    clean = estimate_sensitivity("sampler", adjusted)
+    assert clean.value == pytest.approx(1.0, abs=1e-9)
+    assert noisy.low is not None and noisy.high is not None and noisy.high - noisy.low > 0.5

@@ -141,6 +141,43 @@ def test_only_the_turns_of_the_component_and_the_off_turns_make_its_blocks() -> 
     assert detokenizer.accuracy is None
 
 
+def test_steps_are_compared_net_of_what_their_kind_takes() -> None:
+    """Prefill steps take far longer than decodes; taking each kind's time out narrows the interval around the truth."""
+    rng = np.random.default_rng(2)
+    rows = []
+    for step in range(480):
+        block = step // 2
+        turn = turn_of(block, ("sampler",), (0.5, 1.0))
+        prefill = int(rng.integers(64, 320)) if rng.random() < 0.3 else 0
+        added = turn.level * 4.0
+        duration = 20.0 + (15.0 + 0.1 * prefill if prefill else 0.0) + added + rng.normal(0.0, 0.2)
+        rows.append(
+            {
+                "step": step,
+                "block": block,
+                "what_if_component": turn.component or "",
+                "what_if_level": turn.level,
+                "what_if_added_ms": added,
+                "what_if_requested_ms": added,
+                "what_if_calls": 1,
+                "duration_ms": duration,
+                "batch_size": 8,
+                "prefill_tokens": prefill,
+            }
+        )
+    labelled = pd.DataFrame(rows)
+    (adjusted,) = analyse(labelled, ["sampler"], resamples=400)
+    (plain,) = analyse(labelled.drop(columns=["batch_size", "prefill_tokens"]), ["sampler"], resamples=400)
+    assert adjusted.sensitivity is not None and plain.sensitivity is not None
+    assert adjusted.sensitivity.low is not None and adjusted.sensitivity.high is not None
+    assert plain.sensitivity.low is not None and plain.sensitivity.high is not None
+    assert adjusted.sensitivity.low <= 1.0 <= adjusted.sensitivity.high
+    assert adjusted.sensitivity.high - adjusted.sensitivity.low < 0.2
+    assert plain.sensitivity.high - plain.sensitivity.low > 3 * (
+        adjusted.sensitivity.high - adjusted.sensitivity.low
+    )
+
+
 def test_a_run_without_a_recording_tracer_is_refused() -> None:
     with pytest.raises(RuntimeError, match="profiled"):
         SlowdownExperiment(["sampler"]).install(FakeEngine(object()))
