@@ -48,6 +48,7 @@ from infer_prof.profiler.rundir.schema import (
     ForeignProcess,
     Interval,
     Metrics,
+    Probe,
     ProbeSlowdown,
     ProbeWhatIf,
     SampledThread,
@@ -671,3 +672,58 @@ def queueing_reason(verdict: Verdict, metrics: Metrics) -> str | None:
         f"request's first token took {ttft:,.0f} ms (p50), {ttft / tpot:,.0f}x the {tpot:.1f} ms of each later "
         "token; what waits here is the requests, not the loop."
     )
+
+
+def with_probe_bound(verdict: Verdict, probe: Probe | None) -> None:
+    """Where the probe timed the engine loop's own work (probe_spans.loop_work_ms: its steps' exclusive time and its
+    calls that are not waits), that share of step time bounds the loop's interpreter share from above: the verdict's
+    interval keeps the samples' lower end and takes the lower of the two upper ends. Each method then stands at half
+    the miss rate (the samples' Wilson interval at 97.5%, the probe's bound one-sided at 97.5%), so the joined
+    interval still covers at 95%; where the bound lies below the samples' lower end the methods disagree, the
+    samples' interval stays, and the reasons say so. The straddled thresholds and the rule follow the new interval."""
+    interval = verdict.get("interpreter_interval") or {}
+    work = ((probe or {}).get("steps") or {}).get("loop_work") or {}
+    bound, steps = work.get("high"), ((probe or {}).get("steps") or {}).get("with_probes_on")
+    given_low, given_high = interval.get("low"), interval.get("high")
+    if bound is None or given_low is None or given_high is None:
+        return
+    samples, share = interval.get("samples") or 0, interval.get("share") or 0.0
+    low, high = float(given_low), float(given_high)
+    if samples and (interval.get("method") or "").startswith("Wilson"):
+        wider = wilson_interval(round(share * samples), samples, confidence=0.975)
+        low, high = wider.low, wider.high
+    said = (
+        f"The probe timed the loop's own work at {work.get('ms_per_step', 0.0):.2f} ms a step, {work.get('share', 0.0):.1%} "
+        f"of step time (at most {bound:.1%}, 95% bootstrap interval over {steps or 0:,} steps): an upper bound on its "
+        "interpreter time"
+    )
+    reasons = list(verdict.get("reasons") or [])
+    if bound < low:
+        reasons.append(
+            f"{said}, below the samples' interval: the two methods disagree; the samples' interval stays."
+        )
+        verdict["reasons"] = reasons
+        return
+    joined_high = min(high, bound)
+    joined: Interval = {
+        **interval,
+        "low": low,
+        "high": joined_high,
+        "method": (
+            f"{interval.get('method')}, at 97.5%, its upper end lowered to the probe's bound on the loop's own work "
+            "(one-sided 97.5%): together 95%"
+        ),
+    }
+    verdict["interpreter_interval"] = joined
+    unsure = straddled(joined)
+    verdict["straddles"] = unsure
+    point = min(share, joined_high)
+    verdict["rule"] = rule_for(point)
+    settled = (
+        f"; with it the interval is [{low:.1%}, {joined_high:.1%}], which clears the rule's thresholds: {rule_for(point)}."
+        if not unsure
+        else f"; with it the interval is [{low:.1%}, {joined_high:.1%}], still straddling "
+        f"{' and '.join(f'{t:.0%}' for t in unsure)}."
+    )
+    reasons.append(said + settled)
+    verdict["reasons"] = reasons

@@ -26,7 +26,12 @@ import numpy as np
 import pandas as pd
 
 from infer_prof.errors import TargetError
-from infer_prof.profiler.analysis.foreign import foreign_breakdown, queueing_reason, with_slowdowns
+from infer_prof.profiler.analysis.foreign import (
+    foreign_breakdown,
+    queueing_reason,
+    with_probe_bound,
+    with_slowdowns,
+)
 from infer_prof.profiler.analysis.metrics import (
     RequestTiming,
     compute_metrics,
@@ -343,6 +348,8 @@ def record_target(
             ]
             if what_if is not None:
                 with_slowdowns(verdict, what_if)
+            if probed:  # the loop's own work, timed by the probe, bounds its interpreter share from above
+                with_probe_bound(verdict, probe_section)
     target = _target_block(
         plan,
         load,
