@@ -35,8 +35,8 @@ def verify_records(
     when = recorded_at or now_utc()
     records = []
     for component, entry in components.items():
-        predicted, measured = entry.get("predicted_gain"), entry.get("measured_gain")
-        if not _finite(predicted) or not _finite(measured):
+        predicted, measured = _number(entry.get("predicted_gain")), _number(entry.get("measured_gain"))
+        if predicted is None or measured is None:
             continue
         low, high = _predicted_interval(predictions.get(component) or {}, predicted)
         records.append(
@@ -46,10 +46,10 @@ def verify_records(
                 model=str(config.get("model") or ""),
                 dtype=str(config.get("dtype") or ""),
                 component=component,
-                predicted=float(predicted),
+                predicted=predicted,
                 predicted_low=low,
                 predicted_high=high,
-                measured=float(measured),
+                measured=measured,
                 measured_low=_number(entry.get("measured_low")),
                 measured_high=_number(entry.get("measured_high")),
                 health=health_text(entry.get("void") or _runs_void(run_dir, entry, main_void)),
@@ -85,8 +85,8 @@ def append_verify_pairs(
 def _predicted_interval(prediction: Mapping[str, Any], predicted: float) -> tuple[float | None, float | None]:
     """The verdict's interval of this prediction, when the pair's predicted gain is the verdict's (a prediction
     made with the verify run's own span speedup has no interval)."""
-    gain = prediction.get("predicted_gain")
-    if not _finite(gain) or not math.isclose(float(gain), predicted, rel_tol=1e-9, abs_tol=1e-12):
+    gain = _number(prediction.get("predicted_gain"))
+    if gain is None or not math.isclose(gain, predicted, rel_tol=1e-9, abs_tol=1e-12):
         return None, None
     low, high = _number(prediction.get("predicted_gain_low")), _number(prediction.get("predicted_gain_high"))
     return (low, high) if low is not None and high is not None else (None, None)
@@ -122,9 +122,9 @@ def _health(run_dir: Path) -> dict[str, Any] | None:
 
 def _method(entry: Mapping[str, Any]) -> str:
     """How the pair was obtained, in a few words: the Amdahl prediction's share and speedup, and how it was measured."""
-    share, speedup = entry.get("share"), entry.get("native_speedup")
-    parts = [f"Amdahl: share {share:.1%}" if _finite(share) else "Amdahl"]
-    if _finite(speedup):
+    share, speedup = _number(entry.get("share")), _number(entry.get("native_speedup"))
+    parts = [f"Amdahl: share {share:.1%}" if share is not None else "Amdahl"]
+    if speedup is not None:
         parts.append(f"{entry.get('speedup_source') or 'given'} speedup {speedup:.1f}x")
     measured = (
         "twins in turns in one run" if entry.get("method") == "in-run" else "whole runs, twin on vs off"
@@ -132,9 +132,8 @@ def _method(entry: Mapping[str, Any]) -> str:
     return ", ".join(parts) + f"; measured: {measured}"
 
 
-def _finite(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
 def _number(value: object) -> float | None:
-    return float(value) if _finite(value) else None  # type: ignore[arg-type]
+    """A finite number as a float (numpy's too), else None."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None

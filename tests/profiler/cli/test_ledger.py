@@ -12,7 +12,9 @@ from infer_prof.profiler.ledger import append_record
 from tests.profiler.ledger.conftest import make_record
 
 
-def infer_prof(argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):  # type: ignore[no-untyped-def]
+def infer_prof(
+    argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> tuple[object, str, str]:
     """The console script's entry run in this process: (exit code, stdout, stderr)."""
     from infer_prof.profiler.cli.main import main
 
@@ -34,7 +36,9 @@ def ledger(tmp_path: Path) -> Path:
     return path
 
 
-def test_the_table_scores_the_pairs(ledger: Path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_the_table_scores_the_pairs(
+    ledger: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, out, err = infer_prof(["ledger", str(ledger)], monkeypatch, capsys)
     assert code == 0 and err == ""
     assert f"ledger {ledger}: 3 record(s)" in out
@@ -44,7 +48,9 @@ def test_the_table_scores_the_pairs(ledger: Path, monkeypatch, capsys) -> None: 
     assert rows[("verify", "prepare")][:2] == ["0", "1"]
 
 
-def test_json_is_the_summary_for_machines(ledger: Path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_json_is_the_summary_for_machines(
+    ledger: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, out, _ = infer_prof(["ledger", str(ledger), "--json"], monkeypatch, capsys)
     data = json.loads(out)
     assert code == 0 and data["path"] == str(ledger) and data["records"] == 3
@@ -54,20 +60,26 @@ def test_json_is_the_summary_for_machines(ledger: Path, monkeypatch, capsys) -> 
     assert data["damaged_lines"] == []
 
 
-def test_a_missing_ledger_is_one_line_and_exit_2(tmp_path: Path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_a_missing_ledger_is_one_line_and_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, out, err = infer_prof(["ledger", str(tmp_path / "nowhere.jsonl")], monkeypatch, capsys)
     assert code == 2 and out == ""
     assert err.startswith("infer-prof: error: no ledger at") and len(err.strip().splitlines()) == 1
 
 
-def test_an_empty_ledger_has_no_pairs_yet(tmp_path: Path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_an_empty_ledger_has_no_pairs_yet(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     empty = tmp_path / "ledger.jsonl"
     empty.write_text("")
     code, out, _ = infer_prof(["ledger", str(empty)], monkeypatch, capsys)
     assert code == 0 and "no pairs yet" in out
 
 
-def test_a_damaged_line_is_named_and_the_rest_scored(ledger: Path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_a_damaged_line_is_named_and_the_rest_scored(
+    ledger: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     with ledger.open("a", encoding="utf-8") as handle:
         handle.write("{not json\n")
     code, out, err = infer_prof(["ledger", str(ledger)], monkeypatch, capsys)
@@ -75,7 +87,9 @@ def test_a_damaged_line_is_named_and_the_rest_scored(ledger: Path, monkeypatch, 
     assert err.startswith(f"infer-prof: {ledger}:4: skipped, not JSON")
 
 
-def test_a_file_that_is_no_ledger_at_all_is_exit_2(tmp_path: Path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_a_file_that_is_no_ledger_at_all_is_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     other = tmp_path / "notes.txt"
     other.write_text("these are my notes\nnot a ledger\n")
     code, _, err = infer_prof(["ledger", str(other)], monkeypatch, capsys)
