@@ -250,6 +250,7 @@ class Verify(TypedDict, total=False):
     python_spread: float | None
     components: dict[str, dict[str, Any]]
     skipped: dict[str, str]
+    ledger: str  # where its pairs went (profiler.ledger): "N pair(s) appended to PATH", or why not
 
 
 class GpuVerdict(TypedDict, total=False):
