@@ -91,6 +91,13 @@ int64_t np_sampler_num_requests(const np_sampler *sampler);
 int64_t np_sampler_position(const np_sampler *sampler, int64_t seq_id);
 /* Rows so far whose approximate softmax sum was too close to a decision, so that the exact pass ran. */
 int64_t np_sampler_exact_passes(const np_sampler *sampler);
+/* Draws one token per row of logits [rows x vocab] whose temperatures are applied already (another engine's
+ * batch, read in place): top_k[row] (0 or >= vocab: none; NULL: none for all), then top_p[row] (1: none; NULL:
+ * none for all), then the draw at SplitMix64(seeds[row], position 0); no penalties, no history kept. The
+ * settings of every row are checked before any is drawn (NP_ERR_ARG, bad_index: the row); a NaN row is
+ * NP_ERR_NONFINITE (bad_index: the row) and may leave earlier rows' tokens written. */
+int np_sampler_draw_rows(np_sampler *sampler, const float *logits, int64_t rows, int64_t vocab, const int32_t *top_k,
+                         const float *top_p, const int64_t *seeds, int64_t *out_tokens, int64_t *bad_index);
 /* For tests: nonzero makes pass F run its portable build even where a fused AVX-512 or AVX2 variant would
    (process-wide), so that the twin tests cover both on a machine that has the wider one. */
 void np_sampler_portable_pass_f(int portable);

@@ -1741,3 +1741,39 @@ int np_sampler_step(np_sampler *s, const int64_t *remove_ids, int64_t n_remove, 
     }
     return NP_OK;
 }
+
+/* ---- Rows drawn for another engine (vLLM's CPU sampler swapped for this one) ---- */
+
+int np_sampler_draw_rows(np_sampler *s, const float *logits, int64_t rows, int64_t vocab, const int32_t *top_k,
+                         const float *top_p, const int64_t *seeds, int64_t *out_tokens, int64_t *bad_index) {
+    int64_t i;
+    int status;
+    request r;
+    *bad_index = -1;
+    if (rows < 0 || (rows > 0 && (vocab < 1 || vocab > INT32_MAX - BLOCK))) return NP_ERR_ARG;
+    if (rows == 0) return NP_OK;
+    /* Check every row's settings before drawing any: a refusal leaves out_tokens untouched. */
+    for (i = 0; i < rows; i++) {
+        double p = top_p ? (double)top_p[i] : 1.0;
+        if ((top_k && top_k[i] < 0) || !(p > 0.0 && p <= 1.0)) {
+            *bad_index = i;
+            return NP_ERR_ARG;
+        }
+    }
+    if (reserve_scratch(s, vocab, 0) != NP_OK) return NP_ERR_NOMEM;
+    memset(&r, 0, sizeof r);
+    r.params.temperature = 1.0; /* the caller divided the logits by each row's temperature already */
+    r.params.repetition_penalty = 1.0;
+    r.max_token = -1;
+    for (i = 0; i < rows; i++) {
+        r.params.top_k = top_k ? (int64_t)top_k[i] : 0;
+        r.params.top_p = top_p ? (double)top_p[i] : 1.0;
+        r.params.seed = (uint64_t)seeds[i];
+        status = sample_row(s, &r, logits + i * vocab, vocab, &out_tokens[i]);
+        if (status != NP_OK) {
+            *bad_index = i;
+            return status;
+        }
+    }
+    return NP_OK;
+}
