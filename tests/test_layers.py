@@ -60,18 +60,6 @@ def modules() -> dict[str, Path]:
     return found
 
 
-@cache
-def lazy_exports(package: str) -> dict[str, str]:
-    """A package __init__'s `_EXPORTS = {name: module}`: what `from package import name` really imports."""
-    path = modules().get(package)
-    if path is None or path.name != "__init__.py":
-        return {}
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "_EXPORTS" for t in node.targets):
-            return {key: value for key, value in ast.literal_eval(node.value).items()}
-    return {}
-
-
 PACKAGE = (
     "infer_prof."  # what every room is installed under (docs/architecture.md, "The installed namespace")
 )
@@ -113,8 +101,6 @@ def _imports_as_written(module: str) -> Iterator[tuple[str, int]]:
                 target = f"{base}.{alias.name}"
                 if target.removeprefix(PACKAGE) in modules():
                     yield target, node.lineno
-                elif alias.name in lazy_exports(base.removeprefix(PACKAGE)):
-                    yield lazy_exports(base.removeprefix(PACKAGE))[alias.name], node.lineno
 
 
 def ancestors(module: str) -> list[str]:
@@ -175,10 +161,24 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-def test_the_walk_sees_imports_inside_functions_and_lazy_exports() -> None:
-    # cli/run.py imports reports inside a function, through reports/__init__'s lazy exports.
+def test_the_walk_sees_imports_inside_functions() -> None:
+    # cli/run.py imports reports inside a function.
     assert "reports.run.generate" in graph()["profiler.cli.run"]
     assert "profiler.session.session" in graph()["profiler.cli.run"]
+
+
+def test_no_package_hands_out_names_lazily() -> None:
+    # A module-level __getattr__ makes its names Any to every type checker and hides the arrow from this walk:
+    # a name is imported from the module that defines it.
+    lazy = [
+        module
+        for module, path in modules().items()
+        if any(
+            isinstance(node, ast.FunctionDef) and node.name == "__getattr__"
+            for node in ast.parse(path.read_text(encoding="utf-8")).body
+        )
+    ]
+    assert lazy == []
 
 
 def test_every_room_is_imported_through_the_installed_package() -> None:

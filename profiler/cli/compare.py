@@ -103,7 +103,9 @@ def compare_command(
 
     from infer_prof.profiler.rundir.outdir import check_output_dir
     from infer_prof.profiler.rundir.sweepdir import is_sweep_dir
-    from infer_prof.reports import compare_runs, render_comparison, write_comparison_report
+    from infer_prof.reports.compare.analysis import compare_runs
+    from infer_prof.reports.compare.report import write_comparison_report
+    from infer_prof.reports.compare.terminal import render_comparison
 
     console = Console(stderr=True)
     out_dir = (
@@ -160,7 +162,8 @@ def _compare_sweeps(dirs: list[Path], out_dir: Path, console: Console) -> int:
     from rich.console import Console
 
     from infer_prof.profiler.rundir.sweepdir import is_sweep_dir
-    from infer_prof.reports.sweep import compare_sweeps, render_sweep_comparison, write_sweep_comparison
+    from infer_prof.reports.sweep.compare import compare_sweeps
+    from infer_prof.reports.sweep.compare_report import render_sweep_comparison, write_sweep_comparison
 
     plain = [str(path) for path in dirs if not is_sweep_dir(path)]
     if plain:

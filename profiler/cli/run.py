@@ -559,7 +559,8 @@ def _write_reports(
     from rich.console import Console
 
     from infer_prof.profiler.rundir.results import mark_partial
-    from infer_prof.reports import generate_reports, render_summary
+    from infer_prof.reports.run.generate import generate_reports
+    from infer_prof.reports.run.terminal import render_summary
 
     render_summary(outcome.run_dir, Console(), verbose=verbose, report=report)
     if report and not stop.event.is_set():

@@ -122,7 +122,9 @@ def sweep_report(
     from rich.console import Console
 
     from infer_prof.profiler.sweep.run import write_tables
-    from infer_prof.reports.sweep import read_crossover, render_sweep_summary, write_sweep_report
+    from infer_prof.reports.sweep.analysis import read_crossover
+    from infer_prof.reports.sweep.report import write_sweep_report
+    from infer_prof.reports.sweep.terminal import render_sweep_summary
 
     write_tables(sweep_dir)
     crossover = read_crossover(sweep_dir, x=x, y=y)
@@ -194,7 +196,9 @@ def sweep_command(
 def _finish(outcome: SweepOutcome, file: str, report: bool, console: Console) -> None:
     from rich.console import Console
 
-    from infer_prof.reports.sweep import read_crossover, render_sweep_summary, write_sweep_report
+    from infer_prof.reports.sweep.analysis import read_crossover
+    from infer_prof.reports.sweep.report import write_sweep_report
+    from infer_prof.reports.sweep.terminal import render_sweep_summary
 
     crossover = read_crossover(outcome.path)
     render_sweep_summary(crossover, Console())

@@ -11,7 +11,7 @@ from infer_prof.profiler.cli.progress import ProgressTask, Reporter
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from infer_prof.profiler.session import SessionHooks
+    from infer_prof.profiler.session.session import SessionHooks
     from infer_prof.profiler.sweep.grid import Cell
     from infer_prof.profiler.sweep.hooks import SweepHooks
 
@@ -23,7 +23,7 @@ SPEED_WINDOW_S = 600
 def sweep_progress(console: Console, *, ray: bool = False) -> Iterator[SweepHooks]:
     """Hooks for two views: runs (cells x repeats) done with an ETA, and the requests of the run in flight
     (on a terminal as bars; elsewhere as lines, the run's own by time only, so a sweep's log stays short)."""
-    from infer_prof.profiler.session import SessionHooks
+    from infer_prof.profiler.session.session import SessionHooks
     from infer_prof.profiler.sweep.hooks import SweepHooks
 
     with Reporter(console, speed_window_s=SPEED_WINDOW_S) as reporter:

@@ -11,8 +11,10 @@ import ray
 
 from infer_prof.errors import OptionError
 from infer_prof.profiler.rundir.sweepdir import RUN_COLUMNS, read_sweep, run_dir_of
-from infer_prof.profiler.sweep import RayTarget, build_cells, load_sweep, run_sweep
+from infer_prof.profiler.sweep.grid import build_cells
 from infer_prof.profiler.sweep.ray_cells import pack, unpack
+from infer_prof.profiler.sweep.run import RayTarget, run_sweep
+from infer_prof.profiler.sweep.spec import load_sweep
 
 TINY = """description = "the tiny model at one and two clients, Python and C twins, on Ray"
 repeats = 1

@@ -12,7 +12,9 @@ import pytest
 from infer_prof.errors import SweepError
 from infer_prof.profiler.rundir.results import read_run
 from infer_prof.profiler.rundir.sweepdir import read_manifest, read_sweep, run_dir_of
-from infer_prof.profiler.sweep import SweepHooks, load_sweep, run_sweep
+from infer_prof.profiler.sweep.hooks import SweepHooks
+from infer_prof.profiler.sweep.run import run_sweep
+from infer_prof.profiler.sweep.spec import load_sweep
 
 TINY = """description = "the tiny model at one and two clients, Python and C twins"
 repeats = 1

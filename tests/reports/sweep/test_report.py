@@ -13,16 +13,12 @@ import pytest
 
 from infer_prof.errors import CompareError, SweepError
 from infer_prof.reports.run import charts
-from infer_prof.reports.sweep import (
-    compare_sweeps,
-    read_crossover,
-    render_sweep_summary,
-    write_sweep_comparison,
-    write_sweep_report,
-)
-from infer_prof.reports.sweep.analysis import HIGH_LINE, LOW_LINE
+from infer_prof.reports.sweep.analysis import HIGH_LINE, LOW_LINE, read_crossover
 from infer_prof.reports.sweep.charts import draw_share_map
-from infer_prof.reports.sweep.compare import headline, summary_counts
+from infer_prof.reports.sweep.compare import compare_sweeps, headline, summary_counts
+from infer_prof.reports.sweep.compare_report import write_sweep_comparison
+from infer_prof.reports.sweep.report import write_sweep_report
+from infer_prof.reports.sweep.terminal import render_sweep_summary
 from tests.support.sweep_dirs import SHARES, make_sweep_dir
 
 # What would make a browser fetch something (the SVGs' xmlns URIs are names, not fetches).

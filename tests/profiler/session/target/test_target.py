@@ -171,7 +171,9 @@ def test_compare_report_and_budget_work_on_target_runs(server: str, tmp_path: Pa
     from typer.testing import CliRunner
 
     from infer_prof.profiler.cli.main import app
-    from infer_prof.reports import compare_runs, render_summary, write_html_report
+    from infer_prof.reports.compare.analysis import compare_runs
+    from infer_prof.reports.run.html import write_html_report
+    from infer_prof.reports.run.terminal import render_summary
 
     for name in ("before", "after"):
         target_run(server, tmp_path / name, quick_chat, requests=8)
