@@ -27,15 +27,15 @@ def ledger(
         typer.Argument(
             help="The ledger file (default: INFER_PROF_LEDGER, else runs/ledger.jsonl, where `run --verify` appends).",
             show_default=False,
+            metavar="PATH",
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as one JSON object.")] = False,
 ) -> None:
     """Score the predictions: pairs, median |measured - predicted|, how often the measured gain fell inside the predicted interval."""
     from infer_prof.profiler.ledger.store import ledger_path, load_ledger
-    from infer_prof.profiler.ledger.summary import summarize
 
-    read = load_ledger(ledger_path(given=path))
+    read = load_ledger(ledger_path(given=path))  # a missing ledger is refused before scipy loads
     for line in read.damaged[:DAMAGED_SHOWN]:
         typer.echo(f"infer-prof: {read.path}:{line.number}: skipped, {line.reason}: {line.text!r}", err=True)
     if len(read.damaged) > DAMAGED_SHOWN:
@@ -44,6 +44,8 @@ def ledger(
         raise LedgerError(
             f"{read.path} holds no ledger record ({len(read.damaged)} damaged line(s)); is it a ledger?"
         )
+    from infer_prof.profiler.ledger.summary import summarize
+
     summary = summarize(read.records)
     if as_json:
         typer.echo(json.dumps(_as_json(read, summary), indent=2))
