@@ -11,7 +11,7 @@ from markupsafe import Markup
 from infer_prof.profiler.rundir.atomic import write_text_atomic
 from infer_prof.profiler.rundir.results import RunData
 from infer_prof.reports.format import flatten, fmt_ms
-from infer_prof.reports.run import charts, flamegraph, gantt, summary
+from infer_prof.reports.run import charts, flamegraph, gantt, step_path, summary
 from infer_prof.reports.run.frames import top_frames_table
 from infer_prof.reports.run.processes import processes_table
 from infer_prof.reports.run.summary import Table
@@ -71,6 +71,7 @@ def render_html(data: ReportData) -> str:
         charts=_charts(data),
         why_breakdown=why_not_measured(result, "breakdown"),
         time_split=summary.time_split_table(result),
+        time_split_about=_time_split_about(result),
         target=summary.target_table(result),
         processes=processes_table(result),
         gpu=summary.gpu_table(result),
@@ -103,6 +104,7 @@ def _charts(data: ReportData) -> dict[str, str | None]:
     predictions = (result.verdict or {}).get("predictions") or {}
     has_latency = any(values.size for values in data.latencies.values())
     requests = gantt.request_timeline(data.run, data.start_ns)
+    probe = (result.target or {}).get("probe")
     return {
         "requests": charts.draw_with(
             gantt.draw_request_timeline, requests, width=10, height=6.2, label="request timeline"
@@ -117,6 +119,15 @@ def _charts(data: ReportData) -> dict[str, str | None]:
             label="time split by component and category",
         )
         if result.breakdown
+        else None,
+        "step_path": charts.draw_with(
+            step_path.draw_step_path,
+            probe,
+            width=10,
+            height=1.2 + 0.55 * len(step_path.step_lanes(probe)),
+            label="a step's critical path across the server's processes",
+        )
+        if probe and step_path.step_lanes(probe)
         else None,
         "timeline": charts.draw_with(
             charts.draw_timeline,
@@ -149,6 +160,23 @@ def _charts(data: ReportData) -> dict[str, str | None]:
         if predictions
         else None,
     }
+
+
+def _time_split_about(result: Any) -> str | None:
+    """Which process the time split is about, for a server of several processes (None for the built-in engine)."""
+    foreign = (result.verdict or {}).get("foreign") or {}
+    pid = foreign.get("engine_pid")
+    if pid is None:
+        return None
+    role = next(
+        (row.get("role_words") for row in foreign.get("processes") or [] if row.get("pid") == pid), None
+    )
+    threads = ", ".join(str(tid) for tid in foreign.get("engine_threads") or [])
+    return (
+        f"the engine thread{'s' if ',' in threads else ''} {threads} of pid {pid}"
+        + (f" ({role})" if role else "")
+        + "; the other processes are in the step's picture below and the flame graph's tabs"
+    )
 
 
 def _without_note(table: Table) -> Table:

@@ -92,8 +92,13 @@ CATEGORY_WORDS = {"waiting": "waiting on the model worker"}
 
 
 def probe_lines(result: RunResult) -> list[str]:
-    """`--probe`: what it timed per step, whether the samples agree, and what it cost (the Amdahl lines: --verbose)."""
-    return [str(line) for line in ((result.target or {}).get("probe") or {}).get("lines") or []]
+    """`--probe`: what it timed per step, whether the samples agree, what it cost (the Amdahl lines: --verbose), and
+    with --what-if what each slowdown measured."""
+    probe = (result.target or {}).get("probe") or {}
+    return [
+        str(line)
+        for line in [*(probe.get("lines") or []), *((probe.get("what_if") or {}).get("lines") or [])]
+    ]
 
 
 def queued_line(result: RunResult) -> str | None:

@@ -33,7 +33,7 @@ from infer_prof.profiler.analysis.engine_tables import EngineTable, all_tables
 
 PROBE_DIR_ENV = "INFER_PROF_PROBE_DIR"
 # The delay levels of a slowdown run, as fractions of each call's own duration: two, so a curve shows.
-WHAT_IF_LEVELS = (0.25, 0.5)
+WHAT_IF_LEVELS = (0.5, 1.0)  # as the built-in engine's (profiler.checks.slowdown.LEVELS)
 # Components that run beside the engine loop (vLLM's API server) act on it through queues, a few steps late:
 # their turns last this many steps, so a turn's response holds its own delay's effect.
 BESIDE_THE_LOOP = ("api", "tokenizer", "detokenizer")
