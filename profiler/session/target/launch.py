@@ -1,4 +1,4 @@
-"""`run --launch CMD`: start a server command in a session of its own, wait until it answers, and stop its whole process group however the run ends."""
+"""`run --launch CMD`: start a server command in a session of its own, wait until it answers (following it when it daemonizes), and stop its whole process group and every process it started, however the run ends."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import signal
 import subprocess
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,7 +18,15 @@ import httpx
 
 from infer_prof.errors import TargetError
 from infer_prof.profiler.orphans import terminate_with_parent
-from infer_prof.profiler.session.target.tree import PROC, descendants, parents, pids_listening
+from infer_prof.profiler.session.target.tree import descendants, parents, pids_listening, tree_top
+from infer_prof.profiler.session.target.watchdog import (
+    MARK_VARIABLE,
+    Watchdog,
+    group_members,
+    marked_pids,
+    session_of,
+    start_time,
+)
 
 LAUNCH_TIMEOUT_S = 600.0  # vLLM's CPU build takes ~3 minutes to start on a 2-core machine
 STOP_GRACE_S = 15.0  # after SIGTERM, before SIGKILL: vLLM shuts its engine and workers down in a few seconds
@@ -32,21 +41,27 @@ def port_in_command(command: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
-    """The last non-empty lines of the server's log, joined on one line."""
+def log_lines(path: Path, lines: int = LOG_TAIL_LINES) -> list[str]:
+    """The last non-empty lines of the server's log (its last 8 KiB)."""
     try:
         with open(path, "rb") as handle:
             handle.seek(max(0, os.path.getsize(path) - 8192))
             text = handle.read().decode(errors="replace")
     except OSError:
-        return ""
-    kept = [line.strip() for line in text.splitlines() if line.strip()][-lines:]
-    return " | ".join(kept)
+        return []
+    return [line.strip() for line in text.splitlines() if line.strip()][-lines:]
+
+
+def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    """The last non-empty lines of the server's log, joined on one line."""
+    return " | ".join(log_lines(path, lines))
 
 
 class LaunchedServer:
     """A server command run by /bin/sh in its own session (so a Ctrl-C meant for infer-prof does not reach
-    it), its output in `log_path`; stop() ends every process of its group and any `extra_pids` given."""
+    it), its output in `log_path`; stop() ends every process of its group, every process that carries the
+    launch's mark in its environment (a daemon that left the group), and any `extra_pids` given. A watchdog
+    does the same if infer-prof ends without stop() (killed with SIGKILL)."""
 
     def __init__(
         self,
@@ -71,6 +86,25 @@ class LaunchedServer:
         self.process: subprocess.Popen[bytes] | None = None
         self.ready_s: float | None = None
         self.exit_status: int | None = None
+        self.mark = uuid.uuid4().hex  # in every process the command starts: how its daemons are found
+        self.watchdog: Watchdog | None = None
+        self.followed: dict[int, str | None] = {}  # a daemonized server's processes, with their start times
+        self._listening_before: set[int] = set()
+
+    @property
+    def daemonized(self) -> bool:
+        """The command exited and left its server running (it forked into the background)."""
+        return bool(self.followed)
+
+    @property
+    def root(self) -> int:
+        """The process whose tree is the server: the command's shell, or the process a daemon listens from."""
+        if not self.daemonized:
+            return self.pid
+        port = port_in_url(self.url)
+        listeners = [pid for pid in pids_listening(port) if pid in self.followed] if port else []
+        alive = _alive(self.followed)
+        return tree_top(listeners[0], parents()) if listeners else min(alive or self.followed)
 
     @property
     def pid(self) -> int:
@@ -78,7 +112,13 @@ class LaunchedServer:
         return self.process.pid
 
     def start(self) -> None:
-        env = {**os.environ, **self.extra_env}
+        env = {**os.environ, **self.extra_env, MARK_VARIABLE: self.mark}
+        port = port_in_url(self.url)
+        self._listening_before = set(pids_listening(port)) if port else set()
+        self.watchdog = (
+            Watchdog()
+        )  # first: from the server's first instant something stops it if we are killed
+        self.watchdog.mark(self.mark)
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
                 ["/bin/sh", "-c", self.command],
@@ -89,6 +129,7 @@ class LaunchedServer:
                 env=env,
                 preexec_fn=terminate_with_parent,  # infer-prof killed outright: the shell gets SIGTERM
             )
+        self.watchdog.group(self.process.pid)
 
     def wait_ready(self) -> float:
         """Seconds until GET /v1/models answered 200; TargetError if the server exits or never answers."""
@@ -98,7 +139,7 @@ class LaunchedServer:
         with httpx.Client(timeout=2.0) as client:
             while True:
                 status = self.process.poll()
-                if status is not None:
+                if status is not None and not self._follow_daemon(status):
                     self.exit_status = status
                     raise TargetError(
                         f"--launch: the server exited with status {status} before it answered"
@@ -129,8 +170,45 @@ class LaunchedServer:
                     )
                 self.stop_event.wait(READY_POLL_S)
 
+    def _follow_daemon(self, status: int) -> bool:
+        """After the command exited: whether it left a server running (True: follow it; the watchdog and stop()
+        end it with the rest). A daemon is what the command left in a session of its own (setsid), or what listens
+        on the port already. A command that failed, or left nothing behind, has exited; one that left processes
+        in its own session (`server &`) is refused, and stop() ends them."""
+        if self.daemonized:
+            return bool(_alive(self.followed))
+        if status != 0:
+            return False
+        port = port_in_url(self.url)
+        new_listeners = set(pids_listening(port)) - self._listening_before if port else set()
+        survivors = set(marked_pids(self.mark))
+        left = sorted({pid for pid in survivors if session_of(pid) != self.pid} | new_listeners)
+        if not left and survivors:
+            raise TargetError(
+                f"--launch: the server exited with status 0 before it answered, and left pid "
+                f"{', '.join(map(str, sorted(survivors)))} in the background (stopped now): run the server in the "
+                f"foreground (no trailing &, or its own no-daemon option){self._tail()}"
+            )
+        for pid in left:
+            self.followed[pid] = start_time(pid)
+            if self.watchdog is not None:
+                self.watchdog.follow(pid)
+        if left:
+            self.say(
+                f"the command exited (status 0) and left pid {', '.join(map(str, left))} running: a server that "
+                "daemonizes; following it, and stopping it when the run ends"
+            )
+        return bool(left)
+
     def check_alive(self) -> None:
         """TargetError when the server has exited (during the run)."""
+        if self.daemonized:
+            if not _alive(self.followed):
+                raise TargetError(
+                    f"--launch: the server (pid {', '.join(map(str, self.followed))}, daemonized) exited during "
+                    f"the run{self._tail()}"
+                )
+            return
         if self.process is not None and (status := self.process.poll()) is not None:
             self.exit_status = status
             raise TargetError(
@@ -145,8 +223,10 @@ class LaunchedServer:
         previous = _ignore_sigint()  # a Ctrl-C now must not leave the server half-stopped
         try:
             # Children that left the group (setsid) are still in the tree while their parents live.
-            tree = set(descendants(group, parents())) | set(extra_pids)
-            strays = {pid: _start_time(pid) for pid in tree - set(group_members(group))}
+            tree = set(descendants(group, parents())) | set(extra_pids) | set(marked_pids(self.mark))
+            for pid in self.followed:
+                tree |= set(descendants(pid, parents()))
+            strays = {pid: start_time(pid) for pid in tree - set(group_members(group))}
             _signal_group(group, signal.SIGTERM)
             for pid in _alive(strays):
                 _signal(pid, signal.SIGTERM)
@@ -162,6 +242,8 @@ class LaunchedServer:
             deadline = time.perf_counter() + 5.0
             while time.perf_counter() < deadline and (group_members(group) or _alive(strays)):
                 time.sleep(0.02)  # killed processes vanish once their parents (or init) reap them
+            if self.watchdog is not None:
+                self.watchdog.release()
         finally:
             _restore_sigint(previous)
 
@@ -259,32 +341,8 @@ def _why(status: int) -> str:
     return ""
 
 
-def group_members(group: int, proc: Path = PROC) -> list[int]:
-    """Live (not zombie) processes whose process group is `group`."""
-    members = []
-    for name in os.listdir(proc):
-        if not name.isdigit():
-            continue
-        try:
-            fields = (proc / name / "stat").read_text().rpartition(")")[2].split()
-        except OSError:
-            continue
-        if len(fields) > 2 and fields[2] == str(group) and fields[0] != "Z":
-            members.append(int(name))
-    return members
-
-
-def _start_time(pid: int) -> str | None:
-    """/proc/PID/stat's start time: tells a process from a later one given the same pid."""
-    try:
-        fields = (PROC / str(pid) / "stat").read_text().rpartition(")")[2].split()
-        return fields[19] if fields[0] != "Z" else None
-    except (OSError, IndexError):
-        return None
-
-
 def _alive(processes: dict[int, str | None]) -> list[int]:
-    return [pid for pid, started in processes.items() if started is not None and _start_time(pid) == started]
+    return [pid for pid, started in processes.items() if started is not None and start_time(pid) == started]
 
 
 def _signal_group(group: int, number: int) -> None:

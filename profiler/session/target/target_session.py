@@ -60,6 +60,7 @@ from infer_prof.profiler.session.record import write_samples
 from infer_prof.profiler.session.session import SessionHooks, SessionOutcome, prepare_prompts
 from infer_prof.profiler.session.target.client import HttpLoad, HttpRecord, drive_http, http_outcome
 from infer_prof.profiler.session.target.inject import ProbeSetup, read_probe
+from infer_prof.profiler.session.target.liveness import Liveness
 from infer_prof.profiler.session.target.probe import ServerInfo
 from infer_prof.profiler.session.target.processes import primary_pid, process_table, write_process_samples
 from infer_prof.profiler.session.target.remote import RemoteWindow
@@ -70,13 +71,14 @@ from infer_prof.profiler.session.target.server_split import (
     server_verdict,
     thread_table,
 )
-from infer_prof.profiler.session.target.tree import ServerTree, find_server_tree
+from infer_prof.profiler.session.target.tree import ServerTree, find_server_tree, pids_listening
 from infer_prof.profiler.session.target.watch import TreeSampler
 from infer_prof.scenarios.loadgen import generate_requests
 from infer_prof.scenarios.spec import ScenarioSpec
 
 if TYPE_CHECKING:
     from infer_prof.engine.tokenizer import Tokenizer
+    from infer_prof.profiler.session.target.launch import LaunchedServer
 
 CLIENT_BUSY_FRACTION = 0.8  # of one core: above it the client may be what limits the load
 CLIENT_LAG_MS = 50.0  # p99 lateness of sends against the schedule that says the same
@@ -160,8 +162,10 @@ def run_target_session(
     hooks: SessionHooks | None = None,
     prompt_model: str = "",
     probe: ProbeSetup | None = None,
+    launched: LaunchedServer | None = None,
 ) -> SessionOutcome:
-    """Drive the scenario against the server and write the run directory (result.json last)."""
+    """Drive the scenario against the server and write the run directory (result.json last). A server on this
+    machine that dies during the load stops it: what was measured before is kept, the death in `target.death`."""
     hooks = hooks or SessionHooks()
     stop_event = stop_event or threading.Event()
     server = plan.server
@@ -177,6 +181,9 @@ def run_target_session(
     if hooks.on_start:
         hooks.on_start(sum(not request.warmup for request in requests))
     interrupted = False
+    liveness = server_liveness(plan, launched, stop_event)
+    if liveness is not None:
+        liveness.start()
     try:
         load = asyncio.run(
             drive_http(
@@ -187,7 +194,7 @@ def run_target_session(
                 mode=scenario.mode,
                 clients=scenario.clients,
                 duration_s=scenario.duration_s,
-                stop_event=stop_event,
+                stop_event=liveness.load_stop if liveness is not None else stop_event,
                 on_done=done,
             )
         )
@@ -195,10 +202,13 @@ def run_target_session(
         interrupted = True
         raise
     finally:
+        if liveness is not None:
+            liveness.stop()
         if tree is not None:
             tree.stop()
         window_data = window.stop() if window and window_open else None
-    interrupted = interrupted or load.stopped_early or stop_event.is_set()
+    death = liveness.death if liveness is not None else None
+    interrupted = interrupted or stop_event.is_set() or (load.stopped_early and death is None)
     result, requests_df, steps_df, collector_results = record_target(
         plan,
         scenario,
@@ -210,8 +220,13 @@ def run_target_session(
         prompt_model=prompt_model,
         probe=probe,
     )
-    result.partial = interrupted
+    result.partial = interrupted or death is not None
     result.partial_reason = "interrupted (Ctrl-C): in-flight requests were cancelled" if interrupted else None
+    if death is not None and result.target is not None:
+        result.target["death"] = death
+        result.partial_reason = result.partial_reason or (
+            "the server died during the load: what was measured before is kept, the rest was not sent"
+        )
     write_run(out_dir, result, requests_df, steps_df)
     write_process_samples(out_dir, collector_results.get("processes") or {})
     write_samples(out_dir, collector_results, result)
@@ -223,6 +238,17 @@ def run_target_session(
         interrupted=interrupted,
         extras={"collector_results": collector_results},
     )
+
+
+def server_liveness(
+    plan: TargetPlan, launched: LaunchedServer | None, stop_event: threading.Event
+) -> Liveness | None:
+    """The watch on the server's processes during the load (None when none of them is on this machine)."""
+    listeners = pids_listening(target_port(plan.server.url)) if plan.server.local else []
+    root = launched.root if launched is not None else plan.pid or next(iter(listeners), None)
+    if root is None:
+        return None
+    return Liveness(root, listeners, launched=launched, outer_stop=stop_event)
 
 
 NATIVE_ATTACH_TRIES = 2  # of watch.ATTACH_TRIES

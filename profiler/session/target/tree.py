@@ -191,6 +191,14 @@ def read_process(pid: int, proc: Path = PROC) -> ProcessInfo | None:
     return ProcessInfo(pid=pid, ppid=ppid, title=title, cmdline=cmdline, python=is_python(pid, proc))
 
 
+def running(pid: int, proc: Path = PROC) -> bool:
+    """Whether the process is there and not a zombie (dead, its status not yet read by its parent)."""
+    try:
+        return (proc / str(pid) / "stat").read_text().rpartition(")")[2].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 def tree_top(pid: int, table: dict[int, int], proc: Path = PROC) -> int:
     """The highest Python process above `pid` that is still the server's: climbing stops below a process
     that is not Python (a shell, a terminal) and below this process or its own ancestors (a test runner)."""

@@ -16,6 +16,7 @@ from infer_prof.profiler.session.target.tree import (
     assign_role,
     pids_listening,
     read_process,
+    running,
     tree_pids,
 )
 
@@ -70,7 +71,10 @@ class TreeSampler:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
+        live = {pid for pid in tree_pids(self.root, self.proc) if running(pid, self.proc)}
         with self._lock:
+            for pid, watched in self._seen.items():
+                watched.gone = pid not in live  # as the run ends, not as the last poll saw it
             for pid, watched in self._seen.items():
                 self._rename(pid, watched)
                 if watched.collector is not None:
