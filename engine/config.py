@@ -59,10 +59,10 @@ class EngineConfig:
             _is_int(self.kv_memory_bytes) and self.kv_memory_bytes >= 1
         ):
             raise _bad("kv_memory_bytes", self.kv_memory_bytes, "use a positive number of bytes")
-        from infer_prof.engine.scheduler import POLICIES
+        from infer_prof.engine.types import SCHEDULING_POLICIES
 
-        if self.policy not in POLICIES:
-            raise _bad("policy", self.policy, f"use one of {', '.join(POLICIES)}")
+        if self.policy not in SCHEDULING_POLICIES:
+            raise _bad("policy", self.policy, f"use one of {', '.join(SCHEDULING_POLICIES)}")
         if not _is_int(self.seed):
             raise _bad("seed", self.seed, "use an integer")
         if self.max_model_len is not None and not (_is_int(self.max_model_len) and self.max_model_len >= 2):

@@ -5,34 +5,18 @@ The exact policy, which the C twin reproduces step for step, is in docs/twin-spe
 
 from __future__ import annotations
 
-import heapq
-from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
-from infer_prof.engine.types import EMPTY_FLAGS, EMPTY_IDS, NewSequence, StepPlan
-
-POLICIES = ("fcfs", "priority")
-
-
-@dataclass(slots=True, eq=False)  # identity equality: list.remove() finds the very object
-class SeqState:
-    """What the scheduler knows of one sequence: token counts and the blocks it holds."""
-
-    seq_id: int
-    priority: int
-    arrival: int  # admission counter: FCFS order and the priority tie-break
-    total: int  # prompt tokens + tokens generated so far
-    prompt: int  # prompt tokens: a one-token chunk past them is a decode
-    computed: int = 0  # tokens in the KV cache
-    held: int = 0  # blocks held
-    running: bool = False
-
-    @property
-    def rank(self) -> tuple[int, int]:
-        return (self.priority, self.arrival)
+from infer_prof.engine.request_queue import SeqState, make_waiting_queue
+from infer_prof.engine.types import (
+    EMPTY_FLAGS,
+    EMPTY_IDS,
+    NewSequence,
+    StepPlan,
+    check_scheduler_config,
+)
 
 
 class PythonScheduler:
@@ -41,22 +25,14 @@ class PythonScheduler:
     def __init__(
         self, block_size: int, max_batch: int, max_batched_tokens: int, policy: str = "fcfs"
     ) -> None:
-        if block_size < 1 or max_batch < 1 or max_batched_tokens < 1:
-            raise ValueError(
-                f"block_size={block_size}, max_batch={max_batch} and "
-                f"max_batched_tokens={max_batched_tokens} must all be >= 1"
-            )
-        if policy not in POLICIES:
-            raise ValueError(f"unknown scheduling policy {policy!r}: use one of {', '.join(POLICIES)}")
+        check_scheduler_config(block_size, max_batch, max_batched_tokens, policy)
         self.block_size = block_size
         self.max_batch = max_batch
         self.max_batched_tokens = max_batched_tokens
         self.policy = policy
         self._seqs: dict[int, SeqState] = {}
         self._running: list[SeqState] = []  # in the order they entered running
-        # FCFS: a deque (preempted sequences go back to its head). Priority: a heap of (priority, arrival).
-        self._waiting_fcfs: deque[SeqState] = deque()
-        self._waiting_heap: list[tuple[int, int, SeqState]] = []
+        self._waiting = make_waiting_queue(policy)  # the policy: who is admitted next, who gives way
         self._next_arrival = 0
         self._cached = 0  # sum of `computed` over running sequences (the others hold no blocks)
 
@@ -70,35 +46,6 @@ class PythonScheduler:
 
     def state(self, seq_id: int) -> SeqState | None:
         return self._seqs.get(seq_id)
-
-    # -- the waiting queue ---------------------------------------------------------------------
-
-    def _push_waiting(self, seq: SeqState, at_head: bool) -> None:
-        seq.running = False
-        if self.policy == "fcfs":
-            if at_head:
-                self._waiting_fcfs.appendleft(seq)
-            else:
-                self._waiting_fcfs.append(seq)
-        else:
-            heapq.heappush(self._waiting_heap, (seq.priority, seq.arrival, seq))
-
-    def _peek_waiting(self) -> SeqState | None:
-        if self.policy == "fcfs":
-            return self._waiting_fcfs[0] if self._waiting_fcfs else None
-        return self._waiting_heap[0][2] if self._waiting_heap else None
-
-    def _pop_waiting(self) -> SeqState:
-        if self.policy == "fcfs":
-            return self._waiting_fcfs.popleft()
-        return heapq.heappop(self._waiting_heap)[2]
-
-    def _remove_waiting(self, seq: SeqState) -> None:
-        if self.policy == "fcfs":
-            self._waiting_fcfs.remove(seq)
-        else:
-            self._waiting_heap.remove((seq.priority, seq.arrival, seq))
-            heapq.heapify(self._waiting_heap)
 
     # -- one step ------------------------------------------------------------------------------
 
@@ -118,7 +65,7 @@ class PythonScheduler:
                 free += seq.held
                 self._cached -= seq.computed
             else:
-                self._remove_waiting(seq)
+                self._waiting.remove(seq)
         for new in arrivals:
             if new.seq_id in self._seqs:
                 raise ValueError(f"sequence {new.seq_id} is already scheduled")
@@ -127,7 +74,7 @@ class PythonScheduler:
             )
             self._next_arrival += 1
             self._seqs[new.seq_id] = seq
-            self._push_waiting(seq, at_head=False)
+            self._waiting.push(seq)
 
         budget = self.max_batched_tokens
         scheduled: list[tuple[SeqState, int, int]] = []
@@ -140,14 +87,15 @@ class PythonScheduler:
                 break
             need = self._blocks_needed(seq, num_tokens)
             while need > free:
-                victim = self._pick_victim(index)
+                victim = self._waiting.pick_victim(self._running, index)
                 self._running.remove(victim)
                 free += victim.held
                 self._cached -= victim.computed
                 victim.held = victim.computed = 0
                 frees.append(victim.seq_id)
                 preempted_ids.append(victim.seq_id)
-                self._push_waiting(victim, at_head=True)
+                victim.running = False
+                self._waiting.push_preempted(victim)
                 if victim is seq:
                     break
             if not seq.running:
@@ -160,14 +108,14 @@ class PythonScheduler:
 
         if not preempted_ids:
             while len(self._running) < self.max_batch and budget > 0:
-                seq = self._peek_waiting()
+                seq = self._waiting.peek()
                 if seq is None:
                     break
                 num_tokens = min(seq.total - seq.computed, budget)
                 need = self._blocks_needed(seq, num_tokens)
                 if need > free:
                     break  # head-of-line: nothing behind it is admitted
-                self._pop_waiting()
+                self._waiting.pop()
                 seq.running = True
                 self._running.append(seq)
                 free -= need
@@ -219,12 +167,6 @@ class PythonScheduler:
 
     def _blocks_needed(self, seq: SeqState, num_tokens: int) -> int:
         return -(-(seq.computed + num_tokens) // self.block_size) - seq.held
-
-    def _pick_victim(self, index: int) -> SeqState:
-        """The sequence to preempt: only `running[index]` or a later one, none already scheduled this step."""
-        if self.policy == "fcfs":
-            return self._running[-1]
-        return max(self._running[index:], key=lambda seq: seq.rank)
 
     @staticmethod
     def _admit(

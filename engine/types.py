@@ -179,6 +179,28 @@ class StepPlan:
         }
 
 
+SCHEDULING_POLICIES = ("fcfs", "priority")  # engine/request_queue.py has one class each
+MAX_SCHEDULER_COUNT = (
+    2**62
+)  # block size, batch and token budget: far from int64 overflow in the C twin's counters
+
+
+def check_scheduler_config(block_size: int, max_batch: int, max_batched_tokens: int, policy: str) -> None:
+    """Both scheduler twins' constructor checks, so that they refuse the same arguments with the same words."""
+    for name, value in (
+        ("block_size", block_size),
+        ("max_batch", max_batch),
+        ("max_batched_tokens", max_batched_tokens),
+    ):
+        if not isinstance(value, int) or not 1 <= value <= MAX_SCHEDULER_COUNT:
+            raise ValueError(
+                f"block_size={block_size}, max_batch={max_batch} and "
+                f"max_batched_tokens={max_batched_tokens} must all be >= 1 ({name} is not)"
+            )
+    if policy not in SCHEDULING_POLICIES:
+        raise ValueError(f"unknown scheduling policy {policy!r}: use one of {', '.join(SCHEDULING_POLICIES)}")
+
+
 @runtime_checkable
 class Scheduler(Protocol):
     """Continuous batching under a token budget; see engine/scheduler.py for the exact policy."""

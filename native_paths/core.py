@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from infer_prof.engine.types import ModelInput, NewSequence, StepPlan
+from infer_prof.engine.types import ModelInput, NewSequence, StepPlan, check_scheduler_config
 from infer_prof.native_paths.kv_alloc import KVInspection, TableViews, check_pool_config, raise_kv_error
 from infer_prof.native_paths.loader import require
 from infer_prof.native_paths.prepare import InputViews, PendingWork, PrepareQueries, raise_prepare_error
@@ -21,7 +21,6 @@ from infer_prof.native_paths.scheduler import (
     NUM_COUNTS,
     POLICIES,
     PlanViews,
-    check_scheduler_config,
     pack_schedule_inputs,
     raise_schedule_error,
 )

@@ -9,9 +9,10 @@ from typing import Any
 
 import numpy as np
 
-from infer_prof.engine.types import NewSequence, StepPlan
+from infer_prof.engine.types import NewSequence, StepPlan, check_scheduler_config
 from infer_prof.native_paths.loader import require
 
+# engine.types.SCHEDULING_POLICIES -> the C twin's policy table index (NP_POLICY_*, csrc/native_paths.h).
 POLICIES = {"fcfs": 0, "priority": 1}
 MAX_PROMPT_TOKENS = 2**60  # far from int64 overflow in C's counters
 # np_plan's leading int64 fields, in order (csrc/native_paths.h).
@@ -31,22 +32,6 @@ PLAN_FIELDS = (
     "capacity",
 )
 NUM_COUNTS = 4  # n_batch, n_frees, n_preempted, n_grows
-
-
-def check_scheduler_config(block_size: int, max_batch: int, max_batched_tokens: int, policy: str) -> None:
-    """The checks of PythonScheduler's constructor, plus the int64 range C keeps its counters in."""
-    for name, value in (
-        ("block_size", block_size),
-        ("max_batch", max_batch),
-        ("max_batched_tokens", max_batched_tokens),
-    ):
-        if not isinstance(value, int) or not 1 <= value <= 2**62:
-            raise ValueError(
-                f"block_size={block_size}, max_batch={max_batch} and "
-                f"max_batched_tokens={max_batched_tokens} must all be >= 1 ({name} is not)"
-            )
-    if policy not in POLICIES:
-        raise ValueError(f"unknown scheduling policy {policy!r}: use one of {', '.join(POLICIES)}")
 
 
 def pack_schedule_inputs(arrivals: Sequence[NewSequence], finished: Sequence[int]) -> bytes:

@@ -4,6 +4,8 @@
  * they entered running; `waiting` is a binary min-heap of slots with their positions indexed, keyed
  * FCFS by a double-ended counter (tail arrivals count up, preempted sequences pushed to the head
  * count down) and by (priority, arrival) under the priority policy: one structure for both orders.
+ * Each policy is an entry of POLICIES (its waiting key and its victim), the twin of engine/request_queue.py's
+ * classes: the scheduler's step names no policy.
  * The plan's arrays are written in place (np_plan), and the return value says which of their
  * lengths changed, so that a steady step costs Python no new view.
  */
@@ -25,12 +27,14 @@ typedef struct {
     int32_t running;
 } seq_state;
 
+typedef struct np_policy np_policy;
+
 struct np_scheduler {
     int64_t block_size;
     int block_shift; /* log2(block_size) when it is a power of two (a shift beats a division), else -1 */
     int64_t max_batch;
     int64_t max_batched_tokens;
-    int policy;
+    const np_policy *policy;
     int64_t next_arrival;
     int64_t fcfs_head; /* next key for a push at the head (counts down) */
     int64_t fcfs_tail; /* next key for a push at the tail (counts up) */
@@ -51,10 +55,54 @@ struct np_scheduler {
     int64_t last_counts[4]; /* the previous plan's n_batch, n_frees, n_preempted, n_grows (-1: unknown) */
 };
 
+/* ---- The policies ---- */
+
+/* Where a sequence waits (its waiting-heap key; at_head: preempted this step) and which running sequence
+ * gives way when blocks run out: `running[index]` or a later one, none already scheduled this step. */
+struct np_policy {
+    void (*wait_key)(np_scheduler *s, seq_state *q, int at_head);
+    int64_t (*pick_victim)(const np_scheduler *s, int64_t index);
+};
+
+/* FCFS: arrivals at the tail, a preempted sequence back at the head; the newest running one gives way. */
+static void fcfs_key(np_scheduler *s, seq_state *q, int at_head) {
+    q->order_major = 0;
+    q->order_minor = at_head ? s->fcfs_head-- : s->fcfs_tail++;
+}
+
+static int64_t fcfs_victim(const np_scheduler *s, int64_t index) {
+    (void)index;
+    return s->num_running - 1;
+}
+
+/* Priority: by (priority, arrival) wherever a sequence came from; the largest (priority, arrival) among
+ * running[index:] gives way, so that nothing already scheduled this step is taken back (as in Python). */
+static void priority_key(np_scheduler *s, seq_state *q, int at_head) {
+    (void)s;
+    (void)at_head;
+    q->order_major = q->priority;
+    q->order_minor = q->arrival;
+}
+
+static int64_t priority_victim(const np_scheduler *s, int64_t index) {
+    int64_t best = s->num_running - 1, at;
+    for (at = index; at < s->num_running; at++) {
+        const seq_state *q = &s->seqs[s->running[at]], *b = &s->seqs[s->running[best]];
+        if (q->priority > b->priority || (q->priority == b->priority && q->arrival > b->arrival)) best = at;
+    }
+    return best;
+}
+
+/* Indexed by NP_POLICY_* (native_paths/scheduler.py's POLICIES names them). */
+static const np_policy POLICIES[] = {
+    [NP_POLICY_FCFS] = {fcfs_key, fcfs_victim},
+    [NP_POLICY_PRIORITY] = {priority_key, priority_victim},
+};
+
 np_scheduler *np_scheduler_create(int64_t block_size, int64_t max_batch, int64_t max_batched_tokens, int policy) {
     np_scheduler *s;
     if (block_size < 1 || max_batch < 1 || max_batched_tokens < 1) return NULL;
-    if (policy != NP_POLICY_FCFS && policy != NP_POLICY_PRIORITY) return NULL;
+    if (policy < 0 || policy >= (int)(sizeof POLICIES / sizeof POLICIES[0])) return NULL;
     s = np_calloc(1, sizeof *s);
     if (!s) return NULL;
     s->block_size = block_size;
@@ -65,7 +113,7 @@ np_scheduler *np_scheduler_create(int64_t block_size, int64_t max_batch, int64_t
     }
     s->max_batch = max_batch;
     s->max_batched_tokens = max_batched_tokens;
-    s->policy = policy;
+    s->policy = &POLICIES[policy];
     s->fcfs_head = -1;
     s->plan.bad_index = -1;
     memset(s->last_counts, 0xff, sizeof s->last_counts);
@@ -136,13 +184,7 @@ static void heap_down(np_scheduler *s, int64_t at) {
 static void push_waiting(np_scheduler *s, int32_t slot, int at_head) {
     seq_state *q = &s->seqs[slot];
     q->running = 0;
-    if (s->policy == NP_POLICY_FCFS) {
-        q->order_major = 0;
-        q->order_minor = at_head ? s->fcfs_head-- : s->fcfs_tail++;
-    } else {
-        q->order_major = q->priority;
-        q->order_minor = q->arrival;
-    }
+    s->policy->wait_key(s, q, at_head);
     s->heap[s->num_waiting] = slot;
     q->heap_at = (int32_t)s->num_waiting++;
     heap_up(s, s->num_waiting - 1);
@@ -182,18 +224,6 @@ static int64_t blocks_needed(const np_scheduler *s, const seq_state *q, int64_t 
 static void forget(np_scheduler *s, int32_t slot) {
     np_idmap_remove(&s->slots, s->seqs[slot].seq_id);
     s->spare[s->num_spare++] = slot;
-}
-
-/* The victim: FCFS the newest running sequence; priority the largest (priority, arrival) among
- * running[index:], so that nothing already scheduled this step is taken back (as in Python). */
-static int64_t pick_victim(const np_scheduler *s, int64_t index) {
-    int64_t best = s->num_running - 1, at;
-    if (s->policy == NP_POLICY_FCFS) return best;
-    for (at = index; at < s->num_running; at++) {
-        const seq_state *q = &s->seqs[s->running[at]], *b = &s->seqs[s->running[best]];
-        if (q->priority > b->priority || (q->priority == b->priority && q->arrival > b->arrival)) best = at;
-    }
-    return best;
 }
 
 static void admit(np_scheduler *s, int32_t slot, int64_t num_tokens, int64_t need) {
@@ -349,7 +379,7 @@ int np_scheduler_step(np_scheduler *s, const int64_t *inputs, int64_t n_arrivals
         if (num_tokens == 0) break;
         need = blocks_needed(s, q, num_tokens);
         while (need > free) {
-            int64_t at = pick_victim(s, index);
+            int64_t at = s->policy->pick_victim(s, index);
             int32_t victim = s->running[at];
             seq_state *v = &s->seqs[victim];
             remove_running_at(s, at);

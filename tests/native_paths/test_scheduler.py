@@ -200,3 +200,19 @@ def test_a_free_count_near_int64_max_does_not_wrap(make_scheduler) -> None:  # t
     plan = scheduler.schedule([], [1], 2**63 - 1)
     assert batch(plan) == [(2, 1, 4, True)] and plan.preempted.tolist() == []
     assert plan.grow_seq_ids.tolist() == [2] and plan.grow_num_blocks.tolist() == [1]
+
+
+@parametrize_scheduler
+@pytest.mark.parametrize("bad", [0, 2**62 + 1, 1.5])
+def test_both_twins_refuse_the_same_config_with_the_same_words(make_scheduler, bad) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(ValueError, match=r"must all be >= 1 \(block_size is not\)"):
+        make_scheduler(bad, 4, 100)
+    with pytest.raises(ValueError, match="unknown scheduling policy 'lifo': use one of fcfs, priority"):
+        make_scheduler(4, 4, 100, "lifo")
+
+
+def test_the_c_policy_table_names_every_policy() -> None:
+    from infer_prof.engine.types import SCHEDULING_POLICIES
+    from infer_prof.native_paths.scheduler import POLICIES
+
+    assert tuple(POLICIES) == SCHEDULING_POLICIES
