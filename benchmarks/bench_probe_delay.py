@@ -7,12 +7,14 @@ what_if of one component at 0.5x and 1x, stepping a loop whose sampler busies 20
 call; per delayed call the added time against the requested one (probe/delays-PID.tsv): the median
 |added / requested - 1|, the share within 5%, and added / requested summed. Part 2: the cost per call the
 probe measures at start-up (probe-PID.json cost_ns, median of 3 x 10,000 calls) with no what_if, for this
-tree's probe and the one of --against, in alternating fresh interpreters; the median of each and their ratio.
+tree's probe and the one of --against, in alternating fresh interpreters; the median of each and their ratio;
+and whether the recording path's code (the wrappers a probe without a delay runs) is the same in both.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
 import statistics
@@ -122,6 +124,22 @@ def cost(rounds: int, against: str) -> None:
         print(f"  {name}: median {statistics.median(values)} ns, all {values}")
     ratios = [a / b for a, b in zip(found["this tree"], found[against], strict=True)]
     print(f"  this tree / {against}: median ratio {statistics.median(ratios):.3f} over the rounds")
+    same = [name for name in HOT_PATH if _definition(sources["this tree"], name) == _definition(old, name)]
+    print(
+        f"  the recording path's code, this tree against {against}: identical for {', '.join(same) or 'none'}"
+        f" (of {', '.join(HOT_PATH)})"
+    )
+
+
+HOT_PATH = ("_sync_wrapper", "_switching", "_sizing", "_coroutine_wrapper", "_Slices")
+
+
+def _definition(source: str, name: str) -> str | None:
+    """The named top-level function or class of a source, as an AST dump (comments and layout aside)."""
+    for node in ast.parse(source).body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name == name:
+            return ast.dump(node)
+    return None
 
 
 def main() -> None:

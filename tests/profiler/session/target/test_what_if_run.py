@@ -75,3 +75,29 @@ def test_a_slowdown_tells_a_serial_component_from_an_overlapped_one(
     assert "priced from calls" in section["cost"]["note"]
     assert any(line.startswith("Slowdown of sampler") for line in what_if["lines"])
     assert any("slowdown-measured" in line for line in result.verdict["reasons"])
+
+
+def test_what_if_against_a_server_needs_the_probe_and_a_component_it_times() -> None:
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[4]
+    for flags, words in (
+        (
+            ["--what-if", "sampler"],
+            "--what-if against a server delays calls from inside it, through the probe",
+        ),
+        (
+            ["--probe", "--what-if", "samplerz"],
+            "--what-if samplerz: the engine tables time no such component",
+        ),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "infer_prof.profiler.cli", "run", "--launch", "true --port 9", *flags],
+            capture_output=True,
+            text=True,
+            cwd=root,
+            timeout=120,
+        )
+        assert done.returncode == 2, done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1 and words in done.stderr
