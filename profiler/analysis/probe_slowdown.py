@@ -130,8 +130,10 @@ def analyse_slowdowns(
         records = records[(records[:, START] >= start_ns) & (records[:, START] < end_ns)]
         inside[pid] = np.column_stack([records, exclusive_ns(records)])
     loop = max(inside, key=lambda pid: int(np.isin(inside[pid][:, INDEX], step_indices).sum()), default=None)
-    config = ((processes.get(loop) or {}).get("status") or {}).get("what_if") if loop is not None else None
-    turns = (processes.get(loop) or {}).get("turns") if loop is not None else None
+    if loop is None:
+        return None
+    config = (processes[loop].get("status") or {}).get("what_if")
+    turns = processes[loop].get("turns")
     if not config or turns is None:
         return None
     experiments = [(str(name), float(level)) for name, level in config.get("experiments") or []]
