@@ -210,6 +210,15 @@ def _load_synthetic(preset: str, build: _Build) -> LoadedModel:
     )
 
 
+def model_tokenizer(spec: str, vocab_size: int) -> Tokenizer:
+    """The tokenizer load_model gives `spec` (a model describe_model found on this machine), without its weights:
+    for checks made before the model is built. A synthetic model's is kept for the load that follows."""
+    if spec.startswith(SYNTHETIC_PREFIX) or spec == DEFAULT_MODEL:
+        local = _local_smollm2()
+        return _cached_tokenizer(local) if local is not None else Tokenizer.byte_level(vocab_size)
+    return Tokenizer.from_gguf(Path(spec).expanduser())
+
+
 _TOKENIZERS: dict[tuple[str, float], Tokenizer] = {}
 
 

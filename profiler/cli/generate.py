@@ -100,10 +100,12 @@ def run_generate(
     """Serve the prompts and print them; 0 when every request finished, 1 when any failed (each is named)."""
     from rich.console import Console
 
-    from infer_prof.profiler.session.builder import build_engine, load_for_options
+    from infer_prof.profiler.session.builder import build_engine, engine_config, load_for_options
+    from infer_prof.profiler.session.preflight import check_prompts_fit
 
     err = Console(stderr=True)
     check_fits_context(params.max_tokens, options)
+    check_prompts_fit(prompts, options, engine_config(options), chat=chat)  # before the model is built
     loaded = load_for_options(options, progress=dim_printer(err))
     built = build_engine(loaded, options)
     engine = built.engine

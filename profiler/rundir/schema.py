@@ -500,6 +500,21 @@ class TargetTree(TypedDict, total=False):
     listeners: list[int]
 
 
+class ServerDeath(TypedDict, total=False):
+    """The server died during the load (session.target.liveness): the process seen gone first, when, and how."""
+
+    pid: int
+    title: str
+    cmdline: str
+    at_s: float  # seconds into the load when it was seen gone (to the watch's 0.2 s)
+    exit_status: int | None  # as the OS tells it: negative = killed by that signal (Popen); None = unknown
+    status_of: str  # whose status that is: "its own", "the launched command's" or "unknown"
+    signal: str | None  # SIGSEGV, SIGKILL, ... when the status says a signal ended it
+    processes_gone: list[int]
+    log_tail: list[str] | None  # the launched server's last log lines (--launch); None for --target
+    headline: str  # the run's first line
+
+
 class TargetSplit(TypedDict, total=False):
     """Whether the server's time could be split, by which methods, and why not."""
 
@@ -780,6 +795,7 @@ class ResultFile(TypedDict, total=False):
     verdict: Verdict | None
     target: Target | None
     health: Health | None
+    death: ServerDeath | None  # the server died during the load: the run's headline, and exit 1
     overhead: Overhead | None
     gpu_time: GpuTime | None
     replay: Replay | None

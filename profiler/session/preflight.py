@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from infer_prof.engine.config import EngineConfig
 from infer_prof.engine.llama import kv_bytes_per_block
-from infer_prof.engine.loader import describe_model, parameter_count
+from infer_prof.engine.loader import describe_model, model_tokenizer, parameter_count
 from infer_prof.engine.types import ModelConfig, SamplingParams
 from infer_prof.errors import EngineConfigError, InvalidSamplingParams, ScenarioError
 from infer_prof.profiler.session.machine import device_memory_bytes, gib
-from infer_prof.profiler.session.options import EngineOptions, in_flag_terms
+from infer_prof.profiler.session.options import EngineOptions, OptionError, in_flag_terms
 from infer_prof.scenarios.requests import generate_requests
 from infer_prof.scenarios.spec import ScenarioSpec
 
@@ -54,6 +55,41 @@ def check_engine(options: EngineOptions, engine_config: EngineConfig) -> Preflig
             f"need more memory than {where} ({gib(available)}): lower --kv-blocks, --kv-memory or --block-size"
         )
     return Preflight(model, blocks)
+
+
+def check_engine_tables() -> None:
+    """The user's engine tables read and valid: the verdict reads them after the run, too late to refuse one."""
+    from infer_prof.profiler.analysis.engine_tables import all_tables
+
+    all_tables()
+
+
+def check_prompts_fit(
+    prompts: Sequence[str], options: EngineOptions, engine_config: EngineConfig, *, chat: bool
+) -> None:
+    """Every prompt leaves the model's context room for a generated token, counted with the model's tokenizer
+    before the model is built (a model not on this machine yet is checked by the engine later). A byte-level
+    tokenizer gives at most one token a byte, so a prompt shorter than the context in bytes is not tokenized."""
+    model = describe_model(options.model)
+    if model is None:
+        return
+    context = engine_config.resolve_max_model_len(model.context_length)
+    margin = CHAT_TEMPLATE_TOKENS if chat else 0
+    long = [
+        (number, prompt)
+        for number, prompt in enumerate(prompts, 1)
+        if len(prompt.encode()) + margin >= context
+    ]
+    if not long:
+        return
+    tokenizer = model_tokenizer(options.model, model.vocab_size)
+    for number, prompt in long:
+        tokens = len(tokenizer.encode_chat(prompt) if chat else tokenizer.encode(prompt))
+        if tokens >= context:
+            raise OptionError(
+                f"PROMPT #{number} has {tokens:,} tokens and {options.model}'s context holds {context:,}, which must "
+                "leave room for at least one generated token: shorten the prompt"
+            )
 
 
 def check_scenario(spec: ScenarioSpec, preflight: Preflight, options: EngineOptions) -> None:

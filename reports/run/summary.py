@@ -33,9 +33,13 @@ def headline(result: RunResult) -> str:
     fallback = fallback_sentence(result.config or {})
     sentence = _verdict_sentence(result)
     sentence = f"{fallback}. {sentence}" if fallback else sentence
-    # The run's own distortion (a starved engine thread, a saturated engine) comes before anything it measured.
+    # The run's own distortion (a starved engine thread, a saturated engine) comes before anything it measured,
+    # and a server that died during the load before that: every figure after it is about a dead server.
     twins = twins_sentence(result.config or {})
-    return " ".join([*health_warnings(result), sentence, *([twins] if twins else [])])
+    death = ((result.target or {}).get("death") or {}).get("headline")
+    return " ".join(
+        [*([death] if death else []), *health_warnings(result), sentence, *([twins] if twins else [])]
+    )
 
 
 def health_warnings(result: RunResult) -> list[str]:
@@ -817,6 +821,15 @@ def interval_straddles(result: RunResult) -> Headline | None:
     )
 
 
+def dead_server_log(result: RunResult) -> Headline | None:
+    """A launched server that died during the load: the last lines of its log (the whole log is in the run
+    directory, server.log)."""
+    lines = ((result.target or {}).get("death") or {}).get("log_tail")
+    if not lines:
+        return None
+    return Headline("The server's log ends (server.log): " + " | ".join(str(line) for line in lines), "alarm")
+
+
 def stopped_when(result: RunResult) -> Headline | None:
     """`--until resolved`: how many rounds the answer took, or the time cap and what held it up."""
     stopping = (result.verdict or {}).get("stopping") or {}
@@ -905,6 +918,7 @@ def machine_spot(result: RunResult, spot: str) -> bool:
 
 
 # Blind spots every run of the default profile has (prefix -> a few words), said once as its limits.
+    dead_server_log,
 PROFILE_LIMITS = {
     "py-spy ran without --native": "native frames",
     "Spans see only locks taken through the tracer": "untraced locks",

@@ -141,10 +141,12 @@ def plan_target(
 
 @functools.cache  # tokenizers are immutable; reading one from a GGUF takes seconds
 def prompt_tokenizer(model: str):
-    """The tokenizer prompts are sized with: the --model GGUF's, else SmolLM2's (synthetic models use it too)."""
-    from infer_prof.engine.loader import find_smollm2
+    """The tokenizer prompts are sized with: the --model GGUF's, else SmolLM2's (synthetic models use it too).
+    ModelNotFoundError for a name no model has (a typo would otherwise size prompts with SmolLM2's silently)."""
+    from infer_prof.engine.loader import describe_model, find_smollm2
     from infer_prof.engine.tokenizer import Tokenizer
 
+    describe_model(model)
     if model.endswith(".gguf") or Path(model).expanduser().is_file():
         return Tokenizer.from_gguf(Path(model).expanduser())
     path, _where = find_smollm2(lambda message: None)
