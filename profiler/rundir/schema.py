@@ -748,6 +748,7 @@ class Target(TypedDict, total=False):
         list[dict[str, Any]] | None
     )  # one entry per process: role, samples, split (session.target.processes)
     probe: Probe | None  # `--launch --probe`: spans timed inside the server (analysis.probe_spans)
+    death: ServerDeath | None  # the server died during the load: the run's headline, and exit 1
 
 
 class HealthLoad(TypedDict, total=False):
@@ -795,7 +796,6 @@ class ResultFile(TypedDict, total=False):
     verdict: Verdict | None
     target: Target | None
     health: Health | None
-    death: ServerDeath | None  # the server died during the load: the run's headline, and exit 1
     overhead: Overhead | None
     gpu_time: GpuTime | None
     replay: Replay | None

@@ -784,6 +784,15 @@ def headline_warnings(result: RunResult) -> list[Headline]:
     return [line for rule in HEADLINE_RULES if (line := rule(result)) is not None]
 
 
+def dead_server_log(result: RunResult) -> Headline | None:
+    """A launched server that died during the load: the last lines of its log (the whole log is in the run
+    directory, server.log)."""
+    lines = ((result.target or {}).get("death") or {}).get("log_tail")
+    if not lines:
+        return None
+    return Headline("The server's log ends (server.log): " + " | ".join(str(line) for line in lines), "alarm")
+
+
 def partial_run(result: RunResult) -> Headline | None:
     if not result.partial:
         return None
@@ -819,15 +828,6 @@ def interval_straddles(result: RunResult) -> Headline | None:
         + ("a larger --max-time" if verdict.get("stopping") else "`--until resolved --max-time SECONDS`")
         + ") before acting on the verdict."
     )
-
-
-def dead_server_log(result: RunResult) -> Headline | None:
-    """A launched server that died during the load: the last lines of its log (the whole log is in the run
-    directory, server.log)."""
-    lines = ((result.target or {}).get("death") or {}).get("log_tail")
-    if not lines:
-        return None
-    return Headline("The server's log ends (server.log): " + " | ".join(str(line) for line in lines), "alarm")
 
 
 def stopped_when(result: RunResult) -> Headline | None:
@@ -881,6 +881,7 @@ def threads_lowered(result: RunResult) -> Headline | None:
 
 
 HEADLINE_RULES: list[HeadlineRule] = [
+    dead_server_log,
     partial_run,
     failed_collectors,
     interval_straddles,
@@ -918,7 +919,6 @@ def machine_spot(result: RunResult, spot: str) -> bool:
 
 
 # Blind spots every run of the default profile has (prefix -> a few words), said once as its limits.
-    dead_server_log,
 PROFILE_LIMITS = {
     "py-spy ran without --native": "native frames",
     "Spans see only locks taken through the tracer": "untraced locks",
