@@ -1,0 +1,185 @@
+"""`run --launch CMD --probe --swap sampler`: check the server's vLLM before it starts, put the swap beside the probe, and read what it did.
+
+The swap itself is profiler/inject/vllm_sampler_swap.py, copied into the probe's folder; the probe loads it
+(probes.json's "swap") and the steps switch it in and out by turns. Before anything starts, the server's own
+Python (the launch command's interpreter, or the one its script's #! line names) runs that file with --check:
+it reads vLLM's version and forward_cpu's parameters from the installed files, without importing vLLM, and an
+engine the swap does not know stops the run there, on one line, with no server started.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shlex
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from infer_prof.errors import OptionError, TargetError
+from infer_prof.profiler.rundir.atomic import write_json_atomic
+from infer_prof.profiler.session.target.inject import ProbeSetup
+
+SOURCE = Path(__file__).resolve().parents[2] / "inject" / "vllm_sampler_swap.py"
+SWAPS = ("sampler",)
+SYMBOL = "np_sampler_draw_rows"
+CHECK_TIMEOUT_S = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class SwapPlan:
+    """A swap checked against the server's Python: what to put into the probe's folder."""
+
+    name: str
+    python: str
+    version: str
+    library: str  # infer-prof's built extension, which the server's Python loads
+
+    def as_json(self) -> dict[str, str]:
+        return {"name": self.name, "file": SOURCE.name, "library": self.library, "version": self.version}
+
+
+def check_swap(name: str, launch: str | None, probe: bool) -> SwapPlan:
+    """The swap `name` for the server `launch` starts, or OptionError / TargetError (one line) before it starts."""
+    if name not in SWAPS:
+        raise OptionError(f"--swap {name}: the swaps are {', '.join(SWAPS)}")
+    if launch is None or not probe:
+        raise OptionError(f"--swap {name} goes with --launch CMD --probe: the probe puts it into the server")
+    library = native_library()
+    python, assigned = server_python(launch)
+    found = installed_in(python, assigned)
+    if found.get("problem"):
+        raise TargetError(f"--swap {name}: {found['problem']}; no server was started")
+    return SwapPlan(name, python, str(found.get("version")), library)
+
+
+def native_library() -> str:
+    """The built extension's file, which must hold np_sampler_draw_rows."""
+    from infer_prof.native_paths import loader
+
+    module = loader.extension()
+    if module is None or not hasattr(module.lib, SYMBOL):
+        raise OptionError(f"--swap sampler needs infer-prof's C sampler with {SYMBOL}: {loader.BUILD_HINT}")
+    return str(Path(str(module.__file__)).resolve())
+
+
+def server_python(launch: str) -> tuple[str, dict[str, str]]:
+    """The Python the launch command runs (its program after `env` and VAR=value words, if that is a Python, else
+    the interpreter on its #! line) and the variables the command sets; OptionError when it names no Python."""
+    try:
+        words = shlex.split(launch)
+    except ValueError as error:
+        raise OptionError(f"--launch: the command does not parse ({error})") from None
+    index = 1 if words and os.path.basename(words[0]) == "env" else 0
+    assigned: dict[str, str] = {}
+    while index < len(words) and (words[index].startswith("-") and index > 0 or _assignment(words[index])):
+        if _assignment(words[index]):
+            key, _, value = words[index].partition("=")
+            assigned[key] = value
+        index += 1
+    program = shutil.which(words[index]) if index < len(words) else None
+    if program is not None and os.path.basename(program).startswith("python"):
+        return program, assigned
+    if program is not None:
+        with open(program, "rb") as handle:
+            first = handle.readline(400).decode(errors="replace")
+        shebang = shlex.split(first[2:]) if first.startswith("#!") else []
+        if shebang and os.path.basename(shebang[0]) == "env":
+            shebang = shebang[1:]
+        found = shutil.which(shebang[0]) if shebang else None
+        if found is not None and os.path.basename(found).startswith("python"):
+            return found, assigned
+    raise OptionError(
+        "--swap: cannot tell which Python the launched server runs; start it as `PYTHON -m vllm.entrypoints...` "
+        "or `vllm serve ...` (a script whose #! line names its Python)"
+    )
+
+
+def _assignment(word: str) -> bool:
+    name, equals, _value = word.partition("=")
+    return bool(equals) and name.isidentifier()
+
+
+def installed_in(python: str, assigned: dict[str, str] | None = None) -> dict[str, Any]:
+    """vllm_sampler_swap.installed() as the server's Python sees it (with the variables its command sets)."""
+    try:
+        done = subprocess.run(
+            [python, str(SOURCE), "--check"],
+            capture_output=True,
+            text=True,
+            timeout=CHECK_TIMEOUT_S,
+            check=False,
+            env={**os.environ, **(assigned or {})},
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise TargetError(f"--swap: the server's Python {python} could not be asked ({error})") from None
+    try:
+        found = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else None
+    except (ValueError, IndexError):
+        found = None
+    if not isinstance(found, dict):
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise TargetError(f"--swap: the server's Python {python} could not read its vLLM ({tail})")
+    return found
+
+
+def add_swap(setup: ProbeSetup, plan: SwapPlan) -> None:
+    """The swap's module beside the probe, and probes.json's "swap" naming it."""
+    shutil.copyfile(SOURCE, setup.folder / SOURCE.name)
+    path = setup.folder / "probes.json"
+    doc = json.loads(path.read_text())
+    doc["swap"] = plan.as_json()
+    write_json_atomic(path, doc)
+
+
+def read_swap(folder: Path) -> tuple[dict[int, np.ndarray], dict[int, dict[str, Any]]]:
+    """pid -> swap-PID.tsv's rows (start_ns, end_ns, rows, path), and pid -> swap-PID.json."""
+    calls: dict[int, np.ndarray] = {}
+    statuses: dict[int, dict[str, Any]] = {}
+    for path in folder.glob("swap-*.tsv"):
+        pid = _pid(path.stem)
+        if pid is not None:
+            calls[pid] = _rows(path)
+    for path in folder.glob("swap-*.json"):
+        pid = _pid(path.stem)
+        if pid is None:
+            continue
+        try:
+            statuses[pid] = json.loads(path.read_text())
+        except (OSError, ValueError):
+            statuses[pid] = {"why": f"{path.name} could not be read"}
+    return calls, statuses
+
+
+def _pid(stem: str) -> int | None:
+    tail = stem.rpartition("-")[2]
+    return int(tail) if tail.isdigit() else None
+
+
+def _rows(path: Path) -> np.ndarray:
+    rows = []
+    with open(path) as handle:
+        for line in handle:
+            fields = line.split("\t")
+            if len(fields) == 4:
+                try:
+                    rows.append([int(value) for value in fields])
+                except ValueError:
+                    continue  # a line cut short when the process was killed mid-write
+    return np.asarray(rows, dtype=np.int64).reshape(-1, 4)
+
+
+def report_swap(run_dir: Path, setup: ProbeSetup) -> list[str]:
+    """The swap run's A/B (profiler.analysis.probe_swap) written as swap.json in the run directory; its lines."""
+    from infer_prof.profiler.analysis.probe_swap import analyse_swap
+    from infer_prof.profiler.session.target.inject import read_probe
+
+    calls, statuses = read_swap(setup.folder)
+    result = analyse_swap(setup.probes, read_probe(setup), calls, statuses)
+    write_json_atomic(run_dir / "swap.json", dataclasses.asdict(result))
+    return result.lines
