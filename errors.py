@@ -30,7 +30,8 @@ it; the CLI prints it as one line on stderr and exits 2, never a traceback.
 
 It lives outside every room (engine, native_paths, scenarios, profiler, reports) because each of
 them raises these and none of them may import all the others. For the same reason it holds the one
-size and nesting limit for every file infer-prof parses (read_bounded, check_nesting) and the one
+size and nesting limit for every file infer-prof parses (read_bounded, check_nesting), the one reader
+of each kind of document (read_toml, parse_json), and the one
 translation of an OS error on an output path (output_error).
 """
 
@@ -216,6 +217,49 @@ def check_nesting(text: str, source: str, error: type[InferProfError]) -> None:
             f"{source}: arrays or tables nested more than {MAX_NESTING} deep, the most infer-prof reads "
             "(none of its inputs nests like that)"
         )
+
+
+def read_toml(path: str | os.PathLike[str], error: type[InferProfError], *, kind: str) -> tuple[dict, str]:
+    """The one reader of a TOML file a user hands us (scenario, sweep, budget, engine table): its table and its
+    text, or `error` naming the file and the fix when it cannot be read, is not UTF-8, is too large or too deep,
+    or is not TOML. `kind` names the file in the message ("scenario file", "engine table")."""
+    import tomllib
+
+    try:
+        text = read_bounded(path, error)
+    except UnicodeDecodeError as exc:
+        raise error(
+            f"{path}: not a text file (byte {exc.start} is not UTF-8); give a {kind} in TOML"
+        ) from None
+    except OSError as exc:
+        raise error(f"{path}: cannot read the {kind} ({exc.strerror or exc})") from None
+    try:
+        return tomllib.loads(text), text
+    except tomllib.TOMLDecodeError as exc:  # its message carries "(at line N, column M)"
+        raise error(f"{path}: malformed TOML: {exc}; give a {kind} in TOML") from None
+
+
+def parse_json(
+    data: str | bytes, source: str, error: type[InferProfError], *, limit: int = MAX_DATA_BYTES
+) -> object:
+    """The one parser of JSON from outside (a file's text, a server's reply): the value, or `error` naming
+    `source` when it is larger than `limit`, not UTF-8, nested deeper than MAX_NESTING or not JSON. The caller
+    checks the value's shape and types."""
+    import json
+
+    if len(data) > limit:
+        raise error(f"{source}: more than the {_size(limit)} infer-prof reads from such a reply or file")
+    if isinstance(data, bytes):
+        try:
+            data = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise error(f"{source}: not UTF-8 text (byte {exc.start}); expected JSON") from None
+    check_nesting(data, source, error)
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError) as exc:
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise error(f"{source}: not valid JSON ({detail[:120]})") from None
 
 
 def _size(limit: int) -> str:

@@ -22,13 +22,12 @@ A scenario file, every key at the top level except the tables; `*_tokens` tables
 from __future__ import annotations
 
 import math
-import tomllib
 from dataclasses import asdict, dataclass, field, replace
 from dataclasses import fields as dataclass_fields
 from pathlib import Path
 from typing import Any
 
-from infer_prof.errors import ScenarioError, read_bounded
+from infer_prof.errors import ScenarioError, read_toml
 from infer_prof.scenarios.lengths import DISTRIBUTIONS, PARAMETERS, LengthDist, allowed_keys
 from infer_prof.scenarios.prompts import read_prompt_file
 from infer_prof.scenarios.sampling import RequestClass, SamplingSettings
@@ -336,12 +335,7 @@ def builtin_names() -> list[str]:
 def load_scenario(name_or_path: str) -> ScenarioSpec:
     """A built-in scenario by name (see list_scenarios) or a scenario TOML file by path."""
     path = _locate(str(name_or_path))
-    try:
-        data = tomllib.loads(read_bounded(path, ScenarioError))
-    except tomllib.TOMLDecodeError as err:
-        raise ScenarioError(f"{path}: malformed TOML: {err}") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise ScenarioError(f"{path}: cannot read the scenario file: {err}") from None
+    data, _text = read_toml(path, ScenarioError, kind="scenario file")
     return _Parser(path).scenario(data)
 
 

@@ -38,12 +38,11 @@ from __future__ import annotations
 
 import os
 import re
-import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from infer_prof.errors import TargetError
+from infer_prof.errors import TargetError, read_toml
 
 Row = tuple[str, str, str | None]  # (label, file pattern, function pattern or None)
 ProbeRow = tuple[str, str, str]  # (component or "step", module, qualname in it)
@@ -460,12 +459,7 @@ def _rows(data: object, key: str, path: Path, allowed: tuple[str, ...] | None) -
 def load_table(path: str | Path) -> EngineTable:
     """One user table from a TOML file (format in the module docstring); TargetError naming what is wrong."""
     path = Path(path).expanduser()
-    try:
-        data = tomllib.loads(path.read_text())
-    except OSError as exc:
-        raise TargetError(f"engine table {path}: cannot read it ({exc.strerror or exc})") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise TargetError(f"engine table {path}: not valid TOML ({exc})") from None
+    data, _text = read_toml(path, TargetError, kind="engine table (docs/engine-tables.md)")
     unknown = set(data) - set(TABLE_KEYS)
     if unknown:
         raise TargetError(
@@ -477,6 +471,8 @@ def load_table(path: str | Path) -> EngineTable:
     detect = data.get("detect") or []
     if not isinstance(detect, list) or not all(isinstance(item, str) for item in detect):
         raise TargetError(f"engine table {path}: 'detect' must be a list of file patterns")
+    if not isinstance(data.get("name", ""), str):
+        raise TargetError(f"engine table {path}: 'name' must be a string")
     probes = _probe_rows(data.get("probes"), path)
     return EngineTable(
         name=str(data.get("name") or path.stem),

@@ -40,9 +40,9 @@ def budget_check(
     bmf: Annotated[
         Optional[str], typer.Option("--bmf", help="Also write Bencher Metric Format JSON.")
     ] = None,
-    out: Annotated[Path, typer.Option("--out", "-o", help="Where runs made by this check go.")] = Path(
-        "runs/budget"
-    ),
+    out: Annotated[
+        str, typer.Option("--out", "-o", help="Where runs made by this check go.")
+    ] = "runs/budget",
     drift_guard: Annotated[
         bool,
         typer.Option(
@@ -57,7 +57,7 @@ def budget_check(
             budget_file,
             runs=run or [],
             baselines=baseline or [],
-            out=out,
+            out=output_path(out, "--out") or Path("runs/budget"),
             junit=output_path(junit, "--junit"),
             bmf=output_path(bmf, "--bmf"),
             drift_guard=drift_guard,
@@ -71,14 +71,16 @@ def budget_baseline(
         Path, typer.Argument(help="The budget TOML whose scenario (and [baseline] settings) to record.")
     ],
     out: Annotated[
-        Path,
+        str,
         typer.Option(
             "--out", "-o", help="Folder for the baseline runs (pass it to `budget check --baseline`)."
         ),
-    ] = Path("runs/baseline"),
+    ] = "runs/baseline",
 ) -> None:
     """Record baseline runs for later `budget check --baseline DIR`."""
-    raise typer.Exit(budget_baseline_command(budget_file, out=out))
+    raise typer.Exit(
+        budget_baseline_command(budget_file, out=output_path(out, "--out") or Path("runs/baseline"))
+    )
 
 
 def make_run_fn(out_root: Path, console: Console):
@@ -141,12 +143,14 @@ def budget_check_command(
     from infer_prof.profiler.budget.check import check_budget, check_budget_with_runner
     from infer_prof.profiler.budget.output import write_bmf, write_junit
     from infer_prof.profiler.budget.spec import load_budget
-    from infer_prof.profiler.rundir.outdir import check_output_file
+    from infer_prof.profiler.rundir.outdir import check_output_dir, check_output_file
 
     console = Console(stderr=True)
     for option, path in (("--junit", junit), ("--bmf", bmf)):
         if path is not None:
             check_output_file(path, option)
+    if not runs:  # the budget's own runs go under --out: checked before the first one starts
+        check_output_dir(out, "--out")
     budget = load_budget(budget_file)
     if runs:
         report = check_budget(budget, runs, baselines or None, drift_guard=drift_guard)
@@ -167,8 +171,10 @@ def budget_baseline_command(budget_file: Path, *, out: Path) -> int:
 
     from infer_prof.profiler.budget.check import record_runs
     from infer_prof.profiler.budget.spec import load_budget
+    from infer_prof.profiler.rundir.outdir import check_output_dir
 
     console = Console(stderr=True)
+    check_output_dir(out, "--out")  # an unwritable or file --out is refused before any run starts
     budget = load_budget(budget_file)
     paths = record_runs(budget, make_run_fn(out, console), overrides=budget.baseline or None)
     for path in paths:

@@ -331,10 +331,6 @@ def _exit_code(stop: GracefulStop, outcome: SessionOutcome, console: Console) ->
     (nothing was measured, whatever the files say), else 0."""
     if stop.exit_code is not None:
         return stop.exit_code
-    death = (outcome.result.target or {}).get("death")
-    if death:  # the server died during the load: its result is kept (marked partial), the run fails
-        console.print(f"[red]infer-prof: {death.get('headline')}[/red]", soft_wrap=True)
-        return 1
     if outcome.interrupted:
         return INTERRUPTED_EXIT_CODE
     if outcome.result.metrics.get("completed") == 0:
@@ -371,7 +367,7 @@ def _checked_inputs(
     """Every flag, file and size checked before the model loads: the scenario with its overrides, the output
     directory, the profile, the KV pool against memory and against the scenario's requests."""
     from infer_prof.profiler.session.builder import engine_config
-    from infer_prof.profiler.session.preflight import check_engine, check_engine_tables, check_scenario
+    from infer_prof.profiler.session.preflight import check_engine, check_scenario
     from infer_prof.scenarios.spec import load_scenario
 
     _check_load_flags(requests, duration, profile)
@@ -394,7 +390,6 @@ def _checked_inputs(
         console.print("[dim]the scenario has priority classes: using --policy priority[/dim]")
     preflight = check_engine(options, engine_config(options))
     check_scenario(spec, preflight, options)
-    check_engine_tables()
     for note in preflight.notes:
         console.print(f"[yellow]note: {note}[/yellow]")
     return spec, options
@@ -444,6 +439,7 @@ def run_target_command(
     from rich.console import Console
 
     from infer_prof.profiler.analysis.engine_tables import all_tables
+    from infer_prof.profiler.inputs.addresses import parse_http_url
     from infer_prof.profiler.session.target.inject import prepare_probe
     from infer_prof.profiler.session.target.launch import launched_server
     from infer_prof.profiler.session.target.probe import probe as probe_server
@@ -456,11 +452,11 @@ def run_target_command(
 
     console = Console(stderr=True)
     _check_load_flags(requests, duration, profile)
+    parse_http_url(target)  # the URL's form, before a server starts or a directory is made
     if out is not None:
         check_run_dir(out)
     spec = load_scenario(scenario).with_overrides(num_requests=requests, duration_s=duration, seed=None)
-    tables = all_tables()  # a user table's mistake is refused before anything starts (the verdict reads them too)
-    tokenizer = prompt_tokenizer(options.model)  # a bad --model is refused before the server starts
+    tables = all_tables() if probe else None  # a user table's mistake is refused before anything starts
     with stop_on_signals(console) as stop, _claimed_run_dir(out, spec.name) as run_dir:
         setup = prepare_probe(run_dir, tables) if probe else None
         with launched_server(
@@ -473,7 +469,7 @@ def run_target_command(
             env=setup.env() if setup else None,
         ) as launched:
             plan = plan_target(
-                probe_server(target, target_model), pid, profile, launched=launched.root if launched else None
+                probe_server(target, target_model), pid, profile, launched=launched.pid if launched else None
             )
             server = plan.server
             console.print(
@@ -486,6 +482,7 @@ def run_target_command(
                 f"{', the in-process probe in every process (switched on and off by turns)' if setup else ''}"
                 f"{'; ' + plan.split_unavailable if plan.split_unavailable else ''}[/dim]"
             )
+            tokenizer = prompt_tokenizer(options.model)
             with session_progress(console) as hooks:
                 outcome = run_target_session(
                     plan,
@@ -497,8 +494,9 @@ def run_target_command(
                     hooks=hooks,
                     prompt_model=options.model,
                     probe=setup,
-                    launched=launched,
                 )
+            if launched is not None:
+                launched.check_alive()  # a server that died during the run: its result is kept, the run fails
         _write_reports(outcome, report, console, stop, verbose=verbose)
     return _exit_code(stop, outcome, console)
 

@@ -178,6 +178,10 @@ def sweep_command(
     if ray is None and (cell_cpus != 1 or cell_gpus != 0):
         raise OptionError("--cell-cpus and --cell-gpus size Ray tasks: give them with --ray")
     target = RayTarget(ray, cell_cpus, cell_gpus) if ray is not None else None
+    if target is not None:
+        from infer_prof.profiler.sweep.ray_cells import try_cluster
+
+        try_cluster(target.address)  # a cluster address where nothing listens: refused in seconds, first
     cells = prepare_cells(spec)  # every cell checked before the directory is touched
     out_dir = out or Path("runs") / f"sweep-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}-{spec.name}"
     check_output_dir(out_dir)

@@ -7,7 +7,9 @@ place and what was wrong, never a traceback deep inside a chart.
 
 from __future__ import annotations
 
+import csv
 import math
+import numbers
 import re
 from pathlib import Path
 
@@ -46,8 +48,13 @@ STEP_COLUMNS = (
     "waiting",
     "running",
 )
-# Columns every row of steps.csv has: a row without them was cut off (a truncated file).
+# Columns every row of steps.csv has: a row without them was cut off (a truncated file). Every writer since the
+# first has written all of STEP_COLUMNS in every row, so a file without one of them is damaged.
 REQUIRED_STEP_COLUMNS = ("step", "start_ns", "end_ns")
+# Past these a figure is not one a run can have (a clock reading beyond int64, a duration of centuries); a
+# reader summing them would overflow to inf and fail deep inside a chart.
+MAX_NS = 2**63 - 1
+MAX_MS = 1e12
 TOKEN_TIMES = re.compile(r"^\s*\d+(\s+\d+)*\s*$")
 
 
@@ -76,16 +83,23 @@ def read_table(path: Path, columns: tuple[str, ...]) -> pd.DataFrame:
     if not raw.endswith(b"\n"):
         raise ResultError(f"{path}: the file ends in the middle of a row (it was cut off); re-record the run")
     try:
-        return pd.read_csv(path, keep_default_na=True)
+        table = pd.read_csv(path, keep_default_na=True)
     except (UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError, ValueError, OSError) as exc:
         detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ResultError(f"{path}: not a readable CSV table ({detail}); re-record the run") from None
+    header = next(csv.reader([raw.split(b"\n", 1)[0].decode("utf-8", "replace").lstrip("\ufeff")]), [])
+    twice = sorted({name for name in header if header.count(name) > 1})
+    if twice:  # pandas would rename the second one "name.1" and readers would take the wrong column
+        raise ResultError(f"{path}: the header names column {twice[0]!r} twice; re-record the run")
+    return table
 
 
 def check_requests(table: pd.DataFrame, path: Path) -> pd.DataFrame:
     """requests.csv: numbers where numbers belong, non-negative times, token_ns a list of integers."""
     table = _numeric(table, NUMERIC_REQUEST_COLUMNS, path)
     _non_negative(table, ("ttft_ms", "tpot_ms", "e2e_ms", "queue_ms", "prompt_tokens", "output_tokens"), path)
+    _bounded(table, ("arrival_ns", "scheduled_ns", "first_token_ns", "finish_ns"), MAX_NS, path)
+    _bounded(table, ("ttft_ms", "tpot_ms", "e2e_ms", "queue_ms"), MAX_MS, path)
     if "token_ns" in table:
         for row, cell in table["token_ns"].items():
             if isinstance(cell, str) and cell.strip() and not TOKEN_TIMES.match(cell):
@@ -93,7 +107,13 @@ def check_requests(table: pd.DataFrame, path: Path) -> pd.DataFrame:
                     f"{path}: row {int(row) + 2}, column token_ns holds {cell[:40]!r}, expected "
                     "space-separated integer timestamps; re-record the run"
                 )
-            if not isinstance(cell, str) and not (isinstance(cell, float) and math.isnan(cell)):
+            if (
+                isinstance(cell, numbers.Real)
+                and not isinstance(cell, bool)
+                and (math.isnan(cell) or (cell >= 0 and float(cell).is_integer()))
+            ):
+                continue  # empty, or one timestamp, which pandas reads as a number (a one-token request)
+            if not isinstance(cell, str):
                 raise ResultError(
                     f"{path}: row {int(row) + 2}, column token_ns holds {cell!r}, expected timestamps"
                 )
@@ -102,14 +122,37 @@ def check_requests(table: pd.DataFrame, path: Path) -> pd.DataFrame:
 
 def check_steps(table: pd.DataFrame, path: Path) -> pd.DataFrame:
     """steps.csv: every row whole (a cut-off file is refused), numbers where numbers belong, durations >= 0."""
+    missing = [column for column in STEP_COLUMNS if column not in table]
+    if missing:
+        raise ResultError(
+            f"{path}: no column {missing[0]!r}, which every steps.csv has ({len(missing)} missing); "
+            "re-record the run"
+        )
     phases = [column for column in table.columns if column.endswith("_ms")]
     table = _numeric(table, (*STEP_COLUMNS, *phases), path)
-    for column in REQUIRED_STEP_COLUMNS:
-        if column in table and table[column].isna().any():
+    for column in STEP_COLUMNS:
+        if table[column].isna().any():
             row = int(table.index[table[column].isna()][0]) + 2
             raise ResultError(f"{path}: row {row} has no {column}: the file looks cut off; re-record the run")
     _non_negative(table, phases, path)
+    _bounded(table, ("start_ns", "end_ns"), MAX_NS, path)
+    _bounded(table, [column for column in table.columns if column.endswith("_ms")], MAX_MS, path)
     return table
+
+
+def _bounded(table: pd.DataFrame, columns: tuple[str, ...] | list[str], limit: float, path: Path) -> None:
+    """Every cell of `columns` finite and at most `limit` in size (empty cells pass)."""
+    for column in columns:
+        if column not in table:
+            continue
+        values = table[column].astype("float64")
+        bad = values.notna() & ~(values.abs() <= limit)
+        if bad.any():
+            row = int(table.index[bad][0])
+            raise ResultError(
+                f"{path}: row {row + 2}, column {column} is {table[column][row]}, beyond any figure a run "
+                "records; re-record the run"
+            )
 
 
 def _numeric(table: pd.DataFrame, columns: tuple[str, ...] | list[str], path: Path) -> pd.DataFrame:

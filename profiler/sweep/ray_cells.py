@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from infer_prof.errors import InferProfError, OptionError, SweepError
+from infer_prof.profiler.inputs.addresses import auto_ray_address, parse_ray_address, try_connect
 from infer_prof.profiler.rundir.sweepdir import run_dir_of
 from infer_prof.profiler.sweep.grid import Cell
 from infer_prof.profiler.sweep.hooks import SweepHooks
@@ -125,11 +126,25 @@ def _plain_members(source: tarfile.TarFile) -> list[tarfile.TarInfo]:
     return members
 
 
+def try_cluster(address: str) -> None:
+    """OptionError within seconds when nothing listens at the cluster's address (Ray itself retries a
+    connection for minutes); "local" starts its own, and "auto" with no cluster recorded fails fast in Ray."""
+    cluster = parse_ray_address(address) if address != "auto" else auto_ray_address()
+    if cluster is not None:
+        try_connect(
+            cluster.host,
+            cluster.port,
+            f"--ray {address}: cannot join a Ray cluster",
+            fix="start one with `ray start --head`, or use --ray local",
+        )
+
+
 def connect(ray: Any, address: str) -> bool:
     """Join the cluster at `address` ("auto": the one this machine belongs to; "local": start one here);
     True when this call started Ray (and so must shut it down). A Ray already initialised is used as it is."""
     if ray.is_initialized():
         return False
+    try_cluster(address)
     settings: dict[str, Any] = {
         "include_dashboard": False,
         "log_to_driver": False,

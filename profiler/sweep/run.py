@@ -3,7 +3,6 @@ write the merged tables, also when it is stopped."""
 
 from __future__ import annotations
 
-import re
 import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -12,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from infer_prof.errors import OptionError
+from infer_prof.profiler.inputs.addresses import parse_ray_address
 from infer_prof.profiler.rundir.sweepdir import (
     CELLS_TABLE,
     RUNS_TABLE,
@@ -24,9 +24,6 @@ from infer_prof.profiler.sweep.hooks import SweepHooks
 from infer_prof.profiler.sweep.spec import SweepSpec
 from infer_prof.profiler.sweep.state import open_sweep_dir, pending
 from infer_prof.profiler.sweep.table import cells_table, runs_table
-
-RAY_ADDRESS = re.compile(r"(ray://)?[A-Za-z0-9._-]+:(?P<port>[0-9]{1,5})")
-
 
 # CPUs a Ray cell reserves unless told, and so its torch threads; a local run uses as many threads, so that the two
 # runners measure one cell alike (torch's thread count moves the interpreter share).
@@ -42,14 +39,7 @@ class RayTarget:
     cell_gpus: float = 0.0
 
     def __post_init__(self) -> None:
-        address = RAY_ADDRESS.fullmatch(self.address)
-        if self.address not in ("auto", "local") and (
-            address is None or not 0 < int(address["port"]) <= 65535
-        ):
-            raise OptionError(
-                f"--ray {self.address}: use auto (the cluster this machine is in), local (start one "
-                "here) or a cluster address HOST:PORT (or ray://HOST:PORT)"
-            )
+        parse_ray_address(self.address)  # its form; connect() tries it, briefly, before Ray does
         if self.cell_cpus < 1:
             raise OptionError(f"--cell-cpus {self.cell_cpus} must be at least 1")
         if self.cell_gpus < 0:

@@ -23,12 +23,11 @@ name the file, the key and what is allowed, like scenario files.
 from __future__ import annotations
 
 import math
-import tomllib
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from infer_prof.errors import SweepError, read_bounded
+from infer_prof.errors import SweepError, read_toml
 from infer_prof.profiler.session.options import OPTIONS
 from infer_prof.scenarios.spec import BUILTIN_DIR
 
@@ -110,15 +109,7 @@ def builtin_sweeps() -> list[str]:
 def load_sweep(name_or_path: str | Path) -> SweepSpec:
     """A built-in sweep by name (see builtin_sweeps) or a sweep TOML file by path, validated."""
     path = _locate(str(name_or_path))
-    try:
-        text = read_bounded(path, SweepError)
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as err:
-        raise SweepError(
-            f"{path}: malformed TOML: {err}; allowed: a TOML file with an [axes] table"
-        ) from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise SweepError(f"{path}: cannot read the sweep file: {err}") from None
+    data, text = read_toml(path, SweepError, kind="sweep file with an [axes] table")
     return _Parser(path).sweep(data, text)
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import httpx
 
+from infer_prof.errors import TargetError, parse_json
 from infer_prof.scenarios.loadgen import RequestSpec
 
 _MAX_PAUSE_S = 0.1  # the dispatcher notices a stop within this time
@@ -177,35 +178,56 @@ async def _stream_one(
                     data = line[5:].strip()
                     if data == "[DONE]":
                         break
-                    _take_chunk(record, json.loads(data), clock())
+                    _take_chunk(record, parse_json(data, "a streamed chunk", TargetError), clock())
                 if record.error is None and record.finish_reason is None:
                     record.error = CUT_SHORT
                 return
     except (httpx.HTTPError, ValueError) as exc:
         record.error = f"{type(exc).__name__}: {exc}"
+    except TargetError as exc:  # a chunk that is not JSON, too deep or not UTF-8: this request failed
+        record.error = str(exc)
     finally:
         record.finish_ns = clock()
 
 
-def _take_chunk(record: HttpRecord, chunk: dict[str, Any], now: int) -> None:
+def _take_chunk(record: HttpRecord, chunk: object, now: int) -> None:
+    """One streamed chunk into `record`. A chunk not of OpenAI's shape (a list, choices that are not objects)
+    fails this request with a message saying so; a malformed usage block is ignored (the chunks are counted)."""
+    if not isinstance(chunk, dict):
+        record.error = (
+            f"a streamed chunk is {type(chunk).__name__}, not an object: not OpenAI's stream format"
+        )
+        return
     if "error" in chunk:
-        record.error = f"stream error: {chunk['error'].get('message') if isinstance(chunk['error'], dict) else chunk['error']}"
+        error = chunk["error"]
+        record.error = f"stream error: {error.get('message') if isinstance(error, dict) else error}"
         return
     usage = chunk.get("usage")
-    if usage:
-        record.prompt_tokens = usage.get("prompt_tokens")
-        record.completion_tokens = usage.get("completion_tokens")
-    for choice in chunk.get("choices") or []:
+    if isinstance(usage, dict):  # a usage of another shape is ignored: the chunks are counted instead
+        record.prompt_tokens = _count(usage.get("prompt_tokens"), record.prompt_tokens)
+        record.completion_tokens = _count(usage.get("completion_tokens"), record.completion_tokens)
+    choices = chunk.get("choices") or []
+    if not isinstance(choices, list) or not all(isinstance(choice, dict) for choice in choices):
+        record.error = "the reply's choices are not a list of objects: not OpenAI's stream format"
+        return
+    for choice in choices:
         record.chunks += 1
         text = choice.get("text")
         if text is None:
-            text = (choice.get("delta") or {}).get("content")
+            delta = choice.get("delta")
+            text = delta.get("content") if isinstance(delta, dict) else None
         if text:
             record.token_ns.append(now)
             if record.first_token_ns is None:
                 record.first_token_ns = now
         if choice.get("finish_reason"):
-            record.finish_reason = choice["finish_reason"]
+            reason = choice["finish_reason"]
+            record.finish_reason = reason if isinstance(reason, str) else str(reason)[:40]
+
+
+def _count(value: object, previous: int | None) -> int | None:
+    """A usage count when it is one (a whole number >= 0, not a bool), else what was known before."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else previous
 
 
 def error_message(raw: bytes) -> tuple[str, Any]:
@@ -215,8 +237,8 @@ def error_message(raw: bytes) -> tuple[str, Any]:
     if not text:
         return "(empty body)", None
     try:
-        data = json.loads(text)
-    except ValueError:
+        data = parse_json(text, "an error reply", TargetError)
+    except TargetError:
         return " ".join(text.split())[:300], None
     detail = None
     if isinstance(data, dict):

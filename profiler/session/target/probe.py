@@ -12,6 +12,8 @@ from urllib.parse import urlsplit
 import httpx
 
 from infer_prof.errors import TargetError
+from infer_prof.profiler.inputs.addresses import CONNECT_TIMEOUT_S, parse_http_url
+from infer_prof.profiler.inputs.replies import read_reply, reply_json
 
 PROBE_TIMEOUT_S = 10.0
 
@@ -35,13 +37,9 @@ class ServerInfo:
 
 
 def base_url(url: str) -> str:
-    """The server's root: `http://host:port/v1` and `http://host:port/` both mean `http://host:port`."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise TargetError(f"--target {url!r} is not an http(s) URL: give e.g. http://127.0.0.1:8000")
-    path = parts.path.rstrip("/")
-    path = path.removesuffix("/v1")
-    return f"{parts.scheme}://{parts.netloc}{path}"
+    """The server's root: `http://host:port/v1` and `http://host:port/` both mean `http://host:port`; TargetError
+    for a URL of the wrong form (profiler.inputs.addresses, the one check of an address)."""
+    return parse_http_url(url).base
 
 
 def is_local(url: str) -> bool:
@@ -58,9 +56,12 @@ def is_local(url: str) -> bool:
 def probe(url: str, model: str | None = None) -> ServerInfo:
     """GET /v1/models (and /infer-prof/info); TargetError with the URL and the fix when it cannot be used."""
     base = base_url(url)
+    source = f"--target {base}: GET /v1/models"
     try:
-        with httpx.Client(timeout=PROBE_TIMEOUT_S) as client:
-            response = client.get(f"{base}/v1/models")
+        with httpx.Client(timeout=httpx.Timeout(PROBE_TIMEOUT_S, connect=CONNECT_TIMEOUT_S)) as client:
+            response, body = read_reply(
+                client, f"{base}/v1/models", source=source, deadline_s=PROBE_TIMEOUT_S
+            )
             ours_info = _our_info(client, base)
     except httpx.HTTPError as exc:
         raise TargetError(
@@ -72,10 +73,13 @@ def probe(url: str, model: str | None = None) -> ServerInfo:
             f"--target {base}: GET /v1/models answered {response.status_code}: not an OpenAI-compatible "
             "server, or the URL points below its root"
         )
-    try:
-        models = [entry["id"] for entry in response.json()["data"]]
-    except (ValueError, KeyError, TypeError):
-        raise TargetError(f"--target {base}: GET /v1/models did not return OpenAI's model list") from None
+    listing = reply_json(body, source)
+    entries = listing.get("data") if isinstance(listing, dict) else None
+    if not isinstance(entries, list) or not all(
+        isinstance(entry, dict) and isinstance(entry.get("id"), str) and entry["id"] for entry in entries
+    ):
+        raise TargetError(f"{source} did not return OpenAI's model list (data: a list of {{id: text}})")
+    models = [entry["id"] for entry in entries]
     if not models and model is None:
         raise TargetError(
             f"--target {base}: the server lists no model under /v1/models; name the one it serves "
@@ -84,11 +88,17 @@ def probe(url: str, model: str | None = None) -> ServerInfo:
     if model is not None and models and model not in models:
         raise TargetError(f"--target-model {model!r}: the server serves {', '.join(models)}")
     # An empty list with --target-model: some servers (transformers serve) list only their hub cache's models.
-    owned_by = (response.json()["data"][0] or {}).get("owned_by") if models else None
+    owned_by = entries[0].get("owned_by") if models else None
+    owned_by = owned_by if isinstance(owned_by, str) else None
     header = response.headers.get("server")
     name: str | None
     if ours_info is not None:
-        name, version, source = "infer-prof serve", ours_info.get("version"), "/infer-prof/info"
+        version = ours_info.get("version")
+        name, version, source = (
+            "infer-prof serve",
+            version if isinstance(version, str) else None,
+            "/infer-prof/info",
+        )
     elif header:
         name, _, version = header.partition("/")
         source = "the Server header"
@@ -96,6 +106,8 @@ def probe(url: str, model: str | None = None) -> ServerInfo:
         name, version, source = owned_by, None, "/v1/models owned_by"
     local = is_local(base)
     pid = ours_info.get("pid") if ours_info and local else None
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        pid = None  # an info page of another shape names no process
     if pid is not None and not os.path.exists(f"/proc/{pid}"):
         pid = None  # the same address on another machine (a tunnel, a container): not a pid here
     return ServerInfo(
@@ -112,9 +124,12 @@ def probe(url: str, model: str | None = None) -> ServerInfo:
 
 
 def _our_info(client: httpx.Client, base: str) -> dict[str, Any] | None:
+    source = f"--target {base}: GET /infer-prof/info"
     try:
-        response = client.get(f"{base}/infer-prof/info")
-        data = response.json() if response.status_code == 200 else None
-    except (httpx.HTTPError, ValueError):
+        response, body = read_reply(
+            client, f"{base}/infer-prof/info", source=source, deadline_s=PROBE_TIMEOUT_S
+        )
+        data = reply_json(body, source) if response.status_code == 200 else None
+    except (httpx.HTTPError, TargetError):  # not ours, or a page of another shape: a foreign server
         return None
     return data if isinstance(data, dict) and data.get("name") == "infer-prof" else None

@@ -389,7 +389,7 @@ def test_tables_are_found_in_the_folder_the_environment_names(
         ("name = 'x'\ncomponents = [['scheduler', '(']]", "not a regular expression"),
         ("name = 'x'\nroles = [['boss', 'a\\\\.py$', '']]", "use one of"),
         ("name = 'x'\nwait = []", "unknown key"),
-        ("name = ", "not valid TOML"),
+        ("name = ", "malformed TOML"),
         ("name = 'x'\nstep_size = ['m', 'f']", r"step_size must be \[module, function, attribute\]"),
         ("name = 'x'\nstep_size = ['m', 'f', 'n']", "not one of its probes"),
         (
