@@ -331,6 +331,10 @@ def _exit_code(stop: GracefulStop, outcome: SessionOutcome, console: Console) ->
     (nothing was measured, whatever the files say), else 0."""
     if stop.exit_code is not None:
         return stop.exit_code
+    death = (outcome.result.target or {}).get("death")
+    if death:  # the server died during the load: its result is kept (marked partial), the run fails
+        console.print(f"[red]infer-prof: {death.get('headline')}[/red]", soft_wrap=True)
+        return 1
     if outcome.interrupted:
         return INTERRUPTED_EXIT_CODE
     if outcome.result.metrics.get("completed") == 0:
@@ -367,7 +371,7 @@ def _checked_inputs(
     """Every flag, file and size checked before the model loads: the scenario with its overrides, the output
     directory, the profile, the KV pool against memory and against the scenario's requests."""
     from infer_prof.profiler.session.builder import engine_config
-    from infer_prof.profiler.session.preflight import check_engine, check_scenario
+    from infer_prof.profiler.session.preflight import check_engine, check_engine_tables, check_scenario
     from infer_prof.scenarios.spec import load_scenario
 
     _check_load_flags(requests, duration, profile)
@@ -390,6 +394,7 @@ def _checked_inputs(
         console.print("[dim]the scenario has priority classes: using --policy priority[/dim]")
     preflight = check_engine(options, engine_config(options))
     check_scenario(spec, preflight, options)
+    check_engine_tables()
     for note in preflight.notes:
         console.print(f"[yellow]note: {note}[/yellow]")
     return spec, options
@@ -456,7 +461,8 @@ def run_target_command(
     if out is not None:
         check_run_dir(out)
     spec = load_scenario(scenario).with_overrides(num_requests=requests, duration_s=duration, seed=None)
-    tables = all_tables() if probe else None  # a user table's mistake is refused before anything starts
+    tables = all_tables()  # a user table's mistake is refused before anything starts (the verdict reads them too)
+    tokenizer = prompt_tokenizer(options.model)  # a bad --model is refused before the server starts
     with stop_on_signals(console) as stop, _claimed_run_dir(out, spec.name) as run_dir:
         setup = prepare_probe(run_dir, tables) if probe else None
         with launched_server(
@@ -469,7 +475,7 @@ def run_target_command(
             env=setup.env() if setup else None,
         ) as launched:
             plan = plan_target(
-                probe_server(target, target_model), pid, profile, launched=launched.pid if launched else None
+                probe_server(target, target_model), pid, profile, launched=launched.root if launched else None
             )
             server = plan.server
             console.print(
@@ -482,7 +488,6 @@ def run_target_command(
                 f"{', the in-process probe in every process (switched on and off by turns)' if setup else ''}"
                 f"{'; ' + plan.split_unavailable if plan.split_unavailable else ''}[/dim]"
             )
-            tokenizer = prompt_tokenizer(options.model)
             with session_progress(console) as hooks:
                 outcome = run_target_session(
                     plan,
@@ -494,9 +499,8 @@ def run_target_command(
                     hooks=hooks,
                     prompt_model=options.model,
                     probe=setup,
+                    launched=launched,
                 )
-            if launched is not None:
-                launched.check_alive()  # a server that died during the run: its result is kept, the run fails
         _write_reports(outcome, report, console, stop, verbose=verbose)
     return _exit_code(stop, outcome, console)
 
