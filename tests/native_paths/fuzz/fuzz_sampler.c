@@ -43,6 +43,51 @@ static void fill_row(reader *r, float *row, int64_t vocab) {
     }
 }
 
+/* np_sampler_draw_rows on the same logits (another engine's batch, temperature 1): per-row top-k and top-p
+ * (NULL columns too), refused before any draw when a setting is impossible, then NaN, +inf or only -inf rows
+ * refused; otherwise every token in range, top-k 1 the first largest logit, and no history kept. */
+static void check_draw_rows(reader *r, np_sampler *s, const float *logits, int64_t rows, int64_t vocab) {
+    static const int32_t KS[8] = {0, 0, 1, 2, 5, 50, INT32_MAX, -1};
+    static const float PS[8] = {1.0f, 1.0f, 0.9f, 0.5f, 1e-9f, 0.0f, 1.5f, NAN};
+    int32_t *ks = exact_alloc(rows, 4);
+    float *ps = exact_alloc(rows, 4);
+    int64_t *seeds = exact_alloc(rows, 8), *out = exact_alloc(rows, 8), bad = 0, expected_bad = -1, i, k;
+    uint8_t columns = rd_u8(r);
+    int use_k = columns & 1, use_p = columns & 2, expected = NP_OK, status;
+    int64_t requests = np_sampler_num_requests(s);
+    for (i = 0; i < rows; i++) {
+        ks[i] = KS[rd_u8(r) % 8];
+        ps[i] = PS[rd_u8(r) % 8];
+        seeds[i] = (int64_t)rd_u64(r);
+    }
+    for (i = 0; expected == NP_OK && i < rows; i++)
+        if ((use_k && ks[i] < 0) || (use_p && !(ps[i] > 0.0f && ps[i] <= 1.0f))) expected = NP_ERR_ARG, expected_bad = i;
+    for (i = 0; expected == NP_OK && i < rows; i++) {
+        const float *row = logits + i * vocab;
+        int nan = 0, pos_inf = 0, finite_or_pos = 0;
+        for (k = 0; k < vocab; k++) {
+            nan |= isnan(row[k]);
+            pos_inf |= row[k] == INFINITY;
+            finite_or_pos |= row[k] > -INFINITY;
+        }
+        if (nan || pos_inf || !finite_or_pos) expected = NP_ERR_NONFINITE, expected_bad = i;
+    }
+    status = np_sampler_draw_rows(s, logits, rows, vocab, use_k ? ks : NULL, use_p ? ps : NULL, seeds, out, &bad);
+    CHECK(status == expected && bad == expected_bad);
+    for (i = 0; status == NP_OK && i < rows; i++) {
+        const float *row = logits + i * vocab;
+        int64_t best = 0;
+        CHECK(out[i] >= 0 && out[i] < vocab);
+        if (use_k && ks[i] == 1 && vocab > 1) {
+            for (k = 1; k < vocab; k++)
+                if (row[k] > row[best]) best = k;
+            CHECK(out[i] == best);
+        }
+    }
+    CHECK(np_sampler_num_requests(s) == requests); /* no request registered, none forgotten */
+    free(ks), free(ps), free(seeds), free(out);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     reader r = {data, size, 0};
     const int64_t live_before = np_live_allocations();
@@ -167,6 +212,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             for (i = 0; i < NUM_IDS; i++) known += m.known[i];
             CHECK(np_sampler_num_requests(s) == known);
         }
+        if (logits != NULL) check_draw_rows(&r, s, logits, rows, vocab);
         free(removes), free(add_ids), free(offsets), free(params), free(prompt_tokens), free(seq_ids);
         free(out_tokens), free(logits);
     }
