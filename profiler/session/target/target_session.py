@@ -52,6 +52,7 @@ from infer_prof.profiler.rundir.schema import (
     Environment,
     Metrics,
     Probe,
+    ProbeWhatIf,
     SampledThread,
     Target,
 )
@@ -422,6 +423,10 @@ NO_PROBE = (
     "or -I? (the probe is a sitecustomize on the PYTHONPATH it is given)"
 )
 PROBE_FLUSH_S = 0.6  # the probe writes its spans every 0.25 s
+NO_TURNS = (
+    "Slowdowns (--what-if): no process of the server took the experiments' turns (no step probe ran, or the "
+    "probe could not write its switch), so nothing was delayed or measured."
+)
 
 
 def _probe_section(probe: ProbeSetup, load: HttpLoad, processes: list[dict[str, Any]] | None) -> Probe:
@@ -444,8 +449,8 @@ def _probe_section(probe: ProbeSetup, load: HttpLoad, processes: list[dict[str, 
             (load.start_ns, load.end_ns),
             roles={pid: str(entry.get("role")) for pid, entry in table.items()},
         )
-        if what_if is not None:
-            section["what_if"] = what_if
+        no_turns: ProbeWhatIf = {"components": {}, "lines": [NO_TURNS]}
+        section["what_if"] = what_if if what_if is not None else no_turns
     return section
 
 
