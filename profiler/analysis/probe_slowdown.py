@@ -310,6 +310,12 @@ def _component(
     off_units = sum(block.units for block in blocks if block.level == 0.0)
     out["share"] = share
     out["ms_per_unit"] = own_off / off_units if off_units else None
+    if not len(delays):
+        out["note"] = (
+            f"{name}'s calls were timed but none was delayed: the probe delays sync functions only (a coroutine's "
+            "are listed under what_if.not_delayed in its probe-PID.json)"
+        )
+        return out
     try:
         sensitivity = estimate_sensitivity(name, blocks, resamples=resamples)
     except NotEnoughBlocks as exc:

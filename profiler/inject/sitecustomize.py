@@ -592,6 +592,7 @@ class _Probe:
         self.swap: Any = None  # `--swap`: the module of this folder that replaces an engine's function
         self.overshoot_ns: int | None = None
         self.delayed: list[int] = []
+        self.not_delayed: list[dict[str, Any]] = []  # named by what_if, but only sync functions are delayed
         self.lock = threading.RLock()  # probe state and the status file; re-entrant: patching may import
         self.flush_lock = threading.Lock()
         self.flusher_pid: int | None = None
@@ -742,6 +743,10 @@ class _Probe:
             )
             self.delayed.append(index)
         else:
+            if delays is not None and any(delays):
+                self.not_delayed.append(
+                    {"index": index, "function": spec.function, "why": f"a {kind} function"}
+                )
             probe = wrap(func, index, is_step, _records, self.switch, self.drop)
         if is_step and kind == "sync" and self.switch_state == SWITCHED:
             if self.what_if_turns is not None:
@@ -851,6 +856,7 @@ class _Probe:
                         "experiments": [list(pair) for pair in self.what_if.experiments],
                         "turn_steps": self.what_if.turn_steps,
                         "delayed": sorted(self.delayed),
+                        "not_delayed": list(self.not_delayed),
                         "overshoot_ns": self.overshoot_ns,
                     }
                 }

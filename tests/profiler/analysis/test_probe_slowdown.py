@@ -276,3 +276,51 @@ def test_what_if_names_a_component_the_probes_time(tmp_path: Path) -> None:
         setup.what_if is not None and setup.what_if.steps_a_turn() == 8
     )  # the detokenizer runs beside the loop
     assert WhatIf(("sampler",)).steps_a_turn() == 1
+
+
+CORO_TABLE = """
+name = "coro"
+probes = [
+  ["step", "coromod", "Loop.step"],
+  ["api", "coromod", "handle"],
+  ["sampler", "coromod", "Loop.sample"],
+]
+"""
+CORO_MODULE = """
+import asyncio
+
+
+async def handle():
+    return 1
+
+
+class Loop:
+    def sample(self):
+        return sum(range(1000))
+
+    def step(self):
+        asyncio.run(handle())
+        self.sample()
+"""
+
+
+def test_a_coroutine_named_by_what_if_is_timed_but_listed_as_not_delayed(tmp_path: Path) -> None:
+    (tmp_path / "modules").mkdir()
+    (tmp_path / "modules" / "coromod.py").write_text(CORO_MODULE)
+    (tmp_path / "coro.toml").write_text(CORO_TABLE)
+    setup = prepare_probe(tmp_path, (load_table(tmp_path / "coro.toml"),), WhatIf(("api", "sampler")))
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    env.update(
+        PYTHONPATH=os.pathsep.join([str(setup.folder), str(tmp_path / "modules")]),
+        INFER_PROF_PROBE_DIR=str(setup.folder),
+    )
+    script = "import coromod\nloop = coromod.Loop()\nfor _ in range(300): loop.step()"
+    subprocess.run([sys.executable, "-c", script], env=env, cwd=tmp_path, check=True, timeout=60)
+    (found,) = read_probe(setup).values()
+    what_if = found["status"]["what_if"]
+    assert what_if["not_delayed"] == [{"index": 1, "function": "handle", "why": "a coroutine function"}]
+    assert what_if["delayed"] == [2] and what_if["turn_steps"] == 8  # api runs beside the loop: longer turns
+    section = analyse_slowdowns(setup.probes, read_probe(setup), (0, 2**62), resamples=200)
+    assert section is not None
+    assert "none was delayed" in section["components"]["api"]["note"]
+    assert section["components"]["sampler"]["accuracy"]["calls"] > 0
