@@ -76,6 +76,13 @@ def run(
             help="With --verify: the prediction ledger its predicted/measured pairs are appended to (default: INFER_PROF_LEDGER, else ledger.jsonl beside the run directory; `infer-prof ledger` scores it).",
         ),
     ] = None,
+    what_if: Annotated[
+        Optional[str],
+        typer.Option(
+            "--what-if",
+            help="Slowdown experiments (Coz's virtual speedup): COMPONENT,... of scheduler, kv_alloc, prepare, sampler, detokenizer. A second run delays each named component's every call by 0.5x and 1x its own time, in turns of steps with no delay between, and measures its sensitivity (added step time per added ms: 1 on the step's serial path, ~0 when it overlaps) and the gain a faster one would give; with --verify, beside the gain the C twin measures.",
+        ),
+    ] = None,
     policy: Annotated[
         Optional[str],
         typer.Option(
@@ -213,6 +220,7 @@ def run(
         verbose=verbose,
         ledger=output_path(ledger, "--ledger"),
         until_max_time_s=until_max_time_s,
+        what_if=_checked_what_if(what_if, profile),
     )
     raise typer.Exit(code)
 
@@ -268,6 +276,7 @@ def run_command(
     verbose: bool = False,
     ledger: Path | None = None,
     until_max_time_s: float | None = None,
+    what_if: tuple[str, ...] = (),
 ) -> int:
     """Check every input, load the model, run the session (with --verify's extra runs), write the reports."""
     from rich.console import Console
@@ -297,8 +306,14 @@ def run_command(
             stop_event=stop.event,
             until_max_time_s=until_max_time_s,
         )
+        if what_if and not outcome.interrupted:
+            _what_if(outcome, options, spec, loaded, console, stop.event, profile, what_if)
         if verify and not outcome.interrupted:
             _verify(outcome, options, spec, loaded, console, stop.event, profile, ledger)
+            if what_if:
+                from infer_prof.profiler.checks.what_if import pair_with_verify
+
+                pair_with_verify(outcome, ledger)
         _write_reports(outcome, report, console, stop, verbose=verbose)
     return _exit_code(stop, outcome, console)
 
@@ -527,6 +542,38 @@ def _checked_ledger(run_dir: Path, given: Path | None) -> Path:
     path, source = chosen_ledger(run_dir, given)
     check_appendable(path, source=source)
     return path
+
+
+def _checked_what_if(what_if: str | None, profile: str) -> tuple[str, ...]:
+    """--what-if's components on the built-in engine, checked before work starts."""
+    if what_if is None:
+        return ()
+    from infer_prof.profiler.checks.slowdown import check_components
+
+    if profile == "off":
+        raise OptionError("--what-if delays calls through the profiler's tracer: drop --profile off, or drop --what-if")
+    return check_components(what_if.split(","))
+
+
+def _what_if(outcome, options, spec, loaded, console, stop_event, profile, components) -> None:
+    """The slowdown run in what-if/ under the main run; its section goes into the main run's result.json."""
+    from infer_prof.profiler.checks.what_if import run_what_if
+
+    def run_again(native: frozenset[str], out_dir: Path, label: str, experiment=None):
+        return run_profiled(
+            dataclasses.replace(options, native=native),
+            scenario=spec,
+            loaded=loaded,
+            out=out_dir,
+            profile=profile,
+            console=console,
+            stop_event=stop_event,
+            label=label,
+            replay=False,
+            switch=experiment,
+        )
+
+    run_what_if(outcome, options, components, run_again)
 
 
 def _verify(outcome, options, spec, loaded, console, stop_event, profile, ledger=None) -> None:

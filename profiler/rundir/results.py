@@ -42,6 +42,7 @@ from infer_prof.profiler.rundir.schema import (
     CollectorStatus,
     Config,
     EngineFigures,
+    EngineWhatIf,
     Environment,
     GpuTime,
     Health,
@@ -150,6 +151,7 @@ class RunResult:
     overhead: Overhead | None = None
     gpu_time: GpuTime | None = None  # a GPU run's device-busy time and idle split (None on the CPU)
     replay: Replay | None = None  # the C twins timed on this run's recorded work (None: not replayed)
+    what_if: EngineWhatIf | None = None  # run --what-if's slowdowns (None: not asked for)
     collectors: dict[str, CollectorStatus] = field(default_factory=dict)
     files: dict[str, str] = field(default_factory=dict)
     partial: bool = False

@@ -713,6 +713,52 @@ class ProbeWhatIf(TypedDict, total=False):
     lines: list[str]
 
 
+class MeasuredBeside(TypedDict, total=False):
+    """The gain --verify measured with the C twin on, beside a slowdown-predicted one."""
+
+    gain: float
+    low: float | None
+    high: float | None
+    agreement: float | None  # measured / predicted
+    within_band: bool | None  # the agreement within 1 +- 0.2
+    void: str | None  # why --verify's run cannot stand for the engine (its drift guard or health)
+
+
+class EngineSlowdown(TypedDict, total=False):
+    """One component's slowdown on the built-in engine (profiler.checks.what_if); share and speedup are the main run's."""
+
+    sensitivity: float | None  # added step time per added ms of the component's own (1: serial, ~0: overlapped)
+    low: float | None
+    high: float | None
+    pairs: int
+    linear: bool | None  # False when the levels disagree (a curve: see levels)
+    levels: list[SlowdownLevel]
+    null: SlowdownNull | None
+    share: float | None  # the main run's share of busy time
+    share_off: float | None  # its share of step time in the slowdown run's turns without a delay
+    speedup: float | None  # the C twin's replayed speedup (the main run's prediction's)
+    speedup_source: str | None
+    amdahl_gain: float | None  # the main run's Amdahl prediction at that speedup
+    gain: SlowdownGain | None  # sensitivity x share x (1 - 1/speedup)
+    gain_if_free: SlowdownGain | None  # sensitivity x share: the component's cost taken away
+    accuracy: DelayAccuracy
+    measured: MeasuredBeside | None
+    void: str | None  # why there is no sensitivity, or why the slowdown run cannot stand
+
+
+class EngineWhatIf(TypedDict, total=False):
+    """`run --what-if` on the built-in engine: the slowdown run in what-if/ and each component's sensitivity."""
+
+    method: str
+    run_dir: str
+    levels: list[float]
+    block_steps: int
+    steps: int
+    void: str | None
+    components: dict[str, EngineSlowdown]
+    ledger: str  # where the slowdown/--verify pairs went
+
+
 class Probe(TypedDict, total=False):
     """`--launch --probe`: spans timed inside the server (profiler.analysis.probe_spans)."""
 
@@ -799,6 +845,7 @@ class ResultFile(TypedDict, total=False):
     overhead: Overhead | None
     gpu_time: GpuTime | None
     replay: Replay | None
+    what_if: EngineWhatIf | None
     collectors: dict[str, CollectorStatus]
     files: dict[str, str]  # name -> path relative to the run directory
     partial: bool

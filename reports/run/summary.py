@@ -532,6 +532,41 @@ def _speedup_text(prediction: Mapping[str, Any]) -> str:
     return text if prediction.get("speedup_source") == "replay" else f"{text} (microbenchmark)"
 
 
+def obtained(name: str, measured: float | None, result: RunResult) -> list[str]:
+    """How a prediction was obtained: verified (twin on), slowdown-measured (the run's --what-if), or a bound only."""
+    how = [f"verified (twin on): measured {fmt_gain(measured)}"] if measured is not None else []
+    slowdown = ((result.what_if or {}).get("components") or {}).get(name) or {}
+    sensitivity = slowdown.get("sensitivity")
+    if isinstance(sensitivity, (int, float)):
+        interval = _between(slowdown.get("low"), slowdown.get("high"), lambda value: f"{value:.2f}")
+        gain = (slowdown.get("gain") or {}).get("gain")
+        how.append(
+            f"slowdown-measured (sensitivity {sensitivity:.2f}{interval}"
+            + ("" if slowdown.get("linear", True) else ", levels disagree: a curve")
+            + (f") -> {fmt_gain(gain)}" if isinstance(gain, (int, float)) else ")")
+        )
+    return how or ["bound only (Amdahl)"]
+
+
+def slowdown_lines(result: RunResult, skip: Any = ()) -> list[str]:
+    """A line per --what-if component with no prediction line of its own: its sensitivity and the most it could give."""
+    lines = []
+    for name, slowdown in ((result.what_if or {}).get("components") or {}).items():
+        if name in skip:
+            continue
+        sensitivity = slowdown.get("sensitivity")
+        if not isinstance(sensitivity, (int, float)):
+            lines.append(f"  {name}: slowdown gave no sensitivity ({slowdown.get('void') or 'no reason recorded'})")
+            continue
+        free = slowdown.get("gain_if_free") or {}
+        lines.append(
+            f"  {name}: {fmt_pct(slowdown.get('share'))} of the step; "
+            + "; ".join(obtained(name, None, result))
+            + f"; if it cost nothing -> {fmt_gain(free.get('gain'))} (Amdahl's bound: {fmt_gain(slowdown.get('share'))})"
+        )
+    return lines
+
+
 def _between(low: float | None, high: float | None, fmt: Any) -> str:
     """' [low, high]' for an interval both of whose ends were measured, else ''."""
     return f" [{fmt(low)}, {fmt(high)}]" if low is not None and high is not None else ""
@@ -1159,9 +1194,10 @@ def prediction_lines(result: RunResult) -> list[str]:
         speedup = entry.get("native_speedup")
         faster = f"C {speedup:.1f}x faster" if isinstance(speedup, (int, float)) else unmeasured
         lines.append(
-            f"  {name}: {fmt_pct(entry['share'])} of the step, {faster} -> {gain}"
-            + (f"; measured {fmt_gain(measured)}" if measured is not None else "")
+            f"  {name}: {fmt_pct(entry['share'])} of the step, {faster} -> {gain}; "
+            + "; ".join(obtained(name, measured, result))
         )
+    lines += slowdown_lines(result, skip=ranked)
     rest = [name for name in predictions if name not in worth and name not in twins_on]
     if rest:
         lines.append(

@@ -1,0 +1,281 @@
+"""`run --what-if` on the built-in engine: the slowdown run beside the main run, result.json's `what_if` section, and each slowdown-predicted gain paired with the gain --verify measured.
+
+The slowdown run (profiler.checks.slowdown) goes in what-if/ under the main run. Its sensitivities meet
+the main run's own figures: each component's share of busy time and the C twin's replayed speedup, the
+two that Amdahl's prediction multiplies; the slowdown-predicted gain is sensitivity x share x (1 - 1/k).
+On the built-in engine every component runs in turn on the engine thread, so a sensitivity near 1 says
+Amdahl's bound holds; near 0 it says the share would buy nothing. With --verify the twin measures the
+truth, and each pair goes to the prediction ledger (profiler.ledger) as a "slowdown" record.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from infer_prof.profiler.analysis.sensitivity import Sensitivity, predicted_gain
+from infer_prof.profiler.checks.slowdown import (
+    BLOCK_STEPS,
+    LEVELS,
+    ComponentSlowdown,
+    SlowdownExperiment,
+    analyse,
+    label_steps,
+)
+from infer_prof.profiler.rundir.atomic import write_json_atomic, write_text_atomic
+from infer_prof.profiler.rundir.health import void_reason
+
+if TYPE_CHECKING:
+    from infer_prof.profiler.rundir.results import RunResult
+    from infer_prof.profiler.session.options import EngineOptions
+    from infer_prof.profiler.session.session import SessionOutcome
+
+WHAT_IF_DIR = "what-if"
+TURNS_FILE = "turns.csv"  # the slowdown run's step -> (turn, component, level, ms added)
+AGREEMENT_BAND = (
+    0.2  # a slowdown prediction holds when measured / predicted lies within 1 +- this (as --verify's)
+)
+METHOD = (
+    "slowdown: every call of a named component is followed by a busy delay of `level` x that call's own time, in "
+    "turns of block_steps steps (off, on, on, off per component and level; ABBA); sensitivity = added step time / "
+    "added delay over each delayed turn against its nearest off turns, 95% bootstrap interval over the pairs; "
+    "predicted gain = sensitivity x the main run's share x (1 - 1/k), k the C twin's replayed speedup"
+)
+
+# (native twins, run dir, label, an object installed like a SamplerSwitch) -> outcome; profiler.checks.verify's RunAgain
+RunAgain = Callable[[frozenset[str], Path, str, Any], "SessionOutcome"]
+
+
+def run_what_if(
+    outcome: SessionOutcome,
+    options: EngineOptions,
+    components: Sequence[str],
+    run_again: RunAgain,
+    *,
+    levels: Sequence[float] = LEVELS,
+    block_steps: int = BLOCK_STEPS,
+) -> dict[str, Any]:
+    """Run the scenario again with the components delayed in turns; put the `what_if` section in the main run's
+    result.json (rewritten) and return it."""
+    experiment = SlowdownExperiment(components, levels=levels, block_steps=block_steps)
+    run_dir = Path(outcome.run_dir) / WHAT_IF_DIR
+    run = run_again(frozenset(options.native), run_dir, "what-if: slowdowns in turns", experiment)
+    labelled = label_steps(experiment.labels(), run.steps)
+    if len(labelled):
+        columns = ["step", "block", "what_if_component", "what_if_level", "what_if_added_ms", "what_if_calls"]
+        write_text_atomic(run_dir / TURNS_FILE, labelled[columns].to_csv(index=False))
+    found = analyse(labelled, experiment.components)
+    run_void = "its run was interrupted" if run.interrupted else void_reason(run.result.health)
+    section = what_if_section(
+        found, outcome.result, levels=levels, block_steps=block_steps, steps=len(labelled), run_void=run_void
+    )
+    section["run_dir"] = WHAT_IF_DIR
+    outcome.result.what_if = section  # type: ignore[attr-defined]
+    write_json_atomic(Path(outcome.run_dir) / "result.json", outcome.result.to_dict())
+    return section
+
+
+def what_if_section(
+    found: Sequence[ComponentSlowdown],
+    result: RunResult,
+    *,
+    levels: Sequence[float],
+    block_steps: int,
+    steps: int,
+    run_void: str | None = None,
+) -> dict[str, Any]:
+    """result.json's `what_if`: per component its sensitivity, curve, the delay's accuracy, and the gain it predicts."""
+    return {
+        "method": METHOD,
+        "levels": [float(level) for level in levels],
+        "block_steps": block_steps,
+        "steps": steps,
+        "void": run_void,
+        "components": {item.component: component_entry(item, result, run_void) for item in found},
+    }
+
+
+def component_entry(
+    item: ComponentSlowdown, result: RunResult, run_void: str | None = None
+) -> dict[str, Any]:
+    """One component's `what_if` entry; the share and speedup are the main run's (its verdict's prediction)."""
+    prediction: Mapping[str, Any] = ((result.verdict or {}).get("predictions") or {}).get(
+        item.component
+    ) or {}
+    share = _finite(prediction.get("share"))
+    if share is None:
+        share = busy_share(result, item.component)
+    speedup = _finite(prediction.get("native_speedup"))
+    entry: dict[str, Any] = {
+        "share": share,
+        "share_off": item.share_off,
+        "speedup": speedup,
+        "speedup_source": prediction.get("speedup_source"),
+        "amdahl_gain": _finite(prediction.get("predicted_gain")),
+        "accuracy": {
+            "calls": item.calls,
+            "requested_ms": item.requested_ms,
+            "added_ms": item.added_ms,
+            "ratio": item.accuracy,
+        },
+        "void": item.void or (f"the slowdown run: {run_void}" if run_void else None),
+        **sensitivity_fields(item.sensitivity),
+    }
+    sensitivity = item.sensitivity
+    if sensitivity is not None and share is not None and 0.0 <= share <= 1.0:
+        if speedup is not None and speedup > 0:
+            gain = predicted_gain(sensitivity, share, speedup)
+            added = (
+                _finite(prediction.get("added_cost")) or 0.0
+            )  # what the C twin adds, as the Amdahl prediction
+            entry["gain"] = {
+                "speedup": speedup,
+                "gain": gain.gain - added,
+                "low": None if gain.low is None else gain.low - added,
+                "high": None if gain.high is None else gain.high - added,
+            }
+        # With no twin to say how much faster, the most a faster component could give: its cost taken away.
+        free = predicted_gain(sensitivity, share, math.inf)
+        entry["gain_if_free"] = {"gain": free.gain, "low": free.low, "high": free.high}
+    return entry
+
+
+def sensitivity_fields(sensitivity: Sensitivity | None) -> dict[str, Any]:
+    if sensitivity is None:
+        return {
+            "sensitivity": None,
+            "low": None,
+            "high": None,
+            "pairs": 0,
+            "linear": None,
+            "levels": [],
+            "null": None,
+        }
+    null = sensitivity.null
+    return {
+        "sensitivity": sensitivity.value,
+        "low": sensitivity.low,
+        "high": sensitivity.high,
+        "pairs": sensitivity.pairs,
+        "linear": sensitivity.linear,
+        "levels": [
+            {
+                "level": level.level,
+                "sensitivity": _finite(level.value),
+                "low": level.low,
+                "high": level.high,
+                "pairs": level.pairs,
+                "added_ms_per_unit": level.added_ms_per_unit,
+                "response_ms_per_unit": level.response_ms_per_unit,
+                "within_noise": level.low is not None
+                and level.high is not None
+                and level.low <= 0.0 <= level.high,
+            }
+            for level in sensitivity.per_level
+        ],
+        "null": None
+        if null is None
+        else {"difference_ms": null.difference_ms, "low": null.low, "high": null.high, "pairs": null.pairs},
+    }
+
+
+def busy_share(result: RunResult, component: str) -> float | None:
+    """A component's span time over the engine thread's busy time (wall minus idle), for one the verdict does not predict."""
+    spans = ((result.breakdown or {}).get("methods") or {}).get("spans") or {}
+    busy = 1.0 - ((spans.get("categories") or {}).get("idle") or 0.0)
+    part = (spans.get("components") or {}).get(component)
+    return part / busy if isinstance(part, (int, float)) and busy > 0 else None
+
+
+def pair_with_verify(
+    outcome: SessionOutcome, ledger: Path | None = None, *, append: Callable[..., Path] | None = None
+) -> list[dict[str, Any]]:
+    """Put --verify's measured gain beside each slowdown-predicted one (result.json rewritten) and append each pair
+    to the prediction ledger; returns the pairs. A ledger that cannot be written never fails the run."""
+    result = outcome.result
+    section: dict[str, Any] | None = getattr(result, "what_if", None)
+    verify = (result.verdict or {}).get("verify") or {}
+    if not section:
+        return []
+    pairs = []
+    for component, entry in (section.get("components") or {}).items():
+        measured_entry = (verify.get("components") or {}).get(component)
+        gain = entry.get("gain")
+        if not measured_entry or not gain or _finite(measured_entry.get("measured_gain")) is None:
+            continue
+        measured = float(measured_entry["measured_gain"])
+        entry["measured"] = {
+            "gain": measured,
+            "low": _finite(measured_entry.get("measured_low")),
+            "high": _finite(measured_entry.get("measured_high")),
+            "agreement": measured / gain["gain"] if gain["gain"] else None,
+            "within_band": abs(measured / gain["gain"] - 1.0) <= AGREEMENT_BAND if gain["gain"] else None,
+            "void": measured_entry.get("void"),
+        }
+        pairs.append({"component": component, "predicted": gain, "measured": entry["measured"]})
+    if pairs:
+        section["ledger"] = _append_ledger(outcome, section, ledger, append)
+        write_json_atomic(Path(outcome.run_dir) / "result.json", result.to_dict())
+    return pairs
+
+
+def _append_ledger(
+    outcome: SessionOutcome,
+    section: Mapping[str, Any],
+    ledger: Path | None,
+    append: Callable[..., Path] | None,
+) -> str:
+    from infer_prof.errors import InferProfError
+    from infer_prof.profiler.ledger.records import LedgerRecord, health_text, now_utc
+    from infer_prof.profiler.ledger.store import append_record, ledger_path
+
+    result = outcome.result
+    config = result.config or {}
+    when = now_utc()
+    target = ledger_path(Path(outcome.run_dir), ledger)
+    main_void = void_reason(result.health)
+    count = 0
+    try:
+        for component, entry in (section.get("components") or {}).items():
+            measured, gain = entry.get("measured"), entry.get("gain")
+            if not measured or not gain:
+                continue
+            void = (
+                measured.get("void")
+                or entry.get("void")
+                or (f"the main run: {main_void}" if main_void else None)
+            )
+            record = LedgerRecord(
+                kind="slowdown",
+                scenario=str(config.get("scenario") or ""),
+                model=str(config.get("model") or ""),
+                dtype=str(config.get("dtype") or ""),
+                component=component,
+                predicted=float(gain["gain"]),
+                predicted_low=gain.get("low"),
+                predicted_high=gain.get("high"),
+                measured=float(measured["gain"]),
+                measured_low=measured.get("low"),
+                measured_high=measured.get("high"),
+                health=health_text(void),
+                commit=(result.environment or {}).get("git_revision"),
+                run_dir=str(outcome.run_dir),
+                recorded_at=when,
+                method=(
+                    f"slowdown: sensitivity {entry['sensitivity']:.2f} x share {entry['share']:.1%} x (1 - 1/"
+                    f"{gain['speedup']:.1f}); measured: the C twin on (--verify)"
+                ),
+            )
+            (append or append_record)(record, target)
+            count += 1
+    except InferProfError as exc:
+        return f"not recorded: {exc}"
+    return f"{count} pair(s) appended to {target}"
+
+
+def _finite(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None

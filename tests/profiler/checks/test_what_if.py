@@ -1,0 +1,136 @@
+"""--what-if's section: the slowdown-predicted gain from the main run's share and speedup, paired with --verify's, and the ledger."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from infer_prof.profiler.analysis.sensitivity import LevelSensitivity, Sensitivity
+from infer_prof.profiler.checks.slowdown import ComponentSlowdown
+from infer_prof.profiler.checks.what_if import pair_with_verify, what_if_section
+from infer_prof.profiler.ledger.store import read_ledger
+from infer_prof.profiler.rundir.results import RunResult
+from infer_prof.profiler.rundir.schema import check_file
+from infer_prof.reports.run import summary
+
+
+def _sensitivity(component: str, value: float, low: float, high: float) -> Sensitivity:
+    levels = tuple(
+        LevelSensitivity(level, value, low, high, 10, level * 2.0, level * 2.0 * value)
+        for level in (0.5, 1.0)
+    )
+    return Sensitivity(component, value, low, high, levels, True, 20)
+
+
+def _result() -> RunResult:
+    return RunResult(
+        config={"scenario": "sampler-heavy", "model": "synthetic:tiny", "dtype": "float32"},
+        environment={"git_revision": "abc123"},
+        scenario={},
+        metrics={},
+        breakdown={
+            "wall_s": 10.0,
+            "methods": {"spans": {"categories": {"idle": 0.2}, "components": {"detokenizer": 0.08}}},
+        },
+        verdict={
+            "predictions": {
+                "sampler": {
+                    "share": 0.5,
+                    "native_speedup": 10.0,
+                    "speedup_source": "replay",
+                    "predicted_gain": 0.45,
+                    "predicted_gain_low": 0.44,
+                    "predicted_gain_high": 0.46,
+                },
+                "scheduler": {"share": 0.0004, "native_speedup": 2.0, "predicted_gain": 0.0002},
+            }
+        },
+    )
+
+
+def _found() -> list[ComponentSlowdown]:
+    return [
+        ComponentSlowdown("sampler", _sensitivity("sampler", 0.96, 0.9, 1.02), None, 100.0, 101.0, 50, 0.48),
+        ComponentSlowdown(
+            "detokenizer", _sensitivity("detokenizer", 0.02, -0.05, 0.08), None, 8.0, 8.1, 50, 0.09
+        ),
+        ComponentSlowdown("kv_alloc", None, "kv_alloc: the delay added no time", 0.0, 0.0, 0, None),
+    ]
+
+
+def test_the_slowdown_gain_uses_the_main_runs_share_and_replayed_speedup() -> None:
+    result = _result()
+    section = what_if_section(_found(), result, levels=(0.5, 1.0), block_steps=4, steps=200)
+    sampler = section["components"]["sampler"]
+    assert sampler["share"] == 0.5 and sampler["speedup"] == 10.0 and sampler["amdahl_gain"] == 0.45
+    assert sampler["gain"]["gain"] == pytest.approx(0.96 * 0.5 * 0.9)
+    assert sampler["gain"]["low"] == pytest.approx(0.9 * 0.45) and sampler["gain"]["high"] == pytest.approx(
+        1.02 * 0.45
+    )
+    assert sampler["accuracy"]["ratio"] == pytest.approx(1.01)
+    assert [level["level"] for level in sampler["levels"]] == [0.5, 1.0]
+    # No C twin: the share comes from the breakdown (over busy time), and only the cost-free bound is given.
+    detokenizer = section["components"]["detokenizer"]
+    assert detokenizer["share"] == pytest.approx(0.1) and "gain" not in detokenizer
+    assert detokenizer["gain_if_free"]["gain"] == pytest.approx(0.002)
+    assert section["components"]["kv_alloc"]["sensitivity"] is None
+    assert "added no time" in section["components"]["kv_alloc"]["void"]
+    result.what_if = section
+    check_file(result.to_dict(), "result.json")  # the section is the schema's
+
+
+def test_prediction_lines_say_how_each_prediction_was_obtained() -> None:
+    result = _result()
+    plain = summary.prediction_lines(result)
+    assert any(line.strip().startswith("sampler:") and "bound only (Amdahl)" in line for line in plain)
+    result.what_if = what_if_section(_found(), result, levels=(0.5, 1.0), block_steps=4, steps=200)
+    result.verdict["predictions"]["sampler"]["measured_gain"] = 0.42
+    lines = summary.prediction_lines(result)
+    sampler = next(line for line in lines if line.strip().startswith("sampler:"))
+    assert "verified (twin on): measured +42.0%" in sampler
+    assert "slowdown-measured (sensitivity 0.96 [0.90, 1.02]) -> +43.2%" in sampler
+    assert "bound only" not in sampler
+    detokenizer = next(line for line in lines if line.strip().startswith("detokenizer:"))
+    assert "sensitivity 0.02" in detokenizer and "if it cost nothing -> +0.2%" in detokenizer
+    assert any("kv_alloc: slowdown gave no sensitivity" in line for line in lines)
+
+
+def test_verify_pairs_go_beside_the_slowdown_and_into_the_ledger(tmp_path: Path) -> None:
+    result = _result()
+    result.what_if = what_if_section(_found(), result, levels=(0.5, 1.0), block_steps=4, steps=200)
+    result.verdict["verify"] = {
+        "components": {
+            "sampler": {"measured_gain": 0.40, "measured_low": 0.38, "measured_high": 0.43, "void": None}
+        }
+    }
+    outcome = SimpleNamespace(run_dir=tmp_path, result=result)
+    ledger = tmp_path / "ledger.jsonl"
+    pairs = pair_with_verify(outcome, ledger)  # type: ignore[arg-type]
+    assert [pair["component"] for pair in pairs] == ["sampler"]
+    measured = result.what_if["components"]["sampler"]["measured"]
+    assert measured["agreement"] == pytest.approx(0.40 / 0.432) and measured["within_band"] is True
+    (record,) = read_ledger(ledger)
+    assert record.kind == "slowdown" and record.component == "sampler" and record.health == "ok"
+    assert record.predicted == pytest.approx(0.432) and record.measured == 0.40 and record.commit == "abc123"
+    assert record.predicted_low == pytest.approx(0.405) and record.measured_high == 0.43
+    written = json.loads((tmp_path / "result.json").read_text())
+    assert written["what_if"]["components"]["sampler"]["measured"]["gain"] == 0.40
+    assert "1 pair(s) appended" in written["what_if"]["ledger"]
+
+
+def test_a_void_verify_pair_is_recorded_as_void_and_no_pair_without_a_measured_gain(tmp_path: Path) -> None:
+    result = _result()
+    result.what_if = what_if_section(_found(), result, levels=(0.5, 1.0), block_steps=4, steps=200)
+    result.verdict["verify"] = {
+        "components": {"sampler": {"measured_gain": 0.1, "void": "the machine drifted"}}
+    }
+    outcome = SimpleNamespace(run_dir=tmp_path, result=result)
+    pair_with_verify(outcome, tmp_path / "ledger.jsonl")  # type: ignore[arg-type]
+    (record,) = read_ledger(tmp_path / "ledger.jsonl")
+    assert record.void and "drifted" in record.health
+    result.verdict["verify"] = {"components": {"sampler": {"measured_gain": None}}}
+    assert pair_with_verify(outcome, tmp_path / "other.jsonl") == []  # type: ignore[arg-type]
+    assert not (tmp_path / "other.jsonl").exists()
