@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from infer_prof.profiler.analysis.sensitivity import Sensitivity, predicted_gain
 from infer_prof.profiler.checks.slowdown import (
@@ -29,6 +29,7 @@ from infer_prof.profiler.rundir.health import void_reason
 
 if TYPE_CHECKING:
     from infer_prof.profiler.rundir.results import RunResult
+    from infer_prof.profiler.rundir.schema import EngineWhatIf
     from infer_prof.profiler.session.options import EngineOptions
     from infer_prof.profiler.session.session import SessionOutcome
 
@@ -72,7 +73,7 @@ def run_what_if(
         found, outcome.result, levels=levels, block_steps=block_steps, steps=len(labelled), run_void=run_void
     )
     section["run_dir"] = WHAT_IF_DIR
-    outcome.result.what_if = section  # type: ignore[attr-defined]
+    outcome.result.what_if = cast("EngineWhatIf", section)
     write_json_atomic(Path(outcome.run_dir) / "result.json", outcome.result.to_dict())
     return section
 
