@@ -229,14 +229,14 @@ def read_toml(path: str | os.PathLike[str], error: type[InferProfError], *, kind
         text = read_bounded(path, error)
     except UnicodeDecodeError as exc:
         raise error(
-            f"{path}: not a text file (byte {exc.start} is not UTF-8); give a {kind} in TOML"
+            f"{path}: not a text file (byte {exc.start} is not UTF-8); it must be a TOML {kind}"
         ) from None
     except OSError as exc:
         raise error(f"{path}: cannot read the {kind} ({exc.strerror or exc})") from None
     try:
         return tomllib.loads(text), text
     except tomllib.TOMLDecodeError as exc:  # its message carries "(at line N, column M)"
-        raise error(f"{path}: malformed TOML: {exc}; give a {kind} in TOML") from None
+        raise error(f"{path}: malformed TOML: {exc}; it must be a TOML {kind}") from None
 
 
 def parse_json(

@@ -26,6 +26,7 @@ class Case:
     watch: list[str] = field(
         default_factory=list
     )  # paths (relative to the scratch folder) that must not appear
+    env: dict[str, str] = field(default_factory=dict)  # environment variables set for this case alone
 
 
 class Corpus:
@@ -38,9 +39,15 @@ class Corpus:
         self._deep_run: Path | None = None
 
     def add(
-        self, id: str, args: list[str], *, before_work: bool = True, watch: list[str] | None = None
+        self,
+        id: str,
+        args: list[str],
+        *,
+        before_work: bool = True,
+        watch: list[str] | None = None,
+        env: dict[str, str] | None = None,
     ) -> None:
-        self.cases.append(Case(id, [str(arg) for arg in args], before_work, watch or []))
+        self.cases.append(Case(id, [str(arg) for arg in args], before_work, watch or [], env or {}))
 
     def file(self, name: str, content: str | bytes) -> Path:
         path = self.root / name
@@ -90,7 +97,7 @@ def build(root: Path) -> list[Case]:
     )
     for part in parts:
         part(corpus)
-    from tests.corpus import untried
+    from tests.corpus import roots, untried
 
     for part in (
         untried.limits,
@@ -100,6 +107,7 @@ def build(root: Path) -> list[Case]:
         untried.sweep_files,
         untried.serve_options,
         untried.golden_and_bench,
+        roots.cases,
     ):
         part(corpus)
     ids = [case.id for case in corpus.cases]

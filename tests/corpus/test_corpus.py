@@ -27,7 +27,9 @@ def _run_worker(cases: list[Case], root: Path, cwd: Path | None = None) -> dict[
     """Run `cases` in one worker process (in `cwd`, by default `root`, where the case list is written)."""
     spec = root / "cases.json"
     spec.write_text(
-        json.dumps([{"id": case.id, "args": case.args, "cwd": str(cwd or root)} for case in cases])
+        json.dumps(
+            [{"id": case.id, "args": case.args, "cwd": str(cwd or root), "env": case.env} for case in cases]
+        )
     )
     environment = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200", "NO_COLOR": "1"}
     process = subprocess.Popen(

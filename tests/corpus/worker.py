@@ -25,6 +25,8 @@ def _run_case(case: dict[str, Any], loads: list[str]) -> dict[str, Any]:
     started = time.perf_counter()
     code: Any = 0
     previous = os.getcwd()
+    saved = {name: os.environ.get(name) for name in case.get("env", {})}
+    os.environ.update(case.get("env", {}))
     os.chdir(case["cwd"])
     sys.argv = ["infer-prof", *case["args"]]
     try:
@@ -36,6 +38,11 @@ def _run_case(case: dict[str, Any], loads: list[str]) -> dict[str, Any]:
         code = f"raised {type(exc).__name__}: {exc}"
     finally:
         os.chdir(previous)
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
     return {
         "id": case["id"],
         "code": code,
