@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from infer_prof.engine.types import NewSequence, StepPlan, check_scheduler_config
+from infer_prof.engine.types import PLAN_ARRAYS, NewSequence, StepPlan, check_scheduler_config
 from infer_prof.native_paths.loader import require
 
 # engine.types.SCHEDULING_POLICIES -> the C twin's policy table index (NP_POLICY_*, csrc/native_paths.h).
@@ -100,16 +100,7 @@ class PlanViews:
                 ffi.buffer(getattr(c_plan, name), capacity * (1 if name == "samples" else 8)),
                 dtype=np.bool_ if name == "samples" else np.int64,
             )
-            for name in (
-                "seq_ids",
-                "num_tokens",
-                "start_positions",
-                "samples",
-                "frees",
-                "preempted",
-                "grow_seq_ids",
-                "grow_num_blocks",
-            )
+            for name in PLAN_ARRAYS
         }
 
     @property

@@ -54,6 +54,7 @@ from infer_prof.profiler.rundir.schema import (
     check_file,
 )
 from infer_prof.profiler.rundir.validate import (
+    NUMERIC_REQUEST_COLUMNS,
     STEP_COLUMNS,
     check_requests,
     check_steps,
@@ -69,17 +70,7 @@ REQUEST_COLUMNS = (
     "ok",
     "finish_reason",
     "error",
-    "prompt_tokens",
-    "output_tokens",
-    "arrival_ns",
-    "scheduled_ns",
-    "first_token_ns",
-    "finish_ns",
-    "ttft_ms",
-    "tpot_ms",
-    "e2e_ms",
-    "queue_ms",
-    "num_preemptions",
+    *NUMERIC_REQUEST_COLUMNS,
     "token_ns",
 )
 
