@@ -169,6 +169,8 @@ def run(
     options = dataclasses.replace(options, policy=policy or "fcfs")
     if launch_timeout is not None and launch is None:
         raise OptionError("--launch-timeout goes with --launch CMD: give the server's command too")
+    if launch_timeout is not None and not (launch_timeout > 0):  # before the prompts' tokenizer loads
+        raise OptionError(f"--launch-timeout={launch_timeout:g}: give a positive number of seconds")
     if probe and launch is None:
         raise OptionError("--probe goes with --launch CMD: the probe is loaded into the server as it starts")
     if launch is not None or port is not None:

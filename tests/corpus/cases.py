@@ -97,7 +97,7 @@ def build(root: Path) -> list[Case]:
     )
     for part in parts:
         part(corpus)
-    from tests.corpus import roots, untried
+    from tests.corpus import process, roots, untried
 
     for part in (
         untried.limits,
@@ -107,6 +107,7 @@ def build(root: Path) -> list[Case]:
         untried.sweep_files,
         untried.serve_options,
         untried.golden_and_bench,
+        process.cases,
         roots.cases,
     ):
         part(corpus)

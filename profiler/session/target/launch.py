@@ -265,6 +265,8 @@ class LaunchedServer:
 
 def target_url(target: str | None, port: int | None, launch: str | None) -> str:
     """Where the server answers: --target, else http://127.0.0.1:--port, else the --port the launched command names."""
+    if launch is not None and not launch.strip():
+        raise TargetError("--launch: the command is empty; give the server's command line in quotes")
     if target is not None and port is not None:
         raise TargetError(
             f"--target {target} and --port {port}: give one of them (--port N means http://127.0.0.1:N)"
