@@ -357,6 +357,8 @@ class KernelCollector(Collector):
         # Stopped windows: (first step, steps, profile); events are read after the run, off the engine thread.
         self._windows: list[tuple[int, int, Any]] = []
         self._splits: dict[int, dict[str, dict[str, float]]] = {}  # windows_so_far()'s, by first step
+        # (first step, steps) of windows already split whose events were dropped (see _release_summarized)
+        self._released: list[tuple[int, int]] = []
         self._step_begin: dict[int, int] = {}
         self._step_ms: dict[int, float] = {}
         self._engine_pause_ns = 0
@@ -496,16 +498,30 @@ class KernelCollector(Collector):
                 return
             if steps:
                 self._windows.append((first, steps, profile))
-            if len(self._windows) >= self.max_windows:
+            if len(self._windows) >= self.max_windows and not self._release_summarized():
                 self._thin_out()
+
+    def _release_summarized(self) -> bool:
+        """Drop the events of windows windows_so_far() already split (their splits stay, in result()'s windows),
+        so a run that looks between rounds keeps its windows' period and every window's measurement; False
+        when none was split (a run that never looks thins out as before)."""
+        # The newest window keeps its events: result() reads events from at least one (fees, top ops, timeline).
+        summarized = {window[0] for window in self._windows[:-1] if window[0] in self._splits}
+        if not summarized:
+            return False
+        self._released.extend((first, steps) for first, steps, _ in self._windows if first in summarized)
+        self._windows = [window for window in self._windows if window[0] not in summarized]
+        return True
 
     def windows_so_far(self) -> list[dict[str, Any]]:
         """The windows closed so far, each with its own split ({first_step, steps, by_span: {span: {aten_self_ns,
         fee_ns, runtime_ns}}}), for a running estimate between rounds of the load; each window's events are read
         once, on the caller's thread (torch keeps them for result())."""
         with self._lock:
-            closed = list(self._windows)
-        out = []
+            closed, released = list(self._windows), list(self._released)
+        out = [
+            {"first_step": first, "steps": steps, "by_span": self._splits[first]} for first, steps in released
+        ]
         for first, steps, profile in closed:
             split = self._splits.get(first)
             if split is None:
@@ -517,7 +533,7 @@ class KernelCollector(Collector):
                     for span, entry in summary["by_window"][0].items()
                 }
             out.append({"first_step": first, "steps": steps, "by_span": split})
-        return out
+        return sorted(out, key=lambda window: window["first_step"])
 
     def _thin_out(self) -> None:
         """Double the period and keep the windows that fall on it: bounded memory, still evenly spread."""
@@ -565,8 +581,13 @@ class KernelCollector(Collector):
         ]
         inside_mean = sum(inside) / len(inside) if inside else None
         before_mean = sum(before) / len(before) if before else None
-        summary["windows"] = windows
-        summary["profiled_steps"] = profiled
+        # Windows whose events were dropped once split (a run that looked between rounds) keep their splits.
+        released = [
+            {"first_step": first, "steps": steps, "by_span": self._splits[first]}
+            for first, steps in self._released
+        ]
+        summary["windows"] = sorted(windows + released, key=lambda window: window["first_step"])
+        summary["profiled_steps"] = profiled + sum(steps for _, steps in self._released)
         summary["timeline"] = self._timeline(per_window)
         summary["overhead"] = {
             "window_step_ms": inside_mean,
