@@ -128,7 +128,8 @@ def test_a_serial_sampler_reads_about_one(tmp_path: Path) -> None:
     )
     serial = section["components"]["sampler"]
     assert serial["path"] == "step" and serial["units"] == "steps"
-    assert 0.7 <= serial["low"] <= serial["sensitivity"] <= serial["high"] <= 1.3
+    # Near 1: its interval inside [0.6, 1.4], on a machine whose other load moves the steps (near 0 is far outside).
+    assert 0.6 <= serial["low"] <= serial["sensitivity"] <= serial["high"] <= 1.4
     assert [level["level"] for level in serial["levels"]] == [0.5, 1.0]
     # A 10x faster sampler saves its sensitivity x its share x 0.9 of the step.
     gain = serial["gain"]
