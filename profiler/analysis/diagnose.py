@@ -134,7 +134,7 @@ def interpreter_interval(breakdown: Breakdown, *, confidence: float = 0.95) -> I
 
 
 def _level(confidence: float) -> str:
-    return f"{confidence:.1%}".replace(".0%", "%")
+    return f"{100 * confidence:.4g}%"  # 95%, 97.5%, 99.96%: a spent level never rounds to 100%
 
 
 def spans_confidence(breakdown: Breakdown, confidence: float = 0.95) -> float:

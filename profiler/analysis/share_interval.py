@@ -185,7 +185,7 @@ def interpreter_share_interval(
 
 
 def _method(source: str, steps: int, windows: int, confidence: float, unresolved: float) -> str:
-    level = f"{confidence:.1%}".replace(".0%", "%")
+    level = f"{100 * confidence:.4g}%"
     if source == "profiler windows":
         kernel = (
             f"the kernel fraction's spread over {windows} torch.profiler windows (Student t)"

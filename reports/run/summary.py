@@ -855,7 +855,7 @@ def interval_straddles(result: RunResult) -> Headline | None:
     if not straddled or interval.get("low") is None:
         return None
     thresholds = " and ".join(f"{threshold:.0%}" for threshold in straddled)
-    level = f"{interval.get('confidence') or 0.95:.1%}".replace(".0%", "%")
+    level = f"{100 * (interval.get('confidence') or 0.95):.4g}%"
     widest = f", held open by the {interval['widest']}" if interval.get("widest") else ""
     return Headline(
         f"The interpreter share's {level} interval [{fmt_pct(interval['low'])}, {fmt_pct(interval['high'])}] "
