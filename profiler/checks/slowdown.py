@@ -120,6 +120,9 @@ class SlowdownExperiment:
         self.clock = clock
         self.spinner = spinner or Spinner(clock)
         self.rows: list[_StepRow] = []
+        self.calls: dict[str, list[tuple[int, int]]] = {
+            name: [] for name in self.components
+        }  # (requested, added) ns
         self._started = False
         self._steps = 0  # steps begun since start()
         self._row: _StepRow | None = None  # the step in progress
@@ -165,7 +168,11 @@ class SlowdownExperiment:
         row = self._row
         assert row is not None  # a target is set only inside a step
         requested = int(row.level * (now - self._entered_ns))
-        row.added_ns += self.spinner.spin(now, requested)
+        added = self.spinner.spin(now, requested)
+        row.added_ns += added
+        calls = self.calls[name]
+        if len(calls) < MAX_ROWS:
+            calls.append((requested, added))
         row.requested_ns += requested
         row.calls += 1
 
@@ -249,6 +256,10 @@ class ComponentSlowdown:
     added_ms: float
     calls: int
     share_off: float | None  # its span time over step time in the off turns: its share undelayed
+    median_error: float | None = None  # per call: the median of |added / requested - 1|
+    within_5pct: float | None = (
+        None  # per call: the share of calls whose added time was within 5% of the request
+    )
 
     @property
     def accuracy(self) -> float | None:
@@ -287,3 +298,11 @@ def analyse(
             )
         )
     return found
+
+
+def call_accuracy(calls: Sequence[tuple[int, int]]) -> tuple[float | None, float | None]:
+    """(median |added / requested - 1|, share of calls within 5%) over (requested, added) ns per call."""
+    errors = np.array([abs(added / requested - 1.0) for requested, added in calls if requested > 0])
+    if not len(errors):
+        return None, None
+    return float(np.median(errors)), float((errors <= 0.05).mean())

@@ -10,6 +10,7 @@ truth, and each pair goes to the prediction ledger (profiler.ledger) as a "slowd
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -22,6 +23,7 @@ from infer_prof.profiler.checks.slowdown import (
     ComponentSlowdown,
     SlowdownExperiment,
     analyse,
+    call_accuracy,
     label_steps,
 )
 from infer_prof.profiler.rundir.atomic import write_json_atomic, write_text_atomic
@@ -67,7 +69,13 @@ def run_what_if(
     if len(labelled):
         columns = ["step", "block", "what_if_component", "what_if_level", "what_if_added_ms", "what_if_calls"]
         write_text_atomic(run_dir / TURNS_FILE, labelled[columns].to_csv(index=False))
-    found = analyse(labelled, experiment.components)
+    found = [
+        dataclasses.replace(
+            item,
+            **dict(zip(("median_error", "within_5pct"), call_accuracy(experiment.calls[item.component]))),
+        )
+        for item in analyse(labelled, experiment.components)
+    ]
     run_void = "its run was interrupted" if run.interrupted else void_reason(run.result.health)
     section = what_if_section(
         found, outcome.result, levels=levels, block_steps=block_steps, steps=len(labelled), run_void=run_void
@@ -120,6 +128,8 @@ def component_entry(
             "requested_ms": item.requested_ms,
             "added_ms": item.added_ms,
             "ratio": item.accuracy,
+            "median_error": item.median_error,
+            "within_5pct": item.within_5pct,
         },
         "void": item.void or (f"the slowdown run: {run_void}" if run_void else None),
         **sensitivity_fields(item.sensitivity),

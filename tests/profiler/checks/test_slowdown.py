@@ -12,6 +12,7 @@ from infer_prof.errors import OptionError
 from infer_prof.profiler.checks.slowdown import (
     SlowdownExperiment,
     analyse,
+    call_accuracy,
     check_components,
     delay_blocks,
     label_steps,
@@ -110,9 +111,20 @@ def test_the_tracers_hooks_delay_the_named_component_and_its_response_gives_the_
     assert sensitivity.low <= expected <= sensitivity.high and sensitivity.high - sensitivity.low < 0.2
     assert sensitivity.linear and [level.level for level in sensitivity.per_level] == [0.5, 1.0]
     assert found.accuracy == pytest.approx(1.0, abs=0.02)
+    assert len(experiment.calls["sampler"]) == int((labelled["what_if_calls"]).sum()) == len(delayed)
+    median_error, within = call_accuracy(experiment.calls["sampler"])
+    assert median_error is not None and median_error < 0.01 and within == 1.0
     assert (
         found.share_off == pytest.approx(1.0 / 3.0, abs=0.02) if overlap == 0 else found.share_off is not None
     )
+
+
+def test_call_accuracy_is_per_call_not_summed() -> None:
+    # One call preempted far past its deadline moves the sum's ratio, not the median call's.
+    calls = [(1_000_000, 1_001_000)] * 9 + [(1_000_000, 5_000_000)]
+    median_error, within = call_accuracy(calls)
+    assert median_error == pytest.approx(0.001) and within == pytest.approx(0.9)
+    assert call_accuracy([]) == (None, None) and call_accuracy([(0, 10)]) == (None, None)
 
 
 def test_only_the_turns_of_the_component_and_the_off_turns_make_its_blocks() -> None:
