@@ -6,6 +6,8 @@ from typing import Any
 
 import httpx
 
+from infer_prof.errors import TargetError, parse_json
+
 WINDOW_TIMEOUT_S = 120.0  # closing summarizes every span of the run on the server
 
 
@@ -26,7 +28,12 @@ class RemoteWindow:
         try:
             response = httpx.post(f"{self.base}/infer-prof/profile/{what}", timeout=WINDOW_TIMEOUT_S)
             response.raise_for_status()
-            return response.json()
-        except (httpx.HTTPError, ValueError) as exc:
+            data = parse_json(response.content, f"POST /infer-prof/profile/{what}", TargetError)
+            if not isinstance(data, dict):
+                raise TargetError(
+                    f"POST /infer-prof/profile/{what} answered {type(data).__name__}, not an object"
+                )
+            return data
+        except (httpx.HTTPError, TargetError) as exc:
             self.error = f"the server's profile window could not {what}: {type(exc).__name__}: {exc}"
             return None

@@ -85,3 +85,24 @@ def test_a_chunk_not_of_openais_shape_fails_its_request_with_a_message(chunk: st
 def test_an_error_body_nested_past_the_limit_is_shown_as_text() -> None:
     message, detail = error_message(b'{"error": ' + b"[" * 5000 + b"]" * 5000 + b"}")
     assert message.startswith('{"error": [[[') and detail is None
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        (b"[" * 5000 + b"]" * 5000, "nested more than"),
+        (b"[1, 2]", "not an object"),
+        (b"<html>", "not valid JSON"),
+    ],
+)
+def test_a_profile_window_of_the_wrong_shape_is_a_note(
+    monkeypatch: pytest.MonkeyPatch, body: bytes, words: str
+) -> None:
+    from infer_prof.profiler.session.target import remote
+
+    def post(url: str, timeout: float) -> httpx.Response:
+        return httpx.Response(200, content=body, request=httpx.Request("POST", url))
+
+    monkeypatch.setattr(remote.httpx, "post", post)
+    window = remote.RemoteWindow("http://server")
+    assert window.stop() is None and words in (window.error or "")
