@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import numbers
 from typing import Any
 
 import numpy as np
@@ -15,7 +14,11 @@ TRUE_TEXTS = ("true", "1", "1.0")
 def parse_token_ns(cell: Any) -> list[int]:
     """requests.csv stores every token's timestamp as a space-separated string (one timestamp reads back as a
     number)."""
-    if isinstance(cell, numbers.Real) and not isinstance(cell, bool) and not math.isnan(cell):
+    if (
+        isinstance(cell, (int, float, np.integer, np.floating))
+        and not isinstance(cell, bool)
+        and not math.isnan(cell)
+    ):
         return [int(cell)]
     if not isinstance(cell, str) or not cell.strip():
         return []

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import csv
 import math
-import numbers
 import re
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from infer_prof.errors import ResultError, check_size
@@ -108,7 +108,7 @@ def check_requests(table: pd.DataFrame, path: Path) -> pd.DataFrame:
                     "space-separated integer timestamps; re-record the run"
                 )
             if (
-                isinstance(cell, numbers.Real)
+                isinstance(cell, (int, float, np.integer, np.floating))
                 and not isinstance(cell, bool)
                 and (math.isnan(cell) or (cell >= 0 and float(cell).is_integer()))
             ):
