@@ -287,7 +287,9 @@ def bootstrap_standard_error(
 
 
 def combined_half_width(
-    errors: np.ndarray | Sequence[float], freedoms: np.ndarray | Sequence[float], confidence: float | np.ndarray
+    errors: np.ndarray | Sequence[float],
+    freedoms: np.ndarray | Sequence[float],
+    confidence: float | np.ndarray,
 ) -> np.ndarray:
     """Half-width of a two-sided Student-t interval for a sum of independent estimates, each with its standard
     error and degrees of freedom (inf for a known variance): the root of the summed variances times t at the
@@ -324,5 +326,7 @@ def combined_interval(
     """point +- combined_half_width(...), clipped to `bounds` (a share stays in [0, 1]); NaN when an error is."""
     if not errors or any(not math.isfinite(error) for error in errors):
         return Interval(point, math.nan, math.nan, confidence)
-    half = float(combined_half_width(np.asarray(errors)[None, :], np.asarray(freedoms)[None, :], confidence)[0])
+    half = float(
+        combined_half_width(np.asarray(errors)[None, :], np.asarray(freedoms)[None, :], confidence)[0]
+    )
     return Interval(point, max(bounds[0], point - half), min(bounds[1], point + half), confidence)

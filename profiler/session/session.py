@@ -52,8 +52,9 @@ class SessionHooks:
     on_engine: Callable[[Any], None] | None = (
         None  # the built engine, before it starts (--verify's twin switch)
     )
-    on_look: Callable[[Any], None] | None = None  # `--until resolved`: each look's profiler.session.until.Look
-    on_more: Callable[[int], None] | None = None  # `--until resolved`: the measured requests' new total
+    # `--until resolved`: each look's profiler.session.until.Look, and the measured requests' new total
+    on_look: Callable[[Any], None] | None = None
+    on_more: Callable[[int], None] | None = None
 
 
 @dataclass
@@ -122,7 +123,9 @@ def run_session(
     )
     measured_total = sum(not request.warmup for request in prepared.requests)
     stopper = (
-        _stopper(prepared, until_max_time_s, hooks) if until_max_time_s is not None and prepared.tracer else None
+        _stopper(prepared, until_max_time_s, hooks)
+        if until_max_time_s is not None and prepared.tracer
+        else None
     )
     if hooks.on_engine:
         hooks.on_engine(prepared.built.engine)
@@ -466,7 +469,11 @@ def _next_round(
             return None
         again = scenario.with_overrides(seed=scenario.seed + rounds)
         first = max(request.index for request in prepared.requests) + 1
-        drawn = [request for request in generate_requests(again, loaded.config.context_length) if not request.warmup]
+        drawn = [
+            request
+            for request in generate_requests(again, loaded.config.context_length)
+            if not request.warmup
+        ]
         batch = [dataclasses.replace(request, index=first + number) for number, request in enumerate(drawn)]
         prepared.prompts.update(prepare_prompts(batch, loaded.tokenizer))
         prepared.requests.extend(batch)
