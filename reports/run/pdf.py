@@ -15,7 +15,7 @@ from matplotlib.transforms import offset_copy
 from infer_prof.profiler.rundir.atomic import write_atomic
 from infer_prof.profiler.rundir.results import RunData
 from infer_prof.reports.format import flatten
-from infer_prof.reports.run import charts, flamegraph, gantt, summary
+from infer_prof.reports.run import charts, flamegraph, gantt, step_path, summary
 from infer_prof.reports.run.frames import top_frames_table
 from infer_prof.reports.run.pdf_text import A4_INCHES, CHART_AREA, STYLES, TextPages, table_lines
 from infer_prof.reports.run.processes import processes_table
@@ -116,6 +116,8 @@ def _chart_plan(data: ReportData) -> tuple[list[list[PlannedChart]], list[str]]:
     has_latency = any(values.size for values in data.latencies.values())
     time_split = summary.time_split_table(result)
     requests = gantt.request_timeline(data.run, data.start_ns)
+    probe = (result.target or {}).get("probe")
+    lanes = step_path.step_lanes(probe) if probe else []
     planned = [
         PlannedChart(
             "Where the engine thread's time goes",
@@ -133,6 +135,18 @@ def _chart_plan(data: ReportData) -> tuple[list[list[PlannedChart]], list[str]]:
             time_split,
             table_height(time_split),
             None if time_split.rows and result.breakdown else "time split table: no data",
+        ),
+        *(  # a probed server's step, only where there is one: an in-process run has no processes to draw
+            [
+                PlannedChart(
+                    "A step across the server's processes (the in-process probe)",
+                    step_path.draw_step_path,
+                    probe,
+                    1.2 + 0.55 * len(lanes),
+                )
+            ]
+            if lanes
+            else []
         ),
         PlannedChart(
             "Native paths",
