@@ -5,14 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from matplotlib.figure import Figure
-
 from infer_prof.profiler.rundir.schema import Probe
-from infer_prof.reports.run.charts import COMPONENT_COLOURS
+from infer_prof.reports.run.charts import COMPONENT_COLOURS, Target
 
-WAIT_COLOUR = (
-    "#BBBBBB"  # the loop waiting on its worker: time on the path that the loop itself does not spend
-)
+WAIT_COLOUR = "#BBBBBB"  # the loop waiting on its worker: on the path, but not the loop's own work
 OTHER_COLOUR = "#DDDDDD"  # a lane's time no probe named
 BESIDE = ("api", "tokenizer", "detokenizer")  # components that run beside the loop in the API server
 
@@ -108,7 +104,7 @@ def _owners(
     return found
 
 
-def draw_step_path(target: Figure, probe: Probe) -> None:
+def draw_step_path(target: Target, probe: Probe) -> None:
     """One horizontal lane per process of a mean step, its bars in ms; the API server's lane is marked beside."""
     lanes = step_lanes(probe)
     ax = target.subplots()
