@@ -80,7 +80,7 @@ def run(
         Optional[str],
         typer.Option(
             "--what-if",
-            help="Slowdown experiments (Coz's virtual speedup): COMPONENT,... of scheduler, kv_alloc, prepare, sampler, detokenizer. A second run delays each named component's every call by 0.5x and 1x its own time, in turns of steps with no delay between, and measures its sensitivity (added step time per added ms: 1 on the step's serial path, ~0 when it overlaps) and the gain a faster one would give; with --verify, beside the gain the C twin measures.",
+            help="Slowdown experiments (Coz's virtual speedup): COMPONENT,... of scheduler, kv_alloc, prepare, sampler, detokenizer. A second run delays each named component's every call by 0.5x and 1x its own time, in turns of steps with no delay between, and measures its sensitivity (added step time per added ms: 1 on the step's serial path, ~0 when it overlaps) and the gain a faster one would give; with --verify, beside the gain the C twin measures. With --launch CMD --probe: the probe delays the engine tables' components (e.g. sampler,scheduler,detokenizer) inside the server in turns of its own steps, and each prediction of the verdict says slowdown-measured or bound only.",
         ),
     ] = None,
     policy: Annotated[
@@ -186,6 +186,11 @@ def run(
             raise OptionError(
                 "--verify switches the built-in engine's C twins on: it cannot run against --target"
             )
+        if what_if is not None and not probe:
+            raise OptionError(
+                "--what-if against a server delays calls from inside it, through the probe: add --probe "
+                "(with --launch CMD), or drop --what-if"
+            )
         _refuse_engine_flags_with_target(options, policy_given=policy is not None)
         if pid is not None and pid <= 0:
             raise OptionError(
@@ -207,6 +212,7 @@ def run(
                 launch=launch,
                 launch_timeout=LAUNCH_TIMEOUT_S if launch_timeout is None else launch_timeout,
                 probe=probe,
+                what_if=_names(what_if),
             )
         )
     code = run_command(
@@ -455,6 +461,7 @@ def run_target_command(
     launch: str | None = None,
     launch_timeout: float = 600.0,
     probe: bool = False,
+    what_if: tuple[str, ...] = (),
 ) -> int:
     """`run --target` (and `--launch`): check every input before sending anything, start the server if asked and
     wait for it, probe it, drive it, stop it; then the summary and reports."""
@@ -462,7 +469,7 @@ def run_target_command(
 
     from infer_prof.profiler.analysis.engine_tables import all_tables
     from infer_prof.profiler.inputs.addresses import parse_http_url
-    from infer_prof.profiler.session.target.inject import prepare_probe
+    from infer_prof.profiler.session.target.inject import WhatIf, check_what_if, prepare_probe, probe_rows
     from infer_prof.profiler.session.target.launch import launched_server
     from infer_prof.profiler.session.target.probe import probe as probe_server
     from infer_prof.profiler.session.target.target_session import (
@@ -479,9 +486,12 @@ def run_target_command(
         check_run_dir(out)
     spec = load_scenario(scenario).with_overrides(num_requests=requests, duration_s=duration, seed=None)
     tables = all_tables()  # a user table's mistake is refused before anything starts (the verdict reads them too)
+    slowdowns = WhatIf(what_if) if what_if else None
+    if slowdowns is not None:
+        check_what_if(slowdowns, probe_rows(tables))  # a component no table times, before anything starts
     tokenizer = prompt_tokenizer(options.model)  # a bad --model is refused before the server starts
     with stop_on_signals(console) as stop, _claimed_run_dir(out, spec.name) as run_dir:
-        setup = prepare_probe(run_dir, tables) if probe else None
+        setup = prepare_probe(run_dir, tables, slowdowns) if probe else None
         with launched_server(
             launch,
             target,
@@ -544,6 +554,11 @@ def _checked_ledger(run_dir: Path, given: Path | None) -> Path:
     path, source = chosen_ledger(run_dir, given)
     check_appendable(path, source=source)
     return path
+
+
+def _names(listed: str | None) -> tuple[str, ...]:
+    """A comma-separated option's names, blanks dropped."""
+    return tuple(name.strip() for name in (listed or "").split(",") if name.strip())
 
 
 def _checked_what_if(what_if: str | None, profile: str) -> tuple[str, ...]:
