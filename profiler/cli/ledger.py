@@ -31,6 +31,13 @@ def ledger(
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as one JSON object.")] = False,
+    with_void: Annotated[
+        bool,
+        typer.Option(
+            "--with-void",
+            help="Score the void pairs too (runs on a busy machine), labelled so: a view for a machine where every run is void.",
+        ),
+    ] = False,
 ) -> None:
     """Score the predictions: pairs, median |measured - predicted|, how often the measured gain fell inside the predicted interval."""
     from infer_prof.profiler.ledger.store import ledger_path, load_ledger
@@ -46,7 +53,7 @@ def ledger(
         )
     from infer_prof.profiler.ledger.summary import summarize
 
-    summary = summarize(read.records)
+    summary = summarize(read.records, include_void=with_void)
     if as_json:
         typer.echo(json.dumps(_as_json(read, summary), indent=2))
     elif not read.records:
@@ -87,7 +94,8 @@ def score_table(summary: LedgerSummary) -> Table:
     groups = [summary.total, *summary.by_kind, *summary.by_component]
     sections = [1, 1 + len(summary.by_kind)]
     return Table(
-        title="predicted vs measured end-to-end gains",
+        title="predicted vs measured end-to-end gains"
+        + (", void pairs scored too (--with-void)" if summary.include_void else ""),
         columns=[
             "kind",
             "component",
@@ -104,7 +112,8 @@ def score_table(summary: LedgerSummary) -> Table:
         note="|error|: the median |measured - predicted gain|, in points of the step (relative: over the predicted "
         "gain); in interval: measured gains inside the predicted interval, of the pairs that had one, with the "
         f"share's Wilson 95% interval; ±{AGREEMENT_BAND:.0%}: pairs with measured / predicted within "
-        f"1 ± {AGREEMENT_BAND:g}; void pairs (run health, drift) are counted, not scored.",
+        f"1 ± {AGREEMENT_BAND:g}; void pairs (run health, drift) are counted"
+        + (" and, with --with-void, scored too." if summary.include_void else ", not scored."),
     )
 
 

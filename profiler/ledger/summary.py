@@ -16,7 +16,9 @@ ALL = "all"
 
 @dataclass(frozen=True, slots=True)
 class Score:
-    """One group of pairs (a kind, a component, or all): void pairs are counted, not scored.
+    """One group of pairs (a kind, a component, or all): void pairs are counted, and scored only when asked.
+
+    pairs: the pairs scored (the healthy ones; every one with include_void); void: how many are void;
 
     median_error_points: the median |measured - predicted| in percentage points of the step;
     median_relative_error: the median |measured - predicted| / |predicted| (pairs predicting no gain left out);
@@ -40,7 +42,8 @@ class Score:
 
 @dataclass(frozen=True, slots=True)
 class LedgerSummary:
-    """The whole ledger's score first, then each kind's, then each (kind, component)'s."""
+    """The whole ledger's score first, then each kind's, then each (kind, component)'s; include_void: void pairs
+    were scored too (a view for a machine where every run is void, never the project's score)."""
 
     total: Score
     by_kind: list[Score]
@@ -48,26 +51,35 @@ class LedgerSummary:
     records: int
     first_recorded: str | None
     last_recorded: str | None
+    include_void: bool = False
 
 
-def summarize(records: Sequence[LedgerRecord]) -> LedgerSummary:
-    """The score of every group of `records` (pure: no I/O)."""
+def summarize(records: Sequence[LedgerRecord], *, include_void: bool = False) -> LedgerSummary:
+    """The score of every group of `records` (pure: no I/O); void pairs scored too with include_void."""
     kinds = sorted({record.kind for record in records})
     pairs = sorted({(record.kind, record.component) for record in records})
     times = sorted(record.recorded_at for record in records)
     return LedgerSummary(
-        total=score(records, ALL, ALL),
-        by_kind=[score([r for r in records if r.kind == kind], kind, ALL) for kind in kinds],
-        by_component=[score([r for r in records if (r.kind, r.component) == key], *key) for key in pairs],
+        total=score(records, ALL, ALL, include_void=include_void),
+        by_kind=[
+            score([r for r in records if r.kind == kind], kind, ALL, include_void=include_void)
+            for kind in kinds
+        ],
+        by_component=[
+            score([r for r in records if (r.kind, r.component) == key], *key, include_void=include_void)
+            for key in pairs
+        ],
         records=len(records),
         first_recorded=times[0] if times else None,
         last_recorded=times[-1] if times else None,
+        include_void=include_void,
     )
 
 
-def score(records: Sequence[LedgerRecord], kind: str, component: str) -> Score:
-    """The score of one group: its healthy pairs' errors and coverage, its void pairs counted apart."""
-    healthy = [record for record in records if not record.void]
+def score(records: Sequence[LedgerRecord], kind: str, component: str, *, include_void: bool = False) -> Score:
+    """The score of one group: its healthy pairs' errors and coverage (every pair's with include_void), its void
+    pairs counted."""
+    healthy = list(records) if include_void else [record for record in records if not record.void]
     errors = [abs(record.error) * 100 for record in healthy]
     relative = [value for value in (record.relative_error for record in healthy) if value is not None]
     judged = [record.inside_predicted for record in healthy if record.inside_predicted is not None]
@@ -77,7 +89,7 @@ def score(records: Sequence[LedgerRecord], kind: str, component: str) -> Score:
         kind=kind,
         component=component,
         pairs=len(healthy),
-        void=len(records) - len(healthy),
+        void=sum(1 for record in records if record.void),
         median_error_points=statistics.median(errors) if errors else None,
         median_relative_error=statistics.median(relative) if relative else None,
         inside=inside,

@@ -95,3 +95,14 @@ def test_a_file_that_is_no_ledger_at_all_is_exit_2(
     code, _, err = infer_prof(["ledger", str(other)], monkeypatch, capsys)
     assert code == 2 and err.strip().splitlines()[-1].startswith("infer-prof: error:")
     assert "holds no ledger record (2 damaged line(s))" in err
+
+
+def test_with_void_scores_the_void_pairs_and_says_so(
+    ledger: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = infer_prof(["ledger", str(ledger), "--with-void"], monkeypatch, capsys)
+    assert code == 0 and "void pairs scored too (--with-void)" in out
+    rows = {tuple(line.split()[:2]): line.split()[2:] for line in out.splitlines() if line.startswith(" ")}
+    assert rows[("verify", "prepare")][:3] == ["1", "1", "2.00"]  # scored: 0.30 predicted, 0.28 measured
+    code, out, _ = infer_prof(["ledger", str(ledger), "--with-void", "--json"], monkeypatch, capsys)
+    assert json.loads(out)["include_void"] is True and json.loads(out)["total"]["pairs"] == 3

@@ -94,3 +94,12 @@ def test_a_prediction_of_no_gain_has_an_absolute_error_and_no_relative_one() -> 
     )
     assert group.median_error_points == pytest.approx(0.5)
     assert group.median_relative_error is None and group.inside == 1 and group.within_band == 0
+
+
+def test_with_void_the_void_pairs_are_scored_too_and_still_counted() -> None:
+    summary = summarize(_records(), include_void=True)
+    total = summary.total
+    assert summary.include_void and (total.pairs, total.void) == (6, 1)
+    # |errors| in points: 2, 10, 4, 45, 0.5, 1 -> median 3; the void pair's 45 pp is in.
+    assert total.median_error_points == pytest.approx(3.0)
+    assert (total.inside, total.with_interval) == (3, 5)
