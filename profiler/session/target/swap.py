@@ -22,6 +22,9 @@ from typing import Any
 import numpy as np
 
 from infer_prof.errors import OptionError, TargetError
+from infer_prof.profiler.analysis.probe_swap import SwapResult, analyse_swap
+from infer_prof.profiler.ledger.records import HEALTHY, LedgerRecord, now_utc
+from infer_prof.profiler.ledger.store import append_record, ledger_path
 from infer_prof.profiler.rundir.atomic import write_json_atomic
 from infer_prof.profiler.session.target.inject import ProbeSetup
 
@@ -176,10 +179,47 @@ def _rows(path: Path) -> np.ndarray:
 
 def report_swap(run_dir: Path, setup: ProbeSetup) -> list[str]:
     """The swap run's A/B (profiler.analysis.probe_swap) written as swap.json in the run directory; its lines."""
-    from infer_prof.profiler.analysis.probe_swap import analyse_swap
     from infer_prof.profiler.session.target.inject import read_probe
 
     calls, statuses = read_swap(setup.folder)
     result = analyse_swap(setup.probes, read_probe(setup), calls, statuses)
     write_json_atomic(run_dir / "swap.json", dataclasses.asdict(result))
-    return result.lines
+    record = ledger_record(result, run_dir)
+    if record is None:
+        return result.lines
+    path = append_record(record, ledger_path(run_dir))
+    return [*result.lines, f"  prediction ledger: predicted and measured gain appended to {path}"]
+
+
+def ledger_record(result: SwapResult, run_dir: Path) -> LedgerRecord | None:
+    """The run's Amdahl prediction for the swapped sampler (a gain: the fraction of the step saved) beside the
+    gain the A/B measured, for the prediction ledger; None when the run measured no step ratio."""
+    ratio = result.step_ms.ratio if result.step_ms is not None else None
+    if ratio is None or ratio.point is None or result.predicted_step_ratio is None:
+        return None
+    try:
+        written = json.loads((run_dir / "result.json").read_text())
+    except (OSError, ValueError):
+        written = {}
+    scenario = (written.get("scenario") or {}).get("name") or "unknown"
+    model = (
+        (written.get("target") or {}).get("model") or (written.get("config") or {}).get("model") or "unknown"
+    )
+    return LedgerRecord(
+        kind="verify",
+        scenario=str(scenario),
+        model=str(model),
+        dtype="float32",
+        component="sampler",
+        predicted=1 - result.predicted_step_ratio,
+        predicted_low=None,
+        predicted_high=None,
+        measured=1 - ratio.point,
+        measured_low=None if ratio.high is None else 1 - ratio.high,
+        measured_high=None if ratio.low is None else 1 - ratio.low,
+        health=HEALTHY,
+        commit=None,
+        run_dir=str(run_dir),
+        recorded_at=now_utc(),
+        method="Amdahl from the swap run's own forward_cpu share and speedup; measured by --swap's in-run A/B in the engine",
+    )

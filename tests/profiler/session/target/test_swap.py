@@ -141,3 +141,7 @@ def test_the_probe_switches_the_swap_in_by_the_steps_turns(tmp_path: Path) -> No
     assert result["pairs"] == 12 and result["rows"]["swapped"] == 36
     assert result["tokens_per_s"]["with_swap"]["point"] > 0 and result["step_ms"]["ratio"]["point"] > 0
     assert any("rows by path: swapped 36, off turn 36" in line for line in lines)
+    ledger = [json.loads(line) for line in (tmp_path / "ledger.jsonl").read_text().splitlines()]
+    assert [(entry["kind"], entry["component"]) for entry in ledger] == [("verify", "sampler")]
+    assert ledger[0]["predicted"] == pytest.approx(1 - result["predicted_step_ratio"])
+    assert ledger[0]["measured"] == pytest.approx(1 - result["step_ms"]["ratio"]["point"])
