@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from infer_prof.profiler.analysis.breakdown import kernel_fractions
 from infer_prof.profiler.rundir.schema import Interval
 from infer_prof.profiler.stats import (
     block_length,
@@ -232,6 +233,23 @@ def breakdown_share_interval(
 UNTIMED_KERNEL_SPANS = ("model",)
 
 
+def _breakdown_fractions(
+    steps: Sequence[Mapping[str, Any]], windows: Sequence[Mapping[str, Any]]
+) -> dict[str, float]:
+    """The breakdown's kernel fraction per span (profiler.analysis.breakdown.kernel_fractions) over these windows."""
+    if not windows:
+        return {}
+    pooled: dict[str, dict[str, float]] = {}
+    for window in windows:
+        for span, entry in (window.get("by_span") or {}).items():
+            into = pooled.setdefault(span, {"aten_self_ns": 0.0, "fee_ns": 0.0, "runtime_ns": 0.0})
+            for key in into:
+                into[key] += float(entry.get(key) or 0.0)
+    kernels = {"status": "ok", "by_span": pooled, "windows": list(windows)}
+    found = kernel_fractions({"steps": list(steps)}, kernels, None, [])
+    return dict(found.kernel) or _window_mean_fractions(steps, windows)
+
+
 def _window_mean_fractions(
     rows: Sequence[Mapping[str, Any]], windows: Sequence[Mapping[str, Any]]
 ) -> dict[str, float]:
@@ -260,12 +278,13 @@ def running_share(
     native: Sequence[str] = (),
 ) -> ShareInterval | None:
     """The interpreter share of step time so far, from the steps recorded and the windows closed, with its interval:
-    the cheap estimate a run that goes on until resolved looks at after each round (lock waits and GC pauses,
-    a point or so, stay in it; the result's verdict is the breakdown's)."""
+    the cheap estimate a run that goes on until resolved looks at after each round. Its kernel fractions are the
+    breakdown's (each window applied to the steps nearest it), so the point is the verdict's but for lock waits,
+    GC pauses and the windows' own pauses between steps, a point or less."""
     steps = [row for row in rows if float(row.get("duration_ms") or 0.0) > 0]
     if len(steps) < MIN_STEPS:
         return None
-    fractions = _window_mean_fractions(steps, windows)
+    fractions = _breakdown_fractions(steps, windows)
     if not fractions:
         fractions = {span: 0.5 for span in UNTIMED_KERNEL_SPANS if f"{span}_ms" in steps[0]}
     fractions = {span: k for span, k in fractions.items() if span not in native}

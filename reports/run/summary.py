@@ -873,6 +873,13 @@ def stopped_when(result: RunResult) -> Headline | None:
     rounds = f"{stopping.get('rounds', 0)} round{'s' if stopping.get('rounds') != 1 else ''}"
     elapsed = fmt_number(stopping.get("elapsed_s"), "s")
     if stopping.get("stopped_by") == "resolved":
+        straddled = (result.verdict or {}).get("straddles") or []
+        if straddled:  # the look's running estimate cleared; the breakdown's point, a point or so away, did not
+            return Headline(
+                f"Stopped after {rounds} ({elapsed} of load) when its running estimate cleared the thresholds, but "
+                f"the verdict's interval straddles {' and '.join(f'{t:.0%}' for t in straddled)}: read it as "
+                "unresolved (a longer run would settle it)."
+            )
         return Headline(f"Resolved after {rounds} of the scenario ({elapsed} of load).", "note")
     held = "; ".join(stopping.get("held_by") or []) or "nothing recorded"
     return Headline(
