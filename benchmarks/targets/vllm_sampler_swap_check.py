@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 SWAP_SOURCE = Path(__file__).resolve().parents[2] / "profiler" / "inject" / "vllm_sampler_swap.py"
 VOCAB = 4_096  # the distribution rows: wide enough for real tails, small enough for many draws
@@ -70,7 +71,7 @@ def main() -> int:
     draws = []
     batch = 1_000
     for k, p in SETTINGS:
-        found = {"top_k": k, "top_p": p}
+        found: dict[str, object] = {"top_k": k, "top_p": p}
         for name, forward in (("vllm", original), ("swap", swapped)):
             torch.manual_seed(1)
             tokens: list[int] = []
@@ -103,7 +104,7 @@ def main() -> int:
     return 0
 
 
-def engine_checks(model: str, swap, switch: bytearray, swap_module) -> dict[str, object]:  # type: ignore[no-untyped-def]
+def engine_checks(model: str, swap: Any, switch: bytearray, swap_module: Any) -> dict[str, object]:
     from vllm import LLM, SamplingParams
 
     llm = LLM(model=model, dtype="float32", max_model_len=2048, seed=0)

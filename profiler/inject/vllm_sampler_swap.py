@@ -272,7 +272,7 @@ class Swap:
         original = vars(owner).get(METHOD) if isinstance(owner, type) else None
         parameters = tuple(inspect.signature(original).parameters) if callable(original) else None
         self.why = problem(self.version, parameters) or ""
-        if not self.why:
+        if not self.why and callable(original):
             try:
                 drawer = Drawer(*load_library(self.library))
             except Exception as exc:
