@@ -45,6 +45,7 @@ LEVELS = (0.5, 1.0)  # fractions of a call's own duration: two, so a curve would
 BLOCK_STEPS = 4
 MAX_LEVEL = 10.0
 MAX_ROWS = 2_000_000  # labelled steps kept
+RESOLVES_WIDTH = 1.0  # an interval at most this wide can tell sensitivity 1 (serial) from 0 (overlapped)
 
 
 def check_components(names: Sequence[str], levels: Sequence[float] = LEVELS) -> tuple[str, ...]:
@@ -283,7 +284,7 @@ def analyse(
             sensitivity: Sensitivity | None = estimate_sensitivity(
                 component, delay_blocks(labelled, component) if len(labelled) else [], resamples=resamples
             )
-            void = None
+            void = unresolved(sensitivity)
         except NotEnoughBlocks as error:
             sensitivity, void = None, str(error)
         found.append(
@@ -298,6 +299,21 @@ def analyse(
             )
         )
     return found
+
+
+def unresolved(sensitivity: Sensitivity) -> str | None:
+    """Why a sensitivity cannot be acted on: no interval, or one too wide to tell a serial path (1) from an
+    overlapped one (0); None when it can. A component whose calls are a sliver of the step adds a delay
+    smaller than the step's own noise, and the ratio then swings far past 0 and 1 either way."""
+    low, high = sensitivity.low, sensitivity.high
+    if low is None or high is None:
+        return f"{sensitivity.component}: too few delayed turns for an interval ({sensitivity.pairs} pair(s))"
+    if high - low > RESOLVES_WIDTH:
+        return (
+            f"{sensitivity.component}: its interval [{low:.2f}, {high:.2f}] is wider than {RESOLVES_WIDTH:g}, so it "
+            "cannot tell a serial path from an overlapped one: its delay is within the step's noise in this run"
+        )
+    return None
 
 
 def call_accuracy(calls: Sequence[tuple[int, int]]) -> tuple[float | None, float | None]:

@@ -102,13 +102,11 @@ def what_if_section(
         "block_steps": block_steps,
         "steps": steps,
         "void": run_void,
-        "components": {item.component: component_entry(item, result, run_void) for item in found},
+        "components": {item.component: component_entry(item, result) for item in found},
     }
 
 
-def component_entry(
-    item: ComponentSlowdown, result: RunResult, run_void: str | None = None
-) -> dict[str, Any]:
+def component_entry(item: ComponentSlowdown, result: RunResult) -> dict[str, Any]:
     """One component's `what_if` entry; the share and speedup are the main run's (its verdict's prediction)."""
     prediction: Mapping[str, Any] = ((result.verdict or {}).get("predictions") or {}).get(
         item.component
@@ -131,7 +129,7 @@ def component_entry(
             "median_error": item.median_error,
             "within_5pct": item.within_5pct,
         },
-        "void": item.void or (f"the slowdown run: {run_void}" if run_void else None),
+        "void": item.void,  # this component's own; the run's is the section's
         **sensitivity_fields(item.sensitivity),
     }
     sensitivity = item.sensitivity
@@ -256,6 +254,7 @@ def _append_ledger(
             void = (
                 measured.get("void")
                 or entry.get("void")
+                or (f"the slowdown run: {section['void']}" if section.get("void") else None)
                 or (f"the main run: {main_void}" if main_void else None)
             )
             record = LedgerRecord(

@@ -540,11 +540,16 @@ def obtained(name: str, measured: float | None, result: RunResult) -> list[str]:
     if isinstance(sensitivity, (int, float)):
         interval = _between(slowdown.get("low"), slowdown.get("high"), lambda value: f"{value:.2f}")
         gain = (slowdown.get("gain") or {}).get("gain")
-        how.append(
-            f"slowdown-measured (sensitivity {sensitivity:.2f}{interval}"
-            + ("" if slowdown.get("linear", True) else ", levels disagree: a curve")
-            + (f") -> {fmt_gain(gain)}" if isinstance(gain, (int, float)) else ")")
-        )
+        run_void = (result.what_if or {}).get("void")
+        if slowdown.get("void"):  # measured, but too noisy to act on
+            how.append(f"slowdown unresolved (sensitivity {sensitivity:.2f}{interval})")
+        else:
+            how.append(
+                f"slowdown-measured (sensitivity {sensitivity:.2f}{interval}"
+                + ("" if slowdown.get("linear", True) else ", levels disagree: a curve")
+                + (f") -> {fmt_gain(gain)}" if isinstance(gain, (int, float)) else ")")
+                + (f", its run void: {run_void}" if run_void else "")
+            )
     return how or ["bound only (Amdahl)"]
 
 

@@ -134,3 +134,37 @@ def test_a_void_verify_pair_is_recorded_as_void_and_no_pair_without_a_measured_g
     result.verdict["verify"] = {"components": {"sampler": {"measured_gain": None}}}
     assert pair_with_verify(outcome, tmp_path / "other.jsonl") == []  # type: ignore[arg-type]
     assert not (tmp_path / "other.jsonl").exists()
+
+
+def test_a_sensitivity_too_wide_to_tell_serial_from_overlapped_is_unresolved() -> None:
+    from infer_prof.profiler.checks.slowdown import unresolved
+
+    assert unresolved(_sensitivity("sampler", 0.96, 0.9, 1.02)) is None
+    wide = unresolved(_sensitivity("scheduler", -14.7, -783.6, -0.5))
+    assert wide is not None and "cannot tell a serial path from an overlapped one" in wide
+    lone = Sensitivity("prepare", 1.0, None, None, (), True, 1)
+    assert "too few delayed turns" in (unresolved(lone) or "")
+    result = _result()
+    found = [ComponentSlowdown("sampler", _sensitivity("sampler", 8.5, -8.9, 114.6), wide, 1.0, 1.0, 5, 0.5)]
+    result.what_if = what_if_section(found, result, levels=(0.5, 1.0), block_steps=4, steps=50)
+    sampler = next(line for line in summary.prediction_lines(result) if line.strip().startswith("sampler:"))
+    assert (
+        "slowdown unresolved (sensitivity 8.50 [-8.90, 114.60])" in sampler
+        and "slowdown-measured" not in sampler
+    )
+
+
+def test_a_void_slowdown_run_is_said_on_the_line_and_in_the_ledger(tmp_path: Path) -> None:
+    result = _result()
+    result.what_if = what_if_section(
+        _found(), result, levels=(0.5, 1.0), block_steps=4, steps=200, run_void="the machine was busy"
+    )
+    assert result.what_if["components"]["sampler"]["void"] is None  # the component's own figure stands
+    sampler = next(line for line in summary.prediction_lines(result) if line.strip().startswith("sampler:"))
+    assert (
+        "slowdown-measured (sensitivity 0.96" in sampler and "its run void: the machine was busy" in sampler
+    )
+    result.verdict["verify"] = {"components": {"sampler": {"measured_gain": 0.40}}}
+    pair_with_verify(SimpleNamespace(run_dir=tmp_path, result=result), tmp_path / "ledger.jsonl")  # type: ignore[arg-type]
+    (record,) = read_ledger(tmp_path / "ledger.jsonl")
+    assert record.health == "void: the slowdown run: the machine was busy"
