@@ -630,6 +630,8 @@ class _Probe:
         """probes.json's "swap": its module (a file of this folder, e.g. vllm_sampler_swap.py) replaces a function
         when that function's module is imported; the steps then turn the switch through its turns (with and
         without the swap) as they do a slowdown's. Never with a slowdown run: the host refuses the two together."""
+        if not self.specs:
+            return  # probes.json could not be read: its error is listed once, by load()
         with open(os.path.join(self.directory, "probes.json"), "rb") as fh:
             doc = json.load(fh)
         found = doc.get("swap") if isinstance(doc, dict) else None
