@@ -18,9 +18,9 @@
 #   sizes-<pid>.tsv     appended here: at_ns (perf_counter_ns at return), size; from "size" probes only
 #
 # Slowdown experiments (`run --what-if`, Coz's virtual speedup): probes.json's optional "what_if" object,
-# {"components": [...], "levels": [...], "turn_steps": N}, makes every call of a named component (sync functions
-# only) add a busy loop of `level` x that call's own duration after it returns: CPU work that holds the GIL the
-# way the component's own Python does. Each (component, level) is one experiment with a switch byte of its own
+# {"components": [...], "levels": [...], "turn_steps": N}, makes every outermost call of a named component (sync
+# functions only; not one inside another call of it) add a busy loop of `level` x that call's own duration after
+# it returns: CPU work that holds the GIL the way the component's own Python does. Each (component, level) is one experiment with a switch byte of its own
 # (b"a" + its number); the step probes then turn the switch through 1 X X 1 per experiment (ABBA, N steps a
 # turn), the component probes stay on throughout, and junctions 1 | 1 are the A/A. Files, written only then:
 #   delays-<pid>.tsv    thread_id, probe_index, call start_ns, call end_ns, delay start_ns, delay end_ns,
@@ -252,9 +252,14 @@ def _delaying_wrapper(
     drop: Callable[[], None],
     fractions: list[float],
     overshoot_ns: int,
+    nesting: Any,
 ) -> Callable[..., Any]:
     """_sync_wrapper's span, then the switch's delay for this component: fractions[switch byte] x the call's
-    own duration, busy; a wrapper of its own so that a probe without a delay keeps _sync_wrapper's path."""
+    own duration, busy; a wrapper of its own so that a probe without a delay keeps _sync_wrapper's path.
+
+    Only the component's outermost call on a thread is delayed (`nesting`, one per component, counts how deep
+    its calls are): an engine's table may name a function and one it calls (vLLM's sample_tokens and _sample),
+    and delaying both would add the inner call's delay twice, once of its own and once inside the outer's."""
     append = sink.append
     note = _delays.append
     clock = time.perf_counter_ns
@@ -268,11 +273,14 @@ def _delaying_wrapper(
         state = switch[0]
         if state == off:
             return func(*args, **kwargs)
+        depth = getattr(nesting, "level", 0)
+        nesting.level = depth + 1
         start = clock()
         try:
             return func(*args, **kwargs)
         finally:
             end = clock()
+            nesting.level = depth
             try:
                 thread_id = ids.native
             except AttributeError:
@@ -280,7 +288,7 @@ def _delaying_wrapper(
             if len(sink) < cap:
                 append((thread_id, index, start, end, True))
                 fraction = fractions[state]
-                if fraction:
+                if fraction and not depth:
                     requested = int((end - start) * fraction)
                     began = clock()
                     done = spin(began + requested - overshoot_ns, clock)
@@ -592,6 +600,7 @@ class _Probe:
         self.swap: Any = None  # `--swap`: the module of this folder that replaces an engine's function
         self.overshoot_ns: int | None = None
         self.delayed: list[int] = []
+        self.nesting: dict[str, Any] = {}  # per delayed component, its calls' depth on each thread
         self.not_delayed: list[dict[str, Any]] = []  # named by what_if, but only sync functions are delayed
         self.lock = threading.RLock()  # probe state and the status file; re-entrant: patching may import
         self.flush_lock = threading.Lock()
@@ -740,8 +749,9 @@ class _Probe:
         wrap = _sync_wrapper if kind == "sync" else _coroutine_wrapper
         delays = self.what_if.fractions(spec.component) if self.what_if and not is_step else None
         if delays is not None and any(delays) and kind == "sync":
+            nesting = self.nesting.setdefault(spec.component, threading.local())
             probe = _delaying_wrapper(
-                func, index, _records, self.switch, self.drop, delays, self.overshoot_ns or 0
+                func, index, _records, self.switch, self.drop, delays, self.overshoot_ns or 0, nesting
             )
             self.delayed.append(index)
         else:

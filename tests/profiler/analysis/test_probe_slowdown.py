@@ -325,3 +325,50 @@ def test_a_coroutine_named_by_what_if_is_timed_but_listed_as_not_delayed(tmp_pat
     assert section is not None
     assert "none was delayed" in section["components"]["api"]["note"]
     assert section["components"]["sampler"]["accuracy"]["calls"] > 0
+
+
+NESTED_TABLE = """
+name = "nested"
+probes = [
+  ["step", "nestmod", "Loop.step"],
+  ["sampler", "nestmod", "Loop.sample_tokens"],
+  ["sampler", "nestmod", "Loop._sample"],
+]
+"""
+NESTED_MODULE = """
+class Loop:
+    def _sample(self):
+        return sum(range(2000))
+
+    def sample_tokens(self):
+        return self._sample()
+
+    def step(self):
+        return self.sample_tokens()
+"""
+
+
+def test_a_component_named_twice_one_call_inside_the_other_is_delayed_once(tmp_path: Path) -> None:
+    """vLLM's table names the sampler's sample_tokens and the _sample it calls: only the outer call is delayed,
+    by its level x its own duration (delaying the inner one too would add its delay twice, inside the outer's)."""
+    (tmp_path / "modules").mkdir()
+    (tmp_path / "modules" / "nestmod.py").write_text(NESTED_MODULE)
+    (tmp_path / "nested.toml").write_text(NESTED_TABLE)
+    setup = prepare_probe(
+        tmp_path, (load_table(tmp_path / "nested.toml"),), WhatIf(("sampler",), levels=(1.0,))
+    )
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    env.update(
+        PYTHONPATH=os.pathsep.join([str(setup.folder), str(tmp_path / "modules")]),
+        INFER_PROF_PROBE_DIR=str(setup.folder),
+    )
+    script = "import nestmod\nloop = nestmod.Loop()\nfor _ in range(200): loop.step()"
+    subprocess.run([sys.executable, "-c", script], env=env, cwd=tmp_path, check=True, timeout=60)
+    (found,) = read_probe(setup).values()
+    assert sorted(found["status"]["what_if"]["delayed"]) == [1, 2]
+    delays, records = found["delays"], found["records"]
+    assert len(delays) == 100  # 1 a a 1: half the steps, one delay each
+    assert set(delays[:, 1].tolist()) == {1}  # the outer call's probe index, never the inner's
+    outer = records[records[:, 1] == 1]
+    spans = {(int(row[2]), int(row[3])) for row in outer}
+    assert all((int(row[2]), int(row[3])) in spans for row in delays)  # each delay sized by an outer call
