@@ -280,13 +280,14 @@ def analyse(
         share = None
         if len(off) and column in off and off["duration_ms"].sum() > 0:
             share = float(off[column].sum() / off["duration_ms"].sum())
+        sensitivity: Sensitivity | None = None
         try:
-            sensitivity: Sensitivity | None = estimate_sensitivity(
+            measured = estimate_sensitivity(
                 component, delay_blocks(labelled, component) if len(labelled) else [], resamples=resamples
             )
-            void = unresolved(sensitivity)
+            sensitivity, void = measured, unresolved(measured)
         except NotEnoughBlocks as error:
-            sensitivity, void = None, str(error)
+            void = str(error)
         found.append(
             ComponentSlowdown(
                 component=component,

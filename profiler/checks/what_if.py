@@ -69,13 +69,10 @@ def run_what_if(
     if len(labelled):
         columns = ["step", "block", "what_if_component", "what_if_level", "what_if_added_ms", "what_if_calls"]
         write_text_atomic(run_dir / TURNS_FILE, labelled[columns].to_csv(index=False))
-    found = [
-        dataclasses.replace(
-            item,
-            **dict(zip(("median_error", "within_5pct"), call_accuracy(experiment.calls[item.component]))),
-        )
-        for item in analyse(labelled, experiment.components)
-    ]
+    found = []
+    for item in analyse(labelled, experiment.components):
+        median_error, within_5pct = call_accuracy(experiment.calls[item.component])
+        found.append(dataclasses.replace(item, median_error=median_error, within_5pct=within_5pct))
     run_void = "its run was interrupted" if run.interrupted else void_reason(run.result.health)
     section = what_if_section(
         found, outcome.result, levels=levels, block_steps=block_steps, steps=len(labelled), run_void=run_void
