@@ -590,6 +590,7 @@ class ProbeSteps(TypedDict, total=False):
     mean_ms: float | None
     p50_ms: float | None
     components: dict[str, ProbeShare]
+    loop_work: ProbeShare  # the loop's own work per step (its step's exclusive time and calls that are not waits)
     note: str
 
 
