@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from infer_prof.engine.types import PLAN_ARRAYS, NewSequence, StepPlan, check_scheduler_config
+from infer_prof.engine.types import PLAN_ARRAYS, PLAN_COUNTS, NewSequence, StepPlan, check_scheduler_config
 from infer_prof.native_paths.loader import require
 
 # engine.types.SCHEDULING_POLICIES -> the C twin's policy table index (NP_POLICY_*, csrc/native_paths.h).
@@ -21,12 +21,7 @@ PLAN_FIELDS = (
     "n_frees",
     "n_preempted",
     "n_grows",
-    "num_waiting",
-    "num_running",
-    "first_admitted",
-    "prefill_tokens",
-    "decode_tokens",
-    "num_cached_tokens",
+    *PLAN_COUNTS,  # num_waiting ... num_cached_tokens, as the StepPlan names them
     "bad_index",
     "version",
     "capacity",
