@@ -163,7 +163,8 @@ class OutputError(InferProfError):
 # -- the limits on what infer-prof parses ------------------------------------------------------
 # A hand-written file (scenario, sweep, budget TOML) is a few KiB; a run's result.json and tables grow
 # with its length (a 1,500-request run's steps.csv is a few MiB). Past these a file is not ours or is
-# damaged, and parsing it would stall (tomllib reads a 20 MB string in minutes) or exhaust memory.
+# damaged, and parsing it would stall (tomllib slows down badly on a long string: docs/measurements.md, "Figures
+# that stood in code comments") or exhaust memory.
 MAX_CONFIG_BYTES = 1 << 20
 MAX_DATA_BYTES = 1 << 30
 # tomllib and json recurse once per nested array or table; a hostile file 5,000 deep overflows Python's
