@@ -163,7 +163,9 @@ def run(
 
     until_max_time_s = checked_until(until, max_time)
     if until_max_time_s is not None and profile == "off":
-        raise OptionError("--until resolved looks at the profile's spans after each round: drop --profile off")
+        raise OptionError(
+            "--until resolved looks at the profile's spans after each round: drop --profile off"
+        )
     if until_max_time_s is not None and (target is not None or launch is not None or port is not None):
         raise OptionError(
             "--until resolved runs the built-in engine's rounds: it does not go with --target or --launch yet"
