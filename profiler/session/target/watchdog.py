@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 MARK_VARIABLE = "INFER_PROF_LAUNCH"  # set in the launched command's environment: <the launch's mark>
@@ -99,7 +100,7 @@ def stop_all(group: int | None, mark: str | None, followed: dict[int, str], grac
             return
 
 
-def watch(lines, grace_s: float) -> bool:  # type: ignore[no-untyped-def]
+def watch(lines: Iterable[str], grace_s: float) -> bool:
     """Read the protocol from `lines` until `release` (True: nothing to do) or their end (stop everything: False)."""
     group: int | None = None
     mark: str | None = None
