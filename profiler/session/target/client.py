@@ -44,6 +44,9 @@ class HttpRecord:
     completion_tokens: int | None = None
     chunks: int = 0
     error: str | None = None
+    usage_ignored: bool = (
+        False  # the reply's usage block was of another shape: tokens counted from the chunks
+    )
 
     @property
     def ok(self) -> bool:
@@ -203,9 +206,11 @@ def _take_chunk(record: HttpRecord, chunk: object, now: int) -> None:
         record.error = f"stream error: {error.get('message') if isinstance(error, dict) else error}"
         return
     usage = chunk.get("usage")
-    if isinstance(usage, dict):  # a usage of another shape is ignored: the chunks are counted instead
-        record.prompt_tokens = _count(usage.get("prompt_tokens"), record.prompt_tokens)
-        record.completion_tokens = _count(usage.get("completion_tokens"), record.completion_tokens)
+    if isinstance(usage, dict):
+        record.prompt_tokens = _count(usage.get("prompt_tokens"), record.prompt_tokens, record)
+        record.completion_tokens = _count(usage.get("completion_tokens"), record.completion_tokens, record)
+    elif usage is not None:  # a usage of another shape is ignored: the chunks are counted instead
+        record.usage_ignored = True
     choices = chunk.get("choices") or []
     if not isinstance(choices, list) or not all(isinstance(choice, dict) for choice in choices):
         record.error = "the reply's choices are not a list of objects: not OpenAI's stream format"
@@ -225,9 +230,15 @@ def _take_chunk(record: HttpRecord, chunk: object, now: int) -> None:
             record.finish_reason = reason if isinstance(reason, str) else str(reason)[:40]
 
 
-def _count(value: object, previous: int | None) -> int | None:
-    """A usage count when it is one (a whole number >= 0, not a bool), else what was known before."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else previous
+def _count(value: object, previous: int | None, record: HttpRecord) -> int | None:
+    """A usage count when it is one (a whole number >= 0, not a bool), else what was known before (and the
+    record says its usage was ignored)."""
+    if value is None:
+        return previous
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    record.usage_ignored = True
+    return previous
 
 
 def error_message(raw: bytes) -> tuple[str, Any]:
@@ -456,6 +467,12 @@ def http_outcome(records: Sequence[HttpRecord], *, dropped: dict[str, str] | Non
         )
         for name, reason in (dropped or {}).items()
     ]
+    ignored = sum(record.usage_ignored for record in measured)
+    if ignored:
+        notes.append(
+            f"the server's usage block was not OpenAI's (counts of tokens) in {ignored} of {sent} replies: "
+            "their token counts come from the streamed chunks"
+        )
     return {
         "sent": sent,
         "failed": len(failed),

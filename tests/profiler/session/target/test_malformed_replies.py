@@ -58,12 +58,15 @@ def test_a_malformed_usage_is_ignored_and_the_chunks_counted(usage: object) -> N
     record = _stream(json.dumps(TEXT), json.dumps({**LAST, "usage": usage}))
     assert record.ok and len(record.token_ns) == 2
     assert record.prompt_tokens is None and record.completion_tokens is None
+    notes = http_outcome([record])["notes"]
+    assert len(notes) == 1 and "usage block was not OpenAI's" in notes[0] and "1 of 1" in notes[0]
 
 
 def test_a_usage_of_the_right_shape_is_taken() -> None:
     usage = {"prompt_tokens": 4, "completion_tokens": 2}
     record = _stream(json.dumps(TEXT), json.dumps({**LAST, "usage": usage}))
     assert (record.prompt_tokens, record.completion_tokens) == (4, 2)
+    assert http_outcome([record])["notes"] == []
 
 
 @pytest.mark.parametrize(
