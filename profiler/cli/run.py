@@ -142,6 +142,13 @@ def run(
             help="With --launch: also time the engine's own functions (its step, scheduler, model, sampler, detokenizer; the engine tables name them) from inside every server process; the probe's own cost is measured in the run, by turns on and off.",
         ),
     ] = False,
+    swap: Annotated[
+        Optional[str],
+        typer.Option(
+            "--swap",
+            help="With --launch CMD --probe: `sampler` puts infer-prof's C sampler in place of vLLM's CPU top-k/top-p sampling (vLLM 0.32.0, checked before the server starts), switched in and out by turns of steps; the run says what it changed per step (sampler ms, step ms, tokens/s, TPOT, with intervals and an A/A).",
+        ),
+    ] = None,
     until: Annotated[
         Optional[str],
         typer.Option(
@@ -177,6 +184,8 @@ def run(
         raise OptionError(f"--launch-timeout={launch_timeout:g}: give a positive number of seconds")
     if probe and launch is None:
         raise OptionError("--probe goes with --launch CMD: the probe is loaded into the server as it starts")
+    if swap is not None and not (launch is not None and probe):
+        raise OptionError(f"--swap {swap} goes with --launch CMD --probe: the probe puts it into the server")
     if launch is not None or port is not None:
         from infer_prof.profiler.session.target.launch import target_url
 
@@ -217,6 +226,7 @@ def run(
                 launch_timeout=LAUNCH_TIMEOUT_S if launch_timeout is None else launch_timeout,
                 probe=probe,
                 what_if=_names(what_if),
+                swap=swap,
             )
         )
     code = run_command(
@@ -466,6 +476,7 @@ def run_target_command(
     launch_timeout: float = 600.0,
     probe: bool = False,
     what_if: tuple[str, ...] = (),
+    swap: str | None = None,
 ) -> int:
     """`run --target` (and `--launch`): check every input before sending anything, start the server if asked and
     wait for it, probe it, drive it, stop it; then the summary and reports."""
@@ -493,9 +504,20 @@ def run_target_command(
     slowdowns = WhatIf(what_if) if what_if else None
     if slowdowns is not None:
         check_what_if(slowdowns, probe_rows(tables))  # a component no table times, before anything starts
+    swap_plan = None
+    if swap is not None:  # an engine the swap does not know is refused before the server starts
+        from infer_prof.profiler.session.target.swap import check_swap
+
+        if slowdowns is not None:
+            raise OptionError("--swap and --what-if both take the probe's turns: run them apart")
+        swap_plan = check_swap(swap, launch, probe)
     tokenizer = prompt_tokenizer(options.model)  # a bad --model is refused before the server starts
     with stop_on_signals(console) as stop, _claimed_run_dir(out, spec.name) as run_dir:
         setup = prepare_probe(run_dir, tables, slowdowns) if probe else None
+        if swap_plan is not None and setup is not None:
+            from infer_prof.profiler.session.target.swap import add_swap
+
+            add_swap(setup, swap_plan)
         with launched_server(
             launch,
             target,
@@ -532,6 +554,11 @@ def run_target_command(
                     probe=setup,
                     launched=launched,
                 )
+        if swap_plan is not None and setup is not None:  # read once the server is gone: its last calls are in
+            from infer_prof.profiler.session.target.swap import report_swap
+
+            for line in report_swap(run_dir, setup):
+                console.print(line, soft_wrap=True, markup=False)
         _write_reports(outcome, report, console, stop, verbose=verbose)
     return _exit_code(stop, outcome, console)
 
