@@ -223,4 +223,5 @@ def test_a_profiled_synthetic_run_delays_the_sampler_in_its_turns(tmp_path: Any)
     assert sampler.share_off is not None and 0 < sampler.share_off < 1
     # Timing is the machine's to decide; what the test holds is that each experiment came out as a figure or a reason.
     for found in (sampler, detokenizer):
-        assert (found.sensitivity is None) == (found.void is not None)
+        assert found.sensitivity is not None or found.void is not None
+        assert found.void is not None or found.sensitivity is not None and found.sensitivity.high is not None
