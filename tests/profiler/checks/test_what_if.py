@@ -85,12 +85,12 @@ def test_the_slowdown_gain_uses_the_main_runs_share_and_replayed_speedup() -> No
 def test_prediction_lines_say_how_each_prediction_was_obtained() -> None:
     result = _result()
     plain = summary.prediction_lines(result)
-    assert any(line.strip().startswith("sampler:") and "bound only (Amdahl)" in line for line in plain)
+    assert any(line.strip().startswith("sampler:") and "bound only" in line for line in plain)
     result.what_if = what_if_section(_found(), result, levels=(0.5, 1.0), block_steps=4, steps=200)
     result.verdict["predictions"]["sampler"]["measured_gain"] = 0.42
     lines = summary.prediction_lines(result)
     sampler = next(line for line in lines if line.strip().startswith("sampler:"))
-    assert "verified (twin on): measured +42.0%" in sampler
+    assert "verified +42.0% (twin on)" in sampler
     assert "slowdown-measured (sensitivity 0.96 [0.90, 1.02]) -> +43.2%" in sampler
     assert "bound only" not in sampler
     detokenizer = next(line for line in lines if line.strip().startswith("detokenizer:"))
