@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-MIN_EXPECTED = 5.0  # cells expected to hold fewer draws are pooled (the chi-square approximation needs ~5 a cell)
+MIN_EXPECTED = 5.0  # cells expected to hold fewer draws are pooled (chi-square wants ~5 a cell)
 
 
 @dataclass(frozen=True, slots=True)
