@@ -488,6 +488,7 @@ def run_target_command(
     from infer_prof.profiler.session.target.launch import launched_server
     from infer_prof.profiler.session.target.probe import probe as probe_server
     from infer_prof.profiler.session.target.target_session import (
+        check_prompt_model,
         plan_target,
         prompt_tokenizer,
         run_target_session,
@@ -511,7 +512,7 @@ def run_target_command(
         if slowdowns is not None:
             raise OptionError("--swap and --what-if both take the probe's turns: run them apart")
         swap_plan = check_swap(swap, launch, probe)
-    tokenizer = prompt_tokenizer(options.model)  # a bad --model is refused before the server starts
+    check_prompt_model(options.model)  # a bad --model is refused before the server starts
     with stop_on_signals(console) as stop, _claimed_run_dir(out, spec.name) as run_dir:
         setup = prepare_probe(run_dir, tables, slowdowns) if probe else None
         if swap_plan is not None and setup is not None:
@@ -541,6 +542,7 @@ def run_target_command(
                 f"{', the in-process probe in every process (switched on and off by turns)' if setup else ''}"
                 f"{'; ' + plan.split_unavailable if plan.split_unavailable else ''}[/dim]"
             )
+            tokenizer = prompt_tokenizer(options.model)
             with session_progress(console) as hooks:
                 outcome = run_target_session(
                     plan,

@@ -140,6 +140,27 @@ def plan_target(
     return TargetPlan(server, tree.root, tree.source, "--profile off" if profile == "off" else None, tree)
 
 
+def check_prompt_model(model: str) -> None:
+    """--model names a tokenizer infer-prof has (ModelNotFoundError if not), checked by name and path alone, before
+    a server starts or a request is sent: loading the tokenizer itself takes seconds, and is done after."""
+    from infer_prof.engine.catalog import DEFAULT_MODEL, SYNTHETIC_PREFIX, SYNTHETIC_SHAPES, list_models
+    from infer_prof.errors import ModelNotFoundError
+
+    if model == DEFAULT_MODEL or (
+        model.startswith(SYNTHETIC_PREFIX) and model[len(SYNTHETIC_PREFIX) :] in SYNTHETIC_SHAPES
+    ):
+        return
+    path = Path(model).expanduser()
+    if model.endswith(".gguf") or path.exists():
+        if not path.exists():
+            raise ModelNotFoundError(f"model file {model!r} does not exist: check the path")
+        if not path.is_file():
+            raise ModelNotFoundError(f"model path {model!r} is not a file: give the path of a .gguf file")
+        return
+    names = ", ".join(name for name, _ in list_models())
+    raise ModelNotFoundError(f"unknown model {model!r}: valid names are {names}")
+
+
 @functools.cache  # tokenizers are immutable; reading one from a GGUF takes seconds
 def prompt_tokenizer(model: str):
     """The tokenizer prompts are sized with: the --model GGUF's, else SmolLM2's (synthetic models use it too).
