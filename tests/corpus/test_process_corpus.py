@@ -66,7 +66,7 @@ def test_a_server_command_that_fails_is_one_error_line_and_leaves_nothing(tmp_pa
         "exits": f"{sys.executable} {FAKE} --exit-after 0 --port {ports['exits']}",
         "missing": f"no-such-server-command --port {ports['missing']}",
         "silent": f"sleep 30  # --port {ports['silent']}",
-        "background": f"{sys.executable} {DYING} --port {ports['background']} &",
+        "background": f"(sleep 2; exec {sys.executable} {DYING} --port {ports['background']}) &",
         "true": f"true  # --port {ports['true']}",
     }
     timeouts = {"silent": ["--launch-timeout", "1"]}

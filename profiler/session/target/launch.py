@@ -115,20 +115,23 @@ class LaunchedServer:
         env = {**os.environ, **self.extra_env, MARK_VARIABLE: self.mark}
         port = port_in_url(self.url)
         self._listening_before = set(pids_listening(port)) if port else set()
-        self.watchdog = (
-            Watchdog()
-        )  # first: from the server's first instant something stops it if we are killed
+        # The watchdog first: from the server's first instant something stops it if infer-prof is killed.
+        self.watchdog = Watchdog()
         self.watchdog.mark(self.mark)
-        with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(
-                ["/bin/sh", "-c", self.command],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-                env=env,
-                preexec_fn=terminate_with_parent,  # infer-prof killed outright: the shell gets SIGTERM
-            )
+        try:
+            with open(self.log_path, "ab") as log:
+                self.process = subprocess.Popen(
+                    ["/bin/sh", "-c", self.command],
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,
+                    env=env,
+                    preexec_fn=terminate_with_parent,  # infer-prof killed outright: the shell gets SIGTERM
+                )
+        except BaseException:
+            self.watchdog.release()  # nothing started: nothing for it to stop
+            raise
         self.watchdog.group(self.process.pid)
 
     def wait_ready(self) -> float:
