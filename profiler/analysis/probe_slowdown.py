@@ -50,6 +50,7 @@ FIRST_CODE = ord("a")  # experiment i's switch byte
 D_TID, D_INDEX, D_START, D_END, D_BEGAN, D_DONE, D_REQUESTED, D_STATE = range(8)
 ON_PATH = 0.9  # a component with this share of its calls in the loop's steps (or waits on the worker) is on the path
 WORKER = "worker"  # the loop's wait on its model worker (vLLM's executor calls)
+UNNAMED = {"None", ""}  # a process's role when the run could not tell it (roles' values are strings)
 SPEEDUP = 10.0  # the speedup the verdict's predictions are shown at
 SIZE_TOLERANCE = 0.10  # one-step turns pair only with neighbours of about equal size (probe_spans' rule)
 ACCURATE = 0.05  # a delayed call's added time within this fraction of the requested counts as accurate
@@ -211,7 +212,8 @@ def _on_path(
     roles: dict[int, str],
 ) -> bool:
     """Whether the component's calls are part of the steps: run by the thread that steps, inside its steps; or in
-    a model worker's process (by its role, or its calls inside the loop's waits on the worker)."""
+    a model worker's process (by its role, or, in a process whose role is unknown, its calls inside the loop's
+    waits on the worker). A process known as anything else (vLLM's API server) is beside the loop."""
     if not len(calls):
         return False
     stepping = set(steps[:, TID].tolist())
@@ -222,11 +224,16 @@ def _on_path(
     others = {int(pid) for pid in calls[calls[:, 6] != loop, 6]}
     if others and all(roles.get(pid) == "model worker" for pid in others):
         return True
+    # By time, only the calls of a process the run could not name: the loop of vLLM's CPU build waits on its
+    # worker nearly all the time, so the API server's calls fall inside those waits too, yet run beside them.
+    unnamed = np.array([str(roles.get(int(pid))) in UNNAMED for pid in calls[:, 6]], dtype=bool)
+    unnamed &= calls[:, 6] != loop
     waits = loop_rows[np.array([components[int(i)] == WORKER for i in loop_rows[:, INDEX]], dtype=bool)]
-    if not len(waits):
+    if not len(waits) or float(unnamed.mean()) < ON_PATH:
         return False
     waits = outermost_steps(waits, sorted({int(i) for i in waits[:, INDEX]}))
-    return float((_within(calls[:, START], waits[:, START], waits[:, END]) >= 0).mean()) >= ON_PATH
+    inside = _within(calls[unnamed, START], waits[:, START], waits[:, END]) >= 0
+    return float(inside.mean()) >= ON_PATH
 
 
 def _within(times: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:

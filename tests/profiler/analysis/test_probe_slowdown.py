@@ -372,3 +372,48 @@ def test_a_component_named_twice_one_call_inside_the_other_is_delayed_once(tmp_p
     outer = records[records[:, 1] == 1]
     spans = {(int(row[2]), int(row[3])) for row in outer}
     assert all((int(row[2]), int(row[3])) in spans for row in delays)  # each delay sized by an outer call
+
+
+def test_a_component_of_the_api_server_is_beside_the_loop_though_the_loop_always_waits_on_its_worker() -> (
+    None
+):
+    """vLLM's CPU build: the loop waits on its worker nearly all of every step, so the API server's output
+    processor's calls fall inside those waits; its process is named, so it is beside the loop (response: wall time
+    per step), never on the step's path. Unnamed, the same calls would read as a worker's."""
+    probes = [
+        {"component": "step", "module": "m", "function": "Loop.step"},
+        {"component": "worker", "module": "m", "function": "Executor.wait"},
+        {"component": "detokenizer", "module": "m", "function": "Output.process"},
+    ]
+    loop_rows, api_rows, delays, turns = [], [], [], []
+    at = 1_000_000
+    for state in [ord(c) for c in "1aa1"] * 20:
+        turns.append((at - 10, state))
+        loop_rows.append((7, 0, at, at + 10_000_000, 1))
+        loop_rows.append((7, 1, at + 100_000, at + 9_900_000, 1))  # the wait on the worker: most of the step
+        start = at + 2_000_000
+        api_rows.append((9, 2, start, start + 500_000, 1))
+        if state == ord("a"):
+            delays.append((9, 2, start, start + 500_000, start + 500_100, start + 750_100, 250_000, state))
+        at += 10_500_000
+    status = {"what_if": {"experiments": [["detokenizer", 0.5]], "turn_steps": 1, "delayed": [2]}}
+    processes: dict[int, dict[str, object]] = {
+        11: {
+            "records": np.array(loop_rows, dtype=np.int64),
+            "turns": np.array(turns, dtype=np.int64),
+            "status": status,
+        },
+        12: {
+            "records": np.array(api_rows, dtype=np.int64),
+            "delays": np.array(delays, dtype=np.int64),
+            "status": status,
+        },
+    }
+    named = analyse_slowdowns(
+        probes, processes, (0, 2**62), roles={11: "engine core", 12: "API server"}, resamples=200
+    )
+    assert named is not None and named["components"]["detokenizer"]["path"] == "beside"
+    unnamed = analyse_slowdowns(
+        probes, processes, (0, 2**62), roles={11: "engine core", 12: "None"}, resamples=200
+    )
+    assert unnamed is not None and unnamed["components"]["detokenizer"]["path"] == "step"
