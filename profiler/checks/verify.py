@@ -421,7 +421,8 @@ def _switched_run(
     )
     entry["run_dir"] = run_dirs[0]
     entry["run_dirs"] = run_dirs  # every switched run pooled, in order
-    entry["turns"] = f"{entry['run_dir']}/{TURNS_FILE}"
+    entry["turns"] = f"{entry['run_dir']}/{TURNS_FILE}"  # the first run's; every pooled run's below
+    entry["turns_files"] = [f"{run_dir}/{TURNS_FILE}" for run_dir in run_dirs]
     # What a switch took, per twin taking over, taken out of its step (label_steps): mean ms a switch.
     switched = pooled[pooled["switch_ms"] > 0]
     entry["switch_ms"] = {

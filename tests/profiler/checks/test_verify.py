@@ -151,7 +151,9 @@ def test_verify_rewrites_result_json_with_both_gains(
     assert details["components"]["scheduler"]["python_neighbours"] == [".", "verify/python-after-scheduler"]
     entry = details["components"]["sampler"]
     assert entry["method"] == "in-run" and entry["pairs"] >= 1 and entry["switches"] >= 2
-    turns = pd.read_csv(tmp_path / "run" / entry["turns"])  # which twin served each step, kept with the run
+    # Which twin served each step, kept with each switched run; a noisy first run is followed by more, pooled.
+    assert entry["turns_files"][0] == entry["turns"] and len(entry["turns_files"]) == len(entry["run_dirs"])
+    turns = pd.concat([pd.read_csv(tmp_path / "run" / name) for name in entry["turns_files"]])
     assert set(turns["native"]) == {True, False} and len(turns) >= entry["steps"]
     assert entry["measured_low"] <= entry["measured_gain"] <= entry["measured_high"] or entry["pairs"] == 1
     assert 0.0 < entry["mix_coverage"] <= 1.0 and isinstance(entry["busy_gain"], float)
