@@ -40,6 +40,7 @@ from infer_prof.profiler.analysis.diagnose import (
     rule_for,
     straddled,
 )
+from infer_prof.profiler.analysis.probe_slowdown import unresolved
 from infer_prof.profiler.rundir.schema import (
     AmdahlBound,
     ApiThread,
@@ -441,7 +442,8 @@ def bound_only(engine: str) -> str:
 
 def slowdown_measured(entry: ProbeSlowdown) -> str:
     """How a line measured by a slowdown says so: its sensitivity with its interval, and the gain it predicts."""
-    words = f"slowdown-measured (sensitivity {entry['sensitivity']:.2f}"
+    why = unresolved(entry)
+    words = f"{'slowdown unresolved' if why else 'slowdown-measured'} (sensitivity {entry['sensitivity']:.2f}"
     if entry.get("low") is not None and entry.get("high") is not None:
         words += f" [{entry['low']:.2f}, {entry['high']:.2f}]"
     words += ")"
@@ -457,6 +459,8 @@ def slowdown_measured(entry: ProbeSlowdown) -> str:
         )
     if entry.get("linear") is False:
         words += " (its levels disagree: a curve, so this holds near the levels tried)"
+    if why is not None:
+        words += f"; {why}"
     return words + "."
 
 

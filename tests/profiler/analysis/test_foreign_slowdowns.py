@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import cast
 
 from infer_prof.profiler.analysis.foreign import BOUND_ONLY, bound_only, with_slowdowns
+from infer_prof.profiler.analysis.probe_slowdown import slowdown_sentences
 from infer_prof.profiler.rundir.schema import ProbeWhatIf, Verdict
 
 
@@ -66,3 +67,27 @@ def test_without_a_slowdown_every_prediction_stays_a_bound() -> None:
     with_slowdowns(verdict, None)
     assert verdict["reasons"] == before
     assert all(entry["method"] == BOUND_ONLY for entry in verdict["foreign"]["amdahl"].values())
+
+
+def test_a_sensitivity_whose_interval_is_wider_than_one_reads_unresolved() -> None:
+    """vLLM's CPU build, four pairs of turns: the sampler read 0.78 [-0.17, 1.40], which cannot tell a serial path
+    from an overlapped one; its line says so instead of reading as measured."""
+    verdict = _verdict()
+    entry = {
+        "sensitivity": 0.78,
+        "low": -0.17,
+        "high": 1.40,
+        "pairs": 4,
+        "path": "step",
+        "units": "steps",
+        "linear": False,
+        "levels": [],
+        "share": 0.368,
+        "gain": {"speedup": 10.0, "gain": 0.257, "low": -0.058, "high": 0.464},
+    }
+    with_slowdowns(verdict, cast(ProbeWhatIf, {"components": {"sampler": entry}}))
+    method = verdict["foreign"]["amdahl"]["worker:sampler"]["method"]
+    assert method.startswith("slowdown unresolved (sensitivity 0.78 [-0.17, 1.40])")
+    assert "cannot tell a serial path from an overlapped one" in method
+    (line,) = slowdown_sentences(cast(ProbeWhatIf, {"components": {"sampler": entry}}))
+    assert "unresolved: its interval is wider than 1" in line
