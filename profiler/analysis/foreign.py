@@ -40,7 +40,7 @@ from infer_prof.profiler.analysis.diagnose import (
     rule_for,
     straddled,
 )
-from infer_prof.profiler.analysis.probe_slowdown import unresolved
+from infer_prof.profiler.analysis.sensitivity import unresolved
 from infer_prof.profiler.rundir.schema import (
     AmdahlBound,
     ApiThread,
@@ -442,7 +442,7 @@ def bound_only(engine: str) -> str:
 
 def slowdown_measured(entry: ProbeSlowdown) -> str:
     """How a line measured by a slowdown says so: its sensitivity with its interval, and the gain it predicts."""
-    why = unresolved(entry)
+    why = unresolved(entry.get("low"), entry.get("high"), entry.get("pairs", 0))
     words = f"{'slowdown unresolved' if why else 'slowdown-measured'} (sensitivity {entry['sensitivity']:.2f}"
     if entry.get("low") is not None and entry.get("high") is not None:
         words += f" [{entry['low']:.2f}, {entry['high']:.2f}]"

@@ -35,6 +35,7 @@ from infer_prof.profiler.analysis.sensitivity import (
     Sensitivity,
     estimate_sensitivity,
     predicted_gain,
+    unresolved,
 )
 from infer_prof.profiler.rundir.schema import (
     DelayAccuracy,
@@ -54,7 +55,6 @@ UNNAMED = {"None", ""}  # a process's role when the run could not tell it (roles
 SPEEDUP = 10.0  # the speedup the verdict's predictions are shown at
 SIZE_TOLERANCE = 0.10  # one-step turns pair only with neighbours of about equal size (probe_spans' rule)
 ACCURATE = 0.05  # a delayed call's added time within this fraction of the requested counts as accurate
-RESOLVES_WIDTH = 1.0  # an interval at most this wide can tell sensitivity 1 (serial) from 0 (overlapped)
 
 
 @dataclass(frozen=True, slots=True)
@@ -446,21 +446,6 @@ def _accuracy(delays: np.ndarray) -> DelayAccuracy | None:
     }
 
 
-def unresolved(entry: ProbeSlowdown) -> str | None:
-    """Why a component's sensitivity cannot be acted on (an interval wider than RESOLVES_WIDTH: its delay is within
-    the response's noise, or too few turns), or None when it can; as profiler.checks.slowdown says on the built-in
-    engine."""
-    low, high = entry.get("low"), entry.get("high")
-    if low is None or high is None:
-        return f"too few delayed turns for an interval ({entry.get('pairs', 0)} pair(s))"
-    if high - low > RESOLVES_WIDTH:
-        return (
-            f"unresolved: its interval is wider than {RESOLVES_WIDTH:g}, so it cannot tell a serial path from an "
-            "overlapped one in this run"
-        )
-    return None
-
-
 def slowdown_sentences(section: ProbeWhatIf) -> list[str]:
     """The summary's lines: per component, its sensitivity, levels, predicted gain and headroom."""
     lines = []
@@ -487,7 +472,7 @@ def slowdown_sentences(section: ProbeWhatIf) -> list[str]:
             )
             + ")"
         )
-        why = unresolved(entry)
+        why = unresolved(entry.get("low"), entry.get("high"), entry.get("pairs", 0))
         if why is not None:
             text += f"; {why}"
         gain = entry.get("gain")

@@ -257,3 +257,20 @@ def _null_check(ordered: list[DelayBlock], resamples: int, seed: int) -> NullChe
         return None
     interval = bootstrap([differences], mean_statistic, resamples=resamples, seed=seed)
     return NullCheck(interval.point, *_bounds(interval.low, interval.high), pairs=len(differences))
+
+
+RESOLVES_WIDTH = 1.0  # an interval at most this wide can tell sensitivity 1 (serial) from 0 (overlapped)
+
+
+def unresolved(low: float | None, high: float | None, pairs: int) -> str | None:
+    """Why a probed sensitivity cannot be acted on (no interval, or one wider than RESOLVES_WIDTH: its delay is
+    within the response's noise), or None when it can; profiler.checks.slowdown says the same of the built-in
+    engine's."""
+    if low is None or high is None:
+        return f"too few delayed turns for an interval ({pairs} pair(s))"
+    if high - low > RESOLVES_WIDTH:
+        return (
+            f"unresolved: its interval is wider than {RESOLVES_WIDTH:g}, so it cannot tell a serial path from an "
+            "overlapped one in this run"
+        )
+    return None
