@@ -501,7 +501,9 @@ def run_target_command(
     if out is not None:
         check_run_dir(out)
     spec = load_scenario(scenario).with_overrides(num_requests=requests, duration_s=duration, seed=None)
-    tables = all_tables()  # a user table's mistake is refused before anything starts (the verdict reads them too)
+    tables = (
+        all_tables()
+    )  # a user table's mistake is refused before anything starts (the verdict reads them too)
     slowdowns = WhatIf(what_if) if what_if else None
     if slowdowns is not None:
         check_what_if(slowdowns, probe_rows(tables))  # a component no table times, before anything starts
@@ -601,7 +603,9 @@ def _checked_what_if(what_if: str | None, profile: str) -> tuple[str, ...]:
     from infer_prof.profiler.checks.slowdown import check_components
 
     if profile == "off":
-        raise OptionError("--what-if delays calls through the profiler's tracer: drop --profile off, or drop --what-if")
+        raise OptionError(
+            "--what-if delays calls through the profiler's tracer: drop --profile off, or drop --what-if"
+        )
     return check_components(what_if.split(","))
 
 

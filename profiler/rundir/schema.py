@@ -239,7 +239,9 @@ class Interval(TypedDict, total=False):
     method: str
     confidence: float  # 0.95, or higher at a later look of a run that stopped when resolved (profiler.stats)
     windows: int  # torch.profiler windows whose kernel fractions entered the interval
-    widest: str  # the input that holds the interval open: "steps", "kernel windows", "kernel windows (too few)"
+    widest: (
+        str  # the input that holds the interval open: "steps", "kernel windows", "kernel windows (too few)"
+    )
 
 
 class Verify(TypedDict, total=False):
@@ -363,7 +365,9 @@ class Stopping(TypedDict, total=False):
     rounds: int  # whole rounds of the scenario's load driven
     elapsed_s: float  # load time at the last look
     max_time_s: float
-    confidence: float  # the final intervals' level: 1 - 0.05 / (looks (looks + 1)), which keeps 95% at any stop
+    confidence: (
+        float  # the final intervals' level: 1 - 0.05 / (looks (looks + 1)), which keeps 95% at any stop
+    )
     held_by: list[str]  # at the last look, what was not resolved (empty when resolved)
     widths: str  # the widths a look asks of the share and of each prediction
     look_s: float  # the looks' own time, all together (the engine idles between rounds meanwhile)
@@ -590,7 +594,9 @@ class ProbeSteps(TypedDict, total=False):
     mean_ms: float | None
     p50_ms: float | None
     components: dict[str, ProbeShare]
-    loop_work: ProbeShare  # the loop's own work per step (its step's exclusive time and calls that are not waits)
+    loop_work: (
+        ProbeShare  # the loop's own work per step (its step's exclusive time and calls that are not waits)
+    )
     note: str
 
 
@@ -728,7 +734,9 @@ class MeasuredBeside(TypedDict, total=False):
 class EngineSlowdown(TypedDict, total=False):
     """One component's slowdown on the built-in engine (profiler.checks.what_if); share and speedup are the main run's."""
 
-    sensitivity: float | None  # added step time per added ms of the component's own (1: serial, ~0: overlapped)
+    sensitivity: (
+        float | None
+    )  # added step time per added ms of the component's own (1: serial, ~0: overlapped)
     low: float | None
     high: float | None
     pairs: int

@@ -550,7 +550,9 @@ def obtained(name: str, measured: float | None, result: RunResult) -> list[str]:
                 + (f") -> {fmt_gain(gain)}" if isinstance(gain, (int, float)) else ")")
                 + (f", its run void: {run_void}" if run_void else "")
             )
-    return how or ["bound only"]  # the heading names Amdahl; a line that wraps would push the summary off a screen
+    return how or [
+        "bound only"
+    ]  # the heading names Amdahl; a line that wraps would push the summary off a screen
 
 
 def slowdown_lines(result: RunResult, skip: Any = ()) -> list[str]:
@@ -561,7 +563,9 @@ def slowdown_lines(result: RunResult, skip: Any = ()) -> list[str]:
             continue
         sensitivity = slowdown.get("sensitivity")
         if not isinstance(sensitivity, (int, float)):
-            lines.append(f"  {name}: slowdown gave no sensitivity ({slowdown.get('void') or 'no reason recorded'})")
+            lines.append(
+                f"  {name}: slowdown gave no sensitivity ({slowdown.get('void') or 'no reason recorded'})"
+            )
             continue
         free = slowdown.get("gain_if_free") or {}
         lines.append(
@@ -879,7 +883,9 @@ def stopped_when(result: RunResult) -> Headline | None:
     elapsed = fmt_number(stopping.get("elapsed_s"), "s")
     if stopping.get("stopped_by") == "resolved":
         straddled = (result.verdict or {}).get("straddles") or []
-        if straddled:  # the look's running estimate cleared; the breakdown's point, a point or so away, did not
+        if (
+            straddled
+        ):  # the look's running estimate cleared; the breakdown's point, a point or so away, did not
             return Headline(
                 f"Stopped after {rounds} ({elapsed} of load) when its running estimate cleared the thresholds, but "
                 f"the verdict's interval straddles {' and '.join(f'{t:.0%}' for t in straddled)}: read it as "
