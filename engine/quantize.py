@@ -35,6 +35,24 @@ def smoothing_factors(
     return torch.where((act > 0) & (weight_max > 0), s, torch.ones_like(s)).clamp(1e-4, 1e4)
 
 
+def _has_vnni(cpuinfo: str = "/proc/cpuinfo") -> bool:
+    """Whether this CPU has AVX-512 VNNI, whose int8 dot products accumulate in 32 bits. Without it, fbgemm's
+    int8 kernels pair bytes with vpmaddubsw, which saturates at 16 bits for full 8-bit activations, so those
+    machines need torch's reduce_range (7-bit activations). Unknown (no /proc): reduce, the safe side."""
+    try:
+        with open(cpuinfo, encoding="ascii", errors="replace") as lines:
+            for line in lines:
+                if line.startswith("flags"):
+                    return "avx512_vnni" in line.split()
+    except OSError:
+        pass
+    return False
+
+
+# Read once: the linear calls pass it on every call.
+REDUCE_RANGE = not _has_vnni()
+
+
 def preferred_engine() -> str | None:
     """DEFAULT_ENGINE when this torch has it, else the first int8 engine it has (None: no int8 linears)."""
     engines = [name for name in torch.backends.quantized.supported_engines if name != "none"]
@@ -99,8 +117,8 @@ class Int8Linear:
         # call: half of a batch-1 call's time on SmolLM2 (docs/measurements.md). Nothing here overrides
         # torch functions, so the lookup is switched off around the call.
         with torch._C.DisableTorchFunction():
-            # reduce_range=False: 8-bit activations; the VNNI/AVX-512 kernels do not saturate at this width.
-            return torch.ops.quantized.linear_dynamic(x, self.packed, False)
+            # 8-bit activations where VNNI accumulates them without saturating, 7-bit elsewhere (REDUCE_RANGE).
+            return torch.ops.quantized.linear_dynamic(x, self.packed, REDUCE_RANGE)
 
 
 class quantized_engine:  # used like a function, as torch's own context managers are

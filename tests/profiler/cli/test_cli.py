@@ -75,8 +75,11 @@ def test_bad_input_is_one_line_and_exit_2(args, needles):
 
 def test_prompt_longer_than_the_context_is_refused():
     assert_user_error(
-        cli("generate", "word " * 5000, "--model", "synthetic:tiny", "--no-chat"), "max_model_len"
-    )
+        cli("generate", "word " * 5000, "--model", "synthetic:tiny", "--no-chat"),
+        "5,001 tokens",
+        "context holds 2,048",
+        "shorten the prompt",
+    )  # refused before the model is built, counted with its tokenizer (preflight.check_prompts_fit)
 
 
 def test_broken_gguf_files_are_refused(tmp_path: Path):
