@@ -329,7 +329,7 @@ def _component(
     except NotEnoughBlocks as exc:
         out["note"] = str(exc)
         return out
-    out.update(_figures(sensitivity))
+    out.update(sensitivity_figures(sensitivity))
     if share is not None:
         gain = predicted_gain(sensitivity, min(1.0, share), SPEEDUP)
         out["gain"] = {"speedup": SPEEDUP, "gain": gain.gain, "low": gain.low, "high": gain.high}
@@ -362,11 +362,13 @@ def _alike(size: int, other: int) -> bool:
     return size >= 0 and other >= 0 and abs(size - other) <= SIZE_TOLERANCE * max(size, other)
 
 
-def _figures(sensitivity: Sensitivity) -> ProbeSlowdown:
+def sensitivity_figures(sensitivity: Sensitivity) -> ProbeSlowdown:
+    """A sensitivity as result.json holds it, per level and pooled: the probe's section and the built-in
+    engine's what_if section alike."""
     levels: list[SlowdownLevel] = [
         {
             "level": entry.level,
-            "sensitivity": None if math.isnan(entry.value) else entry.value,
+            "sensitivity": entry.value if math.isfinite(entry.value) else None,
             "low": entry.low,
             "high": entry.high,
             "pairs": entry.pairs,

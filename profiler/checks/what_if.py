@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from infer_prof.profiler.analysis.probe_slowdown import sensitivity_figures
 from infer_prof.profiler.analysis.sensitivity import Sensitivity, predicted_gain
 from infer_prof.profiler.checks.slowdown import (
     BLOCK_STEPS,
@@ -159,32 +160,7 @@ def sensitivity_fields(sensitivity: Sensitivity | None) -> dict[str, Any]:
             "levels": [],
             "null": None,
         }
-    null = sensitivity.null
-    return {
-        "sensitivity": sensitivity.value,
-        "low": sensitivity.low,
-        "high": sensitivity.high,
-        "pairs": sensitivity.pairs,
-        "linear": sensitivity.linear,
-        "levels": [
-            {
-                "level": level.level,
-                "sensitivity": _finite(level.value),
-                "low": level.low,
-                "high": level.high,
-                "pairs": level.pairs,
-                "added_ms_per_unit": level.added_ms_per_unit,
-                "response_ms_per_unit": level.response_ms_per_unit,
-                "within_noise": level.low is not None
-                and level.high is not None
-                and level.low <= 0.0 <= level.high,
-            }
-            for level in sensitivity.per_level
-        ],
-        "null": None
-        if null is None
-        else {"difference_ms": null.difference_ms, "low": null.low, "high": null.high, "pairs": null.pairs},
-    }
+    return dict(sensitivity_figures(sensitivity))
 
 
 def busy_share(result: RunResult, component: str) -> float | None:

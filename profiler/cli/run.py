@@ -609,29 +609,8 @@ def _checked_what_if(what_if: str | None, profile: str) -> tuple[str, ...]:
     return check_components(what_if.split(","))
 
 
-def _what_if(outcome, options, spec, loaded, console, stop_event, profile, components) -> None:
-    """The slowdown run in what-if/ under the main run; its section goes into the main run's result.json."""
-    from infer_prof.profiler.checks.what_if import run_what_if
-
-    def run_again(native: frozenset[str], out_dir: Path, label: str, experiment=None):
-        return run_profiled(
-            dataclasses.replace(options, native=native),
-            scenario=spec,
-            loaded=loaded,
-            out=out_dir,
-            profile=profile,
-            console=console,
-            stop_event=stop_event,
-            label=label,
-            replay=False,
-            switch=experiment,
-        )
-
-    run_what_if(outcome, options, components, run_again)
-
-
-def _verify(outcome, options, spec, loaded, console, stop_event, profile, ledger=None) -> None:
-    from infer_prof.profiler.checks.verify import verify_predictions
+def _run_again(options, spec, loaded, console, stop_event, profile):
+    """Another profiled run of the same load with the model already loaded: --verify's and --what-if's runs."""
 
     def run_again(native: frozenset[str], out_dir: Path, label: str, switch=None):
         return run_profiled(
@@ -646,6 +625,21 @@ def _verify(outcome, options, spec, loaded, console, stop_event, profile, ledger
             replay=False,
             switch=switch,
         )
+
+    return run_again
+
+
+def _what_if(outcome, options, spec, loaded, console, stop_event, profile, components) -> None:
+    """The slowdown run in what-if/ under the main run; its section goes into the main run's result.json."""
+    from infer_prof.profiler.checks.what_if import run_what_if
+
+    run_what_if(outcome, options, components, _run_again(options, spec, loaded, console, stop_event, profile))
+
+
+def _verify(outcome, options, spec, loaded, console, stop_event, profile, ledger=None) -> None:
+    from infer_prof.profiler.checks.verify import verify_predictions
+
+    run_again = _run_again(options, spec, loaded, console, stop_event, profile)
 
     section = verify_predictions(
         outcome, options, stop_event=stop_event, native_speedups=None, run_again=run_again, ledger=ledger
