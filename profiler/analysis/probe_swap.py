@@ -40,6 +40,7 @@ from infer_prof.profiler.stats import bootstrap, mean_statistic, rate_statistic
 
 SWAP_ON = ord("S")  # vllm_sampler_swap.SWAP_ON: the turn with the swap in
 SWAP_OFF = ord("1")
+DELAYED = ord("a")  # probe_slowdown.FIRST_CODE: switch bytes from here on are a slowdown's delayed turns
 PATHS = (  # vllm_sampler_swap.PATHS, by code
     "swapped",
     "off turn",
@@ -130,8 +131,10 @@ def analyse_swap(
     if turns is None or not len(turns):
         result.note = "the steps logged no turns: the swap was never switched in (is the step probe patched?)"
         return _with_lines(result)
+    state = _turn_of(steps[:, START], turns)
+    steps = steps[state < DELAYED]  # a slowdown's delayed turns (run beside the swap) are neither arm
     starts, ends = steps[:, START], steps[:, END]
-    on = _turn_of(starts, turns) == SWAP_ON
+    on = state[state < DELAYED] == SWAP_ON
     forward_ns, rows = _per_step_calls(starts, ends, calls)
     sampler_ns = _per_step_component(starts, ends, found, components, SAMPLER)
     sizes = step_sizes(steps[:, [START, END, INDEX]], [entry.get("sizes") for entry in found.values()])

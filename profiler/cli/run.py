@@ -146,7 +146,7 @@ def run(
         Optional[str],
         typer.Option(
             "--swap",
-            help="With --launch CMD --probe: `sampler` puts infer-prof's C sampler in place of vLLM's CPU top-k/top-p sampling (vLLM 0.32.0, checked before the server starts), switched in and out by turns of steps; the run says what it changed per step (sampler ms, step ms, tokens/s, TPOT, with intervals and an A/A).",
+            help="With --launch CMD --probe: `sampler` puts infer-prof's C sampler in place of vLLM's CPU top-k/top-p sampling (vLLM 0.32.0, checked before the server starts), switched in and out by turns of steps; the run says what it changed per step (sampler ms, step ms, tokens/s, TPOT, with intervals and an A/A). With --what-if sampler in the same run, the slowdown's prediction for the swap's own speedup is put beside the gain the swap measured, and both go to the prediction ledger.",
         ),
     ] = None,
     until: Annotated[
@@ -511,8 +511,6 @@ def run_target_command(
     if swap is not None:  # an engine the swap does not know is refused before the server starts
         from infer_prof.profiler.session.target.swap import check_swap
 
-        if slowdowns is not None:
-            raise OptionError("--swap and --what-if both take the probe's turns: run them apart")
         swap_plan = check_swap(swap, launch, probe)
     check_prompt_model(options.model)  # a bad --model is refused before the server starts
     with stop_on_signals(console) as stop, _claimed_run_dir(out, spec.name) as run_dir:

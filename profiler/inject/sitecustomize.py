@@ -638,7 +638,9 @@ class _Probe:
     def load_swap(self) -> None:
         """probes.json's "swap": its module (a file of this folder, e.g. vllm_sampler_swap.py) replaces a function
         when that function's module is imported; the steps then turn the switch through its turns (with and
-        without the swap) as they do a slowdown's. Never with a slowdown run: the host refuses the two together."""
+        without the swap) as they do a slowdown's. Beside a slowdown run the swap's turns (as long as the
+        experiments') follow the experiments' in one cycle, so one run holds both: its delays never fall in a
+        swap turn and the swap is never in a delayed one."""
         if not self.specs:
             return  # probes.json could not be read: its error is listed once, by load()
         with open(os.path.join(self.directory, "probes.json"), "rb") as fh:
@@ -655,7 +657,11 @@ class _Probe:
         spec.loader.exec_module(module)
         self.swap = module.Swap(found, self.directory, self.switch)
         self.modules.setdefault(self.swap.module, [])
-        if self.switch_state == SWITCHED and self.what_if is None:
+        if self.what_if is not None:
+            steps = self.what_if.turn_steps
+            swap_turns = [state for state in self.swap.turns for _ in range(steps)]
+            self.what_if_turns = itertools.cycle(self.what_if.turns() + swap_turns)
+        elif self.switch_state == SWITCHED:
             self.what_if_turns = itertools.cycle(self.swap.turns)
 
     def load_what_if(self) -> None:

@@ -23,9 +23,10 @@ import numpy as np
 
 from infer_prof.errors import OptionError, TargetError
 from infer_prof.profiler.analysis.probe_swap import SwapResult, analyse_swap
-from infer_prof.profiler.ledger.records import HEALTHY, LedgerRecord, now_utc
+from infer_prof.profiler.ledger.records import LedgerRecord, health_text, now_utc
 from infer_prof.profiler.ledger.store import append_record, ledger_path
 from infer_prof.profiler.rundir.atomic import write_json_atomic
+from infer_prof.profiler.rundir.health import void_reason
 from infer_prof.profiler.session.target.inject import ProbeSetup
 
 SOURCE = Path(__file__).resolve().parents[2] / "inject" / "vllm_sampler_swap.py"
@@ -183,43 +184,147 @@ def report_swap(run_dir: Path, setup: ProbeSetup) -> list[str]:
 
     calls, statuses = read_swap(setup.folder)
     result = analyse_swap(setup.probes, read_probe(setup), calls, statuses)
-    write_json_atomic(run_dir / "swap.json", dataclasses.asdict(result))
-    record = ledger_record(result, run_dir)
-    if record is None:
-        return result.lines
-    path = append_record(record, ledger_path(run_dir))
-    return [*result.lines, f"  prediction ledger: predicted and measured gain appended to {path}"]
+    written = _result_json(run_dir)
+    beside = slowdown_beside(result, written)
+    write_json_atomic(run_dir / "swap.json", {**dataclasses.asdict(result), "slowdown_predicted": beside})
+    lines = list(result.lines)
+    if beside is not None:
+        lines.append(slowdown_line(beside, result))
+    records = [
+        record
+        for record in (
+            ledger_record(result, run_dir, written),
+            slowdown_record(result, run_dir, written, beside),
+        )
+        if record is not None
+    ]
+    if not records:
+        return lines
+    path = ledger_path(run_dir)
+    for record in records:
+        path = append_record(record, path)
+    return [*lines, f"  prediction ledger: {len(records)} predicted and measured pair(s) appended to {path}"]
 
 
-def ledger_record(result: SwapResult, run_dir: Path) -> LedgerRecord | None:
+def _result_json(run_dir: Path) -> dict[str, Any]:
+    try:
+        found = json.loads((run_dir / "result.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def slowdown_beside(result: SwapResult, written: dict[str, Any]) -> dict[str, Any] | None:
+    """The gain the same run's slowdown experiment on the sampler predicts for the swap's own speedup: its
+    sensitivity x the swapped function's share of the step x (1 - 1/k), k the swapped function's speedup measured
+    beside it, with the sensitivity's interval carried through; None without a resolved sampler slowdown."""
+    slowdown = (((written.get("target") or {}).get("probe") or {}).get("what_if") or {}).get(
+        "components"
+    ) or {}
+    entry = slowdown.get("sampler") or {}
+    sensitivity, low, high = entry.get("sensitivity"), entry.get("low"), entry.get("high")
+    speedup = result.forward_speedup.point if result.forward_speedup is not None else None
+    share = result.forward_share
+    if not all(isinstance(v, (int, float)) for v in (sensitivity, low, high)) or not speedup or share is None:
+        return None
+    saved = share * (1 - 1 / speedup)
+    return {
+        "sensitivity": float(sensitivity),
+        "sensitivity_low": float(low),
+        "sensitivity_high": float(high),
+        "share": share,
+        "speedup": speedup,
+        "gain": float(sensitivity) * saved,
+        "low": float(low) * saved,
+        "high": float(high) * saved,
+    }
+
+
+def slowdown_line(beside: dict[str, Any], result: SwapResult) -> str:
+    """One line: the slowdown-predicted gain beside the step gain the swap measured."""
+    ratio = result.step_ms.ratio if result.step_ms is not None else None
+    measured = (
+        f"{1 - ratio.point:+.1%}"
+        + (f" [{1 - ratio.high:+.1%}, {1 - ratio.low:+.1%}]" if ratio.low and ratio.high else "")
+        if ratio is not None and ratio.point is not None
+        else "not measured"
+    )
+    return (
+        f"  slowdown-predicted for this swap: {beside['gain']:+.1%} [{beside['low']:+.1%}, {beside['high']:+.1%}] "
+        f"of the step (sensitivity {beside['sensitivity']:.2f} [{beside['sensitivity_low']:.2f}, "
+        f"{beside['sensitivity_high']:.2f}] x forward share {beside['share']:.1%} x (1 - 1/{beside['speedup']:.1f})); "
+        f"measured with the swap in: {measured}"
+    )
+
+
+def ledger_record(
+    result: SwapResult, run_dir: Path, written: dict[str, Any] | None = None
+) -> LedgerRecord | None:
     """The run's Amdahl prediction for the swapped sampler (a gain: the fraction of the step saved) beside the
     gain the A/B measured, for the prediction ledger; None when the run measured no step ratio."""
-    ratio = result.step_ms.ratio if result.step_ms is not None else None
-    if ratio is None or ratio.point is None or result.predicted_step_ratio is None:
+    if result.predicted_step_ratio is None:
         return None
-    try:
-        written = json.loads((run_dir / "result.json").read_text())
-    except (OSError, ValueError):
-        written = {}
+    return _swap_record(
+        result,
+        run_dir,
+        _result_json(run_dir) if written is None else written,
+        kind="verify",
+        predicted=(1 - result.predicted_step_ratio, None, None),
+        method="Amdahl from the swap run's own forward_cpu share and speedup; measured by --swap's in-run A/B in the engine",
+    )
+
+
+def slowdown_record(
+    result: SwapResult, run_dir: Path, written: dict[str, Any], beside: dict[str, Any] | None
+) -> LedgerRecord | None:
+    """The slowdown's prediction for the swap (slowdown_beside) beside the gain the A/B measured; None without one."""
+    if beside is None:
+        return None
+    return _swap_record(
+        result,
+        run_dir,
+        written,
+        kind="slowdown",
+        predicted=(beside["gain"], beside["low"], beside["high"]),
+        method=(
+            f"slowdown: sensitivity {beside['sensitivity']:.2f} x forward_cpu share {beside['share']:.1%} x (1 - 1/"
+            f"{beside['speedup']:.1f}), k the swapped function's speedup in the same run; measured by --swap's "
+            "in-run A/B in the engine"
+        ),
+    )
+
+
+def _swap_record(
+    result: SwapResult,
+    run_dir: Path,
+    written: dict[str, Any],
+    *,
+    kind: str,
+    predicted: tuple[float, float | None, float | None],
+    method: str,
+) -> LedgerRecord | None:
+    ratio = result.step_ms.ratio if result.step_ms is not None else None
+    if ratio is None or ratio.point is None:
+        return None
     scenario = (written.get("scenario") or {}).get("name") or "unknown"
     model = (
         (written.get("target") or {}).get("model") or (written.get("config") or {}).get("model") or "unknown"
     )
     return LedgerRecord(
-        kind="verify",
+        kind=kind,
         scenario=str(scenario),
         model=str(model),
         dtype="float32",
         component="sampler",
-        predicted=1 - result.predicted_step_ratio,
-        predicted_low=None,
-        predicted_high=None,
+        predicted=predicted[0],
+        predicted_low=predicted[1],
+        predicted_high=predicted[2],
         measured=1 - ratio.point,
         measured_low=None if ratio.high is None else 1 - ratio.high,
         measured_high=None if ratio.low is None else 1 - ratio.low,
-        health=HEALTHY,
+        health=health_text(void_reason(written.get("health"))),
         commit=None,
         run_dir=str(run_dir),
         recorded_at=now_utc(),
-        method="Amdahl from the swap run's own forward_cpu share and speedup; measured by --swap's in-run A/B in the engine",
+        method=method,
     )

@@ -186,18 +186,21 @@ def test_the_delay_added_per_call_is_the_one_asked_for(tmp_path: Path) -> None:
 
 # Fixed records: one loop process whose steps took turns 1 a a 1 (two steps a turn) with a serial component's
 # delays inside the delayed steps, so the analysis is checked without timing anything.
-def _fixed_processes() -> tuple[list[dict[str, str]], dict[int, dict[str, object]]]:
+def _fixed_processes(pattern: str = "1aa1") -> tuple[list[dict[str, str]], dict[int, dict[str, object]]]:
     probes = [
         {"component": "step", "module": "m", "function": "Loop.step"},
         {"component": "sampler", "module": "m", "function": "Loop.sample"},
     ]
     records, delays, turns = [], [], []
     at, rng = 1_000_000, np.random.default_rng(3)
-    order = [ord(c) for c in "1aa1"] * 40
+    order = [ord(c) for c in pattern] * (160 // len(pattern))
     for number, state in enumerate(order):
         for _ in range(2):
             turns.append((at - 10, state))
             sample = int(1_000_000 + rng.integers(0, 50_000))  # 1 ms, and a little noise
+            sample //= (
+                4 if state == ord("S") else 1
+            )  # a swap's turn (--swap beside --what-if): a faster sampler
             delay = sample // 2 if state == ord("a") else 0
             model = 3_000_000
             records.append((7, 1, at + model, at + model + sample, 1))
@@ -247,6 +250,15 @@ def test_fixed_records_give_a_serial_sensitivity_of_one_and_exact_accuracy() -> 
     }
     assert entry["share"] == pytest.approx(1.025 / 4.0252, rel=0.02)
     assert entry["gain"]["gain"] == pytest.approx(entry["sensitivity"] * entry["share"] * 0.9)
+
+
+def test_a_swaps_turns_beside_the_slowdown_are_neither_delayed_nor_off() -> None:
+    probes, processes = _fixed_processes("1aa11SS1")
+    section = analyse_slowdowns(probes, processes, (0, 2**62), resamples=500)
+    assert section is not None
+    entry = section["components"]["sampler"]
+    assert entry["sensitivity"] == pytest.approx(1.0, abs=0.01)
+    assert entry["share"] == pytest.approx(1.025 / 4.0252, rel=0.02)  # the swap's faster turns are not in it
 
 
 def test_turns_group_steps_by_the_turn_they_took() -> None:

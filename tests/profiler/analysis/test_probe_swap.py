@@ -10,17 +10,22 @@ PROBES = [{"component": "step"}, {"component": "sampler"}]
 MS = 1_000_000
 
 
-def run(steps: int = 48, sizes: list[int] | None = None) -> tuple[dict, dict, dict]:  # type: ignore[type-arg]
+DELAYED = ord("a")  # a slowdown's first delayed turn, when one runs beside the swap
+ABBA = [SWAP_OFF, SWAP_ON, SWAP_ON, SWAP_OFF]
+
+
+def run(steps: int = 48, sizes: list[int] | None = None, cycle: list[int] = ABBA) -> tuple[dict, dict, dict]:  # type: ignore[type-arg]
     """Steps of 100 ms whose forward takes 30 ms without the swap, 75 ms whose forward takes 5 ms with it,
-    each jittered a little; turns 1 S S 1; 4 rows sampled a step; the sampler span holds the forward."""
+    each jittered a little; turns 1 S S 1 (or `cycle`: a delayed turn's step takes 60 ms more); 4 rows sampled
+    a step; the sampler span holds the forward."""
     rng = np.random.default_rng(0)
     records, turns, calls, at_sizes = [], [], [], []
     clock = 1_000 * MS
     for index in range(steps):
-        state = [SWAP_OFF, SWAP_ON, SWAP_ON, SWAP_OFF][index % 4]
+        state = cycle[index % len(cycle)]
         on = state == SWAP_ON
         forward = (5 if on else 30) * MS + int(rng.integers(0, MS // 10))
-        length = forward + 70 * MS + int(rng.integers(0, MS))
+        length = forward + 70 * MS + int(rng.integers(0, MS)) + (60 * MS if state >= DELAYED else 0)
         turns.append((clock - 10, state))
         records.append((1, 0, clock, clock + length, 1))
         records.append((1, 1, clock + 60 * MS, clock + 60 * MS + forward + MS // 2, 1))
@@ -72,3 +77,12 @@ def test_no_turns_means_the_swap_never_switched() -> None:
     found, calls, statuses = run(steps=12)
     del found[7]["turns"]
     assert "never switched in" in (analyse_swap(PROBES, found, calls, statuses).note or "")
+
+
+def test_a_slowdowns_delayed_turns_beside_the_swap_are_in_neither_arm() -> None:
+    cycle = [SWAP_OFF, DELAYED, DELAYED, SWAP_OFF, *ABBA]
+    found, calls, statuses = run(steps=96, cycle=cycle)
+    result = analyse_swap(PROBES, found, calls, statuses)
+    assert result.steps == 72 and result.note is None  # the 24 delayed steps are dropped
+    assert result.step_ms is not None and abs(result.step_ms.ratio.point - 0.75) < 0.01
+    assert result.step_ms.without.point is not None and result.step_ms.without.point < 101

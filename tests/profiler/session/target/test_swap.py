@@ -145,3 +145,57 @@ def test_the_probe_switches_the_swap_in_by_the_steps_turns(tmp_path: Path) -> No
     assert [(entry["kind"], entry["component"]) for entry in ledger] == [("verify", "sampler")]
     assert ledger[0]["predicted"] == pytest.approx(1 - result["predicted_step_ratio"])
     assert ledger[0]["measured"] == pytest.approx(1 - result["step_ms"]["ratio"]["point"])
+
+
+@requires_native
+def test_beside_a_slowdown_the_swap_takes_its_own_turns_and_the_slowdown_predicts_its_gain(
+    tmp_path: Path,
+) -> None:
+    fake = fake_vllm(tmp_path / "site")
+    (fake / "work.py").write_text("def step(fn):\n    return fn()\n")
+    folder = tmp_path / "probe"
+    folder.mkdir()
+    (folder / "sitecustomize.py").write_text(PROBE_SOURCE.read_text())
+    rows = [{"component": "step", "module": "work", "function": "step"}]
+    what_if = {"components": ["sampler"], "levels": [0.5], "turn_steps": 1}
+    (folder / "probes.json").write_text(json.dumps({"probes": rows, "switch": "step", "what_if": what_if}))
+    (folder / "switch").write_bytes(b"1")
+    setup = ProbeSetup(folder, rows)
+    add_swap(setup, SwapPlan("sampler", sys.executable, "0.32.0", native_library()))
+    env = {**os.environ, "PYTHONPATH": f"{folder}{os.pathsep}{fake}", "INFER_PROF_PROBE_DIR": str(folder)}
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(HOST).replace("range(24)", "range(64)")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    # One cycle: the slowdown's 1 a a 1, then the swap's 1 S S 1; the swap serves only its own S turns.
+    assert done.stdout.split() == ["48"]
+    paths = [int(line.split("\t")[3]) for line in next(folder.glob("swap-*.tsv")).read_text().splitlines()]
+    assert paths[:8] == [1, 1, 1, 1, 1, 0, 0, 1]
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    slowdown = {"sampler": {"sensitivity": 0.9, "low": 0.8, "high": 1.0}}
+    written = {"scenario": {"name": "chat"}, "target": {"probe": {"what_if": {"components": slowdown}}}}
+    (run_dir / "result.json").write_text(json.dumps(written))
+    lines = report_swap(run_dir, setup)
+    result = json.loads((run_dir / "swap.json").read_text())
+    assert result["rows"]["swapped"] == 48 and result["pairs"] >= 8
+    saved = result["forward_share"] * (1 - 1 / result["forward_speedup"]["point"])
+    beside = result["slowdown_predicted"]
+    assert beside["gain"] == pytest.approx(0.9 * saved) and beside["low"] == pytest.approx(0.8 * saved)
+    assert any(line.lstrip().startswith("slowdown-predicted for this swap") for line in lines)
+    ledger = [json.loads(line) for line in (tmp_path / "ledger.jsonl").read_text().splitlines()]
+    assert [(entry["kind"], entry["scenario"]) for entry in ledger] == [
+        ("verify", "chat"),
+        ("slowdown", "chat"),
+    ]
+    assert ledger[1]["predicted"] == pytest.approx(0.9 * saved)
+    assert (
+        ledger[0]["measured"]
+        == ledger[1]["measured"]
+        == pytest.approx(1 - result["step_ms"]["ratio"]["point"])
+    )
