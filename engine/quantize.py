@@ -1,8 +1,8 @@
 """8-bit weights for the CPU decode path: per-row int8 matrices run by torch's dynamic quantized linear.
 
 torch's int8 linears quantize the activations too (8 bits per tensor), and a Llama's activations have a
-few channels hundreds of times larger than the rest: on SmolLM2 plain int8 linears agreed with float32's
-top-1 token at 68% of positions, the FFN down projection being the worst (docs/measurements.md). So each
+few channels hundreds of times larger than the rest: on SmolLM2 plain int8 linears often disagreed with
+float32's top-1 token, the FFN down projection the worst (docs/measurements.md). So each
 linear is smoothed as SmoothQuant does: input channel j is divided by s_j and the weight's column j
 multiplied by it, s_j = act_max_j ** alpha / weight_max_j ** (1 - alpha), with act_max measured by a
 float32 calibration pass at load (the product is unchanged in exact arithmetic; both sides quantize well).

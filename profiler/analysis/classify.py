@@ -308,7 +308,7 @@ def _native_verdict(frame: Frame, native_libs: tuple[str, ...]) -> Verdict | Non
     if frame.unresolved:
         # Stripped code inside libtorch_cpu is mostly inlined kernel loops; libc addresses say nothing.
         # An address in no library at all ("?") is code generated at run time: oneDNN's JIT GEMM and
-        # eltwise kernels (torch's mkldnn linear), measured here as 30-40% of a decode step's samples.
+        # eltwise kernels (torch's mkldnn linear), a large part of a decode step's samples (docs/measurements.md).
         return ("kernel", False, False) if ("libtorch_cpu" in lib or lib in ("?", "")) else None
     name = base_symbol(frame.function)
     if _ALLOC_NAMES.search(name):

@@ -528,8 +528,8 @@ def _predictions(
                 where = f"replaying {found['steps']:,} of this run's {name} steps"
                 rows, steps = found.get("rows"), found.get("steps")
                 if rows and steps:
-                    # On mixed settings a C sampler's lead over Python's moves with the batch (5x at one
-                    # row, 20-60x beyond: docs/measurements.md), so the batch says which speedup this is.
+                    # On mixed settings a C sampler's lead over Python's moves with the batch (docs/measurements.md,
+                    # "The sampler's replayed speedup against the bench"), so the batch says which speedup this is.
                     where += f" of {rows / steps:.1f} sequences on average"
                 lowered = found.get("lowered")
                 if found.get("python_priced") == "run":

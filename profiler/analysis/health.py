@@ -40,7 +40,8 @@ BACKLOG_DELIVERED_BELOW = 0.80
 # ... and requests spent at least half of their latency queued for a batch slot, or ...
 SATURATED_QUEUE_SHARE = 0.50
 # ... the last third of requests (by arrival) took this many times the first third's median latency: a backlog
-# that grows with the run (an engine keeping up serves late requests like early ones; batching alone gives < 1.5x).
+# that grows with the run (an engine keeping up serves late requests like early ones; batching alone grows it
+# far less than this).
 SATURATED_LATENCY_GROWTH = 2.0
 
 

@@ -7,14 +7,11 @@ and the gain at the same steps, which is what Amdahl's prediction is for: a step
 its kind's own level (kind: batch size, and whether it prefills) plus a cost per prefill token plus
 delta where the C twin served, and the gain is -delta over the Python steps' mean time. The second is
 the steadier by far: which block a long prefill lands in moves the first more than the twin does.
-The same fit on each phase's time says where the gain came from: on SmolLM2 `concurrency-30` the C
-sampler's own span saved 2.4-2.7% of step time against a predicted 2.7-2.85%, and in three of five
-runs the model span ran 1.5-2.2% faster in the C twin's blocks too, which the prediction cannot see.
-On one SmolLM2 `concurrency-30` run it gave 2.6% [0.7, 4.2] against a predicted 2.75%, where per-kind
-means (the whole-run verify's mix_matched_gain, which matched 72% of the steps) gave 5.0% [-1.8, 9.8]
-and the gain at each side's own mix 14.0% [-16.7, 44.7]. The twin's own phase's part gets an interval
-of its own: in a 3,000-request `concurrency-30` run the whole gain's was +1.5% [0.7, 2.3] and the
-sampler span's part +2.06 [2.01, 2.10] points, against a predicted +2.08.
+The same fit on each phase's time says where the gain came from: the twin's own span, and the other
+phases, which the prediction cannot see (the model span can run faster in one twin's blocks too). The
+twin's own phase's part gets an interval of its own, far narrower than the whole gain's. What these gave
+on SmolLM2 `concurrency-30`, against the prediction and against per-kind means: docs/measurements.md,
+"Figures moved out of code comments".
 """
 
 from __future__ import annotations
@@ -59,8 +56,7 @@ def label_steps(
     """The steps that made a sampler call, with that call's `block` and `native` (the C twin served) added,
     and, given the time each call's switch of twins took (`switch_ns`), that time taken out of the step:
     its end, its duration and its sampler phase. No twin pays a switch once it is the only one, and the
-    twins do not pay it alike: on synthetic:tiny with 200-token prompts a switch took the Python twin
-    0.11-0.20 ms and the C twin 0.19-0.25 ms (docs/measurements.md)."""
+    twins do not pay it alike (docs/measurements.md, "The switch's own time")."""
     if not len(calls) or steps is None or not len(steps):
         return pd.DataFrame(columns=[*(steps.columns if steps is not None else []), "block", "native"])
     times = np.array([call[0] for call in calls], dtype=np.int64)

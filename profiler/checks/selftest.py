@@ -7,8 +7,8 @@ construction. The verdict's category must name it; a wrong name is a defect of t
     interpreter  synthetic:tiny, 32 closed-loop clients, top-p sampling, + slow_sampler x4: after each
                  sampler call a pure-Python loop spins three times as long as the call took, so at least
                  three quarters of the sampler's span is interpreter time by construction. (Top-p alone
-                 does not make it: measured, its sort over the 49,152-token vocabulary is torch kernel
-                 time, 65% of the sampler span; it passed only while the default profile assumed that
+                 does not make it: measured, its sort over the 49,152-token vocabulary is mostly torch
+                 kernel time (docs/measurements.md); it passed only while the default profile assumed that
                  every span but the model's was interpreter.)
     kernel       synthetic:base (SmolLM2-135M's shape, 30 layers), one client, greedy: each step
                  streams ~0.5 GB of weights through matmuls while the control path handles one sequence.

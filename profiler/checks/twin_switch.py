@@ -1,10 +1,11 @@
 """--verify's in-run A/B of the sampler: one run whose sampler slot serves from the Python or the C twin, switched in ABBA blocks of steps.
 
-Whole runs of the same configuration differ by 2-25% in busy time per token on this shared two-core
-machine, more than the sampler's predicted gain on most loads; neighbouring blocks of one run share
+Whole runs of the same configuration differ in busy time per token on this shared two-core machine by
+more than the sampler's predicted gain on most loads (docs/measurements.md, "Figures moved out of code
+comments"); neighbouring blocks of one run share
 the machine's drift and the load's, so a gain measured pair by pair is not the machine's (the idea of
 profiler.overhead.inrun, with the twins in place of the collectors). A block is a number of steps,
-not of seconds (a 30-client step takes 150-300 ms on SmolLM2 and a chat step 40-60), one by default:
+not of seconds (a step's length moves with the load and the model several times over), one by default:
 the twins change every other step, so the machine's slow drift cancels between them. Each sampler
 call is labelled with the twin that served it, so every step is credited to the right twin exactly.
 
@@ -32,15 +33,11 @@ if TYPE_CHECKING:
     from infer_prof.engine.types import Sampler, SamplingParams
 
 # A block is one step (C, Python, Python, C, ...: the twins change every other step), and the intervals
-# resample units of 8 steps. The model span's noise on this machine is mostly slow (step to step, lag 1,
-# correlation 0.66), and the shorter the blocks, the more of it cancels between the twins. Measured on the
-# switched runs of three SmolLM2 `concurrency-30` verifies (2,300-6,600 steps, the sampler span taken out
-# and the steps labelled afresh), blocks of 1 step gave null gains of -0.10, +0.01 and +0.09 points with
-# half-widths of 0.42-0.52, where blocks of 8 gave 0.77-0.88: the same interval from a quarter to half the
-# steps. Switching is not free: the first call of a block took 0.12 ms (Python) and 0.17 ms (C) longer than
-# the others there (medians at batch >= 25; the C twin saved 6.8 ms a call), and the twins do not pay alike
-# (on synthetic:tiny with 200-token prompts a switch took the Python twin 0.11-0.20 ms, the C twin
-# 0.19-0.25 ms), so each switch is timed and taken out of its step (inrun_gain.label_steps).
+# resample units of 8 steps. The model span's noise on this machine is mostly slow (correlated from one step
+# to the next), so the shorter the blocks, the more of it cancels between the twins: blocks of one step gave
+# the interval of blocks of eight from a fraction of the steps. Switching is not free, and the twins do not pay
+# alike, so each switch is timed and taken out of its step (inrun_gain.label_steps). The figures behind both:
+# docs/measurements.md, "Figures moved out of code comments".
 BLOCK_STEPS = 1  # sampler calls per block
 UNIT_STEPS = 8  # steps per resampled unit (profiler.checks.inrun_gain's unit_blocks = UNIT_STEPS / block)
 MAX_CALLS = 1_000_000  # labels kept (16 bytes each): a longer run keeps the first million

@@ -29,7 +29,7 @@ is its two Python neighbours.
 The sampler is measured inside one run instead (profiler.checks.twin_switch): its twins take turns in
 ABBA blocks of one step, and both gains come with 95% intervals over units of 8 neighbouring steps
 (profiler.checks.inrun_gain); the measured gain is the one at the same steps. Whole runs
-differ by 2-25% here, more than most sampler gains; the other twins hold the batch's structure
+differ here by more than most sampler gains (docs/measurements.md); the other twins hold the batch's structure
 (queues, block tables) and cannot change hands mid-run.
 """
 
@@ -137,9 +137,9 @@ def mix_matched_gain(python_steps: list[Any], native_steps: Any) -> tuple[float 
     runs' own mix of steps, and the share of Python steps whose kind the native run also had.
 
     Why: in an open-loop scenario a faster control path finishes requests sooner, so fewer run at once
-    and the model's cost per token rises with the smaller batches: measured, SmolLM2 `chat` with the C
-    sampler ran 6.5 sequences a step against 7.1-8.1, and its busy time per token fell 2.6% where the
-    sampler's own span saved 8.6%. Amdahl's prediction is for the same steps made faster, so this
+    and the model's cost per token rises with the smaller batches (measured on SmolLM2 `chat`: the busy
+    time per token fell by far less than the sampler's own span saved; docs/measurements.md, "Figures moved
+    out of code comments"). Amdahl's prediction is for the same steps made faster, so this
     weighs each kind of step (batch size, with or without prefill) by how often the Python runs had
     it: direct standardization to one mix."""
     python = (
@@ -177,11 +177,10 @@ def resolution(predicted: float | None, low: float | None, high: float | None) -
     """Whether a measured interval is narrow enough to tell a prediction that holds (within AGREEMENT_BAND of
     `predicted`) from one that does not: its half-width, the band's, and `resolves`.
 
-    No run length is promised: on SmolLM2 `concurrency-30` the half-width was about 1.7 points at 60
-    requests (256 steps) and 1.0 at 240 (640 steps), but still 0.7-1.0 at 1,000 (2,300 steps, with twice
-    the batch and longer steps), where the square-root rule said 0.6, and 0.8 at 3,000 (6,600 steps, on a
-    day the machine's steps ran 1.3x longer); the model span's noise sets it there. A 2% gain needs 0.4.
-    The twin's own part (own_gain) is judged apart: its half-width was 0.05 points at 3,000 requests."""
+    No run length is promised: on SmolLM2 `concurrency-30` the half-width stopped narrowing by the
+    square-root rule past a thousand requests, the model span's noise setting it there (the half-widths
+    by run length: docs/measurements.md, "Figures moved out of code comments"). The twin's own part
+    (own_gain) is judged apart: its interval is far narrower."""
     if predicted is None or low is None or high is None or predicted == 0:
         return {"half_width": None, "band": None, "resolves": None}
     # Plain floats and bools: a numpy bool is not `False` to an `is` test, nor JSON to the standard library.

@@ -40,8 +40,8 @@ def spans_record_cpu_time(profile: str) -> bool:
     return profile == "deep"
 
 
-# torch.profiler windows as (first step, steps per window, period in steps). A profiled step runs
-# x1.3-1.7 slower, so one step in a hundred costs about 0.5% (measured in-run: docs/measurements.md).
+# torch.profiler windows as (first step, steps per window, period in steps). A profiled step runs slower, so
+# windows are rare (what one step in a hundred costs, measured in-run: docs/measurements.md).
 # Deep spends more for detail: five steps in forty, and their ops in kernel_events.csv.
 DEFAULT_KERNEL_WINDOWS = (5, 1, 100)
 # Each window costs the engine a few ms whatever the step's length (torch.profiler's start and stop), and
@@ -88,8 +88,8 @@ def default_collectors(
              within DEFAULT_WINDOW_BUDGET of the engine's time: the model span's kernel share and
              torch's per-op fee measured in every run, not assumed
     deep:    the same, plus py-spy --native at 29 Hz (pauses the process and unwinds every thread
-             per sample: x1.4-1.6 on a single-threaded torch loop, but x20 at 97 Hz with 30 client
-             threads) and torch.profiler over `kernel_windows` = (first step, steps per window, period in
+             per sample, so its cost grows with the threads and the rate: docs/measurements.md) and
+             torch.profiler over `kernel_windows` = (first step, steps per window, period in
              steps): short windows spread over the run (collectors.kernels)
     on a GPU (`device` "cuda:N") both profiles add the device timer: CUDA events around the spans of
              device work (`device_spans`), for the GPU idle split.

@@ -1,8 +1,8 @@
 """Out-of-process stack sampling: py-spy records this process, and its raw stacks are classified here.
 
-Modes (measured on this 2-core machine with a torch workload): `--nonblocking` (default) reads the
-process without pausing it, x1.00-1.10 slower at 100 Hz, with up to 3% failed samples, Python frames
-only; `--native` (deep) pauses the process to unwind native frames, x1.4-1.6 at 100 Hz, and cannot be
+Modes (their costs, measured on a 2-core machine with a torch workload, in docs/measurements.md):
+`--nonblocking` (default) reads the process without pausing it, the cheaper, with a few failed samples,
+Python frames only; `--native` (deep) pauses the process to unwind native frames, and cannot be
 combined with --nonblocking. `--idle` keeps samples of threads py-spy thinks are idle (its guess drops
 most samples of a thread inside a torch kernel here, so it is on by default: we classify idleness
 ourselves); `--gil` keeps only samples of the thread holding the GIL (a filter, off by default).

@@ -1,7 +1,7 @@
 """An unnamed temporary file that a long run moves its finished records into, so that its memory stays bounded.
 
 A run keeps a record of every span, lock wait and request until it is analysed at the end; held in
-memory, those records grow with the run (~2.3 KB a request in a 10,000-request soak). Spilled, a
+memory, those records grow with the run (a soak's growth: docs/measurements.md). Spilled, a
 record costs nothing resident: the bytes sit in the kernel's page cache, which is not the process's
 memory and is reclaimable. The file has no name (O_TMPFILE where the file system offers it), so no
 way a run ends, SIGKILL included, leaves it behind. Writes are rare (a chunk of thousands of records)

@@ -53,7 +53,7 @@ MARK = "__infer_prof_probe__"  # on every wrapper, holding its probe index: noth
 FLUSH_S = 0.25
 MAX_PENDING = 1_000_000  # records held between flushes; beyond, new ones are dropped and counted
 MAX_ERRORS = 50
-COST_CALLS = 10_000  # x 3 runs x (wrapped + bare): ~20 ms on a slow machine, paid at every start-up
+COST_CALLS = 10_000  # x 3 runs x (wrapped + bare), paid at every start-up: few enough to stay short there
 _OFF = ord("0")  # the switch byte that turns component probes off; any other byte, or no file, is on
 _TURNS = b"1001"  # the step switch's ABBA order, one step a turn
 SWITCHED = "mapped, switched by the steps"  # the switch's state when the step probes write it
@@ -72,7 +72,7 @@ _sizes: list[tuple[int, int]] = []  # (at_ns, size) from the "size" probes, drai
 _delays: list[tuple[int, ...]] = []  # the delayed calls (delays-<pid>.tsv's columns), drained the same way
 _turn_log: list[tuple[int, int]] = []  # (at_ns, switch byte) of every step in a slowdown run
 _probe: _Probe | None = None
-# Each thread's native id, looked up once: get_native_id() is a system call (~200 ns) on every call.
+# Each thread's native id, looked up once: get_native_id() is a system call, too dear for every call.
 _thread_ids = threading.local()
 
 
@@ -674,7 +674,7 @@ class _Probe:
             self.overshoot_ns = _calibrate(time.perf_counter_ns)
 
     def measure_cost(self) -> None:
-        """The recording path's cost per call, against a throwaway list: median of 3 runs (~10-30 ms)."""
+        """The recording path's cost per call, against a throwaway list: median of 3 runs (COST_CALLS each)."""
         sink: list[Any] = []
 
         def noop() -> None:

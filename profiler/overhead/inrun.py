@@ -1,7 +1,7 @@
 """Profiling cost inside one run: the collectors are paused and resumed in alternating blocks (ABBA) and the blocks' throughputs compared.
 
-Whole runs A/B'd against each other differ by ±8-15% on this shared two-core machine (two runs of the
-same profile came out up to 4% apart), which hides a cost of 1-2%. Inside one run the slow drift of
+Whole runs A/B'd against each other on this shared two-core machine differ by more than the costs they
+are after (two runs of the same profile too; docs/measurements.md). Inside one run the slow drift of
 the machine and of the load is shared by neighbouring blocks, so pairing a profiled block with the
 unprofiled block next to it cancels it; many short pairs then narrow the interval.
 

@@ -29,8 +29,8 @@ if TYPE_CHECKING:
     from infer_prof.engine.engine import Engine
 
 MAX_STEPS = 1024
-# Why 8 and 48: with a fixed period of 32 a 48-request run kept 9 captures, and the replay's interval over
-# 9 calls was ±15%; the replay plays up to 24 calls (replay.SAMPLER_STEPS), which 48 leave room to spread.
+# Why 8 and 48: with a fixed period of 32 a short run kept too few captures for a narrow replay interval
+# (docs/measurements.md); the replay plays up to 24 calls (replay.SAMPLER_STEPS), which 48 leave room to spread.
 CAPTURE_EVERY = 8
 MAX_CAPTURES = 48  # even: the capture after a thinning falls on a multiple of the doubled period
 CAPTURE_ROWS = 4

@@ -35,8 +35,8 @@ class Ticket:
         """The request's output, once finished; from then on the ticket holds only its compacted form.
 
         The engine's handle keeps the whole request alive (detokenizer, streamed deltas, a condition,
-        the prompt and its ids: about 20 KB each), so a 10,000-request soak grew by ~200 MB of finished
-        requests; the run's tables need only the counts and times (`RunOutput`)."""
+        the prompt and its ids), so a long soak grew by every finished request (docs/measurements.md); the
+        run's tables need only the counts and times (`RunOutput`)."""
         if not isinstance(self.handle, RunOutput):
             self.handle = RunOutput.of(self.handle.result(timeout=timeout), self.spill)
         return self.handle
@@ -46,9 +46,9 @@ class RunOutput:
     """A finished request as the run's tables read it: its counts and times in one 8-byte array, no ids or text.
 
     It stands in for the engine's handle once the request finished (result() returns itself). Ids
-    and texts are not needed by requests.csv or the metrics; keeping them as arrays still cost ~2 KB
-    a request (60 prompt ids, 64 output ids), the largest part of a soak's memory growth. Given a
-    SpillFile, the token times (~0.5 KB a request) go there and only the four request times stay.
+    and texts are not needed by requests.csv or the metrics; keeping them as arrays was still the
+    largest part of a soak's memory growth (docs/measurements.md). Given a SpillFile, the token times
+    go there and only the four request times stay.
     """
 
     __slots__ = (

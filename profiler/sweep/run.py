@@ -100,7 +100,7 @@ def run_sweep(
             from infer_prof.profiler.sweep.local import run_local
 
             # The same torch threads as a Ray cell of the default size (--cell-cpus 1): local and Ray runs of one
-            # cell ran with 2 and 1 threads on a 2-core machine and read interpreter shares of 13% and 51%.
+            # cell at different thread counts read very different interpreter shares (docs/measurements.md).
             local = [
                 (
                     replace(

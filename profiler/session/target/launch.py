@@ -28,7 +28,7 @@ from infer_prof.profiler.session.target.watchdog import (
     start_time,
 )
 
-LAUNCH_TIMEOUT_S = 600.0  # vLLM's CPU build takes ~3 minutes to start on a 2-core machine
+LAUNCH_TIMEOUT_S = 600.0  # room for vLLM's CPU build, slow to start on 2 cores (docs/measurements.md)
 STOP_GRACE_S = 15.0  # after SIGTERM, before SIGKILL: vLLM shuts its engine and workers down in a few seconds
 READY_POLL_S = 0.5
 PROGRESS_EVERY_S = 15.0
