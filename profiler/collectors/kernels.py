@@ -309,6 +309,8 @@ class KernelCollector(Collector):
         max_windows: int = 16,
         min_gap_s: float = 0.0,
         cost_budget: float | None = None,
+        first_windows: int = 0,
+        first_gap_s: float = 0.5,
         mark_spans: bool = True,
         warm_up: bool = True,
         clock: Callable[[], int] = time.perf_counter_ns,
@@ -318,7 +320,10 @@ class KernelCollector(Collector):
         its "on" blocks and overstate their cost); 0 = by steps alone. `cost_budget`: the share of the
         engine's time the windows may take; after each window the gap grows to its measured cost (the
         engine's pause to start and stop torch.profiler, and how much longer its steps took than the step
-        before it) divided by this share, so a model with long steps gets fewer windows."""
+        before it) divided by this share, so a model with long steps gets fewer windows. `first_windows`: that
+        many windows open first at `first_gap_s` apart, outside the budget, so that even a short run holds enough
+        windows for the kernel fraction's interval to close (profiler.analysis.share_interval: with one window
+        it cannot close at all); the gap and the budget apply from then on."""
         super().__init__()
         if (
             steps < 1
@@ -327,10 +332,12 @@ class KernelCollector(Collector):
             or max_windows < 2
             or min_gap_s < 0
             or (cost_budget is not None and not 0 < cost_budget <= 1)
+            or first_windows < 0
+            or first_gap_s < 0
         ):
             raise ValueError(
                 "kernel windows need first_step >= 0, steps >= 1, every >= steps, max_windows >= 2, "
-                "min_gap_s >= 0 and a cost_budget in (0, 1]"
+                "min_gap_s >= 0, a cost_budget in (0, 1], first_windows >= 0 and first_gap_s >= 0"
             )
         self.first_step = first_step
         self.steps = steps
@@ -338,8 +345,12 @@ class KernelCollector(Collector):
         self.max_windows = max_windows
         self._min_gap_ns = int(min_gap_s * 1e9)
         self._cost_budget = cost_budget
-        # The gap before the next window: the minimum, or the last window's cost over the budget.
-        self._gap_ns = self._min_gap_ns
+        self._first_windows = first_windows
+        self._first_gap_ns = int(first_gap_s * 1e9)
+        self._opened = 0  # windows opened so far
+        # The gap before the next window: the minimum, or the last window's cost over the budget (the first
+        # `first_windows` windows: first_gap_s).
+        self._gap_ns = self._first_gap_ns if first_windows else self._min_gap_ns
         self._window_cost_ns = 0  # the open window's cost so far
         # The last step outside every window: what a profiled step's length is held to.
         self._usual_step_ns: int | None = None
@@ -429,6 +440,7 @@ class KernelCollector(Collector):
                 and self._gap_passed(now)
             ):
                 self._last_open_ns, self._held_ns_at_open = now, self._held_ns
+                self._opened += 1
                 self._open_window(step)
                 opened = self._clock()
                 self._engine_pause_ns += opened - now
@@ -448,8 +460,12 @@ class KernelCollector(Collector):
                 closed = self._clock() - now
                 self._engine_pause_ns += closed
                 self._window_cost_ns += closed
-                if self._cost_budget is not None:
+                if self._opened < self._first_windows:
+                    self._gap_ns = self._first_gap_ns
+                elif self._cost_budget is not None:
                     self._gap_ns = max(self._min_gap_ns, int(self._window_cost_ns / self._cost_budget))
+                else:
+                    self._gap_ns = self._min_gap_ns
         elif took is not None:
             self._usual_step_ns = took
 

@@ -323,6 +323,8 @@ def _window_steps(
     profiled_step_s: float | None = None,
     cost_budget: float | None = None,
     paused: tuple[int, int] | None = None,
+    first_windows: int = 0,
+    first_gap_s: float = 0.5,
 ) -> list[int]:
     """First steps of the kernel windows over `steps` steps of `step_s` seconds (`profiled_step_s` inside a
     window), due at every even step from `first_step`, at least `min_gap_s` apart and within `cost_budget`
@@ -336,6 +338,8 @@ def _window_steps(
         every=2,
         min_gap_s=min_gap_s,
         cost_budget=cost_budget,
+        first_windows=first_windows,
+        first_gap_s=first_gap_s,
         mark_spans=False,
         clock=lambda: now[0],
     )
@@ -384,6 +388,18 @@ def test_a_window_that_cost_more_than_its_budget_pushes_the_next_one_further_off
     # may open 2 s after it, at step 20 (0.5 s + 17 steps of 0.1 s); the 0.5 s minimum alone allows step 6.
     assert _windows_that_cost(24, cost_budget=0.1) == [2, 20]
     assert _windows_that_cost(24, cost_budget=None)[:3] == [2, 6, 10]
+
+
+def test_the_first_windows_open_at_their_own_gap_then_the_budget_rules() -> None:
+    # Steps of 0.1 s, 0.3 s inside a window, due at every even step from 2. The first three windows need only
+    # 0.2 s between openings, outside the 10% budget: each due step opens one (2, 4, 6: a profiled step alone
+    # is 0.3 s); then the third's cost pushes the fourth 2 s off (step 24), as the budget alone did after one.
+    budgeted = _window_steps(
+        40, first_step=2, min_gap_s=0.5, step_s=0.1, profiled_step_s=0.3, cost_budget=0.1,
+        first_windows=3, first_gap_s=0.2,
+    )  # fmt: skip
+    assert budgeted == [2, 4, 6, 24]
+    assert _windows_that_cost(40, cost_budget=0.1) == [2, 20, 38]
 
 
 def test_kernel_windows_refuse_an_impossible_schedule() -> None:
