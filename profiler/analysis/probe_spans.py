@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from infer_prof.profiler.analysis.foreign_words import slowdown_measured
 from infer_prof.profiler.rundir.schema import (
     PairedDifference,
     Probe,
@@ -453,8 +454,6 @@ def _agreement(
 def probe_bounds(section: Probe, engine: str) -> list[str]:
     """The Amdahl bound of each component on the step's path, from the probe's shares (the verdict's long form),
     each saying how it was obtained: slowdown-measured where a --what-if run measured it, else a bound only."""
-    from infer_prof.profiler.analysis.foreign import slowdown_measured  # foreign imports the engine: lazy
-
     components = (section.get("steps") or {}).get("components") or {}
     measured = (section.get("what_if") or {}).get("components") or {}
     lines = []

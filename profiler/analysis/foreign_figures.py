@@ -1,0 +1,389 @@
+"""The figures behind another engine's verdict, counted from its processes' samples into one typed record (LoopFigures).
+
+The method is profiler.analysis.foreign's: the engine loop's busy time is every sample of its engine threads
+that is not a wait for work; the interpreter share is a Wilson interval of it with native stacks, a bound from
+control-code lines to every Python-innermost line without them; each component's Amdahl bound is its share
+of the busy time, a model worker's scaled by the loop's wait on it. Sentences are foreign_words's, the
+result's sections foreign's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from infer_prof.profiler.stats import Interval, wilson_interval
+
+# Components whose Python-innermost samples are the engine's control code, not a line calling a kernel.
+CONTROL = ("scheduler", "kv_alloc", "prepare", "tokenizer", "detokenizer", "queue", "api", "sampler")
+AMDAHL_COMPONENTS = (
+    "scheduler",
+    "kv_alloc",
+    "prepare",
+    "sampler",
+    "detokenizer",
+    "tokenizer",
+    "api",
+    "model_glue",
+    "none",
+)
+WORKER_COMPONENTS = ("sampler", "prepare", "model_glue", "model_kernels")
+
+
+@dataclass(frozen=True)
+class WorkerFigures:
+    """The model worker's own split of its busy samples, counted from its engine threads."""
+
+    pid: int | None
+    busy: float  # samples that were not waits for work
+    native: bool  # sampled with native stacks: only then are kernel and interpreter told apart
+    kernel: float  # samples
+    interpreter: float  # samples
+    components: dict[str, float]  # component -> share of the busy samples
+
+
+@dataclass(frozen=True)
+class ComponentBound:
+    """A component's share of the loop's busy time (its Amdahl bound at an infinite speedup) and its Wilson interval."""
+
+    bound: float
+    low: float
+    high: float
+    samples: float
+    in_worker: bool  # a model worker's component (scaled by the loop's wait on it), else the loop's own
+    worker_pid: int | None  # the model worker's pid (None where the sampler did not say)
+
+
+@dataclass(frozen=True)
+class WaitCounts:
+    """The samples every sampled thread spent waiting, by kind, and all their samples."""
+
+    idle: float  # waiting for work
+    queueing: float  # a request waiting behind another for the engine
+    client: float  # a request handler waiting for its next token
+    lock: float  # contention
+    total: float
+
+    def shares(self) -> dict[str, float]:
+        """Each wait kind's share of every sampled thread's samples."""
+        total = self.total
+        return {
+            "idle": self.idle / total if total else 0.0,
+            "queueing": self.queueing / total if total else 0.0,
+            "client": self.client / total if total else 0.0,
+            "lock": self.lock / total if total else 0.0,
+        }
+
+
+@dataclass(frozen=True)
+class ApiFigures:
+    """The API server's event loop (the api thread with the most work): its busy share and GIL waits."""
+
+    pid: int | None
+    thread_id: int | None
+    name: str | None
+    work_share: float
+    gil_wait: float | None  # native stacks only
+    components: dict[str, float] | None
+
+
+@dataclass(frozen=True)
+class LoopFigures:
+    """Everything the foreign verdict says about an engine loop that worked while sampled, as counted."""
+
+    pid: int
+    role: str  # "engine loop", "model worker", or another role standing in
+    engine: str | None
+    engine_threads: list[int]
+    native: bool
+    samples: float
+    busy: float
+    idle: float  # samples that waited for work
+    interpreter: float  # samples; Python-innermost lines without native stacks
+    control: float  # interpreter samples in control code (CONTROL)
+    kernel: float
+    on_worker: float  # samples waiting on the model worker
+    lock: float  # samples waiting on contention
+    gil: float
+    share: float  # the interpreter share of the busy time, and its interval
+    low: float
+    high: float
+    bottleneck: str  # the category with the most samples
+    bottleneck_component: str | None
+    bottleneck_samples: float
+    worker_found: bool  # a model worker process was sampled beside the loop
+    worker: WorkerFigures | None  # its split, when the loop waited on it and it worked
+    bounds: dict[str, ComponentBound]
+    waits: WaitCounts
+    api: ApiFigures | None
+
+
+def sum_counts(threads: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """The threads' counts added up, as one thread's (summarize_stacks's shape plus work, gil, waits, by_category)."""
+    out: dict[str, Any] = {
+        "samples": 0,
+        "work": 0,
+        "gil": 0,
+        "native_samples": 0,
+        "dispatch": 0,
+        "categories": {},
+        "components": {},
+        "waits": {},
+        "by_category": {},
+        "lock_components": {},
+        "gil_components": {},
+    }
+    for thread in threads:
+        counts = thread["counts"]
+        for key in ("samples", "work", "gil", "native_samples", "dispatch"):
+            out[key] += counts.get(key, 0)
+        for key in ("categories", "components", "waits", "by_category", "lock_components", "gil_components"):
+            for name, value in (counts.get(key) or {}).items():
+                out[key][name] = out[key].get(name, 0) + value
+    return out
+
+
+def pool_counts(counts: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Threads' counts pooled as one, or None when they hold no samples."""
+    out = sum_counts({"counts": entry} for entry in counts)
+    return out if out["samples"] else None
+
+
+def loop_counts(threads: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The engine loop's counts from its threads. A pool that takes turns running the loop (llama-cpp-python's
+    AnyIO workers run each token on whichever is free) is one loop: while one works the others wait for work,
+    so summed they would read idle (N-1)/N of the time whatever the load. When their work fits in one
+    thread's samples, the pool is counted as one thread sampled that often: the idle samples beyond it go."""
+    out = sum_counts(threads)
+    if len(threads) < 2:
+        return out
+    instants = max(int(thread["counts"].get("samples", 0)) for thread in threads)
+    idle = out["categories"].get("idle", 0)
+    excess = min(idle, out["samples"] - max(instants, out["work"]))
+    if excess <= 0:
+        return out  # the threads worked at the same time: they are not one loop taking turns
+    keep = (idle - excess) / idle
+    for key, value in list(out["by_category"].items()):
+        category, _, component = key.partition("/")
+        if category == "idle":
+            out["by_category"][key] = value * keep
+            out["components"][component] = out["components"].get(component, 0) - value * (1 - keep)
+    out["categories"]["idle"] = idle - excess
+    if "idle" in out["waits"]:
+        out["waits"]["idle"] = max(0.0, out["waits"]["idle"] - excess)
+    out["native_samples"] = out["native_samples"] * (out["samples"] - excess) / out["samples"]
+    out["samples"] -= excess
+    return out
+
+
+def engine_process(processes: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """The process whose engine thread is the engine loop (else a model worker's), the most work first."""
+
+    def work(process: dict[str, Any]) -> int:
+        return sum(
+            thread["counts"]["work"]
+            for thread in process["threads"]
+            if thread["thread_id"] in process["engine_threads"]
+        )
+
+    for role in ("engine loop", "model worker", None):  # None: a thread standing in, whose job no table names
+        found = [
+            process
+            for process in processes
+            if process.get("engine_thread") is not None and (role is None or process["role"] == role)
+        ]
+        if found:
+            return max(found, key=work)
+    return None
+
+
+def engine_threads(process: dict[str, Any]) -> list[dict[str, Any]]:
+    """The process's engine threads."""
+    return [thread for thread in process["threads"] if thread["thread_id"] in process["engine_threads"]]
+
+
+def loop_figures(processes: Sequence[dict[str, Any]], chosen: dict[str, Any]) -> LoopFigures | None:
+    """The figures of the chosen process's engine loop (engine_process), or None when it only waited for work."""
+    loop = loop_counts(engine_threads(chosen))
+    categories = loop["categories"]
+    native = chosen.get("resolution") == "native"
+    idle = categories.get("idle", 0)
+    busy = loop["samples"] - idle
+    if busy <= 0:
+        return None
+    by_category = loop["by_category"]
+    interpreter = categories.get("interpreter", 0)
+    control = sum(
+        count
+        for key, count in by_category.items()
+        if key.split("/")[0] == "interpreter" and key.split("/")[1] in CONTROL
+    )
+    if native:
+        measured = _interval(interpreter, busy)
+        share, low, high = measured.point, measured.low, measured.high
+    else:
+        low, high = _interval(control, busy).low, _interval(interpreter, busy).high
+        share = (control + interpreter) / 2 / busy
+    on_worker = loop["waits"].get("worker", 0)
+    found = _worker_process(processes, chosen)
+    worker_counts = loop_counts(engine_threads(found)) if found is not None and on_worker else None
+    worker = (
+        _worker_figures(found, worker_counts) if found is not None and worker_counts is not None else None
+    )
+    category_counts = {
+        "interpreter": interpreter,
+        "kernel": categories.get("kernel", 0),
+        "waiting": categories.get("waiting", 0),
+        "lock": categories.get("lock", 0),
+        "allocation": categories.get("allocation", 0),
+        "other": categories.get("other", 0),
+        "idle": idle,
+    }
+    bottleneck = max(category_counts, key=lambda key: category_counts[key])
+    return LoopFigures(
+        pid=chosen["pid"],
+        role=chosen["role"],
+        engine=chosen.get("engine"),
+        engine_threads=chosen["engine_threads"],
+        native=native,
+        samples=loop["samples"],
+        busy=busy,
+        idle=idle,
+        interpreter=interpreter,
+        control=control,
+        kernel=categories.get("kernel", 0),
+        on_worker=on_worker,
+        lock=loop["waits"].get("lock", 0),
+        gil=loop["gil"],
+        share=share,
+        low=low,
+        high=high,
+        bottleneck=bottleneck,
+        bottleneck_component=_largest_component(by_category, bottleneck),
+        bottleneck_samples=category_counts[bottleneck],
+        worker_found=found is not None,
+        worker=worker,
+        bounds=_bounds(loop, busy, worker, worker_counts),
+        waits=_wait_counts(processes),
+        api=_api_figures(processes),
+    )
+
+
+def _interval(hits: float, trials: float) -> Interval:
+    """The Wilson 95% interval of hits among trials, hits held inside [0, trials]."""
+    return wilson_interval(max(0.0, min(hits, trials)), trials)
+
+
+def _worker_process(processes: Sequence[dict[str, Any]], chosen: dict[str, Any]) -> dict[str, Any] | None:
+    """The model worker process beside the chosen one with the most work in its engine threads."""
+    workers = [
+        process for process in processes if process is not chosen and process["role"] == "model worker"
+    ]
+    return max(workers, key=lambda p: sum(t["counts"]["work"] for t in engine_threads(p)), default=None)
+
+
+def _worker_figures(worker: dict[str, Any], counts: dict[str, Any]) -> WorkerFigures | None:
+    """The worker's split of its busy samples, or None when it only waited for work."""
+    busy = counts["samples"] - counts["categories"].get("idle", 0)
+    if busy <= 0:
+        return None
+    return WorkerFigures(
+        pid=worker["pid"],
+        busy=busy,
+        native=worker.get("resolution") == "native",
+        kernel=counts["categories"].get("kernel", 0),
+        interpreter=counts["categories"].get("interpreter", 0),
+        components={key: value / busy for key, value in counts["components"].items()},
+    )
+
+
+def _largest_component(by_category: dict[str, int], category: str) -> str | None:
+    """The component with the most samples in the category, the loop's other code ("none") left out."""
+    found = {
+        key.split("/", 1)[1]: count for key, count in by_category.items() if key.split("/", 1)[0] == category
+    }
+    found.pop("none", None)
+    return max(found, key=lambda key: found[key]) if found else None
+
+
+def _working(by_category: dict[str, Any], name: str) -> float:
+    """The component's samples that were neither waits for work nor waits on the worker."""
+    return sum(
+        value
+        for key, value in by_category.items()
+        if key.split("/", 1)[1] == name and key.split("/", 1)[0] not in ("idle", "waiting")
+    )
+
+
+def _bounds(
+    loop: dict[str, Any], busy: float, worker: WorkerFigures | None, worker_counts: dict[str, Any] | None
+) -> dict[str, ComponentBound]:
+    """Per component, its Amdahl bound at infinite speedup and its interval; a worker's components scaled by the
+    loop's wait on the worker."""
+    out: dict[str, ComponentBound] = {}
+    for name in AMDAHL_COMPONENTS:
+        count = _working(loop["by_category"], name)
+        if count:
+            part = _interval(count, busy)
+            out[name] = ComponentBound(
+                bound=part.point,
+                low=part.low,
+                high=part.high,
+                samples=count,
+                in_worker=False,
+                worker_pid=None,
+            )
+    waiting = loop["waits"].get("worker", 0)
+    if worker is None or worker_counts is None or not waiting:
+        return out
+    wait = _interval(waiting, busy)
+    for name in WORKER_COMPONENTS:
+        count = _working(worker_counts["by_category"], name)
+        if count:
+            part = _interval(count, worker.busy)
+            out[f"worker:{name}"] = ComponentBound(
+                bound=wait.point * part.point,
+                low=wait.low * part.low,
+                high=min(1.0, wait.high * part.high),
+                samples=count,
+                in_worker=True,
+                worker_pid=worker.pid,
+            )
+    return out
+
+
+def _wait_counts(processes: Sequence[dict[str, Any]]) -> WaitCounts:
+    """Which waits the run saw, over every thread: for work (idle), behind another request (queueing), contention."""
+    idle = queueing = contention = client = total = 0
+    for process in processes:
+        for thread in process["threads"]:
+            waits = thread["counts"].get("waits") or {}
+            total += thread["counts"]["samples"]
+            idle += waits.get("idle", 0)
+            queueing += waits.get("queueing", 0)
+            client += waits.get("client", 0)
+            contention += waits.get("lock", 0)
+    return WaitCounts(idle=idle, queueing=queueing, client=client, lock=contention, total=total)
+
+
+def _api_figures(processes: Sequence[dict[str, Any]]) -> ApiFigures | None:
+    """The API / event-loop thread with the most work: its busy share and GIL waits."""
+    candidates = [
+        (process, thread) for process in processes for thread in process["threads"] if thread["role"] == "api"
+    ]
+    if not candidates:
+        return None
+    # The event loop itself first (a request handler in a pool thread is api code too, but not the loop).
+    process, thread = max(
+        candidates, key=lambda pair: (bool(pair[1].get("event_loop")), pair[1]["counts"]["work"])
+    )
+    counts = thread["counts"]
+    return ApiFigures(
+        pid=process["pid"],
+        thread_id=thread["thread_id"],
+        name=thread["name"],
+        work_share=counts["work"] / counts["samples"] if counts["samples"] else 0.0,
+        gil_wait=thread.get("gil_wait"),
+        components=thread.get("components"),
+    )
