@@ -691,7 +691,7 @@ def render_verify(section: dict[str, Any], console: Console) -> None:
     """The --verify table: per component its share, speedup, predicted and measured gains."""
     from rich.table import Table
 
-    from infer_prof.reports.run.summary import (
+    from infer_prof.reports.run.summary.verify_notes import (
         interval_unit_text,
         own_part_text,
         runs_text,

@@ -1,0 +1,132 @@
+"""The long form's time split: each category and component by method, with the methods' disagreement."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from infer_prof.profiler.rundir.results import CATEGORIES, COMPONENTS, RunResult
+from infer_prof.reports.format import NOT_RECORDED, fmt_pct, fmt_pp
+from infer_prof.reports.run.summary.reads import summed_components
+from infer_prof.reports.run.summary.table import Table
+from infer_prof.reports.rundata import why_not_measured
+
+
+def time_split_table(result: RunResult) -> Table:
+    """Categories and components by method, with the two methods' disagreement in percentage points."""
+    table = Table(
+        "Time split (share of engine-thread wall time)", ["", "spans", "samples", "samples - spans"]
+    )
+    breakdown = result.breakdown
+    if not breakdown:
+        table.note = f"not measured ({why_not_measured(result, 'breakdown')})"
+        return table
+    methods = breakdown.get("methods") or {}
+    # Read by category and component name below: plain mappings (the names are CATEGORIES and COMPONENTS).
+    spans: Mapping[str, Any] = methods.get("spans") or {}
+    samples: Mapping[str, Any] | None = methods.get("samples")
+    client: Mapping[str, Any] | None = breakdown.get("client_threads")
+    if client:
+        # In a served run they are the server's (its event loop); in-process, the load driver and the collectors'.
+        table.columns.append("other server threads" if result.target else "other threads")
+    # Signed, samples minus spans (the breakdown's own convention): which method saw more matters.
+    recorded_gaps = {
+        "categories": breakdown.get("disagreement") or {},
+        "components": breakdown.get("component_disagreement") or {},
+    }
+    # Older results carry no noise test (None): their gaps are printed as recorded.
+    beyond: dict[str, Any] = {
+        "categories": breakdown.get("beyond_noise"),
+        "components": breakdown.get("components_beyond_noise"),
+    }
+    for group, names in (("categories", CATEGORIES), ("components", COMPONENTS)):
+        table.sections.append(len(table.rows))
+        for name in names:
+            span_value = (spans.get(group) or {}).get(name)
+            sample_value = ((samples or {}).get(group) or {}).get(name)
+            noise_tested = beyond[group] is not None and span_value is not None and sample_value is not None
+            if noise_tested and name not in beyond[group] and span_value != sample_value:
+                gap = WITHIN_NOISE
+            elif name in recorded_gaps[group]:
+                gap = fmt_pp(recorded_gaps[group][name])
+            elif span_value is not None and sample_value is not None:
+                gap = fmt_pp((sample_value - span_value) * 100)
+            else:
+                gap = NOT_RECORDED
+            spans_cell = fmt_pct(span_value)
+            if (
+                name in ASSUMED_WITHOUT_WINDOWS
+                and spans.get("kernel_source") == "assumed"
+                and span_value is not None
+            ):
+                spans_cell += " (assumed)"  # no kernel window ran and no native samples: not a measurement
+            row = [name, spans_cell, fmt_pct(sample_value), gap]
+            if client:
+                row.append(fmt_pct((client.get(group) or {}).get(name)))
+            table.rows.append(row)
+    whole = ((samples or {}).get("components") or {}).get("model")
+    if whole is not None:  # python-only samples see the forward pass whole; the spans split it in two
+        glue_and_kernels = summed_components(spans, ("model_glue", "model_kernels")) if spans else None
+        table.rows.append(
+            [
+                "model (whole)",
+                fmt_pct(glue_and_kernels),
+                fmt_pct(whole),
+                fmt_pp((whole - glue_and_kernels) * 100) if glue_and_kernels is not None else NOT_RECORDED,
+            ]
+            + ([fmt_pct((client.get("components") or {}).get("model"))] if client else [])
+        )
+    dispatch = [
+        "dispatch",
+        fmt_pct(spans.get("dispatch")),
+        fmt_pct((samples or {}).get("dispatch")),
+        NOT_RECORDED,
+    ]
+    table.rows.append(dispatch + ([fmt_pct(client.get("dispatch"))] if client else []))
+    table.rows.append(
+        ["evidence", evidence(spans, "spans"), evidence(samples, "samples"), NOT_RECORDED]
+        + ([evidence(client, "samples")] if client else [])
+    )
+    if spans.get("kernel_source"):
+        resolved = (samples or {}).get("categories", {}).get("kernel") is not None  # native frames only
+        table.rows.append(
+            [
+                "kernel share from",
+                spans["kernel_source"],
+                "native frames" if resolved else NOT_RECORDED,
+                NOT_RECORDED,
+            ]
+            + ([NOT_RECORDED] if client else [])
+        )
+    if samples is None:
+        table.note = f"samples not measured ({why_not_measured(result, 'samples')})"
+    elif beyond["categories"] is not None:
+        table.note = (
+            f"'{WITHIN_NOISE}': the spans share lies inside the samples share's 95% Wilson interval "
+            f"({fmt_count(samples.get('samples'))} engine-thread samples): no disagreement beyond sampling noise"
+        )
+    return table
+
+
+WITHIN_NOISE = "within noise"
+
+
+# The spans rows that rest on the model span's kernel share: marked when that share was assumed.
+ASSUMED_WITHOUT_WINDOWS = ("interpreter", "kernel", "model_glue", "model_kernels")
+
+
+def fmt_count(value: Any) -> str:
+    return f"{int(value):,}" if isinstance(value, (int, float)) else NOT_RECORDED
+
+
+def evidence(split: Mapping[str, Any] | None, method: str) -> str:
+    """What a method's shares rest on: spans timed (over steps), or stack samples taken."""
+    if not split:
+        return NOT_RECORDED
+    if method == "spans":
+        if split.get("spans") is None:
+            return (
+                f"{fmt_count(split.get('steps'))} steps" if split.get("steps") is not None else NOT_RECORDED
+            )
+        return f"{fmt_count(split['spans'])} spans, {fmt_count(split.get('steps'))} steps"
+    return f"{fmt_count(split.get('samples'))} samples" if split.get("samples") is not None else NOT_RECORDED
