@@ -25,8 +25,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TypedDict
 
+from infer_prof.profiler.rundir.components import CATEGORIES, CONTROL_PATHS, NATIVE_CAPABLE
 from infer_prof.profiler.rundir.health import VOID_BUSY, void_reason
-from infer_prof.profiler.rundir.results import CATEGORIES
 from infer_prof.profiler.rundir.schema import (
     Breakdown,
     CollectorStatus,
@@ -49,20 +49,9 @@ THRESHOLDS = (STAY_UP_TO, REWRITE_FROM)
 RULE_STAY = "stay in Python"
 RULE_TARGETED = "targeted native paths"
 RULE_REWRITE = "a native rewrite pays"
-NATIVE_CAPABLE = ("scheduler", "sampler", "kv_alloc", "prepare")
-# Per-token control flow a native twin replaces; model_glue is the model's own Python around its kernels, which no
-# twin replaces, so it is never "the largest control path".
-CONTROL_PATHS = ("scheduler", "sampler", "kv_alloc", "prepare", "tokenizer", "detokenizer")
-CONTROL_COMPONENTS = (
-    "scheduler",
-    "sampler",
-    "kv_alloc",
-    "prepare",
-    "tokenizer",
-    "detokenizer",
-    "queue",
-    "model_glue",
-)
+# CONTROL_PATHS (components.py) is the per-token control flow; model_glue is the model's own Python around its
+# kernels, which no twin replaces, so it is never "the largest control path".
+CONTROL_COMPONENTS = (*CONTROL_PATHS, "queue", "model_glue")
 DISAGREEMENT_NOTE_PP = 10.0
 IDLE_NOTE = 0.30
 

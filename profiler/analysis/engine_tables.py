@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from infer_prof.errors import TargetError, read_toml
+from infer_prof.profiler.rundir.components import COMPONENTS, CONTROL_PATHS
 
 Row = tuple[str, str, str | None]  # (label, file pattern, function pattern or None)
 ProbeRow = tuple[str, str, str]  # (component or "step", module, qualname in it)
@@ -51,18 +52,7 @@ TABLE_KEYS = ("name", "components", "waits", "wait_frames", "roles", "detect", "
 
 WAIT_KINDS = ("idle", "queueing", "worker", "client")
 ROLES = ("engine loop", "model worker", "api", "tokenizer")
-PROBE_LABELS = (
-    "step",
-    "scheduler",
-    "sampler",
-    "kv_alloc",
-    "prepare",
-    "tokenizer",
-    "detokenizer",
-    "model",
-    "worker",
-    "api",
-)
+PROBE_LABELS = ("step", *CONTROL_PATHS, "model", "worker", "api")
 ENV_VAR = "INFER_PROF_ENGINE_TABLES"
 USER_FOLDER = Path("~/.config/infer-prof/engines")
 
@@ -465,9 +455,7 @@ def load_table(path: str | Path) -> EngineTable:
         raise TargetError(
             f"engine table {path}: unknown key(s) {', '.join(sorted(unknown))}; use {', '.join(TABLE_KEYS)}"
         )
-    from infer_prof.profiler.rundir.results import COMPONENTS
-
-    components = COMPONENTS + ("model", "queue")
+    components = (*COMPONENTS, "model")
     detect = data.get("detect") or []
     if not isinstance(detect, list) or not all(isinstance(item, str) for item in detect):
         raise TargetError(f"engine table {path}: 'detect' must be a list of file patterns")

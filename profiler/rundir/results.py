@@ -36,6 +36,8 @@ import pandas as pd
 from infer_prof.engine.trace import SPAN_NAMES
 from infer_prof.errors import MAX_DATA_BYTES, ResultError, read_bounded
 from infer_prof.profiler.rundir.atomic import write_atomic, write_json_atomic
+from infer_prof.profiler.rundir.components import CATEGORIES as CATEGORIES
+from infer_prof.profiler.rundir.components import COMPONENTS as COMPONENTS
 from infer_prof.profiler.rundir.schema import (
     SCHEMA_VERSION,
     Breakdown,
@@ -90,22 +92,7 @@ GPU_TIMELINE_COLUMNS = ("step", "span", "start_ns", "end_ns")  # device work per
 
 # The names of the latency metrics, each a {mean, p50, p90, p99} dict in milliseconds.
 LATENCY_METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "queue_ms")
-# Time-split categories and components (docs/architecture.md, "One name per component").
-# `waiting` is a client or load-generator thread waiting for the engine (its next token): not contention.
-CATEGORIES = ("interpreter", "lock", "allocation", "kernel", "idle", "waiting", "other")
-COMPONENTS = (
-    "scheduler",
-    "sampler",
-    "kv_alloc",
-    "prepare",
-    "tokenizer",
-    "detokenizer",
-    "model_glue",
-    "model_kernels",
-    "d2h",
-    "queue",
-    "api",
-)
+# CATEGORIES and COMPONENTS, the time split's names, are components.py's, imported above for the result's readers.
 # steps.csv's `<phase>_ms` columns in the order a step runs them: the engine's spans but the step itself.
 PHASE_ORDER = tuple(name for name in SPAN_NAMES if name != "step")
 # Span names of runs recorded before each span took its component's name, old -> new. The readers of steps.csv
