@@ -53,9 +53,10 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal, NamedTuple, TypedDict, TypeGuard
+from typing import Any, Literal, NamedTuple, TypeGuard
 
 from infer_prof.engine.engine import ENGINE_THREAD_NAME
+from infer_prof.profiler.analysis.sample_counts import SampleCounts, pool_counts
 from infer_prof.profiler.collectors.spans import OUTSIDE
 from infer_prof.profiler.rundir.results import CATEGORIES, COMPONENTS, LEGACY_SPAN_NAMES
 from infer_prof.profiler.rundir.schema import Breakdown, Split
@@ -394,40 +395,7 @@ def _components(
 SplitTable = Literal["categories", "components"]  # the two share tables of a Split the methods compare
 
 
-class SampleCounts(TypedDict):
-    """py-spy sample counts pooled over threads: the input of samples_split."""
-
-    samples: int
-    native_samples: int
-    categories: dict[str, int]
-    components: dict[str, int]
-    lock_components: dict[str, int]
-    gil_components: dict[str, int]
-    dispatch: int
-
-
-def _pool(threads: Iterable[dict[str, Any]]) -> SampleCounts | None:
-    pooled: SampleCounts = {
-        "samples": 0,
-        "native_samples": 0,
-        "categories": {},
-        "components": {},
-        "lock_components": {},
-        "gil_components": {},
-        "dispatch": 0,
-    }
-    for thread in threads:
-        pooled["samples"] += thread["samples"]
-        pooled["native_samples"] += thread.get("native_samples", 0)
-        pooled["dispatch"] += thread.get("dispatch", 0)
-        for key in ("categories", "components", "lock_components", "gil_components"):
-            into: dict[str, int] = pooled[key]
-            for name, count in (thread.get(key) or {}).items():
-                into[name] = into.get(name, 0) + count
-    return pooled if pooled["samples"] else None
-
-
-def _shares(counts: dict[str, int] | None, total: int) -> dict[str, float | None]:
+def _shares(counts: Mapping[str, float] | None, total: float) -> dict[str, float | None]:
     return {name: count / total for name, count in (counts or {}).items() if count and name in COMPONENTS}
 
 
@@ -513,8 +481,8 @@ def build_breakdown(
             for name, data in threads.items()
             if name == engine_thread_name or (engine_id is not None and engine_id in data["thread_ids"])
         }
-        engine_counts = _pool(data for name, data in threads.items() if name in engine_names)
-        client_counts = _pool(
+        engine_counts = pool_counts(data for name, data in threads.items() if name in engine_names)
+        client_counts = pool_counts(
             data
             for name, data in threads.items()
             if name not in engine_names and name not in PROFILER_THREADS

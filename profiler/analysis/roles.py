@@ -159,31 +159,6 @@ class ProcessRoles:
     def thread(self, thread_id: int | None) -> ThreadSplit | None:
         return next((thread for thread in self.threads if thread.thread_id == thread_id), None)
 
-    def pooled(self, thread_ids: Iterable[int] | None = None) -> dict[str, Any] | None:
-        """Pooled counts (summarize_stacks's shape) of the given threads, by default the engine threads."""
-        chosen = set(self.engine_threads if thread_ids is None else thread_ids)
-        out: dict[str, Any] = {
-            "thread_ids": [],
-            "samples": 0,
-            "native_samples": 0,
-            "categories": {},
-            "components": {},
-            "lock_components": {},
-            "gil_components": {},
-            "dispatch": 0,
-        }
-        for thread in self.threads:
-            if thread.thread_id not in chosen:
-                continue
-            counts = thread.counts()
-            out["thread_ids"] += counts["thread_ids"]
-            for key in ("samples", "native_samples", "dispatch"):
-                out[key] += counts[key]
-            for key in ("categories", "components", "lock_components", "gil_components"):
-                for name, count in counts[key].items():
-                    out[key][name] = out[key].get(name, 0) + count
-        return out if out["samples"] else None
-
     def as_dict(self) -> dict[str, Any]:
         return {
             "pid": self.pid,
