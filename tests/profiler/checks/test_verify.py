@@ -198,7 +198,7 @@ def test_the_verify_table_shows_an_in_run_gain_with_its_interval_and_where_it_ca
 
     from infer_prof.profiler.checks.inrun_gain import InRunGain
     from infer_prof.profiler.checks.verify import inrun_entry
-    from infer_prof.profiler.cli.run import render_verify
+    from infer_prof.reports.run.verify_table import render_verify
 
     gain = InRunGain(
         0.10,
