@@ -174,8 +174,11 @@ def process_groups(run: RunData) -> list[ThreadGroup]:
             raise ReportError(
                 f"{path}: cannot read the py-spy samples ({exc}); re-record the run or delete the file"
             ) from None
-        labels = _read_labels(run.path / f"sample_labels-{entry.get('pid')}.csv")
-        group = ThreadGroup(f"{entry.get('role') or 'process'}, pid {entry.get('pid')}")
+        # samples-<pid>.txt, or samples-<node>-<pid>.txt for a process Ray placed on another node: labels beside it
+        labels = _read_labels(
+            run.path / (name.replace("samples-", "sample_labels-", 1).removesuffix(".txt") + ".csv")
+        )
+        group = ThreadGroup(f"{entry.get('role') or 'process'}, pid {entry.get('key') or entry.get('pid')}")
         for number, stack in parse_samples(text, path):
             if number in labels:
                 stack.category, stack.component, _ = labels[number]

@@ -155,6 +155,7 @@ class EngineFigures(TypedDict, total=False):
     preemptions: int
     blocks_total: int
     blocks_free_at_end: int
+    tokens_generated: int  # over the engine's life, warm-up included (Engine.stats)
     batch_size: MeanMax
     kv_utilization: MeanMax
     fragmentation_slots: MeanMax
@@ -226,6 +227,7 @@ class Prediction(TypedDict, total=False):
     twin_on: bool  # the C twin was on in this run: nothing to predict
     added_cost: float  # work the C twin adds that the Python twin does not (the logits' copy to the host)
     void: str | None  # why the prediction cannot be trusted (a busy machine), None when it can
+    within_noise: bool | None  # --verify: the measured gain is inside the Python runs' spread (null: not measured)
 
 
 class Interval(TypedDict, total=False):
@@ -519,6 +521,37 @@ class ServerDeath(TypedDict, total=False):
     headline: str  # the run's first line
 
 
+class RayNodeEntry(TypedDict, total=False):
+    """One node of a --ray-address run (session.target.ray_agents): its sampling agent's outcome and its clock."""
+
+    node_id: str
+    node_ip: str
+    hostname: str | None  # as the agent saw it; None when no agent ran there
+    pids: list[int]  # the server's processes on it
+    agent: str  # "done", "died", "not placed", "no free CPU", "no py-spy" (or "sampling", "pending": cut short)
+    reason: str | None  # why it was not sampled, or when it was lost
+    clock_offset_ms: float | None  # the node's clock minus the driver's, from the shortest round trip
+    clock_uncertainty_ms: float | None  # half that round trip: the offset is inside +- this
+    clock_consistent: bool | None  # every round's bound overlaps (False: a clock moved during the rounds)
+    chunks: int  # chunks of py-spy samples received from it
+    died_after_s: float | None  # seconds after the agents started when the node was seen gone
+
+
+class TargetRay(TypedDict, total=False):
+    """`--ray-address`: the server's processes Ray placed, found through Ray's state and sampled on their nodes."""
+
+    address: str
+    address_source: str  # "--ray-address" or "RAY_ADDRESS"
+    state_source: str  # which Ray interface listed the actors (the state API, or the control store's tables)
+    jobs: list[str]  # the Ray jobs whose driver is a process of the server's tree
+    driver_node: str  # the node infer-prof joined from (the tree's processes are read there)
+    processes: int  # Ray-placed processes of the server
+    nodes: list[RayNodeEntry]
+    same_host: bool  # every node ran on one host (one clock: the offsets measure the method's error)
+    notes: list[str]
+    lines: list[str]  # what the terminal says of it
+
+
 class TargetSplit(TypedDict, total=False):
     """Whether the server's time could be split, by which methods, and why not."""
 
@@ -783,6 +816,51 @@ class Probe(TypedDict, total=False):
     what_if: ProbeWhatIf
 
 
+class SamplingCalibration(TypedDict, total=False):
+    """py-spy run briefly on the quiet server before the load (session.target.sample_rate): a sample's CPU cost."""
+
+    pid: int
+    mode: str  # "native" or "nonblocking", as the run samples
+    asked_hz: int
+    wall_s: float
+    samples: int
+    errors: int
+    cpu_s: float  # py-spy's CPU from its attach to the end (its start-up excluded)
+    cost_ms: float  # CPU a sample
+    delivered_hz: float  # below asked_hz where py-spy fell behind
+
+
+class SamplingInRun(TypedDict, total=False):
+    """What the tree's py-spy samplers cost over the load (their start-up included)."""
+
+    processes: int
+    samples: int
+    cpu_s: float
+    cost_ms: float | None  # CPU a sample
+    cores: float | None  # their CPU over the load's wall time, all processes together
+
+
+class TargetSamplingRate(TypedDict, total=False):
+    """py-spy's rate for another engine's tree: the busy samples the verdict's interval needs, capped by py-spy's
+    CPU budget at the measured cost of a sample (session.target.sample_rate); fixed for --profile deep and our server."""
+
+    rate_hz: int
+    bound: str  # what set it: needed, budget, delivered, floor or fixed
+    reason: str
+    needed_samples: int | None  # busy samples that resolve prior_share against threshold (Wilson 95%)
+    prior_share: float | None  # the tightest share worth resolving, assumed before the load
+    threshold: float | None
+    aim_s: float | None  # load in which the samples should come
+    loop_busy_assumed: float | None
+    needed_hz: float | None
+    resolve_s: float | None  # load that many samples take at rate_hz, the loop busy as assumed
+    budget_hz: float | None
+    budget_cores: float | None  # py-spy's CPU allowed per sampled process
+    processes: int | None  # Python processes of the tree at the calibration
+    calibration: SamplingCalibration | None
+    in_run: SamplingInRun | None
+
+
 class Target(TypedDict, total=False):
     """`run --target URL`: the server profiled over HTTP (null for an in-process run)."""
 
@@ -804,6 +882,8 @@ class Target(TypedDict, total=False):
     )  # one entry per process: role, samples, split (session.target.processes)
     probe: Probe | None  # `--launch --probe`: spans timed inside the server (analysis.probe_spans)
     death: ServerDeath | None  # the server died during the load: the run's headline, and exit 1
+    ray: TargetRay | None  # --ray-address: Ray-placed processes by (node, pid), per-node agents and clocks
+    sampling_rate: TargetSamplingRate | None  # py-spy's rate for the tree: what set it, its measured cost
 
 
 class HealthLoad(TypedDict, total=False):

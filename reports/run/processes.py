@@ -20,7 +20,7 @@ def processes_table(result: RunResult) -> Table | None:
         text=True,
     )
     for entry in processes:
-        pid = f"{entry['pid']}{' *' if entry.get('primary') else ''}"
+        pid = f"{entry.get('key') or entry['pid']}{' *' if entry.get('primary') else ''}"  # node:pid with Ray
         role = entry.get("role") or "unknown"
         if entry.get("late"):
             role += f" (appeared at {entry.get('first_seen_s', 0):.1f} s)"

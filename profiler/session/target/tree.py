@@ -43,6 +43,11 @@ ROLE_RULES: tuple[tuple[str, str], ...] = (
     (r"VLLM::Worker", "model worker"),
     (r"VLLM::APIServer|vllm\.entrypoints|vllm serve", "API server"),
     (r"VLLM::DPCoordin", "data-parallel coordinator"),
+    # Ray's workers title themselves ray::<actor class>: vLLM's Ray executor's model workers, when Ray runs them
+    # under the server (a cluster it started itself); elsewhere they are found with --ray-address (ray_processes)
+    (r"ray::RayWorkerW", "model worker"),
+    (r"ray::IDLE", "idle helper (idle Ray worker)"),
+    (r"^ray::", "Ray worker"),
     (r"llama_cpp\.server", "API server + engine loop"),
     (r"transformers serve|transformers_cli.* serve", "API server + engine loop"),
     (r"infer-prof serve|profiler\.cli serve", "API server + engine loop"),
