@@ -42,7 +42,6 @@ from infer_prof.profiler.analysis.foreign_figures import (
     engine_threads,
     loop_counts,
     loop_figures,
-    pool_counts,
 )
 from infer_prof.profiler.analysis.foreign_words import (
     AMDAHL_NOTE,
@@ -57,6 +56,7 @@ from infer_prof.profiler.analysis.foreign_words import (
     slowdown_measured,
     verdict_reasons,
 )
+from infer_prof.profiler.analysis.sample_counts import pool_counts
 from infer_prof.profiler.rundir.schema import (
     AmdahlBound,
     ApiThread,

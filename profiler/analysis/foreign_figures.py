@@ -9,10 +9,11 @@ result's sections foreign's.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from infer_prof.profiler.analysis.sample_counts import SampleCounts, sum_counts
 from infer_prof.profiler.stats import Interval, wilson_interval
 
 # Components whose Python-innermost samples are the engine's control code, not a line calling a kernel.
@@ -119,43 +120,12 @@ class LoopFigures:
     api: ApiFigures | None
 
 
-def sum_counts(threads: Iterable[dict[str, Any]]) -> dict[str, Any]:
-    """The threads' counts added up, as one thread's (summarize_stacks's shape plus work, gil, waits, by_category)."""
-    out: dict[str, Any] = {
-        "samples": 0,
-        "work": 0,
-        "gil": 0,
-        "native_samples": 0,
-        "dispatch": 0,
-        "categories": {},
-        "components": {},
-        "waits": {},
-        "by_category": {},
-        "lock_components": {},
-        "gil_components": {},
-    }
-    for thread in threads:
-        counts = thread["counts"]
-        for key in ("samples", "work", "gil", "native_samples", "dispatch"):
-            out[key] += counts.get(key, 0)
-        for key in ("categories", "components", "waits", "by_category", "lock_components", "gil_components"):
-            for name, value in (counts.get(key) or {}).items():
-                out[key][name] = out[key].get(name, 0) + value
-    return out
-
-
-def pool_counts(counts: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """Threads' counts pooled as one, or None when they hold no samples."""
-    out = sum_counts({"counts": entry} for entry in counts)
-    return out if out["samples"] else None
-
-
-def loop_counts(threads: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def loop_counts(threads: Sequence[dict[str, Any]]) -> SampleCounts:
     """The engine loop's counts from its threads. A pool that takes turns running the loop (llama-cpp-python's
     AnyIO workers run each token on whichever is free) is one loop: while one works the others wait for work,
     so summed they would read idle (N-1)/N of the time whatever the load. When their work fits in one
     thread's samples, the pool is counted as one thread sampled that often: the idle samples beyond it go."""
-    out = sum_counts(threads)
+    out = sum_counts(thread["counts"] for thread in threads)
     if len(threads) < 2:
         return out
     instants = max(int(thread["counts"].get("samples", 0)) for thread in threads)
@@ -283,7 +253,7 @@ def _worker_process(processes: Sequence[dict[str, Any]], chosen: dict[str, Any])
     return max(workers, key=lambda p: sum(t["counts"]["work"] for t in engine_threads(p)), default=None)
 
 
-def _worker_figures(worker: dict[str, Any], counts: dict[str, Any]) -> WorkerFigures | None:
+def _worker_figures(worker: dict[str, Any], counts: SampleCounts) -> WorkerFigures | None:
     """The worker's split of its busy samples, or None when it only waited for work."""
     busy = counts["samples"] - counts["categories"].get("idle", 0)
     if busy <= 0:
@@ -298,7 +268,7 @@ def _worker_figures(worker: dict[str, Any], counts: dict[str, Any]) -> WorkerFig
     )
 
 
-def _largest_component(by_category: dict[str, int], category: str) -> str | None:
+def _largest_component(by_category: Mapping[str, float], category: str) -> str | None:
     """The component with the most samples in the category, the loop's other code ("none") left out."""
     found = {
         key.split("/", 1)[1]: count for key, count in by_category.items() if key.split("/", 1)[0] == category
@@ -307,7 +277,7 @@ def _largest_component(by_category: dict[str, int], category: str) -> str | None
     return max(found, key=lambda key: found[key]) if found else None
 
 
-def _working(by_category: dict[str, Any], name: str) -> float:
+def _working(by_category: Mapping[str, float], name: str) -> float:
     """The component's samples that were neither waits for work nor waits on the worker."""
     return sum(
         value
@@ -317,7 +287,7 @@ def _working(by_category: dict[str, Any], name: str) -> float:
 
 
 def _bounds(
-    loop: dict[str, Any], busy: float, worker: WorkerFigures | None, worker_counts: dict[str, Any] | None
+    loop: SampleCounts, busy: float, worker: WorkerFigures | None, worker_counts: SampleCounts | None
 ) -> dict[str, ComponentBound]:
     """Per component, its Amdahl bound at infinite speedup and its interval; a worker's components scaled by the
     loop's wait on the worker."""
