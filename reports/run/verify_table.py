@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.console import Console
 from rich.table import Table
 
@@ -16,17 +18,31 @@ from infer_prof.reports.run.summary.verify_notes import (
 
 
 def render_verify(section: Verify, console: Console) -> None:
-    """The --verify table: per component its share, speedup, predicted and measured gains."""
+    """The --verify table: per component its share, speedup, predicted and measured gains, then its notes."""
+    console.print(_table(section))
+    for name, entry in section["components"].items():
+        if entry.get("method") == "in-run":
+            _print_in_run(name, entry, console)
+    spread = section.get("python_spread")
+    if spread is not None:
+        console.print(
+            f"the {section.get('python_runs', 2)} Python runs differ by {spread:.1%} in busy time per token: "
+            "gains below that are noise"
+        )
+    sources = {entry["speedup_source"] for entry in section["components"].values()}
+    if sources:
+        console.print(f"speedup from: {', '.join(sorted(sources))}; (x): measured / predicted")
+    console.print(
+        "same step mix: each kind of step (batch size, prefill or not) weighed as often as the Python "
+        "runs had it; in an open loop a faster engine runs smaller batches, which the end-to-end "
+        "figure includes and Amdahl's prediction does not"
+    )
+    if section.get("ledger"):
+        console.print(f"prediction ledger: {section['ledger']}", soft_wrap=True)
 
-    def pct(value: float | None) -> str:
-        return f"{value:.1%}" if value is not None else "-"
 
-    def with_ratio(
-        gain: float | None, agreement: float | None, low: float | None = None, high: float | None = None
-    ) -> str:
-        interval = f" [{low:.1%}, {high:.1%}]" if low is not None and high is not None else ""
-        return pct(gain) + interval + (f" ({agreement:.2f}x)" if agreement is not None else "")
-
+def _table(section: Verify) -> Table:
+    """One row per twin measured (its share, speedup, predicted and measured gains), one per twin skipped."""
     table = Table(
         "component",
         "share",
@@ -37,10 +53,8 @@ def render_verify(section: Verify, console: Console) -> None:
         "batch P / N",
         title="--verify: predicted vs measured end-to-end gain (busy time per token)",
     )
-    sources = set()
     for name, entry in section["components"].items():
         speedup = f"{entry['native_speedup']:.1f}x" if entry["native_speedup"] else "-"
-        sources.add(entry["speedup_source"])
         batches = entry.get("batch_size_mean") or {}
         batch = (
             f"{batches['python']:.1f} / {batches['native']:.1f}"
@@ -50,48 +64,47 @@ def render_verify(section: Verify, console: Console) -> None:
         in_run = entry.get("method") == "in-run"  # measured at the same steps already (one switched run)
         table.add_row(
             name,
-            pct(entry["share"]),
+            _pct(entry["share"]),
             speedup,
-            pct(entry["predicted_gain"]),
-            with_ratio(
+            _pct(entry["predicted_gain"]),
+            _with_ratio(
                 entry["measured_gain"],
                 entry["agreement"],
                 entry.get("measured_low"),
                 entry.get("measured_high"),
             ),
-            "in-run" if in_run else with_ratio(entry.get("mix_matched_gain"), entry.get("mix_agreement")),
+            "in-run" if in_run else _with_ratio(entry.get("mix_matched_gain"), entry.get("mix_agreement")),
             batch,
         )
     for name, reason in section["skipped"].items():
         table.add_row(name, "-", "-", "-", f"skipped: {reason}", "-", "-")
-    console.print(table)
-    for name, entry in section["components"].items():
-        if entry.get("method") == "in-run":
-            parts = {phase: part for phase, part in (entry.get("parts") or {}).items() if abs(part) >= 0.0005}
-            where = ", ".join(
-                f"{phase} {part * 100:+.1f}" + (own_part_text(entry) if phase == name else "")
-                for phase, part in sorted(parts.items(), key=lambda kv: -abs(kv[1]))
-            )
-            console.print(
-                f"{name}: its two twins took turns within {runs_text(entry)} ({turns_text(entry)}), measured at the "
-                f"same kinds of step; \\[low, high]: 95% interval over {interval_unit_text(entry)}"
-                + (f"; points of step time saved by phase: {where}" if where else "")
-            )
-            note = unresolved_note(name, entry)
-            if note:
-                console.print(f"[yellow]{note}[/yellow]")
-    spread = section.get("python_spread")
-    if spread is not None:
-        console.print(
-            f"the {section.get('python_runs', 2)} Python runs differ by {spread:.1%} in busy time per token: "
-            "gains below that are noise"
-        )
-    if sources:
-        console.print(f"speedup from: {', '.join(sorted(sources))}; (x): measured / predicted")
-    console.print(
-        "same step mix: each kind of step (batch size, prefill or not) weighed as often as the Python "
-        "runs had it; in an open loop a faster engine runs smaller batches, which the end-to-end "
-        "figure includes and Amdahl's prediction does not"
+    return table
+
+
+def _print_in_run(name: str, entry: dict[str, Any], console: Console) -> None:
+    """How an in-run gain was measured, the step time it saved by phase, and why it cannot judge, if it cannot."""
+    parts = {phase: part for phase, part in (entry.get("parts") or {}).items() if abs(part) >= 0.0005}
+    where = ", ".join(
+        f"{phase} {part * 100:+.1f}" + (own_part_text(entry) if phase == name else "")
+        for phase, part in sorted(parts.items(), key=lambda kv: -abs(kv[1]))
     )
-    if section.get("ledger"):
-        console.print(f"prediction ledger: {section['ledger']}", soft_wrap=True)
+    console.print(
+        f"{name}: its two twins took turns within {runs_text(entry)} ({turns_text(entry)}), measured at the "
+        f"same kinds of step; \\[low, high]: 95% interval over {interval_unit_text(entry)}"
+        + (f"; points of step time saved by phase: {where}" if where else "")
+    )
+    note = unresolved_note(name, entry)
+    if note:
+        console.print(f"[yellow]{note}[/yellow]")
+
+
+def _pct(value: float | None) -> str:
+    return f"{value:.1%}" if value is not None else "-"
+
+
+def _with_ratio(
+    gain: float | None, agreement: float | None, low: float | None = None, high: float | None = None
+) -> str:
+    """A gain with its interval when measured, and measured / predicted in brackets."""
+    interval = f" [{low:.1%}, {high:.1%}]" if low is not None and high is not None else ""
+    return _pct(gain) + interval + (f" ({agreement:.2f}x)" if agreement is not None else "")
