@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from infer_prof.errors import TargetError
@@ -11,6 +12,7 @@ from infer_prof.profiler.session.target.ray_agents import DIED, NodeAgents, agen
 from infer_prof.profiler.session.target.ray_cluster import RayAddress, join
 from infer_prof.profiler.session.target.ray_processes import ServerActors, read_cluster, server_actors
 from infer_prof.profiler.session.target.ray_table import ray_rows, tag_tree_rows
+from infer_prof.profiler.session.target.tree import PROC
 
 
 @dataclass
@@ -108,3 +110,25 @@ def start_ray_run(address: RayAddress, tree_pids: list[int], *, rate_hz: int, na
             ray.shutdown()
         raise
     return run
+
+
+def uses_ray(pid: int, proc: Path = PROC) -> bool:
+    """Whether the process has Ray's core loaded (_raylet.so): a Ray driver or worker."""
+    try:
+        with open(proc / str(pid) / "maps", errors="replace") as maps:
+            return any("_raylet" in line for line in maps)
+    except OSError:
+        return False
+
+
+def ray_hint(rows: list[dict[str, Any]] | None, proc: Path = PROC) -> TargetRay | None:
+    """Without --ray-address: a line naming the tree's processes that run Ray, whose workers the tree may not hold."""
+    drivers = [row for row in rows or [] if row.get("python") and uses_ray(int(row["pid"]), proc)]
+    if not drivers:
+        return None
+    named = ", ".join(f"pid {row['pid']} ({row.get('role') or 'unknown'})" for row in drivers)
+    line = (
+        f"Ray: {named} runs Ray: its workers may be Ray actors outside this tree, on this node or others; "
+        "give --ray-address (or export RAY_ADDRESS) to sample them too"
+    )
+    return {"notes": [line], "lines": [line]}

@@ -62,3 +62,19 @@ def test_each_ray_process_s_stacks_are_written_under_its_node_and_pid(tmp_path: 
     assert (tmp_path / f"samples-{HEAD[:8]}-300.txt").read_text() == RAW
     assert "other" in (tmp_path / f"samples-{SECOND[:8]}-300.txt").read_text()
     assert (tmp_path / f"sample_labels-{SECOND[:8]}-300.csv").read_text().count("\n") >= 2
+
+
+def test_without_ray_address_a_tree_process_that_runs_ray_is_named(tmp_path: Path) -> None:
+    from infer_prof.profiler.session.target.ray_run import ray_hint
+
+    for pid, maps in ((42, "7f00-7f01 r-xp 0 00:00 0 /venv/lib/ray/_raylet.so\n"), (43, "7f00 libc.so\n")):
+        (tmp_path / str(pid)).mkdir()
+        (tmp_path / str(pid) / "maps").write_text(maps)
+    rows = [
+        {"pid": 42, "python": True, "role": "engine core"},
+        {"pid": 43, "python": True, "role": "API server"},
+    ]
+    hint = ray_hint(rows, proc=tmp_path)
+    assert hint is not None and hint["lines"][0].startswith("Ray: pid 42 (engine core) runs Ray")
+    assert "--ray-address" in hint["lines"][0]
+    assert ray_hint(rows[1:], proc=tmp_path) is None
