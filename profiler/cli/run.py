@@ -22,7 +22,11 @@ from infer_prof.profiler.session.options import OPTIONS, EngineOptions
 if TYPE_CHECKING:  # the CLI's help and usage errors load none of these (tests/profiler/cli/test_imports.py)
     from rich.console import Console
 
+    from infer_prof.profiler.analysis.engine_tables import EngineTable
     from infer_prof.profiler.session.session import SessionOutcome
+    from infer_prof.profiler.session.target.inject import WhatIf
+    from infer_prof.profiler.session.target.swap import SwapPlan
+    from infer_prof.profiler.session.target.target_session import TargetPlan
     from infer_prof.scenarios.spec import ScenarioSpec
 
 LAUNCH_TIMEOUT_S = 600.0  # vLLM's CPU build takes ~3 minutes to start on a 2-core machine
@@ -178,73 +182,123 @@ def run(
             "--until resolved runs the built-in engine's rounds: it does not go with --target or --launch yet"
         )
     options = dataclasses.replace(options, policy=policy or "fcfs")
+    _check_launch_flags(launch, launch_timeout, probe, swap)
+    if any(flag is not None for flag in (target, launch, port, pid, target_model)):
+        code = _run_on_server(
+            options,
+            target=target,
+            launch=launch,
+            port=port,
+            pid=pid,
+            target_model=target_model,
+            policy_given=policy is not None,
+            verify=verify,
+            what_if=what_if,
+            scenario=scenario,
+            requests=requests,
+            duration=duration,
+            out=out,
+            report=report,
+            profile=profile,
+            verbose=verbose,
+            launch_timeout=launch_timeout,
+            probe=probe,
+            swap=swap,
+        )
+    else:
+        code = run_command(
+            options,
+            scenario=scenario,
+            requests=requests,
+            duration=duration,
+            out=output_path(out, "--out"),
+            report=report,
+            profile=profile,
+            verify=verify,
+            policy_given=policy is not None,
+            verbose=verbose,
+            ledger=output_path(ledger, "--ledger"),
+            until_max_time_s=until_max_time_s,
+            what_if=_checked_what_if(what_if, profile),
+        )
+    raise typer.Exit(code)
+
+
+def _check_launch_flags(
+    launch: str | None, launch_timeout: float | None, probe: bool, swap: str | None
+) -> None:
+    """The flags that go with --launch CMD, refused without it (before the prompts' tokenizer loads)."""
     if launch_timeout is not None and launch is None:
         raise OptionError("--launch-timeout goes with --launch CMD: give the server's command too")
-    if launch_timeout is not None and not (launch_timeout > 0):  # before the prompts' tokenizer loads
+    if launch_timeout is not None and not (launch_timeout > 0):
         raise OptionError(f"--launch-timeout={launch_timeout:g}: give a positive number of seconds")
     if probe and launch is None:
         raise OptionError("--probe goes with --launch CMD: the probe is loaded into the server as it starts")
     if swap is not None and not (launch is not None and probe):
         raise OptionError(f"--swap {swap} goes with --launch CMD --probe: the probe puts it into the server")
+
+
+def _run_on_server(
+    options: EngineOptions,
+    *,
+    target: str | None,
+    launch: str | None,
+    port: int | None,
+    pid: int | None,
+    target_model: str | None,
+    policy_given: bool,
+    verify: bool,
+    what_if: str | None,
+    scenario: str,
+    requests: int | None,
+    duration: float | None,
+    out: str | None,
+    report: bool,
+    profile: str,
+    verbose: bool,
+    launch_timeout: float | None,
+    probe: bool,
+    swap: str | None,
+) -> int:
+    """`run --target`, `--launch` or `--port`: the flags a server takes checked, then run_target_command."""
     if launch is not None or port is not None:
         from infer_prof.profiler.session.target.launch import target_url
 
         if launch is not None and pid is not None:
             raise OptionError("--launch samples the whole tree of the server it starts: drop --pid")
         target = target_url(target, port, launch)
-    if target is not None or pid is not None or target_model is not None:
-        if target is None:
-            raise OptionError("--pid and --target-model go with --target URL: give the server's URL too")
-        if verify:
-            raise OptionError(
-                "--verify switches the built-in engine's C twins on: it cannot run against --target"
-            )
-        if what_if is not None and not probe:
-            raise OptionError(
-                "--what-if against a server delays calls from inside it, through the probe: add --probe "
-                "(with --launch CMD), or drop --what-if"
-            )
-        _refuse_engine_flags_with_target(options, policy_given=policy is not None)
-        if pid is not None and pid <= 0:
-            raise OptionError(
-                f"--pid={pid}: give the server's process id (a positive number), or leave it out"
-            )
-        raise typer.Exit(
-            run_target_command(
-                options,
-                target=target,
-                pid=pid,
-                target_model=target_model,
-                scenario=scenario,
-                requests=requests,
-                duration=duration,
-                out=output_path(out, "--out"),
-                report=report,
-                profile=profile,
-                verbose=verbose,
-                launch=launch,
-                launch_timeout=LAUNCH_TIMEOUT_S if launch_timeout is None else launch_timeout,
-                probe=probe,
-                what_if=_names(what_if),
-                swap=swap,
-            )
+    if target is None:
+        raise OptionError("--pid and --target-model go with --target URL: give the server's URL too")
+    if verify:
+        raise OptionError(
+            "--verify switches the built-in engine's C twins on: it cannot run against --target"
         )
-    code = run_command(
+    if what_if is not None and not probe:
+        raise OptionError(
+            "--what-if against a server delays calls from inside it, through the probe: add --probe "
+            "(with --launch CMD), or drop --what-if"
+        )
+    _refuse_engine_flags_with_target(options, policy_given=policy_given)
+    if pid is not None and pid <= 0:
+        raise OptionError(f"--pid={pid}: give the server's process id (a positive number), or leave it out")
+    return run_target_command(
         options,
+        target=target,
+        pid=pid,
+        target_model=target_model,
         scenario=scenario,
         requests=requests,
         duration=duration,
         out=output_path(out, "--out"),
         report=report,
         profile=profile,
-        verify=verify,
-        policy_given=policy is not None,
         verbose=verbose,
-        ledger=output_path(ledger, "--ledger"),
-        until_max_time_s=until_max_time_s,
-        what_if=_checked_what_if(what_if, profile),
+        launch=launch,
+        launch_timeout=LAUNCH_TIMEOUT_S if launch_timeout is None else launch_timeout,
+        probe=probe,
+        what_if=_names(what_if),
+        swap=swap,
     )
-    raise typer.Exit(code)
 
 
 def run_profiled(
@@ -304,7 +358,7 @@ def run_command(
     from rich.console import Console
 
     console = Console(stderr=True)
-    spec, options = _checked_inputs(
+    planned, spec, options = _checked_inputs(
         options, scenario, requests, duration, out, profile, verify, policy_given, console
     )
     if ledger is not None and not verify:
@@ -317,7 +371,7 @@ def run_command(
         console.print(
             f"model [bold]{options.model}[/bold] ({loaded.source}); scenario [bold]{spec.name}[/bold]: {spec.description}"
         )
-        _say_clipped_warmup(scenario, spec, console)
+        _say_clipped_warmup(planned, spec, console)
         outcome = run_profiled(
             options,
             scenario=spec,
@@ -350,16 +404,13 @@ def _claimed_run_dir(out: Path | None, scenario_name: str) -> Iterator[Path]:
         claim.release(keep=(claim.path / "result.json").exists())
 
 
-def _say_clipped_warmup(scenario: str, spec: ScenarioSpec, console: Console) -> None:
+def _say_clipped_warmup(planned: ScenarioSpec, spec: ScenarioSpec, console: Console) -> None:
     """--requests below the scenario's warm-up shrank the warm-up with it (ScenarioSpec.with_overrides): say so once
     the run starts, not among the checks, which end in one line when they refuse."""
-    from infer_prof.scenarios.spec import load_scenario
-
-    planned = load_scenario(scenario).warmup_requests
-    if spec.warmup_requests < planned:
+    if spec.warmup_requests < planned.warmup_requests:
         console.print(
             f"[yellow]note: the warm-up shrinks with --requests, to {spec.warmup_requests} of the scenario's "
-            f"{planned} requests[/yellow]"
+            f"{planned.warmup_requests} requests[/yellow]"
         )
 
 
@@ -404,9 +455,9 @@ def _checked_inputs(
     verify: bool,
     policy_given: bool,
     console: Console,
-) -> tuple[ScenarioSpec, EngineOptions]:
-    """Every flag, file and size checked before the model loads: the scenario with its overrides, the output
-    directory, the profile, the KV pool against memory and against the scenario's requests."""
+) -> tuple[ScenarioSpec, ScenarioSpec, EngineOptions]:
+    """Every flag, file and size checked before the model loads: the scenario as its file has it and with its
+    overrides (parsed once), the output directory, the profile, the KV pool against memory and the requests."""
     from infer_prof.profiler.session.builder import engine_config
     from infer_prof.profiler.session.preflight import check_engine, check_engine_tables, check_scenario
     from infer_prof.scenarios.spec import load_scenario
@@ -425,7 +476,8 @@ def _checked_inputs(
             raise OptionError(f"--verify runs each C twin, and none can load: {error}") from None
     if out is not None:
         check_run_dir(out)
-    spec = load_scenario(scenario).with_overrides(num_requests=requests, duration_s=duration, seed=None)
+    planned = load_scenario(scenario)
+    spec = planned.with_overrides(num_requests=requests, duration_s=duration, seed=None)
     if not policy_given and len({request_class.priority for request_class in spec.classes()}) > 1:
         options = dataclasses.replace(options, policy="priority")
         console.print("[dim]the scenario has priority classes: using --policy priority[/dim]")
@@ -434,7 +486,7 @@ def _checked_inputs(
     check_engine_tables()
     for note in preflight.notes:
         console.print(f"[yellow]note: {note}[/yellow]")
-    return spec, options
+    return planned, spec, options
 
 
 def _load(options: EngineOptions, console: Console):
@@ -482,37 +534,19 @@ def run_target_command(
     wait for it, probe it, drive it, stop it; then the summary and reports."""
     from rich.console import Console
 
-    from infer_prof.profiler.analysis.engine_tables import all_tables
-    from infer_prof.profiler.inputs.addresses import parse_http_url
-    from infer_prof.profiler.session.target.inject import WhatIf, check_what_if, prepare_probe, probe_rows
+    from infer_prof.profiler.session.target.inject import prepare_probe
     from infer_prof.profiler.session.target.launch import launched_server
     from infer_prof.profiler.session.target.probe import probe as probe_server
     from infer_prof.profiler.session.target.target_session import (
-        check_prompt_model,
         plan_target,
         prompt_tokenizer,
         run_target_session,
     )
-    from infer_prof.scenarios.spec import load_scenario
 
     console = Console(stderr=True)
-    _check_load_flags(requests, duration, profile)
-    parse_http_url(target)  # the URL's form, before a server starts or a directory is made
-    if out is not None:
-        check_run_dir(out)
-    spec = load_scenario(scenario).with_overrides(num_requests=requests, duration_s=duration, seed=None)
-    tables = (
-        all_tables()
-    )  # a user table's mistake is refused before anything starts (the verdict reads them too)
-    slowdowns = WhatIf(what_if) if what_if else None
-    if slowdowns is not None:
-        check_what_if(slowdowns, probe_rows(tables))  # a component no table times, before anything starts
-    swap_plan = None
-    if swap is not None:  # an engine the swap does not know is refused before the server starts
-        from infer_prof.profiler.session.target.swap import check_swap
-
-        swap_plan = check_swap(swap, launch, probe)
-    check_prompt_model(options.model)  # a bad --model is refused before the server starts
+    spec, tables, slowdowns, swap_plan = _checked_target_inputs(
+        options, target, scenario, requests, duration, out, profile, launch, probe, what_if, swap
+    )
     with stop_on_signals(console) as stop, _claimed_run_dir(out, spec.name) as run_dir:
         setup = prepare_probe(run_dir, tables, slowdowns) if probe else None
         if swap_plan is not None and setup is not None:
@@ -531,17 +565,7 @@ def run_target_command(
             plan = plan_target(
                 probe_server(target, target_model), pid, profile, launched=launched.root if launched else None
             )
-            server = plan.server
-            console.print(
-                f"target [bold]{server.url}[/bold]: {server.name or 'unknown server'}{' ' + server.version if server.version else ''}, "
-                f"model [bold]{server.model}[/bold]; scenario [bold]{spec.name}[/bold]: {spec.description}"
-            )
-            console.print(
-                f"[dim]server split: {'py-spy on every Python process in the tree of pid ' + str(plan.pid) + ' (' + str(plan.pid_source) + ')' if plan.pid else 'no py-spy'}"
-                f"{', spans from the server' if server.ours and profile != 'off' else ''}"
-                f"{', the in-process probe in every process (switched on and off by turns)' if setup else ''}"
-                f"{'; ' + plan.split_unavailable if plan.split_unavailable else ''}[/dim]"
-            )
+            _say_target(plan, spec, profile, probed=setup is not None, console=console)
             tokenizer = prompt_tokenizer(options.model)
             with session_progress(console) as hooks:
                 outcome = run_target_session(
@@ -563,6 +587,64 @@ def run_target_command(
                 console.print(line, soft_wrap=True, markup=False)
         _write_reports(outcome, report, console, stop, verbose=verbose)
     return _exit_code(stop, outcome, console)
+
+
+def _checked_target_inputs(
+    options: EngineOptions,
+    target: str,
+    scenario: str,
+    requests: int | None,
+    duration: float | None,
+    out: Path | None,
+    profile: str,
+    launch: str | None,
+    probe: bool,
+    what_if: tuple[str, ...],
+    swap: str | None,
+) -> tuple[ScenarioSpec, tuple[EngineTable, ...], WhatIf | None, SwapPlan | None]:
+    """Every input of `run --target` checked before a server starts or a request is sent: the URL's form, the
+    output directory, the scenario (parsed once), the engine tables, --what-if's components, --swap, --model."""
+    from infer_prof.profiler.analysis.engine_tables import all_tables
+    from infer_prof.profiler.inputs.addresses import parse_http_url
+    from infer_prof.profiler.session.target.inject import WhatIf, check_what_if, probe_rows
+    from infer_prof.profiler.session.target.target_session import check_prompt_model
+    from infer_prof.scenarios.spec import load_scenario
+
+    _check_load_flags(requests, duration, profile)
+    parse_http_url(target)  # the URL's form, before a server starts or a directory is made
+    if out is not None:
+        check_run_dir(out)
+    spec = load_scenario(scenario).with_overrides(num_requests=requests, duration_s=duration, seed=None)
+    tables = (
+        all_tables()
+    )  # a user table's mistake is refused before anything starts (the verdict reads them too)
+    slowdowns = WhatIf(what_if) if what_if else None
+    if slowdowns is not None:
+        check_what_if(slowdowns, probe_rows(tables))  # a component no table times, before anything starts
+    swap_plan = None
+    if swap is not None:  # an engine the swap does not know is refused before the server starts
+        from infer_prof.profiler.session.target.swap import check_swap
+
+        swap_plan = check_swap(swap, launch, probe)
+    check_prompt_model(options.model)  # a bad --model is refused before the server starts
+    return spec, tables, slowdowns, swap_plan
+
+
+def _say_target(
+    plan: TargetPlan, spec: ScenarioSpec, profile: str, *, probed: bool, console: Console
+) -> None:
+    """The server that answered, the scenario, and what will split the server's time."""
+    server = plan.server
+    console.print(
+        f"target [bold]{server.url}[/bold]: {server.name or 'unknown server'}{' ' + server.version if server.version else ''}, "
+        f"model [bold]{server.model}[/bold]; scenario [bold]{spec.name}[/bold]: {spec.description}"
+    )
+    console.print(
+        f"[dim]server split: {'py-spy on every Python process in the tree of pid ' + str(plan.pid) + ' (' + str(plan.pid_source) + ')' if plan.pid else 'no py-spy'}"
+        f"{', spans from the server' if server.ours and profile != 'off' else ''}"
+        f"{', the in-process probe in every process (switched on and off by turns)' if probed else ''}"
+        f"{'; ' + plan.split_unavailable if plan.split_unavailable else ''}[/dim]"
+    )
 
 
 def _check_load_flags(requests: int | None, duration: float | None, profile: str) -> None:
