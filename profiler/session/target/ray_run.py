@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from infer_prof.errors import TargetError
+from infer_prof.profiler.analysis.replica_balance import ProcessLoad, balance
 from infer_prof.profiler.rundir.schema import TargetRay
 from infer_prof.profiler.session.target.ray_agents import DIED, NodeAgents, agent_cpus
 from infer_prof.profiler.session.target.ray_cluster import RayAddress, join
@@ -28,6 +29,7 @@ class RayRun:
     local_node: str
     local_ip: str
     stopped: bool = False
+    _results: dict[tuple[str, int], dict[str, Any]] | None = None
 
     def stop(self) -> None:
         """Stop the agents and leave the cluster (our job's actors end with it): nothing of ours stays on a node."""
@@ -41,7 +43,10 @@ class RayRun:
                 self.ray.shutdown()
 
     def results(self) -> dict[tuple[str, int], dict[str, Any]]:
-        return self.agents.results()
+        """Each Ray process's sampling result, keyed (node_id, pid): parsed once, after stop()."""
+        if self._results is None or not self.stopped:
+            self._results = self.agents.results()
+        return self._results
 
     def sampled(self) -> list[tuple[int, dict[str, Any]]]:
         """(pid, sampling) of each Ray process sampled, for the verdict beside the tree's."""
@@ -74,6 +79,7 @@ class RayRun:
                 f"Ray: the {len(nodes)} nodes share one host ({next(iter(hosts))}): one clock, so their offsets "
                 "measure the method's error, not a difference between machines"
             )
+        lines += self.balance_lines()
         return {
             "address": self.address.text,
             "address_source": self.address.source,
@@ -86,6 +92,27 @@ class RayRun:
             "notes": list(self.actors.notes),
             "lines": [*self.actors.notes, *lines],
         }
+
+    def balance_lines(self) -> list[str]:
+        """Per actor class with two or more sampled processes (replicas, ranks): how busy each one's busiest thread
+        was, and whether they are balanced (analysis.replica_balance)."""
+        results = self.results()
+        groups: dict[str, list[ProcessLoad]] = {}
+        for process in self.actors.processes:
+            threads = (results.get((process.node_id, process.pid)) or {}).get("threads") or {}
+            loads = [
+                (data["samples"] - data["categories"].get("idle", 0), data["samples"])
+                for data in threads.values()
+            ]
+            if loads:
+                busy, samples = max(loads)
+                groups.setdefault(process.actor_class, []).append(
+                    ProcessLoad(f"{process.role} ({process.key})", busy, samples)
+                )
+        found = (
+            balance(f"Ray: {len(members)} {name} processes", members) for name, members in groups.items()
+        )
+        return [one.line for one in found if one is not None]
 
 
 def start_ray_run(address: RayAddress, tree_pids: list[int], *, rate_hz: int, native_stacks: bool) -> RayRun:
