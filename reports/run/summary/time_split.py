@@ -11,6 +11,14 @@ from infer_prof.reports.run.summary.reads import summed_components
 from infer_prof.reports.run.summary.table import Table
 from infer_prof.reports.rundata import why_not_measured
 
+WITHIN_NOISE = "within noise"
+# The spans rows that rest on the model span's kernel share: marked when that share was assumed.
+ASSUMED_WITHOUT_WINDOWS = ("interpreter", "kernel", "model_glue", "model_kernels")
+# Per group of names, the breakdown's recorded gaps (signed, samples minus spans: which method saw more matters)
+# and the names whose gap is beyond sampling noise (None in older results: their gaps are printed as recorded).
+GAPS = {"categories": "disagreement", "components": "component_disagreement"}
+BEYOND_NOISE = {"categories": "beyond_noise", "components": "components_beyond_noise"}
+
 
 def time_split_table(result: RunResult) -> Table:
     """Categories and components by method, with the two methods' disagreement in percentage points."""
@@ -29,45 +37,60 @@ def time_split_table(result: RunResult) -> Table:
     if client:
         # In a served run they are the server's (its event loop); in-process, the load driver and the collectors'.
         table.columns.append("other server threads" if result.target else "other threads")
-    # Signed, samples minus spans (the breakdown's own convention): which method saw more matters.
-    recorded_gaps = {
-        "categories": breakdown.get("disagreement") or {},
-        "components": breakdown.get("component_disagreement") or {},
-    }
-    # Older results carry no noise test (None): their gaps are printed as recorded.
-    beyond: dict[str, Any] = {
-        "categories": breakdown.get("beyond_noise"),
-        "components": breakdown.get("components_beyond_noise"),
-    }
     for group, names in (("categories", CATEGORIES), ("components", COMPONENTS)):
         table.sections.append(len(table.rows))
-        for name in names:
-            span_value = (spans.get(group) or {}).get(name)
-            sample_value = ((samples or {}).get(group) or {}).get(name)
-            noise_tested = beyond[group] is not None and span_value is not None and sample_value is not None
-            if noise_tested and name not in beyond[group] and span_value != sample_value:
-                gap = WITHIN_NOISE
-            elif name in recorded_gaps[group]:
-                gap = fmt_pp(recorded_gaps[group][name])
-            elif span_value is not None and sample_value is not None:
-                gap = fmt_pp((sample_value - span_value) * 100)
-            else:
-                gap = NOT_RECORDED
-            spans_cell = fmt_pct(span_value)
-            if (
-                name in ASSUMED_WITHOUT_WINDOWS
-                and spans.get("kernel_source") == "assumed"
-                and span_value is not None
-            ):
-                spans_cell += " (assumed)"  # no kernel window ran and no native samples: not a measurement
-            row = [name, spans_cell, fmt_pct(sample_value), gap]
-            if client:
-                row.append(fmt_pct((client.get(group) or {}).get(name)))
-            table.rows.append(row)
+        table.rows += [_name_row(breakdown, group, name, spans, samples, client) for name in names]
+    table.rows += _closing_rows(spans, samples, client)
+    if samples is None:
+        table.note = f"samples not measured ({why_not_measured(result, 'samples')})"
+    elif breakdown.get("beyond_noise") is not None:
+        table.note = (
+            f"'{WITHIN_NOISE}': the spans share lies inside the samples share's 95% Wilson interval "
+            f"({fmt_count(samples.get('samples'))} engine-thread samples): no disagreement beyond sampling noise"
+        )
+    return table
+
+
+def _name_row(
+    breakdown: Mapping[str, Any],
+    group: str,
+    name: str,
+    spans: Mapping[str, Any],
+    samples: Mapping[str, Any] | None,
+    client: Mapping[str, Any] | None,
+) -> list[str]:
+    """One category's or component's row: its share by each method, their gap, and the other threads' share."""
+    span_value = (spans.get(group) or {}).get(name)
+    sample_value = ((samples or {}).get(group) or {}).get(name)
+    recorded = breakdown.get(GAPS[group]) or {}
+    beyond = breakdown.get(BEYOND_NOISE[group])
+    noise_tested = beyond is not None and span_value is not None and sample_value is not None
+    if noise_tested and name not in beyond and span_value != sample_value:
+        gap = WITHIN_NOISE
+    elif name in recorded:
+        gap = fmt_pp(recorded[name])
+    elif span_value is not None and sample_value is not None:
+        gap = fmt_pp((sample_value - span_value) * 100)
+    else:
+        gap = NOT_RECORDED
+    spans_cell = fmt_pct(span_value)
+    if name in ASSUMED_WITHOUT_WINDOWS and spans.get("kernel_source") == "assumed" and span_value is not None:
+        spans_cell += " (assumed)"  # no kernel window ran and no native samples: not a measurement
+    row = [name, spans_cell, fmt_pct(sample_value), gap]
+    if client:
+        row.append(fmt_pct((client.get(group) or {}).get(name)))
+    return row
+
+
+def _closing_rows(
+    spans: Mapping[str, Any], samples: Mapping[str, Any] | None, client: Mapping[str, Any] | None
+) -> list[list[str]]:
+    """The rows after the names: the model whole (Python-only samples), dispatch, evidence, the kernel share's source."""
+    rows = []
     whole = ((samples or {}).get("components") or {}).get("model")
     if whole is not None:  # python-only samples see the forward pass whole; the spans split it in two
         glue_and_kernels = summed_components(spans, ("model_glue", "model_kernels")) if spans else None
-        table.rows.append(
+        rows.append(
             [
                 "model (whole)",
                 fmt_pct(glue_and_kernels),
@@ -82,14 +105,14 @@ def time_split_table(result: RunResult) -> Table:
         fmt_pct((samples or {}).get("dispatch")),
         NOT_RECORDED,
     ]
-    table.rows.append(dispatch + ([fmt_pct(client.get("dispatch"))] if client else []))
-    table.rows.append(
+    rows.append(dispatch + ([fmt_pct(client.get("dispatch"))] if client else []))
+    rows.append(
         ["evidence", evidence(spans, "spans"), evidence(samples, "samples"), NOT_RECORDED]
         + ([evidence(client, "samples")] if client else [])
     )
     if spans.get("kernel_source"):
         resolved = (samples or {}).get("categories", {}).get("kernel") is not None  # native frames only
-        table.rows.append(
+        rows.append(
             [
                 "kernel share from",
                 spans["kernel_source"],
@@ -98,21 +121,7 @@ def time_split_table(result: RunResult) -> Table:
             ]
             + ([NOT_RECORDED] if client else [])
         )
-    if samples is None:
-        table.note = f"samples not measured ({why_not_measured(result, 'samples')})"
-    elif beyond["categories"] is not None:
-        table.note = (
-            f"'{WITHIN_NOISE}': the spans share lies inside the samples share's 95% Wilson interval "
-            f"({fmt_count(samples.get('samples'))} engine-thread samples): no disagreement beyond sampling noise"
-        )
-    return table
-
-
-WITHIN_NOISE = "within noise"
-
-
-# The spans rows that rest on the model span's kernel share: marked when that share was assumed.
-ASSUMED_WITHOUT_WINDOWS = ("interpreter", "kernel", "model_glue", "model_kernels")
+    return rows
 
 
 def fmt_count(value: Any) -> str:
