@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +44,10 @@ LEVELS = (0.5, 1.0)  # fractions of a call's own duration: two, so a curve would
 # quarter of a turn.
 BLOCK_STEPS = 4
 MAX_LEVEL = 10.0
+# A component's levels are scaled up (at most to MAX_LEVEL) until the top one adds about this share of the step:
+# a delay of half or all of a call that takes 2% of the step adds 1-2%, inside one step's own noise, and such a
+# sensitivity never resolves; scaled, the delay stands out, and the two levels still show a curve.
+TARGET_ADDED_SHARE = 0.25
 MAX_ROWS = 2_000_000  # labelled steps kept
 RESOLVES_WIDTH = 1.0  # an interval at most this wide can tell sensitivity 1 (serial) from 0 (overlapped)
 
@@ -73,9 +77,27 @@ class Turn:
     level: float
 
 
-def turn_of(block: int, components: Sequence[str], levels: Sequence[float]) -> Turn:
-    """Block `block`'s turn: per (component, level) off, on, on, off; the pairs in reverse order every other cycle."""
-    experiments = [(component, level) for component in components for level in levels]
+def level_scale(share: float | None, levels: Sequence[float]) -> float:
+    """How much to scale a component's levels so the top one adds about TARGET_ADDED_SHARE of the step, from its
+    share of the step undelayed; 1 when the share is unknown or already large enough, never past MAX_LEVEL."""
+    top = max(levels)
+    if share is None or not math.isfinite(share) or share <= 0:
+        return 1.0
+    return max(1.0, min(TARGET_ADDED_SHARE / (share * top), MAX_LEVEL / top))
+
+
+def turn_of(
+    block: int,
+    components: Sequence[str],
+    levels: Sequence[float],
+    scales: Mapping[str, float] | None = None,
+) -> Turn:
+    """Block `block`'s turn: per (component, level) off, on, on, off; the pairs in reverse order every other cycle.
+    A component's levels are multiplied by its `scales` entry (level_scale), if any."""
+    scales = scales or {}
+    experiments = [
+        (component, level * scales.get(component, 1.0)) for component in components for level in levels
+    ]
     cycle, position = divmod(block, 4 * len(experiments))
     pair, within = divmod(position, 4)
     if cycle % 2:
@@ -109,14 +131,19 @@ class SlowdownExperiment:
         components: Sequence[str],
         *,
         levels: Sequence[float] = LEVELS,
+        scales: Mapping[str, float] | None = None,
         block_steps: int = BLOCK_STEPS,
         clock: Clock = time.perf_counter_ns,
         spinner: Spinner | None = None,
     ) -> None:
+        """`scales`: per component, the factor its levels are multiplied by (level_scale: 1 when not given)."""
         if block_steps < 1:
             raise ValueError(f"block_steps={block_steps}: a turn holds at least one step")
         self.components = check_components(components, levels)
         self.levels = tuple(levels)
+        self.scales = {name: float((scales or {}).get(name, 1.0)) for name in self.components}
+        if not all(1.0 <= scale and scale * max(self.levels) <= MAX_LEVEL for scale in self.scales.values()):
+            raise ValueError(f"scales {self.scales}: each at least 1, and no level past {MAX_LEVEL:g}")
         self.block_steps = block_steps
         self.clock = clock
         self.spinner = spinner or Spinner(clock)
@@ -155,7 +182,7 @@ class SlowdownExperiment:
             return
         block = self._steps // self.block_steps
         self._steps += 1
-        turn = turn_of(block, self.components, self.levels)
+        turn = turn_of(block, self.components, self.levels, self.scales)
         self._row = _StepRow(step, block, turn.component, turn.level)
         self._target = turn.component
 

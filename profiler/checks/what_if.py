@@ -25,7 +25,9 @@ from infer_prof.profiler.checks.slowdown import (
     SlowdownExperiment,
     analyse,
     call_accuracy,
+    check_components,
     label_steps,
+    level_scale,
 )
 from infer_prof.profiler.rundir.atomic import write_json_atomic, write_text_atomic
 from infer_prof.profiler.rundir.health import void_reason
@@ -42,7 +44,8 @@ AGREEMENT_BAND = (
     0.2  # a slowdown prediction holds when measured / predicted lies within 1 +- this (as --verify's)
 )
 METHOD = (
-    "slowdown: every call of a named component is followed by a busy delay of `level` x that call's own time, in "
+    "slowdown: every call of a named component is followed by a busy delay of `level` x that call's own time (a "
+    "component's levels scaled up, at most to 10x, until the top one adds about a quarter of the step: `scales`), in "
     "turns of block_steps steps (off, on, on, off per component and level; ABBA); sensitivity = added step time / "
     "added delay over each delayed turn against its nearest off turns, 95% bootstrap interval over the pairs; "
     "predicted gain = sensitivity x the main run's share x (1 - 1/k), k the C twin's replayed speedup"
@@ -63,7 +66,11 @@ def run_what_if(
 ) -> dict[str, Any]:
     """Run the scenario again with the components delayed in turns; put the `what_if` section in the main run's
     result.json (rewritten) and return it."""
-    experiment = SlowdownExperiment(components, levels=levels, block_steps=block_steps)
+    # Each component's levels scaled by its share in the main run, so that even a small one's delay stands out.
+    scales = {
+        name: level_scale(_share_of(outcome.result, name), levels) for name in check_components(components)
+    }
+    experiment = SlowdownExperiment(components, levels=levels, scales=scales, block_steps=block_steps)
     run_dir = Path(outcome.run_dir) / WHAT_IF_DIR
     run = run_again(frozenset(options.native), run_dir, "what-if: slowdowns in turns", experiment)
     labelled = label_steps(experiment.labels(), run.steps)
@@ -78,6 +85,7 @@ def run_what_if(
     section = what_if_section(
         found, outcome.result, levels=levels, block_steps=block_steps, steps=len(labelled), run_void=run_void
     )
+    section["scales"] = experiment.scales
     section["run_dir"] = WHAT_IF_DIR
     outcome.result.what_if = cast("EngineWhatIf", section)
     write_json_atomic(Path(outcome.run_dir) / "result.json", outcome.result.to_dict())
@@ -163,6 +171,13 @@ def sensitivity_fields(sensitivity: Sensitivity | None) -> dict[str, Any]:
     return dict(sensitivity_figures(sensitivity))
 
 
+def _share_of(result: RunResult, component: str) -> float | None:
+    """The component's share of the step in the main run: its prediction's, else its share of busy time."""
+    prediction = ((result.verdict or {}).get("predictions") or {}).get(component) or {}
+    share = _finite(prediction.get("share"))
+    return share if share is not None else busy_share(result, component)
+
+
 def busy_share(result: RunResult, component: str) -> float | None:
     """A component's span time over the engine thread's busy time (wall minus idle), for one the verdict does not predict."""
     spans = ((result.breakdown or {}).get("methods") or {}).get("spans") or {}
@@ -185,9 +200,9 @@ def pair_with_verify(
     for component, entry in (section.get("components") or {}).items():
         measured_entry = (verify.get("components") or {}).get(component)
         gain = entry.get("gain")
-        if not measured_entry or not gain or _finite(measured_entry.get("measured_gain")) is None:
+        measured = _finite(measured_entry.get("measured_gain")) if measured_entry else None
+        if not measured_entry or not gain or measured is None:
             continue
-        measured = float(measured_entry["measured_gain"])
         entry["measured"] = {
             "gain": measured,
             "low": _finite(measured_entry.get("measured_low")),

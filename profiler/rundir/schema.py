@@ -794,6 +794,7 @@ class EngineWhatIf(TypedDict, total=False):
     method: str
     run_dir: str
     levels: list[float]
+    scales: dict[str, float]  # per component, the factor its levels were multiplied by (slowdown.level_scale)
     block_steps: int
     steps: int
     void: str | None

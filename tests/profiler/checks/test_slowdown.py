@@ -10,12 +10,14 @@ import pytest
 
 from infer_prof.errors import OptionError
 from infer_prof.profiler.checks.slowdown import (
+    MAX_LEVEL,
     SlowdownExperiment,
     analyse,
     call_accuracy,
     check_components,
     delay_blocks,
     label_steps,
+    level_scale,
     turn_of,
 )
 from infer_prof.profiler.collectors.spans import RecordingTracer
@@ -55,6 +57,21 @@ def test_turns_go_off_on_on_off_per_experiment_and_reverse_every_other_cycle() -
     assert (turns[17].component, turns[17].level) == ("scheduler", 1.0)  # the next cycle starts from the end
     assert (turns[29].component, turns[29].level) == ("sampler", 0.5)
     assert sum(turn.level > 0 for turn in turns) == 16
+
+
+def test_a_small_components_levels_are_scaled_until_its_delay_stands_out() -> None:
+    # A quarter of the step at the top level: a 2.5% sampler's levels go to 5x and 10x; a 60% one keeps its own.
+    assert level_scale(0.025, (0.5, 1.0)) == pytest.approx(10.0)
+    assert level_scale(0.05, (0.5, 1.0)) == pytest.approx(5.0)
+    assert level_scale(0.6, (0.5, 1.0)) == 1.0 and level_scale(None, (0.5, 1.0)) == 1.0
+    assert level_scale(0.001, (0.5, 1.0)) == pytest.approx(MAX_LEVEL)  # never past the cap
+    turns = [turn_of(block, ("sampler", "scheduler"), (0.5, 1.0), {"sampler": 5.0}) for block in range(16)]
+    assert [(turn.component, turn.level) for turn in turns if turn.component] == [
+        ("sampler", 2.5), ("sampler", 2.5), ("sampler", 5.0), ("sampler", 5.0),
+        ("scheduler", 0.5), ("scheduler", 0.5), ("scheduler", 1.0), ("scheduler", 1.0),
+    ]  # fmt: skip
+    with pytest.raises(ValueError, match="no level past"):
+        SlowdownExperiment(("sampler",), scales={"sampler": 20.0})
 
 
 def test_unknown_components_and_impossible_levels_are_refused_in_one_line() -> None:
