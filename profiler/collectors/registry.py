@@ -43,7 +43,12 @@ def spans_record_cpu_time(profile: str) -> bool:
 # torch.profiler windows as (first step, steps per window, period in steps). A profiled step runs slower, so
 # windows are rare (what one step in a hundred costs, measured in-run: docs/measurements.md).
 # Deep spends more for detail: five steps in forty, and their ops in kernel_events.csv.
-DEFAULT_KERNEL_WINDOWS = (5, 1, 100)
+DEFAULT_KERNEL_WINDOWS = (5, 1, 20)
+# The kernel fraction's interval needs several windows (with one it cannot close: analysis.share_interval), so
+# a default run opens its first DEFAULT_FIRST_WINDOWS at DEFAULT_FIRST_GAP_S apart, outside the budget; a
+# short run then holds enough of them to resolve, at a fixed cost whatever the run's length (docs/measurements.md).
+DEFAULT_FIRST_WINDOWS = 6
+DEFAULT_FIRST_GAP_S = 0.5
 # Each window costs the engine a few ms whatever the step's length (torch.profiler's start and stop), and
 # the profiled step runs longer, by more the more ops it holds (an in-run A/B in docs/measurements.md). So
 # windows open at least DEFAULT_WINDOW_GAP_S apart, and further apart when the last one cost more than
@@ -84,7 +89,8 @@ def default_collectors(
              the cheap ones, always on (py-spy reads every thread's stack per sample, so its rate
              stays low: see DEFAULT_RATE_HZ and TRACED_RATE_HZ; the whole profile's cost is measured by
              benchmarks/bench_overhead.py --in-run, docs/measurements.md), and torch.profiler over
-             one step in every 100 (DEFAULT_KERNEL_WINDOWS), at least DEFAULT_WINDOW_GAP_S apart and
+             one step in every 20 (DEFAULT_KERNEL_WINDOWS), the first DEFAULT_FIRST_WINDOWS of them
+             DEFAULT_FIRST_GAP_S apart, then at least DEFAULT_WINDOW_GAP_S apart and
              within DEFAULT_WINDOW_BUDGET of the engine's time: the model span's kernel share and
              torch's per-op fee measured in every run, not assumed
     deep:    the same, plus py-spy --native at 29 Hz (pauses the process and unwinds every thread
@@ -121,6 +127,8 @@ def default_collectors(
             # deep is for short runs, priced as such
             min_gap_s=0.0 if deep else RESOLVE_WINDOW_GAP_S if dense else DEFAULT_WINDOW_GAP_S,
             cost_budget=None if deep else RESOLVE_WINDOW_BUDGET if dense else DEFAULT_WINDOW_BUDGET,
+            first_windows=0 if deep or dense else DEFAULT_FIRST_WINDOWS,
+            first_gap_s=DEFAULT_FIRST_GAP_S,
         )
     )
     if is_cuda(device):
