@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields, replace
+from typing import TypeVar
 
 import numpy as np
+
+T = TypeVar("T")
 
 # The parameters each distribution needs; `min`/`max` clamps are allowed with every one.
 DISTRIBUTIONS: dict[str, tuple[str, ...]] = {
@@ -83,8 +86,14 @@ class LengthDist:
     def _key(self, name: str) -> str:
         return f"{name}_fraction" if name in self.relative else name
 
+    def _given(self, number: T | None, name: str) -> T:
+        """A parameter __post_init__ made sure is set for this distribution."""
+        if number is None:
+            raise ValueError(f"{name}: missing for dist={self.dist!r}; allowed: {name} or {name}_fraction")
+        return number
+
     def _check_order(self) -> None:
-        if self.dist == "uniform" and self.low > self.high:  # type: ignore[operator]
+        if self.dist == "uniform" and self._given(self.low, "low") > self._given(self.high, "high"):
             raise ValueError(f"low: {self.low:g} > high {self.high:g}; allowed: low <= high")
         if self.max is not None and self.max < 1:
             raise ValueError(f"max: {self.max:g} leaves no length; allowed: max >= 1 token")
@@ -95,8 +104,21 @@ class LengthDist:
         """The same distribution in absolute tokens for a model with this context (fractions floored)."""
         if not self.relative:
             return self
-        absolute = {name: math.floor(getattr(self, name) * context_length) for name in self.relative}
-        return replace(self, relative=frozenset(), **absolute)
+
+        def absolute(number: float | None, name: str) -> float | None:
+            return math.floor(self._given(number, name) * context_length) if name in self.relative else number
+
+        return replace(
+            self,
+            relative=frozenset(),
+            value=absolute(self.value, "value"),
+            low=absolute(self.low, "low"),
+            high=absolute(self.high, "high"),
+            mean=absolute(self.mean, "mean"),
+            std=absolute(self.std, "std"),
+            min=absolute(self.min, "min"),
+            max=absolute(self.max, "max"),
+        )
 
     def bounds(self) -> tuple[int, int]:
         """The smallest and largest length a draw can take (absolute distributions only)."""
@@ -105,11 +127,14 @@ class LengthDist:
         lowest = max(1, math.ceil(self.min)) if self.min is not None else 1
         highest = math.floor(self.max) if self.max is not None else None
         if self.dist == "fixed":
-            natural_low = natural_high = round(self.value)  # type: ignore[arg-type]
+            natural_low = natural_high = round(self._given(self.value, "value"))
         elif self.dist == "uniform":
-            natural_low, natural_high = math.ceil(self.low), math.floor(self.high)  # type: ignore[arg-type]
-        else:
-            natural_low, natural_high = lowest, highest  # type: ignore[assignment]
+            natural_low, natural_high = (
+                math.ceil(self._given(self.low, "low")),
+                math.floor(self._given(self.high, "high")),
+            )
+        else:  # normal and lognormal: bounded by their max clamp alone
+            natural_low, natural_high = lowest, self._given(highest, "max")
         low = min(max(natural_low, lowest), highest) if highest is not None else max(natural_low, lowest)
         high = min(max(natural_high, lowest), highest) if highest is not None else max(natural_high, lowest)
         return low, high
@@ -118,16 +143,17 @@ class LengthDist:
         """`count` integer lengths (int64), rounded and clamped."""
         lowest, highest = self.bounds()
         if self.dist == "fixed":
-            draws = np.full(count, float(self.value))  # type: ignore[arg-type]
+            draws = np.full(count, float(self._given(self.value, "value")))
         elif self.dist == "uniform":
-            low, high = math.ceil(self.low), math.floor(self.high)  # type: ignore[arg-type]
+            low, high = math.ceil(self._given(self.low, "low")), math.floor(self._given(self.high, "high"))
             draws = rng.integers(low, max(low, high), size=count, endpoint=True).astype(np.float64)
         elif self.dist == "normal":
-            draws = rng.normal(self.mean, self.std, size=count)
+            draws = rng.normal(self._given(self.mean, "mean"), self._given(self.std, "std"), size=count)
         else:
             # Moment matching: a lognormal whose lengths have this mean and std.
-            sigma_squared = math.log1p((self.std / self.mean) ** 2)  # type: ignore[operator]
-            mu = math.log(self.mean) - sigma_squared / 2  # type: ignore[arg-type]
+            mean, std = self._given(self.mean, "mean"), self._given(self.std, "std")
+            sigma_squared = math.log1p((std / mean) ** 2)
+            mu = math.log(mean) - sigma_squared / 2
             draws = rng.lognormal(mu, math.sqrt(sigma_squared), size=count)
         return np.clip(np.rint(draws), lowest, highest).astype(np.int64)
 

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
+from typing import TypeVar
 
 from infer_prof.scenarios.lengths import LengthDist
 
 # Allowed ranges, mirroring engine.types.SamplingParams (scenarios may not import the engine), so that a
 # bad value is reported with its file and key when the scenario loads, not later by the engine.
-_RANGES: dict[str, tuple[str, object]] = {
+T = TypeVar("T")
+
+_RANGES: dict[str, tuple[str, Callable[[float], bool]]] = {
     "temperature": ("a number >= 0 (0 = greedy)", lambda v: v >= 0),
     "top_k": ("an integer >= 0 (0 = off)", lambda v: isinstance(v, int) and v >= 0),
     "top_p": ("a number in (0, 1] (1 = off)", lambda v: 0 < v <= 1),
@@ -41,7 +45,7 @@ class SamplingSettings:
             if value is None:
                 continue
             is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
-            if not (is_number and math.isfinite(value) and check(value)):  # type: ignore[operator]
+            if not (is_number and math.isfinite(value) and check(value)):
                 raise ValueError(f"{name}: {value!r} is impossible; allowed: {allowed}")
         if self.ignore_eos is not None and not isinstance(self.ignore_eos, bool):
             raise ValueError(f"ignore_eos: {self.ignore_eos!r} is not a boolean; allowed: true, false")
@@ -52,12 +56,24 @@ class SamplingSettings:
 
     def over(self, base: SamplingSettings) -> SamplingSettings:
         """These settings, with every unset one taken from `base`."""
-        mine = self.to_dict()
-        return SamplingSettings(**{**base.to_dict(), **mine})
+        return SamplingSettings(
+            temperature=_set_or(self.temperature, base.temperature),
+            top_k=_set_or(self.top_k, base.top_k),
+            top_p=_set_or(self.top_p, base.top_p),
+            min_p=_set_or(self.min_p, base.min_p),
+            repetition_penalty=_set_or(self.repetition_penalty, base.repetition_penalty),
+            frequency_penalty=_set_or(self.frequency_penalty, base.frequency_penalty),
+            presence_penalty=_set_or(self.presence_penalty, base.presence_penalty),
+            ignore_eos=_set_or(self.ignore_eos, base.ignore_eos),
+        )
 
     def to_dict(self) -> dict[str, object]:
         """Only the parameters that are set."""
         return {name: value for name, value in asdict(self).items() if value is not None}
+
+
+def _set_or(value: T | None, base: T | None) -> T | None:
+    return base if value is None else value
 
 
 @dataclass(frozen=True, slots=True)

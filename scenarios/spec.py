@@ -22,10 +22,11 @@ A scenario file, every key at the top level except the tables; `*_tokens` tables
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from dataclasses import fields as dataclass_fields
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, TypeGuard, Unpack
 
 from infer_prof.errors import ScenarioError, read_toml
 from infer_prof.scenarios.lengths import DISTRIBUTIONS, PARAMETERS, LengthDist, allowed_keys
@@ -74,6 +75,26 @@ class SLO:
     def as_dict(self) -> dict[str, float]:
         """Only the objectives that are set: the `slos` argument of profiler.analysis.metrics.compute_metrics."""
         return {name: value for name, value in asdict(self).items() if value is not None}
+
+
+class SpecChanges(TypedDict, total=False):
+    """ScenarioSpec fields that with_overrides replaces as given (None included)."""
+
+    name: str
+    description: str
+    output_tokens: LengthDist
+    prompt_tokens: LengthDist | None
+    mode: str
+    rate: float | None
+    burstiness: float
+    clients: int | None
+    warmup_requests: int
+    prompt_file: str | None
+    chat: bool
+    sampling: SamplingSettings
+    sampling_mix: tuple[RequestClass, ...]
+    slo: SLO
+    source: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +161,7 @@ class ScenarioSpec:
         if self.mode == "open-loop":
             self._check(
                 _is_number(self.rate) and self.rate >= MIN_RATE,
-                "load.rate",  # type: ignore[operator]
+                "load.rate",
                 f"{self.rate!r} is not a usable rate",
                 f'requests per second >= {MIN_RATE:g}, or "inf"',
             )
@@ -154,8 +175,8 @@ class ScenarioSpec:
                 self.clients is None, "load.clients", "set on an open-loop load", "rate and burstiness"
             )
             self._check(
-                math.isfinite(self.rate) or self.num_requests is not None,
-                "num_requests",  # type: ignore[arg-type]
+                (self.rate is not None and math.isfinite(self.rate)) or self.num_requests is not None,
+                "num_requests",
                 'missing with rate = "inf"',
                 "a request count (duration cannot bound it)",
             )
@@ -166,7 +187,7 @@ class ScenarioSpec:
             self._check(
                 _is_int(self.clients) and 1 <= self.clients <= MAX_CLIENTS,
                 "load.clients",
-                problem,  # type: ignore[operator]
+                problem,
                 f"an integer in [1, {MAX_CLIENTS}] (concurrent clients, a thread each)",
             )
             self._check(
@@ -204,7 +225,7 @@ class ScenarioSpec:
             and _is_number(self.rate)
             and _is_number(self.duration_s)
         ):
-            expected = self.rate * self.duration_s  # type: ignore[operator]
+            expected = self.rate * self.duration_s
             self._check(
                 expected <= MAX_REQUESTS,
                 "duration_s",
@@ -239,18 +260,23 @@ class ScenarioSpec:
         num_requests: int | None = None,
         duration_s: float | None = None,
         seed: int | None = None,
-        **fields: Any,
+        **fields: Unpack[SpecChanges],
     ) -> ScenarioSpec:
         """A copy with the given settings replaced (None keeps the scenario's), validated again; `fields` are
         other ScenarioSpec fields (mode, clients, rate, output_tokens, ...) replaced as given, None included."""
         unknown = sorted(set(fields) - {spec_field.name for spec_field in dataclass_fields(self)})
         if unknown:
             raise ScenarioError(f"{self.source}: cannot override {', '.join(unknown)}: not scenario settings")
-        changes = {"num_requests": num_requests, "duration_s": duration_s, "seed": seed}
         if num_requests is not None and "warmup_requests" not in fields and _is_int(num_requests):
             # --requests 2 on a scenario that warms up with 4: the warm-up shrinks with the load (a run prints it).
             fields["warmup_requests"] = min(self.warmup_requests, max(num_requests, 0))
-        return replace(self, **{key: value for key, value in changes.items() if value is not None}, **fields)
+        return replace(
+            self,
+            num_requests=self.num_requests if num_requests is None else num_requests,
+            duration_s=self.duration_s if duration_s is None else duration_s,
+            seed=self.seed if seed is None else seed,
+            **fields,
+        )
 
     def validate_against_context(self, context_length: int) -> None:
         """Raise ScenarioError if the longest prompt plus the longest output can exceed the context.
@@ -285,7 +311,7 @@ class ScenarioSpec:
         except ValueError as err:
             raise ScenarioError(f"{self.source}: at context {context_length}: {err}") from None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """JSON-safe settings for result.json (rate "inf" as a string)."""
         return {
             "name": self.name,
@@ -311,11 +337,11 @@ class ScenarioSpec:
         }
 
 
-def _is_number(value: object) -> bool:
+def _is_number(value: object) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _is_int(value: object) -> bool:
+def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -370,7 +396,7 @@ class _Parser:
     def fail(self, key: str, problem: str, allowed: str) -> ScenarioError:
         return ScenarioError(f"{self.path}: {key}: {problem}; allowed: {allowed}")
 
-    def keys(self, table: dict[str, Any], allowed: tuple[str, ...] | list[str], where: str) -> None:
+    def keys(self, table: Mapping[str, object], allowed: Sequence[str], where: str) -> None:
         for key in table:
             if key not in allowed:
                 place = f"in [{where}]" if where else "at the top level"
@@ -380,85 +406,112 @@ class _Parser:
                     f"keys {', '.join(allowed)}",
                 )
 
-    def typed(self, value: Any, key: str, kind: str) -> Any:
-        checks = {
-            "number": (_is_number, "a number"),
-            "integer": (_is_int, "an integer"),
-            "string": (lambda v: isinstance(v, str), "a string"),
-            "boolean": (lambda v: isinstance(v, bool), "true or false"),
-            "table": (lambda v: isinstance(v, dict), "a table"),
-        }
-        check, allowed = checks[kind]
-        if not check(value):
-            raise self.fail(key, f"{value!r} has the wrong type ({type(value).__name__})", allowed)
+    def wrong_type(self, value: object, key: str, allowed: str) -> ScenarioError:
+        return self.fail(key, f"{value!r} has the wrong type ({type(value).__name__})", allowed)
+
+    def number(self, value: object, key: str) -> float:
+        if not _is_number(value):
+            raise self.wrong_type(value, key, "a number")
         return value
 
-    def scenario(self, data: dict[str, Any]) -> ScenarioSpec:
+    def integer(self, value: object, key: str) -> int:
+        if not _is_int(value):
+            raise self.wrong_type(value, key, "an integer")
+        return value
+
+    def string(self, value: object, key: str) -> str:
+        if not isinstance(value, str):
+            raise self.wrong_type(value, key, "a string")
+        return value
+
+    def boolean(self, value: object, key: str) -> bool:
+        if not isinstance(value, bool):
+            raise self.wrong_type(value, key, "true or false")
+        return value
+
+    def table(self, value: object, key: str) -> dict[str, object]:
+        if not isinstance(value, dict):
+            raise self.wrong_type(value, key, "a table")
+        return value  # a TOML table: its keys are strings
+
+    def scenario(self, data: Mapping[str, object]) -> ScenarioSpec:
         self.keys(data, TOP_KEYS, "")
         get = data.get
-        load = self.typed(get("load", {}), "load", "table")
-        mode = self.typed(load.get("mode", "open-loop"), "load.mode", "string")
+        load = self.table(get("load", {}), "load")
+        mode = self.string(load.get("mode", "open-loop"), "load.mode")
         if mode not in MODES:
             raise self.fail("load.mode", f"unknown mode {mode!r}", ", ".join(MODES))
         self.keys(load, LOAD_KEYS[mode], "load")
         rate = self.rate(load.get("rate")) if mode == "open-loop" else None
         if mode == "open-loop" and rate is None:
             raise self.fail("load.rate", "missing on an open-loop load", 'requests per second > 0, or "inf"')
-        fields: dict[str, Any] = {
-            "mode": mode,
-            "rate": rate,
-            "burstiness": self.typed(load.get("burstiness", 1.0), "load.burstiness", "number"),
-            "clients": self.typed(load["clients"], "load.clients", "integer") if "clients" in load else None,
-            "description": self.typed(get("description", ""), "description", "string"),
-            "seed": self.typed(get("seed", 0), "seed", "integer"),
-            "chat": self.typed(get("chat", False), "chat", "boolean"),
-            "warmup_requests": self.typed(get("warmup_requests", 0), "warmup_requests", "integer"),
-            "num_requests": self.optional(get("num_requests"), "num_requests", "integer"),
-            "duration_s": self.optional(get("duration_s"), "duration_s", "number"),
-            "prompt_tokens": self.length(get("prompt_tokens"), "prompt_tokens"),
-            "output_tokens": self.length(get("output_tokens"), "output_tokens"),
-            "prompt_file": self.prompt_file(get("prompt_file")),
-            "sampling": self.sampling(
-                self.keys_of(get("sampling", {}), SamplingSettings.keys(), "sampling"), "sampling"
-            ),
-            "sampling_mix": self.mix(get("sampling_mix", [])),
-            "slo": self.slo(self.keys_of(get("slo", {}), list(SLO_KEYS), "slo")),
-        }
-        if fields["output_tokens"] is None:
+        # Read in this order, so that the first problem in it is the one reported.
+        burstiness = self.number(load.get("burstiness", 1.0), "load.burstiness")
+        clients = self.integer(load["clients"], "load.clients") if "clients" in load else None
+        description = self.string(get("description", ""), "description")
+        seed = self.integer(get("seed", 0), "seed")
+        chat = self.boolean(get("chat", False), "chat")
+        warmup_requests = self.integer(get("warmup_requests", 0), "warmup_requests")
+        requests, seconds = get("num_requests"), get("duration_s")
+        num_requests = None if requests is None else self.integer(requests, "num_requests")
+        duration_s = None if seconds is None else self.number(seconds, "duration_s")
+        prompt_tokens = self.length(get("prompt_tokens"), "prompt_tokens")
+        output_tokens = self.length(get("output_tokens"), "output_tokens")
+        prompt_file = self.prompt_file(get("prompt_file"))
+        sampling = self.sampling(
+            self.keys_of(get("sampling", {}), SamplingSettings.keys(), "sampling"), "sampling"
+        )
+        sampling_mix = self.mix(get("sampling_mix", []))
+        slo = self.slo(self.keys_of(get("slo", {}), list(SLO_KEYS), "slo"))
+        if output_tokens is None:
             raise self.fail(
                 "output_tokens", "missing", f"a length table with dist = {' | '.join(DISTRIBUTIONS)}"
             )
-        return ScenarioSpec(name=self.path.stem, source=str(self.path), **fields)
+        return ScenarioSpec(
+            name=self.path.stem,
+            source=str(self.path),
+            mode=mode,
+            rate=rate,
+            burstiness=burstiness,
+            clients=clients,
+            description=description,
+            seed=seed,
+            chat=chat,
+            warmup_requests=warmup_requests,
+            num_requests=num_requests,
+            duration_s=duration_s,
+            prompt_tokens=prompt_tokens,
+            output_tokens=output_tokens,
+            prompt_file=prompt_file,
+            sampling=sampling,
+            sampling_mix=sampling_mix,
+            slo=slo,
+        )
 
-    def keys_of(self, value: Any, allowed: list[str], key: str) -> dict[str, Any]:
-        table = self.typed(value, key, "table")
+    def keys_of(self, value: object, allowed: list[str], key: str) -> dict[str, object]:
+        table = self.table(value, key)
         self.keys(table, allowed, key)
         return table
 
-    def optional(self, value: Any, key: str, kind: str) -> Any:
-        return None if value is None else self.typed(value, key, kind)
-
-    def rate(self, value: Any) -> float | None:
+    def rate(self, value: object) -> float | None:
         if value is None:
             return None
         if value == "inf":
             return math.inf
-        if not _is_number(value) or math.isnan(value) or value <= 0:
-            raise self.fail(
-                "load.rate", f"{value!r} is not a positive rate", 'requests per second > 0, or "inf"'
-            )
-        return float(value)
+        if _is_number(value) and not math.isnan(value) and value > 0:
+            return float(value)
+        raise self.fail("load.rate", f"{value!r} is not a positive rate", 'requests per second > 0, or "inf"')
 
-    def length(self, value: Any, key: str) -> LengthDist | None:
+    def length(self, value: object, key: str) -> LengthDist | None:
         if value is None:
             return None
-        table = self.typed(value, key, "table")
+        table = self.table(value, key)
         dist = table.get("dist")
-        if dist not in DISTRIBUTIONS:
+        if not isinstance(dist, str) or dist not in DISTRIBUTIONS:
             raise self.fail(f"{key}.dist", f"unknown distribution {dist!r}", ", ".join(DISTRIBUTIONS))
         self.keys(table, allowed_keys(dist), key)
-        numbers: dict[str, Any] = {}
-        relative = set()
+        numbers: dict[str, float] = {}
+        relative: set[str] = set()
         for name in PARAMETERS:
             for toml_key, is_fraction in ((name, False), (f"{name}_fraction", True)):
                 if toml_key in table:
@@ -466,7 +519,7 @@ class _Parser:
                         raise self.fail(
                             f"{key}.{toml_key}", f"{name} is given twice", f"{name} or {name}_fraction"
                         )
-                    numbers[name] = self.typed(table[toml_key], f"{key}.{toml_key}", "number")
+                    numbers[name] = self.number(table[toml_key], f"{key}.{toml_key}")
                     if is_fraction:
                         relative.add(name)
         try:
@@ -474,10 +527,10 @@ class _Parser:
         except ValueError as err:
             raise ScenarioError(f"{self.path}: {key}.{err}") from None
 
-    def prompt_file(self, value: Any) -> str | None:
+    def prompt_file(self, value: object) -> str | None:
         if value is None:
             return None
-        path = self.path.parent / self.typed(value, "prompt_file", "string")
+        path = self.path.parent / self.string(value, "prompt_file")
         try:
             read_prompt_file(path)
         except FileNotFoundError:
@@ -490,29 +543,31 @@ class _Parser:
             ) from None
         return str(path.resolve())
 
-    def sampling(self, table: dict[str, Any], key: str) -> SamplingSettings:
-        values = {name: table[name] for name in SamplingSettings.keys() if name in table}
+    def sampling(self, table: Mapping[str, object], key: str) -> SamplingSettings:
+        written = _as_written(table)
+        values = {name: written[name] for name in SamplingSettings.keys() if name in written}
         try:
             return SamplingSettings(**values)
         except ValueError as err:
             raise ScenarioError(f"{self.path}: {key}.{err}") from None
 
-    def mix(self, entries: Any) -> tuple[RequestClass, ...]:
+    def mix(self, entries: object) -> tuple[RequestClass, ...]:
         if not isinstance(entries, list):
             raise self.fail("sampling_mix", "not an array of tables", "[[sampling_mix]] entries")
         classes = []
         for index, entry in enumerate(entries):
             key = f"sampling_mix[{index}]"
-            table = self.typed(entry, key, "table")
+            table = self.table(entry, key)
             self.keys(table, MIX_KEYS, key)
             if "weight" not in table:
                 raise self.fail(f"{key}.weight", "missing", "a number > 0 (shares are weight / total weight)")
+            written = _as_written(table)
             try:
                 classes.append(
                     RequestClass(
-                        weight=table["weight"],
-                        name=self.typed(table.get("name", f"class{index}"), f"{key}.name", "string"),
-                        priority=table.get("priority", 0),
+                        weight=written["weight"],
+                        name=self.string(table.get("name", f"class{index}"), f"{key}.name"),
+                        priority=written.get("priority", 0),
                         sampling=self.sampling(table, key),
                         prompt_tokens=self.length(table.get("prompt_tokens"), f"{key}.prompt_tokens"),
                         output_tokens=self.length(table.get("output_tokens"), f"{key}.output_tokens"),
@@ -522,11 +577,19 @@ class _Parser:
                 raise ScenarioError(f"{self.path}: {key}.{err}") from None
         return tuple(classes)
 
-    def slo(self, table: dict[str, Any]) -> SLO:
+    def slo(self, table: Mapping[str, object]) -> SLO:
+        objectives: dict[str, float] = {}
         for name, value in table.items():
-            if not _is_number(value) or not math.isfinite(value) or value <= 0:
+            if not (_is_number(value) and math.isfinite(value) and value > 0):
                 raise self.fail(f"slo.{name}", f"{value!r} is impossible", "milliseconds > 0")
-        return SLO(**table)
+            objectives[name] = value
+        return SLO(**objectives)
+
+
+def _as_written(table: Mapping[str, object]) -> Mapping[str, Any]:
+    """A TOML table's values as the user wrote them, for a dataclass whose own checks (__post_init__) narrow
+    them, with the words those checks use: the one place a scenario's values stay untyped."""
+    return table
 
 
 # ----------------------------------------------------------------------------------------------
@@ -540,7 +603,7 @@ def describe(spec: ScenarioSpec) -> list[tuple[str, str]]:
         load = (
             f"closed loop, {spec.clients} client{'s' if spec.clients != 1 else ''} (each waits for its reply)"
         )
-    elif math.isinf(spec.rate):  # type: ignore[arg-type]
+    elif spec.rate is not None and math.isinf(spec.rate):
         load = "open loop, every request at once"
     else:
         process = "Poisson" if spec.burstiness == 1 else f"gamma, burstiness {spec.burstiness:g}"
