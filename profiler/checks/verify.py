@@ -483,7 +483,9 @@ def _record(
     """The verdict again with the measured gains, and its `verify` section; result.json rewritten."""
     result = outcome.result
     # The ledger keeps score across runs; it reads the predictions' intervals from the verdict before this one.
-    ledger_note = append_verify_pairs(Path(outcome.run_dir), result, details, ledger)
+    ledger_note = append_verify_pairs(
+        Path(outcome.run_dir), result, details, ledger, spread=python_spread(python_results)
+    )
     speedups = dict(native_speedups or {})
     speedups.update(
         {name: entry["native_speedup"] for name, entry in details.items() if entry["native_speedup"]}

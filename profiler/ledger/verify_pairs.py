@@ -23,12 +23,14 @@ def verify_records(
     components: Mapping[str, Mapping[str, Any]],
     *,
     recorded_at: str | None = None,
+    spread: float | None = None,
 ) -> list[LedgerRecord]:
     """One "verify" record per component of --verify's section with both a predicted and a measured gain.
 
     `result` is the main run's, with its verdict before --verify rewrote it: the predictions' intervals come
     from there when the pair's prediction is that one (same gain). A pair is void when its own drift guard
-    voided it, or when the main run or any run it was measured in was void by its health."""
+    voided it, when the main run or any run it was measured in was void by its health, or when its measurement
+    cannot check the prediction (unresolvable; `spread`: how far --verify's Python runs differed)."""
     config: Mapping[str, Any] = result.config or {}
     predictions: Mapping[str, Any] = (result.verdict or {}).get("predictions") or {}
     main_void = void_reason(result.health)
@@ -52,7 +54,11 @@ def verify_records(
                 measured=measured,
                 measured_low=_number(entry.get("measured_low")),
                 measured_high=_number(entry.get("measured_high")),
-                health=health_text(entry.get("void") or _runs_void(run_dir, entry, main_void)),
+                health=health_text(
+                    entry.get("void")
+                    or _runs_void(run_dir, entry, main_void)
+                    or unresolvable(entry, predicted, spread)
+                ),
                 commit=(result.environment or {}).get("git_revision"),
                 run_dir=str(run_dir),
                 recorded_at=when,
@@ -67,10 +73,12 @@ def append_verify_pairs(
     result: RunResult,
     components: Mapping[str, Mapping[str, Any]],
     path: Path | None = None,
+    *,
+    spread: float | None = None,
 ) -> str:
     """Append --verify's pairs to the ledger (`path`, else ledger_path(run_dir)); one sentence saying where they
     went, or why they did not. A ledger that cannot be written never fails the run that measured the pairs."""
-    records = verify_records(run_dir, result, components)
+    records = verify_records(run_dir, result, components, spread=spread)
     if not records:
         return "no pair to record"
     target = ledger_path(run_dir, path)
@@ -80,6 +88,27 @@ def append_verify_pairs(
     except InferProfError as exc:
         return f"not recorded: {exc}"
     return f"{len(records)} pair(s) appended to {target}"
+
+
+def unresolvable(entry: Mapping[str, Any], predicted: float, spread: float | None) -> str | None:
+    """Why a pair's measurement cannot check its prediction, None when it can: an in-run gain whose interval is
+    wider than the ±20% band around the prediction (inrun_entry's `resolves`), or a gain measured between whole
+    runs, which has no interval of its own, for a prediction smaller than the Python runs' spread. Such a pair
+    scores the machine's noise, not the prediction: a 0.3% scheduler gain measured as -9% between runs 12% apart."""
+    if entry.get("resolves") is False:
+        half = _number(entry.get("half_width"))
+        width = f" (±{half:.1%})" if half is not None else ""
+        return (
+            f"unresolvable: the measured gain's interval{width} is wider than ±20% of the prediction "
+            f"({predicted:+.1%})"
+        )
+    no_interval = _number(entry.get("measured_low")) is None or _number(entry.get("measured_high")) is None
+    if no_interval and spread is not None and abs(predicted) < spread:
+        return (
+            f"unresolvable: the predicted gain {predicted:+.1%} is smaller than the {spread:.1%} by which "
+            "--verify's Python runs differ"
+        )
+    return None
 
 
 def _predicted_interval(prediction: Mapping[str, Any], predicted: float) -> tuple[float | None, float | None]:

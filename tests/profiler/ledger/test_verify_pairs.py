@@ -150,3 +150,17 @@ def test_verify_records_its_pairs_where_it_records_its_results(
     ]
     written = json.loads((run_dir / "result.json").read_text())
     assert written["verdict"]["verify"]["ledger"] == f"2 pair(s) appended to {tmp_path / 'mine.jsonl'}"
+
+
+def test_a_pair_whose_measurement_cannot_check_its_prediction_is_void_with_the_reason(tmp_path: Path) -> None:
+    entries = components()
+    entries["sampler"] |= {"resolves": False, "half_width": 0.09}  # ±9 points around a 20% prediction
+    records = verify_records(tmp_path, fake_result(), entries, spread=0.125)
+    sampler, scheduler = records
+    assert sampler.health.startswith("void: unresolvable: the measured gain's interval (±9.0%)")
+    # A 1.35% gain measured between whole runs that differ by 12.5% among themselves: noise, not the twin.
+    assert scheduler.health == (
+        "void: unresolvable: the predicted gain +1.4% is smaller than the 12.5% by which --verify's Python runs differ"
+    )
+    resolved = verify_records(tmp_path, fake_result(), components(), spread=0.005)
+    assert [record.health for record in resolved] == ["ok", "ok"]
