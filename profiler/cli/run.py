@@ -566,6 +566,12 @@ def run_target_command(
                 probe_server(target, target_model), pid, profile, launched=launched.root if launched else None
             )
             _say_target(plan, spec, profile, probed=setup is not None, console=console)
+            from infer_prof.profiler.session.target.sample_rate import decide_rate
+
+            # py-spy's rate for the tree, from a second's calibration on the quiet server (another engine's only)
+            rate = decide_rate(plan.pid, foreign=not plan.server.ours, profile=profile)
+            if plan.pid is not None and profile != "off":
+                console.print(f"sampling: {rate.words()}", style="dim", soft_wrap=True, markup=False)
             tokenizer = prompt_tokenizer(options.model)
             with session_progress(console) as hooks:
                 outcome = run_target_session(
@@ -579,6 +585,7 @@ def run_target_command(
                     prompt_model=options.model,
                     probe=setup,
                     launched=launched,
+                    sample_rate=rate,
                 )
         if swap_plan is not None and setup is not None:  # read once the server is gone: its last calls are in
             from infer_prof.profiler.session.target.swap import report_swap

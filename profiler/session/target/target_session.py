@@ -65,6 +65,7 @@ from infer_prof.profiler.session.target.liveness import Liveness
 from infer_prof.profiler.session.target.probe import ServerInfo
 from infer_prof.profiler.session.target.processes import primary_pid, process_table, write_process_samples
 from infer_prof.profiler.session.target.remote import RemoteWindow
+from infer_prof.profiler.session.target.sample_rate import SampleRate, decide_rate
 from infer_prof.profiler.session.target.server_split import (
     foreign_processes,
     gil_section,
@@ -187,9 +188,11 @@ def run_target_session(
     prompt_model: str = "",
     probe: ProbeSetup | None = None,
     launched: LaunchedServer | None = None,
+    sample_rate: SampleRate | None = None,
 ) -> SessionOutcome:
     """Drive the scenario against the server and write the run directory (result.json last). A server on this
-    machine that dies during the load stops it: what was measured before is kept, the death in `target.death`."""
+    machine that dies during the load stops it: what was measured before is kept, the death in `target.death`.
+    py-spy's rate is `sample_rate`, else decided here (sample_rate.decide_rate: calibrated for another engine's server)."""
     hooks = hooks or SessionHooks()
     stop_event = stop_event or threading.Event()
     server = plan.server
@@ -197,7 +200,8 @@ def run_target_session(
     requests = generate_requests(scenario, context)
     prompts = prepare_prompts(requests, tokenizer)
     window = RemoteWindow(server.url) if server.ours and profile != "off" else None
-    tree = tree_sampler(plan, profile)
+    rate = sample_rate or decide_rate(plan.pid, foreign=not server.ours, profile=profile)
+    tree = tree_sampler(plan, profile, rate.rate_hz)
     done = _Progress(hooks)
     window_open = window.start() if window else False
     if tree is not None:
@@ -251,6 +255,9 @@ def run_target_session(
         result.partial_reason = result.partial_reason or (
             "the server died during the load: what was measured before is kept, the rest was not sent"
         )
+    if result.target is not None and tree is not None:
+        wall_s = (load.end_ns - load.start_ns) / 1e9
+        result.target["sampling_rate"] = rate.section(collector_results.get("processes"), wall_s)
     write_run(out_dir, result, requests_df, steps_df)
     write_process_samples(out_dir, collector_results.get("processes") or {})
     write_samples(out_dir, collector_results, result)
@@ -278,8 +285,8 @@ def server_liveness(
 NATIVE_ATTACH_TRIES = 2  # of watch.ATTACH_TRIES
 
 
-def tree_sampler(plan: TargetPlan, profile: str) -> TreeSampler | None:
-    """One py-spy per Python process of the server's tree, at the profile's rate; None without a tree.
+def tree_sampler(plan: TargetPlan, profile: str, rate_hz: int | None = None) -> TreeSampler | None:
+    """One py-spy per Python process of the server's tree, at `rate_hz` (else the profile's rate); None without a tree.
 
     Another engine's samples need native stacks to tell Python from the C++ it calls (our own server has its
     spans), so those are sampled with --native at every profile; a process where py-spy cannot unwind is
@@ -297,7 +304,7 @@ def tree_sampler(plan: TargetPlan, profile: str) -> TreeSampler | None:
         use_native = native_stacks and native_tries[pid] <= NATIVE_ATTACH_TRIES
         return SamplingCollector(
             pid=pid,
-            rate=DEEP_RATE_HZ if deep else DEFAULT_RATE_HZ,
+            rate=rate_hz or (DEEP_RATE_HZ if deep else DEFAULT_RATE_HZ),
             native_stacks=use_native,
             priority="realtime" if deep else "low",
         )
