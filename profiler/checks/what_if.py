@@ -29,6 +29,7 @@ from infer_prof.profiler.checks.slowdown import (
     label_steps,
     level_scale,
 )
+from infer_prof.profiler.ledger.verify_pairs import unresolvable
 from infer_prof.profiler.rundir.atomic import write_json_atomic, write_text_atomic
 from infer_prof.profiler.rundir.health import void_reason
 
@@ -209,7 +210,8 @@ def pair_with_verify(
             "high": _finite(measured_entry.get("measured_high")),
             "agreement": measured / gain["gain"] if gain["gain"] else None,
             "within_band": abs(measured / gain["gain"] - 1.0) <= AGREEMENT_BAND if gain["gain"] else None,
-            "void": measured_entry.get("void"),
+            "void": measured_entry.get("void")
+            or unresolvable(measured_entry, gain["gain"], (verify or {}).get("python_spread")),
         }
         pairs.append({"component": component, "predicted": gain, "measured": entry["measured"]})
     if pairs:
