@@ -6,6 +6,9 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from types import TracebackType
+
+import numpy as np
 
 from infer_prof.engine.config import EngineConfig
 from infer_prof.engine.prepare import PythonPrepare
@@ -24,6 +27,7 @@ from infer_prof.engine.types import (
     SamplingParams,
     Scheduler,
     StepPlan,
+    TextTokenizer,
 )
 from infer_prof.errors import EngineShutdownError, PromptTooLongError, RequestError
 
@@ -36,7 +40,7 @@ class Engine:
     def __init__(
         self,
         model: Model,
-        tokenizer,  # engine.tokenizer.Tokenizer or anything with its encode/decode/stop_token_ids
+        tokenizer: TextTokenizer,  # engine.tokenizer.Tokenizer, or a stand-in with its encode/decode
         *,
         scheduler: Scheduler,
         kv_alloc: KVAllocator,
@@ -118,7 +122,9 @@ class Engine:
     def __enter__(self) -> Engine:  # typing.Self needs Python 3.11
         return self.start()
 
-    def __exit__(self, exc_type, exc, tb) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.shutdown(abort=exc_type is not None)
 
     def submit(
@@ -389,7 +395,7 @@ class Engine:
                     request.scheduled_ns = now
         return plan.prefill_tokens, plan.decode_tokens
 
-    def _run_batch(self, plan: StepPlan, block_tables) -> None:
+    def _run_batch(self, plan: StepPlan, block_tables: np.ndarray) -> None:
         with self.tracer.span("prepare"):
             model_input = self.prepare.prepare(plan, block_tables)
         with self.tracer.span("model"):
@@ -464,7 +470,7 @@ class Engine:
         if request.num_emitted < len(request.text):
             request.publish(request.text[request.num_emitted :])
             request.num_emitted = len(request.text)
-        request.finish(reason, error, self.clock())
+        output = request.finish(reason, error, self.clock())
         if report and self._running.pop(request.request_id, None) is not None:
             self._finished_ids.append(request.request_id)
             self.sampler.remove(request.request_id)
@@ -474,7 +480,7 @@ class Engine:
         self._num_finished += 1
         if request.on_finish is not None:
             try:
-                request.on_finish(request.output)
+                request.on_finish(output)
             except Exception:  # the request is over: a client's bug cannot fail it any more
                 pass
 

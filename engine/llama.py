@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
@@ -21,6 +22,9 @@ from infer_prof.engine.types import (
     PackedLayer,
 )
 from infer_prof.errors import UnsupportedModelError
+
+if TYPE_CHECKING:  # engine.cuda_graphs captures this module's forward
+    from infer_prof.engine.cuda_graphs import DecodeGraphs
 
 _DTYPES = {
     "float32": torch.float32,
@@ -46,17 +50,21 @@ def resolve_dtype(name: str) -> torch.dtype:
         ) from None
 
 
+# A linear's weight: float, or packed (Int8Linears in an int8 model, BlockLinears in a q4_1 one).
+Weight = torch.Tensor | Int8Linear | BlockLinear
+
+
 @dataclass(slots=True)
 class LayerWeights:
     """One transformer block; matrices are [out, in], Q/K rows in llama.cpp's interleaved-pair order."""
 
     # The four matrices are Int8Linears in an int8 model (LlamaModel._quantize), BlockLinears in a q4_1 one.
     attn_norm: torch.Tensor  # float32 [dim]
-    qkv: torch.Tensor | Int8Linear | BlockLinear  # [(n_heads + 2 * n_kv_heads) * head_dim, dim]
-    attn_out: torch.Tensor | Int8Linear | BlockLinear  # [dim, n_heads * head_dim]
+    qkv: Weight  # [(n_heads + 2 * n_kv_heads) * head_dim, dim]
+    attn_out: Weight  # [dim, n_heads * head_dim]
     ffn_norm: torch.Tensor  # float32 [dim]
-    gate_up: torch.Tensor | Int8Linear | BlockLinear  # [2 * hidden_dim, dim]: gate rows then up rows
-    down: torch.Tensor | Int8Linear | BlockLinear  # [dim, hidden_dim]
+    gate_up: Weight  # [2 * hidden_dim, dim]: gate rows then up rows
+    down: Weight  # [dim, hidden_dim]
 
 
 @dataclass(slots=True)
@@ -69,7 +77,9 @@ class LlamaWeights:
     output: torch.Tensor | None = None  # [vocab, dim]
 
 
-Linear = Callable[[torch.Tensor, Any], torch.Tensor]  # weight: a tensor, an Int8Linear or a BlockLinear
+Linear = Callable[[torch.Tensor, Weight], torch.Tensor]
+FloatLinear = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+PackedLinear = Callable[[torch.Tensor, Int8Linear | BlockLinear], torch.Tensor]
 
 # SDPA maps query heads onto shared KV heads itself from torch 2.5; older versions need a K/V copy.
 _SDPA_HAS_GQA = tuple(int(part) for part in torch.__version__.split(".")[:2]) >= (2, 5)
@@ -79,11 +89,17 @@ def _plain_linear(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return x @ w.t()
 
 
-def _packed_linear(x: torch.Tensor, w: Any) -> torch.Tensor:
+def _packed_linear(x: torch.Tensor, w: Int8Linear | BlockLinear) -> torch.Tensor:
     return w(x)
 
 
-def _select_linear(dtype: torch.dtype = torch.float32) -> Linear:
+def _for_layers(linear: FloatLinear | PackedLinear) -> Linear:
+    """`linear` as the model keeps it: the model only calls it with weights of the format it was chosen for
+    (float tensors, or the packed weights that replaced them), an invariant Weight's union cannot state."""
+    return typing.cast(Linear, linear)
+
+
+def _select_linear(dtype: torch.dtype = torch.float32) -> FloatLinear:
     """oneDNN's linear when this torch has it for `dtype`: on the CPUs measured here MKL's small-batch
     sgemm/sgemv ran at half the memory bandwidth (batch 1: 25 ms vs 15 ms of matmuls for SmolLM2; batch
     16: 47 vs 30 ms), so the plain `x @ w.t()` is only the fallback. The probe runs in the model's dtype:
@@ -134,7 +150,8 @@ def padded_rows(rows: int) -> int:
 
 def row_buckets(max_rows: int) -> list[int]:
     """Every row count padded_rows() gives for 1..max_rows, ascending."""
-    buckets, rows = [], 1
+    buckets: list[int] = []
+    rows = 1
     while rows <= max_rows:
         buckets.append(padded_rows(rows))
         rows = buckets[-1] + 1
@@ -213,10 +230,9 @@ class LlamaModel:
                 f"dtype q4_1 runs on the CPU only, not on {device}: use float32 or bfloat16"
             )
         cast = self._cast
-        self.embedding: Any = cast(weights.token_embedding)
-        self._embed: Callable[[torch.Tensor], torch.Tensor] = lambda ids: F.embedding(
-            ids, self.embedding
-        ).float()
+        embedding = cast(weights.token_embedding)
+        self.embedding: torch.Tensor | Int8Embedding = embedding
+        self._embed: Callable[[torch.Tensor], torch.Tensor] = lambda ids: F.embedding(ids, embedding).float()
         self.layers = [
             LayerWeights(
                 attn_norm=self._place(layer.attn_norm.float()),
@@ -229,9 +245,9 @@ class LlamaModel:
             for layer in weights.layers
         ]
         self.output_norm = self._place(weights.output_norm.float())
-        self.head: Any = self.embedding if weights.output is None else cast(weights.output)
+        self.head: Weight = embedding if weights.output is None else cast(weights.output)
         # oneDNN is the CPU's fast path; on a GPU torch's matmul already calls cuBLAS.
-        self._linear: Linear = _plain_linear if on_device else _select_linear(self.dtype)
+        self._linear = _for_layers(_plain_linear if on_device else _select_linear(self.dtype))
         head_dim = config.head_dim
         # float64 frequencies: positions times frequencies lose precision in float32 at long contexts.
         self._inv_freq = self._place(
@@ -242,7 +258,7 @@ class LlamaModel:
         self.kv_pools: list[torch.Tensor] = []  # per layer [num_blocks, block_size, 2, n_kv_heads, head_dim]
         # Decode steps replayed as CUDA graphs (engine.cuda_graphs.DecodeGraphs), or None: every step eager.
         # Set before allocate_kv_cache(): the graphs' padding rows write into one extra scratch block.
-        self.graphs: Any = None
+        self.graphs: DecodeGraphs | None = None
         # The native decode attention reads a float32 pool in host memory. Set before int8's calibration
         # forward, which plans a step as every forward does.
         self._decode_kernel = (
@@ -277,7 +293,7 @@ class LlamaModel:
 
         n = len(tokens)
         self.allocate_kv_cache(-(-n // 16), 16)
-        self._linear = recording
+        self._linear = _for_layers(recording)
         ids = torch.tensor(tokens, dtype=torch.int64)
         positions = torch.arange(n, dtype=torch.int64)
         inp = ModelInput(
@@ -291,7 +307,7 @@ class LlamaModel:
         )
         self.forward(inp)
 
-        def pack(weight: torch.Tensor | Int8Linear) -> Int8Linear:
+        def pack(weight: Weight) -> Int8Linear:
             assert isinstance(weight, torch.Tensor)
             return Int8Linear.from_float(weight, engine, seen.get(id(weight)))
 
@@ -307,9 +323,9 @@ class LlamaModel:
         # A tied head is packed for the linear; the embedding keeps its own int8 rows for lookups.
         self.head = pack(self.head)
         self.output_norm = _take_smoothing(self.output_norm, self.head)
-        self.embedding = Int8Embedding.from_float(self.embedding)
+        self.embedding = Int8Embedding.from_float(_float(self.embedding))
         self._embed = self.embedding
-        self._linear = _packed_linear
+        self._linear = _for_layers(_packed_linear)
         self.quantized_engine = engine
         self.kv_pools, self.num_blocks, self.block_size = [], 0, 0
 
@@ -320,7 +336,7 @@ class LlamaModel:
         per tensor as int8's are, so no outlier smoothing and no calibration pass are needed. The embedding
         keeps int8 rows: a lookup reads one row a token."""
 
-        def pack(weight: torch.Tensor | Int8Linear | BlockLinear, bits: int) -> BlockLinear:
+        def pack(weight: Weight, bits: int) -> BlockLinear:
             assert isinstance(weight, torch.Tensor)
             return BlockLinear.from_float(weight, bits, kernel)
 
@@ -328,11 +344,11 @@ class LlamaModel:
             layer.qkv, layer.attn_out = pack(layer.qkv, 4), pack(layer.attn_out, 4)
             layer.gate_up, layer.down = pack(layer.gate_up, 4), pack(layer.down, 4)
         self.head = pack(self.head, 8)
-        self.embedding = Int8Embedding.from_float(self.embedding)
+        self.embedding = Int8Embedding.from_float(_float(self.embedding))
         self._embed = self.embedding
-        self._linear = _packed_linear
+        self._linear = _for_layers(_packed_linear)
 
-    def _cast(self, weight: torch.Tensor | Int8Linear) -> torch.Tensor:
+    def _cast(self, weight: Weight) -> torch.Tensor:
         assert isinstance(weight, torch.Tensor), "a model is built from float weights; int8 packs them itself"
         return self._place(weight.to(self.dtype))
 
@@ -490,6 +506,7 @@ class LlamaModel:
         out = torch.empty_like(q)
         if plan.decode_blocks is not None:
             rows = plan.decode_rows
+            assert rows is not None  # a plan with prefills lists its decode rows
             out.index_copy_(0, rows, self._decode_attention(q.index_select(0, rows), pool, plan))
         for pre in plan.prefills:
             n = pre.end - pre.start
@@ -522,9 +539,11 @@ class LlamaModel:
         c = self.config
         group, hd, n_kv = c.n_heads // c.n_kv_heads, c.head_dim, c.n_kv_heads
         batch = q.shape[0]
+        blocks, lens = plan.decode_blocks, plan.decode_lens
+        assert blocks is not None and lens is not None  # set together, for every plan with decode rows
         if self._decode_kernel is not None:
-            return self._decode_kernel(q, pool, plan.decode_blocks.view(batch, -1), plan.decode_lens, n_kv)
-        kv = pool.view(self.num_blocks, -1).index_select(0, plan.decode_blocks).view(batch, -1, 2, n_kv, hd)
+            return self._decode_kernel(q, pool, blocks.view(batch, -1), lens, n_kv)
+        kv = pool.view(self.num_blocks, -1).index_select(0, blocks).view(batch, -1, 2, n_kv, hd)
         # The group's query heads share one KV head, so they ride along as extra query rows: no K/V copy.
         o = F.scaled_dot_product_attention(
             q.view(batch, n_kv, group, hd),
@@ -600,7 +619,12 @@ class LlamaModel:
         )
 
 
-def _packed(weight: torch.Tensor | Int8Linear | BlockLinear) -> torch.Tensor:
+def _float(weight: torch.Tensor | Int8Embedding) -> torch.Tensor:
+    assert isinstance(weight, torch.Tensor), "the embedding is packed once, from its float rows"
+    return weight
+
+
+def _packed(weight: Weight) -> torch.Tensor:
     assert isinstance(weight, BlockLinear) and weight.bits == 4, "q4_1's layers are 4-bit BlockLinears"
     return weight.packed
 

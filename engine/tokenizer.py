@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
 
 import gguf
 from jinja2 import TemplateError
@@ -13,6 +12,7 @@ from tokenizers import AddedToken, decoders, models, pre_tokenizers
 from tokenizers import Tokenizer as HFTokenizer
 
 from infer_prof.engine.gguf_loader import field_value, open_gguf
+from infer_prof.engine.types import TextTokenizer
 from infer_prof.errors import GGUFFormatError, RequestError, UnsupportedModelError
 
 # GGUF token types (llama.cpp's llama_token_type).
@@ -49,7 +49,8 @@ def _byte_alphabet() -> list[str]:
         *range(ord("¡"), ord("¬") + 1),
         *range(ord("®"), ord("ÿ") + 1),
     ]
-    stand_in, extra = {}, 0
+    stand_in: dict[int, str] = {}
+    extra = 0
     for byte in range(256):
         if byte in printable:
             stand_in[byte] = chr(byte)
@@ -109,7 +110,8 @@ class Tokenizer:
                 "GGUF tokenizer metadata is missing or inconsistent (tokens vs token types)"
             )
         try:
-            pairs = [tuple(merge.split(" ", 1)) for merge in merges]
+            # A merge without its space fails the unpacking: corrupt, as the BPE model would call it.
+            pairs = [(first, second) for first, second in (merge.split(" ", 1) for merge in merges)]
             bpe = models.BPE(vocab={token: i for i, token in enumerate(tokens)}, merges=pairs)
         except Exception as exc:
             raise GGUFFormatError(f"GGUF tokenizer vocabulary or merges are corrupt ({exc})") from exc
@@ -181,8 +183,11 @@ class Tokenizer:
 
     # ------------------------------------------------------------------ chat
 
-    def apply_chat_template(self, messages: list[dict[str, Any]], add_generation_prompt: bool = True) -> str:
-        """Render `messages` ([{"role": ..., "content": ...}]) with the model's Jinja chat template."""
+    def apply_chat_template(
+        self, messages: Sequence[Mapping[str, object]], add_generation_prompt: bool = True
+    ) -> str:
+        """Render `messages` ([{"role": ..., "content": ...}], as a client sent them) with the model's Jinja
+        chat template."""
         try:
             return self._template.render(
                 messages=messages,
@@ -216,7 +221,7 @@ class IncrementalDetokenizer:
     means a multi-byte character is still incomplete, so nothing is emitted until it completes.
     """
 
-    def __init__(self, tokenizer: Tokenizer, skip_special_tokens: bool = True) -> None:
+    def __init__(self, tokenizer: TextTokenizer, skip_special_tokens: bool = True) -> None:
         self._tokenizer = tokenizer
         self._skip = skip_special_tokens
         self._ids: list[int] = []

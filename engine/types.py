@@ -1,7 +1,7 @@
 """Plain data and component protocols shared by the engine and every twin (Python or native) of its parts.
 
 The engine is assembled from components passed in by the caller (dependency injection):
-a `Model`, a `Tokenizer`, a `Scheduler`, a `KVAllocator`, a `Prepare` (input preparation), a
+a `Model`, a `TextTokenizer`, a `Scheduler`, a `KVAllocator`, a `Prepare` (input preparation), a
 `Sampler` and a `Tracer`. Each protocol below is shaped so that a native twin can serve it with ONE
 foreign call per engine step: scheduler and allocator decisions are pure integer bookkeeping handed
 over as arrays (a native twin's are views of memory it reuses step to step, so no per-sequence
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -168,8 +169,22 @@ class StepPlan:
 
     def copy(self) -> StepPlan:
         """A plan that owns its arrays (a native plan's views change at the next step)."""
-        arrays = {name: np.array(getattr(self, name)) for name in PLAN_ARRAYS}
-        return StepPlan(**arrays, **{name: int(getattr(self, name)) for name in PLAN_COUNTS})
+        return StepPlan(
+            seq_ids=np.array(self.seq_ids),
+            num_tokens=np.array(self.num_tokens),
+            start_positions=np.array(self.start_positions),
+            samples=np.array(self.samples),
+            frees=np.array(self.frees),
+            preempted=np.array(self.preempted),
+            grow_seq_ids=np.array(self.grow_seq_ids),
+            grow_num_blocks=np.array(self.grow_num_blocks),
+            num_waiting=int(self.num_waiting),
+            num_running=int(self.num_running),
+            first_admitted=int(self.first_admitted),
+            prefill_tokens=int(self.prefill_tokens),
+            decode_tokens=int(self.decode_tokens),
+            num_cached_tokens=int(self.num_cached_tokens),
+        )
 
     def as_lists(self) -> dict[str, list[int] | list[bool] | int]:
         """Every field as plain Python values (for messages and comparisons in tests)."""
@@ -304,6 +319,26 @@ class Sampler(Protocol):
 
 
 # ----------------------------------------------------------------------------------------------
+# Tokenizer: text <-> token ids, on the submitting thread (encode) and the engine thread (decode).
+# ----------------------------------------------------------------------------------------------
+
+
+class TextTokenizer(Protocol):
+    """What the engine and its detokenizer call: engine.tokenizer.Tokenizer, or a test's stand-in."""
+
+    @property
+    def stop_token_ids(self) -> AbstractSet[int]: ...
+
+    def encode(self, text: str, add_special_tokens: bool = False) -> list[int]: ...
+
+    def encode_chat(self, user_text: str) -> list[int]:
+        """Ids of a one-turn chat prompt asking `user_text`, ending with the assistant's turn header."""
+        ...
+
+    def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str: ...
+
+
+# ----------------------------------------------------------------------------------------------
 # Model: a paged-KV forward over one step's flattened tokens.
 # ----------------------------------------------------------------------------------------------
 
@@ -353,6 +388,8 @@ class ModelInput:
         "_query_lens",
         "_context_lens",
     )
+    _query_lens: Sequence[int] | np.ndarray  # a list once read
+    _context_lens: Sequence[int] | np.ndarray
 
     def __init__(
         self,
@@ -374,21 +411,19 @@ class ModelInput:
 
     @property
     def query_lens(self) -> list[int]:
-        if type(self._query_lens) is not list:
-            self._query_lens = (
-                self._query_lens.tolist() if hasattr(self._query_lens, "tolist") else list(self._query_lens)
-            )
-        return self._query_lens
+        lens = self._query_lens
+        if type(lens) is list:
+            return lens
+        self._query_lens = listed = lens.tolist() if hasattr(lens, "tolist") else list(lens)
+        return listed
 
     @property
     def context_lens(self) -> list[int]:
-        if type(self._context_lens) is not list:
-            self._context_lens = (
-                self._context_lens.tolist()
-                if hasattr(self._context_lens, "tolist")
-                else list(self._context_lens)
-            )
-        return self._context_lens
+        lens = self._context_lens
+        if type(lens) is list:
+            return lens
+        self._context_lens = listed = lens.tolist() if hasattr(lens, "tolist") else list(lens)
+        return listed
 
     def same_as(self, other: ModelInput) -> bool:
         """Equal tensors and lengths, field by field (the twins' equivalence check)."""
