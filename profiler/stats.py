@@ -37,7 +37,10 @@ class MannWhitneyResult:
 
 
 def mann_whitney_u(
-    x: Sequence[float], y: Sequence[float], *, alternative: Alternative = "two-sided"
+    x: np.ndarray | Sequence[float],
+    y: np.ndarray | Sequence[float],
+    *,
+    alternative: Alternative = "two-sided",
 ) -> MannWhitneyResult:
     """Mann-Whitney U test of x against y; "less" asks whether x tends to be smaller than y."""
     a, b = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
@@ -161,10 +164,22 @@ def bootstrap_ratio(
     numerator: np.ndarray | Sequence[float],
     denominator: np.ndarray | Sequence[float],
     statistic: Statistic = mean_statistic,
-    **options: object,
+    *,
+    confidence: float = 0.95,
+    resamples: int = 2000,
+    seed: int = 0,
+    block: int | None = 1,
 ) -> Interval:
-    """statistic(numerator) / statistic(denominator) of two independent samples (e.g. two runs), with its interval."""
-    return bootstrap([numerator, denominator], ratio_of(statistic), **options)  # type: ignore[arg-type]
+    """statistic(numerator) / statistic(denominator) of two independent samples (e.g. two runs), with its interval
+    (the options as bootstrap's)."""
+    return bootstrap(
+        [numerator, denominator],
+        ratio_of(statistic),
+        confidence=confidence,
+        resamples=resamples,
+        seed=seed,
+        block=block,
+    )
 
 
 def _chunk(data: list[np.ndarray], resamples: int) -> int:

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from infer_prof.profiler.budget.spec import ALIASES, Assertion, BudgetError, BudgetFile
+from infer_prof.profiler.budget.spec import ALIASES, Assertion, BudgetError, BudgetFile, RunOverrides
 from infer_prof.profiler.rundir.health import void_reason
 from infer_prof.profiler.rundir.native import refuse_fallback
 from infer_prof.profiler.rundir.results import ResultError, RunData, RunResult, read_result, read_run
@@ -33,7 +33,7 @@ from infer_prof.profiler.stats import (
 )
 
 RunLike = RunResult | str | Path
-RunFn = Callable[[dict[str, Any]], Path]
+RunFn = Callable[[RunOverrides], Path]
 COUNTING_PROFILE = "counters"  # config.profile of a run recorded in counting mode (never timed)
 MIN_BOOTSTRAP_SAMPLES = 8  # fewer per-request/per-step rows than this say nothing about noise
 BOOTSTRAP_RESAMPLES = 1000
@@ -200,12 +200,12 @@ def load_results(runs: Sequence[RunLike]) -> list[RunResult]:
     return [_Run(run).result for run in expand_run_dirs(list(runs))]
 
 
-def record_runs(budget: BudgetFile, run_fn: RunFn, *, overrides: dict[str, Any] | None = None) -> list[Path]:
+def record_runs(budget: BudgetFile, run_fn: RunFn, *, overrides: RunOverrides | None = None) -> list[Path]:
     """Run what the budget needs once per side: `repeats` timed runs, plus one counting run for counters."""
-    config = {**budget.run_overrides(), **(overrides or {})}
+    config: RunOverrides = {**budget.run_overrides(), **(overrides or {})}
     if "scenario" not in config:
         raise BudgetError('the budget names no scenario to run; add scenario = "..." or pass --run RUN_DIR')
-    paths = [run_fn(dict(config)) for _ in range(budget.repeats if budget.needs_timed_runs else 0)]
+    paths = [run_fn(config.copy()) for _ in range(budget.repeats if budget.needs_timed_runs else 0)]
     if budget.needs_counters:
         paths.append(run_fn({**config, "profile": COUNTING_PROFILE}))
     return paths
@@ -229,18 +229,18 @@ def check_budget_with_runner(
     run_baseline = (
         bool(budget.baseline) and not baseline_runs and any(a.needs_baseline for a in budget.assertions)
     )
-    baseline_config = {**config, **budget.baseline}
+    baseline_config: RunOverrides = {**config, **budget.baseline}
     runs: list[RunLike] = []
     baselines: list[RunLike] = list(baseline_runs or [])
     for repeat in range(budget.repeats if budget.needs_timed_runs else 0):
         if not run_baseline:
-            runs.append(run_fn(dict(config)))
+            runs.append(run_fn(config.copy()))
         elif repeat % 2 == 0:
-            baselines.append(run_fn(dict(baseline_config)))
-            runs.append(run_fn(dict(config)))
+            baselines.append(run_fn(baseline_config.copy()))
+            runs.append(run_fn(config.copy()))
         else:
-            runs.append(run_fn(dict(config)))
-            baselines.append(run_fn(dict(baseline_config)))
+            runs.append(run_fn(config.copy()))
+            baselines.append(run_fn(baseline_config.copy()))
     if budget.needs_counters:
         runs.append(run_fn({**config, "profile": COUNTING_PROFILE}))
         if run_baseline:

@@ -7,7 +7,6 @@ import statistics
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from infer_prof.profiler.budget.check import (
     AssertionResult,
@@ -96,8 +95,8 @@ def bmf_document(report_or_runs: BudgetReport | Sequence[RunLike]) -> dict[str, 
             document.setdefault(benchmark, {})[slug] = _metric(result.measured, result.values)
         return document
     groups: dict[str, list[RunResult]] = {}
-    for result in load_results(report_or_runs):
-        groups.setdefault(benchmark_name(result), []).append(result)
+    for run in load_results(report_or_runs):
+        groups.setdefault(benchmark_name(run), []).append(run)
     for benchmark, results in groups.items():
         for alias in BMF_DEFAULT_METRICS:
             values = [v for v in (_number(result, ALIASES[alias]) for result in results) if v is not None]
@@ -131,7 +130,7 @@ def _metric(value: float, values: Sequence[float | None]) -> dict[str, float]:
 
 def _number(result: RunResult, path: str) -> float | None:
     try:
-        value: Any = result.get(path)
+        value: object = result.get(path)
     except KeyError:
         return None
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None

@@ -6,9 +6,10 @@ import difflib
 import math
 import re
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TypedDict, cast
 
 from infer_prof.errors import BudgetError, InferProfError, check_nesting, read_bounded
 from infer_prof.profiler.rundir.results import CATEGORIES, COMPONENTS, LATENCY_METRICS, RunResult
@@ -127,6 +128,18 @@ class Assertion:
         return ", ".join(parts)
 
 
+class RunOverrides(TypedDict, total=False):
+    """The run options a budget sets (only those given), as a budget's run_fn receives them; checked on reading."""
+
+    scenario: str
+    model: str
+    requests: int
+    seed: int
+    duration_s: float
+    native: list[str] | str  # a [baseline] table's native as written: a list of twins, or one word
+    profile: str  # set by the runner, not by the file: the counting run's "counters"
+
+
 @dataclass(frozen=True, slots=True)
 class BudgetFile:
     """A whole budget: what to run (scenario and overrides) and what must hold."""
@@ -143,15 +156,21 @@ class BudgetFile:
     duration_s: float | None = None
     native: tuple[str, ...] | None = None
     alpha: float = 0.01  # one-sided significance level of a baseline regression
-    baseline: dict[str, Any] = field(default_factory=dict)  # overrides that make the baseline config
+    baseline: RunOverrides = field(default_factory=lambda: RunOverrides())  # what makes the baseline config
 
-    def run_overrides(self) -> dict[str, Any]:
+    def run_overrides(self) -> RunOverrides:
         """The run options this budget sets (only those given), as the runner receives them."""
-        overrides: dict[str, Any] = {}
-        for key in ("scenario", "model", "requests", "seed", "duration_s"):
-            value = getattr(self, key)
-            if value is not None:
-                overrides[key] = value
+        overrides: RunOverrides = {}
+        if self.scenario is not None:
+            overrides["scenario"] = self.scenario
+        if self.model is not None:
+            overrides["model"] = self.model
+        if self.requests is not None:
+            overrides["requests"] = self.requests
+        if self.seed is not None:
+            overrides["seed"] = self.seed
+        if self.duration_s is not None:
+            overrides["duration_s"] = self.duration_s
         if self.native is not None:
             overrides["native"] = list(self.native)
         return overrides
@@ -267,19 +286,21 @@ def parse_budget(text: str, *, source: str | Path = "<budget>") -> BudgetFile:
         duration_s=run.get("duration_s"),
         native=None if native is None else tuple([native] if isinstance(native, str) else native),
         alpha=float(alpha),
-        baseline=dict(baseline),
+        baseline=cast(RunOverrides, dict(baseline)),  # its keys and values checked above
     )
 
 
-def _parse_entry(entry: dict[str, Any], index: int, lines: _LineFinder, where: Any) -> Assertion:
+# Where a problem is: a line number (None: unknown) -> "FILE:LINE" for a message.
+Where = Callable[[int | None], str]
+
+
+def _parse_entry(entry: dict[str, object], index: int, lines: _LineFinder, where: Where) -> Assertion:
     line = lines.entry(index)
     here = where(line)
     label = f"[[budget]] #{index + 1}"
     _reject_unknown(entry, ENTRY_KEYS, label, lambda key: where(lines.entry_key(index, key) or line))
     metric = entry.get("metric")
     ratio = entry.get("ratio")
-    if metric is None and ratio is None:
-        raise BudgetError(f'{here}: {label} has no `metric`; name one, e.g. metric = "metrics.ttft_ms.p99"')
     if metric is not None and not isinstance(metric, str):
         raise BudgetError(f"{here}: {label} `metric` must be a string, not {metric!r}")
     if ratio is not None:
@@ -288,53 +309,62 @@ def _parse_entry(entry: dict[str, Any], index: int, lines: _LineFinder, where: A
                 f"{here}: {label} `ratio` must be two metric names [numerator, denominator], not {ratio!r}"
             )
         paths = tuple(_resolve_or_fail(r, here, label) for r in ratio)
-    else:
+        written = metric if isinstance(metric, str) else f"{ratio[0]} / {ratio[1]}"
+    elif isinstance(metric, str):
         paths = (_resolve_or_fail(metric, here, label),)
+        written = metric
+    else:
+        raise BudgetError(f'{here}: {label} has no `metric`; name one, e.g. metric = "metrics.ttft_ms.p99"')
     bounds: dict[str, float | None] = {}
     for key in ("min", "max", "min_ratio", "max_ratio"):
         value = entry.get(key)
-        if value is not None and (
-            isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
-        ):
+        if value is None:
+            bounds[key] = None
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             raise BudgetError(
                 f"{where(lines.entry_key(index, key) or line)}: {label} `{key}` must be a finite number, not {value!r}"
             )
-        if key.endswith("_ratio") and value is not None and value <= 0:
+        if key.endswith("_ratio") and value <= 0:
             raise BudgetError(
                 f"{where(lines.entry_key(index, key) or line)}: {label} `{key}` = {value} must be > 0"
             )
-        bounds[key] = None if value is None else float(value)
+        bounds[key] = float(value)
     if all(value is None for value in bounds.values()):
         raise BudgetError(
             f"{here}: {label} ({metric or ratio}) has no bound; add min, max, min_ratio or max_ratio"
         )
     for low, high in (("min", "max"), ("min_ratio", "max_ratio")):
-        if bounds[low] is not None and bounds[high] is not None and bounds[low] > bounds[high]:
+        lower, upper = bounds[low], bounds[high]
+        if lower is not None and upper is not None and lower > upper:
             raise BudgetError(
-                f"{here}: {label} {low} = {bounds[low]:g} is above {high} = {bounds[high]:g}; nothing can pass"
+                f"{here}: {label} {low} = {lower:g} is above {high} = {upper:g}; nothing can pass"
             )
     level = entry.get("level", "error")
-    if level not in LEVELS:
+    if not isinstance(level, str) or level not in LEVELS:
         raise BudgetError(
             f"{where(lines.entry_key(index, 'level') or line)}: {label} level = {level!r} is unknown; use one of {', '.join(LEVELS)}"
         )
     aggregate = entry.get("aggregate", "median")
-    if aggregate not in AGGREGATES:
+    if not isinstance(aggregate, str) or aggregate not in AGGREGATES:
         raise BudgetError(
             f"{where(lines.entry_key(index, 'aggregate') or line)}: {label} aggregate = {aggregate!r} is unknown; use one of {', '.join(AGGREGATES)}"
         )
-    name = entry.get("name") or (metric if metric is not None else f"{ratio[0]} / {ratio[1]}")
+    name = entry.get("name") or written
     if not isinstance(name, str):
         raise BudgetError(f"{here}: {label} `name` must be a string")
     return Assertion(
         name=name,
-        metric=metric if metric is not None else f"{ratio[0]} / {ratio[1]}",
+        metric=written,
         paths=paths,
+        min=bounds["min"],
+        max=bounds["max"],
+        min_ratio=bounds["min_ratio"],
+        max_ratio=bounds["max_ratio"],
         level=level,
         aggregate=aggregate,
         description=str(entry.get("description", "")),
         line=line,
-        **bounds,
     )
 
 
@@ -348,7 +378,7 @@ def _resolve_or_fail(metric: str, here: str, label: str) -> str:
         ) from None
 
 
-def _check_run_value(key: str, value: Any, here: str) -> None:
+def _check_run_value(key: str, value: object, here: str) -> None:
     ok = {
         "scenario": isinstance(value, str) and bool(value),
         "model": isinstance(value, str) and bool(value),
@@ -373,7 +403,7 @@ def _check_run_value(key: str, value: Any, here: str) -> None:
         raise BudgetError(f"{here}: {key} = {value!r}; use {wanted}")
 
 
-def _native_ok(value: Any) -> bool:
+def _native_ok(value: object) -> bool:
     from infer_prof.native_paths.toggles import parse_native
 
     if not (isinstance(value, str) or (isinstance(value, list) and all(isinstance(v, str) for v in value))):
@@ -387,7 +417,9 @@ def _native_ok(value: Any) -> bool:
     return True
 
 
-def _reject_unknown(table: dict[str, Any], allowed: tuple[str, ...], label: str, where_key: Any) -> None:
+def _reject_unknown(
+    table: dict[str, object], allowed: tuple[str, ...], label: str, where_key: Callable[[str], str]
+) -> None:
     for key in table:
         if key not in allowed:
             close = difflib.get_close_matches(key, allowed, n=1)
@@ -406,7 +438,8 @@ class _LineFinder:
         self._lines = text.splitlines()
         # (table name or "" for top level, array index, first line, last line)
         self._regions: list[tuple[str, int, int, int]] = []
-        current, start, counts = "", 1, {}
+        current, start = "", 1
+        counts: dict[str, int] = {}
         for number, line in enumerate(self._lines, start=1):
             match = self._header.match(line)
             if match:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as _dt
 import itertools
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
@@ -14,9 +14,10 @@ from infer_prof.profiler.cli.options import output_path
 from infer_prof.profiler.session.options import OPTION, EngineOptions
 
 if TYPE_CHECKING:  # the CLI's help and usage errors load none of these (tests/profiler/cli/test_imports.py)
-    from rich.console import Console
+    from rich.console import Console, JustifyMethod
 
-    from infer_prof.profiler.budget.check import BudgetReport
+    from infer_prof.profiler.budget.check import BudgetReport, RunFn
+    from infer_prof.profiler.budget.spec import RunOverrides
 
 _STYLES = {"PASS": "green", "FAIL": "bold red", "WARN": "yellow", "SKIP": "dim"}
 
@@ -83,7 +84,7 @@ def budget_baseline(
     )
 
 
-def make_run_fn(out_root: Path, console: Console):
+def make_run_fn(out_root: Path, console: Console) -> RunFn:
     """A run_fn(overrides) -> run dir for profiler.budget.check; models are loaded once per process."""
     from infer_prof.native_paths.loader import require_twins
     from infer_prof.native_paths.toggles import parse_native
@@ -94,7 +95,7 @@ def make_run_fn(out_root: Path, console: Console):
     counter = itertools.count(1)
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
 
-    def run_fn(overrides: dict[str, Any]) -> Path:
+    def run_fn(overrides: RunOverrides) -> Path:
         native = overrides.get("native")
         # On the CPU, as budgets were recorded (EngineOptions' own default device is auto, as on the CLI).
         options = EngineOptions(
@@ -194,14 +195,15 @@ def render_budget_report(report: BudgetReport, console: Console) -> None:
     if report.baseline_runs:
         title += f" vs {len(report.baseline_runs)} baseline run(s)"
     table = Table(title=title, title_justify="left", show_lines=False)
-    for column, justify in (
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
         ("status", "left"),
         ("assertion", "left"),
         ("measured", "right"),
         ("bound", "left"),
         ("vs baseline", "right"),
         ("why", "left"),
-    ):
+    )
+    for column, justify in columns:
         table.add_column(column, justify=justify, overflow="fold")
     for result in report.results:
         status = result.status
