@@ -168,7 +168,13 @@ def _submit(state: ServeState, body: Any, stream: RequestStream, prompt_ids: lis
         raise HTTPRequestError(str(exc), param=param) from None
 
 
-async def _generate(request: Request, state: ServeState, schema: type, *, chat: bool) -> Response:
+async def _generate(
+    request: Request,
+    state: ServeState,
+    schema: type[CompletionRequest] | type[ChatCompletionRequest],
+    *,
+    chat: bool,
+) -> Response:
     raw = await _read_body(request)
     endpoint = request.url.path
     tracer = state.tracing.current()

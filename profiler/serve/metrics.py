@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from prometheus_client import (
@@ -65,7 +66,8 @@ class ServerMetrics:
         )
         info = Gauge(f"{PREFIX}_model_info", "The served model (value 1).", ["model"], registry=registry)
         info.labels(model=model_name).set(1)
-        gauges = {
+        # Each gauge's help text and how it reads the engine's stats() when scraped.
+        gauges: dict[str, tuple[str, Callable[[dict[str, int | float]], float]]] = {
             "kv_blocks_used": (
                 "KV cache blocks in use.",
                 lambda stats: stats["blocks_total"] - stats["blocks_free"],
@@ -82,9 +84,11 @@ class ServerMetrics:
             "requests_running": ("Requests the scheduler is running.", lambda stats: stats["running"]),
         }
         for name, (text, read) in gauges.items():
-            Gauge(f"{PREFIX}_{name}", text, registry=registry).set_function(
-                lambda read=read: float(read(engine.stats()))
-            )
+
+            def value(read: Callable[[dict[str, int | float]], float] = read) -> float:
+                return float(read(engine.stats()))
+
+            Gauge(f"{PREFIX}_{name}", text, registry=registry).set_function(value)
         Gauge(
             f"{PREFIX}_requests_unfinished",
             "Requests accepted and not finished (submitted, waiting or running).",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Literal, TypedDict, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -85,6 +85,11 @@ class _Sampling(BaseModel):
     def include_usage(self) -> bool:
         return bool(self.stream_options and self.stream_options.include_usage)
 
+    def check_supported(self) -> None:
+        """HTTPRequestError for a field this server does not support: none of the shared ones (CompletionRequest
+        refuses some of its own)."""
+        return None
+
 
 class CompletionRequest(_Sampling):
     """POST /v1/completions: one prompt, as text or as token ids."""
@@ -128,11 +133,11 @@ class ChatCompletionRequest(_Sampling):
 
     messages: list[ChatMessage] = Field(min_length=1)
 
-    def check_supported(self) -> None:
-        return None
+
+Body = TypeVar("Body", bound=_Sampling)
 
 
-def parse_body(raw: bytes, schema: type[_Sampling]) -> Any:
+def parse_body(raw: bytes, schema: type[Body]) -> Body:
     """The validated request; bad JSON is a 400, a wrong type or shape a 422, each naming the field."""
     if len(raw) > MAX_BODY_BYTES:
         raise HTTPRequestError(
@@ -171,7 +176,7 @@ class _InvalidJSON(InferProfError):
     """A body the JSON parser cannot take (too deeply nested)."""
 
 
-def _check_text(value: Any, where: str) -> None:
+def _check_text(value: object, where: str) -> None:
     """Every string in the body is text UTF-8 can carry: JSON's \\ud800 escapes decode to lone surrogates, which
     the tokenizer cannot take (it raised TypeError, a 500)."""
     if isinstance(value, str):
@@ -202,7 +207,20 @@ def _reject_constant(name: str) -> float:
     raise ValueError(f"{name} is not a JSON number")
 
 
-def error_body(exc: HTTPRequestError) -> dict[str, Any]:
+class ErrorDetail(TypedDict):
+    message: str
+    type: str
+    param: str | None
+    code: str | None
+
+
+class ErrorBody(TypedDict):
+    """OpenAI's error object."""
+
+    error: ErrorDetail
+
+
+def error_body(exc: HTTPRequestError) -> ErrorBody:
     """OpenAI's error object: {"error": {message, type, param, code}}."""
     kind = {404: "NotFoundError", 413: "invalid_request_error", 503: "service_unavailable"}.get(
         exc.status, "invalid_request_error"

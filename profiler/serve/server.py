@@ -18,7 +18,8 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from types import FrameType
+from typing import TYPE_CHECKING
 
 import uvicorn
 
@@ -27,7 +28,7 @@ from infer_prof.errors import OptionError
 from infer_prof.profiler.serve.access_log import AccessLog
 from infer_prof.profiler.serve.app import create_app
 from infer_prof.profiler.serve.profiling import API_THREAD_NAME
-from infer_prof.profiler.serve.state import ServeState
+from infer_prof.profiler.serve.state import InfoPage, ServeState
 from infer_prof.profiler.session.heap import HeapTrimmer
 
 if TYPE_CHECKING:
@@ -80,7 +81,7 @@ class GracefulServer(uvicorn.Server):
         super().__init__(config)
         self._on_exit = on_exit
 
-    def handle_exit(self, sig: int, frame: Any) -> None:
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         self._on_exit()
         super().handle_exit(sig, frame)
 
@@ -115,9 +116,7 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def server_info(
-    state: ServeState, built: BuiltEngine, options: EngineOptions, version: str
-) -> dict[str, Any]:
+def server_info(state: ServeState, built: BuiltEngine, options: EngineOptions, version: str) -> InfoPage:
     """GET /infer-prof/info: who this server is, for `run --target` (its pid lets py-spy attach)."""
     return {
         "name": "infer-prof",
@@ -204,7 +203,8 @@ def run_server(
         log_level=serve.log_level,
         access_log=False,
         server_header=False,
-        timeout_graceful_shutdown=serve.shutdown_timeout_s + CANCEL_GRACE_S,
+        # uvicorn annotates this int but hands it to asyncio.timeout, which takes seconds as a float.
+        timeout_graceful_shutdown=serve.shutdown_timeout_s + CANCEL_GRACE_S,  # type: ignore[arg-type]
         lifespan="on",
         headers=[("server", f"infer-prof/{state.info.get('version', '?')}")],
     )

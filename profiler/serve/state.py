@@ -6,7 +6,7 @@ import contextvars
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from infer_prof.engine.engine import ENGINE_THREAD_NAME, Engine
 from infer_prof.errors import HTTPRequestError
@@ -24,6 +24,23 @@ ACCESS_RECORD: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar("
 RETRY_AFTER_S = 1  # what a 503 tells the client to wait: a step takes milliseconds, a request seconds
 
 
+class InfoPage(TypedDict, total=False):
+    """GET /infer-prof/info: who this server is, for `run --target` (profiler/serve/server.py's server_info)."""
+
+    name: str
+    version: str
+    pid: int
+    model: str
+    model_source: str | None
+    python: str
+    native: list[str]
+    engine: dict[str, Any]  # profiler.session.builder.BuiltEngine.engine_config_dict()
+    options: dict[str, Any]  # profiler.session.options.EngineOptions.to_dict()
+    engine_thread_name: str
+    api_thread_name: str
+    started_at: float
+
+
 @dataclass
 class ServeState:
     """One server: built once before uvicorn starts; `handoff` is made when the event loop runs."""
@@ -32,7 +49,7 @@ class ServeState:
     tokenizer: Tokenizer
     model_name: str
     max_pending: int  # requests accepted and unfinished before a 503
-    info: dict[str, Any] = field(default_factory=dict)  # GET /infer-prof/info
+    info: InfoPage = field(default_factory=lambda: InfoPage())
     tracing: ServerTracing = field(init=False)
     metrics: ServerMetrics = field(init=False)
     handoff: Handoff | None = None
