@@ -23,7 +23,7 @@ import torch
 from infer_prof.engine.kv_alloc import PythonKVAllocator
 from infer_prof.engine.sampler import PythonSampler
 from infer_prof.engine.scheduler import PythonScheduler
-from infer_prof.engine.types import NewSequence, SamplingParams, Scheduler
+from infer_prof.engine.types import NewSequence, SamplingParams, Scheduler, StepPlan
 from infer_prof.native_paths.bench_rows import bench_row
 
 COMPONENTS = ("sampler", "kv_alloc", "scheduler", "prepare", "core")
@@ -32,14 +32,15 @@ BLOCK_SIZE = 16
 
 
 def _median_pair(
-    python_call: Callable[[], Any],
-    native_call: Callable[[], Any],
+    python_call: Callable[[], object],
+    native_call: Callable[[], object],
     repeats: int,
-    prepare: Callable[[], Any] = lambda: None,
+    prepare: Callable[[], object] = lambda: None,
 ) -> tuple[float, float]:
     """Median seconds of each call over `repeats` rounds, alternating which goes first; `prepare`
     runs untimed right before each call (e.g. to bring the logits into cache, as a model leaves them)."""
-    python_times, native_times = [], []
+    python_times: list[float] = []
+    native_times: list[float] = []
     for round_index in range(repeats):
         order = [(python_call, python_times), (native_call, native_times)]
         for call, times in order if round_index % 2 == 0 else order[::-1]:
@@ -47,7 +48,7 @@ def _median_pair(
     return statistics.median(python_times), statistics.median(native_times)
 
 
-def _timed(call: Callable[[], Any], prepare: Callable[[], Any] = lambda: None) -> float:
+def _timed(call: Callable[[], object], prepare: Callable[[], object] = lambda: None) -> float:
     gc.collect()
     # torch's OpenMP workers spin for a while after a parallel region: let them go idle, so that
     # they do not steal the cores from whichever twin runs next.
@@ -187,11 +188,13 @@ def decode_workload(batch: int, steps: int, rng: random.Random) -> tuple[int, li
     frees, grows and batch as int64 arrays, as a plan hands them over."""
     lengths = {seq_id: rng.randint(100, 1000) for seq_id in range(batch)}
     next_id = batch
-    plan: list[tuple[list[int], ...]] = [
+    plan: list[tuple[list[int], list[int], list[int], list[int]]] = [
         ([], list(lengths), [-(-n // BLOCK_SIZE) for n in lengths.values()], list(lengths))
     ]
     for _ in range(steps):
-        frees, grow_ids, grow_counts = [], [], []
+        frees: list[int] = []
+        grow_ids: list[int] = []
+        grow_counts: list[int] = []
         for seq_id in list(lengths):
             if rng.random() < 1 / 200:
                 frees.append(seq_id)
@@ -247,13 +250,16 @@ def bench_kv(batch: int, repeats: int, seed: int, steps: int = 200) -> dict[str,
 
 def drive_scheduler(
     scheduler: Scheduler, batch: int, steps: int, rng: random.Random
-) -> tuple[list[float], list[Any]]:
+) -> tuple[list[float], list[StepPlan]]:
     """Fill `batch` running sequences, then time `steps` schedule() calls of a steady decode load
     (1/200 finish per step, replaced by arrivals whose prompts take chunked prefill)."""
     free = batch * 200
     held: dict[int, int] = {}
-    next_id, finished, times, plans = 0, [], [], []
-    arrivals = []
+    next_id = 0
+    finished: list[int] = []
+    times: list[float] = []
+    plans: list[StepPlan] = []
+    arrivals: list[NewSequence] = []
     for warm in range(steps + 10_000):
         timed = scheduler.num_running >= batch or warm >= 10_000
         if timed and len(times) >= steps:
@@ -282,7 +288,7 @@ def bench_scheduler(batch: int, repeats: int, seed: int, steps: int = 200) -> di
     from infer_prof.native_paths.scheduler import NativeScheduler
 
     timings: list[list[float]] = [[], []]
-    plans: list[list[Any]] = [[], []]
+    plans: list[list[StepPlan]] = [[], []]
 
     def run(which: int) -> Callable[[], None]:
         def go() -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
@@ -130,7 +129,7 @@ class CoreKVAllocator(KVInspection):
         self.block_size = block_size
 
     @property
-    def _num_free(self) -> int:  # type: ignore[override]
+    def num_free_blocks(self) -> int:
         return self._core.table_views.header()[4]
 
     def step(
@@ -192,7 +191,7 @@ class CorePrepare(PrepareQueries):
 
 def core_components(
     num_blocks: int, block_size: int, max_batch: int, max_batched_tokens: int, policy: str = "fcfs"
-) -> tuple[Any, Any, Any]:
+) -> tuple[CoreScheduler, CoreKVAllocator, CorePrepare]:
     """(scheduler, kv_alloc, prepare) of one fused core."""
     core = NativeCore(num_blocks, block_size, max_batch, max_batched_tokens, policy)
     return core.scheduler, core.kv_alloc, core.prepare

@@ -16,7 +16,7 @@ class KVInspection:
     """What PythonKVAllocator reports besides its step, read from a C pool at `self._kv` (for the
     separate allocator and the fused core's alike)."""
 
-    _ffi: Any
+    _ffi: Any  # cffi's FFI and the extension's lib and pool pointer: cffi ships no types for them
     _lib: Any
     _kv: Any
     num_blocks: int
@@ -118,7 +118,11 @@ class NativeKVAllocator(KVInspection):
         return self._views.tables(header)
 
     def _raise(
-        self, status: int, index: int, grow_seq_ids: Sequence[int], grow_num_blocks: Sequence[int]
+        self,
+        status: int,
+        index: int,
+        grow_seq_ids: Sequence[int] | np.ndarray,
+        grow_num_blocks: Sequence[int] | np.ndarray,
     ) -> None:
         raise_kv_error(self._lib, status, index, self._num_free, grow_seq_ids, grow_num_blocks)
 
@@ -135,8 +139,8 @@ def raise_kv_error(
     status: int,
     index: int,
     num_free: int,
-    grow_seq_ids: Sequence[int],
-    grow_num_blocks: Sequence[int],
+    grow_seq_ids: Sequence[int] | np.ndarray,
+    grow_num_blocks: Sequence[int] | np.ndarray,
 ) -> None:
     """The exception PythonKVAllocator raises for the same step (or a MemoryError / RuntimeError)."""
     if status == lib.NP_ERR_ARG and index >= 0:

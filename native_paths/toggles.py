@@ -5,13 +5,15 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Literal, overload
 
 from infer_prof.errors import InvalidNativeSelection
 from infer_prof.native_paths import loader
 
 if TYPE_CHECKING:  # engine.types imports torch, which --help and the quick commands must not load
     from infer_prof.engine.types import KVAllocator, Prepare, Sampler, Scheduler
+
+    Twin = Sampler | KVAllocator | Scheduler | Prepare  # what make_twin gives for a name known at run time
 
 COMPONENTS = ("sampler", "kv_alloc", "scheduler", "prepare")
 CORE = "core"  # scheduler + kv_alloc + prepare fused into one C call per step
@@ -88,13 +90,6 @@ def make_components(
             NativeFallbackWarning,
             stacklevel=2,
         )
-    sizes = {
-        "num_blocks": num_blocks,
-        "block_size": block_size,
-        "max_batch": max_batch,
-        "max_batched_tokens": max_batched_tokens,
-        "policy": policy,
-    }
     if CORE in usable:
         from infer_prof.native_paths.core import core_components
 
@@ -102,7 +97,7 @@ def make_components(
             num_blocks, block_size, max_batch, max_batched_tokens, policy
         )
         return Components(
-            sampler=make_twin("sampler", "sampler" in usable, **sizes),
+            sampler=make_sampler("sampler" in usable),
             kv_alloc=kv_alloc,
             scheduler=scheduler,
             prepare=prepare,
@@ -110,10 +105,128 @@ def make_components(
             fallbacks=fallbacks,
         )
     return Components(
-        **{name: make_twin(name, name in usable, **sizes) for name in COMPONENTS},
+        sampler=make_sampler("sampler" in usable),
+        kv_alloc=make_kv_alloc("kv_alloc" in usable, num_blocks, block_size),
+        scheduler=make_scheduler("scheduler" in usable, block_size, max_batch, max_batched_tokens, policy),
+        prepare=make_prepare("prepare" in usable, block_size),
         native=usable,
         fallbacks=fallbacks,
     )
+
+
+# The twins are imported in the makers below, not at module level: native_paths otherwise needs only engine's
+# types, and these are the one place that chooses between the two implementations.
+
+
+def make_sampler(native: bool) -> Sampler:
+    """The sampler's C twin when `native` (the caller checked it loads), else its Python twin."""
+    if native:
+        from infer_prof.native_paths.sampler import NativeSampler
+
+        return NativeSampler()
+    from infer_prof.engine.sampler import PythonSampler
+
+    return PythonSampler()
+
+
+def make_kv_alloc(native: bool, num_blocks: int, block_size: int) -> KVAllocator:
+    """The KV allocator's C twin when `native`, else its Python twin, for a pool of `num_blocks` blocks."""
+    if native:
+        from infer_prof.native_paths.kv_alloc import NativeKVAllocator
+
+        return NativeKVAllocator(num_blocks, block_size)
+    from infer_prof.engine.kv_alloc import PythonKVAllocator
+
+    return PythonKVAllocator(num_blocks, block_size)
+
+
+def make_scheduler(
+    native: bool, block_size: int, max_batch: int, max_batched_tokens: int, policy: str = "fcfs"
+) -> Scheduler:
+    """The scheduler's C twin when `native`, else its Python twin."""
+    if native:
+        from infer_prof.native_paths.scheduler import NativeScheduler
+
+        return NativeScheduler(block_size, max_batch, max_batched_tokens, policy)
+    from infer_prof.engine.scheduler import PythonScheduler
+
+    return PythonScheduler(block_size, max_batch, max_batched_tokens, policy)
+
+
+def make_prepare(native: bool, block_size: int) -> Prepare:
+    """Input preparation's C twin when `native`, else its Python twin."""
+    if native:
+        from infer_prof.native_paths.prepare import NativePrepare
+
+        return NativePrepare(block_size)
+    from infer_prof.engine.prepare import PythonPrepare
+
+    return PythonPrepare(block_size)
+
+
+@overload
+def make_twin(
+    name: Literal["sampler"],
+    native: bool,
+    *,
+    num_blocks: int,
+    block_size: int,
+    max_batch: int,
+    max_batched_tokens: int,
+    policy: str = ...,
+) -> Sampler: ...
+
+
+@overload
+def make_twin(
+    name: Literal["kv_alloc"],
+    native: bool,
+    *,
+    num_blocks: int,
+    block_size: int,
+    max_batch: int,
+    max_batched_tokens: int,
+    policy: str = ...,
+) -> KVAllocator: ...
+
+
+@overload
+def make_twin(
+    name: Literal["scheduler"],
+    native: bool,
+    *,
+    num_blocks: int,
+    block_size: int,
+    max_batch: int,
+    max_batched_tokens: int,
+    policy: str = ...,
+) -> Scheduler: ...
+
+
+@overload
+def make_twin(
+    name: Literal["prepare"],
+    native: bool,
+    *,
+    num_blocks: int,
+    block_size: int,
+    max_batch: int,
+    max_batched_tokens: int,
+    policy: str = ...,
+) -> Prepare: ...
+
+
+@overload
+def make_twin(
+    name: str,
+    native: bool,
+    *,
+    num_blocks: int,
+    block_size: int,
+    max_batch: int,
+    max_batched_tokens: int,
+    policy: str = ...,
+) -> Twin: ...
 
 
 def make_twin(
@@ -125,34 +238,17 @@ def make_twin(
     max_batch: int,
     max_batched_tokens: int,
     policy: str = "fcfs",
-) -> Any:
+) -> Twin:
     """One component's C twin when `native` (the caller checked it loads), else its Python twin, sized for
-    the pool. The Python twins are imported here, not at module level: native_paths otherwise needs only
-    engine's types, and this is the one place that chooses between the two implementations."""
+    the pool."""
     if name == "sampler":
-        if native:
-            from infer_prof.native_paths.sampler import NativeSampler as sampler_class
-        else:
-            from infer_prof.engine.sampler import PythonSampler as sampler_class  # type: ignore[assignment]
-        return sampler_class()
+        return make_sampler(native)
     if name == "kv_alloc":
-        if native:
-            from infer_prof.native_paths.kv_alloc import NativeKVAllocator as kv_alloc_class
-        else:
-            from infer_prof.engine.kv_alloc import PythonKVAllocator as kv_alloc_class  # type: ignore[assignment]
-        return kv_alloc_class(num_blocks, block_size)
+        return make_kv_alloc(native, num_blocks, block_size)
     if name == "scheduler":
-        if native:
-            from infer_prof.native_paths.scheduler import NativeScheduler as scheduler_class
-        else:
-            from infer_prof.engine.scheduler import PythonScheduler as scheduler_class  # type: ignore[assignment]
-        return scheduler_class(block_size, max_batch, max_batched_tokens, policy)
+        return make_scheduler(native, block_size, max_batch, max_batched_tokens, policy)
     if name == "prepare":
-        if native:
-            from infer_prof.native_paths.prepare import NativePrepare as prepare_class
-        else:
-            from infer_prof.engine.prepare import PythonPrepare as prepare_class  # type: ignore[assignment]
-        return prepare_class(block_size)
+        return make_prepare(native, block_size)
     raise ValueError(f"no twin named {name!r}; the twins are {', '.join(COMPONENTS)}")
 
 
