@@ -8,17 +8,41 @@ import math
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 from infer_prof.engine.loader import DEFAULT_MODEL, SYNTHETIC_PREFIX, SYNTHETIC_PRESETS
 from infer_prof.errors import InferProfError, ModelNotFoundError, SweepError
 from infer_prof.profiler.session.options import EngineOptions, options_from_values
 from infer_prof.profiler.sweep.spec import RUN_AXES, SCENARIO_AXES, SweepSpec, json_value
 from infer_prof.scenarios.lengths import LengthDist
+from infer_prof.scenarios.sampling import RequestClass
 from infer_prof.scenarios.spec import ScenarioSpec, load_scenario
 
 DEFAULT_SCENARIO = "chat"  # what `infer-prof run` runs without --scenario
 NATIVE_AXIS = "native"
+# An axis value is the sweep file's value as written (text, number or true/false, "inf" rates as math.inf),
+# checked against its option or scenario key by profiler.sweep.spec: Any below.
+
+
+class CellEntry(TypedDict):
+    """A cell in sweep.json: its folder and its axis values as JSON writes them."""
+
+    id: str
+    values: dict[str, Any]
+
+
+class ScenarioChanges(TypedDict, total=False):
+    """What a cell's axes change in its scenario (ScenarioSpec.with_overrides' fields)."""
+
+    mode: str
+    clients: int | None
+    rate: float | None
+    burstiness: float
+    warmup_requests: int
+    chat: bool
+    output_tokens: LengthDist
+    prompt_tokens: LengthDist
+    sampling_mix: tuple[RequestClass, ...]
 
 
 @dataclass(frozen=True)
@@ -34,7 +58,7 @@ class CellKey:
     def label(self) -> str:
         return " ".join(f"{axis}={_text(value)}" for axis, value in self.values)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> CellEntry:
         return {"id": self.id, "values": {axis: json_value(value) for axis, value in self.values}}
 
     @classmethod
@@ -64,7 +88,7 @@ def build_cells(spec: SweepSpec) -> list[Cell]:
     names = list(spec.axes)
     order = [name for name in names if name != NATIVE_AXIS] + [name for name in names if name == NATIVE_AXIS]
     scenarios: dict[str, ScenarioSpec] = {}
-    cells = []
+    cells: list[Cell] = []
     for index, combination in enumerate(itertools.product(*(spec.axes[name] for name in order))):
         chosen = dict(zip(order, combination))
         values = tuple((name, chosen[name]) for name in names)
@@ -85,7 +109,7 @@ def build_cells(spec: SweepSpec) -> list[Cell]:
 def run_order(cells: list[Cell], repeats: int) -> list[tuple[Cell, int]]:
     """(cell, repeat) pairs: each repeat visits every cell, every other one backwards, so that slow drift of a
     shared machine hits every cell alike instead of making the last cells look slow."""
-    order = []
+    order: list[tuple[Cell, int]] = []
     for repeat in range(1, repeats + 1):
         visit = cells if repeat % 2 == 1 else list(reversed(cells))
         order.extend((cell, repeat) for cell in visit)
@@ -126,26 +150,30 @@ def _scenario(spec: SweepSpec, values: dict[str, Any], cache: dict[str, Scenario
         cache[name] = load_scenario(name)
     base = cache[name]
     changes = _load_changes(spec, base, values)
-    for key in ("warmup_requests", "chat"):
-        if key in values:
-            changes[key] = values[key]
-    for key in ("output_tokens", "prompt_tokens"):
+    if "warmup_requests" in values:
+        changes["warmup_requests"] = values["warmup_requests"]
+    if "chat" in values:
+        changes["chat"] = values["chat"]
+    lengths: tuple[Literal["output_tokens", "prompt_tokens"], ...] = ("output_tokens", "prompt_tokens")
+    for key in lengths:
         if key in values:
             changes[key] = LengthDist(dist="fixed", value=values[key])
             # A class's own lengths would win over the scenario's: the axis fixes every request's.
             changes["sampling_mix"] = tuple(
-                replace(request_class, **{key: None})
+                replace(request_class, output_tokens=None)
+                if key == "output_tokens"
+                else replace(request_class, prompt_tokens=None)
                 for request_class in changes.get("sampling_mix", base.sampling_mix)
             )
     seed = values.get("seed", spec.seed)
     return base.with_overrides(num_requests=spec.requests, duration_s=spec.seconds, seed=seed, **changes)
 
 
-def _load_changes(spec: SweepSpec, base: ScenarioSpec, values: dict[str, Any]) -> dict[str, Any]:
+def _load_changes(spec: SweepSpec, base: ScenarioSpec, values: dict[str, Any]) -> ScenarioChanges:
     """clients makes the load a closed loop, rate an open one; burstiness shapes an open loop's arrivals."""
     if "clients" in values:
         return {"mode": "closed-loop", "clients": values["clients"], "rate": None}
-    changes: dict[str, Any] = {}
+    changes: ScenarioChanges = {}
     if "rate" in values:
         changes = {"mode": "open-loop", "rate": float(values["rate"]), "clients": None}
     if "burstiness" in values:
@@ -205,9 +233,10 @@ def check_contexts(spec: SweepSpec, cells: list[Cell]) -> None:
                 contexts[model] = context_length(model)
             except InferProfError as err:
                 raise SweepError(f"{spec.source}: axes.model: {err}") from None
-        if contexts[model] is not None:
+        context = contexts[model]
+        if context is not None and cell.scenario is not None:  # build_cells gives every cell its scenario
             try:
-                cell.scenario.validate_against_context(contexts[model])  # type: ignore[union-attr, arg-type]
+                cell.scenario.validate_against_context(context)
             except InferProfError as err:
                 raise SweepError(f"{spec.source}: axes: the cell {cell.label()}: {err}") from None
 
@@ -218,12 +247,12 @@ def _cell_id(index: int, values: tuple[tuple[str, Any], ...], axes: dict[str, tu
     return f"{index:03d}-{slug[:60].strip('-')}" if slug else f"{index:03d}"
 
 
-def _slug(value: Any) -> str:
+def _slug(value: object) -> str:
     text = Path(value).stem if isinstance(value, str) and value.endswith((".toml", ".gguf")) else _text(value)
     return re.sub(r"[^a-z0-9.]+", "-", text.lower()).strip("-")
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     if isinstance(value, float) and math.isinf(value):
         return "inf"
     if isinstance(value, bool):

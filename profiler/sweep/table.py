@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import pandas as pd
@@ -38,15 +38,18 @@ def finished_result(run_dir: Path) -> RunResult | None:
     return None if result.partial else result
 
 
-def run_row(cell: CellKey, repeat: int, result: RunResult, run_dir: Path, sweep_dir: Path) -> dict[str, Any]:
+def run_row(
+    cell: CellKey, repeat: int, result: RunResult, run_dir: Path, sweep_dir: Path
+) -> dict[str, object]:
     """One finished run as a row of the runs table: the cell's axis values, then RUN_COLUMNS."""
     verdict = result.verdict or {}
     predictions = verdict.get("predictions") or {}
     gains = {name: (predictions.get(name) or {}).get("predicted_gain") for name in NATIVE_CAPABLE}
+    known_gains = [gain for gain in gains.values() if gain is not None]
     samples = (((result.breakdown or {}).get("methods") or {}).get("samples") or {}).get("samples")
     busy = busy_ns_per_token(result)
     interval = verdict.get("interpreter_interval") or {}
-    row: dict[str, Any] = dict(cell.values)
+    row: dict[str, object] = dict(cell.values)
     row.update(
         {
             "cell": cell.id,
@@ -57,7 +60,7 @@ def run_row(cell: CellKey, repeat: int, result: RunResult, run_dir: Path, sweep_
             "verdict": verdict.get("rule"),
             "category": verdict.get("category"),
             "component": verdict.get("component"),
-            "predicted_gain": sum(gains.values()) if all(g is not None for g in gains.values()) else None,
+            "predicted_gain": sum(known_gains) if len(known_gains) == len(gains) else None,
             **{f"predicted_gain_{name}": gain for name, gain in gains.items()},
             "busy_us_per_token": busy / 1e3 if busy else None,
             "tokens": (result.engine or {}).get("tokens_generated"),
@@ -94,7 +97,7 @@ def _host(run_dir: Path) -> str | None:
 
 def runs_table(cells: list[CellKey], repeats: int, sweep_dir: Path) -> pd.DataFrame:
     """Every finished run of the sweep directory, in cell then repeat order."""
-    rows = []
+    rows: list[dict[str, object]] = []
     for cell in cells:
         for repeat in range(1, repeats + 1):
             run_dir = run_dir_of(sweep_dir, cell.id, repeat)
@@ -110,7 +113,7 @@ def cells_table(cells: list[CellKey], runs: pd.DataFrame) -> pd.DataFrame:
         {cell_id: group for cell_id, group in runs.groupby("cell", sort=False)} if not runs.empty else {}
     )
     baselines = _baselines(cells)
-    rows = []
+    rows: list[dict[str, object]] = []
     for cell in cells:
         group = by_cell.get(cell.id)
         if group is None:
@@ -125,18 +128,21 @@ def cells_table(cells: list[CellKey], runs: pd.DataFrame) -> pd.DataFrame:
             [drift] if drift else []
         )
         resolution = resolve(share_interval, gain_interval, len(group), gains=bool(baseline), voids=voids)
-        row: dict[str, Any] = dict(cell.values)
+        share_mean = _mean(shares)
+        row: dict[str, object] = dict(cell.values)
         row.update(
             {
                 "cell": cell.id,
                 "twins": _twins(cell),
                 "repeats": len(group),
-                "interpreter_share": _mean(shares),
+                "interpreter_share": share_mean,
                 "interpreter_share_se": _standard_error(shares),
                 "interpreter_share_min": min(shares) if shares else None,
                 "interpreter_share_max": max(shares) if shares else None,
                 # No verdict where the noise could put the share on either side of a threshold.
-                "verdict": rule_for(_mean(shares)) if shares and resolution["share_resolved"] else None,  # type: ignore[arg-type]
+                "verdict": rule_for(share_mean)
+                if share_mean is not None and resolution["share_resolved"]
+                else None,
                 "baseline_cell": baseline,
                 "predicted_gain": _predicted(cell, group, by_cell.get(baseline) if baseline else None),
                 "measured_gain": _mean(gain),
@@ -189,6 +195,15 @@ def _one_run_interval(group: pd.DataFrame) -> Interval | None:
     )
 
 
+class Resolution(TypedDict):
+    """Whether a sweep cell can be read, and if not why and how many repeats would make it so."""
+
+    resolved: bool
+    share_resolved: bool
+    reason: str | None
+    repeats: int | None
+
+
 def resolve(
     share: Interval | None,
     gain: Interval | None,
@@ -196,13 +211,14 @@ def resolve(
     *,
     gains: bool,
     voids: list[str] | None = None,
-) -> dict[str, Any]:
+) -> Resolution:
     """Whether a cell can be read: {resolved, share_resolved, reason, repeats}.
 
     Unresolved: a run was distorted (its health void); the share's interval straddles a rule threshold
     (1%, 30%) or is unknown; a native cell's gain has no interval (one repeat) or one that straddles 0.
     `repeats`: how many repeats would shrink the widest such interval (as 1/sqrt(n)) clear of its threshold."""
-    reasons, needed = [], []
+    reasons: list[str] = []
+    needed: list[int] = []
     share_resolved = True
     if voids:
         reasons.append(f"a run was void: {voids[0]}")
@@ -274,10 +290,10 @@ def _paired_gain(native: pd.DataFrame, python: pd.DataFrame | None) -> list[floa
     if python is None:
         return []
     reference = {int(row.repeat): row.busy_us_per_token for row in python.itertuples()}
-    gains = []
+    gains: list[float] = []
     for row in native.itertuples():
         base = reference.get(int(row.repeat))
-        if _present(base) and _present(row.busy_us_per_token) and base > 0:
+        if base is not None and _present(base) and _present(row.busy_us_per_token) and base > 0:
             gains.append(1.0 - float(row.busy_us_per_token) / float(base))
     return gains
 
@@ -304,7 +320,7 @@ def _numbers(column: pd.Series) -> list[float]:
     return [float(value) for value in column if _present(value)]
 
 
-def _present(value: Any) -> bool:
+def _present(value: object) -> bool:
     return value is not None and not (isinstance(value, float) and math.isnan(value))
 
 

@@ -14,7 +14,7 @@ import functools
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -31,7 +31,7 @@ from infer_prof.profiler.stats import (
     quantile_statistic,
 )
 from infer_prof.reports.compare import samples
-from infer_prof.reports.compare.drift import drift_note, yardstick_section
+from infer_prof.reports.compare.drift import YardstickDrift, drift_note, yardstick_section
 from infer_prof.reports.rundata import phase_columns
 
 FASTER, SLOWER, NO_CHANGE = "faster", "slower", "no significant change"
@@ -101,7 +101,7 @@ class ComparisonResult:
     )
     notes: list[str] = field(default_factory=list)
     # Each run's yardstick in run order (reports.compare.drift.yardstick_section); {} when unknown.
-    yardstick: dict[str, Any] = field(default_factory=dict)
+    yardstick: YardstickDrift = field(default_factory=lambda: YardstickDrift())
     void: str | None = None  # why the comparison is void (profiler.rundir.yardstick.drift_void), or None
     unlike: str | None = None  # what differs between runs compared anyway (--allow-unlike), or None
 
@@ -157,7 +157,7 @@ def compare_runs(
     metrics = (
         _compare_repeats(before, after, settings) if repeats else _compare_samples(before, after, settings)
     )
-    notes = []
+    notes: list[str] = []
     if repeats:
         notes.append(
             f"{len(before)} vs {len(after)} runs: per-run values, bootstrap over runs, Mann-Whitney U."
@@ -431,7 +431,7 @@ def _comparison(
 ) -> MetricComparison:
     if not all(np.isfinite(value) for value in values) or not values[0] or not np.isfinite(interval.point):
         # A ratio of nothing (0 before, e.g. no request met the SLOs): say so instead of printing nan.
-        why = (
+        why: str | None = (
             "0 before: no ratio" if np.isfinite(values[0]) and not values[0] else "no finite value on a side"
         )
         return MetricComparison(
@@ -560,7 +560,7 @@ def _time_split_shift(
     from: spans where every run has them, else py-spy's samples (a `run --target` of another engine)."""
 
     def mean_split(
-        runs: list[RunData], method: str, group: str, names: tuple[str, ...]
+        runs: list[RunData], method: str, group: Literal["components", "categories"], names: tuple[str, ...]
     ) -> dict[str, float] | None:
         splits = [((run.result.breakdown or {}).get("methods") or {}).get(method) or {} for run in runs]
         if not all(splits):
@@ -570,9 +570,13 @@ def _time_split_shift(
             for name in names
         }
 
+    groups: tuple[tuple[Literal["components", "categories"], tuple[str, ...]], ...] = (
+        ("components", COMPONENTS),
+        ("categories", CATEGORIES),
+    )
     for method in ("spans", "samples"):
         shift: dict[str, dict[str, float]] = {}
-        for group, names in (("components", COMPONENTS), ("categories", CATEGORIES)):
+        for group, names in groups:
             old, new = mean_split(before, method, group, names), mean_split(after, method, group, names)
             if old is not None and new is not None:
                 shift[group] = {name: (new[name] - old[name]) * 100 for name in names}

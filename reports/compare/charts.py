@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -170,7 +171,7 @@ def draw_shift(target: Target, result: ComparisonResult) -> None:
 SIDE_STYLES = {"before": ("#0072B2", "o"), "after": ("#E69F00", "s")}
 
 
-def draw_yardstick(target: Target, yardstick: dict[str, Any]) -> None:
+def draw_yardstick(target: Target, yardstick: Mapping[str, Any]) -> None:
     """The yardstick of every run in the order the runs ran, each side's mean dashed: a figure the
     change cannot move, so a slope or a gap here is the machine."""
     ax = target.subplots()

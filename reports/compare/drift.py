@@ -6,7 +6,7 @@ the machine moved instead. The section is plain data in compare.json and drawn b
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypedDict
 
 import numpy as np
 
@@ -15,7 +15,29 @@ from infer_prof.profiler.rundir.yardstick import yardstick
 from infer_prof.reports.rundata import run_start_ns
 
 
-def yardstick_section(before: list[RunData], after: list[RunData]) -> dict[str, Any]:
+class DriftRun(TypedDict):
+    """One run's yardstick: which side, its directory, when it ran among all (1 first), its value."""
+
+    side: str  # "before" or "after"
+    run: str
+    order: int
+    value: float
+
+
+class YardstickDrift(TypedDict, total=False):
+    """compare.json's `yardstick`: each run's yardstick in run order, the sides' means and how far they moved."""
+
+    name: str
+    label: str
+    unit: str
+    runs: list[DriftRun]
+    before_mean: float
+    after_mean: float
+    ratio: float
+    spread: float
+
+
+def yardstick_section(before: list[RunData], after: list[RunData]) -> YardstickDrift:
     """{name, label, unit, runs: [{side, run, order, value}], before_mean, after_mean, ratio, spread} or {}.
 
     `order` is when the run ran among all of them (by its recorded time, then its clock), 1 first;
@@ -32,7 +54,7 @@ def yardstick_section(before: list[RunData], after: list[RunData]) -> dict[str, 
     order = {index: rank + 1 for rank, index in enumerate(ranked)}
     first = figures[0][2]
     assert first is not None
-    runs = [
+    runs: list[DriftRun] = [
         {"side": side, "run": str(run.path), "order": order[index], "value": figure.value}
         for index, (side, run, figure) in enumerate(figures)
         if figure is not None
@@ -54,7 +76,7 @@ def yardstick_section(before: list[RunData], after: list[RunData]) -> dict[str, 
     }
 
 
-def drift_note(section: dict[str, Any]) -> str | None:
+def drift_note(section: YardstickDrift) -> str | None:
     """One sentence for the comparison's notes: how far the yardstick moved."""
     if not section:
         return None

@@ -4,18 +4,24 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Sequence
+from typing import Protocol
 
 import numpy as np
+from matplotlib.axes import Axes
 from matplotlib.colors import LogNorm, TwoSlopeNorm
 from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
+from matplotlib.typing import LineStyleType
 
 from infer_prof.reports.run.charts import Target
 from infer_prof.reports.sweep.analysis import HIGH_LINE, LOW_LINE, Crossover, Facet
 
 SHARE_FLOOR = 0.002  # the colour scale's bottom: shares below it all look like "almost no Python"
-LINE_STYLES = {LOW_LINE: ("#56B4E9", "--"), HIGH_LINE: ("#D55E00", "-")}
+LINE_STYLES: dict[float, tuple[str, LineStyleType]] = {
+    LOW_LINE: ("#56B4E9", "--"),
+    HIGH_LINE: ("#D55E00", "-"),
+}
 GROUP_COLOURS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#F0E442", "#000000")
 SHORT_VERDICTS = {
     "stay in Python": "stay",
@@ -38,7 +44,20 @@ def draw_maps(target: Target, crossover: Crossover, facet: Facet) -> None:
     target.legend(handles=handles, loc="outside lower center", ncol=2, fontsize=8)
 
 
-def draw_share_map(ax: Any, crossover: Crossover, facet: Facet) -> None:
+class MapGrid(Protocol):
+    """What a map's axes are drawn from: a sweep's crossover or two sweeps' comparison."""
+
+    @property
+    def x(self) -> str | None: ...
+    @property
+    def y(self) -> str | None: ...
+    @property
+    def x_values(self) -> Sequence[object]: ...
+    @property
+    def y_values(self) -> Sequence[object]: ...
+
+
+def draw_share_map(ax: Axes, crossover: Crossover, facet: Facet) -> None:
     shares = np.clip(facet.share, SHARE_FLOOR, 1.0)
     image = ax.imshow(
         np.ma.masked_invalid(shares),
@@ -72,7 +91,7 @@ def draw_share_map(ax: Any, crossover: Crossover, facet: Facet) -> None:
     ax.set_title("Interpreter share (Python control paths)" + (f"\n{facet.label}" if facet.label else ""))
 
 
-def draw_gain_map(ax: Any, crossover: Crossover, facet: Facet) -> None:
+def draw_gain_map(ax: Axes, crossover: Crossover, facet: Facet) -> None:
     gains = facet.gain
     unresolved = facet.unresolved if facet.unresolved is not None else np.zeros(gains.shape, dtype=bool)
     known = gains[~np.isnan(gains) & ~unresolved]  # noise must not stretch the scale
@@ -122,7 +141,7 @@ def draw_gain_map(ax: Any, crossover: Crossover, facet: Facet) -> None:
     )
 
 
-def share_contours(ax: Any, shares: np.ndarray, *, muted: bool = False) -> None:
+def share_contours(ax: Axes, shares: np.ndarray, *, muted: bool = False) -> None:
     """The 1% and 30% lines of the interpreter share, interpolated (in log share) between cell centres;
     `muted` draws them grey and thin (a comparison's before)."""
     if min(shares.shape) < 2 or np.isnan(shares).sum() > shares.size - 4:
@@ -142,11 +161,11 @@ def share_contours(ax: Any, shares: np.ndarray, *, muted: bool = False) -> None:
             )
 
 
-def missing_cell(ax: Any, line: int, column: int) -> None:
+def missing_cell(ax: Axes, line: int, column: int) -> None:
     ax.text(column, line, "not run", ha="center", va="center", fontsize=7.5, color="#777777")
 
 
-def map_axes(ax: Any, crossover: Any) -> None:
+def map_axes(ax: Axes, crossover: MapGrid) -> None:
     """Ticks and labels of a map over the crossover's (or a comparison's) x and y values."""
     ax.set_xticks(range(len(crossover.x_values)), [_label(value) for value in crossover.x_values])
     ax.set_yticks(range(len(crossover.y_values)), [_label(value) for value in crossover.y_values])
@@ -155,7 +174,7 @@ def map_axes(ax: Any, crossover: Any) -> None:
     ax.grid(False)
 
 
-def _label(value: Any) -> str:
+def _label(value: object) -> str:
     if value is None:
         return ""
     if isinstance(value, float) and math.isinf(value):

@@ -4,9 +4,9 @@ with both sweeps' 1% and 30% share lines (before grey, after in colour)."""
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
+from matplotlib.axes import Axes
 from matplotlib.colors import TwoSlopeNorm
 from matplotlib.lines import Line2D
 
@@ -49,7 +49,7 @@ def draw_difference_maps(target: Target, comparison: SweepComparison, facet: Fac
 
 
 def _difference(
-    ax: Any,
+    ax: Axes,
     comparison: SweepComparison,
     facet: FacetDifference,
     diff: np.ndarray,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from matplotlib.backends.backend_pdf import PdfPages
 from matplotlib.figure import Figure
@@ -79,7 +78,9 @@ def render_sweep_html(crossover: Crossover) -> str:
 
 
 def _verdict_class(crossover: Crossover) -> str:
-    shares = crossover.cells["interpreter_share"].dropna() if not crossover.cells.empty else []
+    if crossover.cells.empty:
+        return "none"
+    shares = crossover.cells["interpreter_share"].dropna()
     if len(shares) == 0:
         return "none"
     return "rewrite" if (shares >= HIGH_LINE).any() else "targeted"
@@ -121,7 +122,7 @@ def _write_pdf(handle: object, crossover: Crossover) -> None:
 def _chart_pages(pdf: PdfPages, crossover: Crossover) -> None:
     """Two maps to a page, the predicted-vs-measured chart after them."""
     height = _map_height(crossover)
-    plans: list[tuple[float, Callable[[Any], None]]] = [
+    plans: list[tuple[float, Callable[[charts.Target], None]]] = [
         (height, functools.partial(draw_maps, crossover=crossover, facet=facet)) for facet in crossover.facets
     ]
     if crossover.points:
