@@ -250,7 +250,8 @@ class NodeAgents:
             self._thread.join()
         for node in self.nodes.values():
             if node.status == SAMPLING:
-                self._collect(node, "stop", STOP_TIMEOUT_S)
+                # a node that already missed a poll gets the short timeout: it is likely gone, not writing
+                self._collect(node, "stop", CALL_TIMEOUT_S if node.missed else STOP_TIMEOUT_S)
                 if node.status == SAMPLING:
                     node.status = DONE
             self._kill(node)

@@ -64,7 +64,8 @@ class RayRun:
         gone = {node.node_id for node in self.agents.nodes.values() if node.status == DIED}
         return tree_rows + ray_rows(self.actors.processes, self.results(), wall_ns, gone_nodes=gone)
 
-    def section(self) -> TargetRay:
+    def section(self, rows: list[dict[str, Any]] | None = None) -> TargetRay:
+        """target.ray: the nodes, their clocks and agents, and (given the process table's rows) the balance lines."""
         nodes = self.agents.section()
         hosts = {entry.get("hostname") for entry in nodes if entry.get("hostname")}
         lines = [entry["reason"] for entry in nodes if entry.get("reason")]
@@ -79,7 +80,7 @@ class RayRun:
                 f"Ray: the {len(nodes)} nodes share one host ({next(iter(hosts))}): one clock, so their offsets "
                 "measure the method's error, not a difference between machines"
             )
-        lines += self.balance_lines()
+        lines += self.balance_lines(rows or [])
         return {
             "address": self.address.text,
             "address_source": self.address.source,
@@ -93,24 +94,26 @@ class RayRun:
             "lines": [*self.actors.notes, *lines],
         }
 
-    def balance_lines(self) -> list[str]:
-        """Per actor class with two or more sampled processes (replicas, ranks): how busy each one's busiest thread
-        was, and whether they are balanced (analysis.replica_balance)."""
-        results = self.results()
+    def balance_lines(self, rows: list[dict[str, Any]]) -> list[str]:
+        """Per actor class with two or more sampled processes (replicas, ranks): how much of its samples each one's
+        engine thread worked (waits of every kind left out), and whether they are balanced (analysis.replica_balance)."""
         groups: dict[str, list[ProcessLoad]] = {}
-        for process in self.actors.processes:
-            threads = (results.get((process.node_id, process.pid)) or {}).get("threads") or {}
-            loads = [
-                (data["samples"] - data["categories"].get("idle", 0), data["samples"])
-                for data in threads.values()
-            ]
-            if loads:
-                busy, samples = max(loads)
-                groups.setdefault(process.actor_class, []).append(
-                    ProcessLoad(f"{process.role} ({process.key})", busy, samples)
-                )
+        for row in rows:
+            threads = (row.get("split") or {}).get("threads") or {}
+            if row.get("placed_by") != "ray" or not threads:
+                continue
+            thread = threads.get((row.get("split") or {}).get("engine_thread") or "") or max(
+                threads.values(), key=lambda data: data["work_share"] * data["samples"]
+            )
+            load = ProcessLoad(
+                f"{row['role']} ({row['key']})",
+                round(thread["work_share"] * thread["samples"]),
+                thread["samples"],
+            )
+            groups.setdefault(str(row["actor_class"]), []).append(load)
         found = (
-            balance(f"Ray: {len(members)} {name} processes", members) for name, members in groups.items()
+            balance(f"Ray: {len(members)} {name} processes' engine threads", members)
+            for name, members in groups.items()
         )
         return [one.line for one in found if one is not None]
 

@@ -7,7 +7,8 @@ import time
 
 STEP_S = 0.004  # busy Python per step
 # The engine table the Ray tests give infer-prof (INFER_PROF_ENGINE_TABLES), as TOML: the worker's step is a
-# model worker's work, the server's wait on its workers is the engine waiting on them.
+# model worker's work, the server's wait on its workers (Ray's get, whose caller says why) the engine waiting on
+# them; Ray's own loop in a worker waiting for its next call is idle.
 TABLE = """
 name = "fake-ray"
 detect = ["fake_ray_(engine|server)\\\\.py$"]
@@ -17,7 +18,7 @@ roles = [
   ["engine loop", "fake_ray_server\\\\.py$", "engine_step"],
 ]
 waits = [["worker", "fake_ray_server\\\\.py$", "engine_step"]]
-wait_frames = [["worker", "(^|/)ray/_private/(worker|client_mode_hook|auto_init_hook)\\\\.py$", ""]]
+wait_frames = [["idle", "(^|/)ray/_private/(worker|client_mode_hook|auto_init_hook)\\\\.py$", ""]]
 """
 
 
