@@ -14,6 +14,7 @@ from __future__ import annotations
 import statistics
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -25,12 +26,12 @@ from infer_prof.engine.sampler import PythonSampler
 from infer_prof.engine.types import SamplingParams
 from infer_prof.native_paths.sampler import NativeSampler
 
-CASES = (  # name, std of the logits, sampling parameters
-    ("N(0,1) top-p 0.9", 1.0, {"temperature": 1.0, "top_p": 0.9}),
-    ("N(0,1) top-p 0.95", 1.0, {"temperature": 1.0, "top_p": 0.95}),
-    ("N(0,3) top-p 0.9", 3.0, {"temperature": 1.0, "top_p": 0.9}),
-    ("N(0,1) no top-p", 1.0, {"temperature": 1.0}),
-    ("N(0,1) min-p 0.05", 1.0, {"temperature": 1.0, "min_p": 0.05}),
+CASES = (  # name, std of the logits, sampling parameters (each row gets its own seed)
+    ("N(0,1) top-p 0.9", 1.0, SamplingParams(temperature=1.0, top_p=0.9)),
+    ("N(0,1) top-p 0.95", 1.0, SamplingParams(temperature=1.0, top_p=0.95)),
+    ("N(0,3) top-p 0.9", 3.0, SamplingParams(temperature=1.0, top_p=0.9)),
+    ("N(0,1) no top-p", 1.0, SamplingParams(temperature=1.0)),
+    ("N(0,1) min-p 0.05", 1.0, SamplingParams(temperature=1.0, min_p=0.05)),
 )
 ROWS, VOCAB, REPEATS = 32, 49152, 7
 
@@ -43,7 +44,7 @@ def main() -> None:
         twins = (PythonSampler(), NativeSampler())
         for sampler in twins:
             for row in range(ROWS):
-                sampler.add(row, SamplingParams(seed=row, **params), [])
+                sampler.add(row, replace(params, seed=row), [])
         times: tuple[list[float], list[float]] = ([], [])
         for repeat in range(REPEATS):
             for which in (0, 1) if repeat % 2 == 0 else (1, 0):

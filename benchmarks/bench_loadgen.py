@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from infer_prof.scenarios.loadgen import RequestSpec, generate_requests, prompt_text_for, run_load
+from infer_prof.scenarios.loadgen import LoadResult, RequestSpec, generate_requests, prompt_text_for, run_load
 from infer_prof.scenarios.spec import load_scenario
 
 DECODE_STEP_US = 30_000  # SmolLM2-135M on a 2-core CPU, small batch: the engine's unit of work
@@ -67,6 +67,9 @@ def main() -> None:
     count = parser.parse_args().requests
 
     chat = load_scenario("chat")
+    chat_rate = chat.rate
+    if chat_rate is None:
+        raise SystemExit("the chat scenario has no request rate: this benchmark reads it as an open loop")
     print(f"load generator CPU cost, {count} requests per case, no-op submit (process CPU = all threads)\n")
     spec = chat.with_overrides(num_requests=count)
     requests: list[RequestSpec] = []
@@ -101,7 +104,7 @@ def main() -> None:
     )
     rate = 2_000.0
     paced = [dataclasses.replace(r, arrival_s=r.index / rate) for r in measured]
-    results = []
+    results: list[LoadResult] = []
     open_loop = measure(
         f"run_load open loop, {rate:.0f} req/s (sleeps)",
         count,
@@ -129,8 +132,8 @@ def main() -> None:
     )
     print(
         f"worst case {worst:.0f} µs per request = {worst / DECODE_STEP_US:.2%} of ONE {DECODE_STEP_US / 1e3:.0f} ms "
-        f"decode step (a 64-token reply takes ~64 steps); at chat's {chat.rate:g} req/s the load generator "
-        f"uses {worst * chat.rate / 1e6:.4%} of one core"
+        f"decode step (a 64-token reply takes ~64 steps); at chat's {chat_rate:g} req/s the load generator "
+        f"uses {worst * chat_rate / 1e6:.4%} of one core"
     )
 
 

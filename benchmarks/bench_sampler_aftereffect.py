@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from infer_prof.engine.loader import load_model
 from infer_prof.engine.model_runner import build_model_input
 from infer_prof.engine.sampler import PythonSampler
-from infer_prof.engine.types import SamplingParams
+from infer_prof.engine.types import Sampler, SamplingParams
 
 BLOCK_SIZE = 16
 BLOCK_STEPS = 8
@@ -65,7 +65,7 @@ class GcClock:
         self._start = 0.0
         gc.callbacks.append(self._callback)
 
-    def _callback(self, event: str, _info: dict) -> None:
+    def _callback(self, event: str, _info: dict[str, int]) -> None:
         if event == "start":
             self._start = time.perf_counter()
         elif self.phase is not None:
@@ -94,7 +94,7 @@ def main() -> int:
     blocks_per_seq = -(-(max(map(len, prompts)) + args.steps + BLOCK_STEPS + 1) // BLOCK_SIZE)
     model.allocate_kv_cache(args.batch * blocks_per_seq, BLOCK_SIZE)
     tables = np.arange(args.batch * blocks_per_seq, dtype=np.int32).reshape(args.batch, blocks_per_seq)
-    samplers = {"python": PythonSampler(), "c": NativeSampler()}
+    samplers: dict[str, Sampler] = {"python": PythonSampler(), "c": NativeSampler()}
     for index, prompt in enumerate(prompts):
         for sampler in samplers.values():
             sampler.add(index, mix_params(index), prompt)

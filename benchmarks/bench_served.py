@@ -22,7 +22,7 @@ from pathlib import Path
 CLI = [sys.executable, "-m", "infer_prof.profiler.cli"]
 
 
-def run_in_process(args: argparse.Namespace, out: Path) -> dict:
+def run_in_process(args: argparse.Namespace, out: Path) -> object:
     subprocess.run(
         [
             *CLI,
@@ -44,12 +44,13 @@ def run_in_process(args: argparse.Namespace, out: Path) -> dict:
     return json.loads((out / "result.json").read_text())
 
 
-def run_served(args: argparse.Namespace, out: Path) -> dict:
+def run_served(args: argparse.Namespace, out: Path) -> object:
     server = subprocess.Popen(
         [*CLI, "serve", "--model", args.model, "--port", "0"], stdout=subprocess.PIPE, text=True
     )
     try:
-        line = server.stdout.readline()  # type: ignore[union-attr]
+        assert server.stdout is not None  # stdout=PIPE
+        line = server.stdout.readline()
         url = line.split("listening on ")[1].split()[0]
         subprocess.run(
             [
@@ -77,18 +78,22 @@ def run_served(args: argparse.Namespace, out: Path) -> dict:
     return json.loads((out / "result.json").read_text())
 
 
-def ratio(served: dict, local: dict, path: str) -> str:
-    def get(result: dict) -> float | None:
-        node = result
-        for part in path.split("."):
-            node = (node or {}).get(part)
-        return node
-
-    a, b = get(served), get(local)
-    return f"{a:.4g} / {b:.4g} = {a / b:.3f}" if a and b else f"{a} / {b}"
+def at(result: object, path: str) -> object:
+    """The value at a dotted `path` in a result.json as read back; None where a part is missing."""
+    node = result
+    for part in path.split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    return node
 
 
-def describe(served: dict, local: dict) -> None:
+def ratio(served: object, local: object, path: str) -> str:
+    a, b = at(served, path), at(local, path)
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and a and b:
+        return f"{a:.4g} / {b:.4g} = {a / b:.3f}"
+    return f"{a} / {b}"
+
+
+def describe(served: object, local: object) -> None:
     for label, path in (
         ("output tok/s", "metrics.output_token_throughput"),
         ("requests/s", "metrics.request_throughput"),
@@ -99,21 +104,20 @@ def describe(served: dict, local: dict) -> None:
         ("engine busy s", "engine.busy_s"),
     ):
         print(f"  {label:14} served / in-process: {ratio(served, local, path)}")
-    methods = (served.get("breakdown") or {}).get("methods") or {}
     for method in ("spans", "samples"):
-        split = methods.get(method) or {}
+        split = f"breakdown.methods.{method}"
         print(
-            f"  served {method}: api {split.get('components', {}).get('api')}, categories {split.get('categories')}"
+            f"  served {method}: api {at(served, f'{split}.components.api')}, "
+            f"categories {at(served, f'{split}.categories')}"
         )
-    local_spans = ((local.get("breakdown") or {}).get("methods") or {}).get("spans") or {}
-    print(f"  in-process spans: categories {local_spans.get('categories')}")
-    target = served.get("target") or {}
-    for name, row in (target.get("threads") or {}).items():
+    print(f"  in-process spans: categories {at(local, 'breakdown.methods.spans.categories')}")
+    threads = at(served, "target.threads")
+    for name, row in threads.items() if isinstance(threads, dict) else ():
         print(
             f"  thread {name}: {row['samples']} samples, {row['categories']}, {row['components']}, gil {row['gil_wait']}"
         )
-    print(f"  gil: {json.dumps(target.get('gil'))}")
-    print(f"  client: {target.get('client', {}).get('note')}")
+    print(f"  gil: {json.dumps(at(served, 'target.gil'))}")
+    print(f"  client: {at(served, 'target.client.note')}")
 
 
 def main() -> None:

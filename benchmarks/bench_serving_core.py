@@ -23,6 +23,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
@@ -72,7 +73,8 @@ def scheduler_run(num_seqs: int, churn: bool, steps: int) -> tuple[list[float], 
     next_id = num_seqs
     arrivals = [NewSequence(i, 64, 10_000) for i in range(num_seqs)]
     finished: list[int] = []
-    times, plans = [], []
+    times: list[float] = []
+    plans: list[StepPlan] = []
     rng = random.Random(0)
     for step in range(steps):
         start = time.perf_counter()
@@ -145,7 +147,7 @@ def sampler_for(batch: int, mix: list[SamplingParams], rng: random.Random) -> Py
     sampler = PythonSampler()
     for seq_id in range(batch):
         base = mix[seq_id % len(mix)]
-        params = SamplingParams(**{**{n: getattr(base, n) for n in base.__slots__}, "seed": seq_id})
+        params = replace(base, seed=seq_id)
         sampler.add(seq_id, params, [rng.randrange(VOCAB) for _ in range(200)])
     # 50 output tokens each, recorded directly (drawing them would only slow the benchmark down).
     sampler._apply_pending()
@@ -184,7 +186,6 @@ def bench_sampler(quick: bool) -> None:
 def bench_allocator_scaling(quick: bool) -> None:
     print("PythonKVAllocator free-list operations vs pool size (half the pool held; flat = O(1)):")
     ops = 50_000 if quick else 200_000
-    first = None
     for num_blocks in (1_000, 10_000, 100_000, 1_000_000):
         pool = PythonKVAllocator(num_blocks, BLOCK_SIZE)
         pool.allocate(0, num_blocks // 2)
@@ -204,7 +205,6 @@ def bench_allocator_scaling(quick: bool) -> None:
 
         ns_pop = median_us(pop_release, min_reps=3, budget_s=0.2) * 1e3 / ops
         ns_remove = median_us(remove_release, min_reps=3, budget_s=0.2) * 1e3 / ops
-        first = first or ns_pop
         report(
             f"allocator_ns_pop_release_{num_blocks}",
             ns_pop,
@@ -218,7 +218,7 @@ def bench_allocator_scaling(quick: bool) -> None:
             f"remove(mid-list block)+release(), {num_blocks:,} blocks",
         )
     print(
-        f"  {RESULTS['allocator_ns_pop_release_1000000'] / first:12.2f} ratio    pop+release at 1M blocks / at 1k blocks"
+        f"  {RESULTS['allocator_ns_pop_release_1000000'] / RESULTS['allocator_ns_pop_release_1000']:12.2f} ratio    pop+release at 1M blocks / at 1k blocks"
     )
 
 
