@@ -5,7 +5,7 @@ from __future__ import annotations
 import typing
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
@@ -22,9 +22,6 @@ from infer_prof.engine.types import (
     PackedLayer,
 )
 from infer_prof.errors import UnsupportedModelError
-
-if TYPE_CHECKING:  # engine.cuda_graphs captures this module's forward
-    from infer_prof.engine.cuda_graphs import DecodeGraphs
 
 _DTYPES = {
     "float32": torch.float32,
@@ -187,6 +184,17 @@ class _StepPlan:
     decode_lens: torch.Tensor | None = None  # int64 [Bd] context lengths, set with decode_blocks
 
 
+class DecodeReplay(Protocol):
+    """Decode steps replayed from captured graphs: engine.cuda_graphs.DecodeGraphs (a protocol here, since that
+    module captures this one's forward)."""
+
+    def reset(self, *, scratch_block: int, block_size: int) -> None: ...
+
+    def run(self, inp: ModelInput) -> torch.Tensor | None:
+        """The step's logits, or None when it must run eagerly."""
+        ...
+
+
 class LlamaModel:
     """engine.types.Model for a Llama, owning its paged KV cache.
 
@@ -258,7 +266,7 @@ class LlamaModel:
         self.kv_pools: list[torch.Tensor] = []  # per layer [num_blocks, block_size, 2, n_kv_heads, head_dim]
         # Decode steps replayed as CUDA graphs (engine.cuda_graphs.DecodeGraphs), or None: every step eager.
         # Set before allocate_kv_cache(): the graphs' padding rows write into one extra scratch block.
-        self.graphs: DecodeGraphs | None = None
+        self.graphs: DecodeReplay | None = None
         # The native decode attention reads a float32 pool in host memory. Set before int8's calibration
         # forward, which plans a step as every forward does.
         self._decode_kernel = (
