@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 import weakref
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -16,9 +16,11 @@ class KVInspection:
     """What PythonKVAllocator reports besides its step, read from a C pool at `self._kv` (for the
     separate allocator and the fused core's alike)."""
 
-    _ffi: Any  # cffi's FFI and the extension's lib and pool pointer: cffi ships no types for them
+    _ffi: (
+        Any  # cffi's FFI and the extension's lib (native_paths.loader.require): cffi ships no types for them
+    )
     _lib: Any
-    _kv: Any
+    _kv: object  # the C pool, opaque here: only handed back to the lib's functions
     num_blocks: int
     _num_free: int
 
@@ -161,11 +163,18 @@ def raise_kv_error(
 RESULT_FIELDS = ("rows", "width", "stride", "capacity_rows", "num_free", "bad_index", "version")
 
 
+class ResultPointer(Protocol):
+    """A `struct np_kv_alloc_result *` as cffi gives it: the header's int64 fields, then the tables' pointer."""
+
+    @property
+    def tables(self) -> object: ...
+
+
 class TableViews:
     """The batch's block tables as a numpy view of the allocator's output buffer, made again only when
     the buffer moved or the batch's shape changed."""
 
-    def __init__(self, ffi: Any, result_pointer: Any) -> None:
+    def __init__(self, ffi: Any, result_pointer: ResultPointer) -> None:
         self._ffi = ffi
         self._result = result_pointer
         self._header = memoryview(ffi.buffer(result_pointer, 8 * len(RESULT_FIELDS))).cast("q")
