@@ -16,9 +16,8 @@ class KVInspection:
     """What PythonKVAllocator reports besides its step, read from a C pool at `self._kv` (for the
     separate allocator and the fused core's alike)."""
 
-    _ffi: (
-        Any  # cffi's FFI and the extension's lib (native_paths.loader.require): cffi ships no types for them
-    )
+    # cffi's FFI and the extension's lib (native_paths.loader.require): cffi ships no types for them.
+    _ffi: Any
     _lib: Any
     _kv: object  # the C pool, opaque here: only handed back to the lib's functions
     num_blocks: int
