@@ -824,18 +824,19 @@ class SamplingCalibration(TypedDict, total=False):
     mode: str  # "native" or "nonblocking", as the run samples
     asked_hz: int
     wall_s: float
-    samples: int
+    samples: int  # of the process (py-spy reads a stack of each thread a sample)
     errors: int
     cpu_s: float  # py-spy's CPU from its attach to the end (its start-up excluded)
     cost_ms: float  # CPU a sample
     delivered_hz: float  # below asked_hz where py-spy fell behind
+    threads: float | None  # stacks a sample: py-spy's own count over the samples
 
 
 class SamplingInRun(TypedDict, total=False):
     """What the tree's py-spy samplers cost over the load (their start-up included)."""
 
     processes: int
-    samples: int
+    samples: int  # of the processes: the most any one thread of each had
     cpu_s: float
     cost_ms: float | None  # CPU a sample
     cores: float | None  # their CPU over the load's wall time, all processes together

@@ -24,11 +24,13 @@ import signal
 import subprocess
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from infer_prof.profiler.analysis.classify import parse_raw
 from infer_prof.profiler.analysis.diagnose import THRESHOLDS
 from infer_prof.profiler.collectors.registry import DEEP_RATE_HZ, DEFAULT_RATE_HZ
 from infer_prof.profiler.collectors.sampling import find_py_spy, py_spy_command
@@ -63,13 +65,14 @@ class Calibration:
     mode: str  # "native" or "nonblocking", as the run samples
     asked_hz: int
     wall_s: float  # from py-spy's attach to the last CPU reading
-    samples: int
+    samples: int  # of the process: one stack of each of its threads
     errors: int
     cpu_s: float  # py-spy's own CPU over wall_s (its start-up excluded)
+    stacks: int = 0  # py-spy's own count ("Samples: N"), one a thread a sample
 
     @property
     def cost_s(self) -> float:
-        """CPU seconds a sample costs (a failed one costs too)."""
+        """CPU seconds a sample of the process costs (a failed one costs too)."""
         return self.cpu_s / max(1, self.samples + self.errors)
 
     @property
@@ -87,6 +90,7 @@ class Calibration:
             "cpu_s": self.cpu_s,
             "cost_ms": self.cost_s * 1e3,
             "delivered_hz": self.delivered_hz,
+            "threads": self.stacks / self.samples if self.samples else None,
         }
 
 
@@ -236,9 +240,10 @@ def _reason(choice: SampleRate) -> str:
         f"{need.samples:,} busy samples resolve a {need.share:.1%} share against {need.threshold:.0%}, "
         f"{need.hz:.0f} Hz over {need.aim_s:.0f} s of load with the loop busy {need.loop_busy:.0%} of it (assumed)"
     )
+    threads = f"{calibration.stacks / calibration.samples:.0f} threads, " if calibration.stacks else ""
     cost = (
         f"{calibration.cost_s * 1e3:.2f} ms of CPU a sample, measured on pid {calibration.pid} "
-        f"({calibration.mode}, {calibration.delivered_hz:.0f} of {calibration.asked_hz} Hz delivered)"
+        f"({calibration.mode}, {threads}{calibration.delivered_hz:.0f} of {calibration.asked_hz} Hz delivered)"
     )
     budget = (
         f"py-spy's CPU budget of {choice.budget_cores or 0:.1%} of a core per process "
@@ -337,7 +342,10 @@ def calibrate(
         match = _SUMMARY.findall(log_path.read_text(errors="replace"))
         if not match or cpu_start is None or cpu_end is None:
             return "py-spy printed no sample count" if not match else "no /proc to read py-spy's CPU from"
-        samples, errors = (int(value) for value in match[-1])
+        stacks, errors = (int(value) for value in match[-1])
+        samples = _samples_of_process(folder / "raw.txt")
+        if not samples:
+            return "py-spy wrote no stacks"
         return Calibration(
             pid,
             "native" if native_stacks else "nonblocking",
@@ -346,6 +354,7 @@ def calibrate(
             samples,
             errors,
             cpu_end - cpu_start,
+            stacks,
         )
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -367,14 +376,36 @@ def _attached(
     return False
 
 
+def _samples_of_process(raw: Path) -> int:
+    """Samples of the process in py-spy's raw output: with --idle every thread has a stack in each, so the thread
+    seen most often was seen in every one (py-spy's own count is of stacks, one a thread)."""
+    try:
+        text = raw.read_text(errors="replace")
+    except OSError:
+        return 0
+    per_thread: Counter[int | None] = Counter()
+    for stack in parse_raw(text):
+        per_thread[stack.thread_id] += stack.count
+    return max(per_thread.values(), default=0)
+
+
+def process_samples(result: Mapping[str, Any]) -> int:
+    """A sampler result's samples of its process (SamplingCollector.result: `threads` by name, each with its thread
+    ids): the most any one thread had."""
+    threads = (result.get("threads") or {}).values()
+    return max(
+        (int(entry["samples"]) // max(1, len(entry.get("thread_ids") or [])) for entry in threads), default=0
+    )
+
+
 def in_run_cost(results: Mapping[int, Mapping[str, Any]], wall_s: float) -> SamplingInRun | None:
-    """What the tree's samplers cost over the load: their CPU (start-up included) over their samples, and over the
-    load's wall time; None when no sampler ran."""
+    """What the tree's samplers cost over the load: their CPU (start-up included) over the samples of their
+    processes, and over the load's wall time; None when no sampler ran."""
     ran = [result for result in results.values() if result.get("status") == "ok"]
     cpus = [((result.get("overhead") or {}).get("py_spy_cpu_s")) for result in ran]
     if not ran or any(cpu is None for cpu in cpus):
         return None
-    samples = sum(int(result.get("samples") or 0) + int(result.get("errors") or 0) for result in ran)
+    samples = sum(process_samples(result) + int(result.get("errors") or 0) for result in ran)
     cpu_s = float(sum(cpu for cpu in cpus if cpu is not None))
     return {
         "processes": len(ran),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -122,9 +123,22 @@ def test_fixed_rates_for_deep_our_own_server_and_no_process() -> None:
 
 
 def test_the_in_run_cost_sums_the_samplers_that_ran() -> None:
+    def sampled(threads: dict[str, tuple[int, int]], errors: int, cpu_s: float) -> dict[str, object]:
+        """A sampler's result: py-spy counts a stack a thread; {name: (samples, thread ids)}."""
+        table = {name: {"samples": n, "thread_ids": list(range(ids))} for name, (n, ids) in threads.items()}
+        stacks = sum(n for n, _ in threads.values())
+        return {
+            "status": "ok",
+            "samples": stacks,
+            "errors": errors,
+            "threads": table,
+            "overhead": {"py_spy_cpu_s": cpu_s},
+        }
+
     results = {
-        1: {"status": "ok", "samples": 90, "errors": 10, "overhead": {"py_spy_cpu_s": 0.2}},
-        2: {"status": "ok", "samples": 100, "errors": 0, "overhead": {"py_spy_cpu_s": 0.3}},
+        # 90 samples of the process: its main thread in each, a helper that started late, two pool threads of one name
+        1: sampled({"MainThread": (90, 1), "late": (30, 1), "pool": (180, 2)}, 10, 0.2),
+        2: sampled({"MainThread": (100, 1)}, 0, 0.3),
         3: {"status": "skipped", "samples": 0, "overhead": {}},
     }
     cost = in_run_cost(results, wall_s=10.0)
@@ -147,8 +161,29 @@ def test_a_real_calibration_counts_samples_and_their_cpu(busy_loop: int) -> None
     found = calibrate(busy_loop, native_stacks=False, rate_hz=51, seconds=1.0)
     assert isinstance(found, Calibration), found
     assert found.pid == busy_loop and found.mode == "nonblocking" and found.asked_hz == 51
-    assert 0 < found.samples <= 51 * found.wall_s * 1.5  # one a tick, not one a thread
+    assert 0 < found.samples <= 51 * found.wall_s * 1.5
     assert found.cpu_s > 0 and found.cost_s > 0 and 0 < found.delivered_hz
+
+
+@pytest.fixture
+def threads_spinning() -> Iterator[int]:
+    code = "import threading, time\nfor _ in range(3): threading.Thread(target=time.sleep, args=(60,)).start()\nwhile True: pass"
+    process = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        yield process.pid
+    finally:
+        process.kill()
+        process.wait()
+
+
+@NO_PY_SPY
+def test_a_sample_of_a_process_counts_once_whatever_its_threads(threads_spinning: int) -> None:
+    time.sleep(0.3)  # its threads started
+    found = calibrate(threads_spinning, native_stacks=False, rate_hz=51, seconds=1.0)
+    assert isinstance(found, Calibration), found
+    # py-spy counts a stack a thread: four threads, four stacks a sample of the process
+    assert found.stacks >= 3 * found.samples and found.section()["threads"] == pytest.approx(4, abs=0.5)
+    assert found.samples <= 51 * found.wall_s * 1.5
 
 
 @NO_PY_SPY
