@@ -124,7 +124,7 @@ def foreign_verdict(processes: Sequence[dict[str, Any]], *, blind_spots: list[st
         "share": figures.share,
         "low": figures.low,
         "high": figures.high,
-        "samples": figures.busy,
+        "samples": int(figures.busy),  # whole samples (a pool taking turns keeps whole ones)
         "method": interval_method(figures),
     }
     unsure = straddled(interval)

@@ -63,9 +63,9 @@ def _name_row(
     span_value = (spans.get(group) or {}).get(name)
     sample_value = ((samples or {}).get(group) or {}).get(name)
     recorded = breakdown.get(GAPS[group]) or {}
-    beyond = breakdown.get(BEYOND_NOISE[group])
-    noise_tested = beyond is not None and span_value is not None and sample_value is not None
-    if noise_tested and name not in beyond and span_value != sample_value:
+    beyond: list[str] | None = breakdown.get(BEYOND_NOISE[group])
+    measured_both = span_value is not None and sample_value is not None
+    if beyond is not None and measured_both and name not in beyond and span_value != sample_value:
         gap = WITHIN_NOISE
     elif name in recorded:
         gap = fmt_pp(recorded[name])
