@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from infer_prof.profiler.rundir.components import CONTROL_PATHS as PER_TOKEN_CONTROL
 from infer_prof.profiler.rundir.native import fallback_sentence
 from infer_prof.profiler.rundir.results import RunResult
 from infer_prof.profiler.rundir.twins import twins_sentence
@@ -77,8 +78,9 @@ def _verdict_sentence(result: RunResult) -> str:
 CATEGORY_WORDS = {"waiting": "waiting on the model worker"}
 
 
-# Components that are per-token control flow (what a native rewrite could speed up), not compute or waiting.
-CONTROL_PATHS = ("scheduler", "sampler", "kv_alloc", "prepare", "tokenizer", "detokenizer", "model_glue")
+# Components that are per-token control flow (what a native rewrite could speed up), not compute or waiting: where
+# the verdict names no largest control path of its own, the model's glue counts too.
+CONTROL_PATHS = (*PER_TOKEN_CONTROL, "model_glue")
 
 
 def reasons(result: RunResult) -> list[str]:
