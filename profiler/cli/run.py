@@ -587,6 +587,14 @@ def run_target_command(
                     launched=launched,
                     sample_rate=rate,
                 )
+        from infer_prof.profiler.session.target.sample_rate import cost_line
+
+        target_section = outcome.result.target or {}
+        spent = cost_line(
+            target_section.get("sampling_rate"), (target_section.get("client") or {}).get("wall_s") or 0.0
+        )
+        if spent:  # what py-spy cost over the load, against its budget and the calibration
+            console.print(spent, style="dim", soft_wrap=True, markup=False)
         if swap_plan is not None and setup is not None:  # read once the server is gone: its last calls are in
             from infer_prof.profiler.session.target.swap import report_swap
 

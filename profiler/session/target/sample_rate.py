@@ -240,7 +240,8 @@ def _reason(choice: SampleRate) -> str:
         f"{need.samples:,} busy samples resolve a {need.share:.1%} share against {need.threshold:.0%}, "
         f"{need.hz:.0f} Hz over {need.aim_s:.0f} s of load with the loop busy {need.loop_busy:.0%} of it (assumed)"
     )
-    threads = f"{calibration.stacks / calibration.samples:.0f} threads, " if calibration.stacks else ""
+    count = round(calibration.stacks / calibration.samples) if calibration.samples else 0
+    threads = f"{count} thread{'' if count == 1 else 's'}, " if calibration.stacks else ""
     cost = (
         f"{calibration.cost_s * 1e3:.2f} ms of CPU a sample, measured on pid {calibration.pid} "
         f"({calibration.mode}, {threads}{calibration.delivered_hz:.0f} of {calibration.asked_hz} Hz delivered)"
@@ -414,6 +415,27 @@ def in_run_cost(results: Mapping[int, Mapping[str, Any]], wall_s: float) -> Samp
         "cost_ms": cpu_s / samples * 1e3 if samples else None,
         "cores": cpu_s / wall_s if wall_s > 0 else None,
     }
+
+
+def cost_line(section: TargetSamplingRate | None, wall_s: float) -> str | None:
+    """What py-spy cost over the load, against its budget and the calibration (the run's closing line); None when
+    no sampler ran. The calibration reads an idle server: under load a sample reads deeper stacks and more threads."""
+    in_run = (section or {}).get("in_run")
+    if not section or not in_run or not in_run.get("samples") or wall_s <= 0:
+        return None
+    processes, cores, cost = in_run.get("processes") or 1, in_run.get("cores") or 0.0, in_run.get("cost_ms")
+    delivered = (in_run.get("samples") or 0) / processes / wall_s
+    line = (
+        f"sampling in the run: py-spy took {cores:.1%} of a core over {processes} process{'es' if processes > 1 else ''}"
+        f" ({cost or 0:.2f} ms of CPU a sample, start-up included; {delivered:.0f} samples a second of load at"
+        f" {section.get('rate_hz')} Hz asked)"
+    )
+    budget, calibration = section.get("budget_cores"), section.get("calibration")
+    if budget is not None:
+        line += f"; {'over' if cores / processes > budget else 'within'} its budget of {budget:.1%} a process"
+    if calibration and cost and calibration.get("cost_ms"):
+        line += f"; a sample cost {cost / calibration['cost_ms']:.1f}x the calibration's on the idle server"
+    return line
 
 
 def _lowest_priority() -> None:

@@ -23,6 +23,7 @@ from infer_prof.profiler.session.target.sample_rate import (
     budget_per_process,
     calibrate,
     choose_rate,
+    cost_line,
     decide_rate,
     in_run_cost,
     samples_to_resolve,
@@ -207,3 +208,22 @@ def test_another_engines_tree_is_calibrated_in_native_mode() -> None:
     assert choice.rate_hz >= DEFAULT_RATE_HZ and choice.rate_hz % 2 == 1
     section = choice.section()
     assert section["calibration"] and section["calibration"]["cost_ms"] > 0 and section["in_run"] is None
+
+
+def test_the_closing_line_puts_the_runs_cost_against_the_budget_and_the_calibration() -> None:
+    choice = choose_rate(tightest_need(), measured(1.0), processes=2, cores=2)  # 0.05 core: 50 Hz allowed
+    results = {
+        pid: {
+            "status": "ok",
+            "samples": 1000,
+            "errors": 0,
+            "threads": {"MainThread": {"samples": 500, "thread_ids": [pid]}},
+            "overhead": {"py_spy_cpu_s": 2.0},
+        }
+        for pid in (1, 2)
+    }
+    line = cost_line(choice.section(results, 10.0), 10.0)
+    assert line is not None and "py-spy took 40.0% of a core over 2 processes" in line
+    assert "4.00 ms of CPU a sample" in line and "50 samples a second of load at 49 Hz asked" in line
+    assert "over its budget of 5.0% a process" in line and "4.0x the calibration's" in line
+    assert cost_line(choice.section({}, 10.0), 10.0) is None
