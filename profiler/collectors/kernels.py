@@ -1,14 +1,14 @@
 """torch.profiler over short windows of engine steps spread over the run: per span, aten op time split into kernel and framework fee.
 
-torch.profiler slows a CPU step x1.3-1.7 and records ~5,000 events per step, so it runs only over
-windows of `steps` steps: the first at `first_step` (after warm-up), then one every `every` steps but
-never less than `min_gap_s` of unpaused time after the last one, nor less than the last window's
-measured cost over `cost_budget` (which bound what windows cost where steps are short and where they are
-long), switched on and off by the spans tracer's step callbacks on the engine thread. One window read a
-model span's kernel share as 66%, 83% and 92% in three runs of one scenario; windows spread over the run
-describe the run, not one moment of it. At most `max_windows` are kept: when that many are held, the
-period doubles and every other window is dropped, so the kept ones stay evenly spread however long the
-run is. While a window runs, every engine span is also marked as a `record_function("span:<name>")`, so
+torch.profiler slows a CPU step and records thousands of events a step (docs/measurements.md, "Figures
+moved out of code comments"), so it runs only over windows of `steps` steps: the first at `first_step`
+(after warm-up), then one every `every` steps but never less than `min_gap_s` of unpaused time after the
+last one, nor less than the last window's measured cost over `cost_budget` (which bound what windows cost
+where steps are short and where they are long), switched on and off by the spans tracer's step callbacks
+on the engine thread. One window's read of a model span's kernel share moved widely between runs of one
+scenario (docs/measurements.md); windows spread over the run describe the run, not one moment of it. At
+most `max_windows` are kept: when that many are held, the period doubles and every other window is
+dropped, so the kept ones stay evenly spread however long the run is. While a window runs, every engine span is also marked as a `record_function("span:<name>")`, so
 each op's self time is attributed to the span it ran in.
 
 An op's self time is not all compute. Ops that compute nothing (views, reshapes, tensor creation:
@@ -28,11 +28,14 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
 from infer_prof.profiler.collectors.base import Collector
 from infer_prof.profiler.collectors.kineto_chatter import quietly_profiling, without_kineto_chatter
 from infer_prof.profiler.collectors.spans import STEP_SPAN, RecordingTracer
+
+if TYPE_CHECKING:
+    from torch.profiler import profile as TorchProfile
 
 SPAN_PREFIX = "span:"
 OUTSIDE_SPANS = ""
@@ -53,6 +56,82 @@ FEE_OPS = re.compile(
 )
 
 
+class TimeRange(Protocol):
+    @property
+    def start(self) -> float: ...
+    @property
+    def end(self) -> float: ...
+
+
+class ProfilerEvent(Protocol):
+    """The fields of torch.profiler's FunctionEvent read here (times in us; device_type read where present)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def cpu_parent(self) -> ProfilerEvent | None: ...
+    @property
+    def self_cpu_time_total(self) -> float: ...
+    @property
+    def time_range(self) -> TimeRange: ...
+    @property
+    def thread(self) -> int: ...
+
+
+class TopKernel(TypedDict):
+    name: str
+    device_ns: float
+    count: int
+
+
+class CudaSummary(TypedDict):
+    """GPU kernel time and idle gaps over the windows (ns), and the kernels that took the most device time."""
+
+    kernels: int
+    kernel_ns: float
+    busy_ns: float
+    window_ns: float
+    idle_gap_ns: float
+    gpu_idle_fraction: float | None
+    mean_kernel_ns: float
+    top_kernels: list[TopKernel]
+
+
+class SpanTime(TypedDict):
+    """One span's torch time in a summary (ns, ops counted): aten ops' self time, the framework fee in it, the ops,
+    their device time and the GPU runtime calls' time."""
+
+    aten_self_ns: float
+    fee_ns: float
+    ops: int
+    device_ns: float
+    runtime_ns: float
+
+
+class SpanSplit(TypedDict):
+    """One span's split in one window (ns): what the breakdown reads of SpanTime."""
+
+    aten_self_ns: float
+    fee_ns: float
+    runtime_ns: float
+
+
+class KernelWindow(TypedDict, total=False):
+    """One window: its first step, how many steps it profiled, and (once split) each span's SpanSplit."""
+
+    first_step: int
+    steps: int
+    by_span: dict[str, SpanSplit]
+
+
+def _span_split(entry: SpanTime) -> SpanSplit:
+    return {
+        "aten_self_ns": entry["aten_self_ns"],
+        "fee_ns": entry["fee_ns"],
+        "runtime_ns": entry["runtime_ns"],
+    }
+
+
 def _interval_union(intervals: list[tuple[float, float]]) -> float:
     """Total length covered by possibly overlapping intervals."""
     if not intervals:
@@ -69,17 +148,17 @@ def _interval_union(intervals: list[tuple[float, float]]) -> float:
     return covered + current_end - current_start
 
 
-def _device(event: Any) -> bool:
+def _device(event: ProfilerEvent) -> bool:
     return "CUDA" in str(getattr(event, "device_type", "CPU"))
 
 
-def _kernel(event: Any) -> bool:
+def _kernel(event: ProfilerEvent) -> bool:
     """Device work: a device event that is not the GPU-side copy of a `span:` marker, which Kineto
     reports as a device event covering the whole span (counting it hid every gap in the span)."""
     return _device(event) and not event.name.startswith(SPAN_PREFIX)
 
 
-def _span_of(event: Any) -> str:
+def _span_of(event: ProfilerEvent) -> str:
     parent = event.cpu_parent
     while parent is not None:
         if parent.name.startswith(SPAN_PREFIX):
@@ -88,7 +167,7 @@ def _span_of(event: Any) -> str:
     return OUTSIDE_SPANS
 
 
-def op_fee_us(events: list[Any]) -> float | None:
+def op_fee_us(events: list[ProfilerEvent]) -> float | None:
     """The framework's fee for one op call (us): the median self time of the do-nothing ops (FEE_OPS)
     that call no other op, or None when the events hold none."""
     op_parents = {
@@ -102,7 +181,7 @@ def op_fee_us(events: list[Any]) -> float | None:
     return fees[len(fees) // 2] if fees else None
 
 
-def _cuda_summary(windows: list[list[Any]]) -> dict[str, Any] | None:
+def _cuda_summary(windows: list[list[ProfilerEvent]]) -> CudaSummary | None:
     """GPU kernel time and idle gaps, each window's gaps measured against its own CPU time span, and the
     kernels that took the most device time."""
     kernels = 0
@@ -125,7 +204,7 @@ def _cuda_summary(windows: list[list[Any]]) -> dict[str, Any] | None:
             span_us += max(end for _, end in cpu) - min(start for start, _ in cpu)
     if not kernels:
         return None
-    return {
+    summary: CudaSummary = {
         "kernels": kernels,
         "kernel_ns": kernel_us * 1e3,
         "busy_ns": busy_us * 1e3,
@@ -138,13 +217,14 @@ def _cuda_summary(windows: list[list[Any]]) -> dict[str, Any] | None:
             for name, (total, count) in sorted(by_kernel.items(), key=lambda item: -item[1][0])[:10]
         ],
     }
+    return summary
 
 
 def summarize_events(
-    events: list[Any],
+    events: list[ProfilerEvent],
     steps: int,
     *,
-    windows: list[list[Any]] | None = None,
+    windows: list[list[ProfilerEvent]] | None = None,
     fees_us: dict[str, float] | None = None,
 ) -> dict[str, Any]:
     """Summarize torch.profiler FunctionEvents (times in us) of `steps` profiled steps.
@@ -162,16 +242,16 @@ def summarize_events(
         fees_us = {GENERIC_FEE: op_fee_us([event for part in per_window for event in part]) or 0.0}
     fee_us = fees_us.get(GENERIC_FEE, 0.0)
 
-    def new_span() -> dict[str, float]:
+    def new_span() -> SpanTime:
         return {"aten_self_ns": 0.0, "fee_ns": 0.0, "ops": 0, "device_ns": 0.0, "runtime_ns": 0.0}
 
-    by_span: dict[str, dict[str, float]] = defaultdict(new_span)
-    by_window: list[dict[str, dict[str, float]]] = []
+    by_span: dict[str, SpanTime] = defaultdict(new_span)
+    by_window: list[dict[str, SpanTime]] = []
     by_op: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
     total_self_us = 0.0
     ops = top_level_ops = launches = 0
     for part in per_window:
-        window_spans: dict[str, dict[str, float]] = defaultdict(new_span)
+        window_spans: dict[str, SpanTime] = defaultdict(new_span)
         by_window.append(window_spans)
         for event in part:
             if _device(event):
@@ -207,7 +287,7 @@ def summarize_events(
     return {
         "aten_self_ns": total_self_us * 1e3,
         "op_fee_ns": fee_us * 1e3,  # the generic fee
-        "by_span": {span: dict(values) for span, values in by_span.items()},
+        "by_span": {span: values.copy() for span, values in by_span.items()},
         "ops_per_step": ops / steps if steps else None,
         "top_level_ops_per_step": top_level_ops / steps if steps else None,
         "launches_per_step": launches / steps if steps else None,  # 0 on a CPU run: nothing is launched
@@ -216,7 +296,7 @@ def summarize_events(
             for name, values in top_ops
         ],
         "cuda": _cuda_summary(per_window),
-        "by_window": [{span: dict(values) for span, values in spans.items()} for spans in by_window],
+        "by_window": [{span: values.copy() for span, values in spans.items()} for spans in by_window],
     }
 
 
@@ -362,12 +442,12 @@ class KernelCollector(Collector):
         self._clock = clock
         self._tracer = tracer
         self._mark_spans = mark_spans and tracer is not None
-        self._profile: Any = None
+        self._profile: TorchProfile | None = None
         self._open_at: int | None = None  # first step of the window being recorded
         self._open_steps = 0
         # Stopped windows: (first step, steps, profile); events are read after the run, off the engine thread.
-        self._windows: list[tuple[int, int, Any]] = []
-        self._splits: dict[int, dict[str, dict[str, float]]] = {}  # windows_so_far()'s, by first step
+        self._windows: list[tuple[int, int, TorchProfile]] = []
+        self._splits: dict[int, dict[str, SpanSplit]] = {}  # windows_so_far()'s, by first step
         # (first step, steps) of windows already split whose events were dropped (see _release_summarized)
         self._released: list[tuple[int, int]] = []
         self._step_begin: dict[int, int] = {}
@@ -386,8 +466,9 @@ class KernelCollector(Collector):
             self._warm_up()
 
     def _warm_up(self) -> None:
-        """Price the per-op fees now, before the engine runs: this also pays torch.profiler's first start
-        (~0.9 s here, one-time init), which would otherwise pause the engine thread mid-run."""
+        """Price the per-op fees now, before the engine runs: this also pays torch.profiler's first start (a
+        one-time init of most of a second: docs/measurements.md), which would otherwise pause the engine thread
+        mid-run."""
         try:
             self._fees_us = price_op_fees()
         except Exception as exc:  # never break the engine thread
@@ -529,13 +610,13 @@ class KernelCollector(Collector):
         self._windows = [window for window in self._windows if window[0] not in summarized]
         return True
 
-    def windows_so_far(self) -> list[dict[str, Any]]:
+    def windows_so_far(self) -> list[KernelWindow]:
         """The windows closed so far, each with its own split ({first_step, steps, by_span: {span: {aten_self_ns,
         fee_ns, runtime_ns}}}), for a running estimate between rounds of the load; each window's events are read
         once, on the caller's thread (torch keeps them for result())."""
         with self._lock:
             closed, released = list(self._windows), list(self._released)
-        out = [
+        out: list[KernelWindow] = [
             {"first_step": first, "steps": steps, "by_span": self._splits[first]} for first, steps in released
         ]
         for first, steps, profile in closed:
@@ -545,8 +626,7 @@ class KernelCollector(Collector):
                     [], steps, windows=[list(profile.events())], fees_us=self._fees_us or None
                 )
                 split = self._splits[first] = {
-                    span: {key: entry[key] for key in ("aten_self_ns", "fee_ns", "runtime_ns")}
-                    for span, entry in summary["by_window"][0].items()
+                    span: _span_split(entry) for span, entry in summary["by_window"][0].items()
                 }
             out.append({"first_step": first, "steps": steps, "by_span": split})
         return sorted(out, key=lambda window: window["first_step"])
@@ -561,7 +641,7 @@ class KernelCollector(Collector):
         self._close_window()
 
     def _result(self) -> dict[str, Any]:
-        windows: list[dict[str, Any]] = [
+        windows: list[KernelWindow] = [
             {"first_step": first, "steps": steps} for first, steps, _ in self._windows
         ]
         profiled = sum(window["steps"] for window in windows)
@@ -585,10 +665,7 @@ class KernelCollector(Collector):
         summary["fee_source"] = "tiny-op probe" if self._fees_us else "median do-nothing op in the windows"
         for window, by_span in zip(windows, summary.pop("by_window")):
             # Each window's own split, so the breakdown can follow a run whose phases differ.
-            window["by_span"] = {
-                span: {key: entry[key] for key in ("aten_self_ns", "fee_ns", "runtime_ns")}
-                for span, entry in by_span.items()
-            }
+            window["by_span"] = {span: _span_split(entry) for span, entry in by_span.items()}
         inside_steps = {first + offset for first, steps, _ in self._windows for offset in range(steps)}
         before_steps = {first - offset for first, steps, _ in self._windows for offset in range(1, steps + 1)}
         inside = [ms for step, ms in self._step_ms.items() if step in inside_steps]
@@ -598,7 +675,7 @@ class KernelCollector(Collector):
         inside_mean = sum(inside) / len(inside) if inside else None
         before_mean = sum(before) / len(before) if before else None
         # Windows whose events were dropped once split (a run that looked between rounds) keep their splits.
-        released = [
+        released: list[KernelWindow] = [
             {"first_step": first, "steps": steps, "by_span": self._splits[first]}
             for first, steps in self._released
         ]
@@ -614,7 +691,9 @@ class KernelCollector(Collector):
         }
         return summary
 
-    def _timeline(self, per_window: list[list[Any]]) -> list[tuple[int, int, str, int, int, int, str]]:
+    def _timeline(
+        self, per_window: list[list[ProfilerEvent]]
+    ) -> list[tuple[int, int, str, int, int, int, str]]:
         """Every window's ops on the engine thread at their real times, on the spans' clock (see window_timeline)."""
         if self._tracer is None:
             return []
@@ -628,12 +707,15 @@ class KernelCollector(Collector):
         for number, ((first, steps, _), events) in enumerate(zip(self._windows, per_window)):
             starts = [step_starts[step] for step in range(first, first + steps) if step in step_starts]
             if len(starts) == steps:
-                rows.extend((number, first + step, *row) for step, *row in window_timeline(events, starts))
+                rows.extend(
+                    (number, first + step, op, start, end, depth, span)
+                    for step, op, start, end, depth, span in window_timeline(events, starts)
+                )
         return rows
 
 
 def window_timeline(
-    events: list[Any], step_starts_ns: list[int]
+    events: list[ProfilerEvent], step_starts_ns: list[int]
 ) -> list[tuple[int, str, int, int, int, str]]:
     """(step offset in the window, op, start_ns, end_ns, op depth, span) of each op on the engine thread.
 
@@ -650,12 +732,12 @@ def window_timeline(
     if not markers or len(markers) != len(step_starts_ns):
         return []
     pairs = list(zip(markers, step_starts_ns))
-    # The window's first marker opens ~1 ms early (record_function's first use costs that much between
-    # its clock read and the tracer's): leave it out when there are others.
+    # The window's first marker opens early (record_function's first use costs about a millisecond between its
+    # clock read and the tracer's: docs/measurements.md): leave it out when there are others.
     offsets = sorted(start - round(marker.time_range.start * 1e3) for marker, start in (pairs[1:] or pairs))
     offset = offsets[len(offsets) // 2]
     thread = markers[0].thread
-    rows = []
+    rows: list[tuple[int, str, int, int, int, str]] = []
     for event in events:
         if _device(event) or event.thread != thread or not _is_op(event.name):
             continue
