@@ -411,7 +411,7 @@ def samples_split(counts: SampleCounts | Mapping[str, Any] | None) -> Split | No
     components: dict[str, float | None] = {
         name: counts["components"].get(name, 0) / total for name in COMPONENTS
     }
-    split: Split = {"samples": total, "resolution": resolution}
+    split: Split = {"samples": int(total), "resolution": resolution}  # whole samples (a pool's are floats)
     if resolution == "python":
         split["python_leaf"] = categories["interpreter"]
         for name in ("interpreter", "kernel", "allocation"):
