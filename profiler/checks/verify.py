@@ -38,7 +38,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 import pandas as pd
 
@@ -53,20 +53,22 @@ from infer_prof.profiler.session.options import EngineOptions
 from infer_prof.profiler.session.session import SessionOutcome
 
 if TYPE_CHECKING:
-    from infer_prof.profiler.rundir.results import RunResult
+    from infer_prof.profiler.rundir.results import RunData, RunResult
+    from infer_prof.profiler.rundir.schema import Prediction, Split, Verify, VerifyComponent
 
 VERIFY_DIR = "verify"
 TURNS_FILE = "turns.csv"  # the switched sampler run's step -> (block, C twin served)
 AGREEMENT_BAND = 0.2  # a prediction holds when measured / predicted lies within 1 +- this
 
 
-def _per_token_ns(result: RunResult, fraction: Callable[[dict[str, Any]], float]) -> float | None:
+def _per_token_ns(result: RunResult, fraction: Callable[[Split], float]) -> float | None:
     """fraction(spans split) of the engine thread's wall time, per generated token (ns), or None."""
-    spans = ((result.breakdown or {}).get("methods") or {}).get("spans")
+    breakdown = result.breakdown or {}
+    spans = (breakdown.get("methods") or {}).get("spans")
     tokens = (result.engine or {}).get("tokens_generated") or 0
     if not spans or tokens <= 0:
         return None
-    return fraction(spans) * result.breakdown["wall_s"] * 1e9 / tokens
+    return fraction(spans) * breakdown["wall_s"] * 1e9 / tokens
 
 
 def busy_ns_per_token(result: RunResult) -> float | None:
@@ -85,13 +87,13 @@ def _mean(values: list[float | None]) -> float | None:
 
 
 def compare_component(
-    python_results: list[Any],
-    native_result: Any,
+    python_results: list[RunResult],
+    native_result: RunResult,
     component: str,
     share: float,
     given_speedup: float | None,
     given_source: str | None = None,
-) -> dict[str, Any]:
+) -> VerifyComponent:
     """Predicted vs measured gain of one component: its Python runs (averaged) against its native run; the
     prediction's speedup is the one given (the main run's replay, or a microbenchmark's), else the spans'."""
     python_busy = _mean([busy_ns_per_token(result) for result in python_results])
@@ -126,13 +128,15 @@ def _agreement(measured: float | None, predicted: float | None) -> float | None:
     return measured / predicted if predicted and measured is not None else None
 
 
-def python_spread(python_results: list[Any]) -> float | None:
+def python_spread(python_results: list[RunResult]) -> float | None:
     """How far the Python runs' busy time per token differ (max/min - 1): the noise floor of measured gains."""
     values = [value for value in (busy_ns_per_token(result) for result in python_results) if value]
     return max(values) / min(values) - 1.0 if len(values) > 1 else None
 
 
-def mix_matched_gain(python_steps: list[Any], native_steps: Any) -> tuple[float | None, float]:
+def mix_matched_gain(
+    python_steps: list[pd.DataFrame], native_steps: pd.DataFrame
+) -> tuple[float | None, float]:
     """(gain, coverage): 1 - the native run's step time over the Python runs', both taken at the Python
     runs' own mix of steps, and the share of Python steps whose kind the native run also had.
 
@@ -150,7 +154,7 @@ def mix_matched_gain(python_steps: list[Any], native_steps: Any) -> tuple[float 
     if python is None or not len(python) or not len(native_steps):
         return None, 0.0
 
-    def by_kind(frame: Any) -> Any:
+    def by_kind(frame: pd.DataFrame) -> pd.DataFrame:
         kinds = frame.assign(prefill=frame["prefill_tokens"] > 0)
         return kinds.groupby(["batch_size", "prefill"])["duration_ms"].agg(["mean", "count"])
 
@@ -173,7 +177,16 @@ SWITCHED_IN_RUN = (
 )  # twins whose state can change hands between steps (profiler.checks.twin_switch)
 
 
-def resolution(predicted: float | None, low: float | None, high: float | None) -> dict[str, Any]:
+class IntervalResolution(TypedDict):
+    """Whether a measured interval can judge a prediction: its half-width, the band's, and the answer (None: no
+    interval or no prediction)."""
+
+    half_width: float | None
+    band: float | None
+    resolves: bool | None
+
+
+def resolution(predicted: float | None, low: float | None, high: float | None) -> IntervalResolution:
     """Whether a measured interval is narrow enough to tell a prediction that holds (within AGREEMENT_BAND of
     `predicted`) from one that does not: its half-width, the band's, and `resolves`.
 
@@ -189,14 +202,14 @@ def resolution(predicted: float | None, low: float | None, high: float | None) -
 
 
 def inrun_entry(
-    prediction: dict[str, Any],
+    prediction: Prediction,
     gain: InRunGain,
     switches: int,
     own: str | None = None,
     *,
     block_steps: int | None = None,
     unit_blocks: int | None = None,
-) -> dict[str, Any]:
+) -> VerifyComponent:
     """The verify section's entry of a twin measured in one switched run: its gain at the same steps with the
     interval (the measured gain), whether that interval can judge the prediction, the noisier gain at
     each side's own mix of steps (busy_gain), and the part of the gain in the twin's `own` phase with its
@@ -256,7 +269,7 @@ def verify_predictions(
     native_speedups: dict[str, float] | None,
     run_again: RunAgain,
     ledger: Path | None = None,
-) -> dict[str, Any] | None:
+) -> Verify | None:
     """Run again per native-capable component with its C twin on (`run_again`, a face's session with its
     progress display); rewrite result.json with the measured gains and return the verdict's `verify`
     section, or None when the main run has nothing to compare. Each predicted/measured pair is appended to
@@ -270,7 +283,7 @@ def verify_predictions(
     twins = available()
     native_runs: dict[str, SessionOutcome] = {}
     skipped: dict[str, str] = {}
-    details: dict[str, Any] = {}
+    details: dict[str, VerifyComponent] = {}
     # Interleaved: each C-twin run sits between two Python runs (P N1 P N2 P ...), and its reference is
     # the mean of those two neighbours, so a machine drifting steadily through the sequence moves the
     # reference as much as the native run: the drift cancels, as in ABBA, one native run per twin.
@@ -353,8 +366,7 @@ def verify_predictions(
             _controls(around_data), _controls([native_data]), noise=_spread(python_controls)
         )
         details[component] = entry
-    _record(outcome, native_speedups, details, skipped, python_results, ledger)
-    return result.verdict["verify"]
+    return _record(outcome, native_speedups, details, skipped, python_results, ledger)
 
 
 # Why more than one: a short scenario's switched run on a small model has a few hundred steps, and the model
@@ -364,8 +376,8 @@ MAX_SWITCHED_RUNS = 3
 
 
 def _switched_run(
-    outcome: SessionOutcome, options: EngineOptions, prediction: dict[str, Any], run_again: RunAgain
-) -> dict[str, Any] | str:
+    outcome: SessionOutcome, options: EngineOptions, prediction: Prediction, run_again: RunAgain
+) -> VerifyComponent | str:
     """Runs with the sampler's twins taking turns, pooled: its verify entry, or why there is none. A run whose
     interval cannot judge the prediction (resolution) is followed by another, up to MAX_SWITCHED_RUNS, and the
     gain is taken over all their steps (each run's blocks kept apart in the resampled units)."""
@@ -456,7 +468,7 @@ def _spread(values: list[float]) -> float:
     return max(values) / min(values) - 1.0 if len(values) > 1 else 0.0
 
 
-def _controls(runs: list[Any]) -> list[float]:
+def _controls(runs: list[RunData]) -> list[float]:
     """The yardstick (profiler.rundir.yardstick) of each run (RunData) that has one."""
     figures = [yardstick(run) for run in runs]
     return [figure.value for figure in figures if figure is not None]
@@ -475,12 +487,12 @@ def _relative(outcome: SessionOutcome, run_dir: Path) -> str:
 def _record(
     outcome: SessionOutcome,
     native_speedups: dict[str, float] | None,
-    details: dict[str, Any],
+    details: dict[str, VerifyComponent],
     skipped: dict[str, str],
-    python_results: list[Any],
+    python_results: list[RunResult],
     ledger: Path | None = None,
-) -> None:
-    """The verdict again with the measured gains, and its `verify` section; result.json rewritten."""
+) -> Verify:
+    """The verdict again with the measured gains, and its `verify` section (returned); result.json rewritten."""
     result = outcome.result
     # The ledger keeps score across runs; it reads the predictions' intervals from the verdict before this one.
     ledger_note = append_verify_pairs(
@@ -488,12 +500,12 @@ def _record(
     )
     speedups = dict(native_speedups or {})
     speedups.update(
-        {name: entry["native_speedup"] for name, entry in details.items() if entry["native_speedup"]}
+        {name: speedup for name, entry in details.items() if (speedup := entry["native_speedup"])}
     )
     measured = {
-        name: entry["measured_gain"]
+        name: measured_gain
         for name, entry in details.items()
-        if entry["measured_gain"] is not None and not entry.get("void")
+        if (measured_gain := entry["measured_gain"]) is not None and not entry.get("void")
     }
     verdict = diagnose(
         result.breakdown or {},
@@ -503,7 +515,7 @@ def _record(
         replayed=(result.replay or {}).get("components"),
     )
     spread = python_spread(python_results)
-    verdict["verify"] = {
+    section: Verify = {
         "method": "measured_gain = 1 - busy time per generated token (native run) / (Python run); busy = engine "
         "thread wall time minus idle (spans). native_speedup: the main run's replay of its own work through both "
         "twins (else a microbenchmark's when given, else the component's span time per token, Python run / "
@@ -514,6 +526,7 @@ def _record(
         "skipped": skipped,
         "ledger": ledger_note,
     }
+    verdict["verify"] = section
     # The noise floor travels with the gains it qualifies, not only on the terminal that printed it.
     for prediction in (verdict.get("predictions") or {}).values():
         gain = prediction.get("measured_gain")
@@ -529,3 +542,4 @@ def _record(
     result.verdict = verdict
     result.config["verify"] = True
     write_json_atomic(Path(outcome.run_dir) / "result.json", result.to_dict())
+    return section

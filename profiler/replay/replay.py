@@ -42,12 +42,16 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from infer_prof.profiler.replay.recorder import WorkloadLog, captured_call
+from infer_prof.profiler.rundir.schema import Replay, ReplayComponent
 from infer_prof.profiler.stats import block_length, bootstrap, rate_statistic, ratio_of
+
+if TYPE_CHECKING:
+    import torch
 
 REPLAYED = ("scheduler", "kv_alloc", "prepare", "sampler")
 REPEATS = 3
@@ -103,8 +107,10 @@ def derive(log: WorkloadLog, shape: PoolShape) -> Derived:
     step that the allocator has the free blocks the run's engine reported; ReplayMismatch if not."""
     from infer_prof.native_paths.toggles import make_twin
 
-    scheduler, pool = (make_twin(name, False, **asdict(shape)) for name in ("scheduler", "kv_alloc"))
-    plans, tables = [], []
+    sizes = asdict(shape)
+    scheduler, pool = make_twin("scheduler", False, **sizes), make_twin("kv_alloc", False, **sizes)
+    plans: list[Any] = []
+    tables: list[np.ndarray] = []
     for step, (arrivals, finished, free) in enumerate(log.schedules):
         if pool.num_free_blocks != free:
             raise ReplayMismatch(
@@ -120,7 +126,9 @@ def derive(log: WorkloadLog, shape: PoolShape) -> Derived:
 
 
 def time_scheduler(make: Callable[[], Any], log: WorkloadLog, clock: Clock) -> tuple[list[int], list[Any]]:
-    scheduler, times, plans = make(), [], []
+    scheduler = make()
+    times: list[int] = []
+    plans: list[Any] = []
     for arrivals, finished, free in log.schedules:
         start = clock()
         plan = scheduler.schedule(arrivals, finished, free)
@@ -130,7 +138,9 @@ def time_scheduler(make: Callable[[], Any], log: WorkloadLog, clock: Clock) -> t
 
 
 def time_kv(make: Callable[[], Any], derived: Derived, clock: Clock) -> tuple[list[int], list[np.ndarray]]:
-    pool, times, tables = make(), [], []
+    pool = make()
+    times: list[int] = []
+    tables: list[np.ndarray] = []
     for plan in derived.plans:
         start = clock()
         table = pool.step(plan.frees, plan.grow_seq_ids, plan.grow_num_blocks, plan.seq_ids)
@@ -146,7 +156,9 @@ def time_prepare(
     added, prepare(plan, tables) timed (the engine's `prepare` span), then the tokens it drew handed over."""
     from infer_prof.native_paths.bench_control import digest
 
-    prepare, times, digests, drawn = make(), [], [], derived.drawn
+    prepare, drawn = make(), derived.drawn
+    times: list[int] = []
+    digests: list[int] = []
     for step, ((arrivals, finished, _), plan, tables) in enumerate(
         zip(log.schedules, derived.plans, derived.tables)
     ):
@@ -171,7 +183,7 @@ class SamplerCase:
 
     seq_ids: list[int]
     registrations: list[tuple[int, Any, list[int]]]  # (seq_id, params, prompt + tokens drawn before)
-    logits: Any
+    logits: torch.Tensor
     threads: int | None = None  # torch's thread count on the engine thread at the call (None: not recorded)
 
 
@@ -189,7 +201,7 @@ def sampler_cases(log: WorkloadLog, limit: int = SAMPLER_STEPS) -> list[SamplerC
     chosen = {captured_call(log, j): j for j in picks}
     last = max(chosen)
     drawn: dict[int, list[int]] = {}
-    cases = []
+    cases: list[SamplerCase] = []
     for index, (_, seq_ids, tokens) in enumerate(log.samples):
         snapshot = chosen.get(index)
         if snapshot is not None:
@@ -224,7 +236,7 @@ class CacheEvictor:
     def __init__(self, nbytes: int = EVICT_BYTES) -> None:
         self._buffer = _evict_buffer(max(1, nbytes // 4))
 
-    def __call__(self, logits: Any) -> None:
+    def __call__(self, logits: torch.Tensor) -> None:
         # Read through: afterwards the core's own caches hold none of the sampler's lines.
         float(self._buffer.sum())
         if getattr(logits, "device", None) is not None and logits.device.type == "cpu":
@@ -235,8 +247,8 @@ def time_sampler_case(
     make: Callable[[], Any],
     case: SamplerCase,
     clock: Clock,
-    logits: Any = None,
-    evict: Callable[[Any], None] | None = None,
+    logits: torch.Tensor | None = None,
+    evict: Callable[[torch.Tensor], None] | None = None,
 ) -> tuple[int, list[int]]:
     """One sample() call on a fresh twin holding the case's sequences, after an untimed call that warms it
     and `evict` (CacheEvictor: the caches as a run leaves them); `logits`: the case's rows where this twin
@@ -271,7 +283,7 @@ def interleaved(
     return medians, outputs
 
 
-def speedup_of(python_ns: Sequence[int], native_ns: Sequence[int], *, time_ordered: bool) -> dict[str, Any]:
+def speedup_of(python_ns: Sequence[int], native_ns: Sequence[int], *, time_ordered: bool) -> ReplayComponent:
     """sum(Python) / sum(C) over the replayed steps, with a 95% bootstrap interval over steps."""
     pairs = np.column_stack([np.asarray(python_ns, dtype=float), np.asarray(native_ns, dtype=float)])
     block = block_length(len(pairs)) if time_ordered else 1
@@ -295,11 +307,11 @@ def replay_speedups(
     repeats: int = REPEATS,
     twins: Twins | None = None,
     clock: Clock = time.perf_counter_ns,
-) -> dict[str, Any]:
+) -> Replay:
     """The result's `replay` section: per component {speedup, low, high, steps, python/native µs per step,
     twins_agree}, plus what was replayed and what was not (with why)."""
     twins = default_twins(shape, names) if twins is None else twins
-    section: dict[str, Any] = {
+    section: Replay = {
         "steps_recorded": len(log.schedules),
         "steps_in_run": log.steps_seen,
         "repeats": repeats,
@@ -339,7 +351,7 @@ def _collector_paused() -> Iterator[None]:
 
 
 def _replay_all(
-    section: dict[str, Any],
+    section: Replay,
     names: Sequence[str],
     twins: Twins,
     log: WorkloadLog,
@@ -368,30 +380,32 @@ def _replay_one(
     derived: Derived,
     repeats: int,
     clock: Clock,
-) -> dict[str, Any] | None:
+) -> ReplayComponent | None:
     """One component's replay through both twins: its speedup entry, or None when the run gave it nothing to do."""
     py, c = pair
+    entry: ReplayComponent
     if name == "scheduler":
         times, plans = interleaved(
             (lambda: time_scheduler(py, log, clock), lambda: time_scheduler(c, log, clock)), repeats
         )
-        return {**speedup_of(*times, time_ordered=True), "twins_agree": plans[0] == plans[1]}
+        entry = {**speedup_of(*times, time_ordered=True), "twins_agree": plans[0] == plans[1]}
+        return entry
     if name == "kv_alloc":
         times, tables = interleaved(
             (lambda: time_kv(py, derived, clock), lambda: time_kv(c, derived, clock)), repeats
         )
         agree = all(np.array_equal(a, b) for a, b in zip(*tables, strict=True))
-        return {**speedup_of(*times, time_ordered=True), "twins_agree": agree}
+        entry = {**speedup_of(*times, time_ordered=True), "twins_agree": agree}
+        return entry
     if name == "prepare":
         times, digests = interleaved(
             (lambda: time_prepare(py, log, derived, clock), lambda: time_prepare(c, log, derived, clock)),
             repeats,
         )
-        return (
-            {**speedup_of(*times, time_ordered=True), "twins_agree": digests[0] == digests[1]}
-            if times[0]
-            else None
-        )
+        if not times[0]:
+            return None
+        entry = {**speedup_of(*times, time_ordered=True), "twins_agree": digests[0] == digests[1]}
+        return entry
     cases = sampler_cases(log)
     run = log.sampler_chunks if log.python_sampler else None
     return _replay_sampler(pair, cases, repeats, clock, log.logits_device, run) if cases else None
@@ -404,8 +418,8 @@ def _replay_sampler(
     clock: Clock,
     device: str = "cpu",
     run: Sequence[Sequence[int]] | None = None,
-    evictor: Callable[[Any], None] | None = None,
-) -> dict[str, Any]:
+    evictor: Callable[[torch.Tensor], None] | None = None,
+) -> ReplayComponent:
     """Each case played by both twins in turn, each timed call after a CacheEvictor (or `evictor`); a case's
     time is its median over the rounds. The Python twin
     gets the rows on the run's device, as it did in the run; the C twin on the host (the copy there is
@@ -426,7 +440,9 @@ def _replay_sampler(
     import torch
 
     py, c = pair
-    python_ns, native_ns, agree = [], [], True
+    python_ns: list[int] = []
+    native_ns: list[int] = []
+    agree = True
     threads: dict[str, int] = {}
     own = torch.get_num_threads()
     evict = evictor or CacheEvictor()
@@ -435,10 +451,8 @@ def _replay_sampler(
         with torch_threads(case.threads) as count:
             (py_times, c_times), tokens = interleaved(
                 (
-                    lambda case=case, on_device=on_device: _one(
-                        time_sampler_case(py, case, clock, on_device, evict)
-                    ),
-                    lambda case=case: _one(time_sampler_case(c, case, clock, evict=evict)),
+                    partial(_timed_once, py, case, clock, on_device, evict),
+                    partial(_timed_once, c, case, clock, None, evict),
                 ),
                 repeats,
             )
@@ -446,15 +460,20 @@ def _replay_sampler(
         python_ns.append(py_times[0])
         native_ns.append(c_times[0])
         agree = agree and tokens[0] == tokens[1]
-    common = {"twins_agree": agree, "torch_threads": threads, "torch_threads_own": own}
+    common: ReplayComponent = {"twins_agree": agree, "torch_threads": threads, "torch_threads_own": own}
     rows = sum(len(case.seq_ids) for case in cases)
     chunks = np.array(run or [], dtype=float).reshape(-1, 3)  # (ns, rows, calls) per chunk of the run's calls
     run_ns, run_rows, run_calls = chunks.sum(axis=0)
     if run_rows <= 0 or torch.device(device).type != "cpu":
         # Off the host the run's sampler time waits on the model's kernels; without the run's Python twin
         # there is nothing of the run to price it by: the replay prices both twins.
-        replayed = speedup_of(python_ns, native_ns, time_ordered=False)
-        return {**replayed, **common, "rows": rows, "python_priced": "replay"}
+        replayed: ReplayComponent = {
+            **speedup_of(python_ns, native_ns, time_ordered=False),
+            **common,
+            "rows": rows,
+            "python_priced": "replay",
+        }
+        return replayed
     run_per_row = run_ns / run_rows
     python = chunks[:, :2]  # (ns, rows) per chunk
     native = np.column_stack([native_ns, [len(case.seq_ids) for case in cases]]).astype(float)  # (ns, rows)
@@ -466,7 +485,7 @@ def _replay_sampler(
     def bound(value: float) -> float | None:
         return value if math.isfinite(value) else None
 
-    return {
+    priced: ReplayComponent = {
         "speedup": run_per_row / native_per_row if native_per_row > 0 else None,
         "low": bound(interval.low),
         "high": bound(interval.high),
@@ -481,6 +500,7 @@ def _replay_sampler(
         "replayed_python_us_per_step": float(np.mean(python_ns) / 1e3),
         "replayed_python_over_run": float(sum(python_ns) / rows / run_per_row),
     }
+    return priced
 
 
 @contextmanager
@@ -500,6 +520,13 @@ def torch_threads(count: int | None) -> Iterator[int]:
         torch.set_num_threads(before)
 
 
-def _one(timed: tuple[int, list[int]]) -> tuple[list[int], list[int]]:
-    elapsed, tokens = timed
+def _timed_once(
+    make: Callable[[], Any],
+    case: SamplerCase,
+    clock: Clock,
+    logits: torch.Tensor | None,
+    evict: Callable[[torch.Tensor], None],
+) -> tuple[list[int], list[int]]:
+    """One timed sample() call (time_sampler_case) as a pass of interleaved: [its ns], the tokens."""
+    elapsed, tokens = time_sampler_case(make, case, clock, logits, evict)
     return [elapsed], tokens

@@ -227,7 +227,9 @@ class Prediction(TypedDict, total=False):
     twin_on: bool  # the C twin was on in this run: nothing to predict
     added_cost: float  # work the C twin adds that the Python twin does not (the logits' copy to the host)
     void: str | None  # why the prediction cannot be trusted (a busy machine), None when it can
-    within_noise: bool | None  # --verify: the measured gain is inside the Python runs' spread (null: not measured)
+    within_noise: (
+        bool | None
+    )  # --verify: the measured gain is inside the Python runs' spread (null: not measured)
 
 
 class Interval(TypedDict, total=False):
@@ -246,13 +248,65 @@ class Interval(TypedDict, total=False):
     )
 
 
+class VerifyComponent(TypedDict, total=False):
+    """One twin's --verify entry (profiler.checks.verify): its prediction beside the gain measured by a native run
+    between Python runs, or (method "in-run") by one run whose twins took turns, with that gain's interval."""
+
+    method: str  # "in-run"; absent: a native run against its Python neighbours
+    share: float
+    native_speedup: float | None
+    speedup_source: str
+    span_speedup: float | None
+    python_busy_us_per_token: float | None
+    native_busy_us_per_token: float | None
+    python_component_us_per_token: float | None
+    native_component_us_per_token: float | None
+    predicted_gain: float | None
+    measured_gain: float | None
+    measured_low: float | None
+    measured_high: float | None
+    agreement: float | None  # measured / predicted
+    predicted_within: bool | None
+    half_width: float | None
+    band: float | None
+    resolves: bool | None
+    predicted_half_width: float | None
+    prediction_resolves: bool | None
+    busy_gain: float | None
+    busy_low: float | None
+    busy_high: float | None
+    mix_matched_gain: float | None
+    mix_coverage: float | None
+    mix_agreement: float | None
+    parts: dict[str, float]
+    own_gain: float | None
+    own_low: float | None
+    own_high: float | None
+    own_agreement: float | None
+    own_within: bool | None
+    pairs: int
+    units: int
+    unit_blocks: int | None
+    block_steps: int | None
+    steps: int
+    switches: int
+    switch_ms: dict[str, float]
+    batch_size_mean: dict[str, float | None]
+    run_dir: str
+    run_dirs: list[str]
+    python_neighbours: list[str]
+    turns: str
+    turns_files: list[str]
+    void: str | None
+
+
 class Verify(TypedDict, total=False):
     """--verify: each twin's measured gain next to its prediction (profiler.checks.verify)."""
 
     method: str
     python_runs: int
     python_spread: float | None
-    components: dict[str, dict[str, Any]]
+    components: dict[str, VerifyComponent]
     skipped: dict[str, str]
     ledger: str  # where its pairs went (profiler.ledger): "N pair(s) appended to PATH", or why not
 
@@ -528,7 +582,9 @@ class RayNodeEntry(TypedDict, total=False):
     node_ip: str
     hostname: str | None  # as the agent saw it; None when no agent ran there
     pids: list[int]  # the server's processes on it
-    agent: str  # "done", "died", "not placed", "no free CPU", "no py-spy" (or "sampling", "pending": cut short)
+    agent: (
+        str  # "done", "died", "not placed", "no free CPU", "no py-spy" (or "sampling", "pending": cut short)
+    )
     reason: str | None  # why it was not sampled, or when it was lost
     clock_offset_ms: float | None  # the node's clock minus the driver's, from the shortest round trip
     clock_uncertainty_ms: float | None  # half that round trip: the offset is inside +- this

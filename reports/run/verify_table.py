@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich.console import Console
 from rich.table import Table
 
-from infer_prof.profiler.rundir.schema import Verify
+from infer_prof.profiler.rundir.schema import Verify, VerifyComponent
 from infer_prof.reports.run.summary.verify_notes import (
     interval_unit_text,
     own_part_text,
@@ -81,7 +79,7 @@ def _table(section: Verify) -> Table:
     return table
 
 
-def _print_in_run(name: str, entry: dict[str, Any], console: Console) -> None:
+def _print_in_run(name: str, entry: VerifyComponent, console: Console) -> None:
     """How an in-run gain was measured, the step time it saved by phase, and why it cannot judge, if it cannot."""
     parts = {phase: part for phase, part in (entry.get("parts") or {}).items() if abs(part) >= 0.0005}
     where = ", ".join(

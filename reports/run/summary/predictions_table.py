@@ -104,7 +104,7 @@ def _speedup_text(prediction: Mapping[str, Any]) -> str:
 
 
 def _measured_text(
-    measured: float | None, noise: float | None, verified: dict[str, Any] | None = None
+    measured: float | None, noise: float | None, verified: Mapping[str, Any] | None = None
 ) -> str:
     if measured is None:
         return "not measured"

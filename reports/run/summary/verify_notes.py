@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from infer_prof.profiler.rundir.results import RunResult
@@ -59,7 +60,7 @@ def unresolved_notes(result: RunResult) -> list[str]:
     ]
 
 
-def unresolved_note(name: str, entry: dict[str, Any]) -> str | None:
+def unresolved_note(name: str, entry: Mapping[str, Any]) -> str | None:
     """Why an in-run measured gain cannot judge its prediction (profiler.checks.verify.resolution), and what its
     own phase's part says meanwhile; or why the prediction itself is too wide to be judged; None when neither."""
     if not entry.get("predicted_gain"):
@@ -84,18 +85,18 @@ def unresolved_note(name: str, entry: dict[str, Any]) -> str | None:
     return note
 
 
-def _runs_pooled(entry: dict[str, Any]) -> int:
+def _runs_pooled(entry: Mapping[str, Any]) -> int:
     """How many switched runs an in-run entry pooled (results before pooling: one)."""
     return len(entry.get("run_dirs") or []) or 1
 
 
-def runs_text(entry: dict[str, Any]) -> str:
+def runs_text(entry: Mapping[str, Any]) -> str:
     """'one run', or '3 runs, pooled ...' when fewer switched runs were too noisy to judge (verify)."""
     runs = _runs_pooled(entry)
     return "one run" if runs == 1 else f"{runs} runs, pooled because fewer could not judge the prediction"
 
 
-def _unjudgeable_prediction(name: str, entry: dict[str, Any]) -> str | None:
+def _unjudgeable_prediction(name: str, entry: Mapping[str, Any]) -> str | None:
     """Why a prediction cannot be checked to the band however narrow the measurement (its own interval is wider)."""
     if entry.get("prediction_resolves") is not False:
         return None
@@ -109,12 +110,12 @@ def _unjudgeable_prediction(name: str, entry: dict[str, Any]) -> str | None:
     )
 
 
-def _these_runs(entry: dict[str, Any]) -> str:
+def _these_runs(entry: Mapping[str, Any]) -> str:
     runs = _runs_pooled(entry)
     return "this run" if runs == 1 else f"these {runs} runs"
 
 
-def turns_text(entry: dict[str, Any]) -> str:
+def turns_text(entry: Mapping[str, Any]) -> str:
     """'413 pairs of blocks of 1 step, 826 switches' for an in-run entry (results before block_steps: 'of steps')."""
     size = entry.get("block_steps")
     blocks = f"blocks of {size} step{'s' if size != 1 else ''}" if size else "blocks of steps"
@@ -129,13 +130,13 @@ def turns_text(entry: dict[str, Any]) -> str:
 TWIN_NAMES = {"python": "Python", "native": "C"}
 
 
-def interval_unit_text(entry: dict[str, Any]) -> str:
+def interval_unit_text(entry: Mapping[str, Any]) -> str:
     """What an in-run entry's intervals resampled: 'units of 8 neighbouring steps', or 'the pairs' (older results)."""
     size, unit_blocks = entry.get("block_steps"), entry.get("unit_blocks")
     return f"units of {size * unit_blocks} neighbouring steps" if size and unit_blocks else "the pairs"
 
 
-def own_part_text(entry: dict[str, Any]) -> str:
+def own_part_text(entry: Mapping[str, Any]) -> str:
     """' [low, high] (0.99x its prediction)' for an in-run entry's own-phase part (points of step time), or ''."""
     low, high, agreement = entry.get("own_low"), entry.get("own_high"), entry.get("own_agreement")
     if entry.get("own_gain") is None or low is None or high is None:
