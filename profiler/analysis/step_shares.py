@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from infer_prof.profiler.rundir.schema import StepShare
 from infer_prof.profiler.stats import bootstrap, rate_statistic
 
 # steps.csv's phase columns (exclusive ms per step) for the paths a C twin can take over.
@@ -20,13 +20,13 @@ PHASE_COLUMNS = {
 MIN_STEPS = 20  # fewer steps give no interval: a block bootstrap needs several blocks
 
 
-def step_share_intervals(steps: pd.DataFrame) -> dict[str, dict[str, Any]]:
+def step_share_intervals(steps: pd.DataFrame) -> dict[str, StepShare]:
     """{component: {share, low, high, steps}}: sum(phase ms) / sum(step ms) over the steps, its 95% interval
     from resampling runs of neighbouring steps (so a drift within the run widens it, as a rerun would see)."""
     if "duration_ms" not in steps or len(steps) < MIN_STEPS:
         return {}
     duration = steps["duration_ms"].to_numpy(dtype=float)
-    found = {}
+    found: dict[str, StepShare] = {}
     for name, column in PHASE_COLUMNS.items():
         if column not in steps:
             continue

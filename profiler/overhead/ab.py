@@ -5,9 +5,10 @@ from __future__ import annotations
 import tempfile
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from infer_prof.profiler.overhead.costs import ABResult, interleave_ab
+from infer_prof.profiler.rundir.schema import Overhead
 from infer_prof.profiler.session.options import EngineOptions
 from infer_prof.scenarios.spec import ScenarioSpec
 
@@ -20,7 +21,7 @@ def run_throughput(
     spec: ScenarioSpec,
     loaded: LoadedModel,
     profile: str,
-    sink: list[dict[str, Any]] | None = None,
+    sink: list[Overhead] | None = None,
 ) -> float:
     """Output tokens per second of one run (measured requests only, collectors' start/stop excluded)."""
     from infer_prof.profiler.session.session import run_session
@@ -48,13 +49,13 @@ def measure_overhead(
     profile: str = "default",
     pairs: int = 5,
     warmup: int = 1,
-) -> tuple[ABResult, list[dict[str, Any]]]:
+) -> tuple[ABResult, list[Overhead]]:
     """Interleaved A/B (A = profile "off", B = `profile`) of output-token throughput, ABBA order.
 
     Returns the A/B result (ratio = median over pairs of B/A; 0.98 means 2% slower) and the profiled
     runs' own `overhead` sections, whose estimate the A/B ratio checks.
     """
-    estimates: list[dict[str, Any]] = []
+    estimates: list[Overhead] = []
     result = interleave_ab(
         lambda: run_throughput(options, spec, loaded, "off"),
         lambda: run_throughput(options, spec, loaded, profile, estimates),

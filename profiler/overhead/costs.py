@@ -7,6 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from infer_prof.profiler.rundir.schema import Overhead
+
 
 @dataclass(slots=True)
 class ABResult:
@@ -100,7 +102,7 @@ def overhead_section(
     *,
     wall_ns: int,
     ab: ABResult | None = None,
-) -> dict[str, Any]:
+) -> Overhead:
     """The result's `overhead` section: a measured A/B ratio when there is one, else an estimate from costs."""
     costs = collector_costs(collector_results, wall_ns=wall_ns)
     if ab is not None and ab.ratio is not None:

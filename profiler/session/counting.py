@@ -9,22 +9,34 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 import pandas as pd
 
 from infer_prof.engine.types import SamplingParams
 from infer_prof.profiler.rundir.environment import describe_environment
 from infer_prof.profiler.rundir.results import RunResult, write_run
+from infer_prof.profiler.rundir.schema import Config, EngineFigures, Environment, Metrics
 from infer_prof.profiler.session.builder import build_engine
 from infer_prof.profiler.session.options import EngineOptions
 from infer_prof.profiler.session.record import request_tables, run_config, step_table
 from infer_prof.profiler.session.session import SessionOutcome, engine_section, prepare_prompts
-from infer_prof.scenarios.loadgen import generate_requests
+from infer_prof.scenarios.loadgen import RequestSpec, generate_requests
 from infer_prof.scenarios.spec import ScenarioSpec
+
+if TYPE_CHECKING:
+    from infer_prof.engine.engine import Engine
+    from infer_prof.engine.loader import LoadedModel
+    from infer_prof.engine.sequence import RequestHandle
 
 
 def run_counting(
-    options: EngineOptions, scenario: ScenarioSpec, out_dir: Path, *, loaded, native_speedups=None
+    options: EngineOptions,
+    scenario: ScenarioSpec,
+    out_dir: Path,
+    *,
+    loaded: LoadedModel,
+    native_speedups: dict[str, float] | None = None,
 ) -> SessionOutcome:
     from infer_prof.profiler.analysis.metrics import compute_metrics
     from infer_prof.profiler.collectors.counters import CounterCollector
@@ -34,7 +46,7 @@ def run_counting(
     warmups = [request for request in requests if request.warmup] or requests[:1]
     measured = [request for request in requests if not request.warmup]
 
-    def submit_all(engine, batch):
+    def submit_all(engine: Engine, batch: list[RequestSpec]) -> dict[int, RequestHandle]:
         return {
             request.index: engine.submit(
                 prompts[request.index],
@@ -45,14 +57,16 @@ def run_counting(
             for request in batch
         }
 
-    collector = None
+    collector: CounterCollector | None = None
     for phase in ("warmup", "measured"):
         built = build_engine(loaded, options)
         engine = built.engine
         if collector is None:
             natives = [component for component in built.components.values() if hasattr(component, "calls")]
             collector = CounterCollector(native_counters=natives)
-        engine._step = collector.wrap_step(engine._step)  # the counting hook sees exactly the engine's steps
+        # The counting hook sees exactly the engine's steps: it replaces this engine's bound step (the engine has no
+        # step-wrapping hook to install it through).
+        engine._step = collector.wrap_step(engine._step)  # type: ignore[method-assign]
         batch = warmups if phase == "warmup" else measured
         handles = submit_all(engine, batch)  # before start(): the first step sees every request
         if phase == "measured":
@@ -66,28 +80,32 @@ def run_counting(
     assert collector is not None
     collector.stop()
     generated = sum(output.output_tokens for output in outputs.values())
-    counters = collector.result(generated_tokens=generated)
+    counters: dict[str, float | None] = dict(collector.result(generated_tokens=generated))
 
     timings, rows = request_tables(measured, outputs)
     metrics = compute_metrics(
         timings, duration_s=max(1e-9, (finished - started) / 1e9), slos=scenario.slo.as_dict()
     )
     steps = step_table(engine, None)
+    # run_config, describe_environment, compute_metrics and engine_section build their sections as plain dicts.
     result = RunResult(
-        config=run_config(
-            options,
-            loaded,
-            built,
-            scenario,
-            profile="counters",
-            requests=len(measured),
-            collectors=["counters"],
-            duration_s=None,
+        config=cast(
+            Config,
+            run_config(
+                options,
+                loaded,
+                built,
+                scenario,
+                profile="counters",
+                requests=len(measured),
+                collectors=["counters"],
+                duration_s=None,
+            ),
         ),
-        environment=describe_environment(),
+        environment=cast(Environment, describe_environment()),
         scenario=scenario.to_dict(),
-        metrics=metrics,
-        engine=engine_section(engine, steps),
+        metrics=cast(Metrics, metrics),
+        engine=cast(EngineFigures, engine_section(engine, steps)),
         counters=counters,
         collectors={"counters": {"status": "ok", "reason": None}},
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from infer_prof.engine.config import EngineConfig
 from infer_prof.engine.llama import kv_bytes_per_block
@@ -97,8 +98,10 @@ def check_scenario(spec: ScenarioSpec, preflight: Preflight, options: EngineOpti
     at least one of its requests fits the KV pool (a request that cannot is refused by the engine and
     recorded as such; when none can, nothing would run)."""
     for index, request_class in enumerate(spec.classes()):
+        # The scenario file's values as written: SamplingParams is what checks them.
+        values: dict[str, Any] = {**request_class.sampling.over(spec.sampling).to_dict(), "max_tokens": 1}
         try:
-            SamplingParams(**{**request_class.sampling.over(spec.sampling).to_dict(), "max_tokens": 1})
+            SamplingParams(**values)
         except InvalidSamplingParams as error:
             where = f"sampling_mix[{index}]" if spec.sampling_mix else "sampling"
             raise ScenarioError(f"{spec.source}: {where}: {error}") from None

@@ -7,20 +7,37 @@ import datetime as _dt
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 import pandas as pd
 
 from infer_prof.engine.engine import ENGINE_THREAD_NAME
 from infer_prof.engine.setup_thread import run_on_setup_thread
+from infer_prof.profiler.collectors.base import Collector
+from infer_prof.profiler.collectors.device_time import DeviceTimeCollector
+from infer_prof.profiler.collectors.kernels import KernelCollector, KernelWindow
 from infer_prof.profiler.collectors.registry import PROFILES, default_collectors, spans_record_cpu_time
 from infer_prof.profiler.collectors.spans import RecordingTracer
 from infer_prof.profiler.replay.recorder import WorkloadLog, install_recorder
 from infer_prof.profiler.rundir.environment import describe_environment
 from infer_prof.profiler.rundir.results import RunResult, write_run
+from infer_prof.profiler.rundir.schema import (
+    Breakdown,
+    CollectorStatus,
+    Config,
+    EngineFigures,
+    Environment,
+    GpuTime,
+    Health,
+    Interval,
+    Metrics,
+    Overhead,
+    Replay,
+    Verdict,
+)
 from infer_prof.profiler.session.builder import BuiltEngine, build_engine
 from infer_prof.profiler.session.drive import Drive, drive_load
 from infer_prof.profiler.session.gpu_time import gpu_time_section
@@ -39,6 +56,7 @@ from infer_prof.scenarios.spec import ScenarioSpec
 if TYPE_CHECKING:
     from infer_prof.engine.engine import Engine
     from infer_prof.engine.loader import LoadedModel
+    from infer_prof.engine.tokenizer import Tokenizer
 
 
 @dataclass
@@ -48,13 +66,22 @@ class SessionHooks:
     on_start: Callable[[int], None] | None = None  # total measured requests
     on_request_done: Callable[[int, int], None] | None = None  # (requests done, output tokens so far)
     message: Callable[[str], None] | None = None
-    on_collectors: Callable[[list], None] | None = None  # the started collectors (the in-run overhead A/B)
-    on_engine: Callable[[Any], None] | None = (
+    on_collectors: Callable[[list[Collector]], None] | None = None  # the started collectors (the in-run A/B)
+    on_engine: Callable[[Engine], None] | None = (
         None  # the built engine, before it starts (--verify's twin switch)
     )
-    # `--until resolved`: each look's profiler.session.until.Look, and the measured requests' new total
-    on_look: Callable[[Any], None] | None = None
+    # `--until resolved`: each look, and the measured requests' new total
+    on_look: Callable[[Look], None] | None = None
     on_more: Callable[[int], None] | None = None
+
+
+class SessionExtras(TypedDict, total=False):
+    """What a session kept beside its RunResult for the files written after it and for faces that look deeper."""
+
+    # {collector name: its result()}, each collector's own shape (profiler.collectors.base.Collector.result)
+    collector_results: dict[str, dict[str, Any]]
+    built: BuiltEngine
+    gpu_timeline: list[tuple[int, str, int, int]]  # the device timer's (step, span, start ns, end ns)
 
 
 @dataclass
@@ -64,7 +91,7 @@ class SessionOutcome:
     requests: pd.DataFrame
     steps: pd.DataFrame
     interrupted: bool = False
-    extras: dict[str, Any] = field(default_factory=dict)
+    extras: SessionExtras = field(default_factory=lambda: SessionExtras())
 
 
 @dataclass
@@ -75,13 +102,13 @@ class Prepared:
     prompts: dict[int, str]
     built: BuiltEngine
     tracer: RecordingTracer | None
-    collectors: list[Any]
+    collectors: list[Collector]
     workload: WorkloadLog | None = None  # what the engine asked of its control components (traced runs)
 
 
-def prepare_prompts(requests: list[RequestSpec], tokenizer) -> dict[int, str]:
+def prepare_prompts(requests: list[RequestSpec], tokenizer: Tokenizer) -> dict[int, str]:
     """Each request's prompt text, trimmed so that it encodes to its target token count (user content)."""
-    texts = {}
+    texts: dict[int, str] = {}
     for request in requests:
         ids = tokenizer.encode(prompt_text_for(request))[: max(1, request.prompt_tokens)]
         texts[request.index] = tokenizer.decode(ids)
@@ -93,7 +120,7 @@ def run_session(
     scenario: ScenarioSpec,
     out_dir: Path,
     *,
-    loaded,  # engine.loader.LoadedModel, loaded once per CLI call
+    loaded: LoadedModel,  # loaded once per CLI call
     profile: str = "default",
     stop_event: threading.Event | None = None,
     hooks: SessionHooks | None = None,
@@ -252,15 +279,17 @@ def record_session(
         metrics["loadgen_schedule_lag_ms"] = drive.load.schedule_lag_ms()
     warmups = {request.index for request in prepared.requests if request.warmup}
     metrics["rejected"] = sum(index not in warmups for index in drive.rejected)
+    # compute_metrics builds the section as a plain dict (with keys beyond the schema's: rejected, the lag).
+    metric_section = cast(Metrics, metrics)
 
     engine = prepared.built.engine
     steps = step_table(engine, prepared.tracer)
     collector_results = {collector.name: collector.result() for collector in prepared.collectors}
-    statuses = {
+    statuses: dict[str, CollectorStatus] = {
         name: {"status": res.get("status", "ok"), "reason": res.get("reason")}
         for name, res in collector_results.items()
     }
-    health = _health(drive, metrics, scenario, request_rows)
+    health = _health(drive, metric_section, scenario, request_rows)
     analysis = (
         _analyse(
             prepared,
@@ -275,13 +304,12 @@ def record_session(
             confidence=stopper.confidence if stopper is not None else 0.95,
         )
         if prepared.tracer is not None
-        else {}
+        else Analysis()
     )
-    if stopper is not None and analysis.get("verdict"):
-        analysis["verdict"]["stopping"] = stopper.record()
-    analysis["health"] = health
-    device_timer = next((c for c in prepared.collectors if c.name == "device_time"), None)
-    gpu_time = gpu_time_section(
+    if stopper is not None and analysis.verdict:
+        analysis.verdict["stopping"] = stopper.record()
+    device_timer = next((c for c in prepared.collectors if isinstance(c, DeviceTimeCollector)), None)
+    gpu_figures = gpu_time_section(
         device_timer,
         prepared.tracer,
         request_rows,
@@ -290,47 +318,54 @@ def record_session(
         kernels=collector_results.get("kernels"),
         nvml=collector_results.get("gpu"),
     )
+    # gpu_time_section, run_config, describe_environment build their sections as plain dicts.
+    gpu_time = cast(GpuTime | None, gpu_figures)
     if gpu_time is not None:
         from infer_prof.profiler.analysis.diagnose import gpu_verdict
 
-        analysis["gpu_time"] = gpu_time
-        if analysis.get("verdict"):
-            analysis["verdict"]["gpu"] = gpu_verdict(gpu_time)
+        if analysis.verdict:
+            analysis.verdict["gpu"] = gpu_verdict(gpu_time)
     result = RunResult(
-        config=run_config(
-            options,
-            loaded,
-            prepared.built,
-            scenario,
-            profile=profile,
-            requests=sum(not request.warmup for request in prepared.requests),
-            collectors=[collector.name for collector in prepared.collectors],
-            duration_s=scenario.duration_s,
-            injections=sorted((injections or {}).keys()),
-            verify=False,
+        config=cast(
+            Config,
+            run_config(
+                options,
+                loaded,
+                prepared.built,
+                scenario,
+                profile=profile,
+                requests=sum(not request.warmup for request in prepared.requests),
+                collectors=[collector.name for collector in prepared.collectors],
+                duration_s=scenario.duration_s,
+                injections=sorted((injections or {}).keys()),
+                verify=False,
+            ),
         ),
-        environment=describe_environment(),
+        environment=cast(Environment, describe_environment()),
         scenario=scenario.to_dict(),
-        metrics=metrics,
-        engine={**engine_section(engine, steps), "heap_trims": drive.heap_trims},
+        metrics=metric_section,
+        engine=cast(EngineFigures, {**engine_section(engine, steps), "heap_trims": drive.heap_trims}),
         collectors=statuses,
         partial=drive.interrupted,
         partial_reason="stopped (Ctrl-C or SIGTERM): in-flight requests were aborted"
         if drive.interrupted
         else None,
-        **analysis,
+        breakdown=analysis.breakdown,
+        replay=analysis.replay,
+        verdict=analysis.verdict,
+        overhead=analysis.overhead,
+        health=health,
+        gpu_time=gpu_time,
     )
-    extras = {"collector_results": collector_results, "built": prepared.built}
-    if gpu_time is not None:
-        extras["gpu_timeline"] = device_timer.timeline()  # type: ignore[union-attr]
+    extras: SessionExtras = {"collector_results": collector_results, "built": prepared.built}
+    if gpu_time is not None and device_timer is not None:  # a GPU split needs the device timer's pairs
+        extras["gpu_timeline"] = device_timer.timeline()
     return SessionOutcome(
         out_dir, result, pd.DataFrame(request_rows), steps, interrupted=drive.interrupted, extras=extras
     )
 
 
-def _health(
-    drive: Drive, metrics: dict[str, Any], scenario: ScenarioSpec, rows: list[dict[str, Any]]
-) -> dict[str, Any]:
+def _health(drive: Drive, metrics: Metrics, scenario: ScenarioSpec, rows: list[dict[str, Any]]) -> Health:
     """result.json's `health`: the probe's figures, the offered load (open loop: the measured arrivals' span)."""
     from infer_prof.profiler.analysis.health import health_section, latency_growth, offered_rate
 
@@ -348,14 +383,14 @@ def _health(
     return health_section(drive.health_probe, metrics, scenario.to_dict(), offered_rps=offered, growth=growth)
 
 
-def engine_section(engine: Engine, steps: pd.DataFrame) -> dict[str, Any]:
-    """result.json's `engine`: its counters after shutdown (so the pool's free count is at the end) and the
-    step timeline's summary."""
+def engine_section(engine: Engine, steps: pd.DataFrame) -> dict[str, object]:
+    """result.json's `engine` (profiler.rundir.schema.EngineFigures, and keys beyond it: graphs): its counters after
+    shutdown (so the pool's free count is at the end) and the step timeline's summary."""
     from infer_prof.profiler.analysis.metrics import engine_timeline_summary
 
     stats = engine.stats()
     graphs = getattr(engine.model, "graphs", None)
-    extra = {"graphs": dataclasses.asdict(graphs.stats)} if graphs is not None else {}
+    extra: dict[str, object] = {"graphs": dataclasses.asdict(graphs.stats)} if graphs is not None else {}
     if engine.threads is not None:
         extra["threads"] = engine.threads.record()
     return {
@@ -366,18 +401,28 @@ def engine_section(engine: Engine, steps: pd.DataFrame) -> dict[str, Any]:
     }
 
 
+@dataclass
+class Analysis:
+    """A traced run's sections (all None for an untraced run)."""
+
+    breakdown: Breakdown | None = None
+    replay: Replay | None = None
+    verdict: Verdict | None = None
+    overhead: Overhead | None = None
+
+
 def _analyse(
     prepared: Prepared,
-    collector_results: dict[str, Any],
-    statuses: dict[str, Any],
+    collector_results: dict[str, dict[str, Any]],
+    statuses: dict[str, CollectorStatus],
     wall_ns: int,
     native_speedups: dict[str, float] | None,
     measured_gains: dict[str, float] | None,
     options: EngineOptions,
     steps: pd.DataFrame,
-    health: dict[str, Any] | None = None,
+    health: Health | None = None,
     confidence: float = 0.95,
-) -> dict[str, Any]:
+) -> Analysis:
     """The breakdown, the verdict and the profiling cost of a traced run; `confidence`: the interpreter share's
     interval's (higher than 95% where a run that stops when resolved looked more than once)."""
     from infer_prof.profiler.analysis.breakdown import build_breakdown
@@ -398,10 +443,10 @@ def _analyse(
     spans_interval = spans_share_interval(
         breakdown, steps, collector_results.get("kernels"), prepared.built.native_active, confidence
     )
-    return {
-        "breakdown": breakdown,
-        "replay": replay,
-        "verdict": diagnose(
+    return Analysis(
+        breakdown=breakdown,
+        replay=replay,
+        verdict=diagnose(
             breakdown,
             native_speedups=native_speedups,
             measured_gains=measured_gains,
@@ -414,13 +459,17 @@ def _analyse(
             confidence=confidence,
         ),
         # The collectors' self-measured costs; benchmarks/bench_overhead.py measures the real A/B ratio.
-        "overhead": overhead_section(collector_results, wall_ns=wall_ns),
-    }
+        overhead=overhead_section(collector_results, wall_ns=wall_ns),
+    )
 
 
 def spans_share_interval(
-    breakdown: Any, steps: pd.DataFrame, kernels: dict[str, Any] | None, native: Any, confidence: float
-) -> Any:
+    breakdown: Breakdown,
+    steps: pd.DataFrame,
+    kernels: Mapping[str, Any] | None,
+    native: Iterable[str],
+    confidence: float,
+) -> Interval | None:
     """The interpreter share's interval from the steps and kernel windows (profiler.analysis.share_interval), made
     at the level diagnose's verdict_interval wants it; None without a spans split."""
     from infer_prof.profiler.analysis.diagnose import spans_confidence
@@ -443,10 +492,10 @@ def spans_share_interval(
 
 def _stopper(prepared: Prepared, max_time_s: float, hooks: SessionHooks) -> Stopper:
     """The until-resolved rule over this session's steps so far and its kernel windows closed so far."""
-    kernels = next((c for c in prepared.collectors if c.name == "kernels"), None)
+    kernels = next((c for c in prepared.collectors if isinstance(c, KernelCollector)), None)
     engine, tracer = prepared.built.engine, prepared.tracer
 
-    def estimate() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    def estimate() -> tuple[list[dict[str, Any]], list[KernelWindow]]:
         steps = step_table(engine, tracer)
         windows = kernels.windows_so_far() if kernels is not None and kernels.status == "ok" else []
         return (steps.to_dict("records") if not steps.empty else []), windows
@@ -484,7 +533,7 @@ def _next_round(
     return next_round
 
 
-def _replay(prepared: Prepared) -> dict[str, Any] | None:
+def _replay(prepared: Prepared) -> Replay | None:
     """The C twins timed against the Python twins on this run's recorded work (profiler.replay.replay)."""
     if prepared.workload is None:
         return None

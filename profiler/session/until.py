@@ -26,6 +26,7 @@ import scipy.stats
 
 from infer_prof.errors import OptionError
 from infer_prof.profiler.analysis.share_interval import ShareInterval, running_share
+from infer_prof.profiler.rundir.schema import Stopping
 from infer_prof.profiler.stats import bootstrap_standard_error, rate_statistic, spent_confidence
 
 THRESHOLDS = (0.01, 0.30)  # the rule's (profiler.analysis.diagnose.THRESHOLDS; analysis imports no session)
@@ -124,8 +125,8 @@ class Stopper:
         """The level of the run's final intervals: the last look's."""
         return self.looks[-1].confidence if self.looks else 0.95
 
-    def record(self) -> dict[str, Any]:
-        """result.json's verdict.stopping (profiler.rundir.schema.Stopping)."""
+    def record(self) -> Stopping:
+        """result.json's verdict.stopping."""
         last = self.looks[-1] if self.looks else None
         return {
             "rule": "until resolved",

@@ -30,7 +30,7 @@ class ServerInfo:
     ours: bool
     local: bool  # the host is this machine (a pid found here is the server's)
     pid: int | None = None
-    info: dict[str, Any] | None = None
+    info: dict[str, Any] | None = None  # /infer-prof/info's JSON as the server sent it (outside data)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -92,11 +92,12 @@ def probe(url: str, model: str | None = None) -> ServerInfo:
     owned_by = owned_by if isinstance(owned_by, str) else None
     header = response.headers.get("server")
     name: str | None
+    version: str | None
     if ours_info is not None:
-        version = ours_info.get("version")
+        reported = ours_info.get("version")
         name, version, source = (
             "infer-prof serve",
-            version if isinstance(version, str) else None,
+            reported if isinstance(reported, str) else None,
             "/infer-prof/info",
         )
     elif header:
@@ -105,9 +106,9 @@ def probe(url: str, model: str | None = None) -> ServerInfo:
     else:
         name, version, source = owned_by, None, "/v1/models owned_by"
     local = is_local(base)
-    pid = ours_info.get("pid") if ours_info and local else None
-    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
-        pid = None  # an info page of another shape names no process
+    named = ours_info.get("pid") if ours_info and local else None
+    # An info page of another shape names no process.
+    pid = named if isinstance(named, int) and not isinstance(named, bool) and named > 0 else None
     if pid is not None and not os.path.exists(f"/proc/{pid}"):
         pid = None  # the same address on another machine (a tunnel, a container): not a pid here
     return ServerInfo(
