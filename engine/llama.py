@@ -98,8 +98,8 @@ def _for_layers(linear: FloatLinear | PackedLinear) -> Linear:
 
 def _select_linear(dtype: torch.dtype = torch.float32) -> FloatLinear:
     """oneDNN's linear when this torch has it for `dtype`: on the CPUs measured here MKL's small-batch
-    sgemm/sgemv ran at half the memory bandwidth (batch 1: 25 ms vs 15 ms of matmuls for SmolLM2; batch
-    16: 47 vs 30 ms), so the plain `x @ w.t()` is only the fallback. The probe runs in the model's dtype:
+    sgemm/sgemv ran well below the memory bandwidth (docs/measurements.md), so the plain `x @ w.t()` is only
+    the fallback. The probe runs in the model's dtype:
     oneDNN has no bfloat16 inner product on CPUs without AVX-512 (an AVX2-only EPYC refused it)."""
     plain = _plain_linear
     try:

@@ -152,7 +152,7 @@ def bench_sampler(batch: int, vocab: int, mix: str, repeats: int, seed: int) -> 
             timings[which].append(time.perf_counter() - start)
             if which == 1:
                 # The floor in the same round as the C call it is set against, so that both see the
-                # same machine (measured once after all rounds, it moved by 20% between mixes).
+                # same machine (measured once after all rounds, it moved between mixes: docs/measurements.md).
                 warm()
                 start = time.perf_counter()
                 warm()
