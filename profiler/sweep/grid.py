@@ -21,7 +21,7 @@ from infer_prof.scenarios.spec import ScenarioSpec, load_scenario
 DEFAULT_SCENARIO = "chat"  # what `infer-prof run` runs without --scenario
 NATIVE_AXIS = "native"
 # An axis value is the sweep file's value as written (text, number or true/false, "inf" rates as math.inf),
-# checked against its option or scenario key by profiler.sweep.spec: Any below.
+# checked against its option or scenario key by profiler.sweep.spec, so typed Any below (outside data).
 
 
 class CellEntry(TypedDict):
