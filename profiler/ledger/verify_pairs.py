@@ -94,7 +94,7 @@ def unresolvable(entry: Mapping[str, Any], predicted: float, spread: float | Non
     """Why a pair's measurement cannot check its prediction, None when it can: an in-run gain whose interval is
     wider than the ±20% band around the prediction (inrun_entry's `resolves`), or a gain measured between whole
     runs, which has no interval of its own, for a prediction smaller than the Python runs' spread. Such a pair
-    scores the machine's noise, not the prediction: a 0.3% scheduler gain measured as -9% between runs 12% apart."""
+    scores the machine's noise, not the prediction (an example: docs/measurements.md)."""
     if entry.get("resolves") is False:
         half = _number(entry.get("half_width"))
         width = f" (±{half:.1%})" if half is not None else ""
