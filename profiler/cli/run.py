@@ -153,6 +153,13 @@ def run(
             help="With --launch CMD --probe: `sampler` puts infer-prof's C sampler in place of vLLM's CPU top-k/top-p sampling (vLLM 0.32.0, checked before the server starts), switched in and out by turns of steps; the run says what it changed per step (sampler ms, step ms, tokens/s, TPOT, with intervals and an A/A). With --what-if sampler in the same run, the slowdown's prediction for the swap's own speedup is put beside the gain the swap measured, and both go to the prediction ledger.",
         ),
     ] = None,
+    ray_address: Annotated[
+        Optional[str],
+        typer.Option(
+            "--ray-address",
+            help="With --target or --launch: the Ray cluster (its head's HOST:PORT, or auto) whose actors are the server's workers (vLLM's --distributed-executor-backend ray): each is found through Ray's state, sampled with py-spy on its own node, and read beside the server's process tree. Default: $RAY_ADDRESS when set; `off` ignores it.",
+        ),
+    ] = None,
     until: Annotated[
         Optional[str],
         typer.Option(
@@ -183,6 +190,8 @@ def run(
         )
     options = dataclasses.replace(options, policy=policy or "fcfs")
     _check_launch_flags(launch, launch_timeout, probe, swap)
+    if ray_address is not None and target is None and launch is None and port is None:
+        raise OptionError("--ray-address reads a server's Ray workers: give --target URL or --launch CMD too")
     if any(flag is not None for flag in (target, launch, port, pid, target_model)):
         code = _run_on_server(
             options,
@@ -204,6 +213,7 @@ def run(
             launch_timeout=launch_timeout,
             probe=probe,
             swap=swap,
+            ray_address=ray_address,
         )
     else:
         code = run_command(
@@ -259,6 +269,7 @@ def _run_on_server(
     launch_timeout: float | None,
     probe: bool,
     swap: str | None,
+    ray_address: str | None = None,
 ) -> int:
     """`run --target`, `--launch` or `--port`: the flags a server takes checked, then run_target_command."""
     if launch is not None or port is not None:
@@ -298,6 +309,7 @@ def _run_on_server(
         probe=probe,
         what_if=_names(what_if),
         swap=swap,
+        ray_address=ray_address,
     )
 
 
@@ -529,6 +541,7 @@ def run_target_command(
     probe: bool = False,
     what_if: tuple[str, ...] = (),
     swap: str | None = None,
+    ray_address: str | None = None,
 ) -> int:
     """`run --target` (and `--launch`): check every input before sending anything, start the server if asked and
     wait for it, probe it, drive it, stop it; then the summary and reports."""
@@ -547,6 +560,12 @@ def run_target_command(
     spec, tables, slowdowns, swap_plan = _checked_target_inputs(
         options, target, scenario, requests, duration, out, profile, launch, probe, what_if, swap
     )
+    from infer_prof.profiler.session.target.ray_cluster import check_address, chosen_address
+
+    # --ray-address, else RAY_ADDRESS (None: off); a wrong or unreachable cluster is one line, before a server starts
+    ray_cluster = chosen_address(ray_address)
+    if ray_cluster is not None:
+        check_address(ray_cluster)
     with stop_on_signals(console) as stop, _claimed_run_dir(out, spec.name) as run_dir:
         setup = prepare_probe(run_dir, tables, slowdowns) if probe else None
         if swap_plan is not None and setup is not None:
@@ -585,6 +604,7 @@ def run_target_command(
                     prompt_model=options.model,
                     probe=setup,
                     launched=launched,
+                    ray_address=ray_cluster,
                     sample_rate=rate,
                 )
         from infer_prof.profiler.session.target.sample_rate import cost_line
@@ -600,6 +620,8 @@ def run_target_command(
 
             for line in report_swap(run_dir, setup):
                 console.print(line, soft_wrap=True, markup=False)
+        for line in ((outcome.result.target or {}).get("ray") or {}).get("lines") or []:
+            console.print(line, style="yellow", soft_wrap=True, markup=False)
         _write_reports(outcome, report, console, stop, verbose=verbose)
     return _exit_code(stop, outcome, console)
 

@@ -68,7 +68,7 @@ class RayRun:
         """target.ray: the nodes, their clocks and agents, and (given the process table's rows) the balance lines."""
         nodes = self.agents.section()
         hosts = {entry.get("hostname") for entry in nodes if entry.get("hostname")}
-        lines = [entry["reason"] for entry in nodes if entry.get("reason")]
+        lines = [reason for entry in nodes if (reason := entry.get("reason"))]
         lines += [
             f"Ray: {entry['node_id'][:8]}'s clock is {entry['clock_offset_ms']:+.3f} ms from this driver's, "
             f"+- {entry['clock_uncertainty_ms']:.3f} ms (half the shortest of its round trips)"
@@ -100,8 +100,8 @@ class RayRun:
         groups: dict[str, list[ProcessLoad]] = {}
         for row in rows:
             threads = (row.get("split") or {}).get("threads") or {}
-            if row.get("placed_by") != "ray" or not threads:
-                continue
+            if row.get("placed_by") != "ray" or not threads or row.get("partial"):
+                continue  # a process of a lost node was sampled over less of the load: not comparable
             thread = threads.get((row.get("split") or {}).get("engine_thread") or "") or max(
                 threads.values(), key=lambda data: data["work_share"] * data["samples"]
             )

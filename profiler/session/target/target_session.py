@@ -81,6 +81,8 @@ from infer_prof.scenarios.spec import ScenarioSpec
 if TYPE_CHECKING:
     from infer_prof.engine.tokenizer import Tokenizer
     from infer_prof.profiler.session.target.launch import LaunchedServer
+    from infer_prof.profiler.session.target.ray_cluster import RayAddress
+    from infer_prof.profiler.session.target.ray_run import RayRun
 
 CLIENT_BUSY_FRACTION = 0.8  # of one core: above it the client may be what limits the load
 CLIENT_LAG_MS = 50.0  # p99 lateness of sends against the schedule that says the same
@@ -188,11 +190,13 @@ def run_target_session(
     prompt_model: str = "",
     probe: ProbeSetup | None = None,
     launched: LaunchedServer | None = None,
+    ray_address: RayAddress | None = None,
     sample_rate: SampleRate | None = None,
 ) -> SessionOutcome:
     """Drive the scenario against the server and write the run directory (result.json last). A server on this
     machine that dies during the load stops it: what was measured before is kept, the death in `target.death`.
-    py-spy's rate is `sample_rate`, else decided here (sample_rate.decide_rate: calibrated for another engine's server)."""
+    With `ray_address`, the server's Ray-placed processes are sampled on their own nodes too (ray_run). py-spy's rate
+    is `sample_rate`, else decided here (sample_rate.decide_rate: calibrated for another engine's server)."""
     hooks = hooks or SessionHooks()
     stop_event = stop_event or threading.Event()
     server = plan.server
@@ -201,6 +205,7 @@ def run_target_session(
     prompts = prepare_prompts(requests, tokenizer)
     window = RemoteWindow(server.url) if server.ours and profile != "off" else None
     rate = sample_rate or decide_rate(plan.pid, foreign=not server.ours, profile=profile)
+    ray_run = ray_sampling(plan, ray_address, profile, rate.rate_hz)
     tree = tree_sampler(plan, profile, rate.rate_hz)
     done = _Progress(hooks)
     window_open = window.start() if window else False
@@ -234,6 +239,8 @@ def run_target_session(
             liveness.stop()
         if tree is not None:
             tree.stop()
+        if ray_run is not None:
+            ray_run.stop()
         window_data = window.stop() if window and window_open else None
     death = liveness.death if liveness is not None else None
     interrupted = interrupted or stop_event.is_set() or (load.stopped_early and death is None)
@@ -247,6 +254,7 @@ def run_target_session(
         profile=profile,
         prompt_model=prompt_model,
         probe=probe,
+        ray_run=ray_run,
     )
     result.partial = interrupted or death is not None
     result.partial_reason = "interrupted (Ctrl-C): in-flight requests were cancelled" if interrupted else None
@@ -260,6 +268,10 @@ def run_target_session(
         result.target["sampling_rate"] = rate.section(collector_results.get("processes"), wall_s)
     write_run(out_dir, result, requests_df, steps_df)
     write_process_samples(out_dir, collector_results.get("processes") or {})
+    if ray_run is not None:
+        from infer_prof.profiler.session.target.ray_table import write_ray_samples
+
+        write_ray_samples(out_dir, ray_run.actors.processes, ray_run.results())
     write_samples(out_dir, collector_results, result)
     return SessionOutcome(
         out_dir,
@@ -283,6 +295,23 @@ def server_liveness(
 
 
 NATIVE_ATTACH_TRIES = 2  # of watch.ATTACH_TRIES
+
+
+def ray_sampling(plan: TargetPlan, address: RayAddress | None, profile: str, rate_hz: int) -> RayRun | None:
+    """The server's Ray-placed processes sampled on their nodes, at the tree's rate and stack mode; None without
+    --ray-address (or RAY_ADDRESS) or with --profile off."""
+    if address is None or profile == "off":
+        return None
+    from infer_prof.profiler.session.target.ray_run import start_ray_run
+    from infer_prof.profiler.session.target.tree import tree_pids
+
+    deep = profile == "deep"
+    return start_ray_run(
+        address,
+        tree_pids(plan.pid) if plan.pid is not None else [],
+        rate_hz=rate_hz,
+        native_stacks=deep or not plan.server.ours,
+    )
 
 
 def tree_sampler(plan: TargetPlan, profile: str, rate_hz: int | None = None) -> TreeSampler | None:
@@ -336,6 +365,7 @@ def record_target(
     profile: str,
     prompt_model: str,
     probe: ProbeSetup | None = None,
+    ray_run: RayRun | None = None,
 ) -> tuple[RunResult, pd.DataFrame, pd.DataFrame, dict[str, Any]]:
     """The run's result, requests.csv, steps.csv and collector results (`processes`: each pid's sampling)."""
     timings, rows = _request_tables(load.records)
@@ -376,6 +406,9 @@ def record_target(
         sampling, window_data, load.end_ns - load.start_ns, native, pid=primary
     )
     sampled = [(pid, result) for pid, result in results.items() if result.get("status") == "ok"]
+    if ray_run is not None:  # the processes Ray placed, sampled on their nodes: read beside the tree's
+        sampled += ray_run.sampled()
+        processes = ray_run.rows(processes, load.end_ns - load.start_ns)
     if window_data is None and not plan.server.ours and len(sampled) > 1:
         # Another engine of several processes: the verdict reads the whole tree (the engine loop's process, the
         # model worker it waits on, the API server beside them), not the primary process alone.
@@ -422,6 +455,13 @@ def record_target(
     )
     if probe_section is not None:
         target["probe"] = probe_section
+    if ray_run is not None:
+        target["ray"] = ray_run.section(processes)
+    elif processes:  # a tree that runs Ray: say what --ray-address would add
+        from infer_prof.profiler.session.target.ray_run import ray_hint
+
+        if (hint := ray_hint(processes)) is not None:
+            target["ray"] = hint
     # describe_environment, compute_metrics and engine_timeline_summary build their sections as plain dicts.
     result = RunResult(
         config=_config(plan, scenario, profile, list(collectors), prompt_model),
