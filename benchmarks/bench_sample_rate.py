@@ -34,10 +34,11 @@ def wait_for(url: str, timeout_s: float) -> None:
     raise SystemExit(f"{url} did not answer within {timeout_s:.0f} s")
 
 
-def show(label: str, choice: SampleRate) -> dict[str, object]:
+def show(label: str, choice: SampleRate) -> float | None:
+    """Print the calibration and the rate; the cost a sample in ms (None: no calibration ran)."""
     calibration = choice.section().get("calibration") or {}
     print(f"{label}: {json.dumps(calibration)}; rate {choice.rate_hz} Hz ({choice.bound})", flush=True)
-    return dict(calibration)
+    return calibration.get("cost_ms")
 
 
 def main() -> None:
@@ -79,8 +80,8 @@ def main() -> None:
         time.sleep(args.settle_s)
         loaded = show("under load", decide_rate(server.pid, foreign=True, profile="default"))
         print(f"requests completed meanwhile: {done[0]}")
-        if idle.get("cost_ms") and loaded.get("cost_ms"):
-            print(f"a sample under load / idle: {float(loaded['cost_ms']) / float(idle['cost_ms']):.2f}x")
+        if idle and loaded:
+            print(f"a sample under load / idle: {loaded / idle:.2f}x")
     finally:
         stop.set()
         os.killpg(server.pid, signal.SIGKILL)
