@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import shlex
 import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -214,7 +215,20 @@ def _result_json(run_dir: Path) -> dict[str, Any]:
     return found if isinstance(found, dict) else {}
 
 
-def slowdown_beside(result: SwapResult, written: dict[str, Any]) -> dict[str, Any] | None:
+class SlowdownBeside(TypedDict):
+    """swap.json's `slowdown_predicted`: the slowdown's prediction for the swap's own speedup, with its inputs."""
+
+    sensitivity: float
+    sensitivity_low: float
+    sensitivity_high: float
+    share: float  # forward_cpu's share of a step without the swap
+    speedup: float  # forward_cpu's speedup measured beside it
+    gain: float
+    low: float
+    high: float
+
+
+def slowdown_beside(result: SwapResult, written: dict[str, Any]) -> SlowdownBeside | None:
     """The gain the same run's slowdown experiment on the sampler predicts for the swap's own speedup: its
     sensitivity x the swapped function's share of the step x (1 - 1/k), k the swapped function's speedup measured
     beside it, with the sensitivity's interval carried through; None without a resolved sampler slowdown."""
@@ -222,25 +236,32 @@ def slowdown_beside(result: SwapResult, written: dict[str, Any]) -> dict[str, An
         "components"
     ) or {}
     entry = slowdown.get("sampler") or {}
-    sensitivity, low, high = entry.get("sensitivity"), entry.get("low"), entry.get("high")
+    sensitivity, low, high = (_number(entry.get(key)) for key in ("sensitivity", "low", "high"))
     speedup = result.forward_speedup.point if result.forward_speedup is not None else None
     share = result.forward_share
-    if not all(isinstance(v, (int, float)) for v in (sensitivity, low, high)) or not speedup or share is None:
+    if sensitivity is None or low is None or high is None or not speedup or share is None:
         return None
     saved = share * (1 - 1 / speedup)
     return {
-        "sensitivity": float(sensitivity),
-        "sensitivity_low": float(low),
-        "sensitivity_high": float(high),
+        "sensitivity": sensitivity,
+        "sensitivity_low": low,
+        "sensitivity_high": high,
         "share": share,
         "speedup": speedup,
-        "gain": float(sensitivity) * saved,
-        "low": float(low) * saved,
-        "high": float(high) * saved,
+        "gain": sensitivity * saved,
+        "low": low * saved,
+        "high": high * saved,
     }
 
 
-def slowdown_line(beside: dict[str, Any], result: SwapResult) -> str:
+def _number(value: object) -> float | None:
+    """A finite number read from result.json, else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def slowdown_line(beside: SlowdownBeside, result: SwapResult) -> str:
     """One line: the slowdown-predicted gain beside the step gain the swap measured."""
     ratio = result.step_ms.ratio if result.step_ms is not None else None
     measured = (
@@ -275,7 +296,7 @@ def ledger_record(
 
 
 def slowdown_record(
-    result: SwapResult, run_dir: Path, written: dict[str, Any], beside: dict[str, Any] | None
+    result: SwapResult, run_dir: Path, written: dict[str, Any], beside: SlowdownBeside | None
 ) -> LedgerRecord | None:
     """The slowdown's prediction for the swap (slowdown_beside) beside the gain the A/B measured; None without one."""
     if beside is None:
