@@ -63,10 +63,25 @@ ROWS = [
 def run_row(row: Row, out: Path, ledger: Path, hogs: int, tree: Path | None = None) -> dict:
     run_dir = out / f"{row.name}-hog{hogs}"
     command = [
-        sys.executable, "-m", "infer_prof.profiler.cli", "run", "-m", row.model, "-s", row.scenario,
-        "-r", str(row.requests), "--what-if", row.components, "--verify", "--ledger", str(ledger),
-        "--no-report", "-o", str(run_dir),
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "infer_prof.profiler.cli",
+        "run",
+        "-m",
+        row.model,
+        "-s",
+        row.scenario,
+        "-r",
+        str(row.requests),
+        "--what-if",
+        row.components,
+        "--verify",
+        "--ledger",
+        str(ledger),
+        "--no-report",
+        "-o",
+        str(run_dir),
+    ]
     env = dict(os.environ)
     if tree is not None:  # another checkout's infer_prof first on the path (its built extensions in place)
         env["PYTHONPATH"] = str(tree / ".pkg") + os.pathsep + env.get("PYTHONPATH", "")
@@ -95,22 +110,31 @@ def run_row(row: Row, out: Path, ledger: Path, hogs: int, tree: Path | None = No
         gain = entry.get("gain") or {}
         sensitivity = entry.get("sensitivity")
         own = measured.get("own_gain")
-        figures.append({
-            "component": component,
-            "share": entry.get("share"),
-            "k": entry.get("speedup"),
-            "sensitivity": sensitivity, "s_low": entry.get("low"), "s_high": entry.get("high"),
-            "linear": entry.get("linear"),
-            "predicted": gain.get("gain"), "p_low": gain.get("low"), "p_high": gain.get("high"),
-            "amdahl": entry.get("amdahl_gain"),
-            "measured": measured.get("measured_gain"),
-            "m_low": measured.get("measured_low"), "m_high": measured.get("measured_high"),
-            "own_saving": own,
-            "predicted_from_own": sensitivity * own if sensitivity is not None and own is not None else None,
-            "delay_within_5pct": (entry.get("accuracy") or {}).get("within_5pct"),
-            "slowdown_void": entry.get("void") or (result.get("what_if") or {}).get("void"),
-            "verify_void": measured.get("void"),
-        })  # fmt: skip
+        figures.append(
+            {
+                "component": component,
+                "share": entry.get("share"),
+                "k": entry.get("speedup"),
+                "sensitivity": sensitivity,
+                "s_low": entry.get("low"),
+                "s_high": entry.get("high"),
+                "linear": entry.get("linear"),
+                "predicted": gain.get("gain"),
+                "p_low": gain.get("low"),
+                "p_high": gain.get("high"),
+                "amdahl": entry.get("amdahl_gain"),
+                "measured": measured.get("measured_gain"),
+                "m_low": measured.get("measured_low"),
+                "m_high": measured.get("measured_high"),
+                "own_saving": own,
+                "predicted_from_own": sensitivity * own
+                if sensitivity is not None and own is not None
+                else None,
+                "delay_within_5pct": (entry.get("accuracy") or {}).get("within_5pct"),
+                "slowdown_void": entry.get("void") or (result.get("what_if") or {}).get("void"),
+                "verify_void": measured.get("void"),
+            }
+        )
     return {
         "row": row.name,
         "model": row.model,

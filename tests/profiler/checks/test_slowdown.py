@@ -67,9 +67,15 @@ def test_a_small_components_levels_are_scaled_until_its_delay_stands_out() -> No
     assert level_scale(0.001, (0.5, 1.0)) == pytest.approx(MAX_LEVEL)  # never past the cap
     turns = [turn_of(block, ("sampler", "scheduler"), (0.5, 1.0), {"sampler": 5.0}) for block in range(16)]
     assert [(turn.component, turn.level) for turn in turns if turn.component] == [
-        ("sampler", 2.5), ("sampler", 2.5), ("sampler", 5.0), ("sampler", 5.0),
-        ("scheduler", 0.5), ("scheduler", 0.5), ("scheduler", 1.0), ("scheduler", 1.0),
-    ]  # fmt: skip
+        ("sampler", 2.5),
+        ("sampler", 2.5),
+        ("sampler", 5.0),
+        ("sampler", 5.0),
+        ("scheduler", 0.5),
+        ("scheduler", 0.5),
+        ("scheduler", 1.0),
+        ("scheduler", 1.0),
+    ]
     with pytest.raises(ValueError, match="no level past"):
         SlowdownExperiment(("sampler",), scales={"sampler": 20.0})
 

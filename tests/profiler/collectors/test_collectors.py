@@ -395,9 +395,15 @@ def test_the_first_windows_open_at_their_own_gap_then_the_budget_rules() -> None
     # 0.2 s between openings, outside the 10% budget: each due step opens one (2, 4, 6: a profiled step alone
     # is 0.3 s); then the third's cost pushes the fourth 2 s off (step 24), as the budget alone did after one.
     budgeted = _window_steps(
-        40, first_step=2, min_gap_s=0.5, step_s=0.1, profiled_step_s=0.3, cost_budget=0.1,
-        first_windows=3, first_gap_s=0.2,
-    )  # fmt: skip
+        40,
+        first_step=2,
+        min_gap_s=0.5,
+        step_s=0.1,
+        profiled_step_s=0.3,
+        cost_budget=0.1,
+        first_windows=3,
+        first_gap_s=0.2,
+    )
     assert budgeted == [2, 4, 6, 24]
     assert _windows_that_cost(40, cost_budget=0.1) == [2, 20, 38]
 
