@@ -78,7 +78,9 @@ class NodeAgent:
     def __init__(self, command: list[str]) -> None:
         self.command = command
         self.py_spy, self.py_spy_where = find_py_spy()
-        self.folder = Path(tempfile.mkdtemp(prefix="infer-prof-ray-agent-"))
+        self.folder: Path | None = (
+            None  # made when sampling starts: an agent that never samples leaves nothing
+        )
         self.finished: list[dict[str, Any]] = []
         self.lock = threading.Lock()
         self.stopping = threading.Event()
@@ -101,6 +103,7 @@ class NodeAgent:
     def start(self, pids: list[int]) -> None:
         if self.py_spy is None or self.thread is not None:
             return
+        self.folder = Path(tempfile.mkdtemp(prefix="infer-prof-ray-agent-"))
         self.thread = threading.Thread(target=self._sample, args=(list(pids),), daemon=True)
         self.thread.start()
 
@@ -118,7 +121,8 @@ class NodeAgent:
                 process.send_signal(signal.SIGINT)  # py-spy writes what it has on Ctrl-C
         if self.thread is not None:
             self.thread.join(STOP_WAIT_S + 5)
-        shutil.rmtree(self.folder, ignore_errors=True)
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
         return self.collect()
 
     def _sample(self, pids: list[int]) -> None:
@@ -169,7 +173,7 @@ class NodeAgent:
                     return
 
     def _spawn(self, pid: int, chunk: int, native: bool) -> subprocess.Popen[bytes]:
-        assert self.py_spy is not None
+        assert self.py_spy is not None and self.folder is not None
         output = self.folder / f"{pid}-{chunk}.txt"
         argv = [self.py_spy] + [
             str(pid) if part == PID_SLOT else str(output) if part == OUTPUT_SLOT else part
@@ -191,6 +195,7 @@ class NodeAgent:
             log.close()
 
     def _read(self, pid: int, chunk: int, native: bool, started_ns: int, ended_ns: int) -> dict[str, Any]:
+        assert self.folder is not None
         output, log_path = self.folder / f"{pid}-{chunk}.txt", self.folder / f"{pid}-{chunk}.log"
         raw = output.read_text(errors="replace") if output.exists() else ""
         log = log_path.read_text(errors="replace") if log_path.exists() else ""
