@@ -19,6 +19,7 @@ def main() -> None:
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": cpus, "include_dashboard": False})
     second = cluster.add_node(num_cpus=cpus)
     cluster.wait_for_nodes()
+    assert cluster.head_node is not None  # initialize_head started it
     head = cluster.head_node.node_id
     print(json.dumps({"address": cluster.address, "head": head, "second": second.node_id}), flush=True)
     asked: list[str] = []

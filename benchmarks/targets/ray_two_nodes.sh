@@ -14,11 +14,11 @@ ours() { ps -eww -o pid,args | grep -E "NodeAgent|infer-prof-ray-agent-" | grep 
 field() { $PY -c "import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])" "$INFO" "$1"; }
 $PY benchmarks/targets/local_ray_cluster.py 1 > "$OUT/cluster.log" 2>&1 &
 CLUSTER=$!
-for _ in $(seq 120); do grep -q address "$OUT/cluster.log" && break; sleep 1; done
+for _ in $(seq 120); do grep -qs address "$OUT/cluster.log" && break; sleep 1; done
 INFO=$(grep address "$OUT/cluster.log"); ADDR=$(field address); echo "cluster: $INFO"
 $PY tests/profiler/session/target/fake_ray_server.py --ray-address "$ADDR" --nodes "$(field head),$(field second)" > "$OUT/server.log" 2>&1 &
 SERVER=$!
-for _ in $(seq 120); do grep -q "listening on" "$OUT/server.log" && break; sleep 1; done
+for _ in $(seq 120); do grep -qs "listening on" "$OUT/server.log" && break; sleep 1; done
 URL=$(sed -n 's/.*listening on //p' "$OUT/server.log"); echo "server: $URL"
 run() {
   local name=$1 scenario=$2; shift 2; local t0; t0=$(date +%s.%N)
