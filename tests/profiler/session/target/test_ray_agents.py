@@ -126,9 +126,19 @@ class Handle:
             if how == "dies" and polls["count"] > 1:
                 raise RuntimeError("The actor died unexpectedly before finishing this task (node lost)")
             if how == "dies":  # one chunk of samples got through before the node went
-                return [{"pid": 11, "chunk": 1, "native": False, "started_ns": 0, "ended_ns": 1_000,
-                         "raw_text": "MainThread (11);loop (engine.py:3) 5\n", "samples": 5, "errors": 0,
-                         "error": None}]  # fmt: skip
+                return [
+                    {
+                        "pid": 11,
+                        "chunk": 1,
+                        "native": False,
+                        "started_ns": 0,
+                        "ended_ns": 1_000,
+                        "raw_text": "MainThread (11);loop (engine.py:3) 5\n",
+                        "samples": 5,
+                        "errors": 0,
+                        "error": None,
+                    }
+                ]
             return agent.collect()
 
         self.hello = Method(hello, pending)
