@@ -16,16 +16,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from run_beside import run_cli
+
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = ROOT / "benchmarks" / "scenarios"
-HOG = "while 1: pass"
 
 
 @dataclass(frozen=True)
@@ -62,38 +60,9 @@ ROWS = [
 
 def run_row(row: Row, out: Path, ledger: Path, hogs: int, tree: Path | None = None) -> dict:
     run_dir = out / f"{row.name}-hog{hogs}"
-    command = [
-        sys.executable,
-        "-m",
-        "infer_prof.profiler.cli",
-        "run",
-        "-m",
-        row.model,
-        "-s",
-        row.scenario,
-        "-r",
-        str(row.requests),
-        "--what-if",
-        row.components,
-        "--verify",
-        "--ledger",
-        str(ledger),
-        "--no-report",
-        "-o",
-        str(run_dir),
-    ]
-    env = dict(os.environ)
-    if tree is not None:  # another checkout's infer_prof first on the path (its built extensions in place)
-        env["PYTHONPATH"] = str(tree / ".pkg") + os.pathsep + env.get("PYTHONPATH", "")
-    procs = [subprocess.Popen([sys.executable, "-c", HOG]) for _ in range(hogs)]
-    started = time.monotonic()
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
-    finally:
-        for proc in procs:
-            proc.kill()
-            proc.wait()
-    seconds = time.monotonic() - started
+    args = ["-m", row.model, "-s", row.scenario, "-r", str(row.requests), "--what-if", row.components]
+    args += ["--verify", "--ledger", str(ledger), "--no-report", "-o", str(run_dir)]
+    done, seconds = run_cli(args, hogs=hogs, tree=tree)
     if done.returncode != 0:
         return {
             "row": row.name,

@@ -15,15 +15,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from run_beside import run_cli
+
 ROOT = Path(__file__).resolve().parents[1]
-HOG = "while 1: pass"
 
 
 @dataclass(frozen=True)
@@ -48,30 +46,10 @@ ROWS = [
 
 
 def run_row(row: Row, run_dir: Path, tree: Path | None, hogs: int, until: float | None) -> dict:
-    command = [
-        sys.executable,
-        "-m",
-        "infer_prof.profiler.cli",
-        "run",
-        *row.args,
-        "--no-report",
-        "-o",
-        str(run_dir),
-    ]
+    args = [*row.args, "--no-report", "-o", str(run_dir)]
     if until is not None:
-        command += ["--until", "resolved", "--max-time", str(until)]
-    env = dict(os.environ)
-    if tree is not None:
-        env["PYTHONPATH"] = str(tree / ".pkg") + os.pathsep + env.get("PYTHONPATH", "")
-    procs = [subprocess.Popen([sys.executable, "-c", HOG]) for _ in range(hogs)]
-    started = time.monotonic()
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
-    finally:
-        for proc in procs:
-            proc.kill()
-            proc.wait()
-    seconds = time.monotonic() - started
+        args += ["--until", "resolved", "--max-time", str(until)]
+    done, seconds = run_cli(args, hogs=hogs, tree=tree)
     record: dict = {
         "row": row.name,
         "hogs": hogs,

@@ -29,7 +29,7 @@ from infer_prof.profiler.checks.slowdown import (
     label_steps,
     level_scale,
 )
-from infer_prof.profiler.ledger.verify_pairs import unresolvable
+from infer_prof.profiler.ledger.verify_pairs import finite_number, unresolvable
 from infer_prof.profiler.rundir.atomic import write_json_atomic, write_text_atomic
 from infer_prof.profiler.rundir.health import void_reason
 
@@ -118,16 +118,14 @@ def component_entry(item: ComponentSlowdown, result: RunResult) -> dict[str, Any
     prediction: Mapping[str, Any] = ((result.verdict or {}).get("predictions") or {}).get(
         item.component
     ) or {}
-    share = _finite(prediction.get("share"))
-    if share is None:
-        share = busy_share(result, item.component)
-    speedup = _finite(prediction.get("native_speedup"))
+    share = _share_of(result, item.component)
+    speedup = finite_number(prediction.get("native_speedup"))
     entry: dict[str, Any] = {
         "share": share,
         "share_off": item.share_off,
         "speedup": speedup,
         "speedup_source": prediction.get("speedup_source"),
-        "amdahl_gain": _finite(prediction.get("predicted_gain")),
+        "amdahl_gain": finite_number(prediction.get("predicted_gain")),
         "accuracy": {
             "calls": item.calls,
             "requested_ms": item.requested_ms,
@@ -144,7 +142,7 @@ def component_entry(item: ComponentSlowdown, result: RunResult) -> dict[str, Any
         if speedup is not None and speedup > 0:
             gain = predicted_gain(sensitivity, share, speedup)
             added = (
-                _finite(prediction.get("added_cost")) or 0.0
+                finite_number(prediction.get("added_cost")) or 0.0
             )  # what the C twin adds, as the Amdahl prediction
             entry["gain"] = {
                 "speedup": speedup,
@@ -175,7 +173,7 @@ def sensitivity_fields(sensitivity: Sensitivity | None) -> dict[str, Any]:
 def _share_of(result: RunResult, component: str) -> float | None:
     """The component's share of the step in the main run: its prediction's, else its share of busy time."""
     prediction = ((result.verdict or {}).get("predictions") or {}).get(component) or {}
-    share = _finite(prediction.get("share"))
+    share = finite_number(prediction.get("share"))
     return share if share is not None else busy_share(result, component)
 
 
@@ -201,13 +199,13 @@ def pair_with_verify(
     for component, entry in (section.get("components") or {}).items():
         measured_entry = (verify.get("components") or {}).get(component)
         gain = entry.get("gain")
-        measured = _finite(measured_entry.get("measured_gain")) if measured_entry else None
+        measured = finite_number(measured_entry.get("measured_gain")) if measured_entry else None
         if not measured_entry or not gain or measured is None:
             continue
         entry["measured"] = {
             "gain": measured,
-            "low": _finite(measured_entry.get("measured_low")),
-            "high": _finite(measured_entry.get("measured_high")),
+            "low": finite_number(measured_entry.get("measured_low")),
+            "high": finite_number(measured_entry.get("measured_high")),
             "agreement": measured / gain["gain"] if gain["gain"] else None,
             "within_band": abs(measured / gain["gain"] - 1.0) <= AGREEMENT_BAND if gain["gain"] else None,
             "void": measured_entry.get("void")
@@ -273,9 +271,3 @@ def _append_ledger(
     except InferProfError as exc:
         return f"not recorded: {exc}"
     return f"{count} pair(s) appended to {target}"
-
-
-def _finite(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) else None

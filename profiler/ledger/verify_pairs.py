@@ -37,7 +37,10 @@ def verify_records(
     when = recorded_at or now_utc()
     records = []
     for component, entry in components.items():
-        predicted, measured = _number(entry.get("predicted_gain")), _number(entry.get("measured_gain"))
+        predicted, measured = (
+            finite_number(entry.get("predicted_gain")),
+            finite_number(entry.get("measured_gain")),
+        )
         if predicted is None or measured is None:
             continue
         low, high = _predicted_interval(predictions.get(component) or {}, predicted)
@@ -52,8 +55,8 @@ def verify_records(
                 predicted_low=low,
                 predicted_high=high,
                 measured=measured,
-                measured_low=_number(entry.get("measured_low")),
-                measured_high=_number(entry.get("measured_high")),
+                measured_low=finite_number(entry.get("measured_low")),
+                measured_high=finite_number(entry.get("measured_high")),
                 health=health_text(
                     entry.get("void")
                     or _runs_void(run_dir, entry, main_void)
@@ -96,13 +99,15 @@ def unresolvable(entry: Mapping[str, Any], predicted: float, spread: float | Non
     runs, which has no interval of its own, for a prediction smaller than the Python runs' spread. Such a pair
     scores the machine's noise, not the prediction (an example: docs/measurements.md)."""
     if entry.get("resolves") is False:
-        half = _number(entry.get("half_width"))
+        half = finite_number(entry.get("half_width"))
         width = f" (±{half:.1%})" if half is not None else ""
         return (
             f"unresolvable: the measured gain's interval{width} is wider than ±20% of the prediction "
             f"({predicted:+.1%})"
         )
-    no_interval = _number(entry.get("measured_low")) is None or _number(entry.get("measured_high")) is None
+    no_interval = (
+        finite_number(entry.get("measured_low")) is None or finite_number(entry.get("measured_high")) is None
+    )
     if no_interval and spread is not None and abs(predicted) < spread:
         return (
             f"unresolvable: the predicted gain {predicted:+.1%} is smaller than the {spread:.1%} by which "
@@ -114,10 +119,13 @@ def unresolvable(entry: Mapping[str, Any], predicted: float, spread: float | Non
 def _predicted_interval(prediction: Mapping[str, Any], predicted: float) -> tuple[float | None, float | None]:
     """The verdict's interval of this prediction, when the pair's predicted gain is the verdict's (a prediction
     made with the verify run's own span speedup has no interval)."""
-    gain = _number(prediction.get("predicted_gain"))
+    gain = finite_number(prediction.get("predicted_gain"))
     if gain is None or not math.isclose(gain, predicted, rel_tol=1e-9, abs_tol=1e-12):
         return None, None
-    low, high = _number(prediction.get("predicted_gain_low")), _number(prediction.get("predicted_gain_high"))
+    low, high = (
+        finite_number(prediction.get("predicted_gain_low")),
+        finite_number(prediction.get("predicted_gain_high")),
+    )
     return (low, high) if low is not None and high is not None else (None, None)
 
 
@@ -151,7 +159,7 @@ def _health(run_dir: Path) -> dict[str, Any] | None:
 
 def _method(entry: Mapping[str, Any]) -> str:
     """How the pair was obtained, in a few words: the Amdahl prediction's share and speedup, and how it was measured."""
-    share, speedup = _number(entry.get("share")), _number(entry.get("native_speedup"))
+    share, speedup = finite_number(entry.get("share")), finite_number(entry.get("native_speedup"))
     parts = [f"Amdahl: share {share:.1%}" if share is not None else "Amdahl"]
     if speedup is not None:
         parts.append(f"{entry.get('speedup_source') or 'given'} speedup {speedup:.1f}x")
@@ -161,8 +169,8 @@ def _method(entry: Mapping[str, Any]) -> str:
     return ", ".join(parts) + f"; measured: {measured}"
 
 
-def _number(value: object) -> float | None:
-    """A finite number as a float (numpy's too), else None."""
+def finite_number(value: object) -> float | None:
+    """A finite number read from result.json as a float (numpy's too), else None (bools, text, NaN, missing)."""
     if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
         return float(value)
     return None

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 import shlex
 import shutil
@@ -26,6 +25,7 @@ from infer_prof.errors import OptionError, TargetError
 from infer_prof.profiler.analysis.probe_swap import SwapResult, analyse_swap
 from infer_prof.profiler.ledger.records import LedgerRecord, health_text, now_utc
 from infer_prof.profiler.ledger.store import append_record, ledger_path
+from infer_prof.profiler.ledger.verify_pairs import finite_number
 from infer_prof.profiler.rundir.atomic import write_json_atomic
 from infer_prof.profiler.rundir.health import void_reason
 from infer_prof.profiler.session.target.inject import ProbeSetup
@@ -236,7 +236,7 @@ def slowdown_beside(result: SwapResult, written: dict[str, Any]) -> SlowdownBesi
         "components"
     ) or {}
     entry = slowdown.get("sampler") or {}
-    sensitivity, low, high = (_number(entry.get(key)) for key in ("sensitivity", "low", "high"))
+    sensitivity, low, high = (finite_number(entry.get(key)) for key in ("sensitivity", "low", "high"))
     speedup = result.forward_speedup.point if result.forward_speedup is not None else None
     share = result.forward_share
     if sensitivity is None or low is None or high is None or not speedup or share is None:
@@ -252,13 +252,6 @@ def slowdown_beside(result: SwapResult, written: dict[str, Any]) -> SlowdownBesi
         "low": low * saved,
         "high": high * saved,
     }
-
-
-def _number(value: object) -> float | None:
-    """A finite number read from result.json, else None."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        return None
-    return float(value)
 
 
 def slowdown_line(beside: SlowdownBeside, result: SwapResult) -> str:
