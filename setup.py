@@ -54,12 +54,12 @@ class OptionalBuildExt(build_ext):
 
 
 class RoomsOnly(build_py):
-    """The package infer_prof is the repository root: of the modules lying there, only errors.py is ours to
-    install (not this setup.py)."""
+    """The package infer_prof is the repository root: of the modules lying there, only __init__.py and
+    errors.py are ours to install (not this setup.py)."""
 
     def find_package_modules(self, package, package_dir):  # type: ignore[no-untyped-def]
         found = super().find_package_modules(package, package_dir)
-        return [entry for entry in found if package != "infer_prof" or entry[1] == "errors"]
+        return [entry for entry in found if package != "infer_prof" or entry[1] in ("__init__", "errors")]
 
 
 # The repository's top-level folders are the rooms; installed, they are infer_prof.engine, infer_prof.profiler...

@@ -1,6 +1,6 @@
 """The built-in inference engine: a paged-KV Llama with continuous batching, profiler-agnostic."""
 
-from infer_prof.engine.threads import wait_policy_decision
+from .threads import wait_policy_decision
 
 # First thing, before any engine module imports torch: libgomp reads its wait policy only when it loads.
 wait_policy_decision()

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
-from infer_prof.engine.types import BlockKernel
+from .types import BlockKernel
 
 BLOCK = 32  # weights per block
 GROUP = 4  # output rows packed together

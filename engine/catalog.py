@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from infer_prof.engine.config import DEFAULT_MODEL  # one source: the engine's config (imports no torch)
+from .config import DEFAULT_MODEL  # one source: the engine's config (imports no torch)
 
 SYNTHETIC_PREFIX = "synthetic:"
 

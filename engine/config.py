@@ -5,15 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from infer_prof.errors import EngineConfigError
+from ..errors import EngineConfigError
 
 if (
     TYPE_CHECKING
 ):  # the components import torch; this module stays light so option tables can read its defaults
-    from infer_prof.engine.kv_alloc import PythonKVAllocator
-    from infer_prof.engine.sampler import PythonSampler
-    from infer_prof.engine.scheduler import PythonScheduler
-    from infer_prof.engine.types import Model
+    from .kv_alloc import PythonKVAllocator
+    from .sampler import PythonSampler
+    from .scheduler import PythonScheduler
+    from .types import Model
 
 # The model every face loads when none is named (engine.loader finds or downloads it).
 DEFAULT_MODEL = "smollm2-135m"
@@ -59,7 +59,7 @@ class EngineConfig:
             _is_int(self.kv_memory_bytes) and self.kv_memory_bytes >= 1
         ):
             raise _bad("kv_memory_bytes", self.kv_memory_bytes, "use a positive number of bytes")
-        from infer_prof.engine.types import SCHEDULING_POLICIES
+        from .types import SCHEDULING_POLICIES
 
         if self.policy not in SCHEDULING_POLICIES:
             raise _bad("policy", self.policy, f"use one of {', '.join(SCHEDULING_POLICIES)}")
@@ -79,7 +79,7 @@ class EngineConfig:
 
     def resolve_num_blocks(self, bytes_per_block: int, max_model_len: int) -> int:
         """The KV pool size in blocks: given, or from a memory budget (the default one capped to need)."""
-        from infer_prof.engine.kv_alloc import blocks_for_tokens, num_blocks_for_memory
+        from .kv_alloc import blocks_for_tokens, num_blocks_for_memory
 
         if self.kv_blocks is not None:
             return self.kv_blocks
@@ -103,9 +103,9 @@ def python_components(
     config: EngineConfig, model: Model
 ) -> tuple[PythonScheduler, PythonKVAllocator, PythonSampler]:
     """The Python scheduler, KV block pool and sampler that `config` describes, sized for `model`."""
-    from infer_prof.engine.kv_alloc import PythonKVAllocator
-    from infer_prof.engine.sampler import PythonSampler
-    from infer_prof.engine.scheduler import PythonScheduler
+    from .kv_alloc import PythonKVAllocator
+    from .sampler import PythonSampler
+    from .scheduler import PythonScheduler
 
     num_blocks = pool_blocks_for(config, model)
     scheduler = PythonScheduler(config.block_size, config.max_batch, config.max_batched_tokens, config.policy)

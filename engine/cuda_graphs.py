@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from infer_prof.engine.types import ModelInput
+from .types import ModelInput
 
 if TYPE_CHECKING:
-    from infer_prof.engine.llama import LlamaModel
+    from .llama import LlamaModel
 
 SMALL_BATCHES = (1, 2, 4)  # then every multiple of BATCH_STEP, as vLLM's capture sizes
 BATCH_STEP = 8

@@ -10,15 +10,16 @@ from types import TracebackType
 
 import numpy as np
 
-from infer_prof.engine.config import EngineConfig
-from infer_prof.engine.prepare import PythonPrepare
-from infer_prof.engine.sampler import splitmix64
-from infer_prof.engine.sequence import Request, RequestHandle, RequestOutput, StepLog, StepRecord
-from infer_prof.engine.setup_thread import run_on_setup_thread
-from infer_prof.engine.thread_governor import ThreadGovernor, default_governor
-from infer_prof.engine.tokenizer import IncrementalDetokenizer
-from infer_prof.engine.trace import NULL_TRACER, Tracer
-from infer_prof.engine.types import (
+from ..errors import EngineShutdownError, PromptTooLongError, RequestError
+from .config import EngineConfig
+from .prepare import PythonPrepare
+from .sampler import splitmix64
+from .sequence import Request, RequestHandle, RequestOutput, StepLog, StepRecord
+from .setup_thread import run_on_setup_thread
+from .thread_governor import ThreadGovernor, default_governor
+from .tokenizer import IncrementalDetokenizer
+from .trace import NULL_TRACER, Tracer
+from .types import (
     KVAllocator,
     Model,
     NewSequence,
@@ -29,7 +30,6 @@ from infer_prof.engine.types import (
     StepPlan,
     TextTokenizer,
 )
-from infer_prof.errors import EngineShutdownError, PromptTooLongError, RequestError
 
 ENGINE_THREAD_NAME = "infer-prof-engine"
 

@@ -11,9 +11,9 @@ import gguf
 import numpy as np
 import torch
 
-from infer_prof.engine.llama import LayerWeights, LlamaWeights, resolve_dtype
-from infer_prof.engine.types import ModelConfig
-from infer_prof.errors import GGUFFormatError, ModelNotFoundError, UnsupportedModelError
+from ..errors import GGUFFormatError, ModelNotFoundError, UnsupportedModelError
+from .llama import LayerWeights, LlamaWeights, resolve_dtype
+from .types import ModelConfig
 
 SUPPORTED_ARCHITECTURES = ("llama",)
 

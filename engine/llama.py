@@ -10,10 +10,11 @@ from typing import Protocol
 import torch
 import torch.nn.functional as F
 
-from infer_prof.engine.blockquant import BlockLinear
-from infer_prof.engine.device import avoid_attention_plan_builds
-from infer_prof.engine.quantize import Int8Embedding, Int8Linear, preferred_engine
-from infer_prof.engine.types import (
+from ..errors import UnsupportedModelError
+from .blockquant import BlockLinear
+from .device import avoid_attention_plan_builds
+from .quantize import Int8Embedding, Int8Linear, preferred_engine
+from .types import (
     BlockKernel,
     DecodeLayers,
     ModelConfig,
@@ -21,7 +22,6 @@ from infer_prof.engine.types import (
     ModelKernels,
     PackedLayer,
 )
-from infer_prof.errors import UnsupportedModelError
 
 _DTYPES = {
     "float32": torch.float32,

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import torch
 
-from infer_prof.engine.catalog import (
+from ..errors import GGUFFormatError, ModelNotFoundError
+from .catalog import (
     DEFAULT_MODEL,
     SMOLLM2,
     SYNTHETIC_PREFIX,
@@ -25,12 +26,11 @@ from infer_prof.engine.catalog import (
     list_models,
     parameter_count,  # noqa: F401  (engine.loader.parameter_count is what preflight and the tests use)
 )
-from infer_prof.engine.gguf_loader import load_weights, open_gguf, read_config
-from infer_prof.engine.llama import LayerWeights, LlamaModel, LlamaWeights, resolve_dtype
-from infer_prof.engine.setup_thread import run_on_setup_thread
-from infer_prof.engine.tokenizer import Tokenizer
-from infer_prof.engine.types import ModelConfig, ModelKernels
-from infer_prof.errors import GGUFFormatError, ModelNotFoundError
+from .gguf_loader import load_weights, open_gguf, read_config
+from .llama import LayerWeights, LlamaModel, LlamaWeights, resolve_dtype
+from .setup_thread import run_on_setup_thread
+from .tokenizer import Tokenizer
+from .types import ModelConfig, ModelKernels
 
 Progress = Callable[[str], None]
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from infer_prof.engine.types import ModelInput
+from .types import ModelInput
 
 
 def address_tokens(

@@ -10,8 +10,8 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from infer_prof.engine.model_runner import address_tokens
-from infer_prof.engine.types import ModelInput, StepPlan
+from .model_runner import address_tokens
+from .types import ModelInput, StepPlan
 
 MAX_TOKEN_ID = 2**31 - 1  # token ids are stored as int32 by the C twin
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from infer_prof.engine.types import SamplingParams
+from .types import SamplingParams
 
 MASK64 = (1 << 64) - 1
 ROW_CHUNK = 16

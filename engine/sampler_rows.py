@@ -6,8 +6,8 @@ from collections.abc import Sequence
 
 import torch
 
-from infer_prof.engine.sampler import MASK64, PythonSampler
-from infer_prof.engine.types import SamplingParams
+from .sampler import MASK64, PythonSampler
+from .types import SamplingParams
 
 
 def draw_rows(

@@ -9,8 +9,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from infer_prof.engine.request_queue import SeqState, make_waiting_queue
-from infer_prof.engine.types import (
+from .request_queue import SeqState, make_waiting_queue
+from .types import (
     EMPTY_FLAGS,
     EMPTY_IDS,
     NewSequence,

@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import TYPE_CHECKING
 
-from infer_prof.engine.types import SamplingParams
+from .types import SamplingParams
 
 if TYPE_CHECKING:
-    from infer_prof.engine.tokenizer import IncrementalDetokenizer
+    from .tokenizer import IncrementalDetokenizer
 
 FINISH_REASONS = ("stop", "length", "abort", "error")
 

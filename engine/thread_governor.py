@@ -154,7 +154,7 @@ def default_governor() -> ThreadGovernor | None:
     has more than one thread, and this kernel gives what it reads; None otherwise."""
     import torch
 
-    from infer_prof.engine.threads import adaptive_threads
+    from .threads import adaptive_threads
 
     threads = torch.get_num_threads()
     if threads <= 1 or not adaptive_threads() or not available():

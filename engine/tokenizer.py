@@ -11,9 +11,9 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from tokenizers import AddedToken, decoders, models, pre_tokenizers
 from tokenizers import Tokenizer as HFTokenizer
 
-from infer_prof.engine.gguf_loader import field_value, open_gguf
-from infer_prof.engine.types import TextTokenizer
-from infer_prof.errors import GGUFFormatError, RequestError, UnsupportedModelError
+from ..errors import GGUFFormatError, RequestError, UnsupportedModelError
+from .gguf_loader import field_value, open_gguf
+from .types import TextTokenizer
 
 # GGUF token types (llama.cpp's llama_token_type).
 _CONTROL, _USER_DEFINED = 3, 4

@@ -19,7 +19,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import torch
 
-from infer_prof.errors import InvalidSamplingParams
+from ..errors import InvalidSamplingParams
 
 # The sampling domain shared by both twins (see SamplingParams).
 MAX_COUNT = 2**31 - 1  # top_k, max_tokens: C int32 fields

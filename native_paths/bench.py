@@ -20,11 +20,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from infer_prof.engine.kv_alloc import PythonKVAllocator
-from infer_prof.engine.sampler import PythonSampler
-from infer_prof.engine.scheduler import PythonScheduler
-from infer_prof.engine.types import NewSequence, SamplingParams, Scheduler, StepPlan
-from infer_prof.native_paths.bench_rows import bench_row
+from ..engine.kv_alloc import PythonKVAllocator
+from ..engine.sampler import PythonSampler
+from ..engine.scheduler import PythonScheduler
+from ..engine.types import NewSequence, SamplingParams, Scheduler, StepPlan
+from .bench_rows import bench_row
 
 COMPONENTS = ("sampler", "kv_alloc", "scheduler", "prepare", "core")
 SAMPLER_MIX_BATCH = 32  # the batch at which every sampler mix is timed (others: the mixed step only)
@@ -120,7 +120,7 @@ SAMPLER_MIXES = ("greedy", "top_k50_top_p0.9", "top_p0.9", "penalties", "mixed")
 
 
 def bench_sampler(batch: int, vocab: int, mix: str, repeats: int, seed: int) -> dict[str, Any]:
-    from infer_prof.native_paths.sampler import NativeSampler, pass_f_variant
+    from .sampler import NativeSampler, pass_f_variant
 
     rng = np.random.default_rng(seed)
     logits = torch.from_numpy(model_like_logits(batch, vocab, rng))
@@ -214,7 +214,7 @@ def decode_workload(batch: int, steps: int, rng: random.Random) -> tuple[int, li
 
 
 def bench_kv(batch: int, repeats: int, seed: int, steps: int = 200) -> dict[str, Any]:
-    from infer_prof.native_paths.kv_alloc import NativeKVAllocator
+    from .kv_alloc import NativeKVAllocator
 
     num_blocks, plan = decode_workload(batch, steps, random.Random(seed))
     outputs: list[list[np.ndarray]] = [[], []]
@@ -285,7 +285,7 @@ def drive_scheduler(
 
 
 def bench_scheduler(batch: int, repeats: int, seed: int, steps: int = 200) -> dict[str, Any]:
-    from infer_prof.native_paths.scheduler import NativeScheduler
+    from .scheduler import NativeScheduler
 
     timings: list[list[float]] = [[], []]
     plans: list[list[StepPlan]] = [[], []]
@@ -326,8 +326,8 @@ def run_native_bench(
     or portable); core rows add separate_us (the three C twins called separately) and
     one_call_gain (separate over fused). Needs the extension (native_paths.loader.require raises if
     it is missing)."""
-    from infer_prof.native_paths.bench_control import bench_core, bench_prepare
-    from infer_prof.native_paths.loader import require
+    from .bench_control import bench_core, bench_prepare
+    from .loader import require
 
     require()
     rows: list[dict[str, Any]] = []

@@ -30,11 +30,11 @@ from typing import Any
 
 import numpy as np
 
-from infer_prof.engine.kv_alloc import PythonKVAllocator
-from infer_prof.engine.prepare import PythonPrepare
-from infer_prof.engine.scheduler import PythonScheduler
-from infer_prof.engine.types import KVAllocator, ModelInput, NewSequence, Prepare, Scheduler
-from infer_prof.native_paths.bench_rows import bench_row
+from ..engine.kv_alloc import PythonKVAllocator
+from ..engine.prepare import PythonPrepare
+from ..engine.scheduler import PythonScheduler
+from ..engine.types import KVAllocator, ModelInput, NewSequence, Prepare, Scheduler
+from .bench_rows import bench_row
 
 BLOCK_SIZE = 16
 FINISH_CHANCE = 1 / 200
@@ -137,9 +137,9 @@ def python_twins(batch: int) -> tuple[Any, Any, Any]:
 
 
 def native_twins(batch: int) -> tuple[Any, Any, Any]:
-    from infer_prof.native_paths.kv_alloc import NativeKVAllocator
-    from infer_prof.native_paths.prepare import NativePrepare
-    from infer_prof.native_paths.scheduler import NativeScheduler
+    from .kv_alloc import NativeKVAllocator
+    from .prepare import NativePrepare
+    from .scheduler import NativeScheduler
 
     return (
         NativeScheduler(BLOCK_SIZE, batch, max(2048, 2 * batch)),
@@ -149,7 +149,7 @@ def native_twins(batch: int) -> tuple[Any, Any, Any]:
 
 
 def core_twins(batch: int) -> tuple[Any, Any, Any]:
-    from infer_prof.native_paths.core import core_components
+    from .core import core_components
 
     return core_components(pool_blocks(batch), BLOCK_SIZE, batch, max(2048, 2 * batch))
 
@@ -172,9 +172,9 @@ def _interleaved(
 
 
 def bench_prepare(batch: int, repeats: int, seed: int, steps: int = 200) -> dict[str, Any]:
-    from infer_prof.native_paths.kv_alloc import NativeKVAllocator
-    from infer_prof.native_paths.prepare import NativePrepare
-    from infer_prof.native_paths.scheduler import NativeScheduler
+    from .kv_alloc import NativeKVAllocator
+    from .prepare import NativePrepare
+    from .scheduler import NativeScheduler
 
     def run(prepare_class: Callable[[int], Prepare]) -> Callable[[], tuple[list[float], list[int]]]:
         def go() -> tuple[list[float], list[int]]:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import torch
 
-from infer_prof.engine.types import BlockKernel
-from infer_prof.native_paths import openmp
-from infer_prof.native_paths.as_op import call_as_op
-from infer_prof.native_paths.loader import require, require_symbols
+from ..engine.types import BlockKernel
+from . import openmp
+from .as_op import call_as_op
+from .loader import require, require_symbols
 
 OP_NAME = "infer_prof::block_linear"
 BEST_VECTOR_LOOP = 2  # np_block_linear's `simd`: whatever this CPU has, up to AVX-512 VNNI

@@ -12,11 +12,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from infer_prof.engine.types import ModelInput, NewSequence, StepPlan, check_scheduler_config
-from infer_prof.native_paths.kv_alloc import KVInspection, TableViews, check_pool_config, raise_kv_error
-from infer_prof.native_paths.loader import require
-from infer_prof.native_paths.prepare import InputViews, PendingWork, PrepareQueries, raise_prepare_error
-from infer_prof.native_paths.scheduler import (
+from ..engine.types import ModelInput, NewSequence, StepPlan, check_scheduler_config
+from .kv_alloc import KVInspection, TableViews, check_pool_config, raise_kv_error
+from .loader import require
+from .prepare import InputViews, PendingWork, PrepareQueries, raise_prepare_error
+from .scheduler import (
     NUM_COUNTS,
     POLICIES,
     PlanViews,

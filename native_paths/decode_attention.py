@@ -6,10 +6,10 @@ import math
 
 import torch
 
-from infer_prof.engine.types import DecodeAttentionKernel
-from infer_prof.native_paths import openmp
-from infer_prof.native_paths.as_op import call_as_op
-from infer_prof.native_paths.loader import require, require_symbols
+from ..engine.types import DecodeAttentionKernel
+from . import openmp
+from .as_op import call_as_op
+from .loader import require, require_symbols
 
 OP_NAME = "infer_prof::decode_attention"
 

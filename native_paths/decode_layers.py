@@ -6,11 +6,11 @@ from collections.abc import Sequence
 
 import torch
 
-from infer_prof.engine.types import DecodeLayers, DecodeLayersKernel, ModelConfig, PackedLayer
-from infer_prof.native_paths import openmp
-from infer_prof.native_paths.as_op import call_as_op
-from infer_prof.native_paths.block_linear import BEST_VECTOR_LOOP
-from infer_prof.native_paths.loader import require, require_symbols
+from ..engine.types import DecodeLayers, DecodeLayersKernel, ModelConfig, PackedLayer
+from . import openmp
+from .as_op import call_as_op
+from .block_linear import BEST_VECTOR_LOOP
+from .loader import require, require_symbols
 
 OP_NAME = "infer_prof::decode_layers"
 # engine.blockquant's packing, as csrc/block_linear.c reads it: rows in groups of 4, columns in blocks of 32,

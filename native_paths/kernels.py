@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from infer_prof.engine.types import ModelKernels
+from ..engine.types import ModelKernels
 
 
 def model_kernels(dtype: str) -> ModelKernels | None:
@@ -11,7 +11,7 @@ def model_kernels(dtype: str) -> ModelKernels | None:
     and its all-decode steps run every layer in one C call."""
     if dtype != "q4_1":
         return None
-    from infer_prof.native_paths import block_linear, decode_attention, decode_layers
+    from . import block_linear, decode_attention, decode_layers
 
     return ModelKernels(
         block_linear=block_linear.kernel(),

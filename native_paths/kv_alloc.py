@@ -9,7 +9,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from infer_prof.native_paths.loader import require
+from .loader import require
 
 
 class KVInspection:

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from types import ModuleType
 from typing import Any
 
-from infer_prof.errors import NativeUnavailableError
+from ..errors import NativeUnavailableError
 
 # Point this at another build of the library (e.g. the sanitizer build, docs/native-dev.md).
 LIBRARY_PATH_VARIABLE = "INFER_PROF_NATIVE_PATH"
@@ -49,7 +49,7 @@ def load_extension_file(module_name: str, path: str, variable: str) -> ModuleTyp
 def _import_extension() -> ModuleType:
     path = os.environ.get(LIBRARY_PATH_VARIABLE)
     if not path:
-        from infer_prof.native_paths import _native  # type: ignore[attr-defined]
+        from . import _native  # type: ignore[attr-defined]
 
         return _native
     return load_extension_file(MODULE_NAME, path, LIBRARY_PATH_VARIABLE)

@@ -11,9 +11,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from infer_prof.engine.types import ModelInput, StepPlan
-from infer_prof.native_paths.kv_alloc import int64_pointer
-from infer_prof.native_paths.loader import require
+from ..engine.types import ModelInput, StepPlan
+from .kv_alloc import int64_pointer
+from .loader import require
 
 BOOL = np.dtype(np.bool_)
 # np_prepare_output's leading int64 fields, in order (csrc/native_paths.h).

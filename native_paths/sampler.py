@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from infer_prof.engine.types import SamplingParams
-from infer_prof.native_paths.loader import require
+from ..engine.types import SamplingParams
+from .loader import require
 
 MASK64 = (1 << 64) - 1
 # Room the C side keeps past the last block of a row (csrc/sampler.c: BLOCK).

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from infer_prof.native_paths.loader import require
+from .loader import require
 
 
 class NativeRowSampler:

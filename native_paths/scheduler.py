@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from infer_prof.engine.types import PLAN_ARRAYS, PLAN_COUNTS, NewSequence, StepPlan, check_scheduler_config
-from infer_prof.native_paths.loader import require
+from ..engine.types import PLAN_ARRAYS, PLAN_COUNTS, NewSequence, StepPlan, check_scheduler_config
+from .loader import require
 
 # engine.types.SCHEDULING_POLICIES -> the C twin's policy table index (NP_POLICY_*, csrc/native_paths.h).
 POLICIES = {"fcfs": 0, "priority": 1}

@@ -7,11 +7,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, overload
 
-from infer_prof.errors import InvalidNativeSelection
-from infer_prof.native_paths import loader
+from ..errors import InvalidNativeSelection
+from . import loader
 
 if TYPE_CHECKING:  # engine.types imports torch, which --help and the quick commands must not load
-    from infer_prof.engine.types import KVAllocator, Prepare, Sampler, Scheduler
+    from ..engine.types import KVAllocator, Prepare, Sampler, Scheduler
 
     Twin = Sampler | KVAllocator | Scheduler | Prepare  # what make_twin gives for a name known at run time
 
@@ -91,7 +91,7 @@ def make_components(
             stacklevel=2,
         )
     if CORE in usable:
-        from infer_prof.native_paths.core import core_components
+        from .core import core_components
 
         scheduler, kv_alloc, prepare = core_components(
             num_blocks, block_size, max_batch, max_batched_tokens, policy
@@ -121,10 +121,10 @@ def make_components(
 def make_sampler(native: bool) -> Sampler:
     """The sampler's C twin when `native` (the caller checked it loads), else its Python twin."""
     if native:
-        from infer_prof.native_paths.sampler import NativeSampler
+        from .sampler import NativeSampler
 
         return NativeSampler()
-    from infer_prof.engine.sampler import PythonSampler
+    from ..engine.sampler import PythonSampler
 
     return PythonSampler()
 
@@ -132,10 +132,10 @@ def make_sampler(native: bool) -> Sampler:
 def make_kv_alloc(native: bool, num_blocks: int, block_size: int) -> KVAllocator:
     """The KV allocator's C twin when `native`, else its Python twin, for a pool of `num_blocks` blocks."""
     if native:
-        from infer_prof.native_paths.kv_alloc import NativeKVAllocator
+        from .kv_alloc import NativeKVAllocator
 
         return NativeKVAllocator(num_blocks, block_size)
-    from infer_prof.engine.kv_alloc import PythonKVAllocator
+    from ..engine.kv_alloc import PythonKVAllocator
 
     return PythonKVAllocator(num_blocks, block_size)
 
@@ -145,10 +145,10 @@ def make_scheduler(
 ) -> Scheduler:
     """The scheduler's C twin when `native`, else its Python twin."""
     if native:
-        from infer_prof.native_paths.scheduler import NativeScheduler
+        from .scheduler import NativeScheduler
 
         return NativeScheduler(block_size, max_batch, max_batched_tokens, policy)
-    from infer_prof.engine.scheduler import PythonScheduler
+    from ..engine.scheduler import PythonScheduler
 
     return PythonScheduler(block_size, max_batch, max_batched_tokens, policy)
 
@@ -156,10 +156,10 @@ def make_scheduler(
 def make_prepare(native: bool, block_size: int) -> Prepare:
     """Input preparation's C twin when `native`, else its Python twin."""
     if native:
-        from infer_prof.native_paths.prepare import NativePrepare
+        from .prepare import NativePrepare
 
         return NativePrepare(block_size)
-    from infer_prof.engine.prepare import PythonPrepare
+    from ..engine.prepare import PythonPrepare
 
     return PythonPrepare(block_size)
 

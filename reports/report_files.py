@@ -6,7 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from infer_prof.profiler.rundir.atomic import write_atomic, write_json_atomic, write_text_atomic
+from ..profiler.rundir.atomic import write_atomic, write_json_atomic, write_text_atomic
 
 
 def write_report_files(

@@ -10,10 +10,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from infer_prof.profiler.rundir.results import PHASE_ORDER, STEP_COLUMNS, RunData, RunResult, read_run
-from infer_prof.profiler.rundir.samples import measured_requests, token_gaps_ms
-from infer_prof.reports.slo import SloCheck, check_slos, slo_targets
-from infer_prof.reports.stacks import ThreadGroup, process_groups, read_stacks, thread_groups
+from ..profiler.rundir.results import PHASE_ORDER, STEP_COLUMNS, RunData, RunResult, read_run
+from ..profiler.rundir.samples import measured_requests, token_gaps_ms
+from .slo import SloCheck, check_slos, slo_targets
+from .stacks import ThreadGroup, process_groups, read_stacks, thread_groups
 
 LATENCY_NAMES = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
 LATENCY_LABELS = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "itl_ms": "ITL", "e2e_ms": "E2E", "queue_ms": "Queue"}

@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from infer_prof.profiler.rundir.results import RunResult
-from infer_prof.profiler.rundir.samples import measured_requests
+from ..profiler.rundir.results import RunResult
+from ..profiler.rundir.samples import measured_requests
 
 # The latencies a scenario may set a target on (profiler/analysis/metrics.py SLO_KEYS).
 SLO_NAMES = ("ttft_ms", "tpot_ms", "e2e_ms")

@@ -18,10 +18,10 @@ from typing import NamedTuple
 
 import pandas as pd
 
-from infer_prof.errors import ReportError
-from infer_prof.profiler.rundir.results import RunData
-from infer_prof.profiler.rundir.samples import flag
-from infer_prof.profiler.rundir.validate import whole_numbers
+from ..errors import ReportError
+from ..profiler.rundir.results import RunData
+from ..profiler.rundir.samples import flag
+from ..profiler.rundir.validate import whole_numbers
 
 UNCLASSIFIED = "unclassified"
 # The engine's thread name (engine/engine.py ENGINE_THREAD_NAME): how a run without labels finds it.

@@ -7,7 +7,7 @@ from rich.console import Console
 from rich.table import Table as RichTable
 from rich.text import Text
 
-from infer_prof.reports.run.summary import Table
+from .run.summary import Table
 
 
 def print_table(console: Console, table: Table) -> None:

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from infer_prof.scenarios.requests import RequestSpec, generate_requests, prompt_text_for
+from .requests import RequestSpec, generate_requests, prompt_text_for
 
 __all__ = ["LoadRecord", "LoadResult", "RequestSpec", "generate_requests", "prompt_text_for", "run_load"]
 

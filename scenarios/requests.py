@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from infer_prof.scenarios.arrivals import arrival_offsets, arrivals_within
-from infer_prof.scenarios.prompts import read_prompt_file, synthetic_prompt
-from infer_prof.scenarios.spec import ScenarioSpec
+from .arrivals import arrival_offsets, arrivals_within
+from .prompts import read_prompt_file, synthetic_prompt
+from .spec import ScenarioSpec
 
 _MAX_SEED = 2**63 - 1  # per-request sampling seeds fit a signed 64-bit integer on both twins
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from typing import TypeVar
 
-from infer_prof.scenarios.lengths import LengthDist
+from .lengths import LengthDist
 
 # Allowed ranges, mirroring engine.types.SamplingParams (scenarios may not import the engine), so that a
 # bad value is reported with its file and key when the scenario loads, not later by the engine.

@@ -28,10 +28,10 @@ from dataclasses import fields as dataclass_fields
 from pathlib import Path
 from typing import Any, TypedDict, TypeGuard, Unpack
 
-from infer_prof.errors import ScenarioError, read_toml
-from infer_prof.scenarios.lengths import DISTRIBUTIONS, PARAMETERS, LengthDist, allowed_keys
-from infer_prof.scenarios.prompts import read_prompt_file
-from infer_prof.scenarios.sampling import RequestClass, SamplingSettings
+from ..errors import ScenarioError, read_toml
+from .lengths import DISTRIBUTIONS, PARAMETERS, LengthDist, allowed_keys
+from .prompts import read_prompt_file
+from .sampling import RequestClass, SamplingSettings
 
 BUILTIN_DIR = Path(__file__).parent / "builtin"
 MODES = ("open-loop", "closed-loop")

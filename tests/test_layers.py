@@ -187,6 +187,19 @@ def test_every_room_is_imported_through_the_installed_package() -> None:
     assert wrong == []
 
 
+def test_rooms_import_each_other_relatively() -> None:
+    # An absolute `infer_prof.` import resolves only through the installed package; a relative one also
+    # resolves against the tree's own folders, for tools that read a bare clone (docs/architecture.md).
+    wrong = [
+        f"{module}:{line} imports {name}"
+        for module in modules()
+        if not module.startswith(SCRIPTS)
+        for name, line in _imports_as_written(module)
+        if name.startswith(PACKAGE) or name == PACKAGE.rstrip(".")
+    ]
+    assert wrong == []
+
+
 def test_no_import_cycles() -> None:
     assert cycles(graph()) == []
 

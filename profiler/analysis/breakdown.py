@@ -55,12 +55,12 @@ import bisect
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal, NamedTuple, TypeGuard
 
-from infer_prof.engine.engine import ENGINE_THREAD_NAME
-from infer_prof.profiler.analysis.sample_counts import SampleCounts, pool_counts
-from infer_prof.profiler.collectors.spans import OUTSIDE
-from infer_prof.profiler.rundir.results import CATEGORIES, COMPONENTS, LEGACY_SPAN_NAMES
-from infer_prof.profiler.rundir.schema import Breakdown, Split
-from infer_prof.profiler.stats import wilson_interval
+from ...engine.engine import ENGINE_THREAD_NAME
+from ..collectors.spans import OUTSIDE
+from ..rundir.results import CATEGORIES, COMPONENTS, LEGACY_SPAN_NAMES
+from ..rundir.schema import Breakdown, Split
+from ..stats import wilson_interval
+from .sample_counts import SampleCounts, pool_counts
 
 # Engine span names (engine.trace.SPAN_NAMES) -> breakdown components; "step" is the loop itself. Runs recorded
 # before the spans took their components' names called two of them "tokenize" and "detokenize" (LEGACY_SPAN_NAMES).

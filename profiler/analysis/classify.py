@@ -61,7 +61,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import NamedTuple
 
-from infer_prof.profiler.analysis.engine_tables import (
+from .engine_tables import (
     GENERIC,
     LLAMA_CPP,
     SGLANG,

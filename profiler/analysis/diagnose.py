@@ -25,9 +25,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TypedDict
 
-from infer_prof.profiler.rundir.components import CATEGORIES, CONTROL_PATHS, NATIVE_CAPABLE
-from infer_prof.profiler.rundir.health import VOID_BUSY, void_reason
-from infer_prof.profiler.rundir.schema import (
+from ..rundir.components import CATEGORIES, CONTROL_PATHS, NATIVE_CAPABLE
+from ..rundir.health import VOID_BUSY, void_reason
+from ..rundir.schema import (
     Breakdown,
     CollectorStatus,
     ControlPath,
@@ -41,7 +41,7 @@ from infer_prof.profiler.rundir.schema import (
     StepShare,
     Verdict,
 )
-from infer_prof.profiler.stats import wilson_interval
+from ..stats import wilson_interval
 
 STAY_UP_TO = 0.01
 REWRITE_FROM = 0.30

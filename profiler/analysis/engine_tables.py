@@ -42,8 +42,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from infer_prof.errors import TargetError, read_toml
-from infer_prof.profiler.rundir.components import COMPONENTS, CONTROL_PATHS
+from ...errors import TargetError, read_toml
+from ..rundir.components import COMPONENTS, CONTROL_PATHS
 
 Row = tuple[str, str, str | None]  # (label, file pattern, function pattern or None)
 ProbeRow = tuple[str, str, str]  # (component or "step", module, qualname in it)

@@ -33,31 +33,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, cast
 
-from infer_prof.profiler.analysis.breakdown import samples_split
-from infer_prof.profiler.analysis.diagnose import rule_for, straddled
-from infer_prof.profiler.analysis.foreign_figures import (
-    ApiFigures,
-    LoopFigures,
-    engine_process,
-    engine_threads,
-    loop_counts,
-    loop_figures,
-)
-from infer_prof.profiler.analysis.foreign_words import (
-    AMDAHL_NOTE,
-    BOUND_ONLY,
-    PYTHON_ONLY_SPOT,
-    api_sentence,
-    bound_only,
-    component_words,
-    idle_loop_reason,
-    interval_method,
-    no_loop_reason,
-    slowdown_measured,
-    verdict_reasons,
-)
-from infer_prof.profiler.analysis.sample_counts import pool_counts
-from infer_prof.profiler.rundir.schema import (
+from ..rundir.schema import (
     AmdahlBound,
     ApiThread,
     Breakdown,
@@ -71,7 +47,31 @@ from infer_prof.profiler.rundir.schema import (
     SampledThread,
     Verdict,
 )
-from infer_prof.profiler.stats import wilson_interval
+from ..stats import wilson_interval
+from .breakdown import samples_split
+from .diagnose import rule_for, straddled
+from .foreign_figures import (
+    ApiFigures,
+    LoopFigures,
+    engine_process,
+    engine_threads,
+    loop_counts,
+    loop_figures,
+)
+from .foreign_words import (
+    AMDAHL_NOTE,
+    BOUND_ONLY,
+    PYTHON_ONLY_SPOT,
+    api_sentence,
+    bound_only,
+    component_words,
+    idle_loop_reason,
+    interval_method,
+    no_loop_reason,
+    slowdown_measured,
+    verdict_reasons,
+)
+from .sample_counts import pool_counts
 
 
 def foreign_breakdown(processes: Sequence[dict[str, Any]], wall_ns: int) -> Breakdown:

@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from infer_prof.profiler.analysis.sample_counts import SampleCounts, sum_counts
-from infer_prof.profiler.stats import Interval, wilson_interval
+from ..stats import Interval, wilson_interval
+from .sample_counts import SampleCounts, sum_counts
 
 # Components whose Python-innermost samples are the engine's control code, not a line calling a kernel.
 CONTROL = ("scheduler", "kv_alloc", "prepare", "tokenizer", "detokenizer", "queue", "api", "sampler")

@@ -5,16 +5,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from infer_prof.profiler.analysis.diagnose import (
+from ..rundir.schema import ProbeSlowdown
+from .diagnose import (
     REWRITE_FROM,
     RULE_REWRITE,
     RULE_STAY,
     RULE_TARGETED,
     STAY_UP_TO,
 )
-from infer_prof.profiler.analysis.foreign_figures import ApiFigures, LoopFigures, WaitCounts
-from infer_prof.profiler.analysis.sensitivity import unresolved
-from infer_prof.profiler.rundir.schema import ProbeSlowdown
+from .foreign_figures import ApiFigures, LoopFigures, WaitCounts
+from .sensitivity import unresolved
 
 COMPONENT_WORDS = {
     "none": "the loop's other code",

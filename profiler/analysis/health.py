@@ -20,8 +20,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from infer_prof.profiler.rundir.health import VOID_BUSY, VOID_SATURATED
-from infer_prof.profiler.rundir.schema import Health, Metrics
+from ..rundir.health import VOID_BUSY, VOID_SATURATED
+from ..rundir.schema import Health, Metrics
 
 # Alone on a core a thread waits only for its wake-ups (a share near 1); with one CPU-bound competitor per core the
 # scheduler gives it about half. Below 0.75 the run averaged at least half a competitor per core over its whole

@@ -28,21 +28,21 @@ from typing import Any
 
 import numpy as np
 
-from infer_prof.profiler.analysis.probe_spans import END, INDEX, START, STEP, TID, exclusive_ns
-from infer_prof.profiler.analysis.sensitivity import (
+from ..rundir.schema import (
+    DelayAccuracy,
+    Headroom,
+    ProbeSlowdown,
+    ProbeWhatIf,
+    SlowdownLevel,
+)
+from .probe_spans import END, INDEX, START, STEP, TID, exclusive_ns
+from .sensitivity import (
     DelayBlock,
     NotEnoughBlocks,
     Sensitivity,
     estimate_sensitivity,
     predicted_gain,
     unresolved,
-)
-from infer_prof.profiler.rundir.schema import (
-    DelayAccuracy,
-    Headroom,
-    ProbeSlowdown,
-    ProbeWhatIf,
-    SlowdownLevel,
 )
 
 NO_DELAY = ord("1")  # the switch byte of a turn without a delay

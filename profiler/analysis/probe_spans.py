@@ -29,8 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from infer_prof.profiler.analysis.foreign_words import slowdown_measured
-from infer_prof.profiler.rundir.schema import (
+from ..rundir.schema import (
     PairedDifference,
     Probe,
     ProbeAgreement,
@@ -39,7 +38,8 @@ from infer_prof.profiler.rundir.schema import (
     ProbeShare,
     ProbeSteps,
 )
-from infer_prof.profiler.stats import bootstrap, quantile_statistic, rate_statistic, wilson_interval
+from ..stats import bootstrap, quantile_statistic, rate_statistic, wilson_interval
+from .foreign_words import slowdown_measured
 
 # Columns of a probe record: native thread id, probe index, start and end (perf_counter_ns), component probes on.
 TID, INDEX, START, END, ON = range(5)

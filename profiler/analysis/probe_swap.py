@@ -25,8 +25,10 @@ from typing import Any
 
 import numpy as np
 
-from infer_prof.profiler.analysis.probe_slowdown import outermost_steps
-from infer_prof.profiler.analysis.probe_spans import (
+from ..overhead.inrun import Block, estimate
+from ..stats import bootstrap, mean_statistic, rate_statistic
+from .probe_slowdown import outermost_steps
+from .probe_spans import (
     END,
     INDEX,
     SIZE_TOLERANCE,
@@ -35,8 +37,6 @@ from infer_prof.profiler.analysis.probe_spans import (
     exclusive_ns,
     step_sizes,
 )
-from infer_prof.profiler.overhead.inrun import Block, estimate
-from infer_prof.profiler.stats import bootstrap, mean_statistic, rate_statistic
 
 SWAP_ON = ord("S")  # vllm_sampler_swap.SWAP_ON: the turn with the swap in
 SWAP_OFF = ord("1")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from infer_prof.profiler.stats import Interval, proportions_differ, wilson_interval
+from ..stats import Interval, proportions_differ, wilson_interval
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from infer_prof.profiler.analysis.classify import (
+from .classify import (
     ComponentRules,
     Frame,
     Stack,
@@ -35,7 +35,7 @@ from infer_prof.profiler.analysis.classify import (
     is_gil_wait,
     table_rules,
 )
-from infer_prof.profiler.analysis.engine_tables import EngineTable, all_tables
+from .engine_tables import EngineTable, all_tables
 
 IDLE_HELPER_WORK = 0.05  # of its samples: a thread that works less than this is a helper waiting for work
 ENGINE_LOOP, MODEL_WORKER, API, TOKENIZER, IDLE_HELPER, UNKNOWN = (

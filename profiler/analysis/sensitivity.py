@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from infer_prof.profiler.stats import bootstrap, difference_of, mean_statistic, rate_statistic
+from ..stats import bootstrap, difference_of, mean_statistic, rate_statistic
 
 # Levels whose sensitivities differ by more than this (and beyond their noise) make a curve, not a line:
 # a tenth of the serial path's 1 is the least difference the predictions would show.

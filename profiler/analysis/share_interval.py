@@ -30,14 +30,14 @@ from typing import Any
 
 import numpy as np
 
-from infer_prof.profiler.analysis.breakdown import kernel_fractions
-from infer_prof.profiler.rundir.schema import Interval
-from infer_prof.profiler.stats import (
+from ..rundir.schema import Interval
+from ..stats import (
     block_length,
     bootstrap_standard_error,
     combined_interval,
     rate_statistic,
 )
+from .breakdown import kernel_fractions
 
 # Spans whose kernel fraction is below this take no part in the windows' term: nothing moves there.
 KERNEL_FLOOR = 0.005

@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from infer_prof.profiler.rundir.schema import StepShare
-from infer_prof.profiler.stats import bootstrap, rate_statistic
+from ..rundir.schema import StepShare
+from ..stats import bootstrap, rate_statistic
 
 # steps.csv's phase columns (exclusive ms per step) for the paths a C twin can take over.
 PHASE_COLUMNS = {

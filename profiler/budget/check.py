@@ -15,14 +15,13 @@ from typing import Any
 
 import numpy as np
 
-from infer_prof.profiler.budget.spec import ALIASES, Assertion, BudgetError, BudgetFile, RunOverrides
-from infer_prof.profiler.rundir.health import void_reason
-from infer_prof.profiler.rundir.native import refuse_fallback
-from infer_prof.profiler.rundir.results import ResultError, RunData, RunResult, read_result, read_run
-from infer_prof.profiler.rundir.samples import measured_requests, token_gaps_ms
-from infer_prof.profiler.rundir.twins import twins_on
-from infer_prof.profiler.rundir.yardstick import drift_void, yardstick
-from infer_prof.profiler.stats import (
+from ..rundir.health import void_reason
+from ..rundir.native import refuse_fallback
+from ..rundir.results import ResultError, RunData, RunResult, read_result, read_run
+from ..rundir.samples import measured_requests, token_gaps_ms
+from ..rundir.twins import twins_on
+from ..rundir.yardstick import drift_void, yardstick
+from ..stats import (
     Statistic,
     bootstrap_ratio,
     mann_whitney_u,
@@ -31,6 +30,7 @@ from infer_prof.profiler.stats import (
     rate_statistic,
     smallest_p_value,
 )
+from .spec import ALIASES, Assertion, BudgetError, BudgetFile, RunOverrides
 
 RunLike = RunResult | str | Path
 RunFn = Callable[[RunOverrides], Path]

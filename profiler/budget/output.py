@@ -8,7 +8,9 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from pathlib import Path
 
-from infer_prof.profiler.budget.check import (
+from ..rundir.atomic import write_bytes_atomic, write_json_atomic
+from ..rundir.results import RunResult
+from .check import (
     AssertionResult,
     BudgetReport,
     RunLike,
@@ -16,9 +18,7 @@ from infer_prof.profiler.budget.check import (
     format_value,
     load_results,
 )
-from infer_prof.profiler.budget.spec import ALIASES, KNOWN_COUNTERS
-from infer_prof.profiler.rundir.atomic import write_bytes_atomic, write_json_atomic
-from infer_prof.profiler.rundir.results import RunResult
+from .spec import ALIASES, KNOWN_COUNTERS
 
 # What `write_bmf(runs)` reports when there is no budget to say which metrics matter.
 BMF_DEFAULT_METRICS = (

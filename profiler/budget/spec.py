@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypedDict, cast
 
-from infer_prof.errors import BudgetError, InferProfError, check_nesting, read_bounded
-from infer_prof.profiler.rundir.results import CATEGORIES, COMPONENTS, LATENCY_METRICS, RunResult
-from infer_prof.scenarios.spec import MAX_DURATION_S, MAX_REQUESTS, MAX_SEED
+from ...errors import BudgetError, InferProfError, check_nesting, read_bounded
+from ...scenarios.spec import MAX_DURATION_S, MAX_REQUESTS, MAX_SEED
+from ..rundir.results import CATEGORIES, COMPONENTS, LATENCY_METRICS, RunResult
 
 MAX_REPEATS = 100
 
@@ -404,7 +404,7 @@ def _check_run_value(key: str, value: object, here: str) -> None:
 
 
 def _native_ok(value: object) -> bool:
-    from infer_prof.native_paths.toggles import parse_native
+    from ...native_paths.toggles import parse_native
 
     if not (isinstance(value, str) or (isinstance(value, list) and all(isinstance(v, str) for v in value))):
         return False

@@ -22,10 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from infer_prof.engine.config import EngineConfig
-from infer_prof.engine.engine import Engine
-from infer_prof.engine.kv_alloc import blocks_for_tokens
-from infer_prof.engine.types import (
+from ...engine.config import EngineConfig
+from ...engine.engine import Engine
+from ...engine.kv_alloc import blocks_for_tokens
+from ...engine.types import (
     KVAllocator,
     ModelInput,
     Prepare,
@@ -34,8 +34,8 @@ from infer_prof.engine.types import (
     Scheduler,
     StepPlan,
 )
-from infer_prof.profiler.checks.golden_explain import Explanation, explain
-from infer_prof.profiler.session.options import OPTION
+from ..session.options import OPTION
+from .golden_explain import Explanation, explain
 
 SHADOW_PHASE = "shadow run"
 DEFAULT_COMBINATIONS = ("all", "core,sampler")
@@ -266,7 +266,7 @@ def golden_requests(
     tokenizer, count: int, seed: int, max_tokens: int
 ) -> list[tuple[list[int], SamplingParams]]:
     """A seeded mix of prompts (8-120 tokens) and sampling parameters, every request its own seed."""
-    from infer_prof.scenarios.prompts import synthetic_prompt
+    from ...scenarios.prompts import synthetic_prompt
 
     rng = random.Random(seed)
     requests = []
@@ -341,9 +341,9 @@ def run_golden(
 
     progress(message) says which run starts; counts(phase, finished, total) follows each run's requests
     (phase is SHADOW_PHASE or end_to_end_phase(combination))."""
-    from infer_prof.native_paths.core import NativeCore
-    from infer_prof.native_paths.loader import require
-    from infer_prof.native_paths.toggles import make_components, parse_native
+    from ...native_paths.core import NativeCore
+    from ...native_paths.loader import require
+    from ...native_paths.toggles import make_components, parse_native
 
     require()  # a clear NativeUnavailableError when the extension is not built
     selections = [parse_native(combination) for combination in combinations]

@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from infer_prof.engine.sampler import splitmix64_uniform
-from infer_prof.engine.types import SamplingParams
+from ...engine.sampler import splitmix64_uniform
+from ...engine.types import SamplingParams
 
 # Sums of up to 49,152 float64 terms in another order differ by far less than this (n * eps ~ 1e-11).
 NEAR_TIE_RELATIVE = 1e-9

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import torch
 
-    from infer_prof.engine.trace import Tracer
-    from infer_prof.engine.types import KVAllocator, Sampler, SamplingParams, Scheduler
+    from ...engine.trace import Tracer
+    from ...engine.types import KVAllocator, Sampler, SamplingParams, Scheduler
 
 INJECTIONS = ("slow_sampler", "contended_lock", "untraced_lock", "allocation_heavy")
 
@@ -92,7 +92,7 @@ class UntracedContendedSampler(ContendedSampler):
     """ContendedSampler whose lock is a plain threading.Lock taken with `with`: no span, no tracer.lock."""
 
     def __init__(self, inner: Sampler, hold_ms: float = HOLD_MS, period_ms: float = PERIOD_MS) -> None:
-        from infer_prof.engine.trace import NULL_TRACER
+        from ...engine.trace import NULL_TRACER
 
         super().__init__(inner, NULL_TRACER, hold_ms, period_ms)
 
@@ -131,7 +131,7 @@ def apply_injections(
     if "slow_sampler" in injections:
         sampler = SlowSampler(sampler, float(injections["slow_sampler"]))
     if "contended_lock" in injections:
-        from infer_prof.engine.trace import NULL_TRACER
+        from ...engine.trace import NULL_TRACER
 
         sampler = ContendedSampler(sampler, tracer or NULL_TRACER)
     if "untraced_lock" in injections:

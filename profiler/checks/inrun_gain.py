@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from infer_prof.profiler.stats import bootstrap
+from ..stats import bootstrap
 
 
 @dataclass(frozen=True, slots=True)

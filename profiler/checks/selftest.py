@@ -41,13 +41,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from infer_prof.profiler.session.options import EngineOptions, OptionError
-from infer_prof.scenarios.lengths import LengthDist
-from infer_prof.scenarios.sampling import SamplingSettings
-from infer_prof.scenarios.spec import ScenarioSpec, load_scenario
+from ...scenarios.lengths import LengthDist
+from ...scenarios.sampling import SamplingSettings
+from ...scenarios.spec import ScenarioSpec, load_scenario
+from ..session.options import EngineOptions, OptionError
 
 if TYPE_CHECKING:
-    from infer_prof.profiler.rundir.results import RunResult
+    from ..rundir.results import RunResult
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,9 +197,9 @@ def select_cases(only: str | None) -> list[Case]:
 
 def run_case(case: Case, *, quick: bool, out_dir: Path, models: Any = None) -> CaseResult:
     """Run one case and read its verdict; an exception is recorded as the case's error, not raised."""
-    from infer_prof.profiler.analysis.breakdown import KERNEL_WINDOWS
-    from infer_prof.profiler.session.runner import ModelCache
-    from infer_prof.profiler.session.session import run_session
+    from ..analysis.breakdown import KERNEL_WINDOWS
+    from ..session.runner import ModelCache
+    from ..session.session import run_session
 
     models = models or ModelCache()
     options = EngineOptions(model=case.model, seed=0, device="cpu")  # the plants are timed on the CPU
@@ -246,7 +246,7 @@ def run_case(case: Case, *, quick: bool, out_dir: Path, models: Any = None) -> C
 
 def _busy(result: RunResult) -> str | None:
     """The run's void reason when the machine was busy; a saturated engine is by design in some cases (idle, lock)."""
-    from infer_prof.profiler.rundir.health import VOID_BUSY, void_reason
+    from ..rundir.health import VOID_BUSY, void_reason
 
     health = getattr(result, "health", None) or {}
     return void_reason(health) if health.get("void") == VOID_BUSY else None
@@ -285,7 +285,7 @@ def run_selftest(
     on_case: Callable[[Case], None] | None = None,
 ) -> list[CaseResult]:
     """Run the selected cases (on_case is told which one starts) and return their results, in order."""
-    from infer_prof.profiler.session.runner import ModelCache
+    from ..session.runner import ModelCache
 
     cases = select_cases(only)
     models = ModelCache()

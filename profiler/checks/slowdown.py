@@ -24,17 +24,17 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from infer_prof.errors import OptionError
-from infer_prof.profiler.analysis.sensitivity import (
+from ...errors import OptionError
+from ..analysis.sensitivity import (
     DelayBlock,
     NotEnoughBlocks,
     Sensitivity,
     estimate_sensitivity,
 )
-from infer_prof.profiler.checks.delay import Clock, Spinner
+from .delay import Clock, Spinner
 
 if TYPE_CHECKING:
-    from infer_prof.engine.engine import Engine
+    from ...engine.engine import Engine
 
 # The engine loop's components that a span names (engine/trace.py) and a step runs in turn.
 COMPONENTS = ("scheduler", "kv_alloc", "prepare", "sampler", "detokenizer")

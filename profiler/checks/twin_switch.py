@@ -24,13 +24,13 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from infer_prof.profiler.overhead.inrun import abba_state
+from ..overhead.inrun import abba_state
 
 if TYPE_CHECKING:
     import torch
 
-    from infer_prof.engine.engine import Engine
-    from infer_prof.engine.types import Sampler, SamplingParams
+    from ...engine.engine import Engine
+    from ...engine.types import Sampler, SamplingParams
 
 # A block is one step (C, Python, Python, C, ...: the twins change every other step), and the intervals
 # resample units of 8 steps. The model span's noise on this machine is mostly slow (correlated from one step
@@ -123,7 +123,7 @@ class SamplerSwitch:
 
     def install(self, engine: Engine) -> None:
         """Before the engine starts: its sampler (the Python twin) becomes the switch's Python side."""
-        from infer_prof.native_paths.toggles import make_twin
+        from ...native_paths.toggles import make_twin
 
         config = engine.config
         native = make_twin(

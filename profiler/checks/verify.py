@@ -42,19 +42,19 @@ from typing import TYPE_CHECKING, TypedDict
 
 import pandas as pd
 
-from infer_prof.profiler.analysis.diagnose import NATIVE_CAPABLE, amdahl_gain, diagnose, measured_gain
-from infer_prof.profiler.checks.inrun_gain import InRunGain, inrun_gain, label_steps
-from infer_prof.profiler.checks.twin_switch import SamplerSwitch
-from infer_prof.profiler.ledger.verify_pairs import append_verify_pairs
-from infer_prof.profiler.rundir.atomic import write_json_atomic, write_text_atomic
-from infer_prof.profiler.rundir.results import read_run
-from infer_prof.profiler.rundir.yardstick import drift_void, yardstick
-from infer_prof.profiler.session.options import EngineOptions
-from infer_prof.profiler.session.session import SessionOutcome
+from ..analysis.diagnose import NATIVE_CAPABLE, amdahl_gain, diagnose, measured_gain
+from ..ledger.verify_pairs import append_verify_pairs
+from ..rundir.atomic import write_json_atomic, write_text_atomic
+from ..rundir.results import read_run
+from ..rundir.yardstick import drift_void, yardstick
+from ..session.options import EngineOptions
+from ..session.session import SessionOutcome
+from .inrun_gain import InRunGain, inrun_gain, label_steps
+from .twin_switch import SamplerSwitch
 
 if TYPE_CHECKING:
-    from infer_prof.profiler.rundir.results import RunData, RunResult
-    from infer_prof.profiler.rundir.schema import Prediction, Split, Verify, VerifyComponent
+    from ..rundir.results import RunData, RunResult
+    from ..rundir.schema import Prediction, Split, Verify, VerifyComponent
 
 VERIFY_DIR = "verify"
 TURNS_FILE = "turns.csv"  # the switched sampler run's step -> (block, C twin served)
@@ -274,7 +274,7 @@ def verify_predictions(
     progress display); rewrite result.json with the measured gains and return the verdict's `verify`
     section, or None when the main run has nothing to compare. Each predicted/measured pair is appended to
     the prediction ledger (`ledger`, else profiler.ledger's default beside the run directory)."""
-    from infer_prof.native_paths.loader import available
+    from ...native_paths.loader import available
 
     result = outcome.result
     predictions = (result.verdict or {}).get("predictions") or {}

@@ -16,9 +16,12 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from infer_prof.profiler.analysis.probe_slowdown import sensitivity_figures
-from infer_prof.profiler.analysis.sensitivity import Sensitivity, predicted_gain
-from infer_prof.profiler.checks.slowdown import (
+from ..analysis.probe_slowdown import sensitivity_figures
+from ..analysis.sensitivity import Sensitivity, predicted_gain
+from ..ledger.verify_pairs import finite_number, unresolvable
+from ..rundir.atomic import write_json_atomic, write_text_atomic
+from ..rundir.health import void_reason
+from .slowdown import (
     BLOCK_STEPS,
     LEVELS,
     ComponentSlowdown,
@@ -29,15 +32,12 @@ from infer_prof.profiler.checks.slowdown import (
     label_steps,
     level_scale,
 )
-from infer_prof.profiler.ledger.verify_pairs import finite_number, unresolvable
-from infer_prof.profiler.rundir.atomic import write_json_atomic, write_text_atomic
-from infer_prof.profiler.rundir.health import void_reason
 
 if TYPE_CHECKING:
-    from infer_prof.profiler.rundir.results import RunResult
-    from infer_prof.profiler.rundir.schema import EngineWhatIf
-    from infer_prof.profiler.session.options import EngineOptions
-    from infer_prof.profiler.session.session import SessionOutcome
+    from ..rundir.results import RunResult
+    from ..rundir.schema import EngineWhatIf
+    from ..session.options import EngineOptions
+    from ..session.session import SessionOutcome
 
 WHAT_IF_DIR = "what-if"
 TURNS_FILE = "turns.csv"  # the slowdown run's step -> (turn, component, level, ms added)
@@ -224,9 +224,9 @@ def _append_ledger(
     ledger: Path | None,
     append: Callable[..., Path] | None,
 ) -> str:
-    from infer_prof.errors import InferProfError
-    from infer_prof.profiler.ledger.records import LedgerRecord, health_text, now_utc
-    from infer_prof.profiler.ledger.store import append_record, ledger_path
+    from ...errors import InferProfError
+    from ..ledger.records import LedgerRecord, health_text, now_utc
+    from ..ledger.store import append_record, ledger_path
 
     result = outcome.result
     config = result.config or {}

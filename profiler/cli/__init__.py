@@ -40,6 +40,6 @@ def _importing(frame: object) -> bool:
 
 exit_quietly_on_signals()
 
-from infer_prof.profiler.cli.main import main  # noqa: E402 - after the signal guard, which must come first
+from .main import main  # noqa: E402 - after the signal guard, which must come first
 
 __all__ = ["main"]

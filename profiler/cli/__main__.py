@@ -1,5 +1,5 @@
 """`python -m infer_prof.profiler.cli`: the same as the `infer-prof` console script."""
 
-from infer_prof.profiler.cli.main import main
+from .main import main
 
 main()

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from infer_prof.profiler.cli.app import bench_app
+from .app import bench_app
 
 
 @bench_app.command("native")
@@ -27,8 +27,8 @@ def bench_native_command(*, as_json: bool, repeats: int) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from infer_prof.native_paths.bench import run_native_bench
-    from infer_prof.profiler.session.options import OptionError
+    from ...native_paths.bench import run_native_bench
+    from ..session.options import OptionError
 
     if not 1 <= repeats <= 1000:
         raise OptionError(f"--repeats={repeats} is impossible: use 1 to 1,000")

@@ -8,16 +8,16 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from infer_prof.errors import OptionError
-from infer_prof.profiler.cli.app import app
-from infer_prof.profiler.cli.options import dim_printer, engine_options
+from ...errors import OptionError
+from .app import app
+from .options import dim_printer, engine_options
 
 if TYPE_CHECKING:  # the CLI's help and usage errors load none of these (tests/profiler/cli/test_imports.py)
     from rich.console import Console
 
-    from infer_prof.profiler.checks.golden import Divergence, GoldenReport
-    from infer_prof.profiler.cli.progress import ProgressTask
-    from infer_prof.profiler.session.options import EngineOptions
+    from ..checks.golden import Divergence, GoldenReport
+    from ..session.options import EngineOptions
+    from .progress import ProgressTask
 
 
 @app.command()
@@ -51,9 +51,9 @@ def golden(
     """Run one seeded workload with the Python twins and the C twins and compare token by token (exit 1 on a logic error)."""
     from rich.console import Console
 
-    from infer_prof.profiler.checks.golden import run_golden
-    from infer_prof.profiler.cli.generate import check_fits_context
-    from infer_prof.profiler.session.builder import load_for_options
+    from ..checks.golden import run_golden
+    from ..session.builder import load_for_options
+    from .generate import check_fits_context
 
     _check_sizes(requests, max_tokens, kv_blocks)
     check_fits_context(max_tokens, options)
@@ -80,7 +80,7 @@ def golden(
 
 
 def _check_sizes(requests: int, max_tokens: int, kv_blocks: int | None) -> None:
-    from infer_prof.profiler.session.options import MAX_KV_BLOCKS
+    from ..session.options import MAX_KV_BLOCKS
 
     for option, value, most in (
         ("--requests", requests, 100_000),
@@ -93,9 +93,9 @@ def _check_sizes(requests: int, max_tokens: int, kv_blocks: int | None) -> None:
 
 def _combinations(combination: list[str] | None, every_combination: bool) -> list[str]:
     """The native selections to run end to end, each checked before anything runs."""
-    from infer_prof.native_paths.toggles import every_combination as all_selections
-    from infer_prof.native_paths.toggles import parse_native
-    from infer_prof.profiler.checks.golden import DEFAULT_COMBINATIONS
+    from ...native_paths.toggles import every_combination as all_selections
+    from ...native_paths.toggles import parse_native
+    from ..checks.golden import DEFAULT_COMBINATIONS
 
     if every_combination and combination:
         raise OptionError("--every-combination already runs every selection: drop --combination")
@@ -112,7 +112,7 @@ def _combinations(combination: list[str] | None, every_combination: bool) -> lis
 def golden_progress(console: Console) -> Iterator[Callable[[str, int, int], None]]:
     """One bar (or its plain lines) per run of the workload: requests finished / total, rate, ETA; fed by
     run_golden's counts."""
-    from infer_prof.profiler.cli.progress import Reporter
+    from .progress import Reporter
 
     with Reporter(console) as reporter:
         tasks: dict[str, ProgressTask] = {}

@@ -6,16 +6,16 @@ import sys
 
 import typer
 
-from infer_prof.errors import OUTPUT_ERRNOS, InferProfError, output_error
-from infer_prof.profiler.cli import ANNOUNCED_STOPS
-from infer_prof.profiler.cli.app import app
-from infer_prof.profiler.cli.help_format import install as install_help_format
+from ...errors import OUTPUT_ERRNOS, InferProfError, output_error
+from . import ANNOUNCED_STOPS
+from .app import app
+from .help_format import install as install_help_format
 
 # Each module registers its commands on `app`; this order is the order `infer-prof --help` lists them.
 # isort: off
-from infer_prof.profiler.cli import run, serve, sweep, compare, report, budget, selftest  # noqa: F401
-from infer_prof.profiler.cli import golden, generate, bench, ledger  # noqa: F401
-from infer_prof.profiler.cli import doctor, catalog  # noqa: F401
+from . import run, serve, sweep, compare, report, budget, selftest  # noqa: F401
+from . import golden, generate, bench, ledger  # noqa: F401
+from . import doctor, catalog  # noqa: F401
 # isort: on
 
 

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from infer_prof.profiler.session.options import (
+from ..session.options import (
     OPTION,
     OPTIONS,
     EngineOptions,

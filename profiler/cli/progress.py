@@ -11,12 +11,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Self
 
-from infer_prof.profiler.cli import ANNOUNCED_STOPS
+from . import ANNOUNCED_STOPS
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from infer_prof.profiler.session.session import SessionHooks
+    from ..session.session import SessionHooks
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 LINE_EVERY_S = (
@@ -325,7 +325,7 @@ class Reporter:
 @contextmanager
 def session_progress(console: Console, label: str = "requests") -> Iterator[SessionHooks]:
     """Hooks that report one session: requests done / total, output tokens per second, elapsed time, ETA."""
-    from infer_prof.profiler.session.session import SessionHooks
+    from ..session.session import SessionHooks
 
     with Reporter(console) as reporter:
         task = reporter.task(label)

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from infer_prof.profiler.cli.app import app
+from .app import app
 
 
 @app.command()
@@ -20,8 +20,8 @@ def report(
     """Regenerate report.html, report.pdf, trace.json and speedscope.json from a run directory."""
     from rich.console import Console
 
-    from infer_prof.reports.run.generate import generate_reports
-    from infer_prof.reports.run.terminal import render_summary
+    from ...reports.run.generate import generate_reports
+    from ...reports.run.terminal import render_summary
 
     render_summary(run_dir, Console(), verbose=verbose)
     files = generate_reports(run_dir)

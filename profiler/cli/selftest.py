@@ -6,12 +6,12 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from infer_prof.profiler.cli.app import app
+from .app import app
 
 if TYPE_CHECKING:  # the CLI's help and usage errors load none of these (tests/profiler/cli/test_imports.py)
     from rich.console import Console
 
-    from infer_prof.profiler.checks.selftest import CaseResult
+    from ..checks.selftest import CaseResult
 
 
 @app.command()
@@ -38,9 +38,9 @@ def selftest(
 
     from rich.console import Console
 
-    from infer_prof.profiler.checks.selftest import run_selftest, select_cases
-    from infer_prof.profiler.cli.progress import Reporter
-    from infer_prof.profiler.rundir.outdir import check_run_dir
+    from ..checks.selftest import run_selftest, select_cases
+    from ..rundir.outdir import check_run_dir
+    from .progress import Reporter
 
     cases = select_cases(only)  # a bad --only or --out is the user's error before any case runs
     out_dir = Path(out) if out is not None else None

@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from infer_prof.profiler.cli.app import app
-from infer_prof.profiler.cli.options import dim_printer, engine_options
+from .app import app
+from .options import dim_printer, engine_options
 
 if TYPE_CHECKING:  # the CLI's help and usage errors load none of these (tests/profiler/cli/test_imports.py)
-    from infer_prof.profiler.session.options import EngineOptions
+    from ..session.options import EngineOptions
 
 
 @app.command()
@@ -84,9 +84,9 @@ def serve_command(
 
     from rich.console import Console
 
-    from infer_prof.engine.catalog import parameter_count
-    from infer_prof.errors import OptionError
-    from infer_prof.profiler.serve.server import (
+    from ...engine.catalog import parameter_count
+    from ...errors import OptionError
+    from ..serve.server import (
         ServeOptions,
         bind,
         gguf_sampling,
@@ -94,8 +94,8 @@ def serve_command(
         sampling_lines,
         server_info,
     )
-    from infer_prof.profiler.serve.state import ServeState
-    from infer_prof.profiler.session.builder import build_engine, load_for_options
+    from ..serve.state import ServeState
+    from ..session.builder import build_engine, load_for_options
 
     if log_level not in ("critical", "error", "warning", "info", "debug", "trace"):
         raise OptionError(f"--log-level={log_level!r}: use critical, error, warning, info or debug")
@@ -143,7 +143,7 @@ def serve_command(
 
 def model_file(model: str) -> Path | None:
     """The GGUF file --model names (the default model's once it is on this machine), None for a synthetic one."""
-    from infer_prof.engine.catalog import DEFAULT_MODEL, SYNTHETIC_PREFIX, local_gguf
+    from ...engine.catalog import DEFAULT_MODEL, SYNTHETIC_PREFIX, local_gguf
 
     if model == DEFAULT_MODEL:
         return local_gguf()

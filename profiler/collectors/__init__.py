@@ -1,7 +1,7 @@
 """Collectors of one profiled run: spans, GC pauses, py-spy samples, torch.profiler kernels, NVML."""
 
-from infer_prof.profiler.collectors.base import FAILED, OK, SKIPPED, Collector
-from infer_prof.profiler.collectors.registry import (
+from .base import FAILED, OK, SKIPPED, Collector
+from .registry import (
     PROFILES,
     ProfileError,
     collectors_section,
@@ -11,7 +11,7 @@ from infer_prof.profiler.collectors.registry import (
     start_all,
     stop_all,
 )
-from infer_prof.profiler.collectors.spans import RecordingTracer, SpanCollector
+from .spans import RecordingTracer, SpanCollector
 
 __all__ = [
     "FAILED",

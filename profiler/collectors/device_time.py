@@ -23,11 +23,11 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from infer_prof.engine.device import is_cuda
-from infer_prof.profiler.collectors.base import Collector
+from ...engine.device import is_cuda
+from .base import Collector
 
 if TYPE_CHECKING:
-    from infer_prof.profiler.collectors.spans import RecordingTracer
+    from .spans import RecordingTracer
 
 DEVICE_SPANS = ("model", "d2h")
 EventFactory = Callable[
@@ -148,7 +148,7 @@ class DeviceTimeCollector(Collector):
 
     def timeline(self) -> list[tuple[int, str, int, int]]:
         """(step, span, start ns, end ns) of each pair's device work on the host clock (gpu_timeline.csv)."""
-        from infer_prof.profiler.analysis.gpu_idle import device_intervals
+        from ..analysis.gpu_idle import device_intervals
 
         intervals = device_intervals(self.pairs())
         return [

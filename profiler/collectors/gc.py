@@ -8,8 +8,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from infer_prof.profiler.collectors.base import Collector
-from infer_prof.profiler.collectors.spans import RecordingTracer
+from .base import Collector
+from .spans import RecordingTracer
 
 
 class GcCollector(Collector):

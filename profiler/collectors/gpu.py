@@ -9,7 +9,7 @@ import threading
 import time
 from typing import Any
 
-from infer_prof.profiler.collectors.base import Collector
+from .base import Collector
 
 
 def _nvml() -> Any:

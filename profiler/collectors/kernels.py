@@ -30,9 +30,9 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
-from infer_prof.profiler.collectors.base import Collector
-from infer_prof.profiler.collectors.kineto_chatter import quietly_profiling, without_kineto_chatter
-from infer_prof.profiler.collectors.spans import STEP_SPAN, RecordingTracer
+from .base import Collector
+from .kineto_chatter import quietly_profiling, without_kineto_chatter
+from .spans import STEP_SPAN, RecordingTracer
 
 if TYPE_CHECKING:
     from torch.profiler import profile as TorchProfile

@@ -7,7 +7,7 @@ from array import array
 from collections.abc import Iterator
 from typing import Any
 
-from infer_prof.profiler.collectors.spill import SpillFile
+from .spill import SpillFile
 
 
 class RecordLog:

@@ -8,17 +8,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from infer_prof.engine.device import device_index, is_cuda
-from infer_prof.engine.engine import ENGINE_THREAD_NAME
-from infer_prof.errors import ProfileError
-from infer_prof.profiler.analysis.classify import IDLE_MARKER
-from infer_prof.profiler.collectors.base import Collector
-from infer_prof.profiler.collectors.device_time import DEVICE_SPANS, DeviceTimeCollector
-from infer_prof.profiler.collectors.gc import GcCollector
-from infer_prof.profiler.collectors.gpu import GpuCollector
-from infer_prof.profiler.collectors.kernels import KernelCollector
-from infer_prof.profiler.collectors.sampling import SamplingCollector
-from infer_prof.profiler.collectors.spans import RecordingTracer, SpanCollector
+from ...engine.device import device_index, is_cuda
+from ...engine.engine import ENGINE_THREAD_NAME
+from ...errors import ProfileError
+from ..analysis.classify import IDLE_MARKER
+from .base import Collector
+from .device_time import DEVICE_SPANS, DeviceTimeCollector
+from .gc import GcCollector
+from .gpu import GpuCollector
+from .kernels import KernelCollector
+from .sampling import SamplingCollector
+from .spans import RecordingTracer, SpanCollector
 
 PROFILES = ("off", "default", "deep")
 # An odd rate so samples do not fall in lockstep with periodic engine work (10 ms ticks, 60 Hz clocks); a

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from infer_prof.profiler.analysis.classify import (
+from ..analysis.classify import (
     IDLE_MARKER,
     ComponentRules,
     Stack,
@@ -33,9 +33,9 @@ from infer_prof.profiler.analysis.classify import (
     is_gil_wait,
     parse_raw,
 )
-from infer_prof.profiler.collectors.base import Collector
-from infer_prof.profiler.orphans import kill_with_parent
-from infer_prof.profiler.session.machine import REALTIME_PRIORITY, realtime_allowed  # noqa: F401 (moved there: `doctor` runs it without torch)
+from ..orphans import kill_with_parent
+from ..session.machine import REALTIME_PRIORITY, realtime_allowed  # noqa: F401 (moved there: `doctor` runs it without torch)
+from .base import Collector
 
 _ATTACHED = "Sampling process"
 _SUMMARY = re.compile(r"Samples:\s*(\d+)\s+Errors:\s*(\d+)")

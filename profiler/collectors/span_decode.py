@@ -5,8 +5,8 @@ from __future__ import annotations
 from array import array
 from typing import Any
 
-from infer_prof.profiler.collectors.record_log import RecordLog
-from infer_prof.profiler.collectors.span_log import (
+from .record_log import RecordLog
+from .span_log import (
     COUNTER,
     LOCK_GOT,
     LOCK_RELEASED,

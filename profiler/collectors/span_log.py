@@ -27,7 +27,7 @@ from array import array
 from collections.abc import Callable
 from typing import Any
 
-from infer_prof.native_paths.loader import load_extension_file
+from ...native_paths.loader import load_extension_file
 
 SPAN_EXIT = -1
 STEP_MARK = -2
@@ -229,7 +229,7 @@ def native() -> Any | None:
             return sys.modules.get(MODULE_NAME) or load_extension_file(
                 MODULE_NAME, path, LIBRARY_PATH_VARIABLE
             )
-        from infer_prof.profiler.collectors import _span_log  # type: ignore[attr-defined]
+        from . import _span_log  # type: ignore[attr-defined]
     except ImportError:
         return None
     return _span_log

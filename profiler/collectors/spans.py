@@ -10,11 +10,11 @@ from collections.abc import Callable
 from contextlib import nullcontext
 from typing import Any
 
-from infer_prof.profiler.collectors.base import Collector
-from infer_prof.profiler.collectors.record_log import RecordLog
-from infer_prof.profiler.collectors.span_decode import OUTSIDE, STEP_SPAN, ThreadRecords
-from infer_prof.profiler.collectors.span_log import PAUSE, STEP_MARK, implementation
-from infer_prof.profiler.collectors.spill import SpillFile
+from .base import Collector
+from .record_log import RecordLog
+from .span_decode import OUTSIDE, STEP_SPAN, ThreadRecords
+from .span_log import PAUSE, STEP_MARK, implementation
+from .spill import SpillFile
 
 __all__ = ["OUTSIDE", "STEP_SPAN", "RecordLog", "RecordingTracer", "SpanCollector"]
 

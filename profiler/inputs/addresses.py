@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from infer_prof.errors import InferProfError, OptionError, TargetError
+from ...errors import InferProfError, OptionError, TargetError
 
 # A connect to a listening port on a reachable host takes milliseconds, even across a continent; a few seconds
 # tell "nothing there" (a filtered port, an address that routes nowhere) from "slow".

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import httpx
 
-from infer_prof.errors import TargetError, parse_json
+from ...errors import TargetError, parse_json
 
 # A model list or an info page is a few KiB; a reply past this is not one.
 MAX_REPLY_BYTES = 8 << 20

@@ -8,7 +8,7 @@ summarize(records) -> LedgerSummary           pairs, median |error|, interval co
 
 from __future__ import annotations
 
-from infer_prof.profiler.ledger.records import LedgerRecord
-from infer_prof.profiler.ledger.store import append_record, ledger_path, load_ledger, read_ledger
+from .records import LedgerRecord
+from .store import append_record, ledger_path, load_ledger, read_ledger
 
 __all__ = ["LedgerRecord", "append_record", "ledger_path", "load_ledger", "read_ledger"]

@@ -15,8 +15,8 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from infer_prof.errors import LedgerError, output_error
-from infer_prof.profiler.ledger.records import LedgerRecord, from_line, to_line
+from ...errors import LedgerError, output_error
+from .records import LedgerRecord, from_line, to_line
 
 LEDGER_ENV = "INFER_PROF_LEDGER"
 LEDGER_NAME = "ledger.jsonl"

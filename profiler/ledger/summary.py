@@ -6,8 +6,8 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from infer_prof.profiler.ledger.records import LedgerRecord
-from infer_prof.profiler.stats import wilson_interval
+from ..stats import wilson_interval
+from .records import LedgerRecord
 
 # The project's target for a prediction: measured / predicted within 1 +- this (profiler.checks.verify's band).
 AGREEMENT_BAND = 0.2

@@ -8,13 +8,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from infer_prof.errors import InferProfError
-from infer_prof.profiler.ledger.records import LedgerRecord, health_text, now_utc
-from infer_prof.profiler.ledger.store import append_record, ledger_path
-from infer_prof.profiler.rundir.health import void_reason
+from ...errors import InferProfError
+from ..rundir.health import void_reason
+from .records import LedgerRecord, health_text, now_utc
+from .store import append_record, ledger_path
 
 if TYPE_CHECKING:
-    from infer_prof.profiler.rundir.results import RunResult
+    from ..rundir.results import RunResult
 
 
 def verify_records(

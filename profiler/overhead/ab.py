@@ -7,13 +7,13 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from infer_prof.profiler.overhead.costs import ABResult, interleave_ab
-from infer_prof.profiler.rundir.schema import Overhead
-from infer_prof.profiler.session.options import EngineOptions
-from infer_prof.scenarios.spec import ScenarioSpec
+from ...scenarios.spec import ScenarioSpec
+from ..rundir.schema import Overhead
+from ..session.options import EngineOptions
+from .costs import ABResult, interleave_ab
 
 if TYPE_CHECKING:
-    from infer_prof.engine.loader import LoadedModel
+    from ...engine.loader import LoadedModel
 
 
 def run_throughput(
@@ -24,7 +24,7 @@ def run_throughput(
     sink: list[Overhead] | None = None,
 ) -> float:
     """Output tokens per second of one run (measured requests only, collectors' start/stop excluded)."""
-    from infer_prof.profiler.session.session import run_session
+    from ..session.session import run_session
 
     with tempfile.TemporaryDirectory(prefix="infer-prof-overhead-") as scratch:
         outcome = run_session(

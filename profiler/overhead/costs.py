@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from infer_prof.profiler.rundir.schema import Overhead
+from ..rundir.schema import Overhead
 
 
 @dataclass(slots=True)

@@ -24,13 +24,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from infer_prof.profiler.collectors.base import Collector
-from infer_prof.profiler.stats import bootstrap
+from ..collectors.base import Collector
+from ..stats import bootstrap
 
 if TYPE_CHECKING:
-    from infer_prof.engine.loader import LoadedModel
-    from infer_prof.profiler.session.options import EngineOptions
-    from infer_prof.scenarios.spec import ScenarioSpec
+    from ...engine.loader import LoadedModel
+    from ...scenarios.spec import ScenarioSpec
+    from ..session.options import EngineOptions
 
 
 @dataclass(slots=True)
@@ -284,8 +284,8 @@ def measure_inrun_overhead(
     noise. `rate_hz` replaces the profile's py-spy rate: a high one makes py-spy's cost per sample large
     enough to resolve.
     """
-    from infer_prof.profiler.collectors.registry import DEEP_RATE_HZ, TRACED_RATE_HZ
-    from infer_prof.profiler.session.session import SessionHooks, run_session
+    from ..collectors.registry import DEEP_RATE_HZ, TRACED_RATE_HZ
+    from ..session.session import SessionHooks, run_session
 
     # The same block shape and py-spy rate whatever `only` says, so that an A/A run (only=[]) or a
     # run toggling some collectors has the noise of the full A/B. Deep mode's py-spy cannot pause.

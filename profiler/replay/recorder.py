@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from infer_prof.engine.sampler import PythonSampler
+from ...engine.sampler import PythonSampler
 
 if TYPE_CHECKING:
-    from infer_prof.engine.engine import Engine
+    from ...engine.engine import Engine
 
 MAX_STEPS = 1024
 # Why 8 and 48: with a fixed period of 32 a short run kept too few captures for a narrow replay interval

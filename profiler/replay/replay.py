@@ -46,9 +46,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from infer_prof.profiler.replay.recorder import WorkloadLog, captured_call
-from infer_prof.profiler.rundir.schema import Replay, ReplayComponent
-from infer_prof.profiler.stats import block_length, bootstrap, rate_statistic, ratio_of
+from ..rundir.schema import Replay, ReplayComponent
+from ..stats import block_length, bootstrap, rate_statistic, ratio_of
+from .recorder import WorkloadLog, captured_call
 
 if TYPE_CHECKING:
     import torch
@@ -91,8 +91,8 @@ Twins = dict[str, tuple[Callable[[], Any], Callable[[], Any]]]
 
 def default_twins(shape: PoolShape, names: Sequence[str]) -> Twins:
     """name -> (make Python twin, make C twin) for each name whose C twin is loadable."""
-    from infer_prof.native_paths import loader
-    from infer_prof.native_paths.toggles import make_twin
+    from ...native_paths import loader
+    from ...native_paths.toggles import make_twin
 
     status, sizes = loader.available(), asdict(shape)
     return {
@@ -105,7 +105,7 @@ def default_twins(shape: PoolShape, names: Sequence[str]) -> Twins:
 def derive(log: WorkloadLog, shape: PoolShape) -> Derived:
     """Replay the recorded schedule through the Python scheduler and allocator (untimed), checking at every
     step that the allocator has the free blocks the run's engine reported; ReplayMismatch if not."""
-    from infer_prof.native_paths.toggles import make_twin
+    from ...native_paths.toggles import make_twin
 
     sizes = asdict(shape)
     scheduler, pool = make_twin("scheduler", False, **sizes), make_twin("kv_alloc", False, **sizes)
@@ -154,7 +154,7 @@ def time_prepare(
 ) -> tuple[list[int], list[int]]:
     """prepare() per step, in the engine's order: the step's finished sequences removed, its arrivals
     added, prepare(plan, tables) timed (the engine's `prepare` span), then the tokens it drew handed over."""
-    from infer_prof.native_paths.bench_control import digest
+    from ...native_paths.bench_control import digest
 
     prepare, drawn = make(), derived.drawn
     times: list[int] = []

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from infer_prof.errors import OptionError, output_error
+from ...errors import OptionError, output_error
 
 LOCK_NAME = ".infer-prof.lock"
 _Checked = TypeVar("_Checked", bound=Callable)

@@ -33,12 +33,12 @@ from typing import Any
 
 import pandas as pd
 
-from infer_prof.engine.trace import SPAN_NAMES
-from infer_prof.errors import MAX_DATA_BYTES, ResultError, read_bounded
-from infer_prof.profiler.rundir.atomic import write_atomic, write_json_atomic
-from infer_prof.profiler.rundir.components import CATEGORIES as CATEGORIES
-from infer_prof.profiler.rundir.components import COMPONENTS as COMPONENTS
-from infer_prof.profiler.rundir.schema import (
+from ...engine.trace import SPAN_NAMES
+from ...errors import MAX_DATA_BYTES, ResultError, read_bounded
+from .atomic import write_atomic, write_json_atomic
+from .components import CATEGORIES as CATEGORIES
+from .components import COMPONENTS as COMPONENTS
+from .schema import (
     SCHEMA_VERSION,
     Breakdown,
     CollectorStatus,
@@ -55,7 +55,7 @@ from infer_prof.profiler.rundir.schema import (
     Verdict,
     check_file,
 )
-from infer_prof.profiler.rundir.validate import (
+from .validate import (
     NUMERIC_REQUEST_COLUMNS,
     STEP_COLUMNS,
     check_requests,

@@ -13,7 +13,7 @@ import types
 import typing
 from typing import Any, Literal, TypedDict, Union
 
-from infer_prof.errors import ResultError
+from ...errors import ResultError
 
 # The version written now, and the oldest this infer-prof still reads (older files lack sections that are
 # optional here, so they load; a file before the oldest is refused with one line).

@@ -25,8 +25,8 @@ from typing import Any
 
 import pandas as pd
 
-from infer_prof.errors import MAX_DATA_BYTES, SweepError, check_size, read_bounded
-from infer_prof.profiler.rundir.atomic import write_atomic, write_json_atomic
+from ...errors import MAX_DATA_BYTES, SweepError, check_size, read_bounded
+from .atomic import write_atomic, write_json_atomic
 
 SCHEMA_VERSION = 1
 KIND = "infer-prof sweep"

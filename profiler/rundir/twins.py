@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from infer_prof.profiler.rundir.components import NATIVE_CAPABLE
+from .components import NATIVE_CAPABLE
 
 # `--native core` is one fused C call for these three (native_paths.toggles.FUSED; rundir may not import it).
 FUSED = ("scheduler", "kv_alloc", "prepare")

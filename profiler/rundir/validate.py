@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from infer_prof.errors import ResultError, check_size
+from ...errors import ResultError, check_size
 
 # Table cells: columns that must hold numbers (empty allowed), and the durations among them (>= 0).
 NUMERIC_REQUEST_COLUMNS = (

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from infer_prof.profiler.rundir.results import RunData
+from .results import RunData
 
 YARDSTICK_NAME = "model_us_per_token"
 

@@ -18,9 +18,9 @@ from fastapi.responses import JSONResponse
 from fastapi.sse import EventSourceResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from infer_prof.errors import EngineShutdownError, HTTPRequestError, PromptTooLongError, RequestError
-from infer_prof.profiler.serve.handoff import API_SPAN, Handoff, RequestStream
-from infer_prof.profiler.serve.protocol import (
+from ...errors import EngineShutdownError, HTTPRequestError, PromptTooLongError, RequestError
+from .handoff import API_SPAN, Handoff, RequestStream
+from .protocol import (
     COMPLETION_DEFAULT_MAX_TOKENS,
     MAX_BODY_BYTES,
     ChatCompletionRequest,
@@ -28,8 +28,8 @@ from infer_prof.profiler.serve.protocol import (
     error_body,
     parse_body,
 )
-from infer_prof.profiler.serve.responses import Reply, error_event
-from infer_prof.profiler.serve.state import ServeState
+from .responses import Reply, error_event
+from .state import ServeState
 
 CLIENT_CLOSED_REQUEST = 499  # nginx's status for a client that left; nobody reads it
 

@@ -9,8 +9,8 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from infer_prof.engine.sequence import RequestOutput
-from infer_prof.engine.trace import Tracer
+from ...engine.sequence import RequestOutput
+from ...engine.trace import Tracer
 
 API_SPAN = "api"  # the span name of the API layer's own work, on the event loop and on the engine thread
 

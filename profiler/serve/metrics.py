@@ -15,10 +15,10 @@ from prometheus_client import (
     generate_latest,
 )
 
-from infer_prof.engine.sequence import RequestOutput
+from ...engine.sequence import RequestOutput
 
 if TYPE_CHECKING:
-    from infer_prof.engine.engine import Engine
+    from ...engine.engine import Engine
 
 PREFIX = "infer_prof"
 disable_created_metrics()  # the `_created` timestamp series double the output and no dashboard reads them

@@ -14,13 +14,13 @@ import time
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from infer_prof.engine.engine import ENGINE_THREAD_NAME
-from infer_prof.engine.trace import NULL_TRACER, Tracer
-from infer_prof.profiler.collectors.gc import GcCollector
-from infer_prof.profiler.collectors.spans import RecordingTracer, SpanCollector
+from ...engine.engine import ENGINE_THREAD_NAME
+from ...engine.trace import NULL_TRACER, Tracer
+from ..collectors.gc import GcCollector
+from ..collectors.spans import RecordingTracer, SpanCollector
 
 if TYPE_CHECKING:
-    from infer_prof.engine.engine import Engine
+    from ...engine.engine import Engine
 
 API_THREAD_NAME = "infer-prof-api"  # the event loop's thread: request parsing, validation, encoding
 

@@ -7,8 +7,8 @@ from typing import Literal, TypedDict, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from infer_prof.engine.types import SamplingParams
-from infer_prof.errors import HTTPRequestError, InferProfError, InvalidSamplingParams, check_nesting
+from ...engine.types import SamplingParams
+from ...errors import HTTPRequestError, InferProfError, InvalidSamplingParams, check_nesting
 
 MAX_BODY_BYTES = 1 << 20  # a 2,048-token prompt is a few KB of text; a bigger body is a mistake or an attack
 MAX_STOP_STRINGS = 4  # OpenAI's limit

@@ -10,7 +10,7 @@ from typing import Any
 
 from fastapi.sse import format_sse_event
 
-from infer_prof.engine.sequence import RequestOutput
+from ...engine.sequence import RequestOutput
 
 DONE_EVENT = format_sse_event(data_str="[DONE]")
 

@@ -23,17 +23,17 @@ from typing import TYPE_CHECKING
 
 import uvicorn
 
-from infer_prof.engine.engine import ENGINE_THREAD_NAME
-from infer_prof.errors import OptionError
-from infer_prof.profiler.serve.access_log import AccessLog
-from infer_prof.profiler.serve.app import create_app
-from infer_prof.profiler.serve.profiling import API_THREAD_NAME
-from infer_prof.profiler.serve.state import InfoPage, ServeState
-from infer_prof.profiler.session.heap import HeapTrimmer
+from ...engine.engine import ENGINE_THREAD_NAME
+from ...errors import OptionError
+from ..session.heap import HeapTrimmer
+from .access_log import AccessLog
+from .app import create_app
+from .profiling import API_THREAD_NAME
+from .state import InfoPage, ServeState
 
 if TYPE_CHECKING:
-    from infer_prof.profiler.session.builder import BuiltEngine
-    from infer_prof.profiler.session.options import EngineOptions
+    from ..session.builder import BuiltEngine
+    from ..session.options import EngineOptions
 
 CANCEL_GRACE_S = 5.0  # after the engine aborted what was left, how long streams get to send their last chunk
 
@@ -150,7 +150,7 @@ def gguf_sampling(path: str | os.PathLike[str] | None) -> dict[str, float]:
     """The sampling settings a GGUF ships (general.sampling.*), by SamplingParams name; {} when none or no file."""
     if path is None:
         return {}
-    from infer_prof.engine.gguf_loader import field_value, open_gguf
+    from ...engine.gguf_loader import field_value, open_gguf
 
     reader = open_gguf(path)
     found = {name: field_value(reader, key) for name, key in GGUF_SAMPLING_KEYS.items()}

@@ -8,14 +8,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from infer_prof.engine.engine import ENGINE_THREAD_NAME, Engine
-from infer_prof.errors import HTTPRequestError
-from infer_prof.profiler.serve.handoff import Handoff
-from infer_prof.profiler.serve.metrics import ServerMetrics
-from infer_prof.profiler.serve.profiling import ServerTracing
+from ...engine.engine import ENGINE_THREAD_NAME, Engine
+from ...errors import HTTPRequestError
+from .handoff import Handoff
+from .metrics import ServerMetrics
+from .profiling import ServerTracing
 
 if TYPE_CHECKING:
-    from infer_prof.engine.tokenizer import Tokenizer
+    from ...engine.tokenizer import Tokenizer
 
 # The access-log record of the request being handled (serve/access_log.py sets it around each request):
 # its stream's callback, made in the request's context, fills in the token counts.

@@ -6,13 +6,13 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from infer_prof.engine.config import EngineConfig, pool_blocks_for
-from infer_prof.engine.engine import Engine
-from infer_prof.engine.trace import NULL_TRACER, Tracer
-from infer_prof.profiler.session.options import EngineOptions
+from ...engine.config import EngineConfig, pool_blocks_for
+from ...engine.engine import Engine
+from ...engine.trace import NULL_TRACER, Tracer
+from .options import EngineOptions
 
 if TYPE_CHECKING:
-    from infer_prof.engine.llama import LlamaModel
+    from ...engine.llama import LlamaModel
 
 
 @dataclass
@@ -31,7 +31,7 @@ class BuiltEngine:
         data["max_model_len"] = self.engine.max_model_len
         data["openmp"] = openmp_config()
         if getattr(self.engine.model, "weight_format", "") == "q4_1":
-            from infer_prof.native_paths.block_linear import describe
+            from ...native_paths.block_linear import describe
 
             data["block_kernel"] = describe()
         return data
@@ -41,7 +41,7 @@ def openmp_config() -> dict[str, Any]:
     """How torch's OpenMP threads wait and how many there are, with who chose (engine.threads)."""
     import torch
 
-    from infer_prof.engine.threads import wait_policy_decision
+    from ...engine.threads import wait_policy_decision
 
     return {**wait_policy_decision(), "threads": torch.get_num_threads()}
 
@@ -54,10 +54,10 @@ def load_for_options(
     Unless the caller already did (`checked`), the model's file and shape are checked first, and the
     weights and KV pool against this machine's memory (profiler.session.preflight), so that a bad model
     or an impossible size is refused before the slow load starts."""
-    from infer_prof.engine.loader import load_model
-    from infer_prof.engine.threads import pin_threads
-    from infer_prof.native_paths.kernels import model_kernels
-    from infer_prof.profiler.session.preflight import check_engine
+    from ...engine.loader import load_model
+    from ...engine.threads import pin_threads
+    from ...native_paths.kernels import model_kernels
+    from .preflight import check_engine
 
     if not checked:
         check_engine(options, engine_config(options))
@@ -80,7 +80,7 @@ def _install_graphs(model: LlamaModel, options: EngineOptions, config: EngineCon
     if options.graphs != "on":
         model.graphs = None
         return
-    from infer_prof.engine.cuda_graphs import DecodeGraphs
+    from ...engine.cuda_graphs import DecodeGraphs
 
     max_model_len = config.resolve_max_model_len(model.config.context_length)
     model.graphs = DecodeGraphs(
@@ -98,7 +98,7 @@ def build_engine(
     """A fresh engine over an already loaded model; components per options.native, wrapped by any injections."""
     import warnings
 
-    from infer_prof.native_paths.toggles import make_components
+    from ...native_paths.toggles import make_components
 
     config = engine_config(options)
     num_blocks = pool_blocks_for(config, loaded.model)
@@ -116,7 +116,7 @@ def build_engine(
     notes = [str(warning.message) for warning in caught]
     scheduler, kv_alloc, sampler = components.scheduler, components.kv_alloc, components.sampler
     if injections:
-        from infer_prof.profiler.checks.injections import apply_injections
+        from ..checks.injections import apply_injections
 
         scheduler, kv_alloc, sampler = apply_injections(injections, scheduler, kv_alloc, sampler, tracer)
     engine = Engine(

@@ -13,21 +13,21 @@ from typing import TYPE_CHECKING, cast
 
 import pandas as pd
 
-from infer_prof.engine.types import SamplingParams
-from infer_prof.profiler.rundir.environment import describe_environment
-from infer_prof.profiler.rundir.results import RunResult, write_run
-from infer_prof.profiler.rundir.schema import Config, EngineFigures, Environment, Metrics
-from infer_prof.profiler.session.builder import build_engine
-from infer_prof.profiler.session.options import EngineOptions
-from infer_prof.profiler.session.record import request_tables, run_config, step_table
-from infer_prof.profiler.session.session import SessionOutcome, engine_section, prepare_prompts
-from infer_prof.scenarios.loadgen import RequestSpec, generate_requests
-from infer_prof.scenarios.spec import ScenarioSpec
+from ...engine.types import SamplingParams
+from ...scenarios.loadgen import RequestSpec, generate_requests
+from ...scenarios.spec import ScenarioSpec
+from ..rundir.environment import describe_environment
+from ..rundir.results import RunResult, write_run
+from ..rundir.schema import Config, EngineFigures, Environment, Metrics
+from .builder import build_engine
+from .options import EngineOptions
+from .record import request_tables, run_config, step_table
+from .session import SessionOutcome, engine_section, prepare_prompts
 
 if TYPE_CHECKING:
-    from infer_prof.engine.engine import Engine
-    from infer_prof.engine.loader import LoadedModel
-    from infer_prof.engine.sequence import RequestHandle
+    from ...engine.engine import Engine
+    from ...engine.loader import LoadedModel
+    from ...engine.sequence import RequestHandle
 
 
 def run_counting(
@@ -38,8 +38,8 @@ def run_counting(
     loaded: LoadedModel,
     native_speedups: dict[str, float] | None = None,
 ) -> SessionOutcome:
-    from infer_prof.profiler.analysis.metrics import compute_metrics
-    from infer_prof.profiler.collectors.counters import CounterCollector
+    from ..analysis.metrics import compute_metrics
+    from ..collectors.counters import CounterCollector
 
     requests = generate_requests(scenario, loaded.config.context_length)
     prompts = prepare_prompts(requests, loaded.tokenizer)

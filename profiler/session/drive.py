@@ -9,16 +9,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from infer_prof.engine.types import SamplingParams
-from infer_prof.errors import RequestError
-from infer_prof.profiler.collectors.health import HealthProbe
-from infer_prof.profiler.collectors.spill import SpillFile
-from infer_prof.profiler.session.heap import HeapTrimmer
-from infer_prof.scenarios.loadgen import LoadRecord, LoadResult, RequestSpec, run_load
-from infer_prof.scenarios.spec import ScenarioSpec
+from ...engine.types import SamplingParams
+from ...errors import RequestError
+from ...scenarios.loadgen import LoadRecord, LoadResult, RequestSpec, run_load
+from ...scenarios.spec import ScenarioSpec
+from ..collectors.health import HealthProbe
+from ..collectors.spill import SpillFile
+from .heap import HeapTrimmer
 
 if TYPE_CHECKING:
-    from infer_prof.engine.engine import Engine
+    from ...engine.engine import Engine
 
 
 class Ticket:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from infer_prof.profiler.analysis.breakdown import SPAN_COMPONENTS
-from infer_prof.profiler.analysis.gpu_idle import device_intervals, gpu_idle_split
-from infer_prof.profiler.collectors.spans import STEP_SPAN
+from ..analysis.breakdown import SPAN_COMPONENTS
+from ..analysis.gpu_idle import device_intervals, gpu_idle_split
+from ..collectors.spans import STEP_SPAN
 
 if TYPE_CHECKING:
-    from infer_prof.profiler.collectors.spans import RecordingTracer
+    from ..collectors.spans import RecordingTracer
 
 
 def gpu_time_section(

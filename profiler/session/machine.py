@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from infer_prof.engine.device import device_index, is_cuda
+from ...engine.device import device_index, is_cuda
 
 
 def usable_cpus() -> int:

@@ -7,10 +7,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from infer_prof.engine.config import DEFAULT_MODEL, EngineConfig
-from infer_prof.engine.device import resolve_device, resolve_dtype_name
-from infer_prof.errors import EngineConfigError, OptionError
-from infer_prof.profiler.session.machine import available_memory_bytes, gib, usable_cpus
+from ...engine.config import DEFAULT_MODEL, EngineConfig
+from ...engine.device import resolve_device, resolve_dtype_name
+from ...errors import EngineConfigError, OptionError
+from .machine import available_memory_bytes, gib, usable_cpus
 
 # Sizes one engine can be given: the KV block ids and the plans' counts are 32-bit in the C twins, and
 # beyond these the engine would spend the machine's memory on bookkeeping long before it served a token.
@@ -277,7 +277,7 @@ class EngineOptions:
                 f"float32 or bfloat16 on {self.device}"
             )
         if self.dtype == "q4_1":
-            from infer_prof.native_paths.loader import require_symbols
+            from ...native_paths.loader import require_symbols
 
             require_symbols("--dtype q4_1", "np_block_linear", "np_decode_attention", "np_decode_layers")
         available = available_memory_bytes()
@@ -312,7 +312,7 @@ class EngineOptions:
 def options_from_values(values: Mapping[str, Any]) -> EngineOptions:
     """EngineOptions from values named as OPTIONS (the CLI's and a sweep axis'): native and kv_memory given as
     text are parsed, and an option not given takes its default."""
-    from infer_prof.native_paths.toggles import parse_native
+    from ...native_paths.toggles import parse_native
 
     given = {option.name: values.get(option.name, option.default) for option in OPTIONS}
     kv_memory = given.pop("kv_memory")

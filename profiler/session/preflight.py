@@ -6,15 +6,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from infer_prof.engine.config import EngineConfig
-from infer_prof.engine.llama import kv_bytes_per_block
-from infer_prof.engine.loader import describe_model, model_tokenizer, parameter_count
-from infer_prof.engine.types import ModelConfig, SamplingParams
-from infer_prof.errors import EngineConfigError, InvalidSamplingParams, ScenarioError
-from infer_prof.profiler.session.machine import device_memory_bytes, gib
-from infer_prof.profiler.session.options import EngineOptions, OptionError, in_flag_terms
-from infer_prof.scenarios.requests import generate_requests
-from infer_prof.scenarios.spec import ScenarioSpec
+from ...engine.config import EngineConfig
+from ...engine.llama import kv_bytes_per_block
+from ...engine.loader import describe_model, model_tokenizer, parameter_count
+from ...engine.types import ModelConfig, SamplingParams
+from ...errors import EngineConfigError, InvalidSamplingParams, ScenarioError
+from ...scenarios.requests import generate_requests
+from ...scenarios.spec import ScenarioSpec
+from .machine import device_memory_bytes, gib
+from .options import EngineOptions, OptionError, in_flag_terms
 
 # A chat template wraps the user's text in a few tokens the scenario's prompt_tokens do not count.
 CHAT_TEMPLATE_TOKENS = 16
@@ -60,7 +60,7 @@ def check_engine(options: EngineOptions, engine_config: EngineConfig) -> Preflig
 
 def check_engine_tables() -> None:
     """The user's engine tables read and valid: the verdict reads them after the run, too late to refuse one."""
-    from infer_prof.profiler.analysis.engine_tables import all_tables
+    from ..analysis.engine_tables import all_tables
 
     all_tables()
 

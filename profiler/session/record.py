@@ -8,24 +8,24 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from infer_prof.profiler.analysis.metrics import RequestTiming
-from infer_prof.profiler.rundir.atomic import write_atomic, write_json_atomic, write_text_atomic
-from infer_prof.profiler.rundir.results import (
+from ...scenarios.loadgen import RequestSpec
+from ...scenarios.spec import ScenarioSpec
+from ..analysis.metrics import RequestTiming
+from ..rundir.atomic import write_atomic, write_json_atomic, write_text_atomic
+from ..rundir.results import (
     GPU_TIMELINE_COLUMNS,
     KERNEL_EVENT_COLUMNS,
     SAMPLE_LABEL_COLUMNS,
     SPAN_COLUMNS,
     RunResult,
 )
-from infer_prof.scenarios.loadgen import RequestSpec
-from infer_prof.scenarios.spec import ScenarioSpec
 
 if TYPE_CHECKING:
-    from infer_prof.engine.engine import Engine
-    from infer_prof.engine.loader import LoadedModel
-    from infer_prof.profiler.collectors.spans import RecordingTracer
-    from infer_prof.profiler.session.builder import BuiltEngine
-    from infer_prof.profiler.session.options import EngineOptions
+    from ...engine.engine import Engine
+    from ...engine.loader import LoadedModel
+    from ..collectors.spans import RecordingTracer
+    from .builder import BuiltEngine
+    from .options import EngineOptions
 
 # The engine's phase spans, one `<phase>_ms` column each in steps.csv.
 STEP_PHASES = ("queue", "scheduler", "kv_alloc", "prepare", "model", "sampler", "detokenizer")
@@ -191,8 +191,8 @@ def sample_labels(raw: str, *, engine_thread_id: int | None = None) -> pd.DataFr
 
     The sampling collector classifies with classify()'s defaults (collectors/registry.py passes them),
     so the labels here are the ones its thread totals were counted from."""
-    from infer_prof.engine.engine import ENGINE_THREAD_NAME
-    from infer_prof.profiler.analysis.classify import classify, parse_line
+    from ...engine.engine import ENGINE_THREAD_NAME
+    from ..analysis.classify import classify, parse_line
 
     rows = []
     for number, line in enumerate(raw.splitlines(), start=1):
@@ -257,7 +257,7 @@ def write_trace_tables(
 
 def span_table(tracer: RecordingTracer | None) -> pd.DataFrame:
     """spans.csv: every span of the engine thread (step, name, start_ns, end_ns, depth), in start order."""
-    from infer_prof.engine.engine import ENGINE_THREAD_NAME
+    from ...engine.engine import ENGINE_THREAD_NAME
 
     rows = []
     for state in tracer.thread_states() if tracer is not None else []:

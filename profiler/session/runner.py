@@ -6,11 +6,11 @@ import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from infer_prof.profiler.session.builder import load_for_options
-from infer_prof.profiler.session.options import EngineOptions
+from .builder import load_for_options
+from .options import EngineOptions
 
 if TYPE_CHECKING:
-    from infer_prof.profiler.session.session import SessionHooks
+    from .session import SessionHooks
 
 
 class ModelCache:
@@ -41,16 +41,16 @@ def run_once(
     hooks: SessionHooks | None = None,  # e.g. a face's progress bar
 ) -> Path:
     """One run of `scenario` with `options`; profile "counters" makes a deterministic counting run."""
-    from infer_prof.scenarios.spec import load_scenario
+    from ...scenarios.spec import load_scenario
 
     spec = load_scenario(scenario).with_overrides(num_requests=requests, duration_s=duration_s, seed=seed)
     models = models or ModelCache()
     loaded = models.get(options)
     if profile == "counters":
-        from infer_prof.profiler.session.counting import run_counting
+        from .counting import run_counting
 
         return run_counting(options, spec, out_dir, loaded=loaded, native_speedups=native_speedups).run_dir
-    from infer_prof.profiler.session.session import run_session
+    from .session import run_session
 
     return run_session(
         options,

@@ -14,17 +14,19 @@ from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 import pandas as pd
 
-from infer_prof.engine.engine import ENGINE_THREAD_NAME
-from infer_prof.engine.setup_thread import run_on_setup_thread
-from infer_prof.profiler.collectors.base import Collector
-from infer_prof.profiler.collectors.device_time import DeviceTimeCollector
-from infer_prof.profiler.collectors.kernels import KernelCollector, KernelWindow
-from infer_prof.profiler.collectors.registry import PROFILES, default_collectors, spans_record_cpu_time
-from infer_prof.profiler.collectors.spans import RecordingTracer
-from infer_prof.profiler.replay.recorder import WorkloadLog, install_recorder
-from infer_prof.profiler.rundir.environment import describe_environment
-from infer_prof.profiler.rundir.results import RunResult, write_run
-from infer_prof.profiler.rundir.schema import (
+from ...engine.engine import ENGINE_THREAD_NAME
+from ...engine.setup_thread import run_on_setup_thread
+from ...scenarios.loadgen import RequestSpec, generate_requests, prompt_text_for
+from ...scenarios.spec import ScenarioSpec
+from ..collectors.base import Collector
+from ..collectors.device_time import DeviceTimeCollector
+from ..collectors.kernels import KernelCollector, KernelWindow
+from ..collectors.registry import PROFILES, default_collectors, spans_record_cpu_time
+from ..collectors.spans import RecordingTracer
+from ..replay.recorder import WorkloadLog, install_recorder
+from ..rundir.environment import describe_environment
+from ..rundir.results import RunResult, write_run
+from ..rundir.schema import (
     Breakdown,
     CollectorStatus,
     Config,
@@ -38,25 +40,23 @@ from infer_prof.profiler.rundir.schema import (
     Replay,
     Verdict,
 )
-from infer_prof.profiler.session.builder import BuiltEngine, build_engine
-from infer_prof.profiler.session.drive import Drive, drive_load
-from infer_prof.profiler.session.gpu_time import gpu_time_section
-from infer_prof.profiler.session.options import EngineOptions, OptionError
-from infer_prof.profiler.session.record import (
+from .builder import BuiltEngine, build_engine
+from .drive import Drive, drive_load
+from .gpu_time import gpu_time_section
+from .options import EngineOptions, OptionError
+from .record import (
     request_tables,
     run_config,
     step_table,
     write_samples,
     write_trace_tables,
 )
-from infer_prof.profiler.session.until import Look, Stopper
-from infer_prof.scenarios.loadgen import RequestSpec, generate_requests, prompt_text_for
-from infer_prof.scenarios.spec import ScenarioSpec
+from .until import Look, Stopper
 
 if TYPE_CHECKING:
-    from infer_prof.engine.engine import Engine
-    from infer_prof.engine.loader import LoadedModel
-    from infer_prof.engine.tokenizer import Tokenizer
+    from ...engine.engine import Engine
+    from ...engine.loader import LoadedModel
+    from ...engine.tokenizer import Tokenizer
 
 
 @dataclass
@@ -179,7 +179,7 @@ def run_session(
         )
     finally:
         if injections:
-            from infer_prof.profiler.checks.injections import close_injections
+            from ..checks.injections import close_injections
 
             close_injections(prepared.built.components)
     if drive.interrupted:
@@ -266,7 +266,7 @@ def record_session(
     stopper: Stopper | None = None,
 ) -> SessionOutcome:
     """The run's metrics, steps, breakdown and verdict as one RunResult (not yet written)."""
-    from infer_prof.profiler.analysis.metrics import compute_metrics
+    from ..analysis.metrics import compute_metrics
 
     timings, request_rows = request_tables(prepared.requests, drive.outputs(), drive.rejected)
     measure_start = drive.load.start_ns if drive.load else drive.wall_start_ns
@@ -321,7 +321,7 @@ def record_session(
     # gpu_time_section, run_config, describe_environment build their sections as plain dicts.
     gpu_time = cast(GpuTime | None, gpu_figures)
     if gpu_time is not None:
-        from infer_prof.profiler.analysis.diagnose import gpu_verdict
+        from ..analysis.diagnose import gpu_verdict
 
         if analysis.verdict:
             analysis.verdict["gpu"] = gpu_verdict(gpu_time)
@@ -367,7 +367,7 @@ def record_session(
 
 def _health(drive: Drive, metrics: Metrics, scenario: ScenarioSpec, rows: list[dict[str, Any]]) -> Health:
     """result.json's `health`: the probe's figures, the offered load (open loop: the measured arrivals' span)."""
-    from infer_prof.profiler.analysis.health import health_section, latency_growth, offered_rate
+    from ..analysis.health import health_section, latency_growth, offered_rate
 
     scheduled = sorted(
         record.scheduled_ns
@@ -386,7 +386,7 @@ def _health(drive: Drive, metrics: Metrics, scenario: ScenarioSpec, rows: list[d
 def engine_section(engine: Engine, steps: pd.DataFrame) -> dict[str, object]:
     """result.json's `engine` (profiler.rundir.schema.EngineFigures, and keys beyond it: graphs): its counters after
     shutdown (so the pool's free count is at the end) and the step timeline's summary."""
-    from infer_prof.profiler.analysis.metrics import engine_timeline_summary
+    from ..analysis.metrics import engine_timeline_summary
 
     stats = engine.stats()
     graphs = getattr(engine.model, "graphs", None)
@@ -425,11 +425,11 @@ def _analyse(
 ) -> Analysis:
     """The breakdown, the verdict and the profiling cost of a traced run; `confidence`: the interpreter share's
     interval's (higher than 95% where a run that stops when resolved looked more than once)."""
-    from infer_prof.profiler.analysis.breakdown import build_breakdown
-    from infer_prof.profiler.analysis.diagnose import diagnose
-    from infer_prof.profiler.analysis.step_shares import step_share_intervals
-    from infer_prof.profiler.overhead.costs import overhead_section
-    from infer_prof.profiler.rundir.twins import expand
+    from ..analysis.breakdown import build_breakdown
+    from ..analysis.diagnose import diagnose
+    from ..analysis.step_shares import step_share_intervals
+    from ..overhead.costs import overhead_section
+    from ..rundir.twins import expand
 
     # C twins' spans are native code, not interpreter time: the breakdown counts them as "other".
     breakdown = build_breakdown(
@@ -472,8 +472,8 @@ def spans_share_interval(
 ) -> Interval | None:
     """The interpreter share's interval from the steps and kernel windows (profiler.analysis.share_interval), made
     at the level diagnose's verdict_interval wants it; None without a spans split."""
-    from infer_prof.profiler.analysis.diagnose import spans_confidence
-    from infer_prof.profiler.analysis.share_interval import breakdown_share_interval
+    from ..analysis.diagnose import spans_confidence
+    from ..analysis.share_interval import breakdown_share_interval
 
     spans = (breakdown.get("methods") or {}).get("spans") or {}
     categories = spans.get("categories") or {}
@@ -537,7 +537,7 @@ def _replay(prepared: Prepared) -> Replay | None:
     """The C twins timed against the Python twins on this run's recorded work (profiler.replay.replay)."""
     if prepared.workload is None:
         return None
-    from infer_prof.profiler.replay.replay import PoolShape, replay_speedups
+    from ..replay.replay import PoolShape, replay_speedups
 
     engine, config = prepared.built.engine, prepared.built.config
     shape = PoolShape(
@@ -555,7 +555,7 @@ def _native_added_costs(
     """On a GPU with the Python sampler: the logits copies the C sampler would add, as a share of wall time."""
     if options.device == "cpu" or "sampler" in prepared.built.native_active or steps.empty:
         return {}
-    from infer_prof.profiler.session.transfer import sampler_copy_share
+    from .transfer import sampler_copy_share
 
     share = sampler_copy_share(
         options.device, steps.to_dict("records"), prepared.built.engine.vocab_size, wall_ns

@@ -6,7 +6,7 @@ import statistics
 import time
 from typing import Any
 
-from infer_prof.engine.device import is_cuda
+from ...engine.device import is_cuda
 
 
 def d2h_copy_ns(device: str, rows: int, vocab: int, *, repeats: int = 7) -> float | None:

@@ -24,10 +24,10 @@ from typing import Any
 import numpy as np
 import scipy.stats
 
-from infer_prof.errors import OptionError
-from infer_prof.profiler.analysis.share_interval import ShareInterval, running_share
-from infer_prof.profiler.rundir.schema import Stopping
-from infer_prof.profiler.stats import bootstrap_standard_error, rate_statistic, spent_confidence
+from ...errors import OptionError
+from ..analysis.share_interval import ShareInterval, running_share
+from ..rundir.schema import Stopping
+from ..stats import bootstrap_standard_error, rate_statistic, spent_confidence
 
 THRESHOLDS = (0.01, 0.30)  # the rule's (profiler.analysis.diagnose.THRESHOLDS; analysis imports no session)
 PREDICTION_MIN_SHARE = 0.02

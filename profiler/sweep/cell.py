@@ -7,12 +7,12 @@ import socket
 import threading
 from pathlib import Path
 
-from infer_prof.profiler.rundir.atomic import write_json_atomic
-from infer_prof.profiler.rundir.sweepdir import now
-from infer_prof.profiler.session.runner import ModelCache
-from infer_prof.profiler.session.session import SessionHooks, run_session
-from infer_prof.profiler.sweep.grid import Cell
-from infer_prof.profiler.sweep.table import CELL_FILE
+from ..rundir.atomic import write_json_atomic
+from ..rundir.sweepdir import now
+from ..session.runner import ModelCache
+from ..session.session import SessionHooks, run_session
+from .grid import Cell
+from .table import CELL_FILE
 
 WARMUP_REQUESTS = 2
 # (model, dtype, seed, twins) this process has already run once: first-time work (torch's first calls at
@@ -47,7 +47,7 @@ def run_cell(
     )
     loaded = models.get(cell.options)
     if cell.options.threads:
-        from infer_prof.engine.threads import pin_threads
+        from ...engine.threads import pin_threads
 
         # Models are cached by (model, dtype, seed): one loaded for another cell kept that cell's threads.
         pin_threads(cell.options.threads)

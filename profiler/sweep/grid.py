@@ -10,13 +10,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, TypedDict
 
-from infer_prof.engine.loader import DEFAULT_MODEL, SYNTHETIC_PREFIX, SYNTHETIC_PRESETS
-from infer_prof.errors import InferProfError, ModelNotFoundError, SweepError
-from infer_prof.profiler.session.options import EngineOptions, options_from_values
-from infer_prof.profiler.sweep.spec import RUN_AXES, SCENARIO_AXES, SweepSpec, json_value
-from infer_prof.scenarios.lengths import LengthDist
-from infer_prof.scenarios.sampling import RequestClass
-from infer_prof.scenarios.spec import ScenarioSpec, load_scenario
+from ...engine.loader import DEFAULT_MODEL, SYNTHETIC_PREFIX, SYNTHETIC_PRESETS
+from ...errors import InferProfError, ModelNotFoundError, SweepError
+from ...scenarios.lengths import LengthDist
+from ...scenarios.sampling import RequestClass
+from ...scenarios.spec import ScenarioSpec, load_scenario
+from ..session.options import EngineOptions, options_from_values
+from .spec import RUN_AXES, SCENARIO_AXES, SweepSpec, json_value
 
 DEFAULT_SCENARIO = "chat"  # what `infer-prof run` runs without --scenario
 NATIVE_AXIS = "native"
@@ -217,7 +217,7 @@ def context_length(model: str) -> int | None:
     if model.startswith(SYNTHETIC_PREFIX):
         return SYNTHETIC_PRESETS[model[len(SYNTHETIC_PREFIX) :]].context_length
     if model.endswith(".gguf"):
-        from infer_prof.engine.gguf_loader import open_gguf, read_config
+        from ...engine.gguf_loader import open_gguf, read_config
 
         return read_config(open_gguf(model)).context_length
     return None

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from infer_prof.profiler.session.session import SessionHooks
-    from infer_prof.profiler.sweep.grid import Cell
+    from ..session.session import SessionHooks
+    from .grid import Cell
 
 
 @dataclass

@@ -5,11 +5,11 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from infer_prof.profiler.rundir.sweepdir import run_dir_of
-from infer_prof.profiler.session.runner import ModelCache
-from infer_prof.profiler.sweep.cell import run_cell
-from infer_prof.profiler.sweep.grid import Cell
-from infer_prof.profiler.sweep.hooks import SweepHooks
+from ..rundir.sweepdir import run_dir_of
+from ..session.runner import ModelCache
+from .cell import run_cell
+from .grid import Cell
+from .hooks import SweepHooks
 
 
 def run_local(

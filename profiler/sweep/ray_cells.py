@@ -14,11 +14,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from infer_prof.errors import InferProfError, OptionError, SweepError
-from infer_prof.profiler.inputs.addresses import auto_ray_address, parse_ray_address, try_connect
-from infer_prof.profiler.rundir.sweepdir import run_dir_of
-from infer_prof.profiler.sweep.grid import Cell
-from infer_prof.profiler.sweep.hooks import SweepHooks
+from ...errors import InferProfError, OptionError, SweepError
+from ..inputs.addresses import auto_ray_address, parse_ray_address, try_connect
+from ..rundir.sweepdir import run_dir_of
+from .grid import Cell
+from .hooks import SweepHooks
 
 WAIT_S = 0.5  # how often the driver looks at stop_event while cells run
 _worker_models = None  # a worker process builds or loads each model once, whichever cells it is given
@@ -65,8 +65,8 @@ def run_on_ray(
 def run_cell_task(cell: Cell, repeat: int, cpus: int) -> tuple[bytes, bool]:
     """In a Ray worker: run the cell, torch limited to its reserved CPUs; return its run directory packed."""
     global _worker_models
-    from infer_prof.profiler.session.runner import ModelCache
-    from infer_prof.profiler.sweep.cell import run_cell
+    from ..session.runner import ModelCache
+    from .cell import run_cell
 
     if _worker_models is None:
         _worker_models = ModelCache()

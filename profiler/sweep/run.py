@@ -10,20 +10,20 @@ from typing import Any
 
 import pandas as pd
 
-from infer_prof.errors import OptionError
-from infer_prof.profiler.inputs.addresses import parse_ray_address
-from infer_prof.profiler.rundir.sweepdir import (
+from ...errors import OptionError
+from ..inputs.addresses import parse_ray_address
+from ..rundir.sweepdir import (
     CELLS_TABLE,
     RUNS_TABLE,
     read_manifest,
     write_manifest,
     write_table,
 )
-from infer_prof.profiler.sweep.grid import Cell, CellKey, build_cells, check_contexts, run_order
-from infer_prof.profiler.sweep.hooks import SweepHooks
-from infer_prof.profiler.sweep.spec import SweepSpec
-from infer_prof.profiler.sweep.state import open_sweep_dir, pending
-from infer_prof.profiler.sweep.table import cells_table, runs_table
+from .grid import Cell, CellKey, build_cells, check_contexts, run_order
+from .hooks import SweepHooks
+from .spec import SweepSpec
+from .state import open_sweep_dir, pending
+from .table import cells_table, runs_table
 
 # CPUs a Ray cell reserves unless told, and so its torch threads; a local run uses as many threads, so that the two
 # runners measure one cell alike (torch's thread count moves the interpreter share).
@@ -97,7 +97,7 @@ def run_sweep(
     hooks.plan(len(order), done_before)
     try:
         if ray is None:
-            from infer_prof.profiler.sweep.local import run_local
+            from .local import run_local
 
             # The same torch threads as a Ray cell of the default size (--cell-cpus 1): local and Ray runs of one
             # cell at different thread counts read very different interpreter shares (docs/measurements.md).
@@ -112,7 +112,7 @@ def run_sweep(
             ]
             run_local(local, out_dir, hooks=hooks, stop_event=stop_event)
         elif todo:
-            from infer_prof.profiler.sweep.ray_cells import run_on_ray
+            from .ray_cells import run_on_ray
 
             run_on_ray(
                 todo,

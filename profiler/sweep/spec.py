@@ -27,9 +27,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from infer_prof.errors import SweepError, read_toml
-from infer_prof.profiler.session.options import OPTIONS
-from infer_prof.scenarios.spec import BUILTIN_DIR
+from ...errors import SweepError, read_toml
+from ...scenarios.spec import BUILTIN_DIR
+from ..session.options import OPTIONS
 
 SWEEPS_DIR = BUILTIN_DIR.parent / "sweeps"
 # A sweep of more runs than this is a typo in an axis, not a plan: at ~1 minute a run it would take a day.

@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from infer_prof.errors import SweepError
-from infer_prof.profiler.rundir.sweepdir import is_sweep_dir, now, read_manifest, run_dir_of, write_manifest
-from infer_prof.profiler.sweep.grid import Cell, CellKey
-from infer_prof.profiler.sweep.spec import SweepSpec
-from infer_prof.profiler.sweep.table import finished_result
+from ...errors import SweepError
+from ..rundir.sweepdir import is_sweep_dir, now, read_manifest, run_dir_of, write_manifest
+from .grid import Cell, CellKey
+from .spec import SweepSpec
+from .table import finished_result
 
 
 def open_sweep_dir(

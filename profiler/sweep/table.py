@@ -11,16 +11,16 @@ from typing import Any, TypedDict
 import numpy as np
 import pandas as pd
 
-from infer_prof.errors import ResultError
-from infer_prof.native_paths.toggles import parse_native
-from infer_prof.profiler.analysis.diagnose import NATIVE_CAPABLE, THRESHOLDS, rule_for
-from infer_prof.profiler.checks.verify import busy_ns_per_token
-from infer_prof.profiler.rundir.health import void_reason
-from infer_prof.profiler.rundir.results import RunResult, read_result, read_run
-from infer_prof.profiler.rundir.sweepdir import CELL_COLUMNS, FIGURES, RUN_COLUMNS, run_dir_of
-from infer_prof.profiler.rundir.yardstick import drift_void, yardstick
-from infer_prof.profiler.stats import Interval, mean_interval, repeats_to_resolve
-from infer_prof.profiler.sweep.grid import NATIVE_AXIS, CellKey
+from ...errors import ResultError
+from ...native_paths.toggles import parse_native
+from ..analysis.diagnose import NATIVE_CAPABLE, THRESHOLDS, rule_for
+from ..checks.verify import busy_ns_per_token
+from ..rundir.health import void_reason
+from ..rundir.results import RunResult, read_result, read_run
+from ..rundir.sweepdir import CELL_COLUMNS, FIGURES, RUN_COLUMNS, run_dir_of
+from ..rundir.yardstick import drift_void, yardstick
+from ..stats import Interval, mean_interval, repeats_to_resolve
+from .grid import NATIVE_AXIS, CellKey
 
 CELL_FILE = (
     "sweep-cell.json"  # beside result.json: which cell and repeat a run directory is, and where it ran

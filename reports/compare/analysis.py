@@ -18,21 +18,21 @@ from typing import Any, Literal
 
 import numpy as np
 
-from infer_prof.errors import CompareError
-from infer_prof.profiler.rundir.health import void_reason
-from infer_prof.profiler.rundir.native import refuse_fallback
-from infer_prof.profiler.rundir.results import CATEGORIES, COMPONENTS, RunData, read_run
-from infer_prof.profiler.rundir.yardstick import drift_void
-from infer_prof.profiler.stats import (
+from ...errors import CompareError
+from ...profiler.rundir.health import void_reason
+from ...profiler.rundir.native import refuse_fallback
+from ...profiler.rundir.results import CATEGORIES, COMPONENTS, RunData, read_run
+from ...profiler.rundir.yardstick import drift_void
+from ...profiler.stats import (
     Interval,
     bootstrap_ratio,
     mann_whitney_u,
     mean_statistic,
     quantile_statistic,
 )
-from infer_prof.reports.compare import samples
-from infer_prof.reports.compare.drift import YardstickDrift, drift_note, yardstick_section
-from infer_prof.reports.rundata import phase_columns
+from ..rundata import phase_columns
+from . import samples
+from .drift import YardstickDrift, drift_note, yardstick_section
 
 FASTER, SLOWER, NO_CHANGE = "faster", "slower", "no significant change"
 HIGHER, LOWER, NOT_COMPARABLE = "higher", "lower", "not comparable"

@@ -7,7 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from infer_prof.reports.compare.analysis import (
+from ..format import fmt_number, fmt_pp, fmt_ratio
+from ..run.charts import COMPONENT_COLOURS, Target
+from .analysis import (
     FASTER,
     HIGHER,
     LOWER,
@@ -15,8 +17,6 @@ from infer_prof.reports.compare.analysis import (
     ComparisonResult,
     MetricComparison,
 )
-from infer_prof.reports.format import fmt_number, fmt_pp, fmt_ratio
-from infer_prof.reports.run.charts import COMPONENT_COLOURS, Target
 
 VERDICT_COLOURS = {FASTER: "#1a7f37", SLOWER: "#c0392b", HIGHER: "#0072B2", LOWER: "#E69F00"}
 

@@ -10,9 +10,9 @@ from typing import TypedDict
 
 import numpy as np
 
-from infer_prof.profiler.rundir.results import RunData
-from infer_prof.profiler.rundir.yardstick import yardstick
-from infer_prof.reports.rundata import run_start_ns
+from ...profiler.rundir.results import RunData
+from ...profiler.rundir.yardstick import yardstick
+from ..rundata import run_start_ns
 
 
 class DriftRun(TypedDict):

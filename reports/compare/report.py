@@ -7,13 +7,13 @@ from pathlib import Path
 from matplotlib.backends.backend_pdf import PdfPages
 from matplotlib.figure import Figure
 
-from infer_prof.reports.compare import summary as compare_summary
-from infer_prof.reports.compare.analysis import FASTER, SLOWER, ComparisonResult
-from infer_prof.reports.compare.charts import draw_improvements, draw_shift, draw_yardstick
-from infer_prof.reports.report_files import write_report_files
-from infer_prof.reports.run import charts
-from infer_prof.reports.run.pdf_text import A4_INCHES, CHART_AREA, TextPages
-from infer_prof.reports.templating import render
+from ..report_files import write_report_files
+from ..run import charts
+from ..run.pdf_text import A4_INCHES, CHART_AREA, TextPages
+from ..templating import render
+from . import summary as compare_summary
+from .analysis import FASTER, SLOWER, ComparisonResult
+from .charts import draw_improvements, draw_shift, draw_yardstick
 
 
 def write_comparison_report(result: ComparisonResult, out_dir: str | Path) -> dict[str, Path]:

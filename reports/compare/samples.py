@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from infer_prof.profiler.rundir.results import RunData
-from infer_prof.profiler.rundir.samples import measured_requests, parse_token_ns, token_gaps_ms
-from infer_prof.reports.rundata import phase_columns
+from ...profiler.rundir.results import RunData
+from ...profiler.rundir.samples import measured_requests, parse_token_ns, token_gaps_ms
+from ..rundata import phase_columns
 
 # Equal time windows per run for throughput: long enough to hold several completions, many enough
 # to resample; contiguous windows keep the load's slow swings inside one sample (a block bootstrap).

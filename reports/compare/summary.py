@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from infer_prof.reports.compare.analysis import (
+from ..format import NOT_RECORDED, fmt_ms, fmt_number, fmt_pp, fmt_ratio
+from ..run.summary import Table
+from .analysis import (
     FASTER,
     NOT_COMPARABLE,
     SLOWER,
@@ -12,8 +14,6 @@ from infer_prof.reports.compare.analysis import (
     MetricComparison,
     metric_group,
 )
-from infer_prof.reports.format import NOT_RECORDED, fmt_ms, fmt_number, fmt_pp, fmt_ratio
-from infer_prof.reports.run.summary import Table
 
 
 def headline(result: ComparisonResult) -> str:

@@ -7,16 +7,16 @@ from rich.console import Console
 from rich.table import Table as RichTable
 from rich.text import Text
 
-from infer_prof.reports.compare import summary as compare_summary
-from infer_prof.reports.compare.analysis import (
+from ..format import NOT_RECORDED
+from ..terminal_table import print_table
+from . import summary as compare_summary
+from .analysis import (
     FASTER,
     SLOWER,
     ComparisonResult,
     MetricComparison,
     metric_group,
 )
-from infer_prof.reports.format import NOT_RECORDED
-from infer_prof.reports.terminal_table import print_table
 
 _VERDICT_STYLES = {FASTER: "bold green", SLOWER: "bold red"}
 

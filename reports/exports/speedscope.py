@@ -13,11 +13,11 @@ from typing import TypedDict
 
 import pandas as pd
 
-from infer_prof.profiler.rundir.atomic import write_text_atomic
-from infer_prof.profiler.rundir.results import RunData
-from infer_prof.reports.exports.trace import read_span_tables
-from infer_prof.reports.rundata import load_run, phase_columns, run_start_ns
-from infer_prof.reports.stacks import ThreadGroup, parse_frame, read_stacks, thread_groups
+from ...profiler.rundir.atomic import write_text_atomic
+from ...profiler.rundir.results import RunData
+from ..rundata import load_run, phase_columns, run_start_ns
+from ..stacks import ThreadGroup, parse_frame, read_stacks, thread_groups
+from .trace import read_span_tables
 
 __all__ = ["SCHEMA_URL", "SPEEDSCOPE_NAME", "parse_frame", "write_speedscope"]
 

@@ -10,17 +10,17 @@ from typing import Any, TypedDict
 
 import pandas as pd
 
-from infer_prof.errors import ReportError
-from infer_prof.profiler.rundir.atomic import write_text_atomic
-from infer_prof.profiler.rundir.results import (
+from ...errors import ReportError
+from ...profiler.rundir.atomic import write_text_atomic
+from ...profiler.rundir.results import (
     GPU_TIMELINE_COLUMNS,
     KERNEL_EVENT_COLUMNS,
     SPAN_COLUMNS,
     RunData,
     current_span_names,
 )
-from infer_prof.profiler.rundir.validate import whole_numbers
-from infer_prof.reports.rundata import load_run, phase_columns, run_start_ns
+from ...profiler.rundir.validate import whole_numbers
+from ..rundata import load_run, phase_columns, run_start_ns
 
 TRACE_NAME = "trace.json"
 PID = 1

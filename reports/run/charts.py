@@ -19,9 +19,9 @@ from matplotlib.figure import Figure, SubFigure
 from matplotlib.layout_engine import ConstrainedLayoutEngine
 from matplotlib.ticker import MaxNLocator
 
-from infer_prof.profiler.rundir.results import CATEGORIES, COMPONENTS
-from infer_prof.reports.format import fmt_gain, fmt_ms
-from infer_prof.reports.rundata import LATENCY_LABELS
+from ...profiler.rundir.results import CATEGORIES, COMPONENTS
+from ..format import fmt_gain, fmt_ms
+from ..rundata import LATENCY_LABELS
 
 Target = Figure | SubFigure
 

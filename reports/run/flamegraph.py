@@ -17,8 +17,7 @@ from pathlib import Path
 
 from markupsafe import Markup, escape
 
-from infer_prof.reports.run.charts import COMPONENT_COLOURS, PYTHON_OR_NATIVE, Target
-from infer_prof.reports.stacks import (
+from ..stacks import (
     UNCLASSIFIED,
     SampledStack,
     StackFrame,
@@ -26,6 +25,7 @@ from infer_prof.reports.stacks import (
     python_only,
     shown_component,
 )
+from .charts import COMPONENT_COLOURS, PYTHON_OR_NATIVE, Target
 
 WIDTH = 1000  # SVG user units across; the SVG scales to the page width
 ROW = 17  # units per stack depth

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 
-from infer_prof.reports.format import fmt_pct
-from infer_prof.reports.run.summary import Table
-from infer_prof.reports.stacks import SampledStack, StackFrame, ThreadGroup, python_only, shown_component
+from ..format import fmt_pct
+from ..stacks import SampledStack, StackFrame, ThreadGroup, python_only, shown_component
+from .summary import Table
 
 NO_COMPONENT = "(no component)"
 MODEL_WHOLE = "model (whole)"  # the forward's rows without native stacks, named as in the time-split table

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from infer_prof.profiler.rundir.results import RunData
-from infer_prof.profiler.rundir.samples import flag
-from infer_prof.reports.run.charts import Target
+from ...profiler.rundir.results import RunData
+from ...profiler.rundir.samples import flag
+from .charts import Target
 
 MAX_ROWS = 240
 STATE_COLOURS = {"queued": "#BBBBBB", "prefill": "#E69F00", "decode": "#0072B2"}

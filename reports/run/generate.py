@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from infer_prof.profiler.rundir.results import RunData
-from infer_prof.reports.exports.speedscope import write_speedscope
-from infer_prof.reports.exports.trace import write_chrome_trace
-from infer_prof.reports.run.html import write_html_report
-from infer_prof.reports.run.pdf import write_pdf_report
-from infer_prof.reports.rundata import prepare
+from ...profiler.rundir.results import RunData
+from ..exports.speedscope import write_speedscope
+from ..exports.trace import write_chrome_trace
+from ..rundata import prepare
+from .html import write_html_report
+from .pdf import write_pdf_report
 
 
 def generate_reports(

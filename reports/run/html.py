@@ -8,15 +8,15 @@ from typing import Any
 
 from markupsafe import Markup
 
-from infer_prof.profiler.rundir.atomic import write_text_atomic
-from infer_prof.profiler.rundir.results import RunData
-from infer_prof.reports.format import flatten, fmt_ms
-from infer_prof.reports.run import charts, flamegraph, gantt, step_path, summary
-from infer_prof.reports.run.frames import top_frames_table
-from infer_prof.reports.run.processes import processes_table
-from infer_prof.reports.run.summary import Table
-from infer_prof.reports.rundata import LATENCY_LABELS, ReportData, prepare, why_not_measured
-from infer_prof.reports.templating import render
+from ...profiler.rundir.atomic import write_text_atomic
+from ...profiler.rundir.results import RunData
+from ..format import flatten, fmt_ms
+from ..rundata import LATENCY_LABELS, ReportData, prepare, why_not_measured
+from ..templating import render
+from . import charts, flamegraph, gantt, step_path, summary
+from .frames import top_frames_table
+from .processes import processes_table
+from .summary import Table
 
 REPORT_NAME = "report.html"
 # Files a reader may want next to the report, with what each one is for.

@@ -12,16 +12,16 @@ from matplotlib.backends.backend_pdf import PdfPages
 from matplotlib.figure import Figure, SubFigure
 from matplotlib.transforms import offset_copy
 
-from infer_prof.profiler.rundir.atomic import write_atomic
-from infer_prof.profiler.rundir.results import RunData
-from infer_prof.reports.format import flatten
-from infer_prof.reports.run import charts, flamegraph, gantt, step_path, summary
-from infer_prof.reports.run.frames import top_frames_table
-from infer_prof.reports.run.pdf_text import A4_INCHES, CHART_AREA, STYLES, TextPages, table_lines
-from infer_prof.reports.run.processes import processes_table
-from infer_prof.reports.run.summary import Table
-from infer_prof.reports.rundata import ReportData, prepare, why_not_measured
-from infer_prof.reports.stacks import ThreadGroup
+from ...profiler.rundir.atomic import write_atomic
+from ...profiler.rundir.results import RunData
+from ..format import flatten
+from ..rundata import ReportData, prepare, why_not_measured
+from ..stacks import ThreadGroup
+from . import charts, flamegraph, gantt, step_path, summary
+from .frames import top_frames_table
+from .pdf_text import A4_INCHES, CHART_AREA, STYLES, TextPages, table_lines
+from .processes import processes_table
+from .summary import Table
 
 REPORT_NAME = "report.pdf"
 _HEADLINE_COLOURS = {"alarm": "#c0392b", "warn": "#9a6700"}

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from matplotlib.figure import Figure
 
-from infer_prof.reports.run.summary import Table
+from .summary import Table
 
 A4_INCHES = (8.27, 11.69)
 MARGIN_IN = 0.7

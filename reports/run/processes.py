@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from infer_prof.profiler.rundir.results import RunResult
-from infer_prof.reports.format import fmt_pct
-from infer_prof.reports.run.summary import Table
+from ...profiler.rundir.results import RunResult
+from ..format import fmt_pct
+from .summary import Table
 
 
 def processes_table(result: RunResult) -> Table | None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from infer_prof.profiler.rundir.schema import Probe
-from infer_prof.reports.run.charts import COMPONENT_COLOURS, Target
+from ...profiler.rundir.schema import Probe
+from .charts import COMPONENT_COLOURS, Target
 
 WAIT_COLOUR = "#BBBBBB"  # the loop waiting on its worker: on the path, but not the loop's own work
 OTHER_COLOUR = "#DDDDDD"  # a lane's time no probe named

@@ -7,12 +7,12 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
-from infer_prof.profiler.rundir.results import RunData, RunResult, read_run
-from infer_prof.reports.run import summary
-from infer_prof.reports.run.processes import processes_table
-from infer_prof.reports.rundata import why_not_measured
-from infer_prof.reports.slo import check_slos, slo_targets
-from infer_prof.reports.terminal_table import print_table
+from ...profiler.rundir.results import RunData, RunResult, read_run
+from ..rundata import why_not_measured
+from ..slo import check_slos, slo_targets
+from ..terminal_table import print_table
+from . import summary
+from .processes import processes_table
 
 # Styles carry meaning only as emphasis: with NO_COLOR or piped output Rich drops them and every
 # word and number stays, so nothing is said by colour alone.

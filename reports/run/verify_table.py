@@ -5,8 +5,8 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from infer_prof.profiler.rundir.schema import Verify, VerifyComponent
-from infer_prof.reports.run.summary.verify_notes import (
+from ...profiler.rundir.schema import Verify, VerifyComponent
+from .summary.verify_notes import (
     interval_unit_text,
     own_part_text,
     runs_text,

@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from infer_prof.errors import SweepError
-from infer_prof.profiler.rundir.sweepdir import SweepData, read_sweep
+from ...errors import SweepError
+from ...profiler.rundir.sweepdir import SweepData, read_sweep
 
 # The field's rule of thumb: near 1% of a step, leave Python alone; from 30%, a native rewrite pays.
 LOW_LINE, HIGH_LINE = 0.01, 0.30

@@ -14,8 +14,8 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 from matplotlib.typing import LineStyleType
 
-from infer_prof.reports.run.charts import Target
-from infer_prof.reports.sweep.analysis import HIGH_LINE, LOW_LINE, Crossover, Facet
+from ..run.charts import Target
+from .analysis import HIGH_LINE, LOW_LINE, Crossover, Facet
 
 SHARE_FLOOR = 0.002  # the colour scale's bottom: shares below it all look like "almost no Python"
 LINE_STYLES: dict[float, tuple[str, LineStyleType]] = {

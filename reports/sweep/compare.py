@@ -11,9 +11,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from infer_prof.errors import CompareError
-from infer_prof.profiler.rundir.sweepdir import read_sweep
-from infer_prof.reports.sweep.analysis import Crossover, Facet, build_crossover
+from ...errors import CompareError
+from ...profiler.rundir.sweepdir import read_sweep
+from .analysis import Crossover, Facet, build_crossover
 
 NOISE_SIGMAS = 2.0  # a difference within two combined standard errors is called noise
 

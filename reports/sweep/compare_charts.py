@@ -10,9 +10,9 @@ from matplotlib.axes import Axes
 from matplotlib.colors import TwoSlopeNorm
 from matplotlib.lines import Line2D
 
-from infer_prof.reports.run.charts import Target
-from infer_prof.reports.sweep.charts import LINE_STYLES, map_axes, missing_cell, share_contours
-from infer_prof.reports.sweep.compare import FacetDifference, SweepComparison
+from ..run.charts import Target
+from .charts import LINE_STYLES, map_axes, missing_cell, share_contours
+from .compare import FacetDifference, SweepComparison
 
 
 def draw_difference_maps(target: Target, comparison: SweepComparison, facet: FacetDifference) -> None:

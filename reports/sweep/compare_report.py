@@ -11,18 +11,18 @@ from matplotlib.figure import Figure
 from rich.console import Console
 from rich.text import Text
 
-from infer_prof.reports.format import NOT_RECORDED, fmt_gain, fmt_pct, fmt_pp
-from infer_prof.reports.report_files import write_report_files
-from infer_prof.reports.run import charts
-from infer_prof.reports.run.pdf_text import A4_INCHES, TextPages
-from infer_prof.reports.run.summary import Table
-from infer_prof.reports.sweep.analysis import NATIVE_AXIS
-from infer_prof.reports.sweep.charts import SHORT_VERDICTS
-from infer_prof.reports.sweep.compare import NOISE_SIGMAS, SweepComparison, headline
-from infer_prof.reports.sweep.compare_charts import draw_difference_maps
-from infer_prof.reports.sweep.map_pages import facet_svgs, map_height, two_to_a_page
-from infer_prof.reports.templating import render
-from infer_prof.reports.terminal_table import print_table
+from ..format import NOT_RECORDED, fmt_gain, fmt_pct, fmt_pp
+from ..report_files import write_report_files
+from ..run import charts
+from ..run.pdf_text import A4_INCHES, TextPages
+from ..run.summary import Table
+from ..templating import render
+from ..terminal_table import print_table
+from .analysis import NATIVE_AXIS
+from .charts import SHORT_VERDICTS
+from .compare import NOISE_SIGMAS, SweepComparison, headline
+from .compare_charts import draw_difference_maps
+from .map_pages import facet_svgs, map_height, two_to_a_page
 
 
 def write_sweep_comparison(comparison: SweepComparison, out_dir: str | Path) -> dict[str, Path]:

@@ -7,8 +7,8 @@ from typing import Any
 
 from matplotlib.backends.backend_pdf import PdfPages
 
-from infer_prof.reports.run import charts
-from infer_prof.reports.run.pdf_text import A4_INCHES, CHART_AREA
+from ..run import charts
+from ..run.pdf_text import A4_INCHES, CHART_AREA
 
 MAP_WIDTH = 10.0  # inches: the page's width
 PAGE_HEIGHT = 10.2  # inches of an A4 page's chart area that two charts share

@@ -9,14 +9,14 @@ from pathlib import Path
 from matplotlib.backends.backend_pdf import PdfPages
 from matplotlib.figure import Figure
 
-from infer_prof.profiler.rundir.atomic import write_atomic, write_text_atomic
-from infer_prof.reports.run import charts
-from infer_prof.reports.run.pdf_text import A4_INCHES, TextPages
-from infer_prof.reports.sweep import summary
-from infer_prof.reports.sweep.analysis import HIGH_LINE, Crossover
-from infer_prof.reports.sweep.charts import draw_maps, draw_predicted_vs_measured
-from infer_prof.reports.sweep.map_pages import facet_svgs, map_height, two_to_a_page
-from infer_prof.reports.templating import render
+from ...profiler.rundir.atomic import write_atomic, write_text_atomic
+from ..run import charts
+from ..run.pdf_text import A4_INCHES, TextPages
+from ..templating import render
+from . import summary
+from .analysis import HIGH_LINE, Crossover
+from .charts import draw_maps, draw_predicted_vs_measured
+from .map_pages import facet_svgs, map_height, two_to_a_page
 
 HTML_NAME, PDF_NAME = "sweep.html", "sweep.pdf"
 FILES = (

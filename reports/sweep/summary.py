@@ -7,10 +7,10 @@ from typing import Any
 
 import pandas as pd
 
-from infer_prof.reports.format import NOT_RECORDED, fmt_gain, fmt_number, fmt_pct
-from infer_prof.reports.run.summary import Table
-from infer_prof.reports.sweep.analysis import HIGH_LINE, LOW_LINE, NATIVE_AXIS, Crossover
-from infer_prof.reports.sweep.charts import SHORT_VERDICTS
+from ..format import NOT_RECORDED, fmt_gain, fmt_number, fmt_pct
+from ..run.summary import Table
+from .analysis import HIGH_LINE, LOW_LINE, NATIVE_AXIS, Crossover
+from .charts import SHORT_VERDICTS
 
 METHOD = [
     (

@@ -6,9 +6,9 @@ from __future__ import annotations
 from rich.console import Console
 from rich.text import Text
 
-from infer_prof.reports.sweep import summary
-from infer_prof.reports.sweep.analysis import Crossover
-from infer_prof.reports.terminal_table import print_table
+from ..terminal_table import print_table
+from . import summary
+from .analysis import Crossover
 
 
 def render_sweep_summary(crossover: Crossover, console: Console | None = None) -> None:

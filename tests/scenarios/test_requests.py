@@ -108,8 +108,9 @@ def test_synthetic_prompts_are_generous_and_seeded() -> None:
 
 def test_scenarios_import_neither_engine_nor_profiler() -> None:
     code = (
-        "import sys, scenarios.loadgen, scenarios.spec; "
-        "print(sorted({m.split('.')[0] for m in sys.modules} & {'engine', 'profiler', 'torch', 'reports'}))"
+        "import sys, infer_prof.scenarios.loadgen, infer_prof.scenarios.spec; "
+        "names = {m.removeprefix('infer_prof.').split('.')[0] for m in sys.modules}; "
+        "print(sorted(names & {'engine', 'profiler', 'torch', 'reports'}))"
     )
     root = Path(__file__).resolve().parents[2]
     output = subprocess.run(

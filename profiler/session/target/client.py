@@ -21,8 +21,8 @@ from typing import Any
 
 import httpx
 
-from infer_prof.errors import TargetError, parse_json
-from infer_prof.scenarios.loadgen import RequestSpec
+from ....errors import TargetError, parse_json
+from ....scenarios.loadgen import RequestSpec
 
 _MAX_PAUSE_S = 0.1  # the dispatcher notices a stop within this time
 READ_TIMEOUT_S = 600.0  # a long generation on a loaded CPU server can take minutes; a hung one ends here

@@ -28,8 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from infer_prof.errors import TargetError
-from infer_prof.profiler.analysis.engine_tables import EngineTable, all_tables
+from ....errors import TargetError
+from ...analysis.engine_tables import EngineTable, all_tables
 
 PROBE_DIR_ENV = "INFER_PROF_PROBE_DIR"
 # The delay levels of a slowdown run, as fractions of each call's own duration: two, so a curve shows.

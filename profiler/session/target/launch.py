@@ -16,10 +16,10 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from infer_prof.errors import TargetError
-from infer_prof.profiler.orphans import terminate_with_parent
-from infer_prof.profiler.session.target.tree import descendants, parents, pids_listening, tree_top
-from infer_prof.profiler.session.target.watchdog import (
+from ....errors import TargetError
+from ...orphans import terminate_with_parent
+from .tree import descendants, parents, pids_listening, tree_top
+from .watchdog import (
     MARK_VARIABLE,
     Watchdog,
     group_members,

@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from infer_prof.profiler.rundir.schema import ServerDeath
-from infer_prof.profiler.session.target.tree import PROC, ProcessInfo, read_process, tree_pids
+from ...rundir.schema import ServerDeath
+from .tree import PROC, ProcessInfo, read_process, tree_pids
 
 if TYPE_CHECKING:
-    from infer_prof.profiler.session.target.launch import LaunchedServer
+    from .launch import LaunchedServer
 
 POLL_S = 0.2  # how often the server's processes are looked for: the death's time is known to this
 STATUS_WAIT_S = 2.0  # for the launched command to exit after its server died, which gives the exit status
@@ -203,7 +203,7 @@ def _signal_name(status: int | None, *, shell: bool) -> str | None:
 def _log_lines(launched: LaunchedServer | None) -> list[str] | None:
     if launched is None:
         return None
-    from infer_prof.profiler.session.target.launch import log_lines
+    from .launch import log_lines
 
     return log_lines(launched.log_path, DEATH_LOG_LINES)
 

@@ -11,9 +11,9 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from infer_prof.errors import TargetError
-from infer_prof.profiler.inputs.addresses import CONNECT_TIMEOUT_S, parse_http_url
-from infer_prof.profiler.inputs.replies import read_reply, reply_json
+from ....errors import TargetError
+from ...inputs.addresses import CONNECT_TIMEOUT_S, parse_http_url
+from ...inputs.replies import read_reply, reply_json
 
 PROBE_TIMEOUT_S = 10.0
 

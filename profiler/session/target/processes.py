@@ -8,9 +8,9 @@ from typing import IO, Any
 
 import pandas as pd
 
-from infer_prof.profiler.rundir.atomic import write_atomic, write_text_atomic
-from infer_prof.profiler.session.target.server_split import server_breakdown, thread_table
-from infer_prof.profiler.session.target.watch import WatchedProcess
+from ...rundir.atomic import write_atomic, write_text_atomic
+from .server_split import server_breakdown, thread_table
+from .watch import WatchedProcess
 
 # Which process the run's verdict reads, best first: the one whose loop decides each step. vLLM's engine core
 # runs the scheduler and the step loop; single-process servers run everything in one.
@@ -99,7 +99,7 @@ def _write_csv(table: pd.DataFrame, handle: IO[str]) -> None:
 def write_process_samples(out_dir: Path, results: dict[int, dict[str, Any]]) -> None:
     """samples-<pid>.txt: each sampled process's py-spy stacks, beside the run's samples.txt (the primary's), and
     sample_labels-<pid>.csv, each stack's category and component (the report's flame graph per process)."""
-    from infer_prof.profiler.session.record import sample_labels
+    from ..record import sample_labels
 
     for pid, sampling in results.items():
         if sampling.get("status") == "ok" and sampling.get("raw_text"):

@@ -14,12 +14,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from infer_prof.profiler.analysis.classify import parse_raw
-from infer_prof.profiler.analysis.clock_offsets import ClockOffset, ClockRound, estimate_offset
-from infer_prof.profiler.collectors.sampling import py_spy_command, summarize_stacks
-from infer_prof.profiler.rundir.schema import RayNodeEntry
-from infer_prof.profiler.session.target import ray_agent
-from infer_prof.profiler.session.target.ray_processes import RayProcess
+from ...analysis.classify import parse_raw
+from ...analysis.clock_offsets import ClockOffset, ClockRound, estimate_offset
+from ...collectors.sampling import py_spy_command, summarize_stacks
+from ...rundir.schema import RayNodeEntry
+from . import ray_agent
+from .ray_processes import RayProcess
 
 AGENT_CPUS_VAR = "INFER_PROF_RAY_AGENT_CPUS"
 AGENT_CPUS = 0.1  # reserved per agent, so Ray places it where a CPU is free; py-spy at a few Hz needs little
@@ -73,7 +73,7 @@ def agent_cpus(environ: Any = os.environ) -> float:
     except ValueError:
         value = -1.0
     if not 0 <= value <= 64:
-        from infer_prof.errors import OptionError
+        from ....errors import OptionError
 
         raise OptionError(f"{AGENT_CPUS_VAR}={text}: give the CPUs each sampling agent reserves, 0 to 64")
     return value

@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from infer_prof.errors import OptionError, TargetError
-from infer_prof.profiler.inputs.addresses import (
+from ....errors import OptionError, TargetError
+from ...inputs.addresses import (
     CONNECT_TIMEOUT_S,
     auto_ray_address,
     parse_ray_address,

@@ -6,14 +6,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from infer_prof.errors import TargetError
-from infer_prof.profiler.analysis.replica_balance import ProcessLoad, balance
-from infer_prof.profiler.rundir.schema import TargetRay
-from infer_prof.profiler.session.target.ray_agents import DIED, NodeAgents, agent_cpus
-from infer_prof.profiler.session.target.ray_cluster import RayAddress, join
-from infer_prof.profiler.session.target.ray_processes import ServerActors, read_cluster, server_actors
-from infer_prof.profiler.session.target.ray_table import ray_rows, tag_tree_rows
-from infer_prof.profiler.session.target.tree import PROC
+from ....errors import TargetError
+from ...analysis.replica_balance import ProcessLoad, balance
+from ...rundir.schema import TargetRay
+from .ray_agents import DIED, NodeAgents, agent_cpus
+from .ray_cluster import RayAddress, join
+from .ray_processes import ServerActors, read_cluster, server_actors
+from .ray_table import ray_rows, tag_tree_rows
+from .tree import PROC
 
 
 @dataclass

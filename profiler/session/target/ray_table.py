@@ -9,9 +9,9 @@ from typing import IO, Any
 
 import pandas as pd
 
-from infer_prof.profiler.rundir.atomic import write_atomic, write_text_atomic
-from infer_prof.profiler.session.target.processes import busy_samples, split_process
-from infer_prof.profiler.session.target.ray_processes import RayProcess
+from ...rundir.atomic import write_atomic, write_text_atomic
+from .processes import busy_samples, split_process
+from .ray_processes import RayProcess
 
 
 def samples_name(process: RayProcess) -> str:
@@ -82,7 +82,7 @@ def write_ray_samples(
     out_dir: Path, processes: list[RayProcess], results: dict[tuple[str, int], dict[str, Any]]
 ) -> None:
     """Each sampled Ray process's stacks and their labels, as processes.write_process_samples writes the tree's."""
-    from infer_prof.profiler.session.record import sample_labels
+    from ..record import sample_labels
 
     for process in processes:
         sampling = results.get((process.node_id, process.pid)) or {}

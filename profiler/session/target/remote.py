@@ -6,7 +6,7 @@ from typing import Any
 
 import httpx
 
-from infer_prof.errors import TargetError, parse_json
+from ....errors import TargetError, parse_json
 
 WINDOW_TIMEOUT_S = 120.0  # closing summarizes every span of the run on the server
 

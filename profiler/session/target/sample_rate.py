@@ -30,14 +30,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from infer_prof.profiler.analysis.classify import parse_raw
-from infer_prof.profiler.analysis.diagnose import THRESHOLDS
-from infer_prof.profiler.collectors.registry import DEEP_RATE_HZ, DEFAULT_RATE_HZ
-from infer_prof.profiler.collectors.sampling import find_py_spy, py_spy_command
-from infer_prof.profiler.rundir.schema import SamplingCalibration, SamplingInRun, TargetSamplingRate
-from infer_prof.profiler.session.machine import usable_cpus
-from infer_prof.profiler.session.target.tree import tree_processes
-from infer_prof.profiler.stats import wilson_interval
+from ...analysis.classify import parse_raw
+from ...analysis.diagnose import THRESHOLDS
+from ...collectors.registry import DEEP_RATE_HZ, DEFAULT_RATE_HZ
+from ...collectors.sampling import find_py_spy, py_spy_command
+from ...rundir.schema import SamplingCalibration, SamplingInRun, TargetSamplingRate
+from ...stats import wilson_interval
+from ..machine import usable_cpus
+from .tree import tree_processes
 
 # High, so that the per-sample cost dominates py-spy's fixed costs; odd, as every rate here.
 CALIBRATION_HZ = 97

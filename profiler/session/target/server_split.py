@@ -13,13 +13,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, cast
 
-from infer_prof.engine.engine import ENGINE_THREAD_NAME as ENGINE_THREAD
-from infer_prof.profiler.analysis.breakdown import build_breakdown
-from infer_prof.profiler.analysis.classify import parse_raw
-from infer_prof.profiler.analysis.foreign import foreign_breakdown, foreign_verdict
-from infer_prof.profiler.analysis.roles import process_roles
-from infer_prof.profiler.rundir.schema import Breakdown, CollectorStatus, Gil, SampledThread, Verdict
-from infer_prof.profiler.serve.profiling import API_THREAD_NAME
+from ....engine.engine import ENGINE_THREAD_NAME as ENGINE_THREAD
+from ...analysis.breakdown import build_breakdown
+from ...analysis.classify import parse_raw
+from ...analysis.foreign import foreign_breakdown, foreign_verdict
+from ...analysis.roles import process_roles
+from ...rundir.schema import Breakdown, CollectorStatus, Gil, SampledThread, Verdict
+from ...serve.profiling import API_THREAD_NAME
 
 
 def process_split(raw_text: str, pid: int | None) -> dict[str, Any]:
@@ -112,7 +112,7 @@ def server_verdict(
             spots.append(f"No stack samples ({sampling.get('reason')}).")
         spots.append(PROBE_SPANS if probed else NO_SPANS)
         return foreign_verdict(breakdown["processes"], blind_spots=spots)
-    from infer_prof.profiler.analysis.diagnose import diagnose
+    from ...analysis.diagnose import diagnose
 
     return diagnose(breakdown, native_speedups=None, measured_gains=None, collectors=collectors)
 

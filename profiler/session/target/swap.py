@@ -21,14 +21,14 @@ from typing import Any, TypedDict
 
 import numpy as np
 
-from infer_prof.errors import OptionError, TargetError
-from infer_prof.profiler.analysis.probe_swap import SwapResult, analyse_swap
-from infer_prof.profiler.ledger.records import LedgerRecord, health_text, now_utc
-from infer_prof.profiler.ledger.store import append_record, ledger_path
-from infer_prof.profiler.ledger.verify_pairs import finite_number
-from infer_prof.profiler.rundir.atomic import write_json_atomic
-from infer_prof.profiler.rundir.health import void_reason
-from infer_prof.profiler.session.target.inject import ProbeSetup
+from ....errors import OptionError, TargetError
+from ...analysis.probe_swap import SwapResult, analyse_swap
+from ...ledger.records import LedgerRecord, health_text, now_utc
+from ...ledger.store import append_record, ledger_path
+from ...ledger.verify_pairs import finite_number
+from ...rundir.atomic import write_json_atomic
+from ...rundir.health import void_reason
+from .inject import ProbeSetup
 
 SOURCE = Path(__file__).resolve().parents[2] / "inject" / "vllm_sampler_swap.py"
 SWAPS = ("sampler",)
@@ -65,7 +65,7 @@ def check_swap(name: str, launch: str | None, probe: bool) -> SwapPlan:
 
 def native_library() -> str:
     """The built extension's file, which must hold np_sampler_draw_rows."""
-    from infer_prof.native_paths import loader
+    from ....native_paths import loader
 
     module = loader.extension()
     if module is None or not hasattr(module.lib, SYMBOL):
@@ -181,7 +181,7 @@ def _rows(path: Path) -> np.ndarray:
 
 def report_swap(run_dir: Path, setup: ProbeSetup) -> list[str]:
     """The swap run's A/B (profiler.analysis.probe_swap) written as swap.json in the run directory; its lines."""
-    from infer_prof.profiler.session.target.inject import read_probe
+    from .inject import read_probe
 
     calls, statuses = read_swap(setup.folder)
     result = analyse_swap(setup.probes, read_probe(setup), calls, statuses)

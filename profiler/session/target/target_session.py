@@ -25,26 +25,28 @@ from urllib.parse import urlsplit
 import numpy as np
 import pandas as pd
 
-from infer_prof.errors import TargetError
-from infer_prof.profiler.analysis.foreign import (
+from ....errors import TargetError
+from ....scenarios.loadgen import generate_requests
+from ....scenarios.spec import ScenarioSpec
+from ...analysis.foreign import (
     foreign_breakdown,
     queueing_reason,
     with_probe_bound,
     with_slowdowns,
 )
-from infer_prof.profiler.analysis.metrics import (
+from ...analysis.metrics import (
     RequestTiming,
     compute_metrics,
     engine_timeline_summary,
     latency_summary,
 )
-from infer_prof.profiler.analysis.probe_slowdown import analyse_slowdowns
-from infer_prof.profiler.analysis.probe_spans import analyse_probe, probe_bounds, probe_sentences
-from infer_prof.profiler.collectors.registry import DEEP_RATE_HZ, DEFAULT_RATE_HZ, PROFILES
-from infer_prof.profiler.collectors.sampling import SamplingCollector
-from infer_prof.profiler.rundir.environment import describe_environment
-from infer_prof.profiler.rundir.results import REQUEST_COLUMNS, STEP_COLUMNS, RunResult, write_run
-from infer_prof.profiler.rundir.schema import (
+from ...analysis.probe_slowdown import analyse_slowdowns
+from ...analysis.probe_spans import analyse_probe, probe_bounds, probe_sentences
+from ...collectors.registry import DEEP_RATE_HZ, DEFAULT_RATE_HZ, PROFILES
+from ...collectors.sampling import SamplingCollector
+from ...rundir.environment import describe_environment
+from ...rundir.results import REQUEST_COLUMNS, STEP_COLUMNS, RunResult, write_run
+from ...rundir.schema import (
     Breakdown,
     CollectorStatus,
     Config,
@@ -56,33 +58,31 @@ from infer_prof.profiler.rundir.schema import (
     SampledThread,
     Target,
 )
-from infer_prof.profiler.session.options import OptionError
-from infer_prof.profiler.session.record import write_samples
-from infer_prof.profiler.session.session import SessionHooks, SessionOutcome, prepare_prompts
-from infer_prof.profiler.session.target.client import HttpLoad, HttpRecord, drive_http, http_outcome
-from infer_prof.profiler.session.target.inject import ProbeSetup, read_probe
-from infer_prof.profiler.session.target.liveness import Liveness
-from infer_prof.profiler.session.target.probe import ServerInfo
-from infer_prof.profiler.session.target.processes import primary_pid, process_table, write_process_samples
-from infer_prof.profiler.session.target.remote import RemoteWindow
-from infer_prof.profiler.session.target.sample_rate import SampleRate, decide_rate
-from infer_prof.profiler.session.target.server_split import (
+from ..options import OptionError
+from ..record import write_samples
+from ..session import SessionHooks, SessionOutcome, prepare_prompts
+from .client import HttpLoad, HttpRecord, drive_http, http_outcome
+from .inject import ProbeSetup, read_probe
+from .liveness import Liveness
+from .probe import ServerInfo
+from .processes import primary_pid, process_table, write_process_samples
+from .remote import RemoteWindow
+from .sample_rate import SampleRate, decide_rate
+from .server_split import (
     foreign_processes,
     gil_section,
     server_breakdown,
     server_verdict,
     thread_table,
 )
-from infer_prof.profiler.session.target.tree import ServerTree, find_server_tree, pids_listening
-from infer_prof.profiler.session.target.watch import TreeSampler
-from infer_prof.scenarios.loadgen import generate_requests
-from infer_prof.scenarios.spec import ScenarioSpec
+from .tree import ServerTree, find_server_tree, pids_listening
+from .watch import TreeSampler
 
 if TYPE_CHECKING:
-    from infer_prof.engine.tokenizer import Tokenizer
-    from infer_prof.profiler.session.target.launch import LaunchedServer
-    from infer_prof.profiler.session.target.ray_cluster import RayAddress
-    from infer_prof.profiler.session.target.ray_run import RayRun
+    from ....engine.tokenizer import Tokenizer
+    from .launch import LaunchedServer
+    from .ray_cluster import RayAddress
+    from .ray_run import RayRun
 
 CLIENT_BUSY_FRACTION = 0.8  # of one core: above it the client may be what limits the load
 CLIENT_LAG_MS = 50.0  # p99 lateness of sends against the schedule that says the same
@@ -146,8 +146,8 @@ def plan_target(
 def check_prompt_model(model: str) -> None:
     """--model names a tokenizer infer-prof has (ModelNotFoundError if not), checked by name and path alone, before
     a server starts or a request is sent: loading the tokenizer itself takes seconds, and is done after."""
-    from infer_prof.engine.catalog import DEFAULT_MODEL, SYNTHETIC_PREFIX, SYNTHETIC_SHAPES, list_models
-    from infer_prof.errors import ModelNotFoundError
+    from ....engine.catalog import DEFAULT_MODEL, SYNTHETIC_PREFIX, SYNTHETIC_SHAPES, list_models
+    from ....errors import ModelNotFoundError
 
     if model == DEFAULT_MODEL or (
         model.startswith(SYNTHETIC_PREFIX) and model[len(SYNTHETIC_PREFIX) :] in SYNTHETIC_SHAPES
@@ -168,8 +168,8 @@ def check_prompt_model(model: str) -> None:
 def prompt_tokenizer(model: str):
     """The tokenizer prompts are sized with: the --model GGUF's, else SmolLM2's (synthetic models use it too).
     ModelNotFoundError for a name no model has (a typo would otherwise size prompts with SmolLM2's silently)."""
-    from infer_prof.engine.loader import describe_model, find_smollm2
-    from infer_prof.engine.tokenizer import Tokenizer
+    from ....engine.loader import describe_model, find_smollm2
+    from ....engine.tokenizer import Tokenizer
 
     describe_model(model)
     if model.endswith(".gguf") or Path(model).expanduser().is_file():
@@ -269,7 +269,7 @@ def run_target_session(
     write_run(out_dir, result, requests_df, steps_df)
     write_process_samples(out_dir, collector_results.get("processes") or {})
     if ray_run is not None:
-        from infer_prof.profiler.session.target.ray_table import write_ray_samples
+        from .ray_table import write_ray_samples
 
         write_ray_samples(out_dir, ray_run.actors.processes, ray_run.results())
     write_samples(out_dir, collector_results, result)
@@ -302,8 +302,8 @@ def ray_sampling(plan: TargetPlan, address: RayAddress | None, profile: str, rat
     --ray-address (or RAY_ADDRESS) or with --profile off."""
     if address is None or profile == "off":
         return None
-    from infer_prof.profiler.session.target.ray_run import start_ray_run
-    from infer_prof.profiler.session.target.tree import tree_pids
+    from .ray_run import start_ray_run
+    from .tree import tree_pids
 
     deep = profile == "deep"
     return start_ray_run(
@@ -458,7 +458,7 @@ def record_target(
     if ray_run is not None:
         target["ray"] = ray_run.section(processes)
     elif processes:  # a tree that runs Ray: say what --ray-address would add
-        from infer_prof.profiler.session.target.ray_run import ray_hint
+        from .ray_run import ray_hint
 
         if (hint := ray_hint(processes)) is not None:
             target["ray"] = hint

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from infer_prof.errors import TargetError
+from ....errors import TargetError
 
 PROC = Path("/proc")
 CMDLINE_CHARS = 160  # enough to recognise a server's command, short enough for a table

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from infer_prof.profiler.collectors.base import Collector
-from infer_prof.profiler.session.target.tree import (
+from ...collectors.base import Collector
+from .tree import (
     PROC,
     ProcessInfo,
     assign_role,

@@ -7,18 +7,18 @@ did not see); the names the faces read are imported here, so `summary.headline(r
 
 from __future__ import annotations
 
-from infer_prof.reports.run.summary.compact_split import compact_split
-from infer_prof.reports.run.summary.engine_table import engine_table
-from infer_prof.reports.run.summary.gpu import gpu_line, gpu_table, nvml_rows
-from infer_prof.reports.run.summary.headline_rules import headline_warnings, threads_lowered
-from infer_prof.reports.run.summary.key_figures import key_figures
-from infer_prof.reports.run.summary.load import latency_table, load_line, slo_lines, throughput_table
-from infer_prof.reports.run.summary.prediction_lines import prediction_lines
-from infer_prof.reports.run.summary.predictions_table import predictions_table
-from infer_prof.reports.run.summary.table import Table
-from infer_prof.reports.run.summary.target import probe_lines, queued_line, target_line, target_table
-from infer_prof.reports.run.summary.time_split import WITHIN_NOISE, time_split_table
-from infer_prof.reports.run.summary.unseen import (
+from .compact_split import compact_split
+from .engine_table import engine_table
+from .gpu import gpu_line, gpu_table, nvml_rows
+from .headline_rules import headline_warnings, threads_lowered
+from .key_figures import key_figures
+from .load import latency_table, load_line, slo_lines, throughput_table
+from .prediction_lines import prediction_lines
+from .predictions_table import predictions_table
+from .table import Table
+from .target import probe_lines, queued_line, target_line, target_table
+from .time_split import WITHIN_NOISE, time_split_table
+from .unseen import (
     applicable_skipped_collectors,
     collectors_table,
     machine_spot,
@@ -27,8 +27,8 @@ from infer_prof.reports.run.summary.unseen import (
     reading_blind_spots,
     skipped_collectors,
 )
-from infer_prof.reports.run.summary.verdict import blind_spots, headline, reasons
-from infer_prof.reports.run.summary.verify_notes import (
+from .verdict import blind_spots, headline, reasons
+from .verify_notes import (
     noise_warning,
     unresolved_note,
     unresolved_notes,

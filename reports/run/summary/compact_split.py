@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from infer_prof.profiler.rundir.results import CATEGORIES, COMPONENTS, RunResult
-from infer_prof.reports.format import fmt_pct
-from infer_prof.reports.run.summary.reads import summed_components
-from infer_prof.reports.run.summary.table import Table
+from ....profiler.rundir.results import CATEGORIES, COMPONENTS, RunResult
+from ...format import fmt_pct
+from .reads import summed_components
+from .table import Table
 
 # Components under this share of the busy step are folded into one line of the short summary's split.
 SPLIT_COMPONENT_MIN = 0.005

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from infer_prof.profiler.rundir.results import RunResult
-from infer_prof.reports.format import fmt_number, fmt_pct
-from infer_prof.reports.run.summary.table import Table
+from ....profiler.rundir.results import RunResult
+from ...format import fmt_number, fmt_pct
+from .table import Table
 
 
 def engine_table(result: RunResult) -> Table:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from infer_prof.profiler.rundir.results import RunResult
-from infer_prof.reports.format import fmt_number, fmt_pct
-from infer_prof.reports.run.summary.reads import engine_spans
+from ....profiler.rundir.results import RunResult
+from ...format import fmt_number, fmt_pct
+from .reads import engine_spans
 
 
 @dataclass

@@ -6,10 +6,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from infer_prof.profiler.rundir.results import RunResult
-from infer_prof.reports.format import NOT_RECORDED, fmt_number, fmt_pct
-from infer_prof.reports.run.summary.reads import metric_stat
-from infer_prof.reports.slo import SloCheck, describe_breaches
+from ....profiler.rundir.results import RunResult
+from ...format import NOT_RECORDED, fmt_number, fmt_pct
+from ...slo import SloCheck, describe_breaches
+from .reads import metric_stat
 
 
 @dataclass

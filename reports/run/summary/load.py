@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from infer_prof.profiler.rundir.results import RunResult
-from infer_prof.profiler.rundir.schema import latency
-from infer_prof.reports.format import fmt_ms, fmt_number
-from infer_prof.reports.run.summary.reads import metric_stat
-from infer_prof.reports.run.summary.table import Table
-from infer_prof.reports.rundata import LATENCY_LABELS
-from infer_prof.reports.slo import SloCheck, describe_breaches, slo_targets
+from ....profiler.rundir.results import RunResult
+from ....profiler.rundir.schema import latency
+from ...format import fmt_ms, fmt_number
+from ...rundata import LATENCY_LABELS
+from ...slo import SloCheck, describe_breaches, slo_targets
+from .reads import metric_stat
+from .table import Table
 
 
 def load_line(result: RunResult) -> str:

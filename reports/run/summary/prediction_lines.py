@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from infer_prof.profiler.rundir.results import RunResult
-from infer_prof.reports.format import fmt_gain, fmt_pct
-from infer_prof.reports.run.summary.reads import interval_text
+from ....profiler.rundir.results import RunResult
+from ...format import fmt_gain, fmt_pct
+from .reads import interval_text
 
 # A prediction for a component under this share of the step is folded into one line: it cannot pay.
 PREDICTION_SHARE_MIN = 0.001

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from infer_prof.profiler.rundir.results import RunResult
-from infer_prof.reports.format import NOT_RECORDED, fmt_gain, fmt_pct, fmt_pp
-from infer_prof.reports.run.summary.reads import interval_text
-from infer_prof.reports.run.summary.table import Table
-from infer_prof.reports.run.summary.verify_notes import noise_warning, verify_noise, within_noise
-from infer_prof.reports.rundata import why_not_measured
+from ....profiler.rundir.results import RunResult
+from ...format import NOT_RECORDED, fmt_gain, fmt_pct, fmt_pp
+from ...rundata import why_not_measured
+from .reads import interval_text
+from .table import Table
+from .verify_notes import noise_warning, verify_noise, within_noise
 
 
 def predictions_table(result: RunResult) -> Table:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from infer_prof.profiler.rundir.results import RunResult
-from infer_prof.profiler.rundir.schema import Split
+from ....profiler.rundir.results import RunResult
+from ....profiler.rundir.schema import Split
 
 
 def engine_spans(result: RunResult) -> Split:

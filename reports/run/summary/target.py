@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from infer_prof.profiler.rundir.results import RunResult
-from infer_prof.reports.format import fmt_pct
-from infer_prof.reports.run.summary.table import Table
+from ....profiler.rundir.results import RunResult
+from ...format import fmt_pct
+from .table import Table
 
 
 def target_line(result: RunResult) -> str | None:

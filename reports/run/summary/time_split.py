@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from infer_prof.profiler.rundir.results import CATEGORIES, COMPONENTS, RunResult
-from infer_prof.reports.format import NOT_RECORDED, fmt_pct, fmt_pp
-from infer_prof.reports.run.summary.reads import summed_components
-from infer_prof.reports.run.summary.table import Table
-from infer_prof.reports.rundata import why_not_measured
+from ....profiler.rundir.results import CATEGORIES, COMPONENTS, RunResult
+from ...format import NOT_RECORDED, fmt_pct, fmt_pp
+from ...rundata import why_not_measured
+from .reads import summed_components
+from .table import Table
 
 WITHIN_NOISE = "within noise"
 # The spans rows that rest on the model span's kernel share: marked when that share was assumed.

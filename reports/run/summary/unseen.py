@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from infer_prof.profiler.rundir.results import RunResult
-from infer_prof.reports.run.summary.table import Table
-from infer_prof.reports.run.summary.verdict import blind_spots
+from ....profiler.rundir.results import RunResult
+from .table import Table
+from .verdict import blind_spots
 
 
 def collectors_table(result: RunResult) -> Table:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from infer_prof.profiler.rundir.components import CONTROL_PATHS as PER_TOKEN_CONTROL
-from infer_prof.profiler.rundir.native import fallback_sentence
-from infer_prof.profiler.rundir.results import RunResult
-from infer_prof.profiler.rundir.twins import twins_sentence
-from infer_prof.reports.format import fmt_pct
-from infer_prof.reports.run.summary.reads import engine_spans
-from infer_prof.reports.rundata import why_not_measured
+from ....profiler.rundir.components import CONTROL_PATHS as PER_TOKEN_CONTROL
+from ....profiler.rundir.native import fallback_sentence
+from ....profiler.rundir.results import RunResult
+from ....profiler.rundir.twins import twins_sentence
+from ...format import fmt_pct
+from ...rundata import why_not_measured
+from .reads import engine_spans
 
 
 def headline(result: RunResult) -> str:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from infer_prof.profiler.rundir.results import RunResult
-from infer_prof.reports.format import fmt_pct
+from ....profiler.rundir.results import RunResult
+from ...format import fmt_pct
 
 
 def verify_noise(result: RunResult) -> float | None:

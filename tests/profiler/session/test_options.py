@@ -57,6 +57,6 @@ def test_the_engines_rules_are_named_as_flags() -> None:
 
 def test_the_options_module_stays_light() -> None:
     # The lazy CLI imports it to build --help: it may not pull in torch.
-    code = "import sys, profiler.session.options; print('torch' in sys.modules)"
+    code = "import sys, infer_prof.profiler.session.options; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
