@@ -65,6 +65,7 @@ from .foreign_words import (
     api_sentence,
     bound_only,
     component_words,
+    confidence_words,
     idle_loop_reason,
     interval_method,
     no_loop_reason,
@@ -111,13 +112,16 @@ def foreign_breakdown(processes: Sequence[dict[str, Any]], wall_ns: int) -> Brea
     }
 
 
-def foreign_verdict(processes: Sequence[dict[str, Any]], *, blind_spots: list[str] | None = None) -> Verdict:
-    """The result's `verdict` section for a foreign engine (same keys as diagnose(), plus `foreign`)."""
+def foreign_verdict(
+    processes: Sequence[dict[str, Any]], *, blind_spots: list[str] | None = None, confidence: float = 0.95
+) -> Verdict:
+    """The result's `verdict` section for a foreign engine (same keys as diagnose(), plus `foreign`); the interpreter
+    share's interval at `confidence`."""
     spots = list(blind_spots or [])
     chosen = engine_process(processes)
     if chosen is None:
         return _no_verdict(processes, spots, no_loop_reason(processes))
-    figures = loop_figures(processes, chosen)
+    figures = loop_figures(processes, chosen, confidence=confidence)
     if figures is None:
         return _no_verdict(processes, spots, idle_loop_reason(chosen["role"], chosen["pid"]))
     interval: Interval = {
@@ -126,6 +130,7 @@ def foreign_verdict(processes: Sequence[dict[str, Any]], *, blind_spots: list[st
         "high": figures.high,
         "samples": int(figures.busy),  # whole samples (a pool taking turns keeps whole ones)
         "method": interval_method(figures),
+        "confidence": figures.confidence,
     }
     unsure = straddled(interval)
     rule = rule_for(figures.share)
@@ -314,12 +319,12 @@ def queueing_reason(verdict: Verdict, metrics: Metrics) -> str | None:
     )
 
 
-def with_probe_bound(verdict: Verdict, probe: Probe | None) -> None:
+def with_probe_bound(verdict: Verdict, probe: Probe | None, *, confidence: float = 0.95) -> None:
     """Where the probe timed the engine loop's own work (probe_spans.loop_work_ms: its steps' exclusive time and its
     calls that are not waits), that share of step time bounds the loop's interpreter share from above: the verdict's
     interval keeps the samples' lower end and takes the lower of the two upper ends. Each method then stands at half
-    the miss rate (the samples' Wilson interval at 97.5%, the probe's bound one-sided at 97.5%), so the joined
-    interval still covers at 95%; where the bound lies below the samples' lower end the methods disagree, the
+    the miss rate (at 95%: the samples' Wilson interval at 97.5%, the probe's bound one-sided at 97.5%, which is
+    the upper end of its two-sided 95% interval), so the joined interval still covers at `confidence`; where the bound lies below the samples' lower end the methods disagree, the
     samples' interval stays, and the reasons say so. The straddled thresholds and the rule follow the new interval."""
     interval = verdict.get("interpreter_interval") or {}
     work = ((probe or {}).get("steps") or {}).get("loop_work") or {}
@@ -330,11 +335,11 @@ def with_probe_bound(verdict: Verdict, probe: Probe | None) -> None:
     samples, share = interval.get("samples") or 0, interval.get("share") or 0.0
     low, high = float(given_low), float(given_high)
     if samples and (interval.get("method") or "").startswith("Wilson"):
-        wider = wilson_interval(round(share * samples), samples, confidence=0.975)
+        wider = wilson_interval(round(share * samples), samples, confidence=1 - (1 - confidence) / 2)
         low, high = wider.low, wider.high
     said = (
         f"The probe timed the loop's own work at {work.get('ms_per_step', 0.0):.2f} ms a step, {work.get('share', 0.0):.1%} "
-        f"of step time (at most {bound:.1%}, 95% bootstrap interval over {steps or 0:,} steps): an upper bound on its "
+        f"of step time (at most {bound:.1%}, {confidence_words(confidence)} bootstrap interval over {steps or 0:,} steps): an upper bound on its "
         "interpreter time"
     )
     reasons = list(verdict.get("reasons") or [])
@@ -350,8 +355,9 @@ def with_probe_bound(verdict: Verdict, probe: Probe | None) -> None:
         "low": low,
         "high": joined_high,
         "method": (
-            f"{interval.get('method')}, at 97.5%, its upper end lowered to the probe's bound on the loop's own work "
-            "(one-sided 97.5%): together 95%"
+            f"{interval.get('method')}, at {confidence_words(1 - (1 - confidence) / 2)}, its upper end lowered to the "
+            f"probe's bound on the loop's own work (one-sided {confidence_words(1 - (1 - confidence) / 2)}): together "
+            f"{confidence_words(confidence)}"
         ),
     }
     verdict["interpreter_interval"] = joined

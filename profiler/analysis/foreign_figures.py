@@ -118,6 +118,7 @@ class LoopFigures:
     bounds: dict[str, ComponentBound]
     waits: WaitCounts
     api: ApiFigures | None
+    confidence: float = 0.95  # of the interpreter share's interval
 
 
 def loop_counts(threads: Sequence[dict[str, Any]]) -> SampleCounts:
@@ -173,8 +174,12 @@ def engine_threads(process: dict[str, Any]) -> list[dict[str, Any]]:
     return [thread for thread in process["threads"] if thread["thread_id"] in process["engine_threads"]]
 
 
-def loop_figures(processes: Sequence[dict[str, Any]], chosen: dict[str, Any]) -> LoopFigures | None:
-    """The figures of the chosen process's engine loop (engine_process), or None when it only waited for work."""
+def loop_figures(
+    processes: Sequence[dict[str, Any]], chosen: dict[str, Any], *, confidence: float = 0.95
+) -> LoopFigures | None:
+    """The figures of the chosen process's engine loop (engine_process), or None when it only waited for work;
+    the interpreter share's interval at `confidence` (a run that goes on until resolved spends its miss rate over
+    its looks: profiler.stats.spent_confidence)."""
     loop = loop_counts(engine_threads(chosen))
     categories = loop["categories"]
     native = chosen.get("resolution") == "native"
@@ -190,10 +195,10 @@ def loop_figures(processes: Sequence[dict[str, Any]], chosen: dict[str, Any]) ->
         if key.split("/")[0] == "interpreter" and key.split("/")[1] in CONTROL
     )
     if native:
-        measured = _interval(interpreter, busy)
+        measured = _interval(interpreter, busy, confidence)
         share, low, high = measured.point, measured.low, measured.high
     else:
-        low, high = _interval(control, busy).low, _interval(interpreter, busy).high
+        low, high = _interval(control, busy, confidence).low, _interval(interpreter, busy, confidence).high
         share = (control + interpreter) / 2 / busy
     on_worker = loop["waits"].get("worker", 0)
     found = _worker_process(processes, chosen)
@@ -237,12 +242,13 @@ def loop_figures(processes: Sequence[dict[str, Any]], chosen: dict[str, Any]) ->
         bounds=_bounds(loop, busy, worker, worker_counts),
         waits=_wait_counts(processes),
         api=_api_figures(processes),
+        confidence=confidence,
     )
 
 
-def _interval(hits: float, trials: float) -> Interval:
-    """The Wilson 95% interval of hits among trials, hits held inside [0, trials]."""
-    return wilson_interval(max(0.0, min(hits, trials)), trials)
+def _interval(hits: float, trials: float, confidence: float = 0.95) -> Interval:
+    """The Wilson interval of hits among trials, hits held inside [0, trials]."""
+    return wilson_interval(max(0.0, min(hits, trials)), trials, confidence=confidence)
 
 
 def _worker_process(processes: Sequence[dict[str, Any]], chosen: dict[str, Any]) -> dict[str, Any] | None:

@@ -96,14 +96,15 @@ def idle_loop_reason(role: str, pid: int) -> str:
 
 def interval_method(figures: LoopFigures) -> str:
     """How the interpreter share's interval was obtained."""
+    level = confidence_words(figures.confidence)
     if figures.native:
         return (
-            f"Wilson 95% interval of interpreter samples among the {loop_words(figures.role)}'s "
+            f"Wilson {level} interval of interpreter samples among the {loop_words(figures.role)}'s "
             f"{figures.busy:,} busy samples"
         )
     return (
         "bounds from Python-only stacks: control-code lines (lower) to every Python-innermost sample "
-        "(upper), each with its Wilson 95% interval; native stacks would measure it"
+        f"(upper), each with its Wilson {level} interval; native stacks would measure it"
     )
 
 
@@ -128,7 +129,7 @@ def _share_reason(figures: LoopFigures, rule: str, unsure: list[float]) -> str:
     return (
         f"The {loop_words(figures.role)} ({engine}pid {figures.pid}) spends {figures.share:.1%} of its busy time in the Python "
         f"interpreter ({'native stack samples' if native else 'Python-only samples: a bound, not a measurement'}; "
-        f"95% interval [{figures.low:.1%}, {figures.high:.1%}] over {figures.busy:,} busy samples); at about {STAY_UP_TO:.0%} or below the "
+        f"{confidence_words(figures.confidence)} interval [{figures.low:.1%}, {figures.high:.1%}] over {figures.busy:,} busy samples); at about {STAY_UP_TO:.0%} or below the "
         f"rule is '{RULE_STAY}', from {REWRITE_FROM:.0%} '{RULE_REWRITE}', between them '{RULE_TARGETED}', so: {rule}"
         + (
             f" (the interval straddles {' and '.join(f'{t:.0%}' for t in unsure)}: this run cannot tell which side; "
@@ -244,3 +245,8 @@ def _bound_reasons(figures: LoopFigures) -> list[str]:
         for name, entry in sorted(figures.bounds.items(), key=lambda item: -item[1].bound)[:4]
         if entry.bound >= 0.01
     ]
+
+
+def confidence_words(confidence: float) -> str:
+    """95% as "95%", a later look's 99.17% as "99.2%"."""
+    return f"{confidence * 100:.3g}%"

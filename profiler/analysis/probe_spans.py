@@ -101,9 +101,12 @@ def analyse_probe(
     window_ns: tuple[int, int],
     roles: dict[int, str] | None = None,
     sampled: dict[int, dict[str, Any]] | None = None,
+    *,
+    confidence: float = 0.95,
 ) -> Probe:
     """The probe section of a run: `processes` maps pid -> {"records": (N, 5) int64, "status": probe-PID.json,
-    "sizes": (M, 2) int64 at_ns and size, where a probe counts the steps' work}."""
+    "sizes": (M, 2) int64 at_ns and size, where a probe counts the steps' work}; the loop's own work (the bound on
+    its interpreter share) with its interval at `confidence`."""
     roles = roles or {}
     start_ns, end_ns = window_ns
     window = max(1, end_ns - start_ns)  # the step probe records throughout ...
@@ -157,14 +160,14 @@ def analyse_probe(
         # of the probe's own cost needs turns with the probes off, which such a run has none of.
         undelayed = table.copy()
         undelayed[:, 2] = _turn_of(table[:, 0], turns) == ord("1")
-        section["steps"] = _steps(kept, components, step_pid, undelayed)
+        section["steps"] = _steps(kept, components, step_pid, undelayed, confidence)
         section["cost"] = _cost(kept, per_process, None, table, wall_ns)
         section["cost"]["note"] = (
             "a slowdown run keeps the probes on in every turn: their cost is priced from calls; a run without "
             "--what-if measures it by turns on and off"
         )
     else:
-        section["steps"] = steps = _steps(kept, components, step_pid, table)
+        section["steps"] = steps = _steps(kept, components, step_pid, table, confidence)
         sizes = step_sizes(table, [entry.get("sizes") for entry in processes.values()])
         section["cost"] = _cost(kept, per_process, steps, table, wall_ns, sizes)
     section["agreement"] = _agreement(kept, components, sampled or {}, wall_ns)
@@ -212,7 +215,11 @@ def _step_table(kept: dict[int, np.ndarray], components: list[str]) -> tuple[int
 
 
 def _steps(
-    kept: dict[int, np.ndarray], components: list[str], pid: int | None, steps: np.ndarray
+    kept: dict[int, np.ndarray],
+    components: list[str],
+    pid: int | None,
+    steps: np.ndarray,
+    confidence: float = 0.95,
 ) -> ProbeSteps | None:
     if pid is None:
         return None
@@ -245,7 +252,11 @@ def _steps(
     own = loop_work_ms(kept, components, pid, on)
     if own is not None:
         interval = bootstrap(
-            [np.column_stack([own, duration_ms])], rate_statistic, block=None, resamples=1000
+            [np.column_stack([own, duration_ms])],
+            rate_statistic,
+            block=None,
+            resamples=1000,
+            confidence=confidence,
         )
         section["loop_work"] = {
             "ms_per_step": float(own.mean()),

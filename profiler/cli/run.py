@@ -164,7 +164,7 @@ def run(
         Optional[str],
         typer.Option(
             "--until",
-            help="resolved: go on in whole rounds of the scenario until the interpreter share's interval clears the 1% and 30% thresholds and each prediction's share is narrow enough to act on, or --max-time passes; the run then says what held it up.",
+            help="resolved: go on in whole rounds of the scenario until the interpreter share's interval clears the 1% and 30% thresholds and each prediction's share is narrow enough to act on, or --max-time passes; the run then says what held it up. Against a server (--target, --launch) a look between rounds reads py-spy's samples so far (and, with --probe, the probe's bound on the loop's own work).",
         ),
     ] = None,
     max_time: Annotated[
@@ -183,10 +183,6 @@ def run(
     if until_max_time_s is not None and profile == "off":
         raise OptionError(
             "--until resolved looks at the profile's spans after each round: drop --profile off"
-        )
-    if until_max_time_s is not None and (target is not None or launch is not None or port is not None):
-        raise OptionError(
-            "--until resolved runs the built-in engine's rounds: it does not go with --target or --launch yet"
         )
     options = dataclasses.replace(options, policy=policy or "fcfs")
     _check_launch_flags(launch, launch_timeout, probe, swap)
@@ -214,6 +210,7 @@ def run(
             probe=probe,
             swap=swap,
             ray_address=ray_address,
+            until_max_time_s=until_max_time_s,
         )
     else:
         code = run_command(
@@ -270,6 +267,7 @@ def _run_on_server(
     probe: bool,
     swap: str | None,
     ray_address: str | None = None,
+    until_max_time_s: float | None = None,
 ) -> int:
     """`run --target`, `--launch` or `--port`: the flags a server takes checked, then run_target_command."""
     if launch is not None or port is not None:
@@ -310,6 +308,7 @@ def _run_on_server(
         what_if=_names(what_if),
         swap=swap,
         ray_address=ray_address,
+        until_max_time_s=until_max_time_s,
     )
 
 
@@ -542,9 +541,11 @@ def run_target_command(
     what_if: tuple[str, ...] = (),
     swap: str | None = None,
     ray_address: str | None = None,
+    until_max_time_s: float | None = None,
 ) -> int:
     """`run --target` (and `--launch`): check every input before sending anything, start the server if asked and
-    wait for it, probe it, drive it, stop it; then the summary and reports."""
+    wait for it, probe it, drive it (in rounds until resolved, with `until_max_time_s`), stop it; then the summary
+    and reports."""
     from rich.console import Console
 
     from ..session.target.inject import prepare_probe
@@ -606,6 +607,7 @@ def run_target_command(
                     launched=launched,
                     ray_address=ray_cluster,
                     sample_rate=rate,
+                    until_max_time_s=until_max_time_s,
                 )
         from ..session.target.sample_rate import cost_line
 

@@ -22,6 +22,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -205,6 +206,7 @@ class SamplingCollector(Collector):
         self._wall_s = 0.0
         self._cpu_s: float | None = None
         self._engine_thread_id: int | None = None
+        self._stretches: list[_Stretch] = []  # what py-spy sampled before each restart()
         self._py_spy = find_py_spy(py_spy)
         if self._py_spy is None:
             where = f"at {py_spy!r}" if py_spy else "on PATH or beside this Python"
@@ -333,15 +335,45 @@ class SamplingCollector(Collector):
         if self._raw_text is None:
             self.fail(f"py-spy wrote no samples: {self._log_text().strip()[-300:] or 'no output'}")
 
+    def restart(self) -> None:
+        """Stop py-spy, keep what it sampled, and start it again on the same process: py-spy writes its samples only
+        when it stops, so a run that reads them between rounds (`run --until resolved` on a server) restarts it
+        there. result() covers every stretch; a process that is gone by then keeps what was sampled before."""
+        if self._output_dir is not None:
+            raise ValueError(
+                "restart() keeps stretches in memory: a sampler writing to output_dir cannot restart"
+            )
+        if self.status != "ok" or self._process is None:
+            return
+        self.stop()
+        if self.status != "ok":  # this stretch wrote nothing (the process ended): the earlier ones stand
+            if self._stretches:
+                self.status, self.reason, self._process = "ok", None, None
+            return
+        self._stretches.append(_Stretch(self._raw_text or "", self._log_text(), self._wall_s, self._cpu_s))
+        self._process, self._raw_text, self._final_log = None, None, None
+        with self._pause_lock:
+            self._stopping = False
+        self._start()
+        if self.status != "ok":  # not attached again (the process ended): the stretches so far stand
+            self.status, self.reason, self._process = "ok", None, None
+
     def _result(self) -> dict[str, Any]:
-        raw_text = self._raw_text or ""
+        current = _Stretch(self._raw_text or "", self._log_text(), self._wall_s, self._cpu_s)
+        # The stretch under way counts once it has stopped (before, py-spy has written nothing), or when it is all.
+        ended = self._process is not None and self._raw_text is not None
+        stretches = [*self._stretches, current] if ended or not self._stretches else self._stretches
+        raw_text = "\n".join(stretch.raw.rstrip("\n") for stretch in stretches if stretch.raw)
         stacks = parse_raw(raw_text)
         threads = summarize_stacks(stacks, idle_marker=self.idle_marker, rules=self.rules)
-        matches = list(_SUMMARY.finditer(self._log_text()))
-        match = matches[-1] if matches else None  # the last summary line counts
-        samples = int(match.group(1)) if match else sum(stack.count for stack in stacks)
-        errors = int(match.group(2)) if match else 0
-        cpu_fraction = self._cpu_s / self._wall_s if self._cpu_s is not None and self._wall_s > 0 else None
+        samples = errors = 0
+        for stretch in stretches:
+            counted = stretch.counts()
+            samples += counted[0] if counted else sum(stack.count for stack in parse_raw(stretch.raw))
+            errors += counted[1] if counted else 0
+        cpu_s = None if any(s.cpu_s is None for s in stretches) else sum(s.cpu_s or 0.0 for s in stretches)
+        wall_s = sum(stretch.wall_s for stretch in stretches)
+        cpu_fraction = cpu_s / wall_s if cpu_s is not None and wall_s > 0 else None
         return {
             "mode": self.mode,
             "rate_hz": self.rate,
@@ -355,11 +387,26 @@ class SamplingCollector(Collector):
             "threads": threads,
             "overhead": {
                 # py-spy's own CPU use: on a 2-core box it competes with torch's threads.
-                "py_spy_cpu_s": self._cpu_s,
+                "py_spy_cpu_s": cpu_s,
                 "py_spy_cpu_fraction": cpu_fraction,
                 "failed_sample_fraction": errors / (samples + errors) if samples + errors else None,
             },
         }
+
+
+@dataclass(frozen=True, slots=True)
+class _Stretch:
+    """What one py-spy process sampled, from its start to its stop: raw stacks, its log, its wall and CPU time."""
+
+    raw: str
+    log: str
+    wall_s: float
+    cpu_s: float | None
+
+    def counts(self) -> tuple[int, int] | None:
+        """(samples, errors) from py-spy's last summary line, or None where it wrote none."""
+        matches = list(_SUMMARY.finditer(self.log))
+        return (int(matches[-1].group(1)), int(matches[-1].group(2))) if matches else None
 
 
 # How the sampler is scheduled. A --native sample stops the threads one at a time, in thread-id order,

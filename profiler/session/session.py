@@ -51,7 +51,7 @@ from .record import (
     write_samples,
     write_trace_tables,
 )
-from .until import Look, Stopper
+from .until import Look, Stopper, steps_judge
 
 if TYPE_CHECKING:
     from ...engine.engine import Engine
@@ -504,7 +504,7 @@ def _stopper(prepared: Prepared, max_time_s: float, hooks: SessionHooks) -> Stop
         if hooks.on_look:
             hooks.on_look(look)
 
-    return Stopper(max_time_s, estimate, native=sorted(prepared.built.native_active), on_look=on_look)
+    return Stopper(max_time_s, steps_judge(estimate, sorted(prepared.built.native_active)), on_look=on_look)
 
 
 def _next_round(

@@ -7,6 +7,10 @@ running estimate) and asks two things:
     enough to act on: its share's half-width within PREDICTION_HALF_WIDTH of the share, or
     PREDICTION_HALF_POINTS of step time, whichever is wider? (Its C twin's speedup is replayed after the
     run, on the run's own work, and carries its own interval.)
+On another engine's server (`run --target/--launch`, profiler.session.target.rounds) a look reads py-spy's
+samples so far (each py-spy restarted to read them) and, with --probe, the probe's bound on the loop's own work:
+its interpreter share's interval must clear the thresholds (its predictions are Amdahl bounds or slowdowns, which
+carry their own intervals and do not hold the run).
 If both hold, the run stops; if the next round would pass `max_time_s`, it stops anyway and says which
 figure held it up. Each look's intervals are made at profiler.stats.spent_confidence(look), which spends
 the 5% miss rate over the looks (alpha / (look (look + 1))), so the interval where the run stops covers
@@ -19,7 +23,7 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import scipy.stats
@@ -57,6 +61,41 @@ def checked_until(until: str | None, max_time_s: float | None) -> float | None:
     return max_time_s
 
 
+class Estimate(Protocol):
+    """The interpreter share so far and its interval (share_interval.ShareInterval on the built-in engine)."""
+
+    @property
+    def share(self) -> float: ...
+    @property
+    def low(self) -> float: ...
+    @property
+    def high(self) -> float: ...
+
+
+# A look's question, asked at the look's confidence: (the share so far or None, what holds the answer up).
+Judge = Callable[[float], tuple[Estimate | None, list[str]]]
+STEPS_WIDTHS = (
+    f"share interval clear of {', '.join(f'{t:.0%}' for t in THRESHOLDS)}; each control path at "
+    f">= {PREDICTION_MIN_SHARE:.0%} of step time: share half-width <= {PREDICTION_HALF_WIDTH:.0%} of "
+    f"the share or {PREDICTION_HALF_POINTS:.0%} of step time"
+)
+
+
+def steps_judge(
+    estimate: Callable[[], tuple[Sequence[Mapping[str, Any]], Sequence[Mapping[str, Any]]]],
+    native: Sequence[str] = (),
+) -> Judge:
+    """The built-in engine's look: the steps so far (steps.csv's rows) and the kernel windows closed so far, each with
+    its own split, give the running share (share_interval.running_share) and each prediction's width."""
+
+    def judge(confidence: float) -> tuple[Estimate | None, list[str]]:
+        rows, windows = estimate()
+        share = running_share(rows, windows, confidence=confidence, native=native)
+        return share, held_up(share, rows, confidence)
+
+    return judge
+
+
 @dataclass(frozen=True, slots=True)
 class Look:
     """What one look after a round saw: the running share and its interval, and what was not yet resolved."""
@@ -65,7 +104,7 @@ class Look:
     rounds: int
     elapsed_s: float
     confidence: float
-    share: ShareInterval | None
+    share: Estimate | None
     held_by: list[str]
     took_s: float = 0.0  # what the look itself cost (the engine waits between rounds meanwhile)
 
@@ -83,9 +122,8 @@ class Stopper:
     """Decides after each round whether the run goes on (`__call__`), keeping every look it made."""
 
     max_time_s: float
-    # The steps so far (steps.csv's rows) and the kernel windows closed so far, each with its own split.
-    estimate: Callable[[], tuple[Sequence[Mapping[str, Any]], Sequence[Mapping[str, Any]]]]
-    native: Sequence[str] = ()
+    judge: Judge  # steps_judge on the built-in engine; target/rounds.samples_judge on a server
+    widths: str = STEPS_WIDTHS  # what "resolved" asks, in words, for result.json
     clock: Callable[[], float] = time.monotonic
     on_look: Callable[[Look], None] | None = None
     started: float | None = None
@@ -103,9 +141,7 @@ class Stopper:
         elapsed = now - self.started
         number = len(self.looks) + 1
         confidence = spent_confidence(number)
-        rows, windows = self.estimate()
-        share = running_share(rows, windows, confidence=confidence, native=self.native)
-        held = held_up(share, rows, confidence)
+        share, held = self.judge(confidence)
         look = Look(number, rounds, elapsed, confidence, share, held, took_s=self.clock() - now)
         self.looks.append(look)
         if self.on_look is not None:
@@ -138,11 +174,7 @@ class Stopper:
             "confidence": self.confidence,
             "held_by": list(last.held_by) if last else [],
             "look_s": sum(look.took_s for look in self.looks),
-            "widths": (
-                f"share interval clear of {', '.join(f'{t:.0%}' for t in THRESHOLDS)}; each control path at "
-                f">= {PREDICTION_MIN_SHARE:.0%} of step time: share half-width <= {PREDICTION_HALF_WIDTH:.0%} of "
-                f"the share or {PREDICTION_HALF_POINTS:.0%} of step time"
-            ),
+            "widths": self.widths,
         }
 
 

@@ -101,17 +101,22 @@ PROBE_SPANS = (
 
 
 def server_verdict(
-    breakdown: Breakdown, collectors: dict[str, CollectorStatus], *, probed: bool = False
+    breakdown: Breakdown,
+    collectors: dict[str, CollectorStatus],
+    *,
+    probed: bool = False,
+    confidence: float = 0.95,
 ) -> Verdict:
     """The verdict: the foreign one when the breakdown holds processes (another engine), else diagnose()'s;
-    `probed`: the in-process probe timed the engine's named calls (--probe)."""
+    `probed`: the in-process probe timed the engine's named calls (--probe); `confidence`: the foreign interval's
+    level (higher after several looks of a run that went on until resolved)."""
     if breakdown.get("processes") is not None:
         spots = []
         sampling = collectors.get("sampling") or {}
         if sampling.get("status") not in (None, "ok"):
             spots.append(f"No stack samples ({sampling.get('reason')}).")
         spots.append(PROBE_SPANS if probed else NO_SPANS)
-        return foreign_verdict(breakdown["processes"], blind_spots=spots)
+        return foreign_verdict(breakdown["processes"], blind_spots=spots, confidence=confidence)
     from ...analysis.diagnose import diagnose
 
     return diagnose(breakdown, native_speedups=None, measured_gains=None, collectors=collectors)

@@ -17,6 +17,7 @@ import functools
 import os
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -26,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from ....errors import TargetError
-from ....scenarios.loadgen import generate_requests
+from ....scenarios.loadgen import RequestSpec, generate_requests
 from ....scenarios.spec import ScenarioSpec
 from ...analysis.foreign import (
     foreign_breakdown,
@@ -61,12 +62,14 @@ from ...rundir.schema import (
 from ..options import OptionError
 from ..record import write_samples
 from ..session import SessionHooks, SessionOutcome, prepare_prompts
+from ..until import Stopper
 from .client import HttpLoad, HttpRecord, drive_http, http_outcome
 from .inject import ProbeSetup, read_probe
 from .liveness import Liveness
 from .probe import ServerInfo
 from .processes import primary_pid, process_table, write_process_samples
 from .remote import RemoteWindow
+from .rounds import SAMPLES_WIDTHS, Rounds, check_until_target, drive_rounds, round_maker, samples_judge
 from .sample_rate import SampleRate, decide_rate
 from .server_split import (
     foreign_processes,
@@ -192,11 +195,16 @@ def run_target_session(
     launched: LaunchedServer | None = None,
     ray_address: RayAddress | None = None,
     sample_rate: SampleRate | None = None,
+    until_max_time_s: float | None = None,
 ) -> SessionOutcome:
     """Drive the scenario against the server and write the run directory (result.json last). A server on this
     machine that dies during the load stops it: what was measured before is kept, the death in `target.death`.
     With `ray_address`, the server's Ray-placed processes are sampled on their own nodes too (ray_run). py-spy's rate
-    is `sample_rate`, else decided here (sample_rate.decide_rate: calibrated for another engine's server)."""
+    is `sample_rate`, else decided here (sample_rate.decide_rate: calibrated for another engine's server).
+    `until_max_time_s`: go on in whole rounds until the verdict's interval is resolved or this many seconds have
+    passed (rounds.py); OptionError, before any load, where there is nothing to look at."""
+    if until_max_time_s is not None:
+        check_until_target(plan.pid, plan.server.ours, profile)
     hooks = hooks or SessionHooks()
     stop_event = stop_event or threading.Event()
     server = plan.server
@@ -217,12 +225,13 @@ def run_target_session(
     liveness = server_liveness(plan, launched, stop_event)
     if liveness is not None:
         liveness.start()
-    try:
-        load = asyncio.run(
+
+    def drive(batch: Sequence[RequestSpec]) -> HttpLoad:
+        return asyncio.run(
             drive_http(
                 server.url,
                 server.model,
-                requests,
+                batch,
                 prompts,
                 mode=scenario.mode,
                 clients=scenario.clients,
@@ -231,6 +240,29 @@ def run_target_session(
                 on_done=done,
             )
         )
+
+    stopper = None
+    try:
+        if until_max_time_s is None or tree is None:
+            load = drive(requests)
+        else:
+            rounds = Rounds()
+            stopper = Stopper(
+                until_max_time_s,
+                samples_judge(tree, probe, rounds),
+                widths=SAMPLES_WIDTHS,
+                on_look=hooks.on_look,
+            )
+            stopper.start()
+            more = round_maker(
+                scenario,
+                context,
+                requests,
+                lambda batch: prompts.update(prepare_prompts(batch, tokenizer)),
+                stopper,
+                hooks.on_more,
+            )
+            load = drive_rounds(drive, requests, more, rounds)
     except KeyboardInterrupt:
         interrupted = True
         raise
@@ -255,6 +287,7 @@ def run_target_session(
         prompt_model=prompt_model,
         probe=probe,
         ray_run=ray_run,
+        stopper=stopper,
     )
     result.partial = interrupted or death is not None
     result.partial_reason = "interrupted (Ctrl-C): in-flight requests were cancelled" if interrupted else None
@@ -366,8 +399,11 @@ def record_target(
     prompt_model: str,
     probe: ProbeSetup | None = None,
     ray_run: RayRun | None = None,
+    stopper: Stopper | None = None,
 ) -> tuple[RunResult, pd.DataFrame, pd.DataFrame, dict[str, Any]]:
-    """The run's result, requests.csv, steps.csv and collector results (`processes`: each pid's sampling)."""
+    """The run's result, requests.csv, steps.csv and collector results (`processes`: each pid's sampling); after a
+    run that went on until resolved (`stopper`), the verdict's intervals at its last look's confidence."""
+    confidence = stopper.confidence if stopper is not None else 0.95
     timings, rows = _request_tables(load.records)
     measured_end = max(
         [row["finish_ns"] for row in rows if not row["warmup"] and row["finish_ns"]] or [load.end_ns]
@@ -414,11 +450,17 @@ def record_target(
         # model worker it waits on, the API server beside them), not the primary process alone.
         breakdown = foreign_breakdown(foreign_processes(sampled), load.end_ns - load.start_ns)
     threads = thread_table(sampling, primary) if sampling and sampling.get("status") == "ok" else {}
-    probe_section = _probe_section(probe, load, processes) if probe is not None else None
+    probe_section = _probe_section(probe, load, processes, confidence) if probe is not None else None
     probed = bool(probe_section and probe_section["loaded_in"])
     if probe is not None:
         collectors["probe"] = {"status": "ok" if probed else "failed", "reason": None if probed else NO_PROBE}
-    verdict = server_verdict(breakdown, collectors, probed=probed) if breakdown is not None else None
+    verdict = (
+        server_verdict(breakdown, collectors, probed=probed, confidence=confidence)
+        if breakdown is not None
+        else None
+    )
+    if verdict is not None and stopper is not None:
+        verdict["stopping"] = stopper.record()
     if verdict is not None:
         queued = queueing_reason(verdict, cast(Metrics, metrics))
         if queued:
@@ -439,7 +481,7 @@ def record_target(
             if what_if is not None:
                 with_slowdowns(verdict, what_if)
             if probed:  # the loop's own work, timed by the probe, bounds its interpreter share from above
-                with_probe_bound(verdict, probe_section)
+                with_probe_bound(verdict, probe_section, confidence=confidence)
     target = _target_block(
         plan,
         load,
@@ -497,8 +539,11 @@ NO_TURNS = (
 )
 
 
-def _probe_section(probe: ProbeSetup, load: HttpLoad, processes: list[dict[str, Any]] | None) -> Probe:
-    """The probe's spans (read once its last flush is in), analysed over the load."""
+def _probe_section(
+    probe: ProbeSetup, load: HttpLoad, processes: list[dict[str, Any]] | None, confidence: float = 0.95
+) -> Probe:
+    """The probe's spans (read once its last flush is in), analysed over the load; the loop's own work with its
+    interval at `confidence`."""
     time.sleep(PROBE_FLUSH_S)
     table = {int(entry["pid"]): entry for entry in processes or []}
     found = read_probe(probe)
@@ -508,6 +553,7 @@ def _probe_section(probe: ProbeSetup, load: HttpLoad, processes: list[dict[str, 
         (load.start_ns, load.end_ns),
         roles={pid: str(entry.get("role")) for pid, entry in table.items()},
         sampled=table,
+        confidence=confidence,
     )
     section["lines"] = []
     if probe.what_if is not None:

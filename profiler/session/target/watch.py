@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ...collectors.base import Collector
+from ...collectors.sampling import SamplingCollector
 from .tree import (
     PROC,
     ProcessInfo,
@@ -89,6 +90,18 @@ class TreeSampler:
         info.listening, info.python = watched.info.listening, watched.info.python
         assign_role(info, self.port)
         watched.info = info
+
+    def results_so_far(self) -> dict[int, dict[str, Any]]:
+        """pid -> the sampling result of every process sampled so far, each py-spy restarted to read it (py-spy
+        writes its samples only when it stops): what a run that goes on until resolved looks at between rounds."""
+        with self._lock:
+            watched = [(pid, w.collector) for pid, w in self._seen.items() if w.collector is not None]
+        results = {}
+        for pid, collector in watched:
+            if isinstance(collector, SamplingCollector):
+                collector.restart()
+            results[pid] = collector.result()
+        return results
 
     def processes(self) -> list[WatchedProcess]:
         with self._lock:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from infer_prof.errors import OptionError
-from infer_prof.profiler.session.until import Stopper, checked_until
+from infer_prof.profiler.session.until import Stopper, checked_until, steps_judge
 from infer_prof.profiler.stats import spent_confidence
 from infer_prof.scenarios.loadgen import LoadRecord, LoadResult, RequestSpec
 
@@ -66,7 +66,7 @@ class FakeClock:
 
 def test_a_run_far_from_the_thresholds_stops_at_its_first_look() -> None:
     clock = FakeClock()
-    stopper = Stopper(600.0, lambda: (steps(0.15, 200), windows(10)), clock=clock)
+    stopper = Stopper(600.0, steps_judge(lambda: (steps(0.15, 200), windows(10))), clock=clock)
     stopper.start()
     clock.now = 20.0
     assert stopper(1) is False
@@ -78,7 +78,9 @@ def test_a_run_far_from_the_thresholds_stops_at_its_first_look() -> None:
 def test_a_run_with_one_window_goes_on_and_stops_at_the_time_cap_saying_why() -> None:
     clock = FakeClock()
     seen = []
-    stopper = Stopper(100.0, lambda: (steps(0.15, 200), windows(1)), clock=clock, on_look=seen.append)
+    stopper = Stopper(
+        100.0, steps_judge(lambda: (steps(0.15, 200), windows(1))), clock=clock, on_look=seen.append
+    )
     stopper.start()
     clock.now = 30.0
     assert stopper(1) is True  # 30 s a round: another ends at 60 s, within the cap
@@ -98,7 +100,7 @@ def test_a_wide_prediction_holds_the_run_up() -> None:
     rows = steps(0.5, 40)
     for row in rows:  # a sampler that takes 0 or 4 ms a step: a share of 20% +- a lot over 40 steps
         row["sampler_ms"] = float(rng.choice([0.0, 4.0]))
-    stopper = Stopper(1000.0, lambda: (rows, windows(10)), clock=FakeClock())
+    stopper = Stopper(1000.0, steps_judge(lambda: (rows, windows(10))), clock=FakeClock())
     assert stopper(1) is True
     assert any("sampler prediction" in phrase for phrase in stopper.looks[-1].held_by)
 

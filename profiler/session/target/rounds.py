@@ -1,0 +1,168 @@
+"""`run --target/--launch --until resolved`: the load in whole rounds of the scenario, and between rounds a look at the server's samples so far.
+
+A round is the scenario's measured requests, drawn again with the seed moved on by the rounds done (the first round
+has the warm-up too). After each round the stopper (profiler.session.until) asks samples_judge: py-spy is restarted
+on every sampled process to read what it has (it writes its samples only when it stops), the foreign verdict is
+made from them at the look's spent confidence, and with --probe the probe's bound on the loop's own work is joined
+to it, at the same level; the run goes on while the interval straddles a threshold and time is left.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from ....errors import OptionError
+from ....scenarios.loadgen import RequestSpec, generate_requests
+from ....scenarios.spec import ScenarioSpec
+from ...analysis.foreign import foreign_verdict, with_probe_bound
+from ...analysis.probe_spans import analyse_probe
+from ..until import THRESHOLDS, Estimate, Judge, Stopper
+from .client import HttpLoad
+from .inject import ProbeSetup, read_probe
+from .server_split import foreign_processes
+from .watch import TreeSampler
+
+SAMPLES_WIDTHS = (
+    f"the engine loop's interpreter share interval (py-spy's samples; with --probe, joined to the probe's bound on "
+    f"the loop's own work) clear of {', '.join(f'{t:.0%}' for t in THRESHOLDS)}"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SampledShare:
+    """The engine loop's interpreter share so far and its interval (until.Estimate)."""
+
+    share: float
+    low: float
+    high: float
+
+
+@dataclass
+class Rounds:
+    """The rounds driven so far: each round's load, in order."""
+
+    loads: list[HttpLoad] = field(default_factory=list)
+
+    def window_ns(self) -> tuple[int, int]:
+        """From the first round's measured start to now (perf_counter_ns, the load's clock)."""
+        start = self.loads[0].start_ns if self.loads else time.perf_counter_ns()
+        return start, time.perf_counter_ns()
+
+
+def drive_rounds(
+    drive: Callable[[Sequence[RequestSpec]], HttpLoad],
+    requests: Sequence[RequestSpec],
+    next_round: Callable[[int], list[RequestSpec] | None],
+    rounds: Rounds | None = None,
+) -> HttpLoad:
+    """Drive `requests`, then each batch next_round(rounds done) gives, until it gives None or a round stops early
+    (Ctrl-C, the server gone): one HttpLoad over them all."""
+    rounds = rounds if rounds is not None else Rounds()
+    rounds.loads.append(drive(requests))
+    while not rounds.loads[-1].stopped_early:
+        batch = next_round(len(rounds.loads))
+        if batch is None:
+            break
+        rounds.loads.append(drive(batch))
+    return merged_load(rounds.loads)
+
+
+def merged_load(loads: Sequence[HttpLoad]) -> HttpLoad:
+    """The rounds as one load: every record, from the first round's measured start to the last round's end (the
+    looks between rounds inside it), the CPU the client spent summed, the peaks the largest."""
+    first, last = loads[0], loads[-1]
+    if len(loads) == 1:
+        return first
+    dropped: dict[str, str] = {}
+    for load in loads:
+        dropped.update(load.dropped_fields)
+    return HttpLoad(
+        records=[record for load in loads for record in load.records],
+        start_ns=first.start_ns,
+        end_ns=last.end_ns,
+        warmup_ns=first.warmup_ns,
+        stopped_early=any(load.stopped_early for load in loads),
+        peak_in_flight=max(load.peak_in_flight for load in loads),
+        client_cpu_s=sum(load.client_cpu_s for load in loads),
+        loop_cpu_s=sum(load.loop_cpu_s for load in loads),
+        threads=max(load.threads for load in loads),
+        dropped_fields=dropped,
+    )
+
+
+def round_maker(
+    scenario: ScenarioSpec,
+    context: int,
+    requests: list[RequestSpec],
+    add_prompts: Callable[[list[RequestSpec]], None],
+    stopper: Stopper,
+    on_more: Callable[[int], None] | None = None,
+) -> Callable[[int], list[RequestSpec] | None]:
+    """After each round: the stopper's look, then the next round's requests (the scenario's measured requests drawn
+    again with the seed moved on by the rounds done, numbered after the last), or None to stop. `requests` grows."""
+
+    def next_round(done: int) -> list[RequestSpec] | None:
+        if not stopper(done):
+            return None
+        again = scenario.with_overrides(seed=scenario.seed + done)
+        first = max(request.index for request in requests) + 1
+        drawn = [request for request in generate_requests(again, context) if not request.warmup]
+        batch = [dataclasses.replace(request, index=first + number) for number, request in enumerate(drawn)]
+        add_prompts(batch)
+        requests.extend(batch)
+        if on_more is not None:
+            on_more(sum(not request.warmup for request in requests))
+        return batch
+
+    return next_round
+
+
+def samples_judge(tree: TreeSampler, probe: ProbeSetup | None, rounds: Rounds) -> Judge:
+    """The look on a server: its engine loop's interpreter share from py-spy's samples so far, at the look's
+    confidence, its upper end lowered by the probe's bound on the loop's own work where --probe timed it."""
+
+    def judge(confidence: float) -> tuple[Estimate | None, list[str]]:
+        sampled = [
+            (pid, result) for pid, result in tree.results_so_far().items() if result.get("status") == "ok"
+        ]
+        if not sampled:
+            return None, ["the interpreter share (no samples of the server's processes yet)"]
+        verdict = foreign_verdict(foreign_processes(sampled), confidence=confidence)
+        if probe is not None:
+            section = analyse_probe(
+                probe.probes, read_probe(probe), rounds.window_ns(), confidence=confidence
+            )
+            with_probe_bound(verdict, section, confidence=confidence)
+        interval = verdict.get("interpreter_interval") or {}
+        share, low, high = interval.get("share"), interval.get("low"), interval.get("high")
+        if share is None or low is None or high is None:
+            return None, ["the interpreter share (no busy engine loop in the samples yet)"]
+        straddled = verdict.get("straddles") or []
+        held = (
+            [
+                f"the interpreter share (straddles {' and '.join(f'{t:.0%}' for t in straddled)}; "
+                f"{interval.get('samples') or 0:,} busy samples)"
+            ]
+            if straddled
+            else []
+        )
+        return SampledShare(share, low, high), held
+
+    return judge
+
+
+def check_until_target(pid: int | None, ours: bool, profile: str) -> None:
+    """--until resolved against a server: OptionError where a look would have nothing to read (before any load)."""
+    if ours:
+        raise OptionError(
+            "--until resolved against `infer-prof serve`: its verdict rests on the server's spans, read once at the "
+            "end; run the built-in engine itself with `infer-prof run --until resolved` (no --target)"
+        )
+    if pid is None or profile == "off":
+        raise OptionError(
+            "--until resolved looks at py-spy's samples of the server's processes after each round: run infer-prof "
+            "on the server's machine (or use --launch), with a profile other than off"
+        )
