@@ -8,7 +8,12 @@ import numpy as np
 import pytest
 import scipy.signal
 
-from infer_prof.profiler.stats import combined_half_width, combined_interval, spent_confidence
+from infer_prof.profiler.stats import (
+    combined_half_width,
+    combined_interval,
+    spent_confidence,
+    wilson_interval,
+)
 
 RUNS = 1200
 LOOKS = 20
@@ -82,3 +87,35 @@ def test_combined_interval_is_the_t_interval_of_one_part_and_widens_with_few_fre
     clipped = combined_interval(0.05, [0.1], [math.inf])
     assert clipped.low == 0.0
     assert math.isnan(combined_interval(0.5, [math.nan], [1]).low)
+
+
+def stopped_wilson_coverage(spend: bool, *, truth: float, seed: int = 62) -> float:
+    """Coverage where each simulated run of another engine's server stops: a round adds 40 busy samples of the
+    engine loop, each interpreter with probability `truth`; a look makes the Wilson interval of all samples so far
+    (profiler.analysis.foreign_figures) and the run stops when it clears 1% and 30%, or after LOOKS."""
+    rng = np.random.default_rng(seed)
+    per_round = 40
+    hits = rng.binomial(per_round, truth, size=(RUNS, LOOKS)).cumsum(axis=1)
+    stopped = np.zeros(RUNS, dtype=bool)
+    covered = np.zeros(RUNS, dtype=bool)
+    for look in range(1, LOOKS + 1):
+        n = look * per_round
+        level = spent_confidence(look) if spend else 0.95
+        counts, where = np.unique(hits[:, look - 1], return_inverse=True)  # one interval per distinct count
+        intervals = [wilson_interval(float(count), n, confidence=level) for count in counts]
+        low = np.array([interval.low for interval in intervals])[where]
+        high = np.array([interval.high for interval in intervals])[where]
+        clear = ~((low <= 0.01) & (0.01 <= high)) & ~((low <= THRESHOLD) & (THRESHOLD <= high))
+        now = ~stopped & (clear | (look == LOOKS))
+        covered[now] = (low[now] <= truth) & (truth <= high[now])
+        stopped |= now
+    return float(covered.mean())
+
+
+@pytest.mark.parametrize("truth", [0.012, 0.05, 0.28, 0.33])
+def test_a_server_run_stopped_on_its_samples_covers_at_95_percent(truth: float) -> None:
+    assert stopped_wilson_coverage(spend=True, truth=truth) >= 0.95
+
+
+def test_a_server_run_stopped_at_a_fixed_95_percent_undercovers_near_a_threshold() -> None:
+    assert stopped_wilson_coverage(spend=False, truth=0.28) < 0.95
