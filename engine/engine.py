@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from types import TracebackType
+from typing import TypedDict
 
 import numpy as np
 
@@ -32,6 +33,19 @@ from .types import (
 )
 
 ENGINE_THREAD_NAME = "infer-prof-engine"
+
+
+class EngineStats(TypedDict):
+    """The engine's counters so far (Engine.stats): steps, preemptions, the KV pool's use, requests and tokens."""
+
+    steps: int
+    preemptions: int
+    blocks_total: int
+    blocks_free: int
+    requests_finished: int
+    tokens_generated: int
+    waiting: int
+    running: int
 
 
 class Engine:
@@ -250,7 +264,7 @@ class Engine:
         with self._lock:
             return len(self._known)
 
-    def stats(self) -> dict[str, int | float]:
+    def stats(self) -> EngineStats:
         """Counters so far: steps, preemptions, KV pool use, requests and tokens."""
         return {
             "steps": len(self.step_records),

@@ -6,7 +6,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 # Why: libgomp's spin-wait is the fastest on a quiet machine, and with one thread nothing spins at a
 # barrier, so a busy neighbour takes a share of a core instead of stalling every parallel region.
@@ -16,6 +16,16 @@ DOWN_WAIT = 0.2  # our threads' summed run-queue wait, in cores, that lowers tor
 DOWN_OTHERS = 0.3  # ... when other processes use this many cores too: a wait our own threads cause is not it
 UP_BUSY = 0.3  # cores the rest of the machine may use (everything but the engine thread) to raise it again
 UP_WINDOWS = 4  # ... over this many windows in a row, so that a short lull does not bounce the count
+
+
+class GovernorRecord(TypedDict):
+    """What a governor did (ThreadGovernor.record): torch's thread count, its switches, the time at one thread."""
+
+    threads: int
+    threads_at_end: int
+    switches: int
+    one_thread_s: float
+    watched_s: float  # the engine thread's life so far, which one_thread_s is part of
 
 
 @dataclass(frozen=True)
@@ -135,7 +145,7 @@ class ThreadGovernor:
             self._switch(self.threads, self._clock())
         self._watching = False
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> GovernorRecord:
         """What it did so far, for the run's result: its thread count, the switches and the time at one thread."""
         lowered = self.lowered_ns
         if self._lowered_since is not None:

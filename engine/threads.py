@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import MutableMapping
-from typing import Any
+from typing import TypedDict
 
 # libgomp's default has a waiting thread spin ~300,000 iterations before it sleeps: the fastest on a quiet
 # machine, where OMP_WAIT_POLICY=PASSIVE pays a wake-up in each of the ~300 parallel regions of a decode
@@ -20,12 +20,24 @@ WHY = (
 )
 OPT_OUT = "INFER_PROF_OMP_POLICY"  # "off": libgomp's default and a fixed thread count (how the benchmark measures it)
 
-_decision: dict[str, Any] = {}
+
+class WaitPolicy(TypedDict, total=False):
+    """Who chose how torch's threads wait and how many run (choose_wait_policy's record, pin_threads' changes)."""
+
+    wait_policy: str
+    set_by: str  # "infer-prof", "user", or the opt-out variable
+    adaptive_threads: bool
+    why: str  # infer-prof's choice only
+    applied: bool
+    threads_set_by: str  # "user" after pin_threads
+
+
+_decision: WaitPolicy = {}
 
 
 def choose_wait_policy(
     environ: MutableMapping[str, str] | None = None, torch_loaded: bool | None = None
-) -> dict[str, Any]:
+) -> WaitPolicy:
     """Who decides how torch's threads wait and how many run, as a record for the run's result: the user
     (OMP_WAIT_POLICY or GOMP_SPINCOUNT set, or the opt-out off) or infer-prof (libgomp's spin, with the
     thread count adapted to contention). `applied` is False when torch was loaded before this call, since
@@ -33,7 +45,7 @@ def choose_wait_policy(
     programs started from here run as the user had them."""
     env = os.environ if environ is None else environ
     loaded = ("torch" in sys.modules) if torch_loaded is None else torch_loaded
-    record: dict[str, Any]
+    record: WaitPolicy
     if env.get(OPT_OUT, "").lower() == "off":
         record = {
             "wait_policy": env.get("OMP_WAIT_POLICY", "libgomp default"),
@@ -69,8 +81,8 @@ def adaptive_threads() -> bool:
     return bool(wait_policy_decision().get("adaptive_threads"))
 
 
-def wait_policy_decision() -> dict[str, Any]:
+def wait_policy_decision() -> WaitPolicy:
     """The decision made when the engine package was first imported in this process."""
     if not _decision:
         _decision.update(choose_wait_policy())
-    return dict(_decision)
+    return _decision.copy()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 import torch
 
 from ..engine.types import BlockKernel
@@ -51,7 +53,15 @@ def kernel() -> BlockKernel:
 VECTOR_LOOPS = {0: "portable C", 1: "AVX2", 2: "AVX-512 VNNI"}
 
 
-def describe() -> dict[str, str]:
+class KernelDescription(TypedDict):
+    """What runs the kernels (describe): the vector loop, torch's OpenMP threads, how a decode step runs."""
+
+    vector_loop: str
+    threads: str
+    decode_steps: str
+
+
+def describe() -> KernelDescription:
     """What runs the kernels on this machine, for a run's result: the vector loop, the threads, the decode steps."""
     _, lib = require()
     return {

@@ -19,6 +19,7 @@ gpu_idle_fraction).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import TypedDict
 
 Interval = tuple[int, int]
 
@@ -86,6 +87,19 @@ def total(intervals: Iterable[Interval]) -> int:
     return sum(end - start for start, end in intervals)
 
 
+class IdleSplit(TypedDict):
+    """The device's time in a window: busy, idle while the host worked, idle with no work, and their shares."""
+
+    window_ns: int
+    device_busy_ns: int
+    idle_host_ns: int
+    idle_no_work_ns: int
+    busy_share: float | None
+    idle_host_share: float | None
+    idle_no_work_share: float | None
+    idle_host_by_component: dict[str, float]  # who the host-bound idle waited on; sums to 1 when there is any
+
+
 def gpu_idle_split(
     *,
     window: Interval,
@@ -93,7 +107,7 @@ def gpu_idle_split(
     steps: Iterable[Interval],
     in_flight: Iterable[Interval],
     spans: Mapping[str, Iterable[Interval]],
-) -> dict[str, object]:
+) -> IdleSplit:
     """Busy, host-bound idle and no-work idle time of the device in `window`, and who the host-bound idle
     waited on. `spans` maps a component to the engine thread's intervals in it (they do not overlap).
 

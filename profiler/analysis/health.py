@@ -18,10 +18,13 @@ The thresholds below were chosen from measured runs; docs/measurements.md ("Run 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..rundir.health import VOID_BUSY, VOID_SATURATED
 from ..rundir.schema import Health, Metrics
+
+if TYPE_CHECKING:
+    from ..collectors.health import HealthFigures
 
 # Alone on a core a thread waits only for its wake-ups (a share near 1); with one CPU-bound competitor per core the
 # scheduler gives it about half. Below 0.75 the run averaged at least half a competitor per core over its whole
@@ -62,9 +65,9 @@ def offered_rate(
     return _number(load.get("rate"))
 
 
-def latency_growth(e2e_ms_by_arrival: list[float]) -> float | None:
+def latency_growth(e2e_ms_by_arrival: list[float | None]) -> float | None:
     """Median latency of the last third of requests (in arrival order) over the first third's; None under 6 requests."""
-    values = [value for value in e2e_ms_by_arrival if _number(value) is not None]
+    values = [number for value in e2e_ms_by_arrival if (number := _number(value)) is not None]
     if len(values) < 6:
         return None
     third = len(values) // 3
@@ -74,7 +77,7 @@ def latency_growth(e2e_ms_by_arrival: list[float]) -> float | None:
 
 
 def health_section(
-    probe: dict[str, Any],
+    probe: HealthFigures,
     metrics: Metrics,
     scenario: dict[str, Any],
     *,

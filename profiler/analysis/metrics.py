@@ -18,9 +18,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
+
+from ..rundir.schema import BatchSizes, Latency, MeanMax, Metrics
 
 SLO_KEYS = ("ttft_ms", "tpot_ms", "e2e_ms")
 LATENCY_KEYS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "queue_ms")
@@ -65,7 +67,20 @@ class RequestTiming:
         return (self.e2e_ns - self.ttft_ns) / (self.output_tokens - 1)
 
 
-def latency_summary(values_ms: Sequence[float]) -> dict[str, float | None]:
+class StepTimeline(TypedDict):
+    """The engine steps' summary (engine_timeline_summary), as result.json's `engine` section carries it."""
+
+    steps: int
+    preemptions: int
+    busy_s: float
+    span_s: float
+    busy_fraction: float | None
+    batch_size: BatchSizes
+    kv_utilization: MeanMax
+    fragmentation_slots: MeanMax
+
+
+def latency_summary(values_ms: Sequence[float]) -> Latency:
     """{mean, p50, p90, p99} of the values, all None when there are none."""
     if len(values_ms) == 0:
         return {"mean": None, "p50": None, "p90": None, "p99": None}
@@ -76,7 +91,7 @@ def latency_summary(values_ms: Sequence[float]) -> dict[str, float | None]:
 
 def compute_metrics(
     timings: Sequence[RequestTiming], *, duration_s: float | None, slos: dict[str, float]
-) -> dict[str, Any]:
+) -> Metrics:
     """Serving metrics of the measured (non-warmup) requests over a window of `duration_s` seconds.
 
     duration_s=None measures the window from the first measured arrival to the last measured finish.
@@ -130,14 +145,14 @@ def compute_metrics(
     }
 
 
-def engine_timeline_summary(steps: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def engine_timeline_summary(steps: Sequence[dict[str, Any]]) -> StepTimeline:
     """Batch size, KV utilization and fragmentation (mean/max), preemptions and busy time over the engine steps.
 
     Each step is a dict with STEP_KEYS. batch_size.time_weighted_mean weights each step by its
     duration (the batch the engine was actually running, on average, while busy).
     """
 
-    def mean_max(values: np.ndarray) -> dict[str, float | None]:
+    def mean_max(values: np.ndarray) -> MeanMax:
         if values.size == 0:
             return {"mean": None, "max": None}
         return {"mean": float(values.mean()), "max": float(values.max())}

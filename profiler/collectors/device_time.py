@@ -21,7 +21,7 @@ from __future__ import annotations
 from array import array
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from ...engine.device import is_cuda
 from .base import Collector
@@ -33,6 +33,19 @@ DEVICE_SPANS = ("model", "d2h")
 EventFactory = Callable[
     [], Any
 ]  # () -> an object with record(), query(), synchronize(), elapsed_time(end) in ms
+
+
+class DeviceFigures(TypedDict):
+    """The device timer's summary (DeviceTimeCollector.figures)."""
+
+    device: str
+    pairs: int
+    unread_pairs: int
+    steps: int
+    device_busy_ns: int
+    busy_ns_per_step: float | None
+    spans: list[str]
+    method: str
 
 
 class DeviceTimeCollector(Collector):
@@ -84,6 +97,10 @@ class DeviceTimeCollector(Collector):
         self._read(block=True)
 
     def _result(self) -> dict[str, Any]:
+        return dict(self.figures())
+
+    def figures(self) -> DeviceFigures:
+        """The event pairs' figures (result.json's gpu_time carries them): the device, pairs, steps, busy time."""
         records = self._records
         elapsed = records[2::3]
         steps = {step for step in records[0::3] if step >= 0}

@@ -6,11 +6,33 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 PROC = Path("/proc")
 # procs_running is an instant: sampled a few times a second it averages the run without costing a core.
 SAMPLE_INTERVAL_S = 0.25
+
+
+class Snapshot(TypedDict):
+    """One look at the clocks: wall time, the machine's CPU ticks, this process's CPU, the engine thread's run/wait."""
+
+    wall_ns: int
+    cpu: dict[str, int] | None
+    process_ns: int
+    engine: tuple[int, int] | None
+
+
+class HealthFigures(TypedDict, total=False):
+    """HealthProbe.result(): the raw figures of a run (empty when the probe did not both start and stop)."""
+
+    wall_s: float
+    cpus: int
+    engine_cpu_s: float | None
+    engine_wait_s: float | None
+    others_cores: float | None
+    steal_fraction: float | None
+    others_runnable_mean: float | None
+    others_runnable_samples: int
 
 
 def read_cpu_times(proc: Path = PROC) -> dict[str, int] | None:
@@ -92,8 +114,8 @@ class HealthProbe:
         self._stop = threading.Event()
         self._sampler: threading.Thread | None = None
         self._others_runnable: list[int] = []
-        self._start: dict[str, Any] = {}
-        self._end: dict[str, Any] = {}
+        self._start: Snapshot | None = None
+        self._end: Snapshot | None = None
         self._native_id: int | None = None
 
     def _engine_native_id(self) -> int | None:
@@ -102,7 +124,7 @@ class HealthProbe:
                 return thread.native_id
         return None
 
-    def _snapshot(self) -> dict[str, Any]:
+    def _snapshot(self) -> Snapshot:
         sched = read_thread_schedstat(self._native_id, self.proc) if self._native_id else None
         return {
             "wall_ns": time.perf_counter_ns(),
@@ -136,12 +158,12 @@ class HealthProbe:
         if self._sampler is not None:
             self._sampler.join(timeout=2.0)
 
-    def result(self) -> dict[str, Any]:
+    def result(self) -> HealthFigures:
         """The raw figures of the run (profiler.analysis.health turns them into result.json's `health`)."""
         if not self._start or not self._end:
             return {}
         wall_s = (self._end["wall_ns"] - self._start["wall_ns"]) / 1e9
-        figures: dict[str, Any] = {
+        figures: HealthFigures = {
             "wall_s": wall_s,
             "cpus": _usable_cpus(),
             "engine_cpu_s": None,

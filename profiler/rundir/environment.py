@@ -8,7 +8,8 @@ import subprocess
 import sys
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+
+from .schema import Environment, Gpu
 
 
 def cpu_model() -> str:
@@ -21,7 +22,7 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
-def gpu_info() -> dict[str, Any] | None:
+def gpu_info() -> Gpu | None:
     """The first NVIDIA GPU through NVML, or None when there is no GPU or no driver."""
     try:
         import pynvml  # nvidia-ml-py
@@ -71,7 +72,7 @@ def git_revision(start: Path | None = None) -> str | None:
     return None
 
 
-def describe_environment() -> dict[str, Any]:
+def describe_environment() -> Environment:
     import torch
 
     try:

@@ -35,6 +35,12 @@ class MeanMax(TypedDict, total=False):
     max: float | None
 
 
+class BatchSizes(MeanMax, total=False):
+    """The batch over the engine's steps: mean and max a step, and the mean weighted by each step's time."""
+
+    time_weighted_mean: float | None
+
+
 class OpenMP(TypedDict, total=False):
     """How torch's OpenMP threads waited and how many ran at the start, and who chose (engine.threads)."""
 
@@ -105,9 +111,10 @@ class Environment(TypedDict, total=False):
     python: str
     platform: str
     cpu_model: str
-    cpu_count: int
+    cpu_count: int | None
     torch_version: str
     torch_threads: int
+    cuda_available: bool
     gpu: Gpu | None
     git_revision: str | None
     infer_prof_version: str
@@ -122,7 +129,9 @@ class Metrics(TypedDict, total=False):
     output_token_throughput: float
     total_token_throughput: float
     goodput: float | None
-    slo: dict[str, float | None]
+    slo: dict[str, float]  # the scenario's objectives that are set (goodput's definition)
+    rejected: int  # measured requests the engine refused (in-process runs)
+    loadgen_schedule_lag_ms: dict[str, float | None]  # mean, p99, max: how late the load generator sent
     ttft_ms: Latency
     tpot_ms: Latency
     itl_ms: Latency
@@ -148,19 +157,37 @@ class ThreadFigures(TypedDict, total=False):
     watched_s: float  # the engine thread's life (warm-up and drain included), which one_thread_s is part of
 
 
+class CudaGraphs(TypedDict, total=False):
+    """What the decode graphs did in a run (engine.cuda_graphs.GraphStats): steps replayed and run eagerly, captures."""
+
+    replayed_steps: int
+    eager_steps: int
+    captures: int
+    capture_ms: float
+    buckets: list[list[int]]
+
+
 class EngineFigures(TypedDict, total=False):
     """What the engine did: steps, preemptions, the KV pool's use (from steps.csv)."""
 
     steps: int
     preemptions: int
     blocks_total: int
+    blocks_free: int
     blocks_free_at_end: int
-    tokens_generated: int  # over the engine's life, warm-up included (Engine.stats)
-    batch_size: MeanMax
+    requests_finished: int  # over the engine's life, warm-up included (Engine.stats), as the three below
+    tokens_generated: int
+    waiting: int
+    running: int
+    busy_s: float  # the steps' own time
+    span_s: float  # first step's start to last step's end
+    busy_fraction: float | None
+    batch_size: BatchSizes
     kv_utilization: MeanMax
     fragmentation_slots: MeanMax
-    heap_trims: HeapTrims
+    graphs: CudaGraphs  # --graphs: what the decode graphs did (engine.cuda_graphs)
     threads: ThreadFigures  # absent when the user chose the threading (engine.threads)
+    heap_trims: HeapTrims
 
 
 class Split(TypedDict, total=False):
@@ -639,7 +666,7 @@ class TargetClient(TypedDict, total=False):
     cpu_fraction_of_one_core: float
     python_threads: int
     peak_in_flight: int
-    schedule_lag_ms: dict[str, float | None]  # mean, p50, p90, p99
+    schedule_lag_ms: Latency  # how late the requests were sent against the schedule
     bottleneck: bool
     note: str
 

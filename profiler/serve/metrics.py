@@ -18,7 +18,7 @@ from prometheus_client import (
 from ...engine.sequence import RequestOutput
 
 if TYPE_CHECKING:
-    from ...engine.engine import Engine
+    from ...engine.engine import Engine, EngineStats
 
 PREFIX = "infer_prof"
 disable_created_metrics()  # the `_created` timestamp series double the output and no dashboard reads them
@@ -67,7 +67,7 @@ class ServerMetrics:
         info = Gauge(f"{PREFIX}_model_info", "The served model (value 1).", ["model"], registry=registry)
         info.labels(model=model_name).set(1)
         # Each gauge's help text and how it reads the engine's stats() when scraped.
-        gauges: dict[str, tuple[str, Callable[[dict[str, int | float]], float]]] = {
+        gauges: dict[str, tuple[str, Callable[[EngineStats], float]]] = {
             "kv_blocks_used": (
                 "KV cache blocks in use.",
                 lambda stats: stats["blocks_total"] - stats["blocks_free"],
@@ -85,7 +85,7 @@ class ServerMetrics:
         }
         for name, (text, read) in gauges.items():
 
-            def value(read: Callable[[dict[str, int | float]], float] = read) -> float:
+            def value(read: Callable[[EngineStats], float] = read) -> float:
                 return float(read(engine.stats()))
 
             Gauge(f"{PREFIX}_{name}", text, registry=registry).set_function(value)

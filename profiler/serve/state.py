@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 from ...engine.engine import ENGINE_THREAD_NAME, Engine
 from ...errors import HTTPRequestError
+from ..rundir.schema import EngineSizes
 from .handoff import Handoff
 from .metrics import ServerMetrics
 from .profiling import ServerTracing
@@ -34,7 +35,7 @@ class InfoPage(TypedDict, total=False):
     model_source: str | None
     python: str
     native: list[str]
-    engine: dict[str, Any]  # profiler.session.builder.BuiltEngine.engine_config_dict()
+    engine: EngineSizes  # profiler.session.builder.BuiltEngine.engine_config_dict()
     options: dict[str, Any]  # profiler.session.options.EngineOptions.to_dict()
     engine_thread_name: str
     api_thread_name: str

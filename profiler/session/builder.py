@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ...engine.config import EngineConfig, pool_blocks_for
 from ...engine.engine import Engine
 from ...engine.trace import NULL_TRACER, Tracer
+from ..rundir.schema import EngineSizes, OpenMP
 from .options import EngineOptions
 
 if TYPE_CHECKING:
@@ -25,19 +26,28 @@ class BuiltEngine:
     warnings: list[str] = field(default_factory=list)
     components: dict[str, Any] = field(default_factory=dict)
 
-    def engine_config_dict(self) -> dict[str, Any]:
-        data = asdict(self.config)
-        data["kv_blocks"] = self.engine.num_blocks
-        data["max_model_len"] = self.engine.max_model_len
-        data["openmp"] = openmp_config()
+    def engine_config_dict(self) -> EngineSizes:
+        """result.json's `config.engine`: the engine's config with the pool size and context it resolved to."""
+        config = self.config
+        data: EngineSizes = {
+            "block_size": config.block_size,
+            "kv_blocks": self.engine.num_blocks,
+            "kv_memory_bytes": config.kv_memory_bytes,
+            "max_batch": config.max_batch,
+            "max_batched_tokens": config.max_batched_tokens,
+            "policy": config.policy,
+            "seed": config.seed,
+            "max_model_len": self.engine.max_model_len,
+            "openmp": openmp_config(),
+        }
         if getattr(self.engine.model, "weight_format", "") == "q4_1":
             from ...native_paths.block_linear import describe
 
-            data["block_kernel"] = describe()
+            data["block_kernel"] = {**describe()}
         return data
 
 
-def openmp_config() -> dict[str, Any]:
+def openmp_config() -> OpenMP:
     """How torch's OpenMP threads wait and how many there are, with who chose (engine.threads)."""
     import torch
 

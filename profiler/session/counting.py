@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -18,7 +18,6 @@ from ...scenarios.loadgen import RequestSpec, generate_requests
 from ...scenarios.spec import ScenarioSpec
 from ..rundir.environment import describe_environment
 from ..rundir.results import RunResult, write_run
-from ..rundir.schema import Config, EngineFigures, Environment, Metrics
 from .builder import build_engine
 from .options import EngineOptions
 from .record import request_tables, run_config, step_table
@@ -87,25 +86,21 @@ def run_counting(
         timings, duration_s=max(1e-9, (finished - started) / 1e9), slos=scenario.slo.as_dict()
     )
     steps = step_table(engine, None)
-    # run_config, describe_environment, compute_metrics and engine_section build their sections as plain dicts.
     result = RunResult(
-        config=cast(
-            Config,
-            run_config(
-                options,
-                loaded,
-                built,
-                scenario,
-                profile="counters",
-                requests=len(measured),
-                collectors=["counters"],
-                duration_s=None,
-            ),
+        config=run_config(
+            options,
+            loaded,
+            built,
+            scenario,
+            profile="counters",
+            requests=len(measured),
+            collectors=["counters"],
+            duration_s=None,
         ),
-        environment=cast(Environment, describe_environment()),
+        environment=describe_environment(),
         scenario=scenario.to_dict(),
-        metrics=cast(Metrics, metrics),
-        engine=cast(EngineFigures, engine_section(engine, steps)),
+        metrics=metrics,
+        engine=engine_section(engine, steps),
         counters=counters,
         collectors={"counters": {"status": "ok", "reason": None}},
     )

@@ -13,8 +13,9 @@ from ...engine.types import SamplingParams
 from ...errors import RequestError
 from ...scenarios.loadgen import LoadRecord, LoadResult, RequestSpec, run_load
 from ...scenarios.spec import ScenarioSpec
-from ..collectors.health import HealthProbe
+from ..collectors.health import HealthFigures, HealthProbe
 from ..collectors.spill import SpillFile
+from ..rundir.schema import HeapTrims
 from .heap import HeapTrimmer
 
 if TYPE_CHECKING:
@@ -167,10 +168,10 @@ class Drive:
     wall_start_ns: int = 0
     wall_end_ns: int = 0
     interrupted: bool = False
-    heap_trims: dict[str, Any] = field(default_factory=dict)  # HeapTrimmer.result() of the run
+    heap_trims: HeapTrims = field(default_factory=HeapTrims)  # HeapTrimmer.result() of the run
     spill: SpillFile = field(default_factory=SpillFile)  # finished requests' token times
-    health_probe: dict[str, Any] = field(
-        default_factory=dict
+    health_probe: HealthFigures = field(
+        default_factory=HealthFigures
     )  # HealthProbe.result(): the run's CPU and load figures
     rounds: int = 0  # whole rounds of the scenario's load driven (more: the run went on until resolved)
 

@@ -2,26 +2,30 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 from ..analysis.breakdown import SPAN_COMPONENTS
 from ..analysis.gpu_idle import device_intervals, gpu_idle_split
 from ..collectors.spans import STEP_SPAN
+from ..rundir.schema import GpuTime, Nvml
 
 if TYPE_CHECKING:
+    from ..collectors.device_time import DeviceTimeCollector
     from ..collectors.spans import RecordingTracer
+    from .record import RequestRow
 
 
 def gpu_time_section(
-    device_timer: Any,
+    device_timer: DeviceTimeCollector | None,
     tracer: RecordingTracer | None,
-    request_rows: list[dict[str, Any]],
+    request_rows: Sequence[RequestRow],
     window: tuple[int, int],
     *,
     engine_thread_name: str,
     kernels: dict[str, Any] | None = None,
     nvml: dict[str, Any] | None = None,
-) -> dict[str, Any] | None:
+) -> GpuTime | None:
     """The GPU idle split of a run on a GPU, or None when the device timer did not run (a CPU run)."""
     if device_timer is None or device_timer.status != "ok":
         return None
@@ -37,9 +41,9 @@ def gpu_time_section(
             elif name in SPAN_COMPONENTS:
                 spans.setdefault(SPAN_COMPONENTS[name], []).append((start, end))
     in_flight = [
-        (row["arrival_ns"], row["finish_ns"])
+        (row["arrival_ns"], finish)
         for row in request_rows
-        if row.get("arrival_ns") is not None and row.get("finish_ns") is not None
+        if row["arrival_ns"] is not None and (finish := row["finish_ns"]) is not None
     ]
     split = gpu_idle_split(
         window=window,
@@ -51,7 +55,7 @@ def gpu_time_section(
     kernels = kernels or {}
     cuda, profiled = kernels.get("cuda") or {}, kernels.get("profiled_steps") or 0
     return {
-        **{key: value for key, value in device_timer.result().items() if key not in ("status", "reason")},
+        **device_timer.figures(),
         **split,
         # From the torch.profiler windows: gaps between kernels inside the spans the events count as busy.
         "window_gpu_idle_fraction": cuda.get("gpu_idle_fraction"),
@@ -63,9 +67,10 @@ def gpu_time_section(
     }
 
 
-def nvml_figures(nvml: dict[str, Any] | None) -> dict[str, Any]:
+def nvml_figures(nvml: dict[str, Any] | None) -> Nvml:
     """The NVML collector's figures as result.json keeps them: this process's memory and SM time beside
     the whole device's, or the status and reason when it did not run."""
     if not nvml or nvml.get("status", "ok") != "ok":
         return {"status": (nvml or {}).get("status", "off"), "reason": (nvml or {}).get("reason")}
-    return {key: value for key, value in nvml.items() if key != "overhead"}
+    # The collector's result is a plain dict (collectors.base's protocol); its keys are Nvml's, less the cost.
+    return cast(Nvml, {key: value for key, value in nvml.items() if key != "overhead"})

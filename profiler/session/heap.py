@@ -16,6 +16,8 @@ import threading
 import time
 from typing import Any
 
+from ..rundir.schema import HeapTrims
+
 TRIM_INTERVAL_S = 10.0
 
 
@@ -67,7 +69,7 @@ class HeapTrimmer:
         self.trim_ns += time.perf_counter_ns() - start
         self.trims += 1
 
-    def result(self) -> dict[str, Any]:
+    def result(self) -> HeapTrims:
         """What the trims cost, for result.json (they hold malloc's locks while they run)."""
         return {
             "available": self._trim is not None,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import pandas as pd
 
@@ -19,6 +19,7 @@ from ..rundir.results import (
     SPAN_COLUMNS,
     RunResult,
 )
+from ..rundir.schema import Config
 
 if TYPE_CHECKING:
     from ...engine.engine import Engine
@@ -31,12 +32,37 @@ if TYPE_CHECKING:
 STEP_PHASES = ("queue", "scheduler", "kv_alloc", "prepare", "model", "sampler", "detokenizer")
 
 
+class RequestRow(TypedDict):
+    """One row of requests.csv: a request the engine served or refused, its timestamps (ns) and latencies (ms)."""
+
+    request_id: int | None  # None: refused before the engine gave it an id
+    index: int
+    priority: int
+    warmup: bool
+    ok: bool
+    finish_reason: str
+    error: str | None
+    prompt_tokens: int
+    output_tokens: int
+    arrival_ns: int
+    scheduled_ns: int | None
+    first_token_ns: int | None
+    finish_ns: int | None
+    ttft_ms: float | None
+    tpot_ms: float | None
+    e2e_ms: float | None
+    queue_ms: float | None
+    num_preemptions: int
+    token_ns: str  # every output token's time, space-separated
+
+
 def request_tables(
     requests: list[RequestSpec], outputs: dict[int, Any], rejected: dict[int, tuple[int, str]] | None = None
-) -> tuple[list[RequestTiming], list[dict[str, Any]]]:
+) -> tuple[list[RequestTiming], list[RequestRow]]:
     """The metrics' per-request timings and requests.csv's rows: every request the engine served or refused
     (`rejected`: index -> (when, why)); only requests never submitted (a stopped load) have no row."""
-    timings, rows = [], []
+    timings: list[RequestTiming] = []
+    rows: list[RequestRow] = []
     for request in requests:
         output = outputs.get(request.index)
         if output is None:
@@ -74,7 +100,7 @@ def request_tables(
     return timings, rows
 
 
-def _request_row(request: RequestSpec, output: Any, ok: bool) -> dict[str, Any]:
+def _request_row(request: RequestSpec, output: Any, ok: bool) -> RequestRow:
     ms = 1e-6
     ttft = (output.first_token_ns - output.arrival_ns) * ms if output.first_token_ns else None
     e2e = (output.finish_ns - output.arrival_ns) * ms if output.finish_ns else None
@@ -102,7 +128,7 @@ def _request_row(request: RequestSpec, output: Any, ok: bool) -> dict[str, Any]:
     }
 
 
-def _rejected_row(request: RequestSpec, when_ns: int, why: str) -> dict[str, Any]:
+def _rejected_row(request: RequestSpec, when_ns: int, why: str) -> RequestRow:
     return {
         "request_id": None,
         "index": request.index,
@@ -149,10 +175,12 @@ def run_config(
     requests: int,
     collectors: list[str],
     duration_s: float | None,
-    **extra: Any,
-) -> dict[str, Any]:
-    """result.json's `config`: what was run, with which twins really on and which asked for."""
-    return {
+    injections: list[str] | None = None,
+    verify: bool | None = None,
+) -> Config:
+    """result.json's `config`: what was run, with which twins really on and which asked for (`injections` and
+    `verify` only where given)."""
+    config: Config = {
         "model": options.model,
         "model_source": loaded.source,
         "dtype": options.dtype,
@@ -167,8 +195,12 @@ def run_config(
         "profile": profile,
         "collectors": collectors,
         "engine": built.engine_config_dict(),
-        **extra,
     }
+    if injections is not None:
+        config["injections"] = injections
+    if verify is not None:
+        config["verify"] = verify
+    return config
 
 
 def write_samples(out_dir: Path, collector_results: dict[str, Any], result: RunResult) -> None:

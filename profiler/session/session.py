@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict, cast
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import pandas as pd
 
@@ -29,10 +29,7 @@ from ..rundir.results import RunResult, write_run
 from ..rundir.schema import (
     Breakdown,
     CollectorStatus,
-    Config,
     EngineFigures,
-    Environment,
-    GpuTime,
     Health,
     Interval,
     Metrics,
@@ -45,6 +42,7 @@ from .drive import Drive, drive_load
 from .gpu_time import gpu_time_section
 from .options import EngineOptions, OptionError
 from .record import (
+    RequestRow,
     request_tables,
     run_config,
     step_table,
@@ -279,8 +277,6 @@ def record_session(
         metrics["loadgen_schedule_lag_ms"] = drive.load.schedule_lag_ms()
     warmups = {request.index for request in prepared.requests if request.warmup}
     metrics["rejected"] = sum(index not in warmups for index in drive.rejected)
-    # compute_metrics builds the section as a plain dict (with keys beyond the schema's: rejected, the lag).
-    metric_section = cast(Metrics, metrics)
 
     engine = prepared.built.engine
     steps = step_table(engine, prepared.tracer)
@@ -289,7 +285,7 @@ def record_session(
         name: {"status": res.get("status", "ok"), "reason": res.get("reason")}
         for name, res in collector_results.items()
     }
-    health = _health(drive, metric_section, scenario, request_rows)
+    health = _health(drive, metrics, scenario, request_rows)
     analysis = (
         _analyse(
             prepared,
@@ -309,7 +305,7 @@ def record_session(
     if stopper is not None and analysis.verdict:
         analysis.verdict["stopping"] = stopper.record()
     device_timer = next((c for c in prepared.collectors if isinstance(c, DeviceTimeCollector)), None)
-    gpu_figures = gpu_time_section(
+    gpu_time = gpu_time_section(
         device_timer,
         prepared.tracer,
         request_rows,
@@ -318,33 +314,28 @@ def record_session(
         kernels=collector_results.get("kernels"),
         nvml=collector_results.get("gpu"),
     )
-    # gpu_time_section, run_config, describe_environment build their sections as plain dicts.
-    gpu_time = cast(GpuTime | None, gpu_figures)
     if gpu_time is not None:
         from ..analysis.diagnose import gpu_verdict
 
         if analysis.verdict:
             analysis.verdict["gpu"] = gpu_verdict(gpu_time)
     result = RunResult(
-        config=cast(
-            Config,
-            run_config(
-                options,
-                loaded,
-                prepared.built,
-                scenario,
-                profile=profile,
-                requests=sum(not request.warmup for request in prepared.requests),
-                collectors=[collector.name for collector in prepared.collectors],
-                duration_s=scenario.duration_s,
-                injections=sorted((injections or {}).keys()),
-                verify=False,
-            ),
+        config=run_config(
+            options,
+            loaded,
+            prepared.built,
+            scenario,
+            profile=profile,
+            requests=sum(not request.warmup for request in prepared.requests),
+            collectors=[collector.name for collector in prepared.collectors],
+            duration_s=scenario.duration_s,
+            injections=sorted((injections or {}).keys()),
+            verify=False,
         ),
-        environment=cast(Environment, describe_environment()),
+        environment=describe_environment(),
         scenario=scenario.to_dict(),
-        metrics=metric_section,
-        engine=cast(EngineFigures, {**engine_section(engine, steps), "heap_trims": drive.heap_trims}),
+        metrics=metrics,
+        engine={**engine_section(engine, steps), "heap_trims": drive.heap_trims},
         collectors=statuses,
         partial=drive.interrupted,
         partial_reason="stopped (Ctrl-C or SIGTERM): in-flight requests were aborted"
@@ -365,7 +356,7 @@ def record_session(
     )
 
 
-def _health(drive: Drive, metrics: Metrics, scenario: ScenarioSpec, rows: list[dict[str, Any]]) -> Health:
+def _health(drive: Drive, metrics: Metrics, scenario: ScenarioSpec, rows: list[RequestRow]) -> Health:
     """result.json's `health`: the probe's figures, the offered load (open loop: the measured arrivals' span)."""
     from ..analysis.health import health_section, latency_growth, offered_rate
 
@@ -383,22 +374,30 @@ def _health(drive: Drive, metrics: Metrics, scenario: ScenarioSpec, rows: list[d
     return health_section(drive.health_probe, metrics, scenario.to_dict(), offered_rps=offered, growth=growth)
 
 
-def engine_section(engine: Engine, steps: pd.DataFrame) -> dict[str, object]:
-    """result.json's `engine` (profiler.rundir.schema.EngineFigures, and keys beyond it: graphs): its counters after
-    shutdown (so the pool's free count is at the end) and the step timeline's summary."""
+def engine_section(engine: Engine, steps: pd.DataFrame) -> EngineFigures:
+    """result.json's `engine`: its counters after shutdown (so the pool's free count is at the end), the step
+    timeline's summary (its steps and preemptions in the counters' places), the graphs' and threads' records."""
     from ..analysis.metrics import engine_timeline_summary
 
     stats = engine.stats()
-    graphs = getattr(engine.model, "graphs", None)
-    extra: dict[str, object] = {"graphs": dataclasses.asdict(graphs.stats)} if graphs is not None else {}
-    if engine.threads is not None:
-        extra["threads"] = engine.threads.record()
-    return {
+    section: EngineFigures = {
         **stats,
         "blocks_free_at_end": stats["blocks_free"],
         **engine_timeline_summary(steps.to_dict("records")),
-        **extra,
     }
+    graphs = getattr(engine.model, "graphs", None)
+    if graphs is not None:
+        done = graphs.stats
+        section["graphs"] = {
+            "replayed_steps": done.replayed_steps,
+            "eager_steps": done.eager_steps,
+            "captures": done.captures,
+            "capture_ms": done.capture_ms,
+            "buckets": [list(bucket) for bucket in done.buckets],
+        }
+    if engine.threads is not None:
+        section["threads"] = {**engine.threads.record()}
+    return section
 
 
 @dataclass
