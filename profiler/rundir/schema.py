@@ -805,6 +805,19 @@ class DelayAccuracy(TypedDict, total=False):
     within_5pct: float  # share of calls whose added time is within 5% of the requested
 
 
+class ProbeLevelScale(TypedDict, total=False):
+    """A component's levels scaled to its share in a probe slowdown run (the sitecustomize's, from the first steps)."""
+
+    scale: float  # the factor its levels were multiplied by: at least 1, no level past 10x
+    share: float | None  # its outermost calls' time over the steps' in the measuring steps (None: none measured)
+    capped: bool  # the top level hit the ceiling before it added its target share of the step
+    steps: int | None  # the steps measured
+    skipped: int | None  # the steps before them, left out (a server's start-up)
+    pid: int  # the process whose scale this is (the one that tallied the most calls)
+    range: list[float]  # min, max over the processes that run it, where more than one does
+    why: str | None  # why the levels stayed unscaled
+
+
 class ProbeSlowdown(TypedDict, total=False):
     """One component's slowdown experiment (profiler.analysis.probe_slowdown)."""
 
@@ -823,15 +836,18 @@ class ProbeSlowdown(TypedDict, total=False):
     gain: SlowdownGain | None
     headroom: Headroom | None
     accuracy: DelayAccuracy | None
+    scale: ProbeLevelScale | None  # how its levels were scaled to its share (None: fixed levels)
     note: str
 
 
 class ProbeWhatIf(TypedDict, total=False):
     """`--what-if`: the slowdown experiments the probe ran, and what each component's response says."""
 
-    levels: list[float]
+    levels: list[float]  # as asked, before each component's scale
     turn_steps: int
     turns: int
+    measure_steps: int  # the undelayed steps at the start that measured each component's share for its scale
+    scales: dict[str, float]  # per component, the factor its levels were multiplied by (as EngineWhatIf's)
     components: dict[str, ProbeSlowdown]
     lines: list[str]
 
