@@ -17,6 +17,11 @@ share x (1 - 1/k), and for a component beside the loop its headroom, how much sl
 limits throughput, two ways: measured, 1 + the largest level whose response stayed within noise (at least
 that; its interval holds 0), and extrapolated from the busy share u of the thread it runs on, where its own
 share is c: (1 - u + c) / c times its time fills the thread.
+
+A component's levels are those probes.json asked for times the scale its process set from the run's first
+steps (its share of the step there; sitecustomize's _Scale, probe-PID.json's what_if.scales): the blocks carry
+the scaled levels, so each level's figure is read at the delay that ran, and the sensitivity stays added
+response per added ms of the component's own time whatever the scale, since both are measured.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import numpy as np
 from ..rundir.schema import (
     DelayAccuracy,
     Headroom,
+    ProbeLevelScale,
     ProbeSlowdown,
     ProbeWhatIf,
     SlowdownLevel,
@@ -150,17 +156,57 @@ def analyse_slowdowns(
         "turns": len(blocks),
         "components": {},
     }
+    if config.get("measure_steps"):
+        section["measure_steps"] = int(config["measure_steps"])
+        section["scales"] = {}
     for name in dict.fromkeys(name for name, _level in experiments):
+        scale = level_scale_of(name, processes)
+        factor = scale["scale"] if scale is not None else 1.0
         levels = {
-            FIRST_CODE + number: level for number, (other, level) in enumerate(experiments) if other == name
+            FIRST_CODE + number: level * factor
+            for number, (other, level) in enumerate(experiments)
+            if other == name
         }
         calls = _calls(inside, components, name)
         on_path = _on_path(calls, steps, inside[loop], components, loop, roles or {})
-        section["components"][name] = _component(
+        entry = _component(
             name, levels, steps, blocks, sizes, delays.get(name), calls, on_path, inside, resamples
         )
+        entry["scale"] = scale
+        section["components"][name] = entry
+        if "scales" in section and scale is not None:
+            section["scales"][name] = factor
     section["lines"] = slowdown_sentences(section)
     return section
+
+
+def level_scale_of(name: str, processes: dict[int, dict[str, Any]]) -> ProbeLevelScale | None:
+    """The scale a process set for the component's levels (probe-PID.json's what_if.scales), None when no process
+    set one (fixed levels, or no call of it reached a delayed turn). Where several processes run it (vLLM's
+    workers, one per rank), the one that tallied the most calls speaks, and the others' range is kept."""
+    found = []
+    for pid, entry in sorted(processes.items()):
+        scales = ((entry.get("status") or {}).get("what_if") or {}).get("scales") or {}
+        mine = scales.get(name)
+        if isinstance(mine, dict) and isinstance(mine.get("scale"), (int, float)):
+            found.append((int(mine.get("calls") or 0), pid, mine))
+    if not found:
+        return None
+    _calls_tallied, pid, chosen = max(found, key=lambda item: item[0])
+    share = chosen.get("share")
+    scale: ProbeLevelScale = {
+        "scale": float(chosen["scale"]),
+        "share": float(share) if isinstance(share, (int, float)) else None,
+        "capped": bool(chosen.get("capped")),
+        "steps": int(chosen["steps"]) if isinstance(chosen.get("steps"), int) else None,
+        "skipped": int(chosen["skipped"]) if isinstance(chosen.get("skipped"), int) else None,
+        "pid": pid,
+        "why": chosen.get("why"),
+    }
+    if len(found) > 1:
+        values = [float(mine["scale"]) for _calls, _pid, mine in found]
+        scale["range"] = [min(values), max(values)]
+    return scale
 
 
 def _step_sizes(steps: np.ndarray, processes: dict[int, dict[str, Any]]) -> np.ndarray | None:
@@ -274,6 +320,7 @@ def _component(
         "gain": None,
         "headroom": None,
         "accuracy": _accuracy(delays),
+        "scale": None,
     }
     if not len(calls):
         out["note"] = f"no call of {name} was timed in the run: nothing was delayed"
@@ -452,8 +499,13 @@ def slowdown_sentences(section: ProbeWhatIf) -> list[str]:
     """The summary's lines: per component, its sensitivity, levels, predicted gain and headroom."""
     lines = []
     for name, entry in section.get("components", {}).items():
+        scaled = scale_words(entry.get("scale"), section.get("levels", []))
         if entry.get("sensitivity") is None:
-            lines.append(f"Slowdown of {name}: no sensitivity ({entry.get('note', 'no result')}).")
+            lines.append(
+                f"Slowdown of {name}: no sensitivity ({entry.get('note', 'no result')})"
+                + (f"; {scaled}" if scaled else "")
+                + "."
+            )
             continue
         where = (
             "on the step's path, response: step time"
@@ -473,6 +525,7 @@ def slowdown_sentences(section: ProbeWhatIf) -> list[str]:
                 else ""
             )
             + ")"
+            + (f"; {scaled}" if scaled else "")
         )
         why = unresolved(entry.get("low"), entry.get("high"), entry.get("pairs", 0))
         if why is not None:
@@ -509,6 +562,28 @@ def slowdown_sentences(section: ProbeWhatIf) -> list[str]:
             )
         lines.append(text + ".")
     return lines
+
+
+def scale_words(scale: ProbeLevelScale | None, levels: Sequence[float]) -> str:
+    """How a component's levels were scaled, in words; empty for fixed levels."""
+    if not scale:
+        return ""
+    factor = scale.get("scale", 1.0)
+    asked = "/".join(f"{level:g}x" for level in levels)
+    share, steps, skipped = scale.get("share"), scale.get("steps"), scale.get("skipped")
+    if share is None:
+        return f"levels {asked} its time, unscaled: {scale.get('why') or 'no share measured'}"
+    ran = "/".join(f"{level * factor:.3g}x" for level in levels)
+    why = f"its share of the step {share:.1%} over {steps} steps" + (
+        f" after the first {skipped}" if skipped else ""
+    )
+    if factor <= 1.0:
+        return f"levels {asked} its time, unscaled ({why} is large enough)"
+    return (
+        f"levels scaled {factor:.3g}x to {ran} its time ({why}"
+        + (f"; capped, so that no level passes {max(levels) * factor:g}x" if scale.get("capped") else "")
+        + ")"
+    )
 
 
 def _num(value: float | None) -> str:

@@ -26,6 +26,16 @@
 #   delays-<pid>.tsv    thread_id, probe_index, call start_ns, call end_ns, delay start_ns, delay end_ns,
 #                       requested_ns, switch byte: one line per delayed call
 #   turns-<pid>.tsv     at_ns, switch byte: the turn each outermost step took, written just before it runs
+#
+# Levels scaled to a component's share ("what_if"'s optional "scale": {"measure_steps", "skip_steps",
+# "target_share", "max_level"}, as the built-in engine's slowdown.level_scale): a delay of half or all of a call
+# that takes 2% of a step is inside the step's own noise. The switch then starts at b"." (probes on, nothing
+# delayed or tallied, until a step runs); the steps first take measure_steps undelayed turns (b"1"), in which each
+# process tallies its delayed components' outermost calls and the stepping process its outermost steps after the
+# first skip_steps; just before the first experiment's byte, the stepping process writes measured.json ({"pid",
+# "steps", "skipped", "step_ns", "from_ns", "to_ns"}), and each process, at its component's first call under that
+# byte, sets the scale from its calls inside [from_ns, to_ns): target_share / (its share of the step x the top
+# level), at least 1, with no level past max_level. The scale and what it came from go to probe-<pid>.json.
 
 from __future__ import annotations
 
@@ -62,6 +72,9 @@ _SIZE_LINE = "%d\t%d\n"
 _DELAY_LINE = "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n"
 _ON = ord("1")  # a slowdown run's turn without delay
 _FIRST_CODE = ord("a")  # experiment i's switch byte is _FIRST_CODE + i
+# A scaled slowdown run's switch before its first step: probes on, nothing delayed or tallied.
+_IDLE = ord(".")
+MEASURED = "measured.json"  # the stepping process's tally of the measuring steps, for every process's scales
 MAX_EXPERIMENTS = 26
 CALIBRATE_NS = 20_000  # the busy loop is calibrated on delays of this size, 200 times (~4 ms)
 
@@ -125,7 +138,7 @@ def _spec(entry: object) -> _Spec:
 class _WhatIf:
     """probes.json's "what_if": the experiments (component, level) in order, and the steps a turn lasts."""
 
-    __slots__ = ("experiments", "turn_steps")
+    __slots__ = ("experiments", "max_level", "measure_steps", "skip_steps", "target_share", "turn_steps")
 
     def __init__(self, doc: Any) -> None:
         if not isinstance(doc, dict):
@@ -141,6 +154,35 @@ class _WhatIf:
             raise ValueError('"what_if": "turn_steps" must be a positive integer')
         self.experiments = [(str(c), float(v)) for c in components for v in levels][:MAX_EXPERIMENTS]
         self.turn_steps = steps
+        self.measure_steps, self.target_share, self.max_level = 0, 0.0, 0.0  # no "scale": fixed levels
+        self.skip_steps = 0
+        scale = doc.get("scale")
+        if scale is not None:
+            if not isinstance(scale, dict):
+                raise ValueError('"what_if": "scale" is not an object')
+            measure, target, top = (
+                scale.get("measure_steps"),
+                scale.get("target_share"),
+                scale.get("max_level"),
+            )
+            if not (type(measure) is int and measure >= 1):
+                raise ValueError('"what_if": "scale": "measure_steps" must be a positive integer')
+            if not (
+                type(target) in (int, float) and 0 < target <= 1 and type(top) in (int, float) and top > 0
+            ):
+                raise ValueError('"what_if": "scale": "target_share" must be in (0, 1], "max_level" positive')
+            skip = scale.get("skip_steps", 0)
+            if not (type(skip) is int and 0 <= skip < measure):
+                raise ValueError(
+                    '"what_if": "scale": "skip_steps" must be an integer from 0 below measure_steps'
+                )
+            self.measure_steps, self.target_share, self.max_level = measure, float(target), float(top)
+            self.skip_steps = skip
+
+    def sequence(self, after: list[int] | None = None) -> Any:
+        """The switch bytes the steps take: the measuring steps (undelayed) once, then the experiments' turns and
+        `after` (a swap's) in a cycle."""
+        return itertools.chain([_ON] * self.measure_steps, itertools.cycle(self.turns() + (after or [])))
 
     def turns(self) -> list[int]:
         """The switch bytes the steps take in turn: 1 X X 1 per experiment X, each for turn_steps steps."""
@@ -158,6 +200,161 @@ class _WhatIf:
             if name == component:
                 table[_FIRST_CODE + number] = level
         return table
+
+
+class _StepTally:
+    """The stepping process's outermost steps while the levels' scales are measured, published once for all.
+
+    The first `skip` steps are left out: a server's first step pays for its start (llama.cpp's first eval pages
+    its weights in from the mapped file), and one such step would outweigh the rest. Every process's components
+    are tallied over the same window, from the first step counted (from_ns) to the publication (to_ns): the
+    probe's clock (perf_counter_ns, the system's monotonic clock) is one across the server's processes."""
+
+    __slots__ = ("directory", "from_ns", "open", "seen", "skip", "step_ns", "steps")
+
+    def __init__(self, directory: str, measuring: bool, skip: int = 0) -> None:
+        self.directory = directory
+        self.open = measuring  # until the first experiment's byte: steps are tallied while open
+        self.skip = skip
+        self.seen = 0
+        self.from_ns: int | None = None
+        self.step_ns = 0
+        self.steps = 0
+
+    def add(self, start_ns: int, end_ns: int) -> None:
+        self.seen += 1
+        if self.seen <= self.skip:
+            return
+        if self.from_ns is None:
+            self.from_ns = start_ns
+        self.step_ns += end_ns - start_ns
+        self.steps += 1
+
+    def publish(self) -> None:
+        """measured.json, replaced atomically, before the switch takes the first delayed byte: a process that
+        sees that byte finds the file. Failures stay silent here (the host's step must go on); a process that
+        finds no file keeps its levels unscaled and says why."""
+        self.open = False
+        try:
+            path = os.path.join(self.directory, MEASURED)
+            temporary = os.path.join(self.directory, f".{MEASURED}.{os.getpid()}.tmp")
+            with open(temporary, "w") as fh:
+                json.dump(
+                    {
+                        "pid": os.getpid(),
+                        "steps": self.steps,
+                        "skipped": min(self.seen, self.skip),
+                        "step_ns": self.step_ns,
+                        "from_ns": self.from_ns,
+                        "to_ns": time.perf_counter_ns(),
+                    },
+                    fh,
+                )
+            os.replace(temporary, path)
+        except Exception:
+            pass
+
+
+class _Scale:
+    """One delayed component's levels in this process: tallied over the measuring steps, then scaled once.
+
+    `table` (switch byte -> fraction of a call) is what the delaying wrappers index; it is scaled in place."""
+
+    __slots__ = (
+        "base",
+        "calls",
+        "capped",
+        "component",
+        "decided",
+        "directory",
+        "done",
+        "measured",
+        "own_ns",
+        "scale",
+        "settings",
+        "share",
+        "table",
+        "tallied",
+        "why",
+    )
+
+    def __init__(
+        self,
+        component: str,
+        fractions: list[float],
+        settings: _WhatIf,
+        directory: str,
+        decided: Callable[[], None],
+    ) -> None:
+        self.component = component
+        self.decided = decided  # told once the scale is set, so the status file says it
+        self.base = list(fractions)
+        self.table = fractions
+        self.settings = settings
+        self.directory = directory
+        self.tallied: list[tuple[int, int]] = []  # (start_ns, duration_ns) of its outermost undelayed calls
+        self.own_ns = 0  # those of them inside the stepping process's window, once decided
+        self.calls = 0
+        self.done = not settings.measure_steps  # fixed levels: nothing to measure
+        self.scale = 1.0
+        self.share: float | None = None
+        self.capped = False
+        self.measured: dict[str, Any] | None = None
+        self.why: str | None = None if settings.measure_steps else "fixed levels (no scale asked for)"
+
+    def tally(self, start_ns: int, duration_ns: int) -> None:
+        if len(self.tallied) < MAX_PENDING:
+            self.tallied.append((start_ns, duration_ns))
+
+    def decide(self) -> None:
+        """The scale, from this process's tally and the stepping process's measured.json; 1 when either is empty."""
+        self.done = True
+        try:
+            self._decide()
+        finally:
+            self.decided()
+
+    def _decide(self) -> None:
+        try:
+            with open(os.path.join(self.directory, MEASURED), "rb") as fh:
+                measured = json.load(fh)
+            step_ns = int(measured["step_ns"])
+            first, last = measured.get("from_ns"), measured.get("to_ns")
+            self.measured = measured
+        except Exception as exc:
+            self.why = f"no tally of the measuring steps ({type(exc).__name__}): levels left unscaled"
+            return
+        inside = [
+            duration
+            for start, duration in self.tallied
+            if (first is None or start >= first) and (last is None or start < last)
+        ]
+        self.own_ns, self.calls = sum(inside), len(inside)
+        self.tallied = []
+        if step_ns <= 0 or not self.own_ns:
+            self.why = f"no call of {self.component} in the measuring steps: levels left unscaled"
+            return
+        self.share = self.own_ns / step_ns
+        top = max(self.base)
+        wanted, ceiling = self.settings.target_share / (self.share * top), self.settings.max_level / top
+        self.scale = max(1.0, min(wanted, ceiling))
+        self.capped = wanted > ceiling and ceiling > 1.0
+        self.table[:] = [fraction * self.scale for fraction in self.base]
+
+    def status(self) -> dict[str, Any]:
+        measured = self.measured or {}
+        return {
+            "scale": self.scale,
+            "share": self.share,
+            "capped": self.capped,
+            "own_ms": self.own_ns / 1e6,
+            "calls": self.calls,
+            "steps": measured.get("steps"),
+            "skipped": measured.get("skipped"),
+            "step_ms": measured["step_ns"] / 1e6 if type(measured.get("step_ns")) is int else None,
+            "stepping_pid": measured.get("pid"),
+            "why": self.why,
+        }
 
 
 def _read_what_if(path: str) -> _WhatIf | None:
@@ -250,23 +447,28 @@ def _delaying_wrapper(
     sink: list[Any],
     switch: Any,
     drop: Callable[[], None],
-    fractions: list[float],
+    scale: _Scale,
     overshoot_ns: int,
     nesting: Any,
 ) -> Callable[..., Any]:
-    """_sync_wrapper's span, then the switch's delay for this component: fractions[switch byte] x the call's
+    """_sync_wrapper's span, then the switch's delay for this component: scale.table[switch byte] x the call's
     own duration, busy; a wrapper of its own so that a probe without a delay keeps _sync_wrapper's path.
 
     Only the component's outermost call on a thread is delayed (`nesting`, one per component, counts how deep
     its calls are): an engine's table may name a function and one it calls (vLLM's sample_tokens and _sample),
-    and delaying both would add the inner call's delay twice, once of its own and once inside the outer's."""
+    and delaying both would add the inner call's delay twice, once of its own and once inside the outer's.
+    Until its scale is set, an outermost call in an undelayed turn is tallied, and the first under any other
+    byte sets it."""
     append = sink.append
     note = _delays.append
     clock = time.perf_counter_ns
     ids = _thread_ids
     off = _OFF
+    undelayed = _ON
+    idle = _IDLE
     cap = MAX_PENDING
     spin = _spin
+    fractions = scale.table  # scaled in place by scale.decide()
 
     @functools.wraps(func)
     def probe(*args: Any, **kwargs: Any) -> Any:
@@ -287,6 +489,11 @@ def _delaying_wrapper(
                 thread_id = ids.native = threading.get_native_id()
             if len(sink) < cap:
                 append((thread_id, index, start, end, True))
+                if not (depth or scale.done):
+                    if state == undelayed:
+                        scale.tally(start, end - start)
+                    elif state != idle:
+                        scale.decide()
                 fraction = fractions[state]
                 if fraction and not depth:
                     requested = int((end - start) * fraction)
@@ -301,25 +508,43 @@ def _delaying_wrapper(
 
 
 def _turning(
-    timed: Callable[..., Any], func: Callable[..., Any], index: int, switch: Any, turns: Any
+    timed: Callable[..., Any],
+    func: Callable[..., Any],
+    index: int,
+    switch: Any,
+    turns: Any,
+    tally: _StepTally,
 ) -> Callable[..., Any]:
-    """A step probe of a slowdown run: as _switching, from the experiments' turns, and it logs each turn."""
+    """A step probe of a slowdown run: as _switching, from the experiments' turns, and it logs each turn; while
+    the levels' scales are measured it tallies its outermost steps, and publishes them before the first
+    delayed turn."""
     depth = _step_depth
     log = _turn_log.append
     clock = time.perf_counter_ns
+    undelayed = _ON
 
     @functools.wraps(func)
     def probe(*args: Any, **kwargs: Any) -> Any:
         level = getattr(depth, "level", 0)
+        measuring = False
         if level == 0:
-            state = switch[0] = next(turns)
+            state = next(turns)
+            if tally.open:
+                if state == undelayed:
+                    measuring = True
+                else:
+                    tally.publish()  # before the byte: whoever sees it finds the tally
+            switch[0] = state
             if len(_turn_log) < MAX_PENDING:
                 log((clock(), state))
         depth.level = level + 1
+        start = clock() if measuring else 0
         try:
             return timed(*args, **kwargs)
         finally:
             depth.level = level
+            if measuring:
+                tally.add(start, clock())
 
     setattr(probe, MARK, index)
     return probe
@@ -601,6 +826,8 @@ class _Probe:
         self.overshoot_ns: int | None = None
         self.delayed: list[int] = []
         self.nesting: dict[str, Any] = {}  # per delayed component, its calls' depth on each thread
+        self.scales: dict[str, _Scale] = {}  # per delayed component, its levels' scale in this process
+        self.step_tally = _StepTally(directory, False)  # the measuring steps' tally, if this process steps
         self.not_delayed: list[dict[str, Any]] = []  # named by what_if, but only sync functions are delayed
         self.lock = threading.RLock()  # probe state and the status file; re-entrant: patching may import
         self.flush_lock = threading.Lock()
@@ -660,7 +887,7 @@ class _Probe:
         if self.what_if is not None:
             steps = self.what_if.turn_steps
             swap_turns = [state for state in self.swap.turns for _ in range(steps)]
-            self.what_if_turns = itertools.cycle(self.what_if.turns() + swap_turns)
+            self.what_if_turns = self.what_if.sequence(swap_turns)
         elif self.switch_state == SWITCHED:
             self.what_if_turns = itertools.cycle(self.swap.turns)
 
@@ -670,7 +897,10 @@ class _Probe:
             return  # probes.json could not be read: its error is listed once, by load()
         self.what_if = _read_what_if(os.path.join(self.directory, "probes.json"))
         if self.what_if is not None:
-            self.what_if_turns = itertools.cycle(self.what_if.turns())
+            self.what_if_turns = self.what_if.sequence()
+            self.step_tally = _StepTally(
+                self.directory, bool(self.what_if.measure_steps), self.what_if.skip_steps
+            )
             self.overshoot_ns = _calibrate(time.perf_counter_ns)
 
     def measure_cost(self) -> None:
@@ -756,8 +986,14 @@ class _Probe:
         delays = self.what_if.fractions(spec.component) if self.what_if and not is_step else None
         if delays is not None and any(delays) and kind == "sync":
             nesting = self.nesting.setdefault(spec.component, threading.local())
+            scale = self.scales.get(spec.component)
+            if scale is None:
+                assert self.what_if is not None
+                scale = self.scales[spec.component] = _Scale(
+                    spec.component, delays, self.what_if, self.directory, self.scale_decided
+                )
             probe = _delaying_wrapper(
-                func, index, _records, self.switch, self.drop, delays, self.overshoot_ns or 0, nesting
+                func, index, _records, self.switch, self.drop, scale, self.overshoot_ns or 0, nesting
             )
             self.delayed.append(index)
         else:
@@ -768,7 +1004,7 @@ class _Probe:
             probe = wrap(func, index, is_step, _records, self.switch, self.drop)
         if is_step and kind == "sync" and self.switch_state == SWITCHED:
             if self.what_if_turns is not None:
-                probe = _turning(probe, func, index, self.switch, self.what_if_turns)
+                probe = _turning(probe, func, index, self.switch, self.what_if_turns, self.step_tally)
             else:
                 probe = _switching(probe, func, index, self.switch)
         if spec.size and kind == "sync":  # a coroutine's result is known only when awaited: no size
@@ -792,6 +1028,10 @@ class _Probe:
 
     def drop(self) -> None:
         self.dropped += 1
+
+    def scale_decided(self) -> None:
+        """A component's scale was set (on the host's hot path): its status is written by the next flush."""
+        self.status_due = True
 
     def start_flusher(self) -> None:
         if self.flusher_pid == os.getpid():
@@ -840,6 +1080,11 @@ class _Probe:
             self.lock = threading.RLock()  # another thread may have held them at the fork
             self.flush_lock = threading.Lock()
             self.dropped = 0
+            for scale in self.scales.values():  # the parent's tallies are the parent's
+                if not scale.done:
+                    scale.tallied = []
+            self.step_tally.step_ns = self.step_tally.steps = self.step_tally.seen = 0
+            self.step_tally.from_ns = None
             had_flusher = self.flusher_pid is not None
             self.flusher_pid = None  # the parent's flusher thread did not survive the fork
             if had_flusher:
@@ -876,6 +1121,16 @@ class _Probe:
                         "delayed": sorted(self.delayed),
                         "not_delayed": list(self.not_delayed),
                         "overshoot_ns": self.overshoot_ns,
+                        "measure_steps": self.what_if.measure_steps,
+                        **(
+                            {
+                                "scales": {
+                                    name: scale.status() for name, scale in self.scales.items() if scale.done
+                                }
+                            }
+                            if self.what_if.measure_steps
+                            else {}
+                        ),
                     }
                 }
                 if self.what_if is not None

@@ -13,7 +13,13 @@ to the next by tens of percent, so the A/B could not resolve its 1% allowance.
 With `--what-if COMPONENT,...` (a slowdown run) probes.json also names the experiments: every call of a
 named component adds a busy delay of a fraction of its own duration, at each level in turn, and the steps
 turn the switch through delay and no delay instead of on and off (profiler.analysis.probe_slowdown reads
-the response).
+the response). The levels are scaled to each component's share, as the built-in engine's are
+(profiler.checks.slowdown.level_scale): the run's first MEASURE_STEPS steps go undelayed while every process
+tallies its components' calls and the stepping process its steps (after the first SKIP_STEPS, a server's
+start-up), and each process then multiplies its
+component's levels until the top one adds about TARGET_ADDED_SHARE of the step (at most MAX_LEVEL); the
+scales and what they came from are in each process's probe-PID.json. The switch starts at b"." (no step yet:
+probes on, nothing tallied), so calls before the load's first step do not count.
 """
 
 from __future__ import annotations
@@ -30,38 +36,60 @@ import numpy as np
 
 from ....errors import TargetError
 from ...analysis.engine_tables import EngineTable, all_tables
+from ...checks.slowdown import LEVELS, MAX_LEVEL, TARGET_ADDED_SHARE
 
 PROBE_DIR_ENV = "INFER_PROF_PROBE_DIR"
 # The delay levels of a slowdown run, as fractions of each call's own duration: two, so a curve shows.
-WHAT_IF_LEVELS = (0.5, 1.0)  # as the built-in engine's (profiler.checks.slowdown.LEVELS)
+WHAT_IF_LEVELS = LEVELS  # as the built-in engine's
 # Components that run beside the engine loop (vLLM's API server) act on it through queues, a few steps late:
 # their turns last this many steps, so a turn's response holds its own delay's effect.
 BESIDE_THE_LOOP = ("api", "tokenizer", "detokenizer")
 BESIDE_TURN_STEPS = 8
 MAX_EXPERIMENTS = 26  # the probe's switch bytes, a to z: one per (component, level)
-MAX_LEVEL = 10.0  # a delay of ten times the call's own time is already far outside the engine's regime
+# Undelayed steps at the start that measure each component's share for its levels' scale: a few dozen steps
+# hold enough calls for a share good to a few tens of percent, and the scale needs no more.
+MEASURE_STEPS = 64
+# Of those, the first are left out of the share: a server's first steps pay for its start (llama.cpp's first
+# eval pages its weights in from the mapped file), and one such step would outweigh the rest.
+SKIP_STEPS = 16
+SWITCH_BEFORE_STEPS = b"."  # sitecustomize's _IDLE: probes on, nothing delayed or tallied
 SOURCE = Path(__file__).resolve().parents[2] / "inject" / "sitecustomize.py"
 
 
 @dataclass(frozen=True, slots=True)
 class WhatIf:
-    """A slowdown run: the components whose calls are delayed, the levels (fractions of a call), steps a turn."""
+    """A slowdown run: the components whose calls are delayed, the levels (fractions of a call), steps a turn, and
+    the undelayed steps that measure each component's share before its levels are scaled (0: fixed levels)."""
 
     components: tuple[str, ...]
     levels: tuple[float, ...] = WHAT_IF_LEVELS
     turn_steps: int | None = None  # None: BESIDE_TURN_STEPS when a component runs beside the loop, else 1
+    measure_steps: int = MEASURE_STEPS
 
     def steps_a_turn(self) -> int:
         if self.turn_steps is not None:
             return self.turn_steps
         return BESIDE_TURN_STEPS if set(self.components) & set(BESIDE_THE_LOOP) else 1
 
+    def steps_measured(self) -> int:
+        """measure_steps rounded up to whole turns, so the turns that follow keep their blocks."""
+        turn = self.steps_a_turn()
+        return -(-max(0, self.measure_steps) // turn) * turn
+
     def as_json(self) -> dict[str, Any]:
-        return {
+        doc: dict[str, Any] = {
             "components": list(self.components),
             "levels": list(self.levels),
             "turn_steps": self.steps_a_turn(),
         }
+        if self.steps_measured():
+            doc["scale"] = {
+                "measure_steps": self.steps_measured(),
+                "skip_steps": min(SKIP_STEPS, self.steps_measured() // 2),
+                "target_share": TARGET_ADDED_SHARE,
+                "max_level": MAX_LEVEL,
+            }
+        return doc
 
 
 def check_what_if(what_if: WhatIf, rows: list[dict[str, str]]) -> None:
@@ -115,7 +143,7 @@ def prepare_probe(
     run_dir: Path, tables: tuple[EngineTable, ...] | None = None, what_if: WhatIf | None = None
 ) -> ProbeSetup:
     """The probe's folder: its code, probes.json (switched by the steps; with the slowdown experiments of
-    `what_if`), and the switch (on until a step turns it)."""
+    `what_if`), and the switch (on until a step turns it; a scaled slowdown's says no step has run yet)."""
     folder = run_dir / "probe"
     folder.mkdir(exist_ok=True)
     shutil.copyfile(SOURCE, folder / "sitecustomize.py")
@@ -125,7 +153,8 @@ def prepare_probe(
         check_what_if(what_if, rows)
         doc["what_if"] = what_if.as_json()
     (folder / "probes.json").write_text(json.dumps(doc, indent=1))
-    (folder / "switch").write_bytes(b"1")
+    scaled = what_if is not None and what_if.steps_measured() > 0
+    (folder / "switch").write_bytes(SWITCH_BEFORE_STEPS if scaled else b"1")
     return ProbeSetup(folder, rows, what_if)
 
 

@@ -65,7 +65,13 @@ def test_a_slowdown_tells_a_serial_component_from_an_overlapped_one(
     assert serial["path"] == "step" and overlapped["path"] == "beside"
     for entry in (serial, overlapped):
         assert entry["low"] <= entry["sensitivity"] <= entry["high"] and entry["pairs"] > 0
-        assert [level["level"] for level in entry["levels"]] == [0.5, 1.0]
+        # the levels as asked, times the scale the component's process set from its share in the first steps
+        scale = entry["scale"]
+        assert scale is not None and 1.0 <= scale["scale"] <= 10.0 and scale["steps"] > 64
+        assert what_if["scales"][entry["component"]] == scale["scale"]
+        assert [level["level"] for level in entry["levels"]] == pytest.approx(
+            [0.5 * scale["scale"], scale["scale"]]
+        )
         assert entry["accuracy"]["calls"] > 0 and entry["gain"] is not None
     assert overlapped["headroom"] is not None and serial["headroom"] is None
     # (How near 1 and 0 they come is asserted in tests/profiler/analysis/test_probe_slowdown.py, with each
