@@ -160,6 +160,13 @@ def run(
             help="With --target or --launch: the Ray cluster (its head's HOST:PORT, or auto) whose actors are the server's workers (vLLM's --distributed-executor-backend ray): each is found through Ray's state, sampled with py-spy on its own node, and read beside the server's process tree. Default: $RAY_ADDRESS when set; `off` ignores it.",
         ),
     ] = None,
+    replica: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--replica",
+            help="With --target or --launch of a router: a server behind it on this machine (repeat for each); each replica's process tree is sampled, its engine loop split, and the run says whether they did equal work. Default: the local servers the router is connected to, found from its TCP connections during the load.",
+        ),
+    ] = None,
     until: Annotated[
         Optional[str],
         typer.Option(
@@ -188,6 +195,10 @@ def run(
     _check_launch_flags(launch, launch_timeout, probe, swap)
     if ray_address is not None and target is None and launch is None and port is None:
         raise OptionError("--ray-address reads a server's Ray workers: give --target URL or --launch CMD too")
+    if replica and target is None and launch is None and port is None:
+        raise OptionError(
+            "--replica names the servers behind a router: give the router with --target URL or --launch CMD"
+        )
     if any(flag is not None for flag in (target, launch, port, pid, target_model)):
         code = _run_on_server(
             options,
@@ -209,6 +220,7 @@ def run(
             launch_timeout=launch_timeout,
             probe=probe,
             swap=swap,
+            replicas=tuple(replica or ()),
             ray_address=ray_address,
             until_max_time_s=until_max_time_s,
         )
@@ -266,6 +278,7 @@ def _run_on_server(
     launch_timeout: float | None,
     probe: bool,
     swap: str | None,
+    replicas: tuple[str, ...] = (),
     ray_address: str | None = None,
     until_max_time_s: float | None = None,
 ) -> int:
@@ -307,6 +320,7 @@ def _run_on_server(
         probe=probe,
         what_if=_names(what_if),
         swap=swap,
+        replicas=replicas,
         ray_address=ray_address,
         until_max_time_s=until_max_time_s,
     )
@@ -540,6 +554,7 @@ def run_target_command(
     probe: bool = False,
     what_if: tuple[str, ...] = (),
     swap: str | None = None,
+    replicas: tuple[str, ...] = (),
     ray_address: str | None = None,
     until_max_time_s: float | None = None,
 ) -> int:
@@ -567,6 +582,9 @@ def run_target_command(
     ray_cluster = chosen_address(ray_address)
     if ray_cluster is not None:
         check_address(ray_cluster)
+    from ..session.target.replicas import check_replicas
+
+    replica_targets = check_replicas(list(replicas), target)  # each --replica answers, here, before the load
     with stop_on_signals(console) as stop, _claimed_run_dir(out, spec.name) as run_dir:
         setup = prepare_probe(run_dir, tables, slowdowns) if probe else None
         if swap_plan is not None and setup is not None:
@@ -606,6 +624,7 @@ def run_target_command(
                     probe=setup,
                     launched=launched,
                     ray_address=ray_cluster,
+                    replicas=replica_targets,
                     sample_rate=rate,
                     until_max_time_s=until_max_time_s,
                 )

@@ -635,6 +635,43 @@ class TargetRay(TypedDict, total=False):
     lines: list[str]  # what the terminal says of it
 
 
+class TargetReplica(TypedDict, total=False):
+    """One replica behind the router (session.target.replicas): where it listens, how it was found, its engine loop."""
+
+    url: str
+    name: str  # HOST:PORT
+    found_by: str  # "--replica" or "the router's connections"
+    found_s: float | None  # seconds after sampling started when it was found (0: named with --replica)
+    root: int | None  # the root of its process tree on this machine
+    pids: list[int]
+    sampled_with_router: bool  # its processes are in the router's own tree, sampled there
+    cpu_s: float | None  # CPU seconds its processes used over the load (/proc: exact): what balance compares
+    engine_pid: int | None  # the process whose engine loop was read (foreign_figures.engine_process)
+    engine_role: str | None
+    samples: int  # the loop's samples
+    busy_samples: int  # those not waiting for work
+    busy: Interval | None  # the loop's busy share with its Wilson interval (its window: from found_s)
+    interpreter: Interval | None  # the interpreter share of its busy time, as the verdict reads a loop
+    split: dict[str, float]  # interpreter, kernel, on_worker, lock: shares of the loop's busy samples
+    rule: str | None  # the 1% / 30% rule on its interpreter share
+    reason: str | None  # why it has no split
+
+
+class TargetReplicas(TypedDict, total=False):
+    """The replicas behind a --target router (session.target.replicas), and whether they did equal work."""
+
+    source: str  # "--replica" or "the router's connections"
+    router: str
+    router_pids: list[int]
+    requests: int  # measured requests of the load (the fair router's spread is over them)
+    replicas: list[TargetReplica]
+    balanced: bool | None  # CPU shares within a fair router's spread; None: fewer than two replicas' CPU read
+    spread: float | None  # that spread: the 95% half-width of one replica's share under random routing
+    busiest: str | None  # when not balanced: the busier replica's name, and the idler one's
+    idlest: str | None
+    lines: list[str]  # what the terminal says of them
+
+
 class TargetSplit(TypedDict, total=False):
     """Whether the server's time could be split, by which methods, and why not."""
 
@@ -984,6 +1021,7 @@ class Target(TypedDict, total=False):
     probe: Probe | None  # `--launch --probe`: spans timed inside the server (analysis.probe_spans)
     death: ServerDeath | None  # the server died during the load: the run's headline, and exit 1
     ray: TargetRay | None  # --ray-address: Ray-placed processes by (node, pid), per-node agents and clocks
+    replicas: TargetReplicas | None  # a router's replicas here: each one's loop split, their balance
     sampling_rate: TargetSamplingRate | None  # py-spy's rate for the tree: what set it, its measured cost
 
 

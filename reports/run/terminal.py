@@ -65,6 +65,7 @@ def _render_short(result: RunResult, run: RunResult | RunData, console: Console,
     ):
         if line:
             console.print(Text(line))
+    _render_replicas(result, console)
     check = check_slos(run.requests, slo_targets(result)) if isinstance(run, RunData) else None
     for line in summary.slo_lines(result, check):
         console.print(Text(line, style="bold red" if line.startswith("SLO breached") else ""))
@@ -99,6 +100,7 @@ def _render_full(result: RunResult, console: Console) -> None:
     for optional in (summary.target_table(result), processes_table(result), summary.gpu_table(result)):
         if optional is not None:
             print_table(console, optional)
+    _render_replicas(result, console)
     for table in (
         summary.time_split_table(result),
         summary.latency_table(result),
@@ -120,6 +122,15 @@ def _render_full(result: RunResult, console: Console) -> None:
     not_here = summary.not_applicable(result)
     if not_here:
         console.print(Text(not_here, style="dim"))
+
+
+def _render_replicas(result: RunResult, console: Console) -> None:
+    """A router's replicas: their table and whether they did equal work (nothing without replicas)."""
+    table = summary.replicas_table(result)
+    if table is not None:
+        print_table(console, table)
+    for line in summary.replica_lines(result):
+        console.print(Text(line))
 
 
 def _run(source: RunResult | RunData | str | Path) -> RunResult | RunData:

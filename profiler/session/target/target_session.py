@@ -13,6 +13,7 @@ record   client-side serving metrics (the same definitions as in-process), each 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import os
 import threading
@@ -86,6 +87,7 @@ if TYPE_CHECKING:
     from .launch import LaunchedServer
     from .ray_cluster import RayAddress
     from .ray_run import RayRun
+    from .replicas import ReplicaTarget, ReplicaWatch
 
 CLIENT_BUSY_FRACTION = 0.8  # of one core: above it the client may be what limits the load
 CLIENT_LAG_MS = 50.0  # p99 lateness of sends against the schedule that says the same
@@ -196,6 +198,7 @@ def run_target_session(
     ray_address: RayAddress | None = None,
     sample_rate: SampleRate | None = None,
     until_max_time_s: float | None = None,
+    replicas: list[ReplicaTarget] | None = None,
 ) -> SessionOutcome:
     """Drive the scenario against the server and write the run directory (result.json last). A server on this
     machine that dies during the load stops it: what was measured before is kept, the death in `target.death`.
@@ -215,10 +218,13 @@ def run_target_session(
     rate = sample_rate or decide_rate(plan.pid, foreign=not server.ours, profile=profile)
     ray_run = ray_sampling(plan, ray_address, profile, rate.rate_hz)
     tree = tree_sampler(plan, profile, rate.rate_hz)
+    replica_watch = replica_sampling(plan, replicas or [], profile, rate.rate_hz)  # --replica, else found
     done = _Progress(hooks)
     window_open = window.start() if window else False
     if tree is not None:
         tree.start()
+    if replica_watch is not None:
+        replica_watch.start()
     if hooks.on_start:
         hooks.on_start(sum(not request.warmup for request in requests))
     interrupted = False
@@ -271,6 +277,8 @@ def run_target_session(
             liveness.stop()
         if tree is not None:
             tree.stop()
+        if replica_watch is not None:
+            replica_watch.stop()
         if ray_run is not None:
             ray_run.stop()
         window_data = window.stop() if window and window_open else None
@@ -299,6 +307,10 @@ def run_target_session(
     if result.target is not None and tree is not None:
         wall_s = (load.end_ns - load.start_ns) / 1e9
         result.target["sampling_rate"] = rate.section(collector_results.get("processes"), wall_s)
+    if replica_watch is not None:
+        from .replicas import record_replicas
+
+        record_replicas(result, replica_watch, collector_results.get("processes") or {}, out_dir)
     write_run(out_dir, result, requests_df, steps_df)
     write_process_samples(out_dir, collector_results.get("processes") or {})
     if ray_run is not None:
@@ -328,6 +340,22 @@ def server_liveness(
 
 
 NATIVE_ATTACH_TRIES = 2  # of watch.ATTACH_TRIES
+
+
+def replica_sampling(
+    plan: TargetPlan, given: list[ReplicaTarget], profile: str, rate_hz: int
+) -> ReplicaWatch | None:
+    """The replicas behind a router (replicas.py: named with --replica, else found through the router's connections),
+    each one's tree sampled as the router's is; None with --profile off or neither a tree here nor a --replica."""
+    if profile == "off" or (plan.pid is None and not given):
+        return None
+    from .replicas import ReplicaWatch
+
+    def make_sampler(root: int, port: int) -> TreeSampler:
+        replica = dataclasses.replace(plan, pid=root, tree=ServerTree(root, f"port {port}", port, []))
+        return cast(TreeSampler, tree_sampler(replica, profile, rate_hz))
+
+    return ReplicaWatch(plan.pid, target_port(plan.server.url), given, make_sampler)
 
 
 def ray_sampling(plan: TargetPlan, address: RayAddress | None, profile: str, rate_hz: int) -> RayRun | None:

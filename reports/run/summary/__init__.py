@@ -15,6 +15,7 @@ from .key_figures import key_figures
 from .load import latency_table, load_line, slo_lines, throughput_table
 from .prediction_lines import prediction_lines
 from .predictions_table import predictions_table
+from .replicas import replica_lines, replicas_table
 from .table import Table
 from .target import probe_lines, queued_line, target_line, target_table
 from .time_split import WITHIN_NOISE, time_split_table
@@ -61,6 +62,8 @@ __all__ = [
     "queued_line",
     "reading_blind_spots",
     "reasons",
+    "replica_lines",
+    "replicas_table",
     "skipped_collectors",
     "slo_lines",
     "target_line",
