@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from ..analysis.probe_slowdown import sensitivity_figures
 from ..analysis.sensitivity import Sensitivity, predicted_gain
@@ -35,7 +35,15 @@ from .slowdown import (
 
 if TYPE_CHECKING:
     from ..rundir.results import RunResult
-    from ..rundir.schema import EngineWhatIf
+    from ..rundir.schema import (
+        EngineSlowdown,
+        EngineWhatIf,
+        MeasuredBeside,
+        Prediction,
+        SlowdownGain,
+        SlowdownLevel,
+        SlowdownNull,
+    )
     from ..session.options import EngineOptions
     from ..session.session import SessionOutcome
 
@@ -56,6 +64,26 @@ METHOD = (
 RunAgain = Callable[[frozenset[str], Path, str, Any], "SessionOutcome"]
 
 
+class SensitivityFields(TypedDict):
+    """A sensitivity's figures in a component's `what_if` entry (analysis.probe_slowdown.sensitivity_figures')."""
+
+    sensitivity: float | None
+    low: float | None
+    high: float | None
+    pairs: int
+    linear: bool | None
+    levels: list[SlowdownLevel]
+    null: SlowdownNull | None
+
+
+class SlowdownPair(TypedDict):
+    """A slowdown-predicted gain beside the gain --verify measured (pair_with_verify)."""
+
+    component: str
+    predicted: SlowdownGain
+    measured: MeasuredBeside
+
+
 def run_what_if(
     outcome: SessionOutcome,
     options: EngineOptions,
@@ -64,7 +92,7 @@ def run_what_if(
     *,
     levels: Sequence[float] = LEVELS,
     block_steps: int = BLOCK_STEPS,
-) -> dict[str, Any]:
+) -> EngineWhatIf:
     """Run the scenario again with the components delayed in turns; put the `what_if` section in the main run's
     result.json (rewritten) and return it."""
     # Each component's levels scaled by its share in the main run, so that even a small one's delay stands out.
@@ -88,7 +116,7 @@ def run_what_if(
     )
     section["scales"] = experiment.scales
     section["run_dir"] = WHAT_IF_DIR
-    outcome.result.what_if = cast("EngineWhatIf", section)
+    outcome.result.what_if = section
     write_json_atomic(Path(outcome.run_dir) / "result.json", outcome.result.to_dict())
     return section
 
@@ -101,7 +129,7 @@ def what_if_section(
     block_steps: int,
     steps: int,
     run_void: str | None = None,
-) -> dict[str, Any]:
+) -> EngineWhatIf:
     """result.json's `what_if`: per component its sensitivity, curve, the delay's accuracy, and the gain it predicts."""
     return {
         "method": METHOD,
@@ -113,14 +141,12 @@ def what_if_section(
     }
 
 
-def component_entry(item: ComponentSlowdown, result: RunResult) -> dict[str, Any]:
+def component_entry(item: ComponentSlowdown, result: RunResult) -> EngineSlowdown:
     """One component's `what_if` entry; the share and speedup are the main run's (its verdict's prediction)."""
-    prediction: Mapping[str, Any] = ((result.verdict or {}).get("predictions") or {}).get(
-        item.component
-    ) or {}
+    prediction: Prediction = ((result.verdict or {}).get("predictions") or {}).get(item.component) or {}
     share = _share_of(result, item.component)
     speedup = finite_number(prediction.get("native_speedup"))
-    entry: dict[str, Any] = {
+    entry: EngineSlowdown = {
         "share": share,
         "share_off": item.share_off,
         "speedup": speedup,
@@ -156,7 +182,7 @@ def component_entry(item: ComponentSlowdown, result: RunResult) -> dict[str, Any
     return entry
 
 
-def sensitivity_fields(sensitivity: Sensitivity | None) -> dict[str, Any]:
+def sensitivity_fields(sensitivity: Sensitivity | None) -> SensitivityFields:
     if sensitivity is None:
         return {
             "sensitivity": None,
@@ -167,7 +193,16 @@ def sensitivity_fields(sensitivity: Sensitivity | None) -> dict[str, Any]:
             "levels": [],
             "null": None,
         }
-    return dict(sensitivity_figures(sensitivity))
+    figures = sensitivity_figures(sensitivity)
+    return {
+        "sensitivity": figures["sensitivity"],
+        "low": figures["low"],
+        "high": figures["high"],
+        "pairs": figures["pairs"],
+        "linear": figures["linear"],
+        "levels": figures["levels"],
+        "null": figures["null"],
+    }
 
 
 def _share_of(result: RunResult, component: str) -> float | None:
@@ -187,22 +222,22 @@ def busy_share(result: RunResult, component: str) -> float | None:
 
 def pair_with_verify(
     outcome: SessionOutcome, ledger: Path | None = None, *, append: Callable[..., Path] | None = None
-) -> list[dict[str, Any]]:
+) -> list[SlowdownPair]:
     """Put --verify's measured gain beside each slowdown-predicted one (result.json rewritten) and append each pair
     to the prediction ledger; returns the pairs. A ledger that cannot be written never fails the run."""
     result = outcome.result
-    section: dict[str, Any] | None = getattr(result, "what_if", None)
+    section: EngineWhatIf | None = getattr(result, "what_if", None)
     verify = (result.verdict or {}).get("verify") or {}
     if not section:
         return []
-    pairs = []
+    pairs: list[SlowdownPair] = []
     for component, entry in (section.get("components") or {}).items():
         measured_entry = (verify.get("components") or {}).get(component)
         gain = entry.get("gain")
         measured = finite_number(measured_entry.get("measured_gain")) if measured_entry else None
         if not measured_entry or not gain or measured is None:
             continue
-        entry["measured"] = {
+        beside: MeasuredBeside = {
             "gain": measured,
             "low": finite_number(measured_entry.get("measured_low")),
             "high": finite_number(measured_entry.get("measured_high")),
@@ -211,7 +246,8 @@ def pair_with_verify(
             "void": measured_entry.get("void")
             or unresolvable(measured_entry, gain["gain"], (verify or {}).get("python_spread")),
         }
-        pairs.append({"component": component, "predicted": gain, "measured": entry["measured"]})
+        entry["measured"] = beside
+        pairs.append({"component": component, "predicted": gain, "measured": beside})
     if pairs:
         section["ledger"] = _append_ledger(outcome, section, ledger, append)
         write_json_atomic(Path(outcome.run_dir) / "result.json", result.to_dict())
@@ -220,7 +256,7 @@ def pair_with_verify(
 
 def _append_ledger(
     outcome: SessionOutcome,
-    section: Mapping[str, Any],
+    section: EngineWhatIf,
     ledger: Path | None,
     append: Callable[..., Path] | None,
 ) -> str:

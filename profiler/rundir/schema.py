@@ -837,9 +837,9 @@ class DelayAccuracy(TypedDict, total=False):
     calls: int
     requested_ms: float
     added_ms: float
-    ratio: float  # added / requested, summed over the calls
-    median_error: float  # median over calls of |added / requested - 1|
-    within_5pct: float  # share of calls whose added time is within 5% of the requested
+    ratio: float | None  # added / requested, summed over the calls
+    median_error: float | None  # median over calls of |added / requested - 1|
+    within_5pct: float | None  # share of calls whose added time is within 5% of the requested
 
 
 class ProbeLevelScale(TypedDict, total=False):

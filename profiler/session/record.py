@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
 import pandas as pd
 
@@ -32,6 +33,33 @@ if TYPE_CHECKING:
 STEP_PHASES = ("queue", "scheduler", "kv_alloc", "prepare", "model", "sampler", "detokenizer")
 
 
+class FinishedOutput(Protocol):
+    """A request's final output as the tables read it: engine.sequence.RequestOutput, or session.drive.RunOutput."""
+
+    @property
+    def request_id(self) -> int: ...
+    @property
+    def finish_reason(self) -> str: ...
+    @property
+    def error(self) -> str | None: ...
+    @property
+    def arrival_ns(self) -> int: ...
+    @property
+    def scheduled_ns(self) -> int | None: ...
+    @property
+    def first_token_ns(self) -> int | None: ...
+    @property
+    def finish_ns(self) -> int | None: ...
+    @property
+    def token_ns(self) -> Sequence[int]: ...
+    @property
+    def prompt_tokens(self) -> int: ...
+    @property
+    def output_tokens(self) -> int: ...
+    @property
+    def num_preemptions(self) -> int: ...
+
+
 class RequestRow(TypedDict):
     """One row of requests.csv: a request the engine served or refused, its timestamps (ns) and latencies (ms)."""
 
@@ -57,7 +85,9 @@ class RequestRow(TypedDict):
 
 
 def request_tables(
-    requests: list[RequestSpec], outputs: dict[int, Any], rejected: dict[int, tuple[int, str]] | None = None
+    requests: list[RequestSpec],
+    outputs: Mapping[int, FinishedOutput],
+    rejected: dict[int, tuple[int, str]] | None = None,
 ) -> tuple[list[RequestTiming], list[RequestRow]]:
     """The metrics' per-request timings and requests.csv's rows: every request the engine served or refused
     (`rejected`: index -> (when, why)); only requests never submitted (a stopped load) have no row."""
@@ -100,7 +130,7 @@ def request_tables(
     return timings, rows
 
 
-def _request_row(request: RequestSpec, output: Any, ok: bool) -> RequestRow:
+def _request_row(request: RequestSpec, output: FinishedOutput, ok: bool) -> RequestRow:
     ms = 1e-6
     ttft = (output.first_token_ns - output.arrival_ns) * ms if output.first_token_ns else None
     e2e = (output.finish_ns - output.arrival_ns) * ms if output.finish_ns else None

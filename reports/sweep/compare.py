@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import pandas as pd
@@ -143,7 +143,20 @@ def _facets(before: Crossover, after: Crossover) -> list[FacetDifference]:
     return differences
 
 
-def summary_counts(comparison: SweepComparison) -> dict[str, Any]:
+class SweepCounts(TypedDict):
+    """How many cells of two sweeps agree (summary_counts): verdicts, and shares and gains within noise."""
+
+    cells: int
+    python_cells: int
+    verdicts_same: int
+    share_within_noise: int
+    share_with_noise: int  # the Python cells whose share difference has a noise estimate
+    largest_share_diff: float | None
+    gain_within_noise: int
+    gain_with_noise: int
+
+
+def summary_counts(comparison: SweepComparison) -> SweepCounts:
     """How many cells agree: verdicts, and shares and gains within noise (of those with a noise estimate)."""
     rows = comparison.rows
     python = rows[rows["twins"] == "none"]
