@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, cast
 
@@ -20,6 +20,7 @@ from matplotlib.layout_engine import ConstrainedLayoutEngine
 from matplotlib.ticker import MaxNLocator
 
 from ...profiler.rundir.results import CATEGORIES, COMPONENTS
+from ...profiler.rundir.schema import Breakdown, Prediction, Split
 from ..format import fmt_gain, fmt_ms
 from ..rundata import LATENCY_LABELS
 
@@ -114,14 +115,14 @@ def draw_with(draw: Callable[..., None], *args: Any, width: float, height: float
         return to_svg(fig, label)
 
 
-def draw_time_split(target: Target, breakdown: dict[str, Any]) -> None:
+def draw_time_split(target: Target, breakdown: Breakdown) -> None:
     """Stacked bars of components per method (left) and a donut of the spans' categories (right)."""
     bars_area, donut_area = target.subfigures(1, 2, width_ratios=[1.6, 1.1], squeeze=False)[0]
     _draw_component_bars(bars_area.subplots(), breakdown)
     _draw_category_donut(donut_area.subplots(), breakdown)
 
 
-def _draw_component_bars(ax: Any, breakdown: dict[str, Any]) -> None:
+def _draw_component_bars(ax: Any, breakdown: Breakdown) -> None:
     rows = component_rows(breakdown)
     for position, (_label, shares) in enumerate(rows):
         left = 0.0
@@ -170,13 +171,13 @@ def _draw_component_bars(ax: Any, breakdown: dict[str, Any]) -> None:
     )
 
 
-def component_rows(breakdown: dict[str, Any]) -> list[tuple[str, dict[str, float]]]:
+def component_rows(breakdown: Breakdown) -> list[tuple[str, dict[str, float]]]:
     """(bar label naming its method, {component: share}) per method that measured components.
 
     Python-only samples cannot split the model's forward pass into its Python glue and its kernels, so
     their split has one `model` share: it is drawn as that, never left as "unattributed" time."""
     methods = breakdown.get("methods") or {}
-    rows = []
+    rows: list[tuple[str, dict[str, float]]] = []
     for label, split in (
         ("spans (timed)", methods.get("spans")),
         ("samples (py-spy)", methods.get("samples")),
@@ -186,19 +187,21 @@ def component_rows(breakdown: dict[str, Any]) -> list[tuple[str, dict[str, float
             continue
         recorded = split.get("components") or {}
         shares = {name: float(recorded.get(name) or 0.0) for name in COMPONENTS}
-        if recorded.get("model") is not None and not (shares["model_glue"] or shares["model_kernels"]):
-            shares["model"] = float(recorded["model"])
+        if (model := recorded.get("model")) is not None and not (
+            shares["model_glue"] or shares["model_kernels"]
+        ):
+            shares["model"] = float(model)
         shares["unattributed"] = max(0.0, 1.0 - sum(shares.values()))
         rows.append((label, shares))
     return rows
 
 
-def category_source(breakdown: dict[str, Any]) -> tuple[str, dict[str, float], bool]:
+def category_source(breakdown: Breakdown) -> tuple[str, dict[str, float], bool]:
     """(method, {category: share}, whether `interpreter` there includes native code) for the category chart:
     the spans' split, else the samples' (a foreign server has no spans); empty when neither has one."""
     methods = breakdown.get("methods") or {}
     for method in ("spans", "samples"):
-        split = methods.get(method) or {}
+        split: Split = methods.get(method) or {}
         shares = {
             name: float(value)
             for name, value in (split.get("categories") or {}).items()
@@ -214,7 +217,7 @@ def category_source(breakdown: dict[str, Any]) -> tuple[str, dict[str, float], b
     return "", {}, False
 
 
-def _draw_category_donut(ax: Any, breakdown: dict[str, Any]) -> None:
+def _draw_category_donut(ax: Any, breakdown: Breakdown) -> None:
     method, categories, mixed = category_source(breakdown)
     if not categories:
         ax.set_axis_off()
@@ -341,7 +344,7 @@ def _draw_slo(ax: Any, values: np.ndarray, target_ms: float) -> None:
 
 
 def draw_predictions(
-    target: Target, predictions: dict[str, dict[str, Any]], noise: float | None = None
+    target: Target, predictions: Mapping[str, Prediction], noise: float | None = None
 ) -> None:
     """Predicted (Amdahl) vs measured end-to-end gain of each native path; `noise` (a fraction: how far
     --verify's Python runs differ) is shaded, and measured gains inside it are labelled so."""
