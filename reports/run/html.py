@@ -74,6 +74,8 @@ def render_html(data: ReportData) -> str:
         time_split_about=_time_split_about(result),
         target=summary.target_table(result),
         processes=processes_table(result),
+        replicas=summary.replicas_table(result),
+        replica_lines=summary.replica_lines(result),
         gpu=summary.gpu_table(result),
         latency=summary.latency_table(result),
         throughput=summary.throughput_table(result),

@@ -84,7 +84,12 @@ def _title_page(pages: TextPages, data: ReportData, title: str, missing: list[st
         ),
         text_columns=(2,),
     )
-    for optional in (summary.target_table(result), processes_table(result), summary.gpu_table(result)):
+    for optional in (
+        summary.target_table(result),
+        processes_table(result),
+        summary.replicas_table(result),
+        summary.gpu_table(result),
+    ):
         if optional is not None:
             pages.table(optional)
     pages.table(summary.latency_table(result))

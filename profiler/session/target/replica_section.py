@@ -121,6 +121,10 @@ def replicas_section(
             + ", ".join(f"{entry['name']} {entry['found_s']:.1f} s" for entry in late)
             + " after sampling started): their busy and interpreter shares cover that part of the load, their CPU all of it"
         )
+    lines.append(
+        f"The run's verdict and split above read the router's own processes ({router}); each replica's engine loop "
+        "is read in the replicas' table"
+    )
     return {
         "source": source,
         "router": router,

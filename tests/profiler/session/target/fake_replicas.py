@@ -12,7 +12,10 @@ import argparse
 import http.client
 import itertools
 import json
+import os
 import queue
+import subprocess
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -127,6 +130,13 @@ class Router(ThreadingHTTPServer):
         handler._send(reply.status, reply.read(), reply.getheader("Content-Type") or "application/json")
 
 
+def spawn_replica() -> str:
+    """A replica started as this process's child (in its process group: it goes when the group is killed); its URL."""
+    child = subprocess.Popen([sys.executable, os.path.abspath(__file__)], stdout=subprocess.PIPE, text=True)
+    assert child.stdout is not None
+    return child.stdout.readline().split("listening on ")[1].strip()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, default=0)
@@ -134,8 +144,13 @@ def main() -> None:
     parser.add_argument(
         "--weights", default="", help="requests in a round per replica, e.g. 3,1 (default 1 each)"
     )
+    parser.add_argument(
+        "--spawn", type=int, default=0, help="start this many replicas as children, as backends"
+    )
     args = parser.parse_args()
     server: Replica | Router
+    if args.spawn:
+        args.backends = ",".join(spawn_replica() for _ in range(args.spawn))
     if args.backends:
         backends = args.backends.split(",")
         weights = [int(weight) for weight in args.weights.split(",")] if args.weights else [1] * len(backends)

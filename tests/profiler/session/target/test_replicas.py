@@ -4,6 +4,8 @@ a round robin is balanced, a 3:1 router names the busier replica. Bad --replica 
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -20,6 +22,7 @@ from infer_prof.profiler.session.target.replica_section import cpu_balance
 from infer_prof.profiler.session.target.replicas import check_replicas
 from infer_prof.profiler.session.target.sample_rate import fixed_rate
 from infer_prof.profiler.session.target.target_session import plan_target, run_target_session
+from infer_prof.profiler.session.target.tree import descendants, parents
 from infer_prof.scenarios.spec import load_scenario
 from tests.engine.conftest import SMOLLM2_MISSING
 from tests.profiler.session.target import fake_replicas
@@ -54,7 +57,7 @@ class Server:
         self.pid = self.process.pid
 
     def stop(self) -> None:
-        self.process.kill()
+        os.killpg(self.pid, signal.SIGKILL)  # its spawned replicas too
         self.process.wait(timeout=10)
 
 
@@ -86,8 +89,16 @@ def tables(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("INFER_PROF_ENGINE_TABLES", str(folder))
 
 
-def profile_router(replicas: list[Server], weights: str, out: Path, tokenizer: Any, *, named: bool) -> Any:
-    router = Server("--backends", ",".join(server.url for server in replicas), "--weights", weights)
+def profile_router(
+    replicas: list[Server],
+    weights: str,
+    out: Path,
+    tokenizer: Any,
+    *,
+    named: bool,
+    router: Server | None = None,
+) -> Any:
+    router = router or Server("--backends", ",".join(server.url for server in replicas), "--weights", weights)
     try:
         scenario = out.parent / "load.toml"
         scenario.write_text(LOAD)
@@ -141,6 +152,25 @@ def test_a_3_to_1_router_names_the_busier_replica(
     assert f"not balanced: {replicas[0].netloc} did" in section["lines"][0]
 
 
+def test_replicas_inside_the_router_s_own_tree_are_read_from_its_samples(
+    tables: None, tmp_path: Path, tokenizer: Any
+) -> None:
+    router = Server("--spawn", "2")
+    children = [pid for pid in descendants(router.pid, parents()) if pid != router.pid]
+    result = profile_router([], "", tmp_path / "run", tokenizer, named=False, router=router)
+    section = result.target["replicas"]
+    assert sorted(entry["engine_pid"] for entry in section["replicas"]) == sorted(children)
+    for entry in section["replicas"]:
+        assert (
+            entry["sampled_with_router"]
+            and entry["pids"] == [entry["engine_pid"]]
+            and entry["busy_samples"] > 0
+        )
+    tree = {row["pid"] for row in result.target["processes"]}
+    assert set(children) <= tree  # sampled once, as processes of the router's tree
+    assert section["balanced"] is True
+
+
 def entry(name: str, cpu_s: float | None) -> TargetReplica:
     return {"name": name, "cpu_s": cpu_s}
 
@@ -182,6 +212,4 @@ def test_the_cli_refuses_a_replica_that_does_not_answer_before_anything_starts(t
     silent = f"http://127.0.0.1:{free_port()}"
     done = cli("run", "--target", "http://127.0.0.1:9", "--replica", silent, "--out", str(tmp_path / "a"))
     assert_user_error(done, f"--replica {silent}: cannot reach the server")
-    alone = cli("run", "--replica", silent, "--out", str(tmp_path / "b"))
-    assert_user_error(alone, "--replica names the servers behind a router")
-    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+    assert not (tmp_path / "a").exists()  # refused before a run directory is made
