@@ -169,11 +169,11 @@ def analyse_slowdowns(
         }
         calls = _calls(inside, components, name)
         on_path = _on_path(calls, steps, inside[loop], components, loop, roles or {})
-        entry = _component(
+        slowdown = _component(
             name, levels, steps, blocks, sizes, delays.get(name), calls, on_path, inside, resamples
         )
-        entry["scale"] = scale
-        section["components"][name] = entry
+        slowdown["scale"] = scale
+        section["components"][name] = slowdown
         if "scales" in section and scale is not None:
             section["scales"][name] = factor
     section["lines"] = slowdown_sentences(section)

@@ -160,24 +160,18 @@ class _WhatIf:
         if scale is not None:
             if not isinstance(scale, dict):
                 raise ValueError('"what_if": "scale" is not an object')
-            measure, target, top = (
-                scale.get("measure_steps"),
-                scale.get("target_share"),
-                scale.get("max_level"),
-            )
-            if not (type(measure) is int and measure >= 1):
-                raise ValueError('"what_if": "scale": "measure_steps" must be a positive integer')
-            if not (
-                type(target) in (int, float) and 0 < target <= 1 and type(top) in (int, float) and top > 0
-            ):
-                raise ValueError('"what_if": "scale": "target_share" must be in (0, 1], "max_level" positive')
-            skip = scale.get("skip_steps", 0)
-            if not (type(skip) is int and 0 <= skip < measure):
+            measure, skip = scale.get("measure_steps"), scale.get("skip_steps", 0)
+            target, top = scale.get("target_share"), scale.get("max_level")
+            if not (isinstance(measure, int) and isinstance(skip, int) and 0 <= skip < measure):
                 raise ValueError(
-                    '"what_if": "scale": "skip_steps" must be an integer from 0 below measure_steps'
+                    '"what_if": "scale": "measure_steps" must be a positive integer above skip_steps'
                 )
-            self.measure_steps, self.target_share, self.max_level = measure, float(target), float(top)
-            self.skip_steps = skip
+            if not (
+                isinstance(target, (int, float)) and isinstance(top, (int, float)) and 0 < target <= 1 < top
+            ):
+                raise ValueError('"what_if": "scale": "target_share" must be in (0, 1], "max_level" above 1')
+            self.measure_steps, self.skip_steps = measure, skip
+            self.target_share, self.max_level = float(target), float(top)
 
     def sequence(self, after: list[int] | None = None) -> Any:
         """The switch bytes the steps take: the measuring steps (undelayed) once, then the experiments' turns and
