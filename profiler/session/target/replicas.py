@@ -3,8 +3,9 @@
 A router (vLLM's router, LiteLLM, nginx, a Ray Serve proxy) holds client connections to its replicas; on this
 machine each such connection ends at a port some process listens on, so the router's established TCP sockets
 (/proc/net/tcp against its processes' open files, replica_links) name its replicas without asking the router
-anything. They are read once as sampling starts and again every POLL_S during the load, since a router may
-open its connections only with the first requests; a port counts as a replica when it answers GET /v1/models.
+anything. They are read as sampling starts and again every POLL_S for the first FAST_S of the load, since a
+router may open its connections only with its first requests, then every SLOW_POLL_S; a port counts as a replica
+when it answers GET /v1/models.
 Replicas on other machines are not found this way: py-spy samples this machine's processes (replicas that are
 Ray actors are found and sampled on their nodes by --ray-address, ray_run, and balanced there by actor class).
 """
@@ -29,7 +30,9 @@ from .replica_section import ReplicaSamples
 from .tree import PROC, all_pids, find_server_tree, tree_pids
 from .watch import TreeSampler
 
-POLL_S = 0.2  # how often the router's connections are read for a replica not yet found
+POLL_S = 0.2  # how often the router's connections are read for a replica not yet found, for the first FAST_S
+FAST_S = 5.0  # routers connect with their first requests; after that a slower read catches a late one
+SLOW_POLL_S = 2.0  # a read of /proc/net/tcp makes the kernel walk its whole table (docs/measurements.md)
 ANSWER_TIMEOUT_S = (
     3.0  # a candidate port's GET /v1/models: milliseconds for a replica here, seconds on a busy machine
 )
@@ -192,7 +195,9 @@ class ReplicaWatch:
         return replicas
 
     def _watch(self) -> None:
-        while not self._stop.wait(self.poll_s):
+        while not self._stop.wait(
+            self.poll_s if time.perf_counter() - self._started < FAST_S else max(self.poll_s, SLOW_POLL_S)
+        ):
             self._poll()
 
     def _poll(self) -> None:
