@@ -1,10 +1,14 @@
 """The local servers a process tree is connected to, read from /proc/net/tcp{,6} and the tree's open sockets: loopback
-and this host's own addresses count, a remote host on a port also listened on here does not, nor another owner's socket."""
+and this host's own addresses count, a remote host on a port also listened on here does not, nor another owner's socket;
+and the replica watch over a /proc of its own: a port that answers /v1/models is a replica, sampled from its
+listener's tree, one that never answers is given up after ANSWER_TRIES reads."""
 
 from __future__ import annotations
 
 import os
 import socket
+from pathlib import Path
+from typing import Any
 
 from infer_prof.profiler.session.target.replica_links import (
     local_ports_reached,
@@ -12,6 +16,7 @@ from infer_prof.profiler.session.target.replica_links import (
     read_sockets,
     socket_inodes,
 )
+from infer_prof.profiler.session.target.replicas import ANSWER_TRIES, ReplicaWatch
 
 HEADER = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
 
@@ -81,3 +86,84 @@ def test_this_process_s_own_connection_is_found_from_proc() -> None:
     finally:
         for each in (client, accepted, server):
             each.close()
+
+
+class StubSampler:
+    """What ReplicaWatch starts on a replica's tree, without py-spy."""
+
+    def __init__(self, root: int, port: int) -> None:
+        self.root, self.port, self.started, self.stopped = root, port, False, False
+
+    def start(self) -> None:
+        self.started = True
+
+    def stop(self) -> None:
+        self.stopped = True
+
+    def pids(self) -> set[int]:
+        return {self.root}
+
+    def processes(self) -> list[object]:
+        return []
+
+
+def fake_proc(root: Path, processes: dict[int, list[int]], tcp: str) -> Path:
+    """A /proc with net/tcp and, per pid, its stat (parent 1; 5 + 3 ticks of CPU), comm, cmdline, exe, sockets."""
+    proc = root / "proc"
+    (proc / "net").mkdir(parents=True)
+    (proc / "net" / "tcp").write_text(tcp)
+    (proc / "net" / "tcp6").write_text(HEADER)
+    for pid, inodes in processes.items():
+        (proc / str(pid) / "fd").mkdir(parents=True)
+        (proc / str(pid) / "task" / str(pid)).mkdir(parents=True)
+        (proc / str(pid) / "task" / str(pid) / "children").write_text("")
+        (proc / str(pid) / "stat").write_text(
+            f"{pid} (python3) S 1 {pid} {pid} 0 -1 0 0 0 0 0 5 3 0 0 20 0 1\n"
+        )
+        (proc / str(pid) / "comm").write_text("python3\n")
+        (proc / str(pid) / "cmdline").write_bytes(b"python3\0server.py\0")
+        os.symlink("/usr/bin/python3", proc / str(pid) / "exe")
+        for fd, inode in enumerate(inodes, start=3):
+            os.symlink(f"socket:[{inode}]", proc / str(pid) / "fd" / str(fd))
+    return proc
+
+
+def test_the_watch_takes_a_port_that_answers_and_drops_one_that_never_does(tmp_path: Path) -> None:
+    tcp = HEADER + "".join(
+        [
+            line("0100007F:1F40", "00000000:0000", "0A", 1),  # the router, :8000
+            line("0100007F:1F41", "00000000:0000", "0A", 2),  # a replica, :8001
+            line("0100007F:1538", "00000000:0000", "0A", 3),  # a database, :5432
+            line("0100007F:A000", "0100007F:1F41", "01", 10),  # router -> replica
+            line("0100007F:A001", "0100007F:1538", "01", 11),  # router -> database
+        ]
+    )
+    proc = fake_proc(tmp_path, {100: [1, 10, 11], 200: [2], 300: [3]}, tcp)
+    asked: list[int] = []
+
+    def answers(port: int) -> bool:
+        asked.append(port)
+        return port == 8001
+
+    samplers: list[StubSampler] = []
+
+    def make_sampler(root: int, port: int) -> Any:
+        samplers.append(StubSampler(root, port))
+        return samplers[-1]
+
+    watch = ReplicaWatch(100, 8000, [], make_sampler, proc=proc, answers=answers)
+    for _ in range(ANSWER_TRIES + 2):
+        watch._poll()
+    watch.stop()
+    assert asked == [5432, 8001] + [5432] * (ANSWER_TRIES - 1)  # asked until it is given up, the replica once
+    assert [(sampler.root, sampler.port, sampler.started, sampler.stopped) for sampler in samplers] == [
+        (200, 8001, True, True)
+    ]
+    (replica,) = watch.samples({})
+    assert (replica.url, replica.root, replica.pids, replica.found_by) == (
+        "http://127.0.0.1:8001",
+        200,
+        [200],
+        "the router's connections",
+    )
+    assert replica.cpu_s == 8 / os.sysconf("SC_CLK_TCK") and not replica.with_router
