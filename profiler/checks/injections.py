@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 if TYPE_CHECKING:
     import torch
@@ -24,6 +24,16 @@ if TYPE_CHECKING:
     from ...engine.types import KVAllocator, Sampler, SamplingParams, Scheduler
 
 INJECTIONS = ("slow_sampler", "contended_lock", "untraced_lock", "allocation_heavy")
+
+
+class Injections(TypedDict, total=False):
+    """The instruments a selftest case plants ({name: setting}), as apply_injections reads them."""
+
+    slow_sampler: float  # how many times slower the sampler runs
+    contended_lock: bool
+    untraced_lock: bool
+    allocation_heavy: int | bool  # objects made a call; True: 60,000
+
 
 # The lock hog's schedule. A sampler call waits about HOLD_MS - R for the lock, where R is the rest of its
 # step, so the wait is the step's largest part while R < HOLD_MS / 2: the hold is long enough that a slow CI
@@ -118,7 +128,7 @@ class AllocatingSampler(SlowSampler):
 
 
 def apply_injections(
-    injections: dict[str, Any],
+    injections: Injections,
     scheduler: Scheduler,
     kv_alloc: KVAllocator,
     sampler: Sampler,

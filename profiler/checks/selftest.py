@@ -48,6 +48,7 @@ from ..session.options import EngineOptions, OptionError
 
 if TYPE_CHECKING:
     from ..rundir.results import RunResult
+    from .injections import Injections
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +61,7 @@ class Case:
     model: str
     planted: str  # one line: how the bottleneck is made
     scenario: Callable[[bool], ScenarioSpec]  # quick -> the load
-    injections: dict[str, Any] | None = None
+    injections: Injections | None = None
     profile: str = "default"
     method: str = "verdict"  # what is checked: the verdict, or "samples" (the samples split's largest shares)
     sampling_rate: int | None = None  # py-spy's rate when the profile's own gives too few samples to judge on

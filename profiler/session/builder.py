@@ -14,6 +14,7 @@ from .options import EngineOptions
 
 if TYPE_CHECKING:
     from ...engine.llama import LlamaModel
+    from ..checks.injections import Injections
 
 
 @dataclass
@@ -103,7 +104,7 @@ def engine_config(options: EngineOptions) -> EngineConfig:
 
 
 def build_engine(
-    loaded, options: EngineOptions, *, tracer: Tracer | None = None, injections: dict[str, Any] | None = None
+    loaded, options: EngineOptions, *, tracer: Tracer | None = None, injections: Injections | None = None
 ) -> BuiltEngine:
     """A fresh engine over an already loaded model; components per options.native, wrapped by any injections."""
     import warnings

@@ -10,6 +10,7 @@ from .builder import load_for_options
 from .options import EngineOptions
 
 if TYPE_CHECKING:
+    from ..checks.injections import Injections
     from .session import SessionHooks
 
 
@@ -37,7 +38,7 @@ def run_once(
     profile: str = "default",
     models: ModelCache | None = None,
     native_speedups: dict[str, float] | None = None,
-    injections: dict[str, Any] | None = None,
+    injections: Injections | None = None,
     hooks: SessionHooks | None = None,  # e.g. a face's progress bar
 ) -> Path:
     """One run of `scenario` with `options`; profile "counters" makes a deterministic counting run."""

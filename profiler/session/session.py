@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from ...engine.engine import Engine
     from ...engine.loader import LoadedModel
     from ...engine.tokenizer import Tokenizer
+    from ..checks.injections import Injections
 
 
 @dataclass
@@ -125,7 +126,7 @@ def run_session(
     native_speedups: dict[str, float] | None = None,
     measured_gains: dict[str, float] | None = None,
     write: bool = True,
-    injections: dict[str, Any] | None = None,
+    injections: Injections | None = None,
     sampling_rate: int | None = None,
     replay: bool = True,
     until_max_time_s: float | None = None,
@@ -218,7 +219,7 @@ def prepare_session(
     loaded: LoadedModel,
     *,
     profile: str,
-    injections: dict[str, Any] | None = None,
+    injections: Injections | None = None,
     sampling_rate: int | None = None,
     replay: bool = True,
     resolve: bool = False,
@@ -260,7 +261,7 @@ def record_session(
     profile: str,
     native_speedups: dict[str, float] | None,
     measured_gains: dict[str, float] | None,
-    injections: dict[str, Any] | None,
+    injections: Injections | None,
     stopper: Stopper | None = None,
 ) -> SessionOutcome:
     """The run's metrics, steps, breakdown and verdict as one RunResult (not yet written)."""
