@@ -38,6 +38,7 @@ ANSWER_TIMEOUT_S = (
 )
 ANSWER_TRIES = 3  # polls a candidate that did not answer is asked again in
 BY_CONNECTIONS = "the router's connections"
+STOP_WAIT_S = 1.0  # how long stop() waits for a read of the connections in progress
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,11 +158,13 @@ class ReplicaWatch:
             self._thread.start()
 
     def stop(self) -> None:
-        self._stop.set()
+        with self._lock:  # no replica is added after this: _add looks under the same lock
+            self._stop.set()
+            starting = list(self._starting)
         if self._thread is not None:
-            self._thread.join()
-        for starting in self._starting:
-            starting.join()
+            self._thread.join(timeout=STOP_WAIT_S)  # a candidate slow to answer is left to its timeout
+        for thread in starting:
+            thread.join()
         with self._lock:
             for port, sampler in self._samplers.items():
                 replica = self._found[port]
@@ -239,15 +242,18 @@ class ReplicaWatch:
             root = next(iter(listeners), root)
         with_router = root in router
         replica = ReplicaSamples(url, netloc, found_by, round(found_s, 3), root, [], with_router)
-        sampler = None if with_router else self.make_sampler(root, port)
+        sampler = None if with_router else self.make_sampler(root, port)  # made, not started: no py-spy yet
         with self._lock:
+            if self._stop.is_set():
+                return
             self._found[port] = replica
-            if sampler is not None:
+            if sampler is not None:  # py-spy takes a while to attach: the watch goes on meanwhile
                 self._samplers[port] = sampler
-        if sampler is not None:  # py-spy takes a while to attach: the watch goes on meanwhile
-            starting = threading.Thread(target=sampler.start, name="infer-prof-replica-start", daemon=True)
-            starting.start()
-            self._starting.append(starting)
+                starting = threading.Thread(
+                    target=sampler.start, name="infer-prof-replica-start", daemon=True
+                )
+                starting.start()
+                self._starting.append(starting)
 
 
 def record_replicas(
