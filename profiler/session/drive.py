@@ -20,6 +20,8 @@ from .heap import HeapTrimmer
 
 if TYPE_CHECKING:
     from ...engine.engine import Engine
+    from ...engine.sequence import RequestOutput
+    from ..collectors.base import Collector
 
 
 class Ticket:
@@ -96,7 +98,7 @@ class RunOutput:
             self._spilled = (spill, at, len(token_ns))  # type: ignore[assignment]
 
     @classmethod
-    def of(cls, output: Any, spill: SpillFile | None = None) -> RunOutput:
+    def of(cls, output: RequestOutput, spill: SpillFile | None = None) -> RunOutput:
         def known(ns: int | None) -> int:
             return cls.NONE if ns is None else ns
 
@@ -205,7 +207,7 @@ def drive_load(
     scenario: ScenarioSpec,
     requests: Sequence[RequestSpec],
     prompts: dict[int, str],
-    collectors: Sequence[Any],
+    collectors: Sequence[Collector],
     *,
     stop_event: threading.Event,
     on_request_done: Callable[[int, int], None] | None = None,
