@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import pandas as pd
@@ -34,6 +34,19 @@ class Facet:
     predicted: np.ndarray
     # True where the native cell's gain is unresolved (its noise swamps it): drawn grey, kept off the colour scale.
     unresolved: np.ndarray | None = None
+
+
+class SweepPoint(TypedDict):
+    """One native cell's Amdahl prediction (from its Python neighbour) beside its measured gain."""
+
+    cell: str
+    label: str  # its map axes' values, y first
+    native: object  # the native axis' value (a sweep file's value, checked by sweep.spec)
+    group: object  # its y axis' value, None without one
+    predicted: float
+    measured: float
+    measured_se: float | None
+    unresolved: bool  # the cell's interval is too wide to tell the gain from noise
 
 
 @dataclass
@@ -67,7 +80,7 @@ class Crossover:
     crossings: list[str] = field(default_factory=list)
     trends: list[str] = field(default_factory=list)
     first_look: FirstLook | None = None
-    points: list[dict[str, Any]] = field(default_factory=list)  # predicted vs measured, one per native cell
+    points: list[SweepPoint] = field(default_factory=list)  # predicted vs measured, one per native cell
     notes: list[str] = field(default_factory=list)
     axes: dict[str, list[Any]] = field(default_factory=dict)
 
@@ -333,7 +346,7 @@ def first_look(crossover: Crossover, cells: pd.DataFrame) -> FirstLook | None:
     )
 
 
-def _points(crossover: Crossover, cells: pd.DataFrame) -> list[dict[str, Any]]:
+def _points(crossover: Crossover, cells: pd.DataFrame) -> list[SweepPoint]:
     native = cells[
         (cells["twins"] != "none") & cells["measured_gain"].notna() & cells["predicted_gain"].notna()
     ]
