@@ -91,17 +91,20 @@ def _is_wildcard(ip: str) -> bool:
     return ipaddress.ip_address(ip).is_unspecified
 
 
-def local_ports_reached(sockets: list[Socket], owned: set[int], *, exclude: Iterable[int] = ()) -> set[int]:
-    """Ports listened on here that the sockets in `owned` are connected to: the servers on this machine that the
-    owner is a client of. A remote end is on this machine when it is a loopback address or an address one of this
-    machine's sockets is bound to, and a listener there takes it (bound to that address, or to every address)."""
+def local_ports_reached(
+    sockets: list[Socket], owned: set[int], *, exclude: Iterable[int] = ()
+) -> dict[int, str]:
+    """Ports listened on here that the sockets in `owned` are connected to, each with the address it was reached at:
+    the servers on this machine that the owner is a client of. A remote end is on this machine when it is a loopback
+    address or an address one of this machine's sockets is bound to, and a listener there takes it (bound to that
+    address, or to every address)."""
     here = {socket.local_ip for socket in sockets if not _is_wildcard(socket.local_ip)}
     listening: dict[int, set[str]] = {}
     for socket in sockets:
         if socket.state == LISTEN_STATE:
             listening.setdefault(socket.local_port, set()).add(socket.local_ip)
     skipped = set(exclude)
-    ports = set()
+    ports: dict[int, str] = {}
     for socket in sockets:
         if socket.state != ESTABLISHED_STATE or socket.inode not in owned or socket.remote_port in skipped:
             continue
@@ -111,5 +114,5 @@ def local_ports_reached(sockets: list[Socket], owned: set[int], *, exclude: Iter
         remote = ipaddress.ip_address(socket.remote_ip)
         on_this_machine = remote.is_loopback or socket.remote_ip in here
         if on_this_machine and (socket.remote_ip in bound or any(_is_wildcard(ip) for ip in bound)):
-            ports.add(socket.remote_port)
+            ports.setdefault(socket.remote_port, socket.remote_ip)
     return ports

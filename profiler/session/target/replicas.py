@@ -88,11 +88,16 @@ def _without_flag(message: str) -> str:
     return rest if sep and head.startswith("--target ") else message
 
 
-def answers_models(port: int) -> bool:
-    """Whether http://127.0.0.1:PORT answers GET /v1/models with 200 within ANSWER_TIMEOUT_S (a replica, not a
-    database, a metrics port or Ray's control store)."""
+def http_base(ip: str, port: int) -> str:
+    """http://IP:PORT, an IPv6 address in brackets."""
+    return f"http://[{ip}]:{port}" if ":" in ip else f"http://{ip}:{port}"
+
+
+def answers_models(url: str) -> bool:
+    """Whether URL answers GET /v1/models with 200 within ANSWER_TIMEOUT_S (a replica, not a database, a metrics
+    port or Ray's control store)."""
     try:
-        response = httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=ANSWER_TIMEOUT_S)
+        response = httpx.get(f"{url}/v1/models", timeout=ANSWER_TIMEOUT_S)
     except (httpx.HTTPError, OSError):
         return False
     return response.status_code == 200
@@ -126,7 +131,7 @@ class ReplicaWatch:
         *,
         poll_s: float = POLL_S,
         proc: Path = PROC,
-        answers: Callable[[int], bool] = answers_models,
+        answers: Callable[[str], bool] = answers_models,
     ) -> None:
         self.router_root, self.target_port, self.given = router_root, target_port, given
         self.make_sampler, self.poll_s, self.proc, self.answers = make_sampler, poll_s, proc, answers
@@ -210,8 +215,9 @@ class ReplicaWatch:
         reached = local_ports_reached(
             read_sockets(self.proc), socket_inodes(pids, self.proc), exclude=self._checked
         )
-        for port in sorted(reached):
-            if not self.answers(port):
+        for port, ip in sorted(reached.items()):
+            url = http_base(ip, port)
+            if not self.answers(url):
                 self._asked[port] = self._asked.get(port, 0) + 1
                 if self._asked[port] >= ANSWER_TRIES:
                     self._checked.add(port)  # not an OpenAI-compatible server (or not one that answers)
@@ -221,9 +227,9 @@ class ReplicaWatch:
                 tree = find_server_tree(None, port, proc=self.proc)
             except TargetError:
                 continue  # its listener is another user's, or gone
-            url = f"http://127.0.0.1:{port}"
             found_s = time.perf_counter() - self._started
-            self._add(url, f"127.0.0.1:{port}", port, tree.root, BY_CONNECTIONS, found_s, tree.listeners)
+            netloc = url.removeprefix("http://")
+            self._add(url, netloc, port, tree.root, BY_CONNECTIONS, found_s, tree.listeners)
 
     def _add(
         self,

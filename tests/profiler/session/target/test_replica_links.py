@@ -67,12 +67,11 @@ def test_addresses_are_read_in_the_kernel_s_byte_order() -> None:
 def test_the_router_s_connections_name_the_local_listeners_it_talks_to() -> None:
     sockets = parse_sockets(TCP) + parse_sockets(TCP6)
     router = {3, 10, 11, 12, 14, 15, 16, 17}
-    assert local_ports_reached(sockets, router, exclude={8000}) == {8001, 8002, 8004}
-    assert local_ports_reached(sockets, {13}) == {8001}  # another owner's connection is its own
-    assert (
-        local_ports_reached(sockets, {12}) == set()
-    )  # 10.0.0.9 is not this host, whatever listens on :8001 here
-    assert local_ports_reached(sockets, router, exclude={8000, 8001, 8002, 8004}) == set()
+    reached = {8001: "127.0.0.1", 8002: "10.0.0.5", 8004: "::1"}  # each port at the address the router used
+    assert local_ports_reached(sockets, router, exclude={8000}) == reached
+    assert local_ports_reached(sockets, {13}) == {8001: "127.0.0.1"}  # another owner's connection is its own
+    assert local_ports_reached(sockets, {12}) == {}  # 10.0.0.9 is not this host, though :8001 listens here
+    assert local_ports_reached(sockets, router, exclude={8000, 8001, 8002, 8004}) == {}
 
 
 def test_this_process_s_own_connection_is_found_from_proc() -> None:
@@ -139,11 +138,11 @@ def test_the_watch_takes_a_port_that_answers_and_drops_one_that_never_does(tmp_p
         ]
     )
     proc = fake_proc(tmp_path, {100: [1, 10, 11], 200: [2], 300: [3]}, tcp)
-    asked: list[int] = []
+    asked: list[str] = []
 
-    def answers(port: int) -> bool:
-        asked.append(port)
-        return port == 8001
+    def answers(url: str) -> bool:
+        asked.append(url)
+        return url == "http://127.0.0.1:8001"
 
     samplers: list[StubSampler] = []
 
@@ -155,15 +154,17 @@ def test_the_watch_takes_a_port_that_answers_and_drops_one_that_never_does(tmp_p
     for _ in range(ANSWER_TRIES + 2):
         watch._poll()
     watch.stop()
-    assert asked == [5432, 8001] + [5432] * (ANSWER_TRIES - 1)  # asked until it is given up, the replica once
+    database, replica = "http://127.0.0.1:5432", "http://127.0.0.1:8001"
+    assert asked == [database, replica] + [database] * (ANSWER_TRIES - 1)  # until given up; the replica once
     assert [(sampler.root, sampler.port, sampler.started, sampler.stopped) for sampler in samplers] == [
         (200, 8001, True, True)
     ]
-    (replica,) = watch.samples({})
-    assert (replica.url, replica.root, replica.pids, replica.found_by) == (
-        "http://127.0.0.1:8001",
+    (found,) = watch.samples({})
+    assert (found.url, found.name, found.root, found.pids, found.found_by) == (
+        replica,
+        "127.0.0.1:8001",
         200,
         [200],
         "the router's connections",
     )
-    assert replica.cpu_s == 8 / os.sysconf("SC_CLK_TCK") and not replica.with_router
+    assert found.cpu_s == 8 / os.sysconf("SC_CLK_TCK") and not found.with_router
