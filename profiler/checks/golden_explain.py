@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict
 
 import numpy as np
 
@@ -27,13 +27,21 @@ NEAR_TIE_RELATIVE = 1e-9
 _MAX_SWAPS = 8
 
 
+class Candidate(TypedDict):
+    """One of the two twins' tokens as the spec saw it: its logit, its probability after the cuts, kept or cut."""
+
+    logit: float
+    p: float | None  # None for greedy
+    kept: bool
+
+
 @dataclass
 class Explanation:
     kind: str  # "near-tie" or "logic error"
     stage: str  # greedy, top-k, top-p, min-p, draw
     margin: float  # how far apart the deciding quantities are (absolute)
     draw: float | None
-    candidates: dict[int, dict[str, Any]] = field(default_factory=dict)  # token -> {logit, p, kept}
+    candidates: dict[int, Candidate] = field(default_factory=dict)  # token -> its logit, p, kept
     detail: str = ""
 
 
@@ -71,7 +79,9 @@ def explain(
         best = float(x.max())
         lowest = int(np.flatnonzero(x == best)[0])
         margin = abs(float(x[python_token] - x[native_token]))
-        candidates = {t: {"logit": float(x[t]), "p": None, "kept": t == lowest} for t in pair}
+        candidates: dict[int, Candidate] = {
+            t: {"logit": float(x[t]), "p": None, "kept": t == lowest} for t in pair
+        }
         a, b = float(x[python_token]), float(x[native_token])
         if a == b:  # an exact tie has one right answer: the lower id
             kind, detail = "logic error", f"exact tie: the spec picks the lower id {min(pair)}"
