@@ -122,8 +122,8 @@ def replicas_section(
             + " after sampling started): their busy and interpreter shares cover that part of the load, their CPU all of it"
         )
     lines.append(
-        f"The run's verdict and split above read the router's own processes ({router}); each replica's engine loop "
-        "is read in the replicas' table"
+        f"The run's verdict and split above read one engine loop of the target's process tree ({router}); each "
+        "replica's own loop is read in the replicas' table"
     )
     return {
         "source": source,
