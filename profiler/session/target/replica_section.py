@@ -9,18 +9,13 @@ from typing import Any
 from ...analysis.diagnose import rule_for
 from ...analysis.foreign_figures import engine_process, loop_figures
 from ...analysis.foreign_words import interval_method
-from ...analysis.replica_balance import ProcessLoad
 from ...rundir.schema import Interval, TargetReplica, TargetReplicas
 from ...stats import wilson_interval
 from .server_split import foreign_processes
 
 Z_95 = 1.959964  # the normal quantile of a two-sided 95% band
-SPLIT_CATEGORIES = (
-    "interpreter",
-    "kernel",
-    "on_worker",
-    "lock",
-)  # LoopFigures' counts, shares of busy samples
+# LoopFigures' counts that a replica's split gives as shares of its loop's busy samples
+SPLIT_CATEGORIES = ("interpreter", "kernel", "on_worker", "lock")
 
 
 @dataclass(slots=True)
@@ -35,12 +30,11 @@ class ReplicaSamples:
     pids: list[int]
     with_router: bool  # its processes are in the router's own tree, sampled there
     results: dict[int, dict[str, Any]] = field(default_factory=dict)  # pid -> py-spy result
-    note: str | None = None  # why it has no samples
-    cpu_s: float | None = None  # CPU seconds its processes used while watched (/proc: exact, no sampling)
+    cpu_s: float | None = None  # CPU seconds its processes used over the load (/proc: exact, no sampling)
 
 
-def replica_entry(replica: ReplicaSamples) -> tuple[TargetReplica, ProcessLoad | None]:
-    """The replica's entry and, when its engine loop worked while sampled, its busy samples."""
+def replica_entry(replica: ReplicaSamples) -> TargetReplica:
+    """The replica's entry: its engine loop's split when one worked while sampled, else why not."""
     entry: TargetReplica = {
         "url": replica.url,
         "name": replica.name,
@@ -62,17 +56,17 @@ def replica_entry(replica: ReplicaSamples) -> tuple[TargetReplica, ProcessLoad |
     }
     processes = foreign_processes(sorted(replica.results.items()))
     if not processes:
-        entry["reason"] = replica.note or "none of its processes could be sampled"
-        return entry, None
+        entry["reason"] = "none of its processes could be sampled"
+        return entry
     chosen = engine_process(processes)
     if chosen is None:
         entry["reason"] = "no engine loop or model worker was found in its sampled processes"
-        return entry, None
+        return entry
     entry["engine_pid"], entry["engine_role"] = chosen["pid"], chosen["role"]
     figures = loop_figures(processes, chosen)
     if figures is None:
         entry["reason"] = "its engine loop only waited for work while sampled"
-        return entry, None
+        return entry
     samples, busy = round(figures.samples), round(figures.busy)
     busy_share = wilson_interval(busy, samples)
     entry["samples"], entry["busy_samples"] = samples, busy
@@ -95,7 +89,7 @@ def replica_entry(replica: ReplicaSamples) -> tuple[TargetReplica, ProcessLoad |
         name: getattr(figures, name) / figures.busy for name in SPLIT_CATEGORIES if getattr(figures, name)
     }
     entry["rule"] = rule_for(figures.share)
-    return entry, ProcessLoad(replica.name, busy, samples)
+    return entry
 
 
 def replicas_section(
@@ -103,7 +97,7 @@ def replicas_section(
 ) -> TargetReplicas:
     """target.replicas: every replica's entry, and the line that says whether they were balanced (cpu_balance) over
     the load's `requests`."""
-    entries = [replica_entry(replica)[0] for replica in replicas]
+    entries = [replica_entry(replica) for replica in replicas]
     lines = [
         f"Replica {entry['name']}: no split ({entry['reason']})" for entry in entries if entry.get("reason")
     ]
