@@ -18,7 +18,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -40,7 +40,20 @@ from .golden_explain import Explanation, explain
 SHADOW_PHASE = "shadow run"
 DEFAULT_COMBINATIONS = ("all", "core,sampler")
 
-PARAM_MIXES: tuple[dict[str, Any], ...] = (
+
+class SamplingMix(TypedDict, total=False):
+    """The sampling parameters a golden request sets (the rest of engine.types.SamplingParams at its defaults)."""
+
+    temperature: float
+    top_k: int
+    top_p: float
+    min_p: float
+    repetition_penalty: float
+    frequency_penalty: float
+    presence_penalty: float
+
+
+PARAM_MIXES: tuple[SamplingMix, ...] = (
     {"temperature": 0.0},
     {"temperature": 0.8, "top_k": 50, "top_p": 0.9},
     {"temperature": 1.0, "top_p": 0.95},
