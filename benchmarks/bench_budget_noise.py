@@ -16,17 +16,17 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from infer_prof.profiler.budget.check import BudgetReport, check_budget
 from infer_prof.profiler.budget.spec import BudgetFile, load_budget
+from infer_prof.profiler.checks.injections import Injections
 from infer_prof.profiler.session.options import EngineOptions
 from infer_prof.profiler.session.runner import ModelCache, run_once
 
 ROOT = Path(__file__).resolve().parents[1]
-SLOW_SAMPLER = {"slow_sampler": 1.2}
+SLOW_SAMPLER: Injections = {"slow_sampler": 1.2}
 
 
 class Runner:
@@ -42,7 +42,7 @@ class Runner:
         self.count = 0
         self.seconds: list[float] = []
 
-    def run(self, label: str, injections: dict[str, Any] | None = None) -> Path:
+    def run(self, label: str, injections: Injections | None = None) -> Path:
         self.count += 1
         started = time.perf_counter()
         path = run_once(
@@ -58,7 +58,7 @@ class Runner:
         return path
 
 
-def run_try(runner: Runner, index: int, injections: dict[str, Any] | None) -> BudgetReport:
+def run_try(runner: Runner, index: int, injections: Injections | None) -> BudgetReport:
     """One baseline and one candidate run, baseline first on even tries (ABBA), checked against the budget."""
     if index % 2 == 0:
         baseline = runner.run("baseline")
