@@ -7,7 +7,7 @@ import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from .state import ACCESS_RECORD
+from .state import ACCESS_RECORD, AccessRecord
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -35,7 +35,7 @@ class AccessLog:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        record: dict[str, Any] = {}
+        record: AccessRecord = {}
         started = self.clock()
 
         async def sending(message: MutableMapping[str, Any]) -> None:

@@ -16,11 +16,20 @@ from .metrics import ServerMetrics
 from .profiling import ServerTracing
 
 if TYPE_CHECKING:
+    from ...engine.sequence import RequestOutput
     from ...engine.tokenizer import Tokenizer
+
+
+class AccessRecord(TypedDict, total=False):
+    """What the access log learns of one request while it is served: the response's status, its tokens."""
+
+    status: int
+    tokens: tuple[int, int]  # prompt, output
+
 
 # The access-log record of the request being handled (serve/access_log.py sets it around each request):
 # its stream's callback, made in the request's context, fills in the token counts.
-ACCESS_RECORD: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar("infer_prof_access_record")
+ACCESS_RECORD: contextvars.ContextVar[AccessRecord] = contextvars.ContextVar("infer_prof_access_record")
 
 RETRY_AFTER_S = 1  # what a 503 tells the client to wait: a step takes milliseconds, a request seconds
 
@@ -61,12 +70,12 @@ class ServeState:
         self.tracing = ServerTracing(self.engine)
         self.metrics = ServerMetrics(self.engine, self.model_name)
 
-    def on_finished(self, endpoint: str) -> Callable[[Any], None]:
+    def on_finished(self, endpoint: str) -> Callable[[RequestOutput], None]:
         """What a request's stream calls (on the loop) when the request finishes: the metrics count it, and
         the access-log line of the request that made this callback gets its prompt and output tokens."""
         record = ACCESS_RECORD.get(None)
 
-        def finished(output: Any) -> None:  # engine.sequence.RequestOutput
+        def finished(output: RequestOutput) -> None:
             self.metrics.observe_finished(endpoint, output)
             if record is not None:
                 record["tokens"] = (len(output.prompt_token_ids), len(output.token_ids))
