@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # the CLI's help and usage errors load none of these (tests/p
     from ..session.session import SessionOutcome
     from ..session.target.inject import WhatIf
     from ..session.target.swap import SwapPlan
-    from ..session.target.target_session import TargetPlan
+    from ..session.target.target_plan import TargetPlan
 
 LAUNCH_TIMEOUT_S = 600.0  # vLLM's CPU build takes ~3 minutes to start on a 2-core machine
 INTERRUPTED_EXIT_CODE = 130  # the shell's convention for SIGINT; the partial result is still written
@@ -566,11 +566,8 @@ def run_target_command(
     from ..session.target.inject import prepare_probe
     from ..session.target.launch import launched_server
     from ..session.target.probe import probe as probe_server
-    from ..session.target.target_session import (
-        plan_target,
-        prompt_tokenizer,
-        run_target_session,
-    )
+    from ..session.target.target_plan import plan_target, prompt_tokenizer
+    from ..session.target.target_session import run_target_session
 
     console = Console(stderr=True)
     spec, tables, slowdowns, swap_plan = _checked_target_inputs(
@@ -666,7 +663,7 @@ def _checked_target_inputs(
     from ..analysis.engine_tables import all_tables
     from ..inputs.addresses import parse_http_url
     from ..session.target.inject import WhatIf, check_what_if, probe_rows
-    from ..session.target.target_session import check_prompt_model
+    from ..session.target.target_plan import check_prompt_model
 
     _check_load_flags(requests, duration, profile)
     parse_http_url(target)  # the URL's form, before a server starts or a directory is made

@@ -846,7 +846,9 @@ class ProbeLevelScale(TypedDict, total=False):
     """A component's levels scaled to its share in a probe slowdown run (the sitecustomize's, from the first steps)."""
 
     scale: float  # the factor its levels were multiplied by: at least 1, no level past 10x
-    share: float | None  # its outermost calls' time over the steps' in the measuring steps (None: none measured)
+    share: (
+        float | None
+    )  # its outermost calls' time over the steps' in the measuring steps (None: none measured)
     capped: bool  # the top level hit the ceiling before it added its target share of the step
     steps: int | None  # the steps measured
     skipped: int | None  # the steps before them, left out (a server's start-up)

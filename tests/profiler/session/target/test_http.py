@@ -215,11 +215,8 @@ def test_a_pid_run_against_another_engine_gets_roles_and_a_verdict_in_the_defaul
 ) -> None:
     from infer_prof.engine.loader import _local_smollm2
     from infer_prof.profiler.rundir.results import read_run
-    from infer_prof.profiler.session.target.target_session import (
-        plan_target,
-        prompt_tokenizer,
-        run_target_session,
-    )
+    from infer_prof.profiler.session.target.target_plan import plan_target, prompt_tokenizer
+    from infer_prof.profiler.session.target.target_session import run_target_session
     from infer_prof.scenarios.spec import load_scenario
 
     if _local_smollm2() is None:

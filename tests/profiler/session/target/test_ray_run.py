@@ -18,7 +18,8 @@ from infer_prof.profiler.rundir.results import read_run
 from infer_prof.profiler.session.target import ray_agents
 from infer_prof.profiler.session.target.probe import probe
 from infer_prof.profiler.session.target.ray_cluster import chosen_address
-from infer_prof.profiler.session.target.target_session import plan_target, run_target_session
+from infer_prof.profiler.session.target.target_plan import plan_target
+from infer_prof.profiler.session.target.target_session import run_target_session
 from infer_prof.scenarios.spec import load_scenario
 from tests.engine.conftest import SMOLLM2_MISSING
 from tests.profiler.session.target import fake_ray_engine
@@ -64,7 +65,7 @@ class RayServer:
 @pytest.fixture
 def tokenizer() -> Any:
     from infer_prof.engine.loader import _local_smollm2
-    from infer_prof.profiler.session.target.target_session import prompt_tokenizer
+    from infer_prof.profiler.session.target.target_plan import prompt_tokenizer
 
     if _local_smollm2() is None:
         pytest.skip(SMOLLM2_MISSING)  # prompts are sized with SmolLM2's tokenizer

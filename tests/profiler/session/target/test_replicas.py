@@ -21,7 +21,8 @@ from infer_prof.profiler.session.target.probe import probe
 from infer_prof.profiler.session.target.replica_section import cpu_balance
 from infer_prof.profiler.session.target.replicas import check_replicas
 from infer_prof.profiler.session.target.sample_rate import fixed_rate
-from infer_prof.profiler.session.target.target_session import plan_target, run_target_session
+from infer_prof.profiler.session.target.target_plan import plan_target
+from infer_prof.profiler.session.target.target_session import run_target_session
 from infer_prof.profiler.session.target.tree import descendants, parents
 from infer_prof.scenarios.spec import load_scenario
 from tests.engine.conftest import SMOLLM2_MISSING
@@ -74,7 +75,7 @@ def replicas() -> Iterator[list[Server]]:
 @pytest.fixture
 def tokenizer() -> Any:
     from infer_prof.engine.loader import _local_smollm2
-    from infer_prof.profiler.session.target.target_session import prompt_tokenizer
+    from infer_prof.profiler.session.target.target_plan import prompt_tokenizer
 
     if _local_smollm2() is None:
         pytest.skip(SMOLLM2_MISSING)  # prompts are sized with SmolLM2's tokenizer

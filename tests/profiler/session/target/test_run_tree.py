@@ -13,11 +13,8 @@ import pytest
 from infer_prof.profiler.rundir.results import read_run
 from infer_prof.profiler.session.target.launch import group_members, launched_server
 from infer_prof.profiler.session.target.probe import probe
-from infer_prof.profiler.session.target.target_session import (
-    plan_target,
-    prompt_tokenizer,
-    run_target_session,
-)
+from infer_prof.profiler.session.target.target_plan import plan_target, prompt_tokenizer
+from infer_prof.profiler.session.target.target_session import run_target_session
 from infer_prof.profiler.session.target.tree import descendants, parents
 from infer_prof.scenarios.spec import load_scenario
 from tests.engine.conftest import SMOLLM2_MISSING

@@ -18,7 +18,8 @@ from infer_prof.profiler.rundir.results import read_run
 from infer_prof.profiler.session.target.launch import group_members, launched_server
 from infer_prof.profiler.session.target.liveness import Liveness, _death, _signal_name
 from infer_prof.profiler.session.target.probe import probe
-from infer_prof.profiler.session.target.target_session import plan_target, run_target_session
+from infer_prof.profiler.session.target.target_plan import plan_target
+from infer_prof.profiler.session.target.target_session import run_target_session
 from infer_prof.profiler.session.target.tree import descendants, parents
 from infer_prof.reports.run.summary import headline
 from infer_prof.scenarios.spec import load_scenario

@@ -21,11 +21,8 @@ from infer_prof.errors import OptionError, TargetError
 from infer_prof.profiler.rundir.results import read_run
 from infer_prof.profiler.serve.server import ServeOptions, bind
 from infer_prof.profiler.session.target.probe import ServerInfo, probe
-from infer_prof.profiler.session.target.target_session import (
-    plan_target,
-    prompt_tokenizer,
-    run_target_session,
-)
+from infer_prof.profiler.session.target.target_plan import plan_target, prompt_tokenizer
+from infer_prof.profiler.session.target.target_session import run_target_session
 from infer_prof.scenarios.spec import load_scenario
 from tests.engine.conftest import SMOLLM2_MISSING
 

@@ -24,13 +24,15 @@ from infer_prof.profiler.session.target.rounds import (
     merged_load,
     round_maker,
 )
-from infer_prof.profiler.session.target.target_session import plan_target, run_target_session
+from infer_prof.profiler.session.target.target_plan import plan_target, prompt_tokenizer
+from infer_prof.profiler.session.target.target_session import run_target_session
 from infer_prof.profiler.session.until import Stopper
 from infer_prof.profiler.stats import spent_confidence
 from infer_prof.scenarios.loadgen import RequestSpec, generate_requests
 from infer_prof.scenarios.spec import load_scenario
+from tests.engine.conftest import SMOLLM2_MISSING
 from tests.profiler.session.target.conftest import fake_command, free_port
-from tests.profiler.session.target.test_run_tree import STEADY, tokenizer  # noqa: F401 (a fixture)
+from tests.profiler.session.target.test_run_tree import STEADY
 
 BUSY = "import time\nwhile True:\n    sum(i * i for i in range(1000))\n"
 needs_py_spy = pytest.mark.skipif(find_py_spy() is None, reason="py-spy is not installed")
@@ -90,7 +92,9 @@ class FakeClock:
 def test_rounds_draw_fresh_requests_numbered_on_until_the_look_resolves() -> None:
     spec = load_scenario("chat").with_overrides(num_requests=6)
     requests = generate_requests(spec, 2048)
-    verdicts = iter([(None, ["the interpreter share (too few)"]), (SampledShare(0.5, 0.2, 0.8), ["straddles"])])
+    verdicts = iter(
+        [(None, ["the interpreter share (too few)"]), (SampledShare(0.5, 0.2, 0.8), ["straddles"])]
+    )
 
     def judge(confidence: float):  # type: ignore[no-untyped-def]
         return next(verdicts, (SampledShare(0.5, 0.4, 0.6), []))
@@ -115,6 +119,7 @@ def test_rounds_draw_fresh_requests_numbered_on_until_the_look_resolves() -> Non
     assert all(not r.warmup for batch in driven[1:] for r in batch)  # warm-up once, in the first round
     assert prompted == [r.index for batch in driven[1:] for r in batch]  # each new round's prompts prepared
     assert totals == [12, 18]  # the progress bar's total grows by a round's measured requests
+
     # A fresh draw, not the first round again: the seed moved on.
     def drawn(batch: list[RequestSpec]) -> list[tuple[int, int]]:
         return [(r.prompt_tokens, r.max_tokens) for r in batch if not r.warmup]
@@ -152,7 +157,18 @@ def test_until_is_refused_where_a_look_has_nothing_to_read(pid, ours, profile, w
     check_until_target(123, False, "default")  # a foreign server on this machine: looks read its samples
 
 
-def test_a_launched_server_run_until_resolved_records_its_looks_at_their_level(tmp_path: Path, tokenizer) -> None:  # type: ignore[no-untyped-def]
+@pytest.fixture
+def tokenizer():  # type: ignore[no-untyped-def]
+    from infer_prof.engine.loader import _local_smollm2
+
+    if _local_smollm2() is None:
+        pytest.skip(SMOLLM2_MISSING)  # prompts are sized with SmolLM2's tokenizer
+    return prompt_tokenizer("synthetic:tiny")
+
+
+def test_a_launched_server_run_until_resolved_records_its_looks_at_their_level(
+    tmp_path: Path, tokenizer
+) -> None:  # type: ignore[no-untyped-def]
     scenario = tmp_path / "steady.toml"
     scenario.write_text(STEADY)
     spec = load_scenario(str(scenario))
@@ -170,7 +186,9 @@ def test_a_launched_server_run_until_resolved_records_its_looks_at_their_level(t
     assert stopping["rule"] == "until resolved" and stopping["stopped_by"] in ("resolved", "time cap")
     assert stopping["rounds"] == stopping["looks"] >= 1
     assert stopping["confidence"] == pytest.approx(spent_confidence(stopping["looks"]))
-    assert interval["confidence"] == pytest.approx(stopping["confidence"])  # the final interval at the last look's level
+    assert interval["confidence"] == pytest.approx(
+        stopping["confidence"]
+    )  # the final interval at the last look's level
     measured = [r for r in read_run(out).requests.itertuples() if not r.warmup]
     assert len(measured) == 24 * stopping["rounds"]  # every round's requests, each once
     if stopping["stopped_by"] == "resolved":

@@ -13,7 +13,8 @@ from infer_prof.profiler.rundir.results import read_run
 from infer_prof.profiler.session.target.inject import WhatIf, prepare_probe
 from infer_prof.profiler.session.target.launch import launched_server
 from infer_prof.profiler.session.target.probe import probe
-from infer_prof.profiler.session.target.target_session import plan_target, run_target_session
+from infer_prof.profiler.session.target.target_plan import plan_target
+from infer_prof.profiler.session.target.target_session import run_target_session
 from infer_prof.scenarios.spec import load_scenario
 from tests.profiler.session.target import fake_api_work, fake_engine_loop
 from tests.profiler.session.target.conftest import fake_command, free_port
