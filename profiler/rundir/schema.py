@@ -618,6 +618,12 @@ class RayNodeEntry(TypedDict, total=False):
     clock_consistent: bool | None  # every round's bound overlaps (False: a clock moved during the rounds)
     chunks: int  # chunks of py-spy samples received from it
     died_after_s: float | None  # seconds after the agents started when the node was seen gone
+    # With --probe (session.target.ray_probe): the processes whose probe files it sent, why none (or what was cut),
+    # and its perf_counter_ns against the driver's: the bound on an aligned record, and how far it moved in the run.
+    probe_processes: int
+    probe_reason: str | None
+    probe_clock_uncertainty_ms: float | None
+    probe_clock_drift_ms: float | None
 
 
 class TargetRay(TypedDict, total=False):
@@ -718,6 +724,8 @@ class ProbeProcess(TypedDict, total=False):
     """One process of the server as the probe saw it: what it patched, missed, dropped, and its components."""
 
     pid: int
+    node_id: str  # a process of another Ray node (--ray-address with --probe): its records sent by that node's agent
+    key: str  # node:pid, where node_id is given
     role: str | None
     loaded: bool
     records: int
