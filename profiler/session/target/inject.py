@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -191,13 +191,18 @@ def _pid(stem: str) -> int | None:
 
 
 def _records(path: Path, columns: int) -> np.ndarray:
-    rows = []
     with open(path) as handle:
-        for line in handle:
-            fields = line.split("\t")
-            if len(fields) == columns:
-                try:
-                    rows.append([int(value) for value in fields])
-                except ValueError:
-                    continue  # a line cut short when the process was killed mid-write
+        return records_of(handle, columns)
+
+
+def records_of(lines: Iterable[str], columns: int) -> np.ndarray:
+    """A probe file's tab-separated integer lines of `columns` fields as an (N, columns) int64 array."""
+    rows = []
+    for line in lines:
+        fields = line.split("\t")
+        if len(fields) == columns:
+            try:
+                rows.append([int(value) for value in fields])
+            except ValueError:
+                continue  # a line cut short when the process was killed mid-write
     return np.asarray(rows, dtype=np.int64).reshape(-1, columns)

@@ -5,6 +5,11 @@ cloudpickle), so a node needs py-spy and Ray, nothing of infer-prof. py-spy runs
 pid and starts again, so a node that dies mid-run loses at most the chunk it was in: the driver has the rest.
 The py-spy command comes from the driver (collectors.sampling.py_spy_command) with PID_SLOT and OUTPUT_SLOT
 for each pid and its output file; only the executable is this node's own.
+
+With `--probe`, the agent also hands over, once the load is over, the files the in-process probe
+(profiler/inject/sitecustomize.py) wrote on this node for its pids and their children: read from the folder
+each process's own INFER_PROF_PROBE_DIR names (its /proc environ), else the driver's probe folder where this
+node sees that path; with readings of this node's perf_counter_ns (the probe's clock) for the driver to align.
 """
 
 from __future__ import annotations
@@ -24,6 +29,15 @@ from typing import Any
 
 PID_SLOT, OUTPUT_SLOT = "{pid}", "{output}"
 STOP_WAIT_S = 30.0  # py-spy writes its output on SIGINT; one that takes longer is killed
+PROBE_DIR_ENV = "INFER_PROF_PROBE_DIR"  # inject.PROBE_DIR_ENV: this module imports nothing of infer-prof
+# The probe's files of one process, by the name read_probe gives each: its status, spans, and a slowdown run's rest.
+PROBE_FILES = {
+    "probe": "probe-{pid}.json",
+    "spans": "spans-{pid}.tsv",
+    "sizes": "sizes-{pid}.tsv",
+    "delays": "delays-{pid}.tsv",
+    "turns": "turns-{pid}.tsv",
+}
 FAILURES_TO_GIVE_UP = 2  # chunks in a row without samples (after the native one): that pid is left alone
 _PR_SET_PDEATHSIG = 1
 
@@ -71,6 +85,82 @@ def alive(pid: int) -> bool:
         return False
 
 
+def probe_dir_of(pid: int, proc: Path = Path("/proc")) -> str | None:
+    """The probe folder a process was started with (INFER_PROF_PROBE_DIR in its environment), where readable."""
+    try:
+        environ = (proc / str(pid) / "environ").read_bytes()
+    except OSError:
+        return None
+    prefix = PROBE_DIR_ENV.encode() + b"="
+    for item in environ.split(b"\0"):
+        if item.startswith(prefix):
+            return item[len(prefix) :].decode(errors="replace") or None
+    return None
+
+
+def with_descendants(pids: list[int], proc: Path = Path("/proc")) -> list[int]:
+    """`pids` and every live process under them on this node (a worker's own children load the probe too)."""
+    children: dict[int, list[int]] = {}
+    for entry in proc.iterdir() if proc.is_dir() else []:
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rpartition(")")[2].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], list(pids)
+    while todo:
+        pid = todo.pop()
+        if pid not in found:
+            found.append(pid)
+            todo.extend(children.get(pid, []))
+    return sorted(found)
+
+
+def read_probe_files(
+    pids: list[int], folders: list[str], max_bytes: int, proc: Path = Path("/proc")
+) -> dict[str, Any]:
+    """The probe's files of `pids` (and their children) on this node, as text, from the folders their own
+    environment names, then `folders`; at most max_bytes in all (a file cut there keeps its whole lines)."""
+    wanted = with_descendants(pids, proc)
+    named = [folder for pid in wanted if (folder := probe_dir_of(pid, proc))]
+    candidates = list(dict.fromkeys([*named, *folders]))
+    files: dict[int, dict[str, str]] = {}
+    notes: list[str] = []
+    budget = max_bytes
+    for folder in candidates:
+        if not os.path.isdir(folder):
+            continue
+        for pid in wanted:
+            for kind, pattern in PROBE_FILES.items():
+                if kind in files.get(pid, {}):
+                    continue  # the first folder that holds it wins
+                path = os.path.join(folder, pattern.format(pid=pid))
+                try:
+                    with open(path, "rb") as handle:
+                        data = handle.read(budget + 1)
+                except FileNotFoundError:
+                    continue
+                except OSError as error:
+                    notes.append(f"{path}: {error}")
+                    continue
+                if len(data) > budget:
+                    data = data[: data.rfind(b"\n", 0, budget) + 1]
+                    notes.append(f"{path}: cut at {max_bytes} bytes of probe files in all")
+                budget -= len(data)
+                if data:
+                    files.setdefault(pid, {})[kind] = data.decode(errors="replace")
+    return {
+        "hostname": os.uname().nodename,
+        "pids": wanted,
+        "folders": [folder for folder in candidates if os.path.isdir(folder)],
+        "looked_in": candidates,
+        "files": files,
+        "notes": notes,
+    }
+
+
 class NodeAgent:
     """One node's sampler: hello() and clock() answer at once; start() begins the chunks, collect() hands over
     those finished since the last call, stop() ends the one running and hands over the rest."""
@@ -99,6 +189,13 @@ class NodeAgent:
 
     def clock(self) -> int:
         return time.time_ns()
+
+    def perf_clock(self) -> int:
+        """This node's perf_counter_ns, the probe's clock (CLOCK_MONOTONIC: one for every process of the node)."""
+        return time.perf_counter_ns()
+
+    def probe_files(self, pids: list[int], folders: list[str], max_bytes: int) -> dict[str, Any]:
+        return read_probe_files(pids, folders, max_bytes)
 
     def start(self, pids: list[int]) -> None:
         if self.py_spy is None or self.thread is not None:

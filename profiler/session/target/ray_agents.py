@@ -3,6 +3,9 @@
 Each node's outcome is named and the run goes on with the rest: an agent Ray cannot place (a node with no
 CPU free for it: what to change is said), a node without py-spy, a node that dies during the load (the
 chunks it sent before are kept). The agents are actors of infer-prof's own job, so they end with it.
+With the probe's folder (a server launched with --probe), each agent also reads its node's perf_counter_ns in
+rounds as it starts and after the load, and hands over the probe's files of its node's processes before it goes
+(ray_probe.py aligns and merges them); a node whose files cannot be read or sent is named, the run goes on.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from ...analysis.clock_offsets import ClockOffset, ClockRound, estimate_offset
 from ...collectors.sampling import py_spy_command, summarize_stacks
 from ...rundir.schema import RayNodeEntry
 from . import ray_agent
+from .ray_probe import clock_line
 from .ray_processes import RayProcess
 
 AGENT_CPUS_VAR = "INFER_PROF_RAY_AGENT_CPUS"
@@ -30,6 +34,10 @@ CALL_TIMEOUT_S = 10.0
 STOP_TIMEOUT_S = ray_agent.STOP_WAIT_S + 15.0  # the agent waits for py-spy to write, then answers
 MISSED_POLLS = 3  # polls in a row without an answer: the node is taken as gone
 CHUNK_S = 5  # seconds of py-spy per chunk: what a node that dies mid-run can lose
+PROBE_FLUSH_S = 0.6  # the probe writes its records every 0.25 s: after the load, its last flush is in by then
+# Of probe files a node sends (one Ray object): a file cut there keeps its whole lines, and the cut is named.
+PROBE_MAX_BYTES = 256 * 1024 * 1024
+PROBE_TIMEOUT_S = 60.0
 
 # Node outcomes, as the result names them.
 SAMPLING, NOT_PLACED, NO_CPU, NO_PY_SPY, DIED, DONE = (
@@ -57,6 +65,11 @@ class NodeRun:
     died_after_s: float | None = None
     missed: int = 0
     agent: Any = None
+    # its perf_counter_ns (the probe's clock) against ours, as it started and as the probe's files were fetched
+    perf_start: list[ClockRound] = field(default_factory=list)
+    perf_stop: list[ClockRound] = field(default_factory=list)
+    probe: dict[str, Any] | None = None  # ray_agent.read_probe_files' answer
+    probe_reason: str | None = None  # why its probe files are not here, or what was missing from them
 
     @property
     def name(self) -> str:
@@ -114,6 +127,8 @@ class NodeAgents:
         chunk_s: int | None = None,
         clock: Callable[[], int] = time.time_ns,
         free_cpus: Callable[[], dict[str, float] | None] | None = None,
+        probe_folder: str | None = None,
+        perf_clock: Callable[[], int] = time.perf_counter_ns,
     ) -> None:
         self.ray, self.cpus, self.place_timeout_s, self.poll_s, self.clock = (
             ray,
@@ -123,6 +138,7 @@ class NodeAgents:
             clock,
         )
         self.rate_hz, self.native_stacks = rate_hz, native_stacks
+        self.probe_folder, self.perf_clock = probe_folder, perf_clock
         self._free_cpus = free_cpus or free_cpus_per_node
         self.command = py_spy_command(
             "py-spy",
@@ -201,6 +217,8 @@ class NodeAgents:
                 remote_ns = self.ray.get(node.agent.clock.remote(), timeout=CALL_TIMEOUT_S)
                 rounds.append(ClockRound(sent, int(remote_ns), self.clock()))
             node.clock = estimate_offset(rounds)
+            if self.probe_folder is not None:
+                node.perf_start = self._perf_rounds(node)
             self.ray.get(node.agent.start.remote(node.pids), timeout=CALL_TIMEOUT_S)
         except Exception as error:  # the actor died as it started (its node went, its worker failed to start)
             node.status = NOT_PLACED
@@ -244,17 +262,70 @@ class NodeAgents:
     # -- stop -------------------------------------------------------------------------------------------------
 
     def stop(self) -> None:
-        """End every agent's sampling, fetch what is left, and remove the agents."""
+        """End every agent's sampling, fetch what is left (and the probe's files), and remove the agents."""
+        began = time.monotonic()
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-        for node in self.nodes.values():
-            if node.status == SAMPLING:
-                # a node that already missed a poll gets the short timeout: it is likely gone, not writing
-                self._collect(node, "stop", CALL_TIMEOUT_S if node.missed else STOP_TIMEOUT_S)
+        try:
+            for node in self.nodes.values():
                 if node.status == SAMPLING:
-                    node.status = DONE
-            self._kill(node)
+                    # a node that already missed a poll gets the short timeout: it is likely gone, not writing
+                    self._collect(node, "stop", CALL_TIMEOUT_S if node.missed else STOP_TIMEOUT_S)
+                    if node.status == SAMPLING:
+                        node.status = DONE
+            if self.probe_folder is not None:
+                time.sleep(max(0.0, PROBE_FLUSH_S - (time.monotonic() - began)))
+                self._fetch_probes()
+        finally:
+            for node in self.nodes.values():
+                self._kill(node)
+
+    def _perf_rounds(self, node: NodeRun) -> list[ClockRound]:
+        """Rounds of the node's perf_counter_ns (the probe's clock) against ours."""
+        rounds = []
+        for _ in range(CLOCK_ROUNDS):
+            sent = self.perf_clock()
+            remote_ns = self.ray.get(node.agent.perf_clock.remote(), timeout=CALL_TIMEOUT_S)
+            rounds.append(ClockRound(sent, int(remote_ns), self.perf_clock()))
+        return rounds
+
+    def _fetch_probes(self) -> None:
+        """Each node's probe files and its clock once more; a node that cannot send them is named."""
+        asked: dict[str, Any] = {}
+        for node in self.nodes.values():
+            if node.status != DONE:
+                node.probe_reason = f"the probe's files on {node.name} were not read: its agent is not running ({node.status})"
+                continue
+            try:
+                node.perf_stop = self._perf_rounds(node)
+                folders = [self.probe_folder] if self.probe_folder else []
+                asked[node.node_id] = node.agent.probe_files.remote(node.pids, folders, PROBE_MAX_BYTES)
+            except Exception as error:
+                node.probe_reason = (
+                    f"the probe's files on {node.name} could not be read or sent: {_first_line(error)}"
+                )
+        for node_id, ref in asked.items():
+            node = self.nodes[node_id]
+            try:
+                node.probe = self.ray.get(ref, timeout=PROBE_TIMEOUT_S)
+            except Exception as error:  # GetTimeoutError, the agent or its node gone, an object too large
+                node.probe_reason = (
+                    f"the probe's files on {node.name} could not be read or sent: {_first_line(error)}"
+                )
+                continue
+            assert node.probe is not None
+            if not node.probe.get("files"):
+                looked = (
+                    ", ".join(node.probe.get("looked_in") or []) or "no folder (no process there names one)"
+                )
+                node.probe_reason = (
+                    f"no probe files of {node.name}'s processes (pids {', '.join(map(str, node.probe.get('pids') or node.pids))}) "
+                    f"in {looked}: were its workers started with the probe's PYTHONPATH and {ray_agent.PROBE_DIR_ENV} "
+                    "(runtime_env env_vars), in a folder that node has?"
+                )
+            elif node.probe.get("notes"):
+                node.probe_reason = f"the probe's files on {node.name}: {'; '.join(node.probe['notes'][:3])}"
 
     def _kill(self, node: NodeRun) -> None:
         if node.agent is not None:
@@ -291,9 +362,20 @@ class NodeAgents:
                     "clock_consistent": node.clock.consistent if node.clock else None,
                     "chunks": sum(1 for chunk in node.chunks if not chunk.get("error")),
                     "died_after_s": node.died_after_s,
+                    **(self._probe_entry(node) if self.probe_folder is not None else {}),
                 }
             )
         return entries
+
+    def _probe_entry(self, node: NodeRun) -> RayNodeEntry:
+        line = clock_line(node.perf_start, node.perf_stop) if node.perf_start else None
+        drift = line.drift_ns if line is not None else None
+        return {
+            "probe_processes": len((node.probe or {}).get("files") or {}),
+            "probe_reason": node.probe_reason,
+            "probe_clock_uncertainty_ms": line.uncertainty_ns / 1e6 if line is not None else None,
+            "probe_clock_drift_ms": drift / 1e6 if drift is not None else None,
+        }
 
 
 def sampling_result(node: NodeRun, pid: int, rate_hz: int) -> dict[str, Any]:

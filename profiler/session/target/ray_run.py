@@ -1,16 +1,19 @@
-"""One `run --target --ray-address` run's Ray side: join the cluster, find the server's actors, sample them on their nodes for the load, leave; then its rows of the process table and its `target.ray` section."""
+"""One `run --target --ray-address` run's Ray side: join the cluster, find the server's actors, sample them on their nodes for the load (with the probe's files of a server started with the probe), leave; then its rows of the process table, the probe's processes of every node, and its `target.ray` section."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ....errors import TargetError
 from ...analysis.replica_balance import ProcessLoad, balance
-from ...rundir.schema import TargetRay
+from ...rundir.schema import RayNodeEntry, TargetRay
+from .ray_agent import probe_dir_of
 from .ray_agents import DIED, NodeAgents, agent_cpus
 from .ray_cluster import RayAddress, join
+from .ray_probe import NodePid, clock_line, merge_found, node_entries
 from .ray_processes import ServerActors, read_cluster, server_actors
 from .ray_table import ray_rows, tag_tree_rows
 from .tree import PROC
@@ -64,6 +67,35 @@ class RayRun:
         gone = {node.node_id for node in self.agents.nodes.values() if node.status == DIED}
         return tree_rows + ray_rows(self.actors.processes, self.results(), wall_ns, gone_nodes=gone)
 
+    def probe_key(self, row: dict[str, Any]) -> int:
+        """A process table row's key in the probe's processes: its pid, a NodePid where Ray placed it elsewhere."""
+        node = row.get("node_id")
+        if row.get("placed_by") == "ray" and node and node != self.local_node:
+            return NodePid(str(node), int(row["pid"]))
+        return int(row["pid"])
+
+    def probe_found(self, local: dict[int, dict[str, Any]]) -> dict[int, dict[str, Any]]:
+        """read_probe's processes (this machine's folder) with those each other node's agent sent, on our clock."""
+        sent = {}
+        for node in self.agents.nodes.values():
+            if node.probe and node.probe.get("files") and node.perf_start:
+                line = clock_line(node.perf_start, node.perf_stop)
+                sent[node.node_id] = node_entries(node.probe["files"], line, node.node_id)
+        here = os.uname().nodename
+        shared = {
+            node.node_id: list(node.pids)
+            for node in self.agents.nodes.values()
+            if node.node_ip == self.local_ip and node.hostname in (None, here)
+        }
+        return merge_found(local, sent, driver_node=self.local_node, shared_host=shared)
+
+    def name_probe_processes(self, processes: list[dict[str, Any]]) -> None:
+        """The probe section's processes of other nodes named by node (node_id, key), their pids plain numbers."""
+        for entry in processes:
+            pid = entry.get("pid")
+            if isinstance(pid, NodePid):
+                entry["node_id"], entry["key"], entry["pid"] = pid.node_id, str(pid), int(pid)
+
     def section(self, rows: list[dict[str, Any]] | None = None) -> TargetRay:
         """target.ray: the nodes, their clocks and agents, and (given the process table's rows) the balance lines."""
         nodes = self.agents.section()
@@ -80,6 +112,7 @@ class RayRun:
                 f"Ray: the {len(nodes)} nodes share one host ({next(iter(hosts))}): one clock, so their offsets "
                 "measure the method's error, not a difference between machines"
             )
+        lines += self.probe_lines(nodes)
         lines += self.balance_lines(rows or [])
         return {
             "address": self.address.text,
@@ -93,6 +126,28 @@ class RayRun:
             "notes": list(self.actors.notes),
             "lines": [*self.actors.notes, *lines],
         }
+
+    def probe_lines(self, nodes: list[RayNodeEntry]) -> list[str]:
+        """With the probe: each node's probe files that did not come, and the bound on the other nodes' alignment."""
+        lines = []
+        for entry in nodes:
+            if "probe_processes" not in entry:
+                continue
+            ours = entry["node_id"] == self.local_node
+            if entry.get("probe_reason"):
+                lines.append(
+                    f"Ray: {entry['probe_reason']}"
+                    + (" (the driver's own node: its processes' files were read here)" if ours else "")
+                )
+            if not ours and entry["probe_processes"] and entry.get("probe_clock_uncertainty_ms") is not None:
+                drift = entry.get("probe_clock_drift_ms")
+                lines.append(
+                    f"Ray: the probe's records of {entry['probe_processes']} process(es) on {entry['node_id'][:8]} "
+                    f"are on this driver's clock to +- {entry['probe_clock_uncertainty_ms']:.3f} ms (its perf_counter "
+                    "measured against ours as sampling started and after the load"
+                    + (f"; the offset moved {drift:+.3f} ms between)" if drift is not None else ")")
+                )
+        return lines
 
     def balance_lines(self, rows: list[dict[str, Any]]) -> list[str]:
         """Per actor class with two or more sampled processes (replicas, ranks): how much of its samples each one's
@@ -131,7 +186,12 @@ def start_ray_run(address: RayAddress, tree_pids: list[int], *, rate_hz: int, na
         local_ip = next((node.ip for node in view.nodes if node.node_id == local_node), "")
         actors = server_actors(view, tree_pids, local_ips={local_ip} - {""}, own_job=context.get_job_id())
         agents = NodeAgents(
-            ray, actors.processes, rate_hz=rate_hz, native_stacks=native_stacks, cpus=agent_cpus()
+            ray,
+            actors.processes,
+            rate_hz=rate_hz,
+            native_stacks=native_stacks,
+            cpus=agent_cpus(),
+            probe_folder=probe_folder(tree_pids),
         )
         run = RayRun(address, ray, joined, view.source, actors, agents, local_node, local_ip)
         agents.start()
@@ -140,6 +200,16 @@ def start_ray_run(address: RayAddress, tree_pids: list[int], *, rate_hz: int, na
             ray.shutdown()
         raise
     return run
+
+
+def probe_folder(tree_pids: list[int], proc: Path = PROC) -> str | None:
+    """The probe folder the server's processes here were started with (--launch --probe, or a server started with
+    the probe's environment): where its Ray-placed workers' probes write too, if they were given it."""
+    for pid in tree_pids:
+        folder = probe_dir_of(pid, proc)
+        if folder and (Path(folder) / "probes.json").is_file():
+            return folder
+    return None
 
 
 def uses_ray(pid: int, proc: Path = PROC) -> bool:

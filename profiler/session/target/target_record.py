@@ -129,7 +129,7 @@ def record_target(
         # model worker it waits on, the API server beside them), not the primary process alone.
         breakdown = foreign_breakdown(foreign_processes(sampled), load.end_ns - load.start_ns)
     threads = thread_table(sampling, primary) if sampling and sampling.get("status") == "ok" else {}
-    probe_section = _probe_section(probe, load, processes, confidence) if probe is not None else None
+    probe_section = _probe_section(probe, load, processes, confidence, ray_run) if probe is not None else None
     probed = bool(probe_section and probe_section["loaded_in"])
     if probe is not None:
         collectors["probe"] = {"status": "ok" if probed else "failed", "reason": None if probed else NO_PROBE}
@@ -234,13 +234,20 @@ NO_TURNS = (
 
 
 def _probe_section(
-    probe: ProbeSetup, load: HttpLoad, processes: list[dict[str, Any]] | None, confidence: float = 0.95
+    probe: ProbeSetup,
+    load: HttpLoad,
+    processes: list[dict[str, Any]] | None,
+    confidence: float = 0.95,
+    ray_run: RayRun | None = None,
 ) -> Probe:
-    """The probe's spans (read once its last flush is in), analysed over the load; the loop's own work with its
-    interval at `confidence`."""
+    """The probe's spans (read once its last flush is in; with Ray, every node's, on our clock, keyed by node and
+    pid), analysed over the load; the loop's own work with its interval at `confidence`."""
     time.sleep(PROBE_FLUSH_S)
-    table = {int(entry["pid"]): entry for entry in processes or []}
+    key = ray_run.probe_key if ray_run is not None else lambda entry: int(entry["pid"])
+    table = {key(entry): entry for entry in processes or []}
     found = read_probe(probe)
+    if ray_run is not None:
+        found = ray_run.probe_found(found)
     section = analyse_probe(
         probe.probes,
         found,
@@ -250,6 +257,9 @@ def _probe_section(
         confidence=confidence,
     )
     section["lines"] = []
+    if ray_run is not None:
+        ray_run.name_probe_processes(cast(list[dict[str, Any]], section["processes"]))
+        section["loaded_in"] = [int(pid) for pid in section["loaded_in"]]
     if probe.what_if is not None:
         what_if = analyse_slowdowns(
             probe.probes,
