@@ -8,7 +8,8 @@ import time
 STEP_S = 0.004  # busy Python per step
 # The engine table the Ray tests give infer-prof (INFER_PROF_ENGINE_TABLES), as TOML: the worker's step is a
 # model worker's work, the server's wait on its workers (Ray's get, whose caller says why) the engine waiting on
-# them; Ray's own loop in a worker waiting for its next call is idle.
+# them; Ray's own loop in a worker waiting for its next call is idle. With --probe, the probe times the worker's step
+# inside each worker (the server's own loop runs in __main__, which the probe's import hook never sees: no step probe).
 TABLE = """
 name = "fake-ray"
 detect = ["fake_ray_(engine|server)\\\\.py$"]
@@ -19,6 +20,7 @@ roles = [
 ]
 waits = [["worker", "fake_ray_server\\\\.py$", "engine_step"]]
 wait_frames = [["idle", "(^|/)ray/_private/(worker|client_mode_hook|auto_init_hook)\\\\.py$", ""]]
+probes = [["model", "fake_ray_engine", "RayWorkerWrapper.execute_model"]]
 """
 
 

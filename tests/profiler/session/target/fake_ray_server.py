@@ -2,15 +2,20 @@
 
 It joins the cluster as a Ray driver (as vLLM's engine core does), so its workers are children of each node's raylet,
 never of this process: the tree under its listener holds this process alone. Each token is one step on every worker
-(tensor-parallel fashion).
+(tensor-parallel fashion). Started with the in-process probe's environment (`run --launch CMD --probe`), it hands that
+environment to its workers through the job's runtime_env (env_vars), as a real deployment would, so the probe loads in
+every worker on every node; the workers then import this folder's fake_ray_engine by name (not sent by value), so the
+probe's import hook times RayWorkerWrapper.execute_model.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import fake_ray_engine  # beside this file, which Python puts first on the path
@@ -20,6 +25,18 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 WORKERS: list[Any] = []
 STEP_LOCK = threading.Lock()  # one step at a time, as an engine loop runs them
+PROBE_DIR_ENV = "INFER_PROF_PROBE_DIR"  # inject.PROBE_DIR_ENV
+
+
+def probe_runtime_env(environ: dict[str, str]) -> dict[str, Any] | None:
+    """The job's runtime_env that gives every worker the probe this process was started with (None without one):
+    its folder and our PYTHONPATH (the probe's folder first), with this file's folder for fake_ray_engine."""
+    folder = environ.get(PROBE_DIR_ENV)
+    if not folder:
+        return None
+    here = str(Path(__file__).resolve().parent)
+    path = os.pathsep.join(filter(None, [environ.get("PYTHONPATH", ""), here]))
+    return {"env_vars": {"PYTHONPATH": path, PROBE_DIR_ENV: folder}}
 
 
 def engine_step() -> str:
@@ -64,8 +81,16 @@ def main() -> None:
         "--nodes", required=True, help="comma-separated Ray node ids: one worker pinned to each"
     )
     args = parser.parse_args()
-    ray.init(address=args.ray_address, log_to_driver=False, include_dashboard=False, configure_logging=False)
-    cloudpickle.register_pickle_by_value(fake_ray_engine)  # the nodes' workers need not import it
+    runtime_env = probe_runtime_env(dict(os.environ))
+    ray.init(
+        address=args.ray_address,
+        log_to_driver=False,
+        include_dashboard=False,
+        configure_logging=False,
+        runtime_env=runtime_env,
+    )
+    if runtime_env is None:
+        cloudpickle.register_pickle_by_value(fake_ray_engine)  # the nodes' workers need not import it
     worker_class = ray.remote(num_cpus=0)(fake_ray_engine.RayWorkerWrapper)
     for rank, node in enumerate(args.nodes.split(",")):
         strategy = NodeAffinitySchedulingStrategy(node, soft=False)
