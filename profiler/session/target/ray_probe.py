@@ -133,7 +133,8 @@ def merge_found(
 ) -> dict[int, dict[str, Any]]:
     """read_probe's processes of this machine, and each other node's. A node on this very host (`shared_host`: its
     server pids) wrote into the same folders on the same clock, so its processes read here are that node's: keyed
-    NodePid, then replaced by what its agent sent, if it sent them. The driver's own node is the local read."""
+    NodePid, then replaced by what its agent sent, if it sent them. The driver's own node is the local read: what its
+    agent sent adds only a process whose files lie elsewhere (a worker whose environment names another folder)."""
     merged = dict(local)
     for node_id, pids in shared_host.items():
         for pid in pids:
@@ -141,6 +142,8 @@ def merge_found(
                 merged[NodePid(node_id, pid)] = merged.pop(pid)
     for node_id, entries in nodes.items():
         if node_id == driver_node:
+            for key, entry in entries.items():
+                merged.setdefault(int(key), entry)
             continue
         if node_id in shared_host:
             for key in entries:  # a plain int is this machine's: the same file, read here too

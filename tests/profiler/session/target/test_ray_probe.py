@@ -130,11 +130,14 @@ def test_merge_keeps_both_machines_pid_and_moves_a_shared_host_node_s_processes_
         return {"status": {"pid": 1}, "records": np.array([[1, 0, start, start + 10, 1]], dtype=np.int64)}
 
     local = {100: entry(1), 200: entry(2), 300: entry(3)}
-    sent = {OTHER: {NodePid(OTHER, 100): entry(50), NodePid(OTHER, 200): entry(60)}, DRIVER: {100: entry(99)}}
+    sent = {
+        OTHER: {NodePid(OTHER, 100): entry(50), NodePid(OTHER, 200): entry(60)},
+        DRIVER: {NodePid(DRIVER, 100): entry(99), NodePid(DRIVER, 400): entry(40)},
+    }
     merged = merge_found(local, sent, driver_node=DRIVER, shared_host={})
-    # the driver's own node: its local read, not the copy its agent sent
-    assert merged[100]["records"][0, 2] == 1
-    assert merged[NodePid(OTHER, 100)]["records"][0, 2] == 50 and len(merged) == 5
+    # the driver's own node: its local read, not the copy its agent sent; a file found elsewhere only by its agent
+    assert merged[100]["records"][0, 2] == 1 and merged[400]["records"][0, 2] == 40
+    assert merged[NodePid(OTHER, 100)]["records"][0, 2] == 50 and len(merged) == 6
     shared = merge_found(local, {}, driver_node=DRIVER, shared_host={OTHER: [300], DRIVER: [100]})
     # one host: the file of the node's process read here is the node's
     assert sorted(map(str, shared)) == ["100", "200", f"{OTHER[:8]}:300"]
