@@ -349,22 +349,22 @@ class NodeAgents:
         """The nodes' entries of target.ray: outcome, clock offset with its uncertainty, chunks received."""
         entries: list[RayNodeEntry] = []
         for node in self.nodes.values():
-            entries.append(
-                {
-                    "node_id": node.node_id,
-                    "node_ip": node.node_ip,
-                    "hostname": node.hostname,
-                    "pids": list(node.pids),
-                    "agent": node.status,
-                    "reason": node.reason,
-                    "clock_offset_ms": node.clock.offset_ns / 1e6 if node.clock else None,
-                    "clock_uncertainty_ms": node.clock.uncertainty_ns / 1e6 if node.clock else None,
-                    "clock_consistent": node.clock.consistent if node.clock else None,
-                    "chunks": sum(1 for chunk in node.chunks if not chunk.get("error")),
-                    "died_after_s": node.died_after_s,
-                    **(self._probe_entry(node) if self.probe_folder is not None else {}),
-                }
-            )
+            entry: RayNodeEntry = {
+                "node_id": node.node_id,
+                "node_ip": node.node_ip,
+                "hostname": node.hostname,
+                "pids": list(node.pids),
+                "agent": node.status,
+                "reason": node.reason,
+                "clock_offset_ms": node.clock.offset_ns / 1e6 if node.clock else None,
+                "clock_uncertainty_ms": node.clock.uncertainty_ns / 1e6 if node.clock else None,
+                "clock_consistent": node.clock.consistent if node.clock else None,
+                "chunks": sum(1 for chunk in node.chunks if not chunk.get("error")),
+                "died_after_s": node.died_after_s,
+            }
+            if self.probe_folder is not None:
+                entry.update(self._probe_entry(node))
+            entries.append(entry)
         return entries
 
     def _probe_entry(self, node: NodeRun) -> RayNodeEntry:
