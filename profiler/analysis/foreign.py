@@ -350,8 +350,10 @@ def with_probe_bound(verdict: Verdict, probe: Probe | None, *, confidence: float
         verdict["reasons"] = reasons
         return
     joined_high = min(high, bound)
+    point = min(share, joined_high)  # the samples' point, where the bound lies below it, is held to the bound
     joined: Interval = {
         **interval,
+        "share": point,
         "low": low,
         "high": joined_high,
         "method": (
@@ -363,7 +365,7 @@ def with_probe_bound(verdict: Verdict, probe: Probe | None, *, confidence: float
     verdict["interpreter_interval"] = joined
     unsure = straddled(joined)
     verdict["straddles"] = unsure
-    point = min(share, joined_high)
+    verdict["interpreter_share"] = point
     verdict["rule"] = rule_for(point)
     settled = (
         f"; with it the interval is [{low:.1%}, {joined_high:.1%}], which clears the rule's thresholds: {rule_for(point)}."

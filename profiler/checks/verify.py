@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, TypedDict
 
 import pandas as pd
 
-from ..analysis.diagnose import NATIVE_CAPABLE, amdahl_gain, diagnose, measured_gain
+from ..analysis.diagnose import NATIVE_CAPABLE, amdahl_gain, diagnose, measured_gain, straddled
 from ..ledger.verify_pairs import append_verify_pairs
 from ..rundir.atomic import write_json_atomic, write_text_atomic
 from ..rundir.results import read_run
@@ -507,13 +507,25 @@ def _record(
         for name, entry in details.items()
         if (measured_gain := entry["measured_gain"]) is not None and not entry.get("void")
     }
+    # The verdict made again keeps what the run's own rested on: its interval (made at the run's confidence, the
+    # samples' side already joined in) and its health, which voids predictions measured on a busy machine.
+    before = result.verdict or {}
+    interval = before.get("interpreter_interval")
     verdict = diagnose(
         result.breakdown or {},
         native_speedups=speedups or None,
         measured_gains=measured or None,
         collectors=result.collectors,
         replayed=(result.replay or {}).get("components"),
+        health=result.health,
+        spans_interval=interval,
+        confidence=(interval or {}).get("confidence") or 0.95,
     )
+    if interval is not None:  # as the run made it (joining the samples again would only restate it)
+        verdict["interpreter_interval"] = interval
+        verdict["straddles"] = straddled(interval)
+    if "stopping" in before:  # how a run that went on until resolved ended
+        verdict["stopping"] = before["stopping"]
     spread = python_spread(python_results)
     section: Verify = {
         "method": "measured_gain = 1 - busy time per generated token (native run) / (Python run); busy = engine "

@@ -323,11 +323,13 @@ class Reporter:
 
 
 @contextmanager
-def session_progress(console: Console, label: str = "requests") -> Iterator[SessionHooks]:
+def session_progress(
+    console: Console, label: str = "requests", clock: Callable[[], float] = time.monotonic
+) -> Iterator[SessionHooks]:
     """Hooks that report one session: requests done / total, output tokens per second, elapsed time, ETA."""
     from ..session.session import SessionHooks
 
-    with Reporter(console) as reporter:
+    with Reporter(console, clock=clock) as reporter:
         task = reporter.task(label)
         started = [reporter.clock()]
 
@@ -336,17 +338,19 @@ def session_progress(console: Console, label: str = "requests") -> Iterator[Sess
             task.start(total, "load started")  # without a terminal: "<label>: load started, N requests"
 
         estimate = [""]  # `--until resolved`: the last look's share and interval, carried by every later line
+        speed = [""]  # the output tokens per second at the last request done
 
         def on_done(requests_done: int, tokens: int) -> None:
             elapsed = max(1e-9, reporter.clock() - started[0])
-            task.update(requests_done, note=f"{tokens / elapsed:.1f} tok/s{estimate[0]}")
+            speed[0] = f"{tokens / elapsed:.1f} tok/s"
+            task.update(requests_done, note=f"{speed[0]}{estimate[0]}")
 
         def on_look(look: Any) -> None:  # profiler.session.until.Look, after each round
             estimate[0] = f"; {look.progress_text()}"
-            if reporter.rich is not None:
-                task.update(note=estimate[0][2:])
-            else:
+            if reporter.rich is None:
                 reporter.emit(f"{label}: round {look.rounds}, {look.progress_text()}")
+            # the note every later line carries, before the next request is done too (a quiet stretch's lines)
+            task.update(note=f"{speed[0]}{estimate[0]}" if speed[0] else look.progress_text())
 
         def on_more(total: int) -> None:
             task.update(total=total)

@@ -19,7 +19,7 @@ from ....scenarios.loadgen import RequestSpec, generate_requests
 from ....scenarios.spec import ScenarioSpec
 from ...analysis.foreign import foreign_verdict, with_probe_bound
 from ...analysis.probe_spans import analyse_probe
-from ..until import THRESHOLDS, Estimate, Judge, Stopper
+from ..until import THRESHOLDS, Estimate, Judge, Look, Stopper
 from .client import HttpLoad
 from .inject import ProbeSetup, read_probe
 from .server_split import foreign_processes
@@ -50,6 +50,37 @@ class Rounds:
         """From the first round's measured start to now (perf_counter_ns, the load's clock)."""
         start = self.loads[0].start_ns if self.loads else time.perf_counter_ns()
         return start, time.perf_counter_ns()
+
+
+@dataclass(frozen=True, slots=True)
+class Until:
+    """`--until resolved` against a server: the time cap, what a look reads (the tree's samplers, the probe), the
+    server's context (the next rounds' prompts fit it), and the progress bar's hooks."""
+
+    max_time_s: float
+    tree: TreeSampler
+    probe: ProbeSetup | None
+    context: int
+    on_look: Callable[[Look], None] | None = None
+    on_more: Callable[[int], None] | None = None
+
+
+def drive_load(
+    drive: Callable[[Sequence[RequestSpec]], HttpLoad],
+    scenario: ScenarioSpec,
+    requests: list[RequestSpec],
+    add_prompts: Callable[[list[RequestSpec]], None],
+    until: Until | None,
+) -> tuple[HttpLoad, Stopper | None]:
+    """The whole load: the scenario once, or (`until`) in rounds with a look between them; the stopper that looked."""
+    if until is None:
+        return drive(requests), None
+    rounds = Rounds()
+    judge = samples_judge(until.tree, until.probe, rounds)
+    stopper = Stopper(until.max_time_s, judge, widths=SAMPLES_WIDTHS, on_look=until.on_look)
+    stopper.start()
+    more = round_maker(scenario, until.context, requests, add_prompts, stopper, until.on_more)
+    return drive_rounds(drive, requests, more, rounds), stopper
 
 
 def drive_rounds(

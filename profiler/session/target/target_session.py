@@ -25,13 +25,12 @@ from ...rundir.results import RunResult, write_run
 from ...rundir.schema import ServerDeath
 from ..record import write_samples
 from ..session import SessionHooks, SessionOutcome, prepare_prompts
-from ..until import Stopper
 from .client import HttpLoad, HttpRecord, drive_http
 from .inject import ProbeSetup
 from .liveness import Liveness
 from .processes import write_process_samples
 from .remote import RemoteWindow
-from .rounds import SAMPLES_WIDTHS, Rounds, check_until_target, drive_rounds, round_maker, samples_judge
+from .rounds import Until, check_until_target, drive_load
 from .sample_rate import SampleRate, decide_rate
 from .target_plan import TargetPlan, target_port
 from .target_record import record_target
@@ -102,28 +101,16 @@ def run_target_session(
             )
         )
 
-    interrupted, stopper = False, None
+    interrupted = False
     try:
-        if until_max_time_s is None or watchers.tree is None:
-            load = drive(requests)
-        else:
-            rounds = Rounds()
-            stopper = Stopper(
-                until_max_time_s,
-                samples_judge(watchers.tree, probe, rounds),
-                widths=SAMPLES_WIDTHS,
-                on_look=hooks.on_look,
-            )
-            stopper.start()
-            more = round_maker(
-                scenario,
-                context,
-                requests,
-                lambda batch: prompts.update(prepare_prompts(batch, tokenizer)),
-                stopper,
-                hooks.on_more,
-            )
-            load = drive_rounds(drive, requests, more, rounds)
+        until = (
+            None
+            if until_max_time_s is None or watchers.tree is None
+            else Until(until_max_time_s, watchers.tree, probe, context, hooks.on_look, hooks.on_more)
+        )
+        load, stopper = drive_load(
+            drive, scenario, requests, lambda batch: prompts.update(prepare_prompts(batch, tokenizer)), until
+        )
     except KeyboardInterrupt:
         interrupted = True
         raise

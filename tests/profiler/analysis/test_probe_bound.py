@@ -61,6 +61,8 @@ def test_a_tight_bound_settles_stay_in_python() -> None:
     assert found["interpreter_interval"]["high"] == 0.004
     assert found["straddles"] == [] and found["rule"] == "stay in Python"
     assert "clears the rule's thresholds" in found["reasons"][-1]
+    # The samples' point (0.7%) lies above the bound: the verdict's share is held inside its interval.
+    assert found["interpreter_share"] == found["interpreter_interval"]["share"] == 0.004
     # The samples' side is made at 97.5%, so the joined interval keeps 95%: its low end moved down.
     assert found["interpreter_interval"]["low"] < 0.001 + 1e-9
 

@@ -95,6 +95,7 @@ def test_verify_rewrites_result_json_with_both_gains(
     reason = "void: the machine changed (planted)" if void else None
     monkeypatch.setattr("infer_prof.profiler.checks.verify.drift_void", lambda *args, **kwargs: reason)
     main = run_session(options, spec, tmp_path / "run", loaded=loaded)
+    interval = dict(main.result.verdict["interpreter_interval"])
     section = verify_predictions(
         main, options, stop_event=threading.Event(), native_speedups=None, run_again=run_again
     )
@@ -114,6 +115,8 @@ def test_verify_rewrites_result_json_with_both_gains(
     assert all(native == python for native, has_switch in calls if has_switch)
     data = json.loads((tmp_path / "run" / "result.json").read_text())
     assert data["config"]["verify"] is True
+    # The verdict made again with the measured gains keeps the run's interval (the spans' alone here).
+    assert data["verdict"]["interpreter_interval"] == interval
     sampler = data["verdict"]["predictions"]["sampler"]
     scheduler = data["verdict"]["predictions"]["scheduler"]
     if void:

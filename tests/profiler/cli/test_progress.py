@@ -204,3 +204,25 @@ def test_the_stop_notice_bypasses_the_console_so_a_handler_cannot_reenter_its_wr
         written
         == "Ctrl-C: stopping; in-flight requests are aborted and a partial result is written (send it again to quit now)\n"
     )
+
+
+def test_after_a_look_every_line_carries_the_new_estimate() -> None:
+    from types import SimpleNamespace
+
+    from infer_prof.profiler.cli.progress import session_progress
+
+    log, clock = io.StringIO(), FakeClock()
+    with session_progress(Console(file=log, force_terminal=False, width=300), clock=clock) as hooks:
+        assert hooks.on_start and hooks.on_request_done and hooks.on_look and hooks.on_more
+        hooks.on_start(10)
+        clock.now += 1
+        hooks.on_request_done(10, 80)
+        look = SimpleNamespace(rounds=1, progress_text=lambda: "interpreter 0.8% [0.4%, 1.7%]; waiting on it")
+        hooks.on_look(look)
+        clock.now += 11  # a quiet stretch of the next round: no request done yet, a line by time
+        hooks.on_more(20)
+    lines = log.getvalue().splitlines()
+    assert "requests: round 1, interpreter 0.8% [0.4%, 1.7%]; waiting on it" in lines
+    assert lines[-1].startswith("requests: 10/20") and lines[-1].endswith(
+        "80.0 tok/s; interpreter 0.8% [0.4%, 1.7%]; waiting on it"
+    )
