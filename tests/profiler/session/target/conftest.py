@@ -80,3 +80,15 @@ def fake_server() -> Iterator[FakeServer]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def tokenizer():  # type: ignore[no-untyped-def]
+    """The tokenizer a target run sizes its prompts with (SmolLM2's), or the test skipped where it is not here."""
+    from infer_prof.engine.loader import _local_smollm2
+    from infer_prof.profiler.session.target.target_plan import prompt_tokenizer
+    from tests.engine.conftest import SMOLLM2_MISSING
+
+    if _local_smollm2() is None:
+        pytest.skip(SMOLLM2_MISSING)
+    return prompt_tokenizer("synthetic:tiny")

@@ -25,7 +25,6 @@ from infer_prof.profiler.session.target.target_plan import plan_target
 from infer_prof.profiler.session.target.target_session import run_target_session
 from infer_prof.profiler.session.target.tree import descendants, parents
 from infer_prof.scenarios.spec import load_scenario
-from tests.engine.conftest import SMOLLM2_MISSING
 from tests.profiler.session.target import fake_replicas
 from tests.profiler.session.target.conftest import free_port
 
@@ -70,16 +69,6 @@ def replicas() -> Iterator[list[Server]]:
     finally:
         for server in started:
             server.stop()
-
-
-@pytest.fixture
-def tokenizer() -> Any:
-    from infer_prof.engine.loader import _local_smollm2
-    from infer_prof.profiler.session.target.target_plan import prompt_tokenizer
-
-    if _local_smollm2() is None:
-        pytest.skip(SMOLLM2_MISSING)  # prompts are sized with SmolLM2's tokenizer
-    return prompt_tokenizer("synthetic:tiny")
 
 
 @pytest.fixture

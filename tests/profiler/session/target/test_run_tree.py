@@ -13,11 +13,10 @@ import pytest
 from infer_prof.profiler.rundir.results import read_run
 from infer_prof.profiler.session.target.launch import group_members, launched_server
 from infer_prof.profiler.session.target.probe import probe
-from infer_prof.profiler.session.target.target_plan import plan_target, prompt_tokenizer
+from infer_prof.profiler.session.target.target_plan import plan_target
 from infer_prof.profiler.session.target.target_session import run_target_session
 from infer_prof.profiler.session.target.tree import descendants, parents
 from infer_prof.scenarios.spec import load_scenario
-from tests.engine.conftest import SMOLLM2_MISSING
 from tests.profiler.session.target.conftest import FakeServer, alive, fake_command, free_port
 
 ROOT = Path(__file__).resolve().parents[4]
@@ -34,15 +33,6 @@ output_tokens = { dist = "fixed", value = 8 }
 mode = "open-loop"
 rate = 10.0
 """
-
-
-@pytest.fixture
-def tokenizer():  # type: ignore[no-untyped-def]
-    from infer_prof.engine.loader import _local_smollm2
-
-    if _local_smollm2() is None:
-        pytest.skip(SMOLLM2_MISSING)  # prompts are sized with SmolLM2's tokenizer
-    return prompt_tokenizer("synthetic:tiny")
 
 
 def test_a_launched_run_samples_every_python_process_and_stops_the_server(tmp_path: Path, tokenizer) -> None:  # type: ignore[no-untyped-def]

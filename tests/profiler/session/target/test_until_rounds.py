@@ -24,13 +24,12 @@ from infer_prof.profiler.session.target.rounds import (
     merged_load,
     round_maker,
 )
-from infer_prof.profiler.session.target.target_plan import plan_target, prompt_tokenizer
+from infer_prof.profiler.session.target.target_plan import plan_target
 from infer_prof.profiler.session.target.target_session import run_target_session
 from infer_prof.profiler.session.until import Stopper
 from infer_prof.profiler.stats import spent_confidence
 from infer_prof.scenarios.loadgen import RequestSpec, generate_requests
 from infer_prof.scenarios.spec import load_scenario
-from tests.engine.conftest import SMOLLM2_MISSING
 from tests.profiler.session.target.conftest import fake_command, free_port
 from tests.profiler.session.target.test_run_tree import STEADY
 
@@ -155,15 +154,6 @@ def test_until_is_refused_where_a_look_has_nothing_to_read(pid, ours, profile, w
         check_until_target(pid, ours, profile)
     assert "\n" not in str(caught.value)
     check_until_target(123, False, "default")  # a foreign server on this machine: looks read its samples
-
-
-@pytest.fixture
-def tokenizer():  # type: ignore[no-untyped-def]
-    from infer_prof.engine.loader import _local_smollm2
-
-    if _local_smollm2() is None:
-        pytest.skip(SMOLLM2_MISSING)  # prompts are sized with SmolLM2's tokenizer
-    return prompt_tokenizer("synthetic:tiny")
 
 
 def test_a_launched_server_run_until_resolved_records_its_looks_at_their_level(
