@@ -19,14 +19,14 @@ from infer_prof.profiler.session.target.target_session import run_target_session
 from infer_prof.scenarios.spec import load_scenario
 from tests.profiler.session.target import fake_engine_loop
 from tests.profiler.session.target.conftest import fake_command, free_port
-from tests.profiler.session.target.test_run_tree import STEADY, tokenizer  # noqa: F401  (a fixture)
+from tests.profiler.session.target.test_run_tree import STEADY
 
 ROOT = Path(__file__).resolve().parents[4]
 
 
 def test_a_probed_launch_times_the_engines_functions_inside_its_processes(
     tmp_path: Path,
-    tokenizer,  # noqa: F811
+    tokenizer,
     monkeypatch,
 ) -> None:  # type: ignore[no-untyped-def]
     tables = tmp_path / "tables"

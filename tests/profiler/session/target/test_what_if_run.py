@@ -18,7 +18,6 @@ from infer_prof.profiler.session.target.target_session import run_target_session
 from infer_prof.scenarios.spec import load_scenario
 from tests.profiler.session.target import fake_api_work, fake_engine_loop
 from tests.profiler.session.target.conftest import fake_command, free_port
-from tests.profiler.session.target.test_run_tree import tokenizer  # noqa: F401  (a fixture)
 
 LOAD = """
 description = "steady, long enough for the turns"
@@ -36,7 +35,7 @@ rate = 10.0
 @pytest.mark.slow
 def test_a_slowdown_tells_a_serial_component_from_an_overlapped_one(
     tmp_path: Path,
-    tokenizer,  # noqa: F811
+    tokenizer,
     monkeypatch,
 ) -> None:  # type: ignore[no-untyped-def]
     tables = tmp_path / "tables"
