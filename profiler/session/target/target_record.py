@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -101,34 +102,14 @@ def record_target(
     run that went on until resolved (`stopper`), the verdict's intervals at its last look's confidence."""
     confidence = stopper.confidence if stopper is not None else 0.95
     rows, metrics, duration_s = _client_metrics(load, scenario)
-    watched = tree.processes() if tree is not None else []
-    results = {w.info.pid: w.collector.result() for w in watched if w.collector is not None}
-    primary = primary_pid(watched, results, prefer=plan.server.pid if plan.server.ours else None)
-    sampling = results.get(primary) if primary is not None else _unsampled(plan, watched, results)
-    processes = (
-        process_table(watched, results, primary, load.end_ns - load.start_ns) if tree is not None else None
+    found = _server_samples(plan, load, window, window_data, tree, ray_run)
+    sampling, processes, primary, collectors = (
+        found.sampling,
+        found.processes,
+        found.primary,
+        found.collectors,
     )
-    collectors: dict[str, CollectorStatus] = (
-        {"sampling": {"status": sampling["status"], "reason": sampling["reason"]}} if sampling else {}
-    )
-    if window is not None:
-        ok = window_data is not None
-        for name in ("spans", "gc"):
-            collectors[name] = {"status": "ok" if ok else "failed", "reason": None if ok else window.error}
-    steps = window_data["steps"] if window_data else []
-    native = list((plan.server.info or {}).get("native") or [])
-    breakdown, engine_thread, _notes = server_breakdown(
-        sampling, window_data, load.end_ns - load.start_ns, native, pid=primary
-    )
-    sampled = [(pid, result) for pid, result in results.items() if result.get("status") == "ok"]
-    if ray_run is not None:  # the processes Ray placed, sampled on their nodes: read beside the tree's
-        sampled += ray_run.sampled()
-        processes = ray_run.rows(processes, load.end_ns - load.start_ns)
-    if window_data is None and not plan.server.ours and len(sampled) > 1:
-        # Another engine of several processes: the verdict reads the whole tree (the engine loop's process, the
-        # model worker it waits on, the API server beside them), not the primary process alone.
-        breakdown = foreign_breakdown(foreign_processes(sampled), load.end_ns - load.start_ns)
-    threads = thread_table(sampling, primary) if sampling and sampling.get("status") == "ok" else {}
+    breakdown, steps = found.breakdown, found.steps
     probe_section = _probe_section(probe, load, processes, confidence, ray_run) if probe is not None else None
     probed = bool(probe_section and probe_section["loaded_in"])
     if probe is not None:
@@ -145,21 +126,15 @@ def record_target(
         sampling,
         window,
         window_data,
-        threads,
-        engine_thread,
+        found.threads,
+        found.engine_thread,
         duration_s,
         processes,
         primary,
     )
     if probe_section is not None:
         target["probe"] = probe_section
-    if ray_run is not None:
-        target["ray"] = ray_run.section(processes)
-    elif processes:  # a tree that runs Ray: say what --ray-address would add
-        from .ray_run import ray_hint
-
-        if (hint := ray_hint(processes)) is not None:
-            target["ray"] = hint
+    _with_ray(target, ray_run, processes)
     # describe_environment, compute_metrics and engine_timeline_summary build their sections as plain dicts.
     result = RunResult(
         config=_config(plan, scenario, profile, list(collectors), prompt_model),
@@ -179,9 +154,75 @@ def record_target(
         target=target,
     )
     collector_results: dict[str, Any] = {"sampling": sampling} if sampling else {}
-    collector_results["processes"] = results
+    collector_results["processes"] = found.results
     steps_df = pd.DataFrame(steps) if steps else pd.DataFrame(columns=list(STEP_COLUMNS))
     return result, pd.DataFrame(rows, columns=list(REQUEST_COLUMNS)), steps_df, collector_results
+
+
+@dataclass
+class _ServerSamples:
+    """What the samplers (and our server's profile window) measured of the server's processes."""
+
+    results: dict[int, dict[str, Any]]  # pid -> the tree's py-spy result
+    primary: int | None  # the process whose engine loop the split reads
+    sampling: dict[str, Any] | None  # its result (or why none)
+    processes: list[dict[str, Any]] | None  # the process table, Ray-placed rows included
+    collectors: dict[str, CollectorStatus]
+    breakdown: Breakdown | None
+    engine_thread: str
+    threads: dict[str, SampledThread]
+    steps: list[dict[str, Any]]  # our server's steps, from its window
+
+
+def _server_samples(
+    plan: TargetPlan,
+    load: HttpLoad,
+    window: RemoteWindow | None,
+    window_data: dict[str, Any] | None,
+    tree: TreeSampler | None,
+    ray_run: RayRun | None,
+) -> _ServerSamples:
+    """The process table and the server's split: the tree's samples (with the Ray-placed processes' beside them) and
+    our server's spans."""
+    wall_ns = load.end_ns - load.start_ns
+    watched = tree.processes() if tree is not None else []
+    results = {w.info.pid: w.collector.result() for w in watched if w.collector is not None}
+    primary = primary_pid(watched, results, prefer=plan.server.pid if plan.server.ours else None)
+    sampling = results.get(primary) if primary is not None else _unsampled(plan, watched, results)
+    processes = process_table(watched, results, primary, wall_ns) if tree is not None else None
+    collectors: dict[str, CollectorStatus] = (
+        {"sampling": {"status": sampling["status"], "reason": sampling["reason"]}} if sampling else {}
+    )
+    if window is not None:
+        ok = window_data is not None
+        for name in ("spans", "gc"):
+            collectors[name] = {"status": "ok" if ok else "failed", "reason": None if ok else window.error}
+    native = list((plan.server.info or {}).get("native") or [])
+    breakdown, engine_thread, _notes = server_breakdown(sampling, window_data, wall_ns, native, pid=primary)
+    sampled = [(pid, result) for pid, result in results.items() if result.get("status") == "ok"]
+    if ray_run is not None:  # the processes Ray placed, sampled on their nodes: read beside the tree's
+        sampled += ray_run.sampled()
+        processes = ray_run.rows(processes, wall_ns)
+    if window_data is None and not plan.server.ours and len(sampled) > 1:
+        # Another engine of several processes: the verdict reads the whole tree (the engine loop's process, the
+        # model worker it waits on, the API server beside them), not the primary process alone.
+        breakdown = foreign_breakdown(foreign_processes(sampled), wall_ns)
+    threads = thread_table(sampling, primary) if sampling and sampling.get("status") == "ok" else {}
+    steps = window_data["steps"] if window_data else []
+    return _ServerSamples(
+        results, primary, sampling, processes, collectors, breakdown, engine_thread, threads, steps
+    )
+
+
+def _with_ray(target: Target, ray_run: RayRun | None, processes: list[dict[str, Any]] | None) -> None:
+    """target.ray: the Ray side of the run, or, for a tree that runs Ray, what --ray-address would add."""
+    if ray_run is not None:
+        target["ray"] = ray_run.section(processes)
+    elif processes:
+        from .ray_run import ray_hint
+
+        if (hint := ray_hint(processes)) is not None:
+            target["ray"] = hint
 
 
 def _target_verdict(
