@@ -47,6 +47,10 @@ class NodePid(int):
     def __hash__(self) -> int:
         return hash((self.node_id, int(self)))
 
+    def __getnewargs__(self) -> tuple[str, int]:  # type: ignore[override]
+        """Copied (the run's result is deep-copied as it is written) and pickled whole."""
+        return self.node_id, int(self)
+
     def __str__(self) -> str:
         return f"{self.node_id[:8]}:{int(self)}"
 

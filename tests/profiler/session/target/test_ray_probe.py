@@ -4,7 +4,9 @@ its clock and merges them keyed by (node, pid); a node whose agent cannot send t
 
 from __future__ import annotations
 
+import copy
 import json
+import pickle
 from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
@@ -123,6 +125,8 @@ def test_a_pid_on_another_node_is_another_process() -> None:
     assert len({here, there, again, NodePid(DRIVER, 1234)}) == 3
     assert [int(pid) for pid in sorted([NodePid(OTHER, 5), 9, 3])] == [3, 5, 9]  # sorted as the number it is
     assert json.dumps({"pid": there}) == '{"pid": 1234}' and str(there) == f"{OTHER[:8]}:1234"
+    copied = copy.deepcopy({"steps": {"pid": there}})["steps"]["pid"]  # as the result is copied when written
+    assert copied == there and copied.node_id == OTHER and pickle.loads(pickle.dumps(there)) == there
 
 
 def test_merge_keeps_both_machines_pid_and_moves_a_shared_host_node_s_processes_to_their_node() -> None:

@@ -1,7 +1,9 @@
 """`run --target --ray-address` on a real two-node Ray cluster on this host (ray.cluster_utils): the fake server's model
 workers are Ray actors, one per node, found through Ray's state, sampled on their own node by a pinned agent, and read
 by the verdict beside the API server; the same server profiled without Ray sees the API server alone. A node removed
-during the load is named, its earlier samples kept, and no agent or py-spy is left on any node."""
+during the load is named, its earlier samples kept, and no agent or py-spy is left on any node. Launched with the probe,
+the server hands the probe's environment to its workers (runtime_env), and the worker on the other node sends its probe
+records back through that node's agent, on the driver's clock; a node whose agent cannot send them is named."""
 
 from __future__ import annotations
 
@@ -15,7 +17,9 @@ from typing import Any
 import pytest
 
 from infer_prof.profiler.rundir.results import read_run
-from infer_prof.profiler.session.target import ray_agents
+from infer_prof.profiler.session.target import ray_agents, target_record
+from infer_prof.profiler.session.target.inject import prepare_probe
+from infer_prof.profiler.session.target.launch import launched_server
 from infer_prof.profiler.session.target.probe import probe
 from infer_prof.profiler.session.target.ray_cluster import chosen_address
 from infer_prof.profiler.session.target.target_plan import plan_target
@@ -23,7 +27,7 @@ from infer_prof.profiler.session.target.target_session import run_target_session
 from infer_prof.scenarios.spec import load_scenario
 from tests.engine.conftest import SMOLLM2_MISSING
 from tests.profiler.session.target import fake_ray_engine
-from tests.profiler.session.target.conftest import wait_for
+from tests.profiler.session.target.conftest import free_port, wait_for
 from tests.profiler.session.target.test_run_tree import STEADY
 
 ray = pytest.importorskip("ray")
@@ -183,4 +187,108 @@ def test_a_node_lost_during_the_load_is_named_and_its_earlier_samples_kept(
     )
     assert row["sampled"] and row["partial"] and row["exited"]
     assert nodes[cluster.head_node.node_id]["agent"] == "done"
+    assert wait_for(lambda: not agents_left(), timeout_s=20), agents_left()
+
+
+class FailingProbeFiles:
+    """An agent's handle whose probe_files call fails as it is sent (everything else is the agent's own)."""
+
+    def __init__(self, agent: Any) -> None:
+        self.agent = agent
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "probe_files":
+            raise RuntimeError("the node's object store is full: the probe's files could not be sent")
+        return getattr(self.agent, name)
+
+
+@pytest.mark.slow
+def test_the_probe_in_a_worker_on_another_node_sends_its_records_on_the_driver_s_clock(
+    cluster: Any,
+    tmp_path: Path,
+    tokenizer: Any,
+    tables: None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    head, other = cluster.head_node.node_id, next(iter(cluster.worker_nodes)).node_id
+    seen: list[tuple[dict[Any, Any], tuple[int, int]]] = []
+    analyse = target_record.analyse_probe
+
+    def analyse_and_keep(probes: Any, found: Any, window: Any, **kwargs: Any) -> Any:
+        seen.append((found, window))
+        return analyse(probes, found, window, **kwargs)
+
+    monkeypatch.setattr(target_record, "analyse_probe", analyse_and_keep)
+    fetch = ray_agents.NodeAgents._fetch_probes
+
+    def fetch_with_the_head_failing(self: Any) -> None:
+        node = self.nodes[head]  # the driver's own node (Ray connects a driver to the head on its host)
+        agent, node.agent = node.agent, FailingProbeFiles(node.agent)
+        try:
+            fetch(self)
+        finally:
+            node.agent = agent
+
+    monkeypatch.setattr(ray_agents.NodeAgents, "_fetch_probes", fetch_with_the_head_failing)
+    out, port = tmp_path / "probed", free_port()
+    out.mkdir()
+    (tmp_path / "probed.toml").write_text(STEADY)
+    setup = prepare_probe(out)
+    command = " ".join(
+        [
+            sys.executable,
+            str(FAKE_SERVER),
+            "--port",
+            str(port),
+            "--ray-address",
+            cluster.address,
+            "--nodes",
+            f"{head},{other}",
+        ]
+    )
+    url = f"http://127.0.0.1:{port}"
+    with launched_server(command, url, out / "server.log", timeout_s=120, env=setup.env()) as server:
+        assert server is not None
+        plan = plan_target(probe(url), None, "default", launched=server.pid)
+        run_target_session(
+            plan,
+            load_scenario(str(tmp_path / "probed.toml")),
+            out,
+            tokenizer=tokenizer,
+            profile="default",
+            probe=setup,
+            launched=server,
+            ray_address=chosen_address(cluster.address, environ={}),
+        )
+    result = read_run(out).result
+    section = result.target["ray"]
+    assert section["driver_node"] == head
+    worker = next(
+        row for row in result.target["processes"] if row.get("placed_by") == "ray" and row["node_id"] == other
+    )
+    # The worker on the other node loaded the probe (its runtime_env), timed its steps, and its node's agent sent them.
+    probed = [entry for entry in result.target["probe"]["processes"] if entry.get("node_id") == other]
+    assert [(entry["pid"], entry["key"]) for entry in probed] == [
+        (worker["pid"], f"{other[:8]}:{worker['pid']}")
+    ]
+    assert probed[0]["role"] == worker["role"] == "model worker rank 1"
+    # a step a token of each of the 24 requests, inside the load's window
+    assert probed[0]["components"]["model"]["calls"] >= 24 * 8 * 0.9
+    assert "fake_ray_engine:RayWorkerWrapper.execute_model" in probed[0]["patched"]
+    # Its records, moved onto the driver's clock, lie inside the load's window (the warm-up's steps before it).
+    found, (start_ns, end_ns) = seen[-1]
+    key = f"{other[:8]}:{worker['pid']}"
+    records = next(entry["records"] for name, entry in found.items() if str(name) == key)
+    nodes = {entry["node_id"]: entry for entry in section["nodes"]}
+    assert nodes[other]["probe_processes"] >= 1 and nodes[other]["probe_clock_uncertainty_ms"] is not None
+    bound_ns = nodes[other]["probe_clock_uncertainty_ms"] * 1e6  # one host, one clock: the method's own error
+    inside = (records[:, 2] >= start_ns - bound_ns) & (records[:, 3] <= end_ns + bound_ns)
+    assert inside.sum() >= 0.9 * len(records) and records[:, 3].max() <= end_ns + bound_ns
+    # The head's agent could not send its files: named, and the run went on (its worker's files were read here).
+    assert "could not be read or sent" in nodes[head]["probe_reason"]
+    assert any(head[:8] in line and "could not be read or sent" in line for line in section["lines"])
+    head_worker = next(
+        row for row in result.target["processes"] if row.get("placed_by") == "ray" and row["node_id"] == head
+    )
+    assert head_worker["pid"] in result.target["probe"]["loaded_in"]
     assert wait_for(lambda: not agents_left(), timeout_s=20), agents_left()
