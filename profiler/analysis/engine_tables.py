@@ -404,6 +404,9 @@ GENERIC = EngineTable(
     ),
     roles=(
         ("api", r"(^|/)(uvicorn|starlette|fastapi|h11|httptools|sse_starlette|aiohttp)/", None),
+        # The standard library's HTTP server: a handler thread blocked on its request's token queue is the API
+        # waiting for its tokens, not an engine loop waiting for work.
+        ("api", r"(^|/)http/server\.py$", r"handle_one_request|handle$"),
         ("tokenizer", r"(^|/)tokenizers/", None),
     ),
 )

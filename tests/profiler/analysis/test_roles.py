@@ -563,3 +563,28 @@ def test_a_busy_loop_and_a_late_first_token_say_requests_queued() -> None:
     )
     assert queueing_reason(verdict, {"ttft_ms": {"p50": 60.0}, "tpot_ms": {"p50": 13.76}}) is None
     assert queueing_reason(verdict, {"ttft_ms": {"p50": None}, "tpot_ms": {"p50": 13.76}}) is None
+
+
+def test_a_stdlib_http_handler_in_its_token_queue_is_the_api_not_the_engine_loop() -> None:
+    # A generation thread that never idles beside handler threads caught in their requests' token queues
+    # (queue.py, which the component rules read as an engine loop's queue): the handlers are the API, and the
+    # generator is the engine's thread (tests/profiler/fixtures/fake_engine_server.py's shape).
+    handler = (
+        "thread ({tid}): Thread-{n};_bootstrap (threading.py:1002);run (threading.py:982);"
+        "process_request_thread (socketserver.py:691);finish_request (socketserver.py:361);"
+        "__init__ (socketserver.py:755);handle (http/server.py:436);handle_one_request (http/server.py:424);"
+        "do_POST (fake_engine_server.py:50);get (queue.py:171);_put (queue.py:213) 40\n"
+        "thread ({tid}): Thread-{n};_bootstrap (threading.py:1002);run (threading.py:982);"
+        "process_request_thread (socketserver.py:691);finish_request (socketserver.py:361);"
+        "__init__ (socketserver.py:755);handle (http/server.py:436);handle_one_request (http/server.py:424);"
+        "do_POST (fake_engine_server.py:55);dumps (json/__init__.py:231) 5"
+    )
+    generator = (
+        "thread (7): generator;_bootstrap (threading.py:1002);run (threading.py:982);"
+        "generation_loop (fake_engine_server.py:24);at::native::addmm_out (libtorch_cpu.so) 90"
+    )
+    process = process_roles(
+        parse_raw("\n".join([generator, handler.format(tid=8, n=1), handler.format(tid=9, n=2)]))
+    )
+    assert process.engine_thread == 7
+    assert [thread.role for thread in process.threads if thread.thread_id in (8, 9)] == ["api", "api"]
