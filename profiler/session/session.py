@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as _dt
 import os
 import threading
@@ -49,7 +48,7 @@ from .record import (
     write_samples,
     write_trace_tables,
 )
-from .until import Look, Stopper, steps_judge
+from .until import Look, Stopper, round_maker, steps_judge
 
 if TYPE_CHECKING:
     from ...engine.engine import Engine
@@ -507,32 +506,6 @@ def _stopper(prepared: Prepared, max_time_s: float, hooks: SessionHooks) -> Stop
     return Stopper(max_time_s, steps_judge(estimate, sorted(prepared.built.native_active)), on_look=on_look)
 
 
-def _next_round(
-    prepared: Prepared, scenario: ScenarioSpec, loaded: LoadedModel, stopper: Stopper, hooks: SessionHooks
-) -> Callable[[int], list[RequestSpec] | None]:
-    """After each round: the stopper's look, then the next round's requests (the scenario's measured requests drawn
-    again with the seed moved on by the rounds done, numbered after the last), or None to stop."""
-
-    def next_round(rounds: int) -> list[RequestSpec] | None:
-        if not stopper(rounds):
-            return None
-        again = scenario.with_overrides(seed=scenario.seed + rounds)
-        first = max(request.index for request in prepared.requests) + 1
-        drawn = [
-            request
-            for request in generate_requests(again, loaded.config.context_length)
-            if not request.warmup
-        ]
-        batch = [dataclasses.replace(request, index=first + number) for number, request in enumerate(drawn)]
-        prepared.prompts.update(prepare_prompts(batch, loaded.tokenizer))
-        prepared.requests.extend(batch)
-        if hooks.on_more:
-            hooks.on_more(sum(not request.warmup for request in prepared.requests))
-        return batch
-
-    return next_round
-
-
 def _replay(prepared: Prepared) -> Replay | None:
     """The C twins timed against the Python twins on this run's recorded work (profiler.replay.replay)."""
     if prepared.workload is None:
@@ -566,3 +539,18 @@ def _native_added_costs(
 def default_run_dir(scenario_name: str, root: Path = Path("runs")) -> Path:
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     return root / f"{stamp}-{scenario_name}"
+
+
+def _next_round(
+    prepared: Prepared, scenario: ScenarioSpec, loaded: LoadedModel, stopper: Stopper, hooks: SessionHooks
+) -> Callable[[int], list[RequestSpec] | None]:
+    """After each round, the stopper's look and the next round's requests (until.round_maker), their prompts
+    prepared with the model's tokenizer."""
+    return round_maker(
+        scenario,
+        loaded.config.context_length,
+        prepared.requests,
+        lambda batch: prepared.prompts.update(prepare_prompts(batch, loaded.tokenizer)),
+        stopper,
+        hooks.on_more,
+    )

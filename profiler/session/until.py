@@ -19,6 +19,7 @@ at 95% however many looks it took: stopping when an interval first clears a thre
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -29,6 +30,8 @@ import numpy as np
 import scipy.stats
 
 from ...errors import OptionError
+from ...scenarios.loadgen import RequestSpec, generate_requests
+from ...scenarios.spec import ScenarioSpec
 from ..analysis.share_interval import ShareInterval, running_share
 from ..rundir.schema import Stopping
 from ..stats import bootstrap_standard_error, rate_statistic, spent_confidence
@@ -214,3 +217,30 @@ def prediction_widths(rows: Sequence[Mapping[str, Any]], confidence: float) -> d
         se = bootstrap_standard_error(np.column_stack([values, duration]), rate_statistic)
         out[name] = (float(values.sum() / duration.sum()), z * se if math.isfinite(se) else math.inf)
     return out
+
+
+def round_maker(
+    scenario: ScenarioSpec,
+    context: int,
+    requests: list[RequestSpec],
+    add_prompts: Callable[[list[RequestSpec]], None],
+    stopper: Stopper,
+    on_more: Callable[[int], None] | None = None,
+) -> Callable[[int], list[RequestSpec] | None]:
+    """After each round: the stopper's look, then the next round's requests (the scenario's measured requests drawn
+    again with the seed moved on by the rounds done, numbered after the last), or None to stop. `requests` grows."""
+
+    def next_round(done: int) -> list[RequestSpec] | None:
+        if not stopper(done):
+            return None
+        again = scenario.with_overrides(seed=scenario.seed + done)
+        first = max(request.index for request in requests) + 1
+        drawn = [request for request in generate_requests(again, context) if not request.warmup]
+        batch = [dataclasses.replace(request, index=first + number) for number, request in enumerate(drawn)]
+        add_prompts(batch)
+        requests.extend(batch)
+        if on_more is not None:
+            on_more(sum(not request.warmup for request in requests))
+        return batch
+
+    return next_round

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import functools
 import ipaddress
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .tree import LISTEN_STATE, PROC
+from .tree import LISTEN_STATE, PROC, fd_targets
 
 ESTABLISHED_STATE = "01"  # TCP_ESTABLISHED in /proc/net/tcp's `st` column
 
@@ -70,21 +69,9 @@ def read_sockets(proc: Path = PROC) -> list[Socket]:
 
 def socket_inodes(pids: Iterable[int], proc: Path = PROC) -> set[int]:
     """The inodes of the sockets the processes hold open (those this user may read)."""
-    inodes = set()
-    for pid in pids:
-        try:
-            links = os.scandir(proc / str(pid) / "fd")
-        except OSError:
-            continue
-        with links:
-            for link in links:
-                try:
-                    target = os.readlink(link.path)
-                except OSError:
-                    continue
-                if target.startswith("socket:["):
-                    inodes.add(int(target[8:-1]))
-    return inodes
+    return {
+        int(target[8:-1]) for pid in pids for target in fd_targets(pid, proc) if target.startswith("socket:[")
+    }
 
 
 def _is_wildcard(ip: str) -> bool:

@@ -9,17 +9,16 @@ to it, at the same level; the run goes on while the interval straddles a thresho
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ....errors import OptionError
-from ....scenarios.loadgen import RequestSpec, generate_requests
+from ....scenarios.loadgen import RequestSpec
 from ....scenarios.spec import ScenarioSpec
 from ...analysis.foreign import foreign_verdict, with_probe_bound
 from ...analysis.probe_spans import analyse_probe
-from ..until import THRESHOLDS, Estimate, Judge, Look, Stopper
+from ..until import THRESHOLDS, Estimate, Judge, Look, Stopper, round_maker
 from .client import HttpLoad
 from .inject import ProbeSetup, read_probe
 from .server_split import foreign_processes
@@ -122,33 +121,6 @@ def merged_load(loads: Sequence[HttpLoad]) -> HttpLoad:
         threads=max(load.threads for load in loads),
         dropped_fields=dropped,
     )
-
-
-def round_maker(
-    scenario: ScenarioSpec,
-    context: int,
-    requests: list[RequestSpec],
-    add_prompts: Callable[[list[RequestSpec]], None],
-    stopper: Stopper,
-    on_more: Callable[[int], None] | None = None,
-) -> Callable[[int], list[RequestSpec] | None]:
-    """After each round: the stopper's look, then the next round's requests (the scenario's measured requests drawn
-    again with the seed moved on by the rounds done, numbered after the last), or None to stop. `requests` grows."""
-
-    def next_round(done: int) -> list[RequestSpec] | None:
-        if not stopper(done):
-            return None
-        again = scenario.with_overrides(seed=scenario.seed + done)
-        first = max(request.index for request in requests) + 1
-        drawn = [request for request in generate_requests(again, context) if not request.warmup]
-        batch = [dataclasses.replace(request, index=first + number) for number, request in enumerate(drawn)]
-        add_prompts(batch)
-        requests.extend(batch)
-        if on_more is not None:
-            on_more(sum(not request.warmup for request in requests))
-        return batch
-
-    return next_round
 
 
 def samples_judge(tree: TreeSampler, probe: ProbeSetup | None, rounds: Rounds) -> Judge:

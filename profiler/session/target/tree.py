@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -102,21 +103,21 @@ def pids_listening(port: int, proc: Path = PROC) -> list[int]:
     if not inodes:
         return []
     wanted = {f"socket:[{inode}]" for inode in inodes}
-    found = []
-    for pid in all_pids(proc):
-        try:
-            links = os.scandir(proc / str(pid) / "fd")
-        except OSError:
-            continue
-        with links:
-            for link in links:
-                try:
-                    if os.readlink(link.path) in wanted:
-                        found.append(pid)
-                        break
-                except OSError:
-                    continue
-    return sorted(found)
+    return sorted(pid for pid in all_pids(proc) if any(target in wanted for target in fd_targets(pid, proc)))
+
+
+def fd_targets(pid: int, proc: Path = PROC) -> Iterator[str]:
+    """What each open file descriptor of the process names (`socket:[INODE]`, a path...), those this user may read."""
+    try:
+        links = os.scandir(proc / str(pid) / "fd")
+    except OSError:
+        return
+    with links:
+        for link in links:
+            try:
+                yield os.readlink(link.path)
+            except OSError:
+                continue
 
 
 def all_pids(proc: Path = PROC) -> list[int]:

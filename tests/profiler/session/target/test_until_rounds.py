@@ -22,11 +22,10 @@ from infer_prof.profiler.session.target.rounds import (
     check_until_target,
     drive_rounds,
     merged_load,
-    round_maker,
 )
 from infer_prof.profiler.session.target.target_plan import plan_target
 from infer_prof.profiler.session.target.target_session import run_target_session
-from infer_prof.profiler.session.until import Stopper
+from infer_prof.profiler.session.until import Stopper, round_maker
 from infer_prof.profiler.stats import spent_confidence
 from infer_prof.scenarios.loadgen import RequestSpec, generate_requests
 from infer_prof.scenarios.spec import load_scenario
