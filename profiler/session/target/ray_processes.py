@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -255,19 +255,22 @@ def server_actors(
             )
         )
     drivers_ip = next((driver.ip for driver in view.drivers if driver.job_id in jobs), "")
-    rank_workers(processes, drivers_ip)
+    rank_workers(processes, drivers_ip, heads={node.node_id for node in view.nodes if node.head})
     return ServerActors(processes, jobs, notes)
 
 
-def rank_workers(processes: list[RayProcess], driver_ip: str) -> None:
+def rank_workers(processes: list[RayProcess], driver_ip: str, heads: Collection[str] = ()) -> None:
     """Number the model workers as vLLM's Ray executor does: the driver's node first, then nodes holding fewer
-    workers, by IP; workers of one node by pid (the order they were started in). The state API does not say a
-    worker's rank, so this one is inferred, and says so."""
+    workers, by IP; workers of one node by pid (the order they were started in). Where several nodes share the
+    driver's IP (one host), the head among them holds the driver (Ray connects a driver to the head on its host)
+    and so vLLM's first bundle, rank 0. The state API does not say a worker's rank, so this one is inferred, and
+    says so."""
     workers = [process for process in processes if process.role == MODEL_WORKER]
     per_ip = Counter(process.node_ip for process in workers)
     workers.sort(
         key=lambda process: (
             process.node_ip != driver_ip,
+            process.node_ip == driver_ip and process.node_id not in heads,
             per_ip[process.node_ip],
             process.node_ip,
             process.pid,

@@ -88,6 +88,16 @@ def test_workers_of_one_node_are_ranked_by_pid_and_fuller_nodes_come_later() -> 
     ]
 
 
+def test_on_one_host_the_head_s_worker_is_rank_0_whatever_its_pid() -> None:
+    # Two nodes on one IP (ray.cluster_utils.Cluster): Ray connects the driver to the head, where vLLM puts rank 0;
+    # the pids say only which raylet started its worker first, which two raylets race for.
+    one_ip = [RayNode(HEAD, "10.0.0.1", True, True), RayNode(SECOND, "10.0.0.1", False, True)]
+    workers = [actor("RayWorkerWrapper", SECOND, 500), actor("RayWorkerWrapper", HEAD, 600)]
+    cluster = ClusterView(one_ip, workers, [RayDriver("01000000", "10.0.0.1", 1, True)], STATE_API)
+    found = server_actors(cluster, tree_pids=[1], local_ips=[], own_job=None)
+    assert sorted((process.rank, process.node_id) for process in found.processes) == [(0, HEAD), (1, SECOND)]
+
+
 def test_both_of_ray_s_interfaces_read_into_one_view() -> None:
     state = from_state_api(
         nodes=[{"node_id": HEAD, "node_ip": "10.0.0.1", "is_head_node": True, "state": "ALIVE"}],
