@@ -65,7 +65,7 @@ class RoomsOnly(build_py):
 # The repository's top-level folders are the rooms; installed, they are infer_prof.engine, infer_prof.profiler...
 # and errors.py is infer_prof.errors, so nothing infer-prof installs can shadow a user's own `engine` or `errors`
 # (docs/architecture.md, "The installed namespace"). tests/, benchmarks/ and docs/ are not rooms: not installed.
-ROOMS = ["engine", "profiler", "native_paths", "reports", "scenarios"]
+ROOMS = ["engine", "profiler", "native_paths", "reports", "scenarios", "cli"]
 ROOM_PACKAGES = find_packages(include=[pattern for room in ROOMS for pattern in (room, room + ".*")])
 
 # The recording tracer's spans in C (profiler/collectors/span_log.py has its Python twin, used without it).

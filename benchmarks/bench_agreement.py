@@ -33,7 +33,7 @@ def one_run(case: str, out: Path, scale: int = 1) -> dict[str, float]:
     command = [
         sys.executable,
         "-m",
-        "infer_prof.profiler.cli",
+        "infer_prof.cli",
         "run",
         *arguments,
         "--profile",

@@ -1,8 +1,8 @@
 """How long the CLI takes to start, against `import typer`: import of the entry point and `--help`, interleaved rounds.
 
 Run: python benchmarks/bench_cli_startup.py [--rounds 7] [--before /path/to/an/older/checkout]
-Each round runs, in turn, fresh interpreters for `import typer`, `from infer_prof.profiler.cli.main import
-main` and `python -m infer_prof.profiler.cli --help` (the console script's code), so a busy machine slows all
+Each round runs, in turn, fresh interpreters for `import typer`, `from infer_prof.cli.main import
+main` and `python -m infer_prof.cli --help` (the console script's code), so a busy machine slows all
 alike; it prints each one's median wall time and its ratio to `import typer`'s, and the entry point's own
 cumulative import time from `python -X importtime`. --before adds the same two commands run against
 another checkout (one with the installed namespace, infer_prof), put first on PYTHONPATH through a link.
@@ -22,7 +22,7 @@ from functools import cache
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent.parent
-ENTRY = "from infer_prof.profiler.cli.main import main"
+ENTRY = "from infer_prof.cli.main import main"
 FLOOR = (
     "import sys, typer\napp = typer.Typer(rich_markup_mode='rich')\n@app.command()\ndef hello(name: str = 'x') -> None:\n"
     "    pass\nsys.argv = ['hello', '--help']\napp()"
@@ -73,7 +73,7 @@ def main() -> None:
             [sys.executable, "-c", ENTRY],
             HERE,
         ),
-        "infer-prof --help": ([sys.executable, "-m", "infer_prof.profiler.cli", "--help"], HERE),
+        "infer-prof --help": ([sys.executable, "-m", "infer_prof.cli", "--help"], HERE),
         # The floor of any Rich-formatted typer help: typer.rich_utils imports rich and markdown-it.
         "a one-command typer app's --help": ([sys.executable, "-c", FLOOR], HERE),
     }
@@ -95,7 +95,7 @@ def main() -> None:
             f"  {name:45s} {median * 1000:8.0f} ms  {median / base:5.2f}x  (min {min(values) * 1000:.0f} ms)"
         )
     print(
-        f"python -X importtime: profiler.cli.main cumulative {importtime_us(HERE) / 1000:.0f} ms"
+        f"python -X importtime: cli.main cumulative {importtime_us(HERE) / 1000:.0f} ms"
         + (f" (before: {importtime_us(args.before) / 1000:.0f} ms)" if args.before is not None else "")
     )
 

@@ -19,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-CLI = [sys.executable, "-m", "infer_prof.profiler.cli"]
+CLI = [sys.executable, "-m", "infer_prof.cli"]
 
 
 def run_in_process(args: argparse.Namespace, out: Path) -> object:

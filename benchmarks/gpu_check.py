@@ -42,7 +42,7 @@ def say(message: str) -> None:
 
 
 def cli(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
-    return child([sys.executable, "-m", "infer_prof.profiler.cli", *args], timeout)
+    return child([sys.executable, "-m", "infer_prof.cli", *args], timeout)
 
 
 def child(command: list[str], timeout: float) -> subprocess.CompletedProcess[str]:

@@ -20,7 +20,7 @@ def run_cli(
     env = dict(os.environ)
     if tree is not None:
         env["PYTHONPATH"] = str(tree / ".pkg") + os.pathsep + env.get("PYTHONPATH", "")
-    command = [sys.executable, "-m", "infer_prof.profiler.cli", "run", *args]
+    command = [sys.executable, "-m", "infer_prof.cli", "run", *args]
     procs = [subprocess.Popen([sys.executable, "-c", HOG]) for _ in range(hogs)]
     started = time.monotonic()
     try:

@@ -119,7 +119,7 @@ def start_server() -> tuple[subprocess.Popen[str], str]:
         [
             sys.executable,
             "-m",
-            "infer_prof.profiler.cli",
+            "infer_prof.cli",
             "serve",
             "-m",
             "synthetic:tiny",

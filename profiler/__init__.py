@@ -1,8 +1,8 @@
-"""The composition root: it builds the engine, drives load through it, measures, decides and faces the user.
+"""The composition root: it builds the engine, drives load through it, measures and decides; the commands that face
+the user stand above it, in cli/, and it imports neither them nor reports/.
 
 Rooms, by role (docs/architecture.md draws the arrows between them):
 
-    cli/         the Typer faces, one module per command (the only importers of typer, Rich progress, reports)
     session/     build the engine, drive a scenario's load, record the run
     collectors/  spans, GC pauses, py-spy samples, torch.profiler windows, NVML, counters
     analysis/    breakdown, stack classification, serving metrics, the verdict: pure functions

@@ -150,7 +150,7 @@ def test_two_runs_into_one_out_the_second_refuses_before_building_a_model(tmp_pa
 def test_a_signal_during_the_imports_is_one_line_and_128_plus_the_signal(
     signum: int, code: int, tmp_path: Path
 ) -> None:
-    command = ["-m", "infer_prof.profiler.cli", "run", *SYNTH, "-o", str(tmp_path / "out")]
+    command = ["-m", "infer_prof.cli", "run", *SYNTH, "-o", str(tmp_path / "out")]
     process = subprocess.Popen(
         [sys.executable, *command],
         cwd=ROOT,

@@ -18,7 +18,7 @@ from typing import Any
 
 
 def _run_case(case: dict[str, Any], loads: list[str]) -> dict[str, Any]:
-    from infer_prof.profiler.cli.main import main
+    from infer_prof.cli.main import main
 
     loads.clear()
     out, err = io.StringIO(), io.StringIO()

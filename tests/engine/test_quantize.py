@@ -130,7 +130,7 @@ def test_cli_refuses_a_bad_dtype_in_one_line() -> None:
         [
             sys.executable,
             "-m",
-            "infer_prof.profiler.cli",
+            "infer_prof.cli",
             "generate",
             "-m",
             "synthetic:tiny",

@@ -237,7 +237,7 @@ def test_generate_runs_a_q4_model_through_the_c_kernel() -> None:
 
     root = Path(__file__).resolve().parents[2]
     done = subprocess.run(
-        [sys.executable, "-m", "infer_prof.profiler.cli", "generate", "-m", "synthetic:tiny"]
+        [sys.executable, "-m", "infer_prof.cli", "generate", "-m", "synthetic:tiny"]
         + ["--dtype", "q4_1", "-n", "4", "-t", "0", "--json", "hi"],
         capture_output=True,
         text=True,

@@ -623,6 +623,6 @@ def _collapsed_stacks(rng: np.random.Generator, steps: pd.DataFrame) -> str:
         lines.append(f"{thread};{_CLIENT_STACK} {max(1, int(wall * 0.97))}")
         lines.append(f"{thread};{_CLIENT_ENCODE} {max(1, int(wall * 0.03))}")
     lines.append(
-        f"thread (4000): MainThread;<module> (profiler/cli/main.py:12);Thread.join (threading.py:1119) {int(wall)}"
+        f"thread (4000): MainThread;<module> (cli/main.py:12);Thread.join (threading.py:1119) {int(wall)}"
     )
     return "\n".join(lines) + "\n"

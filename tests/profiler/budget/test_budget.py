@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from infer_prof.cli.budget import render_budget_report
 from infer_prof.profiler.budget.check import (
     COUNTING_PROFILE,
     check_budget,
@@ -21,7 +22,6 @@ from infer_prof.profiler.budget.check import (
 )
 from infer_prof.profiler.budget.output import bmf_document, write_bmf, write_junit
 from infer_prof.profiler.budget.spec import ALIASES, BudgetError, load_budget, parse_budget
-from infer_prof.profiler.cli.budget import render_budget_report
 from infer_prof.profiler.rundir.results import read_result
 from tests.support.run_dirs import make_run_dir
 

@@ -68,7 +68,7 @@ def test_the_command_draws_a_bar_per_run():
         [
             sys.executable,
             "-m",
-            "infer_prof.profiler.cli",
+            "infer_prof.cli",
             "golden",
             "-m",
             "synthetic:tiny",

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from infer_prof.cli.selftest import render_selftest
 from infer_prof.profiler.checks import selftest
 from infer_prof.profiler.checks.injections import ContendedSampler, apply_injections, close_injections
 from infer_prof.profiler.checks.selftest import CASES, CaseResult, run_case, run_selftest, select_cases
-from infer_prof.profiler.cli.selftest import render_selftest
 from infer_prof.profiler.rundir.results import read_result
 from infer_prof.profiler.session.options import OptionError
 from infer_prof.profiler.session.runner import ModelCache
@@ -63,7 +63,7 @@ def test_a_misnamed_case_makes_the_exit_code_1(monkeypatch: pytest.MonkeyPatch, 
 def test_selftest_out_keeps_each_cases_run_directory(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from infer_prof.profiler.cli.main import app
+    from infer_prof.cli.main import app
 
     def fake_run(case, *, quick, out_dir, models=None):  # type: ignore[no-untyped-def]
         (out_dir / case.name).mkdir(parents=True)

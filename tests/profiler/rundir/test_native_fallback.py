@@ -42,7 +42,7 @@ def unloadable(monkeypatch: pytest.MonkeyPatch) -> None:
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, **UNLOADABLE}
     return subprocess.run(
-        [sys.executable, "-m", "infer_prof.profiler.cli", *args],
+        [sys.executable, "-m", "infer_prof.cli", *args],
         capture_output=True,
         text=True,
         timeout=240,
@@ -129,7 +129,7 @@ def test_compare_repeat_refuses_before_its_first_run() -> None:
 def test_a_budget_run_with_unloadable_twins_is_refused_before_it_runs(
     tmp_path: Path, unloadable: None
 ) -> None:
-    from infer_prof.profiler.cli.budget import make_run_fn
+    from infer_prof.cli.budget import make_run_fn
 
     run_fn = make_run_fn(tmp_path, Console(stderr=True))
     with pytest.raises(NativeUnavailableError, match="budget: the C twin of sampler cannot be loaded"):

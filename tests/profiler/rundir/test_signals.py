@@ -22,7 +22,7 @@ def _start(out: Path, requests: int, *extra: str) -> subprocess.Popen:
     command = [
         sys.executable,
         "-m",
-        "infer_prof.profiler.cli",
+        "infer_prof.cli",
         "run",
         "-m",
         "synthetic:tiny",

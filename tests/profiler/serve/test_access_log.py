@@ -134,12 +134,12 @@ def test_gguf_sampling_reads_general_sampling_keys(tmp_path):
 def test_quiet_turns_the_access_log_off(monkeypatch, flags, access_log):
     from typer.testing import CliRunner
 
-    from infer_prof.profiler.cli.app import app
-    from infer_prof.profiler.cli.main import main  # noqa: F401  (registers the commands)
+    from infer_prof.cli.app import app
+    from infer_prof.cli.main import main  # noqa: F401  (registers the commands)
 
     seen = {}
     monkeypatch.setattr(
-        "infer_prof.profiler.cli.serve.serve_command", lambda options, **kwargs: seen.update(kwargs) or 0
+        "infer_prof.cli.serve.serve_command", lambda options, **kwargs: seen.update(kwargs) or 0
     )
     result = CliRunner().invoke(app, ["serve", "-m", "synthetic:tiny", *flags])
     assert result.exit_code == 0, result.output
@@ -156,7 +156,7 @@ def test_serve_says_its_sampling_at_start_and_logs_each_request(tmp_path):
     errors = tmp_path / "stderr"
     with errors.open("w") as stderr:
         process = subprocess.Popen(
-            [sys.executable, "-m", "infer_prof.profiler.cli", "serve", "-m", "synthetic:tiny", "--port", "0"],
+            [sys.executable, "-m", "infer_prof.cli", "serve", "-m", "synthetic:tiny", "--port", "0"],
             stdout=subprocess.PIPE,
             stderr=stderr,
             text=True,

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from infer_prof.cli.options import engine_options
 from infer_prof.engine.config import EngineConfig
 from infer_prof.errors import EngineConfigError, OptionError
-from infer_prof.profiler.cli.options import engine_options
 from infer_prof.profiler.session.options import OPTION, OPTIONS, EngineOptions
 from infer_prof.profiler.sweep.spec import engine_axes
 

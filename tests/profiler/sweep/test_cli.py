@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.profiler.cli.test_cli import assert_user_error, cli
+from tests.cli.test_cli import assert_user_error, cli
 from tests.support.run_dirs import make_run_dir
 from tests.support.sweep_dirs import make_sweep_dir
 
@@ -60,8 +60,8 @@ def test_a_bad_sweep_option_is_one_line_exit_2() -> None:
     ],
 )
 def test_bad_sweep_options_are_refused_before_work(tmp_path: Path, options: dict, needles: list[str]) -> None:
+    from infer_prof.cli.sweep import sweep_command
     from infer_prof.errors import InferProfError
-    from infer_prof.profiler.cli.sweep import sweep_command
 
     arguments = {
         "file": "crossover-quick",
@@ -106,7 +106,7 @@ def test_a_killed_sweep_resumes_and_loses_at_most_the_run_in_flight(tmp_path: Pa
     sweep_file.write_text(TINY)
     out = tmp_path / "sweep"
     process = subprocess.Popen(
-        [sys.executable, "-m", "infer_prof.profiler.cli", "sweep", str(sweep_file), "--out", str(out)],
+        [sys.executable, "-m", "infer_prof.cli", "sweep", str(sweep_file), "--out", str(out)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

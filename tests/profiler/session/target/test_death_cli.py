@@ -20,7 +20,7 @@ from tests.profiler.session.target.conftest import alive, free_port, wait_for
 HERE = Path(__file__).parent
 ROOT = HERE.parents[3]
 DYING = HERE / "fake_dying_server.py"
-CLI = [sys.executable, "-m", "infer_prof.profiler.cli"]
+CLI = [sys.executable, "-m", "infer_prof.cli"]
 RUN_S = 240  # a hang guard: the prompts' tokenizer loads first, which takes tens of seconds on a busy machine
 
 # 400 quick requests at 20/s: a 20 s load, long enough to be killed in.

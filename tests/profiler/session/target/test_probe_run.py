@@ -96,7 +96,7 @@ def test_a_probed_launch_times_the_engines_functions_inside_its_processes(
 
 def test_probe_goes_with_launch() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "infer_prof.profiler.cli", "run", "--target", "http://127.0.0.1:9", "--probe"],
+        [sys.executable, "-m", "infer_prof.cli", "run", "--target", "http://127.0.0.1:9", "--probe"],
         capture_output=True,
         text=True,
         cwd=ROOT,

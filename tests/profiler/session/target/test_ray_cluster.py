@@ -90,7 +90,7 @@ def test_a_grpc_server_s_settings_frame_passes() -> None:
 
 
 def test_the_cli_refuses_a_wrong_cluster_in_one_line_before_any_server_is_asked(tmp_path: Path) -> None:
-    from tests.profiler.cli.test_cli import assert_user_error, cli
+    from tests.cli.test_cli import assert_user_error, cli
 
     nowhere = cli(
         "run",

@@ -197,7 +197,7 @@ def test_bad_replicas_are_refused_in_one_line_before_the_load(replicas: list[Ser
 
 
 def test_the_cli_refuses_a_replica_that_does_not_answer_before_anything_starts(tmp_path: Path) -> None:
-    from tests.profiler.cli.test_cli import assert_user_error, cli
+    from tests.cli.test_cli import assert_user_error, cli
 
     silent = f"http://127.0.0.1:{free_port()}"
     done = cli("run", "--target", "http://127.0.0.1:9", "--replica", silent, "--out", str(tmp_path / "a"))

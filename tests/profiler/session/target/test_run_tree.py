@@ -101,7 +101,7 @@ def test_bad_launch_and_pid_are_one_line_and_exit_2(tmp_path: Path) -> None:
                 [
                     sys.executable,
                     "-m",
-                    "infer_prof.profiler.cli",
+                    "infer_prof.cli",
                     "run",
                     *args,
                     "--out",

@@ -27,7 +27,7 @@ from infer_prof.scenarios.spec import load_scenario
 from tests.engine.conftest import SMOLLM2_MISSING
 
 ROOT = Path(__file__).resolve().parents[4]
-CLI = [sys.executable, "-m", "infer_prof.profiler.cli"]
+CLI = [sys.executable, "-m", "infer_prof.cli"]
 
 
 def start_server(*extra: str) -> tuple[subprocess.Popen[str], str]:
@@ -167,7 +167,7 @@ def test_a_pid_that_is_not_python_is_refused_before_any_load(
 def test_compare_report_and_budget_work_on_target_runs(server: str, tmp_path: Path, quick_chat: Path) -> None:
     from typer.testing import CliRunner
 
-    from infer_prof.profiler.cli.main import app
+    from infer_prof.cli.main import app
     from infer_prof.reports.compare.analysis import compare_runs
     from infer_prof.reports.run.html import write_html_report
     from infer_prof.reports.run.terminal import render_summary

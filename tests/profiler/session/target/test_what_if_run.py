@@ -104,7 +104,7 @@ def test_what_if_against_a_server_needs_the_probe_and_a_component_it_times() -> 
         ),
     ):
         done = subprocess.run(
-            [sys.executable, "-m", "infer_prof.profiler.cli", "run", "--launch", "true --port 9", *flags],
+            [sys.executable, "-m", "infer_prof.cli", "run", "--launch", "true --port 9", *flags],
             capture_output=True,
             text=True,
             cwd=root,

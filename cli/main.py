@@ -6,7 +6,7 @@ import sys
 
 import typer
 
-from ...errors import OUTPUT_ERRNOS, InferProfError, output_error
+from ..errors import OUTPUT_ERRNOS, InferProfError, output_error
 from . import ANNOUNCED_STOPS
 from .app import app
 from .help_format import install as install_help_format

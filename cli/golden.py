@@ -8,15 +8,15 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from ...errors import OptionError
+from ..errors import OptionError
 from .app import app
 from .options import dim_printer, engine_options
 
-if TYPE_CHECKING:  # the CLI's help and usage errors load none of these (tests/profiler/cli/test_imports.py)
+if TYPE_CHECKING:  # the CLI's help and usage errors load none of these (tests/cli/test_imports.py)
     from rich.console import Console
 
-    from ..checks.golden import Divergence, GoldenReport
-    from ..session.options import EngineOptions
+    from ..profiler.checks.golden import Divergence, GoldenReport
+    from ..profiler.session.options import EngineOptions
     from .progress import ProgressTask
 
 
@@ -51,8 +51,8 @@ def golden(
     """Run one seeded workload with the Python twins and the C twins and compare token by token (exit 1 on a logic error)."""
     from rich.console import Console
 
-    from ..checks.golden import run_golden
-    from ..session.builder import load_for_options
+    from ..profiler.checks.golden import run_golden
+    from ..profiler.session.builder import load_for_options
     from .generate import check_fits_context
 
     _check_sizes(requests, max_tokens, kv_blocks)
@@ -80,7 +80,7 @@ def golden(
 
 
 def _check_sizes(requests: int, max_tokens: int, kv_blocks: int | None) -> None:
-    from ..session.options import MAX_KV_BLOCKS
+    from ..profiler.session.options import MAX_KV_BLOCKS
 
     for option, value, most in (
         ("--requests", requests, 100_000),
@@ -93,9 +93,9 @@ def _check_sizes(requests: int, max_tokens: int, kv_blocks: int | None) -> None:
 
 def _combinations(combination: list[str] | None, every_combination: bool) -> list[str]:
     """The native selections to run end to end, each checked before anything runs."""
-    from ...native_paths.toggles import every_combination as all_selections
-    from ...native_paths.toggles import parse_native
-    from ..checks.golden import DEFAULT_COMBINATIONS
+    from ..native_paths.toggles import every_combination as all_selections
+    from ..native_paths.toggles import parse_native
+    from ..profiler.checks.golden import DEFAULT_COMBINATIONS
 
     if every_combination and combination:
         raise OptionError("--every-combination already runs every selection: drop --combination")

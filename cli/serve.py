@@ -10,8 +10,8 @@ import typer
 from .app import app
 from .options import dim_printer, engine_options
 
-if TYPE_CHECKING:  # the CLI's help and usage errors load none of these (tests/profiler/cli/test_imports.py)
-    from ..session.options import EngineOptions
+if TYPE_CHECKING:  # the CLI's help and usage errors load none of these (tests/cli/test_imports.py)
+    from ..profiler.session.options import EngineOptions
 
 
 @app.command()
@@ -84,9 +84,9 @@ def serve_command(
 
     from rich.console import Console
 
-    from ...engine.catalog import parameter_count
-    from ...errors import OptionError
-    from ..serve.server import (
+    from ..engine.catalog import parameter_count
+    from ..errors import OptionError
+    from ..profiler.serve.server import (
         ServeOptions,
         bind,
         gguf_sampling,
@@ -94,8 +94,8 @@ def serve_command(
         sampling_lines,
         server_info,
     )
-    from ..serve.state import ServeState
-    from ..session.builder import build_engine, load_for_options
+    from ..profiler.serve.state import ServeState
+    from ..profiler.session.builder import build_engine, load_for_options
 
     if log_level not in ("critical", "error", "warning", "info", "debug", "trace"):
         raise OptionError(f"--log-level={log_level!r}: use critical, error, warning, info or debug")
@@ -143,7 +143,7 @@ def serve_command(
 
 def model_file(model: str) -> Path | None:
     """The GGUF file --model names (the default model's once it is on this machine), None for a synthetic one."""
-    from ...engine.catalog import DEFAULT_MODEL, SYNTHETIC_PREFIX, local_gguf
+    from ..engine.catalog import DEFAULT_MODEL, SYNTHETIC_PREFIX, local_gguf
 
     if model == DEFAULT_MODEL:
         return local_gguf()

@@ -11,9 +11,9 @@ from .progress import ProgressTask, Reporter
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from ..session.session import SessionHooks
-    from ..sweep.grid import Cell
-    from ..sweep.hooks import SweepHooks
+    from ..profiler.session.session import SessionHooks
+    from ..profiler.sweep.grid import Cell
+    from ..profiler.sweep.hooks import SweepHooks
 
 # Runs take seconds to minutes: the ETA averages over the last ten minutes, not Rich's default 30 s.
 SPEED_WINDOW_S = 600
@@ -23,8 +23,8 @@ SPEED_WINDOW_S = 600
 def sweep_progress(console: Console, *, ray: bool = False) -> Iterator[SweepHooks]:
     """Hooks for two views: runs (cells x repeats) done with an ETA, and the requests of the run in flight
     (on a terminal as bars; elsewhere as lines, the run's own by time only, so a sweep's log stays short)."""
-    from ..session.session import SessionHooks
-    from ..sweep.hooks import SweepHooks
+    from ..profiler.session.session import SessionHooks
+    from ..profiler.sweep.hooks import SweepHooks
 
     with Reporter(console, speed_window_s=SPEED_WINDOW_S) as reporter:
         runs = reporter.task("runs", unit="runs")

@@ -8,10 +8,10 @@ import typer
 
 from .app import app
 
-if TYPE_CHECKING:  # the CLI's help and usage errors load none of these (tests/profiler/cli/test_imports.py)
+if TYPE_CHECKING:  # the CLI's help and usage errors load none of these (tests/cli/test_imports.py)
     from rich.console import Console
 
-    from ..checks.selftest import CaseResult
+    from ..profiler.checks.selftest import CaseResult
 
 
 @app.command()
@@ -38,8 +38,8 @@ def selftest(
 
     from rich.console import Console
 
-    from ..checks.selftest import run_selftest, select_cases
-    from ..rundir.outdir import check_run_dir
+    from ..profiler.checks.selftest import run_selftest, select_cases
+    from ..profiler.rundir.outdir import check_run_dir
     from .progress import Reporter
 
     cases = select_cases(only)  # a bad --only or --out is the user's error before any case runs

@@ -16,7 +16,7 @@ from . import ANNOUNCED_STOPS
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from ..session.session import SessionHooks
+    from ..profiler.session.session import SessionHooks
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 LINE_EVERY_S = (
@@ -327,7 +327,7 @@ def session_progress(
     console: Console, label: str = "requests", clock: Callable[[], float] = time.monotonic
 ) -> Iterator[SessionHooks]:
     """Hooks that report one session: requests done / total, output tokens per second, elapsed time, ETA."""
-    from ..session.session import SessionHooks
+    from ..profiler.session.session import SessionHooks
 
     with Reporter(console, clock=clock) as reporter:
         task = reporter.task(label)

@@ -27,8 +27,8 @@ def bench_native_command(*, as_json: bool, repeats: int) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from ...native_paths.bench import run_native_bench
-    from ..session.options import OptionError
+    from ..native_paths.bench import run_native_bench
+    from ..profiler.session.options import OptionError
 
     if not 1 <= repeats <= 1000:
         raise OptionError(f"--repeats={repeats} is impossible: use 1 to 1,000")

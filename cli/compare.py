@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from ...errors import OptionError
-from ..session.options import EngineOptions
+from ..errors import OptionError
+from ..profiler.session.options import EngineOptions
 from .app import app
 from .options import dim_printer, engine_options, output_path
 
-if TYPE_CHECKING:  # the CLI's help and usage errors load none of these (tests/profiler/cli/test_imports.py)
+if TYPE_CHECKING:  # the CLI's help and usage errors load none of these (tests/cli/test_imports.py)
     from rich.console import Console
 
 
@@ -101,11 +101,11 @@ def compare_command(
 ) -> int:
     from rich.console import Console
 
-    from ...reports.compare.analysis import compare_runs
-    from ...reports.compare.report import write_comparison_report
-    from ...reports.compare.terminal import render_comparison
-    from ..rundir.outdir import check_output_dir
-    from ..rundir.sweepdir import is_sweep_dir
+    from ..profiler.rundir.outdir import check_output_dir
+    from ..profiler.rundir.sweepdir import is_sweep_dir
+    from ..reports.compare.analysis import compare_runs
+    from ..reports.compare.report import write_comparison_report
+    from ..reports.compare.terminal import render_comparison
 
     console = Console(stderr=True)
     out_dir = (
@@ -143,9 +143,9 @@ MAX_REPEATS = 100
 
 def _check_repeat_inputs(scenario: str, requests: int | None, before_native: str, after_native: str) -> None:
     """What --repeat will run, checked before the first of its runs starts."""
-    from ...native_paths.loader import require_twins
-    from ...native_paths.toggles import parse_native
-    from ...scenarios.spec import MAX_REQUESTS, load_scenario
+    from ..native_paths.loader import require_twins
+    from ..native_paths.toggles import parse_native
+    from ..scenarios.spec import MAX_REQUESTS, load_scenario
 
     for option, value in (("--before-native", before_native), ("--after-native", after_native)):
         try:
@@ -161,9 +161,9 @@ def _compare_sweeps(dirs: list[Path], out_dir: Path, console: Console) -> int:
     """Two sweep directories: cells matched by axis values, after - before against the repeats' noise."""
     from rich.console import Console
 
-    from ...reports.sweep.compare import compare_sweeps
-    from ...reports.sweep.compare_report import render_sweep_comparison, write_sweep_comparison
-    from ..rundir.sweepdir import is_sweep_dir
+    from ..profiler.rundir.sweepdir import is_sweep_dir
+    from ..reports.sweep.compare import compare_sweeps
+    from ..reports.sweep.compare_report import render_sweep_comparison, write_sweep_comparison
 
     plain = [str(path) for path in dirs if not is_sweep_dir(path)]
     if plain:
@@ -186,8 +186,8 @@ def _run_interleaved(
     console: Console,
 ) -> tuple[list[Path], list[Path]]:
     """Both configurations `repeat` times in ABBA order, so slow drift of a shared machine hits both alike."""
-    from ...native_paths.toggles import parse_native
-    from ..session.runner import ModelCache, options_with, run_once
+    from ..native_paths.toggles import parse_native
+    from ..profiler.session.runner import ModelCache, options_with, run_once
     from .progress import session_progress
 
     sides = {

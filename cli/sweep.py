@@ -14,10 +14,10 @@ import typer.core
 from .app import app
 from .options import output_path
 
-if TYPE_CHECKING:  # the CLI's help and usage errors load none of these (tests/profiler/cli/test_imports.py)
+if TYPE_CHECKING:  # the CLI's help and usage errors load none of these (tests/cli/test_imports.py)
     from rich.console import Console
 
-    from ..sweep.run import SweepOutcome
+    from ..profiler.sweep.run import SweepOutcome
 
 INTERRUPTED_EXIT_CODE = 130
 
@@ -121,10 +121,10 @@ def sweep_report(
     """Rebuild the merged tables from the run directories; print the summary; rewrite sweep.html and .pdf."""
     from rich.console import Console
 
-    from ...reports.sweep.analysis import read_crossover
-    from ...reports.sweep.report import write_sweep_report
-    from ...reports.sweep.terminal import render_sweep_summary
-    from ..sweep.run import write_tables
+    from ..profiler.sweep.run import write_tables
+    from ..reports.sweep.analysis import read_crossover
+    from ..reports.sweep.report import write_sweep_report
+    from ..reports.sweep.terminal import render_sweep_summary
 
     write_tables(sweep_dir)
     crossover = read_crossover(sweep_dir, x=x, y=y)
@@ -136,7 +136,7 @@ def sweep_report(
 @sweep_app.command("list")
 def sweep_list() -> None:
     """The built-in sweeps, each with what it asks."""
-    from ..sweep.spec import builtin_sweeps, load_sweep
+    from ..profiler.sweep.spec import builtin_sweeps, load_sweep
 
     for name in builtin_sweeps():
         spec = load_sweep(name)
@@ -158,12 +158,12 @@ def sweep_command(
 ) -> int:
     from rich.console import Console
 
-    from ...errors import OptionError
-    from ..rundir.outdir import check_output_dir
-    from ..rundir.sweepdir import is_sweep_dir
-    from ..sweep.run import RayTarget, prepare_cells, run_sweep
-    from ..sweep.spec import load_sweep
-    from ..sweep.state import check_sweep_dir
+    from ..errors import OptionError
+    from ..profiler.rundir.outdir import check_output_dir
+    from ..profiler.rundir.sweepdir import is_sweep_dir
+    from ..profiler.sweep.run import RayTarget, prepare_cells, run_sweep
+    from ..profiler.sweep.spec import load_sweep
+    from ..profiler.sweep.state import check_sweep_dir
     from .progress import stop_on_signals
     from .sweep_progress import sweep_progress
 
@@ -179,7 +179,7 @@ def sweep_command(
         raise OptionError("--cell-cpus and --cell-gpus size Ray tasks: give them with --ray")
     target = RayTarget(ray, cell_cpus, cell_gpus) if ray is not None else None
     if target is not None:
-        from ..sweep.ray_cells import try_cluster
+        from ..profiler.sweep.ray_cells import try_cluster
 
         try_cluster(target.address)  # a cluster address where nothing listens: refused in seconds, first
     cells = prepare_cells(spec)  # every cell checked before the directory is touched
@@ -200,9 +200,9 @@ def sweep_command(
 def _finish(outcome: SweepOutcome, file: str, report: bool, console: Console) -> None:
     from rich.console import Console
 
-    from ...reports.sweep.analysis import read_crossover
-    from ...reports.sweep.report import write_sweep_report
-    from ...reports.sweep.terminal import render_sweep_summary
+    from ..reports.sweep.analysis import read_crossover
+    from ..reports.sweep.report import write_sweep_report
+    from ..reports.sweep.terminal import render_sweep_summary
 
     crossover = read_crossover(outcome.path)
     render_sweep_summary(crossover, Console())

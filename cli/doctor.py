@@ -42,7 +42,7 @@ def doctor_rows(*, with_torch: bool = False) -> list[Row]:
     """The rows `doctor` prints, in order; torch is imported only `with_torch` (it takes seconds)."""
     import platform
 
-    from ..rundir.environment import gpu_info
+    from ..profiler.rundir.environment import gpu_info
 
     rows: list[Row] = [("python", "ok", platform.python_version()), torch_row(with_torch), *native_rows()]
     # The sampling collector's rule (collectors/sampling.py find_py_spy, which this must not import: torch):
@@ -99,7 +99,7 @@ def torch_row(with_torch: bool) -> Row:
 
 def native_rows() -> list[Row]:
     """The C twins' library (where it was loaded from, or why not) and one row per component."""
-    from ...native_paths.loader import COMPONENT_SYMBOLS, available
+    from ..native_paths.loader import COMPONENT_SYMBOLS, available
 
     status = available()
     # available() also carries "built", "path" and "reason" beside the components: one row for the
@@ -120,7 +120,7 @@ def native_rows() -> list[Row]:
 
 def _realtime_status() -> tuple[str, str]:
     """Whether deep mode's sampler may take SCHED_FIFO, which it needs to sample on time."""
-    from ..session.machine import realtime_allowed
+    from ..profiler.session.machine import realtime_allowed
 
     if realtime_allowed():
         return ("ok", "deep mode's py-spy runs under SCHED_FIFO and samples when due")
@@ -133,7 +133,7 @@ def _realtime_status() -> tuple[str, str]:
 def default_model_status() -> tuple[str, str]:
     """Whether the default model's GGUF is on this machine (installed package or the model cache)."""
     # A rename in engine.catalog must fail loudly here rather than print "unknown": the import is not guarded.
-    from ...engine.catalog import cache_dir, local_gguf
+    from ..engine.catalog import cache_dir, local_gguf
 
     path = local_gguf()
     if path is None:

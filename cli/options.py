@@ -11,7 +11,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from ..session.options import (
+from ..profiler.session.options import (
     OPTION,
     OPTIONS,
     EngineOptions,

@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ..session.options import EngineOptions, OptionError
+from ..profiler.session.options import EngineOptions, OptionError
 from .app import app
 from .options import dim_printer, engine_options
 
-if TYPE_CHECKING:  # the CLI's help and usage errors load none of these (tests/profiler/cli/test_imports.py)
-    from ...engine.types import SamplingParams
+if TYPE_CHECKING:  # the CLI's help and usage errors load none of these (tests/cli/test_imports.py)
+    from ..engine.types import SamplingParams
 
 
 @app.command()
@@ -41,7 +41,7 @@ def generate(
     options: EngineOptions,
 ) -> None:
     """Generate text for PROMPTS (streams a single prompt to the terminal; --json for token ids and timings)."""
-    from ...engine.types import SamplingParams
+    from ..engine.types import SamplingParams
 
     params = SamplingParams(
         temperature=temperature,
@@ -72,8 +72,8 @@ def check_prompts(prompts: Sequence[str]) -> None:
 
 def check_fits_context(max_tokens: int, options: EngineOptions, option: str = "--max-tokens") -> None:
     """check_max_tokens before the model loads, from its shape (a model not on this machine yet is checked later)."""
-    from ...engine.loader import describe_model
-    from ..session.builder import engine_config
+    from ..engine.loader import describe_model
+    from ..profiler.session.builder import engine_config
 
     described = describe_model(options.model)
     if described is not None:
@@ -100,8 +100,8 @@ def run_generate(
     """Serve the prompts and print them; 0 when every request finished, 1 when any failed (each is named)."""
     from rich.console import Console
 
-    from ..session.builder import build_engine, engine_config, load_for_options
-    from ..session.preflight import check_prompts_fit
+    from ..profiler.session.builder import build_engine, engine_config, load_for_options
+    from ..profiler.session.preflight import check_prompts_fit
 
     err = Console(stderr=True)
     check_fits_context(params.max_tokens, options)

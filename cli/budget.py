@@ -9,15 +9,15 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from ..session.options import OPTION, EngineOptions
+from ..profiler.session.options import OPTION, EngineOptions
 from .app import budget_app
 from .options import output_path
 
-if TYPE_CHECKING:  # the CLI's help and usage errors load none of these (tests/profiler/cli/test_imports.py)
+if TYPE_CHECKING:  # the CLI's help and usage errors load none of these (tests/cli/test_imports.py)
     from rich.console import Console, JustifyMethod
 
-    from ..budget.check import BudgetReport, RunFn
-    from ..budget.spec import RunOverrides
+    from ..profiler.budget.check import BudgetReport, RunFn
+    from ..profiler.budget.spec import RunOverrides
 
 _STYLES = {"PASS": "green", "FAIL": "bold red", "WARN": "yellow", "SKIP": "dim"}
 
@@ -86,9 +86,9 @@ def budget_baseline(
 
 def make_run_fn(out_root: Path, console: Console) -> RunFn:
     """A run_fn(overrides) -> run dir for profiler.budget.check; models are loaded once per process."""
-    from ...native_paths.loader import require_twins
-    from ...native_paths.toggles import parse_native
-    from ..session.runner import ModelCache, run_once
+    from ..native_paths.loader import require_twins
+    from ..native_paths.toggles import parse_native
+    from ..profiler.session.runner import ModelCache, run_once
     from .progress import session_progress
 
     models = ModelCache()
@@ -141,10 +141,10 @@ def budget_check_command(
 ) -> int:
     from rich.console import Console
 
-    from ..budget.check import check_budget, check_budget_with_runner
-    from ..budget.output import write_bmf, write_junit
-    from ..budget.spec import load_budget
-    from ..rundir.outdir import check_output_dir, check_output_file
+    from ..profiler.budget.check import check_budget, check_budget_with_runner
+    from ..profiler.budget.output import write_bmf, write_junit
+    from ..profiler.budget.spec import load_budget
+    from ..profiler.rundir.outdir import check_output_dir, check_output_file
 
     console = Console(stderr=True)
     for option, path in (("--junit", junit), ("--bmf", bmf)):
@@ -170,9 +170,9 @@ def budget_check_command(
 def budget_baseline_command(budget_file: Path, *, out: Path) -> int:
     from rich.console import Console
 
-    from ..budget.check import record_runs
-    from ..budget.spec import load_budget
-    from ..rundir.outdir import check_output_dir
+    from ..profiler.budget.check import record_runs
+    from ..profiler.budget.spec import load_budget
+    from ..profiler.rundir.outdir import check_output_dir
 
     console = Console(stderr=True)
     check_output_dir(out, "--out")  # an unwritable or file --out is refused before any run starts
@@ -189,7 +189,7 @@ def render_budget_report(report: BudgetReport, console: Console) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from ..budget.check import format_value
+    from ..profiler.budget.check import format_value
 
     title = f"budget {escape(report.budget.name)}: {len(report.runs)} run(s)"
     if report.baseline_runs:

@@ -15,7 +15,7 @@ def scenarios_list() -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from ...scenarios.spec import list_scenarios
+    from ..scenarios.spec import list_scenarios
 
     table = Table("name", "load", "requests", "description")
     for spec in list_scenarios():
@@ -30,7 +30,7 @@ def scenarios_show(name: Annotated[str, typer.Argument(help="Built-in name or TO
     from rich.console import Console
     from rich.table import Table
 
-    from ...scenarios.spec import load_scenario
+    from ..scenarios.spec import load_scenario
 
     spec = load_scenario(name)
     table = Table("setting", "value", title=f"scenario {spec.name}: {spec.description}")
@@ -40,7 +40,7 @@ def scenarios_show(name: Annotated[str, typer.Argument(help="Built-in name or TO
 
 
 def _describe(spec):
-    from ...scenarios.spec import describe
+    from ..scenarios.spec import describe
 
     return [(str(k), str(v)) for k, v in describe(spec)]
 
@@ -48,7 +48,7 @@ def _describe(spec):
 @models_app.command("list")
 def models_list() -> None:
     """List the model names --model accepts (besides a PATH.gguf)."""
-    from ...engine.catalog import list_models
+    from ..engine.catalog import list_models
 
     for name, description in list_models():
         typer.echo(f"{name:24s} {description}")

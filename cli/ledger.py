@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from ...errors import LedgerError
+from ..errors import LedgerError
 from .app import app
 
 if TYPE_CHECKING:
-    from ...reports.run.summary import Table
-    from ..ledger.store import Ledger
-    from ..ledger.summary import LedgerSummary, Score
+    from ..profiler.ledger.store import Ledger
+    from ..profiler.ledger.summary import LedgerSummary, Score
+    from ..reports.run.summary import Table
 
 DAMAGED_SHOWN = 10  # damaged lines named one by one; more are counted
 
@@ -40,7 +40,7 @@ def ledger(
     ] = False,
 ) -> None:
     """Score the predictions: pairs, median |measured - predicted|, how often the measured gain fell inside the predicted interval."""
-    from ..ledger.store import ledger_path, load_ledger
+    from ..profiler.ledger.store import ledger_path, load_ledger
 
     read = load_ledger(ledger_path(given=path))  # a missing ledger is refused before scipy loads
     for line in read.damaged[:DAMAGED_SHOWN]:
@@ -51,7 +51,7 @@ def ledger(
         raise LedgerError(
             f"{read.path} holds no ledger record ({len(read.damaged)} damaged line(s)); is it a ledger?"
         )
-    from ..ledger.summary import summarize
+    from ..profiler.ledger.summary import summarize
 
     summary = summarize(read.records, include_void=with_void)
     if as_json:
@@ -73,7 +73,7 @@ def _as_json(read: Ledger, summary: LedgerSummary) -> dict[str, object]:
 def _print(read: Ledger, summary: LedgerSummary) -> None:
     from rich.console import Console
 
-    from ...reports.terminal_table import print_table
+    from ..reports.terminal_table import print_table
 
     console = Console()
     span = (
@@ -88,8 +88,8 @@ def _print(read: Ledger, summary: LedgerSummary) -> None:
 
 def score_table(summary: LedgerSummary) -> Table:
     """The score as a report table: all pairs, then each kind, then each kind's components."""
-    from ...reports.run.summary import Table
-    from ..ledger.summary import AGREEMENT_BAND
+    from ..profiler.ledger.summary import AGREEMENT_BAND
+    from ..reports.run.summary import Table
 
     groups = [summary.total, *summary.by_kind, *summary.by_component]
     sections = [1, 1 + len(summary.by_kind)]
@@ -118,7 +118,7 @@ def score_table(summary: LedgerSummary) -> Table:
 
 
 def _row(score: Score) -> list[str]:
-    from ...reports.format import NOT_RECORDED, fmt_pct
+    from ..reports.format import NOT_RECORDED, fmt_pct
 
     points = NOT_RECORDED if score.median_error_points is None else f"{score.median_error_points:.2f}"
     inside = (

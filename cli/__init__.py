@@ -1,4 +1,4 @@
-"""The Typer faces of infer-prof: one module per command; the only code that imports typer, Rich progress or reports."""
+"""The Typer faces of infer-prof, the top floor above profiler/ and reports/: one module per command; the only code that imports typer or Rich progress bars."""
 
 import os
 import signal

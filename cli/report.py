@@ -20,8 +20,8 @@ def report(
     """Regenerate report.html, report.pdf, trace.json and speedscope.json from a run directory."""
     from rich.console import Console
 
-    from ...reports.run.generate import generate_reports
-    from ...reports.run.terminal import render_summary
+    from ..reports.run.generate import generate_reports
+    from ..reports.run.terminal import render_summary
 
     render_summary(run_dir, Console(), verbose=verbose)
     files = generate_reports(run_dir)

@@ -12,22 +12,22 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from ...errors import OptionError
-from ..rundir.outdir import check_run_dir, claim_default_run_dir, claim_run_dir
-from ..session.options import OPTIONS, EngineOptions
+from ..errors import OptionError
+from ..profiler.rundir.outdir import check_run_dir, claim_default_run_dir, claim_run_dir
+from ..profiler.session.options import OPTIONS, EngineOptions
 from .app import app
 from .options import dim_printer, engine_options, output_path
 from .progress import GracefulStop, session_progress, stop_on_signals
 
-if TYPE_CHECKING:  # the CLI's help and usage errors load none of these (tests/profiler/cli/test_imports.py)
+if TYPE_CHECKING:  # the CLI's help and usage errors load none of these (tests/cli/test_imports.py)
     from rich.console import Console
 
-    from ...scenarios.spec import ScenarioSpec
-    from ..analysis.engine_tables import EngineTable
-    from ..session.session import SessionOutcome
-    from ..session.target.inject import WhatIf
-    from ..session.target.swap import SwapPlan
-    from ..session.target.target_plan import TargetPlan
+    from ..profiler.analysis.engine_tables import EngineTable
+    from ..profiler.session.session import SessionOutcome
+    from ..profiler.session.target.inject import WhatIf
+    from ..profiler.session.target.swap import SwapPlan
+    from ..profiler.session.target.target_plan import TargetPlan
+    from ..scenarios.spec import ScenarioSpec
 
 LAUNCH_TIMEOUT_S = 600.0  # vLLM's CPU build takes ~3 minutes to start on a 2-core machine
 INTERRUPTED_EXIT_CODE = 130  # the shell's convention for SIGINT; the partial result is still written
@@ -184,7 +184,7 @@ def run(
     options: EngineOptions,
 ) -> None:
     """Run the engine under a load scenario, measure where the time goes, and write a run directory."""
-    from ..session.until import checked_until
+    from ..profiler.session.until import checked_until
 
     until_max_time_s = checked_until(until, max_time)
     if until_max_time_s is not None and profile == "off":
@@ -284,7 +284,7 @@ def _run_on_server(
 ) -> int:
     """`run --target`, `--launch` or `--port`: the flags a server takes checked, then run_target_command."""
     if launch is not None or port is not None:
-        from ..session.target.launch import target_url
+        from ..profiler.session.target.launch import target_url
 
         if launch is not None and pid is not None:
             raise OptionError("--launch samples the whole tree of the server it starts: drop --pid")
@@ -343,7 +343,7 @@ def run_profiled(
     """One session with a progress bar (requests done / total, output tokens/s); `replay`: time the C twins
     on the run's recorded work after it (the predictions' speedups; --verify's extra runs do not need it);
     `switch` (profiler.checks.twin_switch.SamplerSwitch): alternate the sampler's twins during the run."""
-    from ..session.session import run_session
+    from ..profiler.session.session import run_session
 
     with session_progress(console, label) as hooks:
         if switch is not None:
@@ -412,7 +412,7 @@ def run_command(
         if verify and not outcome.interrupted:
             _verify(outcome, options, spec, loaded, console, stop.event, profile, ledger)
             if what_if:
-                from ..checks.what_if import pair_with_verify
+                from ..profiler.checks.what_if import pair_with_verify
 
                 pair_with_verify(outcome, ledger)
         _write_reports(outcome, report, console, stop, verbose=verbose)
@@ -483,15 +483,15 @@ def _checked_inputs(
 ) -> tuple[ScenarioSpec, ScenarioSpec, EngineOptions]:
     """Every flag, file and size checked before the model loads: the scenario as its file has it and with its
     overrides (parsed once), the output directory, the profile, the KV pool against memory and the requests."""
-    from ...scenarios.spec import load_scenario
-    from ..session.builder import engine_config
-    from ..session.preflight import check_engine, check_engine_tables, check_scenario
+    from ..profiler.session.builder import engine_config
+    from ..profiler.session.preflight import check_engine, check_engine_tables, check_scenario
+    from ..scenarios.spec import load_scenario
 
     _check_load_flags(requests, duration, profile)
     if verify and profile == "off":
         raise OptionError("--verify compares profiled runs: drop --profile off, or drop --verify")
     if verify:
-        from ...native_paths.loader import require, require_twins
+        from ..native_paths.loader import require, require_twins
 
         # --verify measures C twins against this run: a twin that cannot load would be a Python run called native.
         require_twins(options.native, f"--verify with --native {','.join(sorted(options.native))}")
@@ -515,7 +515,7 @@ def _checked_inputs(
 
 
 def _load(options: EngineOptions, console: Console):
-    from ..session.builder import load_for_options
+    from ..profiler.session.builder import load_for_options
 
     return load_for_options(options, progress=dim_printer(console), checked=True)
 
@@ -563,29 +563,29 @@ def run_target_command(
     and reports."""
     from rich.console import Console
 
-    from ..session.target.inject import prepare_probe
-    from ..session.target.launch import launched_server
-    from ..session.target.probe import probe as probe_server
-    from ..session.target.target_plan import plan_target, prompt_tokenizer
-    from ..session.target.target_session import run_target_session
+    from ..profiler.session.target.inject import prepare_probe
+    from ..profiler.session.target.launch import launched_server
+    from ..profiler.session.target.probe import probe as probe_server
+    from ..profiler.session.target.target_plan import plan_target, prompt_tokenizer
+    from ..profiler.session.target.target_session import run_target_session
 
     console = Console(stderr=True)
     spec, tables, slowdowns, swap_plan = _checked_target_inputs(
         options, target, scenario, requests, duration, out, profile, launch, probe, what_if, swap
     )
-    from ..session.target.ray_cluster import check_address, chosen_address
+    from ..profiler.session.target.ray_cluster import check_address, chosen_address
 
     # --ray-address, else RAY_ADDRESS (None: off); a wrong or unreachable cluster is one line, before a server starts
     ray_cluster = chosen_address(ray_address)
     if ray_cluster is not None:
         check_address(ray_cluster)
-    from ..session.target.replicas import check_replicas
+    from ..profiler.session.target.replicas import check_replicas
 
     replica_targets = check_replicas(list(replicas), target)  # each --replica answers, here, before the load
     with stop_on_signals(console) as stop, _claimed_run_dir(out, spec.name) as run_dir:
         setup = prepare_probe(run_dir, tables, slowdowns) if probe else None
         if swap_plan is not None and setup is not None:
-            from ..session.target.swap import add_swap
+            from ..profiler.session.target.swap import add_swap
 
             add_swap(setup, swap_plan)
         with launched_server(
@@ -601,7 +601,7 @@ def run_target_command(
                 probe_server(target, target_model), pid, profile, launched=launched.root if launched else None
             )
             _say_target(plan, spec, profile, probed=setup is not None, console=console)
-            from ..session.target.sample_rate import decide_rate
+            from ..profiler.session.target.sample_rate import decide_rate
 
             # py-spy's rate for the tree, from a second's calibration on the quiet server (another engine's only)
             rate = decide_rate(plan.pid, foreign=not plan.server.ours, profile=profile)
@@ -625,7 +625,7 @@ def run_target_command(
                     sample_rate=rate,
                     until_max_time_s=until_max_time_s,
                 )
-        from ..session.target.sample_rate import cost_line
+        from ..profiler.session.target.sample_rate import cost_line
 
         target_section = outcome.result.target or {}
         spent = cost_line(
@@ -634,7 +634,7 @@ def run_target_command(
         if spent:  # what py-spy cost over the load, against its budget and the calibration
             console.print(spent, style="dim", soft_wrap=True, markup=False)
         if swap_plan is not None and setup is not None:  # read once the server is gone: its last calls are in
-            from ..session.target.swap import report_swap
+            from ..profiler.session.target.swap import report_swap
 
             for line in report_swap(run_dir, setup):
                 console.print(line, soft_wrap=True, markup=False)
@@ -659,11 +659,11 @@ def _checked_target_inputs(
 ) -> tuple[ScenarioSpec, tuple[EngineTable, ...], WhatIf | None, SwapPlan | None]:
     """Every input of `run --target` checked before a server starts or a request is sent: the URL's form, the
     output directory, the scenario (parsed once), the engine tables, --what-if's components, --swap, --model."""
-    from ...scenarios.spec import load_scenario
-    from ..analysis.engine_tables import all_tables
-    from ..inputs.addresses import parse_http_url
-    from ..session.target.inject import WhatIf, check_what_if, probe_rows
-    from ..session.target.target_plan import check_prompt_model
+    from ..profiler.analysis.engine_tables import all_tables
+    from ..profiler.inputs.addresses import parse_http_url
+    from ..profiler.session.target.inject import WhatIf, check_what_if, probe_rows
+    from ..profiler.session.target.target_plan import check_prompt_model
+    from ..scenarios.spec import load_scenario
 
     _check_load_flags(requests, duration, profile)
     parse_http_url(target)  # the URL's form, before a server starts or a directory is made
@@ -678,7 +678,7 @@ def _checked_target_inputs(
         check_what_if(slowdowns, probe_rows(tables))  # a component no table times, before anything starts
     swap_plan = None
     if swap is not None:  # an engine the swap does not know is refused before the server starts
-        from ..session.target.swap import check_swap
+        from ..profiler.session.target.swap import check_swap
 
         swap_plan = check_swap(swap, launch, probe)
     check_prompt_model(options.model)  # a bad --model is refused before the server starts
@@ -704,8 +704,8 @@ def _say_target(
 
 def _check_load_flags(requests: int | None, duration: float | None, profile: str) -> None:
     """The flags that size and profile a load, whatever it is sent to."""
-    from ...scenarios.spec import MAX_REQUESTS
-    from ..collectors.registry import PROFILES
+    from ..profiler.collectors.registry import PROFILES
+    from ..scenarios.spec import MAX_REQUESTS
 
     if requests is not None and not 1 <= requests <= MAX_REQUESTS:
         raise OptionError(
@@ -719,7 +719,7 @@ def _check_load_flags(requests: int | None, duration: float | None, profile: str
 
 def _checked_ledger(run_dir: Path, given: Path | None) -> Path:
     """The ledger --verify will append to, checked before the model loads (profiler.ledger.store)."""
-    from ..ledger.store import check_appendable, chosen_ledger
+    from ..profiler.ledger.store import check_appendable, chosen_ledger
 
     path, source = chosen_ledger(run_dir, given)
     check_appendable(path, source=source)
@@ -735,7 +735,7 @@ def _checked_what_if(what_if: str | None, profile: str) -> tuple[str, ...]:
     """--what-if's components on the built-in engine, checked before work starts."""
     if what_if is None:
         return ()
-    from ..checks.slowdown import check_components
+    from ..profiler.checks.slowdown import check_components
 
     if profile == "off":
         raise OptionError(
@@ -766,14 +766,14 @@ def _run_again(options, spec, loaded, console, stop_event, profile):
 
 def _what_if(outcome, options, spec, loaded, console, stop_event, profile, components) -> None:
     """The slowdown run in what-if/ under the main run; its section goes into the main run's result.json."""
-    from ..checks.what_if import run_what_if
+    from ..profiler.checks.what_if import run_what_if
 
     run_what_if(outcome, options, components, _run_again(options, spec, loaded, console, stop_event, profile))
 
 
 def _verify(outcome, options, spec, loaded, console, stop_event, profile, ledger=None) -> None:
-    from ...reports.run.verify_table import render_verify
-    from ..checks.verify import verify_predictions
+    from ..profiler.checks.verify import verify_predictions
+    from ..reports.run.verify_table import render_verify
 
     run_again = _run_again(options, spec, loaded, console, stop_event, profile)
 
@@ -795,9 +795,9 @@ def _write_reports(
     and marks the result partial (the measured run is whole; `infer-prof report DIR` writes what is missing)."""
     from rich.console import Console
 
-    from ...reports.run.generate import generate_reports
-    from ...reports.run.terminal import render_summary
-    from ..rundir.results import mark_partial
+    from ..profiler.rundir.results import mark_partial
+    from ..reports.run.generate import generate_reports
+    from ..reports.run.terminal import render_summary
 
     render_summary(outcome.run_dir, Console(), verbose=verbose, report=report)
     if report and not stop.event.is_set():

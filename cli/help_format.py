@@ -12,7 +12,7 @@ def install() -> None:
 
     Rich's table columns end a word that does not fit in "…" unless the text says otherwise; typer builds
     those texts in two private helpers, wrapped here (a typer without them keeps its own rendering, and
-    tests/profiler/cli/test_help.py then fails at 80 columns)."""
+    tests/cli/test_help.py then fails at 80 columns)."""
     from typer import rich_utils
 
     if getattr(rich_utils, "_infer_prof_folds", False):

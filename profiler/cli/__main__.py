@@ -1,5 +1,0 @@
-"""`python -m infer_prof.profiler.cli`: the same as the `infer-prof` console script."""
-
-from .main import main
-
-main()
