@@ -23,6 +23,17 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent.parent
 ENTRY = "from infer_prof.cli.main import main"
+
+
+def cli_package(root: Path) -> str:
+    """Where `root`'s CLI lives: cli/, or profiler/cli/ in a checkout from before it moved up (issue #63)."""
+    return "infer_prof.cli" if (root / "cli" / "main.py").exists() else "infer_prof.profiler.cli"
+
+
+def entry(root: Path) -> str:
+    return f"from {cli_package(root)}.main import main"
+
+
 FLOOR = (
     "import sys, typer\napp = typer.Typer(rich_markup_mode='rich')\n@app.command()\ndef hello(name: str = 'x') -> None:\n"
     "    pass\nsys.argv = ['hello', '--help']\napp()"
@@ -49,16 +60,15 @@ def importtime_us(root: Path) -> int:
     """`python -X importtime`'s cumulative microseconds for the entry point's whole import."""
     env = {**os.environ, "PYTHONPATH": import_path(root)}
     done = subprocess.run(
-        [sys.executable, "-X", "importtime", "-c", ENTRY],
+        [sys.executable, "-X", "importtime", "-c", entry(root)],
         cwd=root,
         env=env,
         capture_output=True,
         text=True,
         check=True,
     )
-    lines = [
-        line for line in done.stderr.splitlines() if re.search(r"\|\s+infer_prof\.profiler\.cli\.main$", line)
-    ]
+    pattern = r"\|\s+" + re.escape(cli_package(root) + ".main") + "$"
+    lines = [line for line in done.stderr.splitlines() if re.search(pattern, line)]
     return int(lines[-1].split("|")[1])
 
 
@@ -78,11 +88,11 @@ def main() -> None:
         "a one-command typer app's --help": ([sys.executable, "-c", FLOOR], HERE),
     }
     if args.before is not None:
-        commands["before: " + ENTRY] = (
-            commands[ENTRY][0],
+        commands["before: " + ENTRY] = ([sys.executable, "-c", entry(args.before)], args.before)
+        commands["before: infer-prof --help"] = (
+            [sys.executable, "-m", cli_package(args.before), "--help"],
             args.before,
         )
-        commands["before: infer-prof --help"] = (commands["infer-prof --help"][0], args.before)
     times: dict[str, list[float]] = {name: [] for name in commands}
     for _ in range(args.rounds):
         for name, (argv, root) in commands.items():
