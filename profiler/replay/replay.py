@@ -22,7 +22,10 @@ The sampler's Python side is the exception where the run's sampler was the Pytho
 the recorder timed its calls in the run, so the speedup is the run's time a row over the C twin's
 replayed time a row. The replay comes after the load, where the machine may differ (a busy neighbour, another
 torch thread count, a warm cache): its Python twin ran slower per row than the run's own on synthetic:tiny,
-most under a busy neighbour, while the C twin, one thread, moved much less (docs/measurements.md).
+most under a busy neighbour. So does the C twin's wall time, which a neighbour that arrives or leaves between
+the load and the replay moves by itself; there the C twin is timed by its thread's CPU time (one thread: all
+of its work) and put on the run's clock by the share of a core the engine thread got while it was runnable in
+the run (health's core_share): the conditions are the run's, not the replay's (docs/measurements.md).
 Each timed sampler call finds the caches as a run's call finds them after the forward (CacheEvictor).
 
 What the replay cannot reproduce: a sequence's earlier tokens reach the sampler as part of its prompt,
@@ -307,9 +310,12 @@ def replay_speedups(
     repeats: int = REPEATS,
     twins: Twins | None = None,
     clock: Clock = time.perf_counter_ns,
+    native_clock: Clock | None = time.thread_time_ns,
+    core_share: float | None = None,
 ) -> Replay:
     """The result's `replay` section: per component {speedup, low, high, steps, python/native µs per step,
-    twins_agree}, plus what was replayed and what was not (with why)."""
+    twins_agree}, plus what was replayed and what was not (with why). `native_clock` times the C sampler where
+    the run prices its Python twin (None: `clock`), `core_share` the engine thread's in the run (health)."""
     twins = default_twins(shape, names) if twins is None else twins
     section: Replay = {
         "steps_recorded": len(log.schedules),
@@ -332,7 +338,7 @@ def replay_speedups(
         section["skipped"] = dict.fromkeys(names, f"the replay did not reproduce the run ({exc})")
         return section
     with _collector_paused():
-        _replay_all(section, names, twins, log, derived, repeats, clock)
+        _replay_all(section, names, twins, log, derived, repeats, (clock, native_clock, core_share))
     return section
 
 
@@ -357,13 +363,13 @@ def _replay_all(
     log: WorkloadLog,
     derived: Derived,
     repeats: int,
-    clock: Clock,
+    clocks: tuple[Clock, Clock | None, float | None],
 ) -> None:
     for name in names:
         if name not in twins:
             continue
         try:
-            entry = _replay_one(name, twins[name], log, derived, repeats, clock)
+            entry = _replay_one(name, twins[name], log, derived, repeats, clocks)
         except Exception as exc:  # e.g. a C twin refusing a recorded request: the run stands
             section["skipped"][name] = f"its replay failed: {type(exc).__name__}: {exc}"
             continue
@@ -379,9 +385,10 @@ def _replay_one(
     log: WorkloadLog,
     derived: Derived,
     repeats: int,
-    clock: Clock,
+    clocks: tuple[Clock, Clock | None, float | None],
 ) -> ReplayComponent | None:
     """One component's replay through both twins: its speedup entry, or None when the run gave it nothing to do."""
+    clock, native_clock, core_share = clocks
     py, c = pair
     entry: ReplayComponent
     if name == "scheduler":
@@ -408,7 +415,11 @@ def _replay_one(
         return entry
     cases = sampler_cases(log)
     run = log.sampler_chunks if log.python_sampler else None
-    return _replay_sampler(pair, cases, repeats, clock, log.logits_device, run) if cases else None
+    if not cases:
+        return None
+    return _replay_sampler(
+        pair, cases, repeats, clock, log.logits_device, run, native_clock=native_clock, core_share=core_share
+    )
 
 
 def _replay_sampler(
@@ -419,6 +430,8 @@ def _replay_sampler(
     device: str = "cpu",
     run: Sequence[Sequence[int]] | None = None,
     evictor: Callable[[torch.Tensor], None] | None = None,
+    native_clock: Clock | None = None,
+    core_share: float | None = None,
 ) -> ReplayComponent:
     """Each case played by both twins in turn, each timed call after a CacheEvictor (or `evictor`); a case's
     time is its median over the rounds. The Python twin
@@ -433,6 +446,12 @@ def _replay_sampler(
     call at two torch threads waiting at OpenMP barriers), which 24 cases catch or miss by chance; the
     run's total has them at their real frequency, and the C twin's time a row has no such tail.
 
+    Why the C twin's CPU time, where the run prices the Python twin (`native_clock`, the thread's CPU clock):
+    its wall time in the replay is the replay's conditions, which a neighbour arriving after the load doubled on
+    one recording while its CPU time held (docs/measurements.md, "The replay's C sampler on the run's clock").
+    The CPU time over `core_share` (the share of a core the engine thread got while runnable in the run) is what
+    the C twin's call would have taken in the run's conditions; without a core_share it is taken as a whole core.
+
     Why the thread count: under one busy-loop hog the engine's governor held torch at one thread for most
     of a SmolLM2 run, while the replay, after the load, ran the Python twin at torch's two and waited on
     OpenMP barriers, slower per row than in the run. The C twin (one thread) did not move, so the replayed
@@ -440,6 +459,12 @@ def _replay_sampler(
     import torch
 
     py, c = pair
+    chunks = np.array(run or [], dtype=float).reshape(-1, 3)  # (ns, rows, calls) per chunk of the run's calls
+    run_ns, run_rows, run_calls = chunks.sum(axis=0)
+    run_priced = run_rows > 0 and torch.device(device).type == "cpu"
+    # Off the host the run's sampler time waits on the model's kernels; without the run's Python twin there is
+    # nothing of the run to price it by: the replay prices both twins, each by the same (wall) clock.
+    c_clock = native_clock if run_priced and native_clock is not None else clock
     python_ns: list[int] = []
     native_ns: list[int] = []
     agree = True
@@ -452,7 +477,7 @@ def _replay_sampler(
             (py_times, c_times), tokens = interleaved(
                 (
                     partial(_timed_once, py, case, clock, on_device, evict),
-                    partial(_timed_once, c, case, clock, None, evict),
+                    partial(_timed_once, c, case, c_clock, None, evict),
                 ),
                 repeats,
             )
@@ -462,11 +487,7 @@ def _replay_sampler(
         agree = agree and tokens[0] == tokens[1]
     common: ReplayComponent = {"twins_agree": agree, "torch_threads": threads, "torch_threads_own": own}
     rows = sum(len(case.seq_ids) for case in cases)
-    chunks = np.array(run or [], dtype=float).reshape(-1, 3)  # (ns, rows, calls) per chunk of the run's calls
-    run_ns, run_rows, run_calls = chunks.sum(axis=0)
-    if run_rows <= 0 or torch.device(device).type != "cpu":
-        # Off the host the run's sampler time waits on the model's kernels; without the run's Python twin
-        # there is nothing of the run to price it by: the replay prices both twins.
+    if not run_priced:
         replayed: ReplayComponent = {
             **speedup_of(python_ns, native_ns, time_ordered=False),
             **common,
@@ -475,8 +496,10 @@ def _replay_sampler(
         }
         return replayed
     run_per_row = run_ns / run_rows
+    share = core_share if core_share is not None and 0 < core_share <= 1 and c_clock is not clock else 1.0
     python = chunks[:, :2]  # (ns, rows) per chunk
-    native = np.column_stack([native_ns, [len(case.seq_ids) for case in cases]]).astype(float)  # (ns, rows)
+    on_runs_clock = np.asarray(native_ns, dtype=float) / share
+    native = np.column_stack([on_runs_clock, [len(case.seq_ids) for case in cases]])  # (ns, rows) per case
     native_per_row = native[:, 0].sum() / rows
     # Both sides resampled: the run's chunks and the cases, each in time order as runs of neighbours (block
     # None), so that a drift within the run widens the interval as a rerun would see it (as the shares do).
@@ -495,6 +518,8 @@ def _replay_sampler(
         **common,
         "rows": rows,
         "python_priced": "run",
+        "native_clock": "thread cpu" if c_clock is not clock else "wall",
+        "core_share": share if c_clock is not clock else None,
         "run_calls": int(run_calls),
         # The replay's own Python timing, beside the run's: how much the replay's conditions moved it.
         "replayed_python_us_per_step": float(np.mean(python_ns) / 1e3),

@@ -490,6 +490,8 @@ class ReplayComponent(TypedDict, total=False):
     torch_threads: dict[str, int]  # sampler: {torch thread count: replayed calls}, each at its call's count
     torch_threads_own: int  # sampler: torch's count on the replay's thread, where the run did not lower it
     python_priced: str  # sampler: "run" (the Python twin's time a row as the run timed it) or "replay"
+    native_clock: str  # sampler, priced by the run: "thread cpu" (C twin's CPU time, run's clock) or "wall"
+    core_share: float | None  # ... the engine thread's share of a core in the run, that CPU time over it
     run_calls: int  # sampler, priced by the run: its calls that priced it (recorded, not the first)
     replayed_python_us_per_step: float  # sampler, priced by the run: the replay's own Python time a step
     replayed_python_over_run: float | None  # ... over the run's at the same calls (the replay's conditions)

@@ -438,7 +438,7 @@ def _analyse(
         native_components=sorted(prepared.built.native_active),
     )
     breakdown["share_intervals"] = step_share_intervals(steps)
-    replay = _replay(prepared)
+    replay = _replay(prepared, health)
     spans_interval = spans_share_interval(
         breakdown, steps, collector_results.get("kernels"), prepared.built.native_active, confidence
     )
@@ -506,8 +506,9 @@ def _stopper(prepared: Prepared, max_time_s: float, hooks: SessionHooks) -> Stop
     return Stopper(max_time_s, steps_judge(estimate, sorted(prepared.built.native_active)), on_look=on_look)
 
 
-def _replay(prepared: Prepared) -> Replay | None:
-    """The C twins timed against the Python twins on this run's recorded work (profiler.replay.replay)."""
+def _replay(prepared: Prepared, health: Health | None = None) -> Replay | None:
+    """The C twins timed against the Python twins on this run's recorded work (profiler.replay.replay), the C
+    sampler put on the run's clock by the share of a core the engine thread got (health)."""
     if prepared.workload is None:
         return None
     from ..replay.replay import PoolShape, replay_speedups
@@ -519,7 +520,10 @@ def _replay(prepared: Prepared) -> Replay | None:
     workload = prepared.workload
     # On a thread that exits: the Python sampler's torch ops would leave an OpenMP pool on this one, which
     # slows the engine thread of every later run in the process (see engine/setup_thread.py).
-    return run_on_setup_thread(lambda: replay_speedups(workload, shape), "infer-prof-replay")
+    core_share = ((health or {}).get("engine_thread") or {}).get("core_share")
+    return run_on_setup_thread(
+        lambda: replay_speedups(workload, shape, core_share=core_share), "infer-prof-replay"
+    )
 
 
 def _native_added_costs(

@@ -290,6 +290,41 @@ def test_the_sampler_speedup_takes_the_python_side_from_the_run_where_the_run_ti
     assert "replayed_python_over_run" not in entry
 
 
+def test_the_c_sampler_priced_by_the_run_is_timed_by_its_own_clock_and_put_on_the_run_s_core_share() -> None:
+    params = SamplingParams(temperature=0.7, seed=5)
+    cases = [
+        SamplerCase([1, 2][:rows], [(1, params, [3]), (2, params, [4])][:rows], torch.zeros(rows, 6), 1)
+        for rows in (1, 2, 1)
+    ]
+    run = [[240, 8, 4], [360, 12, 4]]  # the run's Python twin: 30 a row
+    # The replay's wall clock says 40 a call (a neighbour slowed the replay); the C twin's own clock says 5. In
+    # the run the engine thread got half a core: its C call would have taken 10, 7.5 a row over the 4 rows.
+    entry = _replay_sampler(
+        (_EchoTwin, _EchoTwin),
+        cases,
+        3,
+        _ticking_clock(40),
+        "cpu",
+        run,
+        native_clock=_ticking_clock(5),
+        core_share=0.5,
+    )
+    assert entry["native_clock"] == "thread cpu" and entry["core_share"] == 0.5
+    assert entry["speedup"] == pytest.approx(4.0)
+    assert entry["native_us_per_step"] == pytest.approx(7.5 * 20 / 8 / 1e3)
+    assert entry["replayed_python_over_run"] == pytest.approx(40 * 3 / 4 / 30)  # the replay's own conditions
+    # No core share known: a whole core.
+    whole = _replay_sampler(
+        (_EchoTwin, _EchoTwin), cases, 3, _ticking_clock(40), "cpu", run, native_clock=_ticking_clock(5)
+    )
+    assert whole["speedup"] == pytest.approx(8.0) and whole["core_share"] == 1.0
+    # Priced by the replay (no run to price by), both twins are timed by the same wall clock.
+    both = _replay_sampler(
+        (_EchoTwin, _EchoTwin), cases, 3, _ticking_clock(40), "cpu", None, native_clock=_ticking_clock(5)
+    )
+    assert both["python_priced"] == "replay" and both["speedup"] == pytest.approx(1.0)
+
+
 def test_a_slow_drift_in_the_runs_sampler_time_widens_the_speedup_interval_more_than_scattered_noise() -> (
     None
 ):
