@@ -55,7 +55,7 @@ class TimedLinears:
             self.forward_ns += time.perf_counter_ns() - start
 
 
-def measure(loaded, timer: TimedLinears, priority: str, steps: int) -> tuple[float, float, int, str]:
+def measure(loaded, timer: TimedLinears, priority: str, steps: int) -> tuple[float, float, int, str | None]:
     """(linear share by timing, by samples, engine samples, scheduling) for one sampled decode run."""
     thread = threading.Thread(target=decode_ms_per_step, args=(loaded, 1, steps), name=ENGINE_THREAD_NAME)
     collector = SamplingCollector(

@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal, NamedTuple, TypeGuard
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from ...engine.engine import ENGINE_THREAD_NAME
 from ..collectors.spans import OUTSIDE
@@ -61,6 +61,13 @@ from ..rundir.results import CATEGORIES, COMPONENTS, LEGACY_SPAN_NAMES
 from ..rundir.schema import Breakdown, Split
 from ..stats import wilson_interval
 from .sample_counts import SampleCounts, pool_counts
+
+if TYPE_CHECKING:
+    from typing_extensions import TypeIs
+
+    from ..collectors.gc import GcResult
+    from ..collectors.registry import CollectorResults
+    from ..collectors.spans import LockTotals, PauseTotals, SpanResult
 
 # Engine span names (engine.trace.SPAN_NAMES) -> breakdown components; "step" is the loop itself. Runs recorded
 # before the spans took their components' names called two of them "tokenize" and "detokenize" (LEGACY_SPAN_NAMES).
@@ -90,7 +97,7 @@ LOCK_SCOPE = (
 NATIVE_RESOLUTION_MIN = 0.5
 
 
-def _ok(result: dict[str, Any] | None) -> TypeGuard[dict[str, Any]]:
+def _ok(result: Mapping[str, Any] | None) -> TypeIs[Mapping[str, Any]]:
     return bool(result) and result is not None and result.get("status") == "ok"
 
 
@@ -98,7 +105,7 @@ def _fractions(values: Mapping[str, float | None], wall: float) -> dict[str, flo
     return {key: (value / wall if value is not None and wall > 0 else None) for key, value in values.items()}
 
 
-def _window_steps(kernels: dict[str, Any]) -> set[int]:
+def _window_steps(kernels: Mapping[str, Any]) -> set[int]:
     return {
         window["first_step"] + offset
         for window in kernels.get("windows", [])
@@ -121,7 +128,7 @@ def _samples_model_fraction(samples_engine: Split | None) -> float | None:
 
 
 def _window_inflation(
-    steps: list[dict[str, Any]], span: str, kernels: dict[str, Any], inside: set[int]
+    steps: list[dict[str, Any]], span: str, kernels: Mapping[str, Any], inside: set[int]
 ) -> float:
     """How much the profiler windows (`inside`: their steps) slowed `span`: its mean self time per step
     inside the windows over the same mean in the steps just before each window (>= 1; 1 when there is
@@ -195,8 +202,8 @@ class SpanFractions(NamedTuple):
 
 
 def kernel_fractions(
-    spans: dict[str, Any],
-    kernels: dict[str, Any] | None,
+    spans: Mapping[str, Any],
+    kernels: Mapping[str, Any] | None,
     samples_engine: Split | None,
     notes: list[str],
 ) -> SpanFractions:
@@ -263,12 +270,12 @@ def kernel_fractions(
 
 
 def spans_split(
-    spans: dict[str, Any],
+    spans: SpanResult,
     *,
     engine_thread_name: str,
     wall_ns: int,
-    kernels: dict[str, Any] | None,
-    gc: dict[str, Any] | None,
+    kernels: Mapping[str, Any] | None,
+    gc: GcResult | None,
     samples_engine: Split | None,
     native_components: Iterable[str],
     notes: list[str],
@@ -284,7 +291,8 @@ def spans_split(
     pause_by_parent = _by_parent(thread["pauses"])
     if not thread["pauses"] and _ok(gc):
         # GC was timed but not reported to the tracer: assume it interrupted Python code (interpreter).
-        engine_gc = gc.get("by_thread", {}).get(engine_thread_name, {}).get("total_ns", 0)
+        engine_gc_thread = gc.get("by_thread", {}).get(engine_thread_name)
+        engine_gc = engine_gc_thread.get("total_ns", 0) if engine_gc_thread else 0
         if engine_gc:
             pause_by_parent["step"] = float(engine_gc)
             self_ns["step"] = self_ns.get("step", 0.0) - engine_gc
@@ -352,7 +360,7 @@ def spans_split(
     }
 
 
-def _by_parent(entries: dict[str, Any]) -> dict[str, float]:
+def _by_parent(entries: Mapping[str, LockTotals] | Mapping[str, PauseTotals]) -> dict[str, float]:
     """Lock waits or pauses summed by the span they happened inside (OUTSIDE: between spans)."""
     totals: dict[str, float] = {}
     for entry in entries.values():
@@ -458,7 +466,7 @@ def _beyond_noise(samples: Split | None, spans: Split | None, key: SplitTable) -
 
 
 def build_breakdown(
-    collector_results: dict[str, Any],
+    collector_results: CollectorResults,
     *,
     engine_thread_name: str = ENGINE_THREAD_NAME,
     wall_ns: int,

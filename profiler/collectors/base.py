@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Generic, TypedDict, TypeVar, cast
+
+from ..rundir.schema import CollectorStatus
 
 OK = "ok"
 SKIPPED = "skipped"
@@ -11,7 +13,23 @@ FAILED = "failed"
 NOT_STARTED = "not started"
 
 
-class Collector:
+class CollectorResult(TypedDict, total=False):
+    """What every collector's result() holds; each collector's own result type adds its data keys to it."""
+
+    status: str
+    reason: str | None
+
+
+ResultT = TypeVar("ResultT", bound=CollectorResult)
+
+
+def status_entry(result: CollectorResult) -> CollectorStatus:
+    """A result's entry in the run result's `collectors` section: its status and reason."""
+    # A collector that was started (every one whose result is read) is ok, skipped or failed.
+    return cast(CollectorStatus, {"status": result["status"], "reason": result["reason"]})
+
+
+class Collector(Generic[ResultT]):
     """Base of all collectors; a collector that cannot run says so (skipped/failed + reason) and never raises.
 
     Subclasses override `_start`, `_stop` and `_result`; the public methods keep the status honest:
@@ -77,20 +95,21 @@ class Collector:
                 self.paused = False
                 self._resume()
 
-    def result(self) -> dict[str, Any]:
+    def result(self) -> ResultT:
         """{status, reason, ...collector data}; data keys are present only when status is "ok"."""
-        out: dict[str, Any] = {"status": self.status, "reason": self.reason}
+        out: dict[str, object] = {"status": self.status, "reason": self.reason}
         if self.status == OK:
             try:
                 out.update(self._result())
             except Exception as exc:
                 self.fail(f"could not summarize: {type(exc).__name__}: {exc}")
                 out = {"status": self.status, "reason": self.reason}
-        return out
+        # The one place a result's type is asserted: status and reason, then _result()'s own keys.
+        return cast(ResultT, out)
 
-    def status_entry(self) -> dict[str, Any]:
+    def status_entry(self) -> CollectorStatus:
         """The `collectors` section entry of the run result."""
-        return {"status": self.status, "reason": self.reason}
+        return status_entry({"status": self.status, "reason": self.reason})
 
     def skip(self, reason: str) -> None:
         self.status, self.reason = SKIPPED, reason
@@ -111,8 +130,9 @@ class Collector:
     def _stop(self) -> None:
         """Stop collecting; keep what was collected."""
 
-    def _result(self) -> dict[str, Any]:
-        return {}
+    def _result(self) -> ResultT:
+        """The collector's data keys (status and reason are added by result())."""
+        return cast(ResultT, {})
 
     def _can_pause(self) -> bool:
         return False

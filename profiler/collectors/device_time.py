@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from ...engine.device import is_cuda
-from .base import Collector
+from .base import Collector, CollectorResult
 
 if TYPE_CHECKING:
     from .spans import RecordingTracer
@@ -35,8 +35,8 @@ EventFactory = Callable[
 ]  # () -> an object with record(), query(), synchronize(), elapsed_time(end) in ms
 
 
-class DeviceFigures(TypedDict):
-    """The device timer's summary (DeviceTimeCollector.figures)."""
+class DeviceFigures(TypedDict, total=False):
+    """The device timer's summary (DeviceTimeCollector.figures, which gives every key)."""
 
     device: str
     pairs: int
@@ -48,7 +48,11 @@ class DeviceFigures(TypedDict):
     method: str
 
 
-class DeviceTimeCollector(Collector):
+class DeviceTimeResult(CollectorResult, DeviceFigures, total=False):
+    """DeviceTimeCollector.result(): its figures, once it ran."""
+
+
+class DeviceTimeCollector(Collector[DeviceTimeResult]):
     """Device-busy time per span of device work, from CUDA event pairs; result() summarizes, pairs() feeds the split."""
 
     name = "device_time"
@@ -96,8 +100,8 @@ class DeviceTimeCollector(Collector):
         self._tracer.remove_span_hook(self._on_span)
         self._read(block=True)
 
-    def _result(self) -> dict[str, Any]:
-        return dict(self.figures())
+    def _result(self) -> DeviceTimeResult:
+        return {**self.figures()}
 
     def figures(self) -> DeviceFigures:
         """The event pairs' figures (result.json's gpu_time carries them): the device, pairs, steps, busy time."""

@@ -6,13 +6,42 @@ import gc
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TypedDict
 
-from .base import Collector
+from .base import Collector, CollectorResult
 from .spans import RecordingTracer
 
 
-class GcCollector(Collector):
+class GcGeneration(TypedDict):
+    count: int
+    total_ns: int
+    collected: int
+
+
+class GcThread(TypedDict):
+    count: int
+    total_ns: int
+
+
+class GcOverhead(TypedDict):
+    """The callbacks' own cost: each pair's, timed at start, and all of them together."""
+
+    per_callback_ns: float
+    estimated_ns: float
+
+
+class GcResult(CollectorResult, total=False):
+    """GcCollector.result(): the pauses in total, by generation and by thread, and what timing them cost."""
+
+    collections: int
+    total_ns: int
+    max_ns: int
+    by_generation: dict[str, GcGeneration]
+    by_thread: dict[str, GcThread]
+    overhead: GcOverhead
+
+
+class GcCollector(Collector[GcResult]):
     """Times every collection; when given the spans tracer, each pause also becomes a child of the open span.
 
     The pause is reported to the tracer so the span's self time excludes it (allocation, not
@@ -73,9 +102,9 @@ class GcCollector(Collector):
         """Every pause: (thread ident, thread name, generation, start_ns, end_ns, collected), for trace export."""
         return list(self._pauses)
 
-    def _result(self) -> dict[str, Any]:
-        by_generation: dict[str, dict[str, int]] = {}
-        by_thread: dict[str, dict[str, int]] = {}
+    def _result(self) -> GcResult:
+        by_generation: dict[str, GcGeneration] = {}
+        by_thread: dict[str, GcThread] = {}
         total = 0
         longest = 0
         for _ident, thread_name, generation, start, end, collected in self._pauses:

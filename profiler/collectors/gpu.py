@@ -7,9 +7,28 @@ import os
 import statistics
 import threading
 import time
-from typing import Any
+from typing import Any, TypedDict
 
+from ..rundir.schema import Nvml, NvmlStats
 from .base import Collector
+
+
+class NvmlDevice(TypedDict, total=False):
+    """The device as NVML names it, read once at construction."""
+
+    device: str
+    driver: str
+    memory_total_mib: float
+
+
+class GpuOverhead(TypedDict):
+    sampler_cpu_s: float  # the sampling thread's CPU time
+
+
+class GpuResult(Nvml, total=False):
+    """GpuCollector.result(): result.json's nvml figures and what sampling them cost."""
+
+    overhead: GpuOverhead
 
 
 def _nvml() -> Any:
@@ -18,13 +37,13 @@ def _nvml() -> Any:
     return pynvml
 
 
-def _stats(values: list[float]) -> dict[str, float] | None:
+def _stats(values: list[float]) -> NvmlStats | None:
     if not values:
         return None
     return {"mean": statistics.fmean(values), "p50": statistics.median(values), "max": max(values)}
 
 
-class GpuCollector(Collector):
+class GpuCollector(Collector[GpuResult]):
     """Samples one GPU every `interval_s`: this process's memory and SM utilization, and the device's.
 
     result() = {device, driver, samples, interval_s, process: {pid, samples, memory_used_mib: {mean, p50,
@@ -51,7 +70,7 @@ class GpuCollector(Collector):
         self._process_memory: list[float] = []  # MiB this process holds on the device
         self._process_sm: list[float] = []  # % of SM time this process's kernels used
         self._last_seen_us = 0
-        self._device: dict[str, Any] = {}
+        self._device: NvmlDevice = {}
         self._sampler_cpu_ns = 0
         self._probe()
 
@@ -127,7 +146,7 @@ class GpuCollector(Collector):
         with contextlib.suppress(Exception):
             _nvml().nvmlShutdown()
 
-    def _result(self) -> dict[str, Any]:
+    def _result(self) -> GpuResult:
         return {
             **self._device,
             "samples": len(self._samples),

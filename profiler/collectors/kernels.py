@@ -28,9 +28,9 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol, TypedDict
+from typing import TYPE_CHECKING, Protocol, TypedDict
 
-from .base import Collector
+from .base import Collector, CollectorResult
 from .kineto_chatter import quietly_profiling, without_kineto_chatter
 from .spans import STEP_SPAN, RecordingTracer
 
@@ -122,6 +122,56 @@ class KernelWindow(TypedDict, total=False):
     first_step: int
     steps: int
     by_span: dict[str, SpanSplit]
+
+
+class TopOp(TypedDict):
+    name: str
+    self_ns: float
+    count: int
+    fee_op: bool  # a do-nothing op (FEE_OPS): all its self time is fee
+
+
+class KernelFigures(TypedDict, total=False):
+    """What summarize_events gives, and the kernel collector's result with it: over the windows' ops (ns)."""
+
+    aten_self_ns: float | None
+    op_fee_ns: float | None  # the generic fee
+    by_span: dict[str, SpanTime]
+    ops_per_step: float | None
+    top_level_ops_per_step: float | None
+    launches_per_step: float | None  # 0 on a CPU run: nothing is launched
+    top_ops: list[TopOp]
+    cuda: CudaSummary | None
+
+
+class EventSummary(KernelFigures, total=False):
+    """summarize_events(): its figures, and each window's own by_span (in order)."""
+
+    by_window: list[dict[str, SpanTime]]
+
+
+class KernelOverhead(TypedDict, total=False):
+    """What the windows cost: a step inside one against a step before, and the engine's pauses to switch them."""
+
+    window_step_ms: float | None
+    before_step_ms: float | None
+    slowdown: float | None
+    engine_pause_ns: int
+
+
+# (window, step, op, start_ns, end_ns, depth, span): kernel_events.csv's rows
+KernelEventRow = tuple[int, int, str, int, int, int, str]
+
+
+class KernelResult(CollectorResult, KernelFigures, total=False):
+    """KernelCollector.result(): the windows' figures, the windows themselves and their ops on the spans' clock."""
+
+    fee_source: str
+    windows: list[KernelWindow]
+    profiled_steps: int
+    timeline: list[KernelEventRow]
+    overhead: KernelOverhead
+    note: str  # no window: why
 
 
 def _span_split(entry: SpanTime) -> SpanSplit:
@@ -226,7 +276,7 @@ def summarize_events(
     *,
     windows: list[list[ProfilerEvent]] | None = None,
     fees_us: dict[str, float] | None = None,
-) -> dict[str, Any]:
+) -> EventSummary:
     """Summarize torch.profiler FunctionEvents (times in us) of `steps` profiled steps.
 
     `events` may pool several windows; pass them separately in `windows` instead (events is then
@@ -364,7 +414,7 @@ def price_op_fees(probe: Callable[[], None] = _tiny_ops_probe, repeats: int = 20
     return fees
 
 
-class KernelCollector(Collector):
+class KernelCollector(Collector[KernelResult]):
     """Runs torch.profiler over windows of `steps` engine steps: at `first_step`, then every `every` steps.
 
     result() = {windows: [{first_step, steps, by_span: {span: {aten_self_ns, fee_ns, runtime_ns}}}], profiled_steps,
@@ -640,7 +690,7 @@ class KernelCollector(Collector):
         # A run that ends inside a window still reports the steps it profiled.
         self._close_window()
 
-    def _result(self) -> dict[str, Any]:
+    def _result(self) -> KernelResult:
         windows: list[KernelWindow] = [
             {"first_step": first, "steps": steps} for first, steps, _ in self._windows
         ]
@@ -662,8 +712,7 @@ class KernelCollector(Collector):
             }
         per_window = [list(profile.events()) for _, _, profile in self._windows]
         summary = summarize_events([], profiled, windows=per_window, fees_us=self._fees_us or None)
-        summary["fee_source"] = "tiny-op probe" if self._fees_us else "median do-nothing op in the windows"
-        for window, by_span in zip(windows, summary.pop("by_window")):
+        for window, by_span in zip(windows, summary["by_window"]):
             # Each window's own split, so the breakdown can follow a run whose phases differ.
             window["by_span"] = {span: _span_split(entry) for span, entry in by_span.items()}
         inside_steps = {first + offset for first, steps, _ in self._windows for offset in range(steps)}
@@ -679,21 +728,29 @@ class KernelCollector(Collector):
             {"first_step": first, "steps": steps, "by_span": self._splits[first]}
             for first, steps in self._released
         ]
-        summary["windows"] = sorted(windows + released, key=lambda window: window["first_step"])
-        summary["profiled_steps"] = profiled + sum(steps for _, steps in self._released)
-        summary["timeline"] = self._timeline(per_window)
-        summary["overhead"] = {
-            "window_step_ms": inside_mean,
-            "before_step_ms": before_mean,
-            # Steps before a window may differ in shape (prefill vs decode): a rough ratio only.
-            "slowdown": inside_mean / before_mean if inside_mean and before_mean else None,
-            "engine_pause_ns": self._engine_pause_ns,
+        return {
+            "aten_self_ns": summary["aten_self_ns"],
+            "op_fee_ns": summary["op_fee_ns"],
+            "by_span": summary["by_span"],
+            "ops_per_step": summary["ops_per_step"],
+            "top_level_ops_per_step": summary["top_level_ops_per_step"],
+            "launches_per_step": summary["launches_per_step"],
+            "top_ops": summary["top_ops"],
+            "cuda": summary["cuda"],
+            "fee_source": "tiny-op probe" if self._fees_us else "median do-nothing op in the windows",
+            "windows": sorted(windows + released, key=lambda window: window["first_step"]),
+            "profiled_steps": profiled + sum(steps for _, steps in self._released),
+            "timeline": self._timeline(per_window),
+            "overhead": {
+                "window_step_ms": inside_mean,
+                "before_step_ms": before_mean,
+                # Steps before a window may differ in shape (prefill vs decode): a rough ratio only.
+                "slowdown": inside_mean / before_mean if inside_mean and before_mean else None,
+                "engine_pause_ns": self._engine_pause_ns,
+            },
         }
-        return summary
 
-    def _timeline(
-        self, per_window: list[list[ProfilerEvent]]
-    ) -> list[tuple[int, int, str, int, int, int, str]]:
+    def _timeline(self, per_window: list[list[ProfilerEvent]]) -> list[KernelEventRow]:
         """Every window's ops on the engine thread at their real times, on the spans' clock (see window_timeline)."""
         if self._tracer is None:
             return []
@@ -703,7 +760,7 @@ class KernelCollector(Collector):
             for name, start, _end, _self, _cpu, _depth, step in state.events.records()
             if name == STEP_SPAN and step >= 0
         }
-        rows: list[tuple[int, int, str, int, int, int, str]] = []
+        rows: list[KernelEventRow] = []
         for number, ((first, steps, _), events) in enumerate(zip(self._windows, per_window)):
             starts = [step_starts[step] for step in range(first, first + steps) if step in step_starts]
             if len(starts) == steps:

@@ -6,19 +6,20 @@ import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TypedDict, cast
 
 from ...engine.device import device_index, is_cuda
 from ...engine.engine import ENGINE_THREAD_NAME
 from ...errors import ProfileError
 from ..analysis.classify import IDLE_MARKER
+from ..rundir.schema import CollectorStatus
 from .base import Collector
-from .device_time import DEVICE_SPANS, DeviceTimeCollector
-from .gc import GcCollector
-from .gpu import GpuCollector
-from .kernels import KernelCollector
-from .sampling import SamplingCollector
-from .spans import RecordingTracer, SpanCollector
+from .device_time import DEVICE_SPANS, DeviceTimeCollector, DeviceTimeResult
+from .gc import GcCollector, GcResult
+from .gpu import GpuCollector, GpuResult
+from .kernels import KernelCollector, KernelResult
+from .sampling import SamplingCollector, SamplingResult
+from .spans import RecordingTracer, SpanCollector, SpanResult
 
 PROFILES = ("off", "default", "deep")
 # An odd rate so samples do not fall in lockstep with periodic engine work (10 ms ticks, 60 Hz clocks); a
@@ -64,6 +65,18 @@ RESOLVE_KERNEL_WINDOWS = (5, 1, 10)
 RESOLVE_WINDOW_GAP_S = 0.5
 RESOLVE_WINDOW_BUDGET = 0.02
 RESOLVE_MAX_WINDOWS = 64
+
+
+class CollectorResults(TypedDict, total=False):
+    """{collector name: its result()}: what a profile's collectors measured, by their `name`s."""
+
+    spans: SpanResult
+    gc: GcResult
+    kernels: KernelResult
+    device_time: DeviceTimeResult
+    gpu: GpuResult
+    sampling: SamplingResult
+    processes: dict[int, SamplingResult]  # a server's run: each sampled process's py-spy result, by pid
 
 
 def default_collectors(
@@ -178,11 +191,12 @@ def stop_all(collectors: list[Collector]) -> None:
         collector.stop()
 
 
-def results(collectors: list[Collector]) -> dict[str, dict[str, Any]]:
+def results(collectors: list[Collector]) -> CollectorResults:
     """{name: result} for build_breakdown and overhead_section."""
-    return {collector.name: collector.result() for collector in collectors}
+    # Each collector class's `name` is its key in CollectorResults, whose types are the classes' results.
+    return cast(CollectorResults, {collector.name: collector.result() for collector in collectors})
 
 
-def collectors_section(collectors: list[Collector]) -> dict[str, dict[str, Any]]:
+def collectors_section(collectors: list[Collector]) -> dict[str, CollectorStatus]:
     """The result's `collectors` section: {name: {status, reason}}."""
     return {collector.name: collector.status_entry() for collector in collectors}

@@ -24,7 +24,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from ..analysis.classify import (
     IDLE_MARKER,
@@ -36,7 +36,7 @@ from ..analysis.classify import (
 )
 from ..orphans import kill_with_parent
 from ..session.machine import REALTIME_PRIORITY, realtime_allowed  # noqa: F401 (moved there: `doctor` runs it without torch)
-from .base import Collector
+from .base import Collector, CollectorResult
 
 _ATTACHED = "Sampling process"
 _SUMMARY = re.compile(r"Samples:\s*(\d+)\s+Errors:\s*(\d+)")
@@ -88,12 +88,47 @@ def py_spy_command(
     return command
 
 
+class ThreadCounts(TypedDict):
+    """One thread name's samples (summarize_stacks): in all, with native frames, and counted by label."""
+
+    thread_ids: list[int]
+    samples: int
+    native_samples: int
+    categories: dict[str, int]
+    components: dict[str, int]
+    lock_components: dict[str, int]
+    gil_components: dict[str, int]
+    dispatch: int
+
+
+class SamplingOverhead(TypedDict):
+    py_spy_cpu_s: float | None  # py-spy's own CPU use: on a 2-core box it competes with torch's threads
+    py_spy_cpu_fraction: float | None
+    failed_sample_fraction: float | None
+
+
+class SamplingResult(CollectorResult, total=False):
+    """SamplingCollector.result(): how py-spy sampled, its raw stacks, each thread's counts and its cost."""
+
+    mode: str
+    rate_hz: int
+    scheduling: str | None
+    native_stacks: bool
+    samples: int
+    errors: int
+    raw_path: str | None
+    raw_text: str  # py-spy's collapsed stacks, for speedscope/flame graph exports
+    engine_thread_id: int | None
+    threads: dict[str, ThreadCounts]
+    overhead: SamplingOverhead
+
+
 def summarize_stacks(
     stacks: Iterable[Stack],
     *,
     idle_marker: str | tuple[str, ...] = IDLE_MARKER,
     rules: ComponentRules | None = None,
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, ThreadCounts]:
     """Sample counts per thread name: {name: {thread_ids, samples, native_samples, categories, components,
     lock_components, gil_components, dispatch}}; lock_components counts the lock samples by component,
     gil_components those of them that wait for the GIL (native stacks only: see classify.is_gil_wait).
@@ -102,7 +137,7 @@ def summarize_stacks(
     interpreter vs kernel vs allocation (see profiler.analysis.classify).
     """
     rules = rules or ComponentRules()
-    threads: dict[str, dict[str, Any]] = {}
+    threads: dict[str, ThreadCounts] = {}
     for stack in stacks:
         name = stack.thread_name or (
             f"thread-{stack.thread_id}" if stack.thread_id is not None else "unknown"
@@ -134,9 +169,11 @@ def summarize_stacks(
                 entry["gil_components"][label.component or "none"] += stack.count
         if label.dispatch:
             entry["dispatch"] += stack.count
-    for entry in threads.values():
-        for key in ("categories", "components", "lock_components", "gil_components"):
-            entry[key] = dict(entry[key])
+    for entry in threads.values():  # the Counters as plain dicts
+        entry["categories"] = dict(entry["categories"])
+        entry["components"] = dict(entry["components"])
+        entry["lock_components"] = dict(entry["lock_components"])
+        entry["gil_components"] = dict(entry["gil_components"])
     return threads
 
 
@@ -149,7 +186,7 @@ def _process_cpu_seconds(pid: int) -> float | None:
         return None
 
 
-class SamplingCollector(Collector):
+class SamplingCollector(Collector[SamplingResult]):
     """Runs `py-spy record` against `pid` (normally this process) between start() and stop().
 
     result() = {mode, rate_hz, scheduling, native_stacks, samples, errors, raw_path, raw_text, engine_thread_id,
@@ -358,7 +395,7 @@ class SamplingCollector(Collector):
         if self.status != "ok":  # not attached again (the process ended): the stretches so far stand
             self.status, self.reason, self._process = "ok", None, None
 
-    def _result(self) -> dict[str, Any]:
+    def _result(self) -> SamplingResult:
         current = _Stretch(self._raw_text or "", self._log_text(), self._wall_s, self._cpu_s)
         # The stretch under way counts once it has stopped (before, py-spy has written nothing), or when it is all.
         ended = self._process is not None and self._raw_text is not None

@@ -8,9 +8,9 @@ from array import array
 from collections import defaultdict
 from collections.abc import Callable
 from contextlib import nullcontext
-from typing import Any
+from typing import Any, TypedDict
 
-from .base import Collector
+from .base import Collector, CollectorResult
 from .record_log import RecordLog
 from .span_decode import OUTSIDE, STEP_SPAN, ThreadRecords
 from .span_log import PAUSE, STEP_MARK, implementation
@@ -313,7 +313,7 @@ class RecordingTracer:
         """{step index: {span name: self ns}} (plus "lock_wait" and pause kinds) for steps.csv's phase columns."""
         return phase_table(self.thread_states())
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> TracerSummary:
         """Per-thread totals, per-step rows and counters, JSON-ready (see SpanCollector for the shape)."""
         states = self.thread_states()
         return {
@@ -397,6 +397,80 @@ def _spill_records(logs: tuple[RecordLog, ...], file: SpillFile) -> None:
         log.spill(file)
 
 
+class SpanTotals(TypedDict):
+    count: int
+    total_ns: int
+    self_ns: int
+    cpu_ns: int
+
+
+class LockTotals(TypedDict):
+    count: int
+    wait_ns: int
+    hold_ns: int
+    max_wait_ns: int
+    by_parent: dict[str, int]  # the span it was taken in -> wait ns
+
+
+class PauseTotals(TypedDict):
+    count: int
+    total_ns: int
+    by_parent: dict[str, int]  # the span it paused -> ns
+
+
+class SpanThread(TypedDict):
+    """One thread name's totals (threads of one name merged): spans, locks and pauses by name."""
+
+    native_ids: list[int]
+    spans: dict[str, SpanTotals]
+    locks: dict[str, LockTotals]
+    pauses: dict[str, PauseTotals]
+    covered_ns: int  # time inside its outermost spans
+    spans_recorded: int
+
+
+class CounterStats(TypedDict):
+    count: int
+    mean: float
+    min: float
+    max: float
+    last: float
+
+
+# One step: {step, start_ns, end_ns, <span>_ms, lock_wait_ms, gc_ms} (step_rows); its columns are the spans'
+StepRow = dict[str, float | None]
+
+
+class TracerSummary(TypedDict):
+    """RecordingTracer.summary(): per-thread totals, per-step rows, counters and the recorded window."""
+
+    threads: dict[str, SpanThread]
+    steps: list[StepRow]
+    counters: dict[str, CounterStats]
+    window_ns: int | None
+
+
+class SpanOverhead(TypedDict):
+    """What the spans cost: one span's and one lock use's calibrated cost, times the spans recorded."""
+
+    per_span_ns: float
+    per_lock_ns: float
+    cpu_time: bool
+    recorder: str  # "c": the C span log; "python": its twin (not built)
+    estimated_ns: float
+    fraction: float | None
+
+
+class SpanResult(CollectorResult, total=False):
+    """SpanCollector.result(): the tracer's summary and what the spans cost."""
+
+    threads: dict[str, SpanThread]
+    steps: list[StepRow]
+    counters: dict[str, CounterStats]
+    window_ns: int | None
+    overhead: SpanOverhead
+
+
 def _window(tracer: RecordingTracer) -> int | None:
     if tracer.first_ns is None:
         return None
@@ -404,9 +478,9 @@ def _window(tracer: RecordingTracer) -> int | None:
     return end - tracer.first_ns
 
 
-def _per_thread(states: list[_ThreadState]) -> dict[str, dict[str, Any]]:
+def _per_thread(states: list[_ThreadState]) -> dict[str, SpanThread]:
     """Totals by thread name (threads of the same name are merged: a restarted engine is one engine)."""
-    threads: dict[str, dict[str, Any]] = {}
+    threads: dict[str, SpanThread] = {}
     for state in states:
         name = state.thread.name
         data = threads.setdefault(
@@ -428,9 +502,9 @@ def _per_thread(states: list[_ThreadState]) -> dict[str, dict[str, Any]]:
         data["spans_recorded"] += len(state.events) + len(state.locks)
         locks = data["locks"]
         for lock_name, parent, _step, asked, got, released in state.locks.records():
-            entry = locks.get(lock_name)
-            if entry is None:
-                entry = locks[lock_name] = {
+            lock_entry = locks.get(lock_name)
+            if lock_entry is None:
+                lock_entry = locks[lock_name] = {
                     "count": 0,
                     "wait_ns": 0,
                     "hold_ns": 0,
@@ -438,19 +512,19 @@ def _per_thread(states: list[_ThreadState]) -> dict[str, dict[str, Any]]:
                     "by_parent": {},
                 }
             wait = got - asked
-            entry["count"] += 1
-            entry["wait_ns"] += wait
-            entry["hold_ns"] += released - got
-            entry["max_wait_ns"] = max(entry["max_wait_ns"], wait)
-            entry["by_parent"][parent] = entry["by_parent"].get(parent, 0) + wait
+            lock_entry["count"] += 1
+            lock_entry["wait_ns"] += wait
+            lock_entry["hold_ns"] += released - got
+            lock_entry["max_wait_ns"] = max(lock_entry["max_wait_ns"], wait)
+            lock_entry["by_parent"][parent] = lock_entry["by_parent"].get(parent, 0) + wait
         pauses = data["pauses"]
         for kind, parent, _step, start, end in state.pauses.records():
-            entry = pauses.get(kind)
-            if entry is None:
-                entry = pauses[kind] = {"count": 0, "total_ns": 0, "by_parent": {}}
-            entry["count"] += 1
-            entry["total_ns"] += end - start
-            entry["by_parent"][parent] = entry["by_parent"].get(parent, 0) + (end - start)
+            pause_entry = pauses.get(kind)
+            if pause_entry is None:
+                pause_entry = pauses[kind] = {"count": 0, "total_ns": 0, "by_parent": {}}
+            pause_entry["count"] += 1
+            pause_entry["total_ns"] += end - start
+            pause_entry["by_parent"][parent] = pause_entry["by_parent"].get(parent, 0) + (end - start)
     return threads
 
 
@@ -475,7 +549,7 @@ def phase_table(states: list[_ThreadState]) -> dict[int, dict[str, int]]:
     return table
 
 
-def step_rows(states: list[_ThreadState]) -> list[dict[str, Any]]:
+def step_rows(states: list[_ThreadState]) -> list[StepRow]:
     """One row per step: {step, start_ns, end_ns, <span>_ms (self time), lock_wait_ms, gc_ms}.
 
     `<span>_ms` is exclusive time, so a row's phase columns, lock_wait_ms and gc_ms add up to the
@@ -491,7 +565,7 @@ def step_rows(states: list[_ThreadState]) -> list[dict[str, Any]]:
     rows = []
     for step, phases in sorted(phase_table(states).items()):
         start, end = bounds.get(step, (None, None))
-        row: dict[str, Any] = {
+        row: StepRow = {
             "step": step,
             "start_ns": start,
             "end_ns": end,
@@ -503,7 +577,7 @@ def step_rows(states: list[_ThreadState]) -> list[dict[str, Any]]:
     return rows
 
 
-def _counter_summary(counters: list[tuple[str, int, float]]) -> dict[str, dict[str, float]]:
+def _counter_summary(counters: list[tuple[str, int, float]]) -> dict[str, CounterStats]:
     grouped: dict[str, list[float]] = defaultdict(list)
     for name, _t, value in counters:
         grouped[name].append(value)
@@ -554,7 +628,7 @@ def measure_span_cost(tracer_factory: Callable[[], RecordingTracer], repeats: in
     }
 
 
-class SpanCollector(Collector):
+class SpanCollector(Collector[SpanResult]):
     """Owns the RecordingTracer the session injects into the engine; its result is the tracer's summary.
 
     result() = {status, reason, threads: {thread name: {native_ids, spans: {name: {count, total_ns,
@@ -609,18 +683,21 @@ class SpanCollector(Collector):
     def _resume(self) -> None:
         self.tracer.resume()
 
-    def _result(self) -> dict[str, Any]:
+    def _result(self) -> SpanResult:
         summary = self.tracer.summary()
         cost = self._cost or {"per_span_ns": 0.0, "per_lock_ns": 0.0}
         recorded = sum(thread["spans_recorded"] for thread in summary["threads"].values())
         estimated = recorded * cost["per_span_ns"]
         window = summary["window_ns"] or 0
-        summary["overhead"] = {
-            **cost,
-            "cpu_time": self._cpu_clock is not None,
-            "recorder": self.tracer.recorder,  # "c": the C span log; "python": its twin (not built)
-            "estimated_ns": estimated,
-            # Spans of all threads share two cores here; the engine thread's share is what slows steps.
-            "fraction": estimated / window if window else None,
+        return {
+            **summary,
+            "overhead": {
+                "per_span_ns": cost["per_span_ns"],
+                "per_lock_ns": cost["per_lock_ns"],
+                "cpu_time": self._cpu_clock is not None,
+                "recorder": self.tracer.recorder,  # "c": the C span log; "python": its twin (not built)
+                "estimated_ns": estimated,
+                # Spans of all threads share two cores here; the engine thread's share is what slows steps.
+                "fraction": estimated / window if window else None,
+            },
         }
-        return summary

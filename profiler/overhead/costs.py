@@ -5,9 +5,12 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..rundir.schema import Overhead
+
+if TYPE_CHECKING:
+    from ..collectors.registry import CollectorResults
 
 
 @dataclass(slots=True)
@@ -63,7 +66,7 @@ def interleave_ab(
     return result
 
 
-def collector_costs(collector_results: dict[str, Any], *, wall_ns: int) -> dict[str, float | None]:
+def collector_costs(collector_results: CollectorResults, *, wall_ns: int) -> dict[str, float | None]:
     """Each collector's self-measured cost as a fraction of the run's wall time.
 
     spans/gc: recorded events x calibrated cost per event; kernels: the window's extra step time plus
@@ -77,28 +80,44 @@ def collector_costs(collector_results: dict[str, Any], *, wall_ns: int) -> dict[
     while on, twice its share of the two cores (docs/measurements.md). On a machine whose engine leaves
     cores idle the estimate errs high.
     """
+    costs = _costs(collector_results, wall_ns)
+    return {name: costs[name] for name in collector_results if name in costs}  # in the collectors' order
+
+
+def _costs(results: CollectorResults, wall_ns: int) -> dict[str, float | None]:
+    """The costs of the collectors that ran (status ok), by name."""
+
+    def share(ns: float) -> float | None:
+        return ns / wall_ns if wall_ns else None
+
     costs: dict[str, float | None] = {}
-    for name, result in collector_results.items():
-        if not result or result.get("status") != "ok":
-            continue
-        overhead = result.get("overhead") or {}
-        if name == "spans" or name == "gc":
-            costs[name] = overhead.get("estimated_ns", 0) / wall_ns if wall_ns else None
-        elif name == "kernels":
-            window_ms, steps = overhead.get("window_step_ms"), result.get("profiled_steps", 0)
-            ratio = overhead.get("slowdown")
-            extra = window_ms * steps * 1e6 * (1 - 1 / ratio) if window_ms and ratio and ratio > 1 else 0.0
-            costs[name] = (extra + overhead.get("engine_pause_ns", 0)) / wall_ns if wall_ns else None
-        elif name == "sampling":
-            fraction = overhead.get("py_spy_cpu_fraction")
-            costs[name] = fraction
-        elif name == "gpu":
-            costs[name] = overhead.get("sampler_cpu_s", 0) * 1e9 / wall_ns if wall_ns else None
+    spans, gc = results.get("spans"), results.get("gc")
+    if spans and spans.get("status") == "ok":
+        span_overhead = spans.get("overhead")
+        costs["spans"] = share(span_overhead.get("estimated_ns", 0) if span_overhead else 0)
+    if gc and gc.get("status") == "ok":
+        gc_overhead = gc.get("overhead")
+        costs["gc"] = share(gc_overhead.get("estimated_ns", 0) if gc_overhead else 0)
+    kernels = results.get("kernels")
+    if kernels and kernels.get("status") == "ok":
+        overhead = kernels.get("overhead") or {}
+        window_ms, steps = overhead.get("window_step_ms"), kernels.get("profiled_steps", 0)
+        ratio = overhead.get("slowdown")
+        extra = window_ms * steps * 1e6 * (1 - 1 / ratio) if window_ms and ratio and ratio > 1 else 0.0
+        costs["kernels"] = share(extra + overhead.get("engine_pause_ns", 0))
+    sampling = results.get("sampling")
+    if sampling and sampling.get("status") == "ok":
+        sampling_overhead = sampling.get("overhead")
+        costs["sampling"] = sampling_overhead.get("py_spy_cpu_fraction") if sampling_overhead else None
+    gpu = results.get("gpu")
+    if gpu and gpu.get("status") == "ok":
+        gpu_overhead = gpu.get("overhead")
+        costs["gpu"] = share((gpu_overhead.get("sampler_cpu_s", 0) if gpu_overhead else 0) * 1e9)
     return costs
 
 
 def overhead_section(
-    collector_results: dict[str, Any],
+    collector_results: CollectorResults,
     *,
     wall_ns: int,
     ab: ABResult | None = None,

@@ -30,6 +30,8 @@ from ..stats import bootstrap
 if TYPE_CHECKING:
     from ...engine.loader import LoadedModel
     from ...scenarios.spec import ScenarioSpec
+    from ..collectors.registry import CollectorResults
+    from ..collectors.sampling import SamplingResult
     from ..session.options import EngineOptions
 
 
@@ -330,8 +332,10 @@ def measure_inrun_overhead(
     result.blocks = blocks
     result.paused = sorted(toggler.paused_names)
     result.sampling_rate_hz = run_rate
-    sampling = outcome.extras.get("collector_results", {}).get("sampling") or {}
-    result.py_spy_cpu_s = (sampling.get("overhead") or {}).get("py_spy_cpu_s")
+    collector_results: CollectorResults = outcome.extras.get("collector_results") or {}
+    sampling: SamplingResult = collector_results.get("sampling") or {}
+    overhead = sampling.get("overhead")
+    result.py_spy_cpu_s = overhead.get("py_spy_cpu_s") if overhead else None
     result.on_s, result.off_s = on_s, off_s
     return result
 

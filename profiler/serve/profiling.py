@@ -21,6 +21,7 @@ from ..collectors.spans import RecordingTracer, SpanCollector
 
 if TYPE_CHECKING:
     from ...engine.engine import Engine
+    from ..collectors.registry import CollectorResults
 
 API_THREAD_NAME = "infer-prof-api"  # the event loop's thread: request parsing, validation, encoding
 
@@ -64,7 +65,7 @@ class ServerTracing:
                 return None
             spans, gc = self._window
             self._close()
-            results = {"spans": spans.result(), "gc": gc.result()}
+            results: CollectorResults = {"spans": spans.result(), "gc": gc.result()}
             records = [asdict(record) for record in self.engine.step_records[self._first_record :]]
         return {
             "collector_results": results,

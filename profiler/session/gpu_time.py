@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING
 
 from ..analysis.breakdown import SPAN_COMPONENTS
 from ..analysis.gpu_idle import device_intervals, gpu_idle_split
@@ -12,6 +12,8 @@ from ..rundir.schema import GpuTime, Nvml
 
 if TYPE_CHECKING:
     from ..collectors.device_time import DeviceTimeCollector
+    from ..collectors.gpu import GpuResult
+    from ..collectors.kernels import KernelResult
     from ..collectors.spans import RecordingTracer
     from .record import RequestRow
 
@@ -23,8 +25,8 @@ def gpu_time_section(
     window: tuple[int, int],
     *,
     engine_thread_name: str,
-    kernels: dict[str, Any] | None = None,
-    nvml: dict[str, Any] | None = None,
+    kernels: KernelResult | None = None,
+    nvml: GpuResult | None = None,
 ) -> GpuTime | None:
     """The GPU idle split of a run on a GPU, or None when the device timer did not run (a CPU run)."""
     if device_timer is None or device_timer.status != "ok":
@@ -53,24 +55,25 @@ def gpu_time_section(
         spans=spans,
     )
     kernels = kernels or {}
-    cuda, profiled = kernels.get("cuda") or {}, kernels.get("profiled_steps") or 0
+    cuda, profiled = kernels.get("cuda"), kernels.get("profiled_steps") or 0
     return {
         **device_timer.figures(),
         **split,
         # From the torch.profiler windows: gaps between kernels inside the spans the events count as busy.
-        "window_gpu_idle_fraction": cuda.get("gpu_idle_fraction"),
-        "kernels_per_step": cuda["kernels"] / profiled if cuda.get("kernels") and profiled else None,
+        "window_gpu_idle_fraction": cuda.get("gpu_idle_fraction") if cuda else None,
+        "kernels_per_step": cuda["kernels"] / profiled if cuda and cuda.get("kernels") and profiled else None,
         "launches_per_step": kernels.get("launches_per_step"),
-        "mean_kernel_ns": cuda.get("mean_kernel_ns"),
-        "top_kernels": cuda.get("top_kernels") or [],
+        "mean_kernel_ns": cuda.get("mean_kernel_ns") if cuda else None,
+        "top_kernels": (cuda.get("top_kernels") if cuda else None) or [],
         "nvml": nvml_figures(nvml),
     }
 
 
-def nvml_figures(nvml: dict[str, Any] | None) -> Nvml:
+def nvml_figures(nvml: GpuResult | None) -> Nvml:
     """The NVML collector's figures as result.json keeps them: this process's memory and SM time beside
     the whole device's, or the status and reason when it did not run."""
     if not nvml or nvml.get("status", "ok") != "ok":
         return {"status": (nvml or {}).get("status", "off"), "reason": (nvml or {}).get("reason")}
-    # The collector's result is a plain dict (collectors.base's protocol); its keys are Nvml's, less the cost.
-    return cast(Nvml, {key: value for key, value in nvml.items() if key != "overhead"})
+    figures = nvml.copy()  # the collector's keys are Nvml's, and its own cost
+    figures.pop("overhead", None)
+    return figures

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypedDict
+from typing import TYPE_CHECKING, Protocol, TypedDict
 
 import pandas as pd
 
@@ -25,6 +25,9 @@ from ..rundir.schema import Config
 if TYPE_CHECKING:
     from ...engine.engine import Engine
     from ...engine.loader import LoadedModel
+    from ..collectors.kernels import KernelEventRow, KernelResult
+    from ..collectors.registry import CollectorResults
+    from ..collectors.sampling import SamplingResult
     from ..collectors.spans import RecordingTracer
     from .builder import BuiltEngine
     from .options import EngineOptions
@@ -233,10 +236,10 @@ def run_config(
     return config
 
 
-def write_samples(out_dir: Path, collector_results: dict[str, Any], result: RunResult) -> None:
+def write_samples(out_dir: Path, collector_results: CollectorResults, result: RunResult) -> None:
     """Keep py-spy's raw collapsed stacks beside the result (reports turn them into speedscope.json and
     the flame graph), and each stack's classification (sample_labels.csv): reports may not classify."""
-    sampling = collector_results.get("sampling") or {}
+    sampling: SamplingResult = collector_results.get("sampling") or {}
     raw = sampling.get("raw_text")
     if raw:
         write_text_atomic(Path(out_dir) / "samples.txt", raw)
@@ -289,7 +292,7 @@ MAX_KERNEL_EVENTS = 250_000
 def write_trace_tables(
     out_dir: Path,
     tracer: RecordingTracer | None,
-    collector_results: dict[str, Any],
+    collector_results: CollectorResults,
     result: RunResult,
     *,
     gpu_timeline: list[tuple[int, str, int, int]] | None = None,
@@ -308,7 +311,8 @@ def write_trace_tables(
         write_atomic(Path(out_dir) / "spans.csv", lambda handle: spans.to_csv(handle, index=False))
         result.files["spans"] = "spans.csv"
         written = True
-    kernels = kernel_event_table((collector_results.get("kernels") or {}).get("timeline") or [])
+    kernel_result: KernelResult = collector_results.get("kernels") or {}
+    kernels = kernel_event_table(kernel_result.get("timeline") or [])
     if not kernels.empty:
         write_atomic(Path(out_dir) / "kernel_events.csv", lambda handle: kernels.to_csv(handle, index=False))
         result.files["kernel_events"] = "kernel_events.csv"
@@ -331,7 +335,7 @@ def span_table(tracer: RecordingTracer | None) -> pd.DataFrame:
     return table.sort_values(["start_ns", "depth"], kind="stable").reset_index(drop=True)
 
 
-def kernel_event_table(timeline: list[tuple[Any, ...]], limit: int = MAX_KERNEL_EVENTS) -> pd.DataFrame:
+def kernel_event_table(timeline: list[KernelEventRow], limit: int = MAX_KERNEL_EVENTS) -> pd.DataFrame:
     """kernel_events.csv from the kernel collector's timeline; over `limit` rows, every k-th window is kept."""
     table = pd.DataFrame(timeline, columns=list(KERNEL_EVENT_COLUMNS))
     if len(table) > limit:

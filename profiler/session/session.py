@@ -6,7 +6,7 @@ import datetime as _dt
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
@@ -19,8 +19,15 @@ from ...scenarios.loadgen import RequestSpec, generate_requests, prompt_text_for
 from ...scenarios.spec import ScenarioSpec
 from ..collectors.base import Collector
 from ..collectors.device_time import DeviceTimeCollector
-from ..collectors.kernels import KernelCollector, KernelWindow
-from ..collectors.registry import PROFILES, default_collectors, spans_record_cpu_time
+from ..collectors.kernels import KernelCollector, KernelResult, KernelWindow
+from ..collectors.registry import (
+    PROFILES,
+    CollectorResults,
+    collectors_section,
+    default_collectors,
+    spans_record_cpu_time,
+)
+from ..collectors.registry import results as collector_results_of
 from ..collectors.spans import RecordingTracer
 from ..replay.recorder import WorkloadLog, install_recorder
 from ..rundir.environment import describe_environment
@@ -76,8 +83,8 @@ class SessionHooks:
 class SessionExtras(TypedDict, total=False):
     """What a session kept beside its RunResult for the files written after it and for faces that look deeper."""
 
-    # {collector name: its result()}, each collector's own shape (profiler.collectors.base.Collector.result)
-    collector_results: dict[str, dict[str, Any]]
+    # {collector name: its result()} (profiler.collectors.registry.results)
+    collector_results: CollectorResults
     built: BuiltEngine
     gpu_timeline: list[tuple[int, str, int, int]]  # the device timer's (step, span, start ns, end ns)
 
@@ -280,11 +287,8 @@ def record_session(
 
     engine = prepared.built.engine
     steps = step_table(engine, prepared.tracer)
-    collector_results = {collector.name: collector.result() for collector in prepared.collectors}
-    statuses: dict[str, CollectorStatus] = {
-        name: {"status": res.get("status", "ok"), "reason": res.get("reason")}
-        for name, res in collector_results.items()
-    }
+    collector_results = collector_results_of(prepared.collectors)
+    statuses = collectors_section(prepared.collectors)  # after the results: a summary that failed says so
     health = _health(drive, metrics, scenario, request_rows)
     analysis = (
         _analyse(
@@ -412,7 +416,7 @@ class Analysis:
 
 def _analyse(
     prepared: Prepared,
-    collector_results: dict[str, dict[str, Any]],
+    collector_results: CollectorResults,
     statuses: dict[str, CollectorStatus],
     wall_ns: int,
     native_speedups: dict[str, float] | None,
@@ -465,7 +469,7 @@ def _analyse(
 def spans_share_interval(
     breakdown: Breakdown,
     steps: pd.DataFrame,
-    kernels: Mapping[str, Any] | None,
+    kernels: KernelResult | None,
     native: Iterable[str],
     confidence: float,
 ) -> Interval | None:

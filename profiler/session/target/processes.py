@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -12,12 +13,15 @@ from ...rundir.atomic import write_atomic, write_text_atomic
 from .server_split import server_breakdown, thread_table
 from .watch import WatchedProcess
 
+if TYPE_CHECKING:
+    from ...collectors.sampling import SamplingResult
+
 # Which process the run's verdict reads, best first: the one whose loop decides each step. vLLM's engine core
 # runs the scheduler and the step loop; single-process servers run everything in one.
 PRIMARY_ROLES = ("engine core", "API server + engine loop", "model worker", "unknown", "API server")
 
 
-def split_process(sampling: dict[str, Any], wall_ns: int, pid: int | None = None) -> dict[str, Any]:
+def split_process(sampling: SamplingResult, wall_ns: int, pid: int | None = None) -> dict[str, Any]:
     """One process's split from its samples. The one call into server_split, so that the rules that pick a
     process's engine thread and read its samples can be replaced in one place."""
     breakdown, engine_thread, _notes = server_breakdown(sampling, None, wall_ns, [], pid=pid)
@@ -32,14 +36,14 @@ def split_process(sampling: dict[str, Any], wall_ns: int, pid: int | None = None
     }
 
 
-def busy_samples(sampling: dict[str, Any] | None) -> int:
+def busy_samples(sampling: SamplingResult | None) -> int:
     """Samples that were not idle, over every thread of the process."""
     threads = (sampling or {}).get("threads") or {}
     return sum(data["samples"] - data["categories"].get("idle", 0) for data in threads.values())
 
 
 def primary_pid(
-    processes: list[WatchedProcess], results: dict[int, dict[str, Any]], prefer: int | None = None
+    processes: list[WatchedProcess], results: Mapping[int, SamplingResult], prefer: int | None = None
 ) -> int | None:
     """The sampled process the run's verdict reads: `prefer` when it was sampled (our own server), else by role
     (PRIMARY_ROLES), and among one role the one with the most samples that are not idle."""
@@ -60,7 +64,7 @@ def primary_pid(
 
 
 def process_table(
-    processes: list[WatchedProcess], results: dict[int, dict[str, Any]], primary: int | None, wall_ns: int
+    processes: list[WatchedProcess], results: Mapping[int, SamplingResult], primary: int | None, wall_ns: int
 ) -> list[dict[str, Any]]:
     """target.processes: one entry per process seen, parents first, late children after."""
     table = []
@@ -96,7 +100,7 @@ def _write_csv(table: pd.DataFrame, handle: IO[str]) -> None:
     table.to_csv(handle, index=False)
 
 
-def write_process_samples(out_dir: Path, results: dict[int, dict[str, Any]]) -> None:
+def write_process_samples(out_dir: Path, results: Mapping[int, SamplingResult]) -> None:
     """samples-<pid>.txt: each sampled process's py-spy stacks, beside the run's samples.txt (the primary's), and
     sample_labels-<pid>.csv, each stack's category and component (the report's flame graph per process)."""
     from ..record import sample_labels

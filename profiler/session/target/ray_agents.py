@@ -19,7 +19,7 @@ from typing import Any
 
 from ...analysis.classify import parse_raw
 from ...analysis.clock_offsets import ClockOffset, ClockRound, estimate_offset
-from ...collectors.sampling import py_spy_command, summarize_stacks
+from ...collectors.sampling import SamplingResult, py_spy_command, summarize_stacks
 from ...rundir.schema import RayNodeEntry
 from . import ray_agent
 from .ray_probe import clock_line
@@ -337,9 +337,9 @@ class NodeAgents:
 
     # -- results ----------------------------------------------------------------------------------------------
 
-    def results(self) -> dict[tuple[str, int], dict[str, Any]]:
+    def results(self) -> dict[tuple[str, int], RaySamplingResult]:
         """Each process's sampling result, keyed (node_id, pid), in collectors.sampling's shape."""
-        out = {}
+        out: dict[tuple[str, int], RaySamplingResult] = {}
         for node in self.nodes.values():
             for pid in node.pids:
                 out[(node.node_id, pid)] = sampling_result(node, pid, self.rate_hz)
@@ -378,7 +378,15 @@ class NodeAgents:
         }
 
 
-def sampling_result(node: NodeRun, pid: int, rate_hz: int) -> dict[str, Any]:
+class RaySamplingResult(SamplingResult, total=False):
+    """A Ray process's sampling result, made on the driver from the chunks its node's agent sent."""
+
+    chunks: int
+    window_driver_ns: list[int] | None  # first and last sample, on the driver's clock
+    partial: bool  # its node died before the end
+
+
+def sampling_result(node: NodeRun, pid: int, rate_hz: int) -> RaySamplingResult:
     """One process's chunks as one sampling result; its window read on the driver's clock through the offset."""
     chunks = [chunk for chunk in node.chunks if chunk["pid"] == pid]
     good = [chunk for chunk in chunks if not chunk.get("error")]

@@ -11,7 +11,7 @@ from ....errors import TargetError
 from ...analysis.replica_balance import ProcessLoad, balance
 from ...rundir.schema import RayNodeEntry, TargetRay
 from .ray_agent import probe_dir_of
-from .ray_agents import DIED, NodeAgents, agent_cpus
+from .ray_agents import DIED, NodeAgents, RaySamplingResult, agent_cpus
 from .ray_cluster import RayAddress, join
 from .ray_probe import NodePid, clock_line, merge_found, node_entries
 from .ray_processes import ServerActors, read_cluster, server_actors
@@ -32,7 +32,7 @@ class RayRun:
     local_node: str
     local_ip: str
     stopped: bool = False
-    _results: dict[tuple[str, int], dict[str, Any]] | None = None
+    _results: dict[tuple[str, int], RaySamplingResult] | None = None
 
     def stop(self) -> None:
         """Stop the agents and leave the cluster (our job's actors end with it): nothing of ours stays on a node."""
@@ -45,13 +45,13 @@ class RayRun:
             if self.joined:
                 self.ray.shutdown()
 
-    def results(self) -> dict[tuple[str, int], dict[str, Any]]:
+    def results(self) -> dict[tuple[str, int], RaySamplingResult]:
         """Each Ray process's sampling result, keyed (node_id, pid): parsed once, after stop()."""
         if self._results is None or not self.stopped:
             self._results = self.agents.results()
         return self._results
 
-    def sampled(self) -> list[tuple[int, dict[str, Any]]]:
+    def sampled(self) -> list[tuple[int, RaySamplingResult]]:
         """(pid, sampling) of each Ray process sampled, for the verdict beside the tree's."""
         results = self.results()
         return [

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import pandas as pd
 
 from ...rundir.atomic import write_atomic, write_text_atomic
 from .processes import busy_samples, split_process
 from .ray_processes import RayProcess
+
+if TYPE_CHECKING:
+    from .ray_agents import RaySamplingResult
 
 
 def samples_name(process: RayProcess) -> str:
@@ -21,7 +24,7 @@ def samples_name(process: RayProcess) -> str:
 
 def ray_rows(
     processes: list[RayProcess],
-    results: dict[tuple[str, int], dict[str, Any]],
+    results: Mapping[tuple[str, int], RaySamplingResult],
     wall_ns: int,
     *,
     gone_nodes: Collection[str] = (),
@@ -30,7 +33,7 @@ def ray_rows(
     placed_by, actor_class, actor_id, job_id and rank."""
     rows = []
     for process in processes:
-        sampling = results.get((process.node_id, process.pid)) or {}
+        sampling: RaySamplingResult = results.get((process.node_id, process.pid)) or {}
         ok = sampling.get("status") == "ok"
         rows.append(
             {
@@ -79,13 +82,13 @@ def _write_csv(table: pd.DataFrame, handle: IO[str]) -> None:
 
 
 def write_ray_samples(
-    out_dir: Path, processes: list[RayProcess], results: dict[tuple[str, int], dict[str, Any]]
+    out_dir: Path, processes: list[RayProcess], results: Mapping[tuple[str, int], RaySamplingResult]
 ) -> None:
     """Each sampled Ray process's stacks and their labels, as processes.write_process_samples writes the tree's."""
     from ..record import sample_labels
 
     for process in processes:
-        sampling = results.get((process.node_id, process.pid)) or {}
+        sampling: RaySamplingResult = results.get((process.node_id, process.pid)) or {}
         if sampling.get("status") == "ok" and sampling.get("raw_text"):
             name = samples_name(process)
             write_text_atomic(Path(out_dir) / name, sampling["raw_text"])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ...analysis.diagnose import rule_for
 from ...analysis.foreign_figures import engine_process, loop_figures
@@ -12,6 +12,9 @@ from ...analysis.foreign_words import interval_method
 from ...rundir.schema import Interval, TargetReplica, TargetReplicas
 from ...stats import wilson_interval
 from .server_split import foreign_processes
+
+if TYPE_CHECKING:
+    from ...collectors.sampling import SamplingResult
 
 Z_95 = 1.959964  # the normal quantile of a two-sided 95% band
 # LoopFigures' counts that a replica's split gives as shares of its loop's busy samples
@@ -29,7 +32,7 @@ class ReplicaSamples:
     root: int | None
     pids: list[int]
     with_router: bool  # its processes are in the router's own tree, sampled there
-    results: dict[int, dict[str, Any]] = field(default_factory=dict)  # pid -> py-spy result
+    results: dict[int, SamplingResult] = field(default_factory=dict)  # pid -> py-spy result
     cpu_s: float | None = None  # CPU seconds its processes used over the load (/proc: exact, no sampling)
 
 

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import httpx
 
@@ -29,6 +29,9 @@ from .replica_links import local_ports_reached, read_sockets, socket_inodes
 from .replica_section import ReplicaSamples
 from .tree import PROC, all_pids, find_server_tree, tree_pids
 from .watch import TreeSampler
+
+if TYPE_CHECKING:
+    from ...collectors.sampling import SamplingResult
 
 POLL_S = 0.2  # how often the router's connections are read for a replica not yet found, for the first FAST_S
 FAST_S = 5.0  # routers connect with their first requests; after that a slower read catches a late one
@@ -183,7 +186,7 @@ class ReplicaWatch:
                     used = sum(ticks - self._cpu_start.get(pid, 0) for pid, ticks in now.items())
                     replica.cpu_s = used / os.sysconf("SC_CLK_TCK")
 
-    def samples(self, router_results: dict[int, dict[str, Any]]) -> list[ReplicaSamples]:
+    def samples(self, router_results: dict[int, SamplingResult]) -> list[ReplicaSamples]:
         """Each replica with its processes' sampling results (after stop()): its own samplers', or the router's
         for a replica inside the router's tree."""
         with self._lock:
@@ -263,7 +266,7 @@ class ReplicaWatch:
 
 
 def record_replicas(
-    result: RunResult, watch: ReplicaWatch, router_results: dict[int, dict[str, Any]], out_dir: Path
+    result: RunResult, watch: ReplicaWatch, router_results: dict[int, SamplingResult], out_dir: Path
 ) -> None:
     """target.replicas (when a replica was named or found) and each replica process's samples-<pid>.txt."""
     from .processes import write_process_samples

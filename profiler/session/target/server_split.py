@@ -11,7 +11,7 @@ list to foreign_breakdown() and server_verdict().
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from ....engine.engine import ENGINE_THREAD_NAME as ENGINE_THREAD
 from ...analysis.breakdown import build_breakdown
@@ -21,18 +21,22 @@ from ...analysis.roles import process_roles
 from ...rundir.schema import Breakdown, CollectorStatus, Gil, SampledThread, Verdict
 from ...serve.profiling import API_THREAD_NAME
 
+if TYPE_CHECKING:
+    from ...collectors.registry import CollectorResults
+    from ...collectors.sampling import SamplingResult
+
 
 def process_split(raw_text: str, pid: int | None) -> dict[str, Any]:
     """One process's threads, roles and splits (roles.ProcessRoles.as_dict) from its py-spy raw output."""
     return process_roles(parse_raw(raw_text or ""), pid=pid).as_dict()
 
 
-def is_ours(sampling: dict[str, Any] | None, window: dict[str, Any] | None) -> bool:
+def is_ours(sampling: SamplingResult | None, window: dict[str, Any] | None) -> bool:
     """Whether the samples are of `infer-prof serve` (its spans window, or its named engine thread)."""
     return window is not None or ENGINE_THREAD in ((sampling or {}).get("threads") or {})
 
 
-def thread_table(sampling: dict[str, Any], pid: int | None = None) -> dict[str, SampledThread]:
+def thread_table(sampling: SamplingResult, pid: int | None = None) -> dict[str, SampledThread]:
     """Each sampled thread's split, keyed "name (thread id)": shares of its own samples by category and
     component, its waits by kind, its role (and why), and its GIL waits (native stacks only)."""
     process = process_split(sampling.get("raw_text") or "", pid)
@@ -51,8 +55,8 @@ def thread_rows(process: dict[str, Any]) -> dict[str, SampledThread]:
 
 
 def server_breakdown(
-    sampling: dict[str, Any] | None,
-    window: dict[str, Any] | None,
+    sampling: SamplingResult | None,
+    window: dict[str, Any] | None,  # our server's profile window, as its HTTP answer holds it
     wall_ns: int,
     native_components: list[str],
     *,
@@ -78,11 +82,11 @@ def server_breakdown(
             else ENGINE_THREAD
         )
         return breakdown, label, []
-    results: dict[str, Any] = {}
+    results: CollectorResults = {}
     if window is not None:
         results.update(window["collector_results"])
         wall_ns = window.get("wall_ns") or wall_ns
-    if sampled:
+    if sampled and sampling is not None:
         results["sampling"] = sampling
     if not results:
         return None, ENGINE_THREAD, []
@@ -162,7 +166,7 @@ def _gil_of(threads: dict[str, SampledThread], wanted: str, role: str) -> float 
     return best.get("gil_wait") if best else None
 
 
-def foreign_processes(samplings: Iterable[tuple[int | None, dict[str, Any]]]) -> list[dict[str, Any]]:
+def foreign_processes(samplings: Iterable[tuple[int | None, SamplingResult]]) -> list[dict[str, Any]]:
     """process_split() of each (pid, sampling result) whose sampling worked."""
     return [
         process_split(sampling.get("raw_text") or "", pid)

@@ -24,6 +24,7 @@ from ...analysis.metrics import (
 )
 from ...analysis.probe_slowdown import analyse_slowdowns
 from ...analysis.probe_spans import analyse_probe, probe_bounds, probe_sentences
+from ...collectors.base import status_entry
 from ...rundir.environment import describe_environment
 from ...rundir.results import REQUEST_COLUMNS, STEP_COLUMNS, RunResult
 from ...rundir.schema import (
@@ -53,6 +54,8 @@ from .server_split import (
 from .watch import TreeSampler
 
 if TYPE_CHECKING:
+    from ...collectors.registry import CollectorResults
+    from ...collectors.sampling import SamplingResult
     from .ray_run import RayRun
 
 from .target_plan import TargetPlan
@@ -97,7 +100,7 @@ def record_target(
     probe: ProbeSetup | None = None,
     ray_run: RayRun | None = None,
     stopper: Stopper | None = None,
-) -> tuple[RunResult, pd.DataFrame, pd.DataFrame, dict[str, Any]]:
+) -> tuple[RunResult, pd.DataFrame, pd.DataFrame, CollectorResults]:
     """The run's result, requests.csv, steps.csv and collector results (`processes`: each pid's sampling); after a
     run that went on until resolved (`stopper`), the verdict's intervals at its last look's confidence."""
     confidence = stopper.confidence if stopper is not None else 0.95
@@ -153,7 +156,7 @@ def record_target(
         verdict=verdict,
         target=target,
     )
-    collector_results: dict[str, Any] = {"sampling": sampling} if sampling else {}
+    collector_results: CollectorResults = {"sampling": sampling} if sampling else {}
     collector_results["processes"] = found.results
     steps_df = pd.DataFrame(steps) if steps else pd.DataFrame(columns=list(STEP_COLUMNS))
     return result, pd.DataFrame(rows, columns=list(REQUEST_COLUMNS)), steps_df, collector_results
@@ -163,9 +166,9 @@ def record_target(
 class _ServerSamples:
     """What the samplers (and our server's profile window) measured of the server's processes."""
 
-    results: dict[int, dict[str, Any]]  # pid -> the tree's py-spy result
+    results: dict[int, SamplingResult]  # pid -> the tree's py-spy result
     primary: int | None  # the process whose engine loop the split reads
-    sampling: dict[str, Any] | None  # its result (or why none)
+    sampling: SamplingResult | None  # its result (or why none)
     processes: list[dict[str, Any]] | None  # the process table, Ray-placed rows included
     collectors: dict[str, CollectorStatus]
     breakdown: Breakdown | None
@@ -186,13 +189,13 @@ def _server_samples(
     our server's spans."""
     wall_ns = load.end_ns - load.start_ns
     watched = tree.processes() if tree is not None else []
-    results = {w.info.pid: w.collector.result() for w in watched if w.collector is not None}
+    results: dict[int, SamplingResult] = {
+        w.info.pid: w.collector.result() for w in watched if w.collector is not None
+    }
     primary = primary_pid(watched, results, prefer=plan.server.pid if plan.server.ours else None)
     sampling = results.get(primary) if primary is not None else _unsampled(plan, watched, results)
     processes = process_table(watched, results, primary, wall_ns) if tree is not None else None
-    collectors: dict[str, CollectorStatus] = (
-        {"sampling": {"status": sampling["status"], "reason": sampling["reason"]}} if sampling else {}
-    )
+    collectors: dict[str, CollectorStatus] = {"sampling": status_entry(sampling)} if sampling else {}
     if window is not None:
         ok = window_data is not None
         for name in ("spans", "gc"):
@@ -314,8 +317,8 @@ def _probe_section(
 
 
 def _unsampled(
-    plan: TargetPlan, watched: list[Any], results: dict[int, dict[str, Any]]
-) -> dict[str, Any] | None:
+    plan: TargetPlan, watched: list[Any], results: dict[int, SamplingResult]
+) -> SamplingResult | None:
     """What stands for the sampling result when no process could be sampled: the first failure, or why none
     of the tree's processes was Python."""
     if plan.pid is None:
@@ -417,7 +420,7 @@ def _target_block(
     plan: TargetPlan,
     load: HttpLoad,
     breakdown: Breakdown | None,
-    sampling: dict[str, Any] | None,
+    sampling: SamplingResult | None,
     window: RemoteWindow | None,
     window_data: dict[str, Any] | None,
     threads: dict[str, SampledThread],

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ...collectors.base import Collector
-from ...collectors.sampling import SamplingCollector
+from ...collectors.sampling import SamplingCollector, SamplingResult
 from .tree import (
     PROC,
     ProcessInfo,
@@ -34,7 +34,7 @@ class WatchedProcess:
     info: ProcessInfo
     first_seen_s: float  # since the watch started
     late: bool  # appeared after the watch started
-    collector: Collector | None = None
+    collector: Collector[SamplingResult] | None = None
     tries: int = 0
     not_sampled: str | None = None  # why no sampler runs on it
     gone: bool = False
@@ -48,7 +48,7 @@ class TreeSampler:
     def __init__(
         self,
         root: int,
-        make_collector: Callable[[int], Collector],
+        make_collector: Callable[[int], Collector[SamplingResult]],
         *,
         port: int | None = None,
         poll_s: float = POLL_S,
@@ -91,12 +91,12 @@ class TreeSampler:
         assign_role(info, self.port)
         watched.info = info
 
-    def results_so_far(self) -> dict[int, dict[str, Any]]:
+    def results_so_far(self) -> dict[int, SamplingResult]:
         """pid -> the sampling result of every process sampled so far, each py-spy restarted to read it (py-spy
         writes its samples only when it stops): what a run that goes on until resolved looks at between rounds."""
         with self._lock:
             watched = [(pid, w.collector) for pid, w in self._seen.items() if w.collector is not None]
-        results = {}
+        results: dict[int, SamplingResult] = {}
         for pid, collector in watched:
             if isinstance(collector, SamplingCollector):
                 collector.restart()
