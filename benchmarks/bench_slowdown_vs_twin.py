@@ -33,6 +33,7 @@ class Row:
     scenario: str
     components: str
     requests: int
+    dtype: str | None = None  # the model's weights (`--dtype`): None is the model's own
 
 
 ROWS = [
@@ -53,7 +54,18 @@ ROWS = [
         "prepare,scheduler",
         128,
     ),
+    Row("tiny-greedy-mix", "synthetic:tiny", str(SCENARIOS / "sampler-heavy-greedy-mix.toml"), "sampler", 48),
     Row("smollm2-heavy", "smollm2-135m", str(SCENARIOS / "sampler-heavy.toml"), "sampler", 48),
+    # SmolLM2 on its 4-bit C kernel: a forward short enough for the sampler to hold 30-80% of the step
+    Row("smollm2-q4-wide", "smollm2-135m", str(SCENARIOS / "sampler-heavy-wide.toml"), "sampler", 64, "q4_1"),
+    Row(
+        "smollm2-q4-mix-wider",
+        "smollm2-135m",
+        str(SCENARIOS / "sampler-heavy-mix-wider.toml"),
+        "sampler",
+        112,
+        "q4_1",
+    ),
     Row("smollm2-chat", "smollm2-135m", "concurrency-30", "sampler", 120),
 ]
 
@@ -61,6 +73,7 @@ ROWS = [
 def run_row(row: Row, out: Path, ledger: Path, hogs: int, tree: Path | None = None) -> dict:
     run_dir = out / f"{row.name}-hog{hogs}"
     args = ["-m", row.model, "-s", row.scenario, "-r", str(row.requests), "--what-if", row.components]
+    args += ["--dtype", row.dtype] if row.dtype else []
     args += ["--verify", "--ledger", str(ledger), "--no-report", "-o", str(run_dir)]
     done, seconds = run_cli(args, hogs=hogs, tree=tree)
     if done.returncode != 0:
@@ -106,7 +119,7 @@ def run_row(row: Row, out: Path, ledger: Path, hogs: int, tree: Path | None = No
         )
     return {
         "row": row.name,
-        "model": row.model,
+        "model": row.model if row.dtype is None else f"{row.model} {row.dtype}",
         "scenario": Path(row.scenario).stem,
         "hogs": hogs,
         "seconds": round(seconds, 1),
