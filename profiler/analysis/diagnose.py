@@ -23,6 +23,7 @@ predicted_gain_low/high; predicted_gain is the fraction of step time saved. meas
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import TypedDict
 
 from ..rundir.components import CATEGORIES, CONTROL_PATHS, NATIVE_CAPABLE
@@ -286,71 +287,175 @@ def diagnose(
     source, split = _pick_split(breakdown)
     spots = blind_spots(breakdown, collectors)
     if split is None:
-        return {
-            "category": None,
-            "component": None,
-            "share": None,
-            "interpreter_share": None,
-            "rule": None,
-            "reasons": ["Neither spans nor native stack samples are available: no verdict."],
-            "predictions": {},
-            "blind_spots": spots,
-            "source": None,
-        }
+        return _no_verdict(spots)
+    figures = _verdict_figures(breakdown, source, split, spans_interval, confidence)
+    reasons = [
+        *_rule_words(figures),
+        _interval_words(figures.interval, figures.straddles, from_samples=spans_interval is None),
+        *_run_notes(breakdown, figures.idle),
+    ]
+    speedups = _speedups(native_speedups, replayed)
+    share_intervals = breakdown.get("share_intervals") or {}
+    predictions = _predictions(
+        split, figures.busy, speedups, measured_gains, reasons, added_costs, twins_on, share_intervals
+    )
+    if twins_on:
+        reasons.append(f"C twins on in this run: {', '.join(twins_on)}; nothing is predicted for them.")
+    machine_busy = void_reason(health) if (health or {}).get("void") == VOID_BUSY else None
+    if machine_busy:
+        _mark_void(predictions, machine_busy)
+        reasons.append(_void_words(machine_busy))
+    return _verdict_section(figures, split, twins_on, reasons, predictions, spots)
+
+
+@dataclass(frozen=True)
+class _VerdictFigures:
+    """The figures a verdict rests on: shares of the engine thread's time, the rule, and the share's interval."""
+
+    source: str | None  # "spans" or "samples": the split the figures come from
+    idle: float
+    busy: float
+    interpreter_share: float  # of busy time
+    rule: str
+    category: str | None  # the largest category, its share of wall time, and the component mostly in it
+    share: float
+    component: str | None
+    interval: Interval | None
+    straddles: list[float]  # the rule's thresholds inside the interval
+
+
+def _verdict_figures(
+    breakdown: Breakdown,
+    source: str | None,
+    split: Split,
+    spans_interval: Interval | None,
+    confidence: float,
+) -> _VerdictFigures:
+    """The split's shares of busy time, its largest category, and the interpreter share's interval."""
     categories = split["categories"]
     idle = categories.get("idle") or 0.0
     busy = max(0.0, 1.0 - idle)
-    interpreter = categories.get("interpreter") or 0.0
-    interpreter_share = interpreter / busy if busy > 0 else 0.0
-    rule = rule_for(interpreter_share)
+    interpreter_share = _busy_share(categories.get("interpreter"), busy)
     category, share = _largest({name: categories.get(name) for name in CATEGORIES})
-    component = _component_for(category, split) if category else None
-
     interval = verdict_interval(breakdown, spans_interval, confidence=confidence)
-    unsure = straddled(interval)
-    reasons = [
+    return _VerdictFigures(
+        source=source,
+        idle=idle,
+        busy=busy,
+        interpreter_share=interpreter_share,
+        rule=rule_for(interpreter_share),
+        category=category,
+        share=share,
+        component=_component_for(category, split) if category else None,
+        interval=interval,
+        straddles=straddled(interval),
+    )
+
+
+def _busy_share(value: float | None, busy: float) -> float:
+    """A share of the engine thread's wall time as a share of its busy time (0 when it was never busy)."""
+    return (value or 0.0) / busy if busy > 0 else 0.0
+
+
+def _no_verdict(spots: list[str]) -> Verdict:
+    """The verdict section of a run with neither spans nor native samples: its blind spots, and no answer."""
+    return {
+        "category": None,
+        "component": None,
+        "share": None,
+        "interpreter_share": None,
+        "rule": None,
+        "reasons": ["Neither spans nor native stack samples are available: no verdict."],
+        "predictions": {},
+        "blind_spots": spots,
+        "source": None,
+    }
+
+
+def _verdict_section(
+    figures: _VerdictFigures,
+    split: Split,
+    twins_on: list[str],
+    reasons: list[str],
+    predictions: dict[str, Prediction],
+    spots: list[str],
+) -> Verdict:
+    """The verdict section from its figures, sentences and predictions."""
+    return {
+        "twins_on": twins_on,
+        "largest_control_path": largest_control_path(split, twins_on),
+        "category": figures.category,
+        "component": figures.component,
+        "share": figures.share,
+        "interpreter_share": figures.interpreter_share,
+        "interpreter_interval": figures.interval,
+        "straddles": figures.straddles,
+        "rule": figures.rule,
+        "reasons": reasons,
+        "predictions": predictions,
+        "blind_spots": spots,
+        "source": figures.source,
+    }
+
+
+def _rule_words(figures: _VerdictFigures) -> list[str]:
+    """The rule of thumb applied to the interpreter share, and the largest category, as sentences."""
+    return [
         (
-            f"Interpreter (Python) time is {interpreter_share:.1%} of the engine's busy time ({source}); at about "
-            f"{STAY_UP_TO:.0%} or below the rule is '{RULE_STAY}', from {REWRITE_FROM:.0%} '{RULE_REWRITE}', and "
-            f"between them '{RULE_TARGETED}' (measure further, rewrite selectively), so: {rule}."
+            f"Interpreter (Python) time is {figures.interpreter_share:.1%} of the engine's busy time "
+            f"({figures.source}); at about {STAY_UP_TO:.0%} or below the rule is '{RULE_STAY}', from "
+            f"{REWRITE_FROM:.0%} '{RULE_REWRITE}', and between them '{RULE_TARGETED}' (measure further, "
+            f"rewrite selectively), so: {figures.rule}."
         ),
         (
-            f"The largest category is {category} at {share:.1%} of the engine thread's wall time"
-            + (f", mostly in {component}." if component else ".")
+            f"The largest category is {figures.category} at {figures.share:.1%} of the engine thread's wall time"
+            + (f", mostly in {figures.component}." if figures.component else ".")
         ),
     ]
-    if interval and interval.get("low") is not None and interval.get("high") is not None:
-        evidence = (
-            f"from {interval['samples']:,} busy engine-thread samples"
-            if spans_interval is None
-            else f"({interval.get('method')})"
-        )
-        reasons.append(
-            f"Its {_level(interval.get('confidence') or 0.95)} interval {evidence} is "
-            f"[{interval['low']:.1%}, {interval['high']:.1%}]"
-            + (f" (samples: {interval['share']:.1%})" if spans_interval is None else "")
-            + (
-                f"; it straddles the {' and '.join(f'{t:.0%}' for t in unsure)} threshold"
-                f"{'s' if len(unsure) > 1 else ''}: this run cannot tell yet which side of the rule it is on"
-                + (f" (held open by the {interval['widest']})" if interval.get("widest") else "")
-                + ", so run longer (`--until resolved`) before acting on it."
-                if unsure
-                else "; it clears the rule's thresholds."
-            )
-        )
-    else:
-        reasons.append(
+
+
+def _interval_words(interval: Interval | None, unsure: list[float], *, from_samples: bool) -> str:
+    """The interpreter share's interval as a sentence: its bounds, and whether it clears the rule's thresholds
+    (from_samples: the interval is the native samples' alone, not the spans')."""
+    if not interval or interval.get("low") is None or interval.get("high") is None:
+        return (
             "No interval for the interpreter share: too few steps to resample, and no native stack samples "
             "(--profile deep) to count."
         )
+    evidence = (
+        f"from {interval['samples']:,} busy engine-thread samples"
+        if from_samples
+        else f"({interval.get('method')})"
+    )
+    words = (
+        f"Its {_level(interval.get('confidence') or 0.95)} interval {evidence} is "
+        f"[{interval['low']:.1%}, {interval['high']:.1%}]"
+    )
+    if from_samples:
+        words += f" (samples: {interval['share']:.1%})"
+    if not unsure:
+        return words + "; it clears the rule's thresholds."
+    words += (
+        f"; it straddles the {' and '.join(f'{t:.0%}' for t in unsure)} threshold"
+        f"{'s' if len(unsure) > 1 else ''}: this run cannot tell yet which side of the rule it is on"
+    )
+    if interval.get("widest"):
+        words += f" (held open by the {interval['widest']})"
+    return words + ", so run longer (`--until resolved`) before acting on it."
+
+
+def _run_notes(breakdown: Breakdown, idle: float) -> list[str]:
+    """Sentences on what else shaped the shares: a long wait for work, torch dispatch, and where the methods
+    disagree beyond their noise."""
+    notes = []
     if idle >= IDLE_NOTE:
-        reasons.append(
+        notes.append(
             f"The engine thread waited for work {idle:.1%} of the time: the offered load, not the engine, "
             "limits throughput; the shares of busy time above are what a faster engine would change."
         )
     dispatch = breakdown.get("methods", {}).get("samples", {}) or {}
     if dispatch.get("dispatch"):
-        reasons.append(
+        notes.append(
             f"Python-to-torch dispatch (argument parsing, dispatcher, tensor creation) is "
             f"{dispatch['dispatch']:.1%} of engine samples; it is counted as interpreter."
         )
@@ -362,48 +467,27 @@ def diagnose(
             and abs(points) >= DISAGREEMENT_NOTE_PP
             and (noisy_free is None or name in noisy_free)
         ):
-            reasons.append(
+            notes.append(
                 f"Spans and samples disagree on {name} by {points:+.1f} percentage points; "
                 "trust the spans for components and the samples for what native code does."
             )
+    return notes
 
-    predictions = _predictions(
-        split,
-        busy,
-        _speedups(native_speedups, replayed),
-        measured_gains,
-        reasons,
-        added_costs,
-        twins_on,
-        breakdown.get("share_intervals") or {},
+
+def _mark_void(predictions: dict[str, Prediction], why: str) -> None:
+    """Marks every prediction that has a gain void, with the reason (a busy machine)."""
+    for prediction in predictions.values():
+        if prediction.get("predicted_gain") is not None:
+            prediction["void"] = why
+
+
+def _void_words(why: str) -> str:
+    """The sentence that says the predictions are void, and why."""
+    return (
+        f"The predictions are void: {why}; under contention a prediction built from the run's "
+        "shares and a speedup replayed after the load moved while the in-run measurement held "
+        '(docs/measurements.md, "Run health"). Re-run on a quieter machine.'
     )
-    if twins_on:
-        reasons.append(f"C twins on in this run: {', '.join(twins_on)}; nothing is predicted for them.")
-    machine_busy = void_reason(health) if (health or {}).get("void") == VOID_BUSY else None
-    if machine_busy:
-        for prediction in predictions.values():
-            if prediction.get("predicted_gain") is not None:
-                prediction["void"] = machine_busy
-        reasons.append(
-            f"The predictions are void: {machine_busy}; under contention a prediction built from the run's "
-            "shares and a speedup replayed after the load moved while the in-run measurement held "
-            '(docs/measurements.md, "Run health"). Re-run on a quieter machine.'
-        )
-    return {
-        "twins_on": twins_on,
-        "largest_control_path": largest_control_path(split, twins_on),
-        "category": category,
-        "component": component,
-        "share": share,
-        "interpreter_share": interpreter_share,
-        "interpreter_interval": interval,
-        "straddles": unsure,
-        "rule": rule,
-        "reasons": reasons,
-        "predictions": predictions,
-        "blind_spots": spots,
-        "source": source,
-    }
 
 
 def largest_control_path(split: Split, twins_on: Iterable[str] = ()) -> ControlPath | None:
@@ -465,79 +549,107 @@ def _predictions(
     steps: profiler.analysis.step_shares): a path near its Amdahl limit (a 50x twin) owes its spread to its share."""
     predictions: dict[str, Prediction] = {}
     for name in NATIVE_CAPABLE:
+        share = _busy_share(split["components"].get(name), busy)
         if name in twins_on:
             # Its C twin already ran: the share is native time, and a speedup over itself predicts nothing.
-            predictions[name] = {
-                "share": (split["components"].get(name) or 0.0) / busy if busy > 0 else 0.0,
-                "native_speedup": None,
-                "native_speedup_low": None,
-                "native_speedup_high": None,
-                "speedup_source": None,
-                "predicted_gain": None,
-                "predicted_gain_low": None,
-                "predicted_gain_high": None,
-                "measured_gain": None,
-                "twin_on": True,
-            }
+            predictions[name] = _twin_on_prediction(share)
             continue
-        component_share = (split["components"].get(name) or 0.0) / busy if busy > 0 else 0.0
         found: Speedup = speedups.get(name) or {}
-        speedup, low, high = found.get("speedup"), found.get("low"), found.get("high")
-        added = ((added_costs or {}).get(name) or 0.0) / busy if busy > 0 else 0.0
-
-        def gain_at(
-            factor: float | None, share: float = component_share, added: float = added
-        ) -> float | None:
-            return amdahl_gain(share, factor) - added if factor else None
-
-        gain = gain_at(speedup)
+        added = _busy_share((added_costs or {}).get(name), busy)
         share_interval = (share_intervals or {}).get(name)
-        share_low, share_high = _share_bounds(component_share, share_interval)
-        # No interval is made up: a microbenchmark's speedup has none, and without the share's neither has the gain.
-        bounded = bool(low and high) or share_interval is not None
         measured = (measured_gains or {}).get(name)
-        predictions[name] = {
-            "share": component_share,
-            "native_speedup": speedup,
-            "native_speedup_low": low,
-            "native_speedup_high": high,
-            "speedup_source": found.get("source"),
-            "predicted_gain": gain,
-            "predicted_gain_low": gain_at(low or speedup, share_low) if bounded else None,
-            "predicted_gain_high": gain_at(high or speedup, share_high) if bounded else None,
-            "measured_gain": measured,
-            "share_low": share_low,
-            "share_high": share_high,
-        }
-        if added:
-            predictions[name]["added_cost"] = added
-        if gain is not None:
-            extra = f", less {added:.1%} for the copy of the logits to the host it needs" if added else ""
-            if found.get("source") == "replay":
-                where = f"replaying {found['steps']:,} of this run's {name} steps"
-                rows, steps = found.get("rows"), found.get("steps")
-                if rows and steps:
-                    # On mixed settings a C sampler's lead over Python's moves with the batch (docs/measurements.md,
-                    # "The sampler's replayed speedup against the bench"), so the batch says which speedup this is.
-                    where += f" of {rows / steps:.1f} sequences on average"
-                lowered = found.get("lowered")
-                if found.get("python_priced") == "run":
-                    where += ", the Python twin's time a row as the run measured it"
-                elif lowered:
-                    some = "all" if lowered == steps else f"{lowered}"
-                    where += f" ({some} at the fewer torch threads the engine had then)"
-                where += f", 95% interval {low:.1f}-{high:.1f}x" if low and high else ""
-            else:
-                where = "in its microbenchmark, not on this run's work"
-            reasons.append(
-                f"A native {name} ({speedup:.1f}x faster, {where}) takes {component_share:.1%} "
-                f"of step time and would save about {gain:.1%} of it (Amdahl{extra})."
-            )
-        if measured is not None and gain is not None:
-            reasons.append(
-                f"The verify run with a native {name} measured {measured:.1%} against {gain:.1%} predicted."
-            )
+        predictions[name] = _prediction(share, found, added, share_interval, measured)
+        reasons.extend(_prediction_words(name, predictions[name], found))
     return predictions
+
+
+def _twin_on_prediction(share: float) -> Prediction:
+    """The empty prediction of a component whose C twin ran: its share, and nothing predicted."""
+    return {
+        "share": share,
+        "native_speedup": None,
+        "native_speedup_low": None,
+        "native_speedup_high": None,
+        "speedup_source": None,
+        "predicted_gain": None,
+        "predicted_gain_low": None,
+        "predicted_gain_high": None,
+        "measured_gain": None,
+        "twin_on": True,
+    }
+
+
+def _prediction(
+    share: float,
+    found: Speedup,
+    added: float,
+    share_interval: StepShare | None,
+    measured: float | None,
+) -> Prediction:
+    """One component's Amdahl gain at its speedup, less the work its twin adds, with the interval that the
+    speedup's and the share's intervals give (shares of busy time)."""
+    speedup, low, high = found.get("speedup"), found.get("low"), found.get("high")
+
+    def gain_at(factor: float | None, at_share: float = share) -> float | None:
+        return amdahl_gain(at_share, factor) - added if factor else None
+
+    share_low, share_high = _share_bounds(share, share_interval)
+    # No interval is made up: a microbenchmark's speedup has none, and without the share's neither has the gain.
+    bounded = bool(low and high) or share_interval is not None
+    prediction: Prediction = {
+        "share": share,
+        "native_speedup": speedup,
+        "native_speedup_low": low,
+        "native_speedup_high": high,
+        "speedup_source": found.get("source"),
+        "predicted_gain": gain_at(speedup),
+        "predicted_gain_low": gain_at(low or speedup, share_low) if bounded else None,
+        "predicted_gain_high": gain_at(high or speedup, share_high) if bounded else None,
+        "measured_gain": measured,
+        "share_low": share_low,
+        "share_high": share_high,
+    }
+    if added:
+        prediction["added_cost"] = added
+    return prediction
+
+
+def _prediction_words(name: str, prediction: Prediction, found: Speedup) -> list[str]:
+    """A prediction as sentences: the gain its speedup gives, and the verify run's measured gain beside it."""
+    gain, measured = prediction.get("predicted_gain"), prediction.get("measured_gain")
+    if gain is None:
+        return []
+    added = prediction.get("added_cost")
+    extra = f", less {added:.1%} for the copy of the logits to the host it needs" if added else ""
+    words = [
+        f"A native {name} ({found.get('speedup'):.1f}x faster, {_speedup_origin(name, found)}) takes "
+        f"{prediction['share']:.1%} of step time and would save about {gain:.1%} of it (Amdahl{extra})."
+    ]
+    if measured is not None:
+        words.append(
+            f"The verify run with a native {name} measured {measured:.1%} against {gain:.1%} predicted."
+        )
+    return words
+
+
+def _speedup_origin(name: str, found: Speedup) -> str:
+    """Where a speedup was measured, in words: the replay of this run's steps (its batch and threads, its
+    interval) or a microbenchmark."""
+    if found.get("source") != "replay":
+        return "in its microbenchmark, not on this run's work"
+    where = f"replaying {found['steps']:,} of this run's {name} steps"
+    rows, steps, lowered = found.get("rows"), found.get("steps"), found.get("lowered")
+    if rows and steps:
+        # On mixed settings a C sampler's lead over Python's moves with the batch (docs/measurements.md,
+        # "The sampler's replayed speedup against the bench"), so the batch says which speedup this is.
+        where += f" of {rows / steps:.1f} sequences on average"
+    if found.get("python_priced") == "run":
+        where += ", the Python twin's time a row as the run measured it"
+    elif lowered:
+        some = "all" if lowered == steps else f"{lowered}"
+        where += f" ({some} at the fewer torch threads the engine had then)"
+    low, high = found.get("low"), found.get("high")
+    return where + (f", 95% interval {low:.1f}-{high:.1f}x" if low and high else "")
 
 
 def _share_bounds(share: float, interval: StepShare | None) -> tuple[float, float]:
