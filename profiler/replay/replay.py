@@ -458,13 +458,44 @@ def _replay_sampler(
     speedup read several times the quiet one, and the prediction overshot (docs/measurements.md)."""
     import torch
 
-    py, c = pair
     chunks = np.array(run or [], dtype=float).reshape(-1, 3)  # (ns, rows, calls) per chunk of the run's calls
-    run_ns, run_rows, run_calls = chunks.sum(axis=0)
-    run_priced = run_rows > 0 and torch.device(device).type == "cpu"
+    run_priced = chunks[:, 1].sum() > 0 and torch.device(device).type == "cpu"
     # Off the host the run's sampler time waits on the model's kernels; without the run's Python twin there is
     # nothing of the run to price it by: the replay prices both twins, each by the same (wall) clock.
     c_clock = native_clock if run_priced and native_clock is not None else clock
+    python_ns, native_ns, common = _play_cases(pair, cases, repeats, (clock, c_clock), device, evictor)
+    rows = sum(len(case.seq_ids) for case in cases)
+    if not run_priced:
+        replayed: ReplayComponent = {
+            **speedup_of(python_ns, native_ns, time_ordered=False),
+            **common,
+            "rows": rows,
+            "python_priced": "replay",
+        }
+        return replayed
+    on_cpu_clock = c_clock is not clock
+    share = core_share if on_cpu_clock and core_share is not None and 0 < core_share <= 1 else 1.0
+    priced = _priced_by_run(chunks, cases, python_ns, [ns / share for ns in native_ns])
+    priced.update(common)
+    priced["native_clock"] = "thread cpu" if on_cpu_clock else "wall"
+    priced["core_share"] = share if on_cpu_clock else None
+    return priced
+
+
+def _play_cases(
+    pair: tuple[Callable[[], Any], Callable[[], Any]],
+    cases: list[SamplerCase],
+    repeats: int,
+    clocks: tuple[Clock, Clock],
+    device: str,
+    evictor: Callable[[torch.Tensor], None] | None,
+) -> tuple[list[int], list[int], ReplayComponent]:
+    """Each case played by both twins in turn (the Python twin on `clocks[0]`, the C twin on `clocks[1]`), at
+    the case's torch thread count: each twin's median time per case, and whether they agreed and at which
+    thread counts they played."""
+    import torch
+
+    (py, c), (clock, c_clock) = pair, clocks
     python_ns: list[int] = []
     native_ns: list[int] = []
     agree = True
@@ -485,21 +516,19 @@ def _replay_sampler(
         python_ns.append(py_times[0])
         native_ns.append(c_times[0])
         agree = agree and tokens[0] == tokens[1]
-    common: ReplayComponent = {"twins_agree": agree, "torch_threads": threads, "torch_threads_own": own}
+    return python_ns, native_ns, {"twins_agree": agree, "torch_threads": threads, "torch_threads_own": own}
+
+
+def _priced_by_run(
+    chunks: np.ndarray, cases: list[SamplerCase], python_ns: list[int], native_ns: Sequence[float]
+) -> ReplayComponent:
+    """The speedup as the run's Python time a row (its (ns, rows, calls) chunks) over the C twin's time a row
+    (`native_ns` per case, already on the run's clock), with a bootstrap interval over both."""
+    run_ns, run_rows, run_calls = chunks.sum(axis=0)
     rows = sum(len(case.seq_ids) for case in cases)
-    if not run_priced:
-        replayed: ReplayComponent = {
-            **speedup_of(python_ns, native_ns, time_ordered=False),
-            **common,
-            "rows": rows,
-            "python_priced": "replay",
-        }
-        return replayed
     run_per_row = run_ns / run_rows
-    share = core_share if core_share is not None and 0 < core_share <= 1 and c_clock is not clock else 1.0
     python = chunks[:, :2]  # (ns, rows) per chunk
-    on_runs_clock = np.asarray(native_ns, dtype=float) / share
-    native = np.column_stack([on_runs_clock, [len(case.seq_ids) for case in cases]])  # (ns, rows) per case
+    native = np.column_stack([np.asarray(native_ns, dtype=float), [len(case.seq_ids) for case in cases]])
     native_per_row = native[:, 0].sum() / rows
     # Both sides resampled: the run's chunks and the cases, each in time order as runs of neighbours (block
     # None), so that a drift within the run widens the interval as a rerun would see it (as the shares do).
@@ -515,11 +544,8 @@ def _replay_sampler(
         "steps": len(cases),
         "python_us_per_step": run_ns / run_calls / 1e3,  # the run's, over its calls
         "native_us_per_step": native_per_row * run_rows / run_calls / 1e3,  # the replay's, at the run's rows
-        **common,
         "rows": rows,
         "python_priced": "run",
-        "native_clock": "thread cpu" if c_clock is not clock else "wall",
-        "core_share": share if c_clock is not clock else None,
         "run_calls": int(run_calls),
         # The replay's own Python timing, beside the run's: how much the replay's conditions moved it.
         "replayed_python_us_per_step": float(np.mean(python_ns) / 1e3),
