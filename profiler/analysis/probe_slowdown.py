@@ -40,6 +40,7 @@ from ..rundir.schema import (
     ProbeSlowdown,
     ProbeWhatIf,
     SlowdownLevel,
+    SlowdownSensitivity,
 )
 from .probe_spans import END, INDEX, START, STEP, TID, exclusive_ns
 from .sensitivity import (
@@ -308,13 +309,7 @@ def _component(
         "component": name,
         "path": "step" if on_path else "beside",
         "units": "tokens" if by_tokens else "steps",
-        "sensitivity": None,
-        "low": None,
-        "high": None,
-        "pairs": 0,
-        "linear": None,
-        "levels": [],
-        "null": None,
+        **sensitivity_figures(None),
         "share": None,
         "ms_per_unit": None,
         "gain": None,
@@ -409,9 +404,19 @@ def _alike(size: int, other: int) -> bool:
     return size >= 0 and other >= 0 and abs(size - other) <= SIZE_TOLERANCE * max(size, other)
 
 
-def sensitivity_figures(sensitivity: Sensitivity) -> ProbeSlowdown:
-    """A sensitivity as result.json holds it, per level and pooled: the probe's section and the built-in
-    engine's what_if section alike."""
+def sensitivity_figures(sensitivity: Sensitivity | None) -> SlowdownSensitivity:
+    """A sensitivity as result.json holds it, per level and pooled (None: none measured): the probe's section and
+    the built-in engine's what_if section alike."""
+    if sensitivity is None:
+        return {
+            "sensitivity": None,
+            "low": None,
+            "high": None,
+            "pairs": 0,
+            "linear": None,
+            "levels": [],
+            "null": None,
+        }
     levels: list[SlowdownLevel] = [
         {
             "level": entry.level,

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from ..analysis.probe_slowdown import sensitivity_figures
-from ..analysis.sensitivity import Sensitivity, predicted_gain
+from ..analysis.sensitivity import predicted_gain
 from ..ledger.verify_pairs import finite_number, unresolvable
 from ..rundir.atomic import write_json_atomic, write_text_atomic
 from ..rundir.health import void_reason
@@ -41,8 +41,6 @@ if TYPE_CHECKING:
         MeasuredBeside,
         Prediction,
         SlowdownGain,
-        SlowdownLevel,
-        SlowdownNull,
     )
     from ..session.options import EngineOptions
     from ..session.session import SessionOutcome
@@ -62,18 +60,6 @@ METHOD = (
 
 # (native twins, run dir, label, an object installed like a SamplerSwitch) -> outcome; profiler.checks.verify's RunAgain
 RunAgain = Callable[[frozenset[str], Path, str, Any], "SessionOutcome"]
-
-
-class SensitivityFields(TypedDict):
-    """A sensitivity's figures in a component's `what_if` entry (analysis.probe_slowdown.sensitivity_figures')."""
-
-    sensitivity: float | None
-    low: float | None
-    high: float | None
-    pairs: int
-    linear: bool | None
-    levels: list[SlowdownLevel]
-    null: SlowdownNull | None
 
 
 class SlowdownPair(TypedDict):
@@ -161,7 +147,7 @@ def component_entry(item: ComponentSlowdown, result: RunResult) -> EngineSlowdow
             "within_5pct": item.within_5pct,
         },
         "void": item.void,  # this component's own; the run's is the section's
-        **sensitivity_fields(item.sensitivity),
+        **sensitivity_figures(item.sensitivity),
     }
     sensitivity = item.sensitivity
     if sensitivity is not None and share is not None and 0.0 <= share <= 1.0:
@@ -180,29 +166,6 @@ def component_entry(item: ComponentSlowdown, result: RunResult) -> EngineSlowdow
         free = predicted_gain(sensitivity, share, math.inf)
         entry["gain_if_free"] = {"gain": free.gain, "low": free.low, "high": free.high}
     return entry
-
-
-def sensitivity_fields(sensitivity: Sensitivity | None) -> SensitivityFields:
-    if sensitivity is None:
-        return {
-            "sensitivity": None,
-            "low": None,
-            "high": None,
-            "pairs": 0,
-            "linear": None,
-            "levels": [],
-            "null": None,
-        }
-    figures = sensitivity_figures(sensitivity)
-    return {
-        "sensitivity": figures["sensitivity"],
-        "low": figures["low"],
-        "high": figures["high"],
-        "pairs": figures["pairs"],
-        "linear": figures["linear"],
-        "levels": figures["levels"],
-        "null": figures["null"],
-    }
 
 
 def _share_of(result: RunResult, component: str) -> float | None:

@@ -823,6 +823,21 @@ class SlowdownNull(TypedDict, total=False):
     pairs: int
 
 
+class SlowdownSensitivity(TypedDict, total=False):
+    """A component's sensitivity to its own slowdown, pooled and per level (analysis.probe_slowdown.sensitivity_figures):
+    the figures a probe's slowdown and the built-in engine's share."""
+
+    sensitivity: (
+        float | None
+    )  # added response time per added ms of the component's own (1: serial, ~0: overlapped)
+    low: float | None
+    high: float | None
+    pairs: int
+    linear: bool | None  # False when the levels disagree (a curve: see levels)
+    levels: list[SlowdownLevel]
+    null: SlowdownNull | None
+
+
 class SlowdownGain(TypedDict, total=False):
     """The predicted gain of a k-times faster component: sensitivity x its share x (1 - 1/k), as a fraction."""
 
@@ -867,19 +882,12 @@ class ProbeLevelScale(TypedDict, total=False):
     why: str | None  # why the levels stayed unscaled
 
 
-class ProbeSlowdown(TypedDict, total=False):
+class ProbeSlowdown(SlowdownSensitivity, total=False):
     """One component's slowdown experiment (profiler.analysis.probe_slowdown)."""
 
     component: str
     path: str  # "step" (on the step's path: response = step time) or "beside" (response = time per unit)
     units: str  # "steps" or "tokens"
-    sensitivity: float | None
-    low: float | None
-    high: float | None
-    pairs: int
-    linear: bool | None
-    levels: list[SlowdownLevel]
-    null: SlowdownNull | None
     share: float | None  # its time over the response's, in turns without a delay
     ms_per_unit: float | None
     gain: SlowdownGain | None
@@ -912,18 +920,9 @@ class MeasuredBeside(TypedDict, total=False):
     void: str | None  # why --verify's run cannot stand for the engine (its drift guard or health)
 
 
-class EngineSlowdown(TypedDict, total=False):
+class EngineSlowdown(SlowdownSensitivity, total=False):
     """One component's slowdown on the built-in engine (profiler.checks.what_if); share and speedup are the main run's."""
 
-    sensitivity: (
-        float | None
-    )  # added step time per added ms of the component's own (1: serial, ~0: overlapped)
-    low: float | None
-    high: float | None
-    pairs: int
-    linear: bool | None  # False when the levels disagree (a curve: see levels)
-    levels: list[SlowdownLevel]
-    null: SlowdownNull | None
     share: float | None  # the main run's share of busy time
     share_off: float | None  # its share of step time in the slowdown run's turns without a delay
     speedup: float | None  # the C twin's replayed speedup (the main run's prediction's)
