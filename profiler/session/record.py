@@ -71,7 +71,7 @@ class RequestRow(TypedDict):
     priority: int
     warmup: bool
     ok: bool
-    finish_reason: str
+    finish_reason: str | None  # None: a server's request that ended well without saying why
     error: str | None
     prompt_tokens: int
     output_tokens: int
@@ -83,7 +83,7 @@ class RequestRow(TypedDict):
     tpot_ms: float | None
     e2e_ms: float | None
     queue_ms: float | None
-    num_preemptions: int
+    num_preemptions: int | None  # None: a server's run, which cannot see them
     token_ns: str  # every output token's time, space-separated
 
 

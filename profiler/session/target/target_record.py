@@ -56,6 +56,7 @@ from .watch import TreeSampler
 if TYPE_CHECKING:
     from ...collectors.registry import CollectorResults
     from ...collectors.sampling import SamplingResult
+    from ..record import RequestRow
     from .ray_run import RayRun
 
 from .target_plan import TargetPlan
@@ -64,7 +65,7 @@ CLIENT_BUSY_FRACTION = 0.8  # of one core: above it the client may be what limit
 CLIENT_LAG_MS = 50.0  # p99 lateness of sends against the schedule that says the same
 
 
-def _client_metrics(load: HttpLoad, scenario: ScenarioSpec) -> tuple[list[dict[str, Any]], Metrics, float]:
+def _client_metrics(load: HttpLoad, scenario: ScenarioSpec) -> tuple[list[RequestRow], Metrics, float]:
     """requests.csv's rows, the `metrics` section (the in-process definitions, plus the schedule's lateness) and the
     measured load's length in seconds, all from the client's records."""
     timings, rows = _request_tables(load.records)
@@ -333,8 +334,9 @@ def _unsampled(
     return {"status": "skipped", "reason": reason}
 
 
-def _request_tables(records: list[HttpRecord]) -> tuple[list[RequestTiming], list[dict[str, Any]]]:
-    timings, rows = [], []
+def _request_tables(records: list[HttpRecord]) -> tuple[list[RequestTiming], list[RequestRow]]:
+    timings: list[RequestTiming] = []
+    rows: list[RequestRow] = []
     for index, record in enumerate(records):
         if record.send_ns is None:
             continue  # never sent (stopped before its turn)
