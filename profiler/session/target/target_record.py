@@ -51,7 +51,7 @@ from .server_split import (
     server_verdict,
     thread_table,
 )
-from .watch import TreeSampler
+from .watch import TreeSampler, WatchedProcess
 
 if TYPE_CHECKING:
     from ...collectors.registry import CollectorResults
@@ -318,7 +318,7 @@ def _probe_section(
 
 
 def _unsampled(
-    plan: TargetPlan, watched: list[Any], results: dict[int, SamplingResult]
+    plan: TargetPlan, watched: list[WatchedProcess], results: dict[int, SamplingResult]
 ) -> SamplingResult | None:
     """What stands for the sampling result when no process could be sampled: the first failure, or why none
     of the tree's processes was Python."""
