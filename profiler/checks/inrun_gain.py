@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..stats import bootstrap
+from ..stats import Statistic, bootstrap
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +93,7 @@ def _busy_gain(rows: np.ndarray) -> np.ndarray:
 _SUMS = 8
 
 
-def _same_steps_statistic(kinds: int):
+def _same_steps_statistic(kinds: int) -> Statistic:
     """The gain at the same steps per resample of unit rows [the _SUMS sums per kind | Python ms | Python steps]:
     step ms = a kind's own level + b * prefill tokens + delta * (C twin served), fitted within kinds; the
     gain is -delta over the Python steps' mean ms."""
@@ -140,81 +140,19 @@ def inrun_gain(
         raise ValueError(f"unit_blocks={unit_blocks}: a unit holds an even number of blocks, at least 2")
     if not len(labelled):
         return None
-    labelled = labelled.assign(
-        unit=labelled["block"] // unit_blocks, ns=labelled["end_ns"] - labelled["start_ns"]
-    )
-    sides = labelled.groupby(["unit", "native"]).size().unstack(fill_value=0)
-    complete = (
-        sides.index[(sides.get(True, 0) > 0) & (sides.get(False, 0) > 0)] if len(sides.columns) == 2 else []
-    )
-    labelled = labelled[labelled["unit"].isin(complete)]
+    labelled = _complete_units(labelled, unit_blocks)
     if not len(labelled):
         return None
-    units = np.sort(labelled["unit"].unique())
-    unit_of = np.searchsorted(units, labelled["unit"].to_numpy())  # each step's unit
-    native = labelled["native"].to_numpy(dtype=bool)
-    ns = labelled["ns"].to_numpy(dtype=float)
-    batch = labelled["batch_size"].to_numpy(dtype=np.int64)
-
-    def per_unit(values: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        return np.bincount(unit_of[mask], weights=values[mask], minlength=len(units))
-
-    busy_rows = np.column_stack(
-        [
-            per_unit(batch.astype(float), native),
-            per_unit(ns, native),
-            per_unit(batch.astype(float), ~native),
-            per_unit(ns, ~native),
-        ]
-    )
-    busy = bootstrap([busy_rows], _busy_gain, resamples=resamples, seed=seed)
-
-    kinds, kind_of = np.unique(batch * 2 + (labelled["prefill_tokens"].to_numpy() > 0), return_inverse=True)
-    cells = unit_of * len(kinds) + kind_of
-    size = len(units) * len(kinds)
-    a = native.astype(float)
-    p = labelled["prefill_tokens"].to_numpy(dtype=float)
-    y = ns / 1e6
-
-    def per_unit_kind(values: np.ndarray) -> np.ndarray:
-        return np.bincount(cells, weights=values, minlength=size).reshape(len(units), len(kinds))
-
-    python_mean = [per_unit(y, ~native)[:, None], per_unit(np.ones(len(y)), ~native)[:, None]]
-
-    def same_rows(
-        values: np.ndarray,
-    ) -> np.ndarray:  # the fit of `values` (ms per step) over the Python steps' mean
-        return np.hstack(
-            [
-                per_unit_kind(column)
-                for column in (np.ones(len(y)), a, p, values, a * p, p * p, a * values, p * values)
-            ]
-            + python_mean
-        )
-
-    statistic = _same_steps_statistic(len(kinds))
-    mix = bootstrap([same_rows(y)], statistic, resamples=resamples, seed=seed)
-    # The same fit on each phase's time (steps.csv's <phase>_ms): where the gain came from (the fit is linear in
-    # the time, so the parts add up to the whole less what no phase's span covers). A part outside the twin's
-    # own phase is an effect Amdahl's prediction does not count.
-    parts = {
-        column[:-3]: float(statistic(same_rows(labelled[column].to_numpy(dtype=float))[None, ...])[0])
-        for column in labelled.columns
-        if column.endswith("_ms") and column not in ("duration_ms", "switch_ms")
-    }
+    steps = _UnitSteps.of(labelled)
+    busy = bootstrap([_busy_rows(steps)], _busy_gain, resamples=resamples, seed=seed)
+    statistic = _same_steps_statistic(steps.kinds)
+    mix = bootstrap([_same_steps_rows(steps, steps.ms)], statistic, resamples=resamples, seed=seed)
     # The twin's own part is what Amdahl's prediction is about; the other phases' noise (the model span on a
     # shared machine) widens the whole gain's interval but not this one.
     own_part = None
     if own is not None and f"{own}_ms" in labelled.columns:
-        own_part = bootstrap(
-            [same_rows(labelled[f"{own}_ms"].to_numpy(dtype=float))],
-            statistic,
-            resamples=resamples,
-            seed=seed,
-        )
-    native_steps = np.bincount(kind_of[native], minlength=len(kinds))
-    python_steps = np.bincount(kind_of[~native], minlength=len(kinds))
-    coverage = float(python_steps[native_steps > 0].sum() / python_steps.sum())
+        own_rows = _same_steps_rows(steps, labelled[f"{own}_ms"].to_numpy(dtype=float))
+        own_part = bootstrap([own_rows], statistic, resamples=resamples, seed=seed)
     finite = bool(np.isfinite(mix.point))
     return InRunGain(
         gain=busy.point,
@@ -223,13 +161,120 @@ def inrun_gain(
         mix_gain=mix.point if finite else None,
         mix_low=_bound(mix.low) if finite else None,
         mix_high=_bound(mix.high) if finite else None,
-        mix_coverage=coverage,
+        mix_coverage=_kind_coverage(steps),
         pairs=int(labelled["block"].floordiv(2).nunique()),
-        units=len(units),
-        steps=len(ns),
-        parts=parts,
-        batch_native=float(batch[native].mean()),
-        batch_python=float(batch[~native].mean()),
+        units=steps.units,
+        steps=len(steps.ns),
+        parts=_phase_parts(steps, statistic, labelled),
+        batch_native=float(steps.batch[steps.native].mean()),
+        batch_python=float(steps.batch[~steps.native].mean()),
         own_low=_bound(own_part.low) if own_part is not None else None,
         own_high=_bound(own_part.high) if own_part is not None else None,
     )
+
+
+def _complete_units(labelled: pd.DataFrame, unit_blocks: int) -> pd.DataFrame:
+    """The labelled steps with their `unit` (of `unit_blocks` neighbouring blocks) and `ns`, kept only in the
+    units that hold steps of both twins."""
+    labelled = labelled.assign(
+        unit=labelled["block"] // unit_blocks, ns=labelled["end_ns"] - labelled["start_ns"]
+    )
+    sides = labelled.groupby(["unit", "native"]).size().unstack(fill_value=0)
+    complete = (
+        sides.index[(sides.get(True, 0) > 0) & (sides.get(False, 0) > 0)] if len(sides.columns) == 2 else []
+    )
+    return labelled[labelled["unit"].isin(complete)]
+
+
+@dataclass(frozen=True)
+class _UnitSteps:
+    """The steps of complete units as arrays: each step's unit, twin, time, batch, prefill tokens and kind
+    (kind: batch size, and whether it prefills)."""
+
+    units: int
+    unit_of: np.ndarray  # each step's unit, 0..units-1
+    native: np.ndarray  # the C twin served
+    ns: np.ndarray
+    ms: np.ndarray
+    batch: np.ndarray
+    prefill: np.ndarray  # prefill tokens
+    kinds: int
+    kind_of: np.ndarray
+
+    @classmethod
+    def of(cls, labelled: pd.DataFrame) -> _UnitSteps:
+        unit_ids = np.sort(labelled["unit"].unique())
+        ns = labelled["ns"].to_numpy(dtype=float)
+        batch = labelled["batch_size"].to_numpy(dtype=np.int64)
+        kinds, kind_of = np.unique(
+            batch * 2 + (labelled["prefill_tokens"].to_numpy() > 0), return_inverse=True
+        )
+        return cls(
+            units=len(unit_ids),
+            unit_of=np.searchsorted(unit_ids, labelled["unit"].to_numpy()),
+            native=labelled["native"].to_numpy(dtype=bool),
+            ns=ns,
+            ms=ns / 1e6,
+            batch=batch,
+            prefill=labelled["prefill_tokens"].to_numpy(dtype=float),
+            kinds=len(kinds),
+            kind_of=kind_of,
+        )
+
+    def per_unit(self, values: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """The sum of `values` over each unit's steps where `mask` holds."""
+        return np.bincount(self.unit_of[mask], weights=values[mask], minlength=self.units)
+
+    def per_unit_kind(self, values: np.ndarray) -> np.ndarray:
+        """The sum of `values` over each unit's steps of each kind (units x kinds)."""
+        cells = self.unit_of * self.kinds + self.kind_of
+        size = self.units * self.kinds
+        return np.bincount(cells, weights=values, minlength=size).reshape(self.units, self.kinds)
+
+
+def _busy_rows(steps: _UnitSteps) -> np.ndarray:
+    """Per unit: the C twin's tokens and ns, the Python twin's tokens and ns (_busy_gain's rows)."""
+    tokens = steps.batch.astype(float)
+    return np.column_stack(
+        [
+            steps.per_unit(tokens, steps.native),
+            steps.per_unit(steps.ns, steps.native),
+            steps.per_unit(tokens, ~steps.native),
+            steps.per_unit(steps.ns, ~steps.native),
+        ]
+    )
+
+
+def _same_steps_rows(steps: _UnitSteps, values: np.ndarray) -> np.ndarray:
+    """Per unit: the _SUMS sums per kind that fit `values` (ms per step), then the Python steps' ms and count
+    (_same_steps_statistic's rows)."""
+    a, p = steps.native.astype(float), steps.prefill
+    ones = np.ones(len(steps.ms))
+    python_mean = [
+        steps.per_unit(steps.ms, ~steps.native)[:, None],
+        steps.per_unit(ones, ~steps.native)[:, None],
+    ]
+    return np.hstack(
+        [steps.per_unit_kind(column) for column in (ones, a, p, values, a * p, p * p, a * values, p * values)]
+        + python_mean
+    )
+
+
+def _phase_parts(steps: _UnitSteps, statistic: Statistic, labelled: pd.DataFrame) -> dict[str, float]:
+    """The same fit on each phase's time (steps.csv's <phase>_ms): where the gain came from."""
+    # The fit is linear in the time, so the parts add up to the whole less what no phase's span covers. A part
+    # outside the twin's own phase is an effect Amdahl's prediction does not count.
+    return {
+        column[:-3]: float(
+            statistic(_same_steps_rows(steps, labelled[column].to_numpy(dtype=float))[None, ...])[0]
+        )
+        for column in labelled.columns
+        if column.endswith("_ms") and column not in ("duration_ms", "switch_ms")
+    }
+
+
+def _kind_coverage(steps: _UnitSteps) -> float:
+    """The share of the Python steps whose kind the C twin's steps also had (the steps that fit delta)."""
+    native_steps = np.bincount(steps.kind_of[steps.native], minlength=steps.kinds)
+    python_steps = np.bincount(steps.kind_of[~steps.native], minlength=steps.kinds)
+    return float(python_steps[native_steps > 0].sum() / python_steps.sum())
