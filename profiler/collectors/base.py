@@ -104,7 +104,7 @@ class Collector(Generic[ResultT]):
             except Exception as exc:
                 self.fail(f"could not summarize: {type(exc).__name__}: {exc}")
                 out = {"status": self.status, "reason": self.reason}
-        # The one place a result's type is asserted: status and reason, then _result()'s own keys.
+        # status and reason, then _result()'s own keys: the subclass's result type
         return cast(ResultT, out)
 
     def status_entry(self) -> CollectorStatus:
