@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
 
@@ -59,6 +60,7 @@ if TYPE_CHECKING:
 VERIFY_DIR = "verify"
 TURNS_FILE = "turns.csv"  # the switched sampler run's step -> (block, C twin served)
 AGREEMENT_BAND = 0.2  # a prediction holds when measured / predicted lies within 1 +- this
+INTERRUPTED = "its verify run was interrupted: a partial run is not comparable"
 
 
 def _per_token_ns(result: RunResult, fraction: Callable[[Split], float]) -> float | None:
@@ -281,92 +283,145 @@ def verify_predictions(
     if busy_ns_per_token(result) is None:
         return None
     twins = available()
-    native_runs: dict[str, SessionOutcome] = {}
     skipped: dict[str, str] = {}
     details: dict[str, VerifyComponent] = {}
-    # Interleaved: each C-twin run sits between two Python runs (P N1 P N2 P ...), and its reference is
-    # the mean of those two neighbours, so a machine drifting steadily through the sequence moves the
-    # reference as much as the native run: the drift cancels, as in ABBA, one native run per twin.
-    python_results, python_dirs = [result], [Path(outcome.run_dir)]
-    neighbours: dict[str, list[int]] = {}  # component -> indices into python_results
+    runs = _InterleavedRuns.after(outcome)
     for component in NATIVE_CAPABLE:
         if component not in predictions:
             continue
-        if component in options.native:
-            skipped[component] = "already native in the main run"
-        elif "core" in options.native and component in ("scheduler", "kv_alloc", "prepare"):
-            skipped[component] = "already native in the main run (in the fused core)"
-        elif twins.get(component) is not True:
-            skipped[component] = f"C twin not available ({twins.get('reason') or 'not built'})"
-        elif stop_event.is_set():
-            skipped[component] = "stopped (Ctrl-C) before its verify run"
-        elif component in SWITCHED_IN_RUN:
+        why = _skip_reason(component, options, twins, stop_event)
+        if why is None and component in SWITCHED_IN_RUN:
             entry = _switched_run(outcome, options, predictions[component], run_again)
             if isinstance(entry, str):
-                skipped[component] = entry
+                why = entry
             else:
                 details[component] = entry
-        else:
-            run = run_again(
-                frozenset(options.native | {component}),
-                _verify_dir(outcome, f"native-{component}"),
-                f"verify: native {component}",
-                None,
-            )
-            if run.interrupted:
-                skipped[component] = "its verify run was interrupted: a partial run is not comparable"
-                continue
-            if component not in run.result.config.get("native", []):
-                skipped[component] = "the C twin fell back to Python in the verify run"
-                continue
-            native_runs[component] = run
-            neighbours[component] = [len(python_results) - 1]
-            if stop_event.is_set():
-                continue
-            after = run_again(
-                frozenset(options.native),
-                _verify_dir(outcome, f"python-after-{component}"),
-                f"verify: Python after {component}",
-                None,
-            )
-            if not after.interrupted:
-                python_results.append(after.result)
-                python_dirs.append(Path(after.run_dir))
-                neighbours[component].append(len(python_results) - 1)
-    python_data = [read_run(path) for path in python_dirs]  # each run directory read once
+        elif why is None:
+            why = runs.add(component, options, run_again, stop_event)
+        if why is not None:
+            skipped[component] = why
+    details.update(_compare_native_runs(runs, predictions))
+    return _record(outcome, native_speedups, details, skipped, runs.python_results, ledger)
+
+
+def _skip_reason(
+    component: str, options: EngineOptions, twins: dict[str, bool | str], stop_event: threading.Event
+) -> str | None:
+    """Why a component gets no verify run (its twin already native, not built, or a stop), or None."""
+    if component in options.native:
+        return "already native in the main run"
+    if "core" in options.native and component in ("scheduler", "kv_alloc", "prepare"):
+        return "already native in the main run (in the fused core)"
+    if twins.get(component) is not True:
+        return f"C twin not available ({twins.get('reason') or 'not built'})"
+    if stop_event.is_set():
+        return "stopped (Ctrl-C) before its verify run"
+    return None
+
+
+@dataclass
+class _InterleavedRuns:
+    """The verify runs of whole runs, interleaved: each C-twin run sits between two Python runs (P N1 P N2 P ...),
+    and its reference is the mean of those two neighbours, so a machine drifting steadily through the sequence
+    moves the reference as much as the native run: the drift cancels, as in ABBA, one native run per twin."""
+
+    outcome: SessionOutcome
+    python_results: list[RunResult]  # the main run first
+    python_dirs: list[Path]
+    native_runs: dict[str, SessionOutcome] = field(default_factory=dict)
+    neighbours: dict[str, list[int]] = field(default_factory=dict)  # component -> indices into python_results
+
+    @classmethod
+    def after(cls, outcome: SessionOutcome) -> _InterleavedRuns:
+        """The series, its first Python run the main run."""
+        return cls(outcome, [outcome.result], [Path(outcome.run_dir)])
+
+    def add(
+        self, component: str, options: EngineOptions, run_again: RunAgain, stop_event: threading.Event
+    ) -> str | None:
+        """Run `component` with its C twin, then the Python twins again as its second neighbour (unless
+        stopped); why the component cannot be compared, or None."""
+        run = run_again(
+            frozenset(options.native | {component}),
+            _verify_dir(self.outcome, f"native-{component}"),
+            f"verify: native {component}",
+            None,
+        )
+        if run.interrupted:
+            return INTERRUPTED
+        if component not in run.result.config.get("native", []):
+            return "the C twin fell back to Python in the verify run"
+        self.native_runs[component] = run
+        self.neighbours[component] = [len(self.python_results) - 1]
+        if stop_event.is_set():
+            return None
+        after = run_again(
+            frozenset(options.native),
+            _verify_dir(self.outcome, f"python-after-{component}"),
+            f"verify: Python after {component}",
+            None,
+        )
+        if not after.interrupted:
+            self.python_results.append(after.result)
+            self.python_dirs.append(Path(after.run_dir))
+            self.neighbours[component].append(len(self.python_results) - 1)
+        return None
+
+
+def _compare_native_runs(
+    runs: _InterleavedRuns, predictions: dict[str, Prediction]
+) -> dict[str, VerifyComponent]:
+    """Each native run against its Python neighbours: predicted and measured gains, and the drift guard."""
+    python_data = [read_run(path) for path in runs.python_dirs]  # each run directory read once
     python_controls = _controls(python_data)
-    for component, run in native_runs.items():
-        around = [python_results[index] for index in neighbours[component]]
-        around_data = [python_data[index] for index in neighbours[component]]
-        native_data = read_run(Path(run.run_dir))
-        prediction = predictions[component]
-        entry = compare_component(
-            around,
-            run.result,
-            component,
-            prediction["share"],
-            prediction.get("native_speedup"),
-            prediction.get("speedup_source"),
+    return {
+        component: _compare_native_run(
+            runs, component, run, predictions[component], python_data, python_controls
         )
-        entry["run_dir"] = str(Path(run.run_dir).relative_to(outcome.run_dir))
-        entry["python_neighbours"] = [
-            _relative(outcome, python_dirs[index]) for index in neighbours[component]
-        ]
-        gain, coverage = mix_matched_gain([data.steps for data in around_data], native_data.steps)
-        entry["mix_matched_gain"], entry["mix_coverage"] = gain, coverage
-        entry["mix_agreement"] = _agreement(gain, entry["predicted_gain"])
-        entry["batch_size_mean"] = {
-            "python": _mean([(result.engine or {}).get("batch_size", {}).get("mean") for result in around]),
-            "native": (run.result.engine or {}).get("batch_size", {}).get("mean"),
-        }
-        # The drift guard: the model span's time per token cannot move with a control-path twin; if it did,
-        # the machine changed between the runs and the measured gain is the machine's, not the twin's. The
-        # noise it allows is the spread of all the Python runs' yardsticks.
-        entry["void"] = drift_void(
-            _controls(around_data), _controls([native_data]), noise=_spread(python_controls)
-        )
-        details[component] = entry
-    return _record(outcome, native_speedups, details, skipped, python_results, ledger)
+        for component, run in runs.native_runs.items()
+    }
+
+
+def _compare_native_run(
+    runs: _InterleavedRuns,
+    component: str,
+    run: SessionOutcome,
+    prediction: Prediction,
+    python_data: list[RunData],
+    python_controls: list[float],
+) -> VerifyComponent:
+    """One native run against its Python neighbours: the busy-time gain, the gain at the Python runs' mix of
+    steps, the batch sizes, and void where the machine drifted between them."""
+    outcome = runs.outcome
+    around = [runs.python_results[index] for index in runs.neighbours[component]]
+    around_data = [python_data[index] for index in runs.neighbours[component]]
+    native_data = read_run(Path(run.run_dir))
+    entry = compare_component(
+        around,
+        run.result,
+        component,
+        prediction["share"],
+        prediction.get("native_speedup"),
+        prediction.get("speedup_source"),
+    )
+    entry["run_dir"] = _relative(outcome, Path(run.run_dir))
+    entry["python_neighbours"] = [
+        _relative(outcome, runs.python_dirs[index]) for index in runs.neighbours[component]
+    ]
+    gain, coverage = mix_matched_gain([data.steps for data in around_data], native_data.steps)
+    entry["mix_matched_gain"], entry["mix_coverage"] = gain, coverage
+    entry["mix_agreement"] = _agreement(gain, entry["predicted_gain"])
+    entry["batch_size_mean"] = {
+        "python": _mean([(result.engine or {}).get("batch_size", {}).get("mean") for result in around]),
+        "native": (run.result.engine or {}).get("batch_size", {}).get("mean"),
+    }
+    # The drift guard: the model span's time per token cannot move with a control-path twin; if it did,
+    # the machine changed between the runs and the measured gain is the machine's, not the twin's. The
+    # noise it allows is the spread of all the Python runs' yardsticks.
+    entry["void"] = drift_void(
+        _controls(around_data), _controls([native_data]), noise=_spread(python_controls)
+    )
+    return entry
 
 
 # Why more than one: a short scenario's switched run on a small model has a few hundred steps, and the model
@@ -450,7 +505,7 @@ def _switched_run(
 def _unusable(outcome: SessionOutcome, run: SessionOutcome) -> str | None:
     """Why a switched run cannot be measured (interrupted, or more failed requests than the main run had)."""
     if run.interrupted:
-        return "its verify run was interrupted: a partial run is not comparable"
+        return INTERRUPTED
     failed = (run.result.metrics or {}).get("failed") or 0
     if failed > ((outcome.result.metrics or {}).get("failed") or 0):
         return f"{failed} request(s) failed in its run (see {_relative(outcome, Path(run.run_dir))}/requests.csv)"
