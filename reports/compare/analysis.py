@@ -136,20 +136,7 @@ def compare_runs(
     allow_unlike: compare runs of different scenarios, models, request counts or targets (CompareError
     otherwise); the result then says so first. A run whose health is void (a busy machine, a saturated
     engine) voids the comparison."""
-    if not before_dirs or not after_dirs:
-        raise CompareError("compare needs at least one run directory before and one after")
-    before = [read_run(path) for path in before_dirs]
-    after = [read_run(path) for path in after_dirs]
-    for path, run in zip([*before_dirs, *after_dirs], [*before, *after]):
-        refusal = refuse_fallback(run.result.config or {}, str(path), "a comparison")
-        if refusal:
-            raise CompareError(refusal)
-    unlike = unlike_runs([*before, *after])
-    if unlike and not allow_unlike:
-        raise CompareError(
-            f"these runs are unlike ({unlike}): compare runs of one scenario, model, request count "
-            "and target, or pass --allow-unlike to compare them anyway"
-        )
+    before, after, unlike = _read_comparable(before_dirs, after_dirs, allow_unlike=allow_unlike)
     # Mann-Whitney over per-run values needs 4+ runs a side to reach p < 0.05; with fewer, the runs'
     # own samples are pooled and bootstrapped in blocks, which can give a verdict (with the caveat noted).
     repeats = len(before) >= MIN_REPEATS and len(after) >= MIN_REPEATS
@@ -157,43 +144,11 @@ def compare_runs(
     metrics = (
         _compare_repeats(before, after, settings) if repeats else _compare_samples(before, after, settings)
     )
-    notes: list[str] = []
-    if repeats:
-        notes.append(
-            f"{len(before)} vs {len(after)} runs: per-run values, bootstrap over runs, Mann-Whitney U."
-        )
-    else:
-        notes.append(
-            f"{len(before)} vs {len(after)} run(s): each side's samples pooled, bootstrap over blocks of them, "
-            f"seeded (per-run Mann-Whitney U needs {MIN_REPEATS}+ runs a side)."
-        )
-        notes.append(
-            "A single run per side shows within-run noise only; run-to-run variation is invisible. "
-            "Repeat runs (several directories a side) before trusting a small change."
-        )
-        notes.append(
-            "p99 from a few hundred samples rests on a handful of requests: read its interval as optimistic."
-        )
+    notes = _method_notes(len(before), len(after), repeats=repeats)
     yardstick = yardstick_section(before, after)
     if drift_note(yardstick):
         notes.append(str(drift_note(yardstick)))
-    void = (
-        drift_void(
-            [entry["value"] for entry in yardstick["runs"] if entry["side"] == "before"],
-            [entry["value"] for entry in yardstick["runs"] if entry["side"] == "after"],
-        )
-        if yardstick and drift_guard
-        else None
-    )
-    distorted = next(
-        (
-            f"void: {path}: {reason}"
-            for path, run in zip([*before_dirs, *after_dirs], [*before, *after])
-            if (reason := void_reason(run.result.health))
-        ),
-        None,
-    )
-    void = distorted or void
+    void = _void_reason([*before_dirs, *after_dirs], [*before, *after], yardstick if drift_guard else None)
     if void:
         # A drift guard: a significant-looking change on a machine that changed under the runs is not a result.
         notes.insert(0, void)
@@ -220,6 +175,63 @@ def compare_runs(
         void=void,
         unlike=unlike,
     )
+
+
+def _read_comparable(
+    before_dirs: list[Path], after_dirs: list[Path], *, allow_unlike: bool
+) -> tuple[list[RunData], list[RunData], str | None]:
+    """Both sides' runs, and how they are unlike (None when alike); CompareError for an empty side, a run whose
+    C twin fell back to Python, or unlike runs not allowed."""
+    if not before_dirs or not after_dirs:
+        raise CompareError("compare needs at least one run directory before and one after")
+    before = [read_run(path) for path in before_dirs]
+    after = [read_run(path) for path in after_dirs]
+    for path, run in zip([*before_dirs, *after_dirs], [*before, *after]):
+        refusal = refuse_fallback(run.result.config or {}, str(path), "a comparison")
+        if refusal:
+            raise CompareError(refusal)
+    unlike = unlike_runs([*before, *after])
+    if unlike and not allow_unlike:
+        raise CompareError(
+            f"these runs are unlike ({unlike}): compare runs of one scenario, model, request count "
+            "and target, or pass --allow-unlike to compare them anyway"
+        )
+    return before, after, unlike
+
+
+def _method_notes(before: int, after: int, *, repeats: bool) -> list[str]:
+    """The notes that say how the runs were compared, and what a few runs cannot show."""
+    if repeats:
+        return [f"{before} vs {after} runs: per-run values, bootstrap over runs, Mann-Whitney U."]
+    return [
+        f"{before} vs {after} run(s): each side's samples pooled, bootstrap over blocks of them, "
+        f"seeded (per-run Mann-Whitney U needs {MIN_REPEATS}+ runs a side).",
+        "A single run per side shows within-run noise only; run-to-run variation is invisible. "
+        "Repeat runs (several directories a side) before trusting a small change.",
+        "p99 from a few hundred samples rests on a handful of requests: read its interval as optimistic.",
+    ]
+
+
+def _void_reason(dirs: list[Path], runs: list[RunData], yardstick: YardstickDrift | None) -> str | None:
+    """Why the comparison is void: the first run whose health is void, else the yardstick's drift between the
+    sides (yardstick None: the drift guard is off); None when it stands."""
+    distorted = next(
+        (
+            f"void: {path}: {reason}"
+            for path, run in zip(dirs, runs)
+            if (reason := void_reason(run.result.health))
+        ),
+        None,
+    )
+    drifted = (
+        drift_void(
+            [entry["value"] for entry in yardstick["runs"] if entry["side"] == "before"],
+            [entry["value"] for entry in yardstick["runs"] if entry["side"] == "after"],
+        )
+        if yardstick
+        else None
+    )
+    return distorted or drifted
 
 
 # What makes two runs a like-for-like comparison: the load and what served it. --native is what compare is for.
