@@ -23,6 +23,8 @@ from typing import Any
 
 from run_beside import HOG
 
+from infer_prof.profiler.rundir.schema import ReplayComponent
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -67,7 +69,7 @@ def record(model: str, scenario: str, requests: int, out: Path) -> tuple[Any, An
     return (*kept[-1], (health.get("engine_thread") or {}).get("core_share"))
 
 
-def replay_once(log: Any, shape: Any, clock_name: str, core_share: float | None) -> dict[str, Any]:
+def replay_once(log: Any, shape: Any, clock_name: str, core_share: float | None) -> ReplayComponent:
     """The sampler's replay entry with the C twin on `clock_name`'s clock (CPU time over the run's core share),
     every call at one torch thread."""
     import infer_prof.profiler.replay.replay as replay
@@ -117,9 +119,11 @@ def main() -> None:
                 time.sleep(0.5 if hogs else 0)
                 for clock_name in ("wall", "cpu"):
                     entry = replay_once(log, shape, clock_name, core_share)
+                    native_us, speedup = entry.get("native_us_per_step"), entry.get("speedup")
+                    replayed = entry.get("replayed_python_over_run")
                     print(
-                        f"| {round_} | {hogs} | {clock_name} | {entry['native_us_per_step'] / 1e3:.1f} ms | "
-                        f"{entry['speedup']:.2f} | {entry['replayed_python_over_run']:.2f} |",
+                        f"| {round_} | {hogs} | {clock_name} | {(native_us or 0) / 1e3:.1f} ms | "
+                        f"{speedup or 0:.2f} | {replayed or 0:.2f} |",
                         flush=True,
                     )
             finally:
