@@ -474,11 +474,11 @@ def _replay_sampler(
         }
         return replayed
     on_cpu_clock = c_clock is not clock
-    share = core_share if on_cpu_clock and core_share is not None and 0 < core_share <= 1 else 1.0
-    priced = _priced_by_run(chunks, cases, python_ns, [ns / share for ns in native_ns])
+    known = core_share if on_cpu_clock and core_share is not None and 0 < core_share <= 1 else None
+    priced = _priced_by_run(chunks, cases, python_ns, [ns / (known or 1.0) for ns in native_ns])
     priced.update(common)
     priced["native_clock"] = "thread cpu" if on_cpu_clock else "wall"
-    priced["core_share"] = share if on_cpu_clock else None
+    priced["core_share"] = known  # None: a whole core (or the wall clock)
     return priced
 
 

@@ -95,6 +95,9 @@ def test_a_run_replays_its_own_work_through_both_twins_and_predicts_with_it(tmp_
     assert _log_and_shape(outcome)[0].python_sampler is True
     assert replay["components"]["sampler"]["python_priced"] == "run"
     assert any("time a row as the run measured it" in reason for reason in data["verdict"]["reasons"])
+    # ... and the C twin's side is its CPU time on the run's clock: over the share of a core the engine thread got.
+    assert replay["components"]["sampler"]["native_clock"] == "thread cpu"
+    assert replay["components"]["sampler"]["core_share"] == data["health"]["engine_thread"]["core_share"]
     # What the reader sees: each speedup with its interval, and where the speedups came from.
     from infer_prof.reports.run.summary import predictions_table
 
@@ -317,7 +320,7 @@ def test_the_c_sampler_priced_by_the_run_is_timed_by_its_own_clock_and_put_on_th
     whole = _replay_sampler(
         (_EchoTwin, _EchoTwin), cases, 3, _ticking_clock(40), "cpu", run, native_clock=_ticking_clock(5)
     )
-    assert whole["speedup"] == pytest.approx(8.0) and whole["core_share"] == 1.0
+    assert whole["speedup"] == pytest.approx(8.0) and whole["core_share"] is None
     # Priced by the replay (no run to price by), both twins are timed by the same wall clock.
     both = _replay_sampler(
         (_EchoTwin, _EchoTwin), cases, 3, _ticking_clock(40), "cpu", None, native_clock=_ticking_clock(5)
