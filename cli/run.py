@@ -24,7 +24,10 @@ if TYPE_CHECKING:  # the CLI's help and usage errors load none of these (tests/c
 
     from ..profiler.analysis.engine_tables import EngineTable
     from ..profiler.session.session import SessionOutcome
-    from ..profiler.session.target.inject import WhatIf
+    from ..profiler.session.target.inject import ProbeSetup, WhatIf
+    from ..profiler.session.target.ray_cluster import RayAddress
+    from ..profiler.session.target.replicas import ReplicaTarget
+    from ..profiler.session.target.sample_rate import SampleRate
     from ..profiler.session.target.swap import SwapPlan
     from ..profiler.session.target.target_plan import TargetPlan
     from ..scenarios.spec import ScenarioSpec
@@ -563,85 +566,156 @@ def run_target_command(
     and reports."""
     from rich.console import Console
 
-    from ..profiler.session.target.inject import prepare_probe
-    from ..profiler.session.target.launch import launched_server
-    from ..profiler.session.target.probe import probe as probe_server
-    from ..profiler.session.target.target_plan import plan_target, prompt_tokenizer
-    from ..profiler.session.target.target_session import run_target_session
-
     console = Console(stderr=True)
     spec, tables, slowdowns, swap_plan = _checked_target_inputs(
         options, target, scenario, requests, duration, out, profile, launch, probe, what_if, swap
     )
+    ray_cluster, replica_targets = _checked_cluster_and_replicas(ray_address, replicas, target)
+    with stop_on_signals(console) as stop, _claimed_run_dir(out, spec.name) as run_dir:
+        setup = _probe_setup(run_dir, tables, slowdowns, swap_plan) if probe else None
+        outcome = _serve_and_drive(
+            spec,
+            run_dir,
+            setup,
+            stop,
+            console,
+            target=target,
+            target_model=target_model,
+            pid=pid,
+            launch=launch,
+            launch_timeout=launch_timeout,
+            profile=profile,
+            prompt_model=options.model,
+            ray_cluster=ray_cluster,
+            replicas=replica_targets,
+            until_max_time_s=until_max_time_s,
+        )
+        _say_after_target(outcome, run_dir, setup if swap_plan is not None else None, console)
+        _write_reports(outcome, report, console, stop, verbose=verbose)
+    return _exit_code(stop, outcome, console)
+
+
+def _checked_cluster_and_replicas(
+    ray_address: str | None, replicas: tuple[str, ...], target: str
+) -> tuple[RayAddress | None, list[ReplicaTarget]]:
+    """The Ray cluster (--ray-address, else RAY_ADDRESS; None: off) and the --replica servers, each checked to
+    answer before a server starts: a wrong or unreachable one is one line."""
     from ..profiler.session.target.ray_cluster import check_address, chosen_address
 
-    # --ray-address, else RAY_ADDRESS (None: off); a wrong or unreachable cluster is one line, before a server starts
     ray_cluster = chosen_address(ray_address)
     if ray_cluster is not None:
         check_address(ray_cluster)
     from ..profiler.session.target.replicas import check_replicas
 
-    replica_targets = check_replicas(list(replicas), target)  # each --replica answers, here, before the load
-    with stop_on_signals(console) as stop, _claimed_run_dir(out, spec.name) as run_dir:
-        setup = prepare_probe(run_dir, tables, slowdowns) if probe else None
-        if swap_plan is not None and setup is not None:
-            from ..profiler.session.target.swap import add_swap
+    # Each --replica answers, here, before the load.
+    return ray_cluster, check_replicas(list(replicas), target)
 
-            add_swap(setup, swap_plan)
-        with launched_server(
-            launch,
-            target,
-            run_dir / "server.log",
-            timeout_s=launch_timeout,
-            stop_event=stop.event,
-            say=lambda text: console.print(f"[dim]{text}[/dim]"),
-            env=setup.env() if setup else None,
-        ) as launched:
-            plan = plan_target(
-                probe_server(target, target_model), pid, profile, launched=launched.root if launched else None
-            )
-            _say_target(plan, spec, profile, probed=setup is not None, console=console)
-            from ..profiler.session.target.sample_rate import decide_rate
 
-            # py-spy's rate for the tree, from a second's calibration on the quiet server (another engine's only)
-            rate = decide_rate(plan.pid, foreign=not plan.server.ours, profile=profile)
-            if plan.pid is not None and profile != "off":
-                console.print(f"sampling: {rate.words()}", style="dim", soft_wrap=True, markup=False)
-            tokenizer = prompt_tokenizer(options.model)
-            with session_progress(console) as hooks:
-                outcome = run_target_session(
-                    plan,
-                    spec,
-                    run_dir,
-                    tokenizer=tokenizer,
-                    profile=profile,
-                    stop_event=stop.event,
-                    hooks=hooks,
-                    prompt_model=options.model,
-                    probe=setup,
-                    launched=launched,
-                    ray_address=ray_cluster,
-                    replicas=replica_targets,
-                    sample_rate=rate,
-                    until_max_time_s=until_max_time_s,
-                )
-        from ..profiler.session.target.sample_rate import cost_line
+def _probe_setup(
+    run_dir: Path, tables: tuple[EngineTable, ...], slowdowns: WhatIf | None, swap_plan: SwapPlan | None
+) -> ProbeSetup:
+    """The in-process probe's files for the server to load (profiler.session.target.inject), with the swap's."""
+    from ..profiler.session.target.inject import prepare_probe
 
-        target_section = outcome.result.target or {}
-        spent = cost_line(
-            target_section.get("sampling_rate"), (target_section.get("client") or {}).get("wall_s") or 0.0
+    setup = prepare_probe(run_dir, tables, slowdowns)
+    if swap_plan is not None:
+        from ..profiler.session.target.swap import add_swap
+
+        add_swap(setup, swap_plan)
+    return setup
+
+
+def _serve_and_drive(
+    spec: ScenarioSpec,
+    run_dir: Path,
+    setup: ProbeSetup | None,
+    stop: GracefulStop,
+    console: Console,
+    *,
+    target: str,
+    target_model: str | None,
+    pid: int | None,
+    launch: str | None,
+    launch_timeout: float,
+    profile: str,
+    prompt_model: str,
+    ray_cluster: RayAddress | None,
+    replicas: list[ReplicaTarget],
+    until_max_time_s: float | None,
+) -> SessionOutcome:
+    """Start the server if asked (`launch`) and wait for it, probe it, and drive it with the scenario; the
+    launched server is stopped on the way out."""
+    from ..profiler.session.target.launch import launched_server
+    from ..profiler.session.target.probe import probe as probe_server
+    from ..profiler.session.target.target_plan import plan_target, prompt_tokenizer
+    from ..profiler.session.target.target_session import run_target_session
+
+    with launched_server(
+        launch,
+        target,
+        run_dir / "server.log",
+        timeout_s=launch_timeout,
+        stop_event=stop.event,
+        say=lambda text: console.print(f"[dim]{text}[/dim]"),
+        env=setup.env() if setup else None,
+    ) as launched:
+        plan = plan_target(
+            probe_server(target, target_model), pid, profile, launched=launched.root if launched else None
         )
-        if spent:  # what py-spy cost over the load, against its budget and the calibration
-            console.print(spent, style="dim", soft_wrap=True, markup=False)
-        if swap_plan is not None and setup is not None:  # read once the server is gone: its last calls are in
-            from ..profiler.session.target.swap import report_swap
+        _say_target(plan, spec, profile, probed=setup is not None, console=console)
+        rate = _sampling_rate(plan, profile, console)
+        tokenizer = prompt_tokenizer(prompt_model)
+        with session_progress(console) as hooks:
+            outcome = run_target_session(
+                plan,
+                spec,
+                run_dir,
+                tokenizer=tokenizer,
+                profile=profile,
+                stop_event=stop.event,
+                hooks=hooks,
+                prompt_model=prompt_model,
+                probe=setup,
+                launched=launched,
+                ray_address=ray_cluster,
+                replicas=replicas,
+                sample_rate=rate,
+                until_max_time_s=until_max_time_s,
+            )
+    return outcome
 
-            for line in report_swap(run_dir, setup):
-                console.print(line, soft_wrap=True, markup=False)
-        for line in ((outcome.result.target or {}).get("ray") or {}).get("lines") or []:
-            console.print(line, style="yellow", soft_wrap=True, markup=False)
-        _write_reports(outcome, report, console, stop, verbose=verbose)
-    return _exit_code(stop, outcome, console)
+
+def _sampling_rate(plan: TargetPlan, profile: str, console: Console) -> SampleRate:
+    """py-spy's rate for the tree, from a second's calibration on the quiet server (another engine's only), said
+    when the tree is sampled."""
+    from ..profiler.session.target.sample_rate import decide_rate
+
+    rate = decide_rate(plan.pid, foreign=not plan.server.ours, profile=profile)
+    if plan.pid is not None and profile != "off":
+        console.print(f"sampling: {rate.words()}", style="dim", soft_wrap=True, markup=False)
+    return rate
+
+
+def _say_after_target(
+    outcome: SessionOutcome, run_dir: Path, swapped: ProbeSetup | None, console: Console
+) -> None:
+    """Once the server is gone: what py-spy cost over the load, the swap's calls (`swapped`: the probe that
+    swapped, None without a swap), and the Ray notes."""
+    from ..profiler.session.target.sample_rate import cost_line
+
+    target_section = outcome.result.target or {}
+    spent = cost_line(
+        target_section.get("sampling_rate"), (target_section.get("client") or {}).get("wall_s") or 0.0
+    )
+    if spent:  # what py-spy cost over the load, against its budget and the calibration
+        console.print(spent, style="dim", soft_wrap=True, markup=False)
+    if swapped is not None:  # read once the server is gone: its last calls are in
+        from ..profiler.session.target.swap import report_swap
+
+        for line in report_swap(run_dir, swapped):
+            console.print(line, soft_wrap=True, markup=False)
+    for line in (target_section.get("ray") or {}).get("lines") or []:
+        console.print(line, style="yellow", soft_wrap=True, markup=False)
 
 
 def _checked_target_inputs(
