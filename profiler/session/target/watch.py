@@ -5,9 +5,10 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ...collectors.base import Collector
 from ...collectors.sampling import SamplingCollector, SamplingResult
@@ -20,6 +21,9 @@ from .tree import (
     running,
     tree_pids,
 )
+
+CollectorT = TypeVar("CollectorT")
+ResultT = TypeVar("ResultT")
 
 POLL_S = 0.5  # how often /proc is read for new children
 MAX_PROCESSES = 64  # a tree that spawns more (a compiler farm) is listed up to here
@@ -78,8 +82,7 @@ class TreeSampler:
                 watched.gone = pid not in live  # as the run ends, not as the last poll saw it
             for pid, watched in self._seen.items():
                 self._rename(pid, watched)
-                if watched.collector is not None:
-                    watched.collector.stop()
+            at_once(Collector.stop, [w.collector for w in self._seen.values() if w.collector is not None])
 
     def _rename(self, pid: int, watched: WatchedProcess) -> None:
         """Read a live process's title again: a child names itself after it starts (vLLM's setproctitle), maybe
@@ -96,12 +99,13 @@ class TreeSampler:
         writes its samples only when it stops): what a run that goes on until resolved looks at between rounds."""
         with self._lock:
             watched = [(pid, w.collector) for pid, w in self._seen.items() if w.collector is not None]
-        results: dict[int, SamplingResult] = {}
-        for pid, collector in watched:
+
+        def look(collector: Collector[SamplingResult]) -> SamplingResult:
             if isinstance(collector, SamplingCollector):
                 collector.restart()
-            results[pid] = collector.result()
-        return results
+            return collector.result()
+
+        return dict(zip([pid for pid, _ in watched], at_once(look, [c for _, c in watched]), strict=True))
 
     def processes(self) -> list[WatchedProcess]:
         with self._lock:
@@ -164,3 +168,13 @@ class TreeSampler:
         watched.collector = collector
         if collector.status != "ok" and watched.tries >= ATTACH_TRIES:
             watched.not_sampled = collector.reason or "py-spy could not attach"
+
+
+def at_once(call: Callable[[CollectorT], ResultT], collectors: list[CollectorT]) -> list[ResultT]:
+    """`call` on every collector at the same time, one thread each, the results in order. Why: stopping a py-spy
+    waits for it to write its samples and starting one for it to attach (reading a native process's symbols), a
+    second or more each; one after another, a look at a tree of four processes cost the sum of them."""
+    if len(collectors) <= 1:
+        return [call(collector) for collector in collectors]
+    with ThreadPoolExecutor(max_workers=len(collectors), thread_name_prefix="infer-prof-py-spy") as pool:
+        return list(pool.map(call, collectors))

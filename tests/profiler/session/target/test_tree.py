@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 from typing import ClassVar
 
 import pytest
@@ -18,7 +19,7 @@ from infer_prof.profiler.session.target.tree import (
     parse_listeners,
     tree_processes,
 )
-from infer_prof.profiler.session.target.watch import TreeSampler
+from infer_prof.profiler.session.target.watch import TreeSampler, at_once
 from tests.profiler.session.target.conftest import FakeServer, wait_for
 
 # /proc/net/tcp: a listener on 8000 (0x1F40), a connection to 8000 and a listener on another port.
@@ -133,3 +134,16 @@ def test_children_that_appear_later_are_sampled_too() -> None:
     late = seen[StandIn.started[2]]
     assert late.late and late.info.role == "model worker" and not seen[engine].late
     assert seen[server.pid].info.listening and seen[engine].info.role == "engine core"
+
+
+def test_a_look_restarts_every_process_s_sampler_at_once_and_keeps_their_order() -> None:
+    # Each call waits until all four are under way: called one after another, the first would wait for ever
+    # (the barrier breaks after its timeout and the call raises).
+    barrier = threading.Barrier(4, timeout=10)
+
+    def restart(pid: int) -> int:
+        barrier.wait()
+        return pid * 10
+
+    assert at_once(restart, [4, 3, 2, 1]) == [40, 30, 20, 10]
+    assert at_once(restart, []) == []
