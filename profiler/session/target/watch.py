@@ -82,7 +82,7 @@ class TreeSampler:
                 watched.gone = pid not in live  # as the run ends, not as the last poll saw it
             for pid, watched in self._seen.items():
                 self._rename(pid, watched)
-            at_once(Collector.stop, [w.collector for w in self._seen.values() if w.collector is not None])
+            at_once(lambda c: c.stop(), [w.collector for w in self._seen.values() if w.collector is not None])
 
     def _rename(self, pid: int, watched: WatchedProcess) -> None:
         """Read a live process's title again: a child names itself after it starts (vLLM's setproctitle), maybe
