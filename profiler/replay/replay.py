@@ -447,8 +447,9 @@ def _replay_sampler(
     run's total has them at their real frequency, and the C twin's time a row has no such tail.
 
     Why the C twin's CPU time, where the run prices the Python twin (`native_clock`, the thread's CPU clock):
-    its wall time in the replay is the replay's conditions, which a neighbour arriving after the load doubled on
-    one recording while its CPU time held (docs/measurements.md, "The replay's C sampler on the run's clock").
+    its wall time in the replay is the replay's conditions: on one recording, busy neighbours that came after the
+    load moved it by themselves while its CPU time held (docs/measurements.md, "Slowdown-predicted against
+    twin-measured gains, the replay's C sampler on the run's clock").
     The CPU time over `core_share` (the share of a core the engine thread got while runnable in the run) is what
     the C twin's call would have taken in the run's conditions; without a core_share it is taken as a whole core.
 
