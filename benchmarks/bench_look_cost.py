@@ -15,15 +15,10 @@ import subprocess
 import sys
 import time
 
-from infer_prof.profiler.collectors.sampling import SamplingCollector, SamplingResult
-from infer_prof.profiler.session.target.watch import at_once
+from infer_prof.profiler.collectors.sampling import SamplingCollector
+from infer_prof.profiler.session.target.watch import at_once, look
 
 CHILD = "import torch, time\nx = torch.ones(128, 128)\nwhile 1:\n    y = x @ x\n    time.sleep(0.002)"
-
-
-def look(collector: SamplingCollector) -> SamplingResult:
-    collector.restart()
-    return collector.result()
 
 
 def main() -> None:

@@ -465,12 +465,11 @@ def _replay_sampler(
     # nothing of the run to price it by: the replay prices both twins, each by the same (wall) clock.
     c_clock = native_clock if run_priced and native_clock is not None else clock
     python_ns, native_ns, common = _play_cases(pair, cases, repeats, (clock, c_clock), device, evictor)
-    rows = sum(len(case.seq_ids) for case in cases)
     if not run_priced:
         replayed: ReplayComponent = {
             **speedup_of(python_ns, native_ns, time_ordered=False),
             **common,
-            "rows": rows,
+            "rows": sum(len(case.seq_ids) for case in cases),
             "python_priced": "replay",
         }
         return replayed

@@ -99,12 +99,6 @@ class TreeSampler:
         writes its samples only when it stops): what a run that goes on until resolved looks at between rounds."""
         with self._lock:
             watched = [(pid, w.collector) for pid, w in self._seen.items() if w.collector is not None]
-
-        def look(collector: Collector[SamplingResult]) -> SamplingResult:
-            if isinstance(collector, SamplingCollector):
-                collector.restart()
-            return collector.result()
-
         return dict(zip([pid for pid, _ in watched], at_once(look, [c for _, c in watched]), strict=True))
 
     def processes(self) -> list[WatchedProcess]:
@@ -168,6 +162,13 @@ class TreeSampler:
         watched.collector = collector
         if collector.status != "ok" and watched.tries >= ATTACH_TRIES:
             watched.not_sampled = collector.reason or "py-spy could not attach"
+
+
+def look(collector: Collector[SamplingResult]) -> SamplingResult:
+    """What a sampler has so far: py-spy restarted (it writes its samples only when it stops), then its result."""
+    if isinstance(collector, SamplingCollector):
+        collector.restart()
+    return collector.result()
 
 
 def at_once(call: Callable[[CollectorT], ResultT], collectors: list[CollectorT]) -> list[ResultT]:
