@@ -43,7 +43,11 @@ LEVELS = (0.5, 1.0)  # fractions of a call's own duration: two, so a curve would
 # for the next one, and that next step would be an off turn's; four steps keep that aftereffect to a
 # quarter of a turn.
 BLOCK_STEPS = 4
-MAX_LEVEL = 10.0
+# The ceiling of a scaled level: a component of 0.25% of the step (vLLM's scheduler, an engine's detokenizer)
+# reaches the target share at 100x its call. A ceiling of 10x left those at a few % added, inside a step's own
+# swing, unresolved (docs/measurements.md, "llama-cpp-python's server: slowdowns through the probe with levels
+# scaled"); a smaller component stays capped, and its line says so.
+MAX_LEVEL = 100.0
 # A component's levels are scaled up (at most to MAX_LEVEL) until the top one adds about this share of the step:
 # a delay of half or all of a call that takes 2% of the step adds 1-2%, inside one step's own noise, and such a
 # sensitivity never resolves; scaled, the delay stands out, and the two levels still show a curve.

@@ -24,6 +24,7 @@ from ..rundir.health import void_reason
 from .slowdown import (
     BLOCK_STEPS,
     LEVELS,
+    MAX_LEVEL,
     ComponentSlowdown,
     SlowdownExperiment,
     analyse,
@@ -52,7 +53,7 @@ AGREEMENT_BAND = (
 )
 METHOD = (
     "slowdown: every call of a named component is followed by a busy delay of `level` x that call's own time (a "
-    "component's levels scaled up, at most to 10x, until the top one adds about a quarter of the step: `scales`), in "
+    f"component's levels scaled up, at most to {MAX_LEVEL:g}x, until the top one adds about a quarter of the step: `scales`), in "
     "turns of block_steps steps (off, on, on, off per component and level; ABBA); sensitivity = added step time / "
     "added delay over each delayed turn against its nearest off turns, 95% bootstrap interval over the pairs; "
     "predicted gain = sensitivity x the main run's share x (1 - 1/k), k the C twin's replayed speedup"

@@ -77,7 +77,7 @@ def test_a_small_components_levels_are_scaled_until_its_delay_stands_out() -> No
         ("scheduler", 1.0),
     ]
     with pytest.raises(ValueError, match="no level past"):
-        SlowdownExperiment(("sampler",), scales={"sampler": 20.0})
+        SlowdownExperiment(("sampler",), scales={"sampler": 2 * MAX_LEVEL})
 
 
 def test_unknown_components_and_impossible_levels_are_refused_in_one_line() -> None:
