@@ -25,9 +25,14 @@ import time
 import types
 from array import array
 from collections.abc import Callable
-from typing import Any
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, TypeAlias, cast
 
 from ...native_paths.loader import load_extension_file
+
+if TYPE_CHECKING:
+    import threading
 
 SPAN_EXIT = -1
 STEP_MARK = -2
@@ -44,6 +49,73 @@ MODULE_NAME = "infer_prof.profiler.collectors._span_log"
 
 _FLOAT_BITS = struct.Struct("=d")
 _WORD = struct.Struct("=q")
+
+
+# What a lock use takes: the engine's locks (engine.trace.Tracer.lock). A string, since threading.Lock is a
+# factory function at run time and cannot be joined with `|` there.
+EngineLock: TypeAlias = "threading.Lock | threading.RLock | threading.Condition"
+# What a span or a lock use is to its caller: entered and exited with `with`, binding nothing.
+SpanUse: TypeAlias = AbstractContextManager[None]
+
+
+class ThreadSpanLog(Protocol):
+    """One thread's span log, as the C SpanLog and PySpanLog both are: words appended, taken as bytes."""
+
+    def __len__(self) -> int: ...
+
+    def push(self, *words: int) -> None: ...
+
+    def take(self) -> bytes: ...
+
+    def span(self, code: int) -> SpanUse: ...
+
+    def lock_use(self, lock: EngineLock, code: int) -> SpanUse: ...
+
+
+class SpanLogFactory(Protocol):
+    """The SpanLog constructor of either twin."""
+
+    def __call__(
+        self,
+        limit: int = ...,
+        cpu: bool = ...,
+        clock: Callable[[], int] | None = ...,
+        cpu_clock: Callable[[], int] | None = ...,
+        on_full: Callable[[], object] | None = ...,
+    ) -> ThreadSpanLog: ...
+
+
+class SpanTable(Protocol):
+    """The calling thread's spans, lock uses and counters by name, as the C Table and PyTable both are."""
+
+    def span(self, name: str) -> SpanUse: ...
+
+    def lock(self, lock: EngineLock, name: str) -> SpanUse: ...
+
+    def counter(self, name: str, value: float) -> None: ...
+
+
+class SpanTableFactory(Protocol):
+    """The Table constructor of either twin: a miss (a name or lock the thread has not used yet) calls back."""
+
+    def __call__(
+        self,
+        local: threading.local,
+        codes: dict[str, int],
+        miss_span: Callable[[str], SpanUse],
+        miss_lock: Callable[[EngineLock, str], SpanUse],
+        miss_code: Callable[[str], object],
+    ) -> SpanTable: ...
+
+
+class SpanLogModule(Protocol):
+    """What implementation() gives: the C module `_span_log` or the Python twin, each with SpanLog and Table."""
+
+    @property
+    def SpanLog(self) -> SpanLogFactory: ...  # named as the C module names its class
+
+    @property
+    def Table(self) -> SpanTableFactory: ...  # named as the C module names its class
 
 
 def float_bits(value: float) -> int:
@@ -100,7 +172,7 @@ class PySpanLog:
             raise ValueError("SpanLog.span: a span's code must be >= 0")
         return PySpan(self, code)
 
-    def lock_use(self, lock: Any, code: int) -> PyLockUse:
+    def lock_use(self, lock: EngineLock, code: int) -> PyLockUse:
         return PyLockUse(self, lock, code)
 
     def mark(self, code: int) -> None:
@@ -155,7 +227,7 @@ class PyLockUse:
 
     __slots__ = ("acquire", "code", "log", "release")
 
-    def __init__(self, log: PySpanLog, lock: Any, code: int) -> None:
+    def __init__(self, log: PySpanLog, lock: EngineLock, code: int) -> None:
         self.log = log
         self.code = code
         self.acquire, self.release = lock.acquire, lock.release  # bound once, as the C log binds them
@@ -184,11 +256,11 @@ class PyTable:
 
     def __init__(
         self,
-        local: Any,
+        local: threading.local,
         codes: dict[str, int],
-        miss_span: Callable[[str], Any],
-        miss_lock: Callable[[Any, str], Any],
-        miss_code: Callable[[str], Any],
+        miss_span: Callable[[str], SpanUse],
+        miss_lock: Callable[[EngineLock, str], SpanUse],
+        miss_code: Callable[[str], object],
     ) -> None:
         self.local = local
         self.codes = codes
@@ -196,13 +268,13 @@ class PyTable:
         self.miss_lock = miss_lock
         self.miss_code = miss_code
 
-    def span(self, name: str) -> Any:
+    def span(self, name: str) -> SpanUse:
         try:
             return self.local.spans[name]
         except (AttributeError, KeyError):
             return self.miss_span(name)
 
-    def lock(self, lock: Any, name: str) -> Any:
+    def lock(self, lock: EngineLock, name: str) -> SpanUse:
         try:
             return self.local.spans[name, lock]
         except (AttributeError, KeyError):
@@ -218,24 +290,37 @@ class PyTable:
         log.words.extend((COUNTER, code, log.now(), bits))
 
 
-python_twin = types.SimpleNamespace(SpanLog=PySpanLog, Table=PyTable)
+@dataclass(frozen=True)
+class PythonTwin:
+    """The Python twin in the C module's shape (a SpanLogModule)."""
+
+    SpanLog: SpanLogFactory
+    Table: SpanTableFactory
 
 
-def native() -> Any | None:
+python_twin = PythonTwin(SpanLog=PySpanLog, Table=PyTable)
+
+
+def native() -> SpanLogModule | None:
     """The C module (`_span_log`, or the build INFER_PROF_SPAN_LOG_PATH names), or None when it is not built."""
     path = os.environ.get(LIBRARY_PATH_VARIABLE)
     try:
         if path:  # loaded once: every tracer of the process then uses the same build
-            return sys.modules.get(MODULE_NAME) or load_extension_file(
+            module = sys.modules.get(MODULE_NAME) or load_extension_file(
                 MODULE_NAME, path, LIBRARY_PATH_VARIABLE
             )
-        from . import _span_log  # type: ignore[attr-defined]
+        else:
+            from . import _span_log  # type: ignore[attr-defined]
+
+            module = _span_log
     except ImportError:
         return None
-    return _span_log
+    # The C extension ships no stubs: csrc/span_log.c implements SpanLogModule, and the twins' tests
+    # (tests/profiler/collectors/test_span_log.py) run one script through both and compare the words.
+    return cast(SpanLogModule, module)
 
 
-def implementation(use_native: bool | None = None) -> tuple[Any, str]:
+def implementation(use_native: bool | None = None) -> tuple[SpanLogModule, str]:
     """(module with SpanLog and Table, "c" or "python"): by default C when built and INFER_PROF_PYTHON_SPANS is
     unset; use_native=True insists on C, False on the twin."""
     if use_native is None:

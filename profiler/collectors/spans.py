@@ -8,12 +8,12 @@ from array import array
 from collections import defaultdict
 from collections.abc import Callable
 from contextlib import nullcontext
-from typing import Any, TypedDict
+from typing import TypedDict, cast
 
 from .base import Collector, CollectorResult
 from .record_log import RecordLog
 from .span_decode import OUTSIDE, STEP_SPAN, ThreadRecords
-from .span_log import PAUSE, STEP_MARK, implementation
+from .span_log import PAUSE, STEP_MARK, EngineLock, SpanUse, ThreadSpanLog, implementation
 from .spill import SpillFile
 
 __all__ = ["OUTSIDE", "STEP_SPAN", "RecordLog", "RecordingTracer", "SpanCollector"]
@@ -42,10 +42,10 @@ class _ThreadState:
         self.thread = threading.current_thread()
         self.ident = threading.get_ident()
         self.native_id = threading.get_native_id()
-        self.log: Any = None  # set by the tracer right after: the log's on_full needs this state
+        self.log: ThreadSpanLog  # set by the tracer right after: the log's on_full needs this state
         # One context manager per span name and per (name, lock), reused: a use holds no state of its own
         # (its clock readings go to the log), so it costs no object allocation, only the lookup that finds it.
-        self.spans: dict[Any, Any] = {}
+        self.spans: dict[str | tuple[str, EngineLock], SpanUse] = {}
         self.lock_uses = 0
         self.step = -1
         # The log's words moved out so far, in order, not yet decoded: (spill file, offset, words) or bytes.
@@ -75,7 +75,7 @@ class _StepSpan:
 
     __slots__ = ("inner", "state", "tracer")
 
-    def __init__(self, tracer: RecordingTracer, state: _ThreadState, inner: Any) -> None:
+    def __init__(self, tracer: RecordingTracer, state: _ThreadState, inner: SpanUse) -> None:
         self.tracer = tracer
         self.state = state
         self.inner = inner
@@ -102,7 +102,7 @@ class _Hooked:
 
     __slots__ = ("hook", "inner", "name")
 
-    def __init__(self, hook: SpanHook, name: str, inner: Any) -> None:
+    def __init__(self, hook: SpanHook, name: str, inner: SpanUse) -> None:
         self.hook = hook
         self.name = name
         self.inner = inner
@@ -116,8 +116,13 @@ class _Hooked:
         self.hook(self.name, False)
 
 
-def _lock_off(lock: Any, name: str) -> Any:
+def _lock_itself(lock: EngineLock, name: str) -> EngineLock:
     return lock  # a Lock/Condition is its own context manager, as in NullTracer
+
+
+# As the tracer's `lock`: a lock's __enter__ returns True where Tracer.lock's use binds nothing (None), which
+# `with tracer.lock(...)` never reads. Cast once here rather than per call: this is the lock path while off.
+_lock_off = cast("Callable[[EngineLock, str], SpanUse]", _lock_itself)
 
 
 def _counter_off(name: str, value: float) -> None:
@@ -145,8 +150,8 @@ class RecordingTracer:
     are the C table's own functions, so the engine's call goes straight to C.
     """
 
-    span: Callable[[str], Any]
-    lock: Callable[[Any, str], Any]
+    span: Callable[[str], SpanUse]
+    lock: Callable[[EngineLock, str], SpanUse]
     counter: Callable[[str, float], None]
 
     def __init__(
@@ -191,12 +196,12 @@ class RecordingTracer:
         self.lock = self._table.lock
         self.counter = self._table.counter
 
-    def _span_off(self, name: str) -> Any:
+    def _span_off(self, name: str) -> SpanUse:
         if self._paused and name == STEP_SPAN:
             self._next_step += 1  # paused, steps keep their numbers (the engine's StepRecord.step)
         return _NULL
 
-    def _span_hooked(self, name: str) -> Any:
+    def _span_hooked(self, name: str) -> SpanUse:
         span = self._table.span(name)
         hook = self._span_hook
         # The step span calls the hooks itself, after the step listeners.
@@ -204,15 +209,15 @@ class RecordingTracer:
             return span
         return _Hooked(hook, name, span)
 
-    def _miss_span(self, name: str) -> Any:
+    def _miss_span(self, name: str) -> SpanUse:
         state = self._state()
-        span = state.log.span(self._code(name))
+        span: SpanUse = state.log.span(self._code(name))
         if name == STEP_SPAN:
             span = _StepSpan(self, state, span)
         state.spans[name] = span
         return span
 
-    def _miss_lock(self, lock: Any, name: str) -> Any:
+    def _miss_lock(self, lock: EngineLock, name: str) -> SpanUse:
         state = self._state()
         if state.lock_uses >= KEPT_LOCK_USES:
             for key in [key for key in state.spans if isinstance(key, tuple)]:
