@@ -27,6 +27,7 @@ from ...engine.sampler import PythonSampler
 
 if TYPE_CHECKING:
     from ...engine.engine import Engine
+    from ...engine.types import NewSequence, Sampler, SamplingParams, Scheduler, StepPlan
 
 MAX_STEPS = 1024
 # Why 8 and 48: with a fixed period of 32 a short run kept too few captures for a narrow replay interval
@@ -52,12 +53,12 @@ class WorkloadLog:
     """One run's control workload, in the order the engine issued it."""
 
     # Per schedule() call: (arrivals, finished ids, free blocks); the lists are the engine's own, never reused.
-    schedules: list[tuple[Sequence[Any], Sequence[int], int]] = field(default_factory=list)
+    schedules: list[tuple[Sequence[NewSequence], Sequence[int], int]] = field(default_factory=list)
     # seq_id -> (SamplingParams, prompt token ids), from sampler.add().
-    sequences: dict[int, tuple[Any, Any]] = field(default_factory=dict)
+    sequences: dict[int, tuple[SamplingParams, Sequence[int]]] = field(default_factory=dict)
     # Per sample() call: (index of the schedule() call it belongs to, seq ids, tokens drawn).
     samples: list[tuple[int, Sequence[int], list[int]]] = field(default_factory=list)
-    logits_rows: list[Any] = field(
+    logits_rows: list[torch.Tensor] = field(
         default_factory=list
     )  # float32 CPU tensors, CAPTURE_ROWS rows at most each
     logits_device: str = "cpu"  # where the run's logits were: the Python sampler is replayed there
@@ -81,11 +82,13 @@ class WorkloadLog:
 class RecordingScheduler:
     """Forwards to the engine's scheduler, keeping each schedule() call's inputs while the log is open."""
 
-    def __init__(self, inner: Any, log: WorkloadLog) -> None:
+    def __init__(self, inner: Scheduler, log: WorkloadLog) -> None:
         self._inner = inner
         self._log = log
 
-    def schedule(self, arrivals: Sequence[Any], finished: Sequence[int], free_blocks: int) -> Any:
+    def schedule(
+        self, arrivals: Sequence[NewSequence], finished: Sequence[int], free_blocks: int
+    ) -> StepPlan:
         log = self._log
         log.steps_seen += 1
         if log.open:
@@ -99,11 +102,11 @@ class RecordingScheduler:
 class RecordingSampler:
     """Forwards to the engine's sampler, keeping registrations, draws and a few logits rows while the log is open."""
 
-    def __init__(self, inner: Any, log: WorkloadLog) -> None:
+    def __init__(self, inner: Sampler, log: WorkloadLog) -> None:
         self._inner = inner
         self._log = log
 
-    def add(self, seq_id: int, params: Any, prompt_token_ids: Any) -> None:
+    def add(self, seq_id: int, params: SamplingParams, prompt_token_ids: Sequence[int]) -> None:
         if self._log.open:
             self._log.sequences[seq_id] = (params, prompt_token_ids)
         self._inner.add(seq_id, params, prompt_token_ids)
@@ -111,7 +114,7 @@ class RecordingSampler:
     def remove(self, seq_id: int) -> None:
         self._inner.remove(seq_id)
 
-    def sample(self, logits: Any, seq_ids: Sequence[int]) -> list[int]:
+    def sample(self, logits: torch.Tensor, seq_ids: Sequence[int]) -> list[int]:
         log = self._log
         step = log.steps_seen - 1
         if step >= len(log.schedules):  # the step's schedule() call was not recorded: the log has closed

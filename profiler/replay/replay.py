@@ -45,7 +45,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict, TypeVar
 
 import numpy as np
 
@@ -55,6 +55,8 @@ from .recorder import WorkloadLog, captured_call
 
 if TYPE_CHECKING:
     import torch
+
+    from ...engine.types import KVAllocator, Prepare, Sampler, SamplingParams, Scheduler, StepPlan
 
 REPLAYED = ("scheduler", "kv_alloc", "prepare", "sampler")
 REPEATS = 3
@@ -80,7 +82,7 @@ class PoolShape:
 class Derived:
     """What the Python twins made of the recorded schedule: owned copies of every plan and table."""
 
-    plans: list[Any]
+    plans: list[StepPlan]
     tables: list[np.ndarray]
     drawn: dict[int, list[int]]  # step -> the tokens the run drew in it
 
@@ -89,7 +91,17 @@ class ReplayMismatch(Exception):
     """The Python twins, fed the recorded inputs, did not reproduce the run."""
 
 
-Twins = dict[str, tuple[Callable[[], Any], Callable[[], Any]]]
+T = TypeVar("T")
+TwinMakers = tuple[Callable[[], T], Callable[[], T]]  # (make the Python twin, make the C twin)
+
+
+class Twins(TypedDict, total=False):
+    """The twins a replay plays, per component: a fresh Python twin and a fresh C twin on each call."""
+
+    scheduler: TwinMakers[Scheduler]
+    kv_alloc: TwinMakers[KVAllocator]
+    prepare: TwinMakers[Prepare]
+    sampler: TwinMakers[Sampler]
 
 
 def default_twins(shape: PoolShape, names: Sequence[str]) -> Twins:
@@ -98,11 +110,33 @@ def default_twins(shape: PoolShape, names: Sequence[str]) -> Twins:
     from ...native_paths.toggles import make_twin
 
     status, sizes = loader.available(), asdict(shape)
-    return {
-        name: (partial(make_twin, name, False, **sizes), partial(make_twin, name, True, **sizes))
-        for name in names
-        if status.get(name) is True
-    }
+    twins: Twins = {}
+    for name in names:
+        if status.get(name) is not True:
+            continue
+        # One branch per name: make_twin's overloads give each component its own protocol (partial() would
+        # take the first overload's).
+        if name == "scheduler":
+            twins["scheduler"] = (
+                lambda: make_twin("scheduler", False, **sizes),
+                lambda: make_twin("scheduler", True, **sizes),
+            )
+        elif name == "kv_alloc":
+            twins["kv_alloc"] = (
+                lambda: make_twin("kv_alloc", False, **sizes),
+                lambda: make_twin("kv_alloc", True, **sizes),
+            )
+        elif name == "prepare":
+            twins["prepare"] = (
+                lambda: make_twin("prepare", False, **sizes),
+                lambda: make_twin("prepare", True, **sizes),
+            )
+        elif name == "sampler":
+            twins["sampler"] = (
+                lambda: make_twin("sampler", False, **sizes),
+                lambda: make_twin("sampler", True, **sizes),
+            )
+    return twins
 
 
 def derive(log: WorkloadLog, shape: PoolShape) -> Derived:
@@ -112,7 +146,7 @@ def derive(log: WorkloadLog, shape: PoolShape) -> Derived:
 
     sizes = asdict(shape)
     scheduler, pool = make_twin("scheduler", False, **sizes), make_twin("kv_alloc", False, **sizes)
-    plans: list[Any] = []
+    plans: list[StepPlan] = []
     tables: list[np.ndarray] = []
     for step, (arrivals, finished, free) in enumerate(log.schedules):
         if pool.num_free_blocks != free:
@@ -128,10 +162,12 @@ def derive(log: WorkloadLog, shape: PoolShape) -> Derived:
 # -- one twin's pass over the work: per-step ns ---------------------------------------------------
 
 
-def time_scheduler(make: Callable[[], Any], log: WorkloadLog, clock: Clock) -> tuple[list[int], list[Any]]:
+def time_scheduler(
+    make: Callable[[], Scheduler], log: WorkloadLog, clock: Clock
+) -> tuple[list[int], list[StepPlan]]:
     scheduler = make()
     times: list[int] = []
-    plans: list[Any] = []
+    plans: list[StepPlan] = []
     for arrivals, finished, free in log.schedules:
         start = clock()
         plan = scheduler.schedule(arrivals, finished, free)
@@ -140,7 +176,9 @@ def time_scheduler(make: Callable[[], Any], log: WorkloadLog, clock: Clock) -> t
     return times, plans
 
 
-def time_kv(make: Callable[[], Any], derived: Derived, clock: Clock) -> tuple[list[int], list[np.ndarray]]:
+def time_kv(
+    make: Callable[[], KVAllocator], derived: Derived, clock: Clock
+) -> tuple[list[int], list[np.ndarray]]:
     pool = make()
     times: list[int] = []
     tables: list[np.ndarray] = []
@@ -153,7 +191,7 @@ def time_kv(make: Callable[[], Any], derived: Derived, clock: Clock) -> tuple[li
 
 
 def time_prepare(
-    make: Callable[[], Any], log: WorkloadLog, derived: Derived, clock: Clock
+    make: Callable[[], Prepare], log: WorkloadLog, derived: Derived, clock: Clock
 ) -> tuple[list[int], list[int]]:
     """prepare() per step, in the engine's order: the step's finished sequences removed, its arrivals
     added, prepare(plan, tables) timed (the engine's `prepare` span), then the tokens it drew handed over."""
@@ -185,7 +223,9 @@ class SamplerCase:
     """One recorded sample() call, ready to play: the sequences with what they had seen, and logits rows."""
 
     seq_ids: list[int]
-    registrations: list[tuple[int, Any, list[int]]]  # (seq_id, params, prompt + tokens drawn before)
+    registrations: list[
+        tuple[int, SamplingParams, list[int]]
+    ]  # (seq_id, params, prompt + tokens drawn before)
     logits: torch.Tensor
     threads: int | None = None  # torch's thread count on the engine thread at the call (None: not recorded)
 
@@ -247,7 +287,7 @@ class CacheEvictor:
 
 
 def time_sampler_case(
-    make: Callable[[], Any],
+    make: Callable[[], Sampler],
     case: SamplerCase,
     clock: Clock,
     logits: torch.Tensor | None = None,
@@ -272,18 +312,20 @@ def time_sampler_case(
 
 
 def interleaved(
-    passes: tuple[Callable[[], tuple[list[int], Any]], Callable[[], tuple[list[int], Any]]], repeats: int
-) -> tuple[list[list[int]], list[Any]]:
-    """Each pass `repeats` times, taking turns with the order alternating (P N N P P N ...); per pass the
-    per-step median over its rounds, and the outputs of its last round (for the twins' agreement)."""
+    passes: tuple[Callable[[], tuple[list[int], T]], Callable[[], tuple[list[int], T]]], repeats: int
+) -> tuple[list[list[int]], list[T]]:
+    """Each pass `repeats` times (at least once), taking turns with the order alternating (P N N P P N ...); per
+    pass the per-step median over its rounds, and the outputs of its last round (for the twins' agreement)."""
+    if repeats < 1:
+        raise ValueError(f"repeats={repeats}: each pass must run at least once")
     rounds: list[list[list[int]]] = [[], []]
-    outputs: list[Any] = [None, None]
+    outputs: dict[int, T] = {}
     for round_index in range(repeats):
         for which in (0, 1) if round_index % 2 == 0 else (1, 0):
             times, outputs[which] = passes[which]()
             rounds[which].append(times)
     medians = [[int(statistics.median(step)) for step in zip(*per_round)] for per_round in rounds]
-    return medians, outputs
+    return medians, [outputs[0], outputs[1]]
 
 
 def speedup_of(python_ns: Sequence[int], native_ns: Sequence[int], *, time_ordered: bool) -> ReplayComponent:
@@ -369,7 +411,7 @@ def _replay_all(
         if name not in twins:
             continue
         try:
-            entry = _replay_one(name, twins[name], log, derived, repeats, clocks)
+            entry = _replay_one(name, twins, log, derived, repeats, clocks)
         except Exception as exc:  # e.g. a C twin refusing a recorded request: the run stands
             section["skipped"][name] = f"its replay failed: {type(exc).__name__}: {exc}"
             continue
@@ -381,7 +423,7 @@ def _replay_all(
 
 def _replay_one(
     name: str,
-    pair: tuple[Callable[[], Any], Callable[[], Any]],
+    twins: Twins,
     log: WorkloadLog,
     derived: Derived,
     repeats: int,
@@ -389,41 +431,74 @@ def _replay_one(
 ) -> ReplayComponent | None:
     """One component's replay through both twins: its speedup entry, or None when the run gave it nothing to do."""
     clock, native_clock, core_share = clocks
-    py, c = pair
-    entry: ReplayComponent
     if name == "scheduler":
-        times, plans = interleaved(
-            (lambda: time_scheduler(py, log, clock), lambda: time_scheduler(c, log, clock)), repeats
-        )
-        entry = {**speedup_of(*times, time_ordered=True), "twins_agree": plans[0] == plans[1]}
-        return entry
+        return _replay_scheduler(twins["scheduler"], log, repeats, clock)
     if name == "kv_alloc":
-        times, tables = interleaved(
-            (lambda: time_kv(py, derived, clock), lambda: time_kv(c, derived, clock)), repeats
-        )
-        agree = all(np.array_equal(a, b) for a, b in zip(*tables, strict=True))
-        entry = {**speedup_of(*times, time_ordered=True), "twins_agree": agree}
-        return entry
+        return _replay_kv(twins["kv_alloc"], derived, repeats, clock)
     if name == "prepare":
-        times, digests = interleaved(
-            (lambda: time_prepare(py, log, derived, clock), lambda: time_prepare(c, log, derived, clock)),
-            repeats,
-        )
-        if not times[0]:
-            return None
-        entry = {**speedup_of(*times, time_ordered=True), "twins_agree": digests[0] == digests[1]}
-        return entry
+        return _replay_prepare(twins["prepare"], log, derived, repeats, clock)
     cases = sampler_cases(log)
     run = log.sampler_chunks if log.python_sampler else None
     if not cases:
         return None
     return _replay_sampler(
-        pair, cases, repeats, clock, log.logits_device, run, native_clock=native_clock, core_share=core_share
+        twins["sampler"],
+        cases,
+        repeats,
+        clock,
+        log.logits_device,
+        run,
+        native_clock=native_clock,
+        core_share=core_share,
     )
 
 
+def _replay_scheduler(
+    pair: TwinMakers[Scheduler], log: WorkloadLog, repeats: int, clock: Clock
+) -> ReplayComponent:
+    """Every recorded schedule() call through both twins; they agree when every plan is equal."""
+    py, c = pair
+    times, plans = interleaved(
+        (partial(time_scheduler, py, log, clock), partial(time_scheduler, c, log, clock)), repeats
+    )
+    entry: ReplayComponent = {**speedup_of(*times, time_ordered=True), "twins_agree": plans[0] == plans[1]}
+    return entry
+
+
+def _replay_kv(
+    pair: TwinMakers[KVAllocator], derived: Derived, repeats: int, clock: Clock
+) -> ReplayComponent:
+    """Every step's frees and grows through both allocators; they agree when every block table is equal."""
+    py, c = pair
+    times, tables = interleaved(
+        (partial(time_kv, py, derived, clock), partial(time_kv, c, derived, clock)), repeats
+    )
+    agree = all(np.array_equal(a, b) for a, b in zip(*tables, strict=True))
+    entry: ReplayComponent = {**speedup_of(*times, time_ordered=True), "twins_agree": agree}
+    return entry
+
+
+def _replay_prepare(
+    pair: TwinMakers[Prepare], log: WorkloadLog, derived: Derived, repeats: int, clock: Clock
+) -> ReplayComponent | None:
+    """Every step's prepare() through both twins (None when no step had a batch); they agree when every
+    model input's digest is equal."""
+    py, c = pair
+    times, digests = interleaved(
+        (partial(time_prepare, py, log, derived, clock), partial(time_prepare, c, log, derived, clock)),
+        repeats,
+    )
+    if not times[0]:
+        return None
+    entry: ReplayComponent = {
+        **speedup_of(*times, time_ordered=True),
+        "twins_agree": digests[0] == digests[1],
+    }
+    return entry
+
+
 def _replay_sampler(
-    pair: tuple[Callable[[], Any], Callable[[], Any]],
+    pair: TwinMakers[Sampler],
     cases: list[SamplerCase],
     repeats: int,
     clock: Clock,
@@ -483,7 +558,7 @@ def _replay_sampler(
 
 
 def _play_cases(
-    pair: tuple[Callable[[], Any], Callable[[], Any]],
+    pair: TwinMakers[Sampler],
     cases: list[SamplerCase],
     repeats: int,
     clocks: tuple[Clock, Clock],
@@ -572,7 +647,7 @@ def torch_threads(count: int | None) -> Iterator[int]:
 
 
 def _timed_once(
-    make: Callable[[], Any],
+    make: Callable[[], Sampler],
     case: SamplerCase,
     clock: Clock,
     logits: torch.Tensor | None,
