@@ -8,6 +8,7 @@ engine has absorbed first-time work), sampling is seeded, and the count hooks wr
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,7 +19,7 @@ from ...scenarios.loadgen import RequestSpec, generate_requests
 from ...scenarios.spec import ScenarioSpec
 from ..rundir.environment import describe_environment
 from ..rundir.results import RunResult, write_run
-from .builder import build_engine
+from .builder import BuiltEngine, build_engine
 from .options import EngineOptions
 from .record import request_tables, run_config, step_table
 from .session import SessionOutcome, engine_section, prepare_prompts
@@ -26,7 +27,18 @@ from .session import SessionOutcome, engine_section, prepare_prompts
 if TYPE_CHECKING:
     from ...engine.engine import Engine
     from ...engine.loader import LoadedModel
-    from ...engine.sequence import RequestHandle
+    from ...engine.sequence import RequestHandle, RequestOutput
+
+
+@dataclass
+class _Counted:
+    """The measured phase's engine, its requests' outputs, its counters and its wall-clock window."""
+
+    built: BuiltEngine
+    outputs: dict[int, RequestOutput]
+    counters: dict[str, float | None]
+    started_ns: int
+    finished_ns: int
 
 
 def run_counting(
@@ -37,24 +49,40 @@ def run_counting(
     loaded: LoadedModel,
     native_speedups: dict[str, float] | None = None,
 ) -> SessionOutcome:
-    from ..analysis.metrics import compute_metrics
-    from ..collectors.counters import CounterCollector
-
     requests = generate_requests(scenario, loaded.config.context_length)
     prompts = prepare_prompts(requests, loaded.tokenizer)
     warmups = [request for request in requests if request.warmup] or requests[:1]
     measured = [request for request in requests if not request.warmup]
+    counted = _count(options, loaded, prompts, warmups, measured)
+    result, requests_df, steps = _counting_result(options, scenario, loaded, measured, counted)
+    write_run(out_dir, result, requests_df, steps)
+    return SessionOutcome(out_dir, result, requests_df, steps)
 
-    def submit_all(engine: Engine, batch: list[RequestSpec]) -> dict[int, RequestHandle]:
-        return {
-            request.index: engine.submit(
-                prompts[request.index],
-                SamplingParams(**request.sampling),
-                chat=request.chat,
-                priority=request.priority,
-            )
-            for request in batch
-        }
+
+def _submit_all(
+    engine: Engine, prompts: dict[int, str], batch: list[RequestSpec]
+) -> dict[int, RequestHandle]:
+    """Submit every request of the batch (before the engine starts: its first step sees them all)."""
+    return {
+        request.index: engine.submit(
+            prompts[request.index],
+            SamplingParams(**request.sampling),
+            chat=request.chat,
+            priority=request.priority,
+        )
+        for request in batch
+    }
+
+
+def _count(
+    options: EngineOptions,
+    loaded: LoadedModel,
+    prompts: dict[int, str],
+    warmups: list[RequestSpec],
+    measured: list[RequestSpec],
+) -> _Counted:
+    """A warm-up engine, then a second engine whose steps the counters see, each serving its batch to the end."""
+    from ..collectors.counters import CounterCollector
 
     collector: CounterCollector | None = None
     for phase in ("warmup", "measured"):
@@ -67,7 +95,7 @@ def run_counting(
         # step-wrapping hook to install it through).
         engine._step = collector.wrap_step(engine._step)  # type: ignore[method-assign]
         batch = warmups if phase == "warmup" else measured
-        handles = submit_all(engine, batch)  # before start(): the first step sees every request
+        handles = _submit_all(engine, prompts, batch)  # before start(): the first step sees every request
         if phase == "measured":
             collector.native_counters = [c for c in built.components.values() if hasattr(c, "calls")]
             collector.start()
@@ -80,17 +108,32 @@ def run_counting(
     collector.stop()
     generated = sum(output.output_tokens for output in outputs.values())
     counters: dict[str, float | None] = dict(collector.result(generated_tokens=generated))
+    return _Counted(built, outputs, counters, started, finished)
 
-    timings, rows = request_tables(measured, outputs)
+
+def _counting_result(
+    options: EngineOptions,
+    scenario: ScenarioSpec,
+    loaded: LoadedModel,
+    measured: list[RequestSpec],
+    counted: _Counted,
+) -> tuple[RunResult, pd.DataFrame, pd.DataFrame]:
+    """The counting run's RunResult, its requests table and its steps table."""
+    from ..analysis.metrics import compute_metrics
+
+    timings, rows = request_tables(measured, counted.outputs)
     metrics = compute_metrics(
-        timings, duration_s=max(1e-9, (finished - started) / 1e9), slos=scenario.slo.as_dict()
+        timings,
+        duration_s=max(1e-9, (counted.finished_ns - counted.started_ns) / 1e9),
+        slos=scenario.slo.as_dict(),
     )
+    engine = counted.built.engine
     steps = step_table(engine, None)
     result = RunResult(
         config=run_config(
             options,
             loaded,
-            built,
+            counted.built,
             scenario,
             profile="counters",
             requests=len(measured),
@@ -101,9 +144,7 @@ def run_counting(
         scenario=scenario.to_dict(),
         metrics=metrics,
         engine=engine_section(engine, steps),
-        counters=counters,
+        counters=counted.counters,
         collectors={"counters": {"status": "ok", "reason": None}},
     )
-    requests_df = pd.DataFrame(rows)
-    write_run(out_dir, result, requests_df, steps)
-    return SessionOutcome(out_dir, result, requests_df, steps)
+    return result, pd.DataFrame(rows), steps

@@ -35,7 +35,9 @@ from ..rundir.results import RunResult, write_run
 from ..rundir.schema import (
     Breakdown,
     CollectorStatus,
+    Config,
     EngineFigures,
+    GpuTime,
     Health,
     Interval,
     Metrics,
@@ -142,7 +144,6 @@ def run_session(
     `until_max_time_s`: go on in whole rounds of the scenario until the answer is resolved or this many seconds
     have passed (profiler.session.until)."""
     hooks = hooks or SessionHooks()
-    stop_event = stop_event or threading.Event()
     prepared = prepare_session(
         options,
         scenario,
@@ -153,7 +154,6 @@ def run_session(
         replay=replay,
         resolve=until_max_time_s is not None,
     )
-    measured_total = sum(not request.warmup for request in prepared.requests)
     stopper = (
         _stopper(prepared, until_max_time_s, hooks)
         if until_max_time_s is not None and prepared.tracer
@@ -161,38 +161,10 @@ def run_session(
     )
     if hooks.on_engine:
         hooks.on_engine(prepared.built.engine)
-
-    def on_started() -> None:
-        if stopper is not None:
-            stopper.start()
-        if hooks.on_collectors:
-            hooks.on_collectors(prepared.collectors)
-        if hooks.on_start:
-            hooks.on_start(measured_total)
-
-    try:
-        drive = drive_load(
-            prepared.built.engine,
-            scenario,
-            prepared.requests,
-            prepared.prompts,
-            prepared.collectors,
-            stop_event=stop_event,
-            on_request_done=hooks.on_request_done,
-            on_started=on_started,
-            next_round=_next_round(prepared, scenario, loaded, stopper, hooks) if stopper else None,
-        )
-    finally:
-        if injections:
-            from ..checks.injections import close_injections
-
-            close_injections(prepared.built.components)
-    if drive.interrupted:
-        prepared.workload = (
-            None  # a stopped run stops now: no replay (its partial result has no predictions' speedups)
-        )
-    elif prepared.workload is not None and hooks.message:
-        hooks.message("timing the C twins on the run's own work")
+    drive = _drive_session(
+        prepared, scenario, loaded, stop_event or threading.Event(), hooks, stopper, injections
+    )
+    _settle_replay(prepared, drive, hooks)
     outcome = record_session(
         options,
         scenario,
@@ -207,16 +179,74 @@ def run_session(
         stopper=stopper,
     )
     if write:
-        write_run(out_dir, outcome.result, outcome.requests, outcome.steps)
-        write_samples(out_dir, outcome.extras["collector_results"], outcome.result)
-        write_trace_tables(
-            out_dir,
-            prepared.tracer,
-            outcome.extras["collector_results"],
-            outcome.result,
-            gpu_timeline=outcome.extras.get("gpu_timeline"),
-        )
+        write_outcome(out_dir, outcome, prepared.tracer)
     return outcome
+
+
+def _drive_session(
+    prepared: Prepared,
+    scenario: ScenarioSpec,
+    loaded: LoadedModel,
+    stop_event: threading.Event,
+    hooks: SessionHooks,
+    stopper: Stopper | None,
+    injections: Injections | None,
+) -> Drive:
+    """Drive the scenario's load through the prepared engine, then close the injections (a failed drive included)."""
+    try:
+        return drive_load(
+            prepared.built.engine,
+            scenario,
+            prepared.requests,
+            prepared.prompts,
+            prepared.collectors,
+            stop_event=stop_event,
+            on_request_done=hooks.on_request_done,
+            on_started=_on_started(prepared, hooks, stopper),
+            next_round=_next_round(prepared, scenario, loaded, stopper, hooks) if stopper else None,
+        )
+    finally:
+        if injections:
+            from ..checks.injections import close_injections
+
+            close_injections(prepared.built.components)
+
+
+def _on_started(prepared: Prepared, hooks: SessionHooks, stopper: Stopper | None) -> Callable[[], None]:
+    """What runs once the engine and collectors are up: the stopper's clock, then the face's hooks."""
+    measured_total = sum(not request.warmup for request in prepared.requests)
+
+    def on_started() -> None:
+        if stopper is not None:
+            stopper.start()
+        if hooks.on_collectors:
+            hooks.on_collectors(prepared.collectors)
+        if hooks.on_start:
+            hooks.on_start(measured_total)
+
+    return on_started
+
+
+def _settle_replay(prepared: Prepared, drive: Drive, hooks: SessionHooks) -> None:
+    """A stopped run drops its replay (its partial result has no predictions' speedups); a finished one says the
+    replay is coming."""
+    if drive.interrupted:
+        prepared.workload = None
+    elif prepared.workload is not None and hooks.message:
+        hooks.message("timing the C twins on the run's own work")
+
+
+def write_outcome(out_dir: Path, outcome: SessionOutcome, tracer: RecordingTracer | None) -> None:
+    """The run directory: result.json and its tables, then the collectors' samples and the trace tables."""
+    write_run(out_dir, outcome.result, outcome.requests, outcome.steps)
+    write_samples(out_dir, outcome.extras["collector_results"], outcome.result)
+    write_trace_tables(
+        out_dir,
+        tracer,
+        outcome.extras["collector_results"],
+        outcome.result,
+        gpu_timeline=outcome.extras.get("gpu_timeline"),
+    )
 
 
 def prepare_session(
@@ -271,71 +301,28 @@ def record_session(
     stopper: Stopper | None = None,
 ) -> SessionOutcome:
     """The run's metrics, steps, breakdown and verdict as one RunResult (not yet written)."""
-    from ..analysis.metrics import compute_metrics
-
-    timings, request_rows = request_tables(prepared.requests, drive.outputs(), drive.rejected)
-    measure_start = drive.load.start_ns if drive.load else drive.wall_start_ns
-    measure_end = max([row["finish_ns"] for row in request_rows if row["finish_ns"]] or [drive.wall_end_ns])
-    duration_s = max(1e-9, (measure_end - measure_start) / 1e9)
-    metrics = compute_metrics(timings, duration_s=duration_s, slos=scenario.slo.as_dict())
-    metrics["duration_s"] = duration_s
-    metrics["slo"] = scenario.slo.as_dict()  # goodput's definition travels with its value
-    if drive.load is not None:
-        metrics["loadgen_schedule_lag_ms"] = drive.load.schedule_lag_ms()
-    warmups = {request.index for request in prepared.requests if request.warmup}
-    metrics["rejected"] = sum(index not in warmups for index in drive.rejected)
-
+    request_rows, metrics, window = _measured(prepared, drive, scenario)
     engine = prepared.built.engine
     steps = step_table(engine, prepared.tracer)
     collector_results = collector_results_of(prepared.collectors)
     statuses = collectors_section(prepared.collectors)  # after the results: a summary that failed says so
     health = _health(drive, metrics, scenario, request_rows)
-    analysis = (
-        _analyse(
-            prepared,
-            collector_results,
-            statuses,
-            drive.wall_end_ns - drive.wall_start_ns,
-            native_speedups,
-            measured_gains,
-            options,
-            steps,
-            health,
-            confidence=stopper.confidence if stopper is not None else 0.95,
-        )
-        if prepared.tracer is not None
-        else Analysis()
+    analysis = _session_analysis(
+        prepared,
+        drive,
+        collector_results,
+        statuses,
+        steps,
+        health,
+        options,
+        stopper,
+        native_speedups,
+        measured_gains,
     )
-    if stopper is not None and analysis.verdict:
-        analysis.verdict["stopping"] = stopper.record()
     device_timer = next((c for c in prepared.collectors if isinstance(c, DeviceTimeCollector)), None)
-    gpu_time = gpu_time_section(
-        device_timer,
-        prepared.tracer,
-        request_rows,
-        (measure_start, measure_end),
-        engine_thread_name=ENGINE_THREAD_NAME,
-        kernels=collector_results.get("kernels"),
-        nvml=collector_results.get("gpu"),
-    )
-    if gpu_time is not None:
-        from ..analysis.diagnose import gpu_verdict
-
-        if analysis.verdict:
-            analysis.verdict["gpu"] = gpu_verdict(gpu_time)
+    gpu_time = _gpu_time(prepared, device_timer, collector_results, request_rows, window, analysis)
     result = RunResult(
-        config=run_config(
-            options,
-            loaded,
-            prepared.built,
-            scenario,
-            profile=profile,
-            requests=sum(not request.warmup for request in prepared.requests),
-            collectors=[collector.name for collector in prepared.collectors],
-            duration_s=scenario.duration_s,
-            injections=sorted((injections or {}).keys()),
-            verify=False,
-        ),
+        config=_session_config(options, scenario, loaded, prepared, profile, injections),
         environment=describe_environment(),
         scenario=scenario.to_dict(),
         metrics=metrics,
@@ -358,6 +345,111 @@ def record_session(
     return SessionOutcome(
         out_dir, result, pd.DataFrame(request_rows), steps, interrupted=drive.interrupted, extras=extras
     )
+
+
+def _session_analysis(
+    prepared: Prepared,
+    drive: Drive,
+    collector_results: CollectorResults,
+    statuses: dict[str, CollectorStatus],
+    steps: pd.DataFrame,
+    health: Health,
+    options: EngineOptions,
+    stopper: Stopper | None,
+    native_speedups: dict[str, float] | None,
+    measured_gains: dict[str, float] | None,
+) -> Analysis:
+    """A traced run's analysis (an untraced run's is empty), its verdict with the stopper's record where the run
+    went on until resolved."""
+    analysis = (
+        _analyse(
+            prepared,
+            collector_results,
+            statuses,
+            drive.wall_end_ns - drive.wall_start_ns,
+            native_speedups,
+            measured_gains,
+            options,
+            steps,
+            health,
+            confidence=stopper.confidence if stopper is not None else 0.95,
+        )
+        if prepared.tracer is not None
+        else Analysis()
+    )
+    if stopper is not None and analysis.verdict:
+        analysis.verdict["stopping"] = stopper.record()
+    return analysis
+
+
+def _session_config(
+    options: EngineOptions,
+    scenario: ScenarioSpec,
+    loaded: LoadedModel,
+    prepared: Prepared,
+    profile: str,
+    injections: Injections | None,
+) -> Config:
+    """result.json's `config` of a profiled session."""
+    return run_config(
+        options,
+        loaded,
+        prepared.built,
+        scenario,
+        profile=profile,
+        requests=sum(not request.warmup for request in prepared.requests),
+        collectors=[collector.name for collector in prepared.collectors],
+        duration_s=scenario.duration_s,
+        injections=sorted((injections or {}).keys()),
+        verify=False,
+    )
+
+
+def _measured(
+    prepared: Prepared, drive: Drive, scenario: ScenarioSpec
+) -> tuple[list[RequestRow], Metrics, tuple[int, int]]:
+    """The request rows, the run's metrics over its measured window, and that window (start ns, end ns): from the
+    load's start to the last finish."""
+    from ..analysis.metrics import compute_metrics
+
+    timings, request_rows = request_tables(prepared.requests, drive.outputs(), drive.rejected)
+    measure_start = drive.load.start_ns if drive.load else drive.wall_start_ns
+    measure_end = max([row["finish_ns"] for row in request_rows if row["finish_ns"]] or [drive.wall_end_ns])
+    duration_s = max(1e-9, (measure_end - measure_start) / 1e9)
+    metrics = compute_metrics(timings, duration_s=duration_s, slos=scenario.slo.as_dict())
+    metrics["duration_s"] = duration_s
+    metrics["slo"] = scenario.slo.as_dict()  # goodput's definition travels with its value
+    if drive.load is not None:
+        metrics["loadgen_schedule_lag_ms"] = drive.load.schedule_lag_ms()
+    warmups = {request.index for request in prepared.requests if request.warmup}
+    metrics["rejected"] = sum(index not in warmups for index in drive.rejected)
+    return request_rows, metrics, (measure_start, measure_end)
+
+
+def _gpu_time(
+    prepared: Prepared,
+    device_timer: DeviceTimeCollector | None,
+    collector_results: CollectorResults,
+    request_rows: list[RequestRow],
+    window: tuple[int, int],
+    analysis: Analysis,
+) -> GpuTime | None:
+    """result.json's `gpu_time` over the measured window; where there is one, the verdict's `gpu` line from it."""
+    gpu_time = gpu_time_section(
+        device_timer,
+        prepared.tracer,
+        request_rows,
+        window,
+        engine_thread_name=ENGINE_THREAD_NAME,
+        kernels=collector_results.get("kernels"),
+        nvml=collector_results.get("gpu"),
+    )
+    if gpu_time is not None:
+        from ..analysis.diagnose import gpu_verdict
+
+        if analysis.verdict:
+            analysis.verdict["gpu"] = gpu_verdict(gpu_time)
+    return gpu_time
 
 
 def _health(drive: Drive, metrics: Metrics, scenario: ScenarioSpec, rows: list[RequestRow]) -> Health:
