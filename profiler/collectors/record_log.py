@@ -5,12 +5,15 @@ from __future__ import annotations
 import struct
 from array import array
 from collections.abc import Iterator
-from typing import Any
+from typing import Generic, TypeVar, cast
 
 from .spill import SpillFile
 
+# One record: its names (str), then its numbers (int for an "q" log, float for a "d" one).
+Row = TypeVar("Row", bound=tuple[object, ...], covariant=True)
 
-class RecordLog:
+
+class RecordLog(Generic[Row]):
     """Records of a few names (str) and numbers each, kept as a list of names and an 8-byte array of numbers.
 
     The tracer keeps a record per span for the whole run, so its size is the profiler's memory growth: as
@@ -60,7 +63,7 @@ class RecordLog:
         del self.values[:]  # frees the buffer; the array object is kept
         return True
 
-    def records(self) -> Iterator[tuple[Any, ...]]:
+    def records(self) -> Iterator[Row]:
         """Each record as a tuple: its names, then its numbers (spilled ones first, in the order written)."""
         for file, count, names_at, values_at in self._chunks:
             table = self._name_table
@@ -69,7 +72,9 @@ class RecordLog:
             yield from self._tuples(names, values)
         yield from self._tuples(self.names, self.values)
 
-    def _tuples(self, names: list[str], values: array) -> Iterator[tuple[Any, ...]]:
+    def _tuples(self, names: list[str], values: array) -> Iterator[Row]:
         heads = zip(*([iter(names)] * self.name_width), strict=False)
         tails = zip(*([iter(values)] * self.value_width), strict=False)
-        return (head + tail for head, tail in zip(heads, tails, strict=False))
+        # The rows' shape is the one the log was made for (its owner names it as Row): names and numbers
+        # come back from bytes here, so this is where they get their type, once per chunk.
+        return cast(Iterator[Row], (head + tail for head, tail in zip(heads, tails, strict=False)))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from array import array
-from typing import Any
 
 from .record_log import RecordLog
 from .span_log import (
@@ -19,6 +18,12 @@ from .span_log import (
 STEP_SPAN = "step"
 OUTSIDE = ""  # the parent name of a lock wait or pause that happened outside every span
 
+# The records' rows (RecordLog.records()), as ThreadRecords' docstring lists them.
+EventRow = tuple[str, int, int, int, int, int, int]  # name; start_ns, end_ns, self_ns, cpu_ns, depth, step
+LockRow = tuple[str, str, int, int, int, int]  # lock name, parent; step, asked_ns, got_ns, released_ns
+PauseRow = tuple[str, str, int, int, int]  # kind, parent; step, start_ns, end_ns
+CounterRow = tuple[str, float, float]  # name; time_ns, value
+
 
 class ThreadRecords:
     """One thread's records, as the tracer's summary reads them; `feed` decodes words into them, chunk by chunk.
@@ -33,36 +38,39 @@ class ThreadRecords:
 
     def __init__(self, cpu: bool) -> None:
         self.cpu = cpu
-        self.events = RecordLog(1, 6)
-        self.locks = RecordLog(2, 4)
-        self.pauses = RecordLog(2, 3)
-        self.counters = RecordLog(1, 2, "d")
-        self._open: list[list[Any]] = []  # spans: [name, start, child_ns, cpu_start]
+        self.events: RecordLog[EventRow] = RecordLog(1, 6)
+        self.locks: RecordLog[LockRow] = RecordLog(2, 4)
+        self.pauses: RecordLog[PauseRow] = RecordLog(2, 3)
+        self.counters: RecordLog[CounterRow] = RecordLog(1, 2, "d")
+        self._open: list[tuple[str, int, int]] = []  # spans: (name, start, cpu_start)
+        self._child_ns: list[int] = []  # beside each open span: its children's, lock waits' and pauses' ns
         self._held: list[tuple[str, str, int, int]] = []  # lock uses: (name, parent, asked, got)
         self._step = -1  # set by STEP_MARK, just before the step span's enter; back to -1 at its exit
 
-    def logs(self) -> tuple[RecordLog, ...]:
+    def logs(self) -> tuple[RecordLog[tuple[object, ...]], ...]:
         return (self.events, self.locks, self.pauses, self.counters)
 
     def feed(self, words: array, names: list[str]) -> None:
         """Decode `words` (whole records, in the order the thread wrote them); `names` maps codes to names."""
         cpu = self.cpu
         mark = 3 if cpu else 2
-        opened, held = self._open, self._held
+        opened, child, held = self._open, self._child_ns, self._held
         events, locks, pauses, counters = self.events, self.locks, self.pauses, self.counters
         at, end = 0, len(words)
         while at < end:
             tag = words[at]
             if tag >= 0:
-                opened.append([names[tag], words[at + 1], 0, words[at + 2] if cpu else 0])
+                opened.append((names[tag], words[at + 1], words[at + 2] if cpu else 0))
+                child.append(0)
                 at += mark
             elif tag == SPAN_EXIT:
-                name, start, child_ns, cpu_start = opened.pop()
+                name, start, cpu_start = opened.pop()
+                child_ns = child.pop()
                 stop = words[at + 1]
                 cpu_ns = words[at + 2] - cpu_start if cpu else 0
                 duration = stop - start
-                if opened:
-                    opened[-1][2] += duration
+                if child:
+                    child[-1] += duration
                 events.names.append(name)
                 events.values.frombytes(
                     events.pack(start, stop, duration - child_ns, cpu_ns, len(opened), self._step)
@@ -97,6 +105,6 @@ class ThreadRecords:
     def _charge(self, ns: int) -> str:
         """Count `ns` (a lock wait, a pause) against the innermost open span; its name, or OUTSIDE."""
         if self._open:
-            self._open[-1][2] += ns
-            return str(self._open[-1][0])
+            self._child_ns[-1] += ns
+            return self._open[-1][0]
         return OUTSIDE

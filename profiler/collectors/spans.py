@@ -394,7 +394,7 @@ class RecordingTracer:
             listener(step, False)
 
 
-def _spill_records(logs: tuple[RecordLog, ...], file: SpillFile) -> None:
+def _spill_records(logs: tuple[RecordLog[tuple[object, ...]], ...], file: SpillFile) -> None:
     """Keep decoded records in the spill file once a chunk of them is held, so decoding holds memory bounded."""
     if sum(len(log.names) // log.name_width for log in logs) < SPILL_RECORDS:
         return
