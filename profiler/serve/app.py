@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
@@ -29,16 +30,55 @@ from .protocol import (
     parse_body,
 )
 from .responses import Reply, error_event
-from .state import ServeState
+from .state import InfoPage, ServeState
+
+if TYPE_CHECKING:
+    from ...engine.sequence import RequestHandle
+    from ...engine.types import SamplingParams
 
 CLIENT_CLOSED_REQUEST = 499  # nginx's status for a client that left; nobody reads it
+
+# How FastAPI serializes the dict replies below: as a plain JSON object, every key kept as the handler
+# gave it (a TypedDict as the response model would validate the reply and drop the keys it does not name).
+JsonObject = dict[str, object]
+
+ServeRequest = CompletionRequest | ChatCompletionRequest
+
+
+class ModelCard(TypedDict):
+    """One entry of GET /v1/models, in OpenAI's shape (plus vLLM's max_model_len)."""
+
+    id: str
+    object: str
+    created: int
+    owned_by: str
+    max_model_len: int
+
+
+class ModelList(TypedDict):
+    """GET /v1/models."""
+
+    object: str
+    data: list[ModelCard]
+
+
+class InfoReply(InfoPage, total=False):
+    """GET /infer-prof/info: the server's InfoPage, and whether a profile window is open now."""
+
+    profile_window_open: bool
+
+
+class ProfileStarted(TypedDict):
+    """POST /infer-prof/profile/start."""
+
+    started: bool
 
 
 def create_app(state: ServeState) -> FastAPI:
     """The ASGI app over `state` (whose engine the caller starts and stops)."""
 
     @asynccontextmanager
-    async def lifespan(app: FastAPI):
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         state.handoff = Handoff(asyncio.get_running_loop(), state.tracing.current)
         yield
         state.draining = True
@@ -47,6 +87,15 @@ def create_app(state: ServeState) -> FastAPI:
         title="infer-prof serve", lifespan=lifespan, openapi_url=None, docs_url=None, redoc_url=None
     )
     app.state.serve = state
+    _add_error_handlers(app, state)
+    _add_openai_routes(app, state)
+    _add_server_routes(app, state)
+    _add_profile_routes(app, state)
+    return app
+
+
+def _add_error_handlers(app: FastAPI, state: ServeState) -> None:
+    """Every refusal and failure as OpenAI's error JSON."""
 
     @app.exception_handler(HTTPRequestError)
     async def refused(request: Request, exc: HTTPRequestError) -> JSONResponse:
@@ -68,6 +117,10 @@ def create_app(state: ServeState) -> FastAPI:
             status_code=500,
         )
 
+
+def _add_openai_routes(app: FastAPI, state: ServeState) -> None:
+    """OpenAI's /v1 endpoints: completions, chat completions and the model list."""
+
     @app.post("/v1/completions")
     async def completions(request: Request) -> Response:
         return await _generate(request, state, CompletionRequest, chat=False)
@@ -76,8 +129,8 @@ def create_app(state: ServeState) -> FastAPI:
     async def chat_completions(request: Request) -> Response:
         return await _generate(request, state, ChatCompletionRequest, chat=True)
 
-    @app.get("/v1/models")
-    async def models() -> dict[str, Any]:
+    @app.get("/v1/models", response_model=JsonObject)
+    async def models() -> ModelList:
         created = int(state.info.get("started_at", time.time()))
         return {
             "object": "list",
@@ -92,6 +145,10 @@ def create_app(state: ServeState) -> FastAPI:
             ],
         }
 
+
+def _add_server_routes(app: FastAPI, state: ServeState) -> None:
+    """What an operator's tools read: /health and the Prometheus /metrics."""
+
     @app.get("/health")
     async def health() -> JSONResponse:
         if state.draining:
@@ -105,12 +162,16 @@ def create_app(state: ServeState) -> FastAPI:
         body, content_type = state.metrics.exposition()
         return Response(body, media_type=content_type)
 
-    @app.get("/infer-prof/info")
-    async def info() -> dict[str, Any]:
+
+def _add_profile_routes(app: FastAPI, state: ServeState) -> None:
+    """What `run --target` calls: the server's info page and the profile window's start and stop."""
+
+    @app.get("/infer-prof/info", response_model=JsonObject)
+    async def info() -> InfoReply:
         return {**state.info, "profile_window_open": state.tracing.open}
 
-    @app.post("/infer-prof/profile/start")
-    async def profile_start() -> dict[str, Any]:
+    @app.post("/infer-prof/profile/start", response_model=JsonObject)
+    async def profile_start() -> ProfileStarted:
         state.tracing.start()
         return {"started": True}
 
@@ -122,8 +183,6 @@ def create_app(state: ServeState) -> FastAPI:
                 "no profile window is open: POST /infer-prof/profile/start first", status=409
             )
         return JSONResponse(window)
-
-    return app
 
 
 async def _read_body(request: Request) -> bytes:
@@ -141,7 +200,7 @@ async def _read_body(request: Request) -> bytes:
     return b"".join(chunks)
 
 
-def _prompt_ids(body: Any, state: ServeState) -> list[int]:
+def _prompt_ids(body: ServeRequest, state: ServeState) -> list[int]:
     """The prompt's token ids, as the engine would make them (chat: the model's template)."""
     tokenizer = state.tokenizer
     if isinstance(body, ChatCompletionRequest):
@@ -154,7 +213,13 @@ def _prompt_ids(body: Any, state: ServeState) -> list[int]:
     return list(body.prompt)
 
 
-def _submit(state: ServeState, body: Any, stream: RequestStream, prompt_ids: list[int], params: Any) -> Any:
+def _submit(
+    state: ServeState,
+    body: ServeRequest,
+    stream: RequestStream,
+    prompt_ids: list[int],
+    params: SamplingParams,
+) -> RequestHandle:
     param = "messages" if isinstance(body, ChatCompletionRequest) else "prompt"
     try:
         return state.engine.submit(
@@ -200,7 +265,9 @@ async def _generate(
     return await _whole(request, state, reply, stream, handle)
 
 
-async def _events(state: ServeState, reply: Reply, stream: RequestStream, handle: Any, include_usage: bool):
+async def _events(
+    state: ServeState, reply: Reply, stream: RequestStream, handle: RequestHandle, include_usage: bool
+) -> AsyncIterator[bytes]:
     """SSE: one chunk per token, then the finish chunk (and usage), then [DONE]; a vanished client's
     request is cancelled, which frees its KV blocks (Starlette cancels this generator on disconnect)."""
     try:
@@ -223,7 +290,7 @@ async def _events(state: ServeState, reply: Reply, stream: RequestStream, handle
 
 
 async def _whole(
-    request: Request, state: ServeState, reply: Reply, stream: RequestStream, handle: Any
+    request: Request, state: ServeState, reply: Reply, stream: RequestStream, handle: RequestHandle
 ) -> Response:
     """A non-streaming reply; the request is cancelled if the client leaves before it is done."""
     finished = asyncio.ensure_future(stream.finished())
