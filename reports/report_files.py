@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from ..profiler.rundir.atomic import write_atomic, write_json_atomic, write_text_atomic
 
@@ -12,7 +12,7 @@ from ..profiler.rundir.atomic import write_atomic, write_json_atomic, write_text
 def write_report_files(
     out_dir: str | Path,
     stem: str,
-    document: dict[str, Any],
+    document: Mapping[str, object],  # a view's TypedDict, written as JSON
     html: str,
     write_pdf: Callable[[IO[bytes]], None],
 ) -> dict[str, Path]:

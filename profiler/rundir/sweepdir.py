@@ -21,7 +21,7 @@ import io
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Literal, NotRequired, TypedDict, cast
 
 import pandas as pd
 
@@ -116,18 +116,79 @@ NOT_FIGURES = {
 }
 FIGURES = frozenset(RUN_COLUMNS + CELL_COLUMNS) - NOT_FIGURES
 
+# What a sweep axis sets: a run option's or scenario key's value as the sweep file writes it (text, a whole
+# number, a number, true/false), checked against its key by profiler.sweep.spec. An infinite rate is math.inf
+# in memory and "inf" in JSON.
+AxisValue = str | int | float | bool
+
+
+class CellEntry(TypedDict):
+    """A cell in sweep.json: its folder and its axis values as JSON writes them."""
+
+    id: str
+    values: dict[str, AxisValue]
+
+
+class SweepSettings(TypedDict):
+    """What decides the cells and how each runs (repeats excepted): a resumed sweep must match it."""
+
+    axes: dict[str, list[AxisValue]]
+    seed: int
+    requests: int | None
+    seconds: float | None
+    profile: str
+
+
+class MapAxes(TypedDict):
+    """The crossover map's two axes as the sweep file names them (None: chosen by the report)."""
+
+    x: str | None
+    y: str | None
+
+
+class RunnerInfo(TypedDict):
+    """Where the cells ran: this machine, or Ray tasks with each cell's resources."""
+
+    kind: Literal["local", "ray"]
+    address: NotRequired[str]
+    cell_cpus: NotRequired[int]
+    cell_gpus: NotRequired[float]
+
+
+class SweepManifest(TypedDict, total=False):
+    """sweep.json (see the module docstring). Every key may be missing: the sweep writes it in stages and a
+    reader of an older or hand-made manifest checks or defaults what it needs."""
+
+    schema_version: int
+    kind: str
+    name: str
+    description: str
+    source: str
+    file_text: str
+    settings: SweepSettings
+    repeats: int
+    axes: dict[str, list[AxisValue]]
+    map: MapAxes
+    cells: list[CellEntry]
+    runner: RunnerInfo
+    started_at: str
+    updated_at: str
+    runs_total: int
+    runs_finished: int
+    complete: bool
+
 
 @dataclass
 class SweepData:
     """A sweep directory read back: its manifest and both tables."""
 
     path: Path
-    manifest: dict[str, Any]
+    manifest: SweepManifest
     runs: pd.DataFrame
     cells: pd.DataFrame
 
     @property
-    def axes(self) -> dict[str, list[Any]]:
+    def axes(self) -> dict[str, list[AxisValue]]:
         return self.manifest["axes"]
 
 
@@ -143,12 +204,12 @@ def now() -> str:
     return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
 
-def write_manifest(sweep_dir: str | Path, manifest: dict[str, Any]) -> Path:
-    manifest = {"schema_version": SCHEMA_VERSION, "kind": KIND, **manifest, "updated_at": now()}
-    return write_json_atomic(Path(sweep_dir) / MANIFEST, manifest)
+def write_manifest(sweep_dir: str | Path, manifest: SweepManifest) -> Path:
+    stamped: SweepManifest = {"schema_version": SCHEMA_VERSION, "kind": KIND, **manifest, "updated_at": now()}
+    return write_json_atomic(Path(sweep_dir) / MANIFEST, stamped)
 
 
-def read_manifest(sweep_dir: str | Path) -> dict[str, Any]:
+def read_manifest(sweep_dir: str | Path) -> SweepManifest:
     path = Path(sweep_dir) / MANIFEST
     if not path.is_file():
         raise SweepError(f"{sweep_dir}: no {MANIFEST} here; pass a directory written by `infer-prof sweep`")
@@ -183,7 +244,8 @@ def read_manifest(sweep_dir: str | Path) -> dict[str, Any]:
             raise SweepError(
                 f"{path}: a cell is not {{id, values}} ({str(cell)[:80]}); re-run the sweep into a new directory"
             )
-    return data
+    # JSON read from disk: the checks above cover the keys every reader indexes; the rest are read with defaults.
+    return cast(SweepManifest, data)
 
 
 def write_table(sweep_dir: str | Path, name: str, table: pd.DataFrame) -> dict[str, Path]:

@@ -8,27 +8,19 @@ import math
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal, TypedDict
+from typing import Literal, TypedDict
 
 from ...engine.loader import DEFAULT_MODEL, SYNTHETIC_PREFIX, SYNTHETIC_PRESETS
 from ...errors import InferProfError, ModelNotFoundError, SweepError
 from ...scenarios.lengths import LengthDist
 from ...scenarios.sampling import RequestClass
 from ...scenarios.spec import ScenarioSpec, load_scenario
+from ..rundir.sweepdir import AxisValue, CellEntry
 from ..session.options import EngineOptions, options_from_values
 from .spec import RUN_AXES, SCENARIO_AXES, SweepSpec, json_value
 
 DEFAULT_SCENARIO = "chat"  # what `infer-prof run` runs without --scenario
 NATIVE_AXIS = "native"
-# An axis value is the sweep file's value as written (text, number or true/false, "inf" rates as math.inf),
-# checked against its option or scenario key by profiler.sweep.spec, so typed Any below (outside data).
-
-
-class CellEntry(TypedDict):
-    """A cell in sweep.json: its folder and its axis values as JSON writes them."""
-
-    id: str
-    values: dict[str, Any]
 
 
 class ScenarioChanges(TypedDict, total=False):
@@ -50,10 +42,14 @@ class CellKey:
     """What names a cell in a sweep directory: its folder and its axis values as written."""
 
     id: str  # also its folder under cells/: "003-synthetic-tiny-16-all"
-    values: tuple[tuple[str, Any], ...]  # (axis, value) in the file's order
+    values: tuple[tuple[str, AxisValue], ...]  # (axis, value) in the file's order
 
-    def value(self, axis: str) -> Any:
+    def value(self, axis: str) -> AxisValue:
         return dict(self.values)[axis]
+
+    def native(self) -> str:
+        """The native axis' value: text, as the --native option takes it (KeyError without that axis)."""
+        return _word(self.value(NATIVE_AXIS))
 
     def label(self) -> str:
         return " ".join(f"{axis}={_text(value)}" for axis, value in self.values)
@@ -62,7 +58,7 @@ class CellKey:
         return {"id": self.id, "values": {axis: json_value(value) for axis, value in self.values}}
 
     @classmethod
-    def from_json(cls, entry: dict[str, Any]) -> CellKey:
+    def from_json(cls, entry: CellEntry) -> CellKey:
         values = entry["values"]
         return cls(
             entry["id"],
@@ -117,7 +113,7 @@ def run_order(cells: list[Cell], repeats: int) -> list[tuple[Cell, int]]:
 
 
 def _configure(
-    spec: SweepSpec, values: dict[str, Any], scenarios: dict[str, ScenarioSpec]
+    spec: SweepSpec, values: dict[str, AxisValue], scenarios: dict[str, ScenarioSpec]
 ) -> tuple[EngineOptions, ScenarioSpec, str]:
     """One cell's engine options, scenario and profile; errors name the sweep file and the cell."""
     where = " ".join(f"{axis}={_text(value)}" for axis, value in values.items())
@@ -129,35 +125,35 @@ def _configure(
         raise
     except InferProfError as err:
         raise SweepError(f"{spec.source}: axes: the cell {where}: {err}") from None
-    return options, scenario, values.get("profile", spec.profile)
+    return options, scenario, _word(values.get("profile", spec.profile))
 
 
-def _options(spec: SweepSpec, values: dict[str, Any], scenario: ScenarioSpec) -> EngineOptions:
+def _options(spec: SweepSpec, values: dict[str, AxisValue], scenario: ScenarioSpec) -> EngineOptions:
     engine = {
         name: value for name, value in values.items() if name not in RUN_AXES and name not in SCENARIO_AXES
     }
     engine.setdefault("seed", spec.seed)
     if "model" in engine:
-        engine["model"] = _path_or_name(spec, engine["model"], ".gguf")
+        engine["model"] = _path_or_name(spec, _word(engine["model"]), ".gguf")
     if "policy" not in engine and len({request_class.priority for request_class in scenario.classes()}) > 1:
         engine["policy"] = "priority"  # as `infer-prof run` picks for a scenario with priority classes
     return options_from_values(engine)
 
 
-def _scenario(spec: SweepSpec, values: dict[str, Any], cache: dict[str, ScenarioSpec]) -> ScenarioSpec:
-    name = _path_or_name(spec, values.get("scenario", DEFAULT_SCENARIO), ".toml")
+def _scenario(spec: SweepSpec, values: dict[str, AxisValue], cache: dict[str, ScenarioSpec]) -> ScenarioSpec:
+    name = _path_or_name(spec, _word(values.get("scenario", DEFAULT_SCENARIO)), ".toml")
     if name not in cache:
         cache[name] = load_scenario(name)
     base = cache[name]
     changes = _load_changes(spec, base, values)
     if "warmup_requests" in values:
-        changes["warmup_requests"] = values["warmup_requests"]
+        changes["warmup_requests"] = _whole(values["warmup_requests"])
     if "chat" in values:
-        changes["chat"] = values["chat"]
+        changes["chat"] = _flag(values["chat"])
     lengths: tuple[Literal["output_tokens", "prompt_tokens"], ...] = ("output_tokens", "prompt_tokens")
     for key in lengths:
         if key in values:
-            changes[key] = LengthDist(dist="fixed", value=values[key])
+            changes[key] = LengthDist(dist="fixed", value=_whole(values[key]))
             # A class's own lengths would win over the scenario's: the axis fixes every request's.
             changes["sampling_mix"] = tuple(
                 replace(request_class, output_tokens=None)
@@ -165,17 +161,17 @@ def _scenario(spec: SweepSpec, values: dict[str, Any], cache: dict[str, Scenario
                 else replace(request_class, prompt_tokens=None)
                 for request_class in changes.get("sampling_mix", base.sampling_mix)
             )
-    seed = values.get("seed", spec.seed)
+    seed = _whole(values.get("seed", spec.seed))
     return base.with_overrides(num_requests=spec.requests, duration_s=spec.seconds, seed=seed, **changes)
 
 
-def _load_changes(spec: SweepSpec, base: ScenarioSpec, values: dict[str, Any]) -> ScenarioChanges:
+def _load_changes(spec: SweepSpec, base: ScenarioSpec, values: dict[str, AxisValue]) -> ScenarioChanges:
     """clients makes the load a closed loop, rate an open one; burstiness shapes an open loop's arrivals."""
     if "clients" in values:
-        return {"mode": "closed-loop", "clients": values["clients"], "rate": None}
+        return {"mode": "closed-loop", "clients": _whole(values["clients"]), "rate": None}
     changes: ScenarioChanges = {}
     if "rate" in values:
-        changes = {"mode": "open-loop", "rate": float(values["rate"]), "clients": None}
+        changes = {"mode": "open-loop", "rate": float(_number(values["rate"])), "clients": None}
     if "burstiness" in values:
         if changes.get("mode", base.mode) != "open-loop":
             raise spec.fail(
@@ -183,8 +179,29 @@ def _load_changes(spec: SweepSpec, base: ScenarioSpec, values: dict[str, Any]) -
                 f"scenario {base.name} is a closed loop, which has no arrival process",
                 "an open-loop scenario, or a rate axis",
             )
-        changes["burstiness"] = values["burstiness"]
+        changes["burstiness"] = _number(values["burstiness"])
     return changes
+
+
+# A cell's values were checked against their keys' kinds by profiler.sweep.spec: these only tell the checker.
+def _word(value: AxisValue) -> str:
+    assert isinstance(value, str), value
+    return value
+
+
+def _whole(value: AxisValue) -> int:
+    assert isinstance(value, int), value
+    return value
+
+
+def _number(value: AxisValue) -> float:
+    assert isinstance(value, (int, float)), value
+    return value
+
+
+def _flag(value: AxisValue) -> bool:
+    assert isinstance(value, bool), value
+    return value
 
 
 def _path_or_name(spec: SweepSpec, value: str, suffix: str) -> str:
@@ -241,7 +258,9 @@ def check_contexts(spec: SweepSpec, cells: list[Cell]) -> None:
                 raise SweepError(f"{spec.source}: axes: the cell {cell.label()}: {err}") from None
 
 
-def _cell_id(index: int, values: tuple[tuple[str, Any], ...], axes: dict[str, tuple[Any, ...]]) -> str:
+def _cell_id(
+    index: int, values: tuple[tuple[str, AxisValue], ...], axes: dict[str, tuple[AxisValue, ...]]
+) -> str:
     # Axes with one value are the same in every cell: they would only lengthen every name.
     slug = "-".join(_slug(value) for axis, value in values if len(axes[axis]) > 1)
     return f"{index:03d}-{slug[:60].strip('-')}" if slug else f"{index:03d}"

@@ -145,7 +145,7 @@ def connect(ray: Any, address: str) -> bool:
     if ray.is_initialized():
         return False
     try_cluster(address)
-    settings: dict[str, Any] = {
+    settings: dict[str, bool] = {
         "include_dashboard": False,
         "log_to_driver": False,
         "configure_logging": False,

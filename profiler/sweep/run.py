@@ -6,7 +6,6 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
@@ -15,6 +14,7 @@ from ..inputs.addresses import parse_ray_address
 from ..rundir.sweepdir import (
     CELLS_TABLE,
     RUNS_TABLE,
+    RunnerInfo,
     read_manifest,
     write_manifest,
     write_table,
@@ -83,7 +83,7 @@ def run_sweep(
     hooks = hooks or SweepHooks()
     stop_event = stop_event or threading.Event()
     cells = prepare_cells(spec)
-    runner: dict[str, Any] = (
+    runner: RunnerInfo = (
         {"kind": "ray", "address": ray.address, "cell_cpus": ray.cell_cpus, "cell_gpus": ray.cell_gpus}
         if ray
         else {"kind": "local"}

@@ -25,10 +25,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from ...errors import SweepError, read_toml
 from ...scenarios.spec import BUILTIN_DIR
+from ..rundir.sweepdir import AxisValue, SweepSettings
 from ..session.options import OPTIONS
 
 SWEEPS_DIR = BUILTIN_DIR.parent / "sweeps"
@@ -67,7 +68,7 @@ class SweepSpec:
 
     name: str
     description: str
-    axes: dict[str, tuple[Any, ...]]  # in the file's order, values as written ("inf" rates as math.inf)
+    axes: dict[str, tuple[AxisValue, ...]]  # in the file's order, values as written ("inf" rates as math.inf)
     repeats: int = 1
     seed: int = 0
     requests: int | None = None
@@ -83,7 +84,7 @@ class SweepSpec:
         """Where relative paths among the values start."""
         return Path(self.source).parent
 
-    def settings(self) -> dict[str, Any]:
+    def settings(self) -> SweepSettings:
         """What decides the cells and how each runs (repeats excepted): a resumed sweep must match it."""
         return {
             "axes": {name: [json_value(value) for value in values] for name, values in self.axes.items()},
@@ -97,7 +98,7 @@ class SweepSpec:
         return SweepError(f"{self.source}: {key}: {problem}; allowed: {allowed}")
 
 
-def json_value(value: Any) -> Any:
+def json_value(value: AxisValue) -> AxisValue:
     """An axis value as JSON holds it: an infinite rate as \"inf\", as the file writes it."""
     return "inf" if isinstance(value, float) and math.isinf(value) else value
 
@@ -174,7 +175,7 @@ class _Parser:
         map_x, map_y = self.map(data.get("map", {}), axes)
         return replace(spec, map_x=map_x, map_y=map_y)
 
-    def axes(self, table: Any) -> dict[str, tuple[Any, ...]]:
+    def axes(self, table: object) -> dict[str, tuple[AxisValue, ...]]:
         kinds = axis_kinds()
         if not isinstance(table, dict) or not table:
             raise self.fail(
@@ -215,34 +216,22 @@ class _Parser:
                 self.choice(value, "axes.profile", PROFILES)
         return axes
 
-    def value(self, value: Any, key: str, kind: str) -> Any:
+    def value(self, value: object, key: str, kind: str) -> AxisValue:
         if kind == "rate":
             if value == "inf":
                 return math.inf
             kind = "positive"
-        ok = {
-            "string": isinstance(value, str) and bool(value.strip()),
-            "integer": isinstance(value, int) and not isinstance(value, bool),
-            "number": isinstance(value, (int, float))
-            and not isinstance(value, bool)
-            and math.isfinite(value),
-            "positive": isinstance(value, (int, float))
-            and not isinstance(value, bool)
-            and math.isfinite(value)
-            and value > 0,
-            "boolean": isinstance(value, bool),
-        }[kind]
-        if not ok:
+        if not _of_kind(value, kind):
             allowed = 'requests per second > 0, or "inf"' if key.endswith("rate") else _KIND_WORDS[kind]
             raise self.fail(key, f"{value!r} has the wrong type or is impossible", allowed)
         return value
 
-    def count(self, value: Any, key: str, allowed: str, minimum: int = 1) -> int:
+    def count(self, value: object, key: str, allowed: str, minimum: int = 1) -> int:
         if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
             raise self.fail(key, f"{value!r} is impossible", allowed)
         return value
 
-    def seconds(self, value: Any) -> float:
+    def seconds(self, value: object) -> float:
         if (
             isinstance(value, bool)
             or not isinstance(value, (int, float))
@@ -252,13 +241,13 @@ class _Parser:
             raise self.fail("seconds", f"{value!r} is impossible", "seconds > 0 per cell")
         return float(value)
 
-    def choice(self, value: Any, key: str, allowed: tuple[str, ...]) -> str:
-        if value not in allowed:
+    def choice(self, value: object, key: str, allowed: tuple[str, ...]) -> str:
+        if not isinstance(value, str) or value not in allowed:
             why = " (it records no time split: nothing to map)" if value in ("off", "counters") else ""
             raise self.fail(key, f"{value!r} is not a sweep profile{why}", ", ".join(allowed))
         return value
 
-    def map(self, table: Any, axes: dict[str, tuple[Any, ...]]) -> tuple[str | None, str | None]:
+    def map(self, table: object, axes: dict[str, tuple[AxisValue, ...]]) -> tuple[str | None, str | None]:
         if not isinstance(table, dict):
             raise self.fail("map", f"{table!r} is not a table", "a [map] table with x and y")
         for key in table:
@@ -273,6 +262,20 @@ class _Parser:
         if chosen[0] is not None and chosen[0] == chosen[1]:
             raise self.fail("map", f"x and y are both {chosen[0]!r}", "two different axes")
         return chosen[0], chosen[1]
+
+
+def _of_kind(value: object, kind: str) -> TypeGuard[AxisValue]:
+    """Whether a sweep file's value is one of `kind` (see _KIND_WORDS)."""
+    return {
+        "string": isinstance(value, str) and bool(value.strip()),
+        "integer": isinstance(value, int) and not isinstance(value, bool),
+        "number": isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value),
+        "positive": isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value > 0,
+        "boolean": isinstance(value, bool),
+    }[kind]
 
 
 _KIND_WORDS = {

@@ -3,26 +3,37 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from ...errors import SweepError
-from ..rundir.sweepdir import is_sweep_dir, now, read_manifest, run_dir_of, write_manifest
+from ..rundir.sweepdir import (
+    RunnerInfo,
+    SweepManifest,
+    SweepSettings,
+    is_sweep_dir,
+    now,
+    read_manifest,
+    run_dir_of,
+    write_manifest,
+)
 from .grid import Cell, CellKey
 from .spec import SweepSpec
 from .table import finished_result
 
 
 def open_sweep_dir(
-    spec: SweepSpec, cells: list[Cell], out_dir: Path, *, resume: bool, runner: dict[str, Any]
-) -> dict[str, Any]:
+    spec: SweepSpec, cells: list[Cell], out_dir: Path, *, resume: bool, runner: RunnerInfo
+) -> SweepManifest:
     """The manifest of a new sweep directory, or of the one being resumed; refuses to mix two sweeps."""
     manifest = check_sweep_dir(spec, cells, out_dir, resume=resume)
-    manifest.update(repeats=spec.repeats, runner=runner, runs_total=len(cells) * spec.repeats, complete=False)
+    manifest["repeats"] = spec.repeats
+    manifest["runner"] = runner
+    manifest["runs_total"] = len(cells) * spec.repeats
+    manifest["complete"] = False
     write_manifest(out_dir, manifest)
     return manifest
 
 
-def check_sweep_dir(spec: SweepSpec, cells: list[Cell], out_dir: Path, *, resume: bool) -> dict[str, Any]:
+def check_sweep_dir(spec: SweepSpec, cells: list[Cell], out_dir: Path, *, resume: bool) -> SweepManifest:
     """SweepError unless `out_dir` can take this sweep (new, or the same sweep to resume); writes nothing, so the
     CLI calls it before it prints a line."""
     keys = [CellKey(cell.id, cell.values).to_json() for cell in cells]
@@ -60,10 +71,12 @@ def check_sweep_dir(spec: SweepSpec, cells: list[Cell], out_dir: Path, *, resume
     return manifest
 
 
-def _json_round_trip(settings: dict[str, Any]) -> dict[str, Any]:
+def _json_round_trip(settings: SweepSettings) -> SweepSettings:
+    """The settings as sweep.json holds them (tuples as lists), to compare with a manifest read back."""
     import json
 
-    return json.loads(json.dumps(settings))
+    round_trip: SweepSettings = json.loads(json.dumps(settings))
+    return round_trip
 
 
 def is_finished(out_dir: Path, cell: CellKey, repeat: int) -> bool:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TypedDict
 
 import numpy as np
 import pandas as pd
@@ -17,7 +17,7 @@ from ..analysis.diagnose import NATIVE_CAPABLE, THRESHOLDS, rule_for
 from ..checks.verify import busy_ns_per_token
 from ..rundir.health import void_reason
 from ..rundir.results import RunResult, read_result, read_run
-from ..rundir.sweepdir import CELL_COLUMNS, FIGURES, RUN_COLUMNS, run_dir_of
+from ..rundir.sweepdir import CELL_COLUMNS, FIGURES, RUN_COLUMNS, AxisValue, run_dir_of
 from ..rundir.yardstick import drift_void, yardstick
 from ..stats import Interval, mean_interval, repeats_to_resolve
 from .grid import NATIVE_AXIS, CellKey
@@ -265,23 +265,21 @@ def _baselines(cells: list[CellKey]) -> dict[str, str]:
     """Each cell with C twins on -> the cell with the same values and native "none" (where there is one)."""
     if not cells or NATIVE_AXIS not in dict(cells[0].values):
         return {}
-    python_cells = {
-        _without_native(cell): cell.id for cell in cells if not parse_native(cell.value(NATIVE_AXIS))
-    }
+    python_cells = {_without_native(cell): cell.id for cell in cells if not parse_native(cell.native())}
     return {
         cell.id: python_cells[_without_native(cell)]
         for cell in cells
-        if parse_native(cell.value(NATIVE_AXIS)) and _without_native(cell) in python_cells
+        if parse_native(cell.native()) and _without_native(cell) in python_cells
     }
 
 
 def _twins(cell: CellKey) -> str:
     if NATIVE_AXIS not in dict(cell.values):
         return "none"
-    return ",".join(sorted(parse_native(cell.value(NATIVE_AXIS)))) or "none"
+    return ",".join(sorted(parse_native(cell.native()))) or "none"
 
 
-def _without_native(cell: CellKey) -> tuple[tuple[str, Any], ...]:
+def _without_native(cell: CellKey) -> tuple[tuple[str, AxisValue], ...]:
     return tuple((axis, value) for axis, value in cell.values if axis != NATIVE_AXIS)
 
 
@@ -302,7 +300,7 @@ def _predicted(cell: CellKey, group: pd.DataFrame, python: pd.DataFrame | None) 
     """The Python runs' Amdahl prediction for the twins this cell switches on (all three: a Python cell)."""
     if python is None:
         return _mean(_numbers(group["predicted_gain"]))
-    twins = sorted(parse_native(cell.value(NATIVE_AXIS)))
+    twins = sorted(parse_native(cell.native()))
     columns = [f"predicted_gain_{name}" for name in twins if f"predicted_gain_{name}" in python]
     totals = [
         sum(float(row[column]) for column in columns)

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from ...errors import SweepError
-from ...profiler.rundir.sweepdir import SweepData, read_sweep
+from ...profiler.rundir.sweepdir import AxisValue, MapAxes, SweepData, read_sweep
 
 # The field's rule of thumb: near 1% of a step, leave Python alone; from 30%, a native rewrite pays.
 LOW_LINE, HIGH_LINE = 0.01, 0.30
@@ -52,7 +52,7 @@ class SweepPoint(TypedDict):
 @dataclass
 class FirstLook:
     cell: str
-    values: dict[str, Any]
+    values: dict[str, object]  # the cell's axis values as its table row holds them (pandas' scalars)
     share: float | None
     share_se: float | None
     measured_gain: float | None
@@ -69,8 +69,8 @@ class Crossover:
     description: str
     x: str | None
     y: str | None
-    x_values: list[Any]
-    y_values: list[Any]
+    x_values: list[AxisValue | None]  # [None] without that axis
+    y_values: list[AxisValue | None]
     native_value: str | None  # which native value the gain map shows
     facets: list[Facet]
     cells: pd.DataFrame
@@ -82,7 +82,7 @@ class Crossover:
     first_look: FirstLook | None = None
     points: list[SweepPoint] = field(default_factory=list)  # predicted vs measured, one per native cell
     notes: list[str] = field(default_factory=list)
-    axes: dict[str, list[Any]] = field(default_factory=dict)
+    axes: dict[str, list[AxisValue]] = field(default_factory=dict)
 
 
 def read_crossover(sweep_dir: str | Path, *, x: str | None = None, y: str | None = None) -> Crossover:
@@ -92,7 +92,7 @@ def read_crossover(sweep_dir: str | Path, *, x: str | None = None, y: str | None
 
 def build_crossover(data: SweepData, *, x: str | None = None, y: str | None = None) -> Crossover:
     axes = {name: [_value(name, value) for value in values] for name, values in data.axes.items()}
-    chosen = data.manifest.get("map") or {}
+    chosen: MapAxes = data.manifest.get("map") or {"x": None, "y": None}
     x_axis, y_axis = choose_axes(axes, x or chosen.get("x"), y or chosen.get("y"), source=str(data.path))
     cells = data.cells.copy()
     native_value = _gain_native_value(cells, axes)
@@ -102,8 +102,8 @@ def build_crossover(data: SweepData, *, x: str | None = None, y: str | None = No
         description=str(data.manifest.get("description", "")),
         x=x_axis,
         y=y_axis,
-        x_values=axes.get(x_axis, [None]) if x_axis else [None],
-        y_values=axes.get(y_axis, [None]) if y_axis else [None],
+        x_values=_map_values(axes, x_axis),
+        y_values=_map_values(axes, y_axis),
         native_value=native_value,
         facets=[],
         cells=cells,
@@ -125,7 +125,7 @@ def build_crossover(data: SweepData, *, x: str | None = None, y: str | None = No
 
 
 def choose_axes(
-    axes: dict[str, list[Any]], x: str | None, y: str | None, *, source: str
+    axes: dict[str, list[AxisValue]], x: str | None, y: str | None, *, source: str
 ) -> tuple[str | None, str | None]:
     """The map's axes: as asked, else a load axis across and another axis with several values down."""
     for option, name in (("--x", x), ("--y", y)):
@@ -150,11 +150,16 @@ def choose_axes(
     return x, y
 
 
-def _value(axis: str, value: Any) -> Any:
+def _map_values(axes: dict[str, list[AxisValue]], axis: str | None) -> list[AxisValue | None]:
+    """A map axis' values in the file's order; [None] (one row or column) without that axis."""
+    return list(axes.get(axis, [None])) if axis else [None]
+
+
+def _value(axis: str, value: AxisValue) -> AxisValue:
     return math.inf if axis == "rate" and value == "inf" else value
 
 
-def _gain_native_value(cells: pd.DataFrame, axes: dict[str, list[Any]]) -> str | None:
+def _gain_native_value(cells: pd.DataFrame, axes: dict[str, list[AxisValue]]) -> str | None:
     """The native value whose cells make the gain map: the one switching on the most twins."""
     if NATIVE_AXIS not in axes or cells.empty or "twins" not in cells:
         return None
@@ -162,7 +167,8 @@ def _gain_native_value(cells: pd.DataFrame, axes: dict[str, list[Any]]) -> str |
     if native.empty:
         return None
     counts = {value: len(str(twins).split(",")) for value, twins in zip(native[NATIVE_AXIS], native["twins"])}
-    return max(axes[NATIVE_AXIS], key=lambda value: counts.get(value, -1)) if counts else None
+    # str(): the native axis' values are text (the --native option's), as sweep.spec checked them.
+    return str(max(axes[NATIVE_AXIS], key=lambda value: counts.get(value, -1))) if counts else None
 
 
 def _facets(crossover: Crossover, cells: pd.DataFrame) -> list[Facet]:
@@ -403,15 +409,15 @@ def _facet_count(crossover: Crossover) -> int:
     return count
 
 
-def _axis_values(crossover: Crossover, row: pd.Series, *, skip_native: bool) -> dict[str, Any]:
+def _axis_values(crossover: Crossover, row: pd.Series, *, skip_native: bool) -> dict[str, object]:
     return {axis: row[axis] for axis in crossover.axes if not (skip_native and axis == NATIVE_AXIS)}
 
 
-def _named(axis: str | None, value: Any) -> str:
+def _named(axis: str | None, value: object) -> str:
     return f"{axis}={_text(value)}" if axis else ""
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     if isinstance(value, float) and math.isinf(value):
         return "inf"
     if isinstance(value, (bool, np.bool_)):

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from ...errors import CompareError
-from ...profiler.rundir.sweepdir import read_sweep
+from ...profiler.rundir.sweepdir import AxisValue, MapAxes, read_sweep
 from .analysis import Crossover, Facet, build_crossover
 
 NOISE_SIGMAS = 2.0  # a difference within two combined standard errors is called noise
@@ -29,6 +29,21 @@ class FacetDifference:
     gain_diff: np.ndarray
 
 
+class SweepComparisonDict(TypedDict):
+    """A sweep comparison as JSON writes it (`infer-prof compare` of two sweep directories)."""
+
+    kind: str
+    before: str
+    after: str
+    axes: list[str]
+    map: MapAxes
+    cells: list[dict[str, object]]  # one per matched cell: its row, NaN as null and inf as "inf"
+    only_before: int
+    only_after: int
+    summary: SweepCounts
+    notes: list[str]
+
+
 @dataclass
 class SweepComparison:
     before: Path
@@ -36,8 +51,8 @@ class SweepComparison:
     axes: list[str]
     x: str | None
     y: str | None
-    x_values: list[Any]
-    y_values: list[Any]
+    x_values: list[AxisValue | None]  # [None] without that axis
+    y_values: list[AxisValue | None]
     native_value: str | None
     rows: pd.DataFrame  # one per cell found in both sweeps
     facets: list[FacetDifference] = field(default_factory=list)
@@ -45,7 +60,7 @@ class SweepComparison:
     only_after: int = 0
     notes: list[str] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> SweepComparisonDict:
         rows = self.rows.replace({np.nan: None}).to_dict("records")
         return {
             "kind": "sweeps",
@@ -220,7 +235,7 @@ def _notes(comparison: SweepComparison, before: Crossover, after: Crossover) -> 
     return notes
 
 
-def _json(value: Any) -> Any:
+def _json(value: Any) -> object:  # Any: a pandas record's value
     if isinstance(value, (np.bool_,)):
         return bool(value)
     if isinstance(value, (np.integer,)):

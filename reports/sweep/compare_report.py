@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Any
+from typing import IO
 
 from matplotlib.backends.backend_pdf import PdfPages
 from matplotlib.figure import Figure
@@ -125,7 +125,7 @@ def render_html(comparison: SweepComparison) -> str:
     )
 
 
-def _write_pdf(handle: Any, comparison: SweepComparison) -> None:
+def _write_pdf(handle: IO[bytes], comparison: SweepComparison) -> None:
     metadata = {"Title": "infer-prof: two sweeps compared", "Creator": "infer-prof", "CreationDate": None}
     with charts.chart_style(), PdfPages(handle, metadata=metadata) as pdf:
         pages = TextPages(new_page=lambda: Figure(figsize=A4_INCHES), finish_page=pdf.savefig)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Protocol, TypeVar
 
 from matplotlib.backends.backend_pdf import PdfPages
+from matplotlib.figure import SubFigure
 
 from ..run import charts
 from ..run.pdf_text import A4_INCHES, CHART_AREA
@@ -14,13 +15,29 @@ MAP_WIDTH = 10.0  # inches: the page's width
 PAGE_HEIGHT = 10.2  # inches of an A4 page's chart area that two charts share
 
 
+class _Labelled(Protocol):
+    """A facet of a sweep's maps (a Facet or a FacetDifference): what its caption names."""
+
+    @property
+    def label(self) -> str: ...
+
+
+Source = TypeVar("Source")  # what every facet's chart draws from: the sweep or the comparison
+FacetT = TypeVar("FacetT", bound=_Labelled)
+
+
 def map_height(y_values: int, titles: float) -> float:
     """A facet's map height: `titles` inches of titles and axes, three quarters of an inch per row of cells."""
     return titles + 0.75 * max(2, y_values)
 
 
 def facet_svgs(
-    draw: Callable[..., None], source: Any, facets: Sequence[Any], *, height: float, label: str
+    draw: Callable[[charts.Target, Source, FacetT], None],
+    source: Source,
+    facets: Sequence[FacetT],
+    *,
+    height: float,
+    label: str,
 ) -> list[str]:
     """One inline SVG per facet (a Facet or a FacetDifference): draw(target, source, facet), labelled '<label> <facet>'."""
     return [
@@ -31,7 +48,7 @@ def facet_svgs(
     ]
 
 
-def two_to_a_page(pdf: PdfPages, plans: Sequence[tuple[float, Callable[[Any], None]]]) -> None:
+def two_to_a_page(pdf: PdfPages, plans: Sequence[tuple[float, Callable[[SubFigure], None]]]) -> None:
     """Charts two to an A4 page, each (height in inches, draw(area)), the page's spare height left below them."""
     for start in range(0, len(plans), 2):
         page = charts.page(*A4_INCHES, CHART_AREA)
