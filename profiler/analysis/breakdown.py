@@ -52,22 +52,29 @@ samples split's `samples` (engine-thread stacks) and the spans split's `spans` a
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Literal, NamedTuple, TypeVar
 
 from ...engine.engine import ENGINE_THREAD_NAME
 from ..collectors.spans import OUTSIDE
 from ..rundir.results import CATEGORIES, COMPONENTS, LEGACY_SPAN_NAMES
 from ..rundir.schema import Breakdown, Split
 from ..stats import wilson_interval
-from .sample_counts import SampleCounts, pool_counts
+from .sample_counts import SampleCounts, from_thread_counts, pool_counts
 
 if TYPE_CHECKING:
     from typing_extensions import TypeIs
 
+    from ..collectors.base import CollectorResult
     from ..collectors.gc import GcResult
+    from ..collectors.kernels import KernelResult, KernelWindow, SpanSplit, SpanTime
     from ..collectors.registry import CollectorResults
     from ..collectors.spans import LockTotals, PauseTotals, SpanResult
+
+    ResultT = TypeVar("ResultT", bound=CollectorResult)
+
+# A steps row: the tracer's (collectors.spans.StepRow) or steps.csv's, {step, <span>_ms...}, numbers or null.
+StepsRow = Mapping[str, float | None]
 
 # Engine span names (engine.trace.SPAN_NAMES) -> breakdown components; "step" is the loop itself. Runs recorded
 # before the spans took their components' names called two of them "tokenize" and "detokenize" (LEGACY_SPAN_NAMES).
@@ -97,7 +104,7 @@ LOCK_SCOPE = (
 NATIVE_RESOLUTION_MIN = 0.5
 
 
-def _ok(result: Mapping[str, Any] | None) -> TypeIs[Mapping[str, Any]]:
+def _ok(result: ResultT | None) -> TypeIs[ResultT]:
     return bool(result) and result is not None and result.get("status") == "ok"
 
 
@@ -105,7 +112,7 @@ def _fractions(values: Mapping[str, float | None], wall: float) -> dict[str, flo
     return {key: (value / wall if value is not None and wall > 0 else None) for key, value in values.items()}
 
 
-def _window_steps(kernels: Mapping[str, Any]) -> set[int]:
+def _window_steps(kernels: KernelResult) -> set[int]:
     return {
         window["first_step"] + offset
         for window in kernels.get("windows", [])
@@ -113,9 +120,16 @@ def _window_steps(kernels: Mapping[str, Any]) -> set[int]:
     }
 
 
-def _self_ns_in(steps: list[dict[str, Any]], span: str, chosen: set[int]) -> float:
+def step_index(row: StepsRow) -> int:
+    """The row's step index (a step row's values are numbers or None: its step is always set)."""
+    step = row["step"]
+    assert step is not None
+    return int(step)
+
+
+def _self_ns_in(steps: Sequence[StepsRow], span: str, chosen: set[int]) -> float:
     column = f"{span}_ms"
-    return sum(row.get(column, 0.0) for row in steps if row["step"] in chosen) * 1e6
+    return sum(row.get(column) or 0.0 for row in steps if row["step"] in chosen) * 1e6
 
 
 def _samples_model_fraction(samples_engine: Split | None) -> float | None:
@@ -127,9 +141,7 @@ def _samples_model_fraction(samples_engine: Split | None) -> float | None:
     return kernel / (kernel + glue) if kernel + glue > 0 else None
 
 
-def _window_inflation(
-    steps: list[dict[str, Any]], span: str, kernels: Mapping[str, Any], inside: set[int]
-) -> float:
+def _window_inflation(steps: Sequence[StepsRow], span: str, kernels: KernelResult, inside: set[int]) -> float:
     """How much the profiler windows (`inside`: their steps) slowed `span`: its mean self time per step
     inside the windows over the same mean in the steps just before each window (>= 1; 1 when there is
     nothing to compare)."""
@@ -139,14 +151,14 @@ def _window_inflation(
         for offset in range(1, window["steps"] + 1)
     } - inside
     column = f"{span}_ms"
-    inside_rows = [row.get(column, 0.0) for row in steps if row["step"] in inside]
-    before_rows = [row.get(column, 0.0) for row in steps if row["step"] in before]
+    inside_rows = [row.get(column) or 0.0 for row in steps if row["step"] in inside]
+    before_rows = [row.get(column) or 0.0 for row in steps if row["step"] in before]
     if not inside_rows or not before_rows or sum(before_rows) <= 0:
         return 1.0
     return max(1.0, (sum(inside_rows) / len(inside_rows)) / (sum(before_rows) / len(before_rows)))
 
 
-def _split(entry: dict[str, float], self_ns: float) -> tuple[float, float]:
+def _split(entry: SpanSplit | SpanTime, self_ns: float) -> tuple[float, float]:
     """(kernel, fee) fractions of a span's self time from its op times in the same steps.
 
     The raw ratio, uncorrected for the windows' slowdown: scaling by it assumed the profiler's cost
@@ -158,13 +170,13 @@ def _split(entry: dict[str, float], self_ns: float) -> tuple[float, float]:
 
 
 def _follow_windows(
-    rows: list[dict[str, Any]], span: str, windows: list[dict[str, Any]]
+    rows: Sequence[StepsRow], span: str, windows: Sequence[KernelWindow]
 ) -> tuple[float, float] | None:
     """(kernel, fee) fractions of `span` over the whole run: each window's own split applied to the
     steps nearest to it, weighted by the span's time in those steps (a run's phases differ: ramp-up,
     steady state, drain). None when the windows carry no split of their own."""
     column = f"{span}_ms"
-    by_step = {row["step"]: row.get(column, 0.0) * 1e6 for row in rows}
+    by_step = {step_index(row): (row.get(column) or 0.0) * 1e6 for row in rows}
     usable = []
     for window in windows:
         entry = window.get("by_span", {}).get(span)
@@ -202,8 +214,8 @@ class SpanFractions(NamedTuple):
 
 
 def kernel_fractions(
-    spans: Mapping[str, Any],
-    kernels: Mapping[str, Any] | None,
+    rows: Sequence[StepsRow],
+    kernels: KernelResult | None,
     samples_engine: Split | None,
     notes: list[str],
 ) -> SpanFractions:
@@ -217,7 +229,6 @@ def kernel_fractions(
     samples_fraction = _samples_model_fraction(samples_engine)
     profiled = _window_steps(kernels) if _ok(kernels) else set()
     if _ok(kernels) and kernels.get("by_span") and profiled:
-        rows = spans.get("steps", [])
         kernel: dict[str, float] = {}
         fee: dict[str, float] = {}
         described = []
@@ -274,7 +285,7 @@ def spans_split(
     *,
     engine_thread_name: str,
     wall_ns: int,
-    kernels: Mapping[str, Any] | None,
+    kernels: KernelResult | None,
     gc: GcResult | None,
     samples_engine: Split | None,
     native_components: Iterable[str],
@@ -297,11 +308,9 @@ def spans_split(
             pause_by_parent["step"] = float(engine_gc)
             self_ns["step"] = self_ns.get("step", 0.0) - engine_gc
             notes.append("GC pauses were not attributed to spans; they are taken out of the step loop's time")
-    engine_pause = (
-        float((kernels or {}).get("overhead", {}).get("engine_pause_ns", 0) or 0) if _ok(kernels) else 0.0
-    )
+    engine_pause = float(kernels.get("overhead", {}).get("engine_pause_ns", 0) or 0) if _ok(kernels) else 0.0
 
-    fractions = kernel_fractions(spans, kernels, samples_engine, notes)
+    fractions = kernel_fractions(spans.get("steps", []), kernels, samples_engine, notes)
     kernel_fraction = fractions.kernel
     native = {span for span, component in SPAN_COMPONENTS.items() if component in set(native_components)}
     kernel_ns = {
@@ -407,7 +416,7 @@ def _shares(counts: Mapping[str, float] | None, total: float) -> dict[str, float
     return {name: count / total for name, count in (counts or {}).items() if count and name in COMPONENTS}
 
 
-def samples_split(counts: SampleCounts | Mapping[str, Any] | None) -> Split | None:
+def samples_split(counts: SampleCounts | None) -> Split | None:
     """A SPLIT from pooled sample counts; categories a Python-only sample cannot resolve are null."""
     if not counts:
         return None
@@ -489,9 +498,11 @@ def build_breakdown(
             for name, data in threads.items()
             if name == engine_thread_name or (engine_id is not None and engine_id in data["thread_ids"])
         }
-        engine_counts = pool_counts(data for name, data in threads.items() if name in engine_names)
+        engine_counts = pool_counts(
+            from_thread_counts(data) for name, data in threads.items() if name in engine_names
+        )
         client_counts = pool_counts(
-            data
+            from_thread_counts(data)
             for name, data in threads.items()
             if name not in engine_names and name not in PROFILER_THREADS
         )

@@ -31,7 +31,6 @@ module builds the result's sections from them.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, cast
 
 from ..rundir.schema import (
     AmdahlBound,
@@ -75,7 +74,7 @@ from .foreign_words import (
 from .sample_counts import pool_counts
 
 
-def foreign_breakdown(processes: Sequence[dict[str, Any]], wall_ns: int) -> Breakdown:
+def foreign_breakdown(processes: Sequence[ForeignProcess], wall_ns: int) -> Breakdown:
     """A `breakdown` section from processes (ProcessRoles.as_dict): the engine process's engine threads as the
     samples split, every other thread pooled as client_threads, and the processes themselves."""
     notes: list[str] = []
@@ -113,7 +112,7 @@ def foreign_breakdown(processes: Sequence[dict[str, Any]], wall_ns: int) -> Brea
 
 
 def foreign_verdict(
-    processes: Sequence[dict[str, Any]], *, blind_spots: list[str] | None = None, confidence: float = 0.95
+    processes: Sequence[ForeignProcess], *, blind_spots: list[str] | None = None, confidence: float = 0.95
 ) -> Verdict:
     """The result's `verdict` section for a foreign engine (same keys as diagnose(), plus `foreign`); the interpreter
     share's interval at `confidence`."""
@@ -153,7 +152,7 @@ def foreign_verdict(
     }
 
 
-def _no_verdict(processes: Sequence[dict[str, Any]], spots: list[str], reason: str) -> Verdict:
+def _no_verdict(processes: Sequence[ForeignProcess], spots: list[str], reason: str) -> Verdict:
     """The verdict section when there is nothing to judge: every figure null, the reason, the processes."""
     return {
         "category": None,
@@ -171,7 +170,7 @@ def _no_verdict(processes: Sequence[dict[str, Any]], spots: list[str], reason: s
     }
 
 
-def _foreign_section(figures: LoopFigures, processes: Sequence[dict[str, Any]]) -> ForeignVerdict:
+def _foreign_section(figures: LoopFigures, processes: Sequence[ForeignProcess]) -> ForeignVerdict:
     """The verdict's `foreign` section: the loop's shares, the critical path, waits, the API server, the bounds."""
     busy = figures.busy
     return {
@@ -273,7 +272,7 @@ def with_slowdowns(verdict: Verdict, what_if: ProbeWhatIf | None) -> None:
     verdict["reasons"] = reasons
 
 
-def _process_rows(processes: Sequence[dict[str, Any]]) -> list[ForeignProcess]:
+def _process_rows(processes: Sequence[ForeignProcess]) -> list[ForeignProcess]:
     """One row per process: pid, role, engine, engine thread, and each thread's role and split (counts left out)."""
     return [
         {
@@ -283,13 +282,17 @@ def _process_rows(processes: Sequence[dict[str, Any]]) -> list[ForeignProcess]:
             "engine": process.get("engine"),
             "engine_thread": process.get("engine_thread"),
             "resolution": process.get("resolution"),
-            "threads": [  # analysis.roles's thread rows, less their counts: SampledThread
-                cast(SampledThread, {key: value for key, value in thread.items() if key != "counts"})
-                for thread in process["threads"]
-            ],
+            "threads": [_without_counts(thread) for thread in process["threads"]],
         }
         for process in processes
     ]
+
+
+def _without_counts(thread: SampledThread) -> SampledThread:
+    """analysis.roles's thread row, less its counts (the verdict's rows show the shares alone)."""
+    row = thread.copy()
+    row.pop("counts", None)
+    return row
 
 
 # A first token that took this many times a later token's time, while the loop was busy, waited for its turn.

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from ..rundir.schema import ForeignProcess, SampledThread
 from ..stats import Interval, wilson_interval
 from .sample_counts import SampleCounts, sum_counts
 
@@ -93,7 +93,7 @@ class ApiFigures:
 class LoopFigures:
     """Everything the foreign verdict says about an engine loop that worked while sampled, as counted."""
 
-    pid: int
+    pid: int | None  # None where the sampler did not say
     role: str  # "engine loop", "model worker", or another role standing in
     engine: str | None
     engine_threads: list[int]
@@ -121,7 +121,7 @@ class LoopFigures:
     confidence: float = 0.95  # of the interpreter share's interval
 
 
-def loop_counts(threads: Sequence[dict[str, Any]]) -> SampleCounts:
+def loop_counts(threads: Sequence[SampledThread]) -> SampleCounts:
     """The engine loop's counts from its threads. A pool that takes turns running the loop (llama-cpp-python's
     AnyIO workers run each token on whichever is free) is one loop: while one works the others wait for work,
     so summed they would read idle (N-1)/N of the time whatever the load. When their work fits in one
@@ -148,10 +148,10 @@ def loop_counts(threads: Sequence[dict[str, Any]]) -> SampleCounts:
     return out
 
 
-def engine_process(processes: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+def engine_process(processes: Sequence[ForeignProcess]) -> ForeignProcess | None:
     """The process whose engine thread is the engine loop (else a model worker's), the most work first."""
 
-    def work(process: dict[str, Any]) -> int:
+    def work(process: ForeignProcess) -> float:
         return sum(
             thread["counts"]["work"]
             for thread in process["threads"]
@@ -169,13 +169,13 @@ def engine_process(processes: Sequence[dict[str, Any]]) -> dict[str, Any] | None
     return None
 
 
-def engine_threads(process: dict[str, Any]) -> list[dict[str, Any]]:
+def engine_threads(process: ForeignProcess) -> list[SampledThread]:
     """The process's engine threads."""
     return [thread for thread in process["threads"] if thread["thread_id"] in process["engine_threads"]]
 
 
 def loop_figures(
-    processes: Sequence[dict[str, Any]], chosen: dict[str, Any], *, confidence: float = 0.95
+    processes: Sequence[ForeignProcess], chosen: ForeignProcess, *, confidence: float = 0.95
 ) -> LoopFigures | None:
     """The figures of the chosen process's engine loop (engine_process), or None when it only waited for work;
     the interpreter share's interval at `confidence` (a run that goes on until resolved spends its miss rate over
@@ -251,7 +251,7 @@ def _interval(hits: float, trials: float, confidence: float = 0.95) -> Interval:
     return wilson_interval(max(0.0, min(hits, trials)), trials, confidence=confidence)
 
 
-def _worker_process(processes: Sequence[dict[str, Any]], chosen: dict[str, Any]) -> dict[str, Any] | None:
+def _worker_process(processes: Sequence[ForeignProcess], chosen: ForeignProcess) -> ForeignProcess | None:
     """The model worker process beside the chosen one with the most work in its engine threads."""
     workers = [
         process for process in processes if process is not chosen and process["role"] == "model worker"
@@ -259,7 +259,7 @@ def _worker_process(processes: Sequence[dict[str, Any]], chosen: dict[str, Any])
     return max(workers, key=lambda p: sum(t["counts"]["work"] for t in engine_threads(p)), default=None)
 
 
-def _worker_figures(worker: dict[str, Any], counts: SampleCounts) -> WorkerFigures | None:
+def _worker_figures(worker: ForeignProcess, counts: SampleCounts) -> WorkerFigures | None:
     """The worker's split of its busy samples, or None when it only waited for work."""
     busy = counts["samples"] - counts["categories"].get("idle", 0)
     if busy <= 0:
@@ -329,9 +329,13 @@ def _bounds(
     return out
 
 
-def _wait_counts(processes: Sequence[dict[str, Any]]) -> WaitCounts:
+def _wait_counts(processes: Sequence[ForeignProcess]) -> WaitCounts:
     """Which waits the run saw, over every thread: for work (idle), behind another request (queueing), contention."""
-    idle = queueing = contention = client = total = 0
+    idle: float = 0
+    queueing: float = 0
+    contention: float = 0
+    client: float = 0
+    total: float = 0
     for process in processes:
         for thread in process["threads"]:
             waits = thread["counts"].get("waits") or {}
@@ -343,7 +347,7 @@ def _wait_counts(processes: Sequence[dict[str, Any]]) -> WaitCounts:
     return WaitCounts(idle=idle, queueing=queueing, client=client, lock=contention, total=total)
 
 
-def _api_figures(processes: Sequence[dict[str, Any]]) -> ApiFigures | None:
+def _api_figures(processes: Sequence[ForeignProcess]) -> ApiFigures | None:
     """The API / event-loop thread with the most work: its busy share and GIL waits."""
     candidates = [
         (process, thread) for process in processes for thread in process["threads"] if thread["role"] == "api"

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
-from ..rundir.schema import ProbeSlowdown
+from ..rundir.schema import ForeignProcess, ProbeSlowdown
 from .diagnose import (
     REWRITE_FROM,
     RULE_REWRITE,
@@ -77,7 +76,7 @@ def loop_words(role: str) -> str:
     return "busiest thread (can't tell which is the engine)"
 
 
-def no_loop_reason(processes: Sequence[dict[str, Any]]) -> str:
+def no_loop_reason(processes: Sequence[ForeignProcess]) -> str:
     """Why there is no verdict when no process holds an engine loop or a model worker."""
     roles = "; ".join(f"pid {p['pid']}: {p['role_words']}" for p in processes) or "no samples"
     return (
@@ -86,7 +85,7 @@ def no_loop_reason(processes: Sequence[dict[str, Any]]) -> str:
     )
 
 
-def idle_loop_reason(role: str, pid: int) -> str:
+def idle_loop_reason(role: str, pid: int | None) -> str:
     """Why there is no verdict when the engine loop only waited for work."""
     return (
         f"The {loop_words(role)} in pid {pid} only waited for work while sampled: "

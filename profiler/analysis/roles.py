@@ -24,8 +24,8 @@ import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
+from ..rundir.schema import ForeignProcess, SampledThread, ThreadSampleCounts
 from .classify import (
     ComponentRules,
     Frame,
@@ -107,7 +107,7 @@ class ThreadSplit:
             else (self.name or "thread")
         )
 
-    def counts(self) -> dict[str, Any]:
+    def counts(self) -> ThreadSampleCounts:
         """Its counts in profiler.collectors.sampling.summarize_stacks's shape (for breakdown.samples_split)."""
         return {
             "thread_ids": [self.thread_id] if self.thread_id is not None else [],
@@ -124,7 +124,7 @@ class ThreadSplit:
             "work": self.work,
         }
 
-    def as_dict(self, native_stacks: bool) -> dict[str, Any]:
+    def as_dict(self, native_stacks: bool) -> SampledThread:
         total = self.samples or 1
         return {
             "thread_id": self.thread_id,
@@ -159,7 +159,7 @@ class ProcessRoles:
     def thread(self, thread_id: int | None) -> ThreadSplit | None:
         return next((thread for thread in self.threads if thread.thread_id == thread_id), None)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> ForeignProcess:
         return {
             "pid": self.pid,
             "role": self.role,
@@ -229,7 +229,7 @@ def process_roles(
     rules = rules or ComponentRules(table_rules(tables))
     waits = waits or WaitRules(tables)
     rows = _role_rows(tables)
-    threads: dict[Any, ThreadSplit] = {}
+    threads: dict[int | str | None, ThreadSplit] = {}  # by thread id, else by name
     for stack in stacks:
         key = stack.thread_id if stack.thread_id is not None else stack.thread_name
         thread = threads.setdefault(key, ThreadSplit(stack.thread_id, stack.thread_name))

@@ -1,15 +1,20 @@
 """py-spy sample counts of several threads added into one thread's: the one pooling breakdown and foreign use.
 
-A thread's counts are profiler.collectors.sampling.summarize_stacks's shape (samples, native_samples,
-dispatch and the categories, components, lock_components and gil_components tables), to which a foreign
-server's threads (profiler.analysis.roles.ThreadSplit.counts) add work, gil, waits and by_category. A key
-a thread lacks counts 0; every key is in the pool, so a reader of the pool never asks whether it is there.
+A thread's counts are the result schema's SampleCounts: a foreign server's threads (profiler.analysis.roles.
+ThreadSplit.counts) carry every key; our own sampler's (profiler.collectors.sampling.summarize_stacks) lack
+work, gil, waits and by_category, which from_thread_counts fills with 0. A key a thread lacks counts 0 (a
+file read back may be older); every key is in the pool, so a reader of the pool never asks whether it is there.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any, Literal, TypedDict
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Literal
+
+from ..rundir.schema import SampleCounts
+
+if TYPE_CHECKING:
+    from ..collectors.sampling import ThreadCounts
 
 Total = Literal["samples", "work", "gil", "native_samples", "dispatch"]
 Table = Literal["categories", "components", "waits", "by_category", "lock_components", "gil_components"]
@@ -24,24 +29,7 @@ TABLES: tuple[Table, ...] = (
 )
 
 
-class SampleCounts(TypedDict):
-    """Sample counts pooled over threads: the input of breakdown.samples_split. Counts are floats since a pool
-    that takes turns running one loop keeps a fraction of its idle samples (foreign.loop_counts)."""
-
-    samples: float
-    work: float  # samples that are not waits (roles.ThreadSplit.work); 0 where the threads did not say
-    gil: float  # GIL waits, counted as work
-    native_samples: float
-    dispatch: float
-    categories: dict[str, float]
-    components: dict[str, float]
-    waits: dict[str, float]  # wait kind -> samples (idle, queueing, worker, client, lock)
-    by_category: dict[str, float]  # "category/component" -> samples
-    lock_components: dict[str, float]
-    gil_components: dict[str, float]
-
-
-def sum_counts(threads: Iterable[Mapping[str, Any]]) -> SampleCounts:
+def sum_counts(threads: Iterable[SampleCounts]) -> SampleCounts:
     """The threads' counts added up, as one thread's (all zero for no thread)."""
     out: SampleCounts = {
         "samples": 0,
@@ -66,7 +54,26 @@ def sum_counts(threads: Iterable[Mapping[str, Any]]) -> SampleCounts:
     return out
 
 
-def pool_counts(threads: Iterable[Mapping[str, Any]]) -> SampleCounts | None:
+def pool_counts(threads: Iterable[SampleCounts]) -> SampleCounts | None:
     """The threads' counts added up, or None where they hold no sample."""
     out = sum_counts(threads)
     return out if out["samples"] else None
+
+
+def from_thread_counts(counts: ThreadCounts) -> SampleCounts:
+    """A thread's counts from our own process's sampler (collectors.sampling.summarize_stacks) in the pool's shape:
+    it does not count work, GIL waits, waits or by_category, which count 0 as in a pool of foreign threads (as
+    does any key a result read back lacks)."""
+    return {
+        "samples": counts.get("samples") or 0,
+        "work": 0,
+        "gil": 0,
+        "native_samples": counts.get("native_samples") or 0,
+        "dispatch": counts.get("dispatch") or 0,
+        "categories": dict(counts.get("categories") or {}),
+        "components": dict(counts.get("components") or {}),
+        "waits": {},
+        "by_category": {},
+        "lock_components": dict(counts.get("lock_components") or {}),
+        "gil_components": dict(counts.get("gil_components") or {}),
+    }

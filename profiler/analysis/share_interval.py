@@ -26,18 +26,21 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from ..rundir.schema import Interval
+from ..rundir.schema import Breakdown, Interval
 from ..stats import (
     block_length,
     bootstrap_standard_error,
     combined_interval,
     rate_statistic,
 )
-from .breakdown import kernel_fractions
+from .breakdown import StepsRow, kernel_fractions, step_index
+
+if TYPE_CHECKING:
+    from ..collectors.kernels import KernelResult, KernelWindow, SpanTime
 
 # Spans whose kernel fraction is below this take no part in the windows' term: nothing moves there.
 KERNEL_FLOOR = 0.005
@@ -75,14 +78,14 @@ class ShareInterval:
 
 
 def _window_kernel_shares(
-    rows: Sequence[Mapping[str, Any]],
-    windows: Sequence[Mapping[str, Any]],
+    rows: Sequence[StepsRow],
+    windows: Sequence[KernelWindow],
     shares: Mapping[str, float],
     fractions: Mapping[str, float],
 ) -> np.ndarray:
     """g_w per window: the run's kernel share of step time were every span's fraction the window's own."""
     column_of = {span: f"{span}_ms" for span in shares}
-    by_step = {int(row["step"]): row for row in rows}
+    by_step = {step_index(row): row for row in rows}
     out = []
     for window in windows:
         first, count = int(window["first_step"]), int(window["steps"])
@@ -109,12 +112,12 @@ def _window_kernel_shares(
 
 
 def interpreter_share_interval(
-    rows: Sequence[Mapping[str, Any]],
+    rows: Sequence[StepsRow],
     *,
     point: float,
     kernel_fractions: Mapping[str, float | None],
     kernel_source: str,
-    windows: Sequence[Mapping[str, Any]] = (),
+    windows: Sequence[KernelWindow] = (),
     model_samples: int | None = None,
     native: Sequence[str] = (),
     confidence: float = 0.95,
@@ -128,7 +131,7 @@ def interpreter_share_interval(
     steps = [row for row in rows if float(row.get("duration_ms") or 0.0) > 0]
     if len(steps) < MIN_STEPS:
         return None
-    duration = np.array([float(row["duration_ms"]) for row in steps])
+    duration = np.array([float(row["duration_ms"] or 0.0) for row in steps])
     fractions = {
         span: float(value)
         for span, value in kernel_fractions.items()
@@ -202,9 +205,9 @@ def _method(source: str, steps: int, windows: int, confidence: float, unresolved
 
 
 def breakdown_share_interval(
-    breakdown: Mapping[str, Any],
-    rows: Sequence[Mapping[str, Any]],
-    kernels: Mapping[str, Any] | None,
+    breakdown: Breakdown,
+    rows: Sequence[StepsRow],
+    kernels: KernelResult | None,
     *,
     point: float | None,
     native: Sequence[str] = (),
@@ -229,32 +232,35 @@ def breakdown_share_interval(
     )
 
 
+SPLIT_TIMES: tuple[Literal["aten_self_ns", "fee_ns", "runtime_ns"], ...] = (
+    "aten_self_ns",
+    "fee_ns",
+    "runtime_ns",
+)
 # Before the first window, the model span's kernel fraction is all that is known to be unknown.
 UNTIMED_KERNEL_SPANS = ("model",)
 
 
-def _breakdown_fractions(
-    steps: Sequence[Mapping[str, Any]], windows: Sequence[Mapping[str, Any]]
-) -> dict[str, float]:
+def _breakdown_fractions(steps: Sequence[StepsRow], windows: Sequence[KernelWindow]) -> dict[str, float]:
     """The breakdown's kernel fraction per span (profiler.analysis.breakdown.kernel_fractions) over these windows."""
     if not windows:
         return {}
-    pooled: dict[str, dict[str, float]] = {}
+    pooled: dict[str, SpanTime] = {}  # each span's windows' split summed (ops and device time not counted)
     for window in windows:
         for span, entry in (window.get("by_span") or {}).items():
-            into = pooled.setdefault(span, {"aten_self_ns": 0.0, "fee_ns": 0.0, "runtime_ns": 0.0})
-            for key in into:
+            into = pooled.setdefault(
+                span, {"aten_self_ns": 0.0, "fee_ns": 0.0, "runtime_ns": 0.0, "ops": 0, "device_ns": 0.0}
+            )
+            for key in SPLIT_TIMES:
                 into[key] += float(entry.get(key) or 0.0)
-    kernels = {"status": "ok", "by_span": pooled, "windows": list(windows)}
-    found = kernel_fractions({"steps": list(steps)}, kernels, None, [])
+    kernels: KernelResult = {"status": "ok", "by_span": pooled, "windows": list(windows)}
+    found = kernel_fractions(list(steps), kernels, None, [])
     return dict(found.kernel) or _window_mean_fractions(steps, windows)
 
 
-def _window_mean_fractions(
-    rows: Sequence[Mapping[str, Any]], windows: Sequence[Mapping[str, Any]]
-) -> dict[str, float]:
+def _window_mean_fractions(rows: Sequence[StepsRow], windows: Sequence[KernelWindow]) -> dict[str, float]:
     """Each span's kernel fraction as the mean over the windows that timed it (the running estimate's)."""
-    by_step = {int(row["step"]): row for row in rows}
+    by_step = {step_index(row): row for row in rows}
     found: dict[str, list[float]] = {}
     for window in windows:
         first, count = int(window["first_step"]), int(window["steps"])
@@ -271,8 +277,8 @@ def _window_mean_fractions(
 
 
 def running_share(
-    rows: Sequence[Mapping[str, Any]],
-    windows: Sequence[Mapping[str, Any]],
+    rows: Sequence[StepsRow],
+    windows: Sequence[KernelWindow],
     *,
     confidence: float = 0.95,
     native: Sequence[str] = (),
@@ -288,7 +294,7 @@ def running_share(
     if not fractions:
         fractions = {span: 0.5 for span in UNTIMED_KERNEL_SPANS if f"{span}_ms" in steps[0]}
     fractions = {span: k for span, k in fractions.items() if span not in native}
-    duration = sum(float(row["duration_ms"]) for row in steps)
+    duration = sum(float(row["duration_ms"] or 0.0) for row in steps)
     kernel = sum(float(row.get(f"{span}_ms") or 0.0) * k for row in steps for span, k in fractions.items())
     return interpreter_share_interval(
         steps,

@@ -234,7 +234,7 @@ class Breakdown(TypedDict, total=False):
     share_intervals: dict[
         str, StepShare
     ]  # control path -> its share of step time (profiler.analysis.step_shares)
-    processes: list[dict[str, Any]]  # another engine's processes as analysis.roles reads them (its own shape)
+    processes: list[ForeignProcess]  # another engine's processes as analysis.roles reads them, counts included
 
 
 class Prediction(TypedDict, total=False):
@@ -352,6 +352,30 @@ class ControlPath(TypedDict, total=False):
     share: float
 
 
+class SampleCounts(TypedDict):
+    """Sample counts pooled over threads: the input of analysis.breakdown.samples_split (analysis.sample_counts pools
+    them). Counts are floats since a pool that takes turns running one loop keeps a fraction of its idle samples
+    (analysis.foreign_figures.loop_counts)."""
+
+    samples: float
+    work: float  # samples that are not waits (analysis.roles.ThreadSplit.work); 0 where the threads did not say
+    gil: float  # GIL waits, counted as work
+    native_samples: float
+    dispatch: float
+    categories: dict[str, float]
+    components: dict[str, float]
+    waits: dict[str, float]  # wait kind -> samples (idle, queueing, worker, client, lock)
+    by_category: dict[str, float]  # "category/component" -> samples
+    lock_components: dict[str, float]
+    gil_components: dict[str, float]
+
+
+class ThreadSampleCounts(SampleCounts, total=False):
+    """One sampled thread's counts (analysis.roles.ThreadSplit.counts): its id beside them."""
+
+    thread_ids: list[int]
+
+
 class SampledThread(TypedDict, total=False):
     """One sampled thread of a server: its role (and why) and the shares of its own samples (analysis.roles)."""
 
@@ -367,6 +391,7 @@ class SampledThread(TypedDict, total=False):
     waits: dict[str, float]
     gil_wait: float | None  # native stacks only
     event_loop: bool
+    counts: ThreadSampleCounts  # breakdown.processes only: what its shares count (verdict rows leave them out)
 
 
 class ForeignProcess(TypedDict, total=False):
@@ -379,6 +404,8 @@ class ForeignProcess(TypedDict, total=False):
     engine_thread: int | None
     resolution: str | None
     threads: list[SampledThread]
+    engine_threads: list[int]  # breakdown.processes only: every engine-loop thread, pooled for the engine split
+    notes: list[str]  # breakdown.processes only: how the engine thread was chosen where no table named it
 
 
 class WorkerSplit(TypedDict, total=False):

@@ -18,7 +18,7 @@ from ...analysis.breakdown import build_breakdown
 from ...analysis.classify import parse_raw
 from ...analysis.foreign import foreign_breakdown, foreign_verdict
 from ...analysis.roles import process_roles
-from ...rundir.schema import Breakdown, CollectorStatus, Gil, SampledThread, Verdict
+from ...rundir.schema import Breakdown, CollectorStatus, ForeignProcess, Gil, SampledThread, Verdict
 from ...serve.profiling import API_THREAD_NAME
 
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from ...collectors.sampling import SamplingResult
 
 
-def process_split(raw_text: str, pid: int | None) -> dict[str, Any]:
+def process_split(raw_text: str, pid: int | None) -> ForeignProcess:
     """One process's threads, roles and splits (roles.ProcessRoles.as_dict) from its py-spy raw output."""
     return process_roles(parse_raw(raw_text or ""), pid=pid).as_dict()
 
@@ -43,7 +43,7 @@ def thread_table(sampling: SamplingResult, pid: int | None = None) -> dict[str, 
     return thread_rows(process)
 
 
-def thread_rows(process: dict[str, Any]) -> dict[str, SampledThread]:
+def thread_rows(process: ForeignProcess) -> dict[str, SampledThread]:
     rows: dict[str, SampledThread] = {}
     for thread in process["threads"]:
         if not thread["samples"]:
@@ -166,7 +166,7 @@ def _gil_of(threads: dict[str, SampledThread], wanted: str, role: str) -> float 
     return best.get("gil_wait") if best else None
 
 
-def foreign_processes(samplings: Iterable[tuple[int | None, SamplingResult]]) -> list[dict[str, Any]]:
+def foreign_processes(samplings: Iterable[tuple[int | None, SamplingResult]]) -> list[ForeignProcess]:
     """process_split() of each (pid, sampling result) whose sampling worked."""
     return [
         process_split(sampling.get("raw_text") or "", pid)
