@@ -18,7 +18,8 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from functools import partial
+from typing import TYPE_CHECKING, TypedDict, TypeVar
 
 import numpy as np
 
@@ -28,14 +29,25 @@ from ...engine.kv_alloc import blocks_for_tokens
 from ...engine.types import (
     KVAllocator,
     ModelInput,
+    NewSequence,
     Prepare,
     Sampler,
     SamplingParams,
     Scheduler,
     StepPlan,
+    TextTokenizer,
 )
 from ..session.options import OPTION
 from .golden_explain import Explanation, explain
+
+if TYPE_CHECKING:
+    import torch
+
+    from ...engine.loader import LoadedModel
+    from ...engine.sequence import RequestHandle, RequestOutput
+    from ...native_paths.core import NativeCore
+
+T = TypeVar("T")
 
 SHADOW_PHASE = "shadow run"
 DEFAULT_COMBINATIONS = ("all", "core,sampler")
@@ -71,8 +83,8 @@ class Divergence:
     step: int
     request: int | None
     position: int | None
-    python: Any
-    native: Any
+    python: object  # each twin's answer (or a word for it), compared and shown, never read
+    native: object
     explanation: Explanation | None = None
 
     @property
@@ -107,18 +119,18 @@ class GoldenReport:
 class _Shadow:
     """Shared step counter and divergence log of the shadow components, and the fused core they also feed."""
 
-    def __init__(self, core: Any = None) -> None:
+    def __init__(self, core: NativeCore | None = None) -> None:
         self.step = -1
         self.divergences: list[Divergence] = []
         self.diverged_requests: set[int] = set()
-        self.core = core  # native_paths.core.NativeCore, or None
+        self.core = core
         self.core_plan: StepPlan | None = None
-        self.core_tables: Any = None
+        self.core_tables: np.ndarray | None = None
 
-    def differ(self, component: str, python: Any, native: Any) -> None:
+    def differ(self, component: str, python: object, native: object) -> None:
         self.divergences.append(Divergence(component, self.step, None, None, python, native))
 
-    def shadowed(self, component: str, python: Any, call: Any) -> Any:
+    def shadowed(self, component: str, python: object, call: Callable[[], T]) -> T | None:
         """A shadowing twin's answer, or None after recording a divergence when it raised where Python did not."""
         try:
             return call()
@@ -142,7 +154,9 @@ class ShadowScheduler:
     def num_running(self) -> int:
         return self.python.num_running
 
-    def schedule(self, arrivals, finished, num_free_blocks):
+    def schedule(
+        self, arrivals: Sequence[NewSequence], finished: Sequence[int], num_free_blocks: int
+    ) -> StepPlan:
         shadow = self.shadow
         shadow.step += 1
         plan = self.python.schedule(arrivals, finished, num_free_blocks)
@@ -174,7 +188,13 @@ class ShadowAllocator:
     def block_table(self, seq_id: int) -> list[int]:
         return self.python.block_table(seq_id)
 
-    def step(self, frees, grow_seq_ids, grow_num_blocks, batch_seq_ids):
+    def step(
+        self,
+        frees: Sequence[int] | np.ndarray,
+        grow_seq_ids: Sequence[int] | np.ndarray,
+        grow_num_blocks: Sequence[int] | np.ndarray,
+        batch_seq_ids: Sequence[int] | np.ndarray,
+    ) -> np.ndarray:
         shadow = self.shadow
         tables = self.python.step(frees, grow_seq_ids, grow_num_blocks, batch_seq_ids)
         other = shadow.shadowed(
@@ -207,35 +227,35 @@ class ShadowPrepare:
         self.python, self.native, self.shadow = python, native, shadow
         self.block_size = python.block_size
 
-    def _shadows(self) -> list[tuple[str, Any]]:
+    def _shadows(self) -> list[tuple[str, Prepare]]:
         core = self.shadow.core
         return [("prepare", self.native)] + ([("core", core.prepare)] if core is not None else [])
 
     def add(self, seq_id: int, prompt_token_ids: Sequence[int]) -> None:
         self.python.add(seq_id, prompt_token_ids)
         for name, twin in self._shadows():
-            self.shadow.shadowed(name, "add", lambda twin=twin: twin.add(seq_id, prompt_token_ids))
+            self.shadow.shadowed(name, "add", partial(twin.add, seq_id, prompt_token_ids))
 
     def remove(self, seq_id: int) -> None:
         self.python.remove(seq_id)
         for name, twin in self._shadows():
-            self.shadow.shadowed(name, "remove", lambda twin=twin: twin.remove(seq_id))
+            self.shadow.shadowed(name, "remove", partial(twin.remove, seq_id))
 
     def append_sampled(self, tokens: Sequence[int]) -> None:
         self.python.append_sampled(tokens)
         for name, twin in self._shadows():
-            self.shadow.shadowed(name, "append_sampled", lambda twin=twin: twin.append_sampled(tokens))
+            self.shadow.shadowed(name, "append_sampled", partial(twin.append_sampled, tokens))
 
-    def prepare(self, plan, block_tables) -> ModelInput:
+    def prepare(self, plan: StepPlan, block_tables: np.ndarray) -> ModelInput:
         shadow = self.shadow
         inp = self.python.prepare(plan, block_tables)
         other = shadow.shadowed("prepare", "an input", lambda: self.native.prepare(plan, block_tables))
         if other is not None and not inp.same_as(other):
             shadow.differ("prepare", inp.as_lists(), other.as_lists())
-        core, core_plan = shadow.core, shadow.core_plan
-        if core is not None and core_plan is not None:
+        core, core_plan, core_tables = shadow.core, shadow.core_plan, shadow.core_tables
+        if core is not None and core_plan is not None and core_tables is not None:
             core_input = shadow.shadowed(
-                "core", "an input", lambda: core.prepare.prepare(core_plan, shadow.core_tables)
+                "core", "an input", lambda: core.prepare.prepare(core_plan, core_tables)
             )
             if core_input is not None and not inp.same_as(core_input):
                 shadow.differ("core", inp.as_lists(), core_input.as_lists())
@@ -257,7 +277,7 @@ class ShadowSampler:
         self.python.remove(seq_id)
         self.native.remove(seq_id)
 
-    def sample(self, logits, seq_ids):
+    def sample(self, logits: torch.Tensor, seq_ids: Sequence[int]) -> list[int]:
         tokens = self.python.sample(logits, seq_ids)
         others = self.native.sample(logits, seq_ids)
         for index, (seq_id, token, other) in enumerate(zip(seq_ids, tokens, others)):
@@ -275,14 +295,16 @@ class ShadowSampler:
         return tokens
 
 
-def golden_requests(
-    tokenizer, count: int, seed: int, max_tokens: int
-) -> list[tuple[list[int], SamplingParams]]:
+Workload = list[tuple[list[int], SamplingParams]]  # (prompt token ids, sampling parameters) per request
+Quad = tuple[Scheduler, KVAllocator, Prepare, Sampler]  # one engine's control components
+
+
+def golden_requests(tokenizer: TextTokenizer, count: int, seed: int, max_tokens: int) -> Workload:
     """A seeded mix of prompts (8-120 tokens) and sampling parameters, every request its own seed."""
     from ...scenarios.prompts import synthetic_prompt
 
     rng = random.Random(seed)
-    requests = []
+    requests: Workload = []
     for index in range(count):
         length = rng.randint(8, 120)
         ids = tokenizer.encode(synthetic_prompt(length, rng.randrange(2**31)))[:length] or [1]
@@ -299,7 +321,14 @@ def end_to_end_phase(combination: str) -> str:
     return f"end to end, --native {combination}"
 
 
-def _run(loaded, config: EngineConfig, components, requests, counts: Counts | None = None, phase: str = ""):
+def _run(
+    loaded: LoadedModel,
+    config: EngineConfig,
+    components: Quad,
+    requests: Workload,
+    counts: Counts | None = None,
+    phase: str = "",
+) -> tuple[Engine, list[RequestOutput]]:
     scheduler, kv_alloc, prepare, sampler = components
     engine = Engine(
         loaded.model,
@@ -319,7 +348,9 @@ def _run(loaded, config: EngineConfig, components, requests, counts: Counts | No
     return engine, outputs
 
 
-def _report_finished(handles: list[Any], report: Callable[[int], None], poll_s: float = 0.25) -> None:
+def _report_finished(
+    handles: list[RequestHandle], report: Callable[[int], None], poll_s: float = 0.25
+) -> None:
     """Call report(finished) whenever the count of finished requests changes, until all have finished."""
     pending = list(handles)
     reported = -1
@@ -338,7 +369,7 @@ def _report_finished(handles: list[Any], report: Callable[[int], None], poll_s: 
 
 
 def run_golden(
-    loaded,
+    loaded: LoadedModel,
     *,
     requests: int = 200,
     seed: int = OPTION["seed"].default,
@@ -346,7 +377,7 @@ def run_golden(
     max_batch: int = OPTION["max_batch"].default,
     kv_blocks: int | None = None,
     combinations: Sequence[str] = DEFAULT_COMBINATIONS,
-    progress=None,
+    progress: Callable[[str], None] | None = None,
     counts: Counts | None = None,
 ) -> GoldenReport:
     """Run the workload in shadow mode, then end to end once per native selection in `combinations`
@@ -354,33 +385,71 @@ def run_golden(
 
     progress(message) says which run starts; counts(phase, finished, total) follows each run's requests
     (phase is SHADOW_PHASE or end_to_end_phase(combination))."""
-    from ...native_paths.core import NativeCore
     from ...native_paths.loader import require
-    from ...native_paths.toggles import make_components, parse_native
+    from ...native_paths.toggles import parse_native
 
     require()  # a clear NativeUnavailableError when the extension is not built
     selections = [parse_native(combination) for combination in combinations]
     workload = golden_requests(loaded.tokenizer, requests, seed, max_tokens)
     block_size = OPTION["block_size"].default
     if kv_blocks is None:
-        # About a third of what the running batch needs at full length: preemption must happen.
-        per_request = blocks_for_tokens(120 + max_tokens, block_size)
-        kv_blocks = max(per_request + 1, max_batch * per_request // 3)
+        kv_blocks = _preempting_pool(max_tokens, max_batch, block_size)
     config = EngineConfig(block_size=block_size, kv_blocks=kv_blocks, max_batch=max_batch, seed=seed)
+    report, python_outputs = _shadow_run(loaded, config, kv_blocks, workload, progress, counts)
+    near_tie_requests = {d.request for d in report.near_ties if d.component == "sampler"}
+    for combination, selection in zip(combinations, selections):
+        if progress:
+            progress(f"end-to-end run: --native {combination} drives")
+        components = _components(config, kv_blocks, selection)
+        _, native_outputs = _run(loaded, config, components, workload, counts, end_to_end_phase(combination))
+        # Without the C sampler both runs draw with the Python one: every token must match.
+        explained = near_tie_requests if "sampler" in selection else set()
+        _compare_end_to_end(report, combination, python_outputs, native_outputs, explained)
+    return report
 
-    def twins(native: frozenset[str]):
-        made = make_components(
-            native,
-            num_blocks=kv_blocks,
-            block_size=block_size,
-            max_batch=max_batch,
-            max_batched_tokens=config.max_batched_tokens,
-            policy=config.policy,
-        )
-        return made.scheduler, made.kv_alloc, made.prepare, made.sampler
 
-    shadow = _Shadow(NativeCore(kv_blocks, block_size, max_batch, config.max_batched_tokens, config.policy))
-    py, nat = twins(frozenset()), twins(parse_native("all"))
+def _preempting_pool(max_tokens: int, max_batch: int, block_size: int) -> int:
+    """KV blocks for about a third of what the running batch needs at full length: preemption must happen."""
+    per_request = blocks_for_tokens(120 + max_tokens, block_size)
+    return max(per_request + 1, max_batch * per_request // 3)
+
+
+def _components(config: EngineConfig, num_blocks: int, native: frozenset[str]) -> Quad:
+    """The four components for `native` (parsed like --native), sized like the engine's config."""
+    from ...native_paths.toggles import make_components
+
+    made = make_components(
+        native,
+        num_blocks=num_blocks,
+        block_size=config.block_size,
+        max_batch=config.max_batch,
+        max_batched_tokens=config.max_batched_tokens,
+        policy=config.policy,
+    )
+    return made.scheduler, made.kv_alloc, made.prepare, made.sampler
+
+
+def _shadow_run(
+    loaded: LoadedModel,
+    config: EngineConfig,
+    num_blocks: int,
+    workload: Workload,
+    progress: Callable[[str], None] | None,
+    counts: Counts | None,
+) -> tuple[GoldenReport, list[RequestOutput]]:
+    """The Python twins drive while every C twin and the fused core shadow them: the report of that run (its
+    divergences) and its outputs."""
+    from ...native_paths.core import NativeCore
+    from ...native_paths.toggles import parse_native
+
+    core = NativeCore(
+        num_blocks, config.block_size, config.max_batch, config.max_batched_tokens, config.policy
+    )
+    shadow = _Shadow(core)
+    py, nat = (
+        _components(config, num_blocks, frozenset()),
+        _components(config, num_blocks, parse_native("all")),
+    )
     components = (
         ShadowScheduler(py[0], nat[0], shadow),
         ShadowAllocator(py[1], nat[1], shadow),
@@ -390,7 +459,6 @@ def run_golden(
     if progress:
         progress("shadow run: Python twins drive, C twins and the fused core shadow every call")
     engine, python_outputs = _run(loaded, config, components, workload, counts, SHADOW_PHASE)
-
     report = GoldenReport(
         requests=len(workload),
         tokens=sum(len(o.token_ids) for o in python_outputs),
@@ -398,22 +466,24 @@ def run_golden(
         preemptions=engine.stats()["preemptions"],
         divergences=shadow.divergences,
     )
-    near_tie_requests = {d.request for d in report.near_ties if d.component == "sampler"}
-    for combination, selection in zip(combinations, selections):
-        if progress:
-            progress(f"end-to-end run: --native {combination} drives")
-        _, native_outputs = _run(
-            loaded, config, twins(selection), workload, counts, end_to_end_phase(combination)
-        )
-        # Without the C sampler both runs draw with the Python one: every token must match.
-        explained = near_tie_requests if "sampler" in selection else set()
-        unexplained = report.combinations.setdefault(combination, [])
-        for py_out, nat_out in zip(python_outputs, native_outputs):
-            if py_out.token_ids != nat_out.token_ids:
-                if py_out.request_id not in report.end_to_end_mismatches:
-                    report.end_to_end_mismatches.append(py_out.request_id)
-                if py_out.request_id not in explained:
-                    unexplained.append(py_out.request_id)
-                    if py_out.request_id not in report.unexplained_end_to_end:
-                        report.unexplained_end_to_end.append(py_out.request_id)
-    return report
+    return report, python_outputs
+
+
+def _compare_end_to_end(
+    report: GoldenReport,
+    combination: str,
+    python_outputs: list[RequestOutput],
+    native_outputs: list[RequestOutput],
+    explained: set[int | None],
+) -> None:
+    """Record in `report` the requests whose tokens differ between the Python run and `combination`'s, and
+    those of them no near-tie in `explained` accounts for."""
+    unexplained = report.combinations.setdefault(combination, [])
+    for py_out, nat_out in zip(python_outputs, native_outputs):
+        if py_out.token_ids != nat_out.token_ids:
+            if py_out.request_id not in report.end_to_end_mismatches:
+                report.end_to_end_mismatches.append(py_out.request_id)
+            if py_out.request_id not in explained:
+                unexplained.append(py_out.request_id)
+                if py_out.request_id not in report.unexplained_end_to_end:
+                    report.unexplained_end_to_end.append(py_out.request_id)
