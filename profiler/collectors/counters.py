@@ -31,11 +31,21 @@ from __future__ import annotations
 import functools
 import gc
 import sys
+import types
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 F = TypeVar("F", bound=Callable[..., Any])
-NativeCounter = Callable[[], int] | Any  # a zero-argument callable, or an object with an int `calls`
+
+
+class HasCalls(Protocol):
+    """A native counter as an object: the number of calls so far in its `calls`."""
+
+    @property
+    def calls(self) -> int: ...
+
+
+NativeCounter = Callable[[], int] | HasCalls  # a zero-argument callable, or an object with an int `calls`
 
 
 class CounterCollector:
@@ -156,7 +166,7 @@ class CounterCollector:
         if self._active:
             self.steps += 1
 
-    def _profile(self, frame: Any, event: str, arg: Any) -> None:
+    def _profile(self, frame: types.FrameType, event: str, arg: object) -> None:
         # Python run by the op-counting mode (and by torch under it) is the counter's, not the engine's.
         if self._ignore_depth:
             if event == "call":
@@ -187,7 +197,7 @@ def _read_native(counter: NativeCounter) -> int:
 # ---------------------------------------------------------------------------------------------
 
 # Code objects whose calls (and everything under them) belong to op counting, not to the engine.
-_IGNORED_CODES: set[Any] = set()
+_IGNORED_CODES: set[types.CodeType] = set()
 _MODE_CLASS: Any = None
 
 

@@ -7,12 +7,14 @@ import threading
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable
-from typing import Any
 
 from ...engine.sequence import RequestOutput
 from ...engine.trace import Tracer
 
 API_SPAN = "api"  # the span name of the API layer's own work, on the event loop and on the engine thread
+
+# What the engine thread hands a request's stream: a text delta per token, then the finished output.
+StreamItem = str | RequestOutput
 
 
 class Handoff:
@@ -26,7 +28,7 @@ class Handoff:
     def __init__(self, loop: asyncio.AbstractEventLoop, tracer: Callable[[], Tracer]) -> None:
         self._loop = loop
         self._tracer = tracer
-        self._pending: deque[tuple[RequestStream, Any]] = deque()
+        self._pending: deque[tuple[RequestStream, StreamItem]] = deque()
         self._lock = threading.Lock()
         self._wake_pending = False
 
@@ -34,7 +36,7 @@ class Handoff:
         """A stream for one request; `on_output` runs on the loop when it finishes, read or not."""
         return RequestStream(self, on_output)
 
-    def post(self, stream: RequestStream, item: Any) -> None:
+    def post(self, stream: RequestStream, item: StreamItem) -> None:
         """Engine thread: queue `item` (a text delta or the RequestOutput) for `stream`."""
         with self._tracer().span(API_SPAN):
             with self._lock:
@@ -61,7 +63,7 @@ class RequestStream:
     def __init__(self, handoff: Handoff, on_output: Callable[[RequestOutput], None] | None = None) -> None:
         self._handoff = handoff
         self._on_output = on_output
-        self._queue: asyncio.Queue[tuple[int, Any]] = asyncio.Queue()
+        self._queue: asyncio.Queue[tuple[int, StreamItem]] = asyncio.Queue()
         self.output: RequestOutput | None = None
 
     # Engine thread -----------------------------------------------------------------------------
@@ -74,14 +76,14 @@ class RequestStream:
 
     # Event loop --------------------------------------------------------------------------------
 
-    def deliver(self, now_ns: int, item: Any) -> None:
+    def deliver(self, now_ns: int, item: StreamItem) -> None:
         if isinstance(item, RequestOutput):
             self.output = item
             if self._on_output is not None:
                 self._on_output(item)
         self._queue.put_nowait((now_ns, item))
 
-    async def events(self) -> AsyncIterator[tuple[int, Any]]:
+    async def events(self) -> AsyncIterator[tuple[int, StreamItem]]:
         """Every event until (and with) the finished output."""
         while True:
             event = await self._queue.get()

@@ -12,18 +12,31 @@ import bisect
 import threading
 import time
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from ...engine.engine import ENGINE_THREAD_NAME
 from ...engine.trace import NULL_TRACER, Tracer
 from ..collectors.gc import GcCollector
-from ..collectors.spans import RecordingTracer, SpanCollector
+from ..collectors.spans import RecordingTracer, SpanCollector, StepRow
 
 if TYPE_CHECKING:
     from ...engine.engine import Engine
     from ..collectors.registry import CollectorResults
 
 API_THREAD_NAME = "infer-prof-api"  # the event loop's thread: request parsing, validation, encoding
+
+# An engine StepRecord as asdict() gives it: every field a number.
+StepFields = dict[str, float]
+
+
+class ServerWindow(TypedDict):
+    """What a closed profile window recorded (POST /infer-prof/profile/stop replies with it)."""
+
+    collector_results: CollectorResults
+    steps: list[StepRow]  # the engine's step records, each with its phase times (aligned_steps)
+    wall_ns: int | None
+    engine_thread_name: str
+    api_thread_name: str
 
 
 class ServerTracing:
@@ -58,7 +71,7 @@ class ServerTracing:
             self.tracer = tracer
             self.engine.tracer = tracer
 
-    def stop(self) -> dict[str, Any] | None:
+    def stop(self) -> ServerWindow | None:
         """Close the window and return what it recorded; None when no window was open."""
         with self._lock:
             if self._window is None:
@@ -85,23 +98,25 @@ class ServerTracing:
         self._window = None
 
 
-def aligned_steps(records: list[dict[str, Any]], span_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def aligned_steps(records: list[StepFields], span_rows: list[StepRow]) -> list[StepRow]:
     """The engine's step records with each step's phase times (`<span>_ms`) from the window's span rows.
 
     The window's tracer numbers steps from 0 while the engine counts from its start, and a step may
     have been running when the window opened, so rows are matched by time: each record's start lies
     just inside the step span that contains it (the engine reads its clock first thing in a step).
     """
-    rows = sorted(
-        (row for row in span_rows if row.get("start_ns") is not None), key=lambda row: row["start_ns"]
+    timed = sorted(
+        ((start, row) for row in span_rows if (start := row.get("start_ns")) is not None),
+        key=lambda pair: pair[0],
     )
-    starts = [row["start_ns"] for row in rows]
-    out = []
+    starts = [start for start, _row in timed]
+    out: list[StepRow] = []
     for record in records:
         index = bisect.bisect_right(starts, record["start_ns"]) - 1
-        row = rows[index] if index >= 0 else None
-        phases = {}
-        if row is not None and row["end_ns"] is not None and record["start_ns"] <= row["end_ns"]:
+        row = timed[index][1] if index >= 0 else None
+        phases: StepRow = {}
+        end = row["end_ns"] if row is not None else None
+        if row is not None and end is not None and record["start_ns"] <= end:
             phases = {key: value for key, value in row.items() if key.endswith("_ms")}
         out.append({**record, "duration_ms": (record["end_ns"] - record["start_ns"]) / 1e6, **phases})
     return out

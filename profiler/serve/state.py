@@ -6,7 +6,7 @@ import contextvars
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 from ...engine.engine import ENGINE_THREAD_NAME, Engine
 from ...errors import HTTPRequestError
@@ -45,7 +45,7 @@ class InfoPage(TypedDict, total=False):
     python: str
     native: list[str]
     engine: EngineSizes  # profiler.session.builder.BuiltEngine.engine_config_dict()
-    options: dict[str, Any]  # profiler.session.options.EngineOptions.to_dict()
+    options: dict[str, object]  # profiler.session.options.EngineOptions.to_dict(): passed through as JSON
     engine_thread_name: str
     api_thread_name: str
     started_at: float
