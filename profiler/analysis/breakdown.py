@@ -69,7 +69,7 @@ if TYPE_CHECKING:
     from ..collectors.gc import GcResult
     from ..collectors.kernels import KernelResult, KernelWindow, SpanSplit, SpanTime
     from ..collectors.registry import CollectorResults
-    from ..collectors.spans import LockTotals, PauseTotals, SpanResult
+    from ..collectors.spans import LockTotals, PauseTotals, SpanResult, SpanThread
 
     ResultT = TypeVar("ResultT", bound=CollectorResult)
 
@@ -280,6 +280,15 @@ def kernel_fractions(
     return SpanFractions({"model": 1.0}, {}, KERNEL_ASSUMED)
 
 
+class SpanTimes(NamedTuple):
+    """The engine thread's spans as the spans split counts them, in ns: each span's self time, and the lock waits and
+    pauses summed by the span they happened inside (OUTSIDE: between spans)."""
+
+    self_ns: dict[str, float]
+    lock_by_parent: dict[str, float]
+    pause_by_parent: dict[str, float]
+
+
 def spans_split(
     spans: SpanResult,
     *,
@@ -297,57 +306,26 @@ def spans_split(
         notes.append(f"no spans were recorded on a thread named {engine_thread_name!r}")
         return None
     wall = float(wall_ns)
-    self_ns = {name: float(entry["self_ns"]) for name, entry in thread["spans"].items()}
-    lock_by_parent = _by_parent(thread["locks"])
-    pause_by_parent = _by_parent(thread["pauses"])
-    if not thread["pauses"] and _ok(gc):
-        # GC was timed but not reported to the tracer: assume it interrupted Python code (interpreter).
-        engine_gc_thread = gc.get("by_thread", {}).get(engine_thread_name)
-        engine_gc = engine_gc_thread.get("total_ns", 0) if engine_gc_thread else 0
-        if engine_gc:
-            pause_by_parent["step"] = float(engine_gc)
-            self_ns["step"] = self_ns.get("step", 0.0) - engine_gc
-            notes.append("GC pauses were not attributed to spans; they are taken out of the step loop's time")
+    times = _span_times(thread, gc, engine_thread_name, notes)
     engine_pause = float(kernels.get("overhead", {}).get("engine_pause_ns", 0) or 0) if _ok(kernels) else 0.0
-
     fractions = kernel_fractions(spans.get("steps", []), kernels, samples_engine, notes)
-    kernel_fraction = fractions.kernel
     native = {span for span, component in SPAN_COMPONENTS.items() if component in set(native_components)}
-    kernel_ns = {
-        name: value * kernel_fraction.get(name, 0.0) for name, value in self_ns.items() if name not in native
-    }
-    fee_ns = {
-        name: value * fractions.fee.get(name, 0.0) for name, value in self_ns.items() if name not in native
-    }
+    kernel_ns = _python_spans_part(times.self_ns, fractions.kernel, native)
+    fee_ns = _python_spans_part(times.self_ns, fractions.fee, native)
     covered = float(thread["covered_ns"])
-    outside = max(0.0, wall - covered)
-    idle = max(
-        0.0, outside - pause_by_parent.get(OUTSIDE, 0.0) - lock_by_parent.get(OUTSIDE, 0.0) - engine_pause
-    )
-    categories = {
-        "interpreter": sum(
-            value - kernel_ns.get(name, 0.0) for name, value in self_ns.items() if name not in native
-        ),
-        "lock": sum(lock_by_parent.values()),
-        "allocation": sum(pause_by_parent.values()),
-        "kernel": sum(kernel_ns.values()),
-        "idle": idle,
-        "waiting": 0.0,  # the engine thread is no client: it never waits for its own tokens
-        "other": sum(self_ns.get(name, 0.0) for name in native) + engine_pause,
-    }
-
+    categories = _span_categories(times, kernel_ns, native, max(0.0, wall - covered), engine_pause)
     notes.append(
         LOCK_SCOPE + (f" (traced here: {', '.join(sorted(thread['locks']))})" if thread["locks"] else "")
     )
     components, lock_by_component, allocation_by_component = _components(
-        self_ns, kernel_ns, lock_by_parent, pause_by_parent
+        times.self_ns, kernel_ns, times.lock_by_parent, times.pause_by_parent
     )
     if covered > wall * 1.001:
         notes.append(
             f"spans cover {covered / 1e9:.3f} s, more than the run's wall time {wall / 1e9:.3f} s: "
             "pass the window the tracer recorded"
         )
-    kernel_fraction_by_span: dict[str, float | None] = dict(kernel_fraction)
+    kernel_fraction_by_span: dict[str, float | None] = dict(fractions.kernel)
     fee_fraction_by_span: dict[str, float | None] = dict(fractions.fee)
     return {
         "categories": _fractions(categories, wall),
@@ -366,6 +344,54 @@ def spans_split(
         # What `lock` can hold: waits on locks taken through tracer.lock() alone (see LOCK_SCOPE).
         "locks_seen": "traced",
         "traced_locks": sorted(thread["locks"]),
+    }
+
+
+def _span_times(
+    thread: SpanThread, gc: GcResult | None, engine_thread_name: str, notes: list[str]
+) -> SpanTimes:
+    """The thread's span self times, lock waits and pauses; GC the gc collector timed on the thread but the tracer
+    was not told of is taken out of the step loop's self time (noted)."""
+    self_ns = {name: float(entry["self_ns"]) for name, entry in thread["spans"].items()}
+    lock_by_parent = _by_parent(thread["locks"])
+    pause_by_parent = _by_parent(thread["pauses"])
+    if not thread["pauses"] and _ok(gc):
+        # GC was timed but not reported to the tracer: assume it interrupted Python code (interpreter).
+        engine_gc_thread = gc.get("by_thread", {}).get(engine_thread_name)
+        engine_gc = engine_gc_thread.get("total_ns", 0) if engine_gc_thread else 0
+        if engine_gc:
+            pause_by_parent["step"] = float(engine_gc)
+            self_ns["step"] = self_ns.get("step", 0.0) - engine_gc
+            notes.append("GC pauses were not attributed to spans; they are taken out of the step loop's time")
+    return SpanTimes(self_ns, lock_by_parent, pause_by_parent)
+
+
+def _python_spans_part(
+    self_ns: dict[str, float], fraction: dict[str, float], native: set[str]
+) -> dict[str, float]:
+    """Each span's self time times its fraction (of kernel, or of fee), the spans of C twins left out."""
+    return {name: value * fraction.get(name, 0.0) for name, value in self_ns.items() if name not in native}
+
+
+def _span_categories(
+    times: SpanTimes, kernel_ns: dict[str, float], native: set[str], outside: float, engine_pause: float
+) -> dict[str, float]:
+    """The engine thread's time by category, in ns (the module docstring's table): `outside` is the time outside
+    every span, `engine_pause` the kernel windows' pauses of the engine between steps."""
+    self_ns, lock_by_parent, pause_by_parent = times
+    idle = max(
+        0.0, outside - pause_by_parent.get(OUTSIDE, 0.0) - lock_by_parent.get(OUTSIDE, 0.0) - engine_pause
+    )
+    return {
+        "interpreter": sum(
+            value - kernel_ns.get(name, 0.0) for name, value in self_ns.items() if name not in native
+        ),
+        "lock": sum(lock_by_parent.values()),
+        "allocation": sum(pause_by_parent.values()),
+        "kernel": sum(kernel_ns.values()),
+        "idle": idle,
+        "waiting": 0.0,  # the engine thread is no client: it never waits for its own tokens
+        "other": sum(self_ns.get(name, 0.0) for name in native) + engine_pause,
     }
 
 
