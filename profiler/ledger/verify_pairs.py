@@ -6,7 +6,7 @@ import json
 import math
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from ...errors import InferProfError
 from ..rundir.health import void_reason
@@ -15,12 +15,13 @@ from .store import append_record, ledger_path
 
 if TYPE_CHECKING:
     from ..rundir.results import RunResult
+    from ..rundir.schema import Config, Health, Prediction, VerifyComponent
 
 
 def verify_records(
     run_dir: Path,
     result: RunResult,
-    components: Mapping[str, Mapping[str, Any]],
+    components: Mapping[str, VerifyComponent],
     *,
     recorded_at: str | None = None,
     spread: float | None = None,
@@ -31,8 +32,8 @@ def verify_records(
     from there when the pair's prediction is that one (same gain). A pair is void when its own drift guard
     voided it, when the main run or any run it was measured in was void by its health, or when its measurement
     cannot check the prediction (unresolvable; `spread`: how far --verify's Python runs differed)."""
-    config: Mapping[str, Any] = result.config or {}
-    predictions: Mapping[str, Any] = (result.verdict or {}).get("predictions") or {}
+    config: Config = result.config or {}
+    predictions: Mapping[str, Prediction] = (result.verdict or {}).get("predictions") or {}
     main_void = void_reason(result.health)
     when = recorded_at or now_utc()
     records = []
@@ -74,7 +75,7 @@ def verify_records(
 def append_verify_pairs(
     run_dir: Path,
     result: RunResult,
-    components: Mapping[str, Mapping[str, Any]],
+    components: Mapping[str, VerifyComponent],
     path: Path | None = None,
     *,
     spread: float | None = None,
@@ -93,7 +94,7 @@ def append_verify_pairs(
     return f"{len(records)} pair(s) appended to {target}"
 
 
-def unresolvable(entry: Mapping[str, Any], predicted: float, spread: float | None) -> str | None:
+def unresolvable(entry: VerifyComponent, predicted: float, spread: float | None) -> str | None:
     """Why a pair's measurement cannot check its prediction, None when it can: an in-run gain whose interval is
     wider than the ±20% band around the prediction (inrun_entry's `resolves`), or a gain measured between whole
     runs, which has no interval of its own, for a prediction smaller than the Python runs' spread. Such a pair
@@ -116,7 +117,7 @@ def unresolvable(entry: Mapping[str, Any], predicted: float, spread: float | Non
     return None
 
 
-def _predicted_interval(prediction: Mapping[str, Any], predicted: float) -> tuple[float | None, float | None]:
+def _predicted_interval(prediction: Prediction, predicted: float) -> tuple[float | None, float | None]:
     """The verdict's interval of this prediction, when the pair's predicted gain is the verdict's (a prediction
     made with the verify run's own span speedup has no interval)."""
     gain = finite_number(prediction.get("predicted_gain"))
@@ -129,15 +130,13 @@ def _predicted_interval(prediction: Mapping[str, Any], predicted: float) -> tupl
     return (low, high) if low is not None and high is not None else (None, None)
 
 
-def _runs_void(run_dir: Path, entry: Mapping[str, Any], main_void: str | None) -> str | None:
+def _runs_void(run_dir: Path, entry: VerifyComponent, main_void: str | None) -> str | None:
     """Why the pair's runs are void by their health: the main run's, else the first void run it was measured in
     (its C-twin run or switched runs, and its Python neighbours)."""
     if main_void:
         return f"the main run: {main_void}"
-    measured_in = [
-        *(entry.get("run_dirs") or [entry.get("run_dir")]),
-        *(entry.get("python_neighbours") or []),
-    ]
+    own: list[str | None] = [*(entry.get("run_dirs") or [])] or [entry.get("run_dir")]
+    measured_in = [*own, *(entry.get("python_neighbours") or [])]
     for relative in measured_in:
         if not relative or relative == ".":
             continue
@@ -147,17 +146,19 @@ def _runs_void(run_dir: Path, entry: Mapping[str, Any], main_void: str | None) -
     return None
 
 
-def _health(run_dir: Path) -> dict[str, Any] | None:
-    """A run directory's health section, None when it cannot be read (a pair is not voided by a missing file)."""
+def _health(run_dir: Path) -> Health | None:
+    """A run directory's health section as its file has it (read, not checked), None when it cannot be read
+    (a pair is not voided by a missing file)."""
     try:
         data = json.loads((run_dir / "result.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     health = data.get("health") if isinstance(data, dict) else None
-    return health if isinstance(health, dict) else None
+    # The file's JSON, taken as the schema's Health unchecked: void_reason reads it with .get() throughout.
+    return cast("Health", health) if isinstance(health, dict) else None
 
 
-def _method(entry: Mapping[str, Any]) -> str:
+def _method(entry: VerifyComponent) -> str:
     """How the pair was obtained, in a few words: the Amdahl prediction's share and speedup, and how it was measured."""
     share, speedup = finite_number(entry.get("share")), finite_number(entry.get("native_speedup"))
     parts = [f"Amdahl: share {share:.1%}" if share is not None else "Amdahl"]
