@@ -126,44 +126,62 @@ def default_collectors(
     spans = SpanCollector(cpu_time=spans_record_cpu_time(profile), tracer=tracer)
     collectors: list[Collector] = [spans, GcCollector(tracer=spans.tracer)]
     dense = resolve and not deep and kernel_windows is None
+    collectors.append(_kernel_collector(spans.tracer, kernel_windows, deep=deep, dense=dense))
+    if is_cuda(device):
+        collectors.append(DeviceTimeCollector(tracer=spans.tracer, device=device, spans=device_spans))
+    collectors.append(GpuCollector(device_index=device_index(device)))
+    thread_id = engine_thread_id_getter or _thread_id_by_name(engine_thread_name)
+    collectors.append(_sampler(pid, sampling_rate, py_spy, output_dir, idle_marker, thread_id, deep=deep))
+    return collectors
+
+
+def _sampler(
+    pid: int | None,
+    sampling_rate: int | None,
+    py_spy: str | None,
+    output_dir: str | Path | None,
+    idle_marker: str | tuple[str, ...],
+    engine_thread_id_getter: Callable[[], int | None],
+    *,
+    deep: bool,
+) -> SamplingCollector:
+    """py-spy over the process: deep's native stacks at its rate, else Python stacks at the traced rate."""
+    return SamplingCollector(
+        pid=pid if pid is not None else os.getpid(),
+        rate=sampling_rate or (DEEP_RATE_HZ if deep else TRACED_RATE_HZ),
+        native_stacks=deep,
+        # Deep mode resolves kernels, so its samples must land when they are due: py-spy runs
+        # under SCHED_FIFO where allowed (see sampling.PRIORITIES for the measured bias). The
+        # cheap default mode, Python stacks only, stays nice so that it costs the engine least.
+        priority="realtime" if deep else "low",
+        py_spy=py_spy,
+        output_dir=output_dir,
+        idle_marker=idle_marker,
+        engine_thread_id_getter=engine_thread_id_getter,
+        ends_with_starter=True,  # session/drive.py starts and stops the collectors on one thread
+    )
+
+
+def _kernel_collector(
+    tracer: RecordingTracer, kernel_windows: tuple[int, int, int] | None, *, deep: bool, dense: bool
+) -> KernelCollector:
+    """The torch.profiler windows of a profile: deep's, a resolving run's (dense) or the default's."""
     first_step, steps, every = kernel_windows or (
         DEEP_KERNEL_WINDOWS if deep else RESOLVE_KERNEL_WINDOWS if dense else DEFAULT_KERNEL_WINDOWS
     )
     # Each kept window holds torch.profiler's events (a few MB) until the run ends: the default keeps fewer.
-    collectors.append(
-        KernelCollector(
-            tracer=spans.tracer,
-            first_step=first_step,
-            steps=steps,
-            every=every,
-            max_windows=16 if deep else RESOLVE_MAX_WINDOWS if dense else 8,
-            # deep is for short runs, priced as such
-            min_gap_s=0.0 if deep else RESOLVE_WINDOW_GAP_S if dense else DEFAULT_WINDOW_GAP_S,
-            cost_budget=None if deep else RESOLVE_WINDOW_BUDGET if dense else DEFAULT_WINDOW_BUDGET,
-            first_windows=0 if deep or dense else DEFAULT_FIRST_WINDOWS,
-            first_gap_s=DEFAULT_FIRST_GAP_S,
-        )
+    return KernelCollector(
+        tracer=tracer,
+        first_step=first_step,
+        steps=steps,
+        every=every,
+        max_windows=16 if deep else RESOLVE_MAX_WINDOWS if dense else 8,
+        # deep is for short runs, priced as such
+        min_gap_s=0.0 if deep else RESOLVE_WINDOW_GAP_S if dense else DEFAULT_WINDOW_GAP_S,
+        cost_budget=None if deep else RESOLVE_WINDOW_BUDGET if dense else DEFAULT_WINDOW_BUDGET,
+        first_windows=0 if deep or dense else DEFAULT_FIRST_WINDOWS,
+        first_gap_s=DEFAULT_FIRST_GAP_S,
     )
-    if is_cuda(device):
-        collectors.append(DeviceTimeCollector(tracer=spans.tracer, device=device, spans=device_spans))
-    collectors.append(GpuCollector(device_index=device_index(device)))
-    collectors.append(
-        SamplingCollector(
-            pid=pid if pid is not None else os.getpid(),
-            rate=sampling_rate or (DEEP_RATE_HZ if deep else TRACED_RATE_HZ),
-            native_stacks=deep,
-            # Deep mode resolves kernels, so its samples must land when they are due: py-spy runs
-            # under SCHED_FIFO where allowed (see sampling.PRIORITIES for the measured bias). The
-            # cheap default mode, Python stacks only, stays nice so that it costs the engine least.
-            priority="realtime" if deep else "low",
-            py_spy=py_spy,
-            output_dir=output_dir,
-            idle_marker=idle_marker,
-            engine_thread_id_getter=engine_thread_id_getter or _thread_id_by_name(engine_thread_name),
-            ends_with_starter=True,  # session/drive.py starts and stops the collectors on one thread
-        )
-    )
-    return collectors
 
 
 def _thread_id_by_name(name: str) -> Callable[[], int | None]:
