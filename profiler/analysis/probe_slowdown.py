@@ -518,7 +518,7 @@ def slowdown_sentences(section: ProbeWhatIf) -> list[str]:
             else f"beside the loop, response: wall time per {entry['units'][:-1]}"
         )
         levels = ", ".join(
-            f"{level['level']:g}x its time: {_num(level['sensitivity'])}{_iv(level['low'], level['high'])}"
+            f"{level['level']:.3g}x its time: {_num(level['sensitivity'])}{_iv(level['low'], level['high'])}"
             for level in entry.get("levels", [])
         )
         text = (
@@ -549,7 +549,7 @@ def slowdown_sentences(section: ProbeWhatIf) -> list[str]:
             text += (
                 "; headroom: "
                 + (
-                    f"at least {measured:g}x its time measured"
+                    f"at least {measured:.3g}x its time measured"
                     if measured
                     else "none measured (the lowest level already moved the response)"
                 )
