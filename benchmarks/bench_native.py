@@ -14,14 +14,19 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Literal
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from infer_prof.native_paths.bench import SAMPLER_MIX_BATCH, run_native_bench
+from infer_prof.native_paths.bench_rows import BenchRow
 
 # The targets: (what, which rows it judges, the measure, the bound, at least or at most).
-TARGETS = (
+TARGETS: tuple[
+    tuple[str, Callable[[BenchRow], bool], Literal["native_floor_ratio", "speedup"], float, str], ...
+] = (
     (
         "C sampler within 2x of the memory floor on every mix (batch 32)",
         lambda r: r["component"] == "sampler" and r["batch"] == SAMPLER_MIX_BATCH,

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from .app import bench_app
+
+if TYPE_CHECKING:
+    from ..native_paths.bench_rows import BenchRow
 
 
 @bench_app.command("native")
@@ -79,7 +82,7 @@ def bench_native_command(*, as_json: bool, repeats: int) -> int:
 CHECKS = ("tokens_match", "tables_match", "plans_match", "inputs_match")
 
 
-def _notes(row: dict) -> str:
+def _notes(row: BenchRow) -> str:
     notes = []
     if row.get("native_floor_ratio") is not None:
         notes.append(f"{row['native_floor_ratio']:.2f}x the memory floor")

@@ -15,7 +15,6 @@ import random
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import numpy as np
 import torch
@@ -24,7 +23,7 @@ from ..engine.kv_alloc import PythonKVAllocator
 from ..engine.sampler import PythonSampler
 from ..engine.scheduler import PythonScheduler
 from ..engine.types import NewSequence, SamplingParams, Scheduler, StepPlan
-from .bench_rows import bench_row
+from .bench_rows import BenchRow, bench_row
 
 COMPONENTS = ("sampler", "kv_alloc", "scheduler", "prepare", "core")
 SAMPLER_MIX_BATCH = 32  # the batch at which every sampler mix is timed (others: the mixed step only)
@@ -119,7 +118,7 @@ RAMP_SUMS = 3
 SAMPLER_MIXES = ("greedy", "top_k50_top_p0.9", "top_p0.9", "penalties", "mixed")
 
 
-def bench_sampler(batch: int, vocab: int, mix: str, repeats: int, seed: int) -> dict[str, Any]:
+def bench_sampler(batch: int, vocab: int, mix: str, repeats: int, seed: int) -> BenchRow:
     from .sampler import NativeSampler, pass_f_variant
 
     rng = np.random.default_rng(seed)
@@ -213,7 +212,7 @@ def decode_workload(batch: int, steps: int, rng: random.Random) -> tuple[int, li
     return num_blocks, [tuple(np.array(part, dtype=np.int64) for part in step) for step in plan]
 
 
-def bench_kv(batch: int, repeats: int, seed: int, steps: int = 200) -> dict[str, Any]:
+def bench_kv(batch: int, repeats: int, seed: int, steps: int = 200) -> BenchRow:
     from .kv_alloc import NativeKVAllocator
 
     num_blocks, plan = decode_workload(batch, steps, random.Random(seed))
@@ -284,7 +283,7 @@ def drive_scheduler(
     return times, plans
 
 
-def bench_scheduler(batch: int, repeats: int, seed: int, steps: int = 200) -> dict[str, Any]:
+def bench_scheduler(batch: int, repeats: int, seed: int, steps: int = 200) -> BenchRow:
     from .scheduler import NativeScheduler
 
     timings: list[list[float]] = [[], []]
@@ -319,7 +318,7 @@ def run_native_bench(
     repeats: int = 7,
     seed: int = 0,
     components: Sequence[str] = COMPONENTS,
-) -> list[dict[str, Any]]:
+) -> list[BenchRow]:
     """One row per (component, batch, mix): python_us, native_us (medians), speedup, and checks that the
     twins agreed; sampler rows add floor_us (numpy summing the same logits once: the memory floor),
     native_floor_ratio and pass_f (the build of the fast softmax sum that ran: AVX-512+FMA, AVX2+FMA
@@ -330,7 +329,7 @@ def run_native_bench(
     from .loader import require
 
     require()
-    rows: list[dict[str, Any]] = []
+    rows: list[BenchRow] = []
     for batch in batches:
         if "sampler" in components:
             mixes = SAMPLER_MIXES if batch == SAMPLER_MIX_BATCH else ("mixed",)

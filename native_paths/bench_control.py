@@ -26,7 +26,6 @@ import statistics
 import time
 import zlib
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 
@@ -34,7 +33,7 @@ from ..engine.kv_alloc import PythonKVAllocator
 from ..engine.prepare import PythonPrepare
 from ..engine.scheduler import PythonScheduler
 from ..engine.types import KVAllocator, ModelInput, NewSequence, Prepare, Scheduler
-from .bench_rows import bench_row
+from .bench_rows import BenchRow, bench_row
 
 BLOCK_SIZE = 16
 FINISH_CHANCE = 1 / 200
@@ -123,12 +122,15 @@ class ControlLoop:
         return elapsed, inp
 
 
+ControlTwins = tuple[Scheduler, KVAllocator, Prepare]  # what ControlLoop drives
+
+
 def pool_blocks(batch: int) -> int:
     """Room for the load without preemption: a sequence averages ~750 tokens (47 blocks) over its life."""
     return batch * 100 + 200
 
 
-def python_twins(batch: int) -> tuple[Any, Any, Any]:
+def python_twins(batch: int) -> ControlTwins:
     return (
         PythonScheduler(BLOCK_SIZE, batch, max(2048, 2 * batch)),
         PythonKVAllocator(pool_blocks(batch), BLOCK_SIZE),
@@ -136,7 +138,7 @@ def python_twins(batch: int) -> tuple[Any, Any, Any]:
     )
 
 
-def native_twins(batch: int) -> tuple[Any, Any, Any]:
+def native_twins(batch: int) -> ControlTwins:
     from .kv_alloc import NativeKVAllocator
     from .prepare import NativePrepare
     from .scheduler import NativeScheduler
@@ -148,7 +150,7 @@ def native_twins(batch: int) -> tuple[Any, Any, Any]:
     )
 
 
-def core_twins(batch: int) -> tuple[Any, Any, Any]:
+def core_twins(batch: int) -> ControlTwins:
     from .core import core_components
 
     return core_components(pool_blocks(batch), BLOCK_SIZE, batch, max(2048, 2 * batch))
@@ -171,7 +173,7 @@ def _interleaved(
     return [statistics.mean(map(min, zip(*rounds))) for rounds in times], digests
 
 
-def bench_prepare(batch: int, repeats: int, seed: int, steps: int = 200) -> dict[str, Any]:
+def bench_prepare(batch: int, repeats: int, seed: int, steps: int = 200) -> BenchRow:
     from .kv_alloc import NativeKVAllocator
     from .prepare import NativePrepare
     from .scheduler import NativeScheduler
@@ -194,10 +196,10 @@ def bench_prepare(batch: int, repeats: int, seed: int, steps: int = 200) -> dict
     return bench_row("prepare", batch, "decode", python_s, native_s, inputs_match=digests[0] == digests[1])
 
 
-def bench_core(batch: int, repeats: int, seed: int, steps: int = 200) -> dict[str, Any]:
+def bench_core(batch: int, repeats: int, seed: int, steps: int = 200) -> BenchRow:
     everything = frozenset({"schedule", "kv_alloc", "prepare"})
 
-    def run(make: Callable[[int], tuple[Any, Any, Any]]) -> Callable[[], tuple[list[float], list[int]]]:
+    def run(make: Callable[[int], ControlTwins]) -> Callable[[], tuple[list[float], list[int]]]:
         def go() -> tuple[list[float], list[int]]:
             return ControlLoop(*make(batch), batch, seed).run(steps, everything)
 

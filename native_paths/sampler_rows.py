@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import weakref
-from typing import Any
+from typing import NoReturn
 
 import torch
 
@@ -61,7 +61,7 @@ class NativeRowSampler:
             self._raise(status)
         return out
 
-    def _raise(self, status: int) -> Any:
+    def _raise(self, status: int) -> NoReturn:
         lib, row = self._lib, self._bad_index[0]
         if status == lib.NP_ERR_NONFINITE:
             raise ValueError(f"logits row {row} has NaN, or +inf / only -inf")
