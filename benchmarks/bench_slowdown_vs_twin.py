@@ -117,6 +117,9 @@ def run_row(row: Row, out: Path, ledger: Path, hogs: int, tree: Path | None = No
                 "delay_within_5pct": (entry.get("accuracy") or {}).get("within_5pct"),
                 "slowdown_void": entry.get("void") or (result.get("what_if") or {}).get("void"),
                 "verify_void": measured.get("void"),
+                # the pair's own void (what_if.pair_with_verify: e.g. a measurement too wide for the ±20% band),
+                # which the ledger's slowdown record carries
+                "pair_void": (entry.get("measured") or {}).get("void"),
             }
         )
     return {
@@ -156,7 +159,7 @@ def table(records: list[dict]) -> str:
             )
             own = fig["predicted_from_own"]
             own_ratio = fig["measured"] / own if fig["measured"] is not None and own else None
-            void = fig["slowdown_void"] or fig["verify_void"]
+            void = fig["pair_void"] or fig["slowdown_void"] or fig["verify_void"]
             delay = fig["delay_within_5pct"]
             lines.append(
                 f"| {record['row']} | {record['hogs']} | {fig['component']} | {fig['share']:.1%} | "
