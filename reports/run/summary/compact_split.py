@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Sequence
 
 from ....profiler.rundir.results import CATEGORIES, COMPONENTS, RunResult
+from ....profiler.rundir.schema import Split
 from ...format import fmt_pct
-from .reads import summed_components
+from .reads import Group, split_shares, summed_components
 from .table import Table
 
 # Components under this share of the busy step are folded into one line of the short summary's split.
@@ -18,7 +18,7 @@ def compact_split(result: RunResult) -> Table | None:
     """Categories and components side by side, one column per method that measured them; None without a split."""
     breakdown = result.breakdown or {}
     methods = breakdown.get("methods") or {}
-    present: list[tuple[str, Mapping[str, Any]]] = [
+    present: list[tuple[str, Split]] = [
         (name, split)
         for name, split in (("spans", methods.get("spans")), ("samples", methods.get("samples")))
         if split
@@ -27,16 +27,18 @@ def compact_split(result: RunResult) -> Table | None:
         return None
     mixed = any(name == "samples" and split.get("resolution") == "python" for name, split in present)
 
-    def shares(group: str, name: str) -> list[Any]:
-        return [(split.get(group) or {}).get(name) for _, split in present]
+    def shares(group: Group, name: str) -> list[float | None]:
+        return [split_shares(split, group).get(name) for _, split in present]
 
-    def shown(values: list[Any]) -> bool:
+    def shown(values: list[float | None]) -> bool:
         return any(isinstance(value, (int, float)) and value >= 0.0005 for value in values)
 
-    categories = [
-        [name, *shares("categories", name)] for name in CATEGORIES if shown(shares("categories", name))
+    # Each line: a name and its share by each method present.
+    categories: list[tuple[str, Sequence[float | None]]] = [
+        (name, shares("categories", name)) for name in CATEGORIES if shown(shares("categories", name))
     ]
-    components, folded = [], [0.0] * len(present)
+    components: list[tuple[str, Sequence[float | None]]] = []
+    folded = [0.0] * len(present)
     names = list(COMPONENTS) + (
         ["model"]
         if any(
@@ -54,24 +56,24 @@ def compact_split(result: RunResult) -> Table | None:
                 for value, (_, split) in zip(values, present)
             ]
         if any(isinstance(value, (int, float)) and value >= SPLIT_COMPONENT_MIN for value in values):
-            components.append([name if name != "model" else "model (whole)", *values])
+            components.append((name if name != "model" else "model (whole)", values))
         else:
             folded = [total + (value or 0.0) for total, value in zip(folded, values)]
     if any(value >= 0.0005 for value in folded):
-        components.append(["the rest", *folded])
+        components.append(("the rest", folded))
     columns = [name for name, _ in present]
     table = Table(
         f"{_thread_title(result)} ({'; '.join(METHOD_WORDS[name] for name in columns)})",
         ["category", *columns, "component", *columns],
         left_columns=(len(columns) + 1,),
     )
-    blank: list[Any] = [""] + [None] * len(columns)
+    blank: tuple[str, Sequence[float | None]] = ("", [None] * len(columns))
     for index in range(max(len(categories), len(components))):
         left = categories[index] if index < len(categories) else blank
         right = components[index] if index < len(components) else blank
         row = []
-        for name, *values in (left, right):
-            row += [str(name), *[_cell(value, str(name)) for value in values]]
+        for label, figures in (left, right):
+            row += [label, *[_cell(value, label) for value in figures]]
         table.rows.append(row)
     notes = []
     if mixed:
@@ -95,5 +97,5 @@ def _thread_title(result: RunResult) -> str:
     )
 
 
-def _cell(value: Any, name: str) -> str:
+def _cell(value: float | None, name: str) -> str:
     return "" if not name else fmt_pct(value)

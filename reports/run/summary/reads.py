@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Literal
 
 from ....profiler.rundir.results import RunResult
 from ....profiler.rundir.schema import Split
+
+Group = Literal["categories", "components"]  # a split's two tables of shares, by name
+
+
+def split_shares(split: Split | None, group: Group) -> dict[str, float | None]:
+    """The split's shares of the group's names (none for a split not measured)."""
+    return (split.get(group) if split else None) or {}
 
 
 def engine_spans(result: RunResult) -> Split:
@@ -14,17 +21,20 @@ def engine_spans(result: RunResult) -> Split:
     return ((result.breakdown or {}).get("methods") or {}).get("spans") or {}
 
 
-def metric_stat(metrics: Mapping[str, Any], name: str, stat: str) -> Any:
-    """One statistic (p50, p99, ...) of one latency metric, or None."""
-    return (metrics.get(name) or {}).get(stat)
+def metric_stat(metrics: Mapping[str, object], name: str, stat: str) -> float | None:
+    """One statistic (p50, p99, ...) of one latency metric (schema.Latency), or None."""
+    found = metrics.get(name)
+    value = found.get(stat) if isinstance(found, dict) else None
+    return value if isinstance(value, (int, float)) else None
 
 
-def summed_components(split: Mapping[str, Any], names: tuple[str, ...]) -> float | None:
+def summed_components(split: Split, names: tuple[str, ...]) -> float | None:
     """The split's shares of the named components added, or None when any of them is missing."""
-    values = [(split.get("components") or {}).get(name) for name in names]
-    return sum(values) if all(isinstance(value, (int, float)) for value in values) else None  # type: ignore[arg-type]
+    components = split.get("components") or {}
+    values = [value for value in (components.get(name) for name in names) if isinstance(value, (int, float))]
+    return sum(values) if len(values) == len(names) else None
 
 
-def interval_text(low: float | None, high: float | None, fmt: Any) -> str:
+def interval_text(low: float | None, high: float | None, fmt: Callable[[float], str]) -> str:
     """' [low, high]' for an interval both of whose ends were measured, else ''."""
     return f" [{fmt(low)}, {fmt(high)}]" if low is not None and high is not None else ""

@@ -2,22 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from ....profiler.rundir.results import CATEGORIES, COMPONENTS, RunResult
+from ....profiler.rundir.schema import Breakdown, Split
 from ...format import NOT_RECORDED, fmt_pct, fmt_pp
 from ...rundata import why_not_measured
-from .reads import summed_components
+from .reads import Group, split_shares, summed_components
 from .table import Table
 
 WITHIN_NOISE = "within noise"
 # The spans rows that rest on the model span's kernel share: marked when that share was assumed.
 ASSUMED_WITHOUT_WINDOWS = ("interpreter", "kernel", "model_glue", "model_kernels")
-# Per group of names, the breakdown's recorded gaps (signed, samples minus spans: which method saw more matters)
-# and the names whose gap is beyond sampling noise (None in older results: their gaps are printed as recorded).
-GAPS = {"categories": "disagreement", "components": "component_disagreement"}
-BEYOND_NOISE = {"categories": "beyond_noise", "components": "components_beyond_noise"}
+GROUPS: tuple[tuple[Group, tuple[str, ...]], ...] = (("categories", CATEGORIES), ("components", COMPONENTS))
 
 
 def time_split_table(result: RunResult) -> Table:
@@ -30,14 +25,13 @@ def time_split_table(result: RunResult) -> Table:
         table.note = f"not measured ({why_not_measured(result, 'breakdown')})"
         return table
     methods = breakdown.get("methods") or {}
-    # Read by category and component name below: plain mappings (the names are CATEGORIES and COMPONENTS).
-    spans: Mapping[str, Any] = methods.get("spans") or {}
-    samples: Mapping[str, Any] | None = methods.get("samples")
-    client: Mapping[str, Any] | None = breakdown.get("client_threads")
+    spans: Split = methods.get("spans") or {}
+    samples = methods.get("samples")
+    client = breakdown.get("client_threads")
     if client:
         # In a served run they are the server's (its event loop); in-process, the load driver and the collectors'.
         table.columns.append("other server threads" if result.target else "other threads")
-    for group, names in (("categories", CATEGORIES), ("components", COMPONENTS)):
+    for group, names in GROUPS:
         table.sections.append(len(table.rows))
         table.rows += [_name_row(breakdown, group, name, spans, samples, client) for name in names]
     table.rows += _closing_rows(spans, samples, client)
@@ -51,19 +45,33 @@ def time_split_table(result: RunResult) -> Table:
     return table
 
 
+def _recorded_gaps(breakdown: Breakdown, group: Group) -> dict[str, float | None]:
+    """The breakdown's recorded gaps of the group: signed, samples minus spans (which method saw more matters)."""
+    return (
+        breakdown.get("disagreement") if group == "categories" else breakdown.get("component_disagreement")
+    ) or {}
+
+
+def _beyond_noise(breakdown: Breakdown, group: Group) -> list[str] | None:
+    """The group's names whose gap is beyond sampling noise (None in older results: their gaps print as recorded)."""
+    return (
+        breakdown.get("beyond_noise") if group == "categories" else breakdown.get("components_beyond_noise")
+    )
+
+
 def _name_row(
-    breakdown: Mapping[str, Any],
-    group: str,
+    breakdown: Breakdown,
+    group: Group,
     name: str,
-    spans: Mapping[str, Any],
-    samples: Mapping[str, Any] | None,
-    client: Mapping[str, Any] | None,
+    spans: Split,
+    samples: Split | None,
+    client: Split | None,
 ) -> list[str]:
     """One category's or component's row: its share by each method, their gap, and the other threads' share."""
-    span_value = (spans.get(group) or {}).get(name)
-    sample_value = ((samples or {}).get(group) or {}).get(name)
-    recorded = breakdown.get(GAPS[group]) or {}
-    beyond: list[str] | None = breakdown.get(BEYOND_NOISE[group])
+    span_value = split_shares(spans, group).get(name)
+    sample_value = split_shares(samples, group).get(name)
+    recorded = _recorded_gaps(breakdown, group)
+    beyond = _beyond_noise(breakdown, group)
     measured_both = span_value is not None and sample_value is not None
     if beyond is not None and measured_both and name not in beyond and span_value != sample_value:
         gap = WITHIN_NOISE
@@ -78,16 +86,14 @@ def _name_row(
         spans_cell += " (assumed)"  # no kernel window ran and no native samples: not a measurement
     row = [name, spans_cell, fmt_pct(sample_value), gap]
     if client:
-        row.append(fmt_pct((client.get(group) or {}).get(name)))
+        row.append(fmt_pct(split_shares(client, group).get(name)))
     return row
 
 
-def _closing_rows(
-    spans: Mapping[str, Any], samples: Mapping[str, Any] | None, client: Mapping[str, Any] | None
-) -> list[list[str]]:
+def _closing_rows(spans: Split, samples: Split | None, client: Split | None) -> list[list[str]]:
     """The rows after the names: the model whole (Python-only samples), dispatch, evidence, the kernel share's source."""
     rows = []
-    whole = ((samples or {}).get("components") or {}).get("model")
+    whole = split_shares(samples, "components").get("model")
     if whole is not None:  # python-only samples see the forward pass whole; the spans split it in two
         glue_and_kernels = summed_components(spans, ("model_glue", "model_kernels")) if spans else None
         rows.append(
@@ -97,12 +103,12 @@ def _closing_rows(
                 fmt_pct(whole),
                 fmt_pp((whole - glue_and_kernels) * 100) if glue_and_kernels is not None else NOT_RECORDED,
             ]
-            + ([fmt_pct((client.get("components") or {}).get("model"))] if client else [])
+            + ([fmt_pct(split_shares(client, "components").get("model"))] if client else [])
         )
     dispatch = [
         "dispatch",
         fmt_pct(spans.get("dispatch")),
-        fmt_pct((samples or {}).get("dispatch")),
+        fmt_pct(samples.get("dispatch") if samples else None),
         NOT_RECORDED,
     ]
     rows.append(dispatch + ([fmt_pct(client.get("dispatch"))] if client else []))
@@ -110,12 +116,13 @@ def _closing_rows(
         ["evidence", evidence(spans, "spans"), evidence(samples, "samples"), NOT_RECORDED]
         + ([evidence(client, "samples")] if client else [])
     )
-    if spans.get("kernel_source"):
-        resolved = (samples or {}).get("categories", {}).get("kernel") is not None  # native frames only
+    source = spans.get("kernel_source")
+    if source:
+        resolved = split_shares(samples, "categories").get("kernel") is not None  # native frames only
         rows.append(
             [
                 "kernel share from",
-                spans["kernel_source"],
+                source,
                 "native frames" if resolved else NOT_RECORDED,
                 NOT_RECORDED,
             ]
@@ -124,11 +131,11 @@ def _closing_rows(
     return rows
 
 
-def fmt_count(value: Any) -> str:
+def fmt_count(value: object) -> str:
     return f"{int(value):,}" if isinstance(value, (int, float)) else NOT_RECORDED
 
 
-def evidence(split: Mapping[str, Any] | None, method: str) -> str:
+def evidence(split: Split | None, method: str) -> str:
     """What a method's shares rest on: spans timed (over steps), or stack samples taken."""
     if not split:
         return NOT_RECORDED
