@@ -291,18 +291,30 @@ def summarize_events(
     if not fees_us:
         fees_us = {GENERIC_FEE: op_fee_us([event for part in per_window for event in part]) or 0.0}
     fee_us = fees_us.get(GENERIC_FEE, 0.0)
-
-    def new_span() -> SpanTime:
-        return {"aten_self_ns": 0.0, "fee_ns": 0.0, "ops": 0, "device_ns": 0.0, "runtime_ns": 0.0}
-
-    by_span: dict[str, SpanTime] = defaultdict(new_span)
-    by_window: list[dict[str, SpanTime]] = []
-    by_op: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
-    total_self_us = 0.0
-    ops = top_level_ops = launches = 0
+    tally = _EventTally()
     for part in per_window:
-        window_spans: dict[str, SpanTime] = defaultdict(new_span)
-        by_window.append(window_spans)
+        tally.add_window(part, fees_us, fee_us)
+    return tally.summary(steps, fee_us, per_window)
+
+
+def _new_span() -> SpanTime:
+    return {"aten_self_ns": 0.0, "fee_ns": 0.0, "ops": 0, "device_ns": 0.0, "runtime_ns": 0.0}
+
+
+class _EventTally:
+    """summarize_events' running sums: by span (over all windows and per window), by op, and the counts."""
+
+    def __init__(self) -> None:
+        self.by_span: dict[str, SpanTime] = defaultdict(_new_span)
+        self.by_window: list[dict[str, SpanTime]] = []
+        self.by_op: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
+        self.total_self_us = 0.0
+        self.ops = self.top_level_ops = self.launches = 0
+
+    def add_window(self, part: list[ProfilerEvent], fees_us: dict[str, float], fee_us: float) -> None:
+        """Count one window's host events: its CUDA runtime calls and its ops (device events are skipped)."""
+        window_spans: dict[str, SpanTime] = defaultdict(_new_span)
+        self.by_window.append(window_spans)
         for event in part:
             if _device(event):
                 continue
@@ -310,47 +322,104 @@ def summarize_events(
             runtime = _RUNTIME.match(name) is not None
             if not (runtime or _is_op(name)):
                 continue
-            parent = event.cpu_parent
-            top_level = parent is None or not _is_op(parent.name)
             span = _span_of(event)
-            self_us = event.self_cpu_time_total
             if runtime:
-                launches += LAUNCHES.match(name) is not None
+                self.launches += LAUNCHES.match(name) is not None
                 # CUDA runtime calls (launches, copies, synchronizations) sit under aten ops, outside their
                 # self time: waiting for the GPU at a sync is kernel time, not the span's Python.
-                for entry in (by_span[span], window_spans[span]):
-                    entry["runtime_ns"] += self_us * 1e3
+                for entry in (self.by_span[span], window_spans[span]):
+                    entry["runtime_ns"] += event.self_cpu_time_total * 1e3
                 continue
-            device_us = getattr(event, "self_device_time_total", 0.0) or 0.0
-            fee = self_us if FEE_OPS.match(name) else min(self_us, fees_us.get(name, fee_us))
-            for entry in (by_span[span], window_spans[span]):
-                entry["aten_self_ns"] += self_us * 1e3
-                entry["fee_ns"] += fee * 1e3
-                entry["ops"] += 1
-                entry["device_ns"] += device_us * 1e3
-            by_op[name][0] += self_us * 1e3
-            by_op[name][1] += 1
-            total_self_us += self_us
-            ops += 1
-            top_level_ops += top_level
-    top_ops = sorted(by_op.items(), key=lambda item: -item[1][0])[:15]
-    return {
-        "aten_self_ns": total_self_us * 1e3,
-        "op_fee_ns": fee_us * 1e3,  # the generic fee
-        "by_span": {span: values.copy() for span, values in by_span.items()},
-        "ops_per_step": ops / steps if steps else None,
-        "top_level_ops_per_step": top_level_ops / steps if steps else None,
-        "launches_per_step": launches / steps if steps else None,  # 0 on a CPU run: nothing is launched
-        "top_ops": [
-            {"name": name, "self_ns": values[0], "count": int(values[1]), "fee_op": bool(FEE_OPS.match(name))}
-            for name, values in top_ops
-        ],
-        "cuda": _cuda_summary(per_window),
-        "by_window": [{span: values.copy() for span, values in spans.items()} for spans in by_window],
-    }
+            self._add_op(event, (self.by_span[span], window_spans[span]), fees_us, fee_us)
+
+    def _add_op(
+        self,
+        event: ProfilerEvent,
+        entries: tuple[SpanTime, SpanTime],
+        fees_us: dict[str, float],
+        fee_us: float,
+    ) -> None:
+        name = event.name
+        parent = event.cpu_parent
+        top_level = parent is None or not _is_op(parent.name)
+        self_us = event.self_cpu_time_total
+        device_us = getattr(event, "self_device_time_total", 0.0) or 0.0
+        fee = self_us if FEE_OPS.match(name) else min(self_us, fees_us.get(name, fee_us))
+        for entry in entries:
+            entry["aten_self_ns"] += self_us * 1e3
+            entry["fee_ns"] += fee * 1e3
+            entry["ops"] += 1
+            entry["device_ns"] += device_us * 1e3
+        self.by_op[name][0] += self_us * 1e3
+        self.by_op[name][1] += 1
+        self.total_self_us += self_us
+        self.ops += 1
+        self.top_level_ops += top_level
+
+    def summary(self, steps: int, fee_us: float, per_window: list[list[ProfilerEvent]]) -> EventSummary:
+        """The sums as summarize_events' result, per step where it says so."""
+        top_ops = sorted(self.by_op.items(), key=lambda item: -item[1][0])[:15]
+        return {
+            "aten_self_ns": self.total_self_us * 1e3,
+            "op_fee_ns": fee_us * 1e3,  # the generic fee
+            "by_span": {span: values.copy() for span, values in self.by_span.items()},
+            "ops_per_step": self.ops / steps if steps else None,
+            "top_level_ops_per_step": self.top_level_ops / steps if steps else None,
+            "launches_per_step": self.launches / steps
+            if steps
+            else None,  # 0 on a CPU run: nothing is launched
+            "top_ops": [
+                {
+                    "name": name,
+                    "self_ns": values[0],
+                    "count": int(values[1]),
+                    "fee_op": bool(FEE_OPS.match(name)),
+                }
+                for name, values in top_ops
+            ],
+            "cuda": _cuda_summary(per_window),
+            "by_window": [
+                {span: values.copy() for span, values in spans.items()} for spans in self.by_window
+            ],
+        }
 
 
 GENERIC_FEE = "*"  # key of the fee charged to ops the probe did not price
+
+
+def _check_windows(
+    first_step: int,
+    steps: int,
+    every: int,
+    max_windows: int,
+    min_gap_s: float,
+    cost_budget: float | None,
+    first_windows: int,
+    first_gap_s: float,
+) -> None:
+    """ValueError unless KernelCollector's window plan is one it can keep."""
+    if (
+        steps < 1
+        or first_step < 0
+        or every < steps
+        or max_windows < 2
+        or min_gap_s < 0
+        or (cost_budget is not None and not 0 < cost_budget <= 1)
+        or first_windows < 0
+        or first_gap_s < 0
+    ):
+        raise ValueError(
+            "kernel windows need first_step >= 0, steps >= 1, every >= steps, max_windows >= 2, "
+            "min_gap_s >= 0, a cost_budget in (0, 1], first_windows >= 0 and first_gap_s >= 0"
+        )
+
+
+def _torch_importable() -> bool:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def _tiny_ops_probe() -> None:
@@ -455,20 +524,9 @@ class KernelCollector(Collector[KernelResult]):
         windows for the kernel fraction's interval to close (profiler.analysis.share_interval: with one window
         it cannot close at all); the gap and the budget apply from then on."""
         super().__init__()
-        if (
-            steps < 1
-            or first_step < 0
-            or every < steps
-            or max_windows < 2
-            or min_gap_s < 0
-            or (cost_budget is not None and not 0 < cost_budget <= 1)
-            or first_windows < 0
-            or first_gap_s < 0
-        ):
-            raise ValueError(
-                "kernel windows need first_step >= 0, steps >= 1, every >= steps, max_windows >= 2, "
-                "min_gap_s >= 0, a cost_budget in (0, 1], first_windows >= 0 and first_gap_s >= 0"
-            )
+        _check_windows(
+            first_step, steps, every, max_windows, min_gap_s, cost_budget, first_windows, first_gap_s
+        )
         self.first_step = first_step
         self.steps = steps
         self.every = every
@@ -507,9 +565,7 @@ class KernelCollector(Collector[KernelResult]):
         self._cuda = False
         self._fees_us: dict[str, float] = {}  # price_op_fees(), at warm-up
         self._lock = threading.Lock()  # stop() (session thread) vs a window's end (engine thread)
-        try:
-            import torch  # noqa: F401
-        except ImportError:
+        if not _torch_importable():
             self.skip("torch is not importable")
             return
         if warm_up:
