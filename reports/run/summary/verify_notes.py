@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from ....profiler.rundir.results import RunResult
+from ....profiler.rundir.schema import VerifyComponent
 from ...format import fmt_pct
 
 
@@ -60,62 +58,70 @@ def unresolved_notes(result: RunResult) -> list[str]:
     ]
 
 
-def unresolved_note(name: str, entry: Mapping[str, Any]) -> str | None:
+def unresolved_note(name: str, entry: VerifyComponent) -> str | None:
     """Why an in-run measured gain cannot judge its prediction (profiler.checks.verify.resolution), and what its
     own phase's part says meanwhile; or why the prediction itself is too wide to be judged; None when neither."""
-    if not entry.get("predicted_gain"):
+    predicted = entry.get("predicted_gain")
+    if not predicted:
         return None
-    void = _unjudgeable_prediction(name, entry)
+    void = _unjudgeable_prediction(name, entry, predicted)
     if entry.get("resolves") is not False:
         return void
     # When both are too wide, both reasons: a narrower measurement alone would still judge nothing.
     subject = f"{name}: its interval" if void is None else f"{void}. Its measured interval too"
+    band = _written(entry.get("band"))
     note = (
-        f"{subject} (±{entry['half_width'] * 100:.1f} points) is wider than "
-        f"±{entry['band'] / abs(entry['predicted_gain']):.0%} of its prediction (±{entry['band'] * 100:.1f}), so "
+        f"{subject} (±{_written(entry.get('half_width')) * 100:.1f} points) is wider than "
+        f"±{band / abs(predicted):.0%} of its prediction (±{band * 100:.1f}), so "
         f"{_these_runs(entry)} cannot say whether the end-to-end prediction holds; more measured requests (-r) "
         "narrow it while the machine holds steady"
     )
-    own = own_part_text(entry)
-    if own:
+    own, own_gain = own_part_text(entry), entry.get("own_gain")
+    if own and own_gain is not None:  # own_part_text is "" without own_gain
         note += (
-            f"; its own span saved {entry['own_gain'] * 100:+.1f} points{own}, an interval the other spans' "
+            f"; its own span saved {own_gain * 100:+.1f} points{own}, an interval the other spans' "
             "noise does not widen"
         )
     return note
 
 
-def _runs_pooled(entry: Mapping[str, Any]) -> int:
+def _written(figure: float | None) -> float:
+    """A figure verify writes wherever resolves or prediction_resolves is False, which is when it is read here."""
+    assert figure is not None
+    return figure
+
+
+def _runs_pooled(entry: VerifyComponent) -> int:
     """How many switched runs an in-run entry pooled (results before pooling: one)."""
     return len(entry.get("run_dirs") or []) or 1
 
 
-def runs_text(entry: Mapping[str, Any]) -> str:
+def runs_text(entry: VerifyComponent) -> str:
     """'one run', or '3 runs, pooled ...' when fewer switched runs were too noisy to judge (verify)."""
     runs = _runs_pooled(entry)
     return "one run" if runs == 1 else f"{runs} runs, pooled because fewer could not judge the prediction"
 
 
-def _unjudgeable_prediction(name: str, entry: Mapping[str, Any]) -> str | None:
+def _unjudgeable_prediction(name: str, entry: VerifyComponent, predicted: float) -> str | None:
     """Why a prediction cannot be checked to the band however narrow the measurement (its own interval is wider)."""
     if entry.get("prediction_resolves") is not False:
         return None
-    band = f"±{entry['band'] / abs(entry['predicted_gain']):.0%}"
+    band = f"±{_written(entry.get('band')) / abs(predicted):.0%}"
     speedup = entry.get("native_speedup")
     faster = f" with a C twin only {speedup:.2f}x faster," if speedup else ""
     return (
-        f"{name}: its prediction's own interval (±{entry['predicted_half_width'] * 100:.1f} points) is wider than "
+        f"{name}: its prediction's own interval (±{_written(entry.get('predicted_half_width')) * 100:.1f} points) is wider than "
         f"{band} of it,{faster} so no run can check it to {band}: the prediction is void at that precision, "
         "and the measured gain is the figure to act on"
     )
 
 
-def _these_runs(entry: Mapping[str, Any]) -> str:
+def _these_runs(entry: VerifyComponent) -> str:
     runs = _runs_pooled(entry)
     return "this run" if runs == 1 else f"these {runs} runs"
 
 
-def turns_text(entry: Mapping[str, Any]) -> str:
+def turns_text(entry: VerifyComponent) -> str:
     """'413 pairs of blocks of 1 step, 826 switches' for an in-run entry (results before block_steps: 'of steps')."""
     size = entry.get("block_steps")
     blocks = f"blocks of {size} step{'s' if size != 1 else ''}" if size else "blocks of steps"
@@ -130,13 +136,13 @@ def turns_text(entry: Mapping[str, Any]) -> str:
 TWIN_NAMES = {"python": "Python", "native": "C"}
 
 
-def interval_unit_text(entry: Mapping[str, Any]) -> str:
+def interval_unit_text(entry: VerifyComponent) -> str:
     """What an in-run entry's intervals resampled: 'units of 8 neighbouring steps', or 'the pairs' (older results)."""
     size, unit_blocks = entry.get("block_steps"), entry.get("unit_blocks")
     return f"units of {size * unit_blocks} neighbouring steps" if size and unit_blocks else "the pairs"
 
 
-def own_part_text(entry: Mapping[str, Any]) -> str:
+def own_part_text(entry: VerifyComponent) -> str:
     """' [low, high] (0.99x its prediction)' for an in-run entry's own-phase part (points of step time), or ''."""
     low, high, agreement = entry.get("own_low"), entry.get("own_high"), entry.get("own_agreement")
     if entry.get("own_gain") is None or low is None or high is None:
