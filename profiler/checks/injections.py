@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypedDict
 
 if TYPE_CHECKING:
@@ -154,7 +154,7 @@ def apply_injections(
     return scheduler, kv_alloc, sampler
 
 
-def close_injections(components: dict[str, Any]) -> None:
+def close_injections(components: Mapping[str, object]) -> None:
     """Stop what injections started (the lock hog thread) once the run is over; twins are left alone."""
     for component in components.values():
         while isinstance(component, SlowSampler):

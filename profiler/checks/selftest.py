@@ -36,10 +36,10 @@ from __future__ import annotations
 
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ...scenarios.lengths import LengthDist
 from ...scenarios.sampling import SamplingSettings
@@ -48,6 +48,8 @@ from ..session.options import EngineOptions, OptionError
 
 if TYPE_CHECKING:
     from ..rundir.results import RunResult
+    from ..rundir.schema import Split
+    from ..session.runner import ModelCache
     from .injections import Injections
 
 
@@ -196,7 +198,7 @@ def select_cases(only: str | None) -> list[Case]:
     return [known[name] for name in names]
 
 
-def run_case(case: Case, *, quick: bool, out_dir: Path, models: Any = None) -> CaseResult:
+def run_case(case: Case, *, quick: bool, out_dir: Path, models: ModelCache | None = None) -> CaseResult:
     """Run one case and read its verdict; an exception is recorded as the case's error, not raised."""
     from ..analysis.breakdown import KERNEL_WINDOWS
     from ..session.runner import ModelCache
@@ -258,8 +260,7 @@ def _answer(case: Case, result: RunResult) -> tuple[str | None, float | None, st
     if case.method != "samples":
         verdict = result.verdict or {}
         return verdict.get("category"), verdict.get("share"), verdict.get("component")
-    # Read as a plain mapping: the keys are built from the category's name (f"{category}_by_component").
-    samples: Mapping[str, Any] = ((result.breakdown or {}).get("methods") or {}).get("samples") or {}
+    samples: Split = ((result.breakdown or {}).get("methods") or {}).get("samples") or {}
     categories = {
         name: value for name, value in (samples.get("categories") or {}).items() if value is not None
     }
@@ -272,11 +273,27 @@ def _answer(case: Case, result: RunResult) -> tuple[str | None, float | None, st
     # Where the largest category's time sits, when the split says (lock: the component whose samples waited
     # on a lock object, GIL waits aside); a busy machine can make another component larger over all
     # categories, or wait longer for the GIL, without moving the planted cost.
-    where = dict(samples.get(f"{category}_by_component") or components)
+    where = {
+        name: value
+        for name, value in (_by_component(samples, category) or components).items()
+        if value is not None  # the samples split writes none (breakdown._shares); the spans' may
+    }
     if category == "lock":
         for name, gil in (samples.get("gil_by_component") or {}).items():
-            where[name] = where.get(name, 0.0) - gil
+            if gil is not None:
+                where[name] = where.get(name, 0.0) - gil
     return category, categories[category], max(where, key=lambda name: where[name]) if where else None
+
+
+def _by_component(split: Split, category: str) -> dict[str, float | None] | None:
+    """The split's `{category}_by_component` entry, None for a category that has none."""
+    if category == "lock":
+        return split.get("lock_by_component")
+    if category == "gil":
+        return split.get("gil_by_component")
+    if category == "allocation":
+        return split.get("allocation_by_component")
+    return None
 
 
 def run_selftest(

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..overhead.inrun import abba_state
 
@@ -137,7 +137,7 @@ class SamplerSwitch:
         self.sampler = SwitchingSampler(engine.sampler, native, block_steps=self.block_steps)
         engine.sampler = self.sampler
 
-    def start(self, _collectors: Any = None) -> None:
+    def start(self, _collectors: object = None) -> None:
         """The session's on_collectors hook: warm-up is over, the measured load is about to start."""
         if self.sampler is None:
             raise RuntimeError("SamplerSwitch.start before install: there is no switching sampler")
