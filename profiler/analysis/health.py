@@ -18,7 +18,8 @@ The thresholds below were chosen from measured runs; docs/measurements.md ("Run 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from ..rundir.health import VOID_BUSY, VOID_SATURATED
 from ..rundir.schema import Health, Metrics
@@ -52,12 +53,18 @@ def _number(value: object) -> float | None:
     return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
 
 
+def _load_settings(scenario: Mapping[str, object]) -> Mapping[str, object]:
+    """The scenario's `load` settings (scenarios.spec.ScenarioSpec.to_dict: mode, rate, burstiness, clients)."""
+    load = scenario.get("load")
+    return load if isinstance(load, dict) else {}
+
+
 def offered_rate(
-    scenario: dict[str, Any], measured_requests: int, arrival_span_s: float | None
+    scenario: Mapping[str, object], measured_requests: int, arrival_span_s: float | None
 ) -> float | None:
     """Requests/s the load offered: the measured requests over their arrival span (open loop); None for a closed
     loop or an all-at-once load, whose offered rate is not a rate."""
-    load = scenario.get("load") or {}
+    load = _load_settings(scenario)
     if load.get("mode") != "open-loop" or load.get("rate") in ("inf", None):
         return None
     if arrival_span_s and arrival_span_s > 0 and measured_requests > 1:
@@ -79,7 +86,7 @@ def latency_growth(e2e_ms_by_arrival: list[float | None]) -> float | None:
 def health_section(
     probe: HealthFigures,
     metrics: Metrics,
-    scenario: dict[str, Any],
+    scenario: Mapping[str, object],
     *,
     offered_rps: float | None,
     growth: float | None = None,
@@ -100,7 +107,7 @@ def health_section(
     queue_mean = _number((metrics.get("queue_ms") or {}).get("mean"))
     e2e_mean = _number((metrics.get("e2e_ms") or {}).get("mean"))
     queue_share = queue_mean / e2e_mean if queue_mean is not None and e2e_mean else None
-    mode = (scenario.get("load") or {}).get("mode")
+    mode = _load_settings(scenario).get("mode")
     contended = core_share is not None and core_share < CONTENDED_BELOW
     queued = queue_share is not None and queue_share >= SATURATED_QUEUE_SHARE
     backlog = queued or (growth is not None and growth >= SATURATED_LATENCY_GROWTH)
@@ -120,7 +127,7 @@ def health_section(
             "steal_fraction": _number(probe.get("steal_fraction")),
         },
         "load": {
-            "mode": mode,
+            "mode": mode if isinstance(mode, str) else None,
             "offered_rps": offered_rps,
             "delivered_rps": delivered,
             "delivered_ratio": ratio,

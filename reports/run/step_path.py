@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from ...profiler.rundir.schema import Probe
+from ...profiler.rundir.schema import Probe, ProbeProcess, ProbeShare
 from .charts import COMPONENT_COLOURS, Target
 
 WAIT_COLOUR = "#BBBBBB"  # the loop waiting on its worker: on the path, but not the loop's own work
@@ -89,7 +88,7 @@ def step_lanes(probe: Probe) -> list[Lane]:
 
 
 def _owners(
-    components: dict[str, Any], processes: dict[int, Any], loop_pid: int | None
+    components: dict[str, ProbeShare], processes: dict[int, ProbeProcess], loop_pid: int | None
 ) -> dict[int | None, list[str]]:
     """Each component that ran outside the loop, under the process that spent the most of its time."""
     found: dict[int | None, list[str]] = {}
