@@ -7,7 +7,7 @@ import time
 from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ...engine.types import SamplingParams
 from ...errors import RequestError
@@ -177,7 +177,7 @@ class Drive:
     )  # HealthProbe.result(): the run's CPU and load figures
     rounds: int = 0  # whole rounds of the scenario's load driven (more: the run went on until resolved)
 
-    def outputs(self, timeout_s: float = 5.0) -> dict[int, Any]:
+    def outputs(self, timeout_s: float = 5.0) -> dict[int, RequestOutput]:
         """Each submitted request's final output (aborted ones included), by request index."""
         return {index: ticket.handle.result(timeout=timeout_s) for index, ticket in self.tickets.items()}
 
@@ -220,6 +220,37 @@ def drive_load(
     next_round(rounds done) is asked after each whole round of the load for the next round's requests (their
     prompts already in `prompts`), or None to stop: the load of a run that goes on until its answer is known."""
     drive = Drive()
+    submit = _submitter(engine, prompts, drive)
+    engine.start()
+    probe = HealthProbe(engine_thread_name).start()
+    for collector in collectors:
+        collector.start()
+    drive.wall_start_ns = time.perf_counter_ns()
+    if on_started:
+        on_started()
+    trimmer = HeapTrimmer().start()  # started here so that the finally below always stops it
+    try:
+        _run_rounds(drive, scenario, requests, submit, stop_event, DoneCounter(on_request_done), next_round)
+    except KeyboardInterrupt:
+        drive.interrupted = True
+    finally:
+        probe.stop()  # before shutdown: the engine thread's /proc entry goes with it
+        # Ctrl-C: no new submissions (stop_event), abort what is in flight, still record what finished.
+        engine.shutdown(abort=drive.interrupted or stop_event.is_set())
+        drive.wall_end_ns = time.perf_counter_ns()
+        for collector in reversed(collectors):
+            collector.stop()
+        trimmer.stop()
+        drive.heap_trims = trimmer.result()
+        drive.health_probe = probe.result()
+    drive.interrupted = drive.interrupted or bool(drive.load and drive.load.stopped_early)
+    return drive
+
+
+def _submitter(
+    engine: Engine, prompts: dict[int, str], drive: Drive
+) -> Callable[[RequestSpec, Callable[[], None]], Ticket]:
+    """The load's submit: each request to the engine with its prompt, its ticket (or its refusal) kept in `drive`."""
 
     def submit(request: RequestSpec, done: Callable[[], None]) -> Ticket:
         try:
@@ -238,43 +269,32 @@ def drive_load(
         drive.tickets[request.index] = ticket = Ticket(handle, request, drive.spill)
         return ticket
 
-    engine.start()
-    probe = HealthProbe(engine_thread_name).start()
-    for collector in collectors:
-        collector.start()
-    drive.wall_start_ns = time.perf_counter_ns()
-    if on_started:
-        on_started()
-    trimmer = HeapTrimmer().start()  # started here so that the finally below always stops it
-    counter = DoneCounter(on_request_done)
-    try:
-        batch: Sequence[RequestSpec] | None = requests
-        while batch:
-            load = run_load(
-                list(batch),
-                submit,
-                mode=scenario.mode,
-                clients=scenario.clients,
-                duration_s=scenario.duration_s,
-                stop_event=stop_event,
-                on_done=counter,
-                notifies=True,  # this thread drives the load: no client threads for py-spy to read
-            )
-            drive.load = load if drive.load is None else drive.load.joined(load)
-            drive.rounds += 1
-            stopped = stop_event.is_set() or load.stopped_early
-            batch = None if stopped or next_round is None else next_round(drive.rounds)
-    except KeyboardInterrupt:
-        drive.interrupted = True
-    finally:
-        probe.stop()  # before shutdown: the engine thread's /proc entry goes with it
-        # Ctrl-C: no new submissions (stop_event), abort what is in flight, still record what finished.
-        engine.shutdown(abort=drive.interrupted or stop_event.is_set())
-        drive.wall_end_ns = time.perf_counter_ns()
-        for collector in reversed(collectors):
-            collector.stop()
-        trimmer.stop()
-        drive.heap_trims = trimmer.result()
-        drive.health_probe = probe.result()
-    drive.interrupted = drive.interrupted or bool(drive.load and drive.load.stopped_early)
-    return drive
+    return submit
+
+
+def _run_rounds(
+    drive: Drive,
+    scenario: ScenarioSpec,
+    requests: Sequence[RequestSpec],
+    submit: Callable[[RequestSpec, Callable[[], None]], Ticket],
+    stop_event: threading.Event,
+    counter: DoneCounter,
+    next_round: Callable[[int], Sequence[RequestSpec] | None] | None,
+) -> None:
+    """Run the scenario's load in whole rounds, joined into `drive.load`, until stopped or next_round has no more."""
+    batch: Sequence[RequestSpec] | None = requests
+    while batch:
+        load = run_load(
+            list(batch),
+            submit,
+            mode=scenario.mode,
+            clients=scenario.clients,
+            duration_s=scenario.duration_s,
+            stop_event=stop_event,
+            on_done=counter,
+            notifies=True,  # this thread drives the load: no client threads for py-spy to read
+        )
+        drive.load = load if drive.load is None else drive.load.joined(load)
+        drive.rounds += 1
+        stopped = stop_event.is_set() or load.stopped_early
+        batch = None if stopped or next_round is None else next_round(drive.rounds)
