@@ -24,6 +24,9 @@ from infer_prof.profiler.collectors.span_log import (
     PAUSE,
     SPAN_EXIT,
     STEP_MARK,
+    SpanLogModule,
+    SpanTable,
+    ThreadSpanLog,
     bits_float,
     float_bits,
     implementation,
@@ -396,3 +399,20 @@ def test_the_collector_says_when_spans_ran_on_the_python_twin(recorder: str) -> 
         assert entry["reason"] is None
     else:
         assert "Python twin" in entry["reason"] and "pip install -e ." in entry["reason"]
+
+
+@pytest.mark.parametrize(
+    "module", [pytest.param(NATIVE, id="c", marks=needs_c), pytest.param(python_twin, id="py")]
+)
+def test_both_twins_have_what_the_span_log_protocols_name(module: Any) -> None:
+    """native() casts the C module to SpanLogModule (it has no stubs): each Protocol member is there, in both."""
+    log = module.SpanLog(limit=64)
+    table = module.Table(threading.local(), {}, lambda name: None, lambda lock, name: None, lambda name: None)
+    for protocol, instance in ((ThreadSpanLog, log), (SpanTable, table)):
+        members = [name for name in vars(protocol) if not name.startswith("_") or name == "__len__"]
+        assert members, protocol
+        missing = [name for name in members if not callable(getattr(instance, name, None))]
+        assert missing == [], (protocol.__name__, missing)
+    for name in vars(SpanLogModule):
+        if not name.startswith("_"):
+            assert callable(getattr(module, name)), name
