@@ -442,7 +442,8 @@ class CounterStats(TypedDict):
     last: float
 
 
-# One step: {step, start_ns, end_ns, <span>_ms, lock_wait_ms, gc_ms} (step_rows); its columns are the spans'
+# One step: {step, start_ns, end_ns, <span>_ms, lock_wait_ms, gc_ms} (step_rows). Not a TypedDict: its
+# `<span>_ms` keys are the names of the spans the engine entered, known only at run time.
 StepRow = dict[str, float | None]
 
 
