@@ -408,6 +408,18 @@ class ForeignProcess(TypedDict, total=False):
     notes: list[str]  # breakdown.processes only: how the engine thread was chosen where no table named it
 
 
+class ProcessSplit(TypedDict):
+    """A process's `split` in a server run's process table (session.target.processes): its engine thread, the shares
+    of its samples, its threads."""
+
+    engine_thread: str | None
+    resolution: str | None  # "native" or "python"
+    categories: dict[str, float | None]  # those with samples
+    components: dict[str, float | None]
+    python_leaf: float | None
+    threads: dict[str, SampledThread]
+
+
 class WorkerSplit(TypedDict, total=False):
     """The model worker's own split of its busy samples (kernel and interpreter need native stacks)."""
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 from ...profiler.rundir.results import RunResult
+from ...profiler.rundir.schema import ProcessSplit
 from ..format import fmt_pct
 from .summary import Table
 
@@ -28,17 +29,17 @@ def processes_table(result: RunResult) -> Table | None:
             role += " (exited)"
         if entry.get("sampled"):
             samples = f"{entry.get('samples', 0)} ({entry.get('busy_samples', 0)} busy)"
-            split = split_text(entry.get("split") or {})
+            split = split_text(entry.get("split"))
         else:
             samples, split = "-", f"not sampled: {entry.get('not_sampled') or 'no reason recorded'}"
         table.rows.append([pid, role, samples, split, str(entry.get("role_source") or "not recorded")])
     return table
 
 
-def split_text(split: dict[str, Any]) -> str:
+def split_text(split: ProcessSplit | None) -> str:
     """The busiest thread's split in a few words: its top categories, then its top components."""
-    thread = split.get("engine_thread")
-    if not thread:
+    thread = split.get("engine_thread") if split else None
+    if not split or not thread:
         return "no thread had samples"
     categories = _top(split.get("categories") or {})
     if split.get("resolution") == "python" and split.get("python_leaf") is not None:
@@ -49,7 +50,7 @@ def split_text(split: dict[str, Any]) -> str:
     return f"{thread}: {categories or 'nothing classified'}" + (f" | {components}" if components else "")
 
 
-def _top(shares: dict[str, Any], count: int = 3) -> str:
+def _top(shares: Mapping[str, float | None], count: int = 3) -> str:
     numbers = {name: share for name, share in shares.items() if isinstance(share, (int, float)) and share > 0}
     ordered = sorted(numbers.items(), key=lambda item: -item[1])[:count]
     return ", ".join(f"{name} {fmt_pct(share)}" for name, share in ordered)

@@ -5,32 +5,21 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, TypedDict
+from typing import IO, TYPE_CHECKING, Any
 
 import pandas as pd
 
 from ...rundir.atomic import write_atomic, write_text_atomic
+from ...rundir.schema import ProcessSplit
 from .server_split import server_breakdown, thread_table
 from .watch import WatchedProcess
 
 if TYPE_CHECKING:
     from ...collectors.sampling import SamplingResult
-    from ...rundir.schema import SampledThread
 
 # Which process the run's verdict reads, best first: the one whose loop decides each step. vLLM's engine core
 # runs the scheduler and the step loop; single-process servers run everything in one.
 PRIMARY_ROLES = ("engine core", "API server + engine loop", "model worker", "unknown", "API server")
-
-
-class ProcessSplit(TypedDict):
-    """A process's `split` in the process table: its engine thread, the shares of its samples, its threads."""
-
-    engine_thread: str | None
-    resolution: str | None  # "native" or "python"
-    categories: dict[str, float | None]  # those with samples
-    components: dict[str, float | None]
-    python_leaf: float | None
-    threads: dict[str, SampledThread]
 
 
 def split_process(sampling: SamplingResult, wall_ns: int, pid: int | None = None) -> ProcessSplit:
