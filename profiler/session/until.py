@@ -24,7 +24,7 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import scipy.stats
@@ -35,6 +35,9 @@ from ...scenarios.spec import ScenarioSpec
 from ..analysis.share_interval import ShareInterval, running_share
 from ..rundir.schema import Stopping
 from ..stats import bootstrap_standard_error, rate_statistic, spent_confidence
+
+if TYPE_CHECKING:
+    from ..collectors.kernels import KernelWindow
 
 THRESHOLDS = (0.01, 0.30)  # the rule's (profiler.analysis.diagnose.THRESHOLDS; analysis imports no session)
 PREDICTION_MIN_SHARE = 0.02
@@ -85,7 +88,7 @@ STEPS_WIDTHS = (
 
 
 def steps_judge(
-    estimate: Callable[[], tuple[Sequence[Mapping[str, Any]], Sequence[Mapping[str, Any]]]],
+    estimate: Callable[[], tuple[Sequence[Mapping[str, Any]], Sequence[KernelWindow]]],
     native: Sequence[str] = (),
 ) -> Judge:
     """The built-in engine's look: the steps so far (steps.csv's rows) and the kernel windows closed so far, each with
