@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from matplotlib.axes import Axes
 
 from ...profiler.rundir.results import RunData
 from ...profiler.rundir.samples import flag
@@ -121,6 +122,13 @@ def _states(times: pd.DataFrame, end_s: float, bins: int) -> pd.DataFrame:
 def draw_request_timeline(target: Target, timeline: RequestTimeline) -> None:
     """Gantt rows of the (shown) requests above the state counts of all of them, one time axis."""
     gantt_ax, states_ax = target.subplots(2, 1, sharex=True, height_ratios=[3, 1])
+    _draw_gantt(gantt_ax, timeline)
+    _draw_state_counts(states_ax, timeline)
+    _legend_above(target, gantt_ax, states_ax)
+
+
+def _draw_gantt(ax: Axes, timeline: RequestTimeline) -> None:
+    """A bar per shown request, queued then prefill then decode, its preemptions and failures marked."""
     rows = timeline.rows.reset_index(drop=True)
     y = np.arange(len(rows))
     scheduled = rows["scheduled"].fillna(rows["finish"])
@@ -131,10 +139,24 @@ def draw_request_timeline(target: Target, timeline: RequestTimeline) -> None:
         ("decode", first, rows["finish"]),
     ):
         width = (right - left).clip(lower=0)
-        gantt_ax.barh(y, width, left=left, height=0.82, color=STATE_COLOURS[state], linewidth=0, label=state)
+        ax.barh(y, width, left=left, height=0.82, color=STATE_COLOURS[state], linewidth=0, label=state)
+    _mark_requests(ax, rows, y)
+    ax.set_ylim(len(rows) - 0.5, -0.5)
+    ax.set_ylabel("requests, by arrival")
+    shown = (
+        f"every request ({timeline.total:,})"
+        if not timeline.sampled
+        else (f"{len(rows):,} of {timeline.total:,} requests (evenly by arrival, preempted ones kept)")
+    )
+    ax.set_title(f"Requests over the run: {shown}")
+    ax.grid(axis="y", visible=False)
+
+
+def _mark_requests(ax: Axes, rows: pd.DataFrame, y: np.ndarray) -> None:
+    """A cross at the end of each preempted request, a tick at the end of each failed one."""
     preempted = rows["preemptions"] > 0
     if preempted.any():
-        gantt_ax.scatter(
+        ax.scatter(
             rows.loc[preempted, "finish"],
             y[preempted],
             marker="x",
@@ -146,7 +168,7 @@ def draw_request_timeline(target: Target, timeline: RequestTimeline) -> None:
         )
     failed = ~rows["ok"].astype(bool)
     if failed.any():
-        gantt_ax.scatter(
+        ax.scatter(
             rows.loc[failed, "finish"],
             y[failed],
             marker="|",
@@ -155,18 +177,12 @@ def draw_request_timeline(target: Target, timeline: RequestTimeline) -> None:
             zorder=3,
             label="failed or aborted",
         )
-    gantt_ax.set_ylim(len(rows) - 0.5, -0.5)
-    gantt_ax.set_ylabel("requests, by arrival")
-    shown = (
-        f"every request ({timeline.total:,})"
-        if not timeline.sampled
-        else (f"{len(rows):,} of {timeline.total:,} requests (evenly by arrival, preempted ones kept)")
-    )
-    gantt_ax.set_title(f"Requests over the run: {shown}")
-    gantt_ax.grid(axis="y", visible=False)
 
+
+def _draw_state_counts(ax: Axes, timeline: RequestTimeline) -> None:
+    """How many of all the requests were queued, in prefill and in decode over time, preempting steps marked."""
     states = timeline.states
-    states_ax.stackplot(
+    ax.stackplot(
         states["t_s"],
         states["queued"],
         states["prefill"],
@@ -176,7 +192,7 @@ def draw_request_timeline(target: Target, timeline: RequestTimeline) -> None:
         linewidth=0,
     )
     if timeline.preemptions_s.size:
-        states_ax.plot(
+        ax.plot(
             timeline.preemptions_s,
             np.zeros_like(timeline.preemptions_s),
             "|",
@@ -185,10 +201,13 @@ def draw_request_timeline(target: Target, timeline: RequestTimeline) -> None:
             clip_on=False,
             label=f"preemption ({timeline.preemptions_s.size:,} steps)",
         )
-    states_ax.set_ylabel("requests")
-    states_ax.set_xlabel("seconds since the run started")
-    states_ax.set_xlim(0, timeline.end_s)
-    # One legend above both panels (the step timeline's sits above it too, so their time axes line up).
+    ax.set_ylabel("requests")
+    ax.set_xlabel("seconds since the run started")
+    ax.set_xlim(0, timeline.end_s)
+
+
+def _legend_above(target: Target, gantt_ax: Axes, states_ax: Axes) -> None:
+    """One legend above both panels (the step timeline's sits above it too, so their time axes line up)."""
     handles, labels = gantt_ax.get_legend_handles_labels()
     extra = [
         (h, label)

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from markupsafe import Markup
 
 from ...profiler.rundir.atomic import write_text_atomic
-from ...profiler.rundir.results import RunData
+from ...profiler.rundir.results import RunData, RunResult
 from ..format import flatten, fmt_ms
 from ..rundata import LATENCY_LABELS, ReportData, prepare, why_not_measured
 from ..templating import render
@@ -164,7 +163,7 @@ def _charts(data: ReportData) -> dict[str, str | None]:
     }
 
 
-def _time_split_about(result: Any) -> str | None:
+def _time_split_about(result: RunResult) -> str | None:
     """Which process the time split is about, for a server of several processes (None for the built-in engine)."""
     foreign = (result.verdict or {}).get("foreign") or {}
     pid = foreign.get("engine_pid")
@@ -187,7 +186,7 @@ def _without_note(table: Table) -> Table:
     return table
 
 
-def _key_value_table(title: str, section: Mapping[str, Any] | None) -> Table:
+def _key_value_table(title: str, section: Mapping[str, object] | None) -> Table:
     table = Table(title, ["key", "value"], rows=[list(row) for row in flatten(section)])
     if not table.rows:
         table.note = "not recorded"

@@ -6,14 +6,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
 from matplotlib.backends.backend_pdf import PdfPages
 from matplotlib.figure import Figure, SubFigure
 from matplotlib.transforms import offset_copy
 
 from ...profiler.rundir.atomic import write_atomic
-from ...profiler.rundir.results import RunData
+from ...profiler.rundir.results import RunData, RunResult
 from ..format import flatten
 from ..rundata import ReportData, prepare, why_not_measured
 from ..stacks import ThreadGroup
@@ -98,11 +98,10 @@ def _title_page(pages: TextPages, data: ReportData, title: str, missing: list[st
 
 @dataclass
 class PlannedChart:
-    """One chart on a PDF page: its heading, how to draw it, its data, its height in inches."""
+    """One chart on a PDF page: its heading, how to draw it (its data bound in), its height in inches."""
 
     heading: str
-    draw: Callable[[SubFigure, Any], None]
-    payload: Any
+    draw: Callable[[SubFigure], None]
     height: float
     missing: str | None = None  # why it cannot be drawn (then it is listed on the title page instead)
     with_next: bool = False  # keep on the page of the chart after it (a chart and the table under it)
@@ -113,21 +112,43 @@ FLAME_MAX_DEPTH = 40  # the levels draw_flamegraph draws by default
 PAGE_HEIGHT_IN = CHART_AREA[3] * A4_INCHES[1]
 HEADING_IN = 0.34
 
+Payload = TypeVar("Payload")
+
+
+def _bound(
+    draw: Callable[[SubFigure, Payload], None], payload: Payload | None
+) -> Callable[[SubFigure], None]:
+    """draw(area, payload). A chart without its data (None) is planned only to be noted as missing, never drawn."""
+
+    def drawn(area: SubFigure) -> None:
+        assert payload is not None, "a chart noted as missing is not drawn"
+        draw(area, payload)
+
+    return drawn
+
 
 def _chart_plan(data: ReportData) -> tuple[list[list[PlannedChart]], list[str]]:
     """The chart pages and a note for every chart left out, and why."""
-    result = data.result
-    predictions = (result.verdict or {}).get("predictions") or {}
-    has_latency = any(values.size for values in data.latencies.values())
-    time_split = summary.time_split_table(result)
-    requests = gantt.request_timeline(data.run, data.start_ns)
-    probe = (result.target or {}).get("probe")
-    lanes = step_path.step_lanes(probe) if probe else []
     planned = [
+        *_time_split_charts(data.result),
+        *_step_path_charts(data.result),
+        _predictions_chart(data.result),
+        *_over_the_run_charts(data),
+        _flame_chart(data),
+    ]
+    drawn = [chart for chart in planned if chart.missing is None]
+    # The table under the time-split chart goes with it; its absence needs no second note.
+    missing = [chart.missing for chart in planned if chart.missing is not None and chart.heading]
+    return pack_pages(drawn), missing
+
+
+def _time_split_charts(result: RunResult) -> list[PlannedChart]:
+    """The engine thread's time split, and its table kept under it."""
+    time_split = summary.time_split_table(result)
+    return [
         PlannedChart(
             "Where the engine thread's time goes",
-            charts.draw_time_split,
-            result.breakdown,
+            _bound(charts.draw_time_split, result.breakdown),
             3.6,
             None
             if result.breakdown
@@ -136,63 +157,71 @@ def _chart_plan(data: ReportData) -> tuple[list[list[PlannedChart]], list[str]]:
         ),
         PlannedChart(
             "",
-            _draw_table_text,
-            time_split,
+            _bound(_draw_table_text, time_split),
             table_height(time_split),
             None if time_split.rows and result.breakdown else "time split table: no data",
         ),
-        *(  # a probed server's step, only where there is one: an in-process run has no processes to draw
-            [
-                PlannedChart(
-                    "A step across the server's processes (the in-process probe)",
-                    step_path.draw_step_path,
-                    probe,
-                    1.2 + 0.55 * len(lanes),
-                )
-            ]
-            if lanes
-            else []
-        ),
+    ]
+
+
+def _step_path_charts(result: RunResult) -> list[PlannedChart]:
+    """A probed server's step, only where there is one: an in-process run has no processes to draw."""
+    probe = (result.target or {}).get("probe")
+    lanes = step_path.step_lanes(probe) if probe else []
+    if not lanes:
+        return []
+    return [
         PlannedChart(
-            "Native paths",
-            partial(charts.draw_predictions, noise=summary.verify_noise(result)),
-            predictions,
-            1.3 + 0.45 * len(predictions),
-            None if predictions else f"native path predictions ({why_not_measured(result, 'verdict')})",
-        ),
+            "A step across the server's processes (the in-process probe)",
+            _bound(step_path.draw_step_path, probe),
+            1.2 + 0.55 * len(lanes),
+        )
+    ]
+
+
+def _predictions_chart(result: RunResult) -> PlannedChart:
+    predictions = (result.verdict or {}).get("predictions") or {}
+    return PlannedChart(
+        "Native paths",
+        _bound(partial(charts.draw_predictions, noise=summary.verify_noise(result)), predictions),
+        1.3 + 0.45 * len(predictions),
+        None if predictions else f"native path predictions ({why_not_measured(result, 'verdict')})",
+    )
+
+
+def _over_the_run_charts(data: ReportData) -> list[PlannedChart]:
+    """Steps, latencies and requests over the run, the timeline's time axis lined up with the requests'."""
+    requests = gantt.request_timeline(data.run, data.start_ns)
+    has_latency = any(values.size for values in data.latencies.values())
+    return [
         PlannedChart(
             "Over the run",
-            partial(charts.draw_timeline, end_s=requests.end_s if requests else None),
-            data.timeline,
+            _bound(partial(charts.draw_timeline, end_s=requests.end_s if requests else None), data.timeline),
             5.0,
             None if not data.timeline.empty else "timeline: the run recorded no steps",
         ),
         PlannedChart(
             "Latency distributions (finished, non-warm-up requests)",
-            partial(charts.draw_latency_cdfs, slo=data.slo.targets),
-            data.latencies,
+            _bound(partial(charts.draw_latency_cdfs, slo=data.slo.targets), data.latencies),
             5.0,
             None if has_latency else "latency distributions: no finished requests",
         ),
         PlannedChart(
             "Requests over the run",
-            gantt.draw_request_timeline,
-            requests,
+            _bound(gantt.draw_request_timeline, requests),
             7.0,
             None if requests else "request timeline: the run recorded no requests",
         ),
-        PlannedChart(
-            "Where the engine thread's samples are (py-spy)",
-            flamegraph.draw_flamegraph,
-            data.engine_thread,
-            _flame_height(data.engine_thread),
-            None if data.engine_thread else f"flame graph ({why_not_measured(result, 'samples')})",
-        ),
     ]
-    drawn = [chart for chart in planned if chart.missing is None]
-    # The table under the time-split chart goes with it; its absence needs no second note.
-    missing = [chart.missing for chart in planned if chart.missing is not None and chart.heading]
-    return pack_pages(drawn), missing
+
+
+def _flame_chart(data: ReportData) -> PlannedChart:
+    return PlannedChart(
+        "Where the engine thread's samples are (py-spy)",
+        _bound(flamegraph.draw_flamegraph, data.engine_thread),
+        _flame_height(data.engine_thread),
+        None if data.engine_thread else f"flame graph ({why_not_measured(data.result, 'samples')})",
+    )
 
 
 def _flame_height(group: ThreadGroup | None, row_in: float = 0.2) -> float:
@@ -254,7 +283,7 @@ def _chart_pages(pdf: PdfPages, pages: list[list[PlannedChart]]) -> None:
                 next(areas).text(
                     0.0, 0.5, chart.heading, fontsize=12, fontweight="bold", ha="left", va="center"
                 )
-            chart.draw(next(areas), chart.payload)
+            chart.draw(next(areas))
         pdf.savefig(page)
 
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Literal
 
 from ....profiler.rundir.results import RunResult
+from ....profiler.rundir.schema import Nvml, NvmlProcess, NvmlStats
 from ...format import fmt_number, fmt_pct
 from .table import Table
 
@@ -40,17 +41,16 @@ def gpu_table(result: RunResult) -> Table | None:
     table.sections.append(len(table.rows))
     table.rows += [[f"  of the wait: {name.replace('_', ' ')}", fmt_pct(part)] for name, part in waited]
     table.sections.append(len(table.rows))
-    figures: Mapping[str, Any] = gpu  # read by the names below
-    for name, label in (
-        ("window_gpu_idle_fraction", "idle between kernels (profiler windows)"),
-        ("kernels_per_step", "kernels per step"),
-        ("launches_per_step", "launches per step"),
-        ("busy_ns_per_step", "device time per step (ms)"),
-    ):
-        value = figures.get(name)
-        if name == "busy_ns_per_step" and isinstance(value, (int, float)):
-            value = value / 1e6
-        table.rows.append([label, fmt_pct(value) if name.endswith("fraction") else fmt_number(value)])
+    busy_ns = gpu.get("busy_ns_per_step")
+    table.rows += [
+        ["idle between kernels (profiler windows)", fmt_pct(gpu.get("window_gpu_idle_fraction"))],
+        ["kernels per step", fmt_number(gpu.get("kernels_per_step"))],
+        ["launches per step", fmt_number(gpu.get("launches_per_step"))],
+        [
+            "device time per step (ms)",
+            fmt_number(busy_ns / 1e6 if isinstance(busy_ns, (int, float)) else busy_ns),
+        ],
+    ]
     nvml = gpu.get("nvml")
     if nvml:
         table.sections.append(len(table.rows))
@@ -58,14 +58,14 @@ def gpu_table(result: RunResult) -> Table | None:
     return table
 
 
-def nvml_rows(nvml: Mapping[str, Any]) -> list[list[str]]:
+def nvml_rows(nvml: Nvml) -> list[list[str]]:
     """NVML's view beside the events': this process's device memory and SM time, and the whole device's
     utilization (every process on it); a figure the driver did not report reads "not reported"."""
     if nvml.get("status", "ok") != "ok":
         return [["NVML", f"{nvml.get('status')}: {nvml.get('reason') or 'no reason given'}"]]
-    process = nvml.get("process") or {}
+    process: NvmlProcess = nvml.get("process") or {}
 
-    def stat(stats: Any, key: str, unit: str) -> str:
+    def stat(stats: NvmlStats | None, key: Literal["mean", "max"], unit: str) -> str:
         value = stats.get(key) if isinstance(stats, Mapping) else None
         return fmt_number(value, unit) if value is not None else "not reported"
 

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from ....profiler.rundir.results import RunResult
+from ....profiler.rundir.schema import Prediction, VerifyComponent
 from ...format import NOT_RECORDED, fmt_gain, fmt_pct, fmt_pp
 from ...rundata import why_not_measured
 from .reads import interval_text
@@ -26,72 +24,69 @@ def predictions_table(result: RunResult) -> Table:
         table.note = noise_warning(result)
     noise = verify_noise(result)
     verified = ((result.verdict or {}).get("verify") or {}).get("components") or {}
-    for component, prediction in predictions.items():
-        if prediction.get("twin_on"):  # its C twin ran: nothing to predict (profiler.analysis.diagnose)
-            table.rows.append(
-                [
-                    component,
-                    fmt_pct(prediction.get("share")),
-                    "C twin on",
-                    "nothing to predict",
-                    NOT_RECORDED,
-                    NOT_RECORDED,
-                ]
-            )
-            continue
-        predicted, measured = prediction.get("predicted_gain"), prediction.get("measured_gain")
-        if prediction.get(
-            "void"
-        ):  # a busy machine's prediction (profiler.analysis.diagnose): no figure to act on
-            table.rows.append(
-                [
-                    component,
-                    fmt_pct(prediction.get("share")),
-                    _speedup_text(prediction),
-                    f"void: {prediction['void']}",
-                    _measured_text(measured, noise, verified.get(component)),
-                    NOT_RECORDED,
-                ]
-            )
-            continue
-        gap = (
-            fmt_pp((measured - predicted) * 100)
-            if predicted is not None and measured is not None
-            else NOT_RECORDED
-        )
-        table.rows.append(
-            [
-                component,
-                fmt_pct(prediction.get("share")),
-                _speedup_text(prediction),
-                fmt_gain(predicted)
-                + interval_text(
-                    prediction.get("predicted_gain_low"),
-                    prediction.get("predicted_gain_high"),
-                    lambda value: f"{value * 100:.1f}",
-                ),
-                _measured_text(measured, noise, verified.get(component)),
-                gap,
-            ]
-        )
+    table.rows += [
+        _prediction_row(component, prediction, noise, verified.get(component))
+        for component, prediction in predictions.items()
+    ]
     if any(prediction.get("speedup_source") == "replay" for prediction in predictions.values()):
-        replay = result.replay or {}
-        table.note = " ".join(
-            filter(
-                None,
-                [
-                    table.note,
-                    (
-                        f"Speedups: both twins replaying this run's own work ({replay.get('steps_recorded', 0):,} of "
-                        f"{replay.get('steps_in_run', 0):,} steps recorded), median with its 95% interval."
-                    ),
-                ],
-            )
-        )
+        table.note = " ".join(filter(None, [table.note, _replay_note(result)]))
     return table
 
 
-def _speedup_text(prediction: Mapping[str, Any]) -> str:
+def _prediction_row(
+    component: str, prediction: Prediction, noise: float | None, verified: VerifyComponent | None
+) -> list[str]:
+    """One component's row: its twin on, its prediction void, or its prediction beside the measured gain."""
+    if prediction.get("twin_on"):  # its C twin ran: nothing to predict (profiler.analysis.diagnose)
+        return [
+            component,
+            fmt_pct(prediction.get("share")),
+            "C twin on",
+            "nothing to predict",
+            NOT_RECORDED,
+            NOT_RECORDED,
+        ]
+    predicted, measured = prediction.get("predicted_gain"), prediction.get("measured_gain")
+    void = prediction.get("void")
+    if void:  # a busy machine's prediction (profiler.analysis.diagnose): no figure to act on
+        return [
+            component,
+            fmt_pct(prediction.get("share")),
+            _speedup_text(prediction),
+            f"void: {void}",
+            _measured_text(measured, noise, verified),
+            NOT_RECORDED,
+        ]
+    gap = (
+        fmt_pp((measured - predicted) * 100)
+        if predicted is not None and measured is not None
+        else NOT_RECORDED
+    )
+    return [
+        component,
+        fmt_pct(prediction.get("share")),
+        _speedup_text(prediction),
+        fmt_gain(predicted)
+        + interval_text(
+            prediction.get("predicted_gain_low"),
+            prediction.get("predicted_gain_high"),
+            lambda value: f"{value * 100:.1f}",
+        ),
+        _measured_text(measured, noise, verified),
+        gap,
+    ]
+
+
+def _replay_note(result: RunResult) -> str:
+    """Where the speedups came from when the replay measured them."""
+    replay = result.replay or {}
+    return (
+        f"Speedups: both twins replaying this run's own work ({replay.get('steps_recorded', 0):,} of "
+        f"{replay.get('steps_in_run', 0):,} steps recorded), median with its 95% interval."
+    )
+
+
+def _speedup_text(prediction: Prediction) -> str:
     speedup = prediction.get("native_speedup")
     if speedup is None:
         return NOT_RECORDED
@@ -104,11 +99,13 @@ def _speedup_text(prediction: Mapping[str, Any]) -> str:
 
 
 def _measured_text(
-    measured: float | None, noise: float | None, verified: Mapping[str, Any] | None = None
+    measured: float | None, noise: float | None, verified: VerifyComponent | None = None
 ) -> str:
     if measured is None:
         return "not measured"
-    if (verified or {}).get("method") == "in-run":  # at the same steps, its interval from units of blocks
-        low, high = verified.get("measured_low"), verified.get("measured_high")  # type: ignore[union-attr]
+    if (
+        verified and verified.get("method") == "in-run"
+    ):  # at the same steps, its interval from units of blocks
+        low, high = verified.get("measured_low"), verified.get("measured_high")
         return fmt_gain(measured) + interval_text(low, high, lambda value: f"{value * 100:.1f}") + " in-run"
     return fmt_gain(measured) + (" (within noise)" if within_noise(measured, noise) else "")
