@@ -24,12 +24,20 @@ from infer_prof.profiler.replay.recorder import RecordingSampler, RecordingSched
 
 
 class _Bare:
-    """Stands for a component: the proxies' cost is what they add in front of the real call."""
+    """Stands for a component: the proxies' cost is what they add in front of the real call (the members it
+    never times are there so that it stands for a Scheduler and a Sampler)."""
 
-    num_waiting = 0
+    block_size = 16
+    num_waiting = num_running = 0
 
     def schedule(self, arrivals, finished, free):
         return None
+
+    def add(self, seq_id, params, prompt_token_ids):
+        pass
+
+    def remove(self, seq_id):
+        pass
 
     def sample(self, logits, seq_ids):
         return seq_ids
