@@ -202,3 +202,31 @@ def test_a_planted_core_bug_is_reported(tiny, monkeypatch):
         "core"
     ]  # reported once: the core then stops shadowing
     assert report.exit_code == 1
+
+
+def test_an_end_to_end_mismatch_is_unexplained_unless_a_near_tie_accounts_for_it():
+    from types import SimpleNamespace
+
+    from infer_prof.profiler.checks.golden import GoldenReport, _compare_end_to_end
+
+    def outputs(*tokens):
+        return [SimpleNamespace(request_id=index, token_ids=list(ids)) for index, ids in enumerate(tokens)]
+
+    report = GoldenReport(requests=3, tokens=6, steps=2, preemptions=0)
+    python = outputs([1, 2], [3, 4], [5, 6])
+    _compare_end_to_end(report, "sampler", python, outputs([1, 2], [3, 9], [5, 7]), explained={1})
+    assert report.end_to_end_mismatches == [1, 2]
+    assert report.combinations == {"sampler": [2]} and report.unexplained_end_to_end == [2]
+    _compare_end_to_end(report, "all", python, outputs([1, 2], [3, 9], [5, 6]), explained=set())
+    assert report.end_to_end_mismatches == [1, 2]  # each request once over every combination
+    assert report.combinations == {"sampler": [2], "all": [1]} and report.unexplained_end_to_end == [2, 1]
+    assert report.exit_code == 1
+
+
+def test_the_default_pool_holds_a_third_of_the_batch_at_full_length():
+    from infer_prof.engine.kv_alloc import blocks_for_tokens
+    from infer_prof.profiler.checks.golden import _preempting_pool
+
+    per_request = blocks_for_tokens(120 + 64, 16)
+    assert _preempting_pool(64, 16, 16) == 16 * per_request // 3
+    assert _preempting_pool(64, 1, 16) == per_request + 1  # never less than one request at full length

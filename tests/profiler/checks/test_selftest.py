@@ -120,3 +120,11 @@ def test_a_samples_case_is_judged_where_its_largest_category_sits() -> None:
     assert selftest._answer(case, result) == ("lock", 0.45, "model_glue")
     samples["categories"] = {"lock": 0.2, "interpreter": 0.6}  # interpreter wins: judged over all components
     assert selftest._answer(case, result) == ("interpreter", 0.6, "model_glue")
+
+
+def test_each_category_reads_its_own_by_component_entry_and_others_have_none() -> None:
+    split = {"lock_by_component": {"sampler": 0.3}, "gil_by_component": {"sampler": 0.1}}
+    assert selftest._by_component(split, "lock") == {"sampler": 0.3}
+    assert selftest._by_component(split, "gil") == {"sampler": 0.1}
+    assert selftest._by_component(split, "allocation") is None
+    assert selftest._by_component(split, "interpreter") is None

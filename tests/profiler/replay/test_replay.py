@@ -466,3 +466,25 @@ def test_the_cache_evictor_reads_a_buffer_and_the_host_rows_and_leaves_the_rows_
     evict([1, 2])  # rows that are not a tensor (never in the replay) are left alone, not an error
     assert torch.equal(rows.isnan(), before.isnan()) and torch.equal(rows[:, :2], before[:, :2])
     assert torch.signbit(rows[0, 1])  # read, never rewritten: -0.0 stays -0.0
+
+
+def test_interleaved_refuses_zero_repeats() -> None:
+    # Each pass must run once: its outputs are the twins' agreement.
+    with pytest.raises(ValueError, match="at least once"):
+        interleaved((lambda: ([1], "p"), lambda: ([1], "n")), repeats=0)
+
+
+def test_default_twins_pair_each_component_with_its_own_twins() -> None:
+    _needs_twins()
+    from infer_prof.native_paths.toggles import make_twin
+    from infer_prof.profiler.replay.replay import default_twins
+
+    shape = PoolShape(num_blocks=64, block_size=16, max_batch=8, max_batched_tokens=256)
+    twins = default_twins(shape, ("scheduler", "kv_alloc", "prepare", "sampler"))
+    assert list(twins) == ["scheduler", "kv_alloc", "prepare", "sampler"]
+    sizes = {"num_blocks": 64, "block_size": 16, "max_batch": 8, "max_batched_tokens": 256}
+    for name, (make_python, make_native) in twins.items():
+        assert type(make_python()) is type(make_twin(name, False, **sizes))
+        assert type(make_native()) is type(make_twin(name, True, **sizes))
+        assert type(make_python()) is not type(make_native())
+    assert list(default_twins(shape, ("sampler", "scheduler"))) == ["sampler", "scheduler"]
