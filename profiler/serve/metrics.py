@@ -64,36 +64,7 @@ class ServerMetrics:
             buckets=E2E_BUCKETS,
             registry=registry,
         )
-        info = Gauge(f"{PREFIX}_model_info", "The served model (value 1).", ["model"], registry=registry)
-        info.labels(model=model_name).set(1)
-        # Each gauge's help text and how it reads the engine's stats() when scraped.
-        gauges: dict[str, tuple[str, Callable[[EngineStats], float]]] = {
-            "kv_blocks_used": (
-                "KV cache blocks in use.",
-                lambda stats: stats["blocks_total"] - stats["blocks_free"],
-            ),
-            "kv_blocks_total": ("KV cache blocks in the pool.", lambda stats: stats["blocks_total"]),
-            "kv_usage_ratio": (
-                "KV cache blocks in use / pool size.",
-                lambda stats: 1 - stats["blocks_free"] / max(1, stats["blocks_total"]),
-            ),
-            "requests_waiting": (
-                "Requests the scheduler holds but has not started (the queue depth).",
-                lambda stats: stats["waiting"],
-            ),
-            "requests_running": ("Requests the scheduler is running.", lambda stats: stats["running"]),
-        }
-        for name, (text, read) in gauges.items():
-
-            def value(read: Callable[[EngineStats], float] = read) -> float:
-                return float(read(engine.stats()))
-
-            Gauge(f"{PREFIX}_{name}", text, registry=registry).set_function(value)
-        Gauge(
-            f"{PREFIX}_requests_unfinished",
-            "Requests accepted and not finished (submitted, waiting or running).",
-            registry=registry,
-        ).set_function(lambda: float(engine.num_unfinished))
+        _engine_gauges(registry, engine, model_name)
 
     def observe_finished(self, endpoint: str, output: RequestOutput) -> None:
         """Count one finished request and its latencies (from the engine's own timestamps)."""
@@ -112,3 +83,37 @@ class ServerMetrics:
     def exposition(self) -> tuple[bytes, str]:
         """The text format body and its content type."""
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+
+def _engine_gauges(registry: CollectorRegistry, engine: Engine, model_name: str) -> None:
+    """The model's info gauge and the gauges that read the engine when scraped: KV blocks, queue, unfinished."""
+    info = Gauge(f"{PREFIX}_model_info", "The served model (value 1).", ["model"], registry=registry)
+    info.labels(model=model_name).set(1)
+    # Each gauge's help text and how it reads the engine's stats() when scraped.
+    gauges: dict[str, tuple[str, Callable[[EngineStats], float]]] = {
+        "kv_blocks_used": (
+            "KV cache blocks in use.",
+            lambda stats: stats["blocks_total"] - stats["blocks_free"],
+        ),
+        "kv_blocks_total": ("KV cache blocks in the pool.", lambda stats: stats["blocks_total"]),
+        "kv_usage_ratio": (
+            "KV cache blocks in use / pool size.",
+            lambda stats: 1 - stats["blocks_free"] / max(1, stats["blocks_total"]),
+        ),
+        "requests_waiting": (
+            "Requests the scheduler holds but has not started (the queue depth).",
+            lambda stats: stats["waiting"],
+        ),
+        "requests_running": ("Requests the scheduler is running.", lambda stats: stats["running"]),
+    }
+    for name, (text, read) in gauges.items():
+
+        def value(read: Callable[[EngineStats], float] = read) -> float:
+            return float(read(engine.stats()))
+
+        Gauge(f"{PREFIX}_{name}", text, registry=registry).set_function(value)
+    Gauge(
+        f"{PREFIX}_requests_unfinished",
+        "Requests accepted and not finished (submitted, waiting or running).",
+        registry=registry,
+    ).set_function(lambda: float(engine.num_unfinished))
