@@ -14,7 +14,7 @@ import functools
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal, TypedDict, cast
 
 import numpy as np
 
@@ -85,6 +85,42 @@ class MetricComparison:
     )
 
 
+class MetricComparisonDict(TypedDict):
+    """A MetricComparison as compare.json writes it."""
+
+    name: str
+    label: str
+    unit: str
+    better: str | None
+    before: float | None
+    after: float | None
+    ratio: float | None
+    ci_low: float | None
+    ci_high: float | None
+    p_value: float | None
+    verdict: str
+    method: str
+    why: str | None
+
+
+class ComparisonDict(TypedDict):
+    """compare.json: a ComparisonResult's fields, in their order."""
+
+    before: list[str]
+    after: list[str]
+    mode: str
+    confidence: float
+    min_effect: float
+    seed: int
+    metrics: list[MetricComparisonDict]
+    time_split_shift: dict[str, dict[str, float]]
+    time_split_method: str | None
+    notes: list[str]
+    yardstick: YardstickDrift
+    void: str | None
+    unlike: str | None
+
+
 @dataclass
 class ComparisonResult:
     before: list[str]
@@ -111,8 +147,10 @@ class ComparisonResult:
                 return metric
         raise KeyError(f"no metric {name!r}; have {', '.join(m.name for m in self.metrics)}")
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_dict(self) -> ComparisonDict:
+        # asdict copies the fields into plain dicts and lists but is typed dict[str, Any]: ComparisonDict names
+        # the same fields (tests/reports/compare checks that they stay alike).
+        return cast(ComparisonDict, asdict(self))
 
 
 MIN_REPEATS = 4  # runs a side before per-run statistics are used
@@ -496,9 +534,9 @@ def _merge_blocks(runs: list[RunData]) -> dict[str, np.ndarray]:
 
 def _run_value(run: RunData, spec: MetricSpec) -> float | None:
     if spec.name.startswith("gpu_time."):
-        gpu_time: Mapping[str, Any] = run.result.gpu_time or {}
+        gpu_time: Mapping[str, object] = run.result.gpu_time or {}  # read by the metric's name
         value = gpu_time.get(spec.name.removeprefix("gpu_time."))
-        return None if value is None else float(value) * (100 if spec.unit == "%" else 1)
+        return float(value) * (100 if spec.unit == "%" else 1) if isinstance(value, (int, float)) else None
     if spec.name.startswith("share."):
         column = f"{spec.name.removeprefix('share.')}_ms"
         if column not in run.steps or "duration_ms" not in run.steps or run.steps.empty:

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 import numpy as np
 
 from ..format import fmt_number, fmt_pp, fmt_ratio
@@ -17,6 +14,7 @@ from .analysis import (
     ComparisonResult,
     MetricComparison,
 )
+from .drift import YardstickDrift
 
 VERDICT_COLOURS = {FASTER: "#1a7f37", SLOWER: "#c0392b", HIGHER: "#0072B2", LOWER: "#E69F00"}
 
@@ -171,21 +169,22 @@ def draw_shift(target: Target, result: ComparisonResult) -> None:
 SIDE_STYLES = {"before": ("#0072B2", "o"), "after": ("#E69F00", "s")}
 
 
-def draw_yardstick(target: Target, yardstick: Mapping[str, Any]) -> None:
+def draw_yardstick(target: Target, yardstick: YardstickDrift) -> None:
     """The yardstick of every run in the order the runs ran, each side's mean dashed: a figure the
     change cannot move, so a slope or a gap here is the machine."""
     ax = target.subplots()
     for side, (colour, marker) in SIDE_STYLES.items():
         runs = sorted((run for run in yardstick["runs"] if run["side"] == side), key=lambda run: run["order"])
+        mean = yardstick["before_mean"] if side == "before" else yardstick["after_mean"]
         ax.plot(
             [run["order"] for run in runs],
             [run["value"] for run in runs],
             marker,
             color=colour,
             markersize=7,
-            label=f"{side}: mean {fmt_number(round(yardstick[f'{side}_mean'], 1), yardstick['unit'])}",
+            label=f"{side}: mean {fmt_number(round(mean, 1), yardstick['unit'])}",
         )
-        ax.axhline(yardstick[f"{side}_mean"], color=colour, linestyle="--", linewidth=1)
+        ax.axhline(mean, color=colour, linestyle="--", linewidth=1)
     orders = [run["order"] for run in yardstick["runs"]]
     ax.set_xticks(orders, [str(order) for order in orders])
     values = [run["value"] for run in yardstick["runs"]]

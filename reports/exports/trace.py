@@ -5,6 +5,7 @@ work and idle gaps per step."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -58,6 +59,9 @@ def write_chrome_trace(run_dir: str | Path | RunData) -> Path:
     return write_text_atomic(run.path / TRACE_NAME, json.dumps(trace, separators=(",", ":")))
 
 
+TraceArg = str | int | float | bool | None  # an event's argument, shown in the viewer's details pane
+
+
 class TraceEvent(TypedDict, total=False):
     """One event of the Chrome trace (the Trace Event Format's fields this export writes)."""
 
@@ -70,7 +74,7 @@ class TraceEvent(TypedDict, total=False):
     tid: int | str
     id: int | str
     s: str
-    args: dict[str, Any]
+    args: Mapping[str, TraceArg]
 
 
 def read_span_tables(run: RunData) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
@@ -274,7 +278,7 @@ def _counter_events(steps: pd.DataFrame, start_ns: int) -> list[TraceEvent]:
     events: list[TraceEvent] = []
     for row in steps.to_dict("records") if not steps.empty else []:
         ts = _us(int(row["start_ns"]), start_ns)
-        counters: dict[str, dict[str, Any]] = {
+        counters: dict[str, dict[str, TraceArg]] = {
             "batch_size": {"running": int(row["batch_size"])},
             "kv_utilization": {"percent": round(float(row["kv_utilization"]) * 100, 3)},
             "queue": {"waiting": int(row["waiting"]), "running": int(row["running"])},
