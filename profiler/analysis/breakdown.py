@@ -69,6 +69,7 @@ if TYPE_CHECKING:
     from ..collectors.gc import GcResult
     from ..collectors.kernels import KernelResult, KernelWindow, SpanSplit, SpanTime
     from ..collectors.registry import CollectorResults
+    from ..collectors.sampling import SamplingResult
     from ..collectors.spans import LockTotals, PauseTotals, SpanResult, SpanThread
 
     ResultT = TypeVar("ResultT", bound=CollectorResult)
@@ -500,6 +501,40 @@ def _beyond_noise(samples: Split | None, spans: Split | None, key: SplitTable) -
     return sorted(out)
 
 
+def _sampled_counts(
+    sampling: SamplingResult | None, engine_thread_name: str, notes: list[str]
+) -> tuple[SampleCounts | None, SampleCounts | None]:
+    """The engine thread's sample counts (its name's, or its native id's threads pooled) and every other thread's
+    but the profiler's own, pooled; (None, None) when py-spy did not sample."""
+    if not _ok(sampling):
+        return None, None
+    threads = sampling.get("threads", {})
+    engine_id = sampling.get("engine_thread_id")
+    engine_names = {
+        name
+        for name, data in threads.items()
+        if name == engine_thread_name or (engine_id is not None and engine_id in data["thread_ids"])
+    }
+    engine_counts = pool_counts(
+        from_thread_counts(data) for name, data in threads.items() if name in engine_names
+    )
+    client_counts = pool_counts(
+        from_thread_counts(data)
+        for name, data in threads.items()
+        if name not in engine_names and name not in PROFILER_THREADS
+    )
+    if engine_counts is None:
+        notes.append(f"py-spy saw no thread named {engine_thread_name!r}")
+    if sampling.get("native_stacks") and sampling.get("scheduling") == "normal":
+        notes.append(
+            "py-spy could not run under SCHED_FIFO (needs root or CAP_SYS_NICE): with every core busy its "
+            "samples can wait for a core and land after parallel kernels end (on a 2-core decode loop, "
+            "4.4 points fewer in the linears than direct timing, 0.5 under SCHED_FIFO; see "
+            "profiler.collectors.sampling)"
+        )
+    return engine_counts, client_counts
+
+
 def build_breakdown(
     collector_results: CollectorResults,
     *,
@@ -513,34 +548,9 @@ def build_breakdown(
     native_components: components running as C twins in this run (their spans count as "other").
     """
     notes: list[str] = []
-    sampling = collector_results.get("sampling")
-    engine_counts = None
-    client_counts = None
-    if _ok(sampling):
-        threads = sampling.get("threads", {})
-        engine_id = sampling.get("engine_thread_id")
-        engine_names = {
-            name
-            for name, data in threads.items()
-            if name == engine_thread_name or (engine_id is not None and engine_id in data["thread_ids"])
-        }
-        engine_counts = pool_counts(
-            from_thread_counts(data) for name, data in threads.items() if name in engine_names
-        )
-        client_counts = pool_counts(
-            from_thread_counts(data)
-            for name, data in threads.items()
-            if name not in engine_names and name not in PROFILER_THREADS
-        )
-        if engine_counts is None:
-            notes.append(f"py-spy saw no thread named {engine_thread_name!r}")
-        if sampling.get("native_stacks") and sampling.get("scheduling") == "normal":
-            notes.append(
-                "py-spy could not run under SCHED_FIFO (needs root or CAP_SYS_NICE): with every core busy its "
-                "samples can wait for a core and land after parallel kernels end (on a 2-core decode loop, "
-                "4.4 points fewer in the linears than direct timing, 0.5 under SCHED_FIFO; see "
-                "profiler.collectors.sampling)"
-            )
+    engine_counts, client_counts = _sampled_counts(
+        collector_results.get("sampling"), engine_thread_name, notes
+    )
     samples = samples_split(engine_counts)
     spans_result = collector_results.get("spans")
     spans = None

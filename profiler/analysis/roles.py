@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 from ..rundir.schema import ForeignProcess, SampledThread, ThreadSampleCounts
 from .classify import (
+    Classification,
     ComponentRules,
     Frame,
     Stack,
@@ -233,38 +234,7 @@ def process_roles(
     for stack in stacks:
         key = stack.thread_id if stack.thread_id is not None else stack.thread_name
         thread = threads.setdefault(key, ThreadSplit(stack.thread_id, stack.thread_name))
-        label = classify(stack, rules=rules, waits=waits)
-        count = stack.count
-        thread.samples += count
-        if stack.has_native_frames:
-            thread.native_samples += count
-        thread.categories[label.category] += count
-        thread.components[label.component or "none"] += count
-        thread.by_category[f"{label.category}/{label.component or 'none'}"] += count
-        if not thread.event_loop and any(
-            frame.python and _EVENT_LOOP.search(frame.where) for frame in stack.frames
-        ):
-            thread.event_loop = True
-        if label.dispatch:
-            thread.dispatch += count
-        gil = label.category == "lock" and stack.has_native_frames and is_gil_wait(stack.frames)
-        if label.category == "lock":
-            thread.lock_components[label.component or "none"] += count
-            if gil:
-                thread.gil_samples += count
-                thread.gil_components[label.component or "none"] += count
-            else:
-                thread.waits["lock"] += count
-        elif label.wait is not None:
-            thread.waits[label.wait] += count
-            # A request waiting behind another, or for its tokens, is a request handler; a loop waiting on
-            # its worker is the engine loop. A wait for work says nothing of the job.
-            if label.wait in _WAIT_ROLE:
-                thread.votes[_WAIT_ROLE[label.wait]] += count
-        if label.category not in _WAITS or gil:
-            role = _role_of(stack.frames, rows, label.component, label.category)
-            if role is not None:
-                thread.votes[role] += count
+        _count(thread, stack, classify(stack, rules=rules, waits=waits), rows)
     ordered = sorted(threads.values(), key=lambda thread: (-thread.samples, thread.thread_id or 0))
     total = sum(thread.samples for thread in ordered)
     native_stacks = total > 0 and sum(thread.native_samples for thread in ordered) >= 0.5 * total
@@ -272,17 +242,67 @@ def process_roles(
     for thread in ordered:
         _assign(thread)
     engine_thread, engine_threads = _engine_threads(ordered, notes)
-    engine_role = next((thread.role for thread in ordered if thread.thread_id == engine_thread), None)
-    busiest = max(ordered, key=lambda thread: thread.work, default=None)
-    if engine_role is not None:
-        role = engine_role
-    elif busiest is not None and busiest.work > 0 and busiest.role != IDLE_HELPER:
-        role = busiest.role
-    else:
-        role = "idle" if ordered else UNKNOWN
     return ProcessRoles(
-        pid, ordered, _engine_of(stacks, tables), role, engine_thread, engine_threads, native_stacks, notes
+        pid,
+        ordered,
+        _engine_of(stacks, tables),
+        _process_role(ordered, engine_thread),
+        engine_thread,
+        engine_threads,
+        native_stacks,
+        notes,
     )
+
+
+def _count(
+    thread: ThreadSplit,
+    stack: Stack,
+    label: Classification,
+    rows: list[tuple[str, re.Pattern[str], re.Pattern[str] | None]],
+) -> None:
+    """One stack's samples counted into its thread: by category and component, its waits, and its vote for a role."""
+    count = stack.count
+    thread.samples += count
+    if stack.has_native_frames:
+        thread.native_samples += count
+    thread.categories[label.category] += count
+    thread.components[label.component or "none"] += count
+    thread.by_category[f"{label.category}/{label.component or 'none'}"] += count
+    if not thread.event_loop and any(
+        frame.python and _EVENT_LOOP.search(frame.where) for frame in stack.frames
+    ):
+        thread.event_loop = True
+    if label.dispatch:
+        thread.dispatch += count
+    gil = label.category == "lock" and stack.has_native_frames and is_gil_wait(stack.frames)
+    if label.category == "lock":
+        thread.lock_components[label.component or "none"] += count
+        if gil:
+            thread.gil_samples += count
+            thread.gil_components[label.component or "none"] += count
+        else:
+            thread.waits["lock"] += count
+    elif label.wait is not None:
+        thread.waits[label.wait] += count
+        # A request waiting behind another, or for its tokens, is a request handler; a loop waiting on
+        # its worker is the engine loop. A wait for work says nothing of the job.
+        if label.wait in _WAIT_ROLE:
+            thread.votes[_WAIT_ROLE[label.wait]] += count
+    if label.category not in _WAITS or gil:
+        role = _role_of(stack.frames, rows, label.component, label.category)
+        if role is not None:
+            thread.votes[role] += count
+
+
+def _process_role(threads: list[ThreadSplit], engine_thread: int | None) -> str:
+    """The process's job: its engine thread's role, else its busiest thread's; "idle" or "unknown"."""
+    engine_role = next((thread.role for thread in threads if thread.thread_id == engine_thread), None)
+    busiest = max(threads, key=lambda thread: thread.work, default=None)
+    if engine_role is not None:
+        return engine_role
+    if busiest is not None and busiest.work > 0 and busiest.role != IDLE_HELPER:
+        return busiest.role
+    return "idle" if threads else UNKNOWN
 
 
 def _assign(thread: ThreadSplit) -> None:
