@@ -149,25 +149,11 @@ def interpreter_share_interval(
     moving = {span: share for span, share in shares.items() if fractions[span] >= KERNEL_FLOOR}
     # The steps' error is estimated from about n / block independent blocks: that many freedoms, less one.
     errors, freedoms = [se_steps], [max(1.0, len(steps) // block_length(len(steps)) - 1.0)]
-    open_low = open_high = 0.0  # how far an unresolved kernel fraction leaves the interval open, each side
-    se_windows, count = 0.0, 0
-    if kernel_source == "profiler windows" and moving:
-        g = _window_kernel_shares(steps, windows, moving, fractions)
-        count = len(g)
-        if count >= 2:
-            se_windows = float(g.std(ddof=1) / math.sqrt(count))
-            errors.append(se_windows)
-            freedoms.append(count - 1)
-        else:
-            open_low = sum(share * (1.0 - fractions[span]) for span, share in moving.items())
-            open_high = sum(share * fractions[span] for span, share in moving.items())
-    elif kernel_source == "native samples" and "model" in shares and model_samples:
-        k = fractions["model"]
-        se_windows = shares["model"] * math.sqrt(max(k * (1 - k), 0.25 / model_samples) / model_samples)
-        errors.append(se_windows)
-        freedoms.append(math.inf)
-    elif kernel_source == "assumed" and "model" in shares:
-        open_high = shares["model"]  # every model span counted as kernel: the glue could be any part of it
+    term = _kernel_term(kernel_source, steps, windows, fractions, shares, moving, model_samples)
+    if term.freedoms is not None:
+        errors.append(term.se)
+        freedoms.append(term.freedoms)
+    se_windows, count, open_low, open_high = term.se, term.windows, term.open_low, term.open_high
     interval = combined_interval(point, errors, freedoms, confidence=confidence)
     low, high = max(0.0, interval.low - open_low), min(1.0, interval.high + open_high)
     if open_low or open_high:
@@ -186,6 +172,49 @@ def interpreter_share_interval(
         widest=widest,
         method=_method(kernel_source, len(steps), count, confidence, open_low or open_high),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class KernelTerm:
+    """The kernel fraction's part of the interval: a standard error with its freedoms, or how far a fraction it
+    cannot resolve leaves the interval open on each side."""
+
+    se: float = 0.0
+    freedoms: float | None = None  # None: no error term (nothing measured, or left open instead)
+    windows: int = 0  # kernel windows whose own split entered the term
+    open_low: float = 0.0
+    open_high: float = 0.0
+
+
+def _kernel_term(
+    source: str,
+    steps: Sequence[StepsRow],
+    windows: Sequence[KernelWindow],
+    fractions: Mapping[str, float],
+    shares: Mapping[str, float],
+    moving: Mapping[str, float],
+    model_samples: int | None,
+) -> KernelTerm:
+    """The kernel term from where the kernel fractions came: the windows' spread (Student t, or the fraction left open
+    with one window), the native samples' binomial error on the model span, or an assumed model span left open high."""
+    if source == "profiler windows" and moving:
+        g = _window_kernel_shares(steps, windows, moving, fractions)
+        count = len(g)
+        if count >= 2:
+            return KernelTerm(se=float(g.std(ddof=1) / math.sqrt(count)), freedoms=count - 1, windows=count)
+        return KernelTerm(
+            windows=count,
+            open_low=sum(share * (1.0 - fractions[span]) for span, share in moving.items()),
+            open_high=sum(share * fractions[span] for span, share in moving.items()),
+        )
+    if source == "native samples" and "model" in shares and model_samples:
+        k = fractions["model"]
+        se = shares["model"] * math.sqrt(max(k * (1 - k), 0.25 / model_samples) / model_samples)
+        return KernelTerm(se=se, freedoms=math.inf)
+    if source == "assumed" and "model" in shares:
+        # Every model span counted as kernel: the glue could be any part of it.
+        return KernelTerm(open_high=shares["model"])
+    return KernelTerm()
 
 
 def _method(source: str, steps: int, windows: int, confidence: float, unresolved: float) -> str:
