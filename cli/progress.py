@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from ..profiler.session.session import SessionHooks
+    from ..profiler.session.until import Look
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 LINE_EVERY_S = (
@@ -226,14 +227,9 @@ class ProgressTask:
         if self.lines is not None:
             self.lines.update(done, total, note)
             return
-        changes: dict[str, Any] = {}
-        if done is not None:
-            changes["completed"] = done
-        if total is not None:
-            changes["total"] = total
-        if note is not None:
-            changes["note"] = note
-        self.reporter.rich.update(self.bar, **changes)
+        # Rich leaves a figure given as None as it was; the note is a field of ours, so it is passed only when given.
+        note_field = {"note": note} if note is not None else {}
+        self.reporter.rich.update(self.bar, completed=done, total=total, **note_field)
 
     def finish(self) -> None:
         if self.lines is not None:
@@ -345,7 +341,7 @@ def session_progress(
             speed[0] = f"{tokens / elapsed:.1f} tok/s"
             task.update(requests_done, note=f"{speed[0]}{estimate[0]}")
 
-        def on_look(look: Any) -> None:  # profiler.session.until.Look, after each round
+        def on_look(look: Look) -> None:  # after each round
             estimate[0] = f"; {look.progress_text()}"
             if reporter.rich is None:
                 reporter.emit(f"{label}: round {look.rounds}, {look.progress_text()}")
