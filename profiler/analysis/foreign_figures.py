@@ -194,27 +194,14 @@ def loop_figures(
         for key, count in by_category.items()
         if key.split("/")[0] == "interpreter" and key.split("/")[1] in CONTROL
     )
-    if native:
-        measured = _interval(interpreter, busy, confidence)
-        share, low, high = measured.point, measured.low, measured.high
-    else:
-        low, high = _interval(control, busy, confidence).low, _interval(interpreter, busy, confidence).high
-        share = (control + interpreter) / 2 / busy
+    share, low, high = _interpreter_share(native, interpreter, control, busy, confidence)
     on_worker = loop["waits"].get("worker", 0)
     found = _worker_process(processes, chosen)
     worker_counts = loop_counts(engine_threads(found)) if found is not None and on_worker else None
     worker = (
         _worker_figures(found, worker_counts) if found is not None and worker_counts is not None else None
     )
-    category_counts = {
-        "interpreter": interpreter,
-        "kernel": categories.get("kernel", 0),
-        "waiting": categories.get("waiting", 0),
-        "lock": categories.get("lock", 0),
-        "allocation": categories.get("allocation", 0),
-        "other": categories.get("other", 0),
-        "idle": idle,
-    }
+    category_counts = _category_counts(categories)
     bottleneck = max(category_counts, key=lambda key: category_counts[key])
     return LoopFigures(
         pid=chosen["pid"],
@@ -244,6 +231,31 @@ def loop_figures(
         api=_api_figures(processes),
         confidence=confidence,
     )
+
+
+def _interpreter_share(
+    native: bool, interpreter: float, control: float, busy: float, confidence: float
+) -> tuple[float, float, float]:
+    """The interpreter share of the busy samples and its interval: measured with native stacks; without them,
+    bounded from the control-code lines (low) to every Python-innermost line (high), the midpoint its share."""
+    if native:
+        measured = _interval(interpreter, busy, confidence)
+        return measured.point, measured.low, measured.high
+    low, high = _interval(control, busy, confidence).low, _interval(interpreter, busy, confidence).high
+    return (control + interpreter) / 2 / busy, low, high
+
+
+def _category_counts(categories: Mapping[str, float]) -> dict[str, float]:
+    """The loop's samples by category, in the order the bottleneck is chosen among equals."""
+    return {
+        "interpreter": categories.get("interpreter", 0),
+        "kernel": categories.get("kernel", 0),
+        "waiting": categories.get("waiting", 0),
+        "lock": categories.get("lock", 0),
+        "allocation": categories.get("allocation", 0),
+        "other": categories.get("other", 0),
+        "idle": categories.get("idle", 0),
+    }
 
 
 def _interval(hits: float, trials: float, confidence: float = 0.95) -> Interval:
