@@ -76,26 +76,39 @@ def explain(
     x = _penalized(row, params, prompt, output)
     pair = (python_token, native_token)
     if params.temperature == 0.0:
-        best = float(x.max())
-        lowest = int(np.flatnonzero(x == best)[0])
-        margin = abs(float(x[python_token] - x[native_token]))
-        candidates: dict[int, Candidate] = {
-            t: {"logit": float(x[t]), "p": None, "kept": t == lowest} for t in pair
-        }
-        a, b = float(x[python_token]), float(x[native_token])
-        if a == b:  # an exact tie has one right answer: the lower id
-            kind, detail = "logic error", f"exact tie: the spec picks the lower id {min(pair)}"
-        else:
-            kind = "near-tie" if _close(a, b) else "logic error"
-            detail = f"argmax by the spec is {lowest} (logit {best:.9g})"
-        return Explanation(kind, "greedy", margin, None, candidates, detail)
+        return _explain_greedy(x, pair)
+    return _explain_draw(x, params, position, pair)
+
+
+def _explain_greedy(x: np.ndarray, pair: tuple[int, int]) -> Explanation:
+    """A greedy pick (the penalized row `x`): an exact tie has one right answer, a near one is within rounding."""
+    python_token, native_token = pair
+    best = float(x.max())
+    lowest = int(np.flatnonzero(x == best)[0])
+    margin = abs(float(x[python_token] - x[native_token]))
+    candidates: dict[int, Candidate] = {
+        t: {"logit": float(x[t]), "p": None, "kept": t == lowest} for t in pair
+    }
+    a, b = float(x[python_token]), float(x[native_token])
+    if a == b:  # an exact tie has one right answer: the lower id
+        kind, detail = "logic error", f"exact tie: the spec picks the lower id {min(pair)}"
+    else:
+        kind = "near-tie" if _close(a, b) else "logic error"
+        detail = f"argmax by the spec is {lowest} (logit {best:.9g})"
+    return Explanation(kind, "greedy", margin, None, candidates, detail)
+
+
+def _explain_draw(x: np.ndarray, params: SamplingParams, position: int, pair: tuple[int, int]) -> Explanation:
+    """A sampled pick (the penalized row `x`): the spec's own draw, then whether a decision within rounding
+    leads from it to the other twin's token."""
+    python_token, native_token = pair
     x = x / params.temperature
     u = splitmix64_uniform(params.seed or 0, position)
     spec = _truncate(x, params)
     # exp(x - max) is proportional to every kept set's softmax (each keeps the best token): one draw weight.
     weights = np.exp(x - x.max())
     picked = _draw(spec.kept, weights, u)
-    candidates = {
+    candidates: dict[int, Candidate] = {
         t: {"logit": float(x[t] * params.temperature), "p": float(spec.p[t]), "kept": bool(spec.kept[t])}
         for t in pair
     }
