@@ -14,6 +14,9 @@ from .table import Table
 SPLIT_COMPONENT_MIN = 0.005
 
 
+Line = tuple[str, Sequence[float | None]]  # a name and its share by each method present
+
+
 def compact_split(result: RunResult) -> Table | None:
     """Categories and components side by side, one column per method that measured them; None without a split."""
     breakdown = result.breakdown or {}
@@ -25,19 +28,48 @@ def compact_split(result: RunResult) -> Table | None:
     ]
     if not present:
         return None
-    mixed = any(name == "samples" and split.get("resolution") == "python" for name, split in present)
-
-    def shares(group: Group, name: str) -> list[float | None]:
-        return [split_shares(split, group).get(name) for _, split in present]
-
-    def shown(values: list[float | None]) -> bool:
-        return any(isinstance(value, (int, float)) and value >= 0.0005 for value in values)
-
-    # Each line: a name and its share by each method present.
-    categories: list[tuple[str, Sequence[float | None]]] = [
-        (name, shares("categories", name)) for name in CATEGORIES if shown(shares("categories", name))
+    categories = [
+        (name, _shares(present, "categories", name))
+        for name in CATEGORIES
+        if _shown(_shares(present, "categories", name))
     ]
-    components: list[tuple[str, Sequence[float | None]]] = []
+    components = _component_lines(present)
+    columns = [name for name, _ in present]
+    table = Table(
+        f"{_thread_title(result)} ({'; '.join(METHOD_WORDS[name] for name in columns)})",
+        ["category", *columns, "component", *columns],
+        left_columns=(len(columns) + 1,),
+    )
+    blank: Line = ("", [None] * len(columns))
+    for index in range(max(len(categories), len(components))):
+        left = categories[index] if index < len(categories) else blank
+        right = components[index] if index < len(components) else blank
+        row = []
+        for label, figures in (left, right):
+            row += [label, *[_cell(value, label) for value in figures]]
+        table.rows.append(row)
+    notes = []
+    if any(name == "samples" and split.get("resolution") == "python" for name, split in present):
+        notes.append("samples: a Python line and the native code it calls count as one")
+    if (methods.get("spans") or {}).get("kernel_source") == "assumed":
+        notes.append("the spans' kernel share is assumed: no profiler window ran")
+    table.note = "; ".join(notes) or None
+    return table
+
+
+def _shares(present: list[tuple[str, Split]], group: Group, name: str) -> list[float | None]:
+    """The name's share by each method present."""
+    return [split_shares(split, group).get(name) for _, split in present]
+
+
+def _shown(values: Sequence[float | None]) -> bool:
+    return any(isinstance(value, (int, float)) and value >= 0.0005 for value in values)
+
+
+def _component_lines(present: list[tuple[str, Split]]) -> list[Line]:
+    """The components worth a line (SPLIT_COMPONENT_MIN), the model whole where Python-only samples see it so, and
+    the rest folded into one line."""
+    components: list[Line] = []
     folded = [0.0] * len(present)
     names = list(COMPONENTS) + (
         ["model"]
@@ -49,7 +81,7 @@ def compact_split(result: RunResult) -> Table | None:
         else []
     )
     for name in names:
-        values = shares("components", name)
+        values = _shares(present, "components", name)
         if name == "model":  # python-only samples: the forward pass whole; spans give it as glue + kernels
             values = [
                 value if value is not None else summed_components(split, ("model_glue", "model_kernels"))
@@ -61,27 +93,7 @@ def compact_split(result: RunResult) -> Table | None:
             folded = [total + (value or 0.0) for total, value in zip(folded, values)]
     if any(value >= 0.0005 for value in folded):
         components.append(("the rest", folded))
-    columns = [name for name, _ in present]
-    table = Table(
-        f"{_thread_title(result)} ({'; '.join(METHOD_WORDS[name] for name in columns)})",
-        ["category", *columns, "component", *columns],
-        left_columns=(len(columns) + 1,),
-    )
-    blank: tuple[str, Sequence[float | None]] = ("", [None] * len(columns))
-    for index in range(max(len(categories), len(components))):
-        left = categories[index] if index < len(categories) else blank
-        right = components[index] if index < len(components) else blank
-        row = []
-        for label, figures in (left, right):
-            row += [label, *[_cell(value, label) for value in figures]]
-        table.rows.append(row)
-    notes = []
-    if mixed:
-        notes.append("samples: a Python line and the native code it calls count as one")
-    if (methods.get("spans") or {}).get("kernel_source") == "assumed":
-        notes.append("the spans' kernel share is assumed: no profiler window ran")
-    table.note = "; ".join(notes) or None
-    return table
+    return components
 
 
 METHOD_WORDS = {"spans": "spans: timed in-process", "samples": "samples: py-spy stacks"}
