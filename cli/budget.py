@@ -103,6 +103,7 @@ def make_run_fn(out_root: Path, console: Console) -> RunFn:
             seed=int(overrides.get("seed") or 0),
             device="cpu",
             native=parse_native(",".join(native) if native else "none"),
+            threads=overrides.get("threads"),
         )
         require_twins(options.native, "budget")  # before the run: a fallback run would be refused after it
         profile = overrides.get("profile", "default")

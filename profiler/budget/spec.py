@@ -19,7 +19,7 @@ MAX_REPEATS = 100
 
 LEVELS = ("error", "warn")
 AGGREGATES = ("median", "mean", "min", "max")
-RUN_KEYS = ("scenario", "model", "requests", "repeats", "seed", "duration_s", "native")
+RUN_KEYS = ("scenario", "model", "requests", "repeats", "seed", "duration_s", "native", "threads")
 TOP_KEYS = ("name", "description", *RUN_KEYS, "alpha", "baseline", "budget")
 ENTRY_KEYS = (
     "name",
@@ -33,7 +33,8 @@ ENTRY_KEYS = (
     "level",
     "aggregate",
 )
-BASELINE_KEYS = ("model", "requests", "seed", "duration_s", "native")
+BASELINE_KEYS = ("model", "requests", "seed", "duration_s", "native", "threads")
+MAX_THREADS = 1024
 SECTIONS = tuple(name for name in RunResult.__dataclass_fields__ if name != "schema_version")
 
 # Counters recorded by profiler.collectors.counters; a bare counter name means `counters.<name>`.
@@ -137,6 +138,7 @@ class RunOverrides(TypedDict, total=False):
     seed: int
     duration_s: float
     native: list[str] | str  # a [baseline] table's native as written: a list of twins, or one word
+    threads: int  # torch's intra-op threads, fixed (the thread governor then leaves the count alone)
     profile: str  # set by the runner, not by the file: the counting run's "counters"
 
 
@@ -155,6 +157,7 @@ class BudgetFile:
     seed: int | None = None
     duration_s: float | None = None
     native: tuple[str, ...] | None = None
+    threads: int | None = None  # None: the engine's own choice, which the thread governor moves with the load
     alpha: float = 0.01  # one-sided significance level of a baseline regression
     baseline: RunOverrides = field(default_factory=lambda: RunOverrides())  # what makes the baseline config
 
@@ -173,6 +176,8 @@ class BudgetFile:
             overrides["duration_s"] = self.duration_s
         if self.native is not None:
             overrides["native"] = list(self.native)
+        if self.threads is not None:
+            overrides["threads"] = self.threads
         return overrides
 
     @property
@@ -285,6 +290,7 @@ def parse_budget(text: str, *, source: str | Path = "<budget>") -> BudgetFile:
         seed=run.get("seed"),
         duration_s=run.get("duration_s"),
         native=None if native is None else tuple([native] if isinstance(native, str) else native),
+        threads=run.get("threads"),
         alpha=float(alpha),
         baseline=cast(RunOverrides, dict(baseline)),  # its keys and values checked above
     )
@@ -389,6 +395,7 @@ def _check_run_value(key: str, value: object, here: str) -> None:
         and not isinstance(value, bool)
         and 0 < value <= MAX_DURATION_S,
         "native": _native_ok(value),
+        "threads": isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_THREADS,
     }[key]
     if not ok:
         wanted = {
@@ -399,6 +406,7 @@ def _check_run_value(key: str, value: object, here: str) -> None:
             "seed": f"an integer in [0, {MAX_SEED}]",
             "duration_s": f"seconds in (0, {MAX_DURATION_S:g}]",
             "native": 'none, all, or a list of component names, e.g. ["sampler", "kv_alloc"]',
+            "threads": f"an integer in [1, {MAX_THREADS}] (torch's threads; leave it out for the engine's choice)",
         }[key]
         raise BudgetError(f"{here}: {key} = {value!r}; use {wanted}")
 

@@ -128,6 +128,17 @@ max = 500
     assert budget.needs_counters and budget.needs_timed_runs
 
 
+def test_a_budgets_threads_reach_its_runs_and_its_baseline(tmp_path: Path) -> None:
+    """threads fixes torch's thread count (the governor otherwise moves it with the load); a baseline may set its own."""
+    text = 'scenario = "chat"\nthreads = 1\n[baseline]\nthreads = 2\n[[budget]]\nmetric = "throughput"\nmin_ratio = 1\n'
+    budget = load_budget(write_budget(tmp_path, text))
+    assert budget.threads == 1 and budget.run_overrides() == {"scenario": "chat", "threads": 1}
+    assert budget.baseline == {"threads": 2}
+    assert load_budget(write_budget(tmp_path, text.replace("threads = 1\n", ""))).run_overrides() == {
+        "scenario": "chat"
+    }
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
@@ -165,6 +176,10 @@ max = 500
             r"budget.toml:1: repeats = 0; use an integer in \[1, 100\]",
         ),
         ('scenario = "chat"\n', r"no \[\[budget\]\] entries"),
+        (
+            'threads = 0\n[[budget]]\nmetric = "throughput"\nmin = 1\n',
+            r"budget.toml:1: threads = 0; use an integer in \[1, 1024\] \(torch's threads",
+        ),
         (
             '[baseline]\nnative = []\nmodle = "x"\n[[budget]]\nmetric = "throughput"\nmin_ratio = 1\n',
             r"budget.toml:3: unknown key 'modle' in \[baseline\]",

@@ -30,10 +30,13 @@ def test_same_config_repeats_pass_and_a_slower_sampler_fails(tmp_path: Path) -> 
     """3 runs a side, interleaved (B C C B B C): single pairs false-alarmed about once in 30 tries (a
     same-config sampler-share ratio past 1.05); the median over 3 runs a side keeps CI from flaking."""
     models = ModelCache()
-    # One torch thread: at two, the thread governor lowers and raises the count with the machine's load during a
-    # run, and the Python sampler's cost (so its share) moved between same-config runs with it; a 1.2x slower
-    # sampler then read at or under the 5% threshold in one quiet run of the suite.
-    options = EngineOptions(model=BUDGET.model or "synthetic:tiny", seed=BUDGET.seed or 0, threads=1)
+    # The budget's threads (one): at two, the thread governor lowers and raises the count with the machine's load
+    # during a run, and the Python sampler's cost (so its share) moved between same-config runs with it; a 1.2x
+    # slower sampler then read at or under the 5% threshold in one quiet run of the suite.
+    assert BUDGET.threads == 1
+    options = EngineOptions(
+        model=BUDGET.model or "synthetic:tiny", seed=BUDGET.seed or 0, threads=BUDGET.threads
+    )
     counter = iter(range(1000))
 
     def run(injections: dict[str, Any] | None = None) -> Path:
