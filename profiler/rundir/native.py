@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from .schema import Config
 
 # rundir may not import native_paths: the fix is spelled out here as native_paths.loader spells it.
 NATIVE_FIX = "build the C twins with `python native_paths/build.py` (needs a C compiler; `infer-prof doctor` says what is missing) and record the run again"
 
 
-def missing_native(config: Mapping[str, Any]) -> list[str]:
+def missing_native(config: Config) -> list[str]:
     """Names in config.native_requested that are not in config.native: their Python twins ran instead."""
     requested = set(config.get("native_requested") or [])
     return sorted(requested - set(config.get("native") or []))
 
 
-def fallback_sentence(config: Mapping[str, Any]) -> str | None:
+def fallback_sentence(config: Config) -> str | None:
     """One sentence for a run's headline when native twins it asked for fell back to Python, else None."""
     missing = missing_native(config)
     if not missing:
@@ -26,7 +25,7 @@ def fallback_sentence(config: Mapping[str, Any]) -> str | None:
     )
 
 
-def refuse_fallback(config: Mapping[str, Any], source: str, purpose: str) -> str | None:
+def refuse_fallback(config: Config, source: str, purpose: str) -> str | None:
     """The one-line refusal of a command that would call this run native (None when it is what it says)."""
     missing = missing_native(config)
     if not missing:

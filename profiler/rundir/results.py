@@ -118,7 +118,7 @@ class RunResult:
 
     config: Config
     environment: Environment
-    scenario: dict[str, Any]
+    scenario: dict[str, object]  # scenarios.spec.ScenarioSpec.to_dict(), or as read back
     metrics: Metrics
     engine: EngineFigures = field(default_factory=lambda: EngineFigures())
     counters: dict[str, float | None] = field(default_factory=dict)

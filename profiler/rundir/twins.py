@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable
 
 from .components import NATIVE_CAPABLE
+from .schema import Config
 
 # `--native core` is one fused C call for these three (native_paths.toggles.FUSED; rundir may not import it).
 FUSED = ("scheduler", "kv_alloc", "prepare")
@@ -20,12 +20,12 @@ def expand(names: Iterable[str]) -> list[str]:
     return [name for name in ORDER if name in wanted] + sorted(wanted - set(ORDER))
 
 
-def twins_on(config: Mapping[str, Any]) -> list[str]:
+def twins_on(config: Config) -> list[str]:
     """The components whose C twin ran in this run (config.native: what loaded, not what was asked for)."""
     return expand(config.get("native") or [])
 
 
-def twins_sentence(config: Mapping[str, Any]) -> str | None:
+def twins_sentence(config: Config) -> str | None:
     """One line for the headline naming the C twins that were on, None for an all-Python run."""
     names = twins_on(config)
     if not names:

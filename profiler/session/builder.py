@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ...engine.config import EngineConfig, pool_blocks_for
 from ...engine.engine import Engine
@@ -25,7 +25,8 @@ class BuiltEngine:
     config: EngineConfig
     native_active: frozenset[str]
     warnings: list[str] = field(default_factory=list)
-    components: dict[str, Any] = field(default_factory=dict)
+    # the components the engine was given (injections' wrappers included), by role: only looked through
+    components: dict[str, object] = field(default_factory=dict)
 
     def engine_config_dict(self) -> EngineSizes:
         """result.json's `config.engine`: the engine's config with the pool size and context it resolved to."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeGuard
 
 import pandas as pd
 
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from ...engine.engine import Engine
     from ...engine.loader import LoadedModel
     from ...engine.sequence import RequestHandle, RequestOutput
+    from ..collectors.counters import HasCalls
 
 
 @dataclass
@@ -89,7 +90,7 @@ def _count(
         built = build_engine(loaded, options)
         engine = built.engine
         if collector is None:
-            natives = [component for component in built.components.values() if hasattr(component, "calls")]
+            natives = [component for component in built.components.values() if _counts_calls(component)]
             collector = CounterCollector(native_counters=natives)
         # The counting hook sees exactly the engine's steps: it replaces this engine's bound step (the engine has no
         # step-wrapping hook to install it through).
@@ -97,7 +98,7 @@ def _count(
         batch = warmups if phase == "warmup" else measured
         handles = _submit_all(engine, prompts, batch)  # before start(): the first step sees every request
         if phase == "measured":
-            collector.native_counters = [c for c in built.components.values() if hasattr(c, "calls")]
+            collector.native_counters = [c for c in built.components.values() if _counts_calls(c)]
             collector.start()
         started = time.perf_counter_ns()
         engine.start()
@@ -109,6 +110,11 @@ def _count(
     generated = sum(output.output_tokens for output in outputs.values())
     counters: dict[str, float | None] = dict(collector.result(generated_tokens=generated))
     return _Counted(built, outputs, counters, started, finished)
+
+
+def _counts_calls(component: object) -> TypeGuard[HasCalls]:
+    """A component that counts its own calls (a C twin's `calls`)."""
+    return hasattr(component, "calls")
 
 
 def _counting_result(

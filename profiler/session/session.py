@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 import pandas as pd
 
@@ -63,6 +63,7 @@ if TYPE_CHECKING:
     from ...engine.engine import Engine
     from ...engine.loader import LoadedModel
     from ...engine.tokenizer import Tokenizer
+    from ..analysis.breakdown import StepsRow
     from ..checks.injections import Injections
 
 
@@ -590,7 +591,7 @@ def _stopper(prepared: Prepared, max_time_s: float, hooks: SessionHooks) -> Stop
     kernels = next((c for c in prepared.collectors if isinstance(c, KernelCollector)), None)
     engine, tracer = prepared.built.engine, prepared.tracer
 
-    def estimate() -> tuple[list[dict[str, Any]], list[KernelWindow]]:
+    def estimate() -> tuple[list[StepsRow], list[KernelWindow]]:
         steps = step_table(engine, tracer)
         windows = kernels.windows_so_far() if kernels is not None and kernels.status == "ok" else []
         return (steps.to_dict("records") if not steps.empty else []), windows

@@ -22,9 +22,9 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import scipy.stats
@@ -32,6 +32,7 @@ import scipy.stats
 from ...errors import OptionError
 from ...scenarios.loadgen import RequestSpec, generate_requests
 from ...scenarios.spec import ScenarioSpec
+from ..analysis.breakdown import StepsRow
 from ..analysis.share_interval import ShareInterval, running_share
 from ..rundir.schema import Stopping
 from ..stats import bootstrap_standard_error, rate_statistic, spent_confidence
@@ -88,7 +89,7 @@ STEPS_WIDTHS = (
 
 
 def steps_judge(
-    estimate: Callable[[], tuple[Sequence[Mapping[str, Any]], Sequence[KernelWindow]]],
+    estimate: Callable[[], tuple[Sequence[StepsRow], Sequence[KernelWindow]]],
     native: Sequence[str] = (),
 ) -> Judge:
     """The built-in engine's look: the steps so far (steps.csv's rows) and the kernel windows closed so far, each with
@@ -184,7 +185,7 @@ class Stopper:
         }
 
 
-def held_up(share: ShareInterval | None, rows: Sequence[Mapping[str, Any]], confidence: float) -> list[str]:
+def held_up(share: ShareInterval | None, rows: Sequence[StepsRow], confidence: float) -> list[str]:
     """What is not yet resolved, as phrases (empty: resolved): the share's interval, then each wide prediction."""
     held = []
     if share is None:
@@ -204,13 +205,13 @@ def held_up(share: ShareInterval | None, rows: Sequence[Mapping[str, Any]], conf
     return held
 
 
-def prediction_widths(rows: Sequence[Mapping[str, Any]], confidence: float) -> dict[str, tuple[float, float]]:
+def prediction_widths(rows: Sequence[StepsRow], confidence: float) -> dict[str, tuple[float, float]]:
     """{control path: (share of step time, half-width at `confidence`)} from the steps so far: the block bootstrap's
     standard error times the normal quantile (the share of hundreds of steps is near normal)."""
     steps = [row for row in rows if float(row.get("duration_ms") or 0.0) > 0]
     if len(steps) < 8:
         return {}
-    duration = np.array([float(row["duration_ms"]) for row in steps])
+    duration = np.array([float(row["duration_ms"] or 0.0) for row in steps])  # each > 0, as kept above
     z = float(scipy.stats.norm.ppf(0.5 + confidence / 2))
     out = {}
     for name in PREDICTION_COLUMNS:

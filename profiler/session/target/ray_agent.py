@@ -25,7 +25,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 PID_SLOT, OUTPUT_SLOT = "{pid}", "{output}"
 STOP_WAIT_S = 30.0  # py-spy writes its output on SIGINT; one that takes longer is killed
@@ -161,6 +161,30 @@ def read_probe_files(
     }
 
 
+class AgentHello(TypedDict):
+    """NodeAgent.hello(): the node as its agent sees it."""
+
+    hostname: str
+    agent_pid: int
+    py_spy: str | None  # its path, None when the node has none
+    py_spy_where: str  # where it was found, or why not
+    time_ns: int
+
+
+class SpyChunk(TypedDict):
+    """One py-spy run of CHUNK_S on one process (NodeAgent._read): its raw stacks and how it went."""
+
+    pid: int
+    chunk: int
+    native: bool
+    started_ns: int  # the node's time.time_ns() as py-spy started, and as it ended
+    ended_ns: int
+    raw_text: str
+    samples: int | None  # py-spy's own count, when its log says it
+    errors: int
+    error: str | None  # why the chunk has no stacks
+
+
 class NodeAgent:
     """One node's sampler: hello() and clock() answer at once; start() begins the chunks, collect() hands over
     those finished since the last call, stop() ends the one running and hands over the rest."""
@@ -171,13 +195,13 @@ class NodeAgent:
         self.folder: Path | None = (
             None  # made when sampling starts: an agent that never samples leaves nothing
         )
-        self.finished: list[dict[str, Any]] = []
+        self.finished: list[SpyChunk] = []
         self.lock = threading.Lock()
         self.stopping = threading.Event()
         self.thread: threading.Thread | None = None
         self.running: dict[int, subprocess.Popen[bytes]] = {}
 
-    def hello(self) -> dict[str, Any]:
+    def hello(self) -> AgentHello:
         """This node as the agent sees it: its host, its own pid, py-spy (or why not) and its clock."""
         return {
             "hostname": os.uname().nodename,
@@ -204,12 +228,12 @@ class NodeAgent:
         self.thread = threading.Thread(target=self._sample, args=(list(pids),), daemon=True)
         self.thread.start()
 
-    def collect(self) -> list[dict[str, Any]]:
+    def collect(self) -> list[SpyChunk]:
         with self.lock:
             chunks, self.finished = self.finished, []
         return chunks
 
-    def stop(self) -> list[dict[str, Any]]:
+    def stop(self) -> list[SpyChunk]:
         with self.lock:  # under the lock: no chunk starts once this is set
             self.stopping.set()
             running = list(self.running.values())
@@ -291,7 +315,7 @@ class NodeAgent:
         finally:
             log.close()
 
-    def _read(self, pid: int, chunk: int, native: bool, started_ns: int, ended_ns: int) -> dict[str, Any]:
+    def _read(self, pid: int, chunk: int, native: bool, started_ns: int, ended_ns: int) -> SpyChunk:
         assert self.folder is not None
         output, log_path = self.folder / f"{pid}-{chunk}.txt", self.folder / f"{pid}-{chunk}.log"
         raw = output.read_text(errors="replace") if output.exists() else ""

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,7 +61,7 @@ class NodeRun:
     reason: str | None = None
     hostname: str | None = None
     clock: ClockOffset | None = None
-    chunks: list[dict[str, Any]] = field(default_factory=list)
+    chunks: list[ray_agent.SpyChunk] = field(default_factory=list)
     died_after_s: float | None = None
     missed: int = 0
     agent: Any = None
@@ -76,7 +76,7 @@ class NodeRun:
         return f"node {self.node_id[:8]} ({self.node_ip or 'no IP'})"
 
 
-def agent_cpus(environ: Any = os.environ) -> float:
+def agent_cpus(environ: Mapping[str, str] = os.environ) -> float:
     """The CPU each agent reserves: INFER_PROF_RAY_AGENT_CPUS, else AGENT_CPUS (0: placed even on a full node)."""
     text = environ.get(AGENT_CPUS_VAR, "").strip()
     if not text:
@@ -399,7 +399,7 @@ def sampling_result(node: NodeRun, pid: int, rate_hz: int) -> RaySamplingResult:
     )
     stacks = parse_raw(raw_text)
     native = all(chunk["native"] for chunk in good)
-    counted = [chunk["samples"] for chunk in good if chunk.get("samples") is not None]
+    counted = [samples for chunk in good if (samples := chunk.get("samples")) is not None]
     offset = node.clock
     window = [min(chunk["started_ns"] for chunk in good), max(chunk["ended_ns"] for chunk in good)]
     return {

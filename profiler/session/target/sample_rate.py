@@ -28,12 +28,11 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ...analysis.classify import parse_raw
 from ...analysis.diagnose import THRESHOLDS
 from ...collectors.registry import DEEP_RATE_HZ, DEFAULT_RATE_HZ
-from ...collectors.sampling import find_py_spy, py_spy_command
+from ...collectors.sampling import SamplingResult, find_py_spy, py_spy_command
 from ...rundir.schema import SamplingCalibration, SamplingInRun, TargetSamplingRate
 from ...stats import wilson_interval
 from ..machine import usable_cpus
@@ -131,7 +130,7 @@ class SampleRate:
         return f"py-spy at {self.rate_hz} Hz ({self.reason})"
 
     def section(
-        self, results: Mapping[int, Mapping[str, Any]] | None = None, wall_s: float = 0.0
+        self, results: Mapping[int, SamplingResult] | None = None, wall_s: float = 0.0
     ) -> TargetSamplingRate:
         """result.json's `target.sampling_rate`: the choice, and what the samplers cost in the run (`results`: each
         pid's SamplingCollector.result(), `wall_s` the load's length)."""
@@ -390,7 +389,7 @@ def _samples_of_process(raw: Path) -> int:
     return max(per_thread.values(), default=0)
 
 
-def process_samples(result: Mapping[str, Any]) -> int:
+def process_samples(result: SamplingResult) -> int:
     """A sampler result's samples of its process (SamplingCollector.result: `threads` by name, each with its thread
     ids): the most any one thread had."""
     threads = (result.get("threads") or {}).values()
@@ -399,11 +398,11 @@ def process_samples(result: Mapping[str, Any]) -> int:
     )
 
 
-def in_run_cost(results: Mapping[int, Mapping[str, Any]], wall_s: float) -> SamplingInRun | None:
+def in_run_cost(results: Mapping[int, SamplingResult], wall_s: float) -> SamplingInRun | None:
     """What the tree's samplers cost over the load: their CPU (start-up included) over the samples of their
     processes, and over the load's wall time; None when no sampler ran."""
     ran = [result for result in results.values() if result.get("status") == "ok"]
-    cpus = [((result.get("overhead") or {}).get("py_spy_cpu_s")) for result in ran]
+    cpus = [overhead.get("py_spy_cpu_s") if (overhead := result.get("overhead")) else None for result in ran]
     if not ran or any(cpu is None for cpu in cpus):
         return None
     samples = sum(process_samples(result) + int(result.get("errors") or 0) for result in ran)

@@ -17,7 +17,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, TypedDict, cast
 
 import numpy as np
 
@@ -28,6 +28,7 @@ from ...ledger.store import append_record, ledger_path
 from ...ledger.verify_pairs import finite_number
 from ...rundir.atomic import write_json_atomic
 from ...rundir.health import void_reason
+from ...rundir.schema import ResultFile
 from .inject import ProbeSetup
 
 SOURCE = Path(__file__).resolve().parents[2] / "inject" / "vllm_sampler_swap.py"
@@ -207,12 +208,13 @@ def report_swap(run_dir: Path, setup: ProbeSetup) -> list[str]:
     return [*lines, f"  prediction ledger: {len(records)} predicted and measured pair(s) appended to {path}"]
 
 
-def _result_json(run_dir: Path) -> dict[str, Any]:
+def _result_json(run_dir: Path) -> ResultFile:
     try:
         found = json.loads((run_dir / "result.json").read_text())
     except (OSError, ValueError):
         return {}
-    return found if isinstance(found, dict) else {}
+    # The result.json this run has just written (RunResult.to_dict), read back: its sections' types are schema's.
+    return cast(ResultFile, found) if isinstance(found, dict) else {}
 
 
 class SlowdownBeside(TypedDict):
@@ -228,7 +230,7 @@ class SlowdownBeside(TypedDict):
     high: float
 
 
-def slowdown_beside(result: SwapResult, written: dict[str, Any]) -> SlowdownBeside | None:
+def slowdown_beside(result: SwapResult, written: ResultFile) -> SlowdownBeside | None:
     """The gain the same run's slowdown experiment on the sampler predicts for the swap's own speedup: its
     sensitivity x the swapped function's share of the step x (1 - 1/k), k the swapped function's speedup measured
     beside it, with the sensitivity's interval carried through; None without a resolved sampler slowdown."""
@@ -236,7 +238,11 @@ def slowdown_beside(result: SwapResult, written: dict[str, Any]) -> SlowdownBesi
         "components"
     ) or {}
     entry = slowdown.get("sampler") or {}
-    sensitivity, low, high = (finite_number(entry.get(key)) for key in ("sensitivity", "low", "high"))
+    sensitivity, low, high = (
+        finite_number(entry.get("sensitivity")),
+        finite_number(entry.get("low")),
+        finite_number(entry.get("high")),
+    )
     speedup = result.forward_speedup.point if result.forward_speedup is not None else None
     share = result.forward_share
     if sensitivity is None or low is None or high is None or not speedup or share is None:
@@ -272,7 +278,7 @@ def slowdown_line(beside: SlowdownBeside, result: SwapResult) -> str:
 
 
 def ledger_record(
-    result: SwapResult, run_dir: Path, written: dict[str, Any] | None = None
+    result: SwapResult, run_dir: Path, written: ResultFile | None = None
 ) -> LedgerRecord | None:
     """The run's Amdahl prediction for the swapped sampler (a gain: the fraction of the step saved) beside the
     gain the A/B measured, for the prediction ledger; None when the run measured no step ratio."""
@@ -289,7 +295,7 @@ def ledger_record(
 
 
 def slowdown_record(
-    result: SwapResult, run_dir: Path, written: dict[str, Any], beside: SlowdownBeside | None
+    result: SwapResult, run_dir: Path, written: ResultFile, beside: SlowdownBeside | None
 ) -> LedgerRecord | None:
     """The slowdown's prediction for the swap (slowdown_beside) beside the gain the A/B measured; None without one."""
     if beside is None:
@@ -311,7 +317,7 @@ def slowdown_record(
 def _swap_record(
     result: SwapResult,
     run_dir: Path,
-    written: dict[str, Any],
+    written: ResultFile,
     *,
     kind: str,
     predicted: tuple[float, float | None, float | None],
@@ -321,9 +327,8 @@ def _swap_record(
     if ratio is None or ratio.point is None:
         return None
     scenario = (written.get("scenario") or {}).get("name") or "unknown"
-    model = (
-        (written.get("target") or {}).get("model") or (written.get("config") or {}).get("model") or "unknown"
-    )
+    # config.model names a server run's model too (the server's, as target.server.model does).
+    model = (written.get("config") or {}).get("model") or "unknown"
     return LedgerRecord(
         kind=kind,
         scenario=str(scenario),

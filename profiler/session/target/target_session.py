@@ -12,15 +12,15 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from ....scenarios.loadgen import RequestSpec, generate_requests
 from ....scenarios.spec import ScenarioSpec
-from ...collectors.registry import DEEP_RATE_HZ, DEFAULT_RATE_HZ
-from ...collectors.sampling import SamplingCollector
+from ...collectors.registry import DEEP_RATE_HZ, DEFAULT_RATE_HZ, CollectorResults
+from ...collectors.sampling import SamplingCollector, SamplingResult
 from ...rundir.results import RunResult, write_run
 from ...rundir.schema import ServerDeath
 from ..record import write_samples
@@ -39,6 +39,7 @@ from .watch import TreeSampler
 
 if TYPE_CHECKING:
     from ....engine.tokenizer import Tokenizer
+    from ..until import Stopper
     from .launch import LaunchedServer
     from .ray_cluster import RayAddress
     from .ray_run import RayRun
@@ -83,8 +84,93 @@ def run_target_session(
     watchers.start(plan, launched, stop_event)
     if hooks.on_start:
         hooks.on_start(sum(not request.warmup for request in requests))
-    load_stop = watchers.liveness.load_stop if watchers.liveness is not None else stop_event
-    done = _Progress(hooks)
+    drive = _http_driver(plan, scenario, prompts, watchers.load_stop(stop_event), _Progress(hooks))
+    try:
+        until = _until(until_max_time_s, watchers, probe, context, hooks)
+        load, stopper = drive_load(
+            drive, scenario, requests, lambda batch: prompts.update(prepare_prompts(batch, tokenizer)), until
+        )
+    finally:
+        watchers.stop()
+    death = watchers.liveness.death if watchers.liveness is not None else None
+    interrupted = stop_event.is_set() or (load.stopped_early and death is None)
+    return _record_run(
+        plan,
+        scenario,
+        out_dir,
+        load,
+        stopper,
+        watchers,
+        rate,
+        profile=profile,
+        prompt_model=prompt_model,
+        probe=probe,
+        interrupted=interrupted,
+        death=death,
+    )
+
+
+def _until(
+    max_time_s: float | None, watchers: _Watchers, probe: ProbeSetup | None, context: int, hooks: SessionHooks
+) -> Until | None:
+    """The rule that goes on in rounds until resolved (rounds.py); None unless asked for and the tree is sampled."""
+    if max_time_s is None or watchers.tree is None:
+        return None
+    return Until(max_time_s, watchers.tree, probe, context, hooks.on_look, hooks.on_more)
+
+
+def _record_run(
+    plan: TargetPlan,
+    scenario: ScenarioSpec,
+    out_dir: Path,
+    load: HttpLoad,
+    stopper: Stopper | None,
+    watchers: _Watchers,
+    rate: SampleRate,
+    *,
+    profile: str,
+    prompt_model: str,
+    probe: ProbeSetup | None,
+    interrupted: bool,
+    death: ServerDeath | None,
+) -> SessionOutcome:
+    """The run's RunResult (record_target), how it ended, its sampling sections, then its run directory."""
+    result, requests_df, steps_df, collector_results = record_target(
+        plan,
+        scenario,
+        load,
+        watchers.window,
+        watchers.window_data,
+        watchers.tree,
+        profile=profile,
+        prompt_model=prompt_model,
+        probe=probe,
+        ray_run=watchers.ray_run,
+        stopper=stopper,
+    )
+    _say_how_it_ended(result, interrupted, death)
+    processes = collector_results.get("processes") or {}
+    _sampling_sections(result, watchers, rate, processes, load, out_dir)
+    write_run(out_dir, result, requests_df, steps_df)
+    _write_samples(out_dir, result, watchers, processes, collector_results)
+    return SessionOutcome(
+        out_dir,
+        result,
+        requests_df,
+        steps_df,
+        interrupted=interrupted,
+        extras={"collector_results": collector_results},
+    )
+
+
+def _http_driver(
+    plan: TargetPlan,
+    scenario: ScenarioSpec,
+    prompts: dict[int, str],
+    load_stop: threading.Event,
+    done: _Progress,
+) -> Callable[[Sequence[RequestSpec]], HttpLoad]:
+    """One round's load: the batch sent to the server from one asyncio loop, as the scenario sends it."""
 
     def drive(batch: Sequence[RequestSpec]) -> HttpLoad:
         return asyncio.run(
@@ -101,59 +187,40 @@ def run_target_session(
             )
         )
 
-    interrupted = False
-    try:
-        until = (
-            None
-            if until_max_time_s is None or watchers.tree is None
-            else Until(until_max_time_s, watchers.tree, probe, context, hooks.on_look, hooks.on_more)
-        )
-        load, stopper = drive_load(
-            drive, scenario, requests, lambda batch: prompts.update(prepare_prompts(batch, tokenizer)), until
-        )
-    except KeyboardInterrupt:
-        interrupted = True
-        raise
-    finally:
-        watchers.stop()
-    death = watchers.liveness.death if watchers.liveness is not None else None
-    interrupted = interrupted or stop_event.is_set() or (load.stopped_early and death is None)
-    result, requests_df, steps_df, collector_results = record_target(
-        plan,
-        scenario,
-        load,
-        watchers.window,
-        watchers.window_data,
-        watchers.tree,
-        profile=profile,
-        prompt_model=prompt_model,
-        probe=probe,
-        ray_run=watchers.ray_run,
-        stopper=stopper,
-    )
-    _say_how_it_ended(result, interrupted, death)
-    processes = collector_results.get("processes") or {}
+    return drive
+
+
+def _sampling_sections(
+    result: RunResult,
+    watchers: _Watchers,
+    rate: SampleRate,
+    processes: dict[int, SamplingResult],
+    load: HttpLoad,
+    out_dir: Path,
+) -> None:
+    """The tree's `target.sampling_rate` (what py-spy's rate cost over the load) and the replicas' sections."""
     if result.target is not None and watchers.tree is not None:
         result.target["sampling_rate"] = rate.section(processes, (load.end_ns - load.start_ns) / 1e9)
     if watchers.replicas is not None:
         from .replicas import record_replicas
 
         record_replicas(result, watchers.replicas, processes, out_dir)
-    write_run(out_dir, result, requests_df, steps_df)
+
+
+def _write_samples(
+    out_dir: Path,
+    result: RunResult,
+    watchers: _Watchers,
+    processes: dict[int, SamplingResult],
+    collector_results: CollectorResults,
+) -> None:
+    """Each sampled process's samples, the Ray nodes' samples, and the collectors' sample files."""
     write_process_samples(out_dir, processes)
     if watchers.ray_run is not None:
         from .ray_table import write_ray_samples
 
         write_ray_samples(out_dir, watchers.ray_run.actors.processes, watchers.ray_run.results())
     write_samples(out_dir, collector_results, result)
-    return SessionOutcome(
-        out_dir,
-        result,
-        requests_df,
-        steps_df,
-        interrupted=interrupted,
-        extras={"collector_results": collector_results},
-    )
 
 
 def _say_how_it_ended(result: RunResult, interrupted: bool, death: ServerDeath | None) -> None:
@@ -219,6 +286,10 @@ class _Watchers:
         if self.ray_run is not None:
             self.ray_run.stop()
         self.window_data = self.window.stop() if self.window and self.window_open else None
+
+    def load_stop(self, stop_event: threading.Event) -> threading.Event:
+        """What stops the load: the life watch's event (set on the server's death or the outer stop), else the outer stop."""
+        return self.liveness.load_stop if self.liveness is not None else stop_event
 
 
 def server_liveness(
