@@ -467,6 +467,34 @@ def classify_category(
     return category, dispatch
 
 
+def _frame_category(frames: tuple[Frame, ...], native_libs: tuple[str, ...]) -> tuple[str | None, bool]:
+    """(category, dispatch) from the stack's frames alone, innermost first, before any wait rule; None: nothing
+    decisive."""
+    # Rule 1: a GC collection in the innermost native run is allocation, whatever it is freeing.
+    for frame in reversed(frames):
+        if frame.python:
+            break
+        if _GC_NAMES.search(frame.function):
+            return "allocation", False
+    weak: Verdict | None = None
+    for frame in reversed(frames):
+        if frame.python:
+            if weak is not None:
+                return weak[0], weak[1]
+            return "lock" if _python_wait(frame) else "idle" if _python_io_wait(
+                frame
+            ) else "interpreter", False
+        verdict = _native_verdict(frame, native_libs)
+        if verdict is None:
+            continue
+        if verdict[2]:
+            return verdict[0], verdict[1]
+        weak = weak or verdict
+    if weak is not None:
+        return weak[0], weak[1]
+    return None, False
+
+
 def classify_wait(
     frames: tuple[Frame, ...],
     *,
@@ -476,36 +504,7 @@ def classify_wait(
     waits: WaitRules | None = None,
 ) -> tuple[str, bool, str | None]:
     """(category, dispatch, wait kind) of a stack; the kind (engine_tables.WAIT_KINDS) only for waits."""
-    category: str | None = None
-    dispatch = False
-    # Rule 1: a GC collection in the innermost native run is allocation, whatever it is freeing.
-    for frame in reversed(frames):
-        if frame.python:
-            break
-        if _GC_NAMES.search(frame.function):
-            category = "allocation"
-            break
-    if category is None:
-        weak: Verdict | None = None
-        for frame in reversed(frames):
-            if frame.python:
-                if weak is not None:
-                    category, dispatch = weak[0], weak[1]
-                else:
-                    category = (
-                        "lock" if _python_wait(frame) else "idle" if _python_io_wait(frame) else "interpreter"
-                    )
-                break
-            verdict = _native_verdict(frame, native_libs)
-            if verdict is None:
-                continue
-            if verdict[2]:
-                category, dispatch = verdict[0], verdict[1]
-                break
-            weak = weak or verdict
-        else:
-            if weak is not None:
-                category, dispatch = weak[0], weak[1]
+    category, dispatch = _frame_category(frames, native_libs)
     if category is None:
         return "other", False, None
     if category == "lock" and _idle_wait(frames, _markers(idle_marker)):
