@@ -72,10 +72,13 @@ ROWS = [
 ]
 
 
-def run_row(row: Row, out: Path, ledger: Path, hogs: int, tree: Path | None = None) -> dict:
-    run_dir = out / f"{row.name}-hog{hogs}"
+def run_row(
+    row: Row, out: Path, ledger: Path, hogs: int, tree: Path | None = None, threads: int | None = None
+) -> dict:
+    run_dir = out / (f"{row.name}-hog{hogs}" + ("" if threads is None else f"-threads{threads}"))
     args = ["-m", row.model, "-s", row.scenario, "-r", str(row.requests), "--what-if", row.components]
     args += ["--dtype", row.dtype] if row.dtype else []
+    args += ["--threads", str(threads)] if threads is not None else []
     args += ["--verify", "--ledger", str(ledger), "--no-report", "-o", str(run_dir)]
     done, seconds = run_cli(args, hogs=hogs, tree=tree)
     if done.returncode != 0:
@@ -127,6 +130,7 @@ def run_row(row: Row, out: Path, ledger: Path, hogs: int, tree: Path | None = No
         "model": row.model if row.dtype is None else f"{row.model} {row.dtype}",
         "scenario": Path(row.scenario).stem,
         "hogs": hogs,
+        "threads": threads,
         "seconds": round(seconds, 1),
         "health_void": health.get("void"),
         "core_share": (health.get("engine_thread") or {}).get("core_share"),
@@ -136,6 +140,10 @@ def run_row(row: Row, out: Path, ledger: Path, hogs: int, tree: Path | None = No
 
 def _pct(value: float | None) -> str:
     return "–" if value is None else f"{value:+.1%}"
+
+
+def _threads(record: dict) -> str:
+    return "" if record.get("threads") is None else f" ({record['threads']} threads, fixed)"
 
 
 def table(records: list[dict]) -> str:
@@ -159,10 +167,10 @@ def table(records: list[dict]) -> str:
             )
             own = fig["predicted_from_own"]
             own_ratio = fig["measured"] / own if fig["measured"] is not None and own else None
-            void = fig["pair_void"] or fig["slowdown_void"] or fig["verify_void"]
+            void = fig.get("pair_void") or fig["slowdown_void"] or fig["verify_void"]
             delay = fig["delay_within_5pct"]
             lines.append(
-                f"| {record['row']} | {record['hogs']} | {fig['component']} | {fig['share']:.1%} | "
+                f"| {record['row']} | {record['hogs']}{_threads(record)} | {fig['component']} | {fig['share']:.1%} | "
                 f"{fig['k']:.2f} | {sens_text} | {_pct(fig['predicted'])} | {_pct(fig['amdahl'])} | "
                 f"{_pct(fig['measured'])} [{_pct(fig['m_low'])}, {_pct(fig['m_high'])}] | "
                 f"{'–' if ratio is None else f'{ratio:.2f}'} | {_pct(own)} | "
@@ -182,6 +190,13 @@ def main() -> None:
     parser.add_argument("--hog", type=int, default=0, help="CPU hogs beside each run (0 or 1)")
     parser.add_argument("--ledger", type=Path, default=None, help="default: OUT/ledger.jsonl")
     parser.add_argument("--tree", type=Path, default=None, help="another checkout's infer_prof to run")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch's threads, fixed for every run of a row (default: the engine's choice, which its thread "
+        "governor moves with the machine's load)",
+    )
     parser.add_argument("--table", action="store_true", help="print OUT/rows.jsonl as a table and stop")
     args = parser.parse_args()
     rows_file = args.out / "rows.jsonl"
@@ -192,7 +207,9 @@ def main() -> None:
             if wanted and row.name not in wanted:
                 continue
             print(f"{row.name} (hogs {args.hog}) ...", file=sys.stderr, flush=True)
-            record = run_row(row, args.out, args.ledger or args.out / "ledger.jsonl", args.hog, args.tree)
+            record = run_row(
+                row, args.out, args.ledger or args.out / "ledger.jsonl", args.hog, args.tree, args.threads
+            )
             with rows_file.open("a") as handle:
                 handle.write(json.dumps(record) + "\n")
     records = [json.loads(line) for line in rows_file.read_text().splitlines() if line.strip()]
