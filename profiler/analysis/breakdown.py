@@ -214,6 +214,55 @@ class SpanFractions(NamedTuple):
     source: str
 
 
+def _windows_fractions(
+    rows: Sequence[StepsRow],
+    kernels: KernelResult,
+    profiled: set[int],
+    samples_fraction: float | None,
+    notes: list[str],
+) -> SpanFractions:
+    """Per span, its kernel and fee fractions from the torch.profiler windows (`profiled`: their steps), each window
+    applied to the steps nearest it; the notes say what each window measured and how much slower it ran."""
+    kernel: dict[str, float] = {}
+    fee: dict[str, float] = {}
+    described = []
+    for span, entry in kernels["by_span"].items():
+        if span == OUTSIDE:
+            continue
+        window_self = _self_ns_in(rows, span, profiled)
+        if window_self <= 0:
+            continue
+        kernel[span], fee[span] = _follow_windows(rows, span, kernels.get("windows", [])) or _split(
+            entry, window_self
+        )
+        inflation = _window_inflation(rows, span, kernels, profiled)
+        described.append(
+            f"{span} {kernel[span]:.0%} kernel + {fee[span]:.0%} fee (windows x{inflation:.2f} slower than "
+            "the steps before)"
+        )
+    windows = kernels.get("windows", [])
+    fee_each = kernels.get("op_fee_ns")
+    source = kernels.get("fee_source", "the windows")
+    priced = (
+        f"others their fee priced by the {source} ({fee_each / 1e3:.2f} us generic)"
+        if fee_each
+        else "others not priced"
+    )
+    notes.append(
+        f"kernel time per span from torch.profiler over {len(profiled)} steps in {len(windows)} windows "
+        f"(steps {windows[0]['first_step']}..{windows[-1]['first_step'] + windows[-1]['steps'] - 1}): op self "
+        f"time minus the framework fee (view/creation ops whole, {priced}) / span self time: "
+        + ", ".join(sorted(described))
+    )
+    if samples_fraction is not None and "model" in kernel:
+        notes.append(
+            f"native samples put {samples_fraction:.0%} of the model span in kernels "
+            f"(torch.profiler: {kernel['model']:.0%})"
+        )
+    # Results without a priced fee (older runs, hand-made tests) say nothing about dispatch.
+    return SpanFractions(kernel, fee if "op_fee_ns" in kernels else {}, KERNEL_WINDOWS)
+
+
 def kernel_fractions(
     rows: Sequence[StepsRow],
     kernels: KernelResult | None,
@@ -230,44 +279,7 @@ def kernel_fractions(
     samples_fraction = _samples_model_fraction(samples_engine)
     profiled = _window_steps(kernels) if _ok(kernels) else set()
     if _ok(kernels) and kernels.get("by_span") and profiled:
-        kernel: dict[str, float] = {}
-        fee: dict[str, float] = {}
-        described = []
-        for span, entry in kernels["by_span"].items():
-            if span == OUTSIDE:
-                continue
-            window_self = _self_ns_in(rows, span, profiled)
-            if window_self <= 0:
-                continue
-            kernel[span], fee[span] = _follow_windows(rows, span, kernels.get("windows", [])) or _split(
-                entry, window_self
-            )
-            inflation = _window_inflation(rows, span, kernels, profiled)
-            described.append(
-                f"{span} {kernel[span]:.0%} kernel + {fee[span]:.0%} fee (windows x{inflation:.2f} slower than "
-                "the steps before)"
-            )
-        windows = kernels.get("windows", [])
-        fee_each = kernels.get("op_fee_ns")
-        source = kernels.get("fee_source", "the windows")
-        priced = (
-            f"others their fee priced by the {source} ({fee_each / 1e3:.2f} us generic)"
-            if fee_each
-            else "others not priced"
-        )
-        notes.append(
-            f"kernel time per span from torch.profiler over {len(profiled)} steps in {len(windows)} windows "
-            f"(steps {windows[0]['first_step']}..{windows[-1]['first_step'] + windows[-1]['steps'] - 1}): op self "
-            f"time minus the framework fee (view/creation ops whole, {priced}) / span self time: "
-            + ", ".join(sorted(described))
-        )
-        if samples_fraction is not None and "model" in kernel:
-            notes.append(
-                f"native samples put {samples_fraction:.0%} of the model span in kernels "
-                f"(torch.profiler: {kernel['model']:.0%})"
-            )
-        # Results without a priced fee (older runs, hand-made tests) say nothing about dispatch.
-        return SpanFractions(kernel, fee if "op_fee_ns" in kernels else {}, KERNEL_WINDOWS)
+        return _windows_fractions(rows, kernels, profiled, samples_fraction, notes)
     if samples_fraction is not None:
         notes.append(
             f"no kernel window: the model span's kernel share ({samples_fraction:.0%}) comes from native "
