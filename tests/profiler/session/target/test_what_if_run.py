@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from infer_prof.profiler.checks.slowdown import MAX_LEVEL
 from infer_prof.profiler.rundir.results import read_run
 from infer_prof.profiler.session.target.inject import WhatIf, prepare_probe
 from infer_prof.profiler.session.target.launch import launched_server
@@ -67,7 +68,7 @@ def test_a_slowdown_tells_a_serial_component_from_an_overlapped_one(
         assert entry["low"] <= entry["sensitivity"] <= entry["high"] and entry["pairs"] > 0
         # the levels as asked, times the scale the component's process set from its share in the first steps
         scale = entry["scale"]
-        assert scale is not None and 1.0 <= scale["scale"] <= 10.0
+        assert scale is not None and 1.0 <= scale["scale"] <= MAX_LEVEL
         # the 64 measuring steps and the cycle's first undelayed turn (4 steps), of which the first 16 not counted
         assert (scale["steps"], scale["skipped"]) == (64 + 4 - 16, 16)
         assert what_if["scales"][entry["component"]] == scale["scale"]
