@@ -389,6 +389,7 @@ def run_command(
     planned, spec, options = _checked_inputs(
         options, scenario, requests, duration, out, profile, verify, policy_given, console
     )
+    options = threads_for_experiments(options, verify or bool(what_if), console)
     if ledger is not None and not verify:
         raise OptionError("--ledger names where --verify's pairs go: add --verify, or drop --ledger")
     # The run directory is claimed before the model loads: a second run into it, or an unwritable default, is refused first.
@@ -515,6 +516,23 @@ def _checked_inputs(
     for note in preflight.notes:
         console.print(f"[yellow]note: {note}[/yellow]")
     return planned, spec, options
+
+
+def threads_for_experiments(options: EngineOptions, compares: bool, console: Console) -> EngineOptions:
+    """--verify and --what-if compare runs (`compares`): torch's thread count fixed for all of them at the one the
+    engine starts with, unless --threads chose one. Left to the thread governor, the count moves with the
+    machine's load within a run, and runs beside a busy neighbour then differ by their time at one thread as
+    much as by the twin or the delay (docs/measurements.md)."""
+    if not compares or options.threads is not None:
+        return options
+    import torch
+
+    threads = torch.get_num_threads()
+    console.print(
+        f"[dim]--verify/--what-if compare runs: torch's threads fixed at {threads} for all of them "
+        "(--threads N sets another count)[/dim]"
+    )
+    return dataclasses.replace(options, threads=threads)
 
 
 def _load(options: EngineOptions, console: Console):
