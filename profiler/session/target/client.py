@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 import httpx
 
@@ -71,10 +71,15 @@ class HttpLoad:
     )  # request field -> the server's words refusing it
 
 
-def request_body(request: RequestSpec, prompt: str, model: str) -> dict[str, Any]:
+# The JSON body of one request we send to /v1/completions or /v1/chat/completions: its fields vary with the
+# scenario's sampling, and some are dropped when a server refuses them, so it stays a plain dict.
+CompletionBody = dict[str, object]
+
+
+def request_body(request: RequestSpec, prompt: str, model: str) -> CompletionBody:
     """OpenAI fields for the scenario's sampling, plus vLLM's extras when they are not at their defaults."""
     sampling = request.sampling
-    body: dict[str, Any] = {
+    body: CompletionBody = {
         "model": model,
         "max_tokens": sampling["max_tokens"],
         "temperature": sampling.get("temperature", 0.0),
@@ -125,7 +130,7 @@ CUT_SHORT = (
 )
 
 
-def refused_fields(body: dict[str, Any], message: str, detail: Any = None) -> list[str]:
+def refused_fields(body: CompletionBody, message: str, detail: Any = None) -> list[str]:
     """The droppable fields of `body` a server's refusal names (pydantic's `loc`, or the field's name in its text)."""
     named: list[str] = []
     for entry in detail if isinstance(detail, list) else []:
@@ -146,7 +151,7 @@ async def _stream_one(
     client: httpx.AsyncClient,
     base: str,
     record: HttpRecord,
-    body: dict[str, Any],
+    body: CompletionBody,
     dropped: dict[str, str] | None = None,
 ) -> None:
     """Send one request and time its stream; a 400/422 naming a droppable field drops it (into `dropped`,
@@ -430,7 +435,21 @@ def _error_key(record: HttpRecord) -> str:
     return (record.error or "incomplete").split(":")[0]
 
 
-def http_outcome(records: Sequence[HttpRecord], *, dropped: dict[str, str] | None = None) -> dict[str, Any]:
+class HttpOutcome(TypedDict):
+    """http_outcome(): how the measured requests fared (target.http, with the load's measured_s beside it)."""
+
+    sent: int
+    failed: int
+    failed_share: float
+    errors: dict[str, int]  # by kind ("HTTP 500", the error's first word): how many
+    error_examples: dict[str, str]  # by kind: one message
+    headline: str | None
+    latency_warning: str | None
+    dropped_fields: dict[str, str]  # request field -> the server's words refusing it
+    notes: list[str]
+
+
+def http_outcome(records: Sequence[HttpRecord], *, dropped: dict[str, str] | None = None) -> HttpOutcome:
     """How the measured requests fared: sent, failed, errors by kind (with one message of each), the failed share,
     a headline when any failed (the summary leads with it when most did), a warning that latencies come from
     the survivors, and the request fields the server refused (dropped, with its words)."""

@@ -37,6 +37,8 @@ from ...rundir.schema import (
     ProbeWhatIf,
     SampledThread,
     Target,
+    TargetClient,
+    TargetTree,
     Verdict,
 )
 from ..until import Stopper
@@ -104,63 +106,80 @@ def record_target(
 ) -> tuple[RunResult, pd.DataFrame, pd.DataFrame, CollectorResults]:
     """The run's result, requests.csv, steps.csv and collector results (`processes`: each pid's sampling); after a
     run that went on until resolved (`stopper`), the verdict's intervals at its last look's confidence."""
-    confidence = stopper.confidence if stopper is not None else 0.95
     rows, metrics, duration_s = _client_metrics(load, scenario)
     found = _server_samples(plan, load, window, window_data, tree, ray_run)
-    sampling, processes, primary, collectors = (
-        found.sampling,
-        found.processes,
-        found.primary,
-        found.collectors,
-    )
-    breakdown, steps = found.breakdown, found.steps
-    probe_section = _probe_section(probe, load, processes, confidence, ray_run) if probe is not None else None
-    probed = bool(probe_section and probe_section["loaded_in"])
-    if probe is not None:
-        collectors["probe"] = {"status": "ok" if probed else "failed", "reason": None if probed else NO_PROBE}
-    verdict = (
-        _target_verdict(breakdown, collectors, metrics, probe_section, probed, stopper)
-        if breakdown is not None
-        else None
-    )
+    probe_section, verdict = _probe_and_verdict(probe, load, found, metrics, ray_run, stopper)
     target = _target_block(
         plan,
         load,
-        breakdown,
-        sampling,
+        found.breakdown,
+        found.sampling,
         window,
         window_data,
         found.threads,
         found.engine_thread,
         duration_s,
-        processes,
-        primary,
+        found.processes,
+        found.primary,
     )
     if probe_section is not None:
         target["probe"] = probe_section
-    _with_ray(target, ray_run, processes)
-    # describe_environment, compute_metrics and engine_timeline_summary build their sections as plain dicts.
+    _with_ray(target, ray_run, found.processes)
     result = RunResult(
-        config=_config(plan, scenario, profile, list(collectors), prompt_model),
+        config=_config(plan, scenario, profile, list(found.collectors), prompt_model),
         environment=describe_environment(),
         scenario=scenario.to_dict(),
         metrics=metrics,
-        engine=cast(
-            EngineFigures,
-            {
-                **(engine_timeline_summary(steps) if steps else {}),
-                **({"steps": len(steps)} if steps else {}),
-            },
-        ),
-        collectors=collectors,
-        breakdown=breakdown,
+        engine=_engine_figures(found.steps),
+        collectors=found.collectors,
+        breakdown=found.breakdown,
         verdict=verdict,
         target=target,
     )
-    collector_results: CollectorResults = {"sampling": sampling} if sampling else {}
+    collector_results: CollectorResults = {"sampling": found.sampling} if found.sampling else {}
     collector_results["processes"] = found.results
+    steps = found.steps
     steps_df = pd.DataFrame(steps) if steps else pd.DataFrame(columns=list(STEP_COLUMNS))
     return result, pd.DataFrame(rows, columns=list(REQUEST_COLUMNS)), steps_df, collector_results
+
+
+def _probe_and_verdict(
+    probe: ProbeSetup | None,
+    load: HttpLoad,
+    found: _ServerSamples,
+    metrics: Metrics,
+    ray_run: RayRun | None,
+    stopper: Stopper | None,
+) -> tuple[Probe | None, Verdict | None]:
+    """The probe's section (its status among `found.collectors`) and the server's verdict (None without a split),
+    at the run's confidence: the last look's after a run that went on until resolved."""
+    confidence = stopper.confidence if stopper is not None else 0.95
+    processes = found.processes
+    probe_section = _probe_section(probe, load, processes, confidence, ray_run) if probe is not None else None
+    probed = bool(probe_section and probe_section["loaded_in"])
+    if probe is not None:
+        found.collectors["probe"] = {
+            "status": "ok" if probed else "failed",
+            "reason": None if probed else NO_PROBE,
+        }
+    verdict = (
+        _target_verdict(found.breakdown, found.collectors, metrics, probe_section, probed, stopper)
+        if found.breakdown is not None
+        else None
+    )
+    return probe_section, verdict
+
+
+def _engine_figures(steps: list[dict[str, Any]]) -> EngineFigures:
+    """result.json's `engine` of a server run: our server's step timeline's summary (empty for another engine)."""
+    # engine_timeline_summary builds its section as a plain dict.
+    return cast(
+        EngineFigures,
+        {
+            **(engine_timeline_summary(steps) if steps else {}),
+            **({"steps": len(steps)} if steps else {}),
+        },
+    )
 
 
 @dataclass
@@ -335,63 +354,72 @@ def _unsampled(
 
 
 def _request_tables(records: list[HttpRecord]) -> tuple[list[RequestTiming], list[RequestRow]]:
+    """The metrics' per-request timings and requests.csv's rows, from the client's records of the requests sent."""
     timings: list[RequestTiming] = []
     rows: list[RequestRow] = []
     for index, record in enumerate(records):
         if record.send_ns is None:
             continue  # never sent (stopped before its turn)
-        ok = record.ok
-        first = (
-            record.first_token_ns if record.first_token_ns is not None else (record.finish_ns if ok else None)
-        )
-        output_tokens = (
-            record.completion_tokens if record.completion_tokens is not None else len(record.token_ns)
-        )
-        prompt_tokens = (
-            record.prompt_tokens if record.prompt_tokens is not None else record.request.prompt_tokens
-        )
-        timings.append(
-            RequestTiming(
-                request_id=index,
-                arrival_ns=record.send_ns,
-                scheduled_ns=None,
-                first_token_ns=first,
-                token_ns=list(record.token_ns),
-                finish_ns=record.finish_ns,
-                prompt_tokens=prompt_tokens,
-                output_tokens=output_tokens,
-                ok=ok,
-                warmup=record.request.warmup,
-            )
-        )
-        ttft = (first - record.send_ns) / 1e6 if first is not None else None
-        e2e = (record.finish_ns - record.send_ns) / 1e6 if record.finish_ns is not None else None
-        rows.append(
-            {
-                "request_id": index,
-                "index": record.request.index,
-                "priority": record.request.priority,
-                "warmup": record.request.warmup,
-                "ok": ok,
-                "finish_reason": record.finish_reason or ("error" if not ok else None),
-                "error": record.error,
-                "prompt_tokens": prompt_tokens,
-                "output_tokens": output_tokens,
-                "arrival_ns": record.send_ns,
-                "scheduled_ns": None,
-                "first_token_ns": first,
-                "finish_ns": record.finish_ns,
-                "ttft_ms": ttft,
-                "e2e_ms": e2e,
-                "tpot_ms": (e2e - ttft) / (output_tokens - 1)
-                if ttft is not None and e2e is not None and output_tokens > 1
-                else None,
-                "queue_ms": None,
-                "num_preemptions": None,
-                "token_ns": " ".join(str(t) for t in record.token_ns),
-            }
-        )
+        timing = _request_timing(index, record, record.send_ns)
+        timings.append(timing)
+        rows.append(_request_row(index, timing, record))
     return timings, rows
+
+
+def _request_timing(index: int, record: HttpRecord, send_ns: int) -> RequestTiming:
+    """One sent request's timing: its first token (its finish, for a reply that came whole), its token counts as the
+    server reported them, else as the client counted."""
+    ok = record.ok
+    first = record.first_token_ns if record.first_token_ns is not None else (record.finish_ns if ok else None)
+    output_tokens = record.completion_tokens if record.completion_tokens is not None else len(record.token_ns)
+    prompt_tokens = record.prompt_tokens if record.prompt_tokens is not None else record.request.prompt_tokens
+    return RequestTiming(
+        request_id=index,
+        arrival_ns=send_ns,
+        scheduled_ns=None,
+        first_token_ns=first,
+        token_ns=list(record.token_ns),
+        finish_ns=record.finish_ns,
+        prompt_tokens=prompt_tokens,
+        output_tokens=output_tokens,
+        ok=ok,
+        warmup=record.request.warmup,
+    )
+
+
+def _request_row(index: int, timing: RequestTiming, record: HttpRecord) -> RequestRow:
+    """requests.csv's row of one sent request (its latencies from its send, on the client's clock)."""
+    ok, first, send_ns, output_tokens = (
+        timing.ok,
+        timing.first_token_ns,
+        timing.arrival_ns,
+        timing.output_tokens,
+    )
+    ttft = (first - send_ns) / 1e6 if first is not None else None
+    e2e = (record.finish_ns - send_ns) / 1e6 if record.finish_ns is not None else None
+    return {
+        "request_id": index,
+        "index": record.request.index,
+        "priority": record.request.priority,
+        "warmup": record.request.warmup,
+        "ok": ok,
+        "finish_reason": record.finish_reason or ("error" if not ok else None),
+        "error": record.error,
+        "prompt_tokens": timing.prompt_tokens,
+        "output_tokens": output_tokens,
+        "arrival_ns": send_ns,
+        "scheduled_ns": None,
+        "first_token_ns": first,
+        "finish_ns": record.finish_ns,
+        "ttft_ms": ttft,
+        "e2e_ms": e2e,
+        "tpot_ms": (e2e - ttft) / (output_tokens - 1)
+        if ttft is not None and e2e is not None and output_tokens > 1
+        else None,
+        "queue_ms": None,
+        "num_preemptions": None,
+        "token_ns": " ".join(str(t) for t in record.token_ns),
+    }
 
 
 def _config(
@@ -432,21 +460,7 @@ def _target_block(
     primary: int | None,
 ) -> Target:
     methods = [name for name, split in ((breakdown or {}).get("methods") or {}).items() if split]
-    reason = plan.split_unavailable
-    if not methods and reason is None:
-        reasons = [sampling.get("reason")] if sampling and sampling.get("status") != "ok" else []
-        if window is not None and window_data is None:
-            reasons.append(window.error)
-        reason = "; ".join(filter(None, reasons)) or "nothing measured the server's time"
-    wall_s = (load.end_ns - load.start_ns) / 1e9
-    lags = [
-        (r.send_ns - r.scheduled_ns) / 1e6
-        for r in load.records
-        if not r.request.warmup and r.send_ns is not None and r.scheduled_ns is not None
-    ]
-    lag = latency_summary(lags)
-    busy = load.client_cpu_s / wall_s if wall_s > 0 else 0.0
-    bottleneck = busy >= CLIENT_BUSY_FRACTION or (lag["p99"] or 0.0) > CLIENT_LAG_MS
+    reason = _no_split_reason(plan, sampling, window, window_data) if not methods else None
     http = http_outcome(load.records, dropped=load.dropped_fields)
     return {
         "url": plan.server.url,
@@ -462,36 +476,71 @@ def _target_block(
         },
         "pid": primary if primary is not None else plan.pid,
         "pid_source": plan.pid_source,
-        "tree": {
-            "root": plan.pid,
-            "source": plan.pid_source,
-            "note": plan.tree.note if plan.tree else None,
-            "listeners": plan.tree.listeners if plan.tree else [],
-        }
-        if plan.pid is not None
-        else None,
+        "tree": _tree_section(plan),
         "processes": processes,
         "split": {
             "available": bool(methods),
             "methods": methods,
-            "reason": None if methods else reason,
+            "reason": reason,
             "engine_thread": engine_thread if methods else None,
         },
         "threads": threads,
         "gil": gil_section(window_data, threads, engine_thread),
-        "client": {
-            "cpu_s": load.client_cpu_s,
-            "loop_cpu_s": load.loop_cpu_s,
-            "wall_s": wall_s,
-            "cpu_fraction_of_one_core": busy,
-            "python_threads": load.threads,
-            "peak_in_flight": load.peak_in_flight,
-            "schedule_lag_ms": lag,
-            "bottleneck": bottleneck,
-            "note": (
-                f"the client used {busy:.0%} of one core and sent its requests {lag['p99'] or 0:.1f} ms late at p99: "
-                + ("it may have limited the load" if bottleneck else "it was not the bottleneck")
-            ),
-        },
+        "client": _client_section(load),
         "http": {**http, "measured_s": duration_s},
+    }
+
+
+def _no_split_reason(
+    plan: TargetPlan,
+    sampling: SamplingResult | None,
+    window: RemoteWindow | None,
+    window_data: dict[str, Any] | None,
+) -> str:
+    """Why the server's time has no split: the plan's reason, else the sampler's and the window's failures."""
+    reason = plan.split_unavailable
+    if reason is None:
+        reasons = [sampling.get("reason")] if sampling and sampling.get("status") != "ok" else []
+        if window is not None and window_data is None:
+            reasons.append(window.error)
+        reason = "; ".join(filter(None, reasons)) or "nothing measured the server's time"
+    return reason
+
+
+def _tree_section(plan: TargetPlan) -> TargetTree | None:
+    """target.tree: the server's process tree's root and how it was found (None without a pid)."""
+    if plan.pid is None:
+        return None
+    return {
+        "root": plan.pid,
+        "source": plan.pid_source,
+        "note": plan.tree.note if plan.tree else None,
+        "listeners": plan.tree.listeners if plan.tree else [],
+    }
+
+
+def _client_section(load: HttpLoad) -> TargetClient:
+    """target.client: the load generator's own CPU and lateness, and whether it may have limited the load."""
+    wall_s = (load.end_ns - load.start_ns) / 1e9
+    lags = [
+        (r.send_ns - r.scheduled_ns) / 1e6
+        for r in load.records
+        if not r.request.warmup and r.send_ns is not None and r.scheduled_ns is not None
+    ]
+    lag = latency_summary(lags)
+    busy = load.client_cpu_s / wall_s if wall_s > 0 else 0.0
+    bottleneck = busy >= CLIENT_BUSY_FRACTION or (lag["p99"] or 0.0) > CLIENT_LAG_MS
+    return {
+        "cpu_s": load.client_cpu_s,
+        "loop_cpu_s": load.loop_cpu_s,
+        "wall_s": wall_s,
+        "cpu_fraction_of_one_core": busy,
+        "python_threads": load.threads,
+        "peak_in_flight": load.peak_in_flight,
+        "schedule_lag_ms": lag,
+        "bottleneck": bottleneck,
+        "note": (
+            f"the client used {busy:.0%} of one core and sent its requests {lag['p99'] or 0:.1f} ms late at p99: "
+            + ("it may have limited the load" if bottleneck else "it was not the bottleneck")
+        ),
     }
