@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from typing import get_type_hints
 
 import pytest
 
@@ -15,6 +16,7 @@ from infer_prof.profiler.analysis.classify import classify, parse_frame, parse_l
 from infer_prof.profiler.analysis.engine_tables import BUILTIN_TABLES, load_table, table_paths
 from infer_prof.profiler.analysis.foreign import foreign_breakdown, foreign_verdict
 from infer_prof.profiler.analysis.roles import process_roles
+from infer_prof.profiler.rundir.schema import ForeignProcess, SampledThread, ThreadSampleCounts
 from infer_prof.profiler.session.target.server_split import (
     process_split,
     server_breakdown,
@@ -345,6 +347,15 @@ def test_process_split_is_json_ready_and_keyed_by_thread_id() -> None:
     assert json.loads(json.dumps(process))["pid"] == 7
     assert len({thread["thread_id"] for thread in process["threads"]}) == len(process["threads"])
     assert foreign_breakdown([process], 10**9)["processes"][0]["engine_thread"] == 4101
+
+
+def test_a_process_row_has_the_keys_the_result_schema_names_and_no_other() -> None:
+    # breakdown.processes is list[ForeignProcess]: the rows roles builds are what the schema (and its doc) say.
+    process = process_split(dump("vllm-enginecore-native"), 7)
+    assert set(process) == set(get_type_hints(ForeignProcess))
+    for thread in process["threads"]:
+        assert set(thread) == set(get_type_hints(SampledThread))
+        assert set(thread["counts"]) == set(get_type_hints(ThreadSampleCounts))
 
 
 # -- user tables -----------------------------------------------------------------------------------------------

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from infer_prof.profiler.analysis.breakdown import samples_split
 from infer_prof.profiler.analysis.roles import ThreadSplit
-from infer_prof.profiler.analysis.sample_counts import TABLES, TOTALS, pool_counts, sum_counts
+from infer_prof.profiler.analysis.sample_counts import (
+    TABLES,
+    TOTALS,
+    from_thread_counts,
+    pool_counts,
+    sum_counts,
+)
 
 # Two threads as profiler.collectors.sampling.summarize_stacks gives them (no work, waits or by_category).
 ENGINE = {
@@ -69,3 +75,17 @@ def test_the_pool_is_what_samples_split_reads() -> None:
     assert split["categories"]["lock"] == 4 / 16
     assert split["lock_by_component"] == {"sampler": 4 / 16}
     assert split["gil_by_component"] == {"sampler": 3 / 16}
+
+
+def test_our_samplers_counts_enter_the_pool_with_every_key_and_pool_as_they_are() -> None:
+    counts = from_thread_counts(ENGINE)
+    assert set(counts) == {*TOTALS, *TABLES}
+    assert counts["work"] == counts["gil"] == 0 and counts["waits"] == counts["by_category"] == {}
+    assert counts["samples"] == 10 and counts["categories"] == {"interpreter": 4, "kernel": 6}
+    assert sum_counts([from_thread_counts(ENGINE), from_thread_counts(HELPER)]) == sum_counts(
+        [ENGINE, HELPER]
+    )
+    # A key a result read back lacks counts 0, and the input's tables are copied, never shared.
+    assert from_thread_counts({"samples": 3})["lock_components"] == {}
+    counts["categories"]["kernel"] = 0
+    assert ENGINE["categories"] == {"interpreter": 4, "kernel": 6}
