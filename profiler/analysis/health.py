@@ -83,6 +83,24 @@ def latency_growth(e2e_ms_by_arrival: list[float | None]) -> float | None:
     return late_median / early_median if early_median > 0 else None
 
 
+def _queue_share(metrics: Metrics) -> float | None:
+    """The mean request's queue time over its latency (None where either was not measured)."""
+    queue_mean = _number((metrics.get("queue_ms") or {}).get("mean"))
+    e2e_mean = _number((metrics.get("e2e_ms") or {}).get("mean"))
+    return queue_mean / e2e_mean if queue_mean is not None and e2e_mean else None
+
+
+def _saturated(ratio: float | None, open_loop: bool, backlog: bool) -> bool:
+    """Whether the engine could not keep up: delivered / offered (`ratio`) far short, or short with a backlog.
+
+    Only an open loop can be offered more than it delivers (a ratio exists only there): its queue, and so its
+    latencies, grow with the run's length. A closed loop with more clients than batch slots queues too, but a
+    bounded queue: at capacity, not void."""
+    if ratio is None:  # an all-at-once load: only the backlog can tell
+        return open_loop and backlog
+    return ratio < SATURATED_DELIVERED_BELOW or (backlog and ratio < BACKLOG_DELIVERED_BELOW)
+
+
 def health_section(
     probe: HealthFigures,
     metrics: Metrics,
@@ -104,20 +122,12 @@ def health_section(
         core_share = cpu_s / (cpu_s + wait_s)
     delivered = _number(metrics.get("request_throughput"))
     ratio = delivered / offered_rps if delivered is not None and offered_rps else None
-    queue_mean = _number((metrics.get("queue_ms") or {}).get("mean"))
-    e2e_mean = _number((metrics.get("e2e_ms") or {}).get("mean"))
-    queue_share = queue_mean / e2e_mean if queue_mean is not None and e2e_mean else None
+    queue_share = _queue_share(metrics)
     mode = _load_settings(scenario).get("mode")
     contended = core_share is not None and core_share < CONTENDED_BELOW
     queued = queue_share is not None and queue_share >= SATURATED_QUEUE_SHARE
     backlog = queued or (growth is not None and growth >= SATURATED_LATENCY_GROWTH)
-    # Only an open loop can be offered more than it delivers (a ratio exists only there): its queue, and so its
-    # latencies, grow with the run's length. A closed loop with more clients than batch slots queues too, but a
-    # bounded queue: at capacity, not void.
-    if ratio is None:  # an all-at-once load: only the backlog can tell
-        saturated = mode == "open-loop" and backlog
-    else:
-        saturated = ratio < SATURATED_DELIVERED_BELOW or (backlog and ratio < BACKLOG_DELIVERED_BELOW)
+    saturated = _saturated(ratio, mode == "open-loop", backlog)
     section: Health = {
         "engine_thread": {"cpu_s": cpu_s, "wait_s": wait_s, "core_share": core_share},
         "machine": {
