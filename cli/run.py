@@ -22,7 +22,9 @@ from .progress import GracefulStop, session_progress, stop_on_signals
 if TYPE_CHECKING:  # the CLI's help and usage errors load none of these (tests/cli/test_imports.py)
     from rich.console import Console
 
+    from ..engine.loader import LoadedModel
     from ..profiler.analysis.engine_tables import EngineTable
+    from ..profiler.checks.run_hook import RunAgain, RunHook
     from ..profiler.session.session import SessionOutcome
     from ..profiler.session.target.inject import ProbeSetup, WhatIf
     from ..profiler.session.target.ray_cluster import RayAddress
@@ -332,17 +334,17 @@ def _run_on_server(
 def run_profiled(
     options: EngineOptions,
     *,
-    scenario,
-    loaded,
+    scenario: ScenarioSpec,
+    loaded: LoadedModel,
     out: Path,
     profile: str,
     console: Console,
     stop_event: threading.Event,
     label: str = "requests",
     replay: bool = True,
-    switch=None,
+    switch: RunHook | None = None,
     until_max_time_s: float | None = None,
-):
+) -> SessionOutcome:
     """One session with a progress bar (requests done / total, output tokens/s); `replay`: time the C twins
     on the run's recorded work after it (the predictions' speedups; --verify's extra runs do not need it);
     `switch` (profiler.checks.twin_switch.SamplerSwitch): alternate the sampler's twins during the run."""
@@ -535,7 +537,7 @@ def threads_for_experiments(options: EngineOptions, compares: bool, console: Con
     return dataclasses.replace(options, threads=threads)
 
 
-def _load(options: EngineOptions, console: Console):
+def _load(options: EngineOptions, console: Console) -> LoadedModel:
     from ..profiler.session.builder import load_for_options
 
     return load_for_options(options, progress=dim_printer(console), checked=True)
@@ -836,10 +838,19 @@ def _checked_what_if(what_if: str | None, profile: str) -> tuple[str, ...]:
     return check_components(what_if.split(","))
 
 
-def _run_again(options, spec, loaded, console, stop_event, profile):
+def _run_again(
+    options: EngineOptions,
+    spec: ScenarioSpec,
+    loaded: LoadedModel,
+    console: Console,
+    stop_event: threading.Event,
+    profile: str,
+) -> RunAgain:
     """Another profiled run of the same load with the model already loaded: --verify's and --what-if's runs."""
 
-    def run_again(native: frozenset[str], out_dir: Path, label: str, switch=None):
+    def run_again(
+        native: frozenset[str], out_dir: Path, label: str, switch: RunHook | None = None
+    ) -> SessionOutcome:
         return run_profiled(
             dataclasses.replace(options, native=native),
             scenario=spec,
@@ -856,14 +867,32 @@ def _run_again(options, spec, loaded, console, stop_event, profile):
     return run_again
 
 
-def _what_if(outcome, options, spec, loaded, console, stop_event, profile, components) -> None:
+def _what_if(
+    outcome: SessionOutcome,
+    options: EngineOptions,
+    spec: ScenarioSpec,
+    loaded: LoadedModel,
+    console: Console,
+    stop_event: threading.Event,
+    profile: str,
+    components: tuple[str, ...],
+) -> None:
     """The slowdown run in what-if/ under the main run; its section goes into the main run's result.json."""
     from ..profiler.checks.what_if import run_what_if
 
     run_what_if(outcome, options, components, _run_again(options, spec, loaded, console, stop_event, profile))
 
 
-def _verify(outcome, options, spec, loaded, console, stop_event, profile, ledger=None) -> None:
+def _verify(
+    outcome: SessionOutcome,
+    options: EngineOptions,
+    spec: ScenarioSpec,
+    loaded: LoadedModel,
+    console: Console,
+    stop_event: threading.Event,
+    profile: str,
+    ledger: Path | None = None,
+) -> None:
     from ..profiler.checks.verify import verify_predictions
     from ..reports.run.verify_table import render_verify
 
@@ -881,7 +910,7 @@ def _verify(outcome, options, spec, loaded, console, stop_event, profile, ledger
 
 
 def _write_reports(
-    outcome, report: bool, console: Console, stop: GracefulStop, verbose: bool = False
+    outcome: SessionOutcome, report: bool, console: Console, stop: GracefulStop, verbose: bool = False
 ) -> None:
     """The summary, then the report files one kind at a time; a stop signal between them ends the writing
     and marks the result partial (the measured run is whole; `infer-prof report DIR` writes what is missing)."""

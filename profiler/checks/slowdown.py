@@ -19,7 +19,7 @@ import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -171,7 +171,7 @@ class SlowdownExperiment:
         tracer.add_step_listener(self.on_step)
         tracer.add_span_hook(self.on_span)
 
-    def start(self, _collectors: Any = None) -> None:
+    def start(self, _collectors: object = None) -> None:
         """The session's on_collectors hook: calibrate the delay, then delay from the next step on."""
         self.spinner.calibrate()
         self._started = True

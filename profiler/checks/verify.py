@@ -51,6 +51,7 @@ from ..rundir.yardstick import drift_void, yardstick
 from ..session.options import EngineOptions
 from ..session.session import SessionOutcome
 from .inrun_gain import InRunGain, inrun_gain, label_steps
+from .run_hook import RunAgain
 from .twin_switch import SamplerSwitch
 
 if TYPE_CHECKING:
@@ -172,8 +173,6 @@ def mix_matched_gain(
     return (1.0 - native_ms / python_ms if python_ms > 0 else None), coverage
 
 
-# (native twins, run dir, label, a SamplerSwitch to install or None) -> outcome
-RunAgain = Callable[[frozenset[str], Path, str, SamplerSwitch | None], SessionOutcome]
 SWITCHED_IN_RUN = (
     "sampler",
 )  # twins whose state can change hands between steps (profiler.checks.twin_switch)

@@ -14,13 +14,14 @@ import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 from ..analysis.probe_slowdown import sensitivity_figures
 from ..analysis.sensitivity import predicted_gain
 from ..ledger.verify_pairs import finite_number, unresolvable
 from ..rundir.atomic import write_json_atomic, write_text_atomic
 from ..rundir.health import void_reason
+from .run_hook import RunAgain
 from .slowdown import (
     BLOCK_STEPS,
     LEVELS,
@@ -58,9 +59,6 @@ METHOD = (
     "added delay over each delayed turn against its nearest off turns, 95% bootstrap interval over the pairs; "
     "predicted gain = sensitivity x the main run's share x (1 - 1/k), k the C twin's replayed speedup"
 )
-
-# (native twins, run dir, label, an object installed like a SamplerSwitch) -> outcome; profiler.checks.verify's RunAgain
-RunAgain = Callable[[frozenset[str], Path, str, Any], "SessionOutcome"]
 
 
 class SlowdownPair(TypedDict):
