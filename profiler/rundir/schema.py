@@ -234,7 +234,9 @@ class Breakdown(TypedDict, total=False):
     share_intervals: dict[
         str, StepShare
     ]  # control path -> its share of step time (profiler.analysis.step_shares)
-    processes: list[ForeignProcess]  # another engine's processes as analysis.roles reads them, counts included
+    processes: list[
+        ForeignProcess
+    ]  # another engine's processes as analysis.roles reads them, counts included
 
 
 class Prediction(TypedDict, total=False):
@@ -358,7 +360,9 @@ class SampleCounts(TypedDict):
     (analysis.foreign_figures.loop_counts)."""
 
     samples: float
-    work: float  # samples that are not waits (analysis.roles.ThreadSplit.work); 0 where the threads did not say
+    work: (
+        float  # samples that are not waits (analysis.roles.ThreadSplit.work); 0 where the threads did not say
+    )
     gil: float  # GIL waits, counted as work
     native_samples: float
     dispatch: float
@@ -391,7 +395,9 @@ class SampledThread(TypedDict, total=False):
     waits: dict[str, float]
     gil_wait: float | None  # native stacks only
     event_loop: bool
-    counts: ThreadSampleCounts  # breakdown.processes only: what its shares count (verdict rows leave them out)
+    counts: (
+        ThreadSampleCounts  # breakdown.processes only: what its shares count (verdict rows leave them out)
+    )
 
 
 class ForeignProcess(TypedDict, total=False):
@@ -404,7 +410,9 @@ class ForeignProcess(TypedDict, total=False):
     engine_thread: int | None
     resolution: str | None
     threads: list[SampledThread]
-    engine_threads: list[int]  # breakdown.processes only: every engine-loop thread, pooled for the engine split
+    engine_threads: list[
+        int
+    ]  # breakdown.processes only: every engine-loop thread, pooled for the engine split
     notes: list[str]  # breakdown.processes only: how the engine thread was chosen where no table named it
 
 
@@ -909,7 +917,7 @@ class DelayAccuracy(TypedDict, total=False):
 class ProbeLevelScale(TypedDict, total=False):
     """A component's levels scaled to its share in a probe slowdown run (the sitecustomize's, from the first steps)."""
 
-    scale: float  # the factor its levels were multiplied by: at least 1, no level past 10x
+    scale: float  # the factor its levels were multiplied by: at least 1, no level past checks.slowdown.MAX_LEVEL (100x)
     share: (
         float | None
     )  # its outermost calls' time over the steps' in the measuring steps (None: none measured)
