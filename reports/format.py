@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
 
 NOT_RECORDED = "–"
 # What the formatters take: a measured figure or None (not measured). Typed, not Any, so that a figure read
@@ -73,7 +72,7 @@ def fmt_ratio(value: Figure) -> str:
     return NOT_RECORDED if number is None else f"{number:.3f}x"
 
 
-def flatten(section: Mapping[str, Any] | None, prefix: str = "") -> list[tuple[str, str]]:
+def flatten(section: Mapping[str, object] | None, prefix: str = "") -> list[tuple[str, str]]:
     """Nested config/environment dicts as (dotted key, printable value) rows."""
     rows: list[tuple[str, str]] = []
     for key, value in (section or {}).items():

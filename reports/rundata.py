@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from ..profiler.rundir.results import PHASE_ORDER, STEP_COLUMNS, RunData, RunResult, read_run
 from ..profiler.rundir.samples import measured_requests, token_gaps_ms
+from ..profiler.rundir.schema import CollectorStatus
 from .slo import SloCheck, check_slos, slo_targets
 from .stacks import ThreadGroup, process_groups, read_stacks, thread_groups
 
@@ -94,7 +93,7 @@ def why_not_measured(result: RunResult, section: str) -> str:
         return f"the server's split is unavailable: {split.get('reason') or 'no reason recorded'}"
     wanted = {"breakdown": ("spans",), "samples": ("py-spy",), "verdict": ("spans",)}.get(section, ())
     for name in wanted:
-        status: Mapping[str, Any] = result.collectors.get(name) or {}
+        status: CollectorStatus = result.collectors.get(name) or {}
         if status.get("status") in ("skipped", "failed"):
             return f"{name} {status['status']}: {status.get('reason') or 'no reason recorded'}"
     if result.partial:

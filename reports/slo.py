@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -68,5 +67,5 @@ def describe_breaches(check: SloCheck, name: str) -> str | None:
     return f"{check.breaches.get(name, 0):,} of {check.requests:,} over {_ms(check.targets[name])}"
 
 
-def _ms(value: Any) -> str:
+def _ms(value: float) -> str:
     return f"{value:,.0f} ms" if abs(value) >= 100 else f"{value:g} ms"

@@ -16,9 +16,9 @@ None when there is no value.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import TypedDict
 
 import numpy as np
 
@@ -145,7 +145,7 @@ def compute_metrics(
     }
 
 
-def engine_timeline_summary(steps: Sequence[dict[str, Any]]) -> StepTimeline:
+def engine_timeline_summary(steps: Sequence[Mapping[str, float]]) -> StepTimeline:
     """Batch size, KV utilization and fragmentation (mean/max), preemptions and busy time over the engine steps.
 
     Each step is a dict with STEP_KEYS. batch_size.time_weighted_mean weights each step by its

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from ....profiler.rundir.results import RunResult
+from ....profiler.rundir.schema import ThreadFigures
 from ...format import fmt_number, fmt_pct
 from .table import Table
 
@@ -39,7 +37,7 @@ def engine_table(result: RunResult) -> Table:
     return table
 
 
-def threads_text(threads: Mapping[str, Any]) -> str:
+def threads_text(threads: ThreadFigures) -> str:
     """engine.thread_governor's record in words: '2', or '2, 1 for 3.2 s in 2 switches (other work wanted the cores)'."""
     text = fmt_number(threads.get("threads"))
     if threads.get("switches"):

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from ....profiler.rundir.results import RunResult
+from ....profiler.rundir.schema import Metrics
 from ...format import NOT_RECORDED, fmt_number, fmt_pct
 from ...slo import SloCheck, describe_breaches
 from .reads import metric_stat
@@ -63,7 +62,7 @@ def key_figures(result: RunResult, slo: SloCheck | None = None) -> list[KeyFigur
     return figures
 
 
-def _pair_ms(metrics: Mapping[str, Any], name: str) -> str:
+def _pair_ms(metrics: Metrics, name: str) -> str:
     # "22.3 / 29.6 ms": one unit for the pair keeps a figure card on one line.
     low, high = metric_stat(metrics, name, "p50"), metric_stat(metrics, name, "p99")
     if low is None or high is None:

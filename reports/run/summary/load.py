@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from ....profiler.rundir.results import RunResult
 from ....profiler.rundir.schema import latency
 from ...format import fmt_ms, fmt_number
@@ -38,14 +35,13 @@ def slo_lines(result: RunResult, check: SloCheck | None = None) -> list[str]:
     lines = []
     for name, target in targets.items():
         label = LATENCY_LABELS.get(name, name)
-        stats: Mapping[str, Any] = (result.metrics or {}).get(name) or {}  # type: ignore[assignment]  # a latency entry
-        spread = f" (p50 {fmt_ms(stats.get('p50'))}, p99 {fmt_ms(stats.get('p99'))})"
+        stats = latency(result.metrics or {}, name)
+        p99 = stats.get("p99")
+        spread = f" (p50 {fmt_ms(stats.get('p50'))}, p99 {fmt_ms(p99)})"
         if check is not None and check.breaches.get(name):
             lines.append(f"SLO breached: {label} {describe_breaches(check, name)}{spread}.")
-        elif check is None and isinstance(stats.get("p99"), (int, float)) and stats["p99"] > target:
-            lines.append(
-                f"SLO breached: {label} p99 {fmt_ms(stats['p99'])} is over its {_target_ms(target)} target."
-            )
+        elif check is None and isinstance(p99, (int, float)) and p99 > target:
+            lines.append(f"SLO breached: {label} p99 {fmt_ms(p99)} is over its {_target_ms(target)} target.")
     if not lines:
         met = ", ".join(
             f"{LATENCY_LABELS.get(name, name)} {_target_ms(target)}" for name, target in targets.items()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Collection
 
 from ....profiler.rundir.results import RunResult
 from ...format import fmt_gain, fmt_pct
@@ -78,7 +78,7 @@ def obtained(name: str, measured: float | None, result: RunResult) -> list[str]:
     ]  # the heading names Amdahl; a line that wraps would push the summary off a screen
 
 
-def slowdown_lines(result: RunResult, skip: Any = ()) -> list[str]:
+def slowdown_lines(result: RunResult, skip: Collection[str] = ()) -> list[str]:
     """A line per --what-if component with no prediction line of its own: its sensitivity and the most it could give."""
     lines = []
     for name, slowdown in ((result.what_if or {}).get("components") or {}).items():
