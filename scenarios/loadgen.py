@@ -21,7 +21,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Generic, Protocol, TypeVar
 
 import numpy as np
 
@@ -34,12 +34,17 @@ DEFAULT_OPEN_LOOP_CLIENTS = 8  # threads started up front; the pool grows when a
 _MAX_PAUSE_S = 0.1  # sleep in slices so a stop is noticed within this time
 
 
-class Ticket(Protocol):
-    def wait(self, timeout: float | None = None) -> object: ...
+# What a ticket's wait() returns: the caller's own (the engine's output, a client's reply); the load never reads it.
+Outcome = TypeVar("Outcome")
+OutcomeCo = TypeVar("OutcomeCo", covariant=True)
+
+
+class Ticket(Protocol[OutcomeCo]):
+    def wait(self, timeout: float | None = None) -> OutcomeCo: ...
 
 
 @dataclass(slots=True)
-class LoadRecord:
+class LoadRecord(Generic[Outcome]):
     """What happened to one request, in clock() nanoseconds; filled in by the client thread that served it."""
 
     request: RequestSpec
@@ -51,7 +56,7 @@ class LoadRecord:
     accepted_ns: int | None = None  # when submit() returned its ticket (a notified request may end before)
     done_ns: int | None = None  # when ticket.wait() returned, or submit()/wait() raised
     error: str | None = None  # "ExceptionType: message" from submit() or wait()
-    ticket: Any = None
+    ticket: Ticket[Outcome] | None = None  # what submit() returned
     client: int = -1
 
     @property
@@ -64,10 +69,10 @@ class LoadRecord:
 
 
 @dataclass(slots=True)
-class LoadResult:
+class LoadResult(Generic[Outcome]):
     """The records of a load (in request order) and how the load went."""
 
-    records: list[LoadRecord]
+    records: list[LoadRecord[Outcome]]
     mode: str
     start_ns: int  # start of the measured load, after warmup
     end_ns: int
@@ -79,7 +84,7 @@ class LoadResult:
     def count(self, status: str) -> int:
         return sum(record.status == status for record in self.records)
 
-    def joined(self, later: LoadResult) -> LoadResult:
+    def joined(self, later: LoadResult[Outcome]) -> LoadResult[Outcome]:
         """This load and a later round of it as one: every record, from this start to the later end."""
         return LoadResult(
             records=self.records + later.records,
@@ -106,18 +111,18 @@ class LoadResult:
 
 def run_load(
     requests: Sequence[RequestSpec],
-    submit: Callable[..., Ticket],  # (request) -> Ticket; with notifies, (request, done) -> Ticket
+    submit: Callable[..., Ticket[Outcome]],  # (request) -> Ticket; with notifies, (request, done) -> Ticket
     *,
     mode: str,
     clients: int | None = None,
     duration_s: float | None = None,
     stop_event: threading.Event | None = None,
-    on_done: Callable[[LoadRecord], None] | None = None,
+    on_done: Callable[[LoadRecord[Outcome]], None] | None = None,
     clock: Callable[[], int] = time.perf_counter_ns,
     sleep: Callable[[float], object] | None = None,
     wait_on_stop: bool = True,
     notifies: bool = False,
-) -> LoadResult:
+) -> LoadResult[Outcome]:
     """Drive `submit` with the requests and return when the load is over.
 
     open-loop: a dispatcher (the calling thread) sleeps until each arrival time and hands the request
@@ -138,7 +143,7 @@ def run_load(
     if mode == "closed-loop" and (clients is None or clients < 1):
         raise ValueError(f"clients={clients!r}: a closed-loop load needs clients >= 1")
     load = _Load(submit, stop_event or threading.Event(), on_done, clock, sleep, wait_on_stop, notifies)
-    records = [LoadRecord(request) for request in requests]
+    records: list[LoadRecord[Outcome]] = [LoadRecord(request) for request in requests]
     warmups = [record for record in records if record.request.warmup]
     measured = [record for record in records if not record.request.warmup]
     try:
