@@ -39,6 +39,7 @@ from ..rundir.schema import (
     ProbeLevelScale,
     ProbeSlowdown,
     ProbeWhatIf,
+    SlowdownGain,
     SlowdownLevel,
     SlowdownSensitivity,
 )
@@ -303,9 +304,41 @@ def _component(
     inside: dict[int, np.ndarray],
     resamples: int,
 ) -> ProbeSlowdown:
+    """One component's what_if entry: its share and cost per unit from the undelayed turns, then its sensitivity,
+    predicted gain and (beside the loop) headroom from the delayed ones; a note says why a figure is missing."""
     delays = delays if delays is not None else np.zeros((0, 8), dtype=np.int64)
     by_tokens = not on_path and sizes is not None and bool((sizes >= 0).all())
-    out: ProbeSlowdown = {
+    out = _unmeasured(name, on_path, by_tokens, delays)
+    if not len(calls):
+        out["note"] = f"no call of {name} was timed in the run: nothing was delayed"
+        return out
+    kept = [turn for turn in turns if turn.state == NO_DELAY or turn.state in levels]
+    found = _turn_blocks(kept, levels, steps, sizes, delays, calls, on_path=on_path, by_tokens=by_tokens)
+    out["share"] = found.share
+    out["ms_per_unit"] = found.ms_per_unit
+    if not len(delays):
+        out["note"] = (
+            f"{name}'s calls were timed but none was delayed: the probe delays sync functions only (a coroutine's "
+            "are listed under what_if.not_delayed in its probe-PID.json)"
+        )
+        return out
+    try:
+        sensitivity = estimate_sensitivity(name, found.blocks, resamples=resamples)
+    except NotEnoughBlocks as exc:
+        out["note"] = str(exc)
+        return out
+    out.update(sensitivity_figures(sensitivity))
+    if found.share is not None:
+        out["gain"] = _gain(sensitivity, found.share)
+    if not on_path:
+        out["headroom"] = _headroom(name, calls, inside, kept, levels, out["levels"])
+    return out
+
+
+def _unmeasured(name: str, on_path: bool, by_tokens: bool, delays: np.ndarray) -> ProbeSlowdown:
+    """A component's entry before its figures: where it runs, what its response is counted per, and how
+    accurately its calls were delayed."""
+    return {
         "component": name,
         "path": "step" if on_path else "beside",
         "units": "tokens" if by_tokens else "steps",
@@ -317,67 +350,102 @@ def _component(
         "accuracy": _accuracy(delays),
         "scale": None,
     }
-    if not len(calls):
-        out["note"] = f"no call of {name} was timed in the run: nothing was delayed"
-        return out
-    kept = [turn for turn in turns if turn.state == NO_DELAY or turn.state in levels]
+
+
+@dataclass(frozen=True, slots=True)
+class _Blocks:
+    """A component's turns as delay blocks, with its own time and the response summed over the undelayed turns."""
+
+    blocks: list[DelayBlock]
+    own_off_ms: float
+    response_off_ms: float
+
+    @property
+    def share(self) -> float | None:
+        """The component's share of the response when undelayed."""
+        return self.own_off_ms / self.response_off_ms if self.response_off_ms > 0 else None
+
+    @property
+    def ms_per_unit(self) -> float | None:
+        """The component's own time per step (per token beside the loop with sizes) when undelayed."""
+        off_units = sum(block.units for block in self.blocks if block.level == 0.0)
+        return self.own_off_ms / off_units if off_units else None
+
+
+def _turn_blocks(
+    kept: list[Turn],
+    levels: dict[int, float],
+    steps: np.ndarray,
+    sizes: np.ndarray | None,
+    delays: np.ndarray,
+    calls: np.ndarray,
+    *,
+    on_path: bool,
+    by_tokens: bool,
+) -> _Blocks:
+    """Each kept turn as a DelayBlock, the delay its calls added and the component's own time counted by the
+    time slice they began in (each step on the path, each turn beside the loop); one-step turns with sizes keep
+    a delayed turn only beside alike undelayed ones (_matched)."""
     if on_path:
         starts, ends = steps[:, START], steps[:, END]
     else:
         starts = np.array([turn.start_ns for turn in kept], dtype=np.int64)
         ends = np.array([turn.end_ns for turn in kept], dtype=np.int64)
-    delay_at = _within(delays[:, D_BEGAN], starts, ends)
-    call_at = _within(calls[:, START], starts, ends)
-    added = np.bincount(
-        delay_at[delay_at >= 0],
-        (delays[delay_at >= 0, D_DONE] - delays[delay_at >= 0, D_BEGAN]) / 1e6,
-        minlength=len(starts),
+    added = _summed_ms(
+        _within(delays[:, D_BEGAN], starts, ends), delays[:, D_DONE] - delays[:, D_BEGAN], len(starts)
     )
-    own = np.bincount(call_at[call_at >= 0], calls[call_at >= 0, 5] / 1e6, minlength=len(starts))
-    blocks, own_off, response_off = [], 0.0, 0.0
-    for position, turn in enumerate(kept):
-        level = levels.get(turn.state, 0.0)
-        if on_path:
-            span = slice(turn.first, turn.last + 1)
-            response = float((steps[span, END] - steps[span, START]).sum()) / 1e6
-            units = float(turn.last - turn.first + 1)
-            block_added, block_own = float(added[span].sum()), float(own[span].sum())
-        else:
-            response = (turn.end_ns - turn.start_ns) / 1e6
-            units = (
-                float(sizes[turn.first : turn.last + 1].sum())
-                if by_tokens and sizes is not None
-                else float(turn.last - turn.first + 1)
-            )
-            block_added, block_own = float(added[position]), float(own[position])
-        if level == 0.0:
-            own_off += block_own
-            response_off += response
-        blocks.append(DelayBlock(turn.number, level, block_added, response, units))
+    own = _summed_ms(_within(calls[:, START], starts, ends), calls[:, 5], len(starts))
+    turned = [
+        _turn_block(turn, position, levels.get(turn.state, 0.0), steps, sizes, added, own, on_path, by_tokens)
+        for position, turn in enumerate(kept)
+    ]
+    blocks = [block for block, _own in turned]
+    own_off = sum((block_own for block, block_own in turned if block.level == 0.0), 0.0)
+    response_off = sum((block.response_ms for block in blocks if block.level == 0.0), 0.0)
     if sizes is not None and on_path and all(turn.last == turn.first for turn in kept):
         blocks = _matched(blocks, [int(sizes[turn.first]) for turn in kept])
-    share = own_off / response_off if response_off > 0 else None
-    off_units = sum(block.units for block in blocks if block.level == 0.0)
-    out["share"] = share
-    out["ms_per_unit"] = own_off / off_units if off_units else None
-    if not len(delays):
-        out["note"] = (
-            f"{name}'s calls were timed but none was delayed: the probe delays sync functions only (a coroutine's "
-            "are listed under what_if.not_delayed in its probe-PID.json)"
+    return _Blocks(blocks, own_off, response_off)
+
+
+def _summed_ms(at: np.ndarray, durations_ns: np.ndarray, slices: int) -> np.ndarray:
+    """Durations summed per time slice, in ms (`at`: the slice each one began in, -1 outside every one)."""
+    counted = at >= 0
+    return np.bincount(at[counted], durations_ns[counted] / 1e6, minlength=slices)
+
+
+def _turn_block(
+    turn: Turn,
+    position: int,
+    level: float,
+    steps: np.ndarray,
+    sizes: np.ndarray | None,
+    added: np.ndarray,
+    own: np.ndarray,
+    on_path: bool,
+    by_tokens: bool,
+) -> tuple[DelayBlock, float]:
+    """One turn as a DelayBlock, and the component's own time in it (ms): on the path, its steps' own time over
+    its steps; beside the loop, its wall time over its tokens (over its steps without sizes)."""
+    if on_path:
+        span = slice(turn.first, turn.last + 1)
+        response = float((steps[span, END] - steps[span, START]).sum()) / 1e6
+        units = float(turn.last - turn.first + 1)
+        return DelayBlock(turn.number, level, float(added[span].sum()), response, units), float(
+            own[span].sum()
         )
-        return out
-    try:
-        sensitivity = estimate_sensitivity(name, blocks, resamples=resamples)
-    except NotEnoughBlocks as exc:
-        out["note"] = str(exc)
-        return out
-    out.update(sensitivity_figures(sensitivity))
-    if share is not None:
-        gain = predicted_gain(sensitivity, min(1.0, share), SPEEDUP)
-        out["gain"] = {"speedup": SPEEDUP, "gain": gain.gain, "low": gain.low, "high": gain.high}
-    if not on_path:
-        out["headroom"] = _headroom(name, calls, inside, kept, levels, out["levels"])
-    return out
+    response = (turn.end_ns - turn.start_ns) / 1e6
+    units = (
+        float(sizes[turn.first : turn.last + 1].sum())
+        if by_tokens and sizes is not None
+        else float(turn.last - turn.first + 1)
+    )
+    return DelayBlock(turn.number, level, float(added[position]), response, units), float(own[position])
+
+
+def _gain(sensitivity: Sensitivity, share: float) -> SlowdownGain:
+    """The gain a SPEEDUP-times faster component would bring, from its sensitivity and share."""
+    gain = predicted_gain(sensitivity, min(1.0, share), SPEEDUP)
+    return {"speedup": SPEEDUP, "gain": gain.gain, "low": gain.low, "high": gain.high}
 
 
 def _matched(blocks: list[DelayBlock], sizes: list[int]) -> list[DelayBlock]:
