@@ -580,61 +580,80 @@ def slowdown_sentences(section: ProbeWhatIf) -> list[str]:
                 + "."
             )
             continue
-        where = (
-            "on the step's path, response: step time"
-            if entry["path"] == "step"
-            else f"beside the loop, response: wall time per {entry['units'][:-1]}"
-        )
-        levels = ", ".join(
-            f"{level['level']:.3g}x its time: {_num(level['sensitivity'])}{_iv(level['low'], level['high'])}"
-            for level in entry.get("levels", [])
-        )
-        text = (
-            f"Slowdown of {name} ({where}): sensitivity {_num(entry['sensitivity'])}{_iv(entry['low'], entry['high'])} "
-            f"over {entry['pairs']} pairs of turns (by level: {levels}"
-            + (
-                "; the levels disagree: a curve, not a line, so the prediction holds near the levels tried"
-                if entry.get("linear") is False
-                else ""
-            )
-            + ")"
-            + (f"; {scaled}" if scaled else "")
-        )
-        why = unresolved(entry.get("low"), entry.get("high"), entry.get("pairs", 0))
-        if why is not None:
-            text += f"; {why}"
-        gain = entry.get("gain")
-        if gain is not None:
-            text += (
-                f"; a {gain['speedup']:g}x faster {name} would save {gain['gain']:.1%}"
-                f"{_iv(gain['low'], gain['high'], pct=True)} of the "
-                + ("step" if entry["path"] == "step" else f"time per {entry['units'][:-1]}")
-                + f" (slowdown-measured: sensitivity x its share {entry['share']:.1%} x (1 - 1/{gain['speedup']:g}))"
-            )
-        headroom = entry.get("headroom")
-        if headroom is not None:
-            measured, extrapolated = headroom.get("measured_x"), headroom.get("extrapolated_x")
-            text += (
-                "; headroom: "
-                + (
-                    f"at least {measured:.3g}x its time measured"
-                    if measured
-                    else "none measured (the lowest level already moved the response)"
-                )
-                + (
-                    f", {extrapolated:.1f}x extrapolated from its thread's {headroom['utilisation']:.0%} utilisation"
-                    if extrapolated
-                    else ""
-                )
-            )
-        accuracy = entry.get("accuracy")
-        if accuracy:
-            text += (
-                f"; the delay per call: median {accuracy['median_error']:.1%} off the requested, "
-                f"{accuracy['within_5pct']:.0%} of {accuracy['calls']:,} calls within 5%"
-            )
-        lines.append(text + ".")
+        parts = [
+            _sensitivity_words(name, entry, scaled),
+            unresolved(entry.get("low"), entry.get("high"), entry.get("pairs", 0)),
+            _gain_words(name, entry),
+            _headroom_words(entry),
+            _accuracy_words(entry),
+        ]
+        lines.append("; ".join(part for part in parts if part is not None) + ".")
     return lines
+
+
+def _sensitivity_words(name: str, entry: ProbeSlowdown, scaled: str) -> str:
+    """Where the component runs, its sensitivity with its interval over how many pairs, and per level."""
+    where = (
+        "on the step's path, response: step time"
+        if entry["path"] == "step"
+        else f"beside the loop, response: wall time per {entry['units'][:-1]}"
+    )
+    levels = ", ".join(
+        f"{level['level']:.3g}x its time: {_num(level['sensitivity'])}{_iv(level['low'], level['high'])}"
+        for level in entry.get("levels", [])
+    )
+    curve = (
+        "; the levels disagree: a curve, not a line, so the prediction holds near the levels tried"
+        if entry.get("linear") is False
+        else ""
+    )
+    return (
+        f"Slowdown of {name} ({where}): sensitivity {_num(entry['sensitivity'])}{_iv(entry['low'], entry['high'])} "
+        f"over {entry['pairs']} pairs of turns (by level: {levels}{curve})"
+        + (f"; {scaled}" if scaled else "")
+    )
+
+
+def _gain_words(name: str, entry: ProbeSlowdown) -> str | None:
+    """What a faster component would save, and how that was worked out; None without a gain."""
+    gain = entry.get("gain")
+    if gain is None:
+        return None
+    per = "step" if entry["path"] == "step" else f"time per {entry['units'][:-1]}"
+    return (
+        f"a {gain['speedup']:g}x faster {name} would save {gain['gain']:.1%}"
+        f"{_iv(gain['low'], gain['high'], pct=True)} of the {per}"
+        f" (slowdown-measured: sensitivity x its share {entry['share']:.1%} x (1 - 1/{gain['speedup']:g}))"
+    )
+
+
+def _headroom_words(entry: ProbeSlowdown) -> str | None:
+    """How much slower the component can get, measured and extrapolated; None without a headroom."""
+    headroom = entry.get("headroom")
+    if headroom is None:
+        return None
+    measured, extrapolated = headroom.get("measured_x"), headroom.get("extrapolated_x")
+    text = "headroom: " + (
+        f"at least {measured:.3g}x its time measured"
+        if measured
+        else "none measured (the lowest level already moved the response)"
+    )
+    if extrapolated:
+        text += (
+            f", {extrapolated:.1f}x extrapolated from its thread's {headroom['utilisation']:.0%} utilisation"
+        )
+    return text
+
+
+def _accuracy_words(entry: ProbeSlowdown) -> str | None:
+    """How close the delays came to the requested; None when no call had a delay requested."""
+    accuracy = entry.get("accuracy")
+    if not accuracy:
+        return None
+    return (
+        f"the delay per call: median {accuracy['median_error']:.1%} off the requested, "
+        f"{accuracy['within_5pct']:.0%} of {accuracy['calls']:,} calls within 5%"
+    )
 
 
 def scale_words(scale: ProbeLevelScale | None, levels: Sequence[float]) -> str:
