@@ -15,6 +15,7 @@ matplotlib.use("Agg")
 
 import numpy as np
 import pandas as pd
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure, SubFigure
 from matplotlib.layout_engine import ConstrainedLayoutEngine
 from matplotlib.ticker import MaxNLocator
@@ -351,12 +352,26 @@ def draw_predictions(
     ax = target.subplots()
     names = list(predictions)
     positions = np.arange(len(names))
-    predicted = [100 * float(predictions[n].get("predicted_gain") or 0.0) for n in names]
-    measured = [predictions[n].get("measured_gain") for n in names]
-    # The prediction's 95% interval, from the replayed speedup's (an interval only where both ends were measured).
-    spans = [
-        (predictions[n].get("predicted_gain_low"), predictions[n].get("predicted_gain_high")) for n in names
-    ]
+    predicted, errors = _predicted_gains([predictions[name] for name in names])
+    _draw_predicted_bars(ax, positions, predicted, errors)
+    _draw_measured_bars(ax, positions, [predictions[name].get("measured_gain") for name in names], noise)
+    ax.margins(x=0.12)
+    title = "Native path gains: predicted vs measured" + _shade_noise(ax, noise)
+    ax.set_yticks(positions, names)
+    ax.set_ylim(
+        len(names) - 0.35, -0.65
+    )  # room under the last bar for its "not measured" label; top row first
+    ax.set_xlabel("end-to-end throughput gain, %")
+    ax.set_title(title)
+    ax.grid(axis="y", visible=False)
+    ax.legend(loc="lower right")
+
+
+def _predicted_gains(entries: list[Prediction]) -> tuple[list[float], np.ndarray]:
+    """Each path's predicted gain in %, and its 95% interval as error bars below and above it (from the replayed
+    speedup's: an interval only where both ends were measured, none elsewhere)."""
+    predicted = [100 * float(entry.get("predicted_gain") or 0.0) for entry in entries]
+    spans = [(entry.get("predicted_gain_low"), entry.get("predicted_gain_high")) for entry in entries]
     errors = np.array(
         [
             [max(0.0, p - 100 * low), max(0.0, 100 * high - p)]
@@ -365,6 +380,10 @@ def draw_predictions(
             for p, (low, high) in zip(predicted, spans)
         ]
     ).T
+    return predicted, errors
+
+
+def _draw_predicted_bars(ax: Axes, positions: np.ndarray, predicted: list[float], errors: np.ndarray) -> None:
     bars = ax.barh(
         positions - 0.2,
         predicted,
@@ -375,42 +394,42 @@ def draw_predictions(
         error_kw={"elinewidth": 1, "capsize": 2},
     )
     ax.bar_label(bars, [fmt_gain(v / 100) for v in predicted], padding=3, fontsize=8)
-    if any(value is not None for value in measured):
-        bars = ax.barh(
-            positions + 0.2,
-            [100 * float(v) if v is not None else 0.0 for v in measured],
-            height=0.38,
-            color="#0072B2",
-            label="measured",
-        )
-        labels = [_measured_label(value, noise) for value in measured]
-        ax.bar_label(bars, labels, padding=3, fontsize=8)
-    else:
+
+
+def _draw_measured_bars(
+    ax: Axes, positions: np.ndarray, measured: list[float | None], noise: float | None
+) -> None:
+    """The measured gains beside the predicted ones, labelled (within noise or not); "not measured" without any."""
+    if not any(value is not None for value in measured):
         for position in positions:
             ax.text(0.1, position + 0.2, "not measured", va="center", fontsize=8, color="#555555")
-    ax.margins(x=0.12)
-    title = "Native path gains: predicted vs measured"
-    if noise is not None:
-        low, high = ax.get_xlim()
-        ax.axvspan(
-            -noise * 100,
-            noise * 100,
-            color="#999999",
-            alpha=0.18,
-            linewidth=0,
-            label=f"noise: Python runs differ by {noise:.1%}",
-        )
-        ax.set_xlim(low, high)  # a wide noise band shades the whole chart rather than shrinking the bars
-        if noise * 100 >= max(abs(low), abs(high)):
-            title += f" (noise {noise:.0%} exceeds every gain shown)"
-    ax.set_yticks(positions, names)
-    ax.set_ylim(
-        len(names) - 0.35, -0.65
-    )  # room under the last bar for its "not measured" label; top row first
-    ax.set_xlabel("end-to-end throughput gain, %")
-    ax.set_title(title)
-    ax.grid(axis="y", visible=False)
-    ax.legend(loc="lower right")
+        return
+    bars = ax.barh(
+        positions + 0.2,
+        [100 * float(v) if v is not None else 0.0 for v in measured],
+        height=0.38,
+        color="#0072B2",
+        label="measured",
+    )
+    ax.bar_label(bars, [_measured_label(value, noise) for value in measured], padding=3, fontsize=8)
+
+
+def _shade_noise(ax: Axes, noise: float | None) -> str:
+    """Shade the noise band (keeping the axis's limits), and what the title says of it: "" unless it covers
+    every gain shown."""
+    if noise is None:
+        return ""
+    low, high = ax.get_xlim()
+    ax.axvspan(
+        -noise * 100,
+        noise * 100,
+        color="#999999",
+        alpha=0.18,
+        linewidth=0,
+        label=f"noise: Python runs differ by {noise:.1%}",
+    )
+    ax.set_xlim(low, high)  # a wide noise band shades the whole chart rather than shrinking the bars
+    return f" (noise {noise:.0%} exceeds every gain shown)" if noise * 100 >= max(abs(low), abs(high)) else ""
 
 
 def _measured_label(value: float | None, noise: float | None) -> str:
