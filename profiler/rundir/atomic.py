@@ -8,12 +8,30 @@ import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, Literal, overload
 
 from ...errors import output_error
 
 
-def write_atomic(path: str | os.PathLike[str], write: Callable[[Any], None], *, binary: bool = False) -> Path:
+# The callback gets a text handle, or a binary one with binary=True.
+@overload
+def write_atomic(
+    path: str | os.PathLike[str], write: Callable[[IO[str]], object], *, binary: Literal[False] = False
+) -> Path: ...
+
+
+@overload
+def write_atomic(
+    path: str | os.PathLike[str], write: Callable[[IO[bytes]], object], *, binary: Literal[True]
+) -> Path: ...
+
+
+def write_atomic(
+    path: str | os.PathLike[str],
+    write: Callable[[IO[str]], object] | Callable[[IO[bytes]], object],
+    *,
+    binary: bool = False,
+) -> Path:
     """Call write(fileobj) on a temp file beside `path`, fsync it, then rename it over `path`.
 
     The file gets the permissions a plain open() would give it (0666 less the umask): mkstemp makes
