@@ -430,9 +430,8 @@ def _turn_block(
         span = slice(turn.first, turn.last + 1)
         response = float((steps[span, END] - steps[span, START]).sum()) / 1e6
         units = float(turn.last - turn.first + 1)
-        return DelayBlock(turn.number, level, float(added[span].sum()), response, units), float(
-            own[span].sum()
-        )
+        block = DelayBlock(turn.number, level, float(added[span].sum()), response, units)
+        return block, float(own[span].sum())
     response = (turn.end_ns - turn.start_ns) / 1e6
     units = (
         float(sizes[turn.first : turn.last + 1].sum())
