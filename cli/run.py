@@ -521,17 +521,21 @@ def _checked_inputs(
 
 
 def threads_for_experiments(options: EngineOptions, compares: bool, console: Console) -> EngineOptions:
-    """--verify and --what-if compare runs (`compares`): torch's thread count fixed for all of them at the one the
-    engine starts with, unless --threads chose one. Left to the thread governor, the count moves with the
-    machine's load within a run, and runs beside a busy neighbour then differ by their time at one thread as
-    much as by the twin or the delay (docs/measurements.md)."""
+    """--verify and --what-if compare runs (`compares`): torch's thread count fixed for all of them, unless
+    --threads chose one, at the count the thread governor would take under the machine's load now (one beside a
+    busy neighbour, else torch's). Left to the governor, the count moves with the load within a run, and runs
+    beside a busy neighbour then differ by their time at one thread as much as by the twin or the delay
+    (docs/measurements.md)."""
     if not compares or options.threads is not None:
         return options
     import torch
 
-    threads = torch.get_num_threads()
+    from ..engine.thread_governor import starting_threads
+
+    threads = starting_threads(torch.get_num_threads())
+    busy = " (other processes hold a core: the count the thread governor would take)" if threads == 1 else ""
     console.print(
-        f"[dim]--verify/--what-if compare runs: torch's threads fixed at {threads} for all of them "
+        f"[dim]--verify/--what-if compare runs: torch's threads fixed at {threads}{busy} for all of them "
         "(--threads N sets another count)[/dim]"
     )
     return dataclasses.replace(options, threads=threads)

@@ -159,6 +159,28 @@ class ThreadGovernor:
         }  # the engine thread's life so far
 
 
+def starting_threads(
+    threads: int,
+    read: Callable[[], CpuReading] = read_cpu,
+    sleep: Callable[[float], None] = time.sleep,
+) -> int:
+    """The count a governed engine would run at under the machine's load now, for runs that must keep one count:
+    one when other processes use DOWN_OTHERS cores or more over one window, else `threads`."""
+    if threads <= 1:
+        return threads
+    try:
+        first = read()
+        sleep(WINDOW_S)
+        now = read()
+    except (OSError, ValueError, IndexError):
+        return threads  # nothing to read here: the count torch has
+    wall = max(1, now.wall_ns - first.wall_ns)
+    outside = (
+        (now.machine_busy_ns - first.machine_busy_ns) - (now.process_cpu_ns - first.process_cpu_ns)
+    ) / wall
+    return 1 if outside >= DOWN_OTHERS else threads
+
+
 def default_governor() -> ThreadGovernor | None:
     """A governor for the calling (engine) thread when infer-prof chose the threading (engine.threads), torch
     has more than one thread, and this kernel gives what it reads; None otherwise."""
