@@ -25,12 +25,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from ...errors import SweepError, read_toml
 from ...scenarios.spec import BUILTIN_DIR
-from ..rundir.sweepdir import AxisValue, SweepSettings
 from ..session.options import OPTIONS
+
+if TYPE_CHECKING:  # sweepdir loads pandas, which `sweep list` must not (tests/cli/test_imports.py)
+    from ..rundir.sweepdir import AxisValue, SweepSettings
 
 SWEEPS_DIR = BUILTIN_DIR.parent / "sweeps"
 # A sweep of more runs than this is a typo in an axis, not a plan: at ~1 minute a run it would take a day.
