@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -37,6 +38,7 @@ from ..rundir.schema import (
     ProbeProcess,
     ProbeShare,
     ProbeSteps,
+    TargetProcess,
 )
 from ..stats import bootstrap, quantile_statistic, rate_statistic, wilson_interval
 from .foreign_words import slowdown_measured
@@ -100,7 +102,7 @@ def analyse_probe(
     processes: dict[int, dict[str, Any]],
     window_ns: tuple[int, int],
     roles: dict[int, str] | None = None,
-    sampled: dict[int, dict[str, Any]] | None = None,
+    sampled: Mapping[int, TargetProcess] | None = None,
     *,
     confidence: float = 0.95,
 ) -> Probe:
@@ -426,13 +428,15 @@ def _relative(pairs: list[Pair]) -> PairedDifference:
 
 
 def _agreement(
-    kept: dict[int, np.ndarray], components: list[str], sampled: dict[int, dict[str, Any]], wall_ns: int
+    kept: dict[int, np.ndarray], components: list[str], sampled: Mapping[int, TargetProcess], wall_ns: int
 ) -> list[ProbeAgreement]:
     """Per (process, thread, component) both measured: the probe's share of the thread's wall time against
     the samples' Wilson interval for that thread."""
     rows: list[ProbeAgreement] = []
     for pid, records in kept.items():
-        threads = ((sampled.get(pid) or {}).get("split") or {}).get("threads") or {}
+        row = sampled.get(pid)
+        split = row.get("split") if row else None
+        threads = (split.get("threads") or {}) if split else {}
         for thread in threads.values():
             tid, samples = thread.get("thread_id"), int(thread.get("samples") or 0)
             if tid is None or samples == 0:

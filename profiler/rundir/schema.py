@@ -428,6 +428,40 @@ class ProcessSplit(TypedDict):
     threads: dict[str, SampledThread]
 
 
+class TargetProcess(TypedDict, total=False):
+    """One row of a server run's process table (session.target.processes): what /proc said of the process, whether
+    and how it was sampled, its split; with --ray-address, where Ray placed it (session.target.ray_table)."""
+
+    pid: int
+    ppid: int | None  # None for a Ray-placed process: a raylet's child on its node, not the server's
+    title: str
+    cmdline: str
+    python: bool
+    listening: bool
+    role: str
+    role_source: str
+    late: bool  # appeared after the watch started
+    first_seen_s: float
+    exited: bool
+    primary: bool  # the process the run's verdict reads
+    sampled: bool
+    not_sampled: str | None  # why not
+    mode: str | None  # "native" or "nonblocking" (Python frames only)
+    samples: int
+    busy_samples: int
+    samples_file: str | None
+    split: ProcessSplit | None
+    partial: bool  # Ray-placed: sampled over less of the load (its node was lost)
+    placed_by: str  # with --ray-address: "ray" or "process tree"
+    node_id: str
+    node_ip: str
+    key: str  # node:pid
+    actor_class: str
+    actor_id: str
+    job_id: str
+    rank: int | None
+
+
 class WorkerSplit(TypedDict, total=False):
     """The model worker's own split of its busy samples (kernel and interpreter need native stacks)."""
 
@@ -1073,9 +1107,7 @@ class Target(TypedDict, total=False):
     failed_share: float | None  # of the measured requests, those that failed
     headline: str | None  # the line a run whose requests mostly failed leads with
     tree: TargetTree | None  # the server's process tree: its root, how it was found
-    processes: (
-        list[dict[str, Any]] | None
-    )  # one entry per process: role, samples, split (session.target.processes)
+    processes: list[TargetProcess] | None  # one entry per process: role, samples, split
     probe: Probe | None  # `--launch --probe`: spans timed inside the server (analysis.probe_spans)
     death: ServerDeath | None  # the server died during the load: the run's headline, and exit 1
     ray: TargetRay | None  # --ray-address: Ray-placed processes by (node, pid), per-node agents and clocks

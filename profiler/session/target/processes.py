@@ -5,12 +5,12 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING
 
 import pandas as pd
 
 from ...rundir.atomic import write_atomic, write_text_atomic
-from ...rundir.schema import ProcessSplit
+from ...rundir.schema import ProcessSplit, TargetProcess
 from .server_split import server_breakdown, thread_table
 from .watch import WatchedProcess
 
@@ -66,9 +66,9 @@ def primary_pid(
 
 def process_table(
     processes: list[WatchedProcess], results: Mapping[int, SamplingResult], primary: int | None, wall_ns: int
-) -> list[dict[str, Any]]:
+) -> list[TargetProcess]:
     """target.processes: one entry per process seen, parents first, late children after."""
-    table = []
+    table: list[TargetProcess] = []
     for watched in processes:
         info = watched.info
         sampling = results.get(info.pid)

@@ -16,6 +16,8 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ...rundir.schema import TargetProcess
+
 STATE_API, GCS_TABLES = "ray.util.state", "Ray's control-store tables (no dashboard)"
 STATE_TIMEOUT_S = 5  # a state API that does not answer by then is taken as absent (no dashboard)
 LIST_LIMIT = 10_000
@@ -87,8 +89,20 @@ class RayProcess:
         """The process's name across machines: the node's first 8 hex digits and the pid."""
         return f"{self.node_id[:8]}:{self.pid}"
 
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "key": self.key}
+    def to_dict(self) -> TargetProcess:
+        """The fields in their order, then the key: the keys a process table row takes from a Ray-placed process."""
+        return {
+            "node_id": self.node_id,
+            "node_ip": self.node_ip,
+            "pid": self.pid,
+            "actor_class": self.actor_class,
+            "actor_id": self.actor_id,
+            "job_id": self.job_id,
+            "role": self.role,
+            "role_source": self.role_source,
+            "rank": self.rank,
+            "key": self.key,
+        }
 
 
 @dataclass(slots=True)

@@ -9,7 +9,7 @@ from typing import Any
 
 from ....errors import TargetError
 from ...analysis.replica_balance import ProcessLoad, balance
-from ...rundir.schema import RayNodeEntry, TargetRay
+from ...rundir.schema import ProbeProcess, RayNodeEntry, TargetProcess, TargetRay
 from .ray_agent import probe_dir_of
 from .ray_agents import DIED, NodeAgents, RaySamplingResult, agent_cpus
 from .ray_cluster import RayAddress, join
@@ -60,14 +60,14 @@ class RayRun:
             if (result := results.get((process.node_id, process.pid)) or {}).get("status") == "ok"
         ]
 
-    def rows(self, tree_rows: list[dict[str, Any]] | None, wall_ns: int) -> list[dict[str, Any]]:
+    def rows(self, tree_rows: list[TargetProcess] | None, wall_ns: int) -> list[TargetProcess]:
         """The process table: the tree's rows named by this node, then the Ray-placed processes'."""
         tree_rows = list(tree_rows or [])
         tag_tree_rows(tree_rows, self.local_node, self.local_ip)
         gone = {node.node_id for node in self.agents.nodes.values() if node.status == DIED}
         return tree_rows + ray_rows(self.actors.processes, self.results(), wall_ns, gone_nodes=gone)
 
-    def probe_key(self, row: dict[str, Any]) -> int:
+    def probe_key(self, row: TargetProcess) -> int:
         """A process table row's key in the probe's processes: its pid, a NodePid where Ray placed it elsewhere."""
         node = row.get("node_id")
         if row.get("placed_by") == "ray" and node and node != self.local_node:
@@ -89,14 +89,14 @@ class RayRun:
         }
         return merge_found(local, sent, driver_node=self.local_node, shared_host=shared)
 
-    def name_probe_processes(self, processes: list[dict[str, Any]]) -> None:
+    def name_probe_processes(self, processes: list[ProbeProcess]) -> None:
         """The probe section's processes of other nodes named by node (node_id, key), their pids plain numbers."""
         for entry in processes:
             pid = entry.get("pid")
             if isinstance(pid, NodePid):
                 entry["node_id"], entry["key"], entry["pid"] = pid.node_id, str(pid), int(pid)
 
-    def section(self, rows: list[dict[str, Any]] | None = None) -> TargetRay:
+    def section(self, rows: list[TargetProcess] | None = None) -> TargetRay:
         """target.ray: the nodes, their clocks and agents, and (given the process table's rows) the balance lines."""
         nodes = self.agents.section()
         hosts = {entry.get("hostname") for entry in nodes if entry.get("hostname")}
@@ -149,15 +149,17 @@ class RayRun:
                 )
         return lines
 
-    def balance_lines(self, rows: list[dict[str, Any]]) -> list[str]:
+    def balance_lines(self, rows: list[TargetProcess]) -> list[str]:
         """Per actor class with two or more sampled processes (replicas, ranks): how much of its samples each one's
         engine thread worked (waits of every kind left out), and whether they are balanced (analysis.replica_balance)."""
         groups: dict[str, list[ProcessLoad]] = {}
         for row in rows:
-            threads = (row.get("split") or {}).get("threads") or {}
+            split = row.get("split")
+            threads = (split.get("threads") or {}) if split else {}
             if row.get("placed_by") != "ray" or not threads or row.get("partial"):
                 continue  # a process of a lost node was sampled over less of the load: not comparable
-            thread = threads.get((row.get("split") or {}).get("engine_thread") or "") or max(
+            engine_thread = split.get("engine_thread") if split else None
+            thread = threads.get(engine_thread or "") or max(
                 threads.values(), key=lambda data: data["work_share"] * data["samples"]
             )
             load = ProcessLoad(
@@ -221,7 +223,7 @@ def uses_ray(pid: int, proc: Path = PROC) -> bool:
         return False
 
 
-def ray_hint(rows: list[dict[str, Any]] | None, proc: Path = PROC) -> TargetRay | None:
+def ray_hint(rows: list[TargetProcess] | None, proc: Path = PROC) -> TargetRay | None:
     """Without --ray-address: a line naming the tree's processes that run Ray, whose workers the tree may not hold."""
     drivers = [row for row in rows or [] if row.get("python") and uses_ray(int(row["pid"]), proc)]
     if not drivers:

@@ -5,11 +5,12 @@ from __future__ import annotations
 import functools
 from collections.abc import Collection, Mapping
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING
 
 import pandas as pd
 
 from ...rundir.atomic import write_atomic, write_text_atomic
+from ...rundir.schema import TargetProcess
 from .processes import busy_samples, split_process
 from .ray_processes import RayProcess
 
@@ -28,10 +29,10 @@ def ray_rows(
     wall_ns: int,
     *,
     gone_nodes: Collection[str] = (),
-) -> list[dict[str, Any]]:
+) -> list[TargetProcess]:
     """target.processes entries for Ray-placed processes, in the tree rows' shape plus node_id, node_ip, key,
     placed_by, actor_class, actor_id, job_id and rank."""
-    rows = []
+    rows: list[TargetProcess] = []
     for process in processes:
         sampling: RaySamplingResult = results.get((process.node_id, process.pid)) or {}
         ok = sampling.get("status") == "ok"
@@ -58,17 +59,19 @@ def ray_rows(
                 "split": split_process(sampling, wall_ns, process.pid) if ok else None,
                 "partial": bool(sampling.get("partial")),
                 "placed_by": "ray",
-                **{
-                    key: value
-                    for key, value in process.to_dict().items()
-                    if key not in ("pid", "role", "role_source")
-                },
+                "node_id": process.node_id,  # then RayProcess.to_dict()'s other keys, in its order
+                "node_ip": process.node_ip,
+                "actor_class": process.actor_class,
+                "actor_id": process.actor_id,
+                "job_id": process.job_id,
+                "rank": process.rank,
+                "key": process.key,
             }
         )
     return rows
 
 
-def tag_tree_rows(rows: list[dict[str, Any]], node_id: str, node_ip: str) -> None:
+def tag_tree_rows(rows: list[TargetProcess], node_id: str, node_ip: str) -> None:
     """The tree's rows, read on this machine, named by the node infer-prof joined from it."""
     for row in rows:
         row.setdefault("node_id", node_id)

@@ -38,6 +38,7 @@ from ...rundir.schema import (
     SampledThread,
     Target,
     TargetClient,
+    TargetProcess,
     TargetTree,
     Verdict,
 )
@@ -189,7 +190,7 @@ class _ServerSamples:
     results: dict[int, SamplingResult]  # pid -> the tree's py-spy result
     primary: int | None  # the process whose engine loop the split reads
     sampling: SamplingResult | None  # its result (or why none)
-    processes: list[dict[str, Any]] | None  # the process table, Ray-placed rows included
+    processes: list[TargetProcess] | None  # the process table, Ray-placed rows included
     collectors: dict[str, CollectorStatus]
     breakdown: Breakdown | None
     engine_thread: str
@@ -237,7 +238,7 @@ def _server_samples(
     )
 
 
-def _with_ray(target: Target, ray_run: RayRun | None, processes: list[dict[str, Any]] | None) -> None:
+def _with_ray(target: Target, ray_run: RayRun | None, processes: list[TargetProcess] | None) -> None:
     """target.ray: the Ray side of the run, or, for a tree that runs Ray, what --ray-address would add."""
     if ray_run is not None:
         target["ray"] = ray_run.section(processes)
@@ -300,7 +301,7 @@ NO_TURNS = (
 def _probe_section(
     probe: ProbeSetup,
     load: HttpLoad,
-    processes: list[dict[str, Any]] | None,
+    processes: list[TargetProcess] | None,
     confidence: float = 0.95,
     ray_run: RayRun | None = None,
 ) -> Probe:
@@ -322,7 +323,7 @@ def _probe_section(
     )
     section["lines"] = []
     if ray_run is not None:
-        ray_run.name_probe_processes(cast(list[dict[str, Any]], section["processes"]))
+        ray_run.name_probe_processes(section["processes"])
         section["loaded_in"] = [int(pid) for pid in section["loaded_in"]]
     if probe.what_if is not None:
         what_if = analyse_slowdowns(
@@ -456,7 +457,7 @@ def _target_block(
     threads: dict[str, SampledThread],
     engine_thread: str,
     duration_s: float,
-    processes: list[dict[str, Any]] | None,
+    processes: list[TargetProcess] | None,
     primary: int | None,
 ) -> Target:
     methods = [name for name, split in ((breakdown or {}).get("methods") or {}).items() if split]

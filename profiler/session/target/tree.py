@@ -5,11 +5,11 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ....errors import TargetError
+from ...rundir.schema import TargetProcess
 
 PROC = Path("/proc")
 CMDLINE_CHARS = 160  # enough to recognise a server's command, short enough for a table
@@ -29,8 +29,18 @@ class ProcessInfo:
     role: str = "unknown"
     role_source: str = "no rule matches its title or command line"
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_dict(self) -> TargetProcess:
+        """The process table row's first keys (session.target.processes), in the fields' order."""
+        return {
+            "pid": self.pid,
+            "ppid": self.ppid,
+            "title": self.title,
+            "cmdline": self.cmdline,
+            "python": self.python,
+            "listening": self.listening,
+            "role": self.role,
+            "role_source": self.role_source,
+        }
 
 
 # Process roles by title or command line, first match wins: (pattern, role). vLLM v1 names its processes with

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from ...collectors.base import Collector
 from ...collectors.sampling import SamplingCollector, SamplingResult
@@ -42,7 +42,7 @@ class WatchedProcess:
     tries: int = 0
     not_sampled: str | None = None  # why no sampler runs on it
     gone: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, object] = field(default_factory=dict)
 
 
 class TreeSampler:
