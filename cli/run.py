@@ -413,10 +413,12 @@ def run_command(
             stop_event=stop.event,
             until_max_time_s=until_max_time_s,
         )
+        # --what-if's and --verify's runs: the same load on the model already loaded
+        run_again = _run_again(options, spec, loaded, console, stop.event, profile)
         if what_if and not outcome.interrupted:
-            _what_if(outcome, options, spec, loaded, console, stop.event, profile, what_if)
+            _what_if(outcome, options, run_again, what_if)
         if verify and not outcome.interrupted:
-            _verify(outcome, options, spec, loaded, console, stop.event, profile, ledger)
+            _verify(outcome, options, run_again, console, stop.event, ledger)
             if what_if:
                 from ..profiler.checks.what_if import pair_with_verify
 
@@ -872,35 +874,25 @@ def _run_again(
 
 
 def _what_if(
-    outcome: SessionOutcome,
-    options: EngineOptions,
-    spec: ScenarioSpec,
-    loaded: LoadedModel,
-    console: Console,
-    stop_event: threading.Event,
-    profile: str,
-    components: tuple[str, ...],
+    outcome: SessionOutcome, options: EngineOptions, run_again: RunAgain, components: tuple[str, ...]
 ) -> None:
     """The slowdown run in what-if/ under the main run; its section goes into the main run's result.json."""
     from ..profiler.checks.what_if import run_what_if
 
-    run_what_if(outcome, options, components, _run_again(options, spec, loaded, console, stop_event, profile))
+    run_what_if(outcome, options, components, run_again)
 
 
 def _verify(
     outcome: SessionOutcome,
     options: EngineOptions,
-    spec: ScenarioSpec,
-    loaded: LoadedModel,
+    run_again: RunAgain,
     console: Console,
     stop_event: threading.Event,
-    profile: str,
     ledger: Path | None = None,
 ) -> None:
+    """--verify's runs with each C twin on, the gains beside the predictions, and their table on the terminal."""
     from ..profiler.checks.verify import verify_predictions
     from ..reports.run.verify_table import render_verify
-
-    run_again = _run_again(options, spec, loaded, console, stop_event, profile)
 
     section = verify_predictions(
         outcome, options, stop_event=stop_event, native_speedups=None, run_again=run_again, ledger=ledger
