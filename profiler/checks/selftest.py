@@ -251,8 +251,8 @@ def _busy(result: RunResult) -> str | None:
     """The run's void reason when the machine was busy; a saturated engine is by design in some cases (idle, lock)."""
     from ..rundir.health import VOID_BUSY, void_reason
 
-    health = getattr(result, "health", None) or {}
-    return void_reason(health) if health.get("void") == VOID_BUSY else None
+    health = result.health
+    return void_reason(health) if health and health.get("void") == VOID_BUSY else None
 
 
 def _answer(case: Case, result: RunResult) -> tuple[str | None, float | None, str | None]:

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .schema import Health
 
 VOID_BUSY = "the machine was busy"
 VOID_SATURATED = "the engine was saturated"
 
 
-def void_reason(health: Mapping[str, Any] | None) -> str | None:
+def void_reason(health: Health | None) -> str | None:
     """Why a run cannot stand for its engine's performance ("the machine was busy" ...), None when healthy or unmeasured."""
     if not health:
         return None
