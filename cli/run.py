@@ -347,7 +347,7 @@ def run_profiled(
 ) -> SessionOutcome:
     """One session with a progress bar (requests done / total, output tokens/s); `replay`: time the C twins
     on the run's recorded work after it (the predictions' speedups; --verify's extra runs do not need it);
-    `switch` (profiler.checks.twin_switch.SamplerSwitch): alternate the sampler's twins during the run."""
+    `switch`: a RunHook installed for the run (--verify's twin switch, --what-if's slowdowns)."""
     from ..profiler.session.session import run_session
 
     with session_progress(console, label) as hooks:
@@ -524,12 +524,14 @@ def _checked_inputs(
 
 def threads_for_experiments(options: EngineOptions, compares: bool, console: Console) -> EngineOptions:
     """--verify and --what-if compare runs (`compares`): torch's thread count fixed for all of them, unless
-    --threads chose one, at the count the thread governor would take under the machine's load now (one beside a
+    the user chose the threading (--threads, an OpenMP wait policy), at the count the thread governor would take under the machine's load now (one beside a
     busy neighbour, else torch's). Left to the governor, the count moves with the load within a run, and runs
     beside a busy neighbour then differ by their time at one thread as much as by the twin or the delay
     (docs/measurements.md)."""
-    if not compares or options.threads is not None:
-        return options
+    from ..engine.threads import adaptive_threads
+
+    if not compares or options.threads is not None or not adaptive_threads():
+        return options  # nothing moves the count: the user chose the threading (or none is compared)
     import torch
 
     from ..engine.thread_governor import starting_threads

@@ -75,6 +75,12 @@ def available() -> bool:
     return True
 
 
+def outside_cores(last: CpuReading, now: CpuReading) -> float:
+    """Cores the machine's other processes kept busy between two readings (the machine's busy time less ours)."""
+    wall = max(1, now.wall_ns - last.wall_ns)
+    return ((now.machine_busy_ns - last.machine_busy_ns) - (now.process_cpu_ns - last.process_cpu_ns)) / wall
+
+
 class ThreadGovernor:
     """Called by the engine thread once a step: lowers torch to one thread when our threads wait for CPUs while
     other processes use them, raises it back when the rest of the machine has been quiet for UP_WINDOWS windows."""
@@ -116,10 +122,9 @@ class ThreadGovernor:
             # Why both: with many threads of our own (an in-process load's clients waking for every token) our
             # spinning OpenMP worker makes them wait on a quiet machine too, which alone lowered torch for a
             # large part of such runs (docs/measurements.md).
-            outside = (
-                (now.machine_busy_ns - last.machine_busy_ns) - (now.process_cpu_ns - last.process_cpu_ns)
-            ) / wall
-            if (now.own_wait_ns - last.own_wait_ns) / wall >= DOWN_WAIT and outside >= DOWN_OTHERS:
+            if (now.own_wait_ns - last.own_wait_ns) / wall >= DOWN_WAIT and outside_cores(
+                last, now
+            ) >= DOWN_OTHERS:
                 self._switch(1, now.wall_ns)
             return
         others = (
@@ -174,11 +179,7 @@ def starting_threads(
         now = read()
     except (OSError, ValueError, IndexError):
         return threads  # nothing to read here: the count torch has
-    wall = max(1, now.wall_ns - first.wall_ns)
-    outside = (
-        (now.machine_busy_ns - first.machine_busy_ns) - (now.process_cpu_ns - first.process_cpu_ns)
-    ) / wall
-    return 1 if outside >= DOWN_OTHERS else threads
+    return 1 if outside_cores(first, now) >= DOWN_OTHERS else threads
 
 
 def default_governor() -> ThreadGovernor | None:

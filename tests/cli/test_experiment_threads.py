@@ -26,6 +26,11 @@ def _console() -> tuple[Console, io.StringIO]:
 def test_a_comparing_run_fixes_the_count_the_governor_would_take(
     monkeypatch, picked: int, words: str
 ) -> None:  # type: ignore[no-untyped-def]
+    from infer_prof.engine import threads
+
+    monkeypatch.setattr(
+        threads, "adaptive_threads", lambda: True
+    )  # infer-prof chose the threading, as by default
     asked: list[int] = []
     monkeypatch.setattr(thread_governor, "starting_threads", lambda threads: asked.append(threads) or picked)
     console, text = _console()
@@ -41,6 +46,16 @@ def test_a_plain_run_and_a_chosen_count_are_left_alone() -> None:
     chosen = EngineOptions(model="synthetic:tiny", threads=1)
     assert threads_for_experiments(chosen, True, console) is chosen
     assert text.getvalue() == ""
+
+
+def test_a_user_chosen_wait_policy_is_left_alone(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """With OMP_WAIT_POLICY set (or the opt-out) no governor runs, so the count cannot move and none is fixed."""
+    from infer_prof.engine import threads
+
+    monkeypatch.setattr(threads, "adaptive_threads", lambda: False)
+    console, text = _console()
+    plain = EngineOptions(model="synthetic:tiny")
+    assert threads_for_experiments(plain, True, console) is plain and text.getvalue() == ""
 
 
 def _reads(outside_cores: float, own_cores: float = 0.5):

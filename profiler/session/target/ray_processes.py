@@ -89,17 +89,14 @@ class RayProcess:
         """The process's name across machines: the node's first 8 hex digits and the pid."""
         return f"{self.node_id[:8]}:{self.pid}"
 
-    def to_dict(self) -> TargetProcess:
-        """The fields in their order, then the key: the keys a process table row takes from a Ray-placed process."""
+    def tags(self) -> TargetProcess:
+        """What a process table row takes from Ray beside a tree row's keys: where it was placed and by whom."""
         return {
             "node_id": self.node_id,
             "node_ip": self.node_ip,
-            "pid": self.pid,
             "actor_class": self.actor_class,
             "actor_id": self.actor_id,
             "job_id": self.job_id,
-            "role": self.role,
-            "role_source": self.role_source,
             "rank": self.rank,
             "key": self.key,
         }

@@ -59,13 +59,7 @@ def ray_rows(
                 "split": split_process(sampling, wall_ns, process.pid) if ok else None,
                 "partial": bool(sampling.get("partial")),
                 "placed_by": "ray",
-                "node_id": process.node_id,  # then RayProcess.to_dict()'s other keys, in its order
-                "node_ip": process.node_ip,
-                "actor_class": process.actor_class,
-                "actor_id": process.actor_id,
-                "job_id": process.job_id,
-                "rank": process.rank,
-                "key": process.key,
+                **process.tags(),
             }
         )
     return rows
