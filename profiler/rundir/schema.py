@@ -892,7 +892,7 @@ class SlowdownLevel(TypedDict, total=False):
     pairs: int
     added_ms_per_unit: float
     response_ms_per_unit: float
-    within_noise: bool  # its interval holds 0: the response could not be told from no delay
+    within_noise: bool  # its interval reaches a response under 5% of the delay: the level did not measurably slow it
 
 
 class SlowdownNull(TypedDict, total=False):

@@ -58,7 +58,9 @@ def group_members(group: int, proc: Path = PROC) -> list[int]:
 
 
 def marked_pids(mark: str, proc: Path = PROC) -> list[int]:
-    """Live processes whose environment carries MARK_VARIABLE=mark (those this user may read)."""
+    """Live processes whose environment carries MARK_VARIABLE=mark (those this user may read). One in the middle of
+    its exec reads an empty environment for a moment, so a caller that must see a process just started asks again
+    (stop_all reads them again before its SIGKILL)."""
     needle = f"{MARK_VARIABLE}={mark}".encode()
     found = []
     for name in os.listdir(proc):

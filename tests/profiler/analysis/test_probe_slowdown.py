@@ -21,7 +21,9 @@ from infer_prof.profiler.analysis.probe_slowdown import (
     analyse_slowdowns,
     group_turns,
     outermost_steps,
+    sensitivity_figures,
 )
+from infer_prof.profiler.analysis.sensitivity import LevelSensitivity, Sensitivity
 from infer_prof.profiler.rundir.schema import ProbeWhatIf
 from infer_prof.profiler.session.target.inject import WhatIf, prepare_probe, read_probe
 
@@ -264,6 +266,21 @@ def test_fixed_records_give_a_serial_sensitivity_of_one_and_exact_accuracy() -> 
     }
     assert entry["share"] == pytest.approx(1.025 / 4.0252, rel=0.02)
     assert entry["gain"]["gain"] == pytest.approx(entry["sensitivity"] * entry["share"] * 0.9)
+
+
+def test_a_level_that_did_not_slow_the_response_counts_as_unmoved_even_when_its_interval_misses_zero() -> (
+    None
+):
+    # Tightly paired turns give narrow intervals: a level whose response drifted a hair below zero, or rose by under
+    # 5% of its delay, did not measurably slow the response; one that moved it by a third of its delay did.
+    levels = (
+        LevelSensitivity(1.0, -0.02, -0.03, -0.01, 36),
+        LevelSensitivity(2.0, 0.03, 0.02, 0.04, 36),
+        LevelSensitivity(4.0, 0.3, 0.2, 0.4, 36),
+        LevelSensitivity(8.0, 0.5, None, None, 1),
+    )
+    figures = sensitivity_figures(Sensitivity("detokenizer", 0.2, 0.1, 0.3, levels, linear=False, pairs=109))
+    assert [level["within_noise"] for level in figures["levels"]] == [True, True, False, False]
 
 
 def test_a_swaps_turns_beside_the_slowdown_are_neither_delayed_nor_off() -> None:
