@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, TypedDict
 from ...engine.engine import ENGINE_THREAD_NAME, Engine
 from ...errors import HTTPRequestError
 from ..rundir.schema import EngineSizes
+from ..session.options import EngineOptionsDict
 from .handoff import Handoff
 from .metrics import ServerMetrics
 from .profiling import ServerTracing
@@ -45,7 +46,7 @@ class InfoPage(TypedDict, total=False):
     python: str
     native: list[str]
     engine: EngineSizes  # profiler.session.builder.BuiltEngine.engine_config_dict()
-    options: dict[str, object]  # profiler.session.options.EngineOptions.to_dict(): passed through as JSON
+    options: EngineOptionsDict  # profiler.session.options.EngineOptions.to_dict()
     engine_thread_name: str
     api_thread_name: str
     started_at: float

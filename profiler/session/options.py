@@ -1,11 +1,11 @@
-"""The engine options: one table (OPTIONS) of names, flags, defaults, ranges and help, from which EngineOptions, the CLI, serve, sweep axes, budgets and golden derive."""
+"""The engine options: one table (OPTION by name, OPTIONS in order) of names, flags, defaults, ranges and help, from which EngineOptions, the CLI, serve, sweep axes, budgets and golden derive."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Generic, TypedDict, TypeVar
 
 from ...engine.config import DEFAULT_MODEL, EngineConfig
 from ...engine.device import resolve_device, resolve_dtype_name
@@ -22,8 +22,29 @@ MAX_SEED = 2**63 - 1
 DTYPES = ("float32", "bfloat16", "int8", "q4_1")
 ENGINE_LIMIT = "what one engine can use"
 
+# A value an option takes: as the command line, a sweep axis or the engine's defaults give it.
+OptionValue = str | int | float | bool | None
+V = TypeVar("V", bound=OptionValue, covariant=True)  # covariant: an Option[str] is an Option[OptionValue]
+T = TypeVar("T")
+
 # The engine's own sizes keep its defaults: read here, so no face restates them.
-_ENGINE_DEFAULTS: dict[str, Any] = {option.name: option.default for option in fields(EngineConfig)}
+_ENGINE_DEFAULTS: dict[str, OptionValue] = {
+    option.name: option.default for option in fields(EngineConfig) if option.default is not MISSING
+}  # every field has a default: the filter only tells the type checker so
+
+
+def _engine_default(name: str, kind: type[T]) -> T:
+    """EngineConfig's default for `name`, of the option's type (an engine that changed it fails at import)."""
+    default = _ENGINE_DEFAULTS[name]
+    if not isinstance(default, kind):
+        raise TypeError(f"EngineConfig.{name} defaults to {default!r}, not to a {kind.__name__}")
+    return default
+
+
+def _engine_size(name: str) -> int | None:
+    """EngineConfig's default for a KV pool size, which may be unset (None: the engine sizes the pool)."""
+    return None if _ENGINE_DEFAULTS[name] is None else _engine_default(name, int)
+
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.I)
 _UNITS = {
@@ -45,8 +66,8 @@ _UNITS = {
 
 
 @dataclass(frozen=True, slots=True)
-class Option:
-    """One engine option as every face sees it.
+class Option(Generic[V]):
+    """One engine option as every face sees it; V is the type of its default.
 
     `name` is the option's one name: EngineOptions' field (but kv_memory, given as text, is the field
     kv_memory_bytes once parsed), the sweep axis and the budget override key. `engine_field` is the
@@ -56,7 +77,7 @@ class Option:
     name: str
     flag: str
     kind: type  # what the command line gives: str or int (then parsed, for native and kv_memory)
-    default: Any  # as the command line would give it (native "none"); None: not given
+    default: V  # as the command line would give it (native "none"); None: not given
     help: str
     short: str | None = None
     least: int = 1
@@ -82,8 +103,26 @@ class Option:
             raise OptionError(f"{self.flag}={value} is impossible: use {self.least} to {most:,} ({self.why})")
 
 
-OPTIONS: tuple[Option, ...] = (
-    Option(
+class OptionTable(TypedDict):
+    """OPTION: every option by name, each with its default's own type (OPTION["seed"].default is an int)."""
+
+    model: Option[str]
+    dtype: Option[str]
+    device: Option[str]
+    native: Option[str]
+    kv_blocks: Option[int | None]
+    kv_memory: Option[int | None]
+    block_size: Option[int]
+    max_batch: Option[int]
+    max_batched_tokens: Option[int]
+    policy: Option[str]
+    seed: Option[int]
+    threads: Option[int | None]
+    graphs: Option[str]
+
+
+OPTION: OptionTable = {
+    "model": Option(
         "model",
         "--model",
         str,
@@ -91,14 +130,14 @@ OPTIONS: tuple[Option, ...] = (
         short="-m",
         help="smollm2-135m (default, real weights), a PATH.gguf, or synthetic:<tiny|small|base|large>.",
     ),
-    Option(
+    "dtype": Option(
         "dtype",
         "--dtype",
         str,
         "auto",
         help="Weights and activations: float32, bfloat16, int8 (8-bit weights, float32 activations; CPU only), q4_1 (4-bit weights in llama.cpp's Q4_1 numbers, run by a C kernel; CPU only), or auto (bfloat16 on a GPU, float32 on the CPU).",
     ),
-    Option(
+    "device": Option(
         "device",
         "--device",
         str,
@@ -107,7 +146,7 @@ OPTIONS: tuple[Option, ...] = (
         "CPU), cpu, cuda or cuda:N. The scheduler, KV allocator and input preparation run on the host "
         "either way.",
     ),
-    Option(
+    "native": Option(
         "native",
         "--native",
         str,
@@ -116,70 +155,70 @@ OPTIONS: tuple[Option, ...] = (
         "sampler,kv_alloc,scheduler,prepare, or core: scheduler, kv_alloc and prepare fused into one C "
         "call per step (core,sampler adds the C sampler).",
     ),
-    Option(
+    "kv_blocks": Option(
         "kv_blocks",
         "--kv-blocks",
         int,
-        _ENGINE_DEFAULTS["kv_blocks"],
+        _engine_size("kv_blocks"),
         most=MAX_KV_BLOCKS,
         engine_field="kv_blocks",
         help="KV pool size in blocks (or use --kv-memory).",
     ),
-    Option(
+    "kv_memory": Option(
         "kv_memory",
         "--kv-memory",
         str,
-        _ENGINE_DEFAULTS["kv_memory_bytes"],
+        _engine_size("kv_memory_bytes"),
         engine_field="kv_memory_bytes",
         help="KV pool size as memory, e.g. 256MiB (default: sized for --max-batch full contexts, at most 256MiB).",
     ),
-    Option(
+    "block_size": Option(
         "block_size",
         "--block-size",
         int,
-        _ENGINE_DEFAULTS["block_size"],
+        _engine_default("block_size", int),
         most=MAX_BLOCK_SIZE,
         engine_field="block_size",
         help="Token slots per KV block.",
     ),
-    Option(
+    "max_batch": Option(
         "max_batch",
         "--max-batch",
         int,
-        _ENGINE_DEFAULTS["max_batch"],
+        _engine_default("max_batch", int),
         most=MAX_BATCH,
         engine_field="max_batch",
         help="Most sequences running at once.",
     ),
-    Option(
+    "max_batched_tokens": Option(
         "max_batched_tokens",
         "--max-batched-tokens",
         int,
-        _ENGINE_DEFAULTS["max_batched_tokens"],
+        _engine_default("max_batched_tokens", int),
         most=MAX_BATCHED_TOKENS,
         engine_field="max_batched_tokens",
         help="Token budget per engine step (prefill chunks + decodes).",
     ),
-    Option(
+    "policy": Option(
         "policy",
         "--policy",
         str,
-        _ENGINE_DEFAULTS["policy"],
+        _engine_default("policy", str),
         engine_field="policy",
         help="Scheduling policy: fcfs or priority.",
     ),
-    Option(
+    "seed": Option(
         "seed",
         "--seed",
         int,
-        _ENGINE_DEFAULTS["seed"],
+        _engine_default("seed", int),
         least=0,
         most=MAX_SEED,
         why="a 63-bit seed",
         engine_field="seed",
         help="Seed for weights of synthetic models, sampling and load.",
     ),
-    Option(
+    "threads": Option(
         "threads",
         "--threads",
         int,
@@ -188,7 +227,7 @@ OPTIONS: tuple[Option, ...] = (
         why="the CPUs this process may use",
         help="torch intra-op threads (default: torch's choice).",
     ),
-    Option(
+    "graphs": Option(
         "graphs",
         "--graphs",
         str,
@@ -196,12 +235,23 @@ OPTIONS: tuple[Option, ...] = (
         help="on: capture decode steps as CUDA graphs (padded batch buckets, one launch a step) and replay "
         "them; off: every step eager. Needs a GPU.",
     ),
+}
+# In the order the faces show them (OPTION's order).
+OPTIONS: tuple[Option[OptionValue], ...] = (
+    OPTION["model"],
+    OPTION["dtype"],
+    OPTION["device"],
+    OPTION["native"],
+    OPTION["kv_blocks"],
+    OPTION["kv_memory"],
+    OPTION["block_size"],
+    OPTION["max_batch"],
+    OPTION["max_batched_tokens"],
+    OPTION["policy"],
+    OPTION["seed"],
+    OPTION["threads"],
+    OPTION["graphs"],
 )
-OPTION = {option.name: option for option in OPTIONS}
-
-
-def _default(name: str) -> Any:
-    return OPTION[name].default
 
 
 def parse_size(text: str, option: str = "--kv-memory") -> int:
@@ -232,23 +282,21 @@ def in_flag_terms(error: EngineConfigError) -> EngineConfigError:
 class EngineOptions:
     """What to load and how to size the engine: one field per entry of OPTIONS, with its default."""
 
-    model: str = _default("model")
-    dtype: str = _default("dtype")  # "auto": the device's default (engine.device.default_dtype)
-    device: str = _default(
-        "device"
-    )  # auto, cpu, cuda or cuda:N; resolved on construction to "cpu" or "cuda:N"
+    model: str = OPTION["model"].default
+    dtype: str = OPTION["dtype"].default  # "auto": the device's default (engine.device.default_dtype)
+    # auto, cpu, cuda or cuda:N; resolved on construction to "cpu" or "cuda:N"
+    device: str = OPTION["device"].default
     native: frozenset[str] = field(default_factory=frozenset)  # OPTIONS' "none", parsed
-    kv_blocks: int | None = _default("kv_blocks")
-    kv_memory_bytes: int | None = _default("kv_memory")
-    block_size: int = _default("block_size")
-    max_batch: int = _default("max_batch")
-    max_batched_tokens: int = _default("max_batched_tokens")
-    policy: str = _default("policy")
-    seed: int = _default("seed")
-    threads: int | None = _default("threads")
-    graphs: str = _default(
-        "graphs"
-    )  # "on": decode steps replayed as CUDA graphs (engine.cuda_graphs); needs a GPU
+    kv_blocks: int | None = OPTION["kv_blocks"].default
+    kv_memory_bytes: int | None = OPTION["kv_memory"].default
+    block_size: int = OPTION["block_size"].default
+    max_batch: int = OPTION["max_batch"].default
+    max_batched_tokens: int = OPTION["max_batched_tokens"].default
+    policy: str = OPTION["policy"].default
+    seed: int = OPTION["seed"].default
+    threads: int | None = OPTION["threads"].default
+    # "on": decode steps replayed as CUDA graphs (engine.cuda_graphs); needs a GPU
+    graphs: str = OPTION["graphs"].default
 
     def __post_init__(self) -> None:
         self.device = resolve_device(self.device)
@@ -303,22 +351,97 @@ class EngineOptions:
         except EngineConfigError as error:
             raise in_flag_terms(error) from None
 
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["native"] = sorted(self.native)
-        return data
+    def to_dict(self) -> EngineOptionsDict:
+        """The options as JSON values, in field order (native as a sorted list)."""
+        return {
+            "model": self.model,
+            "dtype": self.dtype,
+            "device": self.device,
+            "native": sorted(self.native),
+            "kv_blocks": self.kv_blocks,
+            "kv_memory_bytes": self.kv_memory_bytes,
+            "block_size": self.block_size,
+            "max_batch": self.max_batch,
+            "max_batched_tokens": self.max_batched_tokens,
+            "policy": self.policy,
+            "seed": self.seed,
+            "threads": self.threads,
+            "graphs": self.graphs,
+        }
 
 
-def options_from_values(values: Mapping[str, Any]) -> EngineOptions:
+class EngineOptionsDict(TypedDict):
+    """EngineOptions.to_dict(): its fields as JSON values (serve's /infer-prof/info shows them)."""
+
+    model: str
+    dtype: str
+    device: str
+    native: list[str]  # sorted
+    kv_blocks: int | None
+    kv_memory_bytes: int | None
+    block_size: int
+    max_batch: int
+    max_batched_tokens: int
+    policy: str
+    seed: int
+    threads: int | None
+    graphs: str
+
+
+def options_from_values(values: Mapping[str, OptionValue]) -> EngineOptions:
     """EngineOptions from values named as OPTIONS (the CLI's and a sweep axis'): native and kv_memory given as
     text are parsed, and an option not given takes its default."""
     from ...native_paths.toggles import parse_native
 
-    given = {option.name: values.get(option.name, option.default) for option in OPTIONS}
-    kv_memory = given.pop("kv_memory")
-    native = given.pop("native")
+    given = _Given(values)
+    kv_memory = given.text_or_count(OPTION["kv_memory"])
     return EngineOptions(
-        **given,
-        native=parse_native(native) if isinstance(native, str) else frozenset(native),
+        model=given.text(OPTION["model"]),
+        dtype=given.text(OPTION["dtype"]),
+        device=given.text(OPTION["device"]),
+        native=parse_native(given.text(OPTION["native"])),
+        kv_blocks=given.count_or_none(OPTION["kv_blocks"]),
         kv_memory_bytes=parse_size(kv_memory) if isinstance(kv_memory, str) else kv_memory,
+        block_size=given.count(OPTION["block_size"]),
+        max_batch=given.count(OPTION["max_batch"]),
+        max_batched_tokens=given.count(OPTION["max_batched_tokens"]),
+        policy=given.text(OPTION["policy"]),
+        seed=given.count(OPTION["seed"]),
+        threads=given.count_or_none(OPTION["threads"]),
+        graphs=given.text(OPTION["graphs"]),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class _Given:
+    """The values a face gave, each read as its option's type (its default when not given); the faces give
+    each option's kind (Typer converts flags, a sweep file's axes are checked by kind), so a value of
+    another type is a caller's mistake, named by its flag."""
+
+    values: Mapping[str, OptionValue]
+
+    def _value(self, option: Option[OptionValue]) -> OptionValue:
+        return self.values.get(option.name, option.default)
+
+    def _wrong(self, option: Option[OptionValue], value: OptionValue, kind: str) -> OptionError:
+        return OptionError(f"{option.flag}={value!r} is not {kind}")
+
+    def text(self, option: Option[OptionValue]) -> str:
+        value = self._value(option)
+        if not isinstance(value, str):
+            raise self._wrong(option, value, "text")
+        return value
+
+    def count(self, option: Option[OptionValue]) -> int:
+        value = self._value(option)
+        if not isinstance(value, int):
+            raise self._wrong(option, value, "an integer")
+        return value
+
+    def count_or_none(self, option: Option[OptionValue]) -> int | None:
+        value = self._value(option)
+        return None if value is None else self.count(option)
+
+    def text_or_count(self, option: Option[OptionValue]) -> str | int | None:
+        value = self._value(option)
+        return value if isinstance(value, str) else self.count_or_none(option)

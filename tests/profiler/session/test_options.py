@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import subprocess
 import sys
-from dataclasses import fields
+from dataclasses import asdict, fields
 from pathlib import Path
 
 import pytest
@@ -13,7 +13,7 @@ import pytest
 from infer_prof.cli.options import engine_options
 from infer_prof.engine.config import EngineConfig
 from infer_prof.errors import EngineConfigError, OptionError
-from infer_prof.profiler.session.options import OPTION, OPTIONS, EngineOptions
+from infer_prof.profiler.session.options import OPTION, OPTIONS, EngineOptions, options_from_values
 from infer_prof.profiler.sweep.spec import engine_axes
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -60,3 +60,33 @@ def test_the_options_module_stays_light() -> None:
     code = "import sys, infer_prof.profiler.session.options; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_the_table_by_name_holds_each_option_under_its_own_name_in_the_faces_order() -> None:
+    assert list(OPTION) == [option.name for option in OPTIONS]
+    assert all(OPTION[option.name] is option for option in OPTIONS)
+
+
+def test_to_dict_is_every_field_in_order_with_native_sorted() -> None:
+    options = EngineOptions(
+        device="cpu", native=frozenset({"scheduler", "kv_alloc"}), kv_blocks=64, threads=2
+    )
+    data = options.to_dict()
+    expected = {**asdict(options), "native": ["kv_alloc", "scheduler"]}
+    assert list(data) == list(expected)
+    assert data == expected
+
+
+def test_values_from_a_face_parse_text_and_take_defaults() -> None:
+    options = options_from_values({"device": "cpu", "kv_memory": "1MiB", "native": "none", "max_batch": 4})
+    assert (options.kv_memory_bytes, options.native, options.max_batch) == (1 << 20, frozenset(), 4)
+    assert options.block_size == OPTION["block_size"].default
+    assert options.threads is None
+    assert options_from_values({"device": "cpu", "kv_memory": 4096}).kv_memory_bytes == 4096
+
+
+def test_a_value_of_the_wrong_type_is_named_by_its_flag() -> None:
+    with pytest.raises(OptionError, match=r"--max-batch='4' is not an integer"):
+        options_from_values({"device": "cpu", "max_batch": "4"})
+    with pytest.raises(OptionError, match=r"--model=3 is not text"):
+        options_from_values({"device": "cpu", "model": 3})
