@@ -8,7 +8,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -18,6 +18,31 @@ from ..profiler.session.options import OPTIONS, EngineOptions
 from .app import app
 from .options import dim_printer, engine_options, output_path
 from .progress import GracefulStop, session_progress, stop_on_signals
+from .run_flags import (
+    DurationFlag,
+    LaunchFlag,
+    LaunchTimeoutFlag,
+    LedgerFlag,
+    MaxTimeFlag,
+    OutFlag,
+    PidFlag,
+    PolicyFlag,
+    PortFlag,
+    ProbeFlag,
+    ProfileFlag,
+    RayAddressFlag,
+    ReplicaFlag,
+    ReportFlag,
+    RequestsFlag,
+    ScenarioFlag,
+    SwapFlag,
+    TargetFlag,
+    TargetModelFlag,
+    UntilFlag,
+    VerboseFlag,
+    VerifyFlag,
+    WhatIfFlag,
+)
 
 if TYPE_CHECKING:  # the CLI's help and usage errors load none of these (tests/cli/test_imports.py)
     from rich.console import Console
@@ -41,169 +66,37 @@ INTERRUPTED_EXIT_CODE = 130  # the shell's convention for SIGINT; the partial re
 @app.command()
 @engine_options(without=("policy",))
 def run(
-    scenario: Annotated[
-        str,
-        typer.Option(
-            "--scenario",
-            "-s",
-            help="A built-in scenario name (see `infer-prof scenarios list`) or a path to a TOML file.",
-        ),
-    ] = "chat",
-    requests: Annotated[
-        Optional[int], typer.Option("--requests", "-r", help="Override the scenario's request count.")
-    ] = None,
-    duration: Annotated[
-        Optional[float], typer.Option("--duration", help="Stop submitting after this many seconds.")
-    ] = None,
-    out: Annotated[
-        Optional[str],
-        typer.Option(
-            "--out", "-o", help="Run directory, new or empty (default runs/<timestamp>-<scenario>)."
-        ),
-    ] = None,
-    report: Annotated[
-        bool, typer.Option("--report/--no-report", help="Write report.html, report.pdf and trace files.")
-    ] = True,
-    profile: Annotated[
-        str,
-        typer.Option(
-            "--profile",
-            help="Collectors: default (cheap, always-on), deep (native stacks sampled under SCHED_FIFO + torch.profiler windows that split kernel from torch's per-op fee; slow, for short runs), off.",
-        ),
-    ] = "default",
-    verify: Annotated[
-        bool,
-        typer.Option(
-            "--verify",
-            help="Also run with each predicted native path on and report predicted vs measured gain.",
-        ),
-    ] = False,
-    ledger: Annotated[
-        Optional[str],
-        typer.Option(
-            "--ledger",
-            help="With --verify: the prediction ledger its predicted/measured pairs are appended to (default: INFER_PROF_LEDGER, else ledger.jsonl beside the run directory; `infer-prof ledger` scores it).",
-        ),
-    ] = None,
-    what_if: Annotated[
-        Optional[str],
-        typer.Option(
-            "--what-if",
-            help="Slowdown experiments (Coz's virtual speedup): COMPONENT,... of scheduler, kv_alloc, prepare, sampler, detokenizer. A second run delays each named component's every call by 0.5x and 1x its own time, in turns of steps with no delay between, and measures its sensitivity (added step time per added ms: 1 on the step's serial path, ~0 when it overlaps) and the gain a faster one would give; with --verify, beside the gain the C twin measures. With --launch CMD --probe: the probe delays the engine tables' components (e.g. sampler,scheduler,detokenizer) inside the server in turns of its own steps, and each prediction of the verdict says slowdown-measured or bound only.",
-        ),
-    ] = None,
-    policy: Annotated[
-        Optional[str],
-        typer.Option(
-            "--policy",
-            help="Scheduling policy: fcfs or priority (default: priority when the scenario has priority classes, else fcfs).",
-        ),
-    ] = None,
-    target: Annotated[
-        Optional[str],
-        typer.Option(
-            "--target",
-            help="Send the scenario over HTTP to this OpenAI-compatible server (e.g. http://127.0.0.1:8000) instead of running the built-in engine; --model then only names the tokenizer prompts are sized with.",
-        ),
-    ] = None,
-    pid: Annotated[
-        Optional[int],
-        typer.Option(
-            "--pid",
-            help="With --target: any process of the server (parent or child); py-spy samples every Python process of its tree (default: the tree of the process listening on the target's port).",
-        ),
-    ] = None,
-    target_model: Annotated[
-        Optional[str],
-        typer.Option(
-            "--target-model",
-            help="With --target: the model id to request (default: the first in /v1/models).",
-        ),
-    ] = None,
-    verbose: Annotated[
-        bool, typer.Option("--verbose", help="Print every table of the summary, not one screen.")
-    ] = False,
-    launch: Annotated[
-        Optional[str],
-        typer.Option(
-            "--launch",
-            help="Start this server command (quoted; run by /bin/sh in its own session), wait until it answers, profile its whole process tree, then stop it; its output goes to server.log in the run directory.",
-        ),
-    ] = None,
-    port: Annotated[
-        Optional[int],
-        typer.Option(
-            "--port",
-            help="The server's port on this machine: short for --target http://127.0.0.1:PORT (with --launch, default: the command's own --port).",
-        ),
-    ] = None,
-    launch_timeout: Annotated[
-        Optional[float],
-        typer.Option(
-            "--launch-timeout",
-            help="With --launch: seconds to wait for the server to answer /v1/models (default 600).",
-        ),
-    ] = None,
-    probe: Annotated[
-        bool,
-        typer.Option(
-            "--probe",
-            help="With --launch: also time the engine's own functions (its step, scheduler, model, sampler, detokenizer; the engine tables name them) from inside every server process; the probe's own cost is measured in the run, by turns on and off.",
-        ),
-    ] = False,
-    swap: Annotated[
-        Optional[str],
-        typer.Option(
-            "--swap",
-            help="With --launch CMD --probe: `sampler` puts infer-prof's C sampler in place of vLLM's CPU top-k/top-p sampling (vLLM 0.32.0, checked before the server starts), switched in and out by turns of steps; the run says what it changed per step (sampler ms, step ms, tokens/s, TPOT, with intervals and an A/A). With --what-if sampler in the same run, the slowdown's prediction for the swap's own speedup is put beside the gain the swap measured, and both go to the prediction ledger.",
-        ),
-    ] = None,
-    ray_address: Annotated[
-        Optional[str],
-        typer.Option(
-            "--ray-address",
-            help="With --target or --launch: the Ray cluster (its head's HOST:PORT, or auto) whose actors are the server's workers (vLLM's --distributed-executor-backend ray): each is found through Ray's state, sampled with py-spy on its own node, and read beside the server's process tree. Default: $RAY_ADDRESS when set; `off` ignores it.",
-        ),
-    ] = None,
-    replica: Annotated[
-        Optional[list[str]],
-        typer.Option(
-            "--replica",
-            help="With --target or --launch of a router: a server behind it on this machine (repeat for each); each replica's process tree is sampled, its engine loop split, and the run says whether they did equal work. Default: the local servers the router is connected to, found from its TCP connections during the load.",
-        ),
-    ] = None,
-    until: Annotated[
-        Optional[str],
-        typer.Option(
-            "--until",
-            help="resolved: go on in whole rounds of the scenario until the interpreter share's interval clears the 1% and 30% thresholds and each prediction's share is narrow enough to act on, or --max-time passes; the run then says what held it up. Against a server (--target, --launch) a look between rounds reads py-spy's samples so far (and, with --probe, the probe's bound on the loop's own work).",
-        ),
-    ] = None,
-    max_time: Annotated[
-        Optional[float],
-        typer.Option(
-            "--max-time", help="With --until resolved: the most seconds of load to spend resolving."
-        ),
-    ] = None,
+    scenario: ScenarioFlag = "chat",
+    requests: RequestsFlag = None,
+    duration: DurationFlag = None,
+    out: OutFlag = None,
+    report: ReportFlag = True,
+    profile: ProfileFlag = "default",
+    verify: VerifyFlag = False,
+    ledger: LedgerFlag = None,
+    what_if: WhatIfFlag = None,
+    policy: PolicyFlag = None,
+    target: TargetFlag = None,
+    pid: PidFlag = None,
+    target_model: TargetModelFlag = None,
+    verbose: VerboseFlag = False,
+    launch: LaunchFlag = None,
+    port: PortFlag = None,
+    launch_timeout: LaunchTimeoutFlag = None,
+    probe: ProbeFlag = False,
+    swap: SwapFlag = None,
+    ray_address: RayAddressFlag = None,
+    replica: ReplicaFlag = None,
+    until: UntilFlag = None,
+    max_time: MaxTimeFlag = None,
     *,
     options: EngineOptions,
 ) -> None:
     """Run the engine under a load scenario, measure where the time goes, and write a run directory."""
-    from ..profiler.session.until import checked_until
-
-    until_max_time_s = checked_until(until, max_time)
-    if until_max_time_s is not None and profile == "off":
-        raise OptionError(
-            "--until resolved looks at the profile's spans after each round: drop --profile off"
-        )
+    until_max_time_s = _checked_until(until, max_time, profile)
     options = dataclasses.replace(options, policy=policy or "fcfs")
     _check_launch_flags(launch, launch_timeout, probe, swap)
-    if ray_address is not None and target is None and launch is None and port is None:
-        raise OptionError("--ray-address reads a server's Ray workers: give --target URL or --launch CMD too")
-    if replica and target is None and launch is None and port is None:
-        raise OptionError(
-            "--replica names the servers behind a router: give the router with --target URL or --launch CMD"
-        )
+    _check_cluster_flags(ray_address, replica, target=target, launch=launch, port=port)
     if any(flag is not None for flag in (target, launch, port, pid, target_model)):
         code = _run_on_server(
             options,
@@ -248,6 +141,18 @@ def run(
     raise typer.Exit(code)
 
 
+def _checked_until(until: str | None, max_time: float | None, profile: str) -> float | None:
+    """--until resolved's seconds of load (None: one round), refused with --profile off, whose spans it reads."""
+    from ..profiler.session.until import checked_until
+
+    until_max_time_s = checked_until(until, max_time)
+    if until_max_time_s is not None and profile == "off":
+        raise OptionError(
+            "--until resolved looks at the profile's spans after each round: drop --profile off"
+        )
+    return until_max_time_s
+
+
 def _check_launch_flags(
     launch: str | None, launch_timeout: float | None, probe: bool, swap: str | None
 ) -> None:
@@ -260,6 +165,23 @@ def _check_launch_flags(
         raise OptionError("--probe goes with --launch CMD: the probe is loaded into the server as it starts")
     if swap is not None and not (launch is not None and probe):
         raise OptionError(f"--swap {swap} goes with --launch CMD --probe: the probe puts it into the server")
+
+
+def _check_cluster_flags(
+    ray_address: str | None,
+    replica: list[str] | None,
+    *,
+    target: str | None,
+    launch: str | None,
+    port: int | None,
+) -> None:
+    """--ray-address and --replica read what stands behind a server: refused without one to read."""
+    if ray_address is not None and target is None and launch is None and port is None:
+        raise OptionError("--ray-address reads a server's Ray workers: give --target URL or --launch CMD too")
+    if replica and target is None and launch is None and port is None:
+        raise OptionError(
+            "--replica names the servers behind a router: give the router with --target URL or --launch CMD"
+        )
 
 
 def _run_on_server(
