@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -56,85 +57,122 @@ def kernel(simd: int = BEST_VECTOR_LOOP) -> DecodeLayersKernel:
     require_symbols("--dtype q4_1", "np_decode_layers")
     ffi, lib = require()
     openmp.bind()
-    run, cast = lib.np_decode_layers, ffi.cast
 
     def bind(config: ModelConfig, layers: Sequence[PackedLayer]) -> DecodeLayers:
-        if not layers or len(layers) != config.n_layers:
-            raise ValueError(f"the native decode step needs all {config.n_layers} layers, got {len(layers)}")
-        pool_shape = layers[0].pool.shape[:2]
-        for layer in layers:
-            _check_layer(config, layer)
-            if layer.pool.shape[:2] != pool_shape:
-                raise ValueError("the native decode step needs every layer's KV pool of one shape")
-        table = ffi.new("np_decode_layer[]", len(layers))
-        for entry, layer in zip(table, layers):
-            entry.attn_norm = cast("float *", layer.attn_norm.data_ptr())
-            entry.ffn_norm = cast("float *", layer.ffn_norm.data_ptr())
-            entry.qkv = cast("uint8_t *", layer.qkv.data_ptr())
-            entry.attn_out = cast("uint8_t *", layer.attn_out.data_ptr())
-            entry.gate_up = cast("uint8_t *", layer.gate_up.data_ptr())
-            entry.down = cast("uint8_t *", layer.down.data_ptr())
-            entry.pool = cast("float *", layer.pool.data_ptr())
-        shape = ffi.new(
-            "np_decode_shape *",
-            {
-                "dim": config.dim,
-                "n_heads": config.n_heads,
-                "n_kv": config.n_kv_heads,
-                "head_dim": config.head_dim,
-                "hidden": config.hidden_dim,
-                "num_blocks": pool_shape[0],
-                "block_size": pool_shape[1],
-                "eps": config.norm_eps,
-            },
-        )
-        kept = tuple(layers)  # the C table points into these tensors: they live as long as the binding
-        n_layers, dim, half = len(layers), config.dim, config.head_dim // 2
-
-        def decode_layers(
-            x: torch.Tensor, rope: torch.Tensor, slots: torch.Tensor, tables: torch.Tensor, lens: torch.Tensor
-        ) -> None:
-            batch = x.shape[0]
-            if x.dtype != torch.float32 or not x.is_contiguous() or tuple(x.shape) != (batch, dim):
-                raise ValueError(
-                    f"the native decode step updates a contiguous float32 [rows, {dim}] in place"
-                )
-            if rope.dtype != torch.float32 or not rope.is_contiguous() or rope.numel() != batch * half * 2:
-                raise ValueError(
-                    f"the native decode step reads float32 (cos, sin) pairs [{batch}, {half}, 2]"
-                )
-            slots, lens = slots.to(torch.int64).contiguous(), lens.to(torch.int64).contiguous()
-            tables = tables.to(torch.int64).contiguous()
-            if (
-                slots.numel() != batch
-                or lens.numel() != batch
-                or tables.dim() != 2
-                or tables.shape[0] != batch
-            ):
-                raise ValueError(f"the native decode step needs {batch} slots, lengths and table rows")
-            call = (
-                table,
-                n_layers,
-                shape,
-                cast("float *", x.data_ptr()),
-                batch,
-                cast("float *", rope.data_ptr()),
-                cast("int64_t *", slots.data_ptr()),
-                cast("int64_t *", tables.data_ptr()),
-                tables.shape[1],
-                cast("int64_t *", lens.data_ptr()),
-                torch.get_num_threads(),
-                simd,
-            )
-            status = call_as_op(OP_NAME, run, call)
-            if status == lib.NP_ERR_NOMEM:
-                raise MemoryError("the native decode step ran out of memory")
-            if status != 0:
-                raise ValueError(
-                    f"the native decode step refused {batch} rows against {kept[0].pool.shape[0]} KV blocks "
-                    "(a slot, length or block id outside the pool)"
-                )
-
-        return decode_layers
+        return _bound_step(ffi, lib, simd, config, layers)
 
     return bind
+
+
+def _bound_step(
+    ffi: Any, lib: Any, simd: int, config: ModelConfig, layers: Sequence[PackedLayer]
+) -> DecodeLayers:
+    """The decode step of `layers`, checked and laid out once as the C table it runs."""
+    pool_shape = _checked_pool_shape(config, layers)
+    table = _layer_table(ffi, layers)
+    shape = _decode_shape(ffi, config, pool_shape)
+    kept = tuple(layers)  # the C table points into these tensors: they live as long as the binding
+    run, cast = lib.np_decode_layers, ffi.cast
+    n_layers, dim, half = len(layers), config.dim, config.head_dim // 2
+
+    def decode_layers(
+        x: torch.Tensor, rope: torch.Tensor, slots: torch.Tensor, tables: torch.Tensor, lens: torch.Tensor
+    ) -> None:
+        batch = x.shape[0]
+        slots, tables, lens = _checked_step(x, rope, slots, tables, lens, dim=dim, half=half)
+        call = (
+            table,
+            n_layers,
+            shape,
+            cast("float *", x.data_ptr()),
+            batch,
+            cast("float *", rope.data_ptr()),
+            cast("int64_t *", slots.data_ptr()),
+            cast("int64_t *", tables.data_ptr()),
+            tables.shape[1],
+            cast("int64_t *", lens.data_ptr()),
+            torch.get_num_threads(),
+            simd,
+        )
+        _raise_on_status(lib, call_as_op(OP_NAME, run, call), batch, kept)
+
+    return decode_layers
+
+
+def _checked_pool_shape(config: ModelConfig, layers: Sequence[PackedLayer]) -> tuple[int, int]:
+    """The (blocks, block size) of the KV pool every layer shares, once each layer is checked."""
+    if not layers or len(layers) != config.n_layers:
+        raise ValueError(f"the native decode step needs all {config.n_layers} layers, got {len(layers)}")
+    pool_shape = layers[0].pool.shape[:2]
+    for layer in layers:
+        _check_layer(config, layer)
+        if layer.pool.shape[:2] != pool_shape:
+            raise ValueError("the native decode step needs every layer's KV pool of one shape")
+    return pool_shape[0], pool_shape[1]
+
+
+def _layer_table(ffi: Any, layers: Sequence[PackedLayer]) -> Any:
+    """The np_decode_layer[] table of the layers' tensors, as csrc/decode_layers.c reads it."""
+    table = ffi.new("np_decode_layer[]", len(layers))
+    cast = ffi.cast
+    for entry, layer in zip(table, layers):
+        entry.attn_norm = cast("float *", layer.attn_norm.data_ptr())
+        entry.ffn_norm = cast("float *", layer.ffn_norm.data_ptr())
+        entry.qkv = cast("uint8_t *", layer.qkv.data_ptr())
+        entry.attn_out = cast("uint8_t *", layer.attn_out.data_ptr())
+        entry.gate_up = cast("uint8_t *", layer.gate_up.data_ptr())
+        entry.down = cast("uint8_t *", layer.down.data_ptr())
+        entry.pool = cast("float *", layer.pool.data_ptr())
+    return table
+
+
+def _decode_shape(ffi: Any, config: ModelConfig, pool_shape: tuple[int, int]) -> Any:
+    """The model's and the KV pool's sizes as the C step's np_decode_shape."""
+    return ffi.new(
+        "np_decode_shape *",
+        {
+            "dim": config.dim,
+            "n_heads": config.n_heads,
+            "n_kv": config.n_kv_heads,
+            "head_dim": config.head_dim,
+            "hidden": config.hidden_dim,
+            "num_blocks": pool_shape[0],
+            "block_size": pool_shape[1],
+            "eps": config.norm_eps,
+        },
+    )
+
+
+def _checked_step(
+    x: torch.Tensor,
+    rope: torch.Tensor,
+    slots: torch.Tensor,
+    tables: torch.Tensor,
+    lens: torch.Tensor,
+    *,
+    dim: int,
+    half: int,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One step's inputs checked before any write: (slots, tables, lens) as the contiguous int64 the C step
+    reads."""
+    batch = x.shape[0]
+    if x.dtype != torch.float32 or not x.is_contiguous() or tuple(x.shape) != (batch, dim):
+        raise ValueError(f"the native decode step updates a contiguous float32 [rows, {dim}] in place")
+    if rope.dtype != torch.float32 or not rope.is_contiguous() or rope.numel() != batch * half * 2:
+        raise ValueError(f"the native decode step reads float32 (cos, sin) pairs [{batch}, {half}, 2]")
+    slots, lens = slots.to(torch.int64).contiguous(), lens.to(torch.int64).contiguous()
+    tables = tables.to(torch.int64).contiguous()
+    if slots.numel() != batch or lens.numel() != batch or tables.dim() != 2 or tables.shape[0] != batch:
+        raise ValueError(f"the native decode step needs {batch} slots, lengths and table rows")
+    return slots, tables, lens
+
+
+def _raise_on_status(lib: Any, status: int, batch: int, layers: tuple[PackedLayer, ...]) -> None:
+    """np_decode_layers' status as the error it means (0: done)."""
+    if status == lib.NP_ERR_NOMEM:
+        raise MemoryError("the native decode step ran out of memory")
+    if status != 0:
+        raise ValueError(
+            f"the native decode step refused {batch} rows against {layers[0].pool.shape[0]} KV blocks "
+            "(a slot, length or block id outside the pool)"
+        )
