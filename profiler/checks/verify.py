@@ -56,7 +56,7 @@ from .twin_switch import SamplerSwitch
 
 if TYPE_CHECKING:
     from ..rundir.results import RunData, RunResult
-    from ..rundir.schema import Prediction, Split, Verify, VerifyComponent
+    from ..rundir.schema import Prediction, Split, Verdict, Verify, VerifyComponent
 
 VERIFY_DIR = "verify"
 TURNS_FILE = "turns.csv"  # the switched sampler run's step -> (block, C twin served)
@@ -441,33 +441,13 @@ def _switched_run(
     gain: InRunGain | None = None
     for attempt in range(MAX_SWITCHED_RUNS):
         switch = SamplerSwitch()
-        label = "verify: sampler twins in turns" + (
-            f", run {attempt + 1} of up to {MAX_SWITCHED_RUNS}" if attempt else ""
-        )
-        name = "switched-sampler" + (f"-{attempt + 1}" if attempt else "")
-        run = run_again(frozenset(options.native), _verify_dir(outcome, name), label, switch)
-        problem = _unusable(outcome, run)
-        if problem is None:
-            labelled = label_steps(switch.calls, run.steps, switch.switch_ns)
-            if switch.switches < 2 or not len(labelled):
-                problem = (
-                    f"its run was too short for the twins to take turns ({switch.switches} switch(es) in "
-                    f"{len(switch.calls)} sampler calls, {switch.block_steps} a block)"
-                )
-        if problem is not None:
+        taken = _labelled_switched_run(outcome, options, run_again, switch, attempt)
+        if isinstance(taken, str):
             if pooled is None:
-                return problem
+                return taken
             break  # the runs so far stand; this one is left out
-        # Which twin served each step, beside the run's steps.csv: the figures can be taken again from the files.
-        write_text_atomic(
-            Path(run.run_dir) / TURNS_FILE,
-            labelled[["step", "block", "native", "switch_ms"]].to_csv(index=False),
-        )
-        if pooled is None:
-            pooled = labelled
-        else:  # its blocks start a fresh unit, so that no resampled unit holds steps of two runs
-            offset = _next_unit(pooled, switch.unit_blocks)
-            pooled = pd.concat([pooled, labelled.assign(block=labelled["block"] + offset)], ignore_index=True)
+        run, labelled = taken
+        pooled = labelled if pooled is None else _pooled_with(pooled, labelled, switch.unit_blocks)
         run_dirs.append(_relative(outcome, Path(run.run_dir)))
         switches += switch.switches
         gain = inrun_gain(pooled, own="sampler", unit_blocks=switch.unit_blocks)
@@ -488,9 +468,48 @@ def _switched_run(
     entry["run_dirs"] = run_dirs  # every switched run pooled, in order
     entry["turns"] = f"{entry['run_dir']}/{TURNS_FILE}"  # the first run's; every pooled run's below
     entry["turns_files"] = [f"{run_dir}/{TURNS_FILE}" for run_dir in run_dirs]
-    # What a switch took, per twin taking over, taken out of its step (label_steps): mean ms a switch.
+    entry["switch_ms"] = _switch_ms(pooled)
+    return entry
+
+
+def _labelled_switched_run(
+    outcome: SessionOutcome, options: EngineOptions, run_again: RunAgain, switch: SamplerSwitch, attempt: int
+) -> tuple[SessionOutcome, pd.DataFrame] | str:
+    """One run with the sampler's twins taking turns through `switch` (the `attempt`th, from 0): the run and its
+    steps labelled with the twin that served each, written beside its steps.csv; or why it cannot be measured."""
+    label = "verify: sampler twins in turns" + (
+        f", run {attempt + 1} of up to {MAX_SWITCHED_RUNS}" if attempt else ""
+    )
+    name = "switched-sampler" + (f"-{attempt + 1}" if attempt else "")
+    run = run_again(frozenset(options.native), _verify_dir(outcome, name), label, switch)
+    problem = _unusable(outcome, run)
+    if problem is not None:
+        return problem
+    labelled = label_steps(switch.calls, run.steps, switch.switch_ns)
+    if switch.switches < 2 or not len(labelled):
+        return (
+            f"its run was too short for the twins to take turns ({switch.switches} switch(es) in "
+            f"{len(switch.calls)} sampler calls, {switch.block_steps} a block)"
+        )
+    # Which twin served each step, beside the run's steps.csv: the figures can be taken again from the files.
+    write_text_atomic(
+        Path(run.run_dir) / TURNS_FILE,
+        labelled[["step", "block", "native", "switch_ms"]].to_csv(index=False),
+    )
+    return run, labelled
+
+
+def _pooled_with(pooled: pd.DataFrame, labelled: pd.DataFrame, unit_blocks: int) -> pd.DataFrame:
+    """`labelled` added to the runs pooled so far, its blocks starting a fresh unit, so that no resampled unit
+    holds steps of two runs."""
+    offset = _next_unit(pooled, unit_blocks)
+    return pd.concat([pooled, labelled.assign(block=labelled["block"] + offset)], ignore_index=True)
+
+
+def _switch_ms(pooled: pd.DataFrame) -> dict[str, float]:
+    """What a switch took, per twin taking over, taken out of its step (label_steps): mean ms a switch."""
     switched = pooled[pooled["switch_ms"] > 0]
-    entry["switch_ms"] = {
+    return {
         twin: round(float(rows["switch_ms"].mean()), 4)
         for twin, rows in (
             ("python", switched[~switched["native"]]),
@@ -498,7 +517,6 @@ def _switched_run(
         )
         if len(rows)
     }
-    return entry
 
 
 def _unusable(outcome: SessionOutcome, run: SessionOutcome) -> str | None:
@@ -561,8 +579,31 @@ def _record(
         for name, entry in details.items()
         if (measured_gain := entry["measured_gain"]) is not None and not entry.get("void")
     }
-    # The verdict made again keeps what the run's own rested on: its interval (made at the run's confidence, the
-    # samples' side already joined in) and its health, which voids predictions measured on a busy machine.
+    verdict = _verdict_again(result, speedups, measured)
+    spread = python_spread(python_results)
+    section: Verify = {
+        "method": "measured_gain = 1 - busy time per generated token (native run) / (Python run); busy = engine "
+        "thread wall time minus idle (spans). native_speedup: the main run's replay of its own work through both "
+        "twins (else a microbenchmark's when given, else the component's span time per token, Python run / "
+        "native run).",
+        "python_runs": len(python_results),
+        "python_spread": spread,
+        "components": details,
+        "skipped": skipped,
+        "ledger": ledger_note,
+    }
+    verdict["verify"] = section
+    _mark_noise(verdict, details, spread, python_runs=len(python_results), measured=bool(measured))
+    result.verdict = verdict
+    result.config["verify"] = True
+    write_json_atomic(Path(outcome.run_dir) / "result.json", result.to_dict())
+    return section
+
+
+def _verdict_again(result: RunResult, speedups: dict[str, float], measured: dict[str, float]) -> Verdict:
+    """The verdict made again with the measured speedups and gains; it keeps what the run's own rested on: its
+    interval (made at the run's confidence, the samples' side already joined in) and its health, which voids
+    predictions measured on a busy machine."""
     before = result.verdict or {}
     interval = before.get("interpreter_interval")
     verdict = diagnose(
@@ -580,19 +621,19 @@ def _record(
         verdict["straddles"] = straddled(interval)
     if "stopping" in before:  # how a run that went on until resolved ended
         verdict["stopping"] = before["stopping"]
-    spread = python_spread(python_results)
-    section: Verify = {
-        "method": "measured_gain = 1 - busy time per generated token (native run) / (Python run); busy = engine "
-        "thread wall time minus idle (spans). native_speedup: the main run's replay of its own work through both "
-        "twins (else a microbenchmark's when given, else the component's span time per token, Python run / "
-        "native run).",
-        "python_runs": len(python_results),
-        "python_spread": spread,
-        "components": details,
-        "skipped": skipped,
-        "ledger": ledger_note,
-    }
-    verdict["verify"] = section
+    return verdict
+
+
+def _mark_noise(
+    verdict: Verdict,
+    details: dict[str, VerifyComponent],
+    spread: float | None,
+    *,
+    python_runs: int,
+    measured: bool,
+) -> None:
+    """The noise floor (`spread`: the Python runs' own) marked on the gains it qualifies, and the void runs and
+    the floor itself among the verdict's blind spots."""
     # The noise floor travels with the gains it qualifies, not only on the terminal that printed it.
     for prediction in (verdict.get("predictions") or {}).values():
         gain = prediction.get("measured_gain")
@@ -602,10 +643,6 @@ def _record(
             verdict.setdefault("blind_spots", []).append(f"--verify's {name} run is {entry['void']}")
     if spread is not None and measured:
         verdict.setdefault("blind_spots", []).append(
-            f"--verify's {len(python_results)} Python runs differ by {spread:.1%} in busy time per token: "
+            f"--verify's {python_runs} Python runs differ by {spread:.1%} in busy time per token: "
             "measured gains smaller than that are noise, not the C twins' effect."
         )
-    result.verdict = verdict
-    result.config["verify"] = True
-    write_json_atomic(Path(outcome.run_dir) / "result.json", result.to_dict())
-    return section
