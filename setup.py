@@ -75,6 +75,13 @@ SPAN_LOG = Extension(
     extra_compile_args=["-std=c99", "-O2", "-Wall", "-Wextra"],
 )
 
+# The slowdown delay's busy wait with the GIL released (profiler/checks/delay.py has its twin, which holds it).
+SPIN = Extension(
+    "infer_prof.profiler.checks._spin",
+    sources=["profiler/checks/csrc/spin.c"],
+    extra_compile_args=["-std=c99", "-O2", "-Wall", "-Wextra"],
+)
+
 # The package's one folder is .pkg/infer_prof, a committed link to the repository root: a plain path
 # entry (.pkg) then finds infer_prof, for an editable install (a static .pth, no import hook), pyright and
 # mypy alike (docs/architecture.md, "The installed namespace").
@@ -82,6 +89,6 @@ setup(
     package_dir={"": ".pkg"},
     packages=["infer_prof", *("infer_prof." + package for package in ROOM_PACKAGES)],
     cffi_modules=["native_paths/build.py:ffibuilder"],
-    ext_modules=[SPAN_LOG],
+    ext_modules=[SPAN_LOG, SPIN],
     cmdclass={"build_ext": OptionalBuildExt, "build_py": RoomsOnly},
 )

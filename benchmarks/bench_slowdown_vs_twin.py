@@ -92,7 +92,8 @@ def run_row(
     verify = ((result.get("verdict") or {}).get("verify") or {}).get("components") or {}
     health = result.get("health") or {}
     figures = []
-    for component, entry in ((result.get("what_if") or {}).get("components") or {}).items():
+    what_if = result.get("what_if") or {}
+    for component, entry in (what_if.get("components") or {}).items():
         measured = verify.get(component) or {}
         gain = entry.get("gain") or {}
         sensitivity = entry.get("sensitivity")
@@ -102,6 +103,9 @@ def run_row(
                 "component": component,
                 "share": entry.get("share"),
                 "k": entry.get("speedup"),
+                # the share of the delay spent with the GIL released (None: a tree from before 2026-12-07)
+                "released": (what_if.get("released") or {}).get(component),
+                "gil_release": what_if.get("gil_release"),
                 "sensitivity": sensitivity,
                 "s_low": entry.get("low"),
                 "s_high": entry.get("high"),
@@ -142,19 +146,26 @@ def _pct(value: float | None) -> str:
     return "–" if value is None else f"{value:+.1%}"
 
 
+def _released(fig: dict) -> str:
+    released = fig.get("released")
+    if released is None:
+        return "–"
+    return f"{released:.0%}" + ("" if fig.get("gil_release") == "released" else " (held: no C wait)")
+
+
 def _threads(record: dict) -> str:
     return "" if record.get("threads") is None else f" ({record['threads']} threads, fixed)"
 
 
 def table(records: list[dict]) -> str:
     lines = [
-        "| row | hogs | component | share | k | sensitivity [95%] | slowdown-predicted | Amdahl | measured (twin on) "
+        "| row | hogs | component | share | k | GIL released | sensitivity [95%] | slowdown-predicted | Amdahl | measured (twin on) "
         "| measured / predicted | s x own saving | measured / that | delay within 5% | health |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for record in records:
         if "error" in record:
-            lines.append(f"| {record['row']} | {record['hogs']} | error: {record['error']} |" + " |" * 11)
+            lines.append(f"| {record['row']} | {record['hogs']} | error: {record['error']} |" + " |" * 12)
             continue
         health = record["health_void"] or f"ok ({record['core_share']:.0%} of a core)"
         for fig in record["figures"]:
@@ -171,7 +182,7 @@ def table(records: list[dict]) -> str:
             delay = fig["delay_within_5pct"]
             lines.append(
                 f"| {record['row']} | {record['hogs']}{_threads(record)} | {fig['component']} | {fig['share']:.1%} | "
-                f"{fig['k']:.2f} | {sens_text} | {_pct(fig['predicted'])} | {_pct(fig['amdahl'])} | "
+                f"{fig['k']:.2f} | {_released(fig)} | {sens_text} | {_pct(fig['predicted'])} | {_pct(fig['amdahl'])} | "
                 f"{_pct(fig['measured'])} [{_pct(fig['m_low'])}, {_pct(fig['m_high'])}] | "
                 f"{'–' if ratio is None else f'{ratio:.2f}'} | {_pct(own)} | "
                 f"{'–' if own_ratio is None else f'{own_ratio:.2f}'} | "

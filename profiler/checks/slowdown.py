@@ -1,8 +1,8 @@
 """`run --what-if` on the built-in engine: a run whose named components get a busy delay per call in ABBA turns of steps, and each one's sensitivity from the steps' response.
 
 Coz's virtual speedup for the engine loop: every call of a named component is followed by a delay of a
-fraction (the level) of that call's own measured duration, CPU work that holds the GIL and a core
-(profiler.checks.delay). The delay comes from a span hook on the recording tracer, so the engine knows
+fraction (the level) of that call's own measured duration, CPU work that holds a core, and the GIL for
+the share of the component's own time it holds it (profiler.checks.delay). The delay comes from a span hook on the recording tracer, so the engine knows
 nothing of it: the component's own span keeps its own time, and the step around it grows by what the
 delay costs the step. Turns of BLOCK_STEPS steps cycle through off, on, on, off per (component, level),
 the order of the pairs reversed every other cycle (ABBA, so a steady drift favours no level), and two
@@ -136,11 +136,14 @@ class SlowdownExperiment:
         *,
         levels: Sequence[float] = LEVELS,
         scales: Mapping[str, float] | None = None,
+        released: Mapping[str, float] | None = None,
         block_steps: int = BLOCK_STEPS,
         clock: Clock = time.perf_counter_ns,
         spinner: Spinner | None = None,
     ) -> None:
-        """`scales`: per component, the factor its levels are multiplied by (level_scale: 1 when not given)."""
+        """`scales`: per component, the factor its levels are multiplied by (level_scale: 1 when not given);
+        `released`: per component, the share of its delay spent with the GIL released (its kernel share: 0 when
+        not given)."""
         if block_steps < 1:
             raise ValueError(f"block_steps={block_steps}: a turn holds at least one step")
         self.components = check_components(components, levels)
@@ -148,6 +151,9 @@ class SlowdownExperiment:
         self.scales = {name: float((scales or {}).get(name, 1.0)) for name in self.components}
         if not all(1.0 <= scale and scale * max(self.levels) <= MAX_LEVEL for scale in self.scales.values()):
             raise ValueError(f"scales {self.scales}: each at least 1, and no level past {MAX_LEVEL:g}")
+        self.released = {name: float((released or {}).get(name, 0.0)) for name in self.components}
+        if not all(0.0 <= share <= 1.0 for share in self.released.values()):
+            raise ValueError(f"released {self.released}: each a share of the delay, from 0 to 1")
         self.block_steps = block_steps
         self.clock = clock
         self.spinner = spinner or Spinner(clock)
@@ -200,7 +206,7 @@ class SlowdownExperiment:
         row = self._row
         assert row is not None  # a target is set only inside a step
         requested = int(row.level * (now - self._entered_ns))
-        added = self.spinner.spin(now, requested)
+        added = self.spinner.spin(now, requested, self.released[name])
         row.added_ns += added
         calls = self.calls[name]
         if len(calls) < MAX_ROWS:

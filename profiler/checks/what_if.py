@@ -21,6 +21,7 @@ from ..analysis.sensitivity import predicted_gain
 from ..ledger.verify_pairs import finite_number, unresolvable
 from ..rundir.atomic import write_json_atomic, write_text_atomic
 from ..rundir.health import void_reason
+from .delay import gil_release
 from .run_hook import RunAgain
 from .slowdown import (
     BLOCK_STEPS,
@@ -54,7 +55,8 @@ AGREEMENT_BAND = (
 )
 METHOD = (
     "slowdown: every call of a named component is followed by a busy delay of `level` x that call's own time (a "
-    f"component's levels scaled up, at most to {MAX_LEVEL:g}x, until the top one adds about a quarter of the step: `scales`), in "
+    f"component's levels scaled up, at most to {MAX_LEVEL:g}x, until the top one adds about a quarter of the step: `scales`), "
+    "with the GIL released for the share of its own time the main run measured inside torch's ops (`released`), in "
     "turns of block_steps steps (off, on, on, off per component and level; ABBA); sensitivity = added step time / "
     "added delay over each delayed turn against its nearest off turns, 95% bootstrap interval over the pairs; "
     "predicted gain = sensitivity x the main run's share x (1 - 1/k), k the C twin's replayed speedup"
@@ -84,7 +86,11 @@ def run_what_if(
     scales = {
         name: level_scale(_share_of(outcome.result, name), levels) for name in check_components(components)
     }
-    experiment = SlowdownExperiment(components, levels=levels, scales=scales, block_steps=block_steps)
+    # Each delay releases the GIL for the share of the component's own time it spends inside torch's ops.
+    released = {name: released_share(outcome.result, name) for name in scales}
+    experiment = SlowdownExperiment(
+        components, levels=levels, scales=scales, released=released, block_steps=block_steps
+    )
     run_dir = Path(outcome.run_dir) / WHAT_IF_DIR
     run = run_again(frozenset(options.native), run_dir, "what-if: slowdowns in turns", experiment)
     labelled = label_steps(experiment.labels(), run.steps)
@@ -100,6 +106,8 @@ def run_what_if(
         found, outcome.result, levels=levels, block_steps=block_steps, steps=len(labelled), run_void=run_void
     )
     section["scales"] = experiment.scales
+    section["released"] = experiment.released
+    section["gil_release"] = gil_release()
     section["run_dir"] = WHAT_IF_DIR
     outcome.result.what_if = section
     write_json_atomic(Path(outcome.run_dir) / "result.json", outcome.result.to_dict())
@@ -172,6 +180,17 @@ def _share_of(result: RunResult, component: str) -> float | None:
     prediction = ((result.verdict or {}).get("predictions") or {}).get(component) or {}
     share = finite_number(prediction.get("share"))
     return share if share is not None else busy_share(result, component)
+
+
+def released_share(result: RunResult, component: str) -> float:
+    """The share of a component's span time the main run measured inside torch's ops, kernels and their per-op
+    fee (torch's bindings release the GIL there); 0 where nothing was measured (no torch calls, no kernel windows)."""
+    spans = ((result.breakdown or {}).get("methods") or {}).get("spans") or {}
+    parts = [
+        (spans.get(key) or {}).get(component) for key in ("kernel_fraction_by_span", "fee_fraction_by_span")
+    ]
+    share = sum(part for part in parts if isinstance(part, (int, float)) and math.isfinite(part))
+    return min(1.0, max(0.0, share))
 
 
 def busy_share(result: RunResult, component: str) -> float | None:

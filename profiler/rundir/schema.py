@@ -1023,6 +1023,8 @@ class EngineWhatIf(TypedDict, total=False):
     run_dir: str
     levels: list[float]
     scales: dict[str, float]  # per component, the factor its levels were multiplied by (slowdown.level_scale)
+    released: dict[str, float]  # per component, the share of its delay spent with the GIL released (its kernel share)
+    gil_release: str  # "released" (the C busy wait), or "held (...)": the twin, when the extension is not built
     block_steps: int
     steps: int
     void: str | None

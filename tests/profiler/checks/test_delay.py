@@ -1,13 +1,20 @@
-"""The slowdown's delay: busy CPU time that lands on its request, on a fake clock exactly and on the real one within 5%."""
+"""The slowdown's delay: busy CPU time that lands on its request, on a fake clock exactly and on the real one within 5%,
+with the GIL held throughout or released for a share of it (the C wait; its twin holds it)."""
 
 from __future__ import annotations
 
 import statistics
+import sys
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
-from infer_prof.profiler.checks.delay import Spinner, spin_until
+from infer_prof.profiler.checks.delay import Spinner, _released_spinner, gil_release, spin_until
+
+needs_c = pytest.mark.skipif(_released_spinner() is None, reason="the C busy wait (_spin) is not built")
 
 
 class FakeClock:
@@ -50,3 +57,75 @@ def test_on_the_real_clock_the_median_call_adds_its_request_within_five_percent(
     # The median, since a busy machine may preempt a few calls past their deadline (which the caller measures).
     assert statistics.median(ratios) == pytest.approx(1.0, abs=0.05)
     assert min(ratios) >= 0.95
+
+
+@pytest.mark.parametrize("released", [0.0, 0.5, 1.0])
+def test_a_delay_that_releases_the_gil_for_a_share_still_adds_its_request(released: float) -> None:
+    spinner = Spinner()
+    spinner.calibrate()
+    ratios = []
+    for requested in (200_000, 1_000_000, 3_000_000) * 10:
+        start = time.perf_counter_ns()
+        ratios.append(spinner.spin(start, requested, released) / requested)
+    assert statistics.median(ratios) == pytest.approx(1.0, abs=0.05)
+    assert min(ratios) >= 0.95
+
+
+def test_the_twin_on_a_fake_clock_holds_the_gil_and_spins_to_the_same_end() -> None:
+    clock = FakeClock(tick=300)
+    spinner = Spinner(clock)
+    # No C wait on a clock it cannot read: the released share is spun holding the GIL, to the same deadline.
+    assert [spinner.spin(clock(), 5_000, released) for released in (0.0, 0.5)] == [5_100, 5_100]
+
+
+class Counter:
+    """A Python thread counting as fast as it can: it advances only while it holds the GIL."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._stop = False
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop:
+            self.count += 1
+
+    @classmethod
+    @contextmanager
+    def running(cls) -> Iterator[Counter]:
+        counter = cls()
+        counter._thread.start()
+        try:
+            yield counter
+        finally:
+            counter._stop = True
+            counter._thread.join()
+
+
+@pytest.fixture
+def long_switch_interval() -> Iterator[None]:
+    # Half a second: a thread that holds the GIL keeps it for a whole 20 ms delay, so "held" means no other Python.
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(0.5)
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(before)
+
+
+@needs_c
+@pytest.mark.usefixtures("long_switch_interval")
+@pytest.mark.parametrize(("released", "others_ran"), [(0.0, False), (1.0, True)])
+def test_another_thread_runs_python_through_a_released_delay_and_not_through_a_held_one(
+    released: float, others_ran: bool
+) -> None:
+    assert gil_release() == "released"
+    spinner = Spinner()
+    with Counter.running() as counter:
+        time.sleep(
+            0.01
+        )  # the counter has the GIL; taking it back costs this thread up to the switch interval
+        before = counter.count
+        spinner.spin(time.perf_counter_ns(), 20_000_000, released)
+        after = counter.count
+        assert (after > before) is others_ran

@@ -90,6 +90,44 @@ def test_unknown_components_and_impossible_levels_are_refused_in_one_line() -> N
         check_components(["sampler"], (0.0, 1.0))
 
 
+class RecordingSpinner:
+    """A spinner that adds what it is asked, on the fake clock, and notes each call's released share."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        self.clock = clock
+        self.released: list[float] = []
+
+    def calibrate(self) -> int:
+        return 0
+
+    def spin(self, start_ns: int, requested_ns: int, released: float = 0.0) -> int:
+        self.released.append(released)
+        self.clock.now = start_ns + requested_ns
+        return requested_ns
+
+
+def test_each_components_delay_releases_the_gil_for_its_own_share() -> None:
+    clock = FakeClock()
+    tracer = RecordingTracer(clock=clock, cpu_clock=None)
+    spinner = RecordingSpinner(clock)
+    experiment = SlowdownExperiment(
+        ["sampler", "scheduler"], released={"sampler": 0.5}, block_steps=1, clock=clock, spinner=spinner
+    )
+    assert experiment.released == {"sampler": 0.5, "scheduler": 0.0}
+    experiment.install(FakeEngine(tracer))
+    experiment.start()
+    for _ in range(16):
+        with tracer.span("step"):
+            for name in ("scheduler", "sampler"):
+                with tracer.span(name):
+                    clock.now += 1_000_000
+    calls = {name: len(found) for name, found in experiment.calls.items()}
+    assert calls["sampler"] > 0 and calls["scheduler"] > 0
+    assert sorted(spinner.released) == [0.0] * calls["scheduler"] + [0.5] * calls["sampler"]
+    with pytest.raises(ValueError, match="released"):
+        SlowdownExperiment(["sampler"], released={"sampler": 1.5})
+
+
 def _fake_run(overlap: float, *, steps: int = 400, seed: int = 0) -> tuple[SlowdownExperiment, pd.DataFrame]:
     """Steps of a fixed base and a sampler of 1 ms, of which `overlap` runs beside the step (and so does its delay)."""
     clock = FakeClock()

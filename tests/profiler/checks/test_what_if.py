@@ -10,7 +10,7 @@ import pytest
 
 from infer_prof.profiler.analysis.sensitivity import LevelSensitivity, Sensitivity
 from infer_prof.profiler.checks.slowdown import ComponentSlowdown
-from infer_prof.profiler.checks.what_if import pair_with_verify, what_if_section
+from infer_prof.profiler.checks.what_if import pair_with_verify, released_share, what_if_section
 from infer_prof.profiler.ledger.store import read_ledger
 from infer_prof.profiler.rundir.results import RunResult
 from infer_prof.profiler.rundir.schema import check_file
@@ -80,6 +80,17 @@ def test_the_slowdown_gain_uses_the_main_runs_share_and_replayed_speedup() -> No
     assert "added no time" in section["components"]["kv_alloc"]["void"]
     result.what_if = section
     check_file(result.to_dict(), "result.json")  # the section is the schema's
+
+
+def test_a_delay_releases_the_gil_for_the_share_the_main_run_measured_inside_torchs_ops() -> None:
+    result = _result()
+    assert result.breakdown is not None
+    result.breakdown["methods"]["spans"]["kernel_fraction_by_span"] = {"sampler": 0.45, "prepare": None}
+    result.breakdown["methods"]["spans"]["fee_fraction_by_span"] = {"sampler": 0.05}
+    assert released_share(result, "sampler") == pytest.approx(0.5)
+    # No torch calls measured: the delay holds the GIL throughout, as the component's Python does.
+    assert released_share(result, "prepare") == 0.0 and released_share(result, "scheduler") == 0.0
+    assert released_share(_result(), "sampler") == 0.0  # a run without kernel windows
 
 
 def test_prediction_lines_say_how_each_prediction_was_obtained() -> None:
