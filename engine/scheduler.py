@@ -52,9 +52,21 @@ class PythonScheduler:
     def schedule(
         self, arrivals: Sequence[NewSequence], finished: Sequence[int], num_free_blocks: int
     ) -> StepPlan:
-        free = num_free_blocks
         frees: list[int] = []
+        free = num_free_blocks + self._retire(finished, frees)
+        self._enqueue(arrivals)
+        scheduled: list[tuple[SeqState, int, int]] = []
+        grows: list[tuple[int, int]] = []
         preempted_ids: list[int] = []
+        free, budget = self._continue_running(free, scheduled, grows, frees, preempted_ids)
+        first_admitted = len(scheduled)
+        if not preempted_ids:
+            self._admit_waiting(free, budget, scheduled, grows)
+        return self._plan(scheduled, grows, frees, preempted_ids, first_admitted)
+
+    def _retire(self, finished: Sequence[int], frees: list[int]) -> int:
+        """Forget the finished sequences (unknown ids are skipped); the blocks the running ones held, freed."""
+        freed = 0
         for seq_id in finished:
             seq = self._seqs.pop(seq_id, None)
             if seq is None:
@@ -62,10 +74,14 @@ class PythonScheduler:
             if seq.running:
                 self._running.remove(seq)
                 frees.append(seq_id)
-                free += seq.held
+                freed += seq.held
                 self._cached -= seq.computed
             else:
                 self._waiting.remove(seq)
+        return freed
+
+    def _enqueue(self, arrivals: Sequence[NewSequence]) -> None:
+        """The new sequences into the waiting queue, numbered in order of arrival."""
         for new in arrivals:
             if new.seq_id in self._seqs:
                 raise ValueError(f"sequence {new.seq_id} is already scheduled")
@@ -76,9 +92,18 @@ class PythonScheduler:
             self._seqs[new.seq_id] = seq
             self._waiting.push(seq)
 
+    def _continue_running(
+        self,
+        free: int,
+        scheduled: list[tuple[SeqState, int, int]],
+        grows: list[tuple[int, int]],
+        frees: list[int],
+        preempted_ids: list[int],
+    ) -> tuple[int, int]:
+        """The running sequences first, in order, each as many tokens as the budget leaves; when blocks run
+        short the policy's victim is preempted until they suffice or the sequence itself gave way, which ends
+        the pass. The blocks still free and the budget left."""
         budget = self.max_batched_tokens
-        scheduled: list[tuple[SeqState, int, int]] = []
-        grows: list[tuple[int, int]] = []
         index = 0
         while index < len(self._running):
             seq = self._running[index]
@@ -88,14 +113,7 @@ class PythonScheduler:
             need = self._blocks_needed(seq, num_tokens)
             while need > free:
                 victim = self._waiting.pick_victim(self._running, index)
-                self._running.remove(victim)
-                free += victim.held
-                self._cached -= victim.computed
-                victim.held = victim.computed = 0
-                frees.append(victim.seq_id)
-                preempted_ids.append(victim.seq_id)
-                victim.running = False
-                self._waiting.push_preempted(victim)
+                free += self._preempt(victim, frees, preempted_ids)
                 if victim is seq:
                     break
             if not seq.running:
@@ -104,24 +122,42 @@ class PythonScheduler:
             self._admit(scheduled, grows, seq, num_tokens, need)
             budget -= num_tokens
             index += 1
-        first_admitted = len(scheduled)
+        return free, budget
 
-        if not preempted_ids:
-            while len(self._running) < self.max_batch and budget > 0:
-                seq = self._waiting.peek()
-                if seq is None:
-                    break
-                num_tokens = min(seq.total - seq.computed, budget)
-                need = self._blocks_needed(seq, num_tokens)
-                if need > free:
-                    break  # head-of-line: nothing behind it is admitted
-                self._waiting.pop()
-                seq.running = True
-                self._running.append(seq)
-                free -= need
-                self._admit(scheduled, grows, seq, num_tokens, need)
-                budget -= num_tokens
-        return self._plan(scheduled, grows, frees, preempted_ids, first_admitted)
+    def _preempt(self, victim: SeqState, frees: list[int], preempted_ids: list[int]) -> int:
+        """`victim` back to waiting, to be recomputed from scratch; the blocks it held, freed."""
+        self._running.remove(victim)
+        freed = victim.held
+        self._cached -= victim.computed
+        victim.held = victim.computed = 0
+        frees.append(victim.seq_id)
+        preempted_ids.append(victim.seq_id)
+        victim.running = False
+        self._waiting.push_preempted(victim)
+        return freed
+
+    def _admit_waiting(
+        self,
+        free: int,
+        budget: int,
+        scheduled: list[tuple[SeqState, int, int]],
+        grows: list[tuple[int, int]],
+    ) -> None:
+        """Waiting sequences in the policy's order while the batch, the budget and the free blocks allow."""
+        while len(self._running) < self.max_batch and budget > 0:
+            seq = self._waiting.peek()
+            if seq is None:
+                break
+            num_tokens = min(seq.total - seq.computed, budget)
+            need = self._blocks_needed(seq, num_tokens)
+            if need > free:
+                break  # head-of-line: nothing behind it is admitted
+            self._waiting.pop()
+            seq.running = True
+            self._running.append(seq)
+            free -= need
+            self._admit(scheduled, grows, seq, num_tokens, need)
+            budget -= num_tokens
 
     def _plan(
         self,
