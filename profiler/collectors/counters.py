@@ -33,9 +33,10 @@ import gc
 import sys
 import types
 from collections.abc import Callable, Iterable
-from typing import Any, Protocol, TypeVar
+from typing import Any, ParamSpec, Protocol, TypeVar
 
-F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")  # the wrapped step's parameters, kept by wrap_step
+R = TypeVar("R")  # and its result
 
 
 class HasCalls(Protocol):
@@ -125,11 +126,11 @@ class CounterCollector:
 
     # -- counting one step ----------------------------------------------------------------------
 
-    def wrap_step(self, step: F) -> F:
+    def wrap_step(self, step: Callable[P, R]) -> Callable[P, R]:
         """Return `step` wrapped so each call counts as one step (recorded between start() and stop())."""
 
         @functools.wraps(step)
-        def counted_step(*args: Any, **kwargs: Any) -> Any:
+        def counted_step(*args: P.args, **kwargs: P.kwargs) -> R:
             if not self._hooked:
                 return step(*args, **kwargs)
             state = self._enter()
@@ -138,7 +139,7 @@ class CounterCollector:
             finally:
                 self._exit(state)
 
-        return counted_step  # type: ignore[return-value]
+        return counted_step
 
     def _enter(self) -> tuple[Any, Any, bool]:
         gc_was_enabled = gc.isenabled()

@@ -14,6 +14,7 @@ from .options import EngineOptions
 
 if TYPE_CHECKING:
     from ...engine.llama import LlamaModel
+    from ...engine.loader import LoadedModel
     from ..checks.injections import Injections
 
 
@@ -60,7 +61,7 @@ def openmp_config() -> OpenMP:
 
 def load_for_options(
     options: EngineOptions, progress: Callable[[str], None] | None = None, *, checked: bool = False
-):
+) -> LoadedModel:
     """Load (or build, for synthetic:) the model the options name; torch threads are set first.
 
     Unless the caller already did (`checked`), the model's file and shape are checked first, and the

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -10,6 +11,7 @@ from .builder import load_for_options
 from .options import EngineOptions
 
 if TYPE_CHECKING:
+    from ...engine.loader import LoadedModel
     from ..checks.injections import Injections
     from .session import SessionHooks
 
@@ -18,9 +20,9 @@ class ModelCache:
     """Loads each (model, dtype, seed, device) once per process: repeats must not pay the load again."""
 
     def __init__(self) -> None:
-        self._loaded: dict[tuple[str, str, int, str], Any] = {}
+        self._loaded: dict[tuple[str, str, int, str], LoadedModel] = {}
 
-    def get(self, options: EngineOptions, progress=None):
+    def get(self, options: EngineOptions, progress: Callable[[str], None] | None = None) -> LoadedModel:
         key = (options.model, options.dtype, options.seed, options.device)
         if key not in self._loaded:
             self._loaded[key] = load_for_options(options, progress=progress)

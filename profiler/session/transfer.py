@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from ...engine.device import is_cuda
+
+if TYPE_CHECKING:
+    from ..collectors.spans import StepRow
 
 
 def d2h_copy_ns(device: str, rows: int, vocab: int, *, repeats: int = 7) -> float | None:
@@ -26,7 +30,11 @@ def d2h_copy_ns(device: str, rows: int, vocab: int, *, repeats: int = 7) -> floa
 
 
 def sampler_copy_share(
-    device: str, steps: list[dict[str, Any]], vocab: int, wall_ns: int, probe=d2h_copy_ns
+    device: str,
+    steps: Sequence[StepRow],
+    vocab: int,
+    wall_ns: int,
+    probe: Callable[[str, int, int], float | None] = d2h_copy_ns,
 ) -> float | None:
     """The share of the run's wall time the copies to the host would have taken had the sampler been the C
     twin: one copy per step, of the step's batch (the median batch: an upper bound on the rows sampled,
