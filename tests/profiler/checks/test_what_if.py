@@ -179,3 +179,64 @@ def test_a_void_slowdown_run_is_said_on_the_line_and_in_the_ledger(tmp_path: Pat
     pair_with_verify(SimpleNamespace(run_dir=tmp_path, result=result), tmp_path / "ledger.jsonl")  # type: ignore[arg-type]
     (record,) = read_ledger(tmp_path / "ledger.jsonl")
     assert record.health == "void: the slowdown run: the machine was busy"
+
+
+def test_the_slowdown_run_releases_each_components_measured_share_and_the_section_says_so(
+    tmp_path: Path,
+) -> None:
+    """run_what_if end to end, with a run-again that steps a recording tracer on a fake clock: the experiment it hands
+    the run delays the sampler with the GIL released for the main run's kernel share, and result.json says so."""
+    import pandas as pd
+
+    from infer_prof.profiler.checks.delay import gil_release
+    from infer_prof.profiler.checks.what_if import run_what_if
+    from infer_prof.profiler.collectors.spans import RecordingTracer
+    from infer_prof.profiler.session.options import EngineOptions
+
+    clock = {"now": 0}
+
+    def tick() -> int:
+        clock["now"] += 100
+        return clock["now"]
+
+    spins: list[float] = []
+
+    class Spinner:
+        def calibrate(self) -> int:
+            return 0
+
+        def spin(self, start_ns: int, requested_ns: int, released: float = 0.0) -> int:
+            spins.append(released)
+            clock["now"] = start_ns + requested_ns
+            return requested_ns
+
+    def run_again(native: frozenset[str], run_dir: Path, label: str, hook: object) -> SimpleNamespace:
+        assert hook is not None and label.startswith("what-if")
+        hook.spinner, hook.clock = Spinner(), tick  # type: ignore[attr-defined]
+        tracer = RecordingTracer(clock=tick, cpu_clock=None)
+        hook.install(SimpleNamespace(tracer=tracer))  # type: ignore[attr-defined]
+        hook.start()  # type: ignore[attr-defined]
+        rows = []
+        for step in range(160):
+            start = clock["now"]
+            with tracer.span("step"):
+                with tracer.span("sampler"):
+                    clock["now"] += 1_000_000
+            rows.append({"step": step, "duration_ms": (clock["now"] - start) / 1e6})
+        return SimpleNamespace(steps=pd.DataFrame(rows), result=_result(), interrupted=False)
+
+    result = _result()
+    assert result.breakdown is not None
+    result.breakdown["methods"]["spans"]["kernel_fraction_by_span"] = {"sampler": 0.4}
+    outcome = SimpleNamespace(run_dir=tmp_path, result=result)
+    section = run_what_if(
+        outcome,  # type: ignore[arg-type]
+        EngineOptions(model="synthetic:tiny"),
+        ["sampler"],
+        run_again,  # type: ignore[arg-type]
+    )
+    assert section["released"] == {"sampler": 0.4} and section["gil_release"] == gil_release()
+    assert spins and set(spins) == {0.4}
+    written = json.loads((tmp_path / "result.json").read_text())
+    assert written["what_if"]["released"] == {"sampler": 0.4}
+    check_file(written, "result.json")
