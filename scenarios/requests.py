@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from .arrivals import arrival_offsets, arrivals_within
 from .prompts import read_prompt_file, synthetic_prompt
+from .sampling import SamplingDict
 from .spec import ScenarioSpec
 
 _MAX_SEED = 2**63 - 1  # per-request sampling seeds fit a signed 64-bit integer on both twins
@@ -24,7 +24,7 @@ class RequestSpec:
     prompt_tokens: int  # synthetic: trim the text to exactly this; file prompt: cut to at most this
     prompt_text: str | None  # a prompt-file line, or None for synthetic text (see prompt_text_for)
     max_tokens: int
-    sampling: dict[str, Any]  # engine.types.SamplingParams field values, with seed and max_tokens
+    sampling: SamplingDict  # engine.types.SamplingParams field values, with seed and max_tokens
     priority: int = 0
     chat: bool = False  # wrap the prompt in the model's chat template
     warmup: bool = False  # run before the measured load; excluded from metrics

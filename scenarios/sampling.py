@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, fields
-from typing import TypeVar
+from dataclasses import dataclass, field, fields
+from typing import TypedDict, TypeVar
 
 from .lengths import LengthDist
 
@@ -22,6 +22,24 @@ _RANGES: dict[str, tuple[str, Callable[[float], bool]]] = {
     "frequency_penalty": ("a number in [-2, 2] (0 = off)", lambda v: -2 <= v <= 2),
     "presence_penalty": ("a number in [-2, 2] (0 = off)", lambda v: -2 <= v <= 2),
 }
+
+
+class SamplingDict(TypedDict, total=False):
+    """engine.types.SamplingParams' fields by name, only those set: what a request carries to the engine
+    (SamplingParams(**sampling)) or into a server's JSON body (a generated request always sets seed and
+    max_tokens)."""
+
+    temperature: float
+    top_k: int
+    top_p: float
+    min_p: float
+    repetition_penalty: float
+    frequency_penalty: float
+    presence_penalty: float
+    seed: int
+    max_tokens: int
+    stop: tuple[str, ...]
+    ignore_eos: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,9 +85,26 @@ class SamplingSettings:
             ignore_eos=_set_or(self.ignore_eos, base.ignore_eos),
         )
 
-    def to_dict(self) -> dict[str, object]:
-        """Only the parameters that are set."""
-        return {name: value for name, value in asdict(self).items() if value is not None}
+    def to_dict(self) -> SamplingDict:
+        """Only the parameters that are set, in field order."""
+        settings: SamplingDict = {}
+        if self.temperature is not None:
+            settings["temperature"] = self.temperature
+        if self.top_k is not None:
+            settings["top_k"] = self.top_k
+        if self.top_p is not None:
+            settings["top_p"] = self.top_p
+        if self.min_p is not None:
+            settings["min_p"] = self.min_p
+        if self.repetition_penalty is not None:
+            settings["repetition_penalty"] = self.repetition_penalty
+        if self.frequency_penalty is not None:
+            settings["frequency_penalty"] = self.frequency_penalty
+        if self.presence_penalty is not None:
+            settings["presence_penalty"] = self.presence_penalty
+        if self.ignore_eos is not None:
+            settings["ignore_eos"] = self.ignore_eos
+        return settings
 
 
 def _set_or(value: T | None, base: T | None) -> T | None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from ...engine.config import EngineConfig
 from ...engine.llama import kv_bytes_per_block
@@ -12,6 +11,7 @@ from ...engine.loader import describe_model, model_tokenizer, parameter_count
 from ...engine.types import ModelConfig, SamplingParams
 from ...errors import EngineConfigError, InvalidSamplingParams, ScenarioError
 from ...scenarios.requests import generate_requests
+from ...scenarios.sampling import SamplingDict
 from ...scenarios.spec import ScenarioSpec
 from .machine import device_memory_bytes, gib
 from .options import EngineOptions, OptionError, in_flag_terms
@@ -99,7 +99,7 @@ def check_scenario(spec: ScenarioSpec, preflight: Preflight, options: EngineOpti
     recorded as such; when none can, nothing would run)."""
     for index, request_class in enumerate(spec.classes()):
         # The scenario file's values as written: SamplingParams is what checks them.
-        values: dict[str, Any] = {**request_class.sampling.over(spec.sampling).to_dict(), "max_tokens": 1}
+        values: SamplingDict = {**request_class.sampling.over(spec.sampling).to_dict(), "max_tokens": 1}
         try:
             SamplingParams(**values)
         except InvalidSamplingParams as error:

@@ -45,3 +45,15 @@ def test_over_takes_a_set_setting_from_self_and_the_rest_from_base(name: str) ->
 def test_over_leaves_unset_what_neither_sets() -> None:
     merged = SamplingSettings(top_k=3).over(SamplingSettings(temperature=0.5))
     assert merged.to_dict() == {"top_k": 3, "temperature": 0.5}
+
+
+def test_to_dict_keeps_only_the_set_values_in_field_order() -> None:
+    settings = SamplingSettings(ignore_eos=False, presence_penalty=0.5, top_k=0, temperature=1)
+    assert list(settings.to_dict().items()) == [
+        ("temperature", 1),
+        ("top_k", 0),
+        ("presence_penalty", 0.5),
+        ("ignore_eos", False),
+    ]
+    full = SamplingSettings(0.5, 2, 0.5, 0.5, 0.5, 0.5, 0.5, True)  # every field, in order
+    assert list(full.to_dict()) == SamplingSettings.keys()

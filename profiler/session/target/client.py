@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import Any, Literal, TypedDict
 
 import httpx
 
@@ -75,6 +75,19 @@ class HttpLoad:
 # scenario's sampling, and some are dropped when a server refuses them, so it stays a plain dict.
 CompletionBody = dict[str, object]
 
+# vLLM's extras a body carries only when the scenario moves them off the value that turns them off.
+SamplingExtra = Literal[
+    "top_k", "min_p", "repetition_penalty", "frequency_penalty", "presence_penalty", "ignore_eos"
+]
+_EXTRAS_OFF: tuple[tuple[SamplingExtra, float | bool], ...] = (
+    ("top_k", 0),
+    ("min_p", 0.0),
+    ("repetition_penalty", 1.0),
+    ("frequency_penalty", 0.0),
+    ("presence_penalty", 0.0),
+    ("ignore_eos", False),
+)
+
 
 def request_body(request: RequestSpec, prompt: str, model: str) -> CompletionBody:
     """OpenAI fields for the scenario's sampling, plus vLLM's extras when they are not at their defaults."""
@@ -89,14 +102,7 @@ def request_body(request: RequestSpec, prompt: str, model: str) -> CompletionBod
     }
     if sampling.get("seed") is not None:
         body["seed"] = sampling["seed"]
-    for name, off in (
-        ("top_k", 0),
-        ("min_p", 0.0),
-        ("repetition_penalty", 1.0),
-        ("frequency_penalty", 0.0),
-        ("presence_penalty", 0.0),
-        ("ignore_eos", False),
-    ):
+    for name, off in _EXTRAS_OFF:
         if sampling.get(name, off) != off:
             body[name] = sampling[name]
     if sampling.get("stop"):

@@ -245,3 +245,34 @@ def test_a_pid_run_against_another_engine_gets_roles_and_a_verdict_in_the_defaul
     generator = [row for row in result.target["threads"].values() if row["name"] == "generator"]
     assert generator and processes[0]["engine_thread"] == generator[0]["thread_id"]
     assert result.verdict["rule"] is not None and result.verdict["foreign"]["loop"]["kernel"] > 0
+
+
+def test_a_body_carries_the_vllm_extras_only_when_moved_off_their_off_value() -> None:
+    request = _request(
+        seed=7, top_k=5, min_p=0.0, repetition_penalty=1.1, ignore_eos=True, stop=("\n",), top_p=0.9
+    )
+    body = request_body(request, "hi", "m")
+    assert body == {
+        "model": "m",
+        "max_tokens": 2,
+        "temperature": 0.0,
+        "top_p": 0.9,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "seed": 7,
+        "top_k": 5,
+        "repetition_penalty": 1.1,
+        "ignore_eos": True,
+        "stop": ["\n"],
+        "prompt": "hi",
+    }
+    assert list(body)[-5:] == ["top_k", "repetition_penalty", "ignore_eos", "stop", "prompt"]
+    assert list(request_body(_request(), "hi", "m")) == [
+        "model",
+        "max_tokens",
+        "temperature",
+        "top_p",
+        "stream",
+        "stream_options",
+        "prompt",
+    ]
