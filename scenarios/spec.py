@@ -31,6 +31,7 @@ from typing import Any, TypedDict, TypeGuard, Unpack
 from ..errors import ScenarioError, read_toml
 from .lengths import DISTRIBUTIONS, PARAMETERS, LengthDist, allowed_keys
 from .prompts import read_prompt_file
+from .recorded import ScenarioDict
 from .sampling import RequestClass, SamplingSettings
 
 BUILTIN_DIR = Path(__file__).parent / "builtin"
@@ -311,7 +312,7 @@ class ScenarioSpec:
         except ValueError as err:
             raise ScenarioError(f"{self.source}: at context {context_length}: {err}") from None
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self) -> ScenarioDict:
         """JSON-safe settings for result.json (rate "inf" as a string)."""
         return {
             "name": self.name,

@@ -145,11 +145,11 @@ def compute_metrics(
     }
 
 
-def engine_timeline_summary(steps: Sequence[Mapping[str, float]]) -> StepTimeline:
+def engine_timeline_summary(steps: Sequence[Mapping[str, float | None]]) -> StepTimeline:
     """Batch size, KV utilization and fragmentation (mean/max), preemptions and busy time over the engine steps.
 
-    Each step is a dict with STEP_KEYS. batch_size.time_weighted_mean weights each step by its
-    duration (the batch the engine was actually running, on average, while busy).
+    Each step is a dict with STEP_KEYS (a None among them reads as NaN). batch_size.time_weighted_mean
+    weights each step by its duration (the batch the engine was actually running, on average, while busy).
     """
 
     def mean_max(values: np.ndarray) -> MeanMax:

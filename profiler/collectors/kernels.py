@@ -30,6 +30,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol, TypedDict
 
+from ..rundir.schema import TopKernel
 from .base import Collector, CollectorResult
 from .kineto_chatter import quietly_profiling, without_kineto_chatter
 from .spans import STEP_SPAN, RecordingTracer
@@ -76,12 +77,6 @@ class ProfilerEvent(Protocol):
     def time_range(self) -> TimeRange: ...
     @property
     def thread(self) -> int: ...
-
-
-class TopKernel(TypedDict):
-    name: str
-    device_ns: float
-    count: int
 
 
 class CudaSummary(TypedDict):

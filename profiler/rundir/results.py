@@ -29,12 +29,13 @@ import datetime as _dt
 import json
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 
 from ...engine.trace import SPAN_NAMES
 from ...errors import MAX_DATA_BYTES, ResultError, read_bounded
+from ...scenarios.recorded import ScenarioDict
 from .atomic import write_atomic, write_json_atomic
 from .components import CATEGORIES as CATEGORIES
 from .components import COMPONENTS as COMPONENTS
@@ -51,6 +52,7 @@ from .schema import (
     Metrics,
     Overhead,
     Replay,
+    ResultFile,
     Target,
     Verdict,
     check_file,
@@ -118,7 +120,7 @@ class RunResult:
 
     config: Config
     environment: Environment
-    scenario: dict[str, object]  # scenarios.spec.ScenarioSpec.to_dict(), or as read back
+    scenario: ScenarioDict  # scenarios.spec.ScenarioSpec.to_dict(), or as read back
     metrics: Metrics
     engine: EngineFigures = field(default_factory=lambda: EngineFigures())
     counters: dict[str, float | None] = field(default_factory=dict)
@@ -137,20 +139,29 @@ class RunResult:
     created_at: str = field(default_factory=lambda: _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"))
     schema_version: int = SCHEMA_VERSION
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> ResultFile:
         data = asdict(self)
-        # schema_version first: the first thing a reader of the file should see.
-        return {"schema_version": data.pop("schema_version"), **data}
+        # schema_version first: the first thing a reader of the file should see. asdict types its copy
+        # dict[str, Any]; its keys are this dataclass's fields, which are ResultFile's (a test holds them equal).
+        return cast(ResultFile, {"schema_version": data.pop("schema_version"), **data})
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], *, source: str = "result.json") -> RunResult:
+    def from_dict(cls, data: dict[str, object], *, source: str = "result.json") -> RunResult:
+        """The result of a JSON object read from `source`; ResultError, one line, unless it is a result.json."""
         check_file(data, source)
-        engine = (data.get("config") or {}).get("engine")
-        if isinstance(engine, dict) and LEGACY_ENGINE_KEYS.keys() & engine.keys():
+        config = data["config"]  # a table: check_file refuses a file without one
+        engine = config.get("engine") if isinstance(config, dict) else None
+        if (
+            isinstance(config, dict)
+            and isinstance(engine, dict)
+            and LEGACY_ENGINE_KEYS.keys() & engine.keys()
+        ):
             renamed = {LEGACY_ENGINE_KEYS.get(key, key): value for key, value in engine.items()}
-            data = {**data, "config": {**data["config"], "engine": renamed}}
+            data = {**data, "config": {**config, "engine": renamed}}
         known = {f.name for f in fields(cls)}
-        return cls(**{key: value for key, value in data.items() if key in known})
+        # The JSON read's one boundary: check_file has held every known section to ResultFile's types.
+        checked = cast(ResultFile, {key: value for key, value in data.items() if key in known})
+        return cls(**checked)
 
     def get(self, dotted: str) -> Any:
         """Look up a dotted path such as `metrics.ttft_ms.p99` (KeyError names the missing part)."""

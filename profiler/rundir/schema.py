@@ -11,9 +11,11 @@ from __future__ import annotations
 import sys
 import types
 import typing
+from collections.abc import Mapping
 from typing import Any, Literal, TypedDict, Union
 
 from ...errors import ResultError
+from ...scenarios.recorded import ScenarioDict
 
 # The version written now, and the oldest this infer-prof still reads (older files lack sections that are
 # optional here, so they load; a file before the oldest is refused with one line).
@@ -628,6 +630,14 @@ class Nvml(TypedDict, total=False):
     memory_used_mib: NvmlStats | None
 
 
+class TopKernel(TypedDict):
+    """One GPU kernel of the torch.profiler windows: its name, its device time and how often it ran."""
+
+    name: str
+    device_ns: float
+    count: int
+
+
 class GpuTime(TypedDict, total=False):
     """A GPU run's device-busy time and its idle time split by cause (profiler.session.gpu_time)."""
 
@@ -650,7 +660,7 @@ class GpuTime(TypedDict, total=False):
     kernels_per_step: float | None
     launches_per_step: float | None
     mean_kernel_ns: float | None
-    top_kernels: list[Any]
+    top_kernels: list[TopKernel]  # the ten with the most device time (collectors.kernels)
     nvml: Nvml
 
 
@@ -1093,6 +1103,26 @@ class TargetSamplingRate(TypedDict, total=False):
     in_run: SamplingInRun | None
 
 
+class HttpOutcome(TypedDict):
+    """How the measured requests fared (session.target.client.http_outcome)."""
+
+    sent: int
+    failed: int
+    failed_share: float
+    errors: dict[str, int]  # by kind ("HTTP 500", the error's first word): how many
+    error_examples: dict[str, str]  # by kind: one message
+    headline: str | None
+    latency_warning: str | None
+    dropped_fields: dict[str, str]  # request field -> the server's words refusing it
+    notes: list[str]
+
+
+class TargetHttp(HttpOutcome, total=False):
+    """How the measured requests fared (session.target.client.http_outcome), with the measured load's length."""
+
+    measured_s: float
+
+
 class Target(TypedDict, total=False):
     """`run --target URL`: the server profiled over HTTP (null for an in-process run)."""
 
@@ -1105,7 +1135,7 @@ class Target(TypedDict, total=False):
     threads: dict[str, SampledThread]  # "name (thread id)" -> the thread
     gil: Gil | None
     client: TargetClient
-    http: dict[str, Any]  # session.target.client.http_outcome
+    http: TargetHttp
     failed_share: float | None  # of the measured requests, those that failed
     headline: str | None  # the line a run whose requests mostly failed leads with
     tree: TargetTree | None  # the server's process tree: its root, how it was found
@@ -1154,7 +1184,7 @@ class ResultFile(TypedDict, total=False):
     schema_version: int
     config: Config
     environment: Environment
-    scenario: dict[str, Any]  # scenarios.spec.ScenarioSpec.to_dict()
+    scenario: ScenarioDict  # scenarios.spec.ScenarioSpec.to_dict()
     metrics: Metrics
     engine: EngineFigures
     counters: dict[str, float | None]  # a counting run's noise-free counts (profiler/collectors/counters.py)
@@ -1216,7 +1246,7 @@ def check_file(data: object, source: str) -> None:
 
 
 def _check(value: object, hint: Any, where: str, source: str) -> None:
-    if value is None or hint is Any:
+    if value is None or hint is Any or hint is object:
         return
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin in (Union, types.UnionType):
@@ -1235,7 +1265,7 @@ def _check(value: object, hint: Any, where: str, source: str) -> None:
         for key, item in value.items():
             if key in fields:  # unknown keys are tolerated: see the module docstring
                 _check(item, fields[key], f"{where}.{key}", source)
-    elif origin is dict:
+    elif origin in (dict, Mapping):
         assert isinstance(value, dict)
         for key, item in value.items():
             _check(item, args[1], f"{where}.{key}", source)
@@ -1246,7 +1276,7 @@ def _check(value: object, hint: Any, where: str, source: str) -> None:
 
 
 def _matches(value: object, hint: Any) -> bool:
-    if value is None or hint is Any:
+    if value is None or hint is Any or hint is object:
         return True
     origin = typing.get_origin(hint)
     if origin in (Union, types.UnionType):
@@ -1261,7 +1291,7 @@ def _matches(value: object, hint: Any) -> bool:
         return isinstance(value, bool)
     if hint is type(None):
         return value is None
-    if typing.is_typeddict(hint) or origin is dict:
+    if typing.is_typeddict(hint) or origin in (dict, Mapping):
         return isinstance(value, dict)
     if origin is list:
         return isinstance(value, list)
@@ -1276,7 +1306,7 @@ def describe(hint: Any) -> str:
         return " or ".join(named) + (" or null" if type(None) in args else "")
     if origin is Literal:
         return " | ".join(f'"{arg}"' for arg in args)
-    if hint is Any:
+    if hint is Any or hint is object:  # object: a value of the user's own shape (a scenario's sampling)
         return "anything"
     if hint in (int, float):
         return "a number"
@@ -1286,7 +1316,7 @@ def describe(hint: Any) -> str:
         return "true or false"
     if typing.is_typeddict(hint):
         return f"a table ({hint.__name__})"
-    if origin is dict:
+    if origin in (dict, Mapping):
         return f"a table of {describe(args[1])}"
     if origin is list:
         return f"a list of {describe(args[0])}"

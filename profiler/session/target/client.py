@@ -17,12 +17,13 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal
 
 import httpx
 
 from ....errors import TargetError, parse_json
 from ....scenarios.loadgen import RequestSpec
+from ...rundir.schema import HttpOutcome
 
 _MAX_PAUSE_S = 0.1  # the dispatcher notices a stop within this time
 READ_TIMEOUT_S = 600.0  # a long generation on a loaded CPU server can take minutes; a hung one ends here
@@ -439,20 +440,6 @@ def _error_key(record: HttpRecord) -> str:
     if record.status not in (None, 200):
         return f"HTTP {record.status}"
     return (record.error or "incomplete").split(":")[0]
-
-
-class HttpOutcome(TypedDict):
-    """http_outcome(): how the measured requests fared (target.http, with the load's measured_s beside it)."""
-
-    sent: int
-    failed: int
-    failed_share: float
-    errors: dict[str, int]  # by kind ("HTTP 500", the error's first word): how many
-    error_examples: dict[str, str]  # by kind: one message
-    headline: str | None
-    latency_warning: str | None
-    dropped_fields: dict[str, str]  # request field -> the server's words refusing it
-    notes: list[str]
 
 
 def http_outcome(records: Sequence[HttpRecord], *, dropped: dict[str, str] | None = None) -> HttpOutcome:

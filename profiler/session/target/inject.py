@@ -30,7 +30,7 @@ import shutil
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, NotRequired, TypedDict
 
 import numpy as np
 
@@ -56,6 +56,32 @@ SWITCH_BEFORE_STEPS = b"."  # sitecustomize's _IDLE: probes on, nothing delayed 
 SOURCE = Path(__file__).resolve().parents[2] / "inject" / "sitecustomize.py"
 
 
+class SlowdownScale(TypedDict):
+    """probes.json's what_if.scale: the undelayed steps that measure each component's share, and the levels' aim."""
+
+    measure_steps: int
+    skip_steps: int
+    target_share: float
+    max_level: float
+
+
+class SlowdownConfig(TypedDict):
+    """probes.json's what_if: the delayed components, their levels, steps a turn (and the scale, unless fixed)."""
+
+    components: list[str]
+    levels: list[float]
+    turn_steps: int
+    scale: NotRequired[SlowdownScale]
+
+
+class ProbeConfig(TypedDict):
+    """probes.json, as the probe (profiler/inject/sitecustomize.py, stdlib only) reads it."""
+
+    probes: list[dict[str, str]]  # probe_rows: component, module, function, engine (and size)
+    switch: Literal["step"]  # the steps turn the switch
+    what_if: NotRequired[SlowdownConfig]
+
+
 @dataclass(frozen=True, slots=True)
 class WhatIf:
     """A slowdown run: the components whose calls are delayed, the levels (fractions of a call), steps a turn, and
@@ -76,8 +102,8 @@ class WhatIf:
         turn = self.steps_a_turn()
         return -(-max(0, self.measure_steps) // turn) * turn
 
-    def as_json(self) -> dict[str, Any]:
-        doc: dict[str, Any] = {
+    def as_json(self) -> SlowdownConfig:
+        doc: SlowdownConfig = {
             "components": list(self.components),
             "levels": list(self.levels),
             "turn_steps": self.steps_a_turn(),
@@ -148,7 +174,7 @@ def prepare_probe(
     folder.mkdir(exist_ok=True)
     shutil.copyfile(SOURCE, folder / "sitecustomize.py")
     rows = probe_rows(tables)
-    doc: dict[str, Any] = {"probes": rows, "switch": "step"}
+    doc: ProbeConfig = {"probes": rows, "switch": "step"}
     if what_if is not None:
         check_what_if(what_if, rows)
         doc["what_if"] = what_if.as_json()

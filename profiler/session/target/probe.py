@@ -5,7 +5,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import socket
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -14,6 +14,7 @@ import httpx
 from ....errors import TargetError
 from ...inputs.addresses import CONNECT_TIMEOUT_S, parse_http_url
 from ...inputs.replies import read_reply, reply_json
+from ...rundir.schema import TargetServer
 
 PROBE_TIMEOUT_S = 10.0
 
@@ -32,8 +33,9 @@ class ServerInfo:
     pid: int | None = None
     info: dict[str, Any] | None = None  # /infer-prof/info's JSON as the server sent it (outside data)
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_dict(self) -> TargetServer:
+        """result.json's target.server: the server's name and version, its model, and where name and version came from."""
+        return {"name": self.name, "version": self.version, "model": self.model, "source": self.source}
 
 
 def base_url(url: str) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -25,6 +25,7 @@ from ...analysis.metrics import (
 from ...analysis.probe_slowdown import analyse_slowdowns
 from ...analysis.probe_spans import analyse_probe, probe_bounds, probe_sentences
 from ...collectors.base import status_entry
+from ...collectors.spans import StepRow
 from ...rundir.environment import describe_environment
 from ...rundir.results import REQUEST_COLUMNS, STEP_COLUMNS, RunResult
 from ...rundir.schema import (
@@ -171,16 +172,11 @@ def _probe_and_verdict(
     return probe_section, verdict
 
 
-def _engine_figures(steps: list[dict[str, Any]]) -> EngineFigures:
+def _engine_figures(steps: list[StepRow]) -> EngineFigures:
     """result.json's `engine` of a server run: our server's step timeline's summary (empty for another engine)."""
-    # engine_timeline_summary builds its section as a plain dict.
-    return cast(
-        EngineFigures,
-        {
-            **(engine_timeline_summary(steps) if steps else {}),
-            **({"steps": len(steps)} if steps else {}),
-        },
-    )
+    if not steps:
+        return {}
+    return {**engine_timeline_summary(steps), "steps": len(steps)}
 
 
 @dataclass
@@ -195,7 +191,7 @@ class _ServerSamples:
     breakdown: Breakdown | None
     engine_thread: str
     threads: dict[str, SampledThread]
-    steps: list[dict[str, Any]]  # our server's steps, from its window
+    steps: list[StepRow]  # our server's steps, from its window (profiler.serve.profiling.ServerWindow)
 
 
 def _server_samples(
@@ -469,12 +465,7 @@ def _target_block(
         # Most requests failing is the run's first fact: the summary leads with the headline.
         "failed_share": http["failed_share"],
         "headline": http["headline"],
-        "server": {
-            "name": plan.server.name,
-            "version": plan.server.version,
-            "model": plan.server.model,
-            "source": plan.server.source,
-        },
+        "server": plan.server.to_dict(),
         "pid": primary if primary is not None else plan.pid,
         "pid_source": plan.pid_source,
         "tree": _tree_section(plan),
