@@ -9,7 +9,7 @@ import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypedDict, cast
+from typing import Any, TypedDict, cast
 
 from ...errors import BudgetError, InferProfError, check_nesting, read_bounded
 from ...scenarios.spec import MAX_DURATION_S, MAX_REQUESTS, MAX_SEED
@@ -225,18 +225,63 @@ def load_budget(path: str | Path) -> BudgetFile:
 
 def parse_budget(text: str, *, source: str | Path = "<budget>") -> BudgetFile:
     """Parse budget TOML text (see load_budget)."""
-    check_nesting(text, str(source), BudgetError)
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        # tomllib's message already carries "(at line N, column M)".
-        raise BudgetError(f"{source}: not valid TOML: {exc}") from None
+    data = _toml(text, source)
     lines = _LineFinder(text)
 
     def where(line: int | None) -> str:
         return f"{source}:{line}" if line else f"{source}"
 
     _reject_unknown(data, TOP_KEYS, "top level", lambda key: where(lines.top_key(key)))
+    assertions = _assertions(data, source, lines, where)
+    run = {key: data[key] for key in RUN_KEYS if key in data}
+    for key, value in run.items():
+        _check_run_value(key, value, where(lines.top_key(key)))
+    baseline = _baseline(data, lines, where)
+    alpha = data.get("alpha", 0.01)
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 0.5:
+        raise BudgetError(
+            f"{where(lines.top_key('alpha'))}: alpha = {alpha!r}; use a significance level in (0, 0.5), e.g. 0.01"
+        )
+    for key in ("name", "description"):
+        if key in data and not isinstance(data[key], str):
+            raise BudgetError(f"{where(lines.top_key(key))}: `{key}` must be a string")
+    native = run.get("native")
+    return BudgetFile(
+        path=Path(source) if not str(source).startswith("<") else None,
+        assertions=assertions,
+        name=data.get("name", "") or (Path(source).stem if not str(source).startswith("<") else "budget"),
+        description=data.get("description", ""),
+        scenario=run.get("scenario"),
+        model=run.get("model"),
+        requests=run.get("requests"),
+        repeats=run.get("repeats", 1),
+        seed=run.get("seed"),
+        duration_s=run.get("duration_s"),
+        native=None if native is None else tuple([native] if isinstance(native, str) else native),
+        threads=run.get("threads"),
+        alpha=float(alpha),
+        baseline=cast(RunOverrides, dict(baseline)),  # its keys and values checked in _baseline
+    )
+
+
+# Where a problem is: a line number (None: unknown) -> "FILE:LINE" for a message.
+Where = Callable[[int | None], str]
+
+
+def _toml(text: str, source: str | Path) -> dict[str, Any]:
+    """The budget text's TOML tables, or BudgetError saying where it is not TOML."""
+    check_nesting(text, str(source), BudgetError)
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        # tomllib's message already carries "(at line N, column M)".
+        raise BudgetError(f"{source}: not valid TOML: {exc}") from None
+
+
+def _assertions(
+    data: dict[str, Any], source: str | Path, lines: _LineFinder, where: Where
+) -> tuple[Assertion, ...]:
+    """The [[budget]] entries, each parsed, at least one and each named apart."""
     entries = data.get("budget")
     if not isinstance(entries, list) or not entries:
         raise BudgetError(
@@ -255,10 +300,11 @@ def parse_budget(text: str, *, source: str | Path = "<budget>") -> BudgetFile:
             raise BudgetError(
                 f"{source}: two [[budget]] entries are named {name!r}; give each a unique `name`"
             )
+    return tuple(assertions)
 
-    run = {key: data[key] for key in RUN_KEYS if key in data}
-    for key, value in run.items():
-        _check_run_value(key, value, where(lines.top_key(key)))
+
+def _baseline(data: dict[str, Any], lines: _LineFinder, where: Where) -> dict[str, object]:
+    """The [baseline] table of run overrides (empty when there is none), its keys and values checked."""
     baseline = data.get("baseline", {})
     if not isinstance(baseline, dict):
         raise BudgetError(
@@ -269,93 +315,22 @@ def parse_budget(text: str, *, source: str | Path = "<budget>") -> BudgetFile:
     )
     for key, value in baseline.items():
         _check_run_value(key, value, where(lines.table_key("baseline", key)))
-    alpha = data.get("alpha", 0.01)
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 0.5:
-        raise BudgetError(
-            f"{where(lines.top_key('alpha'))}: alpha = {alpha!r}; use a significance level in (0, 0.5), e.g. 0.01"
-        )
-    for key in ("name", "description"):
-        if key in data and not isinstance(data[key], str):
-            raise BudgetError(f"{where(lines.top_key(key))}: `{key}` must be a string")
-    native = run.get("native")
-    return BudgetFile(
-        path=Path(source) if not str(source).startswith("<") else None,
-        assertions=tuple(assertions),
-        name=data.get("name", "") or (Path(source).stem if not str(source).startswith("<") else "budget"),
-        description=data.get("description", ""),
-        scenario=run.get("scenario"),
-        model=run.get("model"),
-        requests=run.get("requests"),
-        repeats=run.get("repeats", 1),
-        seed=run.get("seed"),
-        duration_s=run.get("duration_s"),
-        native=None if native is None else tuple([native] if isinstance(native, str) else native),
-        threads=run.get("threads"),
-        alpha=float(alpha),
-        baseline=cast(RunOverrides, dict(baseline)),  # its keys and values checked above
-    )
-
-
-# Where a problem is: a line number (None: unknown) -> "FILE:LINE" for a message.
-Where = Callable[[int | None], str]
+    return baseline
 
 
 def _parse_entry(entry: dict[str, object], index: int, lines: _LineFinder, where: Where) -> Assertion:
     line = lines.entry(index)
     here = where(line)
     label = f"[[budget]] #{index + 1}"
-    _reject_unknown(entry, ENTRY_KEYS, label, lambda key: where(lines.entry_key(index, key) or line))
-    metric = entry.get("metric")
-    ratio = entry.get("ratio")
-    if metric is not None and not isinstance(metric, str):
-        raise BudgetError(f"{here}: {label} `metric` must be a string, not {metric!r}")
-    if ratio is not None:
-        if not (isinstance(ratio, list) and len(ratio) == 2 and all(isinstance(r, str) for r in ratio)):
-            raise BudgetError(
-                f"{here}: {label} `ratio` must be two metric names [numerator, denominator], not {ratio!r}"
-            )
-        paths = tuple(_resolve_or_fail(r, here, label) for r in ratio)
-        written = metric if isinstance(metric, str) else f"{ratio[0]} / {ratio[1]}"
-    elif isinstance(metric, str):
-        paths = (_resolve_or_fail(metric, here, label),)
-        written = metric
-    else:
-        raise BudgetError(f'{here}: {label} has no `metric`; name one, e.g. metric = "metrics.ttft_ms.p99"')
-    bounds: dict[str, float | None] = {}
-    for key in ("min", "max", "min_ratio", "max_ratio"):
-        value = entry.get(key)
-        if value is None:
-            bounds[key] = None
-            continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise BudgetError(
-                f"{where(lines.entry_key(index, key) or line)}: {label} `{key}` must be a finite number, not {value!r}"
-            )
-        if key.endswith("_ratio") and value <= 0:
-            raise BudgetError(
-                f"{where(lines.entry_key(index, key) or line)}: {label} `{key}` = {value} must be > 0"
-            )
-        bounds[key] = float(value)
-    if all(value is None for value in bounds.values()):
-        raise BudgetError(
-            f"{here}: {label} ({metric or ratio}) has no bound; add min, max, min_ratio or max_ratio"
-        )
-    for low, high in (("min", "max"), ("min_ratio", "max_ratio")):
-        lower, upper = bounds[low], bounds[high]
-        if lower is not None and upper is not None and lower > upper:
-            raise BudgetError(
-                f"{here}: {label} {low} = {lower:g} is above {high} = {upper:g}; nothing can pass"
-            )
-    level = entry.get("level", "error")
-    if not isinstance(level, str) or level not in LEVELS:
-        raise BudgetError(
-            f"{where(lines.entry_key(index, 'level') or line)}: {label} level = {level!r} is unknown; use one of {', '.join(LEVELS)}"
-        )
-    aggregate = entry.get("aggregate", "median")
-    if not isinstance(aggregate, str) or aggregate not in AGGREGATES:
-        raise BudgetError(
-            f"{where(lines.entry_key(index, 'aggregate') or line)}: {label} aggregate = {aggregate!r} is unknown; use one of {', '.join(AGGREGATES)}"
-        )
+
+    def key_where(key: str) -> str:
+        return where(lines.entry_key(index, key) or line)
+
+    _reject_unknown(entry, ENTRY_KEYS, label, key_where)
+    paths, written = _entry_metric(entry, here, label)
+    bounds = _entry_bounds(entry, here, label, key_where)
+    level = _entry_choice(entry, "level", "error", LEVELS, label, key_where)
+    aggregate = _entry_choice(entry, "aggregate", "median", AGGREGATES, label, key_where)
     name = entry.get("name") or written
     if not isinstance(name, str):
         raise BudgetError(f"{here}: {label} `name` must be a string")
@@ -372,6 +347,69 @@ def _parse_entry(entry: dict[str, object], index: int, lines: _LineFinder, where
         description=str(entry.get("description", "")),
         line=line,
     )
+
+
+def _entry_metric(entry: dict[str, object], here: str, label: str) -> tuple[tuple[str, ...], str]:
+    """An entry's result paths (one metric, or a ratio's two) and the metric as written."""
+    metric = entry.get("metric")
+    ratio = entry.get("ratio")
+    if metric is not None and not isinstance(metric, str):
+        raise BudgetError(f"{here}: {label} `metric` must be a string, not {metric!r}")
+    if ratio is not None:
+        if not (isinstance(ratio, list) and len(ratio) == 2 and all(isinstance(r, str) for r in ratio)):
+            raise BudgetError(
+                f"{here}: {label} `ratio` must be two metric names [numerator, denominator], not {ratio!r}"
+            )
+        paths = tuple(_resolve_or_fail(r, here, label) for r in ratio)
+        return paths, metric if isinstance(metric, str) else f"{ratio[0]} / {ratio[1]}"
+    if isinstance(metric, str):
+        return (_resolve_or_fail(metric, here, label),), metric
+    raise BudgetError(f'{here}: {label} has no `metric`; name one, e.g. metric = "metrics.ttft_ms.p99"')
+
+
+def _entry_bounds(
+    entry: dict[str, object], here: str, label: str, key_where: Callable[[str], str]
+) -> dict[str, float | None]:
+    """An entry's min, max, min_ratio and max_ratio (None: not given): finite, ratios above 0, at least one,
+    and each lower bound at most its upper."""
+    bounds: dict[str, float | None] = {}
+    for key in ("min", "max", "min_ratio", "max_ratio"):
+        value = entry.get(key)
+        if value is None:
+            bounds[key] = None
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise BudgetError(f"{key_where(key)}: {label} `{key}` must be a finite number, not {value!r}")
+        if key.endswith("_ratio") and value <= 0:
+            raise BudgetError(f"{key_where(key)}: {label} `{key}` = {value} must be > 0")
+        bounds[key] = float(value)
+    if all(value is None for value in bounds.values()):
+        measured = entry.get("metric") or entry.get("ratio")
+        raise BudgetError(f"{here}: {label} ({measured}) has no bound; add min, max, min_ratio or max_ratio")
+    for low, high in (("min", "max"), ("min_ratio", "max_ratio")):
+        lower, upper = bounds[low], bounds[high]
+        if lower is not None and upper is not None and lower > upper:
+            raise BudgetError(
+                f"{here}: {label} {low} = {lower:g} is above {high} = {upper:g}; nothing can pass"
+            )
+    return bounds
+
+
+def _entry_choice(
+    entry: dict[str, object],
+    key: str,
+    default: str,
+    choices: tuple[str, ...],
+    label: str,
+    key_where: Callable[[str], str],
+) -> str:
+    """An entry's `key`, one of `choices` (`default` when left out)."""
+    value = entry.get(key, default)
+    if not isinstance(value, str) or value not in choices:
+        raise BudgetError(
+            f"{key_where(key)}: {label} {key} = {value!r} is unknown; use one of {', '.join(choices)}"
+        )
+    return value
 
 
 def _resolve_or_fail(metric: str, here: str, label: str) -> str:
