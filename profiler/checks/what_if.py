@@ -187,7 +187,8 @@ def released_share(result: RunResult, component: str) -> float:
     fee (torch's bindings release the GIL there); 0 where nothing was measured (no torch calls, no kernel windows)."""
     spans = ((result.breakdown or {}).get("methods") or {}).get("spans") or {}
     parts = [
-        (spans.get(key) or {}).get(component) for key in ("kernel_fraction_by_span", "fee_fraction_by_span")
+        (spans.get("kernel_fraction_by_span") or {}).get(component),
+        (spans.get("fee_fraction_by_span") or {}).get(component),
     ]
     share = sum(part for part in parts if isinstance(part, (int, float)) and math.isfinite(part))
     return min(1.0, max(0.0, share))
