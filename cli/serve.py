@@ -11,6 +11,11 @@ from .app import app
 from .options import dim_printer, engine_options
 
 if TYPE_CHECKING:  # the CLI's help and usage errors load none of these (tests/cli/test_imports.py)
+    from rich.console import Console
+
+    from ..engine.loader import LoadedModel
+    from ..profiler.serve.state import ServeState
+    from ..profiler.session.builder import BuiltEngine
     from ..profiler.session.options import EngineOptions
 
 
@@ -80,27 +85,13 @@ def serve_command(
     log_level: str,
     access_log: bool = True,
 ) -> int:
-    from importlib.metadata import version
-
+    """The flags checked, the port bound before the model loads, then the server until it stops: its exit code."""
     from rich.console import Console
 
-    from ..engine.catalog import parameter_count
-    from ..errors import OptionError
-    from ..profiler.serve.server import (
-        ServeOptions,
-        bind,
-        gguf_sampling,
-        run_server,
-        sampling_lines,
-        server_info,
-    )
-    from ..profiler.serve.state import ServeState
+    from ..profiler.serve.server import ServeOptions, bind, run_server
     from ..profiler.session.builder import build_engine, load_for_options
 
-    if log_level not in ("critical", "error", "warning", "info", "debug", "trace"):
-        raise OptionError(f"--log-level={log_level!r}: use critical, error, warning, info or debug")
-    if served_model_name is not None and not served_model_name.strip():
-        raise OptionError("--served-model-name is empty: give the id clients should send, or leave it out")
+    _check_serve_flags(log_level, served_model_name)
     serve_options = ServeOptions(
         host=host,
         port=port,
@@ -118,6 +109,43 @@ def serve_command(
     except BaseException:
         sock.close()
         raise
+    state = _serve_state(loaded, built, options, console, served_model_name, max_pending)
+
+    def listening(url: str) -> None:
+        # stdout, one line, flushed: scripts and tests read the URL (the port, with --port 0) from it.
+        print(
+            f"infer-prof serve: listening on {url} (model {state.model_name}; Ctrl-C or SIGTERM stops)",
+            flush=True,
+        )
+
+    return run_server(state, serve_options, sock, listening)
+
+
+def _check_serve_flags(log_level: str, served_model_name: str | None) -> None:
+    """The flags only serve takes, refused before the port is bound."""
+    from ..errors import OptionError
+
+    if log_level not in ("critical", "error", "warning", "info", "debug", "trace"):
+        raise OptionError(f"--log-level={log_level!r}: use critical, error, warning, info or debug")
+    if served_model_name is not None and not served_model_name.strip():
+        raise OptionError("--served-model-name is empty: give the id clients should send, or leave it out")
+
+
+def _serve_state(
+    loaded: LoadedModel,
+    built: BuiltEngine,
+    options: EngineOptions,
+    console: Console,
+    served_model_name: str | None,
+    max_pending: int,
+) -> ServeState:
+    """The loaded model's engine as the server's state, once the engine's warnings and the sampling are said."""
+    from importlib.metadata import version
+
+    from ..engine.catalog import parameter_count
+    from ..profiler.serve.server import gguf_sampling, sampling_lines, server_info
+    from ..profiler.serve.state import ServeState
+
     for warning in built.warnings:
         console.print(f"[yellow]{warning}[/yellow]")
     for line in sampling_lines(gguf_sampling(model_file(options.model)), parameter_count(loaded.config)):
@@ -130,15 +158,7 @@ def serve_command(
     )
     state.info = {"model_source": loaded.source}
     state.info = server_info(state, built, options, version("infer-prof"))
-
-    def listening(url: str) -> None:
-        # stdout, one line, flushed: scripts and tests read the URL (the port, with --port 0) from it.
-        print(
-            f"infer-prof serve: listening on {url} (model {state.model_name}; Ctrl-C or SIGTERM stops)",
-            flush=True,
-        )
-
-    return run_server(state, serve_options, sock, listening)
+    return state
 
 
 def model_file(model: str) -> Path | None:
