@@ -113,42 +113,14 @@ def analyse_probe(
     start_ns, end_ns = window_ns
     window = max(1, end_ns - start_ns)  # the step probe records throughout ...
     components = [str(probe.get("component")) for probe in probes]
-    kept: dict[int, np.ndarray] = {}
-    for pid, entry in processes.items():
-        records = np.asarray(entry.get("records"), dtype=np.int64).reshape(-1, 5)
-        inside = records[(records[:, START] >= start_ns) & (records[:, START] < end_ns)]
-        own = exclusive_ns(inside)
-        kept[pid] = np.column_stack([inside, own]) if len(inside) else np.zeros((0, 6), dtype=np.int64)
+    kept = {pid: _records_in_window(entry, window_ns) for pid, entry in processes.items()}
     step_pid, table = _step_table(kept, components)  # the yardstick, read once for shares, on-time and cost
     switches = [(int(start), int(on)) for start, _end, on in table]
     wall_ns = max(1, on_time_ns(switches, window_ns))  # ... the others only while the steps have them on
-    per_process: dict[int, ProbeProcess] = {}
-    for pid, entry in processes.items():
-        inside, own = kept[pid][:, :5], kept[pid][:, 5]
-        status = entry.get("status") or {}
-        totals: dict[str, dict[str, float]] = defaultdict(lambda: {"calls": 0, "ms": 0.0})
-        for index, own_ns in zip(inside[:, INDEX], own, strict=True):
-            name = components[int(index)] if 0 <= index < len(components) else "unknown"
-            totals[name]["calls"] += 1
-            totals[name]["ms"] += own_ns / 1e6
-        per_process[pid] = {
-            "pid": pid,
-            "role": roles.get(pid),
-            "loaded": bool(status),
-            "records": int(len(inside)),
-            "patched": [f"{item.get('module')}:{item.get('function')}" for item in status.get("patched", [])],
-            "missing": [str(item) for item in status.get("missing", [])],
-            "dropped": int(status.get("dropped") or 0),
-            "cost_ns": status.get("cost_ns"),
-            "components": {
-                name: {
-                    "calls": int(v["calls"]),
-                    "ms": v["ms"],
-                    "share_of_wall": v["ms"] * 1e6 / (window if name == STEP else wall_ns),
-                }
-                for name, v in sorted(totals.items(), key=lambda item: -item[1]["ms"])
-            },
-        }
+    per_process = {
+        pid: _process_row(pid, entry, kept[pid], components, roles.get(pid), window, wall_ns)
+        for pid, entry in processes.items()
+    }
     section: Probe = {
         "window_s": window / 1e9,
         "probes_on_s": wall_ns / 1e9,
@@ -174,6 +146,53 @@ def analyse_probe(
         section["cost"] = _cost(kept, per_process, steps, table, wall_ns, sizes)
     section["agreement"] = _agreement(kept, components, sampled or {}, wall_ns)
     return section
+
+
+def _records_in_window(entry: dict[str, Any], window_ns: tuple[int, int]) -> np.ndarray:
+    """One process's records that start inside the window, each with its own (exclusive) ns as a sixth column."""
+    start_ns, end_ns = window_ns
+    records = np.asarray(entry.get("records"), dtype=np.int64).reshape(-1, 5)
+    inside = records[(records[:, START] >= start_ns) & (records[:, START] < end_ns)]
+    own = exclusive_ns(inside)
+    return np.column_stack([inside, own]) if len(inside) else np.zeros((0, 6), dtype=np.int64)
+
+
+def _process_row(
+    pid: int,
+    entry: dict[str, Any],
+    kept: np.ndarray,
+    components: list[str],
+    role: str | None,
+    window: int,
+    wall_ns: int,
+) -> ProbeProcess:
+    """One process's row: what its probe loaded, patched and missed, and each component's calls and own time,
+    as a share of the window (the step) or of the time the probes were on (the others)."""
+    inside, own = kept[:, :5], kept[:, 5]
+    status = entry.get("status") or {}
+    totals: dict[str, dict[str, float]] = defaultdict(lambda: {"calls": 0, "ms": 0.0})
+    for index, own_ns in zip(inside[:, INDEX], own, strict=True):
+        name = components[int(index)] if 0 <= index < len(components) else "unknown"
+        totals[name]["calls"] += 1
+        totals[name]["ms"] += own_ns / 1e6
+    return {
+        "pid": pid,
+        "role": role,
+        "loaded": bool(status),
+        "records": int(len(inside)),
+        "patched": [f"{item.get('module')}:{item.get('function')}" for item in status.get("patched", [])],
+        "missing": [str(item) for item in status.get("missing", [])],
+        "dropped": int(status.get("dropped") or 0),
+        "cost_ns": status.get("cost_ns"),
+        "components": {
+            name: {
+                "calls": int(v["calls"]),
+                "ms": v["ms"],
+                "share_of_wall": v["ms"] * 1e6 / (window if name == STEP else wall_ns),
+            }
+            for name, v in sorted(totals.items(), key=lambda item: -item[1]["ms"])
+        },
+    }
 
 
 def _turn_of(step_starts: np.ndarray, turns: np.ndarray) -> np.ndarray:
