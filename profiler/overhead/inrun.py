@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from ..collectors.registry import CollectorResults
     from ..collectors.sampling import SamplingResult
     from ..session.options import EngineOptions
+    from ..session.session import SessionHooks, SessionOutcome
 
 
 @dataclass(slots=True)
@@ -286,28 +287,14 @@ def measure_inrun_overhead(
     noise. `rate_hz` replaces the profile's py-spy rate: a high one makes py-spy's cost per sample large
     enough to resolve.
     """
-    from ..collectors.registry import DEEP_RATE_HZ, TRACED_RATE_HZ
-    from ..session.session import SessionHooks, run_session
+    from ..session.session import run_session
 
-    # The same block shape and py-spy rate whatever `only` says, so that an A/A run (only=[]) or a
-    # run toggling some collectors has the noise of the full A/B. Deep mode's py-spy cannot pause.
-    rate = rate_hz or (DEEP_RATE_HZ if profile == "deep" else TRACED_RATE_HZ)
-    run_rate = rate if profile == "deep" else max(1, round(rate / 3))
-    on_fraction = 0.5 if profile == "deep" else run_rate / rate
-    off_s = on_s * (1 - on_fraction) / on_fraction
+    run_rate, off_s = _block_shape(profile, rate_hz, on_s)
     stop_after = None if spec.num_requests is None else max(1, spec.num_requests - (spec.clients or 1))
     holder: dict[str, BlockToggler] = {}
-
-    def on_collectors(collectors: list[Collector]) -> None:
-        toggler = BlockToggler(collectors, on_s=on_s, off_s=off_s, settle_s=settle_s, only=only)
-        holder["toggler"] = toggler
-        toggler.start()
-
-    def on_request_done(done: int, _tokens: int) -> None:
-        if stop_after is not None and done >= stop_after and "toggler" in holder:
-            holder["toggler"].request_stop()  # on the load's thread: joined after the run, not here
-
-    hooks = SessionHooks(on_collectors=on_collectors, on_request_done=on_request_done)
+    hooks = _toggling_hooks(
+        holder, on_s=on_s, off_s=off_s, settle_s=settle_s, only=only, stop_after=stop_after
+    )
     with tempfile.TemporaryDirectory(prefix="infer-prof-inrun-") as scratch:
         outcome = run_session(
             options,
@@ -324,6 +311,50 @@ def measure_inrun_overhead(
     if toggler is None:
         raise RuntimeError(f"profile {profile!r} started no collectors: nothing to toggle")
     toggler.stop()
+    return _inrun_result(outcome, toggler, run_rate=run_rate, on_s=on_s, off_s=off_s)
+
+
+def _block_shape(profile: str, rate_hz: int | None, on_s: float) -> tuple[int, float]:
+    """py-spy's rate for the run and the "off" blocks' seconds (measure_inrun_overhead says why)."""
+    from ..collectors.registry import DEEP_RATE_HZ, TRACED_RATE_HZ
+
+    # The same block shape and py-spy rate whatever `only` says, so that an A/A run (only=[]) or a
+    # run toggling some collectors has the noise of the full A/B. Deep mode's py-spy cannot pause.
+    rate = rate_hz or (DEEP_RATE_HZ if profile == "deep" else TRACED_RATE_HZ)
+    run_rate = rate if profile == "deep" else max(1, round(rate / 3))
+    on_fraction = 0.5 if profile == "deep" else run_rate / rate
+    return run_rate, on_s * (1 - on_fraction) / on_fraction
+
+
+def _toggling_hooks(
+    holder: dict[str, BlockToggler],
+    *,
+    on_s: float,
+    off_s: float,
+    settle_s: float,
+    only: Sequence[str] | None,
+    stop_after: int | None,
+) -> SessionHooks:
+    """The session's hooks that start toggling its collectors (the toggler kept in `holder`) and ask it to stop
+    once request `stop_after` is done."""
+    from ..session.session import SessionHooks
+
+    def on_collectors(collectors: list[Collector]) -> None:
+        toggler = BlockToggler(collectors, on_s=on_s, off_s=off_s, settle_s=settle_s, only=only)
+        holder["toggler"] = toggler
+        toggler.start()
+
+    def on_request_done(done: int, _tokens: int) -> None:
+        if stop_after is not None and done >= stop_after and "toggler" in holder:
+            holder["toggler"].request_stop()  # on the load's thread: joined after the run, not here
+
+    return SessionHooks(on_collectors=on_collectors, on_request_done=on_request_done)
+
+
+def _inrun_result(
+    outcome: SessionOutcome, toggler: BlockToggler, *, run_rate: int, on_s: float, off_s: float
+) -> InRunResult:
+    """The run's steps cut into the toggler's blocks and paired, with what the run paused and py-spy's CPU."""
     steps = outcome.steps
     blocks = blocks_from_steps(
         toggler.boundaries, list(steps["start_ns"]), list(steps["end_ns"]), list(steps["batch_size"])
