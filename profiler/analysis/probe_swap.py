@@ -105,18 +105,7 @@ def analyse_swap(
 ) -> SwapResult:
     """`found` is read_probe's (pid -> records, sizes, turns, status), `calls` swap-PID.tsv's rows and `statuses`
     swap-PID.json per pid."""
-    result = SwapResult(
-        swapped_in=sorted(pid for pid, status in statuses.items() if status.get("swapped")),
-        refused={
-            str(pid): str(s.get("why"))
-            for pid, s in statuses.items()
-            if not s.get("swapped") and s.get("version")
-        },
-        rows={name: 0 for name in PATHS},
-    )
-    for status in statuses.values():
-        for name, count in (status.get("rows") or {}).items():
-            result.rows[name] = result.rows.get(name, 0) + int(count)
+    result = _swap_statuses(statuses)
     components = [str(probe.get("component")) for probe in probes]
     step_indices = [i for i, name in enumerate(components) if name == STEP]
     counts = {
@@ -159,7 +148,37 @@ def analyse_swap(
         blocks = [(_block(a, starts, ends, 1.0, True), _block(b, starts, ends, 1.0, False)) for a, b in aa]
         noise = estimate(blocks)
         result.aa_step_ratio = _figure(1 / noise.ratio, 1 / noise.high, 1 / noise.low)
-    ratio = result.forward_ms.ratio
+    _add_prediction(result, result.forward_ms.ratio, ab, step_ns, forward_ns)
+    return _with_lines(result)
+
+
+def _swap_statuses(statuses: dict[int, dict[str, Any]]) -> SwapResult:
+    """What the swap's statuses say before any step is read: where it went in, where it was refused and why, and
+    the rows each path took."""
+    result = SwapResult(
+        swapped_in=sorted(pid for pid, status in statuses.items() if status.get("swapped")),
+        refused={
+            str(pid): str(s.get("why"))
+            for pid, s in statuses.items()
+            if not s.get("swapped") and s.get("version")
+        },
+        rows={name: 0 for name in PATHS},
+    )
+    for status in statuses.values():
+        for name, count in (status.get("rows") or {}).items():
+            result.rows[name] = result.rows.get(name, 0) + int(count)
+    return result
+
+
+def _add_prediction(
+    result: SwapResult,
+    ratio: Figure,
+    ab: list[tuple[int, int]],
+    step_ns: np.ndarray,
+    forward_ns: np.ndarray,
+) -> None:
+    """The forward's speedup (from its with/without `ratio`), its share of the steps without the swap, and the
+    step ratio Amdahl predicts from the two."""
     if ratio.point:
         result.forward_speedup = _figure(
             1 / ratio.point, 1 / ratio.high if ratio.high else None, 1 / ratio.low if ratio.low else None
@@ -170,7 +189,6 @@ def analyse_swap(
         share = float(forward_ns[off].sum()) / total_step
         result.forward_share = share
         result.predicted_step_ratio = 1 - share * (1 - 1 / result.forward_speedup.point)
-    return _with_lines(result)
 
 
 def _turn_of(step_starts: np.ndarray, turns: np.ndarray) -> np.ndarray:
