@@ -195,6 +195,26 @@ class DecodeReplay(Protocol):
         ...
 
 
+def _check_heads(config: ModelConfig) -> None:
+    """The model's heads divide its width and form whole GQA groups, with an even head_dim (RoPE's pairs)."""
+    if config.dim % config.n_heads or config.n_heads % config.n_kv_heads or config.head_dim % 2:
+        raise UnsupportedModelError(
+            f"model {config.name!r}: dim {config.dim}, {config.n_heads} heads and {config.n_kv_heads} "
+            "KV heads do not divide evenly; the engine needs an even head_dim and whole GQA groups"
+        )
+
+
+def _check_format_on(weight_format: str, device: str, *, on_device: bool) -> None:
+    """int8 and q4_1 weights run on the CPU only (int8 with a quantized engine in this torch build)."""
+    if weight_format == "int8" and (on_device or preferred_engine() is None):
+        why = f"not on {device}" if on_device else "and this torch build has no quantized engine"
+        raise UnsupportedModelError(f"dtype int8 runs on the CPU only, {why}: use float32 or bfloat16")
+    if weight_format == "q4_1" and on_device:
+        raise UnsupportedModelError(
+            f"dtype q4_1 runs on the CPU only, not on {device}: use float32 or bfloat16"
+        )
+
+
 class LlamaModel:
     """engine.types.Model for a Llama, owning its paged KV cache.
 
@@ -216,11 +236,7 @@ class LlamaModel:
         None = a fixed spread of token ids). `kernels`: native kernels to run in place of torch code:
         dtype q4_1's linears (None: engine.blockquant's Python twin, exact but slow) and the decode
         attention of a float32 KV cache on the CPU (None: a gather and SDPA)."""
-        if config.dim % config.n_heads or config.n_heads % config.n_kv_heads or config.head_dim % 2:
-            raise UnsupportedModelError(
-                f"model {config.name!r}: dim {config.dim}, {config.n_heads} heads and {config.n_kv_heads} "
-                "KV heads do not divide evenly; the engine needs an even head_dim and whole GQA groups"
-            )
+        _check_heads(config)
         self.config = config
         self.dtype = resolve_dtype(dtype)  # of activations and the KV cache
         self.weight_format = dtype if dtype in PACKED_FORMATS else str(self.dtype).removeprefix("torch.")
@@ -230,28 +246,12 @@ class LlamaModel:
         if self._cuda:
             avoid_attention_plan_builds()
         self.quantized_engine: str | None = None
-        if self.weight_format == "int8" and (on_device or preferred_engine() is None):
-            why = f"not on {device}" if on_device else "and this torch build has no quantized engine"
-            raise UnsupportedModelError(f"dtype int8 runs on the CPU only, {why}: use float32 or bfloat16")
-        if self.weight_format == "q4_1" and on_device:
-            raise UnsupportedModelError(
-                f"dtype q4_1 runs on the CPU only, not on {device}: use float32 or bfloat16"
-            )
+        _check_format_on(self.weight_format, device, on_device=on_device)
         cast = self._cast
         embedding = cast(weights.token_embedding)
         self.embedding: torch.Tensor | Int8Embedding = embedding
         self._embed: Callable[[torch.Tensor], torch.Tensor] = lambda ids: F.embedding(ids, embedding).float()
-        self.layers = [
-            LayerWeights(
-                attn_norm=self._place(layer.attn_norm.float()),
-                qkv=cast(layer.qkv),
-                attn_out=cast(layer.attn_out),
-                ffn_norm=self._place(layer.ffn_norm.float()),
-                gate_up=cast(layer.gate_up),
-                down=cast(layer.down),
-            )
-            for layer in weights.layers
-        ]
+        self.layers = [self._placed_layer(layer) for layer in weights.layers]
         self.output_norm = self._place(weights.output_norm.float())
         self.head: Weight = embedding if weights.output is None else cast(weights.output)
         # oneDNN is the CPU's fast path; on a GPU torch's matmul already calls cuBLAS.
@@ -279,6 +279,18 @@ class LlamaModel:
             self._quantize(calibration_tokens)
         elif self.weight_format == "q4_1":
             self._pack_blocks(kernels.block_linear if kernels else None)
+
+    def _placed_layer(self, layer: LayerWeights) -> LayerWeights:
+        """One layer's weights on the model's device, in its dtype (the norms in float32)."""
+        cast = self._cast
+        return LayerWeights(
+            attn_norm=self._place(layer.attn_norm.float()),
+            qkv=cast(layer.qkv),
+            attn_out=cast(layer.attn_out),
+            ffn_norm=self._place(layer.ffn_norm.float()),
+            gate_up=cast(layer.gate_up),
+            down=cast(layer.down),
+        )
 
     @torch.inference_mode()
     def _quantize(self, calibration_tokens: Sequence[int] | None) -> None:
