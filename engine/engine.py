@@ -48,6 +48,20 @@ class EngineStats(TypedDict):
     running: int
 
 
+def _checked_prepare(scheduler: Scheduler, kv_alloc: KVAllocator, prepare: Prepare | None) -> Prepare:
+    """The step's preparer (None: the Python twin), once it and the scheduler agree with kv_alloc's block size."""
+    if scheduler.block_size != kv_alloc.block_size:
+        raise ValueError(
+            f"scheduler block_size {scheduler.block_size} != kv_alloc block_size {kv_alloc.block_size}"
+        )
+    prepare = PythonPrepare(kv_alloc.block_size) if prepare is None else prepare
+    if prepare.block_size != kv_alloc.block_size:
+        raise ValueError(
+            f"prepare block_size {prepare.block_size} != kv_alloc block_size {kv_alloc.block_size}"
+        )
+    return prepare
+
+
 class Engine:
     """Continuous-batching inference over injected components; submit() from any number of threads."""
 
@@ -65,15 +79,7 @@ class Engine:
         clock: Callable[[], int] = time.perf_counter_ns,
         on_step: Callable[[StepRecord], None] | None = None,
     ) -> None:
-        if scheduler.block_size != kv_alloc.block_size:
-            raise ValueError(
-                f"scheduler block_size {scheduler.block_size} != kv_alloc block_size {kv_alloc.block_size}"
-            )
-        prepare = PythonPrepare(kv_alloc.block_size) if prepare is None else prepare
-        if prepare.block_size != kv_alloc.block_size:
-            raise ValueError(
-                f"prepare block_size {prepare.block_size} != kv_alloc block_size {kv_alloc.block_size}"
-            )
+        prepare = _checked_prepare(scheduler, kv_alloc, prepare)
         self.model = model
         self.tokenizer = tokenizer
         self.scheduler = scheduler
