@@ -902,7 +902,9 @@ class SlowdownLevel(TypedDict, total=False):
     pairs: int
     added_ms_per_unit: float
     response_ms_per_unit: float
-    within_noise: bool  # its interval reaches a response under 5% of the delay: the level did not measurably slow it
+    within_noise: (
+        bool  # its interval reaches a response under 5% of the delay: the level did not measurably slow it
+    )
 
 
 class SlowdownNull(TypedDict, total=False):
@@ -1033,8 +1035,12 @@ class EngineWhatIf(TypedDict, total=False):
     run_dir: str
     levels: list[float]
     scales: dict[str, float]  # per component, the factor its levels were multiplied by (slowdown.level_scale)
-    released: dict[str, float]  # per component, the share of its delay spent with the GIL released (its kernel share)
-    gil_release: str  # "released" (the C busy wait), or "held (...)": the twin, when the extension is not built
+    released: dict[
+        str, float
+    ]  # per component, the share of its delay spent with the GIL released (its kernel share)
+    gil_release: (
+        str  # "released" (the C busy wait), or "held (...)": the twin, when the extension is not built
+    )
     block_steps: int
     steps: int
     void: str | None
