@@ -125,7 +125,7 @@ def test_the_watchdog_stops_the_group_and_the_marked_unless_released() -> None:
     )
     try:
         # Popen returns once the exec closed its pipe, which the kernel does before it sets the new environment: for
-        # a moment /proc/PID/environ reads empty (33 of 400 reads right after Popen on this machine). Ask again.
+        # a moment /proc/PID/environ reads empty (docs/measurements.md, "Two flaky tests"). Ask again.
         assert wait_for(lambda: marked_pids(mark) == [marked.pid], 5)
         assert watch([f"group {sleeper.pid}\n", f"mark {mark}\n", "release\n"], 0.5) is True
         assert alive(sleeper.pid) and alive(marked.pid)
