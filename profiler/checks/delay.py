@@ -19,6 +19,7 @@ and `gil_release()` says so.
 
 from __future__ import annotations
 
+import importlib
 import statistics
 import time
 from collections.abc import Callable
@@ -39,11 +40,11 @@ def spin_until(deadline_ns: int, clock: Clock = time.perf_counter_ns) -> int:
 
 def _released_spinner() -> Callable[[int], int] | None:
     """The C busy wait that releases the GIL (`_spin.spin_released`), or None when the extension is not built."""
-    try:
-        from . import _spin  # type: ignore[attr-defined]
+    try:  # by name: the extension ships no stubs, and a ModuleType's attributes are what it holds
+        module = importlib.import_module(f"{__package__}._spin")
     except ImportError:
         return None
-    spin_released: Callable[[int], int] = _spin.spin_released
+    spin_released: Callable[[int], int] = module.spin_released
     return spin_released
 
 
