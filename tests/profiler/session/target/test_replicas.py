@@ -118,7 +118,7 @@ def test_a_round_robin_s_replicas_are_found_through_its_connections_and_balanced
     assert set(entries) == {server.netloc for server in replicas}
     for server in replicas:
         entry = entries[server.netloc]
-        assert entry["pids"] == [server.pid] and entry["engine_pid"] == server.pid
+        assert entry["pids"] == [server.pid] and entry["engine_pid"] == server.pid, entry
         assert entry["engine_role"] == "engine loop" and entry["busy_samples"] > 0
         interpreter = entry["interpreter"]
         assert 0 < interpreter["low"] <= interpreter["share"] <= interpreter["high"]  # its loop runs Python
