@@ -251,7 +251,11 @@ def wilson_interval(hits: float, trials: float, *, confidence: float = 0.95) -> 
     denominator = 1 + z * z / trials
     centre = (p + z * z / (2 * trials)) / denominator
     half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / denominator
-    return Interval(p, max(0.0, centre - half), min(1.0, centre + half), confidence)
+    # The exact bounds hold the point (at p = 1 the high is 1), but their floats may miss it by an ulp: 30 of 30 gave
+    # a high of 0.9999999999999999 under a point of 1.0, and a replica's share read outside its own interval.
+    low = min(p, max(0.0, centre - half))
+    high = max(p, min(1.0, centre + half))
+    return Interval(p, low, high, confidence)
 
 
 def proportions_differ(first: Interval, second: Interval) -> bool:

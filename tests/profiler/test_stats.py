@@ -220,3 +220,16 @@ def test_wilson_interval_matches_the_textbook_and_stays_honest_at_small_n() -> N
     assert proportions_differ(wilson_interval(600, 1000), wilson_interval(400, 1000))
     with pytest.raises(ValueError):
         wilson_interval(3, 2)
+
+
+def test_a_wilson_interval_holds_its_own_point_at_the_ends() -> None:
+    from infer_prof.profiler.stats import wilson_interval
+
+    # At all hits the exact high is 1 and at none the low is 0; rounding once left 30 of 30's high an ulp under 1.
+    for trials in (1, 2, 3, 7, 29, 30, 31, 100, 263, 1000, 12345):
+        full, empty = wilson_interval(trials, trials), wilson_interval(0, trials)
+        assert full.point == full.high == 1.0 and full.low < 1.0
+        assert empty.point == empty.low == 0.0 and empty.high > 0.0
+    for hits in range(0, 41):
+        interval = wilson_interval(hits, 40)
+        assert interval.low <= interval.point <= interval.high
