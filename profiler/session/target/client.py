@@ -3,7 +3,7 @@
 Timestamps are the client's (time.perf_counter_ns): a request arrives when the client sends it, its
 first token is the first chunk with non-empty text (as vLLM's benchmark_serving counts it, so that a
 role-only or empty first chunk does not count), each later non-empty chunk is a token time for ITL,
-and it finishes when the stream's last byte is read. Token counts come from the server's usage block
+and it finishes at its [DONE] (or when a stream without one ends). Token counts come from the server's usage block
 (requested with stream_options.include_usage), else from the chunks.
 """
 
@@ -15,7 +15,7 @@ import re
 import resource
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -27,6 +27,7 @@ from ...rundir.schema import HttpOutcome
 
 _MAX_PAUSE_S = 0.1  # the dispatcher notices a stop within this time
 READ_TIMEOUT_S = 600.0  # a long generation on a loaded CPU server can take minutes; a hung one ends here
+DRAIN_S = 1.0  # how long the end of a body after its [DONE] is waited for (it is a few bytes already sent)
 
 
 @dataclass(slots=True)
@@ -187,11 +188,14 @@ async def _stream_one(
                         continue
                     record.error = f"HTTP {response.status_code}: {message}"
                     return
-                async for line in response.aiter_lines():
+                lines = response.aiter_lines()
+                async for line in lines:
                     if not line.startswith("data:"):
                         continue
                     data = line[5:].strip()
                     if data == "[DONE]":
+                        record.finish_ns = clock()
+                        await _read_to_end(lines)
                         break
                     _take_chunk(record, parse_json(data, "a streamed chunk", TargetError), clock())
                 if record.error is None and record.finish_reason is None:
@@ -202,7 +206,24 @@ async def _stream_one(
     except TargetError as exc:  # a chunk that is not JSON, too deep or not UTF-8: this request failed
         record.error = str(exc)
     finally:
-        record.finish_ns = clock()
+        if record.finish_ns is None:
+            record.finish_ns = clock()
+
+
+async def _read_to_end(lines: AsyncIterator[str]) -> None:
+    """What a stream holds after its [DONE] (a chunked body's last chunk), read so that httpx keeps the
+    connection for the next request, as a client's pool does; leaving the body unread makes httpx close it, and
+    then every request would pay a new connection (and a router would open one to its replica per request).
+    A server still holding the stream open after DRAIN_S has it closed instead."""
+
+    async def rest() -> None:
+        async for _ in lines:
+            pass
+
+    try:
+        await asyncio.wait_for(rest(), DRAIN_S)
+    except (TimeoutError, httpx.HTTPError):
+        pass
 
 
 def _take_chunk(record: HttpRecord, chunk: object, now: int) -> None:
