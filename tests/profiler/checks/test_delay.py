@@ -3,15 +3,18 @@ with the GIL held throughout or released for a share of it (the C wait; its twin
 
 from __future__ import annotations
 
+import shutil
 import statistics
 import sys
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
+from infer_prof.profiler.checks import delay
 from infer_prof.profiler.checks.delay import Spinner, _released_spinner, gil_release, spin_until
 
 needs_c = pytest.mark.skipif(_released_spinner() is None, reason="the C busy wait (_spin) is not built")
@@ -129,3 +132,18 @@ def test_another_thread_runs_python_through_a_released_delay_and_not_through_a_h
         spinner.spin(time.perf_counter_ns(), 20_000_000, released)
         after = counter.count
         assert (after > before) is others_ran
+
+
+def test_a_build_named_by_the_path_variable_is_the_one_loaded_and_a_missing_one_leaves_the_twin(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    package_build = sys.modules[delay.MODULE_NAME].__file__ if _released_spinner() is not None else None
+    monkeypatch.delitem(sys.modules, delay.MODULE_NAME, raising=False)  # given back after the test
+    monkeypatch.setenv(delay.LIBRARY_PATH_VARIABLE, str(tmp_path / "no-such-build.so"))
+    assert _released_spinner() is None and gil_release().startswith("held")
+    if package_build is None:
+        return
+    other = tmp_path / Path(package_build).name  # as .ci/sanitize's build stands in a folder of its own
+    shutil.copy(package_build, other)
+    monkeypatch.setenv(delay.LIBRARY_PATH_VARIABLE, str(other))
+    assert _released_spinner() is not None and sys.modules[delay.MODULE_NAME].__file__ == str(other)
