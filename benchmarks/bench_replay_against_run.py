@@ -13,60 +13,16 @@ size that moves it (or does not) says whether the caches are the cause.
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from bench_replay_clock import record
 
 ROOT = Path(__file__).resolve().parents[1]
 SIZES_MB = (64, 16, 0)
-
-
-def record(
-    model: str, scenario: str, requests: int, out: Path, native: bool
-) -> tuple[Any, Any, float | None]:
-    """Run the CLI in this process: its workload log, pool shape and the share of a core its engine thread got."""
-    import infer_prof.profiler.replay.replay as replay
-    from infer_prof.cli.main import main
-
-    kept: list[tuple[Any, Any]] = []
-    original = replay.replay_speedups
-
-    def keeping(log: Any, shape: Any, **kwargs: Any) -> Any:
-        kept.append((log, shape))
-        return original(log, shape, **kwargs)
-
-    replay.replay_speedups = keeping
-    argv = sys.argv
-    sys.argv = [
-        "infer-prof",
-        "run",
-        "-m",
-        model,
-        "-s",
-        scenario,
-        "-r",
-        str(requests),
-        "--no-report",
-        "-o",
-        str(out),
-    ]
-    sys.argv += ["--native", "sampler"] if native else []
-    try:
-        main()
-    except SystemExit as exit_:
-        if exit_.code not in (0, None):
-            raise
-    finally:
-        sys.argv, replay.replay_speedups = argv, original
-    if not kept:
-        raise SystemExit("the run made no replay")
-    health = json.loads((out / "result.json").read_text()).get("health") or {}
-    return (*kept[-1], (health.get("engine_thread") or {}).get("core_share"))
 
 
 def per_row_us(log: Any) -> float:
@@ -92,8 +48,10 @@ def main() -> None:
     import infer_prof.profiler.replay.replay as replay
 
     with tempfile.TemporaryDirectory() as folder:
-        log, shape, core_share = record(args.model, args.scenario, args.requests, Path(folder) / "py", False)
-        native_log, _, _ = record(args.model, args.scenario, args.requests, Path(folder) / "c", True)
+        log, shape, core_share = record(args.model, args.scenario, args.requests, Path(folder) / "py")
+        native_log, _, _ = record(
+            args.model, args.scenario, args.requests, Path(folder) / "c", "--native", "sampler"
+        )
     python_us, native_us = per_row_us(log), per_row_us(native_log)
     print(
         f"in-run: the Python sampler {python_us:.1f} µs a row, the C twin {native_us:.1f} µs a row: "

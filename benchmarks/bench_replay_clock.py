@@ -28,9 +28,9 @@ from infer_prof.profiler.rundir.schema import ReplayComponent
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def record(model: str, scenario: str, requests: int, out: Path) -> tuple[Any, Any, float | None]:
-    """Run the CLI in this process: the (workload log, pool shape) its replay was given, and the share of a core
-    its engine thread got (result.json's health)."""
+def record(model: str, scenario: str, requests: int, out: Path, *more: str) -> tuple[Any, Any, float | None]:
+    """Run the CLI in this process (`more`: further `run` options): the (workload log, pool shape) its replay was
+    given, and the share of a core its engine thread got (result.json's health)."""
     import infer_prof.profiler.replay.replay as replay
     from infer_prof.cli.main import main
 
@@ -55,6 +55,7 @@ def record(model: str, scenario: str, requests: int, out: Path) -> tuple[Any, An
         "--no-report",
         "-o",
         str(out),
+        *more,
     ]
     try:
         main()

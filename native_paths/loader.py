@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import importlib.machinery
 import importlib.util
 import os
@@ -32,9 +33,16 @@ _module: ModuleType | None = None
 _failure: str | None = None
 
 
-def load_extension_file(module_name: str, path: str, variable: str) -> ModuleType:
-    """The extension module `module_name` loaded from the file `path` (named by the environment's `variable`,
-    e.g. a sanitizer build) instead of the package's own; ImportError when it is not a loadable file."""
+def import_extension(module_name: str, variable: str) -> ModuleType:
+    """The extension module `module_name`: the build the environment's `variable` names (e.g. a sanitizer build;
+    loaded once, so that every user in the process shares it), else the package's own; ImportError when it cannot
+    be loaded."""
+    path = os.environ.get(variable)
+    if not path:
+        return importlib.import_module(module_name)
+    loaded = sys.modules.get(module_name)
+    if loaded is not None and getattr(loaded, "__file__", None) == path:
+        return loaded
     if not os.path.isfile(path):
         raise ImportError(f"{variable}={path} is not a file")
     loader = importlib.machinery.ExtensionFileLoader(module_name, path)
@@ -46,21 +54,12 @@ def load_extension_file(module_name: str, path: str, variable: str) -> ModuleTyp
     return module
 
 
-def _import_extension() -> ModuleType:
-    path = os.environ.get(LIBRARY_PATH_VARIABLE)
-    if not path:
-        from . import _native  # type: ignore[attr-defined]
-
-        return _native
-    return load_extension_file(MODULE_NAME, path, LIBRARY_PATH_VARIABLE)
-
-
 def extension() -> ModuleType | None:
     """The loaded extension module (with `.ffi` and `.lib`), or None when it is not available."""
     global _module, _failure
     if _module is None and _failure is None:
         try:
-            _module = _import_extension()
+            _module = import_extension(MODULE_NAME, LIBRARY_PATH_VARIABLE)
         except ImportError as error:
             _failure = f"native_paths._native is not built or cannot be loaded ({error}); {BUILD_HINT}"
     return _module

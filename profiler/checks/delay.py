@@ -19,23 +19,19 @@ and `gil_release()` says so.
 
 from __future__ import annotations
 
-import importlib
-import os
 import statistics
-import sys
 import time
 from collections.abc import Callable
 
-from ...native_paths.loader import load_extension_file
+from ...native_paths.loader import import_extension
 
 Clock = Callable[[], int]
 SLICE_NS = 500_000  # a released-then-held slice: well under the interpreter's 5 ms switch interval
 CALIBRATION_CALLS = 200  # spins of CALIBRATION_NS each, a few ms in all, taken once per experiment
 CALIBRATION_NS = 2_000
 MODULE_NAME = f"{__package__}._spin"
-LIBRARY_PATH_VARIABLE = (
-    "INFER_PROF_SPIN_PATH"  # another build of _spin (.ci/sanitize's), instead of the package's
-)
+# Point this at another build of the C wait (the sanitizer build of .ci/sanitize).
+LIBRARY_PATH_VARIABLE = "INFER_PROF_SPIN_PATH"
 
 
 def spin_until(deadline_ns: int, clock: Clock = time.perf_counter_ns) -> int:
@@ -49,14 +45,8 @@ def spin_until(deadline_ns: int, clock: Clock = time.perf_counter_ns) -> int:
 def _released_spinner() -> Callable[[int], int] | None:
     """The C busy wait that releases the GIL (`_spin.spin_released`, or the build INFER_PROF_SPIN_PATH names), or
     None when the extension is not built."""
-    path = os.environ.get(LIBRARY_PATH_VARIABLE)
     try:  # by name: the extension ships no stubs, and a ModuleType's attributes are what it holds
-        if path:  # loaded once: every spinner of the process then uses the same build
-            module = sys.modules.get(MODULE_NAME) or load_extension_file(
-                MODULE_NAME, path, LIBRARY_PATH_VARIABLE
-            )
-        else:
-            module = importlib.import_module(MODULE_NAME)
+        module = import_extension(MODULE_NAME, LIBRARY_PATH_VARIABLE)
     except ImportError:
         return None
     spin_released: Callable[[int], int] = module.spin_released

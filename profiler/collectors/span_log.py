@@ -29,7 +29,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypeAlias, cast
 
-from ...native_paths.loader import load_extension_file
+from ...native_paths.loader import import_extension
 
 if TYPE_CHECKING:
     import threading
@@ -303,16 +303,8 @@ python_twin = PythonTwin(SpanLog=PySpanLog, Table=PyTable)
 
 def native() -> SpanLogModule | None:
     """The C module (`_span_log`, or the build INFER_PROF_SPAN_LOG_PATH names), or None when it is not built."""
-    path = os.environ.get(LIBRARY_PATH_VARIABLE)
     try:
-        if path:  # loaded once: every tracer of the process then uses the same build
-            module = sys.modules.get(MODULE_NAME) or load_extension_file(
-                MODULE_NAME, path, LIBRARY_PATH_VARIABLE
-            )
-        else:
-            from . import _span_log  # type: ignore[attr-defined]
-
-            module = _span_log
+        module = import_extension(MODULE_NAME, LIBRARY_PATH_VARIABLE)
     except ImportError:
         return None
     # The C extension ships no stubs: csrc/span_log.c implements SpanLogModule, and the twins' tests
