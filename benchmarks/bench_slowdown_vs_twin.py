@@ -107,6 +107,8 @@ def run_row(
                 "released": (what_if.get("released") or {}).get(component),
                 "gil_release": what_if.get("gil_release"),
                 "sensitivity": sensitivity,
+                # the slowdown's runs pooled (what_if's rounds; None: a tree from before its rounds)
+                "rounds": len(what_if["rounds"]) if "rounds" in what_if else None,
                 "s_low": entry.get("low"),
                 "s_high": entry.get("high"),
                 "linear": entry.get("linear"),
@@ -171,6 +173,8 @@ def table(records: list[dict]) -> str:
         for fig in record["figures"]:
             sens = fig["sensitivity"]
             sens_text = "–" if sens is None else f"{sens:.2f} [{fig['s_low']:.2f}, {fig['s_high']:.2f}]"
+            if (fig.get("rounds") or 1) > 1:
+                sens_text += f" ({fig['rounds']} runs)"
             ratio = (
                 fig["measured"] / fig["predicted"]
                 if fig["measured"] is not None and fig["predicted"]

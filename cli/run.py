@@ -42,6 +42,7 @@ from .run_flags import (
     VerboseFlag,
     VerifyFlag,
     WhatIfFlag,
+    WhatIfRoundsFlag,
 )
 
 if TYPE_CHECKING:  # the CLI's help and usage errors load none of these (tests/cli/test_imports.py)
@@ -60,6 +61,7 @@ if TYPE_CHECKING:  # the CLI's help and usage errors load none of these (tests/c
     from ..scenarios.spec import ScenarioSpec
 
 LAUNCH_TIMEOUT_S = 600.0  # vLLM's CPU build takes ~3 minutes to start on a 2-core machine
+MAX_WHAT_IF_ROUNDS = 10  # each round is one more run of the scenario
 INTERRUPTED_EXIT_CODE = 130  # the shell's convention for SIGINT; the partial result is still written
 
 
@@ -75,6 +77,7 @@ def run(
     verify: VerifyFlag = False,
     ledger: LedgerFlag = None,
     what_if: WhatIfFlag = None,
+    what_if_rounds: WhatIfRoundsFlag = None,
     policy: PolicyFlag = None,
     target: TargetFlag = None,
     pid: PidFlag = None,
@@ -97,6 +100,14 @@ def run(
     options = dataclasses.replace(options, policy=policy or "fcfs")
     _check_launch_flags(launch, launch_timeout, probe, swap)
     _check_cluster_flags(ray_address, replica, target=target, launch=launch, port=port)
+    if what_if_rounds is not None and what_if is None:
+        raise OptionError(
+            "--what-if-rounds sets how many runs --what-if's slowdown takes: add --what-if, or drop it"
+        )
+    if what_if_rounds is not None and not 1 <= what_if_rounds <= MAX_WHAT_IF_ROUNDS:
+        raise OptionError(
+            f"--what-if-rounds {what_if_rounds}: give 1 to {MAX_WHAT_IF_ROUNDS} runs of the slowdown (default 3)"
+        )
     if any(flag is not None for flag in (target, launch, port, pid, target_model)):
         code = _run_on_server(
             options,
@@ -108,6 +119,7 @@ def run(
             policy_given=policy is not None,
             verify=verify,
             what_if=what_if,
+            what_if_rounds=what_if_rounds,
             scenario=scenario,
             requests=requests,
             duration=duration,
@@ -137,6 +149,7 @@ def run(
             ledger=output_path(ledger, "--ledger"),
             until_max_time_s=until_max_time_s,
             what_if=_checked_what_if(what_if, profile),
+            what_if_rounds=what_if_rounds,
         )
     raise typer.Exit(code)
 
@@ -195,6 +208,7 @@ def _run_on_server(
     policy_given: bool,
     verify: bool,
     what_if: str | None,
+    what_if_rounds: int | None,
     scenario: str,
     requests: int | None,
     duration: float | None,
@@ -221,6 +235,11 @@ def _run_on_server(
     if verify:
         raise OptionError(
             "--verify switches the built-in engine's C twins on: it cannot run against --target"
+        )
+    if what_if_rounds is not None:
+        raise OptionError(
+            "--what-if-rounds repeats the built-in engine's slowdown run; a server's slowdown runs in turns within its "
+            "one run (give more --requests instead): drop --what-if-rounds"
         )
     if what_if is not None and not probe:
         raise OptionError(
@@ -305,6 +324,7 @@ def run_command(
     ledger: Path | None = None,
     until_max_time_s: float | None = None,
     what_if: tuple[str, ...] = (),
+    what_if_rounds: int | None = None,
 ) -> int:
     """Check every input, load the model, run the session (with --verify's extra runs), write the reports."""
     from rich.console import Console
@@ -338,7 +358,7 @@ def run_command(
         # --what-if's and --verify's runs: the same load on the model already loaded
         run_again = _run_again(options, spec, loaded, console, stop.event, profile)
         if what_if and not outcome.interrupted:
-            _what_if(outcome, options, run_again, what_if)
+            _what_if(outcome, options, run_again, what_if, what_if_rounds)
         if verify and not outcome.interrupted:
             _verify(outcome, options, run_again, console, stop.event, ledger)
             if what_if:
@@ -798,12 +818,16 @@ def _run_again(
 
 
 def _what_if(
-    outcome: SessionOutcome, options: EngineOptions, run_again: RunAgain, components: tuple[str, ...]
+    outcome: SessionOutcome,
+    options: EngineOptions,
+    run_again: RunAgain,
+    components: tuple[str, ...],
+    rounds: int | None = None,
 ) -> None:
-    """The slowdown run in what-if/ under the main run; its section goes into the main run's result.json."""
-    from ..profiler.checks.what_if import run_what_if
+    """The slowdown runs in what-if/ (and what-if-N/) under the main run; their section goes into its result.json."""
+    from ..profiler.checks.what_if import MAX_ROUNDS, run_what_if
 
-    run_what_if(outcome, options, components, run_again)
+    run_what_if(outcome, options, components, run_again, rounds=MAX_ROUNDS if rounds is None else rounds)
 
 
 def _verify(

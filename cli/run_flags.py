@@ -55,6 +55,14 @@ WhatIfFlag: TypeAlias = Annotated[
         help="Slowdown experiments (Coz's virtual speedup): COMPONENT,... of scheduler, kv_alloc, prepare, sampler, detokenizer. A second run delays each named component's every call by 0.5x and 1x its own time, in turns of steps with no delay between, and measures its sensitivity (added step time per added ms: 1 on the step's serial path, ~0 when it overlaps) and the gain a faster one would give; with --verify, beside the gain the C twin measures. With --launch CMD --probe: the probe delays the engine tables' components (e.g. sampler,scheduler,detokenizer) inside the server in turns of its own steps, and each prediction of the verdict says slowdown-measured or bound only.",
     ),
 ]
+WhatIfRoundsFlag: TypeAlias = Annotated[
+    Optional[int],
+    typer.Option(
+        "--what-if-rounds",
+        help="With --what-if on the built-in engine: the most runs of the slowdown (default 3). Their pairs are pooled, and they stop as soon as every named component's sensitivity is known to ±20% (its interval's half width within a fifth of it), so a short scenario whose first run leaves one unresolved gets more turns; 1 to 10, 1 runs the slowdown once.",
+        metavar="<int>",
+    ),
+]
 PolicyFlag: TypeAlias = Annotated[
     Optional[str],
     typer.Option(

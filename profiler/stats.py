@@ -96,6 +96,15 @@ def rate_statistic(resampled: np.ndarray) -> np.ndarray:
         return totals[:, 0] / totals[:, 1]
 
 
+def slope_statistic(resampled: np.ndarray) -> np.ndarray:
+    """The weighted least-squares slope through the origin of column 0 (y) on column 1 (x), column 2 each row's
+    weight: sum(w x y) / sum(w x^2) per resample. Where y's noise does not grow with x, it weights the rows of a
+    larger x by their larger signal, which a ratio of sums (rate_statistic) does only in proportion to x."""
+    y, x, weight = resampled[..., 0], resampled[..., 1], resampled[..., 2]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (weight * x * y).sum(axis=1) / (weight * x * x).sum(axis=1)
+
+
 def ratio_of(statistic: Statistic) -> Statistic:
     """statistic(first sample) / statistic(second sample), for bootstrap() over two samples."""
 

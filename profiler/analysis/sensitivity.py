@@ -4,8 +4,12 @@ A run adds a known delay to every call of one component in blocks of neighbourin
 slices), on at one or more levels and off between, in ABBA turns. Each delay-on block is paired with the
 nearest off block on each side (their mean, so a linear drift cancels); per unit (a step, or a token when
 the component lives in another process) the pair gives a response difference and an added-time
-difference. The sensitivity is the ratio of the summed differences, per level and over all levels;
-its 95% interval comes from resampling the pairs. Off blocks next to off blocks (the A/A) give the null:
+difference. The sensitivity is the slope of response on added time through the origin, per level and over
+all levels, each pair weighted by the inverse of its units (a pair's response noise comes from its steps, not
+from the delay, so it grows with the units and not with the added time); its 95% interval comes from
+resampling the pairs. A ratio of the summed differences would weight a pair by its added time alone, and let
+a low level whose response sits within the steps' noise pull the pooled value toward 0 (docs/measurements.md,
+"The pooled sensitivity"). Off blocks next to off blocks (the A/A) give the null:
 the response difference a pair shows when nothing was added.
 
 Sensitivity 1: the component is on the serial critical path, every ms it saves is a ms of the step.
@@ -20,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..stats import bootstrap, difference_of, mean_statistic, rate_statistic
+from ..stats import bootstrap, difference_of, mean_statistic, slope_statistic
 
 # Levels whose sensitivities differ by more than this (and beyond their noise) make a curve, not a line:
 # a tenth of the serial path's 1 is the least difference the predictions would show.
@@ -43,6 +47,9 @@ class DelayBlock:
     units: float  # what response and added are per: steps (in-process) or tokens generated
     expected_ms: float = 0.0  # optional: the response the block's units take by their kind alone (batch size,
     # prefill), from the off blocks; subtracted before pairing, so a block of long prefills is not read as response
+    run: int = (
+        0  # the run (a round of the experiment) the block belongs to: blocks pair only within their run
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +116,9 @@ def estimate_sensitivity(
     Raises NotEnoughBlocks when no on block has an off block on either side, or when the pairs' added
     time sums to zero (the delay never ran: the component was not called).
     """
-    ordered = sorted((block for block in blocks if block.units > 0), key=lambda block: block.index)
+    ordered = sorted(
+        (block for block in blocks if block.units > 0), key=lambda block: (block.run, block.index)
+    )
     pairs = _pairs(ordered)
     if not pairs:
         raise NotEnoughBlocks(
@@ -161,13 +170,14 @@ def _per_unit(block: DelayBlock) -> tuple[float, float]:
 
 
 def _neighbours(ordered: list[DelayBlock], position: int) -> list[DelayBlock]:
-    """The nearest off block on each side of ordered[position] (one or two)."""
+    """The nearest off block of the same run on each side of ordered[position] (one or two)."""
+    run = ordered[position].run
     found = []
     for step in (-1, 1):
         other = position + step
-        while 0 <= other < len(ordered) and ordered[other].level > 0:
+        while 0 <= other < len(ordered) and ordered[other].run == run and ordered[other].level > 0:
             other += step
-        if 0 <= other < len(ordered):
+        if 0 <= other < len(ordered) and ordered[other].run == run:
             found.append(ordered[other])
     return found
 
@@ -198,7 +208,8 @@ def _pairs(ordered: list[DelayBlock]) -> list[_Pair]:
 
 
 def _rows(pairs: Sequence[_Pair]) -> np.ndarray:
-    return np.array([[pair.response, pair.added] for pair in pairs], dtype=float)
+    """(response, added, weight) per pair, for slope_statistic: a pair's response noise grows with its units."""
+    return np.array([[pair.response, pair.added, 1.0 / pair.units] for pair in pairs], dtype=float)
 
 
 def _bounds(low: float, high: float) -> tuple[float | None, float | None]:
@@ -208,7 +219,7 @@ def _bounds(low: float, high: float) -> tuple[float | None, float | None]:
 
 
 def _ratio(pairs: Sequence[_Pair], resamples: int, seed: int) -> tuple[float, float | None, float | None]:
-    interval = bootstrap([_rows(pairs)], rate_statistic, resamples=resamples, seed=seed)
+    interval = bootstrap([_rows(pairs)], slope_statistic, resamples=resamples, seed=seed)
     return (interval.point, *_bounds(interval.low, interval.high))
 
 
@@ -236,7 +247,7 @@ def _linear(pairs: list[_Pair], levels: list[float], resamples: int, seed: int) 
         for second in usable[position + 1 :]:
             difference = bootstrap(
                 [by_level[first], by_level[second]],
-                difference_of(rate_statistic),
+                difference_of(slope_statistic),
                 resamples=resamples,
                 seed=seed,
             )
@@ -251,7 +262,7 @@ def _null_check(ordered: list[DelayBlock], resamples: int, seed: int) -> NullChe
     differences = [
         _per_unit(later)[0] - _per_unit(earlier)[0]
         for earlier, later in zip(ordered, ordered[1:])
-        if earlier.level <= 0 and later.level <= 0
+        if earlier.level <= 0 and later.level <= 0 and earlier.run == later.run
     ]
     if not differences:
         return None

@@ -54,6 +54,10 @@ MAX_LEVEL = 100.0
 TARGET_ADDED_SHARE = 0.25
 MAX_ROWS = 2_000_000  # labelled steps kept
 RESOLVES_WIDTH = 1.0  # an interval at most this wide can tell sensitivity 1 (serial) from 0 (overlapped)
+# A sensitivity is precise when its interval's half width is at most this fraction of its value (of 0.5 for one
+# nearer 0): the prediction it makes is then known to the ledger's ±20% band, and further rounds would add little.
+PRECISION = 0.2
+ROUND_COLUMN = "round"  # labelled steps of several runs of one experiment: the run each came from
 
 
 def check_components(names: Sequence[str], levels: Sequence[float] = LEVELS) -> tuple[str, ...]:
@@ -265,7 +269,18 @@ def expected_ms(labelled: pd.DataFrame) -> np.ndarray:
 
 def delay_blocks(labelled: pd.DataFrame, component: str) -> list[DelayBlock]:
     """One DelayBlock per turn that was off or delayed `component` (other components' turns are left out), each
-    with the time its steps take by their kind (expected_ms), which the pairs take out of the response."""
+    with the time its steps take by their kind (expected_ms), which the pairs take out of the response. Steps of
+    several rounds (a `round` column: one run each) keep their round: each round's kinds are fitted on its own off
+    steps, and its blocks pair only among themselves."""
+    if ROUND_COLUMN not in labelled or not len(labelled):
+        return _round_blocks(labelled, component, 0)
+    blocks = []
+    for number, rows in labelled.groupby(ROUND_COLUMN, sort=True):
+        blocks.extend(_round_blocks(rows, component, int(number)))
+    return blocks
+
+
+def _round_blocks(labelled: pd.DataFrame, component: str, run: int) -> list[DelayBlock]:
     mine = labelled.assign(expected_ms=expected_ms(labelled))
     mine = mine[(mine["what_if_component"] == "") | (mine["what_if_component"] == component)]
     blocks = []
@@ -278,6 +293,7 @@ def delay_blocks(labelled: pd.DataFrame, component: str) -> list[DelayBlock]:
                 response_ms=float(rows["duration_ms"].sum()),
                 units=float(len(rows)),
                 expected_ms=float(rows["expected_ms"].sum()),
+                run=run,
             )
         )
     return blocks
@@ -352,6 +368,14 @@ def unresolved(sensitivity: Sensitivity) -> str | None:
             "cannot tell a serial path from an overlapped one: its delay is within the step's noise in this run"
         )
     return None
+
+
+def precise(sensitivity: Sensitivity | None) -> bool:
+    """Whether a sensitivity is known well enough to stop: an interval whose half width is at most PRECISION of its
+    value (of 0.5 for a value nearer 0, so an overlapped component's ~0 can be precise too)."""
+    if sensitivity is None or sensitivity.low is None or sensitivity.high is None:
+        return False
+    return (sensitivity.high - sensitivity.low) / 2.0 <= PRECISION * max(abs(sensitivity.value), 0.5)
 
 
 def call_accuracy(calls: Sequence[tuple[int, int]]) -> tuple[float | None, float | None]:

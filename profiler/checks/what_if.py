@@ -16,6 +16,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
 
+import pandas as pd
+
 from ..analysis.probe_slowdown import sensitivity_figures
 from ..analysis.sensitivity import predicted_gain
 from ..ledger.verify_pairs import finite_number, unresolvable
@@ -27,6 +29,7 @@ from .slowdown import (
     BLOCK_STEPS,
     LEVELS,
     MAX_LEVEL,
+    ROUND_COLUMN,
     ComponentSlowdown,
     SlowdownExperiment,
     analyse,
@@ -34,6 +37,7 @@ from .slowdown import (
     check_components,
     label_steps,
     level_scale,
+    precise,
 )
 
 if TYPE_CHECKING:
@@ -44,12 +48,16 @@ if TYPE_CHECKING:
         MeasuredBeside,
         Prediction,
         SlowdownGain,
+        WhatIfRound,
     )
     from ..session.options import EngineOptions
     from ..session.session import SessionOutcome
 
 WHAT_IF_DIR = "what-if"
 TURNS_FILE = "turns.csv"  # the slowdown run's step -> (turn, component, level, ms added)
+# The most runs of the slowdown: a round adds the scenario's steps, and one more after a first that left a
+# sensitivity imprecise is what a mixed scenario of ~150 steps needed; the rounds stop as soon as all are precise.
+MAX_ROUNDS = 3
 AGREEMENT_BAND = (
     0.2  # a slowdown prediction holds when measured / predicted lies within 1 +- this (as --verify's)
 )
@@ -57,8 +65,10 @@ METHOD = (
     "slowdown: every call of a named component is followed by a busy delay of `level` x that call's own time (a "
     f"component's levels scaled up, at most to {MAX_LEVEL:g}x, until the top one adds about a quarter of the step: `scales`), "
     "with the GIL released for the share of its own time the main run measured inside torch's ops (`released`), in "
-    "turns of block_steps steps (off, on, on, off per component and level; ABBA); sensitivity = added step time / "
-    "added delay over each delayed turn against its nearest off turns, 95% bootstrap interval over the pairs; "
+    "turns of block_steps steps (off, on, on, off per component and level; ABBA); sensitivity = the slope, through "
+    "0, of added step time on added delay over each delayed turn against its nearest off turns, each pair weighted "
+    "by 1 / its steps, 95% bootstrap interval over the pairs; rounds: runs of the scenario, pooled, until every "
+    "sensitivity's half interval is within 20% of it (of 0.5 nearer 0) or max_rounds ran; "
     "predicted gain = sensitivity x the main run's share x (1 - 1/k), k the C twin's replayed speedup"
 )
 
@@ -79,39 +89,88 @@ def run_what_if(
     *,
     levels: Sequence[float] = LEVELS,
     block_steps: int = BLOCK_STEPS,
+    rounds: int = MAX_ROUNDS,
 ) -> EngineWhatIf:
-    """Run the scenario again with the components delayed in turns; put the `what_if` section in the main run's
-    result.json (rewritten) and return it."""
+    """Run the scenario again with the components delayed in turns, in up to `rounds` runs until every delayed
+    component's sensitivity is precise; put the `what_if` section in the main run's result.json (rewritten) and
+    return it."""
+    if rounds < 1:
+        raise ValueError(f"rounds={rounds}: the slowdown needs at least one run")
     # Each component's levels scaled by its share in the main run, so that even a small one's delay stands out.
     scales = {
         name: level_scale(_share_of(outcome.result, name), levels) for name in check_components(components)
     }
     # Each delay releases the GIL for the share of the component's own time it spends inside torch's ops.
     released = {name: released_share(outcome.result, name) for name in scales}
-    experiment = SlowdownExperiment(
-        components, levels=levels, scales=scales, released=released, block_steps=block_steps
-    )
-    run_dir = Path(outcome.run_dir) / WHAT_IF_DIR
-    run = run_again(frozenset(options.native), run_dir, "what-if: slowdowns in turns", experiment)
-    labelled = label_steps(experiment.labels(), run.steps)
-    if len(labelled):
-        columns = ["step", "block", "what_if_component", "what_if_level", "what_if_added_ms", "what_if_calls"]
-        write_text_atomic(run_dir / TURNS_FILE, labelled[columns].to_csv(index=False))
-    found = []
-    for item in analyse(labelled, experiment.components):
-        median_error, within_5pct = call_accuracy(experiment.calls[item.component])
-        found.append(dataclasses.replace(item, median_error=median_error, within_5pct=within_5pct))
-    run_void = "its run was interrupted" if run.interrupted else void_reason(run.result.health)
+    steps: list[pd.DataFrame] = []
+    calls: dict[str, list[tuple[int, int]]] = {name: [] for name in scales}
+    done: list[WhatIfRound] = []
+    run_void: str | None = None
+    found: list[ComponentSlowdown] = []
+    for number in range(rounds):
+        experiment = SlowdownExperiment(
+            components, levels=levels, scales=scales, released=released, block_steps=block_steps
+        )
+        name = round_dir(number)
+        label = "what-if: slowdowns in turns" + (
+            f" (round {number + 1} of at most {rounds})" if rounds > 1 else ""
+        )
+        run = run_again(frozenset(options.native), Path(outcome.run_dir) / name, label, experiment)
+        labelled = label_steps(experiment.labels(), run.steps)
+        if len(labelled):
+            columns = [
+                "step",
+                "block",
+                "what_if_component",
+                "what_if_level",
+                "what_if_added_ms",
+                "what_if_calls",
+            ]
+            write_text_atomic(
+                Path(outcome.run_dir) / name / TURNS_FILE, labelled[columns].to_csv(index=False)
+            )
+        steps.append(labelled.assign(**{ROUND_COLUMN: number}))
+        for component, made in experiment.calls.items():
+            calls[component].extend(made)
+        void = "its run was interrupted" if run.interrupted else void_reason(run.result.health)
+        done.append({"run_dir": name, "steps": len(labelled), "void": void})
+        if void and run_void is None:
+            run_void = void if rounds == 1 else f"round {number + 1}: {void}"
+        found = analyse(pd.concat(steps, ignore_index=True), experiment.components)
+        if run.interrupted or not any(_another_round_helps(item) for item in found):
+            break
+    found = [
+        dataclasses.replace(item, median_error=median_error, within_5pct=within_5pct)
+        for item in found
+        for median_error, within_5pct in [call_accuracy(calls[item.component])]
+    ]
     section = what_if_section(
-        found, outcome.result, levels=levels, block_steps=block_steps, steps=len(labelled), run_void=run_void
+        found,
+        outcome.result,
+        levels=levels,
+        block_steps=block_steps,
+        steps=sum(entry["steps"] for entry in done),
+        run_void=run_void,
     )
-    section["scales"] = experiment.scales
-    section["released"] = experiment.released
+    section["scales"] = {name: float(scale) for name, scale in scales.items()}
+    section["released"] = released
     section["gil_release"] = gil_release()
     section["run_dir"] = WHAT_IF_DIR
+    section["rounds"] = done
+    section["max_rounds"] = rounds
     outcome.result.what_if = section
     write_json_atomic(Path(outcome.run_dir) / "result.json", outcome.result.to_dict())
     return section
+
+
+def round_dir(number: int) -> str:
+    """The run directory (under the main run's) of the slowdown's round `number` (0-based): what-if, what-if-2, ..."""
+    return WHAT_IF_DIR if number == 0 else f"{WHAT_IF_DIR}-{number + 1}"
+
+
+def _another_round_helps(item: ComponentSlowdown) -> bool:
+    """A delayed component whose sensitivity is missing or not yet precise (a component never called stays so)."""
+    return item.calls > 0 and not precise(item.sensitivity)
 
 
 def what_if_section(

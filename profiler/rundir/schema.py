@@ -1028,11 +1028,22 @@ class EngineSlowdown(SlowdownSensitivity, total=False):
     void: str | None  # why there is no sensitivity, or why the slowdown run cannot stand
 
 
+class WhatIfRound(TypedDict):
+    """One run of the slowdown (a round): its directory under the main run, its labelled steps and its health."""
+
+    run_dir: str  # what-if for the first, what-if-2, what-if-3 for the next
+    steps: int
+    void: str | None  # why the round's run cannot be trusted (its health), or None
+
+
 class EngineWhatIf(TypedDict, total=False):
-    """`run --what-if` on the built-in engine: the slowdown run in what-if/ and each component's sensitivity."""
+    """`run --what-if` on the built-in engine: the slowdown runs (what-if/, then what-if-N/ for further rounds) and
+    each component's sensitivity over their pooled pairs."""
 
     method: str
-    run_dir: str
+    run_dir: str  # the first round's
+    rounds: list[WhatIfRound]  # every round that ran, in order
+    max_rounds: int  # --what-if-rounds: the rounds stop earlier once every sensitivity is precise
     levels: list[float]
     scales: dict[str, float]  # per component, the factor its levels were multiplied by (slowdown.level_scale)
     released: dict[
@@ -1042,7 +1053,7 @@ class EngineWhatIf(TypedDict, total=False):
         str  # "released" (the C busy wait), or "held (...)": the twin, when the extension is not built
     )
     block_steps: int
-    steps: int
+    steps: int  # labelled steps over all rounds
     void: str | None
     components: dict[str, EngineSlowdown]
     ledger: str  # where the slowdown/--verify pairs went

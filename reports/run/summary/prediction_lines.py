@@ -64,11 +64,13 @@ def obtained(name: str, measured: float | None, result: RunResult) -> list[str]:
         interval = interval_text(slowdown.get("low"), slowdown.get("high"), lambda value: f"{value:.2f}")
         gain = (slowdown.get("gain") or {}).get("gain")
         run_void = (result.what_if or {}).get("void")
+        rounds = len((result.what_if or {}).get("rounds") or [])
+        runs = f", {rounds} runs" if rounds > 1 else ""  # the rounds it took to resolve
         if slowdown.get("void"):  # measured, but too noisy to act on
-            how.append(f"slowdown unresolved (sensitivity {sensitivity:.2f}{interval})")
+            how.append(f"slowdown unresolved (sensitivity {sensitivity:.2f}{interval}{runs})")
         else:
             how.append(
-                f"slowdown-measured (sensitivity {sensitivity:.2f}{interval}"
+                f"slowdown-measured (sensitivity {sensitivity:.2f}{interval}{runs}"
                 + ("" if slowdown.get("linear", True) else ", levels disagree: a curve")
                 + (f") -> {fmt_gain(gain)}" if isinstance(gain, (int, float)) else ")")
                 + (f", its run void: {run_void}" if run_void else "")
