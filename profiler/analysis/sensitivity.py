@@ -271,6 +271,17 @@ def _null_check(ordered: list[DelayBlock], resamples: int, seed: int) -> NullChe
 
 
 RESOLVES_WIDTH = 1.0  # an interval at most this wide can tell sensitivity 1 (serial) from 0 (overlapped)
+# A sensitivity is precise when its interval's half width is at most this fraction of its value (of 0.5 for one
+# nearer 0): the prediction it makes is then known to the ledger's ±20% band, and more turns would add little.
+PRECISION = 0.2
+
+
+def precise(value: float | None, low: float | None, high: float | None) -> bool:
+    """Whether a sensitivity is known well enough to stop measuring it: an interval whose half width is at most
+    PRECISION of its value (of 0.5 for a value nearer 0, so an overlapped component's ~0 can be precise too)."""
+    if value is None or low is None or high is None or not math.isfinite(value):
+        return False
+    return (high - low) / 2.0 <= PRECISION * max(abs(value), 0.5)
 
 
 def unresolved(low: float | None, high: float | None, pairs: int) -> str | None:

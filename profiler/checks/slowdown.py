@@ -54,9 +54,6 @@ MAX_LEVEL = 100.0
 TARGET_ADDED_SHARE = 0.25
 MAX_ROWS = 2_000_000  # labelled steps kept
 RESOLVES_WIDTH = 1.0  # an interval at most this wide can tell sensitivity 1 (serial) from 0 (overlapped)
-# A sensitivity is precise when its interval's half width is at most this fraction of its value (of 0.5 for one
-# nearer 0): the prediction it makes is then known to the ledger's ±20% band, and further rounds would add little.
-PRECISION = 0.2
 ROUND_COLUMN = "round"  # labelled steps of several runs of one experiment: the run each came from
 
 
@@ -368,14 +365,6 @@ def unresolved(sensitivity: Sensitivity) -> str | None:
             "cannot tell a serial path from an overlapped one: its delay is within the step's noise in this run"
         )
     return None
-
-
-def precise(sensitivity: Sensitivity | None) -> bool:
-    """Whether a sensitivity is known well enough to stop: an interval whose half width is at most PRECISION of its
-    value (of 0.5 for a value nearer 0, so an overlapped component's ~0 can be precise too)."""
-    if sensitivity is None or sensitivity.low is None or sensitivity.high is None:
-        return False
-    return (sensitivity.high - sensitivity.low) / 2.0 <= PRECISION * max(abs(sensitivity.value), 0.5)
 
 
 def call_accuracy(calls: Sequence[tuple[int, int]]) -> tuple[float | None, float | None]:

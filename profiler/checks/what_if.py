@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, TypedDict
 import pandas as pd
 
 from ..analysis.probe_slowdown import sensitivity_figures
-from ..analysis.sensitivity import predicted_gain
+from ..analysis.sensitivity import precise, predicted_gain
 from ..ledger.verify_pairs import finite_number, unresolvable
 from ..rundir.atomic import write_json_atomic, write_text_atomic
 from ..rundir.health import void_reason
@@ -37,7 +37,6 @@ from .slowdown import (
     check_components,
     label_steps,
     level_scale,
-    precise,
 )
 
 if TYPE_CHECKING:
@@ -55,8 +54,8 @@ if TYPE_CHECKING:
 
 WHAT_IF_DIR = "what-if"
 TURNS_FILE = "turns.csv"  # the slowdown run's step -> (turn, component, level, ms added)
-# The most runs of the slowdown: a round adds the scenario's steps, and one more after a first that left a
-# sensitivity imprecise is what a mixed scenario of ~150 steps needed; the rounds stop as soon as all are precise.
+# The most runs of the slowdown: each adds the scenario's steps again (a mixed scenario of ~150 steps gives ~20 pairs
+# a run), and the rounds stop as soon as every sensitivity is precise, so a scenario that resolves at once pays nothing.
 MAX_ROUNDS = 3
 AGREEMENT_BAND = (
     0.2  # a slowdown prediction holds when measured / predicted lies within 1 +- this (as --verify's)
@@ -170,7 +169,8 @@ def round_dir(number: int) -> str:
 
 def _another_round_helps(item: ComponentSlowdown) -> bool:
     """A delayed component whose sensitivity is missing or not yet precise (a component never called stays so)."""
-    return item.calls > 0 and not precise(item.sensitivity)
+    found = item.sensitivity
+    return item.calls > 0 and (found is None or not precise(found.value, found.low, found.high))
 
 
 def what_if_section(

@@ -9,8 +9,8 @@ running estimate) and asks two things:
     run, on the run's own work, and carries its own interval.)
 On another engine's server (`run --target/--launch`, profiler.session.target.rounds) a look reads py-spy's
 samples so far (each py-spy restarted to read them) and, with --probe, the probe's bound on the loop's own work:
-its interpreter share's interval must clear the thresholds (its predictions are Amdahl bounds or slowdowns, which
-carry their own intervals and do not hold the run).
+its interpreter share's interval must clear the thresholds (its Amdahl bounds do not hold the run), and with
+--what-if each slowdown's sensitivity must be precise (profiler.analysis.sensitivity.precise).
 If both hold, the run stops; if the next round would pass `max_time_s`, it stops anyway and says which
 figure held it up. Each look's intervals are made at profiler.stats.spent_confidence(look), which spends
 the 5% miss rate over the looks (alpha / (look (look + 1))), so the interval where the run stops covers

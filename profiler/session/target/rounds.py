@@ -4,7 +4,8 @@ A round is the scenario's measured requests, drawn again with the seed moved on 
 has the warm-up too). After each round the stopper (profiler.session.until) asks samples_judge: py-spy is restarted
 on every sampled process to read what it has (it writes its samples only when it stops), the foreign verdict is
 made from them at the look's spent confidence, and with --probe the probe's bound on the loop's own work is joined
-to it, at the same level; the run goes on while the interval straddles a threshold and time is left.
+to it, at the same level; with --what-if, each delayed component's sensitivity so far must be precise too (its half
+interval within 20% of it); the run goes on while either is not and time is left.
 """
 
 from __future__ import annotations
@@ -17,16 +18,22 @@ from ....errors import OptionError
 from ....scenarios.loadgen import RequestSpec
 from ....scenarios.spec import ScenarioSpec
 from ...analysis.foreign import foreign_verdict, with_probe_bound
+from ...analysis.probe_slowdown import analyse_slowdowns
 from ...analysis.probe_spans import analyse_probe
+from ...analysis.sensitivity import PRECISION, precise
 from ..until import THRESHOLDS, Estimate, Judge, Look, Stopper, round_maker
 from .client import HttpLoad
 from .inject import ProbeSetup, read_probe
 from .server_split import foreign_processes
 from .watch import TreeSampler
 
+LOOK_RESAMPLES = (
+    500  # a look's bootstrap of a slowdown's pairs: enough for a go-on-or-stop, quick beside a round
+)
 SAMPLES_WIDTHS = (
     f"the engine loop's interpreter share interval (py-spy's samples; with --probe, joined to the probe's bound on "
-    f"the loop's own work) clear of {', '.join(f'{t:.0%}' for t in THRESHOLDS)}"
+    f"the loop's own work) clear of {', '.join(f'{t:.0%}' for t in THRESHOLDS)}; with --what-if, each slowdown's "
+    f"sensitivity known to ±{PRECISION:.0%}"
 )
 
 
@@ -152,9 +159,39 @@ def samples_judge(tree: TreeSampler, probe: ProbeSetup | None, rounds: Rounds) -
             if straddled
             else []
         )
+        if probe is not None and probe.what_if is not None:
+            held += slowdowns_held(probe, rounds.window_ns(), roles(tree))
         return SampledShare(share, low, high), held
 
     return judge
+
+
+def roles(tree: TreeSampler) -> dict[int, str]:
+    """pid -> role of every process the tree sampler has seen (the API server's output processing is beside the loop)."""
+    return {watched.info.pid: watched.info.role for watched in tree.processes()}
+
+
+def slowdowns_held(probe: ProbeSetup, window_ns: tuple[int, int], roles: dict[int, str]) -> list[str]:
+    """With --what-if: each delayed component whose sensitivity so far is not yet precise (its prediction not known
+    to ±20%), as a look's reason to go on; a component never delayed holds nothing (more load would not help)."""
+    section = analyse_slowdowns(
+        probe.probes, read_probe(probe), window_ns, roles=roles, resamples=LOOK_RESAMPLES
+    )
+    if section is None:
+        return ["the slowdowns (no turns in the probe's records yet)"]
+    held = []
+    for name, entry in (section.get("components") or {}).items():
+        value, low, high = entry.get("sensitivity"), entry.get("low"), entry.get("high")
+        if entry.get("accuracy") is None or precise(value, low, high):
+            continue
+        if value is None or low is None or high is None:
+            held.append(f"the slowdown of {name} ({entry.get('note') or 'no sensitivity yet'})")
+        else:
+            held.append(
+                f"the slowdown of {name} (sensitivity {value:.2f} [{low:.2f}, {high:.2f}], {entry.get('pairs')} pairs: "
+                f"not yet within ±{PRECISION:.0%})"
+            )
+    return held
 
 
 def check_until_target(pid: int | None, ours: bool, profile: str) -> None:
