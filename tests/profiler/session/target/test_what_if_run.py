@@ -113,3 +113,45 @@ def test_what_if_against_a_server_needs_the_probe_and_a_component_it_times() -> 
         )
         assert done.returncode == 2, done.stderr
         assert len(done.stderr.strip().splitlines()) == 1 and words in done.stderr
+
+
+def test_until_resolved_waits_for_the_probes_slowdowns(tmp_path: Path, tokenizer, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """`--until resolved --what-if` against the fake server: every look reads the probe's slowdowns with the roles of
+    the tree's processes, and while one is held the run goes on past a look (the hold itself: test_slowdowns_held)."""
+    from infer_prof.profiler.session.target import rounds
+
+    tables = tmp_path / "tables"
+    tables.mkdir()
+    table = fake_engine_loop.TABLE.replace("probes = [\n", "probes = [\n" + fake_api_work.TABLE_ROW)
+    (tables / "fake.toml").write_text(table)
+    monkeypatch.setenv("INFER_PROF_ENGINE_TABLES", str(tables))
+    looks: list[dict[int, str]] = []
+    real = rounds.slowdowns_held
+
+    def held(probe_setup, window_ns, roles):  # type: ignore[no-untyped-def]
+        found = real(probe_setup, window_ns, roles)  # the real reading, whatever it says
+        looks.append(roles)
+        return found + (["the slowdown of detokenizer (held for the test)"] if len(looks) == 1 else [])
+
+    monkeypatch.setattr(rounds, "slowdowns_held", held)
+    scenario = tmp_path / "load.toml"
+    scenario.write_text(LOAD.replace("num_requests = 30", "num_requests = 12"))
+    spec = load_scenario(str(scenario))
+    port, out = free_port(), tmp_path / "run"
+    out.mkdir()
+    setup = prepare_probe(out, what_if=WhatIf(("detokenizer",), levels=(0.5, 1.0), turn_steps=4))
+    command = fake_command("--port", str(port), "--engine-loop", "--api-work")
+    with launched_server(
+        command, f"http://127.0.0.1:{port}", out / "server.log", timeout_s=60, env=setup.env()
+    ) as server:
+        assert server is not None
+        plan = plan_target(probe(f"http://127.0.0.1:{port}"), None, "default", launched=server.pid)
+        run_target_session(
+            plan, spec, out, tokenizer=tokenizer, profile="default", probe=setup, until_max_time_s=60.0
+        )
+    stopping = read_run(out).result.verdict["stopping"]
+    assert (
+        stopping["looks"] == len(looks) >= 2
+    )  # the first look was held by the slowdown, so a second round ran
+    assert stopping["rounds"] >= 2
+    assert server.pid in looks[0] and "each slowdown's sensitivity known to ±20%" in stopping["widths"]
