@@ -12,16 +12,14 @@ size that moves it (or does not) says whether the caches are the cause.
 
 from __future__ import annotations
 
-import argparse
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from bench_replay_clock import record
+from bench_replay_clock import record, replay_parser
 
-ROOT = Path(__file__).resolve().parents[1]
 SIZES_MB = (64, 16, 0)
 
 
@@ -37,14 +35,7 @@ def evicting(size_mb: int, make: Any) -> Callable[[], Callable[[Any], None]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="synthetic:tiny")
-    parser.add_argument(
-        "--scenario", default=str(ROOT / "benchmarks" / "scenarios" / "sampler-heavy-wide.toml")
-    )
-    parser.add_argument("-r", "--requests", type=int, default=64)
-    parser.add_argument("--rounds", type=int, default=3)
-    args = parser.parse_args()
+    args = replay_parser(__doc__.splitlines()[0], requests=64, rounds=3).parse_args()
     import infer_prof.profiler.replay.replay as replay
 
     with tempfile.TemporaryDirectory() as folder:

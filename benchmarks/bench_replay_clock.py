@@ -94,14 +94,20 @@ def replay_once(log: Any, shape: Any, clock_name: str, core_share: float | None)
     return section["components"]["sampler"]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def replay_parser(description: str, *, requests: int, rounds: int) -> argparse.ArgumentParser:
+    """The options a replay bench shares: the model and scenario recorded, its requests, and the rounds replayed."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--model", default="synthetic:tiny")
     parser.add_argument(
         "--scenario", default=str(ROOT / "benchmarks" / "scenarios" / "sampler-heavy-wide.toml")
     )
-    parser.add_argument("-r", "--requests", type=int, default=32)
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("-r", "--requests", type=int, default=requests)
+    parser.add_argument("--rounds", type=int, default=rounds)
+    return parser
+
+
+def main() -> None:
+    parser = replay_parser(__doc__.splitlines()[0], requests=32, rounds=2)
     parser.add_argument("--hogs", type=int, default=2, help="busy loops beside the replay in its second half")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:

@@ -825,9 +825,9 @@ def _what_if(
     rounds: int | None = None,
 ) -> None:
     """The slowdown runs in what-if/ (and what-if-N/) under the main run; their section goes into its result.json."""
-    from ..profiler.checks.what_if import MAX_ROUNDS, run_what_if
+    from ..profiler.checks.what_if import DEFAULT_ROUNDS, run_what_if
 
-    run_what_if(outcome, options, components, run_again, rounds=MAX_ROUNDS if rounds is None else rounds)
+    run_what_if(outcome, options, components, run_again, rounds=DEFAULT_ROUNDS if rounds is None else rounds)
 
 
 def _verify(

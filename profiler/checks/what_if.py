@@ -54,9 +54,10 @@ if TYPE_CHECKING:
 
 WHAT_IF_DIR = "what-if"
 TURNS_FILE = "turns.csv"  # the slowdown run's step -> (turn, component, level, ms added)
-# The most runs of the slowdown: each adds the scenario's steps again (a mixed scenario of ~150 steps gives ~20 pairs
-# a run), and the rounds stop as soon as every sensitivity is precise, so a scenario that resolves at once pays nothing.
-MAX_ROUNDS = 3
+# --what-if-rounds' default, the most runs of the slowdown: each adds the scenario's steps again (a mixed scenario of
+# ~150 steps gives ~20 pairs a run), and the rounds stop as soon as every sensitivity is precise, so a scenario that
+# resolves at once pays nothing.
+DEFAULT_ROUNDS = 3
 AGREEMENT_BAND = (
     0.2  # a slowdown prediction holds when measured / predicted lies within 1 +- this (as --verify's)
 )
@@ -88,7 +89,7 @@ def run_what_if(
     *,
     levels: Sequence[float] = LEVELS,
     block_steps: int = BLOCK_STEPS,
-    rounds: int = MAX_ROUNDS,
+    rounds: int = DEFAULT_ROUNDS,
 ) -> EngineWhatIf:
     """Run the scenario again with the components delayed in turns, in up to `rounds` runs until every delayed
     component's sensitivity is precise; put the `what_if` section in the main run's result.json (rewritten) and

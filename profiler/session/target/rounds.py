@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from ....errors import OptionError
 from ....scenarios.loadgen import RequestSpec
@@ -141,10 +142,12 @@ def samples_judge(tree: TreeSampler, probe: ProbeSetup | None, rounds: Rounds) -
         if not sampled:
             return None, ["the interpreter share (no samples of the server's processes yet)"]
         verdict = foreign_verdict(foreign_processes(sampled), confidence=confidence)
+        window = rounds.window_ns()
+        found = (
+            read_probe(probe) if probe is not None else {}
+        )  # read once: the bound and the slowdowns share it
         if probe is not None:
-            section = analyse_probe(
-                probe.probes, read_probe(probe), rounds.window_ns(), confidence=confidence
-            )
+            section = analyse_probe(probe.probes, found, window, confidence=confidence)
             with_probe_bound(verdict, section, confidence=confidence)
         interval = verdict.get("interpreter_interval") or {}
         share, low, high = interval.get("share"), interval.get("low"), interval.get("high")
@@ -160,7 +163,7 @@ def samples_judge(tree: TreeSampler, probe: ProbeSetup | None, rounds: Rounds) -
             else []
         )
         if probe is not None and probe.what_if is not None:
-            held += slowdowns_held(probe, rounds.window_ns(), roles(tree))
+            held += slowdowns_held(probe, found, window, roles(tree))
         return SampledShare(share, low, high), held
 
     return judge
@@ -171,12 +174,13 @@ def roles(tree: TreeSampler) -> dict[int, str]:
     return {watched.info.pid: watched.info.role for watched in tree.processes()}
 
 
-def slowdowns_held(probe: ProbeSetup, window_ns: tuple[int, int], roles: dict[int, str]) -> list[str]:
+def slowdowns_held(
+    probe: ProbeSetup, found: dict[int, dict[str, Any]], window_ns: tuple[int, int], roles: dict[int, str]
+) -> list[str]:
     """With --what-if: each delayed component whose sensitivity so far is not yet precise (its prediction not known
-    to ±20%), as a look's reason to go on; a component never delayed holds nothing (more load would not help)."""
-    section = analyse_slowdowns(
-        probe.probes, read_probe(probe), window_ns, roles=roles, resamples=LOOK_RESAMPLES
-    )
+    to ±20%) in the probe's records `found` (read_probe), as a look's reason to go on; a component never delayed
+    holds nothing (more load would not help)."""
+    section = analyse_slowdowns(probe.probes, found, window_ns, roles=roles, resamples=LOOK_RESAMPLES)
     if section is None:
         return ["the slowdowns (no turns in the probe's records yet)"]
     held = []

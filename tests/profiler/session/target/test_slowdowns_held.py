@@ -32,14 +32,14 @@ def _held(monkeypatch: pytest.MonkeyPatch, section: dict[str, Any] | None) -> li
     seen: dict[str, Any] = {}
 
     def analyse(probes: object, found: object, window: object, *, roles: object, resamples: int) -> object:
-        seen.update(roles=roles, window=window)
+        seen.update(roles=roles, window=window, found=found)
         return section
 
     monkeypatch.setattr(rounds, "analyse_slowdowns", analyse)
-    monkeypatch.setattr(rounds, "read_probe", lambda setup: {})
     setup = ProbeSetup(Path("."), [], WhatIf(("sampler",)))
-    held = rounds.slowdowns_held(setup, (1, 2), {7: "api_server"})
-    assert seen == {"roles": {7: "api_server"}, "window": (1, 2)}
+    records = {7: {"records": []}}
+    held = rounds.slowdowns_held(setup, records, (1, 2), {7: "api_server"})
+    assert seen == {"roles": {7: "api_server"}, "window": (1, 2), "found": records}
     return held
 
 

@@ -6,6 +6,7 @@ and the verdict's slowdown-measured lines."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -33,30 +34,52 @@ rate = 10.0
 """
 
 
-@pytest.mark.slow
-def test_a_slowdown_tells_a_serial_component_from_an_overlapped_one(
+def _run_fake_server(
     tmp_path: Path,
-    tokenizer,
-    monkeypatch,
-) -> None:  # type: ignore[no-untyped-def]
+    tokenizer: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    components: tuple[str, ...],
+    load: str = LOAD,
+    until_max_time_s: float | None = None,
+) -> tuple[Path, int]:
+    """Launch the fake server (engine loop and API work, with their engine table) with the probe delaying
+    `components` in 4-step turns, run the load against it, and return the run directory and the server's pid."""
     tables = tmp_path / "tables"
     tables.mkdir()
     table = fake_engine_loop.TABLE.replace("probes = [\n", "probes = [\n" + fake_api_work.TABLE_ROW)
     (tables / "fake.toml").write_text(table)
     monkeypatch.setenv("INFER_PROF_ENGINE_TABLES", str(tables))
     scenario = tmp_path / "load.toml"
-    scenario.write_text(LOAD)
+    scenario.write_text(load)
     spec = load_scenario(str(scenario))
     port, out = free_port(), tmp_path / "run"
     out.mkdir()
-    setup = prepare_probe(out, what_if=WhatIf(("sampler", "detokenizer"), levels=(0.5, 1.0), turn_steps=4))
+    setup = prepare_probe(out, what_if=WhatIf(components, levels=(0.5, 1.0), turn_steps=4))
     command = fake_command("--port", str(port), "--engine-loop", "--api-work")
     with launched_server(
         command, f"http://127.0.0.1:{port}", out / "server.log", timeout_s=60, env=setup.env()
     ) as server:
         assert server is not None
         plan = plan_target(probe(f"http://127.0.0.1:{port}"), None, "default", launched=server.pid)
-        run_target_session(plan, spec, out, tokenizer=tokenizer, profile="default", probe=setup)
+        run_target_session(
+            plan,
+            spec,
+            out,
+            tokenizer=tokenizer,
+            profile="default",
+            probe=setup,
+            until_max_time_s=until_max_time_s,
+        )
+    return out, server.pid
+
+
+@pytest.mark.slow
+def test_a_slowdown_tells_a_serial_component_from_an_overlapped_one(
+    tmp_path: Path,
+    tokenizer,
+    monkeypatch,
+) -> None:  # type: ignore[no-untyped-def]
+    out, _pid = _run_fake_server(tmp_path, tokenizer, monkeypatch, ("sampler", "detokenizer"))
     result = read_run(out).result
     section = result.target["probe"]
     what_if = section["what_if"]
@@ -120,38 +143,21 @@ def test_until_resolved_waits_for_the_probes_slowdowns(tmp_path: Path, tokenizer
     the tree's processes, and while one is held the run goes on past a look (the hold itself: test_slowdowns_held)."""
     from infer_prof.profiler.session.target import rounds
 
-    tables = tmp_path / "tables"
-    tables.mkdir()
-    table = fake_engine_loop.TABLE.replace("probes = [\n", "probes = [\n" + fake_api_work.TABLE_ROW)
-    (tables / "fake.toml").write_text(table)
-    monkeypatch.setenv("INFER_PROF_ENGINE_TABLES", str(tables))
     looks: list[dict[int, str]] = []
     real = rounds.slowdowns_held
 
-    def held(probe_setup, window_ns, roles):  # type: ignore[no-untyped-def]
-        found = real(probe_setup, window_ns, roles)  # the real reading, whatever it says
+    def held(probe_setup, found, window_ns, roles):  # type: ignore[no-untyped-def]
+        reading = real(probe_setup, found, window_ns, roles)  # the real reading, whatever it says
         looks.append(roles)
-        return found + (["the slowdown of detokenizer (held for the test)"] if len(looks) == 1 else [])
+        return reading + (["the slowdown of detokenizer (held for the test)"] if len(looks) == 1 else [])
 
     monkeypatch.setattr(rounds, "slowdowns_held", held)
-    scenario = tmp_path / "load.toml"
-    scenario.write_text(LOAD.replace("num_requests = 30", "num_requests = 12"))
-    spec = load_scenario(str(scenario))
-    port, out = free_port(), tmp_path / "run"
-    out.mkdir()
-    setup = prepare_probe(out, what_if=WhatIf(("detokenizer",), levels=(0.5, 1.0), turn_steps=4))
-    command = fake_command("--port", str(port), "--engine-loop", "--api-work")
-    with launched_server(
-        command, f"http://127.0.0.1:{port}", out / "server.log", timeout_s=60, env=setup.env()
-    ) as server:
-        assert server is not None
-        plan = plan_target(probe(f"http://127.0.0.1:{port}"), None, "default", launched=server.pid)
-        run_target_session(
-            plan, spec, out, tokenizer=tokenizer, profile="default", probe=setup, until_max_time_s=60.0
-        )
+    load = LOAD.replace("num_requests = 30", "num_requests = 12")
+    out, server_pid = _run_fake_server(
+        tmp_path, tokenizer, monkeypatch, ("detokenizer",), load, until_max_time_s=60.0
+    )
     stopping = read_run(out).result.verdict["stopping"]
-    assert (
-        stopping["looks"] == len(looks) >= 2
-    )  # the first look was held by the slowdown, so a second round ran
+    # the first look was held by the slowdown, so a second round ran
+    assert stopping["looks"] == len(looks) >= 2
     assert stopping["rounds"] >= 2
-    assert server.pid in looks[0] and "each slowdown's sensitivity known to ±20%" in stopping["widths"]
+    assert server_pid in looks[0] and "each slowdown's sensitivity known to ±20%" in stopping["widths"]
